@@ -1,0 +1,219 @@
+
+using namespace System.Management.Automation
+using namespace System.Management.Automation.Language
+
+Register-ArgumentCompleter -Native -CommandName 'gpumem' -ScriptBlock {
+    param($wordToComplete, $commandAst, $cursorPosition)
+
+    $commandElements = $commandAst.CommandElements
+    $command = @(
+        'gpumem'
+        for ($i = 1; $i -lt $commandElements.Count; $i++) {
+            $element = $commandElements[$i]
+            if ($element -isnot [StringConstantExpressionAst] -or
+                $element.StringConstantType -ne [StringConstantType]::BareWord -or
+                $element.Value.StartsWith('-') -or
+                $element.Value -eq $wordToComplete) {
+                break
+        }
+        $element.Value
+    }) -join ';'
+
+    $completions = @(switch ($command) {
+        'gpumem' {
+            [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to use colour. `auto` colours a terminal unless NO_COLOR is set')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print one JSON document on stdout instead of tables')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print only the result: no progress bars, no notes')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print only the result: no progress bars, no notes')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('discover', 'discover', [CompletionResultType]::ParameterValue, 'List every backend and device with total and free memory; unavailable backends say why')
+            [CompletionResult]::new('estimate', 'estimate', [CompletionResultType]::ParameterValue, 'Compute the memory a model needs: weights, KV cache, activations and runtime overhead')
+            [CompletionResult]::new('select', 'select', [CompletionResultType]::ParameterValue, 'Choose the device, split or CPU offload where a model fits, and say why others do not')
+            [CompletionResult]::new('bench-alloc', 'bench-alloc', [CompletionResultType]::ParameterValue, 'Run the pool allocator against a real device and report hit rate, fragmentation, latency')
+            [CompletionResult]::new('stress', 'stress', [CompletionResultType]::ParameterValue, 'Drive a device to memory pressure and prove recovery, fallback, integrity and no leaks')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'gpumem;discover' {
+            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Probe only this backend (repeatable). Default: all of them')
+            [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Give up on a backend that has not answered after this long (e.g. 5s, 500ms)')
+            [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format. --json is the same as --format json')
+            [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to use colour. `auto` colours a terminal unless NO_COLOR is set')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print one JSON document on stdout instead of tables')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print only the result: no progress bars, no notes')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print only the result: no progress bars, no notes')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'gpumem;estimate' {
+            [CompletionResult]::new('-m', '-m', [CompletionResultType]::ParameterName, 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b)')
+            [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A Hugging Face config.json (Llama, Mistral, Mixtral, Qwen, Gemma, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3 and generic decoders)')
+            [CompletionResult]::new('--gguf', '--gguf', [CompletionResultType]::ParameterName, 'A GGUF file; only its header is read, never the tensor data')
+            [CompletionResult]::new('--safetensors', '--safetensors', [CompletionResultType]::ParameterName, 'A .safetensors file, a directory of shards, or a model.safetensors.index.json')
+            [CompletionResult]::new('--dtype', '--dtype', [CompletionResultType]::ParameterName, 'Weight precision: f32, f16, bf16, fp8, int8, int4, or a GGUF quantization such as q8_0, q4_k_m. Default: the file''s own types for GGUF/safetensors, bf16 otherwise')
+            [CompletionResult]::new('--kv-dtype', '--kv-dtype', [CompletionResultType]::ParameterName, 'KV-cache precision: f32, f16, bf16, fp8, q8_0 or q4_0')
+            [CompletionResult]::new('-b', '-b', [CompletionResultType]::ParameterName, 'Sequences processed at once')
+            [CompletionResult]::new('--batch', '--batch', [CompletionResultType]::ParameterName, 'Sequences processed at once')
+            [CompletionResult]::new('-c', '-c', [CompletionResultType]::ParameterName, 'Tokens of context per sequence (prompt plus generated). Default: 4096')
+            [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'Tokens of context per sequence (prompt plus generated). Default: 4096')
+            [CompletionResult]::new('--ubatch', '--ubatch', [CompletionResultType]::ParameterName, 'Prefill chunk (micro-batch) in tokens; sizes the activation scratch')
+            [CompletionResult]::new('--overhead', '--overhead', [CompletionResultType]::ParameterName, 'Runtime overhead per device (CUDA context, kernels, workspaces)')
+            [CompletionResult]::new('--fragmentation-reserve', '--fragmentation-reserve', [CompletionResultType]::ParameterName, 'Extra percentage kept for allocator fragmentation')
+            [CompletionResult]::new('--mode', '--mode', [CompletionResultType]::ParameterName, 'Inference (weights, KV cache, activations) or training (plus gradients and optimizer)')
+            [CompletionResult]::new('--optimizer', '--optimizer', [CompletionResultType]::ParameterName, 'Optimizer for --mode train')
+            [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to use colour. `auto` colours a terminal unless NO_COLOR is set')
+            [CompletionResult]::new('--flash-attention', '--flash-attention', [CompletionResultType]::ParameterName, 'Assume flash attention (no full attention-score matrix in memory)')
+            [CompletionResult]::new('--checkpointing', '--checkpointing', [CompletionResultType]::ParameterName, 'With --mode train: activation checkpointing (keep one activation per layer)')
+            [CompletionResult]::new('--list-models', '--list-models', [CompletionResultType]::ParameterName, 'List the built-in catalog and exit')
+            [CompletionResult]::new('--fits', '--fits', [CompletionResultType]::ParameterName, 'Compare the total with every discovered device; exit 3 when none fits')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print one JSON document on stdout instead of tables')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print only the result: no progress bars, no notes')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print only the result: no progress bars, no notes')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'gpumem;select' {
+            [CompletionResult]::new('-m', '-m', [CompletionResultType]::ParameterName, 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b)')
+            [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A Hugging Face config.json (Llama, Mistral, Mixtral, Qwen, Gemma, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3 and generic decoders)')
+            [CompletionResult]::new('--gguf', '--gguf', [CompletionResultType]::ParameterName, 'A GGUF file; only its header is read, never the tensor data')
+            [CompletionResult]::new('--safetensors', '--safetensors', [CompletionResultType]::ParameterName, 'A .safetensors file, a directory of shards, or a model.safetensors.index.json')
+            [CompletionResult]::new('--dtype', '--dtype', [CompletionResultType]::ParameterName, 'Weight precision: f32, f16, bf16, fp8, int8, int4, or a GGUF quantization such as q8_0, q4_k_m. Default: the file''s own types for GGUF/safetensors, bf16 otherwise')
+            [CompletionResult]::new('--kv-dtype', '--kv-dtype', [CompletionResultType]::ParameterName, 'KV-cache precision: f32, f16, bf16, fp8, q8_0 or q4_0')
+            [CompletionResult]::new('-b', '-b', [CompletionResultType]::ParameterName, 'Sequences processed at once')
+            [CompletionResult]::new('--batch', '--batch', [CompletionResultType]::ParameterName, 'Sequences processed at once')
+            [CompletionResult]::new('-c', '-c', [CompletionResultType]::ParameterName, 'Tokens of context per sequence (prompt plus generated). Default: 4096')
+            [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'Tokens of context per sequence (prompt plus generated). Default: 4096')
+            [CompletionResult]::new('--ubatch', '--ubatch', [CompletionResultType]::ParameterName, 'Prefill chunk (micro-batch) in tokens; sizes the activation scratch')
+            [CompletionResult]::new('--overhead', '--overhead', [CompletionResultType]::ParameterName, 'Runtime overhead per device (CUDA context, kernels, workspaces)')
+            [CompletionResult]::new('--fragmentation-reserve', '--fragmentation-reserve', [CompletionResultType]::ParameterName, 'Extra percentage kept for allocator fragmentation')
+            [CompletionResult]::new('--mode', '--mode', [CompletionResultType]::ParameterName, 'Inference (weights, KV cache, activations) or training (plus gradients and optimizer)')
+            [CompletionResult]::new('--optimizer', '--optimizer', [CompletionResultType]::ParameterName, 'Optimizer for --mode train')
+            [CompletionResult]::new('--bytes', '--bytes', [CompletionResultType]::ParameterName, 'Place a plain byte count instead of a model (e.g. 28GiB)')
+            [CompletionResult]::new('--inventory', '--inventory', [CompletionResultType]::ParameterName, 'Plan over saved `gpumem discover --json` documents (one or many hosts) instead of this machine')
+            [CompletionResult]::new('--device', '--device', [CompletionResultType]::ParameterName, 'Plan for a device you do not have, e.g. sim:80GiB (repeatable)')
+            [CompletionResult]::new('--prefer', '--prefer', [CompletionResultType]::ParameterName, 'Backend to favour')
+            [CompletionResult]::new('--memory-fraction', '--memory-fraction', [CompletionResultType]::ParameterName, 'Fraction of a device''s free memory gpumem may plan to use')
+            [CompletionResult]::new('--min-free', '--min-free', [CompletionResultType]::ParameterName, 'Memory always left free on every device')
+            [CompletionResult]::new('--driver-reserve', '--driver-reserve', [CompletionResultType]::ParameterName, 'Driver reserve in the usable-memory rule (driver + context + fraction of total, capped)')
+            [CompletionResult]::new('--context-reserve', '--context-reserve', [CompletionResultType]::ParameterName, 'Context reserve in the usable-memory rule')
+            [CompletionResult]::new('--reserve-fraction', '--reserve-fraction', [CompletionResultType]::ParameterName, 'Fraction of total memory kept as an emergency reserve in the usable-memory rule')
+            [CompletionResult]::new('--reserve-cap', '--reserve-cap', [CompletionResultType]::ParameterName, 'Cap on the whole reserve')
+            [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Per-backend probe timeout when discovering this machine''s devices')
+            [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to use colour. `auto` colours a terminal unless NO_COLOR is set')
+            [CompletionResult]::new('--flash-attention', '--flash-attention', [CompletionResultType]::ParameterName, 'Assume flash attention (no full attention-score matrix in memory)')
+            [CompletionResult]::new('--checkpointing', '--checkpointing', [CompletionResultType]::ParameterName, 'With --mode train: activation checkpointing (keep one activation per layer)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print one JSON document on stdout instead of tables')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print only the result: no progress bars, no notes')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print only the result: no progress bars, no notes')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'gpumem;bench-alloc' {
+            [CompletionResult]::new('--device', '--device', [CompletionResultType]::ParameterName, 'Device: host, host:2GiB, sim:80GiB, opencl:0, vulkan:0, cuda:0, rocm:0. Default: the best available real device')
+            [CompletionResult]::new('--workload', '--workload', [CompletionResultType]::ParameterName, 'Workload to run (ignored with --trace)')
+            [CompletionResult]::new('--trace', '--trace', [CompletionResultType]::ParameterName, 'Replay a recorded trace: RMM logging CSV or a PyTorch memory snapshot pickle')
+            [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Number of allocations')
+            [CompletionResult]::new('--allocations', '--allocations', [CompletionResultType]::ParameterName, 'Number of allocations')
+            [CompletionResult]::new('--max-size', '--max-size', [CompletionResultType]::ParameterName, 'Largest request size')
+            [CompletionResult]::new('--size', '--size', [CompletionResultType]::ParameterName, 'Request size for --workload same-size')
+            [CompletionResult]::new('--size-dist', '--size-dist', [CompletionResultType]::ParameterName, 'Size distribution for --workload random')
+            [CompletionResult]::new('--seed', '--seed', [CompletionResultType]::ParameterName, 'Seed; the same seed gives the same operation sequence')
+            [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'Model for --workload transformer')
+            [CompletionResult]::new('--batch', '--batch', [CompletionResultType]::ParameterName, 'Batch for --workload transformer')
+            [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'Context for --workload transformer')
+            [CompletionResult]::new('--timeline', '--timeline', [CompletionResultType]::ParameterName, 'Draw allocated and reserved bytes over the run as an SVG')
+            [CompletionResult]::new('--min-hit-rate', '--min-hit-rate', [CompletionResultType]::ParameterName, 'Fail (exit 1) when the pool''s hit rate is below this (0–1)')
+            [CompletionResult]::new('--max-fragmentation', '--max-fragmentation', [CompletionResultType]::ParameterName, 'Fail when fragmentation at the end is above this (0–1)')
+            [CompletionResult]::new('--min-speedup', '--min-speedup', [CompletionResultType]::ParameterName, 'Fail when the pool is less than this many times faster than raw device allocation')
+            [CompletionResult]::new('--max-p99-ns', '--max-p99-ns', [CompletionResultType]::ParameterName, 'Fail when the pool''s p99 allocation latency is above this many nanoseconds')
+            [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to use colour. `auto` colours a terminal unless NO_COLOR is set')
+            [CompletionResult]::new('--no-baseline', '--no-baseline', [CompletionResultType]::ParameterName, 'Skip the raw (pool-less) baseline run')
+            [CompletionResult]::new('--no-verify', '--no-verify', [CompletionResultType]::ParameterName, 'Do not write and check bytes in each buffer on a real device')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print one JSON document on stdout instead of tables')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print only the result: no progress bars, no notes')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print only the result: no progress bars, no notes')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'gpumem;stress' {
+            [CompletionResult]::new('--device', '--device', [CompletionResultType]::ParameterName, 'Device: host:512MiB, opencl:0, vulkan:0, cuda:0, rocm:0. Default: the best real device')
+            [CompletionResult]::new('--phase', '--phase', [CompletionResultType]::ParameterName, 'Run only these phases (repeatable). Default: all, in order')
+            [CompletionResult]::new('--threads', '--threads', [CompletionResultType]::ParameterName, 'Churn threads. Default: the number of cores')
+            [CompletionResult]::new('--duration', '--duration', [CompletionResultType]::ParameterName, 'How long the churn phase runs')
+            [CompletionResult]::new('--ops', '--ops', [CompletionResultType]::ParameterName, 'Run the churn phase for this many operations instead of --duration')
+            [CompletionResult]::new('--inject-failures', '--inject-failures', [CompletionResultType]::ParameterName, 'Make this fraction of raw device allocations fail (0–1) to prove they are survived')
+            [CompletionResult]::new('--max-size', '--max-size', [CompletionResultType]::ParameterName, 'Largest request in the churn phase')
+            [CompletionResult]::new('--seed', '--seed', [CompletionResultType]::ParameterName, 'Seed for sizes and injected failures')
+            [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to use colour. `auto` colours a terminal unless NO_COLOR is set')
+            [CompletionResult]::new('--cpu-fallback', '--cpu-fallback', [CompletionResultType]::ParameterName, 'Serve requests the device cannot hold from CPU memory (default)')
+            [CompletionResult]::new('--no-cpu-fallback', '--no-cpu-fallback', [CompletionResultType]::ParameterName, 'Fail such requests with the typed out-of-memory error instead')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print one JSON document on stdout instead of tables')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print only the result: no progress bars, no notes')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print only the result: no progress bars, no notes')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'gpumem;help' {
+            [CompletionResult]::new('discover', 'discover', [CompletionResultType]::ParameterValue, 'List every backend and device with total and free memory; unavailable backends say why')
+            [CompletionResult]::new('estimate', 'estimate', [CompletionResultType]::ParameterValue, 'Compute the memory a model needs: weights, KV cache, activations and runtime overhead')
+            [CompletionResult]::new('select', 'select', [CompletionResultType]::ParameterValue, 'Choose the device, split or CPU offload where a model fits, and say why others do not')
+            [CompletionResult]::new('bench-alloc', 'bench-alloc', [CompletionResultType]::ParameterValue, 'Run the pool allocator against a real device and report hit rate, fragmentation, latency')
+            [CompletionResult]::new('stress', 'stress', [CompletionResultType]::ParameterValue, 'Drive a device to memory pressure and prove recovery, fallback, integrity and no leaks')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'gpumem;help;discover' {
+            break
+        }
+        'gpumem;help;estimate' {
+            break
+        }
+        'gpumem;help;select' {
+            break
+        }
+        'gpumem;help;bench-alloc' {
+            break
+        }
+        'gpumem;help;stress' {
+            break
+        }
+        'gpumem;help;help' {
+            break
+        }
+    })
+
+    $completions.Where{ $_.CompletionText -like "$wordToComplete*" } |
+        Sort-Object -Property ListItemText
+}

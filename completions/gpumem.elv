@@ -1,0 +1,201 @@
+
+use builtin;
+use str;
+
+set edit:completion:arg-completer[gpumem] = {|@words|
+    fn spaces {|n|
+        builtin:repeat $n ' ' | str:join ''
+    }
+    fn cand {|text desc|
+        edit:complex-candidate $text &display=$text' '(spaces (- 14 (wcswidth $text)))$desc
+    }
+    var command = 'gpumem'
+    for word $words[1..-1] {
+        if (str:has-prefix $word '-') {
+            break
+        }
+        set command = $command';'$word
+    }
+    var completions = [
+        &'gpumem'= {
+            cand --color 'When to use colour. `auto` colours a terminal unless NO_COLOR is set'
+            cand --json 'Print one JSON document on stdout instead of tables'
+            cand -q 'Print only the result: no progress bars, no notes'
+            cand --quiet 'Print only the result: no progress bars, no notes'
+            cand -v 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'
+            cand --verbose 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+            cand discover 'List every backend and device with total and free memory; unavailable backends say why'
+            cand estimate 'Compute the memory a model needs: weights, KV cache, activations and runtime overhead'
+            cand select 'Choose the device, split or CPU offload where a model fits, and say why others do not'
+            cand bench-alloc 'Run the pool allocator against a real device and report hit rate, fragmentation, latency'
+            cand stress 'Drive a device to memory pressure and prove recovery, fallback, integrity and no leaks'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'gpumem;discover'= {
+            cand --backend 'Probe only this backend (repeatable). Default: all of them'
+            cand --timeout 'Give up on a backend that has not answered after this long (e.g. 5s, 500ms)'
+            cand --format 'Output format. --json is the same as --format json'
+            cand --color 'When to use colour. `auto` colours a terminal unless NO_COLOR is set'
+            cand --json 'Print one JSON document on stdout instead of tables'
+            cand -q 'Print only the result: no progress bars, no notes'
+            cand --quiet 'Print only the result: no progress bars, no notes'
+            cand -v 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'
+            cand --verbose 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'gpumem;estimate'= {
+            cand -m 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b)'
+            cand --model 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b)'
+            cand --config 'A Hugging Face config.json (Llama, Mistral, Mixtral, Qwen, Gemma, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3 and generic decoders)'
+            cand --gguf 'A GGUF file; only its header is read, never the tensor data'
+            cand --safetensors 'A .safetensors file, a directory of shards, or a model.safetensors.index.json'
+            cand --dtype 'Weight precision: f32, f16, bf16, fp8, int8, int4, or a GGUF quantization such as q8_0, q4_k_m. Default: the file''s own types for GGUF/safetensors, bf16 otherwise'
+            cand --kv-dtype 'KV-cache precision: f32, f16, bf16, fp8, q8_0 or q4_0'
+            cand -b 'Sequences processed at once'
+            cand --batch 'Sequences processed at once'
+            cand -c 'Tokens of context per sequence (prompt plus generated). Default: 4096'
+            cand --context 'Tokens of context per sequence (prompt plus generated). Default: 4096'
+            cand --ubatch 'Prefill chunk (micro-batch) in tokens; sizes the activation scratch'
+            cand --overhead 'Runtime overhead per device (CUDA context, kernels, workspaces)'
+            cand --fragmentation-reserve 'Extra percentage kept for allocator fragmentation'
+            cand --mode 'Inference (weights, KV cache, activations) or training (plus gradients and optimizer)'
+            cand --optimizer 'Optimizer for --mode train'
+            cand --color 'When to use colour. `auto` colours a terminal unless NO_COLOR is set'
+            cand --flash-attention 'Assume flash attention (no full attention-score matrix in memory)'
+            cand --checkpointing 'With --mode train: activation checkpointing (keep one activation per layer)'
+            cand --list-models 'List the built-in catalog and exit'
+            cand --fits 'Compare the total with every discovered device; exit 3 when none fits'
+            cand --json 'Print one JSON document on stdout instead of tables'
+            cand -q 'Print only the result: no progress bars, no notes'
+            cand --quiet 'Print only the result: no progress bars, no notes'
+            cand -v 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'
+            cand --verbose 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'gpumem;select'= {
+            cand -m 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b)'
+            cand --model 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b)'
+            cand --config 'A Hugging Face config.json (Llama, Mistral, Mixtral, Qwen, Gemma, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3 and generic decoders)'
+            cand --gguf 'A GGUF file; only its header is read, never the tensor data'
+            cand --safetensors 'A .safetensors file, a directory of shards, or a model.safetensors.index.json'
+            cand --dtype 'Weight precision: f32, f16, bf16, fp8, int8, int4, or a GGUF quantization such as q8_0, q4_k_m. Default: the file''s own types for GGUF/safetensors, bf16 otherwise'
+            cand --kv-dtype 'KV-cache precision: f32, f16, bf16, fp8, q8_0 or q4_0'
+            cand -b 'Sequences processed at once'
+            cand --batch 'Sequences processed at once'
+            cand -c 'Tokens of context per sequence (prompt plus generated). Default: 4096'
+            cand --context 'Tokens of context per sequence (prompt plus generated). Default: 4096'
+            cand --ubatch 'Prefill chunk (micro-batch) in tokens; sizes the activation scratch'
+            cand --overhead 'Runtime overhead per device (CUDA context, kernels, workspaces)'
+            cand --fragmentation-reserve 'Extra percentage kept for allocator fragmentation'
+            cand --mode 'Inference (weights, KV cache, activations) or training (plus gradients and optimizer)'
+            cand --optimizer 'Optimizer for --mode train'
+            cand --bytes 'Place a plain byte count instead of a model (e.g. 28GiB)'
+            cand --inventory 'Plan over saved `gpumem discover --json` documents (one or many hosts) instead of this machine'
+            cand --device 'Plan for a device you do not have, e.g. sim:80GiB (repeatable)'
+            cand --prefer 'Backend to favour'
+            cand --memory-fraction 'Fraction of a device''s free memory gpumem may plan to use'
+            cand --min-free 'Memory always left free on every device'
+            cand --driver-reserve 'Driver reserve in the usable-memory rule (driver + context + fraction of total, capped)'
+            cand --context-reserve 'Context reserve in the usable-memory rule'
+            cand --reserve-fraction 'Fraction of total memory kept as an emergency reserve in the usable-memory rule'
+            cand --reserve-cap 'Cap on the whole reserve'
+            cand --timeout 'Per-backend probe timeout when discovering this machine''s devices'
+            cand --color 'When to use colour. `auto` colours a terminal unless NO_COLOR is set'
+            cand --flash-attention 'Assume flash attention (no full attention-score matrix in memory)'
+            cand --checkpointing 'With --mode train: activation checkpointing (keep one activation per layer)'
+            cand --json 'Print one JSON document on stdout instead of tables'
+            cand -q 'Print only the result: no progress bars, no notes'
+            cand --quiet 'Print only the result: no progress bars, no notes'
+            cand -v 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'
+            cand --verbose 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'gpumem;bench-alloc'= {
+            cand --device 'Device: host, host:2GiB, sim:80GiB, opencl:0, vulkan:0, cuda:0, rocm:0. Default: the best available real device'
+            cand --workload 'Workload to run (ignored with --trace)'
+            cand --trace 'Replay a recorded trace: RMM logging CSV or a PyTorch memory snapshot pickle'
+            cand -n 'Number of allocations'
+            cand --allocations 'Number of allocations'
+            cand --max-size 'Largest request size'
+            cand --size 'Request size for --workload same-size'
+            cand --size-dist 'Size distribution for --workload random'
+            cand --seed 'Seed; the same seed gives the same operation sequence'
+            cand --model 'Model for --workload transformer'
+            cand --batch 'Batch for --workload transformer'
+            cand --context 'Context for --workload transformer'
+            cand --timeline 'Draw allocated and reserved bytes over the run as an SVG'
+            cand --min-hit-rate 'Fail (exit 1) when the pool''s hit rate is below this (0–1)'
+            cand --max-fragmentation 'Fail when fragmentation at the end is above this (0–1)'
+            cand --min-speedup 'Fail when the pool is less than this many times faster than raw device allocation'
+            cand --max-p99-ns 'Fail when the pool''s p99 allocation latency is above this many nanoseconds'
+            cand --color 'When to use colour. `auto` colours a terminal unless NO_COLOR is set'
+            cand --no-baseline 'Skip the raw (pool-less) baseline run'
+            cand --no-verify 'Do not write and check bytes in each buffer on a real device'
+            cand --json 'Print one JSON document on stdout instead of tables'
+            cand -q 'Print only the result: no progress bars, no notes'
+            cand --quiet 'Print only the result: no progress bars, no notes'
+            cand -v 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'
+            cand --verbose 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'gpumem;stress'= {
+            cand --device 'Device: host:512MiB, opencl:0, vulkan:0, cuda:0, rocm:0. Default: the best real device'
+            cand --phase 'Run only these phases (repeatable). Default: all, in order'
+            cand --threads 'Churn threads. Default: the number of cores'
+            cand --duration 'How long the churn phase runs'
+            cand --ops 'Run the churn phase for this many operations instead of --duration'
+            cand --inject-failures 'Make this fraction of raw device allocations fail (0–1) to prove they are survived'
+            cand --max-size 'Largest request in the churn phase'
+            cand --seed 'Seed for sizes and injected failures'
+            cand --color 'When to use colour. `auto` colours a terminal unless NO_COLOR is set'
+            cand --cpu-fallback 'Serve requests the device cannot hold from CPU memory (default)'
+            cand --no-cpu-fallback 'Fail such requests with the typed out-of-memory error instead'
+            cand --json 'Print one JSON document on stdout instead of tables'
+            cand -q 'Print only the result: no progress bars, no notes'
+            cand --quiet 'Print only the result: no progress bars, no notes'
+            cand -v 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'
+            cand --verbose 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'gpumem;help'= {
+            cand discover 'List every backend and device with total and free memory; unavailable backends say why'
+            cand estimate 'Compute the memory a model needs: weights, KV cache, activations and runtime overhead'
+            cand select 'Choose the device, split or CPU offload where a model fits, and say why others do not'
+            cand bench-alloc 'Run the pool allocator against a real device and report hit rate, fragmentation, latency'
+            cand stress 'Drive a device to memory pressure and prove recovery, fallback, integrity and no leaks'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'gpumem;help;discover'= {
+        }
+        &'gpumem;help;estimate'= {
+        }
+        &'gpumem;help;select'= {
+        }
+        &'gpumem;help;bench-alloc'= {
+        }
+        &'gpumem;help;stress'= {
+        }
+        &'gpumem;help;help'= {
+        }
+    ]
+    $completions[$command]
+}

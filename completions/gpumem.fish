@@ -1,0 +1,189 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_gpumem_global_optspecs
+    string join \n json q/quiet v/verbose color= h/help V/version
+end
+
+function __fish_gpumem_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_gpumem_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_gpumem_using_subcommand
+    set -l cmd (__fish_gpumem_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c gpumem -n "__fish_gpumem_needs_command" -l color -d 'When to use colour. `auto` colours a terminal unless NO_COLOR is set' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is not set'
+always\t'Always colour'
+never\t'Never colour'"
+complete -c gpumem -n "__fish_gpumem_needs_command" -l json -d 'Print one JSON document on stdout instead of tables'
+complete -c gpumem -n "__fish_gpumem_needs_command" -s q -l quiet -d 'Print only the result: no progress bars, no notes'
+complete -c gpumem -n "__fish_gpumem_needs_command" -s v -l verbose -d 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'
+complete -c gpumem -n "__fish_gpumem_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c gpumem -n "__fish_gpumem_needs_command" -s V -l version -d 'Print version'
+complete -c gpumem -n "__fish_gpumem_needs_command" -f -a "discover" -d 'List every backend and device with total and free memory; unavailable backends say why'
+complete -c gpumem -n "__fish_gpumem_needs_command" -f -a "estimate" -d 'Compute the memory a model needs: weights, KV cache, activations and runtime overhead'
+complete -c gpumem -n "__fish_gpumem_needs_command" -f -a "select" -d 'Choose the device, split or CPU offload where a model fits, and say why others do not'
+complete -c gpumem -n "__fish_gpumem_needs_command" -f -a "bench-alloc" -d 'Run the pool allocator against a real device and report hit rate, fragmentation, latency'
+complete -c gpumem -n "__fish_gpumem_needs_command" -f -a "stress" -d 'Drive a device to memory pressure and prove recovery, fallback, integrity and no leaks'
+complete -c gpumem -n "__fish_gpumem_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -l backend -d 'Probe only this backend (repeatable). Default: all of them' -r -f -a "cpu\t'System RAM, via sysinfo'
+cuda\t'NVIDIA CUDA driver API (libcuda), loaded at run time'
+nvml\t'NVIDIA Management Library (libnvidia-ml), loaded at run time'
+rocm\t'AMD ROCm: amdgpu sysfs and HIP (libamdhip64), loaded at run time'
+metal\t'Apple Metal (macOS only)'
+opencl\t'OpenCL through the ICD loader (libOpenCL), loaded at run time'
+vulkan\t'Vulkan through the loader (libvulkan), loaded at run time'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -l timeout -d 'Give up on a backend that has not answered after this long (e.g. 5s, 500ms)' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -l format -d 'Output format. --json is the same as --format json' -r -f -a "table\t'Tables for people'
+json\t'The JSON document (same as --json)'
+prometheus\t'Prometheus text exposition, for node_exporter\'s textfile collector'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -l color -d 'When to use colour. `auto` colours a terminal unless NO_COLOR is set' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is not set'
+always\t'Always colour'
+never\t'Never colour'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -l json -d 'Print one JSON document on stdout instead of tables'
+complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -s q -l quiet -d 'Print only the result: no progress bars, no notes'
+complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -s v -l verbose -d 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'
+complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -s V -l version -d 'Print version'
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s m -l model -d 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b)' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l config -d 'A Hugging Face config.json (Llama, Mistral, Mixtral, Qwen, Gemma, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3 and generic decoders)' -r -F
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l gguf -d 'A GGUF file; only its header is read, never the tensor data' -r -F
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l safetensors -d 'A .safetensors file, a directory of shards, or a model.safetensors.index.json' -r -F
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l dtype -d 'Weight precision: f32, f16, bf16, fp8, int8, int4, or a GGUF quantization such as q8_0, q4_k_m. Default: the file\'s own types for GGUF/safetensors, bf16 otherwise' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l kv-dtype -d 'KV-cache precision: f32, f16, bf16, fp8, q8_0 or q4_0' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s b -l batch -d 'Sequences processed at once' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s c -l context -d 'Tokens of context per sequence (prompt plus generated). Default: 4096' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l ubatch -d 'Prefill chunk (micro-batch) in tokens; sizes the activation scratch' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l overhead -d 'Runtime overhead per device (CUDA context, kernels, workspaces)' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l fragmentation-reserve -d 'Extra percentage kept for allocator fragmentation' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l mode -d 'Inference (weights, KV cache, activations) or training (plus gradients and optimizer)' -r -f -a "infer\t'Inference: weights, KV cache, activations'
+train\t'Mixed-precision training: adds gradients, optimizer states and fp32 master weights'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l optimizer -d 'Optimizer for --mode train' -r -f -a "adam\t'Adam: two fp32 moments per parameter'
+adamw\t'AdamW: two fp32 moments per parameter'
+sgd\t'SGD with momentum: one fp32 buffer per parameter'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l color -d 'When to use colour. `auto` colours a terminal unless NO_COLOR is set' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is not set'
+always\t'Always colour'
+never\t'Never colour'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l flash-attention -d 'Assume flash attention (no full attention-score matrix in memory)'
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l checkpointing -d 'With --mode train: activation checkpointing (keep one activation per layer)'
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l list-models -d 'List the built-in catalog and exit'
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l fits -d 'Compare the total with every discovered device; exit 3 when none fits'
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l json -d 'Print one JSON document on stdout instead of tables'
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s q -l quiet -d 'Print only the result: no progress bars, no notes'
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s v -l verbose -d 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s V -l version -d 'Print version'
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s m -l model -d 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b)' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l config -d 'A Hugging Face config.json (Llama, Mistral, Mixtral, Qwen, Gemma, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3 and generic decoders)' -r -F
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l gguf -d 'A GGUF file; only its header is read, never the tensor data' -r -F
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l safetensors -d 'A .safetensors file, a directory of shards, or a model.safetensors.index.json' -r -F
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l dtype -d 'Weight precision: f32, f16, bf16, fp8, int8, int4, or a GGUF quantization such as q8_0, q4_k_m. Default: the file\'s own types for GGUF/safetensors, bf16 otherwise' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l kv-dtype -d 'KV-cache precision: f32, f16, bf16, fp8, q8_0 or q4_0' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s b -l batch -d 'Sequences processed at once' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s c -l context -d 'Tokens of context per sequence (prompt plus generated). Default: 4096' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l ubatch -d 'Prefill chunk (micro-batch) in tokens; sizes the activation scratch' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l overhead -d 'Runtime overhead per device (CUDA context, kernels, workspaces)' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l fragmentation-reserve -d 'Extra percentage kept for allocator fragmentation' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l mode -d 'Inference (weights, KV cache, activations) or training (plus gradients and optimizer)' -r -f -a "infer\t'Inference: weights, KV cache, activations'
+train\t'Mixed-precision training: adds gradients, optimizer states and fp32 master weights'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l optimizer -d 'Optimizer for --mode train' -r -f -a "adam\t'Adam: two fp32 moments per parameter'
+adamw\t'AdamW: two fp32 moments per parameter'
+sgd\t'SGD with momentum: one fp32 buffer per parameter'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l bytes -d 'Place a plain byte count instead of a model (e.g. 28GiB)' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l inventory -d 'Plan over saved `gpumem discover --json` documents (one or many hosts) instead of this machine' -r -F
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l device -d 'Plan for a device you do not have, e.g. sim:80GiB (repeatable)' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l prefer -d 'Backend to favour' -r -f -a "auto\t'GPU backends with the most usable memory first, CPU last'
+cuda\t'NVIDIA CUDA'
+rocm\t'AMD ROCm'
+metal\t'Apple Metal'
+opencl\t'OpenCL'
+vulkan\t'Vulkan'
+cpu\t'System RAM'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l memory-fraction -d 'Fraction of a device\'s free memory gpumem may plan to use' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l min-free -d 'Memory always left free on every device' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l driver-reserve -d 'Driver reserve in the usable-memory rule (driver + context + fraction of total, capped)' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l context-reserve -d 'Context reserve in the usable-memory rule' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l reserve-fraction -d 'Fraction of total memory kept as an emergency reserve in the usable-memory rule' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l reserve-cap -d 'Cap on the whole reserve' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l timeout -d 'Per-backend probe timeout when discovering this machine\'s devices' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l color -d 'When to use colour. `auto` colours a terminal unless NO_COLOR is set' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is not set'
+always\t'Always colour'
+never\t'Never colour'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l flash-attention -d 'Assume flash attention (no full attention-score matrix in memory)'
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l checkpointing -d 'With --mode train: activation checkpointing (keep one activation per layer)'
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l json -d 'Print one JSON document on stdout instead of tables'
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s q -l quiet -d 'Print only the result: no progress bars, no notes'
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s v -l verbose -d 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s V -l version -d 'Print version'
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l device -d 'Device: host, host:2GiB, sim:80GiB, opencl:0, vulkan:0, cuda:0, rocm:0. Default: the best available real device' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l workload -d 'Workload to run (ignored with --trace)' -r -f -a "random\t'RMM\'s random_allocations: allocate with probability 0.73, else free a random live block'
+same-size\t'Every request the same size (--size)'
+mixed\t'A mix of small (<1 MiB) and large requests'
+transformer\t'A layer-by-layer inference step of --model over several decode steps'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l trace -d 'Replay a recorded trace: RMM logging CSV or a PyTorch memory snapshot pickle' -r -F
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -s n -l allocations -d 'Number of allocations' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l max-size -d 'Largest request size' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l size -d 'Request size for --workload same-size' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l size-dist -d 'Size distribution for --workload random' -r -f -a "uniform\t'Uniform in [1 B, --max-size]'
+normal\t'Normal around half of --max-size'
+lognormal\t'Log-normal: many small, few large'
+geometric\t'Geometric: powers of two, smaller ones more likely'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l seed -d 'Seed; the same seed gives the same operation sequence' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l model -d 'Model for --workload transformer' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l batch -d 'Batch for --workload transformer' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l context -d 'Context for --workload transformer' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l timeline -d 'Draw allocated and reserved bytes over the run as an SVG' -r -F
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l min-hit-rate -d 'Fail (exit 1) when the pool\'s hit rate is below this (0–1)' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l max-fragmentation -d 'Fail when fragmentation at the end is above this (0–1)' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l min-speedup -d 'Fail when the pool is less than this many times faster than raw device allocation' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l max-p99-ns -d 'Fail when the pool\'s p99 allocation latency is above this many nanoseconds' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l color -d 'When to use colour. `auto` colours a terminal unless NO_COLOR is set' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is not set'
+always\t'Always colour'
+never\t'Never colour'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l no-baseline -d 'Skip the raw (pool-less) baseline run'
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l no-verify -d 'Do not write and check bytes in each buffer on a real device'
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l json -d 'Print one JSON document on stdout instead of tables'
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -s q -l quiet -d 'Print only the result: no progress bars, no notes'
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -s v -l verbose -d 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -s V -l version -d 'Print version'
+complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l device -d 'Device: host:512MiB, opencl:0, vulkan:0, cuda:0, rocm:0. Default: the best real device' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l phase -d 'Run only these phases (repeatable). Default: all, in order' -r -f -a "ramp\t'Allocate until pressure is Critical, seeing every level in order'
+exhaust\t'Allocate past the device limit: retry, then CPU fallback or a typed OOM error'
+churn\t'Threads allocate, fill, verify and free near High pressure'
+recover\t'Free everything, empty the cache and check nothing leaked'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l threads -d 'Churn threads. Default: the number of cores' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l duration -d 'How long the churn phase runs' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l ops -d 'Run the churn phase for this many operations instead of --duration' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l inject-failures -d 'Make this fraction of raw device allocations fail (0–1) to prove they are survived' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l max-size -d 'Largest request in the churn phase' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l seed -d 'Seed for sizes and injected failures' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l color -d 'When to use colour. `auto` colours a terminal unless NO_COLOR is set' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is not set'
+always\t'Always colour'
+never\t'Never colour'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l cpu-fallback -d 'Serve requests the device cannot hold from CPU memory (default)'
+complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l no-cpu-fallback -d 'Fail such requests with the typed out-of-memory error instead'
+complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l json -d 'Print one JSON document on stdout instead of tables'
+complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -s q -l quiet -d 'Print only the result: no progress bars, no notes'
+complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -s v -l verbose -d 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'
+complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -s V -l version -d 'Print version'
+complete -c gpumem -n "__fish_gpumem_using_subcommand help; and not __fish_seen_subcommand_from discover estimate select bench-alloc stress help" -f -a "discover" -d 'List every backend and device with total and free memory; unavailable backends say why'
+complete -c gpumem -n "__fish_gpumem_using_subcommand help; and not __fish_seen_subcommand_from discover estimate select bench-alloc stress help" -f -a "estimate" -d 'Compute the memory a model needs: weights, KV cache, activations and runtime overhead'
+complete -c gpumem -n "__fish_gpumem_using_subcommand help; and not __fish_seen_subcommand_from discover estimate select bench-alloc stress help" -f -a "select" -d 'Choose the device, split or CPU offload where a model fits, and say why others do not'
+complete -c gpumem -n "__fish_gpumem_using_subcommand help; and not __fish_seen_subcommand_from discover estimate select bench-alloc stress help" -f -a "bench-alloc" -d 'Run the pool allocator against a real device and report hit rate, fragmentation, latency'
+complete -c gpumem -n "__fish_gpumem_using_subcommand help; and not __fish_seen_subcommand_from discover estimate select bench-alloc stress help" -f -a "stress" -d 'Drive a device to memory pressure and prove recovery, fallback, integrity and no leaks'
+complete -c gpumem -n "__fish_gpumem_using_subcommand help; and not __fish_seen_subcommand_from discover estimate select bench-alloc stress help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

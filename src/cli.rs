@@ -1,0 +1,529 @@
+//! Command-line definitions (clap derive). Completions and man pages are generated from these
+//! types, so every flag's documentation lives here and nowhere else.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::backend::{BackendKind, DeviceSpec};
+use crate::units::{parse_bytes, parse_duration};
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  runtime failure, or a --min-*/--max-* threshold was missed
+  2  usage error (unknown flag, malformed value)
+  3  does not fit: no suitable device (select, estimate --fits)
+
+A closed output pipe (e.g. `gpumem discover | head -1`) exits 0 quietly.";
+
+/// Know your GPU memory before you deploy.
+///
+/// gpumem lists the devices and memory you have (discover), computes what a model needs
+/// (estimate), chooses where it fits (select), and measures how a caching pool allocator behaves
+/// on a real device (bench-alloc, stress).
+#[derive(Debug, Parser)]
+#[command(name = "gpumem", version, propagate_version = true, after_long_help = EXIT_CODES)]
+#[command(max_term_width = 100)]
+pub struct Cli {
+    /// Options every subcommand accepts.
+    #[command(flatten)]
+    pub global: GlobalArgs,
+
+    /// The subcommand to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every subcommand accepts.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Global options")]
+pub struct GlobalArgs {
+    /// Print one JSON document on stdout instead of tables.
+    ///
+    /// Every document carries "schema_version": 1 at the top level; the schemas are described in
+    /// docs/json-schema.md. Errors still go to stderr as one line, and a JSON document
+    /// {"schema_version":1,"error":{...}} is printed on stdout so pipelines always get JSON.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// Print only the result: no progress bars, no notes.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+
+    /// Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
+    /// When to use colour. `auto` colours a terminal unless NO_COLOR is set.
+    #[arg(long, global = true, value_enum, default_value_t = ColorWhen::Auto, value_name = "WHEN")]
+    pub color: ColorWhen,
+}
+
+/// When to colour output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorWhen {
+    /// Colour when stdout is a terminal and NO_COLOR is not set.
+    Auto,
+    /// Always colour.
+    Always,
+    /// Never colour.
+    Never,
+}
+
+/// The five subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List every backend and device with total and free memory; unavailable backends say why.
+    Discover(DiscoverArgs),
+    /// Compute the memory a model needs: weights, KV cache, activations and runtime overhead.
+    Estimate(EstimateArgs),
+    /// Choose the device, split or CPU offload where a model fits, and say why others do not.
+    Select(SelectArgs),
+    /// Run the pool allocator against a real device and report hit rate, fragmentation, latency.
+    #[command(name = "bench-alloc")]
+    BenchAlloc(BenchAllocArgs),
+    /// Drive a device to memory pressure and prove recovery, fallback, integrity and no leaks.
+    Stress(StressArgs),
+}
+
+/// Output formats of `discover`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DiscoverFormat {
+    /// Tables for people.
+    Table,
+    /// The JSON document (same as --json).
+    Json,
+    /// Prometheus text exposition, for node_exporter's textfile collector.
+    Prometheus,
+}
+
+/// `gpumem discover`.
+#[derive(Debug, Clone, Args)]
+#[command(after_long_help = EXIT_CODES)]
+pub struct DiscoverArgs {
+    /// Probe only this backend (repeatable). Default: all of them.
+    #[arg(long = "backend", value_enum, value_name = "NAME")]
+    pub backends: Vec<BackendKind>,
+
+    /// Give up on a backend that has not answered after this long (e.g. 5s, 500ms).
+    ///
+    /// Backends are probed concurrently; one that times out is listed as unavailable with the
+    /// reason, so a hung driver never hangs the tool.
+    #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
+    pub timeout: Duration,
+
+    /// Output format. --json is the same as --format json.
+    #[arg(long, value_enum, default_value_t = DiscoverFormat::Table)]
+    pub format: DiscoverFormat,
+}
+
+/// Where the model comes from. Exactly one source is required unless --list-models is given.
+#[derive(Debug, Clone, Args)]
+#[group(id = "source", multiple = false)]
+pub struct ModelSourceArgs {
+    /// A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b).
+    ///
+    /// `gpumem estimate --list-models` lists them.
+    #[arg(short, long, value_name = "NAME")]
+    pub model: Option<String>,
+
+    /// A Hugging Face config.json (Llama, Mistral, Mixtral, Qwen, Gemma, Phi-3, Falcon,
+    /// GPT-NeoX, DeepSeek-V2/V3 and generic decoders).
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+
+    /// A GGUF file; only its header is read, never the tensor data.
+    #[arg(long, value_name = "FILE")]
+    pub gguf: Option<PathBuf>,
+
+    /// A .safetensors file, a directory of shards, or a model.safetensors.index.json.
+    #[arg(long, value_name = "PATH")]
+    pub safetensors: Option<PathBuf>,
+}
+
+/// What the model runs as: precision, batch, context and runtime settings.
+#[derive(Debug, Clone, Args)]
+pub struct WorkloadSettings {
+    /// Weight precision: f32, f16, bf16, fp8, int8, int4, or a GGUF quantization such as q8_0,
+    /// q4_k_m. Default: the file's own types for GGUF/safetensors, bf16 otherwise.
+    #[arg(long, value_name = "DTYPE")]
+    pub dtype: Option<String>,
+
+    /// KV-cache precision: f32, f16, bf16, fp8, q8_0 or q4_0.
+    #[arg(long, default_value = "f16", value_name = "DTYPE")]
+    pub kv_dtype: String,
+
+    /// Sequences processed at once.
+    #[arg(short, long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
+    pub batch: u32,
+
+    /// Tokens of context per sequence (prompt plus generated). Default: 4096.
+    #[arg(short, long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
+    pub context: u32,
+
+    /// Prefill chunk (micro-batch) in tokens; sizes the activation scratch.
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
+    pub ubatch: u32,
+
+    /// Assume flash attention (no full attention-score matrix in memory).
+    #[arg(long)]
+    pub flash_attention: bool,
+
+    /// Runtime overhead per device (CUDA context, kernels, workspaces).
+    #[arg(long, default_value = "500MiB", value_parser = parse_bytes, value_name = "SIZE")]
+    pub overhead: u64,
+
+    /// Extra percentage kept for allocator fragmentation.
+    #[arg(long, default_value_t = 10.0, value_parser = parse_percent, value_name = "PERCENT")]
+    pub fragmentation_reserve: f64,
+
+    /// Inference (weights, KV cache, activations) or training (plus gradients and optimizer).
+    #[arg(long, value_enum, default_value_t = Mode::Infer)]
+    pub mode: Mode,
+
+    /// Optimizer for --mode train.
+    #[arg(long, value_enum, default_value_t = Optimizer::Adamw)]
+    pub optimizer: Optimizer,
+
+    /// With --mode train: activation checkpointing (keep one activation per layer).
+    #[arg(long)]
+    pub checkpointing: bool,
+}
+
+/// Inference or training.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    /// Inference: weights, KV cache, activations.
+    Infer,
+    /// Mixed-precision training: adds gradients, optimizer states and fp32 master weights.
+    Train,
+}
+
+/// Training optimizers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Optimizer {
+    /// Adam: two fp32 moments per parameter.
+    Adam,
+    /// AdamW: two fp32 moments per parameter.
+    Adamw,
+    /// SGD with momentum: one fp32 buffer per parameter.
+    Sgd,
+}
+
+/// `gpumem estimate`.
+#[derive(Debug, Clone, Args)]
+#[command(after_long_help = EXIT_CODES)]
+pub struct EstimateArgs {
+    /// The model.
+    #[command(flatten)]
+    pub source: ModelSourceArgs,
+
+    /// Precision, batch, context and runtime.
+    #[command(flatten)]
+    pub settings: WorkloadSettings,
+
+    /// List the built-in catalog and exit.
+    #[arg(long, conflicts_with = "source")]
+    pub list_models: bool,
+
+    /// Compare the total with every discovered device; exit 3 when none fits.
+    #[arg(long)]
+    pub fits: bool,
+}
+
+/// Which backend `select` should favour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Preference {
+    /// GPU backends with the most usable memory first, CPU last.
+    Auto,
+    /// NVIDIA CUDA.
+    Cuda,
+    /// AMD ROCm.
+    Rocm,
+    /// Apple Metal.
+    Metal,
+    /// OpenCL.
+    Opencl,
+    /// Vulkan.
+    Vulkan,
+    /// System RAM.
+    Cpu,
+}
+
+/// `gpumem select`.
+#[derive(Debug, Clone, Args)]
+#[command(after_long_help = EXIT_CODES)]
+pub struct SelectArgs {
+    /// The model (or use --bytes).
+    #[command(flatten)]
+    pub source: ModelSourceArgs,
+
+    /// Precision, batch, context and runtime.
+    #[command(flatten)]
+    pub settings: WorkloadSettings,
+
+    /// Place a plain byte count instead of a model (e.g. 28GiB).
+    #[arg(long, value_parser = parse_bytes, value_name = "SIZE", conflicts_with = "source")]
+    pub bytes: Option<u64>,
+
+    /// Plan over saved `gpumem discover --json` documents (one or many hosts) instead of this
+    /// machine.
+    #[arg(long, value_name = "FILE", num_args = 1..)]
+    pub inventory: Vec<PathBuf>,
+
+    /// Plan for a device you do not have, e.g. sim:80GiB (repeatable).
+    #[arg(long, value_name = "SPEC")]
+    pub device: Vec<DeviceSpec>,
+
+    /// Backend to favour.
+    #[arg(long, value_enum, default_value_t = Preference::Auto)]
+    pub prefer: Preference,
+
+    /// Fraction of a device's free memory gpumem may plan to use.
+    #[arg(long, default_value_t = 0.9, value_parser = parse_fraction, value_name = "FRACTION")]
+    pub memory_fraction: f64,
+
+    /// Memory always left free on every device.
+    #[arg(long, default_value = "512MiB", value_parser = parse_bytes, value_name = "SIZE")]
+    pub min_free: u64,
+
+    /// Driver reserve in the usable-memory rule (driver + context + fraction of total, capped).
+    #[arg(long, default_value = "500MB", value_parser = parse_bytes, value_name = "SIZE")]
+    pub driver_reserve: u64,
+
+    /// Context reserve in the usable-memory rule.
+    #[arg(long, default_value = "100MB", value_parser = parse_bytes, value_name = "SIZE")]
+    pub context_reserve: u64,
+
+    /// Fraction of total memory kept as an emergency reserve in the usable-memory rule.
+    #[arg(long, default_value_t = 0.10, value_parser = parse_fraction, value_name = "FRACTION")]
+    pub reserve_fraction: f64,
+
+    /// Cap on the whole reserve.
+    #[arg(long, default_value = "2GB", value_parser = parse_bytes, value_name = "SIZE")]
+    pub reserve_cap: u64,
+
+    /// Per-backend probe timeout when discovering this machine's devices.
+    #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
+    pub timeout: Duration,
+}
+
+/// Allocation workloads for `bench-alloc`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WorkloadKind {
+    /// RMM's random_allocations: allocate with probability 0.73, else free a random live block.
+    Random,
+    /// Every request the same size (--size).
+    SameSize,
+    /// A mix of small (<1 MiB) and large requests.
+    Mixed,
+    /// A layer-by-layer inference step of --model over several decode steps.
+    Transformer,
+}
+
+/// Size distributions for the random workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SizeDist {
+    /// Uniform in [1 B, --max-size].
+    Uniform,
+    /// Normal around half of --max-size.
+    Normal,
+    /// Log-normal: many small, few large.
+    Lognormal,
+    /// Geometric: powers of two, smaller ones more likely.
+    Geometric,
+}
+
+/// Pass/fail thresholds for CI.
+#[derive(Debug, Clone, Args)]
+pub struct Gates {
+    /// Fail (exit 1) when the pool's hit rate is below this (0–1).
+    #[arg(long, value_parser = parse_fraction, value_name = "RATE")]
+    pub min_hit_rate: Option<f64>,
+
+    /// Fail when fragmentation at the end is above this (0–1).
+    #[arg(long, value_parser = parse_fraction, value_name = "RATIO")]
+    pub max_fragmentation: Option<f64>,
+
+    /// Fail when the pool is less than this many times faster than raw device allocation.
+    #[arg(long, value_name = "FACTOR")]
+    pub min_speedup: Option<f64>,
+
+    /// Fail when the pool's p99 allocation latency is above this many nanoseconds.
+    #[arg(long, value_name = "NS")]
+    pub max_p99_ns: Option<u64>,
+}
+
+/// `gpumem bench-alloc`.
+#[derive(Debug, Clone, Args)]
+#[command(after_long_help = EXIT_CODES)]
+pub struct BenchAllocArgs {
+    /// Device: host, host:2GiB, sim:80GiB, opencl:0, vulkan:0, cuda:0, rocm:0.
+    /// Default: the best available real device.
+    #[arg(long, value_name = "SPEC")]
+    pub device: Option<DeviceSpec>,
+
+    /// Workload to run (ignored with --trace).
+    #[arg(long, value_enum, default_value_t = WorkloadKind::Random)]
+    pub workload: WorkloadKind,
+
+    /// Replay a recorded trace: RMM logging CSV or a PyTorch memory snapshot pickle.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+
+    /// Number of allocations.
+    #[arg(
+        short = 'n',
+        long = "allocations",
+        default_value_t = 1000,
+        value_name = "N"
+    )]
+    pub allocations: u64,
+
+    /// Largest request size.
+    #[arg(long, default_value = "64MiB", value_parser = parse_bytes, value_name = "SIZE")]
+    pub max_size: u64,
+
+    /// Request size for --workload same-size.
+    #[arg(long, default_value = "1MiB", value_parser = parse_bytes, value_name = "SIZE")]
+    pub size: u64,
+
+    /// Size distribution for --workload random.
+    #[arg(long, value_enum, default_value_t = SizeDist::Uniform)]
+    pub size_dist: SizeDist,
+
+    /// Seed; the same seed gives the same operation sequence.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+
+    /// Model for --workload transformer.
+    #[arg(long, default_value = "mistral-7b", value_name = "NAME")]
+    pub model: String,
+
+    /// Batch for --workload transformer.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
+    pub batch: u32,
+
+    /// Context for --workload transformer.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..))]
+    pub context: u32,
+
+    /// Skip the raw (pool-less) baseline run.
+    #[arg(long)]
+    pub no_baseline: bool,
+
+    /// Do not write and check bytes in each buffer on a real device.
+    #[arg(long)]
+    pub no_verify: bool,
+
+    /// Draw allocated and reserved bytes over the run as an SVG.
+    #[arg(long, value_name = "FILE.svg")]
+    pub timeline: Option<PathBuf>,
+
+    /// CI thresholds.
+    #[command(flatten)]
+    pub gates: Gates,
+}
+
+/// Phases of `stress`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Phase {
+    /// Allocate until pressure is Critical, seeing every level in order.
+    Ramp,
+    /// Allocate past the device limit: retry, then CPU fallback or a typed OOM error.
+    Exhaust,
+    /// Threads allocate, fill, verify and free near High pressure.
+    Churn,
+    /// Free everything, empty the cache and check nothing leaked.
+    Recover,
+}
+
+/// `gpumem stress`.
+#[derive(Debug, Clone, Args)]
+#[command(after_long_help = EXIT_CODES)]
+pub struct StressArgs {
+    /// Device: host:512MiB, opencl:0, vulkan:0, cuda:0, rocm:0. Default: the best real device.
+    #[arg(long, value_name = "SPEC")]
+    pub device: Option<DeviceSpec>,
+
+    /// Run only these phases (repeatable). Default: all, in order.
+    #[arg(long = "phase", value_enum, value_name = "PHASE")]
+    pub phases: Vec<Phase>,
+
+    /// Serve requests the device cannot hold from CPU memory (default).
+    #[arg(long, overrides_with = "no_cpu_fallback")]
+    pub cpu_fallback: bool,
+
+    /// Fail such requests with the typed out-of-memory error instead.
+    #[arg(long)]
+    pub no_cpu_fallback: bool,
+
+    /// Churn threads. Default: the number of cores.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub threads: Option<u32>,
+
+    /// How long the churn phase runs.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    pub duration: Duration,
+
+    /// Run the churn phase for this many operations instead of --duration.
+    #[arg(long, value_name = "N")]
+    pub ops: Option<u64>,
+
+    /// Make this fraction of raw device allocations fail (0–1) to prove they are survived.
+    #[arg(long, value_parser = parse_fraction, value_name = "RATE")]
+    pub inject_failures: Option<f64>,
+
+    /// Largest request in the churn phase.
+    #[arg(long, default_value = "16MiB", value_parser = parse_bytes, value_name = "SIZE")]
+    pub max_size: u64,
+
+    /// Seed for sizes and injected failures.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+}
+
+fn parse_fraction(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number"))?;
+    if !(0.0..=1.0).contains(&v) {
+        return Err(format!("{s} is outside 0..=1"));
+    }
+    Ok(v)
+}
+
+fn parse_percent(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number"))?;
+    if !(0.0..=100.0).contains(&v) {
+        return Err(format!("{s} is outside 0..=100"));
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn fractions_and_percents() {
+        assert_eq!(parse_fraction("0.9"), Ok(0.9));
+        assert!(parse_fraction("1.5").is_err());
+        assert!(parse_fraction("nan").is_err());
+        assert_eq!(parse_percent("10%"), Ok(10.0));
+        assert!(parse_percent("-1").is_err());
+    }
+}

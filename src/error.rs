@@ -1,0 +1,19 @@
+//! Errors that decide an exit code at the edge of the program.
+
+use thiserror::Error;
+
+/// Errors the command layer raises itself; library errors travel inside `anyhow::Error`.
+#[derive(Debug, Error)]
+pub enum CliError {
+    /// The flags are individually valid but do not make sense together (exit 2).
+    #[error("{0}")]
+    Usage(String),
+    /// A subcommand whose implementation has not landed yet (exit 1).
+    #[error("`gpumem {command}` is not implemented yet (tracked in issue #{issue})")]
+    NotImplemented {
+        /// The subcommand.
+        command: &'static str,
+        /// The issue that will implement it.
+        issue: u32,
+    },
+}

@@ -1,0 +1,32 @@
+//! The one exit-code table, shared by `main`, the README and the man page.
+
+/// How a gpumem run ended, as seen by the shell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// 0: success.
+    Success,
+    /// 1: a runtime failure, or a CI threshold (`--min-*`/`--max-*`) was missed.
+    Failure,
+    /// 2: a usage error (unknown flag, malformed value).
+    Usage,
+    /// 3: does not fit; no suitable device (`select`, `estimate --fits`).
+    DoesNotFit,
+}
+
+impl Exit {
+    /// The numeric status passed to the operating system.
+    pub fn code(self) -> u8 {
+        match self {
+            Exit::Success => 0,
+            Exit::Failure => 1,
+            Exit::Usage => 2,
+            Exit::DoesNotFit => 3,
+        }
+    }
+}
+
+impl From<Exit> for std::process::ExitCode {
+    fn from(exit: Exit) -> Self {
+        std::process::ExitCode::from(exit.code())
+    }
+}

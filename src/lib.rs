@@ -1,0 +1,13 @@
+//! gpumem: know your GPU memory before you deploy.
+//!
+//! The library computes and never prints: [`backend`] finds devices, [`units`] parses and
+//! formats sizes, and [`output`] renders reports for the binary. The command layer
+//! ([`commands`]) wires clap's types ([`cli`]) to them.
+
+pub mod backend;
+pub mod cli;
+pub mod commands;
+pub mod error;
+pub mod exit;
+pub mod output;
+pub mod units;

@@ -1,0 +1,97 @@
+//! The gpumem binary: parse, dispatch, map errors to exit codes.
+
+use std::io::{self, IsTerminal};
+use std::process::ExitCode;
+
+use clap::Parser;
+use gpumem::cli::{Cli, ColorWhen, GlobalArgs};
+use gpumem::error::CliError;
+use gpumem::exit::Exit;
+use gpumem::output::{Format, Output};
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return clap_exit(&err),
+    };
+    init_logging(&cli.global);
+    let out = Output::new(
+        if cli.global.json {
+            Format::Json
+        } else {
+            Format::Text
+        },
+        use_color(cli.global.color),
+        cli.global.quiet,
+    );
+    match gpumem::commands::run(cli.command, &cli.global, &out) {
+        Ok(exit) => exit.into(),
+        Err(err) if is_broken_pipe(&err) => Exit::Success.into(),
+        Err(err) => {
+            let exit = match err.downcast_ref::<CliError>() {
+                Some(CliError::Usage(_)) => Exit::Usage,
+                _ => Exit::Failure,
+            };
+            // One line, whatever the error chain holds, so logs and CI annotations stay tidy.
+            let message = format!("{err:#}").replace('\n', " ");
+            eprintln!("gpumem: error: {message}");
+            let _ = out.emit_error(&message, exit.code());
+            exit.into()
+        }
+    }
+}
+
+/// Help and version go to stdout with 0; usage errors print clap's first line and exit 2.
+fn clap_exit(err: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match err.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = err.print();
+            Exit::Success.into()
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = err.print();
+            Exit::Usage.into()
+        }
+        _ => {
+            let rendered = err.render().to_string();
+            let first = rendered.lines().next().unwrap_or("error: invalid usage");
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            eprintln!("gpumem: error: {first} (see 'gpumem --help')");
+            Exit::Usage.into()
+        }
+    }
+}
+
+fn use_color(when: ColorWhen) -> bool {
+    match when {
+        ColorWhen::Always => true,
+        ColorWhen::Never => false,
+        ColorWhen::Auto => {
+            std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && io::stdout().is_terminal()
+        }
+    }
+}
+
+fn init_logging(global: &GlobalArgs) {
+    let level = match (global.quiet, global.verbose) {
+        (true, _) => log::LevelFilter::Error,
+        (false, 0) => log::LevelFilter::Warn,
+        (false, 1) => log::LevelFilter::Info,
+        (false, 2) => log::LevelFilter::Debug,
+        (false, _) => log::LevelFilter::Trace,
+    };
+    env_logger::Builder::new()
+        .filter_level(level)
+        .format_timestamp_millis()
+        .target(env_logger::Target::Stderr)
+        .init();
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<io::Error>()
+            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+    })
+}

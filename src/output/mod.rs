@@ -1,0 +1,110 @@
+//! The one output layer: every report is rendered here, as tables for people or as a versioned
+//! JSON document for machines. Library modules compute and never print; commands build a report
+//! and hand it to [`Output`].
+
+mod json;
+mod progress;
+mod table;
+
+use std::io::{self, IsTerminal, Write};
+
+use serde::Serialize;
+
+pub use json::{document, error_document, SCHEMA_VERSION};
+pub use progress::Progress;
+pub use table::{new_table, Style};
+
+/// A report that can be shown as text (tables) and serialized as JSON.
+pub trait Report: Serialize {
+    /// The human rendering: one or more comfy-table tables and short lines.
+    fn render_text(&self, style: &Style) -> String;
+}
+
+/// Machine or human output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Tables and lines for a person.
+    Text,
+    /// One JSON document on stdout.
+    Json,
+}
+
+/// Where and how results are written.
+#[derive(Debug, Clone)]
+pub struct Output {
+    format: Format,
+    style: Style,
+    quiet: bool,
+    show_progress: bool,
+}
+
+impl Output {
+    /// Builds the output settings from the global flags.
+    pub fn new(format: Format, color: bool, quiet: bool) -> Self {
+        let show_progress = !quiet && io::stdout().is_terminal() && io::stderr().is_terminal();
+        Output {
+            format,
+            style: Style { color },
+            quiet,
+            show_progress,
+        }
+    }
+
+    /// The chosen format.
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    /// Whether output is JSON.
+    pub fn is_json(&self) -> bool {
+        self.format == Format::Json
+    }
+
+    /// The text style (colour on or off).
+    pub fn style(&self) -> &Style {
+        &self.style
+    }
+
+    /// Writes a report to stdout in the chosen format.
+    pub fn emit<R: Report>(&self, report: &R) -> io::Result<()> {
+        match self.format {
+            Format::Json => {
+                let doc = document(report).map_err(io::Error::other)?;
+                self.write_stdout(&format!("{doc:#}\n"))
+            }
+            Format::Text => self.write_stdout(&report.render_text(&self.style)),
+        }
+    }
+
+    /// Writes raw text to stdout (formats other than table/JSON, e.g. Prometheus).
+    pub fn write_stdout(&self, text: &str) -> io::Result<()> {
+        let mut out = io::stdout().lock();
+        out.write_all(text.as_bytes())?;
+        if !text.ends_with('\n') && !text.is_empty() {
+            out.write_all(b"\n")?;
+        }
+        out.flush()
+    }
+
+    /// Writes the JSON error document on stdout when output is JSON (the one-line message goes
+    /// to stderr from `main` either way).
+    pub fn emit_error(&self, message: &str, exit_code: u8) -> io::Result<()> {
+        if self.is_json() {
+            let doc = error_document(message, exit_code);
+            self.write_stdout(&format!("{doc:#}\n"))?;
+        }
+        Ok(())
+    }
+
+    /// A short note for a person on stderr; silent with --quiet or JSON output.
+    pub fn note(&self, message: &str) {
+        if !self.quiet && !self.is_json() {
+            let _ = writeln!(io::stderr(), "{message}");
+        }
+    }
+
+    /// A progress bar on stderr, hidden unless stdout and stderr are terminals and not --quiet.
+    pub fn progress(&self, total: u64, label: &str) -> Progress {
+        Progress::new(self.show_progress, total, label)
+    }
+}

@@ -1,0 +1,274 @@
+//! Byte sizes and durations as people type and read them.
+//!
+//! Parsing accepts a whole number of bytes (`4096`) or a number with a unit (`512MiB`,
+//! `28GiB`, `1.5GB`). Binary units (`KiB`, `MiB`, `GiB`, `TiB`, `PiB`) are powers of 1024 and
+//! decimal units (`kB`, `MB`, `GB`, `TB`, `PB`) powers of 1000, because a vendor's "80 GB"
+//! card and a driver's "80 GiB" budget differ by 5 GB and users need both. Units are
+//! case-insensitive; the result must be a whole number of bytes and fit in `u64`.
+//!
+//! Formatting is always base 1024 with two decimals (`14.48 GiB`), matching what
+//! `nvidia-smi` and PyTorch print.
+
+use std::time::Duration;
+
+use thiserror::Error;
+
+/// Why a size or duration string was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ParseUnitError {
+    /// Nothing was given.
+    #[error("empty value; expected a size such as 4096, 512MiB or 1.5GB")]
+    Empty,
+    /// The text is not a number followed by an optional unit.
+    #[error(
+        "'{0}' is not a size; expected a number with an optional unit such as 512MiB or 1.5GB"
+    )]
+    Malformed(String),
+    /// The unit is not one of the known ones.
+    #[error(
+        "unknown unit '{unit}' in '{input}'; use B, kB, KiB, MB, MiB, GB, GiB, TB, TiB, PB or PiB"
+    )]
+    UnknownUnit {
+        /// The unit as typed.
+        unit: String,
+        /// The whole input.
+        input: String,
+    },
+    /// The value is not a whole number of bytes (e.g. `1.5` or `0.1B`).
+    #[error("'{0}' is not a whole number of bytes")]
+    Fractional(String),
+    /// The value does not fit in 64 bits.
+    #[error("'{0}' is too large")]
+    Overflow(String),
+    /// The text is not a duration.
+    #[error("'{0}' is not a duration; expected e.g. 10s, 500ms, 2m or a number of seconds")]
+    MalformedDuration(String),
+}
+
+const UNITS: &[(&str, u64)] = &[
+    ("b", 1),
+    ("kb", 1_000),
+    ("kib", 1 << 10),
+    ("mb", 1_000_000),
+    ("mib", 1 << 20),
+    ("gb", 1_000_000_000),
+    ("gib", 1 << 30),
+    ("tb", 1_000_000_000_000),
+    ("tib", 1 << 40),
+    ("pb", 1_000_000_000_000_000),
+    ("pib", 1 << 50),
+];
+
+/// Parses a byte size such as `4096`, `512MiB`, `28GiB` or `1.5GB`.
+pub fn parse_bytes(input: &str) -> Result<u64, ParseUnitError> {
+    let text = input.trim();
+    if text.is_empty() {
+        return Err(ParseUnitError::Empty);
+    }
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let unit = unit.trim_start();
+    if number.is_empty() {
+        return Err(ParseUnitError::Malformed(input.to_string()));
+    }
+    let multiplier = if unit.is_empty() {
+        1
+    } else {
+        let lower = unit.to_ascii_lowercase();
+        UNITS
+            .iter()
+            .find(|(name, _)| *name == lower)
+            .map(|(_, m)| *m)
+            .ok_or_else(|| ParseUnitError::UnknownUnit {
+                unit: unit.to_string(),
+                input: input.to_string(),
+            })?
+    };
+    let (int_part, frac_part) = match number.split_once('.') {
+        Some((i, f)) => (i, f),
+        None => (number, ""),
+    };
+    let digits_ok = |s: &str| s.chars().all(|c| c.is_ascii_digit());
+    if (int_part.is_empty() && frac_part.is_empty())
+        || !digits_ok(int_part)
+        || !digits_ok(frac_part)
+        || number.ends_with('.')
+    {
+        return Err(ParseUnitError::Malformed(input.to_string()));
+    }
+    // Exact arithmetic in u128 so that "1.5GB" is exactly 1_500_000_000 and no float rounding
+    // can turn a typed size into a different one.
+    let overflow = || ParseUnitError::Overflow(input.to_string());
+    if int_part.len() > 30 || frac_part.len() > 30 {
+        return Err(overflow());
+    }
+    let int_value: u128 = if int_part.is_empty() {
+        0
+    } else {
+        int_part.parse().map_err(|_| overflow())?
+    };
+    let mut total = int_value
+        .checked_mul(u128::from(multiplier))
+        .ok_or_else(overflow)?;
+    if !frac_part.is_empty() {
+        let frac_value: u128 = frac_part.parse().map_err(|_| overflow())?;
+        let scale = 10u128.pow(frac_part.len() as u32);
+        let scaled = frac_value
+            .checked_mul(u128::from(multiplier))
+            .ok_or_else(overflow)?;
+        if scaled % scale != 0 {
+            return Err(ParseUnitError::Fractional(input.to_string()));
+        }
+        total = total.checked_add(scaled / scale).ok_or_else(overflow)?;
+    }
+    u64::try_from(total).map_err(|_| overflow())
+}
+
+/// Formats a byte count base 1024 with two decimals: `512 B`, `1.50 KiB`, `14.48 GiB`.
+pub fn format_bytes(bytes: u64) -> String {
+    const NAMES: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut index = 0;
+    while value >= 1024.0 && index + 1 < NAMES.len() {
+        value /= 1024.0;
+        index += 1;
+    }
+    format!("{value:.2} {}", NAMES[index])
+}
+
+/// Formats a signed byte difference, e.g. `-1.20 GiB`.
+pub fn format_signed_bytes(bytes: i128) -> String {
+    let magnitude = u64::try_from(bytes.unsigned_abs()).unwrap_or(u64::MAX);
+    if bytes < 0 {
+        format!("-{}", format_bytes(magnitude))
+    } else {
+        format_bytes(magnitude)
+    }
+}
+
+/// Parses a duration: `10s`, `500ms`, `2m`, `1h`, `1.5s`, or a bare number of seconds.
+pub fn parse_duration(input: &str) -> Result<Duration, ParseUnitError> {
+    let text = input.trim();
+    let bad = || ParseUnitError::MalformedDuration(input.to_string());
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    if number.is_empty() || number.starts_with('.') || number.ends_with('.') {
+        return Err(bad());
+    }
+    let value: f64 = number.parse().map_err(|_| bad())?;
+    let seconds = match unit.trim() {
+        "" | "s" => value,
+        "ms" => value / 1_000.0,
+        "us" | "µs" => value / 1_000_000.0,
+        "m" | "min" => value * 60.0,
+        "h" => value * 3_600.0,
+        _ => return Err(bad()),
+    };
+    if !seconds.is_finite() || seconds > 1e9 {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn parses_plain_and_unit_sizes() {
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert_eq!(parse_bytes("512MiB"), Ok(512 << 20));
+        assert_eq!(parse_bytes("28GiB"), Ok(28 << 30));
+        assert_eq!(parse_bytes("1.5GB"), Ok(1_500_000_000));
+        assert_eq!(parse_bytes("1.5KiB"), Ok(1536));
+        assert_eq!(parse_bytes("80 gb"), Ok(80_000_000_000));
+        assert_eq!(parse_bytes("0"), Ok(0));
+        assert_eq!(parse_bytes(".5KiB"), Ok(512));
+    }
+
+    #[test]
+    fn rejects_bad_sizes() {
+        assert!(matches!(parse_bytes(""), Err(ParseUnitError::Empty)));
+        assert!(matches!(
+            parse_bytes("-1"),
+            Err(ParseUnitError::Malformed(_))
+        ));
+        assert!(matches!(
+            parse_bytes("1.5"),
+            Err(ParseUnitError::Fractional(_))
+        ));
+        assert!(matches!(
+            parse_bytes("12XB"),
+            Err(ParseUnitError::UnknownUnit { .. })
+        ));
+        assert!(matches!(
+            parse_bytes("1..5GB"),
+            Err(ParseUnitError::Malformed(_))
+        ));
+        assert!(matches!(
+            parse_bytes("5."),
+            Err(ParseUnitError::Malformed(_))
+        ));
+        assert!(matches!(
+            parse_bytes("GiB"),
+            Err(ParseUnitError::Malformed(_))
+        ));
+        assert!(matches!(
+            parse_bytes("20000PiB"),
+            Err(ParseUnitError::Overflow(_))
+        ));
+        assert!(matches!(
+            parse_bytes("99999999999999999999999999999999999999"),
+            Err(ParseUnitError::Overflow(_))
+        ));
+    }
+
+    #[test]
+    fn formats_base_1024() {
+        assert_eq!(format_bytes(0), "0 B");
+        assert_eq!(format_bytes(1023), "1023 B");
+        assert_eq!(format_bytes(1536), "1.50 KiB");
+        assert_eq!(format_bytes(14_483_464_192), "13.49 GiB");
+        assert_eq!(format_bytes(15_552_000_000), "14.48 GiB");
+        assert_eq!(format_bytes(u64::MAX), "16.00 EiB");
+        assert_eq!(format_signed_bytes(-1536), "-1.50 KiB");
+    }
+
+    #[test]
+    fn parses_durations() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("1e400").is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn parse_never_panics(s in "\\PC*") {
+            let _ = parse_bytes(&s);
+            let _ = parse_duration(&s);
+        }
+
+        #[test]
+        fn integers_round_trip(n in any::<u64>()) {
+            prop_assert_eq!(parse_bytes(&n.to_string()), Ok(n));
+        }
+
+        #[test]
+        fn binary_units_scale(n in 0u64..(1 << 20), unit in 0usize..4) {
+            let (name, mult) = [("KiB", 1u64 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("TiB", 1 << 40)][unit];
+            prop_assert_eq!(parse_bytes(&format!("{n}{name}")), Ok(n * mult));
+        }
+    }
+}
