@@ -1,8 +1,579 @@
-//! The backend layer: which memory APIs exist on this machine and how to name a device.
+//! The backend layer: which memory APIs exist on this machine, what their devices hold, and how
+//! to name a device.
 //!
-//! Every command shares this layer; a backend that is missing, slow or broken is reported with
-//! its reason and never brings the tool down.
+//! Every command shares this layer. Each backend is one file implementing [`Backend`]; drivers
+//! are loaded at run time, so every backend but Metal (macOS only) is always compiled in. A
+//! backend that is missing, slow or broken is reported with its reason and never brings the tool
+//! down: [`discover_backends`] probes them concurrently, each under a timeout.
+//!
+//! Ranking ([`best_available_backend`]): hardware GPUs (discrete or integrated) come first, the
+//! one with the most free (else total) memory winning; then system RAM. Software devices that a
+//! GPU API exposes on the CPU (PoCL, lavapipe) are listed but never recommended over the CPU
+//! backend itself, because they are the same RAM behind an extra layer.
 
+mod cpu;
+mod cuda;
+mod metal;
+mod nvml;
+mod opencl;
+mod rocm;
 mod spec;
+mod vulkan;
 
+use std::fmt;
+use std::io::{self, Write};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+pub use cpu::{
+    get_available_memory, get_cpu_name, get_system_memory, host_info, CpuBackend, HostInfo,
+};
+pub use cuda::CudaBackend;
+pub use metal::MetalBackend;
+pub use nvml::{NvmlBackend, NvmlView};
+pub use opencl::OpenclBackend;
+pub use rocm::RocmBackend;
 pub use spec::{BackendKind, DeviceSpec, ParseDeviceSpecError};
+pub use vulkan::VulkanBackend;
+
+use crate::units::format_bytes;
+
+/// What a device is, physically.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeviceType {
+    /// A discrete GPU with its own memory.
+    Gpu,
+    /// A GPU sharing memory with the CPU.
+    IntegratedGpu,
+    /// The CPU, or a GPU API implemented in software on it (PoCL, lavapipe).
+    Cpu,
+    /// Anything else (accelerators, virtual devices).
+    Other,
+}
+
+impl DeviceType {
+    /// Hardware GPUs are the ones worth recommending over system RAM.
+    pub fn is_hardware_gpu(self) -> bool {
+        matches!(self, DeviceType::Gpu | DeviceType::IntegratedGpu)
+    }
+}
+
+/// Whose free memory `free_bytes` describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FreeScope {
+    /// Free on the whole device (CUDA `cuMemGetInfo`, NVML, sysfs, system RAM).
+    Device,
+    /// What this process may still use (Vulkan memory budget, Metal working set).
+    Process,
+}
+
+/// One device of a backend (seed 000's `DeviceInfo`, extended).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceInfo {
+    /// Index within its backend, as used in `BACKEND:INDEX`.
+    pub index: usize,
+    /// Marketing or driver name.
+    pub name: String,
+    /// Vendor name.
+    pub vendor: Option<String>,
+    /// What the device is.
+    pub device_type: DeviceType,
+    /// Total memory in bytes.
+    pub total_bytes: u64,
+    /// Free memory in bytes, where the API knows it.
+    pub free_bytes: Option<u64>,
+    /// Whose free memory `free_bytes` is.
+    pub free_scope: Option<FreeScope>,
+    /// Largest single allocation the API allows.
+    pub max_alloc_bytes: Option<u64>,
+    /// Whether device memory is the host's memory.
+    pub unified_memory: bool,
+    /// Compute capability (CUDA `8.0`), gfx target (ROCm) or API version.
+    pub compute_capability: Option<String>,
+    /// Driver or runtime version.
+    pub driver_version: Option<String>,
+    /// PCI bus id, `0000:01:00.0` style, where the API has one.
+    pub pci_bus_id: Option<String>,
+    /// Device UUID where the API has one.
+    pub uuid: Option<String>,
+    /// NVML's view of the same GPU, merged into CUDA rows by PCI bus id or UUID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvml: Option<NvmlView>,
+}
+
+impl DeviceInfo {
+    /// A device with only the required fields set.
+    pub fn new(index: usize, name: impl Into<String>, device_type: DeviceType, total: u64) -> Self {
+        DeviceInfo {
+            index,
+            name: name.into(),
+            vendor: None,
+            device_type,
+            total_bytes: total,
+            free_bytes: None,
+            free_scope: None,
+            max_alloc_bytes: None,
+            unified_memory: false,
+            compute_capability: None,
+            driver_version: None,
+            pci_bus_id: None,
+            uuid: None,
+            nvml: None,
+        }
+    }
+
+    /// Free memory when known, else total: what ranking compares.
+    pub fn free_or_total(&self) -> u64 {
+        self.free_bytes.unwrap_or(self.total_bytes)
+    }
+}
+
+/// Why a backend cannot be used here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unavailable {
+    /// No shared library could be loaded; `tried` lists the names.
+    LibraryNotFound {
+        /// Library names or paths that were tried.
+        tried: Vec<String>,
+    },
+    /// The library loaded but lacks a function gpumem needs.
+    MissingSymbol {
+        /// The library.
+        library: String,
+        /// The function.
+        symbol: String,
+    },
+    /// The library loaded but the driver did not initialise.
+    DriverNotLoaded(String),
+    /// The OS refused access (device nodes, permissions).
+    NoPermission(String),
+    /// The backend works but has no devices.
+    NoDevices,
+    /// This backend does not exist on this OS.
+    UnsupportedOs,
+    /// The backend did not answer within the probe timeout.
+    TimedOut(Duration),
+    /// The probe itself failed (a panic inside a driver binding, an unexpected error).
+    Failed(String),
+}
+
+impl fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unavailable::LibraryNotFound { tried } => {
+                write!(f, "library not found (tried {})", tried.join(", "))
+            }
+            Unavailable::MissingSymbol { library, symbol } => {
+                write!(f, "{library} lacks the function {symbol}")
+            }
+            Unavailable::DriverNotLoaded(why) => write!(f, "driver not loaded: {why}"),
+            Unavailable::NoPermission(why) => write!(f, "no permission: {why}"),
+            Unavailable::NoDevices => f.write_str("no devices"),
+            Unavailable::UnsupportedOs => {
+                write!(f, "not supported on this OS ({})", std::env::consts::OS)
+            }
+            Unavailable::TimedOut(after) => {
+                write!(f, "timed out after {:.1} s", after.as_secs_f64())
+            }
+            Unavailable::Failed(why) => write!(f, "probe failed: {why}"),
+        }
+    }
+}
+
+/// A memory API that can be probed for devices. One implementation per file in this folder.
+pub trait Backend: Send + Sync {
+    /// Which backend this is.
+    fn kind(&self) -> BackendKind;
+
+    /// Lists the devices, or says why there are none.
+    fn probe(&self) -> Result<Vec<DeviceInfo>, Unavailable>;
+}
+
+/// Every backend compiled into this build, in listing order.
+pub fn all_backends() -> Vec<Box<dyn Backend>> {
+    vec![
+        Box::new(CpuBackend),
+        Box::new(CudaBackend),
+        Box::new(NvmlBackend),
+        Box::new(RocmBackend),
+        Box::new(MetalBackend),
+        Box::new(OpenclBackend),
+        Box::new(VulkanBackend),
+    ]
+}
+
+/// The result of probing one backend (seed 000's `BackendInfo`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BackendInfo {
+    /// Which backend.
+    pub backend: BackendKind,
+    /// Whether it can be used.
+    pub available: bool,
+    /// Why not, when it cannot.
+    pub reason: Option<String>,
+    /// Its devices (empty when unavailable).
+    pub devices: Vec<DeviceInfo>,
+    /// How long the probe took, in milliseconds.
+    pub probe_ms: f64,
+}
+
+impl BackendInfo {
+    fn from_probe(
+        kind: BackendKind,
+        result: Result<Vec<DeviceInfo>, Unavailable>,
+        took: Duration,
+    ) -> Self {
+        let probe_ms = took.as_secs_f64() * 1e3;
+        match result {
+            Ok(devices) if devices.is_empty() => {
+                BackendInfo::unavailable(kind, Unavailable::NoDevices, probe_ms)
+            }
+            Ok(devices) => BackendInfo {
+                backend: kind,
+                available: true,
+                reason: None,
+                devices,
+                probe_ms,
+            },
+            Err(why) => BackendInfo::unavailable(kind, why, probe_ms),
+        }
+    }
+
+    fn unavailable(kind: BackendKind, why: Unavailable, probe_ms: f64) -> Self {
+        BackendInfo {
+            backend: kind,
+            available: false,
+            reason: Some(why.to_string()),
+            devices: Vec::new(),
+            probe_ms,
+        }
+    }
+}
+
+/// How to probe.
+#[derive(Debug, Clone)]
+pub struct DiscoverOptions {
+    /// Only these backends; empty means all.
+    pub only: Vec<BackendKind>,
+    /// Per-backend timeout.
+    pub timeout: Duration,
+}
+
+impl Default for DiscoverOptions {
+    fn default() -> Self {
+        DiscoverOptions {
+            only: Vec::new(),
+            timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Probes every backend concurrently with the default options.
+pub fn discover_backends() -> Vec<BackendInfo> {
+    discover_with(&DiscoverOptions::default())
+}
+
+/// Probes the selected backends concurrently, each in its own thread under `options.timeout`.
+///
+/// A backend that has not answered by its deadline is reported as timed out; its thread is left
+/// to finish on its own (a hung driver call cannot be cancelled), which costs nothing once the
+/// process exits. CUDA rows are merged with NVML's view of the same GPU.
+pub fn discover_with(options: &DiscoverOptions) -> Vec<BackendInfo> {
+    let selected: Vec<Box<dyn Backend>> = all_backends()
+        .into_iter()
+        .filter(|b| options.only.is_empty() || options.only.contains(&b.kind()))
+        .collect();
+    let (tx, rx) = mpsc::channel();
+    let start = Instant::now();
+    for backend in selected.iter().map(|b| b.kind()) {
+        let thread_tx = tx.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("probe-{backend}"))
+            .spawn(move || {
+                let began = Instant::now();
+                let result =
+                    std::panic::catch_unwind(|| probe_kind(backend)).unwrap_or_else(|panic| {
+                        let text = panic
+                            .downcast_ref::<String>()
+                            .cloned()
+                            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                            .unwrap_or_else(|| "unknown panic".into());
+                        Err(Unavailable::Failed(text))
+                    });
+                let _ = thread_tx.send((backend, result, began.elapsed()));
+            });
+        if let Err(e) = spawned {
+            let _ = tx.send((
+                backend,
+                Err(Unavailable::Failed(e.to_string())),
+                Duration::ZERO,
+            ));
+        }
+    }
+    drop(tx);
+    let deadline = start + options.timeout;
+    let mut results: Vec<BackendInfo> = Vec::new();
+    while results.len() < selected.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((kind, result, took)) => results.push(BackendInfo::from_probe(kind, result, took)),
+            Err(_) => break,
+        }
+    }
+    for kind in selected.iter().map(|b| b.kind()) {
+        if !results.iter().any(|r| r.backend == kind) {
+            let ms = options.timeout.as_secs_f64() * 1e3;
+            results.push(BackendInfo::unavailable(
+                kind,
+                Unavailable::TimedOut(options.timeout),
+                ms,
+            ));
+        }
+    }
+    results.sort_by_key(|r| r.backend);
+    merge_nvml_into_cuda(&mut results);
+    results
+}
+
+fn probe_kind(kind: BackendKind) -> Result<Vec<DeviceInfo>, Unavailable> {
+    all_backends()
+        .into_iter()
+        .find(|b| b.kind() == kind)
+        .map(|b| b.probe())
+        .unwrap_or(Err(Unavailable::Failed("backend not compiled in".into())))
+}
+
+/// Attaches NVML's per-GPU view to the CUDA row of the same GPU (matched by PCI bus id, then
+/// UUID), so one GPU reads as one row with both views.
+fn merge_nvml_into_cuda(results: &mut [BackendInfo]) {
+    let nvml_devices: Vec<DeviceInfo> = results
+        .iter()
+        .filter(|r| r.backend == BackendKind::Nvml)
+        .flat_map(|r| r.devices.clone())
+        .collect();
+    for info in results
+        .iter_mut()
+        .filter(|r| r.backend == BackendKind::Cuda)
+    {
+        for device in &mut info.devices {
+            let matched = nvml_devices.iter().find(|n| {
+                let same_bus = matches!((&n.pci_bus_id, &device.pci_bus_id),
+                    (Some(a), Some(b)) if normalize_bus_id(a) == normalize_bus_id(b));
+                let same_uuid = matches!((&n.uuid, &device.uuid),
+                    (Some(a), Some(b)) if a.trim_start_matches("GPU-").eq_ignore_ascii_case(b.trim_start_matches("GPU-")));
+                same_bus || same_uuid
+            });
+            if let Some(n) = matched {
+                device.nvml = n.nvml.clone();
+            }
+        }
+    }
+}
+
+/// NVML prints 8-digit PCI domains (`00000000:01:00.0`), CUDA 4-digit ones (`0000:01:00.0`).
+fn normalize_bus_id(id: &str) -> String {
+    match id.split_once(':') {
+        Some((domain, rest)) => {
+            let domain = u32::from_str_radix(domain, 16).unwrap_or(0);
+            format!("{domain:04x}:{}", rest.to_ascii_lowercase())
+        }
+        None => id.to_ascii_lowercase(),
+    }
+}
+
+/// A device chosen by ranking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Recommendation {
+    /// Its backend.
+    pub backend: BackendKind,
+    /// Its index within the backend.
+    pub device: usize,
+}
+
+/// The best device among probed backends: hardware GPUs by free (else total) memory, then CPU.
+/// NVML is a monitoring API, not a place to allocate, so it is never recommended.
+pub fn recommend(results: &[BackendInfo]) -> Option<Recommendation> {
+    let gpu = results
+        .iter()
+        .filter(|r| r.available && r.backend.is_gpu() && r.backend != BackendKind::Nvml)
+        .flat_map(|r| r.devices.iter().map(move |d| (r.backend, d)))
+        .filter(|(_, d)| d.device_type.is_hardware_gpu())
+        .max_by_key(|(kind, d)| (d.free_or_total(), std::cmp::Reverse(*kind)));
+    if let Some((backend, device)) = gpu {
+        return Some(Recommendation {
+            backend,
+            device: device.index,
+        });
+    }
+    results
+        .iter()
+        .find(|r| r.available && r.backend == BackendKind::Cpu)
+        .map(|_| Recommendation {
+            backend: BackendKind::Cpu,
+            device: 0,
+        })
+}
+
+/// Seed 000's `best_available_backend()`: probes every backend and ranks them.
+pub fn best_available_backend() -> BackendKind {
+    recommend(&discover_backends())
+        .map(|r| r.backend)
+        .unwrap_or(BackendKind::Cpu)
+}
+
+/// Writes seed 000's ✓/✗ summary of probed backends to `w`.
+pub fn print_backend_summary(results: &[BackendInfo], w: &mut dyn Write) -> io::Result<()> {
+    writeln!(w, "=== Available Backends ===")?;
+    for info in results {
+        let mark = if info.available { '✓' } else { '✗' };
+        writeln!(w, "{mark} {}", info.backend.name().to_uppercase())?;
+        match &info.reason {
+            Some(reason) => writeln!(w, "    Error: {reason}")?,
+            None => {
+                for d in &info.devices {
+                    let free = match d.free_bytes {
+                        Some(free) => format!(" ({} free)", format_bytes(free)),
+                        None if d.unified_memory => " (unified memory)".into(),
+                        None => String::new(),
+                    };
+                    writeln!(
+                        w,
+                        "    [{}] {}: {}{free}",
+                        d.index,
+                        d.name,
+                        format_bytes(d.total_bytes)
+                    )?;
+                }
+            }
+        }
+    }
+    if let Some(best) = recommend(results) {
+        writeln!(
+            w,
+            "\nRecommended backend: {} (device {})",
+            best.backend, best.device
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpu(index: usize, total: u64, free: Option<u64>, t: DeviceType) -> DeviceInfo {
+        let mut d = DeviceInfo::new(index, "dev", t, total);
+        d.free_bytes = free;
+        d
+    }
+
+    fn available(kind: BackendKind, devices: Vec<DeviceInfo>) -> BackendInfo {
+        BackendInfo {
+            backend: kind,
+            available: true,
+            reason: None,
+            devices,
+            probe_ms: 0.0,
+        }
+    }
+
+    #[test]
+    fn hardware_gpus_beat_cpu_and_software_devices() {
+        let results = vec![
+            available(
+                BackendKind::Cpu,
+                vec![gpu(0, 64 << 30, Some(60 << 30), DeviceType::Cpu)],
+            ),
+            available(
+                BackendKind::Opencl,
+                vec![gpu(0, 64 << 30, None, DeviceType::Cpu)],
+            ),
+            available(
+                BackendKind::Cuda,
+                vec![
+                    gpu(0, 24 << 30, Some(10 << 30), DeviceType::Gpu),
+                    gpu(1, 24 << 30, Some(20 << 30), DeviceType::Gpu),
+                ],
+            ),
+        ];
+        assert_eq!(
+            recommend(&results),
+            Some(Recommendation {
+                backend: BackendKind::Cuda,
+                device: 1
+            })
+        );
+    }
+
+    #[test]
+    fn software_only_machine_recommends_cpu() {
+        let results = vec![
+            available(
+                BackendKind::Cpu,
+                vec![gpu(0, 8 << 30, Some(4 << 30), DeviceType::Cpu)],
+            ),
+            available(
+                BackendKind::Vulkan,
+                vec![gpu(0, 8 << 30, Some(8 << 30), DeviceType::Cpu)],
+            ),
+        ];
+        assert_eq!(
+            recommend(&results),
+            Some(Recommendation {
+                backend: BackendKind::Cpu,
+                device: 0
+            })
+        );
+    }
+
+    #[test]
+    fn bus_ids_normalize_across_apis() {
+        assert_eq!(
+            normalize_bus_id("00000000:01:00.0"),
+            normalize_bus_id("0000:01:00.0")
+        );
+        assert_eq!(normalize_bus_id("0000:AF:00.0"), "0000:af:00.0");
+    }
+
+    #[test]
+    fn summary_marks_available_and_unavailable() {
+        let results = vec![
+            available(
+                BackendKind::Cpu,
+                vec![gpu(0, 32 << 30, Some(28 << 30), DeviceType::Cpu)],
+            ),
+            BackendInfo::unavailable(BackendKind::Cuda, Unavailable::NoDevices, 0.0),
+        ];
+        let mut buf = Vec::new();
+        print_backend_summary(&results, &mut buf).unwrap();
+        let text = String::from_utf8(buf).unwrap();
+        assert!(text.contains("✓ CPU"));
+        assert!(text.contains("[0] dev: 32.00 GiB (28.00 GiB free)"));
+        assert!(text.contains("✗ CUDA\n    Error: no devices"));
+        assert!(text.contains("Recommended backend: cpu"));
+    }
+
+    #[test]
+    fn timeout_is_reported_not_waited_for() {
+        let options = DiscoverOptions {
+            only: vec![BackendKind::Cpu],
+            timeout: Duration::ZERO,
+        };
+        let results = discover_with(&options);
+        assert_eq!(results.len(), 1);
+        // With a zero deadline the CPU probe may or may not have answered; either way the
+        // call returned and listed the backend.
+        let cpu = &results[0];
+        assert!(
+            cpu.available
+                || cpu
+                    .reason
+                    .as_deref()
+                    .is_some_and(|r| r.starts_with("timed out"))
+        );
+    }
+}

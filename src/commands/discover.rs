@@ -2,17 +2,29 @@
 
 use anyhow::Result;
 
-use crate::cli::DiscoverArgs;
-use crate::cli::GlobalArgs;
-use crate::error::CliError;
+use crate::backend::{discover_with, host_info, recommend, DiscoverOptions};
+use crate::cli::{DiscoverArgs, DiscoverFormat, GlobalArgs};
 use crate::exit::Exit;
+use crate::output::discover::{prometheus, DiscoverReport};
 use crate::output::Output;
 
-/// Runs `gpumem discover`.
-pub fn run(_args: &DiscoverArgs, _global: &GlobalArgs, _out: &Output) -> Result<Exit> {
-    Err(CliError::NotImplemented {
-        command: "discover",
-        issue: 4,
+/// Runs `gpumem discover`: always exits 0, whatever is missing, because "no GPU here" is an
+/// answer, not a failure.
+pub fn run(args: &DiscoverArgs, global: &GlobalArgs, out: &Output) -> Result<Exit> {
+    let options = DiscoverOptions {
+        only: args.backends.clone(),
+        timeout: args.timeout,
+    };
+    let backends = discover_with(&options);
+    let report = DiscoverReport {
+        host: host_info(),
+        recommended: recommend(&backends),
+        backends,
+    };
+    match (args.format, global.json) {
+        (DiscoverFormat::Prometheus, false) => out.write_stdout(&prometheus(&report))?,
+        (DiscoverFormat::Json, _) | (_, true) => out.emit_json(&report)?,
+        (DiscoverFormat::Table, false) => out.emit(&report)?,
     }
-    .into())
+    Ok(Exit::Success)
 }

@@ -2,6 +2,7 @@
 //! JSON document for machines. Library modules compute and never print; commands build a report
 //! and hand it to [`Output`].
 
+pub mod discover;
 mod json;
 mod progress;
 mod table;
@@ -68,12 +69,15 @@ impl Output {
     /// Writes a report to stdout in the chosen format.
     pub fn emit<R: Report>(&self, report: &R) -> io::Result<()> {
         match self.format {
-            Format::Json => {
-                let doc = document(report).map_err(io::Error::other)?;
-                self.write_stdout(&format!("{doc:#}\n"))
-            }
+            Format::Json => self.emit_json(report),
             Format::Text => self.write_stdout(&report.render_text(&self.style)),
         }
+    }
+
+    /// Writes a report as JSON whatever the global format (for `--format json`).
+    pub fn emit_json<R: Serialize>(&self, report: &R) -> io::Result<()> {
+        let doc = document(report).map_err(io::Error::other)?;
+        self.write_stdout(&format!("{doc:#}\n"))
     }
 
     /// Writes raw text to stdout (formats other than table/JSON, e.g. Prometheus).

@@ -21,6 +21,15 @@ impl Style {
         }
     }
 
+    /// Text that reads as good (green) or bad (red) when colour is on, outside tables.
+    pub fn paint(&self, text: &str, good: bool) -> String {
+        if self.color {
+            format!("\x1b[{}m{text}\x1b[0m", if good { 32 } else { 31 })
+        } else {
+            text.to_string()
+        }
+    }
+
     /// A cell that reads as good (green) or bad (red) when colour is on.
     pub fn verdict(&self, text: &str, good: bool) -> Cell {
         let cell = Cell::new(text);

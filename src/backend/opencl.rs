@@ -1,0 +1,178 @@
+//! OpenCL through the ICD loader (libOpenCL.so.1), loaded at run time by opencl3.
+//!
+//! Free memory is known only through AMD's `cl_amd_device_attribute_query`; compute capability
+//! through NVIDIA's `cl_nv_device_attribute_query`; UUIDs through `cl_khr_device_uuid`.
+
+use opencl3::device::{Device, CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_CPU, CL_DEVICE_TYPE_GPU};
+use opencl3::error_codes::ClError;
+use opencl3::platform::get_platforms;
+
+use super::{Backend, BackendKind, DeviceInfo, DeviceType, FreeScope, Unavailable};
+
+/// cl3's code for "the OpenCL library could not be loaded".
+const DLOPEN_RUNTIME_LOAD_FAILED: i32 = -2000;
+/// cl3's code for "the library lacks this function".
+const DLOPEN_FUNCTION_NOT_AVAILABLE: i32 = -2001;
+/// The ICD loader's code for "no platform (driver) installed".
+const CL_PLATFORM_NOT_FOUND_KHR: i32 = -1001;
+
+/// The OpenCL backend.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpenclBackend;
+
+fn library_name() -> String {
+    std::env::var("OPENCL_DYLIB_PATH").unwrap_or_else(|_| {
+        if cfg!(target_os = "windows") {
+            "OpenCL.dll".into()
+        } else if cfg!(target_os = "macos") {
+            "/System/Library/Frameworks/OpenCL.framework/OpenCL".into()
+        } else {
+            "libOpenCL.so.1".into()
+        }
+    })
+}
+
+pub(crate) fn unavailable(err: ClError) -> Unavailable {
+    match err.0 {
+        DLOPEN_RUNTIME_LOAD_FAILED => Unavailable::LibraryNotFound {
+            tried: vec![library_name()],
+        },
+        DLOPEN_FUNCTION_NOT_AVAILABLE => Unavailable::MissingSymbol {
+            library: library_name(),
+            symbol: "an OpenCL 1.2 entry point".into(),
+        },
+        CL_PLATFORM_NOT_FOUND_KHR => Unavailable::DriverNotLoaded(
+            "the ICD loader found no OpenCL platform (install a driver such as pocl-opencl-icd)"
+                .into(),
+        ),
+        _ => Unavailable::Failed(format!("OpenCL error {err}")),
+    }
+}
+
+/// Every OpenCL device of every platform, in platform order; the index is this order.
+pub(crate) fn device_ids() -> Result<Vec<opencl3::types::cl_device_id>, Unavailable> {
+    let platforms = get_platforms().map_err(unavailable)?;
+    let mut ids = Vec::new();
+    for platform in platforms {
+        match platform.get_devices(CL_DEVICE_TYPE_ALL) {
+            Ok(mut found) => ids.append(&mut found),
+            // CL_DEVICE_NOT_FOUND: a platform with no devices is not an error.
+            Err(ClError(-1)) => {}
+            Err(e) => return Err(unavailable(e)),
+        }
+    }
+    Ok(ids)
+}
+
+fn format_uuid(bytes: &[u8]) -> String {
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    if hex.len() != 32 {
+        return hex;
+    }
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+fn describe(index: usize, device: &Device) -> Result<DeviceInfo, ClError> {
+    let extensions = device.extensions().unwrap_or_default();
+    let has = |ext: &str| extensions.split_whitespace().any(|e| e == ext);
+    let unified = device.host_unified_memory().unwrap_or(false);
+    let dev_type = device.dev_type()?;
+    let device_type = if dev_type & CL_DEVICE_TYPE_GPU != 0 {
+        if unified {
+            DeviceType::IntegratedGpu
+        } else {
+            DeviceType::Gpu
+        }
+    } else if dev_type & CL_DEVICE_TYPE_CPU != 0 {
+        DeviceType::Cpu
+    } else {
+        // Accelerators and custom devices.
+        DeviceType::Other
+    };
+    let mut info = DeviceInfo::new(
+        index,
+        device.name()?.trim(),
+        device_type,
+        device.global_mem_size()?,
+    );
+    info.vendor = device.vendor().ok().map(|v| v.trim().to_string());
+    info.max_alloc_bytes = device.max_mem_alloc_size().ok();
+    info.unified_memory = unified || device_type == DeviceType::Cpu;
+    info.driver_version = device.driver_version().ok().map(|v| v.trim().to_string());
+    info.compute_capability = if has("cl_nv_device_attribute_query") {
+        match (
+            device.compute_capability_major_nv(),
+            device.compute_capability_minor_nv(),
+        ) {
+            (Ok(major), Ok(minor)) => Some(format!("{major}.{minor}")),
+            _ => None,
+        }
+    } else {
+        // "OpenCL 3.0 PoCL HSTR: ..." -> "OpenCL 3.0"
+        device
+            .version()
+            .ok()
+            .map(|v| v.split_whitespace().take(2).collect::<Vec<_>>().join(" "))
+    };
+    if has("cl_nv_device_attribute_query") {
+        if let (Ok(bus), Ok(slot)) = (device.pci_bus_id_nv(), device.pci_slot_id_nv()) {
+            info.pci_bus_id = Some(format!("0000:{bus:02x}:{:02x}.{}", slot >> 3, slot & 7));
+        }
+    }
+    if has("cl_amd_device_attribute_query") {
+        // The extension reports free memory in KiB.
+        if let Ok(free_kib) = device.global_free_memory_amd() {
+            info.free_bytes = Some(free_kib as u64 * 1024);
+            info.free_scope = Some(FreeScope::Device);
+        }
+    }
+    if has("cl_khr_device_uuid") {
+        info.uuid = device.uuid_khr().ok().map(|u| format_uuid(&u));
+    }
+    Ok(info)
+}
+
+impl Backend for OpenclBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Opencl
+    }
+
+    fn probe(&self) -> Result<Vec<DeviceInfo>, Unavailable> {
+        device_ids()?
+            .into_iter()
+            .enumerate()
+            .map(|(index, id)| describe(index, &Device::new(id)).map_err(unavailable))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uuid_formatting() {
+        let bytes: Vec<u8> = (0u8..16).collect();
+        assert_eq!(format_uuid(&bytes), "00010203-0405-0607-0809-0a0b0c0d0e0f");
+    }
+
+    #[test]
+    fn error_codes_map_to_reasons() {
+        assert!(matches!(
+            unavailable(ClError(-2000)),
+            Unavailable::LibraryNotFound { .. }
+        ));
+        assert!(matches!(
+            unavailable(ClError(-1001)),
+            Unavailable::DriverNotLoaded(_)
+        ));
+        assert!(matches!(unavailable(ClError(-5)), Unavailable::Failed(_)));
+    }
+}

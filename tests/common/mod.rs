@@ -1,0 +1,70 @@
+//! Helpers shared by integration tests: the stand-in driver libraries and backend gating.
+
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+static BUILD: Mutex<()> = Mutex::new(());
+
+/// Compiles a stand-in driver from `tests/fakes/<source>` into its own folder as `lib_name`
+/// and returns that folder (to put on LD_LIBRARY_PATH). `variant` names the folder so that
+/// differently built copies (e.g. with a symbol left out) do not collide.
+pub fn fake_driver(source: &str, lib_name: &str, variant: &str, defines: &[&str]) -> PathBuf {
+    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("fake-drivers")
+        .join(variant);
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join(lib_name);
+    let src = root.join("tests/fakes").join(source);
+    let fresh = out.exists()
+        && std::fs::metadata(&out).unwrap().modified().unwrap()
+            >= std::fs::metadata(&src).unwrap().modified().unwrap();
+    if !fresh {
+        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+        let tmp = dir.join(format!("{lib_name}.tmp"));
+        let status = Command::new(&cc)
+            .args(["-shared", "-fPIC", "-O1", "-o"])
+            .arg(&tmp)
+            .arg(&src)
+            .args(defines)
+            .arg("-lpthread")
+            .status()
+            .unwrap_or_else(|e| panic!("cannot run the C compiler '{cc}': {e}"));
+        assert!(status.success(), "building {source} failed");
+        std::fs::rename(&tmp, &out).unwrap();
+    }
+    dir
+}
+
+/// The stand-in libcuda (and its NVML sibling in the same folder).
+pub fn fake_gpu_drivers(variant: &str, cuda_defines: &[&str]) -> PathBuf {
+    let dir = fake_driver("fake_cuda.c", "libcuda.so", variant, cuda_defines);
+    fake_driver("fake_nvml.c", "libnvidia-ml.so", variant, &[]);
+    dir
+}
+
+/// Whether CI demands this backend (GPUMEM_REQUIRE_BACKENDS=opencl,vulkan).
+pub fn required(backend: &str) -> bool {
+    std::env::var("GPUMEM_REQUIRE_BACKENDS")
+        .map(|v| v.split(',').any(|b| b.trim().eq_ignore_ascii_case(backend)))
+        .unwrap_or(false)
+}
+
+/// Returns false (and says why) when a backend's real device is absent and not required; panics
+/// when it is required.
+pub fn backend_present(backend: &str, present: Result<(), String>) -> bool {
+    match present {
+        Ok(()) => true,
+        Err(why) if required(backend) => {
+            panic!("{backend} is required (GPUMEM_REQUIRE_BACKENDS) but unavailable: {why}")
+        }
+        Err(why) => {
+            eprintln!("skipping: {backend} unavailable here ({why})");
+            false
+        }
+    }
+}

@@ -1,0 +1,179 @@
+/*
+ * A stand-in for libcuda, for gpumem's tests only: never shipped, never used by the product.
+ *
+ * It exports the few driver-API functions gpumem calls, backed by host memory, so that the CUDA
+ * code paths (enumeration, memory queries, allocation, copies, error handling) run for real
+ * without an NVIDIA driver. Behaviour is set through the environment:
+ *   GPUMEM_FAKE_DEVICES     number of devices (default 1; 0 makes cuInit fail with NO_DEVICE)
+ *   GPUMEM_FAKE_TOTAL       bytes per device (default 24 GiB)
+ *   GPUMEM_FAKE_INIT_ERROR  a CUresult for cuInit to return (e.g. 3 = NOT_INITIALIZED)
+ *   GPUMEM_FAKE_INIT_DELAY_MS  make cuInit hang this long (the probe-timeout path)
+ * Build with -DOMIT_MEMGETINFO to leave out cuMemGetInfo_v2 (the missing-symbol path).
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef void *CUcontext;
+typedef unsigned long long CUdeviceptr;
+typedef struct { char bytes[16]; } CUuuid;
+
+enum {
+    CUDA_SUCCESS = 0,
+    CUDA_ERROR_INVALID_VALUE = 1,
+    CUDA_ERROR_OUT_OF_MEMORY = 2,
+    CUDA_ERROR_NOT_INITIALIZED = 3,
+    CUDA_ERROR_NO_DEVICE = 100,
+    CUDA_ERROR_INVALID_DEVICE = 101,
+    CUDA_ERROR_INVALID_CONTEXT = 201,
+};
+
+#define MAX_DEVICES 16
+#define MAX_ALLOCS 65536
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int initialised;
+static unsigned long long used[MAX_DEVICES];
+static struct { CUdeviceptr ptr; size_t size; int device; } allocs[MAX_ALLOCS];
+static __thread int current = -1;
+
+static long long env_ll(const char *name, long long fallback) {
+    const char *v = getenv(name);
+    return v && *v ? atoll(v) : fallback;
+}
+static int device_count(void) {
+    long long n = env_ll("GPUMEM_FAKE_DEVICES", 1);
+    return n < 0 ? 0 : (n > MAX_DEVICES ? MAX_DEVICES : (int)n);
+}
+static unsigned long long total_bytes(void) {
+    return (unsigned long long)env_ll("GPUMEM_FAKE_TOTAL", 24LL << 30);
+}
+static int valid(CUdevice d) { return initialised && d >= 0 && d < device_count(); }
+
+CUresult cuInit(unsigned int flags) {
+    (void)flags;
+    long long delay = env_ll("GPUMEM_FAKE_INIT_DELAY_MS", 0);
+    if (delay > 0) usleep((useconds_t)(delay * 1000));
+    long long forced = env_ll("GPUMEM_FAKE_INIT_ERROR", 0);
+    if (forced) return (CUresult)forced;
+    if (device_count() == 0) return CUDA_ERROR_NO_DEVICE;
+    initialised = 1;
+    return CUDA_SUCCESS;
+}
+CUresult cuDriverGetVersion(int *v) { *v = 12080; return CUDA_SUCCESS; }
+CUresult cuDeviceGetCount(int *n) {
+    if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
+    *n = device_count();
+    return CUDA_SUCCESS;
+}
+CUresult cuDeviceGet(CUdevice *d, int ordinal) {
+    if (!valid(ordinal)) return CUDA_ERROR_INVALID_DEVICE;
+    *d = ordinal;
+    return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
+    if (!valid(d)) return CUDA_ERROR_INVALID_DEVICE;
+    snprintf(name, (size_t)len, "Fake GPU %d", d);
+    return CUDA_SUCCESS;
+}
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
+    if (!valid(d)) return CUDA_ERROR_INVALID_DEVICE;
+    *bytes = (size_t)total_bytes();
+    return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetAttribute(int *value, int attribute, CUdevice d) {
+    if (!valid(d)) return CUDA_ERROR_INVALID_DEVICE;
+    switch (attribute) {
+    case 75: *value = 9; return CUDA_SUCCESS; /* compute capability major */
+    case 76: *value = 0; return CUDA_SUCCESS; /* minor */
+    case 18: *value = 0; return CUDA_SUCCESS; /* integrated */
+    default: *value = 0; return CUDA_SUCCESS;
+    }
+}
+CUresult cuDeviceGetPCIBusId(char *id, int len, CUdevice d) {
+    if (!valid(d)) return CUDA_ERROR_INVALID_DEVICE;
+    snprintf(id, (size_t)len, "0000:%02X:00.0", d + 1);
+    return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice d) {
+    if (!valid(d)) return CUDA_ERROR_INVALID_DEVICE;
+    for (int i = 0; i < 16; i++) uuid->bytes[i] = (char)(0x10 * (d + 1) + i);
+    return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice d) { return cuDeviceGetUuid(uuid, d); }
+CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice d) {
+    if (!valid(d)) return CUDA_ERROR_INVALID_DEVICE;
+    *ctx = (CUcontext)(uintptr_t)(d + 1);
+    return CUDA_SUCCESS;
+}
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) { return valid(d) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE; }
+CUresult cuCtxSetCurrent(CUcontext ctx) {
+    current = ctx ? (int)((uintptr_t)ctx - 1) : -1;
+    return CUDA_SUCCESS;
+}
+#ifndef OMIT_MEMGETINFO
+CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
+    if (current < 0) return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&lock);
+    *total = (size_t)total_bytes();
+    *free_bytes = (size_t)(total_bytes() - used[current]);
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+#endif
+CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t size) {
+    if (current < 0) return CUDA_ERROR_INVALID_CONTEXT;
+    if (size == 0) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (used[current] + size <= total_bytes()) {
+        for (int i = 0; i < MAX_ALLOCS; i++) {
+            if (allocs[i].ptr == 0) {
+                void *p = malloc(size);
+                if (!p) break;
+                allocs[i].ptr = (CUdeviceptr)(uintptr_t)p;
+                allocs[i].size = size;
+                allocs[i].device = current;
+                used[current] += size;
+                *ptr = allocs[i].ptr;
+                r = CUDA_SUCCESS;
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+CUresult cuMemFree_v2(CUdeviceptr ptr) {
+    pthread_mutex_lock(&lock);
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    for (int i = 0; i < MAX_ALLOCS; i++) {
+        if (allocs[i].ptr == ptr && ptr != 0) {
+            free((void *)(uintptr_t)ptr);
+            used[allocs[i].device] -= allocs[i].size;
+            allocs[i].ptr = 0;
+            r = CUDA_SUCCESS;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
+    memcpy((void *)(uintptr_t)dst, src, n);
+    return CUDA_SUCCESS;
+}
+CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
+    memcpy(dst, (const void *)(uintptr_t)src, n);
+    return CUDA_SUCCESS;
+}
+CUresult cuGetErrorName(CUresult r, const char **name) {
+    (void)r;
+    *name = "CUDA_ERROR_FAKE";
+    return CUDA_SUCCESS;
+}
