@@ -4,6 +4,7 @@
 //! formats sizes, and [`output`] renders reports for the binary. The command layer
 //! ([`commands`]) wires clap's types ([`cli`]) to them.
 
+pub mod alloc;
 pub mod backend;
 pub mod cli;
 pub mod commands;

@@ -1,0 +1,331 @@
+//! `MemoryConfig`: seed 000's fields, the pool's size classes, presets, a builder and `GPUMEM_*`
+//! environment overrides.
+
+use thiserror::Error;
+
+use crate::units::parse_bytes;
+
+/// How a pool behaves on one device.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryConfig {
+    /// Fraction of the device's total memory the pool may reserve (default 0.9).
+    pub gpu_memory_fraction: f64,
+    /// Serve requests the device cannot hold from CPU memory (default true).
+    pub cpu_fallback_enabled: bool,
+    /// Bytes always left free on the device (default 512 MiB).
+    pub min_free_bytes: u64,
+    /// Absolute cap on what the pool reserves (default: none).
+    pub max_pool_bytes: Option<u64>,
+    /// Keep metadata for every live buffer (default: debug builds only).
+    pub track_allocations: bool,
+    /// Fully free segments kept cached per segment size; beyond this they go back to the
+    /// device at once. `usize::MAX` keeps them all (default 8, seed 000).
+    pub max_pooled_per_bucket: usize,
+    /// Warm the cache with these sizes when the pool is created.
+    pub pre_allocate: bool,
+    /// Sizes for `pre_allocate`.
+    pub pre_allocate_sizes: Vec<u64>,
+    /// Request rounding granularity (default 512 B).
+    pub round_bytes: u64,
+    /// Requests up to this size use the small pool (default 1 MiB).
+    pub small_size: u64,
+    /// Segment size of the small pool (default 2 MiB).
+    pub small_segment: u64,
+    /// Requests below this size get a `large_segment` (default 10 MiB).
+    pub medium_size: u64,
+    /// Segment size for medium requests (default 20 MiB).
+    pub large_segment: u64,
+    /// Larger requests get their own segment rounded up to this (default 2 MiB).
+    pub large_round: u64,
+    /// Blocks larger than this are never split (default: no limit).
+    pub max_split_size: u64,
+    /// Growth factor of named buffers in `ensure_capacity` (default 1.5, seed 002).
+    pub growth_factor: f64,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        MemoryConfig {
+            gpu_memory_fraction: 0.9,
+            cpu_fallback_enabled: true,
+            min_free_bytes: 512 << 20,
+            max_pool_bytes: None,
+            track_allocations: cfg!(debug_assertions),
+            max_pooled_per_bucket: 8,
+            pre_allocate: false,
+            pre_allocate_sizes: Vec::new(),
+            round_bytes: 512,
+            small_size: 1 << 20,
+            small_segment: 2 << 20,
+            medium_size: 10 << 20,
+            large_segment: 20 << 20,
+            large_round: 2 << 20,
+            max_split_size: u64::MAX,
+            growth_factor: 1.5,
+        }
+    }
+}
+
+/// A bad configuration value.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ConfigError {
+    /// An environment override did not parse.
+    #[error("{name}={value}: {why}")]
+    Env {
+        /// The variable.
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// Why it was rejected.
+        why: String,
+    },
+    /// A value is out of range.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl MemoryConfig {
+    /// The defaults (same as `Default`).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Inference: use as much memory as is safe, keep every cached segment, no tracking.
+    pub fn for_inference() -> Self {
+        MemoryConfig {
+            gpu_memory_fraction: 0.95,
+            min_free_bytes: 256 << 20,
+            track_allocations: false,
+            max_pooled_per_bucket: usize::MAX,
+            ..Self::default()
+        }
+    }
+
+    /// Training: more conservative, every cached segment kept (steps repeat), tracking in debug.
+    pub fn for_training() -> Self {
+        MemoryConfig {
+            gpu_memory_fraction: 0.85,
+            min_free_bytes: 1 << 30,
+            track_allocations: cfg!(debug_assertions),
+            max_pooled_per_bucket: usize::MAX,
+            ..Self::default()
+        }
+    }
+
+    /// Memory-constrained systems: small footprint, few cached segments, no splitting of big
+    /// blocks (so one large free block cannot be eaten by small requests).
+    pub fn for_constrained() -> Self {
+        MemoryConfig {
+            gpu_memory_fraction: 0.8,
+            min_free_bytes: 256 << 20,
+            max_pooled_per_bucket: 2,
+            max_split_size: 64 << 20,
+            ..Self::default()
+        }
+    }
+
+    /// Sets `gpu_memory_fraction`.
+    pub fn with_gpu_memory_fraction(mut self, fraction: f64) -> Self {
+        self.gpu_memory_fraction = fraction;
+        self
+    }
+
+    /// Sets `cpu_fallback_enabled`.
+    pub fn with_cpu_fallback(mut self, enabled: bool) -> Self {
+        self.cpu_fallback_enabled = enabled;
+        self
+    }
+
+    /// Sets `min_free_bytes`.
+    pub fn with_min_free_bytes(mut self, bytes: u64) -> Self {
+        self.min_free_bytes = bytes;
+        self
+    }
+
+    /// Sets `max_pool_bytes`.
+    pub fn with_max_pool_bytes(mut self, bytes: u64) -> Self {
+        self.max_pool_bytes = Some(bytes);
+        self
+    }
+
+    /// Sets `track_allocations`.
+    pub fn with_tracking(mut self, enabled: bool) -> Self {
+        self.track_allocations = enabled;
+        self
+    }
+
+    /// Sets `max_pooled_per_bucket`.
+    pub fn with_max_pooled_per_bucket(mut self, count: usize) -> Self {
+        self.max_pooled_per_bucket = count;
+        self
+    }
+
+    /// Sets `max_split_size`.
+    pub fn with_max_split_size(mut self, bytes: u64) -> Self {
+        self.max_split_size = bytes;
+        self
+    }
+
+    /// Enables warm-up with these sizes.
+    pub fn with_pre_allocate(mut self, sizes: Vec<u64>) -> Self {
+        self.pre_allocate = !sizes.is_empty();
+        self.pre_allocate_sizes = sizes;
+        self
+    }
+
+    /// Sets the growth factor of named buffers.
+    pub fn with_growth_factor(mut self, factor: f64) -> Self {
+        self.growth_factor = factor;
+        self
+    }
+
+    /// Applies `GPUMEM_MEMORY_FRACTION`, `GPUMEM_MIN_FREE`, `GPUMEM_MAX_POOL`,
+    /// `GPUMEM_CPU_FALLBACK`, `GPUMEM_TRACK_ALLOCATIONS`, `GPUMEM_MAX_POOLED_PER_BUCKET` and
+    /// `GPUMEM_MAX_SPLIT_SIZE` from the environment.
+    pub fn with_env_overrides(self) -> Result<Self, ConfigError> {
+        self.with_overrides(|name| std::env::var(name).ok())
+    }
+
+    /// Applies overrides from any lookup (the environment in production, a map in tests).
+    pub fn with_overrides(
+        mut self,
+        get: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        fn err(name: &'static str, value: &str, why: impl ToString) -> ConfigError {
+            ConfigError::Env {
+                name,
+                value: value.to_string(),
+                why: why.to_string(),
+            }
+        }
+        fn boolean(name: &'static str, v: &str) -> Result<bool, ConfigError> {
+            match v.trim().to_ascii_lowercase().as_str() {
+                "1" | "true" | "yes" | "on" => Ok(true),
+                "0" | "false" | "no" | "off" => Ok(false),
+                _ => Err(err(name, v, "expected true or false")),
+            }
+        }
+        if let Some(v) = get("GPUMEM_MEMORY_FRACTION") {
+            let name = "GPUMEM_MEMORY_FRACTION";
+            self.gpu_memory_fraction = v
+                .trim()
+                .parse()
+                .map_err(|_| err(name, &v, "not a number"))?;
+        }
+        if let Some(v) = get("GPUMEM_MIN_FREE") {
+            self.min_free_bytes = parse_bytes(&v).map_err(|e| err("GPUMEM_MIN_FREE", &v, e))?;
+        }
+        if let Some(v) = get("GPUMEM_MAX_POOL") {
+            self.max_pool_bytes = Some(parse_bytes(&v).map_err(|e| err("GPUMEM_MAX_POOL", &v, e))?);
+        }
+        if let Some(v) = get("GPUMEM_CPU_FALLBACK") {
+            self.cpu_fallback_enabled = boolean("GPUMEM_CPU_FALLBACK", &v)?;
+        }
+        if let Some(v) = get("GPUMEM_TRACK_ALLOCATIONS") {
+            self.track_allocations = boolean("GPUMEM_TRACK_ALLOCATIONS", &v)?;
+        }
+        if let Some(v) = get("GPUMEM_MAX_POOLED_PER_BUCKET") {
+            let name = "GPUMEM_MAX_POOLED_PER_BUCKET";
+            self.max_pooled_per_bucket = v
+                .trim()
+                .parse()
+                .map_err(|_| err(name, &v, "not a whole number"))?;
+        }
+        if let Some(v) = get("GPUMEM_MAX_SPLIT_SIZE") {
+            self.max_split_size =
+                parse_bytes(&v).map_err(|e| err("GPUMEM_MAX_SPLIT_SIZE", &v, e))?;
+        }
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// Checks that the values make sense together.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |why: String| Err(ConfigError::Invalid(why));
+        if !(self.gpu_memory_fraction > 0.0 && self.gpu_memory_fraction <= 1.0) {
+            return bad(format!(
+                "gpu_memory_fraction {} is outside (0, 1]",
+                self.gpu_memory_fraction
+            ));
+        }
+        if !self.round_bytes.is_power_of_two() {
+            return bad(format!(
+                "round_bytes {} is not a power of two",
+                self.round_bytes
+            ));
+        }
+        if self.small_size > self.small_segment || self.medium_size > self.large_segment {
+            return bad("a size class is larger than its segment".into());
+        }
+        if !(self.growth_factor >= 1.0 && self.growth_factor.is_finite()) {
+            return bad(format!("growth_factor {} is below 1", self.growth_factor));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn presets_differ_where_they_should() {
+        assert!(
+            MemoryConfig::for_inference().gpu_memory_fraction
+                > MemoryConfig::default().gpu_memory_fraction
+        );
+        assert!(!MemoryConfig::for_inference().track_allocations);
+        assert!(MemoryConfig::for_constrained().max_split_size < u64::MAX);
+        for c in [
+            MemoryConfig::for_inference(),
+            MemoryConfig::for_training(),
+            MemoryConfig::for_constrained(),
+        ] {
+            c.validate().unwrap();
+        }
+    }
+
+    #[test]
+    fn builder_sets_fields() {
+        let c = MemoryConfig::new()
+            .with_gpu_memory_fraction(0.8)
+            .with_cpu_fallback(false)
+            .with_min_free_bytes(1 << 30)
+            .with_tracking(true)
+            .with_max_pool_bytes(4 << 30);
+        assert_eq!(c.gpu_memory_fraction, 0.8);
+        assert!(!c.cpu_fallback_enabled);
+        assert_eq!(c.min_free_bytes, 1 << 30);
+        assert!(c.track_allocations);
+        assert_eq!(c.max_pool_bytes, Some(4 << 30));
+    }
+
+    #[test]
+    fn overrides_apply_and_reject_garbage() {
+        let env: HashMap<&str, &str> = [
+            ("GPUMEM_MEMORY_FRACTION", "0.5"),
+            ("GPUMEM_MIN_FREE", "1GiB"),
+            ("GPUMEM_CPU_FALLBACK", "off"),
+        ]
+        .into();
+        let c = MemoryConfig::default()
+            .with_overrides(|k| env.get(k).map(|v| v.to_string()))
+            .unwrap();
+        assert_eq!(c.gpu_memory_fraction, 0.5);
+        assert_eq!(c.min_free_bytes, 1 << 30);
+        assert!(!c.cpu_fallback_enabled);
+        let bad = MemoryConfig::default()
+            .with_overrides(|k| (k == "GPUMEM_MAX_POOL").then(|| "lots".to_string()));
+        assert!(matches!(
+            bad,
+            Err(ConfigError::Env {
+                name: "GPUMEM_MAX_POOL",
+                ..
+            })
+        ));
+        let bad = MemoryConfig::default()
+            .with_overrides(|k| (k == "GPUMEM_MEMORY_FRACTION").then(|| "2".to_string()));
+        assert!(matches!(bad, Err(ConfigError::Invalid(_))));
+    }
+}

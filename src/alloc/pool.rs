@@ -1,0 +1,985 @@
+//! The caching pool: segments reserved from a device, carved into blocks, cached on free.
+
+use std::collections::{BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::config::MemoryConfig;
+use super::device::{DeviceError, DeviceMemory, SegmentHandle};
+use super::error::PoolError;
+use super::pressure::MemoryPressure;
+use super::stats::MemoryStats;
+use super::tracker::{AllocationTracker, BufferId, BufferLocation, BufferMetadata};
+
+/// A stream (queue) id. Blocks freed on a stream are reused by that stream at once and by others
+/// only after [`Pool::synchronize`].
+pub type StreamId = u32;
+
+/// The stream used when none is given.
+pub const DEFAULT_STREAM: StreamId = 0;
+
+/// Tag of free blocks any stream may take (after a synchronise).
+const GLOBAL: StreamId = u32::MAX;
+const NIL: u32 = u32::MAX;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Small,
+    Large,
+}
+
+#[derive(Debug, Clone)]
+struct Block {
+    segment: u32,
+    offset: u64,
+    size: u64,
+    requested: u64,
+    prev: u32,
+    next: u32,
+    allocated: bool,
+    /// For a live block: the stream using it. For a free block: the cache it sits in
+    /// (a stream id, or GLOBAL).
+    stream: StreamId,
+    generation: u32,
+}
+
+#[derive(Debug)]
+struct SegmentRec {
+    handle: SegmentHandle,
+    address: Option<u64>,
+    size: u64,
+    kind: Kind,
+    /// Live (allocated) blocks in this segment; the segment is idle when this is zero.
+    live: u32,
+    head: u32,
+}
+
+/// Free blocks of one cache, ordered by (size, block) for best-fit in O(log n).
+#[derive(Debug, Default)]
+struct FreeSets {
+    small: BTreeSet<(u64, u32)>,
+    large: BTreeSet<(u64, u32)>,
+}
+
+impl FreeSets {
+    fn of(&mut self, kind: Kind) -> &mut BTreeSet<(u64, u32)> {
+        match kind {
+            Kind::Small => &mut self.small,
+            Kind::Large => &mut self.large,
+        }
+    }
+
+    fn largest(&self) -> u64 {
+        let s = self.small.last().map_or(0, |b| b.0);
+        let l = self.large.last().map_or(0, |b| b.0);
+        s.max(l)
+    }
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    total_allocated: u64,
+    allocated: u64,
+    peak_allocated: u64,
+    requested: u64,
+    peak_requested: u64,
+    reserved: u64,
+    peak_reserved: u64,
+    peak_inactive_split: u64,
+    active: u64,
+    hits: u64,
+    misses: u64,
+    device_allocs: u64,
+    device_frees: u64,
+    retries: u64,
+    ooms: u64,
+    cpu_fallbacks: u64,
+}
+
+#[derive(Debug)]
+struct State {
+    blocks: Vec<Block>,
+    spare_blocks: Vec<u32>,
+    segments: Vec<Option<SegmentRec>>,
+    spare_segments: Vec<u32>,
+    /// Free sets per cache; a handful of streams, so a short vector beats a hash map.
+    caches: Vec<(StreamId, FreeSets)>,
+    /// Idle (fully free) segments per segment size, for `max_pooled_per_bucket`.
+    idle: HashMap<u64, usize, BuildHasherDefault<SizeHasher>>,
+    /// Bytes in idle segments (releasable at once).
+    idle_bytes: u64,
+    counters: Counters,
+    pressure: MemoryPressure,
+}
+
+/// One live allocation from a pool. Give it back with [`Pool::free`] (or use [`super::Buffer`],
+/// which does so when dropped). Freeing a copy twice is detected and refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Allocation {
+    /// Unique id.
+    pub id: BufferId,
+    block: u32,
+    generation: u32,
+    /// The segment holding it.
+    pub segment: SegmentHandle,
+    /// Offset within the segment.
+    pub offset: u64,
+    /// Size of the block (the request rounded up).
+    pub size: u64,
+    /// Bytes asked for.
+    pub requested: u64,
+    /// The stream it was allocated on.
+    pub stream: StreamId,
+    /// Device address of its first byte, where the backend has addresses.
+    pub address: Option<u64>,
+}
+
+/// A block as seen by diagnostics and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockInfo {
+    /// Its segment.
+    pub segment: SegmentHandle,
+    /// Size of the segment.
+    pub segment_size: u64,
+    /// Offset within the segment.
+    pub offset: u64,
+    /// Block size.
+    pub size: u64,
+    /// Whether it is live.
+    pub allocated: bool,
+    /// Stream (live) or cache (free; `u32::MAX` = any stream).
+    pub stream: StreamId,
+}
+
+type PressureCallback = Arc<dyn Fn(MemoryPressure, MemoryPressure) + Send + Sync>;
+
+/// The unified caching pool over one device. `Send + Sync`: share it between threads by
+/// reference or `Arc`.
+pub struct Pool {
+    device: Arc<dyn DeviceMemory>,
+    config: MemoryConfig,
+    round: u64,
+    limit: u64,
+    state: Mutex<State>,
+    tracker: Option<AllocationTracker>,
+    callbacks: Mutex<Vec<PressureCallback>>,
+    pub(crate) named: Mutex<HashMap<String, super::named::NamedBuffer>>,
+    /// Mirrors `state.pressure` so readers need not take the lock.
+    pressure_level: AtomicU64,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("device", &self.device.name())
+            .field("limit", &self.limit)
+            .finish()
+    }
+}
+
+fn round_up(value: u64, to: u64) -> u64 {
+    value.div_ceil(to).saturating_mul(to)
+}
+
+impl Pool {
+    /// A pool over `device`. The usable limit is the smallest of `gpu_memory_fraction` × total,
+    /// total − `min_free_bytes`, and `max_pool_bytes`.
+    pub fn new(device: Arc<dyn DeviceMemory>, config: MemoryConfig) -> Result<Self, PoolError> {
+        config
+            .validate()
+            .map_err(|e| PoolError::Device(DeviceError::Unsupported(e.to_string())))?;
+        let (_, total) = device.mem_info()?;
+        let mut limit = (total as f64 * config.gpu_memory_fraction) as u64;
+        limit = limit.min(total.saturating_sub(config.min_free_bytes));
+        if let Some(max) = config.max_pool_bytes {
+            limit = limit.min(max);
+        }
+        let round = config.round_bytes.max(device.alignment());
+        let pool = Pool {
+            tracker: config.track_allocations.then(AllocationTracker::new),
+            device,
+            round,
+            limit,
+            state: Mutex::new(State {
+                blocks: Vec::new(),
+                spare_blocks: Vec::new(),
+                segments: Vec::new(),
+                spare_segments: Vec::new(),
+                caches: vec![
+                    (GLOBAL, FreeSets::default()),
+                    (DEFAULT_STREAM, FreeSets::default()),
+                ],
+                idle: HashMap::default(),
+                idle_bytes: 0,
+                counters: Counters::default(),
+                pressure: MemoryPressure::Low,
+            }),
+            callbacks: Mutex::new(Vec::new()),
+            named: Mutex::new(HashMap::new()),
+            pressure_level: AtomicU64::new(0),
+            config,
+        };
+        if pool.config.pre_allocate {
+            let sizes = pool.config.pre_allocate_sizes.clone();
+            pool.warmup(&sizes)?;
+        }
+        Ok(pool)
+    }
+
+    /// The device under this pool.
+    pub fn device(&self) -> &Arc<dyn DeviceMemory> {
+        &self.device
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &MemoryConfig {
+        &self.config
+    }
+
+    /// Bytes this pool may reserve in all.
+    pub fn usable_limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// The allocation tracker, when `track_allocations` is on.
+    pub fn tracker(&self) -> Option<&AllocationTracker> {
+        self.tracker.as_ref()
+    }
+
+    /// The request size after rounding, as the pool will account it.
+    pub fn round_size(&self, size: u64) -> u64 {
+        round_up(size.max(1), self.round)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn kind(&self, rounded: u64) -> Kind {
+        if rounded <= self.config.small_size {
+            Kind::Small
+        } else {
+            Kind::Large
+        }
+    }
+
+    /// Segment sizes to try for a miss, preferred first.
+    fn segment_sizes(&self, rounded: u64, kind: Kind) -> [Option<u64>; 2] {
+        match kind {
+            Kind::Small => [Some(self.config.small_segment), None],
+            Kind::Large if rounded < self.config.medium_size => {
+                // Near the limit a full 20 MiB segment may not fit where an exact one would.
+                let exact = round_up(rounded, self.config.large_round);
+                [
+                    Some(self.config.large_segment),
+                    (exact < self.config.large_segment).then_some(exact),
+                ]
+            }
+            Kind::Large => [Some(round_up(rounded, self.config.large_round)), None],
+        }
+    }
+
+    /// Allocates `size` bytes on the default stream.
+    pub fn allocate(&self, size: u64) -> Result<Allocation, PoolError> {
+        self.allocate_on(size, DEFAULT_STREAM)
+    }
+
+    /// Allocates `size` bytes on `stream`: best fit from the stream's cache, then from the
+    /// shared cache, then a new segment. When the device is full, every cached free segment is
+    /// released and the allocation retried once before failing with [`PoolError::OutOfMemory`].
+    pub fn allocate_on(&self, size: u64, stream: StreamId) -> Result<Allocation, PoolError> {
+        self.allocate_tagged(size, stream, None)
+    }
+
+    pub(crate) fn allocate_tagged(
+        &self,
+        size: u64,
+        stream: StreamId,
+        tag: Option<&str>,
+    ) -> Result<Allocation, PoolError> {
+        if size == 0 {
+            return Err(PoolError::ZeroSize);
+        }
+        let stream = if stream == GLOBAL { GLOBAL - 1 } else { stream };
+        let rounded = self.round_size(size);
+        let kind = self.kind(rounded);
+        let mut state = self.lock();
+        let found = self.find_free(&mut state, stream, rounded, kind);
+        let (idx, from) = match found {
+            Some(hit) => {
+                state.counters.hits += 1;
+                hit
+            }
+            None => match self.grow(&mut state, rounded, kind, stream) {
+                Ok(hit) => {
+                    state.counters.misses += 1;
+                    hit
+                }
+                Err(e) => {
+                    state.counters.misses += 1;
+                    state.counters.ooms += 1;
+                    let snapshot = (state.counters.allocated, state.counters.reserved);
+                    drop(state);
+                    return Err(self.oom_error(size, snapshot, e));
+                }
+            },
+        };
+        let alloc = self.take_block(&mut state, idx, from, rounded, size, stream);
+        let transition = self.update_pressure(&mut state);
+        drop(state);
+        if let Some(tracker) = &self.tracker {
+            let mut meta = BufferMetadata::new(alloc.id, size, size, BufferLocation::Gpu);
+            meta.tag = tag.map(str::to_string);
+            tracker.track(meta);
+        }
+        if let Some((old, new)) = transition {
+            self.fire(old, new);
+        }
+        Ok(alloc)
+    }
+
+    fn oom_error(
+        &self,
+        requested: u64,
+        (allocated, reserved): (u64, u64),
+        cause: DeviceError,
+    ) -> PoolError {
+        match cause {
+            DeviceError::OutOfMemory { .. } => {
+                let (free, total) = self.device.mem_info().unwrap_or((0, 0));
+                PoolError::OutOfMemory {
+                    device: self.device.name(),
+                    requested,
+                    total,
+                    free,
+                    allocated,
+                    reserved_unallocated: reserved - allocated,
+                    limit: self.limit,
+                }
+            }
+            other => PoolError::Device(other),
+        }
+    }
+
+    /// Best fit for `rounded` in the stream's cache, then in the shared one. Returns the block
+    /// and the cache tag it came from.
+    fn find_free(
+        &self,
+        state: &mut State,
+        stream: StreamId,
+        rounded: u64,
+        kind: Kind,
+    ) -> Option<(u32, StreamId)> {
+        let max_split = self.config.max_split_size;
+        let oversize_slack = self.config.large_segment;
+        for tag in [stream, GLOBAL] {
+            let Some((_, sets)) = state.caches.iter_mut().find(|(t, _)| *t == tag) else {
+                continue;
+            };
+            let set = sets.of(kind);
+            let Some(&(bsize, idx)) = set.range((rounded, 0)..).next() else {
+                continue;
+            };
+            // Oversize blocks serve only oversize requests, and only without much waste.
+            if rounded < max_split && bsize >= max_split {
+                continue;
+            }
+            if rounded >= max_split && bsize >= rounded.saturating_add(oversize_slack) {
+                continue;
+            }
+            set.remove(&(bsize, idx));
+            return Some((idx, tag));
+        }
+        None
+    }
+
+    /// Reserves a new segment for a miss (releasing the cache and retrying once when the device
+    /// is full) and returns its single free block, not yet in any free set.
+    fn grow(
+        &self,
+        state: &mut State,
+        rounded: u64,
+        kind: Kind,
+        stream: StreamId,
+    ) -> Result<(u32, StreamId), DeviceError> {
+        let sizes = self.segment_sizes(rounded, kind);
+        let mut last = DeviceError::OutOfMemory { requested: rounded };
+        for attempt in 0..2 {
+            if attempt == 1 {
+                state.counters.retries += 1;
+                self.release_idle(state);
+            }
+            for seg_size in sizes.into_iter().flatten() {
+                if state.counters.reserved.saturating_add(seg_size) > self.limit {
+                    last = DeviceError::OutOfMemory {
+                        requested: seg_size,
+                    };
+                    continue;
+                }
+                match self.device.reserve(seg_size) {
+                    Ok(seg) => {
+                        return Ok((
+                            self.add_segment(
+                                state,
+                                seg.handle,
+                                seg.address,
+                                seg.size,
+                                kind,
+                                stream,
+                            ),
+                            stream,
+                        ))
+                    }
+                    Err(e @ DeviceError::OutOfMemory { .. }) => last = e,
+                    Err(other) => return Err(other),
+                }
+            }
+        }
+        Err(last)
+    }
+
+    fn add_segment(
+        &self,
+        state: &mut State,
+        handle: SegmentHandle,
+        address: Option<u64>,
+        size: u64,
+        kind: Kind,
+        tag: StreamId,
+    ) -> u32 {
+        let seg_idx = match state.spare_segments.pop() {
+            Some(i) => i,
+            None => {
+                state.segments.push(None);
+                (state.segments.len() - 1) as u32
+            }
+        };
+        let block = new_block(
+            state,
+            Block {
+                segment: seg_idx,
+                offset: 0,
+                size,
+                requested: 0,
+                prev: NIL,
+                next: NIL,
+                allocated: false,
+                stream: tag,
+                generation: 0,
+            },
+        );
+        state.segments[seg_idx as usize] = Some(SegmentRec {
+            handle,
+            address,
+            size,
+            kind,
+            live: 0,
+            head: block,
+        });
+        self.mark_idle(state, size, true);
+        let c = &mut state.counters;
+        c.reserved += size;
+        c.peak_reserved = c.peak_reserved.max(c.reserved);
+        c.device_allocs += 1;
+        block
+    }
+
+    /// Marks a free block (already out of its free set) live, splitting off the remainder.
+    fn take_block(
+        &self,
+        state: &mut State,
+        idx: u32,
+        from: StreamId,
+        rounded: u64,
+        requested: u64,
+        stream: StreamId,
+    ) -> Allocation {
+        let (seg_idx, size) = {
+            let b = &state.blocks[idx as usize];
+            (b.segment, b.size)
+        };
+        let kind = state.segments[seg_idx as usize]
+            .as_ref()
+            .map_or(Kind::Large, |s| s.kind);
+        let remaining = size - rounded;
+        let split = match kind {
+            Kind::Small => remaining >= self.round,
+            Kind::Large => remaining > self.config.small_size && size <= self.config.max_split_size,
+        };
+        if split {
+            let (offset, next) = {
+                let b = &state.blocks[idx as usize];
+                (b.offset, b.next)
+            };
+            let rest = new_block(
+                state,
+                Block {
+                    segment: seg_idx,
+                    offset: offset + rounded,
+                    size: remaining,
+                    requested: 0,
+                    prev: idx,
+                    next,
+                    allocated: false,
+                    stream: from,
+                    generation: 0,
+                },
+            );
+            if next != NIL {
+                state.blocks[next as usize].prev = rest;
+            }
+            state.blocks[idx as usize].next = rest;
+            state.blocks[idx as usize].size = rounded;
+            cache(state, from).of(kind).insert((remaining, rest));
+        }
+        let block_size = state.blocks[idx as usize].size;
+        let b = &mut state.blocks[idx as usize];
+        b.allocated = true;
+        b.requested = requested;
+        b.stream = stream;
+        // A new generation per allocation, so a stale copy of an earlier allocation of this
+        // block can never free the current one.
+        b.generation = b.generation.wrapping_add(1);
+        let (offset, generation) = (b.offset, b.generation);
+        let mut woke = None;
+        let seg = state.segments[seg_idx as usize].as_mut().map(|s| {
+            s.live += 1;
+            if s.live == 1 {
+                woke = Some(s.size);
+            }
+            (s.handle, s.address)
+        });
+        if let Some(seg_size) = woke {
+            self.mark_idle(state, seg_size, false);
+        }
+        let (handle, address) = seg.unwrap_or((SegmentHandle(0), None));
+        let c = &mut state.counters;
+        c.allocated += block_size;
+        c.total_allocated += block_size;
+        c.peak_allocated = c.peak_allocated.max(c.allocated);
+        c.requested += requested;
+        c.peak_requested = c.peak_requested.max(c.requested);
+        c.active += 1;
+        let split_now = c.reserved - c.allocated - state.idle_bytes;
+        c.peak_inactive_split = c.peak_inactive_split.max(split_now);
+        Allocation {
+            id: BufferId::new(),
+            block: idx,
+            generation,
+            segment: handle,
+            offset,
+            size: block_size,
+            requested,
+            stream,
+            address: address.map(|a| a + offset),
+        }
+    }
+
+    /// Counts a segment of `size` into (or out of) the idle set; returns the idle count of its
+    /// size (0 when the per-size cap is off and counts are not kept).
+    fn mark_idle(&self, state: &mut State, size: u64, idle: bool) -> usize {
+        if idle {
+            state.idle_bytes += size;
+        } else {
+            state.idle_bytes -= size;
+        }
+        if self.config.max_pooled_per_bucket == usize::MAX {
+            return 0;
+        }
+        let count = state.idle.entry(size).or_insert(0);
+        if idle {
+            *count += 1;
+        } else {
+            *count = count.saturating_sub(1);
+        }
+        *count
+    }
+
+    /// Returns an allocation to the pool; it is reused by its stream at once.
+    pub fn free(&self, alloc: Allocation) -> Result<(), PoolError> {
+        let mut state = self.lock();
+        let idx = alloc.block;
+        let live = state
+            .blocks
+            .get(idx as usize)
+            .is_some_and(|b| b.allocated && b.generation == alloc.generation);
+        if !live {
+            return Err(PoolError::NotLive(alloc.id.0));
+        }
+        let (seg_idx, size, requested, tag) = {
+            let b = &mut state.blocks[idx as usize];
+            b.allocated = false;
+            (b.segment, b.size, b.requested, b.stream)
+        };
+        let c = &mut state.counters;
+        c.allocated -= size;
+        c.requested -= requested;
+        c.active -= 1;
+        self.insert_free(&mut state, idx, tag);
+        let mut now_idle = None;
+        if let Some(seg) = state.segments[seg_idx as usize].as_mut() {
+            seg.live -= 1;
+            if seg.live == 0 {
+                now_idle = Some(seg.size);
+            }
+        }
+        if let Some(seg_size) = now_idle {
+            if self.mark_idle(&mut state, seg_size, true) > self.config.max_pooled_per_bucket {
+                self.release_segment(&mut state, seg_idx);
+            }
+        }
+        let transition = self.update_pressure(&mut state);
+        drop(state);
+        if let Some(tracker) = &self.tracker {
+            tracker.untrack(alloc.id);
+        }
+        if let Some((old, new)) = transition {
+            self.fire(old, new);
+        }
+        Ok(())
+    }
+
+    /// Puts a free block into cache `tag`, merging it with free neighbours of the same cache.
+    fn insert_free(&self, state: &mut State, mut idx: u32, tag: StreamId) {
+        let kind = {
+            let seg = state.blocks[idx as usize].segment;
+            state.segments[seg as usize]
+                .as_ref()
+                .map_or(Kind::Large, |s| s.kind)
+        };
+        state.blocks[idx as usize].stream = tag;
+        let prev = state.blocks[idx as usize].prev;
+        if prev != NIL
+            && !state.blocks[prev as usize].allocated
+            && state.blocks[prev as usize].stream == tag
+        {
+            let psize = state.blocks[prev as usize].size;
+            cache(state, tag).of(kind).remove(&(psize, prev));
+            merge_into_prev(state, prev, idx);
+            idx = prev;
+        }
+        let next = state.blocks[idx as usize].next;
+        if next != NIL
+            && !state.blocks[next as usize].allocated
+            && state.blocks[next as usize].stream == tag
+        {
+            let nsize = state.blocks[next as usize].size;
+            cache(state, tag).of(kind).remove(&(nsize, next));
+            merge_into_prev(state, idx, next);
+        }
+        let size = state.blocks[idx as usize].size;
+        cache(state, tag).of(kind).insert((size, idx));
+    }
+
+    /// Makes blocks freed on `stream` available to every stream (the caller has synchronised
+    /// the stream, so its pending work on them is done).
+    pub fn synchronize(&self, stream: StreamId) {
+        let mut state = self.lock();
+        self.sync_locked(&mut state, stream);
+    }
+
+    /// Synchronises every stream.
+    pub fn synchronize_all(&self) {
+        let mut state = self.lock();
+        let streams: Vec<StreamId> = state
+            .caches
+            .iter()
+            .map(|(s, _)| *s)
+            .filter(|s| *s != GLOBAL)
+            .collect();
+        for s in streams {
+            self.sync_locked(&mut state, s);
+        }
+    }
+
+    fn sync_locked(&self, state: &mut State, stream: StreamId) {
+        if stream == GLOBAL {
+            return;
+        }
+        let Some(pos) = state.caches.iter().position(|(s, _)| *s == stream) else {
+            return;
+        };
+        let sets = std::mem::take(&mut state.caches[pos].1);
+        for (_, idx) in sets.small.into_iter().chain(sets.large) {
+            self.insert_free(state, idx, GLOBAL);
+        }
+    }
+
+    /// Releases every fully free segment to the device; returns the bytes released.
+    pub fn empty_cache(&self) -> u64 {
+        let mut state = self.lock();
+        self.release_idle(&mut state)
+    }
+
+    /// Seed 000's `clear_pool`: the same as [`Pool::empty_cache`].
+    pub fn clear_pool(&self) -> u64 {
+        self.empty_cache()
+    }
+
+    /// Seed 000's `shrink`: releases cached segments, returning the bytes released.
+    pub fn shrink(&self) -> u64 {
+        self.empty_cache()
+    }
+
+    /// Seed 004's emergency clean-up: synchronise every stream so their cached blocks can merge,
+    /// then release every fully free segment. Returns the bytes released.
+    pub fn emergency_cleanup(&self) -> u64 {
+        self.synchronize_all();
+        self.empty_cache()
+    }
+
+    fn release_idle(&self, state: &mut State) -> u64 {
+        let idle: Vec<u32> = state
+            .segments
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.as_ref().filter(|s| s.live == 0).map(|_| i as u32))
+            .collect();
+        idle.into_iter()
+            .map(|seg_idx| self.release_segment(state, seg_idx))
+            .sum()
+    }
+
+    /// Returns a fully free segment to the device. Its blocks leave their free sets.
+    fn release_segment(&self, state: &mut State, seg_idx: u32) -> u64 {
+        let Some(seg) = state.segments[seg_idx as usize].take() else {
+            return 0;
+        };
+        let mut idx = seg.head;
+        while idx != NIL {
+            let (size, tag, next) = {
+                let b = &state.blocks[idx as usize];
+                (b.size, b.stream, b.next)
+            };
+            cache(state, tag).of(seg.kind).remove(&(size, idx));
+            recycle_block(state, idx);
+            idx = next;
+        }
+        if seg.live == 0 {
+            self.mark_idle(state, seg.size, false);
+        }
+        state.spare_segments.push(seg_idx);
+        // A failed release leaves the bytes with the driver; count them as released from the
+        // pool's point of view, since the handle is gone either way, and log it.
+        if let Err(e) = self.device.release(seg.handle) {
+            log::warn!(
+                "releasing segment {:?} on {} failed: {e}",
+                seg.handle,
+                self.device.name()
+            );
+        }
+        let c = &mut state.counters;
+        c.reserved -= seg.size;
+        c.device_frees += 1;
+        seg.size
+    }
+
+    /// Allocates each size and frees it again, so the cache holds segments for them.
+    pub fn warmup(&self, sizes: &[u64]) -> Result<(), PoolError> {
+        let mut held = Vec::with_capacity(sizes.len());
+        let result = sizes
+            .iter()
+            .try_for_each(|&s| self.allocate(s).map(|a| held.push(a)));
+        for a in held {
+            self.free(a)?;
+        }
+        result
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> MemoryStats {
+        let state = self.lock();
+        let c = &state.counters;
+        MemoryStats {
+            total_allocated_bytes: c.total_allocated,
+            in_use_bytes: c.allocated,
+            pooled_bytes: c.reserved - c.allocated,
+            peak_bytes: c.peak_allocated,
+            pool_hits: c.hits,
+            pool_misses: c.misses,
+            cpu_fallbacks: c.cpu_fallbacks,
+            active_buffers: c.active,
+            allocated_bytes: c.allocated,
+            peak_allocated_bytes: c.peak_allocated,
+            reserved_bytes: c.reserved,
+            peak_reserved_bytes: c.peak_reserved,
+            requested_bytes: c.requested,
+            peak_requested_bytes: c.peak_requested,
+            inactive_split_bytes: c.reserved - c.allocated - state.idle_bytes,
+            peak_inactive_split_bytes: c.peak_inactive_split,
+            device_allocs: c.device_allocs,
+            device_frees: c.device_frees,
+            retries: c.retries,
+            ooms: c.ooms,
+            largest_free_block: state
+                .caches
+                .iter()
+                .map(|(_, s)| s.largest())
+                .max()
+                .unwrap_or(0),
+            segments: state.segments.iter().flatten().count() as u64,
+        }
+    }
+
+    pub(crate) fn count_cpu_fallback(&self) {
+        self.lock().counters.cpu_fallbacks += 1;
+    }
+
+    /// Current pressure: allocated bytes against the usable limit.
+    pub fn pressure(&self) -> MemoryPressure {
+        MemoryPressure::from_u8(self.pressure_level.load(Ordering::Relaxed) as u8)
+    }
+
+    /// Calls `callback(old, new)` once every time the pressure level changes.
+    pub fn on_pressure_change(
+        &self,
+        callback: impl Fn(MemoryPressure, MemoryPressure) + Send + Sync + 'static,
+    ) {
+        self.callbacks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Arc::new(callback));
+    }
+
+    fn update_pressure(&self, state: &mut State) -> Option<(MemoryPressure, MemoryPressure)> {
+        let level = MemoryPressure::from_usage(state.counters.allocated, self.limit);
+        if level == state.pressure {
+            return None;
+        }
+        let old = std::mem::replace(&mut state.pressure, level);
+        self.pressure_level
+            .store(u64::from(level.to_u8()), Ordering::Relaxed);
+        Some((old, level))
+    }
+
+    fn fire(&self, old: MemoryPressure, new: MemoryPressure) {
+        let callbacks: Vec<PressureCallback> = self
+            .callbacks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for cb in callbacks {
+            cb(old, new);
+        }
+    }
+
+    /// Every block of every segment, in segment and address order (diagnostics and tests).
+    pub fn blocks(&self) -> Vec<BlockInfo> {
+        let state = self.lock();
+        let mut out = Vec::new();
+        for seg in state.segments.iter().flatten() {
+            let mut idx = seg.head;
+            while idx != NIL {
+                let b = &state.blocks[idx as usize];
+                out.push(BlockInfo {
+                    segment: seg.handle,
+                    segment_size: seg.size,
+                    offset: b.offset,
+                    size: b.size,
+                    allocated: b.allocated,
+                    stream: b.stream,
+                });
+                idx = b.next;
+            }
+        }
+        out.sort_by_key(|b| (b.segment, b.offset));
+        out
+    }
+
+    /// Writes bytes into a live allocation through the device.
+    pub fn write(&self, alloc: &Allocation, offset: u64, data: &[u8]) -> Result<(), PoolError> {
+        super::device::check_bounds(offset, data.len(), alloc.size)?;
+        Ok(self
+            .device
+            .write(alloc.segment, alloc.offset + offset, data)?)
+    }
+
+    /// Reads bytes from a live allocation through the device.
+    pub fn read(&self, alloc: &Allocation, offset: u64, out: &mut [u8]) -> Result<(), PoolError> {
+        super::device::check_bounds(offset, out.len(), alloc.size)?;
+        Ok(self
+            .device
+            .read(alloc.segment, alloc.offset + offset, out)?)
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        // Live allocations at this point are leaks by the caller; their segments go back to the
+        // device anyway, so a dropped pool never strands device memory.
+        let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        for seg in state.segments.iter_mut().filter_map(Option::take) {
+            let _ = self.device.release(seg.handle);
+        }
+    }
+}
+
+/// Hashes segment sizes (multiples of 512 B) with one multiply: SipHash on the allocation path
+/// cost more than the rest of a cache hit.
+#[derive(Default)]
+struct SizeHasher(u64);
+
+impl Hasher for SizeHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (v >> 9).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+fn cache(state: &mut State, tag: StreamId) -> &mut FreeSets {
+    match state.caches.iter().position(|(t, _)| *t == tag) {
+        Some(pos) => &mut state.caches[pos].1,
+        None => {
+            state.caches.push((tag, FreeSets::default()));
+            let last = state.caches.len() - 1;
+            &mut state.caches[last].1
+        }
+    }
+}
+
+fn new_block(state: &mut State, mut block: Block) -> u32 {
+    match state.spare_blocks.pop() {
+        Some(i) => {
+            block.generation = state.blocks[i as usize].generation;
+            state.blocks[i as usize] = block;
+            i
+        }
+        None => {
+            state.blocks.push(block);
+            (state.blocks.len() - 1) as u32
+        }
+    }
+}
+
+fn recycle_block(state: &mut State, idx: u32) {
+    let b = &mut state.blocks[idx as usize];
+    b.generation = b.generation.wrapping_add(1);
+    b.allocated = false;
+    b.prev = NIL;
+    b.next = NIL;
+    state.spare_blocks.push(idx);
+}
+
+/// Merges free block `next` into its left neighbour `prev`.
+fn merge_into_prev(state: &mut State, prev: u32, next: u32) {
+    let (size, after) = {
+        let n = &state.blocks[next as usize];
+        (n.size, n.next)
+    };
+    state.blocks[prev as usize].size += size;
+    state.blocks[prev as usize].next = after;
+    if after != NIL {
+        state.blocks[after as usize].prev = prev;
+    }
+    recycle_block(state, next);
+}

@@ -1,0 +1,405 @@
+//! Behaviour of the pool on real host memory and simulated devices.
+
+use std::sync::{Arc, Mutex};
+
+use super::*;
+
+const MIB: u64 = 1 << 20;
+
+fn host(cap: u64, config: MemoryConfig) -> Pool {
+    Pool::new(Arc::new(HostDevice::new(Some(cap))), config).unwrap()
+}
+
+fn sim(cap: u64) -> Pool {
+    Pool::new(Arc::new(SimDevice::new(cap)), plain()).unwrap()
+}
+
+/// No fraction or min-free headroom, so the limit is the device's capacity.
+fn plain() -> MemoryConfig {
+    MemoryConfig::default()
+        .with_gpu_memory_fraction(1.0)
+        .with_min_free_bytes(0)
+        .with_tracking(true)
+}
+
+#[test]
+fn rounds_to_512_and_uses_size_classes() {
+    let pool = sim(1 << 30);
+    let a = pool.allocate(1).unwrap();
+    assert_eq!(a.size, 512);
+    let b = pool.allocate(513).unwrap();
+    assert_eq!(b.size, 1024);
+    // Both small requests share one 2 MiB segment.
+    assert_eq!(pool.stats().reserved_bytes, 2 * MIB);
+    let c = pool.allocate(MIB + 1).unwrap();
+    // A medium request takes a 20 MiB segment.
+    assert_eq!(pool.stats().reserved_bytes, 22 * MIB);
+    let d = pool.allocate(30 * MIB + 5).unwrap();
+    // A large one gets its own, rounded up to 2 MiB.
+    assert_eq!(pool.stats().reserved_bytes, 22 * MIB + 32 * MIB);
+    assert_eq!(
+        pool.stats().allocated_bytes,
+        512 + 1024 + (MIB + 512) + (30 * MIB + 512)
+    );
+    assert_eq!(
+        pool.stats().requested_bytes,
+        1 + 513 + MIB + 1 + 30 * MIB + 5
+    );
+    for x in [a, b, c, d] {
+        pool.free(x).unwrap();
+    }
+}
+
+#[test]
+fn freed_blocks_are_reused_and_coalesced() {
+    let pool = sim(1 << 30);
+    let a = pool.allocate(4096).unwrap();
+    let b = pool.allocate(4096).unwrap();
+    let c = pool.allocate(4096).unwrap();
+    assert_eq!((a.offset, b.offset, c.offset), (0, 4096, 8192));
+    pool.free(b).unwrap();
+    // Best fit: the 4 KiB hole, not the tail of the segment.
+    let b2 = pool.allocate(4000).unwrap();
+    assert_eq!(b2.offset, 4096);
+    pool.free(a).unwrap();
+    pool.free(b2).unwrap();
+    pool.free(c).unwrap();
+    let blocks = pool.blocks();
+    assert_eq!(
+        blocks.len(),
+        1,
+        "neighbours merge back into one block: {blocks:?}"
+    );
+    assert_eq!(blocks[0].size, 2 * MIB);
+    let s = pool.stats();
+    assert_eq!((s.pool_hits, s.pool_misses, s.device_allocs), (3, 1, 1));
+    assert_eq!(s.fragmentation(), 0.0);
+    assert_eq!(pool.empty_cache(), 2 * MIB);
+    assert_eq!(pool.stats().reserved_bytes, 0);
+}
+
+#[test]
+fn fragmentation_is_largest_free_over_total_free() {
+    let pool = sim(1 << 30);
+    let blocks: Vec<_> = (0..4).map(|_| pool.allocate(512 * 1024).unwrap()).collect();
+    let mut it = blocks.into_iter();
+    let (a, b, c, d) = (
+        it.next().unwrap(),
+        it.next().unwrap(),
+        it.next().unwrap(),
+        it.next().unwrap(),
+    );
+    // Segment is full (4 × 512 KiB = 2 MiB). Free two non-adjacent blocks.
+    pool.free(a).unwrap();
+    pool.free(c).unwrap();
+    let s = pool.stats();
+    assert_eq!(s.pooled_bytes, MIB);
+    assert_eq!(s.largest_free_block, 512 * 1024);
+    assert_eq!(s.fragmentation(), 0.5);
+    assert_eq!(s.inactive_split_bytes, MIB);
+    pool.free(b).unwrap();
+    pool.free(d).unwrap();
+    assert_eq!(pool.stats().fragmentation(), 0.0);
+}
+
+#[test]
+fn other_streams_wait_for_synchronize() {
+    let pool = sim(1 << 30);
+    let a = pool.allocate_on(MIB, 1).unwrap();
+    pool.free(a).unwrap();
+    let reserved = pool.stats().reserved_bytes;
+    // Stream 2 cannot take stream 1's freed block yet: a new segment is reserved.
+    let b = pool.allocate_on(MIB, 2).unwrap();
+    assert!(pool.stats().reserved_bytes > reserved);
+    pool.free(b).unwrap();
+    // Stream 1 reuses its own block at once.
+    let misses = pool.stats().pool_misses;
+    let c = pool.allocate_on(MIB, 1).unwrap();
+    assert_eq!(pool.stats().pool_misses, misses);
+    pool.free(c).unwrap();
+    pool.synchronize(1);
+    let before = pool.stats().reserved_bytes;
+    let d = pool.allocate_on(MIB, 3).unwrap();
+    assert_eq!(
+        pool.stats().reserved_bytes,
+        before,
+        "after synchronize any stream reuses the block"
+    );
+    assert_eq!(d.stream, 3);
+    pool.free(d).unwrap();
+}
+
+#[test]
+fn oversize_blocks_are_not_split() {
+    let config = plain().with_max_split_size(40 * MIB);
+    let pool = Pool::new(Arc::new(SimDevice::new(1 << 30)), config).unwrap();
+    let big = pool.allocate(100 * MIB).unwrap();
+    pool.free(big).unwrap();
+    // A small request may not eat the oversize block.
+    let small = pool.allocate(30 * MIB).unwrap();
+    assert_eq!(pool.stats().segments, 2);
+    // An oversize request close in size takes it whole.
+    let near = pool.allocate(90 * MIB).unwrap();
+    assert_eq!(near.size, 100 * MIB);
+    assert_eq!(pool.stats().segments, 2);
+    pool.free(small).unwrap();
+    pool.free(near).unwrap();
+}
+
+#[test]
+fn out_of_memory_retries_after_releasing_the_cache() {
+    let pool = host(64 * MIB, plain());
+    let a = pool.allocate(40 * MIB).unwrap();
+    pool.free(a).unwrap();
+    // 40 MiB are cached; 50 MiB do not fit next to them, but do once the cache is released.
+    let b = pool.allocate(50 * MIB).unwrap();
+    let s = pool.stats();
+    assert_eq!(s.retries, 1);
+    assert_eq!(s.ooms, 0);
+    assert_eq!(s.device_frees, 1);
+    pool.free(b).unwrap();
+}
+
+#[test]
+fn out_of_memory_error_says_what_and_where() {
+    let pool = host(64 * MIB, plain().with_cpu_fallback(false));
+    let held = pool.allocate(40 * MIB).unwrap();
+    let err = pool.allocate(30 * MIB).unwrap_err();
+    let PoolError::OutOfMemory {
+        requested,
+        total,
+        free,
+        allocated,
+        reserved_unallocated,
+        ..
+    } = &err
+    else {
+        panic!("{err:?}")
+    };
+    assert_eq!(
+        (*requested, *total, *free, *allocated, *reserved_unallocated),
+        (30 * MIB, 64 * MIB, 24 * MIB, 40 * MIB, 0)
+    );
+    assert_eq!(
+        err.to_string(),
+        "out of memory on host:64.00 MiB: tried to allocate 30.00 MiB; device total 64.00 MiB, free 24.00 MiB; \
+         pool has 40.00 MiB allocated and 0 B reserved but unallocated (usable limit 64.00 MiB)"
+    );
+    let s = pool.stats();
+    assert_eq!((s.ooms, s.retries), (1, 1));
+    // With fallback off, a buffer request fails too.
+    assert!(matches!(
+        pool.buffer(30 * MIB),
+        Err(PoolError::OutOfMemory { .. })
+    ));
+    pool.free(held).unwrap();
+}
+
+#[test]
+fn cpu_fallback_serves_what_the_device_cannot() {
+    let pool = host(32 * MIB, plain());
+    let held = pool.buffer(24 * MIB).unwrap();
+    let mut spill = pool.buffer(16 * MIB).unwrap();
+    assert_eq!(spill.location(), BufferLocation::Cpu);
+    spill.write(16 * MIB - 3, b"end").unwrap();
+    let mut out = [0u8; 3];
+    spill.read(16 * MIB - 3, &mut out).unwrap();
+    assert_eq!(&out, b"end");
+    let s = pool.stats();
+    assert_eq!((s.cpu_fallbacks, s.ooms, s.retries), (1, 1, 1));
+    assert_eq!(pool.tracker().unwrap().count(), 2);
+    drop(spill);
+    drop(held);
+    assert_eq!(pool.tracker().unwrap().count(), 0);
+    assert_eq!(pool.stats().active_buffers, 0);
+}
+
+#[test]
+fn usable_limit_honours_fraction_min_free_and_max_pool() {
+    let dev: Arc<dyn DeviceMemory> = Arc::new(SimDevice::new(100 * MIB));
+    let p = Pool::new(
+        dev.clone(),
+        MemoryConfig::default()
+            .with_gpu_memory_fraction(0.5)
+            .with_min_free_bytes(0),
+    )
+    .unwrap();
+    assert_eq!(p.usable_limit(), 50 * MIB);
+    let p = Pool::new(
+        dev.clone(),
+        MemoryConfig::default()
+            .with_gpu_memory_fraction(1.0)
+            .with_min_free_bytes(30 * MIB),
+    )
+    .unwrap();
+    assert_eq!(p.usable_limit(), 70 * MIB);
+    let p = Pool::new(dev, plain().with_max_pool_bytes(10 * MIB)).unwrap();
+    assert_eq!(p.usable_limit(), 10 * MIB);
+    assert!(p.allocate(11 * MIB).is_err());
+}
+
+#[test]
+fn pressure_callbacks_fire_once_per_change() {
+    let pool = sim(100 * MIB);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    pool.on_pressure_change(move |old, new| log.lock().unwrap().push((old, new)));
+    assert_eq!(pool.pressure(), MemoryPressure::Low);
+    let mut held = Vec::new();
+    for _ in 0..97 {
+        held.push(pool.allocate(MIB).unwrap());
+    }
+    assert_eq!(pool.pressure(), MemoryPressure::Critical);
+    use MemoryPressure::*;
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![(Low, Medium), (Medium, High), (High, Critical)]
+    );
+    for a in held {
+        pool.free(a).unwrap();
+    }
+    assert_eq!(seen.lock().unwrap().last(), Some(&(Medium, Low)));
+    assert_eq!(seen.lock().unwrap().len(), 6);
+}
+
+#[test]
+fn buffers_return_on_drop_and_batches_together() {
+    let pool = host(64 * MIB, plain());
+    {
+        let mut b = pool.buffer(1000).unwrap();
+        b.write(0, b"hello").unwrap();
+        assert_eq!(pool.stats().active_buffers, 1);
+        let batch = pool.batch(&[10, 20 * MIB, 300]).unwrap();
+        assert_eq!(batch.len(), 3);
+        assert_eq!(pool.stats().active_buffers, 4);
+    }
+    assert_eq!(pool.stats().active_buffers, 0);
+    // A batch that cannot be satisfied returns what it took.
+    let fallback_off = host(16 * MIB, plain().with_cpu_fallback(false));
+    assert!(fallback_off.batch(&[4 * MIB, 4 * MIB, 64 * MIB]).is_err());
+    assert_eq!(fallback_off.stats().active_buffers, 0);
+}
+
+#[test]
+fn double_free_is_an_error_not_corruption() {
+    let pool = sim(1 << 30);
+    let a = pool.allocate(100).unwrap();
+    let stale = a.clone();
+    pool.free(a).unwrap();
+    assert!(matches!(
+        pool.free(stale.clone()),
+        Err(PoolError::NotLive(_))
+    ));
+    // The block is handed out again; the stale copy still cannot free it.
+    let b = pool.allocate(100).unwrap();
+    assert_eq!((b.segment, b.offset), (stale.segment, stale.offset));
+    assert!(matches!(pool.free(stale), Err(PoolError::NotLive(_))));
+    assert_eq!(pool.stats().active_buffers, 1);
+    pool.free(b).unwrap();
+    assert!(matches!(pool.allocate(0), Err(PoolError::ZeroSize)));
+}
+
+#[test]
+fn warmup_and_max_pooled_per_bucket() {
+    let pool = Pool::new(
+        Arc::new(SimDevice::new(1 << 30)),
+        plain().with_pre_allocate(vec![MIB, MIB, MIB]),
+    )
+    .unwrap();
+    // Three live 1 MiB blocks at once need two 2 MiB segments, kept cached afterwards.
+    assert_eq!(pool.stats().reserved_bytes, 4 * MIB);
+    assert_eq!(pool.stats().allocated_bytes, 0);
+    let misses = pool.stats().pool_misses;
+    let a = pool.allocate(MIB).unwrap();
+    assert_eq!(pool.stats().pool_misses, misses);
+    pool.free(a).unwrap();
+
+    let pool = Pool::new(
+        Arc::new(SimDevice::new(1 << 30)),
+        plain().with_max_pooled_per_bucket(2),
+    )
+    .unwrap();
+    let held: Vec<_> = (0..5).map(|_| pool.allocate(30 * MIB).unwrap()).collect();
+    for a in held {
+        pool.free(a).unwrap();
+    }
+    let s = pool.stats();
+    assert_eq!(s.segments, 2, "only two idle 30 MiB segments are kept");
+    assert_eq!(s.device_frees, 3);
+}
+
+#[test]
+fn named_buffers_grow_and_keep_contents() {
+    let pool = host(256 * MIB, plain().with_growth_factor(2.0));
+    let info = pool.ensure_capacity("positions", 1000).unwrap();
+    assert_eq!((info.capacity, info.resized), (1000, false));
+    pool.write_named("positions", 0, b"keep me").unwrap();
+    assert!(!pool.ensure_capacity("positions", 900).unwrap().resized);
+    let grown = pool.ensure_capacity("positions", 1500).unwrap();
+    assert_eq!(
+        (grown.capacity, grown.resized, grown.resizes),
+        (2000, true, 1)
+    );
+    let mut out = [0u8; 7];
+    pool.read_named("positions", 0, &mut out).unwrap();
+    assert_eq!(&out, b"keep me");
+    assert_eq!(
+        pool.ensure_capacity("positions", 10_000).unwrap().capacity,
+        10_000
+    );
+    assert_eq!(pool.named_buffers(), vec!["positions".to_string()]);
+    pool.free_named("positions").unwrap();
+    assert!(matches!(
+        pool.free_named("positions"),
+        Err(PoolError::UnknownName(_))
+    ));
+    assert_eq!(pool.stats().active_buffers, 0);
+}
+
+#[test]
+fn tracker_finds_live_buffers_with_tags() {
+    let pool = sim(1 << 30);
+    let _a = pool.buffer_on(4096, 0, Some("kv_cache")).unwrap();
+    let report = pool.tracker().unwrap().leak_report();
+    assert_eq!(report.len(), 1);
+    assert_eq!(report[0].tag.as_deref(), Some("kv_cache"));
+    assert_eq!(report[0].size_bytes, 4096);
+}
+
+#[test]
+fn emergency_cleanup_releases_stream_caches() {
+    let pool = sim(1 << 30);
+    let a = pool.allocate_on(MIB, 5).unwrap();
+    let b = pool.allocate_on(MIB, 5).unwrap();
+    pool.free(a).unwrap();
+    pool.free(b).unwrap();
+    assert_eq!(pool.emergency_cleanup(), 2 * MIB);
+    assert_eq!(pool.stats().reserved_bytes, 0);
+}
+
+#[test]
+fn multi_device_prefers_affinity_then_headroom() {
+    let pools = vec![sim(100 * MIB), sim(300 * MIB)];
+    let multi = MultiDevicePool::new(pools);
+    let (dev, a) = multi.allocate_on_best_device(10 * MIB, "layer0").unwrap();
+    assert_eq!(dev, 1, "most headroom");
+    let (dev2, b) = multi.allocate_on_best_device(10 * MIB, "layer0").unwrap();
+    assert_eq!(dev2, 1, "affinity");
+    let (dev3, c) = multi.allocate_on_best_device(250 * MIB, "big").unwrap();
+    assert_eq!(dev3, 1);
+    let (dev4, d) = multi.allocate_on_best_device(50 * MIB, "other").unwrap();
+    assert_eq!(dev4, 0);
+    drop((a, b, c, d));
+    assert_eq!(multi.pools()[1].stats().active_buffers, 0);
+}
+
+#[test]
+fn trait_object_view() {
+    let pool = sim(64 * MIB);
+    let dynpool: &dyn GpuMemoryPool = &pool;
+    assert_eq!(dynpool.total_memory(), 64 * MIB);
+    assert_eq!(dynpool.backend_name(), "sim:64.00 MiB");
+    let a = pool.allocate(MIB).unwrap();
+    pool.free(a).unwrap();
+    assert_eq!(dynpool.shrink(), 2 * MIB);
+}
