@@ -8,7 +8,11 @@ use std::ffi::{c_char, c_int, CStr};
 
 use cudarc::driver::sys::{self, CUdevice, CUdevice_attribute, CUresult};
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use super::{Backend, BackendKind, DeviceInfo, DeviceType, FreeScope, Unavailable};
+use crate::alloc::{check_bounds, DeviceError, DeviceMemory, Segment, SegmentHandle};
 
 /// The CUDA backend.
 #[derive(Debug, Clone, Copy, Default)]
@@ -241,5 +245,175 @@ impl Backend for CudaBackend {
                 describe(i, driver_version.clone()).map_err(|e| Unavailable::Failed(e.to_string()))
             })
             .collect()
+    }
+}
+
+/// Functions the allocation path calls, checked before the first call.
+const MEMORY_SYMBOLS: &[&str] = &[
+    "cuMemAlloc_v2",
+    "cuMemFree_v2",
+    "cuMemcpyHtoD_v2",
+    "cuMemcpyDtoH_v2",
+];
+
+/// A retained primary context. CUDA contexts may be made current on any thread.
+struct Context(sys::CUcontext);
+
+// SAFETY: a CUDA context handle is usable from any thread once made current there.
+unsafe impl Send for Context {}
+// SAFETY: as above; the driver serialises its own use of the context.
+unsafe impl Sync for Context {}
+
+/// Device memory through `cuMemAlloc`/`cuMemFree` under the device's primary context.
+pub struct CudaMemory {
+    name: String,
+    device: CUdevice,
+    context: Context,
+    /// Live segments: device pointer -> size, for bounds checks and clean-up on drop.
+    segments: Mutex<HashMap<SegmentHandle, u64>>,
+}
+
+impl CudaMemory {
+    /// Opens CUDA device `index`.
+    pub fn open(index: usize) -> Result<Self, Unavailable> {
+        let count = init_and_count()?;
+        ensure_driver(MEMORY_SYMBOLS)?;
+        if index >= count {
+            return Err(Unavailable::Failed(format!(
+                "no CUDA device {index} ({count} found)"
+            )));
+        }
+        let info = describe(index, None).map_err(|e| Unavailable::Failed(e.to_string()))?;
+        let mut device: CUdevice = 0;
+        // SAFETY: valid out-pointer; index < count.
+        check("cuDeviceGet", unsafe {
+            sys::cuDeviceGet(&mut device, index as c_int)
+        })
+        .map_err(|e| Unavailable::Failed(e.to_string()))?;
+        let mut ctx = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; released in Drop.
+        check("cuDevicePrimaryCtxRetain", unsafe {
+            sys::cuDevicePrimaryCtxRetain(&mut ctx, device)
+        })
+        .map_err(|e| Unavailable::Failed(e.to_string()))?;
+        Ok(CudaMemory {
+            name: format!("cuda:{index} ({})", info.name),
+            device,
+            context: Context(ctx),
+            segments: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Makes the context current on this thread (cheap when it already is).
+    fn current(&self) -> Result<(), DeviceError> {
+        // SAFETY: the context is retained for this object's lifetime.
+        check("cuCtxSetCurrent", unsafe {
+            sys::cuCtxSetCurrent(self.context.0)
+        })
+        .map_err(|e| DeviceError::Backend(e.to_string()))
+    }
+
+    fn size_of(&self, segment: SegmentHandle) -> Result<u64, DeviceError> {
+        self.segments
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&segment)
+            .copied()
+            .ok_or(DeviceError::InvalidSegment(segment))
+    }
+}
+
+impl Drop for CudaMemory {
+    fn drop(&mut self) {
+        let segments: Vec<SegmentHandle> = self
+            .segments
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .map(|(h, _)| h)
+            .collect();
+        if self.current().is_ok() {
+            for handle in segments {
+                // SAFETY: each pointer came from cuMemAlloc and is freed once.
+                unsafe { sys::cuMemFree_v2(handle.0) };
+            }
+        }
+        // SAFETY: balances the retain in `open`.
+        unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.device) };
+    }
+}
+
+impl DeviceMemory for CudaMemory {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn reserve(&self, bytes: u64) -> Result<Segment, DeviceError> {
+        self.current()?;
+        let mut ptr: sys::CUdeviceptr = 0;
+        // SAFETY: valid out-pointer; the context is current.
+        match unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes as usize) } {
+            CUresult::CUDA_SUCCESS => {
+                let handle = SegmentHandle(ptr);
+                self.segments
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(handle, bytes);
+                Ok(Segment {
+                    handle,
+                    address: Some(ptr),
+                    size: bytes,
+                })
+            }
+            CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+                Err(DeviceError::OutOfMemory { requested: bytes })
+            }
+            other => Err(DeviceError::Backend(format!(
+                "cuMemAlloc_v2 returned {other:?}"
+            ))),
+        }
+    }
+
+    fn release(&self, segment: SegmentHandle) -> Result<(), DeviceError> {
+        self.segments
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&segment)
+            .ok_or(DeviceError::InvalidSegment(segment))?;
+        self.current()?;
+        // SAFETY: the pointer came from cuMemAlloc and was removed from the map, so freed once.
+        check("cuMemFree_v2", unsafe { sys::cuMemFree_v2(segment.0) })
+            .map_err(|e| DeviceError::Backend(e.to_string()))
+    }
+
+    fn mem_info(&self) -> Result<(u64, u64), DeviceError> {
+        self.current()?;
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: valid out-pointers; the context is current.
+        check("cuMemGetInfo_v2", unsafe {
+            sys::cuMemGetInfo_v2(&mut free, &mut total)
+        })
+        .map_err(|e| DeviceError::Backend(e.to_string()))?;
+        Ok((free as u64, total as u64))
+    }
+
+    fn write(&self, segment: SegmentHandle, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
+        check_bounds(offset, data.len(), self.size_of(segment)?)?;
+        self.current()?;
+        // SAFETY: bounds checked; synchronous copy from a host slice.
+        check("cuMemcpyHtoD_v2", unsafe {
+            sys::cuMemcpyHtoD_v2(segment.0 + offset, data.as_ptr().cast(), data.len())
+        })
+        .map_err(|e| DeviceError::Backend(e.to_string()))
+    }
+
+    fn read(&self, segment: SegmentHandle, offset: u64, out: &mut [u8]) -> Result<(), DeviceError> {
+        check_bounds(offset, out.len(), self.size_of(segment)?)?;
+        self.current()?;
+        // SAFETY: bounds checked; synchronous copy into a host slice.
+        check("cuMemcpyDtoH_v2", unsafe {
+            sys::cuMemcpyDtoH_v2(out.as_mut_ptr().cast(), segment.0 + offset, out.len())
+        })
+        .map_err(|e| DeviceError::Backend(e.to_string()))
     }
 }

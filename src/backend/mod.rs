@@ -30,13 +30,17 @@ use serde::{Deserialize, Serialize};
 pub use cpu::{
     get_available_memory, get_cpu_name, get_system_memory, host_info, CpuBackend, HostInfo,
 };
-pub use cuda::CudaBackend;
+pub use cuda::{CudaBackend, CudaMemory};
 pub use metal::MetalBackend;
-pub use nvml::{NvmlBackend, NvmlView};
-pub use opencl::OpenclBackend;
-pub use rocm::RocmBackend;
+pub use nvml::{GpuProcess, NvmlBackend, NvmlView};
+pub use opencl::{OpenclBackend, OpenclMemory};
+pub use rocm::{probe_sysfs, HipMemory, RocmBackend};
 pub use spec::{BackendKind, DeviceSpec, ParseDeviceSpecError};
-pub use vulkan::VulkanBackend;
+pub use vulkan::{VulkanBackend, VulkanMemory, VulkanOptions};
+
+use std::sync::Arc;
+
+use crate::alloc::{DeviceMemory, HostDevice, SimDevice};
 
 use crate::units::format_bytes;
 
@@ -459,6 +463,66 @@ pub fn print_backend_summary(results: &[BackendInfo], w: &mut dyn Write) -> io::
         )?;
     }
     Ok(())
+}
+
+/// Why a device could not be opened for allocation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot open {spec}: {reason}")]
+pub struct OpenError {
+    /// The device asked for.
+    pub spec: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// Opens a device's raw memory for the pool: host and sim need nothing; GPU backends load their
+/// driver now.
+pub fn open_device(spec: &DeviceSpec) -> Result<Arc<dyn DeviceMemory>, OpenError> {
+    let fail = |reason: String| OpenError {
+        spec: spec.to_string(),
+        reason,
+    };
+    let unavailable = |u: Unavailable| fail(u.to_string());
+    Ok(match *spec {
+        DeviceSpec::Host { capacity } => Arc::new(HostDevice::new(capacity)),
+        DeviceSpec::Sim { capacity } => Arc::new(SimDevice::new(capacity)),
+        DeviceSpec::Device { backend, index } => match backend {
+            BackendKind::Cpu if index == 0 => Arc::new(HostDevice::new(None)),
+            BackendKind::Cpu => return Err(fail("the CPU backend has one device, cpu:0".into())),
+            BackendKind::Cuda => Arc::new(CudaMemory::open(index).map_err(unavailable)?),
+            BackendKind::Rocm => Arc::new(HipMemory::open(index).map_err(unavailable)?),
+            BackendKind::Opencl => Arc::new(OpenclMemory::open(index).map_err(unavailable)?),
+            BackendKind::Vulkan => Arc::new(VulkanMemory::open(index).map_err(unavailable)?),
+            BackendKind::Nvml => {
+                return Err(fail(
+                    "NVML only monitors; allocate on the same GPU with cuda:N".into(),
+                ))
+            }
+            BackendKind::Metal if cfg!(target_os = "macos") => return Err(fail(
+                "allocation through Metal is not supported yet; use discover, estimate and select"
+                    .into(),
+            )),
+            BackendKind::Metal => return Err(unavailable(Unavailable::UnsupportedOs)),
+        },
+    })
+}
+
+/// The device `bench-alloc` and `stress` use when none is named: the recommended hardware GPU,
+/// else host memory.
+pub fn default_device_spec(timeout: std::time::Duration) -> DeviceSpec {
+    let results = discover_with(&DiscoverOptions {
+        only: Vec::new(),
+        timeout,
+    });
+    match recommend(&results) {
+        Some(Recommendation { backend, device }) if backend != BackendKind::Cpu => {
+            DeviceSpec::Device {
+                backend,
+                index: device,
+            }
+        }
+        _ => DeviceSpec::Host { capacity: None },
+    }
 }
 
 #[cfg(test)]

@@ -4,8 +4,19 @@
 //! through NVIDIA's `cl_nv_device_attribute_query`; UUIDs through `cl_khr_device_uuid`.
 
 use opencl3::device::{Device, CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_CPU, CL_DEVICE_TYPE_GPU};
+use std::collections::HashMap;
+use std::ptr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::RwLock;
+
+use opencl3::command_queue::{enqueue_read_buffer, enqueue_write_buffer, CommandQueue};
+use opencl3::context::Context;
 use opencl3::error_codes::ClError;
+use opencl3::memory::{Buffer, ClMem, CL_MEM_READ_WRITE};
 use opencl3::platform::get_platforms;
+use opencl3::types::CL_BLOCKING;
+
+use crate::alloc::{check_bounds, DeviceError, DeviceMemory, Segment, SegmentHandle};
 
 use super::{Backend, BackendKind, DeviceInfo, DeviceType, FreeScope, Unavailable};
 
@@ -151,6 +162,189 @@ impl Backend for OpenclBackend {
             .map(|(index, id)| describe(index, &Device::new(id)).map_err(unavailable))
             .collect()
     }
+}
+
+/// Device memory through `clCreateBuffer` on one OpenCL device.
+///
+/// OpenCL reports no free memory (except AMD's extension), and some drivers (PoCL) commit
+/// lazily, so the device's global memory size is enforced here: `mem_info` reports total minus
+/// what this process reserved through this object.
+pub struct OpenclMemory {
+    name: String,
+    total: u64,
+    max_alloc: u64,
+    align: u64,
+    reserved: AtomicU64,
+    next: AtomicU64,
+    // Field order matters: buffers are released before the queue and context.
+    segments: RwLock<HashMap<SegmentHandle, Buffer<u8>>>,
+    queue: CommandQueue,
+    _context: Context,
+}
+
+impl OpenclMemory {
+    /// Opens device `index` (in `discover` order).
+    pub fn open(index: usize) -> Result<Self, Unavailable> {
+        let ids = device_ids()?;
+        let id = *ids.get(index).ok_or_else(|| {
+            Unavailable::Failed(format!("no OpenCL device {index} ({} found)", ids.len()))
+        })?;
+        let device = Device::new(id);
+        let info = describe(index, &device).map_err(unavailable)?;
+        let context = Context::from_device(&device).map_err(unavailable)?;
+        #[allow(deprecated)] // clCreateCommandQueue: the OpenCL 1.2 call every driver has.
+        let queue = CommandQueue::create_default(&context, 0).map_err(unavailable)?;
+        // CL_DEVICE_MEM_BASE_ADDR_ALIGN is in bits.
+        let align_bits: u64 = device.mem_base_addr_align().map(u64::from).unwrap_or(4096);
+        Ok(OpenclMemory {
+            name: format!("opencl:{index} ({})", info.name),
+            total: info.total_bytes,
+            max_alloc: info.max_alloc_bytes.unwrap_or(info.total_bytes),
+            align: (align_bits / 8).max(1).next_power_of_two(),
+            reserved: AtomicU64::new(0),
+            next: AtomicU64::new(1),
+            segments: RwLock::new(HashMap::new()),
+            queue,
+            _context: context,
+        })
+    }
+
+    fn mem(
+        &self,
+        segment: SegmentHandle,
+        offset: u64,
+        len: usize,
+    ) -> Result<opencl3::types::cl_mem, DeviceError> {
+        let map = self.segments.read().unwrap_or_else(|e| e.into_inner());
+        let buffer = map
+            .get(&segment)
+            .ok_or(DeviceError::InvalidSegment(segment))?;
+        let size = buffer
+            .size()
+            .map_err(|e| DeviceError::Backend(format!("clGetMemObjectInfo: {e}")))?
+            as u64;
+        check_bounds(offset, len, size)?;
+        Ok(buffer.get())
+    }
+}
+
+impl DeviceMemory for OpenclMemory {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn reserve(&self, bytes: u64) -> Result<Segment, DeviceError> {
+        let oom = DeviceError::OutOfMemory { requested: bytes };
+        if bytes > self.max_alloc {
+            return Err(oom);
+        }
+        let total = self.total;
+        self.reserved
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| {
+                r.checked_add(bytes).filter(|&n| n <= total)
+            })
+            .map_err(|_| oom.clone())?;
+        // SAFETY: no host pointer is passed; the size is non-zero and within the device maximum.
+        let created = unsafe {
+            Buffer::<u8>::create(
+                &self._context,
+                CL_MEM_READ_WRITE,
+                bytes as usize,
+                ptr::null_mut(),
+            )
+        };
+        match created {
+            Ok(buffer) => {
+                let handle = SegmentHandle(self.next.fetch_add(1, Ordering::Relaxed));
+                self.segments
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(handle, buffer);
+                Ok(Segment {
+                    handle,
+                    address: None,
+                    size: bytes,
+                })
+            }
+            Err(e) => {
+                self.reserved.fetch_sub(bytes, Ordering::AcqRel);
+                // Allocation failures, resource exhaustion and over-size buffers all mean "this
+                // does not fit", which the pool handles by retrying or falling back.
+                match e.0 {
+                    -4 | -5 | -6 | -61 => Err(oom),
+                    _ => Err(DeviceError::Backend(format!("clCreateBuffer: {e}"))),
+                }
+            }
+        }
+    }
+
+    fn release(&self, segment: SegmentHandle) -> Result<(), DeviceError> {
+        let buffer = self
+            .segments
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&segment)
+            .ok_or(DeviceError::InvalidSegment(segment))?;
+        let size = buffer.size().unwrap_or(0) as u64;
+        drop(buffer); // clReleaseMemObject
+        self.reserved.fetch_sub(size, Ordering::AcqRel);
+        Ok(())
+    }
+
+    fn mem_info(&self) -> Result<(u64, u64), DeviceError> {
+        Ok((
+            self.total
+                .saturating_sub(self.reserved.load(Ordering::Acquire)),
+            self.total,
+        ))
+    }
+
+    fn alignment(&self) -> u64 {
+        self.align.max(512)
+    }
+
+    fn write(&self, segment: SegmentHandle, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
+        let mem = self.mem(segment, offset, data.len())?;
+        // SAFETY: blocking write of `data` into a live buffer, bounds checked above.
+        unsafe {
+            enqueue_write_buffer(
+                self.queue.get(),
+                mem,
+                CL_BLOCKING,
+                offset as usize,
+                data.len(),
+                data.as_ptr().cast(),
+                0,
+                ptr::null(),
+            )
+        }
+        .map(release_event)
+        .map_err(|e| DeviceError::Backend(format!("clEnqueueWriteBuffer: {}", ClError(e))))
+    }
+
+    fn read(&self, segment: SegmentHandle, offset: u64, out: &mut [u8]) -> Result<(), DeviceError> {
+        let mem = self.mem(segment, offset, out.len())?;
+        // SAFETY: blocking read into `out` from a live buffer, bounds checked above.
+        unsafe {
+            enqueue_read_buffer(
+                self.queue.get(),
+                mem,
+                CL_BLOCKING,
+                offset as usize,
+                out.len(),
+                out.as_mut_ptr().cast(),
+                0,
+                ptr::null(),
+            )
+        }
+        .map(release_event)
+        .map_err(|e| DeviceError::Backend(format!("clEnqueueReadBuffer: {}", ClError(e))))
+    }
+}
+
+fn release_event(event: opencl3::types::cl_event) {
+    // Dropping the wrapper releases the event the blocking call returned.
+    drop(opencl3::event::Event::new(event));
 }
 
 #[cfg(test)]

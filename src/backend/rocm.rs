@@ -4,10 +4,14 @@
 //! sysfs answers without initialising a GPU runtime, which takes seconds on ROCm, so discovery
 //! reads `/sys/class/drm/card*/device/mem_info_*` and only checks that HIP can be loaded.
 
+use std::collections::HashMap;
+use std::ffi::{c_int, c_uint, c_void};
 use std::fs;
 use std::path::Path;
+use std::sync::Mutex;
 
 use super::{Backend, BackendKind, DeviceInfo, DeviceType, FreeScope, Unavailable};
+use crate::alloc::{check_bounds, DeviceError, DeviceMemory, Segment, SegmentHandle};
 
 /// The ROCm backend.
 #[derive(Debug, Clone, Copy, Default)]
@@ -123,6 +127,226 @@ impl Backend for RocmBackend {
                 .collect(),
             })
         }
+    }
+}
+
+type HipError = c_int;
+const HIP_SUCCESS: HipError = 0;
+/// hipErrorOutOfMemory (hipErrorMemoryAllocation in older headers).
+const HIP_ERROR_OUT_OF_MEMORY: HipError = 2;
+const HIP_MEMCPY_HOST_TO_DEVICE: c_int = 1;
+const HIP_MEMCPY_DEVICE_TO_HOST: c_int = 2;
+
+/// The HIP entry points gpumem uses, resolved once from libamdhip64.
+struct Hip {
+    init: unsafe extern "C" fn(c_uint) -> HipError,
+    device_count: unsafe extern "C" fn(*mut c_int) -> HipError,
+    set_device: unsafe extern "C" fn(c_int) -> HipError,
+    malloc: unsafe extern "C" fn(*mut *mut c_void, usize) -> HipError,
+    free: unsafe extern "C" fn(*mut c_void) -> HipError,
+    mem_get_info: unsafe extern "C" fn(*mut usize, *mut usize) -> HipError,
+    memcpy: unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int) -> HipError,
+    /// Keeps the functions above mapped.
+    _lib: libloading::Library,
+}
+
+impl Hip {
+    fn load() -> Result<Self, Unavailable> {
+        let lib = HIP_LIBRARIES
+            .iter()
+            // SAFETY: loading the HIP runtime runs its initialisers only.
+            .find_map(|name| unsafe { libloading::Library::new(name) }.ok())
+            .ok_or_else(|| Unavailable::LibraryNotFound {
+                tried: HIP_LIBRARIES.iter().map(|s| s.to_string()).collect(),
+            })?;
+        fn sym<T: Copy>(lib: &libloading::Library, name: &str) -> Result<T, Unavailable> {
+            // SAFETY: the symbol is declared with its C signature from hip_runtime_api.h.
+            unsafe { lib.get::<T>(name.as_bytes()) }
+                .map(|s| *s)
+                .map_err(|_| Unavailable::MissingSymbol {
+                    library: "libamdhip64".into(),
+                    symbol: name.into(),
+                })
+        }
+        Ok(Hip {
+            init: sym(&lib, "hipInit")?,
+            device_count: sym(&lib, "hipGetDeviceCount")?,
+            set_device: sym(&lib, "hipSetDevice")?,
+            malloc: sym(&lib, "hipMalloc")?,
+            free: sym(&lib, "hipFree")?,
+            mem_get_info: sym(&lib, "hipMemGetInfo")?,
+            memcpy: sym(&lib, "hipMemcpy")?,
+            _lib: lib,
+        })
+    }
+}
+
+/// Device memory through `hipMalloc`/`hipFree` on one HIP device.
+pub struct HipMemory {
+    hip: Hip,
+    index: c_int,
+    name: String,
+    segments: Mutex<HashMap<SegmentHandle, u64>>,
+}
+
+impl HipMemory {
+    /// Opens HIP device `index` (HIP's ordinal).
+    pub fn open(index: usize) -> Result<Self, Unavailable> {
+        let hip = Hip::load()?;
+        // SAFETY: resolved entry points with their C signatures; valid out-pointer.
+        let r = unsafe { (hip.init)(0) };
+        if r != HIP_SUCCESS {
+            return Err(Unavailable::DriverNotLoaded(format!(
+                "hipInit returned {r}"
+            )));
+        }
+        let mut count: c_int = 0;
+        // SAFETY: as above.
+        let r = unsafe { (hip.device_count)(&mut count) };
+        if r != HIP_SUCCESS || count <= 0 {
+            return Err(Unavailable::NoDevices);
+        }
+        if index >= count as usize {
+            return Err(Unavailable::Failed(format!(
+                "no ROCm device {index} ({count} found)"
+            )));
+        }
+        let memory = HipMemory {
+            hip,
+            index: index as c_int,
+            name: format!("rocm:{index}"),
+            segments: Mutex::new(HashMap::new()),
+        };
+        memory
+            .current()
+            .map_err(|e| Unavailable::Failed(e.to_string()))?;
+        Ok(memory)
+    }
+
+    fn call(&self, name: &str, r: HipError) -> Result<(), DeviceError> {
+        if r == HIP_SUCCESS {
+            Ok(())
+        } else {
+            Err(DeviceError::Backend(format!(
+                "{name} returned hipError {r}"
+            )))
+        }
+    }
+
+    /// Selects this device on the calling thread.
+    fn current(&self) -> Result<(), DeviceError> {
+        // SAFETY: resolved entry point; the index was validated in `open`.
+        self.call("hipSetDevice", unsafe { (self.hip.set_device)(self.index) })
+    }
+
+    fn size_of(&self, segment: SegmentHandle) -> Result<u64, DeviceError> {
+        self.segments
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&segment)
+            .copied()
+            .ok_or(DeviceError::InvalidSegment(segment))
+    }
+}
+
+impl Drop for HipMemory {
+    fn drop(&mut self) {
+        let live: Vec<SegmentHandle> = self
+            .segments
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .map(|(h, _)| h)
+            .collect();
+        if self.current().is_ok() {
+            for handle in live {
+                // SAFETY: each pointer came from hipMalloc and is freed once.
+                unsafe { (self.hip.free)(handle.0 as *mut c_void) };
+            }
+        }
+    }
+}
+
+impl DeviceMemory for HipMemory {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn reserve(&self, bytes: u64) -> Result<Segment, DeviceError> {
+        self.current()?;
+        let mut ptr: *mut c_void = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; device selected.
+        match unsafe { (self.hip.malloc)(&mut ptr, bytes as usize) } {
+            HIP_SUCCESS => {
+                let handle = SegmentHandle(ptr as u64);
+                self.segments
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(handle, bytes);
+                Ok(Segment {
+                    handle,
+                    address: Some(ptr as u64),
+                    size: bytes,
+                })
+            }
+            HIP_ERROR_OUT_OF_MEMORY => Err(DeviceError::OutOfMemory { requested: bytes }),
+            other => Err(DeviceError::Backend(format!(
+                "hipMalloc returned hipError {other}"
+            ))),
+        }
+    }
+
+    fn release(&self, segment: SegmentHandle) -> Result<(), DeviceError> {
+        self.segments
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&segment)
+            .ok_or(DeviceError::InvalidSegment(segment))?;
+        self.current()?;
+        // SAFETY: from hipMalloc, removed from the map, so freed once.
+        self.call("hipFree", unsafe {
+            (self.hip.free)(segment.0 as *mut c_void)
+        })
+    }
+
+    fn mem_info(&self) -> Result<(u64, u64), DeviceError> {
+        self.current()?;
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: valid out-pointers.
+        self.call("hipMemGetInfo", unsafe {
+            (self.hip.mem_get_info)(&mut free, &mut total)
+        })?;
+        Ok((free as u64, total as u64))
+    }
+
+    fn write(&self, segment: SegmentHandle, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
+        check_bounds(offset, data.len(), self.size_of(segment)?)?;
+        self.current()?;
+        let dst = (segment.0 + offset) as *mut c_void;
+        // SAFETY: bounds checked; synchronous copy from a host slice.
+        self.call("hipMemcpy", unsafe {
+            (self.hip.memcpy)(
+                dst,
+                data.as_ptr().cast(),
+                data.len(),
+                HIP_MEMCPY_HOST_TO_DEVICE,
+            )
+        })
+    }
+
+    fn read(&self, segment: SegmentHandle, offset: u64, out: &mut [u8]) -> Result<(), DeviceError> {
+        check_bounds(offset, out.len(), self.size_of(segment)?)?;
+        self.current()?;
+        let src = (segment.0 + offset) as *const c_void;
+        // SAFETY: bounds checked; synchronous copy into a host slice.
+        self.call("hipMemcpy", unsafe {
+            (self.hip.memcpy)(
+                out.as_mut_ptr().cast(),
+                src,
+                out.len(),
+                HIP_MEMCPY_DEVICE_TO_HOST,
+            )
+        })
     }
 }
 

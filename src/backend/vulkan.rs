@@ -3,9 +3,14 @@
 //! Total memory is the sum of device-local heaps. Free memory comes from `VK_EXT_memory_budget`
 //! when the driver has it, and is this process's budget, not the device's.
 
+use std::collections::HashMap;
 use std::ffi::CStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, RwLock};
 
 use ash::vk;
+
+use crate::alloc::{check_bounds, DeviceError, DeviceMemory, Segment, SegmentHandle};
 
 use super::{Backend, BackendKind, DeviceInfo, DeviceType, FreeScope, Unavailable};
 
@@ -238,5 +243,515 @@ impl Backend for VulkanBackend {
             .enumerate()
             .map(|(i, d)| describe(&instance, i, d))
             .collect())
+    }
+}
+
+/// One `vkAllocateMemory` allocation.
+struct VkSegment {
+    memory: vk::DeviceMemory,
+    size: u64,
+    /// Persistent mapping when the memory type is host-visible.
+    mapped: Option<MappedPtr>,
+    /// A buffer over the whole allocation, for staging copies when it is not host-visible.
+    buffer: Option<vk::Buffer>,
+}
+
+/// A pointer into a persistent mapping.
+#[derive(Clone, Copy)]
+struct MappedPtr(*mut u8);
+
+// SAFETY: the mapping stays valid until the segment is freed, which takes the segment map's
+// write lock; copies through it are bounds-checked and touch only caller-owned ranges.
+unsafe impl Send for MappedPtr {}
+// SAFETY: as above.
+unsafe impl Sync for MappedPtr {}
+
+/// How to open a Vulkan device for allocation.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct VulkanOptions {
+    /// Copy through a staging buffer and a transfer queue even when device memory is
+    /// host-visible (the path discrete GPUs need; forcing it lets it be tested on lavapipe).
+    pub force_staging: bool,
+}
+
+/// Device memory through `vkAllocateMemory` from a device-local memory type.
+pub struct VulkanMemory {
+    name: String,
+    heap_index: u32,
+    heap_size: u64,
+    budget_ext: bool,
+    memory_type: u32,
+    staging_type: Option<u32>,
+    max_alloc: u64,
+    align: u64,
+    reserved: AtomicU64,
+    next: AtomicU64,
+    segments: RwLock<HashMap<SegmentHandle, VkSegment>>,
+    transfer: Mutex<(vk::Queue, vk::CommandPool)>,
+    physical: vk::PhysicalDevice,
+    device: ash::Device,
+    // Destroyed last (see Drop): everything above was made from it.
+    instance: VulkanInstance,
+}
+
+fn vk_err(call: &str, e: vk::Result) -> DeviceError {
+    match e {
+        vk::Result::ERROR_OUT_OF_DEVICE_MEMORY
+        | vk::Result::ERROR_OUT_OF_HOST_MEMORY
+        | vk::Result::ERROR_TOO_MANY_OBJECTS => DeviceError::OutOfMemory { requested: 0 },
+        other => DeviceError::Backend(format!("{call}: {other}")),
+    }
+}
+
+impl VulkanMemory {
+    /// Opens physical device `index` (in `discover` order) with default options.
+    pub fn open(index: usize) -> Result<Self, Unavailable> {
+        Self::open_with(index, VulkanOptions::default())
+    }
+
+    /// Opens physical device `index` with `options`.
+    pub fn open_with(index: usize, options: VulkanOptions) -> Result<Self, Unavailable> {
+        let instance = VulkanInstance::new()?;
+        let physicals = instance.physical_devices()?;
+        let physical = *physicals.get(index).ok_or_else(|| {
+            Unavailable::Failed(format!(
+                "no Vulkan device {index} ({} found)",
+                physicals.len()
+            ))
+        })?;
+        let info = describe(&instance, index, physical);
+        let vki = &instance.instance;
+        // SAFETY: `physical` came from this instance.
+        let memory = unsafe { vki.get_physical_device_memory_properties(physical) };
+        let types =
+            &memory.memory_types[..(memory.memory_type_count as usize).min(vk::MAX_MEMORY_TYPES)];
+        let host = vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
+        let device_local = |t: &vk::MemoryType| {
+            t.property_flags
+                .contains(vk::MemoryPropertyFlags::DEVICE_LOCAL)
+        };
+        let pick = types
+            .iter()
+            .position(|t| {
+                device_local(t) && t.property_flags.contains(host) && !options.force_staging
+            })
+            .or_else(|| types.iter().position(device_local))
+            .ok_or_else(|| Unavailable::Failed("no device-local memory type".into()))?
+            as u32;
+        let host_visible =
+            types[pick as usize].property_flags.contains(host) && !options.force_staging;
+        let staging_type = types
+            .iter()
+            .position(|t| t.property_flags.contains(host))
+            .map(|i| i as u32);
+        let heap_index = types[pick as usize].heap_index;
+        let heap_size = memory.memory_heaps[heap_index as usize].size;
+        // SAFETY: `physical` came from this instance.
+        let families = unsafe { vki.get_physical_device_queue_family_properties(physical) };
+        let transfer_bits =
+            vk::QueueFlags::TRANSFER | vk::QueueFlags::GRAPHICS | vk::QueueFlags::COMPUTE;
+        let family = families
+            .iter()
+            .position(|f| f.queue_flags.intersects(transfer_bits) && f.queue_count > 0)
+            .ok_or_else(|| Unavailable::Failed("no queue family can transfer".into()))?
+            as u32;
+        let priorities = [1.0f32];
+        let queue_info = [vk::DeviceQueueCreateInfo::default()
+            .queue_family_index(family)
+            .queue_priorities(&priorities)];
+        let create = vk::DeviceCreateInfo::default().queue_create_infos(&queue_info);
+        // SAFETY: create info and the arrays it points to live through the call.
+        let device = unsafe { vki.create_device(physical, &create, None) }
+            .map_err(|e| Unavailable::Failed(format!("vkCreateDevice: {e}")))?;
+        // SAFETY: queue 0 of `family` was requested above.
+        let queue = unsafe { device.get_device_queue(family, 0) };
+        let pool_info = vk::CommandPoolCreateInfo::default()
+            .queue_family_index(family)
+            .flags(
+                vk::CommandPoolCreateFlags::TRANSIENT
+                    | vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER,
+            );
+        // SAFETY: valid device and create info.
+        let command_pool = match unsafe { device.create_command_pool(&pool_info, None) } {
+            Ok(p) => p,
+            Err(e) => {
+                // SAFETY: nothing else was created from the device.
+                unsafe { device.destroy_device(None) };
+                return Err(Unavailable::Failed(format!("vkCreateCommandPool: {e}")));
+            }
+        };
+        // SAFETY: `physical` came from this instance.
+        let limits = unsafe { vki.get_physical_device_properties(physical) }.limits;
+        let align = limits
+            .non_coherent_atom_size
+            .max(limits.min_storage_buffer_offset_alignment)
+            .max(512)
+            .next_power_of_two();
+        Ok(VulkanMemory {
+            name: format!("vulkan:{index} ({})", info.name),
+            heap_index,
+            heap_size,
+            budget_ext: instance.has_extension(physical, ash::ext::memory_budget::NAME),
+            memory_type: pick,
+            staging_type: if host_visible { None } else { staging_type },
+            max_alloc: info.max_alloc_bytes.unwrap_or(heap_size),
+            align,
+            reserved: AtomicU64::new(0),
+            next: AtomicU64::new(1),
+            segments: RwLock::new(HashMap::new()),
+            transfer: Mutex::new((queue, command_pool)),
+            physical,
+            device,
+            instance,
+        })
+    }
+
+    fn free_segment(&self, seg: VkSegment) {
+        // SAFETY: the segment was removed from the map, so no copy is using it; each handle is
+        // destroyed once.
+        unsafe {
+            if seg.mapped.is_some() {
+                self.device.unmap_memory(seg.memory);
+            }
+            if let Some(buffer) = seg.buffer {
+                self.device.destroy_buffer(buffer, None);
+            }
+            self.device.free_memory(seg.memory, None);
+        }
+    }
+
+    /// Allocates `size` bytes of `memory_type` with a buffer bound over all of it.
+    fn buffer_with_memory(
+        &self,
+        size: u64,
+        memory_type: u32,
+        usage: vk::BufferUsageFlags,
+    ) -> Result<(vk::Buffer, vk::DeviceMemory), DeviceError> {
+        let info = vk::BufferCreateInfo::default()
+            .size(size)
+            .usage(usage)
+            .sharing_mode(vk::SharingMode::EXCLUSIVE);
+        // SAFETY: valid device and create info.
+        let buffer = unsafe { self.device.create_buffer(&info, None) }
+            .map_err(|e| vk_err("vkCreateBuffer", e))?;
+        // SAFETY: `buffer` was just created on this device.
+        let req = unsafe { self.device.get_buffer_memory_requirements(buffer) };
+        let alloc = vk::MemoryAllocateInfo::default()
+            .allocation_size(req.size.max(size))
+            .memory_type_index(memory_type);
+        // SAFETY: valid device and allocate info.
+        let memory = match unsafe { self.device.allocate_memory(&alloc, None) } {
+            Ok(m) => m,
+            Err(e) => {
+                // SAFETY: the buffer is unused.
+                unsafe { self.device.destroy_buffer(buffer, None) };
+                return Err(vk_err("vkAllocateMemory", e));
+            }
+        };
+        // SAFETY: memory is large enough and of a type the buffer accepts.
+        if let Err(e) = unsafe { self.device.bind_buffer_memory(buffer, memory, 0) } {
+            // SAFETY: neither is in use.
+            unsafe {
+                self.device.destroy_buffer(buffer, None);
+                self.device.free_memory(memory, None);
+            }
+            return Err(vk_err("vkBindBufferMemory", e));
+        }
+        Ok((buffer, memory))
+    }
+
+    /// Copies between a segment's buffer and host bytes through a staging buffer.
+    fn staged(
+        &self,
+        target: vk::Buffer,
+        offset: u64,
+        len: usize,
+        upload: Option<&[u8]>,
+        download: Option<&mut [u8]>,
+    ) -> Result<(), DeviceError> {
+        let staging_type = self
+            .staging_type
+            .ok_or_else(|| DeviceError::Unsupported("no host-visible memory for staging".into()))?;
+        let size = (len as u64).max(1);
+        let (staging, memory) = self.buffer_with_memory(
+            size,
+            staging_type,
+            vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST,
+        )?;
+        let result = (|| {
+            // SAFETY: host-visible memory of at least `size` bytes, mapped for this copy only.
+            let ptr = unsafe {
+                self.device
+                    .map_memory(memory, 0, size, vk::MemoryMapFlags::empty())
+            }
+            .map_err(|e| vk_err("vkMapMemory", e))? as *mut u8;
+            if let Some(data) = upload {
+                // SAFETY: the mapping holds `len` bytes.
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), ptr, len) };
+            }
+            let (src, dst, src_off, dst_off) = if upload.is_some() {
+                (staging, target, 0, offset)
+            } else {
+                (target, staging, offset, 0)
+            };
+            self.submit_copy(src, dst, src_off, dst_off, len as u64)?;
+            if let Some(out) = download {
+                // SAFETY: the copy finished (fence waited) and the memory is coherent.
+                unsafe { std::ptr::copy_nonoverlapping(ptr, out.as_mut_ptr(), len) };
+            }
+            // SAFETY: mapped above.
+            unsafe { self.device.unmap_memory(memory) };
+            Ok(())
+        })();
+        // SAFETY: the copy has completed or never started.
+        unsafe {
+            self.device.destroy_buffer(staging, None);
+            self.device.free_memory(memory, None);
+        }
+        result
+    }
+
+    fn submit_copy(
+        &self,
+        src: vk::Buffer,
+        dst: vk::Buffer,
+        src_offset: u64,
+        dst_offset: u64,
+        size: u64,
+    ) -> Result<(), DeviceError> {
+        let guard = self.transfer.lock().unwrap_or_else(|e| e.into_inner());
+        let (queue, pool) = *guard;
+        let alloc = vk::CommandBufferAllocateInfo::default()
+            .command_pool(pool)
+            .level(vk::CommandBufferLevel::PRIMARY)
+            .command_buffer_count(1);
+        // SAFETY: the pool is used only under `transfer`'s lock.
+        let cmd = unsafe { self.device.allocate_command_buffers(&alloc) }
+            .map_err(|e| vk_err("vkAllocateCommandBuffers", e))?[0];
+        // SAFETY: fence creation with a valid device.
+        let fence = unsafe {
+            self.device
+                .create_fence(&vk::FenceCreateInfo::default(), None)
+        };
+        let result = fence
+            .map_err(|e| vk_err("vkCreateFence", e))
+            .and_then(|fence| {
+                let begin = vk::CommandBufferBeginInfo::default()
+                    .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
+                let region = [vk::BufferCopy {
+                    src_offset,
+                    dst_offset,
+                    size,
+                }];
+                let cmds = [cmd];
+                let submit = [vk::SubmitInfo::default().command_buffers(&cmds)];
+                // SAFETY: recording and submitting one copy between live buffers, then waiting for it.
+                let r = unsafe {
+                    self.device
+                        .begin_command_buffer(cmd, &begin)
+                        .and_then(|_| {
+                            self.device.cmd_copy_buffer(cmd, src, dst, &region);
+                            self.device.end_command_buffer(cmd)
+                        })
+                        .and_then(|_| self.device.queue_submit(queue, &submit, fence))
+                        .and_then(|_| self.device.wait_for_fences(&[fence], true, u64::MAX))
+                };
+                // SAFETY: the fence was waited on (or never submitted).
+                unsafe { self.device.destroy_fence(fence, None) };
+                r.map_err(|e| vk_err("vkQueueSubmit", e))
+            });
+        // SAFETY: the command buffer is no longer executing.
+        unsafe { self.device.free_command_buffers(pool, &[cmd]) };
+        result
+    }
+
+    fn access(
+        &self,
+        segment: SegmentHandle,
+        offset: u64,
+        len: usize,
+    ) -> Result<(Option<MappedPtr>, Option<vk::Buffer>), DeviceError> {
+        let map = self.segments.read().unwrap_or_else(|e| e.into_inner());
+        let seg = map
+            .get(&segment)
+            .ok_or(DeviceError::InvalidSegment(segment))?;
+        check_bounds(offset, len, seg.size)?;
+        Ok((seg.mapped, seg.buffer))
+    }
+}
+
+impl Drop for VulkanMemory {
+    fn drop(&mut self) {
+        let segments: Vec<VkSegment> = self
+            .segments
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .map(|(_, s)| s)
+            .collect();
+        for seg in segments {
+            self.free_segment(seg);
+        }
+        let pool = self.transfer.get_mut().unwrap_or_else(|e| e.into_inner()).1;
+        // SAFETY: no command buffer is in flight (copies wait for their fences); the device is
+        // destroyed after everything made from it, and the instance after the device.
+        unsafe {
+            self.device.destroy_command_pool(pool, None);
+            self.device.destroy_device(None);
+        }
+    }
+}
+
+impl DeviceMemory for VulkanMemory {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn reserve(&self, bytes: u64) -> Result<Segment, DeviceError> {
+        let oom = DeviceError::OutOfMemory { requested: bytes };
+        if bytes > self.max_alloc {
+            return Err(oom);
+        }
+        let heap = self.heap_size;
+        self.reserved
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| {
+                r.checked_add(bytes).filter(|&n| n <= heap)
+            })
+            .map_err(|_| oom.clone())?;
+        let made = if self.staging_type.is_some() {
+            let usage = vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST;
+            self.buffer_with_memory(bytes, self.memory_type, usage)
+                .map(|(buffer, memory)| VkSegment {
+                    memory,
+                    size: bytes,
+                    mapped: None,
+                    buffer: Some(buffer),
+                })
+        } else {
+            let info = vk::MemoryAllocateInfo::default()
+                .allocation_size(bytes)
+                .memory_type_index(self.memory_type);
+            // SAFETY: valid device and allocate info.
+            unsafe { self.device.allocate_memory(&info, None) }
+                .map_err(|e| vk_err("vkAllocateMemory", e))
+                .and_then(|memory| {
+                    // SAFETY: host-visible memory, mapped whole for the segment's lifetime.
+                    match unsafe {
+                        self.device.map_memory(
+                            memory,
+                            0,
+                            vk::WHOLE_SIZE,
+                            vk::MemoryMapFlags::empty(),
+                        )
+                    } {
+                        Ok(ptr) => Ok(VkSegment {
+                            memory,
+                            size: bytes,
+                            mapped: Some(MappedPtr(ptr.cast())),
+                            buffer: None,
+                        }),
+                        Err(e) => {
+                            // SAFETY: unused memory.
+                            unsafe { self.device.free_memory(memory, None) };
+                            Err(vk_err("vkMapMemory", e))
+                        }
+                    }
+                })
+        };
+        match made {
+            Ok(seg) => {
+                let handle = SegmentHandle(self.next.fetch_add(1, Ordering::Relaxed));
+                self.segments
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(handle, seg);
+                Ok(Segment {
+                    handle,
+                    address: None,
+                    size: bytes,
+                })
+            }
+            Err(e) => {
+                self.reserved.fetch_sub(bytes, Ordering::AcqRel);
+                Err(match e {
+                    DeviceError::OutOfMemory { .. } => oom,
+                    other => other,
+                })
+            }
+        }
+    }
+
+    fn release(&self, segment: SegmentHandle) -> Result<(), DeviceError> {
+        let seg = self
+            .segments
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&segment)
+            .ok_or(DeviceError::InvalidSegment(segment))?;
+        let size = seg.size;
+        self.free_segment(seg);
+        self.reserved.fetch_sub(size, Ordering::AcqRel);
+        Ok(())
+    }
+
+    fn mem_info(&self) -> Result<(u64, u64), DeviceError> {
+        let ours = self
+            .heap_size
+            .saturating_sub(self.reserved.load(Ordering::Acquire));
+        if self.budget_ext {
+            let heaps = self.instance.device_local_heaps(self.physical);
+            // The budget covers every user of the heap, this process's own allocations included.
+            if let Some((_, Some(left))) = heaps.get(self.heap_index as usize) {
+                return Ok(((*left).min(ours), self.heap_size));
+            }
+        }
+        Ok((ours, self.heap_size))
+    }
+
+    fn alignment(&self) -> u64 {
+        self.align
+    }
+
+    fn write(&self, segment: SegmentHandle, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
+        match self.access(segment, offset, data.len())? {
+            (Some(ptr), _) => {
+                // SAFETY: bounds checked; the mapping lives while the segment does.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        data.as_ptr(),
+                        ptr.0.add(offset as usize),
+                        data.len(),
+                    )
+                };
+                Ok(())
+            }
+            (None, Some(buffer)) => self.staged(buffer, offset, data.len(), Some(data), None),
+            (None, None) => Err(DeviceError::Unsupported(
+                "segment has neither mapping nor buffer".into(),
+            )),
+        }
+    }
+
+    fn read(&self, segment: SegmentHandle, offset: u64, out: &mut [u8]) -> Result<(), DeviceError> {
+        match self.access(segment, offset, out.len())? {
+            (Some(ptr), _) => {
+                // SAFETY: bounds checked; the mapping lives while the segment does.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        ptr.0.add(offset as usize),
+                        out.as_mut_ptr(),
+                        out.len(),
+                    )
+                };
+                Ok(())
+            }
+            (None, Some(buffer)) => {
+                let len = out.len();
+                self.staged(buffer, offset, len, None, Some(out))
+            }
+            (None, None) => Err(DeviceError::Unsupported(
+                "segment has neither mapping nor buffer".into(),
+            )),
+        }
     }
 }

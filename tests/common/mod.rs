@@ -68,3 +68,28 @@ pub fn backend_present(backend: &str, present: Result<(), String>) -> bool {
         }
     }
 }
+
+/// Runs test `name` of the current test binary again in a child process with the stand-in driver
+/// folder on LD_LIBRARY_PATH (the dynamic loader reads it only at process start). Returns true in
+/// the child, where the test body should run; in the parent it asserts the child passed.
+pub fn in_child_with_drivers(name: &str, lib_dir: &Path, envs: &[(&str, &str)]) -> bool {
+    if std::env::var_os("GPUMEM_TEST_CHILD").is_some() {
+        return true;
+    }
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", name, "--nocapture", "--test-threads", "1"])
+        .env("GPUMEM_TEST_CHILD", "1")
+        .env("LD_LIBRARY_PATH", lib_dir);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "child run of {name} failed:\n{text}");
+    assert!(text.contains("1 passed"), "child ran no test:\n{text}");
+    false
+}

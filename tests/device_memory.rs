@@ -1,0 +1,180 @@
+//! The pool's raw device trait on every backend that allocates: real OpenCL (PoCL) and Vulkan
+//! (lavapipe) devices, and the stand-in CUDA and HIP drivers.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::Arc;
+
+use gpumem::alloc::{DeviceError, DeviceMemory, MemoryConfig, Pool};
+use gpumem::backend::{open_device, DeviceSpec, OpenclMemory, VulkanMemory, VulkanOptions};
+
+const MIB: u64 = 1 << 20;
+
+/// Reserve, write, read back, bounds, release, double release, capacity, and a pool on top.
+fn exercise(device: Arc<dyn DeviceMemory>) {
+    let (free0, total) = device.mem_info().unwrap();
+    assert!(total > 0 && free0 <= total, "{free0} / {total}");
+    assert!(device.alignment().is_power_of_two());
+    let seg = device.reserve(4 * MIB).unwrap();
+    assert_eq!(seg.size, 4 * MIB);
+    let pattern: Vec<u8> = (0..8192u32).map(|i| (i * 7 + 3) as u8).collect();
+    device.write(seg.handle, 0, &pattern).unwrap();
+    device.write(seg.handle, 4 * MIB - 8192, &pattern).unwrap();
+    let mut back = vec![0u8; 8192];
+    device.read(seg.handle, 4 * MIB - 8192, &mut back).unwrap();
+    assert_eq!(back, pattern);
+    device.read(seg.handle, 0, &mut back).unwrap();
+    assert_eq!(back, pattern);
+    assert!(matches!(
+        device.write(seg.handle, 4 * MIB - 1, &[1, 2]),
+        Err(DeviceError::OutOfBounds { .. })
+    ));
+    let (free1, _) = device.mem_info().unwrap();
+    assert!(free1 <= free0);
+    device.release(seg.handle).unwrap();
+    assert_eq!(
+        device.release(seg.handle),
+        Err(DeviceError::InvalidSegment(seg.handle))
+    );
+    assert!(matches!(
+        device.reserve(total + MIB),
+        Err(DeviceError::OutOfMemory { .. })
+    ));
+
+    // The pool on this device: real allocations, data checked, nothing left behind.
+    let config = MemoryConfig::default().with_min_free_bytes(0);
+    let pool = Pool::new(device.clone(), config).unwrap();
+    let mut held = Vec::new();
+    for i in 0..64u64 {
+        let size = 1 + (i * 37_993) % (3 * MIB);
+        let a = pool.allocate(size).unwrap();
+        pool.write(&a, 0, &i.to_le_bytes()).unwrap();
+        held.push((a, i));
+    }
+    for (a, i) in held {
+        let mut tag = [0u8; 8];
+        pool.read(&a, 0, &mut tag).unwrap();
+        assert_eq!(u64::from_le_bytes(tag), i);
+        pool.free(a).unwrap();
+    }
+    assert!(pool.stats().reserved_bytes > 0);
+    pool.empty_cache();
+    assert_eq!(pool.stats().reserved_bytes, 0);
+    let (free_end, _) = device.mem_info().unwrap();
+    assert!(
+        free_end + MIB >= free0,
+        "free memory not back: {free_end} vs {free0}"
+    );
+}
+
+fn opencl_present() -> bool {
+    common::backend_present(
+        "opencl",
+        OpenclMemory::open(0).map(|_| ()).map_err(|e| e.to_string()),
+    )
+}
+
+fn vulkan_present() -> bool {
+    common::backend_present(
+        "vulkan",
+        VulkanMemory::open(0).map(|_| ()).map_err(|e| e.to_string()),
+    )
+}
+
+#[test]
+fn opencl_device_memory() {
+    if opencl_present() {
+        exercise(open_device(&"opencl:0".parse().unwrap()).unwrap());
+    }
+}
+
+#[test]
+fn vulkan_device_memory_mapped() {
+    if vulkan_present() {
+        exercise(open_device(&"vulkan:0".parse().unwrap()).unwrap());
+    }
+}
+
+#[test]
+fn vulkan_device_memory_through_staging_copies() {
+    if vulkan_present() {
+        let device = VulkanMemory::open_with(
+            0,
+            VulkanOptions {
+                force_staging: true,
+            },
+        )
+        .unwrap();
+        exercise(Arc::new(device));
+    }
+}
+
+#[test]
+fn host_and_sim_devices() {
+    exercise(open_device(&"host:256MiB".parse().unwrap()).unwrap());
+    let sim = open_device(&DeviceSpec::Sim { capacity: 80 << 30 }).unwrap();
+    assert!(sim.simulated());
+    assert_eq!(sim.mem_info().unwrap(), (80 << 30, 80 << 30));
+}
+
+#[test]
+fn unknown_indices_and_monitor_only_backends_are_refused() {
+    let err = open_device(&"nvml:0".parse().unwrap()).err().unwrap();
+    assert!(err.to_string().contains("NVML only monitors"), "{err}");
+    if opencl_present() {
+        let err = open_device(&"opencl:99".parse().unwrap()).err().unwrap();
+        assert!(
+            err.to_string()
+                .starts_with("cannot open opencl:99: probe failed: no OpenCL device 99"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn cuda_device_memory_on_the_stand_in_driver() {
+    let dir = common::fake_gpu_drivers("memory-cuda", &[]);
+    if common::in_child_with_drivers(
+        "cuda_device_memory_on_the_stand_in_driver",
+        &dir,
+        &[("GPUMEM_FAKE_TOTAL", "268435456")],
+    ) {
+        let device = open_device(&"cuda:0".parse().unwrap()).unwrap();
+        assert_eq!(device.mem_info().unwrap(), (256 * MIB, 256 * MIB));
+        exercise(device.clone());
+        assert_eq!(device.mem_info().unwrap(), (256 * MIB, 256 * MIB));
+        let err = open_device(&"cuda:3".parse().unwrap()).err().unwrap();
+        assert!(err.to_string().contains("no CUDA device 3"), "{err}");
+    }
+}
+
+#[test]
+fn rocm_device_memory_on_the_stand_in_driver() {
+    let dir = common::fake_driver("fake_hip.c", "libamdhip64.so", "memory-hip", &[]);
+    if common::in_child_with_drivers(
+        "rocm_device_memory_on_the_stand_in_driver",
+        &dir,
+        &[("GPUMEM_FAKE_TOTAL", "268435456")],
+    ) {
+        let device = open_device(&"rocm:0".parse().unwrap()).unwrap();
+        exercise(device.clone());
+        assert_eq!(device.mem_info().unwrap(), (256 * MIB, 256 * MIB));
+    }
+}
+
+#[test]
+fn cuda_without_a_driver_is_a_clear_error() {
+    if std::env::var_os("LD_LIBRARY_PATH")
+        .is_some_and(|p| p.to_string_lossy().contains("fake-drivers"))
+    {
+        return;
+    }
+    let err = open_device(&"cuda:0".parse().unwrap()).err().unwrap();
+    assert!(
+        err.to_string()
+            .starts_with("cannot open cuda:0: library not found (tried libcuda.so"),
+        "{err}"
+    );
+}
