@@ -10,5 +10,6 @@ pub mod cli;
 pub mod commands;
 pub mod error;
 pub mod exit;
+pub mod model;
 pub mod output;
 pub mod units;

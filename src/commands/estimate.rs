@@ -1,18 +1,60 @@
 //! `gpumem estimate`.
 
+use std::time::Duration;
+
 use anyhow::Result;
 
+use super::model_args::{load_model, settings, source_spec};
+use crate::backend::{discover_with, BackendKind, DiscoverOptions};
 use crate::cli::EstimateArgs;
-
 use crate::error::CliError;
 use crate::exit::Exit;
+use crate::model::{catalog, estimate::estimate};
+use crate::output::estimate::{CatalogReport, DeviceFit, EstimateReport};
 use crate::output::Output;
 
 /// Runs `gpumem estimate`.
-pub fn run(_args: &EstimateArgs, _out: &Output) -> Result<Exit> {
-    Err(CliError::NotImplemented {
-        command: "estimate",
-        issue: 5,
+pub fn run(args: &EstimateArgs, out: &Output) -> Result<Exit> {
+    if args.list_models {
+        out.emit(&CatalogReport::new(&catalog()))?;
+        return Ok(Exit::Success);
     }
-    .into())
+    let spec = source_spec(&args.source).ok_or_else(|| {
+        CliError::Usage(
+            "one of --model, --config, --gguf or --safetensors is required (or --list-models)"
+                .into(),
+        )
+    })?;
+    let settings = settings(&args.settings)?;
+    let model = load_model(&spec)?;
+    for warning in &model.warnings {
+        out.warn(warning);
+    }
+    let breakdown = estimate(&model.arch, model.file_weights, &settings);
+    let fits = args.fits.then(|| {
+        let backends = discover_with(&DiscoverOptions {
+            only: Vec::new(),
+            timeout: Duration::from_secs(5),
+        });
+        backends
+            .iter()
+            .filter(|b| b.available && b.backend != BackendKind::Nvml)
+            .flat_map(|b| {
+                b.devices.iter().map(move |d| DeviceFit {
+                    backend: b.backend,
+                    device: d.index,
+                    name: d.name.clone(),
+                    available_bytes: d.free_or_total(),
+                    fits: breakdown.total_bytes <= d.free_or_total(),
+                })
+            })
+            .collect::<Vec<_>>()
+    });
+    let none_fit = fits.as_ref().is_some_and(|f| !f.iter().any(|d| d.fits));
+    out.emit(&EstimateReport::new(&model, &settings, breakdown, fits))?;
+    Ok(if none_fit {
+        Exit::DoesNotFit
+    } else {
+        Exit::Success
+    })
 }

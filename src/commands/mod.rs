@@ -4,6 +4,7 @@
 mod bench_alloc;
 mod discover;
 mod estimate;
+mod model_args;
 mod select;
 mod stress;
 

@@ -3,6 +3,7 @@
 //! and hand it to [`Output`].
 
 pub mod discover;
+pub mod estimate;
 mod json;
 mod progress;
 mod table;
@@ -104,6 +105,13 @@ impl Output {
     pub fn note(&self, message: &str) {
         if !self.quiet && !self.is_json() {
             let _ = writeln!(io::stderr(), "{message}");
+        }
+    }
+
+    /// A warning on stderr (shown with --json too; silent only with --quiet).
+    pub fn warn(&self, message: &str) {
+        if !self.quiet {
+            let _ = writeln!(io::stderr(), "gpumem: warning: {message}");
         }
     }
 

@@ -1,0 +1,403 @@
+//! A decoder-only transformer's architecture, and the exact parameter and KV-cache arithmetic
+//! over it.
+
+use serde::Serialize;
+
+/// How a layer attends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Attention {
+    /// Multi-head / grouped-query / multi-query attention.
+    Standard {
+        /// Biases on the q, k and v projections (Qwen2, GPT-NeoX).
+        qkv_bias: bool,
+        /// Bias on the output projection (GPT-NeoX).
+        o_bias: bool,
+        /// Per-head RMSNorm on q and k (Qwen3, Gemma 3).
+        qk_norm: bool,
+    },
+    /// DeepSeek's multi-head latent attention: K and V are cached as one compressed latent.
+    Mla {
+        /// Rank of the q compression (`None`: q is projected directly).
+        q_lora_rank: Option<u64>,
+        /// Rank of the KV latent.
+        kv_lora_rank: u64,
+        /// Per-head q/k dimensions without rotary embedding.
+        qk_nope_head_dim: u64,
+        /// Per-head q/k rotary dimensions (shared across heads for k).
+        qk_rope_head_dim: u64,
+        /// Per-head v dimension.
+        v_head_dim: u64,
+    },
+}
+
+/// The feed-forward block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mlp {
+    /// gate, up and down projections (SwiGLU/GeGLU).
+    Gated,
+    /// up and down projections (GELU MLP: GPT-NeoX, Falcon).
+    Plain,
+}
+
+/// Normalisation layers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Norm {
+    /// RMSNorm: one weight vector.
+    Rms,
+    /// LayerNorm: weight and bias.
+    Layer,
+}
+
+/// Mixture-of-experts feed-forward layers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Moe {
+    /// Routed experts per MoE layer.
+    pub experts: u64,
+    /// Experts each token is routed to.
+    pub experts_per_token: u64,
+    /// Intermediate size of one routed expert.
+    pub expert_intermediate: u64,
+    /// Intermediate size of the always-active shared expert(s), summed (0: none).
+    pub shared_intermediate: u64,
+    /// The first this many layers are dense.
+    pub first_dense_layers: u64,
+    /// Every this many layers (after the dense ones) is MoE.
+    pub layer_freq: u64,
+    /// A per-expert routing bias (DeepSeek-V3's `e_score_correction_bias`).
+    pub router_bias: bool,
+}
+
+/// Which layers use a sliding attention window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SlidingLayers {
+    /// Every layer (Mistral 7B v0.1).
+    All,
+    /// Layers 0, 2, 4, … (Gemma 2).
+    Even,
+    /// All but every `n`-th layer (Gemma 3: 5 local, 1 global).
+    AllButEvery(u64),
+    /// An explicit list (HF `layer_types`).
+    Listed(Vec<bool>),
+}
+
+/// A sliding attention window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SlidingWindow {
+    /// Tokens a sliding layer attends to (and caches).
+    pub window: u64,
+    /// Which layers slide.
+    pub layers: SlidingLayers,
+}
+
+/// Everything the memory arithmetic needs about a model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ModelArch {
+    /// Display name.
+    pub name: String,
+    /// HF `model_type` (llama, mistral, qwen2, gemma2, deepseek_v2, …).
+    pub family: String,
+    /// Model width.
+    pub hidden_size: u64,
+    /// Dense feed-forward width.
+    pub intermediate_size: u64,
+    /// Decoder layers.
+    pub num_layers: u64,
+    /// Attention (query) heads.
+    pub num_heads: u64,
+    /// Key/value heads (GQA/MQA).
+    pub num_kv_heads: u64,
+    /// Per-head dimension (not always hidden/heads: Gemma).
+    pub head_dim: u64,
+    /// Vocabulary.
+    pub vocab_size: u64,
+    /// Output projection shares the embedding matrix.
+    pub tie_word_embeddings: bool,
+    /// Longest context the model was trained for.
+    pub max_position_embeddings: Option<u64>,
+    /// Attention kind.
+    pub attention: Attention,
+    /// Feed-forward kind.
+    pub mlp: Mlp,
+    /// Biases in the feed-forward projections.
+    pub mlp_bias: bool,
+    /// Normalisation kind.
+    pub norm: Norm,
+    /// Norm layers per decoder layer (2 usually; 4 in Gemma 2/3; 1 in Falcon-7B).
+    pub norms_per_layer: u64,
+    /// Mixture of experts, if any.
+    pub moe: Option<Moe>,
+    /// Sliding attention window, if any.
+    pub sliding_window: Option<SlidingWindow>,
+}
+
+/// Parameter counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ParamCount {
+    /// Every parameter.
+    pub total: u64,
+    /// Parameters used per token (MoE: routed experts counted `experts_per_token` times).
+    pub active: u64,
+    /// Embedding (and untied output) parameters.
+    pub embedding: u64,
+}
+
+impl ModelArch {
+    fn norm_params(&self) -> u64 {
+        match self.norm {
+            Norm::Rms => self.hidden_size,
+            Norm::Layer => self.hidden_size.saturating_mul(2),
+        }
+    }
+
+    /// Parameters of one layer's attention block.
+    pub fn attention_params(&self) -> u64 {
+        u64::try_from(self.attention_params_wide()).unwrap_or(u64::MAX)
+    }
+
+    fn attention_params_wide(&self) -> u128 {
+        let h = u128::from(self.hidden_size);
+        match &self.attention {
+            Attention::Standard {
+                qkv_bias,
+                o_bias,
+                qk_norm,
+            } => {
+                let q = u128::from(self.num_heads) * u128::from(self.head_dim);
+                let kv = u128::from(self.num_kv_heads) * u128::from(self.head_dim);
+                let mut p = h * q + 2 * h * kv + q * h;
+                if *qkv_bias {
+                    p += q + 2 * kv;
+                }
+                if *o_bias {
+                    p += h;
+                }
+                if *qk_norm {
+                    p += 2 * u128::from(self.head_dim);
+                }
+                p
+            }
+            Attention::Mla {
+                q_lora_rank,
+                kv_lora_rank,
+                qk_nope_head_dim,
+                qk_rope_head_dim,
+                v_head_dim,
+            } => {
+                let w = |v: u64| u128::from(v);
+                let heads = w(self.num_heads);
+                let qk = w(*qk_nope_head_dim) + w(*qk_rope_head_dim);
+                let q = match q_lora_rank {
+                    Some(r) => h * w(*r) + w(*r) + w(*r) * heads * qk,
+                    None => h * heads * qk,
+                };
+                let kv_a = h * (w(*kv_lora_rank) + w(*qk_rope_head_dim)) + w(*kv_lora_rank);
+                let kv_b = w(*kv_lora_rank) * heads * (w(*qk_nope_head_dim) + w(*v_head_dim));
+                let o = heads * w(*v_head_dim) * h;
+                q + kv_a + kv_b + o
+            }
+        }
+    }
+
+    fn ffn_params(&self, intermediate: u64) -> u64 {
+        let h = self.hidden_size;
+        let p = match self.mlp {
+            Mlp::Gated => {
+                3 * u128::from(h) * u128::from(intermediate)
+                    + if self.mlp_bias {
+                        2 * u128::from(intermediate) + u128::from(h)
+                    } else {
+                        0
+                    }
+            }
+            Mlp::Plain => {
+                2 * u128::from(h) * u128::from(intermediate)
+                    + if self.mlp_bias {
+                        u128::from(intermediate) + u128::from(h)
+                    } else {
+                        0
+                    }
+            }
+        };
+        u64::try_from(p).unwrap_or(u64::MAX)
+    }
+
+    /// Whether layer `i` is a mixture-of-experts layer.
+    pub fn is_moe_layer(&self, i: u64) -> bool {
+        match &self.moe {
+            Some(m) => {
+                i >= m.first_dense_layers && (i - m.first_dense_layers) % m.layer_freq.max(1) == 0
+            }
+            None => false,
+        }
+    }
+
+    /// Number of MoE layers.
+    pub fn moe_layers(&self) -> u64 {
+        (0..self.num_layers)
+            .filter(|&i| self.is_moe_layer(i))
+            .count() as u64
+    }
+
+    /// Exact parameter counts from the architecture (saturating at `u64::MAX` for absurd
+    /// shapes, which [`ModelArch::check_plausible`] rejects first).
+    pub fn params(&self) -> ParamCount {
+        let w = |v: u64| u128::from(v);
+        let embed = w(self.vocab_size) * w(self.hidden_size);
+        let embedding = if self.tie_word_embeddings {
+            embed
+        } else {
+            2 * embed
+        };
+        let per_layer_common =
+            w(self.attention_params()) + w(self.norms_per_layer) * w(self.norm_params());
+        let dense_ffn = w(self.ffn_params(self.intermediate_size));
+        let moe_layers = w(self.moe_layers());
+        let dense_layers = w(self.num_layers) - moe_layers;
+        let mut total = embedding
+            + w(self.norm_params())
+            + w(self.num_layers) * per_layer_common
+            + dense_layers * dense_ffn;
+        let mut active = total;
+        if let Some(m) = &self.moe {
+            let expert = w(self.ffn_params(m.expert_intermediate));
+            let shared = if m.shared_intermediate > 0 {
+                w(self.ffn_params(m.shared_intermediate))
+            } else {
+                0
+            };
+            let router =
+                w(m.experts) * w(self.hidden_size) + if m.router_bias { w(m.experts) } else { 0 };
+            total += moe_layers * (w(m.experts) * expert + shared + router);
+            active += moe_layers * (w(m.experts_per_token) * expert + shared + router);
+        }
+        let sat = |v: u128| u64::try_from(v).unwrap_or(u64::MAX);
+        ParamCount {
+            total: sat(total),
+            active: sat(active),
+            embedding: sat(embedding),
+        }
+    }
+
+    /// Rejects shapes no real model has, so that a hostile or mistyped file cannot drive the
+    /// arithmetic into nonsense. Returns the offending field and why.
+    pub fn check_plausible(&self) -> Result<(), (&'static str, String)> {
+        let limits: [(&'static str, u64, u64); 7] = [
+            ("hidden_size", self.hidden_size, 1 << 20),
+            ("intermediate_size", self.intermediate_size, 1 << 22),
+            ("num_hidden_layers", self.num_layers, 10_000),
+            ("num_attention_heads", self.num_heads, 1 << 16),
+            ("num_key_value_heads", self.num_kv_heads, 1 << 16),
+            ("head_dim", self.head_dim, 1 << 16),
+            ("vocab_size", self.vocab_size, 1 << 24),
+        ];
+        for (field, value, max) in limits {
+            if value > max {
+                return Err((
+                    field,
+                    format!("is {value}, implausibly large (at most {max})"),
+                ));
+            }
+        }
+        if let Some(m) = &self.moe {
+            if m.experts > 1 << 16
+                || m.experts_per_token > m.experts
+                || m.expert_intermediate > 1 << 22
+            {
+                return Err((
+                    "num_experts",
+                    format!(
+                        "{} experts, {} per token, width {} is implausible",
+                        m.experts, m.experts_per_token, m.expert_intermediate
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether layer `i` uses the sliding window.
+    pub fn is_sliding_layer(&self, i: u64) -> bool {
+        match &self.sliding_window {
+            None => false,
+            Some(w) => match &w.layers {
+                SlidingLayers::All => true,
+                SlidingLayers::Even => i % 2 == 0,
+                SlidingLayers::AllButEvery(n) => (i + 1) % (*n).max(1) != 0,
+                SlidingLayers::Listed(v) => v.get(i as usize).copied().unwrap_or(false),
+            },
+        }
+    }
+
+    /// KV-cache elements cached per token per layer (K and V, or MLA's latent).
+    pub fn kv_elements_per_token_layer(&self) -> u64 {
+        match &self.attention {
+            Attention::Standard { .. } => 2 * self.num_kv_heads * self.head_dim,
+            Attention::Mla {
+                kv_lora_rank,
+                qk_rope_head_dim,
+                ..
+            } => kv_lora_rank + qk_rope_head_dim,
+        }
+    }
+
+    /// KV-cache elements for `context` tokens of one sequence, with sliding layers capped at
+    /// their window.
+    pub fn kv_elements(&self, context: u64) -> u128 {
+        let per = u128::from(self.kv_elements_per_token_layer());
+        let window = self
+            .sliding_window
+            .as_ref()
+            .map(|w| w.window)
+            .unwrap_or(u64::MAX);
+        (0..self.num_layers)
+            .map(|i| {
+                let tokens = if self.is_sliding_layer(i) {
+                    context.min(window)
+                } else {
+                    context
+                };
+                per * u128::from(tokens)
+            })
+            .sum()
+    }
+}
+
+/// A Llama-style architecture (RMSNorm, gated MLP, no biases, untied) for quick construction.
+pub fn llama_like(
+    name: &str,
+    hidden: u64,
+    intermediate: u64,
+    layers: u64,
+    heads: u64,
+    kv_heads: u64,
+    vocab: u64,
+) -> ModelArch {
+    ModelArch {
+        name: name.to_string(),
+        family: "llama".into(),
+        hidden_size: hidden,
+        intermediate_size: intermediate,
+        num_layers: layers,
+        num_heads: heads,
+        num_kv_heads: kv_heads,
+        head_dim: hidden / heads.max(1),
+        vocab_size: vocab,
+        tie_word_embeddings: false,
+        max_position_embeddings: None,
+        attention: Attention::Standard {
+            qkv_bias: false,
+            o_bias: false,
+            qk_norm: false,
+        },
+        mlp: Mlp::Gated,
+        mlp_bias: false,
+        norm: Norm::Rms,
+        norms_per_layer: 2,
+        moe: None,
+        sliding_window: None,
+    }
+}

@@ -1,0 +1,632 @@
+//! The built-in catalog: current open models with the architecture fields of their published
+//! Hugging Face `config.json`.
+
+// The constructors take one argument per config.json field, in config.json order, so each
+// catalog line reads like the file it comes from.
+#![allow(clippy::too_many_arguments)]
+
+use super::arch::{llama_like, Attention, Mlp, ModelArch, Moe, Norm, SlidingLayers, SlidingWindow};
+
+/// A catalog entry.
+#[derive(Debug, Clone)]
+pub struct CatalogModel {
+    /// Canonical name, e.g. `mistral-7b`.
+    pub name: &'static str,
+    /// Other names it answers to.
+    pub aliases: &'static [&'static str],
+    /// The Hugging Face repository whose config.json the fields come from.
+    pub hf_repo: &'static str,
+    /// The architecture.
+    pub arch: ModelArch,
+}
+
+fn with<F: FnOnce(&mut ModelArch)>(
+    mut arch: ModelArch,
+    family: &str,
+    max_pos: u64,
+    f: F,
+) -> ModelArch {
+    arch.family = family.to_string();
+    arch.max_position_embeddings = Some(max_pos);
+    f(&mut arch);
+    arch
+}
+
+fn qwen2(
+    name: &str,
+    h: u64,
+    i: u64,
+    l: u64,
+    heads: u64,
+    kv: u64,
+    vocab: u64,
+    tied: bool,
+    max_pos: u64,
+) -> ModelArch {
+    with(
+        llama_like(name, h, i, l, heads, kv, vocab),
+        "qwen2",
+        max_pos,
+        |a| {
+            a.tie_word_embeddings = tied;
+            a.attention = Attention::Standard {
+                qkv_bias: true,
+                o_bias: false,
+                qk_norm: false,
+            };
+        },
+    )
+}
+
+fn qwen3(name: &str, h: u64, i: u64, l: u64, heads: u64, kv: u64, tied: bool) -> ModelArch {
+    with(
+        llama_like(name, h, i, l, heads, kv, 151_936),
+        "qwen3",
+        40_960,
+        |a| {
+            a.head_dim = 128;
+            a.tie_word_embeddings = tied;
+            a.attention = Attention::Standard {
+                qkv_bias: false,
+                o_bias: false,
+                qk_norm: true,
+            };
+        },
+    )
+}
+
+fn gemma(name: &str, h: u64, i: u64, l: u64, heads: u64, kv: u64, head_dim: u64) -> ModelArch {
+    with(
+        llama_like(name, h, i, l, heads, kv, 256_000),
+        "gemma",
+        8192,
+        |a| {
+            a.head_dim = head_dim;
+            a.tie_word_embeddings = true;
+        },
+    )
+}
+
+fn gemma2(name: &str, h: u64, i: u64, l: u64, heads: u64, kv: u64, head_dim: u64) -> ModelArch {
+    with(
+        gemma(name, h, i, l, heads, kv, head_dim),
+        "gemma2",
+        8192,
+        |a| {
+            a.norms_per_layer = 4;
+            a.sliding_window = Some(SlidingWindow {
+                window: 4096,
+                layers: SlidingLayers::Even,
+            });
+        },
+    )
+}
+
+fn phi3(
+    name: &str,
+    h: u64,
+    i: u64,
+    l: u64,
+    heads: u64,
+    kv: u64,
+    vocab: u64,
+    max_pos: u64,
+) -> ModelArch {
+    with(
+        llama_like(name, h, i, l, heads, kv, vocab),
+        "phi3",
+        max_pos,
+        |_| {},
+    )
+}
+
+fn mixtral(name: &str, h: u64, i: u64, l: u64, heads: u64, kv: u64, vocab: u64) -> ModelArch {
+    with(
+        llama_like(name, h, i, l, heads, kv, vocab),
+        "mixtral",
+        32_768,
+        |a| {
+            a.moe = Some(Moe {
+                experts: 8,
+                experts_per_token: 2,
+                expert_intermediate: i,
+                shared_intermediate: 0,
+                first_dense_layers: 0,
+                layer_freq: 1,
+                router_bias: false,
+            });
+        },
+    )
+}
+
+fn m(
+    name: &'static str,
+    aliases: &'static [&'static str],
+    hf_repo: &'static str,
+    arch: ModelArch,
+) -> CatalogModel {
+    CatalogModel {
+        name,
+        aliases,
+        hf_repo,
+        arch,
+    }
+}
+
+/// Every catalog model, in listing order.
+pub fn catalog() -> Vec<CatalogModel> {
+    let l = |name, h, i, layers, heads, kv, vocab, max_pos| {
+        with(
+            llama_like(name, h, i, layers, heads, kv, vocab),
+            "llama",
+            max_pos,
+            |_| {},
+        )
+    };
+    vec![
+        m(
+            "mistral-7b",
+            &["mistral-7b-v0.1", "mistral"],
+            "mistralai/Mistral-7B-v0.1",
+            with(
+                llama_like("mistral-7b", 4096, 14336, 32, 32, 8, 32000),
+                "mistral",
+                32_768,
+                |a| {
+                    a.sliding_window = Some(SlidingWindow {
+                        window: 4096,
+                        layers: SlidingLayers::All,
+                    });
+                },
+            ),
+        ),
+        m(
+            "mistral-7b-v0.3",
+            &["mistral-7b-instruct-v0.3"],
+            "mistralai/Mistral-7B-v0.3",
+            with(
+                llama_like("mistral-7b-v0.3", 4096, 14336, 32, 32, 8, 32768),
+                "mistral",
+                32_768,
+                |_| {},
+            ),
+        ),
+        m(
+            "mistral-nemo-12b",
+            &["mistral-nemo"],
+            "mistralai/Mistral-Nemo-Base-2407",
+            with(
+                llama_like("mistral-nemo-12b", 5120, 14336, 40, 32, 8, 131_072),
+                "mistral",
+                1_024_000,
+                |a| a.head_dim = 128,
+            ),
+        ),
+        m(
+            "mixtral-8x7b",
+            &["mixtral"],
+            "mistralai/Mixtral-8x7B-v0.1",
+            mixtral("mixtral-8x7b", 4096, 14336, 32, 32, 8, 32000),
+        ),
+        m(
+            "mixtral-8x22b",
+            &[],
+            "mistralai/Mixtral-8x22B-v0.1",
+            mixtral("mixtral-8x22b", 6144, 16384, 56, 48, 8, 32768),
+        ),
+        m(
+            "llama-2-7b",
+            &["llama2-7b"],
+            "meta-llama/Llama-2-7b-hf",
+            l("llama-2-7b", 4096, 11008, 32, 32, 32, 32000, 4096),
+        ),
+        m(
+            "llama-2-13b",
+            &["llama2-13b"],
+            "meta-llama/Llama-2-13b-hf",
+            l("llama-2-13b", 5120, 13824, 40, 40, 40, 32000, 4096),
+        ),
+        m(
+            "llama-2-70b",
+            &["llama2-70b"],
+            "meta-llama/Llama-2-70b-hf",
+            l("llama-2-70b", 8192, 28672, 80, 64, 8, 32000, 4096),
+        ),
+        m(
+            "codellama-7b",
+            &[],
+            "codellama/CodeLlama-7b-hf",
+            l("codellama-7b", 4096, 11008, 32, 32, 32, 32016, 16384),
+        ),
+        m(
+            "llama-3-8b",
+            &["llama3-8b"],
+            "meta-llama/Meta-Llama-3-8B",
+            l("llama-3-8b", 4096, 14336, 32, 32, 8, 128_256, 8192),
+        ),
+        m(
+            "llama-3-70b",
+            &["llama3-70b"],
+            "meta-llama/Meta-Llama-3-70B",
+            l("llama-3-70b", 8192, 28672, 80, 64, 8, 128_256, 8192),
+        ),
+        m(
+            "llama-3.1-8b",
+            &["llama3.1-8b"],
+            "meta-llama/Llama-3.1-8B",
+            l("llama-3.1-8b", 4096, 14336, 32, 32, 8, 128_256, 131_072),
+        ),
+        m(
+            "llama-3.1-70b",
+            &["llama3.1-70b", "llama-3.3-70b"],
+            "meta-llama/Llama-3.1-70B",
+            l("llama-3.1-70b", 8192, 28672, 80, 64, 8, 128_256, 131_072),
+        ),
+        m(
+            "llama-3.1-405b",
+            &["llama3.1-405b"],
+            "meta-llama/Llama-3.1-405B",
+            l(
+                "llama-3.1-405b",
+                16384,
+                53248,
+                126,
+                128,
+                8,
+                128_256,
+                131_072,
+            ),
+        ),
+        m(
+            "llama-3.2-1b",
+            &["llama3.2-1b"],
+            "meta-llama/Llama-3.2-1B",
+            with(
+                l("llama-3.2-1b", 2048, 8192, 16, 32, 8, 128_256, 131_072),
+                "llama",
+                131_072,
+                |a| a.tie_word_embeddings = true,
+            ),
+        ),
+        m(
+            "llama-3.2-3b",
+            &["llama3.2-3b"],
+            "meta-llama/Llama-3.2-3B",
+            with(
+                l("llama-3.2-3b", 3072, 8192, 28, 24, 8, 128_256, 131_072),
+                "llama",
+                131_072,
+                |a| a.tie_word_embeddings = true,
+            ),
+        ),
+        m(
+            "tinyllama-1.1b",
+            &["tinyllama"],
+            "TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T",
+            l("tinyllama-1.1b", 2048, 5632, 22, 32, 4, 32000, 2048),
+        ),
+        m(
+            "yi-34b",
+            &[],
+            "01-ai/Yi-34B",
+            l("yi-34b", 7168, 20480, 60, 56, 8, 64000, 4096),
+        ),
+        m(
+            "qwen2.5-0.5b",
+            &[],
+            "Qwen/Qwen2.5-0.5B",
+            qwen2("qwen2.5-0.5b", 896, 4864, 24, 14, 2, 151_936, true, 32_768),
+        ),
+        m(
+            "qwen2.5-1.5b",
+            &[],
+            "Qwen/Qwen2.5-1.5B",
+            qwen2(
+                "qwen2.5-1.5b",
+                1536,
+                8960,
+                28,
+                12,
+                2,
+                151_936,
+                true,
+                131_072,
+            ),
+        ),
+        m(
+            "qwen2.5-3b",
+            &[],
+            "Qwen/Qwen2.5-3B",
+            qwen2("qwen2.5-3b", 2048, 11008, 36, 16, 2, 151_936, true, 32_768),
+        ),
+        m(
+            "qwen2.5-7b",
+            &["qwen2-7b"],
+            "Qwen/Qwen2.5-7B",
+            qwen2(
+                "qwen2.5-7b",
+                3584,
+                18944,
+                28,
+                28,
+                4,
+                152_064,
+                false,
+                131_072,
+            ),
+        ),
+        m(
+            "qwen2.5-14b",
+            &[],
+            "Qwen/Qwen2.5-14B",
+            qwen2(
+                "qwen2.5-14b",
+                5120,
+                13824,
+                48,
+                40,
+                8,
+                152_064,
+                false,
+                131_072,
+            ),
+        ),
+        m(
+            "qwen2.5-32b",
+            &[],
+            "Qwen/Qwen2.5-32B",
+            qwen2(
+                "qwen2.5-32b",
+                5120,
+                27648,
+                64,
+                40,
+                8,
+                152_064,
+                false,
+                131_072,
+            ),
+        ),
+        m(
+            "qwen2.5-72b",
+            &["qwen2-72b"],
+            "Qwen/Qwen2.5-72B",
+            qwen2(
+                "qwen2.5-72b",
+                8192,
+                29568,
+                80,
+                64,
+                8,
+                152_064,
+                false,
+                131_072,
+            ),
+        ),
+        m(
+            "qwen3-0.6b",
+            &[],
+            "Qwen/Qwen3-0.6B",
+            qwen3("qwen3-0.6b", 1024, 3072, 28, 16, 8, true),
+        ),
+        m(
+            "qwen3-4b",
+            &[],
+            "Qwen/Qwen3-4B",
+            qwen3("qwen3-4b", 2560, 9728, 36, 32, 8, true),
+        ),
+        m(
+            "qwen3-8b",
+            &[],
+            "Qwen/Qwen3-8B",
+            qwen3("qwen3-8b", 4096, 12288, 36, 32, 8, false),
+        ),
+        m(
+            "qwen3-14b",
+            &[],
+            "Qwen/Qwen3-14B",
+            qwen3("qwen3-14b", 5120, 17408, 40, 40, 8, false),
+        ),
+        m(
+            "qwen3-32b",
+            &[],
+            "Qwen/Qwen3-32B",
+            qwen3("qwen3-32b", 5120, 25600, 64, 64, 8, false),
+        ),
+        m(
+            "qwen3-30b-a3b",
+            &["qwen3-moe"],
+            "Qwen/Qwen3-30B-A3B",
+            with(
+                qwen3("qwen3-30b-a3b", 2048, 6144, 48, 32, 4, false),
+                "qwen3_moe",
+                40_960,
+                |a| {
+                    a.moe = Some(Moe {
+                        experts: 128,
+                        experts_per_token: 8,
+                        expert_intermediate: 768,
+                        shared_intermediate: 0,
+                        first_dense_layers: 0,
+                        layer_freq: 1,
+                        router_bias: false,
+                    });
+                },
+            ),
+        ),
+        m(
+            "gemma-2b",
+            &[],
+            "google/gemma-2b",
+            gemma("gemma-2b", 2048, 16384, 18, 8, 1, 256),
+        ),
+        m(
+            "gemma-7b",
+            &[],
+            "google/gemma-7b",
+            gemma("gemma-7b", 3072, 24576, 28, 16, 16, 256),
+        ),
+        m(
+            "gemma-2-2b",
+            &["gemma2-2b"],
+            "google/gemma-2-2b",
+            gemma2("gemma-2-2b", 2304, 9216, 26, 8, 4, 256),
+        ),
+        m(
+            "gemma-2-9b",
+            &["gemma2-9b"],
+            "google/gemma-2-9b",
+            gemma2("gemma-2-9b", 3584, 14336, 42, 16, 8, 256),
+        ),
+        m(
+            "gemma-2-27b",
+            &["gemma2-27b"],
+            "google/gemma-2-27b",
+            gemma2("gemma-2-27b", 4608, 36864, 46, 32, 16, 128),
+        ),
+        m(
+            "gemma-3-1b",
+            &["gemma3-1b"],
+            "google/gemma-3-1b-pt",
+            with(
+                gemma("gemma-3-1b", 1152, 6912, 26, 4, 1, 256),
+                "gemma3_text",
+                32_768,
+                |a| {
+                    a.vocab_size = 262_144;
+                    a.norms_per_layer = 4;
+                    a.attention = Attention::Standard {
+                        qkv_bias: false,
+                        o_bias: false,
+                        qk_norm: true,
+                    };
+                    a.sliding_window = Some(SlidingWindow {
+                        window: 512,
+                        layers: SlidingLayers::AllButEvery(6),
+                    });
+                },
+            ),
+        ),
+        m(
+            "phi-3-mini",
+            &["phi3-mini", "phi-3.5-mini"],
+            "microsoft/Phi-3-mini-4k-instruct",
+            phi3("phi-3-mini", 3072, 8192, 32, 32, 32, 32064, 4096),
+        ),
+        m(
+            "phi-3-medium",
+            &["phi3-medium"],
+            "microsoft/Phi-3-medium-4k-instruct",
+            phi3("phi-3-medium", 5120, 17920, 40, 40, 10, 32064, 4096),
+        ),
+        m(
+            "phi-4",
+            &["phi4"],
+            "microsoft/phi-4",
+            phi3("phi-4", 5120, 17920, 40, 40, 10, 100_352, 16_384),
+        ),
+        m(
+            "deepseek-v2-lite",
+            &["deepseek-v2-lite-chat"],
+            "deepseek-ai/DeepSeek-V2-Lite",
+            with(
+                llama_like("deepseek-v2-lite", 2048, 10944, 27, 16, 16, 102_400),
+                "deepseek_v2",
+                163_840,
+                |a| {
+                    a.head_dim = 192;
+                    a.attention = Attention::Mla {
+                        q_lora_rank: None,
+                        kv_lora_rank: 512,
+                        qk_nope_head_dim: 128,
+                        qk_rope_head_dim: 64,
+                        v_head_dim: 128,
+                    };
+                    a.moe = Some(Moe {
+                        experts: 64,
+                        experts_per_token: 6,
+                        expert_intermediate: 1408,
+                        shared_intermediate: 2 * 1408,
+                        first_dense_layers: 1,
+                        layer_freq: 1,
+                        router_bias: false,
+                    });
+                },
+            ),
+        ),
+        m(
+            "deepseek-v3",
+            &["deepseek-r1"],
+            "deepseek-ai/DeepSeek-V3",
+            with(
+                llama_like("deepseek-v3", 7168, 18432, 61, 128, 128, 129_280),
+                "deepseek_v3",
+                163_840,
+                |a| {
+                    a.head_dim = 192;
+                    a.attention = Attention::Mla {
+                        q_lora_rank: Some(1536),
+                        kv_lora_rank: 512,
+                        qk_nope_head_dim: 128,
+                        qk_rope_head_dim: 64,
+                        v_head_dim: 128,
+                    };
+                    a.moe = Some(Moe {
+                        experts: 256,
+                        experts_per_token: 8,
+                        expert_intermediate: 2048,
+                        shared_intermediate: 2048,
+                        first_dense_layers: 3,
+                        layer_freq: 1,
+                        router_bias: true,
+                    });
+                },
+            ),
+        ),
+        m(
+            "falcon-7b",
+            &[],
+            "tiiuae/falcon-7b",
+            with(
+                llama_like("falcon-7b", 4544, 4 * 4544, 32, 71, 1, 65024),
+                "falcon",
+                2048,
+                |a| {
+                    a.head_dim = 64;
+                    a.tie_word_embeddings = true;
+                    a.mlp = Mlp::Plain;
+                    a.norm = Norm::Layer;
+                    a.norms_per_layer = 1;
+                },
+            ),
+        ),
+        m(
+            "gpt-neox-20b",
+            &["neox-20b"],
+            "EleutherAI/gpt-neox-20b",
+            with(
+                llama_like("gpt-neox-20b", 6144, 24576, 44, 64, 64, 50432),
+                "gpt_neox",
+                2048,
+                |a| {
+                    a.attention = Attention::Standard {
+                        qkv_bias: true,
+                        o_bias: true,
+                        qk_norm: false,
+                    };
+                    a.mlp = Mlp::Plain;
+                    a.mlp_bias = true;
+                    a.norm = Norm::Layer;
+                },
+            ),
+        ),
+    ]
+}
+
+/// Finds a model by name or alias (case-insensitive; `_` and `.` in `-` positions tolerated).
+pub fn find_model(name: &str) -> Option<CatalogModel> {
+    let want = name.trim().to_ascii_lowercase().replace('_', "-");
+    catalog()
+        .into_iter()
+        .find(|m| m.name == want || m.aliases.contains(&want.as_str()))
+}

@@ -1,0 +1,196 @@
+//! Precisions: weight dtypes and quantizations, KV-cache dtypes, and the ggml type table.
+
+use serde::Serialize;
+
+/// A weight or cache precision, as bits per element (exact rational: bits per block / block).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Precision {
+    /// The name as typed (`bf16`, `q4_k_m`, …).
+    pub name: &'static str,
+    /// Bytes per block.
+    pub block_bytes: u64,
+    /// Elements per block.
+    pub block_elems: u64,
+}
+
+impl Precision {
+    /// Bytes for `elements` elements, rounded up to whole bytes.
+    pub fn bytes_for(&self, elements: u128) -> u128 {
+        (elements * u128::from(self.block_bytes)).div_ceil(u128::from(self.block_elems))
+    }
+
+    /// Bits per element.
+    pub fn bits_per_element(&self) -> f64 {
+        self.block_bytes as f64 * 8.0 / self.block_elems as f64
+    }
+}
+
+const fn p(name: &'static str, block_bytes: u64, block_elems: u64) -> Precision {
+    Precision {
+        name,
+        block_bytes,
+        block_elems,
+    }
+}
+
+/// Weight precisions `--dtype` accepts.
+///
+/// Plain dtypes are exact. GGUF single types use their block layout (e.g. q4_0: 18 bytes per
+/// 32 weights = 4.5 bits). The K-quant *mixes* (`_s`, `_m`, `_l`) store different tensors at
+/// different types; for a catalog model they are an average bits-per-weight taken from
+/// llama.cpp's `quantize` table for LLaMA-7B (file size ÷ parameters): q3_k_s 3.50, q3_k_m
+/// 3.91, q3_k_l 4.27, q4_k_s 4.58, q4_k_m 4.84, q5_k_s 5.52, q5_k_m 5.68 — expressed here as
+/// bytes per 100 weights. A GGUF file's own tensor types are always exact.
+pub const WEIGHT_PRECISIONS: &[Precision] = &[
+    p("f32", 4, 1),
+    p("f16", 2, 1),
+    p("bf16", 2, 1),
+    p("fp8", 1, 1),
+    p("int8", 1, 1),
+    p("int4", 1, 2),
+    p("q8_0", 34, 32),
+    p("q6_k", 210, 256),
+    p("q5_0", 22, 32),
+    p("q5_1", 24, 32),
+    p("q5_k", 176, 256),
+    p("q4_0", 18, 32),
+    p("q4_1", 20, 32),
+    p("q4_k", 144, 256),
+    p("q3_k", 110, 256),
+    p("q2_k", 84, 256),
+    p("iq4_nl", 18, 32),
+    p("iq4_xs", 136, 256),
+    p("iq3_s", 110, 256),
+    p("iq3_xxs", 98, 256),
+    p("iq2_s", 82, 256),
+    p("iq2_xs", 74, 256),
+    p("iq2_xxs", 66, 256),
+    p("iq1_m", 56, 256),
+    p("iq1_s", 50, 256),
+    p("tq2_0", 66, 256),
+    p("tq1_0", 54, 256),
+    p("mxfp4", 17, 32),
+    p("q3_k_s", 4375, 10000),
+    p("q3_k_m", 4888, 10000),
+    p("q3_k_l", 5338, 10000),
+    p("q4_k_s", 5725, 10000),
+    p("q4_k_m", 6050, 10000),
+    p("q5_k_s", 6900, 10000),
+    p("q5_k_m", 7100, 10000),
+];
+
+/// KV-cache precisions `--kv-dtype` accepts.
+pub const KV_PRECISIONS: &[Precision] = &[
+    p("f32", 4, 1),
+    p("f16", 2, 1),
+    p("bf16", 2, 1),
+    p("fp8", 1, 1),
+    p("q8_0", 34, 32),
+    p("q4_0", 18, 32),
+];
+
+fn lookup(table: &[Precision], name: &str) -> Option<Precision> {
+    let want = name.trim().to_ascii_lowercase();
+    let want = match want.as_str() {
+        "float32" | "fp32" => "f32",
+        "float16" | "fp16" | "half" => "f16",
+        "bfloat16" => "bf16",
+        "float8" | "f8" | "e4m3" | "fp8_e4m3" => "fp8",
+        "i8" => "int8",
+        "i4" => "int4",
+        other => other,
+    };
+    table.iter().find(|p| p.name == want).copied()
+}
+
+/// A weight precision by name.
+pub fn weight_precision(name: &str) -> Option<Precision> {
+    lookup(WEIGHT_PRECISIONS, name)
+}
+
+/// A KV-cache precision by name.
+pub fn kv_precision(name: &str) -> Option<Precision> {
+    lookup(KV_PRECISIONS, name)
+}
+
+/// One row of ggml's type table: how a GGUF tensor type is laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GgmlType {
+    /// The type id in GGUF tensor infos.
+    pub id: u32,
+    /// Its name.
+    pub name: &'static str,
+    /// Elements per block.
+    pub block_elems: u64,
+    /// Bytes per block.
+    pub block_bytes: u64,
+}
+
+const fn g(id: u32, name: &'static str, block_elems: u64, block_bytes: u64) -> GgmlType {
+    GgmlType {
+        id,
+        name,
+        block_elems,
+        block_bytes,
+    }
+}
+
+/// ggml's tensor types (ids 4, 5 and 31–33, 36–38 were removed upstream and are not accepted).
+pub const GGML_TYPES: &[GgmlType] = &[
+    g(0, "F32", 1, 4),
+    g(1, "F16", 1, 2),
+    g(2, "Q4_0", 32, 18),
+    g(3, "Q4_1", 32, 20),
+    g(6, "Q5_0", 32, 22),
+    g(7, "Q5_1", 32, 24),
+    g(8, "Q8_0", 32, 34),
+    g(9, "Q8_1", 32, 36),
+    g(10, "Q2_K", 256, 84),
+    g(11, "Q3_K", 256, 110),
+    g(12, "Q4_K", 256, 144),
+    g(13, "Q5_K", 256, 176),
+    g(14, "Q6_K", 256, 210),
+    g(15, "Q8_K", 256, 292),
+    g(16, "IQ2_XXS", 256, 66),
+    g(17, "IQ2_XS", 256, 74),
+    g(18, "IQ3_XXS", 256, 98),
+    g(19, "IQ1_S", 256, 50),
+    g(20, "IQ4_NL", 32, 18),
+    g(21, "IQ3_S", 256, 110),
+    g(22, "IQ2_S", 256, 82),
+    g(23, "IQ4_XS", 256, 136),
+    g(24, "I8", 1, 1),
+    g(25, "I16", 1, 2),
+    g(26, "I32", 1, 4),
+    g(27, "I64", 1, 8),
+    g(28, "F64", 1, 8),
+    g(29, "IQ1_M", 256, 56),
+    g(30, "BF16", 1, 2),
+    g(34, "TQ1_0", 256, 54),
+    g(35, "TQ2_0", 256, 66),
+    g(39, "MXFP4", 32, 17),
+];
+
+/// The ggml type with this id.
+pub fn ggml_type(id: u32) -> Option<GgmlType> {
+    GGML_TYPES.iter().find(|t| t.id == id).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_arithmetic() {
+        let q4 = weight_precision("Q4_0").unwrap();
+        assert_eq!(q4.bytes_for(32), 18);
+        assert_eq!(q4.bits_per_element(), 4.5);
+        assert_eq!(weight_precision("bfloat16").unwrap().bytes_for(3), 6);
+        assert_eq!(weight_precision("int4").unwrap().bytes_for(3), 2);
+        assert!((weight_precision("q4_k_m").unwrap().bits_per_element() - 4.84).abs() < 0.001);
+        assert!(weight_precision("q9_9").is_none());
+        assert_eq!(kv_precision("fp16").unwrap().block_bytes, 2);
+        assert_eq!(ggml_type(12).unwrap().name, "Q4_K");
+        assert!(ggml_type(4).is_none());
+    }
+}

@@ -1,0 +1,286 @@
+//! The memory estimate: weights, KV cache, activations, runtime overhead, and (training)
+//! gradients and optimizer state.
+//!
+//! # Formulas
+//! - **Weights**: parameters × bytes per parameter of the weight precision (exact for plain
+//!   dtypes and GGUF block types; K-quant mixes use documented average bits per weight). A GGUF
+//!   or safetensors file's own tensor bytes are used as they are unless `--dtype` is given.
+//! - **KV cache**: `2 × layers × kv_heads × head_dim × bytes(kv_dtype) × context × batch`; layers
+//!   with a sliding window cache at most `window` tokens; MLA models (DeepSeek-V2/V3) cache one
+//!   latent of `kv_lora_rank + qk_rope_head_dim` per token and layer.
+//! - **Activations** (inference): the peak scratch of one forward pass over a prefill chunk of
+//!   `T = min(ubatch, batch × context)` tokens, with 2-byte activations (4 for f32 weights):
+//!   `2·T·hidden` (residual and normed input) + the larger of the attention stage and the
+//!   feed-forward stage, + `batch × vocab × 4` (fp32 logits of the last token of each sequence).
+//!   Attention stage: q, k, v and output projections, plus the fp32 score matrix
+//!   `heads × T × context × 4` — or, with `--flash-attention`, an fp32 output accumulator
+//!   `T × heads × head_dim × 4` instead of the scores. Feed-forward stage: gate and up
+//!   projections `2·T·intermediate` (MoE: for each of the `experts_per_token` experts).
+//! - **Training** (mixed precision): weights and gradients in the weight dtype, fp32 master
+//!   weights (unless the dtype is already f32), optimizer state of 8 bytes per parameter
+//!   (Adam/AdamW: two fp32 moments) or 4 (SGD momentum), and activations after Korthikanti et
+//!   al. (2022): per layer `s·b·h·(34 + 5·a·s/h)` bytes (`s·b·h·34` with flash attention);
+//!   with `--checkpointing`, `2·s·b·h` per layer plus one layer recomputed in full.
+//! - **Overhead**: `--overhead` per device (CUDA context, kernels, workspaces; 500 MiB default),
+//!   plus `--fragmentation-reserve` percent of weights + KV cache + activations for the pool.
+
+use serde::Serialize;
+
+use super::arch::{Mlp, ModelArch, ParamCount};
+use super::dtype::Precision;
+
+/// Inference or training.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Inference.
+    Infer,
+    /// Mixed-precision training.
+    Train,
+}
+
+/// Optimizers for training.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Optimizer {
+    /// Adam (two fp32 moments).
+    Adam,
+    /// AdamW (two fp32 moments).
+    Adamw,
+    /// SGD with momentum (one fp32 buffer).
+    Sgd,
+}
+
+/// What the model runs as.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// Weight precision (`None`: the file's own, or bf16).
+    pub dtype: Option<Precision>,
+    /// KV-cache precision.
+    pub kv_dtype: Precision,
+    /// Sequences at once.
+    pub batch: u64,
+    /// Tokens per sequence.
+    pub context: u64,
+    /// Prefill chunk in tokens.
+    pub ubatch: u64,
+    /// Flash attention.
+    pub flash_attention: bool,
+    /// Runtime overhead bytes per device.
+    pub overhead: u64,
+    /// Fragmentation reserve, percent.
+    pub fragmentation_reserve: f64,
+    /// Inference or training.
+    pub mode: Mode,
+    /// Optimizer (training).
+    pub optimizer: Optimizer,
+    /// Activation checkpointing (training).
+    pub checkpointing: bool,
+}
+
+/// Exact weights from a file, when the source has them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileWeights {
+    /// Parameters (elements over all tensors).
+    pub parameters: u64,
+    /// Bytes over all tensors.
+    pub bytes: u64,
+}
+
+/// Training-only parts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TrainingBytes {
+    /// Gradients.
+    pub gradients_bytes: u64,
+    /// Optimizer state.
+    pub optimizer_bytes: u64,
+    /// fp32 master weights.
+    pub master_weights_bytes: u64,
+}
+
+/// A full breakdown.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Breakdown {
+    /// Parameters.
+    pub parameters: u64,
+    /// Active parameters per token.
+    pub active_parameters: u64,
+    /// Weights.
+    pub weights_bytes: u64,
+    /// KV cache for `batch × context` tokens.
+    pub kv_cache_bytes: u64,
+    /// KV cache per token.
+    pub kv_bytes_per_token: u64,
+    /// Activation scratch (inference) or stored activations (training).
+    pub activation_bytes: u64,
+    /// Runtime overhead.
+    pub overhead_bytes: u64,
+    /// Pool fragmentation reserve.
+    pub fragmentation_bytes: u64,
+    /// Training-only parts.
+    pub training: Option<TrainingBytes>,
+    /// Everything.
+    pub total_bytes: u64,
+    /// Bytes per layer (weights and KV) for planning layer splits.
+    pub per_layer_bytes: u64,
+    /// Bytes outside the layers (embeddings, output, final norm).
+    pub non_layer_bytes: u64,
+}
+
+fn sat(v: u128) -> u64 {
+    u64::try_from(v).unwrap_or(u64::MAX)
+}
+
+/// Inference activation scratch, per the module docs.
+pub fn inference_activations(arch: &ModelArch, s: &Settings, act_bytes: u64) -> u64 {
+    let t = u128::from(s.ubatch.min(s.batch.saturating_mul(s.context)).max(1));
+    let h = u128::from(arch.hidden_size);
+    let a = u128::from(act_bytes);
+    let heads = u128::from(arch.num_heads);
+    let hd = u128::from(arch.head_dim);
+    let kv = u128::from(arch.num_kv_heads);
+    let all_sliding = arch
+        .sliding_window
+        .as_ref()
+        .is_some_and(|_| (0..arch.num_layers).all(|i| arch.is_sliding_layer(i)));
+    let attended = match &arch.sliding_window {
+        Some(w) if all_sliding => s.context.min(w.window),
+        _ => s.context,
+    };
+    let hidden_states = 2 * t * h * a;
+    let projections = t * (heads + 2 * kv) * hd * a + t * heads * hd * a;
+    let scores = if s.flash_attention {
+        t * heads * hd * 4
+    } else {
+        heads * t * u128::from(attended) * 4
+    };
+    let attention = projections + scores;
+    let ffn_width = |inter: u64| -> u128 {
+        let i = u128::from(inter);
+        match arch.mlp {
+            Mlp::Gated => 2 * t * i * a,
+            Mlp::Plain => t * i * a,
+        }
+    };
+    let dense = ffn_width(arch.intermediate_size);
+    let moe = arch.moe.as_ref().map_or(0, |m| {
+        ffn_width(m.expert_intermediate) * u128::from(m.experts_per_token)
+            + ffn_width(m.shared_intermediate)
+    });
+    let ffn = if arch.moe_layers() == arch.num_layers {
+        moe
+    } else {
+        dense.max(moe)
+    };
+    let logits = u128::from(s.batch) * u128::from(arch.vocab_size) * 4;
+    sat(hidden_states + attention.max(ffn) + logits)
+}
+
+/// Training activations after Korthikanti et al., per the module docs.
+pub fn training_activations(arch: &ModelArch, s: &Settings) -> u64 {
+    let sq = u128::from(s.context);
+    let b = u128::from(s.batch);
+    let h = u128::from(arch.hidden_size);
+    let heads = u128::from(arch.num_heads);
+    let layers = u128::from(arch.num_layers);
+    let per_layer = sq * b * h * 34
+        + if s.flash_attention {
+            0
+        } else {
+            5 * heads * sq * sq * b
+        };
+    let total = if s.checkpointing {
+        layers * 2 * sq * b * h + per_layer
+    } else {
+        layers * per_layer
+    };
+    sat(total)
+}
+
+/// Computes the breakdown for an architecture (and exact file weights, if known).
+pub fn estimate(arch: &ModelArch, file: Option<FileWeights>, s: &Settings) -> Breakdown {
+    let ParamCount {
+        total: arch_params,
+        active,
+        embedding,
+    } = arch.params();
+    let parameters = file.map_or(arch_params, |f| f.parameters);
+    let bf16 = Precision {
+        name: "bf16",
+        block_bytes: 2,
+        block_elems: 1,
+    };
+    let weights = match (s.dtype, file) {
+        (Some(p), _) => sat(p.bytes_for(u128::from(parameters))),
+        (None, Some(f)) => f.bytes,
+        (None, None) => sat(bf16.bytes_for(u128::from(parameters))),
+    };
+    let dtype = s.dtype.unwrap_or(bf16);
+    let act_bytes = if dtype.name == "f32" { 4 } else { 2 };
+    let kv_elems_token =
+        u128::from(arch.kv_elements_per_token_layer()) * u128::from(arch.num_layers);
+    let kv_bytes_per_token = sat(s.kv_dtype.bytes_for(kv_elems_token));
+    let (kv_cache, activations, training) = match s.mode {
+        Mode::Infer => {
+            let elems = arch.kv_elements(s.context) * u128::from(s.batch);
+            (
+                sat(s.kv_dtype.bytes_for(elems)),
+                inference_activations(arch, s, act_bytes),
+                None,
+            )
+        }
+        Mode::Train => {
+            let p = u128::from(parameters);
+            let gradients = sat(dtype.bytes_for(p));
+            let master = if dtype.name == "f32" { 0 } else { sat(p * 4) };
+            let optimizer = sat(p * match s.optimizer {
+                Optimizer::Adam | Optimizer::Adamw => 8,
+                Optimizer::Sgd => 4,
+            });
+            (
+                0,
+                training_activations(arch, s),
+                Some(TrainingBytes {
+                    gradients_bytes: gradients,
+                    optimizer_bytes: optimizer,
+                    master_weights_bytes: master,
+                }),
+            )
+        }
+    };
+    let training_sum = training.map_or(0, |t| {
+        t.gradients_bytes + t.optimizer_bytes + t.master_weights_bytes
+    });
+    let reservable = weights
+        .saturating_add(kv_cache)
+        .saturating_add(activations)
+        .saturating_add(training_sum);
+    let fragmentation = (reservable as f64 * s.fragmentation_reserve / 100.0).round() as u64;
+    let total = reservable
+        .saturating_add(s.overhead)
+        .saturating_add(fragmentation);
+    // Split weights between layers and the rest in proportion to parameters, for planners.
+    let layer_params = parameters.saturating_sub(embedding + arch.hidden_size);
+    let weight_per_param = weights as f64 / parameters.max(1) as f64;
+    let layers = arch.num_layers.max(1);
+    let per_layer_weights = (layer_params as f64 * weight_per_param / layers as f64).ceil() as u64;
+    let per_layer_kv = kv_cache.div_ceil(layers);
+    Breakdown {
+        parameters,
+        active_parameters: if file.is_some() {
+            parameters - (arch_params - active).min(parameters)
+        } else {
+            active
+        },
+        weights_bytes: weights,
+        kv_cache_bytes: kv_cache,
+        kv_bytes_per_token,
+        activation_bytes: activations,
+        overhead_bytes: s.overhead,
+        fragmentation_bytes: fragmentation,
+        training,
+        total_bytes: total,
+        per_layer_bytes: per_layer_weights.saturating_add(per_layer_kv),
+        non_layer_bytes: weights.saturating_sub(per_layer_weights.saturating_mul(layers)),
+    }
+}

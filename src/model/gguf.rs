@@ -1,0 +1,373 @@
+//! GGUF header reader (versions 2 and 3): metadata, tensor infos and exact tensor sizes, without
+//! touching tensor data. Every count and length is checked against the file size and fixed caps
+//! before anything is allocated, so a hostile header cannot make gpumem allocate without bound.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use super::dtype::{ggml_type, GgmlType};
+use super::error::ModelError;
+
+const MAGIC: &[u8; 4] = b"GGUF";
+/// More tensors than any real model has (DeepSeek-V3: ~90k with experts unfused).
+const MAX_TENSORS: u64 = 1 << 20;
+const MAX_KV: u64 = 1 << 20;
+/// Longest string kept in memory; longer ones (chat templates can be long) are skipped.
+const MAX_KEPT_STRING: u64 = 1 << 16;
+/// Longest key or tensor name.
+const MAX_NAME: u64 = 1 << 16;
+/// Numeric arrays up to this length are kept (per-layer head counts); longer ones are skipped.
+const MAX_KEPT_ARRAY: u64 = 1 << 16;
+const MAX_DEPTH: u32 = 4;
+const MAX_DIMS: u32 = 4;
+
+/// A metadata value, as much of it as gpumem keeps.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GgufValue {
+    /// Any integer type.
+    Int(i128),
+    /// f32 or f64.
+    Float(f64),
+    /// bool.
+    Bool(bool),
+    /// A string (or its length, when too long to keep).
+    Str(Option<String>),
+    /// An array: its length, and its numeric elements when short enough to keep.
+    Array {
+        /// Elements.
+        len: u64,
+        /// Integer elements, when numeric and kept.
+        ints: Vec<i128>,
+    },
+}
+
+impl GgufValue {
+    /// The value as an unsigned integer (a kept array must hold one value throughout).
+    pub fn as_u64(&self) -> Option<u64> {
+        match self {
+            GgufValue::Int(v) => u64::try_from(*v).ok(),
+            GgufValue::Array { ints, .. } if !ints.is_empty() => {
+                let max = ints.iter().max()?;
+                u64::try_from(*max).ok()
+            }
+            _ => None,
+        }
+    }
+}
+
+/// One tensor's description.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GgufTensor {
+    /// Its name.
+    pub name: String,
+    /// Dimensions, innermost first.
+    pub dims: Vec<u64>,
+    /// ggml type.
+    pub ggml_type: GgmlType,
+    /// Offset in the data section.
+    pub offset: u64,
+    /// Elements.
+    pub elements: u64,
+    /// Exact bytes.
+    pub bytes: u64,
+}
+
+/// What a GGUF header says.
+#[derive(Debug, Clone)]
+pub struct GgufFile {
+    /// Format version.
+    pub version: u32,
+    /// Metadata by key.
+    pub metadata: BTreeMap<String, GgufValue>,
+    /// Tensor infos in file order.
+    pub tensors: Vec<GgufTensor>,
+    /// Data alignment (`general.alignment`, default 32).
+    pub alignment: u64,
+    /// Size of the file.
+    pub file_size: u64,
+}
+
+impl GgufFile {
+    /// `general.architecture`.
+    pub fn architecture(&self) -> Option<&str> {
+        match self.metadata.get("general.architecture") {
+            Some(GgufValue::Str(Some(s))) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// An unsigned metadata value.
+    pub fn u64(&self, key: &str) -> Option<u64> {
+        self.metadata.get(key).and_then(GgufValue::as_u64)
+    }
+
+    /// Total elements over all tensors (the parameter count).
+    pub fn parameters(&self) -> u64 {
+        self.tensors.iter().map(|t| t.elements).sum()
+    }
+
+    /// Total tensor bytes.
+    pub fn tensor_bytes(&self) -> u64 {
+        self.tensors.iter().map(|t| t.bytes).sum()
+    }
+
+    /// Bytes per ggml type, largest first.
+    pub fn bytes_by_type(&self) -> Vec<(&'static str, u64)> {
+        let mut by: BTreeMap<&'static str, u64> = BTreeMap::new();
+        for t in &self.tensors {
+            *by.entry(t.ggml_type.name).or_default() += t.bytes;
+        }
+        let mut v: Vec<_> = by.into_iter().collect();
+        v.sort_by_key(|(name, bytes)| (std::cmp::Reverse(*bytes), *name));
+        v
+    }
+}
+
+struct Reader {
+    inner: BufReader<File>,
+    pos: u64,
+    len: u64,
+    path: PathBuf,
+}
+
+impl Reader {
+    fn err(&self, why: impl Into<String>) -> ModelError {
+        ModelError::Format {
+            path: self.path.clone(),
+            why: format!("{} (at byte {})", why.into(), self.pos),
+        }
+    }
+
+    fn bytes<const N: usize>(&mut self) -> Result<[u8; N], ModelError> {
+        let mut buf = [0u8; N];
+        self.inner
+            .read_exact(&mut buf)
+            .map_err(|_| self.err("unexpected end of file"))?;
+        self.pos += N as u64;
+        Ok(buf)
+    }
+
+    fn u8(&mut self) -> Result<u8, ModelError> {
+        Ok(self.bytes::<1>()?[0])
+    }
+    fn u32(&mut self) -> Result<u32, ModelError> {
+        Ok(u32::from_le_bytes(self.bytes()?))
+    }
+    fn u64(&mut self) -> Result<u64, ModelError> {
+        Ok(u64::from_le_bytes(self.bytes()?))
+    }
+
+    fn remaining(&self) -> u64 {
+        self.len.saturating_sub(self.pos)
+    }
+
+    fn skip(&mut self, n: u64) -> Result<(), ModelError> {
+        if n > self.remaining() {
+            return Err(self.err(format!(
+                "a length of {n} bytes runs past the end of the file"
+            )));
+        }
+        let copied = std::io::copy(&mut (&mut self.inner).take(n), &mut std::io::sink())
+            .map_err(|_| self.err("read failed"))?;
+        if copied != n {
+            return Err(self.err("unexpected end of file"));
+        }
+        self.pos += n;
+        Ok(())
+    }
+
+    /// A string: kept when at most `keep` bytes, else skipped.
+    fn string(&mut self, keep: u64) -> Result<Option<String>, ModelError> {
+        let n = self.u64()?;
+        if n > self.remaining() {
+            return Err(self.err(format!(
+                "a string of {n} bytes runs past the end of the file"
+            )));
+        }
+        if n > keep {
+            self.skip(n)?;
+            return Ok(None);
+        }
+        let mut buf = vec![0u8; n as usize];
+        self.inner
+            .read_exact(&mut buf)
+            .map_err(|_| self.err("unexpected end of file"))?;
+        self.pos += n;
+        String::from_utf8(buf)
+            .map(Some)
+            .map_err(|_| self.err("a string is not UTF-8"))
+    }
+
+    fn name(&mut self, what: &str) -> Result<String, ModelError> {
+        self.string(MAX_NAME)?
+            .ok_or_else(|| self.err(format!("{what} longer than {MAX_NAME} bytes")))
+    }
+
+    fn value(&mut self, ty: u32, depth: u32) -> Result<GgufValue, ModelError> {
+        Ok(match ty {
+            0 => GgufValue::Int(self.u8()?.into()),
+            1 => GgufValue::Int((self.u8()? as i8).into()),
+            2 => GgufValue::Int(u16::from_le_bytes(self.bytes()?).into()),
+            3 => GgufValue::Int(i16::from_le_bytes(self.bytes()?).into()),
+            4 => GgufValue::Int(self.u32()?.into()),
+            5 => GgufValue::Int(i32::from_le_bytes(self.bytes()?).into()),
+            6 => GgufValue::Float(f32::from_le_bytes(self.bytes()?).into()),
+            7 => match self.u8()? {
+                0 => GgufValue::Bool(false),
+                1 => GgufValue::Bool(true),
+                b => return Err(self.err(format!("bool value {b}"))),
+            },
+            8 => GgufValue::Str(self.string(MAX_KEPT_STRING)?),
+            9 => {
+                if depth >= MAX_DEPTH {
+                    return Err(self.err("arrays nested too deeply"));
+                }
+                let elem = self.u32()?;
+                let len = self.u64()?;
+                let min_size = match elem {
+                    0 | 1 | 7 => 1,
+                    2 | 3 => 2,
+                    4..=6 => 4,
+                    8..=12 => 8,
+                    other => return Err(self.err(format!("unknown array element type {other}"))),
+                };
+                if len
+                    .checked_mul(min_size)
+                    .is_none_or(|b| b > self.remaining())
+                {
+                    return Err(self.err(format!(
+                        "an array of {len} elements runs past the end of the file"
+                    )));
+                }
+                let keep = len <= MAX_KEPT_ARRAY && matches!(elem, 0..=5 | 10 | 11);
+                let mut ints = Vec::new();
+                for _ in 0..len {
+                    match self.value(elem, depth + 1)? {
+                        GgufValue::Int(v) if keep => ints.push(v),
+                        _ => {}
+                    }
+                }
+                GgufValue::Array { len, ints }
+            }
+            10 => GgufValue::Int(self.u64()?.into()),
+            11 => GgufValue::Int(i64::from_le_bytes(self.bytes()?).into()),
+            12 => GgufValue::Float(f64::from_le_bytes(self.bytes()?)),
+            other => return Err(self.err(format!("unknown metadata value type {other}"))),
+        })
+    }
+}
+
+/// Reads the header of a GGUF file.
+pub fn read_gguf(path: &Path) -> Result<GgufFile, ModelError> {
+    let io = |source| ModelError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = File::open(path).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
+    let mut r = Reader {
+        inner: BufReader::with_capacity(1 << 16, file),
+        pos: 0,
+        len,
+        path: path.to_path_buf(),
+    };
+    let magic: [u8; 4] = r
+        .bytes()
+        .map_err(|_| r.err("too short to be a GGUF file"))?;
+    if &magic != MAGIC {
+        return Err(r.err("not a GGUF file (bad magic)"));
+    }
+    let version = r.u32()?;
+    if !(2..=3).contains(&version) {
+        return Err(r.err(format!(
+            "GGUF version {version} is not supported (2 and 3 are)"
+        )));
+    }
+    let tensor_count = r.u64()?;
+    let kv_count = r.u64()?;
+    if tensor_count > MAX_TENSORS || tensor_count.saturating_mul(24) > len {
+        return Err(r.err(format!("implausible tensor count {tensor_count}")));
+    }
+    if kv_count > MAX_KV || kv_count.saturating_mul(13) > len {
+        return Err(r.err(format!("implausible metadata count {kv_count}")));
+    }
+    let mut metadata = BTreeMap::new();
+    for _ in 0..kv_count {
+        let key = r.name("a metadata key")?;
+        let ty = r.u32()?;
+        let value = r.value(ty, 0)?;
+        metadata.insert(key, value);
+    }
+    let alignment = match metadata.get("general.alignment") {
+        None => 32,
+        Some(v) => match v.as_u64() {
+            Some(a) if a > 0 && a.is_power_of_two() && a <= 1 << 20 => a,
+            _ => return Err(r.err(format!("general.alignment {v:?} is not a power of two"))),
+        },
+    };
+    let mut tensors = Vec::with_capacity(tensor_count as usize);
+    for _ in 0..tensor_count {
+        let name = r.name("a tensor name")?;
+        let n_dims = r.u32()?;
+        if n_dims == 0 || n_dims > MAX_DIMS {
+            return Err(r.err(format!("tensor '{name}' has {n_dims} dimensions")));
+        }
+        let mut dims = Vec::with_capacity(n_dims as usize);
+        for _ in 0..n_dims {
+            dims.push(r.u64()?);
+        }
+        let type_id = r.u32()?;
+        let ggml_type = ggml_type(type_id)
+            .ok_or_else(|| r.err(format!("tensor '{name}' has unknown ggml type {type_id}")))?;
+        let offset = r.u64()?;
+        let elements = dims
+            .iter()
+            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+            .ok_or_else(|| r.err(format!("tensor '{name}' has too many elements")))?;
+        if dims[0] % ggml_type.block_elems != 0 {
+            return Err(r.err(format!(
+                "tensor '{name}': row of {} is not a multiple of the {} block of {}",
+                dims[0], ggml_type.name, ggml_type.block_elems
+            )));
+        }
+        let bytes = (elements / ggml_type.block_elems)
+            .checked_mul(ggml_type.block_bytes)
+            .ok_or_else(|| r.err(format!("tensor '{name}' is too large")))?;
+        if offset % alignment != 0 {
+            return Err(r.err(format!(
+                "tensor '{name}' offset {offset} is not aligned to {alignment}"
+            )));
+        }
+        tensors.push(GgufTensor {
+            name,
+            dims,
+            ggml_type,
+            offset,
+            elements,
+            bytes,
+        });
+    }
+    // The data section starts at the next alignment boundary; every tensor must lie inside the
+    // file, or the file is truncated.
+    let data_start = r.pos.div_ceil(alignment) * alignment;
+    for t in &tensors {
+        let end = data_start
+            .checked_add(t.offset)
+            .and_then(|s| s.checked_add(t.bytes));
+        if end.is_none_or(|e| e > len) {
+            return Err(r.err(format!(
+                "tensor '{}' lies past the end of the file (truncated?)",
+                t.name
+            )));
+        }
+    }
+    Ok(GgufFile {
+        version,
+        metadata,
+        tensors,
+        alignment,
+        file_size: len,
+    })
+}

@@ -1,0 +1,394 @@
+//! Hugging Face `config.json` → [`ModelArch`].
+
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use super::arch::{Attention, Mlp, ModelArch, Moe, Norm, SlidingLayers, SlidingWindow};
+use super::error::ModelError;
+
+/// Families whose config.json gpumem understands field by field.
+pub const KNOWN_FAMILIES: &[&str] = &[
+    "llama",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen2_moe",
+    "qwen3",
+    "qwen3_moe",
+    "gemma",
+    "gemma2",
+    "gemma3",
+    "gemma3_text",
+    "phi3",
+    "falcon",
+    "gpt_neox",
+    "deepseek_v2",
+    "deepseek_v3",
+];
+
+/// Largest accepted config.json (real ones are a few KiB).
+const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
+struct Fields<'a> {
+    path: &'a Path,
+    map: &'a Map<String, Value>,
+    used: Vec<String>,
+}
+
+impl Fields<'_> {
+    fn uint(&mut self, names: &[&str]) -> Result<Option<u64>, ModelError> {
+        for name in names {
+            match self.map.get(*name) {
+                None | Some(Value::Null) => continue,
+                Some(v) => {
+                    self.used.push(name.to_string());
+                    return v.as_u64().map(Some).ok_or_else(|| ModelError::BadField {
+                        path: self.path.to_path_buf(),
+                        field: name.to_string(),
+                        why: format!("is {v}, expected a non-negative integer"),
+                    });
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    fn req(&mut self, names: &[&str]) -> Result<u64, ModelError> {
+        match self.uint(names)? {
+            Some(0) => Err(ModelError::BadField {
+                path: self.path.to_path_buf(),
+                field: names[0].into(),
+                why: "is 0".into(),
+            }),
+            Some(v) => Ok(v),
+            None => Err(ModelError::MissingField {
+                path: self.path.to_path_buf(),
+                field: names[0].into(),
+            }),
+        }
+    }
+
+    fn boolean(&mut self, name: &str) -> Option<bool> {
+        let v = self.map.get(name)?.as_bool()?;
+        self.used.push(name.to_string());
+        Some(v)
+    }
+}
+
+/// Reads a config.json. Returns the architecture and warnings (e.g. an unknown `model_type`
+/// read with the generic decoder formula).
+pub fn read_config(path: &Path) -> Result<(ModelArch, Vec<String>), ModelError> {
+    let io = |source| ModelError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if meta.len() > MAX_CONFIG_BYTES {
+        return Err(ModelError::Format {
+            path: path.into(),
+            why: format!("{} bytes is too large for a config.json", meta.len()),
+        });
+    }
+    let text = std::fs::read(path).map_err(io)?;
+    let value: Value = serde_json::from_slice(&text).map_err(|e| ModelError::Json {
+        path: path.into(),
+        why: e.to_string(),
+    })?;
+    let name = path
+        .parent()
+        .and_then(|p| p.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "config.json".into());
+    parse_config(path, &name, &value)
+}
+
+/// Parses an already decoded config.json.
+pub fn parse_config(
+    path: &Path,
+    name: &str,
+    value: &Value,
+) -> Result<(ModelArch, Vec<String>), ModelError> {
+    let map = value.as_object().ok_or_else(|| ModelError::Json {
+        path: path.into(),
+        why: "the top level is not an object".into(),
+    })?;
+    // Multimodal configs (Gemma 3, Llama 4) nest the language model.
+    let map = match map.get("text_config").and_then(Value::as_object) {
+        Some(text) if !text.contains_key("model_type") || text.get("hidden_size").is_some() => text,
+        _ => map,
+    };
+    let family = map
+        .get("model_type")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let mut f = Fields {
+        path,
+        map,
+        used: Vec::new(),
+    };
+    let mut warnings = Vec::new();
+
+    let hidden = f.req(&["hidden_size", "n_embd", "d_model"])?;
+    let layers = f.req(&["num_hidden_layers", "n_layer", "num_layers"])?;
+    let heads = f.req(&["num_attention_heads", "n_head"])?;
+    let vocab = f.req(&["vocab_size"])?;
+    let intermediate = match f.uint(&["intermediate_size", "n_inner", "ffn_hidden_size"])? {
+        Some(v) if v > 0 => v,
+        _ => hidden.saturating_mul(4),
+    };
+    let mut kv_heads = f
+        .uint(&["num_key_value_heads", "num_kv_heads", "n_head_kv"])?
+        .unwrap_or(heads);
+    if family == "falcon"
+        && f.boolean("multi_query") == Some(true)
+        && f.boolean("new_decoder_architecture") != Some(true)
+    {
+        kv_heads = 1;
+    }
+    let head_dim = f
+        .uint(&["head_dim"])?
+        .filter(|&d| d > 0)
+        .unwrap_or(hidden / heads);
+    if kv_heads == 0 || heads % kv_heads != 0 {
+        return Err(ModelError::BadField {
+            path: path.into(),
+            field: "num_key_value_heads".into(),
+            why: format!("is {kv_heads}, which does not divide num_attention_heads {heads}"),
+        });
+    }
+    let tie_default = matches!(
+        family.as_str(),
+        "gemma" | "gemma2" | "gemma3" | "gemma3_text" | "falcon"
+    );
+    let tie = f.boolean("tie_word_embeddings").unwrap_or(tie_default);
+    let attention_bias = f.boolean("attention_bias");
+    let mut arch =
+        super::arch::llama_like(name, hidden, intermediate, layers, heads, kv_heads, vocab);
+    arch.family = if family.is_empty() {
+        "unknown".into()
+    } else {
+        family.clone()
+    };
+    arch.head_dim = head_dim;
+    arch.tie_word_embeddings = tie;
+    arch.max_position_embeddings = f.uint(&["max_position_embeddings", "n_positions"])?;
+    arch.mlp_bias = f.boolean("mlp_bias").unwrap_or(false);
+    arch.attention = Attention::Standard {
+        qkv_bias: attention_bias.unwrap_or(false),
+        o_bias: attention_bias.unwrap_or(false),
+        qk_norm: false,
+    };
+
+    match family.as_str() {
+        "llama" | "mistral" | "mixtral" | "phi3" => {}
+        "qwen2" | "qwen2_moe" => {
+            arch.attention = Attention::Standard {
+                qkv_bias: true,
+                o_bias: false,
+                qk_norm: false,
+            };
+        }
+        "qwen3" | "qwen3_moe" => {
+            arch.attention = Attention::Standard {
+                qkv_bias: attention_bias.unwrap_or(false),
+                o_bias: false,
+                qk_norm: true,
+            };
+        }
+        "gemma" => {}
+        "gemma2" => arch.norms_per_layer = 4,
+        "gemma3" | "gemma3_text" => {
+            arch.norms_per_layer = 4;
+            arch.attention = Attention::Standard {
+                qkv_bias: false,
+                o_bias: false,
+                qk_norm: true,
+            };
+        }
+        "falcon" => {
+            let bias = f.boolean("bias").unwrap_or(false);
+            arch.attention = Attention::Standard {
+                qkv_bias: bias,
+                o_bias: bias,
+                qk_norm: false,
+            };
+            arch.mlp = Mlp::Plain;
+            arch.mlp_bias = bias;
+            arch.norm = Norm::Layer;
+            let new_arch = f.boolean("new_decoder_architecture") == Some(true);
+            let parallel = f.boolean("parallel_attn").unwrap_or(true);
+            arch.norms_per_layer = if new_arch {
+                2
+            } else if parallel {
+                1
+            } else {
+                2
+            };
+            if f.uint(&["ffn_hidden_size"])?.is_none() {
+                arch.intermediate_size = hidden.saturating_mul(4);
+            }
+        }
+        "gpt_neox" => {
+            arch.attention = Attention::Standard {
+                qkv_bias: true,
+                o_bias: true,
+                qk_norm: false,
+            };
+            arch.mlp = Mlp::Plain;
+            arch.mlp_bias = true;
+            arch.norm = Norm::Layer;
+        }
+        "deepseek_v2" | "deepseek_v3" => {
+            let kv_lora_rank = f.req(&["kv_lora_rank"])?;
+            let qk_rope_head_dim = f.req(&["qk_rope_head_dim"])?;
+            let qk_nope_head_dim = f.req(&["qk_nope_head_dim"])?;
+            let v_head_dim = f.req(&["v_head_dim"])?;
+            let q_lora_rank = f.uint(&["q_lora_rank"])?;
+            arch.head_dim = qk_nope_head_dim.saturating_add(qk_rope_head_dim);
+            arch.num_kv_heads = heads;
+            arch.attention = Attention::Mla {
+                q_lora_rank,
+                kv_lora_rank,
+                qk_nope_head_dim,
+                qk_rope_head_dim,
+                v_head_dim,
+            };
+        }
+        other => {
+            warnings.push(format!(
+                "unknown model_type '{other}': using the generic decoder formula (gated MLP, RMSNorm, no biases) with fields {}",
+                f.used.join(", ")
+            ));
+        }
+    }
+
+    // Mixture of experts, whatever the family calls it.
+    let experts = f
+        .uint(&["num_local_experts", "n_routed_experts", "num_experts"])?
+        .unwrap_or(0);
+    if experts > 0 {
+        let per_token = f.req(&["num_experts_per_tok", "num_experts_per_token"])?;
+        let expert_intermediate = f.uint(&["moe_intermediate_size"])?.unwrap_or(intermediate);
+        let shared = match family.as_str() {
+            "qwen2_moe" => f.uint(&["shared_expert_intermediate_size"])?.unwrap_or(0),
+            _ => f
+                .uint(&["n_shared_experts"])?
+                .unwrap_or(0)
+                .saturating_mul(expert_intermediate),
+        };
+        let first_dense = f.uint(&["first_k_dense_replace"])?.unwrap_or(0);
+        let freq = f
+            .uint(&["moe_layer_freq", "decoder_sparse_step"])?
+            .unwrap_or(1)
+            .max(1);
+        arch.moe = Some(Moe {
+            experts,
+            experts_per_token: per_token,
+            expert_intermediate,
+            shared_intermediate: shared,
+            first_dense_layers: first_dense,
+            layer_freq: freq,
+            router_bias: family == "deepseek_v3",
+        });
+    }
+
+    // Sliding windows: explicit layer_types win; otherwise the family's rule.
+    let window = f.uint(&["sliding_window"])?.filter(|&w| w > 0);
+    if let Some(window) = window {
+        let listed = map
+            .get("layer_types")
+            .and_then(Value::as_array)
+            .map(|types| {
+                types
+                    .iter()
+                    .map(|t| t.as_str() == Some("sliding_attention"))
+                    .collect::<Vec<bool>>()
+            });
+        let layers = match (listed, family.as_str()) {
+            (Some(list), _) => Some(SlidingLayers::Listed(list)),
+            (None, "mistral") => Some(SlidingLayers::All),
+            (None, "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe")
+                if f.boolean("use_sliding_window") == Some(true) =>
+            {
+                Some(SlidingLayers::All)
+            }
+            (None, "gemma2") => Some(SlidingLayers::Even),
+            (None, "gemma3" | "gemma3_text") => Some(SlidingLayers::AllButEvery(
+                f.uint(&["sliding_window_pattern"])?.unwrap_or(6),
+            )),
+            _ => None,
+        };
+        if let Some(layers) = layers {
+            arch.sliding_window = Some(SlidingWindow { window, layers });
+        }
+    }
+    arch.check_plausible()
+        .map_err(|(field, why)| ModelError::BadField {
+            path: path.into(),
+            field: field.into(),
+            why,
+        })?;
+    Ok((arch, warnings))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(v: Value) -> Result<(ModelArch, Vec<String>), ModelError> {
+        parse_config(Path::new("config.json"), "test", &v)
+    }
+
+    #[test]
+    fn mistral_config_json() {
+        // mistralai/Mistral-7B-v0.1 config.json, verbatim fields.
+        let (arch, warnings) = parse(json!({
+            "architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2,
+            "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+            "intermediate_size": 14336, "max_position_embeddings": 32768, "model_type": "mistral",
+            "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+            "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "sliding_window": 4096,
+            "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.34.0.dev0",
+            "use_cache": true, "vocab_size": 32000
+        }))
+        .unwrap();
+        assert!(warnings.is_empty());
+        assert_eq!(arch.params().total, 7_241_732_096);
+        assert_eq!(
+            arch.kv_elements_per_token_layer() * arch.num_layers * 2,
+            131_072
+        );
+        assert!(arch.is_sliding_layer(5));
+    }
+
+    #[test]
+    fn unknown_family_warns_with_fields() {
+        let (arch, warnings) = parse(json!({
+            "model_type": "brand_new", "hidden_size": 1024, "num_hidden_layers": 2,
+            "num_attention_heads": 8, "vocab_size": 1000, "intermediate_size": 4096
+        }))
+        .unwrap();
+        assert_eq!(arch.family, "brand_new");
+        assert!(warnings[0].contains("hidden_size, num_hidden_layers, num_attention_heads, vocab_size, intermediate_size"), "{warnings:?}");
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let err = parse(json!({"hidden_size": 1024})).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "config.json: missing field 'num_hidden_layers'"
+        );
+        let err = parse(json!({"hidden_size": "big", "num_hidden_layers": 2})).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "config.json: field 'hidden_size' is \"big\", expected a non-negative integer"
+        );
+        let err = parse(json!({"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 3, "vocab_size": 10})).unwrap_err();
+        assert!(err.to_string().contains("does not divide"));
+        assert!(parse(json!([1, 2])).is_err());
+    }
+}

@@ -1,0 +1,399 @@
+//! Model sources and their memory footprint: the built-in catalog, Hugging Face config.json,
+//! GGUF and safetensors headers, and the estimate over them (see [`estimate`] for formulas).
+
+mod arch;
+mod catalog;
+mod dtype;
+mod error;
+pub mod estimate;
+mod gguf;
+mod hf_config;
+mod safetensors_header;
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+pub use arch::{
+    llama_like, Attention, Mlp, ModelArch, Moe, Norm, ParamCount, SlidingLayers, SlidingWindow,
+};
+pub use catalog::{catalog, find_model, CatalogModel};
+pub use dtype::{
+    ggml_type, kv_precision, weight_precision, GgmlType, Precision, GGML_TYPES, KV_PRECISIONS,
+    WEIGHT_PRECISIONS,
+};
+pub use error::ModelError;
+pub use estimate::{Breakdown, FileWeights, Mode, Optimizer, Settings, TrainingBytes};
+pub use gguf::{read_gguf, GgufFile, GgufTensor, GgufValue};
+pub use hf_config::{parse_config, read_config, KNOWN_FAMILIES};
+pub use safetensors_header::{read_safetensors, SafetensorsSummary};
+
+/// Where a model came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceKind {
+    /// The built-in catalog.
+    Catalog,
+    /// A config.json.
+    Config,
+    /// A GGUF header.
+    Gguf,
+    /// safetensors headers.
+    Safetensors,
+}
+
+impl std::fmt::Display for SourceKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SourceKind::Catalog => "catalog",
+            SourceKind::Config => "config.json",
+            SourceKind::Gguf => "GGUF",
+            SourceKind::Safetensors => "safetensors",
+        })
+    }
+}
+
+/// A model ready to estimate.
+#[derive(Debug, Clone)]
+pub struct ModelSource {
+    /// Display name.
+    pub name: String,
+    /// Where it came from.
+    pub kind: SourceKind,
+    /// Its architecture.
+    pub arch: ModelArch,
+    /// Exact weights from the file, when read from one.
+    pub file_weights: Option<FileWeights>,
+    /// Things the user should know (unknown family, missing config.json, …).
+    pub warnings: Vec<String>,
+}
+
+/// Which source to load.
+#[derive(Debug, Clone)]
+pub enum SourceSpec {
+    /// A catalog name or alias.
+    Catalog(String),
+    /// A config.json.
+    Config(PathBuf),
+    /// A GGUF file.
+    Gguf(PathBuf),
+    /// A safetensors file, directory or index.
+    Safetensors(PathBuf),
+}
+
+/// Loads a model source.
+pub fn load(spec: &SourceSpec) -> Result<ModelSource, ModelError> {
+    match spec {
+        SourceSpec::Catalog(name) => {
+            let m = find_model(name).ok_or_else(|| ModelError::UnknownModel(name.clone()))?;
+            Ok(ModelSource {
+                name: m.name.to_string(),
+                kind: SourceKind::Catalog,
+                arch: m.arch,
+                file_weights: None,
+                warnings: Vec::new(),
+            })
+        }
+        SourceSpec::Config(path) => {
+            let (arch, warnings) = read_config(path)?;
+            Ok(ModelSource {
+                name: arch.name.clone(),
+                kind: SourceKind::Config,
+                arch,
+                file_weights: None,
+                warnings,
+            })
+        }
+        SourceSpec::Gguf(path) => {
+            let file = read_gguf(path)?;
+            let arch = arch_from_gguf(path, &file)?;
+            let weights = FileWeights {
+                parameters: file.parameters(),
+                bytes: file.tensor_bytes(),
+            };
+            Ok(ModelSource {
+                name: arch.name.clone(),
+                kind: SourceKind::Gguf,
+                arch,
+                file_weights: Some(weights),
+                warnings: Vec::new(),
+            })
+        }
+        SourceSpec::Safetensors(path) => {
+            let summary = read_safetensors(path)?;
+            let dir = if path.is_dir() {
+                path.clone()
+            } else {
+                path.parent().unwrap_or(Path::new(".")).to_path_buf()
+            };
+            let config = dir.join("config.json");
+            let weights = FileWeights {
+                parameters: summary.parameters,
+                bytes: summary.bytes,
+            };
+            let name = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "model".into());
+            if config.is_file() {
+                let (mut arch, warnings) = read_config(&config)?;
+                arch.name = name.clone();
+                Ok(ModelSource {
+                    name,
+                    kind: SourceKind::Safetensors,
+                    arch,
+                    file_weights: Some(weights),
+                    warnings,
+                })
+            } else {
+                // Without a config the layer structure is unknown: weights are exact, the KV
+                // cache and activations cannot be estimated.
+                let mut arch = llama_like(&name, 1, 1, 0, 1, 1, 0);
+                arch.family = "unknown".into();
+                Ok(ModelSource {
+                    name,
+                    kind: SourceKind::Safetensors,
+                    arch,
+                    file_weights: Some(weights),
+                    warnings: vec![format!(
+                        "no config.json beside {}: KV cache and activations are not estimated",
+                        path.display()
+                    )],
+                })
+            }
+        }
+    }
+}
+
+/// Builds the architecture from a GGUF header's `<arch>.*` keys.
+pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelError> {
+    let a = file
+        .architecture()
+        .ok_or_else(|| ModelError::MissingField {
+            path: path.into(),
+            field: "general.architecture".into(),
+        })?
+        .to_string();
+    let get = |key: &str| file.u64(&format!("{a}.{key}"));
+    let req = |key: &str| {
+        get(key)
+            .filter(|&v| v > 0)
+            .ok_or_else(|| ModelError::MissingField {
+                path: path.into(),
+                field: format!("{a}.{key}"),
+            })
+    };
+    let hidden = req("embedding_length")?;
+    let layers = req("block_count")?;
+    let heads = req("attention.head_count")?;
+    let kv = get("attention.head_count_kv")
+        .filter(|&v| v > 0)
+        .unwrap_or(heads);
+    let ffn = get("feed_forward_length").unwrap_or(hidden.saturating_mul(4));
+    let vocab = get("vocab_size")
+        .or_else(|| match file.metadata.get("tokenizer.ggml.tokens") {
+            Some(GgufValue::Array { len, .. }) => Some(*len),
+            _ => None,
+        })
+        .or_else(|| {
+            file.tensors
+                .iter()
+                .find(|t| t.name == "token_embd.weight")
+                .and_then(|t| t.dims.get(1).copied())
+        })
+        .unwrap_or(0);
+    let name = match file.metadata.get("general.name") {
+        Some(GgufValue::Str(Some(n))) => n.clone(),
+        _ => path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| a.clone()),
+    };
+    let mut arch = llama_like(&name, hidden, ffn, layers, heads, kv, vocab);
+    arch.family = a.clone();
+    arch.head_dim = get("attention.key_length")
+        .filter(|&v| v > 0)
+        .unwrap_or(hidden / heads);
+    arch.max_position_embeddings = get("context_length");
+    arch.tie_word_embeddings = !file.tensors.iter().any(|t| t.name == "output.weight");
+    if let Some(rank) = get("attention.kv_lora_rank").filter(|&v| v > 0) {
+        let rope = get("rope.dimension_count").unwrap_or(64);
+        let key_len = get("attention.key_length").unwrap_or(192);
+        arch.attention = Attention::Mla {
+            q_lora_rank: get("attention.q_lora_rank").filter(|&v| v > 0),
+            kv_lora_rank: rank,
+            qk_nope_head_dim: key_len.saturating_sub(rope),
+            qk_rope_head_dim: rope,
+            v_head_dim: get("attention.value_length").unwrap_or(128),
+        };
+        arch.num_kv_heads = heads;
+    }
+    if let Some(experts) = get("expert_count").filter(|&v| v > 0) {
+        let expert_ffn = get("expert_feed_forward_length").unwrap_or(ffn);
+        arch.moe = Some(Moe {
+            experts,
+            experts_per_token: get("expert_used_count").unwrap_or(2),
+            expert_intermediate: expert_ffn,
+            shared_intermediate: get("expert_shared_count")
+                .unwrap_or(0)
+                .saturating_mul(expert_ffn),
+            first_dense_layers: get("leading_dense_block_count").unwrap_or(0),
+            layer_freq: 1,
+            router_bias: false,
+        });
+    }
+    if let Some(window) = get("attention.sliding_window").filter(|&v| v > 0) {
+        let layers = match a.as_str() {
+            "gemma2" => SlidingLayers::Even,
+            "gemma3" => SlidingLayers::AllButEvery(6),
+            _ => SlidingLayers::All,
+        };
+        arch.sliding_window = Some(SlidingWindow { window, layers });
+    }
+    arch.check_plausible()
+        .map_err(|(field, why)| ModelError::BadField {
+            path: path.into(),
+            field: format!("{a}.{field}"),
+            why,
+        })?;
+    Ok(arch)
+}
+
+/// Seed 000's breakdown for a Llama-style model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct InferenceMemoryEstimate {
+    /// Weights.
+    pub model_bytes: usize,
+    /// KV cache.
+    pub kv_cache_bytes: usize,
+    /// Activation scratch.
+    pub activation_bytes: usize,
+    /// Sum of the three.
+    pub total_bytes: usize,
+}
+
+impl InferenceMemoryEstimate {
+    /// Total in GiB.
+    pub fn total_gb(&self) -> f64 {
+        self.total_bytes as f64 / (1u64 << 30) as f64
+    }
+    /// Weights in MiB.
+    pub fn model_mb(&self) -> f64 {
+        self.model_bytes as f64 / (1u64 << 20) as f64
+    }
+    /// KV cache in MiB.
+    pub fn kv_cache_mb(&self) -> f64 {
+        self.kv_cache_bytes as f64 / (1u64 << 20) as f64
+    }
+    /// Activations in MiB.
+    pub fn activation_mb(&self) -> f64 {
+        self.activation_bytes as f64 / (1u64 << 20) as f64
+    }
+}
+
+/// Seed 000: weight bytes of a Llama-style (untied, gated, RMSNorm) model.
+pub fn estimate_model_memory(
+    hidden_size: usize,
+    intermediate_size: usize,
+    n_layers: usize,
+    vocab_size: usize,
+    n_heads: usize,
+    n_kv_heads: usize,
+    dtype_bytes: usize,
+) -> usize {
+    let arch = llama_like(
+        "model",
+        hidden_size as u64,
+        intermediate_size as u64,
+        n_layers as u64,
+        n_heads as u64,
+        n_kv_heads as u64,
+        vocab_size as u64,
+    );
+    (arch.params().total as usize).saturating_mul(dtype_bytes)
+}
+
+/// Seed 000: KV-cache bytes for one sequence of `max_seq_len` tokens.
+pub fn estimate_kv_cache_memory(
+    n_layers: usize,
+    n_kv_heads: usize,
+    head_dim: usize,
+    max_seq_len: usize,
+    dtype_bytes: usize,
+) -> usize {
+    2usize
+        .saturating_mul(n_layers)
+        .saturating_mul(n_kv_heads)
+        .saturating_mul(head_dim)
+        .saturating_mul(max_seq_len)
+        .saturating_mul(dtype_bytes)
+}
+
+/// Seed 000: weights, KV cache (one sequence) and activation scratch of a Llama-style model,
+/// with activations in the same precision as the weights.
+#[allow(clippy::too_many_arguments)]
+pub fn estimate_inference_memory(
+    hidden_size: usize,
+    intermediate_size: usize,
+    n_layers: usize,
+    vocab_size: usize,
+    n_heads: usize,
+    n_kv_heads: usize,
+    max_seq_len: usize,
+    dtype_bytes: usize,
+) -> InferenceMemoryEstimate {
+    let arch = llama_like(
+        "model",
+        hidden_size as u64,
+        intermediate_size as u64,
+        n_layers as u64,
+        n_heads as u64,
+        n_kv_heads as u64,
+        vocab_size as u64,
+    );
+    let model_bytes = estimate_model_memory(
+        hidden_size,
+        intermediate_size,
+        n_layers,
+        vocab_size,
+        n_heads,
+        n_kv_heads,
+        dtype_bytes,
+    );
+    let kv_cache_bytes = estimate_kv_cache_memory(
+        n_layers,
+        n_kv_heads,
+        hidden_size / n_heads.max(1),
+        max_seq_len,
+        dtype_bytes,
+    );
+    let precision = Precision {
+        name: "f32",
+        block_bytes: 4,
+        block_elems: 1,
+    };
+    let settings = Settings {
+        dtype: Some(precision),
+        kv_dtype: precision,
+        batch: 1,
+        context: max_seq_len as u64,
+        ubatch: 512,
+        flash_attention: false,
+        overhead: 0,
+        fragmentation_reserve: 0.0,
+        mode: Mode::Infer,
+        optimizer: Optimizer::Adamw,
+        checkpointing: false,
+    };
+    let activation_bytes =
+        estimate::inference_activations(&arch, &settings, dtype_bytes as u64) as usize;
+    InferenceMemoryEstimate {
+        model_bytes,
+        kv_cache_bytes,
+        activation_bytes,
+        total_bytes: model_bytes + kv_cache_bytes + activation_bytes,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,100 @@
+//! Published parameter counts and KV sizes, reproduced exactly.
+
+use super::*;
+
+fn params(name: &str) -> ParamCount {
+    find_model(name).unwrap().arch.params()
+}
+
+fn kv_per_token_f16(name: &str) -> u64 {
+    let arch = find_model(name).unwrap().arch;
+    arch.kv_elements_per_token_layer() * arch.num_layers * 2
+}
+
+#[test]
+fn published_parameter_counts() {
+    // Each figure is the model card's / safetensors index's total parameter count.
+    for (name, expected) in [
+        ("mistral-7b", 7_241_732_096u64),
+        ("llama-2-7b", 6_738_415_616),
+        ("llama-2-13b", 13_015_864_320),
+        ("llama-2-70b", 68_976_648_192),
+        ("llama-3-8b", 8_030_261_248),
+        ("llama-3.1-70b", 70_553_706_496),
+        ("llama-3.2-1b", 1_235_814_400),
+        ("llama-3.2-3b", 3_212_749_824),
+        ("mixtral-8x7b", 46_702_792_704),
+        ("qwen2.5-7b", 7_615_616_512),
+        ("qwen2.5-0.5b", 494_032_768),
+        ("qwen3-8b", 8_190_735_360),
+        ("gemma-2b", 2_506_172_416),
+        ("gemma-7b", 8_537_680_896),
+        ("gemma-2-2b", 2_614_341_888),
+        ("gemma-2-9b", 9_241_705_984),
+        ("phi-3-mini", 3_821_079_552),
+        ("deepseek-v2-lite", 15_706_484_224),
+        ("deepseek-v3", 671_026_419_200),
+        ("falcon-7b", 6_921_720_704),
+        ("gpt-neox-20b", 20_554_567_680),
+        ("tinyllama-1.1b", 1_100_048_384),
+    ] {
+        assert_eq!(params(name).total, expected, "{name}");
+    }
+}
+
+#[test]
+fn moe_active_parameters() {
+    assert_eq!(params("mixtral-8x7b").active, 12_879_925_248);
+    assert!(params("deepseek-v3").active < 40_000_000_000);
+    assert!(params("qwen3-30b-a3b").active < 3_500_000_000);
+}
+
+#[test]
+fn published_kv_bytes_per_token() {
+    assert_eq!(kv_per_token_f16("mistral-7b"), 131_072);
+    assert_eq!(kv_per_token_f16("llama-2-7b"), 524_288);
+    assert_eq!(kv_per_token_f16("llama-3-8b"), 131_072);
+    assert_eq!(kv_per_token_f16("llama-2-70b"), 327_680);
+    // MLA caches one 576-element latent per layer.
+    assert_eq!(kv_per_token_f16("deepseek-v2-lite"), 576 * 27 * 2);
+}
+
+#[test]
+fn sliding_windows_cap_the_cache() {
+    let gemma = find_model("gemma-2-9b").unwrap().arch;
+    // 21 of 42 layers slide at 4096; at 8192 tokens they hold half as much.
+    let full = gemma.kv_elements_per_token_layer() as u128 * 42 * 8192;
+    assert_eq!(gemma.kv_elements(8192), full - full / 4);
+    let mistral = find_model("mistral-7b").unwrap().arch;
+    assert_eq!(mistral.kv_elements(32_768), mistral.kv_elements(4096));
+}
+
+#[test]
+fn catalog_is_large_and_names_resolve() {
+    let all = catalog();
+    assert!(all.len() >= 30);
+    let mut names: Vec<&str> = all
+        .iter()
+        .flat_map(|m| std::iter::once(m.name).chain(m.aliases.iter().copied()))
+        .collect();
+    let n = names.len();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), n, "duplicate names or aliases");
+    assert_eq!(find_model("Mistral-7B-v0.1").unwrap().name, "mistral-7b");
+    assert_eq!(find_model("llama_3_8b").unwrap().name, "llama-3-8b");
+    assert!(find_model("gpt-5").is_none());
+}
+
+#[test]
+fn seed_api_matches() {
+    let est = estimate_inference_memory(4096, 14336, 32, 32000, 32, 8, 4096, 4);
+    assert_eq!(est.model_bytes, 7_241_732_096 * 4);
+    assert_eq!(est.kv_cache_bytes, 2 * 32 * 8 * 128 * 4096 * 4);
+    assert_eq!(
+        est.total_bytes,
+        est.model_bytes + est.kv_cache_bytes + est.activation_bytes
+    );
+    assert!(est.total_gb() > 27.0);
+    assert_eq!(estimate_kv_cache_memory(32, 8, 128, 1, 2), 131_072);
+}

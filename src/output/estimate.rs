@@ -1,0 +1,334 @@
+//! Rendering of `gpumem estimate`.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::{new_table, Report, Style};
+use crate::backend::BackendKind;
+use crate::model::{
+    estimate::Breakdown, CatalogModel, Mode, ModelSource, Settings, SourceKind, TrainingBytes,
+};
+use crate::units::format_bytes;
+
+/// The model part of the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelView {
+    /// Name.
+    pub name: String,
+    /// Where it came from.
+    pub source: SourceKind,
+    /// HF model_type / GGUF architecture.
+    pub family: String,
+    /// Parameters.
+    pub parameters: u64,
+    /// Active parameters per token.
+    pub active_parameters: u64,
+    /// Layers.
+    pub layers: u64,
+}
+
+/// The settings part of the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct SettingsView {
+    /// Weight precision (`file` when the file's own types are used).
+    pub dtype: String,
+    /// KV-cache precision.
+    pub kv_dtype: String,
+    /// Sequences.
+    pub batch: u64,
+    /// Tokens per sequence.
+    pub context: u64,
+    /// Prefill chunk.
+    pub ubatch: u64,
+    /// Inference or training.
+    pub mode: Mode,
+    /// Flash attention.
+    pub flash_attention: bool,
+}
+
+/// One device compared with the total (`--fits`).
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceFit {
+    /// Backend.
+    pub backend: BackendKind,
+    /// Device index.
+    pub device: usize,
+    /// Device name.
+    pub name: String,
+    /// Free (else total) memory compared against.
+    pub available_bytes: u64,
+    /// Whether the total fits.
+    pub fits: bool,
+}
+
+/// The estimate report (JSON schema: docs/json-schema.md#estimate).
+#[derive(Debug, Clone, Serialize)]
+pub struct EstimateReport {
+    /// The model.
+    pub model: ModelView,
+    /// The settings.
+    pub settings: SettingsView,
+    /// Weights.
+    pub weights_bytes: u64,
+    /// KV cache.
+    pub kv_cache_bytes: u64,
+    /// KV cache per token.
+    pub kv_bytes_per_token: u64,
+    /// Activations.
+    pub activation_bytes: u64,
+    /// Runtime overhead (`--overhead`).
+    pub overhead_bytes: u64,
+    /// Fragmentation reserve.
+    pub fragmentation_bytes: u64,
+    /// Training parts, with --mode train.
+    pub training: Option<TrainingBytes>,
+    /// Everything.
+    pub total_bytes: u64,
+    /// Warnings about the source.
+    pub warnings: Vec<String>,
+    /// Devices compared, with --fits.
+    pub fits: Option<Vec<DeviceFit>>,
+}
+
+impl EstimateReport {
+    /// Builds the report.
+    pub fn new(
+        model: &ModelSource,
+        s: &Settings,
+        b: Breakdown,
+        fits: Option<Vec<DeviceFit>>,
+    ) -> Self {
+        EstimateReport {
+            model: ModelView {
+                name: model.name.clone(),
+                source: model.kind,
+                family: model.arch.family.clone(),
+                parameters: b.parameters,
+                active_parameters: b.active_parameters,
+                layers: model.arch.num_layers,
+            },
+            settings: SettingsView {
+                dtype: match (s.dtype, model.file_weights) {
+                    (Some(p), _) => p.name.to_string(),
+                    (None, Some(_)) => "file".into(),
+                    (None, None) => "bf16".into(),
+                },
+                kv_dtype: s.kv_dtype.name.to_string(),
+                batch: s.batch,
+                context: s.context,
+                ubatch: s.ubatch,
+                mode: s.mode,
+                flash_attention: s.flash_attention,
+            },
+            weights_bytes: b.weights_bytes,
+            kv_cache_bytes: b.kv_cache_bytes,
+            kv_bytes_per_token: b.kv_bytes_per_token,
+            activation_bytes: b.activation_bytes,
+            overhead_bytes: b.overhead_bytes,
+            fragmentation_bytes: b.fragmentation_bytes,
+            training: b.training,
+            total_bytes: b.total_bytes,
+            warnings: model.warnings.clone(),
+            fits,
+        }
+    }
+}
+
+fn pct(part: u64, total: u64) -> String {
+    if total == 0 {
+        "-".into()
+    } else {
+        format!("{:.1} %", part as f64 * 100.0 / total as f64)
+    }
+}
+
+fn count(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+impl Report for EstimateReport {
+    fn render_text(&self, style: &Style) -> String {
+        let mut text = String::new();
+        let m = &self.model;
+        let params = if m.active_parameters != m.parameters {
+            format!(
+                "{} parameters ({} active)",
+                count(m.parameters),
+                count(m.active_parameters)
+            )
+        } else {
+            format!("{} parameters", count(m.parameters))
+        };
+        let s = &self.settings;
+        let _ = writeln!(
+            text,
+            "{} ({}, from {}): {params}\n{} weights, {} KV cache, batch {}, context {}, {}\n",
+            m.name,
+            m.family,
+            m.source,
+            s.dtype,
+            s.kv_dtype,
+            s.batch,
+            s.context,
+            if s.mode == Mode::Train {
+                "training"
+            } else {
+                "inference"
+            }
+        );
+        let mut table = new_table(style, &["part", "bytes", "size", "share"]);
+        let mut rows: Vec<(&str, u64)> = vec![("weights", self.weights_bytes)];
+        if let Some(t) = &self.training {
+            rows.push(("gradients", t.gradients_bytes));
+            rows.push(("optimizer state", t.optimizer_bytes));
+            rows.push(("fp32 master weights", t.master_weights_bytes));
+        } else {
+            rows.push(("KV cache", self.kv_cache_bytes));
+        }
+        rows.push(("activations", self.activation_bytes));
+        rows.push(("runtime overhead", self.overhead_bytes));
+        rows.push(("fragmentation reserve", self.fragmentation_bytes));
+        for (name, bytes) in rows {
+            table.add_row(vec![
+                name.to_string(),
+                count(bytes),
+                format_bytes(bytes),
+                pct(bytes, self.total_bytes),
+            ]);
+        }
+        table.add_row(vec![
+            style.header("total"),
+            style.header(&count(self.total_bytes)),
+            style.header(&format_bytes(self.total_bytes)),
+            style.header("100.0 %"),
+        ]);
+        let _ = writeln!(text, "{table}");
+        if self.training.is_none() {
+            let _ = writeln!(
+                text,
+                "KV cache per token: {} bytes",
+                count(self.kv_bytes_per_token)
+            );
+        }
+        if let Some(fits) = &self.fits {
+            let mut t = new_table(style, &["backend", "device", "name", "available", "fits"]);
+            for d in fits {
+                t.add_row(vec![
+                    comfy_table::Cell::new(d.backend.name()),
+                    comfy_table::Cell::new(d.device),
+                    comfy_table::Cell::new(&d.name),
+                    comfy_table::Cell::new(format_bytes(d.available_bytes)),
+                    style.verdict(if d.fits { "yes" } else { "no" }, d.fits),
+                ]);
+            }
+            let _ = writeln!(text, "\n{t}");
+            if !fits.iter().any(|d| d.fits) {
+                let _ = writeln!(
+                    text,
+                    "No device can hold {}.",
+                    format_bytes(self.total_bytes)
+                );
+            }
+        }
+        text
+    }
+}
+
+/// One catalog row.
+#[derive(Debug, Clone, Serialize)]
+pub struct CatalogRow {
+    /// Name.
+    pub name: String,
+    /// Aliases.
+    pub aliases: Vec<String>,
+    /// Family.
+    pub family: String,
+    /// Parameters.
+    pub parameters: u64,
+    /// Active parameters.
+    pub active_parameters: u64,
+    /// Layers.
+    pub layers: u64,
+    /// Trained context.
+    pub max_context: Option<u64>,
+    /// Source repository.
+    pub hf_repo: String,
+}
+
+/// `estimate --list-models`.
+#[derive(Debug, Clone, Serialize)]
+pub struct CatalogReport {
+    /// Every model.
+    pub models: Vec<CatalogRow>,
+}
+
+impl CatalogReport {
+    /// From the catalog.
+    pub fn new(models: &[CatalogModel]) -> Self {
+        CatalogReport {
+            models: models
+                .iter()
+                .map(|m| {
+                    let p = m.arch.params();
+                    CatalogRow {
+                        name: m.name.into(),
+                        aliases: m.aliases.iter().map(|a| a.to_string()).collect(),
+                        family: m.arch.family.clone(),
+                        parameters: p.total,
+                        active_parameters: p.active,
+                        layers: m.arch.num_layers,
+                        max_context: m.arch.max_position_embeddings,
+                        hf_repo: m.hf_repo.into(),
+                    }
+                })
+                .collect(),
+        }
+    }
+}
+
+impl Report for CatalogReport {
+    fn render_text(&self, style: &Style) -> String {
+        let mut t = new_table(
+            style,
+            &[
+                "model",
+                "aliases",
+                "family",
+                "parameters",
+                "layers",
+                "context",
+                "config from",
+            ],
+        );
+        for m in &self.models {
+            let params = if m.active_parameters != m.parameters {
+                format!(
+                    "{:.1} B ({:.1} B active)",
+                    m.parameters as f64 / 1e9,
+                    m.active_parameters as f64 / 1e9
+                )
+            } else {
+                format!("{:.2} B", m.parameters as f64 / 1e9)
+            };
+            t.add_row(vec![
+                m.name.clone(),
+                m.aliases.join(", "),
+                m.family.clone(),
+                params,
+                m.layers.to_string(),
+                m.max_context.map(|c| c.to_string()).unwrap_or_default(),
+                m.hf_repo.clone(),
+            ]);
+        }
+        format!("{t}\n")
+    }
+}

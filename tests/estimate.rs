@@ -1,0 +1,289 @@
+//! `gpumem estimate`: exact bytes for catalog models, config.json, GGUF and safetensors, and
+//! clean failures on bad input.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn gpumem() -> Command {
+    Command::cargo_bin("gpumem").unwrap()
+}
+
+fn estimate_json(args: &[&str]) -> Value {
+    let out = gpumem()
+        .args(["--json", "estimate"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn fixture(path: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(path)
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn expected(path: &str) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(fixture(path)).unwrap()).unwrap()
+}
+
+#[test]
+fn mistral_7b_published_figures() {
+    let doc = estimate_json(&["--model", "mistral-7b"]);
+    assert_eq!(doc["schema_version"], 1);
+    assert_eq!(doc["model"]["parameters"], 7_241_732_096u64);
+    assert_eq!(doc["model"]["source"], "catalog");
+    assert_eq!(doc["weights_bytes"], 14_483_464_192u64);
+    assert_eq!(doc["kv_bytes_per_token"], 131_072);
+    assert_eq!(doc["kv_cache_bytes"], 131_072u64 * 4096);
+    assert_eq!(doc["overhead_bytes"], 500u64 << 20);
+    let parts: u64 = [
+        "weights_bytes",
+        "kv_cache_bytes",
+        "activation_bytes",
+        "overhead_bytes",
+        "fragmentation_bytes",
+    ]
+    .iter()
+    .map(|k| doc[k].as_u64().unwrap())
+    .sum();
+    assert_eq!(doc["total_bytes"].as_u64().unwrap(), parts);
+    assert_eq!(doc["settings"]["dtype"], "bf16");
+    assert_eq!(doc["settings"]["batch"], 1);
+}
+
+#[test]
+fn llama_2_7b_and_settings() {
+    let doc = estimate_json(&[
+        "--model",
+        "llama-2-7b",
+        "--dtype",
+        "f16",
+        "--batch",
+        "4",
+        "--context",
+        "2048",
+        "--kv-dtype",
+        "fp8",
+    ]);
+    assert_eq!(doc["model"]["parameters"], 6_738_415_616u64);
+    assert_eq!(doc["kv_bytes_per_token"], 262_144);
+    assert_eq!(doc["kv_cache_bytes"], 262_144u64 * 2048 * 4);
+    let int4 = estimate_json(&["--model", "llama-2-7b", "--dtype", "int4"]);
+    assert_eq!(int4["weights_bytes"], 6_738_415_616u64 / 2);
+    let q8 = estimate_json(&["--model", "llama-2-7b", "--dtype", "q8_0"]);
+    assert_eq!(q8["weights_bytes"], 6_738_415_616u64 / 32 * 34);
+}
+
+#[test]
+fn mixtral_reports_active_parameters() {
+    let doc = estimate_json(&["--model", "mixtral-8x7b"]);
+    assert_eq!(doc["model"]["parameters"], 46_702_792_704u64);
+    assert_eq!(doc["model"]["active_parameters"], 12_879_925_248u64);
+}
+
+#[test]
+fn training_breakdown() {
+    let doc = estimate_json(&[
+        "--model",
+        "mistral-7b",
+        "--mode",
+        "train",
+        "--optimizer",
+        "adamw",
+        "--context",
+        "1024",
+    ]);
+    let p = 7_241_732_096u64;
+    assert_eq!(doc["training"]["gradients_bytes"], 2 * p);
+    assert_eq!(doc["training"]["optimizer_bytes"], 8 * p);
+    assert_eq!(doc["training"]["master_weights_bytes"], 4 * p);
+    assert_eq!(doc["kv_cache_bytes"], 0);
+    let full = doc["activation_bytes"].as_u64().unwrap();
+    let ckpt = estimate_json(&[
+        "--model",
+        "mistral-7b",
+        "--mode",
+        "train",
+        "--context",
+        "1024",
+        "--checkpointing",
+    ]);
+    assert!(ckpt["activation_bytes"].as_u64().unwrap() * 4 < full);
+    // s·b·h·(34 + 5·a·s/h) per layer: 1024·4096·(34 + 5·32·1024/4096) × 32 layers.
+    assert_eq!(full, 1024 * 4096 * (34 + 5 * 32 * 1024 / 4096) * 32);
+}
+
+#[test]
+fn config_json_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.json");
+    std::fs::write(
+        &path,
+        r#"{"model_type":"qwen2","hidden_size":3584,"intermediate_size":18944,"num_hidden_layers":28,
+            "num_attention_heads":28,"num_key_value_heads":4,"vocab_size":152064,"tie_word_embeddings":false,
+            "max_position_embeddings":131072,"sliding_window":131072,"use_sliding_window":false}"#,
+    )
+    .unwrap();
+    let doc = estimate_json(&["--config", path.to_str().unwrap()]);
+    assert_eq!(doc["model"]["source"], "config");
+    assert_eq!(doc["model"]["parameters"], 7_615_616_512u64);
+    assert_eq!(doc["kv_bytes_per_token"], 2 * 28 * 4 * 128 * 2);
+}
+
+#[test]
+fn gguf_written_by_the_reference_writer() {
+    let exp = expected("tiny-llama.expected.json");
+    let doc = estimate_json(&["--gguf", &fixture("tiny-llama.gguf")]);
+    assert_eq!(doc["model"]["source"], "gguf");
+    assert_eq!(doc["model"]["name"], "tiny-llama");
+    assert_eq!(doc["model"]["parameters"], exp["parameters"]);
+    assert_eq!(doc["weights_bytes"], exp["tensor_bytes"]);
+    assert_eq!(doc["settings"]["dtype"], "file");
+    // 2 layers × 2 KV heads × 64 dims × 2 (K and V) × 2 bytes.
+    assert_eq!(doc["kv_bytes_per_token"], 2 * 2 * 64 * 2 * 2);
+    let lib = gpumem::model::read_gguf(Path::new(&fixture("tiny-llama.gguf"))).unwrap();
+    assert_eq!(lib.version as u64, exp["version"].as_u64().unwrap());
+    assert_eq!(lib.tensors.len() as u64, exp["tensors"].as_u64().unwrap());
+    assert_eq!(lib.bytes_by_type()[0].0, "Q8_0");
+}
+
+#[test]
+fn safetensors_file_directory_and_index() {
+    let exp = expected("tiny-sharded/expected.json");
+    for source in ["tiny-sharded", "tiny-sharded/model.safetensors.index.json"] {
+        let doc = estimate_json(&["--safetensors", &fixture(source)]);
+        assert_eq!(doc["model"]["parameters"], exp["parameters"], "{source}");
+        assert_eq!(doc["weights_bytes"], exp["bytes"], "{source}");
+        // config.json beside the shards gives the KV layout: 1 layer, 2 KV heads of 16.
+        assert_eq!(doc["kv_bytes_per_token"], 2 * 2 * 16 * 2, "{source}");
+    }
+    let one = gpumem::model::read_safetensors(Path::new(&fixture(
+        "tiny-sharded/model-00002-of-00002.safetensors",
+    )))
+    .unwrap();
+    assert_eq!(one.tensors, 3);
+}
+
+#[test]
+fn list_models_has_the_catalog() {
+    let out = gpumem()
+        .args(["--json", "estimate", "--list-models"])
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let models = doc["models"].as_array().unwrap();
+    assert!(models.len() >= 30);
+    for name in [
+        "mistral-7b",
+        "llama-3-8b",
+        "llama-3.1-70b",
+        "mixtral-8x7b",
+        "qwen2.5-7b",
+        "gemma-2-9b",
+        "phi-3-mini",
+        "deepseek-v2-lite",
+    ] {
+        assert!(models.iter().any(|m| m["name"] == name), "{name} missing");
+    }
+}
+
+#[test]
+fn fits_exits_3_when_nothing_holds_the_model() {
+    let out = gpumem()
+        .args(["--json", "estimate", "--model", "llama-3.1-405b", "--fits"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(doc["fits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|d| d["fits"] == false));
+    let out = gpumem()
+        .args([
+            "estimate",
+            "--model",
+            "qwen2.5-0.5b",
+            "--overhead",
+            "0",
+            "--fits",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn one_line_failure(args: &[&str], code: i32) -> String {
+    let out = gpumem().args(args).output().unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    stderr
+}
+
+#[test]
+fn bad_input_fails_cleanly() {
+    assert!(
+        one_line_failure(&["estimate", "--model", "gpt-5"], 1).contains("unknown model 'gpt-5'")
+    );
+    assert!(
+        one_line_failure(&["estimate", "--model", "mistral-7b", "--dtype", "q9"], 2)
+            .contains("unknown --dtype 'q9'")
+    );
+    assert!(
+        one_line_failure(&["estimate"], 2).contains("--model, --config, --gguf or --safetensors")
+    );
+    assert!(
+        one_line_failure(&["estimate", "--gguf", "/nonexistent.gguf"], 1)
+            .contains("/nonexistent.gguf")
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.gguf");
+    std::fs::write(
+        &bad,
+        b"GGUF\x03\0\0\0\xff\xff\xff\xff\xff\xff\xff\xff\0\0\0\0\0\0\0\0",
+    )
+    .unwrap();
+    assert!(
+        one_line_failure(&["estimate", "--gguf", bad.to_str().unwrap()], 1)
+            .contains("implausible tensor count")
+    );
+    let truncated = dir.path().join("truncated.gguf");
+    let full = std::fs::read(fixture("tiny-llama.gguf")).unwrap();
+    std::fs::write(&truncated, &full[..full.len() / 2]).unwrap();
+    assert!(
+        one_line_failure(&["estimate", "--gguf", truncated.to_str().unwrap()], 1)
+            .contains("truncated")
+    );
+    let json = dir.path().join("config.json");
+    std::fs::write(&json, "{not json").unwrap();
+    assert!(
+        one_line_failure(&["estimate", "--config", json.to_str().unwrap()], 1)
+            .contains("not valid JSON")
+    );
+    let st = dir.path().join("x.safetensors");
+    std::fs::write(&st, 1_000_000u64.to_le_bytes()).unwrap();
+    assert!(
+        one_line_failure(&["estimate", "--safetensors", st.to_str().unwrap()], 1)
+            .contains("header length")
+    );
+}
