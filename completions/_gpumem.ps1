@@ -143,6 +143,8 @@ Register-ArgumentCompleter -Native -CommandName 'gpumem' -ScriptBlock {
             [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'Model for --workload transformer')
             [CompletionResult]::new('--batch', '--batch', [CompletionResultType]::ParameterName, 'Batch for --workload transformer')
             [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'Context for --workload transformer')
+            [CompletionResult]::new('--preset', '--preset', [CompletionResultType]::ParameterName, 'Pool configuration preset. `auto` uses `arena` for the synthetic RMM workloads (random, same-size, mixed: RMM''s benchmark runs them on a pool of half the free memory) and `inference` (PyTorch''s caching semantics) for --workload transformer and --trace')
+            [CompletionResult]::new('--decode-steps', '--decode-steps', [CompletionResultType]::ParameterName, 'Decode steps for --workload transformer (after the prompt fills the rest of --context)')
             [CompletionResult]::new('--timeline', '--timeline', [CompletionResultType]::ParameterName, 'Draw allocated and reserved bytes over the run as an SVG')
             [CompletionResult]::new('--min-hit-rate', '--min-hit-rate', [CompletionResultType]::ParameterName, 'Fail (exit 1) when the pool''s hit rate is below this (0–1)')
             [CompletionResult]::new('--max-fragmentation', '--max-fragmentation', [CompletionResultType]::ParameterName, 'Fail when fragmentation at the end is above this (0–1)')

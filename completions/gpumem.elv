@@ -136,6 +136,8 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand --model 'Model for --workload transformer'
             cand --batch 'Batch for --workload transformer'
             cand --context 'Context for --workload transformer'
+            cand --preset 'Pool configuration preset. `auto` uses `arena` for the synthetic RMM workloads (random, same-size, mixed: RMM''s benchmark runs them on a pool of half the free memory) and `inference` (PyTorch''s caching semantics) for --workload transformer and --trace'
+            cand --decode-steps 'Decode steps for --workload transformer (after the prompt fills the rest of --context)'
             cand --timeline 'Draw allocated and reserved bytes over the run as an SVG'
             cand --min-hit-rate 'Fail (exit 1) when the pool''s hit rate is below this (0–1)'
             cand --max-fragmentation 'Fail when fragmentation at the end is above this (0–1)'

@@ -410,6 +410,16 @@ pub struct BenchAllocArgs {
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..))]
     pub context: u32,
 
+    /// Pool configuration preset. `auto` uses `arena` for the synthetic RMM workloads (random,
+    /// same-size, mixed: RMM's benchmark runs them on a pool of half the free memory) and
+    /// `inference` (PyTorch's caching semantics) for --workload transformer and --trace.
+    #[arg(long, value_enum, default_value_t = Preset::Auto)]
+    pub preset: Preset,
+
+    /// Decode steps for --workload transformer (after the prompt fills the rest of --context).
+    #[arg(long, default_value_t = 32, value_name = "N")]
+    pub decode_steps: u32,
+
     /// Skip the raw (pool-less) baseline run.
     #[arg(long)]
     pub no_baseline: bool,
@@ -425,6 +435,23 @@ pub struct BenchAllocArgs {
     /// CI thresholds.
     #[command(flatten)]
     pub gates: Gates,
+}
+
+/// Pool configuration presets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Preset {
+    /// `arena` for random/same-size/mixed, `inference` for transformer and traces.
+    Auto,
+    /// RMM-style: one arena of half the usable limit carved for every size, grown when full.
+    Arena,
+    /// MemoryConfig::default(): keeps at most 8 idle segments of each size.
+    Default,
+    /// MemoryConfig::for_inference(): keeps every idle segment.
+    Inference,
+    /// MemoryConfig::for_training(): conservative limit, keeps every idle segment.
+    Training,
+    /// MemoryConfig::for_constrained(): few idle segments, big blocks never split.
+    Constrained,
 }
 
 /// Phases of `stress`.

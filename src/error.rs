@@ -8,6 +8,10 @@ pub enum CliError {
     /// The flags are individually valid but do not make sense together (exit 2).
     #[error("{0}")]
     Usage(String),
+    /// A failure found after the report was printed (a missed gate, a corruption): exit 1, and
+    /// with `--json` no second document, since stdout already holds the report.
+    #[error("{0}")]
+    AfterReport(String),
     /// A subcommand whose implementation has not landed yet (exit 1).
     #[error("`gpumem {command}` is not implemented yet (tracked in issue #{issue})")]
     NotImplemented {

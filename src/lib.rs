@@ -13,3 +13,4 @@ pub mod exit;
 pub mod model;
 pub mod output;
 pub mod units;
+pub mod workload;

@@ -35,7 +35,12 @@ fn main() -> ExitCode {
             // One line, whatever the error chain holds, so logs and CI annotations stay tidy.
             let message = format!("{err:#}").replace('\n', " ");
             eprintln!("gpumem: error: {message}");
-            let _ = out.emit_error(&message, exit.code());
+            if !matches!(
+                err.downcast_ref::<CliError>(),
+                Some(CliError::AfterReport(_))
+            ) {
+                let _ = out.emit_error(&message, exit.code());
+            }
             exit.into()
         }
     }

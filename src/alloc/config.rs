@@ -41,6 +41,10 @@ pub struct MemoryConfig {
     pub max_split_size: u64,
     /// Growth factor of named buffers in `ensure_capacity` (default 1.5, seed 002).
     pub growth_factor: f64,
+    /// RMM-style arena: serve every size from segments of this many bytes (capped by the usable
+    /// limit and the device's largest allocation), growing by another arena when full. `None`
+    /// (default): PyTorch-style size classes.
+    pub initial_pool_bytes: Option<u64>,
 }
 
 impl Default for MemoryConfig {
@@ -62,6 +66,7 @@ impl Default for MemoryConfig {
             large_round: 2 << 20,
             max_split_size: u64::MAX,
             growth_factor: 1.5,
+            initial_pool_bytes: None,
         }
     }
 }
@@ -170,6 +175,13 @@ impl MemoryConfig {
     pub fn with_pre_allocate(mut self, sizes: Vec<u64>) -> Self {
         self.pre_allocate = !sizes.is_empty();
         self.pre_allocate_sizes = sizes;
+        self
+    }
+
+    /// RMM's pool semantics: one arena of `bytes` carved for every request, grown by further
+    /// arenas when full.
+    pub fn with_initial_pool_bytes(mut self, bytes: u64) -> Self {
+        self.initial_pool_bytes = Some(bytes);
         self
     }
 

@@ -4,7 +4,6 @@
 //! Reading and writing bytes exists so that tests and `stress` can prove data integrity through
 //! the device's own API.
 
-use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -76,6 +75,11 @@ pub trait DeviceMemory: Send + Sync {
     /// `(free, total)` bytes as the device reports them now.
     fn mem_info(&self) -> Result<(u64, u64), DeviceError>;
 
+    /// The largest single reservation the device allows, when it has such a limit.
+    fn max_allocation(&self) -> Option<u64> {
+        None
+    }
+
     /// Required alignment of block offsets within a segment, in bytes (a power of two).
     fn alignment(&self) -> u64 {
         512
@@ -106,7 +110,7 @@ pub fn check_bounds(offset: u64, len: usize, size: u64) -> Result<(), DeviceErro
 /// Host memory block: a raw pointer the device owns; only touched under the bounds check.
 struct HostBlock {
     ptr: *mut u8,
-    layout: Layout,
+    len: usize,
 }
 
 // SAFETY: the pointer is uniquely owned by the HostDevice map; reads and writes go through
@@ -114,6 +118,46 @@ struct HostBlock {
 unsafe impl Send for HostBlock {}
 // SAFETY: as above; the map's RwLock serialises insertion and removal.
 unsafe impl Sync for HostBlock {}
+
+/// Maps `len` bytes of fresh zeroed pages straight from the OS: a real reservation, committed
+/// page by page on first touch, like a driver that maps lazily. `None` when the OS refuses.
+#[cfg(unix)]
+fn os_map(len: usize) -> Option<*mut u8> {
+    // SAFETY: an anonymous private mapping with no address hint has no preconditions.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    (p != libc::MAP_FAILED).then_some(p.cast())
+}
+
+#[cfg(unix)]
+fn os_unmap(ptr: *mut u8, len: usize) {
+    // SAFETY: `ptr`/`len` describe a mapping made by `os_map`, unmapped once.
+    unsafe { libc::munmap(ptr.cast(), len) };
+}
+
+#[cfg(not(unix))]
+fn os_map(len: usize) -> Option<*mut u8> {
+    let layout = std::alloc::Layout::from_size_align(len, 4096).ok()?;
+    // SAFETY: non-zero size (checked by the caller).
+    let p = unsafe { std::alloc::alloc_zeroed(layout) };
+    (!p.is_null()).then_some(p)
+}
+
+#[cfg(not(unix))]
+fn os_unmap(ptr: *mut u8, len: usize) {
+    if let Ok(layout) = std::alloc::Layout::from_size_align(len, 4096) {
+        // SAFETY: allocated by `os_map` with this layout, freed once.
+        unsafe { std::alloc::dealloc(ptr, layout) };
+    }
+}
 
 /// Real memory from the operating system, optionally capped so that out-of-memory paths can be
 /// tested with real allocations.
@@ -157,8 +201,7 @@ impl Drop for HostDevice {
     fn drop(&mut self) {
         let map = self.segments.get_mut().unwrap_or_else(|e| e.into_inner());
         for (_, block) in map.drain() {
-            // SAFETY: allocated with this layout in `reserve` and not freed since.
-            unsafe { dealloc(block.ptr, block.layout) };
+            os_unmap(block.ptr, block.len);
         }
     }
 }
@@ -189,17 +232,10 @@ impl DeviceMemory for HostDevice {
         } else {
             self.reserved.fetch_add(bytes, Ordering::AcqRel);
         }
-        let layout = usize::try_from(bytes)
+        let mapped = usize::try_from(bytes)
             .ok()
-            .and_then(|b| Layout::from_size_align(b, 4096).ok());
-        let ptr = match layout {
-            // SAFETY: the layout has non-zero size. Zeroed memory comes straight from the OS
-            // (mmap) for large sizes, so reserving is real but pages are committed on first touch,
-            // as on a GPU driver that maps lazily.
-            Some(layout) => unsafe { alloc_zeroed(layout) },
-            None => std::ptr::null_mut(),
-        };
-        let Some(layout) = layout.filter(|_| !ptr.is_null()) else {
+            .and_then(|len| os_map(len).map(|ptr| (ptr, len)));
+        let Some((ptr, len)) = mapped else {
             self.reserved.fetch_sub(bytes, Ordering::AcqRel);
             return Err(oom);
         };
@@ -207,7 +243,7 @@ impl DeviceMemory for HostDevice {
         self.segments
             .write()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(handle, HostBlock { ptr, layout });
+            .insert(handle, HostBlock { ptr, len });
         Ok(Segment {
             handle,
             address: Some(ptr as u64),
@@ -222,10 +258,8 @@ impl DeviceMemory for HostDevice {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&segment)
             .ok_or(DeviceError::InvalidSegment(segment))?;
-        // SAFETY: allocated with this layout in `reserve`; removed from the map, so freed once.
-        unsafe { dealloc(block.ptr, block.layout) };
-        self.reserved
-            .fetch_sub(block.layout.size() as u64, Ordering::AcqRel);
+        os_unmap(block.ptr, block.len);
+        self.reserved.fetch_sub(block.len as u64, Ordering::AcqRel);
         Ok(())
     }
 
@@ -241,7 +275,7 @@ impl DeviceMemory for HostDevice {
 
     fn write(&self, segment: SegmentHandle, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
         self.with_block(segment, |block| {
-            check_bounds(offset, data.len(), block.layout.size() as u64)?;
+            check_bounds(offset, data.len(), block.len as u64)?;
             // SAFETY: bounds checked above; the source is a distinct Rust slice.
             unsafe {
                 std::ptr::copy_nonoverlapping(
@@ -256,7 +290,7 @@ impl DeviceMemory for HostDevice {
 
     fn read(&self, segment: SegmentHandle, offset: u64, out: &mut [u8]) -> Result<(), DeviceError> {
         self.with_block(segment, |block| {
-            check_bounds(offset, out.len(), block.layout.size() as u64)?;
+            check_bounds(offset, out.len(), block.len as u64)?;
             // SAFETY: bounds checked above; the destination is a distinct Rust slice.
             unsafe {
                 std::ptr::copy_nonoverlapping(

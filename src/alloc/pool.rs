@@ -161,6 +161,8 @@ pub struct Pool {
     config: MemoryConfig,
     round: u64,
     limit: u64,
+    /// Arena size when `initial_pool_bytes` is set (RMM-style pool), else `None`.
+    arena: Option<u64>,
     state: Mutex<State>,
     tracker: Option<AllocationTracker>,
     callbacks: Mutex<Vec<PressureCallback>>,
@@ -196,11 +198,16 @@ impl Pool {
             limit = limit.min(max);
         }
         let round = config.round_bytes.max(device.alignment());
+        let arena = config.initial_pool_bytes.map(|bytes| {
+            let cap = device.max_allocation().unwrap_or(u64::MAX).min(limit);
+            round_up(bytes.min(cap).max(config.large_round), config.large_round).min(cap)
+        });
         let pool = Pool {
             tracker: config.track_allocations.then(AllocationTracker::new),
             device,
             round,
             limit,
+            arena,
             state: Mutex::new(State {
                 blocks: Vec::new(),
                 spare_blocks: Vec::new(),
@@ -257,7 +264,8 @@ impl Pool {
     }
 
     fn kind(&self, rounded: u64) -> Kind {
-        if rounded <= self.config.small_size {
+        // An arena serves every size from the same segments, so everything is "large".
+        if rounded <= self.config.small_size && self.arena.is_none() {
             Kind::Small
         } else {
             Kind::Large
@@ -266,6 +274,11 @@ impl Pool {
 
     /// Segment sizes to try for a miss, preferred first.
     fn segment_sizes(&self, rounded: u64, kind: Kind) -> [Option<u64>; 2] {
+        if let Some(arena) = self.arena {
+            // Grow by a whole arena when the request fits one; else by the request itself.
+            let exact = round_up(rounded, self.config.large_round);
+            return [Some(arena.max(exact)), (exact < arena).then_some(exact)];
+        }
         match kind {
             Kind::Small => [Some(self.config.small_segment), None],
             Kind::Large if rounded < self.config.medium_size => {
@@ -504,6 +517,9 @@ impl Pool {
             .map_or(Kind::Large, |s| s.kind);
         let remaining = size - rounded;
         let split = match kind {
+            _ if self.arena.is_some() => {
+                remaining >= self.round && size <= self.config.max_split_size
+            }
             Kind::Small => remaining >= self.round,
             Kind::Large => remaining > self.config.small_size && size <= self.config.max_split_size,
         };
@@ -598,6 +614,16 @@ impl Pool {
 
     /// Returns an allocation to the pool; it is reused by its stream at once.
     pub fn free(&self, alloc: Allocation) -> Result<(), PoolError> {
+        self.free_into(alloc, false)
+    }
+
+    /// Returns an allocation whose stream work is known to be complete (e.g. a PyTorch
+    /// `free_completed` event): any stream may reuse it at once, as after [`Pool::synchronize`].
+    pub fn free_synchronized(&self, alloc: Allocation) -> Result<(), PoolError> {
+        self.free_into(alloc, true)
+    }
+
+    fn free_into(&self, alloc: Allocation, synchronized: bool) -> Result<(), PoolError> {
         let mut state = self.lock();
         let idx = alloc.block;
         let live = state
@@ -616,7 +642,7 @@ impl Pool {
         c.allocated -= size;
         c.requested -= requested;
         c.active -= 1;
-        self.insert_free(&mut state, idx, tag);
+        self.insert_free(&mut state, idx, if synchronized { GLOBAL } else { tag });
         let mut now_idle = None;
         if let Some(seg) = state.segments[seg_idx as usize].as_mut() {
             seg.live -= 1;

@@ -403,3 +403,29 @@ fn trait_object_view() {
     pool.free(a).unwrap();
     assert_eq!(dynpool.shrink(), 2 * MIB);
 }
+
+#[test]
+fn arena_mode_carves_everything_from_one_segment() {
+    let config = plain().with_initial_pool_bytes(256 * MIB);
+    let pool = Pool::new(Arc::new(SimDevice::new(1 << 30)), config).unwrap();
+    let a = pool.allocate(100).unwrap();
+    let b = pool.allocate(30 * MIB).unwrap();
+    let c = pool.allocate(3 * MIB).unwrap();
+    let s = pool.stats();
+    assert_eq!(
+        (s.segments, s.reserved_bytes, s.device_allocs),
+        (1, 256 * MIB, 1)
+    );
+    assert_eq!((a.offset, b.offset, c.offset), (0, 512, 512 + 30 * MIB));
+    // Full: the next arena is reserved.
+    let d = pool.allocate(250 * MIB).unwrap();
+    assert_eq!(pool.stats().segments, 2);
+    for x in [b, a, d, c] {
+        pool.free(x).unwrap();
+    }
+    // Everything coalesces back into whole arenas.
+    assert_eq!(pool.blocks().len(), 2);
+    let s = pool.stats();
+    assert_eq!(s.largest_free_block, 256 * MIB);
+    assert!((s.fragmentation() - 0.5).abs() < 1e-9);
+}

@@ -299,6 +299,10 @@ impl DeviceMemory for OpenclMemory {
         ))
     }
 
+    fn max_allocation(&self) -> Option<u64> {
+        Some(self.max_alloc)
+    }
+
     fn alignment(&self) -> u64 {
         self.align.max(512)
     }

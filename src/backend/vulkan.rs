@@ -708,6 +708,10 @@ impl DeviceMemory for VulkanMemory {
         Ok((ours, self.heap_size))
     }
 
+    fn max_allocation(&self) -> Option<u64> {
+        Some(self.max_alloc)
+    }
+
     fn alignment(&self) -> u64 {
         self.align
     }

@@ -2,6 +2,7 @@
 //! JSON document for machines. Library modules compute and never print; commands build a report
 //! and hand it to [`Output`].
 
+pub mod bench;
 pub mod discover;
 pub mod estimate;
 mod json;

@@ -1,0 +1,471 @@
+//! Rendering of `gpumem bench-alloc`: tables, JSON and the SVG timeline.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::{new_table, Report, Style};
+use crate::units::format_bytes;
+use crate::workload::bench::{Latency, PoolRun, RawRun, Sample};
+
+/// The device a benchmark ran on.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceView {
+    /// `host`, `sim` or a backend name.
+    pub backend: String,
+    /// Index within the backend.
+    pub index: usize,
+    /// Device name.
+    pub name: String,
+    /// Whether nothing was really allocated (sim).
+    pub simulated: bool,
+    /// Device total bytes.
+    pub total_bytes: u64,
+}
+
+/// The workload part.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkloadView {
+    /// Name.
+    pub name: String,
+    /// Operations (allocations and frees).
+    pub ops: u64,
+    /// Seed of synthetic workloads.
+    pub seed: Option<u64>,
+    /// Allocations.
+    pub allocations: u32,
+    /// Trace allocations placed first because they predate the recording.
+    pub preexisting: u32,
+    /// Trace events not replayed, by kind.
+    pub skipped: Vec<(String, u64)>,
+    /// Live-bytes limit of the synthetic workloads.
+    pub max_live_bytes: Option<u64>,
+}
+
+/// Percentiles as printed.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct LatencyView {
+    /// Median.
+    pub p50: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// Slowest.
+    pub max: u64,
+}
+
+impl From<Latency> for LatencyView {
+    fn from(l: Latency) -> Self {
+        LatencyView {
+            p50: l.p50,
+            p90: l.p90,
+            p99: l.p99,
+            max: l.max,
+        }
+    }
+}
+
+/// The pool's results.
+#[derive(Debug, Clone, Serialize)]
+pub struct PoolView {
+    /// The configuration preset used.
+    pub preset: &'static str,
+    /// Requests served without a device allocation. For traces: over the recorded requests only
+    /// (allocations that predate the recording are placed first and are not counted).
+    pub hit_rate: f64,
+    /// Over every request, including a trace's pre-recording allocations.
+    pub hit_rate_overall: f64,
+    /// Fragmentation when reserved memory peaked.
+    pub fragmentation_peak: f64,
+    /// Fragmentation at the end.
+    pub fragmentation_end: f64,
+    /// Peak bytes in live blocks.
+    pub peak_allocated_bytes: u64,
+    /// Peak bytes reserved.
+    pub peak_reserved_bytes: u64,
+    /// Peak allocated / peak reserved.
+    pub efficiency: f64,
+    /// Segments reserved from the device.
+    pub device_allocs: u64,
+    /// Segments released.
+    pub device_frees: u64,
+    /// Requests that failed after the retry.
+    pub ooms: u64,
+    /// Out-of-memory retries.
+    pub retries: u64,
+    /// Allocation latency.
+    pub alloc_ns: LatencyView,
+    /// Free latency.
+    pub free_ns: LatencyView,
+    /// Operations per second of allocate/free time.
+    pub ops_per_sec: f64,
+    /// Reserved bytes at the end of the recording (traces) or of the run.
+    pub reserved_end_bytes: u64,
+    /// Buffers that did not read back as written.
+    pub corruptions: u64,
+}
+
+/// The raw baseline's results.
+#[derive(Debug, Clone, Serialize)]
+pub struct RawView {
+    /// Allocation latency.
+    pub alloc_ns: LatencyView,
+    /// Free latency.
+    pub free_ns: LatencyView,
+    /// Operations per second of allocate/free time.
+    pub ops_per_sec: f64,
+    /// Allocations the device refused.
+    pub ooms: u64,
+    /// Buffers that did not read back as written.
+    pub corruptions: u64,
+}
+
+/// The recording allocator's figures beside gpumem's.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReferenceView {
+    /// Who recorded the trace.
+    pub source: String,
+    /// What it reserved: its peak (segment events) or at snapshot time.
+    pub peak_reserved_bytes: u64,
+    /// How that figure was obtained: `segment_events` or `snapshot_segments`.
+    pub measured_as: String,
+    /// gpumem's figure to compare: peak reserved, or reserved when the recording ended.
+    pub gpumem_reserved_bytes: u64,
+}
+
+/// One CI gate.
+#[derive(Debug, Clone, Serialize)]
+pub struct Gate {
+    /// Flag name.
+    pub name: &'static str,
+    /// Threshold.
+    pub threshold: f64,
+    /// Measured value.
+    pub measured: f64,
+    /// Whether it passed.
+    pub passed: bool,
+}
+
+/// The report (JSON schema: docs/json-schema.md#bench-alloc).
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchReport {
+    /// The device.
+    pub device: DeviceView,
+    /// The workload.
+    pub workload: WorkloadView,
+    /// Pool results.
+    pub pool: PoolView,
+    /// Raw baseline results, unless --no-baseline.
+    pub raw: Option<RawView>,
+    /// Raw time / pool time.
+    pub speedup: Option<f64>,
+    /// A PyTorch trace's own reserved figure.
+    pub reference: Option<ReferenceView>,
+    /// CI gates.
+    pub gates: Vec<Gate>,
+    /// Whether every gate passed and nothing was corrupted.
+    pub passed: bool,
+    /// Timeline samples (not in JSON; drawn with --timeline).
+    #[serde(skip)]
+    pub timeline: Vec<Sample>,
+}
+
+fn ops_per_sec(ops: u64, busy_ns: u64) -> f64 {
+    if busy_ns == 0 {
+        0.0
+    } else {
+        ops as f64 * 1e9 / busy_ns as f64
+    }
+}
+
+impl PoolView {
+    /// From a pool run.
+    pub fn new(run: &PoolRun, preset: &'static str) -> Self {
+        let s = &run.stats;
+        PoolView {
+            preset,
+            hit_rate: run.recorded_hit_rate.unwrap_or(s.hit_rate()),
+            hit_rate_overall: s.hit_rate(),
+            fragmentation_peak: run.fragmentation_peak,
+            fragmentation_end: run.fragmentation_end,
+            peak_allocated_bytes: s.peak_allocated_bytes,
+            peak_reserved_bytes: s.peak_reserved_bytes,
+            efficiency: s.efficiency(),
+            device_allocs: s.device_allocs,
+            device_frees: s.device_frees,
+            ooms: s.ooms,
+            retries: s.retries,
+            alloc_ns: run.alloc_ns.into(),
+            free_ns: run.free_ns.into(),
+            ops_per_sec: ops_per_sec(run.ops, run.busy_ns),
+            reserved_end_bytes: run.reserved_end,
+            corruptions: run.corruptions,
+        }
+    }
+}
+
+impl RawView {
+    /// From a raw run.
+    pub fn new(run: &RawRun) -> Self {
+        RawView {
+            alloc_ns: run.alloc_ns.into(),
+            free_ns: run.free_ns.into(),
+            ops_per_sec: ops_per_sec(run.ops, run.busy_ns),
+            ooms: run.failed_allocs,
+            corruptions: run.corruptions,
+        }
+    }
+}
+
+fn ns(v: u64) -> String {
+    if v >= 1_000_000 {
+        format!("{:.2} ms", v as f64 / 1e6)
+    } else if v >= 1_000 {
+        format!("{:.2} µs", v as f64 / 1e3)
+    } else {
+        format!("{v} ns")
+    }
+}
+
+impl Report for BenchReport {
+    fn render_text(&self, style: &Style) -> String {
+        let mut text = String::new();
+        let d = &self.device;
+        let simulated = if d.simulated {
+            " — SIMULATED: no memory was reserved"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            text,
+            "{} on {}:{} ({}, {}){simulated}\n{} operations, {} allocations{}\n",
+            self.workload.name,
+            d.backend,
+            d.index,
+            d.name,
+            format_bytes(d.total_bytes),
+            self.workload.ops,
+            self.workload.allocations,
+            if self.workload.preexisting > 0 {
+                format!(" ({} from before the recording)", self.workload.preexisting)
+            } else {
+                String::new()
+            },
+        );
+        let p = &self.pool;
+        let mut t = new_table(style, &["", "pool", "raw"]);
+        let raw = self.raw.as_ref();
+        let rawv = |f: &dyn Fn(&RawView) -> String| raw.map(f).unwrap_or_else(|| "-".into());
+        t.add_row(vec![
+            "alloc p50 / p99".into(),
+            format!("{} / {}", ns(p.alloc_ns.p50), ns(p.alloc_ns.p99)),
+            rawv(&|r| format!("{} / {}", ns(r.alloc_ns.p50), ns(r.alloc_ns.p99))),
+        ]);
+        t.add_row(vec![
+            "alloc max".into(),
+            ns(p.alloc_ns.max),
+            rawv(&|r| ns(r.alloc_ns.max)),
+        ]);
+        t.add_row(vec![
+            "free p50 / p99".into(),
+            format!("{} / {}", ns(p.free_ns.p50), ns(p.free_ns.p99)),
+            rawv(&|r| format!("{} / {}", ns(r.free_ns.p50), ns(r.free_ns.p99))),
+        ]);
+        t.add_row(vec![
+            "ops/s".into(),
+            format!("{:.0}", p.ops_per_sec),
+            rawv(&|r| format!("{:.0}", r.ops_per_sec)),
+        ]);
+        t.add_row(vec![
+            "device allocations".into(),
+            p.device_allocs.to_string(),
+            rawv(&|_| self.workload.allocations.to_string()),
+        ]);
+        t.add_row(vec![
+            "out of memory".into(),
+            p.ooms.to_string(),
+            rawv(&|r| r.ooms.to_string()),
+        ]);
+        t.add_row(vec![
+            "corruptions".into(),
+            p.corruptions.to_string(),
+            rawv(&|r| r.corruptions.to_string()),
+        ]);
+        let _ = writeln!(text, "{t}");
+        let mut m = new_table(style, &["pool metric", "value"]);
+        m.add_row(vec!["preset".into(), p.preset.to_string()]);
+        if (p.hit_rate - p.hit_rate_overall).abs() > f64::EPSILON {
+            m.add_row(vec![
+                "hit rate (recorded / overall)".into(),
+                format!("{:.4} / {:.4}", p.hit_rate, p.hit_rate_overall),
+            ]);
+        } else {
+            m.add_row(vec!["hit rate".into(), format!("{:.4}", p.hit_rate)]);
+        }
+        m.add_row(vec![
+            "fragmentation at peak / end".into(),
+            format!("{:.4} / {:.4}", p.fragmentation_peak, p.fragmentation_end),
+        ]);
+        m.add_row(vec![
+            "peak allocated".into(),
+            format_bytes(p.peak_allocated_bytes),
+        ]);
+        m.add_row(vec![
+            "peak reserved".into(),
+            format_bytes(p.peak_reserved_bytes),
+        ]);
+        m.add_row(vec![
+            "efficiency (allocated / reserved)".into(),
+            format!("{:.4}", p.efficiency),
+        ]);
+        m.add_row(vec!["retries".into(), p.retries.to_string()]);
+        if let Some(s) = self.speedup {
+            m.add_row(vec!["speedup over raw".into(), format!("{s:.2}×")]);
+        }
+        let _ = writeln!(text, "{m}");
+        if let Some(r) = &self.reference {
+            let verdict = r.gpumem_reserved_bytes <= r.peak_reserved_bytes;
+            let _ = writeln!(
+                text,
+                "{} reserved {} ({}); gpumem reserved {} on the same trace {}",
+                r.source,
+                format_bytes(r.peak_reserved_bytes),
+                r.measured_as.replace('_', " "),
+                format_bytes(r.gpumem_reserved_bytes),
+                style.paint(if verdict { "(not more)" } else { "(more)" }, verdict)
+            );
+        }
+        for g in &self.gates {
+            let _ = writeln!(
+                text,
+                "{} --{}: measured {}, threshold {}",
+                style.paint(if g.passed { "PASS" } else { "FAIL" }, g.passed),
+                g.name,
+                g.measured,
+                g.threshold
+            );
+        }
+        text
+    }
+}
+
+/// Draws allocated and reserved bytes over the operations (and the reference's reserved figure
+/// as a dashed line) as a standalone SVG.
+pub fn timeline_svg(report: &BenchReport) -> String {
+    let (w, h, pad) = (900.0, 360.0, 60.0);
+    let samples = &report.timeline;
+    let max_op = samples.last().map_or(1, |s| s.op).max(1) as f64;
+    let reference = report
+        .reference
+        .as_ref()
+        .map(|r| r.peak_reserved_bytes)
+        .unwrap_or(0);
+    let max_y = samples
+        .iter()
+        .map(|s| s.reserved.max(s.allocated))
+        .max()
+        .unwrap_or(1)
+        .max(reference)
+        .max(1) as f64;
+    let x = |op: u64| pad + (op as f64 / max_op) * (w - 2.0 * pad);
+    let y = |v: u64| h - pad - (v as f64 / max_y) * (h - 2.0 * pad);
+    let line = |f: &dyn Fn(&Sample) -> u64| {
+        samples
+            .iter()
+            .map(|s| format!("{:.1},{:.1}", x(s.op), y(f(s))))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut svg = String::new();
+    let _ = writeln!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let title = format!(
+        "{} on {}:{} ({})",
+        report.workload.name, report.device.backend, report.device.index, report.device.name
+    );
+    let _ = writeln!(
+        svg,
+        r#"<text x="{pad}" y="24" font-size="14">{}</text>"#,
+        xml_escape(&title)
+    );
+    let _ = writeln!(
+        svg,
+        r#"<line x1="{pad}" y1="{}" x2="{}" y2="{}" stroke="black"/>"#,
+        h - pad,
+        w - pad,
+        h - pad
+    );
+    let _ = writeln!(
+        svg,
+        r#"<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{}" stroke="black"/>"#,
+        h - pad
+    );
+    for i in 0..=4 {
+        let v = (max_y * i as f64 / 4.0) as u64;
+        let _ = writeln!(
+            svg,
+            r#"<text x="4" y="{:.1}">{}</text>"#,
+            y(v) + 4.0,
+            format_bytes(v)
+        );
+    }
+    let _ = writeln!(
+        svg,
+        r#"<text x="{:.1}" y="{}">operations ({})</text>"#,
+        w / 2.0 - 40.0,
+        h - 20.0,
+        max_op as u64
+    );
+    let _ = writeln!(
+        svg,
+        r##"<polyline fill="none" stroke="#d62728" stroke-width="1.5" points="{}"/>"##,
+        line(&|s| s.reserved)
+    );
+    let _ = writeln!(
+        svg,
+        r##"<polyline fill="none" stroke="#1f77b4" stroke-width="1.5" points="{}"/>"##,
+        line(&|s| s.allocated)
+    );
+    if reference > 0 {
+        let _ = writeln!(
+            svg,
+            r##"<line x1="{pad}" y1="{:.1}" x2="{}" y2="{:.1}" stroke="#2ca02c" stroke-dasharray="6 4"/>"##,
+            y(reference),
+            w - pad,
+            y(reference)
+        );
+    }
+    let legend = [
+        ("#d62728", "gpumem reserved"),
+        ("#1f77b4", "allocated"),
+        ("#2ca02c", "PyTorch reserved"),
+    ];
+    for (i, (color, label)) in legend
+        .iter()
+        .enumerate()
+        .take(if reference > 0 { 3 } else { 2 })
+    {
+        let lx = w - pad - 170.0;
+        let ly = pad + 16.0 * i as f64;
+        let _ = writeln!(
+            svg,
+            r#"<rect x="{lx}" y="{:.1}" width="12" height="3" fill="{color}"/><text x="{}" y="{:.1}">{label}</text>"#,
+            ly - 4.0,
+            lx + 18.0,
+            ly
+        );
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}

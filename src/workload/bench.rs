@@ -1,0 +1,316 @@
+//! Replaying a workload through the pool and straight against the device, measuring each
+//! allocate and free. Measurement only: rendering lives in the output layer.
+
+use std::time::Instant;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use super::{Op, Workload};
+use crate::alloc::{Allocation, DeviceMemory, MemoryStats, Pool, PoolError, Segment};
+
+/// Latency percentiles in nanoseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Latency {
+    /// Median.
+    pub p50: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// Slowest.
+    pub max: u64,
+    /// Mean.
+    pub mean: f64,
+    /// Operations measured.
+    pub count: u64,
+}
+
+fn histogram() -> Histogram<u64> {
+    // 3 significant digits from 1 ns to an hour, sized up front so recording never allocates.
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("constant, valid histogram bounds")
+}
+
+fn summarize(h: &Histogram<u64>) -> Latency {
+    if h.is_empty() {
+        return Latency::default();
+    }
+    Latency {
+        p50: h.value_at_quantile(0.50),
+        p90: h.value_at_quantile(0.90),
+        p99: h.value_at_quantile(0.99),
+        max: h.max(),
+        mean: h.mean(),
+        count: h.len(),
+    }
+}
+
+/// A point of the timeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Sample {
+    /// Operation index.
+    pub op: u64,
+    /// Bytes in live blocks.
+    pub allocated: u64,
+    /// Bytes reserved from the device.
+    pub reserved: u64,
+}
+
+/// What replaying through the pool measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PoolRun {
+    /// The pool's counters at the end (before the cache is emptied).
+    pub stats: MemoryStats,
+    /// Allocation latency.
+    pub alloc_ns: Latency,
+    /// Free latency.
+    pub free_ns: Latency,
+    /// Time inside allocate and free calls, summed.
+    pub busy_ns: u64,
+    /// Operations replayed.
+    pub ops: u64,
+    /// Allocations that failed even after the pool's retry.
+    pub failed_allocs: u64,
+    /// Fragmentation when reserved memory peaked.
+    pub fragmentation_peak: f64,
+    /// Fragmentation after the last operation... measured before the final frees' cache release.
+    pub fragmentation_end: f64,
+    /// Reserved bytes when the recorded part of a trace ended (else after the last operation).
+    pub reserved_end: u64,
+    /// Buffers whose bytes did not read back as written.
+    pub corruptions: u64,
+    /// Hit rate of the recorded part of a trace (after the allocations that predate it).
+    pub recorded_hit_rate: Option<f64>,
+    /// Allocated bytes and reserved bytes over the run.
+    pub timeline: Vec<Sample>,
+}
+
+/// What replaying straight against the device measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RawRun {
+    /// Allocation latency.
+    pub alloc_ns: Latency,
+    /// Free latency.
+    pub free_ns: Latency,
+    /// Time inside reserve and release calls, summed.
+    pub busy_ns: u64,
+    /// Operations replayed.
+    pub ops: u64,
+    /// Allocations the device refused.
+    pub failed_allocs: u64,
+    /// Buffers whose bytes did not read back as written.
+    pub corruptions: u64,
+}
+
+/// Replay options.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Write a signature into every buffer and check it on free (real devices only).
+    pub verify: bool,
+    /// Timeline points to keep (0: none).
+    pub timeline_points: usize,
+}
+
+/// Bytes written at both ends of every buffer: the allocation id and its size.
+fn signature(id: u32, size: u64) -> [u8; 16] {
+    let mut s = [0u8; 16];
+    s[..8].copy_from_slice(&(u64::from(id) ^ 0xA5A5_5A5A_0000_0000).to_le_bytes());
+    s[8..].copy_from_slice(&size.to_le_bytes());
+    s
+}
+
+/// Where the signature goes: the start, and the end when the buffer is big enough.
+fn spots(size: u64) -> Vec<(u64, usize)> {
+    if size >= 32 {
+        vec![(0, 16), (size - 16, 16)]
+    } else {
+        vec![(0, size.min(16) as usize)]
+    }
+}
+
+/// Replays `workload` through `pool`. `progress` is called with the number of operations done.
+pub fn run_pool(
+    workload: &Workload,
+    pool: &Pool,
+    opts: Options,
+    progress: &mut dyn FnMut(u64),
+) -> Result<PoolRun, PoolError> {
+    let verify = opts.verify && !pool.device().simulated();
+    let mut slots: Vec<Option<(Allocation, u64)>> = vec![None; workload.allocations as usize];
+    let (mut alloc_h, mut free_h) = (histogram(), histogram());
+    let (mut busy, mut failed, mut corruptions) = (0u64, 0u64, 0u64);
+    let mut peak_reserved = 0;
+    let mut fragmentation_peak = 0.0;
+    let every = if opts.timeline_points == 0 {
+        u64::MAX
+    } else {
+        (workload.ops.len() as u64 / opts.timeline_points as u64).max(1)
+    };
+    let mut timeline = Vec::new();
+    let mut reserved_at_recording_end = None;
+    let mut after_prefix = None;
+    for (i, op) in workload.ops.iter().enumerate() {
+        if workload.recorded_ops.is_some() && i == workload.preexisting as usize {
+            let s = pool.stats();
+            after_prefix = Some((s.pool_hits, s.pool_misses));
+        }
+        if Some(i) == workload.recorded_ops {
+            reserved_at_recording_end = Some(pool.stats().reserved_bytes);
+        }
+        match *op {
+            Op::Alloc { id, size, stream } => {
+                let start = Instant::now();
+                let result = pool.allocate_on(size, stream);
+                let ns = start.elapsed().as_nanos() as u64;
+                busy += ns;
+                match result {
+                    Ok(a) => {
+                        let _ = alloc_h.record(ns.max(1));
+                        if verify {
+                            let sig = signature(id, size);
+                            for (at, len) in spots(size) {
+                                pool.write(&a, at, &sig[..len])?;
+                            }
+                        }
+                        slots[id as usize] = Some((a, size));
+                    }
+                    Err(PoolError::OutOfMemory { .. }) => failed += 1,
+                    Err(e) => return Err(e),
+                }
+                let stats = pool.stats();
+                if stats.reserved_bytes > peak_reserved {
+                    peak_reserved = stats.reserved_bytes;
+                    fragmentation_peak = stats.fragmentation();
+                }
+            }
+            Op::Free { id } => {
+                if let Some((a, size)) = slots[id as usize].take() {
+                    if verify {
+                        let sig = signature(id, size);
+                        let mut back = [0u8; 16];
+                        for (at, len) in spots(size) {
+                            pool.read(&a, at, &mut back[..len])?;
+                            if back[..len] != sig[..len] {
+                                corruptions += 1;
+                            }
+                        }
+                    }
+                    let start = Instant::now();
+                    let result = if workload.completed_frees {
+                        pool.free_synchronized(a)
+                    } else {
+                        pool.free(a)
+                    };
+                    let ns = start.elapsed().as_nanos() as u64;
+                    busy += ns;
+                    let _ = free_h.record(ns.max(1));
+                    result?;
+                }
+            }
+        }
+        let done = i as u64 + 1;
+        if done % every == 0 {
+            let s = pool.stats();
+            timeline.push(Sample {
+                op: done,
+                allocated: s.allocated_bytes,
+                reserved: s.reserved_bytes,
+            });
+        }
+        if done % 1024 == 0 {
+            progress(done);
+        }
+    }
+    progress(workload.ops.len() as u64);
+    let stats = pool.stats();
+    Ok(PoolRun {
+        stats,
+        alloc_ns: summarize(&alloc_h),
+        free_ns: summarize(&free_h),
+        busy_ns: busy,
+        ops: workload.ops.len() as u64,
+        failed_allocs: failed,
+        fragmentation_peak,
+        fragmentation_end: stats.fragmentation(),
+        reserved_end: reserved_at_recording_end.unwrap_or(stats.reserved_bytes),
+        corruptions,
+        recorded_hit_rate: after_prefix.map(|(hits, misses)| {
+            let (h, m) = (stats.pool_hits - hits, stats.pool_misses - misses);
+            if h + m == 0 {
+                1.0
+            } else {
+                h as f64 / (h + m) as f64
+            }
+        }),
+        timeline,
+    })
+}
+
+/// Replays `workload` with every allocation going straight to the device.
+pub fn run_raw(
+    workload: &Workload,
+    device: &dyn DeviceMemory,
+    opts: Options,
+    progress: &mut dyn FnMut(u64),
+) -> Result<RawRun, crate::alloc::DeviceError> {
+    let verify = opts.verify && !device.simulated();
+    let mut slots: Vec<Option<(Segment, u64)>> = vec![None; workload.allocations as usize];
+    let (mut alloc_h, mut free_h) = (histogram(), histogram());
+    let (mut busy, mut failed, mut corruptions) = (0u64, 0u64, 0u64);
+    for (i, op) in workload.ops.iter().enumerate() {
+        match *op {
+            Op::Alloc { id, size, .. } => {
+                let start = Instant::now();
+                let result = device.reserve(size);
+                let ns = start.elapsed().as_nanos() as u64;
+                busy += ns;
+                match result {
+                    Ok(seg) => {
+                        let _ = alloc_h.record(ns.max(1));
+                        if verify {
+                            let sig = signature(id, size);
+                            for (at, len) in spots(size) {
+                                device.write(seg.handle, at, &sig[..len])?;
+                            }
+                        }
+                        slots[id as usize] = Some((seg, size));
+                    }
+                    Err(crate::alloc::DeviceError::OutOfMemory { .. }) => failed += 1,
+                    Err(e) => return Err(e),
+                }
+            }
+            Op::Free { id } => {
+                if let Some((seg, size)) = slots[id as usize].take() {
+                    if verify {
+                        let sig = signature(id, size);
+                        let mut back = [0u8; 16];
+                        for (at, len) in spots(size) {
+                            device.read(seg.handle, at, &mut back[..len])?;
+                            if back[..len] != sig[..len] {
+                                corruptions += 1;
+                            }
+                        }
+                    }
+                    let start = Instant::now();
+                    let result = device.release(seg.handle);
+                    let ns = start.elapsed().as_nanos() as u64;
+                    busy += ns;
+                    let _ = free_h.record(ns.max(1));
+                    result?;
+                }
+            }
+        }
+        if (i + 1) % 1024 == 0 {
+            progress(i as u64 + 1);
+        }
+    }
+    progress(workload.ops.len() as u64);
+    Ok(RawRun {
+        alloc_ns: summarize(&alloc_h),
+        free_ns: summarize(&free_h),
+        busy_ns: busy,
+        ops: workload.ops.len() as u64,
+        failed_allocs: failed,
+        corruptions,
+    })
+}

@@ -1,0 +1,389 @@
+//! Recorded allocation traces: RMM's logging-resource CSV and PyTorch memory snapshots.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use super::pickle::{decode, PyValue};
+use super::{Op, Reference, Workload, WorkloadError};
+
+/// Largest trace read into memory.
+const MAX_TRACE_BYTES: u64 = 2 << 30;
+
+/// Builds a workload from events (address, size, stream, alloc or free), placing first the
+/// allocations that predate the recording: frees of addresses never allocated, and blocks
+/// `live_at_end` says were allocated when the snapshot was taken.
+struct Builder {
+    ops: Vec<Op>,
+    live: HashMap<u64, u32>,
+    preexisting: Vec<(u64, u32)>,
+    next: u32,
+    streams: HashMap<i128, u32>,
+}
+
+impl Builder {
+    fn new() -> Self {
+        Builder {
+            ops: Vec::new(),
+            live: HashMap::new(),
+            preexisting: Vec::new(),
+            next: 0,
+            streams: HashMap::new(),
+        }
+    }
+
+    fn stream(&mut self, raw: i128) -> u32 {
+        let n = self.streams.len() as u32;
+        *self.streams.entry(raw).or_insert(n)
+    }
+
+    fn alloc(&mut self, addr: u64, size: u64, stream: u32) {
+        // An address reused without a recorded free: the earlier block was freed unrecorded.
+        if let Some(old) = self.live.remove(&addr) {
+            self.ops.push(Op::Free { id: old });
+        }
+        let id = self.next;
+        self.next += 1;
+        self.ops.push(Op::Alloc {
+            id,
+            size: size.max(1),
+            stream,
+        });
+        self.live.insert(addr, id);
+    }
+
+    fn free(&mut self, addr: u64, size: u64) {
+        match self.live.remove(&addr) {
+            Some(id) => self.ops.push(Op::Free { id }),
+            None if size > 0 => {
+                // Allocated before recording began: allocate it up front, free it here.
+                let id = self.next;
+                self.next += 1;
+                self.preexisting.push((size, id));
+                self.ops.push(Op::Free { id });
+            }
+            None => {}
+        }
+    }
+
+    fn finish(
+        mut self,
+        name: String,
+        snapshot_live: &[(u64, u64)],
+        reference: Option<Reference>,
+        skipped: Vec<(String, u64)>,
+    ) -> Workload {
+        // Blocks live at snapshot time that the trace never allocated predate it as well.
+        for &(addr, size) in snapshot_live {
+            if !self.live.contains_key(&addr) {
+                let id = self.next;
+                self.next += 1;
+                self.preexisting.push((size, id));
+                self.live.insert(addr, id);
+            }
+        }
+        let mut ops: Vec<Op> = self
+            .preexisting
+            .iter()
+            .map(|&(size, id)| Op::Alloc {
+                id,
+                size,
+                stream: 0,
+            })
+            .collect();
+        ops.append(&mut self.ops);
+        let recorded_ops = Some(ops.len());
+        // Free what is still live, so the replay ends clean and leaks can be checked.
+        let mut rest: Vec<u32> = self.live.into_values().collect();
+        rest.sort_unstable();
+        ops.extend(rest.into_iter().map(|id| Op::Free { id }));
+        Workload {
+            name,
+            ops,
+            allocations: self.next,
+            seed: None,
+            preexisting: self.preexisting.len() as u32,
+            reference,
+            skipped,
+            recorded_ops,
+            completed_frees: false,
+        }
+    }
+}
+
+fn malformed(path: &str, why: impl Into<String>) -> WorkloadError {
+    WorkloadError::Malformed {
+        path: path.to_string(),
+        why: why.into(),
+    }
+}
+
+fn parse_hex_or_dec(s: &str) -> Option<u64> {
+    let s = s.trim();
+    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => s.parse().ok(),
+    }
+}
+
+/// Parses the CSV written by RMM's `logging_resource_adaptor`
+/// (`Thread,Time,Action,Pointer,Size,Stream`; actions `allocate`, `allocate failure`, `free`).
+pub fn parse_rmm_csv(path: &str, text: &str) -> Result<Workload, WorkloadError> {
+    let mut lines = text.lines().enumerate();
+    let header = lines.next().map(|(_, l)| l.trim()).unwrap_or("");
+    let columns: Vec<&str> = header.split(',').map(str::trim).collect();
+    let col = |name: &str| columns.iter().position(|c| c.eq_ignore_ascii_case(name));
+    let (Some(action), Some(pointer), Some(size), stream) =
+        (col("Action"), col("Pointer"), col("Size"), col("Stream"))
+    else {
+        return Err(malformed(path, "not an RMM log: the header must name Action, Pointer and Size (Thread,Time,Action,Pointer,Size,Stream)"));
+    };
+    let mut b = Builder::new();
+    let mut failures = 0u64;
+    for (n, line) in lines {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let fields: Vec<&str> = line.split(',').collect();
+        let field = |i: usize| {
+            fields
+                .get(i)
+                .copied()
+                .ok_or_else(|| malformed(path, format!("line {}: too few fields", n + 1)))
+        };
+        let act = field(action)?.trim();
+        let ptr = parse_hex_or_dec(field(pointer)?)
+            .ok_or_else(|| malformed(path, format!("line {}: bad pointer", n + 1)))?;
+        let sz = parse_hex_or_dec(field(size)?)
+            .ok_or_else(|| malformed(path, format!("line {}: bad size", n + 1)))?;
+        let st = match stream {
+            Some(i) => parse_hex_or_dec(field(i)?).unwrap_or(0),
+            None => 0,
+        };
+        match act {
+            "allocate" => {
+                let s = b.stream(i128::from(st));
+                b.alloc(ptr, sz, s);
+            }
+            "free" => b.free(ptr, sz),
+            "allocate failure" => failures += 1,
+            other => {
+                return Err(malformed(
+                    path,
+                    format!("line {}: unknown action '{other}'", n + 1),
+                ))
+            }
+        }
+    }
+    let skipped = if failures > 0 {
+        vec![("allocate failure".to_string(), failures)]
+    } else {
+        Vec::new()
+    };
+    Ok(b.finish(format!("trace:{}", file_name(path)), &[], None, skipped))
+}
+
+fn file_name(path: &str) -> String {
+    Path::new(path)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.to_string())
+}
+
+fn int_field(entry: &PyValue, key: &str) -> Option<i128> {
+    entry.get(key).and_then(|v| v.as_int())
+}
+
+/// Parses a PyTorch `torch.cuda.memory._snapshot()` pickle (data only; see `pickle`).
+pub fn parse_pytorch_snapshot(path: &str, data: &[u8]) -> Result<Workload, WorkloadError> {
+    let root = decode(data).map_err(|e| malformed(path, e.to_string()))?;
+    let traces = root
+        .get("device_traces")
+        .and_then(|t| t.items())
+        .ok_or_else(|| {
+            malformed(
+                path,
+                "no 'device_traces' list: not a PyTorch memory snapshot",
+            )
+        })?;
+    // The device with the most events (snapshots usually hold one).
+    let (device, events) = traces
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (i, t.items().unwrap_or_default()))
+        .max_by_key(|(_, e)| e.len())
+        .ok_or_else(|| malformed(path, "'device_traces' is empty"))?;
+    let mut b = Builder::new();
+    let mut skipped: HashMap<String, u64> = HashMap::new();
+    let (mut reserved, mut peak, mut has_segment_events) = (0i128, 0i128, false);
+    for (i, e) in events.iter().enumerate() {
+        let action = e
+            .get("action")
+            .and_then(|a| a.as_str().map(str::to_string))
+            .ok_or_else(|| malformed(path, format!("trace entry {i} has no 'action'")))?;
+        let addr = || {
+            int_field(e, "addr")
+                .and_then(|a| u64::try_from(a).ok())
+                .ok_or_else(|| {
+                    malformed(
+                        path,
+                        format!("trace entry {i} ({action}) has no valid 'addr'"),
+                    )
+                })
+        };
+        let size = || {
+            int_field(e, "size")
+                .and_then(|s| u64::try_from(s).ok())
+                .ok_or_else(|| {
+                    malformed(
+                        path,
+                        format!("trace entry {i} ({action}) has no valid 'size'"),
+                    )
+                })
+        };
+        match action.as_str() {
+            "alloc" => {
+                let stream = b.stream(int_field(e, "stream").unwrap_or(0));
+                b.alloc(addr()?, size()?, stream);
+            }
+            "free_completed" => b.free(addr()?, size()?),
+            "free_requested" => {}
+            "segment_alloc" | "segment_map" => {
+                has_segment_events = true;
+                reserved += i128::from(size()?);
+                peak = peak.max(reserved);
+            }
+            "segment_free" | "segment_unmap" => {
+                has_segment_events = true;
+                reserved -= i128::from(size()?);
+            }
+            other => *skipped.entry(other.to_string()).or_default() += 1,
+        }
+    }
+    let mut expandable = root
+        .get("allocator_settings")
+        .and_then(|a| a.get("expandable_segments"))
+        .is_some_and(|v| matches!(v, PyValue::Bool(true)));
+    let mut snapshot_reserved = 0u64;
+    let mut snapshot_allocated = 0u64;
+    let mut live_blocks = Vec::new();
+    for seg in root
+        .get("segments")
+        .and_then(|s| s.items())
+        .unwrap_or_default()
+    {
+        if int_field(&seg, "device").is_some_and(|d| d != device as i128) {
+            continue;
+        }
+        snapshot_reserved += int_field(&seg, "total_size")
+            .and_then(|v| u64::try_from(v).ok())
+            .unwrap_or(0);
+        expandable |= matches!(seg.get("is_expandable"), Some(PyValue::Bool(true)));
+        for block in seg
+            .get("blocks")
+            .and_then(|b| b.items())
+            .unwrap_or_default()
+        {
+            let state = block
+                .get("state")
+                .and_then(|s| s.as_str().map(str::to_string))
+                .unwrap_or_default();
+            if state == "active_allocated" || state == "active_pending_free" {
+                let (Some(a), Some(s)) = (int_field(&block, "address"), int_field(&block, "size"))
+                else {
+                    continue;
+                };
+                let (Ok(a), Ok(s)) = (u64::try_from(a), u64::try_from(s)) else {
+                    continue;
+                };
+                snapshot_allocated += s;
+                live_blocks.push((a, s));
+            }
+        }
+    }
+    let reference = Reference {
+        source: "pytorch",
+        peak_reserved_bytes: has_segment_events.then(|| u64::try_from(peak).unwrap_or(0)),
+        snapshot_reserved_bytes: (snapshot_reserved > 0).then_some(snapshot_reserved),
+        snapshot_allocated_bytes: (snapshot_reserved > 0).then_some(snapshot_allocated),
+        expandable_segments: expandable,
+    };
+    let mut skipped: Vec<(String, u64)> = skipped.into_iter().collect();
+    skipped.sort();
+    let mut workload = b.finish(
+        format!("trace:{}", file_name(path)),
+        &live_blocks,
+        Some(reference),
+        skipped,
+    );
+    // PyTorch records `free_completed` once the block's stream work has finished.
+    workload.completed_frees = true;
+    Ok(workload)
+}
+
+/// Reads a trace file, telling the formats apart by their first bytes.
+pub fn load_trace(path: &Path) -> Result<Workload, WorkloadError> {
+    let shown = path.display().to_string();
+    let io = |source| WorkloadError::Io {
+        path: shown.clone(),
+        source,
+    };
+    let len = std::fs::metadata(path).map_err(io)?.len();
+    if len > MAX_TRACE_BYTES {
+        return Err(malformed(
+            &shown,
+            format!("{len} bytes is larger than the 2 GiB trace limit"),
+        ));
+    }
+    let data = std::fs::read(path).map_err(io)?;
+    let workload = if data.first() == Some(&0x80) {
+        parse_pytorch_snapshot(&shown, &data)?
+    } else {
+        let text = std::str::from_utf8(&data)
+            .map_err(|_| malformed(&shown, "neither a pickle nor a UTF-8 CSV"))?;
+        parse_rmm_csv(&shown, text)?
+    };
+    if workload.allocations == 0 {
+        return Err(malformed(&shown, "the trace holds no allocations"));
+    }
+    workload.validate()?;
+    Ok(workload)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rmm_csv_with_preexisting_and_failures() {
+        let csv = "Thread,Time,Action,Pointer,Size,Stream\n\
+                   1,0.1,allocate,0x7f0000000000,1024,0x0\n\
+                   1,0.2,allocate failure,0x0,99999999999,0x0\n\
+                   1,0.3,free,0x7f0000000000,1024,0x0\n\
+                   1,0.4,free,0x7f0000100000,4096,0x0\n\
+                   2,0.5,allocate,0x7f0000200000,2048,0x1234\n";
+        let w = parse_rmm_csv("log.csv", csv).unwrap();
+        w.validate().unwrap();
+        assert_eq!(w.allocations, 3);
+        assert_eq!(w.preexisting, 1);
+        assert_eq!(
+            w.ops[0],
+            Op::Alloc {
+                id: 1,
+                size: 4096,
+                stream: 0
+            }
+        );
+        assert_eq!(w.skipped, vec![("allocate failure".to_string(), 1)]);
+        assert!(w.ops.contains(&Op::Alloc {
+            id: 2,
+            size: 2048,
+            stream: 1
+        }));
+        assert!(parse_rmm_csv("x.csv", "a,b\n1,2").is_err());
+        assert!(parse_rmm_csv(
+            "x.csv",
+            "Thread,Time,Action,Pointer,Size,Stream\n1,0,allocate,zz,1,0"
+        )
+        .is_err());
+    }
+}

@@ -1,0 +1,391 @@
+//! `gpumem bench-alloc` on sim, host, the real OpenCL/Vulkan devices, the stand-in CUDA driver,
+//! and recorded traces.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn gpumem() -> Command {
+    let mut cmd = Command::cargo_bin("gpumem").unwrap();
+    cmd.env_remove("LD_LIBRARY_PATH");
+    cmd
+}
+
+fn bench(args: &[&str]) -> Value {
+    let out = gpumem()
+        .args(["--json", "bench-alloc"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn trace(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/traces")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn check_common(doc: &Value) {
+    assert_eq!(doc["schema_version"], 1);
+    let p = &doc["pool"];
+    for key in [
+        "hit_rate",
+        "fragmentation_peak",
+        "fragmentation_end",
+        "efficiency",
+    ] {
+        let v = p[key].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&v), "{key} = {v}");
+    }
+    assert!(
+        p["peak_reserved_bytes"].as_u64().unwrap() >= p["peak_allocated_bytes"].as_u64().unwrap()
+    );
+    assert!(p["alloc_ns"]["p50"].as_u64().unwrap() <= p["alloc_ns"]["p99"].as_u64().unwrap());
+    assert!(p["alloc_ns"]["p99"].as_u64().unwrap() <= p["alloc_ns"]["max"].as_u64().unwrap());
+    assert_eq!(p["corruptions"], 0);
+    assert_eq!(doc["passed"], true);
+}
+
+#[test]
+fn sim_random_is_labelled_simulated() {
+    let doc = bench(&["--device", "sim:80GiB", "-n", "2000", "--seed", "9"]);
+    check_common(&doc);
+    assert_eq!(doc["device"]["simulated"], true);
+    assert_eq!(doc["device"]["backend"], "sim");
+    assert_eq!(doc["workload"]["name"], "random");
+    assert_eq!(doc["workload"]["ops"], 4000);
+    assert_eq!(doc["workload"]["seed"], 9);
+    assert_eq!(doc["pool"]["preset"], "arena");
+    assert!(doc["speedup"].as_f64().unwrap() > 0.0);
+    // The same seed replays the same sequence: identical pool counters.
+    let again = bench(&["--device", "sim:80GiB", "-n", "2000", "--seed", "9"]);
+    assert_eq!(
+        doc["pool"]["peak_allocated_bytes"],
+        again["pool"]["peak_allocated_bytes"]
+    );
+    assert_eq!(doc["pool"]["device_allocs"], again["pool"]["device_allocs"]);
+    let text = gpumem()
+        .args(["bench-alloc", "--device", "sim:1GiB", "-n", "100"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8(text.stdout)
+        .unwrap()
+        .contains("SIMULATED"));
+}
+
+#[test]
+fn host_workloads_with_verification() {
+    for args in [
+        vec!["--device", "host:2GiB", "-n", "3000"],
+        vec![
+            "--device",
+            "host:2GiB",
+            "--workload",
+            "same-size",
+            "--size",
+            "1MiB",
+            "-n",
+            "2000",
+        ],
+        vec![
+            "--device",
+            "host:2GiB",
+            "--workload",
+            "mixed",
+            "-n",
+            "2000",
+            "--preset",
+            "default",
+        ],
+        vec![
+            "--device",
+            "host:2GiB",
+            "-n",
+            "2000",
+            "--size-dist",
+            "lognormal",
+            "--preset",
+            "constrained",
+        ],
+        vec![
+            "--device",
+            "host:4GiB",
+            "--workload",
+            "transformer",
+            "--model",
+            "qwen2.5-0.5b",
+            "--batch",
+            "2",
+            "--context",
+            "512",
+        ],
+    ] {
+        let doc = bench(&args);
+        check_common(&doc);
+        assert_eq!(doc["device"]["simulated"], false);
+        assert!(
+            doc["raw"]["alloc_ns"]["p50"].as_u64().unwrap() > 0,
+            "{args:?}"
+        );
+    }
+}
+
+#[test]
+fn transformer_step_reuses_memory() {
+    let doc = bench(&[
+        "--device",
+        "sim:80GiB",
+        "--workload",
+        "transformer",
+        "--model",
+        "mistral-7b",
+        "--batch",
+        "4",
+        "--context",
+        "4096",
+    ]);
+    check_common(&doc);
+    assert_eq!(doc["pool"]["preset"], "inference");
+    assert!(
+        doc["pool"]["hit_rate"].as_f64().unwrap() >= 0.95,
+        "{}",
+        doc["pool"]
+    );
+}
+
+#[test]
+fn pytorch_training_snapshot_against_pytorch() {
+    let doc = bench(&[
+        "--device",
+        "sim:80GiB",
+        "--trace",
+        &trace("pytorch-snapshot-transformer-training.pickle"),
+    ]);
+    check_common(&doc);
+    let r = &doc["reference"];
+    assert_eq!(r["source"], "pytorch");
+    assert_eq!(r["measured_as"], "snapshot_segments");
+    assert_eq!(r["peak_reserved_bytes"], 4_238_344_192u64);
+    // gpumem reserves no more than PyTorch did for the same trace.
+    assert!(r["gpumem_reserved_bytes"].as_u64().unwrap() <= 4_238_344_192);
+    assert!(doc["pool"]["hit_rate"].as_f64().unwrap() >= 0.95);
+    assert_eq!(
+        doc["workload"]["allocations"],
+        2162 + doc["workload"]["preexisting"].as_u64().unwrap()
+    );
+}
+
+#[test]
+fn pytorch_sample_snapshot_with_streams() {
+    let doc = bench(&[
+        "--device",
+        "host:8GiB",
+        "--trace",
+        &trace("pytorch-snapshot-format-sample.pickle"),
+    ]);
+    check_common(&doc);
+    assert_eq!(
+        doc["pool"]["preset"], "arena",
+        "expandable segments are replayed as an arena"
+    );
+    assert!(doc["pool"]["hit_rate"].as_f64().unwrap() >= 0.95);
+    assert_eq!(doc["reference"]["peak_reserved_bytes"], 262_144_000);
+}
+
+#[test]
+fn rmm_csv_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rmm.csv");
+    let mut csv = String::from("Thread,Time,Action,Pointer,Size,Stream\n");
+    for i in 0..200u64 {
+        csv += &format!(
+            "1,{i}.0,allocate,{:#x},{},0x0\n",
+            0x7f00_0000_0000u64 + i * 0x100_0000,
+            4096 * (i % 7 + 1)
+        );
+        if i % 3 == 0 {
+            csv += &format!(
+                "1,{i}.5,free,{:#x},{},0x0\n",
+                0x7f00_0000_0000u64 + i * 0x100_0000,
+                4096 * (i % 7 + 1)
+            );
+        }
+    }
+    csv += "1,999,allocate failure,0x0,99999999999999,0x0\n";
+    std::fs::write(&path, csv).unwrap();
+    let doc = bench(&["--device", "host:1GiB", "--trace", path.to_str().unwrap()]);
+    check_common(&doc);
+    assert_eq!(doc["workload"]["allocations"], 200);
+    assert_eq!(doc["workload"]["skipped"][0][0], "allocate failure");
+    assert!(doc["reference"].is_null());
+}
+
+fn fails(args: &[&str]) -> (i32, String) {
+    let out = gpumem().arg("bench-alloc").args(args).output().unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    (out.status.code().unwrap(), stderr)
+}
+
+#[test]
+fn malformed_traces_fail_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("garbage.bin");
+    std::fs::write(&garbage, [0xffu8, 0, 1, 2]).unwrap();
+    let (code, msg) = fails(&["--device", "sim:1GiB", "--trace", garbage.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(msg.contains("garbage.bin"), "{msg}");
+    let evil = dir.path().join("evil.pickle");
+    std::fs::write(&evil, b"\x80\x02cos\nsystem\n(S'echo pwned'\ntR.").unwrap();
+    let (code, msg) = fails(&["--device", "sim:1GiB", "--trace", evil.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(msg.contains("refusing opcode GLOBAL"), "{msg}");
+    let real = std::fs::read(trace("pytorch-snapshot-format-sample.pickle")).unwrap();
+    let cut = dir.path().join("cut.pickle");
+    std::fs::write(&cut, &real[..real.len() / 2]).unwrap();
+    let (code, msg) = fails(&["--device", "sim:1GiB", "--trace", cut.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(msg.contains("malformed pickle"), "{msg}");
+    let csv = dir.path().join("bad.csv");
+    std::fs::write(
+        &csv,
+        "Thread,Time,Action,Pointer,Size,Stream\n1,0,allocate,notahex,12,0\n",
+    )
+    .unwrap();
+    let (code, msg) = fails(&["--device", "sim:1GiB", "--trace", csv.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(msg.contains("line 2: bad pointer"), "{msg}");
+    let (code, _) = fails(&["--device", "sim:1GiB", "--trace", "/nonexistent/trace.csv"]);
+    assert_eq!(code, 1);
+}
+
+#[test]
+fn gates_fail_with_exit_1_and_name_the_gate() {
+    let out = gpumem()
+        .args([
+            "--json",
+            "bench-alloc",
+            "--device",
+            "sim:1GiB",
+            "-n",
+            "500",
+            "--max-p99-ns",
+            "1",
+            "--min-hit-rate",
+            "0.5",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("gate failed: --max-p99-ns (measured"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("--min-hit-rate"),
+        "a passing gate is not named: {stderr}"
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["passed"], false);
+    let gates = doc["gates"].as_array().unwrap();
+    assert_eq!(gates.len(), 2);
+    assert!(gates
+        .iter()
+        .any(|g| g["name"] == "min-hit-rate" && g["passed"] == true));
+    let (code, msg) = fails(&[
+        "--device",
+        "sim:1GiB",
+        "--no-baseline",
+        "--min-speedup",
+        "2",
+    ]);
+    assert_eq!(code, 2);
+    assert!(msg.contains("--min-speedup needs the raw baseline"));
+}
+
+#[test]
+fn timeline_svg_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("t.svg");
+    bench(&[
+        "--device",
+        "sim:80GiB",
+        "--trace",
+        &trace("pytorch-snapshot-transformer-training.pickle"),
+        "--timeline",
+        svg.to_str().unwrap(),
+        "--no-baseline",
+    ]);
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.starts_with("<svg"));
+    assert_eq!(text.matches("<polyline").count(), 2);
+    assert!(text.contains("PyTorch reserved"));
+}
+
+#[test]
+fn real_opencl_and_vulkan_devices() {
+    for backend in ["opencl", "vulkan"] {
+        let present = gpumem::backend::open_device(&format!("{backend}:0").parse().unwrap())
+            .map(|_| ())
+            .map_err(|e| e.to_string());
+        if !common::backend_present(backend, present) {
+            continue;
+        }
+        let doc = bench(&[
+            "--device",
+            &format!("{backend}:0"),
+            "-n",
+            "1500",
+            "--max-size",
+            "8MiB",
+        ]);
+        check_common(&doc);
+        assert_eq!(doc["device"]["backend"], backend);
+        assert!(doc["pool"]["device_allocs"].as_u64().unwrap() >= 1);
+        assert_eq!(doc["raw"]["corruptions"], 0);
+    }
+}
+
+#[test]
+fn cuda_stand_in_driver() {
+    let dir = common::fake_gpu_drivers("bench-cuda", &[]);
+    let out = gpumem()
+        .env("LD_LIBRARY_PATH", &dir)
+        .env("GPUMEM_FAKE_TOTAL", "4294967296")
+        .args([
+            "--json",
+            "bench-alloc",
+            "--device",
+            "cuda:0",
+            "-n",
+            "800",
+            "--max-size",
+            "16MiB",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    check_common(&doc);
+    assert_eq!(doc["device"]["name"], "cuda:0 (Fake GPU 0)");
+}
