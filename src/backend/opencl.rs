@@ -60,8 +60,13 @@ pub(crate) fn unavailable(err: ClError) -> Unavailable {
     }
 }
 
+/// Serialises platform and device enumeration: PoCL's lazy initialisation is not safe when
+/// several threads enumerate at once (it can report no devices), and tests and probes do.
+static ENUMERATION: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Every OpenCL device of every platform, in platform order; the index is this order.
 pub(crate) fn device_ids() -> Result<Vec<opencl3::types::cl_device_id>, Unavailable> {
+    let _guard = ENUMERATION.lock().unwrap_or_else(|e| e.into_inner());
     let platforms = get_platforms().map_err(unavailable)?;
     let mut ids = Vec::new();
     for platform in platforms {
