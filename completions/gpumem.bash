@@ -507,7 +507,7 @@ _gpumem() {
             return 0
             ;;
         gpumem__subcmd__stress)
-            opts="-q -v -h -V --device --phase --cpu-fallback --no-cpu-fallback --threads --duration --ops --inject-failures --max-size --seed --json --quiet --verbose --color --help --version"
+            opts="-q -v -h -V --device --phase --cpu-fallback --no-cpu-fallback --threads --duration --ops --inject-failures --max-size --max-pool --seed --plant-corruption --json --quiet --verbose --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -538,6 +538,10 @@ _gpumem() {
                     return 0
                     ;;
                 --max-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-pool)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

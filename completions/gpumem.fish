@@ -177,12 +177,14 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l duration -d 'Ho
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l ops -d 'Run the churn phase for this many operations instead of --duration' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l inject-failures -d 'Make this fraction of raw device allocations fail (0–1) to prove they are survived' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l max-size -d 'Largest request in the churn phase' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l max-pool -d 'Stress within this budget instead of the whole device (the pool\'s max_pool_bytes)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l seed -d 'Seed for sizes and injected failures' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l color -d 'When to use colour. `auto` colours a terminal unless NO_COLOR is set' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is not set'
 always\t'Always colour'
 never\t'Never colour'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l cpu-fallback -d 'Serve requests the device cannot hold from CPU memory (default)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l no-cpu-fallback -d 'Fail such requests with the typed out-of-memory error instead'
+complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l plant-corruption -d 'Test hook: damage one churn buffer behind the pool\'s back, to prove detection works'
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l json -d 'Print one JSON document on stdout instead of tables'
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -s q -l quiet -d 'Print only the result: no progress bars, no notes'
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -s v -l verbose -d 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'

@@ -507,9 +507,17 @@ pub struct StressArgs {
     #[arg(long, default_value = "16MiB", value_parser = parse_bytes, value_name = "SIZE")]
     pub max_size: u64,
 
+    /// Stress within this budget instead of the whole device (the pool's max_pool_bytes).
+    #[arg(long, value_parser = parse_bytes, value_name = "SIZE")]
+    pub max_pool: Option<u64>,
+
     /// Seed for sizes and injected failures.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+
+    /// Test hook: damage one churn buffer behind the pool's back, to prove detection works.
+    #[arg(long, hide = true)]
+    pub plant_corruption: bool,
 }
 
 fn parse_fraction(s: &str) -> Result<f64, String> {

@@ -104,14 +104,13 @@ fn conflicting_model_sources_are_rejected() {
 
 #[test]
 fn errors_with_json_still_print_a_parsable_document() {
-    // `stress` lands with its own issue; until then it fails cleanly (exit 1), never fakes output.
     let output = gpumem()
-        .args(["--json", "stress", "--device", "host:512MiB"])
+        .args(["--json", "estimate", "--model", "no-such-model"])
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(1));
     let line = one_line_error(&output);
-    assert!(line.contains("not implemented yet"), "{line}");
+    assert!(line.contains("unknown model 'no-such-model'"), "{line}");
     let doc: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(doc["schema_version"], 1);
     assert_eq!(doc["error"]["exit_code"], 1);

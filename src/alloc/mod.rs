@@ -38,6 +38,7 @@ mod buffer;
 mod config;
 mod device;
 mod error;
+mod fault;
 mod multi;
 mod named;
 mod pool;
@@ -54,6 +55,7 @@ pub use device::{
     check_bounds, DeviceError, DeviceMemory, HostDevice, Segment, SegmentHandle, SimDevice,
 };
 pub use error::PoolError;
+pub use fault::FaultInjector;
 pub use multi::MultiDevicePool;
 pub use named::NamedInfo;
 pub use pool::{Allocation, BlockInfo, Pool, StreamId, DEFAULT_STREAM};

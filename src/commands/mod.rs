@@ -1,7 +1,7 @@
 //! One module per subcommand: each turns parsed flags into library calls and a report for the
 //! output layer. Nothing here computes what a library module could.
 
-mod bench_alloc;
+pub(crate) mod bench_alloc;
 mod discover;
 mod estimate;
 mod model_args;

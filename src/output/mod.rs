@@ -7,6 +7,7 @@ pub mod discover;
 pub mod estimate;
 mod json;
 mod progress;
+pub mod stress;
 mod table;
 
 use std::io::{self, IsTerminal, Write};

@@ -5,6 +5,7 @@
 pub mod bench;
 mod pickle;
 mod rng;
+pub mod stress;
 mod synthetic;
 mod trace;
 

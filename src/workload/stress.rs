@@ -1,0 +1,603 @@
+//! Driving a pool to memory pressure and back: ramp, exhaust, churn, recover.
+//!
+//! Every phase checks something the pool promises: pressure levels rise in order and callbacks
+//! fire once per change (ramp); a request past the limit takes the retry path and then the CPU
+//! fallback or a typed error (exhaust); concurrent threads never see each other's bytes (churn);
+//! and after everything is freed nothing is live, nothing is reserved, and the device has its
+//! memory back (recover).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::Rng;
+use crate::alloc::{Buffer, BufferLocation, DeviceMemory, MemoryPressure, Pool, PoolError};
+
+/// The phases, in the order they run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StressPhase {
+    /// Allocate until Critical pressure.
+    Ramp,
+    /// Allocate past the limit.
+    Exhaust,
+    /// Threads allocate, fill, verify and free.
+    Churn,
+    /// Free everything and check nothing is left.
+    Recover,
+}
+
+/// How to stress.
+#[derive(Debug, Clone)]
+pub struct StressOptions {
+    /// Phases to run (recover always runs last, to leave the device clean).
+    pub phases: Vec<StressPhase>,
+    /// Churn threads.
+    pub threads: usize,
+    /// Churn duration, unless `ops` is given.
+    pub duration: Duration,
+    /// Churn operations (allocate + free pairs) over all threads.
+    pub ops: Option<u64>,
+    /// Largest churn request.
+    pub max_size: u64,
+    /// Seed for sizes.
+    pub seed: u64,
+    /// Test hook: damage one buffer's bytes behind the pool's back.
+    pub plant_corruption: bool,
+    /// Set (e.g. by Ctrl-C) to end the current phase and go straight to recovery.
+    pub interrupt: Arc<AtomicBool>,
+}
+
+/// A pressure level change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Transition {
+    /// Level before.
+    pub from: MemoryPressure,
+    /// Level after.
+    pub to: MemoryPressure,
+    /// Phase it happened in.
+    pub phase: StressPhase,
+}
+
+/// One phase's summary.
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseReport {
+    /// Which phase.
+    pub phase: StressPhase,
+    /// Allocations and frees it made.
+    pub ops: u64,
+    /// Seconds it ran.
+    pub duration_s: f64,
+    /// Whether its checks passed.
+    pub passed: bool,
+    /// What it found, in words.
+    pub notes: Vec<String>,
+}
+
+/// Everything a stress run found.
+#[derive(Debug, Clone, Serialize)]
+pub struct StressOutcome {
+    /// Allocations and frees over all phases.
+    pub ops: u64,
+    /// Seconds over all phases.
+    pub duration_s: f64,
+    /// Highest pressure seen.
+    pub peak_pressure: MemoryPressure,
+    /// Every level change, in order.
+    pub pressure_transitions: Vec<Transition>,
+    /// Requests that failed on the device after the retry.
+    pub ooms: u64,
+    /// Retries (cache released, allocation tried again).
+    pub retries: u64,
+    /// Requests served from CPU memory.
+    pub cpu_fallbacks: u64,
+    /// Typed out-of-memory errors returned to the caller (fallback off).
+    pub oom_errors: u64,
+    /// Failures injected by `--inject-failures`.
+    pub injected_failures: u64,
+    /// Errors other than out-of-memory that reached the caller (an escaped failure).
+    pub escaped_errors: u64,
+    /// Buffers whose bytes did not read back as written.
+    pub corruptions: u64,
+    /// Buffers live after recovery.
+    pub leaked_buffers: u64,
+    /// Bytes live after recovery.
+    pub leaked_bytes: u64,
+    /// Bytes still reserved after recovery.
+    pub reserved_after: u64,
+    /// Device free memory before the run.
+    pub device_free_before: u64,
+    /// Device free memory after recovery.
+    pub device_free_after: u64,
+    /// Allowed difference between the two.
+    pub free_tolerance_bytes: u64,
+    /// Per phase.
+    pub phases: Vec<PhaseReport>,
+    /// Whether Ctrl-C cut the run short.
+    pub interrupted: bool,
+    /// Why the run failed, if it did.
+    pub failures: Vec<String>,
+    /// Whether every check passed.
+    pub passed: bool,
+}
+
+/// Ramp request size: about 1/256 of the limit, chosen so that requests fill their segments
+/// exactly (whole 2 MiB multiples of their own above 10 MiB; an exact fraction of a 20 MiB or
+/// 2 MiB segment below), so the pool can reach Critical without segment waste in the way.
+pub fn ramp_step(limit: u64) -> u64 {
+    const MIB: u64 = 1 << 20;
+    let target = (limit / 256).max(512);
+    if target >= 10 * MIB {
+        target / (2 * MIB) * (2 * MIB)
+    } else if target > MIB {
+        let per_segment = (20 * MIB).div_ceil(target);
+        let step = 20 * MIB / per_segment;
+        if step > MIB {
+            step / 512 * 512
+        } else {
+            MIB
+        }
+    } else {
+        let per_segment = (2 * MIB).div_ceil(target);
+        (2 * MIB / per_segment / 512 * 512).max(512)
+    }
+}
+
+/// Writes a pattern unique to `seed` over the whole buffer, in chunks.
+fn fill(buffer: &mut Buffer<'_>, seed: u64) -> Result<(), PoolError> {
+    let mut rng = Rng::new(seed);
+    let mut chunk = vec![0u8; 64 << 10];
+    let mut offset = 0;
+    while offset < buffer.len() {
+        let n = (buffer.len() - offset).min(chunk.len() as u64) as usize;
+        for word in chunk[..n].chunks_mut(8) {
+            let v = rng.next_u64().to_le_bytes();
+            word.copy_from_slice(&v[..word.len()]);
+        }
+        buffer.write(offset, &chunk[..n])?;
+        offset += n as u64;
+    }
+    Ok(())
+}
+
+/// Checks the pattern `fill` wrote.
+fn verify(buffer: &Buffer<'_>, seed: u64) -> Result<bool, PoolError> {
+    let mut rng = Rng::new(seed);
+    let mut want = vec![0u8; 64 << 10];
+    let mut got = vec![0u8; 64 << 10];
+    let mut offset = 0;
+    while offset < buffer.len() {
+        let n = (buffer.len() - offset).min(want.len() as u64) as usize;
+        for word in want[..n].chunks_mut(8) {
+            let v = rng.next_u64().to_le_bytes();
+            word.copy_from_slice(&v[..word.len()]);
+        }
+        buffer.read(offset, &mut got[..n])?;
+        if got[..n] != want[..n] {
+            return Ok(false);
+        }
+        offset += n as u64;
+    }
+    Ok(true)
+}
+
+struct Counters {
+    ops: AtomicU64,
+    corruptions: AtomicU64,
+    oom_errors: AtomicU64,
+    escaped: AtomicU64,
+}
+
+/// Asks for a buffer and sorts the outcome: a buffer, a typed out-of-memory error (counted and
+/// survived), or an escaped error.
+fn request<'p>(
+    pool: &'p Pool,
+    size: u64,
+    stream: u32,
+    counters: &Counters,
+    errors: &Mutex<Vec<String>>,
+) -> Option<Buffer<'p>> {
+    counters.ops.fetch_add(1, Ordering::Relaxed);
+    match pool.buffer_on(size, stream, Some("stress")) {
+        Ok(b) => Some(b),
+        Err(PoolError::OutOfMemory { .. }) => {
+            counters.oom_errors.fetch_add(1, Ordering::Relaxed);
+            None
+        }
+        Err(e) => {
+            counters.escaped.fetch_add(1, Ordering::Relaxed);
+            if let Ok(mut v) = errors.lock() {
+                v.push(e.to_string());
+            }
+            None
+        }
+    }
+}
+
+/// Runs the selected phases on `pool` (whose device is `device`), then recovers.
+/// `progress(phase, done, total)` reports progress; `injected` reads the fault injector.
+pub fn run_stress(
+    pool: &Pool,
+    device: &dyn DeviceMemory,
+    free_before: u64,
+    opts: &StressOptions,
+    injected: &dyn Fn() -> u64,
+    progress: &(dyn Fn(StressPhase, u64, u64) + Sync),
+) -> StressOutcome {
+    let start = Instant::now();
+    let phase_now = Arc::new(Mutex::new(StressPhase::Ramp));
+    let transitions: Arc<Mutex<Vec<Transition>>> = Arc::new(Mutex::new(Vec::new()));
+    {
+        let (t, p) = (transitions.clone(), phase_now.clone());
+        pool.on_pressure_change(move |from, to| {
+            let phase = p.lock().map(|g| *g).unwrap_or(StressPhase::Ramp);
+            if let Ok(mut v) = t.lock() {
+                v.push(Transition { from, to, phase });
+            }
+        });
+    }
+    let counters = Counters {
+        ops: AtomicU64::new(0),
+        corruptions: AtomicU64::new(0),
+        oom_errors: AtomicU64::new(0),
+        escaped: AtomicU64::new(0),
+    };
+    let errors = Mutex::new(Vec::new());
+    let mut phases = Vec::new();
+    let mut failures = Vec::new();
+    let mut peak = MemoryPressure::Low;
+    let limit = pool.usable_limit();
+    let step = ramp_step(limit);
+    let mut held: Vec<(Buffer<'_>, u64)> = Vec::new();
+    let mut next_seed = opts.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let mut seed = || {
+        next_seed = next_seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        next_seed
+    };
+    let want = |p: StressPhase| opts.phases.contains(&p) && !opts.interrupt.load(Ordering::Relaxed);
+    let set_phase = |p: StressPhase| {
+        if let Ok(mut g) = phase_now.lock() {
+            *g = p;
+        }
+    };
+
+    if want(StressPhase::Ramp) {
+        set_phase(StressPhase::Ramp);
+        let t0 = Instant::now();
+        let ops0 = counters.ops.load(Ordering::Relaxed);
+        let mut notes = Vec::new();
+        let before = transitions.lock().map(|v| v.len()).unwrap_or(0);
+        // A request the device cannot take (injected, or the device really is full) is served
+        // from the CPU or refused; only several in a row mean the device is full.
+        let mut misses_in_a_row = 0;
+        while pool.pressure() < MemoryPressure::Critical && !opts.interrupt.load(Ordering::Relaxed)
+        {
+            match request(pool, step, 0, &counters, &errors) {
+                Some(mut b) if b.location() == BufferLocation::Gpu => {
+                    misses_in_a_row = 0;
+                    let s = seed();
+                    // Signature only: ramp buffers are large; churn checks whole buffers.
+                    let _ = b.write(0, &s.to_le_bytes());
+                    held.push((b, s));
+                }
+                _ => misses_in_a_row += 1,
+            }
+            if misses_in_a_row >= 8 {
+                notes.push(format!(
+                    "the device refused 8 requests in a row at {:.1} % of the limit, before Critical",
+                    100.0 * pool.stats().allocated_bytes as f64 / limit as f64
+                ));
+                break;
+            }
+            progress(StressPhase::Ramp, held.len() as u64, 256);
+        }
+        peak = peak.max(pool.pressure());
+        let seen: Vec<Transition> = transitions
+            .lock()
+            .map(|v| v[before..].to_vec())
+            .unwrap_or_default();
+        use MemoryPressure::*;
+        let expected = [(Low, Medium), (Medium, High), (High, Critical)];
+        let got: Vec<(MemoryPressure, MemoryPressure)> =
+            seen.iter().map(|t| (t.from, t.to)).collect();
+        let ordered = got == expected;
+        let interrupted = opts.interrupt.load(Ordering::Relaxed);
+        if !ordered && !interrupted {
+            failures.push(format!(
+                "ramp: pressure changes {got:?}, expected Low→Medium→High→Critical once each"
+            ));
+        }
+        notes.push(format!(
+            "{} buffers of {} to reach {} pressure; {} callback calls",
+            held.len(),
+            crate::units::format_bytes(step),
+            pool.pressure(),
+            got.len()
+        ));
+        for (b, s) in &held {
+            let mut back = [0u8; 8];
+            if b.read(0, &mut back).is_ok() && u64::from_le_bytes(back) != *s {
+                counters.corruptions.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        phases.push(PhaseReport {
+            phase: StressPhase::Ramp,
+            ops: counters.ops.load(Ordering::Relaxed) - ops0,
+            duration_s: t0.elapsed().as_secs_f64(),
+            passed: ordered || interrupted,
+            notes,
+        });
+    }
+
+    if want(StressPhase::Exhaust) {
+        set_phase(StressPhase::Exhaust);
+        let t0 = Instant::now();
+        let ops0 = counters.ops.load(Ordering::Relaxed);
+        let before = pool.stats();
+        let errors_before = counters.oom_errors.load(Ordering::Relaxed);
+        // Ask for a quarter of the limit more than fits, in eight requests.
+        let big = (limit / 32).max(step);
+        let mut spilled = Vec::new();
+        for i in 0..8u64 {
+            if opts.interrupt.load(Ordering::Relaxed) {
+                break;
+            }
+            if let Some(mut b) = request(pool, big + i * 512, 0, &counters, &errors) {
+                let s = seed();
+                let _ = b.write(0, &s.to_le_bytes());
+                let _ = b.write(b.len() - 8, &s.to_le_bytes());
+                spilled.push((b, s));
+            }
+            progress(StressPhase::Exhaust, i + 1, 8);
+        }
+        peak = peak.max(pool.pressure());
+        let after = pool.stats();
+        let ooms = after.ooms - before.ooms;
+        let retries = after.retries - before.retries;
+        let fallbacks = after.cpu_fallbacks - before.cpu_fallbacks;
+        let typed = counters.oom_errors.load(Ordering::Relaxed) - errors_before;
+        let mut notes = vec![format!("{ooms} requests past the limit: {retries} retries, {fallbacks} served from CPU memory, {typed} typed out-of-memory errors")];
+        let mut passed = true;
+        if retries < ooms {
+            passed = false;
+            failures.push(format!(
+                "exhaust: {ooms} out-of-memory failures but only {retries} retries"
+            ));
+        }
+        if fallbacks + typed != ooms {
+            passed = false;
+            failures.push(format!(
+                "exhaust: {ooms} failures, but {fallbacks} fallbacks and {typed} typed errors"
+            ));
+        }
+        for (b, s) in &spilled {
+            let mut head = [0u8; 8];
+            let mut tail = [0u8; 8];
+            let ok = b.read(0, &mut head).is_ok() && b.read(b.len() - 8, &mut tail).is_ok();
+            if !ok || u64::from_le_bytes(head) != *s || u64::from_le_bytes(tail) != *s {
+                counters.corruptions.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        if ooms == 0 {
+            notes.push("the device held every request; nothing went past the limit".into());
+        }
+        drop(spilled);
+        phases.push(PhaseReport {
+            phase: StressPhase::Exhaust,
+            ops: counters.ops.load(Ordering::Relaxed) - ops0,
+            duration_s: t0.elapsed().as_secs_f64(),
+            passed,
+            notes,
+        });
+    }
+
+    if want(StressPhase::Churn) {
+        set_phase(StressPhase::Churn);
+        let t0 = Instant::now();
+        let ops0 = counters.ops.load(Ordering::Relaxed);
+        // Hold the device near High: keep the ramp's buffers down to 80 % of the limit and let
+        // the threads churn in the room up to 95 %.
+        let base = limit / 100 * 80;
+        while pool.stats().allocated_bytes > base && !held.is_empty() {
+            held.pop();
+        }
+        let room = (limit / 100 * 95).saturating_sub(pool.stats().allocated_bytes);
+        let per_thread = (room / opts.threads.max(1) as u64).max(512);
+        let max_size = opts.max_size.min(per_thread).max(512);
+        let deadline = t0 + opts.duration;
+        let budget = AtomicU64::new(opts.ops.unwrap_or(u64::MAX));
+        let planted = AtomicBool::new(!opts.plant_corruption);
+        std::thread::scope(|scope| {
+            for t in 0..opts.threads.max(1) {
+                let (counters, errors, budget, planted) = (&counters, &errors, &budget, &planted);
+                let stream = t as u32;
+                let thread_seed = opts.seed ^ (t as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03);
+                scope.spawn(move || {
+                    let mut rng = Rng::new(thread_seed);
+                    let mut live: Vec<(Buffer<'_>, u64)> = Vec::new();
+                    let mut live_bytes = 0u64;
+                    loop {
+                        if opts.interrupt.load(Ordering::Relaxed)
+                            || (opts.ops.is_none() && Instant::now() >= deadline)
+                        {
+                            break;
+                        }
+                        if opts.ops.is_some()
+                            && budget
+                                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
+                                    b.checked_sub(1)
+                                })
+                                .is_err()
+                        {
+                            break;
+                        }
+                        let size = rng.range(512, max_size);
+                        if live_bytes + size <= per_thread {
+                            if let Some(mut b) = request(pool, size, stream, counters, errors) {
+                                let s = rng.next_u64();
+                                if fill(&mut b, s).is_err() {
+                                    counters.escaped.fetch_add(1, Ordering::Relaxed);
+                                }
+                                if !planted.swap(true, Ordering::AcqRel) {
+                                    // Test hook: flip one byte through the device, as a buggy
+                                    // kernel or a double-issued block would.
+                                    let mut byte = [0u8; 1];
+                                    if b.read(0, &mut byte).is_ok() {
+                                        byte[0] ^= 0xFF;
+                                        let _ = b.write(0, &byte);
+                                    }
+                                }
+                                live_bytes += b.len();
+                                live.push((b, s));
+                            }
+                        }
+                        if !live.is_empty() && (live_bytes + size > per_thread || rng.below(2) == 0)
+                        {
+                            let (b, s) = live.swap_remove(rng.below(live.len() as u64) as usize);
+                            match verify(&b, s) {
+                                Ok(true) => {}
+                                Ok(false) => {
+                                    counters.corruptions.fetch_add(1, Ordering::Relaxed);
+                                }
+                                Err(_) => {
+                                    counters.escaped.fetch_add(1, Ordering::Relaxed);
+                                }
+                            }
+                            live_bytes -= b.len();
+                            counters.ops.fetch_add(1, Ordering::Relaxed);
+                            drop(b);
+                        }
+                        if t == 0 {
+                            let done = counters.ops.load(Ordering::Relaxed) - ops0;
+                            let total = opts.ops.map(|o| o * 2).unwrap_or(0);
+                            progress(StressPhase::Churn, done, total);
+                        }
+                    }
+                    for (b, s) in live {
+                        if !matches!(verify(&b, s), Ok(true)) {
+                            counters.corruptions.fetch_add(1, Ordering::Relaxed);
+                        }
+                        counters.ops.fetch_add(1, Ordering::Relaxed);
+                    }
+                });
+            }
+        });
+        peak = peak.max(pool.pressure());
+        let stats = pool.stats();
+        let notes = vec![format!(
+            "{} threads, requests up to {}, {} retries and {} CPU fallbacks so far",
+            opts.threads.max(1),
+            crate::units::format_bytes(max_size),
+            stats.retries,
+            stats.cpu_fallbacks
+        )];
+        phases.push(PhaseReport {
+            phase: StressPhase::Churn,
+            ops: counters.ops.load(Ordering::Relaxed) - ops0,
+            duration_s: t0.elapsed().as_secs_f64(),
+            passed: counters.corruptions.load(Ordering::Relaxed) == 0,
+            notes,
+        });
+    }
+
+    // Recover always runs, so that an interrupted run still leaves the device clean.
+    set_phase(StressPhase::Recover);
+    let t0 = Instant::now();
+    for (b, s) in held.drain(..) {
+        let mut back = [0u8; 8];
+        if b.read(0, &mut back).is_ok() && u64::from_le_bytes(back) != s {
+            counters.corruptions.fetch_add(1, Ordering::Relaxed);
+        }
+        counters.ops.fetch_add(1, Ordering::Relaxed);
+    }
+    progress(StressPhase::Recover, 1, 2);
+    let emergency = pool.emergency_cleanup();
+    let stats = pool.stats();
+    let leak_report = pool.tracker().map(|t| t.leak_report()).unwrap_or_default();
+    let leaked_buffers = stats.active_buffers.max(leak_report.len() as u64);
+    let leaked_bytes = stats
+        .allocated_bytes
+        .max(leak_report.iter().map(|m| m.size_bytes).sum());
+    let free_after = device.mem_info().map(|(f, _)| f).unwrap_or(0);
+    let total = device.mem_info().map(|(_, t)| t).unwrap_or(0);
+    let tolerance = if device.simulated() { 0 } else { total / 100 };
+    let mut notes = vec![format!(
+        "emergency clean-up released {}; {} buffers and {} reserved left",
+        crate::units::format_bytes(emergency),
+        leaked_buffers,
+        crate::units::format_bytes(stats.reserved_bytes)
+    )];
+    let mut passed = true;
+    if leaked_buffers > 0 {
+        passed = false;
+        failures.push(format!(
+            "leak: {leaked_buffers} buffers ({leaked_bytes} bytes) still live after recovery"
+        ));
+    }
+    if stats.reserved_bytes > 0 {
+        passed = false;
+        failures.push(format!(
+            "leak: {} bytes still reserved after empty_cache",
+            stats.reserved_bytes
+        ));
+    }
+    if free_after + tolerance < free_before {
+        passed = false;
+        failures.push(format!("leak: device free memory {free_after} bytes after, {free_before} before (tolerance {tolerance})"));
+    }
+    notes.push(format!(
+        "device free {} before, {} after",
+        crate::units::format_bytes(free_before),
+        crate::units::format_bytes(free_after)
+    ));
+    progress(StressPhase::Recover, 2, 2);
+    phases.push(PhaseReport {
+        phase: StressPhase::Recover,
+        ops: 0,
+        duration_s: t0.elapsed().as_secs_f64(),
+        passed,
+        notes,
+    });
+
+    let corruptions = counters.corruptions.load(Ordering::Relaxed);
+    if corruptions > 0 {
+        failures.push(format!(
+            "corruption: {corruptions} buffers did not read back as written"
+        ));
+    }
+    let escaped = counters.escaped.load(Ordering::Relaxed);
+    if escaped > 0 {
+        let first = errors
+            .lock()
+            .ok()
+            .and_then(|v| v.first().cloned())
+            .unwrap_or_default();
+        failures.push(format!("escaped: {escaped} failures reached the caller as errors other than out-of-memory ({first})"));
+    }
+    let final_stats = pool.stats();
+    StressOutcome {
+        ops: counters.ops.load(Ordering::Relaxed),
+        duration_s: start.elapsed().as_secs_f64(),
+        peak_pressure: peak,
+        pressure_transitions: transitions.lock().map(|v| v.clone()).unwrap_or_default(),
+        ooms: final_stats.ooms,
+        retries: final_stats.retries,
+        cpu_fallbacks: final_stats.cpu_fallbacks,
+        oom_errors: counters.oom_errors.load(Ordering::Relaxed),
+        injected_failures: injected(),
+        escaped_errors: escaped,
+        corruptions,
+        leaked_buffers,
+        leaked_bytes,
+        reserved_after: final_stats.reserved_bytes,
+        device_free_before: free_before,
+        device_free_after: free_after,
+        free_tolerance_bytes: tolerance,
+        phases,
+        interrupted: opts.interrupt.load(Ordering::Relaxed),
+        passed: failures.is_empty(),
+        failures,
+    }
+}

@@ -1,0 +1,269 @@
+//! `gpumem stress` on capped host memory, the real OpenCL/Vulkan devices and the stand-in CUDA
+//! driver: zero corruptions, zero leaks, pressure in order; injected failures survived; a
+//! planted corruption caught; Ctrl-C handled.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn gpumem() -> Command {
+    let mut cmd = Command::cargo_bin("gpumem").unwrap();
+    cmd.env_remove("LD_LIBRARY_PATH");
+    cmd
+}
+
+fn stress(args: &[&str]) -> (i32, Value, String) {
+    let out = gpumem()
+        .args(["--json", "stress"])
+        .args(args)
+        .output()
+        .unwrap();
+    let doc = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (
+        out.status.code().unwrap(),
+        doc,
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// The checks every clean run must pass.
+fn assert_clean(doc: &Value) {
+    assert_eq!(doc["schema_version"], 1);
+    assert_eq!(doc["passed"], true, "{}", doc["failures"]);
+    assert_eq!(doc["corruptions"], 0);
+    assert_eq!(doc["leaked_buffers"], 0);
+    assert_eq!(doc["leaked_bytes"], 0);
+    assert_eq!(doc["peak_pressure"], "critical");
+    let ramp: Vec<(String, String)> = doc["pressure_transitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["phase"] == "ramp")
+        .map(|t| {
+            (
+                t["from"].as_str().unwrap().to_string(),
+                t["to"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let expected = [("low", "medium"), ("medium", "high"), ("high", "critical")]
+        .map(|(a, b)| (a.to_string(), b.to_string()));
+    assert_eq!(ramp, expected);
+    assert!(
+        doc["device_free_after"].as_u64().unwrap() + doc["free_tolerance_bytes"].as_u64().unwrap()
+            >= doc["device_free_before"].as_u64().unwrap()
+    );
+    // Every out-of-memory failure went through the retry path first.
+    assert!(doc["retries"].as_u64().unwrap() >= doc["ooms"].as_u64().unwrap());
+    let phases: Vec<&str> = doc["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(phases, ["ramp", "exhaust", "churn", "recover"]);
+}
+
+#[test]
+fn capped_host_memory() {
+    let (code, doc, stderr) = stress(&[
+        "--device",
+        "host:512MiB",
+        "--ops",
+        "400",
+        "--threads",
+        "4",
+        "--max-size",
+        "2MiB",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_clean(&doc);
+    assert!(
+        doc["cpu_fallbacks"].as_u64().unwrap() >= 1,
+        "exhaust must spill to the CPU"
+    );
+    assert_eq!(doc["device"]["backend"], "host");
+    assert_eq!(doc["device_free_before"], 512u64 << 20);
+    assert_eq!(doc["device_free_after"], 512u64 << 20);
+}
+
+#[test]
+fn without_cpu_fallback_the_typed_error_is_returned_and_survived() {
+    let (code, doc, stderr) = stress(&[
+        "--device",
+        "host:256MiB",
+        "--ops",
+        "200",
+        "--no-cpu-fallback",
+        "--max-size",
+        "1MiB",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_clean(&doc);
+    assert_eq!(doc["cpu_fallbacks"], 0);
+    assert_eq!(doc["oom_errors"], doc["ooms"]);
+    assert!(doc["oom_errors"].as_u64().unwrap() >= 1);
+}
+
+#[test]
+fn injected_failures_are_survived() {
+    let (code, doc, stderr) = stress(&[
+        "--device",
+        "host:256MiB",
+        "--ops",
+        "300",
+        "--inject-failures",
+        "0.1",
+        "--max-size",
+        "1MiB",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_clean(&doc);
+    assert!(doc["injected_failures"].as_u64().unwrap() > 0);
+    assert_eq!(doc["escaped_errors"], 0);
+}
+
+#[test]
+fn a_planted_corruption_is_caught() {
+    let (code, doc, stderr) = stress(&[
+        "--device",
+        "host:128MiB",
+        "--phase",
+        "churn",
+        "--ops",
+        "50",
+        "--plant-corruption",
+        "--max-size",
+        "256KiB",
+    ]);
+    assert_eq!(code, 1);
+    assert_eq!(doc["passed"], false);
+    assert!(doc["corruptions"].as_u64().unwrap() >= 1);
+    assert!(
+        stderr.contains("corruption: 1 buffers did not read back as written"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
+
+#[test]
+fn phases_can_be_selected_and_sim_is_refused() {
+    let (code, doc, _) = stress(&["--device", "host:64MiB", "--phase", "ramp"]);
+    assert_eq!(code, 0);
+    let phases: Vec<&str> = doc["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(phases, ["ramp", "recover"], "recover always runs");
+    let (code, _, stderr) = stress(&["--device", "sim:1GiB"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("sim:SIZE holds no data"), "{stderr}");
+}
+
+#[test]
+fn real_opencl_and_vulkan_devices() {
+    for backend in ["opencl", "vulkan"] {
+        let present = gpumem::backend::open_device(&format!("{backend}:0").parse().unwrap())
+            .map(|_| ())
+            .map_err(|e| e.to_string());
+        if !common::backend_present(backend, present) {
+            continue;
+        }
+        let (code, doc, stderr) = stress(&[
+            "--device",
+            &format!("{backend}:0"),
+            "--max-pool",
+            "256MiB",
+            "--ops",
+            "200",
+            "--max-size",
+            "1MiB",
+            "--threads",
+            "2",
+        ]);
+        assert_eq!(code, 0, "{backend}: {stderr}");
+        assert_clean(&doc);
+        assert_eq!(doc["device"]["backend"], backend);
+    }
+}
+
+#[test]
+fn cuda_stand_in_driver() {
+    let dir = common::fake_gpu_drivers("stress-cuda", &[]);
+    let out = gpumem()
+        .env("LD_LIBRARY_PATH", &dir)
+        .env("GPUMEM_FAKE_TOTAL", "1073741824")
+        .args([
+            "--json",
+            "stress",
+            "--device",
+            "cuda:0",
+            "--ops",
+            "200",
+            "--max-size",
+            "1MiB",
+            "--max-pool",
+            "256MiB",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_clean(&doc);
+    // The stand-in driver's cuMemGetInfo shows the memory came back.
+    assert_eq!(doc["device_free_after"], 1u64 << 30);
+}
+
+#[cfg(unix)]
+#[test]
+fn ctrl_c_ends_the_phase_frees_everything_and_reports() {
+    use std::process::{Command as StdCommand, Stdio};
+    use std::time::Duration;
+    let child = StdCommand::new(env!("CARGO_BIN_EXE_gpumem"))
+        .args([
+            "--json",
+            "stress",
+            "--device",
+            "host:256MiB",
+            "--phase",
+            "churn",
+            "--duration",
+            "60s",
+            "--max-size",
+            "1MiB",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: sending SIGINT to our own child process.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let start = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "stress did not stop on SIGINT"
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["interrupted"], true);
+    assert_eq!(doc["leaked_buffers"], 0);
+    assert_eq!(doc["corruptions"], 0);
+    assert!(doc["duration_s"].as_f64().unwrap() < 30.0);
+}
