@@ -12,5 +12,6 @@ pub mod error;
 pub mod exit;
 pub mod model;
 pub mod output;
+pub mod plan;
 pub mod units;
 pub mod workload;

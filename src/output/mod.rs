@@ -7,6 +7,7 @@ pub mod discover;
 pub mod estimate;
 mod json;
 mod progress;
+pub mod select;
 pub mod stress;
 mod table;
 

@@ -1,0 +1,107 @@
+//! Rendering of `gpumem select`.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::{new_table, Report, Style};
+use crate::plan::{PlanKind, Selection};
+use crate::units::{format_bytes, format_signed_bytes};
+
+/// The select report (JSON schema: docs/json-schema.md#select).
+#[derive(Debug, Clone, Serialize)]
+pub struct SelectReport {
+    /// The model, when one was given.
+    pub model: Option<String>,
+    /// The plan and every candidate.
+    #[serde(flatten)]
+    pub selection: Selection,
+}
+
+impl Report for SelectReport {
+    fn render_text(&self, style: &Style) -> String {
+        let s = &self.selection;
+        let mut text = String::new();
+        let what = self.model.clone().unwrap_or_else(|| "the request".into());
+        let _ = writeln!(text, "{what} needs {}\n", format_bytes(s.required_bytes));
+        let mut t = new_table(
+            style,
+            &[
+                "host", "backend", "device", "name", "usable", "needed", "headroom", "verdict",
+            ],
+        );
+        for v in &s.candidates {
+            t.add_row(vec![
+                comfy_table::Cell::new(&v.host),
+                comfy_table::Cell::new(v.backend.name()),
+                comfy_table::Cell::new(v.device),
+                comfy_table::Cell::new(&v.name),
+                comfy_table::Cell::new(format_bytes(v.usable_bytes)),
+                comfy_table::Cell::new(format_bytes(v.needed_bytes)),
+                comfy_table::Cell::new(format_signed_bytes(v.headroom_bytes)),
+                style.verdict(
+                    &if v.fits {
+                        "fits".to_string()
+                    } else {
+                        format!("rejected: {}", v.reason)
+                    },
+                    v.fits,
+                ),
+            ]);
+        }
+        let _ = writeln!(text, "{t}");
+        let p = &s.plan;
+        let line = match p.kind {
+            PlanKind::Single => {
+                let x = &p.placements[0];
+                format!(
+                    "Plan: single device — {}:{} on {}",
+                    x.backend, x.device, x.host
+                )
+            }
+            PlanKind::TensorParallel => format!(
+                "Plan: tensor parallel over {} devices ({} each): {}",
+                p.placements.len(),
+                format_bytes(p.placements[0].bytes),
+                p.placements
+                    .iter()
+                    .map(|x| format!("{}:{}", x.backend, x.device))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            PlanKind::LayerSplit => format!(
+                "Plan: layer split — {}",
+                p.placements
+                    .iter()
+                    .map(|x| format!(
+                        "{}:{} {} layers ({})",
+                        x.backend,
+                        x.device,
+                        x.layers.unwrap_or(0),
+                        format_bytes(x.bytes)
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            PlanKind::CpuOffload => {
+                let (g, c) = (&p.placements[0], &p.placements[1]);
+                match (g.layers, c.layers) {
+                    (Some(gl), Some(cl)) => format!("Plan: CPU offload — {gl} layers on {}:{} ({}), {cl} layers in system RAM ({})", g.backend, g.device, format_bytes(g.bytes), format_bytes(c.bytes)),
+                    _ => format!("Plan: CPU offload — {} on {}:{}, {} in system RAM", format_bytes(g.bytes), g.backend, g.device, format_bytes(c.bytes)),
+                }
+            }
+            PlanKind::None => format!(
+                "No plan fits: the closest candidate is {} short.",
+                format_bytes(p.shortfall_bytes.unwrap_or(s.required_bytes))
+            ),
+        };
+        let _ = writeln!(text, "{}", style.paint(&line, p.kind != PlanKind::None));
+        if let Some(c) = p.max_context {
+            let _ = writeln!(
+                text,
+                "The largest context that fits on the best device: {c} tokens."
+            );
+        }
+        text
+    }
+}

@@ -1,0 +1,98 @@
+//! Devices to plan over: this machine's discovery, or saved `gpumem discover --json` documents.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use thiserror::Error;
+
+use super::Candidate;
+use crate::backend::{BackendInfo, BackendKind, HostInfo};
+
+/// Why an inventory file was refused.
+#[derive(Debug, Error)]
+pub enum InventoryError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The file is not a discover document; names the field.
+    #[error("{path}: {why}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, with the field's path.
+        why: String,
+    },
+}
+
+#[derive(Debug, Deserialize)]
+struct Inventory {
+    schema_version: u32,
+    host: Option<HostInfo>,
+    backends: Vec<BackendInfo>,
+}
+
+/// Candidates from probe results: every available device but NVML's (CUDA rows cover them).
+pub fn candidates_from_discovery(backends: &[BackendInfo], host: &str) -> Vec<Candidate> {
+    backends
+        .iter()
+        .filter(|b| b.available && b.backend != BackendKind::Nvml)
+        .flat_map(|b| {
+            b.devices.iter().map(move |d| Candidate {
+                host: host.to_string(),
+                backend: b.backend,
+                device: d.index,
+                name: d.name.clone(),
+                device_type: d.device_type,
+                total_bytes: d.total_bytes,
+                free_bytes: d.free_bytes,
+                simulated: false,
+            })
+        })
+        .collect()
+}
+
+/// Reads one saved `gpumem discover --json` document.
+pub fn read_inventory(path: &Path) -> Result<Vec<Candidate>, InventoryError> {
+    let io = |source| InventoryError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let len = std::fs::metadata(path).map_err(io)?.len();
+    let invalid = |why: String| InventoryError::Invalid {
+        path: path.to_path_buf(),
+        why,
+    };
+    if len > 64 << 20 {
+        return Err(invalid(format!(
+            "{len} bytes is too large for a discover document"
+        )));
+    }
+    let text = std::fs::read(path).map_err(io)?;
+    let mut de = serde_json::Deserializer::from_slice(&text);
+    let doc: Inventory = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let field = e.path().to_string();
+        let inner = e.into_inner();
+        if field.is_empty() || field == "." {
+            invalid(format!("not a gpumem discover document: {inner}"))
+        } else {
+            invalid(format!("field '{field}': {inner}"))
+        }
+    })?;
+    if doc.schema_version != 1 {
+        return Err(invalid(format!(
+            "field 'schema_version': {} is not supported (1 is)",
+            doc.schema_version
+        )));
+    }
+    let host = doc.host.and_then(|h| h.hostname).unwrap_or_else(|| {
+        path.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    });
+    Ok(candidates_from_discovery(&doc.backends, &host))
+}

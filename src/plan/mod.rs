@@ -1,0 +1,676 @@
+//! Choosing where a model fits: one device, tensor parallel over identical devices, a layer
+//! split over unequal ones, or partial CPU offload — and saying why every other choice was
+//! rejected. Pure computation over device descriptions; discovery and inventories feed it.
+
+mod inventory;
+
+use std::time::Duration;
+
+use serde::Serialize;
+use thiserror::Error;
+
+pub use inventory::{candidates_from_discovery, read_inventory, InventoryError};
+
+use crate::backend::{BackendKind, DeviceSpec, DeviceType};
+use crate::units::format_bytes;
+
+/// A device a plan may use.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Candidate {
+    /// Host name (inventories can hold many hosts).
+    pub host: String,
+    /// Backend.
+    pub backend: BackendKind,
+    /// Index within the backend.
+    pub device: usize,
+    /// Device name.
+    pub name: String,
+    /// What it is.
+    pub device_type: DeviceType,
+    /// Total bytes.
+    pub total_bytes: u64,
+    /// Free bytes, when known.
+    pub free_bytes: Option<u64>,
+    /// Simulated (`--device sim:SIZE`).
+    pub simulated: bool,
+}
+
+impl Candidate {
+    /// A simulated GPU of `capacity` bytes.
+    pub fn sim(index: usize, capacity: u64) -> Self {
+        Candidate {
+            host: "sim".into(),
+            backend: BackendKind::Cuda,
+            device: index,
+            name: format!("sim:{}", format_bytes(capacity)),
+            device_type: DeviceType::Gpu,
+            total_bytes: capacity,
+            free_bytes: None,
+            simulated: true,
+        }
+    }
+
+    fn is_gpu(&self) -> bool {
+        self.backend.is_gpu() && self.device_type.is_hardware_gpu()
+    }
+}
+
+/// The usable-memory rule and backend preference.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    /// Backend to favour (`None`: GPUs by headroom, CPU last).
+    pub prefer: Option<BackendKind>,
+    /// Fraction of free memory a plan may use.
+    pub memory_fraction: f64,
+    /// Bytes always left free.
+    pub min_free: u64,
+    /// Seed 001's reserve: driver overhead…
+    pub driver_reserve: u64,
+    /// …plus context overhead…
+    pub context_reserve: u64,
+    /// …plus this fraction of the total…
+    pub reserve_fraction: f64,
+    /// …capped at this.
+    pub reserve_cap: u64,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            prefer: None,
+            memory_fraction: 0.9,
+            min_free: 512 << 20,
+            driver_reserve: 500_000_000,
+            context_reserve: 100_000_000,
+            reserve_fraction: 0.10,
+            reserve_cap: 2_000_000_000,
+        }
+    }
+}
+
+impl Policy {
+    /// The reserve kept back on a GPU of `total` bytes.
+    pub fn reserve(&self, total: u64) -> u64 {
+        let r = self.driver_reserve as f64
+            + self.context_reserve as f64
+            + self.reserve_fraction * total as f64;
+        (r as u64).min(self.reserve_cap)
+    }
+
+    /// Bytes a plan may use on a device: the smallest of free × fraction, free − min_free and
+    /// (GPUs) total − reserve.
+    pub fn usable(&self, c: &Candidate) -> u64 {
+        let base = c.free_bytes.unwrap_or(c.total_bytes);
+        let mut usable = ((base as f64) * self.memory_fraction) as u64;
+        usable = usable.min(base.saturating_sub(self.min_free));
+        if c.backend != BackendKind::Cpu {
+            usable = usable.min(c.total_bytes.saturating_sub(self.reserve(c.total_bytes)));
+        }
+        usable
+    }
+
+    fn describe(&self, c: &Candidate) -> String {
+        let base = if c.free_bytes.is_some() {
+            "free"
+        } else {
+            "total"
+        };
+        if c.backend == BackendKind::Cpu {
+            format!(
+                "{} usable of {} {base} after {:.0} % and {} headroom",
+                format_bytes(self.usable(c)),
+                format_bytes(c.free_bytes.unwrap_or(c.total_bytes)),
+                self.memory_fraction * 100.0,
+                format_bytes(self.min_free)
+            )
+        } else {
+            format!(
+                "{} usable after {:.0} % reserve",
+                format_bytes(self.usable(c)),
+                self.reserve_fraction * 100.0
+            )
+        }
+    }
+}
+
+/// What a model needs, split the way planners need it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ModelNeeds {
+    /// Decoder layers.
+    pub layers: u64,
+    /// Weights and KV cache per layer.
+    pub per_layer: u64,
+    /// Weights outside the layers (embeddings, output head).
+    pub non_layer: u64,
+    /// Activation scratch (needed on every device that runs layers).
+    pub activations: u64,
+    /// Runtime overhead per device.
+    pub overhead: u64,
+}
+
+/// What must fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Requirement {
+    /// Everything, on one device.
+    pub total: u64,
+    /// The structure, for splits and offload (`None` for a plain `--bytes`).
+    pub model: Option<ModelNeeds>,
+}
+
+/// Kinds of plan, in the order they are considered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanKind {
+    /// One device holds everything.
+    Single,
+    /// N identical devices on one host split weights and KV cache N ways.
+    TensorParallel,
+    /// Layers spread over unequal devices in proportion to their memory.
+    LayerSplit,
+    /// Some layers on the GPU, the rest in system RAM.
+    CpuOffload,
+    /// Nothing fits.
+    None,
+}
+
+/// One device's share of a plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Placement {
+    /// Host.
+    pub host: String,
+    /// Backend.
+    pub backend: BackendKind,
+    /// Device.
+    pub device: usize,
+    /// Bytes placed there.
+    pub bytes: u64,
+    /// Layers placed there (`None` when not split by layers).
+    pub layers: Option<u64>,
+}
+
+/// The chosen plan.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Plan {
+    /// Which kind.
+    pub kind: PlanKind,
+    /// Where everything goes.
+    pub placements: Vec<Placement>,
+    /// Layers on GPUs (offload), when split by layers.
+    pub gpu_layers: Option<u64>,
+    /// The largest context that fits on the best device, when the requested one does not.
+    pub max_context: Option<u64>,
+    /// For `none`: how many bytes the closest candidate lacks.
+    pub shortfall_bytes: Option<u64>,
+}
+
+/// A candidate's verdict for the single-device plan.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Verdict {
+    /// Host.
+    pub host: String,
+    /// Backend.
+    pub backend: BackendKind,
+    /// Device.
+    pub device: usize,
+    /// Name.
+    pub name: String,
+    /// Usable bytes under the policy.
+    pub usable_bytes: u64,
+    /// Bytes needed on it alone.
+    pub needed_bytes: u64,
+    /// usable − needed (negative: short).
+    pub headroom_bytes: i128,
+    /// Whether it holds everything alone.
+    pub fits: bool,
+    /// Why (plain language).
+    pub reason: String,
+}
+
+/// A plan and every candidate's verdict.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Selection {
+    /// What must fit.
+    pub required_bytes: u64,
+    /// The plan.
+    pub plan: Plan,
+    /// Every candidate.
+    pub candidates: Vec<Verdict>,
+}
+
+fn rank(c: &Candidate, prefer: Option<BackendKind>) -> u8 {
+    match (prefer, c.backend) {
+        (Some(p), b) if p == b => 0,
+        _ if c.is_gpu() => 1,
+        _ if c.backend == BackendKind::Cpu => 3,
+        _ => 2,
+    }
+}
+
+/// Plans where `req` fits among `candidates`. `total_at_context(c)` re-estimates the total for a
+/// context of `c` tokens (models only), for the largest-context answer.
+pub fn plan(
+    req: &Requirement,
+    candidates: &[Candidate],
+    policy: &Policy,
+    total_at_context: Option<(&dyn Fn(u64) -> u64, u64)>,
+) -> Selection {
+    let gpus: Vec<&Candidate> = candidates
+        .iter()
+        .filter(|c| c.is_gpu() || policy.prefer == Some(c.backend) && c.backend != BackendKind::Cpu)
+        .collect();
+    let cpu = candidates.iter().find(|c| c.backend == BackendKind::Cpu);
+    let mut verdicts: Vec<Verdict> = candidates
+        .iter()
+        .map(|c| {
+            let usable = policy.usable(c);
+            let fits = usable >= req.total;
+            let software =
+                c.backend != BackendKind::Cpu && !c.is_gpu() && policy.prefer != Some(c.backend);
+            let reason = if software {
+                format!(
+                    "a software device on the CPU ({}); prefer the cpu backend, or --prefer {}",
+                    c.name, c.backend
+                )
+            } else if fits {
+                format!(
+                    "fits: needs {}, {}",
+                    format_bytes(req.total),
+                    policy.describe(c)
+                )
+            } else {
+                format!("needs {}, {}", format_bytes(req.total), policy.describe(c))
+            };
+            Verdict {
+                host: c.host.clone(),
+                backend: c.backend,
+                device: c.device,
+                name: c.name.clone(),
+                usable_bytes: usable,
+                needed_bytes: req.total,
+                headroom_bytes: usable as i128 - req.total as i128,
+                fits: fits && !software,
+                reason,
+            }
+        })
+        .collect();
+
+    // 1. A single device: the preferred backend first, then GPUs by headroom; the CPU only when
+    //    asked for or when there is no GPU at all.
+    let mut singles: Vec<&Candidate> = gpus.clone();
+    if policy.prefer == Some(BackendKind::Cpu) || gpus.is_empty() {
+        singles.extend(cpu);
+    }
+    singles.sort_by_key(|c| (rank(c, policy.prefer), std::cmp::Reverse(policy.usable(c))));
+    let best_rank = singles
+        .iter()
+        .filter(|c| policy.usable(c) >= req.total)
+        .map(|c| rank(c, policy.prefer))
+        .min();
+    if let Some(r) = best_rank {
+        if let Some(c) = singles
+            .iter()
+            .find(|c| rank(c, policy.prefer) == r && policy.usable(c) >= req.total)
+        {
+            let layers = req.model.map(|m| m.layers);
+            return Selection {
+                required_bytes: req.total,
+                plan: Plan {
+                    kind: PlanKind::Single,
+                    placements: vec![Placement {
+                        host: c.host.clone(),
+                        backend: c.backend,
+                        device: c.device,
+                        bytes: req.total,
+                        layers,
+                    }],
+                    gpu_layers: if c.backend == BackendKind::Cpu {
+                        Some(0)
+                    } else {
+                        layers
+                    },
+                    max_context: None,
+                    shortfall_bytes: None,
+                },
+                candidates: verdicts,
+            };
+        }
+    }
+
+    // 2. Tensor parallel over identical devices on one host: the smallest N that fits.
+    let mut groups: Vec<Vec<&Candidate>> = Vec::new();
+    for c in &gpus {
+        match groups.iter_mut().find(|g| {
+            g[0].host == c.host
+                && g[0].backend == c.backend
+                && g[0].name == c.name
+                && g[0].total_bytes == c.total_bytes
+        }) {
+            Some(g) => g.push(c),
+            None => groups.push(vec![c]),
+        }
+    }
+    let mut tp_best: Option<(u64, Vec<&Candidate>, u64)> = None;
+    for group in &groups {
+        let mut sorted = group.clone();
+        sorted.sort_by_key(|c| std::cmp::Reverse(policy.usable(c)));
+        for n in 2..=sorted.len() as u64 {
+            let per_device = match req.model {
+                Some(m) => (req.total - m.overhead).div_ceil(n) + m.overhead,
+                None => req.total.div_ceil(n),
+            };
+            let chosen = &sorted[..n as usize];
+            if chosen.iter().all(|c| policy.usable(c) >= per_device) {
+                if tp_best.as_ref().is_none_or(|(bn, _, _)| n < *bn) {
+                    tp_best = Some((n, chosen.to_vec(), per_device));
+                }
+                break;
+            }
+        }
+    }
+    if let Some((_, chosen, per_device)) = tp_best {
+        let layers = req.model.map(|m| m.layers);
+        return Selection {
+            required_bytes: req.total,
+            plan: Plan {
+                kind: PlanKind::TensorParallel,
+                placements: chosen
+                    .iter()
+                    .map(|c| Placement {
+                        host: c.host.clone(),
+                        backend: c.backend,
+                        device: c.device,
+                        bytes: per_device,
+                        layers,
+                    })
+                    .collect(),
+                gpu_layers: layers,
+                max_context: None,
+                shortfall_bytes: None,
+            },
+            candidates: verdicts,
+        };
+    }
+
+    // 3. Layer split over the GPUs of one host, in proportion to usable memory.
+    if let Some(m) = req.model {
+        let mut hosts: Vec<&str> = gpus.iter().map(|c| c.host.as_str()).collect();
+        hosts.dedup();
+        for host in hosts {
+            let mut devs: Vec<&Candidate> =
+                gpus.iter().copied().filter(|c| c.host == host).collect();
+            if devs.len() < 2 {
+                continue;
+            }
+            devs.sort_by_key(|c| std::cmp::Reverse(policy.usable(c)));
+            if let Some(layers) = split_layers(
+                &m,
+                &devs.iter().map(|c| policy.usable(c)).collect::<Vec<_>>(),
+            ) {
+                let placements = devs
+                    .iter()
+                    .zip(&layers)
+                    .enumerate()
+                    .filter(|(_, (_, l))| **l > 0)
+                    .map(|(i, (c, l))| Placement {
+                        host: c.host.clone(),
+                        backend: c.backend,
+                        device: c.device,
+                        bytes: m.overhead
+                            + m.activations
+                            + l * m.per_layer
+                            + if i == 0 { m.non_layer } else { 0 },
+                        layers: Some(*l),
+                    })
+                    .collect();
+                return Selection {
+                    required_bytes: req.total,
+                    plan: Plan {
+                        kind: PlanKind::LayerSplit,
+                        placements,
+                        gpu_layers: Some(m.layers),
+                        max_context: None,
+                        shortfall_bytes: None,
+                    },
+                    candidates: verdicts,
+                };
+            }
+        }
+    }
+
+    // 4. Partial CPU offload: as many layers as fit on the best GPU, the rest in system RAM.
+    let best_gpu = gpus.iter().max_by_key(|c| policy.usable(c));
+    if let (Some(gpu), Some(cpu)) = (best_gpu, cpu) {
+        let gpu_usable = policy.usable(gpu);
+        let cpu_usable = policy.usable(cpu);
+        let offload = match req.model {
+            Some(m) => {
+                let room = gpu_usable.saturating_sub(m.overhead + m.activations + m.non_layer);
+                let on_gpu = (room / m.per_layer.max(1)).min(m.layers);
+                let on_cpu = m.layers - on_gpu;
+                let cpu_bytes = on_cpu * m.per_layer + m.activations;
+                (on_gpu > 0 && cpu_bytes <= cpu_usable).then(|| {
+                    (
+                        m.overhead + m.activations + m.non_layer + on_gpu * m.per_layer,
+                        Some(on_gpu),
+                        cpu_bytes,
+                        Some(on_cpu),
+                    )
+                })
+            }
+            None => {
+                let rest = req.total.saturating_sub(gpu_usable);
+                (gpu_usable > 0 && rest <= cpu_usable).then_some((gpu_usable, None, rest, None))
+            }
+        };
+        if let Some((gpu_bytes, gpu_layers, cpu_bytes, cpu_layers)) = offload {
+            return Selection {
+                required_bytes: req.total,
+                plan: Plan {
+                    kind: PlanKind::CpuOffload,
+                    placements: vec![
+                        Placement {
+                            host: gpu.host.clone(),
+                            backend: gpu.backend,
+                            device: gpu.device,
+                            bytes: gpu_bytes,
+                            layers: gpu_layers,
+                        },
+                        Placement {
+                            host: cpu.host.clone(),
+                            backend: cpu.backend,
+                            device: cpu.device,
+                            bytes: cpu_bytes,
+                            layers: cpu_layers,
+                        },
+                    ],
+                    gpu_layers,
+                    max_context: None,
+                    shortfall_bytes: None,
+                },
+                candidates: verdicts,
+            };
+        }
+    }
+
+    // 5. Nothing fits: the largest context that would fit on the best device, and the shortfall
+    //    of the closest candidate.
+    let best = singles
+        .iter()
+        .max_by_key(|c| policy.usable(c))
+        .or(gpus.first())
+        .copied();
+    let max_context = match (best, total_at_context) {
+        (Some(c), Some((total_at, requested))) => {
+            let usable = policy.usable(c);
+            let (mut lo, mut hi) = (0u64, requested.saturating_sub(1));
+            while lo < hi {
+                let mid = lo + (hi - lo).div_ceil(2);
+                if total_at(mid) <= usable {
+                    lo = mid;
+                } else {
+                    hi = mid - 1;
+                }
+            }
+            (lo > 0 && total_at(lo) <= usable).then_some(lo)
+        }
+        _ => None,
+    };
+    let shortfall = verdicts
+        .iter()
+        .filter(|v| !v.reason.starts_with("a software"))
+        .map(|v| req.total.saturating_sub(v.usable_bytes))
+        .min();
+    for v in &mut verdicts {
+        v.fits = false;
+    }
+    Selection {
+        required_bytes: req.total,
+        plan: Plan {
+            kind: PlanKind::None,
+            placements: Vec::new(),
+            gpu_layers: None,
+            max_context,
+            shortfall_bytes: shortfall,
+        },
+        candidates: verdicts,
+    }
+}
+
+/// Layers per device in proportion to usable memory (largest remainder), moved to devices with
+/// room when a share does not fit; `None` when the layers cannot all be placed. Device 0 also
+/// holds the non-layer weights; every device holds overhead and activations.
+pub fn split_layers(m: &ModelNeeds, usable: &[u64]) -> Option<Vec<u64>> {
+    let capacity: Vec<u64> = usable
+        .iter()
+        .enumerate()
+        .map(|(i, &u)| {
+            let fixed = m.overhead + m.activations + if i == 0 { m.non_layer } else { 0 };
+            u.saturating_sub(fixed) / m.per_layer.max(1)
+        })
+        .collect();
+    if capacity.iter().sum::<u64>() < m.layers {
+        return None;
+    }
+    let total: u128 = usable.iter().map(|&u| u128::from(u)).sum();
+    let mut layers: Vec<u64> = usable
+        .iter()
+        .map(|&u| (u128::from(m.layers) * u128::from(u) / total.max(1)) as u64)
+        .collect();
+    let mut left = m.layers - layers.iter().sum::<u64>();
+    let mut i = 0;
+    let n = layers.len();
+    while left > 0 {
+        layers[i % n] += 1;
+        left -= 1;
+        i += 1;
+    }
+    // Move layers from over-full devices to devices with room.
+    for d in 0..layers.len() {
+        while layers[d] > capacity[d] {
+            let to = (0..layers.len()).find(|&j| layers[j] < capacity[j])?;
+            layers[d] -= 1;
+            layers[to] += 1;
+        }
+    }
+    Some(layers)
+}
+
+/// Why `select_backend_for_model` or `init_backend_with_memory_check` found nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("no backend can hold {}: {}", format_bytes(*required), tried.iter().map(|(b, why)| format!("{b}: {why}")).collect::<Vec<_>>().join("; "))]
+pub struct SelectError {
+    /// Bytes asked for.
+    pub required: u64,
+    /// Every backend or device tried, and why it was rejected.
+    pub tried: Vec<(String, String)>,
+}
+
+/// Seed 000: the backend and device that can hold `required_bytes` on this machine, under the
+/// default policy.
+pub fn select_backend_for_model(required_bytes: u64) -> Result<(BackendKind, usize), SelectError> {
+    let found = crate::backend::discover_backends();
+    let candidates = candidates_from_discovery(&found, "localhost");
+    let selection = plan(
+        &Requirement {
+            total: required_bytes,
+            model: None,
+        },
+        &candidates,
+        &Policy::default(),
+        None,
+    );
+    match selection.plan.kind {
+        PlanKind::Single => {
+            let p = &selection.plan.placements[0];
+            Ok((p.backend, p.device))
+        }
+        _ => {
+            let mut tried: Vec<(String, String)> = found
+                .iter()
+                .filter(|b| !b.available)
+                .map(|b| (b.backend.to_string(), b.reason.clone().unwrap_or_default()))
+                .collect();
+            tried.extend(
+                selection
+                    .candidates
+                    .iter()
+                    .map(|v| (format!("{}:{}", v.backend, v.device), v.reason.clone())),
+            );
+            Err(SelectError {
+                required: required_bytes,
+                tried,
+            })
+        }
+    }
+}
+
+/// Seed 000: opens the preferred (or best) device that has `required_bytes` free right now.
+/// The error lists every backend tried and why it failed.
+pub fn init_backend_with_memory_check(
+    preference: Option<BackendKind>,
+    required_bytes: u64,
+) -> Result<std::sync::Arc<dyn crate::alloc::DeviceMemory>, SelectError> {
+    let found = crate::backend::discover_with(&crate::backend::DiscoverOptions {
+        only: Vec::new(),
+        timeout: Duration::from_secs(5),
+    });
+    let mut tried = Vec::new();
+    let mut order: Vec<(BackendKind, usize, u64)> = found
+        .iter()
+        .filter(|b| {
+            b.available && b.backend != BackendKind::Nvml && b.backend != BackendKind::Metal
+        })
+        .flat_map(|b| {
+            b.devices
+                .iter()
+                .map(move |d| (b.backend, d.index, d.free_or_total()))
+        })
+        .collect();
+    order.sort_by_key(|(b, _, free)| {
+        (
+            preference != Some(*b),
+            *b == BackendKind::Cpu,
+            std::cmp::Reverse(*free),
+        )
+    });
+    for b in found.iter().filter(|b| !b.available) {
+        tried.push((b.backend.to_string(), b.reason.clone().unwrap_or_default()));
+    }
+    for (backend, index, _) in order {
+        let spec = DeviceSpec::Device { backend, index };
+        match crate::backend::open_device(&spec) {
+            Ok(dev) => match dev.mem_info() {
+                Ok((free, _)) if free >= required_bytes => return Ok(dev),
+                Ok((free, _)) => {
+                    tried.push((spec.to_string(), format!("{} free", format_bytes(free))))
+                }
+                Err(e) => tried.push((spec.to_string(), e.to_string())),
+            },
+            Err(e) => tried.push((spec.to_string(), e.reason)),
+        }
+    }
+    Err(SelectError {
+        required: required_bytes,
+        tried,
+    })
+}

@@ -1,0 +1,360 @@
+//! `gpumem select` over sim devices and saved inventories: every plan kind, reasons, exit 3.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use serde_json::{json, Value};
+
+fn gpumem() -> Command {
+    Command::cargo_bin("gpumem").unwrap()
+}
+
+fn select(args: &[&str]) -> (i32, Value) {
+    let out = gpumem()
+        .args(["--json", "select"])
+        .args(args)
+        .output()
+        .unwrap();
+    let code = out.status.code().unwrap();
+    assert!(
+        code == 0 || code == 3,
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (code, serde_json::from_slice(&out.stdout).unwrap())
+}
+
+const GIB: u64 = 1 << 30;
+
+fn gpu(index: u64, name: &str, total: u64, free: u64) -> Value {
+    json!({"index": index, "name": name, "vendor": "NVIDIA", "device_type": "gpu", "total_bytes": total,
+           "free_bytes": free, "free_scope": "device", "max_alloc_bytes": total, "unified_memory": false,
+           "compute_capability": "8.0", "driver_version": "CUDA 12.8", "pci_bus_id": null, "uuid": null})
+}
+
+/// A saved `gpumem discover --json` document for a host with these GPUs and RAM.
+fn inventory(dir: &Path, host: &str, gpus: Vec<Value>, ram: u64) -> PathBuf {
+    let doc = json!({
+        "schema_version": 1,
+        "host": {"hostname": host, "os": "Linux", "cpu": "EPYC", "cpus": 64, "memory_total_bytes": ram,
+                 "memory_available_bytes": ram, "gpumem_version": "0.1.0"},
+        "backends": [
+            {"backend": "cpu", "available": true, "reason": null, "probe_ms": 1.0,
+             "devices": [{"index": 0, "name": "EPYC", "vendor": "AMD", "device_type": "cpu", "total_bytes": ram,
+                          "free_bytes": ram, "free_scope": "device", "max_alloc_bytes": ram, "unified_memory": true,
+                          "compute_capability": null, "driver_version": null, "pci_bus_id": null, "uuid": null}]},
+            {"backend": "cuda", "available": !gpus.is_empty(), "reason": if gpus.is_empty() { json!("no devices") } else { json!(null) },
+             "probe_ms": 1.0, "devices": gpus},
+            {"backend": "rocm", "available": false, "reason": "library not found", "probe_ms": 0.1, "devices": []}
+        ],
+        "recommended": {"backend": "cuda", "device": 0}
+    });
+    let path = dir.join(format!("{host}.json"));
+    std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+    path
+}
+
+#[test]
+fn single_device_with_the_most_headroom() {
+    let (code, doc) = select(&[
+        "--model",
+        "mistral-7b",
+        "--device",
+        "sim:24GiB",
+        "--device",
+        "sim:48GiB",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(doc["schema_version"], 1);
+    assert_eq!(doc["plan"]["kind"], "single");
+    assert_eq!(doc["plan"]["placements"][0]["device"], 1);
+    assert_eq!(doc["plan"]["placements"][0]["layers"], 32);
+    assert_eq!(doc["candidates"].as_array().unwrap().len(), 2);
+    assert!(doc["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["fits"] == true));
+}
+
+#[test]
+fn bytes_and_reasons() {
+    let (code, doc) = select(&["--bytes", "30GiB", "--device", "sim:24GiB"]);
+    assert_eq!(code, 3);
+    assert_eq!(doc["plan"]["kind"], "none");
+    // 24 GiB: reserve min(500 MB + 100 MB + 10 %, 2 GB) = 2 GB; usable min(90 %, total − reserve).
+    let usable = (24 * GIB) as f64 * 0.9;
+    assert_eq!(doc["candidates"][0]["usable_bytes"], usable as u64);
+    assert_eq!(
+        doc["candidates"][0]["reason"],
+        "needs 30.00 GiB, 21.60 GiB usable after 10 % reserve"
+    );
+    assert_eq!(doc["plan"]["shortfall_bytes"], 30 * GIB - usable as u64);
+    let (code, doc) = select(&[
+        "--bytes",
+        "30GiB",
+        "--device",
+        "sim:24GiB",
+        "--memory-fraction",
+        "1.0",
+        "--reserve-cap",
+        "0",
+        "--min-free",
+        "0",
+    ]);
+    assert_eq!(code, 3);
+    assert_eq!(doc["candidates"][0]["usable_bytes"], 24 * GIB);
+}
+
+#[test]
+fn tensor_parallel_over_identical_devices() {
+    let (code, doc) = select(&[
+        "--model",
+        "llama-3.1-70b",
+        "--fragmentation-reserve",
+        "0",
+        "--context",
+        "2048",
+        "--device",
+        "sim:80GiB",
+        "--device",
+        "sim:80GiB",
+        "--device",
+        "sim:80GiB",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(doc["plan"]["kind"], "tensor_parallel");
+    assert_eq!(
+        doc["plan"]["placements"].as_array().unwrap().len(),
+        2,
+        "the smallest N that fits"
+    );
+}
+
+#[test]
+fn layer_split_over_unequal_devices() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = inventory(
+        dir.path(),
+        "mixed-box",
+        vec![
+            gpu(0, "V100", 32 * GIB, 32 * GIB),
+            gpu(1, "RTX 6000 Ada", 48 * GIB, 48 * GIB),
+        ],
+        64 * GIB,
+    );
+    let (code, doc) = select(&[
+        "--model",
+        "qwen2.5-32b",
+        "--inventory",
+        inv.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(doc["plan"]["kind"], "layer_split");
+    let placements = doc["plan"]["placements"].as_array().unwrap();
+    let layers: Vec<u64> = placements
+        .iter()
+        .map(|p| p["layers"].as_u64().unwrap())
+        .collect();
+    assert_eq!(layers.iter().sum::<u64>(), 64);
+    // The larger card gets more layers.
+    assert_eq!(placements[0]["device"], 1);
+    assert!(layers[0] > layers[1]);
+    assert!(placements.iter().all(|p| p["host"] == "mixed-box"));
+}
+
+#[test]
+fn cpu_offload_keeps_most_layers_on_the_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = inventory(
+        dir.path(),
+        "workstation",
+        vec![gpu(0, "RTX 4090", 24 * GIB, 23 * GIB)],
+        256 * GIB,
+    );
+    let (code, doc) = select(&[
+        "--model",
+        "llama-3.1-70b",
+        "--inventory",
+        inv.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(doc["plan"]["kind"], "cpu_offload");
+    let gpu_layers = doc["plan"]["gpu_layers"].as_u64().unwrap();
+    assert!(gpu_layers > 0 && gpu_layers < 80, "{gpu_layers}");
+    assert_eq!(doc["plan"]["placements"][1]["backend"], "cpu");
+    assert_eq!(doc["plan"]["placements"][1]["layers"], 80 - gpu_layers);
+}
+
+#[test]
+fn nothing_fits_exit_3_with_shortfall_and_max_context() {
+    let (code, doc) = select(&[
+        "--model",
+        "llama-3-8b",
+        "--context",
+        "32768",
+        "--batch",
+        "8",
+        "--device",
+        "sim:24GiB",
+    ]);
+    assert_eq!(code, 3);
+    assert_eq!(doc["plan"]["kind"], "none");
+    assert!(doc["plan"]["shortfall_bytes"].as_u64().unwrap() > 0);
+    let max = doc["plan"]["max_context"].as_u64().unwrap();
+    assert!(max > 1024 && max < 32768, "{max}");
+    // That context does fit.
+    let (code, doc) = select(&[
+        "--model",
+        "llama-3-8b",
+        "--context",
+        &max.to_string(),
+        "--batch",
+        "8",
+        "--device",
+        "sim:24GiB",
+    ]);
+    assert_eq!(code, 0, "{doc}");
+    let out = gpumem()
+        .args([
+            "select",
+            "--bytes",
+            "1TiB",
+            "--device",
+            "sim:24GiB",
+            "--color",
+            "never",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .contains("No plan fits: the closest candidate is 1002.40 GiB short."));
+}
+
+#[test]
+fn inventories_from_several_hosts() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = inventory(
+        dir.path(),
+        "host-a",
+        vec![gpu(0, "RTX 3090", 24 * GIB, 20 * GIB)],
+        64 * GIB,
+    );
+    let b = inventory(
+        dir.path(),
+        "host-b",
+        vec![
+            gpu(0, "A100", 80 * GIB, 79 * GIB),
+            gpu(1, "A100", 80 * GIB, 79 * GIB),
+        ],
+        512 * GIB,
+    );
+    let (code, doc) = select(&[
+        "--model",
+        "qwen2.5-32b",
+        "--inventory",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(doc["plan"]["kind"], "single");
+    assert_eq!(doc["plan"]["placements"][0]["host"], "host-b");
+    let hosts: Vec<&str> = doc["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["host"].as_str().unwrap())
+        .collect();
+    assert!(hosts.contains(&"host-a") && hosts.contains(&"host-b"));
+    let rejected = doc["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["host"] == "host-a" && c["backend"] == "cuda")
+        .unwrap();
+    assert_eq!(rejected["fits"], false);
+    assert!(rejected["reason"].as_str().unwrap().starts_with("needs "));
+}
+
+#[test]
+fn malformed_inventories_name_the_file_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let fail = |path: &Path| {
+        let out = gpumem()
+            .args([
+                "select",
+                "--bytes",
+                "1GiB",
+                "--inventory",
+                path.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        stderr
+    };
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, "{ nope").unwrap();
+    assert!(fail(&bad).contains("bad.json"));
+    let foreign = dir.path().join("foreign.json");
+    std::fs::write(&foreign, r#"{"schema_version":1,"pool":{}}"#).unwrap();
+    let msg = fail(&foreign);
+    assert!(
+        msg.contains("foreign.json") && msg.contains("backends"),
+        "{msg}"
+    );
+    let typed = dir.path().join("typed.json");
+    let mut doc: Value = serde_json::from_str(
+        &std::fs::read_to_string(inventory(dir.path(), "h", vec![gpu(0, "X", GIB, GIB)], GIB))
+            .unwrap(),
+    )
+    .unwrap();
+    doc["backends"][1]["devices"][0]["total_bytes"] = json!("lots");
+    std::fs::write(&typed, doc.to_string()).unwrap();
+    let msg = fail(&typed);
+    assert!(
+        msg.contains("field 'backends[1].devices[0].total_bytes'"),
+        "{msg}"
+    );
+    let version = dir.path().join("v2.json");
+    doc["schema_version"] = json!(2);
+    doc["backends"][1]["devices"][0]["total_bytes"] = json!(1);
+    std::fs::write(&version, doc.to_string()).unwrap();
+    assert!(fail(&version).contains("schema_version"));
+}
+
+#[test]
+fn usage_errors() {
+    let out = gpumem().args(["select"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = gpumem()
+        .args(["select", "--bytes", "1GiB", "--device", "cuda:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn library_api() {
+    let err = gpumem::plan::select_backend_for_model(u64::MAX / 2).unwrap_err();
+    assert!(err.to_string().starts_with("no backend can hold"));
+    assert!(err.tried.iter().any(|(b, _)| b == "cuda"), "{err}");
+    let (backend, _) = gpumem::plan::select_backend_for_model(1 << 20).unwrap();
+    assert!(matches!(backend, gpumem::backend::BackendKind::Cpu) || backend.is_gpu());
+    let err = gpumem::plan::init_backend_with_memory_check(None, u64::MAX / 2)
+        .err()
+        .unwrap();
+    assert!(
+        err.tried
+            .iter()
+            .any(|(b, why)| b == "cpu:0" && why.contains("free")),
+        "{err}"
+    );
+    assert!(gpumem::plan::init_backend_with_memory_check(None, 1 << 20).is_ok());
+}
