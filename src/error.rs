@@ -12,12 +12,4 @@ pub enum CliError {
     /// with `--json` no second document, since stdout already holds the report.
     #[error("{0}")]
     AfterReport(String),
-    /// A subcommand whose implementation has not landed yet (exit 1).
-    #[error("`gpumem {command}` is not implemented yet (tracked in issue #{issue})")]
-    NotImplemented {
-        /// The subcommand.
-        command: &'static str,
-        /// The issue that will implement it.
-        issue: u32,
-    },
 }

@@ -75,10 +75,24 @@ impl Report for StressReport {
             ]);
         }
         let _ = writeln!(text, "{t}");
-        let transitions: Vec<String> = o
-            .pressure_transitions
+        // One chain per phase: the ramp's must read low→medium→high→critical.
+        let mut per_phase: Vec<(String, Vec<String>)> = Vec::new();
+        for t in &o.pressure_transitions {
+            let phase = format!("{:?}", t.phase).to_lowercase();
+            match per_phase.last_mut() {
+                Some((p, chain)) if *p == phase => chain.push(t.to.to_string()),
+                _ => per_phase.push((phase, vec![t.from.to_string(), t.to.to_string()])),
+            }
+        }
+        let transitions: Vec<String> = per_phase
             .iter()
-            .map(|t| format!("{}→{}", t.from, t.to))
+            .map(|(p, chain)| {
+                if chain.len() <= 5 {
+                    format!("{p}: {}", chain.join("→"))
+                } else {
+                    format!("{p}: {} changes", chain.len() - 1)
+                }
+            })
             .collect();
         let mut s = new_table(style, &["check", "value"]);
         s.add_row(vec!["operations".to_string(), o.ops.to_string()]);
@@ -86,7 +100,7 @@ impl Report for StressReport {
             "peak pressure".to_string(),
             o.peak_pressure.to_string(),
         ]);
-        s.add_row(vec!["pressure changes".to_string(), transitions.join(", ")]);
+        s.add_row(vec!["pressure changes".to_string(), transitions.join("; ")]);
         s.add_row(vec![
             "out of memory / retries".to_string(),
             format!("{} / {}", o.ooms, o.retries),
