@@ -98,6 +98,87 @@ impl fmt::Debug for dyn DeviceMemory {
     }
 }
 
+/// Bytes reserved against an optional capacity. Claims are atomic, so concurrent reservations
+/// cannot overshoot the cap; backends whose drivers commit lazily (PoCL, host mmap) or report no
+/// free memory enforce their size with it.
+#[derive(Debug, Default)]
+pub struct Budget {
+    used: AtomicU64,
+    cap: Option<u64>,
+}
+
+impl Budget {
+    /// A budget of `cap` bytes (`None`: unlimited, only counted).
+    pub fn new(cap: Option<u64>) -> Self {
+        Budget {
+            used: AtomicU64::new(0),
+            cap,
+        }
+    }
+
+    /// Claims `bytes`, or fails with out-of-memory when the cap would be passed.
+    pub fn claim(&self, bytes: u64) -> Result<(), DeviceError> {
+        let cap = self.cap.unwrap_or(u64::MAX);
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| {
+                r.checked_add(bytes).filter(|&n| n <= cap)
+            })
+            .map(|_| ())
+            .map_err(|_| DeviceError::OutOfMemory { requested: bytes })
+    }
+
+    /// Gives claimed bytes back.
+    pub fn give_back(&self, bytes: u64) {
+        self.used.fetch_sub(bytes, Ordering::AcqRel);
+    }
+
+    /// Bytes claimed now.
+    pub fn used(&self) -> u64 {
+        self.used.load(Ordering::Acquire)
+    }
+
+    /// Bytes left under the cap (`None` without a cap).
+    pub fn left(&self) -> Option<u64> {
+        self.cap.map(|c| c.saturating_sub(self.used()))
+    }
+}
+
+/// Sizes of live segments by handle, for drivers that hand out bare pointers (CUDA, HIP): bounds
+/// checks, double-release detection and clean-up on drop.
+#[derive(Debug, Default)]
+pub struct SegmentSizes(Mutex<HashMap<SegmentHandle, u64>>);
+
+impl SegmentSizes {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<SegmentHandle, u64>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records a new segment.
+    pub fn insert(&self, handle: SegmentHandle, size: u64) {
+        self.map().insert(handle, size);
+    }
+
+    /// Forgets a segment, returning its size; unknown handles are an error.
+    pub fn remove(&self, handle: SegmentHandle) -> Result<u64, DeviceError> {
+        self.map()
+            .remove(&handle)
+            .ok_or(DeviceError::InvalidSegment(handle))
+    }
+
+    /// The size of a live segment.
+    pub fn size_of(&self, handle: SegmentHandle) -> Result<u64, DeviceError> {
+        self.map()
+            .get(&handle)
+            .copied()
+            .ok_or(DeviceError::InvalidSegment(handle))
+    }
+
+    /// Forgets every segment, returning their handles (for clean-up on drop).
+    pub fn drain(&self) -> Vec<SegmentHandle> {
+        self.map().drain().map(|(h, _)| h).collect()
+    }
+}
+
 /// Checks that `[offset, offset + len)` lies inside a segment of `size` bytes.
 pub fn check_bounds(offset: u64, len: usize, size: u64) -> Result<(), DeviceError> {
     let len = len as u64;
@@ -163,7 +244,7 @@ fn os_unmap(ptr: *mut u8, len: usize) {
 /// tested with real allocations.
 pub struct HostDevice {
     capacity: Option<u64>,
-    reserved: AtomicU64,
+    budget: Budget,
     next: AtomicU64,
     segments: RwLock<HashMap<SegmentHandle, HostBlock>>,
 }
@@ -173,7 +254,7 @@ impl HostDevice {
     pub fn new(capacity: Option<u64>) -> Self {
         HostDevice {
             capacity,
-            reserved: AtomicU64::new(0),
+            budget: Budget::new(capacity),
             next: AtomicU64::new(1),
             segments: RwLock::new(HashMap::new()),
         }
@@ -181,7 +262,7 @@ impl HostDevice {
 
     /// Bytes currently reserved through this device.
     pub fn reserved(&self) -> u64 {
-        self.reserved.load(Ordering::Relaxed)
+        self.budget.used()
     }
 
     fn with_block<T>(
@@ -219,24 +300,12 @@ impl DeviceMemory for HostDevice {
         if bytes == 0 {
             return Err(DeviceError::Unsupported("zero-byte segment".into()));
         }
-        if let Some(cap) = self.capacity {
-            // Claim the bytes first so that concurrent reservations cannot overshoot the cap.
-            let claimed = self
-                .reserved
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| {
-                    r.checked_add(bytes).filter(|&n| n <= cap)
-                });
-            if claimed.is_err() {
-                return Err(oom);
-            }
-        } else {
-            self.reserved.fetch_add(bytes, Ordering::AcqRel);
-        }
+        self.budget.claim(bytes)?;
         let mapped = usize::try_from(bytes)
             .ok()
             .and_then(|len| os_map(len).map(|ptr| (ptr, len)));
         let Some((ptr, len)) = mapped else {
-            self.reserved.fetch_sub(bytes, Ordering::AcqRel);
+            self.budget.give_back(bytes);
             return Err(oom);
         };
         let handle = SegmentHandle(self.next.fetch_add(1, Ordering::Relaxed));
@@ -259,13 +328,13 @@ impl DeviceMemory for HostDevice {
             .remove(&segment)
             .ok_or(DeviceError::InvalidSegment(segment))?;
         os_unmap(block.ptr, block.len);
-        self.reserved.fetch_sub(block.len as u64, Ordering::AcqRel);
+        self.budget.give_back(block.len as u64);
         Ok(())
     }
 
     fn mem_info(&self) -> Result<(u64, u64), DeviceError> {
         match self.capacity {
-            Some(cap) => Ok((cap.saturating_sub(self.reserved()), cap)),
+            Some(cap) => Ok((self.budget.left().unwrap_or(0), cap)),
             None => Ok((
                 crate::backend::get_available_memory(),
                 crate::backend::get_system_memory(),

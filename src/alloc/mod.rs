@@ -52,7 +52,8 @@ mod tests;
 pub use buffer::{BatchBuffers, Buffer};
 pub use config::{ConfigError, MemoryConfig};
 pub use device::{
-    check_bounds, DeviceError, DeviceMemory, HostDevice, Segment, SegmentHandle, SimDevice,
+    check_bounds, Budget, DeviceError, DeviceMemory, HostDevice, Segment, SegmentHandle,
+    SegmentSizes, SimDevice,
 };
 pub use error::PoolError;
 pub use fault::FaultInjector;

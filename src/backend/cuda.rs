@@ -8,11 +8,8 @@ use std::ffi::{c_char, c_int, CStr};
 
 use cudarc::driver::sys::{self, CUdevice, CUdevice_attribute, CUresult};
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
 use super::{Backend, BackendKind, DeviceInfo, DeviceType, FreeScope, Unavailable};
-use crate::alloc::{check_bounds, DeviceError, DeviceMemory, Segment, SegmentHandle};
+use crate::alloc::{check_bounds, DeviceError, DeviceMemory, Segment, SegmentHandle, SegmentSizes};
 
 /// The CUDA backend.
 #[derive(Debug, Clone, Copy, Default)]
@@ -270,7 +267,7 @@ pub struct CudaMemory {
     device: CUdevice,
     context: Context,
     /// Live segments: device pointer -> size, for bounds checks and clean-up on drop.
-    segments: Mutex<HashMap<SegmentHandle, u64>>,
+    segments: SegmentSizes,
 }
 
 impl CudaMemory {
@@ -300,7 +297,7 @@ impl CudaMemory {
             name: format!("cuda:{index} ({})", info.name),
             device,
             context: Context(ctx),
-            segments: Mutex::new(HashMap::new()),
+            segments: SegmentSizes::default(),
         })
     }
 
@@ -314,24 +311,13 @@ impl CudaMemory {
     }
 
     fn size_of(&self, segment: SegmentHandle) -> Result<u64, DeviceError> {
-        self.segments
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&segment)
-            .copied()
-            .ok_or(DeviceError::InvalidSegment(segment))
+        self.segments.size_of(segment)
     }
 }
 
 impl Drop for CudaMemory {
     fn drop(&mut self) {
-        let segments: Vec<SegmentHandle> = self
-            .segments
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain()
-            .map(|(h, _)| h)
-            .collect();
+        let segments: Vec<SegmentHandle> = self.segments.drain();
         if self.current().is_ok() {
             for handle in segments {
                 // SAFETY: each pointer came from cuMemAlloc and is freed once.
@@ -355,10 +341,7 @@ impl DeviceMemory for CudaMemory {
         match unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes as usize) } {
             CUresult::CUDA_SUCCESS => {
                 let handle = SegmentHandle(ptr);
-                self.segments
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(handle, bytes);
+                self.segments.insert(handle, bytes);
                 Ok(Segment {
                     handle,
                     address: Some(ptr),
@@ -375,11 +358,7 @@ impl DeviceMemory for CudaMemory {
     }
 
     fn release(&self, segment: SegmentHandle) -> Result<(), DeviceError> {
-        self.segments
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&segment)
-            .ok_or(DeviceError::InvalidSegment(segment))?;
+        self.segments.remove(segment)?;
         self.current()?;
         // SAFETY: the pointer came from cuMemAlloc and was removed from the map, so freed once.
         check("cuMemFree_v2", unsafe { sys::cuMemFree_v2(segment.0) })

@@ -16,7 +16,7 @@ use opencl3::memory::{Buffer, ClMem, CL_MEM_READ_WRITE};
 use opencl3::platform::get_platforms;
 use opencl3::types::CL_BLOCKING;
 
-use crate::alloc::{check_bounds, DeviceError, DeviceMemory, Segment, SegmentHandle};
+use crate::alloc::{check_bounds, Budget, DeviceError, DeviceMemory, Segment, SegmentHandle};
 
 use super::{Backend, BackendKind, DeviceInfo, DeviceType, FreeScope, Unavailable};
 
@@ -179,7 +179,7 @@ pub struct OpenclMemory {
     total: u64,
     max_alloc: u64,
     align: u64,
-    reserved: AtomicU64,
+    budget: Budget,
     next: AtomicU64,
     // Field order matters: buffers are released before the queue and context.
     segments: RwLock<HashMap<SegmentHandle, Buffer<u8>>>,
@@ -206,7 +206,7 @@ impl OpenclMemory {
             total: info.total_bytes,
             max_alloc: info.max_alloc_bytes.unwrap_or(info.total_bytes),
             align: (align_bits / 8).max(1).next_power_of_two(),
-            reserved: AtomicU64::new(0),
+            budget: Budget::new(Some(info.total_bytes)),
             next: AtomicU64::new(1),
             segments: RwLock::new(HashMap::new()),
             queue,
@@ -243,12 +243,7 @@ impl DeviceMemory for OpenclMemory {
         if bytes > self.max_alloc {
             return Err(oom);
         }
-        let total = self.total;
-        self.reserved
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| {
-                r.checked_add(bytes).filter(|&n| n <= total)
-            })
-            .map_err(|_| oom.clone())?;
+        self.budget.claim(bytes)?;
         // SAFETY: no host pointer is passed; the size is non-zero and within the device maximum.
         let created = unsafe {
             Buffer::<u8>::create(
@@ -272,7 +267,7 @@ impl DeviceMemory for OpenclMemory {
                 })
             }
             Err(e) => {
-                self.reserved.fetch_sub(bytes, Ordering::AcqRel);
+                self.budget.give_back(bytes);
                 // Allocation failures, resource exhaustion and over-size buffers all mean "this
                 // does not fit", which the pool handles by retrying or falling back.
                 match e.0 {
@@ -292,16 +287,12 @@ impl DeviceMemory for OpenclMemory {
             .ok_or(DeviceError::InvalidSegment(segment))?;
         let size = buffer.size().unwrap_or(0) as u64;
         drop(buffer); // clReleaseMemObject
-        self.reserved.fetch_sub(size, Ordering::AcqRel);
+        self.budget.give_back(size);
         Ok(())
     }
 
     fn mem_info(&self) -> Result<(u64, u64), DeviceError> {
-        Ok((
-            self.total
-                .saturating_sub(self.reserved.load(Ordering::Acquire)),
-            self.total,
-        ))
+        Ok((self.budget.left().unwrap_or(0), self.total))
     }
 
     fn max_allocation(&self) -> Option<u64> {

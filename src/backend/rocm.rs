@@ -4,14 +4,12 @@
 //! sysfs answers without initialising a GPU runtime, which takes seconds on ROCm, so discovery
 //! reads `/sys/class/drm/card*/device/mem_info_*` and only checks that HIP can be loaded.
 
-use std::collections::HashMap;
 use std::ffi::{c_int, c_uint, c_void};
 use std::fs;
 use std::path::Path;
-use std::sync::Mutex;
 
 use super::{Backend, BackendKind, DeviceInfo, DeviceType, FreeScope, Unavailable};
-use crate::alloc::{check_bounds, DeviceError, DeviceMemory, Segment, SegmentHandle};
+use crate::alloc::{check_bounds, DeviceError, DeviceMemory, Segment, SegmentHandle, SegmentSizes};
 
 /// The ROCm backend.
 #[derive(Debug, Clone, Copy, Default)]
@@ -186,7 +184,7 @@ pub struct HipMemory {
     hip: Hip,
     index: c_int,
     name: String,
-    segments: Mutex<HashMap<SegmentHandle, u64>>,
+    segments: SegmentSizes,
 }
 
 impl HipMemory {
@@ -215,7 +213,7 @@ impl HipMemory {
             hip,
             index: index as c_int,
             name: format!("rocm:{index}"),
-            segments: Mutex::new(HashMap::new()),
+            segments: SegmentSizes::default(),
         };
         memory
             .current()
@@ -240,24 +238,13 @@ impl HipMemory {
     }
 
     fn size_of(&self, segment: SegmentHandle) -> Result<u64, DeviceError> {
-        self.segments
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&segment)
-            .copied()
-            .ok_or(DeviceError::InvalidSegment(segment))
+        self.segments.size_of(segment)
     }
 }
 
 impl Drop for HipMemory {
     fn drop(&mut self) {
-        let live: Vec<SegmentHandle> = self
-            .segments
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain()
-            .map(|(h, _)| h)
-            .collect();
+        let live: Vec<SegmentHandle> = self.segments.drain();
         if self.current().is_ok() {
             for handle in live {
                 // SAFETY: each pointer came from hipMalloc and is freed once.
@@ -279,10 +266,7 @@ impl DeviceMemory for HipMemory {
         match unsafe { (self.hip.malloc)(&mut ptr, bytes as usize) } {
             HIP_SUCCESS => {
                 let handle = SegmentHandle(ptr as u64);
-                self.segments
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(handle, bytes);
+                self.segments.insert(handle, bytes);
                 Ok(Segment {
                     handle,
                     address: Some(ptr as u64),
@@ -297,11 +281,7 @@ impl DeviceMemory for HipMemory {
     }
 
     fn release(&self, segment: SegmentHandle) -> Result<(), DeviceError> {
-        self.segments
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&segment)
-            .ok_or(DeviceError::InvalidSegment(segment))?;
+        self.segments.remove(segment)?;
         self.current()?;
         // SAFETY: from hipMalloc, removed from the map, so freed once.
         self.call("hipFree", unsafe {

@@ -10,7 +10,7 @@ use std::sync::{Mutex, RwLock};
 
 use ash::vk;
 
-use crate::alloc::{check_bounds, DeviceError, DeviceMemory, Segment, SegmentHandle};
+use crate::alloc::{check_bounds, Budget, DeviceError, DeviceMemory, Segment, SegmentHandle};
 
 use super::{Backend, BackendKind, DeviceInfo, DeviceType, FreeScope, Unavailable};
 
@@ -284,7 +284,7 @@ pub struct VulkanMemory {
     staging_type: Option<u32>,
     max_alloc: u64,
     align: u64,
-    reserved: AtomicU64,
+    budget: Budget,
     next: AtomicU64,
     segments: RwLock<HashMap<SegmentHandle, VkSegment>>,
     transfer: Mutex<(vk::Queue, vk::CommandPool)>,
@@ -396,7 +396,7 @@ impl VulkanMemory {
             staging_type: if host_visible { None } else { staging_type },
             max_alloc: info.max_alloc_bytes.unwrap_or(heap_size),
             align,
-            reserved: AtomicU64::new(0),
+            budget: Budget::new(Some(heap_size)),
             next: AtomicU64::new(1),
             segments: RwLock::new(HashMap::new()),
             transfer: Mutex::new((queue, command_pool)),
@@ -612,12 +612,7 @@ impl DeviceMemory for VulkanMemory {
         if bytes > self.max_alloc {
             return Err(oom);
         }
-        let heap = self.heap_size;
-        self.reserved
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| {
-                r.checked_add(bytes).filter(|&n| n <= heap)
-            })
-            .map_err(|_| oom.clone())?;
+        self.budget.claim(bytes)?;
         let made = if self.staging_type.is_some() {
             let usage = vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST;
             self.buffer_with_memory(bytes, self.memory_type, usage)
@@ -672,7 +667,7 @@ impl DeviceMemory for VulkanMemory {
                 })
             }
             Err(e) => {
-                self.reserved.fetch_sub(bytes, Ordering::AcqRel);
+                self.budget.give_back(bytes);
                 Err(match e {
                     DeviceError::OutOfMemory { .. } => oom,
                     other => other,
@@ -690,14 +685,12 @@ impl DeviceMemory for VulkanMemory {
             .ok_or(DeviceError::InvalidSegment(segment))?;
         let size = seg.size;
         self.free_segment(seg);
-        self.reserved.fetch_sub(size, Ordering::AcqRel);
+        self.budget.give_back(size);
         Ok(())
     }
 
     fn mem_info(&self) -> Result<(u64, u64), DeviceError> {
-        let ours = self
-            .heap_size
-            .saturating_sub(self.reserved.load(Ordering::Acquire));
+        let ours = self.budget.left().unwrap_or(0);
         if self.budget_ext {
             let heaps = self.instance.device_local_heaps(self.physical);
             // The budget covers every user of the heap, this process's own allocations included.
