@@ -32,8 +32,7 @@ fn main() -> ExitCode {
                 Some(CliError::Usage(_)) => Exit::Usage,
                 _ => Exit::Failure,
             };
-            // One line, whatever the error chain holds, so logs and CI annotations stay tidy.
-            let message = format!("{err:#}").replace('\n', " ");
+            let message = one_line(&err);
             eprintln!("gpumem: error: {message}");
             if !matches!(
                 err.downcast_ref::<CliError>(),
@@ -91,6 +90,20 @@ fn init_logging(global: &GlobalArgs) {
         .format_timestamp_millis()
         .target(env_logger::Target::Stderr)
         .init();
+}
+
+/// The error and its causes on one line, so logs and CI annotations stay tidy. A cause whose
+/// text its parent already shows (e.g. an OS error quoted in "path: error") is not repeated.
+fn one_line(err: &anyhow::Error) -> String {
+    let mut message = err.to_string();
+    for cause in err.chain().skip(1) {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+    }
+    message.replace('\n', " ")
 }
 
 fn is_broken_pipe(err: &anyhow::Error) -> bool {

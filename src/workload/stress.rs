@@ -304,7 +304,12 @@ pub fn run_stress(
             seen.iter().map(|t| (t.from, t.to)).collect();
         let ordered = got == expected;
         let interrupted = opts.interrupt.load(Ordering::Relaxed);
-        if !ordered && !interrupted {
+        if misses_in_a_row >= 8 {
+            failures.push(format!(
+                "ramp: {}",
+                notes.last().cloned().unwrap_or_default()
+            ));
+        } else if !ordered && !interrupted {
             failures.push(format!(
                 "ramp: pressure changes {got:?}, expected Low→Medium→High→Critical once each"
             ));
