@@ -389,3 +389,21 @@ fn cuda_stand_in_driver() {
     check_common(&doc);
     assert_eq!(doc["device"]["name"], "cuda:0 (Fake GPU 0)");
 }
+
+#[test]
+fn pytorch_segment_events_give_pytorchs_peak() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/snapshot-segment-events.pickle");
+    let doc = bench(&["--device", "sim:1GiB", "--trace", path.to_str().unwrap()]);
+    check_common(&doc);
+    let r = &doc["reference"];
+    assert_eq!(r["measured_as"], "segment_events");
+    // segment_alloc 20 MiB + 40 MiB before the 40 MiB segment_free.
+    assert_eq!(r["peak_reserved_bytes"], 60u64 << 20);
+    assert_eq!(
+        r["gpumem_reserved_bytes"],
+        doc["pool"]["peak_reserved_bytes"]
+    );
+    assert_eq!(doc["workload"]["allocations"], 4);
+    assert_eq!(doc["workload"]["skipped"], serde_json::json!([["oom", 1]]));
+}

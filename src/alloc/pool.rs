@@ -432,6 +432,10 @@ impl Pool {
                 }
                 match self.device.reserve(seg_size) {
                     Ok(seg) => {
+                        log::debug!(
+                            "reserved a segment of {seg_size} bytes on {}",
+                            self.device.name()
+                        );
                         return Ok((
                             self.add_segment(
                                 state,
@@ -442,7 +446,7 @@ impl Pool {
                                 stream,
                             ),
                             stream,
-                        ))
+                        ));
                     }
                     Err(e @ DeviceError::OutOfMemory { .. }) => last = e,
                     Err(other) => return Err(other),
@@ -772,6 +776,11 @@ impl Pool {
         let Some(seg) = state.segments[seg_idx as usize].take() else {
             return 0;
         };
+        log::debug!(
+            "releasing a segment of {} bytes on {}",
+            seg.size,
+            self.device.name()
+        );
         let mut idx = seg.head;
         while idx != NIL {
             let (size, tag, next) = {

@@ -324,7 +324,20 @@ pub fn discover_with(options: &DiscoverOptions) -> Vec<BackendInfo> {
     while results.len() < selected.len() {
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
-            Ok((kind, result, took)) => results.push(BackendInfo::from_probe(kind, result, took)),
+            Ok((kind, result, took)) => {
+                let info = BackendInfo::from_probe(kind, result, took);
+                match &info.reason {
+                    None => log::info!(
+                        "{kind}: {} devices in {:.1} ms",
+                        info.devices.len(),
+                        info.probe_ms
+                    ),
+                    Some(why) => {
+                        log::info!("{kind}: unavailable after {:.1} ms: {why}", info.probe_ms)
+                    }
+                }
+                results.push(info);
+            }
             Err(_) => break,
         }
     }

@@ -169,12 +169,22 @@ impl FromStr for DeviceSpec {
     }
 }
 
+/// A byte count in the largest binary unit that divides it exactly, so that it parses back.
+fn exact_size(bytes: u64) -> String {
+    for (shift, unit) in [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] {
+        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
+}
+
 impl fmt::Display for DeviceSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DeviceSpec::Host { capacity: None } => f.write_str("host"),
-            DeviceSpec::Host { capacity: Some(c) } => write!(f, "host:{c}"),
-            DeviceSpec::Sim { capacity } => write!(f, "sim:{capacity}"),
+            DeviceSpec::Host { capacity: Some(c) } => write!(f, "host:{}", exact_size(*c)),
+            DeviceSpec::Sim { capacity } => write!(f, "sim:{}", exact_size(*capacity)),
             DeviceSpec::Device { backend, index } => write!(f, "{backend}:{index}"),
         }
     }

@@ -158,6 +158,11 @@ pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
         timeline_points: if args.timeline.is_some() { 2000 } else { 0 },
     };
     let ops = workload.ops.len() as u64;
+    log::info!(
+        "{}: {ops} operations on {spec}, preset {}",
+        workload.name,
+        preset_name(preset)
+    );
     let bar = out.progress(ops, "pool");
     let pool_run = run_pool(&workload, &pool, options, &mut |done| bar.set(done))?;
     bar.finish();

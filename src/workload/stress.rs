@@ -258,6 +258,7 @@ pub fn run_stress(
     };
     let want = |p: StressPhase| opts.phases.contains(&p) && !opts.interrupt.load(Ordering::Relaxed);
     let set_phase = |p: StressPhase| {
+        log::info!("stress: {p:?} phase");
         if let Ok(mut g) = phase_now.lock() {
             *g = p;
         }
