@@ -246,7 +246,7 @@ fn ctrl_c_ends_the_phase_frees_everything_and_reports() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    std::thread::sleep(Duration::from_millis(3000));
     // SAFETY: sending SIGINT to our own child process.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
     let start = std::time::Instant::now();
