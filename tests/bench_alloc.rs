@@ -407,3 +407,34 @@ fn pytorch_segment_events_give_pytorchs_peak() {
     assert_eq!(doc["workload"]["allocations"], 4);
     assert_eq!(doc["workload"]["skipped"], serde_json::json!([["oom", 1]]));
 }
+
+#[test]
+fn environment_overrides_reach_the_pool() {
+    let out = gpumem()
+        .env("GPUMEM_MAX_POOL", "64MiB")
+        .args([
+            "--json",
+            "bench-alloc",
+            "--device",
+            "sim:1GiB",
+            "-n",
+            "300",
+            "--max-size",
+            "1MiB",
+            "--no-baseline",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(doc["pool"]["peak_reserved_bytes"].as_u64().unwrap() <= 64 << 20);
+    let out = gpumem()
+        .env("GPUMEM_MAX_POOL", "lots")
+        .args(["bench-alloc", "--device", "sim:1GiB", "-n", "10"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8(out.stderr)
+        .unwrap()
+        .contains("GPUMEM_MAX_POOL=lots"));
+}

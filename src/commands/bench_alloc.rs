@@ -148,8 +148,9 @@ pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
         }
         _ => arena,
     };
-    let pool = Pool::new(device.clone(), pool_config(preset, &spec, arena))
-        .with_context(|| format!("creating a pool on {spec}"))?;
+    let config = pool_config(preset, &spec, arena).with_env_overrides()?;
+    let pool =
+        Pool::new(device.clone(), config).with_context(|| format!("creating a pool on {spec}"))?;
     if device.simulated() {
         out.note("note: sim device — results are simulated; no memory is reserved");
     }

@@ -49,6 +49,7 @@ pub fn run(args: &StressArgs, out: &Output) -> Result<Exit> {
         }
         config = config.with_max_pool_bytes(max);
     }
+    let config = config.with_env_overrides()?;
     let pool = Pool::new(device, config).with_context(|| format!("creating a pool on {spec}"))?;
     let interrupt = Arc::new(AtomicBool::new(false));
     {
