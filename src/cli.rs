@@ -424,8 +424,12 @@ pub struct BenchAllocArgs {
     #[arg(long)]
     pub no_baseline: bool,
 
-    /// Do not write and check bytes in each buffer on a real device.
-    #[arg(long)]
+    /// Write a signature into each buffer on a real device and check it on free (default).
+    #[arg(long, overrides_with = "no_verify")]
+    pub verify: bool,
+
+    /// Do not write and check bytes in each buffer.
+    #[arg(long, overrides_with = "verify")]
     pub no_verify: bool,
 
     /// Draw allocated and reserved bytes over the run as an SVG.
@@ -484,7 +488,7 @@ pub struct StressArgs {
     pub cpu_fallback: bool,
 
     /// Fail such requests with the typed out-of-memory error instead.
-    #[arg(long)]
+    #[arg(long, overrides_with = "cpu_fallback")]
     pub no_cpu_fallback: bool,
 
     /// Churn threads. Default: the number of cores.
