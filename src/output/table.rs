@@ -46,7 +46,7 @@ pub fn new_table(style: &Style, headers: &[&str]) -> Table {
     let mut table = Table::new();
     table
         .load_preset(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Disabled);
+        .set_content_arrangement(ContentArrangement::Dynamic);
     if style.color {
         table.enforce_styling();
     } else {
