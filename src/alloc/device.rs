@@ -143,39 +143,67 @@ impl Budget {
     }
 }
 
-/// Sizes of live segments by handle, for drivers that hand out bare pointers (CUDA, HIP): bounds
-/// checks, double-release detection and clean-up on drop.
-#[derive(Debug, Default)]
-pub struct SegmentSizes(Mutex<HashMap<SegmentHandle, u64>>);
+/// A backend's live segments by handle: the one place handles are minted, looked up and
+/// retired, so every backend detects unknown and double-released handles the same way.
+#[derive(Debug)]
+pub struct SegmentTable<T> {
+    next: AtomicU64,
+    map: RwLock<HashMap<SegmentHandle, T>>,
+}
 
-impl SegmentSizes {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<SegmentHandle, u64>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+impl<T> Default for SegmentTable<T> {
+    fn default() -> Self {
+        SegmentTable {
+            next: AtomicU64::new(1),
+            map: RwLock::new(HashMap::new()),
+        }
+    }
+}
+
+impl<T> SegmentTable<T> {
+    /// Stores a segment under a fresh handle.
+    pub fn add(&self, value: T) -> SegmentHandle {
+        let handle = SegmentHandle(self.next.fetch_add(1, Ordering::Relaxed));
+        self.insert_at(handle, value);
+        handle
     }
 
-    /// Records a new segment.
-    pub fn insert(&self, handle: SegmentHandle, size: u64) {
-        self.map().insert(handle, size);
+    /// Stores a segment under a handle the driver chose (e.g. a device pointer).
+    pub fn insert_at(&self, handle: SegmentHandle, value: T) {
+        self.map
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(handle, value);
     }
 
-    /// Forgets a segment, returning its size; unknown handles are an error.
-    pub fn remove(&self, handle: SegmentHandle) -> Result<u64, DeviceError> {
-        self.map()
+    /// Retires a segment; unknown handles are an error.
+    pub fn remove(&self, handle: SegmentHandle) -> Result<T, DeviceError> {
+        self.map
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
             .remove(&handle)
             .ok_or(DeviceError::InvalidSegment(handle))
     }
 
-    /// The size of a live segment.
-    pub fn size_of(&self, handle: SegmentHandle) -> Result<u64, DeviceError> {
-        self.map()
+    /// Runs `f` on a live segment.
+    pub fn with<R>(
+        &self,
+        handle: SegmentHandle,
+        f: impl FnOnce(&T) -> Result<R, DeviceError>,
+    ) -> Result<R, DeviceError> {
+        let map = self.map.read().unwrap_or_else(|e| e.into_inner());
+        f(map
             .get(&handle)
-            .copied()
-            .ok_or(DeviceError::InvalidSegment(handle))
+            .ok_or(DeviceError::InvalidSegment(handle))?)
     }
 
-    /// Forgets every segment, returning their handles (for clean-up on drop).
-    pub fn drain(&self) -> Vec<SegmentHandle> {
-        self.map().drain().map(|(h, _)| h).collect()
+    /// Retires every segment, for clean-up on drop.
+    pub fn drain(&self) -> Vec<(SegmentHandle, T)> {
+        self.map
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .collect()
     }
 }
 
@@ -245,8 +273,7 @@ fn os_unmap(ptr: *mut u8, len: usize) {
 pub struct HostDevice {
     capacity: Option<u64>,
     budget: Budget,
-    next: AtomicU64,
-    segments: RwLock<HashMap<SegmentHandle, HostBlock>>,
+    segments: SegmentTable<HostBlock>,
 }
 
 impl HostDevice {
@@ -255,8 +282,7 @@ impl HostDevice {
         HostDevice {
             capacity,
             budget: Budget::new(capacity),
-            next: AtomicU64::new(1),
-            segments: RwLock::new(HashMap::new()),
+            segments: SegmentTable::default(),
         }
     }
 
@@ -264,24 +290,11 @@ impl HostDevice {
     pub fn reserved(&self) -> u64 {
         self.budget.used()
     }
-
-    fn with_block<T>(
-        &self,
-        segment: SegmentHandle,
-        f: impl FnOnce(&HostBlock) -> Result<T, DeviceError>,
-    ) -> Result<T, DeviceError> {
-        let map = self.segments.read().unwrap_or_else(|e| e.into_inner());
-        let block = map
-            .get(&segment)
-            .ok_or(DeviceError::InvalidSegment(segment))?;
-        f(block)
-    }
 }
 
 impl Drop for HostDevice {
     fn drop(&mut self) {
-        let map = self.segments.get_mut().unwrap_or_else(|e| e.into_inner());
-        for (_, block) in map.drain() {
+        for (_, block) in self.segments.drain() {
             os_unmap(block.ptr, block.len);
         }
     }
@@ -308,11 +321,7 @@ impl DeviceMemory for HostDevice {
             self.budget.give_back(bytes);
             return Err(oom);
         };
-        let handle = SegmentHandle(self.next.fetch_add(1, Ordering::Relaxed));
-        self.segments
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(handle, HostBlock { ptr, len });
+        let handle = self.segments.add(HostBlock { ptr, len });
         Ok(Segment {
             handle,
             address: Some(ptr as u64),
@@ -321,12 +330,7 @@ impl DeviceMemory for HostDevice {
     }
 
     fn release(&self, segment: SegmentHandle) -> Result<(), DeviceError> {
-        let block = self
-            .segments
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&segment)
-            .ok_or(DeviceError::InvalidSegment(segment))?;
+        let block = self.segments.remove(segment)?;
         os_unmap(block.ptr, block.len);
         self.budget.give_back(block.len as u64);
         Ok(())
@@ -343,7 +347,7 @@ impl DeviceMemory for HostDevice {
     }
 
     fn write(&self, segment: SegmentHandle, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
-        self.with_block(segment, |block| {
+        self.segments.with(segment, |block| {
             check_bounds(offset, data.len(), block.len as u64)?;
             // SAFETY: bounds checked above; the source is a distinct Rust slice.
             unsafe {
@@ -358,7 +362,7 @@ impl DeviceMemory for HostDevice {
     }
 
     fn read(&self, segment: SegmentHandle, offset: u64, out: &mut [u8]) -> Result<(), DeviceError> {
-        self.with_block(segment, |block| {
+        self.segments.with(segment, |block| {
             check_bounds(offset, out.len(), block.len as u64)?;
             // SAFETY: bounds checked above; the destination is a distinct Rust slice.
             unsafe {

@@ -53,7 +53,7 @@ pub use buffer::{BatchBuffers, Buffer};
 pub use config::{ConfigError, MemoryConfig};
 pub use device::{
     check_bounds, Budget, DeviceError, DeviceMemory, HostDevice, Segment, SegmentHandle,
-    SegmentSizes, SimDevice,
+    SegmentTable, SimDevice,
 };
 pub use error::PoolError;
 pub use fault::FaultInjector;

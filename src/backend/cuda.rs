@@ -9,7 +9,7 @@ use std::ffi::{c_char, c_int, CStr};
 use cudarc::driver::sys::{self, CUdevice, CUdevice_attribute, CUresult};
 
 use super::{Backend, BackendKind, DeviceInfo, DeviceType, FreeScope, Unavailable};
-use crate::alloc::{check_bounds, DeviceError, DeviceMemory, Segment, SegmentHandle, SegmentSizes};
+use crate::alloc::{check_bounds, DeviceError, DeviceMemory, Segment, SegmentHandle, SegmentTable};
 
 /// The CUDA backend.
 #[derive(Debug, Clone, Copy, Default)]
@@ -267,7 +267,7 @@ pub struct CudaMemory {
     device: CUdevice,
     context: Context,
     /// Live segments: device pointer -> size, for bounds checks and clean-up on drop.
-    segments: SegmentSizes,
+    segments: SegmentTable<u64>,
 }
 
 impl CudaMemory {
@@ -297,7 +297,7 @@ impl CudaMemory {
             name: format!("cuda:{index} ({})", info.name),
             device,
             context: Context(ctx),
-            segments: SegmentSizes::default(),
+            segments: SegmentTable::default(),
         })
     }
 
@@ -311,13 +311,14 @@ impl CudaMemory {
     }
 
     fn size_of(&self, segment: SegmentHandle) -> Result<u64, DeviceError> {
-        self.segments.size_of(segment)
+        self.segments.with(segment, |size| Ok(*size))
     }
 }
 
 impl Drop for CudaMemory {
     fn drop(&mut self) {
-        let segments: Vec<SegmentHandle> = self.segments.drain();
+        let segments: Vec<SegmentHandle> =
+            self.segments.drain().into_iter().map(|(h, _)| h).collect();
         if self.current().is_ok() {
             for handle in segments {
                 // SAFETY: each pointer came from cuMemAlloc and is freed once.
@@ -341,7 +342,7 @@ impl DeviceMemory for CudaMemory {
         match unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes as usize) } {
             CUresult::CUDA_SUCCESS => {
                 let handle = SegmentHandle(ptr);
-                self.segments.insert(handle, bytes);
+                self.segments.insert_at(handle, bytes);
                 Ok(Segment {
                     handle,
                     address: Some(ptr),

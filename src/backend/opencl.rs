@@ -4,10 +4,7 @@
 //! through NVIDIA's `cl_nv_device_attribute_query`; UUIDs through `cl_khr_device_uuid`.
 
 use opencl3::device::{Device, CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_CPU, CL_DEVICE_TYPE_GPU};
-use std::collections::HashMap;
 use std::ptr;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::RwLock;
 
 use opencl3::command_queue::{enqueue_read_buffer, enqueue_write_buffer, CommandQueue};
 use opencl3::context::Context;
@@ -16,7 +13,9 @@ use opencl3::memory::{Buffer, ClMem, CL_MEM_READ_WRITE};
 use opencl3::platform::get_platforms;
 use opencl3::types::CL_BLOCKING;
 
-use crate::alloc::{check_bounds, Budget, DeviceError, DeviceMemory, Segment, SegmentHandle};
+use crate::alloc::{
+    check_bounds, Budget, DeviceError, DeviceMemory, Segment, SegmentHandle, SegmentTable,
+};
 
 use super::{Backend, BackendKind, DeviceInfo, DeviceType, FreeScope, Unavailable};
 
@@ -180,9 +179,8 @@ pub struct OpenclMemory {
     max_alloc: u64,
     align: u64,
     budget: Budget,
-    next: AtomicU64,
     // Field order matters: buffers are released before the queue and context.
-    segments: RwLock<HashMap<SegmentHandle, Buffer<u8>>>,
+    segments: SegmentTable<Buffer<u8>>,
     queue: CommandQueue,
     _context: Context,
 }
@@ -207,8 +205,7 @@ impl OpenclMemory {
             max_alloc: info.max_alloc_bytes.unwrap_or(info.total_bytes),
             align: (align_bits / 8).max(1).next_power_of_two(),
             budget: Budget::new(Some(info.total_bytes)),
-            next: AtomicU64::new(1),
-            segments: RwLock::new(HashMap::new()),
+            segments: SegmentTable::default(),
             queue,
             _context: context,
         })
@@ -220,16 +217,14 @@ impl OpenclMemory {
         offset: u64,
         len: usize,
     ) -> Result<opencl3::types::cl_mem, DeviceError> {
-        let map = self.segments.read().unwrap_or_else(|e| e.into_inner());
-        let buffer = map
-            .get(&segment)
-            .ok_or(DeviceError::InvalidSegment(segment))?;
-        let size = buffer
-            .size()
-            .map_err(|e| DeviceError::Backend(format!("clGetMemObjectInfo: {e}")))?
-            as u64;
-        check_bounds(offset, len, size)?;
-        Ok(buffer.get())
+        self.segments.with(segment, |buffer| {
+            let size = buffer
+                .size()
+                .map_err(|e| DeviceError::Backend(format!("clGetMemObjectInfo: {e}")))?
+                as u64;
+            check_bounds(offset, len, size)?;
+            Ok(buffer.get())
+        })
     }
 }
 
@@ -255,11 +250,7 @@ impl DeviceMemory for OpenclMemory {
         };
         match created {
             Ok(buffer) => {
-                let handle = SegmentHandle(self.next.fetch_add(1, Ordering::Relaxed));
-                self.segments
-                    .write()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(handle, buffer);
+                let handle = self.segments.add(buffer);
                 Ok(Segment {
                     handle,
                     address: None,
@@ -279,12 +270,7 @@ impl DeviceMemory for OpenclMemory {
     }
 
     fn release(&self, segment: SegmentHandle) -> Result<(), DeviceError> {
-        let buffer = self
-            .segments
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&segment)
-            .ok_or(DeviceError::InvalidSegment(segment))?;
+        let buffer = self.segments.remove(segment)?;
         let size = buffer.size().unwrap_or(0) as u64;
         drop(buffer); // clReleaseMemObject
         self.budget.give_back(size);

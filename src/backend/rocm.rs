@@ -9,7 +9,7 @@ use std::fs;
 use std::path::Path;
 
 use super::{Backend, BackendKind, DeviceInfo, DeviceType, FreeScope, Unavailable};
-use crate::alloc::{check_bounds, DeviceError, DeviceMemory, Segment, SegmentHandle, SegmentSizes};
+use crate::alloc::{check_bounds, DeviceError, DeviceMemory, Segment, SegmentHandle, SegmentTable};
 
 /// The ROCm backend.
 #[derive(Debug, Clone, Copy, Default)]
@@ -184,7 +184,7 @@ pub struct HipMemory {
     hip: Hip,
     index: c_int,
     name: String,
-    segments: SegmentSizes,
+    segments: SegmentTable<u64>,
 }
 
 impl HipMemory {
@@ -213,7 +213,7 @@ impl HipMemory {
             hip,
             index: index as c_int,
             name: format!("rocm:{index}"),
-            segments: SegmentSizes::default(),
+            segments: SegmentTable::default(),
         };
         memory
             .current()
@@ -238,13 +238,13 @@ impl HipMemory {
     }
 
     fn size_of(&self, segment: SegmentHandle) -> Result<u64, DeviceError> {
-        self.segments.size_of(segment)
+        self.segments.with(segment, |size| Ok(*size))
     }
 }
 
 impl Drop for HipMemory {
     fn drop(&mut self) {
-        let live: Vec<SegmentHandle> = self.segments.drain();
+        let live: Vec<SegmentHandle> = self.segments.drain().into_iter().map(|(h, _)| h).collect();
         if self.current().is_ok() {
             for handle in live {
                 // SAFETY: each pointer came from hipMalloc and is freed once.
@@ -266,7 +266,7 @@ impl DeviceMemory for HipMemory {
         match unsafe { (self.hip.malloc)(&mut ptr, bytes as usize) } {
             HIP_SUCCESS => {
                 let handle = SegmentHandle(ptr as u64);
-                self.segments.insert(handle, bytes);
+                self.segments.insert_at(handle, bytes);
                 Ok(Segment {
                     handle,
                     address: Some(ptr as u64),

@@ -3,14 +3,14 @@
 //! Total memory is the sum of device-local heaps. Free memory comes from `VK_EXT_memory_budget`
 //! when the driver has it, and is this process's budget, not the device's.
 
-use std::collections::HashMap;
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::sync::Mutex;
 
 use ash::vk;
 
-use crate::alloc::{check_bounds, Budget, DeviceError, DeviceMemory, Segment, SegmentHandle};
+use crate::alloc::{
+    check_bounds, Budget, DeviceError, DeviceMemory, Segment, SegmentHandle, SegmentTable,
+};
 
 use super::{Backend, BackendKind, DeviceInfo, DeviceType, FreeScope, Unavailable};
 
@@ -285,8 +285,7 @@ pub struct VulkanMemory {
     max_alloc: u64,
     align: u64,
     budget: Budget,
-    next: AtomicU64,
-    segments: RwLock<HashMap<SegmentHandle, VkSegment>>,
+    segments: SegmentTable<VkSegment>,
     transfer: Mutex<(vk::Queue, vk::CommandPool)>,
     physical: vk::PhysicalDevice,
     device: ash::Device,
@@ -397,8 +396,7 @@ impl VulkanMemory {
             max_alloc: info.max_alloc_bytes.unwrap_or(heap_size),
             align,
             budget: Budget::new(Some(heap_size)),
-            next: AtomicU64::new(1),
-            segments: RwLock::new(HashMap::new()),
+            segments: SegmentTable::default(),
             transfer: Mutex::new((queue, command_pool)),
             physical,
             device,
@@ -571,25 +569,16 @@ impl VulkanMemory {
         offset: u64,
         len: usize,
     ) -> Result<(Option<MappedPtr>, Option<vk::Buffer>), DeviceError> {
-        let map = self.segments.read().unwrap_or_else(|e| e.into_inner());
-        let seg = map
-            .get(&segment)
-            .ok_or(DeviceError::InvalidSegment(segment))?;
-        check_bounds(offset, len, seg.size)?;
-        Ok((seg.mapped, seg.buffer))
+        self.segments.with(segment, |seg| {
+            check_bounds(offset, len, seg.size)?;
+            Ok((seg.mapped, seg.buffer))
+        })
     }
 }
 
 impl Drop for VulkanMemory {
     fn drop(&mut self) {
-        let segments: Vec<VkSegment> = self
-            .segments
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain()
-            .map(|(_, s)| s)
-            .collect();
-        for seg in segments {
+        for (_, seg) in self.segments.drain() {
             self.free_segment(seg);
         }
         let pool = self.transfer.get_mut().unwrap_or_else(|e| e.into_inner()).1;
@@ -655,11 +644,7 @@ impl DeviceMemory for VulkanMemory {
         };
         match made {
             Ok(seg) => {
-                let handle = SegmentHandle(self.next.fetch_add(1, Ordering::Relaxed));
-                self.segments
-                    .write()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(handle, seg);
+                let handle = self.segments.add(seg);
                 Ok(Segment {
                     handle,
                     address: None,
@@ -677,12 +662,7 @@ impl DeviceMemory for VulkanMemory {
     }
 
     fn release(&self, segment: SegmentHandle) -> Result<(), DeviceError> {
-        let seg = self
-            .segments
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&segment)
-            .ok_or(DeviceError::InvalidSegment(segment))?;
+        let seg = self.segments.remove(segment)?;
         let size = seg.size;
         self.free_segment(seg);
         self.budget.give_back(size);

@@ -93,3 +93,11 @@ pub fn in_child_with_drivers(name: &str, lib_dir: &Path, envs: &[(&str, &str)]) 
     assert!(text.contains("1 passed"), "child ran no test:\n{text}");
     false
 }
+
+/// Whether device 0 of `backend` can be opened for allocation (see `backend_present`).
+pub fn device_present(backend: &str) -> bool {
+    let opened = gpumem::backend::open_device(&format!("{backend}:0").parse().unwrap())
+        .map(|_| ())
+        .map_err(|e| e.to_string());
+    backend_present(backend, opened)
+}
