@@ -351,15 +351,7 @@ pub fn estimate_inference_memory(
         n_kv_heads as u64,
         vocab_size as u64,
     );
-    let model_bytes = estimate_model_memory(
-        hidden_size,
-        intermediate_size,
-        n_layers,
-        vocab_size,
-        n_heads,
-        n_kv_heads,
-        dtype_bytes,
-    );
+    let model_bytes = (arch.params().total as usize).saturating_mul(dtype_bytes);
     let kv_cache_bytes = estimate_kv_cache_memory(
         n_layers,
         n_kv_heads,
