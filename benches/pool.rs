@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use gpumem::alloc::{Allocation, MemoryConfig, Pool, SimDevice};
+use gpumem::alloc::{Allocation, MemoryConfig, Pool};
+use gpumem::backend::SimDevice;
 
 fn sim_pool() -> Pool {
     let config = MemoryConfig::for_inference()

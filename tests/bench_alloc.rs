@@ -5,16 +5,11 @@
 
 mod common;
 
+use common::gpumem;
+
 use std::path::Path;
 
-use assert_cmd::Command;
 use serde_json::Value;
-
-fn gpumem() -> Command {
-    let mut cmd = Command::cargo_bin("gpumem").unwrap();
-    cmd.env_remove("LD_LIBRARY_PATH");
-    cmd
-}
 
 fn bench(args: &[&str]) -> Value {
     let out = gpumem()
@@ -32,11 +27,7 @@ fn bench(args: &[&str]) -> Value {
 }
 
 fn trace(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/traces")
-        .join(name)
-        .to_string_lossy()
-        .into_owned()
+    common::fixture(&format!("traces/{name}"))
 }
 
 fn check_common(doc: &Value) {

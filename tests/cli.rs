@@ -2,12 +2,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-use assert_cmd::Command;
-use predicates::prelude::*;
+mod common;
 
-fn gpumem() -> Command {
-    Command::cargo_bin("gpumem").unwrap()
-}
+use common::gpumem;
+
+use predicates::prelude::*;
 
 /// Asserts stderr holds exactly one line starting with gpumem's error prefix.
 fn one_line_error(output: &std::process::Output) -> String {

@@ -7,8 +7,9 @@ mod common;
 
 use std::sync::Arc;
 
-use gpumem::alloc::{DeviceError, DeviceMemory, MemoryConfig, Pool};
+use gpumem::alloc::{MemoryConfig, Pool};
 use gpumem::backend::{open_device, DeviceSpec, OpenclMemory, VulkanMemory, VulkanOptions};
+use gpumem::device::{DeviceError, DeviceMemory};
 
 const MIB: u64 = 1 << 20;
 

@@ -5,17 +5,13 @@
 
 mod common;
 
+use common::gpumem;
+
 use std::process::Command as StdCommand;
 use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
 use serde_json::Value;
-
-fn gpumem() -> Command {
-    let mut cmd = Command::cargo_bin("gpumem").unwrap();
-    cmd.env_remove("LD_LIBRARY_PATH");
-    cmd
-}
 
 fn discover_json(cmd: &mut Command, args: &[&str]) -> Value {
     let output = cmd

@@ -3,14 +3,13 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
+use common::gpumem;
+
 use std::path::Path;
 
-use assert_cmd::Command;
 use serde_json::Value;
-
-fn gpumem() -> Command {
-    Command::cargo_bin("gpumem").unwrap()
-}
 
 fn estimate_json(args: &[&str]) -> Value {
     let out = gpumem()

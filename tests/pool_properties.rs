@@ -5,7 +5,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use gpumem::alloc::{Allocation, DeviceMemory, HostDevice, MemoryConfig, Pool, PoolError};
+use gpumem::alloc::{Allocation, MemoryConfig, Pool, PoolError};
+use gpumem::backend::HostDevice;
+use gpumem::device::DeviceMemory;
 use proptest::prelude::*;
 
 const MIB: u64 = 1 << 20;

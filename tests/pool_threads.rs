@@ -5,7 +5,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use gpumem::alloc::{DeviceMemory, HostDevice, MemoryConfig, Pool};
+use gpumem::alloc::{MemoryConfig, Pool};
+use gpumem::backend::HostDevice;
+use gpumem::device::DeviceMemory;
 
 const THREADS: u64 = 8;
 const OPS_PER_THREAD: u64 = 100_000;

@@ -6,14 +6,9 @@
 
 mod common;
 
-use assert_cmd::Command;
-use serde_json::Value;
+use common::gpumem;
 
-fn gpumem() -> Command {
-    let mut cmd = Command::cargo_bin("gpumem").unwrap();
-    cmd.env_remove("LD_LIBRARY_PATH");
-    cmd
-}
+use serde_json::Value;
 
 fn stress(args: &[&str]) -> (i32, Value, String) {
     let out = gpumem()

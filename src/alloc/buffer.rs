@@ -2,10 +2,10 @@
 //! all of its buffers. A buffer may live in CPU memory when the device was full (seed 000's
 //! `FallbackBuffer`).
 
-use super::device::check_bounds;
 use super::error::PoolError;
 use super::pool::{Allocation, Pool, StreamId, DEFAULT_STREAM};
 use super::tracker::{BufferId, BufferLocation, BufferMetadata};
+use crate::device::check_bounds;
 
 enum Backing {
     Device(Allocation),
@@ -158,7 +158,7 @@ impl Pool {
     }
 
     fn cpu_buffer(&self, size: u64, tag: Option<&str>) -> Result<Buffer<'_>, PoolError> {
-        let oom = || PoolError::Device(super::DeviceError::OutOfMemory { requested: size });
+        let oom = || PoolError::Device(crate::device::DeviceError::OutOfMemory { requested: size });
         let len = usize::try_from(size).map_err(|_| oom())?;
         let mut bytes = Vec::new();
         bytes.try_reserve_exact(len).map_err(|_| oom())?;

@@ -89,7 +89,49 @@ pub enum ConfigError {
     Invalid(String),
 }
 
+/// Named starting points for a pool's configuration (`bench-alloc --preset`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Preset {
+    /// RMM-style: one arena reserved up front ([`MemoryConfig::with_initial_pool_bytes`]) and
+    /// carved for every size, grown when full; otherwise [`MemoryConfig::for_inference`].
+    Arena,
+    /// [`MemoryConfig::default`]: keeps at most 8 idle segments of each size.
+    Default,
+    /// [`MemoryConfig::for_inference`]: keeps every idle segment.
+    Inference,
+    /// [`MemoryConfig::for_training`]: conservative limit, keeps every idle segment.
+    Training,
+    /// [`MemoryConfig::for_constrained`]: few idle segments, big blocks never split.
+    Constrained,
+}
+
+impl Preset {
+    /// The preset's name in reports and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::Arena => "arena",
+            Preset::Default => "default",
+            Preset::Inference => "inference",
+            Preset::Training => "training",
+            Preset::Constrained => "constrained",
+        }
+    }
+}
+
 impl MemoryConfig {
+    /// The configuration a preset stands for; `arena_bytes` sizes the [`Preset::Arena`] arena
+    /// and is ignored by the others.
+    pub fn from_preset(preset: Preset, arena_bytes: u64) -> Self {
+        match preset {
+            Preset::Arena => Self::for_inference().with_initial_pool_bytes(arena_bytes),
+            Preset::Default => Self::default(),
+            Preset::Inference => Self::for_inference(),
+            Preset::Training => Self::for_training(),
+            Preset::Constrained => Self::for_constrained(),
+        }
+    }
+
     /// The defaults (same as `Default`).
     pub fn new() -> Self {
         Self::default()

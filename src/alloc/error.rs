@@ -2,7 +2,7 @@
 
 use thiserror::Error;
 
-use super::device::DeviceError;
+use crate::device::DeviceError;
 use crate::units::format_bytes;
 
 /// What a pool operation can fail with.

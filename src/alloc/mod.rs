@@ -36,7 +36,6 @@
 
 mod buffer;
 mod config;
-mod device;
 mod error;
 mod fault;
 mod multi;
@@ -46,15 +45,8 @@ mod pressure;
 mod stats;
 mod tracker;
 
-#[cfg(test)]
-mod tests;
-
 pub use buffer::{BatchBuffers, Buffer};
-pub use config::{ConfigError, MemoryConfig};
-pub use device::{
-    check_bounds, Budget, DeviceError, DeviceMemory, HostDevice, Segment, SegmentHandle,
-    SegmentTable, SimDevice,
-};
+pub use config::{ConfigError, MemoryConfig, Preset};
 pub use error::PoolError;
 pub use fault::FaultInjector;
 pub use multi::MultiDevicePool;

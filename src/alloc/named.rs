@@ -117,7 +117,7 @@ impl Pool {
         let n = named
             .get(name)
             .ok_or_else(|| PoolError::UnknownName(name.to_string()))?;
-        super::device::check_bounds(offset, data.len(), n.capacity)?;
+        crate::device::check_bounds(offset, data.len(), n.capacity)?;
         self.write(&n.allocation, offset, data)
     }
 
@@ -127,7 +127,7 @@ impl Pool {
         let n = named
             .get(name)
             .ok_or_else(|| PoolError::UnknownName(name.to_string()))?;
-        super::device::check_bounds(offset, out.len(), n.capacity)?;
+        crate::device::check_bounds(offset, out.len(), n.capacity)?;
         self.read(&n.allocation, offset, out)
     }
 

@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::config::MemoryConfig;
-use super::device::{DeviceError, DeviceMemory, SegmentHandle};
 use super::error::PoolError;
 use super::pressure::MemoryPressure;
 use super::stats::MemoryStats;
 use super::tracker::{AllocationTracker, BufferId, BufferLocation, BufferMetadata};
+use crate::device::{DeviceError, DeviceMemory, SegmentHandle};
 
 /// A stream (queue) id. Blocks freed on a stream are reused by that stream at once and by others
 /// only after [`Pool::synchronize`].
@@ -924,7 +924,7 @@ impl Pool {
 
     /// Writes bytes into a live allocation through the device.
     pub fn write(&self, alloc: &Allocation, offset: u64, data: &[u8]) -> Result<(), PoolError> {
-        super::device::check_bounds(offset, data.len(), alloc.size)?;
+        crate::device::check_bounds(offset, data.len(), alloc.size)?;
         Ok(self
             .device
             .write(alloc.segment, alloc.offset + offset, data)?)
@@ -932,7 +932,7 @@ impl Pool {
 
     /// Reads bytes from a live allocation through the device.
     pub fn read(&self, alloc: &Allocation, offset: u64, out: &mut [u8]) -> Result<(), PoolError> {
-        super::device::check_bounds(offset, out.len(), alloc.size)?;
+        crate::device::check_bounds(offset, out.len(), alloc.size)?;
         Ok(self
             .device
             .read(alloc.segment, alloc.offset + offset, out)?)

@@ -9,7 +9,9 @@ use std::ffi::{c_char, c_int, CStr};
 use cudarc::driver::sys::{self, CUdevice, CUdevice_attribute, CUresult};
 
 use super::{Backend, BackendKind, DeviceInfo, DeviceType, FreeScope, Unavailable};
-use crate::alloc::{check_bounds, DeviceError, DeviceMemory, Segment, SegmentHandle, SegmentTable};
+use crate::device::{
+    check_bounds, DeviceError, DeviceMemory, Segment, SegmentHandle, SegmentTable,
+};
 
 /// The CUDA backend.
 #[derive(Debug, Clone, Copy, Default)]

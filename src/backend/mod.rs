@@ -13,10 +13,12 @@
 
 mod cpu;
 mod cuda;
+mod host;
 mod metal;
 mod nvml;
 mod opencl;
 mod rocm;
+mod sim;
 mod spec;
 mod vulkan;
 
@@ -31,16 +33,18 @@ pub use cpu::{
     get_available_memory, get_cpu_name, get_system_memory, host_info, CpuBackend, HostInfo,
 };
 pub use cuda::{CudaBackend, CudaMemory};
+pub use host::HostDevice;
 pub use metal::MetalBackend;
 pub use nvml::{GpuProcess, NvmlBackend, NvmlView};
 pub use opencl::{OpenclBackend, OpenclMemory};
 pub use rocm::{probe_sysfs, HipMemory, RocmBackend};
+pub use sim::SimDevice;
 pub use spec::{BackendKind, DeviceSpec, ParseDeviceSpecError};
 pub use vulkan::{VulkanBackend, VulkanMemory, VulkanOptions};
 
 use std::sync::Arc;
 
-use crate::alloc::{DeviceMemory, HostDevice, SimDevice};
+use crate::device::DeviceMemory;
 
 use crate::units::format_bytes;
 

@@ -13,7 +13,7 @@ use opencl3::memory::{Buffer, ClMem, CL_MEM_READ_WRITE};
 use opencl3::platform::get_platforms;
 use opencl3::types::CL_BLOCKING;
 
-use crate::alloc::{
+use crate::device::{
     check_bounds, Budget, DeviceError, DeviceMemory, Segment, SegmentHandle, SegmentTable,
 };
 

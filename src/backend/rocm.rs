@@ -9,7 +9,9 @@ use std::fs;
 use std::path::Path;
 
 use super::{Backend, BackendKind, DeviceInfo, DeviceType, FreeScope, Unavailable};
-use crate::alloc::{check_bounds, DeviceError, DeviceMemory, Segment, SegmentHandle, SegmentTable};
+use crate::device::{
+    check_bounds, DeviceError, DeviceMemory, Segment, SegmentHandle, SegmentTable,
+};
 
 /// The ROCm backend.
 #[derive(Debug, Clone, Copy, Default)]

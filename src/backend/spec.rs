@@ -101,6 +101,27 @@ pub enum DeviceSpec {
     },
 }
 
+impl DeviceSpec {
+    /// `(backend, index)` as reports name the device: `host`/`sim` with index 0, else the
+    /// backend's name and the device's index.
+    pub fn identity(&self) -> (&'static str, usize) {
+        match self {
+            DeviceSpec::Host { .. } => ("host", 0),
+            DeviceSpec::Sim { .. } => ("sim", 0),
+            DeviceSpec::Device { backend, index } => (backend.name(), *index),
+        }
+    }
+
+    /// Whether the spec states its own capacity (`host:SIZE`, `sim:SIZE`): then that capacity
+    /// is the whole budget, and no fraction or headroom is taken off it.
+    pub fn has_stated_capacity(&self) -> bool {
+        matches!(
+            self,
+            DeviceSpec::Host { capacity: Some(_) } | DeviceSpec::Sim { .. }
+        )
+    }
+}
+
 /// Why a device specification was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ParseDeviceSpecError {

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 use ash::vk;
 
-use crate::alloc::{
+use crate::device::{
     check_bounds, Budget, DeviceError, DeviceMemory, Segment, SegmentHandle, SegmentTable,
 };
 

@@ -1,123 +1,18 @@
 //! `gpumem bench-alloc`.
 
-use std::time::Duration;
-
 use anyhow::{Context, Result};
 
-use crate::alloc::{MemoryConfig, Pool};
-use crate::backend::{default_device_spec, open_device, DeviceSpec};
-use crate::cli::{BenchAllocArgs, Preset, SizeDist as CliDist, WorkloadKind};
+use super::options::{bench_pool_config, bench_preset, bench_workload, PROBE_TIMEOUT};
+use crate::alloc::Pool;
+use crate::backend::{default_device_spec, open_device};
+use crate::cli::BenchAllocArgs;
 use crate::error::CliError;
 use crate::exit::Exit;
-use crate::model::find_model;
 use crate::output::bench::{
     timeline_svg, BenchReport, DeviceView, Gate, PoolView, RawView, ReferenceView, WorkloadView,
 };
 use crate::output::Output;
 use crate::workload::bench::{run_pool, run_raw, Options};
-use crate::workload::{self, load_trace, RandomParams, SizeDist, TransformerParams, Workload};
-
-/// The preset `auto` stands for: the recording allocator's own semantics for traces (arena for
-/// PyTorch's expandable segments, size classes otherwise), size classes for the transformer
-/// step, and RMM's pool for the synthetic RMM workloads.
-pub fn resolve_preset(args: &BenchAllocArgs, workload: &Workload) -> Preset {
-    match args.preset {
-        Preset::Auto if workload.reference.is_some_and(|r| r.expandable_segments) => Preset::Arena,
-        Preset::Auto if args.trace.is_some() || args.workload == WorkloadKind::Transformer => {
-            Preset::Inference
-        }
-        Preset::Auto => Preset::Arena,
-        other => other,
-    }
-}
-
-/// Name of a preset in reports.
-pub fn preset_name(preset: Preset) -> &'static str {
-    match preset {
-        Preset::Auto => "auto",
-        Preset::Arena => "arena",
-        Preset::Default => "default",
-        Preset::Inference => "inference",
-        Preset::Training => "training",
-        Preset::Constrained => "constrained",
-    }
-}
-
-/// The pool configuration for a preset; a device with a stated capacity (host:SIZE, sim:SIZE)
-/// is the whole budget, so no fraction or headroom is taken off it. `arena_bytes` sizes the
-/// arena preset.
-pub fn pool_config(preset: Preset, spec: &DeviceSpec, arena_bytes: u64) -> MemoryConfig {
-    let config = match preset {
-        Preset::Arena | Preset::Auto => {
-            MemoryConfig::for_inference().with_initial_pool_bytes(arena_bytes)
-        }
-        Preset::Default => MemoryConfig::default(),
-        Preset::Inference => MemoryConfig::for_inference(),
-        Preset::Training => MemoryConfig::for_training(),
-        Preset::Constrained => MemoryConfig::for_constrained(),
-    }
-    .with_tracking(false);
-    match spec {
-        DeviceSpec::Host { capacity: Some(_) } | DeviceSpec::Sim { .. } => {
-            config.with_gpu_memory_fraction(1.0).with_min_free_bytes(0)
-        }
-        _ => config,
-    }
-}
-
-/// `backend`, `index` as reports show them.
-pub fn device_identity(spec: &DeviceSpec) -> (String, usize) {
-    match spec {
-        DeviceSpec::Host { .. } => ("host".into(), 0),
-        DeviceSpec::Sim { .. } => ("sim".into(), 0),
-        DeviceSpec::Device { backend, index } => (backend.name().into(), *index),
-    }
-}
-
-fn build_workload(args: &BenchAllocArgs, max_live: u64) -> Result<Workload> {
-    if let Some(path) = &args.trace {
-        return Ok(load_trace(path)?);
-    }
-    let n = u32::try_from(args.allocations)
-        .map_err(|_| CliError::Usage("-n/--allocations must be below 2^32".into()))?;
-    if n == 0 {
-        return Err(CliError::Usage("-n/--allocations must be at least 1".into()).into());
-    }
-    if args.max_size == 0 || args.size == 0 {
-        return Err(CliError::Usage("--max-size and --size must be at least 1 byte".into()).into());
-    }
-    let max_live = max_live.max(args.max_size.saturating_mul(2));
-    Ok(match args.workload {
-        WorkloadKind::Random => workload::random(RandomParams {
-            allocations: n,
-            max_size: args.max_size,
-            max_live,
-            dist: match args.size_dist {
-                CliDist::Uniform => SizeDist::Uniform,
-                CliDist::Normal => SizeDist::Normal,
-                CliDist::Lognormal => SizeDist::Lognormal,
-                CliDist::Geometric => SizeDist::Geometric,
-            },
-            seed: args.seed,
-        }),
-        WorkloadKind::SameSize => workload::same_size(n, args.size, args.seed),
-        WorkloadKind::Mixed => workload::mixed(n, args.max_size, max_live, args.seed),
-        WorkloadKind::Transformer => {
-            let model = find_model(&args.model)
-                .ok_or_else(|| crate::model::ModelError::UnknownModel(args.model.clone()))?;
-            let context = u64::from(args.context);
-            let decode = u64::from(args.decode_steps).min(context.saturating_sub(1));
-            workload::transformer(&TransformerParams {
-                arch: model.arch,
-                batch: u64::from(args.batch),
-                prompt: context - decode,
-                decode_steps: decode,
-                ubatch: 512,
-                kv_block_tokens: 16,
-            })
-        }
-    })
-}
 
 /// Runs `gpumem bench-alloc`.
 pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
@@ -130,7 +25,7 @@ pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
     let spec = args
         .device
         .clone()
-        .unwrap_or_else(|| default_device_spec(Duration::from_secs(5)));
+        .unwrap_or_else(|| default_device_spec(PROBE_TIMEOUT));
     let device = open_device(&spec)?;
     let (free, total) = device
         .mem_info()
@@ -139,8 +34,8 @@ pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
     // a limit: here 80 % of that arena, leaving room for rounding and fragmentation inside it.
     let arena = device.max_allocation().unwrap_or(u64::MAX).min(free / 2);
     let max_live = (arena / 5 * 4).min(16 << 30);
-    let workload = build_workload(args, max_live)?;
-    let preset = resolve_preset(args, &workload);
+    let workload = bench_workload(args, max_live)?;
+    let preset = bench_preset(args, &workload);
     // Expandable segments grow to what the program needs: size the arena to the trace's peak.
     let arena = match workload.reference {
         Some(r) if r.expandable_segments => {
@@ -148,7 +43,7 @@ pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
         }
         _ => arena,
     };
-    let config = pool_config(preset, &spec, arena).with_env_overrides()?;
+    let config = bench_pool_config(preset, &spec, arena)?;
     let pool =
         Pool::new(device.clone(), config).with_context(|| format!("creating a pool on {spec}"))?;
     if device.simulated() {
@@ -162,7 +57,7 @@ pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
     log::info!(
         "{}: {ops} operations on {spec}, preset {}",
         workload.name,
-        preset_name(preset)
+        preset.name()
     );
     let bar = out.progress(ops, "pool");
     let pool_run = run_pool(&workload, &pool, options, &mut |done| bar.set(done))?;
@@ -180,8 +75,8 @@ pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
         bar.finish();
         Some(run)
     };
-    let (backend, index) = device_identity(&spec);
-    let pool_view = PoolView::new(&pool_run, preset_name(preset));
+    let (backend, index) = spec.identity();
+    let pool_view = PoolView::new(&pool_run, preset.name());
     let speedup = raw_run
         .as_ref()
         .map(|r| r.busy_ns as f64 / pool_run.busy_ns.max(1) as f64);
@@ -234,7 +129,7 @@ pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
     let passed = gates.iter().all(|g| g.passed) && corruptions == 0 && leaked == 0;
     let report = BenchReport {
         device: DeviceView {
-            backend,
+            backend: backend.into(),
             index,
             name: device.name(),
             simulated: device.simulated(),

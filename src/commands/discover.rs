@@ -2,7 +2,8 @@
 
 use anyhow::Result;
 
-use crate::backend::{discover_with, host_info, recommend, DiscoverOptions};
+use super::options::discover_options;
+use crate::backend::{discover_with, host_info, recommend};
 use crate::cli::{DiscoverArgs, DiscoverFormat, GlobalArgs};
 use crate::exit::Exit;
 use crate::output::discover::{prometheus, DiscoverReport};
@@ -11,11 +12,7 @@ use crate::output::Output;
 /// Runs `gpumem discover`: always exits 0, whatever is missing, because "no GPU here" is an
 /// answer, not a failure.
 pub fn run(args: &DiscoverArgs, global: &GlobalArgs, out: &Output) -> Result<Exit> {
-    let options = DiscoverOptions {
-        only: args.backends.clone(),
-        timeout: args.timeout,
-    };
-    let backends = discover_with(&options);
+    let backends = discover_with(&discover_options(args));
     let report = DiscoverReport {
         host: host_info(),
         recommended: recommend(&backends),

@@ -1,11 +1,9 @@
 //! `gpumem estimate`.
 
-use std::time::Duration;
-
 use anyhow::Result;
 
-use super::model_args::{load_model, settings, source_spec};
-use crate::backend::{discover_with, BackendKind, DiscoverOptions};
+use super::options::{estimate_settings, model_source, probe_all, PROBE_TIMEOUT};
+use crate::backend::{discover_with, BackendKind};
 use crate::cli::EstimateArgs;
 use crate::error::CliError;
 use crate::exit::Exit;
@@ -19,23 +17,20 @@ pub fn run(args: &EstimateArgs, out: &Output) -> Result<Exit> {
         out.emit(&CatalogReport::new(&catalog()))?;
         return Ok(Exit::Success);
     }
-    let spec = source_spec(&args.source).ok_or_else(|| {
+    let spec = model_source(&args.source).ok_or_else(|| {
         CliError::Usage(
             "one of --model, --config, --gguf or --safetensors is required (or --list-models)"
                 .into(),
         )
     })?;
-    let settings = settings(&args.settings)?;
-    let model = load_model(&spec)?;
+    let settings = estimate_settings(&args.settings)?;
+    let model = crate::model::load(&spec)?;
     for warning in &model.warnings {
-        out.warn(warning);
+        out.warn(&crate::output::estimate::warning_text(warning));
     }
     let breakdown = estimate(&model.arch, model.file_weights, &settings);
     let fits = args.fits.then(|| {
-        let backends = discover_with(&DiscoverOptions {
-            only: Vec::new(),
-            timeout: Duration::from_secs(5),
-        });
+        let backends = discover_with(&probe_all(PROBE_TIMEOUT));
         backends
             .iter()
             .filter(|b| b.available && b.backend != BackendKind::Nvml)

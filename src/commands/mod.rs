@@ -1,10 +1,10 @@
 //! One module per subcommand: each turns parsed flags into library calls and a report for the
 //! output layer. Nothing here computes what a library module could.
 
-pub(crate) mod bench_alloc;
+mod bench_alloc;
 mod discover;
 mod estimate;
-mod model_args;
+pub mod options;
 mod select;
 mod stress;
 

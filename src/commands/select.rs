@@ -2,16 +2,16 @@
 
 use anyhow::Result;
 
-use super::model_args::{load_model, settings, source_spec};
-use crate::backend::{discover_with, host_info, BackendKind, DeviceSpec, DiscoverOptions};
-use crate::cli::{Preference, SelectArgs};
+use super::options::{estimate_settings, model_source, probe_all, select_policy};
+use crate::backend::{discover_with, host_info, DeviceSpec};
+use crate::cli::SelectArgs;
 use crate::error::CliError;
 use crate::exit::Exit;
 use crate::model::estimate::estimate;
 use crate::output::select::SelectReport;
 use crate::output::Output;
 use crate::plan::{
-    candidates_from_discovery, plan, read_inventory, Candidate, ModelNeeds, PlanKind, Policy,
+    candidates_from_discovery, model_requirement, plan, read_inventory, Candidate, PlanKind,
     Requirement,
 };
 
@@ -20,30 +20,14 @@ type TotalAtContext = Box<dyn Fn(u64) -> u64>;
 
 /// Runs `gpumem select`.
 pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
-    let spec = source_spec(&args.source);
+    let spec = model_source(&args.source);
     if spec.is_none() && args.bytes.is_none() {
         return Err(CliError::Usage(
             "give --bytes SIZE or a model (--model, --config, --gguf, --safetensors)".into(),
         )
         .into());
     }
-    let policy = Policy {
-        prefer: match args.prefer {
-            Preference::Auto => None,
-            Preference::Cuda => Some(BackendKind::Cuda),
-            Preference::Rocm => Some(BackendKind::Rocm),
-            Preference::Metal => Some(BackendKind::Metal),
-            Preference::Opencl => Some(BackendKind::Opencl),
-            Preference::Vulkan => Some(BackendKind::Vulkan),
-            Preference::Cpu => Some(BackendKind::Cpu),
-        },
-        memory_fraction: args.memory_fraction,
-        min_free: args.min_free,
-        driver_reserve: args.driver_reserve,
-        context_reserve: args.context_reserve,
-        reserve_fraction: args.reserve_fraction,
-        reserve_cap: args.reserve_cap,
-    };
+    let policy = select_policy(args);
 
     // What must fit.
     let mut model_name = None;
@@ -57,24 +41,15 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
             None,
         ),
         (Some(spec), None) => {
-            let s = settings(&args.settings)?;
-            let model = load_model(spec)?;
+            let s = estimate_settings(&args.settings)?;
+            let model = crate::model::load(spec)?;
             for w in &model.warnings {
-                out.warn(w);
+                out.warn(&crate::output::estimate::warning_text(w));
             }
             let b = estimate(&model.arch, model.file_weights, &s);
-            // The fragmentation reserve grows every part in proportion.
-            let scale = 1.0 + s.fragmentation_reserve / 100.0;
-            let grow = |v: u64| (v as f64 * scale).ceil() as u64;
-            let needs = (model.arch.num_layers > 0).then(|| ModelNeeds {
-                layers: model.arch.num_layers,
-                per_layer: grow(b.per_layer_bytes),
-                non_layer: grow(b.non_layer_bytes),
-                activations: grow(b.activation_bytes),
-                overhead: b.overhead_bytes,
-            });
             model_name = Some(model.name.clone());
-            let (arch, weights) = (model.arch.clone(), model.file_weights);
+            let requirement = model_requirement(&model.arch, &b, s.fragmentation_reserve);
+            let (arch, weights) = (model.arch, model.file_weights);
             let at = move |context: u64| {
                 estimate(
                     &arch,
@@ -86,13 +61,7 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
                 )
                 .total_bytes
             };
-            (
-                Requirement {
-                    total: b.total_bytes,
-                    model: needs,
-                },
-                Some(Box::new(at)),
-            )
+            (requirement, Some(Box::new(at)))
         }
         (None, None) => unreachable_usage()?,
     };
@@ -114,10 +83,7 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
         }
     }
     if args.inventory.is_empty() && args.device.is_empty() {
-        let found = discover_with(&DiscoverOptions {
-            only: Vec::new(),
-            timeout: args.timeout,
-        });
+        let found = discover_with(&probe_all(args.timeout));
         let host = host_info().hostname.unwrap_or_else(|| "localhost".into());
         candidates = candidates_from_discovery(&found, &host);
     }

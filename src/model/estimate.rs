@@ -125,7 +125,39 @@ pub struct Breakdown {
     pub per_layer_bytes: u64,
     /// Bytes outside the layers (embeddings, output, final norm).
     pub non_layer_bytes: u64,
+    /// The precision the weights were counted in.
+    #[serde(skip)]
+    pub weights_dtype: WeightsDtype,
 }
+
+/// The precision weights were counted in, and who chose it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WeightsDtype {
+    /// `--dtype` named it.
+    Chosen(Precision),
+    /// The file's own tensor types, byte for byte (GGUF, safetensors).
+    File,
+    /// Nothing said: [`DEFAULT_WEIGHT_PRECISION`].
+    Default(Precision),
+}
+
+impl WeightsDtype {
+    /// The name reports use: the precision's name, or `file`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            WeightsDtype::Chosen(p) | WeightsDtype::Default(p) => p.name,
+            WeightsDtype::File => "file",
+        }
+    }
+}
+
+/// Weights are counted in bf16 when neither `--dtype` nor a file says otherwise: the dtype
+/// checkpoints of current models are published in.
+pub const DEFAULT_WEIGHT_PRECISION: Precision = Precision {
+    name: "bf16",
+    block_bytes: 2,
+    block_elems: 1,
+};
 
 fn sat(v: u128) -> u64 {
     u64::try_from(v).unwrap_or(u64::MAX)
@@ -205,17 +237,18 @@ pub fn estimate(arch: &ModelArch, file: Option<FileWeights>, s: &Settings) -> Br
         embedding,
     } = arch.params();
     let parameters = file.map_or(arch_params, |f| f.parameters);
-    let bf16 = Precision {
-        name: "bf16",
-        block_bytes: 2,
-        block_elems: 1,
+    let (weights, weights_dtype) = match (s.dtype, file) {
+        (Some(p), _) => (
+            sat(p.bytes_for(u128::from(parameters))),
+            WeightsDtype::Chosen(p),
+        ),
+        (None, Some(f)) => (f.bytes, WeightsDtype::File),
+        (None, None) => (
+            sat(DEFAULT_WEIGHT_PRECISION.bytes_for(u128::from(parameters))),
+            WeightsDtype::Default(DEFAULT_WEIGHT_PRECISION),
+        ),
     };
-    let weights = match (s.dtype, file) {
-        (Some(p), _) => sat(p.bytes_for(u128::from(parameters))),
-        (None, Some(f)) => f.bytes,
-        (None, None) => sat(bf16.bytes_for(u128::from(parameters))),
-    };
-    let dtype = s.dtype.unwrap_or(bf16);
+    let dtype = s.dtype.unwrap_or(DEFAULT_WEIGHT_PRECISION);
     let act_bytes = if dtype.name == "f32" { 4 } else { 2 };
     let kv_elems_token =
         u128::from(arch.kv_elements_per_token_layer()) * u128::from(arch.num_layers);
@@ -282,5 +315,6 @@ pub fn estimate(arch: &ModelArch, file: Option<FileWeights>, s: &Settings) -> Br
         total_bytes: total,
         per_layer_bytes: per_layer_weights.saturating_add(per_layer_kv),
         non_layer_bytes: weights.saturating_sub(per_layer_weights.saturating_mul(layers)),
+        weights_dtype,
     }
 }

@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 
 use super::arch::{Attention, Mlp, ModelArch, Moe, Norm, SlidingLayers, SlidingWindow};
 use super::error::ModelError;
+use super::ModelWarning;
 
 /// Families whose config.json gpumem understands field by field.
 pub const KNOWN_FAMILIES: &[&str] = &[
@@ -78,7 +79,7 @@ impl Fields<'_> {
 
 /// Reads a config.json. Returns the architecture and warnings (e.g. an unknown `model_type`
 /// read with the generic decoder formula).
-pub fn read_config(path: &Path) -> Result<(ModelArch, Vec<String>), ModelError> {
+pub fn read_config(path: &Path) -> Result<(ModelArch, Vec<ModelWarning>), ModelError> {
     let io = |source| ModelError::Io {
         path: path.to_path_buf(),
         source,
@@ -108,7 +109,7 @@ pub fn parse_config(
     path: &Path,
     name: &str,
     value: &Value,
-) -> Result<(ModelArch, Vec<String>), ModelError> {
+) -> Result<(ModelArch, Vec<ModelWarning>), ModelError> {
     let map = value.as_object().ok_or_else(|| ModelError::Json {
         path: path.into(),
         why: "the top level is not an object".into(),
@@ -257,10 +258,10 @@ pub fn parse_config(
             };
         }
         other => {
-            warnings.push(format!(
-                "unknown model_type '{other}': using the generic decoder formula (gated MLP, RMSNorm, no biases) with fields {}",
-                f.used.join(", ")
-            ));
+            warnings.push(ModelWarning::UnknownModelType {
+                model_type: other.to_string(),
+                fields_used: f.used.clone(),
+            });
         }
     }
 
@@ -338,7 +339,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn parse(v: Value) -> Result<(ModelArch, Vec<String>), ModelError> {
+    fn parse(v: Value) -> Result<(ModelArch, Vec<ModelWarning>), ModelError> {
         parse_config(Path::new("config.json"), "test", &v)
     }
 
@@ -372,7 +373,19 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(arch.family, "brand_new");
-        assert!(warnings[0].contains("hidden_size, num_hidden_layers, num_attention_heads, vocab_size, intermediate_size"), "{warnings:?}");
+        let ModelWarning::UnknownModelType { fields_used, .. } = &warnings[0] else {
+            panic!("{warnings:?}")
+        };
+        assert_eq!(
+            fields_used[..5],
+            [
+                "hidden_size",
+                "num_hidden_layers",
+                "num_attention_heads",
+                "vocab_size",
+                "intermediate_size"
+            ]
+        );
     }
 
     #[test]

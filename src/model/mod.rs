@@ -23,7 +23,10 @@ pub use dtype::{
     WEIGHT_PRECISIONS,
 };
 pub use error::ModelError;
-pub use estimate::{Breakdown, FileWeights, Mode, Optimizer, Settings, TrainingBytes};
+pub use estimate::{
+    Breakdown, FileWeights, Mode, Optimizer, Settings, TrainingBytes, WeightsDtype,
+    DEFAULT_WEIGHT_PRECISION,
+};
 pub use gguf::{read_gguf, GgufFile, GgufTensor, GgufValue};
 pub use hf_config::{parse_config, read_config, KNOWN_FAMILIES};
 pub use safetensors_header::{read_safetensors, SafetensorsSummary};
@@ -65,7 +68,26 @@ pub struct ModelSource {
     /// Exact weights from the file, when read from one.
     pub file_weights: Option<FileWeights>,
     /// Things the user should know (unknown family, missing config.json, …).
-    pub warnings: Vec<String>,
+    pub warnings: Vec<ModelWarning>,
+}
+
+/// Something about a model's source that makes its estimate less certain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelWarning {
+    /// config.json names a `model_type` gpumem does not know; the generic decoder formula
+    /// (gated MLP, RMSNorm, no biases) was applied to the fields listed.
+    UnknownModelType {
+        /// The `model_type` value.
+        model_type: String,
+        /// The config fields the generic formula read.
+        fields_used: Vec<String>,
+    },
+    /// A safetensors model without a config.json beside it: weights are exact, KV cache and
+    /// activations are not estimated.
+    NoConfig {
+        /// The safetensors path given.
+        path: std::path::PathBuf,
+    },
 }
 
 /// Which source to load.
@@ -155,10 +177,9 @@ pub fn load(spec: &SourceSpec) -> Result<ModelSource, ModelError> {
                     kind: SourceKind::Safetensors,
                     arch,
                     file_weights: Some(weights),
-                    warnings: vec![format!(
-                        "no config.json beside {}: KV cache and activations are not estimated",
-                        path.display()
-                    )],
+                    warnings: vec![ModelWarning::NoConfig {
+                        path: path.to_path_buf(),
+                    }],
                 })
             }
         }

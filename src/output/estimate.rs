@@ -7,7 +7,8 @@ use serde::Serialize;
 use super::{new_table, Report, Style};
 use crate::backend::BackendKind;
 use crate::model::{
-    estimate::Breakdown, CatalogModel, Mode, ModelSource, Settings, SourceKind, TrainingBytes,
+    estimate::Breakdown, CatalogModel, Mode, ModelSource, ModelWarning, Settings, SourceKind,
+    TrainingBytes,
 };
 use crate::units::format_bytes;
 
@@ -109,11 +110,7 @@ impl EstimateReport {
                 layers: model.arch.num_layers,
             },
             settings: SettingsView {
-                dtype: match (s.dtype, model.file_weights) {
-                    (Some(p), _) => p.name.to_string(),
-                    (None, Some(_)) => "file".into(),
-                    (None, None) => "bf16".into(),
-                },
+                dtype: b.weights_dtype.name().to_string(),
                 kv_dtype: s.kv_dtype.name.to_string(),
                 batch: s.batch,
                 context: s.context,
@@ -129,7 +126,7 @@ impl EstimateReport {
             fragmentation_bytes: b.fragmentation_bytes,
             training: b.training,
             total_bytes: b.total_bytes,
-            warnings: model.warnings.clone(),
+            warnings: model.warnings.iter().map(warning_text).collect(),
             fits,
         }
     }
@@ -330,5 +327,22 @@ impl Report for CatalogReport {
             ]);
         }
         format!("{t}\n")
+    }
+}
+
+/// A model warning in words.
+pub fn warning_text(w: &ModelWarning) -> String {
+    match w {
+        ModelWarning::UnknownModelType {
+            model_type,
+            fields_used,
+        } => format!(
+            "unknown model_type '{model_type}': using the generic decoder formula (gated MLP, RMSNorm, no biases) with fields {}",
+            fields_used.join(", ")
+        ),
+        ModelWarning::NoConfig { path } => format!(
+            "no config.json beside {}: KV cache and activations are not estimated",
+            path.display()
+        ),
     }
 }

@@ -5,17 +5,95 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::{new_table, Report, Style};
-use crate::plan::{PlanKind, Selection};
+use crate::plan::{Plan, PlanKind, Selection, Usable, UsableRule, Verdict, VerdictReason};
 use crate::units::{format_bytes, format_signed_bytes};
 
 /// The select report (JSON schema: docs/json-schema.md#select).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct SelectReport {
     /// The model, when one was given.
     pub model: Option<String>,
     /// The plan and every candidate.
-    #[serde(flatten)]
     pub selection: Selection,
+}
+
+/// The JSON view: the library's typed verdicts plus their reason in words.
+#[derive(Serialize)]
+struct SelectJson<'a> {
+    model: &'a Option<String>,
+    required_bytes: u64,
+    plan: &'a Plan,
+    candidates: Vec<VerdictJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct VerdictJson<'a> {
+    #[serde(flatten)]
+    verdict: &'a Verdict,
+    reason: String,
+}
+
+impl Serialize for SelectReport {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let s = &self.selection;
+        SelectJson {
+            model: &self.model,
+            required_bytes: s.required_bytes,
+            plan: &s.plan,
+            candidates: s
+                .candidates
+                .iter()
+                .map(|v| VerdictJson {
+                    verdict: v,
+                    reason: reason_text(v),
+                })
+                .collect(),
+        }
+        .serialize(serializer)
+    }
+}
+
+/// Which rule set the usable figure, in words: "21.60 GiB usable after the 90 % memory fraction".
+fn usable_text(u: &Usable) -> String {
+    let base = if u.base_is_free { "free" } else { "total" };
+    let rule = match u.rule {
+        UsableRule::MemoryFraction { fraction } => {
+            format!("the {:.0} % memory fraction", fraction * 100.0)
+        }
+        UsableRule::MinFree { min_free_bytes } => {
+            format!("{} kept free", format_bytes(min_free_bytes))
+        }
+        UsableRule::Reserve { reserve_bytes } => {
+            format!(
+                "a {} driver and context reserve",
+                format_bytes(reserve_bytes)
+            )
+        }
+    };
+    format!(
+        "{} usable of {} {base} after {rule}",
+        format_bytes(u.bytes),
+        format_bytes(u.base_bytes)
+    )
+}
+
+fn reason_text(v: &Verdict) -> String {
+    match v.reason {
+        VerdictReason::SoftwareDevice => format!(
+            "a software device on the CPU ({}); prefer the cpu backend, or --prefer {}",
+            v.name, v.backend
+        ),
+        VerdictReason::Fits => format!(
+            "fits: needs {}, {}",
+            format_bytes(v.needed_bytes),
+            usable_text(&v.usable)
+        ),
+        VerdictReason::TooSmall => format!(
+            "needs {}, {}",
+            format_bytes(v.needed_bytes),
+            usable_text(&v.usable)
+        ),
+    }
 }
 
 impl Report for SelectReport {
@@ -43,7 +121,7 @@ impl Report for SelectReport {
                     &if v.fits {
                         "fits".to_string()
                     } else {
-                        format!("rejected: {}", v.reason)
+                        format!("rejected: {}", reason_text(v))
                     },
                     v.fits,
                 ),

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::{new_table, Report, Style};
 use crate::units::format_bytes;
-use crate::workload::stress::StressOutcome;
+use crate::workload::stress::{PhaseNote, StressFailure, StressOutcome, StressPhase};
 
 /// The device a stress run used.
 #[derive(Debug, Clone, Serialize)]
@@ -22,16 +22,157 @@ pub struct StressDevice {
 }
 
 /// The stress report (JSON schema: docs/json-schema.md#stress).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct StressReport {
     /// The device.
     pub device: StressDevice,
     /// What happened.
-    #[serde(flatten)]
     pub outcome: StressOutcome,
 }
 
+/// The JSON view: the outcome's counters plus its notes and failures in words.
+#[derive(Serialize)]
+struct StressJson<'a> {
+    device: &'a StressDevice,
+    #[serde(flatten)]
+    outcome: &'a StressOutcome,
+    phases: Vec<PhaseJson>,
+    failures: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct PhaseJson {
+    phase: StressPhase,
+    ops: u64,
+    duration_s: f64,
+    passed: bool,
+    notes: Vec<String>,
+}
+
+impl Serialize for StressReport {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        StressJson {
+            device: &self.device,
+            outcome: &self.outcome,
+            phases: self
+                .outcome
+                .phases
+                .iter()
+                .map(|p| PhaseJson {
+                    phase: p.phase,
+                    ops: p.ops,
+                    duration_s: p.duration_s,
+                    passed: p.passed,
+                    notes: p.notes.iter().map(note_text).collect(),
+                })
+                .collect(),
+            failures: self.failure_lines(),
+        }
+        .serialize(serializer)
+    }
+}
+
+fn note_text(n: &PhaseNote) -> String {
+    match *n {
+        PhaseNote::RampRefused { percent_of_limit } => format!(
+            "the device refused 8 requests in a row at {percent_of_limit:.1} % of the limit, before Critical"
+        ),
+        PhaseNote::RampReached {
+            buffers,
+            step_bytes,
+            pressure,
+            callbacks,
+        } => format!(
+            "{buffers} buffers of {} to reach {pressure} pressure; {callbacks} callback calls",
+            format_bytes(step_bytes)
+        ),
+        PhaseNote::ExhaustOutcomes {
+            ooms,
+            retries,
+            fallbacks,
+            typed_errors,
+        } => format!(
+            "{ooms} requests past the limit: {retries} retries, {fallbacks} served from CPU memory, {typed_errors} typed out-of-memory errors"
+        ),
+        PhaseNote::ExhaustNothingPastLimit => {
+            "the device held every request; nothing went past the limit".into()
+        }
+        PhaseNote::Churn {
+            threads,
+            max_size_bytes,
+            retries,
+            fallbacks,
+        } => format!(
+            "{threads} threads, requests up to {}, {retries} retries and {fallbacks} CPU fallbacks so far",
+            format_bytes(max_size_bytes)
+        ),
+        PhaseNote::RecoverCleanup {
+            released_bytes,
+            live_buffers,
+            reserved_bytes,
+        } => format!(
+            "emergency clean-up released {}; {live_buffers} buffers and {} reserved left",
+            format_bytes(released_bytes),
+            format_bytes(reserved_bytes)
+        ),
+        PhaseNote::RecoverDeviceFree {
+            before_bytes,
+            after_bytes,
+        } => format!(
+            "device free {} before, {} after",
+            format_bytes(before_bytes),
+            format_bytes(after_bytes)
+        ),
+    }
+}
+
+/// One failed check in words.
+pub fn failure_text(f: &StressFailure) -> String {
+    match f {
+        StressFailure::RampRefused { percent_of_limit } => format!(
+            "ramp: the device refused 8 requests in a row at {percent_of_limit:.1} % of the limit, before Critical"
+        ),
+        StressFailure::RampOrder { seen } => format!(
+            "ramp: pressure changes {seen:?}, expected Low→Medium→High→Critical once each"
+        ),
+        StressFailure::ExhaustUnretried { ooms, retries } => {
+            format!("exhaust: {ooms} out-of-memory failures but only {retries} retries")
+        }
+        StressFailure::ExhaustUnaccounted {
+            ooms,
+            fallbacks,
+            typed_errors,
+        } => format!(
+            "exhaust: {ooms} failures, but {fallbacks} fallbacks and {typed_errors} typed errors"
+        ),
+        StressFailure::LeakedBuffers { buffers, bytes } => {
+            format!("leak: {buffers} buffers ({bytes} bytes) still live after recovery")
+        }
+        StressFailure::LeakedReserved { bytes } => {
+            format!("leak: {bytes} bytes still reserved after empty_cache")
+        }
+        StressFailure::LeakedDeviceMemory {
+            free_after,
+            free_before,
+            tolerance,
+        } => format!(
+            "leak: device free memory {free_after} bytes after, {free_before} before (tolerance {tolerance})"
+        ),
+        StressFailure::Corruption { buffers } => {
+            format!("corruption: {buffers} buffers did not read back as written")
+        }
+        StressFailure::Escaped { count, first } => format!(
+            "escaped: {count} failures reached the caller as errors other than out-of-memory ({first})"
+        ),
+    }
+}
+
 impl StressReport {
+    /// Every failed check in words, in the order found.
+    pub fn failure_lines(&self) -> Vec<String> {
+        self.outcome.failures.iter().map(failure_text).collect()
+    }
+
     /// Builds the report.
     pub fn new(
         backend: String,
@@ -71,7 +212,9 @@ impl Report for StressReport {
                 comfy_table::Cell::new(p.ops),
                 comfy_table::Cell::new(format!("{:.2}", p.duration_s)),
                 style.verdict(if p.passed { "pass" } else { "FAIL" }, p.passed),
-                comfy_table::Cell::new(p.notes.join("\n")),
+                comfy_table::Cell::new(
+                    p.notes.iter().map(note_text).collect::<Vec<_>>().join("\n"),
+                ),
             ]);
         }
         let _ = writeln!(text, "{t}");
@@ -133,7 +276,7 @@ impl Report for StressReport {
         let verdict = if o.passed {
             "PASSED".to_string()
         } else {
-            format!("FAILED: {}", o.failures.join("; "))
+            format!("FAILED: {}", self.failure_lines().join("; "))
         };
         let _ = writeln!(text, "{}", style.paint(&verdict, o.passed));
         text

@@ -100,37 +100,74 @@ impl Policy {
     /// Bytes a plan may use on a device: the smallest of free × fraction, free − min_free and
     /// (GPUs) total − reserve.
     pub fn usable(&self, c: &Candidate) -> u64 {
-        let base = c.free_bytes.unwrap_or(c.total_bytes);
-        let mut usable = ((base as f64) * self.memory_fraction) as u64;
-        usable = usable.min(base.saturating_sub(self.min_free));
-        if c.backend != BackendKind::Cpu {
-            usable = usable.min(c.total_bytes.saturating_sub(self.reserve(c.total_bytes)));
-        }
-        usable
+        self.usable_with_rule(c).bytes
     }
 
-    fn describe(&self, c: &Candidate) -> String {
-        let base = if c.free_bytes.is_some() {
-            "free"
-        } else {
-            "total"
+    /// The usable bytes on a device and the rule that set them (the smallest limit wins; on a
+    /// tie the fraction is named first, then the headroom, then the reserve).
+    pub fn usable_with_rule(&self, c: &Candidate) -> Usable {
+        let base = c.free_bytes.unwrap_or(c.total_bytes);
+        let mut best = Usable {
+            bytes: ((base as f64) * self.memory_fraction) as u64,
+            base_bytes: base,
+            base_is_free: c.free_bytes.is_some(),
+            rule: UsableRule::MemoryFraction {
+                fraction: self.memory_fraction,
+            },
         };
-        if c.backend == BackendKind::Cpu {
-            format!(
-                "{} usable of {} {base} after {:.0} % and {} headroom",
-                format_bytes(self.usable(c)),
-                format_bytes(c.free_bytes.unwrap_or(c.total_bytes)),
-                self.memory_fraction * 100.0,
-                format_bytes(self.min_free)
-            )
-        } else {
-            format!(
-                "{} usable after {:.0} % reserve",
-                format_bytes(self.usable(c)),
-                self.reserve_fraction * 100.0
-            )
+        let headroom = base.saturating_sub(self.min_free);
+        if headroom < best.bytes {
+            best.bytes = headroom;
+            best.rule = UsableRule::MinFree {
+                min_free_bytes: self.min_free,
+            };
         }
+        if c.backend != BackendKind::Cpu {
+            let reserve = self.reserve(c.total_bytes);
+            let after_reserve = c.total_bytes.saturating_sub(reserve);
+            if after_reserve < best.bytes {
+                best.bytes = after_reserve;
+                best.rule = UsableRule::Reserve {
+                    reserve_bytes: reserve,
+                };
+            }
+        }
+        best
     }
+}
+
+/// Which limit of the [`Policy`] set a device's usable memory.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "rule", rename_all = "snake_case")]
+pub enum UsableRule {
+    /// `fraction` of the free (else total) memory (`--memory-fraction`).
+    MemoryFraction {
+        /// The fraction applied.
+        fraction: f64,
+    },
+    /// Free (else total) memory less the headroom always kept free (`--min-free`).
+    MinFree {
+        /// The headroom.
+        min_free_bytes: u64,
+    },
+    /// Total memory less seed 001's driver and context reserve (GPUs only).
+    Reserve {
+        /// The reserve taken off the total.
+        reserve_bytes: u64,
+    },
+}
+
+/// A device's usable memory and where the figure came from.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Usable {
+    /// Bytes a plan may use.
+    pub bytes: u64,
+    /// The free (or, when unknown, total) bytes the rule started from.
+    pub base_bytes: u64,
+    /// Whether `base_bytes` is free memory (else the total: the device reports no free figure).
+    pub base_is_free: bool,
+    /// The rule that set `bytes`.
+    pub rule: UsableRule,
 }
 
 /// What a model needs, split the way planners need it.
@@ -146,6 +183,29 @@ pub struct ModelNeeds {
     pub activations: u64,
     /// Runtime overhead per device.
     pub overhead: u64,
+}
+
+/// What a model needs on devices, from its estimate: the total for one device and the
+/// per-layer structure for splits and offload. The fragmentation reserve (a percentage) grows
+/// weights, KV cache and activations in proportion; the runtime overhead is per device and not
+/// grown.
+pub fn model_requirement(
+    arch: &crate::model::ModelArch,
+    b: &crate::model::Breakdown,
+    fragmentation_reserve: f64,
+) -> Requirement {
+    let scale = 1.0 + fragmentation_reserve / 100.0;
+    let grow = |v: u64| (v as f64 * scale).ceil() as u64;
+    Requirement {
+        total: b.total_bytes,
+        model: (arch.num_layers > 0).then(|| ModelNeeds {
+            layers: arch.num_layers,
+            per_layer: grow(b.per_layer_bytes),
+            non_layer: grow(b.non_layer_bytes),
+            activations: grow(b.activation_bytes),
+            overhead: b.overhead_bytes,
+        }),
+    }
 }
 
 /// What must fit.
@@ -222,8 +282,24 @@ pub struct Verdict {
     pub headroom_bytes: i128,
     /// Whether it holds everything alone.
     pub fits: bool,
-    /// Why (plain language).
-    pub reason: String,
+    /// Why it was or was not chosen (rendered in words by the output layer).
+    #[serde(skip)]
+    pub reason: VerdictReason,
+    /// The usable-memory figure and the rule that set it.
+    pub usable: Usable,
+}
+
+/// Why a candidate fits alone or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictReason {
+    /// It holds everything on its own.
+    Fits,
+    /// Its usable memory is below what is needed.
+    TooSmall,
+    /// A GPU API implemented in software on the CPU (PoCL, lavapipe): the same RAM as the cpu
+    /// backend behind an extra layer, so it is chosen only when preferred.
+    SoftwareDevice,
 }
 
 /// A plan and every candidate's verdict.
@@ -262,34 +338,28 @@ pub fn plan(
     let mut verdicts: Vec<Verdict> = candidates
         .iter()
         .map(|c| {
-            let usable = policy.usable(c);
-            let fits = usable >= req.total;
+            let usable = policy.usable_with_rule(c);
+            let fits = usable.bytes >= req.total;
             let software =
                 c.backend != BackendKind::Cpu && !c.is_gpu() && policy.prefer != Some(c.backend);
             let reason = if software {
-                format!(
-                    "a software device on the CPU ({}); prefer the cpu backend, or --prefer {}",
-                    c.name, c.backend
-                )
+                VerdictReason::SoftwareDevice
             } else if fits {
-                format!(
-                    "fits: needs {}, {}",
-                    format_bytes(req.total),
-                    policy.describe(c)
-                )
+                VerdictReason::Fits
             } else {
-                format!("needs {}, {}", format_bytes(req.total), policy.describe(c))
+                VerdictReason::TooSmall
             };
             Verdict {
                 host: c.host.clone(),
                 backend: c.backend,
                 device: c.device,
                 name: c.name.clone(),
-                usable_bytes: usable,
+                usable_bytes: usable.bytes,
                 needed_bytes: req.total,
-                headroom_bytes: usable as i128 - req.total as i128,
+                headroom_bytes: usable.bytes as i128 - req.total as i128,
                 fits: fits && !software,
                 reason,
+                usable,
             }
         })
         .collect();
@@ -517,7 +587,7 @@ pub fn plan(
     };
     let shortfall = verdicts
         .iter()
-        .filter(|v| !v.reason.starts_with("a software"))
+        .filter(|v| v.reason != VerdictReason::SoftwareDevice)
         .map(|v| req.total.saturating_sub(v.usable_bytes))
         .min();
     for v in &mut verdicts {
@@ -581,8 +651,28 @@ pub fn split_layers(m: &ModelNeeds, usable: &[u64]) -> Option<Vec<u64>> {
 pub struct SelectError {
     /// Bytes asked for.
     pub required: u64,
-    /// Every backend or device tried, and why it was rejected.
-    pub tried: Vec<(String, String)>,
+    /// Every backend (`cuda`) or device (`cuda:0`) tried, and why it was rejected.
+    pub tried: Vec<(String, Rejected)>,
+}
+
+/// Why one backend or device was passed over by the seed API.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Rejected {
+    /// The backend is unavailable here (its discovery reason).
+    #[error("{0}")]
+    Unavailable(String),
+    /// The device's usable (or free) memory is below the request.
+    #[error("{} usable", format_bytes(*usable))]
+    TooSmall {
+        /// What could be used.
+        usable: u64,
+    },
+    /// A GPU API implemented in software on the CPU; the cpu backend is the better choice.
+    #[error("a software device on the CPU")]
+    SoftwareDevice,
+    /// The device could not be opened or queried.
+    #[error("{0}")]
+    Failed(String),
 }
 
 /// Seed 000: the backend and device that can hold `required_bytes` on this machine, under the
@@ -605,17 +695,16 @@ pub fn select_backend_for_model(required_bytes: u64) -> Result<(BackendKind, usi
             Ok((p.backend, p.device))
         }
         _ => {
-            let mut tried: Vec<(String, String)> = found
-                .iter()
-                .filter(|b| !b.available)
-                .map(|b| (b.backend.to_string(), b.reason.clone().unwrap_or_default()))
-                .collect();
-            tried.extend(
-                selection
-                    .candidates
-                    .iter()
-                    .map(|v| (format!("{}:{}", v.backend, v.device), v.reason.clone())),
-            );
+            let mut tried: Vec<(String, Rejected)> = unavailable_backends(&found);
+            tried.extend(selection.candidates.iter().map(|v| {
+                let why = match v.reason {
+                    VerdictReason::SoftwareDevice => Rejected::SoftwareDevice,
+                    VerdictReason::Fits | VerdictReason::TooSmall => Rejected::TooSmall {
+                        usable: v.usable_bytes,
+                    },
+                };
+                (format!("{}:{}", v.backend, v.device), why)
+            }));
             Err(SelectError {
                 required: required_bytes,
                 tried,
@@ -629,12 +718,12 @@ pub fn select_backend_for_model(required_bytes: u64) -> Result<(BackendKind, usi
 pub fn init_backend_with_memory_check(
     preference: Option<BackendKind>,
     required_bytes: u64,
-) -> Result<std::sync::Arc<dyn crate::alloc::DeviceMemory>, SelectError> {
+) -> Result<std::sync::Arc<dyn crate::device::DeviceMemory>, SelectError> {
     let found = crate::backend::discover_with(&crate::backend::DiscoverOptions {
         only: Vec::new(),
         timeout: Duration::from_secs(5),
     });
-    let mut tried = Vec::new();
+    let mut tried: Vec<(String, Rejected)> = Vec::new();
     let mut order: Vec<(BackendKind, usize, u64)> = found
         .iter()
         .filter(|b| {
@@ -653,24 +742,33 @@ pub fn init_backend_with_memory_check(
             std::cmp::Reverse(*free),
         )
     });
-    for b in found.iter().filter(|b| !b.available) {
-        tried.push((b.backend.to_string(), b.reason.clone().unwrap_or_default()));
-    }
+    tried.extend(unavailable_backends(&found));
     for (backend, index, _) in order {
         let spec = DeviceSpec::Device { backend, index };
         match crate::backend::open_device(&spec) {
             Ok(dev) => match dev.mem_info() {
                 Ok((free, _)) if free >= required_bytes => return Ok(dev),
                 Ok((free, _)) => {
-                    tried.push((spec.to_string(), format!("{} free", format_bytes(free))))
+                    tried.push((spec.to_string(), Rejected::TooSmall { usable: free }))
                 }
-                Err(e) => tried.push((spec.to_string(), e.to_string())),
+                Err(e) => tried.push((spec.to_string(), Rejected::Failed(e.to_string()))),
             },
-            Err(e) => tried.push((spec.to_string(), e.reason)),
+            Err(e) => tried.push((spec.to_string(), Rejected::Failed(e.reason))),
         }
     }
     Err(SelectError {
         required: required_bytes,
         tried,
     })
+}
+
+fn unavailable_backends(found: &[crate::backend::BackendInfo]) -> Vec<(String, Rejected)> {
+    found
+        .iter()
+        .filter(|b| !b.available)
+        .map(|b| {
+            let why = b.reason.clone().unwrap_or_default();
+            (b.backend.to_string(), Rejected::Unavailable(why))
+        })
+        .collect()
 }

@@ -7,7 +7,8 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use super::{Op, Workload};
-use crate::alloc::{Allocation, DeviceMemory, MemoryStats, Pool, PoolError, Segment};
+use crate::alloc::{Allocation, MemoryStats, Pool, PoolError};
+use crate::device::{DeviceMemory, Segment};
 
 /// Latency percentiles in nanoseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -252,7 +253,7 @@ pub fn run_raw(
     device: &dyn DeviceMemory,
     opts: Options,
     progress: &mut dyn FnMut(u64),
-) -> Result<RawRun, crate::alloc::DeviceError> {
+) -> Result<RawRun, crate::device::DeviceError> {
     let verify = opts.verify && !device.simulated();
     let mut slots: Vec<Option<(Segment, u64)>> = vec![None; workload.allocations as usize];
     let (mut alloc_h, mut free_h) = (histogram(), histogram());
@@ -275,7 +276,7 @@ pub fn run_raw(
                         }
                         slots[id as usize] = Some((seg, size));
                     }
-                    Err(crate::alloc::DeviceError::OutOfMemory { .. }) => failed += 1,
+                    Err(crate::device::DeviceError::OutOfMemory { .. }) => failed += 1,
                     Err(e) => return Err(e),
                 }
             }

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::Rng;
-use crate::alloc::{Buffer, BufferLocation, DeviceMemory, MemoryPressure, Pool, PoolError};
+use crate::alloc::{Buffer, BufferLocation, MemoryPressure, Pool, PoolError};
+use crate::device::DeviceMemory;
 
 /// The phases, in the order they run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -62,7 +63,7 @@ pub struct Transition {
 }
 
 /// One phase's summary.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct PhaseReport {
     /// Which phase.
     pub phase: StressPhase,
@@ -72,8 +73,133 @@ pub struct PhaseReport {
     pub duration_s: f64,
     /// Whether its checks passed.
     pub passed: bool,
-    /// What it found, in words.
-    pub notes: Vec<String>,
+    /// What it found (the output layer puts these into words).
+    pub notes: Vec<PhaseNote>,
+}
+
+/// Something a phase found worth telling, as data.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PhaseNote {
+    /// Ramp: the device refused several requests in a row before Critical pressure.
+    RampRefused {
+        /// Allocated bytes as a percentage of the usable limit when it stopped.
+        percent_of_limit: f64,
+    },
+    /// Ramp: how Critical was reached.
+    RampReached {
+        /// Buffers held.
+        buffers: usize,
+        /// Size of each.
+        step_bytes: u64,
+        /// Pressure reached.
+        pressure: MemoryPressure,
+        /// Pressure callbacks seen.
+        callbacks: usize,
+    },
+    /// Exhaust: what happened to the requests past the limit.
+    ExhaustOutcomes {
+        /// Requests the device could not hold after the retry.
+        ooms: u64,
+        /// Retries taken.
+        retries: u64,
+        /// Requests served from CPU memory.
+        fallbacks: u64,
+        /// Typed out-of-memory errors returned.
+        typed_errors: u64,
+    },
+    /// Exhaust: the device held every request, so nothing went past the limit.
+    ExhaustNothingPastLimit,
+    /// Churn: its shape.
+    Churn {
+        /// Threads.
+        threads: usize,
+        /// Largest request.
+        max_size_bytes: u64,
+        /// Retries so far.
+        retries: u64,
+        /// CPU fallbacks so far.
+        fallbacks: u64,
+    },
+    /// Recover: what the emergency clean-up released and what was left.
+    RecoverCleanup {
+        /// Bytes the clean-up released.
+        released_bytes: u64,
+        /// Buffers still live.
+        live_buffers: u64,
+        /// Bytes still reserved.
+        reserved_bytes: u64,
+    },
+    /// Recover: device free memory before the run and after recovery.
+    RecoverDeviceFree {
+        /// Before.
+        before_bytes: u64,
+        /// After.
+        after_bytes: u64,
+    },
+}
+
+/// A check that failed, as data.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StressFailure {
+    /// Ramp: the device refused several requests in a row before Critical pressure.
+    RampRefused {
+        /// Allocated bytes as a percentage of the usable limit when it stopped.
+        percent_of_limit: f64,
+    },
+    /// Ramp: pressure did not rise Low→Medium→High→Critical once each.
+    RampOrder {
+        /// The changes seen.
+        seen: Vec<(MemoryPressure, MemoryPressure)>,
+    },
+    /// Exhaust: an out-of-memory failure was not retried.
+    ExhaustUnretried {
+        /// Failures.
+        ooms: u64,
+        /// Retries.
+        retries: u64,
+    },
+    /// Exhaust: a failure was neither served from the CPU nor returned as a typed error.
+    ExhaustUnaccounted {
+        /// Failures.
+        ooms: u64,
+        /// CPU fallbacks.
+        fallbacks: u64,
+        /// Typed errors.
+        typed_errors: u64,
+    },
+    /// Buffers still live after recovery.
+    LeakedBuffers {
+        /// Count.
+        buffers: u64,
+        /// Bytes.
+        bytes: u64,
+    },
+    /// Bytes still reserved after `empty_cache`.
+    LeakedReserved {
+        /// Bytes.
+        bytes: u64,
+    },
+    /// The device did not get its memory back.
+    LeakedDeviceMemory {
+        /// Free after recovery.
+        free_after: u64,
+        /// Free before the run.
+        free_before: u64,
+        /// Allowed difference.
+        tolerance: u64,
+    },
+    /// Buffers that did not read back as written.
+    Corruption {
+        /// Count.
+        buffers: u64,
+    },
+    /// Errors other than out-of-memory reached the caller.
+    Escaped {
+        /// Count.
+        count: u64,
+        /// The first one's message.
+        first: String,
+    },
 }
 
 /// Everything a stress run found.
@@ -114,11 +240,13 @@ pub struct StressOutcome {
     /// Allowed difference between the two.
     pub free_tolerance_bytes: u64,
     /// Per phase.
+    #[serde(skip)]
     pub phases: Vec<PhaseReport>,
     /// Whether Ctrl-C cut the run short.
     pub interrupted: bool,
     /// Why the run failed, if it did.
-    pub failures: Vec<String>,
+    #[serde(skip)]
+    pub failures: Vec<StressFailure>,
     /// Whether every check passed.
     pub passed: bool,
 }
@@ -286,10 +414,9 @@ pub fn run_stress(
                 _ => misses_in_a_row += 1,
             }
             if misses_in_a_row >= 8 {
-                notes.push(format!(
-                    "the device refused 8 requests in a row at {:.1} % of the limit, before Critical",
-                    100.0 * pool.stats().allocated_bytes as f64 / limit as f64
-                ));
+                let percent_of_limit = 100.0 * pool.stats().allocated_bytes as f64 / limit as f64;
+                notes.push(PhaseNote::RampRefused { percent_of_limit });
+                failures.push(StressFailure::RampRefused { percent_of_limit });
                 break;
             }
             progress(StressPhase::Ramp, held.len() as u64, 256);
@@ -305,23 +432,15 @@ pub fn run_stress(
             seen.iter().map(|t| (t.from, t.to)).collect();
         let ordered = got == expected;
         let interrupted = opts.interrupt.load(Ordering::Relaxed);
-        if misses_in_a_row >= 8 {
-            failures.push(format!(
-                "ramp: {}",
-                notes.last().cloned().unwrap_or_default()
-            ));
-        } else if !ordered && !interrupted {
-            failures.push(format!(
-                "ramp: pressure changes {got:?}, expected Low→Medium→High→Critical once each"
-            ));
+        if misses_in_a_row < 8 && !ordered && !interrupted {
+            failures.push(StressFailure::RampOrder { seen: got.clone() });
         }
-        notes.push(format!(
-            "{} buffers of {} to reach {} pressure; {} callback calls",
-            held.len(),
-            crate::units::format_bytes(step),
-            pool.pressure(),
-            got.len()
-        ));
+        notes.push(PhaseNote::RampReached {
+            buffers: held.len(),
+            step_bytes: step,
+            pressure: pool.pressure(),
+            callbacks: got.len(),
+        });
         for (b, s) in &held {
             let mut back = [0u8; 8];
             if b.read(0, &mut back).is_ok() && u64::from_le_bytes(back) != *s {
@@ -364,19 +483,24 @@ pub fn run_stress(
         let retries = after.retries - before.retries;
         let fallbacks = after.cpu_fallbacks - before.cpu_fallbacks;
         let typed = counters.oom_errors.load(Ordering::Relaxed) - errors_before;
-        let mut notes = vec![format!("{ooms} requests past the limit: {retries} retries, {fallbacks} served from CPU memory, {typed} typed out-of-memory errors")];
+        let mut notes = vec![PhaseNote::ExhaustOutcomes {
+            ooms,
+            retries,
+            fallbacks,
+            typed_errors: typed,
+        }];
         let mut passed = true;
         if retries < ooms {
             passed = false;
-            failures.push(format!(
-                "exhaust: {ooms} out-of-memory failures but only {retries} retries"
-            ));
+            failures.push(StressFailure::ExhaustUnretried { ooms, retries });
         }
         if fallbacks + typed != ooms {
             passed = false;
-            failures.push(format!(
-                "exhaust: {ooms} failures, but {fallbacks} fallbacks and {typed} typed errors"
-            ));
+            failures.push(StressFailure::ExhaustUnaccounted {
+                ooms,
+                fallbacks,
+                typed_errors: typed,
+            });
         }
         for (b, s) in &spilled {
             let mut head = [0u8; 8];
@@ -387,7 +511,7 @@ pub fn run_stress(
             }
         }
         if ooms == 0 {
-            notes.push("the device held every request; nothing went past the limit".into());
+            notes.push(PhaseNote::ExhaustNothingPastLimit);
         }
         drop(spilled);
         phases.push(PhaseReport {
@@ -492,13 +616,12 @@ pub fn run_stress(
         });
         peak = peak.max(pool.pressure());
         let stats = pool.stats();
-        let notes = vec![format!(
-            "{} threads, requests up to {}, {} retries and {} CPU fallbacks so far",
-            opts.threads.max(1),
-            crate::units::format_bytes(max_size),
-            stats.retries,
-            stats.cpu_fallbacks
-        )];
+        let notes = vec![PhaseNote::Churn {
+            threads: opts.threads.max(1),
+            max_size_bytes: max_size,
+            retries: stats.retries,
+            fallbacks: stats.cpu_fallbacks,
+        }];
         phases.push(PhaseReport {
             phase: StressPhase::Churn,
             ops: counters.ops.load(Ordering::Relaxed) - ops0,
@@ -529,35 +652,37 @@ pub fn run_stress(
     let free_after = device.mem_info().map(|(f, _)| f).unwrap_or(0);
     let total = device.mem_info().map(|(_, t)| t).unwrap_or(0);
     let tolerance = if device.simulated() { 0 } else { total / 100 };
-    let mut notes = vec![format!(
-        "emergency clean-up released {}; {} buffers and {} reserved left",
-        crate::units::format_bytes(emergency),
-        leaked_buffers,
-        crate::units::format_bytes(stats.reserved_bytes)
-    )];
+    let mut notes = vec![PhaseNote::RecoverCleanup {
+        released_bytes: emergency,
+        live_buffers: leaked_buffers,
+        reserved_bytes: stats.reserved_bytes,
+    }];
     let mut passed = true;
     if leaked_buffers > 0 {
         passed = false;
-        failures.push(format!(
-            "leak: {leaked_buffers} buffers ({leaked_bytes} bytes) still live after recovery"
-        ));
+        failures.push(StressFailure::LeakedBuffers {
+            buffers: leaked_buffers,
+            bytes: leaked_bytes,
+        });
     }
     if stats.reserved_bytes > 0 {
         passed = false;
-        failures.push(format!(
-            "leak: {} bytes still reserved after empty_cache",
-            stats.reserved_bytes
-        ));
+        failures.push(StressFailure::LeakedReserved {
+            bytes: stats.reserved_bytes,
+        });
     }
     if free_after + tolerance < free_before {
         passed = false;
-        failures.push(format!("leak: device free memory {free_after} bytes after, {free_before} before (tolerance {tolerance})"));
+        failures.push(StressFailure::LeakedDeviceMemory {
+            free_after,
+            free_before,
+            tolerance,
+        });
     }
-    notes.push(format!(
-        "device free {} before, {} after",
-        crate::units::format_bytes(free_before),
-        crate::units::format_bytes(free_after)
-    ));
+    notes.push(PhaseNote::RecoverDeviceFree {
+        before_bytes: free_before,
+        after_bytes: free_after,
+    });
     progress(StressPhase::Recover, 2, 2);
     phases.push(PhaseReport {
         phase: StressPhase::Recover,
@@ -569,9 +694,9 @@ pub fn run_stress(
 
     let corruptions = counters.corruptions.load(Ordering::Relaxed);
     if corruptions > 0 {
-        failures.push(format!(
-            "corruption: {corruptions} buffers did not read back as written"
-        ));
+        failures.push(StressFailure::Corruption {
+            buffers: corruptions,
+        });
     }
     let escaped = counters.escaped.load(Ordering::Relaxed);
     if escaped > 0 {
@@ -580,7 +705,10 @@ pub fn run_stress(
             .ok()
             .and_then(|v| v.first().cloned())
             .unwrap_or_default();
-        failures.push(format!("escaped: {escaped} failures reached the caller as errors other than out-of-memory ({first})"));
+        failures.push(StressFailure::Escaped {
+            count: escaped,
+            first,
+        });
     }
     let final_stats = pool.stats();
     StressOutcome {

@@ -1,4 +1,5 @@
-//! Helpers shared by integration tests: the stand-in driver libraries and backend gating.
+//! Helpers shared by integration tests: the binary under test, fixtures, the stand-in driver
+//! libraries and backend gating.
 
 #![allow(dead_code, clippy::unwrap_used)]
 
@@ -7,6 +8,23 @@ use std::process::Command;
 use std::sync::Mutex;
 
 static BUILD: Mutex<()> = Mutex::new(());
+
+/// The gpumem binary, without any LD_LIBRARY_PATH of the test process (stand-in drivers reach
+/// it only when a test puts them there).
+pub fn gpumem() -> assert_cmd::Command {
+    let mut cmd = assert_cmd::Command::cargo_bin("gpumem").unwrap();
+    cmd.env_remove("LD_LIBRARY_PATH");
+    cmd
+}
+
+/// A file under `tests/fixtures/`, as a string for command lines.
+pub fn fixture(relative: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(relative)
+        .to_string_lossy()
+        .into_owned()
+}
 
 /// Compiles a stand-in driver from `tests/fakes/<source>` into its own folder as `lib_name`
 /// and returns that folder (to put on LD_LIBRARY_PATH). `variant` names the folder so that

@@ -1,8 +1,12 @@
 //! Behaviour of the pool on real host memory and simulated devices.
 
+#![allow(clippy::unwrap_used)]
+
 use std::sync::{Arc, Mutex};
 
-use super::*;
+use gpumem::alloc::*;
+use gpumem::backend::{HostDevice, SimDevice};
+use gpumem::device::*;
 
 const MIB: u64 = 1 << 20;
 
@@ -428,4 +432,24 @@ fn arena_mode_carves_everything_from_one_segment() {
     let s = pool.stats();
     assert_eq!(s.largest_free_block, 256 * MIB);
     assert!((s.fragmentation() - 0.5).abs() < 1e-9);
+}
+
+#[test]
+fn injected_failures_take_the_retry_path() {
+    let dev = Arc::new(FaultInjector::new(SimDevice::new(1 << 30), 0.5, 3));
+    let config = MemoryConfig::default()
+        .with_gpu_memory_fraction(1.0)
+        .with_min_free_bytes(0)
+        .with_cpu_fallback(true);
+    let pool = Pool::new(dev.clone(), config).unwrap();
+    let mut held = Vec::new();
+    for _ in 0..50 {
+        held.push(pool.buffer(30 << 20).unwrap());
+    }
+    let s = pool.stats();
+    assert!(dev.injected() > 0);
+    // Every injected failure led to a retry; what failed twice went to the CPU.
+    assert!(s.retries >= s.ooms);
+    assert_eq!(s.cpu_fallbacks, s.ooms);
+    assert_eq!(s.active_buffers + s.cpu_fallbacks, 50);
 }

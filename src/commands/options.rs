@@ -1,0 +1,268 @@
+//! The one place where command-line values become library options and presets.
+//!
+//! Every subcommand's flags pass through here once (ripgrep's "flags converted once"): the
+//! command modules then orchestrate library calls with the typed options and never look at a
+//! clap type again. A malformed combination of flags is a [`CliError::Usage`] from here.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Result;
+
+use crate::alloc::{MemoryConfig, Preset};
+use crate::backend::{BackendKind, DeviceSpec, DiscoverOptions};
+use crate::cli::{self, BenchAllocArgs, DiscoverArgs, SelectArgs, StressArgs, WorkloadKind};
+use crate::error::CliError;
+use crate::model::{
+    self, kv_precision, weight_precision, Settings, SourceSpec, KV_PRECISIONS, WEIGHT_PRECISIONS,
+};
+use crate::plan::Policy;
+use crate::workload::stress::{StressOptions, StressPhase};
+use crate::workload::{self, RandomParams, SizeDist, TransformerParams, Workload};
+
+/// How long device discovery may take when a command other than `discover` needs it.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `discover`'s backends and timeout.
+pub fn discover_options(args: &DiscoverArgs) -> DiscoverOptions {
+    DiscoverOptions {
+        only: args.backends.clone(),
+        timeout: args.timeout,
+    }
+}
+
+/// Every backend, under `timeout`.
+pub fn probe_all(timeout: Duration) -> DiscoverOptions {
+    DiscoverOptions {
+        only: Vec::new(),
+        timeout,
+    }
+}
+
+/// The model source the flags name, if any.
+pub fn model_source(args: &cli::ModelSourceArgs) -> Option<SourceSpec> {
+    if let Some(name) = &args.model {
+        Some(SourceSpec::Catalog(name.clone()))
+    } else if let Some(p) = &args.config {
+        Some(SourceSpec::Config(p.clone()))
+    } else if let Some(p) = &args.gguf {
+        Some(SourceSpec::Gguf(p.clone()))
+    } else {
+        args.safetensors
+            .as_ref()
+            .map(|p| SourceSpec::Safetensors(p.clone()))
+    }
+}
+
+fn names(table: &[model::Precision]) -> String {
+    table.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+}
+
+/// The precision and workload flags of `estimate` and `select`; an unknown dtype is a usage
+/// error.
+pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
+    let dtype = match &args.dtype {
+        None => None,
+        Some(name) => Some(weight_precision(name).ok_or_else(|| {
+            CliError::Usage(format!(
+                "unknown --dtype '{name}'; expected one of {}",
+                names(WEIGHT_PRECISIONS)
+            ))
+        })?),
+    };
+    let kv_dtype = kv_precision(&args.kv_dtype).ok_or_else(|| {
+        CliError::Usage(format!(
+            "unknown --kv-dtype '{}'; expected one of {}",
+            args.kv_dtype,
+            names(KV_PRECISIONS)
+        ))
+    })?;
+    Ok(Settings {
+        dtype,
+        kv_dtype,
+        batch: u64::from(args.batch),
+        context: u64::from(args.context),
+        ubatch: u64::from(args.ubatch),
+        flash_attention: args.flash_attention,
+        overhead: args.overhead,
+        fragmentation_reserve: args.fragmentation_reserve,
+        mode: match args.mode {
+            cli::Mode::Infer => model::Mode::Infer,
+            cli::Mode::Train => model::Mode::Train,
+        },
+        optimizer: match args.optimizer {
+            cli::Optimizer::Adam => model::Optimizer::Adam,
+            cli::Optimizer::Adamw => model::Optimizer::Adamw,
+            cli::Optimizer::Sgd => model::Optimizer::Sgd,
+        },
+        checkpointing: args.checkpointing,
+    })
+}
+
+/// `select`'s usable-memory rule and backend preference.
+pub fn select_policy(args: &SelectArgs) -> Policy {
+    Policy {
+        prefer: match args.prefer {
+            cli::Preference::Auto => None,
+            cli::Preference::Cuda => Some(BackendKind::Cuda),
+            cli::Preference::Rocm => Some(BackendKind::Rocm),
+            cli::Preference::Metal => Some(BackendKind::Metal),
+            cli::Preference::Opencl => Some(BackendKind::Opencl),
+            cli::Preference::Vulkan => Some(BackendKind::Vulkan),
+            cli::Preference::Cpu => Some(BackendKind::Cpu),
+        },
+        memory_fraction: args.memory_fraction,
+        min_free: args.min_free,
+        driver_reserve: args.driver_reserve,
+        context_reserve: args.context_reserve,
+        reserve_fraction: args.reserve_fraction,
+        reserve_cap: args.reserve_cap,
+    }
+}
+
+/// The preset `--preset` names. `auto` stands for the recording allocator's own semantics for
+/// traces (arena for PyTorch's expandable segments, size classes otherwise), size classes for
+/// the transformer step, and RMM's pool for the synthetic RMM workloads.
+pub fn bench_preset(args: &BenchAllocArgs, workload: &Workload) -> Preset {
+    match args.preset {
+        cli::Preset::Auto if workload.reference.is_some_and(|r| r.expandable_segments) => {
+            Preset::Arena
+        }
+        cli::Preset::Auto if args.trace.is_some() || args.workload == WorkloadKind::Transformer => {
+            Preset::Inference
+        }
+        cli::Preset::Auto | cli::Preset::Arena => Preset::Arena,
+        cli::Preset::Default => Preset::Default,
+        cli::Preset::Inference => Preset::Inference,
+        cli::Preset::Training => Preset::Training,
+        cli::Preset::Constrained => Preset::Constrained,
+    }
+}
+
+/// `bench-alloc`'s pool: the preset, without tracking; a device with a stated capacity is the
+/// whole budget. `GPUMEM_*` overrides apply last.
+pub fn bench_pool_config(
+    preset: Preset,
+    spec: &DeviceSpec,
+    arena_bytes: u64,
+) -> Result<MemoryConfig> {
+    let config = whole_budget(
+        MemoryConfig::from_preset(preset, arena_bytes).with_tracking(false),
+        spec,
+    );
+    Ok(config.with_env_overrides()?)
+}
+
+fn whole_budget(config: MemoryConfig, spec: &DeviceSpec) -> MemoryConfig {
+    if spec.has_stated_capacity() {
+        config.with_gpu_memory_fraction(1.0).with_min_free_bytes(0)
+    } else {
+        config
+    }
+}
+
+/// The synthetic workload the flags describe, or the trace they name. `max_live` bounds live
+/// bytes for the RMM-style workloads.
+pub fn bench_workload(args: &BenchAllocArgs, max_live: u64) -> Result<Workload> {
+    if let Some(path) = &args.trace {
+        return Ok(workload::load_trace(path)?);
+    }
+    let n = u32::try_from(args.allocations)
+        .map_err(|_| CliError::Usage("-n/--allocations must be below 2^32".into()))?;
+    if n == 0 {
+        return Err(CliError::Usage("-n/--allocations must be at least 1".into()).into());
+    }
+    if args.max_size == 0 || args.size == 0 {
+        return Err(CliError::Usage("--max-size and --size must be at least 1 byte".into()).into());
+    }
+    let max_live = max_live.max(args.max_size.saturating_mul(2));
+    Ok(match args.workload {
+        WorkloadKind::Random => workload::random(RandomParams {
+            allocations: n,
+            max_size: args.max_size,
+            max_live,
+            dist: match args.size_dist {
+                cli::SizeDist::Uniform => SizeDist::Uniform,
+                cli::SizeDist::Normal => SizeDist::Normal,
+                cli::SizeDist::Lognormal => SizeDist::Lognormal,
+                cli::SizeDist::Geometric => SizeDist::Geometric,
+            },
+            seed: args.seed,
+        }),
+        WorkloadKind::SameSize => workload::same_size(n, args.size, args.seed),
+        WorkloadKind::Mixed => workload::mixed(n, args.max_size, max_live, args.seed),
+        WorkloadKind::Transformer => {
+            let model = model::find_model(&args.model)
+                .ok_or_else(|| model::ModelError::UnknownModel(args.model.clone()))?;
+            let context = u64::from(args.context);
+            let decode = u64::from(args.decode_steps).min(context.saturating_sub(1));
+            workload::transformer(&TransformerParams {
+                arch: model.arch,
+                batch: u64::from(args.batch),
+                prompt: context - decode,
+                decode_steps: decode,
+                ubatch: 512,
+                kv_block_tokens: 16,
+            })
+        }
+    })
+}
+
+/// `stress`'s pool: tracking on (the leak check needs it), CPU fallback unless turned off,
+/// `--max-pool`, then the `GPUMEM_*` overrides.
+pub fn stress_pool_config(args: &StressArgs, spec: &DeviceSpec) -> Result<MemoryConfig> {
+    let mut config = whole_budget(
+        MemoryConfig::default()
+            .with_tracking(true)
+            .with_cpu_fallback(!args.no_cpu_fallback),
+        spec,
+    );
+    if let Some(max) = args.max_pool {
+        if max == 0 {
+            return Err(CliError::Usage("--max-pool must be greater than zero".into()).into());
+        }
+        config = config.with_max_pool_bytes(max);
+    }
+    Ok(config.with_env_overrides()?)
+}
+
+/// `stress`'s phases (all when none are named; each once, in running order), threads and
+/// sizes. `interrupt` is the flag Ctrl-C sets.
+pub fn stress_options(args: &StressArgs, interrupt: Arc<AtomicBool>) -> StressOptions {
+    let mut phases: Vec<StressPhase> = if args.phases.is_empty() {
+        vec![
+            StressPhase::Ramp,
+            StressPhase::Exhaust,
+            StressPhase::Churn,
+            StressPhase::Recover,
+        ]
+    } else {
+        args.phases
+            .iter()
+            .map(|p| match p {
+                cli::Phase::Ramp => StressPhase::Ramp,
+                cli::Phase::Exhaust => StressPhase::Exhaust,
+                cli::Phase::Churn => StressPhase::Churn,
+                cli::Phase::Recover => StressPhase::Recover,
+            })
+            .collect()
+    };
+    phases.sort();
+    phases.dedup();
+    let threads = args.threads.map(|t| t as usize).unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+    });
+    StressOptions {
+        phases,
+        threads,
+        duration: args.duration,
+        ops: args.ops,
+        max_size: args.max_size.max(512),
+        seed: args.seed,
+        plant_corruption: args.plant_corruption,
+        interrupt,
+    }
+}

@@ -1,0 +1,220 @@
+//! The device contract: raw memory that the pool (module `alloc`) carves up and that every
+//! backend (module `backend`) implements.
+//!
+//! This module sits below both: the pool depends only on [`DeviceMemory`], and each backend
+//! implements it on its driver (host RAM, a simulated card, OpenCL, Vulkan, CUDA, HIP). The pool
+//! only does arithmetic on (segment, offset); it never touches device memory itself. Reading
+//! and writing bytes exists so that tests and `stress` can prove data integrity through the
+//! device's own API.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::RwLock;
+
+use thiserror::Error;
+
+/// Opaque handle of one segment reserved from a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SegmentHandle(pub u64);
+
+/// A segment the device reserved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    /// The handle to release it and to read or write through.
+    pub handle: SegmentHandle,
+    /// The device address of its first byte, where the backend has addresses.
+    pub address: Option<u64>,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
+/// What a device can fail with.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum DeviceError {
+    /// The device cannot reserve `requested` more bytes.
+    #[error("device out of memory reserving {requested} bytes")]
+    OutOfMemory {
+        /// The segment size asked for.
+        requested: u64,
+    },
+    /// The handle is not a live segment of this device.
+    #[error("unknown segment {0:?}")]
+    InvalidSegment(SegmentHandle),
+    /// A read or write outside the segment.
+    #[error("access of {len} bytes at offset {offset} outside a segment of {size} bytes")]
+    OutOfBounds {
+        /// Offset of the access.
+        offset: u64,
+        /// Length of the access.
+        len: u64,
+        /// The segment's size.
+        size: u64,
+    },
+    /// The device cannot do this (e.g. reading a simulated device).
+    #[error("{0}")]
+    Unsupported(String),
+    /// The backend's own error.
+    #[error("{0}")]
+    Backend(String),
+}
+
+/// Raw device memory, implemented once per backend.
+pub trait DeviceMemory: Send + Sync {
+    /// A short name such as `host`, `sim:80.00 GiB` or `opencl:0 (pthread-…)`.
+    fn name(&self) -> String;
+
+    /// Whether results on this device are simulated (no memory is reserved).
+    fn simulated(&self) -> bool {
+        false
+    }
+
+    /// Reserves a segment of exactly `bytes` bytes.
+    fn reserve(&self, bytes: u64) -> Result<Segment, DeviceError>;
+
+    /// Returns a segment to the device.
+    fn release(&self, segment: SegmentHandle) -> Result<(), DeviceError>;
+
+    /// `(free, total)` bytes as the device reports them now.
+    fn mem_info(&self) -> Result<(u64, u64), DeviceError>;
+
+    /// The largest single reservation the device allows, when it has such a limit.
+    fn max_allocation(&self) -> Option<u64> {
+        None
+    }
+
+    /// Required alignment of block offsets within a segment, in bytes (a power of two).
+    fn alignment(&self) -> u64 {
+        512
+    }
+
+    /// Copies `data` into the segment at `offset`.
+    fn write(&self, segment: SegmentHandle, offset: u64, data: &[u8]) -> Result<(), DeviceError>;
+
+    /// Copies bytes at `offset` of the segment into `out`.
+    fn read(&self, segment: SegmentHandle, offset: u64, out: &mut [u8]) -> Result<(), DeviceError>;
+}
+
+impl fmt::Debug for dyn DeviceMemory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DeviceMemory({})", self.name())
+    }
+}
+
+/// Bytes reserved against an optional capacity. Claims are atomic, so concurrent reservations
+/// cannot overshoot the cap; backends whose drivers commit lazily (PoCL, host mmap) or report no
+/// free memory enforce their size with it.
+#[derive(Debug, Default)]
+pub struct Budget {
+    used: AtomicU64,
+    cap: Option<u64>,
+}
+
+impl Budget {
+    /// A budget of `cap` bytes (`None`: unlimited, only counted).
+    pub fn new(cap: Option<u64>) -> Self {
+        Budget {
+            used: AtomicU64::new(0),
+            cap,
+        }
+    }
+
+    /// Claims `bytes`, or fails with out-of-memory when the cap would be passed.
+    pub fn claim(&self, bytes: u64) -> Result<(), DeviceError> {
+        let cap = self.cap.unwrap_or(u64::MAX);
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| {
+                r.checked_add(bytes).filter(|&n| n <= cap)
+            })
+            .map(|_| ())
+            .map_err(|_| DeviceError::OutOfMemory { requested: bytes })
+    }
+
+    /// Gives claimed bytes back.
+    pub fn give_back(&self, bytes: u64) {
+        self.used.fetch_sub(bytes, Ordering::AcqRel);
+    }
+
+    /// Bytes claimed now.
+    pub fn used(&self) -> u64 {
+        self.used.load(Ordering::Acquire)
+    }
+
+    /// Bytes left under the cap (`None` without a cap).
+    pub fn left(&self) -> Option<u64> {
+        self.cap.map(|c| c.saturating_sub(self.used()))
+    }
+}
+
+/// A backend's live segments by handle: the one place handles are minted, looked up and
+/// retired, so every backend detects unknown and double-released handles the same way.
+#[derive(Debug)]
+pub struct SegmentTable<T> {
+    next: AtomicU64,
+    map: RwLock<HashMap<SegmentHandle, T>>,
+}
+
+impl<T> Default for SegmentTable<T> {
+    fn default() -> Self {
+        SegmentTable {
+            next: AtomicU64::new(1),
+            map: RwLock::new(HashMap::new()),
+        }
+    }
+}
+
+impl<T> SegmentTable<T> {
+    /// Stores a segment under a fresh handle.
+    pub fn add(&self, value: T) -> SegmentHandle {
+        let handle = SegmentHandle(self.next.fetch_add(1, Ordering::Relaxed));
+        self.insert_at(handle, value);
+        handle
+    }
+
+    /// Stores a segment under a handle the driver chose (e.g. a device pointer).
+    pub fn insert_at(&self, handle: SegmentHandle, value: T) {
+        self.map
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(handle, value);
+    }
+
+    /// Retires a segment; unknown handles are an error.
+    pub fn remove(&self, handle: SegmentHandle) -> Result<T, DeviceError> {
+        self.map
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&handle)
+            .ok_or(DeviceError::InvalidSegment(handle))
+    }
+
+    /// Runs `f` on a live segment.
+    pub fn with<R>(
+        &self,
+        handle: SegmentHandle,
+        f: impl FnOnce(&T) -> Result<R, DeviceError>,
+    ) -> Result<R, DeviceError> {
+        let map = self.map.read().unwrap_or_else(|e| e.into_inner());
+        f(map
+            .get(&handle)
+            .ok_or(DeviceError::InvalidSegment(handle))?)
+    }
+
+    /// Retires every segment, for clean-up on drop.
+    pub fn drain(&self) -> Vec<(SegmentHandle, T)> {
+        self.map
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .collect()
+    }
+}
+
+/// Checks that `[offset, offset + len)` lies inside a segment of `size` bytes.
+pub fn check_bounds(offset: u64, len: usize, size: u64) -> Result<(), DeviceError> {
+    let len = len as u64;
+    match offset.checked_add(len) {
+        Some(end) if end <= size => Ok(()),
+        _ => Err(DeviceError::OutOfBounds { offset, len, size }),
+    }
+}
