@@ -134,7 +134,7 @@ same-size\t'Every request the same size (--size)'
 mixed\t'A mix of small (<1 MiB) and large requests'
 transformer\t'A layer-by-layer inference step of --model over several decode steps'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l trace -d 'Replay a recorded trace: RMM logging CSV or a PyTorch memory snapshot pickle' -r -F
-complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -s n -l allocations -d 'Number of allocations' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -s n -l allocations -d 'Number of allocations (1 to 10,000,000; the sequence is built up front, about 120 bytes per allocation)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l max-size -d 'Largest request size' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l size -d 'Request size for --workload same-size' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l size-dist -d 'Size distribution for --workload random' -r -f -a "uniform\t'Uniform in [1 B, --max-size]'
@@ -177,7 +177,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l threads -d 'Chu
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l duration -d 'How long the churn phase runs' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l ops -d 'Run the churn phase for this many operations instead of --duration' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l inject-failures -d 'Make this fraction of raw device allocations fail (0–1) to prove they are survived' -r
-complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l max-size -d 'Largest request in the churn phase' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l max-size -d 'Largest request in the churn phase (at least 512 B: one block)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l max-pool -d 'Stress within this budget instead of the whole device (the pool\'s max_pool_bytes)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l seed -d 'Seed for sizes and injected failures' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l color -d 'When to use colour. `auto` colours a terminal unless NO_COLOR is set' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is not set'

@@ -15,6 +15,8 @@ Exit codes:
   1  runtime failure, or a --min-*/--max-* threshold was missed
   2  usage error (unknown flag, malformed value)
   3  does not fit: no suitable device (select, estimate --fits)
+  130, 143  bench-alloc or stress interrupted by SIGINT or SIGTERM: everything was freed and
+            the partial report printed
 
 A closed output pipe (e.g. `gpumem discover | head -1`) exits 0 quietly.";
 
@@ -348,7 +350,7 @@ pub struct Gates {
     pub max_fragmentation: Option<f64>,
 
     /// Fail when the pool is less than this many times faster than raw device allocation.
-    #[arg(long, value_name = "FACTOR")]
+    #[arg(long, value_parser = parse_factor, value_name = "FACTOR")]
     pub min_speedup: Option<f64>,
 
     /// Fail when the pool's p99 allocation latency is above this many nanoseconds.
@@ -373,21 +375,23 @@ pub struct BenchAllocArgs {
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
 
-    /// Number of allocations.
+    /// Number of allocations (1 to 10,000,000; the sequence is built up front, about 120 bytes
+    /// per allocation).
     #[arg(
         short = 'n',
         long = "allocations",
         default_value_t = 1000,
+        value_parser = clap::value_parser!(u64).range(1..=MAX_ALLOCATIONS),
         value_name = "N"
     )]
     pub allocations: u64,
 
     /// Largest request size.
-    #[arg(long, default_value = "64MiB", value_parser = parse_bytes, value_name = "SIZE")]
+    #[arg(long, default_value = "64MiB", value_parser = parse_nonzero_bytes, value_name = "SIZE")]
     pub max_size: u64,
 
     /// Request size for --workload same-size.
-    #[arg(long, default_value = "1MiB", value_parser = parse_bytes, value_name = "SIZE")]
+    #[arg(long, default_value = "1MiB", value_parser = parse_nonzero_bytes, value_name = "SIZE")]
     pub size: u64,
 
     /// Size distribution for --workload random.
@@ -507,8 +511,8 @@ pub struct StressArgs {
     #[arg(long, value_parser = parse_fraction, value_name = "RATE")]
     pub inject_failures: Option<f64>,
 
-    /// Largest request in the churn phase.
-    #[arg(long, default_value = "16MiB", value_parser = parse_bytes, value_name = "SIZE")]
+    /// Largest request in the churn phase (at least 512 B: one block).
+    #[arg(long, default_value = "16MiB", value_parser = parse_block_bytes, value_name = "SIZE")]
     pub max_size: u64,
 
     /// Stress within this budget instead of the whole device (the pool's max_pool_bytes).
@@ -522,6 +526,35 @@ pub struct StressArgs {
     /// Test hook: damage one churn buffer behind the pool's back, to prove detection works.
     #[arg(long, hide = true)]
     pub plant_corruption: bool,
+}
+
+/// The most allocations `bench-alloc -n` builds.
+pub const MAX_ALLOCATIONS: u64 = 10_000_000;
+
+fn parse_nonzero_bytes(s: &str) -> Result<u64, String> {
+    match parse_bytes(s).map_err(|e| e.to_string())? {
+        0 => Err("must be at least 1 byte".into()),
+        n => Ok(n),
+    }
+}
+
+fn parse_block_bytes(s: &str) -> Result<u64, String> {
+    match parse_bytes(s).map_err(|e| e.to_string())? {
+        n if n < 512 => Err(format!("{n} bytes is below the pool's 512-byte block")),
+        n => Ok(n),
+    }
+}
+
+/// A finite ratio above zero (NaN and infinity would make a gate meaningless).
+fn parse_factor(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number"))?;
+    if !v.is_finite() || v <= 0.0 {
+        return Err(format!("{s} is not a finite number above 0"));
+    }
+    Ok(v)
 }
 
 fn parse_fraction(s: &str) -> Result<f64, String> {

@@ -11,6 +11,9 @@ pub enum Exit {
     Usage,
     /// 3: does not fit; no suitable device (`select`, `estimate --fits`).
     DoesNotFit,
+    /// 128 + N: `bench-alloc` or `stress` stopped by signal N (130 SIGINT, 143 SIGTERM) after
+    /// freeing everything and printing its partial report.
+    Interrupted(u8),
 }
 
 impl Exit {
@@ -21,6 +24,7 @@ impl Exit {
             Exit::Failure => 1,
             Exit::Usage => 2,
             Exit::DoesNotFit => 3,
+            Exit::Interrupted(signal) => 128u8.saturating_add(signal),
         }
     }
 }

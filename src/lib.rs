@@ -176,6 +176,7 @@ pub mod commands;
 pub mod device;
 pub mod error;
 pub mod exit;
+pub mod input;
 pub mod model;
 pub mod output;
 pub mod plan;

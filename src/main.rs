@@ -61,7 +61,18 @@ fn clap_exit(err: &clap::Error) -> ExitCode {
             let rendered = err.render().to_string();
             let first = rendered.lines().next().unwrap_or("error: invalid usage");
             let first = first.strip_prefix("error: ").unwrap_or(first);
-            eprintln!("gpumem: error: {first} (see 'gpumem --help')");
+            let message = format!("{first} (see 'gpumem --help')");
+            eprintln!("gpumem: error: {message}");
+            // Parsing failed, so the flags are not known: look for --json among the words
+            // before any `--`, as the parser would have.
+            let json = std::env::args_os()
+                .skip(1)
+                .take_while(|a| a != "--")
+                .any(|a| a == "--json");
+            if json {
+                let out = Output::new(Format::Json, false, true);
+                let _ = out.emit_error(&message, Exit::Usage.code());
+            }
             Exit::Usage.into()
         }
     }

@@ -426,3 +426,91 @@ fn environment_overrides_reach_the_pool() {
         .unwrap()
         .contains("GPUMEM_MAX_POOL=lots"));
 }
+
+#[test]
+fn signals_stop_the_replay_with_a_partial_report() {
+    use std::process::{Command as StdCommand, Stdio};
+    use std::time::{Duration, Instant};
+    for (signal, code) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
+        let child = StdCommand::new(env!("CARGO_BIN_EXE_gpumem"))
+            .args([
+                "--json",
+                "bench-alloc",
+                "--device",
+                "sim:64GiB",
+                "-n",
+                "10000000",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(2500));
+        // SAFETY: sending a signal to our own child process.
+        unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+        let start = Instant::now();
+        let out = child.wait_with_output().unwrap();
+        assert!(start.elapsed() < Duration::from_secs(20), "did not stop");
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(doc["interrupted"], true);
+        assert!(doc["raw"].is_null());
+    }
+}
+
+#[test]
+fn hostile_traces_end_in_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    // 200,000 nested tuples: decoded and dropped without deep recursion.
+    let mut nested = b"\x80\x04K\x01".to_vec();
+    nested.extend(std::iter::repeat_n(0x85u8, 200_000));
+    nested.push(b'.');
+    // 5 MB of None: the decoder's stack cap ends it.
+    let mut nones = b"\x80\x04".to_vec();
+    nones.extend(std::iter::repeat_n(b'N', 5_000_000));
+    nones.push(b'.');
+    for (name, data, want) in [
+        ("nested.pickle", nested, "not a PyTorch memory snapshot"),
+        ("nones.pickle", nones, "values on the stack"),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, data).unwrap();
+        let out = gpumem()
+            .args(["bench-alloc", "--device", "sim:1GiB", "--trace"])
+            .arg(&path)
+            .timeout(std::time::Duration::from_secs(30))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{name}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(want) && err.lines().count() == 1,
+            "{name}: {err}"
+        );
+    }
+    // Output checked before the run: a missing folder, and the trace itself.
+    let trace = dir.path().join("t.pickle");
+    std::fs::copy(
+        common::fixture("traces/pytorch-snapshot-format-sample.pickle"),
+        &trace,
+    )
+    .unwrap();
+    let before = std::fs::read(&trace).unwrap();
+    for timeline in [dir.path().join("no/such/t.svg"), trace.clone()] {
+        let out = gpumem()
+            .args(["bench-alloc", "--device", "sim:8GiB", "--trace"])
+            .arg(&trace)
+            .arg("--timeline")
+            .arg(&timeline)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        assert!(out.stdout.is_empty());
+    }
+    assert_eq!(std::fs::read(&trace).unwrap(), before);
+}

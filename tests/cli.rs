@@ -120,3 +120,134 @@ fn quiet_and_verbose_conflict() {
     let output = gpumem().args(["-q", "-v", "discover"]).output().unwrap();
     assert_eq!(output.status.code(), Some(2));
 }
+
+/// Every file input refuses what is not a regular file at once (a FIFO would block, /dev/zero
+/// would never end), with one line naming the path.
+#[test]
+fn non_regular_inputs_are_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("input.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let fifo = fifo.to_str().unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["estimate", "--config", fifo],
+            "not a regular file (a FIFO)",
+        ),
+        (
+            vec!["estimate", "--gguf", fifo],
+            "not a regular file (a FIFO)",
+        ),
+        (
+            vec!["estimate", "--safetensors", fifo],
+            "not a regular file (a FIFO)",
+        ),
+        (
+            vec!["select", "--bytes", "1GiB", "--inventory", fifo],
+            "not a regular file (a FIFO)",
+        ),
+        (
+            vec!["bench-alloc", "--device", "sim:1GiB", "--trace", fifo],
+            "not a regular file (a FIFO)",
+        ),
+        (
+            vec!["estimate", "--config", "/dev/zero"],
+            "not a regular file (a character device)",
+        ),
+        (
+            vec!["select", "--bytes", "1GiB", "--inventory", "/dev/urandom"],
+            "not a regular file (a character device)",
+        ),
+        (
+            vec!["estimate", "--gguf", "/"],
+            "not a regular file (a directory)",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = gpumem()
+            .args(&args)
+            .timeout(std::time::Duration::from_secs(20))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = one_line_error(&out);
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn out_of_range_values_are_usage_errors_with_json() {
+    for args in [
+        vec!["--json", "estimate", "-m", "mistral-7b", "--batch", "0"],
+        vec![
+            "--json",
+            "bench-alloc",
+            "--device",
+            "sim:80GiB",
+            "-n",
+            "1000000000",
+        ],
+        vec![
+            "--json",
+            "bench-alloc",
+            "--device",
+            "sim:1GiB",
+            "--min-speedup",
+            "NaN",
+        ],
+        vec![
+            "--json",
+            "bench-alloc",
+            "--device",
+            "sim:1GiB",
+            "--min-speedup",
+            "inf",
+        ],
+        vec![
+            "--json",
+            "stress",
+            "--device",
+            "host:64MiB",
+            "--max-size",
+            "0",
+        ],
+    ] {
+        let out = gpumem().args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        one_line_error(&out);
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(doc["error"]["exit_code"], 2, "{args:?}");
+    }
+    // A report whose headroom is beyond 64 bits still serializes, and exits 3 like text mode.
+    let out = gpumem()
+        .args([
+            "--json",
+            "select",
+            "--device",
+            "sim:80GiB",
+            "--bytes",
+            "9300000000000000000",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["plan"]["kind"], "none");
+}
+
+#[test]
+fn an_inventory_is_one_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("two.json");
+    let doc = r#"{"schema_version": 1, "backends": []}"#;
+    std::fs::write(&path, format!("{doc}\n{doc}\n")).unwrap();
+    let out = gpumem()
+        .args(["select", "--bytes", "1GiB", "--inventory"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(one_line_error(&out).contains("trailing data after the document"));
+}

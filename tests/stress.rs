@@ -219,6 +219,15 @@ fn cuda_stand_in_driver() {
 #[cfg(unix)]
 #[test]
 fn ctrl_c_ends_the_phase_frees_everything_and_reports() {
+    interrupted_by(libc::SIGINT, 130);
+}
+
+#[test]
+fn sigterm_ends_the_phase_frees_everything_and_reports() {
+    interrupted_by(libc::SIGTERM, 143);
+}
+
+fn interrupted_by(signal: libc::c_int, code: i32) {
     use std::process::{Command as StdCommand, Stdio};
     use std::time::Duration;
     let child = StdCommand::new(env!("CARGO_BIN_EXE_gpumem"))
@@ -239,17 +248,17 @@ fn ctrl_c_ends_the_phase_frees_everything_and_reports() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(3000));
-    // SAFETY: sending SIGINT to our own child process.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    // SAFETY: sending a signal to our own child process.
+    unsafe { libc::kill(child.id() as libc::pid_t, signal) };
     let start = std::time::Instant::now();
     let out = child.wait_with_output().unwrap();
     assert!(
         start.elapsed() < Duration::from_secs(20),
-        "stress did not stop on SIGINT"
+        "stress did not stop on signal {signal}"
     );
     assert_eq!(
         out.status.code(),
-        Some(0),
+        Some(code),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

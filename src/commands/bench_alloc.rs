@@ -2,7 +2,9 @@
 
 use anyhow::{Context, Result};
 
-use super::options::{bench_pool_config, bench_preset, bench_workload, PROBE_TIMEOUT};
+use super::options::{
+    bench_pool_config, bench_preset, bench_workload, check_output_path, PROBE_TIMEOUT,
+};
 use crate::alloc::Pool;
 use crate::backend::{default_device_spec, open_device};
 use crate::cli::BenchAllocArgs;
@@ -16,11 +18,18 @@ use crate::workload::bench::{run_pool, run_raw, Options};
 
 /// Runs `gpumem bench-alloc`.
 pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
+    // First, so that a signal during set-up (a large workload takes a while to build) still
+    // ends in a report rather than the default action.
+    let interrupt = super::signals::install();
     if args.gates.min_speedup.is_some() && args.no_baseline {
         return Err(CliError::Usage(
             "--min-speedup needs the raw baseline; drop --no-baseline".into(),
         )
         .into());
+    }
+    if let Some(path) = &args.timeline {
+        let inputs: Vec<&std::path::Path> = args.trace.iter().map(|p| p.as_path()).collect();
+        check_output_path("--timeline", path, &inputs)?;
     }
     let spec = args
         .device
@@ -50,6 +59,7 @@ pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
         out.note("note: sim device — results are simulated; no memory is reserved");
     }
     let options = Options {
+        interrupt: Some(&interrupt),
         verify: !args.no_verify,
         timeline_points: if args.timeline.is_some() { 2000 } else { 0 },
     };
@@ -65,7 +75,8 @@ pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
     let leaked = pool.stats().active_buffers;
     pool.empty_cache();
     drop(pool);
-    let raw_run = if args.no_baseline {
+    let interrupted = interrupt.load(std::sync::atomic::Ordering::SeqCst);
+    let raw_run = if args.no_baseline || interrupted {
         None
     } else {
         let bar = out.progress(ops, "raw");
@@ -150,6 +161,7 @@ pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
         reference,
         gates,
         passed,
+        interrupted: interrupted || interrupt.load(std::sync::atomic::Ordering::SeqCst),
         timeline: pool_run.timeline.clone(),
     };
     if let Some(path) = &args.timeline {
@@ -157,6 +169,10 @@ pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     out.emit(&report)?;
+    if report.interrupted {
+        out.note("interrupted: the replay stopped early; everything was freed");
+        return Ok(super::signals::interrupted_exit());
+    }
     if corruptions > 0 {
         return Err(CliError::AfterReport(format!(
             "{corruptions} buffers did not read back as written"

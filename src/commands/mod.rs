@@ -6,6 +6,7 @@ mod discover;
 mod estimate;
 pub mod options;
 mod select;
+mod signals;
 mod stress;
 
 use anyhow::Result;

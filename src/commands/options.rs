@@ -168,14 +168,9 @@ pub fn bench_workload(args: &BenchAllocArgs, max_live: u64) -> Result<Workload> 
     if let Some(path) = &args.trace {
         return Ok(workload::load_trace(path)?);
     }
+    // clap bounds -n to 1..=MAX_ALLOCATIONS, far below 2^32.
     let n = u32::try_from(args.allocations)
         .map_err(|_| CliError::Usage("-n/--allocations must be below 2^32".into()))?;
-    if n == 0 {
-        return Err(CliError::Usage("-n/--allocations must be at least 1".into()).into());
-    }
-    if args.max_size == 0 || args.size == 0 {
-        return Err(CliError::Usage("--max-size and --size must be at least 1 byte".into()).into());
-    }
     let max_live = max_live.max(args.max_size.saturating_mul(2));
     Ok(match args.workload {
         WorkloadKind::Random => workload::random(RandomParams {
@@ -207,6 +202,45 @@ pub fn bench_workload(args: &BenchAllocArgs, max_live: u64) -> Result<Workload> 
             })
         }
     })
+}
+
+/// Checks, before any work, that `output` can be written and is none of `inputs`: a run must
+/// not end in "cannot write", nor overwrite what it read.
+pub fn check_output_path(
+    flag: &str,
+    output: &std::path::Path,
+    inputs: &[&std::path::Path],
+) -> Result<()> {
+    let parent = output
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    if !parent.is_dir() {
+        return Err(CliError::Usage(format!(
+            "{flag} {}: the folder {} does not exist",
+            output.display(),
+            parent.display()
+        ))
+        .into());
+    }
+    if let Ok(out) = std::fs::canonicalize(output) {
+        if out.is_dir() {
+            return Err(
+                CliError::Usage(format!("{flag} {} is a directory", output.display())).into(),
+            );
+        }
+        for input in inputs {
+            if std::fs::canonicalize(input).is_ok_and(|i| i == out) {
+                return Err(CliError::Usage(format!(
+                    "{flag} {} would overwrite the input {}",
+                    output.display(),
+                    input.display()
+                ))
+                .into());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `stress`'s pool: tracking on (the leak check needs it), CPU fallback unless turned off,

@@ -1,6 +1,5 @@
 //! `gpumem stress`.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -18,6 +17,7 @@ use crate::workload::stress::{run_stress, StressPhase};
 
 /// Runs `gpumem stress`.
 pub fn run(args: &StressArgs, out: &Output) -> Result<Exit> {
+    let interrupt = super::signals::install();
     let spec = args
         .device
         .clone()
@@ -38,13 +38,6 @@ pub fn run(args: &StressArgs, out: &Output) -> Result<Exit> {
     };
     let config = stress_pool_config(args, &spec)?;
     let pool = Pool::new(device, config).with_context(|| format!("creating a pool on {spec}"))?;
-    let interrupt = Arc::new(AtomicBool::new(false));
-    {
-        let flag = interrupt.clone();
-        // A second handler (e.g. in tests that call run twice) is refused; the first one sets
-        // the same kind of flag, so the error is not worth stopping for.
-        let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
-    }
     let options = stress_options(args, interrupt.clone());
     let bars: Vec<(StressPhase, Progress)> = [
         (StressPhase::Ramp, 256),
@@ -82,6 +75,7 @@ pub fn run(args: &StressArgs, out: &Output) -> Result<Exit> {
     out.emit(&report)?;
     if report.outcome.interrupted {
         out.note("interrupted: the current phase was cut short; everything was freed");
+        return Ok(super::signals::interrupted_exit());
     }
     if !report.outcome.passed {
         return Err(CliError::AfterReport(format!(

@@ -52,6 +52,9 @@ pub enum ModelError {
         /// What is wrong.
         why: String,
     },
+    /// The path is not a readable regular file, or is too large.
+    #[error(transparent)]
+    Input(#[from] crate::input::InputError),
     /// A precision name that is not known.
     #[error("unknown {what} '{name}'; expected one of {expected}")]
     UnknownPrecision {

@@ -261,12 +261,7 @@ impl Reader {
 
 /// Reads the header of a GGUF file.
 pub fn read_gguf(path: &Path) -> Result<GgufFile, ModelError> {
-    let io = |source| ModelError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let file = File::open(path).map_err(io)?;
-    let len = file.metadata().map_err(io)?.len();
+    let (file, len) = crate::input::open_regular(path)?;
     let mut r = Reader {
         inner: BufReader::with_capacity(1 << 16, file),
         pos: 0,

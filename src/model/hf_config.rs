@@ -80,18 +80,7 @@ impl Fields<'_> {
 /// Reads a config.json. Returns the architecture and warnings (e.g. an unknown `model_type`
 /// read with the generic decoder formula).
 pub fn read_config(path: &Path) -> Result<(ModelArch, Vec<ModelWarning>), ModelError> {
-    let io = |source| ModelError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let meta = std::fs::metadata(path).map_err(io)?;
-    if meta.len() > MAX_CONFIG_BYTES {
-        return Err(ModelError::Format {
-            path: path.into(),
-            why: format!("{} bytes is too large for a config.json", meta.len()),
-        });
-    }
-    let text = std::fs::read(path).map_err(io)?;
+    let text = crate::input::read_bounded(path, MAX_CONFIG_BYTES, "a config.json")?;
     let value: Value = serde_json::from_slice(&text).map_err(|e| ModelError::Json {
         path: path.into(),
         why: e.to_string(),

@@ -2,7 +2,6 @@
 //! `model.safetensors.index.json`. Only the JSON header of each file is read (parsed with the
 //! `safetensors` crate), never tensor data.
 
-use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -37,12 +36,7 @@ fn format_err(path: &Path, why: impl Into<String>) -> ModelError {
 
 /// Reads one file's header and checks it against the file's size.
 fn read_one(path: &Path, summary: &mut SafetensorsSummary) -> Result<(), ModelError> {
-    let io = |source| ModelError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut file = File::open(path).map_err(io)?;
-    let len = file.metadata().map_err(io)?.len();
+    let (mut file, len) = crate::input::open_regular(path)?;
     let mut n = [0u8; 8];
     file.read_exact(&mut n)
         .map_err(|_| format_err(path, "too short to be a safetensors file"))?;
@@ -129,10 +123,7 @@ pub fn read_safetensors(path: &Path) -> Result<SafetensorsSummary, ModelError> {
         }
         files
     } else if path.to_string_lossy().ends_with(".json") {
-        if meta.len() > 64 << 20 {
-            return Err(format_err(path, "index file too large"));
-        }
-        let text = std::fs::read(path).map_err(io)?;
+        let text = crate::input::read_bounded(path, 64 << 20, "a safetensors index")?;
         let value: serde_json::Value =
             serde_json::from_slice(&text).map_err(|e| ModelError::Json {
                 path: path.into(),

@@ -166,6 +166,8 @@ pub struct BenchReport {
     pub gates: Vec<Gate>,
     /// Whether every gate passed and nothing was corrupted.
     pub passed: bool,
+    /// Whether SIGINT or SIGTERM stopped the replay early (the figures cover what ran).
+    pub interrupted: bool,
     /// Timeline samples (not in JSON; drawn with --timeline).
     #[serde(skip)]
     pub timeline: Vec<Sample>,
@@ -231,6 +233,16 @@ fn ns(v: u64) -> String {
 impl Report for BenchReport {
     fn render_text(&self, style: &Style) -> String {
         let mut text = String::new();
+        if self.interrupted {
+            let _ = writeln!(
+                text,
+                "{}",
+                style.paint(
+                    "INTERRUPTED: partial report of the operations that ran",
+                    false
+                )
+            );
+        }
         let d = &self.device;
         let simulated = if d.simulated {
             " — SIMULATED: no memory was reserved"

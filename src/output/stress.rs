@@ -270,13 +270,17 @@ impl Report for StressReport {
             ),
         ]);
         let _ = writeln!(text, "{s}");
-        if o.interrupted {
-            let _ = writeln!(text, "Interrupted: partial report.");
-        }
-        let verdict = if o.passed {
+        let verdict = if o.interrupted && o.passed {
+            "INTERRUPTED: partial report; every check so far passed".to_string()
+        } else if o.passed {
             "PASSED".to_string()
         } else {
             format!("FAILED: {}", self.failure_lines().join("; "))
+        };
+        let verdict = if o.interrupted && !o.passed {
+            format!("INTERRUPTED (partial report) and {verdict}")
+        } else {
+            verdict
         };
         let _ = writeln!(text, "{}", style.paint(&verdict, o.passed));
         text

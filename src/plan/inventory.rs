@@ -19,6 +19,9 @@ pub enum InventoryError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The path is not a readable regular file, or is too large.
+    #[error(transparent)]
+    Input(#[from] crate::input::InputError),
     /// The file is not a discover document; names the field.
     #[error("{path}: {why}")]
     Invalid {
@@ -56,23 +59,16 @@ pub fn candidates_from_discovery(backends: &[BackendInfo], host: &str) -> Vec<Ca
         .collect()
 }
 
+/// The largest inventory read: far above any real fleet's `discover` document.
+const MAX_INVENTORY_BYTES: u64 = 64 << 20;
+
 /// Reads one saved `gpumem discover --json` document.
 pub fn read_inventory(path: &Path) -> Result<Vec<Candidate>, InventoryError> {
-    let io = |source| InventoryError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let len = std::fs::metadata(path).map_err(io)?.len();
     let invalid = |why: String| InventoryError::Invalid {
         path: path.to_path_buf(),
         why,
     };
-    if len > 64 << 20 {
-        return Err(invalid(format!(
-            "{len} bytes is too large for a discover document"
-        )));
-    }
-    let text = std::fs::read(path).map_err(io)?;
+    let text = crate::input::read_bounded(path, MAX_INVENTORY_BYTES, "an inventory")?;
     let mut de = serde_json::Deserializer::from_slice(&text);
     let doc: Inventory = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let field = e.path().to_string();
@@ -83,6 +79,9 @@ pub fn read_inventory(path: &Path) -> Result<Vec<Candidate>, InventoryError> {
             invalid(format!("field '{field}': {inner}"))
         }
     })?;
+    // One document per file: a second document, JSON lines or trailing bytes are refused.
+    de.end()
+        .map_err(|e| invalid(format!("trailing data after the document: {e}")))?;
     if doc.schema_version != 1 {
         return Err(invalid(format!(
             "field 'schema_version': {} is not supported (1 is)",

@@ -278,7 +278,8 @@ pub struct Verdict {
     pub usable_bytes: u64,
     /// Bytes needed on it alone.
     pub needed_bytes: u64,
-    /// usable − needed (negative: short).
+    /// usable − needed (negative: short). JSON holds it as a 64-bit integer, clamped.
+    #[serde(serialize_with = "clamped_i64")]
     pub headroom_bytes: i128,
     /// Whether it holds everything alone.
     pub fits: bool,
@@ -311,6 +312,11 @@ pub struct Selection {
     pub plan: Plan,
     /// Every candidate.
     pub candidates: Vec<Verdict>,
+}
+
+// JSON readers take 64-bit integers; a hostile --bytes near u64::MAX must not fail the report.
+fn clamped_i64<S: serde::Serializer>(v: &i128, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_i64((*v).clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64)
 }
 
 fn rank(c: &Candidate, prefer: Option<BackendKind>) -> u8 {

@@ -105,11 +105,21 @@ pub struct RawRun {
 
 /// Replay options.
 #[derive(Debug, Clone, Copy)]
-pub struct Options {
+pub struct Options<'a> {
     /// Write a signature into every buffer and check it on free (real devices only).
     pub verify: bool,
     /// Timeline points to keep (0: none).
     pub timeline_points: usize,
+    /// When set (by a signal), the replay stops at the next operation, frees what is live and
+    /// returns what it measured so far.
+    pub interrupt: Option<&'a std::sync::atomic::AtomicBool>,
+}
+
+impl Options<'_> {
+    fn interrupted(&self) -> bool {
+        self.interrupt
+            .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+    }
 }
 
 /// Bytes written at both ends of every buffer: the allocation id and its size.
@@ -133,7 +143,7 @@ fn spots(size: u64) -> Vec<(u64, usize)> {
 pub fn run_pool(
     workload: &Workload,
     pool: &Pool,
-    opts: Options,
+    opts: Options<'_>,
     progress: &mut dyn FnMut(u64),
 ) -> Result<PoolRun, PoolError> {
     let verify = opts.verify && !pool.device().simulated();
@@ -150,7 +160,12 @@ pub fn run_pool(
     let mut timeline = Vec::new();
     let mut reserved_at_recording_end = None;
     let mut after_prefix = None;
+    let mut ops_done = workload.ops.len() as u64;
     for (i, op) in workload.ops.iter().enumerate() {
+        if opts.interrupted() {
+            ops_done = i as u64;
+            break;
+        }
         if workload.recorded_ops.is_some() && i == workload.preexisting as usize {
             let s = pool.stats();
             after_prefix = Some((s.pool_hits, s.pool_misses));
@@ -222,14 +237,22 @@ pub fn run_pool(
             progress(done);
         }
     }
-    progress(workload.ops.len() as u64);
+    progress(ops_done);
     let stats = pool.stats();
+    // An interrupted replay leaves blocks live: give them back so nothing leaks.
+    for (a, _) in slots
+        .into_iter()
+        .flatten()
+        .filter(|_| ops_done < workload.ops.len() as u64)
+    {
+        pool.free(a)?;
+    }
     Ok(PoolRun {
         stats,
         alloc_ns: summarize(&alloc_h),
         free_ns: summarize(&free_h),
         busy_ns: busy,
-        ops: workload.ops.len() as u64,
+        ops: ops_done,
         failed_allocs: failed,
         fragmentation_peak,
         fragmentation_end: stats.fragmentation(),
@@ -251,14 +274,19 @@ pub fn run_pool(
 pub fn run_raw(
     workload: &Workload,
     device: &dyn DeviceMemory,
-    opts: Options,
+    opts: Options<'_>,
     progress: &mut dyn FnMut(u64),
 ) -> Result<RawRun, crate::device::DeviceError> {
     let verify = opts.verify && !device.simulated();
     let mut slots: Vec<Option<(Segment, u64)>> = vec![None; workload.allocations as usize];
     let (mut alloc_h, mut free_h) = (histogram(), histogram());
     let (mut busy, mut failed, mut corruptions) = (0u64, 0u64, 0u64);
+    let mut ops_done = workload.ops.len() as u64;
     for (i, op) in workload.ops.iter().enumerate() {
+        if opts.interrupted() {
+            ops_done = i as u64;
+            break;
+        }
         match *op {
             Op::Alloc { id, size, .. } => {
                 let start = Instant::now();
@@ -305,12 +333,15 @@ pub fn run_raw(
             progress(i as u64 + 1);
         }
     }
-    progress(workload.ops.len() as u64);
+    progress(ops_done);
+    for (seg, _) in slots.into_iter().flatten() {
+        device.release(seg.handle)?;
+    }
     Ok(RawRun {
         alloc_ns: summarize(&alloc_h),
         free_ns: summarize(&free_h),
         busy_ns: busy,
-        ops: workload.ops.len() as u64,
+        ops: ops_done,
         failed_allocs: failed,
         corruptions,
     })

@@ -146,6 +146,9 @@ pub enum WorkloadError {
         /// What is wrong.
         why: String,
     },
+    /// The path is not a readable regular file, or is too large.
+    #[error(transparent)]
+    Input(#[from] crate::input::InputError),
     /// The operation sequence is inconsistent.
     #[error("{0}")]
     Invalid(String),

@@ -4,12 +4,51 @@
 //! and None, and refuses every opcode that would name a class, call a function or build an object
 //! (`GLOBAL`, `STACK_GLOBAL`, `REDUCE`, `BUILD`, `NEWOBJ`, `INST`, `OBJ`, `EXT*`, persistent ids):
 //! a file that contains them is rejected, never executed.
+//!
+//! Hostile files are bounded: at most [`MAX_VALUES`] values are built (every value costs at least
+//! one input byte, so memory is also bounded by the input's size), the stack and memo hold at
+//! most [`MAX_STACK`] and [`MAX_MEMO`] entries, dict lookups by string key are hashed (a dict
+//! shared by many entries costs nothing per entry), and dropping a value never recurses, so
+//! nesting as deep as the input allows cannot overflow the thread's stack.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
 use thiserror::Error;
+
+/// Most values one pickle may build (about 32 bytes each).
+pub const MAX_VALUES: u64 = 1 << 24;
+/// Most entries on the decoder's stack.
+pub const MAX_STACK: usize = 1 << 22;
+/// Most memo entries.
+pub const MAX_MEMO: usize = 1 << 22;
+
+/// A dict's entries in insertion order, with an index of its string keys.
+#[derive(Default)]
+pub struct PyDict {
+    entries: Vec<(PyValue, PyValue)>,
+    by_str: HashMap<Rc<str>, usize>,
+}
+
+impl PyDict {
+    fn insert(&mut self, key: PyValue, value: PyValue) {
+        if let PyValue::Str(s) = &key {
+            if let Some(&i) = self.by_str.get(s) {
+                // Python semantics: a repeated key keeps its place and takes the new value.
+                self.entries[i].1 = value;
+                return;
+            }
+            self.by_str.insert(s.clone(), self.entries.len());
+        }
+        self.entries.push((key, value));
+    }
+
+    /// Entries in insertion order.
+    pub fn entries(&self) -> &[(PyValue, PyValue)] {
+        &self.entries
+    }
+}
 
 /// A decoded value. Containers are shared (`Rc`) because pickles memoize and refer back to them.
 #[derive(Clone)]
@@ -31,7 +70,45 @@ pub enum PyValue {
     /// A tuple.
     Tuple(Rc<Vec<PyValue>>),
     /// A dict, in insertion order.
-    Dict(Rc<RefCell<Vec<(PyValue, PyValue)>>>),
+    Dict(Rc<RefCell<PyDict>>),
+}
+
+impl Drop for PyValue {
+    // Iterative: children whose last owner this is are moved to a heap worklist, so a chain of
+    // 200,000 nested tuples is freed without 200,000 nested calls.
+    fn drop(&mut self) {
+        let mut pending: Vec<PyValue> = Vec::new();
+        take_children(self, &mut pending);
+        while let Some(mut v) = pending.pop() {
+            take_children(&mut v, &mut pending);
+        }
+    }
+}
+
+fn take_children(v: &mut PyValue, out: &mut Vec<PyValue>) {
+    match v {
+        PyValue::List(l) => {
+            if let Some(cell) = Rc::get_mut(l) {
+                out.append(cell.get_mut());
+            }
+        }
+        PyValue::Tuple(t) => {
+            if let Some(items) = Rc::get_mut(t) {
+                out.append(items);
+            }
+        }
+        PyValue::Dict(d) => {
+            if let Some(cell) = Rc::get_mut(d) {
+                let dict = cell.get_mut();
+                dict.by_str.clear();
+                for (k, v) in dict.entries.drain(..) {
+                    out.push(k);
+                    out.push(v);
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 impl std::fmt::Debug for PyValue {
@@ -46,20 +123,28 @@ impl std::fmt::Debug for PyValue {
             PyValue::Bytes(b) => write!(f, "bytes[{}]", b.len()),
             PyValue::List(l) => write!(f, "list[{}]", l.borrow().len()),
             PyValue::Tuple(t) => write!(f, "tuple[{}]", t.len()),
-            PyValue::Dict(d) => write!(f, "dict[{}]", d.borrow().len()),
+            PyValue::Dict(d) => write!(f, "dict[{}]", d.borrow().entries.len()),
         }
     }
 }
 
 impl PyValue {
-    /// Looks a string key up in a dict.
+    /// Looks a string key up in a dict (hashed).
     pub fn get(&self, key: &str) -> Option<PyValue> {
         match self {
-            PyValue::Dict(d) => d
-                .borrow()
-                .iter()
-                .find(|(k, _)| matches!(k, PyValue::Str(s) if &**s == key))
-                .map(|(_, v)| v.clone()),
+            PyValue::Dict(d) => {
+                let d = d.borrow();
+                d.by_str.get(key).map(|&i| d.entries[i].1.clone())
+            }
+            _ => None,
+        }
+    }
+
+    /// The number of elements of a list or tuple (without copying them).
+    pub fn seq_len(&self) -> Option<usize> {
+        match self {
+            PyValue::List(l) => Some(l.borrow().len()),
+            PyValue::Tuple(t) => Some(t.len()),
             _ => None,
         }
     }
@@ -120,6 +205,7 @@ struct Decoder<'a> {
     stack: Vec<PyValue>,
     marks: Vec<usize>,
     memo: HashMap<u32, PyValue>,
+    values: u64,
 }
 
 /// Opcodes that execute or import: refused by name.
@@ -184,6 +270,29 @@ impl<'a> Decoder<'a> {
         Ok(u64::from_le_bytes(a))
     }
 
+    /// Pushes a value, within the stack and value caps.
+    fn push(&mut self, v: PyValue) -> Result<(), PickleError> {
+        self.values += 1;
+        if self.values > MAX_VALUES {
+            return Err(self.bad(format!(
+                "more than {MAX_VALUES} values: too large for a memory snapshot"
+            )));
+        }
+        if self.stack.len() >= MAX_STACK {
+            return Err(self.bad(format!("more than {MAX_STACK} values on the stack")));
+        }
+        self.stack.push(v);
+        Ok(())
+    }
+
+    fn memoize(&mut self, idx: u32, v: PyValue) -> Result<(), PickleError> {
+        if self.memo.len() >= MAX_MEMO && !self.memo.contains_key(&idx) {
+            return Err(self.bad(format!("more than {MAX_MEMO} memo entries")));
+        }
+        self.memo.insert(idx, v);
+        Ok(())
+    }
+
     fn pop(&mut self) -> Result<PyValue, PickleError> {
         self.stack.pop().ok_or_else(|| self.bad("stack underflow"))
     }
@@ -226,35 +335,38 @@ impl<'a> Decoder<'a> {
                 0x80 => {
                     let proto = self.u8()?;
                     if !(2..=5).contains(&proto) {
-                        return Err(self.bad(format!("protocol {proto} is not supported")));
+                        return Err(self.bad(format!(
+                            "pickle protocol {proto} is not supported (2 to 5 are)"
+                        )));
                     }
                 }
                 0x95 => {
                     self.u64()?; // FRAME: a length hint only.
                 }
                 b'.' => return self.pop(),
-                b'}' => self
-                    .stack
-                    .push(PyValue::Dict(Rc::new(RefCell::new(Vec::new())))),
-                b']' => self
-                    .stack
-                    .push(PyValue::List(Rc::new(RefCell::new(Vec::new())))),
-                b')' => self.stack.push(PyValue::Tuple(Rc::new(Vec::new()))),
-                b'(' => self.marks.push(self.stack.len()),
-                b'N' => self.stack.push(PyValue::None),
-                0x88 => self.stack.push(PyValue::Bool(true)),
-                0x89 => self.stack.push(PyValue::Bool(false)),
+                b'}' => self.push(PyValue::Dict(Rc::new(RefCell::new(PyDict::default()))))?,
+                b']' => self.push(PyValue::List(Rc::new(RefCell::new(Vec::new()))))?,
+                b')' => self.push(PyValue::Tuple(Rc::new(Vec::new())))?,
+                b'(' => {
+                    if self.marks.len() >= MAX_STACK {
+                        return Err(self.bad(format!("more than {MAX_STACK} open MARKs")));
+                    }
+                    self.marks.push(self.stack.len());
+                }
+                b'N' => self.push(PyValue::None)?,
+                0x88 => self.push(PyValue::Bool(true))?,
+                0x89 => self.push(PyValue::Bool(false))?,
                 b'J' => {
                     let v = self.u32()? as i32;
-                    self.stack.push(PyValue::Int(v.into()));
+                    self.push(PyValue::Int(v.into()))?;
                 }
                 b'K' => {
                     let v = self.u8()?;
-                    self.stack.push(PyValue::Int(v.into()));
+                    self.push(PyValue::Int(v.into()))?;
                 }
                 b'M' => {
                     let v = self.u16()?;
-                    self.stack.push(PyValue::Int(v.into()));
+                    self.push(PyValue::Int(v.into()))?;
                 }
                 0x8a | 0x8b => {
                     let n = if op == 0x8a {
@@ -273,28 +385,28 @@ impl<'a> Decoder<'a> {
                     if n > 0 && n < 16 && bytes[n - 1] & 0x80 != 0 {
                         v -= 1i128 << (8 * n);
                     }
-                    self.stack.push(PyValue::Int(v));
+                    self.push(PyValue::Int(v))?;
                 }
                 b'G' => {
                     let b = self.take(8)?;
                     let mut a = [0u8; 8];
                     a.copy_from_slice(b);
-                    self.stack.push(PyValue::Float(f64::from_be_bytes(a)));
+                    self.push(PyValue::Float(f64::from_be_bytes(a)))?;
                 }
                 0x8c => {
                     let n = self.u8()? as usize;
                     let s = self.string(n)?;
-                    self.stack.push(s);
+                    self.push(s)?;
                 }
                 b'X' => {
                     let n = self.u32()? as usize;
                     let s = self.string(n)?;
-                    self.stack.push(s);
+                    self.push(s)?;
                 }
                 0x8d => {
                     let n = self.len64()?;
                     let s = self.string(n)?;
-                    self.stack.push(s);
+                    self.push(s)?;
                 }
                 b'C' | b'B' | 0x8e => {
                     let n = match op {
@@ -303,12 +415,12 @@ impl<'a> Decoder<'a> {
                         _ => self.len64()?,
                     };
                     let b = self.take(n)?;
-                    self.stack.push(PyValue::Bytes(Rc::from(b)));
+                    self.push(PyValue::Bytes(Rc::from(b)))?;
                 }
                 0x94 => {
                     let v = self.top()?.clone();
                     let idx = self.memo.len() as u32;
-                    self.memo.insert(idx, v);
+                    self.memoize(idx, v)?;
                 }
                 b'q' | b'r' => {
                     let idx = if op == b'q' {
@@ -317,7 +429,7 @@ impl<'a> Decoder<'a> {
                         self.u32()?
                     };
                     let v = self.top()?.clone();
-                    self.memo.insert(idx, v);
+                    self.memoize(idx, v)?;
                 }
                 b'h' | b'j' => {
                     let idx = if op == b'h' {
@@ -330,13 +442,13 @@ impl<'a> Decoder<'a> {
                         .get(&idx)
                         .cloned()
                         .ok_or_else(|| self.bad(format!("memo {idx} was never stored")))?;
-                    self.stack.push(v);
+                    self.push(v)?;
                 }
                 b's' => {
                     let value = self.pop()?;
                     let key = self.pop()?;
                     match self.top()? {
-                        PyValue::Dict(d) => d.borrow_mut().push((key, value)),
+                        PyValue::Dict(d) => d.borrow_mut().insert(key, value),
                         _ => return Err(self.bad("SETITEM on a non-dict")),
                     }
                 }
@@ -345,12 +457,14 @@ impl<'a> Decoder<'a> {
                     if items.len() % 2 != 0 {
                         return Err(self.bad("SETITEMS with an odd number of items"));
                     }
-                    let pairs: Vec<(PyValue, PyValue)> = items
-                        .chunks(2)
-                        .map(|c| (c[0].clone(), c[1].clone()))
-                        .collect();
                     match self.top()? {
-                        PyValue::Dict(d) => d.borrow_mut().extend(pairs),
+                        PyValue::Dict(d) => {
+                            let mut d = d.borrow_mut();
+                            let mut it = items.into_iter();
+                            while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                                d.insert(k, v);
+                            }
+                        }
                         _ => return Err(self.bad("SETITEMS on a non-dict")),
                     }
                 }
@@ -370,7 +484,7 @@ impl<'a> Decoder<'a> {
                 }
                 b't' => {
                     let items = self.pop_mark()?;
-                    self.stack.push(PyValue::Tuple(Rc::new(items)));
+                    self.push(PyValue::Tuple(Rc::new(items)))?;
                 }
                 0x85..=0x87 => {
                     let n = (op - 0x84) as usize;
@@ -378,14 +492,14 @@ impl<'a> Decoder<'a> {
                         return Err(self.bad("stack underflow"));
                     }
                     let items = self.stack.split_off(self.stack.len() - n);
-                    self.stack.push(PyValue::Tuple(Rc::new(items)));
+                    self.push(PyValue::Tuple(Rc::new(items)))?;
                 }
                 b'0' => {
                     self.pop()?;
                 }
                 b'2' => {
                     let v = self.top()?.clone();
-                    self.stack.push(v);
+                    self.push(v)?;
                 }
                 b'1' => {
                     self.pop_mark()?;
@@ -404,6 +518,7 @@ pub fn decode(data: &[u8]) -> Result<PyValue, PickleError> {
         stack: Vec::new(),
         marks: Vec::new(),
         memo: HashMap::new(),
+        values: 0,
     }
     .run()
 }

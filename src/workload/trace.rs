@@ -206,12 +206,15 @@ pub fn parse_pytorch_snapshot(path: &str, data: &[u8]) -> Result<Workload, Workl
             )
         })?;
     // The device with the most events (snapshots usually hold one).
-    let (device, events) = traces
+    // Compared by length first: copying every device's list would cost quadratic time when a
+    // hostile file makes them all one shared list.
+    let (device, _) = traces
         .iter()
         .enumerate()
-        .map(|(i, t)| (i, t.items().unwrap_or_default()))
-        .max_by_key(|(_, e)| e.len())
+        .map(|(i, t)| (i, t.seq_len().unwrap_or(0)))
+        .max_by_key(|&(_, n)| n)
         .ok_or_else(|| malformed(path, "'device_traces' is empty"))?;
+    let events = traces[device].items().unwrap_or_default();
     let mut b = Builder::new();
     let mut skipped: HashMap<String, u64> = HashMap::new();
     let (mut reserved, mut peak, mut has_segment_events) = (0i128, 0i128, false);
@@ -323,18 +326,7 @@ pub fn parse_pytorch_snapshot(path: &str, data: &[u8]) -> Result<Workload, Workl
 /// Reads a trace file, telling the formats apart by their first bytes.
 pub fn load_trace(path: &Path) -> Result<Workload, WorkloadError> {
     let shown = path.display().to_string();
-    let io = |source| WorkloadError::Io {
-        path: shown.clone(),
-        source,
-    };
-    let len = std::fs::metadata(path).map_err(io)?.len();
-    if len > MAX_TRACE_BYTES {
-        return Err(malformed(
-            &shown,
-            format!("{len} bytes is larger than the 2 GiB trace limit"),
-        ));
-    }
-    let data = std::fs::read(path).map_err(io)?;
+    let data = crate::input::read_bounded(path, MAX_TRACE_BYTES, "a trace")?;
     let workload = if data.first() == Some(&0x80) {
         parse_pytorch_snapshot(&shown, &data)?
     } else {

@@ -1,0 +1,43 @@
+//! One signal path for the long commands (`bench-alloc`, `stress`): SIGINT (Ctrl-C) and SIGTERM
+//! (what CI runners send on timeout) set one flag; the running phase sees it, stops, frees
+//! everything, and the command prints its partial report marked interrupted and exits 128 plus
+//! the signal's number (130, 143).
+
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use crate::exit::Exit;
+
+static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+static RECEIVED: AtomicI32 = AtomicI32::new(0);
+
+#[cfg(unix)]
+extern "C" fn on_signal(signal: libc::c_int) {
+    // Only atomic stores: nothing here may allocate or lock.
+    RECEIVED.store(signal, Ordering::SeqCst);
+    if let Some(flag) = FLAG.get() {
+        flag.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Installs the handlers (once per process) and returns the flag they set.
+pub fn install() -> Arc<AtomicBool> {
+    let flag = FLAG
+        .get_or_init(|| Arc::new(AtomicBool::new(false)))
+        .clone();
+    #[cfg(unix)]
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        let handler: extern "C" fn(libc::c_int) = on_signal;
+        // SAFETY: the handler only stores to atomics, which is async-signal-safe.
+        unsafe { libc::signal(signal, handler as libc::sighandler_t) };
+    }
+    flag
+}
+
+/// The exit for a run a signal cut short: 128 + the signal (130 for SIGINT, 143 for SIGTERM).
+pub fn interrupted_exit() -> Exit {
+    match RECEIVED.load(Ordering::SeqCst) {
+        0 => Exit::Interrupted(libc::SIGINT as u8),
+        signal => Exit::Interrupted(signal as u8),
+    }
+}
