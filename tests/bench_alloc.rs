@@ -429,34 +429,17 @@ fn environment_overrides_reach_the_pool() {
 
 #[test]
 fn signals_stop_the_replay_with_a_partial_report() {
-    use std::process::{Command as StdCommand, Stdio};
-    use std::time::{Duration, Instant};
     for (signal, code) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
-        let child = StdCommand::new(env!("CARGO_BIN_EXE_gpumem"))
-            .args([
-                "--json",
-                "bench-alloc",
-                "--device",
-                "sim:64GiB",
-                "-n",
-                "10000000",
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(2500));
-        // SAFETY: sending a signal to our own child process.
-        unsafe { libc::kill(child.id() as libc::pid_t, signal) };
-        let start = Instant::now();
-        let out = child.wait_with_output().unwrap();
-        assert!(start.elapsed() < Duration::from_secs(20), "did not stop");
-        assert_eq!(
-            out.status.code(),
-            Some(code),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let args = [
+            "--json",
+            "bench-alloc",
+            "--device",
+            "sim:64GiB",
+            "-n",
+            "10000000",
+        ];
+        let out =
+            common::run_until_signal(&args, std::time::Duration::from_millis(2500), signal, code);
         let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(doc["interrupted"], true);
         assert!(doc["raw"].is_null());

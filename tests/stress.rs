@@ -228,40 +228,19 @@ fn sigterm_ends_the_phase_frees_everything_and_reports() {
 }
 
 fn interrupted_by(signal: libc::c_int, code: i32) {
-    use std::process::{Command as StdCommand, Stdio};
-    use std::time::Duration;
-    let child = StdCommand::new(env!("CARGO_BIN_EXE_gpumem"))
-        .args([
-            "--json",
-            "stress",
-            "--device",
-            "host:256MiB",
-            "--phase",
-            "churn",
-            "--duration",
-            "60s",
-            "--max-size",
-            "1MiB",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(3000));
-    // SAFETY: sending a signal to our own child process.
-    unsafe { libc::kill(child.id() as libc::pid_t, signal) };
-    let start = std::time::Instant::now();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        start.elapsed() < Duration::from_secs(20),
-        "stress did not stop on signal {signal}"
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let args = [
+        "--json",
+        "stress",
+        "--device",
+        "host:256MiB",
+        "--phase",
+        "churn",
+        "--duration",
+        "60s",
+        "--max-size",
+        "1MiB",
+    ];
+    let out = common::run_until_signal(&args, std::time::Duration::from_millis(3000), signal, code);
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["interrupted"], true);
     assert_eq!(doc["leaked_buffers"], 0);

@@ -119,3 +119,36 @@ pub fn device_present(backend: &str) -> bool {
         .map_err(|e| e.to_string());
     backend_present(backend, opened)
 }
+
+/// Runs gpumem with `args`, sends `signal` after `delay`, and returns its output once it exits,
+/// which must be within 20 s of the signal, with the exit code `code` (128 + signal).
+pub fn run_until_signal(
+    args: &[&str],
+    delay: std::time::Duration,
+    signal: libc::c_int,
+    code: i32,
+) -> std::process::Output {
+    use std::process::Stdio;
+    let child = Command::new(env!("CARGO_BIN_EXE_gpumem"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(delay);
+    // SAFETY: sending a signal to our own child process.
+    unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+    let start = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(20),
+        "{args:?} did not stop on signal {signal}"
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
