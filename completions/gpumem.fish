@@ -25,8 +25,8 @@ function __fish_gpumem_using_subcommand
 end
 
 complete -c gpumem -n "__fish_gpumem_needs_command" -l color -d 'When to use colour. `auto` colours a terminal unless NO_COLOR is set' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is not set'
-always\t'Always colour'
-never\t'Never colour'"
+always\t'Colour even when stdout is a pipe or NO_COLOR is set'
+never\t'Plain text, whatever the terminal'"
 complete -c gpumem -n "__fish_gpumem_needs_command" -l json -d 'Print one JSON document on stdout instead of tables'
 complete -c gpumem -n "__fish_gpumem_needs_command" -s q -l quiet -d 'Print only the result: no progress bars, no notes'
 complete -c gpumem -n "__fish_gpumem_needs_command" -s v -l verbose -d 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'
@@ -46,12 +46,12 @@ metal\t'Apple Metal (macOS only)'
 opencl\t'OpenCL through the ICD loader (libOpenCL), loaded at run time'
 vulkan\t'Vulkan through the loader (libvulkan), loaded at run time'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -l timeout -d 'Give up on a backend that has not answered after this long (e.g. 5s, 500ms)' -r
-complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -l format -d 'Output format. --json is the same as --format json' -r -f -a "table\t'Tables for people'
+complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -l format -d 'Output format. --json is the same as --format json' -r -f -a "table\t'Human-readable tables (comfy-table), one per backend'
 json\t'The JSON document (same as --json)'
 prometheus\t'Prometheus text exposition, for node_exporter\'s textfile collector'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -l color -d 'When to use colour. `auto` colours a terminal unless NO_COLOR is set' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is not set'
-always\t'Always colour'
-never\t'Never colour'"
+always\t'Colour even when stdout is a pipe or NO_COLOR is set'
+never\t'Plain text, whatever the terminal'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -l json -d 'Print one JSON document on stdout instead of tables'
 complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -s q -l quiet -d 'Print only the result: no progress bars, no notes'
 complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -s v -l verbose -d 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'
@@ -74,8 +74,8 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l optimizer -d 
 adamw\t'AdamW: two fp32 moments per parameter'
 sgd\t'SGD with momentum: one fp32 buffer per parameter'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l color -d 'When to use colour. `auto` colours a terminal unless NO_COLOR is set' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is not set'
-always\t'Always colour'
-never\t'Never colour'"
+always\t'Colour even when stdout is a pipe or NO_COLOR is set'
+never\t'Plain text, whatever the terminal'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l flash-attention -d 'Assume flash attention (no full attention-score matrix in memory)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l checkpointing -d 'With --mode train: activation checkpointing (keep one activation per layer)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l list-models -d 'List the built-in catalog and exit'
@@ -104,13 +104,13 @@ sgd\t'SGD with momentum: one fp32 buffer per parameter'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l bytes -d 'Place a plain byte count instead of a model (e.g. 28GiB)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l inventory -d 'Plan over saved `gpumem discover --json` documents (one or many hosts) instead of this machine' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l device -d 'Plan for a device you do not have, e.g. sim:80GiB (repeatable)' -r
-complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l prefer -d 'Backend to favour' -r -f -a "auto\t'GPU backends with the most usable memory first, CPU last'
-cuda\t'NVIDIA CUDA'
-rocm\t'AMD ROCm'
-metal\t'Apple Metal'
-opencl\t'OpenCL'
-vulkan\t'Vulkan'
-cpu\t'System RAM'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l prefer -d 'Backend to try first; others are still listed with their verdicts' -r -f -a "auto\t'GPU backends with the most usable memory first, CPU last'
+cuda\t'NVIDIA GPUs through the CUDA driver'
+rocm\t'AMD GPUs through HIP'
+metal\t'Apple GPUs (macOS only)'
+opencl\t'Any OpenCL device, including CPU implementations such as PoCL'
+vulkan\t'Any Vulkan device, including software ones such as lavapipe'
+cpu\t'System RAM: the fallback that always exists'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l memory-fraction -d 'Fraction of a device\'s free memory gpumem may plan to use' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l min-free -d 'Memory always left free on every device' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l driver-reserve -d 'Driver reserve in the usable-memory rule (driver + context + fraction of total, capped)' -r
@@ -119,8 +119,8 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l reserve-fractio
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l reserve-cap -d 'Cap on the whole reserve' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l timeout -d 'Per-backend probe timeout when discovering this machine\'s devices' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l color -d 'When to use colour. `auto` colours a terminal unless NO_COLOR is set' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is not set'
-always\t'Always colour'
-never\t'Never colour'"
+always\t'Colour even when stdout is a pipe or NO_COLOR is set'
+never\t'Plain text, whatever the terminal'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l flash-attention -d 'Assume flash attention (no full attention-score matrix in memory)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l checkpointing -d 'With --mode train: activation checkpointing (keep one activation per layer)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l json -d 'Print one JSON document on stdout instead of tables'
@@ -135,7 +135,7 @@ mixed\t'A mix of small (<1 MiB) and large requests'
 transformer\t'A layer-by-layer inference step of --model over several decode steps'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l trace -d 'Replay a recorded trace: RMM logging CSV or a PyTorch memory snapshot pickle' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -s n -l allocations -d 'Number of allocations (1 to 10,000,000; the sequence is built up front, about 120 bytes per allocation)' -r
-complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l max-size -d 'Largest request size' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l max-size -d 'Largest request of the synthetic workloads (random, same-size, mixed)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l size -d 'Request size for --workload same-size' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l size-dist -d 'Size distribution for --workload random' -r -f -a "uniform\t'Uniform in [1 B, --max-size]'
 normal\t'Normal around half of --max-size'
@@ -158,8 +158,8 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l max-fragme
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l min-speedup -d 'Fail when the pool is less than this many times faster than raw device allocation' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l max-p99-ns -d 'Fail when the pool\'s p99 allocation latency is above this many nanoseconds' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l color -d 'When to use colour. `auto` colours a terminal unless NO_COLOR is set' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is not set'
-always\t'Always colour'
-never\t'Never colour'"
+always\t'Colour even when stdout is a pipe or NO_COLOR is set'
+never\t'Plain text, whatever the terminal'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l no-baseline -d 'Skip the raw (pool-less) baseline run'
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l verify -d 'Write a signature into each buffer on a real device and check it on free (default)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l no-verify -d 'Do not write and check bytes in each buffer'
@@ -181,8 +181,8 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l max-size -d 'La
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l max-pool -d 'Stress within this budget instead of the whole device (the pool\'s max_pool_bytes)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l seed -d 'Seed for sizes and injected failures' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l color -d 'When to use colour. `auto` colours a terminal unless NO_COLOR is set' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is not set'
-always\t'Always colour'
-never\t'Never colour'"
+always\t'Colour even when stdout is a pipe or NO_COLOR is set'
+never\t'Plain text, whatever the terminal'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l cpu-fallback -d 'Serve requests the device cannot hold from CPU memory (default)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l no-cpu-fallback -d 'Fail such requests with the typed out-of-memory error instead'
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l plant-corruption -d 'Test hook: damage one churn buffer behind the pool\'s back, to prove detection works'

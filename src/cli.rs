@@ -68,13 +68,13 @@ pub struct GlobalArgs {
 pub enum ColorWhen {
     /// Colour when stdout is a terminal and NO_COLOR is not set.
     Auto,
-    /// Always colour.
+    /// Colour even when stdout is a pipe or NO_COLOR is set.
     Always,
-    /// Never colour.
+    /// Plain text, whatever the terminal.
     Never,
 }
 
-/// The five subcommands.
+/// The subcommands; each has its own page in the man pages and completions.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// List every backend and device with total and free memory; unavailable backends say why.
@@ -93,7 +93,7 @@ pub enum Command {
 /// Output formats of `discover`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum DiscoverFormat {
-    /// Tables for people.
+    /// Human-readable tables (comfy-table), one per backend.
     Table,
     /// The JSON document (same as --json).
     Json,
@@ -101,7 +101,7 @@ pub enum DiscoverFormat {
     Prometheus,
 }
 
-/// `gpumem discover`.
+/// Arguments of `gpumem discover`.
 #[derive(Debug, Clone, Args)]
 #[command(after_long_help = EXIT_CODES)]
 pub struct DiscoverArgs {
@@ -194,7 +194,7 @@ pub struct WorkloadSettings {
     pub checkpointing: bool,
 }
 
-/// Inference or training.
+/// Whether `estimate` counts inference or mixed-precision training memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Mode {
     /// Inference: weights, KV cache, activations.
@@ -203,7 +203,7 @@ pub enum Mode {
     Train,
 }
 
-/// Training optimizers.
+/// The optimizer whose state `estimate --mode train` counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Optimizer {
     /// Adam: two fp32 moments per parameter.
@@ -214,11 +214,11 @@ pub enum Optimizer {
     Sgd,
 }
 
-/// `gpumem estimate`.
+/// Arguments of `gpumem estimate`.
 #[derive(Debug, Clone, Args)]
 #[command(after_long_help = EXIT_CODES)]
 pub struct EstimateArgs {
-    /// The model.
+    /// Which model: a catalog name, a config.json, a GGUF file or safetensors.
     #[command(flatten)]
     pub source: ModelSourceArgs,
 
@@ -240,21 +240,21 @@ pub struct EstimateArgs {
 pub enum Preference {
     /// GPU backends with the most usable memory first, CPU last.
     Auto,
-    /// NVIDIA CUDA.
+    /// NVIDIA GPUs through the CUDA driver.
     Cuda,
-    /// AMD ROCm.
+    /// AMD GPUs through HIP.
     Rocm,
-    /// Apple Metal.
+    /// Apple GPUs (macOS only).
     Metal,
-    /// OpenCL.
+    /// Any OpenCL device, including CPU implementations such as PoCL.
     Opencl,
-    /// Vulkan.
+    /// Any Vulkan device, including software ones such as lavapipe.
     Vulkan,
-    /// System RAM.
+    /// System RAM: the fallback that always exists.
     Cpu,
 }
 
-/// `gpumem select`.
+/// Arguments of `gpumem select`.
 #[derive(Debug, Clone, Args)]
 #[command(after_long_help = EXIT_CODES)]
 pub struct SelectArgs {
@@ -279,7 +279,7 @@ pub struct SelectArgs {
     #[arg(long, value_name = "SPEC")]
     pub device: Vec<DeviceSpec>,
 
-    /// Backend to favour.
+    /// Backend to try first; others are still listed with their verdicts.
     #[arg(long, value_enum, default_value_t = Preference::Auto)]
     pub prefer: Preference,
 
@@ -358,7 +358,7 @@ pub struct Gates {
     pub max_p99_ns: Option<u64>,
 }
 
-/// `gpumem bench-alloc`.
+/// Arguments of `gpumem bench-alloc`.
 #[derive(Debug, Clone, Args)]
 #[command(after_long_help = EXIT_CODES)]
 pub struct BenchAllocArgs {
@@ -386,7 +386,7 @@ pub struct BenchAllocArgs {
     )]
     pub allocations: u64,
 
-    /// Largest request size.
+    /// Largest request of the synthetic workloads (random, same-size, mixed).
     #[arg(long, default_value = "64MiB", value_parser = parse_nonzero_bytes, value_name = "SIZE")]
     pub max_size: u64,
 
@@ -440,12 +440,12 @@ pub struct BenchAllocArgs {
     #[arg(long, value_name = "FILE.svg")]
     pub timeline: Option<PathBuf>,
 
-    /// CI thresholds.
+    /// Thresholds that turn the run into a CI check (exit 4 when one fails).
     #[command(flatten)]
     pub gates: Gates,
 }
 
-/// Pool configuration presets.
+/// Which `MemoryConfig` preset the pool under test uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Preset {
     /// `arena` for random/same-size/mixed, `inference` for transformer and traces.
@@ -462,7 +462,7 @@ pub enum Preset {
     Constrained,
 }
 
-/// Phases of `stress`.
+/// The phases `stress` can run, in the order they run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Phase {
     /// Allocate until pressure is Critical, seeing every level in order.
@@ -475,7 +475,7 @@ pub enum Phase {
     Recover,
 }
 
-/// `gpumem stress`.
+/// Arguments of `gpumem stress`.
 #[derive(Debug, Clone, Args)]
 #[command(after_long_help = EXIT_CODES)]
 pub struct StressArgs {

@@ -17,7 +17,7 @@ pub enum InputError {
     /// The path exists but is not a regular file.
     #[error("{}: not a regular file ({kind})", path.display())]
     NotRegular {
-        /// The path given.
+        /// The path as the user gave it.
         path: PathBuf,
         /// What it is instead: a directory, a FIFO, a socket, a device.
         kind: &'static str,
@@ -25,11 +25,11 @@ pub enum InputError {
     /// The file is larger than gpumem reads for this kind of input.
     #[error("{}: {size} bytes is larger than the {limit}-byte limit for {what}", path.display())]
     TooLarge {
-        /// The path given.
+        /// The path as the user gave it.
         path: PathBuf,
         /// Its size (or, for files whose size the OS does not report, what was read).
         size: u64,
-        /// The limit.
+        /// The size cap in bytes that the file exceeds.
         limit: u64,
         /// The kind of input, e.g. "a config.json".
         what: &'static str,
@@ -37,9 +37,9 @@ pub enum InputError {
     /// The OS refused (missing file, permissions).
     #[error("{}: {source}", path.display())]
     Io {
-        /// The path given.
+        /// The path as the user gave it.
         path: PathBuf,
-        /// The OS error.
+        /// Why the operating system refused to open or read it.
         source: std::io::Error,
     },
 }

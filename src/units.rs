@@ -31,7 +31,7 @@ pub enum ParseUnitError {
     UnknownUnit {
         /// The unit as typed.
         unit: String,
-        /// The whole input.
+        /// The text that failed to parse, quoted back in the message.
         input: String,
     },
     /// The value is not a whole number of bytes (e.g. `1.5` or `0.1B`).

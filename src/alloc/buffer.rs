@@ -32,7 +32,7 @@ impl std::fmt::Debug for Buffer<'_> {
 }
 
 impl<'p> Buffer<'p> {
-    /// Its unique id.
+    /// The id the tracker and leak report know it by.
     pub fn id(&self) -> BufferId {
         match &self.backing {
             Backing::Device(a) => a.id,
@@ -41,7 +41,7 @@ impl<'p> Buffer<'p> {
         }
     }
 
-    /// Bytes requested.
+    /// Bytes requested (the block behind it may be larger).
     pub fn len(&self) -> u64 {
         self.len
     }
@@ -208,7 +208,7 @@ impl<'p> BatchBuffers<'p> {
         &mut self.buffers
     }
 
-    /// Number of buffers.
+    /// Buffers in the collection.
     pub fn len(&self) -> usize {
         self.buffers.len()
     }

@@ -23,7 +23,7 @@ pub struct MemoryConfig {
     pub max_pooled_per_bucket: usize,
     /// Warm the cache with these sizes when the pool is created.
     pub pre_allocate: bool,
-    /// Sizes for `pre_allocate`.
+    /// Block sizes `pre_allocate` reserves at start-up, one segment each.
     pub pre_allocate_sizes: Vec<u64>,
     /// Request rounding granularity (default 512 B).
     pub round_bytes: u64,
@@ -77,9 +77,9 @@ pub enum ConfigError {
     /// An environment override did not parse.
     #[error("{name}={value}: {why}")]
     Env {
-        /// The variable.
+        /// The environment variable, e.g. `GPUMEM_MEMORY_FRACTION`.
         name: &'static str,
-        /// Its value.
+        /// Its value as set.
         value: String,
         /// Why it was rejected.
         why: String,
@@ -171,43 +171,43 @@ impl MemoryConfig {
         }
     }
 
-    /// Sets `gpu_memory_fraction`.
+    /// Sets `gpu_memory_fraction`: the share of device memory the pool may reserve.
     pub fn with_gpu_memory_fraction(mut self, fraction: f64) -> Self {
         self.gpu_memory_fraction = fraction;
         self
     }
 
-    /// Sets `cpu_fallback_enabled`.
+    /// Sets `cpu_fallback_enabled`: serve requests from RAM when the device is full.
     pub fn with_cpu_fallback(mut self, enabled: bool) -> Self {
         self.cpu_fallback_enabled = enabled;
         self
     }
 
-    /// Sets `min_free_bytes`.
+    /// Sets `min_free_bytes`: device memory the pool never takes.
     pub fn with_min_free_bytes(mut self, bytes: u64) -> Self {
         self.min_free_bytes = bytes;
         self
     }
 
-    /// Sets `max_pool_bytes`.
+    /// Sets `max_pool_bytes`: idle cached bytes kept before segments are released.
     pub fn with_max_pool_bytes(mut self, bytes: u64) -> Self {
         self.max_pool_bytes = Some(bytes);
         self
     }
 
-    /// Sets `track_allocations`.
+    /// Sets `track_allocations`: keep metadata for the leak report.
     pub fn with_tracking(mut self, enabled: bool) -> Self {
         self.track_allocations = enabled;
         self
     }
 
-    /// Sets `max_pooled_per_bucket`.
+    /// Sets `max_pooled_per_bucket`: idle segments kept per size class.
     pub fn with_max_pooled_per_bucket(mut self, count: usize) -> Self {
         self.max_pooled_per_bucket = count;
         self
     }
 
-    /// Sets `max_split_size`.
+    /// Sets `max_split_size`: blocks above it are never split for smaller requests.
     pub fn with_max_split_size(mut self, bytes: u64) -> Self {
         self.max_split_size = bytes;
         self

@@ -16,11 +16,11 @@ pub enum PoolError {
         format_bytes(*reserved_unallocated), format_bytes(*limit)
     )]
     OutOfMemory {
-        /// The device.
+        /// The device's name.
         device: String,
-        /// Bytes requested.
+        /// Bytes the request asked for.
         requested: u64,
-        /// Device total.
+        /// Device memory in bytes.
         total: u64,
         /// Device free, as the device reports it.
         free: u64,
@@ -40,7 +40,7 @@ pub enum PoolError {
     /// No named buffer with this name.
     #[error("no named buffer '{0}'")]
     UnknownName(String),
-    /// The device failed.
+    /// The device itself failed (not out of memory): driver error, lost device.
     #[error(transparent)]
     Device(#[from] DeviceError),
 }

@@ -58,15 +58,15 @@ pub use tracker::{AllocationTracker, BufferId, BufferLocation, BufferMetadata};
 
 /// Seed 000's common pool interface, for code written against it.
 pub trait GpuMemoryPool: Send + Sync {
-    /// The device's name.
+    /// The device's name as its backend gives it.
     fn backend_name(&self) -> String;
-    /// Counters.
+    /// The pool's counters now.
     fn stats(&self) -> MemoryStats;
-    /// Device total bytes.
+    /// Device memory in bytes.
     fn total_memory(&self) -> u64;
     /// Device free bytes as the device reports them.
     fn free_memory(&self) -> u64;
-    /// Pressure level.
+    /// Pressure from allocated bytes over the usable limit.
     fn pressure(&self) -> MemoryPressure;
     /// Releases every cached free segment.
     fn clear_pool(&self);

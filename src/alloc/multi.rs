@@ -23,7 +23,7 @@ impl MultiDevicePool {
         }
     }
 
-    /// The pools.
+    /// One pool per device, in the order they were given.
     pub fn pools(&self) -> &[Pool] {
         &self.pools
     }

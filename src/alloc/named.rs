@@ -14,10 +14,10 @@ pub struct NamedBuffer {
     pub(crate) resizes: u64,
 }
 
-/// What `ensure_capacity` did.
+/// What `ensure_capacity` did to a named buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NamedInfo {
-    /// Capacity now.
+    /// Capacity in bytes after the call (at least what was asked).
     pub capacity: u64,
     /// Whether this call grew (reallocated) the buffer.
     pub resized: bool,

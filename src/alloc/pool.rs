@@ -117,7 +117,7 @@ struct State {
 /// which does so when dropped). Freeing a copy twice is detected and refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Allocation {
-    /// Unique id.
+    /// Id unique across every pool of the process.
     pub id: BufferId,
     block: u32,
     generation: u32,
@@ -127,7 +127,7 @@ pub struct Allocation {
     pub offset: u64,
     /// Size of the block (the request rounded up).
     pub size: u64,
-    /// Bytes asked for.
+    /// Bytes the caller asked for, before rounding.
     pub requested: u64,
     /// The stream it was allocated on.
     pub stream: StreamId,
@@ -138,13 +138,13 @@ pub struct Allocation {
 /// A block as seen by diagnostics and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockInfo {
-    /// Its segment.
+    /// The segment holding the block.
     pub segment: SegmentHandle,
     /// Size of the segment.
     pub segment_size: u64,
     /// Offset within the segment.
     pub offset: u64,
-    /// Block size.
+    /// Block size: the request rounded up to the pool's granularity.
     pub size: u64,
     /// Whether it is live.
     pub allocated: bool,
@@ -239,7 +239,7 @@ impl Pool {
         &self.device
     }
 
-    /// The configuration.
+    /// The configuration the pool was built with.
     pub fn config(&self) -> &MemoryConfig {
         &self.config
     }
@@ -709,7 +709,7 @@ impl Pool {
         self.sync_locked(&mut state, stream);
     }
 
-    /// Synchronises every stream.
+    /// Synchronises every stream that has a cache, as `synchronize` does for one.
     pub fn synchronize_all(&self) {
         let mut state = self.lock();
         let streams: Vec<StreamId> = state

@@ -6,13 +6,13 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum MemoryPressure {
-    /// Below 60 %.
+    /// Below 60 % of the usable limit.
     Low,
     /// 60 % to 80 %.
     Medium,
     /// 80 % to 95 %.
     High,
-    /// Above 95 %.
+    /// Above 95 %: the next requests may fail.
     Critical,
 }
 

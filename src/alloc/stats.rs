@@ -19,7 +19,7 @@ pub struct MemoryStats {
     pub pool_misses: u64,
     /// Requests served from CPU memory because the device was full.
     pub cpu_fallbacks: u64,
-    /// Live device buffers.
+    /// Live buffers on the device (CPU fallbacks not counted).
     pub active_buffers: u64,
     /// Bytes in live blocks (rounded sizes).
     pub allocated_bytes: u64,
@@ -47,7 +47,7 @@ pub struct MemoryStats {
     pub ooms: u64,
     /// Largest free block in the cache.
     pub largest_free_block: u64,
-    /// Segments currently reserved.
+    /// Segments reserved from the device now.
     pub segments: u64,
 }
 

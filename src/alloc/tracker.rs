@@ -15,7 +15,7 @@ pub struct BufferId(pub u64);
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 impl BufferId {
-    /// A fresh id.
+    /// A fresh id, unique within the process.
     #[allow(clippy::new_without_default)]
     pub fn new() -> Self {
         BufferId(NEXT_ID.fetch_add(1, Ordering::Relaxed))
@@ -41,17 +41,17 @@ pub enum BufferLocation {
 /// What is known about one live buffer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BufferMetadata {
-    /// Its id.
+    /// The buffer's id.
     pub id: BufferId,
     /// Requested size in bytes.
     pub size_bytes: u64,
     /// Elements, when the caller said how large an element is (else bytes).
     pub num_elements: u64,
-    /// Where it lives.
+    /// Device or CPU (fallback) memory.
     pub location: BufferLocation,
     /// When it was allocated.
     pub allocated_at: Instant,
-    /// A caller-chosen label.
+    /// A caller-chosen label, shown in the leak report.
     pub tag: Option<String>,
 }
 
@@ -68,7 +68,7 @@ impl BufferMetadata {
         }
     }
 
-    /// Adds a label.
+    /// Adds a label shown in the leak report.
     pub fn with_tag(mut self, tag: impl Into<String>) -> Self {
         self.tag = Some(tag.into());
         self
@@ -84,7 +84,7 @@ pub struct AllocationTracker {
 }
 
 impl AllocationTracker {
-    /// An empty tracker.
+    /// A tracker with no buffers.
     pub fn new() -> Self {
         Self::default()
     }
@@ -117,7 +117,7 @@ impl AllocationTracker {
         Some(meta)
     }
 
-    /// Live buffers.
+    /// Live buffers tracked now.
     pub fn count(&self) -> usize {
         self.allocations
             .read()
@@ -130,7 +130,7 @@ impl AllocationTracker {
         self.total_bytes.load(Ordering::Relaxed)
     }
 
-    /// Highest `total_bytes` seen.
+    /// Highest `total_bytes` seen since the tracker was made.
     pub fn peak_bytes(&self) -> u64 {
         self.peak_bytes.load(Ordering::Relaxed)
     }

@@ -38,15 +38,15 @@ pub fn get_available_memory() -> u64 {
 /// The machine a report was made on.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct HostInfo {
-    /// Host name.
+    /// Host name, when the OS gives one.
     pub hostname: Option<String>,
     /// Operating system and version.
     pub os: Option<String>,
-    /// CPU model.
+    /// CPU model string, e.g. "AMD EPYC 7763".
     pub cpu: Option<String>,
-    /// Logical CPUs.
+    /// Logical CPUs (hardware threads).
     pub cpus: usize,
-    /// Total RAM.
+    /// Physical RAM in bytes.
     pub memory_total_bytes: u64,
     /// RAM available to new allocations.
     pub memory_available_bytes: u64,
@@ -54,7 +54,7 @@ pub struct HostInfo {
     pub gpumem_version: String,
 }
 
-/// Describes this machine.
+/// This machine's name, OS, CPU and memory, as reports record them.
 pub fn host_info() -> HostInfo {
     let sys = system();
     HostInfo {

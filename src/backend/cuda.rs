@@ -13,7 +13,7 @@ use crate::device::{
     check_bounds, DeviceError, DeviceMemory, Segment, SegmentHandle, SegmentTable,
 };
 
-/// The CUDA backend.
+/// NVIDIA GPUs through the CUDA driver API (`libcuda`), loaded at run time.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CudaBackend;
 

@@ -2,7 +2,7 @@
 
 use super::{Backend, BackendKind, DeviceInfo, Unavailable};
 
-/// The Metal backend.
+/// Apple's Metal API (macOS only; elsewhere it reports itself unavailable).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MetalBackend;
 

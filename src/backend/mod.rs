@@ -86,7 +86,7 @@ pub struct DeviceInfo {
     pub index: usize,
     /// Marketing or driver name.
     pub name: String,
-    /// Vendor name.
+    /// Vendor as the driver reports it, when it does.
     pub vendor: Option<String>,
     /// What the device is.
     pub device_type: DeviceType,
@@ -150,9 +150,9 @@ pub enum Unavailable {
     },
     /// The library loaded but lacks a function gpumem needs.
     MissingSymbol {
-        /// The library.
+        /// The library that loaded.
         library: String,
-        /// The function.
+        /// The missing entry point, e.g. `cuMemGetInfo_v2`.
         symbol: String,
     },
     /// The library loaded but the driver did not initialise.
@@ -217,7 +217,7 @@ pub fn all_backends() -> Vec<Box<dyn Backend>> {
 /// The result of probing one backend (seed 000's `BackendInfo`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BackendInfo {
-    /// Which backend.
+    /// The backend probed, available or not.
     pub backend: BackendKind,
     /// Whether it can be used.
     pub available: bool,
@@ -262,12 +262,12 @@ impl BackendInfo {
     }
 }
 
-/// How to probe.
+/// What `discover_backends_with` probes and how long it waits.
 #[derive(Debug, Clone)]
 pub struct DiscoverOptions {
     /// Only these backends; empty means all.
     pub only: Vec<BackendKind>,
-    /// Per-backend timeout.
+    /// How long one backend may take before it is reported as timed out.
     pub timeout: Duration,
 }
 
@@ -409,7 +409,7 @@ fn normalize_bus_id(id: &str) -> String {
 /// A device chosen by ranking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Recommendation {
-    /// Its backend.
+    /// Backend of the chosen device.
     pub backend: BackendKind,
     /// Its index within the backend.
     pub device: usize,
@@ -488,7 +488,7 @@ pub fn print_backend_summary(results: &[BackendInfo], w: &mut dyn Write) -> io::
 pub struct OpenError {
     /// The device asked for.
     pub spec: String,
-    /// Why.
+    /// What went wrong, in one line.
     pub reason: String,
 }
 

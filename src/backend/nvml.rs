@@ -12,14 +12,14 @@ use serde::{Deserialize, Serialize};
 
 use super::{Backend, BackendKind, DeviceInfo, DeviceType, FreeScope, Unavailable};
 
-/// The NVML backend.
+/// NVIDIA's management library: free/used/reserved as nvidia-smi reports them.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NvmlBackend;
 
 /// NVML's view of one GPU.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NvmlView {
-    /// Free framebuffer memory.
+    /// Framebuffer bytes no one has allocated.
     pub free_bytes: u64,
     /// Memory in use, including the driver's bookkeeping.
     pub used_bytes: u64,
@@ -34,7 +34,7 @@ pub struct NvmlView {
 /// A process using a GPU.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GpuProcess {
-    /// Process id.
+    /// Operating-system process id.
     pub pid: u32,
     /// Its GPU memory, when the driver reports it.
     pub used_bytes: Option<u64>,

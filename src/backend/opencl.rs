@@ -26,7 +26,7 @@ const DLOPEN_FUNCTION_NOT_AVAILABLE: i32 = -2001;
 /// The ICD loader's code for "no platform (driver) installed".
 const CL_PLATFORM_NOT_FOUND_KHR: i32 = -1001;
 
-/// The OpenCL backend.
+/// Any OpenCL platform's devices through the ICD loader, loaded at run time.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OpenclBackend;
 

@@ -13,7 +13,7 @@ use crate::device::{
     check_bounds, DeviceError, DeviceMemory, Segment, SegmentHandle, SegmentTable,
 };
 
-/// The ROCm backend.
+/// AMD GPUs through HIP (`libamdhip64`), loaded at run time.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RocmBackend;
 

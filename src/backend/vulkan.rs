@@ -14,7 +14,7 @@ use crate::device::{
 
 use super::{Backend, BackendKind, DeviceInfo, DeviceType, FreeScope, Unavailable};
 
-/// The Vulkan backend.
+/// Any Vulkan device through the loader (`libvulkan`), loaded at run time.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct VulkanBackend;
 
@@ -246,7 +246,7 @@ impl Backend for VulkanBackend {
     }
 }
 
-/// One `vkAllocateMemory` allocation.
+/// One `vkAllocateMemory` allocation: a device-local segment the pool carves.
 struct VkSegment {
     memory: vk::DeviceMemory,
     size: u64,

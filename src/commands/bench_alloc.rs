@@ -16,7 +16,7 @@ use crate::output::bench::{
 use crate::output::Output;
 use crate::workload::bench::{run_pool, run_raw, Options};
 
-/// Runs `gpumem bench-alloc`.
+/// Runs `gpumem bench-alloc` and returns its exit status.
 pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
     // First, so that a signal during set-up (a large workload takes a while to build) still
     // ends in a report rather than the default action.

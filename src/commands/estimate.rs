@@ -11,7 +11,7 @@ use crate::model::{catalog, estimate::estimate};
 use crate::output::estimate::{CatalogReport, DeviceFit, EstimateReport};
 use crate::output::Output;
 
-/// Runs `gpumem estimate`.
+/// Runs `gpumem estimate` and returns its exit status.
 pub fn run(args: &EstimateArgs, out: &Output) -> Result<Exit> {
     if args.list_models {
         out.emit(&CatalogReport::new(&catalog()))?;

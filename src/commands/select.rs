@@ -18,7 +18,7 @@ use crate::plan::{
 /// Re-estimates the total for another context length.
 type TotalAtContext = Box<dyn Fn(u64) -> u64>;
 
-/// Runs `gpumem select`.
+/// Runs `gpumem select` and returns its exit status.
 pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
     let spec = model_source(&args.source);
     if spec.is_none() && args.bytes.is_none() {

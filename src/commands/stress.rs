@@ -15,7 +15,7 @@ use crate::output::stress::StressReport;
 use crate::output::{Output, Progress};
 use crate::workload::stress::{run_stress, StressPhase};
 
-/// Runs `gpumem stress`.
+/// Runs `gpumem stress` and returns its exit status.
 pub fn run(args: &StressArgs, out: &Output) -> Result<Exit> {
     let interrupt = super::signals::install();
     let spec = args

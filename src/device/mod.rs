@@ -48,7 +48,7 @@ pub enum DeviceError {
         offset: u64,
         /// Length of the access.
         len: u64,
-        /// The segment's size.
+        /// Size of the segment in bytes.
         size: u64,
     },
     /// The device cannot do this (e.g. reading a simulated device).
@@ -135,7 +135,7 @@ impl Budget {
         self.used.fetch_sub(bytes, Ordering::AcqRel);
     }
 
-    /// Bytes claimed now.
+    /// Bytes claimed against the budget now.
     pub fn used(&self) -> u64 {
         self.used.load(Ordering::Acquire)
     }

@@ -26,12 +26,12 @@ pub enum Attention {
         qk_nope_head_dim: u64,
         /// Per-head q/k rotary dimensions (shared across heads for k).
         qk_rope_head_dim: u64,
-        /// Per-head v dimension.
+        /// Per-head dimension of V (may differ from K's under MLA).
         v_head_dim: u64,
     },
 }
 
-/// The feed-forward block.
+/// The feed-forward block, which sets the weight count per layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Mlp {
@@ -41,7 +41,7 @@ pub enum Mlp {
     Plain,
 }
 
-/// Normalisation layers.
+/// Normalisation layers: RMSNorm has one weight vector, LayerNorm two.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Norm {
@@ -51,7 +51,7 @@ pub enum Norm {
     Layer,
 }
 
-/// Mixture-of-experts feed-forward layers.
+/// Mixture-of-experts feed-forward layers: all experts are stored, `active` run per token.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Moe {
     /// Routed experts per MoE layer.
@@ -89,42 +89,42 @@ pub enum SlidingLayers {
 pub struct SlidingWindow {
     /// Tokens a sliding layer attends to (and caches).
     pub window: u64,
-    /// Which layers slide.
+    /// Which layers use the window; the others attend to the full context.
     pub layers: SlidingLayers,
 }
 
 /// Everything the memory arithmetic needs about a model.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ModelArch {
-    /// Display name.
+    /// Name shown in reports.
     pub name: String,
     /// HF `model_type` (llama, mistral, qwen2, gemma2, deepseek_v2, …).
     pub family: String,
-    /// Model width.
+    /// Model width (`hidden_size`, `n_embd`).
     pub hidden_size: u64,
-    /// Dense feed-forward width.
+    /// Dense feed-forward width (`intermediate_size`, `n_ff`).
     pub intermediate_size: u64,
-    /// Decoder layers.
+    /// Decoder layers (`num_hidden_layers`, `block_count`).
     pub num_layers: u64,
     /// Attention (query) heads.
     pub num_heads: u64,
-    /// Key/value heads (GQA/MQA).
+    /// Key/value heads: fewer than `num_heads` under GQA, 1 under MQA.
     pub num_kv_heads: u64,
     /// Per-head dimension (not always hidden/heads: Gemma).
     pub head_dim: u64,
-    /// Vocabulary.
+    /// Vocabulary size: rows of the embedding and output matrices.
     pub vocab_size: u64,
     /// Output projection shares the embedding matrix.
     pub tie_word_embeddings: bool,
     /// Longest context the model was trained for.
     pub max_position_embeddings: Option<u64>,
-    /// Attention kind.
+    /// How attention stores K and V, which sets the KV-cache size.
     pub attention: Attention,
-    /// Feed-forward kind.
+    /// Dense or mixture-of-experts, with its gating.
     pub mlp: Mlp,
     /// Biases in the feed-forward projections.
     pub mlp_bias: bool,
-    /// Normalisation kind.
+    /// RMSNorm or LayerNorm.
     pub norm: Norm,
     /// Norm layers per decoder layer (2 usually; 4 in Gemma 2/3; 1 in Falcon-7B).
     pub norms_per_layer: u64,
@@ -134,10 +134,10 @@ pub struct ModelArch {
     pub sliding_window: Option<SlidingWindow>,
 }
 
-/// Parameter counts.
+/// Parameter counts from the shape (before any file says otherwise).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct ParamCount {
-    /// Every parameter.
+    /// Every stored parameter, all experts included.
     pub total: u64,
     /// Parameters used per token (MoE: routed experts counted `experts_per_token` times).
     pub active: u64,

@@ -7,7 +7,7 @@
 
 use super::arch::{llama_like, Attention, Mlp, ModelArch, Moe, Norm, SlidingLayers, SlidingWindow};
 
-/// A catalog entry.
+/// A model whose shape is built in, so `estimate -m NAME` works offline.
 #[derive(Debug, Clone)]
 pub struct CatalogModel {
     /// Canonical name, e.g. `mistral-7b`.
@@ -16,7 +16,7 @@ pub struct CatalogModel {
     pub aliases: &'static [&'static str],
     /// The Hugging Face repository whose config.json the fields come from.
     pub hf_repo: &'static str,
-    /// The architecture.
+    /// Its shape, as its published config.json gives it.
     pub arch: ModelArch,
 }
 

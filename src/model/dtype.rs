@@ -7,9 +7,9 @@ use serde::Serialize;
 pub struct Precision {
     /// The name as typed (`bf16`, `q4_k_m`, …).
     pub name: &'static str,
-    /// Bytes per block.
+    /// Bytes one quantization block occupies (1 for plain 8-bit types).
     pub block_bytes: u64,
-    /// Elements per block.
+    /// Elements one block encodes (1 for unquantized types).
     pub block_elems: u64,
 }
 
@@ -19,7 +19,7 @@ impl Precision {
         (elements * u128::from(self.block_bytes)).div_ceil(u128::from(self.block_elems))
     }
 
-    /// Bits per element.
+    /// Average storage bits per element, block scales included.
     pub fn bits_per_element(&self) -> f64 {
         self.block_bytes as f64 * 8.0 / self.block_elems as f64
     }
@@ -118,11 +118,11 @@ pub fn kv_precision(name: &str) -> Option<Precision> {
 pub struct GgmlType {
     /// The type id in GGUF tensor infos.
     pub id: u32,
-    /// Its name.
+    /// Name as GGUF and llama.cpp spell it (`q4_k`, `f16`).
     pub name: &'static str,
-    /// Elements per block.
+    /// Elements one block encodes (1 for unquantized types).
     pub block_elems: u64,
-    /// Bytes per block.
+    /// Bytes one block occupies, scales included.
     pub block_bytes: u64,
 }
 

@@ -13,43 +13,43 @@ pub enum ModelError {
     /// The file could not be read.
     #[error("{path}: {source}")]
     Io {
-        /// The file.
+        /// The file as given.
         path: PathBuf,
-        /// The OS error.
+        /// Why the operating system refused to read it.
         source: std::io::Error,
     },
     /// The file is not valid JSON.
     #[error("{path}: not valid JSON: {why}")]
     Json {
-        /// The file.
+        /// The file as given.
         path: PathBuf,
-        /// The parser's message.
+        /// serde_json's message, with line and column.
         why: String,
     },
     /// A required field is absent.
     #[error("{path}: missing field '{field}'")]
     MissingField {
-        /// The file.
+        /// The file as given.
         path: PathBuf,
-        /// The field.
+        /// The missing key, e.g. `num_attention_heads`.
         field: String,
     },
     /// A field has the wrong type or an impossible value.
     #[error("{path}: field '{field}' {why}")]
     BadField {
-        /// The file.
+        /// The file as given.
         path: PathBuf,
-        /// The field.
+        /// The offending key.
         field: String,
-        /// What is wrong.
+        /// What about its value is wrong, e.g. "must be at least 1".
         why: String,
     },
     /// A malformed GGUF or safetensors file.
     #[error("{path}: {why}")]
     Format {
-        /// The file.
+        /// The file as given.
         path: PathBuf,
-        /// What is wrong.
+        /// What is wrong, with the byte offset where it helps.
         why: String,
     },
     /// The path is not a readable regular file, or is too large.
@@ -58,11 +58,11 @@ pub enum ModelError {
     /// A precision name that is not known.
     #[error("unknown {what} '{name}'; expected one of {expected}")]
     UnknownPrecision {
-        /// Which flag.
+        /// The flag that named it (`--model`, `--dtype`).
         what: &'static str,
-        /// The name.
+        /// The name as given.
         name: String,
-        /// Accepted names.
+        /// The names that would have been accepted, comma-separated.
         expected: String,
     },
 }

@@ -29,17 +29,17 @@ use serde::Serialize;
 use super::arch::{Mlp, ModelArch, ParamCount};
 use super::dtype::Precision;
 
-/// Inference or training.
+/// Whether the estimate counts inference or mixed-precision training memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
-    /// Inference.
+    /// Weights, KV cache, activation scratch and overhead.
     Infer,
-    /// Mixed-precision training.
+    /// Adds gradients, optimizer state and fp32 master weights.
     Train,
 }
 
-/// Optimizers for training.
+/// The optimizer whose state training keeps per parameter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Optimizer {
@@ -56,25 +56,25 @@ pub enum Optimizer {
 pub struct Settings {
     /// Weight precision (`None`: the file's own, or bf16).
     pub dtype: Option<Precision>,
-    /// KV-cache precision.
+    /// Precision of the KV cache (llama.cpp's `--cache-type-k/v`).
     pub kv_dtype: Precision,
-    /// Sequences at once.
+    /// Sequences decoded at once; the KV cache grows with it.
     pub batch: u64,
-    /// Tokens per sequence.
+    /// Tokens per sequence the KV cache holds.
     pub context: u64,
     /// Prefill chunk in tokens.
     pub ubatch: u64,
-    /// Flash attention.
+    /// Flash attention: no `heads × context²` score matrix in the activations.
     pub flash_attention: bool,
     /// Runtime overhead bytes per device.
     pub overhead: u64,
-    /// Fragmentation reserve, percent.
+    /// Extra percentage on weights, KV cache and activations for the pool's fragmentation.
     pub fragmentation_reserve: f64,
     /// Inference or training.
     pub mode: Mode,
-    /// Optimizer (training).
+    /// Whose state is counted under training; ignored for inference.
     pub optimizer: Optimizer,
-    /// Activation checkpointing (training).
+    /// Keep only layer inputs under training (recompute the rest); ignored for inference.
     pub checkpointing: bool,
 }
 
@@ -87,25 +87,25 @@ pub struct FileWeights {
     pub bytes: u64,
 }
 
-/// Training-only parts.
+/// What training adds over inference, by part.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct TrainingBytes {
-    /// Gradients.
+    /// One gradient per parameter, at the weight precision.
     pub gradients_bytes: u64,
-    /// Optimizer state.
+    /// Optimizer moments: two fp32 values per parameter for Adam, one for SGD.
     pub optimizer_bytes: u64,
-    /// fp32 master weights.
+    /// fp32 master copy of the weights (mixed precision).
     pub master_weights_bytes: u64,
 }
 
-/// A full breakdown.
+/// Every part of an estimate, in bytes, and how the weights were counted.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Breakdown {
-    /// Parameters.
+    /// Parameters stored, all experts included.
     pub parameters: u64,
     /// Active parameters per token.
     pub active_parameters: u64,
-    /// Weights.
+    /// Weight bytes: exact from GGUF/safetensors, else parameters × precision.
     pub weights_bytes: u64,
     /// KV cache for `batch × context` tokens.
     pub kv_cache_bytes: u64,
@@ -113,13 +113,13 @@ pub struct Breakdown {
     pub kv_bytes_per_token: u64,
     /// Activation scratch (inference) or stored activations (training).
     pub activation_bytes: u64,
-    /// Runtime overhead.
+    /// Runtime overhead per device (CUDA context, cuBLAS workspace, …).
     pub overhead_bytes: u64,
-    /// Pool fragmentation reserve.
+    /// Bytes added for the pool's fragmentation (`fragmentation_reserve` percent).
     pub fragmentation_bytes: u64,
-    /// Training-only parts.
+    /// Training-only parts; `None` for inference.
     pub training: Option<TrainingBytes>,
-    /// Everything.
+    /// Sum of every part above: what must fit on one device.
     pub total_bytes: u64,
     /// Bytes per layer (weights and KV) for planning layer splits.
     pub per_layer_bytes: u64,
@@ -133,11 +133,11 @@ pub struct Breakdown {
 /// The precision weights were counted in, and who chose it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WeightsDtype {
-    /// `--dtype` named it.
+    /// `--dtype` named it; weights are parameters × its size.
     Chosen(Precision),
     /// The file's own tensor types, byte for byte (GGUF, safetensors).
     File,
-    /// Nothing said: [`DEFAULT_WEIGHT_PRECISION`].
+    /// Nothing named one and the source has no tensor types: [`DEFAULT_WEIGHT_PRECISION`].
     Default(Precision),
 }
 

@@ -26,17 +26,17 @@ const MAX_DIMS: u32 = 4;
 /// A metadata value, as much of it as gpumem keeps.
 #[derive(Debug, Clone, PartialEq)]
 pub enum GgufValue {
-    /// Any integer type.
+    /// Any GGUF integer type, widened.
     Int(i128),
-    /// f32 or f64.
+    /// `f32` or `f64`, widened.
     Float(f64),
-    /// bool.
+    /// A GGUF `bool`.
     Bool(bool),
     /// A string (or its length, when too long to keep).
     Str(Option<String>),
     /// An array: its length, and its numeric elements when short enough to keep.
     Array {
-        /// Elements.
+        /// How many elements the array holds.
         len: u64,
         /// Integer elements, when numeric and kept.
         ints: Vec<i128>,
@@ -57,29 +57,29 @@ impl GgufValue {
     }
 }
 
-/// One tensor's description.
+/// One tensor's description from the header (its data is never read).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GgufTensor {
-    /// Its name.
+    /// Name as stored, e.g. `blk.0.attn_q.weight`.
     pub name: String,
     /// Dimensions, innermost first.
     pub dims: Vec<u64>,
-    /// ggml type.
+    /// Storage type, which fixes the bytes per block.
     pub ggml_type: GgmlType,
     /// Offset in the data section.
     pub offset: u64,
-    /// Elements.
+    /// Product of `dims`.
     pub elements: u64,
-    /// Exact bytes.
+    /// Bytes the tensor's data occupies in the file, from its type's block size.
     pub bytes: u64,
 }
 
 /// What a GGUF header says.
 #[derive(Debug, Clone)]
 pub struct GgufFile {
-    /// Format version.
+    /// GGUF format version (2 or 3).
     pub version: u32,
-    /// Metadata by key.
+    /// Every metadata key and value; arrays keep only their type and length.
     pub metadata: BTreeMap<String, GgufValue>,
     /// Tensor infos in file order.
     pub tensors: Vec<GgufTensor>,
@@ -90,7 +90,7 @@ pub struct GgufFile {
 }
 
 impl GgufFile {
-    /// `general.architecture`.
+    /// The `general.architecture` value (`llama`, `qwen2`, …), which prefixes the shape keys.
     pub fn architecture(&self) -> Option<&str> {
         match self.metadata.get("general.architecture") {
             Some(GgufValue::Str(Some(s))) => Some(s),
@@ -108,7 +108,7 @@ impl GgufFile {
         self.tensors.iter().map(|t| t.elements).sum()
     }
 
-    /// Total tensor bytes.
+    /// Sum of every tensor's bytes: the weights as llama.cpp loads them.
     pub fn tensor_bytes(&self) -> u64 {
         self.tensors.iter().map(|t| t.bytes).sum()
     }

@@ -35,13 +35,13 @@ pub use safetensors_header::{read_safetensors, SafetensorsSummary};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SourceKind {
-    /// The built-in catalog.
+    /// The built-in catalog (`-m NAME`).
     Catalog,
-    /// A config.json.
+    /// A Hugging Face config.json (shape only; weights counted at `--dtype`).
     Config,
-    /// A GGUF header.
+    /// A GGUF file's header: shape and exact tensor bytes.
     Gguf,
-    /// safetensors headers.
+    /// safetensors headers (one file, a directory or an index): exact tensor bytes.
     Safetensors,
 }
 
@@ -59,11 +59,11 @@ impl std::fmt::Display for SourceKind {
 /// A model ready to estimate.
 #[derive(Debug, Clone)]
 pub struct ModelSource {
-    /// Display name.
+    /// Name shown in reports: the catalog name, GGUF `general.name`, or the file name.
     pub name: String,
     /// Where it came from.
     pub kind: SourceKind,
-    /// Its architecture.
+    /// Its shape, however it was read.
     pub arch: ModelArch,
     /// Exact weights from the file, when read from one.
     pub file_weights: Option<FileWeights>,
@@ -77,7 +77,7 @@ pub enum ModelWarning {
     /// config.json names a `model_type` gpumem does not know; the generic decoder formula
     /// (gated MLP, RMSNorm, no biases) was applied to the fields listed.
     UnknownModelType {
-        /// The `model_type` value.
+        /// The `model_type` the file declares, which gpumem has no shape rules for.
         model_type: String,
         /// The config fields the generic formula read.
         fields_used: Vec<String>,
@@ -95,9 +95,9 @@ pub enum ModelWarning {
 pub enum SourceSpec {
     /// A catalog name or alias.
     Catalog(String),
-    /// A config.json.
+    /// A Hugging Face config.json.
     Config(PathBuf),
-    /// A GGUF file.
+    /// A GGUF file (only its header is read).
     Gguf(PathBuf),
     /// A safetensors file, directory or index.
     Safetensors(PathBuf),
@@ -283,22 +283,22 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
 /// Seed 000's breakdown for a Llama-style model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct InferenceMemoryEstimate {
-    /// Weights.
+    /// Weight bytes at the requested precision.
     pub model_bytes: usize,
-    /// KV cache.
+    /// K and V for every layer at the full context.
     pub kv_cache_bytes: usize,
-    /// Activation scratch.
+    /// Scratch for one forward pass (the largest intermediate tensors).
     pub activation_bytes: usize,
     /// Sum of the three.
     pub total_bytes: usize,
 }
 
 impl InferenceMemoryEstimate {
-    /// Total in GiB.
+    /// `total_bytes` in GiB (2^30), for code written against the seed.
     pub fn total_gb(&self) -> f64 {
         self.total_bytes as f64 / (1u64 << 30) as f64
     }
-    /// Weights in MiB.
+    /// `model_bytes` in MiB (2^20).
     pub fn model_mb(&self) -> f64 {
         self.model_bytes as f64 / (1u64 << 20) as f64
     }
@@ -306,7 +306,7 @@ impl InferenceMemoryEstimate {
     pub fn kv_cache_mb(&self) -> f64 {
         self.kv_cache_bytes as f64 / (1u64 << 20) as f64
     }
-    /// Activations in MiB.
+    /// `activation_bytes` in MiB (2^20).
     pub fn activation_mb(&self) -> f64 {
         self.activation_bytes as f64 / (1u64 << 20) as f64
     }

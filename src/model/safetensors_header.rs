@@ -15,7 +15,7 @@ const MAX_HEADER: u64 = 100_000_000;
 /// What the headers of a checkpoint say.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SafetensorsSummary {
-    /// Files read.
+    /// Every file whose header was read: the single file, or each shard the index names.
     pub files: Vec<PathBuf>,
     /// Tensors over all files.
     pub tensors: u64,

@@ -15,24 +15,24 @@ pub struct DeviceView {
     pub backend: String,
     /// Index within the backend.
     pub index: usize,
-    /// Device name.
+    /// Device name as its driver gives it.
     pub name: String,
     /// Whether nothing was really allocated (sim).
     pub simulated: bool,
-    /// Device total bytes.
+    /// Device memory in bytes (the capacity, for `sim` and `host`).
     pub total_bytes: u64,
 }
 
-/// The workload part.
+/// The workload replayed.
 #[derive(Debug, Clone, Serialize)]
 pub struct WorkloadView {
-    /// Name.
+    /// `random`, `same-size`, `mixed`, `transformer` or `trace:FILE`.
     pub name: String,
     /// Operations (allocations and frees).
     pub ops: u64,
     /// Seed of synthetic workloads.
     pub seed: Option<u64>,
-    /// Allocations.
+    /// Allocations the workload makes (frees not counted).
     pub allocations: u32,
     /// Trace allocations placed first because they predate the recording.
     pub preexisting: u32,
@@ -42,16 +42,16 @@ pub struct WorkloadView {
     pub max_live_bytes: Option<u64>,
 }
 
-/// Percentiles as printed.
+/// Latency percentiles in nanoseconds.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct LatencyView {
-    /// Median.
+    /// Median, ns.
     pub p50: u64,
-    /// 90th percentile.
+    /// 90th percentile, ns.
     pub p90: u64,
-    /// 99th percentile.
+    /// 99th percentile, ns.
     pub p99: u64,
-    /// Slowest.
+    /// Slowest operation, ns.
     pub max: u64,
 }
 
@@ -66,7 +66,7 @@ impl From<Latency> for LatencyView {
     }
 }
 
-/// The pool's results.
+/// The pool's results on the workload.
 #[derive(Debug, Clone, Serialize)]
 pub struct PoolView {
     /// The configuration preset used.
@@ -82,21 +82,21 @@ pub struct PoolView {
     pub fragmentation_end: f64,
     /// Peak bytes in live blocks.
     pub peak_allocated_bytes: u64,
-    /// Peak bytes reserved.
+    /// Peak bytes reserved from the device (what the pool really holds).
     pub peak_reserved_bytes: u64,
     /// Peak allocated / peak reserved.
     pub efficiency: f64,
     /// Segments reserved from the device.
     pub device_allocs: u64,
-    /// Segments released.
+    /// Segments released to the device.
     pub device_frees: u64,
     /// Requests that failed after the retry.
     pub ooms: u64,
-    /// Out-of-memory retries.
+    /// Out-of-memory retries (cache released, allocation tried again).
     pub retries: u64,
-    /// Allocation latency.
+    /// Allocation latency through the pool.
     pub alloc_ns: LatencyView,
-    /// Free latency.
+    /// Free latency through the pool.
     pub free_ns: LatencyView,
     /// Operations per second of allocate/free time.
     pub ops_per_sec: f64,
@@ -109,9 +109,9 @@ pub struct PoolView {
 /// The raw baseline's results.
 #[derive(Debug, Clone, Serialize)]
 pub struct RawView {
-    /// Allocation latency.
+    /// Allocation latency straight on the device.
     pub alloc_ns: LatencyView,
-    /// Free latency.
+    /// Free latency straight on the device.
     pub free_ns: LatencyView,
     /// Operations per second of allocate/free time.
     pub ops_per_sec: f64,
@@ -134,27 +134,27 @@ pub struct ReferenceView {
     pub gpumem_reserved_bytes: u64,
 }
 
-/// One CI gate.
+/// One CI gate and how the run measured against it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Gate {
-    /// Flag name.
+    /// The flag that set it, e.g. `--min-hit-rate`.
     pub name: &'static str,
-    /// Threshold.
+    /// The flag's value.
     pub threshold: f64,
-    /// Measured value.
+    /// What the run measured, in the same unit.
     pub measured: f64,
-    /// Whether it passed.
+    /// Whether the measured value is on the right side of the threshold.
     pub passed: bool,
 }
 
 /// The report (JSON schema: docs/json-schema.md#bench-alloc).
 #[derive(Debug, Clone, Serialize)]
 pub struct BenchReport {
-    /// The device.
+    /// The device replayed on.
     pub device: DeviceView,
-    /// The workload.
+    /// The workload replayed.
     pub workload: WorkloadView,
-    /// Pool results.
+    /// The pool's results.
     pub pool: PoolView,
     /// Raw baseline results, unless --no-baseline.
     pub raw: Option<RawView>,
@@ -162,7 +162,7 @@ pub struct BenchReport {
     pub speedup: Option<f64>,
     /// A PyTorch trace's own reserved figure.
     pub reference: Option<ReferenceView>,
-    /// CI gates.
+    /// Every CI gate given, in flag order.
     pub gates: Vec<Gate>,
     /// Whether every gate passed and nothing was corrupted.
     pub passed: bool,

@@ -11,7 +11,7 @@ use crate::units::format_bytes;
 /// What `discover` found (JSON schema: docs/json-schema.md#discover).
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct DiscoverReport {
-    /// This machine.
+    /// The machine the report was made on.
     pub host: HostInfo,
     /// Every probed backend, available or not.
     pub backends: Vec<BackendInfo>,

@@ -15,17 +15,17 @@ use crate::units::format_bytes;
 /// The model part of the report.
 #[derive(Debug, Clone, Serialize)]
 pub struct ModelView {
-    /// Name.
+    /// Name shown in reports: catalog name, GGUF `general.name` or file name.
     pub name: String,
     /// Where it came from.
     pub source: SourceKind,
     /// HF model_type / GGUF architecture.
     pub family: String,
-    /// Parameters.
+    /// Parameters stored, all experts included.
     pub parameters: u64,
     /// Active parameters per token.
     pub active_parameters: u64,
-    /// Layers.
+    /// Decoder layers.
     pub layers: u64,
 }
 
@@ -34,28 +34,28 @@ pub struct ModelView {
 pub struct SettingsView {
     /// Weight precision (`file` when the file's own types are used).
     pub dtype: String,
-    /// KV-cache precision.
+    /// Precision of the KV cache.
     pub kv_dtype: String,
-    /// Sequences.
+    /// Sequences decoded at once.
     pub batch: u64,
-    /// Tokens per sequence.
+    /// Tokens per sequence the KV cache holds.
     pub context: u64,
-    /// Prefill chunk.
+    /// Prefill chunk in tokens (activations scale with it).
     pub ubatch: u64,
     /// Inference or training.
     pub mode: Mode,
-    /// Flash attention.
+    /// Whether flash attention is assumed (no score matrix in the activations).
     pub flash_attention: bool,
 }
 
 /// One device compared with the total (`--fits`).
 #[derive(Debug, Clone, Serialize)]
 pub struct DeviceFit {
-    /// Backend.
+    /// Backend of the device.
     pub backend: BackendKind,
-    /// Device index.
+    /// Device index within its backend.
     pub device: usize,
-    /// Device name.
+    /// Device name as its driver gives it.
     pub name: String,
     /// Free (else total) memory compared against.
     pub available_bytes: u64,
@@ -66,25 +66,25 @@ pub struct DeviceFit {
 /// The estimate report (JSON schema: docs/json-schema.md#estimate).
 #[derive(Debug, Clone, Serialize)]
 pub struct EstimateReport {
-    /// The model.
+    /// The model estimated.
     pub model: ModelView,
-    /// The settings.
+    /// The settings it was estimated under.
     pub settings: SettingsView,
-    /// Weights.
+    /// Weight bytes.
     pub weights_bytes: u64,
-    /// KV cache.
+    /// KV-cache bytes for every sequence at full context.
     pub kv_cache_bytes: u64,
     /// KV cache per token.
     pub kv_bytes_per_token: u64,
-    /// Activations.
+    /// Activation scratch (inference) or stored activations (training).
     pub activation_bytes: u64,
     /// Runtime overhead (`--overhead`).
     pub overhead_bytes: u64,
-    /// Fragmentation reserve.
+    /// Bytes added for pool fragmentation (`--fragmentation-reserve` percent).
     pub fragmentation_bytes: u64,
     /// Training parts, with --mode train.
     pub training: Option<TrainingBytes>,
-    /// Everything.
+    /// Sum of every part: what must fit on one device.
     pub total_bytes: u64,
     /// Warnings about the source.
     pub warnings: Vec<String>,
@@ -93,7 +93,7 @@ pub struct EstimateReport {
 }
 
 impl EstimateReport {
-    /// Builds the report.
+    /// The report for `model` under `s`, from its breakdown.
     pub fn new(
         model: &ModelSource,
         s: &Settings,
@@ -240,36 +240,36 @@ impl Report for EstimateReport {
     }
 }
 
-/// One catalog row.
+/// One catalog model, as `--list-models` prints it.
 #[derive(Debug, Clone, Serialize)]
 pub struct CatalogRow {
-    /// Name.
+    /// Name accepted by `-m`.
     pub name: String,
-    /// Aliases.
+    /// Other names `-m` accepts.
     pub aliases: Vec<String>,
-    /// Family.
+    /// Architecture family (`llama`, `qwen2`, `mixtral`, …).
     pub family: String,
-    /// Parameters.
+    /// Parameters stored, all experts included.
     pub parameters: u64,
-    /// Active parameters.
+    /// Parameters run per token (fewer than `parameters` for MoE).
     pub active_parameters: u64,
-    /// Layers.
+    /// Decoder layers.
     pub layers: u64,
-    /// Trained context.
+    /// Longest context the model was trained for, when published.
     pub max_context: Option<u64>,
-    /// Source repository.
+    /// Hugging Face repository the shape was taken from.
     pub hf_repo: String,
 }
 
-/// `estimate --list-models`.
+/// The report of `estimate --list-models`.
 #[derive(Debug, Clone, Serialize)]
 pub struct CatalogReport {
-    /// Every model.
+    /// Every catalog model, in catalog order.
     pub models: Vec<CatalogRow>,
 }
 
 impl CatalogReport {
-    /// From the catalog.
+    /// One row per catalog model.
     pub fn new(models: &[CatalogModel]) -> Self {
         CatalogReport {
             models: models

@@ -55,7 +55,7 @@ impl Output {
         }
     }
 
-    /// The chosen format.
+    /// The format chosen from `--json`/`--format`.
     pub fn format(&self) -> Format {
         self.format
     }

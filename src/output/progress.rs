@@ -31,7 +31,7 @@ impl Progress {
         self.bar.inc(n);
     }
 
-    /// Sets the position.
+    /// Moves the bar to `pos` (a no-op when the bar is hidden).
     pub fn set(&self, pos: u64) {
         self.bar.set_position(pos);
     }

@@ -13,20 +13,20 @@ use crate::workload::stress::{PhaseNote, StressFailure, StressOutcome, StressPha
 pub struct StressDevice {
     /// `host` or a backend name.
     pub backend: String,
-    /// Index.
+    /// Index within its backend.
     pub index: usize,
-    /// Name.
+    /// Device name as its driver gives it.
     pub name: String,
-    /// Total bytes.
+    /// Device memory in bytes.
     pub total_bytes: u64,
 }
 
 /// The stress report (JSON schema: docs/json-schema.md#stress).
 #[derive(Debug, Clone)]
 pub struct StressReport {
-    /// The device.
+    /// The device stressed.
     pub device: StressDevice,
-    /// What happened.
+    /// What the phases found.
     pub outcome: StressOutcome,
 }
 
@@ -173,7 +173,7 @@ impl StressReport {
         self.outcome.failures.iter().map(failure_text).collect()
     }
 
-    /// Builds the report.
+    /// The report for `device` from a finished (or interrupted) run.
     pub fn new(
         backend: String,
         index: usize,

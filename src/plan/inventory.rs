@@ -14,9 +14,9 @@ pub enum InventoryError {
     /// The file could not be read.
     #[error("{path}: {source}")]
     Io {
-        /// The file.
+        /// The inventory file as given.
         path: PathBuf,
-        /// The OS error.
+        /// Why the operating system refused to read it.
         source: std::io::Error,
     },
     /// The path is not a readable regular file, or is too large.
@@ -25,7 +25,7 @@ pub enum InventoryError {
     /// The file is not a discover document; names the field.
     #[error("{path}: {why}")]
     Invalid {
-        /// The file.
+        /// The inventory file as given.
         path: PathBuf,
         /// What is wrong, with the field's path.
         why: String,

@@ -19,19 +19,19 @@ use crate::units::format_bytes;
 pub struct Candidate {
     /// Host name (inventories can hold many hosts).
     pub host: String,
-    /// Backend.
+    /// Backend that drives it.
     pub backend: BackendKind,
     /// Index within the backend.
     pub device: usize,
-    /// Device name.
+    /// Device name as its driver or inventory gives it.
     pub name: String,
-    /// What it is.
+    /// GPU, CPU, software device…: software devices are chosen only when preferred.
     pub device_type: DeviceType,
-    /// Total bytes.
+    /// Physical memory in bytes.
     pub total_bytes: u64,
     /// Free bytes, when known.
     pub free_bytes: Option<u64>,
-    /// Simulated (`--device sim:SIZE`).
+    /// True for `--device sim:SIZE`: planned for, not present.
     pub simulated: bool,
 }
 
@@ -70,7 +70,7 @@ pub struct Policy {
     pub context_reserve: u64,
     /// …plus this fraction of the total…
     pub reserve_fraction: f64,
-    /// …capped at this.
+    /// …with the whole reserve capped at this many bytes.
     pub reserve_cap: u64,
 }
 
@@ -142,12 +142,12 @@ impl Policy {
 pub enum UsableRule {
     /// `fraction` of the free (else total) memory (`--memory-fraction`).
     MemoryFraction {
-        /// The fraction applied.
+        /// The fraction applied, in (0, 1].
         fraction: f64,
     },
     /// Free (else total) memory less the headroom always kept free (`--min-free`).
     MinFree {
-        /// The headroom.
+        /// Bytes always left free.
         min_free_bytes: u64,
     },
     /// Total memory less seed 001's driver and context reserve (GPUs only).
@@ -173,7 +173,7 @@ pub struct Usable {
 /// What a model needs, split the way planners need it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct ModelNeeds {
-    /// Decoder layers.
+    /// Decoder layers: the unit layer splits and offload move.
     pub layers: u64,
     /// Weights and KV cache per layer.
     pub per_layer: u64,
@@ -208,7 +208,7 @@ pub fn model_requirement(
     }
 }
 
-/// What must fit.
+/// What must fit: the total, and the structure splits need.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Requirement {
     /// Everything, on one device.
@@ -229,31 +229,31 @@ pub enum PlanKind {
     LayerSplit,
     /// Some layers on the GPU, the rest in system RAM.
     CpuOffload,
-    /// Nothing fits.
+    /// Nothing fits, even split or offloaded.
     None,
 }
 
 /// One device's share of a plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Placement {
-    /// Host.
+    /// Host of the device (from the inventory, or this machine).
     pub host: String,
-    /// Backend.
+    /// Backend of the device.
     pub backend: BackendKind,
-    /// Device.
+    /// Device index within its backend.
     pub device: usize,
-    /// Bytes placed there.
+    /// Bytes this device must hold under the plan.
     pub bytes: u64,
     /// Layers placed there (`None` when not split by layers).
     pub layers: Option<u64>,
 }
 
-/// The chosen plan.
+/// The plan `select` chose: its kind and each device's share.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Plan {
-    /// Which kind.
+    /// Single device, tensor parallel, layer split, CPU offload or none.
     pub kind: PlanKind,
-    /// Where everything goes.
+    /// Each device's share; empty when nothing fits.
     pub placements: Vec<Placement>,
     /// Layers on GPUs (offload), when split by layers.
     pub gpu_layers: Option<u64>,
@@ -266,13 +266,13 @@ pub struct Plan {
 /// A candidate's verdict for the single-device plan.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Verdict {
-    /// Host.
+    /// Host of the device (from the inventory, or this machine).
     pub host: String,
-    /// Backend.
+    /// Backend of the device.
     pub backend: BackendKind,
-    /// Device.
+    /// Device index within its backend.
     pub device: usize,
-    /// Name.
+    /// Device name as its driver or inventory gives it.
     pub name: String,
     /// Usable bytes under the policy.
     pub usable_bytes: u64,
@@ -306,11 +306,11 @@ pub enum VerdictReason {
 /// A plan and every candidate's verdict.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Selection {
-    /// What must fit.
+    /// Bytes the whole model needs on one device.
     pub required_bytes: u64,
-    /// The plan.
+    /// The plan chosen.
     pub plan: Plan,
-    /// Every candidate.
+    /// Every candidate's single-device verdict, in ranking order.
     pub candidates: Vec<Verdict>,
 }
 
@@ -655,7 +655,7 @@ pub fn split_layers(m: &ModelNeeds, usable: &[u64]) -> Option<Vec<u64>> {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("no backend can hold {}: {}", format_bytes(*required), tried.iter().map(|(b, why)| format!("{b}: {why}")).collect::<Vec<_>>().join("; "))]
 pub struct SelectError {
-    /// Bytes asked for.
+    /// Bytes the caller asked to fit.
     pub required: u64,
     /// Every backend (`cuda`) or device (`cuda:0`) tried, and why it was rejected.
     pub tried: Vec<(String, Rejected)>,

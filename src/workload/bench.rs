@@ -13,17 +13,17 @@ use crate::device::{DeviceMemory, Segment};
 /// Latency percentiles in nanoseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Latency {
-    /// Median.
+    /// Median, ns.
     pub p50: u64,
-    /// 90th percentile.
+    /// 90th percentile, ns.
     pub p90: u64,
-    /// 99th percentile.
+    /// 99th percentile, ns.
     pub p99: u64,
-    /// Slowest.
+    /// Slowest operation, ns.
     pub max: u64,
-    /// Mean.
+    /// Mean, ns.
     pub mean: f64,
-    /// Operations measured.
+    /// Operations the percentiles cover.
     pub count: u64,
 }
 
@@ -49,7 +49,7 @@ fn summarize(h: &Histogram<u64>) -> Latency {
 /// A point of the timeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Sample {
-    /// Operation index.
+    /// Index of the operation after which the sample was taken.
     pub op: u64,
     /// Bytes in live blocks.
     pub allocated: u64,
@@ -62,13 +62,13 @@ pub struct Sample {
 pub struct PoolRun {
     /// The pool's counters at the end (before the cache is emptied).
     pub stats: MemoryStats,
-    /// Allocation latency.
+    /// Allocation latency through the pool.
     pub alloc_ns: Latency,
-    /// Free latency.
+    /// Free latency through the pool.
     pub free_ns: Latency,
     /// Time inside allocate and free calls, summed.
     pub busy_ns: u64,
-    /// Operations replayed.
+    /// Operations replayed (fewer than the workload's when interrupted).
     pub ops: u64,
     /// Allocations that failed even after the pool's retry.
     pub failed_allocs: u64,
@@ -89,13 +89,13 @@ pub struct PoolRun {
 /// What replaying straight against the device measured.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RawRun {
-    /// Allocation latency.
+    /// Allocation latency straight on the device.
     pub alloc_ns: Latency,
-    /// Free latency.
+    /// Free latency straight on the device.
     pub free_ns: Latency,
     /// Time inside reserve and release calls, summed.
     pub busy_ns: u64,
-    /// Operations replayed.
+    /// Operations replayed (fewer than the workload's when interrupted).
     pub ops: u64,
     /// Allocations the device refused.
     pub failed_allocs: u64,
@@ -103,7 +103,7 @@ pub struct RawRun {
     pub corruptions: u64,
 }
 
-/// Replay options.
+/// How a replay runs, beyond the workload and device.
 #[derive(Debug, Clone, Copy)]
 pub struct Options<'a> {
     /// Write a signature into every buffer and check it on free (real devices only).

@@ -24,16 +24,16 @@ pub use trace::{load_trace, parse_pytorch_snapshot, parse_rmm_csv};
 pub enum Op {
     /// Allocate `size` bytes on `stream` and call it `id`.
     Alloc {
-        /// The allocation's id.
+        /// The allocation's id, dense from 0.
         id: u32,
-        /// Bytes.
+        /// Bytes requested.
         size: u64,
-        /// Stream.
+        /// Stream it is allocated on (0 when the source has no streams).
         stream: u32,
     },
     /// Free allocation `id`.
     Free {
-        /// The allocation's id.
+        /// The id of a live allocation.
         id: u32,
     },
 }
@@ -41,7 +41,7 @@ pub enum Op {
 /// What a recorded trace says its own allocator reserved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Reference {
-    /// Who recorded it.
+    /// The recording allocator, e.g. `pytorch` or `rmm`.
     pub source: &'static str,
     /// Peak reserved from segment events, when the trace has them.
     pub peak_reserved_bytes: Option<u64>,
@@ -58,7 +58,7 @@ pub struct Reference {
 pub struct Workload {
     /// Name (`random`, `trace:FILE`, …).
     pub name: String,
-    /// The operations.
+    /// Allocations and frees in replay order.
     pub ops: Vec<Op>,
     /// Allocations (ids are 0..allocations).
     pub allocations: u32,
@@ -133,17 +133,17 @@ pub enum WorkloadError {
     /// The trace file could not be read.
     #[error("{path}: {source}")]
     Io {
-        /// The file.
+        /// The trace file as given.
         path: String,
-        /// The OS error.
+        /// Why the operating system refused to read it.
         source: std::io::Error,
     },
     /// The trace is malformed.
     #[error("{path}: {why}")]
     Malformed {
-        /// The file.
+        /// The trace file as given.
         path: String,
-        /// What is wrong.
+        /// What is wrong, with the event or byte offset where it helps.
         why: String,
     },
     /// The path is not a readable regular file, or is too large.

@@ -21,7 +21,7 @@ use thiserror::Error;
 pub const MAX_VALUES: u64 = 1 << 24;
 /// Most entries on the decoder's stack.
 pub const MAX_STACK: usize = 1 << 22;
-/// Most memo entries.
+/// Most memo entries a pickle may define.
 pub const MAX_MEMO: usize = 1 << 22;
 
 /// A dict's entries in insertion order, with an index of its string keys.
@@ -53,21 +53,21 @@ impl PyDict {
 /// A decoded value. Containers are shared (`Rc`) because pickles memoize and refer back to them.
 #[derive(Clone)]
 pub enum PyValue {
-    /// None.
+    /// Python `None`.
     None,
-    /// True/False.
+    /// Python `True`/`False`.
     Bool(bool),
     /// An integer (LONG values beyond 128 bits are refused).
     Int(i128),
-    /// A float.
+    /// A Python float.
     Float(f64),
-    /// A str.
+    /// A Python `str`, shared when memoised.
     Str(Rc<str>),
-    /// bytes.
+    /// Python `bytes`, shared when memoised.
     Bytes(Rc<[u8]>),
-    /// A list.
+    /// A Python list, shared and mutable as pickle's `APPENDS` requires.
     List(Rc<RefCell<Vec<PyValue>>>),
-    /// A tuple.
+    /// A Python tuple, shared when memoised.
     Tuple(Rc<Vec<PyValue>>),
     /// A dict, in insertion order.
     Dict(Rc<RefCell<PyDict>>),
@@ -158,7 +158,7 @@ impl PyValue {
         }
     }
 
-    /// An integer value.
+    /// The value as an integer, if it is one (bools are not).
     pub fn as_int(&self) -> Option<i128> {
         match self {
             PyValue::Int(i) => Some(*i),
@@ -167,7 +167,7 @@ impl PyValue {
         }
     }
 
-    /// A string value.
+    /// The value as a string, if it is a `str`.
     pub fn as_str(&self) -> Option<&str> {
         match self {
             PyValue::Str(s) => Some(s),
@@ -182,19 +182,19 @@ pub enum PickleError {
     /// An opcode that would load a class or call code.
     #[error("refusing opcode {name} (0x{code:02x}) at byte {pos}: the file is not plain data")]
     Forbidden {
-        /// Opcode name.
+        /// Opcode name as Python's pickletools spells it.
         name: &'static str,
         /// Opcode byte.
         code: u8,
-        /// Where.
+        /// Byte offset of the opcode in the file.
         pos: usize,
     },
     /// Bytes that are not a pickle gpumem understands.
     #[error("malformed pickle at byte {pos}: {why}")]
     Malformed {
-        /// Where.
+        /// Byte offset where decoding stopped.
         pos: usize,
-        /// What is wrong.
+        /// What is wrong there.
         why: String,
     },
 }

@@ -30,20 +30,20 @@ pub enum StressPhase {
     Recover,
 }
 
-/// How to stress.
+/// What `stress` runs and how hard.
 #[derive(Debug, Clone)]
 pub struct StressOptions {
     /// Phases to run (recover always runs last, to leave the device clean).
     pub phases: Vec<StressPhase>,
-    /// Churn threads.
+    /// Threads that allocate and free at once in the churn phase.
     pub threads: usize,
     /// Churn duration, unless `ops` is given.
     pub duration: Duration,
     /// Churn operations (allocate + free pairs) over all threads.
     pub ops: Option<u64>,
-    /// Largest churn request.
+    /// Largest churn request in bytes (sizes are drawn up to it).
     pub max_size: u64,
-    /// Seed for sizes.
+    /// Seed of the churn sizes, so a failing run can be repeated.
     pub seed: u64,
     /// Test hook: damage one buffer's bytes behind the pool's back.
     pub plant_corruption: bool,
@@ -54,22 +54,22 @@ pub struct StressOptions {
 /// A pressure level change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Transition {
-    /// Level before.
+    /// Level before the change.
     pub from: MemoryPressure,
-    /// Level after.
+    /// Level after the change.
     pub to: MemoryPressure,
     /// Phase it happened in.
     pub phase: StressPhase,
 }
 
-/// One phase's summary.
+/// One phase's counts, checks and notes.
 #[derive(Debug, Clone)]
 pub struct PhaseReport {
-    /// Which phase.
+    /// The phase.
     pub phase: StressPhase,
     /// Allocations and frees it made.
     pub ops: u64,
-    /// Seconds it ran.
+    /// Wall-clock seconds it ran.
     pub duration_s: f64,
     /// Whether its checks passed.
     pub passed: bool,
@@ -87,20 +87,20 @@ pub enum PhaseNote {
     },
     /// Ramp: how Critical was reached.
     RampReached {
-        /// Buffers held.
+        /// Buffers held when Critical was reached.
         buffers: usize,
-        /// Size of each.
+        /// Bytes in each buffer.
         step_bytes: u64,
-        /// Pressure reached.
+        /// Highest pressure level reached.
         pressure: MemoryPressure,
-        /// Pressure callbacks seen.
+        /// Pressure callbacks the pool fired on the way.
         callbacks: usize,
     },
     /// Exhaust: what happened to the requests past the limit.
     ExhaustOutcomes {
         /// Requests the device could not hold after the retry.
         ooms: u64,
-        /// Retries taken.
+        /// Out-of-memory retries (cache released, allocation tried again).
         retries: u64,
         /// Requests served from CPU memory.
         fallbacks: u64,
@@ -109,13 +109,13 @@ pub enum PhaseNote {
     },
     /// Exhaust: the device held every request, so nothing went past the limit.
     ExhaustNothingPastLimit,
-    /// Churn: its shape.
+    /// Churn: how it ran.
     Churn {
-        /// Threads.
+        /// Threads allocating at once.
         threads: usize,
-        /// Largest request.
+        /// Largest request in bytes.
         max_size_bytes: u64,
-        /// Retries so far.
+        /// Out-of-memory retries over the phase.
         retries: u64,
         /// CPU fallbacks so far.
         fallbacks: u64,
@@ -124,16 +124,16 @@ pub enum PhaseNote {
     RecoverCleanup {
         /// Bytes the clean-up released.
         released_bytes: u64,
-        /// Buffers still live.
+        /// Buffers still live after the clean-up.
         live_buffers: u64,
-        /// Bytes still reserved.
+        /// Bytes still reserved from the device after the clean-up.
         reserved_bytes: u64,
     },
     /// Recover: device free memory before the run and after recovery.
     RecoverDeviceFree {
-        /// Before.
+        /// Device free bytes before the run.
         before_bytes: u64,
-        /// After.
+        /// Device free bytes after recovery.
         after_bytes: u64,
     },
 }
@@ -148,54 +148,54 @@ pub enum StressFailure {
     },
     /// Ramp: pressure did not rise Low→Medium→High→Critical once each.
     RampOrder {
-        /// The changes seen.
+        /// Every (from, to) pressure change seen, in order.
         seen: Vec<(MemoryPressure, MemoryPressure)>,
     },
     /// Exhaust: an out-of-memory failure was not retried.
     ExhaustUnretried {
-        /// Failures.
+        /// Requests the device refused.
         ooms: u64,
-        /// Retries.
+        /// Retries the pool made; fewer than `ooms` means some were not retried.
         retries: u64,
     },
     /// Exhaust: a failure was neither served from the CPU nor returned as a typed error.
     ExhaustUnaccounted {
-        /// Failures.
+        /// Requests the device refused after the retry.
         ooms: u64,
-        /// CPU fallbacks.
+        /// Of those, requests served from CPU memory.
         fallbacks: u64,
-        /// Typed errors.
+        /// Of those, typed out-of-memory errors returned.
         typed_errors: u64,
     },
     /// Buffers still live after recovery.
     LeakedBuffers {
-        /// Count.
+        /// Buffers still live.
         buffers: u64,
-        /// Bytes.
+        /// Bytes they hold.
         bytes: u64,
     },
     /// Bytes still reserved after `empty_cache`.
     LeakedReserved {
-        /// Bytes.
+        /// Bytes still reserved from the device.
         bytes: u64,
     },
     /// The device did not get its memory back.
     LeakedDeviceMemory {
-        /// Free after recovery.
+        /// Device free bytes after recovery.
         free_after: u64,
         /// Free before the run.
         free_before: u64,
-        /// Allowed difference.
+        /// Difference allowed for the driver's own bookkeeping.
         tolerance: u64,
     },
     /// Buffers that did not read back as written.
     Corruption {
-        /// Count.
+        /// Buffers whose bytes changed between write and read.
         buffers: u64,
     },
     /// Errors other than out-of-memory reached the caller.
     Escaped {
-        /// Count.
+        /// How many errors escaped.
         count: u64,
         /// The first one's message.
         first: String,
@@ -209,7 +209,7 @@ pub struct StressOutcome {
     pub ops: u64,
     /// Seconds over all phases.
     pub duration_s: f64,
-    /// Highest pressure seen.
+    /// Highest pressure level reached in any phase.
     pub peak_pressure: MemoryPressure,
     /// Every level change, in order.
     pub pressure_transitions: Vec<Transition>,
@@ -239,7 +239,7 @@ pub struct StressOutcome {
     pub device_free_after: u64,
     /// Allowed difference between the two.
     pub free_tolerance_bytes: u64,
-    /// Per phase.
+    /// Each phase's counts and notes, in run order.
     #[serde(skip)]
     pub phases: Vec<PhaseReport>,
     /// Whether Ctrl-C cut the run short.

@@ -38,15 +38,15 @@ impl SizeDist {
 /// Parameters of RMM's `random_allocations` benchmark.
 #[derive(Debug, Clone, Copy)]
 pub struct RandomParams {
-    /// Allocations to make.
+    /// Allocations to make (each is freed before the end).
     pub allocations: u32,
-    /// Largest request.
+    /// Largest request in bytes.
     pub max_size: u64,
     /// Live bytes are kept under this.
     pub max_live: u64,
-    /// Size distribution.
+    /// How request sizes are drawn.
     pub dist: SizeDist,
-    /// Seed.
+    /// Seed of the size and lifetime draws; the same seed gives the same workload.
     pub seed: u64,
 }
 
@@ -177,15 +177,15 @@ pub fn mixed(n: u32, max_size: u64, max_live: u64, seed: u64) -> Workload {
 /// Parameters of the transformer workload.
 #[derive(Debug, Clone)]
 pub struct TransformerParams {
-    /// The model.
+    /// The model whose forward passes are replayed.
     pub arch: ModelArch,
-    /// Sequences.
+    /// Sequences decoded at once.
     pub batch: u64,
     /// Prompt tokens (prefilled in chunks of `ubatch`).
     pub prompt: u64,
     /// Decode steps after the prompt.
     pub decode_steps: u64,
-    /// Prefill chunk.
+    /// Prefill chunk in tokens.
     pub ubatch: u64,
     /// Tokens per KV block (paged KV cache).
     pub kv_block_tokens: u64,
