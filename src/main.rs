@@ -32,8 +32,8 @@ fn main() -> ExitCode {
                 Some(CliError::Usage(_)) => Exit::Usage,
                 _ => Exit::Failure,
             };
-            let message = one_line(&err);
-            eprintln!("gpumem: error: {message}");
+            let message = error_line(&err);
+            eprintln!("gpumem: error: {}", gpumem::output::one_line(&message));
             if !matches!(
                 err.downcast_ref::<CliError>(),
                 Some(CliError::AfterReport(_))
@@ -58,11 +58,17 @@ fn clap_exit(err: &clap::Error) -> ExitCode {
             Exit::Usage.into()
         }
         _ => {
+            // clap's message is its first paragraph (a value may hold newlines of its own);
+            // usage and tips follow a blank line.
             let rendered = err.render().to_string();
-            let first = rendered.lines().next().unwrap_or("error: invalid usage");
+            let first = rendered
+                .split("\n\n")
+                .next()
+                .unwrap_or("error: invalid usage")
+                .trim_end();
             let first = first.strip_prefix("error: ").unwrap_or(first);
             let message = format!("{first} (see 'gpumem --help')");
-            eprintln!("gpumem: error: {message}");
+            eprintln!("gpumem: error: {}", gpumem::output::one_line(&message));
             // Parsing failed, so the flags are not known: look for --json among the words
             // before any `--`, as the parser would have.
             let json = std::env::args_os()
@@ -103,9 +109,10 @@ fn init_logging(global: &GlobalArgs) {
         .init();
 }
 
-/// The error and its causes on one line, so logs and CI annotations stay tidy. A cause whose
-/// text its parent already shows (e.g. an OS error quoted in "path: error") is not repeated.
-fn one_line(err: &anyhow::Error) -> String {
+/// The error and its causes joined, so logs and CI annotations stay tidy (control characters
+/// are escaped when printed). A cause whose text its parent already shows (e.g. an OS error
+/// quoted in "path: error") is not repeated.
+fn error_line(err: &anyhow::Error) -> String {
     let mut message = err.to_string();
     for cause in err.chain().skip(1) {
         let text = cause.to_string();
@@ -114,7 +121,7 @@ fn one_line(err: &anyhow::Error) -> String {
             message.push_str(&text);
         }
     }
-    message.replace('\n', " ")
+    message
 }
 
 fn is_broken_pipe(err: &anyhow::Error) -> bool {

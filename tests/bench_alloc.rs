@@ -12,18 +12,7 @@ use std::path::Path;
 use serde_json::Value;
 
 fn bench(args: &[&str]) -> Value {
-    let out = gpumem()
-        .args(["--json", "bench-alloc"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    common::json_ok(gpumem().args(["--json", "bench-alloc"]).args(args))
 }
 
 fn trace(name: &str) -> String {
@@ -496,4 +485,160 @@ fn hostile_traces_end_in_one_line_errors() {
         assert!(out.stdout.is_empty());
     }
     assert_eq!(std::fs::read(&trace).unwrap(), before);
+}
+
+/// `bench-alloc --trace path` on a simulated device: its one-line error (exit 1).
+fn trace_error(path: &Path) -> String {
+    common::one_line_error(
+        gpumem()
+            .args(["bench-alloc", "--device", "sim:1GiB", "--trace"])
+            .arg(path),
+        1,
+    )
+}
+
+/// A minimal pickle writer (protocol 2 opcodes) so tests build hostile snapshots themselves.
+enum Py {
+    Int(i128),
+    Str(&'static str),
+    List(Vec<Py>),
+    Dict(Vec<(&'static str, Py)>),
+}
+
+fn pickle(v: &Py) -> Vec<u8> {
+    fn put(v: &Py, out: &mut Vec<u8>) {
+        match v {
+            Py::Int(i) => {
+                // LONG1: length byte, then little-endian two's complement.
+                out.extend([0x8a, 16]);
+                out.extend(i.to_le_bytes());
+            }
+            Py::Str(s) => {
+                out.push(b'X');
+                out.extend((s.len() as u32).to_le_bytes());
+                out.extend(s.as_bytes());
+            }
+            Py::List(items) => {
+                out.extend(b"](");
+                items.iter().for_each(|i| put(i, out));
+                out.push(b'e');
+            }
+            Py::Dict(items) => {
+                out.extend(b"}(");
+                for (k, v) in items {
+                    put(&Py::Str(k), out);
+                    put(v, out);
+                }
+                out.push(b'u');
+            }
+        }
+    }
+    let mut out = vec![0x80, 2];
+    put(v, &mut out);
+    out.push(b'.');
+    out
+}
+
+#[test]
+fn snapshot_totals_past_64_bits_are_refused() {
+    let alloc = || {
+        Py::Dict(vec![
+            ("action", Py::Str("alloc")),
+            ("addr", Py::Int(4096)),
+            ("size", Py::Int(512)),
+        ])
+    };
+    let huge_segment = || {
+        Py::Dict(vec![
+            ("device", Py::Int(0)),
+            ("total_size", Py::Int(1 << 63)),
+            ("blocks", Py::List(vec![])),
+        ])
+    };
+    let segment_event = || {
+        Py::Dict(vec![
+            ("action", Py::Str("segment_alloc")),
+            ("addr", Py::Int(0)),
+            ("size", Py::Int(u64::MAX as i128)),
+        ])
+    };
+    let cases = [
+        (
+            "segments.pickle",
+            Py::Dict(vec![
+                ("segments", Py::List(vec![huge_segment(), huge_segment()])),
+                ("device_traces", Py::List(vec![Py::List(vec![alloc()])])),
+            ]),
+            "sum below 2^64",
+        ),
+        (
+            "events.pickle",
+            Py::Dict(vec![(
+                "device_traces",
+                Py::List(vec![Py::List(vec![
+                    segment_event(),
+                    segment_event(),
+                    alloc(),
+                ])]),
+            )]),
+            "more than 2^64 bytes",
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for (name, doc, want) in cases {
+        let path = dir.path().join(name);
+        std::fs::write(&path, pickle(&doc)).unwrap();
+        let err = trace_error(&path);
+        assert!(err.contains(want), "{name}: {err}");
+    }
+}
+
+#[test]
+fn protocol_0_and_1_pickles_are_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, bytes) in [
+        (
+            "p0.pickle",
+            &b"(dp0\nVdevice_traces\np1\n(lp2\n(lp3\nas."[..],
+        ),
+        (
+            "p1.pickle",
+            &b"}q\x00X\r\x00\x00\x00device_tracesq\x01]q\x02]q\x03as."[..],
+        ),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let err = trace_error(&path);
+        assert!(err.contains("a pickle of protocol 0 or 1"), "{err}");
+    }
+}
+
+// 200,000 streams, one allocate/free pair each: linear, not quadratic, in the stream count
+// (the timeout is a hang guard; the release build takes well under a second).
+#[test]
+fn an_rmm_log_with_200k_streams_replays_in_linear_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut csv = String::from("Thread,Time,Action,Pointer,Size,Stream\n");
+    for i in 0..200_000u64 {
+        let ptr = 0x10000 + i * 4096;
+        csv.push_str(&format!("1,0.1,allocate,{ptr:#x},1024,{:#x}\n", i + 1));
+        csv.push_str(&format!("1,0.1,free,{ptr:#x},1024,{:#x}\n", i + 1));
+    }
+    let path = dir.path().join("streams.csv");
+    std::fs::write(&path, csv).unwrap();
+    let doc = common::json_ok(
+        gpumem()
+            .args([
+                "--json",
+                "bench-alloc",
+                "--device",
+                "sim:8GiB",
+                "--no-baseline",
+                "--trace",
+            ])
+            .arg(&path)
+            .timeout(std::time::Duration::from_secs(120)),
+    );
+    assert_eq!(doc["workload"]["ops"], 400_000);
+    assert_eq!(doc["interrupted"], false);
 }

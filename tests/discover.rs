@@ -14,18 +14,7 @@ use assert_cmd::Command;
 use serde_json::Value;
 
 fn discover_json(cmd: &mut Command, args: &[&str]) -> Value {
-    let output = cmd
-        .args(["--json", "discover"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "stderr: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
+    common::json_ok(cmd.args(["--json", "discover"]).args(args))
 }
 
 fn backend<'a>(doc: &'a Value, name: &str) -> &'a Value {
@@ -369,4 +358,41 @@ fn closed_pipe_exits_zero_quietly() {
         .unwrap();
     assert_eq!(status.code(), Some(0), "stderr: {stderr}");
     assert!(stderr.is_empty(), "stderr: {stderr}");
+}
+
+// A broken file where the driver should be is not "library not found": it is named, with the
+// loader's reason, and every other backend is still reported.
+#[test]
+fn unloadable_driver_files_are_named_with_the_loaders_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("libcuda.so.1"), b"").unwrap();
+    std::fs::write(dir.path().join("libnvidia-ml.so.1"), b"not a library\n").unwrap();
+    std::fs::create_dir(dir.path().join("libamdhip64.so")).unwrap();
+    let doc = discover_json(
+        gpumem().env("LD_LIBRARY_PATH", dir.path()),
+        &[
+            "--backend",
+            "cuda",
+            "--backend",
+            "nvml",
+            "--backend",
+            "rocm",
+            "--backend",
+            "cpu",
+        ],
+    );
+    for (name, file) in [
+        ("cuda", "libcuda.so.1"),
+        ("nvml", "libnvidia-ml.so.1"),
+        ("rocm", "libamdhip64.so"),
+    ] {
+        let b = backend(&doc, name);
+        let reason = b["reason"].as_str().unwrap();
+        assert_eq!(b["available"], false);
+        assert!(
+            reason.contains(file) && reason.contains("is not a loadable library"),
+            "{name}: {reason}"
+        );
+    }
+    assert_eq!(backend(&doc, "cpu")["available"], true);
 }

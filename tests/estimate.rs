@@ -12,18 +12,7 @@ use std::path::Path;
 use serde_json::Value;
 
 fn estimate_json(args: &[&str]) -> Value {
-    let out = gpumem()
-        .args(["--json", "estimate"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    common::json_ok(gpumem().args(["--json", "estimate"]).args(args))
 }
 
 fn fixture(path: &str) -> String {
@@ -285,4 +274,109 @@ fn bad_input_fails_cleanly() {
         one_line_failure(&["estimate", "--safetensors", st.to_str().unwrap()], 1)
             .contains("header length")
     );
+}
+
+fn config_failure(config: serde_json::Value) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    one_line_failure(&["estimate", "--config", path.to_str().unwrap()], 1)
+}
+
+fn llama_config() -> serde_json::Value {
+    serde_json::json!({
+        "model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008,
+        "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "vocab_size": 32000
+    })
+}
+
+// Shapes whose arithmetic would wrap or vanish are refused, naming the field; none may give a
+// small or zero figure.
+#[test]
+fn absurd_shapes_are_refused_with_the_field_named() {
+    let mut mla = llama_config();
+    mla["model_type"] = "deepseek_v3".into();
+    mla["kv_lora_rank"] = (1u64 << 63).into();
+    mla["qk_rope_head_dim"] = (1u64 << 63).into();
+    mla["qk_nope_head_dim"] = 128.into();
+    mla["v_head_dim"] = 128.into();
+    let e = config_failure(mla);
+    assert!(
+        e.contains("kv_lora_rank") && e.contains("implausibly large"),
+        "{e}"
+    );
+
+    let cases: [(&[(&str, u64)], &str); 3] = [
+        (
+            &[
+                ("hidden_size", 16),
+                ("num_attention_heads", 64),
+                ("num_key_value_heads", 64),
+            ],
+            "head_dim' is 0: num_attention_heads (64) exceeds hidden_size (16)",
+        ),
+        (&[("num_key_value_heads", 0)], "num_key_value_heads"),
+        (
+            &[
+                ("hidden_size", 1 << 20),
+                ("intermediate_size", 1 << 22),
+                ("num_hidden_layers", 10_000),
+            ],
+            "parameters, implausibly many",
+        ),
+    ];
+    for (fields, want) in cases {
+        let mut config = llama_config();
+        for (k, v) in fields {
+            config[*k] = (*v).into();
+        }
+        let e = config_failure(config);
+        assert!(e.contains(want), "{e}");
+    }
+}
+
+#[test]
+fn an_estimate_past_64_bits_is_refused_not_clamped() {
+    let e = one_line_failure(
+        &[
+            "estimate",
+            "-m",
+            "llama-3.1-405b",
+            "--batch",
+            "4294967295",
+            "--context",
+            "4294967295",
+        ],
+        1,
+    );
+    assert!(e.contains("KV cache would exceed 2^64 bytes"), "{e}");
+}
+
+#[test]
+fn safetensors_indexes_that_name_nothing_or_too_much_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = dir.path().join("model.safetensors.index.json");
+    std::fs::write(&index, r#"{"metadata": {}, "weight_map": {}}"#).unwrap();
+    let e = one_line_failure(&["estimate", "--safetensors", index.to_str().unwrap()], 1);
+    assert!(
+        e.contains("weight_map") && e.contains("names no tensors"),
+        "{e}"
+    );
+
+    // 100,000 distinct shards: refused at once, not opened one by one.
+    let map: serde_json::Map<String, serde_json::Value> = (0..100_000)
+        .map(|i| (format!("t{i}"), format!("shard-{i}.safetensors").into()))
+        .collect();
+    std::fs::write(&index, serde_json::json!({ "weight_map": map }).to_string()).unwrap();
+    let e = one_line_failure(&["estimate", "--safetensors", index.to_str().unwrap()], 1);
+    assert!(e.contains("more than 10000 shard files"), "{e}");
+
+    // A header with no tensors is not a model of 0 parameters.
+    let empty = dir.path().join("empty.safetensors");
+    let mut bytes = 2u64.to_le_bytes().to_vec();
+    bytes.extend(b"{}");
+    std::fs::write(&empty, bytes).unwrap();
+    let e = one_line_failure(&["estimate", "--safetensors", empty.to_str().unwrap()], 1);
+    assert!(e.contains("holds no tensors"), "{e}");
 }

@@ -358,3 +358,27 @@ fn library_api() {
     );
     assert!(gpumem::plan::init_backend_with_memory_check(None, 1 << 20).is_ok());
 }
+
+// Names from an inventory reach the terminal escaped: no cursor movement, window titles or
+// extra lines from a hostile file.
+#[test]
+fn control_bytes_in_inventory_names_are_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = inventory(
+        dir.path(),
+        "evil",
+        vec![gpu(0, "A100\x1b]0;pwned\x07\x1b[2J\nX", 80 * GIB, 80 * GIB)],
+        64 * GIB,
+    );
+    let out = gpumem()
+        .args(["select", "--bytes", "1GiB", "--inventory"])
+        .arg(&inv)
+        .assert()
+        .code(0);
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text:?}");
+    assert!(
+        text.contains("A100\\u{1b}]0;pwned\\u{7}\\u{1b}[2J\\nX"),
+        "{text}"
+    );
+}

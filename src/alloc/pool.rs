@@ -103,8 +103,13 @@ struct State {
     spare_blocks: Vec<u32>,
     segments: Vec<Option<SegmentRec>>,
     spare_segments: Vec<u32>,
-    /// Free sets per cache; a handful of streams, so a short vector beats a hash map.
+    /// Free sets per cache, in creation order (GLOBAL first).
     caches: Vec<(StreamId, FreeSets)>,
+    /// Where each stream's entry is in `caches`: a trace may name hundreds of thousands of
+    /// streams, and a linear search per request would make its replay quadratic.
+    cache_index: HashMap<StreamId, usize>,
+    /// Segments reserved now (`segments` also holds empty slots for reuse).
+    live_segments: u64,
     /// Idle (fully free) segments per segment size, for `max_pooled_per_bucket`.
     idle: HashMap<u64, usize, BuildHasherDefault<SizeHasher>>,
     /// Bytes in idle segments (releasable at once).
@@ -217,6 +222,8 @@ impl Pool {
                     (GLOBAL, FreeSets::default()),
                     (DEFAULT_STREAM, FreeSets::default()),
                 ],
+                cache_index: HashMap::from([(GLOBAL, 0), (DEFAULT_STREAM, 1)]),
+                live_segments: 0,
                 idle: HashMap::default(),
                 idle_bytes: 0,
                 counters: Counters::default(),
@@ -387,9 +394,10 @@ impl Pool {
         let max_split = self.config.max_split_size;
         let oversize_slack = self.config.large_segment;
         for tag in [stream, GLOBAL] {
-            let Some((_, sets)) = state.caches.iter_mut().find(|(t, _)| *t == tag) else {
+            let Some(&pos) = state.cache_index.get(&tag) else {
                 continue;
             };
+            let sets = &mut state.caches[pos].1;
             let set = sets.of(kind);
             let Some(&(bsize, idx)) = set.range((rounded, 0)..).next() else {
                 continue;
@@ -486,6 +494,7 @@ impl Pool {
                 generation: 0,
             },
         );
+        state.live_segments += 1;
         state.segments[seg_idx as usize] = Some(SegmentRec {
             handle,
             address,
@@ -727,7 +736,7 @@ impl Pool {
         if stream == GLOBAL {
             return;
         }
-        let Some(pos) = state.caches.iter().position(|(s, _)| *s == stream) else {
+        let Some(&pos) = state.cache_index.get(&stream) else {
             return;
         };
         let sets = std::mem::take(&mut state.caches[pos].1);
@@ -795,6 +804,7 @@ impl Pool {
             self.mark_idle(state, seg.size, false);
         }
         state.spare_segments.push(seg_idx);
+        state.live_segments -= 1;
         // A failed release leaves the bytes with the driver; count them as released from the
         // pool's point of view, since the handle is gone either way, and log it.
         if let Err(e) = self.device.release(seg.handle) {
@@ -820,6 +830,12 @@ impl Pool {
             self.free(a)?;
         }
         result
+    }
+
+    /// Bytes reserved from the device now: `stats().reserved_bytes` without building the whole
+    /// snapshot (cheap enough to read after every request).
+    pub fn reserved_bytes(&self) -> u64 {
+        self.lock().counters.reserved
     }
 
     /// A snapshot of the counters.
@@ -853,7 +869,7 @@ impl Pool {
                 .map(|(_, s)| s.largest())
                 .max()
                 .unwrap_or(0),
-            segments: state.segments.iter().flatten().count() as u64,
+            segments: state.live_segments,
         }
     }
 
@@ -972,14 +988,12 @@ impl Hasher for SizeHasher {
 }
 
 fn cache(state: &mut State, tag: StreamId) -> &mut FreeSets {
-    match state.caches.iter().position(|(t, _)| *t == tag) {
-        Some(pos) => &mut state.caches[pos].1,
-        None => {
-            state.caches.push((tag, FreeSets::default()));
-            let last = state.caches.len() - 1;
-            &mut state.caches[last].1
-        }
+    let next = state.caches.len();
+    let pos = *state.cache_index.entry(tag).or_insert(next);
+    if pos == next {
+        state.caches.push((tag, FreeSets::default()));
     }
+    &mut state.caches[pos].1
 }
 
 fn new_block(state: &mut State, mut block: Block) -> u32 {

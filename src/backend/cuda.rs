@@ -48,9 +48,7 @@ fn library_candidates() -> Vec<String> {
 pub(crate) fn ensure_driver(symbols: &[&str]) -> Result<(), Unavailable> {
     // SAFETY: only probes for the library with dlopen; runs no driver code besides initialisers.
     if !unsafe { sys::is_culib_present() } {
-        return Err(Unavailable::LibraryNotFound {
-            tried: library_candidates(),
-        });
+        return Err(super::library_unavailable(library_candidates()));
     }
     // SAFETY: `is_culib_present` succeeded, so `culib` finds the same library and cannot panic.
     let lib = unsafe { sys::culib() };

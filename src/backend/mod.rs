@@ -148,6 +148,14 @@ pub enum Unavailable {
         /// Library names or paths that were tried.
         tried: Vec<String>,
     },
+    /// A file with the library's name is on the loader's search path but is not a loadable
+    /// library (empty, text, a directory, another architecture).
+    LibraryUnloadable {
+        /// Where the file is.
+        path: String,
+        /// The dynamic loader's own explanation.
+        why: String,
+    },
     /// The library loaded but lacks a function gpumem needs.
     MissingSymbol {
         /// The library that loaded.
@@ -175,6 +183,9 @@ impl fmt::Display for Unavailable {
             Unavailable::LibraryNotFound { tried } => {
                 write!(f, "library not found (tried {})", tried.join(", "))
             }
+            Unavailable::LibraryUnloadable { path, why } => {
+                write!(f, "{path} is not a loadable library: {why}")
+            }
             Unavailable::MissingSymbol { library, symbol } => {
                 write!(f, "{library} lacks the function {symbol}")
             }
@@ -190,6 +201,76 @@ impl fmt::Display for Unavailable {
             Unavailable::Failed(why) => write!(f, "probe failed: {why}"),
         }
     }
+}
+
+/// Why none of `names` loaded: a file of one of those names on the loader's search path that
+/// does not load is reported as such (with the loader's reason); otherwise the library is
+/// simply not installed.
+pub(crate) fn library_unavailable(names: Vec<String>) -> Unavailable {
+    for name in &names {
+        let Some(path) = on_search_path(name) else {
+            continue;
+        };
+        // SAFETY: dlopen of a file already known to be on the search path; if it is a real
+        // library this runs its initialisers, exactly as the backend's own load would have.
+        match unsafe { libloading::Library::new(&path) } {
+            Ok(_) => continue,
+            Err(e) => {
+                return Unavailable::LibraryUnloadable {
+                    path: path.display().to_string(),
+                    why: std::error::Error::source(&e)
+                        .map_or_else(|| e.to_string(), |s| s.to_string()),
+                }
+            }
+        }
+    }
+    Unavailable::LibraryNotFound { tried: names }
+}
+
+// Where the dynamic loader would look for a bare library name: LD_LIBRARY_PATH, the
+// directories ld.so.conf lists, then the system defaults. A name with a slash is a path.
+fn on_search_path(name: &str) -> Option<std::path::PathBuf> {
+    use std::path::{Path, PathBuf};
+    if name.contains('/') {
+        let p = PathBuf::from(name);
+        return p.symlink_metadata().is_ok().then_some(p);
+    }
+    let mut dirs: Vec<PathBuf> = std::env::var_os("LD_LIBRARY_PATH")
+        .map(|v| {
+            std::env::split_paths(&v)
+                .filter(|d| !d.as_os_str().is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Ok(entries) = std::fs::read_dir("/etc/ld.so.conf.d") {
+        for entry in entries.flatten().take(256) {
+            let Ok(text) = crate::input::read_bounded(&entry.path(), 1 << 16, "ld.so.conf") else {
+                continue;
+            };
+            dirs.extend(
+                String::from_utf8_lossy(&text)
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| l.starts_with('/'))
+                    .map(PathBuf::from),
+            );
+        }
+    }
+    for d in [
+        "/lib/x86_64-linux-gnu",
+        "/usr/lib/x86_64-linux-gnu",
+        "/lib/aarch64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/lib64",
+        "/usr/lib64",
+        "/lib",
+        "/usr/lib",
+    ] {
+        dirs.push(Path::new(d).to_path_buf());
+    }
+    dirs.into_iter()
+        .map(|d| d.join(name))
+        .find(|p| p.symlink_metadata().is_ok())
 }
 
 /// A memory API that can be probed for devices. One implementation per file in this folder.

@@ -60,9 +60,7 @@ fn open() -> Result<Nvml, Unavailable> {
         }
     }
     Err(match last {
-        None => Unavailable::LibraryNotFound {
-            tried: LIBRARIES.iter().map(|s| s.to_string()).collect(),
-        },
+        None => super::library_unavailable(LIBRARIES.iter().map(|s| s.to_string()).collect()),
         Some(NvmlError::FailedToLoadSymbol(symbol)) => Unavailable::MissingSymbol {
             library: "libnvidia-ml".into(),
             symbol,

@@ -44,9 +44,7 @@ fn library_name() -> String {
 
 pub(crate) fn unavailable(err: ClError) -> Unavailable {
     match err.0 {
-        DLOPEN_RUNTIME_LOAD_FAILED => Unavailable::LibraryNotFound {
-            tried: vec![library_name()],
-        },
+        DLOPEN_RUNTIME_LOAD_FAILED => super::library_unavailable(vec![library_name()]),
         DLOPEN_FUNCTION_NOT_AVAILABLE => Unavailable::MissingSymbol {
             library: library_name(),
             symbol: "an OpenCL 1.2 entry point".into(),

@@ -117,15 +117,17 @@ impl Backend for RocmBackend {
             return Ok(devices);
         }
         if hip_present() {
-            Err(Unavailable::NoDevices)
-        } else {
-            Err(Unavailable::LibraryNotFound {
+            return Err(Unavailable::NoDevices);
+        }
+        match super::library_unavailable(HIP_LIBRARIES.iter().map(|s| s.to_string()).collect()) {
+            Unavailable::LibraryNotFound { .. } => Err(Unavailable::LibraryNotFound {
                 tried: std::iter::once(
                     "amdgpu sysfs (/sys/class/drm/card*/device/mem_info_vram_total)".to_string(),
                 )
                 .chain(HIP_LIBRARIES.iter().map(|s| s.to_string()))
                 .collect(),
-            })
+            }),
+            other => Err(other),
         }
     }
 }
@@ -156,8 +158,8 @@ impl Hip {
             .iter()
             // SAFETY: loading the HIP runtime runs its initialisers only.
             .find_map(|name| unsafe { libloading::Library::new(name) }.ok())
-            .ok_or_else(|| Unavailable::LibraryNotFound {
-                tried: HIP_LIBRARIES.iter().map(|s| s.to_string()).collect(),
+            .ok_or_else(|| {
+                super::library_unavailable(HIP_LIBRARIES.iter().map(|s| s.to_string()).collect())
             })?;
         fn sym<T: Copy>(lib: &libloading::Library, name: &str) -> Result<T, Unavailable> {
             // SAFETY: the symbol is declared with its C signature from hip_runtime_api.h.

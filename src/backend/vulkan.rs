@@ -44,9 +44,8 @@ impl VulkanInstance {
     pub(crate) fn new() -> Result<Self, Unavailable> {
         // SAFETY: loading the system Vulkan loader runs its initialisers; this is the documented
         // way to use ash with run-time loading.
-        let entry = unsafe { ash::Entry::load() }.map_err(|_| Unavailable::LibraryNotFound {
-            tried: loader_names(),
-        })?;
+        let entry = unsafe { ash::Entry::load() }
+            .map_err(|_| super::library_unavailable(loader_names()))?;
         let version = unsafe { entry.try_enumerate_instance_version() }
             .ok()
             .flatten()

@@ -28,7 +28,7 @@ pub fn run(args: &EstimateArgs, out: &Output) -> Result<Exit> {
     for warning in &model.warnings {
         out.warn(&crate::output::estimate::warning_text(warning));
     }
-    let breakdown = estimate(&model.arch, model.file_weights, &settings);
+    let breakdown = estimate(&model.arch, model.file_weights, &settings)?;
     let fits = args.fits.then(|| {
         let backends = discover_with(&probe_all(PROBE_TIMEOUT));
         backends

@@ -46,7 +46,7 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
             for w in &model.warnings {
                 out.warn(&crate::output::estimate::warning_text(w));
             }
-            let b = estimate(&model.arch, model.file_weights, &s);
+            let b = estimate(&model.arch, model.file_weights, &s)?;
             model_name = Some(model.name.clone());
             let requirement = model_requirement(&model.arch, &b, s.fragmentation_reserve);
             let (arch, weights) = (model.arch, model.file_weights);
@@ -59,7 +59,8 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
                         ..s.clone()
                     },
                 )
-                .total_bytes
+                // A context whose estimate overflows 64 bits fits nowhere.
+                .map_or(u64::MAX, |b| b.total_bytes)
             };
             (requirement, Some(Box::new(at)))
         }

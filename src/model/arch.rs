@@ -145,6 +145,101 @@ pub struct ParamCount {
     pub embedding: u64,
 }
 
+/// A shape field [`ModelArch::check_plausible`] can refuse, named as each format names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShapeField {
+    /// `hidden_size` (GGUF `embedding_length`).
+    HiddenSize,
+    /// `intermediate_size` (GGUF `feed_forward_length`).
+    IntermediateSize,
+    /// `num_hidden_layers` (GGUF `block_count`).
+    NumLayers,
+    /// `num_attention_heads` (GGUF `attention.head_count`).
+    NumHeads,
+    /// `num_key_value_heads` (GGUF `attention.head_count_kv`).
+    NumKvHeads,
+    /// `vocab_size` (GGUF `vocab_size`).
+    VocabSize,
+    /// `norms_per_layer` (GGUF `norms_per_layer`).
+    NormsPerLayer,
+    /// `head_dim` (GGUF `attention.key_length`).
+    HeadDim,
+    /// `q_lora_rank` (GGUF `attention.q_lora_rank`).
+    QLoraRank,
+    /// `kv_lora_rank` (GGUF `attention.kv_lora_rank`).
+    KvLoraRank,
+    /// `qk_nope_head_dim` (GGUF `attention.key_length`).
+    QkNopeHeadDim,
+    /// `qk_rope_head_dim` (GGUF `rope.dimension_count`).
+    QkRopeHeadDim,
+    /// `v_head_dim` (GGUF `attention.value_length`).
+    VHeadDim,
+    /// `num_experts` (GGUF `expert_count`).
+    Experts,
+    /// `num_experts_per_tok` (GGUF `expert_used_count`).
+    ExpertsPerToken,
+    /// `moe_intermediate_size` (GGUF `expert_feed_forward_length`).
+    ExpertIntermediate,
+    /// `shared_expert_intermediate_size` (GGUF `expert_shared_count`).
+    SharedIntermediate,
+    /// `sliding_window` (GGUF `attention.sliding_window`).
+    SlidingWindow,
+}
+
+impl ShapeField {
+    /// The config.json key.
+    pub fn config_name(self) -> &'static str {
+        match self {
+            ShapeField::HiddenSize => "hidden_size",
+            ShapeField::IntermediateSize => "intermediate_size",
+            ShapeField::NumLayers => "num_hidden_layers",
+            ShapeField::NumHeads => "num_attention_heads",
+            ShapeField::NumKvHeads => "num_key_value_heads",
+            ShapeField::VocabSize => "vocab_size",
+            ShapeField::NormsPerLayer => "norms_per_layer",
+            ShapeField::HeadDim => "head_dim",
+            ShapeField::QLoraRank => "q_lora_rank",
+            ShapeField::KvLoraRank => "kv_lora_rank",
+            ShapeField::QkNopeHeadDim => "qk_nope_head_dim",
+            ShapeField::QkRopeHeadDim => "qk_rope_head_dim",
+            ShapeField::VHeadDim => "v_head_dim",
+            ShapeField::Experts => "num_experts",
+            ShapeField::ExpertsPerToken => "num_experts_per_tok",
+            ShapeField::ExpertIntermediate => "moe_intermediate_size",
+            ShapeField::SharedIntermediate => "shared_expert_intermediate_size",
+            ShapeField::SlidingWindow => "sliding_window",
+        }
+    }
+
+    /// The GGUF key, after the `<architecture>.` prefix.
+    pub fn gguf_key(self) -> &'static str {
+        match self {
+            ShapeField::HiddenSize => "embedding_length",
+            ShapeField::IntermediateSize => "feed_forward_length",
+            ShapeField::NumLayers => "block_count",
+            ShapeField::NumHeads => "attention.head_count",
+            ShapeField::NumKvHeads => "attention.head_count_kv",
+            ShapeField::VocabSize => "vocab_size",
+            ShapeField::NormsPerLayer => "norms_per_layer",
+            ShapeField::HeadDim => "attention.key_length",
+            ShapeField::QLoraRank => "attention.q_lora_rank",
+            ShapeField::KvLoraRank => "attention.kv_lora_rank",
+            ShapeField::QkNopeHeadDim => "attention.key_length",
+            ShapeField::QkRopeHeadDim => "rope.dimension_count",
+            ShapeField::VHeadDim => "attention.value_length",
+            ShapeField::Experts => "expert_count",
+            ShapeField::ExpertsPerToken => "expert_used_count",
+            ShapeField::ExpertIntermediate => "expert_feed_forward_length",
+            ShapeField::SharedIntermediate => "expert_shared_count",
+            ShapeField::SlidingWindow => "attention.sliding_window",
+        }
+    }
+}
+
+/// Most parameters a shape may give (2^50, about a quadrillion; the largest published models
+/// have about 2^41).
+pub const MAX_PARAMETERS: u128 = 1 << 50;
+
 impl ModelArch {
     fn norm_params(&self) -> u64 {
         match self.norm {
@@ -245,6 +340,18 @@ impl ModelArch {
     /// Exact parameter counts from the architecture (saturating at `u64::MAX` for absurd
     /// shapes, which [`ModelArch::check_plausible`] rejects first).
     pub fn params(&self) -> ParamCount {
+        let sat = |v: u128| u64::try_from(v).unwrap_or(u64::MAX);
+        let [total, active, embedding] = self.params_wide();
+        ParamCount {
+            total: sat(total),
+            active: sat(active),
+            embedding: sat(embedding),
+        }
+    }
+
+    // Total, active and embedding parameters in 128 bits: with every field within
+    // `check_plausible`'s limits no product reaches 2^100, so nothing here can wrap.
+    fn params_wide(&self) -> [u128; 3] {
         let w = |v: u64| u128::from(v);
         let embed = w(self.vocab_size) * w(self.hidden_size);
         let embedding = if self.tie_word_embeddings {
@@ -253,7 +360,7 @@ impl ModelArch {
             2 * embed
         };
         let per_layer_common =
-            w(self.attention_params()) + w(self.norms_per_layer) * w(self.norm_params());
+            self.attention_params_wide() + w(self.norms_per_layer) * w(self.norm_params());
         let dense_ffn = w(self.ffn_params(self.intermediate_size));
         let moe_layers = w(self.moe_layers());
         let dense_layers = w(self.num_layers) - moe_layers;
@@ -274,27 +381,89 @@ impl ModelArch {
             total += moe_layers * (w(m.experts) * expert + shared + router);
             active += moe_layers * (w(m.experts_per_token) * expert + shared + router);
         }
-        let sat = |v: u128| u64::try_from(v).unwrap_or(u64::MAX);
-        ParamCount {
-            total: sat(total),
-            active: sat(active),
-            embedding: sat(embedding),
-        }
+        [total, active, embedding]
     }
 
-    /// Rejects shapes no real model has, so that a hostile or mistyped file cannot drive the
-    /// arithmetic into nonsense. Returns the offending field and why.
-    pub fn check_plausible(&self) -> Result<(), (&'static str, String)> {
-        let limits: [(&'static str, u64, u64); 7] = [
-            ("hidden_size", self.hidden_size, 1 << 20),
-            ("intermediate_size", self.intermediate_size, 1 << 22),
-            ("num_hidden_layers", self.num_layers, 10_000),
-            ("num_attention_heads", self.num_heads, 1 << 16),
-            ("num_key_value_heads", self.num_kv_heads, 1 << 16),
-            ("head_dim", self.head_dim, 1 << 16),
-            ("vocab_size", self.vocab_size, 1 << 24),
+    /// The one gate every model source passes before any arithmetic: each shape field must lie
+    /// in a range real models occupy (and be non-zero where a zero would make a part vanish),
+    /// and the parameter count they give must be plausible. Within these limits every product
+    /// the estimate forms fits in 128 bits, so no figure can wrap. Returns the offending field
+    /// (by its config.json name) and why.
+    pub fn check_plausible(&self) -> Result<(), (ShapeField, String)> {
+        let mut fields: Vec<(ShapeField, u64, u64, u64)> = vec![
+            (ShapeField::HiddenSize, self.hidden_size, 1, 1 << 20),
+            (
+                ShapeField::IntermediateSize,
+                self.intermediate_size,
+                0,
+                1 << 22,
+            ),
+            (ShapeField::NumLayers, self.num_layers, 1, 10_000),
+            (ShapeField::NumHeads, self.num_heads, 1, 1 << 16),
+            (ShapeField::NumKvHeads, self.num_kv_heads, 1, 1 << 16),
+            (ShapeField::VocabSize, self.vocab_size, 1, 1 << 24),
+            (ShapeField::NormsPerLayer, self.norms_per_layer, 0, 16),
         ];
-        for (field, value, max) in limits {
+        if self.head_dim == 0 && self.num_heads > self.hidden_size {
+            return Err((
+                ShapeField::HeadDim,
+                format!(
+                    "is 0: num_attention_heads ({}) exceeds hidden_size ({}) and no head_dim is \
+                     given",
+                    self.num_heads, self.hidden_size
+                ),
+            ));
+        }
+        if let Attention::Mla {
+            q_lora_rank,
+            kv_lora_rank,
+            qk_nope_head_dim,
+            qk_rope_head_dim,
+            v_head_dim,
+        } = &self.attention
+        {
+            if let Some(r) = q_lora_rank {
+                fields.push((ShapeField::QLoraRank, *r, 1, 1 << 16));
+            }
+            fields.extend([
+                (ShapeField::KvLoraRank, *kv_lora_rank, 1, 1 << 16),
+                (ShapeField::QkNopeHeadDim, *qk_nope_head_dim, 0, 1 << 16),
+                (ShapeField::QkRopeHeadDim, *qk_rope_head_dim, 0, 1 << 16),
+                (ShapeField::VHeadDim, *v_head_dim, 1, 1 << 16),
+            ]);
+        }
+        // After MLA's own dimensions, which it is derived from and which name the cause.
+        fields.push((ShapeField::HeadDim, self.head_dim, 1, 1 << 16));
+        if let Some(m) = &self.moe {
+            fields.extend([
+                (ShapeField::Experts, m.experts, 1, 1 << 16),
+                (
+                    ShapeField::ExpertsPerToken,
+                    m.experts_per_token,
+                    1,
+                    m.experts,
+                ),
+                (
+                    ShapeField::ExpertIntermediate,
+                    m.expert_intermediate,
+                    1,
+                    1 << 22,
+                ),
+                (
+                    ShapeField::SharedIntermediate,
+                    m.shared_intermediate,
+                    0,
+                    1 << 26,
+                ),
+            ]);
+        }
+        if let Some(w) = &self.sliding_window {
+            fields.push((ShapeField::SlidingWindow, w.window, 1, u64::MAX));
+        }
+        for (field, value, min, max) in fields {
+            if value < min {
+                return Err((field, format!("is {value}, must be at least {min}")));
+            }
             if value > max {
                 return Err((
                     field,
@@ -302,19 +471,25 @@ impl ModelArch {
                 ));
             }
         }
-        if let Some(m) = &self.moe {
-            if m.experts > 1 << 16
-                || m.experts_per_token > m.experts
-                || m.expert_intermediate > 1 << 22
-            {
-                return Err((
-                    "num_experts",
-                    format!(
-                        "{} experts, {} per token, width {} is implausible",
-                        m.experts, m.experts_per_token, m.expert_intermediate
-                    ),
-                ));
-            }
+        if self.num_kv_heads > self.num_heads {
+            return Err((
+                ShapeField::NumKvHeads,
+                format!(
+                    "is {}, more than num_attention_heads ({})",
+                    self.num_kv_heads, self.num_heads
+                ),
+            ));
+        }
+        let total = self.params_wide()[0];
+        if total > MAX_PARAMETERS {
+            return Err((
+                ShapeField::NumLayers,
+                format!(
+                    "is {} and with the other dimensions gives {total} parameters, implausibly \
+                     many (at most {MAX_PARAMETERS})",
+                    self.num_layers
+                ),
+            ));
         }
         Ok(())
     }
@@ -335,12 +510,15 @@ impl ModelArch {
     /// KV-cache elements cached per token per layer (K and V, or MLA's latent).
     pub fn kv_elements_per_token_layer(&self) -> u64 {
         match &self.attention {
-            Attention::Standard { .. } => 2 * self.num_kv_heads * self.head_dim,
+            // Saturating, never wrapping: an unchecked shape must not shrink the cache.
+            Attention::Standard { .. } => 2u64
+                .saturating_mul(self.num_kv_heads)
+                .saturating_mul(self.head_dim),
             Attention::Mla {
                 kv_lora_rank,
                 qk_rope_head_dim,
                 ..
-            } => kv_lora_rank + qk_rope_head_dim,
+            } => kv_lora_rank.saturating_add(*qk_rope_head_dim),
         }
     }
 

@@ -163,8 +163,12 @@ fn sat(v: u128) -> u64 {
     u64::try_from(v).unwrap_or(u64::MAX)
 }
 
-/// Inference activation scratch, per the module docs.
+/// Inference activation scratch, per the module docs (saturating at `u64::MAX`).
 pub fn inference_activations(arch: &ModelArch, s: &Settings, act_bytes: u64) -> u64 {
+    sat(inference_activations_wide(arch, s, act_bytes))
+}
+
+fn inference_activations_wide(arch: &ModelArch, s: &Settings, act_bytes: u64) -> u128 {
     let t = u128::from(s.ubatch.min(s.batch.saturating_mul(s.context)).max(1));
     let h = u128::from(arch.hidden_size);
     let a = u128::from(act_bytes);
@@ -205,11 +209,16 @@ pub fn inference_activations(arch: &ModelArch, s: &Settings, act_bytes: u64) -> 
         dense.max(moe)
     };
     let logits = u128::from(s.batch) * u128::from(arch.vocab_size) * 4;
-    sat(hidden_states + attention.max(ffn) + logits)
+    hidden_states + attention.max(ffn) + logits
 }
 
-/// Training activations after Korthikanti et al., per the module docs.
+/// Training activations after Korthikanti et al., per the module docs (saturating at
+/// `u64::MAX`).
 pub fn training_activations(arch: &ModelArch, s: &Settings) -> u64 {
+    sat(training_activations_wide(arch, s))
+}
+
+fn training_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
     let sq = u128::from(s.context);
     let b = u128::from(s.batch);
     let h = u128::from(arch.hidden_size);
@@ -221,16 +230,44 @@ pub fn training_activations(arch: &ModelArch, s: &Settings) -> u64 {
         } else {
             5 * heads * sq * sq * b
         };
-    let total = if s.checkpointing {
+    if s.checkpointing {
         layers * 2 * sq * b * h + per_layer
     } else {
         layers * per_layer
-    };
-    sat(total)
+    }
 }
 
-/// Computes the breakdown for an architecture (and exact file weights, if known).
-pub fn estimate(arch: &ModelArch, file: Option<FileWeights>, s: &Settings) -> Breakdown {
+/// A part of the estimate that would not fit in 64 bits: settings no device can hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the {part} would exceed 2^64 bytes (16 EiB) at batch {batch} and context {context}; lower \
+     --batch or --context"
+)]
+pub struct EstimateOverflow {
+    /// Which part: `KV cache`, `activations` or `total`.
+    pub part: &'static str,
+    /// The batch asked for.
+    pub batch: u64,
+    /// The context asked for.
+    pub context: u64,
+}
+
+/// Computes the breakdown for an architecture (and exact file weights, if known). Every part
+/// is computed in 128 bits; one that does not fit in 64 is refused rather than clamped, so no
+/// figure is ever below the true one. Shapes are assumed to have passed
+/// [`ModelArch::check_plausible`] (every model source checks them).
+pub fn estimate(
+    arch: &ModelArch,
+    file: Option<FileWeights>,
+    s: &Settings,
+) -> Result<Breakdown, EstimateOverflow> {
+    let fit = |v: u128, part: &'static str| {
+        u64::try_from(v).map_err(|_| EstimateOverflow {
+            part,
+            batch: s.batch,
+            context: s.context,
+        })
+    };
     let ParamCount {
         total: arch_params,
         active,
@@ -257,8 +294,11 @@ pub fn estimate(arch: &ModelArch, file: Option<FileWeights>, s: &Settings) -> Br
         Mode::Infer => {
             let elems = arch.kv_elements(s.context) * u128::from(s.batch);
             (
-                sat(s.kv_dtype.bytes_for(elems)),
-                inference_activations(arch, s, act_bytes),
+                fit(s.kv_dtype.bytes_for(elems), "KV cache")?,
+                fit(
+                    inference_activations_wide(arch, s, act_bytes),
+                    "activations",
+                )?,
                 None,
             )
         }
@@ -272,7 +312,7 @@ pub fn estimate(arch: &ModelArch, file: Option<FileWeights>, s: &Settings) -> Br
             });
             (
                 0,
-                training_activations(arch, s),
+                fit(training_activations_wide(arch, s), "activations")?,
                 Some(TrainingBytes {
                     gradients_bytes: gradients,
                     optimizer_bytes: optimizer,
@@ -282,23 +322,29 @@ pub fn estimate(arch: &ModelArch, file: Option<FileWeights>, s: &Settings) -> Br
         }
     };
     let training_sum = training.map_or(0, |t| {
-        t.gradients_bytes + t.optimizer_bytes + t.master_weights_bytes
+        t.gradients_bytes
+            .saturating_add(t.optimizer_bytes)
+            .saturating_add(t.master_weights_bytes)
     });
-    let reservable = weights
-        .saturating_add(kv_cache)
-        .saturating_add(activations)
-        .saturating_add(training_sum);
-    let fragmentation = (reservable as f64 * s.fragmentation_reserve / 100.0).round() as u64;
-    let total = reservable
-        .saturating_add(s.overhead)
-        .saturating_add(fragmentation);
+    let reservable = u128::from(weights)
+        + u128::from(kv_cache)
+        + u128::from(activations)
+        + u128::from(training_sum);
+    let fragmentation = fit(
+        (reservable as f64 * s.fragmentation_reserve / 100.0).round() as u128,
+        "total",
+    )?;
+    let total = fit(
+        reservable + u128::from(s.overhead) + u128::from(fragmentation),
+        "total",
+    )?;
     // Split weights between layers and the rest in proportion to parameters, for planners.
     let layer_params = parameters.saturating_sub(embedding + arch.hidden_size);
     let weight_per_param = weights as f64 / parameters.max(1) as f64;
     let layers = arch.num_layers.max(1);
     let per_layer_weights = (layer_params as f64 * weight_per_param / layers as f64).ceil() as u64;
     let per_layer_kv = kv_cache.div_ceil(layers);
-    Breakdown {
+    Ok(Breakdown {
         parameters,
         active_parameters: if file.is_some() {
             parameters - (arch_params - active).min(parameters)
@@ -316,5 +362,5 @@ pub fn estimate(arch: &ModelArch, file: Option<FileWeights>, s: &Settings) -> Br
         per_layer_bytes: per_layer_weights.saturating_add(per_layer_kv),
         non_layer_bytes: weights.saturating_sub(per_layer_weights.saturating_mul(layers)),
         weights_dtype,
-    }
+    })
 }

@@ -317,7 +317,7 @@ pub fn parse_config(
     arch.check_plausible()
         .map_err(|(field, why)| ModelError::BadField {
             path: path.into(),
-            field: field.into(),
+            field: field.config_name().into(),
             why,
         })?;
     Ok((arch, warnings))

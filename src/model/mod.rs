@@ -274,7 +274,7 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
     arch.check_plausible()
         .map_err(|(field, why)| ModelError::BadField {
             path: path.into(),
-            field: format!("{a}.{field}"),
+            field: format!("{a}.{}", field.gguf_key()),
             why,
         })?;
     Ok(arch)
@@ -404,7 +404,9 @@ pub fn estimate_inference_memory(
         model_bytes,
         kv_cache_bytes,
         activation_bytes,
-        total_bytes: model_bytes + kv_cache_bytes + activation_bytes,
+        total_bytes: model_bytes
+            .saturating_add(kv_cache_bytes)
+            .saturating_add(activation_bytes),
     }
 }
 

@@ -12,6 +12,9 @@ use super::error::ModelError;
 /// The safetensors crate's own cap on header size.
 const MAX_HEADER: u64 = 100_000_000;
 
+/// Most shard files an index may name (the largest published checkpoints have a few hundred).
+pub const MAX_SHARDS: usize = 10_000;
+
 /// What the headers of a checkpoint say.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SafetensorsSummary {
@@ -121,6 +124,12 @@ pub fn read_safetensors(path: &Path) -> Result<SafetensorsSummary, ModelError> {
         if files.is_empty() {
             return Err(format_err(path, "no .safetensors files in this directory"));
         }
+        if files.len() > MAX_SHARDS {
+            return Err(format_err(
+                path,
+                format!("holds more than {MAX_SHARDS} .safetensors files"),
+            ));
+        }
         files
     } else if path.to_string_lossy().ends_with(".json") {
         let text = crate::input::read_bounded(path, 64 << 20, "a safetensors index")?;
@@ -136,8 +145,15 @@ pub fn read_safetensors(path: &Path) -> Result<SafetensorsSummary, ModelError> {
                 path: path.into(),
                 field: "weight_map".into(),
             })?;
+        if map.is_empty() {
+            return Err(ModelError::BadField {
+                path: path.into(),
+                field: "weight_map".into(),
+                why: "is empty: the index names no tensors".into(),
+            });
+        }
         let dir = path.parent().unwrap_or(Path::new("."));
-        let mut files: Vec<PathBuf> = Vec::new();
+        let mut files = std::collections::BTreeSet::new();
         for (tensor, file) in map {
             let name = file.as_str().ok_or_else(|| ModelError::BadField {
                 path: path.into(),
@@ -151,18 +167,23 @@ pub fn read_safetensors(path: &Path) -> Result<SafetensorsSummary, ModelError> {
                     format!("shard '{name}' is outside the index's directory"),
                 ));
             }
-            let p = dir.join(name);
-            if !files.contains(&p) {
-                files.push(p);
+            files.insert(dir.join(name));
+            if files.len() > MAX_SHARDS {
+                return Err(format_err(
+                    path,
+                    format!("names more than {MAX_SHARDS} shard files"),
+                ));
             }
         }
-        files.sort();
-        files
+        files.into_iter().collect()
     } else {
         vec![path.to_path_buf()]
     };
     for file in &files {
         read_one(file, &mut summary)?;
+    }
+    if summary.tensors == 0 {
+        return Err(format_err(path, "holds no tensors"));
     }
     summary
         .by_dtype

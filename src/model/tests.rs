@@ -98,3 +98,10 @@ fn seed_api_matches() {
     assert!(est.total_gb() > 27.0);
     assert_eq!(estimate_kv_cache_memory(32, 8, 128, 1, 2), 131_072);
 }
+
+#[test]
+fn every_catalog_shape_passes_the_plausibility_gate() {
+    for m in catalog() {
+        assert_eq!(m.arch.check_plausible(), Ok(()), "{}", m.name);
+    }
+}

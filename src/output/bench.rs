@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use super::one_line;
 use super::{new_table, Report, Style};
 use crate::units::format_bytes;
 use crate::workload::bench::{Latency, PoolRun, RawRun, Sample};
@@ -252,10 +253,10 @@ impl Report for BenchReport {
         let _ = writeln!(
             text,
             "{} on {}:{} ({}, {}){simulated}\n{} operations, {} allocations{}\n",
-            self.workload.name,
+            one_line(&self.workload.name),
             d.backend,
             d.index,
-            d.name,
+            one_line(&d.name),
             format_bytes(d.total_bytes),
             self.workload.ops,
             self.workload.allocations,

@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use super::one_line;
 use super::{new_table, Report, Style};
 use crate::backend::{BackendInfo, DeviceInfo, HostInfo, Recommendation};
 use crate::units::format_bytes;
@@ -51,7 +52,7 @@ impl Report for DiscoverReport {
                 };
                 table.add_row(vec![
                     d.index.to_string(),
-                    d.name.clone(),
+                    one_line(&d.name).into_owned(),
                     serde_json::to_value(d.device_type)
                         .ok()
                         .and_then(|v| v.as_str().map(str::to_string))
@@ -61,7 +62,9 @@ impl Report for DiscoverReport {
                     opt_bytes(d.max_alloc_bytes),
                     if d.unified_memory { "yes" } else { "no" }.to_string(),
                     d.compute_capability.clone().unwrap_or_else(|| "-".into()),
-                    d.driver_version.clone().unwrap_or_else(|| "-".into()),
+                    d.driver_version
+                        .as_deref()
+                        .map_or("-".into(), |v| one_line(v).into_owned()),
                     d.pci_bus_id.clone().unwrap_or_else(|| "-".into()),
                 ]);
                 if let Some(n) = &d.nvml {
@@ -94,7 +97,7 @@ impl Report for DiscoverReport {
                 text,
                 "{mark} {}: {}",
                 info.backend.name(),
-                info.reason.as_deref().unwrap_or("unavailable")
+                one_line(info.reason.as_deref().unwrap_or("unavailable"))
             );
         }
         match self.recommended {

@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use super::one_line;
 use super::{new_table, Report, Style};
 use crate::backend::BackendKind;
 use crate::model::{
@@ -169,8 +170,8 @@ impl Report for EstimateReport {
         let _ = writeln!(
             text,
             "{} ({}, from {}): {params}\n{} weights, {} KV cache, batch {}, context {}, {}\n",
-            m.name,
-            m.family,
+            one_line(&m.name),
+            one_line(&m.family),
             m.source,
             s.dtype,
             s.kv_dtype,
@@ -222,7 +223,7 @@ impl Report for EstimateReport {
                 t.add_row(vec![
                     comfy_table::Cell::new(d.backend.name()),
                     comfy_table::Cell::new(d.device),
-                    comfy_table::Cell::new(&d.name),
+                    comfy_table::Cell::new(one_line(&d.name)),
                     comfy_table::Cell::new(format_bytes(d.available_bytes)),
                     style.verdict(if d.fits { "yes" } else { "no" }, d.fits),
                 ]);

@@ -4,6 +4,7 @@
 
 pub mod bench;
 pub mod discover;
+mod escape;
 pub mod estimate;
 mod json;
 mod progress;
@@ -15,6 +16,7 @@ use std::io::{self, IsTerminal, Write};
 
 use serde::Serialize;
 
+pub use escape::{one_line, terminal_text};
 pub use json::{document, error_document, SCHEMA_VERSION};
 pub use progress::Progress;
 pub use table::{new_table, Style};
@@ -74,7 +76,7 @@ impl Output {
     pub fn emit<R: Report>(&self, report: &R) -> io::Result<()> {
         match self.format {
             Format::Json => self.emit_json(report),
-            Format::Text => self.write_stdout(&report.render_text(&self.style)),
+            Format::Text => self.write_stdout(&terminal_text(&report.render_text(&self.style))),
         }
     }
 
@@ -107,14 +109,14 @@ impl Output {
     /// A short note for a person on stderr; silent with --quiet or JSON output.
     pub fn note(&self, message: &str) {
         if !self.quiet && !self.is_json() {
-            let _ = writeln!(io::stderr(), "{message}");
+            let _ = writeln!(io::stderr(), "{}", terminal_text(message));
         }
     }
 
     /// A warning on stderr (shown with --json too; silent only with --quiet).
     pub fn warn(&self, message: &str) {
         if !self.quiet {
-            let _ = writeln!(io::stderr(), "gpumem: warning: {message}");
+            let _ = writeln!(io::stderr(), "gpumem: warning: {}", one_line(message));
         }
     }
 

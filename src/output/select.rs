@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use super::one_line;
 use super::{new_table, Report, Style};
 use crate::plan::{Plan, PlanKind, Selection, Usable, UsableRule, Verdict, VerdictReason};
 use crate::units::{format_bytes, format_signed_bytes};
@@ -110,10 +111,10 @@ impl Report for SelectReport {
         );
         for v in &s.candidates {
             t.add_row(vec![
-                comfy_table::Cell::new(&v.host),
+                comfy_table::Cell::new(one_line(&v.host)),
                 comfy_table::Cell::new(v.backend.name()),
                 comfy_table::Cell::new(v.device),
-                comfy_table::Cell::new(&v.name),
+                comfy_table::Cell::new(one_line(&v.name)),
                 comfy_table::Cell::new(format_bytes(v.usable_bytes)),
                 comfy_table::Cell::new(format_bytes(v.needed_bytes)),
                 comfy_table::Cell::new(format_signed_bytes(v.headroom_bytes)),

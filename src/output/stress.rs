@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use super::one_line;
 use super::{new_table, Report, Style};
 use crate::units::format_bytes;
 use crate::workload::stress::{PhaseNote, StressFailure, StressOutcome, StressPhase};
@@ -202,7 +203,7 @@ impl Report for StressReport {
             "stress on {}:{} ({}, {})\n",
             self.device.backend,
             self.device.index,
-            self.device.name,
+            one_line(&self.device.name),
             format_bytes(self.device.total_bytes)
         );
         let mut t = new_table(style, &["phase", "ops", "seconds", "result", "notes"]);

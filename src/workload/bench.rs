@@ -193,8 +193,9 @@ pub fn run_pool(
                     Err(PoolError::OutOfMemory { .. }) => failed += 1,
                     Err(e) => return Err(e),
                 }
-                let stats = pool.stats();
-                if stats.reserved_bytes > peak_reserved {
+                // The full snapshot only when the peak moves: it walks every stream's cache.
+                if pool.reserved_bytes() > peak_reserved {
+                    let stats = pool.stats();
                     peak_reserved = stats.reserved_bytes;
                     fragmentation_peak = stats.fragmentation();
                 }

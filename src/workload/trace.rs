@@ -277,9 +277,15 @@ pub fn parse_pytorch_snapshot(path: &str, data: &[u8]) -> Result<Workload, Workl
         if int_field(&seg, "device").is_some_and(|d| d != device as i128) {
             continue;
         }
-        snapshot_reserved += int_field(&seg, "total_size")
+        snapshot_reserved = int_field(&seg, "total_size")
             .and_then(|v| u64::try_from(v).ok())
-            .unwrap_or(0);
+            .and_then(|v| snapshot_reserved.checked_add(v))
+            .ok_or_else(|| {
+                malformed(
+                    path,
+                    "segment total_size values are not byte counts that sum below 2^64",
+                )
+            })?;
         expandable |= matches!(seg.get("is_expandable"), Some(PyValue::Bool(true)));
         for block in seg
             .get("blocks")
@@ -298,14 +304,18 @@ pub fn parse_pytorch_snapshot(path: &str, data: &[u8]) -> Result<Workload, Workl
                 let (Ok(a), Ok(s)) = (u64::try_from(a), u64::try_from(s)) else {
                     continue;
                 };
-                snapshot_allocated += s;
+                snapshot_allocated = snapshot_allocated
+                    .checked_add(s)
+                    .ok_or_else(|| malformed(path, "live block sizes sum past 2^64 bytes"))?;
                 live_blocks.push((a, s));
             }
         }
     }
+    let peak = u64::try_from(peak)
+        .map_err(|_| malformed(path, "segment events reserve more than 2^64 bytes"))?;
     let reference = Reference {
         source: "pytorch",
-        peak_reserved_bytes: has_segment_events.then(|| u64::try_from(peak).unwrap_or(0)),
+        peak_reserved_bytes: has_segment_events.then_some(peak),
         snapshot_reserved_bytes: (snapshot_reserved > 0).then_some(snapshot_reserved),
         snapshot_allocated_bytes: (snapshot_reserved > 0).then_some(snapshot_allocated),
         expandable_segments: expandable,
@@ -323,12 +333,27 @@ pub fn parse_pytorch_snapshot(path: &str, data: &[u8]) -> Result<Workload, Workl
     Ok(workload)
 }
 
+// Protocols 0 and 1 have no PROTO header: such a pickle opens with a container, MARK or
+// GLOBAL opcode and ends with STOP, which no RMM CSV (a header line, rows, a newline) does.
+fn looks_like_old_pickle(data: &[u8]) -> bool {
+    matches!(
+        data.first(),
+        Some(b'(' | b'}' | b']' | b')' | b'c' | b'd' | b'l')
+    ) && data.last() == Some(&b'.')
+}
+
 /// Reads a trace file, telling the formats apart by their first bytes.
 pub fn load_trace(path: &Path) -> Result<Workload, WorkloadError> {
     let shown = path.display().to_string();
     let data = crate::input::read_bounded(path, MAX_TRACE_BYTES, "a trace")?;
     let workload = if data.first() == Some(&0x80) {
         parse_pytorch_snapshot(&shown, &data)?
+    } else if looks_like_old_pickle(&data) {
+        return Err(malformed(
+            &shown,
+            "a pickle of protocol 0 or 1; gpumem reads protocols 2-5, which \
+             torch.cuda.memory._dump_snapshot writes (re-save it with pickle protocol 4)",
+        ));
     } else {
         let text = std::str::from_utf8(&data)
             .map_err(|_| malformed(&shown, "neither a pickle nor a UTF-8 CSV"))?;

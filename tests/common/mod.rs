@@ -152,3 +152,24 @@ pub fn run_until_signal(
     );
     out
 }
+
+/// Runs `cmd`, asserts exit 0 (showing stderr otherwise) and returns its JSON document.
+pub fn json_ok(cmd: &mut assert_cmd::Command) -> serde_json::Value {
+    let out = cmd.output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Runs `cmd`, asserts it exits with `code` and a one-line message, and returns the message.
+pub fn one_line_error(cmd: &mut assert_cmd::Command, code: i32) -> String {
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(code), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    err
+}
