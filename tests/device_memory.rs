@@ -179,3 +179,26 @@ fn cuda_without_a_driver_is_a_clear_error() {
         "{err}"
     );
 }
+
+// host:SIZE bounds what the OS really commits: a 512-byte mapping costs a whole page, so a
+// 1 MiB cap holds at most 1 MiB / page of them, not 2048 (which would commit 8 MiB).
+#[test]
+fn host_cap_counts_whole_pages() {
+    let device = open_device(&"host:1MiB".parse().unwrap()).unwrap();
+    let mut held = Vec::new();
+    while let Ok(seg) = device.reserve(512) {
+        device.write(seg.handle, 0, &[1u8; 512]).unwrap();
+        held.push(seg);
+        assert!(held.len() <= 2048, "the cap did not hold");
+    }
+    let page = (1u64 << 20) / held.len() as u64;
+    assert!(
+        held.len() <= 256 && [4096, 16384, 65536].contains(&page),
+        "{} buffers of 512 B on host:1MiB",
+        held.len()
+    );
+    for seg in held {
+        device.release(seg.handle).unwrap();
+    }
+    assert_eq!(device.mem_info().unwrap().0, 1 << 20);
+}

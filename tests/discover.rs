@@ -120,6 +120,43 @@ fn opencl_device_matches_clinfo() {
     );
 }
 
+// PoCL and lavapipe allocate host RAM: their free memory is never more than the host has
+// available (their own figure is the machine's total), so concurrent runs cannot each plan for
+// all of it. Slack covers memory that changes between the two probes.
+#[test]
+fn host_backed_devices_report_no_more_free_than_the_host() {
+    let present = clinfo_value("CL_DEVICE_GLOBAL_MEM_SIZE").map(|_| ());
+    if !common::backend_present("opencl", present) {
+        return;
+    }
+    let doc = discover_json(
+        &mut gpumem(),
+        &[
+            "--backend",
+            "cpu",
+            "--backend",
+            "opencl",
+            "--backend",
+            "vulkan",
+        ],
+    );
+    let host_free = backend(&doc, "cpu")["devices"][0]["free_bytes"]
+        .as_u64()
+        .unwrap();
+    for name in ["opencl", "vulkan"] {
+        for d in backend(&doc, name)["devices"].as_array().unwrap() {
+            if d["unified_memory"] != true {
+                continue;
+            }
+            let free = d["free_bytes"].as_u64().expect("host-backed free is known");
+            assert!(
+                free <= d["total_bytes"].as_u64().unwrap() && free <= host_free + host_free / 20,
+                "{name}: {free} free, host {host_free}"
+            );
+        }
+    }
+}
+
 /// Sum of device-local heap sizes of GPU0 from `vulkaninfo`.
 fn vulkaninfo_device_local_heaps() -> Result<u64, String> {
     let out = StdCommand::new("vulkaninfo")

@@ -30,9 +30,16 @@ pub fn get_system_memory() -> u64 {
     system().total_memory()
 }
 
-/// RAM available to new allocations in bytes (Linux: MemAvailable).
+/// RAM available to new allocations in bytes: Linux's MemAvailable, capped by what this
+/// process's memory cgroup still allows (a container's limit is what its OOM killer enforces).
 pub fn get_available_memory() -> u64 {
-    system().available_memory()
+    available(&system())
+}
+
+fn available(sys: &System) -> u64 {
+    let machine = sys.available_memory();
+    sys.cgroup_limits()
+        .map_or(machine, |limits| machine.min(limits.free_memory))
 }
 
 /// The machine a report was made on.
@@ -67,7 +74,7 @@ pub fn host_info() -> HostInfo {
             .filter(|b| !b.is_empty()),
         cpus: sys.cpus().len(),
         memory_total_bytes: sys.total_memory(),
-        memory_available_bytes: sys.available_memory(),
+        memory_available_bytes: available(&sys),
         gpumem_version: env!("CARGO_PKG_VERSION").to_string(),
     }
 }
@@ -95,7 +102,7 @@ impl Backend for CpuBackend {
             .first()
             .map(|c| c.vendor_id().to_string())
             .filter(|v| !v.is_empty());
-        device.free_bytes = Some(sys.available_memory());
+        device.free_bytes = Some(available(&sys));
         device.free_scope = Some(FreeScope::Device);
         device.max_alloc_bytes = Some(total);
         device.unified_memory = true;

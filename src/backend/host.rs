@@ -10,6 +10,8 @@ use crate::device::{
 struct HostBlock {
     ptr: *mut u8,
     len: usize,
+    /// Bytes charged to the budget: `len` rounded up to whole pages, what the OS commits.
+    charged: u64,
 }
 
 // SAFETY: the pointer is uniquely owned by the HostDevice map; reads and writes go through
@@ -58,6 +60,19 @@ fn os_unmap(ptr: *mut u8, len: usize) {
     }
 }
 
+/// The OS page size: the smallest amount a mapping really costs.
+fn page_size() -> u64 {
+    #[cfg(unix)]
+    {
+        // SAFETY: sysconf has no preconditions.
+        let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        if p > 0 {
+            return p as u64;
+        }
+    }
+    4096
+}
+
 /// Real memory from the operating system, optionally capped so that out-of-memory paths can be
 /// tested with real allocations.
 pub struct HostDevice {
@@ -103,15 +118,21 @@ impl DeviceMemory for HostDevice {
         if bytes == 0 {
             return Err(DeviceError::Unsupported("zero-byte segment".into()));
         }
-        self.budget.claim(bytes)?;
+        // A mapping costs whole pages, so the cap is charged in pages: 2M buffers of 512 B on
+        // host:1GiB would otherwise commit 8 GiB.
+        let page = page_size();
+        let charged = bytes
+            .checked_next_multiple_of(page)
+            .ok_or(DeviceError::OutOfMemory { requested: bytes })?;
+        self.budget.claim(charged)?;
         let mapped = usize::try_from(bytes)
             .ok()
             .and_then(|len| os_map(len).map(|ptr| (ptr, len)));
         let Some((ptr, len)) = mapped else {
-            self.budget.give_back(bytes);
+            self.budget.give_back(charged);
             return Err(oom);
         };
-        let handle = self.segments.add(HostBlock { ptr, len });
+        let handle = self.segments.add(HostBlock { ptr, len, charged });
         Ok(Segment {
             handle,
             address: Some(ptr as u64),
@@ -122,7 +143,7 @@ impl DeviceMemory for HostDevice {
     fn release(&self, segment: SegmentHandle) -> Result<(), DeviceError> {
         let block = self.segments.remove(segment)?;
         os_unmap(block.ptr, block.len);
-        self.budget.give_back(block.len as u64);
+        self.budget.give_back(block.charged);
         Ok(())
     }
 

@@ -203,6 +203,17 @@ impl fmt::Display for Unavailable {
     }
 }
 
+/// On a device that shares the host's RAM (PoCL, lavapipe, integrated GPUs) the driver's
+/// figure is the machine's total, not what is left: free memory is capped by what the host
+/// really has available, so several runs at once cannot each plan for all of it.
+pub(crate) fn host_shared_free(unified: bool, device_free: u64) -> u64 {
+    if unified {
+        device_free.min(cpu::get_available_memory())
+    } else {
+        device_free
+    }
+}
+
 /// Why none of `names` loaded: a file of one of those names on the loader's search path that
 /// does not load is reported as such (with the loader's reason); otherwise the library is
 /// simply not installed.

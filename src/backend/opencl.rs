@@ -118,6 +118,10 @@ fn describe(index: usize, device: &Device) -> Result<DeviceInfo, ClError> {
     info.vendor = device.vendor().ok().map(|v| v.trim().to_string());
     info.max_alloc_bytes = device.max_mem_alloc_size().ok();
     info.unified_memory = unified || device_type == DeviceType::Cpu;
+    if info.unified_memory {
+        info.free_bytes = Some(super::host_shared_free(true, info.total_bytes));
+        info.free_scope = Some(FreeScope::Device);
+    }
     info.driver_version = device.driver_version().ok().map(|v| v.trim().to_string());
     info.compute_capability = if has("cl_nv_device_attribute_query") {
         match (
@@ -177,6 +181,8 @@ pub struct OpenclMemory {
     max_alloc: u64,
     align: u64,
     budget: Budget,
+    /// The device's memory is host RAM (PoCL, integrated GPUs).
+    host_shared: bool,
     // Field order matters: buffers are released before the queue and context.
     segments: SegmentTable<Buffer<u8>>,
     queue: CommandQueue,
@@ -203,6 +209,7 @@ impl OpenclMemory {
             max_alloc: info.max_alloc_bytes.unwrap_or(info.total_bytes),
             align: (align_bits / 8).max(1).next_power_of_two(),
             budget: Budget::new(Some(info.total_bytes)),
+            host_shared: info.unified_memory,
             segments: SegmentTable::default(),
             queue,
             _context: context,
@@ -276,7 +283,8 @@ impl DeviceMemory for OpenclMemory {
     }
 
     fn mem_info(&self) -> Result<(u64, u64), DeviceError> {
-        Ok((self.budget.left().unwrap_or(0), self.total))
+        let left = self.budget.left().unwrap_or(0);
+        Ok((super::host_shared_free(self.host_shared, left), self.total))
     }
 
     fn max_allocation(&self) -> Option<u64> {

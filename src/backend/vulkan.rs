@@ -195,6 +195,11 @@ fn describe(vk_instance: &VulkanInstance, index: usize, device: vk::PhysicalDevi
     }
     info.max_alloc_bytes = Some(maint3.max_memory_allocation_size);
     info.unified_memory = matches!(device_type, DeviceType::IntegratedGpu | DeviceType::Cpu);
+    if info.unified_memory {
+        let free = info.free_bytes.unwrap_or(total);
+        info.free_bytes = Some(super::host_shared_free(true, free));
+        info.free_scope.get_or_insert(FreeScope::Device);
+    }
     info.compute_capability = Some(format!("Vulkan {}", format_version(properties.api_version)));
     info.driver_version = if api_version >= vk::API_VERSION_1_2 {
         let name = driver
@@ -284,6 +289,8 @@ pub struct VulkanMemory {
     max_alloc: u64,
     align: u64,
     budget: Budget,
+    /// The heap is host RAM (lavapipe, integrated GPUs).
+    host_shared: bool,
     segments: SegmentTable<VkSegment>,
     transfer: Mutex<(vk::Queue, vk::CommandPool)>,
     physical: vk::PhysicalDevice,
@@ -395,6 +402,7 @@ impl VulkanMemory {
             max_alloc: info.max_alloc_bytes.unwrap_or(heap_size),
             align,
             budget: Budget::new(Some(heap_size)),
+            host_shared: info.unified_memory,
             segments: SegmentTable::default(),
             transfer: Mutex::new((queue, command_pool)),
             physical,
@@ -669,7 +677,7 @@ impl DeviceMemory for VulkanMemory {
     }
 
     fn mem_info(&self) -> Result<(u64, u64), DeviceError> {
-        let ours = self.budget.left().unwrap_or(0);
+        let ours = super::host_shared_free(self.host_shared, self.budget.left().unwrap_or(0));
         if self.budget_ext {
             let heaps = self.instance.device_local_heaps(self.physical);
             // The budget covers every user of the heap, this process's own allocations included.
