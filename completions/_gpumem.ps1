@@ -132,6 +132,7 @@ Register-ArgumentCompleter -Native -CommandName 'gpumem' -ScriptBlock {
         }
         'gpumem;bench-alloc' {
             [CompletionResult]::new('--device', '--device', [CompletionResultType]::ParameterName, 'Device: host, host:2GiB, sim:80GiB, opencl:0, vulkan:0, cuda:0, rocm:0. Default: the best available real device')
+            [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Give up on opening the device (and on discovering one, without --device) after this long. The driver is first tried in a child process, so one that hangs or crashes is reported instead of taking gpumem with it')
             [CompletionResult]::new('--workload', '--workload', [CompletionResultType]::ParameterName, 'Workload to run (ignored with --trace)')
             [CompletionResult]::new('--trace', '--trace', [CompletionResultType]::ParameterName, 'Replay a recorded trace: RMM logging CSV or a PyTorch memory snapshot pickle')
             [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Number of allocations (1 to 10,000,000; the sequence is built up front, about 120 bytes per allocation)')
@@ -167,6 +168,7 @@ Register-ArgumentCompleter -Native -CommandName 'gpumem' -ScriptBlock {
         }
         'gpumem;stress' {
             [CompletionResult]::new('--device', '--device', [CompletionResultType]::ParameterName, 'Device: host:512MiB, opencl:0, vulkan:0, cuda:0, rocm:0. Default: the best real device')
+            [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Give up on opening the device (and on discovering one, without --device) after this long. The driver is first tried in a child process, so one that hangs or crashes is reported instead of taking gpumem with it')
             [CompletionResult]::new('--phase', '--phase', [CompletionResultType]::ParameterName, 'Run only these phases (repeatable). Default: all, in order')
             [CompletionResult]::new('--threads', '--threads', [CompletionResultType]::ParameterName, 'Churn threads. Default: the number of cores')
             [CompletionResult]::new('--duration', '--duration', [CompletionResultType]::ParameterName, 'How long the churn phase runs')

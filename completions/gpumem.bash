@@ -77,13 +77,17 @@ _gpumem() {
             return 0
             ;;
         gpumem__subcmd__bench__subcmd__alloc)
-            opts="-n -q -v -h -V --device --workload --trace --allocations --max-size --size --size-dist --seed --model --batch --context --preset --decode-steps --no-baseline --verify --no-verify --timeline --min-hit-rate --max-fragmentation --min-speedup --max-p99-ns --json --quiet --verbose --color --help --version"
+            opts="-n -q -v -h -V --device --timeout --workload --trace --allocations --max-size --size --size-dist --seed --model --batch --context --preset --decode-steps --no-baseline --verify --no-verify --timeline --min-hit-rate --max-fragmentation --min-speedup --max-p99-ns --json --quiet --verbose --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --device)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -507,13 +511,17 @@ _gpumem() {
             return 0
             ;;
         gpumem__subcmd__stress)
-            opts="-q -v -h -V --device --phase --cpu-fallback --no-cpu-fallback --threads --duration --ops --inject-failures --max-size --max-pool --seed --plant-corruption --json --quiet --verbose --color --help --version"
+            opts="-q -v -h -V --device --timeout --phase --cpu-fallback --no-cpu-fallback --threads --duration --ops --inject-failures --max-size --max-pool --seed --plant-corruption --json --quiet --verbose --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --device)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -125,6 +125,7 @@ set edit:completion:arg-completer[gpumem] = {|@words|
         }
         &'gpumem;bench-alloc'= {
             cand --device 'Device: host, host:2GiB, sim:80GiB, opencl:0, vulkan:0, cuda:0, rocm:0. Default: the best available real device'
+            cand --timeout 'Give up on opening the device (and on discovering one, without --device) after this long. The driver is first tried in a child process, so one that hangs or crashes is reported instead of taking gpumem with it'
             cand --workload 'Workload to run (ignored with --trace)'
             cand --trace 'Replay a recorded trace: RMM logging CSV or a PyTorch memory snapshot pickle'
             cand -n 'Number of allocations (1 to 10,000,000; the sequence is built up front, about 120 bytes per allocation)'
@@ -159,6 +160,7 @@ set edit:completion:arg-completer[gpumem] = {|@words|
         }
         &'gpumem;stress'= {
             cand --device 'Device: host:512MiB, opencl:0, vulkan:0, cuda:0, rocm:0. Default: the best real device'
+            cand --timeout 'Give up on opening the device (and on discovering one, without --device) after this long. The driver is first tried in a child process, so one that hangs or crashes is reported instead of taking gpumem with it'
             cand --phase 'Run only these phases (repeatable). Default: all, in order'
             cand --threads 'Churn threads. Default: the number of cores'
             cand --duration 'How long the churn phase runs'

@@ -129,6 +129,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s v -l verbose -d
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s V -l version -d 'Print version'
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l device -d 'Device: host, host:2GiB, sim:80GiB, opencl:0, vulkan:0, cuda:0, rocm:0. Default: the best available real device' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l timeout -d 'Give up on opening the device (and on discovering one, without --device) after this long. The driver is first tried in a child process, so one that hangs or crashes is reported instead of taking gpumem with it' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l workload -d 'Workload to run (ignored with --trace)' -r -f -a "random\t'RMM\'s random_allocations: allocate with probability 0.73, else free a random live block'
 same-size\t'Every request the same size (--size)'
 mixed\t'A mix of small (<1 MiB) and large requests'
@@ -169,6 +170,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -s v -l verbo
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -s V -l version -d 'Print version'
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l device -d 'Device: host:512MiB, opencl:0, vulkan:0, cuda:0, rocm:0. Default: the best real device' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l timeout -d 'Give up on opening the device (and on discovering one, without --device) after this long. The driver is first tried in a child process, so one that hangs or crashes is reported instead of taking gpumem with it' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l phase -d 'Run only these phases (repeatable). Default: all, in order' -r -f -a "ramp\t'Allocate until pressure is Critical, seeing every level in order'
 exhaust\t'Allocate past the device limit: retry, then CPU fallback or a typed OOM error'
 churn\t'Threads allocate, fill, verify and free near High pressure'

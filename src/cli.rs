@@ -367,6 +367,12 @@ pub struct BenchAllocArgs {
     #[arg(long, value_name = "SPEC")]
     pub device: Option<DeviceSpec>,
 
+    /// Give up on opening the device (and on discovering one, without --device) after this
+    /// long. The driver is first tried in a child process, so one that hangs or crashes is
+    /// reported instead of taking gpumem with it.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+    pub timeout: Duration,
+
     /// Workload to run (ignored with --trace).
     #[arg(long, value_enum, default_value_t = WorkloadKind::Random)]
     pub workload: WorkloadKind,
@@ -482,6 +488,12 @@ pub struct StressArgs {
     /// Device: host:512MiB, opencl:0, vulkan:0, cuda:0, rocm:0. Default: the best real device.
     #[arg(long, value_name = "SPEC")]
     pub device: Option<DeviceSpec>,
+
+    /// Give up on opening the device (and on discovering one, without --device) after this
+    /// long. The driver is first tried in a child process, so one that hangs or crashes is
+    /// reported instead of taking gpumem with it.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+    pub timeout: Duration,
 
     /// Run only these phases (repeatable). Default: all, in order.
     #[arg(long = "phase", value_enum, value_name = "PHASE")]

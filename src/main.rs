@@ -10,6 +10,10 @@ use gpumem::exit::Exit;
 use gpumem::output::{Format, Output};
 
 fn main() -> ExitCode {
+    // A driver probe in a child process (see backend::Isolation): no CLI, one backend, JSON out.
+    if let Some(code) = gpumem::backend::run_probe_child() {
+        return code;
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => return clap_exit(&err),

@@ -642,3 +642,37 @@ fn an_rmm_log_with_200k_streams_replays_in_linear_time() {
     assert_eq!(doc["workload"]["ops"], 400_000);
     assert_eq!(doc["interrupted"], false);
 }
+
+// Opening a device whose driver crashes or hangs ends in a one-line error, within the timeout,
+// for bench-alloc and stress alike.
+#[test]
+fn a_crashing_or_hung_driver_cannot_take_the_run_with_it() {
+    let dir = common::fake_gpu_drivers("bench-broken", &[]);
+    for command in ["bench-alloc", "stress"] {
+        let err = common::one_line_error(
+            gpumem()
+                .env("LD_LIBRARY_PATH", &dir)
+                .env("GPUMEM_FAKE_INIT_CRASH", "segv")
+                .args([command, "--device", "cuda:0"]),
+            1,
+        );
+        assert!(
+            err.contains("cannot open cuda:0: driver crashed: SIGSEGV in cuInit"),
+            "{err}"
+        );
+        let start = std::time::Instant::now();
+        let err = common::one_line_error(
+            gpumem()
+                .env("LD_LIBRARY_PATH", &dir)
+                .env("GPUMEM_FAKE_INIT_DELAY_MS", "60000")
+                .args([command, "--device", "cuda:0", "--timeout", "1s"])
+                .timeout(std::time::Duration::from_secs(30)),
+            1,
+        );
+        assert!(
+            err.contains("cannot open cuda:0: timed out after 1.0 s"),
+            "{err}"
+        );
+        assert!(start.elapsed() < std::time::Duration::from_secs(10));
+    }
+}

@@ -433,3 +433,31 @@ fn unloadable_driver_files_are_named_with_the_loaders_reason() {
     }
     assert_eq!(backend(&doc, "cpu")["available"], true);
 }
+
+// A driver that kills its process takes down only the probe child: the backend is reported
+// with the signal and the call, and every other backend is still listed.
+#[test]
+fn a_crashing_driver_is_reported_not_fatal() {
+    let dir = common::fake_gpu_drivers("discover-full", &[]);
+    for (crash, signal) in [("segv", "SIGSEGV"), ("abort", "SIGABRT")] {
+        let doc = discover_json(
+            gpumem()
+                .env("LD_LIBRARY_PATH", &dir)
+                .env("GPUMEM_FAKE_INIT_CRASH", crash),
+            &["--backend", "cuda", "--backend", "cpu"],
+        );
+        assert_eq!(
+            backend(&doc, "cuda")["reason"],
+            format!("driver crashed: {signal} in cuInit")
+        );
+        assert_eq!(backend(&doc, "cpu")["available"], true);
+    }
+    // select discovers the same way and still plans on what is left.
+    let plan = common::json_ok(
+        gpumem()
+            .env("LD_LIBRARY_PATH", &dir)
+            .env("GPUMEM_FAKE_INIT_CRASH", "segv")
+            .args(["--json", "select", "--bytes", "1MiB"]),
+    );
+    assert_eq!(plan["plan"]["kind"], "single");
+}

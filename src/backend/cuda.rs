@@ -8,6 +8,7 @@ use std::ffi::{c_char, c_int, CStr};
 
 use cudarc::driver::sys::{self, CUdevice, CUdevice_attribute, CUresult};
 
+use super::isolate::step;
 use super::{Backend, BackendKind, DeviceInfo, DeviceType, FreeScope, Unavailable};
 use crate::device::{
     check_bounds, DeviceError, DeviceMemory, Segment, SegmentHandle, SegmentTable,
@@ -46,6 +47,7 @@ fn library_candidates() -> Vec<String> {
 
 /// Makes sure libcuda can be loaded and has `symbols`, so no cudarc call can panic.
 pub(crate) fn ensure_driver(symbols: &[&str]) -> Result<(), Unavailable> {
+    step("dlopen libcuda");
     // SAFETY: only probes for the library with dlopen; runs no driver code besides initialisers.
     if !unsafe { sys::is_culib_present() } {
         return Err(super::library_unavailable(library_candidates()));
@@ -98,6 +100,7 @@ fn attribute(device: CUdevice, attr: CUdevice_attribute) -> Option<i32> {
 /// Initialises the driver and returns the number of devices.
 pub(crate) fn init_and_count() -> Result<usize, Unavailable> {
     ensure_driver(SYMBOLS)?;
+    step("cuInit");
     // SAFETY: symbols were checked; cuInit may be called any number of times.
     match unsafe { sys::cuInit(0) } {
         CUresult::CUDA_SUCCESS => {}
@@ -109,6 +112,7 @@ pub(crate) fn init_and_count() -> Result<usize, Unavailable> {
         }
     }
     let mut count: c_int = 0;
+    step("cuDeviceGetCount");
     // SAFETY: valid out-pointer.
     check("cuDeviceGetCount", unsafe {
         sys::cuDeviceGetCount(&mut count)
@@ -135,6 +139,7 @@ pub(crate) fn with_primary_context<T>(
 }
 
 fn describe(index: usize, driver_version: Option<String>) -> Result<DeviceInfo, CuError> {
+    step(&format!("cuDeviceGet* for device {index}"));
     let mut device: CUdevice = 0;
     // SAFETY: valid out-pointer; index < count.
     check("cuDeviceGet", unsafe {
@@ -212,6 +217,9 @@ fn describe(index: usize, driver_version: Option<String>) -> Result<DeviceInfo, 
             &hex[20..]
         ));
     }
+    step(&format!(
+        "cuDevicePrimaryCtxRetain/cuMemGetInfo_v2 for device {index}"
+    ));
     let (free, _) = with_primary_context(device, || {
         let (mut free, mut total) = (0usize, 0usize);
         // SAFETY: valid out-pointers; a context is current.

@@ -14,6 +14,7 @@
 mod cpu;
 mod cuda;
 mod host;
+mod isolate;
 mod metal;
 mod nvml;
 mod opencl;
@@ -34,6 +35,7 @@ pub use cpu::{
 };
 pub use cuda::{CudaBackend, CudaMemory};
 pub use host::HostDevice;
+pub use isolate::{run_probe_child, Isolation, CHILD_ENV};
 pub use metal::MetalBackend;
 pub use nvml::{GpuProcess, NvmlBackend, NvmlView};
 pub use opencl::{OpenclBackend, OpenclMemory};
@@ -175,6 +177,13 @@ pub enum Unavailable {
     TimedOut(Duration),
     /// The probe itself failed (a panic inside a driver binding, an unexpected error).
     Failed(String),
+    /// The driver killed the (isolated) probe process.
+    DriverCrashed {
+        /// The signal, e.g. `SIGSEGV`.
+        signal: String,
+        /// The driver call it was in, when known (e.g. `cuInit`).
+        during: Option<String>,
+    },
 }
 
 impl fmt::Display for Unavailable {
@@ -199,6 +208,10 @@ impl fmt::Display for Unavailable {
                 write!(f, "timed out after {:.1} s", after.as_secs_f64())
             }
             Unavailable::Failed(why) => write!(f, "probe failed: {why}"),
+            Unavailable::DriverCrashed { signal, during } => match during {
+                Some(call) => write!(f, "driver crashed: {signal} in {call}"),
+                None => write!(f, "driver crashed: {signal}"),
+            },
         }
     }
 }
@@ -354,13 +367,15 @@ impl BackendInfo {
     }
 }
 
-/// What `discover_backends_with` probes and how long it waits.
+/// What `discover_with` probes, how long it waits and where the probes run.
 #[derive(Debug, Clone)]
 pub struct DiscoverOptions {
     /// Only these backends; empty means all.
     pub only: Vec<BackendKind>,
     /// How long one backend may take before it is reported as timed out.
     pub timeout: Duration,
+    /// In this process, or each driver in a child process that may crash or hang alone.
+    pub isolation: Isolation,
 }
 
 impl Default for DiscoverOptions {
@@ -368,6 +383,7 @@ impl Default for DiscoverOptions {
         DiscoverOptions {
             only: Vec::new(),
             timeout: Duration::from_secs(5),
+            isolation: Isolation::InProcess,
         }
     }
 }
@@ -391,37 +407,40 @@ pub fn discover_with(options: &DiscoverOptions) -> Vec<BackendInfo> {
     let start = Instant::now();
     for backend in selected.iter().map(|b| b.kind()) {
         let thread_tx = tx.clone();
+        let isolation = options.isolation.clone();
+        let timeout = options.timeout;
         let spawned = std::thread::Builder::new()
             .name(format!("probe-{backend}"))
             .spawn(move || {
-                let began = Instant::now();
-                let result =
-                    std::panic::catch_unwind(|| probe_kind(backend)).unwrap_or_else(|panic| {
-                        let text = panic
-                            .downcast_ref::<String>()
-                            .cloned()
-                            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                            .unwrap_or_else(|| "unknown panic".into());
-                        Err(Unavailable::Failed(text))
-                    });
-                let _ = thread_tx.send((backend, result, began.elapsed()));
+                let info = match isolation {
+                    Isolation::Subprocess { exe } if backend.loads_a_driver() => {
+                        isolate::probe_in_child(&exe, backend, timeout)
+                    }
+                    _ => probe_here(backend),
+                };
+                let _ = thread_tx.send(info);
             });
         if let Err(e) = spawned {
-            let _ = tx.send((
+            let _ = tx.send(BackendInfo::unavailable(
                 backend,
-                Err(Unavailable::Failed(e.to_string())),
-                Duration::ZERO,
+                Unavailable::Failed(e.to_string()),
+                0.0,
             ));
         }
     }
     drop(tx);
-    let deadline = start + options.timeout;
+    // A child kills itself at the timeout and then reports; give that report a moment to come.
+    let grace = match options.isolation {
+        Isolation::Subprocess { .. } => Duration::from_millis(500),
+        Isolation::InProcess => Duration::ZERO,
+    };
+    let deadline = start + options.timeout + grace;
     let mut results: Vec<BackendInfo> = Vec::new();
     while results.len() < selected.len() {
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
-            Ok((kind, result, took)) => {
-                let info = BackendInfo::from_probe(kind, result, took);
+            Ok(info) => {
+                let kind = info.backend;
                 match &info.reason {
                     None => log::info!(
                         "{kind}: {} devices in {:.1} ms",
@@ -450,6 +469,20 @@ pub fn discover_with(options: &DiscoverOptions) -> Vec<BackendInfo> {
     results.sort_by_key(|r| r.backend);
     merge_nvml_into_cuda(&mut results);
     results
+}
+
+// One backend in this process, a panic in its binding reported as a failure.
+fn probe_here(backend: BackendKind) -> BackendInfo {
+    let began = Instant::now();
+    let result = std::panic::catch_unwind(|| probe_kind(backend)).unwrap_or_else(|panic| {
+        let text = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "unknown panic".into());
+        Err(Unavailable::Failed(text))
+    });
+    BackendInfo::from_probe(backend, result, began.elapsed())
 }
 
 fn probe_kind(kind: BackendKind) -> Result<Vec<DeviceInfo>, Unavailable> {
@@ -616,13 +649,51 @@ pub fn open_device(spec: &DeviceSpec) -> Result<Arc<dyn DeviceMemory>, OpenError
     })
 }
 
+/// [`open_device`] guarded against a driver that crashes or hangs: under
+/// [`Isolation::Subprocess`] the backend is first probed in a child process (a crash or hang
+/// there is reported as the reason and the driver is never loaded here), and the open itself
+/// must finish within `options.timeout` (a hung open is abandoned on its thread; the caller
+/// is expected to exit).
+pub fn open_device_within(
+    spec: &DeviceSpec,
+    options: &DiscoverOptions,
+) -> Result<Arc<dyn DeviceMemory>, OpenError> {
+    let fail = |reason: String| OpenError {
+        spec: spec.to_string(),
+        reason,
+    };
+    if let (DeviceSpec::Device { backend, index }, Isolation::Subprocess { exe }) =
+        (spec, &options.isolation)
+    {
+        if backend.loads_a_driver() {
+            let info = isolate::probe_in_child(exe, *backend, options.timeout);
+            if let Some(why) = info.reason {
+                return Err(fail(why));
+            }
+            if *index >= info.devices.len() {
+                return Err(fail(format!(
+                    "no {backend} device {index} ({} found)",
+                    info.devices.len()
+                )));
+            }
+        }
+    }
+    let (tx, rx) = mpsc::channel();
+    let thread_spec = spec.clone();
+    std::thread::Builder::new()
+        .name(format!("open-{spec}"))
+        .spawn(move || {
+            let _ = tx.send(open_device(&thread_spec));
+        })
+        .map_err(|e| fail(e.to_string()))?;
+    rx.recv_timeout(options.timeout)
+        .unwrap_or_else(|_| Err(fail(Unavailable::TimedOut(options.timeout).to_string())))
+}
+
 /// The device `bench-alloc` and `stress` use when none is named: the recommended hardware GPU,
 /// else host memory.
-pub fn default_device_spec(timeout: std::time::Duration) -> DeviceSpec {
-    let results = discover_with(&DiscoverOptions {
-        only: Vec::new(),
-        timeout,
-    });
+pub fn default_device_spec(options: &DiscoverOptions) -> DeviceSpec {
+    let results = discover_with(options);
     match recommend(&results) {
         Some(Recommendation { backend, device }) if backend != BackendKind::Cpu => {
             DeviceSpec::Device {
@@ -735,6 +806,7 @@ mod tests {
         let options = DiscoverOptions {
             only: vec![BackendKind::Cpu],
             timeout: Duration::ZERO,
+            isolation: Isolation::InProcess,
         };
         let results = discover_with(&options);
         assert_eq!(results.len(), 1);

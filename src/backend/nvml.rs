@@ -50,6 +50,7 @@ const LIBRARIES: &[&str] = if cfg!(target_os = "windows") {
 fn open() -> Result<Nvml, Unavailable> {
     let mut last = None;
     for name in LIBRARIES {
+        super::isolate::step("nvmlInit_v2");
         match Nvml::builder().lib_path(OsStr::new(name)).init() {
             Ok(nvml) => return Ok(nvml),
             Err(NvmlError::LibloadingError(_)) => continue,

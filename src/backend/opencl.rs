@@ -64,9 +64,11 @@ static ENUMERATION: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// Every OpenCL device of every platform, in platform order; the index is this order.
 pub(crate) fn device_ids() -> Result<Vec<opencl3::types::cl_device_id>, Unavailable> {
     let _guard = ENUMERATION.lock().unwrap_or_else(|e| e.into_inner());
+    super::isolate::step("clGetPlatformIDs");
     let platforms = get_platforms().map_err(unavailable)?;
     let mut ids = Vec::new();
     for platform in platforms {
+        super::isolate::step("clGetDeviceIDs");
         match platform.get_devices(CL_DEVICE_TYPE_ALL) {
             Ok(mut found) => ids.append(&mut found),
             // CL_DEVICE_NOT_FOUND: a platform with no devices is not an error.

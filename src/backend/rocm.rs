@@ -116,6 +116,7 @@ impl Backend for RocmBackend {
         if !devices.is_empty() {
             return Ok(devices);
         }
+        super::isolate::step("loading libamdhip64");
         if hip_present() {
             return Err(Unavailable::NoDevices);
         }

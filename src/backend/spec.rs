@@ -54,6 +54,20 @@ impl BackendKind {
         }
     }
 
+    /// Whether probing it loads a vendor driver into the process (which may crash or hang, so
+    /// the binary probes it in a child process).
+    pub fn loads_a_driver(self) -> bool {
+        match self {
+            BackendKind::Cpu => false,
+            BackendKind::Metal => cfg!(target_os = "macos"),
+            BackendKind::Cuda
+            | BackendKind::Nvml
+            | BackendKind::Rocm
+            | BackendKind::Opencl
+            | BackendKind::Vulkan => true,
+        }
+    }
+
     /// Whether this backend is a GPU (or accelerator) API rather than system memory.
     pub fn is_gpu(self) -> bool {
         self != BackendKind::Cpu

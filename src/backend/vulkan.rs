@@ -44,6 +44,7 @@ impl VulkanInstance {
     pub(crate) fn new() -> Result<Self, Unavailable> {
         // SAFETY: loading the system Vulkan loader runs its initialisers; this is the documented
         // way to use ash with run-time loading.
+        super::isolate::step("loading libvulkan");
         let entry = unsafe { ash::Entry::load() }
             .map_err(|_| super::library_unavailable(loader_names()))?;
         let version = unsafe { entry.try_enumerate_instance_version() }
@@ -60,6 +61,7 @@ impl VulkanInstance {
             .application_name(c"gpumem")
             .api_version(vk::API_VERSION_1_1);
         let create = vk::InstanceCreateInfo::default().application_info(&app);
+        super::isolate::step("vkCreateInstance");
         // SAFETY: `create` and `app` outlive the call; no allocator callbacks are used.
         let instance = unsafe { entry.create_instance(&create, None) }.map_err(|e| match e {
             vk::Result::ERROR_INCOMPATIBLE_DRIVER => Unavailable::DriverNotLoaded(

@@ -3,10 +3,10 @@
 use anyhow::{Context, Result};
 
 use super::options::{
-    bench_pool_config, bench_preset, bench_workload, check_output_path, PROBE_TIMEOUT,
+    bench_pool_config, bench_preset, bench_workload, check_output_path, probe_all,
 };
 use crate::alloc::Pool;
-use crate::backend::{default_device_spec, open_device};
+use crate::backend::{default_device_spec, open_device_within};
 use crate::cli::BenchAllocArgs;
 use crate::error::CliError;
 use crate::exit::Exit;
@@ -31,11 +31,12 @@ pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
         let inputs: Vec<&std::path::Path> = args.trace.iter().map(|p| p.as_path()).collect();
         check_output_path("--timeline", path, &inputs)?;
     }
+    let probe = probe_all(args.timeout);
     let spec = args
         .device
         .clone()
-        .unwrap_or_else(|| default_device_spec(PROBE_TIMEOUT));
-    let device = open_device(&spec)?;
+        .unwrap_or_else(|| default_device_spec(&probe));
+    let device = open_device_within(&spec, &probe)?;
     let (free, total) = device
         .mem_info()
         .with_context(|| format!("querying {spec}"))?;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::Result;
 
 use crate::alloc::{MemoryConfig, Preset};
-use crate::backend::{BackendKind, DeviceSpec, DiscoverOptions};
+use crate::backend::{BackendKind, DeviceSpec, DiscoverOptions, Isolation};
 use crate::cli::{self, BenchAllocArgs, DiscoverArgs, SelectArgs, StressArgs, WorkloadKind};
 use crate::error::CliError;
 use crate::model::{
@@ -29,14 +29,16 @@ pub fn discover_options(args: &DiscoverArgs) -> DiscoverOptions {
     DiscoverOptions {
         only: args.backends.clone(),
         timeout: args.timeout,
+        isolation: Isolation::current_exe(),
     }
 }
 
-/// Every backend, under `timeout`.
+/// Every backend, under `timeout`, each driver probed in a child process.
 pub fn probe_all(timeout: Duration) -> DiscoverOptions {
     DiscoverOptions {
         only: Vec::new(),
         timeout,
+        isolation: Isolation::current_exe(),
     }
 }
 

@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
-use super::options::{stress_options, stress_pool_config, PROBE_TIMEOUT};
+use super::options::{probe_all, stress_options, stress_pool_config};
 use crate::alloc::{FaultInjector, Pool};
-use crate::backend::{default_device_spec, open_device, DeviceSpec};
+use crate::backend::{default_device_spec, open_device_within, DeviceSpec};
 use crate::cli::StressArgs;
 use crate::device::DeviceMemory;
 use crate::error::CliError;
@@ -18,14 +18,15 @@ use crate::workload::stress::{run_stress, StressPhase};
 /// Runs `gpumem stress` and returns its exit status.
 pub fn run(args: &StressArgs, out: &Output) -> Result<Exit> {
     let interrupt = super::signals::install();
+    let probe = probe_all(args.timeout);
     let spec = args
         .device
         .clone()
-        .unwrap_or_else(|| default_device_spec(PROBE_TIMEOUT));
+        .unwrap_or_else(|| default_device_spec(&probe));
     if matches!(spec, DeviceSpec::Sim { .. }) {
         return Err(CliError::Usage("stress checks data integrity, and sim:SIZE holds no data; use host:SIZE or a real device".into()).into());
     }
-    let base = open_device(&spec)?;
+    let base = open_device_within(&spec, &probe)?;
     let (free_before, total) = base
         .mem_info()
         .with_context(|| format!("querying {spec}"))?;

@@ -4,8 +4,6 @@
 
 mod inventory;
 
-use std::time::Duration;
-
 use serde::Serialize;
 use thiserror::Error;
 
@@ -725,10 +723,7 @@ pub fn init_backend_with_memory_check(
     preference: Option<BackendKind>,
     required_bytes: u64,
 ) -> Result<std::sync::Arc<dyn crate::device::DeviceMemory>, SelectError> {
-    let found = crate::backend::discover_with(&crate::backend::DiscoverOptions {
-        only: Vec::new(),
-        timeout: Duration::from_secs(5),
-    });
+    let found = crate::backend::discover_with(&crate::backend::DiscoverOptions::default());
     let mut tried: Vec<(String, Rejected)> = Vec::new();
     let mut order: Vec<(BackendKind, usize, u64)> = found
         .iter()

@@ -8,6 +8,7 @@
  *   GPUMEM_FAKE_TOTAL       bytes per device (default 24 GiB)
  *   GPUMEM_FAKE_INIT_ERROR  a CUresult for cuInit to return (e.g. 3 = NOT_INITIALIZED)
  *   GPUMEM_FAKE_INIT_DELAY_MS  make cuInit hang this long (the probe-timeout path)
+ *   GPUMEM_FAKE_INIT_CRASH  "segv" or "abort": cuInit kills the process (a broken driver)
  * Build with -DOMIT_MEMGETINFO to leave out cuMemGetInfo_v2 (the missing-symbol path).
  */
 #include <pthread.h>
@@ -57,6 +58,10 @@ static int valid(CUdevice d) { return initialised && d >= 0 && d < device_count(
 
 CUresult cuInit(unsigned int flags) {
     (void)flags;
+    const char *crash = getenv("GPUMEM_FAKE_INIT_CRASH");
+    /* A real fault, as a broken driver makes: raise() would be absorbed by Rust's handler. */
+    if (crash && strcmp(crash, "segv") == 0) *(volatile int *)0 = 0;
+    if (crash && strcmp(crash, "abort") == 0) abort();
     long long delay = env_ll("GPUMEM_FAKE_INIT_DELAY_MS", 0);
     if (delay > 0) usleep((useconds_t)(delay * 1000));
     long long forced = env_ll("GPUMEM_FAKE_INIT_ERROR", 0);
