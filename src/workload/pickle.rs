@@ -204,8 +204,51 @@ struct Decoder<'a> {
     pos: usize,
     stack: Vec<PyValue>,
     marks: Vec<usize>,
-    memo: HashMap<u32, PyValue>,
+    memo: Memo,
     values: u64,
+}
+
+/// The memo: pickles number entries 0, 1, 2, … (MEMOIZE always takes the next), so those live
+/// in a vector at a few words each; only out-of-order `PUT` indices go to a map. A hash map
+/// for all of them cost about 150 bytes per one-byte MEMOIZE.
+#[derive(Default)]
+struct Memo {
+    dense: Vec<PyValue>,
+    sparse: HashMap<u32, PyValue>,
+}
+
+impl Memo {
+    fn len(&self) -> usize {
+        self.dense.len() + self.sparse.len()
+    }
+
+    fn contains(&self, idx: u32) -> bool {
+        (idx as usize) < self.dense.len() || self.sparse.contains_key(&idx)
+    }
+
+    fn get(&self, idx: u32) -> Option<&PyValue> {
+        self.dense
+            .get(idx as usize)
+            .or_else(|| self.sparse.get(&idx))
+    }
+
+    fn insert(&mut self, idx: u32, v: PyValue) {
+        let i = idx as usize;
+        if i < self.dense.len() {
+            self.dense[i] = v;
+        } else if i == self.dense.len() {
+            self.dense.push(v);
+            // Entries stored ahead of time join the dense run once it reaches them.
+            while let Some(next) = u32::try_from(self.dense.len())
+                .ok()
+                .and_then(|n| self.sparse.remove(&n))
+            {
+                self.dense.push(next);
+            }
+        } else {
+            self.sparse.insert(idx, v);
+        }
+    }
 }
 
 /// Opcodes that execute or import: refused by name.
@@ -286,7 +329,7 @@ impl<'a> Decoder<'a> {
     }
 
     fn memoize(&mut self, idx: u32, v: PyValue) -> Result<(), PickleError> {
-        if self.memo.len() >= MAX_MEMO && !self.memo.contains_key(&idx) {
+        if self.memo.len() >= MAX_MEMO && !self.memo.contains(idx) {
             return Err(self.bad(format!("more than {MAX_MEMO} memo entries")));
         }
         self.memo.insert(idx, v);
@@ -439,7 +482,7 @@ impl<'a> Decoder<'a> {
                     };
                     let v = self
                         .memo
-                        .get(&idx)
+                        .get(idx)
                         .cloned()
                         .ok_or_else(|| self.bad(format!("memo {idx} was never stored")))?;
                     self.push(v)?;
@@ -517,7 +560,7 @@ pub fn decode(data: &[u8]) -> Result<PyValue, PickleError> {
         pos: 0,
         stack: Vec::new(),
         marks: Vec::new(),
-        memo: HashMap::new(),
+        memo: Memo::default(),
         values: 0,
     }
     .run()
@@ -539,6 +582,17 @@ mod tests {
         let c = v.get("c").unwrap().items().unwrap();
         assert!(matches!(c[0], PyValue::Bool(true)));
         assert!(matches!(c[2], PyValue::Float(f) if f == 1.5));
+    }
+
+    #[test]
+    fn memo_entries_stored_out_of_order_are_found() {
+        // PUT 2 'c', PUT 0 'a', then MEMOIZE 'b' takes index len(memo) = 2, replacing 'c';
+        // GET 0 and GET 2 give ('a', 'b'), as Python's pickle.loads does.
+        let data = b"\x80\x04\x8c\x01cq\x02\x8c\x01aq\x00\x8c\x01b\x94h\x00h\x02\x86.";
+        let v = decode(data).unwrap();
+        let items = v.items().unwrap();
+        let got: Vec<&str> = items.iter().map(|x| x.as_str().unwrap()).collect();
+        assert_eq!(got, ["a", "b"]);
     }
 
     #[test]
