@@ -5,7 +5,10 @@
 
 use std::path::Path;
 
-use gpumem::model::{read_config, read_gguf, read_safetensors};
+use gpumem::model::estimate::estimate;
+use gpumem::model::{
+    read_config, read_gguf, read_safetensors, Mode, Optimizer, Settings, DEFAULT_WEIGHT_PRECISION,
+};
 use proptest::prelude::*;
 
 fn fixture(path: &str) -> Vec<u8> {
@@ -75,6 +78,47 @@ proptest! {
             // Counting must not overflow-panic on absurd but well-formed configs.
             let p = arch.params();
             prop_assert!(p.active <= p.total);
+        }
+    }
+
+    // Whatever numbers a config holds, an estimate is refused or has every part present: no
+    // wraparound to a small KV cache, no head_dim of 0.
+    #[test]
+    fn shape_numbers_never_give_a_vanishing_estimate(
+        hidden in any::<u64>(), heads in any::<u64>(), kv_lora in any::<u64>(),
+        rope in any::<u64>(), nope in any::<u64>(), mla in any::<bool>(),
+        batch in 1u64..=u64::from(u32::MAX), context in 1u64..=u64::from(u32::MAX),
+    ) {
+        let mut config = serde_json::json!({
+            "model_type": if mla { "deepseek_v3" } else { "llama" },
+            "hidden_size": hidden, "intermediate_size": 1024, "num_hidden_layers": 4,
+            "num_attention_heads": heads, "vocab_size": 1000,
+            "kv_lora_rank": kv_lora, "qk_rope_head_dim": rope, "qk_nope_head_dim": nope,
+            "v_head_dim": 64,
+        });
+        if !mla {
+            config["num_key_value_heads"] = heads.into();
+        }
+        let read = with_file("config.json", config.to_string().as_bytes(), read_config);
+        if let Ok((arch, _)) = read {
+            let settings = Settings {
+                dtype: Some(DEFAULT_WEIGHT_PRECISION),
+                kv_dtype: DEFAULT_WEIGHT_PRECISION,
+                batch,
+                context,
+                ubatch: 512,
+                flash_attention: true,
+                overhead: 0,
+                fragmentation_reserve: 0.0,
+                mode: Mode::Infer,
+                optimizer: Optimizer::Adamw,
+                checkpointing: false,
+            };
+            prop_assert!(arch.head_dim > 0 && arch.kv_elements_per_token_layer() > 0);
+            if let Ok(b) = estimate(&arch, None, &settings) {
+                prop_assert!(b.weights_bytes > 0 && b.kv_cache_bytes > 0 && b.activation_bytes > 0);
+                prop_assert!(b.total_bytes >= b.weights_bytes + b.kv_cache_bytes);
+            }
         }
     }
 }

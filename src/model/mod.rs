@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 pub use arch::{
-    llama_like, Attention, Mlp, ModelArch, Moe, Norm, ParamCount, SlidingLayers, SlidingWindow,
+    llama_like, Attention, Mlp, ModelArch, Moe, Norm, ParamCount, ShapeField, SlidingLayers,
+    SlidingWindow, MAX_PARAMETERS,
 };
 pub use catalog::{catalog, find_model, CatalogModel};
 pub use dtype::{
@@ -24,8 +25,8 @@ pub use dtype::{
 };
 pub use error::ModelError;
 pub use estimate::{
-    Breakdown, FileWeights, Mode, Optimizer, Settings, TrainingBytes, WeightsDtype,
-    DEFAULT_WEIGHT_PRECISION,
+    Breakdown, EstimateOverflow, FileWeights, Mode, Optimizer, Settings, TrainingBytes,
+    WeightsDtype, DEFAULT_WEIGHT_PRECISION,
 };
 pub use gguf::{read_gguf, GgufFile, GgufTensor, GgufValue};
 pub use hf_config::{parse_config, read_config, KNOWN_FAMILIES};
