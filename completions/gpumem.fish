@@ -102,7 +102,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l optimizer -d 'O
 adamw\t'AdamW: two fp32 moments per parameter'
 sgd\t'SGD with momentum: one fp32 buffer per parameter'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l bytes -d 'Place a plain byte count instead of a model (e.g. 28GiB)' -r
-complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l inventory -d 'Plan over saved `gpumem discover --json` documents (one or many hosts) instead of this machine' -r -F
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l inventory -d 'Plan over inventory files instead of this machine: `gpumem discover --json` documents (only backend, device name and total required), `nvidia-smi --query-gpu=... --format=csv` output (one host per file) or `kubectl get nodes -o json` (GPU Feature Discovery labels). Formats may be mixed' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l device -d 'Plan for a device you do not have, e.g. sim:80GiB (repeatable)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l prefer -d 'Backend to try first; others are still listed with their verdicts' -r -f -a "auto\t'GPU backends with the most usable memory first, CPU last'
 cuda\t'NVIDIA GPUs through the CUDA driver'

@@ -270,8 +270,10 @@ pub struct SelectArgs {
     #[arg(long, value_parser = parse_bytes, value_name = "SIZE", conflicts_with = "source")]
     pub bytes: Option<u64>,
 
-    /// Plan over saved `gpumem discover --json` documents (one or many hosts) instead of this
-    /// machine.
+    /// Plan over inventory files instead of this machine: `gpumem discover --json` documents
+    /// (only backend, device name and total required), `nvidia-smi --query-gpu=... --format=csv`
+    /// output (one host per file) or `kubectl get nodes -o json` (GPU Feature Discovery
+    /// labels). Formats may be mixed.
     #[arg(long, value_name = "FILE", num_args = 1..)]
     pub inventory: Vec<PathBuf>,
 

@@ -382,3 +382,240 @@ fn control_bytes_in_inventory_names_are_escaped() {
         "{text}"
     );
 }
+
+/// A `kubectl get nodes -o json` list: an 8×H100 node (6 allocatable), a cordoned 4×A100 node,
+/// a 2×L4 node and a CPU-only node, with GPU Feature Discovery labels.
+fn kube_nodes() -> Value {
+    let node = |name: &str, labels: Value, gpus: Option<&str>, memory: &str, cordoned: bool| {
+        let mut allocatable = json!({"cpu": "96", "memory": memory, "pods": "110"});
+        if let Some(g) = gpus {
+            allocatable["nvidia.com/gpu"] = json!(g);
+        }
+        json!({"apiVersion": "v1", "kind": "Node",
+               "metadata": {"name": name, "labels": labels},
+               "spec": {"unschedulable": cordoned},
+               "status": {"allocatable": allocatable, "capacity": allocatable}})
+    };
+    let gfd = |count: &str, mib: &str, product: &str| {
+        json!({"kubernetes.io/arch": "amd64", "nvidia.com/gpu.count": count,
+               "nvidia.com/gpu.memory": mib, "nvidia.com/gpu.product": product})
+    };
+    json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": [
+        node("h100-a", gfd("8", "81559", "NVIDIA-H100-80GB-HBM3"), Some("6"), "2113362184Ki", false),
+        node("a100-b", gfd("4", "81920", "NVIDIA-A100-SXM4-80GB"), Some("4"), "1056681092Ki", true),
+        node("l4-c", gfd("2", "23034", "NVIDIA-L4"), Some("2"), "257Gi", false),
+        node("cpu-d", json!({"kubernetes.io/arch": "arm64"}), None, "128Gi", false),
+    ]})
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn inventories_as_fleets_have_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let kube = write(dir.path(), "cluster.json", &kube_nodes().to_string());
+    // nvidia-smi with header and units, and without either.
+    let smi = write(
+        dir.path(),
+        "gpu-box.csv",
+        "index, name, memory.total [MiB], memory.free [MiB], pci.bus_id, uuid\n\
+         0, NVIDIA GeForce RTX 4090, 24564 MiB, 23990 MiB, 00000000:01:00.0, GPU-aaa\n",
+    );
+    let bare = write(
+        dir.path(),
+        "bare.csv",
+        "0, NVIDIA A10, 23028, 22500, 00000000:17:00.0, GPU-bbb\n\
+         1, NVIDIA A10, 23028, [N/A], 00000000:65:00.0, GPU-ccc\n",
+    );
+    // The few lines a person writes by hand.
+    let hand = write(
+        dir.path(),
+        "hand.json",
+        r#"{"host": {"hostname": "laptop"},
+            "backends": [{"backend": "cuda", "devices": [{"name": "RTX 3060", "total_bytes": 12884901888}]}]}"#,
+    );
+    let (code, doc) = select(&[
+        "--bytes",
+        "1GiB",
+        "--inventory",
+        kube.to_str().unwrap(),
+        "--inventory",
+        smi.to_str().unwrap(),
+        "--inventory",
+        bare.to_str().unwrap(),
+        "--inventory",
+        hand.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{doc}");
+    let count = |host: &str, backend: &str| {
+        doc["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["host"] == host && c["backend"] == backend)
+            .count()
+    };
+    assert_eq!(count("h100-a", "cuda"), 6, "only allocatable GPUs");
+    assert_eq!(
+        count("a100-b", "cuda"),
+        0,
+        "a cordoned node schedules nothing"
+    );
+    assert_eq!(count("l4-c", "cuda"), 2);
+    assert_eq!(count("cpu-d", "cpu"), 1);
+    assert_eq!(count("gpu-box", "cuda"), 1);
+    assert_eq!(count("bare", "cuda"), 2);
+    assert_eq!(count("laptop", "cuda"), 1);
+    let h100 = doc["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["host"] == "h100-a" && c["backend"] == "cuda")
+        .unwrap();
+    assert_eq!(h100["usable"]["base_bytes"], 81_559u64 << 20);
+    assert_eq!(h100["name"], "NVIDIA-H100-80GB-HBM3");
+    let a10 = doc["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["host"] == "bare" && c["device"] == 1)
+        .unwrap();
+    assert_eq!(
+        a10["usable"]["base_is_free"], false,
+        "[N/A] free: planned from the total"
+    );
+    // The most headroom among single devices: an H100.
+    assert_eq!(doc["plan"]["placements"][0]["host"], "h100-a");
+
+    // 400 GB: no single card; tensor parallel over the six schedulable H100s of one node.
+    let (code, doc) = select(&["--bytes", "400GB", "--inventory", kube.to_str().unwrap()]);
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(doc["plan"]["kind"], "tensor_parallel");
+    assert_eq!(doc["plan"]["placements"].as_array().unwrap().len(), 6);
+}
+
+#[test]
+fn malformed_inventories_name_file_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut no_memory = kube_nodes();
+    no_memory["items"][2]["metadata"]["labels"]
+        .as_object_mut()
+        .unwrap()
+        .remove("nvidia.com/gpu.memory");
+    let mut bad_quantity = kube_nodes();
+    bad_quantity["items"][3]["status"]["allocatable"]["memory"] = json!("lots");
+    let cases = [
+        (
+            "nodes.json",
+            no_memory.to_string(),
+            "field 'items[2].metadata.labels.nvidia.com/gpu.memory': missing",
+        ),
+        (
+            "quantity.json",
+            bad_quantity.to_string(),
+            "field 'items[3].status.allocatable.memory': 'lots' is not a Kubernetes quantity",
+        ),
+        (
+            "smi.csv",
+            "index, name, memory.total [MiB]\n0, A10, lots\n".to_string(),
+            "line 2: memory.total is not a size in MiB",
+        ),
+        (
+            "hand.json",
+            r#"{"backends": [{"backend": "cuda", "devices": [{"name": "x"}]}]}"#.to_string(),
+            "field 'backends[0].devices[0]': missing field `total_bytes`",
+        ),
+        (
+            "kind.json",
+            r#"{"backends": [{"backend": "tpu", "devices": []}]}"#.to_string(),
+            "field 'backends[0].backend'",
+        ),
+    ];
+    for (name, text, want) in cases {
+        let path = write(dir.path(), name, &text);
+        let err = common::one_line_error(
+            gpumem()
+                .args(["select", "--bytes", "1GiB", "--inventory"])
+                .arg(&path),
+            1,
+        );
+        assert!(err.contains(name) && err.contains(want), "{err}");
+    }
+}
+
+/// A node: name, (GPU count, GPU MiB) if it has GPUs, allocatable memory.
+type KubeNode<'a> = (&'a str, Option<(&'a str, &'a str)>, &'a str);
+
+fn kube_list(nodes: &[KubeNode]) -> Value {
+    let items: Vec<Value> = nodes
+        .iter()
+        .map(|(name, gpu, memory)| {
+            let mut labels = json!({"kubernetes.io/arch": "amd64"});
+            let mut allocatable = json!({"memory": memory});
+            if let Some((count, mib)) = gpu {
+                labels["nvidia.com/gpu.count"] = json!(count);
+                labels["nvidia.com/gpu.memory"] = json!(mib);
+                labels["nvidia.com/gpu.product"] = json!("NVIDIA-H100-80GB-HBM3");
+                allocatable["nvidia.com/gpu"] = json!(count);
+            }
+            json!({"metadata": {"name": name, "labels": labels}, "status": {"allocatable": allocatable}})
+        })
+        .collect();
+    json!({"apiVersion": "v1", "kind": "List", "items": items})
+}
+
+#[test]
+fn cross_host_layers_and_offload_to_the_same_hosts_ram() {
+    let dir = tempfile::tempdir().unwrap();
+    // Llama-3.1-70B at 8k over a Kubernetes node list; the plan and its placements.
+    let plan_over = |name: &str, nodes: &[KubeNode], extra: &[&str]| {
+        let path = write(dir.path(), name, &kube_list(nodes).to_string());
+        let mut args = vec!["--model", "llama-3.1-70b", "--context", "8192"];
+        args.extend_from_slice(extra);
+        args.extend(["--inventory", path.to_str().unwrap()]);
+        let (code, doc) = select(&args);
+        assert_eq!(code, 0, "{doc}");
+        doc["plan"].clone()
+    };
+    // One H100 on each of two nodes, and a big CPU-only node: the layers go across the two GPU
+    // nodes (the CPU-only node is not used).
+    let plan = plan_over(
+        "two.json",
+        &[
+            ("ram-only", None, "2Ti"),
+            ("gpu-1", Some(("1", "81559")), "512Gi"),
+            ("gpu-2", Some(("1", "81559")), "512Gi"),
+        ],
+        &["--fragmentation-reserve", "0"],
+    );
+    assert_eq!(plan["kind"], "cross_host");
+    let placements = plan["placements"].as_array().unwrap();
+    let hosts: Vec<&str> = placements
+        .iter()
+        .map(|p| p["host"].as_str().unwrap())
+        .collect();
+    assert_eq!(hosts, ["gpu-1", "gpu-2"]);
+    let layers: u64 = placements
+        .iter()
+        .map(|p| p["layers"].as_u64().unwrap())
+        .sum();
+    assert_eq!(layers, 80);
+
+    // One GPU node only: offload to that node's RAM, never another node's.
+    let plan = plan_over(
+        "one.json",
+        &[
+            ("ram-only", None, "2Ti"),
+            ("gpu-1", Some(("1", "81559")), "512Gi"),
+        ],
+        &[],
+    );
+    assert_eq!(plan["kind"], "cpu_offload");
+    let placements = plan["placements"].as_array().unwrap();
+    assert!(placements.iter().all(|p| p["host"] == "gpu-1"), "{plan}");
+    assert_eq!(placements[1]["backend"], "cpu");
+}

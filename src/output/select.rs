@@ -6,7 +6,9 @@ use serde::Serialize;
 
 use super::one_line;
 use super::{new_table, Report, Style};
-use crate::plan::{Plan, PlanKind, Selection, Usable, UsableRule, Verdict, VerdictReason};
+use crate::plan::{
+    Placement, Plan, PlanKind, Selection, Usable, UsableRule, Verdict, VerdictReason,
+};
 use crate::units::{format_bytes, format_signed_bytes};
 
 /// The select report (JSON schema: docs/json-schema.md#select).
@@ -130,17 +132,27 @@ impl Report for SelectReport {
         }
         let _ = writeln!(text, "{t}");
         let p = &s.plan;
+        let at = |x: &Placement| format!("{}:{} on {}", x.backend, x.device, one_line(&x.host));
+        let split = |p: &Plan| {
+            p.placements
+                .iter()
+                .map(|x| {
+                    format!(
+                        "{} layers on {} ({})",
+                        x.layers.unwrap_or(0),
+                        at(x),
+                        format_bytes(x.bytes)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         let line = match p.kind {
-            PlanKind::Single => {
-                let x = &p.placements[0];
-                format!(
-                    "Plan: single device — {}:{} on {}",
-                    x.backend, x.device, x.host
-                )
-            }
+            PlanKind::Single => format!("Plan: single device — {}", at(&p.placements[0])),
             PlanKind::TensorParallel => format!(
-                "Plan: tensor parallel over {} devices ({} each): {}",
+                "Plan: tensor parallel over {} devices on {} ({} each): {}",
                 p.placements.len(),
+                one_line(&p.placements[0].host),
                 format_bytes(p.placements[0].bytes),
                 p.placements
                     .iter()
@@ -148,25 +160,23 @@ impl Report for SelectReport {
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
-            PlanKind::LayerSplit => format!(
-                "Plan: layer split — {}",
-                p.placements
-                    .iter()
-                    .map(|x| format!(
-                        "{}:{} {} layers ({})",
-                        x.backend,
-                        x.device,
-                        x.layers.unwrap_or(0),
-                        format_bytes(x.bytes)
-                    ))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+            PlanKind::LayerSplit => format!("Plan: layer split — {}", split(p)),
+            PlanKind::CrossHost => format!("Plan: layers across hosts — {}", split(p)),
             PlanKind::CpuOffload => {
                 let (g, c) = (&p.placements[0], &p.placements[1]);
                 match (g.layers, c.layers) {
-                    (Some(gl), Some(cl)) => format!("Plan: CPU offload — {gl} layers on {}:{} ({}), {cl} layers in system RAM ({})", g.backend, g.device, format_bytes(g.bytes), format_bytes(c.bytes)),
-                    _ => format!("Plan: CPU offload — {} on {}:{}, {} in system RAM", format_bytes(g.bytes), g.backend, g.device, format_bytes(c.bytes)),
+                    (Some(gl), Some(cl)) => format!(
+                        "Plan: CPU offload — {gl} layers on {} ({}), {cl} layers in its system RAM ({})",
+                        at(g),
+                        format_bytes(g.bytes),
+                        format_bytes(c.bytes)
+                    ),
+                    _ => format!(
+                        "Plan: CPU offload — {} on {}, {} in its system RAM",
+                        format_bytes(g.bytes),
+                        at(g),
+                        format_bytes(c.bytes)
+                    ),
                 }
             }
             PlanKind::None => format!(

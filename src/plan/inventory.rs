@@ -1,4 +1,5 @@
-//! Devices to plan over: this machine's discovery, or saved `gpumem discover --json` documents.
+//! Devices to plan over: this machine's discovery, or inventory files as fleets have them
+//! (`gpumem discover --json`, `nvidia-smi` CSV, `kubectl get nodes -o json`).
 
 use std::path::{Path, PathBuf};
 
@@ -6,7 +7,7 @@ use serde::Deserialize;
 use thiserror::Error;
 
 use super::Candidate;
-use crate::backend::{BackendInfo, BackendKind, HostInfo};
+use crate::backend::{BackendInfo, BackendKind, DeviceType};
 
 /// Why an inventory file was refused.
 #[derive(Debug, Error)]
@@ -32,13 +33,6 @@ pub enum InventoryError {
     },
 }
 
-#[derive(Debug, Deserialize)]
-struct Inventory {
-    schema_version: u32,
-    host: Option<HostInfo>,
-    backends: Vec<BackendInfo>,
-}
-
 /// Candidates from probe results: every available device but NVML's (CUDA rows cover them).
 pub fn candidates_from_discovery(backends: &[BackendInfo], host: &str) -> Vec<Candidate> {
     backends
@@ -59,39 +53,417 @@ pub fn candidates_from_discovery(backends: &[BackendInfo], host: &str) -> Vec<Ca
         .collect()
 }
 
-/// The largest inventory read: far above any real fleet's `discover` document.
+/// The largest inventory read: far above any real fleet's `discover` or `kubectl` document.
 const MAX_INVENTORY_BYTES: u64 = 64 << 20;
 
-/// Reads one saved `gpumem discover --json` document.
+/// Reads one inventory file, whatever its format: a `gpumem discover --json` document (only the
+/// fields the planner uses are required), `nvidia-smi --query-gpu=… --format=csv` output (one
+/// host per file, named after the file), or `kubectl get nodes -o json` (one host per node,
+/// GPUs from GPU Feature Discovery labels, as many as are allocatable).
 pub fn read_inventory(path: &Path) -> Result<Vec<Candidate>, InventoryError> {
     let invalid = |why: String| InventoryError::Invalid {
         path: path.to_path_buf(),
         why,
     };
-    let text = crate::input::read_bounded(path, MAX_INVENTORY_BYTES, "an inventory")?;
-    let mut de = serde_json::Deserializer::from_slice(&text);
-    let doc: Inventory = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+    let bytes = crate::input::read_bounded(path, MAX_INVENTORY_BYTES, "an inventory")?;
+    let file_host = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    if first != Some(&b'{') {
+        let text = std::str::from_utf8(&bytes)
+            .map_err(|_| invalid("neither JSON nor nvidia-smi CSV text (not UTF-8)".into()))?;
+        return nvidia_smi_csv(text, &file_host).map_err(invalid);
+    }
+    let value: serde_json::Value = {
+        let mut de = serde_json::Deserializer::from_slice(&bytes);
+        let v = serde::Deserialize::deserialize(&mut de)
+            .map_err(|e| invalid(format!("not valid JSON: {e}")))?;
+        // One document per file: a second document, JSON lines or trailing bytes are refused.
+        de.end()
+            .map_err(|e| invalid(format!("trailing data after the document: {e}")))?;
+        v
+    };
+    if value.get("items").is_some() && value.get("backends").is_none() {
+        kubectl_nodes(&value).map_err(invalid)
+    } else {
+        discover_document(&value, &file_host).map_err(invalid)
+    }
+}
+
+/// A real (not simulated) device read from an inventory.
+fn listed(
+    host: &str,
+    backend: BackendKind,
+    device: usize,
+    name: &str,
+    device_type: DeviceType,
+    total_bytes: u64,
+    free_bytes: Option<u64>,
+) -> Candidate {
+    Candidate {
+        host: host.to_string(),
+        backend,
+        device,
+        name: name.to_string(),
+        device_type,
+        total_bytes,
+        free_bytes,
+        simulated: false,
+    }
+}
+
+/// Deserializes `value` as `T`, naming the field path of the first mismatch.
+fn typed<T: serde::de::DeserializeOwned>(value: &serde_json::Value) -> Result<T, String> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
         let field = e.path().to_string();
         let inner = e.into_inner();
         if field.is_empty() || field == "." {
-            invalid(format!("not a gpumem discover document: {inner}"))
+            inner.to_string()
         } else {
-            invalid(format!("field '{field}': {inner}"))
+            format!("field '{field}': {inner}")
         }
-    })?;
-    // One document per file: a second document, JSON lines or trailing bytes are refused.
-    de.end()
-        .map_err(|e| invalid(format!("trailing data after the document: {e}")))?;
-    if doc.schema_version != 1 {
-        return Err(invalid(format!(
-            "field 'schema_version': {} is not supported (1 is)",
-            doc.schema_version
-        )));
+    })
+}
+
+// What the planner needs of a discover document; everything else is optional or ignored, so a
+// hand-written file of a few lines is enough.
+#[derive(Debug, Deserialize)]
+struct DiscoverDoc {
+    schema_version: Option<u32>,
+    host: Option<DocHost>,
+    backends: Vec<DocBackend>,
+}
+
+#[derive(Debug, Deserialize)]
+struct DocHost {
+    hostname: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct DocBackend {
+    backend: BackendKind,
+    #[serde(default = "yes")]
+    available: bool,
+    #[serde(default)]
+    devices: Vec<DocDevice>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Deserialize)]
+struct DocDevice {
+    index: Option<usize>,
+    name: String,
+    device_type: Option<DeviceType>,
+    total_bytes: u64,
+    free_bytes: Option<u64>,
+}
+
+fn discover_document(value: &serde_json::Value, file_host: &str) -> Result<Vec<Candidate>, String> {
+    let doc: DiscoverDoc = typed(value)?;
+    if let Some(v) = doc.schema_version.filter(|&v| v != 1) {
+        return Err(format!(
+            "field 'schema_version': {v} is not supported (1 is)"
+        ));
     }
-    let host = doc.host.and_then(|h| h.hostname).unwrap_or_else(|| {
-        path.file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    });
-    Ok(candidates_from_discovery(&doc.backends, &host))
+    let host = doc
+        .host
+        .and_then(|h| h.hostname)
+        .unwrap_or_else(|| file_host.to_string());
+    let mut out = Vec::new();
+    for b in doc
+        .backends
+        .iter()
+        .filter(|b| b.available && b.backend != BackendKind::Nvml)
+    {
+        for (i, d) in b.devices.iter().enumerate() {
+            let by_backend = if b.backend == BackendKind::Cpu {
+                DeviceType::Cpu
+            } else {
+                DeviceType::Gpu
+            };
+            out.push(listed(
+                &host,
+                b.backend,
+                d.index.unwrap_or(i),
+                &d.name,
+                d.device_type.unwrap_or(by_backend),
+                d.total_bytes,
+                d.free_bytes,
+            ));
+        }
+    }
+    Ok(out)
+}
+
+// nvidia-smi's CSV: columns named by the header when there is one (`memory.total [MiB]`),
+// else in the order the README's command asks for them.
+const SMI_DEFAULT_COLUMNS: [&str; 6] = [
+    "index",
+    "name",
+    "memory.total",
+    "memory.free",
+    "pci.bus_id",
+    "uuid",
+];
+
+fn nvidia_smi_csv(text: &str, host: &str) -> Result<Vec<Candidate>, String> {
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .peekable();
+    let split = |l: &str| -> Vec<String> { l.split(',').map(|f| f.trim().to_string()).collect() };
+    let has_header = lines
+        .peek()
+        .is_some_and(|(_, l)| split(l).iter().any(|f| f.starts_with("memory.total")));
+    let columns: Vec<String> = if has_header {
+        let (_, header) = lines.next().unwrap_or_default();
+        split(header)
+            .into_iter()
+            .map(|c| c.split_whitespace().next().unwrap_or("").to_string())
+            .collect()
+    } else {
+        SMI_DEFAULT_COLUMNS.iter().map(|c| c.to_string()).collect()
+    };
+    let col = |name: &str| columns.iter().position(|c| c == name);
+    let total_col = col("memory.total").ok_or(
+        "nvidia-smi CSV without a memory.total column (query index,name,memory.total,memory.free)",
+    )?;
+    let (index_col, name_col, free_col) = (col("index"), col("name"), col("memory.free"));
+    let mut out = Vec::new();
+    for (n, line) in lines {
+        let fields = split(line);
+        let at = |c: usize, what: &str| {
+            fields
+                .get(c)
+                .map(String::as_str)
+                .ok_or_else(|| format!("line {}: no {what} field", n + 1))
+        };
+        let total = smi_mib(at(total_col, "memory.total")?)
+            .ok_or_else(|| format!("line {}: memory.total is not a size in MiB", n + 1))?
+            .ok_or_else(|| format!("line {}: memory.total is not reported", n + 1))?;
+        let free = match free_col {
+            Some(c) => smi_mib(at(c, "memory.free")?)
+                .ok_or_else(|| format!("line {}: memory.free is not a size in MiB", n + 1))?,
+            None => None,
+        };
+        let index = match index_col {
+            Some(c) => at(c, "index")?
+                .parse()
+                .map_err(|_| format!("line {}: index is not a number", n + 1))?,
+            None => out.len(),
+        };
+        let name = match name_col {
+            Some(c) => at(c, "name")?.to_string(),
+            None => format!("GPU {index}"),
+        };
+        out.push(listed(
+            host,
+            BackendKind::Cuda,
+            index,
+            &name,
+            DeviceType::Gpu,
+            total,
+            free,
+        ));
+    }
+    if out.is_empty() {
+        return Err("nvidia-smi CSV with no GPU rows".into());
+    }
+    Ok(out)
+}
+
+/// A size as nvidia-smi prints it (`81920 MiB`, or `81920` with `nounits`): `Some(None)` for
+/// `[N/A]` / `[Not Supported]`, `None` when it is not a size.
+fn smi_mib(field: &str) -> Option<Option<u64>> {
+    if field.starts_with('[') {
+        return Some(None);
+    }
+    let number = field.strip_suffix("MiB").unwrap_or(field).trim();
+    number.parse::<u64>().ok()?.checked_mul(1 << 20).map(Some)
+}
+
+// `kubectl get nodes -o json`: the fields read, all optional but the node's name.
+#[derive(Debug, Deserialize)]
+struct NodeList {
+    items: Vec<Node>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Node {
+    metadata: NodeMeta,
+    #[serde(default)]
+    spec: NodeSpec,
+    #[serde(default)]
+    status: NodeStatus,
+}
+
+#[derive(Debug, Deserialize)]
+struct NodeMeta {
+    name: String,
+    #[serde(default)]
+    labels: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct NodeSpec {
+    #[serde(default)]
+    unschedulable: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct NodeStatus {
+    #[serde(default)]
+    allocatable: std::collections::BTreeMap<String, String>,
+}
+
+fn kubectl_nodes(value: &serde_json::Value) -> Result<Vec<Candidate>, String> {
+    let list: NodeList = typed(value)?;
+    let mut out = Vec::new();
+    for (i, node) in list.items.iter().enumerate() {
+        let field = |name: &str| format!("field 'items[{i}].{name}'");
+        let label = |key: &str| node.metadata.labels.get(key).map(String::as_str);
+        let allocatable = |key: &str| node.status.allocatable.get(key).map(String::as_str);
+        let host = node.metadata.name.clone();
+        // What the scheduler can hand out: allocatable GPUs, none on a cordoned node.
+        let schedulable = match allocatable("nvidia.com/gpu") {
+            Some(v) => v.parse::<usize>().map_err(|_| {
+                format!(
+                    "{}: '{v}' is not a GPU count",
+                    field("status.allocatable.nvidia.com/gpu")
+                )
+            })?,
+            None => 0,
+        };
+        let schedulable = if node.spec.unschedulable {
+            0
+        } else {
+            schedulable
+        };
+        if schedulable > 0 {
+            let memory = label("nvidia.com/gpu.memory").ok_or_else(|| {
+                format!(
+                    "{}: missing; GPU Feature Discovery labels are needed to know GPU memory",
+                    field("metadata.labels.nvidia.com/gpu.memory")
+                )
+            })?;
+            let mib: u64 = memory.parse().map_err(|_| {
+                format!(
+                    "{}: '{memory}' is not a size in MiB",
+                    field("metadata.labels.nvidia.com/gpu.memory")
+                )
+            })?;
+            let count = match label("nvidia.com/gpu.count") {
+                Some(c) => c.parse::<usize>().map_err(|_| {
+                    format!(
+                        "{}: '{c}' is not a GPU count",
+                        field("metadata.labels.nvidia.com/gpu.count")
+                    )
+                })?,
+                None => schedulable,
+            };
+            let product = label("nvidia.com/gpu.product").unwrap_or("NVIDIA GPU");
+            for device in 0..count.min(schedulable) {
+                out.push(Candidate {
+                    host: host.clone(),
+                    backend: BackendKind::Cuda,
+                    device,
+                    name: product.to_string(),
+                    device_type: DeviceType::Gpu,
+                    total_bytes: mib.checked_mul(1 << 20).ok_or_else(|| {
+                        format!(
+                            "{}: too large",
+                            field("metadata.labels.nvidia.com/gpu.memory")
+                        )
+                    })?,
+                    free_bytes: None,
+                    simulated: false,
+                });
+            }
+        }
+        if let Some(memory) = allocatable("memory") {
+            let bytes = kube_quantity(memory).ok_or_else(|| {
+                format!(
+                    "{}: '{memory}' is not a Kubernetes quantity",
+                    field("status.allocatable.memory")
+                )
+            })?;
+            out.push(listed(
+                &host,
+                BackendKind::Cpu,
+                0,
+                label("kubernetes.io/arch").unwrap_or("node"),
+                DeviceType::Cpu,
+                bytes,
+                None,
+            ));
+        }
+    }
+    if out.is_empty() {
+        return Err("the node list has no node with allocatable GPUs or memory".into());
+    }
+    Ok(out)
+}
+
+/// A Kubernetes resource quantity in bytes: `527938424Ki`, `64Gi`, `1G`, `1e9`, `123`.
+pub fn kube_quantity(q: &str) -> Option<u64> {
+    const SUFFIXES: [(&str, u64); 12] = [
+        ("Ki", 1 << 10),
+        ("Mi", 1 << 20),
+        ("Gi", 1 << 30),
+        ("Ti", 1 << 40),
+        ("Pi", 1 << 50),
+        ("Ei", 1 << 60),
+        ("k", 1_000),
+        ("M", 1_000_000),
+        ("G", 1_000_000_000),
+        ("T", 1_000_000_000_000),
+        ("P", 1_000_000_000_000_000),
+        ("E", 1_000_000_000_000_000_000),
+    ];
+    let q = q.trim();
+    for (suffix, factor) in SUFFIXES {
+        if let Some(n) = q.strip_suffix(suffix) {
+            return n.parse::<u64>().ok()?.checked_mul(factor);
+        }
+    }
+    if let Ok(n) = q.parse::<u64>() {
+        return Some(n);
+    }
+    // Decimal exponent form, e.g. 1e9 or 12e6.
+    let (mantissa, exp) = q.split_once(['e', 'E'])?;
+    let exp: u32 = exp.parse().ok()?;
+    mantissa
+        .parse::<u64>()
+        .ok()?
+        .checked_mul(10u64.checked_pow(exp)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubernetes_quantities() {
+        assert_eq!(kube_quantity("527938424Ki"), Some(527_938_424 << 10));
+        assert_eq!(kube_quantity("64Gi"), Some(64 << 30));
+        assert_eq!(kube_quantity("1G"), Some(1_000_000_000));
+        assert_eq!(kube_quantity("12e6"), Some(12_000_000));
+        assert_eq!(kube_quantity("4096"), Some(4096));
+        assert_eq!(kube_quantity("16Ei"), None, "overflow refused");
+        assert_eq!(kube_quantity("lots"), None);
+    }
+
+    #[test]
+    fn nvidia_smi_sizes() {
+        assert_eq!(smi_mib("81920 MiB"), Some(Some(81_920 << 20)));
+        assert_eq!(smi_mib("81920"), Some(Some(81_920 << 20)));
+        assert_eq!(smi_mib("[N/A]"), Some(None));
+        assert_eq!(smi_mib("80 GB"), None);
+    }
 }

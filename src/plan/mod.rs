@@ -223,8 +223,10 @@ pub enum PlanKind {
     Single,
     /// N identical devices on one host split weights and KV cache N ways.
     TensorParallel,
-    /// Layers spread over unequal devices in proportion to their memory.
+    /// Layers spread over unequal devices of one host in proportion to their memory.
     LayerSplit,
+    /// Layers spread over the GPUs of several hosts (pipeline parallel).
+    CrossHost,
     /// Some layers on the GPU, the rest in system RAM.
     CpuOffload,
     /// Nothing fits, even split or offloaded.
@@ -480,27 +482,11 @@ pub fn plan(
                 &m,
                 &devs.iter().map(|c| policy.usable(c)).collect::<Vec<_>>(),
             ) {
-                let placements = devs
-                    .iter()
-                    .zip(&layers)
-                    .enumerate()
-                    .filter(|(_, (_, l))| **l > 0)
-                    .map(|(i, (c, l))| Placement {
-                        host: c.host.clone(),
-                        backend: c.backend,
-                        device: c.device,
-                        bytes: m.overhead
-                            + m.activations
-                            + l * m.per_layer
-                            + if i == 0 { m.non_layer } else { 0 },
-                        layers: Some(*l),
-                    })
-                    .collect();
                 return Selection {
                     required_bytes: req.total,
                     plan: Plan {
                         kind: PlanKind::LayerSplit,
-                        placements,
+                        placements: layer_placements(&devs, &layers, &m),
                         gpu_layers: Some(m.layers),
                         max_context: None,
                         shortfall_bytes: None,
@@ -511,9 +497,65 @@ pub fn plan(
         }
     }
 
-    // 4. Partial CPU offload: as many layers as fit on the best GPU, the rest in system RAM.
-    let best_gpu = gpus.iter().max_by_key(|c| policy.usable(c));
-    if let (Some(gpu), Some(cpu)) = (best_gpu, cpu) {
+    // 3b. Layers across hosts (pipeline parallel: vLLM's --pipeline-parallel-size, llama.cpp's
+    //     RPC backend), every GPU of every host in proportion to usable memory.
+    if let Some(m) = req.model {
+        // The fewest hosts that hold it, largest first; each host's GPUs kept together so the
+        // pipeline crosses the network once per host.
+        let mut hosts: Vec<(&str, u64)> = Vec::new();
+        for c in &gpus {
+            match hosts.iter_mut().find(|(h, _)| *h == c.host) {
+                Some((_, sum)) => *sum += policy.usable(c),
+                None => hosts.push((&c.host, policy.usable(c))),
+            }
+        }
+        hosts.sort_by_key(|&(h, sum)| (std::cmp::Reverse(sum), h));
+        let mut found = None;
+        for k in 2..=hosts.len() {
+            let mut devs: Vec<&Candidate> = Vec::new();
+            for (h, _) in &hosts[..k] {
+                let mut on_host: Vec<&Candidate> =
+                    gpus.iter().copied().filter(|c| c.host == *h).collect();
+                on_host.sort_by_key(|c| std::cmp::Reverse(policy.usable(c)));
+                devs.extend(on_host);
+            }
+            let usable: Vec<u64> = devs.iter().map(|c| policy.usable(c)).collect();
+            if let Some(layers) = split_layers(&m, &usable) {
+                found = Some((devs, layers));
+                break;
+            }
+        }
+        if let Some((devs, layers)) = found {
+            return Selection {
+                required_bytes: req.total,
+                plan: Plan {
+                    kind: PlanKind::CrossHost,
+                    placements: layer_placements(&devs, &layers, &m),
+                    gpu_layers: Some(m.layers),
+                    max_context: None,
+                    shortfall_bytes: None,
+                },
+                candidates: verdicts,
+            };
+        }
+    }
+
+    // 4. Partial CPU offload: as many layers as fit on the best GPU, the rest in the system RAM
+    //    of the same host.
+    let best_gpu = gpus
+        .iter()
+        .filter(|g| {
+            candidates
+                .iter()
+                .any(|c| c.backend == BackendKind::Cpu && c.host == g.host)
+        })
+        .max_by_key(|c| policy.usable(c));
+    let host_cpu = best_gpu.and_then(|g| {
+        candidates
+            .iter()
+            .find(|c| c.backend == BackendKind::Cpu && c.host == g.host)
+    });
+    if let (Some(gpu), Some(cpu)) = (best_gpu, host_cpu) {
         let gpu_usable = policy.usable(gpu);
         let cpu_usable = policy.usable(cpu);
         let offload = match req.model {
@@ -608,6 +650,26 @@ pub fn plan(
         },
         candidates: verdicts,
     }
+}
+
+/// Each device's share of a layer split: its layers, overhead and activations, and on the first
+/// device the weights outside the layers. Devices given no layer are left out.
+fn layer_placements(devs: &[&Candidate], layers: &[u64], m: &ModelNeeds) -> Vec<Placement> {
+    devs.iter()
+        .zip(layers)
+        .enumerate()
+        .filter(|(_, (_, l))| **l > 0)
+        .map(|(i, (c, l))| Placement {
+            host: c.host.clone(),
+            backend: c.backend,
+            device: c.device,
+            bytes: m.overhead
+                + m.activations
+                + l * m.per_layer
+                + if i == 0 { m.non_layer } else { 0 },
+            layers: Some(*l),
+        })
+        .collect()
 }
 
 /// Layers per device in proportion to usable memory (largest remainder), moved to devices with
