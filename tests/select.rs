@@ -619,3 +619,53 @@ fn cross_host_layers_and_offload_to_the_same_hosts_ram() {
     assert!(placements.iter().all(|p| p["host"] == "gpu-1"), "{plan}");
     assert_eq!(placements[1]["backend"], "cpu");
 }
+
+// The capacity a plan reports is one select itself agrees with: asking for the longest context
+// it names still fits, and as many sequences as it names fit as a batch.
+#[test]
+fn serving_capacity_is_consistent_with_the_planner() {
+    let cases: [(&str, &[&str], &str); 2] = [
+        ("llama-3.1-8b", &["--device", "sim:24GiB"], "single"),
+        (
+            "llama-3.1-70b",
+            &[
+                "--device",
+                "sim:80GiB",
+                "--device",
+                "sim:80GiB",
+                "--fragmentation-reserve",
+                "0",
+            ],
+            "tensor_parallel",
+        ),
+    ];
+    for (model, extra, kind) in cases {
+        let run = |context: &str, batch: &str| {
+            let mut args = vec!["--model", model, "--context", context, "--batch", batch];
+            args.extend_from_slice(extra);
+            select(&args)
+        };
+        let (code, doc) = run("8192", "1");
+        assert_eq!(
+            (code, doc["plan"]["kind"].as_str()),
+            (0, Some(kind)),
+            "{doc}"
+        );
+        let c = &doc["plan"]["capacity"];
+        assert_eq!(c["context"], 8192);
+        let longest = c["max_context_at_batch"].as_u64().unwrap();
+        let sequences = c["max_concurrent_sequences"].as_u64().unwrap();
+        assert_eq!(c["kv_tokens"].as_u64().unwrap(), longest);
+        assert!(sequences >= 1 && longest >= 8192, "{c}");
+        // At the limits it names the plan still holds; one step past them it does not.
+        for (context, batch, fits) in [
+            (longest, sequences.min(1), true),
+            (8192, sequences, true),
+            (longest + 1, 1, false),
+            (8192, sequences + 1, false),
+        ] {
+            let (code, doc) = run(&context.to_string(), &batch.to_string());
+            assert_eq!(code, if fits { 0 } else { 3 }, "{context} × {batch}: {doc}");
+        }
+    }
+}

@@ -11,12 +11,12 @@ use crate::model::estimate::estimate;
 use crate::output::select::SelectReport;
 use crate::output::Output;
 use crate::plan::{
-    candidates_from_discovery, model_requirement, plan, read_inventory, Candidate, PlanKind,
-    Requirement,
+    candidates_from_discovery, capacity, model_requirement, plan, read_inventory, Candidate,
+    PlanKind, Requirement,
 };
 
-/// Re-estimates the total for another context length.
-type TotalAtContext = Box<dyn Fn(u64) -> u64>;
+/// Re-estimates what the model needs for another (batch, context); `None` past 2^64 bytes.
+type NeedsAt = Box<dyn Fn(u64, u64) -> Option<Requirement>>;
 
 /// Runs `gpumem select` and returns its exit status.
 pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
@@ -28,11 +28,14 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
         .into());
     }
     let policy = select_policy(args);
+    let (context, batch) = (
+        u64::from(args.settings.context),
+        u64::from(args.settings.batch),
+    );
 
     // What must fit.
     let mut model_name = None;
-    let (requirement, context_fn): (Requirement, Option<TotalAtContext>) = match (&spec, args.bytes)
-    {
+    let (requirement, needs_at): (Requirement, Option<NeedsAt>) = match (&spec, args.bytes) {
         (_, Some(bytes)) => (
             Requirement {
                 total: bytes,
@@ -50,17 +53,15 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
             model_name = Some(model.name.clone());
             let requirement = model_requirement(&model.arch, &b, s.fragmentation_reserve);
             let (arch, weights) = (model.arch, model.file_weights);
-            let at = move |context: u64| {
-                estimate(
-                    &arch,
-                    weights,
-                    &crate::model::Settings {
-                        context: context.max(1),
-                        ..s.clone()
-                    },
-                )
-                // A context whose estimate overflows 64 bits fits nowhere.
-                .map_or(u64::MAX, |b| b.total_bytes)
+            let at = move |batch: u64, context: u64| {
+                let settings = crate::model::Settings {
+                    batch: batch.max(1),
+                    context: context.max(1),
+                    ..s.clone()
+                };
+                // Settings whose estimate overflows 64 bits fit nowhere.
+                let b = estimate(&arch, weights, &settings).ok()?;
+                Some(model_requirement(&arch, &b, settings.fragmentation_reserve))
             };
             (requirement, Some(Box::new(at)))
         }
@@ -88,13 +89,20 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
         let host = host_info().hostname.unwrap_or_else(|| "localhost".into());
         candidates = candidates_from_discovery(&found, &host);
     }
-    let context = args.settings.context as u64;
-    let selection = plan(
+    let total_at = needs_at
+        .as_ref()
+        .map(|f| move |c: u64| f(batch, c).map_or(u64::MAX, |r| r.total));
+    let mut selection = plan(
         &requirement,
         &candidates,
         &policy,
-        context_fn.as_ref().map(|f| (f.as_ref(), context)),
+        total_at
+            .as_ref()
+            .map(|f| (f as &dyn Fn(u64) -> u64, context)),
     );
+    if let Some(f) = &needs_at {
+        selection.plan.capacity = capacity(&selection, &candidates, &policy, context, batch, f);
+    }
     let none = selection.plan.kind == PlanKind::None;
     out.emit(&SelectReport {
         model: model_name,

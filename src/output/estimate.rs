@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::one_line;
-use super::{new_table, Report, Style};
+use super::{new_table, thousands, Report, Style};
 use crate::backend::BackendKind;
 use crate::model::{
     estimate::Breakdown, CatalogModel, Mode, ModelSource, ModelWarning, Settings, SourceKind,
@@ -141,18 +141,6 @@ fn pct(part: u64, total: u64) -> String {
     }
 }
 
-fn count(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 impl Report for EstimateReport {
     fn render_text(&self, style: &Style) -> String {
         let mut text = String::new();
@@ -160,11 +148,11 @@ impl Report for EstimateReport {
         let params = if m.active_parameters != m.parameters {
             format!(
                 "{} parameters ({} active)",
-                count(m.parameters),
-                count(m.active_parameters)
+                thousands(m.parameters),
+                thousands(m.active_parameters)
             )
         } else {
-            format!("{} parameters", count(m.parameters))
+            format!("{} parameters", thousands(m.parameters))
         };
         let s = &self.settings;
         let _ = writeln!(
@@ -198,14 +186,14 @@ impl Report for EstimateReport {
         for (name, bytes) in rows {
             table.add_row(vec![
                 name.to_string(),
-                count(bytes),
+                thousands(bytes),
                 format_bytes(bytes),
                 pct(bytes, self.total_bytes),
             ]);
         }
         table.add_row(vec![
             style.header("total"),
-            style.header(&count(self.total_bytes)),
+            style.header(&thousands(self.total_bytes)),
             style.header(&format_bytes(self.total_bytes)),
             style.header("100.0 %"),
         ]);
@@ -214,7 +202,7 @@ impl Report for EstimateReport {
             let _ = writeln!(
                 text,
                 "KV cache per token: {} bytes",
-                count(self.kv_bytes_per_token)
+                thousands(self.kv_bytes_per_token)
             );
         }
         if let Some(fits) = &self.fits {

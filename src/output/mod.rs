@@ -125,3 +125,16 @@ impl Output {
         Progress::new(self.show_progress, total, label)
     }
 }
+
+/// `n` with thousands separators: 1234567 -> "1,234,567".
+pub(crate) fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}

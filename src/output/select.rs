@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::one_line;
-use super::{new_table, Report, Style};
+use super::{new_table, thousands, Report, Style};
 use crate::plan::{
     Placement, Plan, PlanKind, Selection, Usable, UsableRule, Verdict, VerdictReason,
 };
@@ -185,6 +185,18 @@ impl Report for SelectReport {
             ),
         };
         let _ = writeln!(text, "{}", style.paint(&line, p.kind != PlanKind::None));
+        if let Some(c) = p.capacity {
+            let _ = writeln!(
+                text,
+                "Serving capacity: {} tokens of KV cache — {} sequences of {} tokens at once, or \
+                 {} tokens each for a batch of {}.",
+                thousands(c.kv_tokens),
+                thousands(c.max_concurrent_sequences),
+                thousands(c.context),
+                thousands(c.max_context_at_batch),
+                c.batch
+            );
+        }
         if let Some(c) = p.max_context {
             let _ = writeln!(
                 text,

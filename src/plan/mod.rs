@@ -261,6 +261,75 @@ pub struct Plan {
     pub max_context: Option<u64>,
     /// For `none`: how many bytes the closest candidate lacks.
     pub shortfall_bytes: Option<u64>,
+    /// What the plan can serve (models only; set by [`capacity`]).
+    pub capacity: Option<Capacity>,
+}
+
+/// What a plan can serve on its devices, as batch and context grow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Capacity {
+    /// The context per sequence the figures are for (`--context`).
+    pub context: u64,
+    /// The batch the figures are for (`--batch`).
+    pub batch: u64,
+    /// The longest single sequence that fits: the KV cache's capacity in tokens.
+    pub kv_tokens: u64,
+    /// Sequences of the requested context that fit at once (vLLM's "maximum concurrency").
+    pub max_concurrent_sequences: u64,
+    /// The longest context that fits for the requested batch of sequences at once.
+    pub max_context_at_batch: u64,
+}
+
+/// The serving capacity of `selection`'s plan (`None` without a plan): on the devices the plan
+/// uses, the longest context for `batch` sequences and the most sequences of `context` tokens
+/// that the planner still places, `needs_at(batch, context)` re-estimating the model each time
+/// (activations and KV cache both grow with them). Searched, not extrapolated, so a figure it
+/// gives is one `select` itself accepts.
+pub fn capacity(
+    selection: &Selection,
+    candidates: &[Candidate],
+    policy: &Policy,
+    context: u64,
+    batch: u64,
+    needs_at: &dyn Fn(u64, u64) -> Option<Requirement>,
+) -> Option<Capacity> {
+    let placements = &selection.plan.placements;
+    if selection.plan.kind == PlanKind::None || placements.is_empty() {
+        return None;
+    }
+    let devices: Vec<Candidate> = candidates
+        .iter()
+        .filter(|c| {
+            placements
+                .iter()
+                .any(|p| c.host == p.host && c.backend == p.backend && c.device == p.device)
+        })
+        .cloned()
+        .collect();
+    let fits = |batch: u64, context: u64| {
+        needs_at(batch, context)
+            .is_some_and(|r| plan(&r, &devices, policy, None).plan.kind != PlanKind::None)
+    };
+    // The largest n in [0, 2^32] with fits(n): the CLI's batch and context are 32-bit.
+    let largest = |fits_n: &dyn Fn(u64) -> bool| {
+        let (mut lo, mut hi) = (0u64, u64::from(u32::MAX));
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if fits_n(mid) {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        lo
+    };
+    Some(Capacity {
+        context,
+        batch,
+        kv_tokens: largest(&|c| c > 0 && fits(1, c)),
+        max_concurrent_sequences: largest(&|b| b > 0 && fits(b, context)),
+        max_context_at_batch: largest(&|c| c > 0 && fits(batch, c)),
+    })
 }
 
 /// A candidate's verdict for the single-device plan.
@@ -406,6 +475,7 @@ pub fn plan(
                     },
                     max_context: None,
                     shortfall_bytes: None,
+                    capacity: None,
                 },
                 candidates: verdicts,
             };
@@ -462,6 +532,7 @@ pub fn plan(
                 gpu_layers: layers,
                 max_context: None,
                 shortfall_bytes: None,
+                capacity: None,
             },
             candidates: verdicts,
         };
@@ -490,6 +561,7 @@ pub fn plan(
                         gpu_layers: Some(m.layers),
                         max_context: None,
                         shortfall_bytes: None,
+                        capacity: None,
                     },
                     candidates: verdicts,
                 };
@@ -534,6 +606,7 @@ pub fn plan(
                     gpu_layers: Some(m.layers),
                     max_context: None,
                     shortfall_bytes: None,
+                    capacity: None,
                 },
                 candidates: verdicts,
             };
@@ -602,6 +675,7 @@ pub fn plan(
                     gpu_layers,
                     max_context: None,
                     shortfall_bytes: None,
+                    capacity: None,
                 },
                 candidates: verdicts,
             };
@@ -647,6 +721,7 @@ pub fn plan(
             gpu_layers: None,
             max_context,
             shortfall_bytes: shortfall,
+            capacity: None,
         },
         candidates: verdicts,
     }
