@@ -107,6 +107,7 @@ Register-ArgumentCompleter -Native -CommandName 'gpumem' -ScriptBlock {
             [CompletionResult]::new('--optimizer', '--optimizer', [CompletionResultType]::ParameterName, 'Optimizer for --mode train')
             [CompletionResult]::new('--bytes', '--bytes', [CompletionResultType]::ParameterName, 'Place a plain byte count instead of a model (e.g. 28GiB)')
             [CompletionResult]::new('--inventory', '--inventory', [CompletionResultType]::ParameterName, 'Plan over inventory files instead of this machine: `gpumem discover --json` documents (only backend, device name and total required), `nvidia-smi --query-gpu=... --format=csv` output (one host per file) or `kubectl get nodes -o json` (GPU Feature Discovery labels). Formats may be mixed')
+            [CompletionResult]::new('--engine', '--engine', [CompletionResultType]::ParameterName, 'Engines to print launch commands for (repeatable). Default: every engine that can load the model as given (llama.cpp for a GGUF file, vLLM for a checkpoint or catalog model)')
             [CompletionResult]::new('--device', '--device', [CompletionResultType]::ParameterName, 'Plan for a device you do not have, e.g. sim:80GiB (repeatable)')
             [CompletionResult]::new('--prefer', '--prefer', [CompletionResultType]::ParameterName, 'Backend to try first; others are still listed with their verdicts')
             [CompletionResult]::new('--memory-fraction', '--memory-fraction', [CompletionResultType]::ParameterName, 'Fraction of a device''s free memory gpumem may plan to use')

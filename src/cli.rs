@@ -254,6 +254,16 @@ pub enum Preference {
     Cpu,
 }
 
+/// A serving engine `select` writes launch commands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EngineArg {
+    /// llama.cpp's llama-server (GGUF files; --rpc for other hosts).
+    #[value(name = "llama.cpp")]
+    LlamaCpp,
+    /// vLLM's vllm serve (Hugging Face checkpoints; Ray across hosts).
+    Vllm,
+}
+
 /// Arguments of `gpumem select`.
 #[derive(Debug, Clone, Args)]
 #[command(after_long_help = EXIT_CODES)]
@@ -276,6 +286,11 @@ pub struct SelectArgs {
     /// labels). Formats may be mixed.
     #[arg(long, value_name = "FILE", num_args = 1..)]
     pub inventory: Vec<PathBuf>,
+
+    /// Engines to print launch commands for (repeatable). Default: every engine that can load
+    /// the model as given (llama.cpp for a GGUF file, vLLM for a checkpoint or catalog model).
+    #[arg(long = "engine", value_enum, value_name = "ENGINE")]
+    pub engines: Vec<EngineArg>,
 
     /// Plan for a device you do not have, e.g. sim:80GiB (repeatable).
     #[arg(long, value_name = "SPEC")]

@@ -669,3 +669,75 @@ fn serving_capacity_is_consistent_with_the_planner() {
         }
     }
 }
+
+#[test]
+fn launch_commands_for_the_engines_that_load_the_model() {
+    // A catalog model: vLLM from its Hugging Face repository, tensor parallel on both cards.
+    let (code, doc) = select(&[
+        "--model",
+        "llama-3.1-70b",
+        "--context",
+        "8192",
+        "--fragmentation-reserve",
+        "0",
+        "--device",
+        "sim:80GiB",
+        "--device",
+        "sim:80GiB",
+    ]);
+    assert_eq!(code, 0, "{doc}");
+    let launch = doc["launch"].as_array().unwrap();
+    assert_eq!(launch.len(), 1);
+    assert_eq!(launch[0]["engine"], "vllm");
+    assert_eq!(
+        launch[0]["commands"][0]["shell"],
+        "CUDA_VISIBLE_DEVICES=0,1 vllm serve meta-llama/Llama-3.1-70B --max-model-len 8192 \
+         --gpu-memory-utilization 0.90 --tensor-parallel-size 2"
+    );
+    // Asking for llama.cpp with a catalog model says why there is no command.
+    let (_, doc) = select(&[
+        "--model",
+        "llama-3.1-8b",
+        "--device",
+        "sim:80GiB",
+        "--engine",
+        "llama.cpp",
+    ]);
+    assert_eq!(doc["launch"][0]["unavailable"], "needs_gguf");
+    // A GGUF file: llama-server with every layer on the GPU, -c shared by the -np slots.
+    let gguf = common::fixture("tiny-llama.gguf");
+    let (code, doc) = select(&[
+        "--gguf",
+        &gguf,
+        "--device",
+        "sim:8GiB",
+        "--batch",
+        "4",
+        "--context",
+        "2048",
+    ]);
+    assert_eq!(code, 0, "{doc}");
+    let argv: Vec<&str> = doc["launch"][0]["commands"][0]["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        argv,
+        [
+            "llama-server",
+            "-m",
+            gguf.as_str(),
+            "-c",
+            "8192",
+            "-np",
+            "4",
+            "-ngl",
+            "3"
+        ]
+    );
+    // --bytes plans have nothing to launch.
+    let (_, doc) = select(&["--bytes", "1GiB", "--device", "sim:8GiB"]);
+    assert_eq!(doc["launch"], json!([]));
+}

@@ -17,6 +17,7 @@ use crate::error::CliError;
 use crate::model::{
     self, kv_precision, weight_precision, Settings, SourceSpec, KV_PRECISIONS, WEIGHT_PRECISIONS,
 };
+use crate::plan::launch::{Engine, ModelRef};
 use crate::plan::Policy;
 use crate::workload::stress::{StressOptions, StressPhase};
 use crate::workload::{self, RandomParams, SizeDist, TransformerParams, Workload};
@@ -102,7 +103,22 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
     })
 }
 
-/// `select`'s usable-memory rule and backend preference.
+/// The engines `select` prints launch commands for: those named, else every one that can load
+/// `model`.
+pub fn select_engines(args: &SelectArgs, model: &ModelRef) -> Vec<Engine> {
+    if args.engines.is_empty() {
+        return model.engines();
+    }
+    args.engines
+        .iter()
+        .map(|e| match e {
+            cli::EngineArg::LlamaCpp => Engine::LlamaCpp,
+            cli::EngineArg::Vllm => Engine::Vllm,
+        })
+        .collect()
+}
+
+/// `select`'s usable-memory rule and preference.
 pub fn select_policy(args: &SelectArgs) -> Policy {
     Policy {
         prefer: match args.prefer {

@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 
-use super::options::{estimate_settings, model_source, probe_all, select_policy};
+use super::options::{estimate_settings, model_source, probe_all, select_engines, select_policy};
 use crate::backend::{discover_with, host_info, DeviceSpec};
 use crate::cli::SelectArgs;
 use crate::error::CliError;
@@ -10,6 +10,7 @@ use crate::exit::Exit;
 use crate::model::estimate::estimate;
 use crate::output::select::SelectReport;
 use crate::output::Output;
+use crate::plan::launch::{launch, LaunchSettings, ModelRef};
 use crate::plan::{
     candidates_from_discovery, capacity, model_requirement, plan, read_inventory, Candidate,
     PlanKind, Requirement,
@@ -103,10 +104,28 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
     if let Some(f) = &needs_at {
         selection.plan.capacity = capacity(&selection, &candidates, &policy, context, batch, f);
     }
+    // Launch commands for a model (not for --bytes).
+    let launches = match (&spec, args.bytes, &requirement.model) {
+        (Some(spec), None, Some(needs)) => {
+            let model = ModelRef::for_source(spec);
+            let settings = LaunchSettings {
+                context,
+                batch,
+                layers: needs.layers,
+                memory_fraction: policy.memory_fraction,
+            };
+            select_engines(args, &model)
+                .into_iter()
+                .map(|e| (e, launch(e, &model, &selection.plan, &settings)))
+                .collect()
+        }
+        _ => Vec::new(),
+    };
     let none = selection.plan.kind == PlanKind::None;
     out.emit(&SelectReport {
         model: model_name,
         selection,
+        launches,
     })?;
     Ok(if none {
         Exit::DoesNotFit

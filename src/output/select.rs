@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use super::one_line;
 use super::{new_table, thousands, Report, Style};
+use crate::plan::launch::{Engine, Launch, LaunchCommand, LaunchNote, NoLaunch};
 use crate::plan::{
     Placement, Plan, PlanKind, Selection, Usable, UsableRule, Verdict, VerdictReason,
 };
@@ -18,6 +19,8 @@ pub struct SelectReport {
     pub model: Option<String>,
     /// The plan and every candidate.
     pub selection: Selection,
+    /// Each engine's launch commands, or why it has none.
+    pub launches: Vec<(Engine, Result<Launch, NoLaunch>)>,
 }
 
 /// The JSON view: the library's typed verdicts plus their reason in words.
@@ -27,6 +30,105 @@ struct SelectJson<'a> {
     required_bytes: u64,
     plan: &'a Plan,
     candidates: Vec<VerdictJson<'a>>,
+    launch: Vec<LaunchJson<'a>>,
+}
+
+/// One engine's launch: its commands as argv and as a shell line, or why there is none.
+#[derive(Serialize)]
+struct LaunchJson<'a> {
+    engine: Engine,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    commands: Option<Vec<CommandJson<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    notes: Option<&'a [LaunchNote]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unavailable: Option<NoLaunch>,
+}
+
+#[derive(Serialize)]
+struct CommandJson<'a> {
+    #[serde(flatten)]
+    command: &'a LaunchCommand,
+    shell: String,
+}
+
+fn launch_json(engine: Engine, result: &Result<Launch, NoLaunch>) -> LaunchJson<'_> {
+    match result {
+        Ok(l) => LaunchJson {
+            engine,
+            commands: Some(
+                l.commands
+                    .iter()
+                    .map(|c| CommandJson {
+                        command: c,
+                        shell: shell_line(c),
+                    })
+                    .collect(),
+            ),
+            notes: Some(&l.notes),
+            unavailable: None,
+        },
+        Err(why) => LaunchJson {
+            engine,
+            commands: None,
+            notes: None,
+            unavailable: Some(*why),
+        },
+    }
+}
+
+/// `word` quoted for a POSIX shell when it needs to be.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-./:=,@+%".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+/// The command as one line to paste: environment assignments, then the program and arguments.
+fn shell_line(c: &LaunchCommand) -> String {
+    c.env
+        .iter()
+        .map(|(k, v)| format!("{k}={}", shell_word(v)))
+        .chain(c.argv.iter().map(|a| shell_word(a)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn engine_name(e: Engine) -> &'static str {
+    match e {
+        Engine::LlamaCpp => "llama.cpp",
+        Engine::Vllm => "vLLM",
+    }
+}
+
+fn note_text(n: &LaunchNote) -> String {
+    match n {
+        LaunchNote::Network => {
+            "start the workers first; the server's host must reach each worker's port".into()
+        }
+    }
+}
+
+fn no_launch_text(why: NoLaunch) -> String {
+    match why {
+        NoLaunch::UnevenStages { layers_per_stage } => format!(
+            "it gives every pipeline stage the same number of layers ({layers_per_stage}), more \
+             than the smallest GPUs here hold; the split above needs llama.cpp"
+        ),
+        NoLaunch::NeedsGguf => "it loads GGUF files; give the model with --gguf".into(),
+        NoLaunch::NeedsCheckpoint => {
+            "it loads Hugging Face checkpoints; give --config or --safetensors (or a catalog name)"
+                .into()
+        }
+        NoLaunch::NoPlan => "nothing fits".into(),
+        NoLaunch::NotAModel => "the plan is for a byte count, not a model".into(),
+    }
 }
 
 #[derive(Serialize)]
@@ -50,6 +152,11 @@ impl Serialize for SelectReport {
                     verdict: v,
                     reason: reason_text(v),
                 })
+                .collect(),
+            launch: self
+                .launches
+                .iter()
+                .map(|(e, r)| launch_json(*e, r))
                 .collect(),
         }
         .serialize(serializer)
@@ -196,6 +303,28 @@ impl Report for SelectReport {
                 thousands(c.max_context_at_batch),
                 c.batch
             );
+        }
+        for (engine, result) in &self.launches {
+            match result {
+                Ok(l) => {
+                    let _ = writeln!(text, "\nLaunch with {}:", engine_name(*engine));
+                    for c in &l.commands {
+                        let _ = writeln!(text, "  on {}:  {}", one_line(&c.host), shell_line(c));
+                    }
+                    for n in &l.notes {
+                        let _ = writeln!(text, "  note: {}", note_text(n));
+                    }
+                }
+                Err(NoLaunch::NoPlan) => {}
+                Err(why) => {
+                    let _ = writeln!(
+                        text,
+                        "\nNo {} command: {}.",
+                        engine_name(*engine),
+                        no_launch_text(*why)
+                    );
+                }
+            }
         }
         if let Some(c) = p.max_context {
             let _ = writeln!(

@@ -1,8 +1,9 @@
 //! Choosing where a model fits: one device, tensor parallel over identical devices, a layer
-//! split over unequal ones, or partial CPU offload — and saying why every other choice was
-//! rejected. Pure computation over device descriptions; discovery and inventories feed it.
+//! split over unequal ones or across hosts, or partial CPU offload — and saying why every other
+//! choice was rejected; then what the plan can serve and how to launch it ([`launch`]). Pure computation over device descriptions; discovery and inventories feed it.
 
 mod inventory;
+pub mod launch;
 
 use serde::Serialize;
 use thiserror::Error;

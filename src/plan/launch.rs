@@ -1,0 +1,558 @@
+//! Launch commands for the engines users serve with, built from a plan as data (program,
+//! arguments, environment, host); the output layer renders them as shell lines.
+//!
+//! llama.cpp: `llama-server` with `-ngl` (layers on GPUs), `--tensor-split` (each device's
+//! share, in llama.cpp's device order: RPC servers first, then local GPUs), `--rpc` for GPUs on
+//! other hosts (each served by an `rpc-server`), `-c` as the whole KV cache shared by `-np`
+//! slots. vLLM: `vllm serve` with tensor parallelism inside a host and pipeline parallelism
+//! across hosts (or over unequal GPUs), `--cpu-offload-gb` for offload, `--max-model-len` and
+//! `--gpu-memory-utilization` from the policy.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::{Placement, Plan, PlanKind};
+use crate::backend::BackendKind;
+
+/// A serving engine gpumem writes launch commands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Engine {
+    /// llama.cpp's `llama-server` (GGUF files).
+    #[serde(rename = "llama.cpp")]
+    LlamaCpp,
+    /// vLLM's `vllm serve` (Hugging Face checkpoints).
+    #[serde(rename = "vllm")]
+    Vllm,
+}
+
+/// What the engines are told to load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelRef {
+    /// A GGUF file (llama.cpp).
+    Gguf(PathBuf),
+    /// A Hugging Face repository id or a local checkpoint directory (vLLM).
+    Checkpoint(String),
+}
+
+impl ModelRef {
+    /// What an engine loads for a model source: the GGUF file itself, the catalog model's
+    /// Hugging Face repository, or the directory holding a config.json or safetensors.
+    pub fn for_source(spec: &crate::model::SourceSpec) -> Self {
+        use crate::model::SourceSpec;
+        let dir_of = |p: &std::path::Path| {
+            if p.is_dir() {
+                p.display().to_string()
+            } else {
+                match p.parent().map(|d| d.display().to_string()) {
+                    Some(d) if !d.is_empty() => d,
+                    _ => ".".to_string(),
+                }
+            }
+        };
+        match spec {
+            SourceSpec::Gguf(path) => ModelRef::Gguf(path.clone()),
+            SourceSpec::Catalog(name) => ModelRef::Checkpoint(
+                crate::model::find_model(name)
+                    .map_or_else(|| name.clone(), |m| m.hf_repo.to_string()),
+            ),
+            SourceSpec::Config(path) | SourceSpec::Safetensors(path) => {
+                ModelRef::Checkpoint(dir_of(path))
+            }
+        }
+    }
+
+    /// The engines that can load it.
+    pub fn engines(&self) -> Vec<Engine> {
+        match self {
+            ModelRef::Gguf(_) => vec![Engine::LlamaCpp],
+            ModelRef::Checkpoint(_) => vec![Engine::Vllm],
+        }
+    }
+}
+
+/// What a command is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// The server that answers requests.
+    Server,
+    /// llama.cpp's `rpc-server`, lending one GPU of another host.
+    RpcWorker,
+    /// Ray's head node (vLLM across hosts).
+    RayHead,
+    /// A Ray worker node joining the head.
+    RayWorker,
+}
+
+/// One command to run on one host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LaunchCommand {
+    /// The host to run it on.
+    pub host: String,
+    /// What it is for; workers start before the server.
+    pub role: Role,
+    /// Environment to set, e.g. `CUDA_VISIBLE_DEVICES`.
+    pub env: Vec<(String, String)>,
+    /// The program and its arguments.
+    pub argv: Vec<String>,
+}
+
+/// Something the user should know about a launch, as data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "note", rename_all = "snake_case")]
+pub enum LaunchNote {
+    /// The other hosts must reach `host:port` of every worker.
+    Network,
+}
+
+/// The commands that start one engine on the plan's devices.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Launch {
+    /// The engine.
+    pub engine: Engine,
+    /// In the order to run them: workers, then the server.
+    pub commands: Vec<LaunchCommand>,
+    /// What the user should know.
+    pub notes: Vec<LaunchNote>,
+}
+
+/// Why an engine gets no launch command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoLaunch {
+    /// llama.cpp loads GGUF files; the model was given another way.
+    NeedsGguf,
+    /// vLLM loads Hugging Face checkpoints; the model was given as a GGUF file.
+    NeedsCheckpoint,
+    /// Nothing fits, so there is nothing to launch.
+    NoPlan,
+    /// The plan places a byte count, not a model's layers (`--bytes`).
+    NotAModel,
+    /// vLLM gives every pipeline stage the same number of layers (split evenly over its
+    /// tensor-parallel GPUs); some GPU would hold more than the plan gives it by memory.
+    UnevenStages {
+        /// Layers per stage under vLLM.
+        layers_per_stage: u64,
+    },
+}
+
+/// What the launch needs beyond the plan.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LaunchSettings {
+    /// Tokens per sequence.
+    pub context: u64,
+    /// Sequences served at once.
+    pub batch: u64,
+    /// Decoder layers of the model.
+    pub layers: u64,
+    /// The fraction of each GPU the engine may use (vLLM's `--gpu-memory-utilization`).
+    pub memory_fraction: f64,
+}
+
+const RPC_PORT: u16 = 50052;
+const RAY_PORT: u16 = 6379;
+
+/// The launch of `engine` for `plan`, or why there is none.
+pub fn launch(
+    engine: Engine,
+    model: &ModelRef,
+    plan: &Plan,
+    s: &LaunchSettings,
+) -> Result<Launch, NoLaunch> {
+    if plan.kind == PlanKind::None {
+        return Err(NoLaunch::NoPlan);
+    }
+    if plan.gpu_layers.is_none() && plan.kind != PlanKind::Single {
+        return Err(NoLaunch::NotAModel);
+    }
+    match (engine, model) {
+        (Engine::LlamaCpp, ModelRef::Gguf(path)) => Ok(llama_cpp(path, plan, s)),
+        (Engine::LlamaCpp, _) => Err(NoLaunch::NeedsGguf),
+        (Engine::Vllm, ModelRef::Checkpoint(id)) => vllm(id, plan, s),
+        (Engine::Vllm, _) => Err(NoLaunch::NeedsCheckpoint),
+    }
+}
+
+/// The variable that restricts a backend's runtime to some devices, where there is one.
+fn visible_devices(backend: BackendKind) -> Option<&'static str> {
+    match backend {
+        BackendKind::Cuda | BackendKind::Nvml => Some("CUDA_VISIBLE_DEVICES"),
+        BackendKind::Rocm => Some("HIP_VISIBLE_DEVICES"),
+        _ => None,
+    }
+}
+
+fn visible(placements: &[&Placement]) -> Vec<(String, String)> {
+    let Some(first) = placements.first() else {
+        return Vec::new();
+    };
+    visible_devices(first.backend)
+        .map(|var| {
+            let list: Vec<String> = placements.iter().map(|p| p.device.to_string()).collect();
+            vec![(var.to_string(), list.join(","))]
+        })
+        .unwrap_or_default()
+}
+
+fn gpus(plan: &Plan) -> Vec<&Placement> {
+    plan.placements
+        .iter()
+        .filter(|p| p.backend != BackendKind::Cpu)
+        .collect()
+}
+
+fn llama_cpp(path: &std::path::Path, plan: &Plan, s: &LaunchSettings) -> Launch {
+    let gpu = gpus(plan);
+    let server_host = plan.placements[0].host.clone();
+    let (local, remote): (Vec<&Placement>, Vec<&Placement>) =
+        gpu.iter().partition(|p| p.host == server_host);
+    let mut commands = Vec::new();
+    let mut rpc = Vec::new();
+    for (i, p) in remote.iter().enumerate() {
+        let port = RPC_PORT + i as u16;
+        commands.push(LaunchCommand {
+            host: p.host.clone(),
+            role: Role::RpcWorker,
+            env: visible(&[p]),
+            argv: vec![
+                "rpc-server".into(),
+                "-H".into(),
+                "0.0.0.0".into(),
+                "-p".into(),
+                port.to_string(),
+            ],
+        });
+        rpc.push(format!("{}:{port}", p.host));
+    }
+    // -ngl counts the output layer as one more: layers + 1 puts everything on the GPUs.
+    let ngl = match plan.kind {
+        PlanKind::CpuOffload => plan.gpu_layers.unwrap_or(0),
+        _ if gpu.is_empty() => 0,
+        _ => s.layers + 1,
+    };
+    let mut argv: Vec<String> = vec![
+        "llama-server".into(),
+        "-m".into(),
+        path.display().to_string(),
+        "-c".into(),
+        (s.context * s.batch).to_string(),
+        "-np".into(),
+        s.batch.to_string(),
+        "-ngl".into(),
+        ngl.to_string(),
+    ];
+    if gpu.len() > 1 {
+        // llama.cpp puts RPC devices before local GPUs.
+        let shares: Vec<String> = remote
+            .iter()
+            .chain(local.iter())
+            .map(|p| match plan.kind {
+                PlanKind::TensorParallel => "1".to_string(),
+                _ => p.layers.unwrap_or(1).to_string(),
+            })
+            .collect();
+        argv.extend(["--tensor-split".into(), shares.join(",")]);
+    }
+    if !rpc.is_empty() {
+        argv.extend(["--rpc".into(), rpc.join(",")]);
+    }
+    commands.push(LaunchCommand {
+        host: server_host,
+        role: Role::Server,
+        env: visible(&local),
+        argv,
+    });
+    Launch {
+        engine: Engine::LlamaCpp,
+        notes: if remote.is_empty() {
+            Vec::new()
+        } else {
+            vec![LaunchNote::Network]
+        },
+        commands,
+    }
+}
+
+fn vllm(model: &str, plan: &Plan, s: &LaunchSettings) -> Result<Launch, NoLaunch> {
+    let gpu = gpus(plan);
+    let mut hosts: Vec<&str> = Vec::new();
+    for p in &gpu {
+        if !hosts.contains(&p.host.as_str()) {
+            hosts.push(&p.host);
+        }
+    }
+    let per_host: Vec<usize> = hosts
+        .iter()
+        .map(|h| gpu.iter().filter(|p| p.host == *h).count())
+        .collect();
+    let mut notes = Vec::new();
+    // Tensor parallel inside a host, pipeline stages across hosts; unequal GPUs (or unequal
+    // hosts) become one stage per GPU.
+    let (tp, pp) = match plan.kind {
+        PlanKind::TensorParallel => (gpu.len(), 1),
+        PlanKind::LayerSplit => (1, gpu.len()),
+        PlanKind::CrossHost if per_host.iter().all(|&n| n == per_host[0]) => {
+            (per_host[0], hosts.len())
+        }
+        PlanKind::CrossHost => (1, gpu.len()),
+        _ => (1, 1),
+    };
+    // Each GPU then holds layers_per_stage / tp layers' worth; the plan's split (by memory)
+    // says what each GPU can hold.
+    let layers_per_stage = s.layers.div_ceil(pp as u64);
+    if pp > 1
+        && gpu
+            .iter()
+            .any(|p| layers_per_stage > p.layers.unwrap_or(0).saturating_mul(tp as u64))
+    {
+        return Err(NoLaunch::UnevenStages { layers_per_stage });
+    }
+    let mut argv: Vec<String> = vec![
+        "vllm".into(),
+        "serve".into(),
+        model.to_string(),
+        "--max-model-len".into(),
+        s.context.to_string(),
+        "--gpu-memory-utilization".into(),
+        format!("{:.2}", s.memory_fraction),
+    ];
+    if tp > 1 {
+        argv.extend(["--tensor-parallel-size".into(), tp.to_string()]);
+    }
+    if pp > 1 {
+        argv.extend(["--pipeline-parallel-size".into(), pp.to_string()]);
+    }
+    if plan.kind == PlanKind::CpuOffload {
+        let cpu_bytes: u64 = plan
+            .placements
+            .iter()
+            .filter(|p| p.backend == BackendKind::Cpu)
+            .map(|p| p.bytes)
+            .sum();
+        argv.extend([
+            "--cpu-offload-gb".into(),
+            cpu_bytes.div_ceil(1 << 30).to_string(),
+        ]);
+    }
+    let mut commands = Vec::new();
+    let head = plan.placements[0].host.clone();
+    if hosts.len() > 1 {
+        argv.extend(["--distributed-executor-backend".into(), "ray".into()]);
+        commands.push(LaunchCommand {
+            host: head.clone(),
+            role: Role::RayHead,
+            env: Vec::new(),
+            argv: vec![
+                "ray".into(),
+                "start".into(),
+                "--head".into(),
+                "--port".into(),
+                RAY_PORT.to_string(),
+            ],
+        });
+        for h in hosts.iter().filter(|h| **h != head) {
+            commands.push(LaunchCommand {
+                host: h.to_string(),
+                role: Role::RayWorker,
+                env: Vec::new(),
+                argv: vec![
+                    "ray".into(),
+                    "start".into(),
+                    "--address".into(),
+                    format!("{head}:{RAY_PORT}"),
+                ],
+            });
+        }
+        notes.push(LaunchNote::Network);
+    }
+    let local: Vec<&Placement> = gpu.iter().copied().filter(|p| p.host == head).collect();
+    commands.push(LaunchCommand {
+        host: head,
+        role: Role::Server,
+        env: if hosts.len() > 1 {
+            Vec::new()
+        } else {
+            visible(&local)
+        },
+        argv,
+    });
+    Ok(Launch {
+        engine: Engine::Vllm,
+        commands,
+        notes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(host: &str, backend: BackendKind, device: usize, layers: u64) -> Placement {
+        Placement {
+            host: host.into(),
+            backend,
+            device,
+            bytes: 1 << 30,
+            layers: Some(layers),
+        }
+    }
+
+    fn plan(kind: PlanKind, placements: Vec<Placement>, gpu_layers: u64) -> Plan {
+        Plan {
+            kind,
+            placements,
+            gpu_layers: Some(gpu_layers),
+            max_context: None,
+            shortfall_bytes: None,
+            capacity: None,
+        }
+    }
+
+    const S: LaunchSettings = LaunchSettings {
+        context: 8192,
+        batch: 4,
+        layers: 80,
+        memory_fraction: 0.9,
+    };
+
+    fn argv(c: &LaunchCommand) -> String {
+        c.argv.join(" ")
+    }
+
+    #[test]
+    fn llama_cpp_across_hosts_puts_rpc_devices_first() {
+        let p = plan(
+            PlanKind::CrossHost,
+            vec![
+                at("a", BackendKind::Cuda, 0, 30),
+                at("a", BackendKind::Cuda, 1, 30),
+                at("b", BackendKind::Cuda, 3, 20),
+            ],
+            80,
+        );
+        let l = launch(Engine::LlamaCpp, &ModelRef::Gguf("m.gguf".into()), &p, &S).unwrap();
+        assert_eq!(l.commands.len(), 2);
+        let worker = &l.commands[0];
+        assert_eq!((worker.host.as_str(), worker.role), ("b", Role::RpcWorker));
+        assert_eq!(worker.env, [("CUDA_VISIBLE_DEVICES".into(), "3".into())]);
+        assert_eq!(argv(worker), "rpc-server -H 0.0.0.0 -p 50052");
+        let server = &l.commands[1];
+        assert_eq!((server.host.as_str(), server.role), ("a", Role::Server));
+        assert_eq!(server.env, [("CUDA_VISIBLE_DEVICES".into(), "0,1".into())]);
+        assert_eq!(
+            argv(server),
+            "llama-server -m m.gguf -c 32768 -np 4 -ngl 81 --tensor-split 20,30,30 --rpc b:50052"
+        );
+    }
+
+    #[test]
+    fn llama_cpp_offload_and_vllm_refusals() {
+        let offload = plan(
+            PlanKind::CpuOffload,
+            vec![
+                at("a", BackendKind::Cuda, 0, 50),
+                at("a", BackendKind::Cpu, 0, 30),
+            ],
+            50,
+        );
+        let l = launch(
+            Engine::LlamaCpp,
+            &ModelRef::Gguf("m.gguf".into()),
+            &offload,
+            &S,
+        )
+        .unwrap();
+        assert_eq!(
+            argv(&l.commands[0]),
+            "llama-server -m m.gguf -c 32768 -np 4 -ngl 50"
+        );
+        let v = launch(
+            Engine::Vllm,
+            &ModelRef::Checkpoint("org/m".into()),
+            &offload,
+            &S,
+        )
+        .unwrap();
+        assert_eq!(
+            argv(&v.commands[0]),
+            "vllm serve org/m --max-model-len 8192 --gpu-memory-utilization 0.90 --cpu-offload-gb 1"
+        );
+        assert_eq!(
+            launch(Engine::Vllm, &ModelRef::Gguf("m.gguf".into()), &offload, &S),
+            Err(NoLaunch::NeedsCheckpoint)
+        );
+        assert_eq!(
+            launch(
+                Engine::LlamaCpp,
+                &ModelRef::Checkpoint("org/m".into()),
+                &offload,
+                &S
+            ),
+            Err(NoLaunch::NeedsGguf)
+        );
+    }
+
+    #[test]
+    fn vllm_tensor_parallel_inside_hosts_pipeline_across() {
+        let p = plan(
+            PlanKind::CrossHost,
+            vec![
+                at("a", BackendKind::Cuda, 0, 20),
+                at("a", BackendKind::Cuda, 1, 20),
+                at("b", BackendKind::Cuda, 0, 20),
+                at("b", BackendKind::Cuda, 1, 20),
+            ],
+            80,
+        );
+        let l = launch(Engine::Vllm, &ModelRef::Checkpoint("org/m".into()), &p, &S).unwrap();
+        let lines: Vec<(String, Role, String)> = l
+            .commands
+            .iter()
+            .map(|c| (c.host.clone(), c.role, argv(c)))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                (
+                    "a".into(),
+                    Role::RayHead,
+                    "ray start --head --port 6379".into()
+                ),
+                (
+                    "b".into(),
+                    Role::RayWorker,
+                    "ray start --address a:6379".into()
+                ),
+                (
+                    "a".into(),
+                    Role::Server,
+                    "vllm serve org/m --max-model-len 8192 --gpu-memory-utilization 0.90 \
+                     --tensor-parallel-size 2 --pipeline-parallel-size 2 \
+                     --distributed-executor-backend ray"
+                        .into()
+                ),
+            ]
+        );
+        // Unequal shares vLLM cannot reproduce: refused, not printed.
+        let uneven = plan(
+            PlanKind::LayerSplit,
+            vec![
+                at("a", BackendKind::Cuda, 0, 60),
+                at("a", BackendKind::Cuda, 1, 20),
+            ],
+            80,
+        );
+        assert_eq!(
+            launch(
+                Engine::Vllm,
+                &ModelRef::Checkpoint("org/m".into()),
+                &uneven,
+                &S
+            ),
+            Err(NoLaunch::UnevenStages {
+                layers_per_stage: 40
+            })
+        );
+    }
+}
