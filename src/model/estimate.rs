@@ -8,14 +8,18 @@
 //! - **KV cache**: `2 × layers × kv_heads × head_dim × bytes(kv_dtype) × context × batch`; layers
 //!   with a sliding window cache at most `window` tokens; MLA models (DeepSeek-V2/V3) cache one
 //!   latent of `kv_lora_rank + qk_rope_head_dim` per token and layer.
-//! - **Activations** (inference): the peak scratch of one forward pass over a prefill chunk of
-//!   `T = min(ubatch, batch × context)` tokens, with 2-byte activations (4 for f32 weights):
-//!   `2·T·hidden` (residual and normed input) + the larger of the attention stage and the
-//!   feed-forward stage, + `batch × vocab × 4` (fp32 logits of the last token of each sequence).
-//!   Attention stage: q, k, v and output projections, plus the fp32 score matrix
-//!   `heads × T × context × 4` — or, with `--flash-attention`, an fp32 output accumulator
-//!   `T × heads × head_dim × 4` instead of the scores. Feed-forward stage: gate and up
-//!   projections `2·T·intermediate` (MoE: for each of the `experts_per_token` experts).
+//! - **Activations** (inference): what llama.cpp allocates for a forward pass — its compute
+//!   buffer, reserved for the prompt graph of one micro-batch of `T = min(ubatch, batch ×
+//!   context)` tokens, all outputs, in f32 whatever the weights' type — plus its host output
+//!   buffer (`batch × vocab × 4`). The compute buffer is the largest of three stages, plus the
+//!   graph inputs (`12·T` + 64 KiB of alignment and small tensors): the output stage (`T × vocab × 4` logits + 3 hidden states of
+//!   `T × max(hidden, heads·head_dim) × 4`); the attention stage (the KQ mask `n_kv × T × 4`,
+//!   f16 with `--flash-attention`, two with interleaved sliding windows, + 6 hidden states, + the
+//!   f32 scores `heads × n_kv × T × 4` without flash attention), where `n_kv` is the context
+//!   padded to 256 cells (the window plus `T` when every layer slides); and the feed-forward
+//!   stage (`2·T·intermediate × 4` gate and up, MoE: per routed expert plus the router's
+//!   `T × experts × 4`, + 3 hidden states). Fitted to llama.cpp's own reports, recorded in
+//!   `tests/fixtures/llamacpp/` by `tools/llamacpp-reference/`.
 //! - **Training** (mixed precision): weights and gradients in the weight dtype, fp32 master
 //!   weights (unless the dtype is already f32), optimizer state of 8 bytes per parameter
 //!   (Adam/AdamW: two fp32 moments) or 4 (SGD momentum), and activations after Korthikanti et
@@ -163,53 +167,68 @@ fn sat(v: u128) -> u64 {
     u64::try_from(v).unwrap_or(u64::MAX)
 }
 
-/// Inference activation scratch, per the module docs (saturating at `u64::MAX`).
-pub fn inference_activations(arch: &ModelArch, s: &Settings, act_bytes: u64) -> u64 {
-    sat(inference_activations_wide(arch, s, act_bytes))
+/// Inference activation scratch, per the module docs (saturating at `u64::MAX`): llama.cpp's
+/// compute buffer for its reserved prompt graph plus its host output buffer.
+pub fn inference_activations(arch: &ModelArch, s: &Settings) -> u64 {
+    sat(inference_activations_wide(arch, s))
 }
 
-fn inference_activations_wide(arch: &ModelArch, s: &Settings, act_bytes: u64) -> u128 {
-    let t = u128::from(s.ubatch.min(s.batch.saturating_mul(s.context)).max(1));
-    let h = u128::from(arch.hidden_size);
-    let a = u128::from(act_bytes);
-    let heads = u128::from(arch.num_heads);
-    let hd = u128::from(arch.head_dim);
-    let kv = u128::from(arch.num_kv_heads);
-    let all_sliding = arch
-        .sliding_window
-        .as_ref()
-        .is_some_and(|_| (0..arch.num_layers).all(|i| arch.is_sliding_layer(i)));
-    let attended = match &arch.sliding_window {
-        Some(w) if all_sliding => s.context.min(w.window),
-        _ => s.context,
+/// KV cells llama.cpp allocates for `context` tokens: padded to a multiple of 256.
+pub const KV_CELL_PAD: u64 = 256;
+
+// llama.cpp reserves its compute buffer for the prompt graph of one micro-batch of `ub` tokens
+// with every token an output, and computes it in f32 whatever the weights' type; the graph
+// allocator reuses memory between stages, so the buffer is the largest stage's live tensors
+// plus the graph inputs. Fitted to, and checked against, llama.cpp's own reports
+// (tests/fixtures/llamacpp/).
+fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
+    let w = u128::from;
+    let ub = w(s.ubatch.min(s.batch.saturating_mul(s.context)).max(1));
+    let h = w(arch.hidden_size);
+    let heads = w(arch.num_heads);
+    let q_dim = heads * w(arch.head_dim);
+    let n_kv = w(s.context.div_ceil(KV_CELL_PAD) * KV_CELL_PAD);
+    let sliding = arch.sliding_window.as_ref();
+    let swa_layers = (0..arch.num_layers)
+        .filter(|&i| arch.is_sliding_layer(i))
+        .count() as u64;
+    let all_sliding = sliding.is_some() && swa_layers == arch.num_layers;
+    let interleaved = sliding.is_some() && swa_layers > 0 && !all_sliding;
+    let attended = match sliding {
+        Some(win) if all_sliding => n_kv.min(w(win.window) + ub),
+        _ => n_kv,
     };
-    let hidden_states = 2 * t * h * a;
-    let projections = t * (heads + 2 * kv) * hd * a + t * heads * hd * a;
-    let scores = if s.flash_attention {
-        t * heads * hd * 4
+    // Token ids, positions and output ids (one i32 each per token), and 64 KiB for tensor
+    // alignment and the graph's small tensors, which llama.cpp rounds into its buffers.
+    let inputs = ub * 12 + (64 << 10);
+    let hidden = ub * h.max(q_dim) * 4;
+    // Logits of every token of the micro-batch, with the final norm's output and its input.
+    let output = ub * w(arch.vocab_size) * 4 + 3 * hidden;
+    // The KQ mask (f32; f16 with flash attention), two with interleaved sliding windows.
+    let masks = if interleaved { 2 } else { 1 };
+    let mask = masks * attended * ub * if s.flash_attention { 2 } else { 4 };
+    let attention = if s.flash_attention {
+        mask + 6 * hidden
     } else {
-        heads * t * u128::from(attended) * 4
+        heads * attended * ub * 4 + mask + 6 * hidden
     };
-    let attention = projections + scores;
     let ffn_width = |inter: u64| -> u128 {
-        let i = u128::from(inter);
+        let i = w(inter);
         match arch.mlp {
-            Mlp::Gated => 2 * t * i * a,
-            Mlp::Plain => t * i * a,
+            Mlp::Gated => 2 * ub * i * 4,
+            Mlp::Plain => ub * i * 4,
         }
     };
     let dense = ffn_width(arch.intermediate_size);
     let moe = arch.moe.as_ref().map_or(0, |m| {
-        ffn_width(m.expert_intermediate) * u128::from(m.experts_per_token)
+        ffn_width(m.expert_intermediate) * w(m.experts_per_token)
             + ffn_width(m.shared_intermediate)
+            + ub * w(m.experts) * 4
     });
-    let ffn = if arch.moe_layers() == arch.num_layers {
-        moe
-    } else {
-        dense.max(moe)
-    };
-    let logits = u128::from(s.batch) * u128::from(arch.vocab_size) * 4;
-    hidden_states + attention.max(ffn) + logits
+    let ffn = dense.max(moe) + 3 * hidden;
+    // The host output buffer: one row of logits per sequence.
+    let output_buffer = w(s.batch) * w(arch.vocab_size) * 4;
+    inputs + output.max(attention).max(ffn) + output_buffer
 }
 
 /// Training activations after Korthikanti et al., per the module docs (saturating at
@@ -286,7 +305,6 @@ pub fn estimate(
         ),
     };
     let dtype = s.dtype.unwrap_or(DEFAULT_WEIGHT_PRECISION);
-    let act_bytes = if dtype.name == "f32" { 4 } else { 2 };
     let kv_elems_token =
         u128::from(arch.kv_elements_per_token_layer()) * u128::from(arch.num_layers);
     let kv_bytes_per_token = sat(s.kv_dtype.bytes_for(kv_elems_token));
@@ -295,10 +313,7 @@ pub fn estimate(
             let elems = arch.kv_elements(s.context) * u128::from(s.batch);
             (
                 fit(s.kv_dtype.bytes_for(elems), "KV cache")?,
-                fit(
-                    inference_activations_wide(arch, s, act_bytes),
-                    "activations",
-                )?,
+                fit(inference_activations_wide(arch, s), "activations")?,
                 None,
             )
         }

@@ -399,8 +399,7 @@ pub fn estimate_inference_memory(
         optimizer: Optimizer::Adamw,
         checkpointing: false,
     };
-    let activation_bytes =
-        estimate::inference_activations(&arch, &settings, dtype_bytes as u64) as usize;
+    let activation_bytes = estimate::inference_activations(&arch, &settings) as usize;
     InferenceMemoryEstimate {
         model_bytes,
         kv_cache_bytes,

@@ -1,0 +1,101 @@
+//! gpumem's estimate against llama.cpp's own buffer reports, recorded by
+//! `tools/llamacpp-reference/` (llama-cpp-python 0.3.36, CPU backend) on GGUFs with real
+//! published shapes: weights and KV cache equal to what llama.cpp allocates (to the 0.01 MiB it
+//! reports), and activations (compute buffer + host output buffer) never below it and within
+//! 5 % above.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use gpumem::model::estimate::estimate;
+use gpumem::model::{kv_precision, llama_like, FileWeights, Mode, Optimizer, Settings};
+use serde_json::Value;
+
+const MIB: f64 = 1048576.0;
+
+fn fixture(name: &str) -> Value {
+    let text = std::fs::read_to_string(common::fixture(&format!("llamacpp/{name}"))).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// (model, context, ubatch, flash attention, gpumem / llama.cpp activations) for every row.
+fn compare(name: &str) -> Vec<(String, u64, u64, bool, f64)> {
+    let doc = fixture(name);
+    let s = &doc["shape"];
+    let n = |k: &str| s[k].as_u64().unwrap();
+    let mut arch = llama_like(
+        doc["shape_of"].as_str().unwrap(),
+        n("hidden"),
+        n("ffn"),
+        n("layers"),
+        n("heads"),
+        n("kv_heads"),
+        n("vocab"),
+    );
+    arch.tie_word_embeddings = s["tied"].as_bool().unwrap();
+    // As make_gguf.py writes it: f16 matrices, f32 norm vectors.
+    let params = arch.params().total;
+    let norms = (2 * n("layers") + 1) * n("hidden");
+    let file = FileWeights {
+        parameters: params,
+        bytes: (params - norms) * 2 + norms * 4,
+    };
+    let mut out = Vec::new();
+    for row in doc["rows"].as_array().unwrap() {
+        let (context, ubatch) = (
+            row["context"].as_u64().unwrap(),
+            row["ubatch"].as_u64().unwrap(),
+        );
+        let fa = row["flash_attention"].as_bool().unwrap();
+        let settings = Settings {
+            dtype: None,
+            kv_dtype: kv_precision("f16").unwrap(),
+            batch: 1,
+            context,
+            ubatch,
+            flash_attention: fa,
+            overhead: 0,
+            fragmentation_reserve: 0.0,
+            mode: Mode::Infer,
+            optimizer: Optimizer::Adamw,
+            checkpointing: false,
+        };
+        let b = estimate(&arch, Some(file), &settings).unwrap();
+        let mib = |k: &str| row[k].as_f64().unwrap();
+        let what = format!("{name} ctx {context} ubatch {ubatch} fa {fa}");
+        assert!(
+            (b.weights_bytes as f64 / MIB - mib("weights_mib")).abs() <= 0.005,
+            "{what}: weights"
+        );
+        assert!(
+            (b.kv_cache_bytes as f64 / MIB - mib("kv_mib")).abs() <= 0.005,
+            "{what}: KV"
+        );
+        // llama.cpp's figures are rounded to 0.01 MiB: compare against the largest they can be.
+        let llama = (mib("compute_mib") + mib("output_mib") + 0.01) * MIB;
+        let ratio = b.activation_bytes as f64 / llama;
+        out.push((name.to_string(), context, ubatch, fa, ratio));
+    }
+    out
+}
+
+#[test]
+fn estimates_match_llama_cpp_and_are_never_below_it() {
+    let mut rows = compare("qwen2.5-0.5b-shape.json");
+    rows.extend(compare("llama-3.2-1b-shape.json"));
+    assert_eq!(rows.len(), 16);
+    // The accuracy table the README shows (`cargo test --test llamacpp_reference -- --nocapture`).
+    for (name, context, ubatch, fa, ratio) in &rows {
+        eprintln!(
+            "| {name} | {context} | {ubatch} | {} | {ratio:.4} |",
+            if *fa { "on" } else { "off" }
+        );
+    }
+    for (name, context, ubatch, fa, ratio) in &rows {
+        assert!(
+            (1.0..=1.05).contains(ratio),
+            "{name} ctx {context} ubatch {ubatch} fa {fa}: activations {ratio:.4} × llama.cpp"
+        );
+    }
+}

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Loads a GGUF in llama.cpp (llama-cpp-python, CPU, n_gpu_layers=0, one sequence) under each
+setting and records the buffer sizes llama.cpp reports, as a JSON fixture for gpumem's tests.
+
+usage: measure.py MODEL.gguf OUT.json --ctx 4096 --ctx 16384 --ubatch 512 --fa 0 --fa 1
+
+Each setting runs in its own process (llama.cpp's log goes to stderr, which is parsed); sizes
+are llama.cpp's own MiB figures with two decimals, so each is known to within 0.005 MiB.
+"""
+import argparse
+import json
+import re
+import subprocess
+import sys
+
+LOAD = r"""
+import sys
+from llama_cpp import Llama
+ctx, ub, fa = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+Llama(model_path=sys.argv[1], n_ctx=ctx, n_batch=ub, n_ubatch=ub, n_gpu_layers=0,
+      flash_attn=fa, n_threads=2, verbose=True)
+"""
+
+PATTERNS = {
+    "weights_mib": r"CPU_Mapped model buffer size =\s+([\d.]+) MiB",
+    "kv_mib": r"llama_kv_cache:\s+CPU KV buffer size =\s+([\d.]+) MiB",
+    "compute_mib": r"CPU compute buffer size =\s+([\d.]+) MiB",
+    "output_mib": r"CPU\s+output buffer size =\s+([\d.]+) MiB",
+}
+
+
+def measure(model: str, ctx: int, ubatch: int, fa: bool) -> dict:
+    run = subprocess.run([sys.executable, "-c", LOAD, model, str(ctx), str(ubatch), "1" if fa else "0"],
+                         capture_output=True, text=True, timeout=1800)
+    log = run.stderr
+    if run.returncode != 0:
+        raise SystemExit(f"llama.cpp failed on {model} ctx={ctx} ubatch={ubatch} fa={fa}:\n{log[-2000:]}")
+    row = {"context": ctx, "ubatch": ubatch, "flash_attention": fa}
+    for key, pattern in PATTERNS.items():
+        found = re.findall(pattern, log)
+        # Several KV buffers (e.g. sliding-window caches) add up; the compute buffer is the
+        # first figure reported (the reservation), not the destructor's echo.
+        values = [float(v) for v in found]
+        row[key] = sum(values) if key == "kv_mib" else (values[0] if values else None)
+    return row
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("model")
+    p.add_argument("out")
+    p.add_argument("--ctx", type=int, action="append", required=True)
+    p.add_argument("--ubatch", type=int, action="append", required=True)
+    p.add_argument("--fa", type=int, action="append", default=None)
+    p.add_argument("--shape-of", default="", help="the published model the shape is copied from")
+    p.add_argument("--shape", default="{}", help="make_gguf.py's arguments as JSON, for the tests")
+    a = p.parse_args()
+    import llama_cpp
+    rows = []
+    for ctx in a.ctx:
+        for ub in a.ubatch:
+            for fa in a.fa or [0]:
+                rows.append(measure(a.model, ctx, ub, bool(fa)))
+                print(rows[-1], file=sys.stderr)
+    doc = {
+        "engine": f"llama-cpp-python {llama_cpp.__version__}, CPU backend, n_gpu_layers=0, "
+                  "n_batch=n_ubatch, one sequence, f16 KV",
+        "model": a.model.rsplit("/", 1)[-1],
+        "shape_of": a.shape_of,
+        "shape": json.loads(a.shape),
+        "rows": rows,
+    }
+    with open(a.out, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
