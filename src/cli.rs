@@ -169,6 +169,11 @@ pub struct WorkloadSettings {
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
     pub ubatch: u32,
 
+    /// Sliding-window layers cache the whole context, as llama.cpp's --swa-full (and the
+    /// llama-cpp-python default) does. Default: the window plus one micro-batch (llama-server).
+    #[arg(long)]
+    pub swa_full: bool,
+
     /// Assume flash attention (no full attention-score matrix in memory).
     #[arg(long)]
     pub flash_attention: bool,

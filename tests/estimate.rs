@@ -380,3 +380,27 @@ fn safetensors_indexes_that_name_nothing_or_too_much_are_refused() {
     let e = one_line_failure(&["estimate", "--safetensors", empty.to_str().unwrap()], 1);
     assert!(e.contains("holds no tensors"), "{e}");
 }
+
+// llama.cpp's KV cells: the context padded to 256; gemma-2's sliding layers hold the window
+// plus one micro-batch (llama-server) or everything with --swa-full.
+#[test]
+fn kv_cells_follow_llama_cpp() {
+    let kv = |args: &[&str]| {
+        let mut all = vec!["-m", "gemma-2-9b", "--kv-dtype", "f16"];
+        all.extend_from_slice(args);
+        estimate_json(&all)["kv_cache_bytes"].as_u64().unwrap()
+    };
+    // 42 layers × 8 KV heads × 256 dims × K and V × 2 bytes = 344,064 bytes per token.
+    let per_layer_token = 8 * 256 * 2 * 2u64;
+    let half = 21 * per_layer_token;
+    assert_eq!(
+        kv(&["--context", "8192", "--ubatch", "512"]),
+        half * 8192 + half * 4608
+    );
+    assert_eq!(
+        kv(&["--context", "8192", "--ubatch", "512", "--swa-full"]),
+        2 * half * 8192
+    );
+    // 1000 tokens take 1024 cells.
+    assert_eq!(kv(&["--context", "1000"]), 2 * half * 1024);
+}

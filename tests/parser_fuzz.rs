@@ -108,6 +108,7 @@ proptest! {
                 context,
                 ubatch: 512,
                 flash_attention: true,
+                swa_full: false,
                 overhead: 0,
                 fragmentation_reserve: 0.0,
                 mode: Mode::Infer,

@@ -88,6 +88,7 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
         context: u64::from(args.context),
         ubatch: u64::from(args.ubatch),
         flash_attention: args.flash_attention,
+        swa_full: args.swa_full,
         overhead: args.overhead,
         fragmentation_reserve: args.fragmentation_reserve,
         mode: match args.mode {

@@ -525,20 +525,26 @@ impl ModelArch {
     /// KV-cache elements for `context` tokens of one sequence, with sliding layers capped at
     /// their window.
     pub fn kv_elements(&self, context: u64) -> u128 {
-        let per = u128::from(self.kv_elements_per_token_layer());
         let window = self
             .sliding_window
             .as_ref()
             .map(|w| w.window)
             .unwrap_or(u64::MAX);
+        self.kv_elements_in_cells(context, context.min(window))
+    }
+
+    /// KV-cache elements of one sequence when full-attention layers hold `full_cells` tokens and
+    /// sliding-window layers `swa_cells` (an engine's own cell rounding applied by the caller).
+    pub fn kv_elements_in_cells(&self, full_cells: u64, swa_cells: u64) -> u128 {
+        let per = u128::from(self.kv_elements_per_token_layer());
         (0..self.num_layers)
             .map(|i| {
-                let tokens = if self.is_sliding_layer(i) {
-                    context.min(window)
+                let cells = if self.is_sliding_layer(i) {
+                    swa_cells
                 } else {
-                    context
+                    full_cells
                 };
-                per * u128::from(tokens)
+                per * u128::from(cells)
             })
             .sum()
     }

@@ -5,9 +5,11 @@
 //! - **Weights**: parameters × bytes per parameter of the weight precision (exact for plain
 //!   dtypes and GGUF block types; K-quant mixes use documented average bits per weight). A GGUF
 //!   or safetensors file's own tensor bytes are used as they are unless `--dtype` is given.
-//! - **KV cache**: `2 × layers × kv_heads × head_dim × bytes(kv_dtype) × context × batch`; layers
-//!   with a sliding window cache at most `window` tokens; MLA models (DeepSeek-V2/V3) cache one
-//!   latent of `kv_lora_rank + qk_rope_head_dim` per token and layer.
+//! - **KV cache**: `2 × layers × kv_heads × head_dim × bytes(kv_dtype) × cells × batch`, where
+//!   `cells` is the context padded to 256 as llama.cpp allocates it; layers with a sliding
+//!   window hold the window plus one micro-batch, padded to 256 (llama-server), or the whole
+//!   context with `--swa-full`; MLA models (DeepSeek-V2/V3) cache one latent of
+//!   `kv_lora_rank + qk_rope_head_dim` per token and layer.
 //! - **Activations** (inference): what llama.cpp allocates for a forward pass — its compute
 //!   buffer, reserved for the prompt graph of one micro-batch of `T = min(ubatch, batch ×
 //!   context)` tokens, all outputs, in f32 whatever the weights' type — plus its host output
@@ -70,6 +72,9 @@ pub struct Settings {
     pub ubatch: u64,
     /// Flash attention: no `heads × context²` score matrix in the activations.
     pub flash_attention: bool,
+    /// llama.cpp's `--swa-full`: sliding-window layers cache the whole context (the
+    /// llama-cpp-python default) instead of the window plus one micro-batch (llama-server's).
+    pub swa_full: bool,
     /// Runtime overhead bytes per device.
     pub overhead: u64,
     /// Extra percentage on weights, KV cache and activations for the pool's fragmentation.
@@ -310,7 +315,15 @@ pub fn estimate(
     let kv_bytes_per_token = sat(s.kv_dtype.bytes_for(kv_elems_token));
     let (kv_cache, activations, training) = match s.mode {
         Mode::Infer => {
-            let elems = arch.kv_elements(s.context) * u128::from(s.batch);
+            // llama.cpp's cells: the context padded to 256; sliding layers hold the window plus
+            // one micro-batch, padded, unless --swa-full.
+            let pad = |n: u64| n.div_ceil(KV_CELL_PAD).saturating_mul(KV_CELL_PAD);
+            let cells = pad(s.context);
+            let swa_cells = match &arch.sliding_window {
+                Some(w) if !s.swa_full => pad(w.window.saturating_add(s.ubatch)).min(cells),
+                _ => cells,
+            };
+            let elems = arch.kv_elements_in_cells(cells, swa_cells) * u128::from(s.batch);
             (
                 fit(s.kv_dtype.bytes_for(elems), "KV cache")?,
                 fit(inference_activations_wide(arch, s), "activations")?,

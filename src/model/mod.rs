@@ -264,7 +264,9 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
             router_bias: false,
         });
     }
-    if let Some(window) = get("attention.sliding_window").filter(|&v| v > 0) {
+    // llama.cpp ignores Phi-3's sliding window (its log says so) and caches the full context.
+    let window = get("attention.sliding_window").filter(|&v| v > 0 && a != "phi3");
+    if let Some(window) = window {
         let layers = match a.as_str() {
             "gemma2" => SlidingLayers::Even,
             "gemma3" => SlidingLayers::AllButEvery(6),
@@ -393,6 +395,7 @@ pub fn estimate_inference_memory(
         context: max_seq_len as u64,
         ubatch: 512,
         flash_attention: false,
+        swa_full: true,
         overhead: 0,
         fragmentation_reserve: 0.0,
         mode: Mode::Infer,
