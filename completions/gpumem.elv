@@ -51,8 +51,8 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand --version 'Print version'
         }
         &'gpumem;estimate'= {
-            cand -m 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b)'
-            cand --model 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b)'
+            cand -m 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), ollama:NAME[:TAG] from Ollama''s store (OLLAMA_MODELS)'
+            cand --model 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), ollama:NAME[:TAG] from Ollama''s store (OLLAMA_MODELS)'
             cand --config 'A Hugging Face config.json (Llama, Mistral, Mixtral, Qwen, Gemma, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3 and generic decoders)'
             cand --gguf 'A GGUF file; only its header is read, never the tensor data'
             cand --safetensors 'A .safetensors file, a directory of shards, or a model.safetensors.index.json'
@@ -84,8 +84,8 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand --version 'Print version'
         }
         &'gpumem;select'= {
-            cand -m 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b)'
-            cand --model 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b)'
+            cand -m 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), ollama:NAME[:TAG] from Ollama''s store (OLLAMA_MODELS)'
+            cand --model 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), ollama:NAME[:TAG] from Ollama''s store (OLLAMA_MODELS)'
             cand --config 'A Hugging Face config.json (Llama, Mistral, Mixtral, Qwen, Gemma, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3 and generic decoders)'
             cand --gguf 'A GGUF file; only its header is read, never the tensor data'
             cand --safetensors 'A .safetensors file, a directory of shards, or a model.safetensors.index.json'

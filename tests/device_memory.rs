@@ -13,8 +13,9 @@ use gpumem::device::{DeviceError, DeviceMemory};
 
 const MIB: u64 = 1 << 20;
 
-/// Reserve, write, read back, bounds, release, double release, capacity, and a pool on top.
-fn exercise(device: Arc<dyn DeviceMemory>) {
+/// Reserve, write, read back, bounds, release, double release, capacity, and a pool on top;
+/// free memory must come back to within `slack` bytes.
+fn exercise_with(device: Arc<dyn DeviceMemory>, slack: u64) {
     let (free0, total) = device.mem_info().unwrap();
     assert!(total > 0 && free0 <= total, "{free0} / {total}");
     assert!(device.alignment().is_power_of_two());
@@ -65,9 +66,22 @@ fn exercise(device: Arc<dyn DeviceMemory>) {
     assert_eq!(pool.stats().reserved_bytes, 0);
     let (free_end, _) = device.mem_info().unwrap();
     assert!(
-        free_end + MIB >= free0,
+        free_end + slack >= free0,
         "free memory not back: {free_end} vs {free0}"
     );
+}
+
+/// [`exercise_with`] on a device with memory of its own: free memory back to within 1 MiB.
+fn exercise(device: Arc<dyn DeviceMemory>) {
+    exercise_with(device, MIB);
+}
+
+/// [`exercise_with`] on a device whose memory is host RAM (PoCL, lavapipe): its free memory is
+/// capped by the host's, which other processes (and this one's heap) move, so the check
+/// allows 1 % of the total, as `stress` does.
+fn exercise_host_backed(device: Arc<dyn DeviceMemory>) {
+    let total = device.mem_info().unwrap().1;
+    exercise_with(device, (total / 100).max(MIB));
 }
 
 fn opencl_present() -> bool {
@@ -87,14 +101,14 @@ fn vulkan_present() -> bool {
 #[test]
 fn opencl_device_memory() {
     if opencl_present() {
-        exercise(open_device(&"opencl:0".parse().unwrap()).unwrap());
+        exercise_host_backed(open_device(&"opencl:0".parse().unwrap()).unwrap());
     }
 }
 
 #[test]
 fn vulkan_device_memory_mapped() {
     if vulkan_present() {
-        exercise(open_device(&"vulkan:0".parse().unwrap()).unwrap());
+        exercise_host_backed(open_device(&"vulkan:0".parse().unwrap()).unwrap());
     }
 }
 
@@ -108,7 +122,7 @@ fn vulkan_device_memory_through_staging_copies() {
             },
         )
         .unwrap();
-        exercise(Arc::new(device));
+        exercise_host_backed(Arc::new(device));
     }
 }
 

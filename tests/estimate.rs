@@ -404,3 +404,72 @@ fn kv_cells_follow_llama_cpp() {
     // 1000 tokens take 1024 cells.
     assert_eq!(kv(&["--context", "1000"]), 2 * half * 1024);
 }
+
+// Models where users keep them: the Hugging Face cache (ORG/NAME) and Ollama's store
+// (ollama:NAME[:TAG]), both built here, read offline; a miss says where it looked.
+#[test]
+fn models_from_the_hugging_face_cache_and_ollama() {
+    let home = tempfile::tempdir().unwrap();
+    // HF cache: refs/main names the snapshot; the shards are the sharded fixture.
+    let repo = home.path().join("hub/models--acme--tiny-sharded");
+    let snapshot = repo.join("snapshots/0123abcd");
+    std::fs::create_dir_all(&snapshot).unwrap();
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::write(repo.join("refs/main"), "0123abcd\n").unwrap();
+    for f in std::fs::read_dir(fixture("tiny-sharded")).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, snapshot.join(f.file_name().unwrap())).unwrap();
+    }
+    // Ollama: a manifest whose model layer is the GGUF fixture, stored as its blob.
+    let models = home.path().join("ollama");
+    let digest = "ab".repeat(32);
+    let manifests = models.join("manifests/registry.ollama.ai/library/tiny");
+    std::fs::create_dir_all(&manifests).unwrap();
+    std::fs::create_dir_all(models.join("blobs")).unwrap();
+    std::fs::copy(
+        fixture("tiny-llama.gguf"),
+        models.join(format!("blobs/sha256-{digest}")),
+    )
+    .unwrap();
+    std::fs::write(
+        manifests.join("q4"),
+        serde_json::json!({"schemaVersion": 2, "layers": [
+            {"mediaType": "application/vnd.ollama.image.template", "digest": format!("sha256:{}", "cd".repeat(32))},
+            {"mediaType": "application/vnd.ollama.image.model", "digest": format!("sha256:{digest}")}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let run = |name: &str| {
+        common::json_ok(
+            gpumem()
+                .env("HF_HOME", home.path())
+                .env("OLLAMA_MODELS", &models)
+                .args(["--json", "estimate", "--model", name]),
+        )
+    };
+    let hf = run("acme/tiny-sharded");
+    let exp = expected("tiny-sharded/expected.json");
+    assert_eq!(hf["model"]["name"], "acme/tiny-sharded");
+    assert_eq!(hf["weights_bytes"], exp["bytes"]);
+    let ollama = run("ollama:tiny:q4");
+    let gguf = expected("tiny-llama.expected.json");
+    assert_eq!(ollama["weights_bytes"], gguf["tensor_bytes"]);
+    // Misses: one line naming where it looked, exit 1.
+    for (name, looked) in [
+        ("acme/absent", "models--acme--absent/snapshots"),
+        ("ollama:tiny", "library/tiny/latest"),
+    ] {
+        let err = common::one_line_error(
+            gpumem()
+                .env("HF_HOME", home.path())
+                .env("OLLAMA_MODELS", &models)
+                .args(["estimate", "--model", name]),
+            1,
+        );
+        assert!(
+            err.contains("not in the local store") && err.contains(looked),
+            "{err}"
+        );
+    }
+}

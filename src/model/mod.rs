@@ -9,6 +9,7 @@ pub mod estimate;
 mod gguf;
 mod hf_config;
 mod safetensors_header;
+pub mod stores;
 
 use std::path::{Path, PathBuf};
 
@@ -108,7 +109,17 @@ pub enum SourceSpec {
 pub fn load(spec: &SourceSpec) -> Result<ModelSource, ModelError> {
     match spec {
         SourceSpec::Catalog(name) => {
-            let m = find_model(name).ok_or_else(|| ModelError::UnknownModel(name.clone()))?;
+            let Some(m) = find_model(name) else {
+                // Not a catalog name: a model in the Hugging Face cache or Ollama's store.
+                return match stores::locate(name)? {
+                    Some(spec) => {
+                        let mut source = load(&spec)?;
+                        source.name = name.clone();
+                        Ok(source)
+                    }
+                    None => Err(ModelError::UnknownModel(name.clone())),
+                };
+            };
             Ok(ModelSource {
                 name: m.name.to_string(),
                 kind: SourceKind::Catalog,

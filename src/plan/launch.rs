@@ -52,10 +52,15 @@ impl ModelRef {
         };
         match spec {
             SourceSpec::Gguf(path) => ModelRef::Gguf(path.clone()),
-            SourceSpec::Catalog(name) => ModelRef::Checkpoint(
-                crate::model::find_model(name)
-                    .map_or_else(|| name.clone(), |m| m.hf_repo.to_string()),
-            ),
+            SourceSpec::Catalog(name) => match crate::model::find_model(name) {
+                Some(m) => ModelRef::Checkpoint(m.hf_repo.to_string()),
+                // A store model: Ollama's blob is a GGUF; a Hugging Face cache entry is served
+                // by its repository id, which vLLM finds in the same cache.
+                None => match crate::model::stores::locate(name) {
+                    Ok(Some(SourceSpec::Gguf(blob))) => ModelRef::Gguf(blob),
+                    _ => ModelRef::Checkpoint(name.clone()),
+                },
+            },
             SourceSpec::Config(path) | SourceSpec::Safetensors(path) => {
                 ModelRef::Checkpoint(dir_of(path))
             }

@@ -1,0 +1,162 @@
+//! Models where users keep them, found offline: the local Hugging Face cache (`--model
+//! ORG/NAME`) and Ollama's model store (`--model ollama:NAME[:TAG]`). Nothing is downloaded.
+
+use std::path::{Path, PathBuf};
+
+use super::error::ModelError;
+use super::SourceSpec;
+
+/// Where a store name was looked for, when it was not found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotFound {
+    /// The name as given.
+    pub name: String,
+    /// Every path that was tried.
+    pub looked_in: Vec<PathBuf>,
+}
+
+/// The Hugging Face hub cache: `HF_HUB_CACHE`, else `HF_HOME/hub`, else
+/// `~/.cache/huggingface/hub` (with `XDG_CACHE_HOME` honoured as the hub library does).
+pub fn hf_hub_cache() -> Option<PathBuf> {
+    let var = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    var("HF_HUB_CACHE")
+        .or_else(|| var("HF_HOME").map(|h| h.join("hub")))
+        .or_else(|| var("XDG_CACHE_HOME").map(|c| c.join("huggingface/hub")))
+        .or_else(|| var("HOME").map(|h| h.join(".cache/huggingface/hub")))
+}
+
+/// Ollama's model store: `OLLAMA_MODELS`, else `~/.ollama/models`.
+pub fn ollama_models() -> Option<PathBuf> {
+    let var = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    var("OLLAMA_MODELS").or_else(|| var("HOME").map(|h| h.join(".ollama/models")))
+}
+
+/// A `--model` name that is not in the catalog, resolved against the stores: `ollama:…` in
+/// Ollama's, `ORG/NAME` in the Hugging Face cache. `Ok(None)` when the name has neither form.
+pub fn locate(name: &str) -> Result<Option<SourceSpec>, ModelError> {
+    if let Some(rest) = name.strip_prefix("ollama:") {
+        let root = ollama_models().ok_or_else(|| not_found(name, Vec::new()))?;
+        return ollama(name, rest, &root).map(Some);
+    }
+    let parts: Vec<&str> = name.split('/').collect();
+    if parts.len() == 2 && parts.iter().all(|p| valid_part(p)) {
+        let root = hf_hub_cache().ok_or_else(|| not_found(name, Vec::new()))?;
+        return hugging_face(name, parts[0], parts[1], &root).map(Some);
+    }
+    Ok(None)
+}
+
+// Repository and model names: letters, digits and `-_.`, never `..` (no path can climb out).
+fn valid_part(p: &str) -> bool {
+    !p.is_empty()
+        && p != "."
+        && p != ".."
+        && p.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+}
+
+fn not_found(name: &str, looked_in: Vec<PathBuf>) -> ModelError {
+    ModelError::NotInStore(NotFound {
+        name: name.to_string(),
+        looked_in,
+    })
+}
+
+/// `models--ORG--NAME/snapshots/REV/` in the hub cache, REV from `refs/main` when there is one
+/// (else the only, or newest, snapshot): its safetensors (exact weights) with config.json, or
+/// config.json alone.
+fn hugging_face(name: &str, org: &str, model: &str, root: &Path) -> Result<SourceSpec, ModelError> {
+    let repo = root.join(format!("models--{org}--{model}"));
+    let snapshots = repo.join("snapshots");
+    let by_ref = std::fs::read_to_string(repo.join("refs/main"))
+        .ok()
+        .map(|r| r.trim().to_string())
+        .filter(|r| valid_part(r))
+        .map(|r| snapshots.join(r))
+        .filter(|p| p.is_dir());
+    let newest = || {
+        let entries = std::fs::read_dir(&snapshots).ok()?;
+        entries
+            .flatten()
+            .filter(|e| e.path().is_dir())
+            .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
+            .map(|e| e.path())
+    };
+    let Some(snapshot) = by_ref.or_else(newest) else {
+        return Err(not_found(name, vec![snapshots]));
+    };
+    let has_safetensors = std::fs::read_dir(&snapshot)
+        .map(|d| {
+            d.flatten()
+                .any(|e| e.path().extension().is_some_and(|x| x == "safetensors"))
+        })
+        .unwrap_or(false);
+    let index = snapshot.join("model.safetensors.index.json");
+    if index.is_file() {
+        Ok(SourceSpec::Safetensors(index))
+    } else if has_safetensors {
+        Ok(SourceSpec::Safetensors(snapshot))
+    } else if snapshot.join("config.json").is_file() {
+        Ok(SourceSpec::Config(snapshot.join("config.json")))
+    } else {
+        Err(not_found(name, vec![snapshot]))
+    }
+}
+
+/// `manifests/registry.ollama.ai/{library/NAME | USER/NAME}/TAG` → the manifest's model layer
+/// → `blobs/sha256-…`, a GGUF.
+fn ollama(name: &str, rest: &str, root: &Path) -> Result<SourceSpec, ModelError> {
+    let (model, tag) = rest.split_once(':').unwrap_or((rest, "latest"));
+    let parts: Vec<&str> = model.split('/').collect();
+    let namespaced = match parts.as_slice() {
+        [m] if valid_part(m) && valid_part(tag) => format!("library/{m}"),
+        [u, m] if valid_part(u) && valid_part(m) && valid_part(tag) => format!("{u}/{m}"),
+        _ => return Err(not_found(name, Vec::new())),
+    };
+    let manifest = root
+        .join("manifests/registry.ollama.ai")
+        .join(namespaced)
+        .join(tag);
+    let text = match crate::input::read_bounded(&manifest, 1 << 20, "an Ollama manifest") {
+        Ok(t) => t,
+        Err(_) => return Err(not_found(name, vec![manifest])),
+    };
+    let doc: serde_json::Value = serde_json::from_slice(&text).map_err(|e| ModelError::Json {
+        path: manifest.clone(),
+        why: e.to_string(),
+    })?;
+    let digest = doc["layers"]
+        .as_array()
+        .and_then(|layers| {
+            layers
+                .iter()
+                .find(|l| l["mediaType"] == "application/vnd.ollama.image.model")
+        })
+        .and_then(|l| l["digest"].as_str())
+        .ok_or_else(|| ModelError::MissingField {
+            path: manifest.clone(),
+            field: "layers[mediaType=application/vnd.ollama.image.model].digest".into(),
+        })?;
+    let hex = digest
+        .strip_prefix("sha256:")
+        .filter(|h| h.len() == 64 && h.chars().all(|c| c.is_ascii_hexdigit()))
+        .ok_or_else(|| ModelError::BadField {
+            path: manifest.clone(),
+            field: "layers[].digest".into(),
+            why: format!("'{digest}' is not a sha256 digest"),
+        })?;
+    let blob = root.join("blobs").join(format!("sha256-{hex}"));
+    if blob.is_file() {
+        Ok(SourceSpec::Gguf(blob))
+    } else {
+        Err(not_found(name, vec![blob]))
+    }
+}
