@@ -34,12 +34,18 @@ fn compare(name: &str) -> Vec<(String, u64, u64, bool, f64)> {
         n("vocab"),
     );
     arch.tie_word_embeddings = s["tied"].as_bool().unwrap();
-    // As make_gguf.py writes it: f16 matrices, f32 norm vectors.
+    // As make_gguf.py writes it: f16 (2 bytes) or q8_0 (34 bytes per 32) matrices, f32 norms.
     let params = arch.params().total;
     let norms = (2 * n("layers") + 1) * n("hidden");
+    let matrices = params - norms;
+    let matrix_bytes = match s["matrix_type"].as_str().unwrap() {
+        "f16" => matrices * 2,
+        "q8_0" => matrices / 32 * 34,
+        other => panic!("matrix type {other}"),
+    };
     let file = FileWeights {
         parameters: params,
-        bytes: (params - norms) * 2 + norms * 4,
+        bytes: matrix_bytes + norms * 4,
     };
     let mut out = Vec::new();
     for row in doc["rows"].as_array().unwrap() {
@@ -85,7 +91,8 @@ fn compare(name: &str) -> Vec<(String, u64, u64, bool, f64)> {
 fn estimates_match_llama_cpp_and_are_never_below_it() {
     let mut rows = compare("qwen2.5-0.5b-shape.json");
     rows.extend(compare("llama-3.2-1b-shape.json"));
-    assert_eq!(rows.len(), 17);
+    rows.extend(compare("llama-3.1-8b-shape.json"));
+    assert_eq!(rows.len(), 21);
     // The accuracy table the README shows (`cargo test --test llamacpp_reference -- --nocapture`).
     for (name, context, ubatch, fa, ratio) in &rows {
         eprintln!(
