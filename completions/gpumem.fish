@@ -76,6 +76,7 @@ sgd\t'SGD with momentum: one fp32 buffer per parameter'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l color -d 'When to use colour. `auto` colours a terminal unless NO_COLOR is set' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is not set'
 always\t'Colour even when stdout is a pipe or NO_COLOR is set'
 never\t'Plain text, whatever the terminal'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l allow-generic -d 'Estimate a config.json whose model_type gpumem has no rules for with the generic decoder formula (gated MLP, RMSNorm, no biases) instead of refusing it'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l swa-full -d 'Sliding-window layers cache the whole context, as llama.cpp\'s --swa-full (and the llama-cpp-python default) does. Default: the window plus one micro-batch (llama-server)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l flash-attention -d 'Assume flash attention (no full attention-score matrix in memory)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l checkpointing -d 'With --mode train: activation checkpointing (keep one activation per layer)'
@@ -124,6 +125,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l timeout -d 'Per
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l color -d 'When to use colour. `auto` colours a terminal unless NO_COLOR is set' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is not set'
 always\t'Colour even when stdout is a pipe or NO_COLOR is set'
 never\t'Plain text, whatever the terminal'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l allow-generic -d 'Estimate a config.json whose model_type gpumem has no rules for with the generic decoder formula (gated MLP, RMSNorm, no biases) instead of refusing it'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l swa-full -d 'Sliding-window layers cache the whole context, as llama.cpp\'s --swa-full (and the llama-cpp-python default) does. Default: the window plus one micro-batch (llama-server)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l flash-attention -d 'Assume flash attention (no full attention-score matrix in memory)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l checkpointing -d 'With --mode train: activation checkpointing (keep one activation per layer)'

@@ -171,6 +171,11 @@ pub struct WorkloadSettings {
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
     pub ubatch: u32,
 
+    /// Estimate a config.json whose model_type gpumem has no rules for with the generic decoder
+    /// formula (gated MLP, RMSNorm, no biases) instead of refusing it.
+    #[arg(long)]
+    pub allow_generic: bool,
+
     /// Sliding-window layers cache the whole context, as llama.cpp's --swa-full (and the
     /// llama-cpp-python default) does. Default: the window plus one micro-batch (llama-server).
     #[arg(long)]

@@ -473,3 +473,24 @@ fn models_from_the_hugging_face_cache_and_ollama() {
         );
     }
 }
+
+#[test]
+fn unknown_model_types_are_refused_unless_generic_is_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.json");
+    let mut config = llama_config();
+    config["model_type"] = "frobnicator".into();
+    std::fs::write(&path, config.to_string()).unwrap();
+    let e = one_line_failure(&["estimate", "--config", path.to_str().unwrap()], 1);
+    assert!(
+        e.contains("model_type 'frobnicator' has no shape rules") && e.contains("--allow-generic"),
+        "{e}"
+    );
+    let out = gpumem()
+        .args(["estimate", "--allow-generic", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("frobnicator"));
+}

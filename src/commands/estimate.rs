@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 
-use super::options::{estimate_settings, model_source, probe_all, PROBE_TIMEOUT};
+use super::options::{estimate_settings, load_options, model_source, probe_all, PROBE_TIMEOUT};
 use crate::backend::{discover_with, BackendKind};
 use crate::cli::EstimateArgs;
 use crate::error::CliError;
@@ -24,7 +24,7 @@ pub fn run(args: &EstimateArgs, out: &Output) -> Result<Exit> {
         )
     })?;
     let settings = estimate_settings(&args.settings)?;
-    let model = crate::model::load(&spec)?;
+    let model = crate::model::load_with(&spec, &load_options(&args.settings))?;
     for warning in &model.warnings {
         out.warn(&crate::output::estimate::warning_text(warning));
     }

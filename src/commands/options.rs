@@ -43,6 +43,13 @@ pub fn probe_all(timeout: Duration) -> DiscoverOptions {
     }
 }
 
+/// How model sources are read (`--allow-generic`).
+pub fn load_options(args: &cli::WorkloadSettings) -> model::LoadOptions {
+    model::LoadOptions {
+        allow_generic: args.allow_generic,
+    }
+}
+
 /// The model source the flags name, if any.
 pub fn model_source(args: &cli::ModelSourceArgs) -> Option<SourceSpec> {
     if let Some(name) = &args.model {

@@ -2,7 +2,9 @@
 
 use anyhow::Result;
 
-use super::options::{estimate_settings, model_source, probe_all, select_engines, select_policy};
+use super::options::{
+    estimate_settings, load_options, model_source, probe_all, select_engines, select_policy,
+};
 use crate::backend::{discover_with, host_info, DeviceSpec};
 use crate::cli::SelectArgs;
 use crate::error::CliError;
@@ -46,7 +48,7 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
         ),
         (Some(spec), None) => {
             let s = estimate_settings(&args.settings)?;
-            let model = crate::model::load(spec)?;
+            let model = crate::model::load_with(spec, &load_options(&args.settings))?;
             for w in &model.warnings {
                 out.warn(&crate::output::estimate::warning_text(w));
             }

@@ -7,6 +7,20 @@ use thiserror::Error;
 /// Why a model could not be read.
 #[derive(Debug, Error)]
 pub enum ModelError {
+    /// A config.json `model_type` gpumem has no rules for, refused without `--allow-generic`.
+    #[error(
+        "{model}: model_type '{model_type}' has no shape rules in gpumem (its attention, \
+         feed-forward and cache layout are unknown); --allow-generic estimates it with the \
+         generic decoder formula from {fields}"
+    )]
+    UnknownArchitecture {
+        /// The model's name.
+        model: String,
+        /// The `model_type` the file declares.
+        model_type: String,
+        /// The config fields the generic formula would read, comma-separated.
+        fields: String,
+    },
     /// The name is not in the catalog.
     #[error("unknown model '{0}'; `gpumem estimate --list-models` lists the catalog (ORG/NAME reads the Hugging Face cache, ollama:NAME[:TAG] Ollama's store)")]
     UnknownModel(String),

@@ -105,15 +105,48 @@ pub enum SourceSpec {
     Safetensors(PathBuf),
 }
 
-/// Loads a model source.
+/// How sources are read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Apply the generic decoder formula to a config.json whose `model_type` gpumem has no
+    /// rules for (with a warning); otherwise such a model is refused.
+    pub allow_generic: bool,
+}
+
+/// Loads a model source, refusing a `model_type` gpumem has no rules for.
 pub fn load(spec: &SourceSpec) -> Result<ModelSource, ModelError> {
+    load_with(spec, &LoadOptions::default())
+}
+
+/// Loads a model source under `options`.
+pub fn load_with(spec: &SourceSpec, options: &LoadOptions) -> Result<ModelSource, ModelError> {
+    let source = load_any(spec)?;
+    if !options.allow_generic {
+        for w in &source.warnings {
+            if let ModelWarning::UnknownModelType {
+                model_type,
+                fields_used,
+            } = w
+            {
+                return Err(ModelError::UnknownArchitecture {
+                    model: source.name.clone(),
+                    model_type: model_type.clone(),
+                    fields: fields_used.join(", "),
+                });
+            }
+        }
+    }
+    Ok(source)
+}
+
+fn load_any(spec: &SourceSpec) -> Result<ModelSource, ModelError> {
     match spec {
         SourceSpec::Catalog(name) => {
             let Some(m) = find_model(name) else {
                 // Not a catalog name: a model in the Hugging Face cache or Ollama's store.
                 return match stores::locate(name)? {
                     Some(spec) => {
-                        let mut source = load(&spec)?;
+                        let mut source = load_any(&spec)?;
                         source.name = name.clone();
                         Ok(source)
                     }
