@@ -494,3 +494,53 @@ fn unknown_model_types_are_refused_unless_generic_is_allowed() {
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stderr).contains("frobnicator"));
 }
+
+/// openai/gpt-oss config.json (the fields gpumem reads, as published).
+fn gpt_oss_config(layers: u64, experts: u64) -> serde_json::Value {
+    let layer_types: Vec<&str> = (0..layers)
+        .map(|i| {
+            if i % 2 == 0 {
+                "sliding_attention"
+            } else {
+                "full_attention"
+            }
+        })
+        .collect();
+    serde_json::json!({
+        "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss",
+        "attention_bias": true, "head_dim": 64, "hidden_size": 2880, "intermediate_size": 2880,
+        "num_attention_heads": 64, "num_key_value_heads": 8, "num_hidden_layers": layers,
+        "num_local_experts": experts, "num_experts_per_tok": 4, "experts_per_token": 4,
+        "layer_types": layer_types, "sliding_window": 128, "max_position_embeddings": 131072,
+        "tie_word_embeddings": false, "vocab_size": 201088, "torch_dtype": "bfloat16",
+        "quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert":
+            ["model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}
+    })
+}
+
+// OpenAI's model card: gpt-oss-20b 20.91 B parameters, 3.61 B active (embeddings excluded),
+// 120b 116.83 B and 5.13 B; MXFP4 experts (17 bytes per 32 weights, the rest bf16) make the
+// checkpoints 13.76 GB and 65.25 GB.
+#[test]
+fn gpt_oss_counts_and_mxfp4_weights() {
+    let dir = tempfile::tempdir().unwrap();
+    for (layers, experts, total, active, bytes) in [
+        (
+            24,
+            32,
+            20_914_757_184u64,
+            3_608_307_264u64,
+            13_761_264_768u64,
+        ),
+        (36, 128, 116_829_156_672, 5_132_849_472, 65_248_815_744),
+    ] {
+        let path = dir.path().join(format!("gpt-oss-{experts}.json"));
+        std::fs::write(&path, gpt_oss_config(layers, experts).to_string()).unwrap();
+        let doc = estimate_json(&["--config", path.to_str().unwrap()]);
+        assert_eq!(doc["model"]["parameters"], total, "{doc}");
+        assert_eq!(doc["model"]["active_parameters"], active);
+        assert_eq!(doc["weights_bytes"], bytes);
+        assert_eq!(doc["settings"]["dtype"], "file");
+        assert!(doc["warnings"].as_array().unwrap().is_empty());
+    }
+}

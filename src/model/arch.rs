@@ -132,6 +132,11 @@ pub struct ModelArch {
     pub moe: Option<Moe>,
     /// Sliding attention window, if any.
     pub sliding_window: Option<SlidingWindow>,
+    /// A learned attention sink per head and layer (gpt-oss).
+    pub attention_sinks: bool,
+    /// The publisher counts active parameters without the input embedding table (a lookup, not
+    /// compute), as OpenAI does for gpt-oss.
+    pub active_without_embedding: bool,
 }
 
 /// Parameter counts from the shape (before any file says otherwise).
@@ -359,8 +364,13 @@ impl ModelArch {
         } else {
             2 * embed
         };
+        let sinks = if self.attention_sinks {
+            w(self.num_heads)
+        } else {
+            0
+        };
         let per_layer_common =
-            self.attention_params_wide() + w(self.norms_per_layer) * w(self.norm_params());
+            self.attention_params_wide() + sinks + w(self.norms_per_layer) * w(self.norm_params());
         let dense_ffn = w(self.ffn_params(self.intermediate_size));
         let moe_layers = w(self.moe_layers());
         let dense_layers = w(self.num_layers) - moe_layers;
@@ -380,6 +390,9 @@ impl ModelArch {
                 w(m.experts) * w(self.hidden_size) + if m.router_bias { w(m.experts) } else { 0 };
             total += moe_layers * (w(m.experts) * expert + shared + router);
             active += moe_layers * (w(m.experts_per_token) * expert + shared + router);
+        }
+        if self.active_without_embedding {
+            active -= embed;
         }
         [total, active, embedding]
     }
@@ -583,5 +596,7 @@ pub fn llama_like(
         norms_per_layer: 2,
         moe: None,
         sliding_window: None,
+        attention_sinks: false,
+        active_without_embedding: false,
     }
 }

@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 
 use super::arch::{Attention, Mlp, ModelArch, Moe, Norm, SlidingLayers, SlidingWindow};
 use super::error::ModelError;
+use super::estimate::FileWeights;
 use super::ModelWarning;
 
 /// Families whose config.json gpumem understands field by field.
@@ -26,6 +27,7 @@ pub const KNOWN_FAMILIES: &[&str] = &[
     "gpt_neox",
     "deepseek_v2",
     "deepseek_v3",
+    "gpt_oss",
 ];
 
 /// Largest accepted config.json (real ones are a few KiB).
@@ -80,6 +82,14 @@ impl Fields<'_> {
 /// Reads a config.json. Returns the architecture and warnings (e.g. an unknown `model_type`
 /// read with the generic decoder formula).
 pub fn read_config(path: &Path) -> Result<(ModelArch, Vec<ModelWarning>), ModelError> {
+    read_config_with_weights(path).map(|(arch, warnings, _)| (arch, warnings))
+}
+
+/// [`read_config`], plus the checkpoint's weight bytes when its `quantization_config` fixes
+/// them (MXFP4 experts: 17 bytes per 32 weights, everything else bf16).
+pub fn read_config_with_weights(
+    path: &Path,
+) -> Result<(ModelArch, Vec<ModelWarning>, Option<FileWeights>), ModelError> {
     let text = crate::input::read_bounded(path, MAX_CONFIG_BYTES, "a config.json")?;
     let value: Value = serde_json::from_slice(&text).map_err(|e| ModelError::Json {
         path: path.into(),
@@ -90,7 +100,48 @@ pub fn read_config(path: &Path) -> Result<(ModelArch, Vec<ModelWarning>), ModelE
         .and_then(|p| p.file_name())
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "config.json".into());
-    parse_config(path, &name, &value)
+    let (arch, warnings) = parse_config(path, &name, &value)?;
+    let weights = quantized_weights(path, &value, &arch)?;
+    Ok((arch, warnings, weights))
+}
+
+/// Weight bytes a `quantization_config` implies. Only methods whose layout the config fixes
+/// exactly are counted; others leave the weights to `--dtype`.
+fn quantized_weights(
+    path: &Path,
+    value: &Value,
+    arch: &ModelArch,
+) -> Result<Option<FileWeights>, ModelError> {
+    let Some(q) = value.get("quantization_config") else {
+        return Ok(None);
+    };
+    let method = q.get("quant_method").and_then(Value::as_str).unwrap_or("");
+    match method {
+        "mxfp4" => {
+            let m = arch.moe.as_ref().ok_or_else(|| ModelError::BadField {
+                path: path.into(),
+                field: "quantization_config.quant_method".into(),
+                why: "is mxfp4, which quantizes MoE experts, but the model has none".into(),
+            })?;
+            let matrices = match arch.mlp {
+                Mlp::Gated => 3,
+                Mlp::Plain => 2,
+            };
+            let expert_weights = u128::from(arch.moe_layers())
+                * u128::from(m.experts)
+                * matrices
+                * u128::from(arch.hidden_size)
+                * u128::from(m.expert_intermediate);
+            let total = u128::from(arch.params().total);
+            let rest = total.saturating_sub(expert_weights);
+            let bytes = expert_weights.div_ceil(32) * 17 + rest * 2;
+            Ok(Some(FileWeights {
+                parameters: arch.params().total,
+                bytes: u64::try_from(bytes).unwrap_or(u64::MAX),
+            }))
+        }
+        _ => Ok(None),
+    }
 }
 
 /// Parses an already decoded config.json.
@@ -179,6 +230,17 @@ pub fn parse_config(
                 o_bias: false,
                 qk_norm: false,
             };
+        }
+        "gpt_oss" => {
+            arch.attention = Attention::Standard {
+                qkv_bias: attention_bias.unwrap_or(true),
+                o_bias: attention_bias.unwrap_or(true),
+                qk_norm: false,
+            };
+            arch.attention_sinks = true;
+            // Expert gate/up and down projections carry biases; every layer is MoE.
+            arch.mlp_bias = true;
+            arch.active_without_embedding = true;
         }
         "qwen3" | "qwen3_moe" => {
             arch.attention = Attention::Standard {
@@ -280,7 +342,7 @@ pub fn parse_config(
             shared_intermediate: shared,
             first_dense_layers: first_dense,
             layer_freq: freq,
-            router_bias: family == "deepseek_v3",
+            router_bias: matches!(family.as_str(), "deepseek_v3" | "gpt_oss"),
         });
     }
 

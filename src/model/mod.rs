@@ -162,12 +162,12 @@ fn load_any(spec: &SourceSpec) -> Result<ModelSource, ModelError> {
             })
         }
         SourceSpec::Config(path) => {
-            let (arch, warnings) = read_config(path)?;
+            let (arch, warnings, quantized) = hf_config::read_config_with_weights(path)?;
             Ok(ModelSource {
                 name: arch.name.clone(),
                 kind: SourceKind::Config,
                 arch,
-                file_weights: None,
+                file_weights: quantized,
                 warnings,
             })
         }
@@ -312,7 +312,8 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
     let window = get("attention.sliding_window").filter(|&v| v > 0 && a != "phi3");
     if let Some(window) = window {
         let layers = match a.as_str() {
-            "gemma2" => SlidingLayers::Even,
+            // llama.cpp's swa pattern 2: even layers slide, odd ones attend to everything.
+            "gemma2" | "gpt-oss" => SlidingLayers::Even,
             "gemma3" => SlidingLayers::AllButEvery(6),
             _ => SlidingLayers::All,
         };
