@@ -544,3 +544,42 @@ fn gpt_oss_counts_and_mxfp4_weights() {
         assert!(doc["warnings"].as_array().unwrap().is_empty());
     }
 }
+
+/// meta-llama/Llama-4-{Scout,Maverick} config.json: the text model's fields as published, and
+/// a vision tower.
+fn llama4_config(experts: u64, step: u64) -> serde_json::Value {
+    serde_json::json!({
+        "architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4",
+        "vision_config": {"model_type": "llama4_vision_model", "hidden_size": 1408},
+        "text_config": {
+            "model_type": "llama4_text", "hidden_size": 5120, "intermediate_size": 8192,
+            "intermediate_size_mlp": 16384, "num_hidden_layers": 48, "num_attention_heads": 40,
+            "num_key_value_heads": 8, "head_dim": 128, "num_local_experts": experts,
+            "num_experts_per_tok": 1, "interleave_moe_layer_step": step, "use_qk_norm": true,
+            "attention_chunk_size": 8192, "vocab_size": 202048, "tie_word_embeddings": false,
+            "max_position_embeddings": 10485760
+        }
+    })
+}
+
+// Published: Scout 17 B active of 109 B (with its vision encoder), Maverick 17 B of 400 B. The
+// text models count 107.77 B / 17.17 B and 400.71 B / 17.18 B; the vision tower is named as
+// not counted.
+#[test]
+fn llama_4_text_models_and_the_vision_tower_named() {
+    let dir = tempfile::tempdir().unwrap();
+    for (experts, step, total, active) in [
+        (16, 1, 107_769_861_120u64, 17_172_894_720u64),
+        (128, 2, 400_711_848_960, 17_184_691_200),
+    ] {
+        let path = dir.path().join(format!("llama4-{experts}.json"));
+        std::fs::write(&path, llama4_config(experts, step).to_string()).unwrap();
+        let doc = estimate_json(&["--config", path.to_str().unwrap()]);
+        assert_eq!(doc["model"]["parameters"], total, "{doc}");
+        assert_eq!(doc["model"]["active_parameters"], active);
+        assert!(doc["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("vision tower"));
+    }
+}

@@ -28,6 +28,8 @@ pub const KNOWN_FAMILIES: &[&str] = &[
     "deepseek_v2",
     "deepseek_v3",
     "gpt_oss",
+    "llama4",
+    "llama4_text",
 ];
 
 /// Largest accepted config.json (real ones are a few KiB).
@@ -154,7 +156,9 @@ pub fn parse_config(
         path: path.into(),
         why: "the top level is not an object".into(),
     })?;
-    // Multimodal configs (Gemma 3, Llama 4) nest the language model.
+    // Multimodal configs (Gemma 3, Llama 4) nest the language model; the vision tower is not
+    // counted, and the user is told so.
+    let vision = map.contains_key("vision_config");
     let map = match map.get("text_config").and_then(Value::as_object) {
         Some(text) if !text.contains_key("model_type") || text.get("hidden_size").is_some() => text,
         _ => map,
@@ -170,6 +174,9 @@ pub fn parse_config(
         used: Vec::new(),
     };
     let mut warnings = Vec::new();
+    if vision {
+        warnings.push(ModelWarning::VisionTowerNotCounted);
+    }
 
     let hidden = f.req(&["hidden_size", "n_embd", "d_model"])?;
     let layers = f.req(&["num_hidden_layers", "n_layer", "num_layers"])?;
@@ -230,6 +237,20 @@ pub fn parse_config(
                 o_bias: false,
                 qk_norm: false,
             };
+        }
+        "llama4" | "llama4_text" => {
+            // Dense layers use intermediate_size_mlp; experts (and the one shared expert) use
+            // intermediate_size. The query/key norm is a weightless L2 norm.
+            if let Some(dense) = f.uint(&["intermediate_size_mlp"])? {
+                arch.intermediate_size = dense;
+            }
+            // Chunked attention on the RoPE layers (3 of every 4), a cache of one chunk.
+            if let Some(chunk) = f.uint(&["attention_chunk_size"])?.filter(|&c| c > 0) {
+                arch.sliding_window = Some(SlidingWindow {
+                    window: chunk,
+                    layers: SlidingLayers::AllButEvery(4),
+                });
+            }
         }
         "gpt_oss" => {
             arch.attention = Attention::Standard {
@@ -325,6 +346,7 @@ pub fn parse_config(
         let expert_intermediate = f.uint(&["moe_intermediate_size"])?.unwrap_or(intermediate);
         let shared = match family.as_str() {
             "qwen2_moe" => f.uint(&["shared_expert_intermediate_size"])?.unwrap_or(0),
+            "llama4" | "llama4_text" => expert_intermediate,
             _ => f
                 .uint(&["n_shared_experts"])?
                 .unwrap_or(0)
@@ -332,7 +354,11 @@ pub fn parse_config(
         };
         let first_dense = f.uint(&["first_k_dense_replace"])?.unwrap_or(0);
         let freq = f
-            .uint(&["moe_layer_freq", "decoder_sparse_step"])?
+            .uint(&[
+                "moe_layer_freq",
+                "decoder_sparse_step",
+                "interleave_moe_layer_step",
+            ])?
             .unwrap_or(1)
             .max(1);
         arch.moe = Some(Moe {

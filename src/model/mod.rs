@@ -84,6 +84,8 @@ pub enum ModelWarning {
         /// The config fields the generic formula read.
         fields_used: Vec<String>,
     },
+    /// A multimodal config.json: the language model is estimated, its vision tower is not.
+    VisionTowerNotCounted,
     /// A safetensors model without a config.json beside it: weights are exact, KV cache and
     /// activations are not estimated.
     NoConfig {

@@ -329,6 +329,11 @@ pub fn warning_text(w: &ModelWarning) -> String {
             "unknown model_type '{model_type}': using the generic decoder formula (gated MLP, RMSNorm, no biases) with fields {}",
             fields_used.join(", ")
         ),
+        ModelWarning::VisionTowerNotCounted => {
+            "multimodal model: the language model is estimated; its vision tower and projector \
+             are not counted"
+                .to_string()
+        }
         ModelWarning::NoConfig { path } => format!(
             "no config.json beside {}: KV cache and activations are not estimated",
             path.display()
