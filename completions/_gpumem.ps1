@@ -153,7 +153,7 @@ Register-ArgumentCompleter -Native -CommandName 'gpumem' -ScriptBlock {
             [CompletionResult]::new('--decode-steps', '--decode-steps', [CompletionResultType]::ParameterName, 'Decode steps for --workload transformer (after the prompt fills the rest of --context)')
             [CompletionResult]::new('--timeline', '--timeline', [CompletionResultType]::ParameterName, 'Draw allocated and reserved bytes over the run as an SVG')
             [CompletionResult]::new('--min-hit-rate', '--min-hit-rate', [CompletionResultType]::ParameterName, 'Fail (exit 1) when the pool''s hit rate is below this (0–1)')
-            [CompletionResult]::new('--max-fragmentation', '--max-fragmentation', [CompletionResultType]::ParameterName, 'Fail when fragmentation at the end is above this (0–1)')
+            [CompletionResult]::new('--max-fragmentation', '--max-fragmentation', [CompletionResultType]::ParameterName, 'Fail when fragmentation when reserved memory peaked is above this (0–1): the free bytes in cached segments not usable as one block, over all cached bytes, at the moment the pool held the most. (At the end of a run an emptied cache reads as fragmented.)')
             [CompletionResult]::new('--min-speedup', '--min-speedup', [CompletionResultType]::ParameterName, 'Fail when the pool is less than this many times faster than raw device allocation')
             [CompletionResult]::new('--max-p99-ns', '--max-p99-ns', [CompletionResultType]::ParameterName, 'Fail when the pool''s p99 allocation latency is above this many nanoseconds')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to use colour. `auto` colours a terminal unless NO_COLOR is set')

@@ -146,7 +146,7 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand --decode-steps 'Decode steps for --workload transformer (after the prompt fills the rest of --context)'
             cand --timeline 'Draw allocated and reserved bytes over the run as an SVG'
             cand --min-hit-rate 'Fail (exit 1) when the pool''s hit rate is below this (0–1)'
-            cand --max-fragmentation 'Fail when fragmentation at the end is above this (0–1)'
+            cand --max-fragmentation 'Fail when fragmentation when reserved memory peaked is above this (0–1): the free bytes in cached segments not usable as one block, over all cached bytes, at the moment the pool held the most. (At the end of a run an emptied cache reads as fragmented.)'
             cand --min-speedup 'Fail when the pool is less than this many times faster than raw device allocation'
             cand --max-p99-ns 'Fail when the pool''s p99 allocation latency is above this many nanoseconds'
             cand --color 'When to use colour. `auto` colours a terminal unless NO_COLOR is set'

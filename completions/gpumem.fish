@@ -161,7 +161,7 @@ constrained\t'MemoryConfig::for_constrained(): few idle segments, big blocks nev
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l decode-steps -d 'Decode steps for --workload transformer (after the prompt fills the rest of --context)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l timeline -d 'Draw allocated and reserved bytes over the run as an SVG' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l min-hit-rate -d 'Fail (exit 1) when the pool\'s hit rate is below this (0–1)' -r
-complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l max-fragmentation -d 'Fail when fragmentation at the end is above this (0–1)' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l max-fragmentation -d 'Fail when fragmentation when reserved memory peaked is above this (0–1): the free bytes in cached segments not usable as one block, over all cached bytes, at the moment the pool held the most. (At the end of a run an emptied cache reads as fragmented.)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l min-speedup -d 'Fail when the pool is less than this many times faster than raw device allocation' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l max-p99-ns -d 'Fail when the pool\'s p99 allocation latency is above this many nanoseconds' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l color -d 'When to use colour. `auto` colours a terminal unless NO_COLOR is set' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is not set'

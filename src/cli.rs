@@ -374,7 +374,9 @@ pub struct Gates {
     #[arg(long, value_parser = parse_fraction, value_name = "RATE")]
     pub min_hit_rate: Option<f64>,
 
-    /// Fail when fragmentation at the end is above this (0–1).
+    /// Fail when fragmentation when reserved memory peaked is above this (0–1): the free bytes
+    /// in cached segments not usable as one block, over all cached bytes, at the moment the
+    /// pool held the most. (At the end of a run an emptied cache reads as fragmented.)
     #[arg(long, value_parser = parse_fraction, value_name = "RATIO")]
     pub max_fragmentation: Option<f64>,
 

@@ -676,3 +676,76 @@ fn a_crashing_or_hung_driver_cannot_take_the_run_with_it() {
         assert!(start.elapsed() < std::time::Duration::from_secs(10));
     }
 }
+
+// A snapshot whose segments include one from before the recording: PyTorch's reserved peak is
+// that segment plus the events' net peak, not the events' alone.
+#[test]
+fn segments_that_predate_the_recording_count_in_pytorchs_peak() {
+    const MIB: i128 = 1 << 20;
+    let event = |action: &'static str, addr: i128, size: i128| {
+        Py::Dict(vec![
+            ("action", Py::Str(action)),
+            ("addr", Py::Int(addr)),
+            ("size", Py::Int(size)),
+        ])
+    };
+    let segment = |addr: i128, size: i128| {
+        Py::Dict(vec![
+            ("device", Py::Int(0)),
+            ("address", Py::Int(addr)),
+            ("total_size", Py::Int(size)),
+            ("blocks", Py::List(vec![])),
+        ])
+    };
+    let doc = Py::Dict(vec![
+        (
+            "segments",
+            Py::List(vec![segment(0, 20 * MIB), segment(1 << 40, 8 * MIB)]),
+        ),
+        (
+            "device_traces",
+            Py::List(vec![Py::List(vec![
+                event("segment_alloc", 0, 20 * MIB),
+                event("alloc", 0, MIB),
+                event("segment_alloc", 1 << 30, 40 * MIB),
+                event("segment_free", 1 << 30, 40 * MIB),
+                event("free_completed", 0, MIB),
+            ])]),
+        ),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("predating.pickle");
+    std::fs::write(&path, pickle(&doc)).unwrap();
+    let doc = bench(&["--device", "sim:1GiB", "--trace", path.to_str().unwrap()]);
+    assert_eq!(doc["reference"]["measured_as"], "segment_events");
+    assert_eq!(
+        doc["reference"]["peak_reserved_bytes"],
+        68u64 << 20,
+        "{}",
+        doc["reference"]
+    );
+}
+
+// --max-fragmentation gates fragmentation when the pool held the most, not at the end of the
+// run (where two emptied cached arenas read as 0.5).
+#[test]
+fn the_fragmentation_gate_reads_the_peak() {
+    let args = ["--device", "sim:4GiB", "-n", "3000", "--no-baseline"];
+    let doc = bench(&args);
+    let (peak, end) = (
+        doc["pool"]["fragmentation_peak"].as_f64().unwrap(),
+        doc["pool"]["fragmentation_end"].as_f64().unwrap(),
+    );
+    assert!(peak < end, "{peak} vs {end}");
+    let threshold = format!("{:.4}", (peak + end) / 2.0);
+    let mut gated = args.to_vec();
+    gated.extend(["--max-fragmentation", &threshold]);
+    let doc = bench(&gated);
+    assert_eq!(doc["gates"][0]["measured"].as_f64().unwrap(), peak);
+    assert_eq!(doc["passed"], true);
+    let below = format!("{:.4}", peak / 2.0);
+    let mut failing = args.to_vec();
+    failing.extend(["--json", "--max-fragmentation", &below]);
+    let out = gpumem().arg("bench-alloc").args(&failing).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+}

@@ -127,7 +127,7 @@ pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
     gate(
         "max-fragmentation",
         g.max_fragmentation,
-        pool_view.fragmentation_end,
+        pool_view.fragmentation_peak,
         false,
     );
     gate("min-speedup", g.min_speedup, speedup.unwrap_or(0.0), true);

@@ -311,6 +311,14 @@ pub fn parse_pytorch_snapshot(path: &str, data: &[u8]) -> Result<Workload, Workl
             }
         }
     }
+    // Segments that predate the recording are in the snapshot but in no event: PyTorch's
+    // reserved at any moment is those plus the net of the events, so they count at the peak.
+    let predating = i128::from(snapshot_reserved) - reserved;
+    let peak = if has_segment_events && snapshot_reserved > 0 && predating > 0 {
+        peak + predating
+    } else {
+        peak
+    };
     let peak = u64::try_from(peak)
         .map_err(|_| malformed(path, "segment events reserve more than 2^64 bytes"))?;
     let reference = Reference {
