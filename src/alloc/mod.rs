@@ -44,6 +44,7 @@ mod pool;
 mod pressure;
 mod stats;
 mod tracker;
+pub mod transfer;
 
 pub use buffer::{BatchBuffers, Buffer};
 pub use config::{ConfigError, MemoryConfig, Preset};
