@@ -143,6 +143,8 @@ Register-ArgumentCompleter -Native -CommandName 'gpumem' -ScriptBlock {
             [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Number of allocations (1 to 10,000,000; the sequence is built up front, about 120 bytes per allocation)')
             [CompletionResult]::new('--allocations', '--allocations', [CompletionResultType]::ParameterName, 'Number of allocations (1 to 10,000,000; the sequence is built up front, about 120 bytes per allocation)')
             [CompletionResult]::new('--max-size', '--max-size', [CompletionResultType]::ParameterName, 'Largest request of the synthetic workloads (random, same-size, mixed)')
+            [CompletionResult]::new('--transfer-size', '--transfer-size', [CompletionResultType]::ParameterName, 'Bytes moved each way by --workload transfer')
+            [CompletionResult]::new('--chunk', '--chunk', [CompletionResultType]::ParameterName, 'Chunk size of --workload transfer (one host buffer''s worth)')
             [CompletionResult]::new('--size', '--size', [CompletionResultType]::ParameterName, 'Request size for --workload same-size')
             [CompletionResult]::new('--size-dist', '--size-dist', [CompletionResultType]::ParameterName, 'Size distribution for --workload random')
             [CompletionResult]::new('--seed', '--seed', [CompletionResultType]::ParameterName, 'Seed; the same seed gives the same operation sequence')

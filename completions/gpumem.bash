@@ -77,7 +77,7 @@ _gpumem() {
             return 0
             ;;
         gpumem__subcmd__bench__subcmd__alloc)
-            opts="-n -q -v -h -V --device --timeout --workload --trace --allocations --max-size --size --size-dist --seed --model --batch --context --preset --decode-steps --no-baseline --verify --no-verify --timeline --min-hit-rate --max-fragmentation --min-speedup --max-p99-ns --json --quiet --verbose --color --help --version"
+            opts="-n -q -v -h -V --device --timeout --workload --trace --allocations --max-size --transfer-size --chunk --size --size-dist --seed --model --batch --context --preset --decode-steps --no-baseline --verify --no-verify --timeline --min-hit-rate --max-fragmentation --min-speedup --max-p99-ns --json --quiet --verbose --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -92,7 +92,7 @@ _gpumem() {
                     return 0
                     ;;
                 --workload)
-                    COMPREPLY=($(compgen -W "random same-size mixed transformer" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "random same-size mixed transformer transfer" -- "${cur}"))
                     return 0
                     ;;
                 --trace)
@@ -108,6 +108,14 @@ _gpumem() {
                     return 0
                     ;;
                 --max-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --transfer-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --chunk)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

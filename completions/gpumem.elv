@@ -136,6 +136,8 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand -n 'Number of allocations (1 to 10,000,000; the sequence is built up front, about 120 bytes per allocation)'
             cand --allocations 'Number of allocations (1 to 10,000,000; the sequence is built up front, about 120 bytes per allocation)'
             cand --max-size 'Largest request of the synthetic workloads (random, same-size, mixed)'
+            cand --transfer-size 'Bytes moved each way by --workload transfer'
+            cand --chunk 'Chunk size of --workload transfer (one host buffer''s worth)'
             cand --size 'Request size for --workload same-size'
             cand --size-dist 'Size distribution for --workload random'
             cand --seed 'Seed; the same seed gives the same operation sequence'

@@ -139,10 +139,13 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l timeout -d
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l workload -d 'Workload to run (ignored with --trace)' -r -f -a "random\t'RMM\'s random_allocations: allocate with probability 0.73, else free a random live block'
 same-size\t'Every request the same size (--size)'
 mixed\t'A mix of small (<1 MiB) and large requests'
-transformer\t'A layer-by-layer inference step of --model over several decode steps'"
+transformer\t'A layer-by-layer inference step of --model over several decode steps'
+transfer\t'Move --transfer-size bytes host↔device in --chunk pieces, blocking versus double-buffered, a host consumer on every chunk, every byte verified'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l trace -d 'Replay a recorded trace: RMM logging CSV or a PyTorch memory snapshot pickle' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -s n -l allocations -d 'Number of allocations (1 to 10,000,000; the sequence is built up front, about 120 bytes per allocation)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l max-size -d 'Largest request of the synthetic workloads (random, same-size, mixed)' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l transfer-size -d 'Bytes moved each way by --workload transfer' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l chunk -d 'Chunk size of --workload transfer (one host buffer\'s worth)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l size -d 'Request size for --workload same-size' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l size-dist -d 'Size distribution for --workload random' -r -f -a "uniform\t'Uniform in [1 B, --max-size]'
 normal\t'Normal around half of --max-size'

@@ -352,6 +352,9 @@ pub enum WorkloadKind {
     Mixed,
     /// A layer-by-layer inference step of --model over several decode steps.
     Transformer,
+    /// Move --transfer-size bytes host↔device in --chunk pieces, blocking versus
+    /// double-buffered, a host consumer on every chunk, every byte verified.
+    Transfer,
 }
 
 /// Size distributions for the random workload.
@@ -426,6 +429,14 @@ pub struct BenchAllocArgs {
     /// Largest request of the synthetic workloads (random, same-size, mixed).
     #[arg(long, default_value = "64MiB", value_parser = parse_nonzero_bytes, value_name = "SIZE")]
     pub max_size: u64,
+
+    /// Bytes moved each way by --workload transfer.
+    #[arg(long, default_value = "64MiB", value_parser = parse_nonzero_bytes, value_name = "SIZE")]
+    pub transfer_size: u64,
+
+    /// Chunk size of --workload transfer (one host buffer's worth).
+    #[arg(long, default_value = "4MiB", value_parser = parse_nonzero_bytes, value_name = "SIZE")]
+    pub chunk: u64,
 
     /// Request size for --workload same-size.
     #[arg(long, default_value = "1MiB", value_parser = parse_nonzero_bytes, value_name = "SIZE")]

@@ -749,3 +749,56 @@ fn the_fragmentation_gate_reads_the_peak() {
     let out = gpumem().arg("bench-alloc").args(&failing).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
 }
+
+#[test]
+fn transfer_workload_measures_both_ways_and_verifies_every_byte() {
+    for device in ["host", "opencl:0", "vulkan:0"] {
+        let out = gpumem()
+            .args([
+                "--json",
+                "bench-alloc",
+                "--workload",
+                "transfer",
+                "--device",
+                device,
+            ])
+            .args(["--transfer-size", "8MiB", "--chunk", "1MiB"])
+            .output()
+            .unwrap();
+        if out.status.code() != Some(0) && !common::required(device.split(':').next().unwrap()) {
+            continue;
+        }
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{device}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let t = &doc["transfer"];
+        assert_eq!(
+            (t["size"].as_u64(), t["chunk"].as_u64()),
+            (Some(8 << 20), Some(1 << 20))
+        );
+        assert_eq!(t["corruptions"], 0);
+        for dir in ["upload", "download"] {
+            assert!(
+                t[dir]["blocking_bytes_per_sec"].as_f64().unwrap() > 0.0,
+                "{device} {dir}"
+            );
+            assert!(t[dir]["speedup"].as_f64().unwrap() > 0.0);
+        }
+        assert_eq!(doc["passed"], true);
+    }
+    let err = common::one_line_error(
+        gpumem().args([
+            "bench-alloc",
+            "--workload",
+            "transfer",
+            "--device",
+            "sim:1GiB",
+        ]),
+        2,
+    );
+    assert!(err.contains("sim:SIZE holds none"), "{err}");
+}

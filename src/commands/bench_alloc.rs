@@ -7,14 +7,88 @@ use super::options::{
 };
 use crate::alloc::Pool;
 use crate::backend::{default_device_spec, open_device_within};
-use crate::cli::BenchAllocArgs;
+use crate::cli::{BenchAllocArgs, WorkloadKind};
 use crate::error::CliError;
 use crate::exit::Exit;
 use crate::output::bench::{
     timeline_svg, BenchReport, DeviceView, Gate, PoolView, RawView, ReferenceView, WorkloadView,
 };
+use crate::output::transfer::TransferReport as TransferBenchReport;
 use crate::output::Output;
 use crate::workload::bench::{run_pool, run_raw, Options};
+use crate::workload::transfer::run_transfers;
+
+/// `--workload transfer`: blocking versus double-buffered transfers through a pool allocation.
+fn transfer(
+    args: &BenchAllocArgs,
+    out: &Output,
+    spec: &crate::backend::DeviceSpec,
+    device: std::sync::Arc<dyn crate::device::DeviceMemory>,
+    total: u64,
+    interrupt: &std::sync::atomic::AtomicBool,
+) -> Result<Exit> {
+    use std::sync::atomic::Ordering;
+    if device.simulated() {
+        return Err(CliError::Usage(
+            "--workload transfer moves data, and sim:SIZE holds none; use host or a real device"
+                .into(),
+        )
+        .into());
+    }
+    let config = bench_pool_config(crate::alloc::Preset::Default, spec, args.transfer_size)?;
+    let pool =
+        Pool::new(device.clone(), config).with_context(|| format!("creating a pool on {spec}"))?;
+    let run = run_transfers(&pool, args.transfer_size, args.chunk, 5, &|| {
+        interrupt.load(Ordering::SeqCst)
+    })?;
+    pool.empty_cache();
+    let slowest = run.upload.speedup.min(run.download.speedup);
+    let gates: Vec<Gate> = args
+        .gates
+        .min_speedup
+        .map(|t| Gate {
+            name: "min-speedup",
+            threshold: t,
+            measured: slowest,
+            passed: slowest >= t,
+        })
+        .into_iter()
+        .collect();
+    let (backend, index) = spec.identity();
+    let report = TransferBenchReport {
+        device: DeviceView {
+            backend: backend.into(),
+            index,
+            name: device.name(),
+            simulated: false,
+            total_bytes: total,
+        },
+        workload: "transfer",
+        passed: gates.iter().all(|g| g.passed) && run.corruptions == 0,
+        gates,
+        transfer: run,
+        interrupted: interrupt.load(Ordering::SeqCst),
+    };
+    out.emit(&report)?;
+    if report.interrupted {
+        return Ok(super::signals::interrupted_exit());
+    }
+    if report.transfer.corruptions > 0 {
+        return Err(CliError::AfterReport(format!(
+            "{} bytes did not read back as written",
+            report.transfer.corruptions
+        ))
+        .into());
+    }
+    if let Some(g) = report.gates.iter().find(|g| !g.passed) {
+        return Err(CliError::AfterReport(format!(
+            "--{} (measured {:.3}, threshold {})",
+            g.name, g.measured, g.threshold
+        ))
+        .into());
+    }
+    Ok(Exit::Success)
+}
 
 /// Runs `gpumem bench-alloc` and returns its exit status.
 pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
@@ -40,6 +114,9 @@ pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
     let (free, total) = device
         .mem_info()
         .with_context(|| format!("querying {spec}"))?;
+    if args.workload == WorkloadKind::Transfer && args.trace.is_none() {
+        return transfer(args, out, &spec, device, total, &interrupt);
+    }
     // RMM's benchmark pool starts at half of the free device memory, and keeps live bytes under
     // a limit: here 80 % of that arena, leaving room for rounding and fragmentation inside it.
     let arena = device.max_allocation().unwrap_or(u64::MAX).min(free / 2);

@@ -213,6 +213,12 @@ pub fn bench_workload(args: &BenchAllocArgs, max_live: u64) -> Result<Workload> 
         }),
         WorkloadKind::SameSize => workload::same_size(n, args.size, args.seed),
         WorkloadKind::Mixed => workload::mixed(n, args.max_size, max_live, args.seed),
+        WorkloadKind::Transfer => {
+            return Err(CliError::Usage(
+                "--workload transfer moves data, it is not an allocation sequence".into(),
+            )
+            .into())
+        }
         WorkloadKind::Transformer => {
             let model = model::find_model(&args.model)
                 .ok_or_else(|| model::ModelError::UnknownModel(args.model.clone()))?;

@@ -11,6 +11,7 @@ mod progress;
 pub mod select;
 pub mod stress;
 mod table;
+pub mod transfer;
 
 use std::io::{self, IsTerminal, Write};
 

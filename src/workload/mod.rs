@@ -8,6 +8,7 @@ mod rng;
 pub mod stress;
 mod synthetic;
 mod trace;
+pub mod transfer;
 
 use serde::Serialize;
 use thiserror::Error;
