@@ -100,3 +100,41 @@ fn a_failing_device_ends_the_transfer() {
     pool.free(a).unwrap();
     assert_eq!(pool.stats().active_buffers, 0);
 }
+
+// Typed transfers: f32 up and back through host memory, indices per chunk, and more elements
+// than the allocation holds refused.
+#[test]
+fn typed_f32_round_trip() {
+    use gpumem::alloc::transfer::{download_typed, upload_typed};
+    let device = open_device(&"host:64MiB".parse().unwrap()).unwrap();
+    let pool = Pool::new(device, MemoryConfig::default().with_min_free_bytes(0)).unwrap();
+    let count = 100_000u64;
+    let a = pool.allocate(count * 4).unwrap();
+    upload_typed::<f32>(&pool, &a, count, 4096, Buffering::Double, |first, xs| {
+        for (k, x) in xs.iter_mut().enumerate() {
+            *x = (first + k as u64) as f32 * 0.5;
+        }
+    })
+    .unwrap();
+    let mut seen = 0u64;
+    download_typed::<f32>(&pool, &a, count, 4096, Buffering::Double, |first, xs| {
+        assert_eq!(first, seen);
+        for (k, x) in xs.iter().enumerate() {
+            assert_eq!(*x, (first + k as u64) as f32 * 0.5);
+        }
+        seen += xs.len() as u64;
+    })
+    .unwrap();
+    assert_eq!(seen, count);
+    // More elements than the allocation holds: refused before anything moves.
+    let past = download_typed::<f32>(
+        &pool,
+        &a,
+        a.size / 4 + 1,
+        4096,
+        Buffering::Double,
+        |_, _| panic!("nothing may be delivered"),
+    );
+    assert!(past.unwrap_err().to_string().contains("outside a segment"));
+    pool.free(a).unwrap();
+}

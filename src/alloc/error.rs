@@ -37,6 +37,14 @@ pub enum PoolError {
     /// The allocation is not live in this pool (double free, or from another pool).
     #[error("allocation {0} is not live in this pool (double free?)")]
     NotLive(u64),
+    /// A typed transfer whose element count overflows a byte length.
+    #[error("{bytes} bytes of {element_size}-byte elements is more than 2^64 bytes")]
+    ElementSize {
+        /// The byte length asked for.
+        bytes: u64,
+        /// The element's size in bytes.
+        element_size: usize,
+    },
     /// No named buffer with this name.
     #[error("no named buffer '{0}'")]
     UnknownName(String),

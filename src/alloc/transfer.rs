@@ -105,6 +105,101 @@ pub fn upload(
     }
 }
 
+/// A plain element type typed transfers convert to and from little-endian bytes.
+pub trait Element: Copy + Default + Send {
+    /// Bytes per element.
+    const SIZE: usize;
+    /// The element from its little-endian bytes (`SIZE` of them).
+    fn from_le(bytes: &[u8]) -> Self;
+    /// The element's little-endian bytes into `out` (`SIZE` of them).
+    fn to_le(self, out: &mut [u8]);
+}
+
+macro_rules! element {
+    ($($t:ty),*) => {$(
+        impl Element for $t {
+            const SIZE: usize = std::mem::size_of::<$t>();
+            fn from_le(bytes: &[u8]) -> Self {
+                let mut raw = [0u8; std::mem::size_of::<$t>()];
+                raw.copy_from_slice(bytes);
+                <$t>::from_le_bytes(raw)
+            }
+            fn to_le(self, out: &mut [u8]) {
+                out.copy_from_slice(&self.to_le_bytes());
+            }
+        }
+    )*};
+}
+element!(u8, u16, u32, u64, i32, i64, f32, f64);
+
+/// The bytes `count` elements of `T` take, which must lie inside the allocation.
+fn typed_len<T: Element>(alloc: &Allocation, count: u64) -> Result<u64, PoolError> {
+    let bytes = count
+        .checked_mul(T::SIZE as u64)
+        .ok_or(PoolError::ElementSize {
+            bytes: u64::MAX,
+            element_size: T::SIZE,
+        })?;
+    crate::device::check_bounds(0, usize::try_from(bytes).unwrap_or(usize::MAX), alloc.size)?;
+    Ok(bytes)
+}
+
+/// [`download`] as elements of `T`: `count` elements in chunks of `chunk` elements, `consume`
+/// getting the index of each chunk's first element. More elements than the allocation holds
+/// are refused.
+pub fn download_typed<T: Element>(
+    pool: &Pool,
+    alloc: &Allocation,
+    count: u64,
+    chunk: usize,
+    buffering: Buffering,
+    mut consume: impl FnMut(u64, &[T]),
+) -> Result<TransferReport, PoolError> {
+    let bytes = typed_len::<T>(alloc, count)?;
+    let mut typed: Vec<T> = Vec::new();
+    download(
+        pool,
+        alloc,
+        bytes,
+        chunk.saturating_mul(T::SIZE),
+        buffering,
+        |at, buf| {
+            typed.clear();
+            typed.extend(buf.chunks_exact(T::SIZE).map(T::from_le));
+            consume(at / T::SIZE as u64, &typed);
+        },
+    )
+}
+
+/// [`upload`] as elements of `T`: `produce` fills each chunk's elements, given the index of
+/// its first element.
+pub fn upload_typed<T: Element>(
+    pool: &Pool,
+    alloc: &Allocation,
+    count: u64,
+    chunk: usize,
+    buffering: Buffering,
+    mut produce: impl FnMut(u64, &mut [T]),
+) -> Result<TransferReport, PoolError> {
+    let bytes = typed_len::<T>(alloc, count)?;
+    let mut typed: Vec<T> = Vec::new();
+    upload(
+        pool,
+        alloc,
+        bytes,
+        chunk.saturating_mul(T::SIZE),
+        buffering,
+        |at, buf| {
+            typed.clear();
+            typed.resize(buf.len() / T::SIZE, T::default());
+            produce(at / T::SIZE as u64, &mut typed);
+            for (v, out) in typed.iter().zip(buf.chunks_exact_mut(T::SIZE)) {
+                v.to_le(out);
+            }
+        },
+    )
+}
+
 fn report(
     bytes: u64,
     chunks: u64,
