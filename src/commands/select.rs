@@ -15,7 +15,7 @@ use crate::output::Output;
 use crate::plan::launch::{launch, LaunchSettings, ModelRef};
 use crate::plan::{
     candidates_from_discovery, capacity, model_requirement, plan, read_inventory, Candidate,
-    PlanKind, Requirement,
+    Capacity, PlanKind, Requirement,
 };
 
 /// Re-estimates what the model needs for another (batch, context); `None` past 2^64 bytes.
@@ -38,6 +38,7 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
 
     // What must fit.
     let mut model_name = None;
+    let mut trained_context = None;
     let (requirement, needs_at): (Requirement, Option<NeedsAt>) = match (&spec, args.bytes) {
         (_, Some(bytes)) => (
             Requirement {
@@ -54,6 +55,7 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
             }
             let b = estimate(&model.arch, model.file_weights, &s)?;
             model_name = Some(model.name.clone());
+            trained_context = model.arch.max_position_embeddings;
             let requirement = model_requirement(&model.arch, &b, s.fragmentation_reserve);
             let (arch, weights) = (model.arch, model.file_weights);
             let at = move |batch: u64, context: u64| {
@@ -104,7 +106,11 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
             .map(|f| (f as &dyn Fn(u64) -> u64, context)),
     );
     if let Some(f) = &needs_at {
-        selection.plan.capacity = capacity(&selection, &candidates, &policy, context, batch, f);
+        selection.plan.capacity = capacity(&selection, &candidates, &policy, context, batch, f)
+            .map(|c| Capacity {
+                trained_context,
+                ..c
+            });
     }
     // Launch commands for a model (not for --bytes).
     let launches = match (&spec, args.bytes, &requirement.model) {

@@ -303,6 +303,13 @@ impl Report for SelectReport {
                 thousands(c.max_context_at_batch),
                 c.batch
             );
+            if let Some(t) = c.trained_context.filter(|&t| c.max_context_at_batch > t) {
+                let _ = writeln!(
+                    text,
+                    "The model was trained for up to {} tokens; engines refuse a longer context.",
+                    thousands(t)
+                );
+            }
         }
         for (engine, result) in &self.launches {
             match result {

@@ -279,6 +279,9 @@ pub struct Capacity {
     pub max_concurrent_sequences: u64,
     /// The longest context that fits for the requested batch of sequences at once.
     pub max_context_at_batch: u64,
+    /// The longest context the model was trained for, when known: engines refuse a longer
+    /// one (vLLM's `--max-model-len`) whatever memory allows.
+    pub trained_context: Option<u64>,
 }
 
 /// The serving capacity of `selection`'s plan (`None` without a plan): on the devices the plan
@@ -330,6 +333,7 @@ pub fn capacity(
         kv_tokens: largest(&|c| c > 0 && fits(1, c)),
         max_concurrent_sequences: largest(&|b| b > 0 && fits(b, context)),
         max_context_at_batch: largest(&|c| c > 0 && fits(batch, c)),
+        trained_context: None,
     })
 }
 
