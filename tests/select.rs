@@ -653,7 +653,10 @@ fn serving_capacity_is_consistent_with_the_planner() {
         );
         let c = &doc["plan"]["capacity"];
         assert_eq!(c["context"], 8192);
-        assert_eq!(c["trained_context"], 131_072, "Llama 3.1's published context");
+        assert_eq!(
+            c["trained_context"], 131_072,
+            "Llama 3.1's published context"
+        );
         let longest = c["max_context_at_batch"].as_u64().unwrap();
         let sequences = c["max_concurrent_sequences"].as_u64().unwrap();
         assert_eq!(c["kv_tokens"].as_u64().unwrap(), longest);

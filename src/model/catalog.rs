@@ -18,6 +18,9 @@ pub struct CatalogModel {
     pub hf_repo: &'static str,
     /// Its shape, as its published config.json gives it.
     pub arch: ModelArch,
+    /// The published checkpoint's weight bytes when its config fixes them (a
+    /// `quantization_config` such as gpt-oss's MXFP4 experts); else weights follow `--dtype`.
+    pub checkpoint_weights: Option<super::FileWeights>,
 }
 
 fn with<F: FnOnce(&mut ModelArch)>(
@@ -150,7 +153,68 @@ fn m(
         aliases,
         hf_repo,
         arch,
+        checkpoint_weights: None,
     }
+}
+
+/// A catalog model read from (the architecture fields of) its published config.json, through
+/// the same parser as `--config`, so the two can never disagree.
+fn from_config(
+    name: &'static str,
+    aliases: &'static [&'static str],
+    hf_repo: &'static str,
+    config: &str,
+) -> CatalogModel {
+    let value: serde_json::Value =
+        serde_json::from_str(config).expect("catalog configs are valid JSON (tested)");
+    let path = std::path::Path::new(hf_repo);
+    let (mut arch, _) =
+        super::parse_config(path, name, &value).expect("catalog configs parse (tested)");
+    arch.name = name.to_string();
+    let checkpoint_weights = super::hf_config::config_weights(path, &value, &arch)
+        .expect("catalog quantization configs are known (tested)");
+    CatalogModel {
+        name,
+        aliases,
+        hf_repo,
+        arch,
+        checkpoint_weights,
+    }
+}
+
+/// openai/gpt-oss-{20b,120b}: the architecture fields of the published config.json.
+fn gpt_oss_config(layers: u64, experts: u64) -> String {
+    let types: Vec<&str> = (0..layers)
+        .map(|i| {
+            if i % 2 == 0 {
+                "\"sliding_attention\""
+            } else {
+                "\"full_attention\""
+            }
+        })
+        .collect();
+    format!(
+        r#"{{"model_type": "gpt_oss", "attention_bias": true, "head_dim": 64,
+            "hidden_size": 2880, "intermediate_size": 2880, "num_attention_heads": 64,
+            "num_key_value_heads": 8, "num_hidden_layers": {layers},
+            "num_local_experts": {experts}, "num_experts_per_tok": 4,
+            "layer_types": [{}], "sliding_window": 128, "max_position_embeddings": 131072,
+            "tie_word_embeddings": false, "vocab_size": 201088,
+            "quantization_config": {{"quant_method": "mxfp4"}}}}"#,
+        types.join(", ")
+    )
+}
+
+/// meta-llama/Llama-4-{Scout-17B-16E,Maverick-17B-128E}: the text model's fields.
+fn llama4_config(experts: u64, step: u64, max_pos: u64) -> String {
+    format!(
+        r#"{{"model_type": "llama4_text", "hidden_size": 5120, "intermediate_size": 8192,
+            "intermediate_size_mlp": 16384, "num_hidden_layers": 48, "num_attention_heads": 40,
+            "num_key_value_heads": 8, "head_dim": 128, "num_local_experts": {experts},
+            "num_experts_per_tok": 1, "interleave_moe_layer_step": {step},
+            "attention_chunk_size": 8192, "vocab_size": 202048, "tie_word_embeddings": false,
+            "max_position_embeddings": {max_pos}}}"#
+    )
 }
 
 /// Every catalog model, in listing order.
@@ -619,6 +683,30 @@ pub fn catalog() -> Vec<CatalogModel> {
                     a.norm = Norm::Layer;
                 },
             ),
+        ),
+        from_config(
+            "gpt-oss-20b",
+            &["gpt-oss"],
+            "openai/gpt-oss-20b",
+            &gpt_oss_config(24, 32),
+        ),
+        from_config(
+            "gpt-oss-120b",
+            &[],
+            "openai/gpt-oss-120b",
+            &gpt_oss_config(36, 128),
+        ),
+        from_config(
+            "llama-4-scout",
+            &["llama-4-scout-17b-16e", "llama4-scout"],
+            "meta-llama/Llama-4-Scout-17B-16E",
+            &llama4_config(16, 1, 10_485_760),
+        ),
+        from_config(
+            "llama-4-maverick",
+            &["llama-4-maverick-17b-128e", "llama4-maverick"],
+            "meta-llama/Llama-4-Maverick-17B-128E",
+            &llama4_config(128, 2, 1_048_576),
         ),
     ]
 }

@@ -103,13 +103,13 @@ pub fn read_config_with_weights(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "config.json".into());
     let (arch, warnings) = parse_config(path, &name, &value)?;
-    let weights = quantized_weights(path, &value, &arch)?;
+    let weights = config_weights(path, &value, &arch)?;
     Ok((arch, warnings, weights))
 }
 
 /// Weight bytes a `quantization_config` implies. Only methods whose layout the config fixes
 /// exactly are counted; others leave the weights to `--dtype`.
-fn quantized_weights(
+pub(crate) fn config_weights(
     path: &Path,
     value: &Value,
     arch: &ModelArch,

@@ -159,7 +159,7 @@ fn load_any(spec: &SourceSpec) -> Result<ModelSource, ModelError> {
                 name: m.name.to_string(),
                 kind: SourceKind::Catalog,
                 arch: m.arch,
-                file_weights: None,
+                file_weights: m.checkpoint_weights,
                 warnings: Vec::new(),
             })
         }

@@ -105,3 +105,15 @@ fn every_catalog_shape_passes_the_plausibility_gate() {
         assert_eq!(m.arch.check_plausible(), Ok(()), "{}", m.name);
     }
 }
+
+#[test]
+fn config_backed_catalog_models_match_their_publishers() {
+    let oss = find_model("gpt-oss-20b").unwrap();
+    assert_eq!(oss.arch.params().total, 20_914_757_184);
+    assert_eq!(oss.arch.params().active, 3_608_307_264);
+    assert_eq!(oss.checkpoint_weights.unwrap().bytes, 13_761_264_768);
+    let maverick = find_model("llama-4-maverick").unwrap();
+    assert_eq!(maverick.arch.params().total, 400_711_848_960);
+    assert_eq!(maverick.arch.params().active, 17_184_691_200);
+    assert!(maverick.checkpoint_weights.is_none());
+}
