@@ -583,3 +583,22 @@ fn llama_4_text_models_and_the_vision_tower_named() {
             .contains("vision tower"));
     }
 }
+
+// A Mamba GGUF (written by tools/llamacpp-reference/make_mamba_gguf.py): no KV cache but an
+// f32 recurrent state per sequence that does not grow with the context — 2 layers × (3 conv
+// steps + 16 state) × 128 channels × 4 bytes, what llama.cpp's RS buffer holds (0.02 MiB).
+#[test]
+fn mamba_keeps_a_recurrent_state_not_a_kv_cache() {
+    for context in ["512", "65536"] {
+        let doc = estimate_json(&["--gguf", &fixture("tiny-mamba.gguf"), "--context", context]);
+        assert_eq!(doc["model"]["family"], "mamba");
+        assert_eq!(
+            doc["kv_cache_bytes"],
+            2 * (3 + 16) * 128 * 4,
+            "context {context}"
+        );
+        assert_eq!(doc["kv_bytes_per_token"], 0);
+    }
+    let doc = estimate_json(&["--gguf", &fixture("tiny-mamba.gguf"), "--batch", "3"]);
+    assert_eq!(doc["kv_cache_bytes"], 3 * 2 * (3 + 16) * 128 * 4);
+}

@@ -47,6 +47,15 @@ fn compare(name: &str) -> Vec<(String, u64, u64, bool, f64)> {
         parameters: params,
         bytes: matrix_bytes + norms * 4,
     };
+    rows(name, &doc, &arch, file)
+}
+
+fn rows(
+    name: &str,
+    doc: &Value,
+    arch: &gpumem::model::ModelArch,
+    file: FileWeights,
+) -> Vec<(String, u64, u64, bool, f64)> {
     let mut out = Vec::new();
     for row in doc["rows"].as_array().unwrap() {
         let (context, ubatch) = (
@@ -68,7 +77,7 @@ fn compare(name: &str) -> Vec<(String, u64, u64, bool, f64)> {
             optimizer: Optimizer::Adamw,
             checkpointing: false,
         };
-        let b = estimate(&arch, Some(file), &settings).unwrap();
+        let b = estimate(arch, Some(file), &settings).unwrap();
         let mib = |k: &str| row[k].as_f64().unwrap();
         let what = format!("{name} ctx {context} ubatch {ubatch} fa {fa}");
         assert!(
@@ -87,12 +96,42 @@ fn compare(name: &str) -> Vec<(String, u64, u64, bool, f64)> {
     out
 }
 
+/// The Mamba fixture: the architecture and file bytes as make_mamba_gguf.py writes them.
+fn compare_mamba(name: &str) -> Vec<(String, u64, u64, bool, f64)> {
+    let doc = fixture(name);
+    let s = &doc["shape"];
+    let n = |k: &str| s[k].as_u64().unwrap();
+    let (d, layers, vocab) = (n("d_model"), n("layers"), n("vocab"));
+    let (ds, conv) = (n("d_state"), n("d_conv"));
+    let di = n("expand") * d;
+    let dt_rank = d.div_ceil(16);
+    let mut arch = llama_like(doc["shape_of"].as_str().unwrap(), d, 0, layers, 0, 0, vocab);
+    arch.tie_word_embeddings = s["tied"].as_bool().unwrap();
+    arch.head_dim = 0;
+    arch.ssm = Some(gpumem::model::Ssm {
+        conv_kernel: conv,
+        inner: di,
+        state: ds,
+        dt_rank,
+    });
+    // f16 matrices, f32 vectors and SSM parameters.
+    let f16 = 2 * di * d + (dt_rank + 2 * ds) * di + di * dt_rank + d * di;
+    let f32 = d + di * conv + di + di + di * ds + di;
+    let embed = vocab * d * if arch.tie_word_embeddings { 1 } else { 2 };
+    let file = FileWeights {
+        parameters: layers * (f16 + f32) + embed + d,
+        bytes: layers * (f16 * 2 + f32 * 4) + embed * 2 + d * 4,
+    };
+    rows(name, &doc, &arch, file)
+}
+
 #[test]
 fn estimates_match_llama_cpp_and_are_never_below_it() {
     let mut rows = compare("qwen2.5-0.5b-shape.json");
     rows.extend(compare("llama-3.2-1b-shape.json"));
     rows.extend(compare("llama-3.1-8b-shape.json"));
-    assert_eq!(rows.len(), 21);
+    rows.extend(compare_mamba("mamba-370m-shape.json"));
+    assert_eq!(rows.len(), 23);
     // The accuracy table the README shows (`cargo test --test llamacpp_reference -- --nocapture`).
     for (name, context, ubatch, fa, ratio) in &rows {
         eprintln!(

@@ -70,6 +70,29 @@ pub struct Moe {
     pub router_bias: bool,
 }
 
+/// A selective state-space (Mamba) mixer in place of attention: a recurrent state per sequence
+/// instead of a KV cache that grows with the context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Ssm {
+    /// Width of the causal convolution (`d_conv`); the conv state keeps `d_conv − 1` steps.
+    pub conv_kernel: u64,
+    /// Inner width (`d_inner`, usually 2 × hidden).
+    pub inner: u64,
+    /// State size per channel (`d_state`).
+    pub state: u64,
+    /// Rank of the Δ projection (`dt_rank`).
+    pub dt_rank: u64,
+}
+
+impl Ssm {
+    /// f32 elements of recurrent state one sequence keeps per layer: the convolution's last
+    /// `d_conv − 1` inputs and the scan state, as llama.cpp allocates them (R and S).
+    pub fn state_elements_per_layer(&self) -> u128 {
+        let w = u128::from;
+        w(self.conv_kernel.saturating_sub(1)) * w(self.inner) + w(self.state) * w(self.inner)
+    }
+}
+
 /// Which layers use a sliding attention window.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -134,6 +157,8 @@ pub struct ModelArch {
     pub sliding_window: Option<SlidingWindow>,
     /// A learned attention sink per head and layer (gpt-oss).
     pub attention_sinks: bool,
+    /// Every layer a Mamba mixer instead of attention (then `num_heads` may be 0).
+    pub ssm: Option<Ssm>,
     /// The publisher counts active parameters without the input embedding table (a lookup, not
     /// compute), as OpenAI does for gpt-oss.
     pub active_without_embedding: bool,
@@ -189,6 +214,14 @@ pub enum ShapeField {
     SharedIntermediate,
     /// `sliding_window` (GGUF `attention.sliding_window`).
     SlidingWindow,
+    /// `conv_kernel` (GGUF `ssm.conv_kernel`).
+    SsmConvKernel,
+    /// `intermediate_size` of a Mamba mixer (GGUF `ssm.inner_size`).
+    SsmInner,
+    /// `state_size` (GGUF `ssm.state_size`).
+    SsmState,
+    /// `time_step_rank` (GGUF `ssm.time_step_rank`).
+    SsmDtRank,
 }
 
 impl ShapeField {
@@ -213,6 +246,10 @@ impl ShapeField {
             ShapeField::ExpertIntermediate => "moe_intermediate_size",
             ShapeField::SharedIntermediate => "shared_expert_intermediate_size",
             ShapeField::SlidingWindow => "sliding_window",
+            ShapeField::SsmConvKernel => "conv_kernel",
+            ShapeField::SsmInner => "intermediate_size",
+            ShapeField::SsmState => "state_size",
+            ShapeField::SsmDtRank => "time_step_rank",
         }
     }
 
@@ -237,6 +274,10 @@ impl ShapeField {
             ShapeField::ExpertIntermediate => "expert_feed_forward_length",
             ShapeField::SharedIntermediate => "expert_shared_count",
             ShapeField::SlidingWindow => "attention.sliding_window",
+            ShapeField::SsmConvKernel => "ssm.conv_kernel",
+            ShapeField::SsmInner => "ssm.inner_size",
+            ShapeField::SsmState => "ssm.state_size",
+            ShapeField::SsmDtRank => "ssm.time_step_rank",
         }
     }
 }
@@ -403,6 +444,8 @@ impl ModelArch {
     /// the estimate forms fits in 128 bits, so no figure can wrap. Returns the offending field
     /// (by its config.json name) and why.
     pub fn check_plausible(&self) -> Result<(), (ShapeField, String)> {
+        // A Mamba model has no attention heads; its mixer's own fields are checked instead.
+        let min_heads = u64::from(self.ssm.is_none());
         let mut fields: Vec<(ShapeField, u64, u64, u64)> = vec![
             (ShapeField::HiddenSize, self.hidden_size, 1, 1 << 20),
             (
@@ -412,11 +455,24 @@ impl ModelArch {
                 1 << 22,
             ),
             (ShapeField::NumLayers, self.num_layers, 1, 10_000),
-            (ShapeField::NumHeads, self.num_heads, 1, 1 << 16),
-            (ShapeField::NumKvHeads, self.num_kv_heads, 1, 1 << 16),
+            (ShapeField::NumHeads, self.num_heads, min_heads, 1 << 16),
+            (
+                ShapeField::NumKvHeads,
+                self.num_kv_heads,
+                min_heads,
+                1 << 16,
+            ),
             (ShapeField::VocabSize, self.vocab_size, 1, 1 << 24),
             (ShapeField::NormsPerLayer, self.norms_per_layer, 0, 16),
         ];
+        if let Some(s) = &self.ssm {
+            fields.extend([
+                (ShapeField::SsmConvKernel, s.conv_kernel, 1, 64),
+                (ShapeField::SsmInner, s.inner, 1, 1 << 21),
+                (ShapeField::SsmState, s.state, 1, 1 << 12),
+                (ShapeField::SsmDtRank, s.dt_rank, 1, 1 << 16),
+            ]);
+        }
         if self.head_dim == 0 && self.num_heads > self.hidden_size {
             return Err((
                 ShapeField::HeadDim,
@@ -446,7 +502,7 @@ impl ModelArch {
             ]);
         }
         // After MLA's own dimensions, which it is derived from and which name the cause.
-        fields.push((ShapeField::HeadDim, self.head_dim, 1, 1 << 16));
+        fields.push((ShapeField::HeadDim, self.head_dim, min_heads, 1 << 16));
         if let Some(m) = &self.moe {
             fields.extend([
                 (ShapeField::Experts, m.experts, 1, 1 << 16),
@@ -524,6 +580,7 @@ impl ModelArch {
     pub fn kv_elements_per_token_layer(&self) -> u64 {
         match &self.attention {
             // Saturating, never wrapping: an unchecked shape must not shrink the cache.
+            Attention::Standard { .. } if self.ssm.is_some() => 0,
             Attention::Standard { .. } => 2u64
                 .saturating_mul(self.num_kv_heads)
                 .saturating_mul(self.head_dim),
@@ -598,5 +655,6 @@ pub fn llama_like(
         sliding_window: None,
         attention_sinks: false,
         active_without_embedding: false,
+        ssm: None,
     }
 }

@@ -212,7 +212,12 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
     // The KQ mask (f32; f16 with flash attention), two with interleaved sliding windows.
     let masks = if interleaved { 2 } else { 1 };
     let mask = masks * attended * ub * if s.flash_attention { 2 } else { 4 };
-    let attention = if s.flash_attention {
+    let attention = if let Some(m) = &arch.ssm {
+        // The Mamba mixer instead: in-projection (x and z), convolution output, the x→(Δ, B,
+        // C) projection, Δ and the scan output, all f32, plus the hidden states around it.
+        let inner = w(m.inner);
+        ub * (5 * inner + w(m.dt_rank) + 2 * w(m.state)) * 4 + 3 * hidden
+    } else if s.flash_attention {
         mask + 6 * hidden
     } else {
         heads * attended * ub * 4 + mask + 6 * hidden
@@ -324,8 +329,12 @@ pub fn estimate(
                 _ => cells,
             };
             let elems = arch.kv_elements_in_cells(cells, swa_cells) * u128::from(s.batch);
+            // A Mamba model keeps an f32 recurrent state per sequence instead of a KV cache.
+            let state = arch.ssm.map_or(0, |m| {
+                m.state_elements_per_layer() * u128::from(arch.num_layers) * 4
+            }) * u128::from(s.batch);
             (
-                fit(s.kv_dtype.bytes_for(elems), "KV cache")?,
+                fit(s.kv_dtype.bytes_for(elems) + state, "KV cache")?,
                 fit(inference_activations_wide(arch, s), "activations")?,
                 None,
             )

@@ -17,7 +17,7 @@ use serde::Serialize;
 
 pub use arch::{
     llama_like, Attention, Mlp, ModelArch, Moe, Norm, ParamCount, ShapeField, SlidingLayers,
-    SlidingWindow, MAX_PARAMETERS,
+    SlidingWindow, Ssm, MAX_PARAMETERS,
 };
 pub use catalog::{catalog, find_model, CatalogModel};
 pub use dtype::{
@@ -253,7 +253,21 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
     };
     let hidden = req("embedding_length")?;
     let layers = req("block_count")?;
-    let heads = req("attention.head_count")?;
+    // Mamba: every layer a state-space mixer, no attention heads.
+    let ssm = if a == "mamba" {
+        Some(arch::Ssm {
+            conv_kernel: req("ssm.conv_kernel")?,
+            inner: req("ssm.inner_size")?,
+            state: req("ssm.state_size")?,
+            dt_rank: req("ssm.time_step_rank")?,
+        })
+    } else {
+        None
+    };
+    let heads = match ssm {
+        Some(_) => 0,
+        None => req("attention.head_count")?,
+    };
     let kv = get("attention.head_count_kv")
         .filter(|&v| v > 0)
         .unwrap_or(heads);
@@ -281,7 +295,12 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
     arch.family = a.clone();
     arch.head_dim = get("attention.key_length")
         .filter(|&v| v > 0)
-        .unwrap_or(hidden / heads);
+        .unwrap_or(hidden / heads.max(1));
+    if ssm.is_some() {
+        arch.ssm = ssm;
+        arch.head_dim = 0;
+        arch.intermediate_size = 0;
+    }
     arch.max_position_embeddings = get("context_length");
     arch.tie_word_embeddings = !file.tensors.iter().any(|t| t.name == "output.weight");
     if let Some(rank) = get("attention.kv_lora_rank").filter(|&v| v > 0) {

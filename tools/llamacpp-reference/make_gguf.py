@@ -10,10 +10,10 @@ usage: make_gguf.py OUT.gguf --hidden H --ffn F --layers L --heads N --kv-heads 
                    [--head-dim D] [--ctx C] [--type f16|f32|q8_0] [--tied]
 """
 import argparse
-import os
 
-import numpy as np
-from gguf import GGMLQuantizationType, GGUFWriter, GGML_QUANT_SIZES
+from gguf import GGMLQuantizationType, GGUFWriter
+
+from sparse_gguf import add_tensor, add_vocab, finish_sparse
 
 
 def main() -> None:
@@ -51,23 +51,10 @@ def main() -> None:
     w.add_rope_freq_base(500000.0)
     w.add_vocab_size(a.vocab)
     w.add_file_type(1 if a.type == "f16" else 0 if a.type == "f32" else 7)
-    # A vocabulary llama.cpp's SentencePiece loader accepts: <unk>, <s>, </s>, then plain pieces.
-    tokens = [b"<unk>", b"<s>", b"</s>"] + [f"t{i}".encode() for i in range(3, a.vocab)]
-    w.add_tokenizer_model("llama")
-    w.add_token_list(tokens)
-    w.add_token_scores([0.0] * a.vocab)
-    w.add_token_types([2, 3, 3] + [1] * (a.vocab - 3))
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_unk_token_id(0)
+    add_vocab(w, a.vocab)
 
     def tensor(name: str, shape: tuple, t=qtype) -> None:
-        # shape as numpy order (outermost first); bytes from the type's block size.
-        block, size = GGML_QUANT_SIZES[t]
-        n = int(np.prod(shape))
-        nbytes = n // block * size
-        w.add_tensor_info(name, shape, np.dtype(np.float16 if t == GGMLQuantizationType.F16 else np.float32),
-                          nbytes, raw_dtype=t)
+        add_tensor(w, name, shape, t)
 
     h, f, kvd, qd = a.hidden, a.ffn, a.kv_heads * head_dim, a.heads * head_dim
     f32 = GGMLQuantizationType.F32
@@ -86,20 +73,7 @@ def main() -> None:
         tensor(f"blk.{i}.ffn_up.weight", (f, h))
         tensor(f"blk.{i}.ffn_down.weight", (h, f))
 
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_ti_data_to_file()
-    # The data region: every tensor padded to the alignment, left as a hole.
-    fout = w.fout[0]
-    fout.flush()
-    data_start = w.ggml_pad(fout.tell(), w.data_alignment)
-    total = 0
-    for ti in w.tensors[0].values():
-        total += w.ggml_pad(ti.nbytes, w.data_alignment)
-    w.close()
-    with open(a.out, "r+b") as out:
-        out.truncate(data_start + total)
-    print(f"{a.out}: {os.path.getsize(a.out)} bytes apparent")
+    finish_sparse(w, a.out)
 
 
 if __name__ == "__main__":

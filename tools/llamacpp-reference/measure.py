@@ -23,7 +23,7 @@ Llama(model_path=sys.argv[1], n_ctx=ctx, n_batch=ub, n_ubatch=ub, n_gpu_layers=0
 
 PATTERNS = {
     "weights_mib": r"CPU_Mapped model buffer size =\s+([\d.]+) MiB",
-    "kv_mib": r"llama_kv_cache:\s+CPU KV buffer size =\s+([\d.]+) MiB",
+    "kv_mib": r"(?:llama_kv_cache:\s+CPU KV|llama_memory_recurrent:\s+CPU RS) buffer size =\s+([\d.]+) MiB",
     "compute_mib": r"CPU compute buffer size =\s+([\d.]+) MiB",
     "output_mib": r"CPU\s+output buffer size =\s+([\d.]+) MiB",
 }
