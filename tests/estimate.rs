@@ -602,3 +602,27 @@ fn mamba_keeps_a_recurrent_state_not_a_kv_cache() {
     let doc = estimate_json(&["--gguf", &fixture("tiny-mamba.gguf"), "--batch", "3"]);
     assert_eq!(doc["kv_cache_bytes"], 3 * 2 * (3 + 16) * 128 * 4);
 }
+
+// A split GGUF (gguf-py's split writer, 3 shards): whichever shard is named, the whole model is
+// counted — llama.cpp maps 0.05 + 0.09 + 0.02 MiB of weights across the three.
+#[test]
+fn split_ggufs_are_counted_whole() {
+    for k in 1..=3 {
+        let shard = fixture(&format!("tiny-split/tiny-split-0000{k}-of-00003.gguf"));
+        let doc = estimate_json(&["--gguf", &shard]);
+        assert_eq!(doc["model"]["parameters"], 78_144, "shard {k}");
+        assert_eq!(doc["weights_bytes"], 156_928, "shard {k}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for k in [1, 2] {
+        let name = format!("tiny-split-0000{k}-of-00003.gguf");
+        std::fs::copy(
+            fixture(&format!("tiny-split/{name}")),
+            dir.path().join(&name),
+        )
+        .unwrap();
+    }
+    let first = dir.path().join("tiny-split-00001-of-00003.gguf");
+    let e = one_line_failure(&["estimate", "--gguf", first.to_str().unwrap()], 1);
+    assert!(e.contains("tiny-split-00003-of-00003.gguf"), "{e}");
+}

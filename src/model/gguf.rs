@@ -259,6 +259,65 @@ impl Reader {
     }
 }
 
+/// Most shards a split GGUF may have.
+pub const MAX_SPLITS: u64 = 10_000;
+
+/// Reads a GGUF header and, when it is one shard of a split model (`split.count` > 1, named
+/// `PREFIX-0000k-of-0000N.gguf` as llama.cpp's gguf-split writes them), every other shard's
+/// tensors too, so the model's weights are counted whole whichever shard is named.
+pub fn read_gguf_model(path: &Path) -> Result<GgufFile, ModelError> {
+    let first = read_gguf(path)?;
+    let count = first.u64("split.count").unwrap_or(1);
+    if count <= 1 {
+        return Ok(first);
+    }
+    let bad = |why: String| ModelError::Format {
+        path: path.to_path_buf(),
+        why,
+    };
+    if count > MAX_SPLITS {
+        return Err(bad(format!(
+            "split.count is {count}, more than {MAX_SPLITS}"
+        )));
+    }
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let prefix = name
+        .strip_suffix(".gguf")
+        .and_then(|stem| stem.rsplit_once("-of-"))
+        .and_then(|(head, total)| {
+            let (prefix, no) = head.rsplit_once('-')?;
+            no.parse::<u64>().ok()?;
+            (total.parse::<u64>().ok()? == count).then(|| prefix.to_string())
+        })
+        .ok_or_else(|| {
+            bad(format!(
+                "a split GGUF (split.count {count}) whose name is not \
+                 PREFIX-0000k-of-{count:05}.gguf"
+            ))
+        })?;
+    // Shard 1 holds the metadata; every shard holds some tensors.
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut model: Option<GgufFile> = None;
+    for k in 1..=count {
+        let shard = dir.join(format!("{prefix}-{k:05}-of-{count:05}.gguf"));
+        let part = read_gguf(&shard)?;
+        if part.u64("split.count") != Some(count) {
+            return Err(ModelError::Format {
+                path: shard,
+                why: format!("is not shard {k} of the same {count}-way split"),
+            });
+        }
+        match &mut model {
+            None => model = Some(part),
+            Some(m) => m.tensors.extend(part.tensors),
+        }
+    }
+    model.ok_or_else(|| bad("no shards".into()))
+}
+
 /// Reads the header of a GGUF file.
 pub fn read_gguf(path: &Path) -> Result<GgufFile, ModelError> {
     let (file, len) = crate::input::open_regular(path)?;

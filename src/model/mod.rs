@@ -174,7 +174,7 @@ fn load_any(spec: &SourceSpec) -> Result<ModelSource, ModelError> {
             })
         }
         SourceSpec::Gguf(path) => {
-            let file = read_gguf(path)?;
+            let file = gguf::read_gguf_model(path)?;
             let arch = arch_from_gguf(path, &file)?;
             let weights = FileWeights {
                 parameters: file.parameters(),
