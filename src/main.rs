@@ -65,12 +65,16 @@ fn clap_exit(err: &clap::Error) -> ExitCode {
             // clap's message is its first paragraph (a value may hold newlines of its own);
             // usage and tips follow a blank line.
             let rendered = err.render().to_string();
+            // Its own line breaks (before "[possible values: …]") become spaces.
             let first = rendered
                 .split("\n\n")
                 .next()
                 .unwrap_or("error: invalid usage")
-                .trim_end();
-            let first = first.strip_prefix("error: ").unwrap_or(first);
+                .lines()
+                .map(str::trim)
+                .collect::<Vec<_>>()
+                .join(" ");
+            let first = first.strip_prefix("error: ").unwrap_or(&first);
             let message = format!("{first} (see 'gpumem --help')");
             eprintln!("gpumem: error: {}", gpumem::output::one_line(&message));
             // Parsing failed, so the flags are not known: look for --json among the words

@@ -107,7 +107,7 @@ struct State {
     caches: Vec<(StreamId, FreeSets)>,
     /// Where each stream's entry is in `caches`: a trace may name hundreds of thousands of
     /// streams, and a linear search per request would make its replay quadratic.
-    cache_index: HashMap<StreamId, usize>,
+    cache_index: HashMap<StreamId, usize, BuildHasherDefault<IdHasher>>,
     /// Segments reserved now (`segments` also holds empty slots for reuse).
     live_segments: u64,
     /// Idle (fully free) segments per segment size, for `max_pooled_per_bucket`.
@@ -222,7 +222,7 @@ impl Pool {
                     (GLOBAL, FreeSets::default()),
                     (DEFAULT_STREAM, FreeSets::default()),
                 ],
-                cache_index: HashMap::from([(GLOBAL, 0), (DEFAULT_STREAM, 1)]),
+                cache_index: [(GLOBAL, 0), (DEFAULT_STREAM, 1)].into_iter().collect(),
                 live_segments: 0,
                 idle: HashMap::default(),
                 idle_bytes: 0,
@@ -394,7 +394,7 @@ impl Pool {
         let max_split = self.config.max_split_size;
         let oversize_slack = self.config.large_segment;
         for tag in [stream, GLOBAL] {
-            let Some(&pos) = state.cache_index.get(&tag) else {
+            let Some(pos) = state.cache_pos(tag) else {
                 continue;
             };
             let sets = &mut state.caches[pos].1;
@@ -736,7 +736,7 @@ impl Pool {
         if stream == GLOBAL {
             return;
         }
-        let Some(&pos) = state.cache_index.get(&stream) else {
+        let Some(pos) = state.cache_pos(stream) else {
             return;
         };
         let sets = std::mem::take(&mut state.caches[pos].1);
@@ -977,9 +977,7 @@ impl Hasher for SizeHasher {
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
+        self.0 = mix_bytes(self.0, bytes);
     }
 
     fn write_u64(&mut self, v: u64) {
@@ -987,12 +985,54 @@ impl Hasher for SizeHasher {
     }
 }
 
-fn cache(state: &mut State, tag: StreamId) -> &mut FreeSets {
-    let next = state.caches.len();
-    let pos = *state.cache_index.entry(tag).or_insert(next);
-    if pos == next {
-        state.caches.push((tag, FreeSets::default()));
+/// The fallback byte-wise mix of both hashers (their integer writes are the fast paths).
+fn mix_bytes(mut h: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        h = (h.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
+    h
+}
+
+impl State {
+    /// Where `tag`'s free sets are: a scan while there are a handful of streams (the usual
+    /// case, and cheaper than any hash on the allocate/free path), the index beyond that.
+    fn cache_pos(&self, tag: StreamId) -> Option<usize> {
+        if self.caches.len() <= 8 {
+            self.caches.iter().position(|(t, _)| *t == tag)
+        } else {
+            self.cache_index.get(&tag).copied()
+        }
+    }
+}
+
+/// Hashes stream ids for the cache index: one multiply (SipHash would be most of a cache hit's
+/// cost, and `SizeHasher` drops the low bits that tell small ids apart).
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = mix_bytes(self.0, bytes);
+    }
+
+    fn write_u32(&mut self, v: u32) {
+        self.0 = u64::from(v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+fn cache(state: &mut State, tag: StreamId) -> &mut FreeSets {
+    let pos = match state.cache_pos(tag) {
+        Some(pos) => pos,
+        None => {
+            state.cache_index.insert(tag, state.caches.len());
+            state.caches.push((tag, FreeSets::default()));
+            state.caches.len() - 1
+        }
+    };
     &mut state.caches[pos].1
 }
 

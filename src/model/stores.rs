@@ -15,14 +15,16 @@ pub struct NotFound {
     pub looked_in: Vec<PathBuf>,
 }
 
+/// A path from the environment; unset and empty are the same.
+fn var(key: &str) -> Option<PathBuf> {
+    std::env::var_os(key)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
 /// The Hugging Face hub cache: `HF_HUB_CACHE`, else `HF_HOME/hub`, else
 /// `~/.cache/huggingface/hub` (with `XDG_CACHE_HOME` honoured as the hub library does).
 pub fn hf_hub_cache() -> Option<PathBuf> {
-    let var = |k: &str| {
-        std::env::var_os(k)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
     var("HF_HUB_CACHE")
         .or_else(|| var("HF_HOME").map(|h| h.join("hub")))
         .or_else(|| var("XDG_CACHE_HOME").map(|c| c.join("huggingface/hub")))
@@ -31,11 +33,6 @@ pub fn hf_hub_cache() -> Option<PathBuf> {
 
 /// Ollama's model store: `OLLAMA_MODELS`, else `~/.ollama/models`.
 pub fn ollama_models() -> Option<PathBuf> {
-    let var = |k: &str| {
-        std::env::var_os(k)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
     var("OLLAMA_MODELS").or_else(|| var("HOME").map(|h| h.join(".ollama/models")))
 }
 

@@ -12,14 +12,6 @@ use crate::backend::{BackendInfo, BackendKind, DeviceType};
 /// Why an inventory file was refused.
 #[derive(Debug, Error)]
 pub enum InventoryError {
-    /// The file could not be read.
-    #[error("{path}: {source}")]
-    Io {
-        /// The inventory file as given.
-        path: PathBuf,
-        /// Why the operating system refused to read it.
-        source: std::io::Error,
-    },
     /// The path is not a readable regular file, or is too large.
     #[error(transparent)]
     Input(#[from] crate::input::InputError),
@@ -39,15 +31,16 @@ pub fn candidates_from_discovery(backends: &[BackendInfo], host: &str) -> Vec<Ca
         .iter()
         .filter(|b| b.available && b.backend != BackendKind::Nvml)
         .flat_map(|b| {
-            b.devices.iter().map(move |d| Candidate {
-                host: host.to_string(),
-                backend: b.backend,
-                device: d.index,
-                name: d.name.clone(),
-                device_type: d.device_type,
-                total_bytes: d.total_bytes,
-                free_bytes: d.free_bytes,
-                simulated: false,
+            b.devices.iter().map(move |d| {
+                listed(
+                    host,
+                    b.backend,
+                    d.index,
+                    &d.name,
+                    d.device_type,
+                    d.total_bytes,
+                    d.free_bytes,
+                )
             })
         })
         .collect()

@@ -462,28 +462,23 @@ pub fn plan(
             .find(|c| rank(c, policy.prefer) == r && policy.usable(c) >= req.total)
         {
             let layers = req.model.map(|m| m.layers);
-            return Selection {
-                required_bytes: req.total,
-                plan: Plan {
-                    kind: PlanKind::Single,
-                    placements: vec![Placement {
-                        host: c.host.clone(),
-                        backend: c.backend,
-                        device: c.device,
-                        bytes: req.total,
-                        layers,
-                    }],
-                    gpu_layers: if c.backend == BackendKind::Cpu {
-                        Some(0)
-                    } else {
-                        layers
-                    },
-                    max_context: None,
-                    shortfall_bytes: None,
-                    capacity: None,
+            return fitting(
+                req,
+                PlanKind::Single,
+                vec![Placement {
+                    host: c.host.clone(),
+                    backend: c.backend,
+                    device: c.device,
+                    bytes: req.total,
+                    layers,
+                }],
+                if c.backend == BackendKind::Cpu {
+                    Some(0)
+                } else {
+                    layers
                 },
-                candidates: verdicts,
-            };
+                verdicts,
+            );
         }
     }
 
@@ -520,27 +515,22 @@ pub fn plan(
     }
     if let Some((_, chosen, per_device)) = tp_best {
         let layers = req.model.map(|m| m.layers);
-        return Selection {
-            required_bytes: req.total,
-            plan: Plan {
-                kind: PlanKind::TensorParallel,
-                placements: chosen
-                    .iter()
-                    .map(|c| Placement {
-                        host: c.host.clone(),
-                        backend: c.backend,
-                        device: c.device,
-                        bytes: per_device,
-                        layers,
-                    })
-                    .collect(),
-                gpu_layers: layers,
-                max_context: None,
-                shortfall_bytes: None,
-                capacity: None,
-            },
-            candidates: verdicts,
-        };
+        return fitting(
+            req,
+            PlanKind::TensorParallel,
+            chosen
+                .iter()
+                .map(|c| Placement {
+                    host: c.host.clone(),
+                    backend: c.backend,
+                    device: c.device,
+                    bytes: per_device,
+                    layers,
+                })
+                .collect(),
+            layers,
+            verdicts,
+        );
     }
 
     // 3. Layer split over the GPUs of one host, in proportion to usable memory.
@@ -558,18 +548,13 @@ pub fn plan(
                 &m,
                 &devs.iter().map(|c| policy.usable(c)).collect::<Vec<_>>(),
             ) {
-                return Selection {
-                    required_bytes: req.total,
-                    plan: Plan {
-                        kind: PlanKind::LayerSplit,
-                        placements: layer_placements(&devs, &layers, &m),
-                        gpu_layers: Some(m.layers),
-                        max_context: None,
-                        shortfall_bytes: None,
-                        capacity: None,
-                    },
-                    candidates: verdicts,
-                };
+                return fitting(
+                    req,
+                    PlanKind::LayerSplit,
+                    layer_placements(&devs, &layers, &m),
+                    Some(m.layers),
+                    verdicts,
+                );
             }
         }
     }
@@ -603,18 +588,13 @@ pub fn plan(
             }
         }
         if let Some((devs, layers)) = found {
-            return Selection {
-                required_bytes: req.total,
-                plan: Plan {
-                    kind: PlanKind::CrossHost,
-                    placements: layer_placements(&devs, &layers, &m),
-                    gpu_layers: Some(m.layers),
-                    max_context: None,
-                    shortfall_bytes: None,
-                    capacity: None,
-                },
-                candidates: verdicts,
-            };
+            return fitting(
+                req,
+                PlanKind::CrossHost,
+                layer_placements(&devs, &layers, &m),
+                Some(m.layers),
+                verdicts,
+            );
         }
     }
 
@@ -657,33 +637,28 @@ pub fn plan(
             }
         };
         if let Some((gpu_bytes, gpu_layers, cpu_bytes, cpu_layers)) = offload {
-            return Selection {
-                required_bytes: req.total,
-                plan: Plan {
-                    kind: PlanKind::CpuOffload,
-                    placements: vec![
-                        Placement {
-                            host: gpu.host.clone(),
-                            backend: gpu.backend,
-                            device: gpu.device,
-                            bytes: gpu_bytes,
-                            layers: gpu_layers,
-                        },
-                        Placement {
-                            host: cpu.host.clone(),
-                            backend: cpu.backend,
-                            device: cpu.device,
-                            bytes: cpu_bytes,
-                            layers: cpu_layers,
-                        },
-                    ],
-                    gpu_layers,
-                    max_context: None,
-                    shortfall_bytes: None,
-                    capacity: None,
-                },
-                candidates: verdicts,
-            };
+            return fitting(
+                req,
+                PlanKind::CpuOffload,
+                vec![
+                    Placement {
+                        host: gpu.host.clone(),
+                        backend: gpu.backend,
+                        device: gpu.device,
+                        bytes: gpu_bytes,
+                        layers: gpu_layers,
+                    },
+                    Placement {
+                        host: cpu.host.clone(),
+                        backend: cpu.backend,
+                        device: cpu.device,
+                        bytes: cpu_bytes,
+                        layers: cpu_layers,
+                    },
+                ],
+                gpu_layers,
+                verdicts,
+            );
         }
     }
 
@@ -729,6 +704,28 @@ pub fn plan(
             capacity: None,
         },
         candidates: verdicts,
+    }
+}
+
+/// A plan that fits: its kind, each device's share and the layers on GPUs.
+fn fitting(
+    req: &Requirement,
+    kind: PlanKind,
+    placements: Vec<Placement>,
+    gpu_layers: Option<u64>,
+    candidates: Vec<Verdict>,
+) -> Selection {
+    Selection {
+        required_bytes: req.total,
+        plan: Plan {
+            kind,
+            placements,
+            gpu_layers,
+            max_context: None,
+            shortfall_bytes: None,
+            capacity: None,
+        },
+        candidates,
     }
 }
 
