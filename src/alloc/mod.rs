@@ -43,6 +43,7 @@ mod named;
 mod pool;
 mod pressure;
 mod stats;
+mod tlsf;
 mod tracker;
 pub mod transfer;
 

@@ -1,6 +1,6 @@
 //! The caching pool: segments reserved from a device, carved into blocks, cached on free.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -9,6 +9,7 @@ use super::config::MemoryConfig;
 use super::error::PoolError;
 use super::pressure::MemoryPressure;
 use super::stats::MemoryStats;
+use super::tlsf::{FreeIndex, Links, NIL};
 use super::tracker::{AllocationTracker, BufferId, BufferLocation, BufferMetadata};
 use crate::device::{DeviceError, DeviceMemory, SegmentHandle};
 
@@ -21,7 +22,6 @@ pub const DEFAULT_STREAM: StreamId = 0;
 
 /// Tag of free blocks any stream may take (after a synchronise).
 const GLOBAL: StreamId = u32::MAX;
-const NIL: u32 = u32::MAX;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -42,6 +42,28 @@ struct Block {
     /// (a stream id, or GLOBAL).
     stream: StreamId,
     generation: u32,
+    /// Neighbours in its cache's free list, while free.
+    free_prev: u32,
+    free_next: u32,
+}
+
+impl Links for Vec<Block> {
+    fn size(&self, i: u32) -> u64 {
+        self[i as usize].size
+    }
+
+    fn links(&self, i: u32) -> (u32, u32) {
+        let b = &self[i as usize];
+        (b.free_prev, b.free_next)
+    }
+
+    fn set_prev(&mut self, i: u32, prev: u32) {
+        self[i as usize].free_prev = prev;
+    }
+
+    fn set_next(&mut self, i: u32, next: u32) {
+        self[i as usize].free_next = next;
+    }
 }
 
 #[derive(Debug)]
@@ -55,25 +77,23 @@ struct SegmentRec {
     head: u32,
 }
 
-/// Free blocks of one cache, ordered by (size, block) for best-fit in O(log n).
+/// Free blocks of one cache, by pool, in O(1) segregated-fit indexes.
 #[derive(Debug, Default)]
 struct FreeSets {
-    small: BTreeSet<(u64, u32)>,
-    large: BTreeSet<(u64, u32)>,
+    small: FreeIndex,
+    large: FreeIndex,
 }
 
 impl FreeSets {
-    fn of(&mut self, kind: Kind) -> &mut BTreeSet<(u64, u32)> {
+    fn of(&mut self, kind: Kind) -> &mut FreeIndex {
         match kind {
             Kind::Small => &mut self.small,
             Kind::Large => &mut self.large,
         }
     }
 
-    fn largest(&self) -> u64 {
-        let s = self.small.last().map_or(0, |b| b.0);
-        let l = self.large.last().map_or(0, |b| b.0);
-        s.max(l)
+    fn largest(&self, blocks: &impl Links) -> u64 {
+        self.small.largest(blocks).max(self.large.largest(blocks))
     }
 }
 
@@ -116,7 +136,13 @@ struct State {
     idle_bytes: u64,
     counters: Counters,
     pressure: MemoryPressure,
+    /// Ids `next_id..id_end` are this pool's to hand out (see [`BufferId::reserve`]).
+    next_id: u64,
+    id_end: u64,
 }
+
+/// Ids a pool takes from the process-wide counter at a time.
+const ID_BATCH: u64 = 4096;
 
 /// One live allocation from a pool. Give it back with [`Pool::free`] (or use [`super::Buffer`],
 /// which does so when dropped). Freeing a copy twice is detected and refused.
@@ -186,6 +212,12 @@ impl std::fmt::Debug for Pool {
 }
 
 fn round_up(value: u64, to: u64) -> u64 {
+    if to.is_power_of_two() {
+        // A mask instead of a division: this is on every allocation.
+        return value
+            .checked_add(to - 1)
+            .map_or(u64::MAX, |v| v & !(to - 1));
+    }
     value.div_ceil(to).saturating_mul(to)
 }
 
@@ -228,6 +260,8 @@ impl Pool {
                 idle_bytes: 0,
                 counters: Counters::default(),
                 pressure: MemoryPressure::Low,
+                next_id: 0,
+                id_end: 0,
             }),
             callbacks: Mutex::new(Vec::new()),
             named: Mutex::new(HashMap::new()),
@@ -397,11 +431,11 @@ impl Pool {
             let Some(pos) = state.cache_pos(tag) else {
                 continue;
             };
-            let sets = &mut state.caches[pos].1;
-            let set = sets.of(kind);
-            let Some(&(bsize, idx)) = set.range((rounded, 0)..).next() else {
+            let set = state.caches[pos].1.of(kind);
+            let Some(idx) = set.find(&state.blocks, rounded) else {
                 continue;
             };
+            let bsize = state.blocks[idx as usize].size;
             // Oversize blocks serve only oversize requests, and only without much waste.
             if rounded < max_split && bsize >= max_split {
                 continue;
@@ -409,7 +443,7 @@ impl Pool {
             if rounded >= max_split && bsize >= rounded.saturating_add(oversize_slack) {
                 continue;
             }
-            set.remove(&(bsize, idx));
+            set.remove(&mut state.blocks, idx);
             return Some((idx, tag));
         }
         None
@@ -492,6 +526,8 @@ impl Pool {
                 allocated: false,
                 stream: tag,
                 generation: 0,
+                free_prev: NIL,
+                free_next: NIL,
             },
         );
         state.live_segments += 1;
@@ -553,6 +589,8 @@ impl Pool {
                     allocated: false,
                     stream: from,
                     generation: 0,
+                    free_prev: NIL,
+                    free_next: NIL,
                 },
             );
             if next != NIL {
@@ -560,7 +598,8 @@ impl Pool {
             }
             state.blocks[idx as usize].next = rest;
             state.blocks[idx as usize].size = rounded;
-            cache(state, from).of(kind).insert((remaining, rest));
+            let (sets, blocks) = cache(state, from);
+            sets.of(kind).insert(blocks, rest);
         }
         let block_size = state.blocks[idx as usize].size;
         let b = &mut state.blocks[idx as usize];
@@ -593,7 +632,7 @@ impl Pool {
         let split_now = c.reserved - c.allocated - state.idle_bytes;
         c.peak_inactive_split = c.peak_inactive_split.max(split_now);
         Allocation {
-            id: BufferId::new(),
+            id: state.fresh_id(),
             block: idx,
             generation,
             segment: handle,
@@ -693,8 +732,8 @@ impl Pool {
             && !state.blocks[prev as usize].allocated
             && state.blocks[prev as usize].stream == tag
         {
-            let psize = state.blocks[prev as usize].size;
-            cache(state, tag).of(kind).remove(&(psize, prev));
+            let (sets, blocks) = cache(state, tag);
+            sets.of(kind).remove(blocks, prev);
             merge_into_prev(state, prev, idx);
             idx = prev;
         }
@@ -703,12 +742,12 @@ impl Pool {
             && !state.blocks[next as usize].allocated
             && state.blocks[next as usize].stream == tag
         {
-            let nsize = state.blocks[next as usize].size;
-            cache(state, tag).of(kind).remove(&(nsize, next));
+            let (sets, blocks) = cache(state, tag);
+            sets.of(kind).remove(blocks, next);
             merge_into_prev(state, idx, next);
         }
-        let size = state.blocks[idx as usize].size;
-        cache(state, tag).of(kind).insert((size, idx));
+        let (sets, blocks) = cache(state, tag);
+        sets.of(kind).insert(blocks, idx);
     }
 
     /// Makes blocks freed on `stream` available to every stream (the caller has synchronised
@@ -739,8 +778,10 @@ impl Pool {
         let Some(pos) = state.cache_pos(stream) else {
             return;
         };
-        let sets = std::mem::take(&mut state.caches[pos].1);
-        for (_, idx) in sets.small.into_iter().chain(sets.large) {
+        let mut sets = std::mem::take(&mut state.caches[pos].1);
+        let mut drained = sets.small.drain(&state.blocks);
+        drained.extend(sets.large.drain(&state.blocks));
+        for idx in drained {
             self.insert_free(state, idx, GLOBAL);
         }
     }
@@ -792,11 +833,14 @@ impl Pool {
         );
         let mut idx = seg.head;
         while idx != NIL {
-            let (size, tag, next) = {
+            let (allocated, tag, next) = {
                 let b = &state.blocks[idx as usize];
-                (b.size, b.stream, b.next)
+                (b.allocated, b.stream, b.next)
             };
-            cache(state, tag).of(seg.kind).remove(&(size, idx));
+            if !allocated {
+                let (sets, blocks) = cache(state, tag);
+                sets.of(seg.kind).remove(blocks, idx);
+            }
             recycle_block(state, idx);
             idx = next;
         }
@@ -866,7 +910,7 @@ impl Pool {
             largest_free_block: state
                 .caches
                 .iter()
-                .map(|(_, s)| s.largest())
+                .map(|(_, s)| s.largest(&state.blocks))
                 .max()
                 .unwrap_or(0),
             segments: state.live_segments,
@@ -994,6 +1038,15 @@ fn mix_bytes(mut h: u64, bytes: &[u8]) -> u64 {
 }
 
 impl State {
+    fn fresh_id(&mut self) -> BufferId {
+        if self.next_id == self.id_end {
+            self.next_id = BufferId::reserve(ID_BATCH);
+            self.id_end = self.next_id + ID_BATCH;
+        }
+        self.next_id += 1;
+        BufferId(self.next_id - 1)
+    }
+
     /// Where `tag`'s free sets are: a scan while there are a handful of streams (the usual
     /// case, and cheaper than any hash on the allocate/free path), the index beyond that.
     fn cache_pos(&self, tag: StreamId) -> Option<usize> {
@@ -1024,7 +1077,8 @@ impl Hasher for IdHasher {
     }
 }
 
-fn cache(state: &mut State, tag: StreamId) -> &mut FreeSets {
+/// The free sets of cache `tag` (made on first use) and the blocks they link.
+fn cache(state: &mut State, tag: StreamId) -> (&mut FreeSets, &mut Vec<Block>) {
     let pos = match state.cache_pos(tag) {
         Some(pos) => pos,
         None => {
@@ -1033,7 +1087,7 @@ fn cache(state: &mut State, tag: StreamId) -> &mut FreeSets {
             state.caches.len() - 1
         }
     };
-    &mut state.caches[pos].1
+    (&mut state.caches[pos].1, &mut state.blocks)
 }
 
 fn new_block(state: &mut State, mut block: Block) -> u32 {

@@ -20,6 +20,12 @@ impl BufferId {
     pub fn new() -> Self {
         BufferId(NEXT_ID.fetch_add(1, Ordering::Relaxed))
     }
+
+    /// The first of `n` fresh consecutive ids, so a pool can hand out ids under its own lock
+    /// without a process-wide atomic per allocation.
+    pub(crate) fn reserve(n: u64) -> u64 {
+        NEXT_ID.fetch_add(n, Ordering::Relaxed)
+    }
 }
 
 impl fmt::Display for BufferId {

@@ -470,11 +470,22 @@ const SUBJECTS: [&str; 5] = [
     "offset-allocator",
 ];
 
+/// `PEERS_ONLY=3,4` runs only those subjects (by index in `SUBJECTS`), e.g. under a profiler.
+fn wanted(which: usize) -> bool {
+    std::env::var("PEERS_ONLY").map_or(true, |only| {
+        only.split(',').any(|w| w.trim().parse() == Ok(which))
+    })
+}
+
 fn measure(seq: &Sequence, vk: &Vk, rounds: usize) -> Vec<Run> {
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); SUBJECTS.len()];
     for round in 0..rounds {
         for k in 0..SUBJECTS.len() {
             let which = (k + round) % SUBJECTS.len();
+            if !wanted(which) {
+                runs[which].push(Run::default());
+                continue;
+            }
             let run = match which {
                 0 => {
                     let device = VulkanMemory::open(0).expect("gpumem on vulkan:0");
