@@ -160,7 +160,8 @@ arena\t'RMM-style: one arena of half the usable limit carved for every size, gro
 default\t'MemoryConfig::default(): keeps at most 8 idle segments of each size'
 inference\t'MemoryConfig::for_inference(): keeps every idle segment'
 training\t'MemoryConfig::for_training(): conservative limit, keeps every idle segment'
-constrained\t'MemoryConfig::for_constrained(): few idle segments, big blocks never split'"
+constrained\t'MemoryConfig::for_constrained(): few idle segments, big blocks never split'
+pytorch\t'PyTorch\'s caching allocator: fixed size classes (2 MiB, 20 MiB, exact), every idle segment kept; the other presets grow segments with demand'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l decode-steps -d 'Decode steps for --workload transformer (after the prompt fills the rest of --context)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l timeline -d 'Draw allocated and reserved bytes over the run as an SVG' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l min-hit-rate -d 'Fail (exit 1) when the pool\'s hit rate is below this (0–1)' -r

@@ -508,6 +508,9 @@ pub enum Preset {
     Training,
     /// MemoryConfig::for_constrained(): few idle segments, big blocks never split.
     Constrained,
+    /// PyTorch's caching allocator: fixed size classes (2 MiB, 20 MiB, exact), every idle
+    /// segment kept; the other presets grow segments with demand.
+    Pytorch,
 }
 
 /// The phases `stress` can run, in the order they run.

@@ -34,7 +34,8 @@ fn exercise_with(device: Arc<dyn DeviceMemory>, slack: u64) {
         Err(DeviceError::OutOfBounds { .. })
     ));
     let (free1, _) = device.mem_info().unwrap();
-    assert!(free1 <= free0);
+    // Host-backed devices' free memory moves with the rest of the host: within the slack.
+    assert!(free1 <= free0 + slack, "free grew from {free0} to {free1}");
     device.release(seg.handle).unwrap();
     assert_eq!(
         device.release(seg.handle),

@@ -133,9 +133,14 @@ fn other_streams_wait_for_synchronize() {
     pool.free(d).unwrap();
 }
 
+/// PyTorch's fixed size classes, which keep idle segments until memory runs out.
+fn classic() -> MemoryConfig {
+    plain().with_max_segment(0)
+}
+
 #[test]
 fn oversize_blocks_are_not_split() {
-    let config = plain().with_max_split_size(40 * MIB);
+    let config = classic().with_max_split_size(40 * MIB);
     let pool = Pool::new(Arc::new(SimDevice::new(1 << 30)), config).unwrap();
     let big = pool.allocate(100 * MIB).unwrap();
     pool.free(big).unwrap();
@@ -152,7 +157,7 @@ fn oversize_blocks_are_not_split() {
 
 #[test]
 fn out_of_memory_retries_after_releasing_the_cache() {
-    let pool = host(64 * MIB, plain());
+    let pool = host(64 * MIB, classic());
     let a = pool.allocate(40 * MIB).unwrap();
     pool.free(a).unwrap();
     // 40 MiB are cached; 50 MiB do not fit next to them, but do once the cache is released.
@@ -162,6 +167,55 @@ fn out_of_memory_retries_after_releasing_the_cache() {
     assert_eq!(s.ooms, 0);
     assert_eq!(s.device_frees, 1);
     pool.free(b).unwrap();
+}
+
+// A growing pool gives idle segments back before it reserves more, so a request that outgrows
+// every cached segment (a KV cache or attention scores growing step by step) does not leave a
+// trail of dead segments; and it grows by a share of what it holds, not by each request.
+#[test]
+fn a_growing_pool_returns_idle_segments_before_reserving_more() {
+    let pool = host(64 * MIB, plain());
+    let a = pool.allocate(40 * MIB).unwrap();
+    pool.free(a).unwrap();
+    // 50 MiB do not fit beside the idle 40: it goes back first, with no out-of-memory retry.
+    let b = pool.allocate(50 * MIB).unwrap();
+    let s = pool.stats();
+    assert_eq!((s.retries, s.ooms, s.device_frees), (0, 0, 1));
+    assert_eq!(s.reserved_bytes, 50 * MIB);
+    pool.free(b).unwrap();
+
+    let pool = sim(1 << 30);
+    let mut size = 16 * MIB;
+    while size <= 64 * MIB {
+        let scores = pool.allocate(size).unwrap();
+        pool.free(scores).unwrap();
+        size += 2 * MIB;
+    }
+    let s = pool.stats();
+    assert!(
+        s.peak_reserved_bytes <= 64 * MIB + 64 * MIB / 4,
+        "reserved peaked at {} MiB for one live 64 MiB block",
+        s.peak_reserved_bytes / MIB
+    );
+    assert_eq!(s.device_allocs - s.device_frees, s.segments);
+
+    // Many live blocks: new segments are a share of the pool, not one per request.
+    let pool = sim(4 << 30);
+    let held: Vec<_> = (0..200).map(|_| pool.allocate(3 * MIB).unwrap()).collect();
+    let s = pool.stats();
+    assert!(
+        s.device_allocs <= 20,
+        "{} device allocations",
+        s.device_allocs
+    );
+    assert!(
+        s.reserved_bytes as f64 <= 1.3 * (600 * MIB) as f64,
+        "{} MiB reserved for 600",
+        s.reserved_bytes / MIB
+    );
+    for a in held {
+        pool.free(a).unwrap();
+    }
 }
 
 #[test]

@@ -37,6 +37,14 @@ pub struct MemoryConfig {
     pub large_segment: u64,
     /// Larger requests get their own segment rounded up to this (default 2 MiB).
     pub large_round: u64,
+    /// Largest segment the large pool grows by (default 256 MiB, VMA's and gpu-allocator's
+    /// block size). Above `large_segment`, a miss reserves half of what the large pool holds,
+    /// between `large_segment` and this, or the request rounded up when larger; and before
+    /// reserving, idle segments of the pool go back to the device, so memory the cache holds
+    /// but cannot use is returned before more is taken. At `large_segment` or below: PyTorch's
+    /// fixed classes (20 MiB segments below `medium_size`, an exact segment above, idle segments
+    /// kept).
+    pub max_segment: u64,
     /// Blocks larger than this are never split (default: no limit).
     pub max_split_size: u64,
     /// Growth factor of named buffers in `ensure_capacity` (default 1.5, seed 002).
@@ -64,6 +72,7 @@ impl Default for MemoryConfig {
             medium_size: 10 << 20,
             large_segment: 20 << 20,
             large_round: 2 << 20,
+            max_segment: 256 << 20,
             max_split_size: u64::MAX,
             growth_factor: 1.5,
             initial_pool_bytes: None,
@@ -104,6 +113,8 @@ pub enum Preset {
     Training,
     /// [`MemoryConfig::for_constrained`]: few idle segments, big blocks never split.
     Constrained,
+    /// [`MemoryConfig::for_pytorch`]: PyTorch's fixed size classes, every idle segment kept.
+    Pytorch,
 }
 
 impl Preset {
@@ -115,6 +126,7 @@ impl Preset {
             Preset::Inference => "inference",
             Preset::Training => "training",
             Preset::Constrained => "constrained",
+            Preset::Pytorch => "pytorch",
         }
     }
 }
@@ -129,6 +141,7 @@ impl MemoryConfig {
             Preset::Inference => Self::for_inference(),
             Preset::Training => Self::for_training(),
             Preset::Constrained => Self::for_constrained(),
+            Preset::Pytorch => Self::for_pytorch(),
         }
     }
 
@@ -171,6 +184,14 @@ impl MemoryConfig {
         }
     }
 
+    /// PyTorch's caching allocator as configured by default: 2 MiB small segments, 20 MiB
+    /// segments below 10 MiB, an exact segment above, every idle segment kept until memory runs
+    /// out; otherwise [`MemoryConfig::for_inference`]. For side-by-side comparisons with
+    /// PyTorch's own figures.
+    pub fn for_pytorch() -> Self {
+        Self::for_inference().with_max_segment(0)
+    }
+
     /// Sets `gpu_memory_fraction`: the share of device memory the pool may reserve.
     pub fn with_gpu_memory_fraction(mut self, fraction: f64) -> Self {
         self.gpu_memory_fraction = fraction;
@@ -207,6 +228,13 @@ impl MemoryConfig {
         self
     }
 
+    /// Sets `max_segment`: the large pool's growth cap (at `large_segment` or below, PyTorch's
+    /// fixed size classes).
+    pub fn with_max_segment(mut self, bytes: u64) -> Self {
+        self.max_segment = bytes;
+        self
+    }
+
     /// Sets `max_split_size`: blocks above it are never split for smaller requests.
     pub fn with_max_split_size(mut self, bytes: u64) -> Self {
         self.max_split_size = bytes;
@@ -234,8 +262,8 @@ impl MemoryConfig {
     }
 
     /// Applies `GPUMEM_MEMORY_FRACTION`, `GPUMEM_MIN_FREE`, `GPUMEM_MAX_POOL`,
-    /// `GPUMEM_CPU_FALLBACK`, `GPUMEM_TRACK_ALLOCATIONS`, `GPUMEM_MAX_POOLED_PER_BUCKET` and
-    /// `GPUMEM_MAX_SPLIT_SIZE` from the environment.
+    /// `GPUMEM_CPU_FALLBACK`, `GPUMEM_TRACK_ALLOCATIONS`, `GPUMEM_MAX_POOLED_PER_BUCKET`,
+    /// `GPUMEM_MAX_SPLIT_SIZE` and `GPUMEM_MAX_SEGMENT` from the environment.
     pub fn with_env_overrides(self) -> Result<Self, ConfigError> {
         self.with_overrides(|name| std::env::var(name).ok())
     }
@@ -288,6 +316,9 @@ impl MemoryConfig {
         if let Some(v) = get("GPUMEM_MAX_SPLIT_SIZE") {
             self.max_split_size =
                 parse_bytes(&v).map_err(|e| err("GPUMEM_MAX_SPLIT_SIZE", &v, e))?;
+        }
+        if let Some(v) = get("GPUMEM_MAX_SEGMENT") {
+            self.max_segment = parse_bytes(&v).map_err(|e| err("GPUMEM_MAX_SEGMENT", &v, e))?;
         }
         self.validate()?;
         Ok(self)
@@ -361,6 +392,7 @@ mod tests {
             ("GPUMEM_MEMORY_FRACTION", "0.5"),
             ("GPUMEM_MIN_FREE", "1GiB"),
             ("GPUMEM_CPU_FALLBACK", "off"),
+            ("GPUMEM_MAX_SEGMENT", "64MiB"),
         ]
         .into();
         let c = MemoryConfig::default()
@@ -369,6 +401,7 @@ mod tests {
         assert_eq!(c.gpu_memory_fraction, 0.5);
         assert_eq!(c.min_free_bytes, 1 << 30);
         assert!(!c.cpu_fallback_enabled);
+        assert_eq!(c.max_segment, 64 << 20);
         let bad = MemoryConfig::default()
             .with_overrides(|k| (k == "GPUMEM_MAX_POOL").then(|| "lots".to_string()));
         assert!(matches!(

@@ -4,12 +4,24 @@
 //!
 //! # How it works
 //! Requests are rounded up to 512 B (or the device's alignment, if larger). Requests up to
-//! 1 MiB come from the *small pool*, carved from 2 MiB segments; larger ones from the *large
-//! pool*: below 10 MiB from 20 MiB segments, above that from a segment of their own rounded up
-//! to 2 MiB. A free block is found by best fit in an ordered set keyed by (size, block) — O(log n),
-//! no scans — and split when the remainder is worth keeping (≥ 512 B small, > 1 MiB large).
-//! Blocks larger than `max_split_size` are never split and serve only requests within 20 MiB of
-//! their size. On free a block merges at once with free neighbours in its segment.
+//! 1 MiB come from the *small pool*, larger ones from the *large pool*; each pool's segments
+//! grow with demand: a miss reserves enough for free headroom of a share of what the pool holds
+//! (half for the small pool, capped at 20 MiB segments; a quarter for the large pool, between
+//! 20 MiB and `max_segment`, 256 MiB), counting the free bytes it already holds, or the request
+//! itself rounded to 2 MiB when larger. So the number of device allocations grows with the
+//! logarithm of the footprint, the way VMA sizes its blocks, and the newest, partly used
+//! segment stays a bounded share of it. Before a miss reserves anything, the pool's idle
+//! segments (fully free, and free on this stream or all) go back to the device: they could
+//! not serve the request, and a growing request (a KV cache, attention scores) would otherwise
+//! leave a trail of dead segments. With `max_segment` at or below `large_segment` the pool uses
+//! PyTorch's fixed classes instead (2 MiB small segments; 20 MiB below 10 MiB; an exact
+//! segment above; idle segments kept until memory runs out).
+//!
+//! Free blocks sit in a two-level segregated-fit index per stream cache: insert, remove and
+//! find in O(1) with two bitmaps, a fit within one 1/32-of-a-power-of-two bin of the best. A
+//! block is split when the remainder is worth keeping (≥ 512 B small, > 1 MiB large). Blocks
+//! larger than `max_split_size` are never split and serve only requests within 20 MiB of their
+//! size. On free a block merges at once with free neighbours in its segment.
 //!
 //! Every block carries a stream id. A freed block goes to its stream's cache and is reused by
 //! that stream at once; other streams see it only after [`Pool::synchronize`] moves it to the

@@ -163,6 +163,7 @@ pub fn bench_preset(args: &BenchAllocArgs, workload: &Workload) -> Preset {
         cli::Preset::Inference => Preset::Inference,
         cli::Preset::Training => Preset::Training,
         cli::Preset::Constrained => Preset::Constrained,
+        cli::Preset::Pytorch => Preset::Pytorch,
     }
 }
 
