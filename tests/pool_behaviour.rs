@@ -507,3 +507,63 @@ fn injected_failures_take_the_retry_path() {
     assert_eq!(s.cpu_fallbacks, s.ooms);
     assert_eq!(s.active_buffers + s.cpu_fallbacks, 50);
 }
+
+/// A simulated device that says it has a driver, as a GPU does.
+struct WithDriver(SimDevice);
+
+impl DeviceMemory for WithDriver {
+    fn name(&self) -> String {
+        "gpu-like".into()
+    }
+    fn reserve(&self, bytes: u64) -> Result<Segment, DeviceError> {
+        self.0.reserve(bytes)
+    }
+    fn release(&self, segment: SegmentHandle) -> Result<(), DeviceError> {
+        self.0.release(segment)
+    }
+    fn mem_info(&self) -> Result<(u64, u64), DeviceError> {
+        self.0.mem_info()
+    }
+    fn write(&self, segment: SegmentHandle, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
+        self.0.write(segment, offset, data)
+    }
+    fn read(&self, segment: SegmentHandle, offset: u64, out: &mut [u8]) -> Result<(), DeviceError> {
+        self.0.read(segment, offset, out)
+    }
+}
+
+// Seed 001's reserve is the default budget on a device with a driver, and the pool says which
+// rule set its limit.
+#[test]
+fn the_driver_reserve_bounds_the_pool_on_a_gpu() {
+    let gpu = |total: u64, config: MemoryConfig| {
+        Pool::new(Arc::new(WithDriver(SimDevice::new(total))), config).unwrap()
+    };
+    // 16 GB: 0.9 × total = 14.4 GB, total − 512 MiB = 15.46 GB, total − min(600 MB + 1.6 GB,
+    // 2 GB) = 14 GB: the reserve sets it.
+    let pool = gpu(16_000_000_000, MemoryConfig::default());
+    assert_eq!(pool.usable_limit(), 14_000_000_000);
+    assert_eq!(
+        pool.limit_rule(),
+        LimitRule::DriverReserve {
+            reserve_bytes: 2_000_000_000
+        }
+    );
+    // 4 GB: total − (600 MB + 400 MB) = 3 GB, below 0.9 × total = 3.6 GB.
+    let pool = gpu(4_000_000_000, MemoryConfig::default());
+    assert_eq!(pool.usable_limit(), 3_000_000_000);
+    // Configured away, or on host memory, the fraction rules again.
+    let pool = gpu(
+        16_000_000_000,
+        MemoryConfig::default().with_driver_reserve(false),
+    );
+    assert_eq!(pool.usable_limit(), 14_400_000_000);
+    assert_eq!(pool.limit_rule(), LimitRule::MemoryFraction);
+    let pool = host(256 * MIB, MemoryConfig::default().with_min_free_bytes(0));
+    assert_eq!(pool.limit_rule(), LimitRule::MemoryFraction);
+    let pool = gpu(
+        16_000_000_000,
+        MemoryConfig::default().with_max_pool_bytes(1 << 30),
+    );
+    assert_eq!(pool.limit_rule(), LimitRule::MaxPool);
+}

@@ -16,6 +16,10 @@ pub struct MemoryConfig {
     pub min_free_bytes: u64,
     /// Absolute cap on what the pool reserves (default: none).
     pub max_pool_bytes: Option<u64>,
+    /// Keep seed 001's driver and context reserve ([`crate::device::DriverReserve`]) back on
+    /// devices that have a driver (default true): the usable limit is then also at most
+    /// total − reserve.
+    pub driver_reserve: bool,
     /// Keep metadata for every live buffer (default: debug builds only).
     pub track_allocations: bool,
     /// Fully free segments kept cached per segment size; beyond this they go back to the
@@ -62,6 +66,7 @@ impl Default for MemoryConfig {
             cpu_fallback_enabled: true,
             min_free_bytes: 512 << 20,
             max_pool_bytes: None,
+            driver_reserve: true,
             track_allocations: cfg!(debug_assertions),
             max_pooled_per_bucket: 8,
             pre_allocate: false,
@@ -228,6 +233,12 @@ impl MemoryConfig {
         self
     }
 
+    /// Sets `driver_reserve`: whether seed 001's driver and context reserve is kept back.
+    pub fn with_driver_reserve(mut self, keep: bool) -> Self {
+        self.driver_reserve = keep;
+        self
+    }
+
     /// Sets `max_segment`: the large pool's growth cap (at `large_segment` or below, PyTorch's
     /// fixed size classes).
     pub fn with_max_segment(mut self, bytes: u64) -> Self {
@@ -263,7 +274,8 @@ impl MemoryConfig {
 
     /// Applies `GPUMEM_MEMORY_FRACTION`, `GPUMEM_MIN_FREE`, `GPUMEM_MAX_POOL`,
     /// `GPUMEM_CPU_FALLBACK`, `GPUMEM_TRACK_ALLOCATIONS`, `GPUMEM_MAX_POOLED_PER_BUCKET`,
-    /// `GPUMEM_MAX_SPLIT_SIZE` and `GPUMEM_MAX_SEGMENT` from the environment.
+    /// `GPUMEM_MAX_SPLIT_SIZE`, `GPUMEM_MAX_SEGMENT` and `GPUMEM_DRIVER_RESERVE` from the
+    /// environment.
     pub fn with_env_overrides(self) -> Result<Self, ConfigError> {
         self.with_overrides(|name| std::env::var(name).ok())
     }
@@ -316,6 +328,9 @@ impl MemoryConfig {
         if let Some(v) = get("GPUMEM_MAX_SPLIT_SIZE") {
             self.max_split_size =
                 parse_bytes(&v).map_err(|e| err("GPUMEM_MAX_SPLIT_SIZE", &v, e))?;
+        }
+        if let Some(v) = get("GPUMEM_DRIVER_RESERVE") {
+            self.driver_reserve = boolean("GPUMEM_DRIVER_RESERVE", &v)?;
         }
         if let Some(v) = get("GPUMEM_MAX_SEGMENT") {
             self.max_segment = parse_bytes(&v).map_err(|e| err("GPUMEM_MAX_SEGMENT", &v, e))?;

@@ -54,6 +54,10 @@ impl<D: DeviceMemory> DeviceMemory for FaultInjector<D> {
         self.inner.simulated()
     }
 
+    fn has_driver(&self) -> bool {
+        self.inner.has_driver()
+    }
+
     fn reserve(&self, bytes: u64) -> Result<Segment, DeviceError> {
         if self.roll() {
             self.injected.fetch_add(1, Ordering::Relaxed);
@@ -93,6 +97,9 @@ impl DeviceMemory for std::sync::Arc<dyn DeviceMemory> {
     }
     fn simulated(&self) -> bool {
         (**self).simulated()
+    }
+    fn has_driver(&self) -> bool {
+        (**self).has_driver()
     }
     fn reserve(&self, bytes: u64) -> Result<Segment, DeviceError> {
         (**self).reserve(bytes)

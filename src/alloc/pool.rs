@@ -11,7 +11,7 @@ use super::pressure::MemoryPressure;
 use super::stats::MemoryStats;
 use super::tlsf::{FreeIndex, Links, NIL};
 use super::tracker::{AllocationTracker, BufferId, BufferLocation, BufferMetadata};
-use crate::device::{DeviceError, DeviceMemory, SegmentHandle};
+use crate::device::{DeviceError, DeviceMemory, DriverReserve, SegmentHandle};
 
 /// A stream (queue) id. Blocks freed on a stream are reused by that stream at once and by others
 /// only after [`Pool::synchronize`].
@@ -182,6 +182,24 @@ pub struct Allocation {
     pub address: Option<u64>,
 }
 
+/// Which configured limit set a pool's usable limit (the smallest wins; on a tie, the first
+/// in this order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "rule", rename_all = "snake_case")]
+pub enum LimitRule {
+    /// `gpu_memory_fraction` × total.
+    MemoryFraction,
+    /// Total − `min_free_bytes`.
+    MinFree,
+    /// `max_pool_bytes`.
+    MaxPool,
+    /// Total − seed 001's driver and context reserve.
+    DriverReserve {
+        /// The reserve kept back.
+        reserve_bytes: u64,
+    },
+}
+
 /// A block as seen by diagnostics and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockInfo {
@@ -208,6 +226,7 @@ pub struct Pool {
     config: MemoryConfig,
     round: u64,
     limit: u64,
+    limit_rule: LimitRule,
     /// Arena size when `initial_pool_bytes` is set (RMM-style pool), else `None`.
     arena: Option<u64>,
     state: Mutex<State>,
@@ -239,16 +258,36 @@ fn round_up(value: u64, to: u64) -> u64 {
 
 impl Pool {
     /// A pool over `device`. The usable limit is the smallest of `gpu_memory_fraction` × total,
-    /// total − `min_free_bytes`, and `max_pool_bytes`.
+    /// total − `min_free_bytes`, `max_pool_bytes`, and (on a device with a driver, unless
+    /// `driver_reserve` is off) total − seed 001's reserve; [`Pool::limit_rule`] says which.
     pub fn new(device: Arc<dyn DeviceMemory>, config: MemoryConfig) -> Result<Self, PoolError> {
         config
             .validate()
             .map_err(|e| PoolError::Device(DeviceError::Unsupported(e.to_string())))?;
         let (_, total) = device.mem_info()?;
         let mut limit = (total as f64 * config.gpu_memory_fraction) as u64;
-        limit = limit.min(total.saturating_sub(config.min_free_bytes));
+        let mut limit_rule = LimitRule::MemoryFraction;
+        let mut tighter = |bytes: u64, rule: LimitRule| {
+            if bytes < limit {
+                limit = bytes;
+                limit_rule = rule;
+            }
+        };
+        tighter(
+            total.saturating_sub(config.min_free_bytes),
+            LimitRule::MinFree,
+        );
         if let Some(max) = config.max_pool_bytes {
-            limit = limit.min(max);
+            tighter(max, LimitRule::MaxPool);
+        }
+        if config.driver_reserve && device.has_driver() {
+            let reserve = DriverReserve::default().of(total);
+            tighter(
+                total.saturating_sub(reserve),
+                LimitRule::DriverReserve {
+                    reserve_bytes: reserve,
+                },
+            );
         }
         let round = config.round_bytes.max(device.alignment());
         let arena = config.initial_pool_bytes.map(|bytes| {
@@ -256,6 +295,7 @@ impl Pool {
             round_up(bytes.min(cap).max(config.large_round), config.large_round).min(cap)
         });
         let pool = Pool {
+            limit_rule,
             tracker: config.track_allocations.then(AllocationTracker::new),
             device,
             round,
@@ -305,6 +345,11 @@ impl Pool {
     /// Bytes this pool may reserve in all.
     pub fn usable_limit(&self) -> u64 {
         self.limit
+    }
+
+    /// The rule that set [`Pool::usable_limit`].
+    pub fn limit_rule(&self) -> LimitRule {
+        self.limit_rule
     }
 
     /// The allocation tracker, when `track_allocations` is on.

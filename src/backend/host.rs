@@ -113,6 +113,10 @@ impl DeviceMemory for HostDevice {
         }
     }
 
+    fn has_driver(&self) -> bool {
+        false
+    }
+
     fn reserve(&self, bytes: u64) -> Result<Segment, DeviceError> {
         let oom = DeviceError::OutOfMemory { requested: bytes };
         if bytes == 0 {

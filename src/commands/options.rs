@@ -183,7 +183,10 @@ pub fn bench_pool_config(
 
 fn whole_budget(config: MemoryConfig, spec: &DeviceSpec) -> MemoryConfig {
     if spec.has_stated_capacity() {
-        config.with_gpu_memory_fraction(1.0).with_min_free_bytes(0)
+        config
+            .with_gpu_memory_fraction(1.0)
+            .with_min_free_bytes(0)
+            .with_driver_reserve(false)
     } else {
         config
     }

@@ -59,6 +59,46 @@ pub enum DeviceError {
     Backend(String),
 }
 
+/// Seed 001's reserve on a GPU: driver overhead, plus context overhead, plus a fraction of the
+/// total as an emergency buffer, the whole capped.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DriverReserve {
+    /// Driver overhead in bytes (default 500 MB).
+    pub driver: u64,
+    /// Context and stream overhead in bytes (default 100 MB).
+    pub context: u64,
+    /// Fraction of the total kept as an emergency buffer (default 0.10).
+    pub fraction: f64,
+    /// Cap on the whole reserve in bytes (default 2 GB).
+    pub cap: u64,
+}
+
+impl Default for DriverReserve {
+    fn default() -> Self {
+        DriverReserve {
+            driver: 500_000_000,
+            context: 100_000_000,
+            fraction: 0.10,
+            cap: 2_000_000_000,
+        }
+    }
+}
+
+impl DriverReserve {
+    /// The reserve on a device of `total` bytes.
+    ///
+    /// ```
+    /// use gpumem::device::DriverReserve;
+    /// let r = DriverReserve::default();
+    /// assert_eq!(r.of(4_000_000_000), 1_000_000_000); // 500 MB + 100 MB + 10 %
+    /// assert_eq!(r.of(80_000_000_000), 2_000_000_000); // capped
+    /// ```
+    pub fn of(&self, total: u64) -> u64 {
+        let r = self.driver as f64 + self.context as f64 + self.fraction * total as f64;
+        (r as u64).min(self.cap)
+    }
+}
+
 /// Raw device memory, implemented once per backend.
 pub trait DeviceMemory: Send + Sync {
     /// A short name such as `host`, `sim:80.00 GiB` or `opencl:0 (pthread-…)`.
@@ -67,6 +107,13 @@ pub trait DeviceMemory: Send + Sync {
     /// Whether results on this device are simulated (no memory is reserved).
     fn simulated(&self) -> bool {
         false
+    }
+
+    /// Whether a driver and its contexts take device memory beside what a pool reserves, so
+    /// seed 001's [`DriverReserve`] is kept back (GPUs and software GPUs; not host memory or a
+    /// simulation).
+    fn has_driver(&self) -> bool {
+        !self.simulated()
     }
 
     /// Reserves a segment of exactly `bytes` bytes.

@@ -11,6 +11,7 @@ use thiserror::Error;
 pub use inventory::{candidates_from_discovery, read_inventory, InventoryError};
 
 use crate::backend::{BackendKind, DeviceSpec, DeviceType};
+use crate::device::DriverReserve;
 use crate::units::format_bytes;
 
 /// A device a plan may use.
@@ -75,14 +76,15 @@ pub struct Policy {
 
 impl Default for Policy {
     fn default() -> Self {
+        let seed = DriverReserve::default();
         Policy {
             prefer: None,
             memory_fraction: 0.9,
             min_free: 512 << 20,
-            driver_reserve: 500_000_000,
-            context_reserve: 100_000_000,
-            reserve_fraction: 0.10,
-            reserve_cap: 2_000_000_000,
+            driver_reserve: seed.driver,
+            context_reserve: seed.context,
+            reserve_fraction: seed.fraction,
+            reserve_cap: seed.cap,
         }
     }
 }
@@ -90,10 +92,13 @@ impl Default for Policy {
 impl Policy {
     /// The reserve kept back on a GPU of `total` bytes.
     pub fn reserve(&self, total: u64) -> u64 {
-        let r = self.driver_reserve as f64
-            + self.context_reserve as f64
-            + self.reserve_fraction * total as f64;
-        (r as u64).min(self.reserve_cap)
+        DriverReserve {
+            driver: self.driver_reserve,
+            context: self.context_reserve,
+            fraction: self.reserve_fraction,
+            cap: self.reserve_cap,
+        }
+        .of(total)
     }
 
     /// Bytes a plan may use on a device: the smallest of free × fraction, free − min_free and
