@@ -50,6 +50,9 @@ fn sim_random_is_labelled_simulated() {
     assert_eq!(doc["workload"]["ops"], 4000);
     assert_eq!(doc["workload"]["seed"], 9);
     assert_eq!(doc["pool"]["preset"], "arena");
+    // A stated capacity is the whole budget: no fraction, headroom or driver reserve held back.
+    assert_eq!(doc["pool"]["usable_limit_bytes"], 80u64 << 30);
+    assert_eq!(doc["pool"]["limit_rule"]["rule"], "memory_fraction");
     assert!(doc["speedup"].as_f64().unwrap() > 0.0);
     // The same seed replays the same sequence: identical pool counters.
     let again = bench(&["--device", "sim:80GiB", "-n", "2000", "--seed", "9"]);

@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use super::one_line;
 use super::{new_table, Report, Style};
+use crate::alloc::LimitRule;
 use crate::units::format_bytes;
 use crate::workload::bench::{Latency, PoolRun, RawRun, Sample};
 
@@ -72,6 +73,11 @@ impl From<Latency> for LatencyView {
 pub struct PoolView {
     /// The configuration preset used.
     pub preset: &'static str,
+    /// Bytes the pool could reserve in all.
+    pub usable_limit_bytes: u64,
+    /// The configured rule that set it: `memory_fraction`, `min_free`, `max_pool` or
+    /// `driver_reserve` (with `reserve_bytes`).
+    pub limit_rule: LimitRule,
     /// Requests served without a device allocation. For traces: over the recorded requests only
     /// (allocations that predate the recording are placed first and are not counted).
     pub hit_rate: f64,
@@ -188,6 +194,8 @@ impl PoolView {
         let s = &run.stats;
         PoolView {
             preset,
+            usable_limit_bytes: run.usable_limit,
+            limit_rule: run.limit_rule,
             hit_rate: run.recorded_hit_rate.unwrap_or(s.hit_rate()),
             hit_rate_overall: s.hit_rate(),
             fragmentation_peak: run.fragmentation_peak,
@@ -205,6 +213,19 @@ impl PoolView {
             reserved_end_bytes: run.reserved_end,
             corruptions: run.corruptions,
         }
+    }
+}
+
+/// The rule behind a pool's usable limit, as a reader would name it.
+fn limit_rule_text(rule: LimitRule) -> String {
+    match rule {
+        LimitRule::MemoryFraction => "memory fraction of the total".into(),
+        LimitRule::MinFree => "total less the minimum kept free".into(),
+        LimitRule::MaxPool => "the configured pool cap".into(),
+        LimitRule::DriverReserve { reserve_bytes } => format!(
+            "total less a {} driver and context reserve",
+            format_bytes(reserve_bytes)
+        ),
     }
 }
 
@@ -308,6 +329,14 @@ impl Report for BenchReport {
         let _ = writeln!(text, "{t}");
         let mut m = new_table(style, &["pool metric", "value"]);
         m.add_row(vec!["preset".into(), p.preset.to_string()]);
+        m.add_row(vec![
+            "usable limit".into(),
+            format!(
+                "{} ({})",
+                format_bytes(p.usable_limit_bytes),
+                limit_rule_text(p.limit_rule)
+            ),
+        ]);
         if (p.hit_rate - p.hit_rate_overall).abs() > f64::EPSILON {
             m.add_row(vec![
                 "hit rate (recorded / overall)".into(),

@@ -7,7 +7,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use super::{Op, Workload};
-use crate::alloc::{Allocation, MemoryStats, Pool, PoolError};
+use crate::alloc::{Allocation, LimitRule, MemoryStats, Pool, PoolError};
 use crate::device::{DeviceMemory, Segment};
 
 /// Latency percentiles in nanoseconds.
@@ -84,6 +84,10 @@ pub struct PoolRun {
     pub recorded_hit_rate: Option<f64>,
     /// Allocated bytes and reserved bytes over the run.
     pub timeline: Vec<Sample>,
+    /// Bytes the pool could reserve in all.
+    pub usable_limit: u64,
+    /// The configured rule that set `usable_limit`.
+    pub limit_rule: LimitRule,
 }
 
 /// What replaying straight against the device measured.
@@ -249,6 +253,8 @@ pub fn run_pool(
         pool.free(a)?;
     }
     Ok(PoolRun {
+        usable_limit: pool.usable_limit(),
+        limit_rule: pool.limit_rule(),
         stats,
         alloc_ns: summarize(&alloc_h),
         free_ns: summarize(&free_h),
