@@ -144,7 +144,7 @@ _gpumem() {
                     return 0
                     ;;
                 --preset)
-                    COMPREPLY=($(compgen -W "auto arena default inference training constrained pytorch" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "auto arena default inference training constrained pytorch expandable" -- "${cur}"))
                     return 0
                     ;;
                 --decode-steps)

@@ -155,13 +155,14 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l seed -d 'S
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l model -d 'Model for --workload transformer' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l batch -d 'Batch for --workload transformer' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l context -d 'Context for --workload transformer' -r
-complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l preset -d 'Pool configuration preset. `auto` uses `arena` for the synthetic RMM workloads (random, same-size, mixed: RMM\'s benchmark runs them on a pool of half the free memory) and `inference` (PyTorch\'s caching semantics) for --workload transformer and --trace' -r -f -a "auto\t'`arena` for random/same-size/mixed, `inference` for transformer and traces'
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l preset -d 'Pool configuration preset. `auto` uses `arena` for the synthetic RMM workloads (random, same-size, mixed: RMM\'s benchmark runs them on a pool of half the free memory) and `inference` (PyTorch\'s caching semantics) for --workload transformer and --trace' -r -f -a "auto\t'`arena` for random/same-size/mixed, `inference` for transformer and traces, `expandable` for PyTorch snapshots recorded with expandable segments'
 arena\t'RMM-style: one arena of half the usable limit carved for every size, grown when full'
 default\t'MemoryConfig::default(): keeps at most 8 idle segments of each size'
 inference\t'MemoryConfig::for_inference(): keeps every idle segment'
 training\t'MemoryConfig::for_training(): conservative limit, keeps every idle segment'
 constrained\t'MemoryConfig::for_constrained(): few idle segments, big blocks never split'
-pytorch\t'PyTorch\'s caching allocator: fixed size classes (2 MiB, 20 MiB, exact), every idle segment kept; the other presets grow segments with demand'"
+pytorch\t'PyTorch\'s caching allocator: fixed size classes (2 MiB, 20 MiB, exact), every idle segment kept; the other presets grow segments with demand'
+expandable\t'Expandable segments (PyTorch\'s expandable_segments:True): one address range per stream grown by mapping memory (host, sim and CUDA; ordinary segments elsewhere)'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l decode-steps -d 'Decode steps for --workload transformer (after the prompt fills the rest of --context)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l timeline -d 'Draw allocated and reserved bytes over the run as an SVG' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l min-hit-rate -d 'Fail (exit 1) when the pool\'s hit rate is below this (0–1)' -r

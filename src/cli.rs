@@ -496,7 +496,8 @@ pub struct BenchAllocArgs {
 /// Which `MemoryConfig` preset the pool under test uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Preset {
-    /// `arena` for random/same-size/mixed, `inference` for transformer and traces.
+    /// `arena` for random/same-size/mixed, `inference` for transformer and traces,
+    /// `expandable` for PyTorch snapshots recorded with expandable segments.
     Auto,
     /// RMM-style: one arena of half the usable limit carved for every size, grown when full.
     Arena,
@@ -511,6 +512,9 @@ pub enum Preset {
     /// PyTorch's caching allocator: fixed size classes (2 MiB, 20 MiB, exact), every idle
     /// segment kept; the other presets grow segments with demand.
     Pytorch,
+    /// Expandable segments (PyTorch's expandable_segments:True): one address range per stream
+    /// grown by mapping memory (host, sim and CUDA; ordinary segments elsewhere).
+    Expandable,
 }
 
 /// The phases `stress` can run, in the order they run.

@@ -182,10 +182,19 @@ fn pytorch_sample_snapshot_with_streams() {
     ]);
     check_common(&doc);
     assert_eq!(
-        doc["pool"]["preset"], "arena",
-        "expandable segments are replayed as an arena"
+        doc["pool"]["preset"], "expandable",
+        "expandable segments are replayed with expandable segments"
     );
-    assert!(doc["pool"]["hit_rate"].as_f64().unwrap() >= 0.95);
+    assert_eq!(doc["pool"]["expandable_segments"], true);
+    // Each growth of a range maps memory (a miss), as PyTorch's expandable segments do; in
+    // exchange the ranges hold little beyond what is live.
+    assert!(doc["pool"]["hit_rate"].as_f64().unwrap() >= 0.9);
+    let peak_reserved = doc["pool"]["peak_reserved_bytes"].as_u64().unwrap() as f64;
+    let peak_allocated = doc["pool"]["peak_allocated_bytes"].as_u64().unwrap() as f64;
+    assert!(
+        peak_reserved <= 1.1 * peak_allocated,
+        "{peak_reserved} for {peak_allocated}"
+    );
     assert_eq!(doc["reference"]["peak_reserved_bytes"], 262_144_000);
 }
 

@@ -567,3 +567,92 @@ fn the_driver_reserve_bounds_the_pool_on_a_gpu() {
     );
     assert_eq!(pool.limit_rule(), LimitRule::MaxPool);
 }
+
+// Expandable segments: one address range per stream and pool, mapped as demand grows. A
+// request that outgrows everything (attention scores growing step by step) extends the same
+// range instead of leaving dead segments, and emptying the cache unmaps the free tail.
+#[test]
+fn expandable_segments_grow_in_place_and_unmap_their_tail() {
+    let pool = Pool::new(
+        Arc::new(SimDevice::new(1 << 30)),
+        plain().with_expandable_segments(true),
+    )
+    .unwrap();
+    assert!(pool.expandable_segments());
+    let kv = pool.allocate(11 * MIB).unwrap();
+    let mut size = 16 * MIB;
+    while size <= 64 * MIB {
+        let scores = pool.allocate(size).unwrap();
+        pool.free(scores).unwrap();
+        size += 2 * MIB;
+    }
+    let s = pool.stats();
+    assert_eq!(s.segments, 1, "one range for the large pool of stream 0");
+    assert!(
+        s.peak_reserved_bytes <= 11 * MIB + 64 * MIB + 20 * MIB,
+        "reserved peaked at {} MiB",
+        s.peak_reserved_bytes / MIB
+    );
+    // Emptying the cache unmaps the free tail down to the granule holding the live block.
+    pool.empty_cache();
+    assert_eq!(pool.stats().reserved_bytes, 20 * MIB);
+    pool.free(kv).unwrap();
+    pool.empty_cache();
+    let s = pool.stats();
+    assert_eq!((s.reserved_bytes, s.segments), (0, 0));
+}
+
+// On real host memory: data survives growth, freed space is reused in place, other streams get
+// ranges of their own, and everything goes back to the OS.
+#[test]
+fn expandable_segments_on_host_memory() {
+    let device = Arc::new(HostDevice::new(Some(256 * MIB)));
+    let pool = Pool::new(
+        device.clone() as Arc<dyn DeviceMemory>,
+        plain().with_expandable_segments(true),
+    )
+    .unwrap();
+    assert!(pool.expandable_segments());
+    let a = pool.allocate(10 * MIB).unwrap();
+    pool.write(&a, 0, b"first").unwrap();
+    let b = pool.allocate(30 * MIB).unwrap();
+    pool.write(&b, 30 * MIB - 6, b"second").unwrap();
+    assert_eq!(b.segment, a.segment, "one range grows");
+    assert_eq!(b.address, a.address.map(|x| x + b.offset));
+    let mut out = [0u8; 5];
+    pool.read(&a, 0, &mut out).unwrap();
+    assert_eq!(&out, b"first");
+    let reserved = pool.stats().reserved_bytes;
+    assert_eq!(device.reserved(), reserved);
+    pool.free(a).unwrap();
+    let c = pool.allocate(8 * MIB).unwrap();
+    assert_eq!(
+        (c.segment, c.offset),
+        (b.segment, 0),
+        "freed space reused in place"
+    );
+    assert_eq!(pool.stats().reserved_bytes, reserved);
+    let other = pool.allocate_on(4 * MIB, 7).unwrap();
+    assert_ne!(other.segment, b.segment, "each stream has its own range");
+    for x in [b, c, other] {
+        pool.free(x).unwrap();
+    }
+    pool.empty_cache();
+    assert_eq!(pool.stats().reserved_bytes, 0);
+    assert_eq!(device.reserved(), 0);
+}
+
+// A device without virtual memory gets ordinary segments, and the pool says so.
+#[test]
+fn expandable_segments_fall_back_where_the_device_cannot_map() {
+    let pool = Pool::new(
+        Arc::new(WithDriver(SimDevice::new(1 << 30))),
+        plain()
+            .with_expandable_segments(true)
+            .with_driver_reserve(false),
+    )
+    .unwrap();
+    assert!(!pool.expandable_segments());
+    let a = pool.allocate(3 * MIB).unwrap();
+    pool.free(a).unwrap();
+}

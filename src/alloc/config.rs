@@ -49,6 +49,13 @@ pub struct MemoryConfig {
     /// fixed classes (20 MiB segments below `medium_size`, an exact segment above, idle segments
     /// kept).
     pub max_segment: u64,
+    /// Expandable segments, as PyTorch's `expandable_segments:True` (default false): one
+    /// address range per stream and pool, memory mapped into it as demand grows, so freed
+    /// blocks always merge with their neighbours and no segment is ever a dead size; the free
+    /// tail is unmapped when the cache is emptied. Needs a device with virtual memory (host,
+    /// sim, CUDA); elsewhere ordinary segments are used and [`crate::alloc::Pool::expandable_segments`]
+    /// says so.
+    pub expandable_segments: bool,
     /// Blocks larger than this are never split (default: no limit).
     pub max_split_size: u64,
     /// Growth factor of named buffers in `ensure_capacity` (default 1.5, seed 002).
@@ -78,6 +85,7 @@ impl Default for MemoryConfig {
             large_segment: 20 << 20,
             large_round: 2 << 20,
             max_segment: 256 << 20,
+            expandable_segments: false,
             max_split_size: u64::MAX,
             growth_factor: 1.5,
             initial_pool_bytes: None,
@@ -120,6 +128,9 @@ pub enum Preset {
     Constrained,
     /// [`MemoryConfig::for_pytorch`]: PyTorch's fixed size classes, every idle segment kept.
     Pytorch,
+    /// [`MemoryConfig::for_inference`] with expandable segments (PyTorch's
+    /// `expandable_segments:True`).
+    Expandable,
 }
 
 impl Preset {
@@ -132,6 +143,7 @@ impl Preset {
             Preset::Training => "training",
             Preset::Constrained => "constrained",
             Preset::Pytorch => "pytorch",
+            Preset::Expandable => "expandable",
         }
     }
 }
@@ -147,6 +159,7 @@ impl MemoryConfig {
             Preset::Training => Self::for_training(),
             Preset::Constrained => Self::for_constrained(),
             Preset::Pytorch => Self::for_pytorch(),
+            Preset::Expandable => Self::for_inference().with_expandable_segments(true),
         }
     }
 
@@ -233,6 +246,12 @@ impl MemoryConfig {
         self
     }
 
+    /// Sets `expandable_segments`: one growing address range per stream and pool.
+    pub fn with_expandable_segments(mut self, on: bool) -> Self {
+        self.expandable_segments = on;
+        self
+    }
+
     /// Sets `driver_reserve`: whether seed 001's driver and context reserve is kept back.
     pub fn with_driver_reserve(mut self, keep: bool) -> Self {
         self.driver_reserve = keep;
@@ -274,8 +293,8 @@ impl MemoryConfig {
 
     /// Applies `GPUMEM_MEMORY_FRACTION`, `GPUMEM_MIN_FREE`, `GPUMEM_MAX_POOL`,
     /// `GPUMEM_CPU_FALLBACK`, `GPUMEM_TRACK_ALLOCATIONS`, `GPUMEM_MAX_POOLED_PER_BUCKET`,
-    /// `GPUMEM_MAX_SPLIT_SIZE`, `GPUMEM_MAX_SEGMENT` and `GPUMEM_DRIVER_RESERVE` from the
-    /// environment.
+    /// `GPUMEM_MAX_SPLIT_SIZE`, `GPUMEM_MAX_SEGMENT`, `GPUMEM_DRIVER_RESERVE` and
+    /// `GPUMEM_EXPANDABLE_SEGMENTS` from the environment.
     pub fn with_env_overrides(self) -> Result<Self, ConfigError> {
         self.with_overrides(|name| std::env::var(name).ok())
     }
@@ -331,6 +350,9 @@ impl MemoryConfig {
         }
         if let Some(v) = get("GPUMEM_DRIVER_RESERVE") {
             self.driver_reserve = boolean("GPUMEM_DRIVER_RESERVE", &v)?;
+        }
+        if let Some(v) = get("GPUMEM_EXPANDABLE_SEGMENTS") {
+            self.expandable_segments = boolean("GPUMEM_EXPANDABLE_SEGMENTS", &v)?;
         }
         if let Some(v) = get("GPUMEM_MAX_SEGMENT") {
             self.max_segment = parse_bytes(&v).map_err(|e| err("GPUMEM_MAX_SEGMENT", &v, e))?;

@@ -58,6 +58,10 @@ impl<D: DeviceMemory> DeviceMemory for FaultInjector<D> {
         self.inner.has_driver()
     }
 
+    fn virtual_memory(&self) -> Option<&dyn crate::device::VirtualMemory> {
+        self.inner.virtual_memory()
+    }
+
     fn reserve(&self, bytes: u64) -> Result<Segment, DeviceError> {
         if self.roll() {
             self.injected.fetch_add(1, Ordering::Relaxed);
@@ -100,6 +104,9 @@ impl DeviceMemory for std::sync::Arc<dyn DeviceMemory> {
     }
     fn has_driver(&self) -> bool {
         (**self).has_driver()
+    }
+    fn virtual_memory(&self) -> Option<&dyn crate::device::VirtualMemory> {
+        (**self).virtual_memory()
     }
     fn reserve(&self, bytes: u64) -> Result<Segment, DeviceError> {
         (**self).reserve(bytes)

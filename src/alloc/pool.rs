@@ -11,7 +11,7 @@ use super::pressure::MemoryPressure;
 use super::stats::MemoryStats;
 use super::tlsf::{FreeIndex, Links, NIL};
 use super::tracker::{AllocationTracker, BufferId, BufferLocation, BufferMetadata};
-use crate::device::{DeviceError, DeviceMemory, DriverReserve, SegmentHandle};
+use crate::device::{DeviceError, DeviceMemory, DriverReserve, SegmentHandle, VirtualMemory};
 
 /// A stream (queue) id. Blocks freed on a stream are reused by that stream at once and by others
 /// only after [`Pool::synchronize`].
@@ -75,6 +75,9 @@ struct SegmentRec {
     /// Live (allocated) blocks in this segment; the segment is idle when this is zero.
     live: u32,
     head: u32,
+    /// For an expandable segment, the address range it may grow into (`size` is what is
+    /// mapped); 0 for an ordinary segment.
+    range: u64,
 }
 
 /// Free blocks of one cache, by pool, in O(1) segregated-fit indexes.
@@ -144,6 +147,8 @@ struct State {
     /// Reserved and allocated bytes of each pool (small, large): the growth policy sizes new
     /// segments from them.
     held: [Held; 2],
+    /// The expandable segment of each (stream, pool), by index into `segments`.
+    expandable: Vec<(StreamId, Kind, u32)>,
     counters: Counters,
     pressure: MemoryPressure,
     /// Ids `next_id..id_end` are this pool's to hand out (see [`BufferId::reserve`]).
@@ -227,6 +232,9 @@ pub struct Pool {
     round: u64,
     limit: u64,
     limit_rule: LimitRule,
+    /// Segments are expandable address ranges (the config asked and the device has virtual
+    /// memory).
+    expandable: bool,
     /// Arena size when `initial_pool_bytes` is set (RMM-style pool), else `None`.
     arena: Option<u64>,
     state: Mutex<State>,
@@ -294,8 +302,11 @@ impl Pool {
             let cap = device.max_allocation().unwrap_or(u64::MAX).min(limit);
             round_up(bytes.min(cap).max(config.large_round), config.large_round).min(cap)
         });
+        let expandable =
+            config.expandable_segments && arena.is_none() && device.virtual_memory().is_some();
         let pool = Pool {
             limit_rule,
+            expandable,
             tracker: config.track_allocations.then(AllocationTracker::new),
             device,
             round,
@@ -315,6 +326,7 @@ impl Pool {
                 idle: HashMap::default(),
                 idle_bytes: 0,
                 held: [Held::default(); 2],
+                expandable: Vec::new(),
                 counters: Counters::default(),
                 pressure: MemoryPressure::Low,
                 next_id: 0,
@@ -345,6 +357,13 @@ impl Pool {
     /// Bytes this pool may reserve in all.
     pub fn usable_limit(&self) -> u64 {
         self.limit
+    }
+
+    /// Whether segments are expandable: one address range per stream and pool, memory mapped
+    /// into it as demand grows and unmapped from its free tail when the cache is emptied
+    /// (asked for with `expandable_segments`, and the device has virtual memory).
+    pub fn expandable_segments(&self) -> bool {
+        self.expandable
     }
 
     /// The rule that set [`Pool::usable_limit`].
@@ -378,7 +397,9 @@ impl Pool {
     /// Whether the large pool grows (see [`MemoryConfig::max_segment`]) rather than using
     /// PyTorch's fixed classes.
     fn grows(&self) -> bool {
-        self.arena.is_none() && self.config.max_segment > self.config.large_segment
+        self.arena.is_none()
+            && !self.expandable
+            && self.config.max_segment > self.config.large_segment
     }
 
     /// Segment sizes to try for a miss, preferred first; `held` is what the request's pool
@@ -564,6 +585,15 @@ impl Pool {
         kind: Kind,
         stream: StreamId,
     ) -> Result<(u32, StreamId), DeviceError> {
+        if self.expandable {
+            let mut grown = self.extend(state, rounded, kind, stream);
+            if matches!(grown, Err(DeviceError::OutOfMemory { .. })) {
+                state.counters.retries += 1;
+                self.release_idle(state);
+                grown = self.extend(state, rounded, kind, stream);
+            }
+            return grown;
+        }
         if self.grows() {
             // Idle segments could not serve this request (or it would have been a hit): give
             // them back before taking more. Only those whose blocks this stream may use: another
@@ -615,6 +645,212 @@ impl Pool {
         Err(last)
     }
 
+    /// The mapping granule of an expandable segment of `kind`: the pool's segment size for that
+    /// kind, in whole device granules.
+    fn granule(&self, vmm: &dyn VirtualMemory, kind: Kind) -> u64 {
+        let size = match kind {
+            Kind::Small => self.config.small_segment,
+            Kind::Large => self.config.large_segment,
+        };
+        round_up(size, vmm.granularity().max(1))
+    }
+
+    /// Maps more memory at the end of the (stream, kind) expandable segment, making the segment
+    /// first if needed, and returns a free block of at least `rounded` bytes there (not in any
+    /// free set): the free tail block extended, or a new one.
+    fn extend(
+        &self,
+        state: &mut State,
+        rounded: u64,
+        kind: Kind,
+        stream: StreamId,
+    ) -> Result<(u32, StreamId), DeviceError> {
+        let vmm = self
+            .device
+            .virtual_memory()
+            .ok_or_else(|| DeviceError::Unsupported("no virtual memory".into()))?;
+        let granule = self.granule(vmm, kind);
+        let existing = state
+            .expandable
+            .iter()
+            .find(|e| e.0 == stream && e.1 == kind)
+            .map(|e| e.2);
+        let seg_idx = match existing {
+            Some(i) => i,
+            None => {
+                // Address space for all the pool may hold, so the segment never has to move.
+                let span = round_up(self.limit.max(rounded), granule);
+                let range = vmm.reserve_range(span)?;
+                let seg_idx = match state.spare_segments.pop() {
+                    Some(i) => i,
+                    None => {
+                        state.segments.push(None);
+                        (state.segments.len() - 1) as u32
+                    }
+                };
+                state.segments[seg_idx as usize] = Some(SegmentRec {
+                    handle: range.handle,
+                    address: range.address,
+                    size: 0,
+                    kind,
+                    live: 0,
+                    head: NIL,
+                    range: range.size,
+                });
+                state.live_segments += 1;
+                self.mark_idle(state, 0, true);
+                state.expandable.push((stream, kind, seg_idx));
+                seg_idx
+            }
+        };
+        let (handle, old_size, span, head, live) = match &state.segments[seg_idx as usize] {
+            Some(s) => (s.handle, s.size, s.range, s.head, s.live),
+            None => return Err(DeviceError::InvalidSegment(SegmentHandle(0))),
+        };
+        let tail = tail_of(state, head);
+        let tail_free = tail != NIL && {
+            let b = &state.blocks[tail as usize];
+            !b.allocated && (b.stream == stream || b.stream == GLOBAL)
+        };
+        let start = if tail_free {
+            state.blocks[tail as usize].offset
+        } else {
+            old_size
+        };
+        let new_size = round_up(start.saturating_add(rounded), granule);
+        let delta = new_size.saturating_sub(old_size);
+        if new_size > span || state.counters.reserved.saturating_add(delta) > self.limit {
+            return Err(DeviceError::OutOfMemory { requested: rounded });
+        }
+        vmm.map(handle, old_size, delta)?;
+        log::debug!(
+            "mapped {delta} bytes more of an expandable segment on {}",
+            self.device.name()
+        );
+        if live == 0 {
+            self.mark_idle(state, old_size, false);
+            self.mark_idle(state, new_size, true);
+        }
+        if let Some(seg) = state.segments[seg_idx as usize].as_mut() {
+            seg.size = new_size;
+        }
+        state.held[kind as usize].reserved += delta;
+        let c = &mut state.counters;
+        c.reserved += delta;
+        c.peak_reserved = c.peak_reserved.max(c.reserved);
+        c.device_allocs += 1;
+        if tail_free {
+            let tag = state.blocks[tail as usize].stream;
+            let (sets, blocks) = cache(state, tag);
+            sets.of(kind).remove(blocks, tail);
+            blocks[tail as usize].size = new_size - blocks[tail as usize].offset;
+            return Ok((tail, tag));
+        }
+        let block = new_block(
+            state,
+            Block {
+                segment: seg_idx,
+                offset: old_size,
+                size: delta,
+                requested: 0,
+                prev: tail,
+                next: NIL,
+                allocated: false,
+                stream,
+                generation: 0,
+                free_prev: NIL,
+                free_next: NIL,
+            },
+        );
+        if tail == NIL {
+            if let Some(seg) = state.segments[seg_idx as usize].as_mut() {
+                seg.head = block;
+            }
+        } else {
+            state.blocks[tail as usize].next = block;
+        }
+        Ok((block, stream))
+    }
+
+    /// Unmaps the free tail of an expandable segment down to a granule boundary (all of it when
+    /// the whole segment is one free block, releasing the range); `only` limits it to a pool
+    /// and to blocks free on that stream or shared. Returns the bytes unmapped.
+    fn trim(&self, state: &mut State, seg_idx: u32, only: Option<(Kind, StreamId)>) -> u64 {
+        let Some(vmm) = self.device.virtual_memory() else {
+            return 0;
+        };
+        let Some((handle, size, kind, head, live)) = state.segments[seg_idx as usize]
+            .as_ref()
+            .map(|s| (s.handle, s.size, s.kind, s.head, s.live))
+        else {
+            return 0;
+        };
+        let tail = tail_of(state, head);
+        let usable =
+            |tag: StreamId| only.is_none_or(|(k, s)| k == kind && (tag == s || tag == GLOBAL));
+        if live == 0 {
+            // Wholly free (its blocks may sit in several caches): all of it goes, as an
+            // ordinary idle segment would.
+            let mut idx = head;
+            let mut all = true;
+            while idx != NIL {
+                all &= usable(state.blocks[idx as usize].stream);
+                idx = state.blocks[idx as usize].next;
+            }
+            if all {
+                return self.release_segment(state, seg_idx);
+            }
+        }
+        if tail == NIL {
+            return 0;
+        }
+        let (offset, tag, allocated) = {
+            let b = &state.blocks[tail as usize];
+            (b.offset, b.stream, b.allocated)
+        };
+        if allocated || !usable(tag) {
+            return 0;
+        }
+        let keep = round_up(offset, self.granule(vmm, kind));
+        if keep >= size {
+            return 0;
+        }
+        if keep == 0 {
+            return self.release_segment(state, seg_idx);
+        }
+        let delta = size - keep;
+        if let Err(e) = vmm.unmap(handle, keep, delta) {
+            log::warn!(
+                "unmapping {delta} bytes on {} failed: {e}",
+                self.device.name()
+            );
+            return 0;
+        }
+        let (sets, blocks) = cache(state, tag);
+        sets.of(kind).remove(blocks, tail);
+        if keep == offset {
+            let prev = state.blocks[tail as usize].prev;
+            state.blocks[prev as usize].next = NIL;
+            recycle_block(state, tail);
+        } else {
+            state.blocks[tail as usize].size = keep - offset;
+            let (sets, blocks) = cache(state, tag);
+            sets.of(kind).insert(blocks, tail);
+        }
+        if live == 0 {
+            self.mark_idle(state, size, false);
+            self.mark_idle(state, keep, true);
+        }
+        if let Some(seg) = state.segments[seg_idx as usize].as_mut() {
+            seg.size = keep;
+        }
+        state.held[kind as usize].reserved -= delta;
+        let c = &mut state.counters;
+        c.reserved -= delta;
+        c.device_frees += 1;
+        delta
+    }
+
     fn add_segment(
         &self,
         state: &mut State,
@@ -655,6 +891,7 @@ impl Pool {
             kind,
             live: 0,
             head: block,
+            range: 0,
         });
         self.mark_idle(state, size, true);
         state.held[kind as usize].reserved += size;
@@ -820,12 +1057,15 @@ impl Pool {
             kind = seg.kind;
             seg.live -= 1;
             if seg.live == 0 {
-                now_idle = Some(seg.size);
+                now_idle = Some((seg.size, seg.range > 0));
             }
         }
         state.held[kind as usize].allocated -= size;
-        if let Some(seg_size) = now_idle {
-            if self.mark_idle(&mut state, seg_size, true) > self.config.max_pooled_per_bucket {
+        if let Some((seg_size, expandable)) = now_idle {
+            // An expandable segment stays (its tail is unmapped when the cache is emptied).
+            if self.mark_idle(&mut state, seg_size, true) > self.config.max_pooled_per_bucket
+                && !expandable
+            {
                 self.release_segment(&mut state, seg_idx);
             }
         }
@@ -938,7 +1178,7 @@ impl Pool {
     /// Releases every idle segment, or (`Some((kind, stream))`) those of one pool whose free
     /// blocks are all `stream`'s or shared.
     fn release_idle_of(&self, state: &mut State, only: Option<(Kind, StreamId)>) -> u64 {
-        if state.idle_bytes == 0 {
+        if state.idle_bytes == 0 && state.expandable.is_empty() {
             return 0;
         }
         let usable = |seg: &SegmentRec| {
@@ -955,19 +1195,31 @@ impl Pool {
             }
             seg.kind == kind
         };
+        let ranges: Vec<u32> = state
+            .segments
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.as_ref().filter(|s| s.range > 0).map(|_| i as u32))
+            .collect();
         let idle: Vec<u32> = state
             .segments
             .iter()
             .enumerate()
             .filter_map(|(i, s)| {
                 s.as_ref()
-                    .filter(|s| s.live == 0 && usable(s))
+                    .filter(|s| s.range == 0 && s.live == 0 && usable(s))
                     .map(|_| i as u32)
             })
             .collect();
-        idle.into_iter()
-            .map(|seg_idx| self.release_segment(state, seg_idx))
-            .sum()
+        let trimmed: u64 = ranges
+            .into_iter()
+            .map(|seg_idx| self.trim(state, seg_idx, only))
+            .sum();
+        trimmed
+            + idle
+                .into_iter()
+                .map(|seg_idx| self.release_segment(state, seg_idx))
+                .sum::<u64>()
     }
 
     /// Returns a fully free segment to the device. Its blocks leave their free sets.
@@ -975,6 +1227,9 @@ impl Pool {
         let Some(seg) = state.segments[seg_idx as usize].take() else {
             return 0;
         };
+        if seg.range > 0 {
+            state.expandable.retain(|e| e.2 != seg_idx);
+        }
         log::debug!(
             "releasing a segment of {} bytes on {}",
             seg.size,
@@ -1238,6 +1493,19 @@ fn cache(state: &mut State, tag: StreamId) -> (&mut FreeSets, &mut Vec<Block>) {
         }
     };
     (&mut state.caches[pos].1, &mut state.blocks)
+}
+
+/// The last block of the segment whose first block is `head` (NIL for none).
+fn tail_of(state: &State, head: u32) -> u32 {
+    let mut idx = head;
+    while idx != NIL {
+        let next = state.blocks[idx as usize].next;
+        if next == NIL {
+            return idx;
+        }
+        idx = next;
+    }
+    NIL
 }
 
 fn new_block(state: &mut State, mut block: Block) -> u32 {

@@ -1,9 +1,13 @@
 //! Host RAM as a device: real memory from the operating system, mapped page by page, with an
 //! optional cap so that out-of-memory paths run on real allocations.
 
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
 use super::cpu::{get_available_memory, get_system_memory};
 use crate::device::{
     check_bounds, Budget, DeviceError, DeviceMemory, Segment, SegmentHandle, SegmentTable,
+    VirtualMemory,
 };
 
 /// Host memory block: a raw pointer the device owns; only touched under the bounds check.
@@ -11,7 +15,36 @@ struct HostBlock {
     ptr: *mut u8,
     len: usize,
     /// Bytes charged to the budget: `len` rounded up to whole pages, what the OS commits.
+    /// For an address range, what is mapped.
     charged: u64,
+    /// For an address range: its accessible parts, offset -> length, adjacent ones merged.
+    /// `None` for an ordinary segment (all of it accessible).
+    mapped: Option<Mutex<BTreeMap<u64, u64>>>,
+}
+
+impl HostBlock {
+    /// Checks that `offset..offset + len` is inside the block and, for a range, mapped.
+    fn check(&self, offset: u64, len: usize) -> Result<(), DeviceError> {
+        check_bounds(offset, len, self.len as u64)?;
+        let Some(mapped) = &self.mapped else {
+            return Ok(());
+        };
+        let mapped = mapped.lock().unwrap_or_else(|e| e.into_inner());
+        let end = offset + len as u64;
+        let covered = mapped
+            .range(..=offset)
+            .next_back()
+            .is_some_and(|(&start, &n)| start + n >= end);
+        if covered || len == 0 {
+            Ok(())
+        } else {
+            Err(DeviceError::OutOfBounds {
+                offset,
+                len: len as u64,
+                size: self.len as u64,
+            })
+        }
+    }
 }
 
 // SAFETY: the pointer is uniquely owned by the HostDevice map; reads and writes go through
@@ -36,6 +69,41 @@ fn os_map(len: usize) -> Option<*mut u8> {
         )
     };
     (p != libc::MAP_FAILED).then_some(p.cast())
+}
+
+/// Reserves `len` bytes of address space with no access and no memory committed.
+#[cfg(unix)]
+fn os_reserve(len: usize) -> Option<*mut u8> {
+    // SAFETY: an anonymous private mapping with no address hint has no preconditions.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    (p != libc::MAP_FAILED).then_some(p.cast())
+}
+
+/// Makes `len` bytes at `ptr` (inside a reserved range, page-aligned) accessible, or (with
+/// `access` false) drops their pages and makes them inaccessible again.
+#[cfg(unix)]
+fn os_protect(ptr: *mut u8, len: usize, access: bool) -> bool {
+    if !access {
+        // SAFETY: a page-aligned span of a private anonymous mapping this device made; the
+        // pages are dropped (read back as zeros if ever mapped again).
+        unsafe { libc::madvise(ptr.cast(), len, libc::MADV_DONTNEED) };
+    }
+    let prot = if access {
+        libc::PROT_READ | libc::PROT_WRITE
+    } else {
+        libc::PROT_NONE
+    };
+    // SAFETY: as above.
+    unsafe { libc::mprotect(ptr.cast(), len, prot) == 0 }
 }
 
 #[cfg(unix)]
@@ -117,6 +185,11 @@ impl DeviceMemory for HostDevice {
         false
     }
 
+    #[cfg(unix)]
+    fn virtual_memory(&self) -> Option<&dyn VirtualMemory> {
+        Some(self)
+    }
+
     fn reserve(&self, bytes: u64) -> Result<Segment, DeviceError> {
         let oom = DeviceError::OutOfMemory { requested: bytes };
         if bytes == 0 {
@@ -136,7 +209,12 @@ impl DeviceMemory for HostDevice {
             self.budget.give_back(charged);
             return Err(oom);
         };
-        let handle = self.segments.add(HostBlock { ptr, len, charged });
+        let handle = self.segments.add(HostBlock {
+            ptr,
+            len,
+            charged,
+            mapped: None,
+        });
         Ok(Segment {
             handle,
             address: Some(ptr as u64),
@@ -160,7 +238,7 @@ impl DeviceMemory for HostDevice {
 
     fn write(&self, segment: SegmentHandle, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
         self.segments.with(segment, |block| {
-            check_bounds(offset, data.len(), block.len as u64)?;
+            block.check(offset, data.len())?;
             // SAFETY: bounds checked above; the source is a distinct Rust slice.
             unsafe {
                 std::ptr::copy_nonoverlapping(
@@ -175,7 +253,7 @@ impl DeviceMemory for HostDevice {
 
     fn read(&self, segment: SegmentHandle, offset: u64, out: &mut [u8]) -> Result<(), DeviceError> {
         self.segments.with(segment, |block| {
-            check_bounds(offset, out.len(), block.len as u64)?;
+            block.check(offset, out.len())?;
             // SAFETY: bounds checked above; the destination is a distinct Rust slice.
             unsafe {
                 std::ptr::copy_nonoverlapping(
@@ -189,9 +267,165 @@ impl DeviceMemory for HostDevice {
     }
 }
 
+#[cfg(unix)]
+impl VirtualMemory for HostDevice {
+    fn granularity(&self) -> u64 {
+        page_size()
+    }
+
+    fn reserve_range(&self, bytes: u64) -> Result<Segment, DeviceError> {
+        if bytes == 0 || bytes % page_size() != 0 {
+            return Err(DeviceError::Unsupported(format!(
+                "an address range of {bytes} bytes is not a whole number of pages"
+            )));
+        }
+        let len =
+            usize::try_from(bytes).map_err(|_| DeviceError::OutOfMemory { requested: bytes })?;
+        let ptr = os_reserve(len).ok_or(DeviceError::OutOfMemory { requested: bytes })?;
+        let handle = self.segments.add(HostBlock {
+            ptr,
+            len,
+            charged: 0,
+            mapped: Some(Mutex::new(BTreeMap::new())),
+        });
+        Ok(Segment {
+            handle,
+            address: Some(ptr as u64),
+            size: bytes,
+        })
+    }
+
+    fn map(&self, range: SegmentHandle, offset: u64, bytes: u64) -> Result<(), DeviceError> {
+        self.protect(range, offset, bytes, true)
+    }
+
+    fn unmap(&self, range: SegmentHandle, offset: u64, bytes: u64) -> Result<(), DeviceError> {
+        self.protect(range, offset, bytes, false)
+    }
+}
+
+#[cfg(unix)]
+impl HostDevice {
+    /// Maps (`access`) or unmaps whole pages of a range, charging or refunding the budget.
+    fn protect(
+        &self,
+        range: SegmentHandle,
+        offset: u64,
+        bytes: u64,
+        access: bool,
+    ) -> Result<(), DeviceError> {
+        let page = page_size();
+        self.segments.with_mut(range, |block| {
+            let bad = DeviceError::OutOfBounds {
+                offset,
+                len: bytes,
+                size: block.len as u64,
+            };
+            let Some(mapped) = block.mapped.as_mut() else {
+                return Err(DeviceError::Unsupported("not an address range".into()));
+            };
+            let mapped = mapped.get_mut().unwrap_or_else(|e| e.into_inner());
+            if offset % page != 0 || bytes % page != 0 || bytes == 0 {
+                return Err(bad);
+            }
+            check_bounds(offset, bytes as usize, block.len as u64).map_err(|_| bad.clone())?;
+            let end = offset + bytes;
+            let overlapping: Vec<(u64, u64)> = mapped
+                .range(..end)
+                .filter(|(&s, &n)| s + n > offset)
+                .map(|(&s, &n)| (s, n))
+                .collect();
+            let already: u64 = overlapping
+                .iter()
+                .map(|&(s, n)| (s + n).min(end) - s.max(offset))
+                .sum();
+            // Only whole unmapped (to map) or whole mapped (to unmap) spans: no double charge.
+            if (access && already != 0) || (!access && already != bytes) {
+                return Err(bad);
+            }
+            if access {
+                self.budget.claim(bytes)?;
+            }
+            // SAFETY: offset..end is inside the reservation (checked above).
+            let ptr = unsafe { block.ptr.add(offset as usize) };
+            if !os_protect(ptr, bytes as usize, access) {
+                if access {
+                    self.budget.give_back(bytes);
+                }
+                return Err(DeviceError::OutOfMemory { requested: bytes });
+            }
+            if access {
+                let (mut start, mut len) = (offset, bytes);
+                if let Some((&s, &n)) = mapped.range(..offset).next_back() {
+                    if s + n == offset {
+                        mapped.remove(&s);
+                        start = s;
+                        len += n;
+                    }
+                }
+                if let Some(n) = mapped.remove(&end) {
+                    len += n;
+                }
+                mapped.insert(start, len);
+                block.charged += bytes;
+            } else {
+                for (s, n) in overlapping {
+                    mapped.remove(&s);
+                    if s < offset {
+                        mapped.insert(s, offset - s);
+                    }
+                    if s + n > end {
+                        mapped.insert(end, s + n - end);
+                    }
+                }
+                block.charged -= bytes;
+                self.budget.give_back(bytes);
+            }
+            Ok(())
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn host_ranges_map_and_unmap_whole_pages() {
+        let dev = HostDevice::new(Some(8 << 20));
+        let vmm = dev.virtual_memory().unwrap();
+        let page = vmm.granularity();
+        // Address space beyond the cap costs nothing until mapped.
+        let range = vmm.reserve_range(64 << 20).unwrap();
+        assert_eq!(dev.reserved(), 0);
+        // Unmapped memory is out of bounds, not a crash.
+        assert!(matches!(
+            dev.write(range.handle, 0, b"x"),
+            Err(DeviceError::OutOfBounds { .. })
+        ));
+        vmm.map(range.handle, 0, 4 * page).unwrap();
+        vmm.map(range.handle, 4 * page, 4 * page).unwrap();
+        assert_eq!(dev.reserved(), 8 * page);
+        // A write across two maps lands; mapping a mapped page twice is refused.
+        dev.write(range.handle, 4 * page - 3, b"across").unwrap();
+        let mut out = [0u8; 6];
+        dev.read(range.handle, 4 * page - 3, &mut out).unwrap();
+        assert_eq!(&out, b"across");
+        assert!(vmm.map(range.handle, 2 * page, 4 * page).is_err());
+        assert!(vmm.map(range.handle, 1, page).is_err());
+        // More than the cap is out of memory.
+        assert_eq!(
+            vmm.map(range.handle, 8 * page, 8 << 20),
+            Err(DeviceError::OutOfMemory { requested: 8 << 20 })
+        );
+        vmm.unmap(range.handle, 4 * page, 4 * page).unwrap();
+        assert_eq!(dev.reserved(), 4 * page);
+        assert!(vmm.unmap(range.handle, 4 * page, page).is_err());
+        assert!(dev.read(range.handle, 4 * page, &mut out).is_err());
+        dev.release(range.handle).unwrap();
+        assert_eq!(dev.reserved(), 0);
+    }
 
     #[test]
     fn host_reserves_real_memory_and_round_trips_bytes() {

@@ -3,7 +3,10 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use crate::device::{DeviceError, DeviceMemory, Segment, SegmentHandle};
+use crate::device::{DeviceError, DeviceMemory, Segment, SegmentHandle, VirtualMemory};
+
+/// The simulated mapping granule (CUDA's on current GPUs).
+const SIM_GRANULE: u64 = 2 << 20;
 
 /// A capacity-only address space: reserves nothing, so "what would this workload reserve on an
 /// 80 GB card" can be planned here, and the pool's own overhead measured without device cost.
@@ -15,8 +18,25 @@ pub struct SimDevice {
 struct SimState {
     reserved: u64,
     next_address: u64,
+    /// Handle -> (address, bytes charged to the capacity).
     segments: HashMap<SegmentHandle, (u64, u64)>,
+    /// Address ranges (virtual memory): handle -> range size. Their charge is what is mapped.
+    ranges: HashMap<SegmentHandle, u64>,
     next_handle: u64,
+}
+
+impl SimState {
+    /// A fresh handle and address for `span` bytes of address space.
+    fn place(&mut self, span: u64) -> (SegmentHandle, u64) {
+        let handle = SegmentHandle(self.next_handle);
+        self.next_handle += 1;
+        let address = self.next_address;
+        // Keep simulated addresses 2 MiB aligned and never reused, like a fresh VA range.
+        self.next_address = self
+            .next_address
+            .saturating_add(span.div_ceil(SIM_GRANULE) * SIM_GRANULE);
+        (handle, address)
+    }
 }
 
 impl SimDevice {
@@ -28,6 +48,7 @@ impl SimDevice {
                 reserved: 0,
                 next_address: 1 << 40,
                 segments: HashMap::new(),
+                ranges: HashMap::new(),
                 next_handle: 1,
             }),
         }
@@ -53,13 +74,7 @@ impl DeviceMemory for SimDevice {
             return Err(DeviceError::OutOfMemory { requested: bytes });
         }
         s.reserved += bytes;
-        let handle = SegmentHandle(s.next_handle);
-        s.next_handle += 1;
-        let address = s.next_address;
-        // Keep simulated addresses 2 MiB aligned and never reused, like a fresh VA range.
-        s.next_address = s
-            .next_address
-            .saturating_add(bytes.div_ceil(2 << 20) * (2 << 20));
+        let (handle, address) = s.place(bytes);
         s.segments.insert(handle, (address, bytes));
         Ok(Segment {
             handle,
@@ -75,6 +90,7 @@ impl DeviceMemory for SimDevice {
             .remove(&segment)
             .ok_or(DeviceError::InvalidSegment(segment))?;
         s.reserved -= size;
+        s.ranges.remove(&segment);
         Ok(())
     }
 
@@ -94,6 +110,91 @@ impl DeviceMemory for SimDevice {
             "a simulated device holds no data".into(),
         ))
     }
+
+    fn virtual_memory(&self) -> Option<&dyn VirtualMemory> {
+        Some(self)
+    }
+}
+
+impl VirtualMemory for SimDevice {
+    fn granularity(&self) -> u64 {
+        SIM_GRANULE
+    }
+
+    fn reserve_range(&self, bytes: u64) -> Result<Segment, DeviceError> {
+        if bytes == 0 || bytes % SIM_GRANULE != 0 {
+            return Err(DeviceError::Unsupported(format!(
+                "an address range of {bytes} bytes is not a whole number of granules"
+            )));
+        }
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let (handle, address) = s.place(bytes);
+        s.segments.insert(handle, (address, 0));
+        s.ranges.insert(handle, bytes);
+        Ok(Segment {
+            handle,
+            address: Some(address),
+            size: bytes,
+        })
+    }
+
+    fn map(&self, range: SegmentHandle, offset: u64, bytes: u64) -> Result<(), DeviceError> {
+        let mut s = self.lock_range(range, offset, bytes)?;
+        if s.reserved
+            .checked_add(bytes)
+            .is_none_or(|n| n > self.capacity)
+        {
+            return Err(DeviceError::OutOfMemory { requested: bytes });
+        }
+        s.reserved += bytes;
+        if let Some(seg) = s.segments.get_mut(&range) {
+            seg.1 += bytes;
+        }
+        Ok(())
+    }
+
+    fn unmap(&self, range: SegmentHandle, offset: u64, bytes: u64) -> Result<(), DeviceError> {
+        let mut s = self.lock_range(range, offset, bytes)?;
+        let charged = s.segments.get_mut(&range).map_or(0, |seg| {
+            let taken = bytes.min(seg.1);
+            seg.1 -= taken;
+            taken
+        });
+        s.reserved -= charged;
+        Ok(())
+    }
+}
+
+impl SimDevice {
+    /// The state, locked, once `offset..offset + bytes` is known to be whole granules of
+    /// `range`.
+    fn lock_range(
+        &self,
+        range: SegmentHandle,
+        offset: u64,
+        bytes: u64,
+    ) -> Result<std::sync::MutexGuard<'_, SimState>, DeviceError> {
+        let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let span = *s
+            .ranges
+            .get(&range)
+            .ok_or(DeviceError::InvalidSegment(range))?;
+        check_granules(offset, bytes, span)?;
+        Ok(s)
+    }
+}
+
+/// `offset..offset + bytes` is whole granules inside a range of `span` bytes.
+fn check_granules(offset: u64, bytes: u64, span: u64) -> Result<(), DeviceError> {
+    let whole = offset % SIM_GRANULE == 0 && bytes % SIM_GRANULE == 0;
+    if !whole || offset.checked_add(bytes).is_none_or(|end| end > span) {
+        return Err(DeviceError::OutOfBounds {
+            offset,
+            len: bytes,
+            size: span,
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -112,5 +213,20 @@ mod tests {
         dev.release(a.handle).unwrap();
         dev.release(b.handle).unwrap();
         assert_eq!(dev.mem_info().unwrap(), (80 << 30, 80 << 30));
+    }
+
+    #[test]
+    fn sim_ranges_charge_what_is_mapped() {
+        let dev = SimDevice::new(1 << 30);
+        let vmm = dev.virtual_memory().unwrap();
+        let range = vmm.reserve_range(4 << 30).unwrap();
+        assert_eq!(dev.mem_info().unwrap().0, 1 << 30);
+        vmm.map(range.handle, 0, 512 << 20).unwrap();
+        assert!(vmm.map(range.handle, 512 << 20, 768 << 20).is_err());
+        assert!(vmm.map(range.handle, 1, SIM_GRANULE).is_err());
+        assert_eq!(dev.mem_info().unwrap().0, 512 << 20);
+        vmm.unmap(range.handle, 256 << 20, 256 << 20).unwrap();
+        dev.release(range.handle).unwrap();
+        assert_eq!(dev.mem_info().unwrap().0, 1 << 30);
     }
 }

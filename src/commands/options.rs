@@ -148,12 +148,12 @@ pub fn select_policy(args: &SelectArgs) -> Policy {
 }
 
 /// The preset `--preset` names. `auto` stands for the recording allocator's own semantics for
-/// traces (arena for PyTorch's expandable segments, size classes otherwise), size classes for
+/// traces (expandable segments for PyTorch's expandable segments, size classes otherwise), size classes for
 /// the transformer step, and RMM's pool for the synthetic RMM workloads.
 pub fn bench_preset(args: &BenchAllocArgs, workload: &Workload) -> Preset {
     match args.preset {
         cli::Preset::Auto if workload.reference.is_some_and(|r| r.expandable_segments) => {
-            Preset::Arena
+            Preset::Expandable
         }
         cli::Preset::Auto if args.trace.is_some() || args.workload == WorkloadKind::Transformer => {
             Preset::Inference
@@ -164,6 +164,7 @@ pub fn bench_preset(args: &BenchAllocArgs, workload: &Workload) -> Preset {
         cli::Preset::Training => Preset::Training,
         cli::Preset::Constrained => Preset::Constrained,
         cli::Preset::Pytorch => Preset::Pytorch,
+        cli::Preset::Expandable => Preset::Expandable,
     }
 }
 

@@ -140,6 +140,32 @@ pub trait DeviceMemory: Send + Sync {
 
     /// Copies bytes at `offset` of the segment into `out`.
     fn read(&self, segment: SegmentHandle, offset: u64, out: &mut [u8]) -> Result<(), DeviceError>;
+
+    /// Virtual memory management, where the device has it (what expandable segments need).
+    fn virtual_memory(&self) -> Option<&dyn VirtualMemory> {
+        None
+    }
+}
+
+/// An address range reserved with no memory behind it, into which memory is mapped and
+/// unmapped in granules: CUDA's `cuMemAddressReserve`/`cuMemCreate`/`cuMemMap`, or on the host
+/// an inaccessible mapping made accessible page by page. A range is released with
+/// [`DeviceMemory::release`], which unmaps whatever is still mapped; reads and writes go
+/// through [`DeviceMemory::read`]/[`DeviceMemory::write`] on its handle and must stay within
+/// mapped granules.
+pub trait VirtualMemory: Send + Sync {
+    /// The mapping granule in bytes (a power of two): offsets and lengths are multiples of it.
+    fn granularity(&self) -> u64;
+
+    /// Reserves `bytes` of address space (a multiple of the granularity), nothing mapped.
+    fn reserve_range(&self, bytes: u64) -> Result<Segment, DeviceError>;
+
+    /// Maps fresh memory at `offset..offset + bytes` of `range`; out of memory when the
+    /// device has none left.
+    fn map(&self, range: SegmentHandle, offset: u64, bytes: u64) -> Result<(), DeviceError>;
+
+    /// Unmaps `offset..offset + bytes` of `range`, giving the memory back.
+    fn unmap(&self, range: SegmentHandle, offset: u64, bytes: u64) -> Result<(), DeviceError>;
 }
 
 impl fmt::Debug for dyn DeviceMemory {
@@ -244,6 +270,18 @@ impl<T> SegmentTable<T> {
         let map = self.map.read().unwrap_or_else(|e| e.into_inner());
         f(map
             .get(&handle)
+            .ok_or(DeviceError::InvalidSegment(handle))?)
+    }
+
+    /// Runs `f` on a segment with exclusive access (changes to its bookkeeping).
+    pub fn with_mut<R>(
+        &self,
+        handle: SegmentHandle,
+        f: impl FnOnce(&mut T) -> Result<R, DeviceError>,
+    ) -> Result<R, DeviceError> {
+        let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+        f(map
+            .get_mut(&handle)
             .ok_or(DeviceError::InvalidSegment(handle))?)
     }
 

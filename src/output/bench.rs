@@ -78,6 +78,9 @@ pub struct PoolView {
     /// The configured rule that set it: `memory_fraction`, `min_free`, `max_pool` or
     /// `driver_reserve` (with `reserve_bytes`).
     pub limit_rule: LimitRule,
+    /// Expandable segments: `null` when not asked for, else whether the device could map them
+    /// (false: ordinary segments were used).
+    pub expandable_segments: Option<bool>,
     /// Requests served without a device allocation. For traces: over the recorded requests only
     /// (allocations that predate the recording are placed first and are not counted).
     pub hit_rate: f64,
@@ -196,6 +199,7 @@ impl PoolView {
             preset,
             usable_limit_bytes: run.usable_limit,
             limit_rule: run.limit_rule,
+            expandable_segments: run.expandable,
             hit_rate: run.recorded_hit_rate.unwrap_or(s.hit_rate()),
             hit_rate_overall: s.hit_rate(),
             fragmentation_peak: run.fragmentation_peak,
@@ -329,6 +333,16 @@ impl Report for BenchReport {
         let _ = writeln!(text, "{t}");
         let mut m = new_table(style, &["pool metric", "value"]);
         m.add_row(vec!["preset".into(), p.preset.to_string()]);
+        let expandable = match p.expandable_segments {
+            Some(true) => Some("yes"),
+            Some(false) => {
+                Some("unavailable: the device has no virtual memory; ordinary segments used")
+            }
+            None => None,
+        };
+        if let Some(text) = expandable {
+            m.add_row(vec!["expandable segments".to_string(), text.to_string()]);
+        }
         m.add_row(vec![
             "usable limit".into(),
             format!(

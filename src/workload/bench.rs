@@ -88,6 +88,8 @@ pub struct PoolRun {
     pub usable_limit: u64,
     /// The configured rule that set `usable_limit`.
     pub limit_rule: LimitRule,
+    /// Expandable segments: `None` when not asked for, else whether the device could map them.
+    pub expandable: Option<bool>,
 }
 
 /// What replaying straight against the device measured.
@@ -255,6 +257,10 @@ pub fn run_pool(
     Ok(PoolRun {
         usable_limit: pool.usable_limit(),
         limit_rule: pool.limit_rule(),
+        expandable: pool
+            .config()
+            .expandable_segments
+            .then(|| pool.expandable_segments()),
         stats,
         alloc_ns: summarize(&alloc_h),
         free_ns: summarize(&free_h),
