@@ -169,6 +169,67 @@ fn cuda_device_memory_on_the_stand_in_driver() {
     }
 }
 
+// Expandable segments on the stand-in driver's virtual memory API (cuMemAddressReserve,
+// cuMemCreate, cuMemMap, cuMemSetAccess, cuMemUnmap, cuMemRelease, cuMemAddressFree): data
+// survives growth, the free tail is unmapped, and every byte goes back to the driver.
+#[test]
+fn cuda_expandable_segments_on_the_stand_in_driver() {
+    let dir = common::fake_gpu_drivers("memory-cuda-vmm", &[]);
+    if common::in_child_with_drivers(
+        "cuda_expandable_segments_on_the_stand_in_driver",
+        &dir,
+        &[("GPUMEM_FAKE_TOTAL", "268435456")],
+    ) {
+        let device = open_device(&"cuda:0".parse().unwrap()).unwrap();
+        let vmm = device
+            .virtual_memory()
+            .expect("the stand-in driver has VMM");
+        assert_eq!(vmm.granularity(), 2 * MIB);
+        // Raw: unmapped addresses are refused, not touched.
+        let range = vmm.reserve_range(64 * MIB).unwrap();
+        assert!(matches!(
+            device.write(range.handle, 0, b"x"),
+            Err(DeviceError::OutOfBounds { .. })
+        ));
+        vmm.map(range.handle, 0, 4 * MIB).unwrap();
+        assert_eq!(device.mem_info().unwrap().0, 252 * MIB);
+        device.write(range.handle, 4 * MIB - 2, b"ok").unwrap();
+        assert!(
+            vmm.map(range.handle, 2 * MIB, 2 * MIB).is_err(),
+            "mapped twice"
+        );
+        vmm.unmap(range.handle, 2 * MIB, 2 * MIB).unwrap();
+        assert!(device.read(range.handle, 3 * MIB, &mut [0u8; 1]).is_err());
+        device.release(range.handle).unwrap();
+        assert_eq!(device.mem_info().unwrap(), (256 * MIB, 256 * MIB));
+
+        let config = MemoryConfig::default()
+            .with_min_free_bytes(0)
+            .with_driver_reserve(false)
+            .with_expandable_segments(true);
+        let pool = Pool::new(device.clone(), config).unwrap();
+        assert!(pool.expandable_segments());
+        let a = pool.allocate(10 * MIB).unwrap();
+        pool.write(&a, 0, b"first").unwrap();
+        let b = pool.allocate(50 * MIB).unwrap();
+        assert_eq!(b.segment, a.segment);
+        pool.write(&b, 50 * MIB - 6, b"second").unwrap();
+        let mut out = [0u8; 5];
+        pool.read(&a, 0, &mut out).unwrap();
+        assert_eq!(&out, b"first");
+        // More than the device holds fails cleanly after the retry.
+        assert!(pool.allocate(300 * MIB).is_err());
+        pool.free(b).unwrap();
+        pool.empty_cache();
+        assert_eq!(pool.stats().reserved_bytes, 20 * MIB);
+        assert_eq!(device.mem_info().unwrap().0, 236 * MIB);
+        pool.free(a).unwrap();
+        pool.empty_cache();
+        drop(pool);
+        assert_eq!(device.mem_info().unwrap(), (256 * MIB, 256 * MIB));
+    }
+}
+
 #[test]
 fn rocm_device_memory_on_the_stand_in_driver() {
     let dir = common::fake_driver("fake_hip.c", "libamdhip64.so", "memory-hip", &[]);

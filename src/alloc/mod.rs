@@ -17,6 +17,13 @@
 //! PyTorch's fixed classes instead (2 MiB small segments; 20 MiB below 10 MiB; an exact
 //! segment above; idle segments kept until memory runs out).
 //!
+//! With `expandable_segments` (on a device with virtual memory: host, sim, CUDA) there are no
+//! separate segments: each stream and pool has one address range as large as the usable limit,
+//! memory is mapped at its end (in 2 MiB granules for the small pool, 20 MiB for the large)
+//! whenever a request does not fit, extending a free tail block when there is one, and the free
+//! tail is unmapped when the cache is emptied or memory runs out. Freed blocks always merge with
+//! their neighbours, so no segment is ever stranded at a size nothing asks for.
+//!
 //! Free blocks sit in a two-level segregated-fit index per stream cache: insert, remove and
 //! find in O(1) with two bitmaps, a fit within one 1/32-of-a-power-of-two bin of the best. A
 //! block is split when the remainder is worth keeping (≥ 512 B small, > 1 MiB large). Blocks

@@ -10,8 +10,10 @@ use cudarc::driver::sys::{self, CUdevice, CUdevice_attribute, CUresult};
 
 use super::isolate::step;
 use super::{Backend, BackendKind, DeviceInfo, DeviceType, FreeScope, Unavailable};
+use std::collections::BTreeMap;
+
 use crate::device::{
-    check_bounds, DeviceError, DeviceMemory, Segment, SegmentHandle, SegmentTable,
+    check_bounds, DeviceError, DeviceMemory, Segment, SegmentHandle, SegmentTable, VirtualMemory,
 };
 
 /// NVIDIA GPUs through the CUDA driver API (`libcuda`), loaded at run time.
@@ -269,13 +271,63 @@ unsafe impl Send for Context {}
 // SAFETY: as above; the driver serialises its own use of the context.
 unsafe impl Sync for Context {}
 
-/// Device memory through `cuMemAlloc`/`cuMemFree` under the device's primary context.
+/// Functions of the virtual memory management API; without them expandable segments are off.
+const VMM_SYMBOLS: &[&str] = &[
+    "cuMemGetAllocationGranularity",
+    "cuMemAddressReserve",
+    "cuMemAddressFree",
+    "cuMemCreate",
+    "cuMemRelease",
+    "cuMemMap",
+    "cuMemUnmap",
+    "cuMemSetAccess",
+];
+
+/// The physical allocation mapped at each granule's offset of an address range.
+type Granules = BTreeMap<u64, sys::CUmemGenericAllocationHandle>;
+
+/// A live segment: a `cuMemAlloc` block, or an address range with memory mapped into it.
+struct CudaSeg {
+    size: u64,
+    /// For an address range: the physical allocation mapped at each granule's offset.
+    granules: Option<Granules>,
+}
+
+impl CudaSeg {
+    /// Checks that `offset..offset + len` is inside the segment and, for a range, mapped.
+    fn check(&self, offset: u64, len: usize, granule: u64) -> Result<(), DeviceError> {
+        check_bounds(offset, len, self.size)?;
+        let Some(granules) = &self.granules else {
+            return Ok(());
+        };
+        if len == 0 {
+            return Ok(());
+        }
+        let first = offset / granule * granule;
+        let end = offset + len as u64;
+        let mapped = granules.range(first..end).count() as u64;
+        if mapped == (end - first).div_ceil(granule) {
+            Ok(())
+        } else {
+            Err(DeviceError::OutOfBounds {
+                offset,
+                len: len as u64,
+                size: self.size,
+            })
+        }
+    }
+}
+
+/// Device memory through `cuMemAlloc`/`cuMemFree` under the device's primary context, and
+/// (where the driver has virtual memory management) address ranges mapped granule by granule.
 pub struct CudaMemory {
     name: String,
     device: CUdevice,
     context: Context,
-    /// Live segments: device pointer -> size, for bounds checks and clean-up on drop.
-    segments: SegmentTable<u64>,
+    /// Live segments by device pointer, for bounds checks and clean-up on drop.
+    segments: SegmentTable<CudaSeg>,
+    /// The mapping granule, when the device and driver support virtual memory management.
+    granularity: Option<u64>,
 }
 
 impl CudaMemory {
@@ -301,12 +353,109 @@ impl CudaMemory {
             sys::cuDevicePrimaryCtxRetain(&mut ctx, device)
         })
         .map_err(|e| Unavailable::Failed(e.to_string()))?;
-        Ok(CudaMemory {
+        let mut memory = CudaMemory {
             name: format!("cuda:{index} ({})", info.name),
             device,
             context: Context(ctx),
             segments: SegmentTable::default(),
+            granularity: None,
+        };
+        memory.granularity = memory.vmm_granularity();
+        Ok(memory)
+    }
+
+    /// The minimum mapping granule, when the device supports virtual memory management and
+    /// the driver exports its functions (older drivers and some stand-ins do not: then
+    /// expandable segments fall back to ordinary ones).
+    fn vmm_granularity(&self) -> Option<u64> {
+        let supported = CUdevice_attribute::CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED;
+        if attribute(self.device, supported) != Some(1) || ensure_driver(VMM_SYMBOLS).is_err() {
+            return None;
+        }
+        let prop = self.allocation_prop();
+        let mut granularity = 0usize;
+        // SAFETY: valid out-pointer and property; the symbol was checked above.
+        check("cuMemGetAllocationGranularity", unsafe {
+            sys::cuMemGetAllocationGranularity(
+                &mut granularity,
+                &prop,
+                sys::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_MINIMUM,
+            )
         })
+        .ok()?;
+        let granularity = granularity as u64;
+        granularity.is_power_of_two().then_some(granularity)
+    }
+
+    /// Pinned device memory on this device.
+    fn allocation_prop(&self) -> sys::CUmemAllocationProp {
+        // SAFETY: a plain C struct for which all-zero is the documented starting value.
+        let mut prop: sys::CUmemAllocationProp = unsafe { std::mem::zeroed() };
+        prop.type_ = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+        prop.location.id = self.device;
+        prop
+    }
+
+    /// Unmaps and frees the granules at `offsets` of the range at `base`.
+    fn unmap_granules(&self, base: u64, granules: Vec<(u64, sys::CUmemGenericAllocationHandle)>) {
+        let Some(granule) = self.granularity else {
+            return;
+        };
+        for (offset, handle) in granules {
+            // SAFETY: the granule was mapped by `map` and is unmapped and released once.
+            unsafe {
+                sys::cuMemUnmap(base + offset, granule as usize);
+                sys::cuMemRelease(handle);
+            }
+        }
+    }
+
+    /// Runs `f` on a range's granule map once `offset..offset + bytes` is known to be whole
+    /// granules inside it; `f` gets the map, the span's end and the error for a bad span.
+    fn with_span<R>(
+        &self,
+        range: SegmentHandle,
+        offset: u64,
+        bytes: u64,
+        f: impl FnOnce(&mut Granules, u64, DeviceError) -> Result<R, DeviceError>,
+    ) -> Result<R, DeviceError> {
+        let granule = self.granularity.unwrap_or(2 << 20);
+        self.segments.with_mut(range, |seg| {
+            let bad = DeviceError::OutOfBounds {
+                offset,
+                len: bytes,
+                size: seg.size,
+            };
+            let Some(granules) = seg.granules.as_mut() else {
+                return Err(DeviceError::Unsupported("not an address range".into()));
+            };
+            let end = offset.checked_add(bytes).filter(|&e| e <= seg.size);
+            match end {
+                Some(end) if offset % granule == 0 && bytes % granule == 0 && bytes > 0 => {
+                    f(granules, end, bad)
+                }
+                _ => Err(bad),
+            }
+        })
+    }
+
+    /// Gives a segment back to the driver (a range: its granules, then its addresses).
+    fn free_segment(&self, handle: SegmentHandle, seg: CudaSeg) -> Result<(), DeviceError> {
+        match seg.granules {
+            None => {
+                // SAFETY: the pointer came from cuMemAlloc and left the table, so freed once.
+                check("cuMemFree_v2", unsafe { sys::cuMemFree_v2(handle.0) })
+            }
+            Some(granules) => {
+                self.unmap_granules(handle.0, granules.into_iter().collect());
+                // SAFETY: the range came from cuMemAddressReserve and left the table.
+                check("cuMemAddressFree", unsafe {
+                    sys::cuMemAddressFree(handle.0, seg.size as usize)
+                })
+            }
+        }
+        .map_err(|e| DeviceError::Backend(e.to_string()))
     }
 
     /// Makes the context current on this thread (cheap when it already is).
@@ -318,19 +467,25 @@ impl CudaMemory {
         .map_err(|e| DeviceError::Backend(e.to_string()))
     }
 
-    fn size_of(&self, segment: SegmentHandle) -> Result<u64, DeviceError> {
-        self.segments.with(segment, |size| Ok(*size))
+    /// Checks an access of `len` bytes at `offset` of `segment`.
+    fn check_access(
+        &self,
+        segment: SegmentHandle,
+        offset: u64,
+        len: usize,
+    ) -> Result<(), DeviceError> {
+        let granule = self.granularity.unwrap_or(1);
+        self.segments
+            .with(segment, |seg| seg.check(offset, len, granule))
     }
 }
 
 impl Drop for CudaMemory {
     fn drop(&mut self) {
-        let segments: Vec<SegmentHandle> =
-            self.segments.drain().into_iter().map(|(h, _)| h).collect();
+        let segments = self.segments.drain();
         if self.current().is_ok() {
-            for handle in segments {
-                // SAFETY: each pointer came from cuMemAlloc and is freed once.
-                unsafe { sys::cuMemFree_v2(handle.0) };
+            for (handle, seg) in segments {
+                let _ = self.free_segment(handle, seg);
             }
         }
         // SAFETY: balances the retain in `open`.
@@ -350,7 +505,13 @@ impl DeviceMemory for CudaMemory {
         match unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes as usize) } {
             CUresult::CUDA_SUCCESS => {
                 let handle = SegmentHandle(ptr);
-                self.segments.insert_at(handle, bytes);
+                self.segments.insert_at(
+                    handle,
+                    CudaSeg {
+                        size: bytes,
+                        granules: None,
+                    },
+                );
                 Ok(Segment {
                     handle,
                     address: Some(ptr),
@@ -367,11 +528,9 @@ impl DeviceMemory for CudaMemory {
     }
 
     fn release(&self, segment: SegmentHandle) -> Result<(), DeviceError> {
-        self.segments.remove(segment)?;
+        let seg = self.segments.remove(segment)?;
         self.current()?;
-        // SAFETY: the pointer came from cuMemAlloc and was removed from the map, so freed once.
-        check("cuMemFree_v2", unsafe { sys::cuMemFree_v2(segment.0) })
-            .map_err(|e| DeviceError::Backend(e.to_string()))
+        self.free_segment(segment, seg)
     }
 
     fn mem_info(&self) -> Result<(u64, u64), DeviceError> {
@@ -386,7 +545,7 @@ impl DeviceMemory for CudaMemory {
     }
 
     fn write(&self, segment: SegmentHandle, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
-        check_bounds(offset, data.len(), self.size_of(segment)?)?;
+        self.check_access(segment, offset, data.len())?;
         self.current()?;
         // SAFETY: bounds checked; synchronous copy from a host slice.
         check("cuMemcpyHtoD_v2", unsafe {
@@ -396,12 +555,135 @@ impl DeviceMemory for CudaMemory {
     }
 
     fn read(&self, segment: SegmentHandle, offset: u64, out: &mut [u8]) -> Result<(), DeviceError> {
-        check_bounds(offset, out.len(), self.size_of(segment)?)?;
+        self.check_access(segment, offset, out.len())?;
         self.current()?;
         // SAFETY: bounds checked; synchronous copy into a host slice.
         check("cuMemcpyDtoH_v2", unsafe {
             sys::cuMemcpyDtoH_v2(out.as_mut_ptr().cast(), segment.0 + offset, out.len())
         })
         .map_err(|e| DeviceError::Backend(e.to_string()))
+    }
+
+    fn virtual_memory(&self) -> Option<&dyn VirtualMemory> {
+        self.granularity
+            .is_some()
+            .then_some(self as &dyn VirtualMemory)
+    }
+}
+
+impl VirtualMemory for CudaMemory {
+    fn granularity(&self) -> u64 {
+        self.granularity.unwrap_or(2 << 20)
+    }
+
+    fn reserve_range(&self, bytes: u64) -> Result<Segment, DeviceError> {
+        let granule = self.granularity();
+        if bytes == 0 || bytes % granule != 0 {
+            return Err(DeviceError::Unsupported(format!(
+                "an address range of {bytes} bytes is not a whole number of granules"
+            )));
+        }
+        self.current()?;
+        let mut ptr: sys::CUdeviceptr = 0;
+        // SAFETY: valid out-pointer; the context is current; VMM symbols were checked.
+        match unsafe { sys::cuMemAddressReserve(&mut ptr, bytes as usize, 0, 0, 0) } {
+            CUresult::CUDA_SUCCESS => {}
+            CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+                return Err(DeviceError::OutOfMemory { requested: bytes })
+            }
+            other => {
+                return Err(DeviceError::Backend(format!(
+                    "cuMemAddressReserve returned {other:?}"
+                )))
+            }
+        }
+        let handle = SegmentHandle(ptr);
+        self.segments.insert_at(
+            handle,
+            CudaSeg {
+                size: bytes,
+                granules: Some(BTreeMap::new()),
+            },
+        );
+        Ok(Segment {
+            handle,
+            address: Some(ptr),
+            size: bytes,
+        })
+    }
+
+    fn map(&self, range: SegmentHandle, offset: u64, bytes: u64) -> Result<(), DeviceError> {
+        let granule = self.granularity();
+        self.current()?;
+        let prop = self.allocation_prop();
+        let access = sys::CUmemAccessDesc {
+            location: prop.location,
+            flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+        };
+        self.with_span(range, offset, bytes, |granules, end, bad| {
+            if granules.range(offset..end).next().is_some() {
+                return Err(bad);
+            }
+            // One physical allocation per granule, so any granule can be unmapped later.
+            let mut made = Vec::new();
+            let mut failure = None;
+            for at in (offset..end).step_by(granule as usize) {
+                let mut handle: sys::CUmemGenericAllocationHandle = 0;
+                // SAFETY: valid out-pointer and property; the context is current.
+                let created = unsafe { sys::cuMemCreate(&mut handle, granule as usize, &prop, 0) };
+                if created != CUresult::CUDA_SUCCESS {
+                    failure = Some(if created == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+                        DeviceError::OutOfMemory { requested: bytes }
+                    } else {
+                        DeviceError::Backend(format!("cuMemCreate returned {created:?}"))
+                    });
+                    break;
+                }
+                // SAFETY: the granule lies inside the reserved range and is not mapped.
+                let mapped = unsafe { sys::cuMemMap(range.0 + at, granule as usize, 0, handle, 0) };
+                if mapped != CUresult::CUDA_SUCCESS {
+                    // SAFETY: the handle was just created and is not mapped.
+                    unsafe { sys::cuMemRelease(handle) };
+                    failure = Some(DeviceError::Backend(format!(
+                        "cuMemMap returned {mapped:?}"
+                    )));
+                    break;
+                }
+                made.push((at, handle));
+            }
+            if failure.is_none() {
+                // SAFETY: the whole span was just mapped.
+                let set =
+                    unsafe { sys::cuMemSetAccess(range.0 + offset, bytes as usize, &access, 1) };
+                if set != CUresult::CUDA_SUCCESS {
+                    failure = Some(DeviceError::Backend(format!(
+                        "cuMemSetAccess returned {set:?}"
+                    )));
+                }
+            }
+            if let Some(e) = failure {
+                self.unmap_granules(range.0, made);
+                return Err(e);
+            }
+            granules.extend(made);
+            Ok(())
+        })
+    }
+
+    fn unmap(&self, range: SegmentHandle, offset: u64, bytes: u64) -> Result<(), DeviceError> {
+        let granule = self.granularity();
+        self.current()?;
+        self.with_span(range, offset, bytes, |granules, end, bad| {
+            let inside: Vec<u64> = granules.range(offset..end).map(|(&o, _)| o).collect();
+            if inside.len() as u64 != bytes / granule {
+                return Err(bad);
+            }
+            let taken = inside
+                .into_iter()
+                .filter_map(|o| granules.remove(&o).map(|h| (o, h)))
+                .collect();
+            self.unmap_granules(range.0, taken);
+            Ok(())
+        })
     }
 }

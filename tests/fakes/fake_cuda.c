@@ -10,12 +10,18 @@
  *   GPUMEM_FAKE_INIT_DELAY_MS  make cuInit hang this long (the probe-timeout path)
  *   GPUMEM_FAKE_INIT_CRASH  "segv" or "abort": cuInit kills the process (a broken driver)
  * Build with -DOMIT_MEMGETINFO to leave out cuMemGetInfo_v2 (the missing-symbol path).
+ *
+ * Virtual memory management (cuMemAddressReserve, cuMemCreate, cuMemMap, cuMemSetAccess,
+ * cuMemUnmap, cuMemRelease, cuMemAddressFree) is modelled with host address space: a reserved
+ * range is an inaccessible mapping, cuMemMap makes part of it accessible, and physical memory
+ * (cuMemCreate) is charged to the device until it is both released and unmapped.
  */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 typedef int CUresult;
@@ -97,6 +103,7 @@ CUresult cuDeviceGetAttribute(int *value, int attribute, CUdevice d) {
     case 75: *value = 9; return CUDA_SUCCESS; /* compute capability major */
     case 76: *value = 0; return CUDA_SUCCESS; /* minor */
     case 18: *value = 0; return CUDA_SUCCESS; /* integrated */
+    case 102: *value = 1; return CUDA_SUCCESS; /* virtual memory management supported */
     default: *value = 0; return CUDA_SUCCESS;
     }
 }
@@ -176,6 +183,108 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
 CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
     memcpy(dst, (const void *)(uintptr_t)src, n);
     return CUDA_SUCCESS;
+}
+/* The prefix of CUmemAllocationProp the fake reads: the device in its location. */
+typedef struct { int type; int handle_types; int location_type; int location_id; } CUmemAllocationPropPrefix;
+typedef unsigned long long CUmemGenericAllocationHandle;
+
+#define MAX_HANDLES 65536
+#define GRANULE (2ULL << 20)
+static struct { size_t size; int device; int live; int released; int mapped; CUdeviceptr at; } handles[MAX_HANDLES];
+
+CUresult cuMemGetAllocationGranularity(size_t *granularity, const void *prop, int option) {
+    (void)prop; (void)option;
+    *granularity = (size_t)GRANULE;
+    return CUDA_SUCCESS;
+}
+CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags) {
+    (void)alignment; (void)addr; (void)flags;
+    if (size == 0 || size % GRANULE) return CUDA_ERROR_INVALID_VALUE;
+    void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+    *ptr = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+    return munmap((void *)(uintptr_t)ptr, size) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+static void drop_if_unused(int i) {
+    if (handles[i].live && handles[i].released && !handles[i].mapped) {
+        used[handles[i].device] -= handles[i].size;
+        handles[i].live = 0;
+    }
+}
+CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const void *prop, unsigned long long flags) {
+    (void)flags;
+    int device = ((const CUmemAllocationPropPrefix *)prop)->location_id;
+    if (!valid(device)) return CUDA_ERROR_INVALID_DEVICE;
+    if (size == 0 || size % GRANULE) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (used[device] + size <= total_bytes()) {
+        for (int i = 1; i < MAX_HANDLES; i++) {
+            if (!handles[i].live) {
+                handles[i].size = size;
+                handles[i].device = device;
+                handles[i].live = 1;
+                handles[i].released = 0;
+                handles[i].mapped = 0;
+                used[device] += size;
+                *handle = (CUmemGenericAllocationHandle)i;
+                r = CUDA_SUCCESS;
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+    pthread_mutex_lock(&lock);
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    if (handle > 0 && handle < MAX_HANDLES && handles[handle].live && !handles[handle].released) {
+        handles[handle].released = 1;
+        drop_if_unused((int)handle);
+        r = CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags) {
+    (void)flags;
+    pthread_mutex_lock(&lock);
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    if (handle > 0 && handle < MAX_HANDLES && handles[handle].live && !handles[handle].mapped
+        && offset == 0 && size == handles[handle].size) {
+        handles[handle].mapped = 1;
+        handles[handle].at = ptr;
+        r = CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const void *desc, size_t count) {
+    (void)desc;
+    if (count == 0) return CUDA_ERROR_INVALID_VALUE;
+    return mprotect((void *)(uintptr_t)ptr, size, PROT_READ | PROT_WRITE) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+    pthread_mutex_lock(&lock);
+    /* Every mapping inside the span goes; the span must hold whole mappings only. */
+    CUresult r = CUDA_SUCCESS;
+    for (int i = 1; i < MAX_HANDLES; i++) {
+        if (handles[i].live && handles[i].mapped && handles[i].at >= ptr && handles[i].at < ptr + size) {
+            if (handles[i].at + handles[i].size > ptr + size) { r = CUDA_ERROR_INVALID_VALUE; break; }
+            handles[i].mapped = 0;
+            drop_if_unused(i);
+        }
+    }
+    if (r == CUDA_SUCCESS) {
+        madvise((void *)(uintptr_t)ptr, size, MADV_DONTNEED);
+        mprotect((void *)(uintptr_t)ptr, size, PROT_NONE);
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
 }
 CUresult cuGetErrorName(CUresult r, const char **name) {
     (void)r;
