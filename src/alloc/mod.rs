@@ -61,6 +61,7 @@ mod multi;
 mod named;
 mod pool;
 mod pressure;
+mod spin;
 mod stats;
 mod tlsf;
 mod tracker;

@@ -3,11 +3,12 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use super::config::MemoryConfig;
 use super::error::PoolError;
 use super::pressure::MemoryPressure;
+use super::spin::{SpinGuard, SpinLock};
 use super::stats::MemoryStats;
 use super::tlsf::{FreeIndex, Links, NIL};
 use super::tracker::{AllocationTracker, BufferId, BufferLocation, BufferMetadata};
@@ -237,7 +238,7 @@ pub struct Pool {
     expandable: bool,
     /// Arena size when `initial_pool_bytes` is set (RMM-style pool), else `None`.
     arena: Option<u64>,
-    state: Mutex<State>,
+    state: SpinLock<State>,
     tracker: Option<AllocationTracker>,
     callbacks: Mutex<Vec<PressureCallback>>,
     pub(crate) named: Mutex<HashMap<String, super::named::NamedBuffer>>,
@@ -312,7 +313,7 @@ impl Pool {
             round,
             limit,
             arena,
-            state: Mutex::new(State {
+            state: SpinLock::new(State {
                 blocks: Vec::new(),
                 spare_blocks: Vec::new(),
                 segments: Vec::new(),
@@ -381,8 +382,8 @@ impl Pool {
         round_up(size.max(1), self.round)
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> SpinGuard<'_, State> {
+        self.state.lock()
     }
 
     fn kind(&self, rounded: u64) -> Kind {
@@ -1408,7 +1409,7 @@ impl Drop for Pool {
     fn drop(&mut self) {
         // Live allocations at this point are leaks by the caller; their segments go back to the
         // device anyway, so a dropped pool never strands device memory.
-        let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        let state = self.state.get_mut();
         for seg in state.segments.iter_mut().filter_map(Option::take) {
             let _ = self.device.release(seg.handle);
         }
