@@ -136,6 +136,9 @@ impl FreeIndex {
     /// (so at most one bin's width, 3 %, above the smallest such block unless the own bin is
     /// long); `None` when no block is that large. The block stays in the index.
     pub(crate) fn find(&self, links: &impl Links, size: u64) -> Option<u32> {
+        if self.rows_with_blocks == 0 {
+            return None;
+        }
         let (r, c) = bin(size);
         let own = self.row(r).map_or(NIL, |row| row.heads[c]);
         let mut i = own;
