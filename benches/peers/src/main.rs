@@ -3,8 +3,8 @@
 //! `cargo run --release --manifest-path benches/peers/Cargo.toml [ROUNDS]`
 //!
 //! On the first Vulkan device (lavapipe on a machine with no GPU), each sequence is replayed
-//! through gpumem's pool (default configuration), gpu-allocator and VMA (through vk-mem), all in
-//! their default configurations; and, for the bookkeeping alone, through gpumem's pool on the
+//! through gpumem's pool (default configuration, with the whole heap as its budget as the peers
+//! have), gpu-allocator and VMA (through vk-mem), all in their default configurations; and, for the bookkeeping alone, through gpumem's pool on the
 //! simulated device and offset-allocator (TLSF bookkeeping, no device). Every allocate call has
 //! its own timer; each figure is the median over ROUNDS (default 5) runs, the subjects' order
 //! rotating between runs. Reserved bytes are read after every allocate (outside the timer).
@@ -182,8 +182,14 @@ struct GpumemSubject {
 
 impl GpumemSubject {
     fn new(device: Arc<dyn DeviceMemory>) -> Self {
-        let pool =
-            Pool::new(device, MemoryConfig::default().with_tracking(false)).expect("gpumem pool");
+        // The default configuration but for the budget: the peers hold none back, so neither
+        // does gpumem (its seed-001 driver reserve would otherwise cap it below the heap).
+        let config = MemoryConfig::default()
+            .with_tracking(false)
+            .with_gpu_memory_fraction(1.0)
+            .with_min_free_bytes(0)
+            .with_driver_reserve(false);
+        let pool = Pool::new(device, config).expect("gpumem pool");
         GpumemSubject {
             pool,
             live: Vec::new(),
