@@ -498,6 +498,74 @@ fn inventories_as_fleets_have_them() {
     assert_eq!(doc["plan"]["placements"].as_array().unwrap().len(), 6);
 }
 
+// MIG under GPU Feature Discovery's mixed strategy: each `nvidia.com/mig-<profile>` resource is
+// a slice with the memory of its `.memory` label; a slice is planned alone, never grouped.
+#[test]
+fn mig_slices_are_devices_of_their_own_and_never_split() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = json!({"apiVersion": "v1", "kind": "List", "items": [{
+        "metadata": {"name": "a100-mig", "labels": {
+            "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+            "nvidia.com/mig.strategy": "mixed",
+            "nvidia.com/mig-3g.40gb.count": "2", "nvidia.com/mig-3g.40gb.memory": "40192",
+            "nvidia.com/mig-3g.40gb.product": "NVIDIA-A100-SXM4-80GB-MIG-3g.40gb",
+            "nvidia.com/mig-1g.10gb.count": "3", "nvidia.com/mig-1g.10gb.memory": "9856"}},
+        "status": {"allocatable": {"memory": "512Gi",
+            "nvidia.com/mig-3g.40gb": "2", "nvidia.com/mig-1g.10gb": "3"}}}]});
+    let kube = write(dir.path(), "mig.json", &node.to_string());
+    let (code, doc) = select(&["--bytes", "20GiB", "--inventory", kube.to_str().unwrap()]);
+    assert_eq!(code, 0, "{doc}");
+    let slices: Vec<&Value> = doc["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["backend"] == "cuda")
+        .collect();
+    assert_eq!(slices.len(), 5);
+    let big = slices
+        .iter()
+        .find(|c| c["mig_profile"] == "3g.40gb")
+        .unwrap();
+    assert_eq!(big["usable"]["base_bytes"], 40_192u64 << 20);
+    assert_eq!(big["name"], "NVIDIA-A100-SXM4-80GB-MIG-3g.40gb");
+    let small = slices
+        .iter()
+        .find(|c| c["mig_profile"] == "1g.10gb")
+        .unwrap();
+    assert_eq!(small["name"], "NVIDIA-A100-SXM4-80GB MIG 1g.10gb");
+    assert!(
+        small["reason"]
+            .as_str()
+            .unwrap()
+            .contains("a MIG 1g.10gb slice"),
+        "{small}"
+    );
+    assert_eq!(doc["plan"]["kind"], "single");
+    // 60 GiB would fit two 3g.40gb slices together, but slices cannot form a group: the plan
+    // offloads to the node's memory instead.
+    let (code, doc) = select(&["--bytes", "60GiB", "--inventory", kube.to_str().unwrap()]);
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(doc["plan"]["kind"], "cpu_offload", "{doc}");
+    // A slice without its memory label is refused, naming the field.
+    let mut unlabelled = node.clone();
+    unlabelled["items"][0]["metadata"]["labels"]
+        .as_object_mut()
+        .unwrap()
+        .remove("nvidia.com/mig-1g.10gb.memory");
+    let bad = write(dir.path(), "bad-mig.json", &unlabelled.to_string());
+    let out = gpumem()
+        .args(["select", "--bytes", "1GiB", "--inventory"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("field 'items[0].metadata.labels.nvidia.com/mig-1g.10gb.memory': missing"),
+        "{err}"
+    );
+}
+
 #[test]
 fn malformed_inventories_name_file_and_field() {
     let dir = tempfile::tempdir().unwrap();

@@ -188,7 +188,7 @@ fn usable_text(u: &Usable) -> String {
 }
 
 fn reason_text(v: &Verdict) -> String {
-    match v.reason {
+    let text = match v.reason {
         VerdictReason::SoftwareDevice => format!(
             "a software device on the CPU ({}); prefer the cpu backend, or --prefer {}",
             v.name, v.backend
@@ -203,6 +203,13 @@ fn reason_text(v: &Verdict) -> String {
             format_bytes(v.needed_bytes),
             usable_text(&v.usable)
         ),
+    };
+    match &v.mig_profile {
+        Some(profile) => format!(
+            "{text}; a MIG {} slice: planned alone, never split with other slices",
+            one_line(profile)
+        ),
+        None => text,
     }
 }
 

@@ -104,6 +104,7 @@ fn listed(
         total_bytes,
         free_bytes,
         simulated: false,
+        mig_profile: None,
     }
 }
 
@@ -361,22 +362,79 @@ fn kubectl_nodes(value: &serde_json::Value) -> Result<Vec<Candidate>, String> {
                 None => schedulable,
             };
             let product = label("nvidia.com/gpu.product").unwrap_or("NVIDIA GPU");
+            let total = mib.checked_mul(1 << 20).ok_or_else(|| {
+                format!(
+                    "{}: too large",
+                    field("metadata.labels.nvidia.com/gpu.memory")
+                )
+            })?;
             for device in 0..count.min(schedulable) {
-                out.push(Candidate {
-                    host: host.clone(),
-                    backend: BackendKind::Cuda,
+                out.push(listed(
+                    &host,
+                    BackendKind::Cuda,
                     device,
-                    name: product.to_string(),
-                    device_type: DeviceType::Gpu,
-                    total_bytes: mib.checked_mul(1 << 20).ok_or_else(|| {
+                    product,
+                    DeviceType::Gpu,
+                    total,
+                    None,
+                ));
+            }
+        }
+        // MIG slices under the mixed strategy: `nvidia.com/mig-<profile>` resources, each slice's
+        // memory in GPU Feature Discovery's `nvidia.com/mig-<profile>.memory` label (MiB).
+        if !node.spec.unschedulable {
+            let mut next = out.iter().filter(|c| c.host == host).count();
+            for (key, count) in &node.status.allocatable {
+                let Some(profile) = key.strip_prefix("nvidia.com/mig-") else {
+                    continue;
+                };
+                let slices: usize = count.parse().map_err(|_| {
+                    format!(
+                        "{}: '{count}' is not a MIG slice count",
+                        field(&format!("status.allocatable.{key}"))
+                    )
+                })?;
+                let memory_label = format!("nvidia.com/mig-{profile}.memory");
+                let mib = match label(&memory_label) {
+                    Some(m) => m.parse::<u64>().map_err(|_| {
                         format!(
-                            "{}: too large",
-                            field("metadata.labels.nvidia.com/gpu.memory")
+                            "{}: '{m}' is not a size in MiB",
+                            field(&format!("metadata.labels.{memory_label}"))
                         )
                     })?,
-                    free_bytes: None,
-                    simulated: false,
-                });
+                    None => return Err(format!(
+                        "{}: missing; GPU Feature Discovery labels are needed to know MIG slice memory",
+                        field(&format!("metadata.labels.{memory_label}"))
+                    )),
+                };
+                let total = mib.checked_mul(1 << 20).ok_or_else(|| {
+                    format!(
+                        "{}: too large",
+                        field(&format!("metadata.labels.{memory_label}"))
+                    )
+                })?;
+                let product = label(&format!("nvidia.com/mig-{profile}.product"))
+                    .map(str::to_string)
+                    .unwrap_or_else(|| {
+                        format!(
+                            "{} MIG {profile}",
+                            label("nvidia.com/gpu.product").unwrap_or("NVIDIA GPU")
+                        )
+                    });
+                for _ in 0..slices {
+                    let mut slice = listed(
+                        &host,
+                        BackendKind::Cuda,
+                        next,
+                        &product,
+                        DeviceType::Gpu,
+                        total,
+                        None,
+                    );
+                    slice.mig_profile = Some(profile.to_string());
+                    out.push(slice);
+                    next += 1;
+                }
             }
         }
         if let Some(memory) = allocatable("memory") {

@@ -33,6 +33,9 @@ pub struct Candidate {
     pub free_bytes: Option<u64>,
     /// True for `--device sim:SIZE`: planned for, not present.
     pub simulated: bool,
+    /// For a MIG slice, its profile (e.g. `3g.40gb`): planned alone or with CPU offload, never
+    /// in a tensor-parallel or layer split (slices of a GPU cannot communicate as a group).
+    pub mig_profile: Option<String>,
 }
 
 impl Candidate {
@@ -47,6 +50,7 @@ impl Candidate {
             total_bytes: capacity,
             free_bytes: None,
             simulated: true,
+            mig_profile: None,
         }
     }
 
@@ -367,6 +371,8 @@ pub struct Verdict {
     pub reason: VerdictReason,
     /// The usable-memory figure and the rule that set it.
     pub usable: Usable,
+    /// The device's MIG profile when it is a MIG slice.
+    pub mig_profile: Option<String>,
 }
 
 /// Why a candidate fits alone or not.
@@ -445,6 +451,7 @@ pub fn plan(
                 fits: fits && !software,
                 reason,
                 usable,
+                mig_profile: c.mig_profile.clone(),
             }
         })
         .collect();
@@ -486,6 +493,14 @@ pub fn plan(
             );
         }
     }
+
+    // Splits group whole GPUs only: MIG slices cannot form a tensor- or pipeline-parallel group.
+    let all_gpus = gpus.clone();
+    let gpus: Vec<&Candidate> = gpus
+        .iter()
+        .copied()
+        .filter(|c| c.mig_profile.is_none())
+        .collect();
 
     // 2. Tensor parallel over identical devices on one host: the smallest N that fits.
     let mut groups: Vec<Vec<&Candidate>> = Vec::new();
@@ -605,7 +620,7 @@ pub fn plan(
 
     // 4. Partial CPU offload: as many layers as fit on the best GPU, the rest in the system RAM
     //    of the same host.
-    let best_gpu = gpus
+    let best_gpu = all_gpus
         .iter()
         .filter(|g| {
             candidates
