@@ -19,8 +19,9 @@ fn byte(i: u64) -> u8 {
     (i.wrapping_mul(2_654_435_761) >> 13) as u8
 }
 
-/// Uploads a pattern and downloads it back, both ways and both modes, on `device`.
-fn round_trips(device: Arc<dyn DeviceMemory>) {
+/// Uploads a pattern and downloads it back, both ways and both modes, on `device`;
+/// `device_async`: whether double buffering should use the device's own asynchronous copies.
+fn round_trips(device: Arc<dyn DeviceMemory>, device_async: bool) {
     let pool = Pool::new(device, MemoryConfig::default().with_min_free_bytes(0)).unwrap();
     // Not a multiple of the chunk: the last chunk is short.
     let len = (8 * MIB - 1000) as u64;
@@ -41,6 +42,7 @@ fn round_trips(device: Arc<dyn DeviceMemory>) {
         };
         let up = upload(&pool, &a, len, chunk, mode(double), fill).unwrap();
         assert_eq!((up.bytes, up.chunks), (len, 8));
+        assert_eq!(up.device_async, double && device_async);
         for read_double in [false, true] {
             let mut next = 0u64;
             let mut bad = 0u64;
@@ -55,6 +57,7 @@ fn round_trips(device: Arc<dyn DeviceMemory>) {
             };
             let down = download(&pool, &a, len, chunk, mode(read_double), check).unwrap();
             assert_eq!((down.bytes, down.chunks, next, bad), (len, 8, len, 0));
+            assert_eq!(down.device_async, read_double && device_async);
             assert!((0.0..=1.0).contains(&down.overlap()));
         }
     }
@@ -63,7 +66,7 @@ fn round_trips(device: Arc<dyn DeviceMemory>) {
 
 #[test]
 fn host_memory_round_trips() {
-    round_trips(open_device(&"host:64MiB".parse().unwrap()).unwrap());
+    round_trips(open_device(&"host:64MiB".parse().unwrap()).unwrap(), false);
 }
 
 #[test]
@@ -72,7 +75,7 @@ fn opencl_round_trips() {
         "opencl",
         OpenclMemory::open(0).map(|_| ()).map_err(|e| e.to_string()),
     ) {
-        round_trips(open_device(&"opencl:0".parse().unwrap()).unwrap());
+        round_trips(open_device(&"opencl:0".parse().unwrap()).unwrap(), true);
     }
 }
 
@@ -82,7 +85,7 @@ fn vulkan_round_trips() {
         "vulkan",
         VulkanMemory::open(0).map(|_| ()).map_err(|e| e.to_string()),
     ) {
-        round_trips(open_device(&"vulkan:0".parse().unwrap()).unwrap());
+        round_trips(open_device(&"vulkan:0".parse().unwrap()).unwrap(), false);
     }
 }
 

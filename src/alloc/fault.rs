@@ -62,6 +62,10 @@ impl<D: DeviceMemory> DeviceMemory for FaultInjector<D> {
         self.inner.virtual_memory()
     }
 
+    fn async_copies(&self) -> Option<&dyn crate::device::AsyncCopies> {
+        self.inner.async_copies()
+    }
+
     fn reserve(&self, bytes: u64) -> Result<Segment, DeviceError> {
         if self.roll() {
             self.injected.fetch_add(1, Ordering::Relaxed);
@@ -107,6 +111,9 @@ impl DeviceMemory for std::sync::Arc<dyn DeviceMemory> {
     }
     fn virtual_memory(&self) -> Option<&dyn crate::device::VirtualMemory> {
         (**self).virtual_memory()
+    }
+    fn async_copies(&self) -> Option<&dyn crate::device::AsyncCopies> {
+        (**self).async_copies()
     }
     fn reserve(&self, bytes: u64) -> Result<Segment, DeviceError> {
         (**self).reserve(bytes)

@@ -1,13 +1,17 @@
 //! Chunked transfers between a pool allocation and the host, blocking or double-buffered
 //! (seed 002's ping-pong buffers): a transfer thread moves chunk *i + 1* between the device and
 //! one host buffer while the caller works on chunk *i* in the other, so device copies overlap
-//! the caller's processing. Works on every backend through the device contract's copies; a
-//! failed chunk stops the transfer and both host buffers are freed on every path.
+//! the caller's processing. Where the device has copies of its own that run while the caller
+//! goes on ([`crate::device::AsyncCopies`]: OpenCL's non-blocking reads and writes on a second
+//! queue, CUDA's asynchronous copies on a stream), the double buffering uses them and no thread;
+//! elsewhere a transfer thread makes the device contract's blocking copies. A failed chunk stops
+//! the transfer; copies still in flight are waited for before the host buffers are freed.
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::{Allocation, Pool, PoolError};
+use crate::device::{AsyncCopies, PendingCopy};
 
 /// What one transfer did.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -22,6 +26,9 @@ pub struct TransferReport {
     pub copy_time: Duration,
     /// Time spent in the caller's per-chunk work.
     pub work_time: Duration,
+    /// The copies were the device's own asynchronous ones (else blocking copies, on a
+    /// transfer thread when double-buffered).
+    pub device_async: bool,
 }
 
 impl TransferReport {
@@ -81,9 +88,10 @@ pub fn download(
     let device = |at, buf: &mut [u8]| pool.read(alloc, at, buf);
     let caller = |at, buf: &mut [u8]| consume(at, buf);
     let len = len.min(alloc.size);
-    match buffering {
-        Buffering::Blocking => blocking(len, chunk, true, device, caller),
-        Buffering::Double => double_buffered(len, chunk, true, device, caller),
+    match (buffering, pool.device().async_copies()) {
+        (Buffering::Blocking, _) => blocking(len, chunk, true, device, caller),
+        (Buffering::Double, Some(copies)) => device_async(copies, alloc, len, chunk, true, caller),
+        (Buffering::Double, None) => double_buffered(len, chunk, true, device, caller),
     }
 }
 
@@ -99,9 +107,12 @@ pub fn upload(
 ) -> Result<TransferReport, PoolError> {
     let device = |at, buf: &mut [u8]| pool.write(alloc, at, buf);
     let len = len.min(alloc.size);
-    match buffering {
-        Buffering::Blocking => blocking(len, chunk, false, device, produce),
-        Buffering::Double => double_buffered(len, chunk, false, device, produce),
+    match (buffering, pool.device().async_copies()) {
+        (Buffering::Blocking, _) => blocking(len, chunk, false, device, produce),
+        (Buffering::Double, Some(copies)) => {
+            device_async(copies, alloc, len, chunk, false, produce)
+        }
+        (Buffering::Double, None) => double_buffered(len, chunk, false, device, produce),
     }
 }
 
@@ -213,7 +224,107 @@ fn report(
         elapsed: start.elapsed(),
         copy_time: copy,
         work_time: work,
+        device_async: false,
     }
+}
+
+/// Copies in flight, waited for when dropped (on every path, errors included) so that no host
+/// buffer is freed while the device still reads or writes it.
+struct InFlight<'a> {
+    copies: &'a dyn AsyncCopies,
+    pending: [Option<PendingCopy>; 2],
+}
+
+impl InFlight<'_> {
+    /// Waits for the copy using buffer `slot`, if any; the device's time for it, or the time
+    /// spent waiting when the device does not say.
+    fn wait(&mut self, slot: usize) -> Result<Duration, PoolError> {
+        let Some(copy) = self.pending[slot].take() else {
+            return Ok(Duration::ZERO);
+        };
+        let t = Instant::now();
+        let timed = self.copies.wait(copy)?;
+        Ok(timed.unwrap_or_else(|| t.elapsed()))
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        for slot in 0..2 {
+            let _ = self.wait(slot);
+        }
+    }
+}
+
+/// Two host buffers and the device's own asynchronous copies: chunk *i + 1* is in flight to or
+/// from one buffer while the caller handles chunk *i* in the other. No thread.
+fn device_async(
+    copies: &dyn AsyncCopies,
+    alloc: &Allocation,
+    len: u64,
+    chunk: usize,
+    download: bool,
+    mut caller: impl FnMut(u64, &mut [u8]),
+) -> Result<TransferReport, PoolError> {
+    check(chunk)?;
+    let start = Instant::now();
+    let spans: Vec<(u64, usize)> = spans(len, chunk).collect();
+    let mut buffers = [vec![0u8; chunk], vec![0u8; chunk]];
+    // Raw pointers from here on: the device writes one buffer while the caller has the other.
+    let base = [buffers[0].as_mut_ptr(), buffers[1].as_mut_ptr()];
+    // Declared after the buffers, so dropped (and waited for) before them.
+    let mut flight = InFlight {
+        copies,
+        pending: [None, None],
+    };
+    let (mut copy, mut work) = (Duration::ZERO, Duration::ZERO);
+    let start_copy = |flight: &mut InFlight<'_>, i: usize| -> Result<(), PoolError> {
+        let (at, n) = spans[i];
+        let slot = i % 2;
+        // SAFETY: buffer `slot` has `chunk` >= n bytes and no copy in flight (waited for
+        // before reuse); it stays alive and untouched until `flight` waits for this copy.
+        let started = unsafe {
+            if download {
+                copies.start_read(alloc.segment, alloc.offset + at, base[slot], n)
+            } else {
+                copies.start_write(alloc.segment, alloc.offset + at, base[slot], n)
+            }
+        }?;
+        flight.pending[slot] = Some(started);
+        Ok(())
+    };
+    if download && !spans.is_empty() {
+        start_copy(&mut flight, 0)?;
+    }
+    for (i, &(at, n)) in spans.iter().enumerate() {
+        let slot = i % 2;
+        if download {
+            if i + 1 < spans.len() {
+                start_copy(&mut flight, i + 1)?;
+            }
+            copy += flight.wait(slot)?;
+        } else {
+            // The copy that last used this buffer (chunk i - 2) must be done before refilling.
+            copy += flight.wait(slot)?;
+        }
+        // SAFETY: no copy is in flight on buffer `slot` (waited for above), and the slice
+        // ends before the caller's next turn.
+        let buf = unsafe { std::slice::from_raw_parts_mut(base[slot], n) };
+        let t = Instant::now();
+        caller(at, buf);
+        work += t.elapsed();
+        if !download {
+            start_copy(&mut flight, i)?;
+        }
+    }
+    for slot in 0..2 {
+        copy += flight.wait(slot)?;
+    }
+    drop(flight);
+    drop(buffers);
+    let mut done = report(len, spans.len() as u64, start, copy, work);
+    done.device_async = true;
+    Ok(done)
 }
 
 /// One host buffer, the device and the caller taking turns. `device_first`: the device side

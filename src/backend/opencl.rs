@@ -11,10 +11,11 @@ use opencl3::context::Context;
 use opencl3::error_codes::ClError;
 use opencl3::memory::{Buffer, ClMem, CL_MEM_READ_WRITE};
 use opencl3::platform::get_platforms;
-use opencl3::types::CL_BLOCKING;
+use opencl3::types::{CL_BLOCKING, CL_NON_BLOCKING};
 
 use crate::device::{
-    check_bounds, Budget, DeviceError, DeviceMemory, Segment, SegmentHandle, SegmentTable,
+    check_bounds, AsyncCopies, Budget, DeviceError, DeviceMemory, PendingCopy, Segment,
+    SegmentHandle, SegmentTable,
 };
 
 use super::{Backend, BackendKind, DeviceInfo, DeviceType, FreeScope, Unavailable};
@@ -188,6 +189,8 @@ pub struct OpenclMemory {
     // Field order matters: buffers are released before the queue and context.
     segments: SegmentTable<Buffer<u8>>,
     queue: CommandQueue,
+    /// A second queue, with profiling, for the copies that run while the caller goes on.
+    transfers: Option<CommandQueue>,
     _context: Context,
 }
 
@@ -203,6 +206,12 @@ impl OpenclMemory {
         let context = Context::from_device(&device).map_err(unavailable)?;
         #[allow(deprecated)] // clCreateCommandQueue: the OpenCL 1.2 call every driver has.
         let queue = CommandQueue::create_default(&context, 0).map_err(unavailable)?;
+        #[allow(deprecated)]
+        let transfers = CommandQueue::create_default(
+            &context,
+            opencl3::command_queue::CL_QUEUE_PROFILING_ENABLE,
+        )
+        .ok();
         // CL_DEVICE_MEM_BASE_ADDR_ALIGN is in bits.
         let align_bits: u64 = device.mem_base_addr_align().map(u64::from).unwrap_or(4096);
         Ok(OpenclMemory {
@@ -214,6 +223,7 @@ impl OpenclMemory {
             host_shared: info.unified_memory,
             segments: SegmentTable::default(),
             queue,
+            transfers,
             _context: context,
         })
     }
@@ -297,6 +307,10 @@ impl DeviceMemory for OpenclMemory {
         self.align.max(512)
     }
 
+    fn async_copies(&self) -> Option<&dyn AsyncCopies> {
+        self.transfers.is_some().then_some(self as &dyn AsyncCopies)
+    }
+
     fn write(&self, segment: SegmentHandle, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
         let mem = self.mem(segment, offset, data.len())?;
         // SAFETY: blocking write of `data` into a live buffer, bounds checked above.
@@ -334,6 +348,92 @@ impl DeviceMemory for OpenclMemory {
         .map(release_event)
         .map_err(|e| DeviceError::Backend(format!("clEnqueueReadBuffer: {}", ClError(e))))
     }
+}
+
+impl AsyncCopies for OpenclMemory {
+    unsafe fn start_read(
+        &self,
+        segment: SegmentHandle,
+        offset: u64,
+        dst: *mut u8,
+        len: usize,
+    ) -> Result<PendingCopy, DeviceError> {
+        let queue = self.transfer_queue()?;
+        let mem = self.mem(segment, offset, len)?;
+        // SAFETY: bounds checked above; the caller keeps `dst` valid until the copy is waited
+        // for; the buffer outlives the command (OpenCL keeps it while commands use it).
+        let event = unsafe {
+            enqueue_read_buffer(
+                queue,
+                mem,
+                CL_NON_BLOCKING,
+                offset as usize,
+                len,
+                dst.cast(),
+                0,
+                ptr::null(),
+            )
+        }
+        .map_err(|e| DeviceError::Backend(format!("clEnqueueReadBuffer: {}", ClError(e))))?;
+        flush(queue)?;
+        Ok(PendingCopy(event as u64))
+    }
+
+    unsafe fn start_write(
+        &self,
+        segment: SegmentHandle,
+        offset: u64,
+        src: *const u8,
+        len: usize,
+    ) -> Result<PendingCopy, DeviceError> {
+        let queue = self.transfer_queue()?;
+        let mem = self.mem(segment, offset, len)?;
+        // SAFETY: as in `start_read`, with `src` kept unchanged until the wait.
+        let event = unsafe {
+            enqueue_write_buffer(
+                queue,
+                mem,
+                CL_NON_BLOCKING,
+                offset as usize,
+                len,
+                src.cast(),
+                0,
+                ptr::null(),
+            )
+        }
+        .map_err(|e| DeviceError::Backend(format!("clEnqueueWriteBuffer: {}", ClError(e))))?;
+        flush(queue)?;
+        Ok(PendingCopy(event as u64))
+    }
+
+    fn wait(&self, copy: PendingCopy) -> Result<Option<std::time::Duration>, DeviceError> {
+        // Dropping the wrapper releases the event.
+        let event = opencl3::event::Event::new(copy.0 as opencl3::types::cl_event);
+        event
+            .wait()
+            .map_err(|e| DeviceError::Backend(format!("clWaitForEvents: {e}")))?;
+        let timed = event
+            .profiling_command_start()
+            .and_then(|start| event.profiling_command_end().map(|end| (start, end)));
+        Ok(timed
+            .ok()
+            .map(|(start, end)| std::time::Duration::from_nanos(end.saturating_sub(start))))
+    }
+}
+
+impl OpenclMemory {
+    fn transfer_queue(&self) -> Result<opencl3::types::cl_command_queue, DeviceError> {
+        self.transfers
+            .as_ref()
+            .map(CommandQueue::get)
+            .ok_or_else(|| DeviceError::Unsupported("no transfer queue".into()))
+    }
+}
+
+/// Hands enqueued commands to the device at once, so a copy runs while the caller goes on.
+fn flush(queue: opencl3::types::cl_command_queue) -> Result<(), DeviceError> {
+    opencl3::command_queue::flush(queue)
+        .map_err(|e| DeviceError::Backend(format!("clFlush: {}", ClError(e))))
 }
 
 fn release_event(event: opencl3::types::cl_event) {

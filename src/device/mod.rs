@@ -145,6 +145,50 @@ pub trait DeviceMemory: Send + Sync {
     fn virtual_memory(&self) -> Option<&dyn VirtualMemory> {
         None
     }
+
+    /// Copies the device runs on its own while the caller goes on (a second command queue,
+    /// a stream), where the backend has them.
+    fn async_copies(&self) -> Option<&dyn AsyncCopies> {
+        None
+    }
+}
+
+/// A copy started on the device and not yet waited for.
+#[derive(Debug, PartialEq, Eq)]
+#[must_use = "a started copy must be waited for before its host memory is reused or freed"]
+pub struct PendingCopy(pub u64);
+
+/// Copies between segments and host memory that run while the caller goes on: OpenCL's
+/// non-blocking reads and writes on a queue of their own, CUDA's `cuMemcpy*Async` on a stream.
+pub trait AsyncCopies: Send + Sync {
+    /// Starts copying `len` bytes at `offset` of `segment` to `dst`.
+    ///
+    /// # Safety
+    /// `dst..dst + len` must stay valid, and untouched by anything else, until [`Self::wait`]
+    /// has returned for the copy.
+    unsafe fn start_read(
+        &self,
+        segment: SegmentHandle,
+        offset: u64,
+        dst: *mut u8,
+        len: usize,
+    ) -> Result<PendingCopy, DeviceError>;
+
+    /// Starts copying `len` bytes from `src` to `offset` of `segment`.
+    ///
+    /// # Safety
+    /// `src..src + len` must stay valid and unchanged until [`Self::wait`] has returned.
+    unsafe fn start_write(
+        &self,
+        segment: SegmentHandle,
+        offset: u64,
+        src: *const u8,
+        len: usize,
+    ) -> Result<PendingCopy, DeviceError>;
+
+    /// Waits for a started copy. Returns how long the device spent on it when the device
+    /// measured that (OpenCL profiling), else `None`.
+    fn wait(&self, copy: PendingCopy) -> Result<Option<std::time::Duration>, DeviceError>;
 }
 
 /// An address range reserved with no memory behind it, into which memory is mapped and

@@ -69,6 +69,15 @@ impl Report for TransferReport {
         let _ = writeln!(text, "{table}");
         let _ = writeln!(
             text,
+            "double-buffered copies: {}",
+            if t.device_async {
+                "the device's own asynchronous copies (a queue or stream of their own)"
+            } else {
+                "blocking copies on a transfer thread"
+            }
+        );
+        let _ = writeln!(
+            text,
             "{}",
             style.paint(
                 &format!("{} bytes did not read back as written", t.corruptions),

@@ -36,6 +36,9 @@ pub struct TransferRun {
     pub download: DirectionResult,
     /// Bytes that did not read back as written, over every download.
     pub corruptions: u64,
+    /// The double-buffered runs used the device's own asynchronous copies (a second OpenCL
+    /// queue, a CUDA stream); else a transfer thread's blocking copies.
+    pub device_async: bool,
 }
 
 // The value of byte `i` of the pattern written in round `round`: differs between rounds so a
@@ -117,5 +120,6 @@ pub fn run_transfers(
         upload: pick(0),
         download: pick(1),
         corruptions,
+        device_async: best[0][1].or(best[1][1]).is_some_and(|r| r.device_async),
     })
 }
