@@ -1,6 +1,6 @@
 //! Chunked transfers between pool allocations and the host, blocking and double-buffered, on
-//! real devices (host RAM, PoCL, lavapipe): every byte verified both ways, chunks in order, a
-//! failing device ends the transfer with its error.
+//! real devices (host RAM, PoCL, lavapipe, the stand-in CUDA driver): every byte verified both
+//! ways, chunks in order, a failing device ends the transfer with its error.
 
 #![allow(clippy::unwrap_used)]
 
@@ -22,7 +22,11 @@ fn byte(i: u64) -> u8 {
 /// Uploads a pattern and downloads it back, both ways and both modes, on `device`;
 /// `device_async`: whether double buffering should use the device's own asynchronous copies.
 fn round_trips(device: Arc<dyn DeviceMemory>, device_async: bool) {
-    let pool = Pool::new(device, MemoryConfig::default().with_min_free_bytes(0)).unwrap();
+    // The stand-in CUDA device is 256 MiB, less than seed 001's driver reserve.
+    let config = MemoryConfig::default()
+        .with_min_free_bytes(0)
+        .with_driver_reserve(false);
+    let pool = Pool::new(device, config).unwrap();
     // Not a multiple of the chunk: the last chunk is short.
     let len = (8 * MIB - 1000) as u64;
     let a = pool.allocate(len).unwrap();
@@ -86,6 +90,22 @@ fn vulkan_round_trips() {
         VulkanMemory::open(0).map(|_| ()).map_err(|e| e.to_string()),
     ) {
         round_trips(open_device(&"vulkan:0".parse().unwrap()).unwrap(), false);
+    }
+}
+
+// CUDA's asynchronous copies (a stream, events, page-locked staging) on the stand-in driver.
+#[test]
+fn cuda_round_trips_on_the_stand_in_driver() {
+    let dir = common::fake_gpu_drivers("transfers-cuda", &[]);
+    if common::in_child_with_drivers(
+        "cuda_round_trips_on_the_stand_in_driver",
+        &dir,
+        &[("GPUMEM_FAKE_TOTAL", "268435456")],
+    ) {
+        let device = open_device(&"cuda:0".parse().unwrap()).unwrap();
+        assert!(device.async_copies().is_some());
+        round_trips(device.clone(), true);
+        assert_eq!(device.mem_info().unwrap(), (256 << 20, 256 << 20));
     }
 }
 

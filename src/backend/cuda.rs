@@ -11,10 +11,39 @@ use cudarc::driver::sys::{self, CUdevice, CUdevice_attribute, CUresult};
 use super::isolate::step;
 use super::{Backend, BackendKind, DeviceInfo, DeviceType, FreeScope, Unavailable};
 use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard};
 
 use crate::device::{
-    check_bounds, DeviceError, DeviceMemory, Segment, SegmentHandle, SegmentTable, VirtualMemory,
+    check_bounds, AsyncCopies, DeviceError, DeviceMemory, PendingCopy, Segment, SegmentHandle,
+    SegmentTable, VirtualMemory,
 };
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A page-locked staging buffer of at least `len` bytes: a spare one, else a new one.
+fn take_pinned(copies: &Copies, len: usize) -> Result<Pinned, DeviceError> {
+    let mut spare = lock(&copies.spare);
+    if let Some(i) = spare.iter().position(|p| p.len >= len) {
+        return Ok(spare.swap_remove(i));
+    }
+    drop(spare);
+    let mut ptr: *mut std::ffi::c_void = std::ptr::null_mut();
+    // SAFETY: valid out-pointer; freed with cuMemFreeHost when the device is dropped.
+    match unsafe { sys::cuMemHostAlloc(&mut ptr, len.max(1), 0) } {
+        CUresult::CUDA_SUCCESS => Ok(Pinned {
+            ptr: ptr.cast(),
+            len: len.max(1),
+        }),
+        CUresult::CUDA_ERROR_OUT_OF_MEMORY => Err(DeviceError::OutOfMemory {
+            requested: len as u64,
+        }),
+        other => Err(DeviceError::Backend(format!(
+            "cuMemHostAlloc returned {other:?}"
+        ))),
+    }
+}
 
 /// NVIDIA GPUs through the CUDA driver API (`libcuda`), loaded at run time.
 #[derive(Debug, Clone, Copy, Default)]
@@ -328,7 +357,53 @@ pub struct CudaMemory {
     segments: SegmentTable<CudaSeg>,
     /// The mapping granule, when the device and driver support virtual memory management.
     granularity: Option<u64>,
+    /// Asynchronous copies: a stream of their own, page-locked staging and the copies in flight.
+    copies: Option<Copies>,
 }
+
+/// Functions the asynchronous copies call; without them transfers use blocking copies.
+const ASYNC_SYMBOLS: &[&str] = &[
+    "cuStreamCreate",
+    "cuStreamDestroy_v2",
+    "cuEventCreate",
+    "cuEventDestroy_v2",
+    "cuEventRecord",
+    "cuEventSynchronize",
+    "cuEventElapsedTime",
+    "cuMemHostAlloc",
+    "cuMemFreeHost",
+    "cuMemcpyHtoDAsync_v2",
+    "cuMemcpyDtoHAsync_v2",
+];
+
+/// A page-locked host buffer (what lets `cuMemcpy*Async` run while the host goes on).
+struct Pinned {
+    ptr: *mut u8,
+    len: usize,
+}
+
+/// A copy in flight: its events, its staging buffer and, for a read, where the bytes go.
+struct Flight {
+    start: sys::CUevent,
+    end: sys::CUevent,
+    staging: Pinned,
+    len: usize,
+    read_into: Option<*mut u8>,
+}
+
+/// The stream and its bookkeeping. Raw driver handles and host pointers, used under the locks.
+struct Copies {
+    stream: sys::CUstream,
+    spare: Mutex<Vec<Pinned>>,
+    flights: Mutex<std::collections::HashMap<u64, Flight>>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+// SAFETY: the stream and events are driver handles usable from any thread with the context
+// current; the host pointers are page-locked buffers this object owns, touched under the locks.
+unsafe impl Send for Copies {}
+// SAFETY: as above.
+unsafe impl Sync for Copies {}
 
 impl CudaMemory {
     /// Opens CUDA device `index`.
@@ -359,8 +434,10 @@ impl CudaMemory {
             context: Context(ctx),
             segments: SegmentTable::default(),
             granularity: None,
+            copies: None,
         };
         memory.granularity = memory.vmm_granularity();
+        memory.copies = memory.make_copies();
         Ok(memory)
     }
 
@@ -385,6 +462,111 @@ impl CudaMemory {
         .ok()?;
         let granularity = granularity as u64;
         granularity.is_power_of_two().then_some(granularity)
+    }
+
+    /// A stream for asynchronous copies, when the driver exports what they need.
+    fn make_copies(&self) -> Option<Copies> {
+        ensure_driver(ASYNC_SYMBOLS).ok()?;
+        self.current().ok()?;
+        let mut stream: sys::CUstream = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; the context is current; symbols checked above.
+        check("cuStreamCreate", unsafe {
+            sys::cuStreamCreate(&mut stream, 0)
+        })
+        .ok()?;
+        Some(Copies {
+            stream,
+            spare: Mutex::new(Vec::new()),
+            flights: Mutex::new(std::collections::HashMap::new()),
+            next: std::sync::atomic::AtomicU64::new(1),
+        })
+    }
+
+    /// Starts a copy between `segment` and a staging buffer, recording events around it.
+    fn start_copy(
+        &self,
+        segment: SegmentHandle,
+        offset: u64,
+        len: usize,
+        read_into: Option<*mut u8>,
+        write_from: Option<*const u8>,
+    ) -> Result<PendingCopy, DeviceError> {
+        let copies = self
+            .copies
+            .as_ref()
+            .ok_or_else(|| DeviceError::Unsupported("no asynchronous copies".into()))?;
+        self.check_access(segment, offset, len)?;
+        self.current()?;
+        let staging = take_pinned(copies, len)?;
+        if let Some(src) = write_from {
+            // SAFETY: the caller's `src` holds `len` bytes; the staging buffer at least as many.
+            unsafe { std::ptr::copy_nonoverlapping(src, staging.ptr, len) };
+        }
+        let backend =
+            |call: &str, r: CUresult| DeviceError::Backend(format!("{call} returned {r:?}"));
+        let (mut start, mut end): (sys::CUevent, sys::CUevent) =
+            (std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: valid out-pointers; the context is current; the device span was checked and
+        // the staging buffer is page-locked and ours until the copy is waited for.
+        let result = unsafe {
+            let steps = [
+                ("cuEventCreate", sys::cuEventCreate(&mut start, 0)),
+                ("cuEventCreate", sys::cuEventCreate(&mut end, 0)),
+                ("cuEventRecord", sys::cuEventRecord(start, copies.stream)),
+            ];
+            match steps
+                .into_iter()
+                .find(|(_, r)| *r != CUresult::CUDA_SUCCESS)
+            {
+                Some((call, r)) => Err(backend(call, r)),
+                None => {
+                    let device = segment.0 + offset;
+                    let copied = match read_into {
+                        Some(_) => sys::cuMemcpyDtoHAsync_v2(
+                            staging.ptr.cast(),
+                            device,
+                            len,
+                            copies.stream,
+                        ),
+                        None => sys::cuMemcpyHtoDAsync_v2(
+                            device,
+                            staging.ptr.cast(),
+                            len,
+                            copies.stream,
+                        ),
+                    };
+                    let recorded = sys::cuEventRecord(end, copies.stream);
+                    match (copied, recorded) {
+                        (CUresult::CUDA_SUCCESS, CUresult::CUDA_SUCCESS) => Ok(()),
+                        (CUresult::CUDA_SUCCESS, r) => Err(backend("cuEventRecord", r)),
+                        (r, _) => Err(backend("cuMemcpyAsync", r)),
+                    }
+                }
+            }
+        };
+        if let Err(e) = result {
+            // SAFETY: nothing was queued that uses them past this point (a failed enqueue).
+            unsafe {
+                sys::cuEventDestroy_v2(start);
+                sys::cuEventDestroy_v2(end);
+            }
+            lock(&copies.spare).push(staging);
+            return Err(e);
+        }
+        let id = copies
+            .next
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        lock(&copies.flights).insert(
+            id,
+            Flight {
+                start,
+                end,
+                staging,
+                len,
+                read_into,
+            },
+        );
+        Ok(PendingCopy(id))
     }
 
     /// Pinned device memory on this device.
@@ -482,6 +664,24 @@ impl CudaMemory {
 
 impl Drop for CudaMemory {
     fn drop(&mut self) {
+        if let Some(copies) = self.copies.take() {
+            if self.current().is_ok() {
+                let flights: Vec<Flight> = lock(&copies.flights).drain().map(|(_, f)| f).collect();
+                // SAFETY: each handle and buffer is ours and released once, after its copy.
+                unsafe {
+                    for f in flights {
+                        sys::cuEventSynchronize(f.end);
+                        sys::cuEventDestroy_v2(f.start);
+                        sys::cuEventDestroy_v2(f.end);
+                        sys::cuMemFreeHost(f.staging.ptr.cast());
+                    }
+                    for p in lock(&copies.spare).drain(..) {
+                        sys::cuMemFreeHost(p.ptr.cast());
+                    }
+                    sys::cuStreamDestroy_v2(copies.stream);
+                }
+            }
+        }
         let segments = self.segments.drain();
         if self.current().is_ok() {
             for (handle, seg) in segments {
@@ -568,6 +768,10 @@ impl DeviceMemory for CudaMemory {
         self.granularity
             .is_some()
             .then_some(self as &dyn VirtualMemory)
+    }
+
+    fn async_copies(&self) -> Option<&dyn AsyncCopies> {
+        self.copies.is_some().then_some(self as &dyn AsyncCopies)
     }
 }
 
@@ -685,5 +889,59 @@ impl VirtualMemory for CudaMemory {
             self.unmap_granules(range.0, taken);
             Ok(())
         })
+    }
+}
+
+impl AsyncCopies for CudaMemory {
+    unsafe fn start_read(
+        &self,
+        segment: SegmentHandle,
+        offset: u64,
+        dst: *mut u8,
+        len: usize,
+    ) -> Result<PendingCopy, DeviceError> {
+        self.start_copy(segment, offset, len, Some(dst), None)
+    }
+
+    unsafe fn start_write(
+        &self,
+        segment: SegmentHandle,
+        offset: u64,
+        src: *const u8,
+        len: usize,
+    ) -> Result<PendingCopy, DeviceError> {
+        self.start_copy(segment, offset, len, None, Some(src))
+    }
+
+    fn wait(&self, copy: PendingCopy) -> Result<Option<std::time::Duration>, DeviceError> {
+        let copies = self
+            .copies
+            .as_ref()
+            .ok_or_else(|| DeviceError::Unsupported("no asynchronous copies".into()))?;
+        let flight = lock(&copies.flights)
+            .remove(&copy.0)
+            .ok_or(DeviceError::InvalidSegment(SegmentHandle(copy.0)))?;
+        self.current()?;
+        let mut ms = 0f32;
+        // SAFETY: the events were recorded on the stream by `start_copy`.
+        let synced = unsafe { sys::cuEventSynchronize(flight.end) };
+        // SAFETY: as above, both recorded.
+        let timed = unsafe { sys::cuEventElapsedTime(&mut ms, flight.start, flight.end) };
+        if synced == CUresult::CUDA_SUCCESS {
+            if let Some(dst) = flight.read_into {
+                // SAFETY: the copy into staging is complete; `dst` holds `len` bytes by the
+                // caller's contract for `start_read`.
+                unsafe { std::ptr::copy_nonoverlapping(flight.staging.ptr, dst, flight.len) };
+            }
+        }
+        // SAFETY: the events are ours, destroyed once.
+        unsafe {
+            sys::cuEventDestroy_v2(flight.start);
+            sys::cuEventDestroy_v2(flight.end);
+        }
+        lock(&copies.spare).push(flight.staging);
+        check("cuEventSynchronize", synced).map_err(|e| DeviceError::Backend(e.to_string()))?;
+        Ok((timed == CUresult::CUDA_SUCCESS)
+            .then(|| std::time::Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3)))
     }
 }

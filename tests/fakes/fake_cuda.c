@@ -286,6 +286,58 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
     pthread_mutex_unlock(&lock);
     return r;
 }
+/* Streams, events and page-locked host memory for the asynchronous copies. The stand-in runs
+ * each copy at once (a stream that is always idle); events record the host clock, so elapsed
+ * times are real. */
+#include <time.h>
+typedef void *CUstream;
+typedef struct { double ms; int recorded; } FakeEvent;
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+CUresult cuStreamCreate(CUstream *stream, unsigned int flags) {
+    (void)flags;
+    if (current < 0) return CUDA_ERROR_INVALID_CONTEXT;
+    *stream = malloc(1);
+    return *stream ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+CUresult cuStreamDestroy_v2(CUstream stream) { free(stream); return CUDA_SUCCESS; }
+CUresult cuEventCreate(FakeEvent **event, unsigned int flags) {
+    (void)flags;
+    *event = calloc(1, sizeof(FakeEvent));
+    return *event ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+CUresult cuEventDestroy_v2(FakeEvent *event) { free(event); return CUDA_SUCCESS; }
+CUresult cuEventRecord(FakeEvent *event, CUstream stream) {
+    (void)stream;
+    event->ms = now_ms();
+    event->recorded = 1;
+    return CUDA_SUCCESS;
+}
+CUresult cuEventSynchronize(FakeEvent *event) { return event->recorded ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+CUresult cuEventElapsedTime(float *ms, FakeEvent *start, FakeEvent *end) {
+    if (!start->recorded || !end->recorded) return CUDA_ERROR_INVALID_VALUE;
+    *ms = (float)(end->ms - start->ms);
+    return CUDA_SUCCESS;
+}
+CUresult cuEventElapsedTime_v2(float *ms, FakeEvent *start, FakeEvent *end) { return cuEventElapsedTime(ms, start, end); }
+CUresult cuMemHostAlloc(void **p, size_t size, unsigned int flags) {
+    (void)flags;
+    if (size == 0) return CUDA_ERROR_INVALID_VALUE;
+    *p = malloc(size);
+    return *p ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+CUresult cuMemFreeHost(void *p) { free(p); return CUDA_SUCCESS; }
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream stream) {
+    (void)stream;
+    return cuMemcpyHtoD_v2(dst, src, n);
+}
+CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream stream) {
+    (void)stream;
+    return cuMemcpyDtoH_v2(dst, src, n);
+}
 CUresult cuGetErrorName(CUresult r, const char **name) {
     (void)r;
     *name = "CUDA_ERROR_FAKE";
