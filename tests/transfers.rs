@@ -161,3 +161,42 @@ fn typed_f32_round_trip() {
     assert!(past.unwrap_err().to_string().contains("outside a segment"));
     pool.free(a).unwrap();
 }
+
+// Named buffers (seed 002's positions buffer): typed transfers by name, within the capacity,
+// an unknown name refused.
+#[test]
+fn named_buffers_transfer_by_name() {
+    use gpumem::alloc::transfer::{download_named, upload_named};
+    let device = open_device(&"host:64MiB".parse().unwrap()).unwrap();
+    let pool = Pool::new(device, MemoryConfig::default().with_min_free_bytes(0)).unwrap();
+    let count = 10_000u64;
+    let value = |i: u64| i as u32 ^ 0xA5A5;
+    pool.ensure_capacity("positions", count * 4).unwrap();
+    let fill = |first: u64, xs: &mut [u32]| {
+        for (k, x) in xs.iter_mut().enumerate() {
+            *x = value(first + k as u64);
+        }
+    };
+    upload_named::<u32>(&pool, "positions", count, 1000, Buffering::Double, fill).unwrap();
+    let mut seen = 0u64;
+    let check = |first: u64, xs: &[u32]| {
+        for (k, x) in xs.iter().enumerate() {
+            assert_eq!(*x, value(first + k as u64));
+            seen += 1;
+        }
+    };
+    let report = download_named(&pool, "positions", count, 1000, Buffering::Double, check);
+    assert_eq!((seen, report.unwrap().chunks), (count, 10));
+    let past = download_named::<u32>(
+        &pool,
+        "positions",
+        count + 1,
+        1000,
+        Buffering::Double,
+        |_, _| panic!("nothing may be delivered"),
+    );
+    assert!(past.is_err());
+    let unknown = upload_named::<u32>(&pool, "velocities", 1, 1, Buffering::Blocking, |_, _| {});
+    assert!(unknown.unwrap_err().to_string().contains("velocities"));
+    pool.free_named("positions").unwrap();
+}

@@ -211,6 +211,59 @@ pub fn upload_typed<T: Element>(
     )
 }
 
+/// [`download_typed`] from the named buffer `name` (seed 002's
+/// `start_async_download::<T>(name)` … `wait_for_download`): `count` elements, which must lie
+/// within its capacity. Other named-buffer calls wait until the transfer ends, so the buffer
+/// cannot be grown or freed under it.
+pub fn download_named<T: Element>(
+    pool: &Pool,
+    name: &str,
+    count: u64,
+    chunk: usize,
+    buffering: Buffering,
+    consume: impl FnMut(u64, &[T]),
+) -> Result<TransferReport, PoolError> {
+    with_named::<T>(pool, name, count, |alloc| {
+        download_typed(pool, alloc, count, chunk, buffering, consume)
+    })
+}
+
+/// [`upload_typed`] into the named buffer `name`: `count` elements within its capacity.
+pub fn upload_named<T: Element>(
+    pool: &Pool,
+    name: &str,
+    count: u64,
+    chunk: usize,
+    buffering: Buffering,
+    produce: impl FnMut(u64, &mut [T]),
+) -> Result<TransferReport, PoolError> {
+    with_named::<T>(pool, name, count, |alloc| {
+        upload_typed(pool, alloc, count, chunk, buffering, produce)
+    })
+}
+
+/// Runs `transfer` on the allocation behind `name` once `count` elements of `T` are known to
+/// fit its capacity (the allocation may be larger; the capacity is what was asked for), with
+/// the named buffers locked throughout.
+fn with_named<T: Element>(
+    pool: &Pool,
+    name: &str,
+    count: u64,
+    transfer: impl FnOnce(&Allocation) -> Result<TransferReport, PoolError>,
+) -> Result<TransferReport, PoolError> {
+    let named = pool.named.lock().unwrap_or_else(|e| e.into_inner());
+    let buffer = named
+        .get(name)
+        .ok_or_else(|| PoolError::UnknownName(name.to_string()))?;
+    let bytes = count.saturating_mul(T::SIZE as u64);
+    crate::device::check_bounds(
+        0,
+        usize::try_from(bytes).unwrap_or(usize::MAX),
+        buffer.capacity,
+    )?;
+    transfer(&buffer.allocation)
+}
+
 fn report(
     bytes: u64,
     chunks: u64,
