@@ -603,6 +603,49 @@ fn mamba_keeps_a_recurrent_state_not_a_kv_cache() {
     assert_eq!(doc["kv_cache_bytes"], 3 * 2 * (3 + 16) * 128 * 4);
 }
 
+// Mamba from an HF config.json (MambaConfig): the same shape as the tiny GGUF gives the same
+// parameters and recurrent state; and state-spaces/mamba-370m-hf's own config gives the state
+// llama.cpp allocated for that shape (tests/fixtures/llamacpp/mamba-370m-shape.json: 7.12 MiB,
+// 48 layers × (3 conv steps + 16 state) × 2048 channels × 4 bytes).
+#[test]
+fn mamba_from_config_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let tiny = dir.path().join("config.json");
+    std::fs::write(
+        &tiny,
+        r#"{"model_type": "mamba", "hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 32,
+            "state_size": 16, "conv_kernel": 4, "expand": 2, "time_step_rank": "auto",
+            "tie_word_embeddings": true}"#,
+    )
+    .unwrap();
+    let from_config = estimate_json(&["--config", tiny.to_str().unwrap()]);
+    let from_gguf = estimate_json(&["--gguf", &fixture("tiny-mamba.gguf")]);
+    assert_eq!(from_config["model"]["family"], "mamba");
+    assert_eq!(
+        from_config["model"]["parameters"],
+        from_gguf["model"]["parameters"]
+    );
+    assert_eq!(from_config["kv_cache_bytes"], from_gguf["kv_cache_bytes"]);
+    assert_eq!(from_config["kv_bytes_per_token"], 0);
+    assert!(from_config["warnings"].as_array().unwrap().is_empty());
+
+    let real = dir.path().join("mamba-370m-hf.json");
+    std::fs::write(
+        &real,
+        r#"{"architectures": ["MambaForCausalLM"], "model_type": "mamba", "hidden_size": 1024,
+            "intermediate_size": 2048, "num_hidden_layers": 48, "vocab_size": 50280,
+            "state_size": 16, "conv_kernel": 4, "expand": 2, "time_step_rank": 64,
+            "use_bias": false, "use_conv_bias": true, "tie_word_embeddings": true,
+            "layer_norm_epsilon": 1e-05, "torch_dtype": "float32"}"#,
+    )
+    .unwrap();
+    let doc = estimate_json(&["--config", real.to_str().unwrap(), "--context", "4096"]);
+    assert_eq!(doc["kv_cache_bytes"], 48 * (3 + 16) * 2048 * 4);
+    // Every tensor of the checkpoint: embeddings (tied), 48 × (norm, in_proj, conv1d and bias,
+    // x_proj, dt_proj and bias, A, D, out_proj), the final norm.
+    assert_eq!(doc["model"]["parameters"], 371_516_416u64);
+}
+
 // A split GGUF (gguf-py's split writer, 3 shards): whichever shard is named, the whole model is
 // counted — llama.cpp maps 0.05 + 0.09 + 0.02 MiB of weights across the three.
 #[test]

@@ -301,6 +301,21 @@ impl ModelArch {
 
     fn attention_params_wide(&self) -> u128 {
         let h = u128::from(self.hidden_size);
+        if let Some(m) = &self.ssm {
+            // The Mamba mixer: in_proj (x and z), the depthwise conv with bias, x_proj (Δ, B,
+            // C), dt_proj with bias, A, D and out_proj.
+            let w = u128::from;
+            let (inner, state, rank) = (w(m.inner), w(m.state), w(m.dt_rank));
+            return h * 2 * inner
+                + inner * w(m.conv_kernel)
+                + inner
+                + inner * (rank + 2 * state)
+                + rank * inner
+                + inner
+                + inner * state
+                + inner
+                + inner * h;
+        }
         match &self.attention {
             Attention::Standard {
                 qkv_bias,

@@ -81,6 +81,44 @@ impl Fields<'_> {
     }
 }
 
+/// Mamba (HF `MambaConfig`): every layer a selective state-space mixer, no attention and no
+/// separate MLP; the embeddings tied unless the config says otherwise.
+fn mamba(
+    f: &mut Fields<'_>,
+    name: &str,
+    hidden: u64,
+    layers: u64,
+) -> Result<ModelArch, ModelError> {
+    let vocab = f.req(&["vocab_size"])?;
+    let state = f.uint(&["state_size", "d_state"])?.unwrap_or(16);
+    let conv_kernel = f.uint(&["conv_kernel", "d_conv"])?.unwrap_or(4);
+    let expand = f.uint(&["expand"])?.unwrap_or(2);
+    let inner = match f.uint(&["intermediate_size", "d_inner"])? {
+        Some(v) if v > 0 => v,
+        _ => expand.saturating_mul(hidden),
+    };
+    // "auto" (HF's default) is ceil(hidden / 16), as the model computes it.
+    let dt_rank = match f.map.get("time_step_rank") {
+        Some(Value::String(s)) if s == "auto" => hidden.div_ceil(16),
+        Some(Value::Null) | None => hidden.div_ceil(16),
+        Some(_) => f.req(&["time_step_rank"])?,
+    };
+    let mut arch = super::arch::llama_like(name, hidden, 0, layers, 0, 0, vocab);
+    arch.family = "mamba".into();
+    arch.ssm = Some(super::arch::Ssm {
+        conv_kernel,
+        inner,
+        state,
+        dt_rank,
+    });
+    arch.head_dim = 0;
+    arch.intermediate_size = 0;
+    // One RMSNorm before each mixer; no second (there is no separate MLP).
+    arch.norms_per_layer = 1;
+    arch.tie_word_embeddings = f.boolean("tie_word_embeddings").unwrap_or(true);
+    Ok(arch)
+}
+
 /// Reads a config.json. Returns the architecture and warnings (e.g. an unknown `model_type`
 /// read with the generic decoder formula).
 pub fn read_config(path: &Path) -> Result<(ModelArch, Vec<ModelWarning>), ModelError> {
@@ -180,6 +218,9 @@ pub fn parse_config(
 
     let hidden = f.req(&["hidden_size", "n_embd", "d_model"])?;
     let layers = f.req(&["num_hidden_layers", "n_layer", "num_layers"])?;
+    if family == "mamba" {
+        return mamba(&mut f, name, hidden, layers).map(|arch| (arch, warnings));
+    }
     let heads = f.req(&["num_attention_heads", "n_head"])?;
     let vocab = f.req(&["vocab_size"])?;
     let intermediate = match f.uint(&["intermediate_size", "n_inner", "ffn_hidden_size"])? {

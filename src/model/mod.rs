@@ -300,6 +300,7 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
         arch.ssm = ssm;
         arch.head_dim = 0;
         arch.intermediate_size = 0;
+        arch.norms_per_layer = 1;
     }
     arch.max_position_embeddings = get("context_length");
     arch.tie_word_embeddings = !file.tensors.iter().any(|t| t.name == "output.weight");
