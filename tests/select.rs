@@ -490,6 +490,28 @@ fn inventories_as_fleets_have_them() {
     );
     // The most headroom among single devices: an H100.
     assert_eq!(doc["plan"]["placements"][0]["host"], "h100-a");
+    // Why two nodes offer fewer GPUs than they have.
+    assert_eq!(
+        doc["held_back"],
+        json!([
+            {"host": "h100-a", "gpus": 8, "allocatable": 6, "cordoned": false},
+            {"host": "a100-b", "gpus": 4, "allocatable": 0, "cordoned": true}
+        ])
+    );
+    let text = gpumem()
+        .args(["select", "--bytes", "1GiB", "--inventory"])
+        .arg(&kube)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(
+        text.contains("h100-a: 6 of 8 GPUs allocatable (2 in use or unschedulable)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("a100-b: 0 of 4 GPUs allocatable (the node is cordoned)"),
+        "{text}"
+    );
 
     // 400 GB: no single card; tensor parallel over the six schedulable H100s of one node.
     let (code, doc) = select(&["--bytes", "400GB", "--inventory", kube.to_str().unwrap()]);

@@ -8,7 +8,7 @@ use super::one_line;
 use super::{new_table, thousands, Report, Style};
 use crate::plan::launch::{Engine, Launch, LaunchCommand, LaunchNote, NoLaunch};
 use crate::plan::{
-    Placement, Plan, PlanKind, Selection, Usable, UsableRule, Verdict, VerdictReason,
+    HeldBack, Placement, Plan, PlanKind, Selection, Usable, UsableRule, Verdict, VerdictReason,
 };
 use crate::units::{format_bytes, format_signed_bytes};
 
@@ -21,6 +21,8 @@ pub struct SelectReport {
     pub selection: Selection,
     /// Each engine's launch commands, or why it has none.
     pub launches: Vec<(Engine, Result<Launch, NoLaunch>)>,
+    /// Kubernetes nodes whose GPUs are not all schedulable (planned without those).
+    pub held_back: Vec<HeldBack>,
 }
 
 /// The JSON view: the library's typed verdicts plus their reason in words.
@@ -31,6 +33,7 @@ struct SelectJson<'a> {
     plan: &'a Plan,
     candidates: Vec<VerdictJson<'a>>,
     launch: Vec<LaunchJson<'a>>,
+    held_back: &'a [HeldBack],
 }
 
 /// One engine's launch: its commands as argv and as a shell line, or why there is none.
@@ -142,6 +145,7 @@ impl Serialize for SelectReport {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let s = &self.selection;
         SelectJson {
+            held_back: &self.held_back,
             model: &self.model,
             required_bytes: s.required_bytes,
             plan: &s.plan,
@@ -245,6 +249,23 @@ impl Report for SelectReport {
             ]);
         }
         let _ = writeln!(text, "{t}");
+        for h in &self.held_back {
+            let why = if h.cordoned {
+                "the node is cordoned".to_string()
+            } else {
+                format!(
+                    "{} in use or unschedulable",
+                    h.gpus.saturating_sub(h.allocatable)
+                )
+            };
+            let _ = writeln!(
+                text,
+                "{}: {} of {} GPUs allocatable ({why}); planned without the rest",
+                one_line(&h.host),
+                h.allocatable,
+                h.gpus
+            );
+        }
         let p = &s.plan;
         let at = |x: &Placement| format!("{}:{} on {}", x.backend, x.device, one_line(&x.host));
         let split = |p: &Plan| {

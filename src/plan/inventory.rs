@@ -54,6 +54,27 @@ const MAX_INVENTORY_BYTES: u64 = 64 << 20;
 /// host per file, named after the file), or `kubectl get nodes -o json` (one host per node,
 /// GPUs from GPU Feature Discovery labels, as many as are allocatable).
 pub fn read_inventory(path: &Path) -> Result<Vec<Candidate>, InventoryError> {
+    read_inventory_with_notes(path).map(|(candidates, _)| candidates)
+}
+
+/// GPUs a Kubernetes node has but the scheduler cannot hand out now.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct HeldBack {
+    /// The node.
+    pub host: String,
+    /// GPUs on it (GPU Feature Discovery's `nvidia.com/gpu.count`).
+    pub gpus: usize,
+    /// GPUs it can schedule (`status.allocatable["nvidia.com/gpu"]`, 0 when cordoned).
+    pub allocatable: usize,
+    /// The node is cordoned (`spec.unschedulable`).
+    pub cordoned: bool,
+}
+
+/// [`read_inventory`], with the Kubernetes nodes whose GPUs are not all schedulable (planned
+/// without them), so a report can say why a node offers fewer GPUs than it has.
+pub fn read_inventory_with_notes(
+    path: &Path,
+) -> Result<(Vec<Candidate>, Vec<HeldBack>), InventoryError> {
     let invalid = |why: String| InventoryError::Invalid {
         path: path.to_path_buf(),
         why,
@@ -67,7 +88,9 @@ pub fn read_inventory(path: &Path) -> Result<Vec<Candidate>, InventoryError> {
     if first != Some(&b'{') {
         let text = std::str::from_utf8(&bytes)
             .map_err(|_| invalid("neither JSON nor nvidia-smi CSV text (not UTF-8)".into()))?;
-        return nvidia_smi_csv(text, &file_host).map_err(invalid);
+        return nvidia_smi_csv(text, &file_host)
+            .map(|c| (c, Vec::new()))
+            .map_err(invalid);
     }
     let value: serde_json::Value = {
         let mut de = serde_json::Deserializer::from_slice(&bytes);
@@ -81,7 +104,9 @@ pub fn read_inventory(path: &Path) -> Result<Vec<Candidate>, InventoryError> {
     if value.get("items").is_some() && value.get("backends").is_none() {
         kubectl_nodes(&value).map_err(invalid)
     } else {
-        discover_document(&value, &file_host).map_err(invalid)
+        discover_document(&value, &file_host)
+            .map(|c| (c, Vec::new()))
+            .map_err(invalid)
     }
 }
 
@@ -316,9 +341,10 @@ struct NodeStatus {
     allocatable: std::collections::BTreeMap<String, String>,
 }
 
-fn kubectl_nodes(value: &serde_json::Value) -> Result<Vec<Candidate>, String> {
+fn kubectl_nodes(value: &serde_json::Value) -> Result<(Vec<Candidate>, Vec<HeldBack>), String> {
     let list: NodeList = typed(value)?;
     let mut out = Vec::new();
+    let mut held_back = Vec::new();
     for (i, node) in list.items.iter().enumerate() {
         let field = |name: &str| format!("field 'items[{i}].{name}'");
         let label = |key: &str| node.metadata.labels.get(key).map(String::as_str);
@@ -334,11 +360,22 @@ fn kubectl_nodes(value: &serde_json::Value) -> Result<Vec<Candidate>, String> {
             })?,
             None => 0,
         };
+        let allocatable_gpus = schedulable;
         let schedulable = if node.spec.unschedulable {
             0
         } else {
             schedulable
         };
+        let gpu_count = label("nvidia.com/gpu.count").and_then(|c| c.parse::<usize>().ok());
+        let on_node = gpu_count.unwrap_or(allocatable_gpus);
+        if on_node > 0 && schedulable < on_node {
+            held_back.push(HeldBack {
+                host: host.clone(),
+                gpus: on_node,
+                allocatable: schedulable,
+                cordoned: node.spec.unschedulable,
+            });
+        }
         if schedulable > 0 {
             let memory = label("nvidia.com/gpu.memory").ok_or_else(|| {
                 format!(
@@ -458,7 +495,7 @@ fn kubectl_nodes(value: &serde_json::Value) -> Result<Vec<Candidate>, String> {
     if out.is_empty() {
         return Err("the node list has no node with allocatable GPUs or memory".into());
     }
-    Ok(out)
+    Ok((out, held_back))
 }
 
 /// A Kubernetes resource quantity in bytes: `527938424Ki`, `64Gi`, `1G`, `1e9`, `123`.

@@ -8,7 +8,9 @@ pub mod launch;
 use serde::Serialize;
 use thiserror::Error;
 
-pub use inventory::{candidates_from_discovery, read_inventory, InventoryError};
+pub use inventory::{
+    candidates_from_discovery, read_inventory, read_inventory_with_notes, HeldBack, InventoryError,
+};
 
 use crate::backend::{BackendKind, DeviceSpec, DeviceType};
 use crate::device::DriverReserve;
