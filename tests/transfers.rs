@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use gpumem::alloc::transfer::{download, upload, Buffering};
 use gpumem::alloc::{MemoryConfig, Pool};
-use gpumem::backend::{open_device, OpenclMemory, VulkanMemory};
+use gpumem::backend::{open_device, OpenclMemory, VulkanMemory, VulkanOptions};
 use gpumem::device::DeviceMemory;
 
 const MIB: usize = 1 << 20;
@@ -90,6 +90,16 @@ fn vulkan_round_trips() {
         VulkanMemory::open(0).map(|_| ()).map_err(|e| e.to_string()),
     ) {
         round_trips(open_device(&"vulkan:0".parse().unwrap()).unwrap(), false);
+        // Device-local memory that is not host-visible (a discrete GPU's), forced on lavapipe:
+        // staged copies on the transfer queue, fences waited for, are the asynchronous path.
+        let staged = VulkanMemory::open_with(
+            0,
+            VulkanOptions {
+                force_staging: true,
+            },
+        )
+        .unwrap();
+        round_trips(Arc::new(staged), true);
     }
 }
 

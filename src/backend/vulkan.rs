@@ -9,7 +9,8 @@ use std::sync::Mutex;
 use ash::vk;
 
 use crate::device::{
-    check_bounds, Budget, DeviceError, DeviceMemory, Segment, SegmentHandle, SegmentTable,
+    check_bounds, AsyncCopies, Budget, DeviceError, DeviceMemory, PendingCopy, Segment,
+    SegmentHandle, SegmentTable,
 };
 
 use super::{Backend, BackendKind, DeviceInfo, DeviceType, FreeScope, Unavailable};
@@ -262,6 +263,22 @@ struct VkSegment {
     buffer: Option<vk::Buffer>,
 }
 
+/// A staged copy in flight: its commands, its mapped staging buffer and, for a read, where the
+/// bytes go once it is done.
+struct VkFlight {
+    cmd: vk::CommandBuffer,
+    fence: vk::Fence,
+    staging: vk::Buffer,
+    memory: vk::DeviceMemory,
+    mapped: *mut u8,
+    len: usize,
+    read_into: Option<*mut u8>,
+}
+
+// SAFETY: Vulkan handles are plain identifiers; the pointers are a mapping this device owns and
+// the caller's buffer it promised to keep (AsyncCopies' contract), used under `flights`' lock.
+unsafe impl Send for VkFlight {}
+
 /// A pointer into a persistent mapping.
 #[derive(Clone, Copy)]
 struct MappedPtr(*mut u8);
@@ -295,6 +312,9 @@ pub struct VulkanMemory {
     host_shared: bool,
     segments: SegmentTable<VkSegment>,
     transfer: Mutex<(vk::Queue, vk::CommandPool)>,
+    /// Staged copies submitted and not yet waited for, by id.
+    flights: Mutex<std::collections::HashMap<u64, VkFlight>>,
+    next_flight: std::sync::atomic::AtomicU64,
     physical: vk::PhysicalDevice,
     device: ash::Device,
     // Destroyed last (see Drop): everything above was made from it.
@@ -407,6 +427,8 @@ impl VulkanMemory {
             host_shared: info.unified_memory,
             segments: SegmentTable::default(),
             transfer: Mutex::new((queue, command_pool)),
+            flights: Mutex::new(std::collections::HashMap::new()),
+            next_flight: std::sync::atomic::AtomicU64::new(1),
             physical,
             device,
             instance,
@@ -467,65 +489,34 @@ impl VulkanMemory {
         Ok((buffer, memory))
     }
 
-    /// Copies between a segment's buffer and host bytes through a staging buffer.
-    fn staged(
+    /// Waits for a submitted copy's fence, then frees its fence and command buffer.
+    fn finish_copy_commands(
         &self,
-        target: vk::Buffer,
-        offset: u64,
-        len: usize,
-        upload: Option<&[u8]>,
-        download: Option<&mut [u8]>,
+        cmd: vk::CommandBuffer,
+        fence: vk::Fence,
     ) -> Result<(), DeviceError> {
-        let staging_type = self
-            .staging_type
-            .ok_or_else(|| DeviceError::Unsupported("no host-visible memory for staging".into()))?;
-        let size = (len as u64).max(1);
-        let (staging, memory) = self.buffer_with_memory(
-            size,
-            staging_type,
-            vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST,
-        )?;
-        let result = (|| {
-            // SAFETY: host-visible memory of at least `size` bytes, mapped for this copy only.
-            let ptr = unsafe {
-                self.device
-                    .map_memory(memory, 0, size, vk::MemoryMapFlags::empty())
-            }
-            .map_err(|e| vk_err("vkMapMemory", e))? as *mut u8;
-            if let Some(data) = upload {
-                // SAFETY: the mapping holds `len` bytes.
-                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), ptr, len) };
-            }
-            let (src, dst, src_off, dst_off) = if upload.is_some() {
-                (staging, target, 0, offset)
-            } else {
-                (target, staging, offset, 0)
-            };
-            self.submit_copy(src, dst, src_off, dst_off, len as u64)?;
-            if let Some(out) = download {
-                // SAFETY: the copy finished (fence waited) and the memory is coherent.
-                unsafe { std::ptr::copy_nonoverlapping(ptr, out.as_mut_ptr(), len) };
-            }
-            // SAFETY: mapped above.
-            unsafe { self.device.unmap_memory(memory) };
-            Ok(())
-        })();
-        // SAFETY: the copy has completed or never started.
+        // SAFETY: the fence belongs to a submitted copy; waiting has no other precondition.
+        let waited = unsafe { self.device.wait_for_fences(&[fence], true, u64::MAX) };
+        let guard = self.transfer.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: the copy finished (or the wait failed and the device is lost); each is freed
+        // once, the command buffer under the pool's lock.
         unsafe {
-            self.device.destroy_buffer(staging, None);
-            self.device.free_memory(memory, None);
+            self.device.destroy_fence(fence, None);
+            self.device.free_command_buffers(guard.1, &[cmd]);
         }
-        result
+        waited.map_err(|e| vk_err("vkWaitForFences", e))
     }
 
-    fn submit_copy(
+    /// Records and submits one buffer copy without waiting; returns its command buffer and
+    /// fence for [`Self::finish_copy_commands`].
+    fn start_copy_commands(
         &self,
         src: vk::Buffer,
         dst: vk::Buffer,
         src_offset: u64,
         dst_offset: u64,
         size: u64,
-    ) -> Result<(), DeviceError> {
+    ) -> Result<(vk::CommandBuffer, vk::Fence), DeviceError> {
         let guard = self.transfer.lock().unwrap_or_else(|e| e.into_inner());
         let (queue, pool) = *guard;
         let alloc = vk::CommandBufferAllocateInfo::default()
@@ -552,7 +543,7 @@ impl VulkanMemory {
                 }];
                 let cmds = [cmd];
                 let submit = [vk::SubmitInfo::default().command_buffers(&cmds)];
-                // SAFETY: recording and submitting one copy between live buffers, then waiting for it.
+                // SAFETY: recording and submitting one copy between live buffers.
                 let r = unsafe {
                     self.device
                         .begin_command_buffer(cmd, &begin)
@@ -561,15 +552,24 @@ impl VulkanMemory {
                             self.device.end_command_buffer(cmd)
                         })
                         .and_then(|_| self.device.queue_submit(queue, &submit, fence))
-                        .and_then(|_| self.device.wait_for_fences(&[fence], true, u64::MAX))
                 };
-                // SAFETY: the fence was waited on (or never submitted).
-                unsafe { self.device.destroy_fence(fence, None) };
-                r.map_err(|e| vk_err("vkQueueSubmit", e))
+                match r {
+                    Ok(()) => Ok(fence),
+                    Err(e) => {
+                        // SAFETY: never submitted.
+                        unsafe { self.device.destroy_fence(fence, None) };
+                        Err(vk_err("vkQueueSubmit", e))
+                    }
+                }
             });
-        // SAFETY: the command buffer is no longer executing.
-        unsafe { self.device.free_command_buffers(pool, &[cmd]) };
-        result
+        match result {
+            Ok(fence) => Ok((cmd, fence)),
+            Err(e) => {
+                // SAFETY: the command buffer was never submitted.
+                unsafe { self.device.free_command_buffers(pool, &[cmd]) };
+                Err(e)
+            }
+        }
     }
 
     fn access(
@@ -585,8 +585,159 @@ impl VulkanMemory {
     }
 }
 
+impl VulkanMemory {
+    /// Starts a staged copy and keeps it for [`AsyncCopies::wait`].
+    fn start_staged(
+        &self,
+        segment: SegmentHandle,
+        offset: u64,
+        len: usize,
+        read_into: Option<*mut u8>,
+        write_from: Option<*const u8>,
+    ) -> Result<PendingCopy, DeviceError> {
+        let flight = self.start_flight(segment, offset, len, read_into, write_from)?;
+        let id = self
+            .next_flight
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.flights
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, flight);
+        Ok(PendingCopy(id))
+    }
+
+    /// Starts a copy through a staging buffer (the path of memory the host cannot map): a mapped
+    /// host-visible buffer, filled first for a write, copied to or from the segment's buffer on
+    /// the transfer queue without waiting. `read_into`/`write_from` must stay valid until the
+    /// flight is finished.
+    fn start_flight(
+        &self,
+        segment: SegmentHandle,
+        offset: u64,
+        len: usize,
+        read_into: Option<*mut u8>,
+        write_from: Option<*const u8>,
+    ) -> Result<VkFlight, DeviceError> {
+        let target = match self.access(segment, offset, len)? {
+            (_, Some(buffer)) => buffer,
+            _ => return Err(DeviceError::Unsupported("not a staged segment".into())),
+        };
+        let staging_type = self
+            .staging_type
+            .ok_or_else(|| DeviceError::Unsupported("no host-visible memory for staging".into()))?;
+        let size = (len as u64).max(1);
+        let (staging, memory) = self.buffer_with_memory(
+            size,
+            staging_type,
+            vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST,
+        )?;
+        let release = || {
+            // SAFETY: nothing was submitted that uses them.
+            unsafe {
+                self.device.destroy_buffer(staging, None);
+                self.device.free_memory(memory, None);
+            }
+        };
+        // SAFETY: host-visible memory of at least `size` bytes, mapped until the copy is done.
+        let mapped = match unsafe {
+            self.device
+                .map_memory(memory, 0, size, vk::MemoryMapFlags::empty())
+        } {
+            Ok(p) => p.cast::<u8>(),
+            Err(e) => {
+                release();
+                return Err(vk_err("vkMapMemory", e));
+            }
+        };
+        if let Some(src) = write_from {
+            // SAFETY: the caller's `src` holds `len` bytes; the mapping as many.
+            unsafe { std::ptr::copy_nonoverlapping(src, mapped, len) };
+        }
+        let submitted = if write_from.is_some() {
+            self.start_copy_commands(staging, target, 0, offset, len as u64)
+        } else {
+            self.start_copy_commands(target, staging, offset, 0, len as u64)
+        };
+        let (cmd, fence) = match submitted {
+            Ok(done) => done,
+            Err(e) => {
+                release();
+                return Err(e);
+            }
+        };
+        Ok(VkFlight {
+            cmd,
+            fence,
+            staging,
+            memory,
+            mapped,
+            len,
+            read_into,
+        })
+    }
+
+    /// Waits for a staged copy, delivers a read's bytes and frees the staging buffer.
+    fn finish_staged(&self, flight: VkFlight) -> Result<(), DeviceError> {
+        let done = self.finish_copy_commands(flight.cmd, flight.fence);
+        if let (Ok(()), Some(dst)) = (&done, flight.read_into) {
+            // SAFETY: the copy finished; the memory is coherent and `dst` holds `len` bytes by
+            // the caller's contract.
+            unsafe { std::ptr::copy_nonoverlapping(flight.mapped, dst, flight.len) };
+        }
+        // SAFETY: the copy is over (fence waited); each is released once.
+        unsafe {
+            self.device.unmap_memory(flight.memory);
+            self.device.destroy_buffer(flight.staging, None);
+            self.device.free_memory(flight.memory, None);
+        }
+        done
+    }
+}
+
+impl AsyncCopies for VulkanMemory {
+    unsafe fn start_read(
+        &self,
+        segment: SegmentHandle,
+        offset: u64,
+        dst: *mut u8,
+        len: usize,
+    ) -> Result<PendingCopy, DeviceError> {
+        self.start_staged(segment, offset, len, Some(dst), None)
+    }
+
+    unsafe fn start_write(
+        &self,
+        segment: SegmentHandle,
+        offset: u64,
+        src: *const u8,
+        len: usize,
+    ) -> Result<PendingCopy, DeviceError> {
+        self.start_staged(segment, offset, len, None, Some(src))
+    }
+
+    fn wait(&self, copy: PendingCopy) -> Result<Option<std::time::Duration>, DeviceError> {
+        let flight = self
+            .flights
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&copy.0)
+            .ok_or(DeviceError::InvalidSegment(SegmentHandle(copy.0)))?;
+        self.finish_staged(flight).map(|()| None)
+    }
+}
+
 impl Drop for VulkanMemory {
     fn drop(&mut self) {
+        let flights: Vec<VkFlight> = self
+            .flights
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .map(|(_, f)| f)
+            .collect();
+        for flight in flights {
+            let _ = self.finish_staged(flight);
+        }
         for (_, seg) in self.segments.drain() {
             self.free_segment(seg);
         }
@@ -601,6 +752,14 @@ impl Drop for VulkanMemory {
 }
 
 impl DeviceMemory for VulkanMemory {
+    fn async_copies(&self) -> Option<&dyn AsyncCopies> {
+        // Only a staged device has copies of its own; host-visible memory is copied by the
+        // CPU, which a transfer thread overlaps better.
+        self.staging_type
+            .is_some()
+            .then_some(self as &dyn AsyncCopies)
+    }
+
     fn name(&self) -> String {
         self.name.clone()
     }
@@ -711,7 +870,11 @@ impl DeviceMemory for VulkanMemory {
                 };
                 Ok(())
             }
-            (None, Some(buffer)) => self.staged(buffer, offset, data.len(), Some(data), None),
+            (None, Some(_)) => {
+                let flight =
+                    self.start_flight(segment, offset, data.len(), None, Some(data.as_ptr()))?;
+                self.finish_staged(flight)
+            }
             (None, None) => Err(DeviceError::Unsupported(
                 "segment has neither mapping nor buffer".into(),
             )),
@@ -731,9 +894,10 @@ impl DeviceMemory for VulkanMemory {
                 };
                 Ok(())
             }
-            (None, Some(buffer)) => {
-                let len = out.len();
-                self.staged(buffer, offset, len, None, Some(out))
+            (None, Some(_)) => {
+                let flight =
+                    self.start_flight(segment, offset, out.len(), Some(out.as_mut_ptr()), None)?;
+                self.finish_staged(flight)
             }
             (None, None) => Err(DeviceError::Unsupported(
                 "segment has neither mapping nor buffer".into(),
