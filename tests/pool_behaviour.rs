@@ -656,3 +656,37 @@ fn expandable_segments_fall_back_where_the_device_cannot_map() {
     let a = pool.allocate(3 * MIB).unwrap();
     pool.free(a).unwrap();
 }
+
+// Mapping memory into an expandable segment fails like a reservation under fault injection: the
+// pool retries after releasing its cache, reports out-of-memory when that fails too, and
+// nothing is left mapped afterwards.
+#[test]
+fn expandable_segments_survive_injected_map_failures() {
+    let device = Arc::new(FaultInjector::new(SimDevice::new(1 << 30), 0.3, 7));
+    let pool = Pool::new(
+        device.clone() as Arc<dyn DeviceMemory>,
+        plain().with_expandable_segments(true),
+    )
+    .unwrap();
+    assert!(pool.expandable_segments());
+    let mut held = Vec::new();
+    let mut failed = 0;
+    for i in 0..200u64 {
+        match pool.allocate((1 + i % 7) * 3 * MIB) {
+            Ok(a) => held.push(a),
+            Err(PoolError::OutOfMemory { .. }) => failed += 1,
+            Err(e) => panic!("{e}"),
+        }
+        if held.len() > 20 {
+            pool.free(held.remove(0)).unwrap();
+        }
+    }
+    assert!(device.injected() > 0);
+    assert!(failed < 200, "some allocations got through");
+    for a in held {
+        pool.free(a).unwrap();
+    }
+    pool.empty_cache();
+    assert_eq!(pool.stats().reserved_bytes, 0);
+    assert_eq!(device.mem_info().unwrap().0, 1 << 30);
+}

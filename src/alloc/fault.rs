@@ -1,10 +1,11 @@
-//! Fault injection: a device wrapper that refuses a fraction of reservations, to prove that every
-//! failure is survived through the pool's retry or CPU fallback.
+//! Fault injection: a device wrapper that refuses a fraction of reservations (segments, and
+//! memory mapped into expandable segments' address ranges), to prove that every failure is
+//! survived through the pool's retry or CPU fallback.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use crate::device::{DeviceError, DeviceMemory, Segment, SegmentHandle};
+use crate::device::{DeviceError, DeviceMemory, Segment, SegmentHandle, VirtualMemory};
 
 /// Wraps a device so that `rate` of its reservations fail with out-of-memory.
 pub struct FaultInjector<D> {
@@ -58,8 +59,10 @@ impl<D: DeviceMemory> DeviceMemory for FaultInjector<D> {
         self.inner.has_driver()
     }
 
-    fn virtual_memory(&self) -> Option<&dyn crate::device::VirtualMemory> {
-        self.inner.virtual_memory()
+    fn virtual_memory(&self) -> Option<&dyn VirtualMemory> {
+        self.inner
+            .virtual_memory()
+            .map(|_| self as &dyn VirtualMemory)
     }
 
     fn async_copies(&self) -> Option<&dyn crate::device::AsyncCopies> {
@@ -96,6 +99,38 @@ impl<D: DeviceMemory> DeviceMemory for FaultInjector<D> {
 
     fn read(&self, segment: SegmentHandle, offset: u64, out: &mut [u8]) -> Result<(), DeviceError> {
         self.inner.read(segment, offset, out)
+    }
+}
+
+/// Mapping memory into a range is a reservation too: `rate` of maps fail with out-of-memory.
+impl<D: DeviceMemory> VirtualMemory for FaultInjector<D> {
+    fn granularity(&self) -> u64 {
+        self.inner.virtual_memory().map_or(1, |v| v.granularity())
+    }
+
+    fn reserve_range(&self, bytes: u64) -> Result<Segment, DeviceError> {
+        self.vmm()?.reserve_range(bytes)
+    }
+
+    fn map(&self, range: SegmentHandle, offset: u64, bytes: u64) -> Result<(), DeviceError> {
+        let vmm = self.vmm()?;
+        if self.roll() {
+            self.injected.fetch_add(1, Ordering::Relaxed);
+            return Err(DeviceError::OutOfMemory { requested: bytes });
+        }
+        vmm.map(range, offset, bytes)
+    }
+
+    fn unmap(&self, range: SegmentHandle, offset: u64, bytes: u64) -> Result<(), DeviceError> {
+        self.vmm()?.unmap(range, offset, bytes)
+    }
+}
+
+impl<D: DeviceMemory> FaultInjector<D> {
+    fn vmm(&self) -> Result<&dyn VirtualMemory, DeviceError> {
+        self.inner
+            .virtual_memory()
+            .ok_or_else(|| DeviceError::Unsupported("no virtual memory".into()))
     }
 }
 
