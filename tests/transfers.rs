@@ -119,6 +119,22 @@ fn cuda_round_trips_on_the_stand_in_driver() {
     }
 }
 
+// HIP's asynchronous copies (hipMemcpyAsync on a stream, events) on the stand-in runtime.
+#[test]
+fn hip_round_trips_on_the_stand_in_runtime() {
+    let dir = common::fake_driver("fake_hip.c", "libamdhip64.so", "transfers-hip", &[]);
+    if common::in_child_with_drivers(
+        "hip_round_trips_on_the_stand_in_runtime",
+        &dir,
+        &[("GPUMEM_FAKE_TOTAL", "268435456")],
+    ) {
+        let device = open_device(&"rocm:0".parse().unwrap()).unwrap();
+        assert!(device.async_copies().is_some());
+        round_trips(device.clone(), true);
+        assert_eq!(device.mem_info().unwrap(), (256 << 20, 256 << 20));
+    }
+}
+
 // A device that cannot copy (sim holds no data) ends the transfer with its error in both
 // modes; nothing hangs, and the allocation is still the caller's to free.
 #[test]

@@ -10,7 +10,8 @@ use std::path::Path;
 
 use super::{Backend, BackendKind, DeviceInfo, DeviceType, FreeScope, Unavailable};
 use crate::device::{
-    check_bounds, DeviceError, DeviceMemory, Segment, SegmentHandle, SegmentTable,
+    check_bounds, AsyncCopies, DeviceError, DeviceMemory, PendingCopy, Segment, SegmentHandle,
+    SegmentTable,
 };
 
 /// AMD GPUs through HIP (`libamdhip64`), loaded at run time.
@@ -149,8 +150,24 @@ struct Hip {
     free: unsafe extern "C" fn(*mut c_void) -> HipError,
     mem_get_info: unsafe extern "C" fn(*mut usize, *mut usize) -> HipError,
     memcpy: unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int) -> HipError,
+    /// Streams and events for asynchronous copies, when the runtime exports them.
+    streams: Option<HipStreams>,
     /// Keeps the functions above mapped.
     _lib: libloading::Library,
+}
+
+/// HIP's stream and event entry points (hip_runtime_api.h), for `hipMemcpyAsync`.
+#[derive(Clone, Copy)]
+struct HipStreams {
+    stream_create: unsafe extern "C" fn(*mut *mut c_void) -> HipError,
+    stream_destroy: unsafe extern "C" fn(*mut c_void) -> HipError,
+    event_create: unsafe extern "C" fn(*mut *mut c_void) -> HipError,
+    event_destroy: unsafe extern "C" fn(*mut c_void) -> HipError,
+    event_record: unsafe extern "C" fn(*mut c_void, *mut c_void) -> HipError,
+    event_synchronize: unsafe extern "C" fn(*mut c_void) -> HipError,
+    event_elapsed: unsafe extern "C" fn(*mut f32, *mut c_void, *mut c_void) -> HipError,
+    memcpy_async:
+        unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int, *mut c_void) -> HipError,
 }
 
 impl Hip {
@@ -179,6 +196,18 @@ impl Hip {
             free: sym(&lib, "hipFree")?,
             mem_get_info: sym(&lib, "hipMemGetInfo")?,
             memcpy: sym(&lib, "hipMemcpy")?,
+            streams: (|| {
+                Some(HipStreams {
+                    stream_create: sym(&lib, "hipStreamCreate").ok()?,
+                    stream_destroy: sym(&lib, "hipStreamDestroy").ok()?,
+                    event_create: sym(&lib, "hipEventCreate").ok()?,
+                    event_destroy: sym(&lib, "hipEventDestroy").ok()?,
+                    event_record: sym(&lib, "hipEventRecord").ok()?,
+                    event_synchronize: sym(&lib, "hipEventSynchronize").ok()?,
+                    event_elapsed: sym(&lib, "hipEventElapsedTime").ok()?,
+                    memcpy_async: sym(&lib, "hipMemcpyAsync").ok()?,
+                })
+            })(),
             _lib: lib,
         })
     }
@@ -190,7 +219,22 @@ pub struct HipMemory {
     index: c_int,
     name: String,
     segments: SegmentTable<u64>,
+    /// A stream of its own for asynchronous copies, and the copies in flight (their events).
+    copies: Option<HipCopies>,
 }
+
+/// The copy stream and the start/end events of each copy in flight, by id.
+struct HipCopies {
+    stream: *mut c_void,
+    flights: std::sync::Mutex<std::collections::HashMap<u64, (*mut c_void, *mut c_void)>>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+// SAFETY: a HIP stream and events are runtime handles usable from any thread with the device
+// selected; they are only used under `flights`' lock or through thread-safe runtime calls.
+unsafe impl Send for HipCopies {}
+// SAFETY: as above.
+unsafe impl Sync for HipCopies {}
 
 impl HipMemory {
     /// Opens HIP device `index` (HIP's ordinal).
@@ -214,15 +258,27 @@ impl HipMemory {
                 "no ROCm device {index} ({count} found)"
             )));
         }
-        let memory = HipMemory {
+        let mut memory = HipMemory {
             hip,
             index: index as c_int,
             name: format!("rocm:{index}"),
             segments: SegmentTable::default(),
+            copies: None,
         };
         memory
             .current()
             .map_err(|e| Unavailable::Failed(e.to_string()))?;
+        if let Some(s) = memory.hip.streams {
+            let mut stream = std::ptr::null_mut();
+            // SAFETY: resolved entry point; valid out-pointer; device selected.
+            if unsafe { (s.stream_create)(&mut stream) } == HIP_SUCCESS {
+                memory.copies = Some(HipCopies {
+                    stream,
+                    flights: std::sync::Mutex::new(std::collections::HashMap::new()),
+                    next: std::sync::atomic::AtomicU64::new(1),
+                });
+            }
+        }
         Ok(memory)
     }
 
@@ -247,8 +303,132 @@ impl HipMemory {
     }
 }
 
+impl HipMemory {
+    /// Starts `hipMemcpyAsync` on the copy stream between events; `to_device` says which way.
+    fn start_async(
+        &self,
+        dst: *mut c_void,
+        src: *const c_void,
+        len: usize,
+        to_device: bool,
+    ) -> Result<PendingCopy, DeviceError> {
+        let (Some(s), Some(c)) = (self.hip.streams, self.copies.as_ref()) else {
+            return Err(DeviceError::Unsupported("no HIP streams".into()));
+        };
+        self.current()?;
+        let (mut start, mut end) = (std::ptr::null_mut(), std::ptr::null_mut());
+        let kind = if to_device {
+            HIP_MEMCPY_HOST_TO_DEVICE
+        } else {
+            HIP_MEMCPY_DEVICE_TO_HOST
+        };
+        // SAFETY: resolved entry points; the caller checked the device span and keeps the host
+        // span valid until the copy is waited for (AsyncCopies' contract).
+        let result = unsafe {
+            self.call("hipEventCreate", (s.event_create)(&mut start))
+                .and_then(|()| self.call("hipEventCreate", (s.event_create)(&mut end)))
+                .and_then(|()| self.call("hipEventRecord", (s.event_record)(start, c.stream)))
+                .and_then(|()| {
+                    self.call(
+                        "hipMemcpyAsync",
+                        (s.memcpy_async)(dst, src, len, kind, c.stream),
+                    )
+                })
+                .and_then(|()| self.call("hipEventRecord", (s.event_record)(end, c.stream)))
+        };
+        if let Err(e) = result {
+            // SAFETY: events made above (or null, which destroy refuses harmlessly); nothing
+            // waits on them.
+            unsafe {
+                if !start.is_null() {
+                    (s.event_destroy)(start);
+                }
+                if !end.is_null() {
+                    (s.event_destroy)(end);
+                }
+            }
+            return Err(e);
+        }
+        let id = c.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        c.flights
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, (start, end));
+        Ok(PendingCopy(id))
+    }
+}
+
+impl AsyncCopies for HipMemory {
+    unsafe fn start_read(
+        &self,
+        segment: SegmentHandle,
+        offset: u64,
+        dst: *mut u8,
+        len: usize,
+    ) -> Result<PendingCopy, DeviceError> {
+        check_bounds(offset, len, self.size_of(segment)?)?;
+        let src = (segment.0 + offset) as *const c_void;
+        self.start_async(dst.cast(), src, len, false)
+    }
+
+    unsafe fn start_write(
+        &self,
+        segment: SegmentHandle,
+        offset: u64,
+        src: *const u8,
+        len: usize,
+    ) -> Result<PendingCopy, DeviceError> {
+        check_bounds(offset, len, self.size_of(segment)?)?;
+        let dst = (segment.0 + offset) as *mut c_void;
+        self.start_async(dst, src.cast(), len, true)
+    }
+
+    fn wait(&self, copy: PendingCopy) -> Result<Option<std::time::Duration>, DeviceError> {
+        let (Some(s), Some(c)) = (self.hip.streams, self.copies.as_ref()) else {
+            return Err(DeviceError::Unsupported("no HIP streams".into()));
+        };
+        let (start, end) = c
+            .flights
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&copy.0)
+            .ok_or(DeviceError::InvalidSegment(SegmentHandle(copy.0)))?;
+        self.current()?;
+        let mut ms = 0f32;
+        // SAFETY: both events were recorded on the copy stream; destroyed once here.
+        let (synced, timed) = unsafe {
+            let synced = (s.event_synchronize)(end);
+            let timed = (s.event_elapsed)(&mut ms, start, end);
+            (s.event_destroy)(start);
+            (s.event_destroy)(end);
+            (synced, timed)
+        };
+        self.call("hipEventSynchronize", synced)?;
+        Ok((timed == HIP_SUCCESS)
+            .then(|| std::time::Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3)))
+    }
+}
+
 impl Drop for HipMemory {
     fn drop(&mut self) {
+        if let (Some(s), Some(c)) = (self.hip.streams, self.copies.take()) {
+            let flights: Vec<_> = c
+                .flights
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .drain()
+                .map(|(_, f)| f)
+                .collect();
+            // SAFETY: each event and the stream are ours, released once after their copies.
+            unsafe {
+                for (start, end) in flights {
+                    (s.event_synchronize)(end);
+                    (s.event_destroy)(start);
+                    (s.event_destroy)(end);
+                }
+                (s.stream_destroy)(c.stream);
+            }
+        }
         let live: Vec<SegmentHandle> = self.segments.drain().into_iter().map(|(h, _)| h).collect();
         if self.current().is_ok() {
             for handle in live {
@@ -260,6 +440,10 @@ impl Drop for HipMemory {
 }
 
 impl DeviceMemory for HipMemory {
+    fn async_copies(&self) -> Option<&dyn AsyncCopies> {
+        self.copies.is_some().then_some(self as &dyn AsyncCopies)
+    }
+
     fn name(&self) -> String {
         self.name.clone()
     }

@@ -24,6 +24,32 @@ static long long env_ll(const char *name, long long fallback) {
 static int count(void) { return (int)env_ll("GPUMEM_FAKE_DEVICES", 1); }
 static unsigned long long total(void) { return (unsigned long long)env_ll("GPUMEM_FAKE_TOTAL", 16LL << 30); }
 
+/* Streams and events for hipMemcpyAsync: the stand-in copies at once and events record the
+ * host clock, so elapsed times are real. */
+#include <time.h>
+typedef struct { double ms; int recorded; } FakeEvent;
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+hipError_t hipStreamCreate(void **stream) { *stream = malloc(1); return *stream ? hipSuccess : hipErrorOutOfMemory; }
+hipError_t hipStreamDestroy(void *stream) { free(stream); return hipSuccess; }
+hipError_t hipEventCreate(FakeEvent **e) { *e = calloc(1, sizeof(FakeEvent)); return *e ? hipSuccess : hipErrorOutOfMemory; }
+hipError_t hipEventDestroy(FakeEvent *e) { free(e); return hipSuccess; }
+hipError_t hipEventRecord(FakeEvent *e, void *stream) { (void)stream; e->ms = now_ms(); e->recorded = 1; return hipSuccess; }
+hipError_t hipEventSynchronize(FakeEvent *e) { return e->recorded ? hipSuccess : hipErrorInvalidValue; }
+hipError_t hipEventElapsedTime(float *ms, FakeEvent *start, FakeEvent *end) {
+    if (!start->recorded || !end->recorded) return hipErrorInvalidValue;
+    *ms = (float)(end->ms - start->ms);
+    return hipSuccess;
+}
+hipError_t hipMemcpyAsync(void *dst, const void *src, size_t n, int kind, void *stream) {
+    (void)kind; (void)stream;
+    memcpy(dst, src, n);
+    return hipSuccess;
+}
+
 hipError_t hipInit(unsigned int flags) { (void)flags; return hipSuccess; }
 hipError_t hipGetDeviceCount(int *n) { *n = count(); return hipSuccess; }
 hipError_t hipSetDevice(int d) {
