@@ -682,13 +682,7 @@ impl Pool {
                 // Address space for all the pool may hold, so the segment never has to move.
                 let span = round_up(self.limit.max(rounded), granule);
                 let range = vmm.reserve_range(span)?;
-                let seg_idx = match state.spare_segments.pop() {
-                    Some(i) => i,
-                    None => {
-                        state.segments.push(None);
-                        (state.segments.len() - 1) as u32
-                    }
-                };
+                let seg_idx = segment_slot(state);
                 state.segments[seg_idx as usize] = Some(SegmentRec {
                     handle: range.handle,
                     address: range.address,
@@ -787,20 +781,13 @@ impl Pool {
             return 0;
         };
         let tail = tail_of(state, head);
-        let usable =
-            |tag: StreamId| only.is_none_or(|(k, s)| k == kind && (tag == s || tag == GLOBAL));
-        if live == 0 {
-            // Wholly free (its blocks may sit in several caches): all of it goes, as an
-            // ordinary idle segment would.
-            let mut idx = head;
-            let mut all = true;
-            while idx != NIL {
-                all &= usable(state.blocks[idx as usize].stream);
-                idx = state.blocks[idx as usize].next;
-            }
-            if all {
-                return self.release_segment(state, seg_idx);
-            }
+        // Wholly free (its blocks may sit in several caches): all of it goes, as an ordinary
+        // idle segment would.
+        let whole = state.segments[seg_idx as usize]
+            .as_ref()
+            .is_some_and(|s| wholly_usable(state, s, only));
+        if live == 0 && whole {
+            return self.release_segment(state, seg_idx);
         }
         if tail == NIL {
             return 0;
@@ -809,7 +796,7 @@ impl Pool {
             let b = &state.blocks[tail as usize];
             (b.offset, b.stream, b.allocated)
         };
-        if allocated || !usable(tag) {
+        if allocated || !may_release(only, kind, tag) {
             return 0;
         }
         let keep = round_up(offset, self.granule(vmm, kind));
@@ -861,13 +848,7 @@ impl Pool {
         kind: Kind,
         tag: StreamId,
     ) -> u32 {
-        let seg_idx = match state.spare_segments.pop() {
-            Some(i) => i,
-            None => {
-                state.segments.push(None);
-                (state.segments.len() - 1) as u32
-            }
-        };
+        let seg_idx = segment_slot(state);
         let block = new_block(
             state,
             Block {
@@ -1182,20 +1163,6 @@ impl Pool {
         if state.idle_bytes == 0 && state.expandable.is_empty() {
             return 0;
         }
-        let usable = |seg: &SegmentRec| {
-            let Some((kind, stream)) = only else {
-                return true;
-            };
-            let mut idx = seg.head;
-            while idx != NIL {
-                let b = &state.blocks[idx as usize];
-                if b.stream != stream && b.stream != GLOBAL {
-                    return false;
-                }
-                idx = b.next;
-            }
-            seg.kind == kind
-        };
         let ranges: Vec<u32> = state
             .segments
             .iter()
@@ -1208,7 +1175,7 @@ impl Pool {
             .enumerate()
             .filter_map(|(i, s)| {
                 s.as_ref()
-                    .filter(|s| s.range == 0 && s.live == 0 && usable(s))
+                    .filter(|s| s.range == 0 && s.live == 0 && wholly_usable(state, s, only))
                     .map(|_| i as u32)
             })
             .collect();
@@ -1494,6 +1461,36 @@ fn cache(state: &mut State, tag: StreamId) -> (&mut FreeSets, &mut Vec<Block>) {
         }
     };
     (&mut state.caches[pos].1, &mut state.blocks)
+}
+
+/// A free slot in `segments` for a new segment (a released one's, else a new one).
+fn segment_slot(state: &mut State) -> u32 {
+    match state.spare_segments.pop() {
+        Some(i) => i,
+        None => {
+            state.segments.push(None);
+            (state.segments.len() - 1) as u32
+        }
+    }
+}
+
+/// Whether a release limited to `only` (a pool, and blocks free on a stream or shared) may
+/// take a free block of `kind` in cache `tag`; `None` allows everything.
+fn may_release(only: Option<(Kind, StreamId)>, kind: Kind, tag: StreamId) -> bool {
+    only.is_none_or(|(k, s)| k == kind && (tag == s || tag == GLOBAL))
+}
+
+/// Whether every block of `seg` may be released under `only` (see [`may_release`]).
+fn wholly_usable(state: &State, seg: &SegmentRec, only: Option<(Kind, StreamId)>) -> bool {
+    let mut idx = seg.head;
+    while idx != NIL {
+        let b = &state.blocks[idx as usize];
+        if !may_release(only, seg.kind, b.stream) {
+            return false;
+        }
+        idx = b.next;
+    }
+    true
 }
 
 /// The last block of the segment whose first block is `head` (NIL for none).
