@@ -598,7 +598,15 @@ fn malformed_inventories_name_file_and_field() {
         .remove("nvidia.com/gpu.memory");
     let mut bad_quantity = kube_nodes();
     bad_quantity["items"][3]["status"]["allocatable"]["memory"] = json!("lots");
+    // A count no node has would list billions of devices: refused at once.
+    let mut huge = kube_nodes();
+    huge["items"][2]["status"]["allocatable"]["nvidia.com/gpu"] = json!("99999999999");
     let cases = [
+        (
+            "huge.json",
+            huge.to_string(),
+            "field 'items[2].status.allocatable.nvidia.com/gpu': 99999999999 GPUs on one node is implausible (at most 1024)",
+        ),
         (
             "nodes.json",
             no_memory.to_string(),

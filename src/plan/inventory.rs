@@ -352,12 +352,7 @@ fn kubectl_nodes(value: &serde_json::Value) -> Result<(Vec<Candidate>, Vec<HeldB
         let host = node.metadata.name.clone();
         // What the scheduler can hand out: allocatable GPUs, none on a cordoned node.
         let schedulable = match allocatable("nvidia.com/gpu") {
-            Some(v) => v.parse::<usize>().map_err(|_| {
-                format!(
-                    "{}: '{v}' is not a GPU count",
-                    field("status.allocatable.nvidia.com/gpu")
-                )
-            })?,
+            Some(v) => device_count(v, "GPU", field("status.allocatable.nvidia.com/gpu"))?,
             None => 0,
         };
         let allocatable_gpus = schedulable;
@@ -390,12 +385,7 @@ fn kubectl_nodes(value: &serde_json::Value) -> Result<(Vec<Candidate>, Vec<HeldB
                 )
             })?;
             let count = match label("nvidia.com/gpu.count") {
-                Some(c) => c.parse::<usize>().map_err(|_| {
-                    format!(
-                        "{}: '{c}' is not a GPU count",
-                        field("metadata.labels.nvidia.com/gpu.count")
-                    )
-                })?,
+                Some(c) => device_count(c, "GPU", field("metadata.labels.nvidia.com/gpu.count"))?,
                 None => schedulable,
             };
             let product = label("nvidia.com/gpu.product").unwrap_or("NVIDIA GPU");
@@ -425,12 +415,17 @@ fn kubectl_nodes(value: &serde_json::Value) -> Result<(Vec<Candidate>, Vec<HeldB
                 let Some(profile) = key.strip_prefix("nvidia.com/mig-") else {
                     continue;
                 };
-                let slices: usize = count.parse().map_err(|_| {
-                    format!(
-                        "{}: '{count}' is not a MIG slice count",
-                        field(&format!("status.allocatable.{key}"))
-                    )
-                })?;
+                let slices = device_count(
+                    count,
+                    "MIG slice",
+                    field(&format!("status.allocatable.{key}")),
+                )?;
+                if next + slices > MAX_NODE_DEVICES {
+                    return Err(format!(
+                        "{}: more than {MAX_NODE_DEVICES} devices on one node",
+                        field("status.allocatable")
+                    ));
+                }
                 let memory_label = format!("nvidia.com/mig-{profile}.memory");
                 let mib = match label(&memory_label) {
                     Some(m) => m.parse::<u64>().map_err(|_| {
@@ -496,6 +491,22 @@ fn kubectl_nodes(value: &serde_json::Value) -> Result<(Vec<Candidate>, Vec<HeldB
         return Err("the node list has no node with allocatable GPUs or memory".into());
     }
     Ok((out, held_back))
+}
+
+/// Devices one node may list: far above any real node (8–16 GPUs, 7 MIG slices each), low
+/// enough that a hostile count cannot make the planner list billions of devices.
+const MAX_NODE_DEVICES: usize = 1024;
+
+/// A node's count of `what` (GPUs, MIG slices) from the string at `field`, refused when it is
+/// not a whole number or implausibly large.
+fn device_count(v: &str, what: &str, field: String) -> Result<usize, String> {
+    match v.parse::<usize>() {
+        Ok(n) if n <= MAX_NODE_DEVICES => Ok(n),
+        Ok(_) => Err(format!(
+            "{field}: {v} {what}s on one node is implausible (at most {MAX_NODE_DEVICES})"
+        )),
+        Err(_) => Err(format!("{field}: '{v}' is not a {what} count")),
+    }
 }
 
 /// A Kubernetes resource quantity in bytes: `527938424Ki`, `64Gi`, `1G`, `1e9`, `123`.
