@@ -9,7 +9,13 @@
 mod common;
 
 use gpumem::model::estimate::estimate;
-use gpumem::model::{kv_precision, llama_like, FileWeights, Mode, Optimizer, Settings};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use gpumem::model::{
+    arch_from_gguf, ggml_type, kv_precision, llama_like, FileWeights, GgufFile, GgufTensor,
+    GgufValue, Mode, Optimizer, Settings,
+};
 use serde_json::Value;
 
 const MIB: f64 = 1048576.0;
@@ -109,10 +115,12 @@ fn compare_mamba(name: &str) -> Vec<(String, u64, u64, bool, f64)> {
     arch.tie_word_embeddings = s["tied"].as_bool().unwrap();
     arch.head_dim = 0;
     arch.ssm = Some(gpumem::model::Ssm {
+        kind: gpumem::model::SsmKind::Mamba,
         conv_kernel: conv,
         inner: di,
         state: ds,
         dt_rank,
+        groups: 0,
     });
     // f16 matrices, f32 vectors and SSM parameters.
     let f16 = 2 * di * d + (dt_rank + 2 * ds) * di + di * dt_rank + d * di;
@@ -125,13 +133,73 @@ fn compare_mamba(name: &str) -> Vec<(String, u64, u64, bool, f64)> {
     rows(name, &doc, &arch, file)
 }
 
+/// A fixture that records the GGUF header it was measured on (`measure.py --describe`): the
+/// model is rebuilt from that header exactly as `estimate --gguf` reads one, so the
+/// architecture, its recurrent layers and the file's weight bytes all come from gpumem's own
+/// GGUF path.
+fn compare_described(name: &str) -> Vec<(String, u64, u64, bool, f64)> {
+    let doc = fixture(name);
+    let g = &doc["gguf"];
+    let mut metadata = BTreeMap::new();
+    for (key, value) in g["metadata"].as_object().unwrap() {
+        let v = match value {
+            Value::String(s) => GgufValue::Str(Some(s.clone())),
+            Value::Bool(b) => GgufValue::Bool(*b),
+            Value::Number(n) if n.is_u64() => GgufValue::Int(n.as_u64().unwrap().into()),
+            Value::Number(n) => GgufValue::Float(n.as_f64().unwrap()),
+            Value::Array(a) => GgufValue::Array {
+                len: a.len() as u64,
+                ints: a.iter().filter_map(Value::as_i64).map(i128::from).collect(),
+            },
+            other => panic!("{name}: metadata {key} = {other}"),
+        };
+        metadata.insert(key.clone(), v);
+    }
+    let tensors: Vec<GgufTensor> = g["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let dims = t[1]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d.as_u64().unwrap())
+                .collect();
+            let ty = ggml_type(t[2].as_u64().unwrap() as u32).unwrap();
+            GgufTensor::new(t[0].as_str().unwrap().into(), dims, ty, 0).unwrap()
+        })
+        .collect();
+    let file = GgufFile {
+        version: 3,
+        metadata,
+        tensors,
+        alignment: 32,
+        file_size: 0,
+    };
+    let arch = arch_from_gguf(Path::new(name), &file).unwrap();
+    // The architecture's own parameter count agrees with the header's tensors.
+    assert_eq!(arch.params().total, file.parameters(), "{name}: parameters");
+    let weights = FileWeights {
+        parameters: file.parameters(),
+        bytes: file.tensor_bytes(),
+    };
+    rows(name, &doc, &arch, weights)
+}
+
 #[test]
 fn estimates_match_llama_cpp_and_are_never_below_it() {
     let mut rows = compare("qwen2.5-0.5b-shape.json");
     rows.extend(compare("llama-3.2-1b-shape.json"));
     rows.extend(compare("llama-3.1-8b-shape.json"));
     rows.extend(compare_mamba("mamba-370m-shape.json"));
-    assert_eq!(rows.len(), 23);
+    rows.extend(compare_described("qwen3-next-shape.json"));
+    rows.extend(compare_described("qwen3-next-small-vocab-shape.json"));
+    rows.extend(compare_described("mamba2-370m-shape.json"));
+    // Held out: shapes measured after the formulas were fitted to the fixtures above.
+    rows.extend(compare_described("qwen3-next-alt-shape.json"));
+    rows.extend(compare_described("mamba2-codestral-shape.json"));
+    assert_eq!(rows.len(), 49);
     // The accuracy table the README shows (`cargo test --test llamacpp_reference -- --nocapture`).
     for (name, context, ubatch, fa, ratio) in &rows {
         eprintln!(
@@ -140,8 +208,16 @@ fn estimates_match_llama_cpp_and_are_never_below_it() {
         );
     }
     for (name, context, ubatch, fa, ratio) in &rows {
+        // Hybrids (recurrent and attention layers) are held to never below and at most 12 %
+        // above: whether llama.cpp's graph allocator places the logits above the KQ mask
+        // depends on the shapes, and gpumem assumes it does.
+        let most = if name.starts_with("qwen3-next") {
+            1.12
+        } else {
+            1.05
+        };
         assert!(
-            (1.0..=1.05).contains(ratio),
+            (1.0..=most).contains(ratio),
             "{name} ctx {context} ubatch {ubatch} fa {fa}: activations {ratio:.4} × llama.cpp"
         );
     }

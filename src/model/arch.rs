@@ -68,32 +68,106 @@ pub struct Moe {
     pub layer_freq: u64,
     /// A per-expert routing bias (DeepSeek-V3's `e_score_correction_bias`).
     pub router_bias: bool,
+    /// The shared expert's output is scaled by a learned sigmoid gate (`shared_expert_gate`,
+    /// one `hidden` vector: Qwen2-MoE, Qwen3-Next).
+    pub shared_gate: bool,
 }
 
-/// A selective state-space (Mamba) mixer in place of attention: a recurrent state per sequence
-/// instead of a KV cache that grows with the context.
+/// Which recurrent mixer a state-space layer runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SsmKind {
+    /// Mamba (v1): x_proj to (Δ, B, C), a Δ projection of rank `dt_rank`, a scan state of
+    /// `state` per inner channel.
+    Mamba,
+    /// Mamba-2 (SSD): one in-projection to (z, x, B, C, Δ) with `groups` B/C groups and
+    /// `dt_rank` heads, a gated norm before the out-projection.
+    Mamba2,
+    /// Gated DeltaNet (Qwen3-Next's linear attention): `groups` key heads of `state`
+    /// dimensions, `dt_rank` value heads sharing `inner` (= value heads × value head size), a
+    /// `head_k × head_v` state per value head.
+    GatedDeltaNet,
+}
+
+/// A recurrent (state-space or linear-attention) mixer in place of attention: a fixed state
+/// per sequence instead of a KV cache that grows with the context. The fields are llama.cpp's
+/// `ssm.*` hyperparameters, which describe all three kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Ssm {
+    /// Which mixer.
+    pub kind: SsmKind,
     /// Width of the causal convolution (`d_conv`); the conv state keeps `d_conv − 1` steps.
     pub conv_kernel: u64,
-    /// Inner width (`d_inner`, usually 2 × hidden).
+    /// Inner width (`d_inner`: Mamba's 2 × hidden, Gated DeltaNet's value width).
     pub inner: u64,
-    /// State size per channel (`d_state`).
+    /// State size (`d_state`; Gated DeltaNet: the key head size).
     pub state: u64,
-    /// Rank of the Δ projection (`dt_rank`).
+    /// Rank of Mamba's Δ projection; heads of Mamba-2; value heads of Gated DeltaNet.
     pub dt_rank: u64,
+    /// B/C groups of Mamba-2; key heads of Gated DeltaNet; 0 for Mamba.
+    pub groups: u64,
 }
 
 impl Ssm {
     /// f32 elements of recurrent state one sequence keeps per layer: the convolution's last
-    /// `d_conv − 1` inputs and the scan state, as llama.cpp allocates them (R and S).
+    /// `d_conv − 1` inputs (every channel it convolves) and the scan state, as llama.cpp
+    /// allocates them (R and S).
     pub fn state_elements_per_layer(&self) -> u128 {
         let w = u128::from;
-        w(self.conv_kernel.saturating_sub(1)) * w(self.inner) + w(self.state) * w(self.inner)
+        w(self.conv_kernel.saturating_sub(1)) * self.conv_channels() + w(self.state) * w(self.inner)
+    }
+
+    /// Channels the convolution runs over: the inner width plus Mamba-2's B and C or Gated
+    /// DeltaNet's q and k.
+    pub fn conv_channels(&self) -> u128 {
+        u128::from(self.inner) + 2 * u128::from(self.groups) * u128::from(self.state)
+    }
+
+    /// Parameters of one mixer, for a model of width `hidden`.
+    fn params(&self, hidden: u64) -> u128 {
+        let w = u128::from;
+        let (h, inner, state, rank) = (w(hidden), w(self.inner), w(self.state), w(self.dt_rank));
+        let conv = self.conv_channels();
+        match self.kind {
+            // in_proj (x and z), the depthwise conv with bias, x_proj (Δ, B, C), dt_proj with
+            // bias, A, D and out_proj.
+            SsmKind::Mamba => {
+                h * 2 * inner
+                    + inner * w(self.conv_kernel)
+                    + inner
+                    + inner * (rank + 2 * state)
+                    + rank * inner
+                    + inner
+                    + inner * state
+                    + inner
+                    + inner * h
+            }
+            // in_proj (z, x, B, C, Δ), the conv with bias, Δ bias, A and D per head, the gated
+            // norm, out_proj.
+            SsmKind::Mamba2 => {
+                h * (inner + conv + rank)
+                    + conv * w(self.conv_kernel)
+                    + conv
+                    + 3 * rank
+                    + inner
+                    + inner * h
+            }
+            // in_proj_qkvz, in_proj_ba (β and α per value head), the conv without bias, Δ bias
+            // and A per value head, the gated norm over one value head, out_proj.
+            SsmKind::GatedDeltaNet => {
+                let head_v = inner / rank.max(1);
+                h * (conv + inner)
+                    + h * 2 * rank
+                    + conv * w(self.conv_kernel)
+                    + 2 * rank
+                    + head_v
+                    + inner * h
+            }
+        }
     }
 }
 
-/// Which layers use a sliding attention window.
+/// A set of layers by rule: which use a sliding attention window, or which are recurrent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SlidingLayers {
@@ -105,6 +179,18 @@ pub enum SlidingLayers {
     AllButEvery(u64),
     /// An explicit list (HF `layer_types`).
     Listed(Vec<bool>),
+}
+
+impl SlidingLayers {
+    /// Whether layer `i` is in the set.
+    pub fn contains(&self, i: u64) -> bool {
+        match self {
+            SlidingLayers::All => true,
+            SlidingLayers::Even => i % 2 == 0,
+            SlidingLayers::AllButEvery(n) => (i + 1) % (*n).max(1) != 0,
+            SlidingLayers::Listed(v) => v.get(i as usize).copied().unwrap_or(false),
+        }
+    }
 }
 
 /// A sliding attention window.
@@ -157,8 +243,14 @@ pub struct ModelArch {
     pub sliding_window: Option<SlidingWindow>,
     /// A learned attention sink per head and layer (gpt-oss).
     pub attention_sinks: bool,
-    /// Every layer a Mamba mixer instead of attention (then `num_heads` may be 0).
+    /// A recurrent mixer instead of attention in the layers `recurrent_layers` names (every
+    /// layer for Mamba, when `num_heads` may be 0).
     pub ssm: Option<Ssm>,
+    /// Which layers run `ssm` rather than attention (ignored without one).
+    pub recurrent_layers: SlidingLayers,
+    /// Attention output gated per head by a sigmoid of a second query-sized projection
+    /// (Qwen3-Next), which doubles `q_proj`.
+    pub attn_output_gate: bool,
     /// The publisher counts active parameters without the input embedding table (a lookup, not
     /// compute), as OpenAI does for gpt-oss.
     pub active_without_embedding: bool,
@@ -222,6 +314,8 @@ pub enum ShapeField {
     SsmState,
     /// `time_step_rank` (GGUF `ssm.time_step_rank`).
     SsmDtRank,
+    /// `n_groups` (GGUF `ssm.group_count`).
+    SsmGroups,
 }
 
 impl ShapeField {
@@ -250,6 +344,7 @@ impl ShapeField {
             ShapeField::SsmInner => "intermediate_size",
             ShapeField::SsmState => "state_size",
             ShapeField::SsmDtRank => "time_step_rank",
+            ShapeField::SsmGroups => "n_groups",
         }
     }
 
@@ -278,6 +373,7 @@ impl ShapeField {
             ShapeField::SsmInner => "ssm.inner_size",
             ShapeField::SsmState => "ssm.state_size",
             ShapeField::SsmDtRank => "ssm.time_step_rank",
+            ShapeField::SsmGroups => "ssm.group_count",
         }
     }
 }
@@ -301,21 +397,6 @@ impl ModelArch {
 
     fn attention_params_wide(&self) -> u128 {
         let h = u128::from(self.hidden_size);
-        if let Some(m) = &self.ssm {
-            // The Mamba mixer: in_proj (x and z), the depthwise conv with bias, x_proj (Δ, B,
-            // C), dt_proj with bias, A, D and out_proj.
-            let w = u128::from;
-            let (inner, state, rank) = (w(m.inner), w(m.state), w(m.dt_rank));
-            return h * 2 * inner
-                + inner * w(m.conv_kernel)
-                + inner
-                + inner * (rank + 2 * state)
-                + rank * inner
-                + inner
-                + inner * state
-                + inner
-                + inner * h;
-        }
         match &self.attention {
             Attention::Standard {
                 qkv_bias,
@@ -325,6 +406,9 @@ impl ModelArch {
                 let q = u128::from(self.num_heads) * u128::from(self.head_dim);
                 let kv = u128::from(self.num_kv_heads) * u128::from(self.head_dim);
                 let mut p = h * q + 2 * h * kv + q * h;
+                if self.attn_output_gate {
+                    p += h * q;
+                }
                 if *qkv_bias {
                     p += q + 2 * kv;
                 }
@@ -425,15 +509,18 @@ impl ModelArch {
         } else {
             0
         };
-        let per_layer_common =
-            self.attention_params_wide() + sinks + w(self.norms_per_layer) * w(self.norm_params());
+        let recurrent = w(self.recurrent_layer_count());
+        let attention_layers = w(self.num_layers) - recurrent;
+        let mixers = self
+            .ssm
+            .map_or(0, |m| recurrent * m.params(self.hidden_size))
+            + attention_layers * (self.attention_params_wide() + sinks);
+        let norms = w(self.num_layers) * w(self.norms_per_layer) * w(self.norm_params());
         let dense_ffn = w(self.ffn_params(self.intermediate_size));
         let moe_layers = w(self.moe_layers());
         let dense_layers = w(self.num_layers) - moe_layers;
-        let mut total = embedding
-            + w(self.norm_params())
-            + w(self.num_layers) * per_layer_common
-            + dense_layers * dense_ffn;
+        let mut total =
+            embedding + w(self.norm_params()) + mixers + norms + dense_layers * dense_ffn;
         let mut active = total;
         if let Some(m) = &self.moe {
             let expert = w(self.ffn_params(m.expert_intermediate));
@@ -442,8 +529,13 @@ impl ModelArch {
             } else {
                 0
             };
-            let router =
-                w(m.experts) * w(self.hidden_size) + if m.router_bias { w(m.experts) } else { 0 };
+            let router = w(m.experts) * w(self.hidden_size)
+                + if m.router_bias { w(m.experts) } else { 0 }
+                + if m.shared_gate {
+                    w(self.hidden_size)
+                } else {
+                    0
+                };
             total += moe_layers * (w(m.experts) * expert + shared + router);
             active += moe_layers * (w(m.experts_per_token) * expert + shared + router);
         }
@@ -459,8 +551,9 @@ impl ModelArch {
     /// the estimate forms fits in 128 bits, so no figure can wrap. Returns the offending field
     /// (by its config.json name) and why.
     pub fn check_plausible(&self) -> Result<(), (ShapeField, String)> {
-        // A Mamba model has no attention heads; its mixer's own fields are checked instead.
-        let min_heads = u64::from(self.ssm.is_none());
+        // A model without attention layers (Mamba) has no attention heads; its mixer's own
+        // fields are checked instead.
+        let min_heads = u64::from(self.attention_layer_count() > 0);
         let mut fields: Vec<(ShapeField, u64, u64, u64)> = vec![
             (ShapeField::HiddenSize, self.hidden_size, 1, 1 << 20),
             (
@@ -486,6 +579,7 @@ impl ModelArch {
                 (ShapeField::SsmInner, s.inner, 1, 1 << 21),
                 (ShapeField::SsmState, s.state, 1, 1 << 12),
                 (ShapeField::SsmDtRank, s.dt_rank, 1, 1 << 16),
+                (ShapeField::SsmGroups, s.groups, 0, 1 << 12),
             ]);
         }
         if self.head_dim == 0 && self.num_heads > self.hidden_size {
@@ -578,24 +672,38 @@ impl ModelArch {
         Ok(())
     }
 
-    /// Whether layer `i` uses the sliding window.
+    /// Whether layer `i` uses the sliding window (recurrent layers never do).
     pub fn is_sliding_layer(&self, i: u64) -> bool {
         match &self.sliding_window {
             None => false,
-            Some(w) => match &w.layers {
-                SlidingLayers::All => true,
-                SlidingLayers::Even => i % 2 == 0,
-                SlidingLayers::AllButEvery(n) => (i + 1) % (*n).max(1) != 0,
-                SlidingLayers::Listed(v) => v.get(i as usize).copied().unwrap_or(false),
-            },
+            Some(w) => w.layers.contains(i) && !self.is_recurrent_layer(i),
         }
     }
 
-    /// KV-cache elements cached per token per layer (K and V, or MLA's latent).
+    /// Whether layer `i` runs the recurrent mixer instead of attention.
+    pub fn is_recurrent_layer(&self, i: u64) -> bool {
+        self.ssm.is_some() && self.recurrent_layers.contains(i)
+    }
+
+    /// Layers running the recurrent mixer.
+    pub fn recurrent_layer_count(&self) -> u64 {
+        if self.ssm.is_none() {
+            return 0;
+        }
+        (0..self.num_layers)
+            .filter(|&i| self.recurrent_layers.contains(i))
+            .count() as u64
+    }
+
+    /// Layers with attention, which hold a KV cache.
+    pub fn attention_layer_count(&self) -> u64 {
+        self.num_layers - self.recurrent_layer_count()
+    }
+
+    /// KV-cache elements cached per token per attention layer (K and V, or MLA's latent).
     pub fn kv_elements_per_token_layer(&self) -> u64 {
         match &self.attention {
             // Saturating, never wrapping: an unchecked shape must not shrink the cache.
-            Attention::Standard { .. } if self.ssm.is_some() => 0,
             Attention::Standard { .. } => 2u64
                 .saturating_mul(self.num_kv_heads)
                 .saturating_mul(self.head_dim),
@@ -623,6 +731,7 @@ impl ModelArch {
     pub fn kv_elements_in_cells(&self, full_cells: u64, swa_cells: u64) -> u128 {
         let per = u128::from(self.kv_elements_per_token_layer());
         (0..self.num_layers)
+            .filter(|&i| !self.is_recurrent_layer(i))
             .map(|i| {
                 let cells = if self.is_sliding_layer(i) {
                     swa_cells
@@ -671,5 +780,7 @@ pub fn llama_like(
         attention_sinks: false,
         active_without_embedding: false,
         ssm: None,
+        recurrent_layers: SlidingLayers::All,
+        attn_output_gate: false,
     }
 }

@@ -137,6 +137,7 @@ fn mixtral(name: &str, h: u64, i: u64, l: u64, heads: u64, kv: u64, vocab: u64) 
                 first_dense_layers: 0,
                 layer_freq: 1,
                 router_bias: false,
+                shared_gate: false,
             });
         },
     )
@@ -216,6 +217,22 @@ fn llama4_config(experts: u64, step: u64, max_pos: u64) -> String {
             "max_position_embeddings": {max_pos}}}"#
     )
 }
+
+/// Qwen/Qwen3-Next-80B-A3B-Instruct: the architecture fields of the published config.json.
+const QWEN3_NEXT_80B_CONFIG: &str = r#"{"model_type": "qwen3_next", "hidden_size": 2048,
+    "intermediate_size": 5120, "num_hidden_layers": 48, "num_attention_heads": 16,
+    "num_key_value_heads": 2, "head_dim": 256, "full_attention_interval": 4,
+    "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+    "linear_num_key_heads": 16, "linear_num_value_heads": 32, "num_experts": 512,
+    "num_experts_per_tok": 10, "moe_intermediate_size": 512,
+    "shared_expert_intermediate_size": 512, "decoder_sparse_step": 1, "mlp_only_layers": [],
+    "max_position_embeddings": 262144, "tie_word_embeddings": false, "vocab_size": 151936}"#;
+
+/// mistralai/Mamba-Codestral-7B-v0.1: the architecture fields of the published config.json.
+const MAMBA_CODESTRAL_CONFIG: &str = r#"{"model_type": "mamba2", "hidden_size": 4096,
+    "num_hidden_layers": 64, "state_size": 128, "expand": 2, "conv_kernel": 4, "n_groups": 8,
+    "head_dim": 64, "num_heads": 128, "use_bias": false, "use_conv_bias": true,
+    "tie_word_embeddings": false, "vocab_size": 32768}"#;
 
 /// Every catalog model, in listing order.
 pub fn catalog() -> Vec<CatalogModel> {
@@ -514,6 +531,7 @@ pub fn catalog() -> Vec<CatalogModel> {
                         first_dense_layers: 0,
                         layer_freq: 1,
                         router_bias: false,
+                        shared_gate: false,
                     });
                 },
             ),
@@ -614,6 +632,7 @@ pub fn catalog() -> Vec<CatalogModel> {
                         first_dense_layers: 1,
                         layer_freq: 1,
                         router_bias: false,
+                        shared_gate: false,
                     });
                 },
             ),
@@ -643,6 +662,7 @@ pub fn catalog() -> Vec<CatalogModel> {
                         first_dense_layers: 3,
                         layer_freq: 1,
                         router_bias: true,
+                        shared_gate: false,
                     });
                 },
             ),
@@ -707,6 +727,18 @@ pub fn catalog() -> Vec<CatalogModel> {
             &["llama-4-maverick-17b-128e", "llama4-maverick"],
             "meta-llama/Llama-4-Maverick-17B-128E",
             &llama4_config(128, 2, 1_048_576),
+        ),
+        from_config(
+            "qwen3-next-80b-a3b",
+            &["qwen3-next", "qwen3-next-80b"],
+            "Qwen/Qwen3-Next-80B-A3B-Instruct",
+            QWEN3_NEXT_80B_CONFIG,
+        ),
+        from_config(
+            "mamba-codestral-7b",
+            &["mamba-codestral"],
+            "mistralai/Mamba-Codestral-7B-v0.1",
+            MAMBA_CODESTRAL_CONFIG,
         ),
     ]
 }

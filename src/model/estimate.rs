@@ -5,7 +5,7 @@
 //! - **Weights**: parameters × bytes per parameter of the weight precision (exact for plain
 //!   dtypes and GGUF block types; K-quant mixes use documented average bits per weight). A GGUF
 //!   or safetensors file's own tensor bytes are used as they are unless `--dtype` is given.
-//! - **KV cache**: `2 × layers × kv_heads × head_dim × bytes(kv_dtype) × cells × batch`, where
+//! - **KV cache**: `2 × attention layers × kv_heads × head_dim × bytes(kv_dtype) × cells × batch`, where
 //!   `cells` is the context padded to 256 as llama.cpp allocates it; layers with a sliding
 //!   window hold the window plus one micro-batch, padded to 256 (llama-server), or the whole
 //!   context with `--swa-full`; MLA models (DeepSeek-V2/V3) cache one latent of
@@ -21,7 +21,14 @@
 //!   padded to 256 cells (the window plus `T` when every layer slides); and the feed-forward
 //!   stage (`2·T·intermediate × 4` gate and up, MoE: per routed expert plus the router's
 //!   `T × experts × 4`, + 3 hidden states). Fitted to llama.cpp's own reports, recorded in
-//!   `tests/fixtures/llamacpp/` by `tools/llamacpp-reference/`.
+//!   `tests/fixtures/llamacpp/` by `tools/llamacpp-reference/`. Recurrent layers (Mamba,
+//!   Mamba-2, Qwen3-Next's gated DeltaNet) add a mixer stage (their projections, convolution
+//!   and scan per token, plus the layer's state as gathered and written back) and hold no KV
+//!   cache; in a hybrid the KQ mask is counted live beside the logits and twelve model-width
+//!   tensors beside the scores, which llama.cpp's graph allocator needs on some shapes and not
+//!   others (so hybrids may come out up to 11 % above it, never below).
+//! - **Recurrent state**: per recurrent layer and sequence, f32 `(d_conv − 1) × conv channels
+//!   + d_state × d_inner` (llama.cpp's R and S buffers), counted with the KV cache.
 //! - **Training** (mixed precision): weights and gradients in the weight dtype, fp32 master
 //!   weights (unless the dtype is already f32), optimizer state of 8 bytes per parameter
 //!   (Adam/AdamW: two fp32 moments) or 4 (SGD momentum), and activations after Korthikanti et
@@ -32,7 +39,7 @@
 
 use serde::Serialize;
 
-use super::arch::{Mlp, ModelArch, ParamCount};
+use super::arch::{Mlp, ModelArch, ParamCount, SsmKind};
 use super::dtype::Precision;
 
 /// Whether the estimate counts inference or mixed-precision training memory.
@@ -116,8 +123,12 @@ pub struct Breakdown {
     pub active_parameters: u64,
     /// Weight bytes: exact from GGUF/safetensors, else parameters × precision.
     pub weights_bytes: u64,
-    /// KV cache for `batch × context` tokens.
+    /// KV cache for `batch × context` tokens, and recurrent layers' state (llama.cpp's KV and
+    /// RS buffers together).
     pub kv_cache_bytes: u64,
+    /// The part of `kv_cache_bytes` that is recurrent state (Mamba, gated DeltaNet layers):
+    /// fixed per sequence, whatever the context.
+    pub recurrent_state_bytes: u64,
     /// KV cache per token.
     pub kv_bytes_per_token: u64,
     /// Activation scratch (inference) or stored activations (training).
@@ -212,15 +223,62 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
     // The KQ mask (f32; f16 with flash attention), two with interleaved sliding windows.
     let masks = if interleaved { 2 } else { 1 };
     let mask = masks * attended * ub * if s.flash_attention { 2 } else { 4 };
-    let attention = if let Some(m) = &arch.ssm {
-        // The Mamba mixer instead: in-projection (x and z), convolution output, the x→(Δ, B,
-        // C) projection, Δ and the scan output, all f32, plus the hidden states around it.
-        let inner = w(m.inner);
-        ub * (5 * inner + w(m.dt_rank) + 2 * w(m.state)) * 4 + 3 * hidden
-    } else if s.flash_attention {
-        mask + 6 * hidden
+    let recurrent = arch.recurrent_layer_count();
+    let has_attention = recurrent < arch.num_layers;
+    // In a hybrid the mask is first needed at the first attention layer, mid-graph, and
+    // llama.cpp's graph allocator places the logits above it: both count at the output stage.
+    let output = if recurrent > 0 && has_attention {
+        output + mask
     } else {
-        heads * attended * ub * 4 + mask + 6 * hidden
+        output
+    };
+    // A hybrid's attention layers keep more model-width tensors live around the scores
+    // (llama.cpp's reports on two Qwen3-Next shapes need 10.5 and 12 of them) besides this
+    // micro-batch's K and V; a plain decoder six of the wider of the model and query widths.
+    let around = if recurrent > 0 {
+        (12 * h + 2 * w(arch.num_kv_heads) * w(arch.head_dim)) * ub * 4
+    } else {
+        6 * hidden
+    };
+    let attention = if !has_attention {
+        0
+    } else if s.flash_attention {
+        mask + around
+    } else {
+        heads * attended * ub * 4 + mask + around
+    };
+    let mixer = match arch.ssm.filter(|_| recurrent > 0) {
+        None => 0,
+        Some(m) => {
+            let (inner, conv) = (w(m.inner), m.conv_channels());
+            let state = w(m.state) * inner * 4;
+            let conv_state = w(m.conv_kernel.saturating_sub(1)) * conv * 4;
+            match m.kind {
+                // In-projection (x and z), convolution output, the x→(Δ, B, C) projection, Δ
+                // and the scan output, all f32, plus the hidden states around it.
+                SsmKind::Mamba => ub * (5 * inner + w(m.dt_rank) + 2 * w(m.state)) * 4 + 3 * hidden,
+                // The in-projection (z, x, B, C, Δ), convolution output, scan output and the
+                // gated norm; the layer's state as gathered and as written back (scan and
+                // convolution); and the hidden states around it.
+                SsmKind::Mamba2 => {
+                    ub * ((2 * inner + 2 * w(m.groups) * w(m.state) + w(m.dt_rank))
+                        + conv
+                        + 2 * inner)
+                        * 4
+                        + 2 * (state + conv_state)
+                        + 3 * hidden
+                }
+                // llama.cpp's chunked delta rule (chunks of 64): the qkvz and βα projections and
+                // their split copies, the convolution's input and output, the output before the
+                // gated norm, the 64-wide intra-chunk products per value head, and the new
+                // state; plus 256 KiB for the chunk masks. Fitted to llama.cpp's reports (within
+                // 0.2 % of its per-token slope on Qwen3-Next's shape).
+                SsmKind::GatedDeltaNet => {
+                    let qkvz = conv + inner;
+                    ub * (2 * qkvz + 2 * conv + inner + w(m.dt_rank) * 64) * 4 + state + (256 << 10)
+                }
+            }
+        }
     };
     let ffn_width = |inter: u64| -> u128 {
         let i = w(inter);
@@ -238,7 +296,7 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
     let ffn = dense.max(moe) + 3 * hidden;
     // The host output buffer: one row of logits per sequence.
     let output_buffer = w(s.batch) * w(arch.vocab_size) * 4;
-    inputs + output.max(attention).max(ffn) + output_buffer
+    inputs + output.max(attention).max(mixer).max(ffn) + output_buffer
 }
 
 /// Training activations after Korthikanti et al., per the module docs (saturating at
@@ -316,8 +374,9 @@ pub fn estimate(
     };
     let dtype = s.dtype.unwrap_or(DEFAULT_WEIGHT_PRECISION);
     let kv_elems_token =
-        u128::from(arch.kv_elements_per_token_layer()) * u128::from(arch.num_layers);
+        u128::from(arch.kv_elements_per_token_layer()) * u128::from(arch.attention_layer_count());
     let kv_bytes_per_token = sat(s.kv_dtype.bytes_for(kv_elems_token));
+    let mut recurrent_state = 0;
     let (kv_cache, activations, training) = match s.mode {
         Mode::Infer => {
             // llama.cpp's cells: the context padded to 256; sliding layers hold the window plus
@@ -329,10 +388,11 @@ pub fn estimate(
                 _ => cells,
             };
             let elems = arch.kv_elements_in_cells(cells, swa_cells) * u128::from(s.batch);
-            // A Mamba model keeps an f32 recurrent state per sequence instead of a KV cache.
+            // Recurrent layers keep an f32 state per sequence instead of a KV cache.
             let state = arch.ssm.map_or(0, |m| {
-                m.state_elements_per_layer() * u128::from(arch.num_layers) * 4
+                m.state_elements_per_layer() * u128::from(arch.recurrent_layer_count()) * 4
             }) * u128::from(s.batch);
+            recurrent_state = fit(state, "KV cache")?;
             (
                 fit(s.kv_dtype.bytes_for(elems) + state, "KV cache")?,
                 fit(inference_activations_wide(arch, s), "activations")?,
@@ -390,6 +450,7 @@ pub fn estimate(
         },
         weights_bytes: weights,
         kv_cache_bytes: kv_cache,
+        recurrent_state_bytes: recurrent_state,
         kv_bytes_per_token,
         activation_bytes: activations,
         overhead_bytes: s.overhead,

@@ -74,6 +74,41 @@ pub struct GgufTensor {
     pub bytes: u64,
 }
 
+impl GgufTensor {
+    /// A tensor of `dims` (innermost first) in `ggml_type` at `offset`, with its elements and
+    /// bytes worked out. Refuses a row that is not a whole number of the type's blocks, and
+    /// counts that overflow 64 bits, saying which.
+    pub fn new(
+        name: String,
+        dims: Vec<u64>,
+        ggml_type: GgmlType,
+        offset: u64,
+    ) -> Result<GgufTensor, String> {
+        let elements = dims
+            .iter()
+            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+            .ok_or_else(|| format!("tensor '{name}' has too many elements"))?;
+        let row = dims.first().copied().unwrap_or(1);
+        if row % ggml_type.block_elems != 0 {
+            return Err(format!(
+                "tensor '{name}': row of {row} is not a multiple of the {} block of {}",
+                ggml_type.name, ggml_type.block_elems
+            ));
+        }
+        let bytes = (elements / ggml_type.block_elems)
+            .checked_mul(ggml_type.block_bytes)
+            .ok_or_else(|| format!("tensor '{name}' is too large"))?;
+        Ok(GgufTensor {
+            name,
+            dims,
+            ggml_type,
+            offset,
+            elements,
+            bytes,
+        })
+    }
+}
+
 /// What a GGUF header says.
 #[derive(Debug, Clone)]
 pub struct GgufFile {
@@ -376,32 +411,14 @@ pub fn read_gguf(path: &Path) -> Result<GgufFile, ModelError> {
         let ggml_type = ggml_type(type_id)
             .ok_or_else(|| r.err(format!("tensor '{name}' has unknown ggml type {type_id}")))?;
         let offset = r.u64()?;
-        let elements = dims
-            .iter()
-            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
-            .ok_or_else(|| r.err(format!("tensor '{name}' has too many elements")))?;
-        if dims[0] % ggml_type.block_elems != 0 {
-            return Err(r.err(format!(
-                "tensor '{name}': row of {} is not a multiple of the {} block of {}",
-                dims[0], ggml_type.name, ggml_type.block_elems
-            )));
-        }
-        let bytes = (elements / ggml_type.block_elems)
-            .checked_mul(ggml_type.block_bytes)
-            .ok_or_else(|| r.err(format!("tensor '{name}' is too large")))?;
+        let tensor = GgufTensor::new(name, dims, ggml_type, offset).map_err(|why| r.err(why))?;
         if offset % alignment != 0 {
             return Err(r.err(format!(
-                "tensor '{name}' offset {offset} is not aligned to {alignment}"
+                "tensor '{}' offset {offset} is not aligned to {alignment}",
+                tensor.name
             )));
         }
-        tensors.push(GgufTensor {
-            name,
-            dims,
-            ggml_type,
-            offset,
-            elements,
-            bytes,
-        });
+        tensors.push(tensor);
     }
     // The data section starts at the next alignment boundary; every tensor must lie inside the
     // file, or the file is truncated.

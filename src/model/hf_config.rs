@@ -4,7 +4,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::arch::{Attention, Mlp, ModelArch, Moe, Norm, SlidingLayers, SlidingWindow};
+use super::arch::{Attention, Mlp, ModelArch, Moe, Norm, SlidingLayers, SlidingWindow, SsmKind};
 use super::error::ModelError;
 use super::estimate::FileWeights;
 use super::ModelWarning;
@@ -30,6 +30,9 @@ pub const KNOWN_FAMILIES: &[&str] = &[
     "gpt_oss",
     "llama4",
     "llama4_text",
+    "qwen3_next",
+    "mamba",
+    "mamba2",
 ];
 
 /// Largest accepted config.json (real ones are a few KiB).
@@ -81,35 +84,59 @@ impl Fields<'_> {
     }
 }
 
-/// Mamba (HF `MambaConfig`): every layer a selective state-space mixer, no attention and no
-/// separate MLP; the embeddings tied unless the config says otherwise.
-fn mamba(
+/// Mamba (HF `MambaConfig`) and Mamba-2 (`Mamba2Config`): every layer a state-space mixer,
+/// no attention and no separate MLP; the embeddings tied unless the config says otherwise.
+/// Mamba-2's mixer has `num_heads` heads of `head_dim` and `n_groups` B/C groups.
+fn state_space(
     f: &mut Fields<'_>,
     name: &str,
     hidden: u64,
     layers: u64,
+    kind: SsmKind,
 ) -> Result<ModelArch, ModelError> {
     let vocab = f.req(&["vocab_size"])?;
-    let state = f.uint(&["state_size", "d_state"])?.unwrap_or(16);
+    let default_state = if kind == SsmKind::Mamba { 16 } else { 128 };
+    let state = f.uint(&["state_size", "d_state"])?.unwrap_or(default_state);
     let conv_kernel = f.uint(&["conv_kernel", "d_conv"])?.unwrap_or(4);
     let expand = f.uint(&["expand"])?.unwrap_or(2);
-    let inner = match f.uint(&["intermediate_size", "d_inner"])? {
-        Some(v) if v > 0 => v,
-        _ => expand.saturating_mul(hidden),
-    };
-    // "auto" (HF's default) is ceil(hidden / 16), as the model computes it.
-    let dt_rank = match f.map.get("time_step_rank") {
-        Some(Value::String(s)) if s == "auto" => hidden.div_ceil(16),
-        Some(Value::Null) | None => hidden.div_ceil(16),
-        Some(_) => f.req(&["time_step_rank"])?,
+    let (inner, dt_rank, groups) = if kind == SsmKind::Mamba {
+        let inner = match f.uint(&["intermediate_size", "d_inner"])? {
+            Some(v) if v > 0 => v,
+            _ => expand.saturating_mul(hidden),
+        };
+        // "auto" (HF's default) is ceil(hidden / 16), as the model computes it.
+        let dt_rank = match f.map.get("time_step_rank") {
+            Some(Value::String(s)) if s == "auto" => hidden.div_ceil(16),
+            Some(Value::Null) | None => hidden.div_ceil(16),
+            Some(_) => f.req(&["time_step_rank"])?,
+        };
+        (inner, dt_rank, 0)
+    } else {
+        let inner = expand.saturating_mul(hidden);
+        let head_dim = f
+            .uint(&["head_dim", "headdim"])?
+            .filter(|&d| d > 0)
+            .unwrap_or(64);
+        let heads = f
+            .uint(&["num_heads"])?
+            .filter(|&n| n > 0)
+            .unwrap_or(inner / head_dim);
+        (inner, heads, f.uint(&["n_groups", "ngroups"])?.unwrap_or(1))
     };
     let mut arch = super::arch::llama_like(name, hidden, 0, layers, 0, 0, vocab);
-    arch.family = "mamba".into();
+    arch.family = if kind == SsmKind::Mamba {
+        "mamba"
+    } else {
+        "mamba2"
+    }
+    .into();
     arch.ssm = Some(super::arch::Ssm {
+        kind,
         conv_kernel,
         inner,
         state,
         dt_rank,
+        groups,
     });
     arch.head_dim = 0;
     arch.intermediate_size = 0;
@@ -184,6 +211,12 @@ pub(crate) fn config_weights(
     }
 }
 
+/// HF `layer_types`, as which layers are of `kind`.
+fn layer_types(map: &Map<String, Value>, kind: &str) -> Option<Vec<bool>> {
+    let types = map.get("layer_types")?.as_array()?;
+    Some(types.iter().map(|t| t.as_str() == Some(kind)).collect())
+}
+
 /// Parses an already decoded config.json.
 pub fn parse_config(
     path: &Path,
@@ -218,8 +251,12 @@ pub fn parse_config(
 
     let hidden = f.req(&["hidden_size", "n_embd", "d_model"])?;
     let layers = f.req(&["num_hidden_layers", "n_layer", "num_layers"])?;
-    if family == "mamba" {
-        return mamba(&mut f, name, hidden, layers).map(|arch| (arch, warnings));
+    if let Some(kind) = match family.as_str() {
+        "mamba" => Some(SsmKind::Mamba),
+        "mamba2" => Some(SsmKind::Mamba2),
+        _ => None,
+    } {
+        return state_space(&mut f, name, hidden, layers, kind).map(|arch| (arch, warnings));
     }
     let heads = f.req(&["num_attention_heads", "n_head"])?;
     let vocab = f.req(&["vocab_size"])?;
@@ -311,6 +348,34 @@ pub fn parse_config(
                 qk_norm: true,
             };
         }
+        "qwen3_next" => {
+            // Gated DeltaNet in three of every four layers (`layer_types` when listed), gated
+            // attention with q/k norms in the rest.
+            arch.attention = Attention::Standard {
+                qkv_bias: attention_bias.unwrap_or(false),
+                o_bias: false,
+                qk_norm: true,
+            };
+            arch.attn_output_gate = true;
+            let key_heads = f.req(&["linear_num_key_heads"])?;
+            let value_heads = f.req(&["linear_num_value_heads"])?;
+            let key_dim = f.req(&["linear_key_head_dim"])?;
+            let value_dim = f.req(&["linear_value_head_dim"])?;
+            arch.ssm = Some(super::arch::Ssm {
+                kind: SsmKind::GatedDeltaNet,
+                conv_kernel: f.uint(&["linear_conv_kernel_dim"])?.unwrap_or(4),
+                inner: value_heads.saturating_mul(value_dim),
+                state: key_dim,
+                dt_rank: value_heads,
+                groups: key_heads,
+            });
+            arch.recurrent_layers = match layer_types(map, "linear_attention") {
+                Some(list) => SlidingLayers::Listed(list),
+                None => SlidingLayers::AllButEvery(
+                    f.uint(&["full_attention_interval"])?.unwrap_or(4).max(1),
+                ),
+            };
+        }
         "gemma" => {}
         "gemma2" => arch.norms_per_layer = 4,
         "gemma3" | "gemma3_text" => {
@@ -386,7 +451,9 @@ pub fn parse_config(
         let per_token = f.req(&["num_experts_per_tok", "num_experts_per_token"])?;
         let expert_intermediate = f.uint(&["moe_intermediate_size"])?.unwrap_or(intermediate);
         let shared = match family.as_str() {
-            "qwen2_moe" => f.uint(&["shared_expert_intermediate_size"])?.unwrap_or(0),
+            "qwen2_moe" | "qwen3_next" => {
+                f.uint(&["shared_expert_intermediate_size"])?.unwrap_or(0)
+            }
             "llama4" | "llama4_text" => expert_intermediate,
             _ => f
                 .uint(&["n_shared_experts"])?
@@ -410,21 +477,14 @@ pub fn parse_config(
             first_dense_layers: first_dense,
             layer_freq: freq,
             router_bias: matches!(family.as_str(), "deepseek_v3" | "gpt_oss"),
+            shared_gate: matches!(family.as_str(), "qwen2_moe" | "qwen3_next") && shared > 0,
         });
     }
 
     // Sliding windows: explicit layer_types win; otherwise the family's rule.
     let window = f.uint(&["sliding_window"])?.filter(|&w| w > 0);
     if let Some(window) = window {
-        let listed = map
-            .get("layer_types")
-            .and_then(Value::as_array)
-            .map(|types| {
-                types
-                    .iter()
-                    .map(|t| t.as_str() == Some("sliding_attention"))
-                    .collect::<Vec<bool>>()
-            });
+        let listed = layer_types(map, "sliding_attention");
         let layers = match (listed, family.as_str()) {
             (Some(list), _) => Some(SlidingLayers::Listed(list)),
             (None, "mistral") => Some(SlidingLayers::All),
@@ -521,5 +581,40 @@ mod tests {
         let err = parse(json!({"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 3, "vocab_size": 10})).unwrap_err();
         assert!(err.to_string().contains("does not divide"));
         assert!(parse(json!([1, 2])).is_err());
+    }
+
+    #[test]
+    fn qwen3_next_layers_follow_layer_types_and_missing_fields_are_named() {
+        let config = |extra: Value| {
+            let mut v = json!({
+                "model_type": "qwen3_next", "hidden_size": 256, "num_hidden_layers": 4,
+                "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+                "vocab_size": 1000, "intermediate_size": 512, "linear_num_key_heads": 2,
+                "linear_num_value_heads": 4, "linear_key_head_dim": 32,
+                "linear_value_head_dim": 32, "num_experts": 8, "num_experts_per_tok": 2,
+                "moe_intermediate_size": 64, "shared_expert_intermediate_size": 64
+            });
+            v.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            v
+        };
+        let (arch, _) = parse(config(json!({}))).unwrap();
+        assert_eq!(arch.recurrent_layer_count(), 3);
+        assert!(!arch.is_recurrent_layer(3));
+        let listed = json!({"layer_types": ["full_attention", "linear_attention",
+                                            "full_attention", "linear_attention"]});
+        let (arch, _) = parse(config(listed)).unwrap();
+        assert_eq!(arch.attention_layer_count(), 2);
+        assert!(arch.is_recurrent_layer(1) && !arch.is_recurrent_layer(0));
+        let mut broken = config(json!({}));
+        broken
+            .as_object_mut()
+            .unwrap()
+            .remove("linear_num_value_heads");
+        assert_eq!(
+            parse(broken).unwrap_err().to_string(),
+            "config.json: missing field 'linear_num_value_heads'"
+        );
     }
 }

@@ -17,7 +17,7 @@ use serde::Serialize;
 
 pub use arch::{
     llama_like, Attention, Mlp, ModelArch, Moe, Norm, ParamCount, ShapeField, SlidingLayers,
-    SlidingWindow, Ssm, MAX_PARAMETERS,
+    SlidingWindow, Ssm, SsmKind, MAX_PARAMETERS,
 };
 pub use catalog::{catalog, find_model, CatalogModel};
 pub use dtype::{
@@ -253,20 +253,36 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
     };
     let hidden = req("embedding_length")?;
     let layers = req("block_count")?;
-    // Mamba: every layer a state-space mixer, no attention heads.
-    let ssm = if a == "mamba" {
-        Some(arch::Ssm {
+    // Recurrent mixers: every layer (Mamba, Mamba-2) or all but every n-th (Qwen3-Next's
+    // gated DeltaNet with full attention every `full_attention_interval`-th layer).
+    let ssm_kind = match a.as_str() {
+        "mamba" => Some(arch::SsmKind::Mamba),
+        "mamba2" => Some(arch::SsmKind::Mamba2),
+        "qwen3next" => Some(arch::SsmKind::GatedDeltaNet),
+        _ => None,
+    };
+    let ssm = match ssm_kind {
+        Some(kind) => Some(arch::Ssm {
+            kind,
             conv_kernel: req("ssm.conv_kernel")?,
             inner: req("ssm.inner_size")?,
             state: req("ssm.state_size")?,
             dt_rank: req("ssm.time_step_rank")?,
-        })
-    } else {
-        None
+            groups: match kind {
+                arch::SsmKind::Mamba => 0,
+                _ => req("ssm.group_count")?,
+            },
+        }),
+        None => None,
     };
-    let heads = match ssm {
-        Some(_) => 0,
-        None => req("attention.head_count")?,
+    let recurrent_layers = match a.as_str() {
+        "qwen3next" => SlidingLayers::AllButEvery(get("full_attention_interval").unwrap_or(4)),
+        _ => SlidingLayers::All,
+    };
+    let all_recurrent = ssm.is_some() && recurrent_layers == SlidingLayers::All;
+    let heads = match all_recurrent {
+        true => 0,
+        false => req("attention.head_count")?,
     };
     let kv = get("attention.head_count_kv")
         .filter(|&v| v > 0)
@@ -296,11 +312,22 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
     arch.head_dim = get("attention.key_length")
         .filter(|&v| v > 0)
         .unwrap_or(hidden / heads.max(1));
-    if ssm.is_some() {
-        arch.ssm = ssm;
+    arch.ssm = ssm;
+    arch.recurrent_layers = recurrent_layers;
+    if all_recurrent {
         arch.head_dim = 0;
         arch.intermediate_size = 0;
         arch.norms_per_layer = 1;
+    }
+    if a == "qwen3next" {
+        // Gated attention (q_proj doubled), q/k norms; every layer MoE with a gated shared
+        // expert of `expert_shared_feed_forward_length`.
+        arch.attn_output_gate = true;
+        arch.attention = Attention::Standard {
+            qkv_bias: false,
+            o_bias: false,
+            qk_norm: true,
+        };
     }
     arch.max_position_embeddings = get("context_length");
     arch.tie_word_embeddings = !file.tensors.iter().any(|t| t.name == "output.weight");
@@ -322,12 +349,16 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
             experts,
             experts_per_token: get("expert_used_count").unwrap_or(2),
             expert_intermediate: expert_ffn,
-            shared_intermediate: get("expert_shared_count")
-                .unwrap_or(0)
-                .saturating_mul(expert_ffn),
+            shared_intermediate: match get("expert_shared_feed_forward_length") {
+                Some(shared) => shared,
+                None => get("expert_shared_count")
+                    .unwrap_or(0)
+                    .saturating_mul(expert_ffn),
+            },
             first_dense_layers: get("leading_dense_block_count").unwrap_or(0),
             layer_freq: 1,
             router_bias: false,
+            shared_gate: a == "qwen3next",
         });
     }
     // llama.cpp ignores Phi-3's sliding window (its log says so) and caches the full context.

@@ -117,3 +117,27 @@ fn config_backed_catalog_models_match_their_publishers() {
     assert_eq!(maverick.arch.params().active, 17_184_691_200);
     assert!(maverick.checkpoint_weights.is_none());
 }
+
+#[test]
+fn hybrid_and_state_space_models_count_only_their_attention_layers_in_the_kv_cache() {
+    // Qwen3-Next-80B-A3B: 36 gated-DeltaNet and 12 attention layers, 512 experts. The
+    // checkpoint's 81.3 B also holds one multi-token-prediction layer (about 1.65 B), which
+    // neither transformers nor llama.cpp's main graph loads.
+    let next = find_model("qwen3-next").unwrap().arch;
+    assert_eq!(next.attention_layer_count(), 12);
+    assert_eq!(next.recurrent_layer_count(), 36);
+    assert_eq!(next.params().total, 79_674_391_296);
+    // 10 of 512 experts per token (the "A3B"), plus the shared expert, router and embeddings.
+    assert_eq!(next.params().active, 3_874_929_408);
+    // K and V of 2 heads × 256 in 12 layers, not 48.
+    assert_eq!(
+        next.kv_elements_per_token_layer() * next.attention_layer_count() * 2,
+        24_576
+    );
+    let state = next.ssm.unwrap().state_elements_per_layer() * 36 * 4;
+    assert_eq!(state, (3 * 8192 + 128 * 4096) * 36 * 4);
+    // Mamba-Codestral-7B: 64 Mamba-2 layers, no KV cache at all.
+    let codestral = find_model("mamba-codestral").unwrap().arch;
+    assert_eq!(codestral.params().total, 7_285_403_648);
+    assert_eq!(codestral.attention_layer_count(), 0);
+}

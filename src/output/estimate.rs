@@ -73,8 +73,10 @@ pub struct EstimateReport {
     pub settings: SettingsView,
     /// Weight bytes.
     pub weights_bytes: u64,
-    /// KV-cache bytes for every sequence at full context.
+    /// KV-cache bytes for every sequence at full context, recurrent state included.
     pub kv_cache_bytes: u64,
+    /// The part of `kv_cache_bytes` that is recurrent layers' state.
+    pub recurrent_state_bytes: u64,
     /// KV cache per token.
     pub kv_bytes_per_token: u64,
     /// Activation scratch (inference) or stored activations (training).
@@ -121,6 +123,7 @@ impl EstimateReport {
             },
             weights_bytes: b.weights_bytes,
             kv_cache_bytes: b.kv_cache_bytes,
+            recurrent_state_bytes: b.recurrent_state_bytes,
             kv_bytes_per_token: b.kv_bytes_per_token,
             activation_bytes: b.activation_bytes,
             overhead_bytes: b.overhead_bytes,
@@ -178,7 +181,13 @@ impl Report for EstimateReport {
             rows.push(("optimizer state", t.optimizer_bytes));
             rows.push(("fp32 master weights", t.master_weights_bytes));
         } else {
-            rows.push(("KV cache", self.kv_cache_bytes));
+            let state = self.recurrent_state_bytes;
+            if self.kv_cache_bytes > state || state == 0 {
+                rows.push(("KV cache", self.kv_cache_bytes - state));
+            }
+            if state > 0 {
+                rows.push(("recurrent state", state));
+            }
         }
         rows.push(("activations", self.activation_bytes));
         rows.push(("runtime overhead", self.overhead_bytes));
@@ -199,11 +208,22 @@ impl Report for EstimateReport {
         ]);
         let _ = writeln!(text, "{table}");
         if self.training.is_none() {
-            let _ = writeln!(
-                text,
-                "KV cache per token: {} bytes",
-                thousands(self.kv_bytes_per_token)
-            );
+            if self.kv_bytes_per_token > 0 || self.recurrent_state_bytes == 0 {
+                let _ = writeln!(
+                    text,
+                    "KV cache per token: {} bytes",
+                    thousands(self.kv_bytes_per_token)
+                );
+            }
+            if self.recurrent_state_bytes > 0 {
+                let _ = writeln!(
+                    text,
+                    "recurrent state: {} bytes for {} sequence{}, whatever the context",
+                    thousands(self.recurrent_state_bytes),
+                    self.settings.batch,
+                    if self.settings.batch == 1 { "" } else { "s" }
+                );
+            }
         }
         if let Some(fits) = &self.fits {
             let mut t = new_table(style, &["backend", "device", "name", "available", "fits"]);

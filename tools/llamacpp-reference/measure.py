@@ -45,6 +45,26 @@ def measure(model: str, ctx: int, ubatch: int, fa: bool) -> dict:
     return row
 
 
+def describe(model: str) -> dict:
+    """The GGUF header as gpumem reads it: scalar metadata and every tensor's name, dimensions
+    (innermost first) and ggml type, so the tests can rebuild the model without the file."""
+    from gguf import GGUFReader, GGUFValueType
+    r = GGUFReader(model)
+    meta = {}
+    for f in r.fields.values():
+        if f.name.startswith("GGUF.") or (f.name.startswith("tokenizer.") and f.name != "tokenizer.ggml.model"):
+            continue
+        if len(f.types) == 1 and f.types[0] == GGUFValueType.STRING:
+            meta[f.name] = bytes(f.parts[f.data[0]]).decode()
+        elif len(f.types) == 1 and f.types[0] not in (GGUFValueType.ARRAY,):
+            v = f.parts[f.data[0]][0]
+            meta[f.name] = v.item() if hasattr(v, "item") else v
+        elif f.types and f.types[0] == GGUFValueType.ARRAY and f.types[-1] != GGUFValueType.STRING:
+            meta[f.name] = [f.parts[i][0].item() for i in f.data]
+    tensors = [[t.name, [int(x) for x in t.shape], int(t.tensor_type)] for t in r.tensors]
+    return {"metadata": meta, "tensors": tensors}
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("model")
@@ -54,6 +74,8 @@ def main() -> None:
     p.add_argument("--fa", type=int, action="append", default=None)
     p.add_argument("--shape-of", default="", help="the published model the shape is copied from")
     p.add_argument("--shape", default="{}", help="make_gguf.py's arguments as JSON, for the tests")
+    p.add_argument("--describe", action="store_true",
+                   help="record the GGUF header (metadata and tensors) for the tests")
     a = p.parse_args()
     import llama_cpp
     rows = []
@@ -70,6 +92,8 @@ def main() -> None:
         "shape": json.loads(a.shape),
         "rows": rows,
     }
+    if a.describe:
+        doc["gguf"] = describe(a.model)
     with open(a.out, "w") as f:
         json.dump(doc, f, indent=1)
         f.write("\n")

@@ -26,6 +26,14 @@ def add_tensor(w: GGUFWriter, name: str, shape: tuple, t: GGMLQuantizationType) 
     w.add_tensor_info(name, shape, np.dtype(dtype), n // block * size, raw_dtype=t)
 
 
+def add_embeddings(w: GGUFWriter, vocab: int, d: int, tied: bool) -> None:
+    """The token embedding (f16), the final norm (f32) and, unless tied, the output matrix."""
+    add_tensor(w, "token_embd.weight", (vocab, d), GGMLQuantizationType.F16)
+    add_tensor(w, "output_norm.weight", (d,), GGMLQuantizationType.F32)
+    if not tied:
+        add_tensor(w, "output.weight", (vocab, d), GGMLQuantizationType.F16)
+
+
 def finish_sparse(w: GGUFWriter, out: str) -> None:
     """Writes the header and tensor descriptions, and leaves every tensor's (aligned) data a
     hole."""

@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Writes a GGUF of a recurrent or hybrid architecture with a published model's dimensions and
+no weight data (a sparse file), like make_gguf.py does for the llama layout.
+
+  qwen3next  Qwen3-Next: gated DeltaNet layers with full (gated) attention every
+             --attn-interval-th layer, a MoE with one gated shared expert in every layer.
+  mamba2     Mamba-2: every layer an SSD mixer (in_proj, conv, A, D, gated norm, out_proj).
+
+Vectors, the convolution and the SSM parameters are f32, matrices f16, as llama.cpp's
+converter writes them.
+
+usage: make_hybrid_gguf.py qwen3next OUT.gguf --hidden 2048 --layers 8 --heads 16 --kv-heads 2
+           --head-dim 256 --vocab 151936 --experts 64 --experts-used 10 --expert-ffn 512
+           --shared-ffn 512 --ssm-k-heads 16 --ssm-v-heads 32 --ssm-head-dim 128
+       make_hybrid_gguf.py mamba2 OUT.gguf --hidden 1024 --layers 48 --vocab 50288
+           --ssm-state 128 --ssm-head-dim 64 --ssm-groups 1 [--tied]
+"""
+import argparse
+
+from gguf import GGMLQuantizationType, GGUFWriter
+
+from sparse_gguf import add_embeddings, add_tensor, add_vocab, finish_sparse
+
+F16, F32 = GGMLQuantizationType.F16, GGMLQuantizationType.F32
+
+
+def qwen3next(w: GGUFWriter, a) -> None:
+    d, hd = a.hidden, a.head_dim
+    key_dim = a.ssm_k_heads * a.ssm_head_dim
+    value_dim = a.ssm_v_heads * a.ssm_head_dim
+    conv_dim = 2 * key_dim + value_dim
+    w.add_embedding_length(d)
+    w.add_feed_forward_length(a.shared_ffn)
+    w.add_head_count(a.heads)
+    w.add_head_count_kv(a.kv_heads)
+    w.add_key_length(hd)
+    w.add_value_length(hd)
+    w.add_rope_dimension_count(hd // 4)
+    w.add_rope_freq_base(10_000_000.0)
+    w.add_expert_count(a.experts)
+    w.add_expert_used_count(a.experts_used)
+    w.add_expert_feed_forward_length(a.expert_ffn)
+    w.add_expert_shared_feed_forward_length(a.shared_ffn)
+    w.add_ssm_conv_kernel(a.conv)
+    w.add_ssm_inner_size(value_dim)
+    w.add_ssm_state_size(a.ssm_head_dim)
+    w.add_ssm_time_step_rank(a.ssm_v_heads)
+    w.add_ssm_group_count(a.ssm_k_heads)
+    w.add_uint32("qwen3next.full_attention_interval", a.attn_interval)
+
+    t = lambda name, shape, ty=F16: add_tensor(w, name, shape, ty)
+    add_embeddings(w, a.vocab, d, a.tied)
+    for i in range(a.layers):
+        b = f"blk.{i}."
+        t(b + "attn_norm.weight", (d,), F32)
+        t(b + "post_attention_norm.weight", (d,), F32)
+        if (i + 1) % a.attn_interval == 0:
+            t(b + "attn_q.weight", (a.heads * hd * 2, d))
+            t(b + "attn_k.weight", (a.kv_heads * hd, d))
+            t(b + "attn_v.weight", (a.kv_heads * hd, d))
+            t(b + "attn_output.weight", (d, a.heads * hd))
+            t(b + "attn_q_norm.weight", (hd,), F32)
+            t(b + "attn_k_norm.weight", (hd,), F32)
+        else:
+            t(b + "ssm_in.weight", (2 * key_dim + 2 * value_dim, d))
+            t(b + "ssm_conv1d.weight", (conv_dim, a.conv), F32)
+            t(b + "ssm_dt.bias", (a.ssm_v_heads,), F32)
+            t(b + "ssm_a", (a.ssm_v_heads,), F32)
+            t(b + "ssm_ba.weight", (2 * a.ssm_v_heads, d))
+            t(b + "ssm_norm.weight", (a.ssm_head_dim,), F32)
+            t(b + "ssm_out.weight", (d, value_dim))
+        t(b + "ffn_gate_inp.weight", (a.experts, d), F32)
+        t(b + "ffn_gate_exps.weight", (a.experts, a.expert_ffn, d))
+        t(b + "ffn_up_exps.weight", (a.experts, a.expert_ffn, d))
+        t(b + "ffn_down_exps.weight", (a.experts, d, a.expert_ffn))
+        t(b + "ffn_gate_inp_shexp.weight", (d,), F32)
+        t(b + "ffn_gate_shexp.weight", (a.shared_ffn, d))
+        t(b + "ffn_up_shexp.weight", (a.shared_ffn, d))
+        t(b + "ffn_down_shexp.weight", (d, a.shared_ffn))
+
+
+def mamba2(w: GGUFWriter, a) -> None:
+    d = a.hidden
+    inner = a.expand * d
+    heads = inner // a.ssm_head_dim
+    conv_dim = inner + 2 * a.ssm_groups * a.ssm_state
+    w.add_embedding_length(d)
+    w.add_feed_forward_length(0)
+    w.add_head_count(0)
+    w.add_ssm_conv_kernel(a.conv)
+    w.add_ssm_inner_size(inner)
+    w.add_ssm_state_size(a.ssm_state)
+    w.add_ssm_time_step_rank(heads)
+    w.add_ssm_group_count(a.ssm_groups)
+
+    t = lambda name, shape, ty=F16: add_tensor(w, name, shape, ty)
+    add_embeddings(w, a.vocab, d, a.tied)
+    for i in range(a.layers):
+        b = f"blk.{i}."
+        t(b + "attn_norm.weight", (d,), F32)
+        t(b + "ssm_in.weight", (2 * inner + 2 * a.ssm_groups * a.ssm_state + heads, d))
+        t(b + "ssm_conv1d.weight", (conv_dim, a.conv), F32)
+        t(b + "ssm_conv1d.bias", (conv_dim,), F32)
+        t(b + "ssm_dt.bias", (heads,), F32)
+        t(b + "ssm_a", (heads, 1), F32)
+        t(b + "ssm_d", (heads, 1), F32)
+        t(b + "ssm_norm.weight", (a.ssm_groups, inner // a.ssm_groups), F32)
+        t(b + "ssm_out.weight", (d, inner))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("arch", choices=["qwen3next", "mamba2"])
+    p.add_argument("out")
+    p.add_argument("--name", default="shape")
+    p.add_argument("--hidden", type=int, required=True)
+    p.add_argument("--layers", type=int, required=True)
+    p.add_argument("--vocab", type=int, required=True)
+    p.add_argument("--heads", type=int, default=0)
+    p.add_argument("--kv-heads", type=int, default=0)
+    p.add_argument("--head-dim", type=int, default=0)
+    p.add_argument("--experts", type=int, default=0)
+    p.add_argument("--experts-used", type=int, default=0)
+    p.add_argument("--expert-ffn", type=int, default=0)
+    p.add_argument("--shared-ffn", type=int, default=0)
+    p.add_argument("--attn-interval", type=int, default=4)
+    p.add_argument("--conv", type=int, default=4)
+    p.add_argument("--expand", type=int, default=2)
+    p.add_argument("--ssm-k-heads", type=int, default=0)
+    p.add_argument("--ssm-v-heads", type=int, default=0)
+    p.add_argument("--ssm-head-dim", type=int, default=0)
+    p.add_argument("--ssm-state", type=int, default=0)
+    p.add_argument("--ssm-groups", type=int, default=1)
+    p.add_argument("--tied", action="store_true")
+    a = p.parse_args()
+
+    w = GGUFWriter(a.out, a.arch)
+    w.add_name(a.name)
+    w.add_context_length(1 << 18)
+    w.add_block_count(a.layers)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_vocab_size(a.vocab)
+    w.add_file_type(1)
+    add_vocab(w, a.vocab)
+    {"qwen3next": qwen3next, "mamba2": mamba2}[a.arch](w, a)
+    finish_sparse(w, a.out)
+
+
+if __name__ == "__main__":
+    main()
