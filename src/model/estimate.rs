@@ -218,17 +218,24 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
     // alignment and the graph's small tensors, which llama.cpp rounds into its buffers.
     let inputs = ub * 12 + (64 << 10);
     let hidden = ub * h.max(q_dim) * 4;
-    // Logits of every token of the micro-batch, with the final norm's output and its input.
-    let output = ub * w(arch.vocab_size) * 4 + 3 * hidden;
+    // Logits of every token of the micro-batch, with the final norm's output, its input and the
+    // residual (model width).
+    let width = ub * h * 4;
+    let output = ub * w(arch.vocab_size) * 4 + 3 * width;
     // The KQ mask (f32; f16 with flash attention), two with interleaved sliding windows.
     let masks = if interleaved { 2 } else { 1 };
     let mask = masks * attended * ub * if s.flash_attention { 2 } else { 4 };
     let recurrent = arch.recurrent_layer_count();
     let has_attention = recurrent < arch.num_layers;
-    // In a hybrid the mask is first needed at the first attention layer, mid-graph, and
-    // llama.cpp's graph allocator places the logits above it: both count at the output stage.
+    // Where llama.cpp's graph allocator puts the logits depends on what the layers left
+    // behind. In a hybrid the mask is first needed mid-graph and the logits land above it; with
+    // interleaved sliding windows and flash attention they can land above both masks and three
+    // more model-width tensors (gpt-oss at 4096 tokens; not at 16384, nor Gemma 3). Both are
+    // counted, so these models may come out above llama.cpp, never below.
     let output = if recurrent > 0 && has_attention {
         output + mask
+    } else if interleaved && s.flash_attention {
+        output + mask + 3 * width
     } else {
         output
     };

@@ -319,15 +319,45 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
         arch.intermediate_size = 0;
         arch.norms_per_layer = 1;
     }
-    if a == "qwen3next" {
-        // Gated attention (q_proj doubled), q/k norms; every layer MoE with a gated shared
-        // expert of `expert_shared_feed_forward_length`.
-        arch.attn_output_gate = true;
+    // What the header's tensors show, whatever the architecture: biases, q/k norms, attention
+    // sinks, an output gate folded into q (its rows twice the query width), the norms each layer
+    // holds, and expert, router and shared-expert-gate extras.
+    let has = |suffix: &str| {
+        file.tensors
+            .iter()
+            .any(|t| t.name.starts_with("blk.") && t.name.ends_with(suffix))
+    };
+    if !all_recurrent {
+        let q_rows = file
+            .tensors
+            .iter()
+            .find(|t| t.name.starts_with("blk.") && t.name.ends_with(".attn_q.weight"))
+            .and_then(|t| t.dims.get(1).copied());
+        arch.attn_output_gate =
+            q_rows == Some(heads.saturating_mul(arch.head_dim).saturating_mul(2));
         arch.attention = Attention::Standard {
-            qkv_bias: false,
-            o_bias: false,
-            qk_norm: true,
+            qkv_bias: has(".attn_q.bias"),
+            o_bias: has(".attn_output.bias"),
+            qk_norm: has(".attn_q_norm.weight"),
         };
+        arch.attention_sinks = has(".attn_sinks.weight");
+        arch.mlp_bias = has(".ffn_up.bias") || has(".ffn_up_exps.bias");
+        if has(".ffn_up.weight") && !has(".ffn_gate.weight") {
+            arch.mlp = Mlp::Plain;
+        }
+        if has(".attn_norm.bias") {
+            arch.norm = Norm::Layer;
+        }
+        let norms = [
+            "attn_norm",
+            "ffn_norm",
+            "post_attention_norm",
+            "post_ffw_norm",
+        ];
+        arch.norms_per_layer = norms
+            .iter()
+            .filter(|n| has(&format!(".{n}.weight")))
+            .count() as u64;
     }
     arch.max_position_embeddings = get("context_length");
     arch.tie_word_embeddings = !file.tensors.iter().any(|t| t.name == "output.weight");
@@ -357,8 +387,8 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
             },
             first_dense_layers: get("leading_dense_block_count").unwrap_or(0),
             layer_freq: 1,
-            router_bias: false,
-            shared_gate: a == "qwen3next",
+            router_bias: has(".ffn_gate_inp.bias") || has(".exp_probs_b.bias"),
+            shared_gate: has(".ffn_gate_inp_shexp.weight"),
         });
     }
     // llama.cpp ignores Phi-3's sliding window (its log says so) and caches the full context.

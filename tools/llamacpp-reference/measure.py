@@ -16,9 +16,9 @@ import sys
 LOAD = r"""
 import sys
 from llama_cpp import Llama
-ctx, ub, fa = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+ctx, ub, fa, swa_full = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5] == "1"
 Llama(model_path=sys.argv[1], n_ctx=ctx, n_batch=ub, n_ubatch=ub, n_gpu_layers=0,
-      flash_attn=fa, n_threads=2, verbose=True)
+      flash_attn=fa, swa_full=swa_full, n_threads=2, verbose=True)
 """
 
 PATTERNS = {
@@ -26,16 +26,20 @@ PATTERNS = {
     "kv_mib": r"(?:llama_kv_cache:\s+CPU KV|llama_memory_recurrent:\s+CPU RS) buffer size =\s+([\d.]+) MiB",
     "compute_mib": r"CPU compute buffer size =\s+([\d.]+) MiB",
     "output_mib": r"CPU\s+output buffer size =\s+([\d.]+) MiB",
+    # The CPU backend's repacked copy of some quantized weights (e.g. MXFP4 experts): memory
+    # beside the mapped file that other backends do not allocate.
+    "cpu_repack_mib": r"CPU_REPACK model buffer size =\s+([\d.]+) MiB",
 }
 
 
-def measure(model: str, ctx: int, ubatch: int, fa: bool) -> dict:
-    run = subprocess.run([sys.executable, "-c", LOAD, model, str(ctx), str(ubatch), "1" if fa else "0"],
+def measure(model: str, ctx: int, ubatch: int, fa: bool, swa_full: bool) -> dict:
+    run = subprocess.run([sys.executable, "-c", LOAD, model, str(ctx), str(ubatch), "1" if fa else "0",
+                          "1" if swa_full else "0"],
                          capture_output=True, text=True, timeout=1800)
     log = run.stderr
     if run.returncode != 0:
         raise SystemExit(f"llama.cpp failed on {model} ctx={ctx} ubatch={ubatch} fa={fa}:\n{log[-2000:]}")
-    row = {"context": ctx, "ubatch": ubatch, "flash_attention": fa}
+    row = {"context": ctx, "ubatch": ubatch, "flash_attention": fa, "swa_full": swa_full}
     for key, pattern in PATTERNS.items():
         found = re.findall(pattern, log)
         # Several KV buffers (e.g. sliding-window caches) add up; the compute buffer is the
@@ -72,6 +76,8 @@ def main() -> None:
     p.add_argument("--ctx", type=int, action="append", required=True)
     p.add_argument("--ubatch", type=int, action="append", required=True)
     p.add_argument("--fa", type=int, action="append", default=None)
+    p.add_argument("--swa-full", type=int, action="append", default=None,
+                   help="llama.cpp's swa_full (1, the library's default, unless given)")
     p.add_argument("--shape-of", default="", help="the published model the shape is copied from")
     p.add_argument("--shape", default="{}", help="make_gguf.py's arguments as JSON, for the tests")
     p.add_argument("--describe", action="store_true",
@@ -82,11 +88,12 @@ def main() -> None:
     for ctx in a.ctx:
         for ub in a.ubatch:
             for fa in a.fa or [0]:
-                rows.append(measure(a.model, ctx, ub, bool(fa)))
-                print(rows[-1], file=sys.stderr)
+                for swa_full in a.swa_full or [1]:
+                    rows.append(measure(a.model, ctx, ub, bool(fa), bool(swa_full)))
+                    print(rows[-1], file=sys.stderr)
     doc = {
         "engine": f"llama-cpp-python {llama_cpp.__version__}, CPU backend, n_gpu_layers=0, "
-                  "n_batch=n_ubatch, one sequence, f16 KV",
+                  "n_batch=n_ubatch, one sequence, f16 KV, swa_full as each row says",
         "model": a.model.rsplit("/", 1)[-1],
         "shape_of": a.shape_of,
         "shape": json.loads(a.shape),

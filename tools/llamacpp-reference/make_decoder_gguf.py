@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Writes a GGUF of a transformer decoder beyond the plain llama layout, with a published
+model's dimensions and no weight data (a sparse file), like make_gguf.py.
+
+  gemma3    Gemma 3: q/k norms, four norms per layer, 5 sliding-window layers to 1 global.
+  qwen3moe  Qwen3-MoE: q/k norms, every layer a mixture of experts without a shared one.
+  gpt-oss   gpt-oss: biased attention with a learned sink per head, sliding window on even
+            layers, MXFP4 experts with biases and a biased router.
+
+Vectors are f32, matrices f16 (gpt-oss's experts MXFP4, as published).
+
+usage: make_decoder_gguf.py gemma3 OUT.gguf --hidden 2560 --layers 12 --heads 8 --kv-heads 4
+           --head-dim 256 --ffn 10240 --vocab 262208 --window 1024
+       make_decoder_gguf.py qwen3moe OUT.gguf --hidden 2048 --layers 8 --heads 32 --kv-heads 4
+           --head-dim 128 --vocab 151936 --experts 128 --experts-used 8 --expert-ffn 768
+       make_decoder_gguf.py gpt-oss OUT.gguf --hidden 2880 --layers 4 --heads 64 --kv-heads 8
+           --head-dim 64 --vocab 201088 --experts 32 --experts-used 4 --expert-ffn 2880
+           --window 128
+"""
+import argparse
+
+from gguf import GGMLQuantizationType, GGUFWriter
+
+from sparse_gguf import add_embeddings, add_tensor, add_vocab, finish_sparse
+
+F16, F32, MXFP4 = GGMLQuantizationType.F16, GGMLQuantizationType.F32, GGMLQuantizationType.MXFP4
+
+
+def attention(t, b: str, a, biases: bool, qk_norm: bool) -> None:
+    d, hd = a.hidden, a.head_dim
+    t(b + "attn_q.weight", (a.heads * hd, d))
+    t(b + "attn_k.weight", (a.kv_heads * hd, d))
+    t(b + "attn_v.weight", (a.kv_heads * hd, d))
+    t(b + "attn_output.weight", (d, a.heads * hd))
+    if biases:
+        t(b + "attn_q.bias", (a.heads * hd,), F32)
+        t(b + "attn_k.bias", (a.kv_heads * hd,), F32)
+        t(b + "attn_v.bias", (a.kv_heads * hd,), F32)
+        t(b + "attn_output.bias", (d,), F32)
+    if qk_norm:
+        t(b + "attn_q_norm.weight", (hd,), F32)
+        t(b + "attn_k_norm.weight", (hd,), F32)
+
+
+def experts(t, b: str, a, ty, biases: bool) -> None:
+    d, f, n = a.hidden, a.expert_ffn, a.experts
+    t(b + "ffn_gate_inp.weight", (n, d), F32)
+    t(b + "ffn_gate_exps.weight", (n, f, d), ty)
+    t(b + "ffn_up_exps.weight", (n, f, d), ty)
+    t(b + "ffn_down_exps.weight", (n, d, f), ty)
+    if biases:
+        t(b + "ffn_gate_inp.bias", (n,), F32)
+        t(b + "ffn_gate_exps.bias", (n, f), F32)
+        t(b + "ffn_up_exps.bias", (n, f), F32)
+        t(b + "ffn_down_exps.bias", (n, d), F32)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("arch", choices=["gemma3", "qwen3moe", "gpt-oss"])
+    p.add_argument("out")
+    p.add_argument("--name", default="shape")
+    p.add_argument("--hidden", type=int, required=True)
+    p.add_argument("--layers", type=int, required=True)
+    p.add_argument("--heads", type=int, required=True)
+    p.add_argument("--kv-heads", type=int, required=True)
+    p.add_argument("--head-dim", type=int, required=True)
+    p.add_argument("--vocab", type=int, required=True)
+    p.add_argument("--ffn", type=int, default=0)
+    p.add_argument("--experts", type=int, default=0)
+    p.add_argument("--experts-used", type=int, default=0)
+    p.add_argument("--expert-ffn", type=int, default=0)
+    p.add_argument("--window", type=int, default=0)
+    a = p.parse_args()
+    d = a.hidden
+
+    w = GGUFWriter(a.out, a.arch)
+    w.add_name(a.name)
+    w.add_context_length(1 << 17)
+    w.add_block_count(a.layers)
+    w.add_embedding_length(d)
+    w.add_feed_forward_length(a.ffn or a.expert_ffn)
+    w.add_head_count(a.heads)
+    w.add_head_count_kv(a.kv_heads)
+    w.add_key_length(a.head_dim)
+    w.add_value_length(a.head_dim)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base(1_000_000.0)
+    w.add_vocab_size(a.vocab)
+    w.add_file_type(1)
+    if a.window:
+        w.add_sliding_window(a.window)
+    if a.experts:
+        w.add_expert_count(a.experts)
+        w.add_expert_used_count(a.experts_used)
+        w.add_expert_feed_forward_length(a.expert_ffn)
+    add_vocab(w, a.vocab)
+
+    t = lambda name, shape, ty=F16: add_tensor(w, name, shape, ty)
+    add_embeddings(w, a.vocab, d, tied=a.arch == "gemma3")
+    for i in range(a.layers):
+        b = f"blk.{i}."
+        t(b + "attn_norm.weight", (d,), F32)
+        if a.arch == "gemma3":
+            attention(t, b, a, biases=False, qk_norm=True)
+            t(b + "post_attention_norm.weight", (d,), F32)
+            t(b + "ffn_norm.weight", (d,), F32)
+            t(b + "ffn_gate.weight", (a.ffn, d))
+            t(b + "ffn_up.weight", (a.ffn, d))
+            t(b + "ffn_down.weight", (d, a.ffn))
+            t(b + "post_ffw_norm.weight", (d,), F32)
+        elif a.arch == "qwen3moe":
+            attention(t, b, a, biases=False, qk_norm=True)
+            t(b + "ffn_norm.weight", (d,), F32)
+            experts(t, b, a, F16, biases=False)
+        else:
+            attention(t, b, a, biases=True, qk_norm=False)
+            t(b + "attn_sinks.weight", (a.heads,), F32)
+            t(b + "post_attention_norm.weight", (d,), F32)
+            experts(t, b, a, MXFP4, biases=True)
+    finish_sparse(w, a.out)
+
+
+if __name__ == "__main__":
+    main()
