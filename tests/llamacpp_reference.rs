@@ -216,7 +216,8 @@ fn estimates_match_llama_cpp_and_are_never_below_it() {
     rows.extend(compare_described("gemma-3-4b-shape.json"));
     rows.extend(compare_described("gpt-oss-20b-shape.json"));
     rows.extend(compare_described("qwen3-30b-a3b-shape.json"));
-    assert_eq!(rows.len(), 81);
+    rows.extend(compare_described("granite-4.0-h-layout.json"));
+    assert_eq!(rows.len(), 89);
     // The accuracy table the README shows (`cargo test --test llamacpp_reference -- --nocapture`).
     for (name, context, ubatch, fa, ratio) in &rows {
         eprintln!(
@@ -226,15 +227,78 @@ fn estimates_match_llama_cpp_and_are_never_below_it() {
     }
     for (name, context, ubatch, fa, ratio) in &rows {
         // Hybrids (recurrent and attention layers) and interleaved sliding windows under flash
-        // attention are held to never below and at most 13 % above: whether llama.cpp's graph
-        // allocator places the logits above the KQ masks depends on the shapes, and gpumem
+        // attention are held to never below and at most 16 % above: whether llama.cpp's graph
+        // allocator places the logits above the KQ masks depends on the shapes (it does for
+        // Qwen3-Next, not for Granite-4.0-H), and gpumem, which does not replay the allocator,
         // assumes it does.
         let loose = name.starts_with("qwen3-next")
+            || name.starts_with("granite")
             || (*fa && (name.starts_with("gemma") || name.starts_with("gpt-oss")));
-        let most = if loose { 1.13 } else { 1.05 };
+        let most = if loose { 1.16 } else { 1.05 };
         assert!(
             (1.0..=most).contains(ratio),
             "{name} ctx {context} ubatch {ubatch} fa {fa}: activations {ratio:.4} × llama.cpp"
         );
+    }
+}
+
+/// The same shapes written as Hugging Face config.json files give exactly the parameters of the
+/// GGUFs llama.cpp loaded, so `--config` and `--gguf` agree on these architectures.
+#[test]
+fn config_json_readings_match_the_measured_ggufs() {
+    let cases = [
+        (
+            "qwen3-next-shape.json",
+            serde_json::json!({
+                "model_type": "qwen3_next", "hidden_size": 2048, "num_hidden_layers": 8,
+                "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
+                "intermediate_size": 5120, "vocab_size": 151936, "tie_word_embeddings": false,
+                "full_attention_interval": 4, "linear_conv_kernel_dim": 4,
+                "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+                "linear_num_key_heads": 16, "linear_num_value_heads": 32, "num_experts": 64,
+                "num_experts_per_tok": 10, "moe_intermediate_size": 512,
+                "shared_expert_intermediate_size": 512
+            }),
+        ),
+        (
+            "granite-4.0-h-layout.json",
+            serde_json::json!({
+                "model_type": "granitemoehybrid", "hidden_size": 1536, "num_hidden_layers": 8,
+                "num_attention_heads": 12, "num_key_value_heads": 4, "vocab_size": 100352,
+                "intermediate_size": 512, "shared_intermediate_size": 4096,
+                "num_local_experts": 0, "tie_word_embeddings": true,
+                "layer_types": ["mamba", "mamba", "mamba", "attention",
+                                "mamba", "mamba", "mamba", "attention"],
+                "mamba_n_heads": 48, "mamba_d_head": 64, "mamba_n_groups": 1,
+                "mamba_d_state": 128, "mamba_d_conv": 4, "mamba_expand": 2
+            }),
+        ),
+        (
+            "mamba2-370m-shape.json",
+            serde_json::json!({
+                "model_type": "mamba2", "hidden_size": 1024, "num_hidden_layers": 48,
+                "state_size": 128, "head_dim": 64, "n_groups": 1, "expand": 2,
+                "conv_kernel": 4, "vocab_size": 50288, "tie_word_embeddings": true
+            }),
+        ),
+    ];
+    for (name, config) in cases {
+        let doc = fixture(name);
+        let tensors: u64 = doc["gguf"]["tensors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                t[1].as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|d| d.as_u64().unwrap())
+                    .product::<u64>()
+            })
+            .sum();
+        let (arch, warnings) =
+            gpumem::model::parse_config(Path::new("config.json"), name, &config).unwrap();
+        assert!(warnings.is_empty(), "{name}: {warnings:?}");
+        assert_eq!(arch.params().total, tensors, "{name}");
     }
 }

@@ -33,6 +33,7 @@ pub const KNOWN_FAMILIES: &[&str] = &[
     "qwen3_next",
     "mamba",
     "mamba2",
+    "granitemoehybrid",
 ];
 
 /// Largest accepted config.json (real ones are a few KiB).
@@ -376,6 +377,29 @@ pub fn parse_config(
                 ),
             };
         }
+        "granitemoehybrid" => {
+            // Granite-4.0-H: Mamba-2 mixers, attention in the layers `layer_types` names, a
+            // shared MLP in every layer (the only MLP when there are no experts).
+            let inner = f
+                .uint(&["mamba_expand"])?
+                .unwrap_or(2)
+                .saturating_mul(hidden);
+            arch.ssm = Some(super::arch::Ssm {
+                kind: SsmKind::Mamba2,
+                conv_kernel: f.uint(&["mamba_d_conv"])?.unwrap_or(4),
+                inner,
+                state: f.uint(&["mamba_d_state"])?.unwrap_or(256),
+                dt_rank: f.uint(&["mamba_n_heads"])?.unwrap_or(128),
+                groups: f.uint(&["mamba_n_groups"])?.unwrap_or(1),
+            });
+            arch.recurrent_layers = match layer_types(map, "mamba") {
+                Some(list) => SlidingLayers::Listed(list),
+                None => SlidingLayers::All,
+            };
+            if f.uint(&["num_local_experts"])?.unwrap_or(0) == 0 {
+                arch.intermediate_size = f.req(&["shared_intermediate_size"])?;
+            }
+        }
         "gemma" => {}
         "gemma2" => arch.norms_per_layer = 4,
         "gemma3" | "gemma3_text" => {
@@ -454,6 +478,7 @@ pub fn parse_config(
             "qwen2_moe" | "qwen3_next" => {
                 f.uint(&["shared_expert_intermediate_size"])?.unwrap_or(0)
             }
+            "granitemoehybrid" => f.uint(&["shared_intermediate_size"])?.unwrap_or(0),
             "llama4" | "llama4_text" => expert_intermediate,
             _ => f
                 .uint(&["n_shared_experts"])?

@@ -257,7 +257,7 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
     // gated DeltaNet with full attention every `full_attention_interval`-th layer).
     let ssm_kind = match a.as_str() {
         "mamba" => Some(arch::SsmKind::Mamba),
-        "mamba2" => Some(arch::SsmKind::Mamba2),
+        "mamba2" | "granitehybrid" => Some(arch::SsmKind::Mamba2),
         "qwen3next" => Some(arch::SsmKind::GatedDeltaNet),
         _ => None,
     };
@@ -277,6 +277,18 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
     };
     let recurrent_layers = match a.as_str() {
         "qwen3next" => SlidingLayers::AllButEvery(get("full_attention_interval").unwrap_or(4)),
+        // llama.cpp's rule for Granite-4.0-H: a layer is recurrent when its KV head count is 0.
+        "granitehybrid" => match file.metadata.get(&format!("{a}.attention.head_count_kv")) {
+            Some(GgufValue::Array { len, ints }) if *len == ints.len() as u64 => {
+                SlidingLayers::Listed(ints.iter().map(|&n| n == 0).collect())
+            }
+            _ => {
+                return Err(ModelError::MissingField {
+                    path: path.into(),
+                    field: format!("{a}.attention.head_count_kv (one per layer)"),
+                })
+            }
+        },
         _ => SlidingLayers::All,
     };
     let all_recurrent = ssm.is_some() && recurrent_layers == SlidingLayers::All;

@@ -5,6 +5,8 @@ no weight data (a sparse file), like make_gguf.py does for the llama layout.
   qwen3next  Qwen3-Next: gated DeltaNet layers with full (gated) attention every
              --attn-interval-th layer, a MoE with one gated shared expert in every layer.
   mamba2     Mamba-2: every layer an SSD mixer (in_proj, conv, A, D, gated norm, out_proj).
+  granitehybrid  Granite-4.0-H (dense): Mamba-2 mixers with attention in the layers
+             --attn-layers lists, a gated MLP after every mixer.
 
 Vectors, the convolution and the SSM parameters are f32, matrices f16, as llama.cpp's
 converter writes them.
@@ -81,36 +83,72 @@ def qwen3next(w: GGUFWriter, a) -> None:
 
 def mamba2(w: GGUFWriter, a) -> None:
     d = a.hidden
-    inner = a.expand * d
-    heads = inner // a.ssm_head_dim
-    conv_dim = inner + 2 * a.ssm_groups * a.ssm_state
     w.add_embedding_length(d)
     w.add_feed_forward_length(0)
     w.add_head_count(0)
+    ssm_keys(w, a)
+    t = lambda name, shape, ty=F16: add_tensor(w, name, shape, ty)
+    add_embeddings(w, a.vocab, d, a.tied)
+    for i in range(a.layers):
+        t(f"blk.{i}.attn_norm.weight", (d,), F32)
+        mamba2_mixer(t, f"blk.{i}.", a)
+
+
+def mamba2_mixer(t, b: str, a) -> None:
+    d = a.hidden
+    inner = a.expand * d
+    heads = inner // a.ssm_head_dim
+    conv_dim = inner + 2 * a.ssm_groups * a.ssm_state
+    t(b + "ssm_in.weight", (2 * inner + 2 * a.ssm_groups * a.ssm_state + heads, d))
+    t(b + "ssm_conv1d.weight", (conv_dim, a.conv), F32)
+    t(b + "ssm_conv1d.bias", (conv_dim,), F32)
+    t(b + "ssm_dt.bias", (heads,), F32)
+    t(b + "ssm_a", (heads, 1), F32)
+    t(b + "ssm_d", (heads, 1), F32)
+    t(b + "ssm_norm.weight", (a.ssm_groups, inner // a.ssm_groups), F32)
+    t(b + "ssm_out.weight", (d, inner))
+
+
+def ssm_keys(w: GGUFWriter, a) -> None:
+    inner = a.expand * a.hidden
     w.add_ssm_conv_kernel(a.conv)
     w.add_ssm_inner_size(inner)
     w.add_ssm_state_size(a.ssm_state)
-    w.add_ssm_time_step_rank(heads)
+    w.add_ssm_time_step_rank(inner // a.ssm_head_dim)
     w.add_ssm_group_count(a.ssm_groups)
 
+
+def granitehybrid(w: GGUFWriter, a) -> None:
+    d, hd = a.hidden, a.head_dim
+    attn = {int(i) for i in a.attn_layers.split(",")}
+    w.add_embedding_length(d)
+    w.add_feed_forward_length(a.ffn)
+    w.add_head_count(a.heads)
+    w.add_head_count_kv([a.kv_heads if i in attn else 0 for i in range(a.layers)])
+    w.add_key_length(hd)
+    w.add_value_length(hd)
+    ssm_keys(w, a)
     t = lambda name, shape, ty=F16: add_tensor(w, name, shape, ty)
     add_embeddings(w, a.vocab, d, a.tied)
     for i in range(a.layers):
         b = f"blk.{i}."
         t(b + "attn_norm.weight", (d,), F32)
-        t(b + "ssm_in.weight", (2 * inner + 2 * a.ssm_groups * a.ssm_state + heads, d))
-        t(b + "ssm_conv1d.weight", (conv_dim, a.conv), F32)
-        t(b + "ssm_conv1d.bias", (conv_dim,), F32)
-        t(b + "ssm_dt.bias", (heads,), F32)
-        t(b + "ssm_a", (heads, 1), F32)
-        t(b + "ssm_d", (heads, 1), F32)
-        t(b + "ssm_norm.weight", (a.ssm_groups, inner // a.ssm_groups), F32)
-        t(b + "ssm_out.weight", (d, inner))
+        if i in attn:
+            t(b + "attn_q.weight", (a.heads * hd, d))
+            t(b + "attn_k.weight", (a.kv_heads * hd, d))
+            t(b + "attn_v.weight", (a.kv_heads * hd, d))
+            t(b + "attn_output.weight", (d, a.heads * hd))
+        else:
+            mamba2_mixer(t, b, a)
+        t(b + "ffn_norm.weight", (d,), F32)
+        t(b + "ffn_gate.weight", (a.ffn, d))
+        t(b + "ffn_up.weight", (a.ffn, d))
+        t(b + "ffn_down.weight", (d, a.ffn))
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("arch", choices=["qwen3next", "mamba2"])
+    p.add_argument("arch", choices=["qwen3next", "mamba2", "granitehybrid"])
     p.add_argument("out")
     p.add_argument("--name", default="shape")
     p.add_argument("--hidden", type=int, required=True)
@@ -124,6 +162,8 @@ def main() -> None:
     p.add_argument("--expert-ffn", type=int, default=0)
     p.add_argument("--shared-ffn", type=int, default=0)
     p.add_argument("--attn-interval", type=int, default=4)
+    p.add_argument("--attn-layers", default="", help="granitehybrid: attention layers, e.g. 3,7")
+    p.add_argument("--ffn", type=int, default=0)
     p.add_argument("--conv", type=int, default=4)
     p.add_argument("--expand", type=int, default=2)
     p.add_argument("--ssm-k-heads", type=int, default=0)
@@ -142,7 +182,7 @@ def main() -> None:
     w.add_vocab_size(a.vocab)
     w.add_file_type(1)
     add_vocab(w, a.vocab)
-    {"qwen3next": qwen3next, "mamba2": mamba2}[a.arch](w, a)
+    {"qwen3next": qwen3next, "mamba2": mamba2, "granitehybrid": granitehybrid}[a.arch](w, a)
     finish_sparse(w, a.out)
 
 
