@@ -85,6 +85,14 @@ impl<D: DeviceMemory> DeviceMemory for FaultInjector<D> {
         self.inner.mem_info()
     }
 
+    fn shares_host_memory(&self) -> bool {
+        self.inner.shares_host_memory()
+    }
+
+    fn held_bytes(&self) -> Option<u64> {
+        self.inner.held_bytes()
+    }
+
     fn max_allocation(&self) -> Option<u64> {
         self.inner.max_allocation()
     }
@@ -143,6 +151,12 @@ impl DeviceMemory for std::sync::Arc<dyn DeviceMemory> {
     }
     fn has_driver(&self) -> bool {
         (**self).has_driver()
+    }
+    fn shares_host_memory(&self) -> bool {
+        (**self).shares_host_memory()
+    }
+    fn held_bytes(&self) -> Option<u64> {
+        (**self).held_bytes()
     }
     fn virtual_memory(&self) -> Option<&dyn crate::device::VirtualMemory> {
         (**self).virtual_memory()

@@ -185,6 +185,16 @@ impl DeviceMemory for HostDevice {
         false
     }
 
+    // Without a capacity the free figure is the machine's available memory; with one it is
+    // this device's own count.
+    fn shares_host_memory(&self) -> bool {
+        self.capacity.is_none()
+    }
+
+    fn held_bytes(&self) -> Option<u64> {
+        Some(self.budget.used())
+    }
+
     #[cfg(unix)]
     fn virtual_memory(&self) -> Option<&dyn VirtualMemory> {
         Some(self)

@@ -294,6 +294,14 @@ impl DeviceMemory for OpenclMemory {
         Ok(())
     }
 
+    fn shares_host_memory(&self) -> bool {
+        self.host_shared
+    }
+
+    fn held_bytes(&self) -> Option<u64> {
+        Some(self.budget.used())
+    }
+
     fn mem_info(&self) -> Result<(u64, u64), DeviceError> {
         let left = self.budget.left().unwrap_or(0);
         Ok((super::host_shared_free(self.host_shared, left), self.total))

@@ -837,6 +837,14 @@ impl DeviceMemory for VulkanMemory {
         Ok(())
     }
 
+    fn shares_host_memory(&self) -> bool {
+        self.host_shared
+    }
+
+    fn held_bytes(&self) -> Option<u64> {
+        Some(self.budget.used())
+    }
+
     fn mem_info(&self) -> Result<(u64, u64), DeviceError> {
         let ours = super::host_shared_free(self.host_shared, self.budget.left().unwrap_or(0));
         if self.budget_ext {

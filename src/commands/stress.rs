@@ -13,7 +13,7 @@ use crate::error::CliError;
 use crate::exit::Exit;
 use crate::output::stress::StressReport;
 use crate::output::{Output, Progress};
-use crate::workload::stress::{run_stress, StressPhase};
+use crate::workload::stress::{run_stress, DeviceBaseline, StressPhase};
 
 /// Runs `gpumem stress` and returns its exit status.
 pub fn run(args: &StressArgs, out: &Output) -> Result<Exit> {
@@ -27,9 +27,8 @@ pub fn run(args: &StressArgs, out: &Output) -> Result<Exit> {
         return Err(CliError::Usage("stress checks data integrity, and sim:SIZE holds no data; use host:SIZE or a real device".into()).into());
     }
     let base = open_device_within(&spec, &probe)?;
-    let (free_before, total) = base
-        .mem_info()
-        .with_context(|| format!("querying {spec}"))?;
+    let (baseline, total) =
+        DeviceBaseline::read(base.as_ref()).with_context(|| format!("querying {spec}"))?;
     let injector = args
         .inject_failures
         .map(|rate| Arc::new(FaultInjector::new(base.clone(), rate, args.seed)));
@@ -62,7 +61,7 @@ pub fn run(args: &StressArgs, out: &Output) -> Result<Exit> {
     let outcome = run_stress(
         &pool,
         base.as_ref(),
-        free_before,
+        baseline,
         &options,
         &injected,
         &progress,

@@ -116,6 +116,18 @@ pub trait DeviceMemory: Send + Sync {
         !self.simulated()
     }
 
+    /// Whether the device's memory is the host's RAM (host memory, PoCL, lavapipe, integrated
+    /// GPUs), so its free figure moves with every other process on the machine.
+    fn shares_host_memory(&self) -> bool {
+        false
+    }
+
+    /// Bytes this handle holds on the device, counted at each reservation and release (`None`
+    /// where the backend does not count them and the driver's free figure is the measure).
+    fn held_bytes(&self) -> Option<u64> {
+        None
+    }
+
     /// Reserves a segment of exactly `bytes` bytes.
     fn reserve(&self, bytes: u64) -> Result<Segment, DeviceError>;
 

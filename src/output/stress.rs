@@ -159,6 +159,12 @@ pub fn failure_text(f: &StressFailure) -> String {
         } => format!(
             "leak: device free memory {free_after} bytes after, {free_before} before (tolerance {tolerance})"
         ),
+        StressFailure::LeakedDeviceBytes {
+            held_after,
+            held_before,
+        } => format!(
+            "leak: the device holds {held_after} bytes for gpumem after recovery, {held_before} before"
+        ),
         StressFailure::Corruption { buffers } => {
             format!("corruption: {buffers} buffers did not read back as written")
         }
@@ -263,13 +269,24 @@ impl Report for StressReport {
             format!("{} / {}", o.leaked_buffers, o.leaked_bytes),
         ]);
         s.add_row(vec![
-            "device free before / after".to_string(),
+            if o.free_compared {
+                "device free before / after"
+            } else {
+                "device free before / after (host RAM: not compared)"
+            }
+            .to_string(),
             format!(
                 "{} / {}",
                 format_bytes(o.device_free_before),
                 format_bytes(o.device_free_after)
             ),
         ]);
+        if let (Some(before), Some(after)) = (o.device_held_before, o.device_held_after) {
+            s.add_row(vec![
+                "held on the device before / after".to_string(),
+                format!("{} / {}", format_bytes(before), format_bytes(after)),
+            ]);
+        }
         let _ = writeln!(text, "{s}");
         let verdict = if o.interrupted && o.passed {
             "INTERRUPTED: partial report; every check so far passed".to_string()

@@ -188,6 +188,14 @@ pub enum StressFailure {
         /// Difference allowed for the driver's own bookkeeping.
         tolerance: u64,
     },
+    /// The backend's own count of bytes held on the device (every reservation less every
+    /// release) is higher after recovery than before the run.
+    LeakedDeviceBytes {
+        /// Bytes held after recovery.
+        held_after: u64,
+        /// Bytes held before the run.
+        held_before: u64,
+    },
     /// Buffers that did not read back as written.
     Corruption {
         /// Buffers whose bytes changed between write and read.
@@ -239,6 +247,14 @@ pub struct StressOutcome {
     pub device_free_after: u64,
     /// Allowed difference between the two.
     pub free_tolerance_bytes: u64,
+    /// Whether the free figures were held to the tolerance: not on a device that shares the
+    /// host's memory, whose free figure moves with every other process (`device_held_*`
+    /// decide there).
+    pub free_compared: bool,
+    /// Bytes the backend counted as held on the device before the run (`None`: not counted).
+    pub device_held_before: Option<u64>,
+    /// The same after recovery; any more than before is a leak.
+    pub device_held_after: Option<u64>,
     /// Each phase's counts and notes, in run order.
     #[serde(skip)]
     pub phases: Vec<PhaseReport>,
@@ -344,16 +360,40 @@ fn request<'p>(
     }
 }
 
+/// What the device held and had free before the run, read before the pool was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceBaseline {
+    /// The device's free bytes.
+    pub free: u64,
+    /// The backend's count of bytes held ([`DeviceMemory::held_bytes`]).
+    pub held: Option<u64>,
+}
+
+impl DeviceBaseline {
+    /// Reads `device` now.
+    pub fn read(device: &dyn DeviceMemory) -> Result<(Self, u64), crate::device::DeviceError> {
+        let (free, total) = device.mem_info()?;
+        Ok((
+            DeviceBaseline {
+                free,
+                held: device.held_bytes(),
+            },
+            total,
+        ))
+    }
+}
+
 /// Runs the selected phases on `pool` (whose device is `device`), then recovers.
 /// `progress(phase, done, total)` reports progress; `injected` reads the fault injector.
 pub fn run_stress(
     pool: &Pool,
     device: &dyn DeviceMemory,
-    free_before: u64,
+    baseline: DeviceBaseline,
     opts: &StressOptions,
     injected: &dyn Fn() -> u64,
     progress: &(dyn Fn(StressPhase, u64, u64) + Sync),
 ) -> StressOutcome {
+    let free_before = baseline.free;
     let start = Instant::now();
     let phase_now = Arc::new(Mutex::new(StressPhase::Ramp));
     let transitions: Arc<Mutex<Vec<Transition>>> = Arc::new(Mutex::new(Vec::new()));
@@ -671,13 +711,24 @@ pub fn run_stress(
             bytes: stats.reserved_bytes,
         });
     }
-    if free_after + tolerance < free_before {
+    let free_compared = !device.shares_host_memory();
+    if free_compared && free_after + tolerance < free_before {
         passed = false;
         failures.push(StressFailure::LeakedDeviceMemory {
             free_after,
             free_before,
             tolerance,
         });
+    }
+    let held_after = device.held_bytes();
+    if let (Some(held_before), Some(held_after)) = (baseline.held, held_after) {
+        if held_after > held_before {
+            passed = false;
+            failures.push(StressFailure::LeakedDeviceBytes {
+                held_after,
+                held_before,
+            });
+        }
     }
     notes.push(PhaseNote::RecoverDeviceFree {
         before_bytes: free_before,
@@ -729,6 +780,9 @@ pub fn run_stress(
         device_free_before: free_before,
         device_free_after: free_after,
         free_tolerance_bytes: tolerance,
+        free_compared,
+        device_held_before: baseline.held,
+        device_held_after: held_after,
         phases,
         interrupted: opts.interrupt.load(Ordering::Relaxed),
         passed: failures.is_empty(),
