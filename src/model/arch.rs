@@ -251,6 +251,9 @@ pub struct ModelArch {
     /// Attention output gated per head by a sigmoid of a second query-sized projection
     /// (Qwen3-Next), which doubles `q_proj`.
     pub attn_output_gate: bool,
+    /// Under MLA, the engine caches full per-head K and V instead of the latent (llama.cpp on
+    /// GGUFs converted before attn_kv_b was split: about 9 × the latent for DeepSeek-V2).
+    pub mla_full_cache: bool,
     /// The publisher counts active parameters without the input embedding table (a lookup, not
     /// compute), as OpenAI does for gpt-oss.
     pub active_without_embedding: bool,
@@ -708,6 +711,16 @@ impl ModelArch {
                 .saturating_mul(self.num_kv_heads)
                 .saturating_mul(self.head_dim),
             Attention::Mla {
+                qk_nope_head_dim,
+                qk_rope_head_dim,
+                v_head_dim,
+                ..
+            } if self.mla_full_cache => self.num_kv_heads.saturating_mul(
+                qk_nope_head_dim
+                    .saturating_add(*qk_rope_head_dim)
+                    .saturating_add(*v_head_dim),
+            ),
+            Attention::Mla {
                 kv_lora_rank,
                 qk_rope_head_dim,
                 ..
@@ -782,5 +795,6 @@ pub fn llama_like(
         ssm: None,
         recurrent_layers: SlidingLayers::All,
         attn_output_gate: false,
+        mla_full_cache: false,
     }
 }

@@ -39,7 +39,7 @@
 
 use serde::Serialize;
 
-use super::arch::{Mlp, ModelArch, ParamCount, SsmKind};
+use super::arch::{Attention, Mlp, ModelArch, ParamCount, SsmKind};
 use super::dtype::Precision;
 
 /// Whether the estimate counts inference or mixed-precision training memory.
@@ -231,19 +231,38 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
     // behind. In a hybrid the mask is first needed mid-graph and the logits land above it; with
     // interleaved sliding windows and flash attention they can land above both masks and three
     // more model-width tensors (gpt-oss at 4096 tokens; not at 16384, nor Gemma 3). Both are
-    // counted, so these models may come out above llama.cpp, never below.
+    // counted, so these models may come out above llama.cpp, never below. Under MLA the
+    // logits can land above eight model-width tensors (DeepSeek-V2's layout at 4096 tokens).
+    let mla = match &arch.attention {
+        Attention::Mla {
+            kv_lora_rank,
+            v_head_dim,
+            ..
+        } => Some(if arch.mla_full_cache {
+            *v_head_dim
+        } else {
+            *kv_lora_rank
+        }),
+        Attention::Standard { .. } => None,
+    };
     let output = if recurrent > 0 && has_attention {
         output + mask
     } else if interleaved && s.flash_attention {
         output + mask + 3 * width
+    } else if mla.is_some() {
+        output + 8 * width
     } else {
         output
     };
     // A hybrid's attention layers keep more model-width tensors live around the scores
     // (llama.cpp's reports on two Qwen3-Next shapes need 10.5 and 12 of them) besides this
     // micro-batch's K and V; a plain decoder six of the wider of the model and query widths.
+    // MLA adds two per-head tensors of the latent width (the absorbed query and the latent
+    // output; of the value width when the cache holds full K and V) and two more hidden states.
     let around = if recurrent > 0 {
         (12 * h + 2 * w(arch.num_kv_heads) * w(arch.head_dim)) * ub * 4
+    } else if let Some(width) = mla {
+        8 * hidden + 2 * ub * heads * w(width) * 4
     } else {
         6 * hidden
     };

@@ -92,6 +92,14 @@ pub enum ModelWarning {
         /// The safetensors path given.
         path: std::path::PathBuf,
     },
+    /// An MLA GGUF converted before llama.cpp split `attn_kv_b`: llama.cpp caches full K and V
+    /// per head for it instead of the latent a newer conversion caches.
+    MlaFullCache {
+        /// Elements cached per token and layer: full K and V of every head.
+        full: u64,
+        /// What a current conversion caches: the latent and the rotary key.
+        latent: u64,
+    },
 }
 
 /// Which source to load.
@@ -180,12 +188,26 @@ fn load_any(spec: &SourceSpec) -> Result<ModelSource, ModelError> {
                 parameters: file.parameters(),
                 bytes: file.tensor_bytes(),
             };
+            let mut warnings = Vec::new();
+            if let Attention::Mla {
+                kv_lora_rank,
+                qk_rope_head_dim,
+                ..
+            } = &arch.attention
+            {
+                if arch.mla_full_cache {
+                    warnings.push(ModelWarning::MlaFullCache {
+                        full: arch.kv_elements_per_token_layer(),
+                        latent: kv_lora_rank.saturating_add(*qk_rope_head_dim),
+                    });
+                }
+            }
             Ok(ModelSource {
                 name: arch.name.clone(),
                 kind: SourceKind::Gguf,
                 arch,
                 file_weights: Some(weights),
-                warnings: Vec::new(),
+                warnings,
             })
         }
         SourceSpec::Safetensors(path) => {
@@ -375,15 +397,31 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
     arch.tie_word_embeddings = !file.tensors.iter().any(|t| t.name == "output.weight");
     if let Some(rank) = get("attention.kv_lora_rank").filter(|&v| v > 0) {
         let rope = get("rope.dimension_count").unwrap_or(64);
-        let key_len = get("attention.key_length").unwrap_or(192);
+        // Newer conversions split attn_kv_b and give the per-head sizes as `*_mla` keys (the
+        // plain ones then describe the cached latent); llama.cpp caches the latent only then.
+        // Older ones keep attn_kv_b whole, and llama.cpp caches full K and V per head.
+        let split = get("attention.key_length_mla").is_some();
+        let (key_len, value_len) = if split {
+            (
+                get("attention.key_length_mla").unwrap_or(192),
+                get("attention.value_length_mla").unwrap_or(128),
+            )
+        } else {
+            (
+                get("attention.key_length").unwrap_or(192),
+                get("attention.value_length").unwrap_or(128),
+            )
+        };
         arch.attention = Attention::Mla {
             q_lora_rank: get("attention.q_lora_rank").filter(|&v| v > 0),
             kv_lora_rank: rank,
             qk_nope_head_dim: key_len.saturating_sub(rope),
             qk_rope_head_dim: rope,
-            v_head_dim: get("attention.value_length").unwrap_or(128),
+            v_head_dim: value_len,
         };
+        arch.head_dim = key_len;
         arch.num_kv_heads = heads;
+        arch.mla_full_cache = !split;
     }
     if let Some(experts) = get("expert_count").filter(|&v| v > 0) {
         let expert_ffn = get("expert_feed_forward_length").unwrap_or(ffn);

@@ -358,5 +358,11 @@ pub fn warning_text(w: &ModelWarning) -> String {
             "no config.json beside {}: KV cache and activations are not estimated",
             path.display()
         ),
+        ModelWarning::MlaFullCache { full, latent } => format!(
+            "this GGUF keeps attn_kv_b unsplit (an older conversion): llama.cpp caches full K and \
+             V per head for it, {:.1}× the latent a current conversion caches; reconvert to \
+             shrink the KV cache",
+            *full as f64 / (*latent).max(1) as f64
+        ),
     }
 }

@@ -6,6 +6,10 @@ model's dimensions and no weight data (a sparse file), like make_gguf.py.
   qwen3moe  Qwen3-MoE: q/k norms, every layer a mixture of experts without a shared one.
   gpt-oss   gpt-oss: biased attention with a learned sink per head, sliding window on even
             layers, MXFP4 experts with biases and a biased router.
+  deepseek2 DeepSeek-V2: multi-head latent attention (q compressed to --q-lora), the first
+            --dense-layers layers dense, then experts with --shared-experts shared ones. With
+            --legacy-mla the GGUF has the unsplit attn_kv_b of older conversions (llama.cpp then
+            caches full K and V per head instead of the latent).
 
 Vectors are f32, matrices f16 (gpt-oss's experts MXFP4, as published).
 
@@ -55,9 +59,53 @@ def experts(t, b: str, a, ty, biases: bool) -> None:
         t(b + "ffn_down_exps.bias", (n, d), F32)
 
 
+def deepseek2_keys(w: GGUFWriter, a) -> None:
+    w.add_uint32("deepseek2.attention.kv_lora_rank", a.kv_lora)
+    # llama.cpp reads q_lora_rank except for the 26- and 27-layer Lite models.
+    w.add_uint32("deepseek2.attention.q_lora_rank", a.q_lora)
+    w.add_uint32("deepseek2.rope.dimension_count", a.rope_dim)
+    w.add_uint32("deepseek2.leading_dense_block_count", a.dense_layers)
+    w.add_uint32("deepseek2.expert_shared_count", a.shared_experts)
+    w.add_float32("deepseek2.expert_weights_scale", 1.0)
+    if not a.legacy_mla:
+        # Newer conversions: the cache holds the latent (key = latent + rope, value = latent);
+        # the per-head sizes move to the _mla keys.
+        w.add_uint32("deepseek2.attention.key_length_mla", a.head_dim)
+        w.add_uint32("deepseek2.attention.value_length_mla", a.v_dim)
+
+
+def deepseek2_layer(t, b: str, a, i: int) -> None:
+    d, nope = a.hidden, a.head_dim - a.rope_dim
+    if a.q_lora:
+        t(b + "attn_q_a.weight", (a.q_lora, d))
+        t(b + "attn_q_a_norm.weight", (a.q_lora,), F32)
+        t(b + "attn_q_b.weight", (a.heads * a.head_dim, a.q_lora))
+    else:
+        t(b + "attn_q.weight", (a.heads * a.head_dim, d))
+    t(b + "attn_kv_a_mqa.weight", (a.kv_lora + a.rope_dim, d))
+    t(b + "attn_kv_a_norm.weight", (a.kv_lora,), F32)
+    if a.legacy_mla:
+        t(b + "attn_kv_b.weight", (a.heads * (nope + a.v_dim), a.kv_lora))
+    else:
+        t(b + "attn_k_b.weight", (a.heads, a.kv_lora, nope))
+        t(b + "attn_v_b.weight", (a.heads, a.v_dim, a.kv_lora))
+    t(b + "attn_output.weight", (d, a.heads * a.v_dim))
+    t(b + "ffn_norm.weight", (d,), F32)
+    if i < a.dense_layers:
+        t(b + "ffn_gate.weight", (a.ffn, d))
+        t(b + "ffn_up.weight", (a.ffn, d))
+        t(b + "ffn_down.weight", (d, a.ffn))
+    else:
+        experts(t, b, a, F16, biases=False)
+        shared = a.shared_experts * a.expert_ffn
+        t(b + "ffn_gate_shexp.weight", (shared, d))
+        t(b + "ffn_up_shexp.weight", (shared, d))
+        t(b + "ffn_down_shexp.weight", (d, shared))
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("arch", choices=["gemma3", "qwen3moe", "gpt-oss"])
+    p.add_argument("arch", choices=["gemma3", "qwen3moe", "gpt-oss", "deepseek2"])
     p.add_argument("out")
     p.add_argument("--name", default="shape")
     p.add_argument("--hidden", type=int, required=True)
@@ -71,6 +119,13 @@ def main() -> None:
     p.add_argument("--experts-used", type=int, default=0)
     p.add_argument("--expert-ffn", type=int, default=0)
     p.add_argument("--window", type=int, default=0)
+    p.add_argument("--kv-lora", type=int, default=512)
+    p.add_argument("--q-lora", type=int, default=0)
+    p.add_argument("--rope-dim", type=int, default=64)
+    p.add_argument("--v-dim", type=int, default=128)
+    p.add_argument("--dense-layers", type=int, default=1)
+    p.add_argument("--shared-experts", type=int, default=2)
+    p.add_argument("--legacy-mla", action="store_true")
     a = p.parse_args()
     d = a.hidden
 
@@ -82,8 +137,12 @@ def main() -> None:
     w.add_feed_forward_length(a.ffn or a.expert_ffn)
     w.add_head_count(a.heads)
     w.add_head_count_kv(a.kv_heads)
-    w.add_key_length(a.head_dim)
-    w.add_value_length(a.head_dim)
+    if a.arch == "deepseek2" and not a.legacy_mla:
+        w.add_key_length(a.kv_lora + a.rope_dim)
+        w.add_value_length(a.kv_lora)
+    else:
+        w.add_key_length(a.head_dim)
+        w.add_value_length(a.v_dim if a.arch == "deepseek2" else a.head_dim)
     w.add_layer_norm_rms_eps(1e-6)
     w.add_rope_freq_base(1_000_000.0)
     w.add_vocab_size(a.vocab)
@@ -94,6 +153,8 @@ def main() -> None:
         w.add_expert_count(a.experts)
         w.add_expert_used_count(a.experts_used)
         w.add_expert_feed_forward_length(a.expert_ffn)
+    if a.arch == "deepseek2":
+        deepseek2_keys(w, a)
     add_vocab(w, a.vocab)
 
     t = lambda name, shape, ty=F16: add_tensor(w, name, shape, ty)
@@ -109,6 +170,8 @@ def main() -> None:
             t(b + "ffn_up.weight", (a.ffn, d))
             t(b + "ffn_down.weight", (d, a.ffn))
             t(b + "post_ffw_norm.weight", (d,), F32)
+        elif a.arch == "deepseek2":
+            deepseek2_layer(t, b, a, i)
         elif a.arch == "qwen3moe":
             attention(t, b, a, biases=False, qk_norm=True)
             t(b + "ffn_norm.weight", (d,), F32)
