@@ -38,8 +38,42 @@ pub fn get_available_memory() -> u64 {
 
 fn available(sys: &System) -> u64 {
     let machine = sys.available_memory();
-    sys.cgroup_limits()
-        .map_or(machine, |limits| machine.min(limits.free_memory))
+    cgroup_room(&|path| std::fs::read_to_string(path).ok())
+        .map_or(machine, |room| machine.min(room))
+}
+
+/// What this process's memory cgroup still allows: its limit less its working set (usage less
+/// inactive page cache, which the kernel reclaims before the limit bites — kubelet's measure).
+/// Charged page cache is not counted as used: a container that has read large files would
+/// otherwise look nearly full (sysinfo's cgroup figure counts it). `None` without a limit.
+fn cgroup_room(read: &dyn Fn(&str) -> Option<String>) -> Option<u64> {
+    let number = |text: Option<String>| text.and_then(|t| t.trim().parse::<u64>().ok());
+    let stat = |path: &str, key: &str| {
+        read(path).and_then(|t| {
+            t.lines().find_map(|l| {
+                let (k, v) = l.split_once(' ')?;
+                (k == key).then(|| v.trim().parse::<u64>().ok()).flatten()
+            })
+        })
+    };
+    // cgroup v2, then v1; a v1 "unlimited" limit is a huge page-aligned number.
+    let (limit, usage, inactive) = if let Some(max) = read("/sys/fs/cgroup/memory.max") {
+        (
+            number(Some(max))?,
+            number(read("/sys/fs/cgroup/memory.current"))?,
+            stat("/sys/fs/cgroup/memory.stat", "inactive_file").unwrap_or(0),
+        )
+    } else {
+        (
+            number(read("/sys/fs/cgroup/memory/memory.limit_in_bytes"))?,
+            number(read("/sys/fs/cgroup/memory/memory.usage_in_bytes"))?,
+            stat("/sys/fs/cgroup/memory/memory.stat", "total_inactive_file").unwrap_or(0),
+        )
+    };
+    if limit >= 1 << 60 {
+        return None;
+    }
+    Some(limit.saturating_sub(usage.saturating_sub(inactive)))
 }
 
 /// The machine a report was made on.
@@ -130,5 +164,70 @@ mod tests {
         assert_eq!(devices.len(), 1);
         assert_eq!(devices[0].total_bytes, kib * 1024);
         assert!(devices[0].free_bytes.unwrap() <= devices[0].total_bytes);
+    }
+}
+
+#[cfg(test)]
+mod cgroup_tests {
+    use super::cgroup_room;
+
+    fn files<'a>(entries: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |path| {
+            entries
+                .iter()
+                .find(|(p, _)| *p == path)
+                .map(|(_, t)| t.to_string())
+        }
+    }
+
+    #[test]
+    fn page_cache_is_not_counted_as_used() {
+        // v1, 8 GiB limit, 7 GiB charged of which 5 GiB is inactive page cache: 6 GiB left.
+        let v1 = files(&[
+            (
+                "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                "8589934592\n",
+            ),
+            (
+                "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+                "7516192768\n",
+            ),
+            (
+                "/sys/fs/cgroup/memory/memory.stat",
+                "cache 1\ninactive_file 2\ntotal_inactive_file 5368709120\n",
+            ),
+        ]);
+        assert_eq!(cgroup_room(&v1), Some(6 << 30));
+        // v2 with the same figures.
+        let v2 = files(&[
+            ("/sys/fs/cgroup/memory.max", "8589934592\n"),
+            ("/sys/fs/cgroup/memory.current", "7516192768\n"),
+            (
+                "/sys/fs/cgroup/memory.stat",
+                "anon 1\ninactive_file 5368709120\n",
+            ),
+        ]);
+        assert_eq!(cgroup_room(&v2), Some(6 << 30));
+    }
+
+    #[test]
+    fn no_limit_means_the_machine_decides() {
+        let v2 = files(&[
+            ("/sys/fs/cgroup/memory.max", "max\n"),
+            ("/sys/fs/cgroup/memory.current", "1\n"),
+        ]);
+        assert_eq!(cgroup_room(&v2), None);
+        let v1 = files(&[
+            (
+                "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                "9223372036854771712\n",
+            ),
+            (
+                "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+                "23973134336\n",
+            ),
+        ]);
+        assert_eq!(cgroup_room(&v1), None);
+        assert_eq!(cgroup_room(&files(&[])), None);
     }
 }
