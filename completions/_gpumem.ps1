@@ -58,7 +58,7 @@ Register-ArgumentCompleter -Native -CommandName 'gpumem' -ScriptBlock {
         'gpumem;estimate' {
             [CompletionResult]::new('-m', '-m', [CompletionResultType]::ParameterName, 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), ollama:NAME[:TAG] from Ollama''s store (OLLAMA_MODELS)')
             [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), ollama:NAME[:TAG] from Ollama''s store (OLLAMA_MODELS)')
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A Hugging Face config.json (Llama, Mistral, Mixtral, Qwen, Gemma, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3 and generic decoders)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A Hugging Face config.json (Llama 2-4, Mistral, Mixtral, Qwen 2-3, Qwen3-Next, Gemma 1-3, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3, gpt-oss, Mamba, Mamba-2, Granite-4.0-H; others with --allow-generic)')
             [CompletionResult]::new('--gguf', '--gguf', [CompletionResultType]::ParameterName, 'A GGUF file; only its header is read, never the tensor data')
             [CompletionResult]::new('--safetensors', '--safetensors', [CompletionResultType]::ParameterName, 'A .safetensors file, a directory of shards, or a model.safetensors.index.json')
             [CompletionResult]::new('--dtype', '--dtype', [CompletionResultType]::ParameterName, 'Weight precision: f32, f16, bf16, fp8, int8, int4, or a GGUF quantization such as q8_0, q4_k_m. Default: the file''s own types for GGUF/safetensors, bf16 otherwise')
@@ -68,6 +68,7 @@ Register-ArgumentCompleter -Native -CommandName 'gpumem' -ScriptBlock {
             [CompletionResult]::new('-c', '-c', [CompletionResultType]::ParameterName, 'Tokens of context per sequence (prompt plus generated). Default: 4096')
             [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'Tokens of context per sequence (prompt plus generated). Default: 4096')
             [CompletionResult]::new('--ubatch', '--ubatch', [CompletionResultType]::ParameterName, 'Prefill chunk (micro-batch) in tokens; sizes the activation scratch')
+            [CompletionResult]::new('--mmproj', '--mmproj', [CompletionResultType]::ParameterName, 'A multimodal projector GGUF (llama.cpp''s mmproj) loaded beside the model: its weights are counted. An Ollama model''s own projector is found in its manifest without this')
             [CompletionResult]::new('--overhead', '--overhead', [CompletionResultType]::ParameterName, 'Runtime overhead per device (CUDA context, kernels, workspaces)')
             [CompletionResult]::new('--fragmentation-reserve', '--fragmentation-reserve', [CompletionResultType]::ParameterName, 'Extra percentage kept for allocator fragmentation')
             [CompletionResult]::new('--mode', '--mode', [CompletionResultType]::ParameterName, 'Inference (weights, KV cache, activations) or training (plus gradients and optimizer)')
@@ -93,7 +94,7 @@ Register-ArgumentCompleter -Native -CommandName 'gpumem' -ScriptBlock {
         'gpumem;select' {
             [CompletionResult]::new('-m', '-m', [CompletionResultType]::ParameterName, 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), ollama:NAME[:TAG] from Ollama''s store (OLLAMA_MODELS)')
             [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), ollama:NAME[:TAG] from Ollama''s store (OLLAMA_MODELS)')
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A Hugging Face config.json (Llama, Mistral, Mixtral, Qwen, Gemma, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3 and generic decoders)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A Hugging Face config.json (Llama 2-4, Mistral, Mixtral, Qwen 2-3, Qwen3-Next, Gemma 1-3, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3, gpt-oss, Mamba, Mamba-2, Granite-4.0-H; others with --allow-generic)')
             [CompletionResult]::new('--gguf', '--gguf', [CompletionResultType]::ParameterName, 'A GGUF file; only its header is read, never the tensor data')
             [CompletionResult]::new('--safetensors', '--safetensors', [CompletionResultType]::ParameterName, 'A .safetensors file, a directory of shards, or a model.safetensors.index.json')
             [CompletionResult]::new('--dtype', '--dtype', [CompletionResultType]::ParameterName, 'Weight precision: f32, f16, bf16, fp8, int8, int4, or a GGUF quantization such as q8_0, q4_k_m. Default: the file''s own types for GGUF/safetensors, bf16 otherwise')
@@ -103,6 +104,7 @@ Register-ArgumentCompleter -Native -CommandName 'gpumem' -ScriptBlock {
             [CompletionResult]::new('-c', '-c', [CompletionResultType]::ParameterName, 'Tokens of context per sequence (prompt plus generated). Default: 4096')
             [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'Tokens of context per sequence (prompt plus generated). Default: 4096')
             [CompletionResult]::new('--ubatch', '--ubatch', [CompletionResultType]::ParameterName, 'Prefill chunk (micro-batch) in tokens; sizes the activation scratch')
+            [CompletionResult]::new('--mmproj', '--mmproj', [CompletionResultType]::ParameterName, 'A multimodal projector GGUF (llama.cpp''s mmproj) loaded beside the model: its weights are counted. An Ollama model''s own projector is found in its manifest without this')
             [CompletionResult]::new('--overhead', '--overhead', [CompletionResultType]::ParameterName, 'Runtime overhead per device (CUDA context, kernels, workspaces)')
             [CompletionResult]::new('--fragmentation-reserve', '--fragmentation-reserve', [CompletionResultType]::ParameterName, 'Extra percentage kept for allocator fragmentation')
             [CompletionResult]::new('--mode', '--mode', [CompletionResultType]::ParameterName, 'Inference (weights, KV cache, activations) or training (plus gradients and optimizer)')

@@ -53,7 +53,7 @@ set edit:completion:arg-completer[gpumem] = {|@words|
         &'gpumem;estimate'= {
             cand -m 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), ollama:NAME[:TAG] from Ollama''s store (OLLAMA_MODELS)'
             cand --model 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), ollama:NAME[:TAG] from Ollama''s store (OLLAMA_MODELS)'
-            cand --config 'A Hugging Face config.json (Llama, Mistral, Mixtral, Qwen, Gemma, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3 and generic decoders)'
+            cand --config 'A Hugging Face config.json (Llama 2-4, Mistral, Mixtral, Qwen 2-3, Qwen3-Next, Gemma 1-3, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3, gpt-oss, Mamba, Mamba-2, Granite-4.0-H; others with --allow-generic)'
             cand --gguf 'A GGUF file; only its header is read, never the tensor data'
             cand --safetensors 'A .safetensors file, a directory of shards, or a model.safetensors.index.json'
             cand --dtype 'Weight precision: f32, f16, bf16, fp8, int8, int4, or a GGUF quantization such as q8_0, q4_k_m. Default: the file''s own types for GGUF/safetensors, bf16 otherwise'
@@ -63,6 +63,7 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand -c 'Tokens of context per sequence (prompt plus generated). Default: 4096'
             cand --context 'Tokens of context per sequence (prompt plus generated). Default: 4096'
             cand --ubatch 'Prefill chunk (micro-batch) in tokens; sizes the activation scratch'
+            cand --mmproj 'A multimodal projector GGUF (llama.cpp''s mmproj) loaded beside the model: its weights are counted. An Ollama model''s own projector is found in its manifest without this'
             cand --overhead 'Runtime overhead per device (CUDA context, kernels, workspaces)'
             cand --fragmentation-reserve 'Extra percentage kept for allocator fragmentation'
             cand --mode 'Inference (weights, KV cache, activations) or training (plus gradients and optimizer)'
@@ -87,7 +88,7 @@ set edit:completion:arg-completer[gpumem] = {|@words|
         &'gpumem;select'= {
             cand -m 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), ollama:NAME[:TAG] from Ollama''s store (OLLAMA_MODELS)'
             cand --model 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), ollama:NAME[:TAG] from Ollama''s store (OLLAMA_MODELS)'
-            cand --config 'A Hugging Face config.json (Llama, Mistral, Mixtral, Qwen, Gemma, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3 and generic decoders)'
+            cand --config 'A Hugging Face config.json (Llama 2-4, Mistral, Mixtral, Qwen 2-3, Qwen3-Next, Gemma 1-3, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3, gpt-oss, Mamba, Mamba-2, Granite-4.0-H; others with --allow-generic)'
             cand --gguf 'A GGUF file; only its header is read, never the tensor data'
             cand --safetensors 'A .safetensors file, a directory of shards, or a model.safetensors.index.json'
             cand --dtype 'Weight precision: f32, f16, bf16, fp8, int8, int4, or a GGUF quantization such as q8_0, q4_k_m. Default: the file''s own types for GGUF/safetensors, bf16 otherwise'
@@ -97,6 +98,7 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand -c 'Tokens of context per sequence (prompt plus generated). Default: 4096'
             cand --context 'Tokens of context per sequence (prompt plus generated). Default: 4096'
             cand --ubatch 'Prefill chunk (micro-batch) in tokens; sizes the activation scratch'
+            cand --mmproj 'A multimodal projector GGUF (llama.cpp''s mmproj) loaded beside the model: its weights are counted. An Ollama model''s own projector is found in its manifest without this'
             cand --overhead 'Runtime overhead per device (CUDA context, kernels, workspaces)'
             cand --fragmentation-reserve 'Extra percentage kept for allocator fragmentation'
             cand --mode 'Inference (weights, KV cache, activations) or training (plus gradients and optimizer)'

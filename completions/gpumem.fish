@@ -58,7 +58,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -s v -l verbose 
 complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -s V -l version -d 'Print version'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s m -l model -d 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), ollama:NAME[:TAG] from Ollama\'s store (OLLAMA_MODELS)' -r
-complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l config -d 'A Hugging Face config.json (Llama, Mistral, Mixtral, Qwen, Gemma, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3 and generic decoders)' -r -F
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l config -d 'A Hugging Face config.json (Llama 2-4, Mistral, Mixtral, Qwen 2-3, Qwen3-Next, Gemma 1-3, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3, gpt-oss, Mamba, Mamba-2, Granite-4.0-H; others with --allow-generic)' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l gguf -d 'A GGUF file; only its header is read, never the tensor data' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l safetensors -d 'A .safetensors file, a directory of shards, or a model.safetensors.index.json' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l dtype -d 'Weight precision: f32, f16, bf16, fp8, int8, int4, or a GGUF quantization such as q8_0, q4_k_m. Default: the file\'s own types for GGUF/safetensors, bf16 otherwise' -r
@@ -66,6 +66,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l kv-dtype -d '
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s b -l batch -d 'Sequences processed at once' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s c -l context -d 'Tokens of context per sequence (prompt plus generated). Default: 4096' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l ubatch -d 'Prefill chunk (micro-batch) in tokens; sizes the activation scratch' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l mmproj -d 'A multimodal projector GGUF (llama.cpp\'s mmproj) loaded beside the model: its weights are counted. An Ollama model\'s own projector is found in its manifest without this' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l overhead -d 'Runtime overhead per device (CUDA context, kernels, workspaces)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l fragmentation-reserve -d 'Extra percentage kept for allocator fragmentation' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l mode -d 'Inference (weights, KV cache, activations) or training (plus gradients and optimizer)' -r -f -a "infer\t'Inference: weights, KV cache, activations'
@@ -88,7 +89,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s v -l verbose 
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s V -l version -d 'Print version'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s m -l model -d 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), ollama:NAME[:TAG] from Ollama\'s store (OLLAMA_MODELS)' -r
-complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l config -d 'A Hugging Face config.json (Llama, Mistral, Mixtral, Qwen, Gemma, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3 and generic decoders)' -r -F
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l config -d 'A Hugging Face config.json (Llama 2-4, Mistral, Mixtral, Qwen 2-3, Qwen3-Next, Gemma 1-3, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3, gpt-oss, Mamba, Mamba-2, Granite-4.0-H; others with --allow-generic)' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l gguf -d 'A GGUF file; only its header is read, never the tensor data' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l safetensors -d 'A .safetensors file, a directory of shards, or a model.safetensors.index.json' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l dtype -d 'Weight precision: f32, f16, bf16, fp8, int8, int4, or a GGUF quantization such as q8_0, q4_k_m. Default: the file\'s own types for GGUF/safetensors, bf16 otherwise' -r
@@ -96,6 +97,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l kv-dtype -d 'KV
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s b -l batch -d 'Sequences processed at once' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s c -l context -d 'Tokens of context per sequence (prompt plus generated). Default: 4096' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l ubatch -d 'Prefill chunk (micro-batch) in tokens; sizes the activation scratch' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l mmproj -d 'A multimodal projector GGUF (llama.cpp\'s mmproj) loaded beside the model: its weights are counted. An Ollama model\'s own projector is found in its manifest without this' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l overhead -d 'Runtime overhead per device (CUDA context, kernels, workspaces)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l fragmentation-reserve -d 'Extra percentage kept for allocator fragmentation' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l mode -d 'Inference (weights, KV cache, activations) or training (plus gradients and optimizer)' -r -f -a "infer\t'Inference: weights, KV cache, activations'

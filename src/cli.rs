@@ -133,8 +133,9 @@ pub struct ModelSourceArgs {
     #[arg(short, long, value_name = "NAME")]
     pub model: Option<String>,
 
-    /// A Hugging Face config.json (Llama, Mistral, Mixtral, Qwen, Gemma, Phi-3, Falcon,
-    /// GPT-NeoX, DeepSeek-V2/V3 and generic decoders).
+    /// A Hugging Face config.json (Llama 2-4, Mistral, Mixtral, Qwen 2-3, Qwen3-Next, Gemma 1-3,
+    /// Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3, gpt-oss, Mamba, Mamba-2, Granite-4.0-H; others
+    /// with --allow-generic).
     #[arg(long, value_name = "PATH")]
     pub config: Option<PathBuf>,
 
@@ -175,6 +176,11 @@ pub struct WorkloadSettings {
     /// formula (gated MLP, RMSNorm, no biases) instead of refusing it.
     #[arg(long)]
     pub allow_generic: bool,
+
+    /// A multimodal projector GGUF (llama.cpp's mmproj) loaded beside the model: its weights are
+    /// counted. An Ollama model's own projector is found in its manifest without this.
+    #[arg(long, value_name = "FILE")]
+    pub mmproj: Option<PathBuf>,
 
     /// Sliding-window layers cache the whole context, as llama.cpp's --swa-full (and the
     /// llama-cpp-python default) does. Default: the window plus one micro-batch (llama-server).

@@ -455,6 +455,29 @@ fn models_from_the_hugging_face_cache_and_ollama() {
     let ollama = run("ollama:tiny:q4");
     let gguf = expected("tiny-llama.expected.json");
     assert_eq!(ollama["weights_bytes"], gguf["tensor_bytes"]);
+    assert_eq!(ollama["projector_bytes"], 0);
+    // A vision model's manifest names its projector: it is found and counted.
+    let projector = "ef".repeat(32);
+    std::fs::copy(
+        fixture("tiny-mmproj.gguf"),
+        models.join(format!("blobs/sha256-{projector}")),
+    )
+    .unwrap();
+    std::fs::write(
+        manifests.join("vision"),
+        serde_json::json!({"schemaVersion": 2, "layers": [
+            {"mediaType": "application/vnd.ollama.image.model", "digest": format!("sha256:{digest}")},
+            {"mediaType": "application/vnd.ollama.image.projector", "digest": format!("sha256:{projector}")}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let vision = run("ollama:tiny:vision");
+    assert_eq!(vision["weights_bytes"], gguf["tensor_bytes"]);
+    assert_eq!(
+        vision["projector_bytes"],
+        expected("tiny-mmproj.expected.json")["tensor_bytes"]
+    );
     // Misses: one line naming where it looked, exit 1.
     for (name, looked) in [
         ("acme/absent", "models--acme--absent/snapshots"),
@@ -472,6 +495,49 @@ fn models_from_the_hugging_face_cache_and_ollama() {
             "{err}"
         );
     }
+}
+
+// A multimodal projector (llama.cpp's mmproj) given beside a GGUF: its tensor bytes, as the
+// reference reader counts them, are added and reserved for; a language model given as one is
+// refused, naming what it is.
+#[test]
+fn mmproj_weights_are_counted_and_other_ggufs_refused() {
+    let model = fixture("tiny-llama.gguf");
+    let mmproj = fixture("tiny-mmproj.gguf");
+    let plain = estimate_json(&["--gguf", &model, "--fragmentation-reserve", "0"]);
+    let out = gpumem()
+        .args([
+            "--json",
+            "estimate",
+            "--gguf",
+            &model,
+            "--fragmentation-reserve",
+            "0",
+        ])
+        .args(["--mmproj", &mmproj])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let with: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let bytes = expected("tiny-mmproj.expected.json")["tensor_bytes"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(with["projector_bytes"], bytes);
+    assert_eq!(with["weights_bytes"], plain["weights_bytes"]);
+    assert_eq!(
+        with["total_bytes"].as_u64().unwrap(),
+        plain["total_bytes"].as_u64().unwrap() + bytes
+    );
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("compute buffer it needs to encode an image is not"),
+        "{stderr}"
+    );
+    let e = one_line_failure(&["estimate", "--gguf", &model, "--mmproj", &model], 1);
+    assert!(
+        e.contains("general.architecture") && e.contains("is 'llama', not clip"),
+        "{e}"
+    );
 }
 
 #[test]

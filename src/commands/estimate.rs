@@ -7,7 +7,7 @@ use crate::backend::{discover_with, BackendKind};
 use crate::cli::EstimateArgs;
 use crate::error::CliError;
 use crate::exit::Exit;
-use crate::model::{catalog, estimate::estimate};
+use crate::model::{catalog, estimate::estimate_with_projector};
 use crate::output::estimate::{CatalogReport, DeviceFit, EstimateReport};
 use crate::output::Output;
 
@@ -28,7 +28,12 @@ pub fn run(args: &EstimateArgs, out: &Output) -> Result<Exit> {
     for warning in &model.warnings {
         out.warn(&crate::output::estimate::warning_text(warning));
     }
-    let breakdown = estimate(&model.arch, model.file_weights, &settings)?;
+    let breakdown = estimate_with_projector(
+        &model.arch,
+        model.file_weights,
+        model.projector.as_ref().map_or(0, |p| p.bytes),
+        &settings,
+    )?;
     let fits = args.fits.then(|| {
         let backends = discover_with(&probe_all(PROBE_TIMEOUT));
         backends

@@ -43,10 +43,11 @@ pub fn probe_all(timeout: Duration) -> DiscoverOptions {
     }
 }
 
-/// How model sources are read (`--allow-generic`).
+/// How model sources are read (`--allow-generic`, `--mmproj`).
 pub fn load_options(args: &cli::WorkloadSettings) -> model::LoadOptions {
     model::LoadOptions {
         allow_generic: args.allow_generic,
+        projector: args.mmproj.clone(),
     }
 }
 

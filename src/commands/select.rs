@@ -9,7 +9,7 @@ use crate::backend::{discover_with, host_info, DeviceSpec};
 use crate::cli::SelectArgs;
 use crate::error::CliError;
 use crate::exit::Exit;
-use crate::model::estimate::estimate;
+use crate::model::estimate::estimate_with_projector;
 use crate::output::select::SelectReport;
 use crate::output::Output;
 use crate::plan::launch::{launch, LaunchSettings, ModelRef};
@@ -53,11 +53,17 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
             for w in &model.warnings {
                 out.warn(&crate::output::estimate::warning_text(w));
             }
-            let b = estimate(&model.arch, model.file_weights, &s)?;
+            let b = estimate_with_projector(
+                &model.arch,
+                model.file_weights,
+                model.projector.as_ref().map_or(0, |p| p.bytes),
+                &s,
+            )?;
             model_name = Some(model.name.clone());
             trained_context = model.arch.max_position_embeddings;
             let requirement = model_requirement(&model.arch, &b, s.fragmentation_reserve);
             let (arch, weights) = (model.arch, model.file_weights);
+            let projector = model.projector.as_ref().map_or(0, |p| p.bytes);
             let at = move |batch: u64, context: u64| {
                 let settings = crate::model::Settings {
                     batch: batch.max(1),
@@ -65,7 +71,7 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
                     ..s.clone()
                 };
                 // Settings whose estimate overflows 64 bits fit nowhere.
-                let b = estimate(&arch, weights, &settings).ok()?;
+                let b = estimate_with_projector(&arch, weights, projector, &settings).ok()?;
                 Some(model_requirement(&arch, &b, settings.fragmentation_reserve))
             };
             (requirement, Some(Box::new(at)))

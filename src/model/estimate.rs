@@ -123,6 +123,8 @@ pub struct Breakdown {
     pub active_parameters: u64,
     /// Weight bytes: exact from GGUF/safetensors, else parameters × precision.
     pub weights_bytes: u64,
+    /// A multimodal projector's weight bytes (an mmproj GGUF), 0 without one.
+    pub projector_bytes: u64,
     /// KV cache for `batch × context` tokens, and recurrent layers' state (llama.cpp's KV and
     /// RS buffers together).
     pub kv_cache_bytes: u64,
@@ -143,7 +145,7 @@ pub struct Breakdown {
     pub total_bytes: u64,
     /// Bytes per layer (weights and KV) for planning layer splits.
     pub per_layer_bytes: u64,
-    /// Bytes outside the layers (embeddings, output, final norm).
+    /// Bytes outside the layers (embeddings, output, final norm, a multimodal projector).
     pub non_layer_bytes: u64,
     /// The precision the weights were counted in.
     #[serde(skip)]
@@ -374,6 +376,18 @@ pub fn estimate(
     file: Option<FileWeights>,
     s: &Settings,
 ) -> Result<Breakdown, EstimateOverflow> {
+    estimate_with_projector(arch, file, 0, s)
+}
+
+/// [`estimate`] for a multimodal model: `projector_bytes` of projector weights (an mmproj GGUF)
+/// are loaded beside the language model's, on the same device, under the same fragmentation
+/// reserve.
+pub fn estimate_with_projector(
+    arch: &ModelArch,
+    file: Option<FileWeights>,
+    projector_bytes: u64,
+    s: &Settings,
+) -> Result<Breakdown, EstimateOverflow> {
     let fit = |v: u128, part: &'static str| {
         u64::try_from(v).map_err(|_| EstimateOverflow {
             part,
@@ -450,6 +464,7 @@ pub fn estimate(
             .saturating_add(t.master_weights_bytes)
     });
     let reservable = u128::from(weights)
+        + u128::from(projector_bytes)
         + u128::from(kv_cache)
         + u128::from(activations)
         + u128::from(training_sum);
@@ -475,6 +490,7 @@ pub fn estimate(
             active
         },
         weights_bytes: weights,
+        projector_bytes,
         kv_cache_bytes: kv_cache,
         recurrent_state_bytes: recurrent_state,
         kv_bytes_per_token,
@@ -484,7 +500,10 @@ pub fn estimate(
         training,
         total_bytes: total,
         per_layer_bytes: per_layer_weights.saturating_add(per_layer_kv),
-        non_layer_bytes: weights.saturating_sub(per_layer_weights.saturating_mul(layers)),
+        // The projector sits whole on one device, beside the embeddings.
+        non_layer_bytes: weights
+            .saturating_sub(per_layer_weights.saturating_mul(layers))
+            .saturating_add(projector_bytes),
         weights_dtype,
     })
 }

@@ -71,6 +71,41 @@ pub struct ModelSource {
     pub file_weights: Option<FileWeights>,
     /// Things the user should know (unknown family, missing config.json, …).
     pub warnings: Vec<ModelWarning>,
+    /// A multimodal projector loaded beside the model (llama.cpp's mmproj), if any.
+    pub projector: Option<Projector>,
+}
+
+/// A multimodal projector GGUF (llama.cpp's `mmproj`, architecture `clip`): its weights are
+/// loaded beside the language model's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Projector {
+    /// The file read.
+    pub path: PathBuf,
+    /// Elements over its tensors.
+    pub parameters: u64,
+    /// Bytes over its tensors, as llama.cpp loads them.
+    pub bytes: u64,
+}
+
+/// Reads a projector GGUF's header. Refuses a GGUF of another architecture, naming it (a
+/// language model given as `--mmproj` is a mistake to report, not to add).
+pub fn read_projector(path: &Path) -> Result<Projector, ModelError> {
+    let file = gguf::read_gguf_model(path)?;
+    match file.architecture() {
+        Some("clip") => Ok(Projector {
+            path: path.to_path_buf(),
+            parameters: file.parameters(),
+            bytes: file.tensor_bytes(),
+        }),
+        other => Err(ModelError::BadField {
+            path: path.into(),
+            field: "general.architecture".into(),
+            why: format!(
+                "is {}, not clip: not a multimodal projector (mmproj) GGUF",
+                other.map_or("missing".to_string(), |a| format!("'{a}'"))
+            ),
+        }),
+    }
 }
 
 /// Something about a model's source that makes its estimate less certain.
@@ -92,6 +127,9 @@ pub enum ModelWarning {
         /// The safetensors path given.
         path: std::path::PathBuf,
     },
+    /// A multimodal projector is counted by its weights; the compute buffer it uses to encode
+    /// an image is not.
+    ProjectorComputeNotCounted,
     /// An MLA GGUF converted before llama.cpp split `attn_kv_b`: llama.cpp caches full K and V
     /// per head for it instead of the latent a newer conversion caches.
     MlaFullCache {
@@ -116,11 +154,14 @@ pub enum SourceSpec {
 }
 
 /// How sources are read.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LoadOptions {
     /// Apply the generic decoder formula to a config.json whose `model_type` gpumem has no
     /// rules for (with a warning); otherwise such a model is refused.
     pub allow_generic: bool,
+    /// A multimodal projector GGUF to load beside the model (`--mmproj`), in place of any the
+    /// model's store names.
+    pub projector: Option<PathBuf>,
 }
 
 /// Loads a model source, refusing a `model_type` gpumem has no rules for.
@@ -130,7 +171,15 @@ pub fn load(spec: &SourceSpec) -> Result<ModelSource, ModelError> {
 
 /// Loads a model source under `options`.
 pub fn load_with(spec: &SourceSpec, options: &LoadOptions) -> Result<ModelSource, ModelError> {
-    let source = load_any(spec)?;
+    let mut source = load_any(spec)?;
+    if let Some(path) = &options.projector {
+        source.projector = Some(read_projector(path)?);
+    }
+    if source.projector.is_some() {
+        source
+            .warnings
+            .push(ModelWarning::ProjectorComputeNotCounted);
+    }
     if !options.allow_generic {
         for w in &source.warnings {
             if let ModelWarning::UnknownModelType {
@@ -155,9 +204,12 @@ fn load_any(spec: &SourceSpec) -> Result<ModelSource, ModelError> {
             let Some(m) = find_model(name) else {
                 // Not a catalog name: a model in the Hugging Face cache or Ollama's store.
                 return match stores::locate(name)? {
-                    Some(spec) => {
+                    Some((spec, projector)) => {
                         let mut source = load_any(&spec)?;
                         source.name = name.clone();
+                        if let Some(p) = projector {
+                            source.projector = Some(read_projector(&p)?);
+                        }
                         Ok(source)
                     }
                     None => Err(ModelError::UnknownModel(name.clone())),
@@ -169,6 +221,7 @@ fn load_any(spec: &SourceSpec) -> Result<ModelSource, ModelError> {
                 arch: m.arch,
                 file_weights: m.checkpoint_weights,
                 warnings: Vec::new(),
+                projector: None,
             })
         }
         SourceSpec::Config(path) => {
@@ -179,6 +232,7 @@ fn load_any(spec: &SourceSpec) -> Result<ModelSource, ModelError> {
                 arch,
                 file_weights: quantized,
                 warnings,
+                projector: None,
             })
         }
         SourceSpec::Gguf(path) => {
@@ -208,6 +262,7 @@ fn load_any(spec: &SourceSpec) -> Result<ModelSource, ModelError> {
                 arch,
                 file_weights: Some(weights),
                 warnings,
+                projector: None,
             })
         }
         SourceSpec::Safetensors(path) => {
@@ -235,6 +290,7 @@ fn load_any(spec: &SourceSpec) -> Result<ModelSource, ModelError> {
                     arch,
                     file_weights: Some(weights),
                     warnings,
+                    projector: None,
                 })
             } else {
                 // Without a config the layer structure is unknown: weights are exact, the KV
@@ -249,6 +305,7 @@ fn load_any(spec: &SourceSpec) -> Result<ModelSource, ModelError> {
                     warnings: vec![ModelWarning::NoConfig {
                         path: path.to_path_buf(),
                     }],
+                    projector: None,
                 })
             }
         }

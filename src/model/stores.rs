@@ -37,8 +37,9 @@ pub fn ollama_models() -> Option<PathBuf> {
 }
 
 /// A `--model` name that is not in the catalog, resolved against the stores: `ollama:…` in
-/// Ollama's, `ORG/NAME` in the Hugging Face cache. `Ok(None)` when the name has neither form.
-pub fn locate(name: &str) -> Result<Option<SourceSpec>, ModelError> {
+/// Ollama's (with the multimodal projector its manifest names, if any), `ORG/NAME` in the
+/// Hugging Face cache. `Ok(None)` when the name has neither form.
+pub fn locate(name: &str) -> Result<Option<(SourceSpec, Option<PathBuf>)>, ModelError> {
     if let Some(rest) = name.strip_prefix("ollama:") {
         let root = ollama_models().ok_or_else(|| not_found(name, Vec::new()))?;
         return ollama(name, rest, &root).map(Some);
@@ -46,7 +47,7 @@ pub fn locate(name: &str) -> Result<Option<SourceSpec>, ModelError> {
     let parts: Vec<&str> = name.split('/').collect();
     if parts.len() == 2 && parts.iter().all(|p| valid_part(p)) {
         let root = hf_hub_cache().ok_or_else(|| not_found(name, Vec::new()))?;
-        return hugging_face(name, parts[0], parts[1], &root).map(Some);
+        return hugging_face(name, parts[0], parts[1], &root).map(|spec| Some((spec, None)));
     }
     Ok(None)
 }
@@ -109,8 +110,12 @@ fn hugging_face(name: &str, org: &str, model: &str, root: &Path) -> Result<Sourc
 }
 
 /// `manifests/registry.ollama.ai/{library/NAME | USER/NAME}/TAG` → the manifest's model layer
-/// → `blobs/sha256-…`, a GGUF.
-fn ollama(name: &str, rest: &str, root: &Path) -> Result<SourceSpec, ModelError> {
+/// → `blobs/sha256-…`, a GGUF; and its projector layer's blob, when the model has one.
+fn ollama(
+    name: &str,
+    rest: &str,
+    root: &Path,
+) -> Result<(SourceSpec, Option<PathBuf>), ModelError> {
     let (model, tag) = rest.split_once(':').unwrap_or((rest, "latest"));
     let parts: Vec<&str> = model.split('/').collect();
     let namespaced = match parts.as_slice() {
@@ -130,30 +135,52 @@ fn ollama(name: &str, rest: &str, root: &Path) -> Result<SourceSpec, ModelError>
         path: manifest.clone(),
         why: e.to_string(),
     })?;
-    let digest = doc["layers"]
-        .as_array()
-        .and_then(|layers| {
+    let layer = |media: &str| {
+        doc["layers"].as_array().and_then(|layers| {
             layers
                 .iter()
-                .find(|l| l["mediaType"] == "application/vnd.ollama.image.model")
+                .find(|l| l["mediaType"] == media)
+                .map(|l| l["digest"].as_str())
         })
-        .and_then(|l| l["digest"].as_str())
+    };
+    const MODEL: &str = "application/vnd.ollama.image.model";
+    let digest = layer(MODEL)
+        .flatten()
         .ok_or_else(|| ModelError::MissingField {
             path: manifest.clone(),
-            field: "layers[mediaType=application/vnd.ollama.image.model].digest".into(),
+            field: format!("layers[mediaType={MODEL}].digest"),
         })?;
+    let model_blob = blob(root, &manifest, digest)?;
+    let projector = match layer("application/vnd.ollama.image.projector") {
+        None => None,
+        Some(digest) => {
+            let digest = digest.ok_or_else(|| ModelError::MissingField {
+                path: manifest.clone(),
+                field: "layers[mediaType=application/vnd.ollama.image.projector].digest".into(),
+            })?;
+            let path = blob(root, &manifest, digest)?;
+            if !path.is_file() {
+                return Err(not_found(name, vec![path]));
+            }
+            Some(path)
+        }
+    };
+    if model_blob.is_file() {
+        Ok((SourceSpec::Gguf(model_blob), projector))
+    } else {
+        Err(not_found(name, vec![model_blob]))
+    }
+}
+
+/// The blob a manifest's `sha256:…` digest names.
+fn blob(root: &Path, manifest: &Path, digest: &str) -> Result<PathBuf, ModelError> {
     let hex = digest
         .strip_prefix("sha256:")
         .filter(|h| h.len() == 64 && h.chars().all(|c| c.is_ascii_hexdigit()))
         .ok_or_else(|| ModelError::BadField {
-            path: manifest.clone(),
+            path: manifest.to_path_buf(),
             field: "layers[].digest".into(),
             why: format!("'{digest}' is not a sha256 digest"),
         })?;
-    let blob = root.join("blobs").join(format!("sha256-{hex}"));
-    if blob.is_file() {
-        Ok(SourceSpec::Gguf(blob))
-    } else {
-        Err(not_found(name, vec![blob]))
-    }
+    Ok(root.join("blobs").join(format!("sha256-{hex}")))
 }

@@ -73,6 +73,8 @@ pub struct EstimateReport {
     pub settings: SettingsView,
     /// Weight bytes.
     pub weights_bytes: u64,
+    /// Multimodal projector weight bytes (`--mmproj`, or an Ollama model's projector); 0 without.
+    pub projector_bytes: u64,
     /// KV-cache bytes for every sequence at full context, recurrent state included.
     pub kv_cache_bytes: u64,
     /// The part of `kv_cache_bytes` that is recurrent layers' state.
@@ -122,6 +124,7 @@ impl EstimateReport {
                 flash_attention: s.flash_attention,
             },
             weights_bytes: b.weights_bytes,
+            projector_bytes: b.projector_bytes,
             kv_cache_bytes: b.kv_cache_bytes,
             recurrent_state_bytes: b.recurrent_state_bytes,
             kv_bytes_per_token: b.kv_bytes_per_token,
@@ -176,6 +179,9 @@ impl Report for EstimateReport {
         );
         let mut table = new_table(style, &["part", "bytes", "size", "share"]);
         let mut rows: Vec<(&str, u64)> = vec![("weights", self.weights_bytes)];
+        if self.projector_bytes > 0 {
+            rows.push(("projector (mmproj)", self.projector_bytes));
+        }
         if let Some(t) = &self.training {
             rows.push(("gradients", t.gradients_bytes));
             rows.push(("optimizer state", t.optimizer_bytes));
@@ -358,6 +364,11 @@ pub fn warning_text(w: &ModelWarning) -> String {
             "no config.json beside {}: KV cache and activations are not estimated",
             path.display()
         ),
+        ModelWarning::ProjectorComputeNotCounted => {
+            "multimodal projector: its weights are counted; the compute buffer it needs to \
+             encode an image is not"
+                .to_string()
+        }
         ModelWarning::MlaFullCache { full, latent } => format!(
             "this GGUF keeps attn_kv_b unsplit (an older conversion): llama.cpp caches full K and \
              V per head for it, {:.1}× the latent a current conversion caches; reconvert to \

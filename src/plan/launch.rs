@@ -57,7 +57,7 @@ impl ModelRef {
                 // A store model: Ollama's blob is a GGUF; a Hugging Face cache entry is served
                 // by its repository id, which vLLM finds in the same cache.
                 None => match crate::model::stores::locate(name) {
-                    Ok(Some(SourceSpec::Gguf(blob))) => ModelRef::Gguf(blob),
+                    Ok(Some((SourceSpec::Gguf(blob), _))) => ModelRef::Gguf(blob),
                     _ => ModelRef::Checkpoint(name.clone()),
                 },
             },
