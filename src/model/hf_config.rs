@@ -173,8 +173,8 @@ pub fn read_config_with_weights(
     Ok((arch, warnings, weights))
 }
 
-/// Weight bytes a `quantization_config` implies. Only methods whose layout the config fixes
-/// exactly are counted; others leave the weights to `--dtype`.
+/// Weight bytes a `quantization_config` implies (see [`super::quantized`]). Only methods whose
+/// layout the config fixes are counted; others leave the weights to `--dtype`.
 pub(crate) fn config_weights(
     path: &Path,
     value: &Value,
@@ -208,7 +208,21 @@ pub(crate) fn config_weights(
                 bytes: u64::try_from(bytes).unwrap_or(u64::MAX),
             }))
         }
-        _ => Ok(None),
+        _ => match super::quantized::scheme(q).map_err(|(field, why)| ModelError::BadField {
+            path: path.into(),
+            field,
+            why,
+        })? {
+            Some(scheme) => {
+                let kept = super::quantized::kept(q);
+                let bytes = super::quantized::checkpoint_bytes(arch, scheme, &kept);
+                Ok(Some(FileWeights {
+                    parameters: arch.params().total,
+                    bytes: u64::try_from(bytes).unwrap_or(u64::MAX),
+                }))
+            }
+            None => Ok(None),
+        },
     }
 }
 

@@ -8,6 +8,7 @@ mod error;
 pub mod estimate;
 mod gguf;
 mod hf_config;
+mod quantized;
 mod safetensors_header;
 pub mod stores;
 

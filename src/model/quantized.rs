@@ -1,0 +1,531 @@
+//! Weight bytes of a quantized Hugging Face checkpoint from its `quantization_config`: which
+//! linear layers are quantized, and what each quantization method stores for one.
+//!
+//! Every method stores a linear layer of `in × out` weights as packed low-bit values plus
+//! per-group scales (and zero points where asymmetric); everything else — embeddings, norms,
+//! biases, the router and `lm_head` unless listed — stays in the checkpoint's `torch_dtype`
+//! (2 bytes). `modules_to_not_convert` (GPTQ/AWQ/bitsandbytes/mxfp4) or `ignore`
+//! (compressed-tensors, fp8) keeps the layers it names unquantized.
+//!
+//! Per linear layer of `in` inputs, `out` outputs and `g`-wide groups (`⌈in/g⌉` groups):
+//! - **GPTQ** (`bits` b): `qweight` int32 `[in·b/32, out]`, `qzeros` int32 `[⌈in/g⌉, out·b/32]`,
+//!   `scales` f16 `[⌈in/g⌉, out]`, `g_idx` int32 `[in]`.
+//! - **AWQ** (GEMM, 4 bits): `qweight` int32 `[in, out/8]`, `qzeros` int32 `[⌈in/g⌉, out/8]`,
+//!   `scales` f16 `[⌈in/g⌉, out]`.
+//! - **fp8** with `weight_block_size [bo, bi]` (DeepSeek-V3): the weight in one byte each and
+//!   `weight_scale_inv` f32 `[⌈out/bo⌉, ⌈in/bi⌉]`; without a block size, one f32 scale per
+//!   tensor.
+//! - **compressed-tensors** `pack-quantized` (b bits, group g): `weight_packed` int32
+//!   `[out, in·b/32]`, `weight_scale` in the dtype `[out, ⌈in/g⌉]`, `weight_shape` int64 `[2]`,
+//!   and, when asymmetric, `weight_zero_point` int32 `[⌈out·b/32⌉, ⌈in/g⌉]`; `float-quantized`
+//!   (fp8): one byte per weight and an f32 scale per channel or tensor.
+//! - **bitsandbytes** 8-bit: int8 weight and an f32 `SCB` per output row. 4-bit (nf4/fp4):
+//!   two weights per byte and an absmax per 64 (f32, or u8 with double quantization plus an
+//!   f32 absmax per 256 of those and a 256-entry code), a 16-entry code and a serialized
+//!   quant-state of about 100 bytes, counted here as 128.
+
+use serde_json::Value;
+
+use super::arch::{Attention, Mlp, ModelArch, SsmKind};
+
+/// One linear layer (or a stack of identical ones, `count` of them), by its module path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Linear {
+    /// The module path, e.g. `model.layers.3.self_attn.q_proj` (what ignore lists name).
+    pub name: String,
+    /// Input features.
+    pub inputs: u64,
+    /// Output features.
+    pub outputs: u64,
+    /// Identical copies (routed experts).
+    pub count: u64,
+    /// Quantizers leave it alone unless told otherwise (the MoE router, `lm_head`).
+    pub skipped_by_default: bool,
+}
+
+fn lin(name: String, inputs: u64, outputs: u64, count: u64) -> Linear {
+    Linear {
+        name,
+        inputs,
+        outputs,
+        count,
+        skipped_by_default: false,
+    }
+}
+
+/// Every linear layer of the architecture, as Hugging Face names its modules.
+pub(crate) fn linears(arch: &ModelArch) -> Vec<Linear> {
+    let h = arch.hidden_size;
+    let mut out = Vec::new();
+    for i in 0..arch.num_layers {
+        let p = format!("model.layers.{i}");
+        if let Some(m) = arch.ssm.filter(|_| arch.is_recurrent_layer(i)) {
+            let conv = u64::try_from(m.conv_channels()).unwrap_or(u64::MAX);
+            match m.kind {
+                SsmKind::Mamba => {
+                    out.push(lin(format!("{p}.mixer.in_proj"), h, 2 * m.inner, 1));
+                    out.push(lin(
+                        format!("{p}.mixer.x_proj"),
+                        m.inner,
+                        m.dt_rank + 2 * m.state,
+                        1,
+                    ));
+                    out.push(lin(format!("{p}.mixer.dt_proj"), m.dt_rank, m.inner, 1));
+                    out.push(lin(format!("{p}.mixer.out_proj"), m.inner, h, 1));
+                }
+                SsmKind::Mamba2 => {
+                    out.push(lin(
+                        format!("{p}.mixer.in_proj"),
+                        h,
+                        m.inner + conv + m.dt_rank,
+                        1,
+                    ));
+                    out.push(lin(format!("{p}.mixer.out_proj"), m.inner, h, 1));
+                }
+                SsmKind::GatedDeltaNet => {
+                    let a = format!("{p}.linear_attn");
+                    out.push(lin(format!("{a}.in_proj_qkvz"), h, conv + m.inner, 1));
+                    out.push(lin(format!("{a}.in_proj_ba"), h, 2 * m.dt_rank, 1));
+                    out.push(lin(format!("{a}.out_proj"), m.inner, h, 1));
+                }
+            }
+        } else {
+            let a = format!("{p}.self_attn");
+            match &arch.attention {
+                Attention::Standard { .. } => {
+                    let q = arch.num_heads * arch.head_dim;
+                    let kv = arch.num_kv_heads * arch.head_dim;
+                    let gate = if arch.attn_output_gate { 2 } else { 1 };
+                    out.push(lin(format!("{a}.q_proj"), h, q * gate, 1));
+                    out.push(lin(format!("{a}.k_proj"), h, kv, 1));
+                    out.push(lin(format!("{a}.v_proj"), h, kv, 1));
+                    out.push(lin(format!("{a}.o_proj"), q, h, 1));
+                }
+                Attention::Mla {
+                    q_lora_rank,
+                    kv_lora_rank,
+                    qk_nope_head_dim,
+                    qk_rope_head_dim,
+                    v_head_dim,
+                } => {
+                    let heads = arch.num_heads;
+                    let qk = qk_nope_head_dim + qk_rope_head_dim;
+                    match q_lora_rank {
+                        Some(r) => {
+                            out.push(lin(format!("{a}.q_a_proj"), h, *r, 1));
+                            out.push(lin(format!("{a}.q_b_proj"), *r, heads * qk, 1));
+                        }
+                        None => out.push(lin(format!("{a}.q_proj"), h, heads * qk, 1)),
+                    }
+                    out.push(lin(
+                        format!("{a}.kv_a_proj_with_mqa"),
+                        h,
+                        kv_lora_rank + qk_rope_head_dim,
+                        1,
+                    ));
+                    out.push(lin(
+                        format!("{a}.kv_b_proj"),
+                        *kv_lora_rank,
+                        heads * (qk_nope_head_dim + v_head_dim),
+                        1,
+                    ));
+                    out.push(lin(format!("{a}.o_proj"), heads * v_head_dim, h, 1));
+                }
+            }
+        }
+        let mlp = format!("{p}.mlp");
+        let ffn = |out: &mut Vec<Linear>, prefix: String, inter: u64, count: u64| {
+            if arch.mlp == Mlp::Gated {
+                out.push(lin(format!("{prefix}.gate_proj"), h, inter, count));
+            }
+            out.push(lin(format!("{prefix}.up_proj"), h, inter, count));
+            out.push(lin(format!("{prefix}.down_proj"), inter, h, count));
+        };
+        match arch.moe.as_ref().filter(|_| arch.is_moe_layer(i)) {
+            Some(m) => {
+                out.push(Linear {
+                    skipped_by_default: true,
+                    ..lin(format!("{mlp}.gate"), h, m.experts, 1)
+                });
+                ffn(
+                    &mut out,
+                    format!("{mlp}.experts"),
+                    m.expert_intermediate,
+                    m.experts,
+                );
+                if m.shared_intermediate > 0 {
+                    ffn(
+                        &mut out,
+                        format!("{mlp}.shared_expert"),
+                        m.shared_intermediate,
+                        1,
+                    );
+                }
+            }
+            None if arch.intermediate_size > 0 => {
+                ffn(&mut out, mlp, arch.intermediate_size, 1);
+            }
+            None => {}
+        }
+    }
+    if !arch.tie_word_embeddings {
+        out.push(Linear {
+            skipped_by_default: true,
+            ..lin("lm_head".into(), h, arch.vocab_size, 1)
+        });
+    }
+    out
+}
+
+/// How one quantized linear layer is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scheme {
+    Gptq {
+        bits: u64,
+        group: u64,
+    },
+    Awq {
+        bits: u64,
+        group: u64,
+    },
+    Fp8 {
+        block: Option<(u64, u64)>,
+    },
+    PackQuantized {
+        bits: u64,
+        group: u64,
+        symmetric: bool,
+    },
+    FloatQuantized {
+        per_channel: bool,
+    },
+    Bnb8,
+    Bnb4 {
+        double_quant: bool,
+    },
+}
+
+fn groups(inputs: u64, group: u64) -> u128 {
+    if group == 0 {
+        1
+    } else {
+        u128::from(inputs.div_ceil(group))
+    }
+}
+
+/// Bytes one `inputs × outputs` linear layer takes under `scheme` (`scale` bytes per scale in
+/// the checkpoint's dtype where the method keeps scales in it).
+pub(crate) fn linear_bytes(scheme: Scheme, inputs: u64, outputs: u64, scale: u128) -> u128 {
+    let (i, o) = (u128::from(inputs), u128::from(outputs));
+    let n = i * o;
+    match scheme {
+        Scheme::Gptq { bits, group } => {
+            let b = u128::from(bits);
+            let g = groups(inputs, group);
+            n * b / 8 + g * (o * b).div_ceil(32) * 4 + g * o * 2 + i * 4
+        }
+        Scheme::Awq { bits, group } => {
+            let b = u128::from(bits);
+            let g = groups(inputs, group);
+            n * b / 8 + g * (o * b).div_ceil(32) * 4 + g * o * 2
+        }
+        Scheme::Fp8 {
+            block: Some((bo, bi)),
+        } => {
+            n + u128::from(outputs.div_ceil(bo.max(1))) * u128::from(inputs.div_ceil(bi.max(1))) * 4
+        }
+        Scheme::Fp8 { block: None } => n + 4,
+        Scheme::PackQuantized {
+            bits,
+            group,
+            symmetric,
+        } => {
+            let b = u128::from(bits);
+            let g = groups(inputs, group);
+            let zeros = if symmetric {
+                0
+            } else {
+                (o * b).div_ceil(32) * g * 4
+            };
+            o * (i * b).div_ceil(32) * 4 + o * g * scale + 16 + zeros
+        }
+        Scheme::FloatQuantized { per_channel } => n + if per_channel { o * scale } else { scale },
+        Scheme::Bnb8 => n + o * 4,
+        Scheme::Bnb4 { double_quant } => {
+            let blocks = n.div_ceil(64);
+            let absmax = if double_quant {
+                blocks + blocks.div_ceil(256) * 4 + 256 * 4 + 4
+            } else {
+                blocks * 4
+            };
+            n.div_ceil(2) + absmax + 16 * 4 + 128
+        }
+    }
+}
+
+/// The scheme a `quantization_config` describes, `Ok(None)` for a method whose layout gpumem
+/// does not know (the weights are then left to `--dtype`), or the config field that is wrong.
+pub(crate) fn scheme(q: &Value) -> Result<Option<Scheme>, (String, String)> {
+    let uint = |key: &str, default: u64| -> Result<u64, (String, String)> {
+        match q.get(key) {
+            None | Some(Value::Null) => Ok(default),
+            Some(v) => v
+                .as_i64()
+                .map(|n| if n < 0 { 0 } else { n as u64 })
+                .ok_or_else(|| {
+                    (
+                        format!("quantization_config.{key}"),
+                        format!("is {v}, expected an integer"),
+                    )
+                }),
+        }
+    };
+    let method = q.get("quant_method").and_then(Value::as_str).unwrap_or("");
+    Ok(Some(match method {
+        "gptq" => {
+            let bits = uint("bits", 4)?;
+            if ![2, 3, 4, 8].contains(&bits) {
+                return Err((
+                    "quantization_config.bits".into(),
+                    format!("is {bits}, expected 2, 3, 4 or 8"),
+                ));
+            }
+            // group_size -1: one group over the whole input.
+            Scheme::Gptq {
+                bits,
+                group: uint("group_size", 128)?,
+            }
+        }
+        "awq" => Scheme::Awq {
+            bits: uint("bits", 4)?,
+            group: uint("group_size", 128)?,
+        },
+        "fp8" => {
+            let block = match q.get("weight_block_size") {
+                None | Some(Value::Null) => None,
+                Some(Value::Array(b))
+                    if b.len() == 2 && b.iter().all(|v| v.as_u64().is_some_and(|n| n > 0)) =>
+                {
+                    Some((b[0].as_u64().unwrap_or(1), b[1].as_u64().unwrap_or(1)))
+                }
+                Some(_) => {
+                    return Err((
+                        "quantization_config.weight_block_size".into(),
+                        "is not two positive integers".into(),
+                    ))
+                }
+            };
+            Scheme::Fp8 { block }
+        }
+        "bitsandbytes" => {
+            if q.get("load_in_4bit").and_then(Value::as_bool) == Some(true) {
+                Scheme::Bnb4 {
+                    double_quant: q
+                        .get("bnb_4bit_use_double_quant")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false),
+                }
+            } else {
+                Scheme::Bnb8
+            }
+        }
+        "compressed-tensors" => {
+            let Some(group) = q
+                .get("config_groups")
+                .and_then(Value::as_object)
+                .and_then(|g| g.values().next())
+            else {
+                return Err((
+                    "quantization_config.config_groups".into(),
+                    "is missing or empty".into(),
+                ));
+            };
+            let w = &group["weights"];
+            let bits = w["num_bits"].as_u64().unwrap_or(8);
+            let strategy = w["strategy"].as_str().unwrap_or("tensor");
+            match q.get("format").and_then(Value::as_str).unwrap_or("") {
+                "pack-quantized" => Scheme::PackQuantized {
+                    bits,
+                    group: if strategy == "group" {
+                        w["group_size"].as_u64().unwrap_or(128)
+                    } else {
+                        0
+                    },
+                    symmetric: w["symmetric"].as_bool().unwrap_or(true),
+                },
+                "float-quantized" | "naive-quantized" if bits == 8 => Scheme::FloatQuantized {
+                    per_channel: strategy == "channel",
+                },
+                _ => return Ok(None),
+            }
+        }
+        _ => return Ok(None),
+    }))
+}
+
+/// The modules a config keeps unquantized: `modules_to_not_convert` or `ignore`.
+pub(crate) fn kept(q: &Value) -> Vec<String> {
+    ["modules_to_not_convert", "ignore"]
+        .iter()
+        .filter_map(|k| q.get(*k).and_then(Value::as_array))
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_string)
+        .collect()
+}
+
+/// Whether `ignore` entry `pattern` names linear `name`: compressed-tensors' `re:` regular
+/// expressions reduced to their common forms (a suffix such as `re:.*mlp.gate$`), otherwise a
+/// module path or a part of one.
+fn names(pattern: &str, name: &str) -> bool {
+    match pattern.strip_prefix("re:") {
+        Some(re) => {
+            let core = re.trim_start_matches(".*").trim_end_matches('$');
+            if re.ends_with('$') {
+                name.ends_with(core)
+            } else {
+                name.contains(core)
+            }
+        }
+        None => {
+            name == pattern
+                || name.ends_with(&format!(".{pattern}"))
+                || name.contains(&format!("{pattern}."))
+                || name.split('.').any(|part| part == pattern)
+        }
+    }
+}
+
+/// Checkpoint bytes: quantized linear layers by `scheme`, everything else at 2 bytes a
+/// parameter (bf16/f16), with the layers `kept` names left unquantized.
+pub(crate) fn checkpoint_bytes(arch: &ModelArch, scheme: Scheme, kept: &[String]) -> u128 {
+    let total = u128::from(arch.params().total);
+    let mut linear_params = 0u128;
+    let mut bytes = 0u128;
+    for l in linears(arch) {
+        let n = u128::from(l.inputs) * u128::from(l.outputs) * u128::from(l.count);
+        linear_params += n;
+        let keep = l.skipped_by_default || kept.iter().any(|k| names(k, &l.name));
+        bytes += if keep {
+            n * 2
+        } else {
+            linear_bytes(scheme, l.inputs, l.outputs, 2) * u128::from(l.count)
+        };
+    }
+    bytes + total.saturating_sub(linear_params) * 2
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tiny() -> ModelArch {
+        // 2 layers, hidden 256, 4 heads of 64 (2 KV heads), gated MLP of 512, untied.
+        super::super::arch::llama_like("tiny", 256, 512, 2, 4, 2, 1000)
+    }
+
+    /// The tensors a checkpoint holds, written out one by one (shape products × element bytes)
+    /// as the format defines them, for one `inputs × outputs` layer.
+    fn gptq_tensors(i: u128, o: u128, g: u128) -> u128 {
+        let qweight = (i * 4 / 32) * o * 4;
+        let qzeros = i.div_ceil(g) * (o * 4 / 32) * 4;
+        let scales = i.div_ceil(g) * o * 2;
+        let g_idx = i * 4;
+        qweight + qzeros + scales + g_idx
+    }
+
+    #[test]
+    fn gptq_checkpoint_is_its_tensors() {
+        let arch = tiny();
+        let q = json!({"quant_method": "gptq", "bits": 4, "group_size": 128});
+        let scheme = scheme(&q).unwrap().unwrap();
+        let per_layer = 2 * gptq_tensors(256, 256, 128) // q, o
+            + 2 * gptq_tensors(256, 128, 128) // k, v
+            + 2 * gptq_tensors(256, 512, 128) // gate, up
+            + gptq_tensors(512, 256, 128); // down
+                                           // Embeddings, lm_head (never quantized by default) and norms stay bf16.
+        let rest = (2 * 1000 * 256 + 5 * 256) * 2;
+        assert_eq!(checkpoint_bytes(&arch, scheme, &[]), 2 * per_layer + rest);
+    }
+
+    #[test]
+    fn ignored_modules_stay_unquantized() {
+        let arch = tiny();
+        let s = Scheme::Awq {
+            bits: 4,
+            group: 128,
+        };
+        let all = checkpoint_bytes(&arch, s, &[]);
+        // One layer's attention kept in bf16: its four projections at 2 bytes a weight.
+        let kept = checkpoint_bytes(&arch, s, &["model.layers.0.self_attn".into()]);
+        let attention = 2 * 256 * 256 + 2 * 256 * 128;
+        let quantized = 2 * linear_bytes(s, 256, 256, 2) + 2 * linear_bytes(s, 256, 128, 2);
+        assert_eq!(kept, all - quantized + attention * 2);
+        // compressed-tensors' regular expressions name module suffixes.
+        assert!(names("re:.*mlp.gate$", "model.layers.3.mlp.gate"));
+        assert!(!names("re:.*mlp.gate$", "model.layers.3.mlp.gate_proj"));
+        assert!(names("lm_head", "lm_head"));
+        assert!(!names("gate", "model.layers.0.mlp.gate_proj"));
+    }
+
+    #[test]
+    fn fp8_block_scales_cover_partial_blocks() {
+        // DeepSeek-V3's kv_a_proj_with_mqa: 7168 → 576, 128 × 128 blocks: 5 × 56 scales.
+        let s = scheme(&json!({"quant_method": "fp8", "weight_block_size": [128, 128]}))
+            .unwrap()
+            .unwrap();
+        assert_eq!(linear_bytes(s, 7168, 576, 2), 7168 * 576 + 5 * 56 * 4);
+        let bad = scheme(&json!({"quant_method": "fp8", "weight_block_size": [128]}));
+        assert_eq!(
+            bad.unwrap_err(),
+            (
+                "quantization_config.weight_block_size".to_string(),
+                "is not two positive integers".to_string()
+            )
+        );
+    }
+
+    #[test]
+    fn compressed_tensors_w4a16_asymmetric() {
+        let q = json!({"quant_method": "compressed-tensors", "format": "pack-quantized",
+            "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4,
+            "strategy": "group", "group_size": 128, "symmetric": false}}},
+            "ignore": ["lm_head"]});
+        let s = scheme(&q).unwrap().unwrap();
+        // weight_packed [256, 512·4/32] int32, weight_scale [256, 4] bf16, weight_shape [2]
+        // int64, weight_zero_point [256·4/32, 4] int32.
+        assert_eq!(
+            linear_bytes(s, 512, 256, 2),
+            256 * 64 * 4 + 256 * 4 * 2 + 16 + 32 * 4 * 4
+        );
+        assert!(scheme(&json!({"quant_method": "hqq"})).unwrap().is_none());
+    }
+
+    #[test]
+    fn every_architecture_has_its_linears() {
+        // The linear layers hold every parameter but embeddings, norms, biases and SSM vectors.
+        let arch = tiny();
+        let linear: u64 = linears(&arch)
+            .iter()
+            .map(|l| l.inputs * l.outputs * l.count)
+            .sum();
+        assert_eq!(arch.params().total - linear, 1000 * 256 + 5 * 256);
+        let next = crate::model::find_model("qwen3-next").unwrap().arch;
+        let linear: u64 = linears(&next)
+            .iter()
+            .map(|l| l.inputs * l.outputs * l.count)
+            .sum();
+        // Left over: input embedding, norms, q/k norms, DeltaNet conv, A, Δ bias and norm,
+        // the shared-expert gate vector.
+        let m = next.ssm.unwrap();
+        let leftover = 151_936 * 2048
+            + 48 * 2 * 2048
+            + 2048
+            + 12 * 2 * 256
+            + 36 * (8192 * 4 + 2 * 32 + 128)
+            + 48 * 2048;
+        assert_eq!(m.conv_channels(), 8192);
+        assert_eq!(next.params().total - linear, leftover);
+    }
+}
