@@ -124,6 +124,63 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    // Recurrent and hybrid configs and quantization configs with any numbers: refused naming a
+    // field, or estimated with every part present (a state or a cache, never nothing).
+    #[test]
+    fn hybrid_and_quantized_configs_never_panic(
+        family in 0usize..3, hidden in any::<u64>(), a in any::<u64>(), b in any::<u64>(),
+        c in 0u64..100_000, quant in 0usize..6, bits in any::<i64>(), group in any::<i64>(),
+    ) {
+        let mut config = match family {
+            0 => serde_json::json!({"model_type": "qwen3_next", "hidden_size": hidden,
+                "num_hidden_layers": 8, "num_attention_heads": 16, "num_key_value_heads": 2,
+                "head_dim": 256, "vocab_size": 1000, "linear_num_key_heads": a,
+                "linear_num_value_heads": b, "linear_key_head_dim": c, "linear_value_head_dim": 128,
+                "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 64}),
+            1 => serde_json::json!({"model_type": "mamba2", "hidden_size": hidden,
+                "num_hidden_layers": 4, "vocab_size": 1000, "state_size": a, "n_groups": b,
+                "head_dim": c}),
+            _ => serde_json::json!({"model_type": "granitemoehybrid", "hidden_size": hidden,
+                "num_hidden_layers": 4, "num_attention_heads": 8, "vocab_size": 1000,
+                "mamba_n_heads": a, "mamba_d_state": b, "mamba_n_groups": c,
+                "shared_intermediate_size": 512, "num_local_experts": 0,
+                "layer_types": ["mamba", "attention", "mamba", "mamba"]}),
+        };
+        let methods = ["gptq", "awq", "fp8", "compressed-tensors", "bitsandbytes", "none"];
+        config["quantization_config"] = serde_json::json!({"quant_method": methods[quant],
+            "bits": bits, "group_size": group, "weight_block_size": [group, bits],
+            "format": "pack-quantized", "load_in_4bit": bits % 2 == 0,
+            "config_groups": {"g": {"weights": {"num_bits": bits, "group_size": group,
+                "strategy": "group", "symmetric": group % 2 == 0}}}});
+        let path_text = config.to_string();
+        let read = with_file("config.json", path_text.as_bytes(), |p| {
+            gpumem::model::load(&gpumem::model::SourceSpec::Config(p.to_path_buf()))
+        });
+        if let Ok(source) = read {
+            let settings = Settings {
+                dtype: None,
+                kv_dtype: DEFAULT_WEIGHT_PRECISION,
+                batch: 1,
+                context: 4096,
+                ubatch: 512,
+                flash_attention: false,
+                swa_full: false,
+                overhead: 0,
+                fragmentation_reserve: 0.0,
+                mode: Mode::Infer,
+                optimizer: Optimizer::Adamw,
+                checkpointing: false,
+            };
+            if let Ok(b) = estimate(&source.arch, source.file_weights, &settings) {
+                prop_assert!(b.weights_bytes > 0 && b.kv_cache_bytes > 0 && b.activation_bytes > 0);
+            }
+        }
+    }
+}
+
 #[test]
 fn hostile_gguf_counts_do_not_allocate() {
     // A header claiming 2^40 metadata entries in a 40-byte file.

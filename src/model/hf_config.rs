@@ -271,7 +271,8 @@ pub fn parse_config(
         "mamba2" => Some(SsmKind::Mamba2),
         _ => None,
     } {
-        return state_space(&mut f, name, hidden, layers, kind).map(|arch| (arch, warnings));
+        let arch = state_space(&mut f, name, hidden, layers, kind)?;
+        return plausible(path, arch).map(|arch| (arch, warnings));
     }
     let heads = f.req(&["num_attention_heads", "n_head"])?;
     let vocab = f.req(&["vocab_size"])?;
@@ -542,13 +543,18 @@ pub fn parse_config(
             arch.sliding_window = Some(SlidingWindow { window, layers });
         }
     }
+    plausible(path, arch).map(|arch| (arch, warnings))
+}
+
+/// The architecture, once it passes [`ModelArch::check_plausible`], or the field that fails.
+fn plausible(path: &Path, arch: ModelArch) -> Result<ModelArch, ModelError> {
     arch.check_plausible()
         .map_err(|(field, why)| ModelError::BadField {
             path: path.into(),
             field: field.config_name().into(),
             why,
         })?;
-    Ok((arch, warnings))
+    Ok(arch)
 }
 
 #[cfg(test)]
