@@ -219,7 +219,8 @@ fn estimates_match_llama_cpp_and_are_never_below_it() {
     rows.extend(compare_described("granite-4.0-h-layout.json"));
     rows.extend(compare_described("deepseek-v2-layout.json"));
     rows.extend(compare_described("deepseek-v2-layout-legacy-mla.json"));
-    assert_eq!(rows.len(), 105);
+    rows.extend(compare_described("llama-4-layout.json"));
+    assert_eq!(rows.len(), 113);
     // The accuracy table the README shows (`cargo test --test llamacpp_reference -- --nocapture`).
     for (name, context, ubatch, fa, ratio) in &rows {
         eprintln!(
@@ -228,15 +229,22 @@ fn estimates_match_llama_cpp_and_are_never_below_it() {
         );
     }
     for (name, context, ubatch, fa, ratio) in &rows {
-        // Hybrids (recurrent and attention layers) and interleaved sliding windows under flash
-        // attention are held to never below and at most 16 % above: whether llama.cpp's graph
-        // allocator places the logits above the KQ masks depends on the shapes (it does for
-        // Qwen3-Next, not for Granite-4.0-H), and gpumem, which does not replay the allocator,
-        // assumes it does.
-        let loose = name.starts_with("qwen3-next")
-            || name.starts_with("granite")
-            || name.starts_with("deepseek")
-            || (*fa && (name.starts_with("gemma") || name.starts_with("gpt-oss")));
+        // Hybrids (recurrent and attention layers), MLA and interleaved sliding windows are
+        // held to never below and at most 16 % above: whether llama.cpp's graph allocator
+        // places the logits above the KQ masks depends on the shapes (it does for Qwen3-Next,
+        // not for Granite-4.0-H), and gpumem, which does not replay the allocator, assumes it
+        // does.
+        let _ = fa;
+        let loose = [
+            "qwen3-next",
+            "granite",
+            "deepseek",
+            "gemma",
+            "gpt-oss",
+            "llama-4",
+        ]
+        .iter()
+        .any(|family| name.starts_with(family));
         let most = if loose { 1.16 } else { 1.05 };
         assert!(
             (1.0..=most).contains(ratio),

@@ -224,17 +224,30 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
     // residual (model width).
     let width = ub * h * 4;
     let output = ub * w(arch.vocab_size) * 4 + 3 * width;
-    // The KQ mask (f32; f16 with flash attention), two with interleaved sliding windows.
-    let masks = if interleaved { 2 } else { 1 };
-    let mask = masks * attended * ub * if s.flash_attention { 2 } else { 4 };
+    // The KQ mask (f32; f16 with flash attention), two with interleaved sliding windows, the
+    // sliding layers' spanning their own cells (the window plus a micro-batch unless
+    // --swa-full).
+    let mask_bytes = if s.flash_attention { 2 } else { 4 };
+    let mask = match sliding {
+        Some(win) if interleaved => {
+            let swa_cells = if s.swa_full {
+                n_kv
+            } else {
+                n_kv.min((w(win.window) + ub).div_ceil(w(KV_CELL_PAD)) * w(KV_CELL_PAD))
+            };
+            (n_kv + swa_cells) * ub * mask_bytes
+        }
+        _ => attended * ub * mask_bytes,
+    };
     let recurrent = arch.recurrent_layer_count();
     let has_attention = recurrent < arch.num_layers;
     // Where llama.cpp's graph allocator puts the logits depends on what the layers left
     // behind. In a hybrid the mask is first needed mid-graph and the logits land above it; with
-    // interleaved sliding windows and flash attention they can land above both masks and three
-    // more model-width tensors (gpt-oss at 4096 tokens; not at 16384, nor Gemma 3). Both are
-    // counted, so these models may come out above llama.cpp, never below. Under MLA the
-    // logits can land above eight model-width tensors (DeepSeek-V2's layout at 4096 tokens).
+    // interleaved sliding windows they can land above both masks and three more model-width
+    // tensors (gpt-oss with flash attention and Llama 4 without, at 4096 tokens; not at 16384,
+    // nor Gemma 3). Both are counted, so these models may come out above llama.cpp, never
+    // below. Under MLA the logits can land above eight model-width tensors (DeepSeek-V2's
+    // layout at 4096 tokens).
     let mla = match &arch.attention {
         Attention::Mla {
             kv_lora_rank,
@@ -249,7 +262,7 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
     };
     let output = if recurrent > 0 && has_attention {
         output + mask
-    } else if interleaved && s.flash_attention {
+    } else if interleaved {
         output + mask + 3 * width
     } else if mla.is_some() {
         output + 8 * width

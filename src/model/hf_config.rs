@@ -500,7 +500,6 @@ pub fn parse_config(
                 .unwrap_or(0)
                 .saturating_mul(expert_intermediate),
         };
-        let first_dense = f.uint(&["first_k_dense_replace"])?.unwrap_or(0);
         let freq = f
             .uint(&[
                 "moe_layer_freq",
@@ -509,6 +508,19 @@ pub fn parse_config(
             ])?
             .unwrap_or(1)
             .max(1);
+        // Llama 4 and Qwen2/3-MoE count MoE layers from the end of each step ((i + 1) % step
+        // == 0); DeepSeek's first_k_dense_replace counts dense layers from the start.
+        let first_dense = match f.uint(&["first_k_dense_replace"])? {
+            Some(k) => k,
+            None if matches!(
+                family.as_str(),
+                "llama4" | "llama4_text" | "qwen2_moe" | "qwen3_moe" | "qwen3_next"
+            ) =>
+            {
+                freq - 1
+            }
+            None => 0,
+        };
         arch.moe = Some(Moe {
             experts,
             experts_per_token: per_token,

@@ -483,29 +483,41 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
     }
     if let Some(experts) = get("expert_count").filter(|&v| v > 0) {
         let expert_ffn = get("expert_feed_forward_length").unwrap_or(ffn);
+        let moe_step = get("interleave_moe_layer_step").unwrap_or(1).max(1);
         arch.moe = Some(Moe {
             experts,
             experts_per_token: get("expert_used_count").unwrap_or(2),
             expert_intermediate: expert_ffn,
             shared_intermediate: match get("expert_shared_feed_forward_length") {
                 Some(shared) => shared,
+                // Llama 4's one shared expert is as wide as a routed one.
+                None if has(".ffn_up_shexp.weight") && a == "llama4" => expert_ffn,
                 None => get("expert_shared_count")
                     .unwrap_or(0)
                     .saturating_mul(expert_ffn),
             },
-            first_dense_layers: get("leading_dense_block_count").unwrap_or(0),
-            layer_freq: 1,
+            // Llama 4 interleaves: layers i with (i + 1) % step == 0 are MoE.
+            first_dense_layers: get("leading_dense_block_count")
+                .unwrap_or(moe_step.saturating_sub(1)),
+            layer_freq: moe_step,
             router_bias: has(".ffn_gate_inp.bias") || has(".exp_probs_b.bias"),
             shared_gate: has(".ffn_gate_inp_shexp.weight"),
         });
     }
-    // llama.cpp ignores Phi-3's sliding window (its log says so) and caches the full context.
-    let window = get("attention.sliding_window").filter(|&v| v > 0 && a != "phi3");
+    // llama.cpp ignores Phi-3's sliding window (its log says so) and caches the full context;
+    // Llama 4's chunked attention is fixed at 8192 tokens unless the file sets 0 (none).
+    let window = match (a.as_str(), get("attention.sliding_window")) {
+        ("phi3", _) => None,
+        ("llama4", None) => Some(8192),
+        (_, w) => w.filter(|&v| v > 0),
+    };
     if let Some(window) = window {
         let layers = match a.as_str() {
             // llama.cpp's swa pattern 2: even layers slide, odd ones attend to everything.
             "gemma2" | "gpt-oss" => SlidingLayers::Even,
             "gemma3" => SlidingLayers::AllButEvery(6),
+            // Three chunked layers to one full.
+            "llama4" => SlidingLayers::AllButEvery(4),
             _ => SlidingLayers::All,
         };
         arch.sliding_window = Some(SlidingWindow { window, layers });

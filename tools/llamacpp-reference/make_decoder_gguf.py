@@ -6,6 +6,9 @@ model's dimensions and no weight data (a sparse file), like make_gguf.py.
   qwen3moe  Qwen3-MoE: q/k norms, every layer a mixture of experts without a shared one.
   gpt-oss   gpt-oss: biased attention with a learned sink per head, sliding window on even
             layers, MXFP4 experts with biases and a biased router.
+  llama4    Llama 4: chunked attention (llama.cpp's fixed 8192-token chunks) in three of every
+            four layers, MoE layers every --moe-step-th with one shared expert, dense ones
+            between.
   deepseek2 DeepSeek-V2: multi-head latent attention (q compressed to --q-lora), the first
             --dense-layers layers dense, then experts with --shared-experts shared ones. With
             --legacy-mla the GGUF has the unsplit attn_kv_b of older conversions (llama.cpp then
@@ -103,9 +106,25 @@ def deepseek2_layer(t, b: str, a, i: int) -> None:
         t(b + "ffn_down_shexp.weight", (d, shared))
 
 
+def llama4_layer(t, b: str, a, i: int) -> None:
+    d = a.hidden
+    attention(t, b, a, biases=False, qk_norm=False)
+    t(b + "ffn_norm.weight", (d,), F32)
+    if (i + 1) % a.moe_step == 0:
+        experts(t, b, a, F16, biases=False)
+        t(b + "ffn_gate_shexp.weight", (a.expert_ffn, d))
+        t(b + "ffn_up_shexp.weight", (a.expert_ffn, d))
+        t(b + "ffn_down_shexp.weight", (d, a.expert_ffn))
+    else:
+        t(b + "ffn_gate.weight", (a.ffn, d))
+        t(b + "ffn_up.weight", (a.ffn, d))
+        t(b + "ffn_down.weight", (d, a.ffn))
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("arch", choices=["gemma3", "qwen3moe", "gpt-oss", "deepseek2"])
+    p.add_argument("arch", choices=["gemma3", "qwen3moe", "gpt-oss", "deepseek2", "llama4"])
+    p.add_argument("--moe-step", type=int, default=1)
     p.add_argument("out")
     p.add_argument("--name", default="shape")
     p.add_argument("--hidden", type=int, required=True)
@@ -155,6 +174,8 @@ def main() -> None:
         w.add_expert_feed_forward_length(a.expert_ffn)
     if a.arch == "deepseek2":
         deepseek2_keys(w, a)
+    if a.arch == "llama4":
+        w.add_uint32("llama4.interleave_moe_layer_step", a.moe_step)
     add_vocab(w, a.vocab)
 
     t = lambda name, shape, ty=F16: add_tensor(w, name, shape, ty)
@@ -172,6 +193,8 @@ def main() -> None:
             t(b + "post_ffw_norm.weight", (d,), F32)
         elif a.arch == "deepseek2":
             deepseek2_layer(t, b, a, i)
+        elif a.arch == "llama4":
+            llama4_layer(t, b, a, i)
         elif a.arch == "qwen3moe":
             attention(t, b, a, biases=False, qk_norm=True)
             t(b + "ffn_norm.weight", (d,), F32)
