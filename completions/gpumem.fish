@@ -58,7 +58,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -s v -l verbose 
 complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -s V -l version -d 'Print version'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s m -l model -d 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), ollama:NAME[:TAG] from Ollama\'s store (OLLAMA_MODELS)' -r
-complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l config -d 'A Hugging Face config.json (Llama 2-4, Mistral, Mixtral, Qwen 2-3, Qwen3-Next, Gemma 1-3, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3, gpt-oss, Mamba, Mamba-2, Granite-4.0-H; others with --allow-generic)' -r -F
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l config -d 'A Hugging Face config.json (Llama 2-4, Mistral, Mixtral, Qwen 2-3, Qwen3-Next, Gemma 1-3, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3, Kimi-K2, GLM-4.5, gpt-oss, Mamba, Mamba-2, Granite-4.0-H; others with --allow-generic)' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l gguf -d 'A GGUF file; only its header is read, never the tensor data' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l safetensors -d 'A .safetensors file, a directory of shards, or a model.safetensors.index.json' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l dtype -d 'Weight precision: f32, f16, bf16, fp8, int8, int4, or a GGUF quantization such as q8_0, q4_k_m. Default: the file\'s own types for GGUF/safetensors, bf16 otherwise' -r
@@ -89,7 +89,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s v -l verbose 
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s V -l version -d 'Print version'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s m -l model -d 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), ollama:NAME[:TAG] from Ollama\'s store (OLLAMA_MODELS)' -r
-complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l config -d 'A Hugging Face config.json (Llama 2-4, Mistral, Mixtral, Qwen 2-3, Qwen3-Next, Gemma 1-3, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3, gpt-oss, Mamba, Mamba-2, Granite-4.0-H; others with --allow-generic)' -r -F
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l config -d 'A Hugging Face config.json (Llama 2-4, Mistral, Mixtral, Qwen 2-3, Qwen3-Next, Gemma 1-3, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3, Kimi-K2, GLM-4.5, gpt-oss, Mamba, Mamba-2, Granite-4.0-H; others with --allow-generic)' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l gguf -d 'A GGUF file; only its header is read, never the tensor data' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l safetensors -d 'A .safetensors file, a directory of shards, or a model.safetensors.index.json' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l dtype -d 'Weight precision: f32, f16, bf16, fp8, int8, int4, or a GGUF quantization such as q8_0, q4_k_m. Default: the file\'s own types for GGUF/safetensors, bf16 otherwise' -r

@@ -220,7 +220,8 @@ fn estimates_match_llama_cpp_and_are_never_below_it() {
     rows.extend(compare_described("deepseek-v2-layout.json"));
     rows.extend(compare_described("deepseek-v2-layout-legacy-mla.json"));
     rows.extend(compare_described("llama-4-layout.json"));
-    assert_eq!(rows.len(), 113);
+    rows.extend(compare_described("glm-4.5-air-layout.json"));
+    assert_eq!(rows.len(), 121);
     // The accuracy table the README shows (`cargo test --test llamacpp_reference -- --nocapture`).
     for (name, context, ubatch, fa, ratio) in &rows {
         eprintln!(

@@ -228,6 +228,16 @@ const QWEN3_NEXT_80B_CONFIG: &str = r#"{"model_type": "qwen3_next", "hidden_size
     "shared_expert_intermediate_size": 512, "decoder_sparse_step": 1, "mlp_only_layers": [],
     "max_position_embeddings": 262144, "tie_word_embeddings": false, "vocab_size": 151936}"#;
 
+/// moonshotai/Kimi-K2-Instruct: the architecture fields of the published config.json
+/// (DeepSeek-V3's layout with 384 experts and 64 heads).
+const KIMI_K2_CONFIG: &str = r#"{"model_type": "kimi_k2", "hidden_size": 7168,
+    "intermediate_size": 18432, "num_hidden_layers": 61, "num_attention_heads": 64,
+    "num_key_value_heads": 64, "q_lora_rank": 1536, "kv_lora_rank": 512,
+    "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+    "n_routed_experts": 384, "n_shared_experts": 1, "num_experts_per_tok": 8,
+    "moe_intermediate_size": 2048, "first_k_dense_replace": 1, "moe_layer_freq": 1,
+    "max_position_embeddings": 131072, "tie_word_embeddings": false, "vocab_size": 163840}"#;
+
 /// mistralai/Mamba-Codestral-7B-v0.1: the architecture fields of the published config.json.
 const MAMBA_CODESTRAL_CONFIG: &str = r#"{"model_type": "mamba2", "hidden_size": 4096,
     "num_hidden_layers": 64, "state_size": 128, "expand": 2, "conv_kernel": 4, "n_groups": 8,
@@ -733,6 +743,12 @@ pub fn catalog() -> Vec<CatalogModel> {
             &["qwen3-next", "qwen3-next-80b"],
             "Qwen/Qwen3-Next-80B-A3B-Instruct",
             QWEN3_NEXT_80B_CONFIG,
+        ),
+        from_config(
+            "kimi-k2",
+            &["kimi-k2-instruct"],
+            "moonshotai/Kimi-K2-Instruct",
+            KIMI_K2_CONFIG,
         ),
         from_config(
             "mamba-codestral-7b",

@@ -223,7 +223,11 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
     // Logits of every token of the micro-batch, with the final norm's output, its input and the
     // residual (model width).
     let width = ub * h * 4;
-    let output = ub * w(arch.vocab_size) * 4 + 3 * width;
+    // ... and, where the attention is wider than the model (GLM-4.5: 3×, Qwen3-MoE: 2×), a
+    // fourth model-width tensor that can stay below the logits (llama.cpp's report on
+    // GLM-4.5-Air's layout at 16384 tokens).
+    let wide = matches!(arch.attention, Attention::Standard { .. }) && q_dim > h;
+    let output = ub * w(arch.vocab_size) * 4 + if wide { 4 } else { 3 } * width;
     // The KQ mask (f32; f16 with flash attention), two with interleaved sliding windows, the
     // sliding layers' spanning their own cells (the window plus a micro-batch unless
     // --swa-full).
@@ -271,7 +275,7 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
     };
     // A hybrid's attention layers keep more model-width tensors live around the scores
     // (llama.cpp's reports on two Qwen3-Next shapes need 10.5 and 12 of them) besides this
-    // micro-batch's K and V; a plain decoder six of the wider of the model and query widths.
+    // micro-batch's K and V; a plain decoder three of the query width and three of the model's.
     // MLA adds two per-head tensors of the latent width (the absorbed query and the latent
     // output; of the value width when the cache holds full K and V) and two more hidden states.
     let around = if recurrent > 0 {
@@ -279,7 +283,9 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
     } else if let Some(width) = mla {
         8 * hidden + 2 * ub * heads * w(width) * 4
     } else {
-        6 * hidden
+        // Three hidden states of each width: query-sized ones (Q, the attention output) and
+        // model-sized ones (the residual and normed input).
+        3 * ub * (q_dim + h) * 4
     };
     let attention = if !has_attention {
         0

@@ -34,6 +34,8 @@ pub const KNOWN_FAMILIES: &[&str] = &[
     "mamba",
     "mamba2",
     "granitemoehybrid",
+    "kimi_k2",
+    "glm4_moe",
 ];
 
 /// Largest accepted config.json (real ones are a few KiB).
@@ -458,7 +460,17 @@ pub fn parse_config(
             arch.mlp_bias = true;
             arch.norm = Norm::Layer;
         }
-        "deepseek_v2" | "deepseek_v3" => {
+        "glm4_moe" => {
+            // GLM-4.5: biased q/k/v (not o), optional q/k norms, a DeepSeek-V3-style MoE with a
+            // routing bias after first_k_dense_replace dense layers.
+            arch.attention = Attention::Standard {
+                qkv_bias: attention_bias.unwrap_or(true),
+                o_bias: false,
+                qk_norm: f.boolean("use_qk_norm").unwrap_or(false),
+            };
+        }
+        // Kimi-K2 is DeepSeek-V3's architecture under another name.
+        "deepseek_v2" | "deepseek_v3" | "kimi_k2" => {
             let kv_lora_rank = f.req(&["kv_lora_rank"])?;
             let qk_rope_head_dim = f.req(&["qk_rope_head_dim"])?;
             let qk_nope_head_dim = f.req(&["qk_nope_head_dim"])?;
@@ -528,7 +540,10 @@ pub fn parse_config(
             shared_intermediate: shared,
             first_dense_layers: first_dense,
             layer_freq: freq,
-            router_bias: matches!(family.as_str(), "deepseek_v3" | "gpt_oss"),
+            router_bias: matches!(
+                family.as_str(),
+                "deepseek_v3" | "kimi_k2" | "glm4_moe" | "gpt_oss"
+            ),
             shared_gate: matches!(family.as_str(), "qwen2_moe" | "qwen3_next") && shared > 0,
         });
     }
@@ -673,5 +688,24 @@ mod tests {
             parse(broken).unwrap_err().to_string(),
             "config.json: missing field 'linear_num_value_heads'"
         );
+    }
+
+    #[test]
+    fn glm4_moe_biases_q_k_v_and_routes_with_a_bias() {
+        let (arch, warnings) = parse(json!({
+            "model_type": "glm4_moe", "hidden_size": 256, "intermediate_size": 512,
+            "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "head_dim": 64, "attention_bias": true, "use_qk_norm": false,
+            "n_routed_experts": 8, "n_shared_experts": 1, "num_experts_per_tok": 2,
+            "moe_intermediate_size": 128, "first_k_dense_replace": 1, "vocab_size": 1000
+        }))
+        .unwrap();
+        assert!(warnings.is_empty());
+        // Embeddings, final norm; per layer 2 norms, q/k/v/o with q/k/v biases.
+        let attention = 256 * 256 * 2 + 2 * 256 * 128 + 256 + 2 * 128;
+        let dense = 3 * 256 * 512;
+        let moe = 8 * 3 * 256 * 128 + 3 * 256 * 128 + 8 * 256 + 8;
+        let expected = 2 * 1000 * 256 + 256 + 3 * (2 * 256 + attention) + dense + 2 * moe;
+        assert_eq!(arch.params().total, expected);
     }
 }

@@ -136,6 +136,11 @@ fn hybrid_and_state_space_models_count_only_their_attention_layers_in_the_kv_cac
     );
     let state = next.ssm.unwrap().state_elements_per_layer() * 36 * 4;
     assert_eq!(state, (3 * 8192 + 128 * 4096) * 36 * 4);
+    // Kimi-K2 through DeepSeek-V3's formula (which gives V3's published 671,026,419,200):
+    // 384 experts, 64 heads; the Hub rounds it to 1.03 T, 32 B active.
+    let kimi = find_model("kimi-k2").unwrap().arch;
+    assert_eq!(kimi.params().total, 1_026_408_232_448);
+    assert_eq!(kimi.params().active, 32_861_500_928);
     // Mamba-Codestral-7B: 64 Mamba-2 layers, no KV cache at all.
     let codestral = find_model("mamba-codestral").unwrap().arch;
     assert_eq!(codestral.params().total, 7_285_403_648);

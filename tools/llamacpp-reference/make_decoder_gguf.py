@@ -9,6 +9,8 @@ model's dimensions and no weight data (a sparse file), like make_gguf.py.
   llama4    Llama 4: chunked attention (llama.cpp's fixed 8192-token chunks) in three of every
             four layers, MoE layers every --moe-step-th with one shared expert, dense ones
             between.
+  glm4moe   GLM-4.5: biased q/k/v, the first --dense-layers layers dense, then experts with a
+            routing bias and --shared-experts shared ones.
   deepseek2 DeepSeek-V2: multi-head latent attention (q compressed to --q-lora), the first
             --dense-layers layers dense, then experts with --shared-experts shared ones. With
             --legacy-mla the GGUF has the unsplit attn_kv_b of older conversions (llama.cpp then
@@ -62,6 +64,23 @@ def experts(t, b: str, a, ty, biases: bool) -> None:
         t(b + "ffn_down_exps.bias", (n, d), F32)
 
 
+def leading_dense_then_moe(t, b: str, a, i: int, routing_bias: bool) -> None:
+    """The first --dense-layers layers a gated MLP, the rest experts with shared ones."""
+    d = a.hidden
+    if i < a.dense_layers:
+        t(b + "ffn_gate.weight", (a.ffn, d))
+        t(b + "ffn_up.weight", (a.ffn, d))
+        t(b + "ffn_down.weight", (d, a.ffn))
+        return
+    experts(t, b, a, F16, biases=False)
+    if routing_bias:
+        t(b + "exp_probs_b.bias", (a.experts,), F32)
+    shared = a.shared_experts * a.expert_ffn
+    t(b + "ffn_gate_shexp.weight", (shared, d))
+    t(b + "ffn_up_shexp.weight", (shared, d))
+    t(b + "ffn_down_shexp.weight", (d, shared))
+
+
 def deepseek2_keys(w: GGUFWriter, a) -> None:
     w.add_uint32("deepseek2.attention.kv_lora_rank", a.kv_lora)
     # llama.cpp reads q_lora_rank except for the 26- and 27-layer Lite models.
@@ -94,16 +113,7 @@ def deepseek2_layer(t, b: str, a, i: int) -> None:
         t(b + "attn_v_b.weight", (a.heads, a.v_dim, a.kv_lora))
     t(b + "attn_output.weight", (d, a.heads * a.v_dim))
     t(b + "ffn_norm.weight", (d,), F32)
-    if i < a.dense_layers:
-        t(b + "ffn_gate.weight", (a.ffn, d))
-        t(b + "ffn_up.weight", (a.ffn, d))
-        t(b + "ffn_down.weight", (d, a.ffn))
-    else:
-        experts(t, b, a, F16, biases=False)
-        shared = a.shared_experts * a.expert_ffn
-        t(b + "ffn_gate_shexp.weight", (shared, d))
-        t(b + "ffn_up_shexp.weight", (shared, d))
-        t(b + "ffn_down_shexp.weight", (d, shared))
+    leading_dense_then_moe(t, b, a, i, routing_bias=False)
 
 
 def llama4_layer(t, b: str, a, i: int) -> None:
@@ -121,9 +131,22 @@ def llama4_layer(t, b: str, a, i: int) -> None:
         t(b + "ffn_down.weight", (d, a.ffn))
 
 
+def glm4moe_layer(t, b: str, a, i: int) -> None:
+    d, hd = a.hidden, a.head_dim
+    t(b + "attn_q.weight", (a.heads * hd, d))
+    t(b + "attn_k.weight", (a.kv_heads * hd, d))
+    t(b + "attn_v.weight", (a.kv_heads * hd, d))
+    t(b + "attn_q.bias", (a.heads * hd,), F32)
+    t(b + "attn_k.bias", (a.kv_heads * hd,), F32)
+    t(b + "attn_v.bias", (a.kv_heads * hd,), F32)
+    t(b + "attn_output.weight", (d, a.heads * hd))
+    t(b + "post_attention_norm.weight", (d,), F32)
+    leading_dense_then_moe(t, b, a, i, routing_bias=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("arch", choices=["gemma3", "qwen3moe", "gpt-oss", "deepseek2", "llama4"])
+    p.add_argument("arch", choices=["gemma3", "qwen3moe", "gpt-oss", "deepseek2", "llama4", "glm4moe"])
     p.add_argument("--moe-step", type=int, default=1)
     p.add_argument("out")
     p.add_argument("--name", default="shape")
@@ -176,6 +199,13 @@ def main() -> None:
         deepseek2_keys(w, a)
     if a.arch == "llama4":
         w.add_uint32("llama4.interleave_moe_layer_step", a.moe_step)
+    if a.arch == "glm4moe":
+        w.add_uint32("glm4moe.leading_dense_block_count", a.dense_layers)
+        w.add_uint32("glm4moe.expert_shared_count", a.shared_experts)
+        w.add_float32("glm4moe.expert_weights_scale", 1.0)
+        w.add_bool("glm4moe.expert_weights_norm", True)
+        w.add_uint32("glm4moe.expert_gating_func", 2)
+        w.add_uint32("glm4moe.rope.dimension_count", a.head_dim // 2)
     add_vocab(w, a.vocab)
 
     t = lambda name, shape, ty=F16: add_tensor(w, name, shape, ty)
@@ -195,6 +225,8 @@ def main() -> None:
             deepseek2_layer(t, b, a, i)
         elif a.arch == "llama4":
             llama4_layer(t, b, a, i)
+        elif a.arch == "glm4moe":
+            glm4moe_layer(t, b, a, i)
         elif a.arch == "qwen3moe":
             attention(t, b, a, biases=False, qk_norm=True)
             t(b + "ffn_norm.weight", (d,), F32)
