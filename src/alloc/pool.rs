@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use super::config::MemoryConfig;
 use super::error::PoolError;
-use super::pressure::MemoryPressure;
+use super::pressure::{MemoryPressure, PressureBands};
 use super::spin::{SpinGuard, SpinLock};
 use super::stats::MemoryStats;
 use super::tlsf::{FreeIndex, Links, NIL};
@@ -232,6 +232,8 @@ pub struct Pool {
     config: MemoryConfig,
     round: u64,
     limit: u64,
+    /// `limit`'s pressure thresholds, worked out once.
+    bands: PressureBands,
     limit_rule: LimitRule,
     /// Segments are expandable address ranges (the config asked and the device has virtual
     /// memory).
@@ -312,6 +314,7 @@ impl Pool {
             device,
             round,
             limit,
+            bands: PressureBands::new(limit),
             arena,
             state: SpinLock::new(State {
                 blocks: Vec::new(),
@@ -1311,7 +1314,7 @@ impl Pool {
     }
 
     fn update_pressure(&self, state: &mut State) -> Option<(MemoryPressure, MemoryPressure)> {
-        let level = MemoryPressure::from_usage(state.counters.allocated, self.limit);
+        let level = self.bands.level(state.counters.allocated);
         if level == state.pressure {
             return None;
         }

@@ -16,6 +16,51 @@ pub enum MemoryPressure {
     Critical,
 }
 
+/// [`MemoryPressure::from_usage`] for one fixed limit, as three byte thresholds worked out once
+/// (the pool asks on every allocate and free).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PressureBands {
+    /// First byte count that is Medium.
+    medium: u64,
+    /// First byte count that is High.
+    high: u64,
+    /// Last byte count that is High; above it is Critical.
+    high_until: u64,
+}
+
+impl PressureBands {
+    pub(crate) fn new(limit: u64) -> Self {
+        if limit == 0 {
+            return PressureBands {
+                medium: 0,
+                high: 0,
+                high_until: 0,
+            };
+        }
+        // used·100 < p·limit ⇔ used < ⌈p·limit/100⌉; used·100 ≤ 95·limit ⇔ used ≤ ⌊95·limit/100⌋.
+        let at = |p: u128| u64::try_from((p * u128::from(limit)).div_ceil(100)).unwrap_or(u64::MAX);
+        PressureBands {
+            medium: at(60),
+            high: at(80),
+            high_until: u64::try_from(95 * u128::from(limit) / 100).unwrap_or(u64::MAX),
+        }
+    }
+
+    pub(crate) fn level(&self, used: u64) -> MemoryPressure {
+        if self.high_until == 0 && self.medium == 0 {
+            MemoryPressure::Critical
+        } else if used < self.medium {
+            MemoryPressure::Low
+        } else if used < self.high {
+            MemoryPressure::Medium
+        } else if used <= self.high_until {
+            MemoryPressure::High
+        } else {
+            MemoryPressure::Critical
+        }
+    }
+}
+
 impl MemoryPressure {
     /// The level for `used` bytes out of `limit` (a zero limit is Critical).
     pub fn from_usage(used: u64, limit: u64) -> Self {
@@ -82,5 +127,41 @@ mod tests {
         assert_eq!(MemoryPressure::from_usage(96, 100), Critical);
         assert_eq!(MemoryPressure::from_usage(1, 0), Critical);
         assert!(Low < Medium && Medium < High && High < Critical);
+    }
+}
+
+#[cfg(test)]
+mod band_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn bands_agree_with_from_usage(limit in any::<u64>(), used in any::<u64>(), near in any::<bool>()) {
+            let bands = PressureBands::new(limit);
+            // Near a boundary as often as anywhere.
+            let used = if near {
+                let b = [60u128, 80, 95][(used % 3) as usize];
+                let edge = (b * u128::from(limit) / 100) as u64;
+                edge.wrapping_add(used % 3).wrapping_sub(1)
+            } else {
+                used
+            };
+            prop_assert_eq!(bands.level(used), MemoryPressure::from_usage(used, limit));
+        }
+    }
+
+    #[test]
+    fn small_limits_and_zero() {
+        for limit in 0..300u64 {
+            let bands = PressureBands::new(limit);
+            for used in 0..400u64 {
+                assert_eq!(
+                    bands.level(used),
+                    MemoryPressure::from_usage(used, limit),
+                    "{used}/{limit}"
+                );
+            }
+        }
     }
 }
