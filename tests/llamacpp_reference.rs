@@ -221,7 +221,8 @@ fn estimates_match_llama_cpp_and_are_never_below_it() {
     rows.extend(compare_described("deepseek-v2-layout-legacy-mla.json"));
     rows.extend(compare_described("llama-4-layout.json"));
     rows.extend(compare_described("glm-4.5-air-layout.json"));
-    assert_eq!(rows.len(), 121);
+    rows.extend(compare_described("jamba-layout.json"));
+    assert_eq!(rows.len(), 129);
     // The accuracy table the README shows (`cargo test --test llamacpp_reference -- --nocapture`).
     for (name, context, ubatch, fa, ratio) in &rows {
         eprintln!(
@@ -239,6 +240,7 @@ fn estimates_match_llama_cpp_and_are_never_below_it() {
         let loose = [
             "qwen3-next",
             "granite",
+            "jamba",
             "deepseek",
             "gemma",
             "gpt-oss",
@@ -283,6 +285,17 @@ fn config_json_readings_match_the_measured_ggufs() {
                                 "mamba", "mamba", "mamba", "attention"],
                 "mamba_n_heads": 48, "mamba_d_head": 64, "mamba_n_groups": 1,
                 "mamba_d_state": 128, "mamba_d_conv": 4, "mamba_expand": 2
+            }),
+        ),
+        (
+            "jamba-layout.json",
+            serde_json::json!({
+                "model_type": "jamba", "hidden_size": 4096, "num_hidden_layers": 8,
+                "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+                "vocab_size": 65536, "tie_word_embeddings": false, "attn_layer_period": 8,
+                "attn_layer_offset": 4, "expert_layer_period": 2, "expert_layer_offset": 1,
+                "num_experts": 4, "num_experts_per_tok": 2, "mamba_d_state": 16,
+                "mamba_d_conv": 4, "mamba_expand": 2, "mamba_dt_rank": 256
             }),
         ),
         (

@@ -131,7 +131,7 @@ proptest! {
     // field, or estimated with every part present (a state or a cache, never nothing).
     #[test]
     fn hybrid_and_quantized_configs_never_panic(
-        family in 0usize..3, hidden in any::<u64>(), a in any::<u64>(), b in any::<u64>(),
+        family in 0usize..4, hidden in any::<u64>(), a in any::<u64>(), b in any::<u64>(),
         c in 0u64..100_000, quant in 0usize..6, bits in any::<i64>(), group in any::<i64>(),
     ) {
         let mut config = match family {
@@ -143,6 +143,11 @@ proptest! {
             1 => serde_json::json!({"model_type": "mamba2", "hidden_size": hidden,
                 "num_hidden_layers": 4, "vocab_size": 1000, "state_size": a, "n_groups": b,
                 "head_dim": c}),
+            2 => serde_json::json!({"model_type": "jamba", "hidden_size": hidden,
+                "num_hidden_layers": 8, "num_attention_heads": 8, "vocab_size": 1000,
+                "attn_layer_period": a % 10, "attn_layer_offset": b % 10, "mamba_d_state": c,
+                "mamba_dt_rank": a, "num_experts": 4, "num_experts_per_tok": 2,
+                "expert_layer_period": b, "expert_layer_offset": c}),
             _ => serde_json::json!({"model_type": "granitemoehybrid", "hidden_size": hidden,
                 "num_hidden_layers": 4, "num_attention_heads": 8, "vocab_size": 1000,
                 "mamba_n_heads": a, "mamba_d_state": b, "mamba_n_groups": c,

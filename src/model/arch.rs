@@ -80,6 +80,8 @@ pub enum SsmKind {
     /// Mamba (v1): x_proj to (Δ, B, C), a Δ projection of rank `dt_rank`, a scan state of
     /// `state` per inner channel.
     Mamba,
+    /// Jamba's Mamba: Mamba (v1) with RMS norms on Δ, B and C.
+    JambaMamba,
     /// Mamba-2 (SSD): one in-projection to (z, x, B, C, Δ) with `groups` B/C groups and
     /// `dt_rank` heads, a gated norm before the out-projection.
     Mamba2,
@@ -130,8 +132,13 @@ impl Ssm {
         let conv = self.conv_channels();
         match self.kind {
             // in_proj (x and z), the depthwise conv with bias, x_proj (Δ, B, C), dt_proj with
-            // bias, A, D and out_proj.
-            SsmKind::Mamba => {
+            // bias, A, D and out_proj; Jamba adds norms over Δ, B and C.
+            SsmKind::Mamba | SsmKind::JambaMamba => {
+                let norms = if self.kind == SsmKind::JambaMamba {
+                    rank + 2 * state
+                } else {
+                    0
+                };
                 h * 2 * inner
                     + inner * w(self.conv_kernel)
                     + inner
@@ -141,6 +148,7 @@ impl Ssm {
                     + inner * state
                     + inner
                     + inner * h
+                    + norms
             }
             // in_proj (z, x, B, C, Δ), the conv with bias, Δ bias, A and D per head, the gated
             // norm, out_proj.

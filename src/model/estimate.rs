@@ -274,12 +274,15 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
         output
     };
     // A hybrid's attention layers keep more model-width tensors live around the scores
-    // (llama.cpp's reports on two Qwen3-Next shapes need 10.5 and 12 of them) besides this
+    // (Qwen3-Next's gated attention needs 10.5 and 12 of them on two shapes, Granite-4.0-H and
+    // Jamba eight of the wider width) besides this
     // micro-batch's K and V; a plain decoder three of the query width and three of the model's.
     // MLA adds two per-head tensors of the latent width (the absorbed query and the latent
     // output; of the value width when the cache holds full K and V) and two more hidden states.
-    let around = if recurrent > 0 {
+    let around = if recurrent > 0 && arch.attn_output_gate {
         (12 * h + 2 * w(arch.num_kv_heads) * w(arch.head_dim)) * ub * 4
+    } else if recurrent > 0 {
+        8 * hidden
     } else if let Some(width) = mla {
         8 * hidden + 2 * ub * heads * w(width) * 4
     } else {
@@ -294,39 +297,57 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
     } else {
         heads * attended * ub * 4 + mask + around
     };
-    let mixer = match arch.ssm.filter(|_| recurrent > 0) {
-        None => 0,
-        Some(m) => {
-            let (inner, conv) = (w(m.inner), m.conv_channels());
-            let state = w(m.state) * inner * 4;
-            let conv_state = w(m.conv_kernel.saturating_sub(1)) * conv * 4;
-            match m.kind {
-                // In-projection (x and z), convolution output, the x→(Δ, B, C) projection, Δ
-                // and the scan output, all f32, plus the hidden states around it.
-                SsmKind::Mamba => ub * (5 * inner + w(m.dt_rank) + 2 * w(m.state)) * 4 + 3 * hidden,
-                // The in-projection (z, x, B, C, Δ), convolution output, scan output and the
-                // gated norm; the layer's state as gathered and as written back (scan and
-                // convolution); and the hidden states around it.
-                SsmKind::Mamba2 => {
-                    ub * ((2 * inner + 2 * w(m.groups) * w(m.state) + w(m.dt_rank))
-                        + conv
-                        + 2 * inner)
-                        * 4
-                        + 2 * (state + conv_state)
-                        + 3 * hidden
-                }
-                // llama.cpp's chunked delta rule (chunks of 64): the qkvz and βα projections and
-                // their split copies, the convolution's input and output, the output before the
-                // gated norm, the 64-wide intra-chunk products per value head, and the new
-                // state; plus 256 KiB for the chunk masks. Fitted to llama.cpp's reports (within
-                // 0.2 % of its per-token slope on Qwen3-Next's shape).
-                SsmKind::GatedDeltaNet => {
-                    let qkvz = conv + inner;
-                    ub * (2 * qkvz + 2 * conv + inner + w(m.dt_rank) * 64) * 4 + state + (256 << 10)
+    // In a Mamba hybrid the recurrent layers after the first attention layer run with its masks
+    // still allocated: two f32 masks' worth (Jamba's layout: 7.3 bytes per token and cell; the
+    // Qwen3-Next and Granite-4.0-H shapes show nothing of the kind).
+    let mamba_kind = arch
+        .ssm
+        .is_some_and(|m| matches!(m.kind, SsmKind::Mamba | SsmKind::JambaMamba));
+    let masks_beside_mixer = if has_attention && recurrent > 0 && mamba_kind {
+        n_kv * ub * 8
+    } else {
+        0
+    };
+    let mixer = masks_beside_mixer
+        + match arch.ssm.filter(|_| recurrent > 0) {
+            None => 0,
+            Some(m) => {
+                let (inner, conv) = (w(m.inner), m.conv_channels());
+                let state = w(m.state) * inner * 4;
+                let conv_state = w(m.conv_kernel.saturating_sub(1)) * conv * 4;
+                match m.kind {
+                    // In-projection (x and z), the convolution's input and output, the x→(Δ, B, C)
+                    // projection, Δ, the scan output and the gated output, all f32, plus the hidden
+                    // states around it (Jamba's layout shows ten inner widths live; Mamba-370M's
+                    // logits hide this stage).
+                    SsmKind::Mamba | SsmKind::JambaMamba => {
+                        ub * (10 * inner + w(m.dt_rank) + 2 * w(m.state)) * 4 + 3 * hidden
+                    }
+                    // The in-projection (z, x, B, C, Δ), convolution output, scan output and the
+                    // gated norm; the layer's state as gathered and as written back (scan and
+                    // convolution); and the hidden states around it.
+                    SsmKind::Mamba2 => {
+                        ub * ((2 * inner + 2 * w(m.groups) * w(m.state) + w(m.dt_rank))
+                            + conv
+                            + 2 * inner)
+                            * 4
+                            + 2 * (state + conv_state)
+                            + 3 * hidden
+                    }
+                    // llama.cpp's chunked delta rule (chunks of 64): the qkvz and βα projections and
+                    // their split copies, the convolution's input and output, the output before the
+                    // gated norm, the 64-wide intra-chunk products per value head, and the new
+                    // state; plus 256 KiB for the chunk masks. Fitted to llama.cpp's reports (within
+                    // 0.2 % of its per-token slope on Qwen3-Next's shape).
+                    SsmKind::GatedDeltaNet => {
+                        let qkvz = conv + inner;
+                        ub * (2 * qkvz + 2 * conv + inner + w(m.dt_rank) * 64) * 4
+                            + state
+                            + (256 << 10)
+                    }
                 }
             }
-        }
-    };
+        };
     let ffn_width = |inter: u64| -> u128 {
         let i = w(inter);
         match arch.mlp {

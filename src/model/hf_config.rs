@@ -36,6 +36,7 @@ pub const KNOWN_FAMILIES: &[&str] = &[
     "granitemoehybrid",
     "kimi_k2",
     "glm4_moe",
+    "jamba",
 ];
 
 /// Largest accepted config.json (real ones are a few KiB).
@@ -394,6 +395,34 @@ pub fn parse_config(
                 ),
             };
         }
+        "jamba" => {
+            // Jamba: Mamba mixers (with Δ/B/C norms) but in every attn_layer_period-th layer
+            // from attn_layer_offset; experts every expert_layer_period-th from its offset.
+            let inner = f
+                .uint(&["mamba_expand"])?
+                .unwrap_or(2)
+                .saturating_mul(hidden);
+            let dt_rank = match f.map.get("mamba_dt_rank") {
+                Some(Value::String(s)) if s == "auto" => hidden.div_ceil(16),
+                Some(Value::Null) | None => hidden.div_ceil(16),
+                Some(_) => f.req(&["mamba_dt_rank"])?,
+            };
+            arch.ssm = Some(super::arch::Ssm {
+                kind: SsmKind::JambaMamba,
+                conv_kernel: f.uint(&["mamba_d_conv"])?.unwrap_or(4),
+                inner,
+                state: f.uint(&["mamba_d_state"])?.unwrap_or(16),
+                dt_rank,
+                groups: 0,
+            });
+            let period = f.uint(&["attn_layer_period"])?.unwrap_or(8).max(1);
+            let offset = f.uint(&["attn_layer_offset"])?.unwrap_or(4);
+            arch.recurrent_layers = SlidingLayers::Listed(
+                (0..layers.min(1 << 16))
+                    .map(|i| i % period != offset)
+                    .collect(),
+            );
+        }
         "granitemoehybrid" => {
             // Granite-4.0-H: Mamba-2 mixers, attention in the layers `layer_types` names, a
             // shared MLP in every layer (the only MLP when there are no experts).
@@ -522,7 +551,11 @@ pub fn parse_config(
             .max(1);
         // Llama 4 and Qwen2/3-MoE count MoE layers from the end of each step ((i + 1) % step
         // == 0); DeepSeek's first_k_dense_replace counts dense layers from the start.
-        let first_dense = match f.uint(&["first_k_dense_replace"])? {
+        let freq = match family.as_str() {
+            "jamba" => f.uint(&["expert_layer_period"])?.unwrap_or(2).max(1),
+            _ => freq,
+        };
+        let first_dense = match f.uint(&["first_k_dense_replace", "expert_layer_offset"])? {
             Some(k) => k,
             None if matches!(
                 family.as_str(),

@@ -337,6 +337,7 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
     // gated DeltaNet with full attention every `full_attention_interval`-th layer).
     let ssm_kind = match a.as_str() {
         "mamba" => Some(arch::SsmKind::Mamba),
+        "jamba" => Some(arch::SsmKind::JambaMamba),
         "mamba2" | "granitehybrid" => Some(arch::SsmKind::Mamba2),
         "qwen3next" => Some(arch::SsmKind::GatedDeltaNet),
         _ => None,
@@ -349,7 +350,7 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
             state: req("ssm.state_size")?,
             dt_rank: req("ssm.time_step_rank")?,
             groups: match kind {
-                arch::SsmKind::Mamba => 0,
+                arch::SsmKind::Mamba | arch::SsmKind::JambaMamba => 0,
                 _ => req("ssm.group_count")?,
             },
         }),
@@ -357,18 +358,21 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
     };
     let recurrent_layers = match a.as_str() {
         "qwen3next" => SlidingLayers::AllButEvery(get("full_attention_interval").unwrap_or(4)),
-        // llama.cpp's rule for Granite-4.0-H: a layer is recurrent when its KV head count is 0.
-        "granitehybrid" => match file.metadata.get(&format!("{a}.attention.head_count_kv")) {
-            Some(GgufValue::Array { len, ints }) if *len == ints.len() as u64 => {
-                SlidingLayers::Listed(ints.iter().map(|&n| n == 0).collect())
+        // llama.cpp's rule for Granite-4.0-H and Jamba: a layer is recurrent when its KV head
+        // count is 0.
+        "granitehybrid" | "jamba" => {
+            match file.metadata.get(&format!("{a}.attention.head_count_kv")) {
+                Some(GgufValue::Array { len, ints }) if *len == ints.len() as u64 => {
+                    SlidingLayers::Listed(ints.iter().map(|&n| n == 0).collect())
+                }
+                _ => {
+                    return Err(ModelError::MissingField {
+                        path: path.into(),
+                        field: format!("{a}.attention.head_count_kv (one per layer)"),
+                    })
+                }
             }
-            _ => {
-                return Err(ModelError::MissingField {
-                    path: path.into(),
-                    field: format!("{a}.attention.head_count_kv (one per layer)"),
-                })
-            }
-        },
+        }
         _ => SlidingLayers::All,
     };
     let all_recurrent = ssm.is_some() && recurrent_layers == SlidingLayers::All;
@@ -483,7 +487,24 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
     }
     if let Some(experts) = get("expert_count").filter(|&v| v > 0) {
         let expert_ffn = get("expert_feed_forward_length").unwrap_or(ffn);
-        let moe_step = get("interleave_moe_layer_step").unwrap_or(1).max(1);
+        // Which layers route: from the tensors when they say (a router in some layers only,
+        // every `step`-th from `first`: Jamba), else from the keys.
+        let routed: Vec<u64> = (0..layers)
+            .filter(|i| {
+                let name = format!("blk.{i}.ffn_gate_inp.weight");
+                file.tensors.iter().any(|t| t.name == name)
+            })
+            .collect();
+        let from_tensors = match routed.as_slice() {
+            [first, second, ..] if routed.len() < layers as usize => Some((*first, second - first)),
+            [only] if layers > 1 => Some((*only, layers)),
+            _ => None,
+        };
+        let moe_step = from_tensors
+            .map(|(_, step)| step)
+            .or_else(|| get("interleave_moe_layer_step"))
+            .unwrap_or(1)
+            .max(1);
         arch.moe = Some(Moe {
             experts,
             experts_per_token: get("expert_used_count").unwrap_or(2),
@@ -497,8 +518,9 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
                     .saturating_mul(expert_ffn),
             },
             // Llama 4 interleaves: layers i with (i + 1) % step == 0 are MoE.
-            first_dense_layers: get("leading_dense_block_count")
-                .unwrap_or(moe_step.saturating_sub(1)),
+            first_dense_layers: from_tensors.map(|(first, _)| first).unwrap_or_else(|| {
+                get("leading_dense_block_count").unwrap_or(moe_step.saturating_sub(1))
+            }),
             layer_freq: moe_step,
             router_bias: has(".ffn_gate_inp.bias") || has(".exp_probs_b.bias"),
             shared_gate: has(".ffn_gate_inp_shexp.weight"),

@@ -62,7 +62,7 @@ pub(crate) fn linears(arch: &ModelArch) -> Vec<Linear> {
         if let Some(m) = arch.ssm.filter(|_| arch.is_recurrent_layer(i)) {
             let conv = u64::try_from(m.conv_channels()).unwrap_or(u64::MAX);
             match m.kind {
-                SsmKind::Mamba => {
+                SsmKind::Mamba | SsmKind::JambaMamba => {
                     out.push(lin(format!("{p}.mixer.in_proj"), h, 2 * m.inner, 1));
                     out.push(lin(
                         format!("{p}.mixer.x_proj"),

@@ -5,6 +5,8 @@ no weight data (a sparse file), like make_gguf.py does for the llama layout.
   qwen3next  Qwen3-Next: gated DeltaNet layers with full (gated) attention every
              --attn-interval-th layer, a MoE with one gated shared expert in every layer.
   mamba2     Mamba-2: every layer an SSD mixer (in_proj, conv, A, D, gated norm, out_proj).
+  jamba      Jamba: Mamba mixers with Δ/B/C norms, attention in the layers --attn-layers
+             lists (no RoPE), experts in the layers --moe-layers lists, a gated MLP in the rest.
   granitehybrid  Granite-4.0-H (dense): Mamba-2 mixers with attention in the layers
              --attn-layers lists, a gated MLP after every mixer.
 
@@ -118,13 +120,27 @@ def ssm_keys(w: GGUFWriter, a) -> None:
     w.add_ssm_group_count(a.ssm_groups)
 
 
-def granitehybrid(w: GGUFWriter, a) -> None:
+def plain_attention(t, b: str, a) -> None:
+    """Q, K, V and output projections without biases (Granite-4.0-H, Jamba)."""
     d, hd = a.hidden, a.head_dim
-    attn = {int(i) for i in a.attn_layers.split(",")}
-    w.add_embedding_length(d)
+    t(b + "attn_q.weight", (a.heads * hd, d))
+    t(b + "attn_k.weight", (a.kv_heads * hd, d))
+    t(b + "attn_v.weight", (a.kv_heads * hd, d))
+    t(b + "attn_output.weight", (d, a.heads * hd))
+
+
+def hybrid_keys(w: GGUFWriter, a, attn: set) -> None:
+    """Width, MLP and heads, with KV heads only in the attention layers (0 marks recurrent)."""
+    w.add_embedding_length(a.hidden)
     w.add_feed_forward_length(a.ffn)
     w.add_head_count(a.heads)
     w.add_head_count_kv([a.kv_heads if i in attn else 0 for i in range(a.layers)])
+
+
+def granitehybrid(w: GGUFWriter, a) -> None:
+    d, hd = a.hidden, a.head_dim
+    attn = {int(i) for i in a.attn_layers.split(",")}
+    hybrid_keys(w, a, attn)
     w.add_key_length(hd)
     w.add_value_length(hd)
     ssm_keys(w, a)
@@ -134,10 +150,7 @@ def granitehybrid(w: GGUFWriter, a) -> None:
         b = f"blk.{i}."
         t(b + "attn_norm.weight", (d,), F32)
         if i in attn:
-            t(b + "attn_q.weight", (a.heads * hd, d))
-            t(b + "attn_k.weight", (a.kv_heads * hd, d))
-            t(b + "attn_v.weight", (a.kv_heads * hd, d))
-            t(b + "attn_output.weight", (d, a.heads * hd))
+            plain_attention(t, b, a)
         else:
             mamba2_mixer(t, b, a)
         t(b + "ffn_norm.weight", (d,), F32)
@@ -146,9 +159,55 @@ def granitehybrid(w: GGUFWriter, a) -> None:
         t(b + "ffn_down.weight", (d, a.ffn))
 
 
+def jamba(w: GGUFWriter, a) -> None:
+    d, hd = a.hidden, a.head_dim
+    inner = a.expand * d
+    attn = {int(i) for i in a.attn_layers.split(",")}
+    moe = {int(i) for i in a.moe_layers.split(",")}
+    hybrid_keys(w, a, attn)
+    w.add_expert_count(a.experts)
+    w.add_expert_used_count(a.experts_used)
+    w.add_ssm_conv_kernel(a.conv)
+    w.add_ssm_inner_size(inner)
+    w.add_ssm_state_size(a.ssm_state)
+    w.add_ssm_time_step_rank(a.dt_rank)
+    t = lambda name, shape, ty=F16: add_tensor(w, name, shape, ty)
+    add_embeddings(w, a.vocab, d, a.tied)
+    for i in range(a.layers):
+        b = f"blk.{i}."
+        t(b + "attn_norm.weight", (d,), F32)
+        if i in attn:
+            plain_attention(t, b, a)
+        else:
+            t(b + "ssm_in.weight", (2 * inner, d))
+            t(b + "ssm_conv1d.weight", (inner, a.conv), F32)
+            t(b + "ssm_conv1d.bias", (inner,), F32)
+            t(b + "ssm_x.weight", (a.dt_rank + 2 * a.ssm_state, inner))
+            t(b + "ssm_dt_norm.weight", (a.dt_rank,), F32)
+            t(b + "ssm_dt.weight", (inner, a.dt_rank))
+            t(b + "ssm_dt.bias", (inner,), F32)
+            t(b + "ssm_b_norm.weight", (a.ssm_state,), F32)
+            t(b + "ssm_c_norm.weight", (a.ssm_state,), F32)
+            t(b + "ssm_a", (inner, a.ssm_state), F32)
+            t(b + "ssm_d", (inner,), F32)
+            t(b + "ssm_out.weight", (d, inner))
+        t(b + "ffn_norm.weight", (d,), F32)
+        if i in moe:
+            t(b + "ffn_gate_inp.weight", (a.experts, d), F32)
+            t(b + "ffn_gate_exps.weight", (a.experts, a.ffn, d))
+            t(b + "ffn_up_exps.weight", (a.experts, a.ffn, d))
+            t(b + "ffn_down_exps.weight", (a.experts, d, a.ffn))
+        else:
+            t(b + "ffn_gate.weight", (a.ffn, d))
+            t(b + "ffn_up.weight", (a.ffn, d))
+            t(b + "ffn_down.weight", (d, a.ffn))
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("arch", choices=["qwen3next", "mamba2", "granitehybrid"])
+    p.add_argument("arch", choices=["qwen3next", "mamba2", "granitehybrid", "jamba"])
+    p.add_argument("--moe-layers", default="", help="jamba: layers with experts, e.g. 1,3,5,7")
+    p.add_argument("--dt-rank", type=int, default=0)
     p.add_argument("out")
     p.add_argument("--name", default="shape")
     p.add_argument("--hidden", type=int, required=True)
@@ -182,7 +241,8 @@ def main() -> None:
     w.add_vocab_size(a.vocab)
     w.add_file_type(1)
     add_vocab(w, a.vocab)
-    {"qwen3next": qwen3next, "mamba2": mamba2, "granitehybrid": granitehybrid}[a.arch](w, a)
+    {"qwen3next": qwen3next, "mamba2": mamba2, "granitehybrid": granitehybrid,
+     "jamba": jamba}[a.arch](w, a)
     finish_sparse(w, a.out)
 
 
