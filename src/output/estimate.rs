@@ -161,13 +161,20 @@ impl Report for EstimateReport {
             format!("{} parameters", thousands(m.parameters))
         };
         let s = &self.settings;
+        // "file" weights come from the file's own tensors, or (catalog, config.json) from the
+        // checkpoint a quantization_config describes.
+        let weights = match (s.dtype.as_str(), m.source) {
+            ("file", SourceKind::Gguf | SourceKind::Safetensors) => "file".to_string(),
+            ("file", _) => "quantized checkpoint".to_string(),
+            (other, _) => other.to_string(),
+        };
         let _ = writeln!(
             text,
             "{} ({}, from {}): {params}\n{} weights, {} KV cache, batch {}, context {}, {}\n",
             one_line(&m.name),
             one_line(&m.family),
             m.source,
-            s.dtype,
+            weights,
             s.kv_dtype,
             s.batch,
             s.context,
