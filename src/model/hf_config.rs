@@ -4,7 +4,9 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::arch::{Attention, Mlp, ModelArch, Moe, Norm, SlidingLayers, SlidingWindow, SsmKind};
+use super::arch::{
+    Attention, Mlp, ModelArch, Moe, Norm, ShapeField, SlidingLayers, SlidingWindow, SsmKind,
+};
 use super::error::ModelError;
 use super::estimate::FileWeights;
 use super::ModelWarning;
@@ -611,10 +613,32 @@ fn plausible(path: &Path, arch: ModelArch) -> Result<ModelArch, ModelError> {
     arch.check_plausible()
         .map_err(|(field, why)| ModelError::BadField {
             path: path.into(),
-            field: field.config_name().into(),
+            field: config_key(&arch.family, field).into(),
             why,
         })?;
     Ok(arch)
+}
+
+/// The config.json key a shape field came from in `family` (the recurrent mixers' fields are
+/// named differently in each; the inner width of Qwen3-Next and Granite is derived, so the
+/// factor the user wrote is named).
+fn config_key(family: &str, field: ShapeField) -> &'static str {
+    use ShapeField::*;
+    match (family, field) {
+        ("qwen3_next", SsmConvKernel) => "linear_conv_kernel_dim",
+        ("qwen3_next", SsmInner) => "linear_value_head_dim",
+        ("qwen3_next", SsmState) => "linear_key_head_dim",
+        ("qwen3_next", SsmDtRank) => "linear_num_value_heads",
+        ("qwen3_next", SsmGroups) => "linear_num_key_heads",
+        ("granitemoehybrid" | "jamba", SsmConvKernel) => "mamba_d_conv",
+        ("granitemoehybrid" | "jamba", SsmInner) => "mamba_expand",
+        ("granitemoehybrid" | "jamba", SsmState) => "mamba_d_state",
+        ("granitemoehybrid", SsmDtRank) => "mamba_n_heads",
+        ("jamba", SsmDtRank) => "mamba_dt_rank",
+        ("granitemoehybrid", SsmGroups) => "mamba_n_groups",
+        ("mamba2", SsmDtRank) => "num_heads",
+        _ => field.config_name(),
+    }
 }
 
 #[cfg(test)]
@@ -740,5 +764,27 @@ mod tests {
         let moe = 8 * 3 * 256 * 128 + 3 * 256 * 128 + 8 * 256 + 8;
         let expected = 2 * 1000 * 256 + 256 + 3 * (2 * 256 + attention) + dense + 2 * moe;
         assert_eq!(arch.params().total, expected);
+    }
+
+    #[test]
+    fn recurrent_fields_are_named_as_each_family_writes_them() {
+        let err = parse(json!({
+            "model_type": "granitemoehybrid", "hidden_size": 256, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "vocab_size": 100, "shared_intermediate_size": 64,
+            "num_local_experts": 0, "mamba_n_groups": 100000
+        }))
+        .unwrap_err();
+        assert!(err.to_string().contains("field 'mamba_n_groups'"), "{err}");
+        let err = parse(json!({
+            "model_type": "qwen3_next", "hidden_size": 256, "num_hidden_layers": 4,
+            "num_attention_heads": 4, "vocab_size": 100, "linear_num_key_heads": 2,
+            "linear_num_value_heads": 4, "linear_key_head_dim": 100000,
+            "linear_value_head_dim": 32
+        }))
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("field 'linear_key_head_dim'"),
+            "{err}"
+        );
     }
 }
