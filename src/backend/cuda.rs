@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 
 use crate::device::{
-    check_bounds, AsyncCopies, DeviceError, DeviceMemory, PendingCopy, Segment, SegmentHandle,
-    SegmentTable, VirtualMemory,
+    check_bounds, AsyncCopies, DeviceError, DeviceMemory, HostSide, PendingCopy, Segment,
+    SegmentHandle, SegmentTable, VirtualMemory,
 };
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -488,9 +488,9 @@ impl CudaMemory {
         segment: SegmentHandle,
         offset: u64,
         len: usize,
-        read_into: Option<*mut u8>,
-        write_from: Option<*const u8>,
+        host: HostSide,
     ) -> Result<PendingCopy, DeviceError> {
+        let read_into = host.read_into();
         let copies = self
             .copies
             .as_ref()
@@ -498,7 +498,7 @@ impl CudaMemory {
         self.check_access(segment, offset, len)?;
         self.current()?;
         let staging = take_pinned(copies, len)?;
-        if let Some(src) = write_from {
+        if let Some(src) = host.write_from() {
             // SAFETY: the caller's `src` holds `len` bytes; the staging buffer at least as many.
             unsafe { std::ptr::copy_nonoverlapping(src, staging.ptr, len) };
         }
@@ -893,24 +893,14 @@ impl VirtualMemory for CudaMemory {
 }
 
 impl AsyncCopies for CudaMemory {
-    unsafe fn start_read(
+    unsafe fn start(
         &self,
         segment: SegmentHandle,
         offset: u64,
-        dst: *mut u8,
         len: usize,
+        host: HostSide,
     ) -> Result<PendingCopy, DeviceError> {
-        self.start_copy(segment, offset, len, Some(dst), None)
-    }
-
-    unsafe fn start_write(
-        &self,
-        segment: SegmentHandle,
-        offset: u64,
-        src: *const u8,
-        len: usize,
-    ) -> Result<PendingCopy, DeviceError> {
-        self.start_copy(segment, offset, len, None, Some(src))
+        self.start_copy(segment, offset, len, host)
     }
 
     fn wait(&self, copy: PendingCopy) -> Result<Option<std::time::Duration>, DeviceError> {

@@ -14,7 +14,7 @@ use opencl3::platform::get_platforms;
 use opencl3::types::{CL_BLOCKING, CL_NON_BLOCKING};
 
 use crate::device::{
-    check_bounds, AsyncCopies, Budget, DeviceError, DeviceMemory, PendingCopy, Segment,
+    check_bounds, AsyncCopies, Budget, DeviceError, DeviceMemory, HostSide, PendingCopy, Segment,
     SegmentHandle, SegmentTable,
 };
 
@@ -359,57 +359,43 @@ impl DeviceMemory for OpenclMemory {
 }
 
 impl AsyncCopies for OpenclMemory {
-    unsafe fn start_read(
+    unsafe fn start(
         &self,
         segment: SegmentHandle,
         offset: u64,
-        dst: *mut u8,
         len: usize,
+        host: HostSide,
     ) -> Result<PendingCopy, DeviceError> {
         let queue = self.transfer_queue()?;
         let mem = self.mem(segment, offset, len)?;
-        // SAFETY: bounds checked above; the caller keeps `dst` valid until the copy is waited
-        // for; the buffer outlives the command (OpenCL keeps it while commands use it).
+        // SAFETY: bounds checked above; the caller keeps the host memory valid (and a write's
+        // unchanged) until the copy is waited for; the buffer outlives the command (OpenCL keeps
+        // it while commands use it).
         let event = unsafe {
-            enqueue_read_buffer(
-                queue,
-                mem,
-                CL_NON_BLOCKING,
-                offset as usize,
-                len,
-                dst.cast(),
-                0,
-                ptr::null(),
-            )
+            match host {
+                HostSide::Into(dst) => enqueue_read_buffer(
+                    queue,
+                    mem,
+                    CL_NON_BLOCKING,
+                    offset as usize,
+                    len,
+                    dst.cast(),
+                    0,
+                    ptr::null(),
+                ),
+                HostSide::From(src) => enqueue_write_buffer(
+                    queue,
+                    mem,
+                    CL_NON_BLOCKING,
+                    offset as usize,
+                    len,
+                    src.cast(),
+                    0,
+                    ptr::null(),
+                ),
+            }
         }
-        .map_err(|e| DeviceError::Backend(format!("clEnqueueReadBuffer: {}", ClError(e))))?;
-        flush(queue)?;
-        Ok(PendingCopy(event as u64))
-    }
-
-    unsafe fn start_write(
-        &self,
-        segment: SegmentHandle,
-        offset: u64,
-        src: *const u8,
-        len: usize,
-    ) -> Result<PendingCopy, DeviceError> {
-        let queue = self.transfer_queue()?;
-        let mem = self.mem(segment, offset, len)?;
-        // SAFETY: as in `start_read`, with `src` kept unchanged until the wait.
-        let event = unsafe {
-            enqueue_write_buffer(
-                queue,
-                mem,
-                CL_NON_BLOCKING,
-                offset as usize,
-                len,
-                src.cast(),
-                0,
-                ptr::null(),
-            )
-        }
-        .map_err(|e| DeviceError::Backend(format!("clEnqueueWriteBuffer: {}", ClError(e))))?;
+        .map_err(|e| DeviceError::Backend(format!("clEnqueue*Buffer: {}", ClError(e))))?;
         flush(queue)?;
         Ok(PendingCopy(event as u64))
     }

@@ -10,8 +10,8 @@ use std::path::Path;
 
 use super::{Backend, BackendKind, DeviceInfo, DeviceType, FreeScope, Unavailable};
 use crate::device::{
-    check_bounds, AsyncCopies, DeviceError, DeviceMemory, PendingCopy, Segment, SegmentHandle,
-    SegmentTable,
+    check_bounds, AsyncCopies, DeviceError, DeviceMemory, HostSide, PendingCopy, Segment,
+    SegmentHandle, SegmentTable,
 };
 
 /// AMD GPUs through HIP (`libamdhip64`), loaded at run time.
@@ -359,28 +359,21 @@ impl HipMemory {
 }
 
 impl AsyncCopies for HipMemory {
-    unsafe fn start_read(
+    unsafe fn start(
         &self,
         segment: SegmentHandle,
         offset: u64,
-        dst: *mut u8,
         len: usize,
+        host: HostSide,
     ) -> Result<PendingCopy, DeviceError> {
         check_bounds(offset, len, self.size_of(segment)?)?;
-        let src = (segment.0 + offset) as *const c_void;
-        self.start_async(dst.cast(), src, len, false)
-    }
-
-    unsafe fn start_write(
-        &self,
-        segment: SegmentHandle,
-        offset: u64,
-        src: *const u8,
-        len: usize,
-    ) -> Result<PendingCopy, DeviceError> {
-        check_bounds(offset, len, self.size_of(segment)?)?;
-        let dst = (segment.0 + offset) as *mut c_void;
-        self.start_async(dst, src.cast(), len, true)
+        let device = segment.0 + offset;
+        match host {
+            HostSide::Into(dst) => {
+                self.start_async(dst.cast(), device as *const c_void, len, false)
+            }
+            HostSide::From(src) => self.start_async(device as *mut c_void, src.cast(), len, true),
+        }
     }
 
     fn wait(&self, copy: PendingCopy) -> Result<Option<std::time::Duration>, DeviceError> {

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use ash::vk;
 
 use crate::device::{
-    check_bounds, AsyncCopies, Budget, DeviceError, DeviceMemory, PendingCopy, Segment,
+    check_bounds, AsyncCopies, Budget, DeviceError, DeviceMemory, HostSide, PendingCopy, Segment,
     SegmentHandle, SegmentTable,
 };
 
@@ -592,10 +592,9 @@ impl VulkanMemory {
         segment: SegmentHandle,
         offset: u64,
         len: usize,
-        read_into: Option<*mut u8>,
-        write_from: Option<*const u8>,
+        host: HostSide,
     ) -> Result<PendingCopy, DeviceError> {
-        let flight = self.start_flight(segment, offset, len, read_into, write_from)?;
+        let flight = self.start_flight(segment, offset, len, host)?;
         let id = self
             .next_flight
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -608,15 +607,14 @@ impl VulkanMemory {
 
     /// Starts a copy through a staging buffer (the path of memory the host cannot map): a mapped
     /// host-visible buffer, filled first for a write, copied to or from the segment's buffer on
-    /// the transfer queue without waiting. `read_into`/`write_from` must stay valid until the
-    /// flight is finished.
+    /// the transfer queue without waiting. The host memory must stay valid until the flight is
+    /// finished.
     fn start_flight(
         &self,
         segment: SegmentHandle,
         offset: u64,
         len: usize,
-        read_into: Option<*mut u8>,
-        write_from: Option<*const u8>,
+        host: HostSide,
     ) -> Result<VkFlight, DeviceError> {
         let target = match self.access(segment, offset, len)? {
             (_, Some(buffer)) => buffer,
@@ -649,11 +647,11 @@ impl VulkanMemory {
                 return Err(vk_err("vkMapMemory", e));
             }
         };
-        if let Some(src) = write_from {
+        if let Some(src) = host.write_from() {
             // SAFETY: the caller's `src` holds `len` bytes; the mapping as many.
             unsafe { std::ptr::copy_nonoverlapping(src, mapped, len) };
         }
-        let submitted = if write_from.is_some() {
+        let submitted = if host.write_from().is_some() {
             self.start_copy_commands(staging, target, 0, offset, len as u64)
         } else {
             self.start_copy_commands(target, staging, offset, 0, len as u64)
@@ -672,7 +670,7 @@ impl VulkanMemory {
             memory,
             mapped,
             len,
-            read_into,
+            read_into: host.read_into(),
         })
     }
 
@@ -695,24 +693,14 @@ impl VulkanMemory {
 }
 
 impl AsyncCopies for VulkanMemory {
-    unsafe fn start_read(
+    unsafe fn start(
         &self,
         segment: SegmentHandle,
         offset: u64,
-        dst: *mut u8,
         len: usize,
+        host: HostSide,
     ) -> Result<PendingCopy, DeviceError> {
-        self.start_staged(segment, offset, len, Some(dst), None)
-    }
-
-    unsafe fn start_write(
-        &self,
-        segment: SegmentHandle,
-        offset: u64,
-        src: *const u8,
-        len: usize,
-    ) -> Result<PendingCopy, DeviceError> {
-        self.start_staged(segment, offset, len, None, Some(src))
+        self.start_staged(segment, offset, len, host)
     }
 
     fn wait(&self, copy: PendingCopy) -> Result<Option<std::time::Duration>, DeviceError> {
@@ -880,7 +868,7 @@ impl DeviceMemory for VulkanMemory {
             }
             (None, Some(_)) => {
                 let flight =
-                    self.start_flight(segment, offset, data.len(), None, Some(data.as_ptr()))?;
+                    self.start_flight(segment, offset, data.len(), HostSide::From(data.as_ptr()))?;
                 self.finish_staged(flight)
             }
             (None, None) => Err(DeviceError::Unsupported(
@@ -903,8 +891,12 @@ impl DeviceMemory for VulkanMemory {
                 Ok(())
             }
             (None, Some(_)) => {
-                let flight =
-                    self.start_flight(segment, offset, out.len(), Some(out.as_mut_ptr()), None)?;
+                let flight = self.start_flight(
+                    segment,
+                    offset,
+                    out.len(),
+                    HostSide::Into(out.as_mut_ptr()),
+                )?;
                 self.finish_staged(flight)
             }
             (None, None) => Err(DeviceError::Unsupported(

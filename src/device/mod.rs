@@ -173,6 +173,20 @@ pub struct PendingCopy(pub u64);
 /// Copies between segments and host memory that run while the caller goes on: OpenCL's
 /// non-blocking reads and writes on a queue of their own, CUDA's `cuMemcpy*Async` on a stream.
 pub trait AsyncCopies: Send + Sync {
+    /// Starts copying `len` bytes between `offset` of `segment` and the host memory `host`
+    /// names, in the direction it names.
+    ///
+    /// # Safety
+    /// The host memory must hold `len` bytes and stay valid, and untouched by anything else
+    /// (unchanged, for a write), until [`Self::wait`] has returned for the copy.
+    unsafe fn start(
+        &self,
+        segment: SegmentHandle,
+        offset: u64,
+        len: usize,
+        host: HostSide,
+    ) -> Result<PendingCopy, DeviceError>;
+
     /// Starts copying `len` bytes at `offset` of `segment` to `dst`.
     ///
     /// # Safety
@@ -184,7 +198,10 @@ pub trait AsyncCopies: Send + Sync {
         offset: u64,
         dst: *mut u8,
         len: usize,
-    ) -> Result<PendingCopy, DeviceError>;
+    ) -> Result<PendingCopy, DeviceError> {
+        // SAFETY: the caller's contract is `start`'s.
+        unsafe { self.start(segment, offset, len, HostSide::Into(dst)) }
+    }
 
     /// Starts copying `len` bytes from `src` to `offset` of `segment`.
     ///
@@ -196,11 +213,41 @@ pub trait AsyncCopies: Send + Sync {
         offset: u64,
         src: *const u8,
         len: usize,
-    ) -> Result<PendingCopy, DeviceError>;
+    ) -> Result<PendingCopy, DeviceError> {
+        // SAFETY: the caller's contract is `start`'s.
+        unsafe { self.start(segment, offset, len, HostSide::From(src)) }
+    }
 
     /// Waits for a started copy. Returns how long the device spent on it when the device
     /// measured that (OpenCL profiling), else `None`.
     fn wait(&self, copy: PendingCopy) -> Result<Option<std::time::Duration>, DeviceError>;
+}
+
+/// The host end of an asynchronous copy, which also says its direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostSide {
+    /// Device to host: the bytes land here.
+    Into(*mut u8),
+    /// Host to device: the bytes come from here.
+    From(*const u8),
+}
+
+impl HostSide {
+    /// Where a read delivers, `None` for a write.
+    pub fn read_into(self) -> Option<*mut u8> {
+        match self {
+            HostSide::Into(dst) => Some(dst),
+            HostSide::From(_) => None,
+        }
+    }
+
+    /// What a write sends, `None` for a read.
+    pub fn write_from(self) -> Option<*const u8> {
+        match self {
+            HostSide::From(src) => Some(src),
+            HostSide::Into(_) => None,
+        }
+    }
 }
 
 /// An address range reserved with no memory behind it, into which memory is mapped and
