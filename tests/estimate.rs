@@ -650,7 +650,7 @@ fn llama_4_text_models_and_the_vision_tower_named() {
     }
 }
 
-// A Mamba GGUF (written by tools/llamacpp-reference/make_mamba_gguf.py): no KV cache but an
+// A Mamba GGUF (written by tools/llamacpp-reference/make_hybrid_gguf.py mamba): no KV cache but an
 // f32 recurrent state per sequence that does not grow with the context — 2 layers × (3 conv
 // steps + 16 state) × 128 channels × 4 bytes, what llama.cpp's RS buffer holds (0.02 MiB).
 #[test]

@@ -116,7 +116,7 @@ fn rows(
     out
 }
 
-/// The Mamba fixture: the architecture and file bytes as make_mamba_gguf.py writes them.
+/// The Mamba fixture: the architecture and file bytes as `make_hybrid_gguf.py mamba` writes them.
 fn compare_mamba(name: &str) -> Vec<(String, u64, u64, bool, f64)> {
     let doc = fixture(name);
     let s = &doc["shape"];

@@ -4,6 +4,8 @@ no weight data (a sparse file), like make_gguf.py does for the llama layout.
 
   qwen3next  Qwen3-Next: gated DeltaNet layers with full (gated) attention every
              --attn-interval-th layer, a MoE with one gated shared expert in every layer.
+  mamba      Mamba (v1): every layer a selective-scan mixer (in_proj, conv, x_proj, dt_proj, A,
+             D, out_proj); Δ rank ⌈hidden/16⌉.
   mamba2     Mamba-2: every layer an SSD mixer (in_proj, conv, A, D, gated norm, out_proj).
   jamba      Jamba: Mamba mixers with Δ/B/C norms, attention in the layers --attn-layers
              lists (no RoPE), experts in the layers --moe-layers lists, a gated MLP in the rest.
@@ -81,6 +83,33 @@ def qwen3next(w: GGUFWriter, a) -> None:
         t(b + "ffn_gate_shexp.weight", (a.shared_ffn, d))
         t(b + "ffn_up_shexp.weight", (a.shared_ffn, d))
         t(b + "ffn_down_shexp.weight", (d, a.shared_ffn))
+
+
+def mamba(w: GGUFWriter, a) -> None:
+    d = a.hidden
+    inner = a.expand * d
+    dt_rank = (d + 15) // 16
+    w.add_embedding_length(d)
+    w.add_feed_forward_length(0)
+    w.add_head_count(0)
+    w.add_ssm_conv_kernel(a.conv)
+    w.add_ssm_inner_size(inner)
+    w.add_ssm_state_size(a.ssm_state)
+    w.add_ssm_time_step_rank(dt_rank)
+    t = lambda name, shape, ty=F16: add_tensor(w, name, shape, ty)
+    add_embeddings(w, a.vocab, d, a.tied)
+    for i in range(a.layers):
+        b = f"blk.{i}."
+        t(b + "attn_norm.weight", (d,), F32)
+        t(b + "ssm_in.weight", (2 * inner, d))
+        t(b + "ssm_conv1d.weight", (inner, a.conv), F32)
+        t(b + "ssm_conv1d.bias", (inner,), F32)
+        t(b + "ssm_x.weight", (dt_rank + 2 * a.ssm_state, inner))
+        t(b + "ssm_dt.weight", (inner, dt_rank))
+        t(b + "ssm_dt.bias", (inner,), F32)
+        t(b + "ssm_a", (inner, a.ssm_state), F32)
+        t(b + "ssm_d", (inner,), F32)
+        t(b + "ssm_out.weight", (d, inner))
 
 
 def mamba2(w: GGUFWriter, a) -> None:
@@ -205,7 +234,7 @@ def jamba(w: GGUFWriter, a) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("arch", choices=["qwen3next", "mamba2", "granitehybrid", "jamba"])
+    p.add_argument("arch", choices=["qwen3next", "mamba", "mamba2", "granitehybrid", "jamba"])
     p.add_argument("--moe-layers", default="", help="jamba: layers with experts, e.g. 1,3,5,7")
     p.add_argument("--dt-rank", type=int, default=0)
     p.add_argument("out")
@@ -241,7 +270,7 @@ def main() -> None:
     w.add_vocab_size(a.vocab)
     w.add_file_type(1)
     add_vocab(w, a.vocab)
-    {"qwen3next": qwen3next, "mamba2": mamba2, "granitehybrid": granitehybrid,
+    {"qwen3next": qwen3next, "mamba": mamba, "mamba2": mamba2, "granitehybrid": granitehybrid,
      "jamba": jamba}[a.arch](w, a)
     finish_sparse(w, a.out)
 

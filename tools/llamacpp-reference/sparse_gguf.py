@@ -1,4 +1,4 @@
-"""What make_gguf.py and make_mamba_gguf.py share: a vocabulary llama.cpp's loader accepts,
+"""What the make_*_gguf.py scripts share: a vocabulary llama.cpp's loader accepts,
 tensor descriptions without data, and the data region left as a hole in a sparse file."""
 import os
 
