@@ -169,6 +169,26 @@ fn out_of_memory_retries_after_releasing_the_cache() {
     pool.free(b).unwrap();
 }
 
+// A device smaller than the pool's preferred segment (2 MiB for small requests, 20 MiB for
+// large ones) still serves whatever fits: the segment shrinks to the room left.
+#[test]
+fn a_device_smaller_than_a_segment_serves_what_fits() {
+    for config in [plain(), classic()] {
+        let pool = Pool::new(Arc::new(SimDevice::new(MIB)), config).unwrap();
+        let small = pool.allocate(4096).unwrap();
+        let large = pool.allocate(MIB / 2).unwrap();
+        assert!(pool.stats().reserved_bytes <= MIB);
+        // What no longer fits is refused, not served beyond the device.
+        assert!(matches!(
+            pool.allocate(MIB / 2),
+            Err(PoolError::OutOfMemory { .. })
+        ));
+        pool.free(small).unwrap();
+        pool.free(large).unwrap();
+        assert_eq!(pool.stats().allocated_bytes, 0);
+    }
+}
+
 // A growing pool gives idle segments back before it reserves more, so a request that outgrows
 // every cached segment (a KV cache or attention scores growing step by step) does not leave a
 // trail of dead segments; and it grows by a share of what it holds, not by each request.

@@ -617,12 +617,19 @@ impl Pool {
                 self.release_idle(state);
             }
             for seg_size in sizes.into_iter().flatten() {
-                if state.counters.reserved.saturating_add(seg_size) > self.limit {
+                // A device smaller than the preferred segment (or nearly full) still serves what
+                // fits in the room left: the segment shrinks to that room, never below the request.
+                let room = self.limit.saturating_sub(state.counters.reserved);
+                let seg_size = if seg_size <= room {
+                    seg_size
+                } else if room / self.round * self.round >= rounded {
+                    room / self.round * self.round
+                } else {
                     last = DeviceError::OutOfMemory {
                         requested: seg_size,
                     };
                     continue;
-                }
+                };
                 match self.device.reserve(seg_size) {
                     Ok(seg) => {
                         log::debug!(
