@@ -222,7 +222,8 @@ fn estimates_match_llama_cpp_and_are_never_below_it() {
     rows.extend(compare_described("llama-4-layout.json"));
     rows.extend(compare_described("glm-4.5-air-layout.json"));
     rows.extend(compare_described("jamba-layout.json"));
-    assert_eq!(rows.len(), 129);
+    rows.extend(compare_described("nemotron-nano-9b-v2-shape.json"));
+    assert_eq!(rows.len(), 137);
     // The accuracy table the README shows (`cargo test --test llamacpp_reference -- --nocapture`).
     for (name, context, ubatch, fa, ratio) in &rows {
         eprintln!(
@@ -245,6 +246,7 @@ fn estimates_match_llama_cpp_and_are_never_below_it() {
             "gemma",
             "gpt-oss",
             "llama-4",
+            "nemotron",
         ]
         .iter()
         .any(|family| name.starts_with(family));
@@ -296,6 +298,19 @@ fn config_json_readings_match_the_measured_ggufs() {
                 "attn_layer_offset": 4, "expert_layer_period": 2, "expert_layer_offset": 1,
                 "num_experts": 4, "num_experts_per_tok": 2, "mamba_d_state": 16,
                 "mamba_d_conv": 4, "mamba_expand": 2, "mamba_dt_rank": 256
+            }),
+        ),
+        (
+            "nemotron-nano-9b-v2-shape.json",
+            serde_json::json!({
+                "model_type": "nemotron_h", "hidden_size": 4480, "num_hidden_layers": 56,
+                "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
+                "intermediate_size": 15680, "vocab_size": 131072, "tie_word_embeddings": false,
+                "hybrid_override_pattern":
+                    "M-M-M-MM-M-M-M*-M-M-M*-M-M-M-M*-M-M-M-M*-M-MM-M-M-M-M-M-",
+                "mamba_num_heads": 128, "mamba_head_dim": 80, "n_groups": 8,
+                "ssm_state_size": 128, "conv_kernel": 4, "mlp_hidden_act": "relu2",
+                "use_conv_bias": true, "use_bias": false, "attention_bias": false
             }),
         ),
         (

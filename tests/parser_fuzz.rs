@@ -131,7 +131,7 @@ proptest! {
     // field, or estimated with every part present (a state or a cache, never nothing).
     #[test]
     fn hybrid_and_quantized_configs_never_panic(
-        family in 0usize..4, hidden in any::<u64>(), a in any::<u64>(), b in any::<u64>(),
+        family in 0usize..5, hidden in any::<u64>(), a in any::<u64>(), b in any::<u64>(),
         c in 0u64..100_000, quant in 0usize..6, bits in any::<i64>(), group in any::<i64>(),
     ) {
         let mut config = match family {
@@ -148,6 +148,15 @@ proptest! {
                 "attn_layer_period": a % 10, "attn_layer_offset": b % 10, "mamba_d_state": c,
                 "mamba_dt_rank": a, "num_experts": 4, "num_experts_per_tok": 2,
                 "expert_layer_period": b, "expert_layer_offset": c}),
+            3 => serde_json::json!({"model_type": "nemotron_h", "hidden_size": hidden,
+                "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2,
+                "vocab_size": 1000, "intermediate_size": c,
+                // Two bits a block, of a length that may not match the layers.
+                "hybrid_override_pattern": (0..(3 + b % 3))
+                    .map(|i| ['M', '*', '-', 'E'][(a >> (2 * i) & 3) as usize])
+                    .collect::<String>(),
+                "mamba_num_heads": a % 300, "mamba_head_dim": b, "n_groups": c % 20,
+                "ssm_state_size": a >> 50}),
             _ => serde_json::json!({"model_type": "granitemoehybrid", "hidden_size": hidden,
                 "num_hidden_layers": 4, "num_attention_heads": 8, "vocab_size": 1000,
                 "mamba_n_heads": a, "mamba_d_state": b, "mamba_n_groups": c,

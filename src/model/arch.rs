@@ -256,6 +256,12 @@ pub struct ModelArch {
     pub ssm: Option<Ssm>,
     /// Which layers run `ssm` rather than attention (ignored without one).
     pub recurrent_layers: SlidingLayers,
+    /// Layers that are a feed-forward block alone, with neither attention nor a recurrent
+    /// mixer (Nemotron-H's MLP layers); none in most models.
+    pub mixerless_layers: SlidingLayers,
+    /// Layers with a feed-forward block (dense or experts): every layer in most models; in
+    /// Nemotron-H only the MLP layers, its mixer and attention layers having none.
+    pub ffn_layers: SlidingLayers,
     /// Attention output gated per head by a sigmoid of a second query-sized projection
     /// (Qwen3-Next), which doubles `q_proj`.
     pub attn_output_gate: bool,
@@ -480,7 +486,9 @@ impl ModelArch {
     pub fn is_moe_layer(&self, i: u64) -> bool {
         match &self.moe {
             Some(m) => {
-                i >= m.first_dense_layers && (i - m.first_dense_layers) % m.layer_freq.max(1) == 0
+                self.has_ffn(i)
+                    && i >= m.first_dense_layers
+                    && (i - m.first_dense_layers) % m.layer_freq.max(1) == 0
             }
             None => false,
         }
@@ -491,6 +499,22 @@ impl ModelArch {
         (0..self.num_layers)
             .filter(|&i| self.is_moe_layer(i))
             .count() as u64
+    }
+
+    /// Whether layer `i` has a feed-forward block (dense or experts).
+    pub fn has_ffn(&self, i: u64) -> bool {
+        self.ffn_layers.contains(i)
+    }
+
+    /// Layers with a feed-forward block.
+    pub fn ffn_layer_count(&self) -> u64 {
+        (0..self.num_layers).filter(|&i| self.has_ffn(i)).count() as u64
+    }
+
+    /// Whether layer `i` attends (and so holds a KV cache): neither recurrent nor a
+    /// feed-forward block alone.
+    pub fn has_attention(&self, i: u64) -> bool {
+        !self.is_recurrent_layer(i) && !self.mixerless_layers.contains(i)
     }
 
     /// Exact parameter counts from the architecture (saturating at `u64::MAX` for absurd
@@ -521,7 +545,7 @@ impl ModelArch {
             0
         };
         let recurrent = w(self.recurrent_layer_count());
-        let attention_layers = w(self.num_layers) - recurrent;
+        let attention_layers = w(self.attention_layer_count());
         let mixers = self
             .ssm
             .map_or(0, |m| recurrent * m.params(self.hidden_size))
@@ -529,7 +553,7 @@ impl ModelArch {
         let norms = w(self.num_layers) * w(self.norms_per_layer) * w(self.norm_params());
         let dense_ffn = w(self.ffn_params(self.intermediate_size));
         let moe_layers = w(self.moe_layers());
-        let dense_layers = w(self.num_layers) - moe_layers;
+        let dense_layers = w(self.ffn_layer_count()) - moe_layers;
         let mut total =
             embedding + w(self.norm_params()) + mixers + norms + dense_layers * dense_ffn;
         let mut active = total;
@@ -683,11 +707,11 @@ impl ModelArch {
         Ok(())
     }
 
-    /// Whether layer `i` uses the sliding window (recurrent layers never do).
+    /// Whether layer `i` uses the sliding window (only attention layers do).
     pub fn is_sliding_layer(&self, i: u64) -> bool {
         match &self.sliding_window {
             None => false,
-            Some(w) => w.layers.contains(i) && !self.is_recurrent_layer(i),
+            Some(w) => w.layers.contains(i) && self.has_attention(i),
         }
     }
 
@@ -708,7 +732,9 @@ impl ModelArch {
 
     /// Layers with attention, which hold a KV cache.
     pub fn attention_layer_count(&self) -> u64 {
-        self.num_layers - self.recurrent_layer_count()
+        (0..self.num_layers)
+            .filter(|&i| self.has_attention(i))
+            .count() as u64
     }
 
     /// KV-cache elements cached per token per attention layer (K and V, or MLA's latent).
@@ -752,7 +778,7 @@ impl ModelArch {
     pub fn kv_elements_in_cells(&self, full_cells: u64, swa_cells: u64) -> u128 {
         let per = u128::from(self.kv_elements_per_token_layer());
         (0..self.num_layers)
-            .filter(|&i| !self.is_recurrent_layer(i))
+            .filter(|&i| self.has_attention(i))
             .map(|i| {
                 let cells = if self.is_sliding_layer(i) {
                     swa_cells
@@ -802,6 +828,8 @@ pub fn llama_like(
         active_without_embedding: false,
         ssm: None,
         recurrent_layers: SlidingLayers::All,
+        mixerless_layers: SlidingLayers::Listed(Vec::new()),
+        ffn_layers: SlidingLayers::All,
         attn_output_gate: false,
         mla_full_cache: false,
     }

@@ -22,7 +22,7 @@
 //!   stage (`2·T·intermediate × 4` gate and up, MoE: per routed expert plus the router's
 //!   `T × experts × 4`, + 3 hidden states). Fitted to llama.cpp's own reports, recorded in
 //!   `tests/fixtures/llamacpp/` by `tools/llamacpp-reference/`. Recurrent layers (Mamba,
-//!   Mamba-2, Qwen3-Next's gated DeltaNet) add a mixer stage (their projections, convolution
+//!   Mamba-2, Qwen3-Next's gated DeltaNet; Nemotron-H's Mamba-2 blocks) add a mixer stage (their projections, convolution
 //!   and scan per token, plus the layer's state as gathered and written back) and hold no KV
 //!   cache; in a hybrid the KQ mask is counted live beside the logits and twelve model-width
 //!   tensors beside the scores, which llama.cpp's graph allocator needs on some shapes and not
@@ -276,12 +276,16 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
     // A hybrid's attention layers keep more model-width tensors live around the scores
     // (Qwen3-Next's gated attention needs 10.5 and 12 of them on two shapes, Granite-4.0-H and
     // Jamba eight of the wider width) besides this
-    // micro-batch's K and V; a plain decoder three of the query width and three of the model's.
+    // micro-batch's K and V; a plain decoder three of the query width and three of the model's,
+    // and so does a hybrid whose attention is a block of its own, with no feed-forward beside
+    // it in the layer (Nemotron-H: 5.2 of the wider width measured, 5.6 counted).
     // MLA adds two per-head tensors of the latent width (the absorbed query and the latent
     // output; of the value width when the cache holds full K and V) and two more hidden states.
+    let standalone_attention =
+        (0..arch.num_layers).any(|i| arch.has_attention(i) && !arch.has_ffn(i));
     let around = if recurrent > 0 && arch.attn_output_gate {
         (12 * h + 2 * w(arch.num_kv_heads) * w(arch.head_dim)) * ub * 4
-    } else if recurrent > 0 {
+    } else if recurrent > 0 && !standalone_attention {
         8 * hidden
     } else if let Some(width) = mla {
         8 * hidden + 2 * ub * heads * w(width) * 4

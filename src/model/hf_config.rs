@@ -39,6 +39,7 @@ pub const KNOWN_FAMILIES: &[&str] = &[
     "kimi_k2",
     "glm4_moe",
     "jamba",
+    "nemotron_h",
 ];
 
 /// Largest accepted config.json (real ones are a few KiB).
@@ -448,6 +449,61 @@ pub fn parse_config(
                 arch.intermediate_size = f.req(&["shared_intermediate_size"])?;
             }
         }
+        "nemotron_h" => {
+            // Nemotron-H: one block per layer as `hybrid_override_pattern` spells it (M a
+            // Mamba-2 mixer, * attention, - a squared-ReLU MLP), one norm before each.
+            let pattern = match map.get("hybrid_override_pattern") {
+                Some(Value::String(p)) => p.clone(),
+                _ => {
+                    return Err(ModelError::MissingField {
+                        path: path.into(),
+                        field: "hybrid_override_pattern".into(),
+                    })
+                }
+            };
+            f.used.push("hybrid_override_pattern".into());
+            let bad = |why: String| ModelError::BadField {
+                path: path.into(),
+                field: "hybrid_override_pattern".into(),
+                why,
+            };
+            if pattern.chars().count() as u64 != layers {
+                return Err(bad(format!(
+                    "has {} blocks for {layers} layers (num_hidden_layers)",
+                    pattern.chars().count()
+                )));
+            }
+            if let Some(c) = pattern.chars().find(|c| !matches!(c, 'M' | '*' | '-')) {
+                return Err(bad(format!(
+                    "has '{}', a block gpumem has no rules for (M: Mamba-2, *: attention, -: MLP)",
+                    c.escape_default()
+                )));
+            }
+            if !pattern.contains(['M', '*']) {
+                return Err(bad(
+                    "has no M or * block: every layer an MLP, nothing attends or mixes".into(),
+                ));
+            }
+            let heads = f.uint(&["mamba_num_heads"])?.unwrap_or(128);
+            arch.ssm = Some(super::arch::Ssm {
+                kind: SsmKind::Mamba2,
+                conv_kernel: f.uint(&["conv_kernel", "mamba_d_conv"])?.unwrap_or(4),
+                inner: heads.saturating_mul(f.uint(&["mamba_head_dim"])?.unwrap_or(64)),
+                state: f.uint(&["ssm_state_size", "mamba_d_state"])?.unwrap_or(128),
+                dt_rank: heads,
+                groups: f
+                    .uint(&["n_groups", "mamba_n_groups", "mamba_num_groups"])?
+                    .unwrap_or(8),
+            });
+            let blocks: Vec<char> = pattern.chars().collect();
+            arch.recurrent_layers =
+                SlidingLayers::Listed(blocks.iter().map(|&c| c == 'M').collect());
+            let mlp: Vec<bool> = blocks.iter().map(|&c| c == '-').collect();
+            arch.mixerless_layers = SlidingLayers::Listed(mlp.clone());
+            arch.ffn_layers = SlidingLayers::Listed(mlp);
+            arch.mlp = Mlp::Plain;
+            arch.norms_per_layer = 1;
+        }
         "gemma" => {}
         "gemma2" => arch.norms_per_layer = 4,
         "gemma3" | "gemma3_text" => {
@@ -637,6 +693,11 @@ fn config_key(family: &str, field: ShapeField) -> &'static str {
         ("jamba", SsmDtRank) => "mamba_dt_rank",
         ("granitemoehybrid", SsmGroups) => "mamba_n_groups",
         ("mamba2", SsmDtRank) => "num_heads",
+        ("nemotron_h", SsmConvKernel) => "conv_kernel",
+        ("nemotron_h", SsmInner) => "mamba_head_dim",
+        ("nemotron_h", SsmState) => "ssm_state_size",
+        ("nemotron_h", SsmDtRank) => "mamba_num_heads",
+        ("nemotron_h", SsmGroups) => "n_groups",
         _ => field.config_name(),
     }
 }
@@ -785,6 +846,61 @@ mod tests {
         assert!(
             err.to_string().contains("field 'linear_key_head_dim'"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn nemotron_h_layers_are_one_block_each() {
+        let config = |pattern: &str| {
+            json!({
+                "model_type": "nemotron_h", "hidden_size": 256, "num_hidden_layers": 4,
+                "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+                "intermediate_size": 512, "vocab_size": 1000, "tie_word_embeddings": false,
+                "hybrid_override_pattern": pattern, "mamba_num_heads": 8,
+                "mamba_head_dim": 32, "n_groups": 2, "ssm_state_size": 16, "conv_kernel": 4
+            })
+        };
+        let (arch, warnings) = parse(config("M-*-")).unwrap();
+        assert!(warnings.is_empty());
+        assert_eq!(
+            (arch.recurrent_layer_count(), arch.attention_layer_count()),
+            (1, 1)
+        );
+        assert_eq!(arch.ffn_layer_count(), 2);
+        // Embeddings and output, final norm; one norm per layer; the Mamba-2 mixer (in_proj to
+        // z, x, B, C and Δ; the convolution with bias; Δ bias, A, D; the gated norm; out_proj),
+        // q/k/v/o, and two squared-ReLU MLPs of up and down projections.
+        let inner = 8 * 32;
+        let conv = inner + 2 * 2 * 16;
+        let mixer = 256 * (inner + conv + 8) + conv * 4 + conv + 3 * 8 + inner + inner * 256;
+        let attention = 2 * 256 * 256 + 2 * 256 * 128;
+        let mlp = 2 * 256 * 512;
+        let expected = 2 * 1000 * 256 + 256 + 4 * 256 + mixer + attention + 2 * mlp;
+        assert_eq!(arch.params().total, expected);
+        // Only the attention block caches K and V.
+        assert_eq!(arch.kv_elements(100), 2 * 2 * 64 * 100);
+
+        let err = parse(config("M-*")).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "config.json: field 'hybrid_override_pattern' has 3 blocks for 4 layers \
+             (num_hidden_layers)"
+        );
+        let err = parse(config("----")).unwrap_err().to_string();
+        assert!(err.contains("has no M or * block"), "{err}");
+        let err = parse(config("ME*-")).unwrap_err().to_string();
+        assert!(
+            err.contains("field 'hybrid_override_pattern' has 'E'"),
+            "{err}"
+        );
+        let mut missing = config("M-*-");
+        missing
+            .as_object_mut()
+            .unwrap()
+            .remove("hybrid_override_pattern");
+        assert_eq!(
+            parse(missing).unwrap_err().to_string(),
+            "config.json: missing field 'hybrid_override_pattern'"
         );
     }
 }

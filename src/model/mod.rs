@@ -338,7 +338,7 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
     let ssm_kind = match a.as_str() {
         "mamba" => Some(arch::SsmKind::Mamba),
         "jamba" => Some(arch::SsmKind::JambaMamba),
-        "mamba2" | "granitehybrid" => Some(arch::SsmKind::Mamba2),
+        "mamba2" | "granitehybrid" | "nemotron_h" => Some(arch::SsmKind::Mamba2),
         "qwen3next" => Some(arch::SsmKind::GatedDeltaNet),
         _ => None,
     };
@@ -356,22 +356,44 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
         }),
         None => None,
     };
+    // A key given once per layer (an array of `block_count` integers).
+    let per_layer = |key: &str| -> Result<Vec<i128>, ModelError> {
+        match file.metadata.get(&format!("{a}.{key}")) {
+            Some(GgufValue::Array { len, ints }) if *len == ints.len() as u64 && *len == layers => {
+                Ok(ints.clone())
+            }
+            _ => Err(ModelError::MissingField {
+                path: path.into(),
+                field: format!("{a}.{key} (one per layer)"),
+            }),
+        }
+    };
+    let mut mixerless_layers = SlidingLayers::Listed(Vec::new());
+    let mut ffn_layers = SlidingLayers::All;
     let recurrent_layers = match a.as_str() {
         "qwen3next" => SlidingLayers::AllButEvery(get("full_attention_interval").unwrap_or(4)),
         // llama.cpp's rule for Granite-4.0-H and Jamba: a layer is recurrent when its KV head
         // count is 0.
-        "granitehybrid" | "jamba" => {
-            match file.metadata.get(&format!("{a}.attention.head_count_kv")) {
-                Some(GgufValue::Array { len, ints }) if *len == ints.len() as u64 => {
-                    SlidingLayers::Listed(ints.iter().map(|&n| n == 0).collect())
-                }
-                _ => {
-                    return Err(ModelError::MissingField {
-                        path: path.into(),
-                        field: format!("{a}.attention.head_count_kv (one per layer)"),
-                    })
-                }
-            }
+        "granitehybrid" | "jamba" => SlidingLayers::Listed(
+            per_layer("attention.head_count_kv")?
+                .iter()
+                .map(|&n| n == 0)
+                .collect(),
+        ),
+        // Nemotron-H's layers are one block each: attention where there are KV heads, an MLP
+        // where there is a feed-forward width, a Mamba-2 mixer where there is neither.
+        "nemotron_h" => {
+            let kv = per_layer("attention.head_count_kv")?;
+            let ff = per_layer("feed_forward_length")?;
+            let mlp: Vec<bool> = ff.iter().map(|&n| n > 0).collect();
+            mixerless_layers = SlidingLayers::Listed(mlp.clone());
+            ffn_layers = SlidingLayers::Listed(mlp);
+            SlidingLayers::Listed(
+                kv.iter()
+                    .zip(&ff)
+                    .map(|(&k, &f)| k == 0 && f == 0)
+                    .collect(),
+            )
         }
         _ => SlidingLayers::All,
     };
@@ -410,6 +432,8 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
         .unwrap_or(hidden / heads.max(1));
     arch.ssm = ssm;
     arch.recurrent_layers = recurrent_layers;
+    arch.mixerless_layers = mixerless_layers;
+    arch.ffn_layers = ffn_layers;
     if all_recurrent {
         arch.head_dim = 0;
         arch.intermediate_size = 0;

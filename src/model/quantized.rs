@@ -89,7 +89,7 @@ pub(crate) fn linears(arch: &ModelArch) -> Vec<Linear> {
                     out.push(lin(format!("{a}.out_proj"), m.inner, h, 1));
                 }
             }
-        } else {
+        } else if arch.has_attention(i) {
             let a = format!("{p}.self_attn");
             match &arch.attention {
                 Attention::Standard { .. } => {
@@ -162,7 +162,7 @@ pub(crate) fn linears(arch: &ModelArch) -> Vec<Linear> {
                     );
                 }
             }
-            None if arch.intermediate_size > 0 => {
+            None if arch.intermediate_size > 0 && arch.has_ffn(i) => {
                 ffn(&mut out, mlp, arch.intermediate_size, 1);
             }
             None => {}

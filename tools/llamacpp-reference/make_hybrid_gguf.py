@@ -11,6 +11,8 @@ no weight data (a sparse file), like make_gguf.py does for the llama layout.
              lists (no RoPE), experts in the layers --moe-layers lists, a gated MLP in the rest.
   granitehybrid  Granite-4.0-H (dense): Mamba-2 mixers with attention in the layers
              --attn-layers lists, a gated MLP after every mixer.
+  nemotronh  Nemotron-H: each layer one block of --pattern (M a Mamba-2 mixer, * attention,
+             - a squared-ReLU MLP of up and down projections), one norm before each.
 
 Vectors, the convolution and the SSM parameters are f32, matrices f16, as llama.cpp's
 converter writes them.
@@ -125,9 +127,14 @@ def mamba2(w: GGUFWriter, a) -> None:
         mamba2_mixer(t, f"blk.{i}.", a)
 
 
+def ssm_inner(a) -> int:
+    """The mixer's inner width: --ssm-inner, else --expand × hidden."""
+    return a.ssm_inner or a.expand * a.hidden
+
+
 def mamba2_mixer(t, b: str, a) -> None:
     d = a.hidden
-    inner = a.expand * d
+    inner = ssm_inner(a)
     heads = inner // a.ssm_head_dim
     conv_dim = inner + 2 * a.ssm_groups * a.ssm_state
     t(b + "ssm_in.weight", (2 * inner + 2 * a.ssm_groups * a.ssm_state + heads, d))
@@ -141,7 +148,7 @@ def mamba2_mixer(t, b: str, a) -> None:
 
 
 def ssm_keys(w: GGUFWriter, a) -> None:
-    inner = a.expand * a.hidden
+    inner = ssm_inner(a)
     w.add_ssm_conv_kernel(a.conv)
     w.add_ssm_inner_size(inner)
     w.add_ssm_state_size(a.ssm_state)
@@ -232,9 +239,44 @@ def jamba(w: GGUFWriter, a) -> None:
             t(b + "ffn_down.weight", (d, a.ffn))
 
 
+def nemotronh(w: GGUFWriter, a) -> None:
+    d, hd = a.hidden, a.head_dim
+    pattern = a.pattern
+    if len(pattern) != a.layers or set(pattern) - set("M*-"):
+        raise SystemExit("--pattern: one of M, * or - per layer")
+    w.add_embedding_length(d)
+    w.add_layer_norm_eps(1e-5)
+    # Per layer: KV heads only in attention layers, a feed-forward width only in MLP layers
+    # (both 0 marks a Mamba layer, llama.cpp's rule).
+    w.add_feed_forward_length([a.ffn if c == "-" else 0 for c in pattern])
+    w.add_head_count(a.heads)
+    w.add_head_count_kv([a.kv_heads if c == "*" else 0 for c in pattern])
+    w.add_key_length(hd)
+    w.add_value_length(hd)
+    ssm_keys(w, a)
+    t = lambda name, shape, ty=a.matrix_type: add_tensor(w, name, shape, ty)
+    add_embeddings(w, a.vocab, d, a.tied)
+    for i, c in enumerate(pattern):
+        b = f"blk.{i}."
+        t(b + "attn_norm.weight", (d,), F32)
+        if c == "M":
+            mamba2_mixer(t, b, a)
+        elif c == "*":
+            plain_attention(t, b, a)
+        else:
+            t(b + "ffn_up.weight", (a.ffn, d))
+            t(b + "ffn_down.weight", (d, a.ffn))
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("arch", choices=["qwen3next", "mamba", "mamba2", "granitehybrid", "jamba"])
+    p.add_argument("arch", choices=["qwen3next", "mamba", "mamba2", "granitehybrid", "jamba",
+                                    "nemotronh"])
+    p.add_argument("--pattern", default="", help="nemotronh: M, * or - per layer")
+    p.add_argument("--ssm-inner", type=int, default=0,
+                   help="the mixer's inner width when not --expand × hidden (Nemotron-H)")
+    p.add_argument("--matrix-type", default="f16", choices=["f16", "q8_0", "q5_0"],
+                   help="nemotronh: the matrices' type (q5_0 keeps a large shape's file small, and the CPU backend leaves it unrepacked)")
     p.add_argument("--moe-layers", default="", help="jamba: layers with experts, e.g. 1,3,5,7")
     p.add_argument("--dt-rank", type=int, default=0)
     p.add_argument("out")
@@ -261,8 +303,10 @@ def main() -> None:
     p.add_argument("--ssm-groups", type=int, default=1)
     p.add_argument("--tied", action="store_true")
     a = p.parse_args()
+    a.matrix_type = {"f16": F16, "q8_0": GGMLQuantizationType.Q8_0,
+                     "q5_0": GGMLQuantizationType.Q5_0}[a.matrix_type]
 
-    w = GGUFWriter(a.out, a.arch)
+    w = GGUFWriter(a.out, {"nemotronh": "nemotron_h"}.get(a.arch, a.arch))
     w.add_name(a.name)
     w.add_context_length(1 << 18)
     w.add_block_count(a.layers)
@@ -271,7 +315,7 @@ def main() -> None:
     w.add_file_type(1)
     add_vocab(w, a.vocab)
     {"qwen3next": qwen3next, "mamba": mamba, "mamba2": mamba2, "granitehybrid": granitehybrid,
-     "jamba": jamba}[a.arch](w, a)
+     "jamba": jamba, "nemotronh": nemotronh}[a.arch](w, a)
     finish_sparse(w, a.out)
 
 
