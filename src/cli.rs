@@ -135,7 +135,7 @@ pub struct ModelSourceArgs {
 
     /// A Hugging Face config.json (Llama 2-4, Mistral, Mixtral, Qwen 2-3, Qwen3-Next, Gemma 1-3,
     /// Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3, Kimi-K2, GLM-4.5, gpt-oss, Mamba, Mamba-2,
-    /// Jamba, Granite-4.0-H, Nemotron-H; others with --allow-generic).
+    /// Jamba, Granite-4.0-H, Nemotron-H, Falcon-H1; others with --allow-generic).
     #[arg(long, value_name = "PATH")]
     pub config: Option<PathBuf>,
 

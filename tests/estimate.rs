@@ -307,7 +307,12 @@ fn absurd_shapes_are_refused_with_the_field_named() {
         "{e}"
     );
 
-    let cases: [(&[(&str, u64)], &str); 3] = [
+    let cases: [(&[(&str, u64)], &str); 4] = [
+        // Refused before anything walks the layers (a walk of 10^18 would never end).
+        (
+            &[("num_hidden_layers", 1 << 60)],
+            "num_hidden_layers' is 1152921504606846976, implausibly large (at most 10000)",
+        ),
         (
             &[
                 ("hidden_size", 16),

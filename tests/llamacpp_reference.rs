@@ -135,6 +135,8 @@ fn compare_mamba(name: &str) -> Vec<(String, u64, u64, bool, f64)> {
         state: ds,
         dt_rank,
         groups: 0,
+        conv_bias: true,
+        norm: true,
     });
     // f16 matrices, f32 vectors and SSM parameters.
     let f16 = 2 * di * d + (dt_rank + 2 * ds) * di + di * dt_rank + d * di;
@@ -223,7 +225,8 @@ fn estimates_match_llama_cpp_and_are_never_below_it() {
     rows.extend(compare_described("glm-4.5-air-layout.json"));
     rows.extend(compare_described("jamba-layout.json"));
     rows.extend(compare_described("nemotron-nano-9b-v2-shape.json"));
-    assert_eq!(rows.len(), 137);
+    rows.extend(compare_described("falcon-h1-1.5b-shape.json"));
+    assert_eq!(rows.len(), 161);
     // The accuracy table the README shows (`cargo test --test llamacpp_reference -- --nocapture`).
     for (name, context, ubatch, fa, ratio) in &rows {
         eprintln!(
@@ -232,21 +235,19 @@ fn estimates_match_llama_cpp_and_are_never_below_it() {
         );
     }
     for (name, context, ubatch, fa, ratio) in &rows {
-        // Hybrids (recurrent and attention layers), MLA and interleaved sliding windows are
-        // held to never below and at most 16 % above: whether llama.cpp's graph allocator
-        // places the logits above the KQ masks depends on the shapes (it does for Qwen3-Next,
-        // not for Granite-4.0-H), and gpumem, which does not replay the allocator, assumes it
-        // does.
+        // Gated DeltaNet and Mamba hybrids, MLA and interleaved sliding windows are held to
+        // never below and at most 16 % above: whether llama.cpp's graph allocator places the
+        // logits above the KQ masks depends on the shapes, and gpumem, which does not replay
+        // the allocator, assumes it does. Mamba-2 hybrids (Granite-4.0-H, Nemotron-H,
+        // Falcon-H1), whose logits never landed above the mask, are held to 5 %.
         let _ = fa;
         let loose = [
             "qwen3-next",
-            "granite",
             "jamba",
             "deepseek",
             "gemma",
             "gpt-oss",
             "llama-4",
-            "nemotron",
         ]
         .iter()
         .any(|family| name.starts_with(family));
@@ -311,6 +312,18 @@ fn config_json_readings_match_the_measured_ggufs() {
                 "mamba_num_heads": 128, "mamba_head_dim": 80, "n_groups": 8,
                 "ssm_state_size": 128, "conv_kernel": 4, "mlp_hidden_act": "relu2",
                 "use_conv_bias": true, "use_bias": false, "attention_bias": false
+            }),
+        ),
+        (
+            "falcon-h1-1.5b-shape.json",
+            serde_json::json!({
+                "model_type": "falcon_h1", "hidden_size": 2048, "num_hidden_layers": 24,
+                "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 128,
+                "intermediate_size": 4608, "vocab_size": 65537, "tie_word_embeddings": false,
+                "mamba_d_ssm": 3072, "mamba_n_heads": 48, "mamba_d_head": 64,
+                "mamba_n_groups": 1, "mamba_d_state": 256, "mamba_d_conv": 4,
+                "mamba_rms_norm": true, "mamba_conv_bias": true, "mamba_proj_bias": false,
+                "projectors_bias": false
             }),
         ),
         (

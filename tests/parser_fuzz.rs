@@ -131,7 +131,7 @@ proptest! {
     // field, or estimated with every part present (a state or a cache, never nothing).
     #[test]
     fn hybrid_and_quantized_configs_never_panic(
-        family in 0usize..5, hidden in any::<u64>(), a in any::<u64>(), b in any::<u64>(),
+        family in 0usize..6, hidden in any::<u64>(), a in any::<u64>(), b in any::<u64>(),
         c in 0u64..100_000, quant in 0usize..6, bits in any::<i64>(), group in any::<i64>(),
     ) {
         let mut config = match family {
@@ -157,6 +157,11 @@ proptest! {
                     .collect::<String>(),
                 "mamba_num_heads": a % 300, "mamba_head_dim": b, "n_groups": c % 20,
                 "ssm_state_size": a >> 50}),
+            4 => serde_json::json!({"model_type": "falcon_h1", "hidden_size": hidden,
+                "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2,
+                "vocab_size": 1000, "intermediate_size": c, "mamba_d_ssm": a,
+                "mamba_n_heads": b, "mamba_n_groups": c % 20, "mamba_d_state": a >> 40,
+                "mamba_rms_norm": c % 2 == 0}),
             _ => serde_json::json!({"model_type": "granitemoehybrid", "hidden_size": hidden,
                 "num_hidden_layers": 4, "num_attention_heads": 8, "vocab_size": 1000,
                 "mamba_n_heads": a, "mamba_d_state": b, "mamba_n_groups": c,

@@ -108,6 +108,11 @@ pub struct Ssm {
     pub dt_rank: u64,
     /// B/C groups of Mamba-2; key heads of Gated DeltaNet; 0 for Mamba.
     pub groups: u64,
+    /// The convolution has a bias (Mamba, Mamba-2; never Gated DeltaNet's).
+    pub conv_bias: bool,
+    /// Mamba-2's gated RMSNorm before the out-projection (Falcon-H1 configs may leave it out;
+    /// Gated DeltaNet always has its own).
+    pub norm: bool,
 }
 
 impl Ssm {
@@ -141,7 +146,7 @@ impl Ssm {
                 };
                 h * 2 * inner
                     + inner * w(self.conv_kernel)
-                    + inner
+                    + if self.conv_bias { inner } else { 0 }
                     + inner * (rank + 2 * state)
                     + rank * inner
                     + inner
@@ -155,9 +160,9 @@ impl Ssm {
             SsmKind::Mamba2 => {
                 h * (inner + conv + rank)
                     + conv * w(self.conv_kernel)
-                    + conv
+                    + if self.conv_bias { conv } else { 0 }
                     + 3 * rank
-                    + inner
+                    + if self.norm { inner } else { 0 }
                     + inner * h
             }
             // in_proj_qkvz, in_proj_ba (β and α per value head), the conv without bias, Δ bias
@@ -256,6 +261,9 @@ pub struct ModelArch {
     pub ssm: Option<Ssm>,
     /// Which layers run `ssm` rather than attention (ignored without one).
     pub recurrent_layers: SlidingLayers,
+    /// The recurrent layers attend too, beside their mixer (Falcon-H1 adds the two outputs in
+    /// every layer), and so hold a KV cache as well as a state.
+    pub parallel_attention: bool,
     /// Layers that are a feed-forward block alone, with neither attention nor a recurrent
     /// mixer (Nemotron-H's MLP layers); none in most models.
     pub mixerless_layers: SlidingLayers,
@@ -283,6 +291,9 @@ pub struct ParamCount {
     /// Embedding (and untied output) parameters.
     pub embedding: u64,
 }
+
+/// The most layers [`ModelArch::check_plausible`] accepts (the largest models have under 200).
+const MAX_LAYERS: u64 = 10_000;
 
 /// A shape field [`ModelArch::check_plausible`] can refuse, named as each format names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -511,10 +522,11 @@ impl ModelArch {
         (0..self.num_layers).filter(|&i| self.has_ffn(i)).count() as u64
     }
 
-    /// Whether layer `i` attends (and so holds a KV cache): neither recurrent nor a
-    /// feed-forward block alone.
+    /// Whether layer `i` attends (and so holds a KV cache): not a feed-forward block alone, and
+    /// not recurrent unless the model attends beside its mixers.
     pub fn has_attention(&self, i: u64) -> bool {
-        !self.is_recurrent_layer(i) && !self.mixerless_layers.contains(i)
+        (self.parallel_attention || !self.is_recurrent_layer(i))
+            && !self.mixerless_layers.contains(i)
     }
 
     /// Exact parameter counts from the architecture (saturating at `u64::MAX` for absurd
@@ -586,6 +598,17 @@ impl ModelArch {
     /// the estimate forms fits in 128 bits, so no figure can wrap. Returns the offending field
     /// (by its config.json name) and why.
     pub fn check_plausible(&self) -> Result<(), (ShapeField, String)> {
+        // The layer count first: counting attention layers walks them.
+        let layers = self.num_layers;
+        if layers == 0 {
+            return Err((ShapeField::NumLayers, "is 0, must be at least 1".into()));
+        }
+        if layers > MAX_LAYERS {
+            return Err((
+                ShapeField::NumLayers,
+                format!("is {layers}, implausibly large (at most {MAX_LAYERS})"),
+            ));
+        }
         // A model without attention layers (Mamba) has no attention heads; its mixer's own
         // fields are checked instead.
         let min_heads = u64::from(self.attention_layer_count() > 0);
@@ -597,7 +620,6 @@ impl ModelArch {
                 0,
                 1 << 22,
             ),
-            (ShapeField::NumLayers, self.num_layers, 1, 10_000),
             (ShapeField::NumHeads, self.num_heads, min_heads, 1 << 16),
             (
                 ShapeField::NumKvHeads,
@@ -828,6 +850,7 @@ pub fn llama_like(
         active_without_embedding: false,
         ssm: None,
         recurrent_layers: SlidingLayers::All,
+        parallel_attention: false,
         mixerless_layers: SlidingLayers::Listed(Vec::new()),
         ffn_layers: SlidingLayers::All,
         attn_output_gate: false,

@@ -22,11 +22,13 @@
 //!   stage (`2·T·intermediate × 4` gate and up, MoE: per routed expert plus the router's
 //!   `T × experts × 4`, + 3 hidden states). Fitted to llama.cpp's own reports, recorded in
 //!   `tests/fixtures/llamacpp/` by `tools/llamacpp-reference/`. Recurrent layers (Mamba,
-//!   Mamba-2, Qwen3-Next's gated DeltaNet; Nemotron-H's Mamba-2 blocks) add a mixer stage (their projections, convolution
-//!   and scan per token, plus the layer's state as gathered and written back) and hold no KV
-//!   cache; in a hybrid the KQ mask is counted live beside the logits and twelve model-width
-//!   tensors beside the scores, which llama.cpp's graph allocator needs on some shapes and not
-//!   others (so hybrids may come out up to 11 % above it, never below).
+//!   Mamba-2, Qwen3-Next's gated DeltaNet; Nemotron-H's Mamba-2 blocks) add a mixer stage (their
+//!   projections, convolution and scan per token, plus the layer's state as gathered and written
+//!   back) and hold no KV cache, unless they attend beside the mixer (Falcon-H1). In a Gated
+//!   DeltaNet or Mamba hybrid the KQ mask is counted live beside the logits and up to twelve
+//!   model-width tensors beside the scores, which llama.cpp's graph allocator needs on some
+//!   shapes and not others (so those may come out up to 11 % above it, never below); Mamba-2
+//!   hybrids never showed the mask beside the logits and are counted without it.
 //! - **Recurrent state**: per recurrent layer and sequence, f32 `(d_conv − 1) × conv channels
 //!   + d_state × d_inner` (llama.cpp's R and S buffers), counted with the KV cache.
 //! - **Training** (mixed precision): weights and gradients in the weight dtype, fp32 master
@@ -244,7 +246,7 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
         _ => attended * ub * mask_bytes,
     };
     let recurrent = arch.recurrent_layer_count();
-    let has_attention = recurrent < arch.num_layers;
+    let has_attention = arch.attention_layer_count() > 0;
     // Where llama.cpp's graph allocator puts the logits depends on what the layers left
     // behind. In a hybrid the mask is first needed mid-graph and the logits land above it; with
     // interleaved sliding windows they can land above both masks and three more model-width
@@ -264,7 +266,8 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
         }),
         Attention::Standard { .. } => None,
     };
-    let output = if recurrent > 0 && has_attention {
+    let mamba2_hybrid = arch.ssm.is_some_and(|m| m.kind == SsmKind::Mamba2);
+    let output = if recurrent > 0 && has_attention && !mamba2_hybrid {
         output + mask
     } else if interleaved {
         output + mask + 3 * width
@@ -278,14 +281,16 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
     // Jamba eight of the wider width) besides this
     // micro-batch's K and V; a plain decoder three of the query width and three of the model's,
     // and so does a hybrid whose attention is a block of its own, with no feed-forward beside
-    // it in the layer (Nemotron-H: 5.2 of the wider width measured, 5.6 counted).
+    // it in the layer (Nemotron-H: 5.2 of the wider width measured, 5.6 counted), or that attends
+    // beside its mixer (Falcon-H1: the layer's input, its normed copy and the mixer's output are
+    // the model-width three; 4.24 model widths measured, 4.5 counted).
     // MLA adds two per-head tensors of the latent width (the absorbed query and the latent
     // output; of the value width when the cache holds full K and V) and two more hidden states.
     let standalone_attention =
         (0..arch.num_layers).any(|i| arch.has_attention(i) && !arch.has_ffn(i));
     let around = if recurrent > 0 && arch.attn_output_gate {
         (12 * h + 2 * w(arch.num_kv_heads) * w(arch.head_dim)) * ub * 4
-    } else if recurrent > 0 && !standalone_attention {
+    } else if recurrent > 0 && !standalone_attention && !arch.parallel_attention {
         8 * hidden
     } else if let Some(width) = mla {
         8 * hidden + 2 * ub * heads * w(width) * 4

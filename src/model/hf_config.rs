@@ -40,6 +40,7 @@ pub const KNOWN_FAMILIES: &[&str] = &[
     "glm4_moe",
     "jamba",
     "nemotron_h",
+    "falcon_h1",
 ];
 
 /// Largest accepted config.json (real ones are a few KiB).
@@ -144,6 +145,8 @@ fn state_space(
         state,
         dt_rank,
         groups,
+        conv_bias: f.boolean("use_conv_bias").unwrap_or(true),
+        norm: true,
     });
     arch.head_dim = 0;
     arch.intermediate_size = 0;
@@ -233,6 +236,25 @@ pub(crate) fn config_weights(
 }
 
 /// HF `layer_types`, as which layers are of `kind`.
+/// A Mamba-2 mixer as Granite-4.0-H and Falcon-H1 write it: `mamba_`-prefixed keys, with
+/// their defaults.
+fn mamba_prefixed_ssm(
+    f: &mut Fields<'_>,
+    inner: u64,
+    norm: bool,
+) -> Result<super::arch::Ssm, ModelError> {
+    Ok(super::arch::Ssm {
+        kind: SsmKind::Mamba2,
+        conv_kernel: f.uint(&["mamba_d_conv"])?.unwrap_or(4),
+        inner,
+        state: f.uint(&["mamba_d_state"])?.unwrap_or(256),
+        dt_rank: f.uint(&["mamba_n_heads"])?.unwrap_or(128),
+        groups: f.uint(&["mamba_n_groups"])?.unwrap_or(1),
+        conv_bias: f.boolean("mamba_conv_bias").unwrap_or(true),
+        norm,
+    })
+}
+
 fn layer_types(map: &Map<String, Value>, kind: &str) -> Option<Vec<bool>> {
     let types = map.get("layer_types")?.as_array()?;
     Some(types.iter().map(|t| t.as_str() == Some(kind)).collect())
@@ -390,6 +412,8 @@ pub fn parse_config(
                 state: key_dim,
                 dt_rank: value_heads,
                 groups: key_heads,
+                conv_bias: false,
+                norm: true,
             });
             arch.recurrent_layers = match layer_types(map, "linear_attention") {
                 Some(list) => SlidingLayers::Listed(list),
@@ -417,6 +441,8 @@ pub fn parse_config(
                 state: f.uint(&["mamba_d_state"])?.unwrap_or(16),
                 dt_rank,
                 groups: 0,
+                conv_bias: true,
+                norm: true,
             });
             let period = f.uint(&["attn_layer_period"])?.unwrap_or(8).max(1);
             let offset = f.uint(&["attn_layer_offset"])?.unwrap_or(4);
@@ -433,14 +459,7 @@ pub fn parse_config(
                 .uint(&["mamba_expand"])?
                 .unwrap_or(2)
                 .saturating_mul(hidden);
-            arch.ssm = Some(super::arch::Ssm {
-                kind: SsmKind::Mamba2,
-                conv_kernel: f.uint(&["mamba_d_conv"])?.unwrap_or(4),
-                inner,
-                state: f.uint(&["mamba_d_state"])?.unwrap_or(256),
-                dt_rank: f.uint(&["mamba_n_heads"])?.unwrap_or(128),
-                groups: f.uint(&["mamba_n_groups"])?.unwrap_or(1),
-            });
+            arch.ssm = Some(mamba_prefixed_ssm(&mut f, inner, true)?);
             arch.recurrent_layers = match layer_types(map, "mamba") {
                 Some(list) => SlidingLayers::Listed(list),
                 None => SlidingLayers::All,
@@ -494,6 +513,8 @@ pub fn parse_config(
                 groups: f
                     .uint(&["n_groups", "mamba_n_groups", "mamba_num_groups"])?
                     .unwrap_or(8),
+                conv_bias: f.boolean("use_conv_bias").unwrap_or(true),
+                norm: true,
             });
             let blocks: Vec<char> = pattern.chars().collect();
             arch.recurrent_layers =
@@ -503,6 +524,28 @@ pub fn parse_config(
             arch.ffn_layers = SlidingLayers::Listed(mlp);
             arch.mlp = Mlp::Plain;
             arch.norms_per_layer = 1;
+        }
+        "falcon_h1" => {
+            // Falcon-H1: attention and a Mamba-2 mixer side by side in every layer (their
+            // outputs added), then a gated MLP. The mixer's gated norm only with mamba_rms_norm.
+            let inner = match f.uint(&["mamba_d_ssm"])? {
+                Some(inner) => inner,
+                None => f
+                    .uint(&["mamba_expand"])?
+                    .unwrap_or(2)
+                    .saturating_mul(hidden),
+            };
+            let norm = f.boolean("mamba_rms_norm").unwrap_or(false);
+            arch.ssm = Some(mamba_prefixed_ssm(&mut f, inner, norm)?);
+            arch.recurrent_layers = SlidingLayers::All;
+            arch.parallel_attention = true;
+            if f.boolean("projectors_bias") == Some(true) {
+                arch.attention = Attention::Standard {
+                    qkv_bias: true,
+                    o_bias: true,
+                    qk_norm: false,
+                };
+            }
         }
         "gemma" => {}
         "gemma2" => arch.norms_per_layer = 4,
@@ -693,6 +736,11 @@ fn config_key(family: &str, field: ShapeField) -> &'static str {
         ("jamba", SsmDtRank) => "mamba_dt_rank",
         ("granitemoehybrid", SsmGroups) => "mamba_n_groups",
         ("mamba2", SsmDtRank) => "num_heads",
+        ("falcon_h1", SsmConvKernel) => "mamba_d_conv",
+        ("falcon_h1", SsmInner) => "mamba_d_ssm",
+        ("falcon_h1", SsmState) => "mamba_d_state",
+        ("falcon_h1", SsmDtRank) => "mamba_n_heads",
+        ("falcon_h1", SsmGroups) => "mamba_n_groups",
         ("nemotron_h", SsmConvKernel) => "conv_kernel",
         ("nemotron_h", SsmInner) => "mamba_head_dim",
         ("nemotron_h", SsmState) => "ssm_state_size",
@@ -902,5 +950,33 @@ mod tests {
             parse(missing).unwrap_err().to_string(),
             "config.json: missing field 'hybrid_override_pattern'"
         );
+    }
+
+    #[test]
+    fn falcon_h1_attends_beside_its_mixer_in_every_layer() {
+        let config = |rms_norm: bool| {
+            json!({
+                "model_type": "falcon_h1", "hidden_size": 256, "num_hidden_layers": 3,
+                "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+                "intermediate_size": 512, "vocab_size": 1000, "mamba_d_ssm": 256,
+                "mamba_n_heads": 8, "mamba_n_groups": 1, "mamba_d_state": 16,
+                "mamba_d_conv": 4, "mamba_rms_norm": rms_norm
+            })
+        };
+        let (with_norm, warnings) = parse(config(true)).unwrap();
+        assert!(warnings.is_empty());
+        // Every layer holds a KV cache and a recurrent state.
+        assert_eq!(with_norm.attention_layer_count(), 3);
+        assert_eq!(with_norm.recurrent_layer_count(), 3);
+        assert_eq!(with_norm.kv_elements(100), 3 * 2 * 2 * 64 * 100);
+        let conv = 256 + 2 * 16;
+        let mixer = 256 * (256 + conv + 8) + conv * 4 + conv + 3 * 8 + 256 + 256 * 256;
+        let attention = 2 * 256 * 256 + 2 * 256 * 128;
+        let mlp = 3 * 256 * 512;
+        let layer = 2 * 256 + mixer + attention + mlp;
+        assert_eq!(with_norm.params().total, 2 * 1000 * 256 + 256 + 3 * layer);
+        // Without mamba_rms_norm the mixer has no gated norm.
+        let (without, _) = parse(config(false)).unwrap();
+        assert_eq!(with_norm.params().total - without.params().total, 3 * 256);
     }
 }

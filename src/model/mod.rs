@@ -338,7 +338,7 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
     let ssm_kind = match a.as_str() {
         "mamba" => Some(arch::SsmKind::Mamba),
         "jamba" => Some(arch::SsmKind::JambaMamba),
-        "mamba2" | "granitehybrid" | "nemotron_h" => Some(arch::SsmKind::Mamba2),
+        "mamba2" | "granitehybrid" | "nemotron_h" | "falcon-h1" => Some(arch::SsmKind::Mamba2),
         "qwen3next" => Some(arch::SsmKind::GatedDeltaNet),
         _ => None,
     };
@@ -353,6 +353,16 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
                 arch::SsmKind::Mamba | arch::SsmKind::JambaMamba => 0,
                 _ => req("ssm.group_count")?,
             },
+            conv_bias: kind != arch::SsmKind::GatedDeltaNet
+                && file
+                    .tensors
+                    .iter()
+                    .any(|t| t.name.ends_with(".ssm_conv1d.bias")),
+            norm: kind != arch::SsmKind::Mamba2
+                || file
+                    .tensors
+                    .iter()
+                    .any(|t| t.name.ends_with(".ssm_norm.weight")),
         }),
         None => None,
     };
@@ -397,7 +407,10 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
         }
         _ => SlidingLayers::All,
     };
-    let all_recurrent = ssm.is_some() && recurrent_layers == SlidingLayers::All;
+    // Falcon-H1 attends beside the mixer in every layer.
+    let parallel_attention = a == "falcon-h1";
+    let all_recurrent =
+        ssm.is_some() && recurrent_layers == SlidingLayers::All && !parallel_attention;
     let heads = match all_recurrent {
         true => 0,
         false => req("attention.head_count")?,
@@ -432,6 +445,7 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
         .unwrap_or(hidden / heads.max(1));
     arch.ssm = ssm;
     arch.recurrent_layers = recurrent_layers;
+    arch.parallel_attention = parallel_attention;
     arch.mixerless_layers = mixerless_layers;
     arch.ffn_layers = ffn_layers;
     if all_recurrent {
@@ -447,6 +461,8 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
             .iter()
             .any(|t| t.name.starts_with("blk.") && t.name.ends_with(suffix))
     };
+    // A norm as converters name it: `.weight` after it, or (Falcon-H1's ffn_norm) nothing.
+    let has_norm = |norm: &str| has(&format!(".{norm}.weight")) || has(&format!(".{norm}"));
     if !all_recurrent {
         let q_rows = file
             .tensors
@@ -474,10 +490,7 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
             "post_attention_norm",
             "post_ffw_norm",
         ];
-        arch.norms_per_layer = norms
-            .iter()
-            .filter(|n| has(&format!(".{n}.weight")))
-            .count() as u64;
+        arch.norms_per_layer = norms.iter().filter(|n| has_norm(n)).count() as u64;
     }
     arch.max_position_embeddings = get("context_length");
     arch.tie_word_embeddings = !file.tensors.iter().any(|t| t.name == "output.weight");

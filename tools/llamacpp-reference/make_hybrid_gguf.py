@@ -11,6 +11,9 @@ no weight data (a sparse file), like make_gguf.py does for the llama layout.
              lists (no RoPE), experts in the layers --moe-layers lists, a gated MLP in the rest.
   granitehybrid  Granite-4.0-H (dense): Mamba-2 mixers with attention in the layers
              --attn-layers lists, a gated MLP after every mixer.
+  falconh1   Falcon-H1: attention and a Mamba-2 mixer side by side in every layer (their
+             outputs added), then a gated MLP; --no-ssm-norm drops the mixer's gated norm
+             (configs with mamba_rms_norm false).
   nemotronh  Nemotron-H: each layer one block of --pattern (M a Mamba-2 mixer, * attention,
              - a squared-ReLU MLP of up and down projections), one norm before each.
 
@@ -32,18 +35,23 @@ from sparse_gguf import add_embeddings, add_tensor, add_vocab, finish_sparse
 F16, F32 = GGMLQuantizationType.F16, GGMLQuantizationType.F32
 
 
+def attention_keys(w: GGUFWriter, a, ffn: int, rope_dims: int) -> None:
+    """The width, feed-forward and (every layer's) attention keys."""
+    w.add_embedding_length(a.hidden)
+    w.add_feed_forward_length(ffn)
+    w.add_head_count(a.heads)
+    w.add_head_count_kv(a.kv_heads)
+    w.add_key_length(a.head_dim)
+    w.add_value_length(a.head_dim)
+    w.add_rope_dimension_count(rope_dims)
+
+
 def qwen3next(w: GGUFWriter, a) -> None:
     d, hd = a.hidden, a.head_dim
     key_dim = a.ssm_k_heads * a.ssm_head_dim
     value_dim = a.ssm_v_heads * a.ssm_head_dim
     conv_dim = 2 * key_dim + value_dim
-    w.add_embedding_length(d)
-    w.add_feed_forward_length(a.shared_ffn)
-    w.add_head_count(a.heads)
-    w.add_head_count_kv(a.kv_heads)
-    w.add_key_length(hd)
-    w.add_value_length(hd)
-    w.add_rope_dimension_count(hd // 4)
+    attention_keys(w, a, a.shared_ffn, rope_dims=hd // 4)
     w.add_rope_freq_base(10_000_000.0)
     w.add_expert_count(a.experts)
     w.add_expert_used_count(a.experts_used)
@@ -143,7 +151,8 @@ def mamba2_mixer(t, b: str, a) -> None:
     t(b + "ssm_dt.bias", (heads,), F32)
     t(b + "ssm_a", (heads, 1), F32)
     t(b + "ssm_d", (heads, 1), F32)
-    t(b + "ssm_norm.weight", (a.ssm_groups, inner // a.ssm_groups), F32)
+    if not getattr(a, "no_ssm_norm", False):
+        t(b + "ssm_norm.weight", (a.ssm_groups, inner // a.ssm_groups), F32)
     t(b + "ssm_out.weight", (d, inner))
 
 
@@ -239,6 +248,24 @@ def jamba(w: GGUFWriter, a) -> None:
             t(b + "ffn_down.weight", (d, a.ffn))
 
 
+def falconh1(w: GGUFWriter, a) -> None:
+    d, hd = a.hidden, a.head_dim
+    attention_keys(w, a, a.ffn, rope_dims=hd)
+    ssm_keys(w, a)
+    t = lambda name, shape, ty=a.matrix_type: add_tensor(w, name, shape, ty)
+    add_embeddings(w, a.vocab, d, a.tied)
+    for i in range(a.layers):
+        b = f"blk.{i}."
+        t(b + "attn_norm.weight", (d,), F32)
+        mamba2_mixer(t, b, a)
+        plain_attention(t, b, a)
+        # llama.cpp looks this one up without the ".weight" suffix, as its converter writes it.
+        t(b + "ffn_norm", (d,), F32)
+        t(b + "ffn_gate.weight", (a.ffn, d))
+        t(b + "ffn_up.weight", (a.ffn, d))
+        t(b + "ffn_down.weight", (d, a.ffn))
+
+
 def nemotronh(w: GGUFWriter, a) -> None:
     d, hd = a.hidden, a.head_dim
     pattern = a.pattern
@@ -271,12 +298,13 @@ def nemotronh(w: GGUFWriter, a) -> None:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("arch", choices=["qwen3next", "mamba", "mamba2", "granitehybrid", "jamba",
-                                    "nemotronh"])
+                                    "nemotronh", "falconh1"])
+    p.add_argument("--no-ssm-norm", action="store_true", help="falconh1: no gated norm")
     p.add_argument("--pattern", default="", help="nemotronh: M, * or - per layer")
     p.add_argument("--ssm-inner", type=int, default=0,
                    help="the mixer's inner width when not --expand × hidden (Nemotron-H)")
     p.add_argument("--matrix-type", default="f16", choices=["f16", "q8_0", "q5_0"],
-                   help="nemotronh: the matrices' type (q5_0 keeps a large shape's file small, and the CPU backend leaves it unrepacked)")
+                   help="nemotronh, falconh1: the matrices' type (q5_0 keeps a large shape's file small, and the CPU backend leaves it unrepacked)")
     p.add_argument("--moe-layers", default="", help="jamba: layers with experts, e.g. 1,3,5,7")
     p.add_argument("--dt-rank", type=int, default=0)
     p.add_argument("out")
@@ -306,7 +334,7 @@ def main() -> None:
     a.matrix_type = {"f16": F16, "q8_0": GGMLQuantizationType.Q8_0,
                      "q5_0": GGMLQuantizationType.Q5_0}[a.matrix_type]
 
-    w = GGUFWriter(a.out, {"nemotronh": "nemotron_h"}.get(a.arch, a.arch))
+    w = GGUFWriter(a.out, {"nemotronh": "nemotron_h", "falconh1": "falcon-h1"}.get(a.arch, a.arch))
     w.add_name(a.name)
     w.add_context_length(1 << 18)
     w.add_block_count(a.layers)
@@ -315,7 +343,7 @@ def main() -> None:
     w.add_file_type(1)
     add_vocab(w, a.vocab)
     {"qwen3next": qwen3next, "mamba": mamba, "mamba2": mamba2, "granitehybrid": granitehybrid,
-     "jamba": jamba, "nemotronh": nemotronh}[a.arch](w, a)
+     "jamba": jamba, "nemotronh": nemotronh, "falconh1": falconh1}[a.arch](w, a)
     finish_sparse(w, a.out)
 
 
