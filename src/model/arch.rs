@@ -295,6 +295,16 @@ pub struct ParamCount {
 /// The most layers [`ModelArch::check_plausible`] accepts (the largest models have under 200).
 const MAX_LAYERS: u64 = 10_000;
 
+/// Why `layers` is no model's layer count, if it is not; checked before anything walks the
+/// layers.
+pub(crate) fn implausible_layer_count(layers: u64) -> Option<String> {
+    match layers {
+        0 => Some("is 0, must be at least 1".into()),
+        n if n > MAX_LAYERS => Some(format!("is {n}, implausibly large (at most {MAX_LAYERS})")),
+        _ => None,
+    }
+}
+
 /// A shape field [`ModelArch::check_plausible`] can refuse, named as each format names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ShapeField {
@@ -599,15 +609,8 @@ impl ModelArch {
     /// (by its config.json name) and why.
     pub fn check_plausible(&self) -> Result<(), (ShapeField, String)> {
         // The layer count first: counting attention layers walks them.
-        let layers = self.num_layers;
-        if layers == 0 {
-            return Err((ShapeField::NumLayers, "is 0, must be at least 1".into()));
-        }
-        if layers > MAX_LAYERS {
-            return Err((
-                ShapeField::NumLayers,
-                format!("is {layers}, implausibly large (at most {MAX_LAYERS})"),
-            ));
+        if let Some(why) = implausible_layer_count(self.num_layers) {
+            return Err((ShapeField::NumLayers, why));
         }
         // A model without attention layers (Mamba) has no attention heads; its mixer's own
         // fields are checked instead.

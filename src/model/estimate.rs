@@ -24,11 +24,11 @@
 //!   `tests/fixtures/llamacpp/` by `tools/llamacpp-reference/`. Recurrent layers (Mamba,
 //!   Mamba-2, Qwen3-Next's gated DeltaNet; Nemotron-H's Mamba-2 blocks) add a mixer stage (their
 //!   projections, convolution and scan per token, plus the layer's state as gathered and written
-//!   back) and hold no KV cache, unless they attend beside the mixer (Falcon-H1). In a Gated
-//!   DeltaNet or Mamba hybrid the KQ mask is counted live beside the logits and up to twelve
+//!   back) and hold no KV cache, unless they attend beside the mixer (Falcon-H1). In a hybrid
+//!   with experts the KQ mask is counted live beside the logits, and in hybrids up to twelve
 //!   model-width tensors beside the scores, which llama.cpp's graph allocator needs on some
-//!   shapes and not others (so those may come out up to 11 % above it, never below); Mamba-2
-//!   hybrids never showed the mask beside the logits and are counted without it.
+//!   shapes and not others (so those may come out up to 14 % above it, never below); hybrids
+//!   without experts never showed the mask beside the logits and are counted without it.
 //! - **Recurrent state**: per recurrent layer and sequence, f32 `(d_conv − 1) × conv channels
 //!   + d_state × d_inner` (llama.cpp's R and S buffers), counted with the KV cache.
 //! - **Training** (mixed precision): weights and gradients in the weight dtype, fp32 master
@@ -248,7 +248,9 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
     let recurrent = arch.recurrent_layer_count();
     let has_attention = arch.attention_layer_count() > 0;
     // Where llama.cpp's graph allocator puts the logits depends on what the layers left
-    // behind. In a hybrid the mask is first needed mid-graph and the logits land above it; with
+    // behind. In a hybrid with experts the mask is first needed mid-graph and the logits land
+    // above it (Qwen3-Next, Jamba, Nemotron-H's MoE layout; never in the hybrids without experts
+    // measured: Granite-4.0-H's dense layout, Nemotron-H, Falcon-H1, at up to four contexts); with
     // interleaved sliding windows they can land above both masks and three more model-width
     // tensors (gpt-oss with flash attention and Llama 4 without, at 4096 tokens; not at 16384,
     // nor Gemma 3). Both are counted, so these models may come out above llama.cpp, never
@@ -266,8 +268,7 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
         }),
         Attention::Standard { .. } => None,
     };
-    let mamba2_hybrid = arch.ssm.is_some_and(|m| m.kind == SsmKind::Mamba2);
-    let output = if recurrent > 0 && has_attention && !mamba2_hybrid {
+    let output = if recurrent > 0 && has_attention && arch.moe.is_some() {
         output + mask
     } else if interleaved {
         output + mask + 3 * width

@@ -351,6 +351,9 @@ pub fn parse_config(
         qk_norm: false,
     };
 
+    // Nemotron-H's E blocks: whether the pattern has any (experts then required), or `None`
+    // for other families.
+    let mut expert_blocks = None;
     match family.as_str() {
         "llama" | "mistral" | "mixtral" | "phi3" => {}
         "qwen2" | "qwen2_moe" => {
@@ -470,7 +473,8 @@ pub fn parse_config(
         }
         "nemotron_h" => {
             // Nemotron-H: one block per layer as `hybrid_override_pattern` spells it (M a
-            // Mamba-2 mixer, * attention, - a squared-ReLU MLP), one norm before each.
+            // Mamba-2 mixer, * attention, - a squared-ReLU MLP, E squared-ReLU experts), one
+            // norm before each.
             let pattern = match map.get("hybrid_override_pattern") {
                 Some(Value::String(p)) => p.clone(),
                 _ => {
@@ -492,12 +496,24 @@ pub fn parse_config(
                     pattern.chars().count()
                 )));
             }
-            if let Some(c) = pattern.chars().find(|c| !matches!(c, 'M' | '*' | '-')) {
+            if let Some(c) = pattern
+                .chars()
+                .find(|c| !matches!(c, 'M' | '*' | '-' | 'E'))
+            {
                 return Err(bad(format!(
-                    "has '{}', a block gpumem has no rules for (M: Mamba-2, *: attention, -: MLP)",
+                    "has '{}', a block gpumem has no rules for (M: Mamba-2, *: attention, -: \
+                     MLP, E: experts)",
                     c.escape_default()
                 )));
             }
+            if pattern.contains('-') && pattern.contains('E') {
+                return Err(bad(
+                    "mixes - (MLP) and E (experts) blocks; llama.cpp gives every feed-forward \
+                     block experts or none"
+                        .into(),
+                ));
+            }
+            expert_blocks = Some(pattern.contains('E'));
             if !pattern.contains(['M', '*']) {
                 return Err(bad(
                     "has no M or * block: every layer an MLP, nothing attends or mixes".into(),
@@ -519,7 +535,7 @@ pub fn parse_config(
             let blocks: Vec<char> = pattern.chars().collect();
             arch.recurrent_layers =
                 SlidingLayers::Listed(blocks.iter().map(|&c| c == 'M').collect());
-            let mlp: Vec<bool> = blocks.iter().map(|&c| c == '-').collect();
+            let mlp: Vec<bool> = blocks.iter().map(|&c| c == '-' || c == 'E').collect();
             arch.mixerless_layers = SlidingLayers::Listed(mlp.clone());
             arch.ffn_layers = SlidingLayers::Listed(mlp);
             arch.mlp = Mlp::Plain;
@@ -636,6 +652,13 @@ pub fn parse_config(
                 f.uint(&["shared_expert_intermediate_size"])?.unwrap_or(0)
             }
             "granitemoehybrid" => f.uint(&["shared_intermediate_size"])?.unwrap_or(0),
+            "nemotron_h" => match f.uint(&["moe_shared_expert_intermediate_size"])? {
+                Some(width) => width,
+                None => f
+                    .uint(&["n_shared_experts"])?
+                    .unwrap_or(0)
+                    .saturating_mul(expert_intermediate),
+            },
             "llama4" | "llama4_text" => expert_intermediate,
             _ => f
                 .uint(&["n_shared_experts"])?
@@ -676,10 +699,22 @@ pub fn parse_config(
             layer_freq: freq,
             router_bias: matches!(
                 family.as_str(),
-                "deepseek_v3" | "kimi_k2" | "glm4_moe" | "gpt_oss"
+                "deepseek_v3" | "kimi_k2" | "glm4_moe" | "gpt_oss" | "nemotron_h"
             ),
             shared_gate: matches!(family.as_str(), "qwen2_moe" | "qwen3_next") && shared > 0,
         });
+    }
+
+    match expert_blocks {
+        // Experts only where the pattern has E blocks, and E blocks only with experts.
+        Some(false) => arch.moe = None,
+        Some(true) if arch.moe.is_none() => {
+            return Err(ModelError::MissingField {
+                path: path.into(),
+                field: "n_routed_experts".into(),
+            })
+        }
+        _ => {}
     }
 
     // Sliding windows: explicit layer_types win; otherwise the family's rule.
@@ -936,11 +971,33 @@ mod tests {
         );
         let err = parse(config("----")).unwrap_err().to_string();
         assert!(err.contains("has no M or * block"), "{err}");
-        let err = parse(config("ME*-")).unwrap_err().to_string();
+        let err = parse(config("MX*-")).unwrap_err().to_string();
         assert!(
-            err.contains("field 'hybrid_override_pattern' has 'E'"),
+            err.contains("field 'hybrid_override_pattern' has 'X'"),
             "{err}"
         );
+        let err = parse(config("ME*-")).unwrap_err().to_string();
+        assert!(err.contains("mixes - (MLP) and E (experts)"), "{err}");
+        assert_eq!(
+            parse(config("ME*E")).unwrap_err().to_string(),
+            "config.json: missing field 'n_routed_experts'"
+        );
+        // E blocks: 8 squared-ReLU experts of 64 (up and down, no gate), 2 routed, one shared
+        // expert of 128, a router with a correction bias per expert.
+        let mut moe = config("ME*E");
+        for (k, v) in [
+            ("n_routed_experts", 8),
+            ("num_experts_per_tok", 2),
+            ("moe_intermediate_size", 64),
+            ("moe_shared_expert_intermediate_size", 128),
+        ] {
+            moe[k] = v.into();
+        }
+        let (arch, _) = parse(moe).unwrap();
+        assert_eq!(arch.moe_layers(), 2);
+        let experts = 256 * 8 + 8 + 8 * 2 * 256 * 64 + 2 * 256 * 128;
+        let expected_moe = 2 * 1000 * 256 + 256 + 4 * 256 + mixer + attention + 2 * experts;
+        assert_eq!(arch.params().total, expected_moe);
         let mut missing = config("M-*-");
         missing
             .as_object_mut()

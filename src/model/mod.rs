@@ -333,12 +333,22 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
     };
     let hidden = req("embedding_length")?;
     let layers = req("block_count")?;
+    // Before anything below walks the layers.
+    if let Some(why) = arch::implausible_layer_count(layers) {
+        return Err(ModelError::BadField {
+            path: path.into(),
+            field: format!("{a}.block_count"),
+            why,
+        });
+    }
     // Recurrent mixers: every layer (Mamba, Mamba-2) or all but every n-th (Qwen3-Next's
     // gated DeltaNet with full attention every `full_attention_interval`-th layer).
     let ssm_kind = match a.as_str() {
         "mamba" => Some(arch::SsmKind::Mamba),
         "jamba" => Some(arch::SsmKind::JambaMamba),
-        "mamba2" | "granitehybrid" | "nemotron_h" | "falcon-h1" => Some(arch::SsmKind::Mamba2),
+        "mamba2" | "granitehybrid" | "nemotron_h" | "nemotron_h_moe" | "falcon-h1" => {
+            Some(arch::SsmKind::Mamba2)
+        }
         "qwen3next" => Some(arch::SsmKind::GatedDeltaNet),
         _ => None,
     };
@@ -391,8 +401,9 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
                 .collect(),
         ),
         // Nemotron-H's layers are one block each: attention where there are KV heads, an MLP
-        // where there is a feed-forward width, a Mamba-2 mixer where there is neither.
-        "nemotron_h" => {
+        // (experts in nemotron_h_moe) where there is a feed-forward width, a Mamba-2 mixer where
+        // there is neither.
+        "nemotron_h" | "nemotron_h_moe" => {
             let kv = per_layer("attention.head_count_kv")?;
             let ff = per_layer("feed_forward_length")?;
             let mlp: Vec<bool> = ff.iter().map(|&n| n > 0).collect();
@@ -478,7 +489,10 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
         };
         arch.attention_sinks = has(".attn_sinks.weight");
         arch.mlp_bias = has(".ffn_up.bias") || has(".ffn_up_exps.bias");
-        if has(".ffn_up.weight") && !has(".ffn_gate.weight") {
+        let ungated = |up: &str, gate: &str| has(up) && !has(gate);
+        if ungated(".ffn_up.weight", ".ffn_gate.weight")
+            || ungated(".ffn_up_exps.weight", ".ffn_gate_exps.weight")
+        {
             arch.mlp = Mlp::Plain;
         }
         if has(".attn_norm.bias") {
@@ -532,9 +546,13 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
                 file.tensors.iter().any(|t| t.name == name)
             })
             .collect();
+        // Layers with a feed-forward block at all (Nemotron-H's are a few of them).
+        let ffn_layers = arch.ffn_layer_count();
         let from_tensors = match routed.as_slice() {
-            [first, second, ..] if routed.len() < layers as usize => Some((*first, second - first)),
-            [only] if layers > 1 => Some((*only, layers)),
+            [first, second, ..] if (routed.len() as u64) < ffn_layers => {
+                Some((*first, second - first))
+            }
+            [only] if ffn_layers > 1 => Some((*only, layers)),
             _ => None,
         };
         let moe_step = from_tensors

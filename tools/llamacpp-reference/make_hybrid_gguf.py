@@ -269,13 +269,23 @@ def falconh1(w: GGUFWriter, a) -> None:
 def nemotronh(w: GGUFWriter, a) -> None:
     d, hd = a.hidden, a.head_dim
     pattern = a.pattern
-    if len(pattern) != a.layers or set(pattern) - set("M*-"):
-        raise SystemExit("--pattern: one of M, * or - per layer")
+    if len(pattern) != a.layers or set(pattern) - set("M*-E"):
+        raise SystemExit("--pattern: one of M, * - or E per layer")
+    if "E" in pattern and "-" in pattern:
+        raise SystemExit("--pattern: E (nemotron_h_moe) and - (nemotron_h) do not mix")
     w.add_embedding_length(d)
     w.add_layer_norm_eps(1e-5)
-    # Per layer: KV heads only in attention layers, a feed-forward width only in MLP layers
-    # (both 0 marks a Mamba layer, llama.cpp's rule).
-    w.add_feed_forward_length([a.ffn if c == "-" else 0 for c in pattern])
+    # Per layer: KV heads only in attention layers, a feed-forward width only in MLP and expert
+    # layers (both 0 marks a Mamba layer, llama.cpp's rule).
+    ffn = a.expert_ffn if "E" in pattern else a.ffn
+    w.add_feed_forward_length([ffn if c in "-E" else 0 for c in pattern])
+    if "E" in pattern:
+        w.add_expert_count(a.experts)
+        w.add_expert_used_count(a.experts_used)
+        w.add_expert_feed_forward_length(a.expert_ffn)
+        w.add_expert_shared_feed_forward_length(a.shared_ffn)
+        w.add_expert_weights_scale(2.5)
+        w.add_expert_weights_norm(True)
     w.add_head_count(a.heads)
     w.add_head_count_kv([a.kv_heads if c == "*" else 0 for c in pattern])
     w.add_key_length(hd)
@@ -290,6 +300,15 @@ def nemotronh(w: GGUFWriter, a) -> None:
             mamba2_mixer(t, b, a)
         elif c == "*":
             plain_attention(t, b, a)
+        elif c == "E":
+            # Squared-ReLU experts without a gate, a sigmoid router with a correction bias,
+            # and one shared expert.
+            t(b + "ffn_gate_inp.weight", (a.experts, d), F32)
+            t(b + "exp_probs_b.bias", (a.experts,), F32)
+            t(b + "ffn_up_exps.weight", (a.experts, a.expert_ffn, d))
+            t(b + "ffn_down_exps.weight", (a.experts, d, a.expert_ffn))
+            t(b + "ffn_up_shexp.weight", (a.shared_ffn, d))
+            t(b + "ffn_down_shexp.weight", (d, a.shared_ffn))
         else:
             t(b + "ffn_up.weight", (a.ffn, d))
             t(b + "ffn_down.weight", (d, a.ffn))
@@ -300,7 +319,8 @@ def main() -> None:
     p.add_argument("arch", choices=["qwen3next", "mamba", "mamba2", "granitehybrid", "jamba",
                                     "nemotronh", "falconh1"])
     p.add_argument("--no-ssm-norm", action="store_true", help="falconh1: no gated norm")
-    p.add_argument("--pattern", default="", help="nemotronh: M, * or - per layer")
+    p.add_argument("--pattern", default="",
+                   help="nemotronh: M, * or - per layer (E, experts: nemotron_h_moe)")
     p.add_argument("--ssm-inner", type=int, default=0,
                    help="the mixer's inner width when not --expand × hidden (Nemotron-H)")
     p.add_argument("--matrix-type", default="f16", choices=["f16", "q8_0", "q5_0"],
@@ -334,7 +354,9 @@ def main() -> None:
     a.matrix_type = {"f16": F16, "q8_0": GGMLQuantizationType.Q8_0,
                      "q5_0": GGMLQuantizationType.Q5_0}[a.matrix_type]
 
-    w = GGUFWriter(a.out, {"nemotronh": "nemotron_h", "falconh1": "falcon-h1"}.get(a.arch, a.arch))
+    names = {"nemotronh": "nemotron_h_moe" if "E" in a.pattern else "nemotron_h",
+             "falconh1": "falcon-h1"}
+    w = GGUFWriter(a.out, names.get(a.arch, a.arch))
     w.add_name(a.name)
     w.add_context_length(1 << 18)
     w.add_block_count(a.layers)
