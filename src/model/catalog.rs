@@ -244,6 +244,17 @@ const MAMBA_CODESTRAL_CONFIG: &str = r#"{"model_type": "mamba2", "hidden_size": 
     "head_dim": 64, "num_heads": 128, "use_bias": false, "use_conv_bias": true,
     "tie_word_embeddings": false, "vocab_size": 32768}"#;
 
+/// nvidia/NVIDIA-Nemotron-Nano-9B-v2: the architecture fields of the published config.json
+/// (27 Mamba-2, 4 attention and 25 squared-ReLU MLP blocks, one per layer).
+const NEMOTRON_NANO_9B_V2_CONFIG: &str = r#"{"model_type": "nemotron_h", "hidden_size": 4480,
+    "num_hidden_layers": 56, "num_attention_heads": 40, "num_key_value_heads": 8,
+    "head_dim": 128, "intermediate_size": 15680, "vocab_size": 131072,
+    "tie_word_embeddings": false,
+    "hybrid_override_pattern": "M-M-M-MM-M-M-M*-M-M-M*-M-M-M-M*-M-M-M-M*-M-MM-M-M-M-M-M-",
+    "mamba_num_heads": 128, "mamba_head_dim": 80, "n_groups": 8, "ssm_state_size": 128,
+    "conv_kernel": 4, "use_conv_bias": true, "use_bias": false, "attention_bias": false,
+    "max_position_embeddings": 131072}"#;
+
 /// Every catalog model, in listing order.
 pub fn catalog() -> Vec<CatalogModel> {
     let l = |name, h, i, layers, heads, kv, vocab, max_pos| {
@@ -749,6 +760,12 @@ pub fn catalog() -> Vec<CatalogModel> {
             &["kimi-k2-instruct"],
             "moonshotai/Kimi-K2-Instruct",
             KIMI_K2_CONFIG,
+        ),
+        from_config(
+            "nemotron-nano-9b-v2",
+            &["nvidia-nemotron-nano-9b-v2", "nemotron-h-9b"],
+            "nvidia/NVIDIA-Nemotron-Nano-9B-v2",
+            NEMOTRON_NANO_9B_V2_CONFIG,
         ),
         from_config(
             "mamba-codestral-7b",

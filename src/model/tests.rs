@@ -142,6 +142,18 @@ fn hybrid_and_state_space_models_count_only_their_attention_layers_in_the_kv_cac
     assert_eq!(kimi.params().total, 1_026_408_232_448);
     assert_eq!(kimi.params().active, 32_861_500_928);
     // Mamba-Codestral-7B: 64 Mamba-2 layers, no KV cache at all.
+    // The same count as the llama.cpp-loaded GGUF of its shape
+    // (tests/fixtures/llamacpp/nemotron-nano-9b-v2-shape.json); the model card says 8.89B.
+    let nemotron = find_model("nemotron-nano-9b-v2").unwrap().arch;
+    assert_eq!(nemotron.params().total, 8_888_227_328);
+    assert_eq!(
+        (
+            nemotron.recurrent_layer_count(),
+            nemotron.attention_layer_count(),
+            nemotron.ffn_layer_count()
+        ),
+        (27, 4, 25)
+    );
     let codestral = find_model("mamba-codestral").unwrap().arch;
     assert_eq!(codestral.params().total, 7_285_403_648);
     assert_eq!(codestral.attention_layer_count(), 0);
