@@ -620,10 +620,11 @@ impl Pool {
                 // A device smaller than the preferred segment (or nearly full) still serves what
                 // fits in the room left: the segment shrinks to that room, never below the request.
                 let room = self.limit.saturating_sub(state.counters.reserved);
+                let room_rounded = room / self.round * self.round;
                 let seg_size = if seg_size <= room {
                     seg_size
-                } else if room / self.round * self.round >= rounded {
-                    room / self.round * self.round
+                } else if room_rounded >= rounded {
+                    room_rounded
                 } else {
                     last = DeviceError::OutOfMemory {
                         requested: seg_size,

@@ -264,9 +264,10 @@ pub struct ModelArch {
     /// The recurrent layers attend too, beside their mixer (Falcon-H1 adds the two outputs in
     /// every layer), and so hold a KV cache as well as a state.
     pub parallel_attention: bool,
-    /// Layers that are a feed-forward block alone, with neither attention nor a recurrent
-    /// mixer (Nemotron-H's MLP layers); none in most models.
-    pub mixerless_layers: SlidingLayers,
+    /// A feed-forward block is a layer of its own, with neither attention nor a recurrent
+    /// mixer beside it (Nemotron-H's MLP and expert layers); false in most models, where every
+    /// layer's feed-forward block follows its attention or mixer.
+    pub ffn_blocks_alone: bool,
     /// Layers with a feed-forward block (dense or experts): every layer in most models; in
     /// Nemotron-H only the MLP layers, its mixer and attention layers having none.
     pub ffn_layers: SlidingLayers,
@@ -536,7 +537,7 @@ impl ModelArch {
     /// not recurrent unless the model attends beside its mixers.
     pub fn has_attention(&self, i: u64) -> bool {
         (self.parallel_attention || !self.is_recurrent_layer(i))
-            && !self.mixerless_layers.contains(i)
+            && !(self.ffn_blocks_alone && self.has_ffn(i))
     }
 
     /// Exact parameter counts from the architecture (saturating at `u64::MAX` for absurd
@@ -854,7 +855,7 @@ pub fn llama_like(
         ssm: None,
         recurrent_layers: SlidingLayers::All,
         parallel_attention: false,
-        mixerless_layers: SlidingLayers::Listed(Vec::new()),
+        ffn_blocks_alone: false,
         ffn_layers: SlidingLayers::All,
         attn_output_gate: false,
         mla_full_cache: false,

@@ -536,7 +536,7 @@ pub fn parse_config(
             arch.recurrent_layers =
                 SlidingLayers::Listed(blocks.iter().map(|&c| c == 'M').collect());
             let mlp: Vec<bool> = blocks.iter().map(|&c| c == '-' || c == 'E').collect();
-            arch.mixerless_layers = SlidingLayers::Listed(mlp.clone());
+            arch.ffn_blocks_alone = true;
             arch.ffn_layers = SlidingLayers::Listed(mlp);
             arch.mlp = Mlp::Plain;
             arch.norms_per_layer = 1;

@@ -388,7 +388,7 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
             }),
         }
     };
-    let mut mixerless_layers = SlidingLayers::Listed(Vec::new());
+    let mut ffn_blocks_alone = false;
     let mut ffn_layers = SlidingLayers::All;
     let recurrent_layers = match a.as_str() {
         "qwen3next" => SlidingLayers::AllButEvery(get("full_attention_interval").unwrap_or(4)),
@@ -407,7 +407,7 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
             let kv = per_layer("attention.head_count_kv")?;
             let ff = per_layer("feed_forward_length")?;
             let mlp: Vec<bool> = ff.iter().map(|&n| n > 0).collect();
-            mixerless_layers = SlidingLayers::Listed(mlp.clone());
+            ffn_blocks_alone = true;
             ffn_layers = SlidingLayers::Listed(mlp);
             SlidingLayers::Listed(
                 kv.iter()
@@ -457,7 +457,7 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
     arch.ssm = ssm;
     arch.recurrent_layers = recurrent_layers;
     arch.parallel_attention = parallel_attention;
-    arch.mixerless_layers = mixerless_layers;
+    arch.ffn_blocks_alone = ffn_blocks_alone;
     arch.ffn_layers = ffn_layers;
     if all_recurrent {
         arch.head_dim = 0;

@@ -174,6 +174,14 @@ def plain_attention(t, b: str, a) -> None:
     t(b + "attn_output.weight", (d, a.heads * hd))
 
 
+def gated_mlp(t, b: str, a) -> None:
+    """A dense gated MLP of width --ffn (its norm is the caller's: names differ)."""
+    d = a.hidden
+    t(b + "ffn_gate.weight", (a.ffn, d))
+    t(b + "ffn_up.weight", (a.ffn, d))
+    t(b + "ffn_down.weight", (d, a.ffn))
+
+
 def hybrid_keys(w: GGUFWriter, a, attn: set) -> None:
     """Width, MLP and heads, with KV heads only in the attention layers (0 marks recurrent)."""
     w.add_embedding_length(a.hidden)
@@ -199,9 +207,7 @@ def granitehybrid(w: GGUFWriter, a) -> None:
         else:
             mamba2_mixer(t, b, a)
         t(b + "ffn_norm.weight", (d,), F32)
-        t(b + "ffn_gate.weight", (a.ffn, d))
-        t(b + "ffn_up.weight", (a.ffn, d))
-        t(b + "ffn_down.weight", (d, a.ffn))
+        gated_mlp(t, b, a)
 
 
 def jamba(w: GGUFWriter, a) -> None:
@@ -243,9 +249,7 @@ def jamba(w: GGUFWriter, a) -> None:
             t(b + "ffn_up_exps.weight", (a.experts, a.ffn, d))
             t(b + "ffn_down_exps.weight", (a.experts, d, a.ffn))
         else:
-            t(b + "ffn_gate.weight", (a.ffn, d))
-            t(b + "ffn_up.weight", (a.ffn, d))
-            t(b + "ffn_down.weight", (d, a.ffn))
+            gated_mlp(t, b, a)
 
 
 def falconh1(w: GGUFWriter, a) -> None:
@@ -261,9 +265,7 @@ def falconh1(w: GGUFWriter, a) -> None:
         plain_attention(t, b, a)
         # llama.cpp looks this one up without the ".weight" suffix, as its converter writes it.
         t(b + "ffn_norm", (d,), F32)
-        t(b + "ffn_gate.weight", (a.ffn, d))
-        t(b + "ffn_up.weight", (a.ffn, d))
-        t(b + "ffn_down.weight", (d, a.ffn))
+        gated_mlp(t, b, a)
 
 
 def nemotronh(w: GGUFWriter, a) -> None:
