@@ -104,7 +104,7 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand --mode 'Inference (weights, KV cache, activations) or training (plus gradients and optimizer)'
             cand --optimizer 'Optimizer for --mode train'
             cand --bytes 'Place a plain byte count instead of a model (e.g. 28GiB)'
-            cand --inventory 'Plan over inventory files instead of this machine: `gpumem discover --json` documents (only backend, device name and total required), `nvidia-smi --query-gpu=... --format=csv` output (one host per file) or `kubectl get nodes -o json` (GPU Feature Discovery labels). Formats may be mixed'
+            cand --inventory 'Plan over inventory files instead of this machine: `gpumem discover --json` documents (only backend, device name and total required), `nvidia-smi --query-gpu=... --format=csv` output (one host per file; add `mig.mode.current` to leave out GPUs in MIG mode) or `kubectl get nodes -o json` (GPU Feature Discovery labels). Formats may be mixed'
             cand --engine 'Engines to print launch commands for (repeatable). Default: every engine that can load the model as given (llama.cpp for a GGUF file, vLLM for a checkpoint or catalog model)'
             cand --device 'Plan for a device you do not have, e.g. sim:80GiB (repeatable)'
             cand --prefer 'Backend to try first; others are still listed with their verdicts'

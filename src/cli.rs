@@ -300,8 +300,8 @@ pub struct SelectArgs {
 
     /// Plan over inventory files instead of this machine: `gpumem discover --json` documents
     /// (only backend, device name and total required), `nvidia-smi --query-gpu=... --format=csv`
-    /// output (one host per file) or `kubectl get nodes -o json` (GPU Feature Discovery
-    /// labels). Formats may be mixed.
+    /// output (one host per file; add `mig.mode.current` to leave out GPUs in MIG mode) or
+    /// `kubectl get nodes -o json` (GPU Feature Discovery labels). Formats may be mixed.
     #[arg(long, value_name = "FILE", num_args = 1..)]
     pub inventory: Vec<PathBuf>,
 

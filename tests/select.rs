@@ -494,8 +494,8 @@ fn inventories_as_fleets_have_them() {
     assert_eq!(
         doc["held_back"],
         json!([
-            {"host": "h100-a", "gpus": 8, "allocatable": 6, "cordoned": false},
-            {"host": "a100-b", "gpus": 4, "allocatable": 0, "cordoned": true}
+            {"host": "h100-a", "gpus": 8, "allocatable": 6, "cordoned": false, "mig_enabled": []},
+            {"host": "a100-b", "gpus": 4, "allocatable": 0, "cordoned": true, "mig_enabled": []}
         ])
     );
     let text = gpumem()
@@ -518,6 +518,54 @@ fn inventories_as_fleets_have_them() {
     assert_eq!(code, 0, "{doc}");
     assert_eq!(doc["plan"]["kind"], "tensor_parallel");
     assert_eq!(doc["plan"]["placements"].as_array().unwrap().len(), 6);
+}
+
+// nvidia-smi's `--query-gpu` rows give a MIG-mode GPU's whole memory, which no process can have:
+// such a GPU is left out and the report says why and where its slices can be listed.
+#[test]
+fn nvidia_smi_gpus_in_mig_mode_are_left_out_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = write(
+        dir.path(),
+        "dgx.csv",
+        "index, name, memory.total [MiB], memory.free [MiB], mig.mode.current\n\
+         0, NVIDIA A100-SXM4-80GB, 81920 MiB, 81000 MiB, Enabled\n\
+         1, NVIDIA A100-SXM4-80GB, 81920 MiB, 81000 MiB, Disabled\n\
+         2, NVIDIA A100-SXM4-80GB, 81920 MiB, 81000 MiB, Enabled\n",
+    );
+    let (code, doc) = select(&["--bytes", "1GiB", "--inventory", csv.to_str().unwrap()]);
+    assert_eq!(code, 0, "{doc}");
+    let devices: Vec<&Value> = doc["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["backend"] == "cuda")
+        .map(|c| &c["device"])
+        .collect();
+    assert_eq!(devices, [&json!(1)]);
+    assert_eq!(
+        doc["held_back"],
+        json!([{"host": "dgx", "gpus": 3, "allocatable": 1, "cordoned": false, "mig_enabled": [0, 2]}])
+    );
+    let out = gpumem()
+        .args(["select", "--bytes", "1GiB", "--inventory"])
+        .arg(&csv)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("dgx: 1 of 3 GPUs planned (GPU 0, GPU 2 are in MIG mode"),
+        "{text}"
+    );
+    // Every GPU in MIG mode: nothing to plan on, said as such (exit 3), not a parse error.
+    let all = write(
+        dir.path(),
+        "mig-only.csv",
+        "index, name, memory.total [MiB], mig.mode.current\n0, NVIDIA H100, 81559 MiB, Enabled\n",
+    );
+    let (code, doc) = select(&["--bytes", "1GiB", "--inventory", all.to_str().unwrap()]);
+    assert_eq!(code, 3, "{doc}");
+    assert_eq!(doc["held_back"][0]["mig_enabled"], json!([0]));
 }
 
 // MIG under GPU Feature Discovery's mixed strategy: each `nvidia.com/mig-<profile>` resource is
@@ -621,6 +669,12 @@ fn malformed_inventories_name_file_and_field() {
             "smi.csv",
             "index, name, memory.total [MiB]\n0, A10, lots\n".to_string(),
             "line 2: memory.total is not a size in MiB",
+        ),
+        (
+            "mig.csv",
+            "index, name, memory.total [MiB], mig.mode.current\n0, A100, 81920 MiB, maybe\n"
+                .to_string(),
+            "line 2: mig.mode.current is 'maybe', not Enabled, Disabled or [N/A]",
         ),
         (
             "hand.json",

@@ -252,6 +252,23 @@ impl Report for SelectReport {
         for h in &self.held_back {
             let why = if h.cordoned {
                 "the node is cordoned".to_string()
+            } else if !h.mig_enabled.is_empty() {
+                let list = h
+                    .mig_enabled
+                    .iter()
+                    .map(|i| format!("GPU {i}"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let verb = if h.mig_enabled.len() == 1 {
+                    "is"
+                } else {
+                    "are"
+                };
+                format!(
+                    "{list} {verb} in MIG mode: nvidia-smi's --query-gpu gives the whole GPU, not \
+                     the slices a process can use; describe the slices in a hand-written \
+                     inventory, a name and total_bytes each"
+                )
             } else {
                 format!(
                     "{} in use or unschedulable",
@@ -260,10 +277,15 @@ impl Report for SelectReport {
             };
             let _ = writeln!(
                 text,
-                "{}: {} of {} GPUs allocatable ({why}); planned without the rest",
+                "{}: {} of {} GPUs {} ({why}); planned without the rest",
                 one_line(&h.host),
                 h.allocatable,
-                h.gpus
+                h.gpus,
+                if h.mig_enabled.is_empty() {
+                    "allocatable"
+                } else {
+                    "planned"
+                }
             );
         }
         let p = &s.plan;

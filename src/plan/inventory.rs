@@ -57,21 +57,26 @@ pub fn read_inventory(path: &Path) -> Result<Vec<Candidate>, InventoryError> {
     read_inventory_with_notes(path).map(|(candidates, _)| candidates)
 }
 
-/// GPUs a Kubernetes node has but the scheduler cannot hand out now.
+/// GPUs a host has that the planner leaves out: a Kubernetes node's GPUs the scheduler cannot
+/// hand out now, or GPUs an nvidia-smi CSV shows in MIG mode (its `--query-gpu` rows give the
+/// whole GPU's memory, not the slices a process can use).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct HeldBack {
-    /// The node.
+    /// The node or host.
     pub host: String,
-    /// GPUs on it (GPU Feature Discovery's `nvidia.com/gpu.count`).
+    /// GPUs on it (GPU Feature Discovery's `nvidia.com/gpu.count`; the CSV's rows).
     pub gpus: usize,
-    /// GPUs it can schedule (`status.allocatable["nvidia.com/gpu"]`, 0 when cordoned).
+    /// GPUs it can schedule (`status.allocatable["nvidia.com/gpu"]`, 0 when cordoned; the CSV's
+    /// rows not in MIG mode).
     pub allocatable: usize,
     /// The node is cordoned (`spec.unschedulable`).
     pub cordoned: bool,
+    /// Indexes of GPUs left out because MIG mode is on (`mig.mode.current` is `Enabled`).
+    pub mig_enabled: Vec<usize>,
 }
 
-/// [`read_inventory`], with the Kubernetes nodes whose GPUs are not all schedulable (planned
-/// without them), so a report can say why a node offers fewer GPUs than it has.
+/// [`read_inventory`], with the hosts whose GPUs are not all planned (unschedulable Kubernetes
+/// GPUs, GPUs in MIG mode), so a report can say why a host offers fewer GPUs than it has.
 pub fn read_inventory_with_notes(
     path: &Path,
 ) -> Result<(Vec<Candidate>, Vec<HeldBack>), InventoryError> {
@@ -88,9 +93,7 @@ pub fn read_inventory_with_notes(
     if first != Some(&b'{') {
         let text = std::str::from_utf8(&bytes)
             .map_err(|_| invalid("neither JSON nor nvidia-smi CSV text (not UTF-8)".into()))?;
-        return nvidia_smi_csv(text, &file_host)
-            .map(|c| (c, Vec::new()))
-            .map_err(invalid);
+        return nvidia_smi_csv(text, &file_host).map_err(invalid);
     }
     let value: serde_json::Value = {
         let mut de = serde_json::Deserializer::from_slice(&bytes);
@@ -230,7 +233,7 @@ const SMI_DEFAULT_COLUMNS: [&str; 6] = [
     "uuid",
 ];
 
-fn nvidia_smi_csv(text: &str, host: &str) -> Result<Vec<Candidate>, String> {
+fn nvidia_smi_csv(text: &str, host: &str) -> Result<(Vec<Candidate>, Vec<HeldBack>), String> {
     let mut lines = text
         .lines()
         .enumerate()
@@ -254,8 +257,12 @@ fn nvidia_smi_csv(text: &str, host: &str) -> Result<Vec<Candidate>, String> {
         "nvidia-smi CSV without a memory.total column (query index,name,memory.total,memory.free)",
     )?;
     let (index_col, name_col, free_col) = (col("index"), col("name"), col("memory.free"));
+    let mig_col = col("mig.mode.current");
     let mut out = Vec::new();
+    let mut mig_enabled = Vec::new();
+    let mut rows = 0;
     for (n, line) in lines {
+        rows += 1;
         let fields = split(line);
         let at = |c: usize, what: &str| {
             fields
@@ -281,6 +288,24 @@ fn nvidia_smi_csv(text: &str, host: &str) -> Result<Vec<Candidate>, String> {
             Some(c) => at(c, "name")?.to_string(),
             None => format!("GPU {index}"),
         };
+        // A GPU in MIG mode serves processes only through its slices, whose memory the
+        // `--query-gpu` row does not give; planning the whole GPU would promise memory no
+        // process can have.
+        if let Some(c) = mig_col {
+            match at(c, "mig.mode.current")? {
+                "Enabled" => {
+                    mig_enabled.push(index);
+                    continue;
+                }
+                "Disabled" | "[N/A]" | "[Not Supported]" => {}
+                other => {
+                    return Err(format!(
+                        "line {}: mig.mode.current is '{other}', not Enabled, Disabled or [N/A]",
+                        n + 1
+                    ))
+                }
+            }
+        }
         out.push(listed(
             host,
             BackendKind::Cuda,
@@ -291,10 +316,21 @@ fn nvidia_smi_csv(text: &str, host: &str) -> Result<Vec<Candidate>, String> {
             free,
         ));
     }
-    if out.is_empty() {
+    if rows == 0 {
         return Err("nvidia-smi CSV with no GPU rows".into());
     }
-    Ok(out)
+    let held_back = if mig_enabled.is_empty() {
+        Vec::new()
+    } else {
+        vec![HeldBack {
+            host: host.to_string(),
+            gpus: rows,
+            allocatable: rows - mig_enabled.len(),
+            cordoned: false,
+            mig_enabled,
+        }]
+    };
+    Ok((out, held_back))
 }
 
 /// A size as nvidia-smi prints it (`81920 MiB`, or `81920` with `nounits`): `Some(None)` for
@@ -369,6 +405,7 @@ fn kubectl_nodes(value: &serde_json::Value) -> Result<(Vec<Candidate>, Vec<HeldB
                 gpus: on_node,
                 allocatable: schedulable,
                 cordoned: node.spec.unschedulable,
+                mig_enabled: Vec::new(),
             });
         }
         if schedulable > 0 {
