@@ -89,11 +89,23 @@ pub enum SsmKind {
     /// dimensions, `dt_rank` value heads sharing `inner` (= value heads × value head size), a
     /// `head_k × head_v` state per value head.
     GatedDeltaNet,
+    /// RWKV-6 (Finch) time mixing: a data-dependent token shift (a LoRA of rank `ranks[0]`
+    /// producing five interpolations), a decay LoRA of rank `ranks[1]`, receptance, key, value
+    /// and gate projections, a WKV state of `state` (the head size) per channel and a group
+    /// norm; its channel mix adds a receptance projection to the key/value MLP.
+    Rwkv6,
+    /// RWKV-7 (Goose) time mixing: fused token-shift interpolations, LoRAs for the decay,
+    /// in-context learning rate, value-residual mix and output gate (ranks `ranks[0..4]`),
+    /// receptance, key and value projections, a WKV state of `state` per channel and a group
+    /// norm; its channel mix is the key/value MLP alone.
+    Rwkv7,
 }
 
 /// A recurrent (state-space or linear-attention) mixer in place of attention: a fixed state
 /// per sequence instead of a KV cache that grows with the context. The fields are llama.cpp's
-/// `ssm.*` hyperparameters, which describe all three kinds.
+/// `ssm.*` hyperparameters, which describe the Mamba kinds and Gated DeltaNet; RWKV's token
+/// shift is a convolution of `conv_kernel − 1` past steps (llama.cpp's `token_shift_count`)
+/// over `inner` (= the model width) channels, its WKV state `state` (the head size) per channel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Ssm {
     /// Which mixer.
@@ -113,6 +125,9 @@ pub struct Ssm {
     /// Mamba-2's gated RMSNorm before the out-projection (Falcon-H1 configs may leave it out;
     /// Gated DeltaNet always has its own).
     pub norm: bool,
+    /// RWKV's low-rank projections: RWKV-6 (token shift, decay, 0, 0), RWKV-7 (decay, in-context
+    /// learning rate, value-residual mix, gate); zeros for the other kinds.
+    pub ranks: [u64; 4],
 }
 
 impl Ssm {
@@ -175,6 +190,39 @@ impl Ssm {
                     + 2 * rank
                     + head_v
                     + inner * h
+            }
+            // Receptance, key, value and gate projections and the output; the token-shift LoRA
+            // (five interpolations) and the decay LoRA; the shift's six interpolation vectors,
+            // the bonus (`time_first`), the decay and the group norm (weight and bias). The
+            // channel mix's receptance and two interpolation vectors are counted here too, its
+            // key and value being the plain MLP.
+            SsmKind::Rwkv6 => {
+                let [mix, decay, ..] = self.ranks.map(w);
+                4 * h * inner
+                    + inner * h
+                    + 2 * 5 * mix * h
+                    + decay * (h + inner)
+                    + 6 * h
+                    + 2 * inner
+                    + 2 * inner
+                    + h * h
+                    + 2 * h
+            }
+            // Receptance, key and value projections and the output; four LoRAs with their base
+            // vectors (the first layer's value-residual LoRA, which it never uses, is of the
+            // ICLR rank in llama.cpp's GGUFs: see `params_wide`); six fused interpolation vectors, the key and
+            // receptance scales (k_k, k_a, r_k) and the group norm. The channel mix's
+            // interpolation vector is counted here too.
+            SsmKind::Rwkv7 => {
+                let ranks: u128 = self.ranks.map(w).iter().sum();
+                3 * h * inner
+                    + inner * h
+                    + 2 * ranks * h
+                    + 3 * h
+                    + 6 * h
+                    + 3 * inner
+                    + 2 * inner
+                    + h
             }
         }
     }
@@ -280,6 +328,8 @@ pub struct ModelArch {
     /// The publisher counts active parameters without the input embedding table (a lookup, not
     /// compute), as OpenAI does for gpt-oss.
     pub active_without_embedding: bool,
+    /// A norm right after the token embedding (RWKV's `ln0`).
+    pub embedding_norm: bool,
 }
 
 /// Parameter counts from the shape (before any file says otherwise).
@@ -569,16 +619,29 @@ impl ModelArch {
         };
         let recurrent = w(self.recurrent_layer_count());
         let attention_layers = w(self.attention_layer_count());
-        let mixers = self
+        let mut mixers = self
             .ssm
             .map_or(0, |m| recurrent * m.params(self.hidden_size))
             + attention_layers * (self.attention_params_wide() + sinks);
+        // RWKV-7's first layer keeps a value-residual LoRA it never uses, converted at the ICLR
+        // rank (llama.cpp loads it so); the others are of their own rank.
+        if let Some(m) = self
+            .ssm
+            .filter(|m| m.kind == SsmKind::Rwkv7 && recurrent > 0)
+        {
+            let h = w(self.hidden_size);
+            mixers = mixers + 2 * h * w(m.ranks[1]) - 2 * h * w(m.ranks[2]);
+        }
         let norms = w(self.num_layers) * w(self.norms_per_layer) * w(self.norm_params());
         let dense_ffn = w(self.ffn_params(self.intermediate_size));
         let moe_layers = w(self.moe_layers());
         let dense_layers = w(self.ffn_layer_count()) - moe_layers;
-        let mut total =
-            embedding + w(self.norm_params()) + mixers + norms + dense_layers * dense_ffn;
+        let final_norms = if self.embedding_norm { 2 } else { 1 };
+        let mut total = embedding
+            + final_norms * w(self.norm_params())
+            + mixers
+            + norms
+            + dense_layers * dense_ffn;
         let mut active = total;
         if let Some(m) = &self.moe {
             let expert = w(self.ffn_params(m.expert_intermediate));
@@ -852,6 +915,7 @@ pub fn llama_like(
         sliding_window: None,
         attention_sinks: false,
         active_without_embedding: false,
+        embedding_norm: false,
         ssm: None,
         recurrent_layers: SlidingLayers::All,
         parallel_attention: false,

@@ -22,15 +22,18 @@
 //!   stage (`2·T·intermediate × 4` gate and up, MoE: per routed expert plus the router's
 //!   `T × experts × 4`, + 3 hidden states). Fitted to llama.cpp's own reports, recorded in
 //!   `tests/fixtures/llamacpp/` by `tools/llamacpp-reference/`. Recurrent layers (Mamba,
-//!   Mamba-2, Qwen3-Next's gated DeltaNet; Nemotron-H's Mamba-2 blocks) add a mixer stage (their
+//!   Mamba-2, Qwen3-Next's gated DeltaNet; Nemotron-H's Mamba-2 blocks; RWKV-6 and RWKV-7's time
+//!   mix, 14 and 19 model widths per token) add a mixer stage (their
 //!   projections, convolution and scan per token, plus the layer's state as gathered and written
 //!   back) and hold no KV cache, unless they attend beside the mixer (Falcon-H1). In a hybrid
 //!   with experts the KQ mask is counted live beside the logits, and in hybrids up to twelve
 //!   model-width tensors beside the scores, which llama.cpp's graph allocator needs on some
 //!   shapes and not others (so those may come out up to 14 % above it, never below); hybrids
 //!   without experts never showed the mask beside the logits and are counted without it.
-//! - **Recurrent state**: per recurrent layer and sequence, f32 `(d_conv − 1) × conv channels
-//!   + d_state × d_inner` (llama.cpp's R and S buffers), counted with the KV cache.
+//! - **Recurrent state**: per recurrent layer and sequence, f32
+//!   `(d_conv − 1) × conv channels + d_state × d_inner` (llama.cpp's R and S buffers; in RWKV
+//!   two token shifts of the model width and a head size per channel), counted with the KV
+//!   cache.
 //! - **Training** (mixed precision): weights and gradients in the weight dtype, fp32 master
 //!   weights (unless the dtype is already f32), optimizer state of 8 bytes per parameter
 //!   (Adam/AdamW: two fp32 moments) or 4 (SGD momentum), and activations after Korthikanti et
@@ -355,6 +358,15 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
                             + state
                             + (256 << 10)
                     }
+                    // The time mix's interpolated inputs, LoRA outputs, projections and WKV
+                    // output, f32 per token: 14 model widths for RWKV-6 and 19 plus 100 values
+                    // for RWKV-7, measured (llama.cpp's per-token slope on the 1.6B and 7B
+                    // RWKV-6 and the 1.5B and 2.9B RWKV-7 shapes, to 0.01 MiB); and the layer's
+                    // state as gathered and written back. RWKV-6 at a 128-token micro-batch
+                    // shows a third copy of the WKV state (its WKV output carries the new state
+                    // beside the tokens'), so it is counted at every size.
+                    SsmKind::Rwkv6 => ub * 14 * inner * 4 + 3 * state + 2 * conv_state,
+                    SsmKind::Rwkv7 => ub * (19 * inner + 100) * 4 + 2 * (state + conv_state),
                 }
             }
         };

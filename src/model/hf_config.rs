@@ -147,6 +147,7 @@ fn state_space(
         groups,
         conv_bias: f.boolean("use_conv_bias").unwrap_or(true),
         norm: true,
+        ranks: [0; 4],
     });
     arch.head_dim = 0;
     arch.intermediate_size = 0;
@@ -252,6 +253,7 @@ fn mamba_prefixed_ssm(
         groups: f.uint(&["mamba_n_groups"])?.unwrap_or(1),
         conv_bias: f.boolean("mamba_conv_bias").unwrap_or(true),
         norm,
+        ranks: [0; 4],
     })
 }
 
@@ -417,6 +419,7 @@ pub fn parse_config(
                 groups: key_heads,
                 conv_bias: false,
                 norm: true,
+                ranks: [0; 4],
             });
             arch.recurrent_layers = match layer_types(map, "linear_attention") {
                 Some(list) => SlidingLayers::Listed(list),
@@ -446,6 +449,7 @@ pub fn parse_config(
                 groups: 0,
                 conv_bias: true,
                 norm: true,
+                ranks: [0; 4],
             });
             let period = f.uint(&["attn_layer_period"])?.unwrap_or(8).max(1);
             let offset = f.uint(&["attn_layer_offset"])?.unwrap_or(4);
@@ -531,6 +535,7 @@ pub fn parse_config(
                     .unwrap_or(8),
                 conv_bias: f.boolean("use_conv_bias").unwrap_or(true),
                 norm: true,
+                ranks: [0; 4],
             });
             let blocks: Vec<char> = pattern.chars().collect();
             arch.recurrent_layers =

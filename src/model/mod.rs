@@ -352,8 +352,43 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
         "qwen3next" => Some(arch::SsmKind::GatedDeltaNet),
         _ => None,
     };
-    let ssm = match ssm_kind {
-        Some(kind) => Some(arch::Ssm {
+    // RWKV: the token shift (two past inputs per layer, the time mix's and the channel mix's)
+    // is the "convolution"; the WKV state is a head size per channel.
+    let rwkv = match a.as_str() {
+        "rwkv6" => Some(arch::SsmKind::Rwkv6),
+        "rwkv7" => Some(arch::SsmKind::Rwkv7),
+        _ => None,
+    };
+    let ssm = match (ssm_kind, rwkv) {
+        (_, Some(kind)) => {
+            let head_size = req("wkv.head_size")?;
+            let ranks = match kind {
+                arch::SsmKind::Rwkv6 => [
+                    req("time_mix_extra_dim")?,
+                    req("time_decay_extra_dim")?,
+                    0,
+                    0,
+                ],
+                _ => [
+                    req("attention.decay_lora_rank")?,
+                    req("attention.iclr_lora_rank")?,
+                    req("attention.value_residual_mix_lora_rank")?,
+                    req("attention.gate_lora_rank")?,
+                ],
+            };
+            Some(arch::Ssm {
+                kind,
+                conv_kernel: get("token_shift_count").unwrap_or(2).saturating_add(1),
+                inner: hidden,
+                state: head_size,
+                dt_rank: hidden / head_size,
+                groups: 0,
+                conv_bias: false,
+                norm: true,
+                ranks,
+            })
+        }
+        (Some(kind), None) => Some(arch::Ssm {
             kind,
             conv_kernel: req("ssm.conv_kernel")?,
             inner: req("ssm.inner_size")?,
@@ -373,8 +408,9 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
                     .tensors
                     .iter()
                     .any(|t| t.name.ends_with(".ssm_norm.weight")),
+            ranks: [0; 4],
         }),
-        None => None,
+        (None, None) => None,
     };
     // A key given once per layer (an array of `block_count` integers).
     let per_layer = |key: &str| -> Result<Vec<i128>, ModelError> {
@@ -463,6 +499,15 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
         arch.head_dim = 0;
         arch.intermediate_size = 0;
         arch.norms_per_layer = 1;
+    }
+    // RWKV's channel mix is a squared-ReLU MLP of key and value projections after every time
+    // mix; LayerNorms (with biases) before each, after the embedding and at the end.
+    if rwkv.is_some() {
+        arch.intermediate_size = ffn;
+        arch.mlp = Mlp::Plain;
+        arch.norm = Norm::Layer;
+        arch.norms_per_layer = 2;
+        arch.embedding_norm = true;
     }
     // What the header's tensors show, whatever the architecture: biases, q/k norms, attention
     // sinks, an output gate folded into q (its rows twice the query width), the norms each layer

@@ -88,6 +88,41 @@ pub(crate) fn linears(arch: &ModelArch) -> Vec<Linear> {
                     out.push(lin(format!("{a}.in_proj_ba"), h, 2 * m.dt_rank, 1));
                     out.push(lin(format!("{a}.out_proj"), m.inner, h, 1));
                 }
+                SsmKind::Rwkv6 | SsmKind::Rwkv7 => {
+                    let a = format!("{p}.attn");
+                    let mut projections = vec!["r_proj", "k_proj", "v_proj"];
+                    // (name, rank, outputs, copies): RWKV-6's token-shift LoRA is five, one per
+                    // interpolation, sharing their down-projection.
+                    let loras: Vec<(&str, u64, u64, u64)> = if m.kind == SsmKind::Rwkv6 {
+                        projections.push("g_proj");
+                        vec![
+                            ("x_lora", m.ranks[0], h, 5),
+                            ("w_lora", m.ranks[1], m.inner, 1),
+                        ]
+                    } else {
+                        // The first layer's unused value-residual LoRA: of the ICLR rank.
+                        let mut ranks = m.ranks;
+                        if i == 0 {
+                            ranks[2] = ranks[1];
+                        }
+                        ["w_lora", "a_lora", "v_lora", "g_lora"]
+                            .into_iter()
+                            .zip(ranks)
+                            .map(|(name, rank)| (name, rank, h, 1))
+                            .collect()
+                    };
+                    for name in projections {
+                        out.push(lin(format!("{a}.{name}"), h, m.inner, 1));
+                    }
+                    out.push(lin(format!("{a}.o_proj"), m.inner, h, 1));
+                    for (name, rank, outputs, copies) in loras {
+                        out.push(lin(format!("{a}.{name}.lora.0"), h, copies * rank, 1));
+                        out.push(lin(format!("{a}.{name}.lora.2"), rank, outputs, copies));
+                    }
+                    if m.kind == SsmKind::Rwkv6 {
+                        out.push(lin(format!("{p}.ffn.r_proj"), h, h, 1));
+                    }
+                }
             }
         } else if arch.has_attention(i) {
             let a = format!("{p}.self_attn");
@@ -527,5 +562,41 @@ mod tests {
             + 48 * 2048;
         assert_eq!(m.conv_channels(), 8192);
         assert_eq!(next.params().total - linear, leftover);
+        // RWKV, as arch_from_gguf reads it: left over are the input embedding, the norms
+        // (LayerNorms: weight and bias) and the per-channel vectors of each layer: RWKV-7's
+        // w0/a0/v0, six interpolations, k_k/k_a/r_k and the channel mix's interpolation (13);
+        // RWKV-6's six time-mix and two channel-mix interpolations, time_first and the decay
+        // (10).
+        for (kind, ranks, vectors) in [
+            (SsmKind::Rwkv7, [32, 32, 16, 64], 13),
+            (SsmKind::Rwkv6, [32, 64, 0, 0], 10),
+        ] {
+            let mut rwkv = super::super::arch::llama_like("rwkv", 256, 1024, 2, 0, 0, 1000);
+            rwkv.head_dim = 0;
+            rwkv.mlp = Mlp::Plain;
+            rwkv.norm = super::super::arch::Norm::Layer;
+            rwkv.embedding_norm = true;
+            rwkv.ssm = Some(super::super::arch::Ssm {
+                kind,
+                conv_kernel: 3,
+                inner: 256,
+                state: 64,
+                dt_rank: 4,
+                groups: 0,
+                conv_bias: false,
+                norm: true,
+                ranks,
+            });
+            let linear: u64 = linears(&rwkv)
+                .iter()
+                .map(|l| l.inputs * l.outputs * l.count)
+                .sum();
+            let norms = 2 * 256 * (2 + 2 * 3);
+            assert_eq!(
+                rwkv.params().total - linear,
+                1000 * 256 + norms + 2 * vectors * 256,
+                "{kind:?}"
+            );
+        }
     }
 }

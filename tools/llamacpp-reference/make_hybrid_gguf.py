@@ -16,6 +16,12 @@ no weight data (a sparse file), like make_gguf.py does for the llama layout.
              (configs with mamba_rms_norm false).
   nemotronh  Nemotron-H: each layer one block of --pattern (M a Mamba-2 mixer, * attention,
              - a squared-ReLU MLP of up and down projections), one norm before each.
+  rwkv6      RWKV-6 (Finch): a time mix (data-dependent token shift through a --mix-rank LoRA,
+             decay through a --decay-rank LoRA, r/k/v/g projections, a WKV state of
+             --head-size per channel, a group norm) and a channel mix (k, v and r projections).
+  rwkv7      RWKV-7 (Goose): a time mix (fused token-shift lerps, decay, in-context learning
+             rate, value-residual and gate LoRAs of --decay-rank, --iclr-rank, --vres-rank and
+             --gate-rank, r/k/v projections, a group norm) and a channel mix (k and v).
 
 Vectors, the convolution and the SSM parameters are f32, matrices f16, as llama.cpp's
 converter writes them.
@@ -316,10 +322,100 @@ def nemotronh(w: GGUFWriter, a) -> None:
             t(b + "ffn_down.weight", (d, a.ffn))
 
 
+def rwkv_common(w: GGUFWriter, a) -> None:
+    """What both RWKV versions share: LayerNorms with biases everywhere, a norm after the
+    embedding, a WKV head size, two token shifts per layer (time and channel mix)."""
+    d = a.hidden
+    w.add_embedding_length(d)
+    w.add_feed_forward_length(a.ffn)
+    w.add_head_count(0)
+    w.add_layer_norm_eps(1e-5)
+    w.add_wkv_head_size(a.head_size)
+    w.add_token_shift_count(2)
+    t = lambda name, shape, ty=F16: add_tensor(w, name, shape, ty)
+    t("token_embd.weight", (a.vocab, d))
+    t("token_embd_norm.weight", (d,), F32)
+    t("token_embd_norm.bias", (d,), F32)
+    t("output_norm.weight", (d,), F32)
+    t("output_norm.bias", (d,), F32)
+    t("output.weight", (a.vocab, d))
+
+
+def rwkv6(w: GGUFWriter, a) -> None:
+    d = a.hidden
+    rwkv_common(w, a)
+    w.add_rescale_every_n_layers(6)
+    w.add_time_mix_extra_dim(a.mix_rank)
+    w.add_time_decay_extra_dim(a.decay_rank)
+    t = lambda name, shape, ty=F16: add_tensor(w, name, shape, ty)
+    for i in range(a.layers):
+        b = f"blk.{i}."
+        for norm in ("attn_norm", "attn_norm_2", "time_mix_ln"):
+            t(b + norm + ".weight", (d,), F32)
+            t(b + norm + ".bias", (d,), F32)
+        t(b + "time_mix_w1.weight", (a.mix_rank * 5, d), F32)
+        t(b + "time_mix_w2.weight", (5, d, a.mix_rank), F32)
+        t(b + "time_mix_lerp_x.weight", (1, 1, d), F32)
+        t(b + "time_mix_lerp_fused.weight", (5, 1, 1, d), F32)
+        t(b + "time_mix_first.weight", (d // a.head_size, a.head_size), F32)
+        t(b + "time_mix_decay.weight", (d,), F32)
+        t(b + "time_mix_decay_w1.weight", (a.decay_rank, d), F32)
+        t(b + "time_mix_decay_w2.weight", (d, a.decay_rank), F32)
+        for m in ("key", "value", "receptance", "gate"):
+            t(b + f"time_mix_{m}.weight", (d, d))
+        t(b + "time_mix_output.weight", (d, d))
+        t(b + "channel_mix_lerp_k.weight", (1, 1, d), F32)
+        t(b + "channel_mix_lerp_r.weight", (1, 1, d), F32)
+        t(b + "channel_mix_key.weight", (a.ffn, d))
+        t(b + "channel_mix_value.weight", (d, a.ffn))
+        t(b + "channel_mix_receptance.weight", (d, d))
+
+
+def rwkv7(w: GGUFWriter, a) -> None:
+    d = a.hidden
+    rwkv_common(w, a)
+    w.add_decay_lora_rank(a.decay_rank)
+    w.add_iclr_lora_rank(a.iclr_rank)
+    w.add_value_residual_mix_lora_rank(a.vres_rank)
+    w.add_gate_lora_rank(a.gate_rank)
+    t = lambda name, shape, ty=F16: add_tensor(w, name, shape, ty)
+    for i in range(a.layers):
+        b = f"blk.{i}."
+        for norm in ("attn_norm", "attn_norm_2", "time_mix_ln"):
+            t(b + norm + ".weight", (d,), F32)
+            t(b + norm + ".bias", (d,), F32)
+        # Layer 0 has no value-residual mix (its value is the one the others mix with); the
+        # converter still writes one of the ICLR rank, which llama.cpp loads and never uses.
+        vres = a.iclr_rank if i == 0 else a.vres_rank
+        for lora, rank in (("w", a.decay_rank), ("a", a.iclr_rank), ("v", vres)):
+            t(b + f"time_mix_{lora}0.weight", (d,), F32)
+            t(b + f"time_mix_{lora}1.weight", (rank, d))
+            t(b + f"time_mix_{lora}2.weight", (d, rank))
+        t(b + "time_mix_g1.weight", (a.gate_rank, d))
+        t(b + "time_mix_g2.weight", (d, a.gate_rank))
+        t(b + "time_mix_lerp_fused.weight", (6, 1, 1, d), F32)
+        for v in ("k_k", "k_a", "r_k"):
+            t(b + f"time_mix_{v}.weight", (d,), F32)
+        for m in ("key", "value", "receptance"):
+            t(b + f"time_mix_{m}.weight", (d, d))
+        t(b + "time_mix_output.weight", (d, d))
+        t(b + "channel_mix_lerp_k.weight", (1, 1, d), F32)
+        t(b + "channel_mix_key.weight", (a.ffn, d))
+        t(b + "channel_mix_value.weight", (d, a.ffn))
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("arch", choices=["qwen3next", "mamba", "mamba2", "granitehybrid", "jamba",
-                                    "nemotronh", "falconh1"])
+                                    "nemotronh", "falconh1", "rwkv6", "rwkv7"])
+    p.add_argument("--head-size", type=int, default=64, help="rwkv6, rwkv7: the WKV head size")
+    p.add_argument("--mix-rank", type=int, default=32, help="rwkv6: time_mix_extra_dim")
+    p.add_argument("--decay-rank", type=int, default=64,
+                   help="rwkv6: time_decay_extra_dim; rwkv7: decay_lora_rank")
+    p.add_argument("--iclr-rank", type=int, default=64, help="rwkv7: iclr_lora_rank")
+    p.add_argument("--vres-rank", type=int, default=32,
+                   help="rwkv7: value_residual_mix_lora_rank")
+    p.add_argument("--gate-rank", type=int, default=128, help="rwkv7: gate_lora_rank")
     p.add_argument("--no-ssm-norm", action="store_true", help="falconh1: no gated norm")
     p.add_argument("--pattern", default="",
                    help="nemotronh: M, * or - per layer (E, experts: nemotron_h_moe)")
@@ -367,7 +463,8 @@ def main() -> None:
     w.add_file_type(1)
     add_vocab(w, a.vocab)
     {"qwen3next": qwen3next, "mamba": mamba, "mamba2": mamba2, "granitehybrid": granitehybrid,
-     "jamba": jamba, "nemotronh": nemotronh, "falconh1": falconh1}[a.arch](w, a)
+     "jamba": jamba, "nemotronh": nemotronh, "falconh1": falconh1, "rwkv6": rwkv6,
+     "rwkv7": rwkv7}[a.arch](w, a)
     finish_sparse(w, a.out)
 
 
