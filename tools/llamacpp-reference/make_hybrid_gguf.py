@@ -341,6 +341,14 @@ def rwkv_common(w: GGUFWriter, a) -> None:
     t("output.weight", (a.vocab, d))
 
 
+def rwkv_norms(t, b: str, d: int) -> None:
+    """A layer's LayerNorms (weight and bias): before the time mix, before the channel mix, and
+    the time mix's group norm."""
+    for norm in ("attn_norm", "attn_norm_2", "time_mix_ln"):
+        t(b + norm + ".weight", (d,), F32)
+        t(b + norm + ".bias", (d,), F32)
+
+
 def rwkv6(w: GGUFWriter, a) -> None:
     d = a.hidden
     rwkv_common(w, a)
@@ -350,9 +358,7 @@ def rwkv6(w: GGUFWriter, a) -> None:
     t = lambda name, shape, ty=F16: add_tensor(w, name, shape, ty)
     for i in range(a.layers):
         b = f"blk.{i}."
-        for norm in ("attn_norm", "attn_norm_2", "time_mix_ln"):
-            t(b + norm + ".weight", (d,), F32)
-            t(b + norm + ".bias", (d,), F32)
+        rwkv_norms(t, b, d)
         t(b + "time_mix_w1.weight", (a.mix_rank * 5, d), F32)
         t(b + "time_mix_w2.weight", (5, d, a.mix_rank), F32)
         t(b + "time_mix_lerp_x.weight", (1, 1, d), F32)
@@ -381,9 +387,7 @@ def rwkv7(w: GGUFWriter, a) -> None:
     t = lambda name, shape, ty=F16: add_tensor(w, name, shape, ty)
     for i in range(a.layers):
         b = f"blk.{i}."
-        for norm in ("attn_norm", "attn_norm_2", "time_mix_ln"):
-            t(b + norm + ".weight", (d,), F32)
-            t(b + norm + ".bias", (d,), F32)
+        rwkv_norms(t, b, d)
         # Layer 0 has no value-residual mix (its value is the one the others mix with); the
         # converter still writes one of the ICLR rank, which llama.cpp loads and never uses.
         vres = a.iclr_rank if i == 0 else a.vres_rank
