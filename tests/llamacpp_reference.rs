@@ -153,6 +153,19 @@ fn compare_mamba(name: &str) -> Vec<(String, u64, u64, bool, f64)> {
 /// GGUF path.
 fn compare_described(name: &str) -> Vec<(String, u64, u64, bool, f64)> {
     let doc = fixture(name);
+    let file = described_file(name, &doc);
+    let arch = arch_from_gguf(Path::new(name), &file).unwrap();
+    // The architecture's own parameter count agrees with the header's tensors.
+    assert_eq!(arch.params().total, file.parameters(), "{name}: parameters");
+    let weights = FileWeights {
+        parameters: file.parameters(),
+        bytes: file.tensor_bytes(),
+    };
+    rows(name, &doc, &arch, weights)
+}
+
+/// The GGUF header a fixture recorded, as gpumem's reader would return it.
+fn described_file(name: &str, doc: &Value) -> GgufFile {
     let g = &doc["gguf"];
     let mut metadata = BTreeMap::new();
     for (key, value) in g["metadata"].as_object().unwrap() {
@@ -184,21 +197,42 @@ fn compare_described(name: &str) -> Vec<(String, u64, u64, bool, f64)> {
             GgufTensor::new(t[0].as_str().unwrap().into(), dims, ty, 0).unwrap()
         })
         .collect();
-    let file = GgufFile {
+    GgufFile {
         version: 3,
         metadata,
         tensors,
         alignment: 32,
         file_size: 0,
-    };
-    let arch = arch_from_gguf(Path::new(name), &file).unwrap();
-    // The architecture's own parameter count agrees with the header's tensors.
-    assert_eq!(arch.params().total, file.parameters(), "{name}: parameters");
-    let weights = FileWeights {
-        parameters: file.parameters(),
-        bytes: file.tensor_bytes(),
-    };
-    rows(name, &doc, &arch, weights)
+    }
+}
+
+// An RWKV header without its head size, or with one that does not divide the width, is refused
+// naming the key.
+#[test]
+fn rwkv_headers_without_a_usable_head_size_are_refused() {
+    let name = "rwkv7-g1-1.5b-shape.json";
+    let doc = fixture(name);
+    let mut file = described_file(name, &doc);
+    file.metadata
+        .insert("rwkv7.wkv.head_size".into(), GgufValue::Int(48));
+    let err = arch_from_gguf(Path::new(name), &file)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("rwkv7.wkv.head_size") && err.contains("does not divide"),
+        "{err}"
+    );
+    file.metadata.remove("rwkv7.wkv.head_size");
+    let err = arch_from_gguf(Path::new(name), &file)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("missing field 'rwkv7.wkv.head_size'"), "{err}");
+    let mut file = described_file(name, &doc);
+    file.metadata.remove("rwkv7.attention.gate_lora_rank");
+    let err = arch_from_gguf(Path::new(name), &file)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("rwkv7.attention.gate_lora_rank"), "{err}");
 }
 
 #[test]

@@ -362,6 +362,16 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
     let ssm = match (ssm_kind, rwkv) {
         (_, Some(kind)) => {
             let head_size = req("wkv.head_size")?;
+            if hidden % head_size != 0 {
+                return Err(ModelError::BadField {
+                    path: path.into(),
+                    field: format!("{a}.wkv.head_size"),
+                    why: format!(
+                        "is {head_size}, which does not divide the embedding length ({hidden}) \
+                         into heads"
+                    ),
+                });
+            }
             let ranks = match kind {
                 arch::SsmKind::Rwkv6 => [
                     req("time_mix_extra_dim")?,
