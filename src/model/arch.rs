@@ -330,6 +330,9 @@ pub struct ModelArch {
     pub active_without_embedding: bool,
     /// A norm right after the token embedding (RWKV's `ln0`).
     pub embedding_norm: bool,
+    /// The query is scaled by an op of its own before attention (Gemma's
+    /// `query_pre_attn_scalar`), which llama.cpp's graph keeps live beside the scores.
+    pub query_prescaled: bool,
 }
 
 /// Parameter counts from the shape (before any file says otherwise).
@@ -916,6 +919,7 @@ pub fn llama_like(
         attention_sinks: false,
         active_without_embedding: false,
         embedding_norm: false,
+        query_prescaled: false,
         ssm: None,
         recurrent_layers: SlidingLayers::All,
         parallel_attention: false,

@@ -86,6 +86,7 @@ fn gemma(name: &str, h: u64, i: u64, l: u64, heads: u64, kv: u64, head_dim: u64)
         |a| {
             a.head_dim = head_dim;
             a.tie_word_embeddings = true;
+            a.query_prescaled = true;
         },
     )
 }

@@ -254,11 +254,13 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
     // behind. In a hybrid with experts the mask is first needed mid-graph and the logits land
     // above it (Qwen3-Next, Jamba, Nemotron-H's MoE layout; never in the hybrids without experts
     // measured: Granite-4.0-H's dense layout, Nemotron-H, Falcon-H1, at up to four contexts); with
-    // interleaved sliding windows they can land above both masks and three more model-width
-    // tensors (gpt-oss with flash attention and Llama 4 without, at 4096 tokens; not at 16384,
-    // nor Gemma 3). Both are counted, so these models may come out above llama.cpp, never
-    // below. Under MLA the logits can land above eight model-width tensors (DeepSeek-V2's
-    // layout at 4096 tokens).
+    // interleaved sliding windows and experts they can land above both masks and three more
+    // model-width tensors (gpt-oss with flash attention and Llama 4 without, at 4096 tokens; not
+    // at 16384). Both are counted, so these models may come out above llama.cpp, never below.
+    // Dense models with interleaved windows never showed it (Gemma 2's 2B, 9B and 27B shapes
+    // at 4096 to 32768 tokens, Gemma 3's at 4096 and 16384, flash attention on and off): experts, as in the
+    // hybrids, are what the measured placements have in common. Under MLA the logits can land
+    // above eight model-width tensors (DeepSeek-V2's layout at 4096 tokens).
     let mla = match &arch.attention {
         Attention::Mla {
             kv_lora_rank,
@@ -273,7 +275,7 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
     };
     let output = if recurrent > 0 && has_attention && arch.moe.is_some() {
         output + mask
-    } else if interleaved {
+    } else if interleaved && arch.moe.is_some() {
         output + mask + 3 * width
     } else if mla.is_some() {
         output + 8 * width
@@ -300,8 +302,11 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
         8 * hidden + 2 * ub * heads * w(width) * 4
     } else {
         // Three hidden states of each width: query-sized ones (Q, the attention output) and
-        // model-sized ones (the residual and normed input).
-        3 * ub * (q_dim + h) * 4
+        // model-sized ones (the residual and normed input); a fourth of the query's width where
+        // the query is scaled by an op of its own (Gemma 2's layout at 16384 tokens without
+        // flash attention: 4 query and 3 model widths beside the scores and masks).
+        let q_states = if arch.query_prescaled { 4 } else { 3 };
+        ub * (q_states * q_dim + 3 * h) * 4
     };
     let attention = if !has_attention {
         0

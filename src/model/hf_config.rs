@@ -568,10 +568,14 @@ pub fn parse_config(
                 };
             }
         }
-        "gemma" => {}
-        "gemma2" => arch.norms_per_layer = 4,
+        "gemma" => arch.query_prescaled = true,
+        "gemma2" => {
+            arch.norms_per_layer = 4;
+            arch.query_prescaled = true;
+        }
         "gemma3" | "gemma3_text" => {
             arch.norms_per_layer = 4;
+            arch.query_prescaled = true;
             arch.attention = Attention::Standard {
                 qkv_bias: false,
                 o_bias: false,

@@ -561,6 +561,8 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
         ];
         arch.norms_per_layer = norms.iter().filter(|n| has_norm(n)).count() as u64;
     }
+    // llama.cpp scales Gemma's queries by an op of their own (query_pre_attn_scalar).
+    arch.query_prescaled = matches!(a.as_str(), "gemma" | "gemma2" | "gemma3");
     arch.max_position_embeddings = get("context_length");
     arch.tie_word_embeddings = !file.tensors.iter().any(|t| t.name == "output.weight");
     if let Some(rank) = get("attention.kv_lora_rank").filter(|&v| v > 0) {

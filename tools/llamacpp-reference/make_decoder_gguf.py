@@ -2,6 +2,8 @@
 """Writes a GGUF of a transformer decoder beyond the plain llama layout, with a published
 model's dimensions and no weight data (a sparse file), like make_gguf.py.
 
+  gemma2    Gemma 2: four norms per layer, sliding window on even layers, attention and final
+            logit soft-capping (50 and 30).
   gemma3    Gemma 3: q/k norms, four norms per layer, 5 sliding-window layers to 1 global.
   qwen3moe  Qwen3-MoE: q/k norms, every layer a mixture of experts without a shared one.
   gpt-oss   gpt-oss: biased attention with a learned sink per head, sliding window on even
@@ -146,7 +148,7 @@ def glm4moe_layer(t, b: str, a, i: int) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("arch", choices=["gemma3", "qwen3moe", "gpt-oss", "deepseek2", "llama4", "glm4moe"])
+    p.add_argument("arch", choices=["gemma2", "gemma3", "qwen3moe", "gpt-oss", "deepseek2", "llama4", "glm4moe"])
     p.add_argument("--moe-step", type=int, default=1)
     p.add_argument("out")
     p.add_argument("--name", default="shape")
@@ -199,6 +201,9 @@ def main() -> None:
         deepseek2_keys(w, a)
     if a.arch == "llama4":
         w.add_uint32("llama4.interleave_moe_layer_step", a.moe_step)
+    if a.arch == "gemma2":
+        w.add_float32("gemma2.attn_logit_softcapping", 50.0)
+        w.add_float32("gemma2.final_logit_softcapping", 30.0)
     if a.arch == "glm4moe":
         w.add_uint32("glm4moe.leading_dense_block_count", a.dense_layers)
         w.add_uint32("glm4moe.expert_shared_count", a.shared_experts)
@@ -209,12 +214,12 @@ def main() -> None:
     add_vocab(w, a.vocab)
 
     t = lambda name, shape, ty=F16: add_tensor(w, name, shape, ty)
-    add_embeddings(w, a.vocab, d, tied=a.arch == "gemma3")
+    add_embeddings(w, a.vocab, d, tied=a.arch in ("gemma2", "gemma3"))
     for i in range(a.layers):
         b = f"blk.{i}."
         t(b + "attn_norm.weight", (d,), F32)
-        if a.arch == "gemma3":
-            attention(t, b, a, biases=False, qk_norm=True)
+        if a.arch in ("gemma2", "gemma3"):
+            attention(t, b, a, biases=False, qk_norm=a.arch == "gemma3")
             t(b + "post_attention_norm.weight", (d,), F32)
             t(b + "ffn_norm.weight", (d,), F32)
             t(b + "ffn_gate.weight", (a.ffn, d))
