@@ -333,6 +333,9 @@ pub struct ModelArch {
     /// The query is scaled by an op of its own before attention (Gemma's
     /// `query_pre_attn_scalar`), which llama.cpp's graph keeps live beside the scores.
     pub query_prescaled: bool,
+    /// Phi-3's fused projections: q, k and v in one matrix (`qkv_proj`), the gated MLP's gate
+    /// and up in another (`gate_up_proj`), whose outputs llama.cpp keeps beside their splits.
+    pub fused_projections: bool,
 }
 
 /// Parameter counts from the shape (before any file says otherwise).
@@ -920,6 +923,7 @@ pub fn llama_like(
         active_without_embedding: false,
         embedding_norm: false,
         query_prescaled: false,
+        fused_projections: false,
         ssm: None,
         recurrent_layers: SlidingLayers::All,
         parallel_attention: false,

@@ -120,7 +120,7 @@ fn phi3(
         llama_like(name, h, i, l, heads, kv, vocab),
         "phi3",
         max_pos,
-        |_| {},
+        |a| a.fused_projections = true,
     )
 }
 

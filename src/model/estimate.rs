@@ -19,8 +19,10 @@
 //!   f16 with `--flash-attention`, two with interleaved sliding windows, + 6 hidden states, + the
 //!   f32 scores `heads × n_kv × T × 4` without flash attention), where `n_kv` is the context
 //!   padded to 256 cells (the window plus `T` when every layer slides); and the feed-forward
-//!   stage (`2·T·intermediate × 4` gate and up, MoE: per routed expert plus the router's
-//!   `T × experts × 4`, + 3 hidden states). Fitted to llama.cpp's own reports, recorded in
+//!   stage (`2·T·intermediate × 4` gate and up, three widths when fused as in Phi-3; routed
+//!   experts: gate, up and their product per selected expert, and each one's output, plus the
+//!   router's `T × experts × 4`; + 3 hidden states and the KQ mask, which stays allocated
+//!   through every layer but the last). Fitted to llama.cpp's own reports, recorded in
 //!   `tests/fixtures/llamacpp/` by `tools/llamacpp-reference/`. Recurrent layers (Mamba,
 //!   Mamba-2, Qwen3-Next's gated DeltaNet; Nemotron-H's Mamba-2 blocks; RWKV-6 and RWKV-7's time
 //!   mix, 14 and 19 model widths per token) add a mixer stage (their
@@ -228,10 +230,14 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
     // Logits of every token of the micro-batch, with the final norm's output, its input and the
     // residual (model width).
     let width = ub * h * 4;
-    // ... and, where the attention is wider than the model (GLM-4.5: 3×, Qwen3-MoE: 2×), a
-    // fourth model-width tensor that can stay below the logits (llama.cpp's report on
-    // GLM-4.5-Air's layout at 16384 tokens).
-    let wide = matches!(arch.attention, Attention::Standard { .. }) && q_dim > h;
+    // ... and, where the attention is wider than the model in a model with experts or
+    // recurrent layers (GLM-4.5: 3×, Qwen3-MoE: 2×, Nemotron-H: 1.14×), a fourth model-width
+    // tensor that can stay below the logits (llama.cpp's report on GLM-4.5-Air's layout at
+    // 16384 tokens; never on the dense decoders measured, Qwen3-32B 1.6× wide and Gemma 2 9B
+    // 1.14×).
+    let wide = matches!(arch.attention, Attention::Standard { .. })
+        && q_dim > h
+        && (arch.moe.is_some() || arch.recurrent_layer_count() > 0);
     let output = ub * w(arch.vocab_size) * 4 + if wide { 4 } else { 3 } * width;
     // The KQ mask (f32; f16 with flash attention), two with interleaved sliding windows, the
     // sliding layers' spanning their own cells (the window plus a micro-batch unless
@@ -273,10 +279,17 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
         }),
         Attention::Standard { .. } => None,
     };
+    let small_mask_hole = arch.fused_projections && s.flash_attention && mask < width;
     let output = if recurrent > 0 && has_attention && arch.moe.is_some() {
         output + mask
     } else if interleaved && arch.moe.is_some() {
         output + mask + 3 * width
+    } else if small_mask_hole {
+        // Phi-3's fused layout with flash attention: where the (f16) mask's hole is too small
+        // for a model-width tensor, the last layer's tensors stack above it and the logits above
+        // them, four model widths up (Phi-3-mini's and Phi-4-mini's shapes at 4096 tokens); at
+        // 32768 the hole takes them and the logits sit two widths up.
+        output + mask + width
     } else if mla.is_some() {
         output + 8 * width
     } else {
@@ -300,6 +313,10 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
         8 * hidden
     } else if let Some(width) = mla {
         8 * hidden + 2 * ub * heads * w(width) * 4
+    } else if arch.fused_projections {
+        // The fused q/k/v output, the roped query and one model-width state (Phi-3-mini's
+        // shape: 5 model widths; Phi-3-medium's, with grouped K and V: 3.5).
+        ub * (2 * q_dim + 2 * w(arch.num_kv_heads) * w(arch.head_dim) + h) * 4
     } else {
         // Three hidden states of each width: query-sized ones (Q, the attention output) and
         // model-sized ones (the residual and normed input); a fourth of the query's width where
@@ -382,13 +399,33 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
             Mlp::Plain => ub * i * 4,
         }
     };
-    let dense = ffn_width(arch.intermediate_size);
+    // A fused gate-and-up projection (Phi-3) is one tensor of twice the width, and its
+    // activation a third one (Phi-3-mini's shape at 32768 tokens with flash attention).
+    let dense = if arch.fused_projections {
+        3 * ub * w(arch.intermediate_size) * 4
+    } else {
+        ffn_width(arch.intermediate_size)
+    };
+    // Routed experts with a gate keep the gate, the up projection and their product for every
+    // selected expert, then each expert's output before they are weighted and summed
+    // (Mixtral's shape with flash attention: 3 × 14336 × 2 + 4096 × 2 per token).
     let moe = arch.moe.as_ref().map_or(0, |m| {
-        ffn_width(m.expert_intermediate) * w(m.experts_per_token)
-            + ffn_width(m.shared_intermediate)
-            + ub * w(m.experts) * 4
+        let k = w(m.experts_per_token);
+        let routed = match arch.mlp {
+            Mlp::Gated => 3 * ub * w(m.expert_intermediate) * 4 * k + ub * h * 4 * k,
+            Mlp::Plain => ffn_width(m.expert_intermediate) * k,
+        };
+        routed + ffn_width(m.shared_intermediate) + ub * w(m.experts) * 4
     });
-    let ffn = dense.max(moe) + 3 * hidden;
+    // The KQ mask stays allocated through every layer's feed-forward block but the last one's;
+    // in Phi-3's layout with flash attention, a mask too small to take a model-width tensor in
+    // its hole costs one more above it (Phi-3-medium's shape at 4096 tokens).
+    let mask_live = match has_attention {
+        false => 0,
+        true if small_mask_hole => mask + width,
+        true => mask,
+    };
+    let ffn = dense.max(moe) + 3 * hidden + mask_live;
     // The host output buffer: one row of logits per sequence.
     let output_buffer = w(s.batch) * w(arch.vocab_size) * 4;
     inputs + output.max(attention).max(mixer).max(ffn) + output_buffer

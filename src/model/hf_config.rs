@@ -357,7 +357,9 @@ pub fn parse_config(
     // for other families.
     let mut expert_blocks = None;
     match family.as_str() {
-        "llama" | "mistral" | "mixtral" | "phi3" => {}
+        "llama" | "mistral" | "mixtral" => {}
+        // Phi-3's gate_up_proj: llama.cpp keeps the fused output beside the activation.
+        "phi3" => arch.fused_projections = true,
         "qwen2" | "qwen2_moe" => {
             arch.attention = Attention::Standard {
                 qkv_bias: true,

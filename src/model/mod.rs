@@ -544,7 +544,14 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
         };
         arch.attention_sinks = has(".attn_sinks.weight");
         arch.mlp_bias = has(".ffn_up.bias") || has(".ffn_up_exps.bias");
-        let ungated = |up: &str, gate: &str| has(up) && !has(gate);
+        // Phi-3 fuses gate and up into one ffn_up of twice the feed-forward width.
+        let fused_projections = file.tensors.iter().any(|t| {
+            t.name.starts_with("blk.")
+                && t.name.ends_with(".ffn_up.weight")
+                && t.dims.get(1) == Some(&ffn.saturating_mul(2))
+        });
+        arch.fused_projections = fused_projections;
+        let ungated = |up: &str, gate: &str| has(up) && !has(gate) && !fused_projections;
         if ungated(".ffn_up.weight", ".ffn_gate.weight")
             || ungated(".ffn_up_exps.weight", ".ffn_gate_exps.weight")
         {
@@ -650,8 +657,8 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
             // llama.cpp's swa pattern 2: even layers slide, odd ones attend to everything.
             "gemma2" | "gpt-oss" => SlidingLayers::Even,
             "gemma3" => SlidingLayers::AllButEvery(6),
-            // Three chunked layers to one full.
-            "llama4" => SlidingLayers::AllButEvery(4),
+            // Three chunked (Llama 4) or sliding (Command R7B, Command A) layers to one full.
+            "llama4" | "cohere2" => SlidingLayers::AllButEvery(4),
             _ => SlidingLayers::All,
         };
         arch.sliding_window = Some(SlidingWindow { window, layers });

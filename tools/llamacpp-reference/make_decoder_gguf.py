@@ -5,7 +5,13 @@ model's dimensions and no weight data (a sparse file), like make_gguf.py.
   gemma2    Gemma 2: four norms per layer, sliding window on even layers, attention and final
             logit soft-capping (50 and 30).
   gemma3    Gemma 3: q/k norms, four norms per layer, 5 sliding-window layers to 1 global.
+  qwen3     Qwen3 (dense): q/k norms, a gated MLP.
   qwen3moe  Qwen3-MoE: q/k norms, every layer a mixture of experts without a shared one.
+  mixtral   Mixtral: the llama architecture with every layer a mixture of experts.
+  cohere2   Command R7B / Command A: one LayerNorm per layer before attention and the MLP side
+            by side, 3 sliding-window layers to 1 global, tied embeddings.
+  phi3      Phi-3 / Phi-4-mini: fused q/k/v and gate/up projections (llama.cpp ignores the
+            window the file gives).
   gpt-oss   gpt-oss: biased attention with a learned sink per head, sliding window on even
             layers, MXFP4 experts with biases and a biased router.
   llama4    Llama 4: chunked attention (llama.cpp's fixed 8192-token chunks) in three of every
@@ -66,13 +72,18 @@ def experts(t, b: str, a, ty, biases: bool) -> None:
         t(b + "ffn_down_exps.bias", (n, d), F32)
 
 
+def gated_mlp(t, b: str, a) -> None:
+    d = a.hidden
+    t(b + "ffn_gate.weight", (a.ffn, d))
+    t(b + "ffn_up.weight", (a.ffn, d))
+    t(b + "ffn_down.weight", (d, a.ffn))
+
+
 def leading_dense_then_moe(t, b: str, a, i: int, routing_bias: bool) -> None:
     """The first --dense-layers layers a gated MLP, the rest experts with shared ones."""
     d = a.hidden
     if i < a.dense_layers:
-        t(b + "ffn_gate.weight", (a.ffn, d))
-        t(b + "ffn_up.weight", (a.ffn, d))
-        t(b + "ffn_down.weight", (d, a.ffn))
+        gated_mlp(t, b, a)
         return
     experts(t, b, a, F16, biases=False)
     if routing_bias:
@@ -128,9 +139,7 @@ def llama4_layer(t, b: str, a, i: int) -> None:
         t(b + "ffn_up_shexp.weight", (a.expert_ffn, d))
         t(b + "ffn_down_shexp.weight", (d, a.expert_ffn))
     else:
-        t(b + "ffn_gate.weight", (a.ffn, d))
-        t(b + "ffn_up.weight", (a.ffn, d))
-        t(b + "ffn_down.weight", (d, a.ffn))
+        gated_mlp(t, b, a)
 
 
 def glm4moe_layer(t, b: str, a, i: int) -> None:
@@ -148,7 +157,8 @@ def glm4moe_layer(t, b: str, a, i: int) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("arch", choices=["gemma2", "gemma3", "qwen3moe", "gpt-oss", "deepseek2", "llama4", "glm4moe"])
+    p.add_argument("arch", choices=["gemma2", "gemma3", "qwen3", "qwen3moe", "mixtral", "cohere2",
+                                    "phi3", "gpt-oss", "deepseek2", "llama4", "glm4moe"])
     p.add_argument("--moe-step", type=int, default=1)
     p.add_argument("out")
     p.add_argument("--name", default="shape")
@@ -170,10 +180,12 @@ def main() -> None:
     p.add_argument("--dense-layers", type=int, default=1)
     p.add_argument("--shared-experts", type=int, default=2)
     p.add_argument("--legacy-mla", action="store_true")
+    p.add_argument("--tied", action="store_true", help="phi3: tied embeddings (Phi-4-mini)")
+    p.add_argument("--rotary", type=float, default=1.0, help="phi3: partial rotary factor")
     a = p.parse_args()
     d = a.hidden
 
-    w = GGUFWriter(a.out, a.arch)
+    w = GGUFWriter(a.out, "llama" if a.arch == "mixtral" else a.arch)
     w.add_name(a.name)
     w.add_context_length(1 << 17)
     w.add_block_count(a.layers)
@@ -201,6 +213,11 @@ def main() -> None:
         deepseek2_keys(w, a)
     if a.arch == "llama4":
         w.add_uint32("llama4.interleave_moe_layer_step", a.moe_step)
+    if a.arch == "cohere2":
+        w.add_float32("cohere2.logit_scale", 0.25)
+        w.add_layer_norm_eps(1e-5)
+    if a.arch == "phi3":
+        w.add_rope_dimension_count(int(a.head_dim * a.rotary))
     if a.arch == "gemma2":
         w.add_float32("gemma2.attn_logit_softcapping", 50.0)
         w.add_float32("gemma2.final_logit_softcapping", 30.0)
@@ -211,10 +228,11 @@ def main() -> None:
         w.add_bool("glm4moe.expert_weights_norm", True)
         w.add_uint32("glm4moe.expert_gating_func", 2)
         w.add_uint32("glm4moe.rope.dimension_count", a.head_dim // 2)
-    add_vocab(w, a.vocab)
+    # llama.cpp's Phi-3 loader looks its end-of-turn tokens up by name.
+    add_vocab(w, a.vocab, ("<|endoftext|>", "<|end|>") if a.arch == "phi3" else ())
 
     t = lambda name, shape, ty=F16: add_tensor(w, name, shape, ty)
-    add_embeddings(w, a.vocab, d, tied=a.arch in ("gemma2", "gemma3"))
+    add_embeddings(w, a.vocab, d, tied=a.arch in ("gemma2", "gemma3", "cohere2") or a.tied)
     for i in range(a.layers):
         b = f"blk.{i}."
         t(b + "attn_norm.weight", (d,), F32)
@@ -222,9 +240,7 @@ def main() -> None:
             attention(t, b, a, biases=False, qk_norm=a.arch == "gemma3")
             t(b + "post_attention_norm.weight", (d,), F32)
             t(b + "ffn_norm.weight", (d,), F32)
-            t(b + "ffn_gate.weight", (a.ffn, d))
-            t(b + "ffn_up.weight", (a.ffn, d))
-            t(b + "ffn_down.weight", (d, a.ffn))
+            gated_mlp(t, b, a)
             t(b + "post_ffw_norm.weight", (d,), F32)
         elif a.arch == "deepseek2":
             deepseek2_layer(t, b, a, i)
@@ -232,6 +248,24 @@ def main() -> None:
             llama4_layer(t, b, a, i)
         elif a.arch == "glm4moe":
             glm4moe_layer(t, b, a, i)
+        elif a.arch == "qwen3":
+            attention(t, b, a, biases=False, qk_norm=True)
+            t(b + "ffn_norm.weight", (d,), F32)
+            gated_mlp(t, b, a)
+        elif a.arch == "mixtral":
+            attention(t, b, a, biases=False, qk_norm=False)
+            t(b + "ffn_norm.weight", (d,), F32)
+            experts(t, b, a, F16, biases=False)
+        elif a.arch == "cohere2":
+            attention(t, b, a, biases=False, qk_norm=False)
+            gated_mlp(t, b, a)
+        elif a.arch == "phi3":
+            qd, kvd = a.heads * a.head_dim, a.kv_heads * a.head_dim
+            t(b + "attn_qkv.weight", (qd + 2 * kvd, d))
+            t(b + "attn_output.weight", (d, qd))
+            t(b + "ffn_norm.weight", (d,), F32)
+            t(b + "ffn_up.weight", (2 * a.ffn, d))
+            t(b + "ffn_down.weight", (d, a.ffn))
         elif a.arch == "qwen3moe":
             attention(t, b, a, biases=False, qk_norm=True)
             t(b + "ffn_norm.weight", (d,), F32)

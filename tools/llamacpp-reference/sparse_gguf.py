@@ -6,9 +6,11 @@ import numpy as np
 from gguf import GGMLQuantizationType, GGUFWriter, GGML_QUANT_SIZES
 
 
-def add_vocab(w: GGUFWriter, vocab: int) -> None:
-    """A SentencePiece-style vocabulary: <unk>, <s>, </s>, then plain pieces."""
-    tokens = [b"<unk>", b"<s>", b"</s>"] + [f"t{i}".encode() for i in range(3, vocab)]
+def add_vocab(w: GGUFWriter, vocab: int, last: tuple = ()) -> None:
+    """A SentencePiece-style vocabulary: <unk>, <s>, </s>, plain pieces, then `last` (tokens
+    an architecture's loader looks up by name)."""
+    tokens = [b"<unk>", b"<s>", b"</s>"] + [f"t{i}".encode() for i in range(3, vocab - len(last))]
+    tokens += [t.encode() for t in last]
     w.add_tokenizer_model("llama")
     w.add_token_list(tokens)
     w.add_token_scores([0.0] * vocab)
