@@ -259,10 +259,10 @@ fn estimates_match_llama_cpp_and_are_never_below_it() {
     rows.extend(compare_described("nemotron-nano-9b-v2-shape.json"));
     rows.extend(compare_described("falcon-h1-1.5b-shape.json"));
     rows.extend(compare_described("nemotron-h-moe-layout.json"));
-    // RWKV: the time mix's per-token widths were fitted to the small-vocabulary 1.5B RWKV-7 and
-    // 1.6B RWKV-6 rows (and to 2.9B RWKV-7 and 7B-wide RWKV-6 shapes not kept); the 0.4B RWKV-7
-    // and 3B RWKV-6 ones were measured after.
-    for rwkv in [
+    for described in [
+        // RWKV: the time mix's per-token widths were fitted to the small-vocabulary 1.5B RWKV-7
+        // and 1.6B RWKV-6 rows (and to 2.9B RWKV-7 and 7B-wide RWKV-6 shapes not kept); the 0.4B
+        // RWKV-7 and 3B RWKV-6 ones were measured after.
         "rwkv7-g1-1.5b-shape.json",
         "rwkv7-g1-2.9b-shape.json",
         "rwkv7-small-vocab-shape.json",
@@ -270,29 +270,25 @@ fn estimates_match_llama_cpp_and_are_never_below_it() {
         "rwkv6-finch-1.6b-shape.json",
         "rwkv6-small-vocab-shape.json",
         "rwkv6-3b-small-vocab-shape.json",
-    ] {
-        rows.extend(compare_described(rwkv));
-    }
-    // Gemma 2: the 9B's shape showed the query's own scaling (fitted to its 16384-token rows);
-    // the 27B's and 2B's were measured after.
-    rows.extend(compare_described("gemma-2-9b-shape.json"));
-    rows.extend(compare_described("gemma-2-27b-shape.json"));
-    rows.extend(compare_described("gemma-2-2b-shape.json"));
-    // Held out: families without a fixture until now, measured after every formula above.
-    for held_out in [
+        // Gemma 2: the 9B's shape showed the query's own scaling (fitted to its 16384-token
+        // rows); the 27B's and 2B's were measured after.
+        "gemma-2-9b-shape.json",
+        "gemma-2-27b-shape.json",
+        "gemma-2-2b-shape.json",
+        // Held out: families without a fixture until then, measured after every formula above.
         "qwen3-8b-shape.json",
         "qwen3-32b-shape.json",
         "mixtral-8x7b-shape.json",
         "phi-3-mini-shape.json",
         "phi-4-mini-shape.json",
         "command-r7b-shape.json",
+        // Mixtral's and Phi-3's rows above found the expert and fused feed-forward stages
+        // short; these were measured after that fix (Phi-3-medium's then fitted too).
+        "mixtral-8x22b-shape.json",
+        "phi-3-medium-shape.json",
     ] {
-        rows.extend(compare_described(held_out));
+        rows.extend(compare_described(described));
     }
-    // Mixtral's and Phi-3's rows above found the expert and fused feed-forward stages short;
-    // these were measured after the fix.
-    rows.extend(compare_described("mixtral-8x22b-shape.json"));
-    rows.extend(compare_described("phi-3-medium-shape.json"));
     assert_eq!(rows.len(), 245);
     // The accuracy table the README shows (`cargo test --test llamacpp_reference -- --nocapture`).
     for (name, context, ubatch, fa, ratio) in &rows {
