@@ -286,10 +286,12 @@ fn estimates_match_llama_cpp_and_are_never_below_it() {
         // short; these were measured after that fix (Phi-3-medium's then fitted too).
         "mixtral-8x22b-shape.json",
         "phi-3-medium-shape.json",
+        // Held out, after all of the above.
+        "deepseek-v3-shape.json",
     ] {
         rows.extend(compare_described(described));
     }
-    assert_eq!(rows.len(), 245);
+    assert_eq!(rows.len(), 249);
     // The accuracy table the README shows (`cargo test --test llamacpp_reference -- --nocapture`).
     for (name, context, ubatch, fa, ratio) in &rows {
         eprintln!(
@@ -298,8 +300,8 @@ fn estimates_match_llama_cpp_and_are_never_below_it() {
         );
     }
     for (name, context, ubatch, fa, ratio) in &rows {
-        // Hybrids and interleaved sliding windows with experts, and MLA, are held to never
-        // below and at most 16 % above: whether llama.cpp's graph allocator places the logits
+        // Hybrids and interleaved sliding windows with experts, and MLA with an unsplit
+        // `attn_kv_b`, are held to never below and at most 16 % above: whether llama.cpp's graph allocator places the logits
         // above the KQ masks depends on the shapes, and gpumem, which does not replay the
         // allocator, assumes it does. Those without experts (Granite-4.0-H's dense layout,
         // Nemotron-H, Falcon-H1, Gemma 2 and 3), whose logits never landed above the masks, are
@@ -309,7 +311,7 @@ fn estimates_match_llama_cpp_and_are_never_below_it() {
             "qwen3-next",
             "jamba",
             "nemotron-h-moe",
-            "deepseek",
+            "deepseek-v2-layout-legacy",
             "gpt-oss",
             "llama-4",
         ]

@@ -311,6 +311,15 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
         (12 * h + 2 * w(arch.num_kv_heads) * w(arch.head_dim)) * ub * 4
     } else if recurrent > 0 && !standalone_attention && !arch.parallel_attention {
         8 * hidden
+    } else if let (Some(width), false) = (mla, arch.mla_full_cache) {
+        // The absorbed query and the latent output per head, and the query and model-width
+        // states around them: 2.25 query widths and 3.25 model widths per token, fitted to
+        // DeepSeek-V2's layout (16 heads) and DeepSeek-V3's shape (128 heads) at 16384 and 4096
+        // tokens, where the stage shows with and without flash attention (eight widths of the
+        // larger, counted before, came out 1.56× on V3's 128 heads).
+        2 * ub * heads * w(width) * 4
+            + ub * (9 * q_dim).div_ceil(4) * 4
+            + ub * (13 * h).div_ceil(4) * 4
     } else if let Some(width) = mla {
         8 * hidden + 2 * ub * heads * w(width) * 4
     } else if arch.fused_projections {

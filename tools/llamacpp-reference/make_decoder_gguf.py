@@ -101,7 +101,11 @@ def deepseek2_keys(w: GGUFWriter, a) -> None:
     w.add_uint32("deepseek2.rope.dimension_count", a.rope_dim)
     w.add_uint32("deepseek2.leading_dense_block_count", a.dense_layers)
     w.add_uint32("deepseek2.expert_shared_count", a.shared_experts)
-    w.add_float32("deepseek2.expert_weights_scale", 1.0)
+    w.add_float32("deepseek2.expert_weights_scale", 2.5 if a.routing_bias else 1.0)
+    if a.routing_bias:
+        # DeepSeek-V3's router: sigmoid scores with a correction bias, normalised top-k.
+        w.add_uint32("deepseek2.expert_gating_func", 2)
+        w.add_bool("deepseek2.expert_weights_norm", True)
     if not a.legacy_mla:
         # Newer conversions: the cache holds the latent (key = latent + rope, value = latent);
         # the per-head sizes move to the _mla keys.
@@ -126,7 +130,7 @@ def deepseek2_layer(t, b: str, a, i: int) -> None:
         t(b + "attn_v_b.weight", (a.heads, a.v_dim, a.kv_lora))
     t(b + "attn_output.weight", (d, a.heads * a.v_dim))
     t(b + "ffn_norm.weight", (d,), F32)
-    leading_dense_then_moe(t, b, a, i, routing_bias=False)
+    leading_dense_then_moe(t, b, a, i, routing_bias=a.routing_bias)
 
 
 def llama4_layer(t, b: str, a, i: int) -> None:
@@ -180,6 +184,8 @@ def main() -> None:
     p.add_argument("--dense-layers", type=int, default=1)
     p.add_argument("--shared-experts", type=int, default=2)
     p.add_argument("--legacy-mla", action="store_true")
+    p.add_argument("--routing-bias", action="store_true",
+                   help="deepseek2: DeepSeek-V3's sigmoid router with a correction bias")
     p.add_argument("--tied", action="store_true", help="phi3: tied embeddings (Phi-4-mini)")
     p.add_argument("--rotary", type=float, default=1.0, help="phi3: partial rotary factor")
     a = p.parse_args()
