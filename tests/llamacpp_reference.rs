@@ -105,9 +105,17 @@ fn rows(
         let within = |bytes: u64, k: &str| (bytes as f64 / MIB - mib(k)).abs() <= 0.005 + 1e-9;
         assert!(within(b.weights_bytes, "weights_mib"), "{what}: weights");
         assert!(within(b.kv_cache_bytes, "kv_mib"), "{what}: KV");
-        // llama.cpp's figures are rounded to 0.01 MiB: compare against the largest they can be.
-        let llama = (mib("compute_mib") + mib("output_mib") + 0.01) * MIB;
-        let ratio = b.activation_bytes as f64 / llama;
+        // llama.cpp prints each figure rounded to 0.01 MiB, so the two together are known to
+        // within 0.01 MiB: a ratio is taken against the largest they can be, except where
+        // gpumem's figure lies inside that rounding (its replay of the graph allocator is
+        // exact), which counts as 1.
+        let printed = mib("compute_mib") + mib("output_mib");
+        let ours = b.activation_bytes as f64 / MIB;
+        let ratio = if (ours - printed).abs() <= 0.01 + 1e-9 {
+            1.0
+        } else {
+            ours / (printed + 0.01)
+        };
         out.push((label, context, ubatch, fa, ratio));
     }
     out
@@ -288,10 +296,12 @@ fn estimates_match_llama_cpp_and_are_never_below_it() {
         "phi-3-medium-shape.json",
         // Held out, after all of the above.
         "deepseek-v3-shape.json",
+        "mistral-nemo-12b-shape.json",
+        "llama-3.1-70b-shape.json",
     ] {
         rows.extend(compare_described(described));
     }
-    assert_eq!(rows.len(), 249);
+    assert_eq!(rows.len(), 261);
     // The accuracy table the README shows (`cargo test --test llamacpp_reference -- --nocapture`).
     for (name, context, ubatch, fa, ratio) in &rows {
         eprintln!(

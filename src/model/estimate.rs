@@ -13,7 +13,10 @@
 //! - **Activations** (inference): what llama.cpp allocates for a forward pass — its compute
 //!   buffer, reserved for the prompt graph of one micro-batch of `T = min(ubatch, batch ×
 //!   context)` tokens, all outputs, in f32 whatever the weights' type — plus its host output
-//!   buffer (`batch × vocab × 4`). The compute buffer is the largest of three stages, plus the
+//!   buffer (`batch × vocab × 4`). For the decoders llama.cpp builds with its `llama`, `qwen2`
+//!   and `qwen3` graphs (dense, no sliding window), the compute buffer is a replay of ggml's
+//!   graph allocator over that graph, exact to the byte on the CPU backend. Elsewhere it is
+//!   the largest of three stages, plus the
 //!   graph inputs (`12·T` + 64 KiB of alignment and small tensors): the output stage (`T × vocab × 4` logits + 3 hidden states of
 //!   `T × max(hidden, heads·head_dim) × 4`); the attention stage (the KQ mask `n_kv × T × 4`,
 //!   f16 with `--flash-attention`, two with interleaved sliding windows, + 6 hidden states, + the
@@ -219,6 +222,14 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
         .count() as u64;
     let all_sliding = sliding.is_some() && swa_layers == arch.num_layers;
     let interleaved = sliding.is_some() && swa_layers > 0 && !all_sliding;
+    // The host output buffer: one row of logits per sequence.
+    let output_buffer = w(s.batch) * w(arch.vocab_size) * 4;
+    // Where llama.cpp's graph is modelled node by node, its allocator's own figure.
+    if let Some(bytes) =
+        super::ggml_graph::compute_buffer(arch, sat(ub), sat(n_kv), s.flash_attention)
+    {
+        return w(bytes) + output_buffer;
+    }
     let attended = match sliding {
         Some(win) if all_sliding => n_kv.min(w(win.window) + ub),
         _ => n_kv,
@@ -435,8 +446,6 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
         true => mask,
     };
     let ffn = dense.max(moe) + 3 * hidden + mask_live;
-    // The host output buffer: one row of logits per sequence.
-    let output_buffer = w(s.batch) * w(arch.vocab_size) * 4;
     inputs + output.max(attention).max(mixer).max(ffn) + output_buffer
 }
 

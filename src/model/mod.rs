@@ -6,6 +6,7 @@ mod catalog;
 mod dtype;
 mod error;
 pub mod estimate;
+mod ggml_graph;
 mod gguf;
 mod hf_config;
 mod quantized;

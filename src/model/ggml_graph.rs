@@ -1,0 +1,566 @@
+//! llama.cpp's compute buffer by replay: the prompt graph llama.cpp reserves, built node by node
+//! as its graph builder does, and placed by a model of ggml's graph allocator (`ggml-alloc.c`:
+//! inputs first, tensors in graph order, parents freed after their last consumer, in-place
+//! reuse of a sole consumer's parent, best fit over the free blocks with the last block
+//! growing the buffer). The buffer is the highest offset any tensor reaches.
+//!
+//! Where llama.cpp's graph for an architecture is modelled here, the figure is llama.cpp's own
+//! to the byte (CPU backend, 32-byte alignment: `tests/fixtures/llamacpp/`); elsewhere
+//! [`compute_buffer`] returns `None` and the estimate falls back to its stage formulas.
+
+use super::arch::{Attention, Mlp, ModelArch, Norm};
+
+/// The CPU backend's tensor alignment (`TENSOR_ALIGNMENT`).
+const ALIGNMENT: u64 = 32;
+
+const INPUT_LAYOUT: u64 = u64::MAX;
+
+/// What the allocator needs to know of an op: whether ggml may compute it in its first
+/// parent's memory (`ggml_op_can_inplace`), or whether it is only a view of another tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A leaf: an input the allocator places (tokens, positions, masks), or memory it does not
+    /// own (weights, the KV cache).
+    Leaf,
+    /// An op that may reuse a parent's memory (add, mul, rms_norm, rope, soft_max, …).
+    InPlace,
+    /// An op that always gets memory of its own (mul_mat, get_rows, flash attention, …).
+    Fresh,
+    /// A view, reshape, permute or set_rows result: memory of `view_src`.
+    View,
+}
+
+#[derive(Debug, Clone)]
+struct Tensor {
+    kind: Kind,
+    bytes: u64,
+    /// Shape tag: tensors may share memory in place only when their layouts agree.
+    layout: u64,
+    srcs: Vec<usize>,
+    view_src: Option<usize>,
+    input: bool,
+    output: bool,
+    /// Weights and the KV cache: allocated elsewhere.
+    external: bool,
+}
+
+/// A computation graph in llama.cpp's evaluation order.
+#[derive(Debug, Default)]
+struct Graph {
+    tensors: Vec<Tensor>,
+    nodes: Vec<usize>,
+    leafs: Vec<usize>,
+    seen: Vec<bool>,
+}
+
+impl Graph {
+    fn push(&mut self, t: Tensor) -> usize {
+        self.tensors.push(t);
+        self.seen.push(false);
+        self.tensors.len() - 1
+    }
+
+    /// Memory the allocator does not place (a weight or the KV cache).
+    fn external(&mut self) -> usize {
+        self.push(Tensor {
+            kind: Kind::Leaf,
+            bytes: 0,
+            layout: 0,
+            srcs: Vec::new(),
+            view_src: None,
+            input: false,
+            output: false,
+            external: true,
+        })
+    }
+
+    fn input(&mut self, bytes: u64) -> usize {
+        self.push(Tensor {
+            kind: Kind::Leaf,
+            bytes,
+            // Inputs never share memory in place with the ops' outputs.
+            layout: INPUT_LAYOUT,
+            srcs: Vec::new(),
+            view_src: None,
+            input: true,
+            output: false,
+            external: false,
+        })
+    }
+
+    fn op(&mut self, kind: Kind, bytes: u64, layout: u64, srcs: &[usize]) -> usize {
+        self.push(Tensor {
+            kind,
+            bytes,
+            layout,
+            srcs: srcs.to_vec(),
+            view_src: None,
+            input: false,
+            output: false,
+            external: false,
+        })
+    }
+
+    /// A view of `src` (of its own source when `src` is itself a view, as ggml records it).
+    fn view(&mut self, src: usize, layout: u64) -> usize {
+        let root = self.tensors[src].view_src.unwrap_or(src);
+        let bytes = self.tensors[src].bytes;
+        self.push(Tensor {
+            kind: Kind::View,
+            bytes,
+            layout,
+            srcs: vec![src],
+            view_src: Some(root),
+            input: false,
+            output: false,
+            external: self.tensors[root].external,
+        })
+    }
+
+    /// `ggml_set_rows` into the cache tensor `cache`: a view of it, computed from `srcs`.
+    fn store(&mut self, cache: usize, srcs: &[usize]) -> usize {
+        self.push(Tensor {
+            kind: Kind::View,
+            bytes: 0,
+            layout: 0,
+            srcs: srcs.to_vec(),
+            view_src: Some(cache),
+            input: false,
+            output: false,
+            external: true,
+        })
+    }
+
+    /// `ggml_build_forward_expand`: appends `t` and its unvisited ancestors, parents first.
+    fn expand(&mut self, t: usize) {
+        // Iterative depth-first post-order (a deep model's chain of layers would otherwise
+        // recurse once per tensor).
+        let mut stack = vec![(t, 0usize)];
+        while let Some((i, next)) = stack.pop() {
+            if next == 0 {
+                if self.seen[i] {
+                    continue;
+                }
+                self.seen[i] = true;
+            }
+            if let Some(&src) = self.tensors[i].srcs.get(next) {
+                stack.push((i, next + 1));
+                if !self.seen[src] {
+                    stack.push((src, 0));
+                }
+                continue;
+            }
+            if self.tensors[i].kind == Kind::Leaf {
+                self.leafs.push(i);
+            } else {
+                self.nodes.push(i);
+            }
+        }
+    }
+}
+
+fn aligned(bytes: u64) -> u64 {
+    bytes.div_ceil(ALIGNMENT) * ALIGNMENT
+}
+
+/// ggml's dynamic tensor allocator over one buffer: free blocks sorted by offset, the last one
+/// unbounded.
+#[derive(Debug)]
+struct Blocks {
+    free: Vec<(u64, u64)>,
+    high: u64,
+}
+
+impl Blocks {
+    fn new() -> Self {
+        Blocks {
+            free: vec![(0, u64::MAX / 2)],
+            high: 0,
+        }
+    }
+
+    fn alloc(&mut self, bytes: u64) -> u64 {
+        let size = aligned(bytes);
+        // Best fit among all blocks but the last; the last (which grows the buffer) otherwise.
+        let last = self.free.len() - 1;
+        let mut best = None;
+        let mut best_size = u64::MAX;
+        for (i, &(_, len)) in self.free[..last].iter().enumerate() {
+            if len >= size && len <= best_size {
+                best = Some(i);
+                best_size = len;
+            }
+        }
+        let i = best.unwrap_or(last);
+        let offset = self.free[i].0;
+        self.free[i].0 += size;
+        self.free[i].1 -= size;
+        if self.free[i].1 == 0 {
+            self.free.remove(i);
+        }
+        self.high = self.high.max(offset + size);
+        offset
+    }
+
+    fn release(&mut self, offset: u64, bytes: u64) {
+        let size = aligned(bytes);
+        for i in 0..self.free.len() {
+            let (start, len) = self.free[i];
+            if start + len == offset {
+                self.free[i].1 += size;
+                if i + 1 < self.free.len() && self.free[i].0 + self.free[i].1 == self.free[i + 1].0
+                {
+                    self.free[i].1 += self.free[i + 1].1;
+                    self.free.remove(i + 1);
+                }
+                return;
+            }
+            if offset + size == start {
+                self.free[i].0 = offset;
+                self.free[i].1 += size;
+                if i > 0 && self.free[i - 1].0 + self.free[i - 1].1 == offset {
+                    self.free[i - 1].1 += self.free[i].1;
+                    self.free.remove(i);
+                }
+                return;
+            }
+        }
+        let at = self.free.partition_point(|&(start, _)| start < offset);
+        self.free.insert(at, (offset, size));
+    }
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Slot {
+    allocated: bool,
+    children: u32,
+    views: u32,
+    offset: u64,
+}
+
+/// The buffer ggml's graph allocator reserves for `g` (`ggml_gallocr_reserve`).
+fn reserve(g: &Graph) -> u64 {
+    let mut blocks = Blocks::new();
+    let mut slots = vec![Slot::default(); g.tensors.len()];
+    let allocate = |i: usize, slots: &mut [Slot], blocks: &mut Blocks| {
+        let t = &g.tensors[i];
+        if t.external || slots[i].allocated || t.view_src.is_some() {
+            return;
+        }
+        slots[i].allocated = true;
+        if t.kind == Kind::InPlace {
+            for &p in &t.srcs {
+                let parent = &g.tensors[p];
+                // Only memory the allocator placed itself (never a view's), never an output,
+                // only of the same layout, and only when this op is the parent's last use.
+                if !slots[p].allocated || parent.output || parent.layout != t.layout {
+                    continue;
+                }
+                if slots[p].children == 1 && slots[p].views == 0 {
+                    slots[i].offset = slots[p].offset;
+                    slots[p].allocated = false;
+                    if aligned(parent.bytes) > aligned(t.bytes) {
+                        blocks.release(
+                            slots[p].offset + aligned(t.bytes),
+                            aligned(parent.bytes) - aligned(t.bytes),
+                        );
+                    }
+                    return;
+                }
+            }
+        }
+        slots[i].offset = blocks.alloc(t.bytes);
+    };
+    for &leaf in &g.leafs {
+        allocate(leaf, &mut slots, &mut blocks);
+    }
+    for &n in &g.nodes {
+        if let Some(root) = g.tensors[n].view_src {
+            slots[root].views += 1;
+        }
+        if g.tensors[n].input {
+            allocate(n, &mut slots, &mut blocks);
+        }
+        for &s in &g.tensors[n].srcs {
+            slots[s].children += 1;
+            if g.tensors[s].input {
+                allocate(s, &mut slots, &mut blocks);
+            }
+        }
+    }
+    for &n in &g.nodes {
+        for &p in &g.tensors[n].srcs {
+            allocate(p, &mut slots, &mut blocks);
+        }
+        allocate(n, &mut slots, &mut blocks);
+        for &p in &g.tensors[n].srcs {
+            slots[p].children -= 1;
+            if slots[p].children != 0 || slots[p].views != 0 {
+                continue;
+            }
+            match g.tensors[p].view_src {
+                Some(root) => {
+                    slots[root].views -= 1;
+                    if slots[root].views == 0
+                        && slots[root].children == 0
+                        && slots[root].allocated
+                        && !g.tensors[root].output
+                    {
+                        blocks.release(slots[root].offset, g.tensors[root].bytes);
+                        slots[root].allocated = false;
+                    }
+                }
+                None if slots[p].allocated && !g.tensors[p].output => {
+                    blocks.release(slots[p].offset, g.tensors[p].bytes);
+                    slots[p].allocated = false;
+                }
+                None => {}
+            }
+        }
+    }
+    blocks.high
+}
+
+/// The decoder layouts llama.cpp builds with the graph modelled here (its `llama`, `qwen2` and
+/// `qwen3` builders; Mistral's GGUFs are `llama`): pre-norm RMS attention with grouped K/V,
+/// optional q/k/v and output biases, per-head q/k norms (Qwen3), and a SwiGLU feed-forward.
+fn modelled(arch: &ModelArch) -> Option<(bool, bool, bool)> {
+    let Attention::Standard {
+        qkv_bias,
+        o_bias,
+        qk_norm,
+    } = arch.attention
+    else {
+        return None;
+    };
+    let family_ok = match arch.family.as_str() {
+        "llama" | "mistral" | "qwen2" => !qk_norm,
+        "qwen3" => qk_norm,
+        _ => false,
+    };
+    let plain = arch.moe.is_none()
+        && arch.ssm.is_none()
+        && arch.sliding_window.is_none()
+        && arch.mlp == Mlp::Gated
+        && !arch.mlp_bias
+        && arch.norm == Norm::Rms
+        && arch.norms_per_layer == 2
+        && !arch.attention_sinks
+        && !arch.parallel_attention
+        && !arch.attn_output_gate
+        && !arch.fused_projections
+        && !arch.query_prescaled
+        && !arch.embedding_norm
+        && arch.num_layers > 0
+        && arch.num_heads > 0
+        && arch.num_kv_heads > 0
+        && arch.head_dim > 0;
+    (family_ok && plain).then_some((qkv_bias, o_bias, qk_norm))
+}
+
+/// llama.cpp's CPU compute buffer for `arch`'s prompt graph of `tokens` tokens (every one an
+/// output) over `kv_cells` cached cells, with or without flash attention; `None` where the
+/// architecture's graph is not modelled here. Saturates at `u64::MAX` for absurd shapes.
+pub(crate) fn compute_buffer(
+    arch: &ModelArch,
+    tokens: u64,
+    kv_cells: u64,
+    flash_attention: bool,
+) -> Option<u64> {
+    let (qkv_bias, o_bias, qk_norm) = modelled(arch)?;
+    // Guards against shapes no device could hold; the estimate's own plausibility checks
+    // refuse those first, so this is never the figure a user sees.
+    if arch.num_layers > 4096 || tokens == 0 {
+        return None;
+    }
+    let f32 = |elems: u64| elems.checked_mul(4);
+    let h = arch.hidden_size;
+    let q_dim = arch.num_heads.checked_mul(arch.head_dim)?;
+    let kv_dim = arch.num_kv_heads.checked_mul(arch.head_dim)?;
+    let width = |n: u64| f32(n.checked_mul(tokens)?);
+    let model = width(h)?;
+    let query = width(q_dim)?;
+    let kv = width(kv_dim)?;
+    let ffn = width(arch.intermediate_size)?;
+    let logits = width(arch.vocab_size)?;
+    let scores = f32(kv_cells.checked_mul(tokens)?.checked_mul(arch.num_heads)?)?;
+    let mask = kv_cells
+        .checked_mul(tokens)?
+        .checked_mul(if flash_attention { 2 } else { 4 })?;
+    // Past 256 TiB a tensor fits no device; the stage formulas (which saturate) answer then,
+    // and the offsets here stay far from overflow.
+    const MOST: u64 = 1 << 48;
+    if [model, query, kv, ffn, logits, scores, mask]
+        .iter()
+        .any(|&bytes| bytes > MOST)
+    {
+        return None;
+    }
+    // Distinct layouts for the in-place check (only same-shaped tensors share memory).
+    const MODEL: u64 = 1;
+    const QUERY: u64 = 2;
+    const KV: u64 = 3;
+    const FFN: u64 = 4;
+    const SCORES: u64 = 5;
+    const Q3: u64 = 6;
+    const K3: u64 = 7;
+    const OTHER: u64 = 8;
+
+    let mut g = Graph::default();
+    let ids = tokens.checked_mul(4)?;
+    let tok_embd = g.external();
+    let tokens_in = g.input(ids);
+    let embd = g.op(Kind::Fresh, model, MODEL, &[tok_embd, tokens_in]);
+    // The embeddings input (for a batch given as vectors) is reserved beside the token path
+    // and has no consumer in a token batch, so it stays allocated for the whole graph.
+    let embd_in = g.input(model);
+    g.expand(embd);
+    g.expand(embd_in);
+    let pos = g.input(ids);
+    let k_idxs = g.input(tokens.checked_mul(8)?);
+    // Without flash attention the V cache is transposed and written element by element.
+    let v_idxs = g.input(if flash_attention {
+        tokens.checked_mul(8)?
+    } else {
+        kv.checked_mul(2)?
+    });
+    let kq_mask = g.input(mask);
+    let out_ids = g.input(ids);
+    let norm = |g: &mut Graph, x: usize, bytes: u64, layout: u64| {
+        let n = g.op(Kind::InPlace, bytes, layout, &[x]);
+        let w = g.external();
+        g.op(Kind::InPlace, bytes, layout, &[n, w])
+    };
+    let mut inp = embd;
+    for layer in 0..arch.num_layers {
+        let residual = inp;
+        let cur = norm(&mut g, inp, model, MODEL);
+        let project = |g: &mut Graph, bytes: u64, layout: u64| {
+            let w = g.external();
+            let mut t = g.op(Kind::Fresh, bytes, layout, &[w, cur]);
+            if qkv_bias {
+                let b = g.external();
+                t = g.op(Kind::InPlace, bytes, layout, &[t, b]);
+            }
+            t
+        };
+        let q = project(&mut g, query, QUERY);
+        let k = project(&mut g, kv, KV);
+        let v = project(&mut g, kv, KV);
+        let mut q = g.view(q, Q3);
+        let mut k = g.view(k, K3);
+        let v = g.view(v, OTHER);
+        if qk_norm {
+            q = norm(&mut g, q, query, Q3);
+            k = norm(&mut g, k, kv, K3);
+        }
+        let q = g.op(Kind::InPlace, query, Q3, &[q, pos]);
+        let k = g.op(Kind::InPlace, kv, K3, &[k, pos]);
+        g.expand(q);
+        g.expand(v);
+        g.expand(k);
+        let (k_cache, v_cache) = (g.external(), g.external());
+        let k_rows = g.view(k, OTHER);
+        let stored = g.store(k_cache, &[k_cache, k_rows, k_idxs]);
+        g.expand(stored);
+        let stored = if flash_attention {
+            let v_rows = g.view(v, OTHER);
+            g.store(v_cache, &[v_cache, v_rows, v_idxs])
+        } else {
+            let v_2d = g.view(v, OTHER);
+            let v_elems = g.view(v_2d, OTHER);
+            let cache_elems = g.view(v_cache, OTHER);
+            g.store(v_cache, &[cache_elems, v_elems, v_idxs])
+        };
+        g.expand(stored);
+        let k_all = g.view(k_cache, OTHER);
+        let v_all = g.view(v_cache, OTHER);
+        let q4 = g.view(q, OTHER);
+        let qp = g.view(q4, OTHER);
+        let kp = g.view(k_all, OTHER);
+        let vp = g.view(v_all, OTHER);
+        let attended = if flash_attention {
+            let o = g.op(Kind::Fresh, query, OTHER, &[qp, kp, vp, kq_mask]);
+            g.view(o, QUERY)
+        } else {
+            let kq = g.op(Kind::Fresh, scores, SCORES, &[kp, qp]);
+            let kq = g.op(Kind::InPlace, scores, SCORES, &[kq, kq_mask]);
+            let kqv = g.op(Kind::Fresh, query, OTHER, &[vp, kq]);
+            let permuted = g.view(kqv, OTHER);
+            g.op(Kind::Fresh, query, QUERY, &[permuted])
+        };
+        g.expand(attended);
+        let wo = g.external();
+        let mut cur = g.op(Kind::Fresh, model, MODEL, &[wo, attended]);
+        if o_bias {
+            let b = g.external();
+            cur = g.op(Kind::InPlace, model, MODEL, &[cur, b]);
+        }
+        let mut residual = residual;
+        if layer + 1 == arch.num_layers {
+            cur = g.op(Kind::Fresh, model, MODEL, &[cur, out_ids]);
+            residual = g.op(Kind::Fresh, model, MODEL, &[residual, out_ids]);
+        }
+        let ffn_inp = g.op(Kind::InPlace, model, MODEL, &[cur, residual]);
+        let cur = norm(&mut g, ffn_inp, model, MODEL);
+        let (wg, wu, wd) = (g.external(), g.external(), g.external());
+        let gate = g.op(Kind::Fresh, ffn, FFN, &[wg, cur]);
+        let up = g.op(Kind::Fresh, ffn, FFN, &[wu, cur]);
+        let act = g.op(Kind::Fresh, ffn, FFN, &[gate, up]);
+        let down = g.op(Kind::Fresh, model, MODEL, &[wd, act]);
+        inp = g.op(Kind::InPlace, model, MODEL, &[down, ffn_inp]);
+    }
+    let result_norm = norm(&mut g, inp, model, MODEL);
+    g.tensors[result_norm].output = true;
+    let lm_head = g.external();
+    let result = g.op(Kind::Fresh, logits, OTHER, &[lm_head, result_norm]);
+    g.tensors[result].output = true;
+    g.expand(result);
+    Some(reserve(&g))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::llama_like;
+
+    #[test]
+    fn freed_neighbours_merge_and_best_fit_prefers_the_smallest_hole() {
+        let mut b = Blocks::new();
+        let a = b.alloc(64);
+        let c = b.alloc(32);
+        let d = b.alloc(64);
+        let _e = b.alloc(32);
+        b.release(a, 64);
+        b.release(d, 64);
+        // Two 64-byte holes of equal fit: ggml takes the later one (its `<=`).
+        assert_eq!(b.alloc(32), d);
+        b.release(c, 32);
+        // c merged with the hole before it: 96 bytes from 0.
+        assert_eq!(b.free[0], (0, 96));
+        assert_eq!(b.high, 192);
+    }
+
+    #[test]
+    fn absurd_shapes_fall_back_instead_of_overflowing() {
+        let huge = llama_like("x", 1 << 40, 1 << 41, 2, 1 << 20, 1 << 20, 1 << 40);
+        assert_eq!(compute_buffer(&huge, 512, 4096, false), None);
+        let llama = llama_like("x", 64, 128, 2, 4, 2, 100);
+        assert_eq!(compute_buffer(&llama, u64::MAX, u64::MAX, true), None);
+    }
+
+    #[test]
+    fn only_the_modelled_layouts_are_replayed() {
+        let llama = llama_like("x", 64, 128, 2, 4, 2, 100);
+        assert!(compute_buffer(&llama, 16, 256, true).is_some());
+        let mut other = llama.clone();
+        other.family = "gemma2".into();
+        assert!(compute_buffer(&other, 16, 256, true).is_none());
+        let mut windowed = llama;
+        windowed.sliding_window = Some(crate::model::SlidingWindow {
+            window: 32,
+            layers: crate::model::SlidingLayers::All,
+        });
+        assert!(compute_buffer(&windowed, 16, 256, true).is_none());
+    }
+}
