@@ -298,10 +298,12 @@ fn estimates_match_llama_cpp_and_are_never_below_it() {
         "deepseek-v3-shape.json",
         "mistral-nemo-12b-shape.json",
         "llama-3.1-70b-shape.json",
+        // Held out from the replay of llama.cpp's graph allocator (written on the rows above).
+        "qwen3-235b-a22b-shape.json",
     ] {
         rows.extend(compare_described(described));
     }
-    assert_eq!(rows.len(), 261);
+    assert_eq!(rows.len(), 269);
     // The accuracy table the README shows (`cargo test --test llamacpp_reference -- --nocapture`).
     for (name, context, ubatch, fa, ratio) in &rows {
         eprintln!(

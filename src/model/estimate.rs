@@ -13,8 +13,8 @@
 //! - **Activations** (inference): what llama.cpp allocates for a forward pass — its compute
 //!   buffer, reserved for the prompt graph of one micro-batch of `T = min(ubatch, batch ×
 //!   context)` tokens, all outputs, in f32 whatever the weights' type — plus its host output
-//!   buffer (`batch × vocab × 4`). For the decoders llama.cpp builds with its `llama`, `qwen2`
-//!   and `qwen3` graphs (dense, no sliding window), the compute buffer is a replay of ggml's
+//!   buffer (`batch × vocab × 4`). For the decoders llama.cpp builds with its `llama`, `qwen2`,
+//!   `qwen3` and `qwen3moe` graphs (no sliding window), the compute buffer is a replay of ggml's
 //!   graph allocator over that graph, exact to the byte on the CPU backend. Elsewhere it is
 //!   the largest of three stages, plus the
 //!   graph inputs (`12·T` + 64 KiB of alignment and small tensors): the output stage (`T × vocab × 4` logits + 3 hidden states of

@@ -238,6 +238,16 @@ struct Slot {
     offset: u64,
 }
 
+/// Tensor sizes of a routed feed-forward block.
+struct Routed {
+    k: u64,
+    router: u64,
+    weights: u64,
+    sums: u64,
+    expert_ffn: u64,
+    expert_out: u64,
+}
+
 /// The buffer ggml's graph allocator reserves for `g` (`ggml_gallocr_reserve`).
 fn reserve(g: &Graph) -> u64 {
     let mut blocks = Blocks::new();
@@ -321,9 +331,10 @@ fn reserve(g: &Graph) -> u64 {
     blocks.high
 }
 
-/// The decoder layouts llama.cpp builds with the graph modelled here (its `llama`, `qwen2` and
-/// `qwen3` builders; Mistral's GGUFs are `llama`): pre-norm RMS attention with grouped K/V,
-/// optional q/k/v and output biases, per-head q/k norms (Qwen3), and a SwiGLU feed-forward.
+/// The decoder layouts llama.cpp builds with the graph modelled here (its `llama`, `qwen2`,
+/// `qwen3` and `qwen3moe` builders; Mistral's and Mixtral's GGUFs are `llama`): pre-norm RMS
+/// attention with grouped K/V, optional q/k/v and output biases, per-head q/k norms (Qwen3),
+/// and a SwiGLU feed-forward or routed SwiGLU experts.
 fn modelled(arch: &ModelArch) -> Option<(bool, bool, bool)> {
     let Attention::Standard {
         qkv_bias,
@@ -334,11 +345,22 @@ fn modelled(arch: &ModelArch) -> Option<(bool, bool, bool)> {
         return None;
     };
     let family_ok = match arch.family.as_str() {
-        "llama" | "mistral" | "qwen2" => !qk_norm,
-        "qwen3" => qk_norm,
+        "llama" | "mistral" | "mixtral" | "qwen2" => !qk_norm,
+        "qwen3" | "qwen3moe" | "qwen3_moe" => qk_norm,
         _ => false,
     };
-    let plain = arch.moe.is_none()
+    // Experts as llama.cpp's `build_moe_ffn` routes them for these builders: a softmax router
+    // in every layer, normalised top-k weights, no shared expert, no routing bias.
+    let moe_ok = arch.moe.as_ref().is_none_or(|m| {
+        m.shared_intermediate == 0
+            && m.first_dense_layers == 0
+            && m.layer_freq <= 1
+            && !m.router_bias
+            && !m.shared_gate
+            && m.experts > 0
+            && (1..=m.experts).contains(&m.experts_per_token)
+    });
+    let plain = moe_ok
         && arch.ssm.is_none()
         && arch.sliding_window.is_none()
         && arch.mlp == Mlp::Gated
@@ -405,6 +427,12 @@ pub(crate) fn compute_buffer(
     const Q3: u64 = 6;
     const K3: u64 = 7;
     const OTHER: u64 = 8;
+    const ROUTER: u64 = 9;
+    const ROUTER_IDS: u64 = 10;
+    const WEIGHTS: u64 = 11;
+    const SUMS: u64 = 12;
+    const EXPERT_FFN: u64 = 13;
+    const EXPERT_OUT: u64 = 14;
 
     let mut g = Graph::default();
     let ids = tokens.checked_mul(4)?;
@@ -430,6 +458,82 @@ pub(crate) fn compute_buffer(
         let n = g.op(Kind::InPlace, bytes, layout, &[x]);
         let w = g.external();
         g.op(Kind::InPlace, bytes, layout, &[n, w])
+    };
+    // The routed feed-forward block (`build_moe_ffn`): router logits and their softmax, the
+    // top-k experts by argsort, their weights gathered and normalised, each selected expert's
+    // gate, up, SwiGLU and down projection, weighted, then summed expert by expert.
+    let moe = match &arch.moe {
+        None => None,
+        Some(m) => {
+            let k = m.experts_per_token;
+            Some(Routed {
+                k,
+                router: width(m.experts)?,
+                weights: width(k)?,
+                sums: width(1)?,
+                expert_ffn: width(m.expert_intermediate.checked_mul(k)?)?,
+                expert_out: width(h.checked_mul(k)?)?,
+            })
+        }
+    };
+    if let Some(m) = &moe {
+        if [m.router, m.expert_ffn, m.expert_out]
+            .iter()
+            .any(|&b| b > MOST)
+        {
+            return None;
+        }
+    }
+    let experts = |g: &mut Graph, cur: usize, m: &Routed| -> usize {
+        let router = g.external();
+        let logits = g.op(Kind::Fresh, m.router, ROUTER, &[router, cur]);
+        let probs = g.op(Kind::InPlace, m.router, ROUTER, &[logits]);
+        let order = g.op(Kind::Fresh, m.router, ROUTER_IDS, &[probs]);
+        let selected = g.view(order, OTHER);
+        let probs_3d = g.view(probs, OTHER);
+        let weights = g.op(Kind::Fresh, m.weights, WEIGHTS, &[probs_3d, selected]);
+        let weights_2d = g.view(weights, WEIGHTS);
+        let sum = g.op(Kind::Fresh, m.sums, SUMS, &[weights_2d]);
+        let sum = g.op(Kind::InPlace, m.sums, SUMS, &[sum]);
+        let weights = g.op(Kind::InPlace, m.weights, WEIGHTS, &[weights_2d, sum]);
+        let weights = g.view(weights, OTHER);
+        g.expand(weights);
+        let cur_3d = g.view(cur, OTHER);
+        let (w_up, w_gate, w_down) = (g.external(), g.external(), g.external());
+        let up = g.op(
+            Kind::Fresh,
+            m.expert_ffn,
+            EXPERT_FFN,
+            &[w_up, cur_3d, selected],
+        );
+        let gate = g.op(
+            Kind::Fresh,
+            m.expert_ffn,
+            EXPERT_FFN,
+            &[w_gate, cur_3d, selected],
+        );
+        let act = g.op(Kind::Fresh, m.expert_ffn, EXPERT_FFN, &[gate, up]);
+        let out = g.op(
+            Kind::Fresh,
+            m.expert_out,
+            EXPERT_OUT,
+            &[w_down, act, selected],
+        );
+        let out = g.op(Kind::InPlace, m.expert_out, EXPERT_OUT, &[out, weights]);
+        g.expand(out);
+        let each: Vec<usize> = (0..m.k).map(|_| g.view(out, MODEL)).collect();
+        for &e in &each {
+            g.expand(e);
+        }
+        let mut sum = each[0];
+        for &e in &each[1..] {
+            sum = g.op(Kind::InPlace, model, MODEL, &[sum, e]);
+            g.expand(sum);
+        }
+        if m.k == 1 {
+            sum = g.op(Kind::Fresh, model, MODEL, &[sum]);
+        }
+        sum
     };
     let mut inp = embd;
     for layer in 0..arch.num_layers {
@@ -503,12 +607,17 @@ pub(crate) fn compute_buffer(
         }
         let ffn_inp = g.op(Kind::InPlace, model, MODEL, &[cur, residual]);
         let cur = norm(&mut g, ffn_inp, model, MODEL);
-        let (wg, wu, wd) = (g.external(), g.external(), g.external());
-        let gate = g.op(Kind::Fresh, ffn, FFN, &[wg, cur]);
-        let up = g.op(Kind::Fresh, ffn, FFN, &[wu, cur]);
-        let act = g.op(Kind::Fresh, ffn, FFN, &[gate, up]);
-        let down = g.op(Kind::Fresh, model, MODEL, &[wd, act]);
-        inp = g.op(Kind::InPlace, model, MODEL, &[down, ffn_inp]);
+        let out = match &moe {
+            None => {
+                let (wg, wu, wd) = (g.external(), g.external(), g.external());
+                let gate = g.op(Kind::Fresh, ffn, FFN, &[wg, cur]);
+                let up = g.op(Kind::Fresh, ffn, FFN, &[wu, cur]);
+                let act = g.op(Kind::Fresh, ffn, FFN, &[gate, up]);
+                g.op(Kind::Fresh, model, MODEL, &[wd, act])
+            }
+            Some(m) => experts(&mut g, cur, m),
+        };
+        inp = g.op(Kind::InPlace, model, MODEL, &[out, ffn_inp]);
     }
     let result_norm = norm(&mut g, inp, model, MODEL);
     g.tensors[result_norm].output = true;
@@ -556,6 +665,23 @@ mod tests {
         let mut other = llama.clone();
         other.family = "gemma2".into();
         assert!(compute_buffer(&other, 16, 256, true).is_none());
+        let mut routed = llama.clone();
+        routed.moe = Some(crate::model::Moe {
+            experts: 8,
+            experts_per_token: 2,
+            expert_intermediate: 32,
+            shared_intermediate: 0,
+            first_dense_layers: 0,
+            layer_freq: 1,
+            router_bias: false,
+            shared_gate: false,
+        });
+        assert!(compute_buffer(&routed, 16, 256, false).is_some());
+        // A shared expert (Qwen2-MoE, Llama 4) is another builder's graph.
+        if let Some(m) = routed.moe.as_mut() {
+            m.shared_intermediate = 64;
+        }
+        assert!(compute_buffer(&routed, 16, 256, false).is_none());
         let mut windowed = llama;
         windowed.sliding_window = Some(crate::model::SlidingWindow {
             window: 32,
