@@ -499,26 +499,15 @@ pub(crate) fn compute_buffer(
         let weights = g.view(weights, OTHER);
         g.expand(weights);
         let cur_3d = g.view(cur, OTHER);
-        let (w_up, w_gate, w_down) = (g.external(), g.external(), g.external());
-        let up = g.op(
-            Kind::Fresh,
-            m.expert_ffn,
-            EXPERT_FFN,
-            &[w_up, cur_3d, selected],
-        );
-        let gate = g.op(
-            Kind::Fresh,
-            m.expert_ffn,
-            EXPERT_FFN,
-            &[w_gate, cur_3d, selected],
-        );
+        // `mul_mat_id`: an expert's weights applied to each token's selected experts.
+        let per_expert = |g: &mut Graph, bytes: u64, layout: u64, x: usize| {
+            let w = g.external();
+            g.op(Kind::Fresh, bytes, layout, &[w, x, selected])
+        };
+        let up = per_expert(g, m.expert_ffn, EXPERT_FFN, cur_3d);
+        let gate = per_expert(g, m.expert_ffn, EXPERT_FFN, cur_3d);
         let act = g.op(Kind::Fresh, m.expert_ffn, EXPERT_FFN, &[gate, up]);
-        let out = g.op(
-            Kind::Fresh,
-            m.expert_out,
-            EXPERT_OUT,
-            &[w_down, act, selected],
-        );
+        let out = per_expert(g, m.expert_out, EXPERT_OUT, act);
         let out = g.op(Kind::InPlace, m.expert_out, EXPERT_OUT, &[out, weights]);
         g.expand(out);
         let each: Vec<usize> = (0..m.k).map(|_| g.view(out, MODEL)).collect();
