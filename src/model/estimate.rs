@@ -14,7 +14,7 @@
 //!   buffer, reserved for the prompt graph of one micro-batch of `T = min(ubatch, batch ×
 //!   context)` tokens, all outputs, in f32 whatever the weights' type — plus its host output
 //!   buffer (`batch × vocab × 4`). For the decoders llama.cpp builds with its `llama`, `qwen2`,
-//!   `qwen3` and `qwen3moe` graphs (no sliding window), the compute buffer is a replay of ggml's
+//!   `qwen3`, `qwen3moe` and `openai-moe` (gpt-oss) graphs, the compute buffer is a replay of ggml's
 //!   graph allocator over that graph, exact to the byte on the CPU backend. Elsewhere it is
 //!   the largest of three stages, plus the
 //!   graph inputs (`12·T` + 64 KiB of alignment and small tensors): the output stage (`T × vocab × 4` logits + 3 hidden states of
@@ -224,10 +224,22 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
     let interleaved = sliding.is_some() && swa_layers > 0 && !all_sliding;
     // The host output buffer: one row of logits per sequence.
     let output_buffer = w(s.batch) * w(arch.vocab_size) * 4;
+    // The cells of the sliding-window layers' own cache: the window plus a micro-batch unless
+    // --swa-full.
+    let swa_cells = match sliding {
+        Some(win) if !s.swa_full => {
+            n_kv.min((w(win.window) + ub).div_ceil(w(KV_CELL_PAD)) * w(KV_CELL_PAD))
+        }
+        _ => n_kv,
+    };
     // Where llama.cpp's graph is modelled node by node, its allocator's own figure.
-    if let Some(bytes) =
-        super::ggml_graph::compute_buffer(arch, sat(ub), sat(n_kv), s.flash_attention)
-    {
+    if let Some(bytes) = super::ggml_graph::compute_buffer(
+        arch,
+        sat(ub),
+        sat(n_kv),
+        sat(swa_cells),
+        s.flash_attention,
+    ) {
         return w(bytes) + output_buffer;
     }
     let attended = match sliding {
@@ -255,14 +267,7 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
     // --swa-full).
     let mask_bytes = if s.flash_attention { 2 } else { 4 };
     let mask = match sliding {
-        Some(win) if interleaved => {
-            let swa_cells = if s.swa_full {
-                n_kv
-            } else {
-                n_kv.min((w(win.window) + ub).div_ceil(w(KV_CELL_PAD)) * w(KV_CELL_PAD))
-            };
-            (n_kv + swa_cells) * ub * mask_bytes
-        }
+        Some(_) if interleaved => (n_kv + swa_cells) * ub * mask_bytes,
         _ => attended * ub * mask_bytes,
     };
     let recurrent = arch.recurrent_layer_count();

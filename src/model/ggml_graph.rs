@@ -238,6 +238,15 @@ struct Slot {
     offset: u64,
 }
 
+/// One KV cache's graph inputs, and the scores its layers compute without flash attention.
+#[derive(Debug, Clone, Copy)]
+struct CacheInputs {
+    k_idxs: usize,
+    v_idxs: usize,
+    mask: usize,
+    scores: u64,
+}
+
 /// Tensor sizes of a routed feed-forward block.
 struct Routed {
     k: u64,
@@ -331,11 +340,23 @@ fn reserve(g: &Graph) -> u64 {
     blocks.high
 }
 
+/// Which of llama.cpp's graph builders an architecture runs, as far as the allocator sees it.
+#[derive(Debug, Clone, Copy)]
+struct Builder {
+    qkv_bias: bool,
+    o_bias: bool,
+    qk_norm: bool,
+    /// gpt-oss (`openai-moe`): alternating sliding-window layers, a biased router whose
+    /// weights are a softmax over the selected experts, biased experts, and the last hidden
+    /// state kept as an output with the rows gathered after the last layer.
+    oss: bool,
+}
+
 /// The decoder layouts llama.cpp builds with the graph modelled here (its `llama`, `qwen2`,
-/// `qwen3` and `qwen3moe` builders; Mistral's and Mixtral's GGUFs are `llama`): pre-norm RMS
-/// attention with grouped K/V, optional q/k/v and output biases, per-head q/k norms (Qwen3),
-/// and a SwiGLU feed-forward or routed SwiGLU experts.
-fn modelled(arch: &ModelArch) -> Option<(bool, bool, bool)> {
+/// `qwen3`, `qwen3moe` and `openai-moe` builders; Mistral's and Mixtral's GGUFs are `llama`):
+/// pre-norm RMS attention with grouped K/V, optional q/k/v and output biases, per-head q/k
+/// norms (Qwen3), and a SwiGLU feed-forward or routed SwiGLU experts.
+fn modelled(arch: &ModelArch) -> Option<Builder> {
     let Attention::Standard {
         qkv_bias,
         o_bias,
@@ -344,30 +365,31 @@ fn modelled(arch: &ModelArch) -> Option<(bool, bool, bool)> {
     else {
         return None;
     };
+    let oss = matches!(arch.family.as_str(), "gpt-oss" | "gpt_oss");
     let family_ok = match arch.family.as_str() {
         "llama" | "mistral" | "mixtral" | "qwen2" => !qk_norm,
         "qwen3" | "qwen3moe" | "qwen3_moe" => qk_norm,
-        _ => false,
+        _ => oss && !qk_norm && arch.moe.is_some() && arch.sliding_window.is_some(),
     };
-    // Experts as llama.cpp's `build_moe_ffn` routes them for these builders: a softmax router
-    // in every layer, normalised top-k weights, no shared expert, no routing bias.
+    // Experts as llama.cpp's `build_moe_ffn` routes them for these builders: a router in every
+    // layer, top-k weights, no shared expert; a routing bias only in gpt-oss's builder.
     let moe_ok = arch.moe.as_ref().is_none_or(|m| {
         m.shared_intermediate == 0
             && m.first_dense_layers == 0
             && m.layer_freq <= 1
-            && !m.router_bias
+            && (oss || !m.router_bias)
             && !m.shared_gate
             && m.experts > 0
             && (1..=m.experts).contains(&m.experts_per_token)
     });
     let plain = moe_ok
         && arch.ssm.is_none()
-        && arch.sliding_window.is_none()
+        && (oss || arch.sliding_window.is_none())
         && arch.mlp == Mlp::Gated
-        && !arch.mlp_bias
+        && (oss || !arch.mlp_bias)
         && arch.norm == Norm::Rms
         && arch.norms_per_layer == 2
-        && !arch.attention_sinks
+        && (oss || !arch.attention_sinks)
         && !arch.parallel_attention
         && !arch.attn_output_gate
         && !arch.fused_projections
@@ -377,19 +399,31 @@ fn modelled(arch: &ModelArch) -> Option<(bool, bool, bool)> {
         && arch.num_heads > 0
         && arch.num_kv_heads > 0
         && arch.head_dim > 0;
-    (family_ok && plain).then_some((qkv_bias, o_bias, qk_norm))
+    (family_ok && plain).then_some(Builder {
+        qkv_bias,
+        o_bias,
+        qk_norm,
+        oss,
+    })
 }
 
 /// llama.cpp's CPU compute buffer for `arch`'s prompt graph of `tokens` tokens (every one an
-/// output) over `kv_cells` cached cells, with or without flash attention; `None` where the
-/// architecture's graph is not modelled here. Saturates at `u64::MAX` for absurd shapes.
+/// output) over `kv_cells` cached cells (`swa_cells` in sliding-window layers), with or without
+/// flash attention; `None` where the architecture's graph is not modelled here, or for shapes
+/// no device could hold.
 pub(crate) fn compute_buffer(
     arch: &ModelArch,
     tokens: u64,
     kv_cells: u64,
+    swa_cells: u64,
     flash_attention: bool,
 ) -> Option<u64> {
-    let (qkv_bias, o_bias, qk_norm) = modelled(arch)?;
+    let Builder {
+        qkv_bias,
+        o_bias,
+        qk_norm,
+        oss,
+    } = modelled(arch)?;
     // Guards against shapes no device could hold; the estimate's own plausibility checks
     // refuse those first, so this is never the figure a user sees.
     if arch.num_layers > 4096 || tokens == 0 {
@@ -405,16 +439,22 @@ pub(crate) fn compute_buffer(
     let kv = width(kv_dim)?;
     let ffn = width(arch.intermediate_size)?;
     let logits = width(arch.vocab_size)?;
-    let scores = f32(kv_cells.checked_mul(tokens)?.checked_mul(arch.num_heads)?)?;
-    let mask = kv_cells
-        .checked_mul(tokens)?
-        .checked_mul(if flash_attention { 2 } else { 4 })?;
+    let scores = |cells: u64| f32(cells.checked_mul(tokens)?.checked_mul(arch.num_heads)?);
+    let scores = (scores(kv_cells)?, scores(swa_cells)?);
+    let mask = |cells: u64| {
+        cells
+            .checked_mul(tokens)?
+            .checked_mul(if flash_attention { 2 } else { 4 })
+    };
+    let mask = (mask(kv_cells)?, mask(swa_cells)?);
     // Past 256 TiB a tensor fits no device; the stage formulas (which saturate) answer then,
     // and the offsets here stay far from overflow.
     const MOST: u64 = 1 << 48;
-    if [model, query, kv, ffn, logits, scores, mask]
-        .iter()
-        .any(|&bytes| bytes > MOST)
+    if [
+        model, query, kv, ffn, logits, scores.0, scores.1, mask.0, mask.1,
+    ]
+    .iter()
+    .any(|&bytes| bytes > MOST)
     {
         return None;
     }
@@ -445,14 +485,23 @@ pub(crate) fn compute_buffer(
     g.expand(embd);
     g.expand(embd_in);
     let pos = g.input(ids);
-    let k_idxs = g.input(tokens.checked_mul(8)?);
-    // Without flash attention the V cache is transposed and written element by element.
-    let v_idxs = g.input(if flash_attention {
-        tokens.checked_mul(8)?
-    } else {
-        kv.checked_mul(2)?
-    });
-    let kq_mask = g.input(mask);
+    // Each cache's inputs: the rows K and V are written to (without flash attention the V
+    // cache is transposed and written element by element) and the KQ mask over its cells. A
+    // model with sliding-window layers has a second cache, and a second set.
+    let cache_inputs = |g: &mut Graph, mask: u64, scores: u64| -> Option<CacheInputs> {
+        Some(CacheInputs {
+            k_idxs: g.input(tokens.checked_mul(8)?),
+            v_idxs: g.input(if flash_attention {
+                tokens.checked_mul(8)?
+            } else {
+                kv.checked_mul(2)?
+            }),
+            mask: g.input(mask),
+            scores,
+        })
+    };
+    let full = cache_inputs(&mut g, mask.0, scores.0)?;
+    let swa = cache_inputs(&mut g, mask.1, scores.1)?;
     let out_ids = g.input(ids);
     let norm = |g: &mut Graph, x: usize, bytes: u64, layout: u64| {
         let n = g.op(Kind::InPlace, bytes, layout, &[x]);
@@ -486,23 +535,42 @@ pub(crate) fn compute_buffer(
     }
     let experts = |g: &mut Graph, cur: usize, m: &Routed| -> usize {
         let router = g.external();
-        let logits = g.op(Kind::Fresh, m.router, ROUTER, &[router, cur]);
-        let probs = g.op(Kind::InPlace, m.router, ROUTER, &[logits]);
+        let mut logits = g.op(Kind::Fresh, m.router, ROUTER, &[router, cur]);
+        let probs = if oss {
+            // A biased router, its logits ranked as they are.
+            let b = g.external();
+            logits = g.op(Kind::InPlace, m.router, ROUTER, &[logits, b]);
+            logits
+        } else {
+            g.op(Kind::InPlace, m.router, ROUTER, &[logits])
+        };
         let order = g.op(Kind::Fresh, m.router, ROUTER_IDS, &[probs]);
         let selected = g.view(order, OTHER);
         let probs_3d = g.view(probs, OTHER);
         let weights = g.op(Kind::Fresh, m.weights, WEIGHTS, &[probs_3d, selected]);
         let weights_2d = g.view(weights, WEIGHTS);
-        let sum = g.op(Kind::Fresh, m.sums, SUMS, &[weights_2d]);
-        let sum = g.op(Kind::InPlace, m.sums, SUMS, &[sum]);
-        let weights = g.op(Kind::InPlace, m.weights, WEIGHTS, &[weights_2d, sum]);
+        let weights = if oss {
+            // Softmax over the selected experts' logits.
+            g.op(Kind::InPlace, m.weights, WEIGHTS, &[weights_2d])
+        } else {
+            // Normalised to sum to one.
+            let sum = g.op(Kind::Fresh, m.sums, SUMS, &[weights_2d]);
+            let sum = g.op(Kind::InPlace, m.sums, SUMS, &[sum]);
+            g.op(Kind::InPlace, m.weights, WEIGHTS, &[weights_2d, sum])
+        };
         let weights = g.view(weights, OTHER);
         g.expand(weights);
         let cur_3d = g.view(cur, OTHER);
         // `mul_mat_id`: an expert's weights applied to each token's selected experts.
         let per_expert = |g: &mut Graph, bytes: u64, layout: u64, x: usize| {
             let w = g.external();
-            g.op(Kind::Fresh, bytes, layout, &[w, x, selected])
+            let y = g.op(Kind::Fresh, bytes, layout, &[w, x, selected]);
+            if !oss {
+                return y;
+            }
+            // Each expert's bias, added by expert id.
+            let b = g.external();
+            g.op(Kind::InPlace, bytes, layout, &[y, b, selected])
         };
         let up = per_expert(g, m.expert_ffn, EXPERT_FFN, cur_3d);
         let gate = per_expert(g, m.expert_ffn, EXPERT_FFN, cur_3d);
@@ -526,6 +594,16 @@ pub(crate) fn compute_buffer(
     };
     let mut inp = embd;
     for layer in 0..arch.num_layers {
+        let CacheInputs {
+            k_idxs,
+            v_idxs,
+            mask: kq_mask,
+            scores,
+        } = if arch.is_sliding_layer(layer) {
+            swa
+        } else {
+            full
+        };
         let residual = inp;
         let cur = norm(&mut g, inp, model, MODEL);
         let project = |g: &mut Graph, bytes: u64, layout: u64| {
@@ -590,7 +668,7 @@ pub(crate) fn compute_buffer(
             cur = g.op(Kind::InPlace, model, MODEL, &[cur, b]);
         }
         let mut residual = residual;
-        if layer + 1 == arch.num_layers {
+        if layer + 1 == arch.num_layers && !oss {
             cur = g.op(Kind::Fresh, model, MODEL, &[cur, out_ids]);
             residual = g.op(Kind::Fresh, model, MODEL, &[residual, out_ids]);
         }
@@ -607,6 +685,12 @@ pub(crate) fn compute_buffer(
             Some(m) => experts(&mut g, cur, m),
         };
         inp = g.op(Kind::InPlace, model, MODEL, &[out, ffn_inp]);
+    }
+    if oss {
+        // The last hidden state is an output of its own (for multi-token prediction), and the
+        // output rows are gathered after the last layer.
+        g.tensors[inp].output = true;
+        inp = g.op(Kind::Fresh, model, MODEL, &[inp, out_ids]);
     }
     let result_norm = norm(&mut g, inp, model, MODEL);
     g.tensors[result_norm].output = true;
@@ -642,18 +726,21 @@ mod tests {
     #[test]
     fn absurd_shapes_fall_back_instead_of_overflowing() {
         let huge = llama_like("x", 1 << 40, 1 << 41, 2, 1 << 20, 1 << 20, 1 << 40);
-        assert_eq!(compute_buffer(&huge, 512, 4096, false), None);
+        assert_eq!(compute_buffer(&huge, 512, 4096, 4096, false), None);
         let llama = llama_like("x", 64, 128, 2, 4, 2, 100);
-        assert_eq!(compute_buffer(&llama, u64::MAX, u64::MAX, true), None);
+        assert_eq!(
+            compute_buffer(&llama, u64::MAX, u64::MAX, u64::MAX, true),
+            None
+        );
     }
 
     #[test]
     fn only_the_modelled_layouts_are_replayed() {
         let llama = llama_like("x", 64, 128, 2, 4, 2, 100);
-        assert!(compute_buffer(&llama, 16, 256, true).is_some());
+        assert!(compute_buffer(&llama, 16, 256, 256, true).is_some());
         let mut other = llama.clone();
         other.family = "gemma2".into();
-        assert!(compute_buffer(&other, 16, 256, true).is_none());
+        assert!(compute_buffer(&other, 16, 256, 256, true).is_none());
         let mut routed = llama.clone();
         routed.moe = Some(crate::model::Moe {
             experts: 8,
@@ -665,17 +752,17 @@ mod tests {
             router_bias: false,
             shared_gate: false,
         });
-        assert!(compute_buffer(&routed, 16, 256, false).is_some());
+        assert!(compute_buffer(&routed, 16, 256, 256, false).is_some());
         // A shared expert (Qwen2-MoE, Llama 4) is another builder's graph.
         if let Some(m) = routed.moe.as_mut() {
             m.shared_intermediate = 64;
         }
-        assert!(compute_buffer(&routed, 16, 256, false).is_none());
+        assert!(compute_buffer(&routed, 16, 256, 256, false).is_none());
         let mut windowed = llama;
         windowed.sliding_window = Some(crate::model::SlidingWindow {
             window: 32,
             layers: crate::model::SlidingLayers::All,
         });
-        assert!(compute_buffer(&windowed, 16, 256, true).is_none());
+        assert!(compute_buffer(&windowed, 16, 256, 256, true).is_none());
     }
 }
