@@ -14,7 +14,8 @@
 //!   buffer, reserved for the prompt graph of one micro-batch of `T = min(ubatch, batch ×
 //!   context)` tokens, all outputs, in f32 whatever the weights' type — plus its host output
 //!   buffer (`batch × vocab × 4`). For the decoders llama.cpp builds with its `llama`, `qwen2`,
-//!   `qwen3`, `qwen3moe` and `openai-moe` (gpt-oss) graphs, the compute buffer is a replay of ggml's
+//!   `qwen3`, `qwen3moe`, `openai-moe` (gpt-oss), `gemma2` and `gemma3` graphs, the compute
+//!   buffer is a replay of ggml's
 //!   graph allocator over that graph, exact to the byte on the CPU backend. Elsewhere it is
 //!   the largest of three stages, plus the
 //!   graph inputs (`12·T` + 64 KiB of alignment and small tensors): the output stage (`T × vocab × 4` logits + 3 hidden states of

@@ -350,12 +350,15 @@ struct Builder {
     /// weights are a softmax over the selected experts, biased experts, and the last hidden
     /// state kept as an output with the rows gathered after the last layer.
     oss: bool,
+    /// Gemma 2 and 3: embeddings scaled by √width, the query scaled by an op of its own,
+    /// and norms after attention and after the feed-forward block too.
+    gemma: bool,
 }
 
 /// The decoder layouts llama.cpp builds with the graph modelled here (its `llama`, `qwen2`,
-/// `qwen3`, `qwen3moe` and `openai-moe` builders; Mistral's and Mixtral's GGUFs are `llama`):
-/// pre-norm RMS attention with grouped K/V, optional q/k/v and output biases, per-head q/k
-/// norms (Qwen3), and a SwiGLU feed-forward or routed SwiGLU experts.
+/// `qwen3`, `qwen3moe`, `openai-moe`, `gemma2` and `gemma3` builders; Mistral's and Mixtral's
+/// GGUFs are `llama`): pre-norm RMS attention with grouped K/V, optional q/k/v and output
+/// biases, per-head q/k norms (Qwen3, Gemma 3), and a gated feed-forward or routed experts.
 fn modelled(arch: &ModelArch) -> Option<Builder> {
     let Attention::Standard {
         qkv_bias,
@@ -366,10 +369,17 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
         return None;
     };
     let oss = matches!(arch.family.as_str(), "gpt-oss" | "gpt_oss");
+    let gemma = matches!(arch.family.as_str(), "gemma2" | "gemma3" | "gemma3_text");
     let family_ok = match arch.family.as_str() {
-        "llama" | "mistral" | "mixtral" | "qwen2" => !qk_norm,
-        "qwen3" | "qwen3moe" | "qwen3_moe" => qk_norm,
+        "llama" | "mistral" | "mixtral" | "qwen2" | "gemma2" => !qk_norm,
+        "qwen3" | "qwen3moe" | "qwen3_moe" | "gemma3" | "gemma3_text" => qk_norm,
         _ => oss && !qk_norm && arch.moe.is_some() && arch.sliding_window.is_some(),
+    };
+    // Gemma's four norms a layer and its separately scaled query, and only Gemma's.
+    let gemma_ok = if gemma {
+        arch.norms_per_layer == 4 && arch.query_prescaled && arch.moe.is_none()
+    } else {
+        arch.norms_per_layer == 2 && !arch.query_prescaled
     };
     // Experts as llama.cpp's `build_moe_ffn` routes them for these builders: a router in every
     // layer, top-k weights, no shared expert; a routing bias only in gpt-oss's builder.
@@ -383,17 +393,16 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
             && (1..=m.experts).contains(&m.experts_per_token)
     });
     let plain = moe_ok
+        && gemma_ok
         && arch.ssm.is_none()
-        && (oss || arch.sliding_window.is_none())
+        && (oss || gemma || arch.sliding_window.is_none())
         && arch.mlp == Mlp::Gated
         && (oss || !arch.mlp_bias)
         && arch.norm == Norm::Rms
-        && arch.norms_per_layer == 2
         && (oss || !arch.attention_sinks)
         && !arch.parallel_attention
         && !arch.attn_output_gate
         && !arch.fused_projections
-        && !arch.query_prescaled
         && !arch.embedding_norm
         && arch.num_layers > 0
         && arch.num_heads > 0
@@ -404,6 +413,7 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
         o_bias,
         qk_norm,
         oss,
+        gemma,
     })
 }
 
@@ -423,6 +433,7 @@ pub(crate) fn compute_buffer(
         o_bias,
         qk_norm,
         oss,
+        gemma,
     } = modelled(arch)?;
     // Guards against shapes no device could hold; the estimate's own plausibility checks
     // refuse those first, so this is never the figure a user sees.
@@ -593,6 +604,9 @@ pub(crate) fn compute_buffer(
         sum
     };
     let mut inp = embd;
+    if gemma {
+        inp = g.op(Kind::InPlace, model, MODEL, &[embd]);
+    }
     for layer in 0..arch.num_layers {
         let CacheInputs {
             k_idxs,
@@ -625,8 +639,11 @@ pub(crate) fn compute_buffer(
             q = norm(&mut g, q, query, Q3);
             k = norm(&mut g, k, kv, K3);
         }
-        let q = g.op(Kind::InPlace, query, Q3, &[q, pos]);
+        let mut q = g.op(Kind::InPlace, query, Q3, &[q, pos]);
         let k = g.op(Kind::InPlace, kv, K3, &[k, pos]);
+        if gemma {
+            q = g.op(Kind::InPlace, query, Q3, &[q]);
+        }
         g.expand(q);
         g.expand(v);
         g.expand(k);
@@ -672,6 +689,9 @@ pub(crate) fn compute_buffer(
             cur = g.op(Kind::Fresh, model, MODEL, &[cur, out_ids]);
             residual = g.op(Kind::Fresh, model, MODEL, &[residual, out_ids]);
         }
+        if gemma {
+            cur = norm(&mut g, cur, model, MODEL);
+        }
         let ffn_inp = g.op(Kind::InPlace, model, MODEL, &[cur, residual]);
         let cur = norm(&mut g, ffn_inp, model, MODEL);
         let out = match &moe {
@@ -683,6 +703,11 @@ pub(crate) fn compute_buffer(
                 g.op(Kind::Fresh, model, MODEL, &[wd, act])
             }
             Some(m) => experts(&mut g, cur, m),
+        };
+        let out = if gemma {
+            norm(&mut g, out, model, MODEL)
+        } else {
+            out
         };
         inp = g.op(Kind::InPlace, model, MODEL, &[out, ffn_inp]);
     }
