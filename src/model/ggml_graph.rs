@@ -353,10 +353,13 @@ struct Builder {
     /// Gemma 2 and 3: embeddings scaled by √width, the query scaled by an op of its own,
     /// and norms after attention and after the feed-forward block too.
     gemma: bool,
+    /// Phi-3: one fused q/k/v projection (Q, K and V are views of it) with the query scaled by
+    /// an op of its own, and one fused gate/up projection halved by SwiGLU.
+    fused: bool,
 }
 
 /// The decoder layouts llama.cpp builds with the graph modelled here (its `llama`, `qwen2`,
-/// `qwen3`, `qwen3moe`, `openai-moe`, `gemma2` and `gemma3` builders; Mistral's and Mixtral's
+/// `qwen3`, `qwen3moe`, `openai-moe`, `gemma2`, `gemma3` and `phi3` builders; Mistral's and Mixtral's
 /// GGUFs are `llama`): pre-norm RMS attention with grouped K/V, optional q/k/v and output
 /// biases, per-head q/k norms (Qwen3, Gemma 3), and a gated feed-forward or routed experts.
 fn modelled(arch: &ModelArch) -> Option<Builder> {
@@ -370,8 +373,13 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
     };
     let oss = matches!(arch.family.as_str(), "gpt-oss" | "gpt_oss");
     let gemma = matches!(arch.family.as_str(), "gemma2" | "gemma3" | "gemma3_text");
+    let fused = arch.family == "phi3";
+    if arch.fused_projections != fused {
+        return None;
+    }
     let family_ok = match arch.family.as_str() {
         "llama" | "mistral" | "mixtral" | "qwen2" | "gemma2" => !qk_norm,
+        "phi3" => !qk_norm && !qkv_bias && arch.moe.is_none() && arch.sliding_window.is_none(),
         "qwen3" | "qwen3moe" | "qwen3_moe" | "gemma3" | "gemma3_text" => qk_norm,
         _ => oss && !qk_norm && arch.moe.is_some() && arch.sliding_window.is_some(),
     };
@@ -402,7 +410,6 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
         && (oss || !arch.attention_sinks)
         && !arch.parallel_attention
         && !arch.attn_output_gate
-        && !arch.fused_projections
         && !arch.embedding_norm
         && arch.num_layers > 0
         && arch.num_heads > 0
@@ -414,6 +421,7 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
         qk_norm,
         oss,
         gemma,
+        fused,
     })
 }
 
@@ -434,6 +442,7 @@ pub(crate) fn compute_buffer(
         qk_norm,
         oss,
         gemma,
+        fused,
     } = modelled(arch)?;
     // Guards against shapes no device could hold; the estimate's own plausibility checks
     // refuse those first, so this is never the figure a user sees.
@@ -629,19 +638,26 @@ pub(crate) fn compute_buffer(
             }
             t
         };
-        let q = project(&mut g, query, QUERY);
-        let k = project(&mut g, kv, KV);
-        let v = project(&mut g, kv, KV);
-        let mut q = g.view(q, Q3);
-        let mut k = g.view(k, K3);
-        let v = g.view(v, OTHER);
+        let (mut q, mut k, v) = if fused {
+            let qkv = project(
+                &mut g,
+                width(q_dim.checked_add(kv_dim.checked_mul(2)?)?)?,
+                OTHER,
+            );
+            (g.view(qkv, Q3), g.view(qkv, K3), g.view(qkv, OTHER))
+        } else {
+            let q = project(&mut g, query, QUERY);
+            let k = project(&mut g, kv, KV);
+            let v = project(&mut g, kv, KV);
+            (g.view(q, Q3), g.view(k, K3), g.view(v, OTHER))
+        };
         if qk_norm {
             q = norm(&mut g, q, query, Q3);
             k = norm(&mut g, k, kv, K3);
         }
         let mut q = g.op(Kind::InPlace, query, Q3, &[q, pos]);
         let k = g.op(Kind::InPlace, kv, K3, &[k, pos]);
-        if gemma {
+        if gemma || fused {
             q = g.op(Kind::InPlace, query, Q3, &[q]);
         }
         g.expand(q);
@@ -655,7 +671,12 @@ pub(crate) fn compute_buffer(
             let v_rows = g.view(v, OTHER);
             g.store(v_cache, &[v_cache, v_rows, v_idxs])
         } else {
-            let v_2d = g.view(v, OTHER);
+            // A view into the fused projection is not contiguous: it is copied out first.
+            let v_2d = if fused {
+                g.op(Kind::Fresh, kv, OTHER, &[v])
+            } else {
+                g.view(v, OTHER)
+            };
             let v_elems = g.view(v_2d, OTHER);
             let cache_elems = g.view(v_cache, OTHER);
             g.store(v_cache, &[cache_elems, v_elems, v_idxs])
@@ -695,6 +716,12 @@ pub(crate) fn compute_buffer(
         let ffn_inp = g.op(Kind::InPlace, model, MODEL, &[cur, residual]);
         let cur = norm(&mut g, ffn_inp, model, MODEL);
         let out = match &moe {
+            None if fused => {
+                let (wu, wd) = (g.external(), g.external());
+                let gate_up = g.op(Kind::Fresh, ffn.checked_mul(2)?, OTHER, &[wu, cur]);
+                let act = g.op(Kind::Fresh, ffn, FFN, &[gate_up]);
+                g.op(Kind::Fresh, model, MODEL, &[wd, act])
+            }
             None => {
                 let (wg, wu, wd) = (g.external(), g.external(), g.external());
                 let gate = g.op(Kind::Fresh, ffn, FFN, &[wg, cur]);
@@ -709,7 +736,12 @@ pub(crate) fn compute_buffer(
         } else {
             out
         };
-        inp = g.op(Kind::InPlace, model, MODEL, &[out, ffn_inp]);
+        // Phi-3 adds the residual first, so the add may take the residual's memory.
+        inp = if fused {
+            g.op(Kind::InPlace, model, MODEL, &[ffn_inp, out])
+        } else {
+            g.op(Kind::InPlace, model, MODEL, &[out, ffn_inp])
+        };
     }
     if oss {
         // The last hidden state is an output of its own (for multi-token prediction), and the
