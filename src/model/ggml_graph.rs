@@ -255,6 +255,8 @@ struct Routed {
     sums: u64,
     expert_ffn: u64,
     expert_out: u64,
+    /// A shared expert's width (Llama 4), 0 without one.
+    shared: u64,
 }
 
 /// The buffer ggml's graph allocator reserves for `g` (`ggml_gallocr_reserve`).
@@ -356,10 +358,15 @@ struct Builder {
     /// Phi-3: one fused q/k/v projection (Q, K and V are views of it) with the query scaled by
     /// an op of its own, and one fused gate/up projection halved by SwiGLU.
     fused: bool,
+    /// Llama 4: chunked attention in three layers of four, the fourth without RoPE and with
+    /// its query scaled by a per-token temperature input; L2-normed q/k after RoPE; experts in
+    /// every `layer_freq`-th layer with sigmoid weights applied to the input before the experts
+    /// and a shared expert beside them.
+    llama4: bool,
 }
 
 /// The decoder layouts llama.cpp builds with the graph modelled here (its `llama`, `qwen2`,
-/// `qwen3`, `qwen3moe`, `openai-moe`, `gemma2`, `gemma3` and `phi3` builders; Mistral's and Mixtral's
+/// `qwen3`, `qwen3moe`, `openai-moe`, `gemma2`, `gemma3`, `phi3` and `llama4` builders; Mistral's and Mixtral's
 /// GGUFs are `llama`): pre-norm RMS attention with grouped K/V, optional q/k/v and output
 /// biases, per-head q/k norms (Qwen3, Gemma 3), and a gated feed-forward or routed experts.
 fn modelled(arch: &ModelArch) -> Option<Builder> {
@@ -374,6 +381,7 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
     let oss = matches!(arch.family.as_str(), "gpt-oss" | "gpt_oss");
     let gemma = matches!(arch.family.as_str(), "gemma2" | "gemma3" | "gemma3_text");
     let fused = arch.family == "phi3";
+    let llama4 = matches!(arch.family.as_str(), "llama4" | "llama4_text");
     if arch.fused_projections != fused {
         return None;
     }
@@ -381,6 +389,7 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
         "llama" | "mistral" | "mixtral" | "qwen2" | "gemma2" => !qk_norm,
         "phi3" => !qk_norm && !qkv_bias && arch.moe.is_none() && arch.sliding_window.is_none(),
         "qwen3" | "qwen3moe" | "qwen3_moe" | "gemma3" | "gemma3_text" => qk_norm,
+        "llama4" | "llama4_text" => !qk_norm && !qkv_bias && !o_bias,
         _ => oss && !qk_norm && arch.moe.is_some() && arch.sliding_window.is_some(),
     };
     // Gemma's four norms a layer and its separately scaled query, and only Gemma's.
@@ -392,9 +401,7 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
     // Experts as llama.cpp's `build_moe_ffn` routes them for these builders: a router in every
     // layer, top-k weights, no shared expert; a routing bias only in gpt-oss's builder.
     let moe_ok = arch.moe.as_ref().is_none_or(|m| {
-        m.shared_intermediate == 0
-            && m.first_dense_layers == 0
-            && m.layer_freq <= 1
+        (llama4 || (m.shared_intermediate == 0 && m.first_dense_layers == 0 && m.layer_freq <= 1))
             && (oss || !m.router_bias)
             && !m.shared_gate
             && m.experts > 0
@@ -403,7 +410,7 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
     let plain = moe_ok
         && gemma_ok
         && arch.ssm.is_none()
-        && (oss || gemma || arch.sliding_window.is_none())
+        && (oss || gemma || llama4 || arch.sliding_window.is_none())
         && arch.mlp == Mlp::Gated
         && (oss || !arch.mlp_bias)
         && arch.norm == Norm::Rms
@@ -422,6 +429,7 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
         oss,
         gemma,
         fused,
+        llama4,
     })
 }
 
@@ -443,6 +451,7 @@ pub(crate) fn compute_buffer(
         oss,
         gemma,
         fused,
+        llama4,
     } = modelled(arch)?;
     // Guards against shapes no device could hold; the estimate's own plausibility checks
     // refuse those first, so this is never the figure a user sees.
@@ -542,6 +551,7 @@ pub(crate) fn compute_buffer(
                 sums: width(1)?,
                 expert_ffn: width(m.expert_intermediate.checked_mul(k)?)?,
                 expert_out: width(h.checked_mul(k)?)?,
+                shared: width(m.shared_intermediate)?,
             })
         }
     };
@@ -562,14 +572,19 @@ pub(crate) fn compute_buffer(
             logits = g.op(Kind::InPlace, m.router, ROUTER, &[logits, b]);
             logits
         } else {
+            // Softmax, or Llama 4's sigmoid.
             g.op(Kind::InPlace, m.router, ROUTER, &[logits])
         };
-        let order = g.op(Kind::Fresh, m.router, ROUTER_IDS, &[probs]);
+        // Llama 4 ranks the raw logits, the others what the router made of them.
+        let ranked = if llama4 { logits } else { probs };
+        let order = g.op(Kind::Fresh, m.router, ROUTER_IDS, &[ranked]);
         let selected = g.view(order, OTHER);
         let probs_3d = g.view(probs, OTHER);
         let weights = g.op(Kind::Fresh, m.weights, WEIGHTS, &[probs_3d, selected]);
         let weights_2d = g.view(weights, WEIGHTS);
-        let weights = if oss {
+        let weights = if llama4 {
+            weights
+        } else if oss {
             // Softmax over the selected experts' logits.
             g.op(Kind::InPlace, m.weights, WEIGHTS, &[weights_2d])
         } else {
@@ -578,9 +593,23 @@ pub(crate) fn compute_buffer(
             let sum = g.op(Kind::InPlace, m.sums, SUMS, &[sum]);
             g.op(Kind::InPlace, m.weights, WEIGHTS, &[weights_2d, sum])
         };
-        let weights = g.view(weights, OTHER);
+        let weights = if llama4 {
+            weights
+        } else {
+            g.view(weights, OTHER)
+        };
         g.expand(weights);
-        let cur_3d = g.view(cur, OTHER);
+        let mut cur_3d = g.view(cur, OTHER);
+        if llama4 {
+            // The input repeated for each selected expert and weighted before the experts.
+            let repeated = g.op(Kind::Fresh, m.expert_out, EXPERT_OUT, &[cur_3d]);
+            cur_3d = g.op(
+                Kind::InPlace,
+                m.expert_out,
+                EXPERT_OUT,
+                &[repeated, weights],
+            );
+        }
         // `mul_mat_id`: an expert's weights applied to each token's selected experts.
         let per_expert = |g: &mut Graph, bytes: u64, layout: u64, x: usize| {
             let w = g.external();
@@ -595,8 +624,10 @@ pub(crate) fn compute_buffer(
         let up = per_expert(g, m.expert_ffn, EXPERT_FFN, cur_3d);
         let gate = per_expert(g, m.expert_ffn, EXPERT_FFN, cur_3d);
         let act = g.op(Kind::Fresh, m.expert_ffn, EXPERT_FFN, &[gate, up]);
-        let out = per_expert(g, m.expert_out, EXPERT_OUT, act);
-        let out = g.op(Kind::InPlace, m.expert_out, EXPERT_OUT, &[out, weights]);
+        let mut out = per_expert(g, m.expert_out, EXPERT_OUT, act);
+        if !llama4 {
+            out = g.op(Kind::InPlace, m.expert_out, EXPERT_OUT, &[out, weights]);
+        }
         g.expand(out);
         let each: Vec<usize> = (0..m.k).map(|_| g.view(out, MODEL)).collect();
         for &e in &each {
@@ -612,6 +643,7 @@ pub(crate) fn compute_buffer(
         }
         sum
     };
+    let mut attn_scale = None;
     let mut inp = embd;
     if gemma {
         inp = g.op(Kind::InPlace, model, MODEL, &[embd]);
@@ -655,8 +687,23 @@ pub(crate) fn compute_buffer(
             q = norm(&mut g, q, query, Q3);
             k = norm(&mut g, k, kv, K3);
         }
-        let mut q = g.op(Kind::InPlace, query, Q3, &[q, pos]);
-        let k = g.op(Kind::InPlace, kv, K3, &[k, pos]);
+        // Llama 4's global layers skip RoPE and scale the query by a per-token temperature.
+        let nope = llama4 && !arch.is_sliding_layer(layer);
+        let (mut q, k) = if nope {
+            let scale = *attn_scale.get_or_insert_with(|| g.input(ids));
+            (g.op(Kind::InPlace, query, Q3, &[q, scale]), k)
+        } else {
+            (
+                g.op(Kind::InPlace, query, Q3, &[q, pos]),
+                g.op(Kind::InPlace, kv, K3, &[k, pos]),
+            )
+        };
+        let k = if llama4 && !nope {
+            q = g.op(Kind::InPlace, query, Q3, &[q]);
+            g.op(Kind::InPlace, kv, K3, &[k])
+        } else {
+            k
+        };
         if gemma || fused {
             q = g.op(Kind::InPlace, query, Q3, &[q]);
         }
@@ -715,19 +762,25 @@ pub(crate) fn compute_buffer(
         }
         let ffn_inp = g.op(Kind::InPlace, model, MODEL, &[cur, residual]);
         let cur = norm(&mut g, ffn_inp, model, MODEL);
-        let out = match &moe {
+        let gated = |g: &mut Graph, width: u64| {
+            let (wg, wu, wd) = (g.external(), g.external(), g.external());
+            let gate = g.op(Kind::Fresh, width, FFN, &[wg, cur]);
+            let up = g.op(Kind::Fresh, width, FFN, &[wu, cur]);
+            let act = g.op(Kind::Fresh, width, FFN, &[gate, up]);
+            g.op(Kind::Fresh, model, MODEL, &[wd, act])
+        };
+        let out = match moe.as_ref().filter(|_| arch.is_moe_layer(layer)) {
             None if fused => {
                 let (wu, wd) = (g.external(), g.external());
                 let gate_up = g.op(Kind::Fresh, ffn.checked_mul(2)?, OTHER, &[wu, cur]);
                 let act = g.op(Kind::Fresh, ffn, FFN, &[gate_up]);
                 g.op(Kind::Fresh, model, MODEL, &[wd, act])
             }
-            None => {
-                let (wg, wu, wd) = (g.external(), g.external(), g.external());
-                let gate = g.op(Kind::Fresh, ffn, FFN, &[wg, cur]);
-                let up = g.op(Kind::Fresh, ffn, FFN, &[wu, cur]);
-                let act = g.op(Kind::Fresh, ffn, FFN, &[gate, up]);
-                g.op(Kind::Fresh, model, MODEL, &[wd, act])
+            None => gated(&mut g, ffn),
+            Some(m) if m.shared > 0 => {
+                let routed = experts(&mut g, cur, m);
+                let shared = gated(&mut g, m.shared);
+                g.op(Kind::InPlace, model, MODEL, &[routed, shared])
             }
             Some(m) => experts(&mut g, cur, m),
         };
