@@ -363,10 +363,14 @@ struct Builder {
     /// every `layer_freq`-th layer with sigmoid weights applied to the input before the experts
     /// and a shared expert beside them.
     llama4: bool,
+    /// Command R7B (`cohere2`): LayerNorm, attention and the feed-forward block side by side
+    /// on one normed input, RoPE only in the sliding-window layers.
+    cohere: bool,
 }
 
 /// The decoder layouts llama.cpp builds with the graph modelled here (its `llama`, `qwen2`,
-/// `qwen3`, `qwen3moe`, `openai-moe`, `gemma2`, `gemma3`, `phi3` and `llama4` builders; Mistral's and Mixtral's
+/// `qwen3`, `qwen3moe`, `openai-moe`, `gemma2`, `gemma3`, `phi3`, `llama4` and `cohere2`
+/// builders; Mistral's and Mixtral's
 /// GGUFs are `llama`): pre-norm RMS attention with grouped K/V, optional q/k/v and output
 /// biases, per-head q/k norms (Qwen3, Gemma 3), and a gated feed-forward or routed experts.
 fn modelled(arch: &ModelArch) -> Option<Builder> {
@@ -382,6 +386,7 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
     let gemma = matches!(arch.family.as_str(), "gemma2" | "gemma3" | "gemma3_text");
     let fused = arch.family == "phi3";
     let llama4 = matches!(arch.family.as_str(), "llama4" | "llama4_text");
+    let cohere = arch.family == "cohere2";
     if arch.fused_projections != fused {
         return None;
     }
@@ -390,11 +395,15 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
         "phi3" => !qk_norm && !qkv_bias && arch.moe.is_none() && arch.sliding_window.is_none(),
         "qwen3" | "qwen3moe" | "qwen3_moe" | "gemma3" | "gemma3_text" => qk_norm,
         "llama4" | "llama4_text" => !qk_norm && !qkv_bias && !o_bias,
+        "cohere2" => !qk_norm && !qkv_bias && !o_bias && arch.moe.is_none(),
         _ => oss && !qk_norm && arch.moe.is_some() && arch.sliding_window.is_some(),
     };
-    // Gemma's four norms a layer and its separately scaled query, and only Gemma's.
+    // Gemma's four norms a layer and its separately scaled query, and only Gemma's; Command
+    // R7B's one norm.
     let gemma_ok = if gemma {
         arch.norms_per_layer == 4 && arch.query_prescaled && arch.moe.is_none()
+    } else if cohere {
+        arch.norms_per_layer == 1 && !arch.query_prescaled
     } else {
         arch.norms_per_layer == 2 && !arch.query_prescaled
     };
@@ -410,10 +419,10 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
     let plain = moe_ok
         && gemma_ok
         && arch.ssm.is_none()
-        && (oss || gemma || llama4 || arch.sliding_window.is_none())
+        && (oss || gemma || llama4 || cohere || arch.sliding_window.is_none())
         && arch.mlp == Mlp::Gated
         && (oss || !arch.mlp_bias)
-        && arch.norm == Norm::Rms
+        && (cohere || arch.norm == Norm::Rms)
         && (oss || !arch.attention_sinks)
         && !arch.parallel_attention
         && !arch.attn_output_gate
@@ -430,6 +439,7 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
         gemma,
         fused,
         llama4,
+        cohere,
     })
 }
 
@@ -452,6 +462,7 @@ pub(crate) fn compute_buffer(
         gemma,
         fused,
         llama4,
+        cohere,
     } = modelled(arch)?;
     // Guards against shapes no device could hold; the estimate's own plausibility checks
     // refuse those first, so this is never the figure a user sees.
@@ -533,7 +544,9 @@ pub(crate) fn compute_buffer(
     let swa = cache_inputs(&mut g, mask.1, scores.1)?;
     let out_ids = g.input(ids);
     let norm = |g: &mut Graph, x: usize, bytes: u64, layout: u64| {
-        let n = g.op(Kind::InPlace, bytes, layout, &[x]);
+        // ggml computes RMSNorm in place where it can; LayerNorm (`ggml_norm`) never.
+        let kind = if cohere { Kind::Fresh } else { Kind::InPlace };
+        let n = g.op(kind, bytes, layout, &[x]);
         let w = g.external();
         g.op(Kind::InPlace, bytes, layout, &[n, w])
     };
@@ -661,6 +674,7 @@ pub(crate) fn compute_buffer(
         };
         let residual = inp;
         let cur = norm(&mut g, inp, model, MODEL);
+        let normed = cur;
         let project = |g: &mut Graph, bytes: u64, layout: u64| {
             let w = g.external();
             let mut t = g.op(Kind::Fresh, bytes, layout, &[w, cur]);
@@ -688,8 +702,10 @@ pub(crate) fn compute_buffer(
             k = norm(&mut g, k, kv, K3);
         }
         // Llama 4's global layers skip RoPE and scale the query by a per-token temperature.
-        let nope = llama4 && !arch.is_sliding_layer(layer);
-        let (mut q, k) = if nope {
+        let nope = (llama4 || cohere) && !arch.is_sliding_layer(layer);
+        let (mut q, k) = if nope && cohere {
+            (q, k)
+        } else if nope {
             let scale = *attn_scale.get_or_insert_with(|| g.input(ids));
             (g.op(Kind::InPlace, query, Q3, &[q, scale]), k)
         } else {
@@ -751,6 +767,30 @@ pub(crate) fn compute_buffer(
         if o_bias {
             let b = g.external();
             cur = g.op(Kind::InPlace, model, MODEL, &[cur, b]);
+        }
+        if cohere {
+            // The feed-forward block reads the same normed input as attention; the layer's
+            // output is that block's, plus the residual, plus attention's (whose output
+            // projection therefore runs after the feed-forward block).
+            let last = layer + 1 == arch.num_layers;
+            let rows = |g: &mut Graph, x: usize| {
+                if last {
+                    g.op(Kind::Fresh, model, MODEL, &[x, out_ids])
+                } else {
+                    x
+                }
+            };
+            let attn_out = rows(&mut g, cur);
+            let residual = rows(&mut g, residual);
+            let normed = rows(&mut g, normed);
+            let (wg, wu, wd) = (g.external(), g.external(), g.external());
+            let gate = g.op(Kind::Fresh, ffn, FFN, &[wg, normed]);
+            let up = g.op(Kind::Fresh, ffn, FFN, &[wu, normed]);
+            let act = g.op(Kind::Fresh, ffn, FFN, &[gate, up]);
+            let down = g.op(Kind::Fresh, model, MODEL, &[wd, act]);
+            let sum = g.op(Kind::InPlace, model, MODEL, &[down, residual]);
+            inp = g.op(Kind::InPlace, model, MODEL, &[sum, attn_out]);
+            continue;
         }
         let mut residual = residual;
         if layer + 1 == arch.num_layers && !oss {
