@@ -71,6 +71,9 @@ pub struct Moe {
     /// The shared expert's output is scaled by a learned sigmoid gate (`shared_expert_gate`,
     /// one `hidden` vector: Qwen2-MoE, Qwen3-Next).
     pub shared_gate: bool,
+    /// The routed experts' weights are multiplied by a factor other than 1 (DeepSeek-V3's and
+    /// GLM-4.5's `routed_scaling_factor`): llama.cpp scales them by an op of its own.
+    pub scaled_weights: bool,
 }
 
 /// Which recurrent mixer a state-space layer runs.

@@ -139,6 +139,7 @@ fn mixtral(name: &str, h: u64, i: u64, l: u64, heads: u64, kv: u64, vocab: u64) 
                 layer_freq: 1,
                 router_bias: false,
                 shared_gate: false,
+                scaled_weights: false,
             });
         },
     )
@@ -554,6 +555,7 @@ pub fn catalog() -> Vec<CatalogModel> {
                         layer_freq: 1,
                         router_bias: false,
                         shared_gate: false,
+                        scaled_weights: false,
                     });
                 },
             ),
@@ -655,6 +657,7 @@ pub fn catalog() -> Vec<CatalogModel> {
                         layer_freq: 1,
                         router_bias: false,
                         shared_gate: false,
+                        scaled_weights: false,
                     });
                 },
             ),
@@ -685,6 +688,7 @@ pub fn catalog() -> Vec<CatalogModel> {
                         layer_freq: 1,
                         router_bias: true,
                         shared_gate: false,
+                        scaled_weights: true,
                     });
                 },
             ),

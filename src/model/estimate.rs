@@ -14,8 +14,8 @@
 //!   buffer, reserved for the prompt graph of one micro-batch of `T = min(ubatch, batch ×
 //!   context)` tokens, all outputs, in f32 whatever the weights' type — plus its host output
 //!   buffer (`batch × vocab × 4`). For the decoders llama.cpp builds with its `llama`, `qwen2`,
-//!   `qwen3`, `qwen3moe`, `openai-moe` (gpt-oss), `gemma2`, `gemma3`, `phi3`, `llama4` and
-//!   `cohere2` graphs, the compute
+//!   `qwen3`, `qwen3moe`, `openai-moe` (gpt-oss), `gemma2`, `gemma3`, `phi3`, `llama4`,
+//!   `cohere2` and `glm4moe` graphs, the compute
 //!   buffer is a replay of ggml's
 //!   graph allocator over that graph, exact to the byte on the CPU backend. Elsewhere it is
 //!   the largest of three stages, plus the

@@ -255,8 +255,10 @@ struct Routed {
     sums: u64,
     expert_ffn: u64,
     expert_out: u64,
-    /// A shared expert's width (Llama 4), 0 without one.
+    /// A shared expert's width (Llama 4, GLM-4.5), 0 without one.
     shared: u64,
+    /// The weights are scaled by an op of their own.
+    scaled: bool,
 }
 
 /// The buffer ggml's graph allocator reserves for `g` (`ggml_gallocr_reserve`).
@@ -366,11 +368,14 @@ struct Builder {
     /// Command R7B (`cohere2`): LayerNorm, attention and the feed-forward block side by side
     /// on one normed input, RoPE only in the sliding-window layers.
     cohere: bool,
+    /// GLM-4.5 (`glm4moe`): dense leading layers, then sigmoid-scored experts chosen with a
+    /// per-expert correction bias, normalised (and maybe scaled) weights, and a shared expert.
+    glm: bool,
 }
 
 /// The decoder layouts llama.cpp builds with the graph modelled here (its `llama`, `qwen2`,
-/// `qwen3`, `qwen3moe`, `openai-moe`, `gemma2`, `gemma3`, `phi3`, `llama4` and `cohere2`
-/// builders; Mistral's and Mixtral's
+/// `qwen3`, `qwen3moe`, `openai-moe`, `gemma2`, `gemma3`, `phi3`, `llama4`, `cohere2` and
+/// `glm4moe` builders; Mistral's and Mixtral's
 /// GGUFs are `llama`): pre-norm RMS attention with grouped K/V, optional q/k/v and output
 /// biases, per-head q/k norms (Qwen3, Gemma 3), and a gated feed-forward or routed experts.
 fn modelled(arch: &ModelArch) -> Option<Builder> {
@@ -387,6 +392,7 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
     let fused = arch.family == "phi3";
     let llama4 = matches!(arch.family.as_str(), "llama4" | "llama4_text");
     let cohere = arch.family == "cohere2";
+    let glm = matches!(arch.family.as_str(), "glm4moe" | "glm4_moe");
     if arch.fused_projections != fused {
         return None;
     }
@@ -396,6 +402,13 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
         "qwen3" | "qwen3moe" | "qwen3_moe" | "gemma3" | "gemma3_text" => qk_norm,
         "llama4" | "llama4_text" => !qk_norm && !qkv_bias && !o_bias,
         "cohere2" => !qk_norm && !qkv_bias && !o_bias && arch.moe.is_none(),
+        "glm4moe" | "glm4_moe" => {
+            !o_bias
+                && arch
+                    .moe
+                    .as_ref()
+                    .is_some_and(|m| m.router_bias && m.layer_freq <= 1)
+        }
         _ => oss && !qk_norm && arch.moe.is_some() && arch.sliding_window.is_some(),
     };
     // Gemma's four norms a layer and its separately scaled query, and only Gemma's; Command
@@ -410,8 +423,11 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
     // Experts as llama.cpp's `build_moe_ffn` routes them for these builders: a router in every
     // layer, top-k weights, no shared expert; a routing bias only in gpt-oss's builder.
     let moe_ok = arch.moe.as_ref().is_none_or(|m| {
-        (llama4 || (m.shared_intermediate == 0 && m.first_dense_layers == 0 && m.layer_freq <= 1))
-            && (oss || !m.router_bias)
+        (llama4
+            || glm
+            || (m.shared_intermediate == 0 && m.first_dense_layers == 0 && m.layer_freq <= 1))
+            && (oss || glm || !m.router_bias)
+            && (glm || !m.scaled_weights)
             && !m.shared_gate
             && m.experts > 0
             && (1..=m.experts).contains(&m.experts_per_token)
@@ -440,6 +456,7 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
         fused,
         llama4,
         cohere,
+        glm,
     })
 }
 
@@ -463,6 +480,7 @@ pub(crate) fn compute_buffer(
         fused,
         llama4,
         cohere,
+        glm,
     } = modelled(arch)?;
     // Guards against shapes no device could hold; the estimate's own plausibility checks
     // refuse those first, so this is never the figure a user sees.
@@ -565,6 +583,7 @@ pub(crate) fn compute_buffer(
                 expert_ffn: width(m.expert_intermediate.checked_mul(k)?)?,
                 expert_out: width(h.checked_mul(k)?)?,
                 shared: width(m.shared_intermediate)?,
+                scaled: m.scaled_weights,
             })
         }
     };
@@ -588,8 +607,16 @@ pub(crate) fn compute_buffer(
             // Softmax, or Llama 4's sigmoid.
             g.op(Kind::InPlace, m.router, ROUTER, &[logits])
         };
-        // Llama 4 ranks the raw logits, the others what the router made of them.
-        let ranked = if llama4 { logits } else { probs };
+        // Llama 4 ranks the raw logits, GLM the scores plus a correction bias, the others what
+        // the router made of them.
+        let ranked = if llama4 {
+            logits
+        } else if glm {
+            let b = g.external();
+            g.op(Kind::InPlace, m.router, ROUTER, &[probs, b])
+        } else {
+            probs
+        };
         let order = g.op(Kind::Fresh, m.router, ROUTER_IDS, &[ranked]);
         let selected = g.view(order, OTHER);
         let probs_3d = g.view(probs, OTHER);
@@ -606,11 +633,14 @@ pub(crate) fn compute_buffer(
             let sum = g.op(Kind::InPlace, m.sums, SUMS, &[sum]);
             g.op(Kind::InPlace, m.weights, WEIGHTS, &[weights_2d, sum])
         };
-        let weights = if llama4 {
+        let mut weights = if llama4 {
             weights
         } else {
             g.view(weights, OTHER)
         };
+        if m.scaled {
+            weights = g.op(Kind::InPlace, m.weights, WEIGHTS, &[weights]);
+        }
         g.expand(weights);
         let mut cur_3d = g.view(cur, OTHER);
         if llama4 {
@@ -901,6 +931,7 @@ mod tests {
             layer_freq: 1,
             router_bias: false,
             shared_gate: false,
+            scaled_weights: false,
         });
         assert!(compute_buffer(&routed, 16, 256, 256, false).is_some());
         // A shared expert (Qwen2-MoE, Llama 4) is another builder's graph.

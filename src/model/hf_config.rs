@@ -713,6 +713,11 @@ pub fn parse_config(
                 "deepseek_v3" | "kimi_k2" | "glm4_moe" | "gpt_oss" | "nemotron_h"
             ),
             shared_gate: matches!(family.as_str(), "qwen2_moe" | "qwen3_next") && shared > 0,
+            scaled_weights: f
+                .map
+                .get("routed_scaling_factor")
+                .and_then(Value::as_f64)
+                .is_some_and(|v| v != 0.0 && v != 1.0),
         });
     }
 

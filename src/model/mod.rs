@@ -644,6 +644,10 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
             layer_freq: moe_step,
             router_bias: has(".ffn_gate_inp.bias") || has(".exp_probs_b.bias"),
             shared_gate: has(".ffn_gate_inp_shexp.weight"),
+            scaled_weights: match file.metadata.get(&format!("{a}.expert_weights_scale")) {
+                Some(GgufValue::Float(f)) => *f != 0.0 && *f != 1.0,
+                _ => false,
+            },
         });
     }
     // llama.cpp ignores Phi-3's sliding window (its log says so) and caches the full context;

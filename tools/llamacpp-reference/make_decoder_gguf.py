@@ -186,6 +186,8 @@ def main() -> None:
     p.add_argument("--legacy-mla", action="store_true")
     p.add_argument("--routing-bias", action="store_true",
                    help="deepseek2: DeepSeek-V3's sigmoid router with a correction bias")
+    p.add_argument("--weights-scale", type=float, default=1.0,
+                   help="glm4moe: routed_scaling_factor (GLM-4.5: 2.5, GLM-4.5-Air: 1.0)")
     p.add_argument("--tied", action="store_true", help="phi3: tied embeddings (Phi-4-mini)")
     p.add_argument("--rotary", type=float, default=1.0, help="phi3: partial rotary factor")
     a = p.parse_args()
@@ -230,7 +232,7 @@ def main() -> None:
     if a.arch == "glm4moe":
         w.add_uint32("glm4moe.leading_dense_block_count", a.dense_layers)
         w.add_uint32("glm4moe.expert_shared_count", a.shared_experts)
-        w.add_float32("glm4moe.expert_weights_scale", 1.0)
+        w.add_float32("glm4moe.expert_weights_scale", a.weights_scale)
         w.add_bool("glm4moe.expert_weights_norm", True)
         w.add_uint32("glm4moe.expert_gating_func", 2)
         w.add_uint32("glm4moe.rope.dimension_count", a.head_dim // 2)
