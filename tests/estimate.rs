@@ -740,3 +740,17 @@ fn split_ggufs_are_counted_whole() {
     let e = one_line_failure(&["estimate", "--gguf", first.to_str().unwrap()], 1);
     assert!(e.contains("tiny-split-00003-of-00003.gguf"), "{e}");
 }
+
+/// The JSON says how the activations were obtained: a replay of llama.cpp's graph where its
+/// builder is modelled, the stage formulas elsewhere, the training formula under `--mode train`.
+#[test]
+fn activations_say_how_they_were_obtained() {
+    let basis = |args: &[&str]| estimate_json(args)["activations_basis"].clone();
+    assert_eq!(basis(&["--model", "llama-3.1-8b"]), "graph_replay");
+    assert_eq!(basis(&["--model", "gpt-oss-20b"]), "graph_replay");
+    assert_eq!(basis(&["--model", "qwen3-next-80b-a3b"]), "stage_estimate");
+    assert_eq!(
+        basis(&["--model", "llama-3.1-8b", "--mode", "train"]),
+        "training"
+    );
+}

@@ -147,6 +147,8 @@ pub struct Breakdown {
     pub kv_bytes_per_token: u64,
     /// Activation scratch (inference) or stored activations (training).
     pub activation_bytes: u64,
+    /// How `activation_bytes` was obtained.
+    pub activations_basis: ActivationsBasis,
     /// Runtime overhead per device (CUDA context, cuBLAS workspace, …).
     pub overhead_bytes: u64,
     /// Bytes added for the pool's fragmentation (`fragmentation_reserve` percent).
@@ -200,7 +202,21 @@ fn sat(v: u128) -> u64 {
 /// Inference activation scratch, per the module docs (saturating at `u64::MAX`): llama.cpp's
 /// compute buffer for its reserved prompt graph plus its host output buffer.
 pub fn inference_activations(arch: &ModelArch, s: &Settings) -> u64 {
-    sat(inference_activations_wide(arch, s))
+    sat(inference_activations_wide(arch, s).0)
+}
+
+/// How the activation figure was obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActivationsBasis {
+    /// llama.cpp's prompt graph for this architecture built node by node and placed by a
+    /// replay of ggml's graph allocator: its compute buffer to the byte (CPU backend).
+    GraphReplay,
+    /// The largest of llama.cpp's graph stages, fitted to its reports and rounded up: never
+    /// below them, up to 16 % above for hybrids with experts and unsplit-MLA GGUFs.
+    StageEstimate,
+    /// Training: activations kept for the backward pass (Korthikanti et al.).
+    Training,
 }
 
 /// KV cells llama.cpp allocates for `context` tokens: padded to a multiple of 256.
@@ -211,7 +227,7 @@ pub const KV_CELL_PAD: u64 = 256;
 // allocator reuses memory between stages, so the buffer is the largest stage's live tensors
 // plus the graph inputs. Fitted to, and checked against, llama.cpp's own reports
 // (tests/fixtures/llamacpp/).
-fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
+fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> (u128, ActivationsBasis) {
     let w = u128::from;
     let ub = w(s.ubatch.min(s.batch.saturating_mul(s.context)).max(1));
     let h = w(arch.hidden_size);
@@ -242,7 +258,7 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
         sat(swa_cells),
         s.flash_attention,
     ) {
-        return w(bytes) + output_buffer;
+        return (w(bytes) + output_buffer, ActivationsBasis::GraphReplay);
     }
     let attended = match sliding {
         Some(win) if all_sliding => n_kv.min(w(win.window) + ub),
@@ -453,7 +469,10 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
         true => mask,
     };
     let ffn = dense.max(moe) + 3 * hidden + mask_live;
-    inputs + output.max(attention).max(mixer).max(ffn) + output_buffer
+    (
+        inputs + output.max(attention).max(mixer).max(ffn) + output_buffer,
+        ActivationsBasis::StageEstimate,
+    )
 }
 
 /// Training activations after Korthikanti et al., per the module docs (saturating at
@@ -546,6 +565,7 @@ pub fn estimate_with_projector(
         u128::from(arch.kv_elements_per_token_layer()) * u128::from(arch.attention_layer_count());
     let kv_bytes_per_token = sat(s.kv_dtype.bytes_for(kv_elems_token));
     let mut recurrent_state = 0;
+    let mut activations_basis = ActivationsBasis::Training;
     let (kv_cache, activations, training) = match s.mode {
         Mode::Infer => {
             // llama.cpp's cells: the context padded to 256; sliding layers hold the window plus
@@ -562,9 +582,11 @@ pub fn estimate_with_projector(
                 m.state_elements_per_layer() * u128::from(arch.recurrent_layer_count()) * 4
             }) * u128::from(s.batch);
             recurrent_state = fit(state, "KV cache")?;
+            let (activations, basis) = inference_activations_wide(arch, s);
+            activations_basis = basis;
             (
                 fit(s.kv_dtype.bytes_for(elems) + state, "KV cache")?,
-                fit(inference_activations_wide(arch, s), "activations")?,
+                fit(activations, "activations")?,
                 None,
             )
         }
@@ -624,6 +646,7 @@ pub fn estimate_with_projector(
         recurrent_state_bytes: recurrent_state,
         kv_bytes_per_token,
         activation_bytes: activations,
+        activations_basis,
         overhead_bytes: s.overhead,
         fragmentation_bytes: fragmentation,
         training,

@@ -28,8 +28,8 @@ pub use dtype::{
 };
 pub use error::ModelError;
 pub use estimate::{
-    Breakdown, EstimateOverflow, FileWeights, Mode, Optimizer, Settings, TrainingBytes,
-    WeightsDtype, DEFAULT_WEIGHT_PRECISION,
+    ActivationsBasis, Breakdown, EstimateOverflow, FileWeights, Mode, Optimizer, Settings,
+    TrainingBytes, WeightsDtype, DEFAULT_WEIGHT_PRECISION,
 };
 pub use gguf::{read_gguf, GgufFile, GgufTensor, GgufValue};
 pub use hf_config::{parse_config, read_config, KNOWN_FAMILIES};

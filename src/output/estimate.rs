@@ -8,8 +8,8 @@ use super::one_line;
 use super::{new_table, thousands, Report, Style};
 use crate::backend::BackendKind;
 use crate::model::{
-    estimate::Breakdown, CatalogModel, Mode, ModelSource, ModelWarning, Settings, SourceKind,
-    TrainingBytes,
+    estimate::Breakdown, ActivationsBasis, CatalogModel, Mode, ModelSource, ModelWarning, Settings,
+    SourceKind, TrainingBytes,
 };
 use crate::units::format_bytes;
 
@@ -83,6 +83,8 @@ pub struct EstimateReport {
     pub kv_bytes_per_token: u64,
     /// Activation scratch (inference) or stored activations (training).
     pub activation_bytes: u64,
+    /// How `activation_bytes` was obtained: `graph_replay`, `stage_estimate` or `training`.
+    pub activations_basis: ActivationsBasis,
     /// Runtime overhead (`--overhead`).
     pub overhead_bytes: u64,
     /// Bytes added for pool fragmentation (`--fragmentation-reserve` percent).
@@ -129,6 +131,7 @@ impl EstimateReport {
             recurrent_state_bytes: b.recurrent_state_bytes,
             kv_bytes_per_token: b.kv_bytes_per_token,
             activation_bytes: b.activation_bytes,
+            activations_basis: b.activations_basis,
             overhead_bytes: b.overhead_bytes,
             fragmentation_bytes: b.fragmentation_bytes,
             training: b.training,
@@ -228,6 +231,16 @@ impl Report for EstimateReport {
                     thousands(self.kv_bytes_per_token)
                 );
             }
+            let _ = writeln!(
+                text,
+                "activations: {}",
+                match self.activations_basis {
+                    ActivationsBasis::GraphReplay => {
+                        "llama.cpp's prompt graph replayed through its allocator (its CPU compute buffer to the byte)"
+                    }
+                    _ => "llama.cpp's graph stage by stage, rounded up (never below its compute buffer)",
+                }
+            );
             if self.recurrent_state_bytes > 0 {
                 let _ = writeln!(
                     text,
