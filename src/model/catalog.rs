@@ -276,12 +276,8 @@ pub fn catalog() -> Vec<CatalogModel> {
                 llama_like("mistral-7b", 4096, 14336, 32, 32, 8, 32000),
                 "mistral",
                 32_768,
-                |a| {
-                    a.sliding_window = Some(SlidingWindow {
-                        window: 4096,
-                        layers: SlidingLayers::All,
-                    });
-                },
+                // Its 4096-token window is not applied: llama.cpp caches the whole context.
+                |_| {},
             ),
         ),
         m(

@@ -733,18 +733,20 @@ pub fn parse_config(
         _ => {}
     }
 
-    // Sliding windows: explicit layer_types win; otherwise the family's rule.
+    // Sliding windows: explicit layer_types win; otherwise the family's rule. llama.cpp builds
+    // Mistral (as `llama`) and Qwen2/Qwen3 without any window, caching the whole context, so
+    // their `sliding_window` / `use_sliding_window` are not applied: counting the window would
+    // put the KV cache below what llama.cpp allocates (Mistral-7B-v0.1 at 32768 tokens: 576 MiB
+    // counted, 4 GiB allocated).
     let window = f.uint(&["sliding_window"])?.filter(|&w| w > 0);
     if let Some(window) = window {
         let listed = layer_types(map, "sliding_attention");
         let layers = match (listed, family.as_str()) {
+            (
+                _,
+                "llama" | "mistral" | "mixtral" | "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe",
+            ) => None,
             (Some(list), _) => Some(SlidingLayers::Listed(list)),
-            (None, "mistral") => Some(SlidingLayers::All),
-            (None, "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe")
-                if f.boolean("use_sliding_window") == Some(true) =>
-            {
-                Some(SlidingLayers::All)
-            }
             (None, "gemma2") => Some(SlidingLayers::Even),
             (None, "gemma3" | "gemma3_text") => Some(SlidingLayers::AllButEvery(
                 f.uint(&["sliding_window_pattern"])?.unwrap_or(6),
@@ -829,7 +831,9 @@ mod tests {
             arch.kv_elements_per_token_layer() * arch.num_layers * 2,
             131_072
         );
-        assert!(arch.is_sliding_layer(5));
+        // llama.cpp caches the whole context for Mistral: its window is not applied.
+        assert!(!arch.is_sliding_layer(5));
+        assert!(arch.sliding_window.is_none());
     }
 
     #[test]
