@@ -74,6 +74,10 @@ pub struct Moe {
     /// The routed experts' weights are multiplied by a factor other than 1 (DeepSeek-V3's and
     /// GLM-4.5's `routed_scaling_factor`): llama.cpp scales them by an op of its own.
     pub scaled_weights: bool,
+    /// Experts routed within groups (DeepSeek-V2/V3's `n_group`, `topk_group`; llama.cpp's
+    /// `expert_group_count`, `expert_group_used_count`): the groups, and those a token uses.
+    /// `(0, 0)` or `(1, _)`: no groups.
+    pub groups: (u64, u64),
 }
 
 /// Which recurrent mixer a state-space layer runs.

@@ -140,6 +140,7 @@ fn mixtral(name: &str, h: u64, i: u64, l: u64, heads: u64, kv: u64, vocab: u64) 
                 router_bias: false,
                 shared_gate: false,
                 scaled_weights: false,
+                groups: (0, 0),
             });
         },
     )
@@ -552,6 +553,7 @@ pub fn catalog() -> Vec<CatalogModel> {
                         router_bias: false,
                         shared_gate: false,
                         scaled_weights: false,
+                        groups: (0, 0),
                     });
                 },
             ),
@@ -654,6 +656,7 @@ pub fn catalog() -> Vec<CatalogModel> {
                         router_bias: false,
                         shared_gate: false,
                         scaled_weights: false,
+                        groups: (1, 1),
                     });
                 },
             ),
@@ -685,6 +688,7 @@ pub fn catalog() -> Vec<CatalogModel> {
                         router_bias: true,
                         shared_gate: false,
                         scaled_weights: true,
+                        groups: (8, 4),
                     });
                 },
             ),

@@ -15,7 +15,7 @@
 //!   context)` tokens, all outputs, in f32 whatever the weights' type — plus its host output
 //!   buffer (`batch × vocab × 4`). For the decoders llama.cpp builds with its `llama`, `qwen2`,
 //!   `qwen3`, `qwen3moe`, `openai-moe` (gpt-oss), `gemma2`, `gemma3`, `phi3`, `llama4`,
-//!   `cohere2` and `glm4moe` graphs, the compute
+//!   `cohere2`, `glm4moe` and `deepseek2` graphs, the compute
 //!   buffer is a replay of ggml's
 //!   graph allocator over that graph, exact to the byte on the CPU backend. Elsewhere it is
 //!   the largest of three stages, plus the
@@ -213,7 +213,7 @@ pub enum ActivationsBasis {
     /// replay of ggml's graph allocator: its compute buffer to the byte (CPU backend).
     GraphReplay,
     /// The largest of llama.cpp's graph stages, fitted to its reports and rounded up: never
-    /// below them, up to 16 % above for hybrids with experts and unsplit-MLA GGUFs.
+    /// below them, up to 14 % above for hybrids with experts.
     StageEstimate,
     /// Training: activations kept for the backward pass (Korthikanti et al.).
     Training,
@@ -257,6 +257,7 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> (u128, Activati
         sat(n_kv),
         sat(swa_cells),
         s.flash_attention,
+        &s.kv_dtype,
     ) {
         return (w(bytes) + output_buffer, ActivationsBasis::GraphReplay);
     }

@@ -9,6 +9,11 @@
 //! [`compute_buffer`] returns `None` and the estimate falls back to its stage formulas.
 
 use super::arch::{Attention, Mlp, ModelArch, Norm};
+use super::dtype::Precision;
+
+fn sat(v: u128) -> u64 {
+    u64::try_from(v).unwrap_or(u64::MAX)
+}
 
 /// The CPU backend's tensor alignment (`TENSOR_ALIGNMENT`).
 const ALIGNMENT: u64 = 32;
@@ -117,17 +122,19 @@ impl Graph {
         })
     }
 
-    /// `ggml_set_rows` into the cache tensor `cache`: a view of it, computed from `srcs`.
-    fn store(&mut self, cache: usize, srcs: &[usize]) -> usize {
+    /// `ggml_set_rows(dest, rows, indices)`: a view of `dest` whose sources are, as ggml orders
+    /// them, the rows, the indices and `dest`.
+    fn set_rows(&mut self, dest: usize, rows: usize, indices: usize) -> usize {
+        let root = self.tensors[dest].view_src.unwrap_or(dest);
         self.push(Tensor {
             kind: Kind::View,
-            bytes: 0,
+            bytes: self.tensors[dest].bytes,
             layout: 0,
-            srcs: srcs.to_vec(),
-            view_src: Some(cache),
+            srcs: vec![rows, indices, dest],
+            view_src: Some(root),
             input: false,
             output: false,
-            external: true,
+            external: self.tensors[root].external,
         })
     }
 
@@ -259,6 +266,13 @@ struct Routed {
     shared: u64,
     /// The weights are scaled by an op of their own.
     scaled: bool,
+    /// Routing within expert groups: the groups and how many a token uses.
+    groups: Option<(u64, u64)>,
+    /// Group-limited routing's tensors: two scores per group, one per group, and the kept
+    /// groups' experts.
+    group_pairs: u64,
+    group_scores: u64,
+    kept_scores: u64,
 }
 
 /// The buffer ggml's graph allocator reserves for `g` (`ggml_gallocr_reserve`).
@@ -370,22 +384,61 @@ struct Builder {
     cohere: bool,
     /// GLM-4.5 (`glm4moe`): dense leading layers, then sigmoid-scored experts chosen with a
     /// per-expert correction bias, normalised (and maybe scaled) weights, and a shared expert.
+    /// DeepSeek-V3's experts are routed the same way.
     glm: bool,
+    /// DeepSeek-V2/V3 (`deepseek2`): multi-head latent attention, and DeepSeek-V2's softmax
+    /// router whose weights are not normalised.
+    mla: Option<Mla>,
+}
+
+/// Multi-head latent attention's widths, and whether the GGUF caches the latent (`absorbed`,
+/// current conversions) or full per-head K and V (an unsplit `attn_kv_b`).
+#[derive(Debug, Clone, Copy)]
+struct Mla {
+    q_lora: Option<u64>,
+    kv_lora: u64,
+    nope: u64,
+    rope: u64,
+    v: u64,
+    absorbed: bool,
 }
 
 /// The decoder layouts llama.cpp builds with the graph modelled here (its `llama`, `qwen2`,
-/// `qwen3`, `qwen3moe`, `openai-moe`, `gemma2`, `gemma3`, `phi3`, `llama4`, `cohere2` and
-/// `glm4moe` builders; Mistral's and Mixtral's
+/// `qwen3`, `qwen3moe`, `openai-moe`, `gemma2`, `gemma3`, `phi3`, `llama4`, `cohere2`,
+/// `glm4moe` and `deepseek2` builders; Mistral's and Mixtral's
 /// GGUFs are `llama`): pre-norm RMS attention with grouped K/V, optional q/k/v and output
 /// biases, per-head q/k norms (Qwen3, Gemma 3), and a gated feed-forward or routed experts.
 fn modelled(arch: &ModelArch) -> Option<Builder> {
-    let Attention::Standard {
-        qkv_bias,
-        o_bias,
-        qk_norm,
-    } = arch.attention
-    else {
-        return None;
+    let deepseek = matches!(
+        arch.family.as_str(),
+        "deepseek2" | "deepseek_v2" | "deepseek_v3" | "kimi_k2"
+    );
+    let (qkv_bias, o_bias, qk_norm, mla) = match arch.attention {
+        Attention::Standard {
+            qkv_bias,
+            o_bias,
+            qk_norm,
+        } => (qkv_bias, o_bias, qk_norm, None),
+        Attention::Mla {
+            q_lora_rank,
+            kv_lora_rank,
+            qk_nope_head_dim,
+            qk_rope_head_dim,
+            v_head_dim,
+        } if deepseek => (
+            false,
+            false,
+            false,
+            Some(Mla {
+                q_lora: q_lora_rank,
+                kv_lora: kv_lora_rank,
+                nope: qk_nope_head_dim,
+                rope: qk_rope_head_dim,
+                v: v_head_dim,
+                absorbed: !arch.mla_full_cache,
+            }),
+        ),
+        Attention::Mla { .. } => return None,
     };
     let oss = matches!(arch.family.as_str(), "gpt-oss" | "gpt_oss");
     let gemma = matches!(arch.family.as_str(), "gemma2" | "gemma3" | "gemma3_text");
@@ -402,6 +455,7 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
         "qwen3" | "qwen3moe" | "qwen3_moe" | "gemma3" | "gemma3_text" => qk_norm,
         "llama4" | "llama4_text" => !qk_norm && !qkv_bias && !o_bias,
         "cohere2" => !qk_norm && !qkv_bias && !o_bias && arch.moe.is_none(),
+        _ if deepseek => arch.moe.as_ref().is_some_and(|m| m.layer_freq <= 1),
         "glm4moe" | "glm4_moe" => {
             !o_bias
                 && arch
@@ -425,9 +479,10 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
     let moe_ok = arch.moe.as_ref().is_none_or(|m| {
         (llama4
             || glm
+            || deepseek
             || (m.shared_intermediate == 0 && m.first_dense_layers == 0 && m.layer_freq <= 1))
-            && (oss || glm || !m.router_bias)
-            && (glm || !m.scaled_weights)
+            && (oss || glm || deepseek || !m.router_bias)
+            && (glm || deepseek || !m.scaled_weights)
             && !m.shared_gate
             && m.experts > 0
             && (1..=m.experts).contains(&m.experts_per_token)
@@ -456,7 +511,8 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
         fused,
         llama4,
         cohere,
-        glm,
+        glm: glm || (deepseek && arch.moe.as_ref().is_some_and(|m| m.router_bias)),
+        mla,
     })
 }
 
@@ -470,6 +526,7 @@ pub(crate) fn compute_buffer(
     kv_cells: u64,
     swa_cells: u64,
     flash_attention: bool,
+    kv_type: &Precision,
 ) -> Option<u64> {
     let Builder {
         qkv_bias,
@@ -481,7 +538,10 @@ pub(crate) fn compute_buffer(
         llama4,
         cohere,
         glm,
+        mla,
     } = modelled(arch)?;
+    // DeepSeek-V2's router (softmax, no correction bias) leaves its top-k weights unnormalised.
+    let normalised = mla.is_none() || glm;
     // Guards against shapes no device could hold; the estimate's own plausibility checks
     // refuse those first, so this is never the figure a user sees.
     if arch.num_layers > 4096 || tokens == 0 {
@@ -531,6 +591,7 @@ pub(crate) fn compute_buffer(
     const SUMS: u64 = 12;
     const EXPERT_FFN: u64 = 13;
     const EXPERT_OUT: u64 = 14;
+    const LATENT: u64 = 15;
 
     let mut g = Graph::default();
     let ids = tokens.checked_mul(4)?;
@@ -584,6 +645,19 @@ pub(crate) fn compute_buffer(
                 expert_out: width(h.checked_mul(k)?)?,
                 shared: width(m.shared_intermediate)?,
                 scaled: m.scaled_weights,
+                groups: match m.groups {
+                    (groups, used) if groups > 1 => {
+                        // llama.cpp refuses other layouts (GGML_ASSERT): not modelled.
+                        if m.experts % groups != 0 || used == 0 || used >= groups {
+                            return None;
+                        }
+                        Some((groups, used))
+                    }
+                    _ => None,
+                },
+                group_pairs: width(m.groups.0.checked_mul(2)?)?,
+                group_scores: width(m.groups.0)?,
+                kept_scores: width((m.experts / m.groups.0.max(1)).checked_mul(m.groups.1)?)?,
             })
         }
     };
@@ -617,12 +691,33 @@ pub(crate) fn compute_buffer(
         } else {
             probs
         };
+        let ranked = match m.groups {
+            None => ranked,
+            Some(_) => {
+                // Group-limited routing: each group scored by its best two experts, the best
+                // `used` groups kept, every other expert's score set to −∞.
+                let by_group = g.view(ranked, OTHER);
+                let order = g.op(Kind::Fresh, m.router, ROUTER_IDS, &[by_group]);
+                let best_two = g.view(order, OTHER);
+                let as_rows = g.view(by_group, OTHER);
+                let picked = g.op(Kind::Fresh, m.group_pairs, OTHER, &[as_rows, best_two]);
+                let picked = g.view(picked, OTHER);
+                let group_scores = g.op(Kind::Fresh, m.group_scores, OTHER, &[picked]);
+                let group_scores = g.view(group_scores, OTHER);
+                let group_order = g.op(Kind::Fresh, m.group_scores, ROUTER_IDS, &[group_scores]);
+                let kept = g.view(group_order, OTHER);
+                let kept_scores = g.op(Kind::Fresh, m.kept_scores, OTHER, &[by_group, kept]);
+                let masked = g.op(Kind::InPlace, m.router, ROUTER, &[by_group]);
+                let merged = g.set_rows(masked, kept_scores, kept);
+                g.view(merged, OTHER)
+            }
+        };
         let order = g.op(Kind::Fresh, m.router, ROUTER_IDS, &[ranked]);
         let selected = g.view(order, OTHER);
         let probs_3d = g.view(probs, OTHER);
         let weights = g.op(Kind::Fresh, m.weights, WEIGHTS, &[probs_3d, selected]);
         let weights_2d = g.view(weights, WEIGHTS);
-        let weights = if llama4 {
+        let weights = if llama4 || !normalised {
             weights
         } else if oss {
             // Softmax over the selected experts' logits.
@@ -633,7 +728,7 @@ pub(crate) fn compute_buffer(
             let sum = g.op(Kind::InPlace, m.sums, SUMS, &[sum]);
             g.op(Kind::InPlace, m.weights, WEIGHTS, &[weights_2d, sum])
         };
-        let mut weights = if llama4 {
+        let mut weights = if llama4 || !normalised {
             weights
         } else {
             g.view(weights, OTHER)
@@ -687,6 +782,9 @@ pub(crate) fn compute_buffer(
         sum
     };
     let mut attn_scale = None;
+    // The transposed V cache's per-element indices when they are wider than a grouped V
+    // (DeepSeek's unsplit attn_kv_b caches every head's V).
+    let mut full_v_idxs = None;
     let mut inp = embd;
     if gemma {
         inp = g.op(Kind::InPlace, model, MODEL, &[embd]);
@@ -705,91 +803,267 @@ pub(crate) fn compute_buffer(
         let residual = inp;
         let cur = norm(&mut g, inp, model, MODEL);
         let normed = cur;
-        let project = |g: &mut Graph, bytes: u64, layout: u64| {
-            let w = g.external();
-            let mut t = g.op(Kind::Fresh, bytes, layout, &[w, cur]);
-            if qkv_bias {
-                let b = g.external();
-                t = g.op(Kind::InPlace, bytes, layout, &[t, b]);
-            }
-            t
-        };
-        let (mut q, mut k, v) = if fused {
-            let qkv = project(
-                &mut g,
-                width(q_dim.checked_add(kv_dim.checked_mul(2)?)?)?,
-                OTHER,
-            );
-            (g.view(qkv, Q3), g.view(qkv, K3), g.view(qkv, OTHER))
-        } else {
-            let q = project(&mut g, query, QUERY);
-            let k = project(&mut g, kv, KV);
-            let v = project(&mut g, kv, KV);
-            (g.view(q, Q3), g.view(k, K3), g.view(v, OTHER))
-        };
-        if qk_norm {
-            q = norm(&mut g, q, query, Q3);
-            k = norm(&mut g, k, kv, K3);
-        }
-        // Llama 4's global layers skip RoPE and scale the query by a per-token temperature.
-        let nope = (llama4 || cohere) && !arch.is_sliding_layer(layer);
-        let (mut q, k) = if nope && cohere {
-            (q, k)
-        } else if nope {
-            let scale = *attn_scale.get_or_insert_with(|| g.input(ids));
-            (g.op(Kind::InPlace, query, Q3, &[q, scale]), k)
-        } else {
-            (
-                g.op(Kind::InPlace, query, Q3, &[q, pos]),
-                g.op(Kind::InPlace, kv, K3, &[k, pos]),
-            )
-        };
-        let k = if llama4 && !nope {
-            q = g.op(Kind::InPlace, query, Q3, &[q]);
-            g.op(Kind::InPlace, kv, K3, &[k])
-        } else {
-            k
-        };
-        if gemma || fused {
-            q = g.op(Kind::InPlace, query, Q3, &[q]);
-        }
-        g.expand(q);
-        g.expand(v);
-        g.expand(k);
-        let (k_cache, v_cache) = (g.external(), g.external());
-        let k_rows = g.view(k, OTHER);
-        let stored = g.store(k_cache, &[k_cache, k_rows, k_idxs]);
-        g.expand(stored);
-        let stored = if flash_attention {
-            let v_rows = g.view(v, OTHER);
-            g.store(v_cache, &[v_cache, v_rows, v_idxs])
-        } else {
-            // A view into the fused projection is not contiguous: it is copied out first.
-            let v_2d = if fused {
-                g.op(Kind::Fresh, kv, OTHER, &[v])
-            } else {
-                g.view(v, OTHER)
+        let attended = if let Some(d) = mla {
+            // DeepSeek's latent attention (`deepseek2` builder). Q, optionally through its own
+            // low-rank projection and norm; the compressed K/V latent and the shared RoPE key
+            // from one projection.
+            let heads = arch.num_heads;
+            let q = match d.q_lora {
+                Some(rank) => {
+                    let (wa, wb) = (g.external(), g.external());
+                    let a = g.op(Kind::Fresh, width(rank)?, OTHER, &[wa, cur]);
+                    let a = norm(&mut g, a, width(rank)?, OTHER);
+                    g.op(
+                        Kind::Fresh,
+                        width(heads.checked_mul(d.nope + d.rope)?)?,
+                        OTHER,
+                        &[wb, a],
+                    )
+                }
+                None => {
+                    let w = g.external();
+                    g.op(
+                        Kind::Fresh,
+                        width(heads.checked_mul(d.nope + d.rope)?)?,
+                        OTHER,
+                        &[w, cur],
+                    )
+                }
             };
-            let v_elems = g.view(v_2d, OTHER);
-            let cache_elems = g.view(v_cache, OTHER);
-            g.store(v_cache, &[cache_elems, v_elems, v_idxs])
-        };
-        g.expand(stored);
-        let k_all = g.view(k_cache, OTHER);
-        let v_all = g.view(v_cache, OTHER);
-        let q4 = g.view(q, OTHER);
-        let qp = g.view(q4, OTHER);
-        let kp = g.view(k_all, OTHER);
-        let vp = g.view(v_all, OTHER);
-        let attended = if flash_attention {
-            let o = g.op(Kind::Fresh, query, OTHER, &[qp, kp, vp, kq_mask]);
-            g.view(o, QUERY)
+            let q3 = g.view(q, OTHER);
+            let w_kv_a = g.external();
+            let kv_pe = g.op(
+                Kind::Fresh,
+                width(d.kv_lora + d.rope)?,
+                OTHER,
+                &[w_kv_a, cur],
+            );
+            let kv_cmpr = g.view(kv_pe, OTHER);
+            let k_pe = g.view(kv_pe, OTHER);
+            let k_pe = g.op(Kind::InPlace, width(d.rope)?, OTHER, &[k_pe, pos]);
+            let kv_cmpr = norm(&mut g, kv_cmpr, width(d.kv_lora)?, LATENT);
+            let (k_cache, v_cache) = (g.external(), g.external());
+            if d.absorbed {
+                // The query's no-RoPE part absorbed into the latent per head, then the latent
+                // and RoPE parts side by side; the cache holds K only and V is a view of it.
+                let q_nope = g.view(q3, OTHER);
+                let q_pe = g.view(q3, OTHER);
+                let q_pe = g.op(
+                    Kind::InPlace,
+                    width(heads.checked_mul(d.rope)?)?,
+                    OTHER,
+                    &[q_pe, pos],
+                );
+                let q_nope = g.view(q_nope, OTHER);
+                let w_kb = g.external();
+                let absorbed = g.op(
+                    Kind::Fresh,
+                    width(heads.checked_mul(d.kv_lora)?)?,
+                    OTHER,
+                    &[w_kb, q_nope],
+                );
+                let absorbed = g.view(absorbed, OTHER);
+                let q = g.op(
+                    Kind::Fresh,
+                    width(heads.checked_mul(d.kv_lora + d.rope)?)?,
+                    OTHER,
+                    &[absorbed, q_pe],
+                );
+                let latent = g.view(kv_cmpr, OTHER);
+                let k = g.op(
+                    Kind::Fresh,
+                    width(d.kv_lora + d.rope)?,
+                    OTHER,
+                    &[latent, k_pe],
+                );
+                g.expand(q);
+                g.expand(latent);
+                g.expand(k);
+                let k_rows = g.view(k, OTHER);
+                let stored = g.set_rows(k_cache, k_rows, k_idxs);
+                g.expand(stored);
+                let k_all = g.view(k_cache, OTHER);
+                let v_all = g.view(k_all, OTHER);
+                let q4 = g.view(q, OTHER);
+                let qp = g.view(q4, OTHER);
+                let kp = g.view(k_all, OTHER);
+                let vp = g.view(v_all, OTHER);
+                let w_vb = g.external();
+                let per_head_v = width(heads.checked_mul(d.v)?)?;
+                let latent_out = width(heads.checked_mul(d.kv_lora)?)?;
+                if flash_attention {
+                    let o = g.op(Kind::Fresh, latent_out, OTHER, &[qp, kp, vp, kq_mask]);
+                    let o = g.view(o, OTHER);
+                    let o = g.op(Kind::Fresh, per_head_v, OTHER, &[w_vb, o]);
+                    let o = g.view(o, OTHER);
+                    let o = g.op(Kind::Fresh, per_head_v, OTHER, &[o]);
+                    g.view(o, QUERY)
+                } else {
+                    // V is a view of the (untransposed) cache: copied out transposed, in the
+                    // cache's own type.
+                    let vt = g.view(vp, OTHER);
+                    let v_copy = g.op(
+                        Kind::Fresh,
+                        sat(kv_type.bytes_for(u128::from(kv_cells) * u128::from(d.kv_lora))),
+                        OTHER,
+                        &[vt],
+                    );
+                    let kq = g.op(Kind::Fresh, scores, SCORES, &[kp, qp]);
+                    let kq = g.op(Kind::InPlace, scores, SCORES, &[kq, kq_mask]);
+                    let kqv = g.op(Kind::Fresh, latent_out, OTHER, &[v_copy, kq]);
+                    let kqv = g.op(Kind::Fresh, per_head_v, OTHER, &[w_vb, kqv]);
+                    let permuted = g.view(kqv, OTHER);
+                    g.op(Kind::Fresh, per_head_v, QUERY, &[permuted])
+                }
+            } else {
+                // An unsplit attn_kv_b: full per-head K and V decompressed and cached.
+                let k_dim = heads.checked_mul(d.nope + d.rope)?;
+                let v_dim = heads.checked_mul(d.v)?;
+                let w_kv_b = g.external();
+                let kv_full = g.op(
+                    Kind::Fresh,
+                    width(heads.checked_mul(d.nope + d.v)?)?,
+                    OTHER,
+                    &[w_kv_b, kv_cmpr],
+                );
+                let k_nope = g.view(kv_full, OTHER);
+                let v_view = g.view(kv_full, OTHER);
+                let v = g.op(Kind::Fresh, width(v_dim)?, OTHER, &[v_view]);
+                let q = g.op(Kind::InPlace, width(k_dim)?, OTHER, &[q3, pos]);
+                let k_pe_all = g.op(
+                    Kind::Fresh,
+                    width(heads.checked_mul(d.rope)?)?,
+                    OTHER,
+                    &[k_pe],
+                );
+                let k = g.op(Kind::Fresh, width(k_dim)?, OTHER, &[k_nope, k_pe_all]);
+                g.expand(q);
+                g.expand(v);
+                g.expand(k);
+                let k_rows = g.view(k, OTHER);
+                let stored = g.set_rows(k_cache, k_rows, k_idxs);
+                g.expand(stored);
+                let v_idxs = if flash_attention {
+                    v_idxs
+                } else {
+                    *full_v_idxs.get_or_insert_with(|| {
+                        g.input(v_dim.saturating_mul(tokens).saturating_mul(8))
+                    })
+                };
+                let stored = if flash_attention {
+                    let v_rows = g.view(v, OTHER);
+                    g.set_rows(v_cache, v_rows, v_idxs)
+                } else {
+                    let v_2d = g.view(v, OTHER);
+                    let v_elems = g.view(v_2d, OTHER);
+                    let cache_elems = g.view(v_cache, OTHER);
+                    g.set_rows(cache_elems, v_elems, v_idxs)
+                };
+                g.expand(stored);
+                let k_all = g.view(k_cache, OTHER);
+                let v_all = g.view(v_cache, OTHER);
+                let q4 = g.view(q, OTHER);
+                let qp = g.view(q4, OTHER);
+                let kp = g.view(k_all, OTHER);
+                let vp = g.view(v_all, OTHER);
+                if flash_attention {
+                    let o = g.op(Kind::Fresh, width(v_dim)?, OTHER, &[qp, kp, vp, kq_mask]);
+                    g.view(o, QUERY)
+                } else {
+                    let kq = g.op(Kind::Fresh, scores, SCORES, &[kp, qp]);
+                    let kq = g.op(Kind::InPlace, scores, SCORES, &[kq, kq_mask]);
+                    let kqv = g.op(Kind::Fresh, width(v_dim)?, OTHER, &[vp, kq]);
+                    let permuted = g.view(kqv, OTHER);
+                    g.op(Kind::Fresh, width(v_dim)?, QUERY, &[permuted])
+                }
+            }
         } else {
-            let kq = g.op(Kind::Fresh, scores, SCORES, &[kp, qp]);
-            let kq = g.op(Kind::InPlace, scores, SCORES, &[kq, kq_mask]);
-            let kqv = g.op(Kind::Fresh, query, OTHER, &[vp, kq]);
-            let permuted = g.view(kqv, OTHER);
-            g.op(Kind::Fresh, query, QUERY, &[permuted])
+            let project = |g: &mut Graph, bytes: u64, layout: u64| {
+                let w = g.external();
+                let mut t = g.op(Kind::Fresh, bytes, layout, &[w, cur]);
+                if qkv_bias {
+                    let b = g.external();
+                    t = g.op(Kind::InPlace, bytes, layout, &[t, b]);
+                }
+                t
+            };
+            let (mut q, mut k, v) = if fused {
+                let qkv = project(
+                    &mut g,
+                    width(q_dim.checked_add(kv_dim.checked_mul(2)?)?)?,
+                    OTHER,
+                );
+                (g.view(qkv, Q3), g.view(qkv, K3), g.view(qkv, OTHER))
+            } else {
+                let q = project(&mut g, query, QUERY);
+                let k = project(&mut g, kv, KV);
+                let v = project(&mut g, kv, KV);
+                (g.view(q, Q3), g.view(k, K3), g.view(v, OTHER))
+            };
+            if qk_norm {
+                q = norm(&mut g, q, query, Q3);
+                k = norm(&mut g, k, kv, K3);
+            }
+            // Llama 4's global layers skip RoPE and scale the query by a per-token temperature.
+            let nope = (llama4 || cohere) && !arch.is_sliding_layer(layer);
+            let (mut q, k) = if nope && cohere {
+                (q, k)
+            } else if nope {
+                let scale = *attn_scale.get_or_insert_with(|| g.input(ids));
+                (g.op(Kind::InPlace, query, Q3, &[q, scale]), k)
+            } else {
+                (
+                    g.op(Kind::InPlace, query, Q3, &[q, pos]),
+                    g.op(Kind::InPlace, kv, K3, &[k, pos]),
+                )
+            };
+            let k = if llama4 && !nope {
+                q = g.op(Kind::InPlace, query, Q3, &[q]);
+                g.op(Kind::InPlace, kv, K3, &[k])
+            } else {
+                k
+            };
+            if gemma || fused {
+                q = g.op(Kind::InPlace, query, Q3, &[q]);
+            }
+            g.expand(q);
+            g.expand(v);
+            g.expand(k);
+            let (k_cache, v_cache) = (g.external(), g.external());
+            let k_rows = g.view(k, OTHER);
+            let stored = g.set_rows(k_cache, k_rows, k_idxs);
+            g.expand(stored);
+            let stored = if flash_attention {
+                let v_rows = g.view(v, OTHER);
+                g.set_rows(v_cache, v_rows, v_idxs)
+            } else {
+                // A view into the fused projection is not contiguous: it is copied out first.
+                let v_2d = if fused {
+                    g.op(Kind::Fresh, kv, OTHER, &[v])
+                } else {
+                    g.view(v, OTHER)
+                };
+                let v_elems = g.view(v_2d, OTHER);
+                let cache_elems = g.view(v_cache, OTHER);
+                g.set_rows(cache_elems, v_elems, v_idxs)
+            };
+            g.expand(stored);
+            let k_all = g.view(k_cache, OTHER);
+            let v_all = g.view(v_cache, OTHER);
+            let q4 = g.view(q, OTHER);
+            let qp = g.view(q4, OTHER);
+            let kp = g.view(k_all, OTHER);
+            let vp = g.view(v_all, OTHER);
+            if flash_attention {
+                let o = g.op(Kind::Fresh, query, OTHER, &[qp, kp, vp, kq_mask]);
+                g.view(o, QUERY)
+            } else {
+                let kq = g.op(Kind::Fresh, scores, SCORES, &[kp, qp]);
+                let kq = g.op(Kind::InPlace, scores, SCORES, &[kq, kq_mask]);
+                let kqv = g.op(Kind::Fresh, query, OTHER, &[vp, kq]);
+                let permuted = g.view(kqv, OTHER);
+                g.op(Kind::Fresh, query, QUERY, &[permuted])
+            }
         };
         g.expand(attended);
         let wo = g.external();
@@ -886,6 +1160,12 @@ mod tests {
     use super::*;
     use crate::model::llama_like;
 
+    const F16: Precision = Precision {
+        name: "f16",
+        block_bytes: 2,
+        block_elems: 1,
+    };
+
     #[test]
     fn freed_neighbours_merge_and_best_fit_prefers_the_smallest_hole() {
         let mut b = Blocks::new();
@@ -906,10 +1186,10 @@ mod tests {
     #[test]
     fn absurd_shapes_fall_back_instead_of_overflowing() {
         let huge = llama_like("x", 1 << 40, 1 << 41, 2, 1 << 20, 1 << 20, 1 << 40);
-        assert_eq!(compute_buffer(&huge, 512, 4096, 4096, false), None);
+        assert_eq!(compute_buffer(&huge, 512, 4096, 4096, false, &F16), None);
         let llama = llama_like("x", 64, 128, 2, 4, 2, 100);
         assert_eq!(
-            compute_buffer(&llama, u64::MAX, u64::MAX, u64::MAX, true),
+            compute_buffer(&llama, u64::MAX, u64::MAX, u64::MAX, true, &F16),
             None
         );
     }
@@ -917,10 +1197,10 @@ mod tests {
     #[test]
     fn only_the_modelled_layouts_are_replayed() {
         let llama = llama_like("x", 64, 128, 2, 4, 2, 100);
-        assert!(compute_buffer(&llama, 16, 256, 256, true).is_some());
+        assert!(compute_buffer(&llama, 16, 256, 256, true, &F16).is_some());
         let mut other = llama.clone();
         other.family = "gemma2".into();
-        assert!(compute_buffer(&other, 16, 256, 256, true).is_none());
+        assert!(compute_buffer(&other, 16, 256, 256, true, &F16).is_none());
         let mut routed = llama.clone();
         routed.moe = Some(crate::model::Moe {
             experts: 8,
@@ -932,18 +1212,19 @@ mod tests {
             router_bias: false,
             shared_gate: false,
             scaled_weights: false,
+            groups: (0, 0),
         });
-        assert!(compute_buffer(&routed, 16, 256, 256, false).is_some());
+        assert!(compute_buffer(&routed, 16, 256, 256, false, &F16).is_some());
         // A shared expert (Qwen2-MoE, Llama 4) is another builder's graph.
         if let Some(m) = routed.moe.as_mut() {
             m.shared_intermediate = 64;
         }
-        assert!(compute_buffer(&routed, 16, 256, 256, false).is_none());
+        assert!(compute_buffer(&routed, 16, 256, 256, false, &F16).is_none());
         let mut windowed = llama;
         windowed.sliding_window = Some(crate::model::SlidingWindow {
             window: 32,
             layers: crate::model::SlidingLayers::All,
         });
-        assert!(compute_buffer(&windowed, 16, 256, 256, true).is_none());
+        assert!(compute_buffer(&windowed, 16, 256, 256, true, &F16).is_none());
     }
 }

@@ -718,6 +718,10 @@ pub fn parse_config(
                 .get("routed_scaling_factor")
                 .and_then(Value::as_f64)
                 .is_some_and(|v| v != 0.0 && v != 1.0),
+            groups: (
+                f.map.get("n_group").and_then(Value::as_u64).unwrap_or(0),
+                f.map.get("topk_group").and_then(Value::as_u64).unwrap_or(0),
+            ),
         });
     }
 

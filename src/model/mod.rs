@@ -648,6 +648,10 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
                 Some(GgufValue::Float(f)) => *f != 0.0 && *f != 1.0,
                 _ => false,
             },
+            groups: (
+                get("expert_group_count").unwrap_or(0),
+                get("expert_group_used_count").unwrap_or(0),
+            ),
         });
     }
     // llama.cpp ignores Phi-3's sliding window (its log says so) and caches the full context;

@@ -102,6 +102,10 @@ def deepseek2_keys(w: GGUFWriter, a) -> None:
     w.add_uint32("deepseek2.leading_dense_block_count", a.dense_layers)
     w.add_uint32("deepseek2.expert_shared_count", a.shared_experts)
     w.add_float32("deepseek2.expert_weights_scale", 2.5 if a.routing_bias else 1.0)
+    if a.expert_groups:
+        # Group-limited routing (DeepSeek-V2/V3's n_group, topk_group), as converters write it.
+        w.add_uint32("deepseek2.expert_group_count", a.expert_groups)
+        w.add_uint32("deepseek2.expert_group_used_count", a.groups_used)
     if a.routing_bias:
         # DeepSeek-V3's router: sigmoid scores with a correction bias, normalised top-k.
         w.add_uint32("deepseek2.expert_gating_func", 2)
@@ -186,6 +190,10 @@ def main() -> None:
     p.add_argument("--legacy-mla", action="store_true")
     p.add_argument("--routing-bias", action="store_true",
                    help="deepseek2: DeepSeek-V3's sigmoid router with a correction bias")
+    p.add_argument("--expert-groups", type=int, default=0,
+                   help="deepseek2: expert groups (n_group; DeepSeek-V3: 8)")
+    p.add_argument("--groups-used", type=int, default=0,
+                   help="deepseek2: groups a token uses (topk_group; DeepSeek-V3: 4)")
     p.add_argument("--weights-scale", type=float, default=1.0,
                    help="glm4moe: routed_scaling_factor (GLM-4.5: 2.5, GLM-4.5-Air: 1.0)")
     p.add_argument("--tied", action="store_true", help="phi3: tied embeddings (Phi-4-mini)")
