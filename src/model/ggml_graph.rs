@@ -420,24 +420,23 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
             qk_norm,
         } => (qkv_bias, o_bias, qk_norm, None),
         Attention::Mla {
-            q_lora_rank,
-            kv_lora_rank,
-            qk_nope_head_dim,
-            qk_rope_head_dim,
-            v_head_dim,
-        } if deepseek => (
-            false,
-            false,
-            false,
-            Some(Mla {
-                q_lora: q_lora_rank,
-                kv_lora: kv_lora_rank,
-                nope: qk_nope_head_dim,
-                rope: qk_rope_head_dim,
-                v: v_head_dim,
-                absorbed: !arch.mla_full_cache,
-            }),
-        ),
+            q_lora_rank: q_lora,
+            kv_lora_rank: kv_lora,
+            qk_nope_head_dim: nope,
+            qk_rope_head_dim: rope,
+            v_head_dim: v,
+        } if deepseek => {
+            let absorbed = !arch.mla_full_cache;
+            let mla = Mla {
+                q_lora,
+                kv_lora,
+                nope,
+                rope,
+                v,
+                absorbed,
+            };
+            (false, false, false, Some(mla))
+        }
         Attention::Mla { .. } => return None,
     };
     let oss = matches!(arch.family.as_str(), "gpt-oss" | "gpt_oss");
