@@ -18,6 +18,23 @@ fn sat(v: u128) -> u64 {
 /// The CPU backend's tensor alignment (`TENSOR_ALIGNMENT`).
 const ALIGNMENT: u64 = 32;
 
+// Distinct layouts for the in-place check (only same-shaped tensors share memory).
+const MODEL: u64 = 1;
+const QUERY: u64 = 2;
+const KV: u64 = 3;
+const FFN: u64 = 4;
+const SCORES: u64 = 5;
+const Q3: u64 = 6;
+const K3: u64 = 7;
+const OTHER: u64 = 8;
+const ROUTER: u64 = 9;
+const ROUTER_IDS: u64 = 10;
+const WEIGHTS: u64 = 11;
+const SUMS: u64 = 12;
+const EXPERT_FFN: u64 = 13;
+const EXPERT_OUT: u64 = 14;
+const LATENT: u64 = 15;
+
 const INPUT_LAYOUT: u64 = u64::MAX;
 
 /// What the allocator needs to know of an op: whether ggml may compute it in its first
@@ -252,6 +269,67 @@ struct CacheInputs {
     v_idxs: usize,
     mask: usize,
     scores: u64,
+}
+
+/// What one layer's attention reads besides Q, K and V.
+struct AttentionStep {
+    k_idxs: usize,
+    v_idxs: usize,
+    mask: usize,
+    /// Bytes of the scores without flash attention.
+    scores: u64,
+    /// Bytes of the attention output.
+    out: u64,
+    /// Bytes of V copied out contiguous before the transposed cache takes it, where V is a view
+    /// that is not.
+    v_copy: Option<u64>,
+    flash_attention: bool,
+}
+
+/// `build_attn` over a K and a V cache: Q, V and K evaluated in that order, K and V written to
+/// their caches, then flash attention, or the scores, their softmax and the weighted sum of V
+/// made contiguous. Returns the attention output.
+fn attend(
+    g: &mut Graph,
+    [q, k, v]: [usize; 3],
+    (k_cache, v_cache): (usize, usize),
+    a: &AttentionStep,
+) -> usize {
+    g.expand(q);
+    g.expand(v);
+    g.expand(k);
+    let k_rows = g.view(k, OTHER);
+    let stored = g.set_rows(k_cache, k_rows, a.k_idxs);
+    g.expand(stored);
+    let stored = if a.flash_attention {
+        let v_rows = g.view(v, OTHER);
+        g.set_rows(v_cache, v_rows, a.v_idxs)
+    } else {
+        let v_2d = match a.v_copy {
+            Some(bytes) => g.op(Kind::Fresh, bytes, OTHER, &[v]),
+            None => g.view(v, OTHER),
+        };
+        let v_elems = g.view(v_2d, OTHER);
+        let cache_elems = g.view(v_cache, OTHER);
+        g.set_rows(cache_elems, v_elems, a.v_idxs)
+    };
+    g.expand(stored);
+    let k_all = g.view(k_cache, OTHER);
+    let v_all = g.view(v_cache, OTHER);
+    let q4 = g.view(q, OTHER);
+    let qp = g.view(q4, OTHER);
+    let kp = g.view(k_all, OTHER);
+    let vp = g.view(v_all, OTHER);
+    if a.flash_attention {
+        let o = g.op(Kind::Fresh, a.out, OTHER, &[qp, kp, vp, a.mask]);
+        g.view(o, QUERY)
+    } else {
+        let kq = g.op(Kind::Fresh, a.scores, SCORES, &[kp, qp]);
+        let kq = g.op(Kind::InPlace, a.scores, SCORES, &[kq, a.mask]);
+        let kqv = g.op(Kind::Fresh, a.out, OTHER, &[vp, kq]);
+        let permuted = g.view(kqv, OTHER);
+        g.op(Kind::Fresh, a.out, QUERY, &[permuted])
+    }
 }
 
 /// Tensor sizes of a routed feed-forward block.
@@ -575,22 +653,6 @@ pub(crate) fn compute_buffer(
     {
         return None;
     }
-    // Distinct layouts for the in-place check (only same-shaped tensors share memory).
-    const MODEL: u64 = 1;
-    const QUERY: u64 = 2;
-    const KV: u64 = 3;
-    const FFN: u64 = 4;
-    const SCORES: u64 = 5;
-    const Q3: u64 = 6;
-    const K3: u64 = 7;
-    const OTHER: u64 = 8;
-    const ROUTER: u64 = 9;
-    const ROUTER_IDS: u64 = 10;
-    const WEIGHTS: u64 = 11;
-    const SUMS: u64 = 12;
-    const EXPERT_FFN: u64 = 13;
-    const EXPERT_OUT: u64 = 14;
-    const LATENT: u64 = 15;
 
     let mut g = Graph::default();
     let ids = tokens.checked_mul(4)?;
@@ -936,12 +998,6 @@ pub(crate) fn compute_buffer(
                     &[k_pe],
                 );
                 let k = g.op(Kind::Fresh, width(k_dim)?, OTHER, &[k_nope, k_pe_all]);
-                g.expand(q);
-                g.expand(v);
-                g.expand(k);
-                let k_rows = g.view(k, OTHER);
-                let stored = g.set_rows(k_cache, k_rows, k_idxs);
-                g.expand(stored);
                 let v_idxs = if flash_attention {
                     v_idxs
                 } else {
@@ -949,32 +1005,16 @@ pub(crate) fn compute_buffer(
                         g.input(v_dim.saturating_mul(tokens).saturating_mul(8))
                     })
                 };
-                let stored = if flash_attention {
-                    let v_rows = g.view(v, OTHER);
-                    g.set_rows(v_cache, v_rows, v_idxs)
-                } else {
-                    let v_2d = g.view(v, OTHER);
-                    let v_elems = g.view(v_2d, OTHER);
-                    let cache_elems = g.view(v_cache, OTHER);
-                    g.set_rows(cache_elems, v_elems, v_idxs)
+                let step = AttentionStep {
+                    k_idxs,
+                    v_idxs,
+                    mask: kq_mask,
+                    scores,
+                    out: width(v_dim)?,
+                    v_copy: None,
+                    flash_attention,
                 };
-                g.expand(stored);
-                let k_all = g.view(k_cache, OTHER);
-                let v_all = g.view(v_cache, OTHER);
-                let q4 = g.view(q, OTHER);
-                let qp = g.view(q4, OTHER);
-                let kp = g.view(k_all, OTHER);
-                let vp = g.view(v_all, OTHER);
-                if flash_attention {
-                    let o = g.op(Kind::Fresh, width(v_dim)?, OTHER, &[qp, kp, vp, kq_mask]);
-                    g.view(o, QUERY)
-                } else {
-                    let kq = g.op(Kind::Fresh, scores, SCORES, &[kp, qp]);
-                    let kq = g.op(Kind::InPlace, scores, SCORES, &[kq, kq_mask]);
-                    let kqv = g.op(Kind::Fresh, width(v_dim)?, OTHER, &[vp, kq]);
-                    let permuted = g.view(kqv, OTHER);
-                    g.op(Kind::Fresh, width(v_dim)?, QUERY, &[permuted])
-                }
+                attend(&mut g, [q, k, v], (k_cache, v_cache), &step)
             }
         } else {
             let project = |g: &mut Graph, bytes: u64, layout: u64| {
@@ -1025,44 +1065,19 @@ pub(crate) fn compute_buffer(
             if gemma || fused {
                 q = g.op(Kind::InPlace, query, Q3, &[q]);
             }
-            g.expand(q);
-            g.expand(v);
-            g.expand(k);
-            let (k_cache, v_cache) = (g.external(), g.external());
-            let k_rows = g.view(k, OTHER);
-            let stored = g.set_rows(k_cache, k_rows, k_idxs);
-            g.expand(stored);
-            let stored = if flash_attention {
-                let v_rows = g.view(v, OTHER);
-                g.set_rows(v_cache, v_rows, v_idxs)
-            } else {
-                // A view into the fused projection is not contiguous: it is copied out first.
-                let v_2d = if fused {
-                    g.op(Kind::Fresh, kv, OTHER, &[v])
-                } else {
-                    g.view(v, OTHER)
-                };
-                let v_elems = g.view(v_2d, OTHER);
-                let cache_elems = g.view(v_cache, OTHER);
-                g.set_rows(cache_elems, v_elems, v_idxs)
+            let step = AttentionStep {
+                k_idxs,
+                v_idxs,
+                mask: kq_mask,
+                scores,
+                out: query,
+                // A view into the fused projection is not contiguous: without flash attention
+                // (a transposed V cache) it is copied out first.
+                v_copy: fused.then_some(kv),
+                flash_attention,
             };
-            g.expand(stored);
-            let k_all = g.view(k_cache, OTHER);
-            let v_all = g.view(v_cache, OTHER);
-            let q4 = g.view(q, OTHER);
-            let qp = g.view(q4, OTHER);
-            let kp = g.view(k_all, OTHER);
-            let vp = g.view(v_all, OTHER);
-            if flash_attention {
-                let o = g.op(Kind::Fresh, query, OTHER, &[qp, kp, vp, kq_mask]);
-                g.view(o, QUERY)
-            } else {
-                let kq = g.op(Kind::Fresh, scores, SCORES, &[kp, qp]);
-                let kq = g.op(Kind::InPlace, scores, SCORES, &[kq, kq_mask]);
-                let kqv = g.op(Kind::Fresh, query, OTHER, &[vp, kq]);
-                let permuted = g.view(kqv, OTHER);
-                g.op(Kind::Fresh, query, QUERY, &[permuted])
-            }
+            let caches = (g.external(), g.external());
+            attend(&mut g, [q, k, v], caches, &step)
         };
         g.expand(attended);
         let wo = g.external();
