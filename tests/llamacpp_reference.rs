@@ -132,7 +132,10 @@ fn compare_mamba(name: &str) -> Vec<(String, u64, u64, bool, f64)> {
     let dt_rank = d.div_ceil(16);
     let mut arch = llama_like(doc["shape_of"].as_str().unwrap(), d, 0, layers, 0, 0, vocab);
     arch.tie_word_embeddings = s["tied"].as_bool().unwrap();
+    // As `estimate --gguf` reads a Mamba GGUF: every layer recurrent, one norm, no MLP.
+    arch.family = "mamba".into();
     arch.head_dim = 0;
+    arch.norms_per_layer = 1;
     arch.ssm = Some(gpumem::model::Ssm {
         kind: gpumem::model::SsmKind::Mamba,
         conv_kernel: conv,
@@ -141,7 +144,7 @@ fn compare_mamba(name: &str) -> Vec<(String, u64, u64, bool, f64)> {
         dt_rank,
         groups: 0,
         conv_bias: true,
-        norm: true,
+        norm: false,
         ranks: [0; 4],
     });
     // f16 matrices, f32 vectors and SSM parameters.

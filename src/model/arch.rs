@@ -130,7 +130,8 @@ pub struct Ssm {
     /// The convolution has a bias (Mamba, Mamba-2; never Gated DeltaNet's).
     pub conv_bias: bool,
     /// Mamba-2's gated RMSNorm before the out-projection (Falcon-H1 configs may leave it out;
-    /// Gated DeltaNet always has its own).
+    /// Gated DeltaNet always has its own); for Mamba, FalconMamba's weightless RMS norms over
+    /// Δ, B and C (`ssm.dt_b_c_rms`); always set for the other kinds.
     pub norm: bool,
     /// RWKV's low-rank projections: RWKV-6 (token shift, decay, 0, 0), RWKV-7 (decay, in-context
     /// learning rate, value-residual mix, gate); zeros for the other kinds.

@@ -8,7 +8,7 @@
 //! to the byte (CPU backend, 32-byte alignment: `tests/fixtures/llamacpp/`); elsewhere
 //! [`compute_buffer`] returns `None` and the estimate falls back to its stage formulas.
 
-use super::arch::{Attention, Mlp, ModelArch, Norm};
+use super::arch::{Attention, Mlp, ModelArch, Norm, Ssm, SsmKind};
 use super::dtype::Precision;
 
 fn sat(v: u128) -> u64 {
@@ -34,6 +34,7 @@ const SUMS: u64 = 12;
 const EXPERT_FFN: u64 = 13;
 const EXPERT_OUT: u64 = 14;
 const LATENT: u64 = 15;
+const INNER: u64 = 16;
 
 const INPUT_LAYOUT: u64 = u64::MAX;
 
@@ -142,12 +143,22 @@ impl Graph {
     /// `ggml_set_rows(dest, rows, indices)`: a view of `dest` whose sources are, as ggml orders
     /// them, the rows, the indices and `dest`.
     fn set_rows(&mut self, dest: usize, rows: usize, indices: usize) -> usize {
+        self.write(dest, &[rows, indices, dest])
+    }
+
+    /// `ggml_cpy(src, dest)`: a view of `dest` that reads `src`.
+    fn copy(&mut self, src: usize, dest: usize) -> usize {
+        self.write(dest, &[src, dest])
+    }
+
+    /// An op that writes into `dest` (a view of it) from `srcs`.
+    fn write(&mut self, dest: usize, srcs: &[usize]) -> usize {
         let root = self.tensors[dest].view_src.unwrap_or(dest);
         self.push(Tensor {
             kind: Kind::View,
             bytes: self.tensors[dest].bytes,
             layout: 0,
-            srcs: vec![rows, indices, dest],
+            srcs: srcs.to_vec(),
             view_src: Some(root),
             input: false,
             output: false,
@@ -437,7 +448,7 @@ fn reserve(g: &Graph) -> u64 {
 }
 
 /// Which of llama.cpp's graph builders an architecture runs, as far as the allocator sees it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 struct Builder {
     qkv_bias: bool,
     o_bias: bool,
@@ -467,6 +478,17 @@ struct Builder {
     /// DeepSeek-V2/V3 (`deepseek2`): multi-head latent attention, and DeepSeek-V2's softmax
     /// router whose weights are not normalised.
     mla: Option<Mla>,
+    /// The recurrent mixer of the layers that have one (`mamba`, `jamba`).
+    recurrent: Option<Ssm>,
+    /// Attention without RoPE (Jamba).
+    rope_free: bool,
+    /// The residual is the first operand of both residual adds (Jamba's `add(inpL, cur)`),
+    /// so they may take its memory first.
+    residual_first: bool,
+    /// The routed experts' top-k weights are used as gathered (DeepSeek-V2, Jamba).
+    unnormalised: bool,
+    /// A layer is its mixer alone, without a feed-forward block (Mamba).
+    mixer_only: bool,
 }
 
 /// Multi-head latent attention's widths, and whether the GGUF caches the latent (`absorbed`,
@@ -487,6 +509,9 @@ struct Mla {
 /// GGUFs are `llama`): pre-norm RMS attention with grouped K/V, optional q/k/v and output
 /// biases, per-head q/k norms (Qwen3, Gemma 3), and a gated feed-forward or routed experts.
 fn modelled(arch: &ModelArch) -> Option<Builder> {
+    if let Some(ssm) = arch.ssm {
+        return recurrent(arch, ssm);
+    }
     let deepseek = matches!(
         arch.family.as_str(),
         "deepseek2" | "deepseek_v2" | "deepseek_v3" | "kimi_k2"
@@ -590,7 +615,299 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
         cohere,
         glm: glm || (deepseek && arch.moe.as_ref().is_some_and(|m| m.router_bias)),
         mla,
+        unnormalised: mla.is_some() && !(arch.moe.as_ref().is_some_and(|m| m.router_bias)),
+        ..Builder::default()
     })
+}
+
+/// The recurrent and hybrid layouts modelled here: llama.cpp's `mamba` (Mamba, FalconMamba)
+/// and `jamba` builders.
+fn recurrent(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
+    let sane = ssm.inner > 0
+        && ssm.state > 0
+        && ssm.dt_rank > 0
+        && ssm.conv_kernel > 1
+        && arch.num_layers > 0
+        && !arch.parallel_attention
+        && !arch.ffn_blocks_alone
+        && !arch.embedding_norm
+        && arch.norm == Norm::Rms;
+    if !sane {
+        return None;
+    }
+    match (arch.family.as_str(), ssm.kind) {
+        ("mamba", SsmKind::Mamba) | ("mamba2", SsmKind::Mamba2) => {
+            (arch.attention_layer_count() == 0 && arch.moe.is_none() && arch.norms_per_layer == 1)
+                .then_some(Builder {
+                    recurrent: Some(ssm),
+                    mixer_only: true,
+                    ..Builder::default()
+                })
+        }
+        ("jamba", SsmKind::JambaMamba) => {
+            let attention_ok = arch.attention
+                == Attention::Standard {
+                    qkv_bias: false,
+                    o_bias: false,
+                    qk_norm: false,
+                }
+                && arch.num_heads > 0
+                && arch.num_kv_heads > 0
+                && arch.head_dim > 0
+                && arch.sliding_window.is_none()
+                && !arch.attn_output_gate
+                && !arch.attention_sinks;
+            // llama.cpp's Jamba routes by softmax, top-k weights as gathered, no shared expert.
+            let moe_ok = arch.moe.as_ref().is_none_or(|m| {
+                m.shared_intermediate == 0
+                    && !m.router_bias
+                    && !m.shared_gate
+                    && m.groups.0 <= 1
+                    && m.experts > 0
+                    && (1..=m.experts).contains(&m.experts_per_token)
+            });
+            (attention_ok
+                && moe_ok
+                && arch.mlp == Mlp::Gated
+                && !arch.mlp_bias
+                && arch.norms_per_layer == 2
+                && !arch.query_prescaled)
+                .then_some(Builder {
+                    recurrent: Some(ssm),
+                    rope_free: true,
+                    residual_first: true,
+                    unnormalised: true,
+                    ..Builder::default()
+                })
+        }
+        _ => None,
+    }
+}
+
+/// The recurrent state's graph inputs: which cached state each sequence reads (one sequence
+/// here), and the rows past them (none).
+#[derive(Debug, Clone, Copy)]
+struct StateInputs {
+    main: usize,
+    extra: usize,
+}
+
+/// `build_rs`: the states of one layer's cache `all` (f32 rows of `row_bytes` per sequence)
+/// cleared where new, read by `rows` (a `get_rows`, or Mamba's scan), and the rows of
+/// sequences not in the batch copied back (none here).
+fn read_states(
+    g: &mut Graph,
+    all: usize,
+    inputs: StateInputs,
+    rows: impl FnOnce(&mut Graph, usize, usize) -> usize,
+) -> usize {
+    let states = g.view(all, OTHER);
+    let zero = g.view(states, OTHER);
+    let cleared = g.view(zero, OTHER);
+    g.expand(cleared);
+    let out = rows(g, states, inputs.main);
+    g.expand(out);
+    let extra = g.op(Kind::Fresh, 0, OTHER, &[states, inputs.extra]);
+    let dest = g.view(all, OTHER);
+    let copied = g.copy(extra, dest);
+    g.expand(copied);
+    out
+}
+
+/// One Mamba-2 mixer (`build_mamba2_layer`) over `cur`: one in-projection to z, x/B/C and Δ,
+/// the convolution over x/B/C (its last `d_conv − 1` inputs written back), the scan from the
+/// cached state (its final state written back), the skip term, the z gate, the grouped norm
+/// where the model has one, and the out-projection.
+fn mamba2(
+    g: &mut Graph,
+    cur: usize,
+    s: &Ssm,
+    inputs: StateInputs,
+    tokens: u64,
+    model: u64,
+) -> Option<usize> {
+    let f32 = |elems: u64| elems.checked_mul(4);
+    let width = |n: u64| f32(n.checked_mul(tokens)?);
+    let inner = width(s.inner)?;
+    let channels = u64::try_from(s.conv_channels()).ok()?;
+    let conv_state = f32((s.conv_kernel - 1).checked_mul(channels)?)?;
+    let scan_out = f32(s
+        .inner
+        .checked_mul(tokens)?
+        .checked_add(s.state.checked_mul(s.inner)?)?)?;
+    let in_proj = s
+        .inner
+        .checked_mul(2)?
+        .checked_add(channels - s.inner)?
+        .checked_add(s.dt_rank)?;
+    let (conv_all, ssm_all) = (g.external(), g.external());
+    let conv = read_states(g, conv_all, inputs, |g, states, ids| {
+        g.op(Kind::Fresh, conv_state, OTHER, &[states, ids])
+    });
+    let conv = g.view(conv, OTHER);
+    let w_in = g.external();
+    let zx = g.op(Kind::Fresh, width(in_proj)?, OTHER, &[w_in, cur]);
+    let zx = g.view(zx, OTHER);
+    let z = g.view(zx, OTHER);
+    let xbc = g.view(zx, OTHER);
+    let dt = g.view(zx, OTHER);
+    let xt = g.view(xbc, OTHER);
+    let conv_x = g.op(
+        Kind::Fresh,
+        f32((s.conv_kernel - 1)
+            .checked_add(tokens)?
+            .checked_mul(channels)?)?,
+        OTHER,
+        &[conv, xt],
+    );
+    let last = g.view(conv_x, OTHER);
+    let dest = g.view(conv_all, OTHER);
+    let saved = g.copy(last, dest);
+    g.expand(saved);
+    let w_conv = g.external();
+    let conv_out = width(channels)?;
+    let xbc = g.op(Kind::Fresh, conv_out, OTHER, &[conv_x, w_conv]);
+    let b = g.external();
+    let xbc = g.op(Kind::InPlace, conv_out, OTHER, &[xbc, b]);
+    let xbc = g.op(Kind::InPlace, conv_out, OTHER, &[xbc]);
+    let x = g.view(xbc, OTHER);
+    let bs = g.view(xbc, OTHER);
+    let cs = g.view(xbc, OTHER);
+    let heads = width(s.dt_rank)?;
+    let dt = g.op(Kind::Fresh, heads, OTHER, &[dt]);
+    let b = g.external();
+    let dt = g.op(Kind::InPlace, heads, OTHER, &[dt, b]);
+    let a = g.external();
+    let y_ssm = read_states(g, ssm_all, inputs, |g, states, ids| {
+        let ssm = g.view(states, OTHER);
+        g.op(Kind::Fresh, scan_out, OTHER, &[ssm, x, dt, a, bs, cs, ids])
+    });
+    let last_state = g.view(y_ssm, OTHER);
+    let dest = g.view(ssm_all, OTHER);
+    let saved = g.copy(last_state, dest);
+    g.expand(saved);
+    let y = g.view(y_ssm, INNER);
+    let d = g.external();
+    let skip = g.op(Kind::InPlace, inner, INNER, &[x, d]);
+    let y = g.op(Kind::InPlace, inner, INNER, &[y, skip]);
+    let z = g.op(Kind::Fresh, inner, INNER, &[z]);
+    let mut y = g.op(Kind::Fresh, inner, INNER, &[z, y]);
+    if s.norm {
+        let grouped = g.view(y, OTHER);
+        let n = g.op(Kind::InPlace, inner, INNER, &[grouped]);
+        let w = g.external();
+        y = g.op(Kind::InPlace, inner, INNER, &[n, w]);
+    }
+    let y = g.view(y, OTHER);
+    let w_out = g.external();
+    Some(g.op(Kind::Fresh, model, MODEL, &[w_out, y]))
+}
+
+/// One Mamba (v1) mixer (`build_mamba_layer`) over `cur` (`tokens` tokens, one sequence):
+/// the in-projection to x and z, the convolution over the cached and new inputs (the last
+/// `d_conv − 1` written back), Δ/B/C from x (normed for Jamba and FalconMamba), the selective
+/// scan from the cached state (its final state written back), the skip term, the z gate and
+/// the out-projection. Returns the mixer's output.
+fn mamba(
+    g: &mut Graph,
+    cur: usize,
+    s: &Ssm,
+    inputs: StateInputs,
+    tokens: u64,
+    model: u64,
+) -> Option<usize> {
+    let f32 = |elems: u64| elems.checked_mul(4);
+    let width = |n: u64| f32(n.checked_mul(tokens)?);
+    let inner = width(s.inner)?;
+    let conv_state = f32((s.conv_kernel - 1).checked_mul(s.inner)?)?;
+    let scan_out = f32(s
+        .inner
+        .checked_mul(tokens)?
+        .checked_add(s.state.checked_mul(s.inner)?)?)?;
+    let (conv_all, ssm_all) = (g.external(), g.external());
+    let conv = read_states(g, conv_all, inputs, |g, states, ids| {
+        g.op(Kind::Fresh, conv_state, OTHER, &[states, ids])
+    });
+    let conv = g.view(conv, OTHER);
+    let cur = g.view(cur, OTHER);
+    let w_in = g.external();
+    let xz = g.op(
+        Kind::Fresh,
+        width(s.inner.checked_mul(2)?)?,
+        OTHER,
+        &[w_in, cur],
+    );
+    let x = g.view(xz, OTHER);
+    let z = g.view(xz, OTHER);
+    let xt = g.view(x, OTHER);
+    let conv_x = g.op(
+        Kind::Fresh,
+        f32((s.conv_kernel - 1)
+            .checked_add(tokens)?
+            .checked_mul(s.inner)?)?,
+        OTHER,
+        &[conv, xt],
+    );
+    let last = g.view(conv_x, OTHER);
+    let dest = g.view(conv_all, OTHER);
+    let saved = g.copy(last, dest);
+    g.expand(saved);
+    let w_conv = g.external();
+    let x = g.op(Kind::Fresh, inner, INNER, &[conv_x, w_conv]);
+    let b = g.external();
+    let x = g.op(Kind::InPlace, inner, INNER, &[x, b]);
+    let x = g.op(Kind::InPlace, inner, INNER, &[x]);
+    let w_x = g.external();
+    let dt_b_c = width(s.dt_rank.checked_add(s.state.checked_mul(2)?)?)?;
+    let x_db = g.op(Kind::Fresh, dt_b_c, OTHER, &[w_x, x]);
+    let dt = g.view(x_db, OTHER);
+    let bs = g.view(x_db, OTHER);
+    let cs = g.view(x_db, OTHER);
+    // Jamba's norms carry weights, FalconMamba's do not; either way each is a tensor of its
+    // own (a view's memory is never reused in place).
+    let weighted = s.kind == SsmKind::JambaMamba;
+    let normed = weighted || s.norm;
+    let (dt, bs, cs) = if normed {
+        let norm = |g: &mut Graph, t: usize, bytes: u64| {
+            let n = g.op(Kind::InPlace, bytes, OTHER, &[t]);
+            if !weighted {
+                return n;
+            }
+            let w = g.external();
+            g.op(Kind::InPlace, bytes, OTHER, &[n, w])
+        };
+        let state = width(s.state)?;
+        (
+            norm(g, dt, width(s.dt_rank)?),
+            norm(g, bs, state),
+            norm(g, cs, state),
+        )
+    } else {
+        (g.op(Kind::Fresh, width(s.dt_rank)?, OTHER, &[dt]), bs, cs)
+    };
+    let w_dt = g.external();
+    let dt = g.op(Kind::Fresh, inner, INNER, &[w_dt, dt]);
+    let b = g.external();
+    let dt = g.op(Kind::InPlace, inner, INNER, &[dt, b]);
+    let x4 = g.view(x, OTHER);
+    let a = g.external();
+    let y_ssm = read_states(g, ssm_all, inputs, |g, states, ids| {
+        let ssm = g.view(states, OTHER);
+        g.op(Kind::Fresh, scan_out, OTHER, &[ssm, x4, dt, a, bs, cs, ids])
+    });
+    let last_state = g.view(y_ssm, OTHER);
+    let dest = g.view(ssm_all, OTHER);
+    let saved = g.copy(last_state, dest);
+    g.expand(saved);
+    let y = g.view(y_ssm, INNER);
+    let d = g.external();
+    let skip = g.op(Kind::InPlace, inner, INNER, &[x, d]);
+    let y = g.op(Kind::InPlace, inner, INNER, &[y, skip]);
+    let z = g.op(Kind::Fresh, inner, INNER, &[z]);
+    let y = g.op(Kind::Fresh, inner, INNER, &[z, y]);
+    let w_out = g.external();
+    let out = g.op(Kind::Fresh, model, MODEL, &[w_out, y]);
+    Some(g.view(out, MODEL))
 }
 
 /// llama.cpp's CPU compute buffer for `arch`'s prompt graph of `tokens` tokens (every one an
@@ -616,9 +933,13 @@ pub(crate) fn compute_buffer(
         cohere,
         glm,
         mla,
+        recurrent,
+        rope_free,
+        residual_first,
+        unnormalised,
+        mixer_only,
     } = modelled(arch)?;
-    // DeepSeek-V2's router (softmax, no correction bias) leaves its top-k weights unnormalised.
-    let normalised = mla.is_none() || glm;
+    let normalised = !unnormalised;
     // Guards against shapes no device could hold; the estimate's own plausibility checks
     // refuse those first, so this is never the figure a user sees.
     if arch.num_layers > 4096 || tokens == 0 {
@@ -683,6 +1004,15 @@ pub(crate) fn compute_buffer(
     let full = cache_inputs(&mut g, mask.0, scores.0)?;
     let swa = cache_inputs(&mut g, mask.1, scores.1)?;
     let out_ids = g.input(ids);
+    // The recurrent states' copy indices: one i32 per sequence, the rows past the batch's
+    // sequences (none) a second view.
+    let state_inputs = recurrent.map(|_| {
+        let copy = g.input(4);
+        StateInputs {
+            main: g.view(copy, OTHER),
+            extra: g.view(copy, OTHER),
+        }
+    });
     let norm = |g: &mut Graph, x: usize, bytes: u64, layout: u64| {
         // ggml computes RMSNorm in place where it can; LayerNorm (`ggml_norm`) never.
         let kind = if cohere { Kind::Fresh } else { Kind::InPlace };
@@ -864,228 +1194,239 @@ pub(crate) fn compute_buffer(
         let residual = inp;
         let cur = norm(&mut g, inp, model, MODEL);
         let normed = cur;
-        let attended = if let Some(d) = mla {
-            // DeepSeek's latent attention (`deepseek2` builder). Q, optionally through its own
-            // low-rank projection and norm; the compressed K/V latent and the shared RoPE key
-            // from one projection.
-            let heads = arch.num_heads;
-            let q = match d.q_lora {
-                Some(rank) => {
-                    let (wa, wb) = (g.external(), g.external());
-                    let a = g.op(Kind::Fresh, width(rank)?, OTHER, &[wa, cur]);
-                    let a = norm(&mut g, a, width(rank)?, OTHER);
-                    g.op(
-                        Kind::Fresh,
-                        width(heads.checked_mul(d.nope + d.rope)?)?,
-                        OTHER,
-                        &[wb, a],
-                    )
-                }
-                None => {
-                    let w = g.external();
-                    g.op(
-                        Kind::Fresh,
-                        width(heads.checked_mul(d.nope + d.rope)?)?,
-                        OTHER,
-                        &[w, cur],
-                    )
-                }
-            };
-            let q3 = g.view(q, OTHER);
-            let w_kv_a = g.external();
-            let kv_pe = g.op(
-                Kind::Fresh,
-                width(d.kv_lora + d.rope)?,
-                OTHER,
-                &[w_kv_a, cur],
-            );
-            let kv_cmpr = g.view(kv_pe, OTHER);
-            let k_pe = g.view(kv_pe, OTHER);
-            let k_pe = g.op(Kind::InPlace, width(d.rope)?, OTHER, &[k_pe, pos]);
-            let kv_cmpr = norm(&mut g, kv_cmpr, width(d.kv_lora)?, LATENT);
-            let (k_cache, v_cache) = (g.external(), g.external());
-            if d.absorbed {
-                // The query's no-RoPE part absorbed into the latent per head, then the latent
-                // and RoPE parts side by side; the cache holds K only and V is a view of it.
-                let q_nope = g.view(q3, OTHER);
-                let q_pe = g.view(q3, OTHER);
-                let q_pe = g.op(
-                    Kind::InPlace,
-                    width(heads.checked_mul(d.rope)?)?,
-                    OTHER,
-                    &[q_pe, pos],
-                );
-                let q_nope = g.view(q_nope, OTHER);
-                let w_kb = g.external();
-                let absorbed = g.op(
-                    Kind::Fresh,
-                    width(heads.checked_mul(d.kv_lora)?)?,
-                    OTHER,
-                    &[w_kb, q_nope],
-                );
-                let absorbed = g.view(absorbed, OTHER);
-                let q = g.op(
-                    Kind::Fresh,
-                    width(heads.checked_mul(d.kv_lora + d.rope)?)?,
-                    OTHER,
-                    &[absorbed, q_pe],
-                );
-                let latent = g.view(kv_cmpr, OTHER);
-                let k = g.op(
+        let mixer = recurrent
+            .zip(state_inputs)
+            .filter(|_| arch.is_recurrent_layer(layer));
+        let mut cur = if let Some((s, inputs)) = mixer {
+            match s.kind {
+                SsmKind::Mamba2 => mamba2(&mut g, cur, &s, inputs, tokens, model)?,
+                _ => mamba(&mut g, cur, &s, inputs, tokens, model)?,
+            }
+        } else {
+            let attended = if let Some(d) = mla {
+                // DeepSeek's latent attention (`deepseek2` builder). Q, optionally through its own
+                // low-rank projection and norm; the compressed K/V latent and the shared RoPE key
+                // from one projection.
+                let heads = arch.num_heads;
+                let q = match d.q_lora {
+                    Some(rank) => {
+                        let (wa, wb) = (g.external(), g.external());
+                        let a = g.op(Kind::Fresh, width(rank)?, OTHER, &[wa, cur]);
+                        let a = norm(&mut g, a, width(rank)?, OTHER);
+                        g.op(
+                            Kind::Fresh,
+                            width(heads.checked_mul(d.nope + d.rope)?)?,
+                            OTHER,
+                            &[wb, a],
+                        )
+                    }
+                    None => {
+                        let w = g.external();
+                        g.op(
+                            Kind::Fresh,
+                            width(heads.checked_mul(d.nope + d.rope)?)?,
+                            OTHER,
+                            &[w, cur],
+                        )
+                    }
+                };
+                let q3 = g.view(q, OTHER);
+                let w_kv_a = g.external();
+                let kv_pe = g.op(
                     Kind::Fresh,
                     width(d.kv_lora + d.rope)?,
                     OTHER,
-                    &[latent, k_pe],
+                    &[w_kv_a, cur],
                 );
-                g.expand(q);
-                g.expand(latent);
-                g.expand(k);
-                let k_rows = g.view(k, OTHER);
-                let stored = g.set_rows(k_cache, k_rows, k_idxs);
-                g.expand(stored);
-                let k_all = g.view(k_cache, OTHER);
-                let v_all = g.view(k_all, OTHER);
-                let q4 = g.view(q, OTHER);
-                let qp = g.view(q4, OTHER);
-                let kp = g.view(k_all, OTHER);
-                let vp = g.view(v_all, OTHER);
-                let w_vb = g.external();
-                let per_head_v = width(heads.checked_mul(d.v)?)?;
-                let latent_out = width(heads.checked_mul(d.kv_lora)?)?;
-                if flash_attention {
-                    let o = g.op(Kind::Fresh, latent_out, OTHER, &[qp, kp, vp, kq_mask]);
-                    let o = g.view(o, OTHER);
-                    let o = g.op(Kind::Fresh, per_head_v, OTHER, &[w_vb, o]);
-                    let o = g.view(o, OTHER);
-                    let o = g.op(Kind::Fresh, per_head_v, OTHER, &[o]);
-                    g.view(o, QUERY)
-                } else {
-                    // V is a view of the (untransposed) cache: copied out transposed, in the
-                    // cache's own type.
-                    let vt = g.view(vp, OTHER);
-                    let v_copy = g.op(
-                        Kind::Fresh,
-                        sat(kv_type.bytes_for(u128::from(kv_cells) * u128::from(d.kv_lora))),
+                let kv_cmpr = g.view(kv_pe, OTHER);
+                let k_pe = g.view(kv_pe, OTHER);
+                let k_pe = g.op(Kind::InPlace, width(d.rope)?, OTHER, &[k_pe, pos]);
+                let kv_cmpr = norm(&mut g, kv_cmpr, width(d.kv_lora)?, LATENT);
+                let (k_cache, v_cache) = (g.external(), g.external());
+                if d.absorbed {
+                    // The query's no-RoPE part absorbed into the latent per head, then the latent
+                    // and RoPE parts side by side; the cache holds K only and V is a view of it.
+                    let q_nope = g.view(q3, OTHER);
+                    let q_pe = g.view(q3, OTHER);
+                    let q_pe = g.op(
+                        Kind::InPlace,
+                        width(heads.checked_mul(d.rope)?)?,
                         OTHER,
-                        &[vt],
+                        &[q_pe, pos],
                     );
-                    let kq = g.op(Kind::Fresh, scores, SCORES, &[kp, qp]);
-                    let kq = g.op(Kind::InPlace, scores, SCORES, &[kq, kq_mask]);
-                    let kqv = g.op(Kind::Fresh, latent_out, OTHER, &[v_copy, kq]);
-                    let kqv = g.op(Kind::Fresh, per_head_v, OTHER, &[w_vb, kqv]);
-                    let permuted = g.view(kqv, OTHER);
-                    g.op(Kind::Fresh, per_head_v, QUERY, &[permuted])
+                    let q_nope = g.view(q_nope, OTHER);
+                    let w_kb = g.external();
+                    let absorbed = g.op(
+                        Kind::Fresh,
+                        width(heads.checked_mul(d.kv_lora)?)?,
+                        OTHER,
+                        &[w_kb, q_nope],
+                    );
+                    let absorbed = g.view(absorbed, OTHER);
+                    let q = g.op(
+                        Kind::Fresh,
+                        width(heads.checked_mul(d.kv_lora + d.rope)?)?,
+                        OTHER,
+                        &[absorbed, q_pe],
+                    );
+                    let latent = g.view(kv_cmpr, OTHER);
+                    let k = g.op(
+                        Kind::Fresh,
+                        width(d.kv_lora + d.rope)?,
+                        OTHER,
+                        &[latent, k_pe],
+                    );
+                    g.expand(q);
+                    g.expand(latent);
+                    g.expand(k);
+                    let k_rows = g.view(k, OTHER);
+                    let stored = g.set_rows(k_cache, k_rows, k_idxs);
+                    g.expand(stored);
+                    let k_all = g.view(k_cache, OTHER);
+                    let v_all = g.view(k_all, OTHER);
+                    let q4 = g.view(q, OTHER);
+                    let qp = g.view(q4, OTHER);
+                    let kp = g.view(k_all, OTHER);
+                    let vp = g.view(v_all, OTHER);
+                    let w_vb = g.external();
+                    let per_head_v = width(heads.checked_mul(d.v)?)?;
+                    let latent_out = width(heads.checked_mul(d.kv_lora)?)?;
+                    if flash_attention {
+                        let o = g.op(Kind::Fresh, latent_out, OTHER, &[qp, kp, vp, kq_mask]);
+                        let o = g.view(o, OTHER);
+                        let o = g.op(Kind::Fresh, per_head_v, OTHER, &[w_vb, o]);
+                        let o = g.view(o, OTHER);
+                        let o = g.op(Kind::Fresh, per_head_v, OTHER, &[o]);
+                        g.view(o, QUERY)
+                    } else {
+                        // V is a view of the (untransposed) cache: copied out transposed, in the
+                        // cache's own type.
+                        let vt = g.view(vp, OTHER);
+                        let v_copy = g.op(
+                            Kind::Fresh,
+                            sat(kv_type.bytes_for(u128::from(kv_cells) * u128::from(d.kv_lora))),
+                            OTHER,
+                            &[vt],
+                        );
+                        let kq = g.op(Kind::Fresh, scores, SCORES, &[kp, qp]);
+                        let kq = g.op(Kind::InPlace, scores, SCORES, &[kq, kq_mask]);
+                        let kqv = g.op(Kind::Fresh, latent_out, OTHER, &[v_copy, kq]);
+                        let kqv = g.op(Kind::Fresh, per_head_v, OTHER, &[w_vb, kqv]);
+                        let permuted = g.view(kqv, OTHER);
+                        g.op(Kind::Fresh, per_head_v, QUERY, &[permuted])
+                    }
+                } else {
+                    // An unsplit attn_kv_b: full per-head K and V decompressed and cached.
+                    let k_dim = heads.checked_mul(d.nope + d.rope)?;
+                    let v_dim = heads.checked_mul(d.v)?;
+                    let w_kv_b = g.external();
+                    let kv_full = g.op(
+                        Kind::Fresh,
+                        width(heads.checked_mul(d.nope + d.v)?)?,
+                        OTHER,
+                        &[w_kv_b, kv_cmpr],
+                    );
+                    let k_nope = g.view(kv_full, OTHER);
+                    let v_view = g.view(kv_full, OTHER);
+                    let v = g.op(Kind::Fresh, width(v_dim)?, OTHER, &[v_view]);
+                    let q = g.op(Kind::InPlace, width(k_dim)?, OTHER, &[q3, pos]);
+                    let k_pe_all = g.op(
+                        Kind::Fresh,
+                        width(heads.checked_mul(d.rope)?)?,
+                        OTHER,
+                        &[k_pe],
+                    );
+                    let k = g.op(Kind::Fresh, width(k_dim)?, OTHER, &[k_nope, k_pe_all]);
+                    let v_idxs = if flash_attention {
+                        v_idxs
+                    } else {
+                        *full_v_idxs.get_or_insert_with(|| {
+                            g.input(v_dim.saturating_mul(tokens).saturating_mul(8))
+                        })
+                    };
+                    let step = AttentionStep {
+                        k_idxs,
+                        v_idxs,
+                        mask: kq_mask,
+                        scores,
+                        out: width(v_dim)?,
+                        v_copy: None,
+                        flash_attention,
+                    };
+                    attend(&mut g, [q, k, v], (k_cache, v_cache), &step)
                 }
             } else {
-                // An unsplit attn_kv_b: full per-head K and V decompressed and cached.
-                let k_dim = heads.checked_mul(d.nope + d.rope)?;
-                let v_dim = heads.checked_mul(d.v)?;
-                let w_kv_b = g.external();
-                let kv_full = g.op(
-                    Kind::Fresh,
-                    width(heads.checked_mul(d.nope + d.v)?)?,
-                    OTHER,
-                    &[w_kv_b, kv_cmpr],
-                );
-                let k_nope = g.view(kv_full, OTHER);
-                let v_view = g.view(kv_full, OTHER);
-                let v = g.op(Kind::Fresh, width(v_dim)?, OTHER, &[v_view]);
-                let q = g.op(Kind::InPlace, width(k_dim)?, OTHER, &[q3, pos]);
-                let k_pe_all = g.op(
-                    Kind::Fresh,
-                    width(heads.checked_mul(d.rope)?)?,
-                    OTHER,
-                    &[k_pe],
-                );
-                let k = g.op(Kind::Fresh, width(k_dim)?, OTHER, &[k_nope, k_pe_all]);
-                let v_idxs = if flash_attention {
-                    v_idxs
-                } else {
-                    *full_v_idxs.get_or_insert_with(|| {
-                        g.input(v_dim.saturating_mul(tokens).saturating_mul(8))
-                    })
+                let project = |g: &mut Graph, bytes: u64, layout: u64| {
+                    let w = g.external();
+                    let mut t = g.op(Kind::Fresh, bytes, layout, &[w, cur]);
+                    if qkv_bias {
+                        let b = g.external();
+                        t = g.op(Kind::InPlace, bytes, layout, &[t, b]);
+                    }
+                    t
                 };
+                let (mut q, mut k, v) = if fused {
+                    let qkv = project(
+                        &mut g,
+                        width(q_dim.checked_add(kv_dim.checked_mul(2)?)?)?,
+                        OTHER,
+                    );
+                    (g.view(qkv, Q3), g.view(qkv, K3), g.view(qkv, OTHER))
+                } else {
+                    let q = project(&mut g, query, QUERY);
+                    let k = project(&mut g, kv, KV);
+                    let v = project(&mut g, kv, KV);
+                    (g.view(q, Q3), g.view(k, K3), g.view(v, OTHER))
+                };
+                if qk_norm {
+                    q = norm(&mut g, q, query, Q3);
+                    k = norm(&mut g, k, kv, K3);
+                }
+                // Llama 4's global layers skip RoPE and scale the query by a per-token temperature.
+                let nope = ((llama4 || cohere) && !arch.is_sliding_layer(layer)) || rope_free;
+                let (mut q, k) = if nope && (cohere || rope_free) {
+                    (q, k)
+                } else if nope {
+                    let scale = *attn_scale.get_or_insert_with(|| g.input(ids));
+                    (g.op(Kind::InPlace, query, Q3, &[q, scale]), k)
+                } else {
+                    (
+                        g.op(Kind::InPlace, query, Q3, &[q, pos]),
+                        g.op(Kind::InPlace, kv, K3, &[k, pos]),
+                    )
+                };
+                let k = if llama4 && !nope {
+                    q = g.op(Kind::InPlace, query, Q3, &[q]);
+                    g.op(Kind::InPlace, kv, K3, &[k])
+                } else {
+                    k
+                };
+                if gemma || fused {
+                    q = g.op(Kind::InPlace, query, Q3, &[q]);
+                }
                 let step = AttentionStep {
                     k_idxs,
                     v_idxs,
                     mask: kq_mask,
                     scores,
-                    out: width(v_dim)?,
-                    v_copy: None,
+                    out: query,
+                    // A view into the fused projection is not contiguous: without flash attention
+                    // (a transposed V cache) it is copied out first.
+                    v_copy: fused.then_some(kv),
                     flash_attention,
                 };
-                attend(&mut g, [q, k, v], (k_cache, v_cache), &step)
+                let caches = (g.external(), g.external());
+                attend(&mut g, [q, k, v], caches, &step)
+            };
+            g.expand(attended);
+            let wo = g.external();
+            let mut cur = g.op(Kind::Fresh, model, MODEL, &[wo, attended]);
+            if o_bias {
+                let b = g.external();
+                cur = g.op(Kind::InPlace, model, MODEL, &[cur, b]);
             }
-        } else {
-            let project = |g: &mut Graph, bytes: u64, layout: u64| {
-                let w = g.external();
-                let mut t = g.op(Kind::Fresh, bytes, layout, &[w, cur]);
-                if qkv_bias {
-                    let b = g.external();
-                    t = g.op(Kind::InPlace, bytes, layout, &[t, b]);
-                }
-                t
-            };
-            let (mut q, mut k, v) = if fused {
-                let qkv = project(
-                    &mut g,
-                    width(q_dim.checked_add(kv_dim.checked_mul(2)?)?)?,
-                    OTHER,
-                );
-                (g.view(qkv, Q3), g.view(qkv, K3), g.view(qkv, OTHER))
-            } else {
-                let q = project(&mut g, query, QUERY);
-                let k = project(&mut g, kv, KV);
-                let v = project(&mut g, kv, KV);
-                (g.view(q, Q3), g.view(k, K3), g.view(v, OTHER))
-            };
-            if qk_norm {
-                q = norm(&mut g, q, query, Q3);
-                k = norm(&mut g, k, kv, K3);
-            }
-            // Llama 4's global layers skip RoPE and scale the query by a per-token temperature.
-            let nope = (llama4 || cohere) && !arch.is_sliding_layer(layer);
-            let (mut q, k) = if nope && cohere {
-                (q, k)
-            } else if nope {
-                let scale = *attn_scale.get_or_insert_with(|| g.input(ids));
-                (g.op(Kind::InPlace, query, Q3, &[q, scale]), k)
-            } else {
-                (
-                    g.op(Kind::InPlace, query, Q3, &[q, pos]),
-                    g.op(Kind::InPlace, kv, K3, &[k, pos]),
-                )
-            };
-            let k = if llama4 && !nope {
-                q = g.op(Kind::InPlace, query, Q3, &[q]);
-                g.op(Kind::InPlace, kv, K3, &[k])
-            } else {
-                k
-            };
-            if gemma || fused {
-                q = g.op(Kind::InPlace, query, Q3, &[q]);
-            }
-            let step = AttentionStep {
-                k_idxs,
-                v_idxs,
-                mask: kq_mask,
-                scores,
-                out: query,
-                // A view into the fused projection is not contiguous: without flash attention
-                // (a transposed V cache) it is copied out first.
-                v_copy: fused.then_some(kv),
-                flash_attention,
-            };
-            let caches = (g.external(), g.external());
-            attend(&mut g, [q, k, v], caches, &step)
+            cur
         };
-        g.expand(attended);
-        let wo = g.external();
-        let mut cur = g.op(Kind::Fresh, model, MODEL, &[wo, attended]);
-        if o_bias {
-            let b = g.external();
-            cur = g.op(Kind::InPlace, model, MODEL, &[cur, b]);
-        }
         if cohere {
             // The feed-forward block reads the same normed input as attention; the layer's
             // output is that block's, plus the residual, plus attention's (whose output
@@ -1118,7 +1459,15 @@ pub(crate) fn compute_buffer(
         if gemma {
             cur = norm(&mut g, cur, model, MODEL);
         }
-        let ffn_inp = g.op(Kind::InPlace, model, MODEL, &[cur, residual]);
+        let ffn_inp = if residual_first {
+            g.op(Kind::InPlace, model, MODEL, &[residual, cur])
+        } else {
+            g.op(Kind::InPlace, model, MODEL, &[cur, residual])
+        };
+        if mixer_only {
+            inp = ffn_inp;
+            continue;
+        }
         let cur = norm(&mut g, ffn_inp, model, MODEL);
         let gated = |g: &mut Graph, width: u64| {
             let (wg, wu, wd) = (g.external(), g.external(), g.external());
@@ -1148,7 +1497,7 @@ pub(crate) fn compute_buffer(
             out
         };
         // Phi-3 adds the residual first, so the add may take the residual's memory.
-        inp = if fused {
+        inp = if fused || residual_first {
             g.op(Kind::InPlace, model, MODEL, &[ffn_inp, out])
         } else {
             g.op(Kind::InPlace, model, MODEL, &[out, ffn_inp])

@@ -146,7 +146,7 @@ fn state_space(
         dt_rank,
         groups,
         conv_bias: f.boolean("use_conv_bias").unwrap_or(true),
-        norm: true,
+        norm: kind != SsmKind::Mamba,
         ranks: [0; 4],
     });
     arch.head_dim = 0;

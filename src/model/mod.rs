@@ -414,11 +414,18 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
                     .tensors
                     .iter()
                     .any(|t| t.name.ends_with(".ssm_conv1d.bias")),
-            norm: kind != arch::SsmKind::Mamba2
-                || file
+            norm: match kind {
+                // FalconMamba's weightless RMS norms over Δ, B and C.
+                arch::SsmKind::Mamba => matches!(
+                    file.metadata.get(&format!("{a}.ssm.dt_b_c_rms")),
+                    Some(GgufValue::Bool(true))
+                ),
+                arch::SsmKind::Mamba2 => file
                     .tensors
                     .iter()
                     .any(|t| t.name.ends_with(".ssm_norm.weight")),
+                _ => true,
+            },
             ranks: [0; 4],
         }),
         (None, None) => None,
