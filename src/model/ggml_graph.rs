@@ -714,100 +714,13 @@ fn read_states(
     out
 }
 
-/// One Mamba-2 mixer (`build_mamba2_layer`) over `cur`: one in-projection to z, x/B/C and Δ,
-/// the convolution over x/B/C (its last `d_conv − 1` inputs written back), the scan from the
-/// cached state (its final state written back), the skip term, the z gate, the grouped norm
-/// where the model has one, and the out-projection.
-fn mamba2(
-    g: &mut Graph,
-    cur: usize,
-    s: &Ssm,
-    inputs: StateInputs,
-    tokens: u64,
-    model: u64,
-) -> Option<usize> {
-    let f32 = |elems: u64| elems.checked_mul(4);
-    let width = |n: u64| f32(n.checked_mul(tokens)?);
-    let inner = width(s.inner)?;
-    let channels = u64::try_from(s.conv_channels()).ok()?;
-    let conv_state = f32((s.conv_kernel - 1).checked_mul(channels)?)?;
-    let scan_out = f32(s
-        .inner
-        .checked_mul(tokens)?
-        .checked_add(s.state.checked_mul(s.inner)?)?)?;
-    let in_proj = s
-        .inner
-        .checked_mul(2)?
-        .checked_add(channels - s.inner)?
-        .checked_add(s.dt_rank)?;
-    let (conv_all, ssm_all) = (g.external(), g.external());
-    let conv = read_states(g, conv_all, inputs, |g, states, ids| {
-        g.op(Kind::Fresh, conv_state, OTHER, &[states, ids])
-    });
-    let conv = g.view(conv, OTHER);
-    let w_in = g.external();
-    let zx = g.op(Kind::Fresh, width(in_proj)?, OTHER, &[w_in, cur]);
-    let zx = g.view(zx, OTHER);
-    let z = g.view(zx, OTHER);
-    let xbc = g.view(zx, OTHER);
-    let dt = g.view(zx, OTHER);
-    let xt = g.view(xbc, OTHER);
-    let conv_x = g.op(
-        Kind::Fresh,
-        f32((s.conv_kernel - 1)
-            .checked_add(tokens)?
-            .checked_mul(channels)?)?,
-        OTHER,
-        &[conv, xt],
-    );
-    let last = g.view(conv_x, OTHER);
-    let dest = g.view(conv_all, OTHER);
-    let saved = g.copy(last, dest);
-    g.expand(saved);
-    let w_conv = g.external();
-    let conv_out = width(channels)?;
-    let xbc = g.op(Kind::Fresh, conv_out, OTHER, &[conv_x, w_conv]);
-    let b = g.external();
-    let xbc = g.op(Kind::InPlace, conv_out, OTHER, &[xbc, b]);
-    let xbc = g.op(Kind::InPlace, conv_out, OTHER, &[xbc]);
-    let x = g.view(xbc, OTHER);
-    let bs = g.view(xbc, OTHER);
-    let cs = g.view(xbc, OTHER);
-    let heads = width(s.dt_rank)?;
-    let dt = g.op(Kind::Fresh, heads, OTHER, &[dt]);
-    let b = g.external();
-    let dt = g.op(Kind::InPlace, heads, OTHER, &[dt, b]);
-    let a = g.external();
-    let y_ssm = read_states(g, ssm_all, inputs, |g, states, ids| {
-        let ssm = g.view(states, OTHER);
-        g.op(Kind::Fresh, scan_out, OTHER, &[ssm, x, dt, a, bs, cs, ids])
-    });
-    let last_state = g.view(y_ssm, OTHER);
-    let dest = g.view(ssm_all, OTHER);
-    let saved = g.copy(last_state, dest);
-    g.expand(saved);
-    let y = g.view(y_ssm, INNER);
-    let d = g.external();
-    let skip = g.op(Kind::InPlace, inner, INNER, &[x, d]);
-    let y = g.op(Kind::InPlace, inner, INNER, &[y, skip]);
-    let z = g.op(Kind::Fresh, inner, INNER, &[z]);
-    let mut y = g.op(Kind::Fresh, inner, INNER, &[z, y]);
-    if s.norm {
-        let grouped = g.view(y, OTHER);
-        let n = g.op(Kind::InPlace, inner, INNER, &[grouped]);
-        let w = g.external();
-        y = g.op(Kind::InPlace, inner, INNER, &[n, w]);
-    }
-    let y = g.view(y, OTHER);
-    let w_out = g.external();
-    Some(g.op(Kind::Fresh, model, MODEL, &[w_out, y]))
-}
-
-/// One Mamba (v1) mixer (`build_mamba_layer`) over `cur` (`tokens` tokens, one sequence):
-/// the in-projection to x and z, the convolution over the cached and new inputs (the last
-/// `d_conv − 1` written back), Δ/B/C from x (normed for Jamba and FalconMamba), the selective
-/// scan from the cached state (its final state written back), the skip term, the z gate and
-/// the out-projection. Returns the mixer's output.
+/// One Mamba mixer over `cur` (`tokens` tokens, one sequence), as llama.cpp's
+/// `build_mamba_layer` (v1) and `build_mamba2_layer` build it: the in-projection (v1: x and z;
+/// v2: z, x/B/C and Δ in one), the convolution over the cached and new inputs (its last
+/// `d_conv − 1` columns written back), Δ, B and C (v1: projected from x, normed for Jamba and
+/// FalconMamba; v2: views of the convolution's output and the projection), the selective scan
+/// from the cached state (its final state written back), the skip term, the z gate, Mamba-2's
+/// grouped norm where the model has one, and the out-projection. Returns the mixer's output.
 fn mamba(
     g: &mut Graph,
     cur: usize,
@@ -816,84 +729,111 @@ fn mamba(
     tokens: u64,
     model: u64,
 ) -> Option<usize> {
+    let v2 = s.kind == SsmKind::Mamba2;
     let f32 = |elems: u64| elems.checked_mul(4);
     let width = |n: u64| f32(n.checked_mul(tokens)?);
     let inner = width(s.inner)?;
-    let conv_state = f32((s.conv_kernel - 1).checked_mul(s.inner)?)?;
+    let channels = u64::try_from(s.conv_channels()).ok()?;
+    let past = s.conv_kernel - 1;
     let scan_out = f32(s
         .inner
         .checked_mul(tokens)?
         .checked_add(s.state.checked_mul(s.inner)?)?)?;
     let (conv_all, ssm_all) = (g.external(), g.external());
+    let conv_state = f32(past.checked_mul(channels)?)?;
     let conv = read_states(g, conv_all, inputs, |g, states, ids| {
         g.op(Kind::Fresh, conv_state, OTHER, &[states, ids])
     });
     let conv = g.view(conv, OTHER);
-    let cur = g.view(cur, OTHER);
     let w_in = g.external();
-    let xz = g.op(
-        Kind::Fresh,
-        width(s.inner.checked_mul(2)?)?,
-        OTHER,
-        &[w_in, cur],
-    );
-    let x = g.view(xz, OTHER);
-    let z = g.view(xz, OTHER);
-    let xt = g.view(x, OTHER);
+    // The projection's z, the convolution's input, and (Mamba-2) Δ.
+    let (z, conv_in, dt) = if v2 {
+        let in_proj = channels.checked_add(s.inner)?.checked_add(s.dt_rank)?;
+        let zx = g.op(Kind::Fresh, width(in_proj)?, OTHER, &[w_in, cur]);
+        let zx = g.view(zx, OTHER);
+        let (z, xbc, dt) = (g.view(zx, OTHER), g.view(zx, OTHER), g.view(zx, OTHER));
+        (z, xbc, Some(dt))
+    } else {
+        let cur = g.view(cur, OTHER);
+        let xz = g.op(
+            Kind::Fresh,
+            width(s.inner.checked_mul(2)?)?,
+            OTHER,
+            &[w_in, cur],
+        );
+        let x = g.view(xz, OTHER);
+        (g.view(xz, OTHER), x, None)
+    };
+    let transposed = g.view(conv_in, OTHER);
     let conv_x = g.op(
         Kind::Fresh,
-        f32((s.conv_kernel - 1)
-            .checked_add(tokens)?
-            .checked_mul(s.inner)?)?,
+        f32(past.checked_add(tokens)?.checked_mul(channels)?)?,
         OTHER,
-        &[conv, xt],
+        &[conv, transposed],
     );
     let last = g.view(conv_x, OTHER);
     let dest = g.view(conv_all, OTHER);
     let saved = g.copy(last, dest);
     g.expand(saved);
-    let w_conv = g.external();
-    let x = g.op(Kind::Fresh, inner, INNER, &[conv_x, w_conv]);
-    let b = g.external();
-    let x = g.op(Kind::InPlace, inner, INNER, &[x, b]);
-    let x = g.op(Kind::InPlace, inner, INNER, &[x]);
-    let w_x = g.external();
-    let dt_b_c = width(s.dt_rank.checked_add(s.state.checked_mul(2)?)?)?;
-    let x_db = g.op(Kind::Fresh, dt_b_c, OTHER, &[w_x, x]);
-    let dt = g.view(x_db, OTHER);
-    let bs = g.view(x_db, OTHER);
-    let cs = g.view(x_db, OTHER);
-    // Jamba's norms carry weights, FalconMamba's do not; either way each is a tensor of its
-    // own (a view's memory is never reused in place).
-    let weighted = s.kind == SsmKind::JambaMamba;
-    let normed = weighted || s.norm;
-    let (dt, bs, cs) = if normed {
-        let norm = |g: &mut Graph, t: usize, bytes: u64| {
-            let n = g.op(Kind::InPlace, bytes, OTHER, &[t]);
-            if !weighted {
-                return n;
-            }
-            let w = g.external();
-            g.op(Kind::InPlace, bytes, OTHER, &[n, w])
-        };
-        let state = width(s.state)?;
-        (
-            norm(g, dt, width(s.dt_rank)?),
-            norm(g, bs, state),
-            norm(g, cs, state),
-        )
-    } else {
-        (g.op(Kind::Fresh, width(s.dt_rank)?, OTHER, &[dt]), bs, cs)
+    let (w_conv, b) = (g.external(), g.external());
+    let conv_out = width(channels)?;
+    let layout = if v2 { OTHER } else { INNER };
+    let x = g.op(Kind::Fresh, conv_out, layout, &[conv_x, w_conv]);
+    let x = g.op(Kind::InPlace, conv_out, layout, &[x, b]);
+    let x = g.op(Kind::InPlace, conv_out, layout, &[x]);
+    let (scan_x, dt, bs, cs) = match dt {
+        Some(dt) => {
+            let (scan_x, bs, cs) = (g.view(x, OTHER), g.view(x, OTHER), g.view(x, OTHER));
+            let heads = width(s.dt_rank)?;
+            let dt = g.op(Kind::Fresh, heads, OTHER, &[dt]);
+            let b = g.external();
+            (scan_x, g.op(Kind::InPlace, heads, OTHER, &[dt, b]), bs, cs)
+        }
+        None => {
+            let w_x = g.external();
+            let dt_b_c = width(s.dt_rank.checked_add(s.state.checked_mul(2)?)?)?;
+            let x_db = g.op(Kind::Fresh, dt_b_c, OTHER, &[w_x, x]);
+            let (dt, bs, cs) = (
+                g.view(x_db, OTHER),
+                g.view(x_db, OTHER),
+                g.view(x_db, OTHER),
+            );
+            // Jamba's norms carry weights, FalconMamba's do not; either way each is a tensor
+            // of its own (a view's memory is never reused in place).
+            let weighted = s.kind == SsmKind::JambaMamba;
+            let (dt, bs, cs) = if weighted || s.norm {
+                let norm = |g: &mut Graph, t: usize, bytes: u64| {
+                    let n = g.op(Kind::InPlace, bytes, OTHER, &[t]);
+                    if !weighted {
+                        return n;
+                    }
+                    let w = g.external();
+                    g.op(Kind::InPlace, bytes, OTHER, &[n, w])
+                };
+                let state = width(s.state)?;
+                (
+                    norm(g, dt, width(s.dt_rank)?),
+                    norm(g, bs, state),
+                    norm(g, cs, state),
+                )
+            } else {
+                (g.op(Kind::Fresh, width(s.dt_rank)?, OTHER, &[dt]), bs, cs)
+            };
+            let (w_dt, b) = (g.external(), g.external());
+            let dt = g.op(Kind::Fresh, inner, INNER, &[w_dt, dt]);
+            let dt = g.op(Kind::InPlace, inner, INNER, &[dt, b]);
+            (g.view(x, OTHER), dt, bs, cs)
+        }
     };
-    let w_dt = g.external();
-    let dt = g.op(Kind::Fresh, inner, INNER, &[w_dt, dt]);
-    let b = g.external();
-    let dt = g.op(Kind::InPlace, inner, INNER, &[dt, b]);
-    let x4 = g.view(x, OTHER);
     let a = g.external();
     let y_ssm = read_states(g, ssm_all, inputs, |g, states, ids| {
         let ssm = g.view(states, OTHER);
-        g.op(Kind::Fresh, scan_out, OTHER, &[ssm, x4, dt, a, bs, cs, ids])
+        g.op(
+            Kind::Fresh,
+            scan_out,
+            OTHER,
+            &[ssm, scan_x, dt, a, bs, cs, ids],
+        )
     });
     let last_state = g.view(y_ssm, OTHER);
     let dest = g.view(ssm_all, OTHER);
@@ -901,13 +841,26 @@ fn mamba(
     g.expand(saved);
     let y = g.view(y_ssm, INNER);
     let d = g.external();
-    let skip = g.op(Kind::InPlace, inner, INNER, &[x, d]);
+    // Mamba scales its own x (in place); Mamba-2 a view of the convolution's output.
+    let skip_of = if v2 { scan_x } else { x };
+    let skip = g.op(Kind::InPlace, inner, INNER, &[skip_of, d]);
     let y = g.op(Kind::InPlace, inner, INNER, &[y, skip]);
     let z = g.op(Kind::Fresh, inner, INNER, &[z]);
-    let y = g.op(Kind::Fresh, inner, INNER, &[z, y]);
+    let mut y = g.op(Kind::Fresh, inner, INNER, &[z, y]);
+    if v2 && s.norm {
+        let grouped = g.view(y, OTHER);
+        let n = g.op(Kind::InPlace, inner, INNER, &[grouped]);
+        let w = g.external();
+        y = g.op(Kind::InPlace, inner, INNER, &[n, w]);
+    }
     let w_out = g.external();
-    let out = g.op(Kind::Fresh, model, MODEL, &[w_out, y]);
-    Some(g.view(out, MODEL))
+    if v2 {
+        let y = g.view(y, OTHER);
+        Some(g.op(Kind::Fresh, model, MODEL, &[w_out, y]))
+    } else {
+        let out = g.op(Kind::Fresh, model, MODEL, &[w_out, y]);
+        Some(g.view(out, MODEL))
+    }
 }
 
 /// llama.cpp's CPU compute buffer for `arch`'s prompt graph of `tokens` tokens (every one an
@@ -1198,10 +1151,7 @@ pub(crate) fn compute_buffer(
             .zip(state_inputs)
             .filter(|_| arch.is_recurrent_layer(layer));
         let mut cur = if let Some((s, inputs)) = mixer {
-            match s.kind {
-                SsmKind::Mamba2 => mamba2(&mut g, cur, &s, inputs, tokens, model)?,
-                _ => mamba(&mut g, cur, &s, inputs, tokens, model)?,
-            }
+            mamba(&mut g, cur, &s, inputs, tokens, model)?
         } else {
             let attended = if let Some(d) = mla {
                 // DeepSeek's latent attention (`deepseek2` builder). Q, optionally through its own
