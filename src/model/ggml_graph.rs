@@ -487,8 +487,15 @@ struct Builder {
     residual_first: bool,
     /// The routed experts' top-k weights are used as gathered (DeepSeek-V2, Jamba).
     unnormalised: bool,
-    /// A layer is its mixer alone, without a feed-forward block (Mamba).
-    mixer_only: bool,
+    /// A layer is one block (a mixer, attention, or a feed-forward block) and the residual
+    /// (Mamba, Nemotron-H).
+    one_block: bool,
+    /// Attention and the mixer side by side on two norms of the layer's input, their sum added
+    /// to the residual before the rows are gathered (Falcon-H1).
+    parallel: bool,
+    /// The final norm over every token is an output of its own (Nemotron-H's multi-token
+    /// prediction seed), the output rows gathered after it.
+    nextn: bool,
 }
 
 /// Multi-head latent attention's widths, and whether the GGUF caches the latent (`absorbed`,
@@ -628,35 +635,26 @@ fn recurrent(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
         && ssm.dt_rank > 0
         && ssm.conv_kernel > 1
         && arch.num_layers > 0
-        && !arch.parallel_attention
-        && !arch.ffn_blocks_alone
         && !arch.embedding_norm
         && arch.norm == Norm::Rms;
     if !sane {
         return None;
     }
     match (arch.family.as_str(), ssm.kind) {
-        ("mamba", SsmKind::Mamba) | ("mamba2", SsmKind::Mamba2) => {
-            (arch.attention_layer_count() == 0 && arch.moe.is_none() && arch.norms_per_layer == 1)
-                .then_some(Builder {
-                    recurrent: Some(ssm),
-                    mixer_only: true,
-                    ..Builder::default()
-                })
-        }
+        ("mamba", SsmKind::Mamba) | ("mamba2", SsmKind::Mamba2) => (arch.attention_layer_count()
+            == 0
+            && arch.moe.is_none()
+            && !arch.ffn_blocks_alone
+            && arch.norms_per_layer == 1)
+            .then_some(Builder {
+                recurrent: Some(ssm),
+                one_block: true,
+                ..Builder::default()
+            }),
         ("jamba", SsmKind::JambaMamba) => {
-            let attention_ok = arch.attention
-                == Attention::Standard {
-                    qkv_bias: false,
-                    o_bias: false,
-                    qk_norm: false,
-                }
-                && arch.num_heads > 0
-                && arch.num_kv_heads > 0
-                && arch.head_dim > 0
-                && arch.sliding_window.is_none()
-                && !arch.attn_output_gate
-                && !arch.attention_sinks;
+            let attention_ok = standard_attention(arch, false)
+                && !arch.parallel_attention
+                && !arch.ffn_blocks_alone;
             // llama.cpp's Jamba routes by softmax, top-k weights as gathered, no shared expert.
             let moe_ok = arch.moe.as_ref().is_none_or(|m| {
                 m.shared_intermediate == 0
@@ -680,8 +678,64 @@ fn recurrent(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
                     ..Builder::default()
                 })
         }
+        ("nemotron_h" | "nemotron_h_moe", SsmKind::Mamba2) => {
+            // Experts as Nemotron-H routes them: sigmoid scores with a correction bias,
+            // normalised top-k weights, a squared-ReLU shared expert beside them.
+            let moe_ok = arch.moe.as_ref().is_none_or(|m| {
+                m.router_bias
+                    && !m.shared_gate
+                    && m.groups.0 <= 1
+                    && m.experts > 0
+                    && (1..=m.experts).contains(&m.experts_per_token)
+            });
+            (standard_attention(arch, false)
+                && moe_ok
+                && arch.ffn_blocks_alone
+                && arch.mlp == Mlp::Plain
+                && !arch.mlp_bias
+                && arch.norms_per_layer == 1)
+                .then_some(Builder {
+                    recurrent: Some(ssm),
+                    rope_free: true,
+                    one_block: true,
+                    nextn: true,
+                    glm: arch.moe.is_some(),
+                    o_bias: matches!(arch.attention, Attention::Standard { o_bias: true, .. }),
+                    ..Builder::default()
+                })
+        }
+        ("falcon-h1", SsmKind::Mamba2) => (standard_attention(arch, false)
+            && arch.parallel_attention
+            && arch.moe.is_none()
+            && arch.mlp == Mlp::Gated
+            && !arch.mlp_bias
+            && arch.norms_per_layer == 2)
+            .then_some(Builder {
+                recurrent: Some(ssm),
+                parallel: true,
+                ..Builder::default()
+            }),
         _ => None,
     }
+}
+
+/// Plain attention over a full cache: separate q/k/v projections without biases or norms
+/// (an output bias where `o_bias` allows it).
+fn standard_attention(arch: &ModelArch, o_bias_too: bool) -> bool {
+    matches!(
+        arch.attention,
+        Attention::Standard {
+            qkv_bias: false,
+            qk_norm: false,
+            o_bias,
+        } if o_bias_too || !o_bias
+    ) && arch.num_heads > 0
+        && arch.num_kv_heads > 0
+        && arch.head_dim > 0
+        && arch.sliding_window.is_none()
+        && !arch.attn_output_gate
+        && !arch.attention_sinks
+        && !arch.fused_projections
 }
 
 /// The recurrent state's graph inputs: which cached state each sequence reads (one sequence
@@ -890,8 +944,12 @@ pub(crate) fn compute_buffer(
         rope_free,
         residual_first,
         unnormalised,
-        mixer_only,
+        one_block,
+        parallel,
+        nextn,
     } = modelled(arch)?;
+    // Squared-ReLU feed-forward blocks and experts without a gate (Nemotron-H).
+    let plain = arch.mlp == Mlp::Plain;
     let normalised = !unnormalised;
     // Guards against shapes no device could hold; the estimate's own plausibility checks
     // refuse those first, so this is never the figure a user sees.
@@ -1104,8 +1162,14 @@ pub(crate) fn compute_buffer(
             g.op(Kind::InPlace, bytes, layout, &[y, b, selected])
         };
         let up = per_expert(g, m.expert_ffn, EXPERT_FFN, cur_3d);
-        let gate = per_expert(g, m.expert_ffn, EXPERT_FFN, cur_3d);
-        let act = g.op(Kind::Fresh, m.expert_ffn, EXPERT_FFN, &[gate, up]);
+        let act = if plain {
+            // Squared ReLU, in place.
+            let relu = g.op(Kind::InPlace, m.expert_ffn, EXPERT_FFN, &[up]);
+            g.op(Kind::InPlace, m.expert_ffn, EXPERT_FFN, &[relu])
+        } else {
+            let gate = per_expert(g, m.expert_ffn, EXPERT_FFN, cur_3d);
+            g.op(Kind::Fresh, m.expert_ffn, EXPERT_FFN, &[gate, up])
+        };
         let mut out = per_expert(g, m.expert_out, EXPERT_OUT, act);
         if !llama4 {
             out = g.op(Kind::InPlace, m.expert_out, EXPERT_OUT, &[out, weights]);
@@ -1124,6 +1188,39 @@ pub(crate) fn compute_buffer(
             sum = g.op(Kind::Fresh, model, MODEL, &[sum]);
         }
         sum
+    };
+    // A feed-forward block over `cur`: gated (or Phi-3's fused gate/up, or squared ReLU), or
+    // routed experts with any shared expert beside them.
+    let ffn_block = |g: &mut Graph, cur: usize, layer: u64| -> Option<usize> {
+        let dense = |g: &mut Graph, width: u64| {
+            if plain {
+                let (wu, wd) = (g.external(), g.external());
+                let up = g.op(Kind::Fresh, width, FFN, &[wu, cur]);
+                let relu = g.op(Kind::InPlace, width, FFN, &[up]);
+                let act = g.op(Kind::InPlace, width, FFN, &[relu]);
+                return g.op(Kind::Fresh, model, MODEL, &[wd, act]);
+            }
+            let (wg, wu, wd) = (g.external(), g.external(), g.external());
+            let gate = g.op(Kind::Fresh, width, FFN, &[wg, cur]);
+            let up = g.op(Kind::Fresh, width, FFN, &[wu, cur]);
+            let act = g.op(Kind::Fresh, width, FFN, &[gate, up]);
+            g.op(Kind::Fresh, model, MODEL, &[wd, act])
+        };
+        Some(match moe.as_ref().filter(|_| arch.is_moe_layer(layer)) {
+            None if fused => {
+                let (wu, wd) = (g.external(), g.external());
+                let gate_up = g.op(Kind::Fresh, ffn.checked_mul(2)?, OTHER, &[wu, cur]);
+                let act = g.op(Kind::Fresh, ffn, FFN, &[gate_up]);
+                g.op(Kind::Fresh, model, MODEL, &[wd, act])
+            }
+            None => dense(g, ffn),
+            Some(m) if m.shared > 0 => {
+                let routed = experts(g, cur, m);
+                let shared = dense(g, m.shared);
+                g.op(Kind::InPlace, model, MODEL, &[routed, shared])
+            }
+            Some(m) => experts(g, cur, m),
+        })
     };
     let mut attn_scale = None;
     // The transposed V cache's per-element indices when they are wider than a grouped V
@@ -1150,8 +1247,10 @@ pub(crate) fn compute_buffer(
         let mixer = recurrent
             .zip(state_inputs)
             .filter(|_| arch.is_recurrent_layer(layer));
-        let mut cur = if let Some((s, inputs)) = mixer {
+        let mut cur = if let Some((s, inputs)) = mixer.filter(|_| !parallel) {
             mamba(&mut g, cur, &s, inputs, tokens, model)?
+        } else if one_block && !arch.has_attention(layer) {
+            ffn_block(&mut g, cur, layer)?
         } else {
             let attended = if let Some(d) = mla {
                 // DeepSeek's latent attention (`deepseek2` builder). Q, optionally through its own
@@ -1401,46 +1500,34 @@ pub(crate) fn compute_buffer(
             inp = g.op(Kind::InPlace, model, MODEL, &[sum, attn_out]);
             continue;
         }
+        if let Some((s, inputs)) = mixer.filter(|_| parallel) {
+            let normed = norm(&mut g, residual, model, MODEL);
+            let mixed = mamba(&mut g, normed, &s, inputs, tokens, model)?;
+            cur = g.op(Kind::InPlace, model, MODEL, &[cur, mixed]);
+        }
+        let last = layer + 1 == arch.num_layers;
         let mut residual = residual;
-        if layer + 1 == arch.num_layers && !oss {
+        if last && !oss && !nextn && !parallel {
             cur = g.op(Kind::Fresh, model, MODEL, &[cur, out_ids]);
             residual = g.op(Kind::Fresh, model, MODEL, &[residual, out_ids]);
         }
         if gemma {
             cur = norm(&mut g, cur, model, MODEL);
         }
-        let ffn_inp = if residual_first {
+        let mut ffn_inp = if residual_first {
             g.op(Kind::InPlace, model, MODEL, &[residual, cur])
         } else {
             g.op(Kind::InPlace, model, MODEL, &[cur, residual])
         };
-        if mixer_only {
+        if one_block {
             inp = ffn_inp;
             continue;
         }
+        if last && parallel {
+            ffn_inp = g.op(Kind::Fresh, model, MODEL, &[ffn_inp, out_ids]);
+        }
         let cur = norm(&mut g, ffn_inp, model, MODEL);
-        let gated = |g: &mut Graph, width: u64| {
-            let (wg, wu, wd) = (g.external(), g.external(), g.external());
-            let gate = g.op(Kind::Fresh, width, FFN, &[wg, cur]);
-            let up = g.op(Kind::Fresh, width, FFN, &[wu, cur]);
-            let act = g.op(Kind::Fresh, width, FFN, &[gate, up]);
-            g.op(Kind::Fresh, model, MODEL, &[wd, act])
-        };
-        let out = match moe.as_ref().filter(|_| arch.is_moe_layer(layer)) {
-            None if fused => {
-                let (wu, wd) = (g.external(), g.external());
-                let gate_up = g.op(Kind::Fresh, ffn.checked_mul(2)?, OTHER, &[wu, cur]);
-                let act = g.op(Kind::Fresh, ffn, FFN, &[gate_up]);
-                g.op(Kind::Fresh, model, MODEL, &[wd, act])
-            }
-            None => gated(&mut g, ffn),
-            Some(m) if m.shared > 0 => {
-                let routed = experts(&mut g, cur, m);
-                let shared = gated(&mut g, m.shared);
-                g.op(Kind::InPlace, model, MODEL, &[routed, shared])
-            }
-            Some(m) => experts(&mut g, cur, m),
-        };
+        let out = ffn_block(&mut g, cur, layer)?;
         let out = if gemma {
             norm(&mut g, out, model, MODEL)
         } else {
@@ -1459,7 +1546,11 @@ pub(crate) fn compute_buffer(
         g.tensors[inp].output = true;
         inp = g.op(Kind::Fresh, model, MODEL, &[inp, out_ids]);
     }
-    let result_norm = norm(&mut g, inp, model, MODEL);
+    let mut result_norm = norm(&mut g, inp, model, MODEL);
+    if nextn {
+        g.tensors[result_norm].output = true;
+        result_norm = g.op(Kind::Fresh, model, MODEL, &[result_norm, out_ids]);
+    }
     g.tensors[result_norm].output = true;
     let lm_head = g.external();
     let result = g.op(Kind::Fresh, logits, OTHER, &[lm_head, result_norm]);
