@@ -8,7 +8,7 @@
 //! to the byte (CPU backend, 32-byte alignment: `tests/fixtures/llamacpp/`); elsewhere
 //! [`compute_buffer`] returns `None` and the estimate falls back to its stage formulas.
 
-use super::arch::{Attention, Mlp, ModelArch, Norm, Ssm, SsmKind};
+use super::arch::{Attention, Mlp, ModelArch, Moe, Norm, Ssm, SsmKind};
 use super::dtype::Precision;
 
 fn sat(v: u128) -> u64 {
@@ -592,9 +592,7 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
             || (m.shared_intermediate == 0 && m.first_dense_layers == 0 && m.layer_freq <= 1))
             && (oss || glm || deepseek || !m.router_bias)
             && (glm || deepseek || !m.scaled_weights)
-            && !m.shared_gate
-            && m.experts > 0
-            && (1..=m.experts).contains(&m.experts_per_token)
+            && routable(m)
     });
     let plain = moe_ok
         && gemma_ok
@@ -657,12 +655,7 @@ fn recurrent(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
                 && !arch.ffn_blocks_alone;
             // llama.cpp's Jamba routes by softmax, top-k weights as gathered, no shared expert.
             let moe_ok = arch.moe.as_ref().is_none_or(|m| {
-                m.shared_intermediate == 0
-                    && !m.router_bias
-                    && !m.shared_gate
-                    && m.groups.0 <= 1
-                    && m.experts > 0
-                    && (1..=m.experts).contains(&m.experts_per_token)
+                m.shared_intermediate == 0 && !m.router_bias && m.groups.0 <= 1 && routable(m)
             });
             (attention_ok
                 && moe_ok
@@ -681,13 +674,10 @@ fn recurrent(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
         ("nemotron_h" | "nemotron_h_moe", SsmKind::Mamba2) => {
             // Experts as Nemotron-H routes them: sigmoid scores with a correction bias,
             // normalised top-k weights, a squared-ReLU shared expert beside them.
-            let moe_ok = arch.moe.as_ref().is_none_or(|m| {
-                m.router_bias
-                    && !m.shared_gate
-                    && m.groups.0 <= 1
-                    && m.experts > 0
-                    && (1..=m.experts).contains(&m.experts_per_token)
-            });
+            let moe_ok = arch
+                .moe
+                .as_ref()
+                .is_none_or(|m| m.router_bias && m.groups.0 <= 1 && routable(m));
             (standard_attention(arch, false)
                 && moe_ok
                 && arch.ffn_blocks_alone
@@ -717,6 +707,12 @@ fn recurrent(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
             }),
         _ => None,
     }
+}
+
+/// Experts `build_moe_ffn` can route as the modelled builders call it: no gated shared
+/// expert, and a top-k within the expert count.
+fn routable(m: &Moe) -> bool {
+    !m.shared_gate && m.experts > 0 && (1..=m.experts).contains(&m.experts_per_token)
 }
 
 /// Plain attention over a full cache: separate q/k/v projections without biases or norms
