@@ -15,6 +15,10 @@ fn sat(v: u128) -> u64 {
     u64::try_from(v).unwrap_or(u64::MAX)
 }
 
+/// Past 256 TiB a tensor fits no device: shapes with one are not replayed (the stage formulas,
+/// which saturate, answer then), so the offsets here stay far from overflow.
+const MOST: u64 = 1 << 48;
+
 /// The CPU backend's tensor alignment (`TENSOR_ALIGNMENT`).
 const ALIGNMENT: u64 = 32;
 
@@ -791,6 +795,14 @@ fn mamba(
         .checked_add(s.state.checked_mul(s.inner)?)?)?;
     let (conv_all, ssm_all) = (g.external(), g.external());
     let conv_state = f32(past.checked_mul(channels)?)?;
+    let widest = width(channels.checked_add(s.inner)?.checked_add(s.dt_rank)?)?;
+    let conv_x_bytes = f32(past.checked_add(tokens)?.checked_mul(channels)?)?;
+    if [conv_state, widest, conv_x_bytes, scan_out]
+        .iter()
+        .any(|&bytes| bytes > MOST)
+    {
+        return None;
+    }
     let conv = read_states(g, conv_all, inputs, |g, states, ids| {
         g.op(Kind::Fresh, conv_state, OTHER, &[states, ids])
     });
@@ -970,9 +982,6 @@ pub(crate) fn compute_buffer(
             .checked_mul(if flash_attention { 2 } else { 4 })
     };
     let mask = (mask(kv_cells)?, mask(swa_cells)?);
-    // Past 256 TiB a tensor fits no device; the stage formulas (which saturate) answer then,
-    // and the offsets here stay far from overflow.
-    const MOST: u64 = 1 << 48;
     if [
         model, query, kv, ffn, logits, scores.0, scores.1, mask.0, mask.1,
     ]
@@ -1592,6 +1601,31 @@ mod tests {
             compute_buffer(&llama, u64::MAX, u64::MAX, u64::MAX, true, &F16),
             None
         );
+        let mut mamba = llama_like("x", 64, 0, 2, 0, 0, 100);
+        mamba.family = "mamba".into();
+        mamba.head_dim = 0;
+        mamba.norms_per_layer = 1;
+        let ssm = Ssm {
+            kind: SsmKind::Mamba,
+            conv_kernel: 4,
+            inner: 128,
+            state: 16,
+            dt_rank: 4,
+            groups: 0,
+            conv_bias: true,
+            norm: false,
+            ranks: [0; 4],
+        };
+        mamba.ssm = Some(ssm);
+        assert!(compute_buffer(&mamba, 512, 4096, 4096, false, &F16).is_some());
+        for (inner, state) in [(1 << 50, 16), (128, 1 << 50), (u64::MAX / 2, u64::MAX / 2)] {
+            mamba.ssm = Some(Ssm {
+                inner,
+                state,
+                ..ssm
+            });
+            assert_eq!(compute_buffer(&mamba, 512, 4096, 4096, false, &F16), None);
+        }
     }
 
     #[test]
