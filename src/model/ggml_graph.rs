@@ -482,7 +482,7 @@ struct Builder {
     /// DeepSeek-V2/V3 (`deepseek2`): multi-head latent attention, and DeepSeek-V2's softmax
     /// router whose weights are not normalised.
     mla: Option<Mla>,
-    /// The recurrent mixer of the layers that have one (`mamba`, `jamba`).
+    /// The recurrent mixer of the layers that have one.
     recurrent: Option<Ssm>,
     /// Attention without RoPE (Jamba).
     rope_free: bool,
@@ -629,8 +629,8 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
     })
 }
 
-/// The recurrent and hybrid layouts modelled here: llama.cpp's `mamba` (Mamba, FalconMamba)
-/// and `jamba` builders.
+/// The recurrent and hybrid layouts modelled here: llama.cpp's `mamba` (Mamba, FalconMamba,
+/// Mamba-2), `jamba`, `nemotron_h` (and `nemotron_h_moe`) and `falcon-h1` builders.
 fn recurrent(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
     let sane = ssm.inner > 0
         && ssm.state > 0
@@ -654,9 +654,8 @@ fn recurrent(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
                 ..Builder::default()
             }),
         ("jamba", SsmKind::JambaMamba) => {
-            let attention_ok = standard_attention(arch, false)
-                && !arch.parallel_attention
-                && !arch.ffn_blocks_alone;
+            let attention_ok =
+                standard_attention(arch) && !arch.parallel_attention && !arch.ffn_blocks_alone;
             // llama.cpp's Jamba routes by softmax, top-k weights as gathered, no shared expert.
             let moe_ok = arch.moe.as_ref().is_none_or(|m| {
                 m.shared_intermediate == 0 && !m.router_bias && m.groups.0 <= 1 && routable(m)
@@ -682,7 +681,7 @@ fn recurrent(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
                 .moe
                 .as_ref()
                 .is_none_or(|m| m.router_bias && m.groups.0 <= 1 && routable(m));
-            (standard_attention(arch, false)
+            (standard_attention(arch)
                 && moe_ok
                 && arch.ffn_blocks_alone
                 && arch.mlp == Mlp::Plain
@@ -694,11 +693,10 @@ fn recurrent(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
                     one_block: true,
                     nextn: true,
                     glm: arch.moe.is_some(),
-                    o_bias: matches!(arch.attention, Attention::Standard { o_bias: true, .. }),
                     ..Builder::default()
                 })
         }
-        ("falcon-h1", SsmKind::Mamba2) => (standard_attention(arch, false)
+        ("falcon-h1", SsmKind::Mamba2) => (standard_attention(arch)
             && arch.parallel_attention
             && arch.moe.is_none()
             && arch.mlp == Mlp::Gated
@@ -719,17 +717,15 @@ fn routable(m: &Moe) -> bool {
     !m.shared_gate && m.experts > 0 && (1..=m.experts).contains(&m.experts_per_token)
 }
 
-/// Plain attention over a full cache: separate q/k/v projections without biases or norms
-/// (an output bias where `o_bias` allows it).
-fn standard_attention(arch: &ModelArch, o_bias_too: bool) -> bool {
-    matches!(
-        arch.attention,
-        Attention::Standard {
+/// Plain attention over a full cache: separate q/k/v projections without biases or norms.
+fn standard_attention(arch: &ModelArch) -> bool {
+    arch.attention
+        == Attention::Standard {
             qkv_bias: false,
+            o_bias: false,
             qk_norm: false,
-            o_bias,
-        } if o_bias_too || !o_bias
-    ) && arch.num_heads > 0
+        }
+        && arch.num_heads > 0
         && arch.num_kv_heads > 0
         && arch.head_dim > 0
         && arch.sliding_window.is_none()
@@ -746,8 +742,7 @@ struct StateInputs {
     extra: usize,
 }
 
-/// `build_rs`: the states of one layer's cache `all` (f32 rows of `row_bytes` per sequence)
-/// cleared where new, read by `rows` (a `get_rows`, or Mamba's scan), and the rows of
+/// `build_rs`: the states of one layer's cache `all` cleared where new, read by `rows` (a `get_rows`, or Mamba's scan), and the rows of
 /// sequences not in the batch copied back (none here).
 fn read_states(
     g: &mut Graph,
@@ -795,9 +790,10 @@ fn mamba(
         .checked_add(s.state.checked_mul(s.inner)?)?)?;
     let (conv_all, ssm_all) = (g.external(), g.external());
     let conv_state = f32(past.checked_mul(channels)?)?;
-    let widest = width(channels.checked_add(s.inner)?.checked_add(s.dt_rank)?)?;
+    // Mamba-2's in-projection (z, x/B/C and Δ), the widest per-token tensor of either kind.
+    let in_proj = width(channels.checked_add(s.inner)?.checked_add(s.dt_rank)?)?;
     let conv_x_bytes = f32(past.checked_add(tokens)?.checked_mul(channels)?)?;
-    if [conv_state, widest, conv_x_bytes, scan_out]
+    if [conv_state, in_proj, conv_x_bytes, scan_out]
         .iter()
         .any(|&bytes| bytes > MOST)
     {
@@ -810,8 +806,7 @@ fn mamba(
     let w_in = g.external();
     // The projection's z, the convolution's input, and (Mamba-2) Δ.
     let (z, conv_in, dt) = if v2 {
-        let in_proj = channels.checked_add(s.inner)?.checked_add(s.dt_rank)?;
-        let zx = g.op(Kind::Fresh, width(in_proj)?, OTHER, &[w_in, cur]);
+        let zx = g.op(Kind::Fresh, in_proj, OTHER, &[w_in, cur]);
         let zx = g.view(zx, OTHER);
         let (z, xbc, dt) = (g.view(zx, OTHER), g.view(zx, OTHER), g.view(zx, OTHER));
         (z, xbc, Some(dt))
@@ -827,12 +822,7 @@ fn mamba(
         (g.view(xz, OTHER), x, None)
     };
     let transposed = g.view(conv_in, OTHER);
-    let conv_x = g.op(
-        Kind::Fresh,
-        f32(past.checked_add(tokens)?.checked_mul(channels)?)?,
-        OTHER,
-        &[conv, transposed],
-    );
+    let conv_x = g.op(Kind::Fresh, conv_x_bytes, OTHER, &[conv, transposed]);
     let last = g.view(conv_x, OTHER);
     let dest = g.view(conv_all, OTHER);
     let saved = g.copy(last, dest);
@@ -958,7 +948,6 @@ pub(crate) fn compute_buffer(
     } = modelled(arch)?;
     // Squared-ReLU feed-forward blocks and experts without a gate (Nemotron-H).
     let plain = arch.mlp == Mlp::Plain;
-    let normalised = !unnormalised;
     // Guards against shapes no device could hold; the estimate's own plausibility checks
     // refuse those first, so this is never the figure a user sees.
     if arch.num_layers > 4096 || tokens == 0 {
@@ -1124,7 +1113,7 @@ pub(crate) fn compute_buffer(
         let probs_3d = g.view(probs, OTHER);
         let weights = g.op(Kind::Fresh, m.weights, WEIGHTS, &[probs_3d, selected]);
         let weights_2d = g.view(weights, WEIGHTS);
-        let weights = if llama4 || !normalised {
+        let weights = if llama4 || unnormalised {
             weights
         } else if oss {
             // Softmax over the selected experts' logits.
@@ -1135,7 +1124,7 @@ pub(crate) fn compute_buffer(
             let sum = g.op(Kind::InPlace, m.sums, SUMS, &[sum]);
             g.op(Kind::InPlace, m.weights, WEIGHTS, &[weights_2d, sum])
         };
-        let mut weights = if llama4 || !normalised {
+        let mut weights = if llama4 || unnormalised {
             weights
         } else {
             g.view(weights, OTHER)
@@ -1262,28 +1251,21 @@ pub(crate) fn compute_buffer(
                 // low-rank projection and norm; the compressed K/V latent and the shared RoPE key
                 // from one projection.
                 let heads = arch.num_heads;
-                let q = match d.q_lora {
+                let q_in = match d.q_lora {
                     Some(rank) => {
-                        let (wa, wb) = (g.external(), g.external());
+                        let wa = g.external();
                         let a = g.op(Kind::Fresh, width(rank)?, OTHER, &[wa, cur]);
-                        let a = norm(&mut g, a, width(rank)?, OTHER);
-                        g.op(
-                            Kind::Fresh,
-                            width(heads.checked_mul(d.nope + d.rope)?)?,
-                            OTHER,
-                            &[wb, a],
-                        )
+                        norm(&mut g, a, width(rank)?, OTHER)
                     }
-                    None => {
-                        let w = g.external();
-                        g.op(
-                            Kind::Fresh,
-                            width(heads.checked_mul(d.nope + d.rope)?)?,
-                            OTHER,
-                            &[w, cur],
-                        )
-                    }
+                    None => cur,
                 };
+                let wq = g.external();
+                let q = g.op(
+                    Kind::Fresh,
+                    width(heads.checked_mul(d.nope + d.rope)?)?,
+                    OTHER,
+                    &[wq, q_in],
+                );
                 let q3 = g.view(q, OTHER);
                 let w_kv_a = g.external();
                 let kv_pe = g.op(
@@ -1436,11 +1418,12 @@ pub(crate) fn compute_buffer(
                     q = norm(&mut g, q, query, Q3);
                     k = norm(&mut g, k, kv, K3);
                 }
-                // Llama 4's global layers skip RoPE and scale the query by a per-token temperature.
-                let nope = ((llama4 || cohere) && !arch.is_sliding_layer(layer)) || rope_free;
-                let (mut q, k) = if nope && (cohere || rope_free) {
+                // Command R7B's global layers, Jamba's and Nemotron-H's skip RoPE; Llama 4's global
+                // layers skip it too and scale the query by a per-token temperature instead.
+                let global = !arch.is_sliding_layer(layer);
+                let (mut q, k) = if rope_free || (cohere && global) {
                     (q, k)
-                } else if nope {
+                } else if llama4 && global {
                     let scale = *attn_scale.get_or_insert_with(|| g.input(ids));
                     (g.op(Kind::InPlace, query, Q3, &[q, scale]), k)
                 } else {
@@ -1449,7 +1432,8 @@ pub(crate) fn compute_buffer(
                         g.op(Kind::InPlace, kv, K3, &[k, pos]),
                     )
                 };
-                let k = if llama4 && !nope {
+                // Llama 4's L2 norms follow RoPE.
+                let k = if llama4 && !global {
                     q = g.op(Kind::InPlace, query, Q3, &[q]);
                     g.op(Kind::InPlace, kv, K3, &[k])
                 } else {
