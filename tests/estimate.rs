@@ -748,7 +748,8 @@ fn activations_say_how_they_were_obtained() {
     let basis = |args: &[&str]| estimate_json(args)["activations_basis"].clone();
     assert_eq!(basis(&["--model", "llama-3.1-8b"]), "graph_replay");
     assert_eq!(basis(&["--model", "gpt-oss-20b"]), "graph_replay");
-    assert_eq!(basis(&["--model", "qwen3-next-80b-a3b"]), "stage_estimate");
+    assert_eq!(basis(&["--model", "qwen3-next-80b-a3b"]), "graph_replay");
+    assert_eq!(basis(&["--model", "gpt-neox-20b"]), "stage_estimate");
     assert_eq!(
         basis(&["--model", "llama-3.1-8b", "--mode", "train"]),
         "training"

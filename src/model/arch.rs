@@ -344,6 +344,11 @@ pub struct ModelArch {
     /// Phi-3's fused projections: q, k and v in one matrix (`qkv_proj`), the gated MLP's gate
     /// and up in another (`gate_up_proj`), whose outputs llama.cpp keeps beside their splits.
     pub fused_projections: bool,
+    /// Qwen3-Next's linear-attention layers project q, k, v and the output gate z with one
+    /// matrix (`ssm_in`, in GGUFs converted before llama.cpp split it into `attn_qkv` and
+    /// `attn_gate`); llama.cpp then copies each part out, and keeps the projection until z is
+    /// used. The same parameters either way.
+    pub joint_qkvz: bool,
 }
 
 /// Parameter counts from the shape (before any file says otherwise).
@@ -939,5 +944,6 @@ pub fn llama_like(
         ffn_layers: SlidingLayers::All,
         attn_output_gate: false,
         mla_full_cache: false,
+        joint_qkvz: false,
     }
 }

@@ -578,6 +578,7 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
     }
     // llama.cpp scales Gemma's queries by an op of their own (query_pre_attn_scalar).
     arch.query_prescaled = matches!(a.as_str(), "gemma" | "gemma2" | "gemma3");
+    arch.joint_qkvz = a == "qwen3next" && has(".ssm_in.weight");
     arch.max_position_embeddings = get("context_length");
     arch.tie_word_embeddings = !file.tensors.iter().any(|t| t.name == "output.weight");
     if let Some(rank) = get("attention.kv_lora_rank").filter(|&v| v > 0) {

@@ -23,6 +23,13 @@ model's dimensions and no weight data (a sparse file), like make_gguf.py.
             --dense-layers layers dense, then experts with --shared-experts shared ones. With
             --legacy-mla the GGUF has the unsplit attn_kv_b of older conversions (llama.cpp then
             caches full K and V per head instead of the latent).
+  gemma     Gemma (1): the llama layout with GeGLU, tied embeddings and the embeddings scaled.
+  qwen2moe  Qwen1.5-MoE / Qwen2-MoE: biased q/k/v, every layer experts beside one shared expert
+            (--shared-ffn wide) whose output a sigmoid gate scales.
+  starcoder2 StarCoder2: LayerNorms with biases, biased attention, a plain GELU MLP with biases.
+  falcon    Falcon: one LayerNorm with bias before attention and the MLP side by side, fused
+            q/k/v (multi-query: --kv-heads 1), a plain GELU MLP; --norm-2 adds the second norm
+            of Falcon-40B's layout.
 
 Vectors are f32, matrices f16 (gpt-oss's experts MXFP4, as published).
 
@@ -166,7 +173,10 @@ def glm4moe_layer(t, b: str, a, i: int) -> None:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("arch", choices=["gemma2", "gemma3", "qwen3", "qwen3moe", "mixtral", "cohere2",
-                                    "phi3", "gpt-oss", "deepseek2", "llama4", "glm4moe"])
+                                    "phi3", "gpt-oss", "deepseek2", "llama4", "glm4moe", "gemma",
+                                    "qwen2moe", "starcoder2", "falcon"])
+    p.add_argument("--shared-ffn", type=int, default=0, help="qwen2moe: the shared expert's width")
+    p.add_argument("--norm-2", action="store_true", help="falcon: attn_norm_2 (Falcon-40B)")
     p.add_argument("--moe-step", type=int, default=1)
     p.add_argument("out")
     p.add_argument("--name", default="shape")
@@ -232,6 +242,10 @@ def main() -> None:
     if a.arch == "cohere2":
         w.add_float32("cohere2.logit_scale", 0.25)
         w.add_layer_norm_eps(1e-5)
+    if a.arch in ("starcoder2", "falcon"):
+        w.add_layer_norm_eps(1e-5)
+    if a.arch == "qwen2moe":
+        w.add_expert_shared_feed_forward_length(a.shared_ffn)
     if a.arch == "phi3":
         w.add_rope_dimension_count(int(a.head_dim * a.rotary))
     if a.arch == "gemma2":
@@ -248,11 +262,47 @@ def main() -> None:
     add_vocab(w, a.vocab, ("<|endoftext|>", "<|end|>") if a.arch == "phi3" else ())
 
     t = lambda name, shape, ty=F16: add_tensor(w, name, shape, ty)
-    add_embeddings(w, a.vocab, d, tied=a.arch in ("gemma2", "gemma3", "cohere2") or a.tied)
+    add_embeddings(w, a.vocab, d, tied=a.arch in ("gemma", "gemma2", "gemma3", "cohere2") or a.tied)
+    if a.arch in ("starcoder2", "falcon"):
+        t("output_norm.bias", (d,), F32)
     for i in range(a.layers):
         b = f"blk.{i}."
         t(b + "attn_norm.weight", (d,), F32)
-        if a.arch in ("gemma2", "gemma3"):
+        if a.arch in ("starcoder2", "falcon"):
+            t(b + "attn_norm.bias", (d,), F32)
+        if a.arch == "gemma":
+            attention(t, b, a, biases=False, qk_norm=False)
+            t(b + "ffn_norm.weight", (d,), F32)
+            gated_mlp(t, b, a)
+        elif a.arch == "qwen2moe":
+            qd, kvd = a.heads * a.head_dim, a.kv_heads * a.head_dim
+            attention(t, b, a, biases=False, qk_norm=False)
+            t(b + "attn_q.bias", (qd,), F32)
+            t(b + "attn_k.bias", (kvd,), F32)
+            t(b + "attn_v.bias", (kvd,), F32)
+            t(b + "ffn_norm.weight", (d,), F32)
+            experts(t, b, a, F16, biases=False)
+            t(b + "ffn_gate_inp_shexp.weight", (d,), F32)
+            t(b + "ffn_gate_shexp.weight", (a.shared_ffn, d))
+            t(b + "ffn_up_shexp.weight", (a.shared_ffn, d))
+            t(b + "ffn_down_shexp.weight", (d, a.shared_ffn))
+        elif a.arch == "starcoder2":
+            attention(t, b, a, biases=True, qk_norm=False)
+            t(b + "ffn_norm.weight", (d,), F32)
+            t(b + "ffn_norm.bias", (d,), F32)
+            t(b + "ffn_up.weight", (a.ffn, d))
+            t(b + "ffn_up.bias", (a.ffn,), F32)
+            t(b + "ffn_down.weight", (d, a.ffn))
+            t(b + "ffn_down.bias", (d,), F32)
+        elif a.arch == "falcon":
+            if a.norm_2:
+                t(b + "attn_norm_2.weight", (d,), F32)
+                t(b + "attn_norm_2.bias", (d,), F32)
+            t(b + "attn_qkv.weight", (d + 2 * a.kv_heads * a.head_dim, d))
+            t(b + "attn_output.weight", (d, d))
+            t(b + "ffn_up.weight", (a.ffn, d))
+            t(b + "ffn_down.weight", (d, a.ffn))
+        elif a.arch in ("gemma2", "gemma3"):
             attention(t, b, a, biases=False, qk_norm=a.arch == "gemma3")
             t(b + "post_attention_norm.weight", (d,), F32)
             t(b + "ffn_norm.weight", (d,), F32)

@@ -3,7 +3,10 @@
 no weight data (a sparse file), like make_gguf.py does for the llama layout.
 
   qwen3next  Qwen3-Next: gated DeltaNet layers with full (gated) attention every
-             --attn-interval-th layer, a MoE with one gated shared expert in every layer.
+             --attn-interval-th layer, a MoE with one gated shared expert in every layer;
+             the linear layers' q/k/v/z projection as one ssm_in (GGUFs converted before
+             llama.cpp split it), or with --split-qkvz as attn_qkv and attn_gate (as its
+             converter writes them now).
   mamba      Mamba (v1): every layer a selective-scan mixer (in_proj, conv, x_proj, dt_proj, A,
              D, out_proj); Δ rank ⌈hidden/16⌉.
   mamba2     Mamba-2: every layer an SSD mixer (in_proj, conv, A, D, gated norm, out_proj).
@@ -84,7 +87,11 @@ def qwen3next(w: GGUFWriter, a) -> None:
             t(b + "attn_q_norm.weight", (hd,), F32)
             t(b + "attn_k_norm.weight", (hd,), F32)
         else:
-            t(b + "ssm_in.weight", (2 * key_dim + 2 * value_dim, d))
+            if a.split_qkvz:
+                t(b + "attn_qkv.weight", (conv_dim, d))
+                t(b + "attn_gate.weight", (value_dim, d))
+            else:
+                t(b + "ssm_in.weight", (2 * key_dim + 2 * value_dim, d))
             t(b + "ssm_conv1d.weight", (conv_dim, a.conv), F32)
             t(b + "ssm_dt.bias", (a.ssm_v_heads,), F32)
             t(b + "ssm_a", (a.ssm_v_heads,), F32)
@@ -421,6 +428,8 @@ def main() -> None:
                    help="rwkv7: value_residual_mix_lora_rank")
     p.add_argument("--gate-rank", type=int, default=128, help="rwkv7: gate_lora_rank")
     p.add_argument("--no-ssm-norm", action="store_true", help="falconh1: no gated norm")
+    p.add_argument("--split-qkvz", action="store_true",
+                   help="qwen3next: attn_qkv and attn_gate instead of one ssm_in")
     p.add_argument("--pattern", default="",
                    help="nemotronh: M, * or - per layer (E, experts: nemotron_h_moe)")
     p.add_argument("--ssm-inner", type=int, default=0,
