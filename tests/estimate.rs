@@ -749,7 +749,16 @@ fn activations_say_how_they_were_obtained() {
     assert_eq!(basis(&["--model", "llama-3.1-8b"]), "graph_replay");
     assert_eq!(basis(&["--model", "gpt-oss-20b"]), "graph_replay");
     assert_eq!(basis(&["--model", "qwen3-next-80b-a3b"]), "graph_replay");
-    assert_eq!(basis(&["--model", "gpt-neox-20b"]), "stage_estimate");
+    assert_eq!(basis(&["--model", "gpt-neox-20b"]), "graph_replay");
+    assert_eq!(basis(&["--model", "gemma-7b"]), "graph_replay");
+    // A family no builder is modelled for: the stage formulas.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.json");
+    let mut config = llama_config();
+    config["model_type"] = "frobnicator".into();
+    std::fs::write(&path, config.to_string()).unwrap();
+    let generic = ["--allow-generic", "--config", path.to_str().unwrap()];
+    assert_eq!(basis(&generic), "stage_estimate");
     assert_eq!(
         basis(&["--model", "llama-3.1-8b", "--mode", "train"]),
         "training"

@@ -317,8 +317,9 @@ pub struct ModelArch {
     pub ssm: Option<Ssm>,
     /// Which layers run `ssm` rather than attention (ignored without one).
     pub recurrent_layers: SlidingLayers,
-    /// The recurrent layers attend too, beside their mixer (Falcon-H1 adds the two outputs in
-    /// every layer), and so hold a KV cache as well as a state.
+    /// Attention runs beside the layer's other block rather than before it: beside the mixer
+    /// in Falcon-H1 (whose recurrent layers so hold a KV cache as well as a state), beside the
+    /// MLP, on the same normed input, in Falcon.
     pub parallel_attention: bool,
     /// A feed-forward block is a layer of its own, with neither attention nor a recurrent
     /// mixer beside it (Nemotron-H's MLP and expert layers); false in most models, where every

@@ -707,6 +707,7 @@ pub fn catalog() -> Vec<CatalogModel> {
                     a.mlp = Mlp::Plain;
                     a.norm = Norm::Layer;
                     a.norms_per_layer = 1;
+                    a.parallel_attention = true;
                 },
             ),
         ),
@@ -727,6 +728,7 @@ pub fn catalog() -> Vec<CatalogModel> {
                     a.mlp = Mlp::Plain;
                     a.mlp_bias = true;
                     a.norm = Norm::Layer;
+                    a.parallel_attention = true;
                 },
             ),
         ),

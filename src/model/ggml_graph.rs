@@ -463,8 +463,8 @@ struct Builder {
     /// weights are a softmax over the selected experts, biased experts, and the last hidden
     /// state kept as an output with the rows gathered after the last layer.
     oss: bool,
-    /// Gemma 2 and 3: embeddings scaled by √width, the query scaled by an op of its own,
-    /// and norms after attention and after the feed-forward block too.
+    /// Gemma: embeddings scaled by √width and the query scaled by an op of its own; in Gemma 2
+    /// and 3, norms after attention and after the feed-forward block too.
     gemma: bool,
     /// Phi-3: one fused q/k/v projection (Q, K and V are views of it) with the query scaled by
     /// an op of its own, and one fused gate/up projection halved by SwiGLU.
@@ -477,6 +477,16 @@ struct Builder {
     /// Command R7B (`cohere2`): LayerNorm, attention and the feed-forward block side by side
     /// on one normed input, RoPE only in the sliding-window layers.
     cohere: bool,
+    /// Falcon (`falcon`): Command R7B's side-by-side blocks with biased LayerNorms (a second one
+    /// before attention in Falcon-40B's layout), fused q/k/v and a GELU MLP; attention's output
+    /// joins the MLP's before the residual does.
+    falcon: bool,
+    /// StarCoder2 and GPT-NeoX (`starcoder2`, `gptneox`): biased LayerNorms, biased q/k/v (one
+    /// fused projection in GPT-NeoX) and output, a biased GELU MLP; GPT-NeoX's MLP runs beside
+    /// attention on a norm of its own unless `use_parallel_residual` is off.
+    neox: bool,
+    /// Q, K and V from one projection, viewed apart (Phi-3, Falcon, GPT-NeoX).
+    fused_qkv: bool,
     /// GLM-4.5 (`glm4moe`): dense leading layers, then sigmoid-scored experts chosen with a
     /// per-expert correction bias, normalised (and maybe scaled) weights, and a shared expert.
     /// DeepSeek-V3's experts are routed the same way.
@@ -523,10 +533,11 @@ struct Mla {
 }
 
 /// The decoder layouts llama.cpp builds with the graph modelled here (its `llama`, `qwen2`,
-/// `qwen3`, `qwen3moe`, `openai-moe`, `gemma2`, `gemma3`, `phi3`, `llama4`, `cohere2`,
-/// `glm4moe` and `deepseek2` builders; Mistral's and Mixtral's
-/// GGUFs are `llama`): pre-norm RMS attention with grouped K/V, optional q/k/v and output
-/// biases, per-head q/k norms (Qwen3, Gemma 3), and a gated feed-forward or routed experts.
+/// `qwen3`, `qwen3moe`, `qwen2moe`, `openai-moe`, `gemma`, `gemma2`, `gemma3`, `phi3`, `llama4`,
+/// `cohere2`, `falcon`, `starcoder2`, `gptneox`, `glm4moe` and `deepseek2` builders; Mistral's
+/// and Mixtral's GGUFs are `llama`): pre-norm attention with grouped K/V, optional q/k/v and
+/// output biases, per-head q/k norms (Qwen3, Gemma 3), and a gated feed-forward or routed
+/// experts (a GELU MLP in Falcon, StarCoder2 and GPT-NeoX).
 fn modelled(arch: &ModelArch) -> Option<Builder> {
     if let Some(ssm) = arch.ssm {
         return recurrent(arch, ssm);
@@ -562,10 +573,15 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
         Attention::Mla { .. } => return None,
     };
     let oss = matches!(arch.family.as_str(), "gpt-oss" | "gpt_oss");
-    let gemma = matches!(arch.family.as_str(), "gemma2" | "gemma3" | "gemma3_text");
+    let gemma = matches!(
+        arch.family.as_str(),
+        "gemma" | "gemma2" | "gemma3" | "gemma3_text"
+    );
     let fused = arch.family == "phi3";
     let llama4 = matches!(arch.family.as_str(), "llama4" | "llama4_text");
     let cohere = arch.family == "cohere2";
+    let falcon = arch.family == "falcon";
+    let neox = matches!(arch.family.as_str(), "starcoder2" | "gptneox" | "gpt_neox");
     let glm = matches!(arch.family.as_str(), "glm4moe" | "glm4_moe");
     let qwen2_moe = matches!(arch.family.as_str(), "qwen2moe" | "qwen2_moe");
     if arch.fused_projections != fused {
@@ -573,6 +589,7 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
     }
     let family_ok = match arch.family.as_str() {
         "llama" | "mistral" | "mixtral" | "qwen2" | "gemma2" => !qk_norm,
+        "gemma" => !qk_norm && !qkv_bias && !o_bias && arch.sliding_window.is_none(),
         // A gated shared expert beside the routed ones in every layer.
         "qwen2moe" | "qwen2_moe" => {
             !qk_norm
@@ -587,6 +604,24 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
         "qwen3" | "qwen3moe" | "qwen3_moe" | "gemma3" | "gemma3_text" => qk_norm,
         "llama4" | "llama4_text" => !qk_norm && !qkv_bias && !o_bias,
         "cohere2" => !qk_norm && !qkv_bias && !o_bias && arch.moe.is_none(),
+        "falcon" => {
+            !qk_norm
+                && !qkv_bias
+                && !o_bias
+                && arch.moe.is_none()
+                && arch.parallel_attention
+                && arch.mlp == Mlp::Plain
+                && !arch.mlp_bias
+        }
+        "starcoder2" | "gptneox" | "gpt_neox" => {
+            !qk_norm
+                && qkv_bias
+                && o_bias
+                && arch.moe.is_none()
+                && arch.mlp == Mlp::Plain
+                && arch.mlp_bias
+                && (arch.family != "starcoder2" || !arch.parallel_attention)
+        }
         _ if deepseek => arch.moe.as_ref().is_some_and(|m| m.layer_freq <= 1),
         "glm4moe" | "glm4_moe" => {
             !o_bias
@@ -597,12 +632,15 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
         }
         _ => oss && !qk_norm && arch.moe.is_some() && arch.sliding_window.is_some(),
     };
-    // Gemma's four norms a layer and its separately scaled query, and only Gemma's; Command
-    // R7B's one norm.
+    // Gemma 2 and 3's four norms a layer (Gemma 1's two) and its separately scaled query, and
+    // only Gemma's; Command R7B's one norm.
     let gemma_ok = if gemma {
-        arch.norms_per_layer == 4 && arch.query_prescaled && arch.moe.is_none()
+        let norms = if arch.family == "gemma" { 2 } else { 4 };
+        arch.norms_per_layer == norms && arch.query_prescaled && arch.moe.is_none()
     } else if cohere {
         arch.norms_per_layer == 1 && !arch.query_prescaled
+    } else if falcon {
+        (1..=2).contains(&arch.norms_per_layer) && !arch.query_prescaled
     } else {
         arch.norms_per_layer == 2 && !arch.query_prescaled
     };
@@ -623,11 +661,15 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
         && gemma_ok
         && arch.ssm.is_none()
         && (oss || gemma || llama4 || cohere || arch.sliding_window.is_none())
-        && arch.mlp == Mlp::Gated
-        && (oss || !arch.mlp_bias)
-        && (cohere || arch.norm == Norm::Rms)
+        && (falcon || neox || arch.mlp == Mlp::Gated)
+        && (oss || neox || !arch.mlp_bias)
+        && (if cohere || falcon || neox {
+            arch.norm == Norm::Layer
+        } else {
+            arch.norm == Norm::Rms
+        })
         && (oss || !arch.attention_sinks)
-        && !arch.parallel_attention
+        && (falcon || neox || !arch.parallel_attention)
         && !arch.attn_output_gate
         && !arch.embedding_norm
         && arch.num_layers > 0
@@ -643,6 +685,9 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
         fused,
         llama4,
         cohere,
+        falcon,
+        neox,
+        fused_qkv: fused || falcon || (neox && arch.family != "starcoder2"),
         glm: glm || (deepseek && arch.moe.as_ref().is_some_and(|m| m.router_bias)),
         mla,
         unnormalised: qwen2_moe
@@ -1147,6 +1192,9 @@ pub(crate) fn compute_buffer(
         fused,
         llama4,
         cohere,
+        falcon,
+        neox,
+        fused_qkv,
         glm,
         mla,
         recurrent,
@@ -1233,10 +1281,19 @@ pub(crate) fn compute_buffer(
     });
     let norm = |g: &mut Graph, x: usize, bytes: u64, layout: u64| {
         // ggml computes RMSNorm in place where it can; LayerNorm (`ggml_norm`) never.
-        let kind = if cohere { Kind::Fresh } else { Kind::InPlace };
+        let kind = if cohere || falcon || neox {
+            Kind::Fresh
+        } else {
+            Kind::InPlace
+        };
         let n = g.op(kind, bytes, layout, &[x]);
         let w = g.external();
-        g.op(Kind::InPlace, bytes, layout, &[n, w])
+        let n = g.op(Kind::InPlace, bytes, layout, &[n, w]);
+        if !(falcon || neox) {
+            return n;
+        }
+        let b = g.external();
+        g.op(Kind::InPlace, bytes, layout, &[n, b])
     };
     // The routed feed-forward block (`build_moe_ffn`): router logits and their softmax, the
     // top-k experts by argsort, their weights gathered and normalised, each selected expert's
@@ -1401,6 +1458,22 @@ pub(crate) fn compute_buffer(
     // routed experts with any shared expert beside them.
     let ffn_block = |g: &mut Graph, cur: usize, layer: u64| -> Option<usize> {
         let dense = |g: &mut Graph, width: u64| {
+            if falcon || neox {
+                // GELU between the projections, each biased in GPT-NeoX and StarCoder2.
+                let bias = |g: &mut Graph, x: usize, bytes: u64, layout: u64| {
+                    if !neox {
+                        return x;
+                    }
+                    let b = g.external();
+                    g.op(Kind::InPlace, bytes, layout, &[x, b])
+                };
+                let (wu, wd) = (g.external(), g.external());
+                let up = g.op(Kind::Fresh, width, FFN, &[wu, cur]);
+                let up = bias(g, up, width, FFN);
+                let act = g.op(Kind::InPlace, width, FFN, &[up]);
+                let down = g.op(Kind::Fresh, model, MODEL, &[wd, act]);
+                return bias(g, down, model, MODEL);
+            }
             if plain {
                 let (wu, wd) = (g.external(), g.external());
                 let up = g.op(Kind::Fresh, width, FFN, &[wu, cur]);
@@ -1461,8 +1534,13 @@ pub(crate) fn compute_buffer(
             full
         };
         let residual = inp;
-        let cur = norm(&mut g, inp, model, MODEL);
-        let normed = cur;
+        let normed = norm(&mut g, inp, model, MODEL);
+        // Falcon-40B's layout attends on a second norm of the layer's input.
+        let cur = if falcon && arch.norms_per_layer == 2 {
+            norm(&mut g, inp, model, MODEL)
+        } else {
+            normed
+        };
         let mixer = recurrent
             .zip(state_inputs)
             .filter(|_| arch.is_recurrent_layer(layer));
@@ -1640,7 +1718,7 @@ pub(crate) fn compute_buffer(
                     let k = project(&mut g, kv, KV);
                     let v = project(&mut g, kv, KV);
                     (g.view(q, Q3), g.view(k, K3), g.view(v, OTHER))
-                } else if fused {
+                } else if fused_qkv {
                     let qkv = project(
                         &mut g,
                         width(q_dim.checked_add(kv_dim.checked_mul(2)?)?)?,
@@ -1689,7 +1767,7 @@ pub(crate) fn compute_buffer(
                     out: query,
                     // A view into the fused projection is not contiguous: without flash attention
                     // (a transposed V cache) it is copied out first.
-                    v_copy: fused.then_some(kv),
+                    v_copy: fused_qkv.then_some(kv),
                     flash_attention,
                 };
                 let caches = (g.external(), g.external());
@@ -1714,10 +1792,11 @@ pub(crate) fn compute_buffer(
             }
             cur
         };
-        if cohere {
+        if cohere || falcon {
             // The feed-forward block reads the same normed input as attention; the layer's
-            // output is that block's, plus the residual, plus attention's (whose output
-            // projection therefore runs after the feed-forward block).
+            // output is that block's plus the residual and attention's (Command R7B adds the
+            // residual first, Falcon attention's output), so attention's output projection runs
+            // after the feed-forward block.
             let last = layer + 1 == arch.num_layers;
             let rows = |g: &mut Graph, x: usize| {
                 if last {
@@ -1729,12 +1808,31 @@ pub(crate) fn compute_buffer(
             let attn_out = rows(&mut g, cur);
             let residual = rows(&mut g, residual);
             let normed = rows(&mut g, normed);
-            let (wg, wu, wd) = (g.external(), g.external(), g.external());
-            let gate = g.op(Kind::Fresh, ffn, FFN, &[wg, normed]);
-            let up = g.op(Kind::Fresh, ffn, FFN, &[wu, normed]);
-            let act = g.op(Kind::Fresh, ffn, FFN, &[gate, up]);
-            let down = g.op(Kind::Fresh, model, MODEL, &[wd, act]);
-            let sum = g.op(Kind::InPlace, model, MODEL, &[down, residual]);
+            let out = ffn_block(&mut g, normed, layer)?;
+            let (first, second) = if cohere {
+                (residual, attn_out)
+            } else {
+                (attn_out, residual)
+            };
+            let sum = g.op(Kind::InPlace, model, MODEL, &[out, first]);
+            inp = g.op(Kind::InPlace, model, MODEL, &[sum, second]);
+            continue;
+        }
+        if neox && arch.parallel_attention {
+            // GPT-NeoX's parallel residual: the MLP on its own norm of the layer's input, then
+            // the input, then attention's output added to it.
+            let last = layer + 1 == arch.num_layers;
+            let (attn_out, residual) = if last {
+                (
+                    g.op(Kind::Fresh, model, MODEL, &[cur, out_ids]),
+                    g.op(Kind::Fresh, model, MODEL, &[residual, out_ids]),
+                )
+            } else {
+                (cur, residual)
+            };
+            let normed = norm(&mut g, residual, model, MODEL);
+            let out = ffn_block(&mut g, normed, layer)?;
+            let sum = g.op(Kind::InPlace, model, MODEL, &[out, residual]);
             inp = g.op(Kind::InPlace, model, MODEL, &[sum, attn_out]);
             continue;
         }
@@ -1749,7 +1847,8 @@ pub(crate) fn compute_buffer(
             cur = g.op(Kind::Fresh, model, MODEL, &[cur, out_ids]);
             residual = g.op(Kind::Fresh, model, MODEL, &[residual, out_ids]);
         }
-        if gemma {
+        let post_norms = gemma && arch.norms_per_layer == 4;
+        if post_norms {
             cur = norm(&mut g, cur, model, MODEL);
         }
         let mut ffn_inp = if residual_first {
@@ -1766,7 +1865,7 @@ pub(crate) fn compute_buffer(
         }
         let cur = norm(&mut g, ffn_inp, model, MODEL);
         let out = ffn_block(&mut g, cur, layer)?;
-        let out = if gemma {
+        let out = if post_norms {
             norm(&mut g, out, model, MODEL)
         } else {
             out
@@ -1906,6 +2005,71 @@ mod tests {
             };
             assert_eq!(compute_buffer(&other, 512, 4096, 4096, false, &F16), None);
         }
+    }
+
+    #[test]
+    fn falcon_is_replayed_only_in_its_parallel_layout() {
+        let Some(falcon) = crate::model::find_model("falcon-7b").map(|m| m.arch) else {
+            panic!("the catalog's Falcon-7B");
+        };
+        // llama.cpp's compute buffers at 4096 tokens and micro-batches of 512 (Falcon-7B's
+        // shape, 4 of its layers): 620.88 MiB; with Falcon-40B's second LayerNorm, 602.88 MiB,
+        // less, not more: the extra tensor changes which free blocks ggml-alloc reuses.
+        let one = compute_buffer(&falcon, 512, 4096, 4096, false, &F16);
+        assert_eq!(one, Some(651_044_864));
+        let two = ModelArch {
+            norms_per_layer: 2,
+            ..falcon.clone()
+        };
+        assert_eq!(
+            compute_buffer(&two, 512, 4096, 4096, false, &F16),
+            Some(632_170_496)
+        );
+        // Attention then the MLP (Falcon-RW's layout) is not the graph llama.cpp builds.
+        let serial = ModelArch {
+            parallel_attention: false,
+            norms_per_layer: 2,
+            ..falcon.clone()
+        };
+        assert_eq!(compute_buffer(&serial, 512, 4096, 4096, false, &F16), None);
+        // Nor are biased projections, which its builder never loads.
+        let biased = ModelArch {
+            mlp_bias: true,
+            ..falcon
+        };
+        assert_eq!(compute_buffer(&biased, 512, 4096, 4096, false, &F16), None);
+    }
+
+    #[test]
+    fn gpt_neox_is_replayed_with_either_residual_and_its_biases() {
+        let Some(neox) = crate::model::find_model("gpt-neox-20b").map(|m| m.arch) else {
+            panic!("the catalog's GPT-NeoX-20B");
+        };
+        let parallel = compute_buffer(&neox, 512, 4096, 4096, false, &F16);
+        assert!(parallel.is_some());
+        let serial = ModelArch {
+            parallel_attention: false,
+            ..neox.clone()
+        };
+        assert!(compute_buffer(&serial, 512, 4096, 4096, false, &F16).is_some());
+        // Without biases it is not the graph llama.cpp's builder makes (it requires them).
+        let unbiased = ModelArch {
+            mlp_bias: false,
+            ..neox.clone()
+        };
+        assert_eq!(
+            compute_buffer(&unbiased, 512, 4096, 4096, false, &F16),
+            None
+        );
+        // StarCoder2 has no parallel layout in llama.cpp.
+        let starcoder = ModelArch {
+            family: "starcoder2".into(),
+            ..neox
+        };
+        assert_eq!(
+            compute_buffer(&starcoder, 512, 4096, 4096, false, &F16),
+            None
+        );
     }
 
     #[test]

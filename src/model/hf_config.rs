@@ -596,6 +596,8 @@ pub fn parse_config(
             arch.norm = Norm::Layer;
             let new_arch = f.boolean("new_decoder_architecture") == Some(true);
             let parallel = f.boolean("parallel_attn").unwrap_or(true);
+            // llama.cpp's Falcon graph has only the parallel layout.
+            arch.parallel_attention = new_arch || parallel;
             arch.norms_per_layer = if new_arch {
                 2
             } else if parallel {
@@ -616,6 +618,7 @@ pub fn parse_config(
             arch.mlp = Mlp::Plain;
             arch.mlp_bias = true;
             arch.norm = Norm::Layer;
+            arch.parallel_attention = f.boolean("use_parallel_residual").unwrap_or(true);
         }
         "glm4_moe" => {
             // GLM-4.5: biased q/k/v (not o), optional q/k norms, a DeepSeek-V3-style MoE with a

@@ -472,8 +472,16 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
         }
         _ => SlidingLayers::All,
     };
-    // Falcon-H1 attends beside the mixer in every layer.
-    let parallel_attention = a == "falcon-h1";
+    // Falcon-H1 attends beside the mixer in every layer, llama.cpp's Falcon beside the MLP, and
+    // GPT-NeoX beside it unless the file says otherwise (llama.cpp requires the key).
+    let parallel_attention = match a.as_str() {
+        "falcon-h1" | "falcon" => true,
+        "gptneox" => !matches!(
+            file.metadata.get("gptneox.use_parallel_residual"),
+            Some(GgufValue::Bool(false))
+        ),
+        _ => false,
+    };
     let all_recurrent =
         ssm.is_some() && recurrent_layers == SlidingLayers::All && !parallel_attention;
     let heads = match all_recurrent {
@@ -546,7 +554,7 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
         arch.attn_output_gate =
             q_rows == Some(heads.saturating_mul(arch.head_dim).saturating_mul(2));
         arch.attention = Attention::Standard {
-            qkv_bias: has(".attn_q.bias"),
+            qkv_bias: has(".attn_q.bias") || has(".attn_qkv.bias"),
             o_bias: has(".attn_output.bias"),
             qk_norm: has(".attn_q_norm.weight"),
         };
@@ -570,6 +578,7 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
         }
         let norms = [
             "attn_norm",
+            "attn_norm_2",
             "ffn_norm",
             "post_attention_norm",
             "post_ffw_norm",

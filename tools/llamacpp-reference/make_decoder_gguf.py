@@ -30,6 +30,8 @@ model's dimensions and no weight data (a sparse file), like make_gguf.py.
   falcon    Falcon: one LayerNorm with bias before attention and the MLP side by side, fused
             q/k/v (multi-query: --kv-heads 1), a plain GELU MLP; --norm-2 adds the second norm
             of Falcon-40B's layout.
+  gptneox   GPT-NeoX / Pythia: biased LayerNorms, fused and biased q/k/v, a biased GELU MLP
+            beside attention (--serial-residual: after it), RoPE on --rotary of each head.
 
 Vectors are f32, matrices f16 (gpt-oss's experts MXFP4, as published).
 
@@ -170,13 +172,26 @@ def glm4moe_layer(t, b: str, a, i: int) -> None:
     leading_dense_then_moe(t, b, a, i, routing_bias=True)
 
 
+def biased_gelu_mlp(t, b: str, a) -> None:
+    """StarCoder2's and GPT-NeoX's feed-forward block: a LayerNorm and both projections biased."""
+    d = a.hidden
+    t(b + "ffn_norm.weight", (d,), F32)
+    t(b + "ffn_norm.bias", (d,), F32)
+    t(b + "ffn_up.weight", (a.ffn, d))
+    t(b + "ffn_up.bias", (a.ffn,), F32)
+    t(b + "ffn_down.weight", (d, a.ffn))
+    t(b + "ffn_down.bias", (d,), F32)
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("arch", choices=["gemma2", "gemma3", "qwen3", "qwen3moe", "mixtral", "cohere2",
                                     "phi3", "gpt-oss", "deepseek2", "llama4", "glm4moe", "gemma",
-                                    "qwen2moe", "starcoder2", "falcon"])
+                                    "qwen2moe", "starcoder2", "falcon", "gptneox"])
     p.add_argument("--shared-ffn", type=int, default=0, help="qwen2moe: the shared expert's width")
     p.add_argument("--norm-2", action="store_true", help="falcon: attn_norm_2 (Falcon-40B)")
+    p.add_argument("--serial-residual", action="store_true",
+                   help="gptneox: use_parallel_residual false")
     p.add_argument("--moe-step", type=int, default=1)
     p.add_argument("out")
     p.add_argument("--name", default="shape")
@@ -207,7 +222,7 @@ def main() -> None:
     p.add_argument("--weights-scale", type=float, default=1.0,
                    help="glm4moe: routed_scaling_factor (GLM-4.5: 2.5, GLM-4.5-Air: 1.0)")
     p.add_argument("--tied", action="store_true", help="phi3: tied embeddings (Phi-4-mini)")
-    p.add_argument("--rotary", type=float, default=1.0, help="phi3: partial rotary factor")
+    p.add_argument("--rotary", type=float, default=1.0, help="phi3, gptneox: partial rotary factor")
     a = p.parse_args()
     d = a.hidden
 
@@ -242,11 +257,13 @@ def main() -> None:
     if a.arch == "cohere2":
         w.add_float32("cohere2.logit_scale", 0.25)
         w.add_layer_norm_eps(1e-5)
-    if a.arch in ("starcoder2", "falcon"):
+    if a.arch in ("starcoder2", "falcon", "gptneox"):
         w.add_layer_norm_eps(1e-5)
+    if a.arch == "gptneox":
+        w.add_bool("gptneox.use_parallel_residual", not a.serial_residual)
     if a.arch == "qwen2moe":
         w.add_expert_shared_feed_forward_length(a.shared_ffn)
-    if a.arch == "phi3":
+    if a.arch in ("phi3", "gptneox"):
         w.add_rope_dimension_count(int(a.head_dim * a.rotary))
     if a.arch == "gemma2":
         w.add_float32("gemma2.attn_logit_softcapping", 50.0)
@@ -263,12 +280,12 @@ def main() -> None:
 
     t = lambda name, shape, ty=F16: add_tensor(w, name, shape, ty)
     add_embeddings(w, a.vocab, d, tied=a.arch in ("gemma", "gemma2", "gemma3", "cohere2") or a.tied)
-    if a.arch in ("starcoder2", "falcon"):
+    if a.arch in ("starcoder2", "falcon", "gptneox"):
         t("output_norm.bias", (d,), F32)
     for i in range(a.layers):
         b = f"blk.{i}."
         t(b + "attn_norm.weight", (d,), F32)
-        if a.arch in ("starcoder2", "falcon"):
+        if a.arch in ("starcoder2", "falcon", "gptneox"):
             t(b + "attn_norm.bias", (d,), F32)
         if a.arch == "gemma":
             attention(t, b, a, biases=False, qk_norm=False)
@@ -288,12 +305,7 @@ def main() -> None:
             t(b + "ffn_down_shexp.weight", (d, a.shared_ffn))
         elif a.arch == "starcoder2":
             attention(t, b, a, biases=True, qk_norm=False)
-            t(b + "ffn_norm.weight", (d,), F32)
-            t(b + "ffn_norm.bias", (d,), F32)
-            t(b + "ffn_up.weight", (a.ffn, d))
-            t(b + "ffn_up.bias", (a.ffn,), F32)
-            t(b + "ffn_down.weight", (d, a.ffn))
-            t(b + "ffn_down.bias", (d,), F32)
+            biased_gelu_mlp(t, b, a)
         elif a.arch == "falcon":
             if a.norm_2:
                 t(b + "attn_norm_2.weight", (d,), F32)
@@ -302,6 +314,13 @@ def main() -> None:
             t(b + "attn_output.weight", (d, d))
             t(b + "ffn_up.weight", (a.ffn, d))
             t(b + "ffn_down.weight", (d, a.ffn))
+        elif a.arch == "gptneox":
+            qkv = d + 2 * a.kv_heads * a.head_dim
+            t(b + "attn_qkv.weight", (qkv, d))
+            t(b + "attn_qkv.bias", (qkv,), F32)
+            t(b + "attn_output.weight", (d, d))
+            t(b + "attn_output.bias", (d,), F32)
+            biased_gelu_mlp(t, b, a)
         elif a.arch in ("gemma2", "gemma3"):
             attention(t, b, a, biases=False, qk_norm=a.arch == "gemma3")
             t(b + "post_attention_norm.weight", (d,), F32)
