@@ -116,8 +116,16 @@ fn rows(
         } else {
             ours / (printed + 0.01)
         };
-        // Where gpumem replays the builder's graph through ggml's allocator, the figure is
-        // llama.cpp's own.
+        // Every family but these is replayed through ggml's allocator (a family falling back
+        // to the stage formulas is a regression, though it may stay within 5 %), and where it
+        // is, the figure is llama.cpp's own.
+        let staged = matches!(arch.family.as_str(), "rwkv6" | "rwkv7" | "granitehybrid");
+        assert_eq!(
+            b.activations_basis == ActivationsBasis::GraphReplay,
+            !staged,
+            "{what}: {:?}",
+            b.activations_basis
+        );
         if b.activations_basis == ActivationsBasis::GraphReplay {
             assert_eq!(ratio, 1.0, "{what}: replayed, yet {ours:.4} MiB");
         }

@@ -663,11 +663,14 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
         && (oss || gemma || llama4 || cohere || arch.sliding_window.is_none())
         && (falcon || neox || arch.mlp == Mlp::Gated)
         && (oss || neox || !arch.mlp_bias)
-        && (if cohere || falcon || neox {
-            arch.norm == Norm::Layer
-        } else {
-            arch.norm == Norm::Rms
-        })
+        // Command R7B's norm is a LayerNorm without a bias, which a GGUF cannot tell from an
+        // RMSNorm: either is taken.
+        && (cohere
+            || if falcon || neox {
+                arch.norm == Norm::Layer
+            } else {
+                arch.norm == Norm::Rms
+            })
         && (oss || !arch.attention_sinks)
         && (falcon || neox || !arch.parallel_attention)
         && !arch.attn_output_gate
