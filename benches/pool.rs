@@ -36,6 +36,19 @@ fn cache_hit_pair(c: &mut Criterion) {
     });
 }
 
+/// The same pair through `&mut Pool`, which skips the lock.
+fn cache_hit_pair_exclusive(c: &mut Criterion) {
+    let mut pool = sim_pool();
+    let a = pool.allocate_exclusive(1 << 20).expect("warm");
+    pool.free_exclusive(a).expect("free");
+    c.bench_function("alloc+free pair, cache hit, exclusive (1 MiB, sim)", |b| {
+        b.iter(|| {
+            let a = pool.allocate_exclusive(black_box(1 << 20)).expect("alloc");
+            pool.free_exclusive(black_box(a)).expect("free");
+        })
+    });
+}
+
 struct SplitMix(u64);
 
 impl SplitMix {
@@ -90,6 +103,6 @@ fn random_mixed(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().measurement_time(Duration::from_secs(5)).warm_up_time(Duration::from_secs(1));
-    targets = cache_hit_pair, random_mixed
+    targets = cache_hit_pair, cache_hit_pair_exclusive, random_mixed
 }
 criterion_main!(benches);

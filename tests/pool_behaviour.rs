@@ -372,6 +372,15 @@ fn double_free_is_an_error_not_corruption() {
     let b = pool.allocate(100).unwrap();
     assert_eq!((b.segment, b.offset), (stale.segment, stale.offset));
     assert!(matches!(pool.free(stale), Err(PoolError::NotLive(_))));
+    // The exclusive owner's lock-free path refuses it the same way.
+    let mut pool = pool;
+    let c = pool.allocate_exclusive(100).unwrap();
+    let stale = c.clone();
+    pool.free_exclusive(c).unwrap();
+    assert!(matches!(
+        pool.free_exclusive(stale),
+        Err(PoolError::NotLive(_))
+    ));
     assert_eq!(pool.stats().active_buffers, 1);
     pool.free(b).unwrap();
     assert!(matches!(pool.allocate(0), Err(PoolError::ZeroSize)));

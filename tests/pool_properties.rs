@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use gpumem::alloc::{Allocation, MemoryConfig, Pool, PoolError};
+use gpumem::alloc::{Allocation, MemoryConfig, Pool, PoolError, DEFAULT_STREAM};
 use gpumem::backend::HostDevice;
 use gpumem::device::DeviceMemory;
 use proptest::prelude::*;
@@ -110,19 +110,28 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     #[test]
-    fn pool_matches_reference_model(ops in prop::collection::vec(op(), 1..160), expandable in any::<bool>()) {
+    fn pool_matches_reference_model(
+        ops in prop::collection::vec(op(), 1..160),
+        expandable in any::<bool>(),
+        exclusive in any::<bool>(),
+    ) {
         let device = Arc::new(HostDevice::new(Some(CAPACITY)));
         let config = MemoryConfig::default()
             .with_gpu_memory_fraction(1.0)
             .with_min_free_bytes(0)
             .with_cpu_fallback(false)
             .with_expandable_segments(expandable);
-        let pool = Pool::new(device.clone() as Arc<dyn DeviceMemory>, config).unwrap();
+        let mut pool = Pool::new(device.clone() as Arc<dyn DeviceMemory>, config).unwrap();
         let mut model = Model { live: Vec::new() };
         let mut tag = 0u64;
         for op in ops {
             match op {
-                Op::Alloc { size, stream } => match pool.allocate_on(size, stream) {
+                // The lock-free path for an exclusive owner keeps the same books.
+                Op::Alloc { size, stream } => match if exclusive && stream == DEFAULT_STREAM {
+                    pool.allocate_exclusive(size)
+                } else {
+                    pool.allocate_on(size, stream)
+                } {
                     Ok(a) => {
                         tag += 1;
                         prop_assert!(a.size >= size);
@@ -159,7 +168,11 @@ proptest! {
                         pool.read(&a, a.size - 8, &mut tail).unwrap();
                         prop_assert_eq!(head, sig, "data of a live block changed");
                         prop_assert_eq!(tail, sig, "data of a live block changed");
-                        pool.free(a).unwrap();
+                        if exclusive {
+                            pool.free_exclusive(a).unwrap();
+                        } else {
+                            pool.free(a).unwrap();
+                        }
                     }
                 }
                 Op::Sync { stream } => pool.synchronize(stream),

@@ -477,11 +477,35 @@ impl Pool {
         self.allocate_tagged(size, stream, None)
     }
 
+    /// Allocates `size` bytes on the default stream, as [`Pool::allocate`] does, for an owner
+    /// with the pool to itself (`&mut`): the lock is not taken, which saves an atomic operation
+    /// per call (about a tenth of an uncontended allocate). A single-threaded engine's choice.
+    pub fn allocate_exclusive(&mut self, size: u64) -> Result<Allocation, PoolError> {
+        let this: &Pool = self;
+        // SAFETY: `&mut self` is held for the whole call, so no other thread or guard can reach
+        // the state meanwhile.
+        this.allocate_with(size, DEFAULT_STREAM, None, |p| unsafe {
+            p.state.assume_unlocked()
+        })
+    }
+
     pub(crate) fn allocate_tagged(
         &self,
         size: u64,
         stream: StreamId,
         tag: Option<&str>,
+    ) -> Result<Allocation, PoolError> {
+        self.allocate_with(size, stream, tag, Pool::lock)
+    }
+
+    /// The allocation path, with the state reached through `access` (the lock, or an exclusive
+    /// borrow).
+    fn allocate_with<'a, G: std::ops::DerefMut<Target = State>>(
+        &'a self,
+        size: u64,
+        stream: StreamId,
+        tag: Option<&str>,
+        access: impl FnOnce(&'a Pool) -> G,
     ) -> Result<Allocation, PoolError> {
         if size == 0 {
             return Err(PoolError::ZeroSize);
@@ -489,7 +513,7 @@ impl Pool {
         let stream = if stream == GLOBAL { GLOBAL - 1 } else { stream };
         let rounded = self.round_size(size);
         let kind = self.kind(rounded);
-        let mut state = self.lock();
+        let mut state = access(self);
         let found = self.find_free(&mut state, stream, rounded, kind);
         let (idx, from) = match found {
             Some(hit) => {
@@ -1024,8 +1048,25 @@ impl Pool {
         self.free_into(alloc, true)
     }
 
+    /// Gives an allocation back, as [`Pool::free`] does, without taking the lock (see
+    /// [`Pool::allocate_exclusive`]).
+    pub fn free_exclusive(&mut self, alloc: Allocation) -> Result<(), PoolError> {
+        let this: &Pool = self;
+        // SAFETY: as in `allocate_exclusive`.
+        this.free_with(alloc, false, |p| unsafe { p.state.assume_unlocked() })
+    }
+
     fn free_into(&self, alloc: Allocation, synchronized: bool) -> Result<(), PoolError> {
-        let mut state = self.lock();
+        self.free_with(alloc, synchronized, Pool::lock)
+    }
+
+    fn free_with<'a, G: std::ops::DerefMut<Target = State>>(
+        &'a self,
+        alloc: Allocation,
+        synchronized: bool,
+        access: impl FnOnce(&'a Pool) -> G,
+    ) -> Result<(), PoolError> {
+        let mut state = access(self);
         let idx = alloc.block;
         let live = state
             .blocks

@@ -214,11 +214,13 @@ fn keep<T>(live: &mut Vec<Option<T>>, id: u32, made: Option<T>) -> bool {
 
 impl Subject for GpumemSubject {
     fn alloc(&mut self, id: u32, size: u64) -> bool {
-        keep(&mut self.live, id, self.pool.allocate(size).ok())
+        // The peers are driven through `&mut` (gpu-allocator, offset-allocator) or lock
+        // inside (VMA); one owner of a gpumem pool may skip its lock the same way.
+        keep(&mut self.live, id, self.pool.allocate_exclusive(size).ok())
     }
     fn free(&mut self, id: u32) {
         if let Some(a) = slot(&mut self.live, id).take() {
-            self.pool.free(a).expect("free");
+            self.pool.free_exclusive(a).expect("free");
         }
     }
     fn reserved(&self) -> u64 {
