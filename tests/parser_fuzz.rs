@@ -213,6 +213,19 @@ fn hostile_gguf_counts_do_not_allocate() {
         err.to_string().contains("implausible metadata count"),
         "{err}"
     );
+    // A sane header cut short (the first 40 bytes of a 28-tensor file): truncated, not corrupt.
+    let mut bytes = b"GGUF".to_vec();
+    bytes.extend(3u32.to_le_bytes());
+    bytes.extend(28u64.to_le_bytes());
+    bytes.extend(20u64.to_le_bytes());
+    bytes.extend([0u8; 16]);
+    let err = with_file("t.gguf", &bytes, read_gguf)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("truncated: 28 tensors and 20 metadata entries need at least 932 bytes, the file has 40"),
+        "{err}"
+    );
     // A string claiming 2^60 bytes.
     let mut bytes = b"GGUF".to_vec();
     bytes.extend(3u32.to_le_bytes());

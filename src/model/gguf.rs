@@ -376,11 +376,22 @@ pub fn read_gguf(path: &Path) -> Result<GgufFile, ModelError> {
     }
     let tensor_count = r.u64()?;
     let kv_count = r.u64()?;
-    if tensor_count > MAX_TENSORS || tensor_count.saturating_mul(24) > len {
+    // A count no real model has is a corrupt header; a sane count that the file is too short
+    // to describe (24 bytes a tensor, 13 a metadata entry, at the least) is a truncated file.
+    if tensor_count > MAX_TENSORS {
         return Err(r.err(format!("implausible tensor count {tensor_count}")));
     }
-    if kv_count > MAX_KV || kv_count.saturating_mul(13) > len {
+    if kv_count > MAX_KV {
         return Err(r.err(format!("implausible metadata count {kv_count}")));
+    }
+    let least = tensor_count
+        .saturating_mul(24)
+        .saturating_add(kv_count.saturating_mul(13));
+    if least > len {
+        return Err(r.err(format!(
+            "truncated: {tensor_count} tensors and {kv_count} metadata entries need at least \
+             {least} bytes, the file has {len}"
+        )));
     }
     let mut metadata = BTreeMap::new();
     for _ in 0..kv_count {
