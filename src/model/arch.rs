@@ -345,6 +345,9 @@ pub struct ModelArch {
     /// Phi-3's fused projections: q, k and v in one matrix (`qkv_proj`), the gated MLP's gate
     /// and up in another (`gate_up_proj`), whose outputs llama.cpp keeps beside their splits.
     pub fused_projections: bool,
+    /// The experts' gate and up projections are one tensor (`ffn_gate_up_exps`, as
+    /// `convert_hf_to_gguf.py --fuse-gate-up-exps` writes them): one matmul, split by views.
+    pub fused_gate_up_exps: bool,
     /// Qwen3-Next's linear-attention layers project q, k, v and the output gate z with one
     /// matrix (`ssm_in`, in GGUFs converted before llama.cpp split it into `attn_qkv` and
     /// `attn_gate`); llama.cpp then copies each part out, and keeps the projection until z is
@@ -938,6 +941,7 @@ pub fn llama_like(
         embedding_norm: false,
         query_prescaled: false,
         fused_projections: false,
+        fused_gate_up_exps: false,
         ssm: None,
         recurrent_layers: SlidingLayers::All,
         parallel_attention: false,

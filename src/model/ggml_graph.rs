@@ -354,6 +354,8 @@ struct Routed {
     weights: u64,
     sums: u64,
     expert_ffn: u64,
+    /// The first projection's output: `expert_ffn`, or twice it where gate and up are fused.
+    gate_up: u64,
     expert_out: u64,
     /// A shared expert's width (Llama 4, GLM-4.5, Qwen3-Next), 0 without one.
     shared: u64,
@@ -1311,6 +1313,11 @@ pub(crate) fn compute_buffer(
                 weights: width(k)?,
                 sums: width(1)?,
                 expert_ffn: width(m.expert_intermediate.checked_mul(k)?)?,
+                gate_up: width(
+                    m.expert_intermediate
+                        .checked_mul(k)?
+                        .checked_mul(if arch.fused_gate_up_exps { 2 } else { 1 })?,
+                )?,
                 expert_out: width(h.checked_mul(k)?)?,
                 shared: width(m.shared_intermediate)?,
                 shared_gate: m.shared_gate,
@@ -1332,7 +1339,7 @@ pub(crate) fn compute_buffer(
         }
     };
     if let Some(m) = &moe {
-        if [m.router, m.expert_ffn, m.expert_out]
+        if [m.router, m.gate_up, m.expert_out]
             .iter()
             .any(|&b| b > MOST)
         {
@@ -1429,11 +1436,16 @@ pub(crate) fn compute_buffer(
             let b = g.external();
             g.op(Kind::InPlace, bytes, layout, &[y, b, selected])
         };
-        let up = per_expert(g, m.expert_ffn, EXPERT_FFN, cur_3d);
+        // With fused experts, gate and up are one tensor of twice the width.
+        let up = per_expert(g, m.gate_up, EXPERT_FFN, cur_3d);
         let act = if plain {
             // Squared ReLU, in place.
             let relu = g.op(Kind::InPlace, m.expert_ffn, EXPERT_FFN, &[up]);
             g.op(Kind::InPlace, m.expert_ffn, EXPERT_FFN, &[relu])
+        } else if arch.fused_gate_up_exps {
+            let gate = g.view(up, EXPERT_FFN);
+            let up = g.view(up, EXPERT_FFN);
+            g.op(Kind::Fresh, m.expert_ffn, EXPERT_FFN, &[gate, up])
         } else {
             let gate = per_expert(g, m.expert_ffn, EXPERT_FFN, cur_3d);
             g.op(Kind::Fresh, m.expert_ffn, EXPERT_FFN, &[gate, up])

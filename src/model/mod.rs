@@ -588,6 +588,7 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
     // llama.cpp scales Gemma's queries by an op of their own (query_pre_attn_scalar).
     arch.query_prescaled = matches!(a.as_str(), "gemma" | "gemma2" | "gemma3");
     arch.joint_qkvz = a == "qwen3next" && has(".ssm_in.weight");
+    arch.fused_gate_up_exps = has(".ffn_gate_up_exps.weight");
     arch.max_position_embeddings = get("context_length");
     arch.tie_word_embeddings = !file.tensors.iter().any(|t| t.name == "output.weight");
     if let Some(rank) = get("attention.kv_lora_rank").filter(|&v| v > 0) {
@@ -634,6 +635,9 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
             [first, second, ..] if (routed.len() as u64) < ffn_layers => {
                 Some((*first, second - first))
             }
+            // One routed layer: the last (every layer from it routes, as a leading-dense model
+            // trimmed to a few layers has it), or one alone in the middle.
+            [only] if ffn_layers > 1 && only + 1 == layers => Some((*only, 1)),
             [only] if ffn_layers > 1 => Some((*only, layers)),
             _ => None,
         };

@@ -71,8 +71,12 @@ def attention(t, b: str, a, biases: bool, qk_norm: bool) -> None:
 def experts(t, b: str, a, ty, biases: bool) -> None:
     d, f, n = a.hidden, a.expert_ffn, a.experts
     t(b + "ffn_gate_inp.weight", (n, d), F32)
-    t(b + "ffn_gate_exps.weight", (n, f, d), ty)
-    t(b + "ffn_up_exps.weight", (n, f, d), ty)
+    if a.fuse_gate_up_exps and not biases:
+        # convert_hf_to_gguf.py --fuse-gate-up-exps: gate rows first, then up.
+        t(b + "ffn_gate_up_exps.weight", (n, 2 * f, d), ty)
+    else:
+        t(b + "ffn_gate_exps.weight", (n, f, d), ty)
+        t(b + "ffn_up_exps.weight", (n, f, d), ty)
     t(b + "ffn_down_exps.weight", (n, d, f), ty)
     if biases:
         t(b + "ffn_gate_inp.bias", (n,), F32)
@@ -193,6 +197,8 @@ def main() -> None:
     p.add_argument("--serial-residual", action="store_true",
                    help="gptneox: use_parallel_residual false")
     p.add_argument("--moe-step", type=int, default=1)
+    p.add_argument("--fuse-gate-up-exps", action="store_true",
+                   help="deepseek2: the experts' gate and up as one ffn_gate_up_exps")
     p.add_argument("out")
     p.add_argument("--name", default="shape")
     p.add_argument("--hidden", type=int, required=True)
