@@ -119,7 +119,7 @@ fn rows(
         // Every family but these is replayed through ggml's allocator (a family falling back
         // to the stage formulas is a regression, though it may stay within 5 %), and where it
         // is, the figure is llama.cpp's own.
-        let staged = matches!(arch.family.as_str(), "rwkv6" | "rwkv7" | "granitehybrid");
+        let staged = matches!(arch.family.as_str(), "rwkv6" | "rwkv7");
         assert_eq!(
             b.activations_basis == ActivationsBasis::GraphReplay,
             !staged,
@@ -306,6 +306,8 @@ fn estimates_match_llama_cpp_and_are_never_below_it() {
     rows.extend(compare_described("starcoder2-15b-shape.json"));
     rows.extend(compare_described("deepseek-v2-wide-experts-layout.json"));
     rows.extend(compare_described("deepseek-v2-fused-experts-layout.json"));
+    rows.extend(compare_described("granite-4.0-h-tiny-shape.json"));
+    rows.extend(compare_described("granite-4.0-h-small-shape.json"));
     for described in [
         // RWKV: the time mix's per-token widths were fitted to the small-vocabulary 1.5B RWKV-7
         // and 1.6B RWKV-6 rows (and to 2.9B RWKV-7 and 7B-wide RWKV-6 shapes not kept); the 0.4B
@@ -349,7 +351,7 @@ fn estimates_match_llama_cpp_and_are_never_below_it() {
     ] {
         rows.extend(compare_described(described));
     }
-    assert_eq!(rows.len(), 493);
+    assert_eq!(rows.len(), 509);
     // The accuracy table the README shows (`cargo test --test llamacpp_reference -- --nocapture`).
     for (name, context, ubatch, fa, ratio) in &rows {
         eprintln!(
@@ -397,6 +399,22 @@ fn config_json_readings_match_the_measured_ggufs() {
                                 "mamba", "mamba", "mamba", "attention"],
                 "mamba_n_heads": 48, "mamba_d_head": 64, "mamba_n_groups": 1,
                 "mamba_d_state": 128, "mamba_d_conv": 4, "mamba_expand": 2
+            }),
+        ),
+        (
+            "granite-4.0-h-tiny-shape.json",
+            serde_json::json!({
+                "model_type": "granitemoehybrid", "hidden_size": 1536, "num_hidden_layers": 8,
+                "num_attention_heads": 12, "num_key_value_heads": 4, "vocab_size": 100352,
+                "intermediate_size": 512, "shared_intermediate_size": 1024,
+                "num_local_experts": 64, "num_experts_per_tok": 6, "tie_word_embeddings": true,
+                "layer_types": ["mamba", "mamba", "mamba", "attention",
+                                "mamba", "mamba", "mamba", "attention"],
+                "mamba_n_heads": 48, "mamba_d_head": 64, "mamba_n_groups": 1,
+                "mamba_d_state": 128, "mamba_d_conv": 4, "mamba_expand": 2,
+                "embedding_multiplier": 12.0, "residual_multiplier": 0.22,
+                "logits_scaling": 6.0, "attention_multiplier": 0.0078125,
+                "position_embedding_type": "nope"
             }),
         ),
         (
@@ -475,5 +493,14 @@ fn config_json_readings_match_the_measured_ggufs() {
             gpumem::model::parse_config(Path::new("config.json"), name, &config).unwrap();
         assert!(warnings.is_empty(), "{name}: {warnings:?}");
         assert_eq!(arch.params().total, tensors, "{name}");
+        // Granite's multipliers and NoPE from config.json: the compute buffer the GGUF gives.
+        if name.starts_with("granite-4.0-h-tiny") {
+            let file = described_file(name, &doc);
+            let weights = FileWeights {
+                parameters: file.parameters(),
+                bytes: file.tensor_bytes(),
+            };
+            assert_eq!(rows(name, &doc, &arch, weights).len(), 8);
+        }
     }
 }

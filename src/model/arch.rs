@@ -271,6 +271,18 @@ pub struct SlidingWindow {
     pub layers: SlidingLayers,
 }
 
+/// Which of Granite's multipliers a model sets (each a scale op in llama.cpp's graph).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct GraniteScales {
+    /// `embedding_scale`: the token embeddings.
+    pub embedding: bool,
+    /// `residual_scale`: attention's or the mixer's output, and the feed-forward block's,
+    /// before each joins the residual.
+    pub residual: bool,
+    /// `logit_scale`: the logits.
+    pub logits: bool,
+}
+
 /// Everything the memory arithmetic needs about a model.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ModelArch {
@@ -348,6 +360,12 @@ pub struct ModelArch {
     /// The experts' gate and up projections are one tensor (`ffn_gate_up_exps`, as
     /// `convert_hf_to_gguf.py --fuse-gate-up-exps` writes them): one matmul, split by views.
     pub fused_gate_up_exps: bool,
+    /// No rotary embedding in the attention layers (Granite-4.0-H's `nope`, written as
+    /// `rope.scaling.finetuned` false).
+    pub no_rope: bool,
+    /// Granite's multipliers that llama.cpp applies as ops of their own: the embeddings, each
+    /// block's output before its residual, and the logits.
+    pub granite_scales: GraniteScales,
     /// Qwen3-Next's linear-attention layers project q, k, v and the output gate z with one
     /// matrix (`ssm_in`, in GGUFs converted before llama.cpp split it into `attn_qkv` and
     /// `attn_gate`); llama.cpp then copies each part out, and keeps the projection until z is
@@ -942,6 +960,8 @@ pub fn llama_like(
         query_prescaled: false,
         fused_projections: false,
         fused_gate_up_exps: false,
+        no_rope: false,
+        granite_scales: GraniteScales::default(),
         ssm: None,
         recurrent_layers: SlidingLayers::All,
         parallel_attention: false,

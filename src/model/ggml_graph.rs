@@ -703,7 +703,8 @@ fn modelled(arch: &ModelArch) -> Option<Builder> {
 }
 
 /// The recurrent and hybrid layouts modelled here: llama.cpp's `mamba` (Mamba, FalconMamba,
-/// Mamba-2), `jamba`, `nemotron_h` (and `nemotron_h_moe`), `falcon-h1` and `qwen3next` builders.
+/// Mamba-2), `jamba`, `nemotron_h` (and `nemotron_h_moe`), `falcon-h1`, `granitehybrid` and
+/// `qwen3next` builders.
 fn recurrent(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
     let sane = ssm.inner > 0
         && ssm.state > 0
@@ -805,6 +806,28 @@ fn recurrent(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
                 qk_norm: true,
                 gated_attention: true,
                 nextn: true,
+                ..Builder::default()
+            })
+        }
+        ("granitehybrid" | "granitemoehybrid", SsmKind::Mamba2) => {
+            // Granite-4.0-H: Jamba's layout with Mamba-2 mixers, RoPE unless the file turns it
+            // off, and softmax-routed experts with normalised weights beside a plain shared one.
+            let moe_ok = arch.moe.as_ref().is_none_or(|m| {
+                !m.router_bias
+                    && !m.shared_gate
+                    && m.groups.0 <= 1
+                    && m.first_dense_layers == 0
+                    && m.layer_freq <= 1
+                    && routable(m)
+            });
+            (standard_attention(arch)
+                && !arch.parallel_attention
+                && !arch.ffn_blocks_alone
+                && moe_ok
+                && pre_norm_gated(arch))
+            .then_some(Builder {
+                recurrent: Some(ssm),
+                rope_free: arch.no_rope,
                 ..Builder::default()
             })
         }
@@ -1534,7 +1557,8 @@ pub(crate) fn compute_buffer(
     // (DeepSeek's unsplit attn_kv_b caches every head's V).
     let mut full_v_idxs = None;
     let mut inp = embd;
-    if gemma {
+    // Gemma's embeddings are scaled by √width, Granite's by its embedding multiplier.
+    if gemma || arch.granite_scales.embedding {
         inp = g.op(Kind::InPlace, model, MODEL, &[embd]);
     }
     for layer in 0..arch.num_layers {
@@ -1862,6 +1886,10 @@ pub(crate) fn compute_buffer(
             cur = g.op(Kind::Fresh, model, MODEL, &[cur, out_ids]);
             residual = g.op(Kind::Fresh, model, MODEL, &[residual, out_ids]);
         }
+        // Granite scales each block's output before its residual add.
+        if arch.granite_scales.residual {
+            cur = g.op(Kind::InPlace, model, MODEL, &[cur]);
+        }
         let post_norms = gemma && arch.norms_per_layer == 4;
         if post_norms {
             cur = norm(&mut g, cur, model, MODEL);
@@ -1882,6 +1910,8 @@ pub(crate) fn compute_buffer(
         let out = ffn_block(&mut g, cur, layer)?;
         let out = if post_norms {
             norm(&mut g, out, model, MODEL)
+        } else if arch.granite_scales.residual {
+            g.op(Kind::InPlace, model, MODEL, &[out])
         } else {
             out
         };
@@ -1905,7 +1935,10 @@ pub(crate) fn compute_buffer(
     }
     g.tensors[result_norm].output = true;
     let lm_head = g.external();
-    let result = g.op(Kind::Fresh, logits, OTHER, &[lm_head, result_norm]);
+    let mut result = g.op(Kind::Fresh, logits, OTHER, &[lm_head, result_norm]);
+    if arch.granite_scales.logits {
+        result = g.op(Kind::InPlace, logits, OTHER, &[result]);
+    }
     g.tensors[result].output = true;
     g.expand(result);
     Some(reserve(&g))

@@ -5,7 +5,8 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use super::arch::{
-    Attention, Mlp, ModelArch, Moe, Norm, ShapeField, SlidingLayers, SlidingWindow, SsmKind,
+    Attention, GraniteScales, Mlp, ModelArch, Moe, Norm, ShapeField, SlidingLayers, SlidingWindow,
+    SsmKind,
 };
 use super::error::ModelError;
 use super::estimate::FileWeights;
@@ -476,6 +477,21 @@ pub fn parse_config(
             if f.uint(&["num_local_experts"])?.unwrap_or(0) == 0 {
                 arch.intermediate_size = f.req(&["shared_intermediate_size"])?;
             }
+            // Each multiplier the converter writes (any but 0) is an op of its own in llama.cpp.
+            let mut multiplier = |name: &str| {
+                f.used.push(name.to_string());
+                map.get(name)
+                    .and_then(Value::as_f64)
+                    .is_some_and(|m| m != 0.0)
+            };
+            arch.granite_scales = GraniteScales {
+                embedding: multiplier("embedding_multiplier"),
+                residual: multiplier("residual_multiplier"),
+                logits: multiplier("logits_scaling"),
+            };
+            f.used.push("position_embedding_type".into());
+            arch.no_rope =
+                map.get("position_embedding_type").and_then(Value::as_str) == Some("nope");
         }
         "nemotron_h" => {
             // Nemotron-H: one block per layer as `hybrid_override_pattern` spells it (M a

@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 pub use arch::{
-    llama_like, Attention, Mlp, ModelArch, Moe, Norm, ParamCount, ShapeField, SlidingLayers,
-    SlidingWindow, Ssm, SsmKind, MAX_PARAMETERS,
+    llama_like, Attention, GraniteScales, Mlp, ModelArch, Moe, Norm, ParamCount, ShapeField,
+    SlidingLayers, SlidingWindow, Ssm, SsmKind, MAX_PARAMETERS,
 };
 pub use catalog::{catalog, find_model, CatalogModel};
 pub use dtype::{
@@ -589,6 +589,22 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
     arch.query_prescaled = matches!(a.as_str(), "gemma" | "gemma2" | "gemma3");
     arch.joint_qkvz = a == "qwen3next" && has(".ssm_in.weight");
     arch.fused_gate_up_exps = has(".ffn_gate_up_exps.weight");
+    if a == "granitehybrid" {
+        let set = |key: &str| match file.metadata.get(&format!("{a}.{key}")) {
+            Some(GgufValue::Float(f)) => *f != 0.0,
+            _ => false,
+        };
+        arch.granite_scales = GraniteScales {
+            embedding: set("embedding_scale"),
+            residual: set("residual_scale"),
+            logits: set("logit_scale"),
+        };
+        // llama.cpp's switch for Granite's RoPE (on unless the key says otherwise).
+        arch.no_rope = matches!(
+            file.metadata.get(&format!("{a}.rope.scaling.finetuned")),
+            Some(GgufValue::Bool(false))
+        );
+    }
     arch.max_position_embeddings = get("context_length");
     arch.tie_word_embeddings = !file.tensors.iter().any(|t| t.name == "output.weight");
     if let Some(rank) = get("attention.kv_lora_rank").filter(|&v| v > 0) {

@@ -12,8 +12,9 @@ no weight data (a sparse file), like make_gguf.py does for the llama layout.
   mamba2     Mamba-2: every layer an SSD mixer (in_proj, conv, A, D, gated norm, out_proj).
   jamba      Jamba: Mamba mixers with Δ/B/C norms, attention in the layers --attn-layers
              lists (no RoPE), experts in the layers --moe-layers lists, a gated MLP in the rest.
-  granitehybrid  Granite-4.0-H (dense): Mamba-2 mixers with attention in the layers
-             --attn-layers lists, a gated MLP after every mixer.
+  granitehybrid  Granite-4.0-H: Mamba-2 mixers with attention in the layers
+             --attn-layers lists, a gated MLP (or --experts with a --shared-ffn expert) after
+             every mixer; --granite-scales and --nope as Granite-4.0-H's config sets them.
   falconh1   Falcon-H1: attention and a Mamba-2 mixer side by side in every layer (their
              outputs added), then a gated MLP; --no-ssm-norm drops the mixer's gated norm
              (configs with mamba_rms_norm false).
@@ -210,6 +211,21 @@ def granitehybrid(w: GGUFWriter, a) -> None:
     w.add_key_length(hd)
     w.add_value_length(hd)
     ssm_keys(w, a)
+    if a.granite_scales:
+        # Granite-4.0-H's published multipliers (config.json: embedding_multiplier 12,
+        # residual_multiplier 0.22, logits_scaling 6, attention_multiplier 1/128).
+        w.add_float32("granitehybrid.embedding_scale", 12.0)
+        w.add_float32("granitehybrid.residual_scale", 0.22)
+        w.add_float32("granitehybrid.logit_scale", 6.0)
+        w.add_float32("granitehybrid.attention.scale", 0.0078125)
+    if a.nope:
+        # position_embedding_type "nope": the converter turns RoPE off this way.
+        w.add_bool("granitehybrid.rope.scaling.finetuned", False)
+    if a.experts:
+        w.add_expert_count(a.experts)
+        w.add_expert_used_count(a.experts_used)
+        w.add_expert_feed_forward_length(a.expert_ffn)
+        w.add_expert_shared_feed_forward_length(a.shared_ffn)
     t = lambda name, shape, ty=F16: add_tensor(w, name, shape, ty)
     add_embeddings(w, a.vocab, d, a.tied)
     for i in range(a.layers):
@@ -220,7 +236,18 @@ def granitehybrid(w: GGUFWriter, a) -> None:
         else:
             mamba2_mixer(t, b, a)
         t(b + "ffn_norm.weight", (d,), F32)
-        gated_mlp(t, b, a)
+        if a.experts:
+            n, f, sf = a.experts, a.expert_ffn, a.shared_ffn
+            t(b + "ffn_gate_inp.weight", (n, d), F32)
+            t(b + "ffn_gate_exps.weight", (n, f, d))
+            t(b + "ffn_up_exps.weight", (n, f, d))
+            t(b + "ffn_down_exps.weight", (n, d, f))
+            if sf:
+                t(b + "ffn_gate_shexp.weight", (sf, d))
+                t(b + "ffn_up_shexp.weight", (sf, d))
+                t(b + "ffn_down_shexp.weight", (d, sf))
+        else:
+            gated_mlp(t, b, a)
 
 
 def jamba(w: GGUFWriter, a) -> None:
@@ -452,6 +479,10 @@ def main() -> None:
     p.add_argument("--shared-ffn", type=int, default=0)
     p.add_argument("--attn-interval", type=int, default=4)
     p.add_argument("--attn-layers", default="", help="granitehybrid: attention layers, e.g. 3,7")
+    p.add_argument("--granite-scales", action="store_true",
+                   help="granitehybrid: Granite-4.0-H's embedding, residual, logit and attention scales")
+    p.add_argument("--nope", action="store_true",
+                   help="granitehybrid: no RoPE (rope.scaling.finetuned false)")
     p.add_argument("--ffn", type=int, default=0)
     p.add_argument("--conv", type=int, default=4)
     p.add_argument("--expand", type=int, default=2)
