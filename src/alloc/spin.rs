@@ -72,32 +72,14 @@ impl<T> SpinLock<T> {
     ///
     /// # Safety
     ///
-    /// Nothing else may touch the value while the guard lives: the caller holds an exclusive
-    /// borrow of whatever owns the lock (so no guard can exist, nor be made, meanwhile).
-    pub(crate) unsafe fn assume_unlocked(&self) -> Unlocked<'_, T> {
-        Unlocked { lock: self }
-    }
-}
-
-/// Access to the value under an exclusive borrow of the lock's owner (see
-/// [`SpinLock::assume_unlocked`]); dropping it releases nothing.
-pub(crate) struct Unlocked<'a, T> {
-    lock: &'a SpinLock<T>,
-}
-
-impl<T> Deref for Unlocked<'_, T> {
-    type Target = T;
-
-    fn deref(&self) -> &T {
-        // SAFETY: `assume_unlocked`'s caller guarantees no other access while this lives.
-        unsafe { &*self.lock.value.get() }
-    }
-}
-
-impl<T> DerefMut for Unlocked<'_, T> {
-    fn deref_mut(&mut self) -> &mut T {
-        // SAFETY: as above, and this is borrowed mutably.
-        unsafe { &mut *self.lock.value.get() }
+    /// Nothing else may touch the value while the reference lives: the caller holds an
+    /// exclusive borrow of whatever owns the lock (so no guard can exist, nor be made,
+    /// meanwhile).
+    // A `&mut` from `&self` is this function's point; its contract above is what makes it sound.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn assume_unlocked(&self) -> &mut T {
+        // SAFETY: the caller guarantees no other access while the reference lives.
+        unsafe { &mut *self.value.get() }
     }
 }
 

@@ -1831,11 +1831,12 @@ pub(crate) fn compute_buffer(
             }
             cur
         };
-        if cohere || falcon {
-            // The feed-forward block reads the same normed input as attention; the layer's
-            // output is that block's plus the residual and attention's (Command R7B adds the
-            // residual first, Falcon attention's output), so attention's output projection runs
-            // after the feed-forward block.
+        if cohere || falcon || (neox && arch.parallel_attention) {
+            // The feed-forward block beside attention: on the same normed input (Command R7B,
+            // Falcon) or on a norm of its own of the gathered input (GPT-NeoX's parallel
+            // residual). The layer's output is that block's plus the residual and attention's
+            // (Falcon adds attention's first, the others the residual), so attention's output
+            // projection runs after the feed-forward block.
             let last = layer + 1 == arch.num_layers;
             let rows = |g: &mut Graph, x: usize| {
                 if last {
@@ -1846,33 +1847,19 @@ pub(crate) fn compute_buffer(
             };
             let attn_out = rows(&mut g, cur);
             let residual = rows(&mut g, residual);
-            let normed = rows(&mut g, normed);
-            let out = ffn_block(&mut g, normed, layer)?;
-            let (first, second) = if cohere {
-                (residual, attn_out)
+            let normed = if neox {
+                norm(&mut g, residual, model, MODEL)
             } else {
+                rows(&mut g, normed)
+            };
+            let out = ffn_block(&mut g, normed, layer)?;
+            let (first, second) = if falcon {
                 (attn_out, residual)
+            } else {
+                (residual, attn_out)
             };
             let sum = g.op(Kind::InPlace, model, MODEL, &[out, first]);
             inp = g.op(Kind::InPlace, model, MODEL, &[sum, second]);
-            continue;
-        }
-        if neox && arch.parallel_attention {
-            // GPT-NeoX's parallel residual: the MLP on its own norm of the layer's input, then
-            // the input, then attention's output added to it.
-            let last = layer + 1 == arch.num_layers;
-            let (attn_out, residual) = if last {
-                (
-                    g.op(Kind::Fresh, model, MODEL, &[cur, out_ids]),
-                    g.op(Kind::Fresh, model, MODEL, &[residual, out_ids]),
-                )
-            } else {
-                (cur, residual)
-            };
-            let normed = norm(&mut g, residual, model, MODEL);
-            let out = ffn_block(&mut g, normed, layer)?;
-            let sum = g.op(Kind::InPlace, model, MODEL, &[out, residual]);
-            inp = g.op(Kind::InPlace, model, MODEL, &[sum, attn_out]);
             continue;
         }
         if let Some((s, inputs)) = mixer.filter(|_| parallel) {

@@ -138,6 +138,22 @@ impl GgufFile {
         self.metadata.get(key).and_then(GgufValue::as_u64)
     }
 
+    /// A `bool` metadata value.
+    pub fn boolean(&self, key: &str) -> Option<bool> {
+        match self.metadata.get(key) {
+            Some(GgufValue::Bool(b)) => Some(*b),
+            _ => None,
+        }
+    }
+
+    /// A floating-point metadata value.
+    pub fn float(&self, key: &str) -> Option<f64> {
+        match self.metadata.get(key) {
+            Some(GgufValue::Float(f)) => Some(*f),
+            _ => None,
+        }
+    }
+
     /// Total elements over all tensors (the parameter count).
     pub fn parameters(&self) -> u64 {
         self.tensors.iter().map(|t| t.elements).sum()

@@ -416,10 +416,7 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
                     .any(|t| t.name.ends_with(".ssm_conv1d.bias")),
             norm: match kind {
                 // FalconMamba's weightless RMS norms over Δ, B and C.
-                arch::SsmKind::Mamba => matches!(
-                    file.metadata.get(&format!("{a}.ssm.dt_b_c_rms")),
-                    Some(GgufValue::Bool(true))
-                ),
+                arch::SsmKind::Mamba => file.boolean(&format!("{a}.ssm.dt_b_c_rms")) == Some(true),
                 arch::SsmKind::Mamba2 => file
                     .tensors
                     .iter()
@@ -476,10 +473,7 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
     // GPT-NeoX beside it unless the file says otherwise (llama.cpp requires the key).
     let parallel_attention = match a.as_str() {
         "falcon-h1" | "falcon" => true,
-        "gptneox" => !matches!(
-            file.metadata.get("gptneox.use_parallel_residual"),
-            Some(GgufValue::Bool(false))
-        ),
+        "gptneox" => file.boolean("gptneox.use_parallel_residual") != Some(false),
         _ => false,
     };
     let all_recurrent =
@@ -590,20 +584,14 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
     arch.joint_qkvz = a == "qwen3next" && has(".ssm_in.weight");
     arch.fused_gate_up_exps = has(".ffn_gate_up_exps.weight");
     if a == "granitehybrid" {
-        let set = |key: &str| match file.metadata.get(&format!("{a}.{key}")) {
-            Some(GgufValue::Float(f)) => *f != 0.0,
-            _ => false,
-        };
+        let set = |key: &str| file.float(&format!("{a}.{key}")).is_some_and(|f| f != 0.0);
         arch.granite_scales = GraniteScales {
             embedding: set("embedding_scale"),
             residual: set("residual_scale"),
             logits: set("logit_scale"),
         };
         // llama.cpp's switch for Granite's RoPE (on unless the key says otherwise).
-        arch.no_rope = matches!(
-            file.metadata.get(&format!("{a}.rope.scaling.finetuned")),
-            Some(GgufValue::Bool(false))
-        );
+        arch.no_rope = file.boolean(&format!("{a}.rope.scaling.finetuned")) == Some(false);
     }
     arch.max_position_embeddings = get("context_length");
     arch.tie_word_embeddings = !file.tensors.iter().any(|t| t.name == "output.weight");
@@ -681,10 +669,9 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
             layer_freq: moe_step,
             router_bias: has(".ffn_gate_inp.bias") || has(".exp_probs_b.bias"),
             shared_gate: has(".ffn_gate_inp_shexp.weight"),
-            scaled_weights: match file.metadata.get(&format!("{a}.expert_weights_scale")) {
-                Some(GgufValue::Float(f)) => *f != 0.0 && *f != 1.0,
-                _ => false,
-            },
+            scaled_weights: file
+                .float(&format!("{a}.expert_weights_scale"))
+                .is_some_and(|f| f != 0.0 && f != 1.0),
             groups: (
                 get("expert_group_count").unwrap_or(0),
                 get("expert_group_used_count").unwrap_or(0),
