@@ -101,7 +101,8 @@
 //! a.read(0, &mut back).unwrap();
 //! assert_eq!(&back, b"weights");
 //! assert_eq!(a.len(), 1000);
-//! assert_eq!(a.allocation().unwrap().size, 1024); // blocks are whole 512-byte units
+//! // Blocks are whole 512-byte units.
+//! assert_eq!(pool.info(a.allocation().unwrap()).unwrap().size, 1024);
 //! drop(a);
 //!
 //! let b = pool.buffer(900).unwrap(); // served from the cache
@@ -111,6 +112,27 @@
 //! drop(b);
 //! pool.empty_cache();
 //! assert_eq!(pool.stats().reserved_bytes, 0);
+//! ```
+//!
+//! # Raw allocations
+//! An [`alloc::Allocation`] is an 8-byte handle (a block and its generation), what an engine
+//! keeps per tensor; [`alloc::Pool::info`] says where it is. A copy kept past its free is
+//! refused, even once the block is handed out again.
+//! ```
+//! # use std::sync::Arc;
+//! # use gpumem::alloc::{MemoryConfig, Pool, PoolError};
+//! # use gpumem::backend::SimDevice;
+//! let pool = Pool::new(Arc::new(SimDevice::new(1 << 30)), MemoryConfig::default()).unwrap();
+//! let a = pool.allocate(3000).unwrap();
+//! assert_eq!(std::mem::size_of_val(&a), 8);
+//! let info = pool.info(&a).unwrap();
+//! assert_eq!((info.requested, info.size), (3000, 3072));
+//! let stale = a;
+//! pool.free(a).unwrap();
+//! let b = pool.allocate(3000).unwrap(); // the same block, a new generation
+//! assert_eq!(pool.info(&b).unwrap().offset, info.offset);
+//! assert_eq!(pool.free(stale), Err(PoolError::NotLive(stale)));
+//! pool.free(b).unwrap();
 //! ```
 //!
 //! # Named buffers that grow

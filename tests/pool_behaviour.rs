@@ -30,9 +30,9 @@ fn plain() -> MemoryConfig {
 fn rounds_to_512_and_uses_size_classes() {
     let pool = sim(1 << 30);
     let a = pool.allocate(1).unwrap();
-    assert_eq!(a.size, 512);
+    assert_eq!(pool.info(&a).unwrap().size, 512);
     let b = pool.allocate(513).unwrap();
-    assert_eq!(b.size, 1024);
+    assert_eq!(pool.info(&b).unwrap().size, 1024);
     // Both small requests share one 2 MiB segment.
     assert_eq!(pool.stats().reserved_bytes, 2 * MIB);
     let c = pool.allocate(MIB + 1).unwrap();
@@ -60,11 +60,12 @@ fn freed_blocks_are_reused_and_coalesced() {
     let a = pool.allocate(4096).unwrap();
     let b = pool.allocate(4096).unwrap();
     let c = pool.allocate(4096).unwrap();
-    assert_eq!((a.offset, b.offset, c.offset), (0, 4096, 8192));
+    let offset = |x| pool.info(x).unwrap().offset;
+    assert_eq!((offset(&a), offset(&b), offset(&c)), (0, 4096, 8192));
     pool.free(b).unwrap();
     // Best fit: the 4 KiB hole, not the tail of the segment.
     let b2 = pool.allocate(4000).unwrap();
-    assert_eq!(b2.offset, 4096);
+    assert_eq!(offset(&b2), 4096);
     pool.free(a).unwrap();
     pool.free(b2).unwrap();
     pool.free(c).unwrap();
@@ -129,7 +130,7 @@ fn other_streams_wait_for_synchronize() {
         before,
         "after synchronize any stream reuses the block"
     );
-    assert_eq!(d.stream, 3);
+    assert_eq!(pool.info(&d).unwrap().stream, 3);
     pool.free(d).unwrap();
 }
 
@@ -149,7 +150,7 @@ fn oversize_blocks_are_not_split() {
     assert_eq!(pool.stats().segments, 2);
     // An oversize request close in size takes it whole.
     let near = pool.allocate(90 * MIB).unwrap();
-    assert_eq!(near.size, 100 * MIB);
+    assert_eq!(pool.info(&near).unwrap().size, 100 * MIB);
     assert_eq!(pool.stats().segments, 2);
     pool.free(small).unwrap();
     pool.free(near).unwrap();
@@ -362,20 +363,28 @@ fn buffers_return_on_drop_and_batches_together() {
 fn double_free_is_an_error_not_corruption() {
     let pool = sim(1 << 30);
     let a = pool.allocate(100).unwrap();
-    let stale = a.clone();
+    let stale = a;
+    let was = pool.info(&a).unwrap();
     pool.free(a).unwrap();
+    assert_eq!(pool.free(stale), Err(PoolError::NotLive(stale)));
+    // The block is handed out again; the stale copy still cannot free it, nor reach it.
+    let b = pool.allocate(100).unwrap();
+    let now = pool.info(&b).unwrap();
+    assert_eq!((now.segment, now.offset), (was.segment, was.offset));
+    assert_ne!(now.id, was.id);
+    assert_ne!(b, stale);
+    assert!(matches!(pool.free(stale), Err(PoolError::NotLive(_))));
+    assert!(matches!(pool.info(&stale), Err(PoolError::NotLive(_))));
     assert!(matches!(
-        pool.free(stale.clone()),
+        pool.write(&stale, 0, b"x"),
         Err(PoolError::NotLive(_))
     ));
-    // The block is handed out again; the stale copy still cannot free it.
-    let b = pool.allocate(100).unwrap();
-    assert_eq!((b.segment, b.offset), (stale.segment, stale.offset));
-    assert!(matches!(pool.free(stale), Err(PoolError::NotLive(_))));
+    let message = pool.free(stale).unwrap_err().to_string();
+    assert!(message.contains("is not live in this pool"), "{message}");
     // The exclusive owner's lock-free path refuses it the same way.
     let mut pool = pool;
     let c = pool.allocate_exclusive(100).unwrap();
-    let stale = c.clone();
+    let stale = c;
     pool.free_exclusive(c).unwrap();
     assert!(matches!(
         pool.free_exclusive(stale),
@@ -503,7 +512,11 @@ fn arena_mode_carves_everything_from_one_segment() {
         (s.segments, s.reserved_bytes, s.device_allocs),
         (1, 256 * MIB, 1)
     );
-    assert_eq!((a.offset, b.offset, c.offset), (0, 512, 512 + 30 * MIB));
+    let offset = |x| pool.info(x).unwrap().offset;
+    assert_eq!(
+        (offset(&a), offset(&b), offset(&c)),
+        (0, 512, 512 + 30 * MIB)
+    );
     // Full: the next arena is reserved.
     let d = pool.allocate(250 * MIB).unwrap();
     assert_eq!(pool.stats().segments, 2);
@@ -646,8 +659,9 @@ fn expandable_segments_on_host_memory() {
     pool.write(&a, 0, b"first").unwrap();
     let b = pool.allocate(30 * MIB).unwrap();
     pool.write(&b, 30 * MIB - 6, b"second").unwrap();
-    assert_eq!(b.segment, a.segment, "one range grows");
-    assert_eq!(b.address, a.address.map(|x| x + b.offset));
+    let (ai, bi) = (pool.info(&a).unwrap(), pool.info(&b).unwrap());
+    assert_eq!(bi.segment, ai.segment, "one range grows");
+    assert_eq!(bi.address, ai.address.map(|x| x + bi.offset));
     let mut out = [0u8; 5];
     pool.read(&a, 0, &mut out).unwrap();
     assert_eq!(&out, b"first");
@@ -655,14 +669,19 @@ fn expandable_segments_on_host_memory() {
     assert_eq!(device.reserved(), reserved);
     pool.free(a).unwrap();
     let c = pool.allocate(8 * MIB).unwrap();
+    let ci = pool.info(&c).unwrap();
     assert_eq!(
-        (c.segment, c.offset),
-        (b.segment, 0),
+        (ci.segment, ci.offset),
+        (bi.segment, 0),
         "freed space reused in place"
     );
     assert_eq!(pool.stats().reserved_bytes, reserved);
     let other = pool.allocate_on(4 * MIB, 7).unwrap();
-    assert_ne!(other.segment, b.segment, "each stream has its own range");
+    assert_ne!(
+        pool.info(&other).unwrap().segment,
+        bi.segment,
+        "each stream has its own range"
+    );
     for x in [b, c, other] {
         pool.free(x).unwrap();
     }

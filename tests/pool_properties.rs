@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use gpumem::alloc::{Allocation, MemoryConfig, Pool, PoolError, DEFAULT_STREAM};
+use gpumem::alloc::{Allocation, AllocationInfo, MemoryConfig, Pool, PoolError, DEFAULT_STREAM};
 use gpumem::backend::HostDevice;
 use gpumem::device::DeviceMemory;
 use proptest::prelude::*;
@@ -40,11 +40,12 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 struct Model {
-    live: Vec<(Allocation, u64)>,
+    /// Each live allocation, what the pool said of it when it was made, and its data tag.
+    live: Vec<(Allocation, AllocationInfo, u64)>,
 }
 
-fn signature(alloc: &Allocation, tag: u64) -> [u8; 8] {
-    (tag ^ alloc.offset.rotate_left(17)).to_le_bytes()
+fn signature(info: &AllocationInfo, tag: u64) -> [u8; 8] {
+    (tag ^ info.offset.rotate_left(17)).to_le_bytes()
 }
 
 /// Checks every invariant the pool promises against the model and the device.
@@ -83,14 +84,16 @@ fn check(pool: &Pool, device: &HostDevice, model: &Model) {
         "device and pool disagree on reserved bytes"
     );
     let live_blocks: u64 = blocks.iter().filter(|b| b.allocated).map(|b| b.size).sum();
-    let model_alloc: u64 = model.live.iter().map(|(a, _)| a.size).sum();
-    let model_req: u64 = model.live.iter().map(|(a, _)| a.requested).sum();
+    let model_alloc: u64 = model.live.iter().map(|(_, a, _)| a.size).sum();
+    let model_req: u64 = model.live.iter().map(|(_, a, _)| a.requested).sum();
     assert_eq!(stats.allocated_bytes, live_blocks);
     assert_eq!(stats.allocated_bytes, model_alloc);
     assert_eq!(stats.requested_bytes, model_req);
     assert_eq!(stats.active_buffers, model.live.len() as u64);
     assert_eq!(stats.pooled_bytes, reserved - live_blocks);
-    for (a, _) in &model.live {
+    for (handle, a, _) in &model.live {
+        // What the pool says of a live allocation never changes while it lives.
+        assert_eq!(pool.info(handle).as_ref(), Ok(a));
         // A block is the request rounded to 512 B, plus a remainder too small to split off
         // (under 512 B in the small pool, at most 1 MiB in the large one).
         let rounded = pool.round_size(a.requested);
@@ -134,12 +137,14 @@ proptest! {
                 } {
                     Ok(a) => {
                         tag += 1;
-                        prop_assert!(a.size >= size);
-                        prop_assert!(a.offset + a.size <= CAPACITY);
-                        let sig = signature(&a, tag);
+                        let info = pool.info(&a).unwrap();
+                        prop_assert!(info.size >= size);
+                        prop_assert_eq!(info.requested, size);
+                        prop_assert!(info.offset + info.size <= CAPACITY);
+                        let sig = signature(&info, tag);
                         pool.write(&a, 0, &sig).unwrap();
-                        pool.write(&a, a.size - 8, &sig).unwrap();
-                        model.live.push((a, tag));
+                        pool.write(&a, info.size - 8, &sig).unwrap();
+                        model.live.push((a, info, tag));
                     }
                     // Out of memory is allowed only when, after the retry released every idle
                     // segment, the smallest segment that could hold the request does not fit.
@@ -160,12 +165,12 @@ proptest! {
                 },
                 Op::Free { pick } => {
                     if !model.live.is_empty() {
-                        let (a, t) = model.live.swap_remove(pick % model.live.len());
-                        let sig = signature(&a, t);
+                        let (a, info, t) = model.live.swap_remove(pick % model.live.len());
+                        let sig = signature(&info, t);
                         let mut head = [0u8; 8];
                         let mut tail = [0u8; 8];
                         pool.read(&a, 0, &mut head).unwrap();
-                        pool.read(&a, a.size - 8, &mut tail).unwrap();
+                        pool.read(&a, info.size - 8, &mut tail).unwrap();
                         prop_assert_eq!(head, sig, "data of a live block changed");
                         prop_assert_eq!(tail, sig, "data of a live block changed");
                         if exclusive {
@@ -182,7 +187,7 @@ proptest! {
             }
             check(&pool, &device, &model);
         }
-        for (a, _) in model.live.drain(..) {
+        for (a, _, _) in model.live.drain(..) {
             pool.free(a).unwrap();
         }
         check(&pool, &device, &model);

@@ -57,23 +57,24 @@ fn eight_threads_no_corruption_no_leaks() {
                             _ => (1 << 20) + rng.next() % (7 << 20),
                         };
                         let a = pool.allocate_on(size, stream).unwrap();
+                        let id = pool.info(&a).unwrap().id.0;
                         // Whole buffer when small, head and tail windows when large.
                         let len = size.min(64 << 10) as usize;
-                        pool.write(&a, 0, expected(&pattern, a.id.0, len)).unwrap();
-                        pool.write(&a, size - len as u64, expected(&pattern, a.id.0 + 1, len))
+                        pool.write(&a, 0, expected(&pattern, id, len)).unwrap();
+                        pool.write(&a, size - len as u64, expected(&pattern, id + 1, len))
                             .unwrap();
-                        live.push((a, size, len));
+                        live.push((a, id, size, len));
                     } else {
                         let pick = (rng.next() % live.len() as u64) as usize;
-                        let (a, size, len) = live.swap_remove(pick);
+                        let (a, id, size, len) = live.swap_remove(pick);
                         let mut head = vec![0u8; len];
                         let mut tail = vec![0u8; len];
                         pool.read(&a, size - len as u64, &mut tail).unwrap();
                         pool.read(&a, 0, &mut head).unwrap();
-                        if size > 2 * len as u64 && head != expected(&pattern, a.id.0, len) {
+                        if size > 2 * len as u64 && head != expected(&pattern, id, len) {
                             corruptions.fetch_add(1, Ordering::Relaxed);
                         }
-                        if tail != expected(&pattern, a.id.0 + 1, len) {
+                        if tail != expected(&pattern, id + 1, len) {
                             corruptions.fetch_add(1, Ordering::Relaxed);
                         }
                         pool.free(a).unwrap();
@@ -83,7 +84,7 @@ fn eight_threads_no_corruption_no_leaks() {
                     }
                     ops.fetch_add(1, Ordering::Relaxed);
                 }
-                for (a, _, _) in live {
+                for (a, _, _, _) in live {
                     pool.free(a).unwrap();
                 }
             });

@@ -142,7 +142,7 @@ fn a_failing_device_ends_the_transfer() {
     let device = open_device(&"sim:1GiB".parse().unwrap()).unwrap();
     let pool = Pool::new(device, MemoryConfig::default()).unwrap();
     let a = pool.allocate(4 * MIB as u64).unwrap();
-    let len = a.size;
+    let len = pool.info(&a).unwrap().size;
     assert!(download(&pool, &a, len, MIB, Buffering::Double, |_, _| {}).is_err());
     assert!(upload(&pool, &a, len, MIB, Buffering::Double, |_, _| {}).is_err());
     assert!(download(&pool, &a, len, 0, Buffering::Blocking, |_, _| {}).is_err());
@@ -179,7 +179,7 @@ fn typed_f32_round_trip() {
     let past = download_typed::<f32>(
         &pool,
         &a,
-        a.size / 4 + 1,
+        pool.info(&a).unwrap().size / 4 + 1,
         4096,
         Buffering::Double,
         |_, _| panic!("nothing may be delivered"),

@@ -35,7 +35,7 @@ impl<'p> Buffer<'p> {
     /// The id the tracker and leak report know it by.
     pub fn id(&self) -> BufferId {
         match &self.backing {
-            Backing::Device(a) => a.id,
+            Backing::Device(a) => self.pool.info(a).map_or(BufferId(0), |info| info.id),
             Backing::Cpu { id, .. } => *id,
             Backing::Released => BufferId(0),
         }
@@ -76,7 +76,7 @@ impl<'p> Buffer<'p> {
                 bytes[offset as usize..offset as usize + data.len()].copy_from_slice(data);
                 Ok(())
             }
-            Backing::Released => Err(PoolError::NotLive(0)),
+            Backing::Released => unreachable!("only drop and `release` (which consumes) release"),
         }
     }
 
@@ -89,7 +89,7 @@ impl<'p> Buffer<'p> {
                 out.copy_from_slice(&bytes[offset as usize..offset as usize + out.len()]);
                 Ok(())
             }
-            Backing::Released => Err(PoolError::NotLive(0)),
+            Backing::Released => unreachable!("only drop and `release` (which consumes) release"),
         }
     }
 

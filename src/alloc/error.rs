@@ -2,6 +2,7 @@
 
 use thiserror::Error;
 
+use super::pool::Allocation;
 use crate::device::DeviceError;
 use crate::units::format_bytes;
 
@@ -36,7 +37,7 @@ pub enum PoolError {
     ZeroSize,
     /// The allocation is not live in this pool (double free, or from another pool).
     #[error("allocation {0} is not live in this pool (double free?)")]
-    NotLive(u64),
+    NotLive(Allocation),
     /// A typed transfer whose element count overflows a byte length.
     #[error("{bytes} bytes of {element_size}-byte elements is more than 2^64 bytes")]
     ElementSize {

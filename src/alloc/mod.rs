@@ -73,7 +73,7 @@ pub use error::PoolError;
 pub use fault::FaultInjector;
 pub use multi::MultiDevicePool;
 pub use named::NamedInfo;
-pub use pool::{Allocation, BlockInfo, LimitRule, Pool, StreamId, DEFAULT_STREAM};
+pub use pool::{Allocation, AllocationInfo, BlockInfo, LimitRule, Pool, StreamId, DEFAULT_STREAM};
 pub use pressure::MemoryPressure;
 pub use stats::MemoryStats;
 pub use tracker::{AllocationTracker, BufferId, BufferLocation, BufferMetadata};

@@ -44,7 +44,11 @@ impl Pool {
             }
             let grown = ((existing.capacity as f64) * self.config().growth_factor).ceil() as u64;
             let capacity = bytes.max(grown);
-            let fresh = self.allocate_tagged(capacity, existing.allocation.stream, Some(name))?;
+            let fresh = self.allocate_tagged(
+                capacity,
+                self.info(&existing.allocation)?.stream,
+                Some(name),
+            )?;
             let old_len = existing.capacity;
             let copied = if self.device().simulated() {
                 Ok(())

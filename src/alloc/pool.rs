@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -42,26 +43,33 @@ struct Block {
     /// For a live block: the stream using it. For a free block: the cache it sits in
     /// (a stream id, or GLOBAL).
     stream: StreamId,
+    /// Bumped on every allocation of the block; a handle holds the one it was made with.
     generation: u32,
+    /// The live allocation's id (meaningless while free).
+    id: u64,
     /// Neighbours in its cache's free list, while free.
     free_prev: u32,
     free_next: u32,
 }
 
 impl Links for Vec<Block> {
+    #[inline(always)]
     fn size(&self, i: u32) -> u64 {
         self[i as usize].size
     }
 
+    #[inline(always)]
     fn links(&self, i: u32) -> (u32, u32) {
         let b = &self[i as usize];
         (b.free_prev, b.free_next)
     }
 
+    #[inline(always)]
     fn set_prev(&mut self, i: u32, prev: u32) {
         self[i as usize].free_prev = prev;
     }
 
+    #[inline(always)]
     fn set_next(&mut self, i: u32, next: u32) {
         self[i as usize].free_next = next;
     }
@@ -152,6 +160,8 @@ struct State {
     expandable: Vec<(StreamId, Kind, u32)>,
     counters: Counters,
     pressure: MemoryPressure,
+    /// The allocated byte counts that keep `pressure` (`bands.span`).
+    pressure_span: (u64, u64),
     /// Ids `next_id..id_end` are this pool's to hand out (see [`BufferId::reserve`]).
     next_id: u64,
     id_end: u64,
@@ -166,14 +176,28 @@ const ID_BATCH: u64 = 4096;
 /// device allocation); a quarter, 1.18x with 23 device allocations.
 const GROWTH_DIV: u64 = 4;
 
-/// One live allocation from a pool. Give it back with [`Pool::free`] (or use [`super::Buffer`],
-/// which does so when dropped). Freeing a copy twice is detected and refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One live allocation from a pool: the block's index and generation, 8 bytes, as cheap to keep
+/// and pass around as a raw offset. [`Pool::info`] says where it is and how large. Give it back
+/// with [`Pool::free`] (or use [`super::Buffer`], which does so when dropped). A copy that
+/// outlives its allocation is stale: freeing it, reading or writing through it, or asking for its
+/// info is refused with [`PoolError::NotLive`], even after the block is reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Allocation {
-    /// Id unique across every pool of the process.
-    pub id: BufferId,
     block: u32,
-    generation: u32,
+    generation: NonZeroU32,
+}
+
+impl std::fmt::Display for Allocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "block {} (generation {})", self.block, self.generation)
+    }
+}
+
+/// Where a live allocation is and what it holds ([`Pool::info`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AllocationInfo {
+    /// Id unique across every pool of the process (the tracker's key).
+    pub id: BufferId,
     /// The segment holding it.
     pub segment: SegmentHandle,
     /// Offset within the segment.
@@ -257,6 +281,7 @@ impl std::fmt::Debug for Pool {
     }
 }
 
+#[inline(always)]
 fn round_up(value: u64, to: u64) -> u64 {
     if to.is_power_of_two() {
         // A mask instead of a division: this is on every allocation.
@@ -307,6 +332,7 @@ impl Pool {
         });
         let expandable =
             config.expandable_segments && arena.is_none() && device.virtual_memory().is_some();
+        let bands = PressureBands::new(limit);
         let pool = Pool {
             limit_rule,
             expandable,
@@ -314,7 +340,7 @@ impl Pool {
             device,
             round,
             limit,
-            bands: PressureBands::new(limit),
+            bands,
             arena,
             state: SpinLock::new(State {
                 blocks: Vec::new(),
@@ -333,6 +359,7 @@ impl Pool {
                 expandable: Vec::new(),
                 counters: Counters::default(),
                 pressure: MemoryPressure::Low,
+                pressure_span: bands.span(MemoryPressure::Low),
                 next_id: 0,
                 id_end: 0,
             }),
@@ -381,6 +408,7 @@ impl Pool {
     }
 
     /// The request size after rounding, as the pool will account it.
+    #[inline(always)]
     pub fn round_size(&self, size: u64) -> u64 {
         round_up(size.max(1), self.round)
     }
@@ -389,6 +417,7 @@ impl Pool {
         self.state.lock()
     }
 
+    #[inline(always)]
     fn kind(&self, rounded: u64) -> Kind {
         // An arena serves every size from the same segments, so everything is "large".
         if rounded <= self.config.small_size && self.arena.is_none() {
@@ -515,30 +544,34 @@ impl Pool {
         let kind = self.kind(rounded);
         let mut state = access(self);
         let found = self.find_free(&mut state, stream, rounded, kind);
+        let hit = found.is_some();
         let (idx, from) = match found {
             Some(hit) => {
                 state.counters.hits += 1;
                 hit
             }
-            None => match self.grow(&mut state, rounded, kind, stream) {
-                Ok(hit) => {
-                    state.counters.misses += 1;
-                    hit
+            None => {
+                state.counters.misses += 1;
+                match self.grow(&mut state, rounded, kind, stream) {
+                    Ok((idx, tag)) => (idx, cache_slot(&mut state, tag)),
+                    Err(e) => {
+                        state.counters.ooms += 1;
+                        let snapshot = (state.counters.allocated, state.counters.reserved);
+                        drop(state);
+                        return Err(self.oom_error(size, snapshot, e));
+                    }
                 }
-                Err(e) => {
-                    state.counters.misses += 1;
-                    state.counters.ooms += 1;
-                    let snapshot = (state.counters.allocated, state.counters.reserved);
-                    drop(state);
-                    return Err(self.oom_error(size, snapshot, e));
-                }
-            },
+            }
         };
-        let alloc = self.take_block(&mut state, idx, from, rounded, size, stream);
+        let (alloc, id) = self.take_block(&mut state, idx, from, kind, rounded, size, stream);
+        if !hit {
+            // An expandable segment grows without waking; its new tail is split free memory.
+            state.note_inactive_split();
+        }
         let transition = self.update_pressure(&mut state);
         drop(state);
         if let Some(tracker) = &self.tracker {
-            let mut meta = BufferMetadata::new(alloc.id, size, size, BufferLocation::Gpu);
+            let mut meta = BufferMetadata::new(id, size, size, BufferLocation::Gpu);
             meta.tag = tag.map(str::to_string);
             tracker.track(meta);
         }
@@ -548,6 +581,8 @@ impl Pool {
         Ok(alloc)
     }
 
+    #[cold]
+    #[inline(never)]
     fn oom_error(
         &self,
         requested: u64,
@@ -571,41 +606,38 @@ impl Pool {
         }
     }
 
-    /// Best fit for `rounded` in the stream's cache, then in the shared one. Returns the block
-    /// and the cache tag it came from.
+    /// Best fit for `rounded` in the stream's cache, then in the shared one, taken out of its
+    /// free set. Returns the block and the position of the cache it came from.
+    #[inline(always)]
     fn find_free(
         &self,
         state: &mut State,
         stream: StreamId,
         rounded: u64,
         kind: Kind,
-    ) -> Option<(u32, StreamId)> {
+    ) -> Option<(u32, usize)> {
+        // Oversize blocks serve only oversize requests, and only without much waste.
         let max_split = self.config.max_split_size;
-        let oversize_slack = self.config.large_segment;
-        for tag in [stream, GLOBAL] {
-            let Some(pos) = state.cache_pos(tag) else {
-                continue;
-            };
+        let largest = if rounded < max_split {
+            max_split - 1
+        } else {
+            rounded.saturating_add(self.config.large_segment) - 1
+        };
+        // The stream's own cache, then the shared one (at 0; `stream` is never GLOBAL).
+        let own = state.cache_pos(stream);
+        for pos in [own, Some(0)].into_iter().flatten() {
             let set = state.caches[pos].1.of(kind);
-            let Some(idx) = set.find(&state.blocks, rounded) else {
-                continue;
-            };
-            let bsize = state.blocks[idx as usize].size;
-            // Oversize blocks serve only oversize requests, and only without much waste.
-            if rounded < max_split && bsize >= max_split {
-                continue;
+            if let Some(idx) = set.take(&mut state.blocks, rounded, largest) {
+                return Some((idx, pos));
             }
-            if rounded >= max_split && bsize >= rounded.saturating_add(oversize_slack) {
-                continue;
-            }
-            set.remove(&mut state.blocks, idx);
-            return Some((idx, tag));
         }
         None
     }
 
     /// Reserves a new segment for a miss (releasing the cache and retrying once when the device
     /// is full) and returns its single free block, not yet in any free set.
+    #[cold]
+    #[inline(never)]
     fn grow(
         &self,
         state: &mut State,
@@ -788,6 +820,7 @@ impl Pool {
                 allocated: false,
                 stream,
                 generation: 0,
+                id: 0,
                 free_prev: NIL,
                 free_next: NIL,
             },
@@ -896,6 +929,7 @@ impl Pool {
                 allocated: false,
                 stream: tag,
                 generation: 0,
+                id: 0,
                 free_prev: NIL,
                 free_next: NIL,
             },
@@ -919,23 +953,24 @@ impl Pool {
         block
     }
 
-    /// Marks a free block (already out of its free set) live, splitting off the remainder.
+    /// Marks a free block of a `kind` segment (already out of its free set) live, splitting
+    /// off the remainder into the free set of cache `from` (a position in `caches`). Returns the
+    /// handle and the allocation's id.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn take_block(
         &self,
         state: &mut State,
         idx: u32,
-        from: StreamId,
+        from: usize,
+        kind: Kind,
         rounded: u64,
         requested: u64,
         stream: StreamId,
-    ) -> Allocation {
-        let (seg_idx, size) = {
-            let b = &state.blocks[idx as usize];
-            (b.segment, b.size)
-        };
-        let kind = state.segments[seg_idx as usize]
-            .as_ref()
-            .map_or(Kind::Large, |s| s.kind);
+    ) -> (Allocation, BufferId) {
+        let id = state.fresh_id();
+        let b = &mut state.blocks[idx as usize];
+        let (seg_idx, size, offset, next) = (b.segment, b.size, b.offset, b.next);
         let remaining = size - rounded;
         let split = match kind {
             _ if self.arena.is_some() => {
@@ -944,11 +979,17 @@ impl Pool {
             Kind::Small => remaining >= self.round,
             Kind::Large => remaining > self.config.small_size && size <= self.config.max_split_size,
         };
+        let block_size = if split { rounded } else { size };
+        b.size = block_size;
+        b.allocated = true;
+        b.requested = requested;
+        b.stream = stream;
+        b.id = id.0;
+        // A new generation per allocation, so a stale copy of an earlier allocation of this
+        // block can never free the current one.
+        b.generation = b.generation.wrapping_add(1).max(1);
+        let generation = NonZeroU32::new(b.generation).unwrap_or(NonZeroU32::MIN);
         if split {
-            let (offset, next) = {
-                let b = &state.blocks[idx as usize];
-                (b.offset, b.next)
-            };
             let rest = new_block(
                 state,
                 Block {
@@ -959,8 +1000,9 @@ impl Pool {
                     prev: idx,
                     next,
                     allocated: false,
-                    stream: from,
+                    stream: state.caches[from].0,
                     generation: 0,
+                    id: 0,
                     free_prev: NIL,
                     free_next: NIL,
                 },
@@ -969,31 +1011,18 @@ impl Pool {
                 state.blocks[next as usize].prev = rest;
             }
             state.blocks[idx as usize].next = rest;
-            state.blocks[idx as usize].size = rounded;
-            let (sets, blocks) = cache(state, from);
-            sets.of(kind).insert(blocks, rest);
+            state.caches[from]
+                .1
+                .of(kind)
+                .insert(&mut state.blocks, rest);
         }
-        let block_size = state.blocks[idx as usize].size;
-        let b = &mut state.blocks[idx as usize];
-        b.allocated = true;
-        b.requested = requested;
-        b.stream = stream;
-        // A new generation per allocation, so a stale copy of an earlier allocation of this
-        // block can never free the current one.
-        b.generation = b.generation.wrapping_add(1);
-        let (offset, generation) = (b.offset, b.generation);
-        let mut woke = None;
-        let seg = state.segments[seg_idx as usize].as_mut().map(|s| {
-            s.live += 1;
-            if s.live == 1 {
-                woke = Some(s.size);
-            }
-            (s.handle, s.address)
+        let woke = state.segments[seg_idx as usize].as_mut().and_then(|seg| {
+            seg.live += 1;
+            (seg.live == 1).then_some(seg.size)
         });
         if let Some(seg_size) = woke {
             self.mark_idle(state, seg_size, false);
         }
-        let (handle, address) = seg.unwrap_or((SegmentHandle(0), None));
         state.held[kind as usize].allocated += block_size;
         let c = &mut state.counters;
         c.allocated += block_size;
@@ -1002,19 +1031,17 @@ impl Pool {
         c.requested += requested;
         c.peak_requested = c.peak_requested.max(c.requested);
         c.active += 1;
-        let split_now = c.reserved - c.allocated - state.idle_bytes;
-        c.peak_inactive_split = c.peak_inactive_split.max(split_now);
-        Allocation {
-            id: state.fresh_id(),
-            block: idx,
-            generation,
-            segment: handle,
-            offset,
-            size: block_size,
-            requested,
-            stream,
-            address: address.map(|a| a + offset),
+        if woke.is_some() {
+            // The segment's other free bytes were idle and now count as split.
+            state.note_inactive_split();
         }
+        (
+            Allocation {
+                block: idx,
+                generation,
+            },
+            id,
+        )
     }
 
     /// Counts a segment of `size` into (or out of) the idle set; returns the idle count of its
@@ -1067,24 +1094,17 @@ impl Pool {
         access: impl FnOnce(&'a Pool) -> G,
     ) -> Result<(), PoolError> {
         let mut state = access(self);
+        state.live_block(alloc)?;
         let idx = alloc.block;
-        let live = state
-            .blocks
-            .get(idx as usize)
-            .is_some_and(|b| b.allocated && b.generation == alloc.generation);
-        if !live {
-            return Err(PoolError::NotLive(alloc.id.0));
-        }
-        let (seg_idx, size, requested, tag) = {
+        let (seg_idx, size, requested, tag, id) = {
             let b = &mut state.blocks[idx as usize];
             b.allocated = false;
-            (b.segment, b.size, b.requested, b.stream)
+            (b.segment, b.size, b.requested, b.stream, BufferId(b.id))
         };
         let c = &mut state.counters;
         c.allocated -= size;
         c.requested -= requested;
         c.active -= 1;
-        self.insert_free(&mut state, idx, if synchronized { GLOBAL } else { tag });
         let mut now_idle = None;
         let mut kind = Kind::Large;
         if let Some(seg) = state.segments[seg_idx as usize].as_mut() {
@@ -1094,6 +1114,12 @@ impl Pool {
                 now_idle = Some((seg.size, seg.range > 0));
             }
         }
+        self.insert_free(
+            &mut state,
+            idx,
+            if synchronized { GLOBAL } else { tag },
+            kind,
+        );
         state.held[kind as usize].allocated -= size;
         if let Some((seg_size, expandable)) = now_idle {
             // An expandable segment stays (its tail is unmapped when the cache is emptied).
@@ -1103,10 +1129,13 @@ impl Pool {
                 self.release_segment(&mut state, seg_idx);
             }
         }
+        // Free bytes in split segments only grow on a free (or when a segment wakes, counted
+        // where it wakes), so their peak is taken here.
+        state.note_inactive_split();
         let transition = self.update_pressure(&mut state);
         drop(state);
         if let Some(tracker) = &self.tracker {
-            tracker.untrack(alloc.id);
+            tracker.untrack(id);
         }
         if let Some((old, new)) = transition {
             self.fire(old, new);
@@ -1115,35 +1144,28 @@ impl Pool {
     }
 
     /// Puts a free block into cache `tag`, merging it with free neighbours of the same cache.
-    fn insert_free(&self, state: &mut State, mut idx: u32, tag: StreamId) {
-        let kind = {
-            let seg = state.blocks[idx as usize].segment;
-            state.segments[seg as usize]
-                .as_ref()
-                .map_or(Kind::Large, |s| s.kind)
-        };
+    /// Puts a free block of a `kind` segment into cache `tag`, merging it with free neighbours
+    /// of the same cache.
+    fn insert_free(&self, state: &mut State, mut idx: u32, tag: StreamId, kind: Kind) {
+        let pos = cache_slot(state, tag);
         state.blocks[idx as usize].stream = tag;
+        let joins = |state: &State, i: u32| {
+            i != NIL
+                && !state.blocks[i as usize].allocated
+                && state.blocks[i as usize].stream == tag
+        };
         let prev = state.blocks[idx as usize].prev;
-        if prev != NIL
-            && !state.blocks[prev as usize].allocated
-            && state.blocks[prev as usize].stream == tag
-        {
-            let (sets, blocks) = cache(state, tag);
-            sets.of(kind).remove(blocks, prev);
+        if joins(state, prev) {
+            state.caches[pos].1.of(kind).remove(&mut state.blocks, prev);
             merge_into_prev(state, prev, idx);
             idx = prev;
         }
         let next = state.blocks[idx as usize].next;
-        if next != NIL
-            && !state.blocks[next as usize].allocated
-            && state.blocks[next as usize].stream == tag
-        {
-            let (sets, blocks) = cache(state, tag);
-            sets.of(kind).remove(blocks, next);
+        if joins(state, next) {
+            state.caches[pos].1.of(kind).remove(&mut state.blocks, next);
             merge_into_prev(state, idx, next);
         }
-        let (sets, blocks) = cache(state, tag);
-        sets.of(kind).insert(blocks, idx);
+        state.caches[pos].1.of(kind).insert(&mut state.blocks, idx);
     }
 
     /// Makes blocks freed on `stream` available to every stream (the caller has synchronised
@@ -1175,10 +1197,13 @@ impl Pool {
             return;
         };
         let mut sets = std::mem::take(&mut state.caches[pos].1);
-        let mut drained = sets.small.drain(&state.blocks);
-        drained.extend(sets.large.drain(&state.blocks));
-        for idx in drained {
-            self.insert_free(state, idx, GLOBAL);
+        for (kind, set) in [
+            (Kind::Small, &mut sets.small),
+            (Kind::Large, &mut sets.large),
+        ] {
+            for idx in set.drain(&state.blocks) {
+                self.insert_free(state, idx, GLOBAL, kind);
+            }
         }
     }
 
@@ -1362,8 +1387,15 @@ impl Pool {
             .push(Arc::new(callback));
     }
 
+    #[inline(always)]
     fn update_pressure(&self, state: &mut State) -> Option<(MemoryPressure, MemoryPressure)> {
-        let level = self.bands.level(state.counters.allocated);
+        let (lo, hi) = state.pressure_span;
+        let allocated = state.counters.allocated;
+        if lo <= allocated && allocated <= hi {
+            return None;
+        }
+        let level = self.bands.level(allocated);
+        state.pressure_span = self.bands.span(level);
         if level == state.pressure {
             return None;
         }
@@ -1407,20 +1439,35 @@ impl Pool {
         out
     }
 
+    /// Where a live allocation is and what it holds; [`PoolError::NotLive`] for a stale handle
+    /// (freed, or from another pool).
+    pub fn info(&self, alloc: &Allocation) -> Result<AllocationInfo, PoolError> {
+        let state = self.lock();
+        let b = state.live_block(*alloc)?;
+        let seg = state.segments[b.segment as usize].as_ref();
+        Ok(AllocationInfo {
+            id: BufferId(b.id),
+            segment: seg.map_or(SegmentHandle(0), |s| s.handle),
+            offset: b.offset,
+            size: b.size,
+            requested: b.requested,
+            stream: b.stream,
+            address: seg.and_then(|s| s.address).map(|a| a + b.offset),
+        })
+    }
+
     /// Writes bytes into a live allocation through the device.
     pub fn write(&self, alloc: &Allocation, offset: u64, data: &[u8]) -> Result<(), PoolError> {
-        crate::device::check_bounds(offset, data.len(), alloc.size)?;
-        Ok(self
-            .device
-            .write(alloc.segment, alloc.offset + offset, data)?)
+        let at = self.info(alloc)?;
+        crate::device::check_bounds(offset, data.len(), at.size)?;
+        Ok(self.device.write(at.segment, at.offset + offset, data)?)
     }
 
     /// Reads bytes from a live allocation through the device.
     pub fn read(&self, alloc: &Allocation, offset: u64, out: &mut [u8]) -> Result<(), PoolError> {
-        crate::device::check_bounds(offset, out.len(), alloc.size)?;
-        Ok(self
-            .device
-            .read(alloc.segment, alloc.offset + offset, out)?)
+        let at = self.info(alloc)?;
+        crate::device::check_bounds(offset, out.len(), at.size)?;
+        Ok(self.device.read(at.segment, at.offset + offset, out)?)
     }
 }
 
@@ -1463,6 +1510,16 @@ fn mix_bytes(mut h: u64, bytes: &[u8]) -> u64 {
 }
 
 impl State {
+    /// `alloc`'s block, when `alloc` is its current allocation.
+    #[inline(always)]
+    fn live_block(&self, alloc: Allocation) -> Result<&Block, PoolError> {
+        self.blocks
+            .get(alloc.block as usize)
+            .filter(|b| b.allocated && b.generation == alloc.generation.get())
+            .ok_or(PoolError::NotLive(alloc))
+    }
+
+    #[inline(always)]
     fn fresh_id(&mut self) -> BufferId {
         if self.next_id == self.id_end {
             self.next_id = BufferId::reserve(ID_BATCH);
@@ -1474,12 +1531,22 @@ impl State {
 
     /// Where `tag`'s free sets are: a scan while there are a handful of streams (the usual
     /// case, and cheaper than any hash on the allocate/free path), the index beyond that.
+    #[inline(always)]
     fn cache_pos(&self, tag: StreamId) -> Option<usize> {
-        if self.caches.len() <= 8 {
-            self.caches.iter().position(|(t, _)| *t == tag)
-        } else {
-            self.cache_index.get(&tag).copied()
+        match tag {
+            // Where `Pool::new` put them; caches are never removed.
+            GLOBAL => Some(0),
+            DEFAULT_STREAM => Some(1),
+            _ if self.caches.len() <= 8 => self.caches.iter().position(|(t, _)| *t == tag),
+            _ => self.cache_index.get(&tag).copied(),
         }
+    }
+
+    /// Takes the peak of free bytes in segments that are split (not wholly free).
+    fn note_inactive_split(&mut self) {
+        let c = &mut self.counters;
+        let split_now = c.reserved - c.allocated - self.idle_bytes;
+        c.peak_inactive_split = c.peak_inactive_split.max(split_now);
     }
 }
 
@@ -1502,16 +1569,19 @@ impl Hasher for IdHasher {
     }
 }
 
+/// Where cache `tag` is in `caches` (made on first use).
+#[inline(always)]
+fn cache_slot(state: &mut State, tag: StreamId) -> usize {
+    state.cache_pos(tag).unwrap_or_else(|| {
+        state.cache_index.insert(tag, state.caches.len());
+        state.caches.push((tag, FreeSets::default()));
+        state.caches.len() - 1
+    })
+}
+
 /// The free sets of cache `tag` (made on first use) and the blocks they link.
 fn cache(state: &mut State, tag: StreamId) -> (&mut FreeSets, &mut Vec<Block>) {
-    let pos = match state.cache_pos(tag) {
-        Some(pos) => pos,
-        None => {
-            state.cache_index.insert(tag, state.caches.len());
-            state.caches.push((tag, FreeSets::default()));
-            state.caches.len() - 1
-        }
-    };
+    let pos = cache_slot(state, tag);
     (&mut state.caches[pos].1, &mut state.blocks)
 }
 
@@ -1558,6 +1628,7 @@ fn tail_of(state: &State, head: u32) -> u32 {
     NIL
 }
 
+#[inline(always)]
 fn new_block(state: &mut State, mut block: Block) -> u32 {
     match state.spare_blocks.pop() {
         Some(i) => {

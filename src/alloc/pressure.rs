@@ -46,6 +46,29 @@ impl PressureBands {
         }
     }
 
+    /// The allocated byte counts, `lo..=hi`, at which the level stays `level` (empty, `lo > hi`,
+    /// when no count gives it): the pool checks this one range per allocate and free, and works
+    /// the level out again only when it is left.
+    pub(crate) fn span(&self, level: MemoryPressure) -> (u64, u64) {
+        const NONE: (u64, u64) = (1, 0);
+        if self.high_until == 0 && self.medium == 0 {
+            return match level {
+                MemoryPressure::Critical => (0, u64::MAX),
+                _ => NONE,
+            };
+        }
+        let (lo, hi) = match level {
+            MemoryPressure::Low => (0, self.medium.checked_sub(1)),
+            MemoryPressure::Medium => (self.medium, self.high.checked_sub(1)),
+            MemoryPressure::High => (self.high, Some(self.high_until)),
+            MemoryPressure::Critical => match self.high_until.checked_add(1) {
+                Some(lo) => (lo, Some(u64::MAX)),
+                None => return NONE,
+            },
+        };
+        hi.map_or(NONE, |hi| (lo, hi))
+    }
+
     pub(crate) fn level(&self, used: u64) -> MemoryPressure {
         if self.high_until == 0 && self.medium == 0 {
             MemoryPressure::Critical
@@ -147,7 +170,13 @@ mod band_tests {
             } else {
                 used
             };
-            prop_assert_eq!(bands.level(used), MemoryPressure::from_usage(used, limit));
+            let level = MemoryPressure::from_usage(used, limit);
+            prop_assert_eq!(bands.level(used), level);
+            // The level's span holds `used`, and no other level's does.
+            for other in [MemoryPressure::Low, MemoryPressure::Medium, MemoryPressure::High, MemoryPressure::Critical] {
+                let (lo, hi) = bands.span(other);
+                prop_assert_eq!(lo <= used && used <= hi, other == level, "{:?} {:?}", other, (lo, hi));
+            }
         }
     }
 

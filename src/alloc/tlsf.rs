@@ -61,6 +61,7 @@ impl Default for FreeIndex {
 }
 
 /// The bin holding `size`: (row, column).
+#[inline(always)]
 fn bin(size: u64) -> (usize, usize) {
     if size < SL_COUNT {
         return (0, size as usize);
@@ -78,10 +79,12 @@ impl FreeIndex {
         self.len
     }
 
+    #[inline(always)]
     fn row(&self, r: usize) -> Option<&Row> {
         self.rows.get(self.slot[r] as usize)
     }
 
+    #[inline(always)]
     fn row_mut(&mut self, r: usize) -> &mut Row {
         if self.slot[r] == u8::MAX {
             self.slot[r] = self.rows.len() as u8;
@@ -94,6 +97,7 @@ impl FreeIndex {
     }
 
     /// Adds free block `i` (not already in any index).
+    #[inline(always)]
     pub(crate) fn insert(&mut self, links: &mut impl Links, i: u32) {
         let (r, c) = bin(links.size(i));
         let row = self.row_mut(r);
@@ -110,8 +114,15 @@ impl FreeIndex {
     }
 
     /// Takes block `i` out. It must be in this index with the size it was inserted with.
+    #[inline(always)]
     pub(crate) fn remove(&mut self, links: &mut impl Links, i: u32) {
         let (r, c) = bin(links.size(i));
+        self.unlink(links, i, r, c);
+    }
+
+    /// Takes block `i`, which is in bin (r, c), out.
+    #[inline(always)]
+    fn unlink(&mut self, links: &mut impl Links, i: u32, r: usize, c: usize) {
         let (prev, next) = links.links(i);
         if next != NIL {
             links.set_prev(next, prev);
@@ -135,7 +146,26 @@ impl FreeIndex {
     /// A block of at least `size` bytes from `size`'s own bin or else the next non-empty one
     /// (so at most one bin's width, 3 %, above the smallest such block unless the own bin is
     /// long); `None` when no block is that large. The block stays in the index.
+    #[cfg(test)]
     pub(crate) fn find(&self, links: &impl Links, size: u64) -> Option<u32> {
+        self.locate(links, size).map(|(i, _, _)| i)
+    }
+
+    /// The block [`FreeIndex::find`] would give, taken out of the index, unless it is larger
+    /// than `max` bytes (then nothing is taken).
+    #[inline(always)]
+    pub(crate) fn take(&mut self, links: &mut impl Links, size: u64, max: u64) -> Option<u32> {
+        let (i, r, c) = self.locate(links, size)?;
+        if links.size(i) > max {
+            return None;
+        }
+        self.unlink(links, i, r, c);
+        Some(i)
+    }
+
+    /// `find`'s block and its bin.
+    #[inline(always)]
+    fn locate(&self, links: &impl Links, size: u64) -> Option<(u32, usize, usize)> {
         if self.rows_with_blocks == 0 {
             return None;
         }
@@ -147,7 +177,7 @@ impl FreeIndex {
                 break;
             }
             if links.size(i) >= size {
-                return Some(i);
+                return Some((i, r, c));
             }
             i = links.links(i).1;
         }
@@ -157,27 +187,31 @@ impl FreeIndex {
         // Nothing larger anywhere: the rest of the own bin is the last chance.
         while i != NIL {
             if links.size(i) >= size {
-                return Some(i);
+                return Some((i, r, c));
             }
             i = links.links(i).1;
         }
         None
     }
 
-    /// The head of the first non-empty bin after (r, c).
-    fn next_bin_head(&self, r: usize, c: usize) -> Option<u32> {
+    /// The head of the first non-empty bin after (r, c), and that bin.
+    #[inline(always)]
+    fn next_bin_head(&self, r: usize, c: usize) -> Option<(u32, usize, usize)> {
         if let Some(row) = self.row(r) {
             let above = row.bits & u32::MAX.checked_shl(c as u32 + 1).unwrap_or(0);
             if above != 0 {
-                return Some(row.heads[above.trailing_zeros() as usize]);
+                let c = above.trailing_zeros() as usize;
+                return Some((row.heads[c], r, c));
             }
         }
         let rows_above = self.rows_with_blocks & u64::MAX.checked_shl(r as u32 + 1).unwrap_or(0);
         if rows_above == 0 {
             return None;
         }
-        let row = self.row(rows_above.trailing_zeros() as usize)?;
-        Some(row.heads[row.bits.trailing_zeros() as usize])
+        let r = rows_above.trailing_zeros() as usize;
+        let row = self.row(r)?;
+        let c = row.bits.trailing_zeros() as usize;
+        Some((row.heads[c], r, c))
     }
 
     /// The largest free block's size (0 when empty): the last non-empty bin, scanned.

@@ -10,7 +10,7 @@
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use super::{Allocation, Pool, PoolError};
+use super::{Allocation, AllocationInfo, Pool, PoolError};
 use crate::device::{AsyncCopies, PendingCopy};
 
 /// What one transfer did.
@@ -87,10 +87,11 @@ pub fn download(
 ) -> Result<TransferReport, PoolError> {
     let device = |at, buf: &mut [u8]| pool.read(alloc, at, buf);
     let caller = |at, buf: &mut [u8]| consume(at, buf);
-    let len = len.min(alloc.size);
+    let info = pool.info(alloc)?;
+    let len = len.min(info.size);
     match (buffering, pool.device().async_copies()) {
         (Buffering::Blocking, _) => blocking(len, chunk, true, device, caller),
-        (Buffering::Double, Some(copies)) => device_async(copies, alloc, len, chunk, true, caller),
+        (Buffering::Double, Some(copies)) => device_async(copies, &info, len, chunk, true, caller),
         (Buffering::Double, None) => double_buffered(len, chunk, true, device, caller),
     }
 }
@@ -106,11 +107,12 @@ pub fn upload(
     produce: impl FnMut(u64, &mut [u8]),
 ) -> Result<TransferReport, PoolError> {
     let device = |at, buf: &mut [u8]| pool.write(alloc, at, buf);
-    let len = len.min(alloc.size);
+    let info = pool.info(alloc)?;
+    let len = len.min(info.size);
     match (buffering, pool.device().async_copies()) {
         (Buffering::Blocking, _) => blocking(len, chunk, false, device, produce),
         (Buffering::Double, Some(copies)) => {
-            device_async(copies, alloc, len, chunk, false, produce)
+            device_async(copies, &info, len, chunk, false, produce)
         }
         (Buffering::Double, None) => double_buffered(len, chunk, false, device, produce),
     }
@@ -144,14 +146,15 @@ macro_rules! element {
 element!(u8, u16, u32, u64, i32, i64, f32, f64);
 
 /// The bytes `count` elements of `T` take, which must lie inside the allocation.
-fn typed_len<T: Element>(alloc: &Allocation, count: u64) -> Result<u64, PoolError> {
+fn typed_len<T: Element>(pool: &Pool, alloc: &Allocation, count: u64) -> Result<u64, PoolError> {
+    let size = pool.info(alloc)?.size;
     let bytes = count
         .checked_mul(T::SIZE as u64)
         .ok_or(PoolError::ElementSize {
             bytes: u64::MAX,
             element_size: T::SIZE,
         })?;
-    crate::device::check_bounds(0, usize::try_from(bytes).unwrap_or(usize::MAX), alloc.size)?;
+    crate::device::check_bounds(0, usize::try_from(bytes).unwrap_or(usize::MAX), size)?;
     Ok(bytes)
 }
 
@@ -166,7 +169,7 @@ pub fn download_typed<T: Element>(
     buffering: Buffering,
     mut consume: impl FnMut(u64, &[T]),
 ) -> Result<TransferReport, PoolError> {
-    let bytes = typed_len::<T>(alloc, count)?;
+    let bytes = typed_len::<T>(pool, alloc, count)?;
     let mut typed: Vec<T> = Vec::new();
     download(
         pool,
@@ -192,7 +195,7 @@ pub fn upload_typed<T: Element>(
     buffering: Buffering,
     mut produce: impl FnMut(u64, &mut [T]),
 ) -> Result<TransferReport, PoolError> {
-    let bytes = typed_len::<T>(alloc, count)?;
+    let bytes = typed_len::<T>(pool, alloc, count)?;
     let mut typed: Vec<T> = Vec::new();
     upload(
         pool,
@@ -313,7 +316,7 @@ impl Drop for InFlight<'_> {
 /// from one buffer while the caller handles chunk *i* in the other. No thread.
 fn device_async(
     copies: &dyn AsyncCopies,
-    alloc: &Allocation,
+    alloc: &AllocationInfo,
     len: u64,
     chunk: usize,
     download: bool,
