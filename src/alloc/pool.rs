@@ -1458,14 +1458,32 @@ impl Pool {
 
     /// Writes bytes into a live allocation through the device.
     pub fn write(&self, alloc: &Allocation, offset: u64, data: &[u8]) -> Result<(), PoolError> {
-        let at = self.info(alloc)?;
-        crate::device::check_bounds(offset, data.len(), at.size)?;
-        Ok(self.device.write(at.segment, at.offset + offset, data)?)
+        self.write_at(&self.info(alloc)?, offset, data)
     }
 
     /// Reads bytes from a live allocation through the device.
     pub fn read(&self, alloc: &Allocation, offset: u64, out: &mut [u8]) -> Result<(), PoolError> {
-        let at = self.info(alloc)?;
+        self.read_at(&self.info(alloc)?, offset, out)
+    }
+
+    /// [`Pool::write`] where the allocation was looked up already (a transfer's chunks).
+    pub(crate) fn write_at(
+        &self,
+        at: &AllocationInfo,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), PoolError> {
+        crate::device::check_bounds(offset, data.len(), at.size)?;
+        Ok(self.device.write(at.segment, at.offset + offset, data)?)
+    }
+
+    /// [`Pool::read`] where the allocation was looked up already.
+    pub(crate) fn read_at(
+        &self,
+        at: &AllocationInfo,
+        offset: u64,
+        out: &mut [u8],
+    ) -> Result<(), PoolError> {
         crate::device::check_bounds(offset, out.len(), at.size)?;
         Ok(self.device.read(at.segment, at.offset + offset, out)?)
     }

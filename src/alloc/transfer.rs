@@ -83,15 +83,26 @@ pub fn download(
     len: u64,
     chunk: usize,
     buffering: Buffering,
+    consume: impl FnMut(u64, &[u8]),
+) -> Result<TransferReport, PoolError> {
+    download_at(pool, &pool.info(alloc)?, len, chunk, buffering, consume)
+}
+
+/// [`download`] of an allocation looked up once, for all of its chunks.
+fn download_at(
+    pool: &Pool,
+    info: &AllocationInfo,
+    len: u64,
+    chunk: usize,
+    buffering: Buffering,
     mut consume: impl FnMut(u64, &[u8]),
 ) -> Result<TransferReport, PoolError> {
-    let device = |at, buf: &mut [u8]| pool.read(alloc, at, buf);
+    let device = |at, buf: &mut [u8]| pool.read_at(info, at, buf);
     let caller = |at, buf: &mut [u8]| consume(at, buf);
-    let info = pool.info(alloc)?;
     let len = len.min(info.size);
     match (buffering, pool.device().async_copies()) {
         (Buffering::Blocking, _) => blocking(len, chunk, true, device, caller),
-        (Buffering::Double, Some(copies)) => device_async(copies, &info, len, chunk, true, caller),
+        (Buffering::Double, Some(copies)) => device_async(copies, info, len, chunk, true, caller),
         (Buffering::Double, None) => double_buffered(len, chunk, true, device, caller),
     }
 }
@@ -106,14 +117,23 @@ pub fn upload(
     buffering: Buffering,
     produce: impl FnMut(u64, &mut [u8]),
 ) -> Result<TransferReport, PoolError> {
-    let device = |at, buf: &mut [u8]| pool.write(alloc, at, buf);
-    let info = pool.info(alloc)?;
+    upload_at(pool, &pool.info(alloc)?, len, chunk, buffering, produce)
+}
+
+/// [`upload`] of an allocation looked up once, for all of its chunks.
+fn upload_at(
+    pool: &Pool,
+    info: &AllocationInfo,
+    len: u64,
+    chunk: usize,
+    buffering: Buffering,
+    produce: impl FnMut(u64, &mut [u8]),
+) -> Result<TransferReport, PoolError> {
+    let device = |at, buf: &mut [u8]| pool.write_at(info, at, buf);
     let len = len.min(info.size);
     match (buffering, pool.device().async_copies()) {
         (Buffering::Blocking, _) => blocking(len, chunk, false, device, produce),
-        (Buffering::Double, Some(copies)) => {
-            device_async(copies, &info, len, chunk, false, produce)
-        }
+        (Buffering::Double, Some(copies)) => device_async(copies, info, len, chunk, false, produce),
         (Buffering::Double, None) => double_buffered(len, chunk, false, device, produce),
     }
 }
@@ -146,8 +166,7 @@ macro_rules! element {
 element!(u8, u16, u32, u64, i32, i64, f32, f64);
 
 /// The bytes `count` elements of `T` take, which must lie inside the allocation.
-fn typed_len<T: Element>(pool: &Pool, alloc: &Allocation, count: u64) -> Result<u64, PoolError> {
-    let size = pool.info(alloc)?.size;
+fn typed_len<T: Element>(size: u64, count: u64) -> Result<u64, PoolError> {
     let bytes = count
         .checked_mul(T::SIZE as u64)
         .ok_or(PoolError::ElementSize {
@@ -169,11 +188,12 @@ pub fn download_typed<T: Element>(
     buffering: Buffering,
     mut consume: impl FnMut(u64, &[T]),
 ) -> Result<TransferReport, PoolError> {
-    let bytes = typed_len::<T>(pool, alloc, count)?;
+    let info = pool.info(alloc)?;
+    let bytes = typed_len::<T>(info.size, count)?;
     let mut typed: Vec<T> = Vec::new();
-    download(
+    download_at(
         pool,
-        alloc,
+        &info,
         bytes,
         chunk.saturating_mul(T::SIZE),
         buffering,
@@ -195,11 +215,12 @@ pub fn upload_typed<T: Element>(
     buffering: Buffering,
     mut produce: impl FnMut(u64, &mut [T]),
 ) -> Result<TransferReport, PoolError> {
-    let bytes = typed_len::<T>(pool, alloc, count)?;
+    let info = pool.info(alloc)?;
+    let bytes = typed_len::<T>(info.size, count)?;
     let mut typed: Vec<T> = Vec::new();
-    upload(
+    upload_at(
         pool,
-        alloc,
+        &info,
         bytes,
         chunk.saturating_mul(T::SIZE),
         buffering,
