@@ -52,7 +52,7 @@ struct Block {
     free_next: u32,
 }
 
-impl Links for Vec<Block> {
+impl Links for [Block] {
     #[inline(always)]
     fn size(&self, i: u32) -> u64 {
         self[i as usize].size
@@ -89,23 +89,18 @@ struct SegmentRec {
     range: u64,
 }
 
-/// Free blocks of one cache, by pool, in O(1) segregated-fit indexes.
+/// Free blocks of one cache, by pool (indexed by [`Kind`]), in O(1) segregated-fit indexes.
 #[derive(Debug, Default)]
-struct FreeSets {
-    small: FreeIndex,
-    large: FreeIndex,
-}
+struct FreeSets([FreeIndex; 2]);
 
 impl FreeSets {
+    #[inline(always)]
     fn of(&mut self, kind: Kind) -> &mut FreeIndex {
-        match kind {
-            Kind::Small => &mut self.small,
-            Kind::Large => &mut self.large,
-        }
+        &mut self.0[kind as usize]
     }
 
-    fn largest(&self, blocks: &impl Links) -> u64 {
-        self.small.largest(blocks).max(self.large.largest(blocks))
+    fn largest(&self, blocks: &(impl Links + ?Sized)) -> u64 {
+        self.0[0].largest(blocks).max(self.0[1].largest(blocks))
     }
 }
 
@@ -247,6 +242,37 @@ pub struct BlockInfo {
     pub stream: StreamId,
 }
 
+/// Which pool a request goes to and when its block is split, from the configuration.
+#[derive(Debug, Clone, Copy)]
+struct Rules {
+    /// Rounded requests up to this size are small (0 in an arena, where everything is large).
+    small_limit: u64,
+    /// Per [`Kind`]: a block is split when the remainder is at least `.0` bytes and the block at
+    /// most `.1` bytes (PyTorch: any remainder of a small block; of a large block, more than
+    /// `small_size`, and never an oversize block).
+    split: [(u64, u64); 2],
+}
+
+impl Rules {
+    fn new(config: &MemoryConfig, round: u64, arena: bool) -> Self {
+        let max_split = config.max_split_size;
+        if arena {
+            Rules {
+                small_limit: 0,
+                split: [(round, max_split); 2],
+            }
+        } else {
+            Rules {
+                small_limit: config.small_size,
+                split: [
+                    (round, u64::MAX),
+                    (config.small_size.saturating_add(1), max_split),
+                ],
+            }
+        }
+    }
+}
+
 type PressureCallback = Arc<dyn Fn(MemoryPressure, MemoryPressure) + Send + Sync>;
 
 /// The unified caching pool over one device. `Send + Sync`: share it between threads by
@@ -264,6 +290,8 @@ pub struct Pool {
     expandable: bool,
     /// Arena size when `initial_pool_bytes` is set (RMM-style pool), else `None`.
     arena: Option<u64>,
+    /// The allocate path's rules, worked out once from the above.
+    rules: Rules,
     state: SpinLock<State>,
     tracker: Option<AllocationTracker>,
     callbacks: Mutex<Vec<PressureCallback>>,
@@ -342,6 +370,7 @@ impl Pool {
             limit,
             bands,
             arena,
+            rules: Rules::new(&config, round, arena.is_some()),
             state: SpinLock::new(State {
                 blocks: Vec::new(),
                 spare_blocks: Vec::new(),
@@ -419,8 +448,7 @@ impl Pool {
 
     #[inline(always)]
     fn kind(&self, rounded: u64) -> Kind {
-        // An arena serves every size from the same segments, so everything is "large".
-        if rounded <= self.config.small_size && self.arena.is_none() {
+        if rounded <= self.rules.small_limit {
             Kind::Small
         } else {
             Kind::Large
@@ -624,14 +652,16 @@ impl Pool {
             rounded.saturating_add(self.config.large_segment) - 1
         };
         // The stream's own cache, then the shared one (at 0; `stream` is never GLOBAL).
-        let own = state.cache_pos(stream);
-        for pos in [own, Some(0)].into_iter().flatten() {
-            let set = state.caches[pos].1.of(kind);
-            if let Some(idx) = set.take(&mut state.blocks, rounded, largest) {
-                return Some((idx, pos));
+        if let Some(own) = state.cache_pos(stream) {
+            let set = state.caches[own].1.of(kind);
+            if let Some(idx) = set.take(state.blocks.as_mut_slice(), rounded, largest) {
+                return Some((idx, own));
             }
         }
-        None
+        let shared = state.caches[0].1.of(kind);
+        shared
+            .take(state.blocks.as_mut_slice(), rounded, largest)
+            .map(|idx| (idx, 0))
     }
 
     /// Reserves a new segment for a miss (releasing the cache and retrying once when the device
@@ -969,16 +999,17 @@ impl Pool {
         stream: StreamId,
     ) -> (Allocation, BufferId) {
         let id = state.fresh_id();
-        let b = &mut state.blocks[idx as usize];
+        if state.spare_blocks.is_empty() {
+            add_spare_blocks(state);
+        }
+        // Local slices: their pointers and lengths stay in registers across the stores below
+        // (through `state` they would be reloaded after each one).
+        let blocks = state.blocks.as_mut_slice();
+        let b = &mut blocks[idx as usize];
         let (seg_idx, size, offset, next) = (b.segment, b.size, b.offset, b.next);
         let remaining = size - rounded;
-        let split = match kind {
-            _ if self.arena.is_some() => {
-                remaining >= self.round && size <= self.config.max_split_size
-            }
-            Kind::Small => remaining >= self.round,
-            Kind::Large => remaining > self.config.small_size && size <= self.config.max_split_size,
-        };
+        let (min_rest, max_size) = self.rules.split[kind as usize];
+        let split = remaining >= min_rest && size <= max_size;
         let block_size = if split { rounded } else { size };
         b.size = block_size;
         b.allocated = true;
@@ -990,31 +1021,23 @@ impl Pool {
         b.generation = b.generation.wrapping_add(1).max(1);
         let generation = NonZeroU32::new(b.generation).unwrap_or(NonZeroU32::MIN);
         if split {
-            let rest = new_block(
-                state,
-                Block {
-                    segment: seg_idx,
-                    offset: offset + rounded,
-                    size: remaining,
-                    requested: 0,
-                    prev: idx,
-                    next,
-                    allocated: false,
-                    stream: state.caches[from].0,
-                    generation: 0,
-                    id: 0,
-                    free_prev: NIL,
-                    free_next: NIL,
-                },
-            );
+            let (tag, sets) = &mut state.caches[from];
+            let rest = state.spare_blocks.pop().unwrap_or(NIL);
+            let r = &mut blocks[rest as usize];
+            r.segment = seg_idx;
+            r.offset = offset + rounded;
+            r.size = remaining;
+            r.requested = 0;
+            r.prev = idx;
+            r.next = next;
+            r.allocated = false;
+            r.stream = *tag;
+            r.id = 0;
             if next != NIL {
-                state.blocks[next as usize].prev = rest;
+                blocks[next as usize].prev = rest;
             }
-            state.blocks[idx as usize].next = rest;
-            state.caches[from]
-                .1
-                .of(kind)
-                .insert(&mut state.blocks, rest);
+            blocks[idx as usize].next = rest;
+            sets.of(kind).insert(blocks, rest);
         }
         let woke = state.segments[seg_idx as usize].as_mut().and_then(|seg| {
             seg.live += 1;
@@ -1148,24 +1171,25 @@ impl Pool {
     /// of the same cache.
     fn insert_free(&self, state: &mut State, mut idx: u32, tag: StreamId, kind: Kind) {
         let pos = cache_slot(state, tag);
-        state.blocks[idx as usize].stream = tag;
-        let joins = |state: &State, i: u32| {
-            i != NIL
-                && !state.blocks[i as usize].allocated
-                && state.blocks[i as usize].stream == tag
+        let set = state.caches[pos].1.of(kind);
+        // A local slice, as in `take_block`.
+        let blocks = state.blocks.as_mut_slice();
+        blocks[idx as usize].stream = tag;
+        let joins = |blocks: &[Block], i: u32| {
+            i != NIL && !blocks[i as usize].allocated && blocks[i as usize].stream == tag
         };
-        let prev = state.blocks[idx as usize].prev;
-        if joins(state, prev) {
-            state.caches[pos].1.of(kind).remove(&mut state.blocks, prev);
-            merge_into_prev(state, prev, idx);
+        let prev = blocks[idx as usize].prev;
+        if joins(blocks, prev) {
+            set.remove(blocks, prev);
+            merge_blocks(blocks, &mut state.spare_blocks, prev, idx);
             idx = prev;
         }
-        let next = state.blocks[idx as usize].next;
-        if joins(state, next) {
-            state.caches[pos].1.of(kind).remove(&mut state.blocks, next);
-            merge_into_prev(state, idx, next);
+        let next = blocks[idx as usize].next;
+        if joins(blocks, next) {
+            set.remove(blocks, next);
+            merge_blocks(blocks, &mut state.spare_blocks, idx, next);
         }
-        state.caches[pos].1.of(kind).insert(&mut state.blocks, idx);
+        set.insert(blocks, idx);
     }
 
     /// Makes blocks freed on `stream` available to every stream (the caller has synchronised
@@ -1197,11 +1221,8 @@ impl Pool {
             return;
         };
         let mut sets = std::mem::take(&mut state.caches[pos].1);
-        for (kind, set) in [
-            (Kind::Small, &mut sets.small),
-            (Kind::Large, &mut sets.large),
-        ] {
-            for idx in set.drain(&state.blocks) {
+        for (kind, set) in [Kind::Small, Kind::Large].into_iter().zip(&mut sets.0) {
+            for idx in set.drain(state.blocks.as_slice()) {
                 self.insert_free(state, idx, GLOBAL, kind);
             }
         }
@@ -1360,7 +1381,7 @@ impl Pool {
             largest_free_block: state
                 .caches
                 .iter()
-                .map(|(_, s)| s.largest(&state.blocks))
+                .map(|(_, s)| s.largest(state.blocks.as_slice()))
                 .max()
                 .unwrap_or(0),
             segments: state.live_segments,
@@ -1598,7 +1619,7 @@ fn cache_slot(state: &mut State, tag: StreamId) -> usize {
 }
 
 /// The free sets of cache `tag` (made on first use) and the blocks they link.
-fn cache(state: &mut State, tag: StreamId) -> (&mut FreeSets, &mut Vec<Block>) {
+fn cache(state: &mut State, tag: StreamId) -> (&mut FreeSets, &mut [Block]) {
     let pos = cache_slot(state, tag);
     (&mut state.caches[pos].1, &mut state.blocks)
 }
@@ -1646,6 +1667,31 @@ fn tail_of(state: &State, head: u32) -> u32 {
     NIL
 }
 
+/// Adds blank blocks to the spare list, so that splitting a block on the allocate path only
+/// ever pops one (a growing `Vec` there would cost a branch and a reload per allocation).
+#[cold]
+#[inline(never)]
+fn add_spare_blocks(state: &mut State) {
+    let first = state.blocks.len() as u32;
+    let count = (first / 4).clamp(64, 1 << 16);
+    state.blocks.extend((0..count).map(|_| Block {
+        segment: 0,
+        offset: 0,
+        size: 0,
+        requested: 0,
+        prev: NIL,
+        next: NIL,
+        allocated: false,
+        stream: GLOBAL,
+        generation: 0,
+        id: 0,
+        free_prev: NIL,
+        free_next: NIL,
+    }));
+    // Popped lowest first.
+    state.spare_blocks.extend((first..first + count).rev());
+}
+
 #[inline(always)]
 fn new_block(state: &mut State, mut block: Block) -> u32 {
     match state.spare_blocks.pop() {
@@ -1662,24 +1708,30 @@ fn new_block(state: &mut State, mut block: Block) -> u32 {
 }
 
 fn recycle_block(state: &mut State, idx: u32) {
-    let b = &mut state.blocks[idx as usize];
+    recycle(&mut state.blocks, &mut state.spare_blocks, idx);
+}
+
+#[inline(always)]
+fn recycle(blocks: &mut [Block], spare: &mut Vec<u32>, idx: u32) {
+    let b = &mut blocks[idx as usize];
     b.generation = b.generation.wrapping_add(1);
     b.allocated = false;
     b.prev = NIL;
     b.next = NIL;
-    state.spare_blocks.push(idx);
+    spare.push(idx);
 }
 
 /// Merges free block `next` into its left neighbour `prev`.
-fn merge_into_prev(state: &mut State, prev: u32, next: u32) {
+#[inline(always)]
+fn merge_blocks(blocks: &mut [Block], spare: &mut Vec<u32>, prev: u32, next: u32) {
     let (size, after) = {
-        let n = &state.blocks[next as usize];
+        let n = &blocks[next as usize];
         (n.size, n.next)
     };
-    state.blocks[prev as usize].size += size;
-    state.blocks[prev as usize].next = after;
+    blocks[prev as usize].size += size;
+    blocks[prev as usize].next = after;
     if after != NIL {
-        state.blocks[after as usize].prev = prev;
+        blocks[after as usize].prev = prev;
     }
-    recycle_block(state, next);
+    recycle(blocks, spare, next);
 }

@@ -98,7 +98,7 @@ impl FreeIndex {
 
     /// Adds free block `i` (not already in any index).
     #[inline(always)]
-    pub(crate) fn insert(&mut self, links: &mut impl Links, i: u32) {
+    pub(crate) fn insert(&mut self, links: &mut (impl Links + ?Sized), i: u32) {
         let (r, c) = bin(links.size(i));
         let row = self.row_mut(r);
         let head = row.heads[c];
@@ -115,14 +115,14 @@ impl FreeIndex {
 
     /// Takes block `i` out. It must be in this index with the size it was inserted with.
     #[inline(always)]
-    pub(crate) fn remove(&mut self, links: &mut impl Links, i: u32) {
+    pub(crate) fn remove(&mut self, links: &mut (impl Links + ?Sized), i: u32) {
         let (r, c) = bin(links.size(i));
         self.unlink(links, i, r, c);
     }
 
     /// Takes block `i`, which is in bin (r, c), out.
     #[inline(always)]
-    fn unlink(&mut self, links: &mut impl Links, i: u32, r: usize, c: usize) {
+    fn unlink(&mut self, links: &mut (impl Links + ?Sized), i: u32, r: usize, c: usize) {
         let (prev, next) = links.links(i);
         if next != NIL {
             links.set_prev(next, prev);
@@ -147,14 +147,19 @@ impl FreeIndex {
     /// (so at most one bin's width, 3 %, above the smallest such block unless the own bin is
     /// long); `None` when no block is that large. The block stays in the index.
     #[cfg(test)]
-    pub(crate) fn find(&self, links: &impl Links, size: u64) -> Option<u32> {
+    pub(crate) fn find(&self, links: &(impl Links + ?Sized), size: u64) -> Option<u32> {
         self.locate(links, size).map(|(i, _, _)| i)
     }
 
     /// The block [`FreeIndex::find`] would give, taken out of the index, unless it is larger
     /// than `max` bytes (then nothing is taken).
     #[inline(always)]
-    pub(crate) fn take(&mut self, links: &mut impl Links, size: u64, max: u64) -> Option<u32> {
+    pub(crate) fn take(
+        &mut self,
+        links: &mut (impl Links + ?Sized),
+        size: u64,
+        max: u64,
+    ) -> Option<u32> {
         let (i, r, c) = self.locate(links, size)?;
         if links.size(i) > max {
             return None;
@@ -165,24 +170,38 @@ impl FreeIndex {
 
     /// `find`'s block and its bin.
     #[inline(always)]
-    fn locate(&self, links: &impl Links, size: u64) -> Option<(u32, usize, usize)> {
+    fn locate(&self, links: &(impl Links + ?Sized), size: u64) -> Option<(u32, usize, usize)> {
         if self.rows_with_blocks == 0 {
             return None;
         }
         let (r, c) = bin(size);
-        let own = self.row(r).map_or(NIL, |row| row.heads[c]);
-        let mut i = own;
-        for _ in 0..OWN_BIN_PROBES {
-            if i == NIL {
-                break;
+        let mut i = NIL;
+        if self.rows_with_blocks & (1 << r) != 0 {
+            if let Some(row) = self.row(r) {
+                i = row.heads[c];
+                for _ in 0..OWN_BIN_PROBES {
+                    if i == NIL {
+                        break;
+                    }
+                    if links.size(i) >= size {
+                        return Some((i, r, c));
+                    }
+                    i = links.links(i).1;
+                }
+                // Every block in a later bin of the row fits.
+                let above = row.bits & ((u32::MAX - 1) << c);
+                if above != 0 {
+                    let c = above.trailing_zeros() as usize;
+                    return Some((row.heads[c], r, c));
+                }
             }
-            if links.size(i) >= size {
-                return Some((i, r, c));
-            }
-            i = links.links(i).1;
         }
-        if let Some(above) = self.next_bin_head(r, c) {
-            return Some(above);
+        let rows_above = self.rows_with_blocks & ((u64::MAX - 1) << r);
+        if rows_above != 0 {
+            let r = rows_above.trailing_zeros() as usize;
+            let row = self.row(r)?;
+            let c = row.bits.trailing_zeros() as usize;
+            return Some((row.heads[c], r, c));
         }
         // Nothing larger anywhere: the rest of the own bin is the last chance.
         while i != NIL {
@@ -194,28 +213,8 @@ impl FreeIndex {
         None
     }
 
-    /// The head of the first non-empty bin after (r, c), and that bin.
-    #[inline(always)]
-    fn next_bin_head(&self, r: usize, c: usize) -> Option<(u32, usize, usize)> {
-        if let Some(row) = self.row(r) {
-            let above = row.bits & u32::MAX.checked_shl(c as u32 + 1).unwrap_or(0);
-            if above != 0 {
-                let c = above.trailing_zeros() as usize;
-                return Some((row.heads[c], r, c));
-            }
-        }
-        let rows_above = self.rows_with_blocks & u64::MAX.checked_shl(r as u32 + 1).unwrap_or(0);
-        if rows_above == 0 {
-            return None;
-        }
-        let r = rows_above.trailing_zeros() as usize;
-        let row = self.row(r)?;
-        let c = row.bits.trailing_zeros() as usize;
-        Some((row.heads[c], r, c))
-    }
-
     /// The largest free block's size (0 when empty): the last non-empty bin, scanned.
-    pub(crate) fn largest(&self, links: &impl Links) -> u64 {
+    pub(crate) fn largest(&self, links: &(impl Links + ?Sized)) -> u64 {
         if self.rows_with_blocks == 0 {
             return 0;
         }
@@ -233,7 +232,7 @@ impl FreeIndex {
     }
 
     /// Every block in the index, emptying it.
-    pub(crate) fn drain(&mut self, links: &impl Links) -> Vec<u32> {
+    pub(crate) fn drain(&mut self, links: &(impl Links + ?Sized)) -> Vec<u32> {
         let mut out = Vec::with_capacity(self.len);
         for row in &self.rows {
             let mut bits = row.bits;
