@@ -36,6 +36,7 @@ struct Block {
     segment: u32,
     offset: u64,
     size: u64,
+    /// The bytes the live allocation asked for (meaningless while free).
     requested: u64,
     prev: u32,
     next: u32,
@@ -1027,12 +1028,10 @@ impl Pool {
             r.segment = seg_idx;
             r.offset = offset + rounded;
             r.size = remaining;
-            r.requested = 0;
+            // A spare block is already free; `requested` and `id` mean nothing while it is.
             r.prev = idx;
             r.next = next;
-            r.allocated = false;
             r.stream = *tag;
-            r.id = 0;
             if next != NIL {
                 blocks[next as usize].prev = rest;
             }
@@ -1043,9 +1042,6 @@ impl Pool {
             seg.live += 1;
             (seg.live == 1).then_some(seg.size)
         });
-        if let Some(seg_size) = woke {
-            self.mark_idle(state, seg_size, false);
-        }
         state.held[kind as usize].allocated += block_size;
         let c = &mut state.counters;
         c.allocated += block_size;
@@ -1054,9 +1050,8 @@ impl Pool {
         c.requested += requested;
         c.peak_requested = c.peak_requested.max(c.requested);
         c.active += 1;
-        if woke.is_some() {
-            // The segment's other free bytes were idle and now count as split.
-            state.note_inactive_split();
+        if let Some(seg_size) = woke {
+            self.wake(state, seg_size);
         }
         (
             Allocation {
@@ -1065,6 +1060,15 @@ impl Pool {
             },
             id,
         )
+    }
+
+    /// Counts a segment of `size` that has just taken its first live block out of the idle set.
+    #[cold]
+    #[inline(never)]
+    fn wake(&self, state: &mut State, size: u64) {
+        self.mark_idle(state, size, false);
+        // The segment's other free bytes were idle and now count as split.
+        state.note_inactive_split();
     }
 
     /// Counts a segment of `size` into (or out of) the idle set; returns the idle count of its
@@ -1561,11 +1565,17 @@ impl State {
     #[inline(always)]
     fn fresh_id(&mut self) -> BufferId {
         if self.next_id == self.id_end {
-            self.next_id = BufferId::reserve(ID_BATCH);
-            self.id_end = self.next_id + ID_BATCH;
+            self.reserve_ids();
         }
         self.next_id += 1;
         BufferId(self.next_id - 1)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn reserve_ids(&mut self) {
+        self.next_id = BufferId::reserve(ID_BATCH);
+        self.id_end = self.next_id + ID_BATCH;
     }
 
     /// Where `tag`'s free sets are: a scan while there are a handful of streams (the usual
