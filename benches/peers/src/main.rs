@@ -519,7 +519,8 @@ const SUBJECTS: [&str; 5] = [
     "offset-allocator",
 ];
 
-/// `PEERS_ONLY=3,4` runs only those subjects (by index in `SUBJECTS`), e.g. under a profiler.
+/// `PEERS_ONLY=3,4` runs only those subjects (by index in `SUBJECTS`), and
+/// `PEERS_SEQUENCES=transformer` only those sequences, e.g. under a profiler.
 fn wanted(which: usize) -> bool {
     std::env::var("PEERS_ONLY").map_or(true, |only| {
         only.split(',').any(|w| w.trim().parse() == Ok(which))
@@ -576,7 +577,13 @@ fn main() {
         .unwrap_or(5)
         .max(1);
     let vk = Vk::new();
-    let seqs = [random_sequence(), transformer_sequence(), trace_sequence()];
+    let seqs: Vec<Sequence> = [random_sequence(), transformer_sequence(), trace_sequence()]
+        .into_iter()
+        .filter(|s| {
+            std::env::var("PEERS_SEQUENCES")
+                .map_or(true, |only| only.split(',').any(|n| n.trim() == s.name))
+        })
+        .collect();
     let results: Vec<Vec<Run>> = seqs
         .iter()
         .map(|s| {
