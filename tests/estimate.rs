@@ -233,6 +233,14 @@ fn bad_input_fails_cleanly() {
     assert!(
         one_line_failure(&["estimate", "--model", "gpt-5"], 1).contains("unknown model 'gpt-5'")
     );
+    // A file where a name goes: the line says which flag takes it.
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let path = file.path().to_str().unwrap();
+    let line = one_line_failure(&["estimate", "--model", path], 1);
+    assert!(
+        line.contains("is a path, not a model name") && line.contains("--gguf FILE"),
+        "{line}"
+    );
     assert!(
         one_line_failure(&["estimate", "--model", "mistral-7b", "--dtype", "q9"], 2)
             .contains("unknown --dtype 'q9'")

@@ -24,6 +24,9 @@ pub enum ModelError {
     /// The name is not in the catalog.
     #[error("unknown model '{0}'; `gpumem estimate --list-models` lists the catalog (ORG/NAME reads the Hugging Face cache, ollama:NAME[:TAG] Ollama's store)")]
     UnknownModel(String),
+    /// `--model` was given a file or directory rather than a name.
+    #[error("'{0}' is a path, not a model name: give a file with --gguf FILE, --config config.json or --safetensors PATH")]
+    PathNotName(String),
     /// An `ORG/NAME` or `ollama:NAME` model that is not in the local store.
     #[error("model '{}' is not in the local store (looked in {}); gpumem reads models offline and downloads nothing", .0.name, if .0.looked_in.is_empty() { "no store: HOME is not set".to_string() } else { .0.looked_in.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ") })]
     NotInStore(super::stores::NotFound),

@@ -204,6 +204,11 @@ fn load_any(spec: &SourceSpec) -> Result<ModelSource, ModelError> {
     match spec {
         SourceSpec::Catalog(name) => {
             let Some(m) = find_model(name) else {
+                // A file given where a name goes (`models/x.gguf` would otherwise be looked up
+                // as a Hugging Face ORG/NAME).
+                if std::path::Path::new(name).exists() {
+                    return Err(ModelError::PathNotName(name.clone()));
+                }
                 // Not a catalog name: a model in the Hugging Face cache or Ollama's store.
                 return match stores::locate(name)? {
                     Some((spec, projector)) => {
