@@ -1170,7 +1170,6 @@ impl Pool {
         Ok(())
     }
 
-    /// Puts a free block into cache `tag`, merging it with free neighbours of the same cache.
     /// Puts a free block of a `kind` segment into cache `tag`, merging it with free neighbours
     /// of the same cache.
     fn insert_free(&self, state: &mut State, mut idx: u32, tag: StreamId, kind: Kind) {
@@ -1702,19 +1701,16 @@ fn add_spare_blocks(state: &mut State) {
     state.spare_blocks.extend((first..first + count).rev());
 }
 
-#[inline(always)]
+/// A slot for `block` from the spare list (topped up as the allocate path tops it up); the
+/// slot's generation carries on.
 fn new_block(state: &mut State, mut block: Block) -> u32 {
-    match state.spare_blocks.pop() {
-        Some(i) => {
-            block.generation = state.blocks[i as usize].generation;
-            state.blocks[i as usize] = block;
-            i
-        }
-        None => {
-            state.blocks.push(block);
-            (state.blocks.len() - 1) as u32
-        }
+    if state.spare_blocks.is_empty() {
+        add_spare_blocks(state);
     }
+    let i = state.spare_blocks.pop().unwrap_or(NIL);
+    block.generation = state.blocks[i as usize].generation;
+    state.blocks[i as usize] = block;
+    i
 }
 
 fn recycle_block(state: &mut State, idx: u32) {
