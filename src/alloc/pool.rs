@@ -572,33 +572,65 @@ impl Pool {
         let rounded = self.round_size(size);
         let kind = self.kind(rounded);
         let mut state = access(self);
-        let found = self.find_free(&mut state, stream, rounded, kind);
-        let hit = found.is_some();
-        let (idx, from) = match found {
-            Some(hit) => {
+        let (alloc, id) = match self.find_free(&mut state, stream, rounded, kind) {
+            Some((idx, from)) => {
                 state.counters.hits += 1;
-                hit
+                self.take_block(&mut state, idx, from, kind, rounded, size, stream)
             }
-            None => {
-                state.counters.misses += 1;
-                match self.grow(&mut state, rounded, kind, stream) {
-                    Ok((idx, tag)) => (idx, cache_slot(&mut state, tag)),
-                    Err(e) => {
-                        state.counters.ooms += 1;
-                        let snapshot = (state.counters.allocated, state.counters.reserved);
-                        drop(state);
-                        return Err(self.oom_error(size, snapshot, e));
-                    }
+            None => match self.allocate_miss(&mut state, rounded, kind, size, stream) {
+                Ok(made) => made,
+                Err(e) => {
+                    let snapshot = (state.counters.allocated, state.counters.reserved);
+                    drop(state);
+                    return Err(self.oom_error(size, snapshot, e));
                 }
-            }
+            },
         };
-        let (alloc, id) = self.take_block(&mut state, idx, from, kind, rounded, size, stream);
-        if !hit {
-            // An expandable segment grows without waking; its new tail is split free memory.
-            state.note_inactive_split();
-        }
         let transition = self.update_pressure(&mut state);
         drop(state);
+        if self.tracker.is_some() || transition.is_some() {
+            self.after_allocate(id, size, tag, transition);
+        }
+        Ok(alloc)
+    }
+
+    /// A miss: a new segment (or an expandable one grown) and its block taken.
+    #[cold]
+    #[inline(never)]
+    fn allocate_miss(
+        &self,
+        state: &mut State,
+        rounded: u64,
+        kind: Kind,
+        size: u64,
+        stream: StreamId,
+    ) -> Result<(Allocation, BufferId), DeviceError> {
+        state.counters.misses += 1;
+        match self.grow(state, rounded, kind, stream) {
+            Ok((idx, tag)) => {
+                let from = cache_slot(state, tag);
+                let made = self.take_block(state, idx, from, kind, rounded, size, stream);
+                // An expandable segment grows without waking; its new tail is split free memory.
+                state.note_inactive_split();
+                Ok(made)
+            }
+            Err(e) => {
+                state.counters.ooms += 1;
+                Err(e)
+            }
+        }
+    }
+
+    /// What follows an allocation outside the lock: tracking it, and pressure callbacks.
+    #[cold]
+    #[inline(never)]
+    fn after_allocate(
+        &self,
+        id: BufferId,
+        size: u64,
+        tag: Option<&str>,
+        transition: Option<(MemoryPressure, MemoryPressure)>,
+    ) {
         if let Some(tracker) = &self.tracker {
             let mut meta = BufferMetadata::new(id, size, size, BufferLocation::Gpu);
             meta.tag = tag.map(str::to_string);
@@ -607,7 +639,6 @@ impl Pool {
         if let Some((old, new)) = transition {
             self.fire(old, new);
         }
-        Ok(alloc)
     }
 
     #[cold]
@@ -1149,25 +1180,41 @@ impl Pool {
         );
         state.held[kind as usize].allocated -= size;
         if let Some((seg_size, expandable)) = now_idle {
-            // An expandable segment stays (its tail is unmapped when the cache is emptied).
-            if self.mark_idle(&mut state, seg_size, true) > self.config.max_pooled_per_bucket
-                && !expandable
-            {
-                self.release_segment(&mut state, seg_idx);
-            }
+            self.went_idle(&mut state, seg_idx, seg_size, expandable);
         }
         // Free bytes in split segments only grow on a free (or when a segment wakes, counted
         // where it wakes), so their peak is taken here.
         state.note_inactive_split();
         let transition = self.update_pressure(&mut state);
         drop(state);
+        if self.tracker.is_some() || transition.is_some() {
+            self.after_free(id, transition);
+        }
+        Ok(())
+    }
+
+    /// Counts a segment whose last live block was just freed as idle, releasing it when its
+    /// size already has `max_pooled_per_bucket` idle.
+    #[cold]
+    #[inline(never)]
+    fn went_idle(&self, state: &mut State, seg_idx: u32, seg_size: u64, expandable: bool) {
+        // An expandable segment stays (its tail is unmapped when the cache is emptied).
+        if self.mark_idle(state, seg_size, true) > self.config.max_pooled_per_bucket && !expandable
+        {
+            self.release_segment(state, seg_idx);
+        }
+    }
+
+    /// What follows a free outside the lock, as [`Pool::after_allocate`] for an allocation.
+    #[cold]
+    #[inline(never)]
+    fn after_free(&self, id: BufferId, transition: Option<(MemoryPressure, MemoryPressure)>) {
         if let Some(tracker) = &self.tracker {
             tracker.untrack(id);
         }
         if let Some((old, new)) = transition {
             self.fire(old, new);
         }
-        Ok(())
     }
 
     /// Puts a free block of a `kind` segment into cache `tag`, merging it with free neighbours
