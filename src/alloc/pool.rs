@@ -163,6 +163,10 @@ struct State {
     id_end: u64,
 }
 
+/// Blocks a new pool has room for before its block table first grows (64 bytes each): a model's
+/// working set is hundreds to thousands of blocks, and each growth copies the table.
+const INITIAL_BLOCKS: u32 = 1024;
+
 /// Ids a pool takes from the process-wide counter at a time.
 const ID_BATCH: u64 = 4096;
 
@@ -362,7 +366,7 @@ impl Pool {
         let expandable =
             config.expandable_segments && arena.is_none() && device.virtual_memory().is_some();
         let bands = PressureBands::new(limit);
-        let pool = Pool {
+        let mut pool = Pool {
             limit_rule,
             expandable,
             tracker: config.track_allocations.then(AllocationTracker::new),
@@ -398,6 +402,7 @@ impl Pool {
             pressure_level: AtomicU64::new(0),
             config,
         };
+        add_spare_blocks(pool.state.get_mut());
         if pool.config.pre_allocate {
             let sizes = pool.config.pre_allocate_sizes.clone();
             pool.warmup(&sizes)?;
@@ -1729,7 +1734,11 @@ fn tail_of(state: &State, head: u32) -> u32 {
 #[inline(never)]
 fn add_spare_blocks(state: &mut State) {
     let first = state.blocks.len() as u32;
-    let count = (first / 4).clamp(64, 1 << 16);
+    let count = if first == 0 {
+        INITIAL_BLOCKS
+    } else {
+        (first / 2).clamp(64, 1 << 16)
+    };
     state.blocks.extend((0..count).map(|_| Block {
         segment: 0,
         offset: 0,
