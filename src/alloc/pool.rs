@@ -1729,7 +1729,8 @@ fn tail_of(state: &State, head: u32) -> u32 {
 }
 
 /// Adds blank blocks to the spare list, so that splitting a block on the allocate path only
-/// ever pops one (a growing `Vec` there would cost a branch and a reload per allocation).
+/// ever pops one (a growing `Vec` there would cost a branch and a reload per allocation): first
+/// [`INITIAL_BLOCKS`], then half the table again each time (the table's copy is amortised).
 #[cold]
 #[inline(never)]
 fn add_spare_blocks(state: &mut State) {
