@@ -56,8 +56,8 @@ Register-ArgumentCompleter -Native -CommandName 'gpumem' -ScriptBlock {
             break
         }
         'gpumem;estimate' {
-            [CompletionResult]::new('-m', '-m', [CompletionResultType]::ParameterName, 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), ollama:NAME[:TAG] from Ollama''s store (OLLAMA_MODELS)')
-            [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), ollama:NAME[:TAG] from Ollama''s store (OLLAMA_MODELS)')
+            [CompletionResult]::new('-m', '-m', [CompletionResultType]::ParameterName, 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), `ollama:NAME[:TAG]` from Ollama''s store (OLLAMA_MODELS)')
+            [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), `ollama:NAME[:TAG]` from Ollama''s store (OLLAMA_MODELS)')
             [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A Hugging Face config.json (Llama 2-4, Mistral, Mixtral, Qwen 2-3, Qwen3-Next, Gemma 1-3, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3, Kimi-K2, GLM-4.5, gpt-oss, Mamba, Mamba-2, Jamba, Granite-4.0-H, Nemotron-H, Falcon-H1; others with --allow-generic)')
             [CompletionResult]::new('--gguf', '--gguf', [CompletionResultType]::ParameterName, 'A GGUF file; only its header is read, never the tensor data')
             [CompletionResult]::new('--safetensors', '--safetensors', [CompletionResultType]::ParameterName, 'A .safetensors file, a directory of shards, or a model.safetensors.index.json')
@@ -92,8 +92,8 @@ Register-ArgumentCompleter -Native -CommandName 'gpumem' -ScriptBlock {
             break
         }
         'gpumem;select' {
-            [CompletionResult]::new('-m', '-m', [CompletionResultType]::ParameterName, 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), ollama:NAME[:TAG] from Ollama''s store (OLLAMA_MODELS)')
-            [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), ollama:NAME[:TAG] from Ollama''s store (OLLAMA_MODELS)')
+            [CompletionResult]::new('-m', '-m', [CompletionResultType]::ParameterName, 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), `ollama:NAME[:TAG]` from Ollama''s store (OLLAMA_MODELS)')
+            [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), `ollama:NAME[:TAG]` from Ollama''s store (OLLAMA_MODELS)')
             [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'A Hugging Face config.json (Llama 2-4, Mistral, Mixtral, Qwen 2-3, Qwen3-Next, Gemma 1-3, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3, Kimi-K2, GLM-4.5, gpt-oss, Mamba, Mamba-2, Jamba, Granite-4.0-H, Nemotron-H, Falcon-H1; others with --allow-generic)')
             [CompletionResult]::new('--gguf', '--gguf', [CompletionResultType]::ParameterName, 'A GGUF file; only its header is read, never the tensor data')
             [CompletionResult]::new('--safetensors', '--safetensors', [CompletionResultType]::ParameterName, 'A .safetensors file, a directory of shards, or a model.safetensors.index.json')

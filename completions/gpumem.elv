@@ -51,8 +51,8 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand --version 'Print version'
         }
         &'gpumem;estimate'= {
-            cand -m 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), ollama:NAME[:TAG] from Ollama''s store (OLLAMA_MODELS)'
-            cand --model 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), ollama:NAME[:TAG] from Ollama''s store (OLLAMA_MODELS)'
+            cand -m 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), `ollama:NAME[:TAG]` from Ollama''s store (OLLAMA_MODELS)'
+            cand --model 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), `ollama:NAME[:TAG]` from Ollama''s store (OLLAMA_MODELS)'
             cand --config 'A Hugging Face config.json (Llama 2-4, Mistral, Mixtral, Qwen 2-3, Qwen3-Next, Gemma 1-3, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3, Kimi-K2, GLM-4.5, gpt-oss, Mamba, Mamba-2, Jamba, Granite-4.0-H, Nemotron-H, Falcon-H1; others with --allow-generic)'
             cand --gguf 'A GGUF file; only its header is read, never the tensor data'
             cand --safetensors 'A .safetensors file, a directory of shards, or a model.safetensors.index.json'
@@ -86,8 +86,8 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand --version 'Print version'
         }
         &'gpumem;select'= {
-            cand -m 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), ollama:NAME[:TAG] from Ollama''s store (OLLAMA_MODELS)'
-            cand --model 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), ollama:NAME[:TAG] from Ollama''s store (OLLAMA_MODELS)'
+            cand -m 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), `ollama:NAME[:TAG]` from Ollama''s store (OLLAMA_MODELS)'
+            cand --model 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), `ollama:NAME[:TAG]` from Ollama''s store (OLLAMA_MODELS)'
             cand --config 'A Hugging Face config.json (Llama 2-4, Mistral, Mixtral, Qwen 2-3, Qwen3-Next, Gemma 1-3, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3, Kimi-K2, GLM-4.5, gpt-oss, Mamba, Mamba-2, Jamba, Granite-4.0-H, Nemotron-H, Falcon-H1; others with --allow-generic)'
             cand --gguf 'A GGUF file; only its header is read, never the tensor data'
             cand --safetensors 'A .safetensors file, a directory of shards, or a model.safetensors.index.json'

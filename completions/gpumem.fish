@@ -57,7 +57,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -s q -l quiet -d
 complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -s v -l verbose -d 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -s V -l version -d 'Print version'
-complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s m -l model -d 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), ollama:NAME[:TAG] from Ollama\'s store (OLLAMA_MODELS)' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s m -l model -d 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), `ollama:NAME[:TAG]` from Ollama\'s store (OLLAMA_MODELS)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l config -d 'A Hugging Face config.json (Llama 2-4, Mistral, Mixtral, Qwen 2-3, Qwen3-Next, Gemma 1-3, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3, Kimi-K2, GLM-4.5, gpt-oss, Mamba, Mamba-2, Jamba, Granite-4.0-H, Nemotron-H, Falcon-H1; others with --allow-generic)' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l gguf -d 'A GGUF file; only its header is read, never the tensor data' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l safetensors -d 'A .safetensors file, a directory of shards, or a model.safetensors.index.json' -r -F
@@ -88,7 +88,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s q -l quiet -d
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s v -l verbose -d 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s V -l version -d 'Print version'
-complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s m -l model -d 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), ollama:NAME[:TAG] from Ollama\'s store (OLLAMA_MODELS)' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s m -l model -d 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), `ollama:NAME[:TAG]` from Ollama\'s store (OLLAMA_MODELS)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l config -d 'A Hugging Face config.json (Llama 2-4, Mistral, Mixtral, Qwen 2-3, Qwen3-Next, Gemma 1-3, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3, Kimi-K2, GLM-4.5, gpt-oss, Mamba, Mamba-2, Jamba, Granite-4.0-H, Nemotron-H, Falcon-H1; others with --allow-generic)' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l gguf -d 'A GGUF file; only its header is read, never the tensor data' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l safetensors -d 'A .safetensors file, a directory of shards, or a model.safetensors.index.json' -r -F

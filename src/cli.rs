@@ -127,7 +127,7 @@ pub struct DiscoverArgs {
 pub struct ModelSourceArgs {
     /// A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or
     /// where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME),
-    /// ollama:NAME[:TAG] from Ollama's store (OLLAMA_MODELS).
+    /// `ollama:NAME[:TAG]` from Ollama's store (OLLAMA_MODELS).
     ///
     /// `gpumem estimate --list-models` lists the catalog. Nothing is downloaded.
     #[arg(short, long, value_name = "NAME")]
