@@ -83,27 +83,39 @@ pub fn download(
     len: u64,
     chunk: usize,
     buffering: Buffering,
-    consume: impl FnMut(u64, &[u8]),
+    mut consume: impl FnMut(u64, &[u8]),
 ) -> Result<TransferReport, PoolError> {
-    download_at(pool, &pool.info(alloc)?, len, chunk, buffering, consume)
+    let info = pool.info(alloc)?;
+    transfer_at(pool, &info, len, chunk, buffering, true, |at, buf| {
+        consume(at, buf)
+    })
 }
 
-/// [`download`] of an allocation looked up once, for all of its chunks.
-fn download_at(
+/// A transfer of an allocation looked up once, for all of its chunks: device to `caller` when
+/// `download`, else `caller` to device.
+fn transfer_at(
     pool: &Pool,
     info: &AllocationInfo,
     len: u64,
     chunk: usize,
     buffering: Buffering,
-    mut consume: impl FnMut(u64, &[u8]),
+    download: bool,
+    caller: impl FnMut(u64, &mut [u8]),
 ) -> Result<TransferReport, PoolError> {
-    let device = |at, buf: &mut [u8]| pool.read_at(info, at, buf);
-    let caller = |at, buf: &mut [u8]| consume(at, buf);
+    let device = |at, buf: &mut [u8]| {
+        if download {
+            pool.read_at(info, at, buf)
+        } else {
+            pool.write_at(info, at, buf)
+        }
+    };
     let len = len.min(info.size);
     match (buffering, pool.device().async_copies()) {
-        (Buffering::Blocking, _) => blocking(len, chunk, true, device, caller),
-        (Buffering::Double, Some(copies)) => device_async(copies, info, len, chunk, true, caller),
-        (Buffering::Double, None) => double_buffered(len, chunk, true, device, caller),
+        (Buffering::Blocking, _) => blocking(len, chunk, download, device, caller),
+        (Buffering::Double, Some(copies)) => {
+            device_async(copies, info, len, chunk, download, caller)
+        }
+        (Buffering::Double, None) => double_buffered(len, chunk, download, device, caller),
     }
 }
 
@@ -117,25 +129,15 @@ pub fn upload(
     buffering: Buffering,
     produce: impl FnMut(u64, &mut [u8]),
 ) -> Result<TransferReport, PoolError> {
-    upload_at(pool, &pool.info(alloc)?, len, chunk, buffering, produce)
-}
-
-/// [`upload`] of an allocation looked up once, for all of its chunks.
-fn upload_at(
-    pool: &Pool,
-    info: &AllocationInfo,
-    len: u64,
-    chunk: usize,
-    buffering: Buffering,
-    produce: impl FnMut(u64, &mut [u8]),
-) -> Result<TransferReport, PoolError> {
-    let device = |at, buf: &mut [u8]| pool.write_at(info, at, buf);
-    let len = len.min(info.size);
-    match (buffering, pool.device().async_copies()) {
-        (Buffering::Blocking, _) => blocking(len, chunk, false, device, produce),
-        (Buffering::Double, Some(copies)) => device_async(copies, info, len, chunk, false, produce),
-        (Buffering::Double, None) => double_buffered(len, chunk, false, device, produce),
-    }
+    transfer_at(
+        pool,
+        &pool.info(alloc)?,
+        len,
+        chunk,
+        buffering,
+        false,
+        produce,
+    )
 }
 
 /// A plain element type typed transfers convert to and from little-endian bytes.
@@ -191,12 +193,13 @@ pub fn download_typed<T: Element>(
     let info = pool.info(alloc)?;
     let bytes = typed_len::<T>(info.size, count)?;
     let mut typed: Vec<T> = Vec::new();
-    download_at(
+    transfer_at(
         pool,
         &info,
         bytes,
         chunk.saturating_mul(T::SIZE),
         buffering,
+        true,
         |at, buf| {
             typed.clear();
             typed.extend(buf.chunks_exact(T::SIZE).map(T::from_le));
@@ -218,12 +221,13 @@ pub fn upload_typed<T: Element>(
     let info = pool.info(alloc)?;
     let bytes = typed_len::<T>(info.size, count)?;
     let mut typed: Vec<T> = Vec::new();
-    upload_at(
+    transfer_at(
         pool,
         &info,
         bytes,
         chunk.saturating_mul(T::SIZE),
         buffering,
+        false,
         |at, buf| {
             typed.clear();
             typed.resize(buf.len() / T::SIZE, T::default());
