@@ -372,6 +372,9 @@ fn double_free_is_an_error_not_corruption() {
     let now = pool.info(&b).unwrap();
     assert_eq!((now.segment, now.offset), (was.segment, was.offset));
     assert_ne!(now.id, was.id);
+    // An id, once given, is the allocation's for good (the pool hands them out when asked).
+    assert_ne!(now.id.0, 0);
+    assert_eq!(pool.info(&b).unwrap().id, now.id);
     assert_ne!(b, stale);
     assert!(matches!(pool.free(stale), Err(PoolError::NotLive(_))));
     assert!(matches!(pool.info(&stale), Err(PoolError::NotLive(_))));

@@ -46,7 +46,8 @@ struct Block {
     stream: StreamId,
     /// Bumped on every allocation of the block; a handle holds the one it was made with.
     generation: u32,
-    /// The live allocation's id (meaningless while free).
+    /// The live allocation's id ([`BufferId::UNASSIGNED`] until a tracker or [`Pool::info`]
+    /// needs one; meaningless while free).
     id: u64,
     /// Neighbours in its cache's free list, while free.
     free_prev: u32,
@@ -358,7 +359,10 @@ impl Pool {
                 },
             );
         }
-        let round = config.round_bytes.max(device.alignment());
+        // A power of two (round_bytes is validated as one), so rounding is a mask.
+        let round = config
+            .round_bytes
+            .max(device.alignment().max(1).next_power_of_two());
         let arena = config.initial_pool_bytes.map(|bytes| {
             let cap = device.max_allocation().unwrap_or(u64::MAX).min(limit);
             round_up(bytes.min(cap).max(config.large_round), config.large_round).min(cap)
@@ -445,7 +449,10 @@ impl Pool {
     /// The request size after rounding, as the pool will account it.
     #[inline(always)]
     pub fn round_size(&self, size: u64) -> u64 {
-        round_up(size.max(1), self.round)
+        let mask = self.round - 1;
+        size.max(1)
+            .checked_add(mask)
+            .map_or(u64::MAX, |v| v & !mask)
     }
 
     fn lock(&self) -> SpinGuard<'_, State> {
@@ -591,7 +598,12 @@ impl Pool {
                 }
             },
         };
-        let transition = self.update_pressure(&mut state);
+        // Allocated bytes only grew, so only the band's top can have been crossed.
+        let transition = if state.counters.allocated > state.pressure_span.1 {
+            self.update_pressure(&mut state)
+        } else {
+            None
+        };
         drop(state);
         if self.tracker.is_some() || transition.is_some() {
             self.after_allocate(id, size, tag, transition);
@@ -1035,7 +1047,12 @@ impl Pool {
         requested: u64,
         stream: StreamId,
     ) -> (Allocation, BufferId) {
-        let id = state.fresh_id();
+        // Only a tracker needs the id now; otherwise `info` gives the block one if asked.
+        let id = if self.tracker.is_some() {
+            state.fresh_id()
+        } else {
+            BufferId::UNASSIGNED
+        };
         if state.spare_blocks.is_empty() {
             add_spare_blocks(state);
         }
@@ -1054,8 +1071,8 @@ impl Pool {
         b.stream = stream;
         b.id = id.0;
         // A new generation per allocation, so a stale copy of an earlier allocation of this
-        // block can never free the current one.
-        b.generation = b.generation.wrapping_add(1).max(1);
+        // block can never free the current one; odd, so never zero.
+        b.generation = b.generation.wrapping_add(2) | 1;
         let generation = NonZeroU32::new(b.generation).unwrap_or(NonZeroU32::MIN);
         if split {
             let (tag, sets) = &mut state.caches[from];
@@ -1190,7 +1207,12 @@ impl Pool {
         // Free bytes in split segments only grow on a free (or when a segment wakes, counted
         // where it wakes), so their peak is taken here.
         state.note_inactive_split();
-        let transition = self.update_pressure(&mut state);
+        // And allocated bytes only shrank: only the band's bottom can have been crossed.
+        let transition = if state.counters.allocated < state.pressure_span.0 {
+            self.update_pressure(&mut state)
+        } else {
+            None
+        };
         drop(state);
         if self.tracker.is_some() || transition.is_some() {
             self.after_free(id, transition);
@@ -1463,13 +1485,11 @@ impl Pool {
             .push(Arc::new(callback));
     }
 
+    /// The new pressure level, once allocated bytes have left the current band's span (the
+    /// callers check, so the common case costs one comparison).
     #[inline(always)]
     fn update_pressure(&self, state: &mut State) -> Option<(MemoryPressure, MemoryPressure)> {
-        let (lo, hi) = state.pressure_span;
         let allocated = state.counters.allocated;
-        if lo <= allocated && allocated <= hi {
-            return None;
-        }
         let level = self.bands.level(allocated);
         state.pressure_span = self.bands.span(level);
         if level == state.pressure {
@@ -1518,8 +1538,13 @@ impl Pool {
     /// Where a live allocation is and what it holds; [`PoolError::NotLive`] for a stale handle
     /// (freed, or from another pool).
     pub fn info(&self, alloc: &Allocation) -> Result<AllocationInfo, PoolError> {
-        let state = self.lock();
-        let b = state.live_block(*alloc)?;
+        let mut state = self.lock();
+        state.live_block(*alloc)?;
+        if state.blocks[alloc.block as usize].id == BufferId::UNASSIGNED.0 {
+            let id = state.fresh_id();
+            state.blocks[alloc.block as usize].id = id.0;
+        }
+        let b = &state.blocks[alloc.block as usize];
         let seg = state.segments[b.segment as usize].as_ref();
         Ok(AllocationInfo {
             id: BufferId(b.id),

@@ -21,6 +21,9 @@ impl BufferId {
         BufferId(NEXT_ID.fetch_add(1, Ordering::Relaxed))
     }
 
+    /// No id yet: ids are handed out from 1.
+    pub(crate) const UNASSIGNED: BufferId = BufferId(0);
+
     /// The first of `n` fresh consecutive ids, so a pool can hand out ids under its own lock
     /// without a process-wide atomic per allocation.
     pub(crate) fn reserve(n: u64) -> u64 {
