@@ -318,12 +318,17 @@ impl std::fmt::Debug for Pool {
 #[inline(always)]
 fn round_up(value: u64, to: u64) -> u64 {
     if to.is_power_of_two() {
-        // A mask instead of a division: this is on every allocation.
-        return value
-            .checked_add(to - 1)
-            .map_or(u64::MAX, |v| v & !(to - 1));
+        return round_up_pow2(value, to);
     }
     value.div_ceil(to).saturating_mul(to)
+}
+
+/// `value` rounded up to `to`, a power of two: a mask instead of a division (saturating).
+#[inline(always)]
+fn round_up_pow2(value: u64, to: u64) -> u64 {
+    value
+        .checked_add(to - 1)
+        .map_or(u64::MAX, |v| v & !(to - 1))
 }
 
 impl Pool {
@@ -449,10 +454,7 @@ impl Pool {
     /// The request size after rounding, as the pool will account it.
     #[inline(always)]
     pub fn round_size(&self, size: u64) -> u64 {
-        let mask = self.round - 1;
-        size.max(1)
-            .checked_add(mask)
-            .map_or(u64::MAX, |v| v & !mask)
+        round_up_pow2(size.max(1), self.round)
     }
 
     fn lock(&self) -> SpinGuard<'_, State> {
