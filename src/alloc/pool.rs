@@ -54,6 +54,27 @@ struct Block {
     free_next: u32,
 }
 
+impl Block {
+    /// A free block of `size` bytes at `offset` in segment `segment`, after `prev` and last in
+    /// it, tagged with cache `stream`, in no free set yet.
+    fn free(segment: u32, offset: u64, size: u64, prev: u32, stream: StreamId) -> Self {
+        Block {
+            segment,
+            offset,
+            size,
+            requested: 0,
+            prev,
+            next: NIL,
+            allocated: false,
+            stream,
+            generation: 0,
+            id: BufferId::UNASSIGNED.0,
+            free_prev: NIL,
+            free_next: NIL,
+        }
+    }
+}
+
 impl Links for [Block] {
     #[inline(always)]
     fn size(&self, i: u32) -> u64 {
@@ -889,23 +910,7 @@ impl Pool {
             blocks[tail as usize].size = new_size - blocks[tail as usize].offset;
             return Ok((tail, tag));
         }
-        let block = new_block(
-            state,
-            Block {
-                segment: seg_idx,
-                offset: old_size,
-                size: delta,
-                requested: 0,
-                prev: tail,
-                next: NIL,
-                allocated: false,
-                stream,
-                generation: 0,
-                id: 0,
-                free_prev: NIL,
-                free_next: NIL,
-            },
-        );
+        let block = new_block(state, Block::free(seg_idx, old_size, delta, tail, stream));
         if tail == NIL {
             if let Some(seg) = state.segments[seg_idx as usize].as_mut() {
                 seg.head = block;
@@ -998,23 +1003,7 @@ impl Pool {
         tag: StreamId,
     ) -> u32 {
         let seg_idx = segment_slot(state);
-        let block = new_block(
-            state,
-            Block {
-                segment: seg_idx,
-                offset: 0,
-                size,
-                requested: 0,
-                prev: NIL,
-                next: NIL,
-                allocated: false,
-                stream: tag,
-                generation: 0,
-                id: 0,
-                free_prev: NIL,
-                free_next: NIL,
-            },
-        );
+        let block = new_block(state, Block::free(seg_idx, 0, size, NIL, tag));
         state.live_segments += 1;
         state.segments[seg_idx as usize] = Some(SegmentRec {
             handle,
@@ -1767,20 +1756,9 @@ fn add_spare_blocks(state: &mut State) {
     } else {
         (first / 2).clamp(64, 1 << 16)
     };
-    state.blocks.extend((0..count).map(|_| Block {
-        segment: 0,
-        offset: 0,
-        size: 0,
-        requested: 0,
-        prev: NIL,
-        next: NIL,
-        allocated: false,
-        stream: GLOBAL,
-        generation: 0,
-        id: 0,
-        free_prev: NIL,
-        free_next: NIL,
-    }));
+    state
+        .blocks
+        .extend((0..count).map(|_| Block::free(0, 0, 0, NIL, GLOBAL)));
     // Popped lowest first.
     state.spare_blocks.extend((first..first + count).rev());
 }
