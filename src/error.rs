@@ -12,4 +12,9 @@ pub enum CliError {
     /// with `--json` no second document, since stdout already holds the report.
     #[error("{0}")]
     AfterReport(String),
+    /// SIGINT or SIGTERM arrived before there was anything to report (while drivers were
+    /// probed or the device opened): exit 128 + the signal, and with `--json` one error
+    /// document.
+    #[error("{1}")]
+    Interrupted(crate::exit::Exit, String),
 }

@@ -1,9 +1,16 @@
-//! Opening the files a user names: regular files only, read within a stated bound.
+//! The files gpumem touches: regular files only, read within a stated bound, and outputs
+//! written whole or not at all.
 //!
-//! Every file input (`--config`, `--gguf`, `--safetensors` and its shards, `--inventory`,
-//! `--trace`) goes through here, so a FIFO cannot hang gpumem, `/dev/zero` cannot fill memory,
-//! and a directory is named as one. Files are opened non-blocking, so even a FIFO swapped in
-//! after a check does not block the open; the type is then checked on the open handle.
+//! Every file gpumem reads (`--config`, `--gguf` and its shards, `--safetensors` and its shards,
+//! `--inventory`, `--trace`, the model stores' refs and manifests, `/proc` and sysfs) goes
+//! through here, so a FIFO cannot hang gpumem, `/dev/zero` cannot fill memory, and a directory
+//! is named as one. Files are opened non-blocking, so even a FIFO swapped in after a check does
+//! not block the open; the type is then checked on the open handle.
+//!
+//! Every file gpumem writes (`--timeline`) goes through [`write_atomic`]: a temporary file in
+//! the destination's folder renamed over it, so an interrupted write leaves the old file, a
+//! symlink is replaced rather than followed, and a destination that is one of the run's inputs
+//! (the same device and inode, whatever the path: a hard link, a symlink) is refused.
 
 use std::fs::File;
 use std::io::Read;
@@ -33,6 +40,14 @@ pub enum InputError {
         limit: u64,
         /// The kind of input, e.g. "a config.json".
         what: &'static str,
+    },
+    /// An output would replace one of the run's inputs.
+    #[error("{} is the input {}: refusing to overwrite it", path.display(), input.display())]
+    WouldOverwriteInput {
+        /// The output as given.
+        path: PathBuf,
+        /// The input it is the same file as.
+        input: PathBuf,
     },
     /// The OS refused (missing file, permissions).
     #[error("{}: {source}", path.display())]
@@ -120,6 +135,89 @@ pub fn read_bounded(path: &Path, limit: u64, what: &'static str) -> Result<Vec<u
     Ok(data)
 }
 
+/// What makes a file itself whatever path names it: its device and inode on Unix, its
+/// canonical path elsewhere. `None` when the path cannot be looked up.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FileId(#[cfg(unix)] (u64, u64), #[cfg(not(unix))] PathBuf);
+
+/// The identity of the file `path` names (following symlinks).
+pub fn file_id(path: &Path) -> Option<FileId> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(path)
+            .ok()
+            .map(|m| FileId((m.dev(), m.ino())))
+    }
+    #[cfg(not(unix))]
+    {
+        std::fs::canonicalize(path).ok().map(FileId)
+    }
+}
+
+/// Whether `a` and `b` are the same file (see [`FileId`]). Paths that cannot be looked up are
+/// not the same file.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    file_id(a).is_some_and(|x| file_id(b) == Some(x))
+}
+
+/// Writes `data` to `path` whole: into a new temporary file beside it, synced, then renamed
+/// over `path`. Refused when `path` is the same file as any of `inputs` (checked on the
+/// destination as it is now, and on what a symlink there points to), so an output can never
+/// be written onto a file the run reads.
+pub fn write_atomic(path: &Path, data: &[u8], inputs: &[&Path]) -> Result<(), InputError> {
+    use std::io::Write;
+    let io = |source| InputError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(input) = inputs.iter().find(|i| same_file(path, i)) {
+        return Err(InputError::WouldOverwriteInput {
+            path: path.to_path_buf(),
+            input: input.to_path_buf(),
+        });
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().ok_or_else(|| {
+        io(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "names no file",
+        ))
+    })?;
+    // create_new: never opens (or truncates) anything already there, a planted symlink included.
+    let mut attempt = 0u32;
+    let (tmp, mut file) = loop {
+        let tmp = dir.join(format!(
+            ".{}.gpumem-{}-{attempt}.tmp",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+        {
+            Ok(file) => break (tmp, file),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 100 => {
+                attempt += 1
+            }
+            Err(e) => return Err(io(e)),
+        }
+    };
+    let written = file
+        .write_all(data)
+        .and_then(|()| file.sync_all())
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io(e));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,5 +252,39 @@ mod tests {
         );
         assert_eq!(read_bounded(&file, 12, "a test").unwrap(), b"0123456789ab");
         std::fs::remove_file(&file).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn atomic_writes_replace_links_and_refuse_inputs() {
+        let dir = std::env::temp_dir().join(format!("gpumem-write-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let input = dir.join("trace.pickle");
+        std::fs::write(&input, b"input").unwrap();
+        let hard = dir.join("hard.svg");
+        std::fs::hard_link(&input, &hard).unwrap();
+        let soft = dir.join("soft.svg");
+        std::os::unix::fs::symlink(&input, &soft).unwrap();
+        for out in [&input, &hard, &soft] {
+            let err = write_atomic(out, b"svg", &[&input]).unwrap_err();
+            assert!(
+                matches!(err, InputError::WouldOverwriteInput { .. }),
+                "{err}"
+            );
+        }
+        assert_eq!(std::fs::read(&input).unwrap(), b"input");
+        // A symlink to a file that is not an input is replaced, its target left alone.
+        let other = dir.join("other.txt");
+        std::fs::write(&other, b"keep").unwrap();
+        let link = dir.join("link.svg");
+        std::os::unix::fs::symlink(&other, &link).unwrap();
+        write_atomic(&link, b"svg", &[&input]).unwrap();
+        assert_eq!(std::fs::read(&other).unwrap(), b"keep");
+        assert_eq!(std::fs::read(&link).unwrap(), b"svg");
+        assert!(!std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -34,6 +34,7 @@ fn main() -> ExitCode {
         Err(err) => {
             let exit = match err.downcast_ref::<CliError>() {
                 Some(CliError::Usage(_)) => Exit::Usage,
+                Some(CliError::Interrupted(exit, _)) => *exit,
                 _ => Exit::Failure,
             };
             let message = error_line(&err);

@@ -443,7 +443,118 @@ fn signals_stop_the_replay_with_a_partial_report() {
             common::run_until_signal(&args, std::time::Duration::from_millis(2500), signal, code);
         let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(doc["interrupted"], true);
+        assert_eq!(doc["passed"], false);
         assert!(doc["raw"].is_null());
+    }
+}
+
+// 1-byte chunks: the signal is seen within one chunk, not after a whole 64 MiB transfer.
+#[test]
+fn signals_stop_a_transfer_within_a_chunk() {
+    for (signal, code) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
+        let args = [
+            "--json",
+            "bench-alloc",
+            "--device",
+            "host:1GiB",
+            "--workload",
+            "transfer",
+            "--transfer-size",
+            "64MiB",
+            "--chunk",
+            "1",
+        ];
+        let out =
+            common::run_until_signal(&args, std::time::Duration::from_millis(1500), signal, code);
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(doc["interrupted"], true);
+        assert_eq!(doc["passed"], false);
+        assert_eq!(doc["transfer"]["chunk"], 1);
+    }
+}
+
+// A chunk larger than the transfer is cut to it: no panic at 2^63, no 1 TiB host buffer.
+#[test]
+fn a_huge_chunk_is_cut_to_the_transfer() {
+    for chunk in ["9223372036854775808", "1TiB", "4611686018427387904", "2GiB"] {
+        let doc = common::json_ok(
+            gpumem()
+                .args(["--json", "bench-alloc", "--device", "host:1GiB"])
+                .args(["--workload", "transfer", "--transfer-size", "1MiB"])
+                .args(["--chunk", chunk]),
+        );
+        assert_eq!(doc["transfer"]["chunk"], 1 << 20, "{chunk}");
+        assert_eq!(doc["transfer"]["corruptions"], 0, "{chunk}");
+    }
+}
+
+// SIGINT or SIGTERM while a driver is still being probed (a cuInit that takes minutes) ends
+// the run at once with 128 + the signal and one JSON document, and the probe child with it.
+#[test]
+fn signals_while_a_driver_is_probed_end_the_run() {
+    let dir = common::fake_gpu_drivers("bench-slow-init", &[]);
+    for command in ["bench-alloc", "stress"] {
+        for (signal, code) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
+            let mark = format!("signal-{command}-{signal}-{}", std::process::id());
+            let child = std::process::Command::new(env!("CARGO_BIN_EXE_gpumem"))
+                .args(["--json", command, "--device", "cuda:0", "--timeout", "600s"])
+                .env("LD_LIBRARY_PATH", &dir)
+                .env("GPUMEM_FAKE_INIT_DELAY_MS", "600000")
+                .env("GPUMEM_TEST_MARK", &mark)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            assert!(
+                common::eventually(1000, || !common::probe_children(&mark).is_empty()),
+                "no probe child started"
+            );
+            // SAFETY: sending a signal to our own child process.
+            unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+            let out = child.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(code), "{command}: {err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(err.contains("interrupted while opening cuda:0"), "{err}");
+            let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(doc["error"]["exit_code"], code);
+            assert!(
+                common::eventually(250, || common::probe_children(&mark).is_empty()),
+                "{command}: a probe child outlived gpumem"
+            );
+        }
+    }
+}
+
+// gpumem killed outright (SIGKILL, which it cannot handle) takes its probe children along.
+#[test]
+fn probe_children_die_with_gpumem() {
+    let dir = common::fake_gpu_drivers("bench-slow-init", &[]);
+    for args in [
+        &["discover", "--timeout", "600s"][..],
+        &["bench-alloc", "--timeout", "600s"],
+        &["stress", "--device", "cuda:0", "--timeout", "600s"],
+    ] {
+        let mark = format!("kill-{}-{}", args[0], std::process::id());
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gpumem"))
+            .args(args)
+            .env("LD_LIBRARY_PATH", &dir)
+            .env("GPUMEM_FAKE_INIT_DELAY_MS", "600000")
+            .env("GPUMEM_TEST_MARK", &mark)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        assert!(
+            common::eventually(1000, || !common::probe_children(&mark).is_empty()),
+            "no probe child started"
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(
+            common::eventually(250, || common::probe_children(&mark).is_empty()),
+            "{args:?}: a probe child outlived gpumem"
+        );
     }
 }
 
@@ -485,7 +596,12 @@ fn hostile_traces_end_in_one_line_errors() {
     )
     .unwrap();
     let before = std::fs::read(&trace).unwrap();
-    for timeline in [dir.path().join("no/such/t.svg"), trace.clone()] {
+    // A hard link and a symlink to the trace are the trace.
+    let hard = dir.path().join("hard.svg");
+    std::fs::hard_link(&trace, &hard).unwrap();
+    let soft = dir.path().join("soft.svg");
+    std::os::unix::fs::symlink(&trace, &soft).unwrap();
+    for timeline in [dir.path().join("no/such/t.svg"), trace.clone(), hard, soft] {
         let out = gpumem()
             .args(["bench-alloc", "--device", "sim:8GiB", "--trace"])
             .arg(&trace)

@@ -9,7 +9,7 @@ use common::gpumem;
 
 use std::path::Path;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 fn estimate_json(args: &[&str]) -> Value {
     common::json_ok(gpumem().args(["--json", "estimate"]).args(args))
@@ -771,4 +771,216 @@ fn activations_say_how_they_were_obtained() {
         basis(&["--model", "llama-3.1-8b", "--mode", "train"]),
         "training"
     );
+}
+
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+}
+
+// Every file of a model store goes through the bounded, regular-file-only reader: a ref that is
+// /dev/zero, a FIFO or far too long, a FIFO config.json and a FIFO or oversized Ollama manifest
+// are each named as what they are (one line, exit 1), never read without bound, never waited
+// on, and never reported as "not in the local store".
+#[test]
+fn hostile_model_store_files_are_named_not_read() {
+    let home = tempfile::tempdir().unwrap();
+    let hub = home.path().join("hub");
+    let models = home.path().join("ollama");
+    let hf = |model: &str, refs: &dyn Fn(&Path), config: &dyn Fn(&Path)| {
+        let repo = hub.join(format!("models--acme--{model}"));
+        let snapshot = repo.join("snapshots/0123abcd");
+        std::fs::create_dir_all(&snapshot).unwrap();
+        std::fs::create_dir_all(repo.join("refs")).unwrap();
+        refs(&repo.join("refs/main"));
+        config(&snapshot.join("config.json"));
+    };
+    let good_ref = |p: &Path| std::fs::write(p, "0123abcd\n").unwrap();
+    let good_config = |p: &Path| {
+        std::fs::copy(fixture("tiny-sharded/config.json"), p).unwrap();
+    };
+    hf(
+        "zero",
+        &|p| std::os::unix::fs::symlink("/dev/zero", p).unwrap(),
+        &good_config,
+    );
+    hf("fifo", &|p| mkfifo(p), &good_config);
+    hf(
+        "long",
+        &|p| std::fs::write(p, "a".repeat(10_000)).unwrap(),
+        &good_config,
+    );
+    hf(
+        "badref",
+        &|p| std::fs::write(p, "../../x\n").unwrap(),
+        &good_config,
+    );
+    hf("fifoconfig", &good_ref, &|p| mkfifo(p));
+    let manifests = models.join("manifests/registry.ollama.ai/library/tiny");
+    std::fs::create_dir_all(&manifests).unwrap();
+    mkfifo(&manifests.join("fifo"));
+    std::fs::write(manifests.join("huge"), " ".repeat((1 << 20) + 1)).unwrap();
+    let cases = [
+        (
+            "acme/zero",
+            "refs/main: not a regular file (a character device)",
+        ),
+        ("acme/fifo", "refs/main: not a regular file (a FIFO)"),
+        (
+            "acme/long",
+            "refs/main: 10000 bytes is larger than the 4096-byte limit",
+        ),
+        ("acme/badref", "refs/main: is not a revision"),
+        (
+            "acme/fifoconfig",
+            "config.json: not a regular file (a FIFO)",
+        ),
+        ("ollama:tiny:fifo", "fifo: not a regular file (a FIFO)"),
+        (
+            "ollama:tiny:huge",
+            "is larger than the 1048576-byte limit for an Ollama manifest",
+        ),
+        ("ollama:a/b/c", "'ollama:a/b/c' is not an Ollama model name"),
+    ];
+    for (name, want) in cases {
+        let err = common::one_line_error(
+            gpumem()
+                .env("HF_HOME", home.path())
+                .env("OLLAMA_MODELS", &models)
+                .env_remove("HOME")
+                .args(["estimate", "--model", name])
+                .timeout(std::time::Duration::from_secs(60)),
+            1,
+        );
+        assert!(err.contains(want), "{name}: {err}");
+        assert!(!err.contains("not in the local store"), "{name}: {err}");
+    }
+}
+
+// Each shard of a split GGUF is a file of its own saying its own place: shards that are
+// symlinks to shard 1 (a 217 KB set of 10,000 once read 20 M tensors) or a copy of another
+// shard (once counted twice) are refused, naming the shard.
+#[test]
+fn split_gguf_shards_must_be_distinct_files_in_their_place() {
+    let names: Vec<String> = (1..=3)
+        .map(|k| format!("tiny-split-0000{k}-of-00003.gguf"))
+        .collect();
+    let shard = |k: usize| fixture(&format!("tiny-split/{}", names[k - 1]));
+    let links = tempfile::tempdir().unwrap();
+    std::fs::copy(shard(1), links.path().join(&names[0])).unwrap();
+    for name in &names[1..] {
+        std::os::unix::fs::symlink(links.path().join(&names[0]), links.path().join(name)).unwrap();
+    }
+    let hard = tempfile::tempdir().unwrap();
+    std::fs::copy(shard(1), hard.path().join(&names[0])).unwrap();
+    std::fs::copy(shard(2), hard.path().join(&names[1])).unwrap();
+    std::fs::hard_link(hard.path().join(&names[1]), hard.path().join(&names[2])).unwrap();
+    let copied = tempfile::tempdir().unwrap();
+    std::fs::copy(shard(1), copied.path().join(&names[0])).unwrap();
+    std::fs::copy(shard(2), copied.path().join(&names[1])).unwrap();
+    std::fs::copy(shard(2), copied.path().join(&names[2])).unwrap();
+    let cases = [
+        (
+            &links,
+            "tiny-split-00002-of-00003.gguf: is the same file as shard 1",
+        ),
+        (
+            &hard,
+            "tiny-split-00003-of-00003.gguf: is the same file as shard 2",
+        ),
+        (
+            &copied,
+            "tiny-split-00003-of-00003.gguf: says it is shard 2 (split.no), not shard 3",
+        ),
+    ];
+    for (dir, want) in cases {
+        let first = dir.path().join(&names[0]);
+        for args in [
+            vec!["estimate", "--gguf", first.to_str().unwrap()],
+            vec![
+                "estimate",
+                "--gguf",
+                &shard(1),
+                "--mmproj",
+                first.to_str().unwrap(),
+            ],
+        ] {
+            let e = one_line_failure(&args, 1);
+            assert!(e.contains(want), "{e}");
+        }
+    }
+}
+
+// quantization_config values transformers would refuse are refused, naming the field; the
+// layouts gpumem counts still read.
+#[test]
+fn garbage_quantization_configs_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let base: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("tiny-sharded/config.json")).unwrap(),
+    )
+    .unwrap();
+    let cases = [
+        (
+            json!({"quant_method": "gptq", "bits": -4}),
+            "field 'quantization_config.bits' is -4, expected one of 2, 3, 4, 8",
+        ),
+        (
+            json!({"quant_method": 4}),
+            "field 'quantization_config.quant_method' is a number, expected a method name",
+        ),
+        (
+            json!("gptq"),
+            "field 'quantization_config' is a string, expected an object",
+        ),
+        (
+            json!({"bits": 4}),
+            "field 'quantization_config.quant_method' is missing",
+        ),
+        (
+            json!({"quant_method": "awq", "bits": 4, "group_size": -7}),
+            "field 'quantization_config.group_size' is -7, expected a positive group size or -1",
+        ),
+        (
+            json!({"quant_method": "bitsandbytes", "load_in_4bit": "yes"}),
+            "field 'quantization_config.load_in_4bit' is \"yes\", expected true or false",
+        ),
+        (
+            json!({"quant_method": "compressed-tensors", "format": "pack-quantized",
+                   "config_groups": {"g": {"weights": {"num_bits": "four"}}}}),
+            "field 'quantization_config.config_groups.*.weights.num_bits' is \"four\", expected an integer",
+        ),
+    ];
+    for (i, (q, want)) in cases.into_iter().enumerate() {
+        let mut config = base.clone();
+        config["quantization_config"] = q;
+        let path = dir.path().join(format!("config-{i}.json"));
+        std::fs::write(&path, config.to_string()).unwrap();
+        let e = one_line_failure(&["estimate", "--config", path.to_str().unwrap()], 1);
+        assert!(e.contains(want), "{e}");
+    }
+    // Older bitsandbytes configs name no method; transformers reads load_in_4bit.
+    let mut config = base.clone();
+    config["quantization_config"] = json!({"load_in_4bit": true});
+    let path = dir.path().join("bnb.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    estimate_json(&["--config", path.to_str().unwrap()]);
+}
+
+// A value echoed from a file is bounded: a megabyte model_type makes a one-line error of a
+// few hundred bytes.
+#[test]
+fn echoed_values_are_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("tiny-sharded/config.json")).unwrap(),
+    )
+    .unwrap();
+    config["model_type"] = json!("x".repeat(1 << 20));
+    let path = dir.path().join("config.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    let e = one_line_failure(&["estimate", "--config", path.to_str().unwrap()], 1);
+    assert!(e.len() < 1024, "{} bytes", e.len());
+    assert!(e.contains("(1048576 characters)"), "{e}");
 }

@@ -897,3 +897,109 @@ fn launch_commands_for_the_engines_that_load_the_model() {
     let (_, doc) = select(&["--bytes", "1GiB", "--device", "sim:8GiB"]);
     assert_eq!(doc["launch"], json!([]));
 }
+
+// Inventories that would list more devices than any fleet gpumem plans over, or lines no
+// nvidia-smi writes, are refused at once with the limit named (the 1,024,000-device document
+// from the hostile-input audit took 12 s and 3 GB before these caps).
+#[test]
+fn inventories_past_the_caps_are_refused_naming_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = |n: usize, gpus: &str| -> Vec<(String, String)> {
+        (0..n)
+            .map(|i| (format!("n{i}"), gpus.to_string()))
+            .collect()
+    };
+    let kube = |nodes: &[(String, String)]| {
+        let list: Vec<KubeNode> = nodes
+            .iter()
+            .map(|(name, gpus)| (name.as_str(), Some((gpus.as_str(), "81920")), "1000Gi"))
+            .collect();
+        kube_list(&list).to_string()
+    };
+    let big = write(dir.path(), "big.json", &kube(&nodes(17, "1024")));
+    let half = write(dir.path(), "half.json", &kube(&nodes(9, "1000")));
+    let half2 = write(dir.path(), "half2.json", &kube(&nodes(9, "1000")));
+    let mut rows = String::from("index, name, memory.total [MiB]\n");
+    for i in 0..1025 {
+        rows.push_str(&format!("{i}, H100, 81559 MiB\n"));
+    }
+    let rows = write(dir.path(), "rows.csv", &rows);
+    let long = format!(
+        "index, name, memory.total [MiB]\n0, {}, 81559 MiB\n",
+        "x".repeat(5000)
+    );
+    let long = write(dir.path(), "long.csv", &long);
+    let cases: [(&[&PathBuf], &str); 4] = [
+        (
+            &[&big],
+            "big.json: more than 16384 devices in one inventory",
+        ),
+        (
+            &[&half, &half2],
+            "the inventories list 18018 devices together, more than the 16384",
+        ),
+        (&[&rows], "rows.csv: line 1026: more than 1024 GPU rows"),
+        (&[&long], "long.csv: line 2: longer than 4096 bytes"),
+    ];
+    for (files, want) in cases {
+        let mut cmd = gpumem();
+        cmd.args(["select", "--bytes", "1GiB"]);
+        for f in files {
+            cmd.arg("--inventory").arg(f);
+        }
+        let err = common::one_line_error(&mut cmd, 1);
+        assert!(err.contains(want), "{err}");
+    }
+    // Just under the cap still plans.
+    let ok = write(dir.path(), "ok.json", &kube(&nodes(8, "1024")));
+    let (code, doc) = select(&["--bytes", "1GiB", "--inventory", ok.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert_eq!(doc["candidates"].as_array().unwrap().len(), 8 * 1024 + 8);
+}
+
+// Bidi overrides and isolates, zero-width and other invisible characters in a host or device
+// name are escaped as control bytes are: they cannot reorder what the table shows.
+#[test]
+fn bidi_and_invisible_characters_in_names_are_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = inventory(
+        dir.path(),
+        "gpu\u{202e}exe.txt",
+        vec![gpu(
+            0,
+            "A100\u{2067}x\u{2069}\u{200b}\u{2028}y",
+            80 * GIB,
+            80 * GIB,
+        )],
+        64 * GIB,
+    );
+    let out = gpumem()
+        .args(["select", "--bytes", "1GiB", "--inventory"])
+        .arg(&inv)
+        .assert()
+        .code(0);
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    for c in ['\u{202e}', '\u{2067}', '\u{2069}', '\u{200b}', '\u{2028}'] {
+        assert!(!text.contains(c), "{c:?} in {text}");
+    }
+    assert!(text.contains("gpu\\u{202e}exe.txt"), "{text}");
+    assert!(
+        text.contains("A100\\u{2067}x\\u{2069}\\u{200b}\\u{2028}y"),
+        "{text}"
+    );
+}
+
+// usable − needed past 64 bits is not clamped to a figure it is not: JSON says null there and
+// the exact difference everywhere else.
+#[test]
+fn headroom_past_64_bits_is_null_not_clamped() {
+    let (code, doc) = select(&["--bytes", "9300000000000000000", "--device", "sim:8GiB"]);
+    assert_eq!(code, 3);
+    let c = &doc["candidates"][0];
+    assert!(c["headroom_bytes"].is_null(), "{c}");
+    assert_eq!(c["needed_bytes"], 9_300_000_000_000_000_000u64);
+    let (_, doc) = select(&["--bytes", "9000000000000000000", "--device", "sim:8GiB"]);
+    let c = &doc["candidates"][0];
+    let want = c["usable_bytes"].as_i64().unwrap() - 9_000_000_000_000_000_000i64;
+    assert_eq!(c["headroom_bytes"], want);
+}

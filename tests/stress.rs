@@ -253,6 +253,9 @@ fn interrupted_by(signal: libc::c_int, code: i32) {
     let out = common::run_until_signal(&args, std::time::Duration::from_millis(3000), signal, code);
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["interrupted"], true);
+    // Cut short, it has not passed, though no check failed.
+    assert_eq!(doc["passed"], false);
+    assert_eq!(doc["failures"], serde_json::json!([]));
     assert_eq!(doc["leaked_buffers"], 0);
     assert_eq!(doc["corruptions"], 0);
     assert!(doc["duration_s"].as_f64().unwrap() < 30.0);

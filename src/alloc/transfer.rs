@@ -57,12 +57,46 @@ fn check(chunk: usize) -> Result<(), PoolError> {
     Ok(())
 }
 
-fn spans(len: u64, chunk: usize) -> impl Iterator<Item = (u64, usize)> {
-    let chunk = chunk as u64;
-    (0..len.div_ceil(chunk)).map(move |i| {
-        let at = i * chunk;
-        (at, chunk.min(len - at) as usize)
-    })
+/// The chunks of a `len`-byte transfer: where each starts and how long it is. Worked out per
+/// index, never listed, so a transfer of many small chunks costs no memory for the list.
+#[derive(Debug, Clone, Copy)]
+struct Spans {
+    len: u64,
+    chunk: u64,
+}
+
+impl Spans {
+    /// `chunk` must not be 0 ([`check`]); a chunk longer than the transfer is cut to it, so
+    /// the host buffers are never larger than what they carry.
+    fn new(len: u64, chunk: usize) -> Self {
+        Spans {
+            len,
+            chunk: (chunk as u64).min(len).max(1),
+        }
+    }
+
+    fn count(self) -> u64 {
+        self.len.div_ceil(self.chunk)
+    }
+
+    /// Bytes in each host buffer.
+    fn buffer(self) -> usize {
+        self.chunk as usize
+    }
+
+    fn get(self, i: u64) -> (u64, usize) {
+        let at = i * self.chunk;
+        (at, self.chunk.min(self.len - at) as usize)
+    }
+
+    fn iter(self) -> impl Iterator<Item = (u64, usize)> {
+        (0..self.count()).map(move |i| self.get(i))
+    }
+}
+
+/// The stop of the calls that take none.
+fn never() -> bool {
+    false
 }
 
 /// How a transfer uses host memory.
@@ -83,12 +117,39 @@ pub fn download(
     len: u64,
     chunk: usize,
     buffering: Buffering,
+    consume: impl FnMut(u64, &[u8]),
+) -> Result<TransferReport, PoolError> {
+    download_until(pool, alloc, len, chunk, buffering, &never, consume)
+}
+
+/// [`download`] that asks `stop` before each chunk and ends early, without error, once it
+/// says so: the report's `bytes` and `chunks` then count what was handed to `consume`.
+pub fn download_until(
+    pool: &Pool,
+    alloc: &Allocation,
+    len: u64,
+    chunk: usize,
+    buffering: Buffering,
+    stop: &dyn Fn() -> bool,
     mut consume: impl FnMut(u64, &[u8]),
 ) -> Result<TransferReport, PoolError> {
     let info = pool.info(alloc)?;
-    transfer_at(pool, &info, len, chunk, buffering, true, |at, buf| {
+    let direction = Direction {
+        download: true,
+        stop,
+    };
+    transfer_at(pool, &info, len, chunk, buffering, direction, |at, buf| {
         consume(at, buf)
     })
+}
+
+/// Which way a transfer goes, and what may end it early.
+#[derive(Clone, Copy)]
+struct Direction<'a> {
+    /// Device to host; else host to device.
+    download: bool,
+    /// Asked before each chunk.
+    stop: &'a dyn Fn() -> bool,
 }
 
 /// A transfer of an allocation looked up once, for all of its chunks: device to `caller` when
@@ -99,9 +160,11 @@ fn transfer_at(
     len: u64,
     chunk: usize,
     buffering: Buffering,
-    download: bool,
+    direction: Direction<'_>,
     caller: impl FnMut(u64, &mut [u8]),
 ) -> Result<TransferReport, PoolError> {
+    check(chunk)?;
+    let download = direction.download;
     let device = |at, buf: &mut [u8]| {
         if download {
             pool.read_at(info, at, buf)
@@ -109,13 +172,11 @@ fn transfer_at(
             pool.write_at(info, at, buf)
         }
     };
-    let len = len.min(info.size);
+    let spans = Spans::new(len.min(info.size), chunk);
     match (buffering, pool.device().async_copies()) {
-        (Buffering::Blocking, _) => blocking(len, chunk, download, device, caller),
-        (Buffering::Double, Some(copies)) => {
-            device_async(copies, info, len, chunk, download, caller)
-        }
-        (Buffering::Double, None) => double_buffered(len, chunk, download, device, caller),
+        (Buffering::Blocking, _) => blocking(spans, direction, device, caller),
+        (Buffering::Double, Some(copies)) => device_async(copies, info, spans, direction, caller),
+        (Buffering::Double, None) => double_buffered(spans, direction, device, caller),
     }
 }
 
@@ -129,13 +190,31 @@ pub fn upload(
     buffering: Buffering,
     produce: impl FnMut(u64, &mut [u8]),
 ) -> Result<TransferReport, PoolError> {
+    upload_until(pool, alloc, len, chunk, buffering, &never, produce)
+}
+
+/// [`upload`] that asks `stop` before each chunk and ends early, without error, once it says
+/// so: the report's `bytes` and `chunks` then count what reached the device.
+pub fn upload_until(
+    pool: &Pool,
+    alloc: &Allocation,
+    len: u64,
+    chunk: usize,
+    buffering: Buffering,
+    stop: &dyn Fn() -> bool,
+    produce: impl FnMut(u64, &mut [u8]),
+) -> Result<TransferReport, PoolError> {
+    let direction = Direction {
+        download: false,
+        stop,
+    };
     transfer_at(
         pool,
         &pool.info(alloc)?,
         len,
         chunk,
         buffering,
-        false,
+        direction,
         produce,
     )
 }
@@ -199,7 +278,10 @@ pub fn download_typed<T: Element>(
         bytes,
         chunk.saturating_mul(T::SIZE),
         buffering,
-        true,
+        Direction {
+            download: true,
+            stop: &never,
+        },
         |at, buf| {
             typed.clear();
             typed.extend(buf.chunks_exact(T::SIZE).map(T::from_le));
@@ -227,7 +309,10 @@ pub fn upload_typed<T: Element>(
         bytes,
         chunk.saturating_mul(T::SIZE),
         buffering,
-        false,
+        Direction {
+            download: false,
+            stop: &never,
+        },
         |at, buf| {
             typed.clear();
             typed.resize(buf.len() / T::SIZE, T::default());
@@ -342,15 +427,14 @@ impl Drop for InFlight<'_> {
 fn device_async(
     copies: &dyn AsyncCopies,
     alloc: &AllocationInfo,
-    len: u64,
-    chunk: usize,
-    download: bool,
+    spans: Spans,
+    direction: Direction<'_>,
     mut caller: impl FnMut(u64, &mut [u8]),
 ) -> Result<TransferReport, PoolError> {
-    check(chunk)?;
+    let download = direction.download;
     let start = Instant::now();
-    let spans: Vec<(u64, usize)> = spans(len, chunk).collect();
-    let mut buffers = [vec![0u8; chunk], vec![0u8; chunk]];
+    let count = spans.count();
+    let mut buffers = [vec![0u8; spans.buffer()], vec![0u8; spans.buffer()]];
     // Raw pointers from here on: the device writes one buffer while the caller has the other.
     let base = [buffers[0].as_mut_ptr(), buffers[1].as_mut_ptr()];
     // Declared after the buffers, so dropped (and waited for) before them.
@@ -358,12 +442,12 @@ fn device_async(
         copies,
         pending: [None, None],
     };
-    let (mut copy, mut work) = (Duration::ZERO, Duration::ZERO);
-    let start_copy = |flight: &mut InFlight<'_>, i: usize| -> Result<(), PoolError> {
-        let (at, n) = spans[i];
-        let slot = i % 2;
-        // SAFETY: buffer `slot` has `chunk` >= n bytes and no copy in flight (waited for
-        // before reuse); it stays alive and untouched until `flight` waits for this copy.
+    let (mut copy, mut work, mut done) = (Duration::ZERO, Duration::ZERO, (0u64, 0u64));
+    let start_copy = |flight: &mut InFlight<'_>, i: u64| -> Result<(), PoolError> {
+        let (at, n) = spans.get(i);
+        let slot = (i % 2) as usize;
+        // SAFETY: buffer `slot` has `spans.buffer()` >= n bytes and no copy in flight (waited
+        // for before reuse); it stays alive and untouched until `flight` waits for this copy.
         let started = unsafe {
             if download {
                 copies.start_read(alloc.segment, alloc.offset + at, base[slot], n)
@@ -374,13 +458,17 @@ fn device_async(
         flight.pending[slot] = Some(started);
         Ok(())
     };
-    if download && !spans.is_empty() {
+    if download && count > 0 {
         start_copy(&mut flight, 0)?;
     }
-    for (i, &(at, n)) in spans.iter().enumerate() {
-        let slot = i % 2;
+    for i in 0..count {
+        if (direction.stop)() {
+            break;
+        }
+        let (at, n) = spans.get(i);
+        let slot = (i % 2) as usize;
         if download {
-            if i + 1 < spans.len() {
+            if i + 1 < count {
                 start_copy(&mut flight, i + 1)?;
             }
             copy += flight.wait(slot)?;
@@ -397,33 +485,34 @@ fn device_async(
         if !download {
             start_copy(&mut flight, i)?;
         }
+        done = (done.0 + n as u64, done.1 + 1);
     }
     for slot in 0..2 {
         copy += flight.wait(slot)?;
     }
     drop(flight);
     drop(buffers);
-    let mut done = report(len, spans.len() as u64, start, copy, work);
-    done.device_async = true;
-    Ok(done)
+    let mut report = report(done.0, done.1, start, copy, work);
+    report.device_async = true;
+    Ok(report)
 }
 
-/// One host buffer, the device and the caller taking turns. `device_first`: the device side
-/// fills the buffer and the caller reads it (download); else the caller fills it first
-/// (upload).
+/// One host buffer, the device and the caller taking turns: on a download the device side
+/// fills the buffer and the caller reads it; on an upload the caller fills it first.
 fn blocking(
-    len: u64,
-    chunk: usize,
-    device_first: bool,
+    spans: Spans,
+    direction: Direction<'_>,
     mut device: impl FnMut(u64, &mut [u8]) -> Result<(), PoolError>,
     mut caller: impl FnMut(u64, &mut [u8]),
 ) -> Result<TransferReport, PoolError> {
-    check(chunk)?;
     let start = Instant::now();
-    let (mut copy, mut work, mut chunks) = (Duration::ZERO, Duration::ZERO, 0);
-    let mut buf = vec![0u8; chunk];
-    for (at, n) in spans(len, chunk) {
-        for device_turn in [device_first, !device_first] {
+    let (mut copy, mut work, mut bytes, mut chunks) = (Duration::ZERO, Duration::ZERO, 0, 0);
+    let mut buf = vec![0u8; spans.buffer()];
+    for (at, n) in spans.iter() {
+        if (direction.stop)() {
+            break;
+        }
+        for device_turn in [direction.download, !direction.download] {
             let t = Instant::now();
             if device_turn {
                 device(at, &mut buf[..n])?;
@@ -433,26 +522,26 @@ fn blocking(
                 work += t.elapsed();
             }
         }
+        bytes += n as u64;
         chunks += 1;
     }
-    Ok(report(len, chunks, start, copy, work))
+    Ok(report(bytes, chunks, start, copy, work))
 }
 
 /// Two host buffers: the device side runs on a transfer thread, the caller's side here, each
 /// buffer passing between them, so one side's chunk overlaps the other's.
 fn double_buffered(
-    len: u64,
-    chunk: usize,
-    device_first: bool,
+    spans: Spans,
+    direction: Direction<'_>,
     mut device: impl FnMut(u64, &mut [u8]) -> Result<(), PoolError> + Send,
     mut caller: impl FnMut(u64, &mut [u8]),
 ) -> Result<TransferReport, PoolError> {
-    check(chunk)?;
+    let device_first = direction.download;
     let start = Instant::now();
     type Job = (u64, usize, Vec<u8>);
     let (to_device, jobs) = mpsc::channel::<Job>();
     let (done, from_device) = mpsc::channel::<(Job, Result<(), PoolError>)>();
-    let (mut work, mut chunks) = (Duration::ZERO, 0u64);
+    let (mut work, mut bytes, mut chunks) = (Duration::ZERO, 0u64, 0u64);
     let copy = std::thread::scope(|scope| -> Result<Duration, PoolError> {
         let mover = scope.spawn(move || {
             let mut copy = Duration::ZERO;
@@ -468,12 +557,18 @@ fn double_buffered(
             }
             copy
         });
-        let mut free = vec![vec![0u8; chunk], vec![0u8; chunk]];
-        let mut todo = spans(len, chunk);
+        let mut free = vec![vec![0u8; spans.buffer()], vec![0u8; spans.buffer()]];
+        let mut todo = spans.iter();
         let mut in_flight = 0;
         loop {
             while let Some(mut buf) = free.pop() {
-                let Some((at, n)) = todo.next() else {
+                // Once stopped, nothing new is handed over; what is in flight still ends.
+                let next = if (direction.stop)() {
+                    None
+                } else {
+                    todo.next()
+                };
+                let Some((at, n)) = next else {
                     free.push(buf);
                     break;
                 };
@@ -499,6 +594,7 @@ fn double_buffered(
                 caller(at, &mut buf[..n]);
                 work += t.elapsed();
             }
+            bytes += n as u64;
             chunks += 1;
             free.push(buf);
         }
@@ -507,5 +603,5 @@ fn double_buffered(
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
     })?;
-    Ok(report(len, chunks, start, copy, work))
+    Ok(report(bytes, chunks, start, copy, work))
 }

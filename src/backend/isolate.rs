@@ -92,17 +92,50 @@ pub fn run_probe_child() -> Option<std::process::ExitCode> {
     }
 }
 
-/// Probes `kind` in a child started from `exe`, killing it at `timeout`.
-pub(crate) fn probe_in_child(exe: &Path, kind: BackendKind, timeout: Duration) -> BackendInfo {
+/// A probe child dies with the thread that started it (Linux's parent-death signal): when
+/// gpumem is killed, even by SIGKILL, no child is left behind sleeping in a driver call.
+#[cfg(target_os = "linux")]
+fn die_with_parent(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: between fork and exec the closure calls only prctl and getppid, which are
+    // async-signal-safe, and touches no memory of the parent's.
+    let parent = std::process::id();
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died before the signal was asked for.
+            if libc::getppid() as u32 != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_: &mut Command) {}
+
+/// Probes `kind` in a child started from `exe`, killing it at `timeout`, or as soon as
+/// `cancel` is set.
+pub(crate) fn probe_in_child(
+    exe: &Path,
+    kind: BackendKind,
+    timeout: Duration,
+    cancel: Option<&AtomicBool>,
+) -> BackendInfo {
     let began = Instant::now();
     let unavailable =
         |why: Unavailable| BackendInfo::unavailable(kind, why, began.elapsed().as_secs_f64() * 1e3);
-    let spawned = Command::new(exe)
+    let mut command = Command::new(exe);
+    command
         .env(CHILD_ENV, kind.name())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
+        .stderr(Stdio::piped());
+    die_with_parent(&mut command);
+    let spawned = command.spawn();
     let mut child = match spawned {
         Ok(child) => child,
         Err(e) => return unavailable(Unavailable::Failed(format!("cannot start a probe: {e}"))),
@@ -130,10 +163,11 @@ pub(crate) fn probe_in_child(exe: &Path, kind: BackendKind, timeout: Duration) -
             .map(|p| Box::new(p) as Box<dyn Read + Send>),
     );
     let deadline = began + timeout;
+    let cancelled = || cancel.is_some_and(|c| c.load(Ordering::SeqCst));
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
-            Ok(None) if Instant::now() >= deadline => {
+            Ok(None) if Instant::now() >= deadline || cancelled() => {
                 let _ = child.kill();
                 let _ = child.wait();
                 break None;
@@ -154,7 +188,11 @@ pub(crate) fn probe_in_child(exe: &Path, kind: BackendKind, timeout: Duration) -
         .next_back()
         .map(str::to_string);
     let Some(status) = status else {
-        return unavailable(Unavailable::TimedOut(timeout));
+        return unavailable(if cancelled() {
+            Unavailable::Cancelled
+        } else {
+            Unavailable::TimedOut(timeout)
+        });
     };
     if let Some(signal) = terminating_signal(&status) {
         return unavailable(Unavailable::DriverCrashed {

@@ -44,6 +44,7 @@ pub use sim::SimDevice;
 pub use spec::{BackendKind, DeviceSpec, ParseDeviceSpecError};
 pub use vulkan::{VulkanBackend, VulkanMemory, VulkanOptions};
 
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use crate::device::DeviceMemory;
@@ -177,6 +178,8 @@ pub enum Unavailable {
     TimedOut(Duration),
     /// The probe itself failed (a panic inside a driver binding, an unexpected error).
     Failed(String),
+    /// The caller cancelled the probe (SIGINT or SIGTERM) before it answered.
+    Cancelled,
     /// The driver killed the (isolated) probe process.
     DriverCrashed {
         /// The signal, e.g. `SIGSEGV`.
@@ -208,6 +211,7 @@ impl fmt::Display for Unavailable {
                 write!(f, "timed out after {:.1} s", after.as_secs_f64())
             }
             Unavailable::Failed(why) => write!(f, "probe failed: {why}"),
+            Unavailable::Cancelled => f.write_str("cancelled before it answered"),
             Unavailable::DriverCrashed { signal, during } => match during {
                 Some(call) => write!(f, "driver crashed: {signal} in {call}"),
                 None => write!(f, "driver crashed: {signal}"),
@@ -376,6 +380,10 @@ pub struct DiscoverOptions {
     pub timeout: Duration,
     /// In this process, or each driver in a child process that may crash or hang alone.
     pub isolation: Isolation,
+    /// Set (by a signal handler, say) to stop waiting: probes and opens still running are
+    /// abandoned at once, probe children killed, and the backends that had not answered are
+    /// reported as [`Unavailable::Cancelled`].
+    pub cancel: Option<Arc<AtomicBool>>,
 }
 
 impl Default for DiscoverOptions {
@@ -384,9 +392,22 @@ impl Default for DiscoverOptions {
             only: Vec::new(),
             timeout: Duration::from_secs(5),
             isolation: Isolation::InProcess,
+            cancel: None,
         }
     }
 }
+
+impl DiscoverOptions {
+    /// Whether [`DiscoverOptions::cancel`] has been set.
+    pub fn cancelled(&self) -> bool {
+        self.cancel
+            .as_ref()
+            .is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst))
+    }
+}
+
+/// How often a wait on probes or an open looks at the cancel flag.
+const CANCEL_POLL: Duration = Duration::from_millis(20);
 
 /// Probes every backend concurrently with the default options.
 pub fn discover_backends() -> Vec<BackendInfo> {
@@ -409,12 +430,13 @@ pub fn discover_with(options: &DiscoverOptions) -> Vec<BackendInfo> {
         let thread_tx = tx.clone();
         let isolation = options.isolation.clone();
         let timeout = options.timeout;
+        let cancel = options.cancel.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("probe-{backend}"))
             .spawn(move || {
                 let info = match isolation {
                     Isolation::Subprocess { exe } if backend.loads_a_driver() => {
-                        isolate::probe_in_child(&exe, backend, timeout)
+                        isolate::probe_in_child(&exe, backend, timeout, cancel.as_deref())
                     }
                     _ => probe_here(backend),
                 };
@@ -436,9 +458,12 @@ pub fn discover_with(options: &DiscoverOptions) -> Vec<BackendInfo> {
     };
     let deadline = start + options.timeout + grace;
     let mut results: Vec<BackendInfo> = Vec::new();
-    while results.len() < selected.len() {
+    while results.len() < selected.len() && !options.cancelled() {
         let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
+        if left.is_zero() {
+            break;
+        }
+        match rx.recv_timeout(left.min(CANCEL_POLL)) {
             Ok(info) => {
                 let kind = info.backend;
                 match &info.reason {
@@ -453,17 +478,19 @@ pub fn discover_with(options: &DiscoverOptions) -> Vec<BackendInfo> {
                 }
                 results.push(info);
             }
-            Err(_) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
     for kind in selected.iter().map(|b| b.kind()) {
         if !results.iter().any(|r| r.backend == kind) {
-            let ms = options.timeout.as_secs_f64() * 1e3;
-            results.push(BackendInfo::unavailable(
-                kind,
-                Unavailable::TimedOut(options.timeout),
-                ms,
-            ));
+            let ms = start.elapsed().as_secs_f64() * 1e3;
+            let why = if options.cancelled() {
+                Unavailable::Cancelled
+            } else {
+                Unavailable::TimedOut(options.timeout)
+            };
+            results.push(BackendInfo::unavailable(kind, why, ms));
         }
     }
     results.sort_by_key(|r| r.backend);
@@ -666,7 +693,8 @@ pub fn open_device_within(
         (spec, &options.isolation)
     {
         if backend.loads_a_driver() {
-            let info = isolate::probe_in_child(exe, *backend, options.timeout);
+            let info =
+                isolate::probe_in_child(exe, *backend, options.timeout, options.cancel.as_deref());
             if let Some(why) = info.reason {
                 return Err(fail(why));
             }
@@ -686,8 +714,23 @@ pub fn open_device_within(
             let _ = tx.send(open_device(&thread_spec));
         })
         .map_err(|e| fail(e.to_string()))?;
-    rx.recv_timeout(options.timeout)
-        .unwrap_or_else(|_| Err(fail(Unavailable::TimedOut(options.timeout).to_string())))
+    let deadline = Instant::now() + options.timeout;
+    loop {
+        if options.cancelled() {
+            return Err(fail(Unavailable::Cancelled.to_string()));
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(fail(Unavailable::TimedOut(options.timeout).to_string()));
+        }
+        match rx.recv_timeout(left.min(CANCEL_POLL)) {
+            Ok(opened) => return opened,
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(fail("the open ended without an answer".into()))
+            }
+        }
+    }
 }
 
 /// The device `bench-alloc` and `stress` use when none is named: the recommended hardware GPU,
@@ -807,6 +850,7 @@ mod tests {
             only: vec![BackendKind::Cpu],
             timeout: Duration::ZERO,
             isolation: Isolation::InProcess,
+            cancel: None,
         };
         let results = discover_with(&options);
         assert_eq!(results.len(), 1);
@@ -819,6 +863,23 @@ mod tests {
                     .reason
                     .as_deref()
                     .is_some_and(|r| r.starts_with("timed out"))
+        );
+    }
+
+    #[test]
+    fn a_cancelled_discovery_returns_at_once_naming_the_cancel() {
+        let options = DiscoverOptions {
+            only: vec![BackendKind::Cpu],
+            timeout: Duration::from_secs(60),
+            isolation: Isolation::InProcess,
+            cancel: Some(Arc::new(AtomicBool::new(true))),
+        };
+        let results = discover_with(&options);
+        assert_eq!(results.len(), 1);
+        let cpu = &results[0];
+        assert!(
+            cpu.available || cpu.reason.as_deref() == Some("cancelled before it answered"),
+            "{cpu:?}"
         );
     }
 }

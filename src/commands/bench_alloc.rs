@@ -3,10 +3,10 @@
 use anyhow::{Context, Result};
 
 use super::options::{
-    bench_pool_config, bench_preset, bench_workload, check_output_path, probe_all,
+    bench_pool_config, bench_preset, bench_workload, check_output_path, probe_all_until,
 };
 use crate::alloc::Pool;
-use crate::backend::{default_device_spec, open_device_within};
+use crate::backend::default_device_spec;
 use crate::cli::{BenchAllocArgs, WorkloadKind};
 use crate::error::CliError;
 use crate::exit::Exit;
@@ -55,6 +55,7 @@ fn transfer(
         .into_iter()
         .collect();
     let (backend, index) = spec.identity();
+    let interrupted = interrupt.load(Ordering::SeqCst);
     let report = TransferBenchReport {
         device: DeviceView {
             backend: backend.into(),
@@ -64,10 +65,11 @@ fn transfer(
             total_bytes: total,
         },
         workload: "transfer",
-        passed: gates.iter().all(|g| g.passed) && run.corruptions == 0,
+        // A run cut short has not shown that it passes.
+        passed: !interrupted && gates.iter().all(|g| g.passed) && run.corruptions == 0,
         gates,
         transfer: run,
-        interrupted: interrupt.load(Ordering::SeqCst),
+        interrupted,
     };
     out.emit(&report)?;
     if report.interrupted {
@@ -105,12 +107,12 @@ pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
         let inputs: Vec<&std::path::Path> = args.trace.iter().map(|p| p.as_path()).collect();
         check_output_path("--timeline", path, &inputs)?;
     }
-    let probe = probe_all(args.timeout);
+    let probe = probe_all_until(args.timeout, &interrupt);
     let spec = args
         .device
         .clone()
         .unwrap_or_else(|| default_device_spec(&probe));
-    let device = open_device_within(&spec, &probe)?;
+    let device = super::signals::open_until_signal(&spec, args.device.is_some(), &probe)?;
     let (free, total) = device
         .mem_info()
         .with_context(|| format!("querying {spec}"))?;
@@ -215,7 +217,9 @@ pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
         false,
     );
     let corruptions = pool_run.corruptions + raw_run.as_ref().map_or(0, |r| r.corruptions);
-    let passed = gates.iter().all(|g| g.passed) && corruptions == 0 && leaked == 0;
+    let interrupted = interrupted || interrupt.load(std::sync::atomic::Ordering::SeqCst);
+    // A replay cut short has not shown that it passes.
+    let passed = !interrupted && gates.iter().all(|g| g.passed) && corruptions == 0 && leaked == 0;
     let report = BenchReport {
         device: DeviceView {
             backend: backend.into(),
@@ -239,12 +243,13 @@ pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
         reference,
         gates,
         passed,
-        interrupted: interrupted || interrupt.load(std::sync::atomic::Ordering::SeqCst),
+        interrupted,
         timeline: pool_run.timeline.clone(),
     };
     if let Some(path) = &args.timeline {
-        std::fs::write(path, timeline_svg(&report))
-            .with_context(|| format!("writing {}", path.display()))?;
+        let inputs: Vec<&std::path::Path> = args.trace.iter().map(|p| p.as_path()).collect();
+        crate::input::write_atomic(path, timeline_svg(&report).as_bytes(), &inputs)
+            .with_context(|| format!("writing --timeline {}", path.display()))?;
     }
     out.emit(&report)?;
     if report.interrupted {

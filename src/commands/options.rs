@@ -31,6 +31,7 @@ pub fn discover_options(args: &DiscoverArgs) -> DiscoverOptions {
         only: args.backends.clone(),
         timeout: args.timeout,
         isolation: Isolation::current_exe(),
+        cancel: None,
     }
 }
 
@@ -40,6 +41,19 @@ pub fn probe_all(timeout: Duration) -> DiscoverOptions {
         only: Vec::new(),
         timeout,
         isolation: Isolation::current_exe(),
+        cancel: None,
+    }
+}
+
+/// [`probe_all`] for a command that handles SIGINT and SIGTERM itself: the probes and the
+/// device's open stop waiting as soon as `interrupt` is set.
+pub fn probe_all_until(
+    timeout: Duration,
+    interrupt: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> DiscoverOptions {
+    DiscoverOptions {
+        cancel: Some(interrupt.clone()),
+        ..probe_all(timeout)
     }
 }
 
@@ -261,22 +275,17 @@ pub fn check_output_path(
         ))
         .into());
     }
-    if let Ok(out) = std::fs::canonicalize(output) {
-        if out.is_dir() {
-            return Err(
-                CliError::Usage(format!("{flag} {} is a directory", output.display())).into(),
-            );
-        }
-        for input in inputs {
-            if std::fs::canonicalize(input).is_ok_and(|i| i == out) {
-                return Err(CliError::Usage(format!(
-                    "{flag} {} would overwrite the input {}",
-                    output.display(),
-                    input.display()
-                ))
-                .into());
-            }
-        }
+    if output.is_dir() {
+        return Err(CliError::Usage(format!("{flag} {} is a directory", output.display())).into());
+    }
+    // The same file by device and inode: a hard link or symlink to an input is that input.
+    if let Some(input) = inputs.iter().find(|i| crate::input::same_file(output, i)) {
+        return Err(CliError::Usage(format!(
+            "{flag} {} would overwrite the input {}",
+            output.display(),
+            input.display()
+        ))
+        .into());
     }
     Ok(())
 }

@@ -14,8 +14,8 @@ use crate::output::select::SelectReport;
 use crate::output::Output;
 use crate::plan::launch::{launch, LaunchSettings, ModelRef};
 use crate::plan::{
-    candidates_from_discovery, capacity, model_requirement, plan, read_inventory_with_notes,
-    Candidate, Capacity, PlanKind, Requirement,
+    candidates_from_discovery, capacity, model_requirement, plan, read_inventories, Candidate,
+    Capacity, PlanKind, Requirement,
 };
 
 /// Re-estimates what the model needs for another (batch, context); `None` past 2^64 bytes.
@@ -80,13 +80,7 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
     };
 
     // Where it could go.
-    let mut candidates: Vec<Candidate> = Vec::new();
-    let mut held_back = Vec::new();
-    for path in &args.inventory {
-        let (found, held) = read_inventory_with_notes(path)?;
-        candidates.extend(found);
-        held_back.extend(held);
-    }
+    let (mut candidates, held_back) = read_inventories(&args.inventory)?;
     for (i, d) in args.device.iter().enumerate() {
         match d {
             DeviceSpec::Sim { capacity } => candidates.push(Candidate::sim(i, *capacity)),

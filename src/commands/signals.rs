@@ -6,6 +6,8 @@
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use crate::backend::{open_device_within, DeviceSpec, DiscoverOptions};
+use crate::device::DeviceMemory;
 use crate::exit::Exit;
 
 static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
@@ -32,6 +34,31 @@ pub fn install() -> Arc<AtomicBool> {
         unsafe { libc::signal(signal, handler as libc::sighandler_t) };
     }
     flag
+}
+
+/// Opens `spec` under `probe` (whose cancel flag is the one [`install`] returned). A signal
+/// while drivers are probed or the device opened, before there is a report to print, ends the
+/// command with 128 + the signal; `named` says whether the user named the device or it was
+/// picked by probing.
+pub fn open_until_signal(
+    spec: &DeviceSpec,
+    named: bool,
+    probe: &DiscoverOptions,
+) -> anyhow::Result<Arc<dyn DeviceMemory>> {
+    let device = open_device_within(spec, probe);
+    if probe.cancelled() {
+        let what = if named {
+            format!("opening {spec}")
+        } else {
+            "probing drivers for a device".to_string()
+        };
+        return Err(crate::error::CliError::Interrupted(
+            interrupted_exit(),
+            format!("interrupted while {what}"),
+        )
+        .into());
+    }
+    Ok(device?)
 }
 
 /// The exit for a run a signal cut short: 128 + the signal (130 for SIGINT, 143 for SIGTERM).

@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
-use super::options::{probe_all, stress_options, stress_pool_config};
+use super::options::{probe_all_until, stress_options, stress_pool_config};
 use crate::alloc::{FaultInjector, Pool};
-use crate::backend::{default_device_spec, open_device_within, DeviceSpec};
+use crate::backend::{default_device_spec, DeviceSpec};
 use crate::cli::StressArgs;
 use crate::device::DeviceMemory;
 use crate::error::CliError;
@@ -18,7 +18,7 @@ use crate::workload::stress::{run_stress, DeviceBaseline, StressPhase};
 /// Runs `gpumem stress` and returns its exit status.
 pub fn run(args: &StressArgs, out: &Output) -> Result<Exit> {
     let interrupt = super::signals::install();
-    let probe = probe_all(args.timeout);
+    let probe = probe_all_until(args.timeout, &interrupt);
     let spec = args
         .device
         .clone()
@@ -26,7 +26,7 @@ pub fn run(args: &StressArgs, out: &Output) -> Result<Exit> {
     if matches!(spec, DeviceSpec::Sim { .. }) {
         return Err(CliError::Usage("stress checks data integrity, and sim:SIZE holds no data; use host:SIZE or a real device".into()).into());
     }
-    let base = open_device_within(&spec, &probe)?;
+    let base = super::signals::open_until_signal(&spec, args.device.is_some(), &probe)?;
     let (baseline, total) =
         DeviceBaseline::read(base.as_ref()).with_context(|| format!("querying {spec}"))?;
     let injector = args

@@ -30,6 +30,15 @@ pub enum ModelError {
     /// An `ORG/NAME` or `ollama:NAME` model that is not in the local store.
     #[error("model '{}' is not in the local store (looked in {}); gpumem reads models offline and downloads nothing", .0.name, if .0.looked_in.is_empty() { "no store: HOME is not set".to_string() } else { .0.looked_in.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ") })]
     NotInStore(super::stores::NotFound),
+    /// An `ollama:` name that no store entry can have (a character outside letters, digits and
+    /// `-_.`, too many `/` parts, an empty part).
+    #[error("'{name}' is not an Ollama model name: {why}")]
+    BadStoreName {
+        /// The name as given.
+        name: String,
+        /// What about it is wrong.
+        why: String,
+    },
     /// The file could not be read.
     #[error("{path}: {source}")]
     Io {

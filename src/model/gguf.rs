@@ -349,24 +349,67 @@ pub fn read_gguf_model(path: &Path) -> Result<GgufFile, ModelError> {
                  PREFIX-0000k-of-{count:05}.gguf"
             ))
         })?;
-    // Shard 1 holds the metadata; every shard holds some tensors.
+    read_shards(path, &prefix, count)
+}
+
+/// Every shard of a `count`-way split named `PREFIX-0000k-of-0000N.gguf` beside `path`, merged.
+/// Each shard must be a file of its own (a symlink or hard link to another shard is refused,
+/// so one file cannot be counted twice), say its own `split.no`, and add tensors no other
+/// shard has; all shards together hold at most [`MAX_TENSORS`] tensors.
+fn read_shards(path: &Path, prefix: &str, count: u64) -> Result<GgufFile, ModelError> {
     let dir = path.parent().unwrap_or(Path::new("."));
+    let mut seen = std::collections::HashMap::new();
+    let mut names = std::collections::HashSet::new();
     let mut model: Option<GgufFile> = None;
+    // Shard 1 holds the metadata; every shard holds some tensors.
     for k in 1..=count {
         let shard = dir.join(format!("{prefix}-{k:05}-of-{count:05}.gguf"));
+        let bad = |why: String| ModelError::Format {
+            path: shard.clone(),
+            why,
+        };
+        if let Some(id) = crate::input::file_id(&shard) {
+            if let Some(first) = seen.insert(id, k) {
+                return Err(bad(format!(
+                    "is the same file as shard {first}; each shard of a split GGUF is a file \
+                     of its own"
+                )));
+            }
+        }
         let part = read_gguf(&shard)?;
         if part.u64("split.count") != Some(count) {
-            return Err(ModelError::Format {
-                path: shard,
-                why: format!("is not shard {k} of the same {count}-way split"),
-            });
+            return Err(bad(format!(
+                "is not shard {k} of the same {count}-way split"
+            )));
+        }
+        if part.u64("split.no").is_some_and(|no| no != k - 1) {
+            return Err(bad(format!(
+                "says it is shard {} (split.no), not shard {k}",
+                part.u64("split.no").unwrap_or(0) + 1
+            )));
+        }
+        let total = model.as_ref().map_or(0, |m| m.tensors.len()) + part.tensors.len();
+        if total as u64 > MAX_TENSORS {
+            return Err(bad(format!(
+                "the shards so far hold {total} tensors, more than the {MAX_TENSORS} a split \
+                 model may have"
+            )));
+        }
+        if let Some(t) = part.tensors.iter().find(|t| !names.insert(t.name.clone())) {
+            return Err(bad(format!(
+                "tensor '{}' is also in an earlier shard",
+                super::hf_config::quoted(&t.name)
+            )));
         }
         match &mut model {
             None => model = Some(part),
             Some(m) => m.tensors.extend(part.tensors),
         }
     }
-    model.ok_or_else(|| bad("no shards".into()))
+    model.ok_or_else(|| ModelError::Format {
+        path: path.to_path_buf(),
+        why: "no shards".into(),
+    })
 }
 
 /// Reads the header of a GGUF file.

@@ -158,6 +158,18 @@ fn state_space(
     Ok(arch)
 }
 
+/// Longest value from a file echoed in a message; real `model_type`s are under 32 characters.
+const MAX_ECHOED_CHARS: usize = 64;
+
+/// `text` as a message quotes it: at most [`MAX_ECHOED_CHARS`] characters, the rest named by
+/// its length, so a hostile file cannot make one error line megabytes long.
+pub(crate) fn quoted(text: &str) -> String {
+    match text.char_indices().nth(MAX_ECHOED_CHARS) {
+        None => text.to_string(),
+        Some((cut, _)) => format!("{}… ({} characters)", &text[..cut], text.chars().count()),
+    }
+}
+
 /// Reads a config.json. Returns the architecture and warnings (e.g. an unknown `model_type`
 /// read with the generic decoder formula).
 pub fn read_config(path: &Path) -> Result<(ModelArch, Vec<ModelWarning>), ModelError> {
@@ -191,11 +203,16 @@ pub(crate) fn config_weights(
     value: &Value,
     arch: &ModelArch,
 ) -> Result<Option<FileWeights>, ModelError> {
-    let Some(q) = value.get("quantization_config") else {
-        return Ok(None);
+    let q = match value.get("quantization_config") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(q) => q,
     };
-    let method = q.get("quant_method").and_then(Value::as_str).unwrap_or("");
-    match method {
+    let bad = |(field, why)| ModelError::BadField {
+        path: path.into(),
+        field,
+        why,
+    };
+    match super::quantized::method(q).map_err(bad)?.as_str() {
         "mxfp4" => {
             let m = arch.moe.as_ref().ok_or_else(|| ModelError::BadField {
                 path: path.into(),
@@ -219,11 +236,7 @@ pub(crate) fn config_weights(
                 bytes: u64::try_from(bytes).unwrap_or(u64::MAX),
             }))
         }
-        _ => match super::quantized::scheme(q).map_err(|(field, why)| ModelError::BadField {
-            path: path.into(),
-            field,
-            why,
-        })? {
+        _ => match super::quantized::scheme(q).map_err(bad)? {
             Some(scheme) => {
                 let kept = super::quantized::kept(q);
                 let bytes = super::quantized::checkpoint_bytes(arch, scheme, &kept);
@@ -664,7 +677,7 @@ pub fn parse_config(
         }
         other => {
             warnings.push(ModelWarning::UnknownModelType {
-                model_type: other.to_string(),
+                model_type: quoted(other),
                 fields_used: f.used.clone(),
             });
         }

@@ -104,7 +104,10 @@ pub fn read_projector(path: &Path) -> Result<Projector, ModelError> {
             field: "general.architecture".into(),
             why: format!(
                 "is {}, not clip: not a multimodal projector (mmproj) GGUF",
-                other.map_or("missing".to_string(), |a| format!("'{a}'"))
+                other.map_or("missing".to_string(), |a| format!(
+                    "'{}'",
+                    hf_config::quoted(a)
+                ))
             ),
         }),
     }

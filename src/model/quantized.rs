@@ -298,42 +298,108 @@ pub(crate) fn linear_bytes(scheme: Scheme, inputs: u64, outputs: u64, scale: u12
     }
 }
 
+type FieldError = (String, String);
+
+fn field_error(key: &str, why: String) -> FieldError {
+    (format!("quantization_config.{key}"), why)
+}
+
+/// `q[key]` as an integer, `default` when absent or null; anything but an integer is refused.
+fn int_field(q: &Value, key: &str, default: i64) -> Result<i64, FieldError> {
+    match q.get(key) {
+        None | Some(Value::Null) => Ok(default),
+        Some(v) => v
+            .as_i64()
+            .ok_or_else(|| field_error(key, format!("is {v}, expected an integer"))),
+    }
+}
+
+/// A bit width, which must be one of `allowed`.
+fn bits_field(q: &Value, key: &str, default: i64, allowed: &[i64]) -> Result<u64, FieldError> {
+    let bits = int_field(q, key, default)?;
+    if !allowed.contains(&bits) {
+        let list: Vec<String> = allowed.iter().map(i64::to_string).collect();
+        return Err(field_error(
+            key,
+            format!("is {bits}, expected one of {}", list.join(", ")),
+        ));
+    }
+    Ok(bits.unsigned_abs())
+}
+
+/// A group size: positive, or -1 for one group over the whole input (returned as 0).
+fn group_field(q: &Value, key: &str, default: i64) -> Result<u64, FieldError> {
+    match int_field(q, key, default)? {
+        -1 => Ok(0),
+        n if n > 0 => Ok(n.unsigned_abs()),
+        n => Err(field_error(
+            key,
+            format!("is {n}, expected a positive group size or -1"),
+        )),
+    }
+}
+
+/// `q[key]` as a bool, `default` when absent or null.
+fn bool_field(q: &Value, key: &str, default: bool) -> Result<bool, FieldError> {
+    match q.get(key) {
+        None | Some(Value::Null) => Ok(default),
+        Some(v) => v
+            .as_bool()
+            .ok_or_else(|| field_error(key, format!("is {v}, expected true or false"))),
+    }
+}
+
+/// The quantization method a config names, as transformers reads it: `quant_method` (a
+/// string), else bitsandbytes when `load_in_4bit` or `load_in_8bit` is set (older configs).
+pub(crate) fn method(q: &Value) -> Result<String, FieldError> {
+    if !q.is_object() {
+        return Err((
+            "quantization_config".into(),
+            format!("is {}, expected an object", json_kind(q)),
+        ));
+    }
+    match q.get("quant_method") {
+        Some(Value::String(m)) => Ok(m.clone()),
+        None | Some(Value::Null) => {
+            if bool_field(q, "load_in_4bit", false)? || bool_field(q, "load_in_8bit", false)? {
+                Ok("bitsandbytes".into())
+            } else {
+                Err(field_error(
+                    "quant_method",
+                    "is missing (transformers needs it to load the checkpoint)".into(),
+                ))
+            }
+        }
+        Some(v) => Err(field_error(
+            "quant_method",
+            format!("is {}, expected a method name", json_kind(v)),
+        )),
+    }
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 /// The scheme a `quantization_config` describes, `Ok(None)` for a method whose layout gpumem
 /// does not know (the weights are then left to `--dtype`), or the config field that is wrong.
-pub(crate) fn scheme(q: &Value) -> Result<Option<Scheme>, (String, String)> {
-    let uint = |key: &str, default: u64| -> Result<u64, (String, String)> {
-        match q.get(key) {
-            None | Some(Value::Null) => Ok(default),
-            Some(v) => v
-                .as_i64()
-                .map(|n| if n < 0 { 0 } else { n as u64 })
-                .ok_or_else(|| {
-                    (
-                        format!("quantization_config.{key}"),
-                        format!("is {v}, expected an integer"),
-                    )
-                }),
-        }
-    };
-    let method = q.get("quant_method").and_then(Value::as_str).unwrap_or("");
-    Ok(Some(match method {
-        "gptq" => {
-            let bits = uint("bits", 4)?;
-            if ![2, 3, 4, 8].contains(&bits) {
-                return Err((
-                    "quantization_config.bits".into(),
-                    format!("is {bits}, expected 2, 3, 4 or 8"),
-                ));
-            }
+pub(crate) fn scheme(q: &Value) -> Result<Option<Scheme>, FieldError> {
+    Ok(Some(match method(q)?.as_str() {
+        "gptq" => Scheme::Gptq {
+            bits: bits_field(q, "bits", 4, &[2, 3, 4, 8])?,
             // group_size -1: one group over the whole input.
-            Scheme::Gptq {
-                bits,
-                group: uint("group_size", 128)?,
-            }
-        }
+            group: group_field(q, "group_size", 128)?,
+        },
         "awq" => Scheme::Awq {
-            bits: uint("bits", 4)?,
-            group: uint("group_size", 128)?,
+            bits: bits_field(q, "bits", 4, &[4])?,
+            group: group_field(q, "group_size", 128)?,
         },
         "fp8" => {
             let block = match q.get("weight_block_size") {
@@ -353,47 +419,71 @@ pub(crate) fn scheme(q: &Value) -> Result<Option<Scheme>, (String, String)> {
             Scheme::Fp8 { block }
         }
         "bitsandbytes" => {
-            if q.get("load_in_4bit").and_then(Value::as_bool) == Some(true) {
+            if bool_field(q, "load_in_4bit", false)? {
                 Scheme::Bnb4 {
-                    double_quant: q
-                        .get("bnb_4bit_use_double_quant")
-                        .and_then(Value::as_bool)
-                        .unwrap_or(false),
+                    double_quant: bool_field(q, "bnb_4bit_use_double_quant", false)?,
                 }
             } else {
                 Scheme::Bnb8
             }
         }
-        "compressed-tensors" => {
-            let Some(group) = q
-                .get("config_groups")
-                .and_then(Value::as_object)
-                .and_then(|g| g.values().next())
-            else {
-                return Err((
-                    "quantization_config.config_groups".into(),
-                    "is missing or empty".into(),
-                ));
-            };
-            let w = &group["weights"];
-            let bits = w["num_bits"].as_u64().unwrap_or(8);
-            let strategy = w["strategy"].as_str().unwrap_or("tensor");
-            match q.get("format").and_then(Value::as_str).unwrap_or("") {
-                "pack-quantized" => Scheme::PackQuantized {
-                    bits,
-                    group: if strategy == "group" {
-                        w["group_size"].as_u64().unwrap_or(128)
-                    } else {
-                        0
-                    },
-                    symmetric: w["symmetric"].as_bool().unwrap_or(true),
-                },
-                "float-quantized" | "naive-quantized" if bits == 8 => Scheme::FloatQuantized {
-                    per_channel: strategy == "channel",
-                },
-                _ => return Ok(None),
-            }
+        "compressed-tensors" => return compressed_tensors(q),
+        _ => return Ok(None),
+    }))
+}
+
+/// compressed-tensors' first config group: `pack-quantized` integer weights, or 8-bit
+/// `float-quantized` / `naive-quantized` ones.
+fn compressed_tensors(q: &Value) -> Result<Option<Scheme>, FieldError> {
+    let Some(group) = q
+        .get("config_groups")
+        .and_then(Value::as_object)
+        .and_then(|g| g.values().next())
+    else {
+        return Err((
+            "quantization_config.config_groups".into(),
+            "is missing or empty".into(),
+        ));
+    };
+    let w = &group["weights"];
+    let at = |key: &str| format!("config_groups.*.weights.{key}");
+    let bits = bits_field(w, "num_bits", 8, &[2, 3, 4, 8])
+        .map_err(|(_, why)| field_error(&at("num_bits"), why))?;
+    let strategy = match w.get("strategy") {
+        None | Some(Value::Null) => "tensor",
+        Some(Value::String(s)) => s.as_str(),
+        Some(v) => {
+            return Err(field_error(
+                &at("strategy"),
+                format!("is {}, expected a strategy name", json_kind(v)),
+            ))
         }
+    };
+    let format = match q.get("format") {
+        None | Some(Value::Null) => "",
+        Some(Value::String(s)) => s.as_str(),
+        Some(v) => {
+            return Err(field_error(
+                "format",
+                format!("is {}, expected a format name", json_kind(v)),
+            ))
+        }
+    };
+    Ok(Some(match format {
+        "pack-quantized" => Scheme::PackQuantized {
+            bits,
+            group: if strategy == "group" {
+                group_field(w, "group_size", 128)
+                    .map_err(|(_, why)| field_error(&at("group_size"), why))?
+            } else {
+                0
+            },
+            symmetric: bool_field(w, "symmetric", true)
+                .map_err(|(_, why)| field_error(&at("symmetric"), why))?,
+        },
+        "float-quantized" | "naive-quantized" if bits == 8 => Scheme::FloatQuantized {
+            per_channel: strategy == "channel",
+        },
         _ => return Ok(None),
     }))
 }

@@ -68,22 +68,55 @@ fn not_found(name: &str, looked_in: Vec<PathBuf>) -> ModelError {
     })
 }
 
+/// The longest `refs/main` read: a commit hash and a newline, with room to spare.
+const MAX_REF_BYTES: u64 = 4096;
+/// The longest Ollama manifest read (real ones are under 2 KiB).
+const MAX_MANIFEST_BYTES: u64 = 1 << 20;
+
+/// A store file read through the bounded reader: `Ok(None)` when nothing is there (the name
+/// is then not in the store), an error when something is there that cannot be read (a FIFO, a
+/// device, a file over `limit`), so a broken store is reported as broken, never as absent.
+fn read_store_file(
+    path: &Path,
+    limit: u64,
+    what: &'static str,
+) -> Result<Option<Vec<u8>>, ModelError> {
+    match crate::input::read_bounded(path, limit, what) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(crate::input::InputError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// `models--ORG--NAME/snapshots/REV/` in the hub cache, REV from `refs/main` when there is one
 /// (else the only, or newest, snapshot): its safetensors (exact weights) with config.json, or
 /// config.json alone.
 fn hugging_face(name: &str, org: &str, model: &str, root: &Path) -> Result<SourceSpec, ModelError> {
     let repo = root.join(format!("models--{org}--{model}"));
     let snapshots = repo.join("snapshots");
-    let by_ref = std::fs::read_to_string(repo.join("refs/main"))
-        .ok()
-        .map(|r| r.trim().to_string())
-        .filter(|r| valid_part(r))
-        .map(|r| snapshots.join(r))
-        .filter(|p| p.is_dir());
+    let refs = repo.join("refs/main");
+    let by_ref = match read_store_file(&refs, MAX_REF_BYTES, "a Hugging Face ref")? {
+        None => None,
+        Some(bytes) => {
+            let rev = std::str::from_utf8(&bytes).map(str::trim).unwrap_or("");
+            if !valid_part(rev) {
+                return Err(ModelError::Format {
+                    path: refs,
+                    why: "is not a revision (a commit hash)".into(),
+                });
+            }
+            Some(snapshots.join(rev)).filter(|p| p.is_dir())
+        }
+    };
     let newest = || {
         let entries = std::fs::read_dir(&snapshots).ok()?;
         entries
             .flatten()
+            .take(MAX_SNAPSHOTS)
             .filter(|e| e.path().is_dir())
             .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
             .map(|e| e.path())
@@ -94,20 +127,28 @@ fn hugging_face(name: &str, org: &str, model: &str, root: &Path) -> Result<Sourc
     let has_safetensors = std::fs::read_dir(&snapshot)
         .map(|d| {
             d.flatten()
+                .take(MAX_SNAPSHOT_ENTRIES)
                 .any(|e| e.path().extension().is_some_and(|x| x == "safetensors"))
         })
         .unwrap_or(false);
+    // `exists`, not `is_file`: whatever is there is handed to the bounded reader, which names
+    // a FIFO or a device as such instead of it passing for "not in the store".
     let index = snapshot.join("model.safetensors.index.json");
-    if index.is_file() {
+    if index.exists() {
         Ok(SourceSpec::Safetensors(index))
     } else if has_safetensors {
         Ok(SourceSpec::Safetensors(snapshot))
-    } else if snapshot.join("config.json").is_file() {
+    } else if snapshot.join("config.json").exists() {
         Ok(SourceSpec::Config(snapshot.join("config.json")))
     } else {
         Err(not_found(name, vec![snapshot]))
     }
 }
+
+/// Snapshots looked at for the newest one, and entries of a snapshot looked at for a
+/// safetensors file: far above any real cache, low enough that a hostile folder cannot stall.
+const MAX_SNAPSHOTS: usize = 4096;
+const MAX_SNAPSHOT_ENTRIES: usize = 65_536;
 
 /// `manifests/registry.ollama.ai/{library/NAME | USER/NAME}/TAG` → the manifest's model layer
 /// → `blobs/sha256-…`, a GGUF; and its projector layer's blob, when the model has one.
@@ -121,15 +162,21 @@ fn ollama(
     let namespaced = match parts.as_slice() {
         [m] if valid_part(m) && valid_part(tag) => format!("library/{m}"),
         [u, m] if valid_part(u) && valid_part(m) && valid_part(tag) => format!("{u}/{m}"),
-        _ => return Err(not_found(name, Vec::new())),
+        _ => {
+            return Err(ModelError::BadStoreName {
+                name: name.to_string(),
+                why: "expected ollama:NAME[:TAG] or ollama:USER/NAME[:TAG], each part letters, \
+                      digits and -_. only"
+                    .into(),
+            })
+        }
     };
     let manifest = root
         .join("manifests/registry.ollama.ai")
         .join(namespaced)
         .join(tag);
-    let text = match crate::input::read_bounded(&manifest, 1 << 20, "an Ollama manifest") {
-        Ok(t) => t,
-        Err(_) => return Err(not_found(name, vec![manifest])),
+    let Some(text) = read_store_file(&manifest, MAX_MANIFEST_BYTES, "an Ollama manifest")? else {
+        return Err(not_found(name, vec![manifest]));
     };
     let doc: serde_json::Value = serde_json::from_slice(&text).map_err(|e| ModelError::Json {
         path: manifest.clone(),
@@ -159,13 +206,13 @@ fn ollama(
                 field: "layers[mediaType=application/vnd.ollama.image.projector].digest".into(),
             })?;
             let path = blob(root, &manifest, digest)?;
-            if !path.is_file() {
+            if !path.exists() {
                 return Err(not_found(name, vec![path]));
             }
             Some(path)
         }
     };
-    if model_blob.is_file() {
+    if model_blob.exists() {
         Ok((SourceSpec::Gguf(model_blob), projector))
     } else {
         Err(not_found(name, vec![model_blob]))

@@ -174,7 +174,7 @@ pub struct BenchReport {
     pub reference: Option<ReferenceView>,
     /// Every CI gate given, in flag order.
     pub gates: Vec<Gate>,
-    /// Whether every gate passed and nothing was corrupted.
+    /// Whether the replay finished, every gate passed and nothing was corrupted or leaked.
     pub passed: bool,
     /// Whether SIGINT or SIGTERM stopped the replay early (the figures cover what ran).
     pub interrupted: bool,

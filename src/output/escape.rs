@@ -1,6 +1,8 @@
 //! Text from files and drivers (GGUF names, inventory hosts, device names, paths) reaches the
 //! terminal only through these functions, so a hostile value cannot move the cursor, retitle
-//! the window or split a one-line error over several lines.
+//! the window, split a one-line error over several lines, or reorder what is shown (bidi
+//! overrides and isolates, which make `gpu` U+202E `exe.txt` read as `gputxt.exe`). Invisible format
+//! characters and the Unicode line and paragraph separators are escaped as C0 controls are.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -16,6 +18,30 @@ fn push_escaped(out: &mut String, c: char) {
     }
 }
 
+/// Whether `c` is written as an escape: a control character, or one that prints nothing
+/// yet changes how the rest of the line looks (bidi controls, zero-width and other invisible
+/// format characters, the Unicode line and paragraph separators).
+fn hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{ad}'
+                | '\u{600}'..='\u{605}'
+                | '\u{61c}'
+                | '\u{6dd}'
+                | '\u{70f}'
+                | '\u{180e}'
+                | '\u{200b}'..='\u{200f}'
+                | '\u{2028}'..='\u{202e}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{2066}'..='\u{206f}'
+                | '\u{feff}'
+                | '\u{fff9}'..='\u{fffb}'
+                | '\u{e0001}'
+                | '\u{e0020}'..='\u{e007f}'
+        )
+}
+
 /// `text` on one line: every control character (newlines included) written as an escape such
 /// as `\n` or `\u{1b}`. For error and warning lines.
 ///
@@ -23,14 +49,15 @@ fn push_escaped(out: &mut String, c: char) {
 /// use gpumem::output::one_line;
 /// assert_eq!(one_line("a\nb\x1b[2J"), "a\\nb\\u{1b}[2J");
 /// assert_eq!(one_line("plain"), "plain");
+/// assert_eq!(one_line("gpu\u{202e}exe.txt"), "gpu\\u{202e}exe.txt");
 /// ```
 pub fn one_line(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(char::is_control) {
+    if !text.chars().any(hidden) {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
-        if c.is_control() {
+        if hidden(c) {
             push_escaped(&mut out, c);
         } else {
             out.push(c);
@@ -46,9 +73,10 @@ pub fn one_line(text: &str) -> Cow<'_, str> {
 /// use gpumem::output::terminal_text;
 /// assert_eq!(terminal_text("\x1b[32mok\x1b[0m\n"), "\x1b[32mok\x1b[0m\n");
 /// assert_eq!(terminal_text("gpu\x1b]0;pwned\x07"), "gpu\\u{1b}]0;pwned\\u{7}");
+/// assert_eq!(terminal_text("a\u{2067}b\u{2069}\n"), "a\\u{2067}b\\u{2069}\n");
 /// ```
 pub fn terminal_text(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(|c| c.is_control() && c != '\n') {
+    if !text.chars().any(|c| hidden(c) && c != '\n') {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 8);
@@ -61,7 +89,7 @@ pub fn terminal_text(text: &str) -> Cow<'_, str> {
                 continue;
             }
         }
-        if c.is_control() && c != '\n' {
+        if hidden(c) && c != '\n' {
             push_escaped(&mut out, c);
         } else {
             out.push(c);

@@ -288,17 +288,18 @@ impl Report for StressReport {
             ]);
         }
         let _ = writeln!(text, "{s}");
-        let verdict = if o.interrupted && o.passed {
-            "INTERRUPTED: partial report; every check so far passed".to_string()
-        } else if o.passed {
-            "PASSED".to_string()
-        } else {
-            format!("FAILED: {}", self.failure_lines().join("; "))
-        };
-        let verdict = if o.interrupted && !o.passed {
-            format!("INTERRUPTED (partial report) and {verdict}")
-        } else {
-            verdict
+        let verdict = match (o.interrupted, o.failures.is_empty()) {
+            (true, true) => "INTERRUPTED: partial report; every check so far passed".to_string(),
+            (false, true) => "PASSED".to_string(),
+            (interrupted, false) => format!(
+                "{}FAILED: {}",
+                if interrupted {
+                    "INTERRUPTED (partial report) and "
+                } else {
+                    ""
+                },
+                self.failure_lines().join("; ")
+            ),
         };
         let _ = writeln!(text, "{}", style.paint(&verdict, o.passed));
         text

@@ -20,7 +20,7 @@ pub struct TransferReport {
     pub transfer: TransferRun,
     /// CI gates (`--min-speedup` reads the smaller of the two directions' speedups).
     pub gates: Vec<Gate>,
-    /// Whether every gate passed and every byte read back as written.
+    /// Whether the runs finished, every gate passed and every byte read back as written.
     pub passed: bool,
     /// Whether SIGINT or SIGTERM cut the runs short.
     pub interrupted: bool,
@@ -35,6 +35,16 @@ impl Report for TransferReport {
         let t = &self.transfer;
         let d = &self.device;
         let mut text = String::new();
+        if self.interrupted {
+            let _ = writeln!(
+                text,
+                "{}",
+                style.paint(
+                    "INTERRUPTED: partial report of the transfers that finished",
+                    false
+                )
+            );
+        }
         let _ = writeln!(
             text,
             "transfer on {}:{} ({}, {}): {} each way in {} chunks, best of {}\n",

@@ -15,6 +15,15 @@ pub enum InventoryError {
     /// The path is not a readable regular file, or is too large.
     #[error(transparent)]
     Input(#[from] crate::input::InputError),
+    /// Several inventories list more devices together than one may alone.
+    #[error(
+        "the inventories list {devices} devices together, more than the \
+         {MAX_INVENTORY_DEVICES} gpumem plans over at once"
+    )]
+    TooManyDevices {
+        /// Devices listed up to the file that went past the limit.
+        devices: usize,
+    },
     /// The file is not a discover document; names the field.
     #[error("{path}: {why}")]
     Invalid {
@@ -113,6 +122,26 @@ pub fn read_inventory_with_notes(
     }
 }
 
+/// [`read_inventory_with_notes`] over several files, their devices and held-back hosts
+/// together, refused when they add up to more than [`MAX_INVENTORY_DEVICES`].
+pub fn read_inventories(
+    paths: &[PathBuf],
+) -> Result<(Vec<Candidate>, Vec<HeldBack>), InventoryError> {
+    let mut candidates = Vec::new();
+    let mut held_back = Vec::new();
+    for path in paths {
+        let (found, held) = read_inventory_with_notes(path)?;
+        candidates.extend(found);
+        held_back.extend(held);
+        if candidates.len() > MAX_INVENTORY_DEVICES {
+            return Err(InventoryError::TooManyDevices {
+                devices: candidates.len(),
+            });
+        }
+    }
+    Ok((candidates, held_back))
+}
+
 /// A real (not simulated) device read from an inventory.
 fn listed(
     host: &str,
@@ -203,6 +232,11 @@ fn discover_document(value: &serde_json::Value, file_host: &str) -> Result<Vec<C
         .filter(|b| b.available && b.backend != BackendKind::Nvml)
     {
         for (i, d) in b.devices.iter().enumerate() {
+            if out.len() >= MAX_NODE_DEVICES {
+                return Err(format!(
+                    "field 'backends': more than {MAX_NODE_DEVICES} devices on one host"
+                ));
+            }
             let by_backend = if b.backend == BackendKind::Cpu {
                 DeviceType::Cpu
             } else {
@@ -234,6 +268,16 @@ const SMI_DEFAULT_COLUMNS: [&str; 6] = [
 ];
 
 fn nvidia_smi_csv(text: &str, host: &str) -> Result<(Vec<Candidate>, Vec<HeldBack>), String> {
+    if let Some((n, _)) = text
+        .lines()
+        .enumerate()
+        .find(|(_, l)| l.len() > MAX_CSV_LINE)
+    {
+        return Err(format!(
+            "line {}: longer than {MAX_CSV_LINE} bytes, which no nvidia-smi row is",
+            n + 1
+        ));
+    }
     let mut lines = text
         .lines()
         .enumerate()
@@ -263,6 +307,12 @@ fn nvidia_smi_csv(text: &str, host: &str) -> Result<(Vec<Candidate>, Vec<HeldBac
     let mut rows = 0;
     for (n, line) in lines {
         rows += 1;
+        if rows > MAX_NODE_DEVICES {
+            return Err(format!(
+                "line {}: more than {MAX_NODE_DEVICES} GPU rows, and an nvidia-smi CSV is one host",
+                n + 1
+            ));
+        }
         let fields = split(line);
         let at = |c: usize, what: &str| {
             fields
@@ -432,6 +482,7 @@ fn kubectl_nodes(value: &serde_json::Value) -> Result<(Vec<Candidate>, Vec<HeldB
                     field("metadata.labels.nvidia.com/gpu.memory")
                 )
             })?;
+            room(&out, count.min(schedulable))?;
             for device in 0..count.min(schedulable) {
                 out.push(listed(
                     &host,
@@ -463,6 +514,7 @@ fn kubectl_nodes(value: &serde_json::Value) -> Result<(Vec<Candidate>, Vec<HeldB
                         field("status.allocatable")
                     ));
                 }
+                room(&out, slices)?;
                 let memory_label = format!("nvidia.com/mig-{profile}.memory");
                 let mib = match label(&memory_label) {
                     Some(m) => m.parse::<u64>().map_err(|_| {
@@ -513,6 +565,7 @@ fn kubectl_nodes(value: &serde_json::Value) -> Result<(Vec<Candidate>, Vec<HeldB
                     field("status.allocatable.memory")
                 )
             })?;
+            room(&out, 1)?;
             out.push(listed(
                 &host,
                 BackendKind::Cpu,
@@ -530,9 +583,28 @@ fn kubectl_nodes(value: &serde_json::Value) -> Result<(Vec<Candidate>, Vec<HeldB
     Ok((out, held_back))
 }
 
+/// Devices one inventory may list in all: 2,048 nodes of 8 GPUs. Planning is linear in the
+/// devices, so this bounds its time and memory (about 60 MiB) whatever the file says.
+pub const MAX_INVENTORY_DEVICES: usize = 16_384;
+
+/// Refuses adding `more` devices to `out` past [`MAX_INVENTORY_DEVICES`].
+fn room(out: &[Candidate], more: usize) -> Result<(), String> {
+    if out.len().saturating_add(more) > MAX_INVENTORY_DEVICES {
+        return Err(format!(
+            "more than {MAX_INVENTORY_DEVICES} devices in one inventory (the limit gpumem \
+             plans over); split the fleet into several inventories and plan each"
+        ));
+    }
+    Ok(())
+}
+
 /// Devices one node may list: far above any real node (8–16 GPUs, 7 MIG slices each), low
 /// enough that a hostile count cannot make the planner list billions of devices.
-const MAX_NODE_DEVICES: usize = 1024;
+pub const MAX_NODE_DEVICES: usize = 1024;
+
+/// The longest line an nvidia-smi CSV may have: every `--query-gpu` field of one GPU takes
+/// well under 1 KiB.
+pub const MAX_CSV_LINE: usize = 4096;
 
 /// A node's count of `what` (GPUs, MIG slices) from the string at `field`, refused when it is
 /// not a whole number or implausibly large.

@@ -9,7 +9,8 @@ use serde::Serialize;
 use thiserror::Error;
 
 pub use inventory::{
-    candidates_from_discovery, read_inventory, read_inventory_with_notes, HeldBack, InventoryError,
+    candidates_from_discovery, read_inventories, read_inventory, read_inventory_with_notes,
+    HeldBack, InventoryError, MAX_CSV_LINE, MAX_INVENTORY_DEVICES, MAX_NODE_DEVICES,
 };
 
 use crate::backend::{BackendKind, DeviceSpec, DeviceType};
@@ -363,8 +364,9 @@ pub struct Verdict {
     pub usable_bytes: u64,
     /// Bytes needed on it alone.
     pub needed_bytes: u64,
-    /// usable − needed (negative: short). JSON holds it as a 64-bit integer, clamped.
-    #[serde(serialize_with = "clamped_i64")]
+    /// usable − needed (negative: short). JSON holds it exactly when it fits a 64-bit
+    /// integer, else `null` (`usable_bytes` and `needed_bytes` are exact either way).
+    #[serde(serialize_with = "exact_i64")]
     pub headroom_bytes: i128,
     /// Whether it holds everything alone.
     pub fits: bool,
@@ -401,9 +403,13 @@ pub struct Selection {
     pub candidates: Vec<Verdict>,
 }
 
-// JSON readers take 64-bit integers; a hostile --bytes near u64::MAX must not fail the report.
-fn clamped_i64<S: serde::Serializer>(v: &i128, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_i64((*v).clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64)
+// JSON readers take 64-bit integers; a hostile --bytes near u64::MAX must neither fail the
+// report nor print a figure that is not the difference (a clamped one would be).
+fn exact_i64<S: serde::Serializer>(v: &i128, s: S) -> Result<S::Ok, S::Error> {
+    match i64::try_from(*v) {
+        Ok(v) => s.serialize_i64(v),
+        Err(_) => s.serialize_none(),
+    }
 }
 
 fn rank(c: &Candidate, prefer: Option<BackendKind>) -> u8 {

@@ -263,7 +263,8 @@ pub struct StressOutcome {
     /// Why the run failed, if it did.
     #[serde(skip)]
     pub failures: Vec<StressFailure>,
-    /// Whether every check passed.
+    /// Whether the run finished and every check passed (an interrupted run has not passed,
+    /// even when no check failed before the signal; `failures` says whether one did).
     pub passed: bool,
 }
 
@@ -785,7 +786,7 @@ pub fn run_stress(
         device_held_after: held_after,
         phases,
         interrupted: opts.interrupt.load(Ordering::Relaxed),
-        passed: failures.is_empty(),
+        passed: failures.is_empty() && !opts.interrupt.load(Ordering::Relaxed),
         failures,
     }
 }

@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use crate::alloc::transfer::{download, upload, Buffering, TransferReport};
+use crate::alloc::transfer::{download_until, upload_until, Buffering, TransferReport};
 use crate::alloc::{Pool, PoolError};
 
 /// One direction measured both ways.
@@ -26,7 +26,7 @@ pub struct DirectionResult {
 pub struct TransferRun {
     /// Bytes moved each way per run.
     pub size: u64,
-    /// Bytes per chunk.
+    /// Bytes per chunk (the chunk asked for, cut to the transfer's size).
     pub chunk: u64,
     /// Runs per direction and mode; the fastest is reported.
     pub runs: u32,
@@ -57,7 +57,8 @@ fn result(blocking: TransferReport, double: TransferReport) -> DirectionResult {
 }
 
 /// Runs the benchmark on `pool`'s device: `runs` rounds of upload and download in each mode.
-/// `interrupted` is polled between transfers; an interrupted run reports what it measured.
+/// `interrupted` is polled before every chunk; an interrupted run reports the transfers it
+/// finished (one cut short is not counted).
 pub fn run_transfers(
     pool: &Pool,
     size: u64,
@@ -80,18 +81,40 @@ pub fn run_transfers(
                     return Ok(());
                 }
                 round += 1;
-                let up = upload(pool, &alloc, size, chunk_bytes, mode, |at, buf| {
-                    for (k, b) in buf.iter_mut().enumerate() {
-                        *b = pattern(round, at + k as u64);
-                    }
-                })?;
-                let down = download(pool, &alloc, size, chunk_bytes, mode, |at, buf| {
-                    corruptions += buf
-                        .iter()
-                        .enumerate()
-                        .filter(|(k, b)| **b != pattern(round, at + *k as u64))
-                        .count() as u64;
-                })?;
+                let up = upload_until(
+                    pool,
+                    &alloc,
+                    size,
+                    chunk_bytes,
+                    mode,
+                    interrupted,
+                    |at, buf| {
+                        for (k, b) in buf.iter_mut().enumerate() {
+                            *b = pattern(round, at + k as u64);
+                        }
+                    },
+                )?;
+                if interrupted() {
+                    return Ok(());
+                }
+                let down = download_until(
+                    pool,
+                    &alloc,
+                    size,
+                    chunk_bytes,
+                    mode,
+                    interrupted,
+                    |at, buf| {
+                        corruptions += buf
+                            .iter()
+                            .enumerate()
+                            .filter(|(k, b)| **b != pattern(round, at + *k as u64))
+                            .count() as u64;
+                    },
+                )?;
+                if interrupted() {
+                    return Ok(());
+                }
                 for (d, report) in [up, down].into_iter().enumerate() {
                     let slot = &mut best[d][m];
                     if slot.is_none_or(|b| report.elapsed < b.elapsed) {
@@ -115,7 +138,7 @@ pub fn run_transfers(
     };
     Ok(TransferRun {
         size,
-        chunk,
+        chunk: chunk.min(size),
         runs,
         upload: pick(0),
         download: pick(1),

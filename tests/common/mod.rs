@@ -153,6 +153,40 @@ pub fn run_until_signal(
     out
 }
 
+/// Pids of the driver-probe children (see `gpumem::backend::CHILD_ENV`) started by a gpumem
+/// run whose environment held `GPUMEM_TEST_MARK=mark`.
+pub fn probe_children(mark: &str) -> Vec<u32> {
+    let want = format!("GPUMEM_TEST_MARK={mark}");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+                return false;
+            };
+            let vars: Vec<&[u8]> = env.split(|b| *b == 0).collect();
+            vars.contains(&want.as_bytes())
+                && vars
+                    .iter()
+                    .any(|v| v.starts_with(gpumem::backend::CHILD_ENV.as_bytes()))
+        })
+        .collect()
+}
+
+/// Polls `done` every 20 ms, at most `polls` times; whether it came true.
+pub fn eventually(polls: u32, mut done: impl FnMut() -> bool) -> bool {
+    (0..polls).any(|_| {
+        let ok = done();
+        if !ok {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        ok
+    })
+}
+
 /// Runs `cmd`, asserts exit 0 (showing stderr otherwise) and returns its JSON document.
 pub fn json_ok(cmd: &mut assert_cmd::Command) -> serde_json::Value {
     let out = cmd.output().unwrap();
