@@ -16,7 +16,8 @@ Exit codes:
   2  usage error (unknown flag, malformed value)
   3  does not fit: no suitable device (select, estimate --fits)
   130, 143  bench-alloc or stress interrupted by SIGINT or SIGTERM: everything was freed and
-            the partial report printed
+            the partial report printed, marked interrupted and not passed (before the
+            device is open: one error line)
 
 A closed output pipe (e.g. `gpumem discover | head -1`) exits 0 quietly.";
 

@@ -135,6 +135,14 @@ pub fn read_bounded(path: &Path, limit: u64, what: &'static str) -> Result<Vec<u
     Ok(data)
 }
 
+/// A small text file the kernel provides (`/proc`, sysfs, cgroupfs), through the same reader:
+/// `None` when it is absent, not a regular file, over `limit` bytes or not UTF-8, since such
+/// files are optional facts, never inputs whose fault to report.
+pub fn read_system_text(path: &Path, limit: u64) -> Option<String> {
+    let bytes = read_bounded(path, limit, "a system file").ok()?;
+    String::from_utf8(bytes).ok()
+}
+
 /// What makes a file itself whatever path names it: its device and inode on Unix, its
 /// canonical path elsewhere. `None` when the path cannot be looked up.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

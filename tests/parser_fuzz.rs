@@ -236,3 +236,229 @@ fn hostile_gguf_counts_do_not_allocate() {
     let err = with_file("s.gguf", &bytes, read_gguf).unwrap_err();
     assert!(err.to_string().contains("runs past the end"), "{err}");
 }
+
+/// Any JSON value, a few levels deep.
+fn json_value() -> impl Strategy<Value = serde_json::Value> {
+    use serde_json::Value;
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        (-1e30f64..1e30).prop_map(Value::from),
+        "\\PC{0,12}".prop_map(Value::from),
+    ];
+    leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::btree_map("[a-z_]{0,10}", inner, 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+/// A count as Kubernetes or a hostile file may write it.
+fn count_text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        (0u64..20).prop_map(|n| n.to_string()),
+        (0u64..5000).prop_map(|n| n.to_string()),
+        any::<u64>().prop_map(|n| n.to_string()),
+        "[-0-9a-zA-Z.]{0,8}",
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    // kubectl node lists with any counts, sizes and quantities: a typed refusal or at most
+    // the inventory cap of devices, never a panic.
+    #[test]
+    fn kubectl_documents_never_panic(
+        nodes in prop::collection::vec(
+            (count_text(), count_text(), "[0-9a-zA-Z]{0,8}", any::<bool>(),
+             prop::collection::vec(("[a-z0-9.]{1,6}", count_text(), count_text()), 0..3)),
+            0..40),
+    ) {
+        let items: Vec<serde_json::Value> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, (gpus, count, memory, cordoned, migs))| {
+                let mut labels = serde_json::json!({"nvidia.com/gpu.count": count,
+                    "nvidia.com/gpu.memory": "81920"});
+                let mut allocatable = serde_json::json!({"nvidia.com/gpu": gpus, "memory": memory});
+                for (profile, slices, mib) in migs {
+                    allocatable[format!("nvidia.com/mig-{profile}")] = serde_json::json!(slices);
+                    labels[format!("nvidia.com/mig-{profile}.memory")] = serde_json::json!(mib);
+                }
+                serde_json::json!({"metadata": {"name": format!("n{i}"), "labels": labels},
+                    "spec": {"unschedulable": cordoned}, "status": {"allocatable": allocatable}})
+            })
+            .collect();
+        let text = serde_json::json!({"items": items}).to_string();
+        match with_file("nodes.json", text.as_bytes(), gpumem::plan::read_inventory) {
+            Ok(devices) => prop_assert!(devices.len() <= gpumem::plan::MAX_INVENTORY_DEVICES),
+            Err(e) => prop_assert!(e.to_string().contains("nodes.json")),
+        }
+    }
+
+    // nvidia-smi CSV text of any shape: a typed refusal or one host's GPUs, at most the row cap.
+    #[test]
+    fn nvidia_smi_csvs_never_panic(
+        header in any::<bool>(),
+        rows in prop::collection::vec(
+            prop::collection::vec(
+                prop_oneof!["[0-9]{0,22}", "[0-9]{1,6} MiB", Just("[N/A]".to_string()),
+                            Just("Enabled".to_string()), "\\PC{0,10}"],
+                0..7)
+                .prop_map(|fields| fields.join(", ")),
+            0..30),
+    ) {
+        let mut text = String::new();
+        if header {
+            text.push_str("index, name, memory.total [MiB], memory.free [MiB], mig.mode.current\n");
+        }
+        for row in rows {
+            text.push_str(&row);
+            text.push('\n');
+        }
+        match with_file("gpus.csv", text.as_bytes(), gpumem::plan::read_inventory) {
+            Ok(devices) => prop_assert!(devices.len() <= gpumem::plan::MAX_NODE_DEVICES),
+            Err(e) => prop_assert!(e.to_string().contains("gpus.csv")),
+        }
+    }
+
+    // A Hugging Face cache entry with any refs/main bytes and snapshot names, and an Ollama
+    // manifest of any JSON: found, refused or missed, never a panic.
+    #[test]
+    fn model_store_entries_never_panic(
+        refs in prop::option::of(prop::collection::vec(any::<u8>(), 0..80)),
+        snapshot in "[0-9a-f.]{1,12}",
+        config in prop::option::of(json_value()),
+        manifest in json_value(),
+        digest in prop::option::of("[0-9a-f]{64}"),
+        name in "[a-z0-9._:/-]{0,16}",
+    ) {
+        use gpumem::model::stores::{locate_in, StoreRoots};
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("hub/models--acme--m");
+        std::fs::create_dir_all(repo.join("refs")).unwrap();
+        if snapshot != "." && snapshot != ".." {
+            let snap = repo.join("snapshots").join(&snapshot);
+            std::fs::create_dir_all(&snap).unwrap();
+            if let Some(config) = &config {
+                std::fs::write(snap.join("config.json"), config.to_string()).unwrap();
+            }
+        }
+        if let Some(refs) = &refs {
+            std::fs::write(repo.join("refs/main"), refs).unwrap();
+        }
+        let ollama = dir.path().join("ollama");
+        let manifests = ollama.join("manifests/registry.ollama.ai/library/m");
+        std::fs::create_dir_all(&manifests).unwrap();
+        let mut manifest = manifest;
+        if let Some(d) = &digest {
+            manifest = serde_json::json!({"layers": [{"mediaType": "application/vnd.ollama.image.model",
+                "digest": format!("sha256:{d}")}], "other": manifest});
+            std::fs::create_dir_all(ollama.join("blobs")).unwrap();
+            std::fs::write(ollama.join(format!("blobs/sha256-{d}")), fixture("tiny-llama.gguf")).unwrap();
+        }
+        std::fs::write(manifests.join("latest"), manifest.to_string()).unwrap();
+        let roots = StoreRoots { hf_hub: Some(dir.path().join("hub")), ollama: Some(ollama) };
+        for name in ["acme/m", "ollama:m", "ollama:m:latest", name.as_str()] {
+            if let Ok(Some((spec, _))) = locate_in(name, &roots) {
+                let _ = gpumem::model::load(&spec);
+            }
+        }
+    }
+
+    // Any quantization_config value, and any value under each key gpumem reads: counted or
+    // refused naming a field of quantization_config, never a panic.
+    #[test]
+    fn quantization_configs_never_panic(
+        whole in json_value(),
+        fields in prop::collection::vec(
+            (prop::sample::select(vec!["quant_method", "bits", "group_size", "load_in_4bit",
+                "load_in_8bit", "bnb_4bit_use_double_quant", "weight_block_size", "format",
+                "config_groups", "modules_to_not_convert", "ignore"]),
+             prop_oneof![json_value(),
+                prop::sample::select(vec!["gptq", "awq", "fp8", "bitsandbytes", "mxfp4",
+                    "compressed-tensors", "pack-quantized"]).prop_map(serde_json::Value::from)]),
+            0..6),
+        replace in any::<bool>(),
+    ) {
+        let mut config: serde_json::Value =
+            serde_json::from_slice(&fixture("tiny-sharded/config.json")).unwrap();
+        config["quantization_config"] = if replace {
+            whole
+        } else {
+            let mut q = serde_json::json!({});
+            for (k, v) in fields {
+                q[k] = v;
+            }
+            q
+        };
+        let read = with_file("config.json", config.to_string().as_bytes(), |p| {
+            gpumem::model::load(&gpumem::model::SourceSpec::Config(p.to_path_buf()))
+        });
+        if let Err(e) = read {
+            prop_assert!(e.to_string().contains("quantization_config"), "{e}");
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    // Split-GGUF sets whose shards are right, missing, copies, symlinks or hard links of
+    // another, or corrupted: the whole model exactly, or a refusal.
+    #[test]
+    fn split_gguf_sets_are_whole_or_refused(
+        kinds in prop::collection::vec((0u8..6, 1usize..=3, 0usize..2000, any::<u8>()), 3),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let name = |k: usize| format!("tiny-split-0000{k}-of-00003.gguf");
+        let mut right = true;
+        // Real shards first, so that links have a target.
+        for k in 1..=3 {
+            std::fs::write(dir.path().join(name(k)), fixture(&format!("tiny-split/{}", name(k)))).unwrap();
+        }
+        for (i, &(kind, other, at, byte)) in kinds.iter().enumerate() {
+            let k = i + 1;
+            let path = dir.path().join(name(k));
+            if k == 1 && kind >= 2 {
+                continue; // shard 1 is the one named; keep it real
+            }
+            match kind {
+                0 => {}
+                1 => { std::fs::remove_file(&path).unwrap(); right = false; }
+                2 => {
+                    std::fs::write(&path, fixture(&format!("tiny-split/{}", name(other)))).unwrap();
+                    right &= other == k;
+                }
+                3 | 4 if other != k => {
+                    std::fs::remove_file(&path).unwrap();
+                    if kind == 3 {
+                        std::os::unix::fs::symlink(dir.path().join(name(other)), &path).unwrap();
+                    } else if std::fs::hard_link(dir.path().join(name(other)), &path).is_err() {
+                        // The other shard was removed above: this one is missing too.
+                    }
+                    right = false;
+                }
+                _ => {
+                    let mut bytes = std::fs::read(&path).unwrap();
+                    let at = at % bytes.len();
+                    right &= bytes[at] == byte;
+                    bytes[at] = byte;
+                    std::fs::write(&path, bytes).unwrap();
+                }
+            }
+        }
+        let read = gpumem::model::load(&gpumem::model::SourceSpec::Gguf(dir.path().join(name(1))));
+        match read {
+            Ok(source) if right => prop_assert_eq!(source.arch.params().total, 78_144),
+            // A corruption that still parses (tensor data, a metadata value gpumem does not read).
+            Ok(_) => {}
+            Err(e) => prop_assert!(!right, "a whole, uncorrupted set was refused: {e}"),
+        }
+    }
+}

@@ -38,7 +38,7 @@ pub fn get_available_memory() -> u64 {
 
 fn available(sys: &System) -> u64 {
     let machine = sys.available_memory();
-    cgroup_room(&|path| std::fs::read_to_string(path).ok())
+    cgroup_room(&|path| crate::input::read_system_text(std::path::Path::new(path), 1 << 20))
         .map_or(machine, |room| machine.min(room))
 }
 

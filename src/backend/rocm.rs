@@ -25,8 +25,7 @@ pub(crate) const HIP_LIBRARIES: &[&str] =
 const AMD_VENDOR: &str = "0x1002";
 
 fn read_trimmed(path: &Path) -> Option<String> {
-    fs::read_to_string(path)
-        .ok()
+    crate::input::read_system_text(path, 4096)
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
 }

@@ -36,18 +36,51 @@ pub fn ollama_models() -> Option<PathBuf> {
     var("OLLAMA_MODELS").or_else(|| var("HOME").map(|h| h.join(".ollama/models")))
 }
 
+/// Where the stores are: each root, or `None` where the environment names none.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreRoots {
+    /// The Hugging Face hub cache (see [`hf_hub_cache`]).
+    pub hf_hub: Option<PathBuf>,
+    /// Ollama's model store (see [`ollama_models`]).
+    pub ollama: Option<PathBuf>,
+}
+
+impl StoreRoots {
+    /// The roots the environment names, as the hub library and Ollama find them.
+    pub fn from_env() -> Self {
+        StoreRoots {
+            hf_hub: hf_hub_cache(),
+            ollama: ollama_models(),
+        }
+    }
+}
+
 /// A `--model` name that is not in the catalog, resolved against the stores: `ollama:…` in
 /// Ollama's (with the multimodal projector its manifest names, if any), `ORG/NAME` in the
 /// Hugging Face cache. `Ok(None)` when the name has neither form.
 pub fn locate(name: &str) -> Result<Option<(SourceSpec, Option<PathBuf>)>, ModelError> {
+    locate_in(name, &StoreRoots::from_env())
+}
+
+/// [`locate`] in the stores at `roots`.
+pub fn locate_in(
+    name: &str,
+    roots: &StoreRoots,
+) -> Result<Option<(SourceSpec, Option<PathBuf>)>, ModelError> {
     if let Some(rest) = name.strip_prefix("ollama:") {
-        let root = ollama_models().ok_or_else(|| not_found(name, Vec::new()))?;
-        return ollama(name, rest, &root).map(Some);
+        let root = roots
+            .ollama
+            .as_deref()
+            .ok_or_else(|| not_found(name, Vec::new()))?;
+        return ollama(name, rest, root).map(Some);
     }
     let parts: Vec<&str> = name.split('/').collect();
     if parts.len() == 2 && parts.iter().all(|p| valid_part(p)) {
-        let root = hf_hub_cache().ok_or_else(|| not_found(name, Vec::new()))?;
-        return hugging_face(name, parts[0], parts[1], &root).map(|spec| Some((spec, None)));
+        let root = roots
+            .hf_hub
+            .as_deref()
+            .ok_or_else(|| not_found(name, Vec::new()))?;
+        return hugging_face(name, parts[0], parts[1], root).map(|spec| Some((spec, None)));
     }
     Ok(None)
 }
