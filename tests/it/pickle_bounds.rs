@@ -1,42 +1,53 @@
 //! The pickle decoder's memory is bounded by its input: random and adversarial opcode streams
 //! (stack floods, DUP and memo chains, nested containers, shared lists) never make a snapshot
 //! parse allocate more than a small constant per input byte. Heap use is measured by a
-//! counting global allocator, which is why this is a test binary of its own.
+//! counting global allocator that counts, per thread, only what the measuring thread does.
 
 #![allow(clippy::unwrap_used)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::cell::Cell;
 
 use gpumem::workload::parse_pytorch_snapshot;
 use proptest::prelude::*;
 
 struct Counting;
 
-static CURRENT: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
+// Counted per thread, and only while a thread measures: the other tests of the binary run on
+// threads of their own and leave these counts alone.
+thread_local! {
+    static MEASURING: Cell<bool> = const { Cell::new(false) };
+    static CURRENT: Cell<isize> = const { Cell::new(0) };
+    static PEAK: Cell<isize> = const { Cell::new(0) };
+}
+
+fn count(delta: isize) {
+    // try_with: a thread being torn down has no counts, and must still allocate.
+    let _ = MEASURING.try_with(|on| {
+        if on.get() {
+            let now = CURRENT.with(|c| {
+                c.set(c.get() + delta);
+                c.get()
+            });
+            PEAK.with(|p| p.set(p.get().max(now)));
+        }
+    });
+}
 
 // SAFETY: forwards to the system allocator; only counts.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let now = CURRENT.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
-        PEAK.fetch_max(now, Ordering::Relaxed);
+        count(layout.size() as isize);
         // SAFETY: same contract as the caller's.
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        CURRENT.fetch_sub(layout.size(), Ordering::Relaxed);
+        count(-(layout.size() as isize));
         // SAFETY: same contract as the caller's.
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if new_size > layout.size() {
-            let grow = new_size - layout.size();
-            let now = CURRENT.fetch_add(grow, Ordering::Relaxed) + grow;
-            PEAK.fetch_max(now, Ordering::Relaxed);
-        } else {
-            CURRENT.fetch_sub(layout.size() - new_size, Ordering::Relaxed);
-        }
+        count(new_size as isize - layout.size() as isize);
         // SAFETY: same contract as the caller's.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -45,14 +56,14 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
-/// Bytes the parse allocated at its peak, above what was live before it. Tests in this binary
-/// run one at a time (see `serial`), so other threads do not disturb the count much; the bound
-/// below leaves room for the test harness's own small allocations.
+/// Bytes the parse allocated on this thread at its peak, above what it had when it began.
 fn peak_during(data: &[u8]) -> usize {
-    let before = CURRENT.load(Ordering::Relaxed);
-    PEAK.store(before, Ordering::Relaxed);
+    CURRENT.with(|c| c.set(0));
+    PEAK.with(|p| p.set(0));
+    MEASURING.with(|m| m.set(true));
     let _ = parse_pytorch_snapshot("fuzz.pickle", data);
-    PEAK.load(Ordering::Relaxed).saturating_sub(before)
+    MEASURING.with(|m| m.set(false));
+    PEAK.with(|p| p.get()).max(0) as usize
 }
 
 /// What a parse may cost: a constant per input byte, plus a fixed allowance.

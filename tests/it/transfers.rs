@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 
@@ -108,7 +108,7 @@ fn vulkan_round_trips() {
 fn cuda_round_trips_on_the_stand_in_driver() {
     let dir = common::fake_gpu_drivers("transfers-cuda", &[]);
     if common::in_child_with_drivers(
-        "cuda_round_trips_on_the_stand_in_driver",
+        concat!(module_path!(), "::cuda_round_trips_on_the_stand_in_driver"),
         &dir,
         &[("GPUMEM_FAKE_TOTAL", "268435456")],
     ) {
@@ -124,7 +124,7 @@ fn cuda_round_trips_on_the_stand_in_driver() {
 fn hip_round_trips_on_the_stand_in_runtime() {
     let dir = common::fake_driver("fake_hip.c", "libamdhip64.so", "transfers-hip", &[]);
     if common::in_child_with_drivers(
-        "hip_round_trips_on_the_stand_in_runtime",
+        concat!(module_path!(), "::hip_round_trips_on_the_stand_in_runtime"),
         &dir,
         &[("GPUMEM_FAKE_TOTAL", "268435456")],
     ) {

@@ -1,7 +1,7 @@
 //! Completions and man pages are generated from the clap definitions and committed; this test
 //! regenerates them and fails with a diff when the committed copies are stale.
 //!
-//! Refresh them with: `GPUMEM_BLESS=1 cargo test --test generated_files`
+//! Refresh them with: `GPUMEM_BLESS=1 cargo test generated_files`
 
 #![allow(clippy::unwrap_used)]
 
@@ -75,7 +75,7 @@ fn completions_and_man_pages_are_current() {
     }
     assert!(
         stale.is_empty(),
-        "stale generated files; run `GPUMEM_BLESS=1 cargo test --test generated_files`:\n{}",
+        "stale generated files; run `GPUMEM_BLESS=1 cargo test generated_files`:\n{}",
         stale.join("\n")
     );
 }

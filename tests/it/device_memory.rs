@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 
@@ -156,7 +156,10 @@ fn unknown_indices_and_monitor_only_backends_are_refused() {
 fn cuda_device_memory_on_the_stand_in_driver() {
     let dir = common::fake_gpu_drivers("memory-cuda", &[]);
     if common::in_child_with_drivers(
-        "cuda_device_memory_on_the_stand_in_driver",
+        concat!(
+            module_path!(),
+            "::cuda_device_memory_on_the_stand_in_driver"
+        ),
         &dir,
         &[("GPUMEM_FAKE_TOTAL", "268435456")],
     ) {
@@ -176,7 +179,10 @@ fn cuda_device_memory_on_the_stand_in_driver() {
 fn cuda_expandable_segments_on_the_stand_in_driver() {
     let dir = common::fake_gpu_drivers("memory-cuda-vmm", &[]);
     if common::in_child_with_drivers(
-        "cuda_expandable_segments_on_the_stand_in_driver",
+        concat!(
+            module_path!(),
+            "::cuda_expandable_segments_on_the_stand_in_driver"
+        ),
         &dir,
         &[("GPUMEM_FAKE_TOTAL", "268435456")],
     ) {
@@ -237,7 +243,10 @@ fn cuda_expandable_segments_on_the_stand_in_driver() {
 fn rocm_device_memory_on_the_stand_in_driver() {
     let dir = common::fake_driver("fake_hip.c", "libamdhip64.so", "memory-hip", &[]);
     if common::in_child_with_drivers(
-        "rocm_device_memory_on_the_stand_in_driver",
+        concat!(
+            module_path!(),
+            "::rocm_device_memory_on_the_stand_in_driver"
+        ),
         &dir,
         &[("GPUMEM_FAKE_TOTAL", "268435456")],
     ) {

@@ -87,13 +87,16 @@ pub fn backend_present(backend: &str, present: Result<(), String>) -> bool {
     }
 }
 
-/// Runs test `name` of the current test binary again in a child process with the stand-in driver
+/// Runs test `name` (`module_path!()::test_name`) of the current test binary again in a child process with the stand-in driver
 /// folder on LD_LIBRARY_PATH (the dynamic loader reads it only at process start). Returns true in
 /// the child, where the test body should run; in the parent it asserts the child passed.
 pub fn in_child_with_drivers(name: &str, lib_dir: &Path, envs: &[(&str, &str)]) -> bool {
     if std::env::var_os("GPUMEM_TEST_CHILD").is_some() {
         return true;
     }
+    // The harness names a test by its path below the crate: `area::test_name`; callers
+    // give `module_path!()::test_name`, whose first part is the crate's.
+    let name = name.split_once("::").map_or(name, |(_, below)| below);
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args(["--exact", name, "--nocapture", "--test-threads", "1"])
         .env("GPUMEM_TEST_CHILD", "1")

@@ -1,0 +1,21 @@
+//! The integration tests, one binary with a module per area (linking each area on its own
+//! cost minutes on two cores). `common` holds what the areas share: the binary under test,
+//! fixtures, the stand-in driver libraries and backend gating.
+
+mod common;
+
+mod bench_alloc;
+mod cli;
+mod device_memory;
+mod discover;
+mod estimate;
+mod generated_files;
+mod llamacpp_reference;
+mod parser_fuzz;
+mod pickle_bounds;
+mod pool_behaviour;
+mod pool_properties;
+mod pool_threads;
+mod select;
+mod stress;
+mod transfers;
