@@ -21,6 +21,10 @@
 //! - [`device`]: the device contract ([`device::DeviceMemory`]) below both `alloc` and
 //!   `backend`.
 //!
+//! The binary's own layers (`cli`, `commands`, `output`, `error`) sit behind the default `cli`
+//! feature: with `default-features = false` the library builds without clap, comfy-table,
+//! indicatif or env_logger, for a program that embeds the pool or the planner.
+//!
 //! Several functions keep the names the design documents (the "seeds") give them —
 //! [`backend::best_available_backend`], [`model::estimate_inference_memory`],
 //! [`plan::select_backend_for_model`], [`plan::init_backend_with_memory_check`],
@@ -193,13 +197,17 @@
 
 pub mod alloc;
 pub mod backend;
+#[cfg(feature = "cli")]
 pub mod cli;
+#[cfg(feature = "cli")]
 pub mod commands;
 pub mod device;
+#[cfg(feature = "cli")]
 pub mod error;
 pub mod exit;
 pub mod input;
 pub mod model;
+#[cfg(feature = "cli")]
 pub mod output;
 pub mod plan;
 pub mod units;

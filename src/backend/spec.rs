@@ -11,7 +11,7 @@ use crate::units::{parse_bytes, ParseUnitError};
 /// A memory API gpumem can probe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-#[derive(clap::ValueEnum)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum BackendKind {
     /// System RAM, via sysinfo.
     Cpu,
