@@ -1,0 +1,134 @@
+//! The planner under the names seed 000 gives it, for code written against that design
+//! document: pick the backend and device for a byte count on this machine, and open it with a
+//! check of its free memory now. Unlike the rest of `plan`, these discover and open devices.
+
+use thiserror::Error;
+
+use super::{candidates_from_discovery, plan, PlanKind, Policy, Requirement, VerdictReason};
+use crate::backend::{BackendKind, DeviceSpec};
+use crate::units::format_bytes;
+
+/// Why `select_backend_for_model` or `init_backend_with_memory_check` found nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("no backend can hold {}: {}", format_bytes(*required), tried.iter().map(|(b, why)| format!("{b}: {why}")).collect::<Vec<_>>().join("; "))]
+pub struct SelectError {
+    /// Bytes the caller asked to fit.
+    pub required: u64,
+    /// Every backend (`cuda`) or device (`cuda:0`) tried, and why it was rejected.
+    pub tried: Vec<(String, Rejected)>,
+}
+
+/// Why one backend or device was passed over by the seed API.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Rejected {
+    /// The backend is unavailable here (its discovery reason).
+    #[error("{0}")]
+    Unavailable(String),
+    /// The device's usable (or free) memory is below the request.
+    #[error("{} usable", format_bytes(*usable))]
+    TooSmall {
+        /// What could be used.
+        usable: u64,
+    },
+    /// A GPU API implemented in software on the CPU; the cpu backend is the better choice.
+    #[error("a software device on the CPU")]
+    SoftwareDevice,
+    /// The device could not be opened or queried.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Seed 000: the backend and device that can hold `required_bytes` on this machine, under the
+/// default policy.
+pub fn select_backend_for_model(required_bytes: u64) -> Result<(BackendKind, usize), SelectError> {
+    let found = crate::backend::discover_backends();
+    let candidates = candidates_from_discovery(&found, "localhost");
+    let selection = plan(
+        &Requirement {
+            total: required_bytes,
+            model: None,
+        },
+        &candidates,
+        &Policy::default(),
+        None,
+    );
+    match selection.plan.kind {
+        PlanKind::Single => {
+            let p = &selection.plan.placements[0];
+            Ok((p.backend, p.device))
+        }
+        _ => {
+            let mut tried: Vec<(String, Rejected)> = unavailable_backends(&found);
+            tried.extend(selection.candidates.iter().map(|v| {
+                let why = match v.reason {
+                    VerdictReason::SoftwareDevice => Rejected::SoftwareDevice,
+                    VerdictReason::Fits | VerdictReason::TooSmall => Rejected::TooSmall {
+                        usable: v.usable_bytes,
+                    },
+                };
+                (format!("{}:{}", v.backend, v.device), why)
+            }));
+            Err(SelectError {
+                required: required_bytes,
+                tried,
+            })
+        }
+    }
+}
+
+/// Seed 000: opens the preferred (or best) device that has `required_bytes` free right now.
+/// The error lists every backend tried and why it failed.
+pub fn init_backend_with_memory_check(
+    preference: Option<BackendKind>,
+    required_bytes: u64,
+) -> Result<std::sync::Arc<dyn crate::device::DeviceMemory>, SelectError> {
+    let found = crate::backend::discover_with(&crate::backend::DiscoverOptions::default());
+    let mut tried: Vec<(String, Rejected)> = Vec::new();
+    let mut order: Vec<(BackendKind, usize, u64)> = found
+        .iter()
+        .filter(|b| {
+            b.available && b.backend != BackendKind::Nvml && b.backend != BackendKind::Metal
+        })
+        .flat_map(|b| {
+            b.devices
+                .iter()
+                .map(move |d| (b.backend, d.index, d.free_or_total()))
+        })
+        .collect();
+    order.sort_by_key(|(b, _, free)| {
+        (
+            preference != Some(*b),
+            *b == BackendKind::Cpu,
+            std::cmp::Reverse(*free),
+        )
+    });
+    tried.extend(unavailable_backends(&found));
+    for (backend, index, _) in order {
+        let spec = DeviceSpec::Device { backend, index };
+        match crate::backend::open_device(&spec) {
+            Ok(dev) => match dev.mem_info() {
+                Ok((free, _)) if free >= required_bytes => return Ok(dev),
+                Ok((free, _)) => {
+                    tried.push((spec.to_string(), Rejected::TooSmall { usable: free }))
+                }
+                Err(e) => tried.push((spec.to_string(), Rejected::Failed(e.to_string()))),
+            },
+            Err(e) => tried.push((spec.to_string(), Rejected::Failed(e.reason))),
+        }
+    }
+    Err(SelectError {
+        required: required_bytes,
+        tried,
+    })
+}
+
+fn unavailable_backends(found: &[crate::backend::BackendInfo]) -> Vec<(String, Rejected)> {
+    found
+        .iter()
+        .filter(|b| !b.available)
+        .map(|b| {
+            let why = b.reason.clone().unwrap_or_default();
+            (b.backend.to_string(), Rejected::Unavailable(why))
+        })
+        .collect()
+}

@@ -1,0 +1,55 @@
+//! Tensor parallel over identical devices of one host (same backend, name and size): the
+//! smallest group that fits, each device holding an even share of everything but the per-device
+//! overhead, which each holds whole.
+
+use super::{placement, Devices, Found};
+use crate::plan::{Candidate, PlanKind};
+
+pub(super) fn plan(d: &Devices<'_>) -> Option<Found> {
+    let (req, policy) = (d.req, d.policy);
+    let mut best: Option<(u64, Vec<&Candidate>, u64)> = None;
+    for group in identical_groups(&d.whole_gpus) {
+        let mut sorted = group.clone();
+        sorted.sort_by_key(|c| std::cmp::Reverse(policy.usable(c)));
+        for n in 2..=sorted.len() as u64 {
+            let per_device = match req.model {
+                Some(m) => (req.total - m.overhead).div_ceil(n) + m.overhead,
+                None => req.total.div_ceil(n),
+            };
+            let chosen = &sorted[..n as usize];
+            if chosen.iter().all(|c| policy.usable(c) >= per_device) {
+                if best.as_ref().is_none_or(|(bn, _, _)| n < *bn) {
+                    best = Some((n, chosen.to_vec(), per_device));
+                }
+                break;
+            }
+        }
+    }
+    let (_, chosen, per_device) = best?;
+    let layers = req.model.map(|m| m.layers);
+    Some(Found {
+        kind: PlanKind::TensorParallel,
+        placements: chosen
+            .iter()
+            .map(|c| placement(c, per_device, layers))
+            .collect(),
+        gpu_layers: layers,
+    })
+}
+
+/// GPUs grouped by host, backend, name and total: the devices that can shard a model evenly.
+fn identical_groups<'a>(gpus: &[&'a Candidate]) -> Vec<Vec<&'a Candidate>> {
+    let mut groups: Vec<Vec<&Candidate>> = Vec::new();
+    for c in gpus {
+        match groups.iter_mut().find(|g| {
+            g[0].host == c.host
+                && g[0].backend == c.backend
+                && g[0].name == c.name
+                && g[0].total_bytes == c.total_bytes
+        }) {
+            Some(g) => g.push(c),
+            None => groups.push(vec![c]),
+        }
+    }
+    groups
+}
