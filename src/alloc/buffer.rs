@@ -2,8 +2,9 @@
 //! all of its buffers. A buffer may live in CPU memory when the device was full (seed 000's
 //! `FallbackBuffer`).
 
+use super::allocation::Allocation;
 use super::error::PoolError;
-use super::pool::{Allocation, Pool, StreamId, DEFAULT_STREAM};
+use super::pool::{Pool, StreamId, DEFAULT_STREAM};
 use super::tracker::{BufferId, BufferLocation, BufferMetadata};
 use crate::device::check_bounds;
 

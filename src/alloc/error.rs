@@ -2,7 +2,7 @@
 
 use thiserror::Error;
 
-use super::pool::Allocation;
+use super::allocation::Allocation;
 use crate::device::DeviceError;
 use crate::units::format_bytes;
 

@@ -53,6 +53,7 @@
 //!   High ≤ 95 %, Critical above. The usable limit is the smallest of
 //!   `gpu_memory_fraction` × device total, total − `min_free_bytes`, and `max_pool_bytes`.
 
+mod allocation;
 mod buffer;
 mod config;
 mod error;

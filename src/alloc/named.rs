@@ -1,18 +1,9 @@
 //! Named buffers that grow (seed 002's `ensure_capacity`): a buffer found by name, grown by the
 //! growth factor when too small, with its contents preserved.
 
+use super::allocation::{Allocation, NamedBuffer};
 use super::error::PoolError;
-use super::pool::{Allocation, Pool};
-
-/// A named device buffer held by the pool.
-#[derive(Debug)]
-pub struct NamedBuffer {
-    pub(crate) allocation: Allocation,
-    /// Usable bytes (at least what was last asked for).
-    pub(crate) capacity: u64,
-    /// Times it was grown.
-    pub(crate) resizes: u64,
-}
+use super::pool::Pool;
 
 /// What `ensure_capacity` did to a named buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

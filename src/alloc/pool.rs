@@ -6,6 +6,8 @@ use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+pub use super::allocation::Allocation;
+use super::allocation::NamedBuffer;
 use super::config::MemoryConfig;
 use super::error::PoolError;
 use super::pressure::{MemoryPressure, PressureBands};
@@ -198,23 +200,6 @@ const ID_BATCH: u64 = 4096;
 /// device allocation); a quarter, 1.18x with 23 device allocations.
 const GROWTH_DIV: u64 = 4;
 
-/// One live allocation from a pool: the block's index and generation, 8 bytes, as cheap to keep
-/// and pass around as a raw offset. [`Pool::info`] says where it is and how large. Give it back
-/// with [`Pool::free`] (or use [`super::Buffer`], which does so when dropped). A copy that
-/// outlives its allocation is stale: freeing it, reading or writing through it, or asking for its
-/// info is refused with [`PoolError::NotLive`], even after the block is reused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Allocation {
-    block: u32,
-    generation: NonZeroU32,
-}
-
-impl std::fmt::Display for Allocation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "block {} (generation {})", self.block, self.generation)
-    }
-}
-
 /// Where a live allocation is and what it holds ([`Pool::info`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AllocationInfo {
@@ -322,7 +307,7 @@ pub struct Pool {
     state: SpinLock<State>,
     tracker: Option<AllocationTracker>,
     callbacks: Mutex<Vec<PressureCallback>>,
-    pub(crate) named: Mutex<HashMap<String, super::named::NamedBuffer>>,
+    pub(crate) named: Mutex<HashMap<String, NamedBuffer>>,
     /// Mirrors `state.pressure` so readers need not take the lock.
     pressure_level: AtomicU64,
 }

@@ -4,6 +4,15 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
+/// Where a store name (`ORG/NAME`, `ollama:NAME`) was looked for, when it was not found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotFound {
+    /// The name as given.
+    pub name: String,
+    /// Every path that was tried.
+    pub looked_in: Vec<PathBuf>,
+}
+
 /// Why a model could not be read.
 #[derive(Debug, Error)]
 pub enum ModelError {
@@ -29,7 +38,7 @@ pub enum ModelError {
     PathNotName(String),
     /// An `ORG/NAME` or `ollama:NAME` model that is not in the local store.
     #[error("model '{}' is not in the local store (looked in {}); gpumem reads models offline and downloads nothing", .0.name, if .0.looked_in.is_empty() { "no store: HOME is not set".to_string() } else { .0.looked_in.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ") })]
-    NotInStore(super::stores::NotFound),
+    NotInStore(NotFound),
     /// An `ollama:` name that no store entry can have (a character outside letters, digits and
     /// `-_.`, too many `/` parts, an empty part).
     #[error("'{name}' is not an Ollama model name: {why}")]

@@ -26,7 +26,7 @@ pub use dtype::{
     ggml_type, kv_precision, weight_precision, GgmlType, Precision, GGML_TYPES, KV_PRECISIONS,
     WEIGHT_PRECISIONS,
 };
-pub use error::ModelError;
+pub use error::{ModelError, NotFound};
 pub use estimate::{
     ActivationsBasis, Breakdown, EstimateOverflow, FileWeights, Mode, Optimizer, Settings,
     TrainingBytes, WeightsDtype, DEFAULT_WEIGHT_PRECISION,

@@ -4,16 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use super::error::ModelError;
+pub use super::error::NotFound;
 use super::SourceSpec;
-
-/// Where a store name was looked for, when it was not found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NotFound {
-    /// The name as given.
-    pub name: String,
-    /// Every path that was tried.
-    pub looked_in: Vec<PathBuf>,
-}
 
 /// A path from the environment; unset and empty are the same.
 fn var(key: &str) -> Option<PathBuf> {

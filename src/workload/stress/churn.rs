@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use super::checks::{fill, request, verify, Counters};
-use super::run::Run;
+use super::state::Run;
 use super::{PhaseNote, StressOptions, StressPhase};
 use crate::alloc::{Buffer, Pool};
 use crate::workload::Rng;

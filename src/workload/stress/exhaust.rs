@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering;
 
 use super::checks::request;
-use super::run::Run;
+use super::state::Run;
 use super::{PhaseNote, StressFailure, StressPhase};
 
 pub(super) fn run(run: &mut Run<'_, '_>) {

@@ -12,6 +12,7 @@ mod exhaust;
 mod ramp;
 mod recover;
 mod run;
+mod state;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;

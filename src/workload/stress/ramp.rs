@@ -6,7 +6,7 @@
 use std::sync::atomic::Ordering;
 
 use super::checks::request;
-use super::run::Run;
+use super::state::Run;
 use super::{PhaseNote, StressFailure, StressPhase, Transition};
 use crate::alloc::{BufferLocation, MemoryPressure};
 

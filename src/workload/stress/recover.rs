@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::run::Run;
+use super::state::Run;
 use super::{DeviceBaseline, PhaseNote, StressFailure, StressPhase};
 use crate::device::DeviceMemory;
 
