@@ -3,7 +3,7 @@
 use anyhow::{Context, Result};
 
 use super::options::{
-    bench_pool_config, bench_preset, bench_workload, check_output_path, probe_all_until,
+    bench_pool_config, bench_preset, bench_workload, check_bench_args, probe_all_until,
 };
 use crate::alloc::Pool;
 use crate::backend::default_device_spec;
@@ -28,13 +28,6 @@ fn transfer(
     interrupt: &std::sync::atomic::AtomicBool,
 ) -> Result<Exit> {
     use std::sync::atomic::Ordering;
-    if device.simulated() {
-        return Err(CliError::Usage(
-            "--workload transfer moves data, and sim:SIZE holds none; use host or a real device"
-                .into(),
-        )
-        .into());
-    }
     let config = bench_pool_config(crate::alloc::Preset::Default, spec, args.transfer_size)?;
     let pool =
         Pool::new(device.clone(), config).with_context(|| format!("creating a pool on {spec}"))?;
@@ -97,16 +90,7 @@ pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
     // First, so that a signal during set-up (a large workload takes a while to build) still
     // ends in a report rather than the default action.
     let interrupt = super::signals::install();
-    if args.gates.min_speedup.is_some() && args.no_baseline {
-        return Err(CliError::Usage(
-            "--min-speedup needs the raw baseline; drop --no-baseline".into(),
-        )
-        .into());
-    }
-    if let Some(path) = &args.timeline {
-        let inputs: Vec<&std::path::Path> = args.trace.iter().map(|p| p.as_path()).collect();
-        check_output_path("--timeline", path, &inputs)?;
-    }
+    check_bench_args(args)?;
     let probe = probe_all_until(args.timeout, &interrupt);
     let spec = args
         .device

@@ -2,12 +2,11 @@
 
 use anyhow::Result;
 
-use super::options::{estimate_settings, load_options, model_source, probe_all, PROBE_TIMEOUT};
+use super::options::{estimate_settings, estimate_source, load_options, probe_all, PROBE_TIMEOUT};
 use crate::backend::{discover_with, BackendKind};
 use crate::cli::EstimateArgs;
-use crate::error::CliError;
 use crate::exit::Exit;
-use crate::model::{catalog, estimate::estimate_with_projector};
+use crate::model::catalog;
 use crate::output::estimate::{CatalogReport, DeviceFit, EstimateReport};
 use crate::output::Output;
 
@@ -17,23 +16,10 @@ pub fn run(args: &EstimateArgs, out: &Output) -> Result<Exit> {
         out.emit(&CatalogReport::new(&catalog()))?;
         return Ok(Exit::Success);
     }
-    let spec = model_source(&args.source).ok_or_else(|| {
-        CliError::Usage(
-            "one of --model, --config, --gguf or --safetensors is required (or --list-models)"
-                .into(),
-        )
-    })?;
+    let spec = estimate_source(args)?;
     let settings = estimate_settings(&args.settings)?;
-    let model = crate::model::load_with(&spec, &load_options(&args.settings))?;
-    for warning in &model.warnings {
-        out.warn(&crate::output::estimate::warning_text(warning));
-    }
-    let breakdown = estimate_with_projector(
-        &model.arch,
-        model.file_weights,
-        model.projector.as_ref().map_or(0, |p| p.bytes),
-        &settings,
-    )?;
+    let model = super::load_model(&spec, &load_options(&args.settings), out)?;
+    let breakdown = model.estimate(&settings)?;
     let fits = args.fits.then(|| {
         let backends = discover_with(&probe_all(PROBE_TIMEOUT));
         backends

@@ -18,7 +18,7 @@ use crate::model::{
     self, kv_precision, weight_precision, Settings, SourceSpec, KV_PRECISIONS, WEIGHT_PRECISIONS,
 };
 use crate::plan::launch::{Engine, ModelRef};
-use crate::plan::Policy;
+use crate::plan::{Candidate, Policy};
 use crate::workload::stress::{StressOptions, StressPhase};
 use crate::workload::{self, RandomParams, SizeDist, TransformerParams, Workload};
 
@@ -55,6 +55,90 @@ pub fn probe_all_until(
         cancel: Some(interrupt.clone()),
         ..probe_all(timeout)
     }
+}
+
+/// What `select` places: `--bytes`, or the model its source flags name.
+pub enum SelectWhat {
+    /// `--bytes SIZE`.
+    Bytes(u64),
+    /// A model and how to estimate it.
+    Model(SourceSpec, Settings),
+}
+
+/// `select`'s demand (`--bytes` or a model; one is required).
+pub fn select_what(args: &SelectArgs) -> Result<SelectWhat> {
+    match (args.bytes, model_source(&args.source)) {
+        (Some(bytes), _) => Ok(SelectWhat::Bytes(bytes)),
+        (None, Some(spec)) => Ok(SelectWhat::Model(spec, estimate_settings(&args.settings)?)),
+        (None, None) => Err(CliError::Usage(
+            "give --bytes SIZE or a model (--model, --config, --gguf, --safetensors)".into(),
+        )
+        .into()),
+    }
+}
+
+/// `select --device sim:SIZE …`: the simulated GPUs to plan over (real devices are discovered).
+pub fn select_sim_devices(args: &SelectArgs) -> Result<Vec<Candidate>> {
+    args.device
+        .iter()
+        .enumerate()
+        .map(|(i, d)| match d {
+            DeviceSpec::Sim { capacity } => Ok(Candidate::sim(i, *capacity)),
+            other => Err(CliError::Usage(format!(
+                "--device takes sim:SIZE here (got {other}); real devices are discovered"
+            ))
+            .into()),
+        })
+        .collect()
+}
+
+/// `estimate`'s model source (one is required unless `--list-models`).
+pub fn estimate_source(args: &cli::EstimateArgs) -> Result<SourceSpec> {
+    Ok(model_source(&args.source).ok_or_else(|| {
+        CliError::Usage(
+            "one of --model, --config, --gguf or --safetensors is required (or --list-models)"
+                .into(),
+        )
+    })?)
+}
+
+/// `bench-alloc`'s flag combinations: `--min-speedup` needs the raw baseline, and the transfer
+/// workload moves data, which a simulated device does not hold.
+pub fn check_bench_args(args: &BenchAllocArgs) -> Result<()> {
+    if args.gates.min_speedup.is_some() && args.no_baseline {
+        return Err(CliError::Usage(
+            "--min-speedup needs the raw baseline; drop --no-baseline".into(),
+        )
+        .into());
+    }
+    if args.workload == WorkloadKind::Transfer
+        && args.trace.is_none()
+        && matches!(args.device, Some(DeviceSpec::Sim { .. }))
+    {
+        return Err(CliError::Usage(
+            "--workload transfer moves data, and sim:SIZE holds none; use host or a real device"
+                .into(),
+        )
+        .into());
+    }
+    if let Some(path) = &args.timeline {
+        let inputs: Vec<&std::path::Path> = args.trace.iter().map(|p| p.as_path()).collect();
+        check_output_path("--timeline", path, &inputs)?;
+    }
+    Ok(())
+}
+
+/// `stress` checks data integrity, which a simulated device does not hold.
+pub fn check_stress_device(spec: &DeviceSpec) -> Result<()> {
+    if matches!(spec, DeviceSpec::Sim { .. }) {
+        return Err(CliError::Usage(
+            "stress checks data integrity, and sim:SIZE holds no data; use host:SIZE or a real \
+             device"
+                .into(),
+        )
+        .into());
+    }
+    Ok(())
 }
 
 /// How model sources are read (`--allow-generic`, `--mmproj`).

@@ -3,126 +3,52 @@
 use anyhow::Result;
 
 use super::options::{
-    estimate_settings, load_options, model_source, probe_all, select_engines, select_policy,
+    load_options, probe_all, select_engines, select_policy, select_sim_devices, select_what,
+    SelectWhat,
 };
-use crate::backend::{discover_with, host_info, DeviceSpec};
+use crate::backend::{discover_with, host_info};
 use crate::cli::SelectArgs;
-use crate::error::CliError;
 use crate::exit::Exit;
-use crate::model::estimate::estimate_with_projector;
 use crate::output::select::SelectReport;
 use crate::output::Output;
 use crate::plan::launch::{launch, LaunchSettings, ModelRef};
-use crate::plan::{
-    candidates_from_discovery, capacity, model_requirement, plan, read_inventories, Candidate,
-    Capacity, PlanKind, Requirement,
-};
-
-/// Re-estimates what the model needs for another (batch, context); `None` past 2^64 bytes.
-type NeedsAt = Box<dyn Fn(u64, u64) -> Option<Requirement>>;
+use crate::plan::{candidates_from_discovery, read_inventories, select, Demand, PlanKind};
 
 /// Runs `gpumem select` and returns its exit status.
 pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
-    let spec = model_source(&args.source);
-    if spec.is_none() && args.bytes.is_none() {
-        return Err(CliError::Usage(
-            "give --bytes SIZE or a model (--model, --config, --gguf, --safetensors)".into(),
-        )
-        .into());
-    }
+    let what = select_what(args)?;
+    let sims = select_sim_devices(args)?;
     let policy = select_policy(args);
-    let (context, batch) = (
-        u64::from(args.settings.context),
-        u64::from(args.settings.batch),
-    );
-
-    // What must fit.
-    let mut model_name = None;
-    let mut trained_context = None;
-    let (requirement, needs_at): (Requirement, Option<NeedsAt>) = match (&spec, args.bytes) {
-        (_, Some(bytes)) => (
-            Requirement {
-                total: bytes,
-                model: None,
-            },
-            None,
-        ),
-        (Some(spec), None) => {
-            let s = estimate_settings(&args.settings)?;
-            let model = crate::model::load_with(spec, &load_options(&args.settings))?;
-            for w in &model.warnings {
-                out.warn(&crate::output::estimate::warning_text(w));
-            }
-            let b = estimate_with_projector(
-                &model.arch,
-                model.file_weights,
-                model.projector.as_ref().map_or(0, |p| p.bytes),
-                &s,
-            )?;
-            model_name = Some(model.name.clone());
-            trained_context = model.arch.max_position_embeddings;
-            let requirement = model_requirement(&model.arch, &b, s.fragmentation_reserve);
-            let (arch, weights) = (model.arch, model.file_weights);
-            let projector = model.projector.as_ref().map_or(0, |p| p.bytes);
-            let at = move |batch: u64, context: u64| {
-                let settings = crate::model::Settings {
-                    batch: batch.max(1),
-                    context: context.max(1),
-                    ..s.clone()
-                };
-                // Settings whose estimate overflows 64 bits fit nowhere.
-                let b = estimate_with_projector(&arch, weights, projector, &settings).ok()?;
-                Some(model_requirement(&arch, &b, settings.fragmentation_reserve))
-            };
-            (requirement, Some(Box::new(at)))
+    let (demand, spec) = match what {
+        SelectWhat::Bytes(bytes) => (Demand::Bytes(bytes), None),
+        SelectWhat::Model(spec, settings) => {
+            let source = super::load_model(&spec, &load_options(&args.settings), out)?;
+            (
+                Demand::Model {
+                    source: Box::new(source),
+                    settings,
+                },
+                Some(spec),
+            )
         }
-        (None, None) => unreachable_usage()?,
     };
-
-    // Where it could go.
+    // Where it could go: inventories and sim devices, else this machine.
     let (mut candidates, held_back) = read_inventories(&args.inventory)?;
-    for (i, d) in args.device.iter().enumerate() {
-        match d {
-            DeviceSpec::Sim { capacity } => candidates.push(Candidate::sim(i, *capacity)),
-            other => {
-                return Err(CliError::Usage(format!(
-                    "--device takes sim:SIZE here (got {other}); real devices are discovered"
-                ))
-                .into())
-            }
-        }
-    }
-    if args.inventory.is_empty() && args.device.is_empty() {
+    candidates.extend(sims);
+    if candidates.is_empty() && args.inventory.is_empty() {
         let found = discover_with(&probe_all(args.timeout));
         let host = host_info().hostname.unwrap_or_else(|| "localhost".into());
         candidates = candidates_from_discovery(&found, &host);
     }
-    let total_at = needs_at
-        .as_ref()
-        .map(|f| move |c: u64| f(batch, c).map_or(u64::MAX, |r| r.total));
-    let mut selection = plan(
-        &requirement,
-        &candidates,
-        &policy,
-        total_at
-            .as_ref()
-            .map(|f| (f as &dyn Fn(u64) -> u64, context)),
-    );
-    if let Some(f) = &needs_at {
-        selection.plan.capacity = capacity(&selection, &candidates, &policy, context, batch, f)
-            .map(|c| Capacity {
-                trained_context,
-                ..c
-            });
-    }
+    let selection = select(&demand, &candidates, &policy)?;
     // Launch commands for a model (not for --bytes).
-    let launches = match (&spec, args.bytes, &requirement.model) {
-        (Some(spec), None, Some(needs)) => {
+    let launches = match (&spec, &demand, selection.plan.kind) {
+        (Some(spec), Demand::Model { source, settings }, _) if source.arch.num_layers > 0 => {
             let model = ModelRef::for_source(spec);
             let settings = LaunchSettings {
-                context,
-                batch,
-                layers: needs.layers,
+                context: settings.context,
+                batch: settings.batch,
+                layers: source.arch.num_layers,
                 memory_fraction: policy.memory_fraction,
             };
             select_engines(args, &model)
@@ -134,7 +60,10 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
     };
     let none = selection.plan.kind == PlanKind::None;
     out.emit(&SelectReport {
-        model: model_name,
+        model: match &demand {
+            Demand::Model { source, .. } => Some(source.name.clone()),
+            Demand::Bytes(_) => None,
+        },
         selection,
         launches,
         held_back,
@@ -144,8 +73,4 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
     } else {
         Exit::Success
     })
-}
-
-fn unreachable_usage<T>() -> Result<T> {
-    Err(CliError::Usage("give --bytes SIZE or a model".into()).into())
 }

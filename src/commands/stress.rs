@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
-use super::options::{probe_all_until, stress_options, stress_pool_config};
+use super::options::{check_stress_device, probe_all_until, stress_options, stress_pool_config};
 use crate::alloc::{FaultInjector, Pool};
-use crate::backend::{default_device_spec, DeviceSpec};
+use crate::backend::default_device_spec;
 use crate::cli::StressArgs;
 use crate::device::DeviceMemory;
 use crate::error::CliError;
@@ -23,9 +23,7 @@ pub fn run(args: &StressArgs, out: &Output) -> Result<Exit> {
         .device
         .clone()
         .unwrap_or_else(|| default_device_spec(&probe));
-    if matches!(spec, DeviceSpec::Sim { .. }) {
-        return Err(CliError::Usage("stress checks data integrity, and sim:SIZE holds no data; use host:SIZE or a real device".into()).into());
-    }
+    check_stress_device(&spec)?;
     let base = super::signals::open_until_signal(&spec, args.device.is_some(), &probe)?;
     let (baseline, total) =
         DeviceBaseline::read(base.as_ref()).with_context(|| format!("querying {spec}"))?;

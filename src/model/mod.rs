@@ -77,6 +77,18 @@ pub struct ModelSource {
     pub projector: Option<Projector>,
 }
 
+impl ModelSource {
+    /// The model's memory under `settings`, its projector's weights (if any) included.
+    pub fn estimate(&self, settings: &Settings) -> Result<Breakdown, EstimateOverflow> {
+        estimate::estimate_with_projector(
+            &self.arch,
+            self.file_weights,
+            self.projector.as_ref().map_or(0, |p| p.bytes),
+            settings,
+        )
+    }
+}
+
 /// A multimodal projector GGUF (llama.cpp's `mmproj`, architecture `clip`): its weights are
 /// loaded beside the language model's.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,6 +7,7 @@
 //! [`init_backend_with_memory_check`]) discovers and opens devices itself.
 
 mod capacity;
+mod demand;
 mod inventory;
 pub mod launch;
 mod policy;
@@ -16,6 +17,7 @@ mod strategy;
 use serde::Serialize;
 
 pub use capacity::capacity;
+pub use demand::{select, Demand};
 pub use inventory::{
     candidates_from_discovery, read_inventories, read_inventory, read_inventory_with_notes,
     HeldBack, InventoryError, MAX_CSV_LINE, MAX_INVENTORY_DEVICES, MAX_NODE_DEVICES,

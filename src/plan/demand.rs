@@ -1,0 +1,84 @@
+//! What must fit: a plain byte count, or a model whose needs are re-estimated as the batch and
+//! context grow (activations and KV cache both do), so that serving capacity and the largest
+//! context are searched on the model's own figures.
+
+use super::{
+    capacity, model_requirement, plan, Candidate, Capacity, Policy, Requirement, Selection,
+};
+use crate::model::{EstimateOverflow, ModelSource, Settings};
+
+/// What `select` places.
+#[derive(Debug, Clone)]
+pub enum Demand {
+    /// `--bytes`: one block of memory, no structure.
+    Bytes(u64),
+    /// A model, estimated under `settings` (their batch and context are the requested ones).
+    Model {
+        /// The model read from its source.
+        source: Box<ModelSource>,
+        /// How it is estimated.
+        settings: Settings,
+    },
+}
+
+impl Demand {
+    /// What must fit at the requested batch and context.
+    pub fn requirement(&self) -> Result<Requirement, EstimateOverflow> {
+        match self {
+            Demand::Bytes(bytes) => Ok(Requirement {
+                total: *bytes,
+                model: None,
+            }),
+            Demand::Model { source, settings } => {
+                let b = source.estimate(settings)?;
+                Ok(model_requirement(
+                    &source.arch,
+                    &b,
+                    settings.fragmentation_reserve,
+                ))
+            }
+        }
+    }
+
+    /// What must fit for `batch` sequences of `context` tokens (a model only; `None` for bytes,
+    /// or where the estimate passes 2^64 bytes, which fits nowhere).
+    pub fn at(&self, batch: u64, context: u64) -> Option<Requirement> {
+        let Demand::Model { source, settings } = self else {
+            return None;
+        };
+        let settings = Settings {
+            batch: batch.max(1),
+            context: context.max(1),
+            ..settings.clone()
+        };
+        let b = source.estimate(&settings).ok()?;
+        Some(model_requirement(
+            &source.arch,
+            &b,
+            settings.fragmentation_reserve,
+        ))
+    }
+}
+
+/// Plans `demand` over `candidates`: the plan (with the largest context that would fit when
+/// none does) and, for a model, what the plan can serve.
+pub fn select(
+    demand: &Demand,
+    candidates: &[Candidate],
+    policy: &Policy,
+) -> Result<Selection, EstimateOverflow> {
+    let requirement = demand.requirement()?;
+    let Demand::Model { source, settings } = demand else {
+        return Ok(plan(&requirement, candidates, policy, None));
+    };
+    let (batch, context) = (settings.batch, settings.context);
+    let total_at = |c: u64| demand.at(batch, c).map_or(u64::MAX, |r| r.total);
+    let mut selection = plan(&requirement, candidates, policy, Some((&total_at, context)));
+    let needs_at = |b: u64, c: u64| demand.at(b, c);
+    selection.plan.capacity = capacity(&selection, candidates, policy, context, batch, &needs_at)
+        .map(|c| Capacity {
+            trained_context: source.arch.max_position_embeddings,
+            ..c
+        });
+    Ok(selection)
+}
