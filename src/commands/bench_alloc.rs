@@ -1,34 +1,53 @@
 //! `gpumem bench-alloc`.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
 use anyhow::{Context, Result};
 
 use super::options::{
-    bench_pool_config, bench_preset, bench_workload, check_bench_args, probe_all_until,
+    bench_pool_config, bench_preset, bench_thresholds, bench_workload, check_bench_args,
+    probe_all_until,
 };
-use crate::alloc::Pool;
-use crate::backend::default_device_spec;
+use crate::alloc::{Pool, Preset};
+use crate::backend::{default_device_spec, DeviceSpec};
 use crate::cli::{BenchAllocArgs, WorkloadKind};
+use crate::device::DeviceMemory;
 use crate::error::CliError;
 use crate::exit::Exit;
 use crate::output::bench::{
-    timeline_svg, BenchReport, DeviceView, Gate, PoolView, RawView, ReferenceView, WorkloadView,
+    failure_text, timeline_svg, BenchReport, DeviceView, PoolView, RawView, ReferenceView,
+    WorkloadView,
 };
 use crate::output::transfer::TransferReport as TransferBenchReport;
 use crate::output::Output;
-use crate::workload::bench::{run_pool, run_raw, Options};
+use crate::workload::bench::{run_pool, run_raw, Arena, Options, PoolRun, RawRun};
+use crate::workload::gates::{Measured, Thresholds};
 use crate::workload::transfer::run_transfers;
+use crate::workload::Workload;
+
+/// The device under test, as the report names it.
+fn device_view(spec: &DeviceSpec, device: &dyn DeviceMemory, total: u64) -> DeviceView {
+    let (backend, index) = spec.identity();
+    DeviceView {
+        backend: backend.into(),
+        index,
+        name: device.name(),
+        simulated: device.simulated(),
+        total_bytes: total,
+    }
+}
 
 /// `--workload transfer`: blocking versus double-buffered transfers through a pool allocation.
 fn transfer(
     args: &BenchAllocArgs,
     out: &Output,
-    spec: &crate::backend::DeviceSpec,
-    device: std::sync::Arc<dyn crate::device::DeviceMemory>,
+    spec: &DeviceSpec,
+    device: Arc<dyn DeviceMemory>,
     total: u64,
-    interrupt: &std::sync::atomic::AtomicBool,
+    interrupt: &AtomicBool,
 ) -> Result<Exit> {
-    use std::sync::atomic::Ordering;
-    let config = bench_pool_config(crate::alloc::Preset::Default, spec, args.transfer_size)?;
+    let config = bench_pool_config(Preset::Default, spec, args.transfer_size)?;
     let pool =
         Pool::new(device.clone(), config).with_context(|| format!("creating a pool on {spec}"))?;
     let run = run_transfers(&pool, args.transfer_size, args.chunk, 5, &|| {
@@ -36,53 +55,40 @@ fn transfer(
     })?;
     pool.empty_cache();
     let slowest = run.upload.speedup.min(run.download.speedup);
-    let gates: Vec<Gate> = args
-        .gates
-        .min_speedup
-        .map(|t| Gate {
-            name: "min-speedup",
-            threshold: t,
-            measured: slowest,
-            passed: slowest >= t,
-        })
-        .into_iter()
-        .collect();
-    let (backend, index) = spec.identity();
+    let gates = Thresholds {
+        min_speedup: args.gates.min_speedup,
+        ..Thresholds::default()
+    }
+    .check(&Measured {
+        hit_rate: 0.0,
+        fragmentation_peak: 0.0,
+        speedup: slowest,
+        alloc_p99_ns: 0,
+    });
     let interrupted = interrupt.load(Ordering::SeqCst);
-    let report = TransferBenchReport {
-        device: DeviceView {
-            backend: backend.into(),
-            index,
-            name: device.name(),
-            simulated: false,
-            total_bytes: total,
-        },
+    let failure = crate::output::transfer::failure_text(run.corruptions, &gates);
+    out.emit(&TransferBenchReport {
+        device: device_view(spec, device.as_ref(), total),
         workload: "transfer",
         // A run cut short has not shown that it passes.
-        passed: !interrupted && gates.iter().all(|g| g.passed) && run.corruptions == 0,
+        passed: !interrupted && failure.is_none(),
         gates,
         transfer: run,
         interrupted,
-    };
-    out.emit(&report)?;
-    if report.interrupted {
+    })?;
+    finish(interrupted, failure)
+}
+
+/// The exit once the report is out: 128 + the signal when interrupted, else exit 1 with the
+/// failure's line, else success.
+fn finish(interrupted: bool, failure: Option<String>) -> Result<Exit> {
+    if interrupted {
         return Ok(super::signals::interrupted_exit());
     }
-    if report.transfer.corruptions > 0 {
-        return Err(CliError::AfterReport(format!(
-            "{} bytes did not read back as written",
-            report.transfer.corruptions
-        ))
-        .into());
+    match failure {
+        Some(why) => Err(CliError::AfterReport(why).into()),
+        None => Ok(Exit::Success),
     }
-    if let Some(g) = report.gates.iter().find(|g| !g.passed) {
-        return Err(CliError::AfterReport(format!(
-            "--{} (measured {:.3}, threshold {})",
-            g.name, g.measured, g.threshold
-        ))
-        .into());
-    }
-    Ok(Exit::Success)
 }
 
 /// Runs `gpumem bench-alloc` and returns its exit status.
@@ -103,20 +109,10 @@ pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
     if args.workload == WorkloadKind::Transfer && args.trace.is_none() {
         return transfer(args, out, &spec, device, total, &interrupt);
     }
-    // RMM's benchmark pool starts at half of the free device memory, and keeps live bytes under
-    // a limit: here 80 % of that arena, leaving room for rounding and fragmentation inside it.
-    let arena = device.max_allocation().unwrap_or(u64::MAX).min(free / 2);
-    let max_live = (arena / 5 * 4).min(16 << 30);
-    let workload = bench_workload(args, max_live)?;
+    let arena = Arena::on_device(free, device.max_allocation());
+    let workload = bench_workload(args, arena.max_live)?;
     let preset = bench_preset(args, &workload);
-    // Expandable segments grow to what the program needs: size the arena to the trace's peak.
-    let arena = match workload.reference {
-        Some(r) if r.expandable_segments => {
-            arena.min(workload.peak_live_bytes().div_ceil(20 << 20) * (20 << 20))
-        }
-        _ => arena,
-    };
-    let config = bench_pool_config(preset, &spec, arena)?;
+    let config = bench_pool_config(preset, &spec, arena.for_workload(&workload))?;
     let pool =
         Pool::new(device.clone(), config).with_context(|| format!("creating a pool on {spec}"))?;
     if device.simulated() {
@@ -139,8 +135,7 @@ pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
     let leaked = pool.stats().active_buffers;
     pool.empty_cache();
     drop(pool);
-    let interrupted = interrupt.load(std::sync::atomic::Ordering::SeqCst);
-    let raw_run = if args.no_baseline || interrupted {
+    let raw_run = if args.no_baseline || interrupt.load(Ordering::SeqCst) {
         None
     } else {
         let bar = out.progress(ops, "raw");
@@ -150,11 +145,48 @@ pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
         bar.finish();
         Some(run)
     };
-    let (backend, index) = spec.identity();
-    let pool_view = PoolView::new(&pool_run, preset.name());
-    let speedup = raw_run
-        .as_ref()
-        .map(|r| r.busy_ns as f64 / pool_run.busy_ns.max(1) as f64);
+    let interrupted = interrupt.load(Ordering::SeqCst);
+    let corruptions = pool_run.corruptions + raw_run.as_ref().map_or(0, |r| r.corruptions);
+    let device = device_view(&spec, device.as_ref(), total);
+    let mut report = report(
+        device,
+        &workload,
+        &pool_run,
+        raw_run.as_ref(),
+        preset,
+        arena,
+    );
+    report.gates = bench_thresholds(args).check(&Measured {
+        hit_rate: report.pool.hit_rate,
+        fragmentation_peak: report.pool.fragmentation_peak,
+        speedup: report.speedup.unwrap_or(0.0),
+        alloc_p99_ns: report.pool.alloc_ns.p99,
+    });
+    let failure = failure_text(corruptions, leaked, &report.gates);
+    // A replay cut short has not shown that it passes.
+    report.passed = !interrupted && failure.is_none();
+    report.interrupted = interrupted;
+    if let Some(path) = &args.timeline {
+        let inputs: Vec<&std::path::Path> = args.trace.iter().map(|p| p.as_path()).collect();
+        crate::input::write_atomic(path, timeline_svg(&report).as_bytes(), &inputs)
+            .with_context(|| format!("writing --timeline {}", path.display()))?;
+    }
+    out.emit(&report)?;
+    if interrupted {
+        out.note("interrupted: the replay stopped early; everything was freed");
+    }
+    finish(interrupted, failure)
+}
+
+/// The report's figures from the runs (gates and verdict are filled in by the caller).
+fn report(
+    device: DeviceView,
+    workload: &Workload,
+    pool_run: &PoolRun,
+    raw_run: Option<&RawRun>,
+    preset: Preset,
+    arena: Arena,
+) -> BenchReport {
     let reference = workload.reference.and_then(|r| {
         let (figure, how, ours) = match (r.peak_reserved_bytes, r.snapshot_reserved_bytes) {
             (Some(peak), _) => (peak, "segment_events", pool_run.stats.peak_reserved_bytes),
@@ -168,103 +200,24 @@ pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
             gpumem_reserved_bytes: ours,
         })
     });
-    let g = &args.gates;
-    let mut gates = Vec::new();
-    let mut gate =
-        |name: &'static str, threshold: Option<f64>, measured: f64, higher_is_better: bool| {
-            if let Some(t) = threshold {
-                let passed = if higher_is_better {
-                    measured >= t
-                } else {
-                    measured <= t
-                };
-                gates.push(Gate {
-                    name,
-                    threshold: t,
-                    measured,
-                    passed,
-                });
-            }
-        };
-    gate("min-hit-rate", g.min_hit_rate, pool_view.hit_rate, true);
-    gate(
-        "max-fragmentation",
-        g.max_fragmentation,
-        pool_view.fragmentation_peak,
-        false,
-    );
-    gate("min-speedup", g.min_speedup, speedup.unwrap_or(0.0), true);
-    gate(
-        "max-p99-ns",
-        g.max_p99_ns.map(|v| v as f64),
-        pool_view.alloc_ns.p99 as f64,
-        false,
-    );
-    let corruptions = pool_run.corruptions + raw_run.as_ref().map_or(0, |r| r.corruptions);
-    let interrupted = interrupted || interrupt.load(std::sync::atomic::Ordering::SeqCst);
-    // A replay cut short has not shown that it passes.
-    let passed = !interrupted && gates.iter().all(|g| g.passed) && corruptions == 0 && leaked == 0;
-    let report = BenchReport {
-        device: DeviceView {
-            backend: backend.into(),
-            index,
-            name: device.name(),
-            simulated: device.simulated(),
-            total_bytes: total,
-        },
+    BenchReport {
+        device,
         workload: WorkloadView {
             name: workload.name.clone(),
-            ops,
+            ops: workload.ops.len() as u64,
             seed: workload.seed,
             allocations: workload.allocations,
             preexisting: workload.preexisting,
             skipped: workload.skipped.clone(),
-            max_live_bytes: workload.seed.map(|_| max_live),
+            max_live_bytes: workload.seed.map(|_| arena.max_live),
         },
-        pool: pool_view,
-        raw: raw_run.as_ref().map(RawView::new),
-        speedup,
+        pool: PoolView::new(pool_run, preset.name()),
+        raw: raw_run.map(RawView::new),
+        speedup: raw_run.map(|r| r.busy_ns as f64 / pool_run.busy_ns.max(1) as f64),
         reference,
-        gates,
-        passed,
-        interrupted,
+        gates: Vec::new(),
+        passed: false,
+        interrupted: false,
         timeline: pool_run.timeline.clone(),
-    };
-    if let Some(path) = &args.timeline {
-        let inputs: Vec<&std::path::Path> = args.trace.iter().map(|p| p.as_path()).collect();
-        crate::input::write_atomic(path, timeline_svg(&report).as_bytes(), &inputs)
-            .with_context(|| format!("writing --timeline {}", path.display()))?;
     }
-    out.emit(&report)?;
-    if report.interrupted {
-        out.note("interrupted: the replay stopped early; everything was freed");
-        return Ok(super::signals::interrupted_exit());
-    }
-    if corruptions > 0 {
-        return Err(CliError::AfterReport(format!(
-            "{corruptions} buffers did not read back as written"
-        ))
-        .into());
-    }
-    if leaked > 0 {
-        return Err(CliError::AfterReport(format!(
-            "{leaked} buffers were still live after the replay"
-        ))
-        .into());
-    }
-    let failed: Vec<String> = report
-        .gates
-        .iter()
-        .filter(|g| !g.passed)
-        .map(|g| {
-            format!(
-                "--{} (measured {}, threshold {})",
-                g.name, g.measured, g.threshold
-            )
-        })
-        .collect();
-    if !failed.is_empty() {
-        return Err(CliError::AfterReport(format!("gate failed: {}", failed.join("; "))).into());
-    }
-    Ok(Exit::Success)
 }

@@ -19,6 +19,7 @@ use crate::model::{
 };
 use crate::plan::launch::{Engine, ModelRef};
 use crate::plan::{Candidate, Policy};
+use crate::workload::gates::Thresholds;
 use crate::workload::stress::{StressOptions, StressPhase};
 use crate::workload::{self, RandomParams, SizeDist, TransformerParams, Workload};
 
@@ -126,6 +127,17 @@ pub fn check_bench_args(args: &BenchAllocArgs) -> Result<()> {
         check_output_path("--timeline", path, &inputs)?;
     }
     Ok(())
+}
+
+/// `bench-alloc`'s CI gates.
+pub fn bench_thresholds(args: &BenchAllocArgs) -> Thresholds {
+    let g = &args.gates;
+    Thresholds {
+        min_hit_rate: g.min_hit_rate,
+        max_fragmentation: g.max_fragmentation,
+        min_speedup: g.min_speedup,
+        max_p99_ns: g.max_p99_ns,
+    }
 }
 
 /// `stress` checks data integrity, which a simulated device does not hold.

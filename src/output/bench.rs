@@ -144,18 +144,7 @@ pub struct ReferenceView {
     pub gpumem_reserved_bytes: u64,
 }
 
-/// One CI gate and how the run measured against it.
-#[derive(Debug, Clone, Serialize)]
-pub struct Gate {
-    /// The flag that set it, e.g. `--min-hit-rate`.
-    pub name: &'static str,
-    /// The flag's value.
-    pub threshold: f64,
-    /// What the run measured, in the same unit.
-    pub measured: f64,
-    /// Whether the measured value is on the right side of the threshold.
-    pub passed: bool,
-}
+pub use crate::workload::gates::Gate;
 
 /// The report (JSON schema: docs/json-schema.md#bench-alloc).
 #[derive(Debug, Clone, Serialize)]
@@ -524,4 +513,28 @@ fn xml_escape(s: &str) -> String {
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
+}
+
+/// Why a finished replay fails CI, in one line: corrupted buffers, buffers still live, or the
+/// gates it missed; `None` when it passes.
+pub fn failure_text(corruptions: u64, leaked: u64, gates: &[Gate]) -> Option<String> {
+    if corruptions > 0 {
+        return Some(format!(
+            "{corruptions} buffers did not read back as written"
+        ));
+    }
+    if leaked > 0 {
+        return Some(format!("{leaked} buffers were still live after the replay"));
+    }
+    let failed: Vec<String> = gates
+        .iter()
+        .filter(|g| !g.passed)
+        .map(|g| {
+            format!(
+                "--{} (measured {}, threshold {})",
+                g.name, g.measured, g.threshold
+            )
+        })
+        .collect();
+    (!failed.is_empty()).then(|| format!("gate failed: {}", failed.join("; ")))
 }

@@ -112,3 +112,17 @@ impl Report for TransferReport {
         text
     }
 }
+
+/// Why a finished transfer benchmark fails CI, in one line: bytes that did not read back as
+/// written, or the first gate it missed; `None` when it passes.
+pub fn failure_text(corruptions: u64, gates: &[Gate]) -> Option<String> {
+    if corruptions > 0 {
+        return Some(format!("{corruptions} bytes did not read back as written"));
+    }
+    gates.iter().find(|g| !g.passed).map(|g| {
+        format!(
+            "--{} (measured {:.3}, threshold {})",
+            g.name, g.measured, g.threshold
+        )
+    })
+}

@@ -359,3 +359,36 @@ pub fn run_raw(
         corruptions,
     })
 }
+
+/// How much of a device a benchmark pool may use, as RMM's benchmark sizes it: an arena of half
+/// the free memory (at most one device allocation), live bytes kept under 80 % of it (at most
+/// 16 GiB), leaving room for rounding and fragmentation inside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arena {
+    /// Bytes the pool may reserve.
+    pub bytes: u64,
+    /// Most bytes a synthetic workload keeps live.
+    pub max_live: u64,
+}
+
+impl Arena {
+    /// The arena on a device with `free` bytes free and allocations of at most `max_allocation`.
+    pub fn on_device(free: u64, max_allocation: Option<u64>) -> Self {
+        let bytes = max_allocation.unwrap_or(u64::MAX).min(free / 2);
+        Arena {
+            bytes,
+            max_live: (bytes / 5 * 4).min(16 << 30),
+        }
+    }
+
+    /// For `workload`: a trace recorded with expandable segments grows to what the program
+    /// needed, so its arena is the trace's peak (in whole 20 MiB steps) where that is smaller.
+    pub fn for_workload(self, workload: &super::Workload) -> u64 {
+        match workload.reference {
+            Some(r) if r.expandable_segments => self
+                .bytes
+                .min(workload.peak_live_bytes().div_ceil(20 << 20) * (20 << 20)),
+            _ => self.bytes,
+        }
+    }
+}

@@ -3,6 +3,7 @@
 //! all as one operation sequence that the pool and the raw device replay alike.
 
 pub mod bench;
+pub mod gates;
 mod pickle;
 mod rng;
 pub mod stress;
