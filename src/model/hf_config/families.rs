@@ -1,0 +1,169 @@
+//! What each family's config.json says beyond the shape every decoder shares: its attention
+//! biases and norms, its feed-forward layout, its windows, its recurrent layers.
+
+use super::fields::Fields;
+use super::model_type::ModelType;
+use super::recurrent;
+use crate::model::arch::{Attention, Mlp, ModelArch, Norm, SlidingLayers, SlidingWindow};
+use crate::model::error::ModelError;
+
+/// The shape every family shares, as the config wrote it.
+pub(super) struct Common {
+    pub hidden: u64,
+    pub layers: u64,
+    pub heads: u64,
+    /// The MLP width the config gives (4 × hidden when it gives none), before a family
+    /// rule replaces it: the experts' width when the config gives none of theirs.
+    pub intermediate: u64,
+    pub attention_bias: Option<bool>,
+}
+
+/// Applies `ty`'s rules to `arch`. Returns, for Nemotron-H, whether its blocks include experts
+/// (`None` for other families); `Ok(false)` for a family without rules, which the caller warns
+/// about.
+pub(super) fn apply(
+    ty: &ModelType,
+    f: &mut Fields<'_>,
+    arch: &mut ModelArch,
+    c: &Common,
+) -> Result<Option<bool>, ModelError> {
+    let bias = c.attention_bias;
+    match ty {
+        ModelType::Llama | ModelType::Mistral | ModelType::Mixtral => {}
+        // Phi-3's gate_up_proj: llama.cpp keeps the fused output beside the activation.
+        ModelType::Phi3 => arch.fused_projections = true,
+        ModelType::Qwen2 | ModelType::Qwen2Moe => arch.attention = standard(true, false, false),
+        ModelType::Qwen3 | ModelType::Qwen3Moe => {
+            arch.attention = standard(bias.unwrap_or(false), false, true)
+        }
+        ModelType::Llama4 => llama4(f, arch)?,
+        ModelType::GptOss => {
+            arch.attention = standard(bias.unwrap_or(true), bias.unwrap_or(true), false);
+            arch.attention_sinks = true;
+            // Expert gate/up and down projections carry biases; every layer is MoE.
+            arch.mlp_bias = true;
+            arch.active_without_embedding = true;
+        }
+        ModelType::Qwen3Next => recurrent::qwen3_next(f, arch, bias)?,
+        ModelType::Jamba => recurrent::jamba(f, arch, c.hidden, c.layers)?,
+        ModelType::GraniteMoeHybrid => recurrent::granite_moe_hybrid(f, arch, c.hidden)?,
+        ModelType::NemotronH => return recurrent::nemotron_h(f, arch, c.layers).map(Some),
+        ModelType::FalconH1 => recurrent::falcon_h1(f, arch, c.hidden)?,
+        ModelType::Gemma => arch.query_prescaled = true,
+        ModelType::Gemma2 => {
+            arch.norms_per_layer = 4;
+            arch.query_prescaled = true;
+        }
+        ModelType::Gemma3 => {
+            arch.norms_per_layer = 4;
+            arch.query_prescaled = true;
+            arch.attention = standard(false, false, true);
+        }
+        ModelType::Falcon => falcon(f, arch, c.hidden)?,
+        ModelType::GptNeox => {
+            arch.attention = standard(true, true, false);
+            arch.mlp = Mlp::Plain;
+            arch.mlp_bias = true;
+            arch.norm = Norm::Layer;
+            arch.parallel_attention = f.boolean("use_parallel_residual").unwrap_or(true);
+        }
+        // GLM-4.5: biased q/k/v (not o), optional q/k norms, a DeepSeek-V3-style MoE with a
+        // routing bias after first_k_dense_replace dense layers.
+        ModelType::Glm4Moe => {
+            let qk_norm = f.boolean("use_qk_norm").unwrap_or(false);
+            arch.attention = standard(bias.unwrap_or(true), false, qk_norm);
+        }
+        ModelType::DeepseekV2 | ModelType::DeepseekV3 => mla(f, arch, c.heads)?,
+        // State-space models are read whole by `recurrent::state_space`.
+        ModelType::Mamba | ModelType::Mamba2 | ModelType::Other(_) => {}
+    }
+    Ok(None)
+}
+
+fn standard(qkv_bias: bool, o_bias: bool, qk_norm: bool) -> Attention {
+    Attention::Standard {
+        qkv_bias,
+        o_bias,
+        qk_norm,
+    }
+}
+
+/// Llama 4: dense layers use intermediate_size_mlp; experts (and the one shared expert) use
+/// intermediate_size. The query/key norm is a weightless L2 norm. Chunked attention on the
+/// RoPE layers (3 of every 4), a cache of one chunk.
+fn llama4(f: &mut Fields<'_>, arch: &mut ModelArch) -> Result<(), ModelError> {
+    if let Some(dense) = f.uint(&["intermediate_size_mlp"])? {
+        arch.intermediate_size = dense;
+    }
+    if let Some(chunk) = f.uint(&["attention_chunk_size"])?.filter(|&c| c > 0) {
+        arch.sliding_window = Some(SlidingWindow {
+            window: chunk,
+            layers: SlidingLayers::AllButEvery(4),
+        });
+    }
+    Ok(())
+}
+
+/// Falcon: LayerNorm, a plain MLP, biases as `bias` says; llama.cpp's graph has only the
+/// parallel layout.
+fn falcon(f: &mut Fields<'_>, arch: &mut ModelArch, hidden: u64) -> Result<(), ModelError> {
+    let bias = f.boolean("bias").unwrap_or(false);
+    arch.attention = standard(bias, bias, false);
+    arch.mlp = Mlp::Plain;
+    arch.mlp_bias = bias;
+    arch.norm = Norm::Layer;
+    let new_arch = f.boolean("new_decoder_architecture") == Some(true);
+    let parallel = f.boolean("parallel_attn").unwrap_or(true);
+    arch.parallel_attention = new_arch || parallel;
+    arch.norms_per_layer = if new_arch || !parallel { 2 } else { 1 };
+    if f.uint(&["ffn_hidden_size"])?.is_none() {
+        arch.intermediate_size = hidden.saturating_mul(4);
+    }
+    Ok(())
+}
+
+/// DeepSeek-V2/V3's multi-head latent attention (Kimi-K2 has the same): one latent of
+/// kv_lora_rank plus the RoPE part cached per token.
+fn mla(f: &mut Fields<'_>, arch: &mut ModelArch, heads: u64) -> Result<(), ModelError> {
+    let kv_lora_rank = f.req(&["kv_lora_rank"])?;
+    let qk_rope_head_dim = f.req(&["qk_rope_head_dim"])?;
+    let qk_nope_head_dim = f.req(&["qk_nope_head_dim"])?;
+    let v_head_dim = f.req(&["v_head_dim"])?;
+    let q_lora_rank = f.uint(&["q_lora_rank"])?;
+    arch.head_dim = qk_nope_head_dim.saturating_add(qk_rope_head_dim);
+    arch.num_kv_heads = heads;
+    arch.attention = Attention::Mla {
+        q_lora_rank,
+        kv_lora_rank,
+        qk_nope_head_dim,
+        qk_rope_head_dim,
+        v_head_dim,
+    };
+    Ok(())
+}
+
+/// Sliding windows: explicit `layer_types` win; otherwise the family's rule. llama.cpp builds
+/// Mistral (as `llama`) and Qwen2/Qwen3 without any window, caching the whole context, so their
+/// `sliding_window` / `use_sliding_window` are not applied: counting the window would put the
+/// KV cache below what llama.cpp allocates (Mistral-7B-v0.1 at 32768 tokens: 576 MiB counted,
+/// 4 GiB allocated).
+pub(super) fn sliding_window(
+    ty: &ModelType,
+    f: &mut Fields<'_>,
+) -> Result<Option<SlidingWindow>, ModelError> {
+    let Some(window) = f.uint(&["sliding_window"])?.filter(|&w| w > 0) else {
+        return Ok(None);
+    };
+    if ty.window_ignored_by_llama_cpp() {
+        return Ok(None);
+    }
+    let layers = match (f.layer_types("sliding_attention"), ty) {
+        (Some(list), _) => Some(SlidingLayers::Listed(list)),
+        (None, ModelType::Gemma2) => Some(SlidingLayers::Even),
+        (None, ModelType::Gemma3) => Some(SlidingLayers::AllButEvery(
+            f.uint(&["sliding_window_pattern"])?.unwrap_or(6),
+        )),
+        _ => None,
+    };
+    Ok(layers.map(|layers| SlidingWindow { window, layers }))
+}

@@ -1,0 +1,321 @@
+//! Hugging Face `config.json` → [`ModelArch`].
+
+mod families;
+mod fields;
+mod model_type;
+mod moe;
+mod recurrent;
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::arch::{Attention, Mlp, ModelArch, ShapeField, SsmKind};
+use super::error::ModelError;
+use super::estimate::FileWeights;
+use super::ModelWarning;
+use fields::Fields;
+use model_type::ModelType;
+
+/// Families whose config.json gpumem understands field by field.
+pub const KNOWN_FAMILIES: &[&str] = &[
+    "llama",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen2_moe",
+    "qwen3",
+    "qwen3_moe",
+    "gemma",
+    "gemma2",
+    "gemma3",
+    "gemma3_text",
+    "phi3",
+    "falcon",
+    "gpt_neox",
+    "deepseek_v2",
+    "deepseek_v3",
+    "gpt_oss",
+    "llama4",
+    "llama4_text",
+    "qwen3_next",
+    "mamba",
+    "mamba2",
+    "granitemoehybrid",
+    "kimi_k2",
+    "glm4_moe",
+    "jamba",
+    "nemotron_h",
+    "falcon_h1",
+];
+
+/// Largest accepted config.json (real ones are a few KiB).
+const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
+/// Longest value from a file echoed in a message; real `model_type`s are under 32 characters.
+const MAX_ECHOED_CHARS: usize = 64;
+
+/// `text` as a message quotes it: at most [`MAX_ECHOED_CHARS`] characters, the rest named by
+/// its length, so a hostile file cannot make one error line megabytes long.
+pub(crate) fn quoted(text: &str) -> String {
+    match text.char_indices().nth(MAX_ECHOED_CHARS) {
+        None => text.to_string(),
+        Some((cut, _)) => format!("{}… ({} characters)", &text[..cut], text.chars().count()),
+    }
+}
+
+/// Reads a config.json. Returns the architecture and warnings (e.g. an unknown `model_type`
+/// read with the generic decoder formula).
+pub fn read_config(path: &Path) -> Result<(ModelArch, Vec<ModelWarning>), ModelError> {
+    read_config_with_weights(path).map(|(arch, warnings, _)| (arch, warnings))
+}
+
+/// [`read_config`], plus the checkpoint's weight bytes when its `quantization_config` fixes
+/// them (MXFP4 experts: 17 bytes per 32 weights, everything else bf16).
+pub fn read_config_with_weights(
+    path: &Path,
+) -> Result<(ModelArch, Vec<ModelWarning>, Option<FileWeights>), ModelError> {
+    let text = crate::input::read_bounded(path, MAX_CONFIG_BYTES, "a config.json")?;
+    let value: Value = serde_json::from_slice(&text).map_err(|e| ModelError::Json {
+        path: path.into(),
+        why: e.to_string(),
+    })?;
+    let name = path
+        .parent()
+        .and_then(|p| p.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "config.json".into());
+    let (arch, warnings) = parse_config(path, &name, &value)?;
+    let weights = config_weights(path, &value, &arch)?;
+    Ok((arch, warnings, weights))
+}
+
+/// Weight bytes a `quantization_config` implies (see [`super::quantized`]). Only methods whose
+/// layout the config fixes are counted; others leave the weights to `--dtype`.
+pub(crate) fn config_weights(
+    path: &Path,
+    value: &Value,
+    arch: &ModelArch,
+) -> Result<Option<FileWeights>, ModelError> {
+    let q = match value.get("quantization_config") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(q) => q,
+    };
+    let bad = |(field, why)| ModelError::BadField {
+        path: path.into(),
+        field,
+        why,
+    };
+    match super::quantized::method(q).map_err(bad)?.as_str() {
+        "mxfp4" => {
+            let m = arch.moe.as_ref().ok_or_else(|| ModelError::BadField {
+                path: path.into(),
+                field: "quantization_config.quant_method".into(),
+                why: "is mxfp4, which quantizes MoE experts, but the model has none".into(),
+            })?;
+            let matrices = match arch.mlp {
+                Mlp::Gated => 3,
+                Mlp::Plain => 2,
+            };
+            let expert_weights = u128::from(arch.moe_layers())
+                * u128::from(m.experts)
+                * matrices
+                * u128::from(arch.hidden_size)
+                * u128::from(m.expert_intermediate);
+            let total = u128::from(arch.params().total);
+            let rest = total.saturating_sub(expert_weights);
+            let bytes = expert_weights.div_ceil(32) * 17 + rest * 2;
+            Ok(Some(FileWeights {
+                parameters: arch.params().total,
+                bytes: u64::try_from(bytes).unwrap_or(u64::MAX),
+            }))
+        }
+        _ => match super::quantized::scheme(q).map_err(bad)? {
+            Some(scheme) => {
+                let kept = super::quantized::kept(q);
+                let bytes = super::quantized::checkpoint_bytes(arch, scheme, &kept);
+                Ok(Some(FileWeights {
+                    parameters: arch.params().total,
+                    bytes: u64::try_from(bytes).unwrap_or(u64::MAX),
+                }))
+            }
+            None => Ok(None),
+        },
+    }
+}
+
+/// Parses an already decoded config.json.
+pub fn parse_config(
+    path: &Path,
+    name: &str,
+    value: &Value,
+) -> Result<(ModelArch, Vec<ModelWarning>), ModelError> {
+    let map = value.as_object().ok_or_else(|| ModelError::Json {
+        path: path.into(),
+        why: "the top level is not an object".into(),
+    })?;
+    // Multimodal configs (Gemma 3, Llama 4) nest the language model; the vision tower is not
+    // counted, and the user is told so.
+    let vision = map.contains_key("vision_config");
+    let map = match map.get("text_config").and_then(Value::as_object) {
+        Some(text) if !text.contains_key("model_type") || text.get("hidden_size").is_some() => text,
+        _ => map,
+    };
+    let family = map
+        .get("model_type")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let ty = ModelType::parse(&family);
+    let mut f = Fields {
+        path,
+        map,
+        used: Vec::new(),
+    };
+    let mut warnings = Vec::new();
+    if vision {
+        warnings.push(ModelWarning::VisionTowerNotCounted);
+    }
+    let hidden = f.req(&["hidden_size", "n_embd", "d_model"])?;
+    let layers = f.req(&["num_hidden_layers", "n_layer", "num_layers"])?;
+    let ssm = match ty {
+        ModelType::Mamba => Some(SsmKind::Mamba),
+        ModelType::Mamba2 => Some(SsmKind::Mamba2),
+        _ => None,
+    };
+    if let Some(kind) = ssm {
+        let arch = recurrent::state_space(&mut f, name, hidden, layers, kind)?;
+        return plausible(path, arch).map(|arch| (arch, warnings));
+    }
+    let (mut arch, common) = decoder(&mut f, &ty, name, hidden, layers)?;
+    arch.family = if family.is_empty() {
+        "unknown".into()
+    } else {
+        family
+    };
+    let expert_blocks = families::apply(&ty, &mut f, &mut arch, &common)?;
+    if let ModelType::Other(other) = &ty {
+        warnings.push(ModelWarning::UnknownModelType {
+            model_type: quoted(other),
+            fields_used: f.used.clone(),
+        });
+    }
+    arch.moe = moe::experts(&mut f, &ty, common.intermediate)?;
+    match expert_blocks {
+        // Experts only where the pattern has E blocks, and E blocks only with experts.
+        Some(false) => arch.moe = None,
+        Some(true) if arch.moe.is_none() => return Err(f.missing("n_routed_experts")),
+        _ => {}
+    }
+    if let Some(window) = families::sliding_window(&ty, &mut f)? {
+        arch.sliding_window = Some(window);
+    }
+    plausible(path, arch).map(|arch| (arch, warnings))
+}
+
+/// The shape every decoder shares: width, layers, heads (grouped or not), vocabulary, the MLP
+/// width, tied embeddings, biases; and what the family rules need of it.
+fn decoder(
+    f: &mut Fields<'_>,
+    ty: &ModelType,
+    name: &str,
+    hidden: u64,
+    layers: u64,
+) -> Result<(ModelArch, families::Common), ModelError> {
+    let heads = f.req(&["num_attention_heads", "n_head"])?;
+    let vocab = f.req(&["vocab_size"])?;
+    let intermediate = match f.uint(&["intermediate_size", "n_inner", "ffn_hidden_size"])? {
+        Some(v) if v > 0 => v,
+        _ => hidden.saturating_mul(4),
+    };
+    let mut kv_heads = f
+        .uint(&["num_key_value_heads", "num_kv_heads", "n_head_kv"])?
+        .unwrap_or(heads);
+    if *ty == ModelType::Falcon
+        && f.boolean("multi_query") == Some(true)
+        && f.boolean("new_decoder_architecture") != Some(true)
+    {
+        kv_heads = 1;
+    }
+    let head_dim = f
+        .uint(&["head_dim"])?
+        .filter(|&d| d > 0)
+        .unwrap_or(hidden / heads);
+    if kv_heads == 0 || heads % kv_heads != 0 {
+        return Err(f.bad(
+            "num_key_value_heads",
+            format!("is {kv_heads}, which does not divide num_attention_heads {heads}"),
+        ));
+    }
+    let tie = f
+        .boolean("tie_word_embeddings")
+        .unwrap_or(ty.ties_by_default());
+    let attention_bias = f.boolean("attention_bias");
+    let mut arch =
+        super::arch::llama_like(name, hidden, intermediate, layers, heads, kv_heads, vocab);
+    arch.head_dim = head_dim;
+    arch.tie_word_embeddings = tie;
+    arch.max_position_embeddings = f.uint(&["max_position_embeddings", "n_positions"])?;
+    arch.mlp_bias = f.boolean("mlp_bias").unwrap_or(false);
+    arch.attention = Attention::Standard {
+        qkv_bias: attention_bias.unwrap_or(false),
+        o_bias: attention_bias.unwrap_or(false),
+        qk_norm: false,
+    };
+    Ok((
+        arch,
+        families::Common {
+            hidden,
+            layers,
+            heads,
+            intermediate,
+            attention_bias,
+        },
+    ))
+}
+
+/// The architecture, once it passes [`ModelArch::check_plausible`], or the field that fails.
+fn plausible(path: &Path, arch: ModelArch) -> Result<ModelArch, ModelError> {
+    arch.check_plausible()
+        .map_err(|(field, why)| ModelError::BadField {
+            path: path.into(),
+            field: config_key(&arch.family, field).into(),
+            why,
+        })?;
+    Ok(arch)
+}
+
+/// The config.json key a shape field came from in `family` (the recurrent mixers' fields are
+/// named differently in each; the inner width of Qwen3-Next and Granite is derived, so the
+/// factor the user wrote is named).
+fn config_key(family: &str, field: ShapeField) -> &'static str {
+    use ShapeField::*;
+    match (family, field) {
+        ("qwen3_next", SsmConvKernel) => "linear_conv_kernel_dim",
+        ("qwen3_next", SsmInner) => "linear_value_head_dim",
+        ("qwen3_next", SsmState) => "linear_key_head_dim",
+        ("qwen3_next", SsmDtRank) => "linear_num_value_heads",
+        ("qwen3_next", SsmGroups) => "linear_num_key_heads",
+        ("granitemoehybrid" | "jamba", SsmConvKernel) => "mamba_d_conv",
+        ("granitemoehybrid" | "jamba", SsmInner) => "mamba_expand",
+        ("granitemoehybrid" | "jamba", SsmState) => "mamba_d_state",
+        ("granitemoehybrid", SsmDtRank) => "mamba_n_heads",
+        ("jamba", SsmDtRank) => "mamba_dt_rank",
+        ("granitemoehybrid", SsmGroups) => "mamba_n_groups",
+        ("mamba2", SsmDtRank) => "num_heads",
+        ("falcon_h1", SsmConvKernel) => "mamba_d_conv",
+        ("falcon_h1", SsmInner) => "mamba_d_ssm",
+        ("falcon_h1", SsmState) => "mamba_d_state",
+        ("falcon_h1", SsmDtRank) => "mamba_n_heads",
+        ("falcon_h1", SsmGroups) => "mamba_n_groups",
+        ("nemotron_h", SsmConvKernel) => "conv_kernel",
+        ("nemotron_h", SsmInner) => "mamba_head_dim",
+        ("nemotron_h", SsmState) => "ssm_state_size",
+        ("nemotron_h", SsmDtRank) => "mamba_num_heads",
+        ("nemotron_h", SsmGroups) => "n_groups",
+        _ => field.config_name(),
+    }
+}
+
+#[cfg(test)]
+mod tests;
