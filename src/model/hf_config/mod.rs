@@ -185,7 +185,7 @@ pub fn parse_config(
     };
     if let Some(kind) = ssm {
         let arch = recurrent::state_space(&mut f, name, hidden, layers, kind)?;
-        return plausible(path, arch).map(|arch| (arch, warnings));
+        return plausible(path, &ty, arch).map(|arch| (arch, warnings));
     }
     let (mut arch, common) = decoder(&mut f, &ty, name, hidden, layers)?;
     arch.family = if family.is_empty() {
@@ -210,7 +210,7 @@ pub fn parse_config(
     if let Some(window) = families::sliding_window(&ty, &mut f)? {
         arch.sliding_window = Some(window);
     }
-    plausible(path, arch).map(|arch| (arch, warnings))
+    plausible(path, &ty, arch).map(|arch| (arch, warnings))
 }
 
 /// The shape every decoder shares: width, layers, heads (grouped or not), vocabulary, the MLP
@@ -275,11 +275,11 @@ fn decoder(
 }
 
 /// The architecture, once it passes [`ModelArch::check_plausible`], or the field that fails.
-fn plausible(path: &Path, arch: ModelArch) -> Result<ModelArch, ModelError> {
+fn plausible(path: &Path, ty: &ModelType, arch: ModelArch) -> Result<ModelArch, ModelError> {
     arch.check_plausible()
         .map_err(|(field, why)| ModelError::BadField {
             path: path.into(),
-            field: config_key(&arch.family, field).into(),
+            field: config_key(ty, field).into(),
             why,
         })?;
     Ok(arch)
@@ -288,31 +288,32 @@ fn plausible(path: &Path, arch: ModelArch) -> Result<ModelArch, ModelError> {
 /// The config.json key a shape field came from in `family` (the recurrent mixers' fields are
 /// named differently in each; the inner width of Qwen3-Next and Granite is derived, so the
 /// factor the user wrote is named).
-fn config_key(family: &str, field: ShapeField) -> &'static str {
+fn config_key(ty: &ModelType, field: ShapeField) -> &'static str {
+    use ModelType as T;
     use ShapeField::*;
-    match (family, field) {
-        ("qwen3_next", SsmConvKernel) => "linear_conv_kernel_dim",
-        ("qwen3_next", SsmInner) => "linear_value_head_dim",
-        ("qwen3_next", SsmState) => "linear_key_head_dim",
-        ("qwen3_next", SsmDtRank) => "linear_num_value_heads",
-        ("qwen3_next", SsmGroups) => "linear_num_key_heads",
-        ("granitemoehybrid" | "jamba", SsmConvKernel) => "mamba_d_conv",
-        ("granitemoehybrid" | "jamba", SsmInner) => "mamba_expand",
-        ("granitemoehybrid" | "jamba", SsmState) => "mamba_d_state",
-        ("granitemoehybrid", SsmDtRank) => "mamba_n_heads",
-        ("jamba", SsmDtRank) => "mamba_dt_rank",
-        ("granitemoehybrid", SsmGroups) => "mamba_n_groups",
-        ("mamba2", SsmDtRank) => "num_heads",
-        ("falcon_h1", SsmConvKernel) => "mamba_d_conv",
-        ("falcon_h1", SsmInner) => "mamba_d_ssm",
-        ("falcon_h1", SsmState) => "mamba_d_state",
-        ("falcon_h1", SsmDtRank) => "mamba_n_heads",
-        ("falcon_h1", SsmGroups) => "mamba_n_groups",
-        ("nemotron_h", SsmConvKernel) => "conv_kernel",
-        ("nemotron_h", SsmInner) => "mamba_head_dim",
-        ("nemotron_h", SsmState) => "ssm_state_size",
-        ("nemotron_h", SsmDtRank) => "mamba_num_heads",
-        ("nemotron_h", SsmGroups) => "n_groups",
+    match (ty, field) {
+        (T::Qwen3Next, SsmConvKernel) => "linear_conv_kernel_dim",
+        (T::Qwen3Next, SsmInner) => "linear_value_head_dim",
+        (T::Qwen3Next, SsmState) => "linear_key_head_dim",
+        (T::Qwen3Next, SsmDtRank) => "linear_num_value_heads",
+        (T::Qwen3Next, SsmGroups) => "linear_num_key_heads",
+        (T::GraniteMoeHybrid | T::Jamba, SsmConvKernel) => "mamba_d_conv",
+        (T::GraniteMoeHybrid | T::Jamba, SsmInner) => "mamba_expand",
+        (T::GraniteMoeHybrid | T::Jamba, SsmState) => "mamba_d_state",
+        (T::GraniteMoeHybrid, SsmDtRank) => "mamba_n_heads",
+        (T::Jamba, SsmDtRank) => "mamba_dt_rank",
+        (T::GraniteMoeHybrid, SsmGroups) => "mamba_n_groups",
+        (T::Mamba2, SsmDtRank) => "num_heads",
+        (T::FalconH1, SsmConvKernel) => "mamba_d_conv",
+        (T::FalconH1, SsmInner) => "mamba_d_ssm",
+        (T::FalconH1, SsmState) => "mamba_d_state",
+        (T::FalconH1, SsmDtRank) => "mamba_n_heads",
+        (T::FalconH1, SsmGroups) => "mamba_n_groups",
+        (T::NemotronH, SsmConvKernel) => "conv_kernel",
+        (T::NemotronH, SsmInner) => "mamba_head_dim",
+        (T::NemotronH, SsmState) => "ssm_state_size",
+        (T::NemotronH, SsmDtRank) => "mamba_num_heads",
+        (T::NemotronH, SsmGroups) => "n_groups",
         _ => field.config_name(),
     }
 }
