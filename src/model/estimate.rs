@@ -251,7 +251,7 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> (u128, Activati
         _ => n_kv,
     };
     // Where llama.cpp's graph is modelled node by node, its allocator's own figure.
-    if let Some(bytes) = super::ggml_graph::compute_buffer(
+    if let Some(bytes) = super::replay::compute_buffer(
         arch,
         sat(ub),
         sat(n_kv),

@@ -6,10 +6,10 @@ mod catalog;
 mod dtype;
 mod error;
 pub mod estimate;
-mod ggml_graph;
 mod gguf;
 mod hf_config;
 mod quantized;
+mod replay;
 mod safetensors_header;
 pub mod stores;
 

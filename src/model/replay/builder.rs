@@ -1,0 +1,423 @@
+//! Which of llama.cpp's graph builders an architecture runs, as far as the allocator sees it:
+//! the flags the replay follows, or `None` where the architecture's graph is not modelled.
+
+use crate::model::arch::{Attention, Mlp, ModelArch, Moe, Norm, Ssm, SsmKind};
+
+/// Which of llama.cpp's graph builders an architecture runs, as far as the allocator sees it.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Builder {
+    pub(super) qkv_bias: bool,
+    pub(super) o_bias: bool,
+    pub(super) qk_norm: bool,
+    /// gpt-oss (`openai-moe`): alternating sliding-window layers, a biased router whose
+    /// weights are a softmax over the selected experts, biased experts, and the last hidden
+    /// state kept as an output with the rows gathered after the last layer.
+    pub(super) oss: bool,
+    /// Gemma: embeddings scaled by √width and the query scaled by an op of its own; in Gemma 2
+    /// and 3, norms after attention and after the feed-forward block too.
+    pub(super) gemma: bool,
+    /// Phi-3: one fused q/k/v projection (Q, K and V are views of it) with the query scaled by
+    /// an op of its own, and one fused gate/up projection halved by SwiGLU.
+    pub(super) fused: bool,
+    /// Llama 4: chunked attention in three layers of four, the fourth without RoPE and with
+    /// its query scaled by a per-token temperature input; L2-normed q/k after RoPE; experts in
+    /// every `layer_freq`-th layer with sigmoid weights applied to the input before the experts
+    /// and a shared expert beside them.
+    pub(super) llama4: bool,
+    /// Command R7B (`cohere2`): LayerNorm, attention and the feed-forward block side by side
+    /// on one normed input, RoPE only in the sliding-window layers.
+    pub(super) cohere: bool,
+    /// Falcon (`falcon`): Command R7B's side-by-side blocks with biased LayerNorms (a second one
+    /// before attention in Falcon-40B's layout), fused q/k/v and a GELU MLP; attention's output
+    /// joins the MLP's before the residual does.
+    pub(super) falcon: bool,
+    /// StarCoder2 and GPT-NeoX (`starcoder2`, `gptneox`): biased LayerNorms, biased q/k/v (one
+    /// fused projection in GPT-NeoX) and output, a biased GELU MLP; GPT-NeoX's MLP runs beside
+    /// attention on a norm of its own unless `use_parallel_residual` is off.
+    pub(super) neox: bool,
+    /// Q, K and V from one projection, viewed apart (Phi-3, Falcon, GPT-NeoX).
+    pub(super) fused_qkv: bool,
+    /// GLM-4.5 (`glm4moe`): dense leading layers, then sigmoid-scored experts chosen with a
+    /// per-expert correction bias, normalised (and maybe scaled) weights, and a shared expert.
+    /// DeepSeek-V3's experts are routed the same way.
+    pub(super) glm: bool,
+    /// DeepSeek-V2/V3 (`deepseek2`): multi-head latent attention, and DeepSeek-V2's softmax
+    /// router whose weights are not normalised.
+    pub(super) mla: Option<Mla>,
+    /// The recurrent mixer of the layers that have one.
+    pub(super) recurrent: Option<Ssm>,
+    /// Attention without RoPE (Jamba).
+    pub(super) rope_free: bool,
+    /// The residual is the first operand of both residual adds (Jamba's `add(inpL, cur)`),
+    /// so they may take its memory first.
+    pub(super) residual_first: bool,
+    /// The routed experts' top-k weights are used as gathered (DeepSeek-V2, Jamba).
+    pub(super) unnormalised: bool,
+    /// A layer is one block (a mixer, attention, or a feed-forward block) and the residual
+    /// (Mamba, Nemotron-H).
+    pub(super) one_block: bool,
+    /// Attention and the mixer side by side on two norms of the layer's input, their sum added
+    /// to the residual before the rows are gathered (Falcon-H1).
+    pub(super) parallel: bool,
+    /// The final norm over every token is an output of its own (Nemotron-H's and
+    /// Qwen3-Next's multi-token prediction seed), the output rows gathered after it.
+    pub(super) nextn: bool,
+    /// Qwen3-Next's attention: one projection of twice the query width holding the query and
+    /// a gate, the gate's sigmoid multiplied into the attention output before `wo`.
+    pub(super) gated_attention: bool,
+    /// Qwen2-MoE (`qwen2moe`): top-k weights used as gathered, and the shared expert's gate a
+    /// sigmoid computed as `silu(x) / x` (x read twice, so the SiLU gets memory of its own).
+    pub(super) qwen2_moe: bool,
+}
+
+/// Multi-head latent attention's widths, and whether the GGUF caches the latent (`absorbed`,
+/// current conversions) or full per-head K and V (an unsplit `attn_kv_b`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Mla {
+    pub(super) q_lora: Option<u64>,
+    pub(super) kv_lora: u64,
+    pub(super) nope: u64,
+    pub(super) rope: u64,
+    pub(super) v: u64,
+    pub(super) absorbed: bool,
+}
+
+/// The decoder layouts llama.cpp builds with the graph modelled here (its `llama`, `qwen2`,
+/// `qwen3`, `qwen3moe`, `qwen2moe`, `openai-moe`, `gemma`, `gemma2`, `gemma3`, `phi3`, `llama4`,
+/// `cohere2`, `falcon`, `starcoder2`, `gptneox`, `glm4moe` and `deepseek2` builders; Mistral's
+/// and Mixtral's GGUFs are `llama`): pre-norm attention with grouped K/V, optional q/k/v and
+/// output biases, per-head q/k norms (Qwen3, Gemma 3), and a gated feed-forward or routed
+/// experts (a GELU MLP in Falcon, StarCoder2 and GPT-NeoX).
+pub(super) fn modelled(arch: &ModelArch) -> Option<Builder> {
+    if let Some(ssm) = arch.ssm {
+        return recurrent(arch, ssm);
+    }
+    let deepseek = matches!(
+        arch.family.as_str(),
+        "deepseek2" | "deepseek_v2" | "deepseek_v3" | "kimi_k2"
+    );
+    let (qkv_bias, o_bias, qk_norm, mla) = match arch.attention {
+        Attention::Standard {
+            qkv_bias,
+            o_bias,
+            qk_norm,
+        } => (qkv_bias, o_bias, qk_norm, None),
+        Attention::Mla {
+            q_lora_rank: q_lora,
+            kv_lora_rank: kv_lora,
+            qk_nope_head_dim: nope,
+            qk_rope_head_dim: rope,
+            v_head_dim: v,
+        } if deepseek => {
+            let absorbed = !arch.mla_full_cache;
+            let mla = Mla {
+                q_lora,
+                kv_lora,
+                nope,
+                rope,
+                v,
+                absorbed,
+            };
+            (false, false, false, Some(mla))
+        }
+        Attention::Mla { .. } => return None,
+    };
+    let oss = matches!(arch.family.as_str(), "gpt-oss" | "gpt_oss");
+    let gemma = matches!(
+        arch.family.as_str(),
+        "gemma" | "gemma2" | "gemma3" | "gemma3_text"
+    );
+    let fused = arch.family == "phi3";
+    let llama4 = matches!(arch.family.as_str(), "llama4" | "llama4_text");
+    let cohere = arch.family == "cohere2";
+    let falcon = arch.family == "falcon";
+    let neox = matches!(arch.family.as_str(), "starcoder2" | "gptneox" | "gpt_neox");
+    let glm = matches!(arch.family.as_str(), "glm4moe" | "glm4_moe");
+    let qwen2_moe = matches!(arch.family.as_str(), "qwen2moe" | "qwen2_moe");
+    if arch.fused_projections != fused {
+        return None;
+    }
+    let family_ok = match arch.family.as_str() {
+        "llama" | "mistral" | "mixtral" | "qwen2" | "gemma2" => !qk_norm,
+        "gemma" => !qk_norm && !qkv_bias && !o_bias && arch.sliding_window.is_none(),
+        // A gated shared expert beside the routed ones in every layer.
+        "qwen2moe" | "qwen2_moe" => {
+            !qk_norm
+                && arch.moe.as_ref().is_some_and(|m| {
+                    m.shared_gate
+                        && m.shared_intermediate > 0
+                        && m.first_dense_layers == 0
+                        && m.layer_freq <= 1
+                })
+        }
+        "phi3" => !qk_norm && !qkv_bias && arch.moe.is_none() && arch.sliding_window.is_none(),
+        "qwen3" | "qwen3moe" | "qwen3_moe" | "gemma3" | "gemma3_text" => qk_norm,
+        "llama4" | "llama4_text" => !qk_norm && !qkv_bias && !o_bias,
+        "cohere2" => !qk_norm && !qkv_bias && !o_bias && arch.moe.is_none(),
+        "falcon" => {
+            !qk_norm
+                && !qkv_bias
+                && !o_bias
+                && arch.moe.is_none()
+                && arch.parallel_attention
+                && arch.mlp == Mlp::Plain
+                && !arch.mlp_bias
+        }
+        "starcoder2" | "gptneox" | "gpt_neox" => {
+            !qk_norm
+                && qkv_bias
+                && o_bias
+                && arch.moe.is_none()
+                && arch.mlp == Mlp::Plain
+                && arch.mlp_bias
+                && (arch.family != "starcoder2" || !arch.parallel_attention)
+        }
+        _ if deepseek => arch.moe.as_ref().is_some_and(|m| m.layer_freq <= 1),
+        "glm4moe" | "glm4_moe" => {
+            !o_bias
+                && arch
+                    .moe
+                    .as_ref()
+                    .is_some_and(|m| m.router_bias && m.layer_freq <= 1)
+        }
+        _ => oss && !qk_norm && arch.moe.is_some() && arch.sliding_window.is_some(),
+    };
+    // Gemma 2 and 3's four norms a layer (Gemma 1's two) and its separately scaled query, and
+    // only Gemma's; Command R7B's one norm.
+    let gemma_ok = if gemma {
+        let norms = if arch.family == "gemma" { 2 } else { 4 };
+        arch.norms_per_layer == norms && arch.query_prescaled && arch.moe.is_none()
+    } else if cohere {
+        arch.norms_per_layer == 1 && !arch.query_prescaled
+    } else if falcon {
+        (1..=2).contains(&arch.norms_per_layer) && !arch.query_prescaled
+    } else {
+        arch.norms_per_layer == 2 && !arch.query_prescaled
+    };
+    // Experts as llama.cpp's `build_moe_ffn` routes them for these builders: a router in every
+    // layer, top-k weights, no shared expert; a routing bias only in gpt-oss's builder.
+    let moe_ok = arch.moe.as_ref().is_none_or(|m| {
+        (llama4
+            || glm
+            || deepseek
+            || qwen2_moe
+            || (m.shared_intermediate == 0 && m.first_dense_layers == 0 && m.layer_freq <= 1))
+            && (oss || glm || deepseek || !m.router_bias)
+            && (glm || deepseek || !m.scaled_weights)
+            && (qwen2_moe || !m.shared_gate)
+            && routable(m)
+    });
+    let plain = moe_ok
+        && gemma_ok
+        && arch.ssm.is_none()
+        && (oss || gemma || llama4 || cohere || arch.sliding_window.is_none())
+        && (falcon || neox || arch.mlp == Mlp::Gated)
+        && (oss || neox || !arch.mlp_bias)
+        // Command R7B's norm is a LayerNorm without a bias, which a GGUF cannot tell from an
+        // RMSNorm: either is taken.
+        && (cohere
+            || if falcon || neox {
+                arch.norm == Norm::Layer
+            } else {
+                arch.norm == Norm::Rms
+            })
+        && (oss || !arch.attention_sinks)
+        && (falcon || neox || !arch.parallel_attention)
+        && !arch.attn_output_gate
+        && !arch.embedding_norm
+        && arch.num_layers > 0
+        && arch.num_heads > 0
+        && arch.num_kv_heads > 0
+        && arch.head_dim > 0;
+    (family_ok && plain).then_some(Builder {
+        qkv_bias,
+        o_bias,
+        qk_norm,
+        oss,
+        gemma,
+        fused,
+        llama4,
+        cohere,
+        falcon,
+        neox,
+        fused_qkv: fused || falcon || (neox && arch.family != "starcoder2"),
+        glm: glm || (deepseek && arch.moe.as_ref().is_some_and(|m| m.router_bias)),
+        mla,
+        unnormalised: qwen2_moe
+            || (mla.is_some() && !(arch.moe.as_ref().is_some_and(|m| m.router_bias))),
+        qwen2_moe,
+        ..Builder::default()
+    })
+}
+
+/// The recurrent and hybrid layouts modelled here: llama.cpp's `mamba` (Mamba, FalconMamba,
+/// Mamba-2), `jamba`, `nemotron_h` (and `nemotron_h_moe`), `falcon-h1`, `granitehybrid` and
+/// `qwen3next` builders.
+pub(super) fn recurrent(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
+    let sane = ssm.inner > 0
+        && ssm.state > 0
+        && ssm.dt_rank > 0
+        && ssm.conv_kernel > 1
+        && arch.num_layers > 0
+        && !arch.embedding_norm
+        && arch.norm == Norm::Rms;
+    if !sane {
+        return None;
+    }
+    match (arch.family.as_str(), ssm.kind) {
+        ("mamba", SsmKind::Mamba) | ("mamba2", SsmKind::Mamba2) => (arch.attention_layer_count()
+            == 0
+            && arch.moe.is_none()
+            && !arch.ffn_blocks_alone
+            && arch.norms_per_layer == 1)
+            .then_some(Builder {
+                recurrent: Some(ssm),
+                one_block: true,
+                ..Builder::default()
+            }),
+        ("jamba", SsmKind::JambaMamba) => {
+            let attention_ok =
+                standard_attention(arch) && !arch.parallel_attention && !arch.ffn_blocks_alone;
+            // llama.cpp's Jamba routes by softmax, top-k weights as gathered, no shared expert.
+            let moe_ok = arch.moe.as_ref().is_none_or(|m| {
+                m.shared_intermediate == 0
+                    && !m.router_bias
+                    && !m.shared_gate
+                    && m.groups.0 <= 1
+                    && routable(m)
+            });
+            (attention_ok && moe_ok && pre_norm_gated(arch)).then_some(Builder {
+                recurrent: Some(ssm),
+                rope_free: true,
+                residual_first: true,
+                unnormalised: true,
+                ..Builder::default()
+            })
+        }
+        ("nemotron_h" | "nemotron_h_moe", SsmKind::Mamba2) => {
+            // Experts as Nemotron-H routes them: sigmoid scores with a correction bias,
+            // normalised top-k weights, a squared-ReLU shared expert beside them.
+            let moe_ok = arch
+                .moe
+                .as_ref()
+                .is_none_or(|m| m.router_bias && !m.shared_gate && m.groups.0 <= 1 && routable(m));
+            (standard_attention(arch)
+                && moe_ok
+                && arch.ffn_blocks_alone
+                && arch.mlp == Mlp::Plain
+                && !arch.mlp_bias
+                && arch.norms_per_layer == 1)
+                .then_some(Builder {
+                    recurrent: Some(ssm),
+                    rope_free: true,
+                    one_block: true,
+                    nextn: true,
+                    glm: arch.moe.is_some(),
+                    ..Builder::default()
+                })
+        }
+        ("qwen3next" | "qwen3_next", SsmKind::GatedDeltaNet) => {
+            // llama.cpp's fused gated-delta-net op needs key and value heads of one size, and
+            // whole value heads per key head.
+            let heads_ok = ssm.groups > 0
+                && ssm.dt_rank % ssm.groups == 0
+                && ssm.inner % ssm.dt_rank == 0
+                && ssm.inner / ssm.dt_rank == ssm.state;
+            let attention_ok = arch.attention
+                == Attention::Standard {
+                    qkv_bias: false,
+                    o_bias: false,
+                    qk_norm: true,
+                }
+                && arch.attn_output_gate
+                && arch.num_heads > 0
+                && arch.num_kv_heads > 0
+                && arch.head_dim > 0
+                && arch.sliding_window.is_none()
+                && !arch.attention_sinks
+                && !arch.fused_projections
+                && !arch.parallel_attention
+                && !arch.ffn_blocks_alone;
+            // Softmax-routed experts in every layer, normalised top-k weights, and beside them
+            // a shared expert scaled by a sigmoid gate of its own.
+            let moe_ok = arch.moe.as_ref().is_none_or(|m| {
+                m.shared_intermediate > 0
+                    && m.shared_gate
+                    && !m.router_bias
+                    && m.groups.0 <= 1
+                    && m.first_dense_layers == 0
+                    && m.layer_freq <= 1
+                    && routable(m)
+            });
+            (heads_ok && attention_ok && moe_ok && pre_norm_gated(arch)).then_some(Builder {
+                recurrent: Some(ssm),
+                qk_norm: true,
+                gated_attention: true,
+                nextn: true,
+                ..Builder::default()
+            })
+        }
+        ("granitehybrid" | "granitemoehybrid", SsmKind::Mamba2) => {
+            // Granite-4.0-H: Jamba's layout with Mamba-2 mixers, RoPE unless the file turns it
+            // off, and softmax-routed experts with normalised weights beside a plain shared one.
+            let moe_ok = arch.moe.as_ref().is_none_or(|m| {
+                !m.router_bias
+                    && !m.shared_gate
+                    && m.groups.0 <= 1
+                    && m.first_dense_layers == 0
+                    && m.layer_freq <= 1
+                    && routable(m)
+            });
+            (standard_attention(arch)
+                && !arch.parallel_attention
+                && !arch.ffn_blocks_alone
+                && moe_ok
+                && pre_norm_gated(arch))
+            .then_some(Builder {
+                recurrent: Some(ssm),
+                rope_free: arch.no_rope,
+                ..Builder::default()
+            })
+        }
+        ("falcon-h1", SsmKind::Mamba2) => (standard_attention(arch)
+            && arch.parallel_attention
+            && arch.moe.is_none()
+            && arch.mlp == Mlp::Gated
+            && !arch.mlp_bias
+            && arch.norms_per_layer == 2)
+            .then_some(Builder {
+                recurrent: Some(ssm),
+                parallel: true,
+                ..Builder::default()
+            }),
+        _ => None,
+    }
+}
+
+/// A layer of two pre-norms (before the mixer or attention, and before the feed-forward block),
+/// a gated feed-forward block without biases, and no separately scaled query.
+pub(super) fn pre_norm_gated(arch: &ModelArch) -> bool {
+    arch.mlp == Mlp::Gated && !arch.mlp_bias && arch.norms_per_layer == 2 && !arch.query_prescaled
+}
+
+/// Experts `build_moe_ffn` can route: a top-k within the expert count.
+pub(super) fn routable(m: &Moe) -> bool {
+    m.experts > 0 && (1..=m.experts).contains(&m.experts_per_token)
+}
+
+/// Plain attention over a full cache: separate q/k/v projections without biases or norms.
+pub(super) fn standard_attention(arch: &ModelArch) -> bool {
+    arch.attention
+        == Attention::Standard {
+            qkv_bias: false,
+            o_bias: false,
+            qk_norm: false,
+        }
+        && arch.num_heads > 0
+        && arch.num_kv_heads > 0
+        && arch.head_dim > 0
+        && arch.sliding_window.is_none()
+        && !arch.attn_output_gate
+        && !arch.attention_sinks
+        && !arch.fused_projections
+}

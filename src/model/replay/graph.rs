@@ -1,0 +1,367 @@
+//! ggml's graph as the allocator sees it, and the allocator (`ggml-alloc.c`): tensors of a
+//! kind (fresh, in place, a view, an input, a weight) in graph order, each freed after its last
+//! consumer, placed best fit over the free blocks with the last block growing the buffer.
+
+pub(super) fn sat(v: u128) -> u64 {
+    u64::try_from(v).unwrap_or(u64::MAX)
+}
+
+/// Past 256 TiB a tensor fits no device: shapes with one are not replayed (the stage formulas,
+/// which saturate, answer then), so the offsets here stay far from overflow.
+pub(super) const MOST: u64 = 1 << 48;
+
+/// The CPU backend's tensor alignment (`TENSOR_ALIGNMENT`).
+pub(super) const ALIGNMENT: u64 = 32;
+
+// Distinct layouts for the in-place check (only same-shaped tensors share memory).
+pub(super) const MODEL: u64 = 1;
+
+pub(super) const QUERY: u64 = 2;
+
+pub(super) const KV: u64 = 3;
+
+pub(super) const FFN: u64 = 4;
+
+pub(super) const SCORES: u64 = 5;
+
+pub(super) const Q3: u64 = 6;
+
+pub(super) const K3: u64 = 7;
+
+pub(super) const OTHER: u64 = 8;
+
+pub(super) const ROUTER: u64 = 9;
+
+pub(super) const ROUTER_IDS: u64 = 10;
+
+pub(super) const WEIGHTS: u64 = 11;
+
+pub(super) const SUMS: u64 = 12;
+
+pub(super) const EXPERT_FFN: u64 = 13;
+
+pub(super) const EXPERT_OUT: u64 = 14;
+
+pub(super) const LATENT: u64 = 15;
+
+pub(super) const INNER: u64 = 16;
+
+pub(super) const INPUT_LAYOUT: u64 = u64::MAX;
+
+/// What the allocator needs to know of an op: whether ggml may compute it in its first
+/// parent's memory (`ggml_op_can_inplace`), or whether it is only a view of another tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    /// A leaf: an input the allocator places (tokens, positions, masks), or memory it does not
+    /// own (weights, the KV cache).
+    Leaf,
+    /// An op that may reuse a parent's memory (add, mul, rms_norm, rope, soft_max, …).
+    InPlace,
+    /// An op that always gets memory of its own (mul_mat, get_rows, flash attention, …).
+    Fresh,
+    /// A view, reshape, permute or set_rows result: memory of `view_src`.
+    View,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct Tensor {
+    pub(super) kind: Kind,
+    pub(super) bytes: u64,
+    /// Shape tag: tensors may share memory in place only when their layouts agree.
+    pub(super) layout: u64,
+    pub(super) srcs: Vec<usize>,
+    pub(super) view_src: Option<usize>,
+    pub(super) input: bool,
+    pub(super) output: bool,
+    /// Weights and the KV cache: allocated elsewhere.
+    pub(super) external: bool,
+}
+
+/// A computation graph in llama.cpp's evaluation order.
+#[derive(Debug, Default)]
+pub(super) struct Graph {
+    pub(super) tensors: Vec<Tensor>,
+    pub(super) nodes: Vec<usize>,
+    pub(super) leafs: Vec<usize>,
+    pub(super) seen: Vec<bool>,
+}
+
+impl Graph {
+    pub(super) fn push(&mut self, t: Tensor) -> usize {
+        self.tensors.push(t);
+        self.seen.push(false);
+        self.tensors.len() - 1
+    }
+
+    /// Memory the allocator does not place (a weight or the KV cache).
+    pub(super) fn external(&mut self) -> usize {
+        self.push(Tensor {
+            kind: Kind::Leaf,
+            bytes: 0,
+            layout: 0,
+            srcs: Vec::new(),
+            view_src: None,
+            input: false,
+            output: false,
+            external: true,
+        })
+    }
+
+    pub(super) fn input(&mut self, bytes: u64) -> usize {
+        self.push(Tensor {
+            kind: Kind::Leaf,
+            bytes,
+            // Inputs never share memory in place with the ops' outputs.
+            layout: INPUT_LAYOUT,
+            srcs: Vec::new(),
+            view_src: None,
+            input: true,
+            output: false,
+            external: false,
+        })
+    }
+
+    pub(super) fn op(&mut self, kind: Kind, bytes: u64, layout: u64, srcs: &[usize]) -> usize {
+        self.push(Tensor {
+            kind,
+            bytes,
+            layout,
+            srcs: srcs.to_vec(),
+            view_src: None,
+            input: false,
+            output: false,
+            external: false,
+        })
+    }
+
+    /// A view of `src` (of its own source when `src` is itself a view, as ggml records it).
+    pub(super) fn view(&mut self, src: usize, layout: u64) -> usize {
+        let root = self.tensors[src].view_src.unwrap_or(src);
+        let bytes = self.tensors[src].bytes;
+        self.push(Tensor {
+            kind: Kind::View,
+            bytes,
+            layout,
+            srcs: vec![src],
+            view_src: Some(root),
+            input: false,
+            output: false,
+            external: self.tensors[root].external,
+        })
+    }
+
+    /// `ggml_set_rows(dest, rows, indices)`: a view of `dest` whose sources are, as ggml orders
+    /// them, the rows, the indices and `dest`.
+    pub(super) fn set_rows(&mut self, dest: usize, rows: usize, indices: usize) -> usize {
+        self.write(dest, &[rows, indices, dest])
+    }
+
+    /// `ggml_cpy(src, dest)`: a view of `dest` that reads `src`.
+    pub(super) fn copy(&mut self, src: usize, dest: usize) -> usize {
+        self.write(dest, &[src, dest])
+    }
+
+    /// An op that writes into `dest` (a view of it) from `srcs`.
+    pub(super) fn write(&mut self, dest: usize, srcs: &[usize]) -> usize {
+        let root = self.tensors[dest].view_src.unwrap_or(dest);
+        self.push(Tensor {
+            kind: Kind::View,
+            bytes: self.tensors[dest].bytes,
+            layout: 0,
+            srcs: srcs.to_vec(),
+            view_src: Some(root),
+            input: false,
+            output: false,
+            external: self.tensors[root].external,
+        })
+    }
+
+    /// `ggml_build_forward_expand`: appends `t` and its unvisited ancestors, parents first.
+    pub(super) fn expand(&mut self, t: usize) {
+        // Iterative depth-first post-order (a deep model's chain of layers would otherwise
+        // recurse once per tensor).
+        let mut stack = vec![(t, 0usize)];
+        while let Some((i, next)) = stack.pop() {
+            if next == 0 {
+                if self.seen[i] {
+                    continue;
+                }
+                self.seen[i] = true;
+            }
+            if let Some(&src) = self.tensors[i].srcs.get(next) {
+                stack.push((i, next + 1));
+                if !self.seen[src] {
+                    stack.push((src, 0));
+                }
+                continue;
+            }
+            if self.tensors[i].kind == Kind::Leaf {
+                self.leafs.push(i);
+            } else {
+                self.nodes.push(i);
+            }
+        }
+    }
+}
+
+pub(super) fn aligned(bytes: u64) -> u64 {
+    bytes.div_ceil(ALIGNMENT) * ALIGNMENT
+}
+
+/// ggml's dynamic tensor allocator over one buffer: free blocks sorted by offset, the last one
+/// unbounded.
+#[derive(Debug)]
+pub(super) struct Blocks {
+    pub(super) free: Vec<(u64, u64)>,
+    pub(super) high: u64,
+}
+
+impl Blocks {
+    pub(super) fn new() -> Self {
+        Blocks {
+            free: vec![(0, u64::MAX / 2)],
+            high: 0,
+        }
+    }
+
+    pub(super) fn alloc(&mut self, bytes: u64) -> u64 {
+        let size = aligned(bytes);
+        // Best fit among all blocks but the last; the last (which grows the buffer) otherwise.
+        let last = self.free.len() - 1;
+        let mut best = None;
+        let mut best_size = u64::MAX;
+        for (i, &(_, len)) in self.free[..last].iter().enumerate() {
+            if len >= size && len <= best_size {
+                best = Some(i);
+                best_size = len;
+            }
+        }
+        let i = best.unwrap_or(last);
+        let offset = self.free[i].0;
+        self.free[i].0 += size;
+        self.free[i].1 -= size;
+        if self.free[i].1 == 0 {
+            self.free.remove(i);
+        }
+        self.high = self.high.max(offset + size);
+        offset
+    }
+
+    pub(super) fn release(&mut self, offset: u64, bytes: u64) {
+        let size = aligned(bytes);
+        for i in 0..self.free.len() {
+            let (start, len) = self.free[i];
+            if start + len == offset {
+                self.free[i].1 += size;
+                if i + 1 < self.free.len() && self.free[i].0 + self.free[i].1 == self.free[i + 1].0
+                {
+                    self.free[i].1 += self.free[i + 1].1;
+                    self.free.remove(i + 1);
+                }
+                return;
+            }
+            if offset + size == start {
+                self.free[i].0 = offset;
+                self.free[i].1 += size;
+                if i > 0 && self.free[i - 1].0 + self.free[i - 1].1 == offset {
+                    self.free[i - 1].1 += self.free[i].1;
+                    self.free.remove(i);
+                }
+                return;
+            }
+        }
+        let at = self.free.partition_point(|&(start, _)| start < offset);
+        self.free.insert(at, (offset, size));
+    }
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Slot {
+    pub(super) allocated: bool,
+    pub(super) children: u32,
+    pub(super) views: u32,
+    pub(super) offset: u64,
+}
+
+/// The buffer ggml's graph allocator reserves for `g` (`ggml_gallocr_reserve`).
+pub(super) fn reserve(g: &Graph) -> u64 {
+    let mut blocks = Blocks::new();
+    let mut slots = vec![Slot::default(); g.tensors.len()];
+    let allocate = |i: usize, slots: &mut [Slot], blocks: &mut Blocks| {
+        let t = &g.tensors[i];
+        if t.external || slots[i].allocated || t.view_src.is_some() {
+            return;
+        }
+        slots[i].allocated = true;
+        if t.kind == Kind::InPlace {
+            for &p in &t.srcs {
+                let parent = &g.tensors[p];
+                // Only memory the allocator placed itself (never a view's), never an output,
+                // only of the same layout, and only when this op is the parent's last use.
+                if !slots[p].allocated || parent.output || parent.layout != t.layout {
+                    continue;
+                }
+                if slots[p].children == 1 && slots[p].views == 0 {
+                    slots[i].offset = slots[p].offset;
+                    slots[p].allocated = false;
+                    if aligned(parent.bytes) > aligned(t.bytes) {
+                        blocks.release(
+                            slots[p].offset + aligned(t.bytes),
+                            aligned(parent.bytes) - aligned(t.bytes),
+                        );
+                    }
+                    return;
+                }
+            }
+        }
+        slots[i].offset = blocks.alloc(t.bytes);
+    };
+    for &leaf in &g.leafs {
+        allocate(leaf, &mut slots, &mut blocks);
+    }
+    for &n in &g.nodes {
+        if let Some(root) = g.tensors[n].view_src {
+            slots[root].views += 1;
+        }
+        if g.tensors[n].input {
+            allocate(n, &mut slots, &mut blocks);
+        }
+        for &s in &g.tensors[n].srcs {
+            slots[s].children += 1;
+            if g.tensors[s].input {
+                allocate(s, &mut slots, &mut blocks);
+            }
+        }
+    }
+    for &n in &g.nodes {
+        for &p in &g.tensors[n].srcs {
+            allocate(p, &mut slots, &mut blocks);
+        }
+        allocate(n, &mut slots, &mut blocks);
+        for &p in &g.tensors[n].srcs {
+            slots[p].children -= 1;
+            if slots[p].children != 0 || slots[p].views != 0 {
+                continue;
+            }
+            match g.tensors[p].view_src {
+                Some(root) => {
+                    slots[root].views -= 1;
+                    if slots[root].views == 0
+                        && slots[root].children == 0
+                        && slots[root].allocated
+                        && !g.tensors[root].output
+                    {
+                        blocks.release(slots[root].offset, g.tensors[root].bytes);
+                        slots[root].allocated = false;
+                    }
+                }
+                None if slots[p].allocated && !g.tensors[p].output => {
+                    blocks.release(slots[p].offset, g.tensors[p].bytes);
+                    slots[p].allocated = false;
+                }
+                None => {}
+            }
+        }
+    }
+    blocks.high
+}

@@ -1,0 +1,330 @@
+//! The recurrent mixers' graphs: Mamba and Mamba-2 (`build_mamba_layer`, `build_mamba2_layer`)
+//! and Qwen3-Next's Gated DeltaNet, with the state reads and writes around them.
+
+use super::graph::*;
+use crate::model::arch::{Ssm, SsmKind};
+
+/// The recurrent state's graph inputs: which cached state each sequence reads (one sequence
+/// here), and the rows past them (none).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct StateInputs {
+    pub(super) main: usize,
+    pub(super) extra: usize,
+}
+
+/// `build_rs`: the states of one layer's cache `all` cleared where new, read by `rows` (a `get_rows`, or Mamba's scan), and the rows of
+/// sequences not in the batch copied back (none here).
+pub(super) fn read_states(
+    g: &mut Graph,
+    all: usize,
+    inputs: StateInputs,
+    rows: impl FnOnce(&mut Graph, usize, usize) -> usize,
+) -> usize {
+    let states = g.view(all, OTHER);
+    let zero = g.view(states, OTHER);
+    let cleared = g.view(zero, OTHER);
+    g.expand(cleared);
+    let out = rows(g, states, inputs.main);
+    g.expand(out);
+    let extra = g.op(Kind::Fresh, 0, OTHER, &[states, inputs.extra]);
+    let dest = g.view(all, OTHER);
+    let copied = g.copy(extra, dest);
+    g.expand(copied);
+    out
+}
+
+/// The convolution's input: the cached columns beside the new inputs (transposed), its last
+/// `d_conv − 1` columns copied back into the layer's cache `conv_all`.
+pub(super) fn convolution_input(
+    g: &mut Graph,
+    (cached, new): (usize, usize),
+    bytes: u64,
+    conv_all: usize,
+) -> usize {
+    let transposed = g.view(new, OTHER);
+    let conv_x = g.op(Kind::Fresh, bytes, OTHER, &[cached, transposed]);
+    let last = g.view(conv_x, OTHER);
+    let dest = g.view(conv_all, OTHER);
+    let saved = g.copy(last, dest);
+    g.expand(saved);
+    conv_x
+}
+
+/// One Mamba mixer over `cur` (`tokens` tokens, one sequence), as llama.cpp's
+/// `build_mamba_layer` (v1) and `build_mamba2_layer` build it: the in-projection (v1: x and z;
+/// v2: z, x/B/C and Δ in one), the convolution over the cached and new inputs (its last
+/// `d_conv − 1` columns written back), Δ, B and C (v1: projected from x, normed for Jamba and
+/// FalconMamba; v2: views of the convolution's output and the projection), the selective scan
+/// from the cached state (its final state written back), the skip term, the z gate, Mamba-2's
+/// grouped norm where the model has one, and the out-projection. Returns the mixer's output.
+pub(super) fn mamba(
+    g: &mut Graph,
+    cur: usize,
+    s: &Ssm,
+    inputs: StateInputs,
+    tokens: u64,
+    model: u64,
+) -> Option<usize> {
+    let v2 = s.kind == SsmKind::Mamba2;
+    let f32 = |elems: u64| elems.checked_mul(4);
+    let width = |n: u64| f32(n.checked_mul(tokens)?);
+    let inner = width(s.inner)?;
+    let channels = u64::try_from(s.conv_channels()).ok()?;
+    let past = s.conv_kernel - 1;
+    let scan_out = f32(s
+        .inner
+        .checked_mul(tokens)?
+        .checked_add(s.state.checked_mul(s.inner)?)?)?;
+    let (conv_all, ssm_all) = (g.external(), g.external());
+    let conv_state = f32(past.checked_mul(channels)?)?;
+    // Mamba-2's in-projection (z, x/B/C and Δ), the widest per-token tensor of either kind.
+    let in_proj = width(channels.checked_add(s.inner)?.checked_add(s.dt_rank)?)?;
+    let conv_x_bytes = f32(past.checked_add(tokens)?.checked_mul(channels)?)?;
+    if [conv_state, in_proj, conv_x_bytes, scan_out]
+        .iter()
+        .any(|&bytes| bytes > MOST)
+    {
+        return None;
+    }
+    let conv = read_states(g, conv_all, inputs, |g, states, ids| {
+        g.op(Kind::Fresh, conv_state, OTHER, &[states, ids])
+    });
+    let conv = g.view(conv, OTHER);
+    let w_in = g.external();
+    // The projection's z, the convolution's input, and (Mamba-2) Δ.
+    let (z, conv_in, dt) = if v2 {
+        let zx = g.op(Kind::Fresh, in_proj, OTHER, &[w_in, cur]);
+        let zx = g.view(zx, OTHER);
+        let (z, xbc, dt) = (g.view(zx, OTHER), g.view(zx, OTHER), g.view(zx, OTHER));
+        (z, xbc, Some(dt))
+    } else {
+        let cur = g.view(cur, OTHER);
+        let xz = g.op(
+            Kind::Fresh,
+            width(s.inner.checked_mul(2)?)?,
+            OTHER,
+            &[w_in, cur],
+        );
+        let x = g.view(xz, OTHER);
+        (g.view(xz, OTHER), x, None)
+    };
+    let conv_x = convolution_input(g, (conv, conv_in), conv_x_bytes, conv_all);
+    let (w_conv, b) = (g.external(), g.external());
+    let conv_out = width(channels)?;
+    let layout = if v2 { OTHER } else { INNER };
+    let x = g.op(Kind::Fresh, conv_out, layout, &[conv_x, w_conv]);
+    let x = g.op(Kind::InPlace, conv_out, layout, &[x, b]);
+    let x = g.op(Kind::InPlace, conv_out, layout, &[x]);
+    let (scan_x, dt, bs, cs) = match dt {
+        Some(dt) => {
+            let (scan_x, bs, cs) = (g.view(x, OTHER), g.view(x, OTHER), g.view(x, OTHER));
+            let heads = width(s.dt_rank)?;
+            let dt = g.op(Kind::Fresh, heads, OTHER, &[dt]);
+            let b = g.external();
+            (scan_x, g.op(Kind::InPlace, heads, OTHER, &[dt, b]), bs, cs)
+        }
+        None => {
+            let w_x = g.external();
+            let dt_b_c = width(s.dt_rank.checked_add(s.state.checked_mul(2)?)?)?;
+            let x_db = g.op(Kind::Fresh, dt_b_c, OTHER, &[w_x, x]);
+            let (dt, bs, cs) = (
+                g.view(x_db, OTHER),
+                g.view(x_db, OTHER),
+                g.view(x_db, OTHER),
+            );
+            // Jamba's norms carry weights, FalconMamba's do not; either way each is a tensor
+            // of its own (a view's memory is never reused in place).
+            let weighted = s.kind == SsmKind::JambaMamba;
+            let (dt, bs, cs) = if weighted || s.norm {
+                let norm = |g: &mut Graph, t: usize, bytes: u64| {
+                    let n = g.op(Kind::InPlace, bytes, OTHER, &[t]);
+                    if !weighted {
+                        return n;
+                    }
+                    let w = g.external();
+                    g.op(Kind::InPlace, bytes, OTHER, &[n, w])
+                };
+                let state = width(s.state)?;
+                (
+                    norm(g, dt, width(s.dt_rank)?),
+                    norm(g, bs, state),
+                    norm(g, cs, state),
+                )
+            } else {
+                (g.op(Kind::Fresh, width(s.dt_rank)?, OTHER, &[dt]), bs, cs)
+            };
+            let (w_dt, b) = (g.external(), g.external());
+            let dt = g.op(Kind::Fresh, inner, INNER, &[w_dt, dt]);
+            let dt = g.op(Kind::InPlace, inner, INNER, &[dt, b]);
+            (g.view(x, OTHER), dt, bs, cs)
+        }
+    };
+    let a = g.external();
+    let y_ssm = read_states(g, ssm_all, inputs, |g, states, ids| {
+        let ssm = g.view(states, OTHER);
+        g.op(
+            Kind::Fresh,
+            scan_out,
+            OTHER,
+            &[ssm, scan_x, dt, a, bs, cs, ids],
+        )
+    });
+    let last_state = g.view(y_ssm, OTHER);
+    let dest = g.view(ssm_all, OTHER);
+    let saved = g.copy(last_state, dest);
+    g.expand(saved);
+    let y = g.view(y_ssm, INNER);
+    let d = g.external();
+    // Mamba scales its own x (in place); Mamba-2 a view of the convolution's output.
+    let skip_of = if v2 { scan_x } else { x };
+    let skip = g.op(Kind::InPlace, inner, INNER, &[skip_of, d]);
+    let y = g.op(Kind::InPlace, inner, INNER, &[y, skip]);
+    let z = g.op(Kind::Fresh, inner, INNER, &[z]);
+    let mut y = g.op(Kind::Fresh, inner, INNER, &[z, y]);
+    if v2 && s.norm {
+        let grouped = g.view(y, OTHER);
+        let n = g.op(Kind::InPlace, inner, INNER, &[grouped]);
+        let w = g.external();
+        y = g.op(Kind::InPlace, inner, INNER, &[n, w]);
+    }
+    let w_out = g.external();
+    if v2 {
+        let y = g.view(y, OTHER);
+        Some(g.op(Kind::Fresh, model, MODEL, &[w_out, y]))
+    } else {
+        let out = g.op(Kind::Fresh, model, MODEL, &[w_out, y]);
+        Some(g.view(out, MODEL))
+    }
+}
+
+/// One gated DeltaNet mixer over `cur` (`tokens` tokens, one sequence), as llama.cpp's
+/// `qwen3next` builder makes it with the fused gated-delta-net op its CPU backend runs: q, k
+/// and v (and the output gate z) projected, either by one matrix whose parts are copied out
+/// (`joint`, older GGUFs) or by two; β and α projected, β's sigmoid and α's softplus-scaled
+/// decay; the convolution over the cached and new inputs (its last `d_conv − 1` columns
+/// written back) and its SiLU; q and k L2-normed, repeated to the value heads where there are
+/// fewer; the delta rule from the cached state (its output beside the final state, which is
+/// written back); the gated norm with z, and the out-projection.
+pub(super) fn delta_net(
+    g: &mut Graph,
+    cur: usize,
+    s: &Ssm,
+    inputs: StateInputs,
+    tokens: u64,
+    (model, joint): (u64, bool),
+) -> Option<usize> {
+    let f32 = |elems: u64| elems.checked_mul(4);
+    let width = |n: u64| f32(n.checked_mul(tokens)?);
+    let (head, key_heads, value_heads) = (s.state, s.groups, s.dt_rank);
+    let key = width(head.checked_mul(key_heads)?)?;
+    let value = width(s.inner)?;
+    let channels = head
+        .checked_mul(key_heads)?
+        .checked_mul(2)?
+        .checked_add(s.inner)?;
+    let past = s.conv_kernel - 1;
+    let conv_state = f32(past.checked_mul(channels)?)?;
+    let conv_x_bytes = f32(past.checked_add(tokens)?.checked_mul(channels)?)?;
+    let repeated = width(head.checked_mul(value_heads)?)?;
+    let state = f32(head.checked_mul(s.inner)?)?;
+    // The op's output: every token's value rows, then the final state.
+    let delta_out = f32(s.inner.checked_mul(tokens.checked_add(head)?)?)?;
+    let qkvz = width(channels.checked_add(s.inner)?)?;
+    if [conv_x_bytes, qkvz, delta_out, state, repeated]
+        .iter()
+        .any(|&bytes| bytes > MOST)
+    {
+        return None;
+    }
+    // The builder expands the layer's normed input before anything else (the Mamba builders
+    // read their states first).
+    g.expand(cur);
+    let (conv_all, ssm_all) = (g.external(), g.external());
+    let conv = read_states(g, conv_all, inputs, |g, states, ids| {
+        g.op(Kind::Fresh, conv_state, OTHER, &[states, ids])
+    });
+    let conv = g.view(conv, OTHER);
+    let (mixed, z) = if joint {
+        let w = g.external();
+        let qkvz = g.op(Kind::Fresh, qkvz, OTHER, &[w, cur]);
+        let parts = g.view(qkvz, OTHER);
+        let mut copy = |bytes: u64| {
+            let part = g.view(parts, OTHER);
+            g.op(Kind::Fresh, bytes, OTHER, &[part])
+        };
+        let (q, k) = (copy(key), copy(key));
+        let v = copy(value);
+        let z = copy(value);
+        let qk = g.op(Kind::Fresh, key.checked_mul(2)?, OTHER, &[q, k]);
+        (g.op(Kind::Fresh, width(channels)?, OTHER, &[qk, v]), z)
+    } else {
+        let (w, wz) = (g.external(), g.external());
+        let qkv = g.op(Kind::Fresh, width(channels)?, OTHER, &[w, cur]);
+        (
+            g.view(qkv, OTHER),
+            g.op(Kind::Fresh, value, OTHER, &[wz, cur]),
+        )
+    };
+    let w_ba = g.external();
+    let ba = g.op(
+        Kind::Fresh,
+        width(value_heads.checked_mul(2)?)?,
+        OTHER,
+        &[w_ba, cur],
+    );
+    let ba = g.view(ba, OTHER);
+    let (b, a) = (g.view(ba, OTHER), g.view(ba, OTHER));
+    let heads = width(value_heads)?;
+    let b = g.op(Kind::Fresh, heads, OTHER, &[b]);
+    let beta = g.op(Kind::InPlace, heads, OTHER, &[b]);
+    let alpha = g.op(Kind::Fresh, heads, OTHER, &[a]);
+    let dt_bias = g.external();
+    let alpha = g.op(Kind::InPlace, heads, OTHER, &[alpha, dt_bias]);
+    let alpha = g.op(Kind::InPlace, heads, OTHER, &[alpha]);
+    let a_log = g.external();
+    let decay = g.op(Kind::InPlace, heads, OTHER, &[alpha, a_log]);
+    let (beta, decay) = (g.view(beta, OTHER), g.view(decay, OTHER));
+    let conv_x = convolution_input(g, (conv, mixed), conv_x_bytes, conv_all);
+    let cached = read_states(g, ssm_all, inputs, |g, states, ids| {
+        g.op(Kind::Fresh, state, OTHER, &[states, ids])
+    });
+    let cached = g.view(cached, OTHER);
+    let w_conv = g.external();
+    let x = g.op(Kind::Fresh, width(channels)?, OTHER, &[conv_x, w_conv]);
+    let x = g.op(Kind::InPlace, width(channels)?, OTHER, &[x]);
+    // q and k: an RMS norm scaled to an L2 norm, then repeated to the value heads.
+    let mut normed = || -> Option<usize> {
+        let part = g.view(x, OTHER);
+        let n = g.op(Kind::Fresh, key, OTHER, &[part]);
+        let n = g.op(Kind::InPlace, key, OTHER, &[n]);
+        if key_heads == value_heads {
+            return Some(n);
+        }
+        let n = g.view(n, OTHER);
+        let r = g.op(Kind::Fresh, repeated, OTHER, &[n]);
+        Some(g.view(r, OTHER))
+    };
+    let (q, k) = (normed()?, normed()?);
+    let v = g.view(x, OTHER);
+    let out = g.op(
+        Kind::Fresh,
+        delta_out,
+        OTHER,
+        &[q, k, v, decay, beta, cached],
+    );
+    let last_state = g.view(out, OTHER);
+    let dest = g.view(ssm_all, OTHER);
+    let saved = g.copy(last_state, dest);
+    g.expand(saved);
+    let y = g.view(out, OTHER);
+    let y = g.op(Kind::Fresh, value, INNER, &[y]);
+    let w_norm = g.external();
+    let y = g.op(Kind::InPlace, value, INNER, &[y, w_norm]);
+    let z = g.view(z, OTHER);
+    let z = g.op(Kind::Fresh, value, INNER, &[z]);
+    let y = g.op(Kind::InPlace, value, INNER, &[y, z]);
+    let y = g.view(y, OTHER);
+    let w_out = g.external();
+    let out = g.op(Kind::Fresh, model, MODEL, &[w_out, y]);
+    Some(g.view(out, MODEL))
+}

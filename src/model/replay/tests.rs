@@ -1,0 +1,210 @@
+//! The replay against hand-worked graphs and the allocator's own rules.
+
+use super::*;
+use crate::model::arch::Ssm;
+use crate::model::llama_like;
+
+const F16: Precision = Precision {
+    name: "f16",
+    block_bytes: 2,
+    block_elems: 1,
+};
+
+#[test]
+fn freed_neighbours_merge_and_best_fit_prefers_the_smallest_hole() {
+    let mut b = Blocks::new();
+    let a = b.alloc(64);
+    let c = b.alloc(32);
+    let d = b.alloc(64);
+    let _e = b.alloc(32);
+    b.release(a, 64);
+    b.release(d, 64);
+    // Two 64-byte holes of equal fit: ggml takes the later one (its `<=`).
+    assert_eq!(b.alloc(32), d);
+    b.release(c, 32);
+    // c merged with the hole before it: 96 bytes from 0.
+    assert_eq!(b.free[0], (0, 96));
+    assert_eq!(b.high, 192);
+}
+
+#[test]
+fn absurd_shapes_fall_back_instead_of_overflowing() {
+    let huge = llama_like("x", 1 << 40, 1 << 41, 2, 1 << 20, 1 << 20, 1 << 40);
+    assert_eq!(compute_buffer(&huge, 512, 4096, 4096, false, &F16), None);
+    let llama = llama_like("x", 64, 128, 2, 4, 2, 100);
+    assert_eq!(
+        compute_buffer(&llama, u64::MAX, u64::MAX, u64::MAX, true, &F16),
+        None
+    );
+    let mut mamba = llama_like("x", 64, 0, 2, 0, 0, 100);
+    mamba.family = "mamba".into();
+    mamba.head_dim = 0;
+    mamba.norms_per_layer = 1;
+    let ssm = Ssm {
+        kind: SsmKind::Mamba,
+        conv_kernel: 4,
+        inner: 128,
+        state: 16,
+        dt_rank: 4,
+        groups: 0,
+        conv_bias: true,
+        norm: false,
+        ranks: [0; 4],
+    };
+    mamba.ssm = Some(ssm);
+    assert!(compute_buffer(&mamba, 512, 4096, 4096, false, &F16).is_some());
+    for (inner, state) in [(1 << 50, 16), (128, 1 << 50), (u64::MAX / 2, u64::MAX / 2)] {
+        mamba.ssm = Some(Ssm {
+            inner,
+            state,
+            ..ssm
+        });
+        assert_eq!(compute_buffer(&mamba, 512, 4096, 4096, false, &F16), None);
+    }
+    let next = crate::model::find_model("qwen3-next-80b-a3b").map(|m| m.arch);
+    let Some(mut next) = next else {
+        panic!("the catalog's Qwen3-Next");
+    };
+    let Some(ssm) = next.ssm else {
+        panic!("Qwen3-Next's gated DeltaNet");
+    };
+    assert!(compute_buffer(&next, 512, 4096, 4096, true, &F16).is_some());
+    for (inner, state) in [(1 << 50, 1 << 50 >> 5), (u64::MAX / 2, u64::MAX / 64)] {
+        next.ssm = Some(Ssm {
+            inner,
+            state,
+            ..ssm
+        });
+        assert_eq!(compute_buffer(&next, 512, 4096, 4096, true, &F16), None);
+    }
+}
+
+#[test]
+fn gated_delta_net_is_replayed_only_where_llamas_fused_op_runs() {
+    let next = crate::model::find_model("qwen3-next-80b-a3b").map(|m| m.arch);
+    let Some(mut next) = next else {
+        panic!("the catalog's Qwen3-Next");
+    };
+    let Some(ssm) = next.ssm else {
+        panic!("Qwen3-Next's gated DeltaNet");
+    };
+    // A small vocabulary and flash attention, so the linear layers set the peak.
+    next.vocab_size = 2048;
+    let split = compute_buffer(&next, 512, 4096, 4096, true, &F16);
+    assert!(split.is_some());
+    // The older single projection keeps q/k/v/z alive until z is used: more, not less
+    // (llama.cpp, on 8 of these layers and 64 of the experts: 92.11 against 90.01 MiB).
+    let joint = ModelArch {
+        joint_qkvz: true,
+        ..next.clone()
+    };
+    assert!(compute_buffer(&joint, 512, 4096, 4096, true, &F16) > split);
+    // Key heads of another size than value heads, or value heads that do not divide among
+    // the key heads: llama.cpp's op refuses them, so no replay.
+    for ssm in [Ssm { state: 64, ..ssm }, Ssm { groups: 12, ..ssm }] {
+        let other = ModelArch {
+            ssm: Some(ssm),
+            ..next.clone()
+        };
+        assert_eq!(compute_buffer(&other, 512, 4096, 4096, false, &F16), None);
+    }
+}
+
+#[test]
+fn falcon_is_replayed_only_in_its_parallel_layout() {
+    let Some(falcon) = crate::model::find_model("falcon-7b").map(|m| m.arch) else {
+        panic!("the catalog's Falcon-7B");
+    };
+    // llama.cpp's compute buffers at 4096 tokens and micro-batches of 512 (Falcon-7B's
+    // shape, 4 of its layers): 620.88 MiB; with Falcon-40B's second LayerNorm, 602.88 MiB,
+    // less, not more: the extra tensor changes which free blocks ggml-alloc reuses.
+    let one = compute_buffer(&falcon, 512, 4096, 4096, false, &F16);
+    assert_eq!(one, Some(651_044_864));
+    let two = ModelArch {
+        norms_per_layer: 2,
+        ..falcon.clone()
+    };
+    assert_eq!(
+        compute_buffer(&two, 512, 4096, 4096, false, &F16),
+        Some(632_170_496)
+    );
+    // Attention then the MLP (Falcon-RW's layout) is not the graph llama.cpp builds.
+    let serial = ModelArch {
+        parallel_attention: false,
+        norms_per_layer: 2,
+        ..falcon.clone()
+    };
+    assert_eq!(compute_buffer(&serial, 512, 4096, 4096, false, &F16), None);
+    // Nor are biased projections, which its builder never loads.
+    let biased = ModelArch {
+        mlp_bias: true,
+        ..falcon
+    };
+    assert_eq!(compute_buffer(&biased, 512, 4096, 4096, false, &F16), None);
+}
+
+#[test]
+fn gpt_neox_is_replayed_with_either_residual_and_its_biases() {
+    let Some(neox) = crate::model::find_model("gpt-neox-20b").map(|m| m.arch) else {
+        panic!("the catalog's GPT-NeoX-20B");
+    };
+    let parallel = compute_buffer(&neox, 512, 4096, 4096, false, &F16);
+    assert!(parallel.is_some());
+    let serial = ModelArch {
+        parallel_attention: false,
+        ..neox.clone()
+    };
+    assert!(compute_buffer(&serial, 512, 4096, 4096, false, &F16).is_some());
+    // Without biases it is not the graph llama.cpp's builder makes (it requires them).
+    let unbiased = ModelArch {
+        mlp_bias: false,
+        ..neox.clone()
+    };
+    assert_eq!(
+        compute_buffer(&unbiased, 512, 4096, 4096, false, &F16),
+        None
+    );
+    // StarCoder2 has no parallel layout in llama.cpp.
+    let starcoder = ModelArch {
+        family: "starcoder2".into(),
+        ..neox
+    };
+    assert_eq!(
+        compute_buffer(&starcoder, 512, 4096, 4096, false, &F16),
+        None
+    );
+}
+
+#[test]
+fn only_the_modelled_layouts_are_replayed() {
+    let llama = llama_like("x", 64, 128, 2, 4, 2, 100);
+    assert!(compute_buffer(&llama, 16, 256, 256, true, &F16).is_some());
+    let mut other = llama.clone();
+    other.family = "gemma2".into();
+    assert!(compute_buffer(&other, 16, 256, 256, true, &F16).is_none());
+    let mut routed = llama.clone();
+    routed.moe = Some(crate::model::Moe {
+        experts: 8,
+        experts_per_token: 2,
+        expert_intermediate: 32,
+        shared_intermediate: 0,
+        first_dense_layers: 0,
+        layer_freq: 1,
+        router_bias: false,
+        shared_gate: false,
+        scaled_weights: false,
+        groups: (0, 0),
+    });
+    assert!(compute_buffer(&routed, 16, 256, 256, false, &F16).is_some());
+    // A shared expert beside the llama builder's experts is another builder's graph (Llama 4's).
+    if let Some(m) = routed.moe.as_mut() {
+        m.shared_intermediate = 64;
+    }
+    assert!(compute_buffer(&routed, 16, 256, 256, false, &F16).is_none());
+    let mut windowed = llama;
+    windowed.sliding_window = Some(crate::model::SlidingWindow {
+        window: 32,
+        layers: crate::model::SlidingLayers::All,
+    });
+    assert!(compute_buffer(&windowed, 16, 256, 256, true, &F16).is_none());
+}
