@@ -72,3 +72,315 @@ pub(super) fn attend(
         g.op(Kind::Fresh, a.out, QUERY, &[permuted])
     }
 }
+
+/// The attention half of a layer over `cur`: latent attention (DeepSeek) or grouped-query
+/// attention, then the output projection and its bias.
+pub(super) fn attention_block(
+    c: &super::Ctx<'_>,
+    g: &mut Graph,
+    lazy: &mut super::Lazy,
+    cur: usize,
+    layer: u64,
+    inputs: CacheInputs,
+) -> Option<usize> {
+    let attended = match c.b.mla {
+        Some(d) => latent(c, g, lazy, cur, d, inputs)?,
+        None => grouped(c, g, lazy, cur, layer, inputs)?,
+    };
+    g.expand(attended);
+    let wo = g.external();
+    let mut out = g.op(Kind::Fresh, c.model, MODEL, &[wo, attended]);
+    if c.b.o_bias {
+        let b = g.external();
+        out = g.op(Kind::InPlace, c.model, MODEL, &[out, b]);
+    }
+    Some(out)
+}
+
+/// Grouped-query attention: Q, K and V projected (biased, fused, or with Qwen3-Next's output
+/// gate), q/k norms, RoPE as the layer takes it, then `build_attn`.
+fn grouped(
+    c: &super::Ctx<'_>,
+    g: &mut Graph,
+    lazy: &mut super::Lazy,
+    cur: usize,
+    layer: u64,
+    inputs: CacheInputs,
+) -> Option<usize> {
+    let b = c.b;
+    let (query, kv) = (c.query, c.kv);
+    let (q, k, v, q_and_gate) = project_qkv(c, g, cur)?;
+    let (mut q, mut k) = if b.qk_norm {
+        (
+            super::norm(c, g, q, query, Q3),
+            super::norm(c, g, k, kv, K3),
+        )
+    } else {
+        (q, k)
+    };
+    // Command R7B's global layers, Jamba's and Nemotron-H's skip RoPE; Llama 4's global
+    // layers skip it too and scale the query by a per-token temperature instead.
+    let global = !c.arch.is_sliding_layer(layer);
+    if b.rope_free || (b.cohere && global) {
+    } else if b.llama4 && global {
+        let scale = *lazy.attn_scale.get_or_insert_with(|| g.input(c.ids));
+        q = g.op(Kind::InPlace, query, Q3, &[q, scale]);
+    } else {
+        q = g.op(Kind::InPlace, query, Q3, &[q, c.pos]);
+        k = g.op(Kind::InPlace, kv, K3, &[k, c.pos]);
+    }
+    // Llama 4's L2 norms follow RoPE.
+    if b.llama4 && !global {
+        q = g.op(Kind::InPlace, query, Q3, &[q]);
+        k = g.op(Kind::InPlace, kv, K3, &[k]);
+    }
+    if b.gemma || b.fused {
+        q = g.op(Kind::InPlace, query, Q3, &[q]);
+    }
+    let step = AttentionStep {
+        k_idxs: inputs.k_idxs,
+        v_idxs: inputs.v_idxs,
+        mask: inputs.mask,
+        scores: inputs.scores,
+        out: query,
+        // A view into the fused projection is not contiguous: without flash attention (a
+        // transposed V cache) it is copied out first.
+        v_copy: b.fused_qkv.then_some(kv),
+        flash_attention: c.flash_attention,
+    };
+    let caches = (g.external(), g.external());
+    let attended = attend(g, [q, k, v], caches, &step);
+    g.expand(attended);
+    Some(match q_and_gate {
+        Some(both) => {
+            let gate = g.view(both, OTHER);
+            let gate = g.op(Kind::Fresh, query, QUERY, &[gate]);
+            let gate = g.op(Kind::InPlace, query, QUERY, &[gate]);
+            g.op(Kind::InPlace, query, QUERY, &[attended, gate])
+        }
+        None => attended,
+    })
+}
+
+/// Q, K and V as 3-D views of their projections (one fused projection where the architecture
+/// has it), each biased where it is, and Qwen3-Next's projection holding the query and its
+/// gate.
+fn project_qkv(
+    c: &super::Ctx<'_>,
+    g: &mut Graph,
+    cur: usize,
+) -> Option<(usize, usize, usize, Option<usize>)> {
+    let qkv_bias = c.b.qkv_bias;
+    let project = |g: &mut Graph, bytes: u64, layout: u64| {
+        let w = g.external();
+        let mut t = g.op(Kind::Fresh, bytes, layout, &[w, cur]);
+        if qkv_bias {
+            let b = g.external();
+            t = g.op(Kind::InPlace, bytes, layout, &[t, b]);
+        }
+        t
+    };
+    let (query, kv) = (c.query, c.kv);
+    Some(if c.b.gated_attention {
+        let both = project(g, query.checked_mul(2)?, OTHER);
+        let q = g.view(both, OTHER);
+        let k = project(g, kv, KV);
+        let v = project(g, kv, KV);
+        (g.view(q, Q3), g.view(k, K3), g.view(v, OTHER), Some(both))
+    } else if c.b.fused_qkv {
+        let width = c.width(c.q_dim.checked_add(c.kv_dim.checked_mul(2)?)?)?;
+        let qkv = project(g, width, OTHER);
+        (g.view(qkv, Q3), g.view(qkv, K3), g.view(qkv, OTHER), None)
+    } else {
+        let q = project(g, query, QUERY);
+        let k = project(g, kv, KV);
+        let v = project(g, kv, KV);
+        (g.view(q, Q3), g.view(k, K3), g.view(v, OTHER), None)
+    })
+}
+
+/// DeepSeek's latent attention (`deepseek2` builder): Q, optionally through its own low-rank
+/// projection and norm; the compressed K/V latent and the shared RoPE key from one projection;
+/// then the latent cached (`absorbed`) or full per-head K and V.
+fn latent(
+    c: &super::Ctx<'_>,
+    g: &mut Graph,
+    lazy: &mut super::Lazy,
+    cur: usize,
+    d: super::Mla,
+    inputs: CacheInputs,
+) -> Option<usize> {
+    let heads = c.arch.num_heads;
+    let q_in = match d.q_lora {
+        Some(rank) => {
+            let wa = g.external();
+            let a = g.op(Kind::Fresh, c.width(rank)?, OTHER, &[wa, cur]);
+            super::norm(c, g, a, c.width(rank)?, OTHER)
+        }
+        None => cur,
+    };
+    let wq = g.external();
+    let q_bytes = c.width(heads.checked_mul(d.nope + d.rope)?)?;
+    let q = g.op(Kind::Fresh, q_bytes, OTHER, &[wq, q_in]);
+    let q3 = g.view(q, OTHER);
+    let w_kv_a = g.external();
+    let kv_pe = g.op(
+        Kind::Fresh,
+        c.width(d.kv_lora + d.rope)?,
+        OTHER,
+        &[w_kv_a, cur],
+    );
+    let kv_cmpr = g.view(kv_pe, OTHER);
+    let k_pe = g.view(kv_pe, OTHER);
+    let k_pe = g.op(Kind::InPlace, c.width(d.rope)?, OTHER, &[k_pe, c.pos]);
+    let kv_cmpr = super::norm(c, g, kv_cmpr, c.width(d.kv_lora)?, LATENT);
+    let caches = (g.external(), g.external());
+    let parts = Latent {
+        q3,
+        kv_cmpr,
+        k_pe,
+        caches,
+    };
+    if d.absorbed {
+        absorbed(c, g, d, parts, inputs)
+    } else {
+        unsplit(c, g, lazy, d, parts, inputs)
+    }
+}
+
+/// Latent attention's parts before the cache: the query (3-D), the normed latent, the RoPE
+/// key, and the K and V caches.
+struct Latent {
+    q3: usize,
+    kv_cmpr: usize,
+    k_pe: usize,
+    caches: (usize, usize),
+}
+
+/// The query's no-RoPE part absorbed into the latent per head, then the latent and RoPE parts
+/// side by side; the cache holds K only and V is a view of it.
+fn absorbed(
+    c: &super::Ctx<'_>,
+    g: &mut Graph,
+    d: super::Mla,
+    p: Latent,
+    inputs: CacheInputs,
+) -> Option<usize> {
+    let heads = c.arch.num_heads;
+    let q_nope = g.view(p.q3, OTHER);
+    let q_pe = g.view(p.q3, OTHER);
+    let q_pe = g.op(
+        Kind::InPlace,
+        c.width(heads.checked_mul(d.rope)?)?,
+        OTHER,
+        &[q_pe, c.pos],
+    );
+    let q_nope = g.view(q_nope, OTHER);
+    let w_kb = g.external();
+    let absorbed = g.op(
+        Kind::Fresh,
+        c.width(heads.checked_mul(d.kv_lora)?)?,
+        OTHER,
+        &[w_kb, q_nope],
+    );
+    let absorbed = g.view(absorbed, OTHER);
+    let q = g.op(
+        Kind::Fresh,
+        c.width(heads.checked_mul(d.kv_lora + d.rope)?)?,
+        OTHER,
+        &[absorbed, q_pe],
+    );
+    let latent = g.view(p.kv_cmpr, OTHER);
+    let k = g.op(
+        Kind::Fresh,
+        c.width(d.kv_lora + d.rope)?,
+        OTHER,
+        &[latent, p.k_pe],
+    );
+    g.expand(q);
+    g.expand(latent);
+    g.expand(k);
+    let (k_cache, _) = p.caches;
+    let k_rows = g.view(k, OTHER);
+    let stored = g.set_rows(k_cache, k_rows, inputs.k_idxs);
+    g.expand(stored);
+    let k_all = g.view(k_cache, OTHER);
+    let v_all = g.view(k_all, OTHER);
+    let q4 = g.view(q, OTHER);
+    let qp = g.view(q4, OTHER);
+    let kp = g.view(k_all, OTHER);
+    let vp = g.view(v_all, OTHER);
+    let w_vb = g.external();
+    let per_head_v = c.width(heads.checked_mul(d.v)?)?;
+    let latent_out = c.width(heads.checked_mul(d.kv_lora)?)?;
+    if c.flash_attention {
+        let o = g.op(Kind::Fresh, latent_out, OTHER, &[qp, kp, vp, inputs.mask]);
+        let o = g.view(o, OTHER);
+        let o = g.op(Kind::Fresh, per_head_v, OTHER, &[w_vb, o]);
+        let o = g.view(o, OTHER);
+        let o = g.op(Kind::Fresh, per_head_v, OTHER, &[o]);
+        return Some(g.view(o, QUERY));
+    }
+    // V is a view of the (untransposed) cache: copied out transposed, in the cache's own type.
+    let vt = g.view(vp, OTHER);
+    let v_bytes = c
+        .kv_type
+        .bytes_for(u128::from(c.kv_cells) * u128::from(d.kv_lora));
+    let v_copy = g.op(Kind::Fresh, sat(v_bytes), OTHER, &[vt]);
+    let kq = g.op(Kind::Fresh, inputs.scores, SCORES, &[kp, qp]);
+    let kq = g.op(Kind::InPlace, inputs.scores, SCORES, &[kq, inputs.mask]);
+    let kqv = g.op(Kind::Fresh, latent_out, OTHER, &[v_copy, kq]);
+    let kqv = g.op(Kind::Fresh, per_head_v, OTHER, &[w_vb, kqv]);
+    let permuted = g.view(kqv, OTHER);
+    Some(g.op(Kind::Fresh, per_head_v, QUERY, &[permuted]))
+}
+
+/// An unsplit attn_kv_b: full per-head K and V decompressed from the latent and cached.
+fn unsplit(
+    c: &super::Ctx<'_>,
+    g: &mut Graph,
+    lazy: &mut super::Lazy,
+    d: super::Mla,
+    p: Latent,
+    inputs: CacheInputs,
+) -> Option<usize> {
+    let heads = c.arch.num_heads;
+    let k_dim = heads.checked_mul(d.nope + d.rope)?;
+    let v_dim = heads.checked_mul(d.v)?;
+    let w_kv_b = g.external();
+    let kv_full = g.op(
+        Kind::Fresh,
+        c.width(heads.checked_mul(d.nope + d.v)?)?,
+        OTHER,
+        &[w_kv_b, p.kv_cmpr],
+    );
+    let k_nope = g.view(kv_full, OTHER);
+    let v_view = g.view(kv_full, OTHER);
+    let v = g.op(Kind::Fresh, c.width(v_dim)?, OTHER, &[v_view]);
+    let q = g.op(Kind::InPlace, c.width(k_dim)?, OTHER, &[p.q3, c.pos]);
+    let k_pe_all = g.op(
+        Kind::Fresh,
+        c.width(heads.checked_mul(d.rope)?)?,
+        OTHER,
+        &[p.k_pe],
+    );
+    let k = g.op(Kind::Fresh, c.width(k_dim)?, OTHER, &[k_nope, k_pe_all]);
+    let v_idxs = if c.flash_attention {
+        inputs.v_idxs
+    } else {
+        let tokens = c.tokens;
+        *lazy
+            .full_v_idxs
+            .get_or_insert_with(|| g.input(v_dim.saturating_mul(tokens).saturating_mul(8)))
+    };
+    let step = AttentionStep {
+        k_idxs: inputs.k_idxs,
+        v_idxs,
+        mask: inputs.mask,
+        scores: inputs.scores,
+        out: c.width(v_dim)?,
+        v_copy: None,
+        flash_attention: c.flash_attention,
+    };
+    Some(attend(g, [q, k, v], p.caches, &step))
+}

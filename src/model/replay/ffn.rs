@@ -1,6 +1,12 @@
-//! The routed feed-forward block's tensor sizes.
+//! Feed-forward blocks: the dense MLPs (gated, Phi-3's fused gate/up, GELU, squared ReLU) and
+//! routed experts (`build_moe_ffn`) with any shared expert beside them.
+
+use super::graph::*;
+use super::{Builder, Ctx};
+use crate::model::arch::{ModelArch, Moe};
 
 /// Tensor sizes of a routed feed-forward block.
+#[derive(Debug, Clone, Copy)]
 pub(super) struct Routed {
     pub(super) k: u64,
     pub(super) router: u64,
@@ -23,4 +29,264 @@ pub(super) struct Routed {
     pub(super) group_pairs: u64,
     pub(super) group_scores: u64,
     pub(super) kept_scores: u64,
+}
+
+/// The routed block's sizes for `m`, `width(n)` giving the bytes of `n` f32 values per token;
+/// `None` for a group layout llama.cpp refuses or a tensor past 256 TiB.
+pub(super) fn routed(
+    arch: &ModelArch,
+    m: &Moe,
+    width: &dyn Fn(u64) -> Option<u64>,
+) -> Option<Routed> {
+    let k = m.experts_per_token;
+    let groups = match m.groups {
+        (groups, used) if groups > 1 => {
+            // llama.cpp refuses other layouts (GGML_ASSERT): not modelled.
+            if m.experts % groups != 0 || used == 0 || used >= groups {
+                return None;
+            }
+            Some((groups, used))
+        }
+        _ => None,
+    };
+    let r = Routed {
+        k,
+        router: width(m.experts)?,
+        weights: width(k)?,
+        sums: width(1)?,
+        expert_ffn: width(m.expert_intermediate.checked_mul(k)?)?,
+        gate_up: width(
+            m.expert_intermediate
+                .checked_mul(k)?
+                .checked_mul(if arch.fused_gate_up_exps { 2 } else { 1 })?,
+        )?,
+        expert_out: width(arch.hidden_size.checked_mul(k)?)?,
+        shared: width(m.shared_intermediate)?,
+        shared_gate: m.shared_gate,
+        scaled: m.scaled_weights,
+        groups,
+        group_pairs: width(m.groups.0.checked_mul(2)?)?,
+        group_scores: width(m.groups.0)?,
+        kept_scores: width((m.experts / m.groups.0.max(1)).checked_mul(m.groups.1)?)?,
+    };
+    if [r.router, r.gate_up, r.expert_out]
+        .iter()
+        .any(|&b| b > MOST)
+    {
+        return None;
+    }
+    Some(r)
+}
+
+/// A feed-forward block over `cur`: gated (or Phi-3's fused gate/up, or squared ReLU), or
+/// routed experts with any shared expert beside them.
+pub(super) fn ffn_block(c: &Ctx<'_>, g: &mut Graph, cur: usize, layer: u64) -> Option<usize> {
+    let model = c.model;
+    Some(match c.moe.filter(|_| c.arch.is_moe_layer(layer)) {
+        None if c.b.fused => {
+            let (wu, wd) = (g.external(), g.external());
+            let gate_up = g.op(Kind::Fresh, c.ffn.checked_mul(2)?, OTHER, &[wu, cur]);
+            let act = g.op(Kind::Fresh, c.ffn, FFN, &[gate_up]);
+            g.op(Kind::Fresh, model, MODEL, &[wd, act])
+        }
+        None => dense(c, g, cur, c.ffn),
+        Some(m) if m.shared > 0 => {
+            let routed = experts(c, g, cur, &m);
+            let mut shared = dense(c, g, cur, m.shared);
+            if m.shared_gate {
+                let one = c.width(1)?;
+                let w = g.external();
+                let x = g.op(Kind::Fresh, one, SUMS, &[w, cur]);
+                let gate = if c.b.qwen2_moe {
+                    let silu = g.op(Kind::InPlace, one, SUMS, &[x]);
+                    g.op(Kind::InPlace, one, SUMS, &[silu, x])
+                } else {
+                    g.op(Kind::InPlace, one, SUMS, &[x])
+                };
+                shared = g.op(Kind::InPlace, model, MODEL, &[shared, gate]);
+            }
+            g.op(Kind::InPlace, model, MODEL, &[routed, shared])
+        }
+        Some(m) => experts(c, g, cur, &m),
+    })
+}
+
+/// A dense MLP of `width` bytes a token over `cur`: GELU between biased projections (Falcon
+/// unbiased; GPT-NeoX and StarCoder2 biased), squared ReLU (Nemotron-H), else SwiGLU.
+fn dense(c: &Ctx<'_>, g: &mut Graph, cur: usize, width: u64) -> usize {
+    let model = c.model;
+    let Builder { falcon, neox, .. } = c.b;
+    if falcon || neox {
+        let bias = |g: &mut Graph, x: usize, bytes: u64, layout: u64| {
+            if !neox {
+                return x;
+            }
+            let b = g.external();
+            g.op(Kind::InPlace, bytes, layout, &[x, b])
+        };
+        let (wu, wd) = (g.external(), g.external());
+        let up = g.op(Kind::Fresh, width, FFN, &[wu, cur]);
+        let up = bias(g, up, width, FFN);
+        let act = g.op(Kind::InPlace, width, FFN, &[up]);
+        let down = g.op(Kind::Fresh, model, MODEL, &[wd, act]);
+        return bias(g, down, model, MODEL);
+    }
+    if c.plain {
+        let (wu, wd) = (g.external(), g.external());
+        let up = g.op(Kind::Fresh, width, FFN, &[wu, cur]);
+        let relu = g.op(Kind::InPlace, width, FFN, &[up]);
+        let act = g.op(Kind::InPlace, width, FFN, &[relu]);
+        return g.op(Kind::Fresh, model, MODEL, &[wd, act]);
+    }
+    let (wg, wu, wd) = (g.external(), g.external(), g.external());
+    let gate = g.op(Kind::Fresh, width, FFN, &[wg, cur]);
+    let up = g.op(Kind::Fresh, width, FFN, &[wu, cur]);
+    let act = g.op(Kind::Fresh, width, FFN, &[gate, up]);
+    g.op(Kind::Fresh, model, MODEL, &[wd, act])
+}
+
+/// The routed experts over `cur` (`build_moe_ffn`): routing, each selected expert's gate, up,
+/// activation and down projection, weighted, then summed expert by expert.
+fn experts(c: &Ctx<'_>, g: &mut Graph, cur: usize, m: &Routed) -> usize {
+    let model = c.model;
+    let Builder { oss, llama4, .. } = c.b;
+    let (selected, weights) = route(c, g, cur, m);
+    let mut cur_3d = g.view(cur, OTHER);
+    if llama4 {
+        // The input repeated for each selected expert and weighted before the experts.
+        let repeated = g.op(Kind::Fresh, m.expert_out, EXPERT_OUT, &[cur_3d]);
+        cur_3d = g.op(
+            Kind::InPlace,
+            m.expert_out,
+            EXPERT_OUT,
+            &[repeated, weights],
+        );
+    }
+    // `mul_mat_id`: an expert's weights applied to each token's selected experts.
+    let per_expert = |g: &mut Graph, bytes: u64, layout: u64, x: usize| {
+        let w = g.external();
+        let y = g.op(Kind::Fresh, bytes, layout, &[w, x, selected]);
+        if !oss {
+            return y;
+        }
+        // Each expert's bias, added by expert id.
+        let b = g.external();
+        g.op(Kind::InPlace, bytes, layout, &[y, b, selected])
+    };
+    // With fused experts, gate and up are one tensor of twice the width.
+    let up = per_expert(g, m.gate_up, EXPERT_FFN, cur_3d);
+    let act = if c.plain {
+        // Squared ReLU, in place.
+        let relu = g.op(Kind::InPlace, m.expert_ffn, EXPERT_FFN, &[up]);
+        g.op(Kind::InPlace, m.expert_ffn, EXPERT_FFN, &[relu])
+    } else if c.arch.fused_gate_up_exps {
+        let gate = g.view(up, EXPERT_FFN);
+        let up = g.view(up, EXPERT_FFN);
+        g.op(Kind::Fresh, m.expert_ffn, EXPERT_FFN, &[gate, up])
+    } else {
+        let gate = per_expert(g, m.expert_ffn, EXPERT_FFN, cur_3d);
+        g.op(Kind::Fresh, m.expert_ffn, EXPERT_FFN, &[gate, up])
+    };
+    let mut out = per_expert(g, m.expert_out, EXPERT_OUT, act);
+    if !llama4 {
+        out = g.op(Kind::InPlace, m.expert_out, EXPERT_OUT, &[out, weights]);
+    }
+    g.expand(out);
+    let each: Vec<usize> = (0..m.k).map(|_| g.view(out, MODEL)).collect();
+    for &e in &each {
+        g.expand(e);
+    }
+    let mut sum = each[0];
+    for &e in &each[1..] {
+        sum = g.op(Kind::InPlace, model, MODEL, &[sum, e]);
+        g.expand(sum);
+    }
+    if m.k == 1 {
+        sum = g.op(Kind::Fresh, model, MODEL, &[sum]);
+    }
+    sum
+}
+
+/// The router over `cur`: its logits and their softmax (Llama 4's sigmoid; gpt-oss's biased
+/// logits as they are), the top-k experts by argsort (within the best groups where routing is
+/// group-limited), their weights gathered and normalised (and maybe scaled). Returns the
+/// selected experts' ids and their weights.
+fn route(c: &Ctx<'_>, g: &mut Graph, cur: usize, m: &Routed) -> (usize, usize) {
+    let Builder {
+        oss,
+        llama4,
+        glm,
+        unnormalised,
+        ..
+    } = c.b;
+    let router = g.external();
+    let mut logits = g.op(Kind::Fresh, m.router, ROUTER, &[router, cur]);
+    let probs = if oss {
+        // A biased router, its logits ranked as they are.
+        let b = g.external();
+        logits = g.op(Kind::InPlace, m.router, ROUTER, &[logits, b]);
+        logits
+    } else {
+        // Softmax, or Llama 4's sigmoid.
+        g.op(Kind::InPlace, m.router, ROUTER, &[logits])
+    };
+    // Llama 4 ranks the raw logits, GLM the scores plus a correction bias, the others what
+    // the router made of them.
+    let ranked = if llama4 {
+        logits
+    } else if glm {
+        let b = g.external();
+        g.op(Kind::InPlace, m.router, ROUTER, &[probs, b])
+    } else {
+        probs
+    };
+    let ranked = match m.groups {
+        None => ranked,
+        Some(_) => group_limited(g, ranked, m),
+    };
+    let order = g.op(Kind::Fresh, m.router, ROUTER_IDS, &[ranked]);
+    let selected = g.view(order, OTHER);
+    let probs_3d = g.view(probs, OTHER);
+    let weights = g.op(Kind::Fresh, m.weights, WEIGHTS, &[probs_3d, selected]);
+    let weights_2d = g.view(weights, WEIGHTS);
+    let weights = if llama4 || unnormalised {
+        weights
+    } else if oss {
+        // Softmax over the selected experts' logits.
+        g.op(Kind::InPlace, m.weights, WEIGHTS, &[weights_2d])
+    } else {
+        // Normalised to sum to one.
+        let sum = g.op(Kind::Fresh, m.sums, SUMS, &[weights_2d]);
+        let sum = g.op(Kind::InPlace, m.sums, SUMS, &[sum]);
+        g.op(Kind::InPlace, m.weights, WEIGHTS, &[weights_2d, sum])
+    };
+    let mut weights = if llama4 || unnormalised {
+        weights
+    } else {
+        g.view(weights, OTHER)
+    };
+    if m.scaled {
+        weights = g.op(Kind::InPlace, m.weights, WEIGHTS, &[weights]);
+    }
+    g.expand(weights);
+    (selected, weights)
+}
+
+/// Group-limited routing: each group scored by its best two experts, the best `used` groups
+/// kept, every other expert's score set to −∞. Returns the scores to rank.
+fn group_limited(g: &mut Graph, ranked: usize, m: &Routed) -> usize {
+    let by_group = g.view(ranked, OTHER);
+    let order = g.op(Kind::Fresh, m.router, ROUTER_IDS, &[by_group]);
+    let best_two = g.view(order, OTHER);
+    let as_rows = g.view(by_group, OTHER);
+    let picked = g.op(Kind::Fresh, m.group_pairs, OTHER, &[as_rows, best_two]);
+    let picked = g.view(picked, OTHER);
+    let group_scores = g.op(Kind::Fresh, m.group_scores, OTHER, &[picked]);
+    let group_scores = g.view(group_scores, OTHER);
+    let group_order = g.op(Kind::Fresh, m.group_scores, ROUTER_IDS, &[group_scores]);
+    let kept = g.view(group_order, OTHER);
+    let kept_scores = g.op(Kind::Fresh, m.kept_scores, OTHER, &[by_group, kept]);
+    let masked = g.op(Kind::InPlace, m.router, ROUTER, &[by_group]);
+    let merged = g.set_rows(masked, kept_scores, kept);
+    g.view(merged, OTHER)
 }

@@ -1,7 +1,7 @@
 //! The replay against hand-worked graphs and the allocator's own rules.
 
 use super::*;
-use crate::model::arch::Ssm;
+use crate::model::arch::{Ssm, SsmKind};
 use crate::model::llama_like;
 
 const F16: Precision = Precision {

@@ -1,0 +1,256 @@
+//! The graph's inputs, one decoder layer, and the output head: the order llama.cpp's builders
+//! make their nodes in, which is what the allocator sees.
+
+use super::attention::attention_block;
+use super::ffn::{ffn_block, routed};
+use super::graph::*;
+use super::recurrent::{delta_net, mamba, StateInputs};
+use super::{norm, Builder, CacheInputs, Ctx, Lazy, Shape};
+use crate::model::arch::{Mlp, SsmKind};
+
+/// The graph's inputs in llama.cpp's order (token ids, their embeddings, positions, each
+/// cache's row indices and mask, the output rows, the recurrent states' copy indices), and
+/// what the layers read; with the token embeddings' node. `None` for a shape whose tensors
+/// would pass 256 TiB, or a router layout llama.cpp refuses.
+pub(super) fn inputs<'a>(g: &mut Graph, s: Shape<'a>) -> Option<(Ctx<'a>, usize)> {
+    let (arch, tokens, fa) = (s.arch, s.tokens, s.flash_attention);
+    let f32 = |elems: u64| elems.checked_mul(4);
+    let width = |n: u64| f32(n.checked_mul(tokens)?);
+    let q_dim = arch.num_heads.checked_mul(arch.head_dim)?;
+    let kv_dim = arch.num_kv_heads.checked_mul(arch.head_dim)?;
+    let (model, query, kv) = (width(arch.hidden_size)?, width(q_dim)?, width(kv_dim)?);
+    let (ffn, logits) = (width(arch.intermediate_size)?, width(arch.vocab_size)?);
+    let scores = |cells: u64| f32(cells.checked_mul(tokens)?.checked_mul(arch.num_heads)?);
+    let scores = (scores(s.kv_cells)?, scores(s.swa_cells)?);
+    let mask = |cells: u64| {
+        cells
+            .checked_mul(tokens)?
+            .checked_mul(if fa { 2 } else { 4 })
+    };
+    let mask = (mask(s.kv_cells)?, mask(s.swa_cells)?);
+    if [
+        model, query, kv, ffn, logits, scores.0, scores.1, mask.0, mask.1,
+    ]
+    .iter()
+    .any(|&bytes| bytes > MOST)
+    {
+        return None;
+    }
+    let moe = match &arch.moe {
+        None => None,
+        Some(m) => Some(routed(arch, m, &width)?),
+    };
+    let ids = tokens.checked_mul(4)?;
+    let tok_embd = g.external();
+    let tokens_in = g.input(ids);
+    let embd = g.op(Kind::Fresh, model, MODEL, &[tok_embd, tokens_in]);
+    // The embeddings input (for a batch given as vectors) is reserved beside the token path
+    // and has no consumer in a token batch, so it stays allocated for the whole graph.
+    let embd_in = g.input(model);
+    g.expand(embd);
+    g.expand(embd_in);
+    let pos = g.input(ids);
+    // Each cache's inputs: the rows K and V are written to (without flash attention the V
+    // cache is transposed and written element by element) and the KQ mask over its cells. A
+    // model with sliding-window layers has a second cache, and a second set.
+    let mut cache_inputs = |mask: u64, scores: u64| -> Option<CacheInputs> {
+        Some(CacheInputs {
+            k_idxs: g.input(tokens.checked_mul(8)?),
+            v_idxs: g.input(if fa {
+                tokens.checked_mul(8)?
+            } else {
+                kv.checked_mul(2)?
+            }),
+            mask: g.input(mask),
+            scores,
+        })
+    };
+    let full = cache_inputs(mask.0, scores.0)?;
+    let swa = cache_inputs(mask.1, scores.1)?;
+    let out_ids = g.input(ids);
+    // The recurrent states' copy indices: one i32 per sequence, the rows past the batch's
+    // sequences (none) a second view.
+    let state_inputs = s.b.recurrent.map(|_| {
+        let copy = g.input(4);
+        StateInputs {
+            main: g.view(copy, OTHER),
+            extra: g.view(copy, OTHER),
+        }
+    });
+    let c = Ctx {
+        arch,
+        b: s.b,
+        plain: arch.mlp == Mlp::Plain,
+        tokens,
+        flash_attention: fa,
+        kv_type: s.kv_type,
+        kv_cells: s.kv_cells,
+        q_dim,
+        kv_dim,
+        model,
+        query,
+        kv,
+        ffn,
+        logits,
+        ids,
+        pos,
+        out_ids,
+        full,
+        swa,
+        state_inputs,
+        moe,
+    };
+    Some((c, embd))
+}
+
+/// One decoder layer over `inp`, its output: the mixer (attention, a recurrent mixer, or a
+/// layer that is one feed-forward block), the residual, then the feed-forward block and its
+/// residual, each as the architecture orders and norms them.
+pub(super) fn layer(
+    c: &Ctx<'_>,
+    g: &mut Graph,
+    lazy: &mut Lazy,
+    inp: usize,
+    layer: u64,
+) -> Option<usize> {
+    let (arch, b, model, out_ids) = (c.arch, c.b, c.model, c.out_ids);
+    let inputs = if arch.is_sliding_layer(layer) {
+        c.swa
+    } else {
+        c.full
+    };
+    let residual = inp;
+    let normed = norm(c, g, inp, model, MODEL);
+    // Falcon-40B's layout attends on a second norm of the layer's input.
+    let cur = if b.falcon && arch.norms_per_layer == 2 {
+        norm(c, g, inp, model, MODEL)
+    } else {
+        normed
+    };
+    let mixer = b
+        .recurrent
+        .zip(c.state_inputs)
+        .filter(|_| arch.is_recurrent_layer(layer));
+    let mut cur = if let Some((s, states)) = mixer.filter(|_| !b.parallel) {
+        if s.kind == SsmKind::GatedDeltaNet {
+            delta_net(g, cur, &s, states, c.tokens, (model, arch.joint_qkvz))?
+        } else {
+            mamba(g, cur, &s, states, c.tokens, model)?
+        }
+    } else if b.one_block && !arch.has_attention(layer) {
+        ffn_block(c, g, cur, layer)?
+    } else {
+        attention_block(c, g, lazy, cur, layer, inputs)?
+    };
+    if b.cohere || b.falcon || (b.neox && arch.parallel_attention) {
+        return side_by_side(c, g, (residual, normed, cur), layer);
+    }
+    if let Some((s, states)) = mixer.filter(|_| b.parallel) {
+        let normed = norm(c, g, residual, model, MODEL);
+        let mixed = mamba(g, normed, &s, states, c.tokens, model)?;
+        cur = g.op(Kind::InPlace, model, MODEL, &[cur, mixed]);
+    }
+    let last = layer + 1 == arch.num_layers;
+    let mut residual = residual;
+    if last && !b.oss && !b.nextn && !b.parallel {
+        cur = g.op(Kind::Fresh, model, MODEL, &[cur, out_ids]);
+        residual = g.op(Kind::Fresh, model, MODEL, &[residual, out_ids]);
+    }
+    // Granite scales each block's output before its residual add.
+    if arch.granite_scales.residual {
+        cur = g.op(Kind::InPlace, model, MODEL, &[cur]);
+    }
+    let post_norms = b.gemma && arch.norms_per_layer == 4;
+    if post_norms {
+        cur = norm(c, g, cur, model, MODEL);
+    }
+    let mut ffn_inp = if b.residual_first {
+        g.op(Kind::InPlace, model, MODEL, &[residual, cur])
+    } else {
+        g.op(Kind::InPlace, model, MODEL, &[cur, residual])
+    };
+    if b.one_block {
+        return Some(ffn_inp);
+    }
+    if last && b.parallel {
+        ffn_inp = g.op(Kind::Fresh, model, MODEL, &[ffn_inp, out_ids]);
+    }
+    let cur = norm(c, g, ffn_inp, model, MODEL);
+    let out = ffn_block(c, g, cur, layer)?;
+    let out = if post_norms {
+        norm(c, g, out, model, MODEL)
+    } else if arch.granite_scales.residual {
+        g.op(Kind::InPlace, model, MODEL, &[out])
+    } else {
+        out
+    };
+    // Phi-3 adds the residual first, so the add may take the residual's memory.
+    Some(if b.fused || b.residual_first {
+        g.op(Kind::InPlace, model, MODEL, &[ffn_inp, out])
+    } else {
+        g.op(Kind::InPlace, model, MODEL, &[out, ffn_inp])
+    })
+}
+
+/// The feed-forward block beside attention: on the same normed input (Command R7B, Falcon) or
+/// on a norm of its own of the gathered input (GPT-NeoX's parallel residual). The layer's
+/// output is that block's plus the residual and attention's (Falcon adds attention's first,
+/// the others the residual), so attention's output projection runs before the feed-forward
+/// block.
+fn side_by_side(
+    c: &Ctx<'_>,
+    g: &mut Graph,
+    (residual, normed, attended): (usize, usize, usize),
+    layer: u64,
+) -> Option<usize> {
+    let (model, out_ids) = (c.model, c.out_ids);
+    let Builder { falcon, neox, .. } = c.b;
+    let last = layer + 1 == c.arch.num_layers;
+    let rows = |g: &mut Graph, x: usize| {
+        if last {
+            g.op(Kind::Fresh, model, MODEL, &[x, out_ids])
+        } else {
+            x
+        }
+    };
+    let attn_out = rows(g, attended);
+    let residual = rows(g, residual);
+    let normed = if neox {
+        norm(c, g, residual, model, MODEL)
+    } else {
+        rows(g, normed)
+    };
+    let out = ffn_block(c, g, normed, layer)?;
+    let (first, second) = if falcon {
+        (attn_out, residual)
+    } else {
+        (residual, attn_out)
+    };
+    let sum = g.op(Kind::InPlace, model, MODEL, &[out, first]);
+    Some(g.op(Kind::InPlace, model, MODEL, &[sum, second]))
+}
+
+/// The output head after the last layer: the final norm and the logits, each an output of the
+/// graph (gpt-oss keeps the last hidden state, and Nemotron-H and Qwen3-Next the final norm over
+/// every token, as outputs of their own, the output rows gathered after them).
+pub(super) fn output(c: &Ctx<'_>, g: &mut Graph, inp: usize) {
+    let (model, out_ids) = (c.model, c.out_ids);
+    let mut inp = inp;
+    if c.b.oss {
+        g.tensors[inp].output = true;
+        inp = g.op(Kind::Fresh, model, MODEL, &[inp, out_ids]);
+    }
+    let mut result_norm = norm(c, g, inp, model, MODEL);
+    if c.b.nextn {
+        g.tensors[result_norm].output = true;
+        result_norm = g.op(Kind::Fresh, model, MODEL, &[result_norm, out_ids]);
+    }
+    g.tensors[result_norm].output = true;
+    let lm_head = g.external();
+    let mut result = g.op(Kind::Fresh, c.logits, OTHER, &[lm_head, result_norm]);
+    if c.arch.granite_scales.logits {
+        result = g.op(Kind::InPlace, c.logits, OTHER, &[result]);
+    }
+    g.tensors[result].output = true;
+    g.expand(result);
+}
