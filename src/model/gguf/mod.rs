@@ -2,6 +2,10 @@
 //! touching tensor data. Every count and length is checked against the file size and fixed caps
 //! before anything is allocated, so a hostile header cannot make gpumem allocate without bound.
 
+mod arch;
+
+pub use arch::arch_from_gguf;
+
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufReader, Read};
