@@ -6,6 +6,7 @@ mod catalog;
 mod dtype;
 mod error;
 pub mod estimate;
+mod family;
 mod gguf;
 mod hf_config;
 mod quantized;
@@ -31,6 +32,7 @@ pub use estimate::{
     ActivationsBasis, Breakdown, EstimateOverflow, FileWeights, Mode, Optimizer, Settings,
     TrainingBytes, WeightsDtype, DEFAULT_WEIGHT_PRECISION,
 };
+pub use family::Family;
 pub use gguf::{arch_from_gguf, read_gguf, GgufFile, GgufTensor, GgufValue};
 pub use hf_config::{parse_config, read_config, KNOWN_FAMILIES};
 pub use safetensors_header::{read_safetensors, SafetensorsSummary};

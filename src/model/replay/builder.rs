@@ -2,6 +2,7 @@
 //! the flags the replay follows, or `None` where the architecture's graph is not modelled.
 
 use crate::model::arch::{Attention, Mlp, ModelArch, Moe, Norm, Ssm, SsmKind};
+use crate::model::Family;
 
 /// Which of llama.cpp's graph builders an architecture runs, as far as the allocator sees it.
 #[derive(Debug, Clone, Copy, Default)]
@@ -92,10 +93,8 @@ pub(super) fn modelled(arch: &ModelArch) -> Option<Builder> {
     if let Some(ssm) = arch.ssm {
         return recurrent(arch, ssm);
     }
-    let deepseek = matches!(
-        arch.family.as_str(),
-        "deepseek2" | "deepseek_v2" | "deepseek_v3" | "kimi_k2"
-    );
+    let family = arch.family_kind();
+    let deepseek = family == Family::Deepseek;
     let (qkv_bias, o_bias, qk_norm, mla) = match arch.attention {
         Attention::Standard {
             qkv_bias,
@@ -122,26 +121,25 @@ pub(super) fn modelled(arch: &ModelArch) -> Option<Builder> {
         }
         Attention::Mla { .. } => return None,
     };
-    let oss = matches!(arch.family.as_str(), "gpt-oss" | "gpt_oss");
-    let gemma = matches!(
-        arch.family.as_str(),
-        "gemma" | "gemma2" | "gemma3" | "gemma3_text"
-    );
-    let fused = arch.family == "phi3";
-    let llama4 = matches!(arch.family.as_str(), "llama4" | "llama4_text");
-    let cohere = arch.family == "cohere2";
-    let falcon = arch.family == "falcon";
-    let neox = matches!(arch.family.as_str(), "starcoder2" | "gptneox" | "gpt_neox");
-    let glm = matches!(arch.family.as_str(), "glm4moe" | "glm4_moe");
-    let qwen2_moe = matches!(arch.family.as_str(), "qwen2moe" | "qwen2_moe");
+    let oss = family == Family::GptOss;
+    let gemma = matches!(family, Family::Gemma | Family::Gemma2 | Family::Gemma3);
+    let fused = family == Family::Phi3;
+    let llama4 = family == Family::Llama4;
+    let cohere = family == Family::Cohere2;
+    let falcon = family == Family::Falcon;
+    let neox = matches!(family, Family::Starcoder2 | Family::GptNeox);
+    let glm = family == Family::Glm4Moe;
+    let qwen2_moe = family == Family::Qwen2Moe;
     if arch.fused_projections != fused {
         return None;
     }
-    let family_ok = match arch.family.as_str() {
-        "llama" | "mistral" | "mixtral" | "qwen2" | "gemma2" => !qk_norm,
-        "gemma" => !qk_norm && !qkv_bias && !o_bias && arch.sliding_window.is_none(),
+    let family_ok = match family {
+        Family::Llama | Family::Mistral | Family::Mixtral | Family::Qwen2 | Family::Gemma2 => {
+            !qk_norm
+        }
+        Family::Gemma => !qk_norm && !qkv_bias && !o_bias && arch.sliding_window.is_none(),
         // A gated shared expert beside the routed ones in every layer.
-        "qwen2moe" | "qwen2_moe" => {
+        Family::Qwen2Moe => {
             !qk_norm
                 && arch.moe.as_ref().is_some_and(|m| {
                     m.shared_gate
@@ -150,11 +148,13 @@ pub(super) fn modelled(arch: &ModelArch) -> Option<Builder> {
                         && m.layer_freq <= 1
                 })
         }
-        "phi3" => !qk_norm && !qkv_bias && arch.moe.is_none() && arch.sliding_window.is_none(),
-        "qwen3" | "qwen3moe" | "qwen3_moe" | "gemma3" | "gemma3_text" => qk_norm,
-        "llama4" | "llama4_text" => !qk_norm && !qkv_bias && !o_bias,
-        "cohere2" => !qk_norm && !qkv_bias && !o_bias && arch.moe.is_none(),
-        "falcon" => {
+        Family::Phi3 => {
+            !qk_norm && !qkv_bias && arch.moe.is_none() && arch.sliding_window.is_none()
+        }
+        Family::Qwen3 | Family::Qwen3Moe | Family::Gemma3 => qk_norm,
+        Family::Llama4 => !qk_norm && !qkv_bias && !o_bias,
+        Family::Cohere2 => !qk_norm && !qkv_bias && !o_bias && arch.moe.is_none(),
+        Family::Falcon => {
             !qk_norm
                 && !qkv_bias
                 && !o_bias
@@ -163,17 +163,17 @@ pub(super) fn modelled(arch: &ModelArch) -> Option<Builder> {
                 && arch.mlp == Mlp::Plain
                 && !arch.mlp_bias
         }
-        "starcoder2" | "gptneox" | "gpt_neox" => {
+        Family::Starcoder2 | Family::GptNeox => {
             !qk_norm
                 && qkv_bias
                 && o_bias
                 && arch.moe.is_none()
                 && arch.mlp == Mlp::Plain
                 && arch.mlp_bias
-                && (arch.family != "starcoder2" || !arch.parallel_attention)
+                && (family != Family::Starcoder2 || !arch.parallel_attention)
         }
-        _ if deepseek => arch.moe.as_ref().is_some_and(|m| m.layer_freq <= 1),
-        "glm4moe" | "glm4_moe" => {
+        Family::Deepseek => arch.moe.as_ref().is_some_and(|m| m.layer_freq <= 1),
+        Family::Glm4Moe => {
             !o_bias
                 && arch
                     .moe
@@ -185,7 +185,7 @@ pub(super) fn modelled(arch: &ModelArch) -> Option<Builder> {
     // Gemma 2 and 3's four norms a layer (Gemma 1's two) and its separately scaled query, and
     // only Gemma's; Command R7B's one norm.
     let gemma_ok = if gemma {
-        let norms = if arch.family == "gemma" { 2 } else { 4 };
+        let norms = if family == Family::Gemma { 2 } else { 4 };
         arch.norms_per_layer == norms && arch.query_prescaled && arch.moe.is_none()
     } else if cohere {
         arch.norms_per_layer == 1 && !arch.query_prescaled
@@ -240,7 +240,7 @@ pub(super) fn modelled(arch: &ModelArch) -> Option<Builder> {
         cohere,
         falcon,
         neox,
-        fused_qkv: fused || falcon || (neox && arch.family != "starcoder2"),
+        fused_qkv: fused || falcon || (neox && family != Family::Starcoder2),
         glm: glm || (deepseek && arch.moe.as_ref().is_some_and(|m| m.router_bias)),
         mla,
         unnormalised: qwen2_moe
@@ -264,18 +264,19 @@ pub(super) fn recurrent(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
     if !sane {
         return None;
     }
-    match (arch.family.as_str(), ssm.kind) {
-        ("mamba", SsmKind::Mamba) | ("mamba2", SsmKind::Mamba2) => (arch.attention_layer_count()
-            == 0
-            && arch.moe.is_none()
-            && !arch.ffn_blocks_alone
-            && arch.norms_per_layer == 1)
-            .then_some(Builder {
-                recurrent: Some(ssm),
-                one_block: true,
-                ..Builder::default()
-            }),
-        ("jamba", SsmKind::JambaMamba) => {
+    match (arch.family_kind(), ssm.kind) {
+        (Family::Mamba, SsmKind::Mamba) | (Family::Mamba2, SsmKind::Mamba2) => {
+            (arch.attention_layer_count() == 0
+                && arch.moe.is_none()
+                && !arch.ffn_blocks_alone
+                && arch.norms_per_layer == 1)
+                .then_some(Builder {
+                    recurrent: Some(ssm),
+                    one_block: true,
+                    ..Builder::default()
+                })
+        }
+        (Family::Jamba, SsmKind::JambaMamba) => {
             let attention_ok =
                 standard_attention(arch) && !arch.parallel_attention && !arch.ffn_blocks_alone;
             // llama.cpp's Jamba routes by softmax, top-k weights as gathered, no shared expert.
@@ -294,7 +295,7 @@ pub(super) fn recurrent(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
                 ..Builder::default()
             })
         }
-        ("nemotron_h" | "nemotron_h_moe", SsmKind::Mamba2) => {
+        (Family::NemotronH, SsmKind::Mamba2) => {
             // Experts as Nemotron-H routes them: sigmoid scores with a correction bias,
             // normalised top-k weights, a squared-ReLU shared expert beside them.
             let moe_ok = arch
@@ -316,7 +317,7 @@ pub(super) fn recurrent(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
                     ..Builder::default()
                 })
         }
-        ("qwen3next" | "qwen3_next", SsmKind::GatedDeltaNet) => {
+        (Family::Qwen3Next, SsmKind::GatedDeltaNet) => {
             // llama.cpp's fused gated-delta-net op needs key and value heads of one size, and
             // whole value heads per key head.
             let heads_ok = ssm.groups > 0
@@ -357,7 +358,7 @@ pub(super) fn recurrent(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
                 ..Builder::default()
             })
         }
-        ("granitehybrid" | "granitemoehybrid", SsmKind::Mamba2) => {
+        (Family::GraniteHybrid, SsmKind::Mamba2) => {
             // Granite-4.0-H: Jamba's layout with Mamba-2 mixers, RoPE unless the file turns it
             // off, and softmax-routed experts with normalised weights beside a plain shared one.
             let moe_ok = arch.moe.as_ref().is_none_or(|m| {
@@ -379,7 +380,7 @@ pub(super) fn recurrent(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
                 ..Builder::default()
             })
         }
-        ("falcon-h1", SsmKind::Mamba2) => (standard_attention(arch)
+        (Family::FalconH1, SsmKind::Mamba2) => (standard_attention(arch)
             && arch.parallel_attention
             && arch.moe.is_none()
             && arch.mlp == Mlp::Gated
