@@ -94,46 +94,107 @@ pub(super) fn modelled(arch: &ModelArch) -> Option<Builder> {
         return recurrent(arch, ssm);
     }
     let family = arch.family_kind();
-    let deepseek = family == Family::Deepseek;
-    let (qkv_bias, o_bias, qk_norm, mla) = match arch.attention {
+    let (qkv_bias, o_bias, qk_norm, mla) = attention_of(arch, family)?;
+    let f = Flags::of(family);
+    if arch.fused_projections != f.fused {
+        return None;
+    }
+    let ok = family_ok(arch, family, (qkv_bias, o_bias, qk_norm))
+        && norms_ok(arch, family, &f)
+        && moe_ok(arch, &f)
+        && layout_ok(arch, &f);
+    let router_bias = arch.moe.as_ref().is_some_and(|m| m.router_bias);
+    ok.then_some(Builder {
+        qkv_bias,
+        o_bias,
+        qk_norm,
+        oss: f.oss,
+        gemma: f.gemma,
+        fused: f.fused,
+        llama4: f.llama4,
+        cohere: f.cohere,
+        falcon: f.falcon,
+        neox: f.neox,
+        fused_qkv: f.fused || f.falcon || (f.neox && family != Family::Starcoder2),
+        glm: f.glm || (f.deepseek && router_bias),
+        mla,
+        unnormalised: f.qwen2_moe || (mla.is_some() && !router_bias),
+        qwen2_moe: f.qwen2_moe,
+        ..Builder::default()
+    })
+}
+
+/// The attention's biases and q/k norm, and its latent widths where it is DeepSeek's; `None`
+/// for latent attention in any other family.
+fn attention_of(arch: &ModelArch, family: Family) -> Option<(bool, bool, bool, Option<Mla>)> {
+    match arch.attention {
         Attention::Standard {
             qkv_bias,
             o_bias,
             qk_norm,
-        } => (qkv_bias, o_bias, qk_norm, None),
+        } => Some((qkv_bias, o_bias, qk_norm, None)),
         Attention::Mla {
             q_lora_rank: q_lora,
             kv_lora_rank: kv_lora,
             qk_nope_head_dim: nope,
             qk_rope_head_dim: rope,
             v_head_dim: v,
-        } if deepseek => {
-            let absorbed = !arch.mla_full_cache;
-            let mla = Mla {
+        } if family == Family::Deepseek => Some((
+            false,
+            false,
+            false,
+            Some(Mla {
                 q_lora,
                 kv_lora,
                 nope,
                 rope,
                 v,
-                absorbed,
-            };
-            (false, false, false, Some(mla))
-        }
-        Attention::Mla { .. } => return None,
-    };
-    let oss = family == Family::GptOss;
-    let gemma = matches!(family, Family::Gemma | Family::Gemma2 | Family::Gemma3);
-    let fused = family == Family::Phi3;
-    let llama4 = family == Family::Llama4;
-    let cohere = family == Family::Cohere2;
-    let falcon = family == Family::Falcon;
-    let neox = matches!(family, Family::Starcoder2 | Family::GptNeox);
-    let glm = family == Family::Glm4Moe;
-    let qwen2_moe = family == Family::Qwen2Moe;
-    if arch.fused_projections != fused {
-        return None;
+                absorbed: !arch.mla_full_cache,
+            }),
+        )),
+        Attention::Mla { .. } => None,
     }
-    let family_ok = match family {
+}
+
+/// Which builder's ways a family takes.
+struct Flags {
+    oss: bool,
+    gemma: bool,
+    fused: bool,
+    llama4: bool,
+    cohere: bool,
+    falcon: bool,
+    neox: bool,
+    glm: bool,
+    deepseek: bool,
+    qwen2_moe: bool,
+}
+
+impl Flags {
+    fn of(family: Family) -> Self {
+        Flags {
+            oss: family == Family::GptOss,
+            gemma: matches!(family, Family::Gemma | Family::Gemma2 | Family::Gemma3),
+            fused: family == Family::Phi3,
+            llama4: family == Family::Llama4,
+            cohere: family == Family::Cohere2,
+            falcon: family == Family::Falcon,
+            neox: matches!(family, Family::Starcoder2 | Family::GptNeox),
+            glm: family == Family::Glm4Moe,
+            deepseek: family == Family::Deepseek,
+            qwen2_moe: family == Family::Qwen2Moe,
+        }
+    }
+}
+
+/// The attention biases, norms, experts and layouts each family's builder has.
+fn family_ok(
+    arch: &ModelArch,
+    family: Family,
+    (qkv_bias, o_bias, qk_norm): (bool, bool, bool),
+) -> bool {
+    let no_moe = arch.moe.is_none();
+    match family {
         Family::Llama | Family::Mistral | Family::Mixtral | Family::Qwen2 | Family::Gemma2 => {
             !qk_norm
         }
@@ -148,17 +209,15 @@ pub(super) fn modelled(arch: &ModelArch) -> Option<Builder> {
                         && m.layer_freq <= 1
                 })
         }
-        Family::Phi3 => {
-            !qk_norm && !qkv_bias && arch.moe.is_none() && arch.sliding_window.is_none()
-        }
+        Family::Phi3 => !qk_norm && !qkv_bias && no_moe && arch.sliding_window.is_none(),
         Family::Qwen3 | Family::Qwen3Moe | Family::Gemma3 => qk_norm,
         Family::Llama4 => !qk_norm && !qkv_bias && !o_bias,
-        Family::Cohere2 => !qk_norm && !qkv_bias && !o_bias && arch.moe.is_none(),
+        Family::Cohere2 => !qk_norm && !qkv_bias && !o_bias && no_moe,
         Family::Falcon => {
             !qk_norm
                 && !qkv_bias
                 && !o_bias
-                && arch.moe.is_none()
+                && no_moe
                 && arch.parallel_attention
                 && arch.mlp == Mlp::Plain
                 && !arch.mlp_bias
@@ -167,7 +226,7 @@ pub(super) fn modelled(arch: &ModelArch) -> Option<Builder> {
             !qk_norm
                 && qkv_bias
                 && o_bias
-                && arch.moe.is_none()
+                && no_moe
                 && arch.mlp == Mlp::Plain
                 && arch.mlp_bias
                 && (family != Family::Starcoder2 || !arch.parallel_attention)
@@ -180,74 +239,69 @@ pub(super) fn modelled(arch: &ModelArch) -> Option<Builder> {
                     .as_ref()
                     .is_some_and(|m| m.router_bias && m.layer_freq <= 1)
         }
-        _ => oss && !qk_norm && arch.moe.is_some() && arch.sliding_window.is_some(),
-    };
-    // Gemma 2 and 3's four norms a layer (Gemma 1's two) and its separately scaled query, and
-    // only Gemma's; Command R7B's one norm.
-    let gemma_ok = if gemma {
+        _ => {
+            family == Family::GptOss
+                && !qk_norm
+                && arch.moe.is_some()
+                && arch.sliding_window.is_some()
+        }
+    }
+}
+
+/// Gemma 2 and 3's four norms a layer (Gemma 1's two) and its separately scaled query, and
+/// only Gemma's; Command R7B's one norm; Falcon's one or two.
+fn norms_ok(arch: &ModelArch, family: Family, f: &Flags) -> bool {
+    if f.gemma {
         let norms = if family == Family::Gemma { 2 } else { 4 };
         arch.norms_per_layer == norms && arch.query_prescaled && arch.moe.is_none()
-    } else if cohere {
+    } else if f.cohere {
         arch.norms_per_layer == 1 && !arch.query_prescaled
-    } else if falcon {
+    } else if f.falcon {
         (1..=2).contains(&arch.norms_per_layer) && !arch.query_prescaled
     } else {
         arch.norms_per_layer == 2 && !arch.query_prescaled
-    };
-    // Experts as llama.cpp's `build_moe_ffn` routes them for these builders: a router in every
-    // layer, top-k weights, no shared expert; a routing bias only in gpt-oss's builder.
-    let moe_ok = arch.moe.as_ref().is_none_or(|m| {
-        (llama4
-            || glm
-            || deepseek
-            || qwen2_moe
+    }
+}
+
+/// Experts as llama.cpp's `build_moe_ffn` routes them for these builders: a router in every
+/// layer, top-k weights, no shared expert; a routing bias only in gpt-oss's builder.
+fn moe_ok(arch: &ModelArch, f: &Flags) -> bool {
+    arch.moe.as_ref().is_none_or(|m| {
+        (f.llama4
+            || f.glm
+            || f.deepseek
+            || f.qwen2_moe
             || (m.shared_intermediate == 0 && m.first_dense_layers == 0 && m.layer_freq <= 1))
-            && (oss || glm || deepseek || !m.router_bias)
-            && (glm || deepseek || !m.scaled_weights)
-            && (qwen2_moe || !m.shared_gate)
+            && (f.oss || f.glm || f.deepseek || !m.router_bias)
+            && (f.glm || f.deepseek || !m.scaled_weights)
+            && (f.qwen2_moe || !m.shared_gate)
             && routable(m)
-    });
-    let plain = moe_ok
-        && gemma_ok
-        && arch.ssm.is_none()
-        && (oss || gemma || llama4 || cohere || arch.sliding_window.is_none())
-        && (falcon || neox || arch.mlp == Mlp::Gated)
-        && (oss || neox || !arch.mlp_bias)
+    })
+}
+
+/// The rest of the layout the builders share: no recurrent mixer, windows only where the
+/// builder has them, the MLP, norms, sinks and parallel blocks each builder has, and a shape.
+fn layout_ok(arch: &ModelArch, f: &Flags) -> bool {
+    arch.ssm.is_none()
+        && (f.oss || f.gemma || f.llama4 || f.cohere || arch.sliding_window.is_none())
+        && (f.falcon || f.neox || arch.mlp == Mlp::Gated)
+        && (f.oss || f.neox || !arch.mlp_bias)
         // Command R7B's norm is a LayerNorm without a bias, which a GGUF cannot tell from an
         // RMSNorm: either is taken.
-        && (cohere
-            || if falcon || neox {
+        && (f.cohere
+            || if f.falcon || f.neox {
                 arch.norm == Norm::Layer
             } else {
                 arch.norm == Norm::Rms
             })
-        && (oss || !arch.attention_sinks)
-        && (falcon || neox || !arch.parallel_attention)
+        && (f.oss || !arch.attention_sinks)
+        && (f.falcon || f.neox || !arch.parallel_attention)
         && !arch.attn_output_gate
         && !arch.embedding_norm
         && arch.num_layers > 0
         && arch.num_heads > 0
         && arch.num_kv_heads > 0
-        && arch.head_dim > 0;
-    (family_ok && plain).then_some(Builder {
-        qkv_bias,
-        o_bias,
-        qk_norm,
-        oss,
-        gemma,
-        fused,
-        llama4,
-        cohere,
-        falcon,
-        neox,
-        fused_qkv: fused || falcon || (neox && family != Family::Starcoder2),
-        glm: glm || (deepseek && arch.moe.as_ref().is_some_and(|m| m.router_bias)),
-        mla,
-        unnormalised: qwen2_moe
-            || (mla.is_some() && !(arch.moe.as_ref().is_some_and(|m| m.router_bias))),
-        qwen2_moe,
-        ..Builder::default()
-    })
+        && arch.head_dim > 0
 }
 
 /// The recurrent and hybrid layouts modelled here: llama.cpp's `mamba` (Mamba, FalconMamba,
