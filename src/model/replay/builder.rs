@@ -330,123 +330,140 @@ pub(super) fn recurrent(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
                     ..Builder::default()
                 })
         }
-        (Family::Jamba, SsmKind::JambaMamba) => {
-            let attention_ok =
-                standard_attention(arch) && !arch.parallel_attention && !arch.ffn_blocks_alone;
-            // llama.cpp's Jamba routes by softmax, top-k weights as gathered, no shared expert.
-            let moe_ok = arch.moe.as_ref().is_none_or(|m| {
-                m.shared_intermediate == 0
-                    && !m.router_bias
-                    && !m.shared_gate
-                    && m.groups.0 <= 1
-                    && routable(m)
-            });
-            (attention_ok && moe_ok && pre_norm_gated(arch)).then_some(Builder {
-                recurrent: Some(ssm),
-                rope_free: true,
-                residual_first: true,
-                unnormalised: true,
-                ..Builder::default()
-            })
-        }
-        (Family::NemotronH, SsmKind::Mamba2) => {
-            // Experts as Nemotron-H routes them: sigmoid scores with a correction bias,
-            // normalised top-k weights, a squared-ReLU shared expert beside them.
-            let moe_ok = arch
-                .moe
-                .as_ref()
-                .is_none_or(|m| m.router_bias && !m.shared_gate && m.groups.0 <= 1 && routable(m));
-            (standard_attention(arch)
-                && moe_ok
-                && arch.ffn_blocks_alone
-                && arch.mlp == Mlp::Plain
-                && !arch.mlp_bias
-                && arch.norms_per_layer == 1)
-                .then_some(Builder {
-                    recurrent: Some(ssm),
-                    rope_free: true,
-                    one_block: true,
-                    nextn: true,
-                    glm: arch.moe.is_some(),
-                    ..Builder::default()
-                })
-        }
-        (Family::Qwen3Next, SsmKind::GatedDeltaNet) => {
-            // llama.cpp's fused gated-delta-net op needs key and value heads of one size, and
-            // whole value heads per key head.
-            let heads_ok = ssm.groups > 0
-                && ssm.dt_rank % ssm.groups == 0
-                && ssm.inner % ssm.dt_rank == 0
-                && ssm.inner / ssm.dt_rank == ssm.state;
-            let attention_ok = arch.attention
-                == Attention::Standard {
-                    qkv_bias: false,
-                    o_bias: false,
-                    qk_norm: true,
-                }
-                && arch.attn_output_gate
-                && arch.num_heads > 0
-                && arch.num_kv_heads > 0
-                && arch.head_dim > 0
-                && arch.sliding_window.is_none()
-                && !arch.attention_sinks
-                && !arch.fused_projections
-                && !arch.parallel_attention
-                && !arch.ffn_blocks_alone;
-            // Softmax-routed experts in every layer, normalised top-k weights, and beside them
-            // a shared expert scaled by a sigmoid gate of its own.
-            let moe_ok = arch.moe.as_ref().is_none_or(|m| {
-                m.shared_intermediate > 0
-                    && m.shared_gate
-                    && !m.router_bias
-                    && m.groups.0 <= 1
-                    && m.first_dense_layers == 0
-                    && m.layer_freq <= 1
-                    && routable(m)
-            });
-            (heads_ok && attention_ok && moe_ok && pre_norm_gated(arch)).then_some(Builder {
-                recurrent: Some(ssm),
-                qk_norm: true,
-                gated_attention: true,
-                nextn: true,
-                ..Builder::default()
-            })
-        }
-        (Family::GraniteHybrid, SsmKind::Mamba2) => {
-            // Granite-4.0-H: Jamba's layout with Mamba-2 mixers, RoPE unless the file turns it
-            // off, and softmax-routed experts with normalised weights beside a plain shared one.
-            let moe_ok = arch.moe.as_ref().is_none_or(|m| {
-                !m.router_bias
-                    && !m.shared_gate
-                    && m.groups.0 <= 1
-                    && m.first_dense_layers == 0
-                    && m.layer_freq <= 1
-                    && routable(m)
-            });
-            (standard_attention(arch)
-                && !arch.parallel_attention
-                && !arch.ffn_blocks_alone
-                && moe_ok
-                && pre_norm_gated(arch))
-            .then_some(Builder {
-                recurrent: Some(ssm),
-                rope_free: arch.no_rope,
-                ..Builder::default()
-            })
-        }
-        (Family::FalconH1, SsmKind::Mamba2) => (standard_attention(arch)
-            && arch.parallel_attention
-            && arch.moe.is_none()
-            && arch.mlp == Mlp::Gated
-            && !arch.mlp_bias
-            && arch.norms_per_layer == 2)
-            .then_some(Builder {
-                recurrent: Some(ssm),
-                parallel: true,
-                ..Builder::default()
-            }),
+        (Family::Jamba, SsmKind::JambaMamba) => jamba(arch, ssm),
+        (Family::NemotronH, SsmKind::Mamba2) => nemotron_h(arch, ssm),
+        (Family::Qwen3Next, SsmKind::GatedDeltaNet) => qwen3_next(arch, ssm),
+        (Family::GraniteHybrid, SsmKind::Mamba2) => granite_hybrid(arch, ssm),
+        (Family::FalconH1, SsmKind::Mamba2) => falcon_h1(arch, ssm),
         _ => None,
     }
+}
+
+/// Jamba: Mamba mixers and attention without RoPE, the residual first in its adds.
+fn jamba(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
+    let attention_ok =
+        standard_attention(arch) && !arch.parallel_attention && !arch.ffn_blocks_alone;
+    // llama.cpp's Jamba routes by softmax, top-k weights as gathered, no shared expert.
+    let moe_ok = arch.moe.as_ref().is_none_or(|m| {
+        m.shared_intermediate == 0
+            && !m.router_bias
+            && !m.shared_gate
+            && m.groups.0 <= 1
+            && routable(m)
+    });
+    (attention_ok && moe_ok && pre_norm_gated(arch)).then_some(Builder {
+        recurrent: Some(ssm),
+        rope_free: true,
+        residual_first: true,
+        unnormalised: true,
+        ..Builder::default()
+    })
+}
+
+/// Nemotron-H: one block a layer, squared-ReLU MLPs or experts.
+fn nemotron_h(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
+    // Experts as Nemotron-H routes them: sigmoid scores with a correction bias,
+    // normalised top-k weights, a squared-ReLU shared expert beside them.
+    let moe_ok = arch
+        .moe
+        .as_ref()
+        .is_none_or(|m| m.router_bias && !m.shared_gate && m.groups.0 <= 1 && routable(m));
+    (standard_attention(arch)
+        && moe_ok
+        && arch.ffn_blocks_alone
+        && arch.mlp == Mlp::Plain
+        && !arch.mlp_bias
+        && arch.norms_per_layer == 1)
+        .then_some(Builder {
+            recurrent: Some(ssm),
+            rope_free: true,
+            one_block: true,
+            nextn: true,
+            glm: arch.moe.is_some(),
+            ..Builder::default()
+        })
+}
+
+/// Qwen3-Next: Gated DeltaNet beside gated attention.
+fn qwen3_next(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
+    // llama.cpp's fused gated-delta-net op needs key and value heads of one size, and
+    // whole value heads per key head.
+    let heads_ok = ssm.groups > 0
+        && ssm.dt_rank % ssm.groups == 0
+        && ssm.inner % ssm.dt_rank == 0
+        && ssm.inner / ssm.dt_rank == ssm.state;
+    let attention_ok = arch.attention
+        == Attention::Standard {
+            qkv_bias: false,
+            o_bias: false,
+            qk_norm: true,
+        }
+        && arch.attn_output_gate
+        && arch.num_heads > 0
+        && arch.num_kv_heads > 0
+        && arch.head_dim > 0
+        && arch.sliding_window.is_none()
+        && !arch.attention_sinks
+        && !arch.fused_projections
+        && !arch.parallel_attention
+        && !arch.ffn_blocks_alone;
+    // Softmax-routed experts in every layer, normalised top-k weights, and beside them
+    // a shared expert scaled by a sigmoid gate of its own.
+    let moe_ok = arch.moe.as_ref().is_none_or(|m| {
+        m.shared_intermediate > 0
+            && m.shared_gate
+            && !m.router_bias
+            && m.groups.0 <= 1
+            && m.first_dense_layers == 0
+            && m.layer_freq <= 1
+            && routable(m)
+    });
+    (heads_ok && attention_ok && moe_ok && pre_norm_gated(arch)).then_some(Builder {
+        recurrent: Some(ssm),
+        qk_norm: true,
+        gated_attention: true,
+        nextn: true,
+        ..Builder::default()
+    })
+}
+
+/// Granite-4.0-H.
+fn granite_hybrid(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
+    // Granite-4.0-H: Jamba's layout with Mamba-2 mixers, RoPE unless the file turns it
+    // off, and softmax-routed experts with normalised weights beside a plain shared one.
+    let moe_ok = arch.moe.as_ref().is_none_or(|m| {
+        !m.router_bias
+            && !m.shared_gate
+            && m.groups.0 <= 1
+            && m.first_dense_layers == 0
+            && m.layer_freq <= 1
+            && routable(m)
+    });
+    (standard_attention(arch)
+        && !arch.parallel_attention
+        && !arch.ffn_blocks_alone
+        && moe_ok
+        && pre_norm_gated(arch))
+    .then_some(Builder {
+        recurrent: Some(ssm),
+        rope_free: arch.no_rope,
+        ..Builder::default()
+    })
+}
+
+/// Falcon-H1: attention and the mixer side by side, then a gated MLP.
+fn falcon_h1(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
+    (standard_attention(arch)
+        && arch.parallel_attention
+        && arch.moe.is_none()
+        && arch.mlp == Mlp::Gated
+        && !arch.mlp_bias
+        && arch.norms_per_layer == 2)
+        .then_some(Builder {
+            recurrent: Some(ssm),
+            parallel: true,
+            ..Builder::default()
+        })
 }
 
 /// A layer of two pre-norms (before the mixer or attention, and before the feed-forward block),
