@@ -68,7 +68,6 @@ pub(super) fn mamba(
     let v2 = s.kind == SsmKind::Mamba2;
     let f32 = |elems: u64| elems.checked_mul(4);
     let width = |n: u64| f32(n.checked_mul(tokens)?);
-    let inner = width(s.inner)?;
     let channels = u64::try_from(s.conv_channels()).ok()?;
     let past = s.conv_kernel - 1;
     let scan_out = f32(s
@@ -123,41 +122,7 @@ pub(super) fn mamba(
             let b = g.external();
             (scan_x, g.op(Kind::InPlace, heads, OTHER, &[dt, b]), bs, cs)
         }
-        None => {
-            let w_x = g.external();
-            let dt_b_c = width(s.dt_rank.checked_add(s.state.checked_mul(2)?)?)?;
-            let x_db = g.op(Kind::Fresh, dt_b_c, OTHER, &[w_x, x]);
-            let (dt, bs, cs) = (
-                g.view(x_db, OTHER),
-                g.view(x_db, OTHER),
-                g.view(x_db, OTHER),
-            );
-            // Jamba's norms carry weights, FalconMamba's do not; either way each is a tensor
-            // of its own (a view's memory is never reused in place).
-            let weighted = s.kind == SsmKind::JambaMamba;
-            let (dt, bs, cs) = if weighted || s.norm {
-                let norm = |g: &mut Graph, t: usize, bytes: u64| {
-                    let n = g.op(Kind::InPlace, bytes, OTHER, &[t]);
-                    if !weighted {
-                        return n;
-                    }
-                    let w = g.external();
-                    g.op(Kind::InPlace, bytes, OTHER, &[n, w])
-                };
-                let state = width(s.state)?;
-                (
-                    norm(g, dt, width(s.dt_rank)?),
-                    norm(g, bs, state),
-                    norm(g, cs, state),
-                )
-            } else {
-                (g.op(Kind::Fresh, width(s.dt_rank)?, OTHER, &[dt]), bs, cs)
-            };
-            let (w_dt, b) = (g.external(), g.external());
-            let dt = g.op(Kind::Fresh, inner, INNER, &[w_dt, dt]);
-            let dt = g.op(Kind::InPlace, inner, INNER, &[dt, b]);
-            (g.view(x, OTHER), dt, bs, cs)
-        }
+        None => mamba1_scan_inputs(g, s, x, tokens)?,
     };
     let a = g.external();
     let y_ssm = read_states(g, ssm_all, inputs, |g, states, ids| {
@@ -173,6 +138,65 @@ pub(super) fn mamba(
     let dest = g.view(ssm_all, OTHER);
     let saved = g.copy(last_state, dest);
     g.expand(saved);
+    mamba_output(g, s, (y_ssm, x, scan_x, z), tokens, model)
+}
+
+/// Mamba-1's scan inputs from the convolution's output `x`: Δ, B and C projected from it (each
+/// normed in Jamba and FalconMamba), and Δ projected up to the inner width and biased.
+fn mamba1_scan_inputs(
+    g: &mut Graph,
+    s: &Ssm,
+    x: usize,
+    tokens: u64,
+) -> Option<(usize, usize, usize, usize)> {
+    let width = |n: u64| n.checked_mul(tokens)?.checked_mul(4);
+    let inner = width(s.inner)?;
+    let w_x = g.external();
+    let dt_b_c = width(s.dt_rank.checked_add(s.state.checked_mul(2)?)?)?;
+    let x_db = g.op(Kind::Fresh, dt_b_c, OTHER, &[w_x, x]);
+    let (dt, bs, cs) = (
+        g.view(x_db, OTHER),
+        g.view(x_db, OTHER),
+        g.view(x_db, OTHER),
+    );
+    // Jamba's norms carry weights, FalconMamba's do not; either way each is a tensor of its own
+    // (a view's memory is never reused in place).
+    let weighted = s.kind == SsmKind::JambaMamba;
+    let (dt, bs, cs) = if weighted || s.norm {
+        let norm = |g: &mut Graph, t: usize, bytes: u64| {
+            let n = g.op(Kind::InPlace, bytes, OTHER, &[t]);
+            if !weighted {
+                return n;
+            }
+            let w = g.external();
+            g.op(Kind::InPlace, bytes, OTHER, &[n, w])
+        };
+        let state = width(s.state)?;
+        (
+            norm(g, dt, width(s.dt_rank)?),
+            norm(g, bs, state),
+            norm(g, cs, state),
+        )
+    } else {
+        (g.op(Kind::Fresh, width(s.dt_rank)?, OTHER, &[dt]), bs, cs)
+    };
+    let (w_dt, b) = (g.external(), g.external());
+    let dt = g.op(Kind::Fresh, inner, INNER, &[w_dt, dt]);
+    let dt = g.op(Kind::InPlace, inner, INNER, &[dt, b]);
+    Some((g.view(x, OTHER), dt, bs, cs))
+}
+
+/// The mixer's output from the scan `y_ssm`: the skip (D) connection, the z gate, Mamba-2's
+/// grouped norm, and the out-projection.
+fn mamba_output(
+    g: &mut Graph,
+    s: &Ssm,
+    (y_ssm, x, scan_x, z): (usize, usize, usize, usize),
+    tokens: u64,
+    model: u64,
+) -> Option<usize> {
+    let v2 = s.kind == SsmKind::Mamba2;
+    let inner = s.inner.checked_mul(tokens)?.checked_mul(4)?;
     let y = g.view(y_ssm, INNER);
     let d = g.external();
     // Mamba scales its own x (in place); Mamba-2 a view of the convolution's output.
@@ -244,46 +268,13 @@ pub(super) fn delta_net(
         g.op(Kind::Fresh, conv_state, OTHER, &[states, ids])
     });
     let conv = g.view(conv, OTHER);
-    let (mixed, z) = if joint {
-        let w = g.external();
-        let qkvz = g.op(Kind::Fresh, qkvz, OTHER, &[w, cur]);
-        let parts = g.view(qkvz, OTHER);
-        let mut copy = |bytes: u64| {
-            let part = g.view(parts, OTHER);
-            g.op(Kind::Fresh, bytes, OTHER, &[part])
-        };
-        let (q, k) = (copy(key), copy(key));
-        let v = copy(value);
-        let z = copy(value);
-        let qk = g.op(Kind::Fresh, key.checked_mul(2)?, OTHER, &[q, k]);
-        (g.op(Kind::Fresh, width(channels)?, OTHER, &[qk, v]), z)
-    } else {
-        let (w, wz) = (g.external(), g.external());
-        let qkv = g.op(Kind::Fresh, width(channels)?, OTHER, &[w, cur]);
-        (
-            g.view(qkv, OTHER),
-            g.op(Kind::Fresh, value, OTHER, &[wz, cur]),
-        )
-    };
-    let w_ba = g.external();
-    let ba = g.op(
-        Kind::Fresh,
+    let (mixed, z) = delta_projections(g, cur, joint, (key, value, width(channels)?))?;
+    let (beta, decay) = delta_gates(
+        g,
+        cur,
+        width(value_heads)?,
         width(value_heads.checked_mul(2)?)?,
-        OTHER,
-        &[w_ba, cur],
     );
-    let ba = g.view(ba, OTHER);
-    let (b, a) = (g.view(ba, OTHER), g.view(ba, OTHER));
-    let heads = width(value_heads)?;
-    let b = g.op(Kind::Fresh, heads, OTHER, &[b]);
-    let beta = g.op(Kind::InPlace, heads, OTHER, &[b]);
-    let alpha = g.op(Kind::Fresh, heads, OTHER, &[a]);
-    let dt_bias = g.external();
-    let alpha = g.op(Kind::InPlace, heads, OTHER, &[alpha, dt_bias]);
-    let alpha = g.op(Kind::InPlace, heads, OTHER, &[alpha]);
-    let a_log = g.external();
-    let decay = g.op(Kind::InPlace, heads, OTHER, &[alpha, a_log]);
-    let (beta, decay) = (g.view(beta, OTHER), g.view(decay, OTHER));
     let conv_x = convolution_input(g, (conv, mixed), conv_x_bytes, conv_all);
     let cached = read_states(g, ssm_all, inputs, |g, states, ids| {
         g.op(Kind::Fresh, state, OTHER, &[states, ids])
@@ -327,4 +318,58 @@ pub(super) fn delta_net(
     let w_out = g.external();
     let out = g.op(Kind::Fresh, model, MODEL, &[w_out, y]);
     Some(g.view(out, MODEL))
+}
+
+/// Gated DeltaNet's projections of `cur`: the mixed q/k/v (from one joint q/k/v/z projection
+/// whose parts are copied out and joined, or from a q/k/v projection beside z's own), and z.
+fn delta_projections(
+    g: &mut Graph,
+    cur: usize,
+    joint: bool,
+    (key, value, mixed_bytes): (u64, u64, u64),
+) -> Option<(usize, usize)> {
+    Some(if joint {
+        let w = g.external();
+        let qkvz = g.op(
+            Kind::Fresh,
+            mixed_bytes.checked_add(value)?,
+            OTHER,
+            &[w, cur],
+        );
+        let parts = g.view(qkvz, OTHER);
+        let mut copy = |bytes: u64| {
+            let part = g.view(parts, OTHER);
+            g.op(Kind::Fresh, bytes, OTHER, &[part])
+        };
+        let (q, k) = (copy(key), copy(key));
+        let v = copy(value);
+        let z = copy(value);
+        let qk = g.op(Kind::Fresh, key.checked_mul(2)?, OTHER, &[q, k]);
+        (g.op(Kind::Fresh, mixed_bytes, OTHER, &[qk, v]), z)
+    } else {
+        let (w, wz) = (g.external(), g.external());
+        let qkv = g.op(Kind::Fresh, mixed_bytes, OTHER, &[w, cur]);
+        (
+            g.view(qkv, OTHER),
+            g.op(Kind::Fresh, value, OTHER, &[wz, cur]),
+        )
+    })
+}
+
+/// Gated DeltaNet's per-head gates from `cur`: β (a sigmoid of b) and the decay (a softplus of
+/// a plus its bias, times −exp(A_log)), `heads` bytes each, from one projection of `ba` bytes.
+fn delta_gates(g: &mut Graph, cur: usize, heads: u64, ba: u64) -> (usize, usize) {
+    let w_ba = g.external();
+    let ba = g.op(Kind::Fresh, ba, OTHER, &[w_ba, cur]);
+    let ba = g.view(ba, OTHER);
+    let (b, a) = (g.view(ba, OTHER), g.view(ba, OTHER));
+    let b = g.op(Kind::Fresh, heads, OTHER, &[b]);
+    let beta = g.op(Kind::InPlace, heads, OTHER, &[b]);
+    let alpha = g.op(Kind::Fresh, heads, OTHER, &[a]);
+    let dt_bias = g.external();
+    let alpha = g.op(Kind::InPlace, heads, OTHER, &[alpha, dt_bias]);
+    let alpha = g.op(Kind::InPlace, heads, OTHER, &[alpha]);
+    let a_log = g.external();
+    let decay = g.op(Kind::InPlace, heads, OTHER, &[alpha, a_log]);
+    (g.view(beta, OTHER), g.view(decay, OTHER))
 }
