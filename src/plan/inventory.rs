@@ -297,11 +297,16 @@ fn nvidia_smi_csv(text: &str, host: &str) -> Result<(Vec<Candidate>, Vec<HeldBac
         SMI_DEFAULT_COLUMNS.iter().map(|c| c.to_string()).collect()
     };
     let col = |name: &str| columns.iter().position(|c| c == name);
-    let total_col = col("memory.total").ok_or(
-        "nvidia-smi CSV without a memory.total column (query index,name,memory.total,memory.free)",
-    )?;
-    let (index_col, name_col, free_col) = (col("index"), col("name"), col("memory.free"));
-    let mig_col = col("mig.mode.current");
+    let cols = SmiColumns {
+        total: col("memory.total").ok_or(
+            "nvidia-smi CSV without a memory.total column (query index,name,memory.total,\
+             memory.free)",
+        )?,
+        index: col("index"),
+        name: col("name"),
+        free: col("memory.free"),
+        mig: col("mig.mode.current"),
+    };
     let mut out = Vec::new();
     let mut mig_enabled = Vec::new();
     let mut rows = 0;
@@ -313,58 +318,23 @@ fn nvidia_smi_csv(text: &str, host: &str) -> Result<(Vec<Candidate>, Vec<HeldBac
                 n + 1
             ));
         }
-        let fields = split(line);
-        let at = |c: usize, what: &str| {
-            fields
-                .get(c)
-                .map(String::as_str)
-                .ok_or_else(|| format!("line {}: no {what} field", n + 1))
-        };
-        let total = smi_mib(at(total_col, "memory.total")?)
-            .ok_or_else(|| format!("line {}: memory.total is not a size in MiB", n + 1))?
-            .ok_or_else(|| format!("line {}: memory.total is not reported", n + 1))?;
-        let free = match free_col {
-            Some(c) => smi_mib(at(c, "memory.free")?)
-                .ok_or_else(|| format!("line {}: memory.free is not a size in MiB", n + 1))?,
-            None => None,
-        };
-        let index = match index_col {
-            Some(c) => at(c, "index")?
-                .parse()
-                .map_err(|_| format!("line {}: index is not a number", n + 1))?,
-            None => out.len(),
-        };
-        let name = match name_col {
-            Some(c) => at(c, "name")?.to_string(),
-            None => format!("GPU {index}"),
-        };
-        // A GPU in MIG mode serves processes only through its slices, whose memory the
-        // `--query-gpu` row does not give; planning the whole GPU would promise memory no
-        // process can have.
-        if let Some(c) = mig_col {
-            match at(c, "mig.mode.current")? {
-                "Enabled" => {
-                    mig_enabled.push(index);
-                    continue;
-                }
-                "Disabled" | "[N/A]" | "[Not Supported]" => {}
-                other => {
-                    return Err(format!(
-                        "line {}: mig.mode.current is '{other}', not Enabled, Disabled or [N/A]",
-                        n + 1
-                    ))
-                }
-            }
+        match smi_row(&cols, n + 1, &split(line), out.len())? {
+            SmiRow::Gpu {
+                index,
+                name,
+                total,
+                free,
+            } => out.push(listed(
+                host,
+                BackendKind::Cuda,
+                index,
+                &name,
+                DeviceType::Gpu,
+                total,
+                free,
+            )),
+            SmiRow::MigEnabled(index) => mig_enabled.push(index),
         }
-        out.push(listed(
-            host,
-            BackendKind::Cuda,
-            index,
-            &name,
-            DeviceType::Gpu,
-            total,
-            free,
-        ));
     }
     if rows == 0 {
         return Err("nvidia-smi CSV with no GPU rows".into());
@@ -381,6 +351,80 @@ fn nvidia_smi_csv(text: &str, host: &str) -> Result<(Vec<Candidate>, Vec<HeldBac
         }]
     };
     Ok((out, held_back))
+}
+
+/// Where each field of an nvidia-smi row is (`memory.total` always; the rest if asked for).
+struct SmiColumns {
+    total: usize,
+    index: Option<usize>,
+    name: Option<usize>,
+    free: Option<usize>,
+    mig: Option<usize>,
+}
+
+/// One row of nvidia-smi's CSV.
+enum SmiRow {
+    Gpu {
+        index: usize,
+        name: String,
+        total: u64,
+        free: Option<u64>,
+    },
+    /// A GPU in MIG mode serves processes only through its slices, whose memory the
+    /// `--query-gpu` row does not give; planning the whole GPU would promise memory no process
+    /// can have.
+    MigEnabled(usize),
+}
+
+/// Row `line` (1-based) of the CSV, its fields split; `listed` GPUs come before it (a row
+/// without an index takes that place).
+fn smi_row(
+    cols: &SmiColumns,
+    line: usize,
+    fields: &[String],
+    listed: usize,
+) -> Result<SmiRow, String> {
+    let at = |c: usize, what: &str| {
+        fields
+            .get(c)
+            .map(String::as_str)
+            .ok_or_else(|| format!("line {line}: no {what} field"))
+    };
+    let total = smi_mib(at(cols.total, "memory.total")?)
+        .ok_or_else(|| format!("line {line}: memory.total is not a size in MiB"))?
+        .ok_or_else(|| format!("line {line}: memory.total is not reported"))?;
+    let free = match cols.free {
+        Some(c) => smi_mib(at(c, "memory.free")?)
+            .ok_or_else(|| format!("line {line}: memory.free is not a size in MiB"))?,
+        None => None,
+    };
+    let index = match cols.index {
+        Some(c) => at(c, "index")?
+            .parse()
+            .map_err(|_| format!("line {line}: index is not a number"))?,
+        None => listed,
+    };
+    let name = match cols.name {
+        Some(c) => at(c, "name")?.to_string(),
+        None => format!("GPU {index}"),
+    };
+    if let Some(c) = cols.mig {
+        match at(c, "mig.mode.current")? {
+            "Enabled" => return Ok(SmiRow::MigEnabled(index)),
+            "Disabled" | "[N/A]" | "[Not Supported]" => {}
+            other => {
+                return Err(format!(
+                    "line {line}: mig.mode.current is '{other}', not Enabled, Disabled or [N/A]"
+                ))
+            }
+        }
+    }
+    Ok(SmiRow::Gpu {
+        index,
+        name,
+        total,
+        free,
+    })
 }
 
 /// A size as nvidia-smi prints it (`81920 MiB`, or `81920` with `nounits`): `Some(None)` for
@@ -432,145 +476,27 @@ fn kubectl_nodes(value: &serde_json::Value) -> Result<(Vec<Candidate>, Vec<HeldB
     let mut out = Vec::new();
     let mut held_back = Vec::new();
     for (i, node) in list.items.iter().enumerate() {
-        let field = |name: &str| format!("field 'items[{i}].{name}'");
-        let label = |key: &str| node.metadata.labels.get(key).map(String::as_str);
-        let allocatable = |key: &str| node.status.allocatable.get(key).map(String::as_str);
-        let host = node.metadata.name.clone();
-        // What the scheduler can hand out: allocatable GPUs, none on a cordoned node.
-        let schedulable = match allocatable("nvidia.com/gpu") {
-            Some(v) => device_count(v, "GPU", field("status.allocatable.nvidia.com/gpu"))?,
-            None => 0,
-        };
-        let allocatable_gpus = schedulable;
-        let schedulable = if node.spec.unschedulable {
-            0
-        } else {
-            schedulable
-        };
-        let gpu_count = label("nvidia.com/gpu.count").and_then(|c| c.parse::<usize>().ok());
-        let on_node = gpu_count.unwrap_or(allocatable_gpus);
-        if on_node > 0 && schedulable < on_node {
-            held_back.push(HeldBack {
-                host: host.clone(),
-                gpus: on_node,
-                allocatable: schedulable,
-                cordoned: node.spec.unschedulable,
-                mig_enabled: Vec::new(),
-            });
-        }
+        let n = NodeView { i, node };
+        let schedulable = n.schedulable_gpus(&mut held_back)?;
         if schedulable > 0 {
-            let memory = label("nvidia.com/gpu.memory").ok_or_else(|| {
-                format!(
-                    "{}: missing; GPU Feature Discovery labels are needed to know GPU memory",
-                    field("metadata.labels.nvidia.com/gpu.memory")
-                )
-            })?;
-            let mib: u64 = memory.parse().map_err(|_| {
-                format!(
-                    "{}: '{memory}' is not a size in MiB",
-                    field("metadata.labels.nvidia.com/gpu.memory")
-                )
-            })?;
-            let count = match label("nvidia.com/gpu.count") {
-                Some(c) => device_count(c, "GPU", field("metadata.labels.nvidia.com/gpu.count"))?,
-                None => schedulable,
-            };
-            let product = label("nvidia.com/gpu.product").unwrap_or("NVIDIA GPU");
-            let total = mib.checked_mul(1 << 20).ok_or_else(|| {
-                format!(
-                    "{}: too large",
-                    field("metadata.labels.nvidia.com/gpu.memory")
-                )
-            })?;
-            room(&out, count.min(schedulable))?;
-            for device in 0..count.min(schedulable) {
-                out.push(listed(
-                    &host,
-                    BackendKind::Cuda,
-                    device,
-                    product,
-                    DeviceType::Gpu,
-                    total,
-                    None,
-                ));
-            }
+            n.whole_gpus(schedulable, &mut out)?;
         }
-        // MIG slices under the mixed strategy: `nvidia.com/mig-<profile>` resources, each slice's
-        // memory in GPU Feature Discovery's `nvidia.com/mig-<profile>.memory` label (MiB).
         if !node.spec.unschedulable {
-            let mut next = out.iter().filter(|c| c.host == host).count();
-            for (key, count) in &node.status.allocatable {
-                let Some(profile) = key.strip_prefix("nvidia.com/mig-") else {
-                    continue;
-                };
-                let slices = device_count(
-                    count,
-                    "MIG slice",
-                    field(&format!("status.allocatable.{key}")),
-                )?;
-                if next + slices > MAX_NODE_DEVICES {
-                    return Err(format!(
-                        "{}: more than {MAX_NODE_DEVICES} devices on one node",
-                        field("status.allocatable")
-                    ));
-                }
-                room(&out, slices)?;
-                let memory_label = format!("nvidia.com/mig-{profile}.memory");
-                let mib = match label(&memory_label) {
-                    Some(m) => m.parse::<u64>().map_err(|_| {
-                        format!(
-                            "{}: '{m}' is not a size in MiB",
-                            field(&format!("metadata.labels.{memory_label}"))
-                        )
-                    })?,
-                    None => return Err(format!(
-                        "{}: missing; GPU Feature Discovery labels are needed to know MIG slice memory",
-                        field(&format!("metadata.labels.{memory_label}"))
-                    )),
-                };
-                let total = mib.checked_mul(1 << 20).ok_or_else(|| {
-                    format!(
-                        "{}: too large",
-                        field(&format!("metadata.labels.{memory_label}"))
-                    )
-                })?;
-                let product = label(&format!("nvidia.com/mig-{profile}.product"))
-                    .map(str::to_string)
-                    .unwrap_or_else(|| {
-                        format!(
-                            "{} MIG {profile}",
-                            label("nvidia.com/gpu.product").unwrap_or("NVIDIA GPU")
-                        )
-                    });
-                for _ in 0..slices {
-                    let mut slice = listed(
-                        &host,
-                        BackendKind::Cuda,
-                        next,
-                        &product,
-                        DeviceType::Gpu,
-                        total,
-                        None,
-                    );
-                    slice.mig_profile = Some(profile.to_string());
-                    out.push(slice);
-                    next += 1;
-                }
-            }
+            n.mig_slices(&mut out)?;
         }
-        if let Some(memory) = allocatable("memory") {
+        if let Some(memory) = n.allocatable("memory") {
             let bytes = kube_quantity(memory).ok_or_else(|| {
                 format!(
                     "{}: '{memory}' is not a Kubernetes quantity",
-                    field("status.allocatable.memory")
+                    n.field("status.allocatable.memory")
                 )
             })?;
             room(&out, 1)?;
             out.push(listed(
-                &host,
+                &node.metadata.name,
                 BackendKind::Cpu,
                 0,
-                label("kubernetes.io/arch").unwrap_or("node"),
+                n.label("kubernetes.io/arch").unwrap_or("node"),
                 DeviceType::Cpu,
                 bytes,
                 None,
@@ -581,6 +507,146 @@ fn kubectl_nodes(value: &serde_json::Value) -> Result<(Vec<Candidate>, Vec<HeldB
         return Err("the node list has no node with allocatable GPUs or memory".into());
     }
     Ok((out, held_back))
+}
+
+/// One node of a `kubectl get nodes` list, `i` its place in it (for error paths).
+struct NodeView<'a> {
+    i: usize,
+    node: &'a Node,
+}
+
+impl NodeView<'_> {
+    fn field(&self, name: &str) -> String {
+        format!("field 'items[{}].{name}'", self.i)
+    }
+
+    fn label(&self, key: &str) -> Option<&str> {
+        self.node.metadata.labels.get(key).map(String::as_str)
+    }
+
+    fn allocatable(&self, key: &str) -> Option<&str> {
+        self.node.status.allocatable.get(key).map(String::as_str)
+    }
+
+    /// A size label in MiB, in bytes.
+    fn mib_label(&self, key: &str, missing: &str) -> Result<u64, String> {
+        let field = self.field(&format!("metadata.labels.{key}"));
+        let value = self
+            .label(key)
+            .ok_or_else(|| format!("{field}: missing; {missing}"))?;
+        let mib: u64 = value
+            .parse()
+            .map_err(|_| format!("{field}: '{value}' is not a size in MiB"))?;
+        mib.checked_mul(1 << 20)
+            .ok_or_else(|| format!("{field}: too large"))
+    }
+
+    /// What the scheduler can hand out: allocatable GPUs, none on a cordoned node; a node whose
+    /// GPUs are not all schedulable is noted in `held_back`.
+    fn schedulable_gpus(&self, held_back: &mut Vec<HeldBack>) -> Result<usize, String> {
+        let node = self.node;
+        let allocatable = match self.allocatable("nvidia.com/gpu") {
+            Some(v) => device_count(v, "GPU", self.field("status.allocatable.nvidia.com/gpu"))?,
+            None => 0,
+        };
+        let schedulable = if node.spec.unschedulable {
+            0
+        } else {
+            allocatable
+        };
+        let on_node = self
+            .label("nvidia.com/gpu.count")
+            .and_then(|c| c.parse::<usize>().ok())
+            .unwrap_or(allocatable);
+        if on_node > 0 && schedulable < on_node {
+            held_back.push(HeldBack {
+                host: node.metadata.name.clone(),
+                gpus: on_node,
+                allocatable: schedulable,
+                cordoned: node.spec.unschedulable,
+                mig_enabled: Vec::new(),
+            });
+        }
+        Ok(schedulable)
+    }
+
+    /// The node's whole GPUs, at most `schedulable`, from GPU Feature Discovery's labels.
+    fn whole_gpus(&self, schedulable: usize, out: &mut Vec<Candidate>) -> Result<(), String> {
+        let total = self.mib_label(
+            "nvidia.com/gpu.memory",
+            "GPU Feature Discovery labels are needed to know GPU memory",
+        )?;
+        let count = match self.label("nvidia.com/gpu.count") {
+            Some(c) => device_count(c, "GPU", self.field("metadata.labels.nvidia.com/gpu.count"))?,
+            None => schedulable,
+        };
+        let product = self.label("nvidia.com/gpu.product").unwrap_or("NVIDIA GPU");
+        room(out, count.min(schedulable))?;
+        for device in 0..count.min(schedulable) {
+            out.push(listed(
+                &self.node.metadata.name,
+                BackendKind::Cuda,
+                device,
+                product,
+                DeviceType::Gpu,
+                total,
+                None,
+            ));
+        }
+        Ok(())
+    }
+
+    /// MIG slices under the mixed strategy: `nvidia.com/mig-<profile>` resources, each slice's
+    /// memory in GPU Feature Discovery's `nvidia.com/mig-<profile>.memory` label (MiB).
+    fn mig_slices(&self, out: &mut Vec<Candidate>) -> Result<(), String> {
+        let host = &self.node.metadata.name;
+        let mut next = out.iter().filter(|c| &c.host == host).count();
+        for (key, count) in &self.node.status.allocatable {
+            let Some(profile) = key.strip_prefix("nvidia.com/mig-") else {
+                continue;
+            };
+            let slices = device_count(
+                count,
+                "MIG slice",
+                self.field(&format!("status.allocatable.{key}")),
+            )?;
+            if next + slices > MAX_NODE_DEVICES {
+                return Err(format!(
+                    "{}: more than {MAX_NODE_DEVICES} devices on one node",
+                    self.field("status.allocatable")
+                ));
+            }
+            room(out, slices)?;
+            let total = self.mib_label(
+                &format!("nvidia.com/mig-{profile}.memory"),
+                "GPU Feature Discovery labels are needed to know MIG slice memory",
+            )?;
+            let product = self
+                .label(&format!("nvidia.com/mig-{profile}.product"))
+                .map(str::to_string)
+                .unwrap_or_else(|| {
+                    format!(
+                        "{} MIG {profile}",
+                        self.label("nvidia.com/gpu.product").unwrap_or("NVIDIA GPU")
+                    )
+                });
+            for _ in 0..slices {
+                let mut slice = listed(
+                    host,
+                    BackendKind::Cuda,
+                    next,
+                    &product,
+                    DeviceType::Gpu,
+                    total,
+                    None,
+                );
+                slice.mig_profile = Some(profile.to_string());
+                out.push(slice);
+                next += 1;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Devices one inventory may list in all: 2,048 nodes of 8 GPUs. Planning is linear in the
