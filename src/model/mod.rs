@@ -219,120 +219,135 @@ pub fn load_with(spec: &SourceSpec, options: &LoadOptions) -> Result<ModelSource
 
 fn load_any(spec: &SourceSpec) -> Result<ModelSource, ModelError> {
     match spec {
-        SourceSpec::Catalog(name) => {
-            let Some(m) = find_model(name) else {
-                // A file given where a name goes (`models/x.gguf` would otherwise be looked up
-                // as a Hugging Face ORG/NAME).
-                if std::path::Path::new(name).exists() {
-                    return Err(ModelError::PathNotName(name.clone()));
+        SourceSpec::Catalog(name) => load_named(name),
+        SourceSpec::Config(path) => load_config(path),
+        SourceSpec::Gguf(path) => load_gguf(path),
+        SourceSpec::Safetensors(path) => load_safetensors(path),
+    }
+}
+
+/// A catalog name, else a model in the Hugging Face cache or Ollama's store.
+fn load_named(name: &str) -> Result<ModelSource, ModelError> {
+    let Some(m) = find_model(name) else {
+        // A file given where a name goes (`models/x.gguf` would otherwise be looked up
+        // as a Hugging Face ORG/NAME).
+        if std::path::Path::new(name).exists() {
+            return Err(ModelError::PathNotName(name.to_string()));
+        }
+        // Not a catalog name: a model in the Hugging Face cache or Ollama's store.
+        return match stores::locate(name)? {
+            Some((spec, projector)) => {
+                let mut source = load_any(&spec)?;
+                source.name = name.to_string();
+                if let Some(p) = projector {
+                    source.projector = Some(read_projector(&p)?);
                 }
-                // Not a catalog name: a model in the Hugging Face cache or Ollama's store.
-                return match stores::locate(name)? {
-                    Some((spec, projector)) => {
-                        let mut source = load_any(&spec)?;
-                        source.name = name.clone();
-                        if let Some(p) = projector {
-                            source.projector = Some(read_projector(&p)?);
-                        }
-                        Ok(source)
-                    }
-                    None => Err(ModelError::UnknownModel(name.clone())),
-                };
-            };
-            Ok(ModelSource {
-                name: m.name.to_string(),
-                kind: SourceKind::Catalog,
-                arch: m.arch,
-                file_weights: m.checkpoint_weights,
-                warnings: Vec::new(),
-                projector: None,
-            })
-        }
-        SourceSpec::Config(path) => {
-            let (arch, warnings, quantized) = hf_config::read_config_with_weights(path)?;
-            Ok(ModelSource {
-                name: arch.name.clone(),
-                kind: SourceKind::Config,
-                arch,
-                file_weights: quantized,
-                warnings,
-                projector: None,
-            })
-        }
-        SourceSpec::Gguf(path) => {
-            let file = gguf::read_gguf_model(path)?;
-            let arch = arch_from_gguf(path, &file)?;
-            let weights = FileWeights {
-                parameters: file.parameters(),
-                bytes: file.tensor_bytes(),
-            };
-            let mut warnings = Vec::new();
-            if let Attention::Mla {
-                kv_lora_rank,
-                qk_rope_head_dim,
-                ..
-            } = &arch.attention
-            {
-                if arch.mla_full_cache {
-                    warnings.push(ModelWarning::MlaFullCache {
-                        full: arch.kv_elements_per_token_layer(),
-                        latent: kv_lora_rank.saturating_add(*qk_rope_head_dim),
-                    });
-                }
+                Ok(source)
             }
-            Ok(ModelSource {
-                name: arch.name.clone(),
-                kind: SourceKind::Gguf,
-                arch,
-                file_weights: Some(weights),
-                warnings,
-                projector: None,
-            })
+            None => Err(ModelError::UnknownModel(name.to_string())),
+        };
+    };
+    Ok(ModelSource {
+        name: m.name.to_string(),
+        kind: SourceKind::Catalog,
+        arch: m.arch,
+        file_weights: m.checkpoint_weights,
+        warnings: Vec::new(),
+        projector: None,
+    })
+}
+
+fn load_config(path: &Path) -> Result<ModelSource, ModelError> {
+    let (arch, warnings, quantized) = hf_config::read_config_with_weights(path)?;
+    Ok(ModelSource {
+        name: arch.name.clone(),
+        kind: SourceKind::Config,
+        arch,
+        file_weights: quantized,
+        warnings,
+        projector: None,
+    })
+}
+
+/// A GGUF (any shard of a split one), warning where llama.cpp will cache full per-head K and V
+/// for latent attention.
+fn load_gguf(path: &Path) -> Result<ModelSource, ModelError> {
+    let file = gguf::read_gguf_model(path)?;
+    let arch = arch_from_gguf(path, &file)?;
+    let weights = FileWeights {
+        parameters: file.parameters(),
+        bytes: file.tensor_bytes(),
+    };
+    let mut warnings = Vec::new();
+    if let Attention::Mla {
+        kv_lora_rank,
+        qk_rope_head_dim,
+        ..
+    } = &arch.attention
+    {
+        if arch.mla_full_cache {
+            warnings.push(ModelWarning::MlaFullCache {
+                full: arch.kv_elements_per_token_layer(),
+                latent: kv_lora_rank.saturating_add(*qk_rope_head_dim),
+            });
         }
-        SourceSpec::Safetensors(path) => {
-            let summary = read_safetensors(path)?;
-            let dir = if path.is_dir() {
-                path.clone()
-            } else {
-                path.parent().unwrap_or(Path::new(".")).to_path_buf()
-            };
-            let config = dir.join("config.json");
-            let weights = FileWeights {
-                parameters: summary.parameters,
-                bytes: summary.bytes,
-            };
-            let name = dir
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "model".into());
-            if config.is_file() {
-                let (mut arch, warnings) = read_config(&config)?;
-                arch.name = name.clone();
-                Ok(ModelSource {
-                    name,
-                    kind: SourceKind::Safetensors,
-                    arch,
-                    file_weights: Some(weights),
-                    warnings,
-                    projector: None,
-                })
-            } else {
-                // Without a config the layer structure is unknown: weights are exact, the KV
-                // cache and activations cannot be estimated.
-                let mut arch = llama_like(&name, 1, 1, 0, 1, 1, 0);
-                arch.family = "unknown".into();
-                Ok(ModelSource {
-                    name,
-                    kind: SourceKind::Safetensors,
-                    arch,
-                    file_weights: Some(weights),
-                    warnings: vec![ModelWarning::NoConfig {
-                        path: path.to_path_buf(),
-                    }],
-                    projector: None,
-                })
-            }
-        }
+    }
+    Ok(ModelSource {
+        name: arch.name.clone(),
+        kind: SourceKind::Gguf,
+        arch,
+        file_weights: Some(weights),
+        warnings,
+        projector: None,
+    })
+}
+
+/// Safetensors headers: exact weights, and the shape from the config.json beside them (without
+/// one the layer structure is unknown).
+fn load_safetensors(path: &Path) -> Result<ModelSource, ModelError> {
+    let summary = read_safetensors(path)?;
+    let dir = if path.is_dir() {
+        path.to_path_buf()
+    } else {
+        path.parent().unwrap_or(Path::new(".")).to_path_buf()
+    };
+    let config = dir.join("config.json");
+    let weights = FileWeights {
+        parameters: summary.parameters,
+        bytes: summary.bytes,
+    };
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "model".into());
+    // `exists`: a config.json that is there but unreadable (a FIFO, a directory) is reported by
+    // the bounded reader, not passed over as missing.
+    if config.exists() {
+        let (mut arch, warnings) = read_config(&config)?;
+        arch.name = name.clone();
+        Ok(ModelSource {
+            name,
+            kind: SourceKind::Safetensors,
+            arch,
+            file_weights: Some(weights),
+            warnings,
+            projector: None,
+        })
+    } else {
+        // Without a config the layer structure is unknown: weights are exact, the KV
+        // cache and activations cannot be estimated.
+        let mut arch = llama_like(&name, 1, 1, 0, 1, 1, 0);
+        arch.family = "unknown".into();
+        Ok(ModelSource {
+            name,
+            kind: SourceKind::Safetensors,
+            arch,
+            file_weights: Some(weights),
+            warnings: vec![ModelWarning::NoConfig {
+                path: path.to_path_buf(),
+            }],
+            projector: None,
+        })
     }
 }
 

@@ -984,3 +984,25 @@ fn echoed_values_are_bounded() {
     assert!(e.len() < 1024, "{} bytes", e.len());
     assert!(e.contains("(1048576 characters)"), "{e}");
 }
+
+// A config.json beside safetensors that is there but not a file is named as what it is, not
+// passed over as missing (which would estimate the weights without a shape).
+#[test]
+fn a_fifo_config_beside_safetensors_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    for f in std::fs::read_dir(fixture("tiny-sharded")).unwrap() {
+        let f = f.unwrap().path();
+        if f.file_name().unwrap() != "config.json" {
+            std::fs::copy(&f, dir.path().join(f.file_name().unwrap())).unwrap();
+        }
+    }
+    mkfifo(&dir.path().join("config.json"));
+    let e = common::one_line_error(
+        gpumem()
+            .args(["estimate", "--safetensors"])
+            .arg(dir.path())
+            .timeout(std::time::Duration::from_secs(60)),
+        1,
+    );
+    assert!(e.contains("config.json: not a regular file (a FIFO)"), "{e}");
+}
