@@ -26,7 +26,7 @@
 
 use serde_json::Value;
 
-use super::arch::{Attention, Mlp, ModelArch, SsmKind};
+use super::arch::{Attention, Mlp, ModelArch, Ssm, SsmKind};
 
 /// One linear layer (or a stack of identical ones, `count` of them), by its module path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,161 +55,178 @@ fn lin(name: String, inputs: u64, outputs: u64, count: u64) -> Linear {
 
 /// Every linear layer of the architecture, as Hugging Face names its modules.
 pub(crate) fn linears(arch: &ModelArch) -> Vec<Linear> {
-    let h = arch.hidden_size;
     let mut out = Vec::new();
     for i in 0..arch.num_layers {
         let p = format!("model.layers.{i}");
         if let Some(m) = arch.ssm.filter(|_| arch.is_recurrent_layer(i)) {
-            let conv = u64::try_from(m.conv_channels()).unwrap_or(u64::MAX);
-            match m.kind {
-                SsmKind::Mamba | SsmKind::JambaMamba => {
-                    out.push(lin(format!("{p}.mixer.in_proj"), h, 2 * m.inner, 1));
-                    out.push(lin(
-                        format!("{p}.mixer.x_proj"),
-                        m.inner,
-                        m.dt_rank + 2 * m.state,
-                        1,
-                    ));
-                    out.push(lin(format!("{p}.mixer.dt_proj"), m.dt_rank, m.inner, 1));
-                    out.push(lin(format!("{p}.mixer.out_proj"), m.inner, h, 1));
-                }
-                SsmKind::Mamba2 => {
-                    out.push(lin(
-                        format!("{p}.mixer.in_proj"),
-                        h,
-                        m.inner + conv + m.dt_rank,
-                        1,
-                    ));
-                    out.push(lin(format!("{p}.mixer.out_proj"), m.inner, h, 1));
-                }
-                SsmKind::GatedDeltaNet => {
-                    let a = format!("{p}.linear_attn");
-                    out.push(lin(format!("{a}.in_proj_qkvz"), h, conv + m.inner, 1));
-                    out.push(lin(format!("{a}.in_proj_ba"), h, 2 * m.dt_rank, 1));
-                    out.push(lin(format!("{a}.out_proj"), m.inner, h, 1));
-                }
-                SsmKind::Rwkv6 | SsmKind::Rwkv7 => {
-                    let a = format!("{p}.attn");
-                    let mut projections = vec!["r_proj", "k_proj", "v_proj"];
-                    // (name, rank, outputs, copies): RWKV-6's token-shift LoRA is five, one per
-                    // interpolation, sharing their down-projection.
-                    let loras: Vec<(&str, u64, u64, u64)> = if m.kind == SsmKind::Rwkv6 {
-                        projections.push("g_proj");
-                        vec![
-                            ("x_lora", m.ranks[0], h, 5),
-                            ("w_lora", m.ranks[1], m.inner, 1),
-                        ]
-                    } else {
-                        // The first layer's unused value-residual LoRA: of the ICLR rank.
-                        let mut ranks = m.ranks;
-                        if i == 0 {
-                            ranks[2] = ranks[1];
-                        }
-                        ["w_lora", "a_lora", "v_lora", "g_lora"]
-                            .into_iter()
-                            .zip(ranks)
-                            .map(|(name, rank)| (name, rank, h, 1))
-                            .collect()
-                    };
-                    for name in projections {
-                        out.push(lin(format!("{a}.{name}"), h, m.inner, 1));
-                    }
-                    out.push(lin(format!("{a}.o_proj"), m.inner, h, 1));
-                    for (name, rank, outputs, copies) in loras {
-                        out.push(lin(format!("{a}.{name}.lora.0"), h, copies * rank, 1));
-                        out.push(lin(format!("{a}.{name}.lora.2"), rank, outputs, copies));
-                    }
-                    if m.kind == SsmKind::Rwkv6 {
-                        out.push(lin(format!("{p}.ffn.r_proj"), h, h, 1));
-                    }
-                }
-            }
+            mixer_linears(arch, &m, i, &p, &mut out);
         } else if arch.has_attention(i) {
-            let a = format!("{p}.self_attn");
-            match &arch.attention {
-                Attention::Standard { .. } => {
-                    let q = arch.num_heads * arch.head_dim;
-                    let kv = arch.num_kv_heads * arch.head_dim;
-                    let gate = if arch.attn_output_gate { 2 } else { 1 };
-                    out.push(lin(format!("{a}.q_proj"), h, q * gate, 1));
-                    out.push(lin(format!("{a}.k_proj"), h, kv, 1));
-                    out.push(lin(format!("{a}.v_proj"), h, kv, 1));
-                    out.push(lin(format!("{a}.o_proj"), q, h, 1));
-                }
-                Attention::Mla {
-                    q_lora_rank,
-                    kv_lora_rank,
-                    qk_nope_head_dim,
-                    qk_rope_head_dim,
-                    v_head_dim,
-                } => {
-                    let heads = arch.num_heads;
-                    let qk = qk_nope_head_dim + qk_rope_head_dim;
-                    match q_lora_rank {
-                        Some(r) => {
-                            out.push(lin(format!("{a}.q_a_proj"), h, *r, 1));
-                            out.push(lin(format!("{a}.q_b_proj"), *r, heads * qk, 1));
-                        }
-                        None => out.push(lin(format!("{a}.q_proj"), h, heads * qk, 1)),
-                    }
-                    out.push(lin(
-                        format!("{a}.kv_a_proj_with_mqa"),
-                        h,
-                        kv_lora_rank + qk_rope_head_dim,
-                        1,
-                    ));
-                    out.push(lin(
-                        format!("{a}.kv_b_proj"),
-                        *kv_lora_rank,
-                        heads * (qk_nope_head_dim + v_head_dim),
-                        1,
-                    ));
-                    out.push(lin(format!("{a}.o_proj"), heads * v_head_dim, h, 1));
-                }
-            }
+            attention_linears(arch, &format!("{p}.self_attn"), &mut out);
         }
-        let mlp = format!("{p}.mlp");
-        let ffn = |out: &mut Vec<Linear>, prefix: String, inter: u64, count: u64| {
-            if arch.mlp == Mlp::Gated {
-                out.push(lin(format!("{prefix}.gate_proj"), h, inter, count));
-            }
-            out.push(lin(format!("{prefix}.up_proj"), h, inter, count));
-            out.push(lin(format!("{prefix}.down_proj"), inter, h, count));
-        };
-        match arch.moe.as_ref().filter(|_| arch.is_moe_layer(i)) {
-            Some(m) => {
-                out.push(Linear {
-                    skipped_by_default: true,
-                    ..lin(format!("{mlp}.gate"), h, m.experts, 1)
-                });
-                ffn(
-                    &mut out,
-                    format!("{mlp}.experts"),
-                    m.expert_intermediate,
-                    m.experts,
-                );
-                if m.shared_intermediate > 0 {
-                    ffn(
-                        &mut out,
-                        format!("{mlp}.shared_expert"),
-                        m.shared_intermediate,
-                        1,
-                    );
-                }
-            }
-            None if arch.intermediate_size > 0 && arch.has_ffn(i) => {
-                ffn(&mut out, mlp, arch.intermediate_size, 1);
-            }
-            None => {}
-        }
+        ffn_linears(arch, i, &p, &mut out);
     }
     if !arch.tie_word_embeddings {
         out.push(Linear {
             skipped_by_default: true,
-            ..lin("lm_head".into(), h, arch.vocab_size, 1)
+            ..lin("lm_head".into(), arch.hidden_size, arch.vocab_size, 1)
         });
     }
     out
+}
+
+/// A recurrent mixer's projections in layer `i` (prefix `p`).
+fn mixer_linears(arch: &ModelArch, m: &Ssm, i: u64, p: &str, out: &mut Vec<Linear>) {
+    let h = arch.hidden_size;
+    let conv = u64::try_from(m.conv_channels()).unwrap_or(u64::MAX);
+    match m.kind {
+        SsmKind::Mamba | SsmKind::JambaMamba => {
+            out.push(lin(format!("{p}.mixer.in_proj"), h, 2 * m.inner, 1));
+            out.push(lin(
+                format!("{p}.mixer.x_proj"),
+                m.inner,
+                m.dt_rank + 2 * m.state,
+                1,
+            ));
+            out.push(lin(format!("{p}.mixer.dt_proj"), m.dt_rank, m.inner, 1));
+            out.push(lin(format!("{p}.mixer.out_proj"), m.inner, h, 1));
+        }
+        SsmKind::Mamba2 => {
+            out.push(lin(
+                format!("{p}.mixer.in_proj"),
+                h,
+                m.inner + conv + m.dt_rank,
+                1,
+            ));
+            out.push(lin(format!("{p}.mixer.out_proj"), m.inner, h, 1));
+        }
+        SsmKind::GatedDeltaNet => {
+            let a = format!("{p}.linear_attn");
+            out.push(lin(format!("{a}.in_proj_qkvz"), h, conv + m.inner, 1));
+            out.push(lin(format!("{a}.in_proj_ba"), h, 2 * m.dt_rank, 1));
+            out.push(lin(format!("{a}.out_proj"), m.inner, h, 1));
+        }
+        SsmKind::Rwkv6 | SsmKind::Rwkv7 => {
+            let a = format!("{p}.attn");
+            let mut projections = vec!["r_proj", "k_proj", "v_proj"];
+            // (name, rank, outputs, copies): RWKV-6's token-shift LoRA is five, one per
+            // interpolation, sharing their down-projection.
+            let loras: Vec<(&str, u64, u64, u64)> = if m.kind == SsmKind::Rwkv6 {
+                projections.push("g_proj");
+                vec![
+                    ("x_lora", m.ranks[0], h, 5),
+                    ("w_lora", m.ranks[1], m.inner, 1),
+                ]
+            } else {
+                // The first layer's unused value-residual LoRA: of the ICLR rank.
+                let mut ranks = m.ranks;
+                if i == 0 {
+                    ranks[2] = ranks[1];
+                }
+                ["w_lora", "a_lora", "v_lora", "g_lora"]
+                    .into_iter()
+                    .zip(ranks)
+                    .map(|(name, rank)| (name, rank, h, 1))
+                    .collect()
+            };
+            for name in projections {
+                out.push(lin(format!("{a}.{name}"), h, m.inner, 1));
+            }
+            out.push(lin(format!("{a}.o_proj"), m.inner, h, 1));
+            for (name, rank, outputs, copies) in loras {
+                out.push(lin(format!("{a}.{name}.lora.0"), h, copies * rank, 1));
+                out.push(lin(format!("{a}.{name}.lora.2"), rank, outputs, copies));
+            }
+            if m.kind == SsmKind::Rwkv6 {
+                out.push(lin(format!("{p}.ffn.r_proj"), h, h, 1));
+            }
+        }
+    }
+}
+
+/// An attention block's projections (grouped or latent), under prefix `a`.
+fn attention_linears(arch: &ModelArch, a: &str, out: &mut Vec<Linear>) {
+    let h = arch.hidden_size;
+    match &arch.attention {
+        Attention::Standard { .. } => {
+            let q = arch.num_heads * arch.head_dim;
+            let kv = arch.num_kv_heads * arch.head_dim;
+            let gate = if arch.attn_output_gate { 2 } else { 1 };
+            out.push(lin(format!("{a}.q_proj"), h, q * gate, 1));
+            out.push(lin(format!("{a}.k_proj"), h, kv, 1));
+            out.push(lin(format!("{a}.v_proj"), h, kv, 1));
+            out.push(lin(format!("{a}.o_proj"), q, h, 1));
+        }
+        Attention::Mla {
+            q_lora_rank,
+            kv_lora_rank,
+            qk_nope_head_dim,
+            qk_rope_head_dim,
+            v_head_dim,
+        } => {
+            let heads = arch.num_heads;
+            let qk = qk_nope_head_dim + qk_rope_head_dim;
+            match q_lora_rank {
+                Some(r) => {
+                    out.push(lin(format!("{a}.q_a_proj"), h, *r, 1));
+                    out.push(lin(format!("{a}.q_b_proj"), *r, heads * qk, 1));
+                }
+                None => out.push(lin(format!("{a}.q_proj"), h, heads * qk, 1)),
+            }
+            out.push(lin(
+                format!("{a}.kv_a_proj_with_mqa"),
+                h,
+                kv_lora_rank + qk_rope_head_dim,
+                1,
+            ));
+            out.push(lin(
+                format!("{a}.kv_b_proj"),
+                *kv_lora_rank,
+                heads * (qk_nope_head_dim + v_head_dim),
+                1,
+            ));
+            out.push(lin(format!("{a}.o_proj"), heads * v_head_dim, h, 1));
+        }
+    }
+}
+
+/// Layer `i`'s feed-forward projections: a dense MLP, or the router, the experts and any
+/// shared expert.
+fn ffn_linears(arch: &ModelArch, i: u64, p: &str, out: &mut Vec<Linear>) {
+    let h = arch.hidden_size;
+    let mlp = format!("{p}.mlp");
+    let ffn = |out: &mut Vec<Linear>, prefix: String, inter: u64, count: u64| {
+        if arch.mlp == Mlp::Gated {
+            out.push(lin(format!("{prefix}.gate_proj"), h, inter, count));
+        }
+        out.push(lin(format!("{prefix}.up_proj"), h, inter, count));
+        out.push(lin(format!("{prefix}.down_proj"), inter, h, count));
+    };
+    match arch.moe.as_ref().filter(|_| arch.is_moe_layer(i)) {
+        Some(m) => {
+            out.push(Linear {
+                skipped_by_default: true,
+                ..lin(format!("{mlp}.gate"), h, m.experts, 1)
+            });
+            ffn(
+                out,
+                format!("{mlp}.experts"),
+                m.expert_intermediate,
+                m.experts,
+            );
+            if m.shared_intermediate > 0 {
+                ffn(
+                    out,
+                    format!("{mlp}.shared_expert"),
+                    m.shared_intermediate,
+                    1,
+                );
+            }
+        }
+        None if arch.intermediate_size > 0 && arch.has_ffn(i) => {
+            ffn(out, mlp, arch.intermediate_size, 1);
+        }
+        None => {}
+    }
 }
 
 /// How one quantized linear layer is stored.

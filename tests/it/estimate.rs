@@ -1004,5 +1004,8 @@ fn a_fifo_config_beside_safetensors_is_named() {
             .timeout(std::time::Duration::from_secs(60)),
         1,
     );
-    assert!(e.contains("config.json: not a regular file (a FIFO)"), "{e}");
+    assert!(
+        e.contains("config.json: not a regular file (a FIFO)"),
+        "{e}"
+    );
 }
