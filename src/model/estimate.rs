@@ -650,6 +650,75 @@ pub fn estimate(
     estimate_with_projector(arch, file, 0, s)
 }
 
+/// The weights' bytes and where their type came from: `--dtype`, else the file's own bytes,
+/// else the default precision.
+fn weights_of(s: &Settings, file: Option<FileWeights>, parameters: u64) -> (u64, WeightsDtype) {
+    match (s.dtype, file) {
+        (Some(p), _) => (
+            sat(p.bytes_for(u128::from(parameters))),
+            WeightsDtype::Chosen(p),
+        ),
+        (None, Some(f)) => (f.bytes, WeightsDtype::File),
+        (None, None) => (
+            sat(DEFAULT_WEIGHT_PRECISION.bytes_for(u128::from(parameters))),
+            WeightsDtype::Default(DEFAULT_WEIGHT_PRECISION),
+        ),
+    }
+}
+
+/// Inference's KV cache (recurrent states included), the states alone, and the activations.
+struct InferenceMemory {
+    kv_cache: u64,
+    recurrent_state: u64,
+    activations: u64,
+    basis: ActivationsBasis,
+}
+
+fn inference_memory(arch: &ModelArch, s: &Settings) -> Result<InferenceMemory, EstimateOverflow> {
+    let fit = |v: u128, part: &'static str| {
+        u64::try_from(v).map_err(|_| EstimateOverflow {
+            part,
+            batch: s.batch,
+            context: s.context,
+        })
+    };
+    // llama.cpp's cells: the context padded to 256; sliding layers hold the window plus one
+    // micro-batch, padded, unless --swa-full.
+    let pad = |n: u64| n.div_ceil(KV_CELL_PAD).saturating_mul(KV_CELL_PAD);
+    let cells = pad(s.context);
+    let swa_cells = match &arch.sliding_window {
+        Some(w) if !s.swa_full => pad(w.window.saturating_add(s.ubatch)).min(cells),
+        _ => cells,
+    };
+    let elems = arch.kv_elements_in_cells(cells, swa_cells) * u128::from(s.batch);
+    // Recurrent layers keep an f32 state per sequence instead of a KV cache.
+    let state = arch.ssm.map_or(0, |m| {
+        m.state_elements_per_layer() * u128::from(arch.recurrent_layer_count()) * 4
+    }) * u128::from(s.batch);
+    let recurrent_state = fit(state, "KV cache")?;
+    let (activations, basis) = inference_activations_wide(arch, s);
+    Ok(InferenceMemory {
+        kv_cache: fit(s.kv_dtype.bytes_for(elems) + state, "KV cache")?,
+        recurrent_state,
+        activations: fit(activations, "activations")?,
+        basis,
+    })
+}
+
+/// Training's gradients (in the weights' precision), optimizer state and f32 master weights
+/// (none when the weights are f32 already).
+fn training_bytes(parameters: u64, dtype: Precision, optimizer: Optimizer) -> TrainingBytes {
+    let p = u128::from(parameters);
+    TrainingBytes {
+        gradients_bytes: sat(dtype.bytes_for(p)),
+        optimizer_bytes: sat(p * match optimizer {
+            Optimizer::Adam | Optimizer::Adamw => 8,
+            Optimizer::Sgd => 4,
+        }),
+        master_weights_bytes: if dtype.name == "f32" { 0 } else { sat(p * 4) },
+    }
+}
+
 /// [`estimate`] for a multimodal model: `projector_bytes` of projector weights (an mmproj GGUF)
 /// are loaded beside the language model's, on the same device, under the same fragmentation
 /// reserve.
@@ -672,65 +741,23 @@ pub fn estimate_with_projector(
         embedding,
     } = arch.params();
     let parameters = file.map_or(arch_params, |f| f.parameters);
-    let (weights, weights_dtype) = match (s.dtype, file) {
-        (Some(p), _) => (
-            sat(p.bytes_for(u128::from(parameters))),
-            WeightsDtype::Chosen(p),
-        ),
-        (None, Some(f)) => (f.bytes, WeightsDtype::File),
-        (None, None) => (
-            sat(DEFAULT_WEIGHT_PRECISION.bytes_for(u128::from(parameters))),
-            WeightsDtype::Default(DEFAULT_WEIGHT_PRECISION),
-        ),
-    };
+    let (weights, weights_dtype) = weights_of(s, file, parameters);
     let dtype = s.dtype.unwrap_or(DEFAULT_WEIGHT_PRECISION);
     let kv_elems_token =
         u128::from(arch.kv_elements_per_token_layer()) * u128::from(arch.attention_layer_count());
     let kv_bytes_per_token = sat(s.kv_dtype.bytes_for(kv_elems_token));
-    let mut recurrent_state = 0;
-    let mut activations_basis = ActivationsBasis::Training;
-    let (kv_cache, activations, training) = match s.mode {
+    let (kv_cache, recurrent_state, activations, activations_basis, training) = match s.mode {
         Mode::Infer => {
-            // llama.cpp's cells: the context padded to 256; sliding layers hold the window plus
-            // one micro-batch, padded, unless --swa-full.
-            let pad = |n: u64| n.div_ceil(KV_CELL_PAD).saturating_mul(KV_CELL_PAD);
-            let cells = pad(s.context);
-            let swa_cells = match &arch.sliding_window {
-                Some(w) if !s.swa_full => pad(w.window.saturating_add(s.ubatch)).min(cells),
-                _ => cells,
-            };
-            let elems = arch.kv_elements_in_cells(cells, swa_cells) * u128::from(s.batch);
-            // Recurrent layers keep an f32 state per sequence instead of a KV cache.
-            let state = arch.ssm.map_or(0, |m| {
-                m.state_elements_per_layer() * u128::from(arch.recurrent_layer_count()) * 4
-            }) * u128::from(s.batch);
-            recurrent_state = fit(state, "KV cache")?;
-            let (activations, basis) = inference_activations_wide(arch, s);
-            activations_basis = basis;
-            (
-                fit(s.kv_dtype.bytes_for(elems) + state, "KV cache")?,
-                fit(activations, "activations")?,
-                None,
-            )
+            let m = inference_memory(arch, s)?;
+            (m.kv_cache, m.recurrent_state, m.activations, m.basis, None)
         }
-        Mode::Train => {
-            let p = u128::from(parameters);
-            let gradients = sat(dtype.bytes_for(p));
-            let master = if dtype.name == "f32" { 0 } else { sat(p * 4) };
-            let optimizer = sat(p * match s.optimizer {
-                Optimizer::Adam | Optimizer::Adamw => 8,
-                Optimizer::Sgd => 4,
-            });
-            (
-                0,
-                fit(training_activations_wide(arch, s), "activations")?,
-                Some(TrainingBytes {
-                    gradients_bytes: gradients,
-                    optimizer_bytes: optimizer,
-                    master_weights_bytes: master,
-                }),
-            )
-        }
+        Mode::Train => (
+            0,
+            0,
+            fit(training_activations_wide(arch, s), "activations")?,
+            ActivationsBasis::Training,
+            Some(training_bytes(parameters, dtype, s.optimizer)),
+        ),
     };
     let training_sum = training.map_or(0, |t| {
         t.gradients_bytes
