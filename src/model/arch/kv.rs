@@ -1,0 +1,58 @@
+//! The KV cache's elements per token, per layer and over a context.
+
+use super::*;
+
+impl ModelArch {
+    /// KV-cache elements cached per token per attention layer (K and V, or MLA's latent).
+    pub fn kv_elements_per_token_layer(&self) -> u64 {
+        match &self.attention {
+            // Saturating, never wrapping: an unchecked shape must not shrink the cache.
+            Attention::Standard { .. } => 2u64
+                .saturating_mul(self.num_kv_heads)
+                .saturating_mul(self.head_dim),
+            Attention::Mla {
+                qk_nope_head_dim,
+                qk_rope_head_dim,
+                v_head_dim,
+                ..
+            } if self.mla_full_cache => self.num_kv_heads.saturating_mul(
+                qk_nope_head_dim
+                    .saturating_add(*qk_rope_head_dim)
+                    .saturating_add(*v_head_dim),
+            ),
+            Attention::Mla {
+                kv_lora_rank,
+                qk_rope_head_dim,
+                ..
+            } => kv_lora_rank.saturating_add(*qk_rope_head_dim),
+        }
+    }
+
+    /// KV-cache elements for `context` tokens of one sequence, with sliding layers capped at
+    /// their window.
+    pub fn kv_elements(&self, context: u64) -> u128 {
+        let window = self
+            .sliding_window
+            .as_ref()
+            .map(|w| w.window)
+            .unwrap_or(u64::MAX);
+        self.kv_elements_in_cells(context, context.min(window))
+    }
+
+    /// KV-cache elements of one sequence when full-attention layers hold `full_cells` tokens and
+    /// sliding-window layers `swa_cells` (an engine's own cell rounding applied by the caller).
+    pub fn kv_elements_in_cells(&self, full_cells: u64, swa_cells: u64) -> u128 {
+        let per = u128::from(self.kv_elements_per_token_layer());
+        (0..self.num_layers)
+            .filter(|&i| self.has_attention(i))
+            .map(|i| {
+                let cells = if self.is_sliding_layer(i) {
+                    swa_cells
+                } else {
+                    full_cells
+                };
+                per * u128::from(cells)
+            })
+            .sum()
+    }
+}

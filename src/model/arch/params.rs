@@ -1,0 +1,163 @@
+//! Exact parameter counts from an architecture, in 128 bits.
+
+use super::*;
+
+impl ModelArch {
+    pub(super) fn norm_params(&self) -> u64 {
+        match self.norm {
+            Norm::Rms => self.hidden_size,
+            Norm::Layer => self.hidden_size.saturating_mul(2),
+        }
+    }
+
+    /// Parameters of one layer's attention block.
+    pub fn attention_params(&self) -> u64 {
+        u64::try_from(self.attention_params_wide()).unwrap_or(u64::MAX)
+    }
+
+    pub(super) fn attention_params_wide(&self) -> u128 {
+        let h = u128::from(self.hidden_size);
+        match &self.attention {
+            Attention::Standard {
+                qkv_bias,
+                o_bias,
+                qk_norm,
+            } => {
+                let q = u128::from(self.num_heads) * u128::from(self.head_dim);
+                let kv = u128::from(self.num_kv_heads) * u128::from(self.head_dim);
+                let mut p = h * q + 2 * h * kv + q * h;
+                if self.attn_output_gate {
+                    p += h * q;
+                }
+                if *qkv_bias {
+                    p += q + 2 * kv;
+                }
+                if *o_bias {
+                    p += h;
+                }
+                if *qk_norm {
+                    p += 2 * u128::from(self.head_dim);
+                }
+                p
+            }
+            Attention::Mla {
+                q_lora_rank,
+                kv_lora_rank,
+                qk_nope_head_dim,
+                qk_rope_head_dim,
+                v_head_dim,
+            } => {
+                let w = |v: u64| u128::from(v);
+                let heads = w(self.num_heads);
+                let qk = w(*qk_nope_head_dim) + w(*qk_rope_head_dim);
+                let q = match q_lora_rank {
+                    Some(r) => h * w(*r) + w(*r) + w(*r) * heads * qk,
+                    None => h * heads * qk,
+                };
+                let kv_a = h * (w(*kv_lora_rank) + w(*qk_rope_head_dim)) + w(*kv_lora_rank);
+                let kv_b = w(*kv_lora_rank) * heads * (w(*qk_nope_head_dim) + w(*v_head_dim));
+                let o = heads * w(*v_head_dim) * h;
+                q + kv_a + kv_b + o
+            }
+        }
+    }
+
+    pub(super) fn ffn_params(&self, intermediate: u64) -> u64 {
+        let h = self.hidden_size;
+        let p = match self.mlp {
+            Mlp::Gated => {
+                3 * u128::from(h) * u128::from(intermediate)
+                    + if self.mlp_bias {
+                        2 * u128::from(intermediate) + u128::from(h)
+                    } else {
+                        0
+                    }
+            }
+            Mlp::Plain => {
+                2 * u128::from(h) * u128::from(intermediate)
+                    + if self.mlp_bias {
+                        u128::from(intermediate) + u128::from(h)
+                    } else {
+                        0
+                    }
+            }
+        };
+        u64::try_from(p).unwrap_or(u64::MAX)
+    }
+
+    /// Exact parameter counts from the architecture (saturating at `u64::MAX` for absurd
+    /// shapes, which [`ModelArch::check_plausible`] rejects first).
+    pub fn params(&self) -> ParamCount {
+        let sat = |v: u128| u64::try_from(v).unwrap_or(u64::MAX);
+        let [total, active, embedding] = self.params_wide();
+        ParamCount {
+            total: sat(total),
+            active: sat(active),
+            embedding: sat(embedding),
+        }
+    }
+
+    // Total, active and embedding parameters in 128 bits: with every field within
+    // `check_plausible`'s limits no product reaches 2^100, so nothing here can wrap.
+    pub(super) fn params_wide(&self) -> [u128; 3] {
+        let w = |v: u64| u128::from(v);
+        let embed = w(self.vocab_size) * w(self.hidden_size);
+        let embedding = if self.tie_word_embeddings {
+            embed
+        } else {
+            2 * embed
+        };
+        let sinks = if self.attention_sinks {
+            w(self.num_heads)
+        } else {
+            0
+        };
+        let recurrent = w(self.recurrent_layer_count());
+        let attention_layers = w(self.attention_layer_count());
+        let mut mixers = self
+            .ssm
+            .map_or(0, |m| recurrent * m.params(self.hidden_size))
+            + attention_layers * (self.attention_params_wide() + sinks);
+        // RWKV-7's first layer keeps a value-residual LoRA it never uses, converted at the ICLR
+        // rank (llama.cpp loads it so); the others are of their own rank.
+        if let Some(m) = self
+            .ssm
+            .filter(|m| m.kind == SsmKind::Rwkv7 && recurrent > 0)
+        {
+            let h = w(self.hidden_size);
+            mixers = mixers + 2 * h * w(m.ranks[1]) - 2 * h * w(m.ranks[2]);
+        }
+        let norms = w(self.num_layers) * w(self.norms_per_layer) * w(self.norm_params());
+        let dense_ffn = w(self.ffn_params(self.intermediate_size));
+        let moe_layers = w(self.moe_layers());
+        let dense_layers = w(self.ffn_layer_count()) - moe_layers;
+        let final_norms = if self.embedding_norm { 2 } else { 1 };
+        let mut total = embedding
+            + final_norms * w(self.norm_params())
+            + mixers
+            + norms
+            + dense_layers * dense_ffn;
+        let mut active = total;
+        if let Some(m) = &self.moe {
+            let expert = w(self.ffn_params(m.expert_intermediate));
+            let shared = if m.shared_intermediate > 0 {
+                w(self.ffn_params(m.shared_intermediate))
+            } else {
+                0
+            };
+            let router = w(m.experts) * w(self.hidden_size)
+                + if m.router_bias { w(m.experts) } else { 0 }
+                + if m.shared_gate {
+                    w(self.hidden_size)
+                } else {
+                    0
+                };
+            total += moe_layers * (w(m.experts) * expert + shared + router);
+            active += moe_layers * (w(m.experts_per_token) * expert + shared + router);
+        }
+        if self.active_without_embedding {
+            active -= embed;
+        }
+        [total, active, embedding]
+    }
+}
