@@ -152,12 +152,19 @@ pub fn run_pool(
     opts: Options<'_>,
     progress: &mut dyn FnMut(u64),
 ) -> Result<PoolRun, PoolError> {
-    let verify = opts.verify && !pool.device().simulated();
-    let mut slots: Vec<Option<(Allocation, u64)>> = vec![None; workload.allocations as usize];
-    let (mut alloc_h, mut free_h) = (histogram(), histogram());
-    let (mut busy, mut failed, mut corruptions) = (0u64, 0u64, 0u64);
-    let mut peak_reserved = 0;
-    let mut fragmentation_peak = 0.0;
+    let mut r = PoolReplay {
+        pool,
+        verify: opts.verify && !pool.device().simulated(),
+        completed_frees: workload.completed_frees,
+        slots: vec![None; workload.allocations as usize],
+        alloc_h: histogram(),
+        free_h: histogram(),
+        busy: 0,
+        failed: 0,
+        corruptions: 0,
+        peak_reserved: 0,
+        fragmentation_peak: 0.0,
+    };
     let every = if opts.timeline_points == 0 {
         u64::MAX
     } else {
@@ -180,56 +187,8 @@ pub fn run_pool(
             reserved_at_recording_end = Some(pool.stats().reserved_bytes);
         }
         match *op {
-            Op::Alloc { id, size, stream } => {
-                let start = Instant::now();
-                let result = pool.allocate_on(size, stream);
-                let ns = start.elapsed().as_nanos() as u64;
-                busy += ns;
-                match result {
-                    Ok(a) => {
-                        let _ = alloc_h.record(ns.max(1));
-                        if verify {
-                            let sig = signature(id, size);
-                            for (at, len) in spots(size) {
-                                pool.write(&a, at, &sig[..len])?;
-                            }
-                        }
-                        slots[id as usize] = Some((a, size));
-                    }
-                    Err(PoolError::OutOfMemory { .. }) => failed += 1,
-                    Err(e) => return Err(e),
-                }
-                // The full snapshot only when the peak moves: it walks every stream's cache.
-                if pool.reserved_bytes() > peak_reserved {
-                    let stats = pool.stats();
-                    peak_reserved = stats.reserved_bytes;
-                    fragmentation_peak = stats.fragmentation();
-                }
-            }
-            Op::Free { id } => {
-                if let Some((a, size)) = slots[id as usize].take() {
-                    if verify {
-                        let sig = signature(id, size);
-                        let mut back = [0u8; 16];
-                        for (at, len) in spots(size) {
-                            pool.read(&a, at, &mut back[..len])?;
-                            if back[..len] != sig[..len] {
-                                corruptions += 1;
-                            }
-                        }
-                    }
-                    let start = Instant::now();
-                    let result = if workload.completed_frees {
-                        pool.free_synchronized(a)
-                    } else {
-                        pool.free(a)
-                    };
-                    let ns = start.elapsed().as_nanos() as u64;
-                    busy += ns;
-                    let _ = free_h.record(ns.max(1));
-                    result?;
-                }
-            }
+            Op::Alloc { id, size, stream } => r.alloc(id, size, stream)?,
+            Op::Free { id } => r.free(id)?,
         }
         let done = i as u64 + 1;
         if done % every == 0 {
@@ -247,12 +206,9 @@ pub fn run_pool(
     progress(ops_done);
     let stats = pool.stats();
     // An interrupted replay leaves blocks live: give them back so nothing leaks.
-    for (a, _) in slots
-        .into_iter()
-        .flatten()
-        .filter(|_| ops_done < workload.ops.len() as u64)
-    {
-        pool.free(a)?;
+    let interrupted = ops_done < workload.ops.len() as u64;
+    for (a, _) in r.slots.iter().flatten().filter(|_| interrupted) {
+        pool.free(*a)?;
     }
     Ok(PoolRun {
         usable_limit: pool.usable_limit(),
@@ -262,15 +218,15 @@ pub fn run_pool(
             .expandable_segments
             .then(|| pool.expandable_segments()),
         stats,
-        alloc_ns: summarize(&alloc_h),
-        free_ns: summarize(&free_h),
-        busy_ns: busy,
+        alloc_ns: summarize(&r.alloc_h),
+        free_ns: summarize(&r.free_h),
+        busy_ns: r.busy,
         ops: ops_done,
-        failed_allocs: failed,
-        fragmentation_peak,
+        failed_allocs: r.failed,
+        fragmentation_peak: r.fragmentation_peak,
         fragmentation_end: stats.fragmentation(),
         reserved_end: reserved_at_recording_end.unwrap_or(stats.reserved_bytes),
-        corruptions,
+        corruptions: r.corruptions,
         recorded_hit_rate: after_prefix.map(|(hits, misses)| {
             let (h, m) = (stats.pool_hits - hits, stats.pool_misses - misses);
             if h + m == 0 {
@@ -281,6 +237,85 @@ pub fn run_pool(
         }),
         timeline,
     })
+}
+
+/// A pool replay's state: the live allocations by workload id, the latency histograms, and
+/// the counts. Only the pool's own calls are timed.
+struct PoolReplay<'a> {
+    pool: &'a Pool,
+    verify: bool,
+    completed_frees: bool,
+    slots: Vec<Option<(Allocation, u64)>>,
+    alloc_h: Histogram<u64>,
+    free_h: Histogram<u64>,
+    busy: u64,
+    failed: u64,
+    corruptions: u64,
+    peak_reserved: u64,
+    fragmentation_peak: f64,
+}
+
+impl PoolReplay<'_> {
+    fn alloc(
+        &mut self,
+        id: u32,
+        size: u64,
+        stream: crate::alloc::StreamId,
+    ) -> Result<(), PoolError> {
+        let pool = self.pool;
+        let start = Instant::now();
+        let result = pool.allocate_on(size, stream);
+        let ns = start.elapsed().as_nanos() as u64;
+        self.busy += ns;
+        match result {
+            Ok(a) => {
+                let _ = self.alloc_h.record(ns.max(1));
+                if self.verify {
+                    let sig = signature(id, size);
+                    for (at, len) in spots(size) {
+                        pool.write(&a, at, &sig[..len])?;
+                    }
+                }
+                self.slots[id as usize] = Some((a, size));
+            }
+            Err(PoolError::OutOfMemory { .. }) => self.failed += 1,
+            Err(e) => return Err(e),
+        }
+        // The full snapshot only when the peak moves: it walks every stream's cache.
+        if pool.reserved_bytes() > self.peak_reserved {
+            let stats = pool.stats();
+            self.peak_reserved = stats.reserved_bytes;
+            self.fragmentation_peak = stats.fragmentation();
+        }
+        Ok(())
+    }
+
+    fn free(&mut self, id: u32) -> Result<(), PoolError> {
+        let Some((a, size)) = self.slots[id as usize].take() else {
+            return Ok(());
+        };
+        let pool = self.pool;
+        if self.verify {
+            let sig = signature(id, size);
+            let mut back = [0u8; 16];
+            for (at, len) in spots(size) {
+                pool.read(&a, at, &mut back[..len])?;
+                if back[..len] != sig[..len] {
+                    self.corruptions += 1;
+                }
+            }
+        }
+        let start = Instant::now();
+        let result = if self.completed_frees {
+            pool.free_synchronized(a)
+        } else {
+            pool.free(a)
+        };
+        let ns = start.elapsed().as_nanos() as u64;
+        self.busy += ns;
+        let _ = self.free_h.record(ns.max(1));
+        result
+    }
 }
 
 /// Replays `workload` with every allocation going straight to the device.
