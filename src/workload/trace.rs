@@ -214,61 +214,116 @@ pub fn parse_pytorch_snapshot(path: &str, data: &[u8]) -> Result<Workload, Workl
         .map(|(i, t)| (i, t.seq_len().unwrap_or(0)))
         .max_by_key(|&(_, n)| n)
         .ok_or_else(|| malformed(path, "'device_traces' is empty"))?;
-    let events = traces[device].items().unwrap_or_default();
     let mut b = Builder::new();
-    let mut skipped: HashMap<String, u64> = HashMap::new();
-    let (mut reserved, mut peak, mut has_segment_events) = (0i128, 0i128, false);
+    let events = replay_events(path, &traces[device].items().unwrap_or_default(), &mut b)?;
+    let segments = read_segments(path, &root, device)?;
+    let expandable = segments.expandable
+        || root
+            .get("allocator_settings")
+            .and_then(|a| a.get("expandable_segments"))
+            .is_some_and(|v| matches!(v, PyValue::Bool(true)));
+    // Segments that predate the recording are in the snapshot but in no event: PyTorch's
+    // reserved at any moment is those plus the net of the events, so they count at the peak.
+    let (reserved, has_segment_events) = (events.reserved, events.has_segment_events);
+    let predating = i128::from(segments.reserved) - reserved;
+    let peak = if has_segment_events && segments.reserved > 0 && predating > 0 {
+        events.peak + predating
+    } else {
+        events.peak
+    };
+    let peak = u64::try_from(peak)
+        .map_err(|_| malformed(path, "segment events reserve more than 2^64 bytes"))?;
+    let reference = Reference {
+        source: "pytorch",
+        peak_reserved_bytes: has_segment_events.then_some(peak),
+        snapshot_reserved_bytes: (segments.reserved > 0).then_some(segments.reserved),
+        snapshot_allocated_bytes: (segments.reserved > 0).then_some(segments.allocated),
+        expandable_segments: expandable,
+    };
+    let mut skipped: Vec<(String, u64)> = events.skipped.into_iter().collect();
+    skipped.sort();
+    let mut workload = b.finish(
+        format!("trace:{}", file_name(path)),
+        &segments.live_blocks,
+        Some(reference),
+        skipped,
+    );
+    // PyTorch records `free_completed` once the block's stream work has finished.
+    workload.completed_frees = true;
+    Ok(workload)
+}
+
+/// What a device's trace events add up to besides the operations: the net and peak reserved
+/// bytes of its segment events, whether it has any, and the actions not replayed.
+struct Events {
+    reserved: i128,
+    peak: i128,
+    has_segment_events: bool,
+    skipped: HashMap<String, u64>,
+}
+
+/// Feeds one device's trace events to `b` (allocations and completed frees) and sums up its
+/// segment events.
+fn replay_events(path: &str, events: &[PyValue], b: &mut Builder) -> Result<Events, WorkloadError> {
+    let mut out = Events {
+        reserved: 0,
+        peak: 0,
+        has_segment_events: false,
+        skipped: HashMap::new(),
+    };
     for (i, e) in events.iter().enumerate() {
         let action = e
             .get("action")
             .and_then(|a| a.as_str().map(str::to_string))
             .ok_or_else(|| malformed(path, format!("trace entry {i} has no 'action'")))?;
-        let addr = || {
-            int_field(e, "addr")
+        let field = |key: &str| {
+            int_field(e, key)
                 .and_then(|a| u64::try_from(a).ok())
                 .ok_or_else(|| {
                     malformed(
                         path,
-                        format!("trace entry {i} ({action}) has no valid 'addr'"),
-                    )
-                })
-        };
-        let size = || {
-            int_field(e, "size")
-                .and_then(|s| u64::try_from(s).ok())
-                .ok_or_else(|| {
-                    malformed(
-                        path,
-                        format!("trace entry {i} ({action}) has no valid 'size'"),
+                        format!("trace entry {i} ({action}) has no valid '{key}'"),
                     )
                 })
         };
         match action.as_str() {
             "alloc" => {
                 let stream = b.stream(int_field(e, "stream").unwrap_or(0));
-                b.alloc(addr()?, size()?, stream);
+                b.alloc(field("addr")?, field("size")?, stream);
             }
-            "free_completed" => b.free(addr()?, size()?),
+            "free_completed" => b.free(field("addr")?, field("size")?),
             "free_requested" => {}
             "segment_alloc" | "segment_map" => {
-                has_segment_events = true;
-                reserved += i128::from(size()?);
-                peak = peak.max(reserved);
+                out.has_segment_events = true;
+                out.reserved += i128::from(field("size")?);
+                out.peak = out.peak.max(out.reserved);
             }
             "segment_free" | "segment_unmap" => {
-                has_segment_events = true;
-                reserved -= i128::from(size()?);
+                out.has_segment_events = true;
+                out.reserved -= i128::from(field("size")?);
             }
-            other => *skipped.entry(other.to_string()).or_default() += 1,
+            other => *out.skipped.entry(other.to_string()).or_default() += 1,
         }
     }
-    let mut expandable = root
-        .get("allocator_settings")
-        .and_then(|a| a.get("expandable_segments"))
-        .is_some_and(|v| matches!(v, PyValue::Bool(true)));
-    let mut snapshot_reserved = 0u64;
-    let mut snapshot_allocated = 0u64;
-    let mut live_blocks = Vec::new();
+    Ok(out)
+}
+
+/// The snapshot's segments on `device`: their total, the live blocks in them and their sum,
+/// and whether any is expandable.
+struct Segments {
+    reserved: u64,
+    allocated: u64,
+    live_blocks: Vec<(u64, u64)>,
+    expandable: bool,
+}
+
+fn read_segments(path: &str, root: &PyValue, device: usize) -> Result<Segments, WorkloadError> {
+    let mut out = Segments {
+        reserved: 0,
+        allocated: 0,
+        live_blocks: Vec::new(),
+        expandable: false,
+    };
     for seg in root
         .get("segments")
         .and_then(|s| s.items())
@@ -277,16 +332,16 @@ pub fn parse_pytorch_snapshot(path: &str, data: &[u8]) -> Result<Workload, Workl
         if int_field(&seg, "device").is_some_and(|d| d != device as i128) {
             continue;
         }
-        snapshot_reserved = int_field(&seg, "total_size")
+        out.reserved = int_field(&seg, "total_size")
             .and_then(|v| u64::try_from(v).ok())
-            .and_then(|v| snapshot_reserved.checked_add(v))
+            .and_then(|v| out.reserved.checked_add(v))
             .ok_or_else(|| {
                 malformed(
                     path,
                     "segment total_size values are not byte counts that sum below 2^64",
                 )
             })?;
-        expandable |= matches!(seg.get("is_expandable"), Some(PyValue::Bool(true)));
+        out.expandable |= matches!(seg.get("is_expandable"), Some(PyValue::Bool(true)));
         for block in seg
             .get("blocks")
             .and_then(|b| b.items())
@@ -296,49 +351,24 @@ pub fn parse_pytorch_snapshot(path: &str, data: &[u8]) -> Result<Workload, Workl
                 .get("state")
                 .and_then(|s| s.as_str().map(str::to_string))
                 .unwrap_or_default();
-            if state == "active_allocated" || state == "active_pending_free" {
-                let (Some(a), Some(s)) = (int_field(&block, "address"), int_field(&block, "size"))
-                else {
-                    continue;
-                };
-                let (Ok(a), Ok(s)) = (u64::try_from(a), u64::try_from(s)) else {
-                    continue;
-                };
-                snapshot_allocated = snapshot_allocated
-                    .checked_add(s)
-                    .ok_or_else(|| malformed(path, "live block sizes sum past 2^64 bytes"))?;
-                live_blocks.push((a, s));
+            if state != "active_allocated" && state != "active_pending_free" {
+                continue;
             }
+            let (Some(a), Some(s)) = (int_field(&block, "address"), int_field(&block, "size"))
+            else {
+                continue;
+            };
+            let (Ok(a), Ok(s)) = (u64::try_from(a), u64::try_from(s)) else {
+                continue;
+            };
+            out.allocated = out
+                .allocated
+                .checked_add(s)
+                .ok_or_else(|| malformed(path, "live block sizes sum past 2^64 bytes"))?;
+            out.live_blocks.push((a, s));
         }
     }
-    // Segments that predate the recording are in the snapshot but in no event: PyTorch's
-    // reserved at any moment is those plus the net of the events, so they count at the peak.
-    let predating = i128::from(snapshot_reserved) - reserved;
-    let peak = if has_segment_events && snapshot_reserved > 0 && predating > 0 {
-        peak + predating
-    } else {
-        peak
-    };
-    let peak = u64::try_from(peak)
-        .map_err(|_| malformed(path, "segment events reserve more than 2^64 bytes"))?;
-    let reference = Reference {
-        source: "pytorch",
-        peak_reserved_bytes: has_segment_events.then_some(peak),
-        snapshot_reserved_bytes: (snapshot_reserved > 0).then_some(snapshot_reserved),
-        snapshot_allocated_bytes: (snapshot_reserved > 0).then_some(snapshot_allocated),
-        expandable_segments: expandable,
-    };
-    let mut skipped: Vec<(String, u64)> = skipped.into_iter().collect();
-    skipped.sort();
-    let mut workload = b.finish(
-        format!("trace:{}", file_name(path)),
-        &live_blocks,
-        Some(reference),
-        skipped,
-    );
-    // PyTorch records `free_completed` once the block's stream work has finished.
-    workload.completed_frees = true;
-    Ok(workload)
+    Ok(out)
 }
 
 // Protocols 0 and 1 have no PROTO header: such a pickle opens with a container, MARK or
