@@ -387,169 +387,205 @@ impl<'a> Decoder<'a> {
                     self.u64()?; // FRAME: a length hint only.
                 }
                 b'.' => return self.pop(),
-                b'}' => self.push(PyValue::Dict(Rc::new(RefCell::new(PyDict::default()))))?,
-                b']' => self.push(PyValue::List(Rc::new(RefCell::new(Vec::new()))))?,
-                b')' => self.push(PyValue::Tuple(Rc::new(Vec::new())))?,
                 b'(' => {
                     if self.marks.len() >= MAX_STACK {
                         return Err(self.bad(format!("more than {MAX_STACK} open MARKs")));
                     }
                     self.marks.push(self.stack.len());
                 }
-                b'N' => self.push(PyValue::None)?,
-                0x88 => self.push(PyValue::Bool(true))?,
-                0x89 => self.push(PyValue::Bool(false))?,
-                b'J' => {
-                    let v = self.u32()? as i32;
-                    self.push(PyValue::Int(v.into()))?;
-                }
-                b'K' => {
-                    let v = self.u8()?;
-                    self.push(PyValue::Int(v.into()))?;
-                }
-                b'M' => {
-                    let v = self.u16()?;
-                    self.push(PyValue::Int(v.into()))?;
-                }
-                0x8a | 0x8b => {
-                    let n = if op == 0x8a {
-                        self.u8()? as usize
-                    } else {
-                        self.u32()? as usize
-                    };
-                    if n > 16 {
-                        return Err(self.bad(format!("an integer of {n} bytes is too large")));
-                    }
-                    let bytes = self.take(n)?;
-                    let mut v: i128 = 0;
-                    for (i, b) in bytes.iter().enumerate() {
-                        v |= i128::from(*b) << (8 * i);
-                    }
-                    if n > 0 && n < 16 && bytes[n - 1] & 0x80 != 0 {
-                        v -= 1i128 << (8 * n);
-                    }
-                    self.push(PyValue::Int(v))?;
-                }
-                b'G' => {
-                    let b = self.take(8)?;
-                    let mut a = [0u8; 8];
-                    a.copy_from_slice(b);
-                    self.push(PyValue::Float(f64::from_be_bytes(a)))?;
-                }
-                0x8c => {
-                    let n = self.u8()? as usize;
-                    let s = self.string(n)?;
-                    self.push(s)?;
-                }
-                b'X' => {
-                    let n = self.u32()? as usize;
-                    let s = self.string(n)?;
-                    self.push(s)?;
-                }
-                0x8d => {
-                    let n = self.len64()?;
-                    let s = self.string(n)?;
-                    self.push(s)?;
-                }
-                b'C' | b'B' | 0x8e => {
-                    let n = match op {
-                        b'C' => self.u8()? as usize,
-                        b'B' => self.u32()? as usize,
-                        _ => self.len64()?,
-                    };
-                    let b = self.take(n)?;
-                    self.push(PyValue::Bytes(Rc::from(b)))?;
-                }
-                0x94 => {
-                    let v = self.top()?.clone();
-                    let idx = self.memo.len() as u32;
-                    self.memoize(idx, v)?;
-                }
-                b'q' | b'r' => {
-                    let idx = if op == b'q' {
-                        u32::from(self.u8()?)
-                    } else {
-                        self.u32()?
-                    };
-                    let v = self.top()?.clone();
-                    self.memoize(idx, v)?;
-                }
-                b'h' | b'j' => {
-                    let idx = if op == b'h' {
-                        u32::from(self.u8()?)
-                    } else {
-                        self.u32()?
-                    };
-                    let v = self
-                        .memo
-                        .get(idx)
-                        .cloned()
-                        .ok_or_else(|| self.bad(format!("memo {idx} was never stored")))?;
-                    self.push(v)?;
-                }
-                b's' => {
-                    let value = self.pop()?;
-                    let key = self.pop()?;
-                    match self.top()? {
-                        PyValue::Dict(d) => d.borrow_mut().insert(key, value),
-                        _ => return Err(self.bad("SETITEM on a non-dict")),
-                    }
-                }
-                b'u' => {
-                    let items = self.pop_mark()?;
-                    if items.len() % 2 != 0 {
-                        return Err(self.bad("SETITEMS with an odd number of items"));
-                    }
-                    match self.top()? {
-                        PyValue::Dict(d) => {
-                            let mut d = d.borrow_mut();
-                            let mut it = items.into_iter();
-                            while let (Some(k), Some(v)) = (it.next(), it.next()) {
-                                d.insert(k, v);
-                            }
-                        }
-                        _ => return Err(self.bad("SETITEMS on a non-dict")),
-                    }
-                }
-                b'a' => {
-                    let value = self.pop()?;
-                    match self.top()? {
-                        PyValue::List(l) => l.borrow_mut().push(value),
-                        _ => return Err(self.bad("APPEND on a non-list")),
-                    }
-                }
-                b'e' => {
-                    let items = self.pop_mark()?;
-                    match self.top()? {
-                        PyValue::List(l) => l.borrow_mut().extend(items),
-                        _ => return Err(self.bad("APPENDS on a non-list")),
-                    }
-                }
-                b't' => {
-                    let items = self.pop_mark()?;
-                    self.push(PyValue::Tuple(Rc::new(items)))?;
-                }
-                0x85..=0x87 => {
-                    let n = (op - 0x84) as usize;
-                    if self.stack.len() < n {
-                        return Err(self.bad("stack underflow"));
-                    }
-                    let items = self.stack.split_off(self.stack.len() - n);
-                    self.push(PyValue::Tuple(Rc::new(items)))?;
-                }
-                b'0' => {
-                    self.pop()?;
-                }
-                b'2' => {
-                    let v = self.top()?.clone();
-                    self.push(v)?;
-                }
-                b'1' => {
-                    self.pop_mark()?;
-                }
-                other => return Err(self.bad(format!("unsupported opcode 0x{other:02x}"))),
+                _ if self.literal(op)? => {}
+                _ if self.memo_op(op)? => {}
+                _ if self.stack_op(op)? => {}
+                _ => self.build(op)?,
             }
         }
+    }
+
+    /// Pushes the value a literal opcode spells (an empty container, None, a bool, an
+    /// integer, a float, a string, bytes); whether `op` was one.
+    fn literal(&mut self, op: u8) -> Result<bool, PickleError> {
+        match op {
+            b'}' => self.push(PyValue::Dict(Rc::new(RefCell::new(PyDict::default()))))?,
+            b']' => self.push(PyValue::List(Rc::new(RefCell::new(Vec::new()))))?,
+            b')' => self.push(PyValue::Tuple(Rc::new(Vec::new())))?,
+            b'N' => self.push(PyValue::None)?,
+            0x88 => self.push(PyValue::Bool(true))?,
+            0x89 => self.push(PyValue::Bool(false))?,
+            b'J' => {
+                let v = self.u32()? as i32;
+                self.push(PyValue::Int(v.into()))?;
+            }
+            b'K' => {
+                let v = self.u8()?;
+                self.push(PyValue::Int(v.into()))?;
+            }
+            b'M' => {
+                let v = self.u16()?;
+                self.push(PyValue::Int(v.into()))?;
+            }
+            0x8a | 0x8b => {
+                let n = if op == 0x8a {
+                    self.u8()? as usize
+                } else {
+                    self.u32()? as usize
+                };
+                if n > 16 {
+                    return Err(self.bad(format!("an integer of {n} bytes is too large")));
+                }
+                let bytes = self.take(n)?;
+                let mut v: i128 = 0;
+                for (i, b) in bytes.iter().enumerate() {
+                    v |= i128::from(*b) << (8 * i);
+                }
+                if n > 0 && n < 16 && bytes[n - 1] & 0x80 != 0 {
+                    v -= 1i128 << (8 * n);
+                }
+                self.push(PyValue::Int(v))?;
+            }
+            b'G' => {
+                let b = self.take(8)?;
+                let mut a = [0u8; 8];
+                a.copy_from_slice(b);
+                self.push(PyValue::Float(f64::from_be_bytes(a)))?;
+            }
+            0x8c => {
+                let n = self.u8()? as usize;
+                let s = self.string(n)?;
+                self.push(s)?;
+            }
+            b'X' => {
+                let n = self.u32()? as usize;
+                let s = self.string(n)?;
+                self.push(s)?;
+            }
+            0x8d => {
+                let n = self.len64()?;
+                let s = self.string(n)?;
+                self.push(s)?;
+            }
+            b'C' | b'B' | 0x8e => {
+                let n = match op {
+                    b'C' => self.u8()? as usize,
+                    b'B' => self.u32()? as usize,
+                    _ => self.len64()?,
+                };
+                let b = self.take(n)?;
+                self.push(PyValue::Bytes(Rc::from(b)))?;
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The memo: storing the top of the stack, or pushing a stored value; whether `op` was one.
+    fn memo_op(&mut self, op: u8) -> Result<bool, PickleError> {
+        match op {
+            0x94 => {
+                let v = self.top()?.clone();
+                let idx = self.memo.len() as u32;
+                self.memoize(idx, v)?;
+            }
+            b'q' | b'r' => {
+                let idx = if op == b'q' {
+                    u32::from(self.u8()?)
+                } else {
+                    self.u32()?
+                };
+                let v = self.top()?.clone();
+                self.memoize(idx, v)?;
+            }
+            b'h' | b'j' => {
+                let idx = if op == b'h' {
+                    u32::from(self.u8()?)
+                } else {
+                    self.u32()?
+                };
+                let v = self
+                    .memo
+                    .get(idx)
+                    .cloned()
+                    .ok_or_else(|| self.bad(format!("memo {idx} was never stored")))?;
+                self.push(v)?;
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// POP, DUP and POP_MARK; whether `op` was one.
+    fn stack_op(&mut self, op: u8) -> Result<bool, PickleError> {
+        match op {
+            b'0' => {
+                self.pop()?;
+            }
+            b'2' => {
+                let v = self.top()?.clone();
+                self.push(v)?;
+            }
+            b'1' => {
+                self.pop_mark()?;
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The builders: items set into a dict, appended to a list, or gathered into a tuple.
+    fn build(&mut self, op: u8) -> Result<(), PickleError> {
+        match op {
+            b's' => {
+                let value = self.pop()?;
+                let key = self.pop()?;
+                match self.top()? {
+                    PyValue::Dict(d) => d.borrow_mut().insert(key, value),
+                    _ => return Err(self.bad("SETITEM on a non-dict")),
+                }
+            }
+            b'u' => {
+                let items = self.pop_mark()?;
+                if items.len() % 2 != 0 {
+                    return Err(self.bad("SETITEMS with an odd number of items"));
+                }
+                match self.top()? {
+                    PyValue::Dict(d) => {
+                        let mut d = d.borrow_mut();
+                        let mut it = items.into_iter();
+                        while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                            d.insert(k, v);
+                        }
+                    }
+                    _ => return Err(self.bad("SETITEMS on a non-dict")),
+                }
+            }
+            b'a' => {
+                let value = self.pop()?;
+                match self.top()? {
+                    PyValue::List(l) => l.borrow_mut().push(value),
+                    _ => return Err(self.bad("APPEND on a non-list")),
+                }
+            }
+            b'e' => {
+                let items = self.pop_mark()?;
+                match self.top()? {
+                    PyValue::List(l) => l.borrow_mut().extend(items),
+                    _ => return Err(self.bad("APPENDS on a non-list")),
+                }
+            }
+            b't' => {
+                let items = self.pop_mark()?;
+                self.push(PyValue::Tuple(Rc::new(items)))?;
+            }
+            0x85..=0x87 => {
+                let n = (op - 0x84) as usize;
+                if self.stack.len() < n {
+                    return Err(self.bad("stack underflow"));
+                }
+                let items = self.stack.split_off(self.stack.len() - n);
+                self.push(PyValue::Tuple(Rc::new(items)))?;
+            }
+            other => return Err(self.bad(format!("unsupported opcode 0x{other:02x}"))),
+        }
+        Ok(())
     }
 }
 
