@@ -2,14 +2,14 @@
 //!
 //! The library behind the `gpumem` command: what memory a machine has, what a model needs,
 //! where it fits, and a caching pool allocator that runs on every device it finds. It computes
-//! and never prints; the binary's [`output`] layer alone turns its typed results into tables,
+//! and never prints; the binary's `output` layer alone turns its typed results into tables,
 //! sentences and JSON.
 //!
 //! # Layout
 //! Data flows one way, from the command line down to the devices and back up as reports:
 //!
-//! - [`cli`] (clap types) → [`commands`] (orchestration; [`commands::options`] is the one place
-//!   flags become library options) → the library modules below → [`output`].
+//! - `cli` (clap types) → `commands` (orchestration; `commands::options` is the one place
+//!   flags become library options) → the library modules below → `output`.
 //! - [`model`]: model shapes from the catalog, `config.json`, GGUF and safetensors, and the
 //!   memory [`model::estimate`] of each part.
 //! - [`plan`]: where a requirement fits over a set of devices (`select`).

@@ -5,10 +5,10 @@
 use std::num::NonZeroU32;
 
 /// One live allocation from a pool: the block's index and generation, 8 bytes, as cheap to keep
-/// and pass around as a raw offset. [`Pool::info`] says where it is and how large. Give it back
-/// with [`Pool::free`] (or use [`super::Buffer`], which does so when dropped). A copy that
+/// and pass around as a raw offset. [`Pool::info`](super::Pool::info) says where it is and how large. Give it back
+/// with [`Pool::free`](super::Pool::free) (or use [`super::Buffer`], which does so when dropped). A copy that
 /// outlives its allocation is stale: freeing it, reading or writing through it, or asking for its
-/// info is refused with [`PoolError::NotLive`], even after the block is reused.
+/// info is refused with [`PoolError::NotLive`](super::PoolError::NotLive), even after the block is reused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Allocation {
     pub(super) block: u32,

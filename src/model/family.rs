@@ -2,7 +2,7 @@
 //! as its GGUF (`general.architecture`) or its config.json (`model_type`) spells it, parsed into
 //! [`Family`] before any decision is taken on it.
 
-/// A family the estimate has rules for. Each name in [`NAMES`] maps to one; every other name is
+/// A family the estimate has rules for. Each spelling in this module's table maps to one; every other name is
 /// [`Family::Other`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {

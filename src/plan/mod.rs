@@ -1,5 +1,5 @@
 //! Choosing where a model fits: one device, tensor parallel over identical devices, a layer
-//! split over unequal ones or across hosts, or partial CPU offload ([`strategy`], tried in that
+//! split over unequal ones or across hosts, or partial CPU offload (`strategy/`, tried in that
 //! order) — and saying why every other choice was rejected; then what the plan can serve
 //! ([`capacity`]) and how to launch it ([`launch`]). How much of a device a plan may use is the
 //! [`Policy`]. Pure computation over device descriptions: discovery and inventories
