@@ -32,7 +32,7 @@ impl<D: DeviceMemory> FaultInjector<D> {
     }
 
     fn roll(&self) -> bool {
-        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut s = crate::device::lock(&self.state);
         // xorshift64*: enough to spread failures; deterministic for a seed.
         *s ^= *s >> 12;
         *s ^= *s << 25;

@@ -41,12 +41,7 @@ impl MultiDevicePool {
         size: u64,
         tag: &str,
     ) -> Result<(usize, Buffer<'_>), PoolError> {
-        let preferred = self
-            .affinity
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(tag)
-            .copied();
+        let preferred = crate::device::lock(&self.affinity).get(tag).copied();
         if let Some(device) = preferred {
             if let Some(pool) = self.pools.get(device) {
                 if let Ok(a) = pool.allocate_tagged(size, super::DEFAULT_STREAM, Some(tag)) {
@@ -60,10 +55,7 @@ impl MultiDevicePool {
         for device in order {
             match self.pools[device].allocate_tagged(size, super::DEFAULT_STREAM, Some(tag)) {
                 Ok(a) => {
-                    self.affinity
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(tag.to_string(), device);
+                    crate::device::lock(&self.affinity).insert(tag.to_string(), device);
                     return Ok((device, self.pools[device].wrap_allocation(a, size)));
                 }
                 Err(e) => last = Some(e),

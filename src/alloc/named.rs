@@ -24,7 +24,7 @@ impl Pool {
     /// Makes the buffer `name` hold at least `bytes`: creates it, or grows it to
     /// max(`bytes`, capacity × growth factor) and copies the old contents over.
     pub fn ensure_capacity(&self, name: &str, bytes: u64) -> Result<NamedInfo, PoolError> {
-        let mut named = self.named.lock().unwrap_or_else(|e| e.into_inner());
+        let mut named = crate::device::lock(&self.named);
         if let Some(existing) = named.get(name) {
             if existing.capacity >= bytes {
                 return Ok(NamedInfo {
@@ -99,16 +99,14 @@ impl Pool {
 
     /// Capacity of a named buffer, if it exists.
     pub fn named_capacity(&self, name: &str) -> Option<u64> {
-        self.named
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        crate::device::lock(&self.named)
             .get(name)
             .map(|n| n.capacity)
     }
 
     /// Writes into a named buffer.
     pub fn write_named(&self, name: &str, offset: u64, data: &[u8]) -> Result<(), PoolError> {
-        let named = self.named.lock().unwrap_or_else(|e| e.into_inner());
+        let named = crate::device::lock(&self.named);
         let n = named
             .get(name)
             .ok_or_else(|| PoolError::UnknownName(name.to_string()))?;
@@ -118,7 +116,7 @@ impl Pool {
 
     /// Reads from a named buffer.
     pub fn read_named(&self, name: &str, offset: u64, out: &mut [u8]) -> Result<(), PoolError> {
-        let named = self.named.lock().unwrap_or_else(|e| e.into_inner());
+        let named = crate::device::lock(&self.named);
         let n = named
             .get(name)
             .ok_or_else(|| PoolError::UnknownName(name.to_string()))?;
@@ -128,24 +126,14 @@ impl Pool {
 
     /// Frees a named buffer.
     pub fn free_named(&self, name: &str) -> Result<(), PoolError> {
-        let removed = self
-            .named
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(name);
+        let removed = crate::device::lock(&self.named).remove(name);
         let n = removed.ok_or_else(|| PoolError::UnknownName(name.to_string()))?;
         self.free(n.allocation)
     }
 
     /// Names of live named buffers, sorted (a named buffer left at shutdown is a leak).
     pub fn named_buffers(&self) -> Vec<String> {
-        let mut names: Vec<String> = self
-            .named
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .keys()
-            .cloned()
-            .collect();
+        let mut names: Vec<String> = crate::device::lock(&self.named).keys().cloned().collect();
         names.sort();
         names
     }

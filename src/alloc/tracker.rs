@@ -101,11 +101,7 @@ impl AllocationTracker {
     /// Records a live buffer.
     pub fn track(&self, meta: BufferMetadata) {
         let size = meta.size_bytes;
-        let previous = self
-            .allocations
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(meta.id, meta);
+        let previous = crate::device::write(&self.allocations).insert(meta.id, meta);
         if let Some(old) = previous {
             self.total_bytes
                 .fetch_sub(old.size_bytes, Ordering::Relaxed);
@@ -116,11 +112,7 @@ impl AllocationTracker {
 
     /// Forgets a buffer; returns its metadata if it was tracked.
     pub fn untrack(&self, id: BufferId) -> Option<BufferMetadata> {
-        let meta = self
-            .allocations
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&id)?;
+        let meta = crate::device::write(&self.allocations).remove(&id)?;
         self.total_bytes
             .fetch_sub(meta.size_bytes, Ordering::Relaxed);
         Some(meta)
@@ -128,10 +120,7 @@ impl AllocationTracker {
 
     /// Live buffers tracked now.
     pub fn count(&self) -> usize {
-        self.allocations
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .len()
+        crate::device::read(&self.allocations).len()
     }
 
     /// Bytes in live buffers.
@@ -147,10 +136,7 @@ impl AllocationTracker {
     /// Buffers alive for at least `age`, oldest first: leak candidates.
     pub fn find_old_allocations(&self, age: Duration) -> Vec<BufferMetadata> {
         let now = Instant::now();
-        let mut old: Vec<BufferMetadata> = self
-            .allocations
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
+        let mut old: Vec<BufferMetadata> = crate::device::read(&self.allocations)
             .values()
             .filter(|m| now.duration_since(m.allocated_at) >= age)
             .cloned()

@@ -364,7 +364,7 @@ fn with_named<T: Element>(
     count: u64,
     transfer: impl FnOnce(&Allocation) -> Result<TransferReport, PoolError>,
 ) -> Result<TransferReport, PoolError> {
-    let named = pool.named.lock().unwrap_or_else(|e| e.into_inner());
+    let named = crate::device::lock(&pool.named);
     let buffer = named
         .get(name)
         .ok_or_else(|| PoolError::UnknownName(name.to_string()))?;

@@ -11,16 +11,12 @@ use cudarc::driver::sys::{self, CUdevice, CUdevice_attribute, CUresult};
 use super::isolate::step;
 use super::{Backend, BackendKind, DeviceInfo, DeviceType, FreeScope, Unavailable};
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 use crate::device::{
-    check_bounds, AsyncCopies, DeviceError, DeviceMemory, HostSide, PendingCopy, Segment,
-    SegmentHandle, SegmentTable, VirtualMemory,
+    check_bounds, lock, AsyncCopies, DeviceError, DeviceMemory, Flights, HostSide, PendingCopy,
+    Segment, SegmentHandle, SegmentTable, VirtualMemory,
 };
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// A page-locked staging buffer of at least `len` bytes: a spare one, else a new one.
 fn take_pinned(copies: &Copies, len: usize) -> Result<Pinned, DeviceError> {
@@ -395,8 +391,7 @@ struct Flight {
 struct Copies {
     stream: sys::CUstream,
     spare: Mutex<Vec<Pinned>>,
-    flights: Mutex<std::collections::HashMap<u64, Flight>>,
-    next: std::sync::atomic::AtomicU64,
+    flights: Flights<Flight>,
 }
 
 // SAFETY: the stream and events are driver handles usable from any thread with the context
@@ -477,8 +472,7 @@ impl CudaMemory {
         Some(Copies {
             stream,
             spare: Mutex::new(Vec::new()),
-            flights: Mutex::new(std::collections::HashMap::new()),
-            next: std::sync::atomic::AtomicU64::new(1),
+            flights: Flights::default(),
         })
     }
 
@@ -553,20 +547,13 @@ impl CudaMemory {
             lock(&copies.spare).push(staging);
             return Err(e);
         }
-        let id = copies
-            .next
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        lock(&copies.flights).insert(
-            id,
-            Flight {
-                start,
-                end,
-                staging,
-                len,
-                read_into,
-            },
-        );
-        Ok(PendingCopy(id))
+        Ok(copies.flights.insert(Flight {
+            start,
+            end,
+            staging,
+            len,
+            read_into,
+        }))
     }
 
     /// Pinned device memory on this device.
@@ -666,7 +653,7 @@ impl Drop for CudaMemory {
     fn drop(&mut self) {
         if let Some(copies) = self.copies.take() {
             if self.current().is_ok() {
-                let flights: Vec<Flight> = lock(&copies.flights).drain().map(|(_, f)| f).collect();
+                let flights = copies.flights.drain();
                 // SAFETY: each handle and buffer is ours and released once, after its copy.
                 unsafe {
                     for f in flights {
@@ -908,9 +895,7 @@ impl AsyncCopies for CudaMemory {
             .copies
             .as_ref()
             .ok_or_else(|| DeviceError::Unsupported("no asynchronous copies".into()))?;
-        let flight = lock(&copies.flights)
-            .remove(&copy.0)
-            .ok_or(DeviceError::InvalidSegment(SegmentHandle(copy.0)))?;
+        let flight = copies.flights.take(copy)?;
         self.current()?;
         let mut ms = 0f32;
         // SAFETY: the events were recorded on the stream by `start_copy`.

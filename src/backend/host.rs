@@ -29,7 +29,7 @@ impl HostBlock {
         let Some(mapped) = &self.mapped else {
             return Ok(());
         };
-        let mapped = mapped.lock().unwrap_or_else(|e| e.into_inner());
+        let mapped = crate::device::lock(mapped);
         let end = offset + len as u64;
         let covered = mapped
             .range(..=offset)
@@ -334,7 +334,7 @@ impl HostDevice {
             let Some(mapped) = block.mapped.as_mut() else {
                 return Err(DeviceError::Unsupported("not an address range".into()));
             };
-            let mapped = mapped.get_mut().unwrap_or_else(|e| e.into_inner());
+            let mapped = crate::device::inner(mapped);
             if offset % page != 0 || bytes % page != 0 || bytes == 0 {
                 return Err(bad);
             }

@@ -64,7 +64,7 @@ static ENUMERATION: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Every OpenCL device of every platform, in platform order; the index is this order.
 pub(crate) fn device_ids() -> Result<Vec<opencl3::types::cl_device_id>, Unavailable> {
-    let _guard = ENUMERATION.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = crate::device::lock(&ENUMERATION);
     super::isolate::step("clGetPlatformIDs");
     let platforms = get_platforms().map_err(unavailable)?;
     let mut ids = Vec::new();

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use super::{Backend, BackendKind, DeviceInfo, DeviceType, FreeScope, Unavailable};
 use crate::device::{
-    check_bounds, AsyncCopies, DeviceError, DeviceMemory, HostSide, PendingCopy, Segment,
+    check_bounds, AsyncCopies, DeviceError, DeviceMemory, Flights, HostSide, PendingCopy, Segment,
     SegmentHandle, SegmentTable,
 };
 
@@ -225,8 +225,8 @@ pub struct HipMemory {
 /// The copy stream and the start/end events of each copy in flight, by id.
 struct HipCopies {
     stream: *mut c_void,
-    flights: std::sync::Mutex<std::collections::HashMap<u64, (*mut c_void, *mut c_void)>>,
-    next: std::sync::atomic::AtomicU64,
+    /// The start and end events of each copy in flight.
+    flights: Flights<(*mut c_void, *mut c_void)>,
 }
 
 // SAFETY: a HIP stream and events are runtime handles usable from any thread with the device
@@ -273,8 +273,7 @@ impl HipMemory {
             if unsafe { (s.stream_create)(&mut stream) } == HIP_SUCCESS {
                 memory.copies = Some(HipCopies {
                     stream,
-                    flights: std::sync::Mutex::new(std::collections::HashMap::new()),
-                    next: std::sync::atomic::AtomicU64::new(1),
+                    flights: Flights::default(),
                 });
             }
         }
@@ -348,12 +347,7 @@ impl HipMemory {
             }
             return Err(e);
         }
-        let id = c.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        c.flights
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id, (start, end));
-        Ok(PendingCopy(id))
+        Ok(c.flights.insert((start, end)))
     }
 }
 
@@ -379,12 +373,7 @@ impl AsyncCopies for HipMemory {
         let (Some(s), Some(c)) = (self.hip.streams, self.copies.as_ref()) else {
             return Err(DeviceError::Unsupported("no HIP streams".into()));
         };
-        let (start, end) = c
-            .flights
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&copy.0)
-            .ok_or(DeviceError::InvalidSegment(SegmentHandle(copy.0)))?;
+        let (start, end) = c.flights.take(copy)?;
         self.current()?;
         let mut ms = 0f32;
         // SAFETY: both events were recorded on the copy stream; destroyed once here.
@@ -404,13 +393,7 @@ impl AsyncCopies for HipMemory {
 impl Drop for HipMemory {
     fn drop(&mut self) {
         if let (Some(s), Some(c)) = (self.hip.streams, self.copies.take()) {
-            let flights: Vec<_> = c
-                .flights
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .drain()
-                .map(|(_, f)| f)
-                .collect();
+            let flights = c.flights.drain();
             // SAFETY: each event and the stream are ours, released once after their copies.
             unsafe {
                 for (start, end) in flights {

@@ -65,7 +65,7 @@ impl DeviceMemory for SimDevice {
     }
 
     fn reserve(&self, bytes: u64) -> Result<Segment, DeviceError> {
-        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut s = crate::device::lock(&self.state);
         if bytes == 0
             || s.reserved
                 .checked_add(bytes)
@@ -84,7 +84,7 @@ impl DeviceMemory for SimDevice {
     }
 
     fn release(&self, segment: SegmentHandle) -> Result<(), DeviceError> {
-        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut s = crate::device::lock(&self.state);
         let (_, size) = s
             .segments
             .remove(&segment)
@@ -95,7 +95,7 @@ impl DeviceMemory for SimDevice {
     }
 
     fn mem_info(&self) -> Result<(u64, u64), DeviceError> {
-        let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let s = crate::device::lock(&self.state);
         Ok((self.capacity - s.reserved, self.capacity))
     }
 
@@ -127,7 +127,7 @@ impl VirtualMemory for SimDevice {
                 "an address range of {bytes} bytes is not a whole number of granules"
             )));
         }
-        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut s = crate::device::lock(&self.state);
         let (handle, address) = s.place(bytes);
         s.segments.insert(handle, (address, 0));
         s.ranges.insert(handle, bytes);
@@ -174,7 +174,7 @@ impl SimDevice {
         offset: u64,
         bytes: u64,
     ) -> Result<std::sync::MutexGuard<'_, SimState>, DeviceError> {
-        let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let s = crate::device::lock(&self.state);
         let span = *s
             .ranges
             .get(&range)

@@ -9,8 +9,8 @@ use std::sync::Mutex;
 use ash::vk;
 
 use crate::device::{
-    check_bounds, AsyncCopies, Budget, DeviceError, DeviceMemory, HostSide, PendingCopy, Segment,
-    SegmentHandle, SegmentTable,
+    check_bounds, AsyncCopies, Budget, DeviceError, DeviceMemory, Flights, HostSide, PendingCopy,
+    Segment, SegmentHandle, SegmentTable,
 };
 
 use super::{Backend, BackendKind, DeviceInfo, DeviceType, FreeScope, Unavailable};
@@ -313,8 +313,7 @@ pub struct VulkanMemory {
     segments: SegmentTable<VkSegment>,
     transfer: Mutex<(vk::Queue, vk::CommandPool)>,
     /// Staged copies submitted and not yet waited for, by id.
-    flights: Mutex<std::collections::HashMap<u64, VkFlight>>,
-    next_flight: std::sync::atomic::AtomicU64,
+    flights: Flights<VkFlight>,
     physical: vk::PhysicalDevice,
     device: ash::Device,
     // Destroyed last (see Drop): everything above was made from it.
@@ -427,8 +426,7 @@ impl VulkanMemory {
             host_shared: info.unified_memory,
             segments: SegmentTable::default(),
             transfer: Mutex::new((queue, command_pool)),
-            flights: Mutex::new(std::collections::HashMap::new()),
-            next_flight: std::sync::atomic::AtomicU64::new(1),
+            flights: Flights::default(),
             physical,
             device,
             instance,
@@ -497,7 +495,7 @@ impl VulkanMemory {
     ) -> Result<(), DeviceError> {
         // SAFETY: the fence belongs to a submitted copy; waiting has no other precondition.
         let waited = unsafe { self.device.wait_for_fences(&[fence], true, u64::MAX) };
-        let guard = self.transfer.lock().unwrap_or_else(|e| e.into_inner());
+        let guard = crate::device::lock(&self.transfer);
         // SAFETY: the copy finished (or the wait failed and the device is lost); each is freed
         // once, the command buffer under the pool's lock.
         unsafe {
@@ -517,7 +515,7 @@ impl VulkanMemory {
         dst_offset: u64,
         size: u64,
     ) -> Result<(vk::CommandBuffer, vk::Fence), DeviceError> {
-        let guard = self.transfer.lock().unwrap_or_else(|e| e.into_inner());
+        let guard = crate::device::lock(&self.transfer);
         let (queue, pool) = *guard;
         let alloc = vk::CommandBufferAllocateInfo::default()
             .command_pool(pool)
@@ -595,14 +593,7 @@ impl VulkanMemory {
         host: HostSide,
     ) -> Result<PendingCopy, DeviceError> {
         let flight = self.start_flight(segment, offset, len, host)?;
-        let id = self
-            .next_flight
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.flights
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id, flight);
-        Ok(PendingCopy(id))
+        Ok(self.flights.insert(flight))
     }
 
     /// Starts a copy through a staging buffer (the path of memory the host cannot map): a mapped
@@ -704,32 +695,21 @@ impl AsyncCopies for VulkanMemory {
     }
 
     fn wait(&self, copy: PendingCopy) -> Result<Option<std::time::Duration>, DeviceError> {
-        let flight = self
-            .flights
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&copy.0)
-            .ok_or(DeviceError::InvalidSegment(SegmentHandle(copy.0)))?;
+        let flight = self.flights.take(copy)?;
         self.finish_staged(flight).map(|()| None)
     }
 }
 
 impl Drop for VulkanMemory {
     fn drop(&mut self) {
-        let flights: Vec<VkFlight> = self
-            .flights
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain()
-            .map(|(_, f)| f)
-            .collect();
+        let flights = self.flights.drain();
         for flight in flights {
             let _ = self.finish_staged(flight);
         }
         for (_, seg) in self.segments.drain() {
             self.free_segment(seg);
         }
-        let pool = self.transfer.get_mut().unwrap_or_else(|e| e.into_inner()).1;
+        let pool = crate::device::inner(&mut self.transfer).1;
         // SAFETY: no command buffer is in flight (copies wait for their fences); the device is
         // destroyed after everything made from it, and the instance after the device.
         unsafe {

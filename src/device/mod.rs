@@ -7,8 +7,12 @@
 //! and writing bytes exists so that tests and `stress` can prove data integrity through the
 //! device's own API.
 
+mod flights;
+
 use std::collections::HashMap;
 use std::fmt;
+
+pub use flights::{inner, lock, read, write, Flights};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
 
@@ -349,17 +353,12 @@ impl<T> SegmentTable<T> {
 
     /// Stores a segment under a handle the driver chose (e.g. a device pointer).
     pub fn insert_at(&self, handle: SegmentHandle, value: T) {
-        self.map
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(handle, value);
+        write(&self.map).insert(handle, value);
     }
 
     /// Retires a segment; unknown handles are an error.
     pub fn remove(&self, handle: SegmentHandle) -> Result<T, DeviceError> {
-        self.map
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
+        write(&self.map)
             .remove(&handle)
             .ok_or(DeviceError::InvalidSegment(handle))
     }
@@ -370,7 +369,7 @@ impl<T> SegmentTable<T> {
         handle: SegmentHandle,
         f: impl FnOnce(&T) -> Result<R, DeviceError>,
     ) -> Result<R, DeviceError> {
-        let map = self.map.read().unwrap_or_else(|e| e.into_inner());
+        let map = read(&self.map);
         f(map
             .get(&handle)
             .ok_or(DeviceError::InvalidSegment(handle))?)
@@ -382,7 +381,7 @@ impl<T> SegmentTable<T> {
         handle: SegmentHandle,
         f: impl FnOnce(&mut T) -> Result<R, DeviceError>,
     ) -> Result<R, DeviceError> {
-        let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+        let mut map = write(&self.map);
         f(map
             .get_mut(&handle)
             .ok_or(DeviceError::InvalidSegment(handle))?)
@@ -390,11 +389,7 @@ impl<T> SegmentTable<T> {
 
     /// Retires every segment, for clean-up on drop.
     pub fn drain(&self) -> Vec<(SegmentHandle, T)> {
-        self.map
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain()
-            .collect()
+        write(&self.map).drain().collect()
     }
 }
 

@@ -71,10 +71,7 @@ impl Pool {
         &self,
         callback: impl Fn(MemoryPressure, MemoryPressure) + Send + Sync + 'static,
     ) {
-        self.callbacks
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Arc::new(callback));
+        crate::device::lock(&self.callbacks).push(Arc::new(callback));
     }
 
     /// The new pressure level, once allocated bytes have left the current band's span (the
@@ -97,11 +94,7 @@ impl Pool {
     }
 
     pub(super) fn fire(&self, old: MemoryPressure, new: MemoryPressure) {
-        let callbacks: Vec<PressureCallback> = self
-            .callbacks
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let callbacks: Vec<PressureCallback> = crate::device::lock(&self.callbacks).clone();
         for cb in callbacks {
             cb(old, new);
         }
