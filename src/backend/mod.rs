@@ -13,10 +13,12 @@
 
 mod cpu;
 mod cuda;
+mod discover;
 mod host;
 mod isolate;
 mod metal;
 mod nvml;
+mod open;
 mod opencl;
 mod rocm;
 mod sim;
@@ -24,9 +26,7 @@ mod spec;
 mod vulkan;
 
 use std::fmt;
-use std::io::{self, Write};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -34,10 +34,16 @@ pub use cpu::{
     get_available_memory, get_cpu_name, get_system_memory, host_info, CpuBackend, HostInfo,
 };
 pub use cuda::{CudaBackend, CudaMemory};
+pub use discover::{
+    best_available_backend, discover_backends, discover_with, print_backend_summary, recommend,
+    DiscoverOptions, Recommendation,
+};
+use discover::{probe_kind, CANCEL_POLL};
 pub use host::HostDevice;
 pub use isolate::{run_probe_child, Isolation, CHILD_ENV};
 pub use metal::MetalBackend;
 pub use nvml::{GpuProcess, NvmlBackend, NvmlView};
+pub use open::{default_device_spec, open_device, open_device_within, OpenError};
 pub use opencl::{OpenclBackend, OpenclMemory};
 pub use rocm::{probe_sysfs, HipMemory, RocmBackend};
 pub use sim::SimDevice;
@@ -371,385 +377,9 @@ impl BackendInfo {
     }
 }
 
-/// What `discover_with` probes, how long it waits and where the probes run.
-#[derive(Debug, Clone)]
-pub struct DiscoverOptions {
-    /// Only these backends; empty means all.
-    pub only: Vec<BackendKind>,
-    /// How long one backend may take before it is reported as timed out.
-    pub timeout: Duration,
-    /// In this process, or each driver in a child process that may crash or hang alone.
-    pub isolation: Isolation,
-    /// Set (by a signal handler, say) to stop waiting: probes and opens still running are
-    /// abandoned at once, probe children killed, and the backends that had not answered are
-    /// reported as [`Unavailable::Cancelled`].
-    pub cancel: Option<Arc<AtomicBool>>,
-}
-
-impl Default for DiscoverOptions {
-    fn default() -> Self {
-        DiscoverOptions {
-            only: Vec::new(),
-            timeout: Duration::from_secs(5),
-            isolation: Isolation::InProcess,
-            cancel: None,
-        }
-    }
-}
-
-impl DiscoverOptions {
-    /// Whether [`DiscoverOptions::cancel`] has been set.
-    pub fn cancelled(&self) -> bool {
-        self.cancel
-            .as_ref()
-            .is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst))
-    }
-}
-
-/// How often a wait on probes or an open looks at the cancel flag.
-const CANCEL_POLL: Duration = Duration::from_millis(20);
-
-/// Probes every backend concurrently with the default options.
-pub fn discover_backends() -> Vec<BackendInfo> {
-    discover_with(&DiscoverOptions::default())
-}
-
-/// Probes the selected backends concurrently, each in its own thread under `options.timeout`.
-///
-/// A backend that has not answered by its deadline is reported as timed out; its thread is left
-/// to finish on its own (a hung driver call cannot be cancelled), which costs nothing once the
-/// process exits. CUDA rows are merged with NVML's view of the same GPU.
-pub fn discover_with(options: &DiscoverOptions) -> Vec<BackendInfo> {
-    let selected: Vec<Box<dyn Backend>> = all_backends()
-        .into_iter()
-        .filter(|b| options.only.is_empty() || options.only.contains(&b.kind()))
-        .collect();
-    let (tx, rx) = mpsc::channel();
-    let start = Instant::now();
-    for backend in selected.iter().map(|b| b.kind()) {
-        let thread_tx = tx.clone();
-        let isolation = options.isolation.clone();
-        let timeout = options.timeout;
-        let cancel = options.cancel.clone();
-        let spawned = std::thread::Builder::new()
-            .name(format!("probe-{backend}"))
-            .spawn(move || {
-                let info = match isolation {
-                    Isolation::Subprocess { exe } if backend.loads_a_driver() => {
-                        isolate::probe_in_child(&exe, backend, timeout, cancel.as_deref())
-                    }
-                    _ => probe_here(backend),
-                };
-                let _ = thread_tx.send(info);
-            });
-        if let Err(e) = spawned {
-            let _ = tx.send(BackendInfo::unavailable(
-                backend,
-                Unavailable::Failed(e.to_string()),
-                0.0,
-            ));
-        }
-    }
-    drop(tx);
-    // A child kills itself at the timeout and then reports; give that report a moment to come.
-    let grace = match options.isolation {
-        Isolation::Subprocess { .. } => Duration::from_millis(500),
-        Isolation::InProcess => Duration::ZERO,
-    };
-    let deadline = start + options.timeout + grace;
-    let mut results: Vec<BackendInfo> = Vec::new();
-    while results.len() < selected.len() && !options.cancelled() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            break;
-        }
-        match rx.recv_timeout(left.min(CANCEL_POLL)) {
-            Ok(info) => {
-                let kind = info.backend;
-                match &info.reason {
-                    None => log::info!(
-                        "{kind}: {} devices in {:.1} ms",
-                        info.devices.len(),
-                        info.probe_ms
-                    ),
-                    Some(why) => {
-                        log::info!("{kind}: unavailable after {:.1} ms: {why}", info.probe_ms)
-                    }
-                }
-                results.push(info);
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-        }
-    }
-    for kind in selected.iter().map(|b| b.kind()) {
-        if !results.iter().any(|r| r.backend == kind) {
-            let ms = start.elapsed().as_secs_f64() * 1e3;
-            let why = if options.cancelled() {
-                Unavailable::Cancelled
-            } else {
-                Unavailable::TimedOut(options.timeout)
-            };
-            results.push(BackendInfo::unavailable(kind, why, ms));
-        }
-    }
-    results.sort_by_key(|r| r.backend);
-    merge_nvml_into_cuda(&mut results);
-    results
-}
-
-// One backend in this process, a panic in its binding reported as a failure.
-fn probe_here(backend: BackendKind) -> BackendInfo {
-    let began = Instant::now();
-    let result = std::panic::catch_unwind(|| probe_kind(backend)).unwrap_or_else(|panic| {
-        let text = panic
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "unknown panic".into());
-        Err(Unavailable::Failed(text))
-    });
-    BackendInfo::from_probe(backend, result, began.elapsed())
-}
-
-fn probe_kind(kind: BackendKind) -> Result<Vec<DeviceInfo>, Unavailable> {
-    all_backends()
-        .into_iter()
-        .find(|b| b.kind() == kind)
-        .map(|b| b.probe())
-        .unwrap_or(Err(Unavailable::Failed("backend not compiled in".into())))
-}
-
-/// Attaches NVML's per-GPU view to the CUDA row of the same GPU (matched by PCI bus id, then
-/// UUID), so one GPU reads as one row with both views.
-fn merge_nvml_into_cuda(results: &mut [BackendInfo]) {
-    let nvml_devices: Vec<DeviceInfo> = results
-        .iter()
-        .filter(|r| r.backend == BackendKind::Nvml)
-        .flat_map(|r| r.devices.clone())
-        .collect();
-    for info in results
-        .iter_mut()
-        .filter(|r| r.backend == BackendKind::Cuda)
-    {
-        for device in &mut info.devices {
-            let matched = nvml_devices.iter().find(|n| {
-                let same_bus = matches!((&n.pci_bus_id, &device.pci_bus_id),
-                    (Some(a), Some(b)) if normalize_bus_id(a) == normalize_bus_id(b));
-                let same_uuid = matches!((&n.uuid, &device.uuid),
-                    (Some(a), Some(b)) if a.trim_start_matches("GPU-").eq_ignore_ascii_case(b.trim_start_matches("GPU-")));
-                same_bus || same_uuid
-            });
-            if let Some(n) = matched {
-                device.nvml = n.nvml.clone();
-            }
-        }
-    }
-}
-
-/// NVML prints 8-digit PCI domains (`00000000:01:00.0`), CUDA 4-digit ones (`0000:01:00.0`).
-fn normalize_bus_id(id: &str) -> String {
-    match id.split_once(':') {
-        Some((domain, rest)) => {
-            let domain = u32::from_str_radix(domain, 16).unwrap_or(0);
-            format!("{domain:04x}:{}", rest.to_ascii_lowercase())
-        }
-        None => id.to_ascii_lowercase(),
-    }
-}
-
-/// A device chosen by ranking.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Recommendation {
-    /// Backend of the chosen device.
-    pub backend: BackendKind,
-    /// Its index within the backend.
-    pub device: usize,
-}
-
-/// The best device among probed backends: hardware GPUs by free (else total) memory, then CPU.
-/// NVML is a monitoring API, not a place to allocate, so it is never recommended.
-pub fn recommend(results: &[BackendInfo]) -> Option<Recommendation> {
-    let gpu = results
-        .iter()
-        .filter(|r| r.available && r.backend.is_gpu() && r.backend != BackendKind::Nvml)
-        .flat_map(|r| r.devices.iter().map(move |d| (r.backend, d)))
-        .filter(|(_, d)| d.device_type.is_hardware_gpu())
-        .max_by_key(|(kind, d)| (d.free_or_total(), std::cmp::Reverse(*kind)));
-    if let Some((backend, device)) = gpu {
-        return Some(Recommendation {
-            backend,
-            device: device.index,
-        });
-    }
-    results
-        .iter()
-        .find(|r| r.available && r.backend == BackendKind::Cpu)
-        .map(|_| Recommendation {
-            backend: BackendKind::Cpu,
-            device: 0,
-        })
-}
-
-/// Seed 000's `best_available_backend()`: probes every backend and ranks them.
-pub fn best_available_backend() -> BackendKind {
-    recommend(&discover_backends())
-        .map(|r| r.backend)
-        .unwrap_or(BackendKind::Cpu)
-}
-
-/// Writes seed 000's ✓/✗ summary of probed backends to `w`.
-pub fn print_backend_summary(results: &[BackendInfo], w: &mut dyn Write) -> io::Result<()> {
-    writeln!(w, "=== Available Backends ===")?;
-    for info in results {
-        let mark = if info.available { '✓' } else { '✗' };
-        writeln!(w, "{mark} {}", info.backend.name().to_uppercase())?;
-        match &info.reason {
-            Some(reason) => writeln!(w, "    Error: {reason}")?,
-            None => {
-                for d in &info.devices {
-                    let free = match d.free_bytes {
-                        Some(free) => format!(" ({} free)", format_bytes(free)),
-                        None if d.unified_memory => " (unified memory)".into(),
-                        None => String::new(),
-                    };
-                    writeln!(
-                        w,
-                        "    [{}] {}: {}{free}",
-                        d.index,
-                        d.name,
-                        format_bytes(d.total_bytes)
-                    )?;
-                }
-            }
-        }
-    }
-    if let Some(best) = recommend(results) {
-        writeln!(
-            w,
-            "\nRecommended backend: {} (device {})",
-            best.backend, best.device
-        )?;
-    }
-    Ok(())
-}
-
-/// Why a device could not be opened for allocation.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("cannot open {spec}: {reason}")]
-pub struct OpenError {
-    /// The device asked for.
-    pub spec: String,
-    /// What went wrong, in one line.
-    pub reason: String,
-}
-
-/// Opens a device's raw memory for the pool: host and sim need nothing; GPU backends load their
-/// driver now.
-pub fn open_device(spec: &DeviceSpec) -> Result<Arc<dyn DeviceMemory>, OpenError> {
-    let fail = |reason: String| OpenError {
-        spec: spec.to_string(),
-        reason,
-    };
-    let unavailable = |u: Unavailable| fail(u.to_string());
-    Ok(match *spec {
-        DeviceSpec::Host { capacity } => Arc::new(HostDevice::new(capacity)),
-        DeviceSpec::Sim { capacity } => Arc::new(SimDevice::new(capacity)),
-        DeviceSpec::Device { backend, index } => match backend {
-            BackendKind::Cpu if index == 0 => Arc::new(HostDevice::new(None)),
-            BackendKind::Cpu => return Err(fail("the CPU backend has one device, cpu:0".into())),
-            BackendKind::Cuda => Arc::new(CudaMemory::open(index).map_err(unavailable)?),
-            BackendKind::Rocm => Arc::new(HipMemory::open(index).map_err(unavailable)?),
-            BackendKind::Opencl => Arc::new(OpenclMemory::open(index).map_err(unavailable)?),
-            BackendKind::Vulkan => Arc::new(VulkanMemory::open(index).map_err(unavailable)?),
-            BackendKind::Nvml => {
-                return Err(fail(
-                    "NVML only monitors; allocate on the same GPU with cuda:N".into(),
-                ))
-            }
-            BackendKind::Metal if cfg!(target_os = "macos") => return Err(fail(
-                "allocation through Metal is not supported yet; use discover, estimate and select"
-                    .into(),
-            )),
-            BackendKind::Metal => return Err(unavailable(Unavailable::UnsupportedOs)),
-        },
-    })
-}
-
-/// [`open_device`] guarded against a driver that crashes or hangs: under
-/// [`Isolation::Subprocess`] the backend is first probed in a child process (a crash or hang
-/// there is reported as the reason and the driver is never loaded here), and the open itself
-/// must finish within `options.timeout` (a hung open is abandoned on its thread; the caller
-/// is expected to exit).
-pub fn open_device_within(
-    spec: &DeviceSpec,
-    options: &DiscoverOptions,
-) -> Result<Arc<dyn DeviceMemory>, OpenError> {
-    let fail = |reason: String| OpenError {
-        spec: spec.to_string(),
-        reason,
-    };
-    if let (DeviceSpec::Device { backend, index }, Isolation::Subprocess { exe }) =
-        (spec, &options.isolation)
-    {
-        if backend.loads_a_driver() {
-            let info =
-                isolate::probe_in_child(exe, *backend, options.timeout, options.cancel.as_deref());
-            if let Some(why) = info.reason {
-                return Err(fail(why));
-            }
-            if *index >= info.devices.len() {
-                return Err(fail(format!(
-                    "no {backend} device {index} ({} found)",
-                    info.devices.len()
-                )));
-            }
-        }
-    }
-    let (tx, rx) = mpsc::channel();
-    let thread_spec = spec.clone();
-    std::thread::Builder::new()
-        .name(format!("open-{spec}"))
-        .spawn(move || {
-            let _ = tx.send(open_device(&thread_spec));
-        })
-        .map_err(|e| fail(e.to_string()))?;
-    let deadline = Instant::now() + options.timeout;
-    loop {
-        if options.cancelled() {
-            return Err(fail(Unavailable::Cancelled.to_string()));
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(fail(Unavailable::TimedOut(options.timeout).to_string()));
-        }
-        match rx.recv_timeout(left.min(CANCEL_POLL)) {
-            Ok(opened) => return opened,
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(fail("the open ended without an answer".into()))
-            }
-        }
-    }
-}
-
-/// The device `bench-alloc` and `stress` use when none is named: the recommended hardware GPU,
-/// else host memory.
-pub fn default_device_spec(options: &DiscoverOptions) -> DeviceSpec {
-    let results = discover_with(options);
-    match recommend(&results) {
-        Some(Recommendation { backend, device }) if backend != BackendKind::Cpu => {
-            DeviceSpec::Device {
-                backend,
-                index: device,
-            }
-        }
-        _ => DeviceSpec::Host { capacity: None },
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::discover::normalize_bus_id;
     use super::*;
 
     fn gpu(index: usize, total: u64, free: Option<u64>, t: DeviceType) -> DeviceInfo {
