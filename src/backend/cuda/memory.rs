@@ -1,287 +1,11 @@
-//! NVIDIA CUDA through the driver API (libcuda), loaded at run time by cudarc.
-//!
-//! cudarc's loader panics when libcuda is missing and on the first call of a function the
-//! library lacks, so this file checks both before calling anything: `is_culib_present()` first,
-//! then every symbol gpumem uses.
+//! CUDA device memory for the pool: segments from `cuMemAlloc`, or reserved ranges mapped a
+//! granule at a time (the virtual memory API) for expandable segments.
 
-use std::ffi::{c_char, c_int, CStr};
-
-use cudarc::driver::sys::{self, CUdevice, CUdevice_attribute, CUresult};
-
-use super::isolate::step;
-use super::{Backend, BackendKind, DeviceInfo, DeviceType, FreeScope, Unavailable};
-use std::collections::BTreeMap;
-use std::sync::Mutex;
-
-use crate::device::{
-    check_bounds, lock, AsyncCopies, DeviceError, DeviceMemory, Flights, HostSide, PendingCopy,
-    Segment, SegmentHandle, SegmentTable, VirtualMemory,
-};
-
-/// A page-locked staging buffer of at least `len` bytes: a spare one, else a new one.
-fn take_pinned(copies: &Copies, len: usize) -> Result<Pinned, DeviceError> {
-    let mut spare = lock(&copies.spare);
-    if let Some(i) = spare.iter().position(|p| p.len >= len) {
-        return Ok(spare.swap_remove(i));
-    }
-    drop(spare);
-    let mut ptr: *mut std::ffi::c_void = std::ptr::null_mut();
-    // SAFETY: valid out-pointer; freed with cuMemFreeHost when the device is dropped.
-    match unsafe { sys::cuMemHostAlloc(&mut ptr, len.max(1), 0) } {
-        CUresult::CUDA_SUCCESS => Ok(Pinned {
-            ptr: ptr.cast(),
-            len: len.max(1),
-        }),
-        CUresult::CUDA_ERROR_OUT_OF_MEMORY => Err(DeviceError::OutOfMemory {
-            requested: len as u64,
-        }),
-        other => Err(DeviceError::Backend(format!(
-            "cuMemHostAlloc returned {other:?}"
-        ))),
-    }
-}
-
-/// NVIDIA GPUs through the CUDA driver API (`libcuda`), loaded at run time.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct CudaBackend;
-
-/// Every driver function this file calls; all are checked before the first call.
-const SYMBOLS: &[&str] = &[
-    "cuInit",
-    "cuDriverGetVersion",
-    "cuDeviceGetCount",
-    "cuDeviceGet",
-    "cuDeviceGetName",
-    "cuDeviceTotalMem_v2",
-    "cuDeviceGetAttribute",
-    "cuDeviceGetPCIBusId",
-    "cuDeviceGetUuid",
-    "cuDevicePrimaryCtxRetain",
-    "cuDevicePrimaryCtxRelease_v2",
-    "cuCtxSetCurrent",
-    "cuMemGetInfo_v2",
-];
-
-fn library_candidates() -> Vec<String> {
-    let mut names: Vec<String> = Vec::new();
-    for name in cudarc::get_lib_name_candidates("cuda") {
-        if !names.contains(&name) {
-            names.push(name);
-        }
-    }
-    names
-}
-
-/// Makes sure libcuda can be loaded and has `symbols`, so no cudarc call can panic.
-pub(crate) fn ensure_driver(symbols: &[&str]) -> Result<(), Unavailable> {
-    step("dlopen libcuda");
-    // SAFETY: only probes for the library with dlopen; runs no driver code besides initialisers.
-    if !unsafe { sys::is_culib_present() } {
-        return Err(super::library_unavailable(library_candidates()));
-    }
-    // SAFETY: `is_culib_present` succeeded, so `culib` finds the same library and cannot panic.
-    let lib = unsafe { sys::culib() };
-    for symbol in symbols {
-        // SAFETY: looking a symbol up does not call it; the pointer type is irrelevant here.
-        if unsafe { lib.get::<*const ()>(symbol.as_bytes()) }.is_err() {
-            return Err(Unavailable::MissingSymbol {
-                library: "libcuda".into(),
-                symbol: symbol.to_string(),
-            });
-        }
-    }
-    Ok(())
-}
-
-/// A failed driver call, with the function and the driver's error name.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct CuError {
-    pub(crate) call: &'static str,
-    pub(crate) result: CUresult,
-}
-
-impl std::fmt::Display for CuError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} returned {:?}", self.call, self.result)
-    }
-}
-
-pub(crate) fn check(call: &'static str, result: CUresult) -> Result<(), CuError> {
-    if result == CUresult::CUDA_SUCCESS {
-        Ok(())
-    } else {
-        Err(CuError { call, result })
-    }
-}
-
-fn attribute(device: CUdevice, attr: CUdevice_attribute) -> Option<i32> {
-    let mut value: c_int = 0;
-    // SAFETY: `value` is a valid out-pointer; symbol presence was checked.
-    check("cuDeviceGetAttribute", unsafe {
-        sys::cuDeviceGetAttribute(&mut value, attr, device)
-    })
-    .ok()
-    .map(|_| value)
-}
-
-/// Initialises the driver and returns the number of devices.
-pub(crate) fn init_and_count() -> Result<usize, Unavailable> {
-    ensure_driver(SYMBOLS)?;
-    step("cuInit");
-    // SAFETY: symbols were checked; cuInit may be called any number of times.
-    match unsafe { sys::cuInit(0) } {
-        CUresult::CUDA_SUCCESS => {}
-        CUresult::CUDA_ERROR_NO_DEVICE => return Err(Unavailable::NoDevices),
-        other => {
-            return Err(Unavailable::DriverNotLoaded(format!(
-                "cuInit returned {other:?}"
-            )))
-        }
-    }
-    let mut count: c_int = 0;
-    step("cuDeviceGetCount");
-    // SAFETY: valid out-pointer.
-    check("cuDeviceGetCount", unsafe {
-        sys::cuDeviceGetCount(&mut count)
-    })
-    .map_err(|e| Unavailable::Failed(e.to_string()))?;
-    Ok(usize::try_from(count).unwrap_or(0))
-}
-
-/// Runs `f` with the device's primary context current, releasing the context afterwards.
-pub(crate) fn with_primary_context<T>(
-    device: CUdevice,
-    f: impl FnOnce() -> Result<T, CuError>,
-) -> Result<T, CuError> {
-    let mut ctx = std::ptr::null_mut();
-    // SAFETY: valid out-pointer; the context is released below on every path.
-    check("cuDevicePrimaryCtxRetain", unsafe {
-        sys::cuDevicePrimaryCtxRetain(&mut ctx, device)
-    })?;
-    // SAFETY: `ctx` was just retained.
-    let result = check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(ctx) }).and_then(|_| f());
-    // SAFETY: balances the retain above.
-    unsafe { sys::cuDevicePrimaryCtxRelease_v2(device) };
-    result
-}
-
-fn describe(index: usize, driver_version: Option<String>) -> Result<DeviceInfo, CuError> {
-    step(&format!("cuDeviceGet* for device {index}"));
-    let mut device: CUdevice = 0;
-    // SAFETY: valid out-pointer; index < count.
-    check("cuDeviceGet", unsafe {
-        sys::cuDeviceGet(&mut device, index as c_int)
-    })?;
-    let mut name = [0 as c_char; 256];
-    // SAFETY: the buffer holds `len` bytes and the driver NUL-terminates within it.
-    check("cuDeviceGetName", unsafe {
-        sys::cuDeviceGetName(name.as_mut_ptr(), name.len() as c_int, device)
-    })?;
-    // SAFETY: NUL-terminated by the driver (and the buffer was zeroed).
-    let name = unsafe { CStr::from_ptr(name.as_ptr()) }
-        .to_string_lossy()
-        .trim()
-        .to_string();
-    let mut total: usize = 0;
-    // SAFETY: valid out-pointer.
-    check("cuDeviceTotalMem_v2", unsafe {
-        sys::cuDeviceTotalMem_v2(&mut total, device)
-    })?;
-    let integrated =
-        attribute(device, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_INTEGRATED) == Some(1);
-    let mut info = DeviceInfo::new(
-        index,
-        name,
-        if integrated {
-            DeviceType::IntegratedGpu
-        } else {
-            DeviceType::Gpu
-        },
-        total as u64,
-    );
-    info.vendor = Some("NVIDIA".into());
-    info.unified_memory = integrated;
-    info.max_alloc_bytes = Some(total as u64);
-    info.driver_version = driver_version;
-    if let (Some(major), Some(minor)) = (
-        attribute(
-            device,
-            CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-        ),
-        attribute(
-            device,
-            CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-        ),
-    ) {
-        info.compute_capability = Some(format!("{major}.{minor}"));
-    }
-    let mut bus = [0 as c_char; 32];
-    // SAFETY: the buffer holds `len` bytes.
-    if unsafe { sys::cuDeviceGetPCIBusId(bus.as_mut_ptr(), bus.len() as c_int, device) }
-        == CUresult::CUDA_SUCCESS
-    {
-        // SAFETY: NUL-terminated within the zeroed buffer.
-        info.pci_bus_id = Some(
-            unsafe { CStr::from_ptr(bus.as_ptr()) }
-                .to_string_lossy()
-                .to_lowercase(),
-        );
-    }
-    let mut uuid = sys::CUuuid { bytes: [0; 16] };
-    // SAFETY: valid out-pointer.
-    if unsafe { sys::cuDeviceGetUuid(&mut uuid, device) } == CUresult::CUDA_SUCCESS {
-        let hex: String = uuid
-            .bytes
-            .iter()
-            .map(|b| format!("{:02x}", *b as u8))
-            .collect();
-        info.uuid = Some(format!(
-            "GPU-{}-{}-{}-{}-{}",
-            &hex[0..8],
-            &hex[8..12],
-            &hex[12..16],
-            &hex[16..20],
-            &hex[20..]
-        ));
-    }
-    step(&format!(
-        "cuDevicePrimaryCtxRetain/cuMemGetInfo_v2 for device {index}"
-    ));
-    let (free, _) = with_primary_context(device, || {
-        let (mut free, mut total) = (0usize, 0usize);
-        // SAFETY: valid out-pointers; a context is current.
-        check("cuMemGetInfo_v2", unsafe {
-            sys::cuMemGetInfo_v2(&mut free, &mut total)
-        })?;
-        Ok((free, total))
-    })?;
-    info.free_bytes = Some(free as u64);
-    info.free_scope = Some(FreeScope::Device);
-    Ok(info)
-}
-
-impl Backend for CudaBackend {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Cuda
-    }
-
-    fn probe(&self) -> Result<Vec<DeviceInfo>, Unavailable> {
-        let count = init_and_count()?;
-        let mut version: c_int = 0;
-        // SAFETY: valid out-pointer; symbol checked.
-        let driver_version = (unsafe { sys::cuDriverGetVersion(&mut version) }
-            == CUresult::CUDA_SUCCESS)
-            .then(|| format!("CUDA {}.{}", version / 1000, (version % 1000) / 10));
-        (0..count)
-            .map(|i| {
-                describe(i, driver_version.clone()).map_err(|e| Unavailable::Failed(e.to_string()))
-            })
-            .collect()
-    }
-}
+use super::copies::*;
+use super::*;
 
 /// Functions the allocation path calls, checked before the first call.
-const MEMORY_SYMBOLS: &[&str] = &[
+pub(super) const MEMORY_SYMBOLS: &[&str] = &[
     "cuMemAlloc_v2",
     "cuMemFree_v2",
     "cuMemcpyHtoD_v2",
@@ -289,7 +13,7 @@ const MEMORY_SYMBOLS: &[&str] = &[
 ];
 
 /// A retained primary context. CUDA contexts may be made current on any thread.
-struct Context(sys::CUcontext);
+pub(super) struct Context(sys::CUcontext);
 
 // SAFETY: a CUDA context handle is usable from any thread once made current there.
 unsafe impl Send for Context {}
@@ -297,7 +21,7 @@ unsafe impl Send for Context {}
 unsafe impl Sync for Context {}
 
 /// Functions of the virtual memory management API; without them expandable segments are off.
-const VMM_SYMBOLS: &[&str] = &[
+pub(super) const VMM_SYMBOLS: &[&str] = &[
     "cuMemGetAllocationGranularity",
     "cuMemAddressReserve",
     "cuMemAddressFree",
@@ -309,18 +33,18 @@ const VMM_SYMBOLS: &[&str] = &[
 ];
 
 /// The physical allocation mapped at each granule's offset of an address range.
-type Granules = BTreeMap<u64, sys::CUmemGenericAllocationHandle>;
+pub(super) type Granules = BTreeMap<u64, sys::CUmemGenericAllocationHandle>;
 
 /// A live segment: a `cuMemAlloc` block, or an address range with memory mapped into it.
-struct CudaSeg {
-    size: u64,
+pub(super) struct CudaSeg {
+    pub(super) size: u64,
     /// For an address range: the physical allocation mapped at each granule's offset.
-    granules: Option<Granules>,
+    pub(super) granules: Option<Granules>,
 }
 
 impl CudaSeg {
     /// Checks that `offset..offset + len` is inside the segment and, for a range, mapped.
-    fn check(&self, offset: u64, len: usize, granule: u64) -> Result<(), DeviceError> {
+    pub(super) fn check(&self, offset: u64, len: usize, granule: u64) -> Result<(), DeviceError> {
         check_bounds(offset, len, self.size)?;
         let Some(granules) = &self.granules else {
             return Ok(());
@@ -346,52 +70,15 @@ impl CudaSeg {
 /// Device memory through `cuMemAlloc`/`cuMemFree` under the device's primary context, and
 /// (where the driver has virtual memory management) address ranges mapped granule by granule.
 pub struct CudaMemory {
-    name: String,
-    device: CUdevice,
-    context: Context,
+    pub(super) name: String,
+    pub(super) device: CUdevice,
+    pub(super) context: Context,
     /// Live segments by device pointer, for bounds checks and clean-up on drop.
-    segments: SegmentTable<CudaSeg>,
+    pub(super) segments: SegmentTable<CudaSeg>,
     /// The mapping granule, when the device and driver support virtual memory management.
-    granularity: Option<u64>,
+    pub(super) granularity: Option<u64>,
     /// Asynchronous copies: a stream of their own, page-locked staging and the copies in flight.
-    copies: Option<Copies>,
-}
-
-/// Functions the asynchronous copies call; without them transfers use blocking copies.
-const ASYNC_SYMBOLS: &[&str] = &[
-    "cuStreamCreate",
-    "cuStreamDestroy_v2",
-    "cuEventCreate",
-    "cuEventDestroy_v2",
-    "cuEventRecord",
-    "cuEventSynchronize",
-    "cuEventElapsedTime",
-    "cuMemHostAlloc",
-    "cuMemFreeHost",
-    "cuMemcpyHtoDAsync_v2",
-    "cuMemcpyDtoHAsync_v2",
-];
-
-/// A page-locked host buffer (what lets `cuMemcpy*Async` run while the host goes on).
-struct Pinned {
-    ptr: *mut u8,
-    len: usize,
-}
-
-/// A copy in flight: its events, its staging buffer and, for a read, where the bytes go.
-struct Flight {
-    start: sys::CUevent,
-    end: sys::CUevent,
-    staging: Pinned,
-    len: usize,
-    read_into: Option<*mut u8>,
-}
-
-/// The stream and its bookkeeping. Raw driver handles and host pointers, used under the locks.
-struct Copies {
-    stream: sys::CUstream,
-    spare: Mutex<Vec<Pinned>>,
-    flights: Flights<Flight>,
+    pub(super) copies: Option<Copies>,
 }
 
 // SAFETY: the stream and events are driver handles usable from any thread with the context
@@ -439,7 +126,7 @@ impl CudaMemory {
     /// The minimum mapping granule, when the device supports virtual memory management and
     /// the driver exports its functions (older drivers and some stand-ins do not: then
     /// expandable segments fall back to ordinary ones).
-    fn vmm_granularity(&self) -> Option<u64> {
+    pub(super) fn vmm_granularity(&self) -> Option<u64> {
         let supported = CUdevice_attribute::CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED;
         if attribute(self.device, supported) != Some(1) || ensure_driver(VMM_SYMBOLS).is_err() {
             return None;
@@ -460,7 +147,7 @@ impl CudaMemory {
     }
 
     /// A stream for asynchronous copies, when the driver exports what they need.
-    fn make_copies(&self) -> Option<Copies> {
+    pub(super) fn make_copies(&self) -> Option<Copies> {
         ensure_driver(ASYNC_SYMBOLS).ok()?;
         self.current().ok()?;
         let mut stream: sys::CUstream = std::ptr::null_mut();
@@ -477,7 +164,7 @@ impl CudaMemory {
     }
 
     /// Starts a copy between `segment` and a staging buffer, recording events around it.
-    fn start_copy(
+    pub(super) fn start_copy(
         &self,
         segment: SegmentHandle,
         offset: u64,
@@ -557,7 +244,7 @@ impl CudaMemory {
     }
 
     /// Pinned device memory on this device.
-    fn allocation_prop(&self) -> sys::CUmemAllocationProp {
+    pub(super) fn allocation_prop(&self) -> sys::CUmemAllocationProp {
         // SAFETY: a plain C struct for which all-zero is the documented starting value.
         let mut prop: sys::CUmemAllocationProp = unsafe { std::mem::zeroed() };
         prop.type_ = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -567,7 +254,11 @@ impl CudaMemory {
     }
 
     /// Unmaps and frees the granules at `offsets` of the range at `base`.
-    fn unmap_granules(&self, base: u64, granules: Vec<(u64, sys::CUmemGenericAllocationHandle)>) {
+    pub(super) fn unmap_granules(
+        &self,
+        base: u64,
+        granules: Vec<(u64, sys::CUmemGenericAllocationHandle)>,
+    ) {
         let Some(granule) = self.granularity else {
             return;
         };
@@ -582,7 +273,7 @@ impl CudaMemory {
 
     /// Runs `f` on a range's granule map once `offset..offset + bytes` is known to be whole
     /// granules inside it; `f` gets the map, the span's end and the error for a bad span.
-    fn with_span<R>(
+    pub(super) fn with_span<R>(
         &self,
         range: SegmentHandle,
         offset: u64,
@@ -610,7 +301,11 @@ impl CudaMemory {
     }
 
     /// Gives a segment back to the driver (a range: its granules, then its addresses).
-    fn free_segment(&self, handle: SegmentHandle, seg: CudaSeg) -> Result<(), DeviceError> {
+    pub(super) fn free_segment(
+        &self,
+        handle: SegmentHandle,
+        seg: CudaSeg,
+    ) -> Result<(), DeviceError> {
         match seg.granules {
             None => {
                 // SAFETY: the pointer came from cuMemAlloc and left the table, so freed once.
@@ -628,7 +323,7 @@ impl CudaMemory {
     }
 
     /// Makes the context current on this thread (cheap when it already is).
-    fn current(&self) -> Result<(), DeviceError> {
+    pub(super) fn current(&self) -> Result<(), DeviceError> {
         // SAFETY: the context is retained for this object's lifetime.
         check("cuCtxSetCurrent", unsafe {
             sys::cuCtxSetCurrent(self.context.0)
@@ -637,7 +332,7 @@ impl CudaMemory {
     }
 
     /// Checks an access of `len` bytes at `offset` of `segment`.
-    fn check_access(
+    pub(super) fn check_access(
         &self,
         segment: SegmentHandle,
         offset: u64,
@@ -876,47 +571,5 @@ impl VirtualMemory for CudaMemory {
             self.unmap_granules(range.0, taken);
             Ok(())
         })
-    }
-}
-
-impl AsyncCopies for CudaMemory {
-    unsafe fn start(
-        &self,
-        segment: SegmentHandle,
-        offset: u64,
-        len: usize,
-        host: HostSide,
-    ) -> Result<PendingCopy, DeviceError> {
-        self.start_copy(segment, offset, len, host)
-    }
-
-    fn wait(&self, copy: PendingCopy) -> Result<Option<std::time::Duration>, DeviceError> {
-        let copies = self
-            .copies
-            .as_ref()
-            .ok_or_else(|| DeviceError::Unsupported("no asynchronous copies".into()))?;
-        let flight = copies.flights.take(copy)?;
-        self.current()?;
-        let mut ms = 0f32;
-        // SAFETY: the events were recorded on the stream by `start_copy`.
-        let synced = unsafe { sys::cuEventSynchronize(flight.end) };
-        // SAFETY: as above, both recorded.
-        let timed = unsafe { sys::cuEventElapsedTime(&mut ms, flight.start, flight.end) };
-        if synced == CUresult::CUDA_SUCCESS {
-            if let Some(dst) = flight.read_into {
-                // SAFETY: the copy into staging is complete; `dst` holds `len` bytes by the
-                // caller's contract for `start_read`.
-                unsafe { std::ptr::copy_nonoverlapping(flight.staging.ptr, dst, flight.len) };
-            }
-        }
-        // SAFETY: the events are ours, destroyed once.
-        unsafe {
-            sys::cuEventDestroy_v2(flight.start);
-            sys::cuEventDestroy_v2(flight.end);
-        }
-        lock(&copies.spare).push(flight.staging);
-        check("cuEventSynchronize", synced).map_err(|e| DeviceError::Backend(e.to_string()))?;
-        Ok((timed == CUresult::CUDA_SUCCESS)
-            .then(|| std::time::Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3)))
     }
 }
