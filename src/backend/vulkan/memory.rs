@@ -1,278 +1,17 @@
-//! Vulkan through the loader (libvulkan.so.1), loaded at run time by ash.
-//!
-//! Total memory is the sum of device-local heaps. Free memory comes from `VK_EXT_memory_budget`
-//! when the driver has it, and is this process's budget, not the device's.
+//! Vulkan device memory for the pool: a buffer bound to its own allocation per segment, mapped
+//! where the host can see it, copied through the transfer queue where it cannot.
 
-use std::ffi::CStr;
-use std::sync::Mutex;
-
-use ash::vk;
-
-use crate::device::{
-    check_bounds, AsyncCopies, Budget, DeviceError, DeviceMemory, Flights, HostSide, PendingCopy,
-    Segment, SegmentHandle, SegmentTable,
-};
-
-use super::{Backend, BackendKind, DeviceInfo, DeviceType, FreeScope, Unavailable};
-
-/// Any Vulkan device through the loader (`libvulkan`), loaded at run time.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct VulkanBackend;
-
-fn loader_names() -> Vec<String> {
-    if cfg!(target_os = "windows") {
-        vec!["vulkan-1.dll".into()]
-    } else if cfg!(target_os = "macos") {
-        vec![
-            "libvulkan.dylib".into(),
-            "libvulkan.1.dylib".into(),
-            "libMoltenVK.dylib".into(),
-        ]
-    } else {
-        vec!["libvulkan.so.1".into(), "libvulkan.so".into()]
-    }
-}
-
-/// A loaded Vulkan instance that is destroyed when dropped.
-pub(crate) struct VulkanInstance {
-    /// Keeps the loader library mapped for as long as the instance lives.
-    _entry: ash::Entry,
-    pub(crate) instance: ash::Instance,
-}
-
-impl VulkanInstance {
-    /// Loads the loader and creates a Vulkan 1.1 instance (1.1 for properties2 and budgets).
-    pub(crate) fn new() -> Result<Self, Unavailable> {
-        // SAFETY: loading the system Vulkan loader runs its initialisers; this is the documented
-        // way to use ash with run-time loading.
-        super::isolate::step("loading libvulkan");
-        let entry = unsafe { ash::Entry::load() }
-            .map_err(|_| super::library_unavailable(loader_names()))?;
-        let version = unsafe { entry.try_enumerate_instance_version() }
-            .ok()
-            .flatten()
-            .unwrap_or(vk::API_VERSION_1_0);
-        if version < vk::API_VERSION_1_1 {
-            return Err(Unavailable::DriverNotLoaded(format!(
-                "the Vulkan loader supports only {}, 1.1 is needed",
-                format_version(version)
-            )));
-        }
-        let app = vk::ApplicationInfo::default()
-            .application_name(c"gpumem")
-            .api_version(vk::API_VERSION_1_1);
-        let create = vk::InstanceCreateInfo::default().application_info(&app);
-        super::isolate::step("vkCreateInstance");
-        // SAFETY: `create` and `app` outlive the call; no allocator callbacks are used.
-        let instance = unsafe { entry.create_instance(&create, None) }.map_err(|e| match e {
-            vk::Result::ERROR_INCOMPATIBLE_DRIVER => Unavailable::DriverNotLoaded(
-                "no Vulkan driver (ICD) installed, e.g. mesa-vulkan-drivers".into(),
-            ),
-            other => Unavailable::DriverNotLoaded(format!("vkCreateInstance failed: {other}")),
-        })?;
-        Ok(VulkanInstance {
-            _entry: entry,
-            instance,
-        })
-    }
-
-    /// The physical devices, in the loader's order; the index is this order.
-    pub(crate) fn physical_devices(&self) -> Result<Vec<vk::PhysicalDevice>, Unavailable> {
-        // SAFETY: the instance is alive for the duration of the call.
-        unsafe { self.instance.enumerate_physical_devices() }
-            .map_err(|e| Unavailable::Failed(format!("vkEnumeratePhysicalDevices: {e}")))
-    }
-
-    /// Whether the device supports a device extension.
-    pub(crate) fn has_extension(&self, device: vk::PhysicalDevice, name: &CStr) -> bool {
-        // SAFETY: `device` came from this instance.
-        unsafe { self.instance.enumerate_device_extension_properties(device) }
-            .unwrap_or_default()
-            .iter()
-            .any(|e| e.extension_name_as_c_str().is_ok_and(|n| n == name))
-    }
-
-    /// Device-local heaps as (size, budget-left) pairs; budget-left is `None` without
-    /// `VK_EXT_memory_budget`.
-    pub(crate) fn device_local_heaps(&self, device: vk::PhysicalDevice) -> Vec<(u64, Option<u64>)> {
-        let budget_ext = self.has_extension(device, ash::ext::memory_budget::NAME);
-        let mut budget = vk::PhysicalDeviceMemoryBudgetPropertiesEXT::default();
-        let mut props = vk::PhysicalDeviceMemoryProperties2::default();
-        if budget_ext {
-            props = props.push_next(&mut budget);
-        }
-        // SAFETY: `device` came from this instance; the chain holds structs that live here.
-        unsafe {
-            self.instance
-                .get_physical_device_memory_properties2(device, &mut props)
-        };
-        let memory = props.memory_properties;
-        let count = (memory.memory_heap_count as usize).min(vk::MAX_MEMORY_HEAPS);
-        (0..count)
-            .filter(|&i| {
-                memory.memory_heaps[i]
-                    .flags
-                    .contains(vk::MemoryHeapFlags::DEVICE_LOCAL)
-            })
-            .map(|i| {
-                let left =
-                    budget_ext.then(|| budget.heap_budget[i].saturating_sub(budget.heap_usage[i]));
-                (memory.memory_heaps[i].size, left)
-            })
-            .collect()
-    }
-}
-
-impl Drop for VulkanInstance {
-    fn drop(&mut self) {
-        // SAFETY: nothing created from this instance outlives it.
-        unsafe { self.instance.destroy_instance(None) };
-    }
-}
-
-fn format_version(v: u32) -> String {
-    format!(
-        "{}.{}.{}",
-        vk::api_version_major(v),
-        vk::api_version_minor(v),
-        vk::api_version_patch(v)
-    )
-}
-
-fn vendor_name(id: u32) -> Option<&'static str> {
-    Some(match id {
-        0x10DE => "NVIDIA",
-        0x1002 => "AMD",
-        0x8086 => "Intel",
-        0x13B5 => "ARM",
-        0x5143 => "Qualcomm",
-        0x106B => "Apple",
-        0x1010 => "Imagination",
-        0x10005 => "Mesa",
-        _ => return None,
-    })
-}
-
-fn describe(vk_instance: &VulkanInstance, index: usize, device: vk::PhysicalDevice) -> DeviceInfo {
-    let instance = &vk_instance.instance;
-    // SAFETY: `device` came from this instance.
-    let api_version = unsafe { instance.get_physical_device_properties(device) }.api_version;
-    let pci_ext = vk_instance.has_extension(device, ash::ext::pci_bus_info::NAME);
-    let mut id = vk::PhysicalDeviceIDProperties::default();
-    let mut maint3 = vk::PhysicalDeviceMaintenance3Properties::default();
-    let mut driver = vk::PhysicalDeviceDriverProperties::default();
-    let mut pci = vk::PhysicalDevicePCIBusInfoPropertiesEXT::default();
-    let properties = {
-        let mut props2 = vk::PhysicalDeviceProperties2::default()
-            .push_next(&mut id)
-            .push_next(&mut maint3);
-        if api_version >= vk::API_VERSION_1_2 {
-            props2 = props2.push_next(&mut driver);
-        }
-        if pci_ext {
-            props2 = props2.push_next(&mut pci);
-        }
-        // SAFETY: every struct in the chain is valid for this device's API version/extensions.
-        unsafe { instance.get_physical_device_properties2(device, &mut props2) };
-        props2.properties
-    };
-    let name = properties
-        .device_name_as_c_str()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let device_type = match properties.device_type {
-        vk::PhysicalDeviceType::DISCRETE_GPU => DeviceType::Gpu,
-        vk::PhysicalDeviceType::INTEGRATED_GPU => DeviceType::IntegratedGpu,
-        vk::PhysicalDeviceType::CPU => DeviceType::Cpu,
-        _ => DeviceType::Other,
-    };
-    let heaps = vk_instance.device_local_heaps(device);
-    let total: u64 = heaps.iter().map(|(size, _)| size).sum();
-    let mut info = DeviceInfo::new(index, name, device_type, total);
-    info.vendor = vendor_name(properties.vendor_id)
-        .map(str::to_string)
-        .or_else(|| Some(format!("0x{:04x}", properties.vendor_id)));
-    if heaps.iter().all(|(_, left)| left.is_some()) && !heaps.is_empty() {
-        info.free_bytes = Some(heaps.iter().filter_map(|(_, left)| *left).sum());
-        info.free_scope = Some(FreeScope::Process);
-    }
-    info.max_alloc_bytes = Some(maint3.max_memory_allocation_size);
-    info.unified_memory = matches!(device_type, DeviceType::IntegratedGpu | DeviceType::Cpu);
-    if info.unified_memory {
-        let free = info.free_bytes.unwrap_or(total);
-        info.free_bytes = Some(super::host_shared_free(true, free));
-        info.free_scope.get_or_insert(FreeScope::Device);
-    }
-    info.compute_capability = Some(format!("Vulkan {}", format_version(properties.api_version)));
-    info.driver_version = if api_version >= vk::API_VERSION_1_2 {
-        let name = driver
-            .driver_name_as_c_str()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let text = driver
-            .driver_info_as_c_str()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        Some(format!("{name} {text}").trim().to_string())
-    } else {
-        Some(format!("0x{:08x}", properties.driver_version))
-    };
-    if pci_ext {
-        info.pci_bus_id = Some(format!(
-            "{:04x}:{:02x}:{:02x}.{}",
-            pci.pci_domain, pci.pci_bus, pci.pci_device, pci.pci_function
-        ));
-    }
-    if id.device_uuid.iter().any(|&b| b != 0) {
-        let hex: String = id.device_uuid.iter().map(|b| format!("{b:02x}")).collect();
-        info.uuid = Some(format!(
-            "{}-{}-{}-{}-{}",
-            &hex[0..8],
-            &hex[8..12],
-            &hex[12..16],
-            &hex[16..20],
-            &hex[20..]
-        ));
-    }
-    info
-}
-
-impl Backend for VulkanBackend {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Vulkan
-    }
-
-    fn probe(&self) -> Result<Vec<DeviceInfo>, Unavailable> {
-        let instance = VulkanInstance::new()?;
-        let devices = instance.physical_devices()?;
-        Ok(devices
-            .into_iter()
-            .enumerate()
-            .map(|(i, d)| describe(&instance, i, d))
-            .collect())
-    }
-}
+use super::copies::*;
+use super::*;
 
 /// One `vkAllocateMemory` allocation: a device-local segment the pool carves.
-struct VkSegment {
-    memory: vk::DeviceMemory,
-    size: u64,
+pub(super) struct VkSegment {
+    pub(super) memory: vk::DeviceMemory,
+    pub(super) size: u64,
     /// Persistent mapping when the memory type is host-visible.
-    mapped: Option<MappedPtr>,
+    pub(super) mapped: Option<MappedPtr>,
     /// A buffer over the whole allocation, for staging copies when it is not host-visible.
-    buffer: Option<vk::Buffer>,
-}
-
-/// A staged copy in flight: its commands, its mapped staging buffer and, for a read, where the
-/// bytes go once it is done.
-struct VkFlight {
-    cmd: vk::CommandBuffer,
-    fence: vk::Fence,
-    staging: vk::Buffer,
-    memory: vk::DeviceMemory,
-    mapped: *mut u8,
-    len: usize,
-    read_into: Option<*mut u8>,
+    pub(super) buffer: Option<vk::Buffer>,
 }
 
 // SAFETY: Vulkan handles are plain identifiers; the pointers are a mapping this device owns and
@@ -281,7 +20,7 @@ unsafe impl Send for VkFlight {}
 
 /// A pointer into a persistent mapping.
 #[derive(Clone, Copy)]
-struct MappedPtr(*mut u8);
+pub(super) struct MappedPtr(*mut u8);
 
 // SAFETY: the mapping stays valid until the segment is freed, which takes the segment map's
 // write lock; copies through it are bounds-checked and touch only caller-owned ranges.
@@ -299,28 +38,28 @@ pub struct VulkanOptions {
 
 /// Device memory through `vkAllocateMemory` from a device-local memory type.
 pub struct VulkanMemory {
-    name: String,
-    heap_index: u32,
-    heap_size: u64,
-    budget_ext: bool,
-    memory_type: u32,
-    staging_type: Option<u32>,
-    max_alloc: u64,
-    align: u64,
-    budget: Budget,
+    pub(super) name: String,
+    pub(super) heap_index: u32,
+    pub(super) heap_size: u64,
+    pub(super) budget_ext: bool,
+    pub(super) memory_type: u32,
+    pub(super) staging_type: Option<u32>,
+    pub(super) max_alloc: u64,
+    pub(super) align: u64,
+    pub(super) budget: Budget,
     /// The heap is host RAM (lavapipe, integrated GPUs).
-    host_shared: bool,
-    segments: SegmentTable<VkSegment>,
-    transfer: Mutex<(vk::Queue, vk::CommandPool)>,
+    pub(super) host_shared: bool,
+    pub(super) segments: SegmentTable<VkSegment>,
+    pub(super) transfer: Mutex<(vk::Queue, vk::CommandPool)>,
     /// Staged copies submitted and not yet waited for, by id.
-    flights: Flights<VkFlight>,
-    physical: vk::PhysicalDevice,
-    device: ash::Device,
+    pub(super) flights: Flights<VkFlight>,
+    pub(super) physical: vk::PhysicalDevice,
+    pub(super) device: ash::Device,
     // Destroyed last (see Drop): everything above was made from it.
-    instance: VulkanInstance,
+    pub(super) instance: VulkanInstance,
 }
 
-fn vk_err(call: &str, e: vk::Result) -> DeviceError {
+pub(super) fn vk_err(call: &str, e: vk::Result) -> DeviceError {
     match e {
         vk::Result::ERROR_OUT_OF_DEVICE_MEMORY
         | vk::Result::ERROR_OUT_OF_HOST_MEMORY
@@ -433,7 +172,7 @@ impl VulkanMemory {
         })
     }
 
-    fn free_segment(&self, seg: VkSegment) {
+    pub(super) fn free_segment(&self, seg: VkSegment) {
         // SAFETY: the segment was removed from the map, so no copy is using it; each handle is
         // destroyed once.
         unsafe {
@@ -448,7 +187,7 @@ impl VulkanMemory {
     }
 
     /// Allocates `size` bytes of `memory_type` with a buffer bound over all of it.
-    fn buffer_with_memory(
+    pub(super) fn buffer_with_memory(
         &self,
         size: u64,
         memory_type: u32,
@@ -488,7 +227,7 @@ impl VulkanMemory {
     }
 
     /// Waits for a submitted copy's fence, then frees its fence and command buffer.
-    fn finish_copy_commands(
+    pub(super) fn finish_copy_commands(
         &self,
         cmd: vk::CommandBuffer,
         fence: vk::Fence,
@@ -507,7 +246,7 @@ impl VulkanMemory {
 
     /// Records and submits one buffer copy without waiting; returns its command buffer and
     /// fence for [`Self::finish_copy_commands`].
-    fn start_copy_commands(
+    pub(super) fn start_copy_commands(
         &self,
         src: vk::Buffer,
         dst: vk::Buffer,
@@ -570,7 +309,7 @@ impl VulkanMemory {
         }
     }
 
-    fn access(
+    pub(super) fn access(
         &self,
         segment: SegmentHandle,
         offset: u64,
@@ -580,123 +319,6 @@ impl VulkanMemory {
             check_bounds(offset, len, seg.size)?;
             Ok((seg.mapped, seg.buffer))
         })
-    }
-}
-
-impl VulkanMemory {
-    /// Starts a staged copy and keeps it for [`AsyncCopies::wait`].
-    fn start_staged(
-        &self,
-        segment: SegmentHandle,
-        offset: u64,
-        len: usize,
-        host: HostSide,
-    ) -> Result<PendingCopy, DeviceError> {
-        let flight = self.start_flight(segment, offset, len, host)?;
-        Ok(self.flights.insert(flight))
-    }
-
-    /// Starts a copy through a staging buffer (the path of memory the host cannot map): a mapped
-    /// host-visible buffer, filled first for a write, copied to or from the segment's buffer on
-    /// the transfer queue without waiting. The host memory must stay valid until the flight is
-    /// finished.
-    fn start_flight(
-        &self,
-        segment: SegmentHandle,
-        offset: u64,
-        len: usize,
-        host: HostSide,
-    ) -> Result<VkFlight, DeviceError> {
-        let target = match self.access(segment, offset, len)? {
-            (_, Some(buffer)) => buffer,
-            _ => return Err(DeviceError::Unsupported("not a staged segment".into())),
-        };
-        let staging_type = self
-            .staging_type
-            .ok_or_else(|| DeviceError::Unsupported("no host-visible memory for staging".into()))?;
-        let size = (len as u64).max(1);
-        let (staging, memory) = self.buffer_with_memory(
-            size,
-            staging_type,
-            vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST,
-        )?;
-        let release = || {
-            // SAFETY: nothing was submitted that uses them.
-            unsafe {
-                self.device.destroy_buffer(staging, None);
-                self.device.free_memory(memory, None);
-            }
-        };
-        // SAFETY: host-visible memory of at least `size` bytes, mapped until the copy is done.
-        let mapped = match unsafe {
-            self.device
-                .map_memory(memory, 0, size, vk::MemoryMapFlags::empty())
-        } {
-            Ok(p) => p.cast::<u8>(),
-            Err(e) => {
-                release();
-                return Err(vk_err("vkMapMemory", e));
-            }
-        };
-        if let Some(src) = host.write_from() {
-            // SAFETY: the caller's `src` holds `len` bytes; the mapping as many.
-            unsafe { std::ptr::copy_nonoverlapping(src, mapped, len) };
-        }
-        let submitted = if host.write_from().is_some() {
-            self.start_copy_commands(staging, target, 0, offset, len as u64)
-        } else {
-            self.start_copy_commands(target, staging, offset, 0, len as u64)
-        };
-        let (cmd, fence) = match submitted {
-            Ok(done) => done,
-            Err(e) => {
-                release();
-                return Err(e);
-            }
-        };
-        Ok(VkFlight {
-            cmd,
-            fence,
-            staging,
-            memory,
-            mapped,
-            len,
-            read_into: host.read_into(),
-        })
-    }
-
-    /// Waits for a staged copy, delivers a read's bytes and frees the staging buffer.
-    fn finish_staged(&self, flight: VkFlight) -> Result<(), DeviceError> {
-        let done = self.finish_copy_commands(flight.cmd, flight.fence);
-        if let (Ok(()), Some(dst)) = (&done, flight.read_into) {
-            // SAFETY: the copy finished; the memory is coherent and `dst` holds `len` bytes by
-            // the caller's contract.
-            unsafe { std::ptr::copy_nonoverlapping(flight.mapped, dst, flight.len) };
-        }
-        // SAFETY: the copy is over (fence waited); each is released once.
-        unsafe {
-            self.device.unmap_memory(flight.memory);
-            self.device.destroy_buffer(flight.staging, None);
-            self.device.free_memory(flight.memory, None);
-        }
-        done
-    }
-}
-
-impl AsyncCopies for VulkanMemory {
-    unsafe fn start(
-        &self,
-        segment: SegmentHandle,
-        offset: u64,
-        len: usize,
-        host: HostSide,
-    ) -> Result<PendingCopy, DeviceError> {
-        self.start_staged(segment, offset, len, host)
-    }
-
-    fn wait(&self, copy: PendingCopy) -> Result<Option<std::time::Duration>, DeviceError> {
-        let flight = self.flights.take(copy)?;
-        self.finish_staged(flight).map(|()| None)
     }
 }
 
@@ -814,7 +436,8 @@ impl DeviceMemory for VulkanMemory {
     }
 
     fn mem_info(&self) -> Result<(u64, u64), DeviceError> {
-        let ours = super::host_shared_free(self.host_shared, self.budget.left().unwrap_or(0));
+        let ours =
+            crate::backend::host_shared_free(self.host_shared, self.budget.left().unwrap_or(0));
         if self.budget_ext {
             let heaps = self.instance.device_local_heaps(self.physical);
             // The budget covers every user of the heap, this process's own allocations included.
