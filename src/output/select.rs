@@ -8,7 +8,8 @@ use super::one_line;
 use super::{new_table, thousands, Report, Style};
 use crate::plan::launch::{Engine, Launch, LaunchCommand, LaunchNote, NoLaunch};
 use crate::plan::{
-    HeldBack, Placement, Plan, PlanKind, Selection, Usable, UsableRule, Verdict, VerdictReason,
+    Capacity, HeldBack, Placement, Plan, PlanKind, Selection, Usable, UsableRule, Verdict,
+    VerdictReason,
 };
 use crate::units::{format_bytes, format_signed_bytes};
 
@@ -223,165 +224,21 @@ impl Report for SelectReport {
         let mut text = String::new();
         let what = self.model.clone().unwrap_or_else(|| "the request".into());
         let _ = writeln!(text, "{what} needs {}\n", format_bytes(s.required_bytes));
-        let mut t = new_table(
-            style,
-            &[
-                "host", "backend", "device", "name", "usable", "needed", "headroom", "verdict",
-            ],
-        );
-        for v in &s.candidates {
-            t.add_row(vec![
-                comfy_table::Cell::new(one_line(&v.host)),
-                comfy_table::Cell::new(v.backend.name()),
-                comfy_table::Cell::new(v.device),
-                comfy_table::Cell::new(one_line(&v.name)),
-                comfy_table::Cell::new(format_bytes(v.usable_bytes)),
-                comfy_table::Cell::new(format_bytes(v.needed_bytes)),
-                comfy_table::Cell::new(format_signed_bytes(v.headroom_bytes)),
-                style.verdict(
-                    &if v.fits {
-                        "fits".to_string()
-                    } else {
-                        format!("rejected: {}", reason_text(v))
-                    },
-                    v.fits,
-                ),
-            ]);
-        }
-        let _ = writeln!(text, "{t}");
+        let _ = writeln!(text, "{}", verdict_table(s, style));
         for h in &self.held_back {
-            let why = if h.cordoned {
-                "the node is cordoned".to_string()
-            } else if !h.mig_enabled.is_empty() {
-                let list = h
-                    .mig_enabled
-                    .iter()
-                    .map(|i| format!("GPU {i}"))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                let verb = if h.mig_enabled.len() == 1 {
-                    "is"
-                } else {
-                    "are"
-                };
-                format!(
-                    "{list} {verb} in MIG mode: nvidia-smi's --query-gpu gives the whole GPU, not \
-                     the slices a process can use; describe the slices in a hand-written \
-                     inventory, a name and total_bytes each"
-                )
-            } else {
-                format!(
-                    "{} in use or unschedulable",
-                    h.gpus.saturating_sub(h.allocatable)
-                )
-            };
-            let _ = writeln!(
-                text,
-                "{}: {} of {} GPUs {} ({why}); planned without the rest",
-                one_line(&h.host),
-                h.allocatable,
-                h.gpus,
-                if h.mig_enabled.is_empty() {
-                    "allocatable"
-                } else {
-                    "planned"
-                }
-            );
+            let _ = writeln!(text, "{}", held_back_text(h));
         }
         let p = &s.plan;
-        let at = |x: &Placement| format!("{}:{} on {}", x.backend, x.device, one_line(&x.host));
-        let split = |p: &Plan| {
-            p.placements
-                .iter()
-                .map(|x| {
-                    format!(
-                        "{} layers on {} ({})",
-                        x.layers.unwrap_or(0),
-                        at(x),
-                        format_bytes(x.bytes)
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let line = match p.kind {
-            PlanKind::Single => format!("Plan: single device — {}", at(&p.placements[0])),
-            PlanKind::TensorParallel => format!(
-                "Plan: tensor parallel over {} devices on {} ({} each): {}",
-                p.placements.len(),
-                one_line(&p.placements[0].host),
-                format_bytes(p.placements[0].bytes),
-                p.placements
-                    .iter()
-                    .map(|x| format!("{}:{}", x.backend, x.device))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            PlanKind::LayerSplit => format!("Plan: layer split — {}", split(p)),
-            PlanKind::CrossHost => format!("Plan: layers across hosts — {}", split(p)),
-            PlanKind::CpuOffload => {
-                let (g, c) = (&p.placements[0], &p.placements[1]);
-                match (g.layers, c.layers) {
-                    (Some(gl), Some(cl)) => format!(
-                        "Plan: CPU offload — {gl} layers on {} ({}), {cl} layers in its system RAM ({})",
-                        at(g),
-                        format_bytes(g.bytes),
-                        format_bytes(c.bytes)
-                    ),
-                    _ => format!(
-                        "Plan: CPU offload — {} on {}, {} in its system RAM",
-                        format_bytes(g.bytes),
-                        at(g),
-                        format_bytes(c.bytes)
-                    ),
-                }
-            }
-            PlanKind::None => format!(
-                "No plan fits: the closest candidate is {} short.",
-                format_bytes(p.shortfall_bytes.unwrap_or(s.required_bytes))
-            ),
-        };
-        let _ = writeln!(text, "{}", style.paint(&line, p.kind != PlanKind::None));
+        let _ = writeln!(
+            text,
+            "{}",
+            style.paint(&plan_line(s), p.kind != PlanKind::None)
+        );
         if let Some(c) = p.capacity {
-            let _ = writeln!(
-                text,
-                "Serving capacity: {} tokens of KV cache — {} sequences of {} tokens at once, or \
-                 {} tokens each for a batch of {}.",
-                thousands(c.kv_tokens),
-                thousands(c.max_concurrent_sequences),
-                thousands(c.context),
-                thousands(c.max_context_at_batch),
-                c.batch
-            );
-            if let Some(t) = c.trained_context.filter(|&t| c.max_context_at_batch > t) {
-                let _ = writeln!(
-                    text,
-                    "The model was trained for up to {} tokens; engines refuse a longer context.",
-                    thousands(t)
-                );
-            }
+            capacity_text(&mut text, &c);
         }
         for (engine, result) in &self.launches {
-            match result {
-                Ok(l) => {
-                    let _ = writeln!(text, "\nLaunch with {}:", engine_name(*engine));
-                    for c in &l.commands {
-                        let _ = writeln!(text, "  on {}:  {}", one_line(&c.host), shell_line(c));
-                    }
-                    for n in &l.notes {
-                        let _ = writeln!(text, "  note: {}", note_text(n));
-                    }
-                }
-                Err(NoLaunch::NoPlan) => {}
-                Err(why) => {
-                    let _ = writeln!(
-                        text,
-                        "\nNo {} command: {}.",
-                        engine_name(*engine),
-                        no_launch_text(*why)
-                    );
-                }
-            }
+            launch_text(&mut text, *engine, result);
         }
         if let Some(c) = p.max_context {
             let _ = writeln!(
@@ -390,5 +247,177 @@ impl Report for SelectReport {
             );
         }
         text
+    }
+}
+
+/// Every candidate's single-device verdict.
+fn verdict_table(s: &Selection, style: &Style) -> comfy_table::Table {
+    let mut t = new_table(
+        style,
+        &[
+            "host", "backend", "device", "name", "usable", "needed", "headroom", "verdict",
+        ],
+    );
+    for v in &s.candidates {
+        t.add_row(vec![
+            comfy_table::Cell::new(one_line(&v.host)),
+            comfy_table::Cell::new(v.backend.name()),
+            comfy_table::Cell::new(v.device),
+            comfy_table::Cell::new(one_line(&v.name)),
+            comfy_table::Cell::new(format_bytes(v.usable_bytes)),
+            comfy_table::Cell::new(format_bytes(v.needed_bytes)),
+            comfy_table::Cell::new(format_signed_bytes(v.headroom_bytes)),
+            style.verdict(
+                &if v.fits {
+                    "fits".to_string()
+                } else {
+                    format!("rejected: {}", reason_text(v))
+                },
+                v.fits,
+            ),
+        ]);
+    }
+    t
+}
+
+/// Why a host offers fewer GPUs than it has.
+fn held_back_text(h: &HeldBack) -> String {
+    let why = if h.cordoned {
+        "the node is cordoned".to_string()
+    } else if !h.mig_enabled.is_empty() {
+        let list = h
+            .mig_enabled
+            .iter()
+            .map(|i| format!("GPU {i}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let verb = if h.mig_enabled.len() == 1 {
+            "is"
+        } else {
+            "are"
+        };
+        format!(
+            "{list} {verb} in MIG mode: nvidia-smi's --query-gpu gives the whole GPU, not the \
+             slices a process can use; describe the slices in a hand-written inventory, a name \
+             and total_bytes each"
+        )
+    } else {
+        format!(
+            "{} in use or unschedulable",
+            h.gpus.saturating_sub(h.allocatable)
+        )
+    };
+    format!(
+        "{}: {} of {} GPUs {} ({why}); planned without the rest",
+        one_line(&h.host),
+        h.allocatable,
+        h.gpus,
+        if h.mig_enabled.is_empty() {
+            "allocatable"
+        } else {
+            "planned"
+        }
+    )
+}
+
+/// The plan in one line.
+fn plan_line(s: &Selection) -> String {
+    let p = &s.plan;
+    let at = |x: &Placement| format!("{}:{} on {}", x.backend, x.device, one_line(&x.host));
+    let split = |p: &Plan| {
+        p.placements
+            .iter()
+            .map(|x| {
+                format!(
+                    "{} layers on {} ({})",
+                    x.layers.unwrap_or(0),
+                    at(x),
+                    format_bytes(x.bytes)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match p.kind {
+        PlanKind::Single => format!("Plan: single device — {}", at(&p.placements[0])),
+        PlanKind::TensorParallel => format!(
+            "Plan: tensor parallel over {} devices on {} ({} each): {}",
+            p.placements.len(),
+            one_line(&p.placements[0].host),
+            format_bytes(p.placements[0].bytes),
+            p.placements
+                .iter()
+                .map(|x| format!("{}:{}", x.backend, x.device))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        PlanKind::LayerSplit => format!("Plan: layer split — {}", split(p)),
+        PlanKind::CrossHost => format!("Plan: layers across hosts — {}", split(p)),
+        PlanKind::CpuOffload => {
+            let (g, c) = (&p.placements[0], &p.placements[1]);
+            match (g.layers, c.layers) {
+                (Some(gl), Some(cl)) => format!(
+                    "Plan: CPU offload — {gl} layers on {} ({}), {cl} layers in its system RAM ({})",
+                    at(g),
+                    format_bytes(g.bytes),
+                    format_bytes(c.bytes)
+                ),
+                _ => format!(
+                    "Plan: CPU offload — {} on {}, {} in its system RAM",
+                    format_bytes(g.bytes),
+                    at(g),
+                    format_bytes(c.bytes)
+                ),
+            }
+        }
+        PlanKind::None => format!(
+            "No plan fits: the closest candidate is {} short.",
+            format_bytes(p.shortfall_bytes.unwrap_or(s.required_bytes))
+        ),
+    }
+}
+
+/// What the plan can serve.
+fn capacity_text(text: &mut String, c: &Capacity) {
+    let _ = writeln!(
+        text,
+        "Serving capacity: {} tokens of KV cache — {} sequences of {} tokens at once, or \
+             {} tokens each for a batch of {}.",
+        thousands(c.kv_tokens),
+        thousands(c.max_concurrent_sequences),
+        thousands(c.context),
+        thousands(c.max_context_at_batch),
+        c.batch
+    );
+    if let Some(t) = c.trained_context.filter(|&t| c.max_context_at_batch > t) {
+        let _ = writeln!(
+            text,
+            "The model was trained for up to {} tokens; engines refuse a longer context.",
+            thousands(t)
+        );
+    }
+}
+
+/// One engine's launch commands, or why it has none.
+fn launch_text(text: &mut String, engine: Engine, result: &Result<Launch, NoLaunch>) {
+    match result {
+        Ok(l) => {
+            let _ = writeln!(text, "\nLaunch with {}:", engine_name(engine));
+            for c in &l.commands {
+                let _ = writeln!(text, "  on {}:  {}", one_line(&c.host), shell_line(c));
+            }
+            for n in &l.notes {
+                let _ = writeln!(text, "  note: {}", note_text(n));
+            }
+        }
+        Err(NoLaunch::NoPlan) => {}
+        Err(why) => {
+            let _ = writeln!(
+                text,
+                "\nNo {} command: {}.",
+                engine_name(engine),
+                no_launch_text(*why)
+            );
+        }
     }
 }
