@@ -280,6 +280,37 @@ impl Report for BenchReport {
                 String::new()
             },
         );
+        let _ = writeln!(text, "{}", self.latency_table(style));
+        let _ = writeln!(text, "{}", self.metrics_table(style));
+        if let Some(r) = &self.reference {
+            let verdict = r.gpumem_reserved_bytes <= r.peak_reserved_bytes;
+            let _ = writeln!(
+                text,
+                "{} reserved {} ({}); gpumem reserved {} on the same trace {}",
+                r.source,
+                format_bytes(r.peak_reserved_bytes),
+                r.measured_as.replace('_', " "),
+                format_bytes(r.gpumem_reserved_bytes),
+                style.paint(if verdict { "(not more)" } else { "(more)" }, verdict)
+            );
+        }
+        for g in &self.gates {
+            let _ = writeln!(
+                text,
+                "{} --{}: measured {}, threshold {}",
+                style.paint(if g.passed { "PASS" } else { "FAIL" }, g.passed),
+                g.name,
+                g.measured,
+                g.threshold
+            );
+        }
+        text
+    }
+}
+
+impl BenchReport {
+    /// Latency, throughput and counts, pool beside raw.
+    fn latency_table(&self, style: &Style) -> comfy_table::Table {
         let p = &self.pool;
         let mut t = new_table(style, &["", "pool", "raw"]);
         let raw = self.raw.as_ref();
@@ -319,7 +350,12 @@ impl Report for BenchReport {
             p.corruptions.to_string(),
             rawv(&|r| r.corruptions.to_string()),
         ]);
-        let _ = writeln!(text, "{t}");
+        t
+    }
+
+    /// The pool's own figures: preset, limit, hit rate, fragmentation, peaks, speedup.
+    fn metrics_table(&self, style: &Style) -> comfy_table::Table {
+        let p = &self.pool;
         let mut m = new_table(style, &["pool metric", "value"]);
         m.add_row(vec!["preset".into(), p.preset.to_string()]);
         let expandable = match p.expandable_segments {
@@ -368,30 +404,7 @@ impl Report for BenchReport {
         if let Some(s) = self.speedup {
             m.add_row(vec!["speedup over raw".into(), format!("{s:.2}×")]);
         }
-        let _ = writeln!(text, "{m}");
-        if let Some(r) = &self.reference {
-            let verdict = r.gpumem_reserved_bytes <= r.peak_reserved_bytes;
-            let _ = writeln!(
-                text,
-                "{} reserved {} ({}); gpumem reserved {} on the same trace {}",
-                r.source,
-                format_bytes(r.peak_reserved_bytes),
-                r.measured_as.replace('_', " "),
-                format_bytes(r.gpumem_reserved_bytes),
-                style.paint(if verdict { "(not more)" } else { "(more)" }, verdict)
-            );
-        }
-        for g in &self.gates {
-            let _ = writeln!(
-                text,
-                "{} --{}: measured {}, threshold {}",
-                style.paint(if g.passed { "PASS" } else { "FAIL" }, g.passed),
-                g.name,
-                g.measured,
-                g.threshold
-            );
-        }
-        text
+        m
     }
 }
 
