@@ -187,6 +187,46 @@ impl Report for EstimateReport {
                 "inference"
             }
         );
+        let table = self.parts_table(style);
+        let _ = writeln!(text, "{table}");
+        if self.training.is_none() {
+            if self.kv_bytes_per_token > 0 || self.recurrent_state_bytes == 0 {
+                let _ = writeln!(
+                    text,
+                    "KV cache per token: {} bytes",
+                    thousands(self.kv_bytes_per_token)
+                );
+            }
+            let _ = writeln!(
+                text,
+                "activations: {}",
+                match self.activations_basis {
+                    ActivationsBasis::GraphReplay => {
+                        "llama.cpp's prompt graph replayed through its allocator (its CPU compute buffer to the byte)"
+                    }
+                    _ => "llama.cpp's graph stage by stage, rounded up (never below its compute buffer)",
+                }
+            );
+            if self.recurrent_state_bytes > 0 {
+                let _ = writeln!(
+                    text,
+                    "recurrent state: {} bytes for {} sequence{}, whatever the context",
+                    thousands(self.recurrent_state_bytes),
+                    self.settings.batch,
+                    if self.settings.batch == 1 { "" } else { "s" }
+                );
+            }
+        }
+        if let Some(fits) = &self.fits {
+            self.fits_text(&mut text, fits, style);
+        }
+        text
+    }
+}
+
+impl EstimateReport {
+    /// Every part of the estimate, its bytes and share, and the total.
+    fn parts_table(&self, style: &Style) -> comfy_table::Table {
         let mut table = new_table(style, &["part", "bytes", "size", "share"]);
         let mut rows: Vec<(&str, u64)> = vec![("weights", self.weights_bytes)];
         if self.projector_bytes > 0 {
@@ -222,56 +262,29 @@ impl Report for EstimateReport {
             style.header(&format_bytes(self.total_bytes)),
             style.header("100.0 %"),
         ]);
-        let _ = writeln!(text, "{table}");
-        if self.training.is_none() {
-            if self.kv_bytes_per_token > 0 || self.recurrent_state_bytes == 0 {
-                let _ = writeln!(
-                    text,
-                    "KV cache per token: {} bytes",
-                    thousands(self.kv_bytes_per_token)
-                );
-            }
+        table
+    }
+
+    /// `--fits`: each device's verdict.
+    fn fits_text(&self, text: &mut String, fits: &[DeviceFit], style: &Style) {
+        let mut t = new_table(style, &["backend", "device", "name", "available", "fits"]);
+        for d in fits {
+            t.add_row(vec![
+                comfy_table::Cell::new(d.backend.name()),
+                comfy_table::Cell::new(d.device),
+                comfy_table::Cell::new(one_line(&d.name)),
+                comfy_table::Cell::new(format_bytes(d.available_bytes)),
+                style.verdict(if d.fits { "yes" } else { "no" }, d.fits),
+            ]);
+        }
+        let _ = writeln!(text, "\n{t}");
+        if !fits.iter().any(|d| d.fits) {
             let _ = writeln!(
                 text,
-                "activations: {}",
-                match self.activations_basis {
-                    ActivationsBasis::GraphReplay => {
-                        "llama.cpp's prompt graph replayed through its allocator (its CPU compute buffer to the byte)"
-                    }
-                    _ => "llama.cpp's graph stage by stage, rounded up (never below its compute buffer)",
-                }
+                "No device can hold {}.",
+                format_bytes(self.total_bytes)
             );
-            if self.recurrent_state_bytes > 0 {
-                let _ = writeln!(
-                    text,
-                    "recurrent state: {} bytes for {} sequence{}, whatever the context",
-                    thousands(self.recurrent_state_bytes),
-                    self.settings.batch,
-                    if self.settings.batch == 1 { "" } else { "s" }
-                );
-            }
         }
-        if let Some(fits) = &self.fits {
-            let mut t = new_table(style, &["backend", "device", "name", "available", "fits"]);
-            for d in fits {
-                t.add_row(vec![
-                    comfy_table::Cell::new(d.backend.name()),
-                    comfy_table::Cell::new(d.device),
-                    comfy_table::Cell::new(one_line(&d.name)),
-                    comfy_table::Cell::new(format_bytes(d.available_bytes)),
-                    style.verdict(if d.fits { "yes" } else { "no" }, d.fits),
-                ]);
-            }
-            let _ = writeln!(text, "\n{t}");
-            if !fits.iter().any(|d| d.fits) {
-                let _ = writeln!(
-                    text,
-                    "No device can hold {}.",
-                    format_bytes(self.total_bytes)
-                );
-            }
-        }
-        text
     }
 }
 
