@@ -244,49 +244,7 @@ impl Report for StressReport {
                 }
             })
             .collect();
-        let mut s = new_table(style, &["check", "value"]);
-        s.add_row(vec!["operations".to_string(), o.ops.to_string()]);
-        s.add_row(vec![
-            "peak pressure".to_string(),
-            o.peak_pressure.to_string(),
-        ]);
-        s.add_row(vec!["pressure changes".to_string(), transitions.join("; ")]);
-        s.add_row(vec![
-            "out of memory / retries".to_string(),
-            format!("{} / {}", o.ooms, o.retries),
-        ]);
-        s.add_row(vec![
-            "CPU fallbacks / typed OOM errors".to_string(),
-            format!("{} / {}", o.cpu_fallbacks, o.oom_errors),
-        ]);
-        s.add_row(vec![
-            "injected failures".to_string(),
-            o.injected_failures.to_string(),
-        ]);
-        s.add_row(vec!["corruptions".to_string(), o.corruptions.to_string()]);
-        s.add_row(vec![
-            "leaked buffers / bytes".to_string(),
-            format!("{} / {}", o.leaked_buffers, o.leaked_bytes),
-        ]);
-        s.add_row(vec![
-            if o.free_compared {
-                "device free before / after"
-            } else {
-                "device free before / after (host RAM: not compared)"
-            }
-            .to_string(),
-            format!(
-                "{} / {}",
-                format_bytes(o.device_free_before),
-                format_bytes(o.device_free_after)
-            ),
-        ]);
-        if let (Some(before), Some(after)) = (o.device_held_before, o.device_held_after) {
-            s.add_row(vec![
-                "held on the device before / after".to_string(),
-                format!("{} / {}", format_bytes(before), format_bytes(after)),
-            ]);
-        }
+        let s = checks_table(o, &transitions, style);
         let _ = writeln!(text, "{s}");
         let verdict = match (o.interrupted, o.failures.is_empty()) {
             (true, true) => "INTERRUPTED: partial report; every check so far passed".to_string(),
@@ -304,4 +262,52 @@ impl Report for StressReport {
         let _ = writeln!(text, "{}", style.paint(&verdict, o.passed));
         text
     }
+}
+
+/// The run's checks and their values.
+fn checks_table(o: &StressOutcome, transitions: &[String], style: &Style) -> comfy_table::Table {
+    let mut s = new_table(style, &["check", "value"]);
+    s.add_row(vec!["operations".to_string(), o.ops.to_string()]);
+    s.add_row(vec![
+        "peak pressure".to_string(),
+        o.peak_pressure.to_string(),
+    ]);
+    s.add_row(vec!["pressure changes".to_string(), transitions.join("; ")]);
+    s.add_row(vec![
+        "out of memory / retries".to_string(),
+        format!("{} / {}", o.ooms, o.retries),
+    ]);
+    s.add_row(vec![
+        "CPU fallbacks / typed OOM errors".to_string(),
+        format!("{} / {}", o.cpu_fallbacks, o.oom_errors),
+    ]);
+    s.add_row(vec![
+        "injected failures".to_string(),
+        o.injected_failures.to_string(),
+    ]);
+    s.add_row(vec!["corruptions".to_string(), o.corruptions.to_string()]);
+    s.add_row(vec![
+        "leaked buffers / bytes".to_string(),
+        format!("{} / {}", o.leaked_buffers, o.leaked_bytes),
+    ]);
+    s.add_row(vec![
+        if o.free_compared {
+            "device free before / after"
+        } else {
+            "device free before / after (host RAM: not compared)"
+        }
+        .to_string(),
+        format!(
+            "{} / {}",
+            format_bytes(o.device_free_before),
+            format_bytes(o.device_free_after)
+        ),
+    ]);
+    if let (Some(before), Some(after)) = (o.device_held_before, o.device_held_after) {
+        s.add_row(vec![
+            "held on the device before / after".to_string(),
+            format!("{} / {}", format_bytes(before), format_bytes(after)),
+        ]);
+    }
+    s
 }
