@@ -344,31 +344,7 @@ fn vllm(model: &str, plan: &Plan, s: &LaunchSettings) -> Result<Launch, NoLaunch
     let head = plan.placements[0].host.clone();
     if hosts.len() > 1 {
         argv.extend(["--distributed-executor-backend".into(), "ray".into()]);
-        commands.push(LaunchCommand {
-            host: head.clone(),
-            role: Role::RayHead,
-            env: Vec::new(),
-            argv: vec![
-                "ray".into(),
-                "start".into(),
-                "--head".into(),
-                "--port".into(),
-                RAY_PORT.to_string(),
-            ],
-        });
-        for h in hosts.iter().filter(|h| **h != head) {
-            commands.push(LaunchCommand {
-                host: h.to_string(),
-                role: Role::RayWorker,
-                env: Vec::new(),
-                argv: vec![
-                    "ray".into(),
-                    "start".into(),
-                    "--address".into(),
-                    format!("{head}:{RAY_PORT}"),
-                ],
-            });
-        }
+        commands.extend(ray_cluster(&head, &hosts));
         notes.push(LaunchNote::Network);
     }
     let local: Vec<&Placement> = gpu.iter().copied().filter(|p| p.host == head).collect();
@@ -387,6 +363,36 @@ fn vllm(model: &str, plan: &Plan, s: &LaunchSettings) -> Result<Launch, NoLaunch
         commands,
         notes,
     })
+}
+
+/// A Ray cluster over `hosts`: the head on `head`, a worker on each other host.
+fn ray_cluster(head: &str, hosts: &[&str]) -> Vec<LaunchCommand> {
+    let mut commands = vec![LaunchCommand {
+        host: head.to_string(),
+        role: Role::RayHead,
+        env: Vec::new(),
+        argv: vec![
+            "ray".into(),
+            "start".into(),
+            "--head".into(),
+            "--port".into(),
+            RAY_PORT.to_string(),
+        ],
+    }];
+    for h in hosts.iter().filter(|h| **h != head) {
+        commands.push(LaunchCommand {
+            host: h.to_string(),
+            role: Role::RayWorker,
+            env: Vec::new(),
+            argv: vec![
+                "ray".into(),
+                "start".into(),
+                "--address".into(),
+                format!("{head}:{RAY_PORT}"),
+            ],
+        });
+    }
+    commands
 }
 
 #[cfg(test)]
