@@ -497,6 +497,14 @@ pub fn timeline_svg(report: &BenchReport) -> String {
             y(reference)
         );
     }
+    legend(&mut svg, w - pad - 170.0, pad, reference > 0);
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// The lines' legend at (`lx`, `top`): gpumem's reserved, allocated, and PyTorch's reserved
+/// when the trace has it.
+fn legend(svg: &mut String, lx: f64, top: f64, with_reference: bool) {
     let legend = [
         ("#d62728", "gpumem reserved"),
         ("#1f77b4", "allocated"),
@@ -505,10 +513,9 @@ pub fn timeline_svg(report: &BenchReport) -> String {
     for (i, (color, label)) in legend
         .iter()
         .enumerate()
-        .take(if reference > 0 { 3 } else { 2 })
+        .take(if with_reference { 3 } else { 2 })
     {
-        let lx = w - pad - 170.0;
-        let ly = pad + 16.0 * i as f64;
+        let ly = top + 16.0 * i as f64;
         let _ = writeln!(
             svg,
             r#"<rect x="{lx}" y="{:.1}" width="12" height="3" fill="{color}"/><text x="{}" y="{:.1}">{label}</text>"#,
@@ -517,8 +524,6 @@ pub fn timeline_svg(report: &BenchReport) -> String {
             ly
         );
     }
-    svg.push_str("</svg>\n");
-    svg
 }
 
 fn xml_escape(s: &str) -> String {
