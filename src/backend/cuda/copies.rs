@@ -1,7 +1,6 @@
 //! CUDA's asynchronous copies: a stream of their own, page-locked staging buffers, events
 //! around each copy to time it.
 
-use super::memory::*;
 use super::*;
 
 /// A page-locked staging buffer of at least `len` bytes: a spare one, else a new one.

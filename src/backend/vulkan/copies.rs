@@ -4,18 +4,6 @@
 use super::memory::*;
 use super::*;
 
-/// A staged copy in flight: its commands, its mapped staging buffer and, for a read, where the
-/// bytes go once it is done.
-pub(super) struct VkFlight {
-    pub(super) cmd: vk::CommandBuffer,
-    pub(super) fence: vk::Fence,
-    pub(super) staging: vk::Buffer,
-    pub(super) memory: vk::DeviceMemory,
-    pub(super) mapped: *mut u8,
-    pub(super) len: usize,
-    pub(super) read_into: Option<*mut u8>,
-}
-
 impl VulkanMemory {
     /// Starts a staged copy and keeps it for [`AsyncCopies::wait`].
     pub(super) fn start_staged(

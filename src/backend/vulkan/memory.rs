@@ -1,7 +1,6 @@
 //! Vulkan device memory for the pool: a buffer bound to its own allocation per segment, mapped
 //! where the host can see it, copied through the transfer queue where it cannot.
 
-use super::copies::*;
 use super::*;
 
 /// One `vkAllocateMemory` allocation: a device-local segment the pool carves.
@@ -12,6 +11,18 @@ pub(super) struct VkSegment {
     pub(super) mapped: Option<MappedPtr>,
     /// A buffer over the whole allocation, for staging copies when it is not host-visible.
     pub(super) buffer: Option<vk::Buffer>,
+}
+
+/// A staged copy in flight: its commands, its mapped staging buffer and, for a read, where the
+/// bytes go once it is done.
+pub(super) struct VkFlight {
+    pub(super) cmd: vk::CommandBuffer,
+    pub(super) fence: vk::Fence,
+    pub(super) staging: vk::Buffer,
+    pub(super) memory: vk::DeviceMemory,
+    pub(super) mapped: *mut u8,
+    pub(super) len: usize,
+    pub(super) read_into: Option<*mut u8>,
 }
 
 // SAFETY: Vulkan handles are plain identifiers; the pointers are a mapping this device owns and
