@@ -191,19 +191,78 @@ pub struct OpenclMemory {
     queue: CommandQueue,
     /// A second queue, with profiling, for the copies that run while the caller goes on.
     transfers: Option<CommandQueue>,
+    device: Device,
     _context: Context,
 }
 
 impl OpenclMemory {
-    /// Opens device `index` (in `discover` order).
+    /// Opens device `index` (in `discover` order) on a context of its own.
     pub fn open(index: usize) -> Result<Self, Unavailable> {
         let ids = device_ids()?;
         let id = *ids.get(index).ok_or_else(|| {
             Unavailable::Failed(format!("no OpenCL device {index} ({} found)", ids.len()))
         })?;
         let device = Device::new(id);
-        let info = describe(index, &device).map_err(unavailable)?;
         let context = Context::from_device(&device).map_err(unavailable)?;
+        Self::on_context(format!("opencl:{index}"), index, &device, context)
+    }
+
+    /// Opens `device` on the caller's own `context`, so that pool memory can be bound to the
+    /// caller's kernels. The context is retained here and released when this is dropped; the
+    /// caller keeps its own reference.
+    ///
+    /// # Safety
+    /// `context` must be a valid OpenCL context that includes `device`.
+    ///
+    /// # Example
+    /// The caller's context, a pool on it, and the `cl_mem` its kernels take:
+    /// ```
+    /// use std::sync::Arc;
+    /// use gpumem::alloc::{MemoryConfig, Pool};
+    /// use gpumem::backend::OpenclMemory;
+    /// use opencl3::{context::Context, device::{Device, CL_DEVICE_TYPE_ALL}, platform::get_platforms};
+    ///
+    /// // No OpenCL driver here: nothing to show.
+    /// let Some(id) = get_platforms().ok().and_then(|p| {
+    ///     p.iter().find_map(|p| p.get_devices(CL_DEVICE_TYPE_ALL).ok()?.first().copied())
+    /// }) else { return };
+    /// let mine = Context::from_device(&Device::new(id)).unwrap();
+    ///
+    /// // SAFETY: `mine` is a live context holding `id`.
+    /// let device = Arc::new(unsafe { OpenclMemory::with_context(mine.get(), id) }.unwrap());
+    /// assert_eq!(device.native_context(), mine.get());
+    /// let pool = Pool::new(device.clone(), MemoryConfig::default()).unwrap();
+    /// let a = pool.allocate(4096).unwrap();
+    /// let info = pool.info(&a).unwrap();
+    /// let mem = device.native_buffer(info.segment).unwrap();
+    /// // The buffer is in the caller's context: kernels built there can take it.
+    /// let ctx = opencl3::memory::get_mem_object_info(mem, opencl3::memory::CL_MEM_CONTEXT).unwrap();
+    /// assert_eq!(ctx.to_ptr() as opencl3::types::cl_context, mine.get());
+    /// pool.free(a).unwrap();
+    /// drop(pool);
+    /// drop(device); // the caller's context outlives the pool
+    /// ```
+    pub unsafe fn with_context(
+        context: opencl3::types::cl_context,
+        device: opencl3::types::cl_device_id,
+    ) -> Result<Self, Unavailable> {
+        // SAFETY: a valid context by the caller's contract; the retain is released by the
+        // Context wrapper when this device is dropped.
+        unsafe { opencl3::context::context::retain_context(context) }
+            .map_err(|e| unavailable(ClError(e)))?;
+        let device = Device::new(device);
+        let context = Context::new(context, &[device.id()]);
+        Self::on_context("opencl (the caller's context)".into(), 0, &device, context)
+    }
+
+    /// The device on `context`: its queues, its size and alignment.
+    fn on_context(
+        label: String,
+        index: usize,
+        device: &Device,
+        context: Context,
+    ) -> Result<Self, Unavailable> {
+        let info = describe(index, device).map_err(unavailable)?;
         #[allow(deprecated)] // clCreateCommandQueue: the OpenCL 1.2 call every driver has.
         let queue = CommandQueue::create_default(&context, 0).map_err(unavailable)?;
         #[allow(deprecated)]
@@ -215,7 +274,7 @@ impl OpenclMemory {
         // CL_DEVICE_MEM_BASE_ADDR_ALIGN is in bits.
         let align_bits: u64 = device.mem_base_addr_align().map(u64::from).unwrap_or(4096);
         Ok(OpenclMemory {
-            name: format!("opencl:{index} ({})", info.name),
+            name: format!("{label} ({})", info.name),
             total: info.total_bytes,
             max_alloc: info.max_alloc_bytes.unwrap_or(info.total_bytes),
             align: (align_bits / 8).max(1).next_power_of_two(),
@@ -224,8 +283,39 @@ impl OpenclMemory {
             segments: SegmentTable::default(),
             queue,
             transfers,
+            device: *device,
             _context: context,
         })
+    }
+
+    /// The `cl_mem` of `segment` ([`crate::alloc::AllocationInfo::segment`]), valid while the
+    /// segment is reserved: an allocation is this buffer from its `offset`, to bind to a
+    /// kernel as a sub-buffer or with the offset as an argument.
+    pub fn native_buffer(
+        &self,
+        segment: SegmentHandle,
+    ) -> Result<opencl3::types::cl_mem, DeviceError> {
+        self.segments.with(segment, |buffer| Ok(buffer.get()))
+    }
+
+    /// The context every segment lives in.
+    pub fn native_context(&self) -> opencl3::types::cl_context {
+        self.context().get()
+    }
+
+    /// The device.
+    pub fn native_device(&self) -> opencl3::types::cl_device_id {
+        self.device.id()
+    }
+
+    /// The in-order queue the pool's blocking reads and writes go through; the caller's kernels
+    /// on it see them in order.
+    pub fn native_queue(&self) -> opencl3::types::cl_command_queue {
+        self.queue.get()
+    }
+
+    fn context(&self) -> &Context {
+        &self._context
     }
 
     fn mem(

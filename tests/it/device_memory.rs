@@ -293,3 +293,85 @@ fn host_cap_counts_whole_pages() {
     }
     assert_eq!(device.mem_info().unwrap().0, 1 << 20);
 }
+
+/// A pool opened on the caller's own OpenCL context hands out memory the caller's kernels
+/// write: a kernel built in that context fills one allocation through `native_buffer`, and
+/// the pool reads back exactly what the kernel wrote (PoCL on CI).
+#[test]
+fn opencl_pool_on_the_callers_context_feeds_its_kernels() {
+    use opencl3::{context::Context, device::Device, kernel::Kernel, program::Program};
+    if !opencl_present() {
+        return;
+    }
+    let id = OpenclMemory::open(0).unwrap().native_device();
+    let mine = Context::from_device(&Device::new(id)).unwrap();
+    // SAFETY: `mine` is live for the whole test and holds `id`.
+    let device = Arc::new(unsafe { OpenclMemory::with_context(mine.get(), id) }.unwrap());
+    assert_eq!(device.native_context(), mine.get());
+    let pool = Pool::new(
+        device.clone(),
+        MemoryConfig::default().with_min_free_bytes(0),
+    )
+    .unwrap();
+    // Two allocations, so that the second one sits at a non-zero offset in its segment.
+    let first = pool.allocate(4096).unwrap();
+    let a = pool.allocate(4096).unwrap();
+    let info = pool.info(&a).unwrap();
+    let src = "__kernel void fill(__global uint* b, uint at) { \
+               size_t i = get_global_id(0); b[at + i] = (uint)i * 3u + 1u; }";
+    let program = Program::create_and_build_from_source(&mine, src, "").unwrap();
+    let kernel = Kernel::create(&program, "fill").unwrap();
+    let mem = device.native_buffer(info.segment).unwrap();
+    let at = u32::try_from(info.offset / 4).unwrap();
+    let words: usize = 1024;
+    // SAFETY: the arguments match the kernel's signature; `mem` is live until `a` is freed,
+    // and the launch covers exactly the 4096 bytes of `a`.
+    unsafe {
+        kernel.set_arg(0, &mem).unwrap();
+        kernel.set_arg(1, &at).unwrap();
+        opencl3::command_queue::enqueue_nd_range_kernel(
+            device.native_queue(),
+            kernel.get(),
+            1,
+            std::ptr::null(),
+            &words,
+            std::ptr::null(),
+            0,
+            std::ptr::null(),
+        )
+        .unwrap();
+    }
+    opencl3::command_queue::finish(device.native_queue()).unwrap();
+    let mut back = vec![0u8; 4096];
+    device.read(info.segment, info.offset, &mut back).unwrap();
+    let got: Vec<u32> = back
+        .chunks_exact(4)
+        .map(|w| u32::from_ne_bytes(w.try_into().unwrap()))
+        .collect();
+    let want: Vec<u32> = (0..1024u32).map(|i| i * 3 + 1).collect();
+    assert_eq!(got, want);
+    pool.free(a).unwrap();
+    pool.free(first).unwrap();
+}
+
+/// The raw Vulkan handles name what the pool holds: one `VkDeviceMemory` per segment, on
+/// the pool's own device, refused once the segment is released.
+#[test]
+fn vulkan_native_handles_follow_segments() {
+    use ash::vk::Handle;
+    if !vulkan_present() {
+        return;
+    }
+    let device = VulkanMemory::open(0).unwrap();
+    assert!(!device.native_device().is_null());
+    let a = device.reserve(MIB).unwrap();
+    let b = device.reserve(MIB).unwrap();
+    let (ma, mb) = (
+        device.native_memory(a.handle).unwrap(),
+        device.native_memory(b.handle).unwrap(),
+    );
+    assert!(!ma.is_null() && ma != mb);
+    device.release(a.handle).unwrap();
+    assert!(device.native_memory(a.handle).is_err());
+    device.release(b.handle).unwrap();
+}

@@ -333,6 +333,36 @@ impl VulkanMemory {
     }
 }
 
+/// Raw handles, for a program that records its own commands on pool memory: an allocation is
+/// `native_memory(info.segment)` from `info.offset`, to bind a buffer of its own to.
+impl VulkanMemory {
+    /// The `VkDeviceMemory` of `segment`, valid while the segment is reserved.
+    pub fn native_memory(&self, segment: SegmentHandle) -> Result<vk::DeviceMemory, DeviceError> {
+        self.segments.with(segment, |seg| Ok(seg.memory))
+    }
+
+    /// The buffer over the whole of `segment`, where the pool made one (memory that is not
+    /// host-visible, copied through staging); `None` for mapped memory.
+    pub fn native_buffer(&self, segment: SegmentHandle) -> Result<Option<vk::Buffer>, DeviceError> {
+        self.segments.with(segment, |seg| Ok(seg.buffer))
+    }
+
+    /// The logical device every segment was allocated on.
+    pub fn native_device(&self) -> vk::Device {
+        self.device.handle()
+    }
+
+    /// The instance and physical device the logical device was made from.
+    pub fn native_instance(&self) -> (vk::Instance, vk::PhysicalDevice) {
+        (self.instance.instance.handle(), self.physical)
+    }
+
+    /// The index of the memory type every segment uses.
+    pub fn native_memory_type(&self) -> u32 {
+        self.memory_type
+    }
+}
+
 impl Drop for VulkanMemory {
     fn drop(&mut self) {
         let flights = self.flights.drain();
