@@ -25,10 +25,11 @@
 //! feature: with `default-features = false` the library builds without clap, comfy-table,
 //! indicatif or env_logger, for a program that embeds the pool or the planner.
 //!
-//! Several functions keep the names the design documents (the "seeds") give them —
+//! Several functions keep the names the design documents give them —
 //! [`backend::best_available_backend`], [`model::estimate_inference_memory`],
 //! [`plan::select_backend_for_model`], [`plan::init_backend_with_memory_check`],
-//! [`alloc::GpuMemoryPool`] — so that code written against those documents works unchanged.
+//! [`alloc::GpuMemoryPool`] — so that code written against those documents works unchanged;
+//! [`design`] collects them all, and `docs/design.md` describes the documents.
 //!
 //! # Discovering devices
 //! Every backend is probed at once, each under a timeout; one that is missing or broken is
@@ -50,7 +51,7 @@
 //! ```
 //!
 //! # Estimating a model
-//! The seed's Llama-style formula; [`model::estimate::estimate`] gives the full breakdown for
+//! The unified-pool design's Llama-style formula; [`model::estimate::estimate`] gives the full breakdown for
 //! any [`model::ModelArch`] (catalog, config.json, GGUF, safetensors).
 //!
 //! ```
@@ -201,6 +202,7 @@ pub mod backend;
 pub mod cli;
 #[cfg(feature = "cli")]
 pub mod commands;
+pub mod design;
 pub mod device;
 #[cfg(feature = "cli")]
 pub mod error;

@@ -1,5 +1,5 @@
-//! RAII handles (seed 004): a buffer returns its block to the pool when dropped; a batch returns
-//! all of its buffers. A buffer may live in CPU memory when the device was full (seed 000's
+//! RAII handles (the RAII-pool design): a buffer returns its block to the pool when dropped; a batch returns
+//! all of its buffers. A buffer may live in CPU memory when the device was full (the unified-pool design's
 //! `FallbackBuffer`).
 
 use super::allocation::Allocation;

@@ -1,4 +1,4 @@
-//! `MemoryConfig`: seed 000's fields, the pool's size classes, presets, a builder and `GPUMEM_*`
+//! `MemoryConfig`: the unified-pool design's fields, the pool's size classes, presets, a builder and `GPUMEM_*`
 //! environment overrides.
 
 use thiserror::Error;
@@ -16,14 +16,14 @@ pub struct MemoryConfig {
     pub min_free_bytes: u64,
     /// Absolute cap on what the pool reserves (default: none).
     pub max_pool_bytes: Option<u64>,
-    /// Keep seed 001's driver and context reserve ([`crate::device::DriverReserve`]) back on
+    /// Keep the driver-reserve design's driver and context reserve ([`crate::device::DriverReserve`]) back on
     /// devices that have a driver (default true): the usable limit is then also at most
     /// total − reserve.
     pub driver_reserve: bool,
     /// Keep metadata for every live buffer (default: debug builds only).
     pub track_allocations: bool,
     /// Fully free segments kept cached per segment size; beyond this they go back to the
-    /// device at once. `usize::MAX` keeps them all (default 8, seed 000).
+    /// device at once. `usize::MAX` keeps them all (default 8, the unified-pool design).
     pub max_pooled_per_bucket: usize,
     /// Warm the cache with these sizes when the pool is created.
     pub pre_allocate: bool,
@@ -58,7 +58,7 @@ pub struct MemoryConfig {
     pub expandable_segments: bool,
     /// Blocks larger than this are never split (default: no limit).
     pub max_split_size: u64,
-    /// Growth factor of named buffers in `ensure_capacity` (default 1.5, seed 002).
+    /// Growth factor of named buffers in `ensure_capacity` (default 1.5, the consolidated-manager design).
     pub growth_factor: f64,
     /// RMM-style arena: serve every size from segments of this many bytes (capped by the usable
     /// limit and the device's largest allocation), growing by another arena when full. `None`
@@ -252,7 +252,7 @@ impl MemoryConfig {
         self
     }
 
-    /// Sets `driver_reserve`: whether seed 001's driver and context reserve is kept back.
+    /// Sets `driver_reserve`: whether the driver-reserve design's driver and context reserve is kept back.
     pub fn with_driver_reserve(mut self, keep: bool) -> Self {
         self.driver_reserve = keep;
         self

@@ -1,5 +1,5 @@
-//! The one allocator: a caching pool over any device, unifying the three managers the seeds
-//! describe (tracking and leak detection, growable named buffers, a segment/block caching
+//! The one allocator: a caching pool over any device, unifying the three managers the design
+//! documents describe ([`crate::design`]) (tracking and leak detection, growable named buffers, a segment/block caching
 //! allocator with stream-aware reuse).
 //!
 //! # How it works
@@ -32,7 +32,7 @@
 //!
 //! Every block carries a stream id. A freed block goes to its stream's cache and is reused by
 //! that stream at once; other streams see it only after [`Pool::synchronize`] moves it to the
-//! shared cache (the stream-local plus global caches of seed 003).
+//! shared cache (the stream-local plus global caches of the segment-caching design).
 //!
 //! When a request misses and a new segment does not fit (the device refuses, or the pool's
 //! usable limit would be passed), the pool releases every fully free cached segment and tries
@@ -79,7 +79,7 @@ pub use pressure::MemoryPressure;
 pub use stats::MemoryStats;
 pub use tracker::{AllocationTracker, BufferId, BufferLocation, BufferMetadata};
 
-/// Seed 000's common pool interface, for code written against it.
+/// The unified-pool design's common pool interface, for code written against it.
 pub trait GpuMemoryPool: Send + Sync {
     /// The device's name as its backend gives it.
     fn backend_name(&self) -> String;

@@ -1,4 +1,4 @@
-//! One pool per device, with placement by tag affinity and free memory (seed 001).
+//! One pool per device, with placement by tag affinity and free memory (the driver-reserve design).
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -1,4 +1,4 @@
-//! Named buffers that grow (seed 002's `ensure_capacity`): a buffer found by name, grown by the
+//! Named buffers that grow (the consolidated-manager design's `ensure_capacity`): a buffer found by name, grown by the
 //! growth factor when too small, with its contents preserved.
 
 use super::allocation::{Allocation, NamedBuffer};

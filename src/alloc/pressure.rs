@@ -1,4 +1,4 @@
-//! Memory pressure levels (seed 000).
+//! Memory pressure levels (the unified-pool design).
 
 use serde::{Deserialize, Serialize};
 

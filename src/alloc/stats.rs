@@ -1,4 +1,4 @@
-//! Pool statistics (seed 000's `MemoryStats`, extended with PyTorch-style counters).
+//! Pool statistics (the unified-pool design's `MemoryStats`, extended with PyTorch-style counters).
 
 use serde::Serialize;
 

@@ -1,4 +1,4 @@
-//! Allocation tracking (seed 000): unique ids, metadata, old-allocation search, leak reports.
+//! Allocation tracking (the unified-pool design): unique ids, metadata, old-allocation search, leak reports.
 
 use std::collections::HashMap;
 use std::fmt;

@@ -1,5 +1,5 @@
 //! Chunked transfers between a pool allocation and the host, blocking or double-buffered
-//! (seed 002's ping-pong buffers): a transfer thread moves chunk *i + 1* between the device and
+//! (the consolidated-manager design's ping-pong buffers): a transfer thread moves chunk *i + 1* between the device and
 //! one host buffer while the caller works on chunk *i* in the other, so device copies overlap
 //! the caller's processing. Where the device has copies of its own that run while the caller
 //! goes on ([`crate::device::AsyncCopies`]: OpenCL's non-blocking reads and writes on a second
@@ -105,7 +105,7 @@ pub enum Buffering {
     /// One host buffer: copy a chunk, process it, copy the next. The baseline.
     Blocking,
     /// Two host buffers: a transfer thread copies one chunk while the caller processes the
-    /// other (seed 002's ping-pong buffers).
+    /// other (the consolidated-manager design's ping-pong buffers).
     Double,
 }
 
@@ -324,7 +324,7 @@ pub fn upload_typed<T: Element>(
     )
 }
 
-/// [`download_typed`] from the named buffer `name` (seed 002's
+/// [`download_typed`] from the named buffer `name` (the consolidated-manager design's
 /// `start_async_download::<T>(name)` … `wait_for_download`): `count` elements, which must lie
 /// within its capacity. Other named-buffer calls wait until the transfer ends, so the buffer
 /// cannot be grown or freed under it.

@@ -1,6 +1,6 @@
 //! Discovery: every backend probed at once, each under a timeout (in a child process for the
 //! drivers that may crash or hang), NVML's view merged into CUDA's rows, the recommendation,
-//! and seed 000's summary.
+//! and the unified-pool design's summary.
 
 use std::io::{self, Write};
 use std::sync::mpsc;
@@ -228,14 +228,14 @@ pub fn recommend(results: &[BackendInfo]) -> Option<Recommendation> {
         })
 }
 
-/// Seed 000's `best_available_backend()`: probes every backend and ranks them.
+/// The unified-pool design's `best_available_backend()`: probes every backend and ranks them.
 pub fn best_available_backend() -> BackendKind {
     recommend(&discover_backends())
         .map(|r| r.backend)
         .unwrap_or(BackendKind::Cpu)
 }
 
-/// Writes seed 000's ✓/✗ summary of probed backends to `w`.
+/// Writes the unified-pool design's ✓/✗ summary of probed backends to `w`.
 pub fn print_backend_summary(results: &[BackendInfo], w: &mut dyn Write) -> io::Result<()> {
     writeln!(w, "=== Available Backends ===")?;
     for info in results {

@@ -88,7 +88,7 @@ pub enum FreeScope {
     Process,
 }
 
-/// One device of a backend (seed 000's `DeviceInfo`, extended).
+/// One device of a backend (the unified-pool design's `DeviceInfo`, extended).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeviceInfo {
     /// Index within its backend, as used in `BACKEND:INDEX`.
@@ -329,7 +329,7 @@ pub fn all_backends() -> Vec<Box<dyn Backend>> {
     ]
 }
 
-/// The result of probing one backend (seed 000's `BackendInfo`).
+/// The result of probing one backend (the unified-pool design's `BackendInfo`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BackendInfo {
     /// The backend probed, available or not.

@@ -63,7 +63,7 @@ pub enum DeviceError {
     Backend(String),
 }
 
-/// Seed 001's reserve on a GPU: driver overhead, plus context overhead, plus a fraction of the
+/// The driver-reserve design's reserve on a GPU: driver overhead, plus context overhead, plus a fraction of the
 /// total as an emergency buffer, the whole capped.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DriverReserve {
@@ -114,7 +114,7 @@ pub trait DeviceMemory: Send + Sync {
     }
 
     /// Whether a driver and its contexts take device memory beside what a pool reserves, so
-    /// seed 001's [`DriverReserve`] is kept back (GPUs and software GPUs; not host memory or a
+    /// the driver-reserve design's [`DriverReserve`] is kept back (GPUs and software GPUs; not host memory or a
     /// simulation).
     fn has_driver(&self) -> bool {
         !self.simulated()

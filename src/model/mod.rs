@@ -351,7 +351,7 @@ fn load_safetensors(path: &Path) -> Result<ModelSource, ModelError> {
     }
 }
 
-/// Seed 000's breakdown for a Llama-style model.
+/// The unified-pool design's breakdown for a Llama-style model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct InferenceMemoryEstimate {
     /// Weight bytes at the requested precision.
@@ -365,7 +365,7 @@ pub struct InferenceMemoryEstimate {
 }
 
 impl InferenceMemoryEstimate {
-    /// `total_bytes` in GiB (2^30), for code written against the seed.
+    /// `total_bytes` in GiB (2^30), for code written against the unified-pool design.
     pub fn total_gb(&self) -> f64 {
         self.total_bytes as f64 / (1u64 << 30) as f64
     }
@@ -383,7 +383,7 @@ impl InferenceMemoryEstimate {
     }
 }
 
-/// Seed 000: weight bytes of a Llama-style (untied, gated, RMSNorm) model.
+/// The unified-pool design: weight bytes of a Llama-style (untied, gated, RMSNorm) model.
 pub fn estimate_model_memory(
     hidden_size: usize,
     intermediate_size: usize,
@@ -405,7 +405,7 @@ pub fn estimate_model_memory(
     (arch.params().total as usize).saturating_mul(dtype_bytes)
 }
 
-/// Seed 000: KV-cache bytes for one sequence of `max_seq_len` tokens.
+/// The unified-pool design: KV-cache bytes for one sequence of `max_seq_len` tokens.
 pub fn estimate_kv_cache_memory(
     n_layers: usize,
     n_kv_heads: usize,
@@ -421,7 +421,7 @@ pub fn estimate_kv_cache_memory(
         .saturating_mul(dtype_bytes)
 }
 
-/// Seed 000: weights, KV cache (one sequence) and activation scratch of a Llama-style model,
+/// The unified-pool design: weights, KV cache (one sequence) and activation scratch of a Llama-style model,
 /// with activations in the same precision as the weights.
 #[allow(clippy::too_many_arguments)]
 pub fn estimate_inference_memory(

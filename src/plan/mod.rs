@@ -3,19 +3,22 @@
 //! order) — and saying why every other choice was rejected; then what the plan can serve
 //! ([`capacity`]) and how to launch it ([`launch`]). How much of a device a plan may use is the
 //! [`Policy`]. Pure computation over device descriptions: discovery and inventories
-//! ([`read_inventory`]) feed it; only the seed API ([`select_backend_for_model`],
+//! ([`read_inventory`]) feed it; only the design documents' calls ([`select_backend_for_model`],
 //! [`init_backend_with_memory_check`]) discovers and opens devices itself.
 
+mod by_design;
 mod capacity;
 mod demand;
 mod inventory;
 pub mod launch;
 mod policy;
-mod seed;
 mod strategy;
 
 use serde::Serialize;
 
+pub use by_design::{
+    init_backend_with_memory_check, select_backend_for_model, Rejected, SelectError,
+};
 pub use capacity::capacity;
 pub use demand::{select, Demand};
 pub use inventory::{
@@ -23,7 +26,6 @@ pub use inventory::{
     HeldBack, InventoryError, MAX_CSV_LINE, MAX_INVENTORY_DEVICES, MAX_NODE_DEVICES,
 };
 pub use policy::{Policy, Usable, UsableRule};
-pub use seed::{init_backend_with_memory_check, select_backend_for_model, Rejected, SelectError};
 pub use strategy::split_layers;
 
 use crate::backend::{BackendKind, DeviceType};

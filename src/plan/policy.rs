@@ -1,5 +1,5 @@
 //! How much of a device a plan may use: the [`Policy`] (a fraction of free memory, a headroom
-//! kept free, seed 001's driver and context reserve on GPUs) and the [`Usable`] figure it gives,
+//! kept free, the driver-reserve design's driver and context reserve on GPUs) and the [`Usable`] figure it gives,
 //! with the rule that set it.
 
 use serde::Serialize;
@@ -17,7 +17,7 @@ pub struct Policy {
     pub memory_fraction: f64,
     /// Bytes always left free.
     pub min_free: u64,
-    /// Seed 001's reserve: driver overhead…
+    /// The driver-reserve design's reserve: driver overhead…
     pub driver_reserve: u64,
     /// …plus context overhead…
     pub context_reserve: u64,
@@ -107,7 +107,7 @@ pub enum UsableRule {
         /// Bytes always left free.
         min_free_bytes: u64,
     },
-    /// Total memory less seed 001's driver and context reserve (GPUs only).
+    /// Total memory less the driver-reserve design's driver and context reserve (GPUs only).
     Reserve {
         /// The reserve taken off the total.
         reserve_bytes: u64,

@@ -47,7 +47,7 @@ fn exercise_with(device: Arc<dyn DeviceMemory>, slack: u64) {
     ));
 
     // The pool on this device: real allocations, data checked, nothing left behind.
-    // The stand-in drivers' devices are 256 MiB, less than seed 001's driver reserve.
+    // The stand-in drivers' devices are 256 MiB, less than the driver-reserve design's driver reserve.
     let config = MemoryConfig::default()
         .with_min_free_bytes(0)
         .with_driver_reserve(false);

@@ -577,7 +577,7 @@ impl DeviceMemory for WithDriver {
     }
 }
 
-// Seed 001's reserve is the default budget on a device with a driver, and the pool says which
+// The driver-reserve design's reserve is the default budget on a device with a driver, and the pool says which
 // rule set its limit.
 #[test]
 fn the_driver_reserve_bounds_the_pool_on_a_gpu() {

@@ -22,7 +22,7 @@ fn byte(i: u64) -> u8 {
 /// Uploads a pattern and downloads it back, both ways and both modes, on `device`;
 /// `device_async`: whether double buffering should use the device's own asynchronous copies.
 fn round_trips(device: Arc<dyn DeviceMemory>, device_async: bool) {
-    // The stand-in CUDA device is 256 MiB, less than seed 001's driver reserve.
+    // The stand-in CUDA device is 256 MiB, less than the driver-reserve design's driver reserve.
     let config = MemoryConfig::default()
         .with_min_free_bytes(0)
         .with_driver_reserve(false);
@@ -188,7 +188,7 @@ fn typed_f32_round_trip() {
     pool.free(a).unwrap();
 }
 
-// Named buffers (seed 002's positions buffer): typed transfers by name, within the capacity,
+// Named buffers (the consolidated-manager design's positions buffer): typed transfers by name, within the capacity,
 // an unknown name refused.
 #[test]
 fn named_buffers_transfer_by_name() {

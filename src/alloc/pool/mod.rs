@@ -68,7 +68,7 @@ pub enum LimitRule {
     MinFree,
     /// `max_pool_bytes`.
     MaxPool,
-    /// Total − seed 001's driver and context reserve.
+    /// Total − the driver-reserve design's driver and context reserve.
     DriverReserve {
         /// The reserve kept back.
         reserve_bytes: u64,
@@ -131,7 +131,7 @@ impl std::fmt::Debug for Pool {
 impl Pool {
     /// A pool over `device`. The usable limit is the smallest of `gpu_memory_fraction` × total,
     /// total − `min_free_bytes`, `max_pool_bytes`, and (on a device with a driver, unless
-    /// `driver_reserve` is off) total − seed 001's reserve; [`Pool::limit_rule`] says which.
+    /// `driver_reserve` is off) total − the driver-reserve design's reserve; [`Pool::limit_rule`] says which.
     pub fn new(device: Arc<dyn DeviceMemory>, config: MemoryConfig) -> Result<Self, PoolError> {
         config
             .validate()
@@ -358,17 +358,17 @@ impl Pool {
         self.release_idle(&mut state)
     }
 
-    /// Seed 000's `clear_pool`: the same as [`Pool::empty_cache`].
+    /// The unified-pool design's `clear_pool`: the same as [`Pool::empty_cache`].
     pub fn clear_pool(&self) -> u64 {
         self.empty_cache()
     }
 
-    /// Seed 000's `shrink`: releases cached segments, returning the bytes released.
+    /// The unified-pool design's `shrink`: releases cached segments, returning the bytes released.
     pub fn shrink(&self) -> u64 {
         self.empty_cache()
     }
 
-    /// Seed 004's emergency clean-up: synchronise every stream so their cached blocks can merge,
+    /// The RAII-pool design's emergency clean-up: synchronise every stream so their cached blocks can merge,
     /// then release every fully free segment. Returns the bytes released.
     pub fn emergency_cleanup(&self) -> u64 {
         self.synchronize_all();

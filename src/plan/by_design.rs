@@ -1,6 +1,6 @@
-//! The planner under the names seed 000 gives it, for code written against that design
-//! document: pick the backend and device for a byte count on this machine, and open it with a
-//! check of its free memory now. Unlike the rest of `plan`, these discover and open devices.
+//! The planner under the names the unified-pool design gives it (see [`crate::design`]):
+//! pick the backend and device for a byte count on this machine, and open it with a check of
+//! its free memory now. Unlike the rest of `plan`, these discover and open devices.
 
 use thiserror::Error;
 
@@ -18,7 +18,7 @@ pub struct SelectError {
     pub tried: Vec<(String, Rejected)>,
 }
 
-/// Why one backend or device was passed over by the seed API.
+/// Why one backend or device was passed over by `select_backend_for_model` or `init_backend_with_memory_check`.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum Rejected {
     /// The backend is unavailable here (its discovery reason).
@@ -38,7 +38,7 @@ pub enum Rejected {
     Failed(String),
 }
 
-/// Seed 000: the backend and device that can hold `required_bytes` on this machine, under the
+/// The unified-pool design: the backend and device that can hold `required_bytes` on this machine, under the
 /// default policy.
 pub fn select_backend_for_model(required_bytes: u64) -> Result<(BackendKind, usize), SelectError> {
     let found = crate::backend::discover_backends();
@@ -76,7 +76,7 @@ pub fn select_backend_for_model(required_bytes: u64) -> Result<(BackendKind, usi
     }
 }
 
-/// Seed 000: opens the preferred (or best) device that has `required_bytes` free right now.
+/// The unified-pool design: opens the preferred (or best) device that has `required_bytes` free right now.
 /// The error lists every backend tried and why it failed.
 pub fn init_backend_with_memory_check(
     preference: Option<BackendKind>,
