@@ -111,6 +111,10 @@ pub fn open_regular(path: &Path) -> Result<(File, u64), InputError> {
 
 /// Reads the whole of a regular file of at most `limit` bytes. The bound holds even for files
 /// whose reported size is wrong (`/proc`): at most `limit + 1` bytes are ever read.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "usize is 64 bits (lib.rs refuses other targets)"
+)]
 pub fn read_bounded(path: &Path, limit: u64, what: &'static str) -> Result<Vec<u8>, InputError> {
     let (file, size) = open_regular(path)?;
     let too_large = |size| InputError::TooLarge {

@@ -196,6 +196,14 @@
 //! assert!(pool.tracker().unwrap().leak_report().is_empty());
 //! ```
 
+// A cast that can lose bits needs a reason where it is allowed.
+#![warn(clippy::cast_possible_truncation)]
+
+// Device sizes and offsets are u64 and host buffers are indexed by usize: on a 64-bit target
+// every u64 → usize conversion is lossless, which the casts allowed across the crate rely on.
+#[cfg(not(target_pointer_width = "64"))]
+compile_error!("gpumem needs a 64-bit target");
+
 pub mod alloc;
 pub mod backend;
 #[cfg(feature = "cli")]

@@ -60,6 +60,10 @@ const UNITS: &[(&str, u64)] = &[
 ];
 
 /// Parses a byte size such as `4096`, `512MiB`, `28GiB` or `1.5GB`.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "at most 19 fraction digits are kept"
+)]
 pub fn parse_bytes(input: &str) -> Result<u64, ParseUnitError> {
     let text = input.trim();
     if text.is_empty() {

@@ -69,6 +69,10 @@ impl<'p> Buffer<'p> {
     }
 
     /// Writes `data` at `offset` (through the device API when on the device).
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "usize is 64 bits (lib.rs refuses other targets)"
+    )]
     pub fn write(&mut self, offset: u64, data: &[u8]) -> Result<(), PoolError> {
         check_bounds(offset, data.len(), self.len)?;
         match &mut self.backing {
@@ -82,6 +86,10 @@ impl<'p> Buffer<'p> {
     }
 
     /// Reads into `out` from `offset`.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "usize is 64 bits (lib.rs refuses other targets)"
+    )]
     pub fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), PoolError> {
         check_bounds(offset, out.len(), self.len)?;
         match &self.backing {

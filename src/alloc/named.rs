@@ -23,6 +23,10 @@ const COPY_CHUNK: usize = 4 << 20;
 impl Pool {
     /// Makes the buffer `name` hold at least `bytes`: creates it, or grows it to
     /// max(`bytes`, capacity × growth factor) and copies the old contents over.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "a float cast saturates; capacities are far below 2^53"
+    )]
     pub fn ensure_capacity(&self, name: &str, bytes: u64) -> Result<NamedInfo, PoolError> {
         let mut named = crate::device::lock(&self.named);
         if let Some(existing) = named.get(name) {
@@ -85,6 +89,10 @@ impl Pool {
         })
     }
 
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "usize is 64 bits (lib.rs refuses other targets)"
+    )]
     fn copy(&self, from: &Allocation, to: &Allocation, len: u64) -> Result<(), PoolError> {
         let mut chunk = vec![0u8; COPY_CHUNK.min(len as usize)];
         let mut done = 0;

@@ -165,7 +165,7 @@ mod band_tests {
             // Near a boundary as often as anywhere.
             let used = if near {
                 let b = [60u128, 80, 95][(used % 3) as usize];
-                let edge = (b * u128::from(limit) / 100) as u64;
+                let edge = u64::try_from(b * u128::from(limit) / 100).unwrap();
                 edge.wrapping_add(used % 3).wrapping_sub(1)
             } else {
                 used

@@ -15,6 +15,7 @@ pub(crate) const NIL: u32 = u32::MAX;
 
 const SL_BITS: u32 = 5;
 const SL_COUNT: u64 = 1 << SL_BITS;
+const SL_ROW: usize = 1 << SL_BITS;
 /// First-level rows: sizes below 32 share row 0; row r ≥ 1 holds [2^(r+4), 2^(r+5)).
 const ROWS: usize = 64 - SL_BITS as usize + 1;
 /// Blocks of the request's own bin examined before moving to the next bin.
@@ -35,7 +36,7 @@ pub(crate) trait Links {
 #[derive(Debug, Clone)]
 struct Row {
     bits: u32,
-    heads: [u32; SL_COUNT as usize],
+    heads: [u32; SL_ROW],
 }
 
 /// The free blocks of one cache.
@@ -62,6 +63,10 @@ impl Default for FreeIndex {
 
 /// The bin holding `size`: (row, column).
 #[inline(always)]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "usize is 64 bits (lib.rs refuses other targets)"
+)]
 fn bin(size: u64) -> (usize, usize) {
     if size < SL_COUNT {
         return (0, size as usize);
@@ -85,12 +90,16 @@ impl FreeIndex {
     }
 
     #[inline(always)]
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "at most 64 first-level rows; usize is 64 bits (lib.rs refuses other targets)"
+    )]
     fn row_mut(&mut self, r: usize) -> &mut Row {
         if self.slot[r] == u8::MAX {
             self.slot[r] = self.rows.len() as u8;
             self.rows.push(Row {
                 bits: 0,
-                heads: [NIL; SL_COUNT as usize],
+                heads: [NIL; SL_ROW],
             });
         }
         &mut self.rows[self.slot[r] as usize]
@@ -302,7 +311,7 @@ mod tests {
         let mut index = FreeIndex::default();
         let mut model = BTreeSet::new();
         for step in 0..10_000u32 {
-            let i = rng.below(u64::from(n)) as u32;
+            let i = u32::try_from(rng.below(u64::from(n))).unwrap();
             if model.contains(&(arena.size[i as usize], i)) {
                 index.remove(&mut arena, i);
                 model.remove(&(arena.size[i as usize], i));

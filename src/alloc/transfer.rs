@@ -80,10 +80,18 @@ impl Spans {
     }
 
     /// Bytes in each host buffer.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "usize is 64 bits (lib.rs refuses other targets)"
+    )]
     fn buffer(self) -> usize {
         self.chunk as usize
     }
 
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "usize is 64 bits (lib.rs refuses other targets)"
+    )]
     fn get(self, i: u64) -> (u64, usize) {
         let at = i * self.chunk;
         (at, self.chunk.min(self.len - at) as usize)

@@ -246,6 +246,10 @@ impl DeviceMemory for HostDevice {
         }
     }
 
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "usize is 64 bits (lib.rs refuses other targets)"
+    )]
     fn write(&self, segment: SegmentHandle, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
         self.segments.with(segment, |block| {
             block.check(offset, data.len())?;
@@ -261,6 +265,10 @@ impl DeviceMemory for HostDevice {
         })
     }
 
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "usize is 64 bits (lib.rs refuses other targets)"
+    )]
     fn read(&self, segment: SegmentHandle, offset: u64, out: &mut [u8]) -> Result<(), DeviceError> {
         self.segments.with(segment, |block| {
             block.check(offset, out.len())?;
@@ -317,6 +325,10 @@ impl VirtualMemory for HostDevice {
 #[cfg(unix)]
 impl HostDevice {
     /// Maps (`access`) or unmaps whole pages of a range, charging or refunding the budget.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "usize is 64 bits (lib.rs refuses other targets)"
+    )]
     fn protect(
         &self,
         range: SegmentHandle,

@@ -340,6 +340,10 @@ impl DeviceMemory for OpenclMemory {
         self.name.clone()
     }
 
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "usize is 64 bits (lib.rs refuses other targets)"
+    )]
     fn reserve(&self, bytes: u64) -> Result<Segment, DeviceError> {
         let oom = DeviceError::OutOfMemory { requested: bytes };
         if bytes > self.max_alloc {
@@ -409,6 +413,10 @@ impl DeviceMemory for OpenclMemory {
         self.transfers.is_some().then_some(self as &dyn AsyncCopies)
     }
 
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "usize is 64 bits (lib.rs refuses other targets)"
+    )]
     fn write(&self, segment: SegmentHandle, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
         let mem = self.mem(segment, offset, data.len())?;
         // SAFETY: blocking write of `data` into a live buffer, bounds checked above.
@@ -428,6 +436,10 @@ impl DeviceMemory for OpenclMemory {
         .map_err(|e| DeviceError::Backend(format!("clEnqueueWriteBuffer: {}", ClError(e))))
     }
 
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "usize is 64 bits (lib.rs refuses other targets)"
+    )]
     fn read(&self, segment: SegmentHandle, offset: u64, out: &mut [u8]) -> Result<(), DeviceError> {
         let mem = self.mem(segment, offset, out.len())?;
         // SAFETY: blocking read into `out` from a live buffer, bounds checked above.
@@ -449,6 +461,10 @@ impl DeviceMemory for OpenclMemory {
 }
 
 impl AsyncCopies for OpenclMemory {
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "usize is 64 bits (lib.rs refuses other targets)"
+    )]
     unsafe fn start(
         &self,
         segment: SegmentHandle,

@@ -237,6 +237,10 @@ unsafe impl Sync for HipCopies {}
 
 impl HipMemory {
     /// Opens HIP device `index` (HIP's ordinal).
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "device ordinals come from the driver's own count, an int"
+    )]
     pub fn open(index: usize) -> Result<Self, Unavailable> {
         let hip = Hip::load()?;
         // SAFETY: resolved entry points with their C signatures; valid out-pointer.
@@ -423,6 +427,10 @@ impl DeviceMemory for HipMemory {
         self.name.clone()
     }
 
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "usize is 64 bits (lib.rs refuses other targets)"
+    )]
     fn reserve(&self, bytes: u64) -> Result<Segment, DeviceError> {
         self.current()?;
         let mut ptr: *mut c_void = std::ptr::null_mut();

@@ -62,6 +62,10 @@ pub fn open_until_signal(
 }
 
 /// The exit for a run a signal cut short: 128 + the signal (130 for SIGINT, 143 for SIGTERM).
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "signal numbers are below 65"
+)]
 pub fn interrupted_exit() -> Exit {
     match RECEIVED.load(Ordering::SeqCst) {
         0 => Exit::Interrupted(libc::SIGINT as u8),

@@ -97,6 +97,10 @@ impl DriverReserve {
     /// assert_eq!(r.of(4_000_000_000), 1_000_000_000); // 500 MB + 100 MB + 10 %
     /// assert_eq!(r.of(80_000_000_000), 2_000_000_000); // capped
     /// ```
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "a float cast saturates; the result is at most the 2 GB cap"
+    )]
     pub fn of(&self, total: u64) -> u64 {
         let r = self.driver as f64 + self.context as f64 + self.fraction * total as f64;
         (r as u64).min(self.cap)

@@ -402,7 +402,9 @@ pub fn estimate_model_memory(
         n_kv_heads as u64,
         vocab_size as u64,
     );
-    (arch.params().total as usize).saturating_mul(dtype_bytes)
+    usize::try_from(arch.params().total)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(dtype_bytes)
 }
 
 /// The unified-pool design: KV-cache bytes for one sequence of `max_seq_len` tokens.
@@ -443,7 +445,9 @@ pub fn estimate_inference_memory(
         n_kv_heads as u64,
         vocab_size as u64,
     );
-    let model_bytes = (arch.params().total as usize).saturating_mul(dtype_bytes);
+    let model_bytes = usize::try_from(arch.params().total)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(dtype_bytes);
     let kv_cache_bytes = estimate_kv_cache_memory(
         n_layers,
         n_kv_heads,
@@ -470,7 +474,8 @@ pub fn estimate_inference_memory(
         optimizer: Optimizer::Adamw,
         checkpointing: false,
     };
-    let activation_bytes = estimate::inference_activations(&arch, &settings) as usize;
+    let activation_bytes =
+        usize::try_from(estimate::inference_activations(&arch, &settings)).unwrap_or(usize::MAX);
     InferenceMemoryEstimate {
         model_bytes,
         kv_cache_bytes,

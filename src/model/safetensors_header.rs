@@ -38,6 +38,10 @@ fn format_err(path: &Path, why: impl Into<String>) -> ModelError {
 }
 
 /// Reads one file's header and checks it against the file's size.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "usize is 64 bits (lib.rs refuses other targets)"
+)]
 fn read_one(path: &Path, summary: &mut SafetensorsSummary) -> Result<(), ModelError> {
     let (mut file, len) = crate::input::open_regular(path)?;
     let mut n = [0u8; 8];

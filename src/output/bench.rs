@@ -410,6 +410,10 @@ impl BenchReport {
 
 /// Draws allocated and reserved bytes over the operations (and the reference's reserved figure
 /// as a dashed line) as a standalone SVG.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a float cast saturates; axis labels of a u64 range; a float cast saturates; the maximum of u64 counts"
+)]
 pub fn timeline_svg(report: &BenchReport) -> String {
     let (w, h, pad) = (900.0, 360.0, 60.0);
     let samples = &report.timeline;

@@ -207,6 +207,10 @@ fn gpus(plan: &Plan) -> Vec<&Placement> {
         .collect()
 }
 
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "ports: the layout has at most a few hundred nodes"
+)]
 fn llama_cpp(path: &std::path::Path, plan: &Plan, s: &LaunchSettings) -> Launch {
     let gpu = gpus(plan);
     let server_host = plan.placements[0].host.clone();

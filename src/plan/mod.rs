@@ -95,6 +95,10 @@ pub struct ModelNeeds {
 /// per-layer structure for splits and offload. The fragmentation reserve (a percentage) grows
 /// weights, KV cache and activations in proportion; the runtime overhead is per device and not
 /// grown.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a float cast saturates; a scaled u64"
+)]
 pub fn model_requirement(
     arch: &crate::model::ModelArch,
     b: &crate::model::Breakdown,

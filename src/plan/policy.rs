@@ -62,6 +62,10 @@ impl Policy {
 
     /// The usable bytes on a device and the rule that set them (the smallest limit wins; on a
     /// tie the fraction is named first, then the headroom, then the reserve).
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "a float cast saturates; the fraction is 0-1"
+    )]
     pub fn usable_with_rule(&self, c: &Candidate) -> Usable {
         let base = c.free_bytes.unwrap_or(c.total_bytes);
         let mut best = Usable {

@@ -256,6 +256,7 @@ struct PoolReplay<'a> {
 }
 
 impl PoolReplay<'_> {
+    #[expect(clippy::cast_possible_truncation, reason = "2^64 ns is 584 years")]
     fn alloc(
         &mut self,
         id: u32,
@@ -290,6 +291,7 @@ impl PoolReplay<'_> {
         Ok(())
     }
 
+    #[expect(clippy::cast_possible_truncation, reason = "2^64 ns is 584 years")]
     fn free(&mut self, id: u32) -> Result<(), PoolError> {
         let Some((a, size)) = self.slots[id as usize].take() else {
             return Ok(());
@@ -319,6 +321,7 @@ impl PoolReplay<'_> {
 }
 
 /// Replays `workload` with every allocation going straight to the device.
+#[expect(clippy::cast_possible_truncation, reason = "2^64 ns is 584 years")]
 pub fn run_raw(
     workload: &Workload,
     device: &dyn DeviceMemory,

@@ -478,6 +478,10 @@ impl<'a> Decoder<'a> {
     }
 
     /// The memo: storing the top of the stack, or pushing a stored value; whether `op` was one.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "memo entries are bounded by the pickle's byte limit"
+    )]
     fn memo_op(&mut self, op: u8) -> Result<bool, PickleError> {
         match op {
             0x94 => {

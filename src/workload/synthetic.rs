@@ -17,6 +17,10 @@ pub enum SizeDist {
 }
 
 impl SizeDist {
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "a float cast saturates; sizes from a bounded distribution"
+    )]
     fn sample(self, rng: &mut Rng, max: u64) -> u64 {
         let max = max.max(1);
         let v = match self {
@@ -53,6 +57,10 @@ pub struct RandomParams {
 /// RMM's random allocations: for 2 × N steps, allocate with probability 0.73 while allocations
 /// remain and the live total stays under the limit (always when nothing is live), otherwise free
 /// a uniformly chosen live allocation; then free what is left.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "usize is 64 bits (lib.rs refuses other targets)"
+)]
 pub fn random(p: RandomParams) -> Workload {
     let mut rng = Rng::new(p.seed);
     let mut ops = Vec::with_capacity(p.allocations as usize * 2);
@@ -96,6 +104,10 @@ pub fn random(p: RandomParams) -> Workload {
 }
 
 /// `n` allocations of one size, up to 64 live at a time (allocate with probability 1/2).
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "usize is 64 bits (lib.rs refuses other targets)"
+)]
 pub fn same_size(n: u32, size: u64, seed: u64) -> Workload {
     let mut rng = Rng::new(seed);
     let mut ops = Vec::new();
@@ -131,6 +143,10 @@ pub fn same_size(n: u32, size: u64, seed: u64) -> Workload {
 
 /// A mix: 90 % small requests (log-uniform 256 B – 1 MiB), 10 % large (uniform 1 MiB – max),
 /// with the random workload's alloc/free rule.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "usize is 64 bits (lib.rs refuses other targets)"
+)]
 pub fn mixed(n: u32, max_size: u64, max_live: u64, seed: u64) -> Workload {
     let mut rng = Rng::new(seed);
     let mut ops = Vec::new();

@@ -31,6 +31,10 @@ impl Builder {
         }
     }
 
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "streams are bounded by the trace's byte limit"
+    )]
     fn stream(&mut self, raw: i128) -> u32 {
         let n = self.streams.len() as u32;
         *self.streams.entry(raw).or_insert(n)
@@ -65,6 +69,10 @@ impl Builder {
         }
     }
 
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "entries are bounded by the trace's byte limit"
+    )]
     fn finish(
         mut self,
         name: String,

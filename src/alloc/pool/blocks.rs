@@ -104,6 +104,10 @@ pub(super) fn tail_of(state: &State, head: u32) -> u32 {
 /// [`INITIAL_BLOCKS`], then half the table again each time (the table's copy is amortised).
 #[cold]
 #[inline(never)]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "2^32 blocks of at least 512 B would need a 128 GiB block table"
+)]
 pub(super) fn add_spare_blocks(state: &mut State) {
     let first = state.blocks.len() as u32;
     let count = if first == 0 {

@@ -62,6 +62,10 @@ impl Pool {
     }
 
     /// Current pressure: allocated bytes against the usable limit.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "the stored level is one of MemoryPressure's four values"
+    )]
     pub fn pressure(&self) -> MemoryPressure {
         MemoryPressure::from_u8(self.pressure_level.load(Ordering::Relaxed) as u8)
     }

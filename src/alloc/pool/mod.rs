@@ -132,6 +132,10 @@ impl Pool {
     /// A pool over `device`. The usable limit is the smallest of `gpu_memory_fraction` × total,
     /// total − `min_free_bytes`, `max_pool_bytes`, and (on a device with a driver, unless
     /// `driver_reserve` is off) total − the driver-reserve design's reserve; [`Pool::limit_rule`] says which.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "a float cast saturates; the fraction is 0-1"
+    )]
     pub fn new(device: Arc<dyn DeviceMemory>, config: MemoryConfig) -> Result<Self, PoolError> {
         config
             .validate()

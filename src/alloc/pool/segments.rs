@@ -374,6 +374,10 @@ impl Pool {
 
     /// Releases every idle segment, or (`Some((kind, stream))`) those of one pool whose free
     /// blocks are all `stream`'s or shared.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "segment indices: each segment is at least 2 MiB"
+    )]
     pub(super) fn release_idle_of(&self, state: &mut State, only: Option<(Kind, StreamId)>) -> u64 {
         if state.idle_bytes == 0 && state.expandable.is_empty() {
             return 0;

@@ -245,6 +245,10 @@ pub(super) fn cache(state: &mut State, tag: StreamId) -> (&mut FreeSets, &mut [B
 }
 
 /// A free slot in `segments` for a new segment (a released one's, else a new one).
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "segment indices: each segment is at least 2 MiB"
+)]
 pub(super) fn segment_slot(state: &mut State) -> u32 {
     match state.spare_segments.pop() {
         Some(i) => i,

@@ -89,6 +89,10 @@ unsafe impl Sync for Copies {}
 
 impl CudaMemory {
     /// Opens CUDA device `index`.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "device ordinals come from the driver's own count, an int"
+    )]
     pub fn open(index: usize) -> Result<Self, Unavailable> {
         let count = init_and_count()?;
         ensure_driver(MEMORY_SYMBOLS)?;
@@ -254,6 +258,10 @@ impl CudaMemory {
     }
 
     /// Unmaps and frees the granules at `offsets` of the range at `base`.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "usize is 64 bits (lib.rs refuses other targets)"
+    )]
     pub(super) fn unmap_granules(
         &self,
         base: u64,
@@ -301,6 +309,10 @@ impl CudaMemory {
     }
 
     /// Gives a segment back to the driver (a range: its granules, then its addresses).
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "usize is 64 bits (lib.rs refuses other targets)"
+    )]
     pub(super) fn free_segment(
         &self,
         handle: SegmentHandle,
@@ -380,6 +392,10 @@ impl DeviceMemory for CudaMemory {
         self.name.clone()
     }
 
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "usize is 64 bits (lib.rs refuses other targets)"
+    )]
     fn reserve(&self, bytes: u64) -> Result<Segment, DeviceError> {
         self.current()?;
         let mut ptr: sys::CUdeviceptr = 0;
@@ -462,6 +478,10 @@ impl VirtualMemory for CudaMemory {
         self.granularity.unwrap_or(2 << 20)
     }
 
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "usize is 64 bits (lib.rs refuses other targets)"
+    )]
     fn reserve_range(&self, bytes: u64) -> Result<Segment, DeviceError> {
         let granule = self.granularity();
         if bytes == 0 || bytes % granule != 0 {
@@ -498,6 +518,10 @@ impl VirtualMemory for CudaMemory {
         })
     }
 
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "usize is 64 bits (lib.rs refuses other targets)"
+    )]
     fn map(&self, range: SegmentHandle, offset: u64, bytes: u64) -> Result<(), DeviceError> {
         let granule = self.granularity();
         self.current()?;

@@ -147,6 +147,10 @@ pub(crate) fn with_primary_context<T>(
     result
 }
 
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a fixed 256-byte name buffer; a fixed 32-byte bus-id buffer; device ordinals come from the driver's own count, an int"
+)]
 fn describe(index: usize, driver_version: Option<String>) -> Result<DeviceInfo, CuError> {
     step(&format!("cuDeviceGet* for device {index}"));
     let mut device: CUdevice = 0;

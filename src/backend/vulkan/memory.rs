@@ -86,6 +86,10 @@ impl VulkanMemory {
     }
 
     /// Opens physical device `index` with `options`.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "Vulkan has at most 32 memory types; queue family counts are u32 in Vulkan"
+    )]
     pub fn open_with(index: usize, options: VulkanOptions) -> Result<Self, Unavailable> {
         let instance = VulkanInstance::new()?;
         let physicals = instance.physical_devices()?;
@@ -497,6 +501,10 @@ impl DeviceMemory for VulkanMemory {
         self.align
     }
 
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "usize is 64 bits (lib.rs refuses other targets)"
+    )]
     fn write(&self, segment: SegmentHandle, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
         match self.access(segment, offset, data.len())? {
             (Some(ptr), _) => {
@@ -521,6 +529,10 @@ impl DeviceMemory for VulkanMemory {
         }
     }
 
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "usize is 64 bits (lib.rs refuses other targets)"
+    )]
     fn read(&self, segment: SegmentHandle, offset: u64, out: &mut [u8]) -> Result<(), DeviceError> {
         match self.access(segment, offset, out.len())? {
             (Some(ptr), _) => {

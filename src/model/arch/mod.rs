@@ -259,6 +259,10 @@ pub enum SlidingLayers {
 
 impl SlidingLayers {
     /// Whether layer `i` is in the set.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "usize is 64 bits (lib.rs refuses other targets)"
+    )]
     pub fn contains(&self, i: u64) -> bool {
         match self {
             SlidingLayers::All => true,

@@ -396,6 +396,10 @@ fn training_bytes(parameters: u64, dtype: Precision, optimizer: Optimizer) -> Tr
 /// [`estimate`] for a multimodal model: `projector_bytes` of projector weights (an mmproj GGUF)
 /// are loaded beside the language model's, on the same device, under the same fragmentation
 /// reserve.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a float cast saturates; a share of the model's bytes; a float cast saturates; the reserve is a fraction of a u64"
+)]
 pub fn estimate_with_projector(
     arch: &ModelArch,
     file: Option<FileWeights>,

@@ -234,6 +234,10 @@ impl Reader {
     }
 
     /// A string: kept when at most `keep` bytes, else skipped.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "usize is 64 bits (lib.rs refuses other targets)"
+    )]
     fn string(&mut self, keep: u64) -> Result<Option<String>, ModelError> {
         let n = self.u64()?;
         if n > self.remaining() {
@@ -417,6 +421,10 @@ fn read_shards(path: &Path, prefix: &str, count: u64) -> Result<GgufFile, ModelE
 }
 
 /// Reads the header of a GGUF file.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "usize is 64 bits (lib.rs refuses other targets)"
+)]
 pub fn read_gguf(path: &Path) -> Result<GgufFile, ModelError> {
     let (file, len) = crate::input::open_regular(path)?;
     let mut r = Reader {

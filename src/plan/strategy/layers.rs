@@ -30,6 +30,10 @@ pub(super) fn layer_placements(
 /// Layers per device in proportion to usable memory (largest remainder), moved to devices with
 /// room when a share does not fit; `None` when the layers cannot all be placed. Device 0 also
 /// holds the non-layer weights; every device holds overhead and activations.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "at most m.layers, a u64: the share u is at most the total"
+)]
 pub fn split_layers(m: &ModelNeeds, usable: &[u64]) -> Option<Vec<u64>> {
     let capacity: Vec<u64> = usable
         .iter()

@@ -5,6 +5,10 @@
 use super::{placement, Devices, Found};
 use crate::plan::{Candidate, PlanKind};
 
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "usize is 64 bits (lib.rs refuses other targets)"
+)]
 pub(super) fn plan(d: &Devices<'_>) -> Option<Found> {
     let (req, policy) = (d.req, d.policy);
     let mut best: Option<(u64, Vec<&Candidate>, u64)> = None;

@@ -8,6 +8,10 @@ use super::super::Rng;
 use crate::alloc::{Buffer, Pool, PoolError};
 
 /// Writes a pattern unique to `seed` over the whole buffer, in chunks.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "usize is 64 bits (lib.rs refuses other targets)"
+)]
 pub(super) fn fill(buffer: &mut Buffer<'_>, seed: u64) -> Result<(), PoolError> {
     let mut rng = Rng::new(seed);
     let mut chunk = vec![0u8; 64 << 10];
@@ -25,6 +29,10 @@ pub(super) fn fill(buffer: &mut Buffer<'_>, seed: u64) -> Result<(), PoolError> 
 }
 
 /// Checks the pattern `fill` wrote.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "usize is 64 bits (lib.rs refuses other targets)"
+)]
 pub(super) fn verify(buffer: &Buffer<'_>, seed: u64) -> Result<bool, PoolError> {
     let mut rng = Rng::new(seed);
     let mut want = vec![0u8; 64 << 10];

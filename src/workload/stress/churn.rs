@@ -87,6 +87,10 @@ impl Churn<'_> {
                 .is_err()
     }
 
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "thread indices: a few threads; usize is 64 bits (lib.rs refuses other targets)"
+    )]
     fn thread(&self, t: usize) {
         let seed = self.opts.seed ^ (t as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03);
         let mut rng = Rng::new(seed);
