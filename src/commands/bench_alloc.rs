@@ -15,28 +15,12 @@ use crate::cli::{BenchAllocArgs, WorkloadKind};
 use crate::device::DeviceMemory;
 use crate::error::CliError;
 use crate::exit::Exit;
-use crate::output::bench::{
-    failure_text, timeline_svg, BenchReport, DeviceView, PoolView, RawView, ReferenceView,
-    WorkloadView,
-};
+use crate::output::bench::{failure_text, timeline_svg, BenchReport, DeviceView};
 use crate::output::transfer::TransferReport as TransferBenchReport;
 use crate::output::Output;
-use crate::workload::bench::{run_pool, run_raw, Arena, Options, PoolRun, RawRun};
+use crate::workload::bench::{run_pool, run_raw, Arena, Options};
 use crate::workload::gates::{Measured, Thresholds};
 use crate::workload::transfer::run_transfers;
-use crate::workload::Workload;
-
-/// The device under test, as the report names it.
-fn device_view(spec: &DeviceSpec, device: &dyn DeviceMemory, total: u64) -> DeviceView {
-    let (backend, index) = spec.identity();
-    DeviceView {
-        backend: backend.into(),
-        index,
-        name: device.name(),
-        simulated: device.simulated(),
-        total_bytes: total,
-    }
-}
 
 /// `--workload transfer`: blocking versus double-buffered transfers through a pool allocation.
 fn transfer(
@@ -68,7 +52,7 @@ fn transfer(
     let interrupted = interrupt.load(Ordering::SeqCst);
     let failure = crate::output::transfer::failure_text(run.corruptions, &gates);
     out.emit(&TransferBenchReport {
-        device: device_view(spec, device.as_ref(), total),
+        device: DeviceView::of(spec, device.as_ref(), total),
         workload: "transfer",
         // A run cut short has not shown that it passes.
         passed: !interrupted && failure.is_none(),
@@ -109,17 +93,29 @@ pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
     if args.workload == WorkloadKind::Transfer && args.trace.is_none() {
         return transfer(args, out, &spec, device, total, &interrupt);
     }
+    replay(args, out, &spec, device, (free, total), &interrupt)
+}
+
+/// Replays the workload through the pool, then (unless `--no-baseline`) straight on the device.
+fn replay(
+    args: &BenchAllocArgs,
+    out: &Output,
+    spec: &DeviceSpec,
+    device: Arc<dyn DeviceMemory>,
+    (free, total): (u64, u64),
+    interrupt: &AtomicBool,
+) -> Result<Exit> {
     let arena = Arena::on_device(free, device.max_allocation());
     let workload = bench_workload(args, arena.max_live)?;
     let preset = bench_preset(args, &workload);
-    let config = bench_pool_config(preset, &spec, arena.for_workload(&workload))?;
+    let config = bench_pool_config(preset, spec, arena.for_workload(&workload))?;
     let pool =
         Pool::new(device.clone(), config).with_context(|| format!("creating a pool on {spec}"))?;
     if device.simulated() {
         out.note("note: sim device — results are simulated; no memory is reserved");
     }
     let options = Options {
-        interrupt: Some(&interrupt),
+        interrupt: Some(interrupt),
         verify: !args.no_verify,
         timeline_points: if args.timeline.is_some() { 2000 } else { 0 },
     };
@@ -147,8 +143,8 @@ pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
     };
     let interrupted = interrupt.load(Ordering::SeqCst);
     let corruptions = pool_run.corruptions + raw_run.as_ref().map_or(0, |r| r.corruptions);
-    let device = device_view(&spec, device.as_ref(), total);
-    let mut report = report(
+    let device = DeviceView::of(spec, device.as_ref(), total);
+    let mut report = BenchReport::from_runs(
         device,
         &workload,
         &pool_run,
@@ -176,48 +172,4 @@ pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
         out.note("interrupted: the replay stopped early; everything was freed");
     }
     finish(interrupted, failure)
-}
-
-/// The report's figures from the runs (gates and verdict are filled in by the caller).
-fn report(
-    device: DeviceView,
-    workload: &Workload,
-    pool_run: &PoolRun,
-    raw_run: Option<&RawRun>,
-    preset: Preset,
-    arena: Arena,
-) -> BenchReport {
-    let reference = workload.reference.and_then(|r| {
-        let (figure, how, ours) = match (r.peak_reserved_bytes, r.snapshot_reserved_bytes) {
-            (Some(peak), _) => (peak, "segment_events", pool_run.stats.peak_reserved_bytes),
-            (None, Some(snap)) => (snap, "snapshot_segments", pool_run.reserved_end),
-            _ => return None,
-        };
-        Some(ReferenceView {
-            source: r.source.into(),
-            peak_reserved_bytes: figure,
-            measured_as: how.into(),
-            gpumem_reserved_bytes: ours,
-        })
-    });
-    BenchReport {
-        device,
-        workload: WorkloadView {
-            name: workload.name.clone(),
-            ops: workload.ops.len() as u64,
-            seed: workload.seed,
-            allocations: workload.allocations,
-            preexisting: workload.preexisting,
-            skipped: workload.skipped.clone(),
-            max_live_bytes: workload.seed.map(|_| arena.max_live),
-        },
-        pool: PoolView::new(pool_run, preset.name()),
-        raw: raw_run.map(RawView::new),
-        speedup: raw_run.map(|r| r.busy_ns as f64 / pool_run.busy_ns.max(1) as f64),
-        reference,
-        gates: Vec::new(),
-        passed: false,
-        interrupted: false,
-        timeline: pool_run.timeline.clone(),
-    }
 }

@@ -6,9 +6,12 @@ use serde::Serialize;
 
 use super::one_line;
 use super::{new_table, Report, Style};
-use crate::alloc::LimitRule;
+use crate::alloc::{LimitRule, Preset};
+use crate::backend::DeviceSpec;
+use crate::device::DeviceMemory;
 use crate::units::format_bytes;
-use crate::workload::bench::{Latency, PoolRun, RawRun, Sample};
+use crate::workload::bench::{Arena, Latency, PoolRun, RawRun, Sample};
+use crate::workload::Workload;
 
 /// The device a benchmark ran on.
 #[derive(Debug, Clone, Serialize)]
@@ -23,6 +26,20 @@ pub struct DeviceView {
     pub simulated: bool,
     /// Device memory in bytes (the capacity, for `sim` and `host`).
     pub total_bytes: u64,
+}
+
+impl DeviceView {
+    /// The device under test: `spec` opened as `device`, of `total` bytes.
+    pub fn of(spec: &DeviceSpec, device: &dyn DeviceMemory, total: u64) -> Self {
+        let (backend, index) = spec.identity();
+        DeviceView {
+            backend: backend.into(),
+            index,
+            name: device.name(),
+            simulated: device.simulated(),
+            total_bytes: total,
+        }
+    }
 }
 
 /// The workload replayed.
@@ -559,4 +576,50 @@ pub fn failure_text(corruptions: u64, leaked: u64, gates: &[Gate]) -> Option<Str
         })
         .collect();
     (!failed.is_empty()).then(|| format!("gate failed: {}", failed.join("; ")))
+}
+
+impl BenchReport {
+    /// The report's figures from the runs (gates and verdict are filled in by the caller).
+    pub fn from_runs(
+        device: DeviceView,
+        workload: &Workload,
+        pool_run: &PoolRun,
+        raw_run: Option<&RawRun>,
+        preset: Preset,
+        arena: Arena,
+    ) -> BenchReport {
+        let reference = workload.reference.and_then(|r| {
+            let (figure, how, ours) = match (r.peak_reserved_bytes, r.snapshot_reserved_bytes) {
+                (Some(peak), _) => (peak, "segment_events", pool_run.stats.peak_reserved_bytes),
+                (None, Some(snap)) => (snap, "snapshot_segments", pool_run.reserved_end),
+                _ => return None,
+            };
+            Some(ReferenceView {
+                source: r.source.into(),
+                peak_reserved_bytes: figure,
+                measured_as: how.into(),
+                gpumem_reserved_bytes: ours,
+            })
+        });
+        BenchReport {
+            device,
+            workload: WorkloadView {
+                name: workload.name.clone(),
+                ops: workload.ops.len() as u64,
+                seed: workload.seed,
+                allocations: workload.allocations,
+                preexisting: workload.preexisting,
+                skipped: workload.skipped.clone(),
+                max_live_bytes: workload.seed.map(|_| arena.max_live),
+            },
+            pool: PoolView::new(pool_run, preset.name()),
+            raw: raw_run.map(RawView::new),
+            speedup: raw_run.map(|r| r.busy_ns as f64 / pool_run.busy_ns.max(1) as f64),
+            reference,
+            gates: Vec::new(),
+            passed: false,
+            interrupted: false,
+            timeline: pool_run.timeline.clone(),
+        }
+    }
 }
