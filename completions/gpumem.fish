@@ -110,6 +110,10 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l inventory -d 'P
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l engine -d 'Engines to print launch commands for (repeatable). Default: every engine that can load the model as given (llama.cpp for a GGUF file, vLLM for a checkpoint or catalog model)' -r -f -a "llama.cpp\t'llama.cpp\'s llama-server (GGUF files; --rpc for other hosts)'
 vllm\t'vLLM\'s vllm serve (Hugging Face checkpoints; Ray across hosts)'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l device -d 'Plan for a device you do not have, e.g. sim:80GiB (repeatable)' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l gpu-memory-utilization -d 'vLLM: fraction of each GPU\'s total memory vLLM may use [default: 0.92]' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l max-num-batched-tokens -d 'vLLM: tokens per scheduler step, which its profile run uses [default: by GPU memory]' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l max-num-seqs -d 'vLLM: sequences per step, which its sampler is profiled over [default: by GPU memory]' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l block-size -d 'vLLM: tokens per KV-cache block' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l prefer -d 'Backend to try first; others are still listed with their verdicts' -r -f -a "auto\t'GPU backends with the most usable memory first, CPU last'
 cuda\t'NVIDIA GPUs through the CUDA driver'
 rocm\t'AMD GPUs through HIP'
@@ -131,6 +135,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l allow-generic -
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l swa-full -d 'Sliding-window layers cache the whole context, as llama.cpp\'s --swa-full (and the llama-cpp-python default) does. Default: the window plus one micro-batch (llama-server)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l flash-attention -d 'Assume flash attention (no full attention-score matrix in memory)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l checkpointing -d 'With --mode train: activation checkpointing (keep one activation per layer)'
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l enforce-eager -d 'vLLM: no CUDA graphs (and no graph pool taken from the KV cache)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l json -d 'Print one JSON document on stdout instead of tables'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s q -l quiet -d 'Print only the result: no progress bars, no notes'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s v -l verbose -d 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'

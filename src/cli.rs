@@ -315,6 +315,10 @@ pub struct SelectArgs {
     #[arg(long, value_name = "SPEC")]
     pub device: Vec<DeviceSpec>,
 
+    /// vLLM's own settings, for plans made by vLLM's accounting.
+    #[command(flatten)]
+    pub vllm: VllmArgs,
+
     /// Backend to try first; others are still listed with their verdicts.
     #[arg(long, value_enum, default_value_t = Preference::Auto)]
     pub prefer: Preference,
@@ -346,6 +350,30 @@ pub struct SelectArgs {
     /// Per-backend probe timeout when discovering this machine's devices.
     #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
     pub timeout: Duration,
+}
+
+/// `vllm serve`'s memory settings (vLLM 0.33's defaults when not given).
+#[derive(Debug, Clone, Args)]
+pub struct VllmArgs {
+    /// vLLM: fraction of each GPU's total memory vLLM may use [default: 0.92].
+    #[arg(long, value_parser = parse_fraction, value_name = "FRACTION")]
+    pub gpu_memory_utilization: Option<f64>,
+
+    /// vLLM: tokens per scheduler step, which its profile run uses [default: by GPU memory].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1 << 32), value_name = "N")]
+    pub max_num_batched_tokens: Option<u64>,
+
+    /// vLLM: sequences per step, which its sampler is profiled over [default: by GPU memory].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1 << 20), value_name = "N")]
+    pub max_num_seqs: Option<u64>,
+
+    /// vLLM: tokens per KV-cache block.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=1 << 16), value_name = "N")]
+    pub block_size: u64,
+
+    /// vLLM: no CUDA graphs (and no graph pool taken from the KV cache).
+    #[arg(long)]
+    pub enforce_eager: bool,
 }
 
 /// Allocation workloads for `bench-alloc`.

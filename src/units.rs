@@ -34,7 +34,8 @@ pub enum ParseUnitError {
         /// The text that failed to parse, quoted back in the message.
         input: String,
     },
-    /// The value is not a whole number of bytes (e.g. `1.5` or `0.1B`).
+    /// The value is a fraction of a byte (e.g. `1.5` or `0.1B`); fractions of larger units
+    /// are rounded to the nearest byte.
     #[error("'{0}' is not a whole number of bytes")]
     Fractional(String),
     /// The value does not fit in 64 bits.
@@ -122,10 +123,13 @@ pub fn parse_bytes(input: &str) -> Result<u64, ParseUnitError> {
         let scaled = frac_value
             .checked_mul(u128::from(multiplier))
             .ok_or_else(overflow)?;
-        if scaled % scale != 0 {
+        // A fraction of a unit is rounded to the nearest byte (23.58GiB is what a driver
+        // prints); a fraction of a single byte is refused.
+        if multiplier == 1 && scaled % scale != 0 {
             return Err(ParseUnitError::Fractional(input.to_string()));
         }
-        total = total.checked_add(scaled / scale).ok_or_else(overflow)?;
+        let rounded = (scaled + scale / 2) / scale;
+        total = total.checked_add(rounded).ok_or_else(overflow)?;
     }
     u64::try_from(total).map_err(|_| overflow())
 }
@@ -196,6 +200,18 @@ mod tests {
         assert_eq!(parse_bytes("80 gb"), Ok(80_000_000_000));
         assert_eq!(parse_bytes("0"), Ok(0));
         assert_eq!(parse_bytes(".5KiB"), Ok(512));
+    }
+
+    #[test]
+    fn rounds_a_fraction_of_a_unit_to_the_nearest_byte() {
+        // 23.58 × 2^30 = 25,318,832,209.92.
+        assert_eq!(parse_bytes("23.58GiB"), Ok(25_318_832_210));
+        assert_eq!(parse_bytes("1.0001KiB"), Ok(1024));
+        assert_eq!(parse_bytes("0.0005KiB"), Ok(1));
+        assert!(matches!(
+            parse_bytes("0.1B"),
+            Err(ParseUnitError::Fractional(_))
+        ));
     }
 
     #[test]

@@ -17,6 +17,7 @@ use crate::error::CliError;
 use crate::model::{
     self, kv_precision, weight_precision, Settings, SourceSpec, KV_PRECISIONS, WEIGHT_PRECISIONS,
 };
+use crate::plan::engine::vllm::VllmConfig;
 use crate::plan::launch::{Engine, ModelRef};
 use crate::plan::{Candidate, Policy};
 use crate::workload::gates::Thresholds;
@@ -235,6 +236,24 @@ pub fn select_engines(args: &SelectArgs, model: &ModelRef) -> Vec<Engine> {
             cli::EngineArg::Vllm => Engine::Vllm,
         })
         .collect()
+}
+
+/// `select`'s vLLM settings: its flags, the context as `--max-model-len`, and the KV-cache
+/// element size from `--kv-dtype` (vLLM's fp8 cache is one byte an element).
+pub fn select_vllm_config(args: &SelectArgs, settings: &Settings) -> VllmConfig {
+    let v = &args.vllm;
+    let kv = settings.kv_dtype;
+    VllmConfig {
+        gpu_memory_utilization: v
+            .gpu_memory_utilization
+            .unwrap_or(VllmConfig::defaults(0).gpu_memory_utilization),
+        max_model_len: settings.context,
+        max_num_batched_tokens: v.max_num_batched_tokens,
+        max_num_seqs: v.max_num_seqs,
+        block_size: v.block_size,
+        kv_element_bytes: (kv.block_bytes / kv.block_elems.max(1)).max(1),
+        enforce_eager: v.enforce_eager,
+    }
 }
 
 /// `select`'s usable-memory rule and preference.

@@ -3,16 +3,18 @@
 use anyhow::Result;
 
 use super::options::{
-    load_options, probe_all, select_engines, select_policy, select_sim_devices, select_what,
-    SelectWhat,
+    load_options, probe_all, select_engines, select_policy, select_sim_devices, select_vllm_config,
+    select_what, SelectWhat,
 };
 use crate::backend::{discover_with, host_info};
 use crate::cli::SelectArgs;
 use crate::exit::Exit;
 use crate::output::select::SelectReport;
 use crate::output::Output;
-use crate::plan::launch::{launch, LaunchSettings, ModelRef};
-use crate::plan::{candidates_from_discovery, read_inventories, select, Demand, PlanKind};
+use crate::plan::launch::{launch, Engine, LaunchSettings, ModelRef};
+use crate::plan::{
+    candidates_from_discovery, read_inventories, select, select_vllm_engine, Demand, PlanKind,
+};
 
 /// Runs `gpumem select` and returns its exit status.
 pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
@@ -40,7 +42,18 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
         let host = host_info().hostname.unwrap_or_else(|| "localhost".into());
         candidates = candidates_from_discovery(&found, &host);
     }
-    let selection = select(&demand, &candidates, &policy)?;
+    let engine = spec.as_ref().and_then(|s| {
+        select_engines(args, &ModelRef::for_source(s))
+            .first()
+            .copied()
+    });
+    let selection = match (engine, &demand) {
+        (Some(Engine::Vllm), Demand::Model { settings, .. }) => {
+            let cfg = select_vllm_config(args, settings);
+            select_vllm_engine(&demand, &candidates, &policy, &cfg)?
+        }
+        _ => select(&demand, &candidates, &policy)?,
+    };
     // Launch commands for a model (not for --bytes).
     let launches = match (&spec, &demand, selection.plan.kind) {
         (Some(spec), Demand::Model { source, settings }, _) if source.arch.num_layers > 0 => {
@@ -49,7 +62,10 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
                 context: settings.context,
                 batch: settings.batch,
                 layers: source.arch.num_layers,
-                memory_fraction: policy.memory_fraction,
+                memory_fraction: match engine {
+                    Some(Engine::Vllm) => select_vllm_config(args, settings).gpu_memory_utilization,
+                    _ => policy.memory_fraction,
+                },
             };
             select_engines(args, &model)
                 .into_iter()

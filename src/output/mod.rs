@@ -4,6 +4,7 @@
 
 pub mod bench;
 pub mod discover;
+mod engine;
 mod escape;
 pub mod estimate;
 mod json;

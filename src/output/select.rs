@@ -8,8 +8,8 @@ use super::one_line;
 use super::{new_table, thousands, Report, Style};
 use crate::plan::launch::{Engine, Launch, LaunchCommand, LaunchNote, NoLaunch};
 use crate::plan::{
-    Capacity, HeldBack, Placement, Plan, PlanKind, Selection, Usable, UsableRule, Verdict,
-    VerdictReason,
+    Accounting, Capacity, HeldBack, Placement, Plan, PlanKind, Selection, Usable, UsableRule,
+    Verdict, VerdictReason,
 };
 use crate::units::{format_bytes, format_signed_bytes};
 
@@ -131,6 +131,7 @@ fn no_launch_text(why: NoLaunch) -> String {
                 .into()
         }
         NoLaunch::NoPlan => "nothing fits".into(),
+        NoLaunch::NoGpu => "the plan runs in system RAM, and vLLM is planned for GPUs".into(),
         NoLaunch::NotAModel => "the plan is for a byte count, not a model".into(),
     }
 }
@@ -178,6 +179,9 @@ fn usable_text(u: &Usable) -> String {
         UsableRule::MinFree { min_free_bytes } => {
             format!("{} kept free", format_bytes(min_free_bytes))
         }
+        UsableRule::GpuMemoryUtilization { fraction } => {
+            format!("--gpu-memory-utilization {fraction}")
+        }
         UsableRule::Reserve { reserve_bytes } => {
             format!(
                 "a {} driver and context reserve",
@@ -208,6 +212,7 @@ fn reason_text(v: &Verdict) -> String {
             format_bytes(v.needed_bytes),
             usable_text(&v.usable)
         ),
+        VerdictReason::NotForEngine => "the engine serves from GPUs only".into(),
     };
     match &v.mig_profile {
         Some(profile) => format!(
@@ -223,7 +228,16 @@ impl Report for SelectReport {
         let s = &self.selection;
         let mut text = String::new();
         let what = self.model.clone().unwrap_or_else(|| "the request".into());
-        let _ = writeln!(text, "{what} needs {}\n", format_bytes(s.required_bytes));
+        let per = if s.plan.accounting == Accounting::Vllm {
+            " on each GPU, with one request of the full context"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            text,
+            "{what} needs {}{per}\n",
+            format_bytes(s.required_bytes)
+        );
         let _ = writeln!(text, "{}", verdict_table(s, style));
         for h in &self.held_back {
             let _ = writeln!(text, "{}", held_back_text(h));
@@ -234,6 +248,21 @@ impl Report for SelectReport {
             "{}",
             style.paint(&plan_line(s), p.kind != PlanKind::None)
         );
+        if p.accounting == Accounting::GenericAfterVllm {
+            let _ = writeln!(
+                text,
+                "No tensor-parallel layout serves under vLLM's own accounting; this plan is by \
+                 gpumem's generic rule (--memory-fraction), which is all gpumem models of \
+                 vLLM's pipeline stages and --cpu-offload-gb so far."
+            );
+        }
+        if let Some(f) = p
+            .engine
+            .as_ref()
+            .filter(|_| p.accounting == Accounting::Vllm)
+        {
+            super::engine::vllm_text(&mut text, f, p.kind != PlanKind::None);
+        }
         if let Some(c) = p.capacity {
             capacity_text(&mut text, &c);
         }
@@ -267,17 +296,21 @@ fn verdict_table(s: &Selection, style: &Style) -> comfy_table::Table {
             comfy_table::Cell::new(format_bytes(v.usable_bytes)),
             comfy_table::Cell::new(format_bytes(v.needed_bytes)),
             comfy_table::Cell::new(format_signed_bytes(v.headroom_bytes)),
-            style.verdict(
-                &if v.fits {
-                    "fits".to_string()
-                } else {
-                    format!("rejected: {}", reason_text(v))
-                },
-                v.fits,
-            ),
+            style.verdict(&verdict_text(v), v.fits || v.rank.is_some()),
         ]);
     }
     t
+}
+
+/// The verdict column: the device's part in the plan when it has one, else whether it fits
+/// alone and why not.
+fn verdict_text(v: &Verdict) -> String {
+    match v.rank {
+        Some(r) if r.of > 1 => format!("used: TP rank {} of {}", r.rank, r.of),
+        Some(_) => "used".into(),
+        None if v.fits => "fits".into(),
+        None => format!("rejected: {}", reason_text(v)),
+    }
 }
 
 /// Why a host offers fewer GPUs than it has.
@@ -370,15 +403,36 @@ fn plan_line(s: &Selection) -> String {
                 ),
             }
         }
-        PlanKind::None => format!(
-            "No plan fits: the closest candidate is {} short.",
-            format_bytes(p.shortfall_bytes.unwrap_or(s.required_bytes))
-        ),
+        PlanKind::None => match &p.engine {
+            Some(f) => format!(
+                "No plan fits: the closest, vLLM with --tensor-parallel-size {}, is {} short \
+                 per GPU.",
+                f.tensor_parallel,
+                format_bytes(p.shortfall_bytes.unwrap_or(s.required_bytes))
+            ),
+            None => format!(
+                "No plan fits: the closest candidate is {} short.",
+                format_bytes(p.shortfall_bytes.unwrap_or(s.required_bytes))
+            ),
+        },
     }
 }
 
 /// What the plan can serve.
 fn capacity_text(text: &mut String, c: &Capacity) {
+    if let Some(centi) = c.max_concurrency_centi {
+        let _ = writeln!(
+            text,
+            "Serving capacity: {} tokens of KV cache — {} requests of {} tokens at once \
+             (vLLM: maximum concurrency {}.{:02}×).",
+            thousands(c.kv_tokens),
+            thousands(c.max_concurrent_sequences),
+            thousands(c.context),
+            centi / 100,
+            centi % 100
+        );
+        return;
+    }
     let _ = writeln!(
         text,
         "Serving capacity: {} tokens of KV cache — {} sequences of {} tokens at once, or \

@@ -53,5 +53,6 @@ pub fn capacity(
         max_concurrent_sequences: largest(&|b| b > 0 && fits(b, context)),
         max_context_at_batch: largest(&|c| c > 0 && fits(batch, c)),
         trained_context: None,
+        max_concurrency_centi: None,
     })
 }

@@ -2,8 +2,11 @@
 //! context grow (activations and KV cache both do), so that serving capacity and the largest
 //! context are searched on the model's own figures.
 
+use super::engine::select_vllm;
+use super::engine::vllm::{VllmConfig, VllmModel, VllmOutcome};
 use super::{
-    capacity, model_requirement, plan, Candidate, Capacity, Policy, Requirement, Selection,
+    capacity, model_requirement, plan, Accounting, Candidate, Capacity, Plan, PlanKind, Policy,
+    Requirement, Selection,
 };
 use crate::model::{EstimateOverflow, ModelSource, Settings};
 
@@ -58,6 +61,49 @@ impl Demand {
             settings.fragmentation_reserve,
         ))
     }
+}
+
+/// Plans `demand` for vLLM: its own accounting over the tensor-parallel layouts it accepts;
+/// when none serves for lack of memory, the generic rule's pipeline or offload plan (which
+/// vLLM's accounting does not model yet), marked as such; when that finds nothing either,
+/// vLLM's closest layout and what it lacks. `Unmodelled` architectures get the generic plan.
+pub fn select_vllm_engine(
+    demand: &Demand,
+    candidates: &[Candidate],
+    policy: &Policy,
+    cfg: &VllmConfig,
+) -> Result<Selection, EstimateOverflow> {
+    let Demand::Model { source, settings } = demand else {
+        return select(demand, candidates, policy);
+    };
+    let b = source.estimate(settings)?;
+    let model = VllmModel {
+        arch: &source.arch,
+        weights_bytes: b.weights_bytes,
+        activation_bytes: 2,
+    };
+    let Ok(own) = select_vllm(&model, candidates, cfg, settings.batch) else {
+        return select(demand, candidates, policy);
+    };
+    let memory_bound = own
+        .plan
+        .engine
+        .as_ref()
+        .is_some_and(|f| !matches!(f.outcome, VllmOutcome::LongerThanTrained { .. }));
+    if own.plan.kind != PlanKind::None || !memory_bound {
+        return Ok(own);
+    }
+    let generic = select(demand, candidates, policy)?;
+    Ok(match generic.plan.kind {
+        PlanKind::LayerSplit | PlanKind::CrossHost | PlanKind::CpuOffload => Selection {
+            plan: Plan {
+                accounting: Accounting::GenericAfterVllm,
+                ..generic.plan
+            },
+            ..generic
+        },
+        _ => own,
+    })
 }
 
 /// Plans `demand` over `candidates`: the plan (with the largest context that would fit when

@@ -126,6 +126,8 @@ pub struct Launch {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NoLaunch {
+    /// The plan runs on the CPU; vLLM is launched here for GPUs only.
+    NoGpu,
     /// llama.cpp loads GGUF files; the model was given another way.
     NeedsGguf,
     /// vLLM loads Hugging Face checkpoints; the model was given as a GGUF file.
@@ -285,6 +287,9 @@ fn llama_cpp(path: &std::path::Path, plan: &Plan, s: &LaunchSettings) -> Launch 
 
 fn vllm(model: &str, plan: &Plan, s: &LaunchSettings) -> Result<Launch, NoLaunch> {
     let gpu = gpus(plan);
+    if gpu.is_empty() {
+        return Err(NoLaunch::NoGpu);
+    }
     let mut hosts: Vec<&str> = Vec::new();
     for p in &gpu {
         if !hosts.contains(&p.host.as_str()) {
@@ -324,7 +329,7 @@ fn vllm(model: &str, plan: &Plan, s: &LaunchSettings) -> Result<Launch, NoLaunch
         "--max-model-len".into(),
         s.context.to_string(),
         "--gpu-memory-utilization".into(),
-        format!("{:.2}", s.memory_fraction),
+        format!("{}", s.memory_fraction),
     ];
     if tp > 1 {
         argv.extend(["--tensor-parallel-size".into(), tp.to_string()]);
@@ -421,6 +426,8 @@ mod tests {
             max_context: None,
             shortfall_bytes: None,
             capacity: None,
+            engine: None,
+            accounting: crate::plan::Accounting::Generic,
         }
     }
 
@@ -491,7 +498,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             argv(&v.commands[0]),
-            "vllm serve org/m --max-model-len 8192 --gpu-memory-utilization 0.90 --cpu-offload-gb 1"
+            "vllm serve org/m --max-model-len 8192 --gpu-memory-utilization 0.9 --cpu-offload-gb 1"
         );
         assert_eq!(
             launch(Engine::Vllm, &ModelRef::Gguf("m.gguf".into()), &offload, &S),
@@ -542,7 +549,7 @@ mod tests {
                 (
                     "a".into(),
                     Role::Server,
-                    "vllm serve org/m --max-model-len 8192 --gpu-memory-utilization 0.90 \
+                    "vllm serve org/m --max-model-len 8192 --gpu-memory-utilization 0.9 \
                      --tensor-parallel-size 2 --pipeline-parallel-size 2 \
                      --distributed-executor-backend ray"
                         .into()

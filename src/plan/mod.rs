@@ -9,6 +9,7 @@
 mod by_design;
 mod capacity;
 mod demand;
+pub mod engine;
 mod inventory;
 pub mod launch;
 mod policy;
@@ -20,7 +21,7 @@ pub use by_design::{
     init_backend_with_memory_check, select_backend_for_model, Rejected, SelectError,
 };
 pub use capacity::capacity;
-pub use demand::{select, Demand};
+pub use demand::{select, select_vllm_engine, Demand};
 pub use inventory::{
     candidates_from_discovery, read_inventories, read_inventory, read_inventory_with_notes,
     HeldBack, InventoryError, MAX_CSV_LINE, MAX_INVENTORY_DEVICES, MAX_NODE_DEVICES,
@@ -71,9 +72,44 @@ impl Candidate {
         }
     }
 
-    fn is_gpu(&self) -> bool {
+    pub(crate) fn is_gpu(&self) -> bool {
         self.backend.is_gpu() && self.device_type.is_hardware_gpu()
     }
+
+    /// The GPU model engines tell apart, read from the device name.
+    pub fn gpu_model(&self) -> GpuModel {
+        if self.name.to_ascii_lowercase().contains("a100") {
+            GpuModel::A100
+        } else {
+            GpuModel::Other
+        }
+    }
+}
+
+/// GPU models an engine's defaults depend on (vLLM keeps an A100 on its small batch defaults).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuModel {
+    /// NVIDIA A100 (40 or 80 GB).
+    A100,
+    /// Any other.
+    Other,
+}
+
+/// GPUs grouped by host, backend, name and total: the devices that can shard a model evenly.
+pub(crate) fn identical_groups<'a>(gpus: &[&'a Candidate]) -> Vec<Vec<&'a Candidate>> {
+    let mut groups: Vec<Vec<&Candidate>> = Vec::new();
+    for c in gpus {
+        match groups.iter_mut().find(|g| {
+            g[0].host == c.host
+                && g[0].backend == c.backend
+                && g[0].name == c.name
+                && g[0].total_bytes == c.total_bytes
+        }) {
+            Some(g) => g.push(c),
+            None => groups.push(vec![c]),
+        }
+    }
+    groups
 }
 
 /// What a model needs, split the way planners need it.
@@ -175,6 +211,26 @@ pub struct Plan {
     pub shortfall_bytes: Option<u64>,
     /// What the plan can serve (models only; set by [`capacity`]).
     pub capacity: Option<Capacity>,
+    /// The engine's own accounting on one rank of the plan (or of the closest layout when
+    /// none serves), when an engine's memory model planned it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine: Option<engine::vllm::VllmFit>,
+    /// Whose rule judged the plan.
+    pub accounting: Accounting,
+}
+
+/// Whose rule judged a plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Accounting {
+    /// gpumem's generic usable-memory rule ([`Policy`]): byte counts, llama.cpp plans, and
+    /// the layouts an engine's own model does not cover yet.
+    Generic,
+    /// vLLM 0.33's own accounting ([`engine::vllm`]).
+    Vllm,
+    /// vLLM's tensor-parallel layouts did not serve; the pipeline or offload plan comes from
+    /// the generic rule, which vLLM's own accounting does not model yet.
+    GenericAfterVllm,
 }
 
 /// What a plan can serve on its devices, as batch and context grow.
@@ -193,6 +249,10 @@ pub struct Capacity {
     /// The longest context the model was trained for, when known: engines refuse a longer
     /// one (vLLM's `--max-model-len`) whatever memory allows.
     pub trained_context: Option<u64>,
+    /// The engine's own concurrency figure in hundredths (vLLM's "Maximum concurrency for L
+    /// tokens per request: X×"), when an engine's memory model planned it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_concurrency_centi: Option<u64>,
 }
 
 /// A candidate's verdict for the single-device plan.
@@ -223,6 +283,18 @@ pub struct Verdict {
     pub usable: Usable,
     /// The device's MIG profile when it is a MIG slice.
     pub mig_profile: Option<String>,
+    /// The device's place in the chosen plan, when it has one (a tensor-parallel rank).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank: Option<Rank>,
+}
+
+/// A device's rank in a tensor-parallel plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Rank {
+    /// Its rank, from 0.
+    pub rank: u64,
+    /// The tensor-parallel size.
+    pub of: u64,
 }
 
 /// Why a candidate fits alone or not.
@@ -236,6 +308,8 @@ pub enum VerdictReason {
     /// A GPU API implemented in software on the CPU (PoCL, lavapipe): the same RAM as the cpu
     /// backend behind an extra layer, so it is chosen only when preferred.
     SoftwareDevice,
+    /// Not a device the engine serves from (vLLM runs on GPUs).
+    NotForEngine,
 }
 
 /// A plan and every candidate's verdict.
@@ -278,6 +352,8 @@ pub fn plan(
                 max_context: None,
                 shortfall_bytes: None,
                 capacity: None,
+                engine: None,
+                accounting: Accounting::Generic,
             },
             candidates: verdicts,
         },
@@ -313,6 +389,7 @@ fn verdicts(req: &Requirement, candidates: &[Candidate], policy: &Policy) -> Vec
                 reason,
                 usable,
                 mig_profile: c.mig_profile.clone(),
+                rank: None,
             }
         })
         .collect()
@@ -364,6 +441,8 @@ fn nothing_fits(
             max_context,
             shortfall_bytes: shortfall,
             capacity: None,
+            engine: None,
+            accounting: Accounting::Generic,
         },
         candidates: verdicts,
     }

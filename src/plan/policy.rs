@@ -111,6 +111,11 @@ pub enum UsableRule {
         /// Bytes always left free.
         min_free_bytes: u64,
     },
+    /// vLLM's budget: `fraction` of the device's total (`--gpu-memory-utilization`).
+    GpuMemoryUtilization {
+        /// The fraction applied, in (0, 1].
+        fraction: f64,
+    },
     /// Total memory less the driver-reserve design's driver and context reserve (GPUs only).
     Reserve {
         /// The reserve taken off the total.

@@ -19,3 +19,4 @@ mod pool_threads;
 mod select;
 mod stress;
 mod transfers;
+mod vllm_reference;

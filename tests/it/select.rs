@@ -198,6 +198,8 @@ fn nothing_fits_exit_3_with_shortfall_and_max_context() {
         "8",
         "--device",
         "sim:24GiB",
+        "--engine",
+        "llama.cpp",
     ]);
     assert_eq!(code, 3);
     assert_eq!(doc["plan"]["kind"], "none");
@@ -214,6 +216,8 @@ fn nothing_fits_exit_3_with_shortfall_and_max_context() {
         "8",
         "--device",
         "sim:24GiB",
+        "--engine",
+        "llama.cpp",
     ]);
     assert_eq!(code, 0, "{doc}");
     let out = gpumem()
@@ -792,8 +796,18 @@ fn serving_capacity_is_consistent_with_the_planner() {
         ),
     ];
     for (model, extra, kind) in cases {
+        // The generic rule's capacity (vLLM's is its own; see vllm_capacity_…).
         let run = |context: &str, batch: &str| {
-            let mut args = vec!["--model", model, "--context", context, "--batch", batch];
+            let mut args = vec![
+                "--model",
+                model,
+                "--context",
+                context,
+                "--batch",
+                batch,
+                "--engine",
+                "llama.cpp",
+            ];
             args.extend_from_slice(extra);
             select(&args)
         };
@@ -826,6 +840,53 @@ fn serving_capacity_is_consistent_with_the_planner() {
     }
 }
 
+// vLLM's capacity is its own: concurrency is whole requests of the context (⌊tokens / context⌋),
+// and the longest --max-model-len it estimates is one it starts with, one token more it refuses.
+#[test]
+fn vllm_capacity_and_estimated_max_model_len_agree_with_its_own_refusal() {
+    let run = |context: &str| {
+        select(&[
+            "--model",
+            "llama-3.1-8b",
+            "--context",
+            context,
+            "--device",
+            "sim:24GiB",
+        ])
+    };
+    let (code, doc) = run("32768");
+    assert_eq!(code, 0, "{doc}");
+    let c = &doc["plan"]["capacity"];
+    let tokens = c["kv_tokens"].as_u64().unwrap();
+    assert_eq!(
+        c["max_concurrent_sequences"].as_u64().unwrap(),
+        tokens / 32768
+    );
+    assert_eq!(doc["plan"]["engine"]["kv_tokens"].as_u64().unwrap(), tokens);
+    // The trained context is more than the KV cache holds: vLLM refuses and estimates.
+    let (code, doc) = run("131072");
+    assert_eq!(code, 3, "{doc}");
+    assert_eq!(
+        doc["plan"]["engine"]["outcome"]["outcome"],
+        "model_len_too_long"
+    );
+    let longest = doc["plan"]["max_context"].as_u64().unwrap();
+    assert_eq!(
+        doc["plan"]["engine"]["outcome"]["estimated_max_model_len"],
+        longest
+    );
+    assert!(longest > 32768 && longest < 131_072, "{longest}");
+    assert_eq!(run(&longest.to_string()).0, 0);
+    assert_eq!(run(&(longest + 1).to_string()).0, 3);
+    // Past the model's own context vLLM refuses whatever the memory.
+    let (code, doc) = run("200000");
+    assert_eq!(code, 3);
+    assert_eq!(
+        doc["plan"]["engine"]["outcome"],
+        serde_json::json!({"outcome": "longer_than_trained", "trained": 131_072})
+    );
+}
+
 #[test]
 fn launch_commands_for_the_engines_that_load_the_model() {
     // A catalog model: vLLM from its Hugging Face repository, tensor parallel on both cards.
@@ -848,7 +909,7 @@ fn launch_commands_for_the_engines_that_load_the_model() {
     assert_eq!(
         launch[0]["commands"][0]["shell"],
         "CUDA_VISIBLE_DEVICES=0,1 vllm serve meta-llama/Llama-3.1-70B --max-model-len 8192 \
-         --gpu-memory-utilization 0.90 --tensor-parallel-size 2"
+         --gpu-memory-utilization 0.92 --tensor-parallel-size 2"
     );
     // Asking for llama.cpp with a catalog model says why there is no command.
     let (_, doc) = select(&[

@@ -3,7 +3,8 @@
 use super::*;
 
 impl ModelArch {
-    pub(super) fn norm_params(&self) -> u64 {
+    /// Parameters of one norm layer: its weight (RMSNorm), or weight and bias (LayerNorm).
+    pub fn norm_params(&self) -> u64 {
         match self.norm {
             Norm::Rms => self.hidden_size,
             Norm::Layer => self.hidden_size.saturating_mul(2),

@@ -3,7 +3,7 @@
 //! overhead, which each holds whole.
 
 use super::{placement, Devices, Found};
-use crate::plan::{Candidate, PlanKind};
+use crate::plan::{identical_groups, Candidate, PlanKind};
 
 #[expect(
     clippy::cast_possible_truncation,
@@ -39,21 +39,4 @@ pub(super) fn plan(d: &Devices<'_>) -> Option<Found> {
             .collect(),
         gpu_layers: layers,
     })
-}
-
-/// GPUs grouped by host, backend, name and total: the devices that can shard a model evenly.
-fn identical_groups<'a>(gpus: &[&'a Candidate]) -> Vec<Vec<&'a Candidate>> {
-    let mut groups: Vec<Vec<&Candidate>> = Vec::new();
-    for c in gpus {
-        match groups.iter_mut().find(|g| {
-            g[0].host == c.host
-                && g[0].backend == c.backend
-                && g[0].name == c.name
-                && g[0].total_bytes == c.total_bytes
-        }) {
-            Some(g) => g.push(c),
-            None => groups.push(vec![c]),
-        }
-    }
-    groups
 }

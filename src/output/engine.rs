@@ -1,0 +1,93 @@
+//! An engine's own accounting in words: each term with how it was obtained, and the lines the
+//! engine itself prints at start-up.
+
+use std::fmt::Write as _;
+
+use super::thousands;
+use crate::plan::engine::vllm::{VllmFit, VllmOutcome};
+use crate::plan::engine::{Basis, TermKind};
+use crate::units::format_bytes;
+
+fn term_name(t: TermKind) -> &'static str {
+    match t {
+        TermKind::Budget => "budget (total × utilization)",
+        TermKind::Weights => "weights",
+        TermKind::ProfilePeak => "profile-run peak",
+        TermKind::NonTorch => "non-torch after start-up",
+        TermKind::CudaGraphs => "CUDA-graph pool",
+        TermKind::KvCache => "KV cache",
+        TermKind::Startup => "start-up, outside the budget",
+    }
+}
+
+/// vLLM's accounting on one rank, then what vLLM would print (or why it would refuse).
+pub fn vllm_text(text: &mut String, f: &VllmFit, serves: bool) {
+    let _ = writeln!(
+        text,
+        "\nvLLM 0.33 on each GPU (--tensor-parallel-size {}, profiled at {} tokens, {} \
+         sequences):",
+        f.tensor_parallel,
+        thousands(f.max_num_batched_tokens),
+        thousands(f.max_num_seqs)
+    );
+    for t in &f.terms {
+        let basis = match t.basis {
+            Basis::Computed => "",
+            Basis::Modelled => "  (modelled)",
+        };
+        let _ = writeln!(
+            text,
+            "  {:<30} {:>12}{basis}",
+            term_name(t.term),
+            format_bytes(t.bytes)
+        );
+    }
+    match f.outcome {
+        VllmOutcome::Serves if serves => {
+            let _ = writeln!(
+                text,
+                "  vLLM would print: GPU KV cache size: {} tokens; maximum concurrency {}.{:02}×",
+                thousands(f.kv_tokens),
+                f.max_concurrency_centi / 100,
+                f.max_concurrency_centi % 100
+            );
+        }
+        VllmOutcome::Serves => {}
+        VllmOutcome::NoKvMemory { short_bytes } => {
+            let _ = writeln!(
+                text,
+                "  vLLM refuses: no memory for the cache blocks ({} over the budget).",
+                format_bytes(short_bytes)
+            );
+        }
+        VllmOutcome::ModelLenTooLong {
+            needed_bytes,
+            available_bytes,
+            estimated_max_model_len,
+        } => {
+            let _ = writeln!(
+                text,
+                "  vLLM refuses: one request needs {} of KV cache, {} is available;\n  its \
+                 estimated maximum model length is {} tokens.",
+                format_bytes(needed_bytes),
+                format_bytes(available_bytes),
+                thousands(estimated_max_model_len)
+            );
+        }
+        VllmOutcome::LongerThanTrained { trained } => {
+            let _ = writeln!(
+                text,
+                "  vLLM refuses: --max-model-len is longer than the model's {} tokens \
+                 (max_position_embeddings).",
+                thousands(trained)
+            );
+        }
+        VllmOutcome::BudgetAboveFree { short_bytes } => {
+            let _ = writeln!(
+                text,
+                "  vLLM refuses: the budget is {} more than the GPU has free after start-up.",
+                format_bytes(short_bytes)
+            );
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! Engines' own memory accounting: each engine turns the model's parts, a device and a parallel
+//! layout into the bytes it takes per device, term by term, and into what it can serve — by its
+//! own fit rule, with no generic reserve stacked on top.
+//!
+//! Every term says how it was obtained ([`Basis`]): computed as the engine computes it, or
+//! modelled from the architecture where the engine measures it at run time (vLLM's profile run,
+//! its CUDA-graph capture). [`vllm`] is vLLM 0.33's accounting; llama.cpp on GPUs and PyTorch
+//! training plug in beside it as further modules of this room.
+
+pub mod vllm;
+mod vllm_defaults;
+mod vllm_plan;
+
+pub use vllm_plan::select_vllm;
+
+use serde::Serialize;
+
+/// How an engine's term was obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Basis {
+    /// Computed by the engine's own arithmetic, which gpumem repeats.
+    Computed,
+    /// Measured by the engine at run time; gpumem models it from the architecture.
+    Modelled,
+}
+
+/// One line of an engine's accounting on one device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Term {
+    /// What it is.
+    pub term: TermKind,
+    /// Bytes on one device (one rank).
+    pub bytes: u64,
+    /// Computed or modelled.
+    pub basis: Basis,
+}
+
+/// The parts an engine's accounting names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TermKind {
+    /// What the engine may use: vLLM's `total × --gpu-memory-utilization`.
+    Budget,
+    /// Weights held by one rank.
+    Weights,
+    /// The transient peak of vLLM's profile run (forward at `max_num_batched_tokens` and the
+    /// sampler over `max_num_seqs`).
+    ProfilePeak,
+    /// Memory outside PyTorch allocated after vLLM's start-up snapshot.
+    NonTorch,
+    /// vLLM's estimate of its CUDA-graph pool.
+    CudaGraphs,
+    /// What is left for KV-cache blocks.
+    KvCache,
+    /// Taken before the engine's budget starts (CUDA context, communicator and cuBLAS
+    /// buffers): it must fit in the part of the device outside the budget.
+    Startup,
+}

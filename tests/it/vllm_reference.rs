@@ -1,0 +1,113 @@
+//! `gpumem select` against vLLM's own start-up logs (`tests/fixtures/vllm/startup-logs.json`,
+//! each run citing the public thread it was printed in): replayed with the settings vLLM ran
+//! with, the plan must start where vLLM started and refuse where it refused, and its "GPU KV
+//! cache size" must lie within [0.90, 1.10]× of vLLM's. Every failing run is named.
+
+#![allow(clippy::unwrap_used)]
+
+use crate::common;
+
+use serde_json::Value;
+
+fn runs() -> Vec<Value> {
+    let text = std::fs::read_to_string(common::fixture("vllm/startup-logs.json")).unwrap();
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    doc["runs"].as_array().unwrap().clone()
+}
+
+fn replay(run: &Value) -> (i32, Value) {
+    let mut args: Vec<String> = vec![
+        "--json".into(),
+        "select".into(),
+        "--model".into(),
+        run["model"].as_str().unwrap().into(),
+        "--context".into(),
+        run["max_model_len"].to_string(),
+        "--gpu-memory-utilization".into(),
+        run["gpu_memory_utilization"].to_string(),
+    ];
+    for _ in 0..run["tensor_parallel"].as_u64().unwrap() {
+        args.push("--device".into());
+        args.push(format!("sim:{}", run["total"].as_str().unwrap()));
+    }
+    for flag in ["max_num_batched_tokens", "max_num_seqs"] {
+        if let Some(n) = run[flag].as_u64() {
+            args.push(format!("--{}", flag.replace('_', "-")));
+            args.push(n.to_string());
+        }
+    }
+    let out = common::gpumem().args(&args).output().unwrap();
+    (
+        out.status.code().unwrap(),
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+    )
+}
+
+/// What is wrong with one run's replay, if anything.
+fn check(run: &Value) -> Option<String> {
+    let (code, doc) = replay(run);
+    let started = run["started"].as_bool().unwrap();
+    let printed = run["kv_tokens"].as_u64().unwrap();
+    let engine = &doc["plan"]["engine"];
+    let ours = engine["kv_tokens"].as_u64()?;
+    let tp = engine["tensor_parallel"].as_u64()?;
+    let mut wrong = Vec::new();
+    if (code == 0) != started {
+        wrong.push(format!(
+            "vLLM {} but gpumem exits {code} ({})",
+            if started { "started" } else { "refused" },
+            engine["outcome"]
+        ));
+    }
+    if tp != run["tensor_parallel"].as_u64().unwrap() {
+        wrong.push(format!("planned tensor parallel {tp}"));
+    }
+    let ratio = ours as f64 / printed as f64;
+    if run["kv_ratio_unchecked"].is_null() && !(0.90..=1.10).contains(&ratio) {
+        wrong.push(format!(
+            "KV cache {ours} tokens against vLLM's {printed} ({ratio:.3}×)"
+        ));
+    }
+    (!wrong.is_empty()).then(|| wrong.join("; "))
+}
+
+#[test]
+fn kv_tokens_and_refusals_match_vllm_start_up_logs() {
+    let runs = runs();
+    assert!(runs.len() >= 5, "the fixture holds {} runs", runs.len());
+    let failures: Vec<String> = runs
+        .iter()
+        .filter_map(|r| check(r).map(|why| format!("{}: {why}", r["id"].as_str().unwrap_or("?"))))
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// `select --json` for `model` at `context` on `n` GPUs of `size`.
+fn plan_on(model: &str, context: &str, n: usize, size: &str) -> Value {
+    let mut args = vec!["--json", "select", "--model", model, "--context", context];
+    let device = format!("sim:{size}");
+    for _ in 0..n {
+        args.extend(["--device", device.as_str()]);
+    }
+    let out = common::gpumem().args(&args).output().unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+// No plan has a tensor-parallel size vLLM would reject: Llama-3.1-70B has 64 heads and 8 KV
+// heads, so three H100s give TP 2.
+#[test]
+fn tensor_parallel_sizes_divide_the_heads() {
+    let doc = plan_on("llama-3.1-70b", "8192", 3, "79.19GiB");
+    assert_eq!(doc["plan"]["kind"], "tensor_parallel");
+    assert_eq!(doc["plan"]["engine"]["tensor_parallel"], 2);
+    let shell = doc["launch"][0]["commands"][0]["shell"].as_str().unwrap();
+    assert!(shell.ends_with("--tensor-parallel-size 2"), "{shell}");
+    // A model whose 40 heads and 8 KV heads allow 1, 2, 4 or 8 ranks: never 3.
+    let doc = plan_on("qwen2.5-14b", "32768", 3, "16GiB");
+    assert_ne!(doc["plan"]["engine"]["tensor_parallel"], 3, "{doc}");
+    // Falcon-7B's 71 heads and one KV head: two ranks would hold the KV head whole, but the
+    // heads do not divide, so vLLM takes no tensor-parallel pair.
+    let doc = plan_on("falcon-7b", "2048", 2, "12GiB");
+    assert_ne!(doc["plan"]["kind"], "tensor_parallel", "{doc}");
+    assert_eq!(doc["plan"]["engine"]["tensor_parallel"], 1, "{doc}");
+}
