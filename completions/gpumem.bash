@@ -397,7 +397,7 @@ _gpumem() {
             return 0
             ;;
         gpumem__subcmd__select)
-            opts="-m -b -c -q -v -h -V --model --config --gguf --safetensors --dtype --kv-dtype --batch --context --ubatch --allow-generic --mmproj --swa-full --flash-attention --overhead --fragmentation-reserve --mode --optimizer --checkpointing --bytes --inventory --engine --device --gpu-memory-utilization --max-num-batched-tokens --max-num-seqs --block-size --enforce-eager --prefer --memory-fraction --min-free --driver-reserve --context-reserve --reserve-fraction --reserve-cap --timeout --json --quiet --verbose --color --help --version"
+            opts="-m -b -c -q -v -h -V --model --config --gguf --safetensors --dtype --kv-dtype --batch --context --ubatch --allow-generic --mmproj --swa-full --flash-attention --overhead --fragmentation-reserve --mode --optimizer --checkpointing --bytes --inventory --engine --device --ram --gpu-memory-utilization --max-num-batched-tokens --max-num-seqs --block-size --enforce-eager --prefer --memory-fraction --min-free --driver-reserve --context-reserve --reserve-fraction --reserve-cap --timeout --json --quiet --verbose --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -484,6 +484,10 @@ _gpumem() {
                     return 0
                     ;;
                 --device)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ram)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

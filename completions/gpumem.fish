@@ -110,6 +110,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l inventory -d 'P
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l engine -d 'Engines to print launch commands for (repeatable). Default: every engine that can load the model as given (llama.cpp for a GGUF file, vLLM for a checkpoint or catalog model)' -r -f -a "llama.cpp\t'llama.cpp\'s llama-server (GGUF files; --rpc for other hosts)'
 vllm\t'vLLM\'s vllm serve (Hugging Face checkpoints; Ray across hosts)'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l device -d 'Plan for a device you do not have, e.g. sim:80GiB (repeatable)' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l ram -d 'System RAM beside the --device sim GPUs, for CPU-offload plans (e.g. 64GiB)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l gpu-memory-utilization -d 'vLLM: fraction of each GPU\'s total memory vLLM may use [default: 0.92]' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l max-num-batched-tokens -d 'vLLM: tokens per scheduler step, which its profile run uses [default: by GPU memory]' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l max-num-seqs -d 'vLLM: sequences per step, which its sampler is profiled over [default: by GPU memory]' -r

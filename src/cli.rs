@@ -315,6 +315,10 @@ pub struct SelectArgs {
     #[arg(long, value_name = "SPEC")]
     pub device: Vec<DeviceSpec>,
 
+    /// System RAM beside the --device sim GPUs, for CPU-offload plans (e.g. 64GiB).
+    #[arg(long, value_parser = parse_bytes, value_name = "SIZE", requires = "device")]
+    pub ram: Option<u64>,
+
     /// vLLM's own settings, for plans made by vLLM's accounting.
     #[command(flatten)]
     pub vllm: VllmArgs,

@@ -3,12 +3,15 @@
 use anyhow::Result;
 
 use super::options::{estimate_settings, estimate_source, load_options, probe_all, PROBE_TIMEOUT};
-use crate::backend::{discover_with, BackendKind};
+use crate::backend::{discover_with, host_info};
 use crate::cli::EstimateArgs;
 use crate::exit::Exit;
 use crate::model::catalog;
 use crate::output::estimate::{CatalogReport, DeviceFit, EstimateReport};
 use crate::output::Output;
+use crate::plan::engine::vllm::VllmConfig;
+use crate::plan::launch::ModelRef;
+use crate::plan::{candidates_from_discovery, select_for_engine, Demand, Policy};
 
 /// Runs `gpumem estimate` and returns its exit status.
 pub fn run(args: &EstimateArgs, out: &Output) -> Result<Exit> {
@@ -20,22 +23,35 @@ pub fn run(args: &EstimateArgs, out: &Output) -> Result<Exit> {
     let settings = estimate_settings(&args.settings)?;
     let model = super::load_model(&spec, &load_options(&args.settings), out)?;
     let breakdown = model.estimate(&settings)?;
-    let fits = args.fits.then(|| {
-        let backends = discover_with(&probe_all(PROBE_TIMEOUT));
-        backends
-            .iter()
-            .filter(|b| b.available && b.backend != BackendKind::Nvml)
-            .flat_map(|b| {
-                b.devices.iter().map(move |d| DeviceFit {
-                    backend: b.backend,
-                    device: d.index,
-                    name: d.name.clone(),
-                    available_bytes: d.free_or_total(),
-                    fits: breakdown.total_bytes <= d.free_or_total(),
+    // `--fits` judges this machine's devices as `select` would, by the serving engine's rule.
+    let fits = if args.fits {
+        let found = discover_with(&probe_all(PROBE_TIMEOUT));
+        let host = host_info().hostname.unwrap_or_else(|| "localhost".into());
+        let candidates = candidates_from_discovery(&found, &host);
+        let engine = ModelRef::for_source(&spec).engines().first().copied();
+        let vllm = VllmConfig::for_settings(&settings);
+        let demand = Demand::Model {
+            source: Box::new(model.clone()),
+            settings: settings.clone(),
+        };
+        let selection = select_for_engine(engine, &demand, &candidates, &Policy::default(), &vllm)?;
+        Some(
+            selection
+                .candidates
+                .iter()
+                .map(|v| DeviceFit {
+                    backend: v.backend,
+                    device: v.device,
+                    name: v.name.clone(),
+                    available_bytes: v.usable_bytes,
+                    needed_bytes: v.needed_bytes,
+                    fits: v.fits,
                 })
-            })
-            .collect::<Vec<_>>()
-    });
+                .collect::<Vec<_>>(),
+        )
+    } else {
+        None
+    };
     let none_fit = fits.as_ref().is_some_and(|f| !f.iter().any(|d| d.fits));
     out.emit(&EstimateReport::new(&model, &settings, breakdown, fits))?;
     Ok(if none_fit {

@@ -81,7 +81,8 @@ pub fn select_what(args: &SelectArgs) -> Result<SelectWhat> {
 
 /// `select --device sim:SIZE …`: the simulated GPUs to plan over (real devices are discovered).
 pub fn select_sim_devices(args: &SelectArgs) -> Result<Vec<Candidate>> {
-    args.device
+    let mut sims = args
+        .device
         .iter()
         .enumerate()
         .map(|(i, d)| match d {
@@ -91,7 +92,9 @@ pub fn select_sim_devices(args: &SelectArgs) -> Result<Vec<Candidate>> {
             ))
             .into()),
         })
-        .collect()
+        .collect::<Result<Vec<_>>>()?;
+    sims.extend(args.ram.map(Candidate::sim_ram));
+    Ok(sims)
 }
 
 /// `estimate`'s model source (one is required unless `--list-models`).
@@ -242,17 +245,16 @@ pub fn select_engines(args: &SelectArgs, model: &ModelRef) -> Vec<Engine> {
 /// element size from `--kv-dtype` (vLLM's fp8 cache is one byte an element).
 pub fn select_vllm_config(args: &SelectArgs, settings: &Settings) -> VllmConfig {
     let v = &args.vllm;
-    let kv = settings.kv_dtype;
+    let defaults = VllmConfig::for_settings(settings);
     VllmConfig {
         gpu_memory_utilization: v
             .gpu_memory_utilization
-            .unwrap_or(VllmConfig::defaults(0).gpu_memory_utilization),
-        max_model_len: settings.context,
+            .unwrap_or(defaults.gpu_memory_utilization),
         max_num_batched_tokens: v.max_num_batched_tokens,
         max_num_seqs: v.max_num_seqs,
         block_size: v.block_size,
-        kv_element_bytes: (kv.block_bytes / kv.block_elems.max(1)).max(1),
         enforce_eager: v.enforce_eager,
+        ..defaults
     }
 }
 

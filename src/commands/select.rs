@@ -11,9 +11,11 @@ use crate::cli::SelectArgs;
 use crate::exit::Exit;
 use crate::output::select::SelectReport;
 use crate::output::Output;
+use crate::plan::engine::vllm::VllmConfig;
 use crate::plan::launch::{launch, Engine, LaunchSettings, ModelRef};
 use crate::plan::{
-    candidates_from_discovery, read_inventories, select, select_vllm_engine, Demand, PlanKind,
+    candidates_from_discovery, read_inventories, select_for_engine, suggest, Demand, PlanKind,
+    SuggestRequest,
 };
 
 /// Runs `gpumem select` and returns its exit status.
@@ -47,13 +49,11 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
             .first()
             .copied()
     });
-    let selection = match (engine, &demand) {
-        (Some(Engine::Vllm), Demand::Model { settings, .. }) => {
-            let cfg = select_vllm_config(args, settings);
-            select_vllm_engine(&demand, &candidates, &policy, &cfg)?
-        }
-        _ => select(&demand, &candidates, &policy)?,
+    let vllm = match &demand {
+        Demand::Model { settings, .. } => select_vllm_config(args, settings),
+        Demand::Bytes(_) => VllmConfig::defaults(1),
     };
+    let selection = select_for_engine(engine, &demand, &candidates, &policy, &vllm)?;
     // Launch commands for a model (not for --bytes).
     let launches = match (&spec, &demand, selection.plan.kind) {
         (Some(spec), Demand::Model { source, settings }, _) if source.arch.num_layers > 0 => {
@@ -63,7 +63,7 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
                 batch: settings.batch,
                 layers: source.arch.num_layers,
                 memory_fraction: match engine {
-                    Some(Engine::Vllm) => select_vllm_config(args, settings).gpu_memory_utilization,
+                    Some(Engine::Vllm) => vllm.gpu_memory_utilization,
                     _ => policy.memory_fraction,
                 },
             };
@@ -75,6 +75,18 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
         _ => Vec::new(),
     };
     let none = selection.plan.kind == PlanKind::None;
+    let suggestions = if none {
+        suggest(&SuggestRequest {
+            engine,
+            demand: &demand,
+            candidates: &candidates,
+            policy: &policy,
+            vllm: &vllm,
+            max_context: selection.plan.max_context,
+        })
+    } else {
+        Vec::new()
+    };
     out.emit(&SelectReport {
         model: match &demand {
             Demand::Model { source, .. } => Some(source.name.clone()),
@@ -83,6 +95,7 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
         selection,
         launches,
         held_back,
+        suggestions,
     })?;
     Ok(if none {
         Exit::DoesNotFit

@@ -21,11 +21,10 @@ fn term_name(t: TermKind) -> &'static str {
 }
 
 /// vLLM's accounting on one rank, then what vLLM would print (or why it would refuse).
-pub fn vllm_text(text: &mut String, f: &VllmFit, serves: bool) {
+pub fn vllm_text(text: &mut String, f: &VllmFit, serves: bool, max_model_len: u64) {
     let _ = writeln!(
         text,
-        "\nvLLM 0.33 on each GPU (--tensor-parallel-size {}, profiled at {} tokens, {} \
-         sequences):",
+        "\nvLLM 0.33 on each GPU (TP {}; profiled at {} tokens, {} sequences):",
         f.tensor_parallel,
         thousands(f.max_num_batched_tokens),
         thousands(f.max_num_seqs)
@@ -46,8 +45,10 @@ pub fn vllm_text(text: &mut String, f: &VllmFit, serves: bool) {
         VllmOutcome::Serves if serves => {
             let _ = writeln!(
                 text,
-                "  vLLM would print: GPU KV cache size: {} tokens; maximum concurrency {}.{:02}×",
+                "  vLLM would print: GPU KV cache size: {} tokens\n                    \
+                 Maximum concurrency for {} tokens per request: {}.{:02}x",
                 thousands(f.kv_tokens),
+                thousands(max_model_len),
                 f.max_concurrency_centi / 100,
                 f.max_concurrency_centi % 100
             );

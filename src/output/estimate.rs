@@ -58,8 +58,10 @@ pub struct DeviceFit {
     pub device: usize,
     /// Device name as its driver gives it.
     pub name: String,
-    /// Free (else total) memory compared against.
+    /// What a plan may use there, by the serving engine's rule (as `select` counts it).
     pub available_bytes: u64,
+    /// What the model needs there alone, by the same rule.
+    pub needed_bytes: u64,
     /// Whether the total fits.
     pub fits: bool,
 }
@@ -267,13 +269,17 @@ impl EstimateReport {
 
     /// `--fits`: each device's verdict.
     fn fits_text(&self, text: &mut String, fits: &[DeviceFit], style: &Style) {
-        let mut t = new_table(style, &["backend", "device", "name", "available", "fits"]);
+        let mut t = new_table(
+            style,
+            &["backend", "device", "name", "usable", "needed", "fits"],
+        );
         for d in fits {
             t.add_row(vec![
                 comfy_table::Cell::new(d.backend.name()),
                 comfy_table::Cell::new(d.device),
                 comfy_table::Cell::new(one_line(&d.name)),
                 comfy_table::Cell::new(format_bytes(d.available_bytes)),
+                comfy_table::Cell::new(format_bytes(d.needed_bytes)),
                 style.verdict(if d.fits { "yes" } else { "no" }, d.fits),
             ]);
         }
@@ -281,8 +287,8 @@ impl EstimateReport {
         if !fits.iter().any(|d| d.fits) {
             let _ = writeln!(
                 text,
-                "No device can hold {}.",
-                format_bytes(self.total_bytes)
+                "No device holds it alone (by the rule `gpumem select` uses; it also tries \
+                 splits)."
             );
         }
     }

@@ -8,8 +8,8 @@ use super::one_line;
 use super::{new_table, thousands, Report, Style};
 use crate::plan::launch::{Engine, Launch, LaunchCommand, LaunchNote, NoLaunch};
 use crate::plan::{
-    Accounting, Capacity, HeldBack, Placement, Plan, PlanKind, Selection, Usable, UsableRule,
-    Verdict, VerdictReason,
+    Accounting, Capacity, HeldBack, Placement, Plan, PlanKind, Selection, Suggestion, Usable,
+    UsableRule, Verdict, VerdictReason,
 };
 use crate::units::{format_bytes, format_signed_bytes};
 
@@ -24,6 +24,8 @@ pub struct SelectReport {
     pub launches: Vec<(Engine, Result<Launch, NoLaunch>)>,
     /// Kubernetes nodes whose GPUs are not all schedulable (planned without those).
     pub held_back: Vec<HeldBack>,
+    /// When nothing fits: changes that would make it fit, each planned with first.
+    pub suggestions: Vec<Suggestion>,
 }
 
 /// The JSON view: the library's typed verdicts plus their reason in words.
@@ -35,6 +37,7 @@ struct SelectJson<'a> {
     candidates: Vec<VerdictJson<'a>>,
     launch: Vec<LaunchJson<'a>>,
     held_back: &'a [HeldBack],
+    suggestions: &'a [Suggestion],
 }
 
 /// One engine's launch: its commands as argv and as a shell line, or why there is none.
@@ -148,6 +151,7 @@ impl Serialize for SelectReport {
         let s = &self.selection;
         SelectJson {
             held_back: &self.held_back,
+            suggestions: &self.suggestions,
             model: &self.model,
             required_bytes: s.required_bytes,
             plan: &s.plan,
@@ -261,7 +265,8 @@ impl Report for SelectReport {
             .as_ref()
             .filter(|_| p.accounting == Accounting::Vllm)
         {
-            super::engine::vllm_text(&mut text, f, p.kind != PlanKind::None);
+            let len = p.capacity.map_or(0, |c| c.context);
+            super::engine::vllm_text(&mut text, f, p.kind != PlanKind::None, len);
         }
         if let Some(c) = p.capacity {
             capacity_text(&mut text, &c);
@@ -269,12 +274,14 @@ impl Report for SelectReport {
         for (engine, result) in &self.launches {
             launch_text(&mut text, *engine, result);
         }
-        if let Some(c) = p.max_context {
+        if let Some(c) = p.max_context.filter(|_| self.suggestions.is_empty()) {
             let _ = writeln!(
                 text,
-                "The largest context that fits on the best device: {c} tokens."
+                "The largest context that fits on the best device: {} tokens.",
+                thousands(c)
             );
         }
+        suggestions_text(&mut text, &self.suggestions);
         text
     }
 }
@@ -420,16 +427,13 @@ fn plan_line(s: &Selection) -> String {
 
 /// What the plan can serve.
 fn capacity_text(text: &mut String, c: &Capacity) {
-    if let Some(centi) = c.max_concurrency_centi {
+    if c.max_concurrency_centi.is_some() {
         let _ = writeln!(
             text,
-            "Serving capacity: {} tokens of KV cache — {} requests of {} tokens at once \
-             (vLLM: maximum concurrency {}.{:02}×).",
-            thousands(c.kv_tokens),
+            "Serving: {} requests of {} tokens at once ({} tokens of KV cache).",
             thousands(c.max_concurrent_sequences),
             thousands(c.context),
-            centi / 100,
-            centi % 100
+            thousands(c.kv_tokens)
         );
         return;
     }
@@ -449,6 +453,44 @@ fn capacity_text(text: &mut String, c: &Capacity) {
             "The model was trained for up to {} tokens; engines refuse a longer context.",
             thousands(t)
         );
+    }
+}
+
+/// A whole number of GiB as a flag value (`64GiB`), else bytes.
+fn size_flag(bytes: u64) -> String {
+    if bytes % (1 << 30) == 0 {
+        format!("{}GiB", bytes >> 30)
+    } else {
+        bytes.to_string()
+    }
+}
+
+/// Changes that would make it fit, as the flags to give.
+fn suggestions_text(text: &mut String, suggestions: &[Suggestion]) {
+    if suggestions.is_empty() {
+        return;
+    }
+    let _ = writeln!(text, "\nIt fits with any one of these (each planned with):");
+    for s in suggestions {
+        let line = match s {
+            Suggestion::Context { context } => {
+                format!("--context {context}   (the longest context that fits)")
+            }
+            Suggestion::KvDtype { dtype } => format!("--kv-dtype {dtype}   (a smaller KV cache)"),
+            Suggestion::Dtype { dtype } => format!("--dtype {dtype}   (lower-precision weights)"),
+            Suggestion::GpuMemoryUtilization { fraction } => {
+                format!("--gpu-memory-utilization {fraction}   (more of each GPU for vLLM)")
+            }
+            Suggestion::Ram { bytes } => format!(
+                "--ram {}   (system RAM beside the GPU, for CPU offload)",
+                size_flag(*bytes)
+            ),
+            Suggestion::MoreGpus { count, each_bytes } => format!(
+                "{count} GPUs of {} in all   (more of the largest GPU here)",
+                format_bytes(*each_bytes)
+            ),
+        };
+        let _ = writeln!(text, "  {line}");
     }
 }
 

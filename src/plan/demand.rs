@@ -4,6 +4,7 @@
 
 use super::engine::select_vllm;
 use super::engine::vllm::{VllmConfig, VllmModel, VllmOutcome};
+use super::launch::Engine;
 use super::{
     capacity, model_requirement, plan, Accounting, Candidate, Capacity, Plan, PlanKind, Policy,
     Requirement, Selection,
@@ -63,6 +64,24 @@ impl Demand {
     }
 }
 
+/// Plans `demand` by the rule of the engine that serves it: vLLM's own accounting
+/// ([`select_vllm_engine`]) for vLLM, else the generic rule under `policy`. `select` and
+/// `estimate --fits` both judge devices through here, so they cannot disagree.
+pub fn select_for_engine(
+    engine: Option<Engine>,
+    demand: &Demand,
+    candidates: &[Candidate],
+    policy: &Policy,
+    vllm: &VllmConfig,
+) -> Result<Selection, EstimateOverflow> {
+    match (engine, demand) {
+        (Some(Engine::Vllm), Demand::Model { .. }) => {
+            select_vllm_engine(demand, candidates, policy, vllm)
+        }
+        _ => select(demand, candidates, policy),
+    }
+}
+
 /// Plans `demand` for vLLM: its own accounting over the tensor-parallel layouts it accepts;
 /// when none serves for lack of memory, the generic rule's pipeline or offload plan (which
 /// vLLM's accounting does not model yet), marked as such; when that finds nothing either,
@@ -85,17 +104,27 @@ pub fn select_vllm_engine(
     let Ok(own) = select_vllm(&model, candidates, cfg, settings.batch) else {
         return select(demand, candidates, policy);
     };
+    // With no GPU at all vLLM's accounting has nothing to judge; a context past the model's
+    // own is refused whatever the memory.
     let memory_bound = own
         .plan
         .engine
         .as_ref()
-        .is_some_and(|f| !matches!(f.outcome, VllmOutcome::LongerThanTrained { .. }));
+        .is_none_or(|f| !matches!(f.outcome, VllmOutcome::LongerThanTrained { .. }));
     if own.plan.kind != PlanKind::None || !memory_bound {
         return Ok(own);
     }
     let generic = select(demand, candidates, policy)?;
+    let on_cpu = |p: &Plan| p.placements.iter().all(|x| !x.backend.is_gpu());
     Ok(match generic.plan.kind {
         PlanKind::LayerSplit | PlanKind::CrossHost | PlanKind::CpuOffload => Selection {
+            plan: Plan {
+                accounting: Accounting::GenericAfterVllm,
+                ..generic.plan
+            },
+            ..generic
+        },
+        PlanKind::Single if on_cpu(&generic.plan) => Selection {
             plan: Plan {
                 accounting: Accounting::GenericAfterVllm,
                 ..generic.plan

@@ -14,6 +14,7 @@ mod inventory;
 pub mod launch;
 mod policy;
 mod strategy;
+mod suggest;
 
 use serde::Serialize;
 
@@ -21,13 +22,14 @@ pub use by_design::{
     init_backend_with_memory_check, select_backend_for_model, Rejected, SelectError,
 };
 pub use capacity::capacity;
-pub use demand::{select, select_vllm_engine, Demand};
+pub use demand::{select, select_for_engine, select_vllm_engine, Demand};
 pub use inventory::{
     candidates_from_discovery, read_inventories, read_inventory, read_inventory_with_notes,
     HeldBack, InventoryError, MAX_CSV_LINE, MAX_INVENTORY_DEVICES, MAX_NODE_DEVICES,
 };
 pub use policy::{Policy, Usable, UsableRule};
 pub use strategy::split_layers;
+pub use suggest::{suggest, Request as SuggestRequest, Suggestion};
 
 use crate::backend::{BackendKind, DeviceType};
 use crate::units::format_bytes;
@@ -65,6 +67,21 @@ impl Candidate {
             device: index,
             name: format!("sim:{}", format_bytes(capacity)),
             device_type: DeviceType::Gpu,
+            total_bytes: capacity,
+            free_bytes: None,
+            simulated: true,
+            mig_profile: None,
+        }
+    }
+
+    /// Simulated system RAM of `capacity` bytes on the host of the simulated GPUs.
+    pub fn sim_ram(capacity: u64) -> Self {
+        Candidate {
+            host: "sim".into(),
+            backend: BackendKind::Cpu,
+            device: 0,
+            name: format!("sim RAM {}", format_bytes(capacity)),
+            device_type: DeviceType::Cpu,
             total_bytes: capacity,
             free_bytes: None,
             simulated: true,

@@ -1009,3 +1009,40 @@ fn a_fifo_config_beside_safetensors_is_named() {
         "{e}"
     );
 }
+
+// `estimate --fits` judges this machine's devices exactly as `select` does: the same devices,
+// the same need on each, the same verdict (a model far inside and one far outside them, so
+// free memory moving between the two runs cannot change the answer).
+#[test]
+fn fits_and_select_judge_devices_by_one_rule() {
+    let json = |args: &[&str]| -> Value {
+        let out = gpumem().arg("--json").args(args).output().unwrap();
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let key = |d: &Value| {
+        (
+            d["backend"].to_string(),
+            d["device"].as_u64(),
+            d["needed_bytes"].as_u64(),
+            d["fits"].as_bool(),
+        )
+    };
+    for model in ["qwen2.5-0.5b", "llama-3.1-70b"] {
+        let estimate = json(&["estimate", "--model", model, "--fits"]);
+        let select = json(&["select", "--model", model]);
+        let fits: Vec<_> = estimate["fits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(key)
+            .collect();
+        let verdicts: Vec<_> = select["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(key)
+            .collect();
+        assert!(!fits.is_empty());
+        assert_eq!(fits, verdicts, "{model}");
+    }
+}

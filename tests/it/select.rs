@@ -1064,3 +1064,163 @@ fn headroom_past_64_bits_is_null_not_clamped() {
     let want = c["usable_bytes"].as_i64().unwrap() - 9_000_000_000_000_000_000i64;
     assert_eq!(c["headroom_bytes"], want);
 }
+
+/// `select` as printed (text), with its exit code.
+fn select_text(args: &[&str]) -> (i32, String) {
+    let out = gpumem()
+        .args(["select", "--color", "never"])
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stdout).unwrap(),
+    )
+}
+
+// When nothing fits, the shortfall is the closest plan's (TP 2 here, not one GPU's), and every
+// suggestion, given as the flag it names, makes the plan fit.
+#[test]
+fn the_shortfall_is_the_closest_plans_and_every_suggestion_fits() {
+    let base = [
+        "--model",
+        "llama-3.1-70b",
+        "--context",
+        "131072",
+        "--device",
+        "sim:80GiB",
+        "--device",
+        "sim:80GiB",
+    ];
+    let (code, doc) = select(&base);
+    assert_eq!(code, 3);
+    let engine = &doc["plan"]["engine"];
+    assert_eq!(engine["tensor_parallel"], 2, "{doc}");
+    let outcome = &engine["outcome"];
+    let short =
+        outcome["needed_bytes"].as_u64().unwrap() - outcome["available_bytes"].as_u64().unwrap();
+    assert_eq!(doc["plan"]["shortfall_bytes"].as_u64().unwrap(), short);
+    let (_, text) = select_text(&base);
+    assert!(
+        text.contains("No plan fits: the closest, vLLM with --tensor-parallel-size 2, is 13.62 GiB short per GPU."),
+        "{text}"
+    );
+    let suggestions = doc["suggestions"].as_array().unwrap();
+    let changes: Vec<&str> = suggestions
+        .iter()
+        .map(|s| s["change"].as_str().unwrap())
+        .collect();
+    assert_eq!(changes, ["context", "dtype", "ram", "more_gpus"], "{doc}");
+    for s in suggestions {
+        let mut args: Vec<String> = base.iter().map(|a| a.to_string()).collect();
+        match s["change"].as_str().unwrap() {
+            "context" => args[3] = s["context"].to_string(),
+            "dtype" => args.extend(["--dtype".into(), s["dtype"].as_str().unwrap().into()]),
+            // Offload is vLLM's --cpu-offload-gb, planned by the generic rule.
+            "ram" => args.extend([
+                "--ram".into(),
+                format!("{}GiB", s["bytes"].as_u64().unwrap() >> 30),
+            ]),
+            "more_gpus" => {
+                for _ in 2..s["count"].as_u64().unwrap() {
+                    args.extend(["--device".into(), "sim:80GiB".into()]);
+                }
+            }
+            other => panic!("unexpected suggestion {other}"),
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert_eq!(select(&args).0, 0, "{s} does not fit: {args:?}");
+    }
+}
+
+// The verdict column says how a plan uses each device; fractional sizes are rounded to bytes.
+#[test]
+fn the_verdict_names_each_rank_and_fractional_sizes_are_bytes() {
+    let args = [
+        "--model",
+        "llama-3.1-70b",
+        "--context",
+        "8192",
+        "--gpu-memory-utilization",
+        "0.95",
+        "--device",
+        "sim:79.19GiB",
+        "--device",
+        "sim:79.19GiB",
+    ];
+    let (code, text) = select_text(&args);
+    assert_eq!(code, 0);
+    assert!(text.contains("used: TP rank 0 of 2"), "{text}");
+    assert!(text.contains("used: TP rank 1 of 2"), "{text}");
+    assert!(!text.contains("rejected"), "{text}");
+    let (_, doc) = select(&args);
+    // 79.19 × 2^30 = 85,029,615,042.56.
+    assert_eq!(
+        doc["candidates"][0]["usable"]["base_bytes"],
+        85_029_615_043u64
+    );
+    assert_eq!(doc["candidates"][1]["rank"], json!({"rank": 1, "of": 2}));
+    // Llama-3.1-70B on two H100s at 0.95, as vLLM runs it: TP 2 with room for sequences.
+    let c = &doc["plan"]["capacity"];
+    assert!(c["max_concurrent_sequences"].as_u64().unwrap() >= 4, "{c}");
+}
+
+// A plan in system RAM gets no vLLM command (no GPU flags), and hypothetical RAM beside a
+// simulated GPU gives llama.cpp its CPU-offload plan.
+#[test]
+fn cpu_plans_get_no_gpu_flags_and_ram_beside_a_sim_gpu_offloads() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = inventory(dir.path(), "ram-box", vec![], 64 * GIB);
+    let (code, doc) = select(&[
+        "--model",
+        "qwen2.5-0.5b",
+        "--inventory",
+        inv.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(doc["plan"]["placements"][0]["backend"], "cpu");
+    assert_eq!(
+        doc["launch"],
+        json!([{"engine": "vllm", "unavailable": "no_gpu"}])
+    );
+    let base = [
+        "--model",
+        "llama-3.1-8b",
+        "--dtype",
+        "q8_0",
+        "--engine",
+        "llama.cpp",
+        "--device",
+        "sim:6GiB",
+    ];
+    let (code, doc) = select(&base);
+    assert_eq!(code, 3);
+    assert_eq!(
+        doc["suggestions"][0],
+        json!({"change": "ram", "bytes": 16 * GIB})
+    );
+    let mut with_ram = base.to_vec();
+    with_ram.extend(["--ram", "16GiB"]);
+    let (code, doc) = select(&with_ram);
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(doc["plan"]["kind"], "cpu_offload");
+    assert_eq!(doc["plan"]["placements"][1]["host"], "sim");
+    assert_eq!(doc["plan"]["gpu_layers"], 11, "{doc}");
+}
+
+// Llama-3.1-8B at 32k on a 24 GB card: vLLM runs it, and so does the plan.
+#[test]
+fn llama_3_1_8b_at_32k_on_a_24_gb_card_plans_as_vllm_runs_it() {
+    let (code, doc) = select(&[
+        "--model",
+        "llama-3.1-8b",
+        "--context",
+        "32768",
+        "--device",
+        "sim:24GiB",
+    ]);
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(doc["plan"]["accounting"], "vllm");
+    assert_eq!(doc["plan"]["engine"]["outcome"]["outcome"], "serves");
+    assert_eq!(doc["candidates"][0]["rank"], json!({"rank": 0, "of": 1}));
+}

@@ -54,6 +54,18 @@ impl VllmConfig {
     }
 }
 
+impl VllmConfig {
+    /// vLLM's defaults for a model estimated under `settings`: its context as `max_model_len`
+    /// and its KV-cache precision as the element size (vLLM's fp8 cache is one byte).
+    pub fn for_settings(settings: &crate::model::Settings) -> Self {
+        let kv = settings.kv_dtype;
+        VllmConfig {
+            kv_element_bytes: (kv.block_bytes / kv.block_elems.max(1)).max(1),
+            ..VllmConfig::defaults(settings.context)
+        }
+    }
+}
+
 /// The GPU one rank runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct VllmGpu {

@@ -172,11 +172,6 @@ fn verdicts(
         } else {
             None
         };
-        let usable = alone.as_ref().map_or(0, |f| f.term(TermKind::Budget));
-        let needed = alone.as_ref().map_or(0, |f| needed_per_rank(f, cfg));
-        let fits = alone
-            .as_ref()
-            .is_some_and(|f| f.outcome == VllmOutcome::Serves);
         let rank = chosen.and_then(|t| {
             t.devices
                 .iter()
@@ -186,6 +181,16 @@ fn verdicts(
                     of: t.devices.len() as u64,
                 })
         });
+        // A device the plan uses is judged by its rank's share; the others by serving alone.
+        let judged = match (rank, chosen) {
+            (Some(_), Some(t)) => Some(&t.fit),
+            _ => alone.as_ref(),
+        };
+        let usable = judged.map_or(0, |f| f.term(TermKind::Budget));
+        let needed = judged.map_or(0, |f| needed_per_rank(f, cfg));
+        let fits = alone
+            .as_ref()
+            .is_some_and(|f| f.outcome == VllmOutcome::Serves);
         out.push(Verdict {
             host: c.host.clone(),
             backend: c.backend,

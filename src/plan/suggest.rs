@@ -1,0 +1,179 @@
+//! What would make a model fit when nothing does: each change is planned with before it is
+//! offered, by the same rule as the plan it replaces, so every suggestion is one `select`
+//! itself accepts.
+
+use serde::Serialize;
+
+use super::engine::vllm::VllmConfig;
+use super::launch::Engine;
+use super::{select_for_engine, Candidate, Demand, PlanKind, Policy};
+use crate::model::{kv_precision, weight_precision, Settings};
+
+/// A change that makes the plan fit.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "change", rename_all = "snake_case")]
+pub enum Suggestion {
+    /// A shorter context (`--context`): the longest that fits.
+    Context {
+        /// Tokens.
+        context: u64,
+    },
+    /// A smaller KV-cache precision (`--kv-dtype`).
+    KvDtype {
+        /// The precision's name.
+        dtype: &'static str,
+    },
+    /// Lower-precision weights (`--dtype`; vLLM quantizes a 16-bit checkpoint to fp8 itself).
+    Dtype {
+        /// The precision's name.
+        dtype: &'static str,
+    },
+    /// A larger share of each GPU for vLLM (`--gpu-memory-utilization`).
+    GpuMemoryUtilization {
+        /// The fraction.
+        fraction: f64,
+    },
+    /// System RAM beside simulated GPUs that have none (`--ram`), for CPU offload.
+    Ram {
+        /// Bytes of RAM, the smallest power of two from 16 GiB that holds the rest.
+        bytes: u64,
+    },
+    /// More GPUs like the largest one here (`--device sim:SIZE`, repeated).
+    MoreGpus {
+        /// GPUs in all.
+        count: u64,
+        /// Each GPU's memory.
+        each_bytes: u64,
+    },
+}
+
+/// The most GPUs a suggestion adds up to (a node's usual eight).
+const MAX_GPUS: usize = 8;
+
+/// What the request needs (the context `max_context` gives when nothing fits).
+pub struct Request<'a> {
+    /// The engine that serves it (`None`: the generic rule).
+    pub engine: Option<Engine>,
+    /// The model and how it is estimated.
+    pub demand: &'a Demand,
+    /// Where it may go.
+    pub candidates: &'a [Candidate],
+    /// The generic rule.
+    pub policy: &'a Policy,
+    /// vLLM's settings.
+    pub vllm: &'a VllmConfig,
+    /// The longest context that fits, when the plan found one.
+    pub max_context: Option<u64>,
+}
+
+/// The changes that would make `r` fit, each verified by planning with it; empty for a byte
+/// count or when nothing listed helps.
+pub fn suggest(r: &Request<'_>) -> Vec<Suggestion> {
+    let Demand::Model { source, settings } = r.demand else {
+        return Vec::new();
+    };
+    let fits = |settings: &Settings, candidates: &[Candidate], vllm: &VllmConfig| {
+        let demand = Demand::Model {
+            source: source.clone(),
+            settings: settings.clone(),
+        };
+        select_for_engine(r.engine, &demand, candidates, r.policy, vllm)
+            .is_ok_and(|s| s.plan.kind != PlanKind::None)
+    };
+    let with = |f: &dyn Fn(&mut Settings)| {
+        let mut s = settings.clone();
+        f(&mut s);
+        let vllm = VllmConfig {
+            max_model_len: s.context,
+            kv_element_bytes: VllmConfig::for_settings(&s).kv_element_bytes,
+            ..r.vllm.clone()
+        };
+        fits(&s, r.candidates, &vllm)
+    };
+    let mut out = Vec::new();
+    if let Some(context) = r.max_context.filter(|&c| with(&|s| s.context = c)) {
+        out.push(Suggestion::Context { context });
+    }
+    if let Some(fp8) =
+        kv_precision("fp8").filter(|p| p.bits_per_element() < settings.kv_dtype.bits_per_element())
+    {
+        if with(&|s| s.kv_dtype = fp8) {
+            out.push(Suggestion::KvDtype { dtype: fp8.name });
+        }
+    }
+    let weight_bits = source
+        .estimate(settings)
+        .ok()
+        .map(|b| b.weights_bytes as f64 * 8.0 / b.parameters.max(1) as f64);
+    if let Some(fp8) = weight_precision("fp8")
+        .filter(|p| weight_bits.is_some_and(|bits| bits > p.bits_per_element() + 0.5))
+    {
+        if with(&|s| s.dtype = Some(fp8)) {
+            out.push(Suggestion::Dtype { dtype: fp8.name });
+        }
+    }
+    if r.engine == Some(Engine::Vllm) && r.vllm.gpu_memory_utilization < 0.95 {
+        let vllm = VllmConfig {
+            gpu_memory_utilization: 0.95,
+            ..r.vllm.clone()
+        };
+        if fits(settings, r.candidates, &vllm) {
+            out.push(Suggestion::GpuMemoryUtilization { fraction: 0.95 });
+        }
+    }
+    out.extend(ram(r.candidates, &|c| fits(settings, c, r.vllm)));
+    out.extend(more_gpus(r.candidates, &|c| fits(settings, c, r.vllm)));
+    out
+}
+
+/// Where every device is simulated and none is system RAM: the smallest RAM (16 GiB to
+/// 1 TiB, powers of two) beside them that lets part of the model run on the CPU.
+fn ram(candidates: &[Candidate], fits: &dyn Fn(&[Candidate]) -> bool) -> Option<Suggestion> {
+    let simulated_gpus_only = !candidates.is_empty()
+        && candidates
+            .iter()
+            .all(|c| c.simulated && c.backend != crate::backend::BackendKind::Cpu);
+    if !simulated_gpus_only {
+        return None;
+    }
+    (4..=10).map(|p| (1u64 << p) << 30).find_map(|bytes| {
+        let mut with: Vec<Candidate> = candidates.to_vec();
+        with.push(Candidate::sim_ram(bytes));
+        fits(&with).then_some(Suggestion::Ram { bytes })
+    })
+}
+
+/// The fewest GPUs like the largest one here (on its host) that hold the model, up to eight.
+fn more_gpus(candidates: &[Candidate], fits: &dyn Fn(&[Candidate]) -> bool) -> Option<Suggestion> {
+    let largest = candidates
+        .iter()
+        .filter(|c| c.is_gpu() && c.mig_profile.is_none())
+        .max_by_key(|c| c.total_bytes)?;
+    let mut group: Vec<Candidate> = candidates
+        .iter()
+        .filter(|c| {
+            c.host == largest.host && c.name == largest.name && c.total_bytes == largest.total_bytes
+        })
+        .cloned()
+        .collect();
+    let others: Vec<Candidate> = candidates
+        .iter()
+        .filter(|c| !group.contains(c))
+        .cloned()
+        .collect();
+    while group.len() < MAX_GPUS {
+        let next = group.iter().map(|c| c.device).max().unwrap_or(0) + 1;
+        group.push(Candidate {
+            device: next,
+            ..largest.clone()
+        });
+        let all: Vec<Candidate> = others.iter().chain(group.iter()).cloned().collect();
+        if fits(&all) {
+            return Some(Suggestion::MoreGpus {
+                count: group.len() as u64,
+                each_bytes: largest.total_bytes,
+            });
+        }
+    }
+    None
+}
