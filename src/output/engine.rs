@@ -22,10 +22,21 @@ fn term_name(t: TermKind) -> &'static str {
 
 /// vLLM's accounting on one rank, then what vLLM would print (or why it would refuse).
 pub fn vllm_text(text: &mut String, f: &VllmFit, serves: bool, max_model_len: u64) {
+    let layout = if f.pipeline_parallel > 1 {
+        let layers: Vec<String> = f.stage_layers.iter().map(u64::to_string).collect();
+        format!(
+            "TP {} × PP {}, layers {}; stage {}'s rank,\nwhich has the fewest blocks",
+            f.tensor_parallel,
+            f.pipeline_parallel,
+            layers.join("/"),
+            f.binding_stage + 1
+        )
+    } else {
+        format!("TP {}", f.tensor_parallel)
+    };
     let _ = writeln!(
         text,
-        "\nvLLM 0.33 on each GPU (TP {}; profiled at {} tokens, {} sequences):",
-        f.tensor_parallel,
+        "\nvLLM 0.33 on each GPU ({layout}), profiled at {} tokens and {} sequences:",
         thousands(f.max_num_batched_tokens),
         thousands(f.max_num_seqs)
     );

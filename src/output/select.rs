@@ -313,6 +313,14 @@ fn verdict_table(s: &Selection, style: &Style) -> comfy_table::Table {
 /// alone and why not.
 fn verdict_text(v: &Verdict) -> String {
     match v.rank {
+        Some(r) if r.stages > 1 && r.of > 1 => format!(
+            "used: stage {} of {}, TP rank {} of {}",
+            r.stage + 1,
+            r.stages,
+            r.rank,
+            r.of
+        ),
+        Some(r) if r.stages > 1 => format!("used: stage {} of {}", r.stage + 1, r.stages),
         Some(r) if r.of > 1 => format!("used: TP rank {} of {}", r.rank, r.of),
         Some(_) => "used".into(),
         None if v.fits => "fits".into(),
@@ -412,9 +420,14 @@ fn plan_line(s: &Selection) -> String {
         }
         PlanKind::None => match &p.engine {
             Some(f) => format!(
-                "No plan fits: the closest, vLLM with --tensor-parallel-size {}, is {} short \
-                 per GPU.",
+                "No plan fits: the closest, vLLM with --tensor-parallel-size {}{}, is {} \
+                 short per GPU.",
                 f.tensor_parallel,
+                if f.pipeline_parallel > 1 {
+                    format!(" --pipeline-parallel-size {}", f.pipeline_parallel)
+                } else {
+                    String::new()
+                },
                 format_bytes(p.shortfall_bytes.unwrap_or(s.required_bytes))
             ),
             None => format!(

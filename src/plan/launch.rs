@@ -303,7 +303,18 @@ fn vllm(model: &str, plan: &Plan, s: &LaunchSettings) -> Result<Launch, NoLaunch
     let mut notes = Vec::new();
     // Tensor parallel inside a host, pipeline stages across hosts; unequal GPUs (or unequal
     // hosts) become one stage per GPU.
-    let (tp, pp) = match plan.kind {
+    // vLLM's own plan names its layout; the generic rule's plan kinds map onto one.
+    let engine_layout = plan
+        .engine
+        .as_ref()
+        .filter(|_| plan.accounting == crate::plan::Accounting::Vllm)
+        .and_then(|f| {
+            Some((
+                usize::try_from(f.tensor_parallel).ok()?,
+                usize::try_from(f.pipeline_parallel).ok()?,
+            ))
+        });
+    let (tp, pp) = engine_layout.unwrap_or(match plan.kind {
         PlanKind::TensorParallel => (gpu.len(), 1),
         PlanKind::LayerSplit => (1, gpu.len()),
         PlanKind::CrossHost if per_host.iter().all(|&n| n == per_host[0]) => {
@@ -311,11 +322,12 @@ fn vllm(model: &str, plan: &Plan, s: &LaunchSettings) -> Result<Launch, NoLaunch
         }
         PlanKind::CrossHost => (1, gpu.len()),
         _ => (1, 1),
-    };
+    });
     // Each GPU then holds layers_per_stage / tp layers' worth; the plan's split (by memory)
     // says what each GPU can hold.
     let layers_per_stage = s.layers.div_ceil(pp as u64);
     if pp > 1
+        && engine_layout.is_none()
         && gpu
             .iter()
             .any(|p| layers_per_stage > p.layers.unwrap_or(0).saturating_mul(tp as u64))

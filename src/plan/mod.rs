@@ -305,13 +305,17 @@ pub struct Verdict {
     pub rank: Option<Rank>,
 }
 
-/// A device's rank in a tensor-parallel plan.
+/// A device's place in an engine's parallel plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Rank {
-    /// Its rank, from 0.
+    /// Its tensor-parallel rank within its stage, from 0.
     pub rank: u64,
     /// The tensor-parallel size.
     pub of: u64,
+    /// Its pipeline stage, from 0.
+    pub stage: u64,
+    /// Pipeline stages.
+    pub stages: u64,
 }
 
 /// Why a candidate fits alone or not.

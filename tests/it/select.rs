@@ -1159,7 +1159,10 @@ fn the_verdict_names_each_rank_and_fractional_sizes_are_bytes() {
         doc["candidates"][0]["usable"]["base_bytes"],
         85_029_615_043u64
     );
-    assert_eq!(doc["candidates"][1]["rank"], json!({"rank": 1, "of": 2}));
+    assert_eq!(
+        doc["candidates"][1]["rank"],
+        json!({"rank": 1, "of": 2, "stage": 0, "stages": 1})
+    );
     // Llama-3.1-70B on two H100s at 0.95, as vLLM runs it: TP 2 with room for sequences.
     let c = &doc["plan"]["capacity"];
     assert!(c["max_concurrent_sequences"].as_u64().unwrap() >= 4, "{c}");
@@ -1222,5 +1225,84 @@ fn llama_3_1_8b_at_32k_on_a_24_gb_card_plans_as_vllm_runs_it() {
     assert_eq!(code, 0, "{doc}");
     assert_eq!(doc["plan"]["accounting"], "vllm");
     assert_eq!(doc["plan"]["engine"]["outcome"]["outcome"], "serves");
-    assert_eq!(doc["candidates"][0]["rank"], json!({"rank": 0, "of": 1}));
+    assert_eq!(
+        doc["candidates"][0]["rank"],
+        json!({"rank": 0, "of": 1, "stage": 0, "stages": 1})
+    );
+}
+
+// Where no tensor-parallel size serves (Llama-3.1-70B's 64 heads do not split three ways),
+// vLLM's pipeline stages do, partitioned as vLLM partitions layers (27/27/26), and the
+// launch command says so.
+#[test]
+fn vllm_pipeline_stages_follow_its_layer_partition() {
+    let mut args = vec!["--model", "llama-3.1-70b", "--context", "8192"];
+    for _ in 0..3 {
+        args.extend(["--device", "sim:64GiB"]);
+    }
+    let (code, doc) = select(&args);
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(doc["plan"]["accounting"], "vllm");
+    assert_eq!(doc["plan"]["kind"], "layer_split");
+    assert_eq!(doc["plan"]["engine"]["stage_layers"], json!([27, 27, 26]));
+    let layers: Vec<u64> = doc["plan"]["placements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["layers"].as_u64().unwrap())
+        .collect();
+    assert_eq!(layers, [27, 27, 26]);
+    assert_eq!(
+        doc["candidates"][2]["rank"],
+        json!({"rank": 0, "of": 1, "stage": 2, "stages": 3})
+    );
+    let shell = doc["launch"][0]["commands"][0]["shell"].as_str().unwrap();
+    assert!(shell.ends_with("--pipeline-parallel-size 3"), "{shell}");
+    let (_, text) = select_text(&args);
+    assert!(text.contains("used: stage 3 of 3"), "{text}");
+}
+
+// Identical GPUs on two hosts: one pipeline stage a host under vLLM's own accounting, with Ray
+// across them.
+#[test]
+fn vllm_stages_across_hosts() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = inventory(
+        dir.path(),
+        "node-a",
+        vec![gpu(0, "H100", 80 * GIB, 80 * GIB)],
+        512 * GIB,
+    );
+    let b = inventory(
+        dir.path(),
+        "node-b",
+        vec![gpu(0, "H100", 80 * GIB, 80 * GIB)],
+        512 * GIB,
+    );
+    let (code, doc) = select(&[
+        "--model",
+        "llama-3.1-70b",
+        "--context",
+        "8192",
+        "--inventory",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(doc["plan"]["kind"], "cross_host");
+    assert_eq!(doc["plan"]["accounting"], "vllm");
+    assert_eq!(doc["plan"]["engine"]["stage_layers"], json!([40, 40]));
+    let hosts: Vec<&str> = doc["plan"]["placements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["host"].as_str().unwrap())
+        .collect();
+    assert_eq!(hosts, ["node-a", "node-b"]);
+    let commands = doc["launch"][0]["commands"].as_array().unwrap();
+    let server = commands.last().unwrap()["shell"].as_str().unwrap();
+    assert!(
+        server.ends_with("--pipeline-parallel-size 2 --distributed-executor-backend ray"),
+        "{server}"
+    );
 }

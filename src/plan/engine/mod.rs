@@ -10,6 +10,7 @@
 pub mod vllm;
 mod vllm_defaults;
 mod vllm_plan;
+mod vllm_terms;
 
 pub use vllm_plan::select_vllm;
 

@@ -18,7 +18,9 @@ use serde::Serialize;
 
 use super::vllm_defaults::{self as defaults, GpuClass};
 use super::{Basis, Term, TermKind};
-use crate::model::{Attention, Mlp, ModelArch};
+use crate::model::{Attention, ModelArch};
+
+use super::vllm_terms::{ceil_fraction, concurrency_centi, kv_tokens, KvPages, Run, Stage};
 
 /// How vLLM is started (`vllm serve` flags).
 #[derive(Debug, Clone, PartialEq)]
@@ -158,6 +160,12 @@ pub enum VllmOutcome {
 pub struct VllmFit {
     /// Tensor-parallel size.
     pub tensor_parallel: u64,
+    /// Pipeline stages.
+    pub pipeline_parallel: u64,
+    /// Layers of each stage, as vLLM partitions them.
+    pub stage_layers: Vec<u64>,
+    /// The stage whose rank has the fewest KV blocks: the terms below are its rank's.
+    pub binding_stage: u64,
     /// `max_num_batched_tokens` the profile ran with.
     pub max_num_batched_tokens: u64,
     /// `max_num_seqs` the sampler was profiled over.
@@ -198,46 +206,97 @@ pub enum Unmodelled {
 
 // The CUDA context, NCCL/custom all-reduce buffers and cuBLAS handles taken before the
 // snapshot; vLLM 0.6-0.8 logs report this stage as 0.25-0.35 GiB ("non_torch_memory").
-const STARTUP_BYTES: u64 = 384 << 20;
+pub(super) const STARTUP_BYTES: u64 = 384 << 20;
 
-/// vLLM's accounting for `model` on one rank of `tp` identical `gpu`s under `cfg`.
+/// A parallel layout: `tensor_parallel` ranks in each of `pipeline_parallel` stages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Layout {
+    /// GPUs a stage's layers are split over.
+    pub tensor_parallel: u64,
+    /// Stages the layers are partitioned into (vLLM's `get_pp_indices`).
+    pub pipeline_parallel: u64,
+}
+
+impl Layout {
+    /// Tensor parallel only.
+    pub fn tp(tensor_parallel: u64) -> Self {
+        Layout {
+            tensor_parallel,
+            pipeline_parallel: 1,
+        }
+    }
+
+    /// GPUs in all.
+    pub fn gpus(self) -> u64 {
+        self.tensor_parallel * self.pipeline_parallel
+    }
+}
+
+/// vLLM's layer partition over `pp` stages: even, the remainder going one layer each to the
+/// stages before the last, from the last backwards (`get_pp_indices`).
+pub fn stage_layers(layers: u64, pp: u64) -> Vec<u64> {
+    let pp = pp.max(1);
+    let mut parts = vec![layers / pp; usize::try_from(pp).unwrap_or(1)];
+    let remaining = layers % pp;
+    let n = parts.len();
+    for i in 2..remaining + 2 {
+        if let Some(p) = usize::try_from(i).ok().and_then(|i| n.checked_sub(i)) {
+            parts[p] += 1;
+        }
+    }
+    parts
+}
+
+/// vLLM's accounting for `model` on `layout` over identical `gpu`s under `cfg`: every stage's
+/// rank is judged, and the one with the fewest KV blocks binds (vLLM gives every rank the
+/// smallest rank's blocks).
 pub fn fit(
     model: &VllmModel<'_>,
     gpu: VllmGpu,
-    tp: u64,
+    layout: Layout,
     cfg: &VllmConfig,
 ) -> Result<VllmFit, Unmodelled> {
     let arch = model.arch;
     if arch.recurrent_layer_count() > 0 {
         return Err(Unmodelled::RecurrentLayers);
     }
-    let tp = tp.max(1);
+    let tp = layout.tensor_parallel.max(1);
+    let pp = layout.pipeline_parallel.clamp(1, arch.num_layers.max(1));
     let class = GpuClass::of(gpu.total_bytes, gpu.is_a100);
-    let tokens = cfg
-        .max_num_batched_tokens
-        .unwrap_or_else(|| class.max_num_batched_tokens());
-    let seqs = cfg.max_num_seqs.unwrap_or_else(|| class.max_num_seqs());
-    let budget = ceil_fraction(gpu.total_bytes, cfg.gpu_memory_utilization);
-    let weights = weights_per_rank(model, tp);
-    let per_token = forward_bytes_per_token(model, tp);
-    let sampler = tokens.saturating_mul(arch.hidden_size * model.activation_bytes)
-        + seqs.saturating_mul(arch.vocab_size.saturating_mul(model.activation_bytes + 8));
-    let profile = tokens.saturating_mul(per_token).max(sampler);
-    let graphs = if cfg.enforce_eager {
-        0
-    } else {
-        cuda_graph_estimate(per_token, tokens, seqs)
+    let run = Run {
+        tokens: cfg
+            .max_num_batched_tokens
+            .unwrap_or_else(|| class.max_num_batched_tokens()),
+        seqs: cfg.max_num_seqs.unwrap_or_else(|| class.max_num_seqs()),
+        budget: ceil_fraction(gpu.total_bytes, cfg.gpu_memory_utilization),
+        tp,
+        pp,
     };
-    let non_torch = 0;
-    let spent = u128::from(weights) + u128::from(profile) + u128::from(graphs);
-    let kv = u128::from(budget).saturating_sub(spent);
-    let kv = u64::try_from(kv).unwrap_or(u64::MAX);
-    let pages = KvPages::of(arch, tp, cfg, tokens);
-    let num_blocks = kv / pages.block_bytes.max(1);
-    let per_request = pages.blocks_per_request(cfg.max_model_len);
+    let parts = stage_layers(arch.num_layers, pp);
+    let mut start = 0;
+    let mut binding: Option<(u64, Stage)> = None;
+    for (s, &n) in parts.iter().enumerate() {
+        let stage = Stage::of(model, cfg, &run, start..start + n, s as u64);
+        start += n;
+        if binding
+            .as_ref()
+            .is_none_or(|(_, b)| stage.num_blocks < b.num_blocks)
+        {
+            binding = Some((s as u64, stage));
+        }
+    }
+    let (stage_index, st) = binding.unwrap_or_else(|| (0, Stage::of(model, cfg, &run, 0..0, 0)));
+    let per_request = st.pages.blocks_per_request(cfg.max_model_len);
     let outcome = match arch.max_position_embeddings {
         Some(trained) if cfg.max_model_len > trained => VllmOutcome::LongerThanTrained { trained },
-        _ => outcome(&pages, cfg, budget, spent, kv, gpu.total_bytes),
+        _ => outcome(
+            &st.pages,
+            cfg,
+            run.budget,
+            st.spent(),
+            st.kv,
+            gpu.total_bytes,
+        ),
     };
     let computed = |term, bytes| Term {
         term,
@@ -251,22 +310,25 @@ pub fn fit(
     };
     Ok(VllmFit {
         tensor_parallel: tp,
-        max_num_batched_tokens: tokens,
-        max_num_seqs: seqs,
+        pipeline_parallel: pp,
+        stage_layers: parts,
+        binding_stage: stage_index,
+        max_num_batched_tokens: run.tokens,
+        max_num_seqs: run.seqs,
         terms: vec![
-            computed(TermKind::Budget, budget),
-            computed(TermKind::Weights, weights),
-            modelled(TermKind::ProfilePeak, profile),
-            modelled(TermKind::NonTorch, non_torch),
-            modelled(TermKind::CudaGraphs, graphs),
-            computed(TermKind::KvCache, kv),
+            computed(TermKind::Budget, run.budget),
+            computed(TermKind::Weights, st.weights),
+            modelled(TermKind::ProfilePeak, st.profile),
+            modelled(TermKind::NonTorch, 0),
+            modelled(TermKind::CudaGraphs, st.graphs),
+            computed(TermKind::KvCache, st.kv),
             modelled(TermKind::Startup, STARTUP_BYTES),
         ],
-        block_bytes: pages.block_bytes,
-        num_blocks,
+        block_bytes: st.pages.block_bytes,
+        num_blocks: st.num_blocks,
         blocks_per_request: per_request,
-        kv_tokens: kv_tokens(num_blocks, per_request, cfg.max_model_len),
-        max_concurrency_centi: concurrency_centi(num_blocks, per_request),
+        kv_tokens: kv_tokens(st.num_blocks, per_request, cfg.max_model_len),
+        max_concurrency_centi: concurrency_centi(st.num_blocks, per_request),
         outcome,
     })
 }
@@ -318,137 +380,17 @@ fn outcome(
     }
 }
 
-/// `ceil(total × fraction)`, as `request_memory` computes it.
-#[expect(
-    clippy::cast_possible_truncation,
-    reason = "a float cast saturates; the fraction is at most 1"
-)]
-fn ceil_fraction(total: u64, fraction: f64) -> u64 {
-    (total as f64 * fraction).ceil() as u64
-}
+#[cfg(test)]
+mod tests {
+    use super::stage_layers;
 
-/// Weights on one rank: everything is split `tp` ways (vocabulary, heads, MLP and experts)
-/// except the norms, which every rank holds whole, and K/V projections, which are replicated
-/// when there are more ranks than KV heads.
-fn weights_per_rank(model: &VllmModel<'_>, tp: u64) -> u64 {
-    let arch = model.arch;
-    let params = u128::from(arch.params().total.max(1));
-    let bytes = u128::from(model.weights_bytes);
-    let per_param = |p: u128| p * bytes / params;
-    let h = u128::from(arch.hidden_size);
-    let norms =
-        u128::from(arch.num_layers * arch.norms_per_layer + 1) * u128::from(arch.norm_params());
-    let replicated = per_param(norms).min(bytes);
-    let mut per_rank = (bytes - replicated).div_ceil(u128::from(tp)) + replicated;
-    let kv = u128::from(arch.num_kv_heads);
-    let tp = u128::from(tp);
-    if matches!(arch.attention, Attention::Standard { .. }) && kv > 0 && tp > kv {
-        // Each rank holds one whole KV head where an even split would give it kv/tp of one.
-        let kv_layers = u128::from(arch.attention_layer_count());
-        let one_head = 2 * h * u128::from(arch.head_dim) * kv_layers;
-        per_rank += per_param(one_head) - per_param(one_head * kv / tp);
+    #[test]
+    fn layers_are_partitioned_as_vllm_partitions_them() {
+        // get_pp_indices: the remainder goes to the stages before the last, last first.
+        assert_eq!(stage_layers(80, 3), [27, 27, 26]);
+        assert_eq!(stage_layers(32, 5), [6, 6, 7, 7, 6]);
+        assert_eq!(stage_layers(32, 4), [8, 8, 8, 8]);
+        assert_eq!(stage_layers(61, 2), [31, 30]);
+        assert_eq!(stage_layers(32, 1), [32]);
     }
-    u64::try_from(per_rank).unwrap_or(u64::MAX)
-}
-
-/// Activation bytes per token at the forward pass's peak on one rank: the residual, the block's
-/// normed input and the previous block's output beside the widest block's intermediates (the MLP's gate-up and activated halves,
-/// the fused-MoE caches of the routed experts, or the attention's q/k/v and output).
-fn forward_bytes_per_token(model: &VllmModel<'_>, tp: u64) -> u64 {
-    let arch = model.arch;
-    let h = arch.hidden_size;
-    let q = arch.num_heads / tp.max(1) * arch.head_dim;
-    let kv = (arch.num_kv_heads / tp).max(1) * arch.head_dim;
-    let attention = 3 * h + q + 2 * kv + q;
-    let mlp = |inter: u64| match arch.mlp {
-        Mlp::Gated => 3 * inter.div_ceil(tp),
-        Mlp::Plain => 2 * inter.div_ceil(tp),
-    };
-    let dense = if arch.ffn_layer_count() > arch.moe_layers() {
-        3 * h + mlp(arch.intermediate_size)
-    } else {
-        0
-    };
-    let moe = arch.moe.as_ref().map_or(0, |m| {
-        3 * h + m.experts_per_token * (mlp(m.expert_intermediate) + h) + mlp(m.shared_intermediate)
-    });
-    attention.max(dense).max(moe) * model.activation_bytes
-}
-
-/// vLLM's CUDA-graph estimate: the first (largest) capture's pool, which holds that batch's
-/// activations, and the per-graph floor for every other piecewise and full-decode graph.
-fn cuda_graph_estimate(per_token: u64, tokens: u64, seqs: u64) -> u64 {
-    let largest = (2 * seqs).min(defaults::MAX_CAPTURE_SIZE).min(tokens);
-    let piecewise = defaults::capture_sizes(largest).count() as u64;
-    let full = defaults::capture_sizes(largest.min(seqs)).count() as u64;
-    let others = piecewise.saturating_sub(1) + full.saturating_sub(1);
-    largest * per_token + others * defaults::PER_GRAPH_FLOOR
-}
-
-/// The KV cache's pages on one rank: one block's bytes and how requests take blocks.
-struct KvPages {
-    block_bytes: u64,
-    block_size: u64,
-    /// Groups of full-attention layers (each takes a request's whole length).
-    full_groups: u64,
-    /// Groups of sliding-window layers (each takes the window and a batch).
-    sliding_groups: u64,
-    /// Tokens a sliding group keeps: window − 1 + max_num_batched_tokens.
-    sliding_tokens: u64,
-}
-
-impl KvPages {
-    fn of(arch: &ModelArch, tp: u64, cfg: &VllmConfig, tokens: u64) -> Self {
-        let per_token_layer = match arch.attention {
-            Attention::Standard { .. } => {
-                2 * (arch.num_kv_heads / tp).max(1) * arch.head_dim * cfg.kv_element_bytes
-            }
-            // MLA's latent is the same on every rank.
-            Attention::Mla { .. } => arch.kv_elements_per_token_layer() * cfg.kv_element_bytes,
-        };
-        let page = cfg.block_size * per_token_layer;
-        let attention: Vec<u64> = (0..arch.num_layers)
-            .filter(|&i| arch.has_attention(i))
-            .collect();
-        let sliding = attention
-            .iter()
-            .filter(|&&i| arch.is_sliding_layer(i))
-            .count() as u64;
-        let full = attention.len() as u64 - sliding;
-        // vLLM's hybrid manager groups layers of one kind into groups of equal size; the
-        // groups share one pool, whose block spans one layer of each group slot.
-        let group = match (full, sliding) {
-            (0, s) => s,
-            (f, 0) => f,
-            (f, s) => f.min(s),
-        }
-        .max(1);
-        KvPages {
-            block_bytes: page * group,
-            block_size: cfg.block_size,
-            full_groups: full.div_ceil(group),
-            sliding_groups: sliding.div_ceil(group),
-            sliding_tokens: arch
-                .sliding_window
-                .as_ref()
-                .map_or(0, |w| w.window.saturating_sub(1) + tokens),
-        }
-    }
-
-    fn blocks_per_request(&self, len: u64) -> u64 {
-        let full = len.div_ceil(self.block_size);
-        let sliding = len.min(self.sliding_tokens).div_ceil(self.block_size) + 1;
-        self.full_groups * full + self.sliding_groups * sliding
-    }
-}
-
-/// "GPU KV cache size": the concurrency times `max_model_len`, as vLLM 0.33 prints it.
-fn kv_tokens(blocks: u64, per_request: u64, len: u64) -> u64 {
-    let t = u128::from(blocks) * u128::from(len) / u128::from(per_request.max(1));
-    u64::try_from(t).unwrap_or(u64::MAX)
-}
-
-fn concurrency_centi(blocks: u64, per_request: u64) -> u64 {
-    let c = u128::from(blocks) * 100 / u128::from(per_request.max(1));
-    u64::try_from(c).unwrap_or(u64::MAX)
 }

@@ -1,21 +1,91 @@
-//! Planning for vLLM: the tensor-parallel layouts vLLM accepts over identical GPUs of one host,
-//! each judged by vLLM's own accounting ([`super::vllm::fit`]); the smallest that starts and
-//! serves one request of `max_model_len` wins, and when none does, the closest says how far
-//! it is.
+//! Planning for vLLM: the layouts vLLM accepts — tensor parallel over identical GPUs of one
+//! host, pipeline stages of those inside a host or one stage a host across hosts — each judged
+//! by vLLM's own accounting ([`super::vllm::fit`]). The layout with the fewest GPUs that
+//! starts and serves one request of `max_model_len` wins (tensor parallel before pipeline
+//! stages), and when none does, the closest says how far it is.
 
 use super::vllm::{
-    accepts_tp, fit, Unmodelled, VllmConfig, VllmFit, VllmGpu, VllmModel, VllmOutcome,
+    accepts_tp, fit, Layout, Unmodelled, VllmConfig, VllmFit, VllmGpu, VllmModel, VllmOutcome,
 };
 use super::TermKind;
+use crate::model::ModelArch;
 use crate::plan::{
     identical_groups, Accounting, Candidate, Capacity, Placement, Plan, PlanKind, Rank, Selection,
     Usable, UsableRule, Verdict, VerdictReason,
 };
 
-/// One GPU group's best layout.
+/// A layout judged: its devices, stage by stage, and vLLM's accounting.
 struct Tried<'a> {
     devices: Vec<&'a Candidate>,
     fit: VllmFit,
+    cross_host: bool,
+}
+
+/// A layout and the devices it would run on (stage by stage, `tp` a stage).
+struct LayoutOn<'a> {
+    layout: Layout,
+    devices: Vec<&'a Candidate>,
+    cross_host: bool,
+}
+
+/// Every layout vLLM accepts over `gpus`: inside each group of identical GPUs of a host, and
+/// across hosts with the same GPUs (one stage a host).
+fn layouts<'a>(arch: &ModelArch, gpus: &[&'a Candidate]) -> Vec<LayoutOn<'a>> {
+    let accepted = |tp: u64| accepts_tp(arch, tp).is_ok();
+    let groups = identical_groups(gpus);
+    let mut out = Vec::new();
+    for group in &groups {
+        let n = group.len() as u64;
+        for tp in (1..=n).filter(|&tp| accepted(tp)) {
+            for pp in (1..=n / tp).take_while(|&pp| pp <= arch.num_layers.max(1)) {
+                out.push(LayoutOn {
+                    layout: Layout {
+                        tensor_parallel: tp,
+                        pipeline_parallel: pp,
+                    },
+                    devices: group[..usize::try_from(tp * pp).unwrap_or(0)].to_vec(),
+                    cross_host: false,
+                });
+            }
+        }
+    }
+    for (i, first) in groups.iter().enumerate() {
+        // Hosts with the same GPUs as `first`'s, `first`'s host leading; each once.
+        let same: Vec<&Vec<&Candidate>> = groups[i..]
+            .iter()
+            .filter(|g| {
+                g[0].backend == first[0].backend
+                    && g[0].name == first[0].name
+                    && g[0].total_bytes == first[0].total_bytes
+            })
+            .collect();
+        let seen = groups[..i].iter().any(|g| {
+            g[0].backend == first[0].backend
+                && g[0].name == first[0].name
+                && g[0].total_bytes == first[0].total_bytes
+        });
+        if same.len() < 2 || seen {
+            continue;
+        }
+        let smallest = same.iter().map(|g| g.len()).min().unwrap_or(0) as u64;
+        for tp in (1..=smallest).filter(|&tp| accepted(tp)) {
+            for hosts in 2..=same.len() {
+                let take = usize::try_from(tp).unwrap_or(0);
+                out.push(LayoutOn {
+                    layout: Layout {
+                        tensor_parallel: tp,
+                        pipeline_parallel: hosts as u64,
+                    },
+                    devices: same[..hosts]
+                        .iter()
+                        .flat_map(|g| g[..take].iter().copied())
+                        .collect(),
+                    cross_host: true,
+                });
+            }
+        }
+    }
+    out
 }
 
 /// Plans `model` for vLLM over `candidates` (GPUs only: vLLM does not serve from system RAM
@@ -31,19 +101,23 @@ pub fn select_vllm(
         .filter(|c| c.is_gpu() && c.mig_profile.is_none())
         .collect();
     let mut tried: Vec<Tried<'_>> = Vec::new();
-    for group in identical_groups(&gpus) {
-        for tp in (1..=group.len() as u64).filter(|&tp| accepts_tp(model.arch, tp).is_ok()) {
-            let f = fit(model, gpu_of(group[0]), tp, cfg)?;
-            tried.push(Tried {
-                devices: group[..usize::try_from(tp).unwrap_or(usize::MAX)].to_vec(),
-                fit: f,
-            });
-        }
+    for l in layouts(model.arch, &gpus) {
+        tried.push(Tried {
+            fit: fit(model, gpu_of(l.devices[0]), l.layout, cfg)?,
+            devices: l.devices,
+            cross_host: l.cross_host,
+        });
     }
     let chosen = tried
         .iter()
         .filter(|t| t.fit.outcome == VllmOutcome::Serves)
-        .min_by_key(|t| (t.fit.tensor_parallel, std::cmp::Reverse(t.fit.kv_tokens)));
+        .min_by_key(|t| {
+            (
+                t.devices.len(),
+                t.fit.pipeline_parallel,
+                std::cmp::Reverse(t.fit.kv_tokens),
+            )
+        });
     let closest = chosen.or_else(|| {
         tried
             .iter()
@@ -53,20 +127,24 @@ pub fn select_vllm(
     let required = closest.map_or(0, |t| needed_per_rank(&t.fit, cfg));
     let plan = match (chosen, closest) {
         (Some(t), _) => Plan {
-            kind: if t.fit.tensor_parallel > 1 {
-                PlanKind::TensorParallel
-            } else {
-                PlanKind::Single
+            kind: match (t.fit.tensor_parallel, t.fit.pipeline_parallel, t.cross_host) {
+                (_, _, true) => PlanKind::CrossHost,
+                (_, pp, false) if pp > 1 => PlanKind::LayerSplit,
+                (tp, _, _) if tp > 1 => PlanKind::TensorParallel,
+                _ => PlanKind::Single,
             },
             placements: t
                 .devices
                 .iter()
-                .map(|c| Placement {
+                .enumerate()
+                .map(|(i, c)| Placement {
                     host: c.host.clone(),
                     backend: c.backend,
                     device: c.device,
                     bytes: t.fit.term(TermKind::Budget),
-                    layers: Some(model.arch.num_layers),
+                    layers: stage_of(&t.fit, i)
+                        .and_then(|s| t.fit.stage_layers.get(s))
+                        .copied(),
                 })
                 .collect(),
             gpu_layers: Some(model.arch.num_layers),
@@ -104,6 +182,13 @@ pub fn select_vllm(
         plan,
         candidates: verdicts,
     })
+}
+
+/// The stage the `i`-th device of a layout runs.
+fn stage_of(f: &VllmFit, i: usize) -> Option<usize> {
+    usize::try_from(f.tensor_parallel)
+        .ok()
+        .map(|tp| i / tp.max(1))
 }
 
 fn gpu_of(c: &Candidate) -> VllmGpu {
@@ -168,7 +253,7 @@ fn verdicts(
     for c in candidates {
         let gpu = c.is_gpu();
         let alone = if gpu {
-            Some(fit(model, gpu_of(c), 1, cfg)?)
+            Some(fit(model, gpu_of(c), Layout::tp(1), cfg)?)
         } else {
             None
         };
@@ -177,8 +262,10 @@ fn verdicts(
                 .iter()
                 .position(|d| d.host == c.host && d.backend == c.backend && d.device == c.device)
                 .map(|i| Rank {
-                    rank: i as u64,
-                    of: t.devices.len() as u64,
+                    rank: i as u64 % t.fit.tensor_parallel,
+                    of: t.fit.tensor_parallel,
+                    stage: i as u64 / t.fit.tensor_parallel,
+                    stages: t.fit.pipeline_parallel,
                 })
         });
         // A device the plan uses is judged by its rank's share; the others by serving alone.

@@ -1,0 +1,239 @@
+//! The terms of vLLM's accounting on one rank of one pipeline stage: its weights, the profile
+//! run's peak, the CUDA-graph pool, and the KV pages its layers take.
+
+use std::ops::Range;
+
+use super::vllm::{VllmConfig, VllmModel};
+use super::vllm_defaults as defaults;
+use crate::model::{Attention, Mlp, ModelArch};
+
+/// What every stage of one layout shares.
+pub(super) struct Run {
+    /// `max_num_batched_tokens` of the profile run.
+    pub tokens: u64,
+    /// `max_num_seqs` the sampler is profiled over.
+    pub seqs: u64,
+    /// `ceil(total × utilization)`.
+    pub budget: u64,
+    /// Tensor-parallel ranks a stage.
+    pub tp: u64,
+    /// Stages.
+    pub pp: u64,
+}
+
+/// One rank of one stage.
+pub(super) struct Stage {
+    pub weights: u64,
+    pub profile: u64,
+    pub graphs: u64,
+    /// The budget left for KV blocks.
+    pub kv: u64,
+    pub pages: KvPages,
+    pub num_blocks: u64,
+}
+
+impl Stage {
+    /// Stage `index` holding `layers`: the first also holds the token embeddings, the last the
+    /// output head, the final norm and the sampler.
+    pub fn of(
+        model: &VllmModel<'_>,
+        cfg: &VllmConfig,
+        run: &Run,
+        layers: Range<u64>,
+        index: u64,
+    ) -> Self {
+        let arch = model.arch;
+        let last = index + 1 == run.pp;
+        let weights = stage_weights(model, run, layers.clone(), index == 0, last);
+        let per_token = forward_bytes_per_token(model, run.tp);
+        let forward = run.tokens.saturating_mul(per_token);
+        let profile = if last {
+            let sampler = run
+                .tokens
+                .saturating_mul(arch.hidden_size * model.activation_bytes)
+                + run
+                    .seqs
+                    .saturating_mul(arch.vocab_size.saturating_mul(model.activation_bytes + 8));
+            forward.max(sampler)
+        } else {
+            forward
+        };
+        let graphs = if cfg.enforce_eager {
+            0
+        } else {
+            cuda_graph_estimate(per_token, run.tokens, run.seqs)
+        };
+        let spent = u128::from(weights) + u128::from(profile) + u128::from(graphs);
+        let kv = u64::try_from(u128::from(run.budget).saturating_sub(spent)).unwrap_or(u64::MAX);
+        let pages = KvPages::of(arch, run.tp, cfg, run.tokens, layers);
+        Stage {
+            weights,
+            profile,
+            graphs,
+            kv,
+            num_blocks: kv / pages.block_bytes.max(1),
+            pages,
+        }
+    }
+
+    /// Everything but the KV cache.
+    pub fn spent(&self) -> u128 {
+        u128::from(self.weights) + u128::from(self.profile) + u128::from(self.graphs)
+    }
+}
+
+/// `ceil(total × fraction)`, as `request_memory` computes it.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a float cast saturates; the fraction is at most 1"
+)]
+pub(super) fn ceil_fraction(total: u64, fraction: f64) -> u64 {
+    (total as f64 * fraction).ceil() as u64
+}
+
+/// Weights on one rank of a stage: the stage's layers, the token embeddings on the first
+/// stage, the output head and final norm on the last (a tied head is loaded again there when
+/// the stages differ). Everything is split `tp` ways (vocabulary, heads, MLP and experts)
+/// except the norms, which every rank holds whole, and K/V projections, which are replicated
+/// when there are more ranks than KV heads.
+fn stage_weights(
+    model: &VllmModel<'_>,
+    run: &Run,
+    layers: Range<u64>,
+    first: bool,
+    last: bool,
+) -> u64 {
+    let arch = model.arch;
+    let count = arch.params();
+    let params = u128::from(count.total.max(1));
+    let bytes = u128::from(model.weights_bytes);
+    let per_param = |p: u128| p * bytes / params;
+    let h = u128::from(arch.hidden_size);
+    let vocab = u128::from(arch.vocab_size) * h;
+    let final_norm = u128::from(arch.norm_params());
+    let in_layers = params.saturating_sub(u128::from(count.embedding) + final_norm);
+    let n = u128::from(layers.end - layers.start);
+    let mut stage = in_layers * n / u128::from(arch.num_layers.max(1));
+    let head = if arch.tie_word_embeddings && run.pp == 1 {
+        0
+    } else {
+        vocab
+    };
+    stage += if first { vocab } else { 0 } + if last { head + final_norm } else { 0 };
+    let norms =
+        (n * u128::from(arch.norms_per_layer) + u128::from(last)) * u128::from(arch.norm_params());
+    let stage_bytes = per_param(stage);
+    let replicated = per_param(norms).min(stage_bytes);
+    let tp = u128::from(run.tp);
+    let mut per_rank = (stage_bytes - replicated).div_ceil(tp) + replicated;
+    let kv = u128::from(arch.num_kv_heads);
+    if matches!(arch.attention, Attention::Standard { .. }) && kv > 0 && tp > kv {
+        // Each rank holds one whole KV head where an even split would give it kv/tp of one.
+        let kv_layers = layers.filter(|&i| arch.has_attention(i)).count() as u128;
+        let one_head = 2 * h * u128::from(arch.head_dim) * kv_layers;
+        per_rank += per_param(one_head) - per_param(one_head * kv / tp);
+    }
+    u64::try_from(per_rank).unwrap_or(u64::MAX)
+}
+
+/// Activation bytes per token at the forward pass's peak on one rank: the residual, the
+/// block's normed input and the previous block's output beside the widest block's
+/// intermediates (the MLP's gate-up and activated halves, the fused-MoE caches of the routed
+/// experts, or the attention's q/k/v and output).
+fn forward_bytes_per_token(model: &VllmModel<'_>, tp: u64) -> u64 {
+    let arch = model.arch;
+    let h = arch.hidden_size;
+    let q = arch.num_heads / tp.max(1) * arch.head_dim;
+    let kv = (arch.num_kv_heads / tp).max(1) * arch.head_dim;
+    let attention = 3 * h + q + 2 * kv + q;
+    let mlp = |inter: u64| match arch.mlp {
+        Mlp::Gated => 3 * inter.div_ceil(tp),
+        Mlp::Plain => 2 * inter.div_ceil(tp),
+    };
+    let dense = if arch.ffn_layer_count() > arch.moe_layers() {
+        3 * h + mlp(arch.intermediate_size)
+    } else {
+        0
+    };
+    let moe = arch.moe.as_ref().map_or(0, |m| {
+        3 * h + m.experts_per_token * (mlp(m.expert_intermediate) + h) + mlp(m.shared_intermediate)
+    });
+    attention.max(dense).max(moe) * model.activation_bytes
+}
+
+/// vLLM's CUDA-graph estimate: the first (largest) capture's pool, which holds that batch's
+/// activations, and the per-graph floor for every other piecewise and full-decode graph.
+fn cuda_graph_estimate(per_token: u64, tokens: u64, seqs: u64) -> u64 {
+    let largest = (2 * seqs).min(defaults::MAX_CAPTURE_SIZE).min(tokens);
+    let piecewise = defaults::capture_sizes(largest).count() as u64;
+    let full = defaults::capture_sizes(largest.min(seqs)).count() as u64;
+    let others = piecewise.saturating_sub(1) + full.saturating_sub(1);
+    largest * per_token + others * defaults::PER_GRAPH_FLOOR
+}
+
+/// The KV cache's pages on one rank: one block's bytes and how requests take blocks.
+pub(super) struct KvPages {
+    pub block_bytes: u64,
+    block_size: u64,
+    /// Groups of full-attention layers (each takes a request's whole length).
+    full_groups: u64,
+    /// Groups of sliding-window layers (each takes the window and a batch).
+    sliding_groups: u64,
+    /// Tokens a sliding group keeps: window − 1 + max_num_batched_tokens.
+    sliding_tokens: u64,
+}
+
+impl KvPages {
+    fn of(arch: &ModelArch, tp: u64, cfg: &VllmConfig, tokens: u64, layers: Range<u64>) -> Self {
+        let per_token_layer = match arch.attention {
+            Attention::Standard { .. } => {
+                2 * (arch.num_kv_heads / tp).max(1) * arch.head_dim * cfg.kv_element_bytes
+            }
+            // MLA's latent is the same on every rank.
+            Attention::Mla { .. } => arch.kv_elements_per_token_layer() * cfg.kv_element_bytes,
+        };
+        let page = cfg.block_size * per_token_layer;
+        let attention: Vec<u64> = layers.filter(|&i| arch.has_attention(i)).collect();
+        let sliding = attention
+            .iter()
+            .filter(|&&i| arch.is_sliding_layer(i))
+            .count() as u64;
+        let full = attention.len() as u64 - sliding;
+        // vLLM's hybrid manager groups layers of one kind into groups of equal size; the
+        // groups share one pool, whose block spans one layer of each group slot.
+        let group = match (full, sliding) {
+            (0, s) => s,
+            (f, 0) => f,
+            (f, s) => f.min(s),
+        }
+        .max(1);
+        KvPages {
+            block_bytes: page * group,
+            block_size: cfg.block_size,
+            full_groups: full.div_ceil(group),
+            sliding_groups: sliding.div_ceil(group),
+            sliding_tokens: arch
+                .sliding_window
+                .as_ref()
+                .map_or(0, |w| w.window.saturating_sub(1) + tokens),
+        }
+    }
+
+    /// Blocks one request of `len` tokens takes.
+    pub fn blocks_per_request(&self, len: u64) -> u64 {
+        let full = len.div_ceil(self.block_size);
+        let sliding = len.min(self.sliding_tokens).div_ceil(self.block_size) + 1;
+        self.full_groups * full + self.sliding_groups * sliding
+    }
+}
+
+/// "GPU KV cache size": the concurrency times `max_model_len`, as vLLM 0.33 prints it.
+pub(super) fn kv_tokens(blocks: u64, per_request: u64, len: u64) -> u64 {
+    let t = u128::from(blocks) * u128::from(len) / u128::from(per_request.max(1));
+    u64::try_from(t).unwrap_or(u64::MAX)
+}
+
+pub(super) fn concurrency_centi(blocks: u64, per_request: u64) -> u64 {
+    let c = u128::from(blocks) * 100 / u128::from(per_request.max(1));
+    u64::try_from(c).unwrap_or(u64::MAX)
+}
