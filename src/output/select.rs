@@ -443,8 +443,13 @@ fn capacity_text(text: &mut String, c: &Capacity) {
     if c.max_concurrency_centi.is_some() {
         let _ = writeln!(
             text,
-            "Serving: {} requests of {} tokens at once ({} tokens of KV cache).",
+            "Serving: {} request{} of {} tokens at once ({} tokens of KV cache).",
             thousands(c.max_concurrent_sequences),
+            if c.max_concurrent_sequences == 1 {
+                ""
+            } else {
+                "s"
+            },
             thousands(c.context),
             thousands(c.kv_tokens)
         );
