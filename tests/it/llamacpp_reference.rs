@@ -7,14 +7,13 @@
 #![allow(clippy::unwrap_used)]
 
 use crate::common;
+use common::described_file;
 
 use gpumem::model::estimate::{estimate, ActivationsBasis};
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use gpumem::model::{
-    arch_from_gguf, ggml_type, kv_precision, llama_like, FileWeights, GgufFile, GgufTensor,
-    GgufValue, Mode, Optimizer, Settings,
+    arch_from_gguf, kv_precision, llama_like, FileWeights, GgufValue, Mode, Optimizer, Settings,
 };
 use serde_json::Value;
 
@@ -221,48 +220,6 @@ fn compare_described(name: &str) -> Vec<Row> {
         rows.iter_mut().for_each(|r| r.failures.push(why.clone()));
     }
     rows
-}
-
-/// The GGUF header a fixture recorded, as gpumem's reader would return it.
-fn described_file(name: &str, doc: &Value) -> GgufFile {
-    let g = &doc["gguf"];
-    let mut metadata = BTreeMap::new();
-    for (key, value) in g["metadata"].as_object().unwrap() {
-        let v = match value {
-            Value::String(s) => GgufValue::Str(Some(s.clone())),
-            Value::Bool(b) => GgufValue::Bool(*b),
-            Value::Number(n) if n.is_u64() => GgufValue::Int(n.as_u64().unwrap().into()),
-            Value::Number(n) => GgufValue::Float(n.as_f64().unwrap()),
-            Value::Array(a) => GgufValue::Array {
-                len: a.len() as u64,
-                ints: a.iter().filter_map(Value::as_i64).map(i128::from).collect(),
-            },
-            other => panic!("{name}: metadata {key} = {other}"),
-        };
-        metadata.insert(key.clone(), v);
-    }
-    let tensors: Vec<GgufTensor> = g["tensors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| {
-            let dims = t[1]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|d| d.as_u64().unwrap())
-                .collect();
-            let ty = ggml_type(t[2].as_u64().unwrap() as u32).unwrap();
-            GgufTensor::new(t[0].as_str().unwrap().into(), dims, ty, 0).unwrap()
-        })
-        .collect();
-    GgufFile {
-        version: 3,
-        metadata,
-        tensors,
-        alignment: 32,
-        file_size: 0,
-    }
 }
 
 // An RWKV header without its head size, or with one that does not divide the width, is refused

@@ -10,6 +10,7 @@ mod device_memory;
 mod discover;
 mod estimate;
 mod generated_files;
+mod llamacpp_devices;
 mod llamacpp_reference;
 mod parser_fuzz;
 mod pickle_bounds;

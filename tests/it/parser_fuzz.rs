@@ -6,9 +6,7 @@
 use std::path::Path;
 
 use gpumem::model::estimate::estimate;
-use gpumem::model::{
-    read_config, read_gguf, read_safetensors, Mode, Optimizer, Settings, DEFAULT_WEIGHT_PRECISION,
-};
+use gpumem::model::{read_config, read_gguf, read_safetensors, Settings, DEFAULT_WEIGHT_PRECISION};
 use proptest::prelude::*;
 
 fn fixture(path: &str) -> Vec<u8> {
@@ -103,17 +101,9 @@ proptest! {
         if let Ok((arch, _)) = read {
             let settings = Settings {
                 dtype: Some(DEFAULT_WEIGHT_PRECISION),
-                kv_dtype: DEFAULT_WEIGHT_PRECISION,
                 batch,
-                context,
-                ubatch: 512,
                 flash_attention: true,
-                swa_full: false,
-                overhead: 0,
-                fragmentation_reserve: 0.0,
-                mode: Mode::Infer,
-                optimizer: Optimizer::Adamw,
-                checkpointing: false,
+                ..Settings::inference(context, DEFAULT_WEIGHT_PRECISION)
             };
             prop_assert!(arch.head_dim > 0 && arch.kv_elements_per_token_layer() > 0);
             if let Ok(b) = estimate(&arch, None, &settings) {
@@ -179,20 +169,7 @@ proptest! {
             gpumem::model::load(&gpumem::model::SourceSpec::Config(p.to_path_buf()))
         });
         if let Ok(source) = read {
-            let settings = Settings {
-                dtype: None,
-                kv_dtype: DEFAULT_WEIGHT_PRECISION,
-                batch: 1,
-                context: 4096,
-                ubatch: 512,
-                flash_attention: false,
-                swa_full: false,
-                overhead: 0,
-                fragmentation_reserve: 0.0,
-                mode: Mode::Infer,
-                optimizer: Optimizer::Adamw,
-                checkpointing: false,
-            };
+            let settings = Settings::inference(4096, DEFAULT_WEIGHT_PRECISION);
             if let Ok(b) = estimate(&source.arch, source.file_weights, &settings) {
                 prop_assert!(b.weights_bytes > 0 && b.kv_cache_bytes > 0 && b.activation_bytes > 0);
             }

@@ -106,6 +106,28 @@ pub struct Settings {
     pub checkpointing: bool,
 }
 
+impl Settings {
+    /// Inference of one sequence of `context` tokens with a `kv_dtype` cache, and nothing added:
+    /// micro-batches of 512, no flash attention, no overhead or reserve. Override fields with
+    /// struct update syntax.
+    pub fn inference(context: u64, kv_dtype: Precision) -> Self {
+        Settings {
+            dtype: None,
+            kv_dtype,
+            batch: 1,
+            context,
+            ubatch: 512,
+            flash_attention: false,
+            swa_full: false,
+            overhead: 0,
+            fragmentation_reserve: 0.0,
+            mode: Mode::Infer,
+            optimizer: Optimizer::Adamw,
+            checkpointing: false,
+        }
+    }
+}
+
 /// Exact weights from a file, when the source has them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileWeights {
@@ -348,6 +370,44 @@ struct InferenceMemory {
     basis: ActivationsBasis,
 }
 
+/// llama.cpp's KV cells: the context padded to 256 for full-attention layers; sliding layers
+/// hold the window plus one micro-batch, padded, unless `--swa-full`.
+fn kv_cells(arch: &ModelArch, s: &Settings) -> (u64, u64) {
+    let pad = |n: u64| n.div_ceil(KV_CELL_PAD).saturating_mul(KV_CELL_PAD);
+    let cells = pad(s.context);
+    let swa_cells = match &arch.sliding_window {
+        Some(w) if !s.swa_full => pad(w.window.saturating_add(s.ubatch)).min(cells),
+        _ => cells,
+    };
+    (cells, swa_cells)
+}
+
+/// Each layer's KV-cache bytes (its K and V over its cells, or a recurrent layer's f32 state)
+/// for `s.batch` sequences: what llama.cpp allocates with the layer, on the layer's device.
+/// They add up to [`Breakdown::kv_cache_bytes`].
+pub fn kv_bytes_per_layer(arch: &ModelArch, s: &Settings) -> Vec<u64> {
+    let (cells, swa_cells) = kv_cells(arch, s);
+    let per = u128::from(arch.kv_elements_per_token_layer());
+    let state = arch.ssm.map_or(0, |m| m.state_elements_per_layer() * 4);
+    (0..arch.num_layers)
+        .map(|i| {
+            let bytes = if arch.is_recurrent_layer(i) {
+                state
+            } else if arch.has_attention(i) {
+                let c = if arch.is_sliding_layer(i) {
+                    swa_cells
+                } else {
+                    cells
+                };
+                s.kv_dtype.bytes_for(per * u128::from(c))
+            } else {
+                0
+            };
+            sat(bytes * u128::from(s.batch))
+        })
+        .collect()
+}
+
 fn inference_memory(arch: &ModelArch, s: &Settings) -> Result<InferenceMemory, EstimateOverflow> {
     let fit = |v: u128, part: &'static str| {
         u64::try_from(v).map_err(|_| EstimateOverflow {
@@ -356,14 +416,7 @@ fn inference_memory(arch: &ModelArch, s: &Settings) -> Result<InferenceMemory, E
             context: s.context,
         })
     };
-    // llama.cpp's cells: the context padded to 256; sliding layers hold the window plus one
-    // micro-batch, padded, unless --swa-full.
-    let pad = |n: u64| n.div_ceil(KV_CELL_PAD).saturating_mul(KV_CELL_PAD);
-    let cells = pad(s.context);
-    let swa_cells = match &arch.sliding_window {
-        Some(w) if !s.swa_full => pad(w.window.saturating_add(s.ubatch)).min(cells),
-        _ => cells,
-    };
+    let (cells, swa_cells) = kv_cells(arch, s);
     let elems = arch.kv_elements_in_cells(cells, swa_cells) * u128::from(s.batch);
     // Recurrent layers keep an f32 state per sequence instead of a KV cache.
     let state = arch.ssm.map_or(0, |m| {

@@ -7,6 +7,7 @@
 //! its CUDA-graph capture). [`vllm`] is vLLM 0.33's accounting; llama.cpp on GPUs and PyTorch
 //! training plug in beside it as further modules of this room.
 
+pub mod llamacpp;
 pub mod vllm;
 mod vllm_defaults;
 mod vllm_plan;

@@ -3,7 +3,11 @@
 
 #![allow(dead_code, clippy::unwrap_used)]
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+use gpumem::model::{ggml_type, GgufFile, GgufTensor, GgufValue};
+use serde_json::Value;
 use std::process::Command;
 use std::sync::Mutex;
 
@@ -209,4 +213,46 @@ pub fn one_line_error(cmd: &mut assert_cmd::Command, code: i32) -> String {
     assert_eq!(out.status.code(), Some(code), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     err
+}
+
+/// The GGUF header a fixture recorded, as gpumem's reader would return it.
+pub fn described_file(name: &str, doc: &Value) -> GgufFile {
+    let g = &doc["gguf"];
+    let mut metadata = BTreeMap::new();
+    for (key, value) in g["metadata"].as_object().unwrap() {
+        let v = match value {
+            Value::String(s) => GgufValue::Str(Some(s.clone())),
+            Value::Bool(b) => GgufValue::Bool(*b),
+            Value::Number(n) if n.is_u64() => GgufValue::Int(n.as_u64().unwrap().into()),
+            Value::Number(n) => GgufValue::Float(n.as_f64().unwrap()),
+            Value::Array(a) => GgufValue::Array {
+                len: a.len() as u64,
+                ints: a.iter().filter_map(Value::as_i64).map(i128::from).collect(),
+            },
+            other => panic!("{name}: metadata {key} = {other}"),
+        };
+        metadata.insert(key.clone(), v);
+    }
+    let tensors: Vec<GgufTensor> = g["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let dims = t[1]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d.as_u64().unwrap())
+                .collect();
+            let ty = ggml_type(t[2].as_u64().unwrap() as u32).unwrap();
+            GgufTensor::new(t[0].as_str().unwrap().into(), dims, ty, 0).unwrap()
+        })
+        .collect();
+    GgufFile {
+        version: 3,
+        metadata,
+        tensors,
+        alignment: 32,
+        file_size: 0,
+    }
 }

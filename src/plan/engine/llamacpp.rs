@@ -1,0 +1,162 @@
+//! llama.cpp's placement of a GGUF over devices, as `llama_model::load_tensors` and the KV
+//! cache do it (llama.cpp vendored by llama-cpp-python 0.3.36, `src/llama-model.cpp`):
+//!
+//! - the input layer (token embeddings) stays on the CPU;
+//! - `-ngl N` offloads the last `N` of the layers and the output layer (counted as one more
+//!   layer: `N` = layers + 1 offloads everything); the first offloaded index is
+//!   `max(layers + 1 − N, 0)`;
+//! - over several devices, offloaded layer `il` goes to the first device whose cumulative
+//!   share of `--tensor-split` (default: each device's free memory) passes
+//!   `(il − first) / offloaded`, in f32 as llama.cpp computes it;
+//! - each layer's KV cache lives with its layer (on the host with `-nkvo`).
+//!
+//! What each device then holds of model and KV-cache bytes is exact; the compute buffers,
+//! which ggml's scheduler splits between the devices and the host, are not modelled here yet.
+
+use serde::Serialize;
+
+use crate::model::{GgufFile, ModelArch, Settings};
+
+/// A GGUF's weight bytes by where llama.cpp puts them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayerWeights {
+    /// The input layer: token embeddings and anything not in a layer or the output (always on
+    /// the CPU).
+    pub input: u64,
+    /// The output layer: the output norm and head.
+    pub output: u64,
+    /// A head tied to the token embeddings: loaded a second time on the output layer's device
+    /// when that is not the CPU (on the CPU both read the same mapped bytes). 0 when untied.
+    pub tied_head: u64,
+    /// Each repeating layer's tensors (`blk.N.*`).
+    pub layers: Vec<u64>,
+}
+
+impl LayerWeights {
+    /// The weights of `file` by layer, each tensor padded to the buffer's `alignment` (32 for
+    /// the CPU and RPC devices).
+    pub fn of(file: &GgufFile, layers: u64, alignment: u64) -> Self {
+        let pad = |b: u64| b.div_ceil(alignment.max(1)) * alignment.max(1);
+        let mut w = LayerWeights {
+            input: 0,
+            output: 0,
+            tied_head: 0,
+            layers: vec![0; usize::try_from(layers).unwrap_or(0)],
+        };
+        let mut has_head = false;
+        let mut token_embd = 0;
+        for t in &file.tensors {
+            let bytes = pad(t.bytes);
+            if let Some(il) = layer_of(&t.name) {
+                match w.layers.get_mut(il) {
+                    Some(l) => *l += bytes,
+                    None => w.input += bytes,
+                }
+            } else if t.name.starts_with("output.") || t.name.starts_with("output_norm.") {
+                has_head |= t.name == "output.weight";
+                w.output += bytes;
+            } else {
+                if t.name == "token_embd.weight" {
+                    token_embd = bytes;
+                }
+                w.input += bytes;
+            }
+        }
+        if !has_head {
+            w.tied_head = token_embd;
+        }
+        w
+    }
+}
+
+/// The layer index of `blk.N.…`.
+fn layer_of(name: &str) -> Option<usize> {
+    name.strip_prefix("blk.")?.split('.').next()?.parse().ok()
+}
+
+/// How llama.cpp is told to offload (`-ngl`, `--tensor-split`, `-nkvo`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Offload {
+    /// `-ngl`: the layers on devices, the output layer counted as one.
+    pub n_gpu_layers: u64,
+    /// Each device's share (`-ts`), or each device's free memory when not given.
+    pub tensor_split: Vec<f32>,
+    /// KV cache with its layers (true), or all in host memory (`-nkvo`).
+    pub kv_offload: bool,
+}
+
+/// Model and KV-cache bytes on one device (or the host).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct DeviceBytes {
+    /// Weights.
+    pub model: u64,
+    /// KV cache (and recurrent state).
+    pub context: u64,
+}
+
+/// Where each layer runs: `Some(device)`, or `None` for the CPU. Index `layers` is the output
+/// layer.
+pub fn layer_devices(layers: u64, offload: &Offload) -> Vec<Option<usize>> {
+    let n_devices = offload.tensor_split.len();
+    let first = (layers + 1).saturating_sub(offload.n_gpu_layers);
+    let offloaded = if n_devices == 0 {
+        0
+    } else {
+        offload.n_gpu_layers.min(layers + 1)
+    };
+    let mut splits = Vec::with_capacity(n_devices);
+    let mut sum = 0.0f32;
+    for s in &offload.tensor_split {
+        sum += s;
+        splits.push(sum);
+    }
+    for s in &mut splits {
+        *s /= sum;
+    }
+    (0..=layers)
+        .map(|il| {
+            if il < first || il - first >= offloaded {
+                return None;
+            }
+            #[expect(
+                clippy::cast_precision_loss,
+                reason = "llama.cpp divides in f32; layer counts are far below 2^24"
+            )]
+            let at = (il - first) as f32 / offloaded as f32;
+            Some(splits.partition_point(|&s| s <= at).min(n_devices - 1))
+        })
+        .collect()
+}
+
+/// Each device's model and KV-cache bytes, then the host's (the last entry), for `weights`
+/// of `arch` served under `settings` with `offload`.
+pub fn place(
+    weights: &LayerWeights,
+    arch: &ModelArch,
+    settings: &Settings,
+    offload: &Offload,
+) -> Vec<DeviceBytes> {
+    let n_devices = offload.tensor_split.len();
+    let mut out = vec![DeviceBytes::default(); n_devices + 1];
+    let host = n_devices;
+    let devices = layer_devices(arch.num_layers, offload);
+    out[host].model += weights.input;
+    let kv = crate::model::estimate::kv_bytes_per_layer(arch, settings);
+    for (il, dev) in devices.iter().enumerate() {
+        let slot = dev.unwrap_or(host);
+        match weights.layers.get(il) {
+            Some(bytes) => {
+                out[slot].model += bytes;
+                let kv_slot = if offload.kv_offload { slot } else { host };
+                out[kv_slot].context += kv.get(il).copied().unwrap_or(0);
+            }
+            None => {
+                out[slot].model += weights.output;
+                if dev.is_some() {
+                    out[slot].model += weights.tied_head;
+                }
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,76 @@
+//! gpumem's placement of a GGUF over devices against llama.cpp's own per-device projection
+//! (`tests/fixtures/llamacpp-devices/`, recorded by `tools/llamacpp-reference/measure_devices.py`
+//! on ggml-rpc-server devices): each device's and the host's model and KV-cache bytes, to the
+//! byte, over -ngl from 0 to all, contexts, flash attention on and off, one and two devices.
+//! Every failing row is named.
+
+#![allow(clippy::unwrap_used)]
+
+use crate::common;
+
+use common::described_file;
+use gpumem::model::{arch_from_gguf, kv_precision, Settings};
+use gpumem::plan::engine::llamacpp::{place, LayerWeights, Offload};
+use serde_json::Value;
+use std::path::Path;
+
+fn fixture_names() -> Vec<String> {
+    let dir = Path::new(&common::fixture("llamacpp-devices")).to_path_buf();
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// The failures of one fixture, a line each.
+fn check(name: &str) -> Vec<String> {
+    let text =
+        std::fs::read_to_string(common::fixture(&format!("llamacpp-devices/{name}"))).unwrap();
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    let file = described_file(name, &doc);
+    let arch = arch_from_gguf(Path::new(name), &file).unwrap();
+    let weights = LayerWeights::of(&file, arch.num_layers, 32);
+    let mut failures = Vec::new();
+    for row in doc["rows"].as_array().unwrap() {
+        let devices = row["devices"].as_array().unwrap();
+        let split: Vec<f32> = match row["tensor_split"].as_str() {
+            Some(ts) => ts.split(',').map(|v| v.parse().unwrap()).collect(),
+            None => vec![1.0; devices.len() - 1],
+        };
+        let settings = Settings {
+            ubatch: row["ubatch"].as_u64().unwrap(),
+            flash_attention: row["flash_attention"] == "on",
+            ..Settings::inference(row["ctx"].as_u64().unwrap(), kv_precision("f16").unwrap())
+        };
+        let offload = Offload {
+            n_gpu_layers: row["ngl"].as_u64().unwrap(),
+            tensor_split: split,
+            kv_offload: true,
+        };
+        let ours = place(&weights, &arch, &settings, &offload);
+        for (d, theirs) in devices.iter().enumerate() {
+            for (part, mine) in [("model", ours[d].model), ("context", ours[d].context)] {
+                let want = theirs[part].as_u64().unwrap();
+                if mine != want {
+                    failures.push(format!(
+                        "{name}: {}: {} {part} {mine} bytes, llama.cpp {want}",
+                        row["command"].as_str().unwrap(),
+                        theirs["device"].as_str().unwrap()
+                    ));
+                }
+            }
+        }
+    }
+    failures
+}
+
+#[test]
+fn model_and_kv_bytes_per_device_match_llama_cpp() {
+    let names = fixture_names();
+    assert!(names.len() >= 3, "{names:?}");
+    let failures: Vec<String> = names.iter().flat_map(|n| check(n)).collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Records llama.cpp's own per-device memory projection (model, context and compute bytes for
+each device and the host) for one GGUF over a sweep of -ngl, context and flash-attention
+settings, into a fixture for tests/it/llamacpp_devices.rs.
+
+The devices are ggml-rpc-server processes on 127.0.0.1 (CPU-backed devices llama.cpp uses like
+GPUs); `breakdown` (breakdown.cpp, built as README.md says) is llama.cpp's no-alloc dry run, the
+one `llama-fit-params -fitp on` prints in whole MiB, in bytes.
+
+    measure_devices.py BREAKDOWN MODEL.gguf OUT.json --rpc 127.0.0.1:50052 \
+        --ngl 0 --ngl 1 --ngl 16 --ngl 99 --ctx 4096 --ctx 8192 --fa on --fa off
+"""
+import argparse
+import json
+import subprocess
+
+from measure import describe
+
+
+def measure(breakdown, model, rpc, ngl, ctx, fa, ub, split):
+    cmd = [breakdown, "-m", model, "--rpc", rpc, "-ngl", str(ngl), "-c", str(ctx),
+           "-fa", fa, "-ub", str(ub)] + (["-ts", split] if split else [])
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    devices = []
+    for line in out.splitlines():
+        parts = line.split()
+        if parts[0] == "n_ctx":
+            continue
+        devices.append({"device": "host" if parts[0] == "Host" else "gpu%d" % len(devices),
+                        "model": int(parts[1]), "context": int(parts[2]), "compute": int(parts[3])})
+    rpcs = ",".join("127.0.0.1:PORT%d" % i for i in range(len(rpc.split(","))))
+    return {"ngl": ngl, "ctx": ctx, "flash_attention": fa, "ubatch": ub, "tensor_split": split,
+            "command": " ".join(["breakdown", "-m", model.rsplit("/", 1)[-1], "--rpc", rpcs]
+                                + cmd[5:]),
+            "devices": devices}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("breakdown")
+    p.add_argument("model")
+    p.add_argument("out")
+    p.add_argument("--rpc", required=True)
+    p.add_argument("--ngl", type=int, action="append", required=True)
+    p.add_argument("--ctx", type=int, action="append", required=True)
+    p.add_argument("--fa", action="append", default=None)
+    p.add_argument("--ubatch", type=int, default=512)
+    p.add_argument("--ts", action="append", default=None, help="a -ts value (several devices)")
+    p.add_argument("--shape", required=True, help="how the GGUF was made (make_gguf.py flags)")
+    a = p.parse_args()
+    rows = [measure(a.breakdown, a.model, a.rpc, ngl, ctx, fa, a.ubatch, ts)
+            for ngl in a.ngl for ctx in a.ctx for fa in (a.fa or ["on"]) for ts in (a.ts or [None])]
+    doc = {
+        "llama_cpp": "vendored by llama-cpp-python 0.3.36, built with -DGGML_RPC=ON",
+        "backend": "RPC (ggml-rpc-server on 127.0.0.1, CPU-backed)",
+        "gguf": a.model.rsplit("/", 1)[-1],
+        "shape": a.shape,
+        "rows": rows,
+        "gguf": describe(a.model),
+    }
+    with open(a.out, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
