@@ -9,6 +9,7 @@
 use crate::common;
 
 use common::described_file;
+use gpumem::model::estimate::offloaded_compute_buffers;
 use gpumem::model::{arch_from_gguf, kv_precision, Settings};
 use gpumem::plan::engine::llamacpp::{place, LayerWeights, Offload};
 use serde_json::Value;
@@ -51,6 +52,22 @@ fn check(name: &str) -> Vec<String> {
             kv_offload: true,
         };
         let ours = place(&weights, &arch, &settings, &offload);
+        // Compute buffers: one device beside the host (several devices pipeline their splits
+        // over copies of the graph, which is not replayed yet).
+        if devices.len() == 2 {
+            let first = (arch.num_layers + 1).saturating_sub(offload.n_gpu_layers);
+            let (host, device) = offloaded_compute_buffers(&arch, &settings, first).unwrap();
+            for (d, mine) in [(0, device), (1, host)] {
+                let want = devices[d]["compute"].as_u64().unwrap();
+                if mine != want {
+                    failures.push(format!(
+                        "{name}: {}: {} compute {mine} bytes, llama.cpp {want}",
+                        row["command"].as_str().unwrap(),
+                        devices[d]["device"].as_str().unwrap()
+                    ));
+                }
+            }
+        }
         for (d, theirs) in devices.iter().enumerate() {
             for (part, mine) in [("model", ours[d].model), ("context", ours[d].context)] {
                 let want = theirs[part].as_u64().unwrap();

@@ -241,6 +241,29 @@ pub enum ActivationsBasis {
     Training,
 }
 
+/// llama.cpp's compute buffers when layers from `first_offloaded` on and the output layer run
+/// on one device and the rest on the CPU (`-ngl`): the host's and the device's, each its
+/// split of the prompt graph placed by the graph allocator (see [`crate::model`]'s replay).
+/// `None` where the architecture's graph is not replayed.
+pub fn offloaded_compute_buffers(
+    arch: &ModelArch,
+    s: &Settings,
+    first_offloaded: u64,
+) -> Option<(u64, u64)> {
+    let ub = s.ubatch.min(s.batch.saturating_mul(s.context)).max(1);
+    let (cells, swa_cells) = kv_cells(arch, s);
+    super::replay::compute_buffers_offloaded(
+        arch,
+        ub,
+        cells,
+        swa_cells,
+        s.flash_attention,
+        &s.kv_dtype,
+        first_offloaded,
+    )
+    .map(|b| (b.host, b.device))
+}
+
 /// KV cells llama.cpp allocates for `context` tokens: padded to a multiple of 256.
 pub const KV_CELL_PAD: u64 = 256;
 

@@ -121,6 +121,15 @@ impl Graph {
         })
     }
 
+    /// A split's copy of a tensor another backend computed (ggml's scheduler makes one for
+    /// each input of a split): placed before the split's nodes like an input, but, not being
+    /// flagged as one, its sole consumer may take its memory in place.
+    pub(super) fn split_copy(&mut self, bytes: u64, layout: u64) -> usize {
+        let i = self.input(bytes);
+        self.tensors[i].layout = layout;
+        i
+    }
+
     pub(super) fn op(&mut self, kind: Kind, bytes: u64, layout: u64, srcs: &[usize]) -> usize {
         self.push(Tensor {
             kind,

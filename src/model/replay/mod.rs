@@ -61,6 +61,25 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// Adds every input llama.cpp builds to the graph, read or not: positions, each cache's
+    /// indices and mask (the sliding cache's only where there are sliding layers), the output
+    /// rows and the recurrent states' copy indices.
+    fn expand_inputs(&self, g: &mut Graph) {
+        for i in self.inputs() {
+            g.expand(i);
+        }
+    }
+
+    /// The inputs llama.cpp builds beside the token path, in its order.
+    fn inputs(&self) -> Vec<usize> {
+        let mut inputs = vec![self.pos, self.full.k_idxs, self.full.v_idxs, self.full.mask];
+        if self.arch.sliding_window.is_some() {
+            inputs.extend([self.swa.k_idxs, self.swa.v_idxs, self.swa.mask]);
+        }
+        inputs.push(self.out_ids);
+        inputs
+    }
+
     /// Bytes of `n` f32 values per token.
     fn width(&self, n: u64) -> Option<u64> {
         n.checked_mul(self.tokens)?.checked_mul(4)
@@ -89,39 +108,100 @@ pub(crate) fn compute_buffer(
     flash_attention: bool,
     kv_type: &Precision,
 ) -> Option<u64> {
-    let b = modelled(arch)?;
-    // Guards against shapes no device could hold; the estimate's own plausibility checks
-    // refuse those first, so this is never the figure a user sees.
-    if arch.num_layers > 4096 || tokens == 0 {
-        return None;
+    let shape = Shape::of(arch, tokens, kv_cells, swa_cells, flash_attention, kv_type)?;
+    part(shape, 0..arch.num_layers, true)
+}
+
+/// The compute buffers of llama.cpp's scheduler when layers from `first_offloaded` on and the
+/// output layer run on one device, the rest on the CPU (`-ngl`): the host's (every graph input,
+/// the token embeddings, the CPU's layers) and the device's (copies of the inputs its nodes
+/// read, its layers, the output). Each split is placed by the graph allocator as one buffer.
+/// `None` where [`compute_buffer`] is.
+pub(crate) fn compute_buffers_offloaded(
+    arch: &ModelArch,
+    tokens: u64,
+    kv_cells: u64,
+    swa_cells: u64,
+    flash_attention: bool,
+    kv_type: &Precision,
+    first_offloaded: u64,
+) -> Option<Buffers> {
+    let shape = Shape::of(arch, tokens, kv_cells, swa_cells, flash_attention, kv_type)?;
+    if first_offloaded > arch.num_layers {
+        return Some(Buffers {
+            host: part(shape, 0..arch.num_layers, true)?,
+            device: 0,
+        });
     }
+    Some(Buffers {
+        host: part(shape, 0..first_offloaded, false)?,
+        device: part(
+            Shape {
+                entry: Entry::Copy,
+                ..shape
+            },
+            first_offloaded..arch.num_layers,
+            true,
+        )?,
+    })
+}
+
+/// A host's and one device's compute buffers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Buffers {
+    pub host: u64,
+    pub device: u64,
+}
+
+/// The buffer the allocator reserves for `layers` of the graph (and the output layer, when
+/// `output`); from the token path with every graph input, or from a copy of the hidden state.
+fn part(shape: Shape<'_>, layers: std::ops::Range<u64>, output: bool) -> Option<u64> {
+    let (arch, entry) = (shape.arch, shape.entry);
     let mut g = Graph::default();
-    let (c, embd) = layer::inputs(
-        &mut g,
-        Shape {
-            arch,
-            b,
-            tokens,
-            kv_cells,
-            swa_cells,
-            flash_attention,
-            kv_type,
-        },
-    )?;
+    let (c, embd) = layer::inputs(&mut g, shape)?;
+    if entry == Entry::Tokens && !output {
+        // The host's split: llama.cpp makes every input on the CPU, whichever backend reads
+        // it. (With the output on the CPU too, every input is read there already.)
+        c.expand_inputs(&mut g);
+    }
     let mut lazy = Lazy::default();
     let mut inp = embd;
-    // Gemma's embeddings are scaled by √width, Granite's by its embedding multiplier.
-    if c.b.gemma || arch.granite_scales.embedding {
-        inp = g.op(Kind::InPlace, c.model, MODEL, &[embd]);
+    // Gemma's embeddings are scaled by √width, Granite's by its embedding multiplier: where
+    // the first layer runs.
+    let scaled = c.b.gemma || arch.granite_scales.embedding;
+    if scaled && layers.start == 0 && (!layers.is_empty() || output) {
+        inp = g.op(Kind::InPlace, c.model, MODEL, &[inp]);
     }
-    for l in 0..arch.num_layers {
+    let device_reads_inputs = layers.end < arch.num_layers;
+    for l in layers {
         inp = layer::layer(&c, &mut g, &mut lazy, inp, l)?;
     }
-    layer::output(&c, &mut g, inp);
+    if output {
+        layer::output(&c, &mut g, inp);
+    } else {
+        g.expand(inp);
+        if device_reads_inputs {
+            // The device's split copies the inputs its layers read; the scheduler keeps the
+            // originals alive until that split starts, after the host's last node.
+            for i in c.inputs() {
+                let keep = g.view(i, OTHER);
+                g.expand(keep);
+            }
+        }
+    }
     Some(reserve(&g))
 }
 
+/// Where the graph starts: llama.cpp's token path, or a device split's copy of the hidden
+/// state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Entry {
+    Tokens,
+    Copy,
+}
+
 /// What the replay is asked for.
+#[derive(Clone, Copy)]
 struct Shape<'a> {
     arch: &'a ModelArch,
     b: Builder,
@@ -130,6 +210,36 @@ struct Shape<'a> {
     swa_cells: u64,
     flash_attention: bool,
     kv_type: &'a Precision,
+    entry: Entry,
+}
+
+impl<'a> Shape<'a> {
+    /// The token-path graph of `arch`, or `None` where it is not modelled or no device could
+    /// hold it (the estimate's own plausibility checks refuse those first, so this is never the
+    /// figure a user sees).
+    fn of(
+        arch: &'a ModelArch,
+        tokens: u64,
+        kv_cells: u64,
+        swa_cells: u64,
+        flash_attention: bool,
+        kv_type: &'a Precision,
+    ) -> Option<Self> {
+        let b = modelled(arch)?;
+        if arch.num_layers > 4096 || tokens == 0 {
+            return None;
+        }
+        Some(Shape {
+            arch,
+            b,
+            tokens,
+            kv_cells,
+            swa_cells,
+            flash_attention,
+            kv_type,
+            entry: Entry::Tokens,
+        })
+    }
 }
 
 /// A norm over `x` as the architecture's builder makes it: ggml computes RMSNorm in place where

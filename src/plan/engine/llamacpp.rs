@@ -10,8 +10,10 @@
 //!   `(il − first) / offloaded`, in f32 as llama.cpp computes it;
 //! - each layer's KV cache lives with its layer (on the host with `-nkvo`).
 //!
-//! What each device then holds of model and KV-cache bytes is exact; the compute buffers,
-//! which ggml's scheduler splits between the devices and the host, are not modelled here yet.
+//! What each device then holds of model and KV-cache bytes is exact. The compute buffers of
+//! one device beside the host come from the prompt graph's replay, split as ggml's scheduler
+//! splits it (`model::estimate::offloaded_compute_buffers`); several devices are not replayed
+//! yet.
 
 use serde::Serialize;
 
