@@ -11,7 +11,7 @@ use crate::common;
 use common::described_file;
 use gpumem::model::estimate::offloaded_compute_buffers;
 use gpumem::model::{arch_from_gguf, kv_precision, Settings};
-use gpumem::plan::engine::llamacpp::{place, LayerWeights, Offload};
+use gpumem::plan::engine::llamacpp::{fit_one_device, place, LayerWeights, Offload};
 use serde_json::Value;
 use std::path::Path;
 
@@ -89,5 +89,61 @@ fn model_and_kv_bytes_per_device_match_llama_cpp() {
     let names = fixture_names();
     assert!(names.len() >= 3, "{names:?}");
     let failures: Vec<String> = names.iter().flat_map(|n| check(n)).collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// `-ngl` as llama.cpp prints it: `-1` for its default, every layer.
+fn ngl_text(n: Option<u64>) -> String {
+    n.map_or_else(|| "-1".into(), |n| n.to_string())
+}
+
+// gpumem's choice of -ngl equals llama.cpp's own fit (`llama-fit-params`, recorded by
+// tools/llamacpp-reference/measure_fit.py on a ggml-rpc-server device whose size the fit margin
+// emulates) on every recorded model × device size.
+#[test]
+fn the_layers_offloaded_are_the_ones_llama_cpp_fits() {
+    let dir = Path::new(&common::fixture("llamacpp-fit")).to_path_buf();
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    let mut failures = Vec::new();
+    let mut cases = 0;
+    for name in &names {
+        let text =
+            std::fs::read_to_string(common::fixture(&format!("llamacpp-fit/{name}"))).unwrap();
+        let doc: Value = serde_json::from_str(&text).unwrap();
+        let header = serde_json::json!({ "gguf": doc["gguf_header"] });
+        let file = described_file(name, &header);
+        let arch = arch_from_gguf(Path::new(name), &file).unwrap();
+        let weights = LayerWeights::of(&file, arch.num_layers, 32);
+        for row in doc["rows"].as_array().unwrap() {
+            cases += 1;
+            let mib = |k: &str| row[k].as_u64().unwrap() << 20;
+            let settings = Settings {
+                // llama.cpp's -fa auto turns flash attention on for a device that has it.
+                flash_attention: true,
+                ..Settings::inference(row["ctx"].as_u64().unwrap(), kv_precision("f16").unwrap())
+            };
+            let ours = fit_one_device(
+                &weights,
+                &arch,
+                &settings,
+                mib("free_mib"),
+                mib("fit_target_mib"),
+            )
+            .unwrap();
+            let theirs = row["n_gpu_layers"].as_i64().unwrap();
+            if ngl_text(ours) != theirs.to_string() {
+                failures.push(format!(
+                    "{name}: a {} MiB device: gpumem -ngl {}, llama.cpp -ngl {theirs}",
+                    row["device_mib"],
+                    ngl_text(ours)
+                ));
+            }
+        }
+    }
+    assert!(cases >= 18, "{cases} cases");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -162,3 +162,78 @@ pub fn place(
     }
     out
 }
+
+/// One device's (or the host's) share under an `-ngl`: weights, KV cache and compute buffer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct DeviceUse {
+    /// Weights.
+    pub model: u64,
+    /// KV cache (and recurrent state).
+    pub context: u64,
+    /// The compute buffer of the graph's split there.
+    pub compute: u64,
+}
+
+impl DeviceUse {
+    /// Everything.
+    pub fn total(&self) -> u64 {
+        self.model + self.context + self.compute
+    }
+}
+
+/// What one device and the host hold with `n_gpu_layers` offloaded to the device, or `None`
+/// where the architecture's graph is not replayed.
+pub fn one_device(
+    weights: &LayerWeights,
+    arch: &ModelArch,
+    settings: &Settings,
+    n_gpu_layers: u64,
+) -> Option<(DeviceUse, DeviceUse)> {
+    let offload = Offload {
+        n_gpu_layers,
+        tensor_split: vec![1.0],
+        kv_offload: true,
+    };
+    let placed = place(weights, arch, settings, &offload);
+    let first = (arch.num_layers + 1).saturating_sub(n_gpu_layers);
+    let (host, device) = crate::model::estimate::offloaded_compute_buffers(arch, settings, first)?;
+    let with = |b: DeviceBytes, compute| DeviceUse {
+        model: b.model,
+        context: b.context,
+        compute,
+    };
+    Some((with(placed[0], device), with(placed[1], host)))
+}
+
+/// llama.cpp's choice of `-ngl` for one device (`llama_params_fit` with the context set, as
+/// `llama-server --fit` makes it): everything when the device keeps `margin` bytes of its
+/// `free` memory with every layer offloaded (`None`: llama.cpp's default, `-ngl -1`), else the
+/// most layers, filled from the back with the output layer first, that keep the margin.
+pub fn fit_one_device(
+    weights: &LayerWeights,
+    arch: &ModelArch,
+    settings: &Settings,
+    free: u64,
+    margin: u64,
+) -> Option<Option<u64>> {
+    let target = free.checked_sub(margin);
+    let all = arch.num_layers + 1;
+    let fits = |n: u64| -> Option<bool> {
+        let (device, _) = one_device(weights, arch, settings, n)?;
+        Some(target.is_some_and(|t| device.total() <= t))
+    };
+    if fits(all)? {
+        return Some(None);
+    }
+    // The device's use grows with every layer it takes, so the most that fit is a bisection.
+    let (mut lo, mut hi) = (0, all);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid)? {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Some(Some(lo))
+}

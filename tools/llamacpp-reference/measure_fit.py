@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Records llama.cpp's own choice of -ngl for one GGUF on a device of each given size: the fit
+`llama-fit-params` makes (the `llama_params_fit` that `llama-server --fit` runs), with the
+context set and llama.cpp's defaults otherwise (flash attention auto, a 1024 MiB margin).
+
+One ggml-rpc-server on 127.0.0.1 is the device; its free memory is the host's, so a device of
+S MiB is emulated by the margin `-fitt FREE - S + 1024`, which leaves llama.cpp's own default
+margin of 1024 MiB on an S MiB device. FREE is what llama.cpp reports (whole MiB).
+
+    measure_fit.py llama-fit-params MODEL.gguf OUT.json --rpc 127.0.0.1:50052 --ctx 8192 \
+        --size-mib 6144 --size-mib 8192
+"""
+import argparse
+import json
+import re
+import subprocess
+
+from measure import describe
+
+
+def free_mib(fit_params, model, rpc, ctx):
+    out = subprocess.run([fit_params, "-m", model, "--rpc", rpc, "-c", str(ctx), "-v"],
+                         capture_output=True, text=True).stderr
+    return int(re.search(r"- (\d+) MiB free", out).group(1))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("fit_params")
+    p.add_argument("model")
+    p.add_argument("out")
+    p.add_argument("--rpc", required=True)
+    p.add_argument("--ctx", type=int, required=True)
+    p.add_argument("--size-mib", type=int, action="append", required=True)
+    p.add_argument("--shape", required=True)
+    a = p.parse_args()
+    rows = []
+    for size in a.size_mib:
+        free = free_mib(a.fit_params, a.model, a.rpc, a.ctx)
+        margin = free - size + 1024
+        cmd = [a.fit_params, "-m", a.model, "--rpc", a.rpc, "-c", str(a.ctx), "-fitt", str(margin)]
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        m = re.search(r"-c (\d+) -ngl (-?\d+)", res.stdout)
+        rows.append({"device_mib": size, "free_mib": free, "fit_target_mib": margin,
+                     "ctx": a.ctx, "n_gpu_layers": int(m.group(2)) if m else None,
+                     "printed": res.stdout.strip(),
+                     "fits": m is not None})
+    doc = {
+        "llama_cpp": "vendored by llama-cpp-python 0.3.36, llama-fit-params, -DGGML_RPC=ON",
+        "backend": "RPC (ggml-rpc-server on 127.0.0.1, CPU-backed)",
+        "gguf": a.model.rsplit("/", 1)[-1],
+        "shape": a.shape,
+        "rows": rows,
+        "gguf_header": describe(a.model),
+    }
+    with open(a.out, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
