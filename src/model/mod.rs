@@ -9,6 +9,7 @@ pub mod estimate;
 mod family;
 mod gguf;
 mod hf_config;
+mod layers;
 mod quantized;
 mod replay;
 mod safetensors_header;
@@ -35,6 +36,7 @@ pub use estimate::{
 pub use family::Family;
 pub use gguf::{arch_from_gguf, read_gguf, GgufFile, GgufTensor, GgufValue};
 pub use hf_config::{parse_config, read_config, KNOWN_FAMILIES};
+pub use layers::LayerWeights;
 pub use safetensors_header::{read_safetensors, SafetensorsSummary};
 
 /// Where a model came from.
@@ -77,6 +79,9 @@ pub struct ModelSource {
     pub warnings: Vec<ModelWarning>,
     /// A multimodal projector loaded beside the model (llama.cpp's mmproj), if any.
     pub projector: Option<Projector>,
+    /// The weights by the layer llama.cpp puts them in, exact from a GGUF's tensors (`None`
+    /// for other sources, which count them from the shape).
+    pub layer_weights: Option<LayerWeights>,
 }
 
 impl ModelSource {
@@ -254,6 +259,7 @@ fn load_named(name: &str) -> Result<ModelSource, ModelError> {
         file_weights: m.checkpoint_weights,
         warnings: Vec::new(),
         projector: None,
+        layer_weights: None,
     })
 }
 
@@ -266,6 +272,7 @@ fn load_config(path: &Path) -> Result<ModelSource, ModelError> {
         file_weights: quantized,
         warnings,
         projector: None,
+        layer_weights: None,
     })
 }
 
@@ -274,6 +281,7 @@ fn load_config(path: &Path) -> Result<ModelSource, ModelError> {
 fn load_gguf(path: &Path) -> Result<ModelSource, ModelError> {
     let file = gguf::read_gguf_model(path)?;
     let arch = arch_from_gguf(path, &file)?;
+    let arch_layers = arch.num_layers;
     let weights = FileWeights {
         parameters: file.parameters(),
         bytes: file.tensor_bytes(),
@@ -299,6 +307,8 @@ fn load_gguf(path: &Path) -> Result<ModelSource, ModelError> {
         file_weights: Some(weights),
         warnings,
         projector: None,
+        // Padded to the CPU's and RPC devices' 32-byte alignment.
+        layer_weights: Some(LayerWeights::of(&file, arch_layers, 32)),
     })
 }
 
@@ -332,6 +342,7 @@ fn load_safetensors(path: &Path) -> Result<ModelSource, ModelError> {
             file_weights: Some(weights),
             warnings,
             projector: None,
+            layer_weights: None,
         })
     } else {
         // Without a config the layer structure is unknown: weights are exact, the KV
@@ -347,6 +358,7 @@ fn load_safetensors(path: &Path) -> Result<ModelSource, ModelError> {
                 path: path.to_path_buf(),
             }],
             projector: None,
+            layer_weights: None,
         })
     }
 }

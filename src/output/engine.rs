@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use super::thousands;
 use crate::plan::engine::vllm::{VllmFit, VllmOutcome};
+use crate::plan::engine::LlamaCppAccount;
 use crate::plan::engine::{Basis, TermKind};
 use crate::units::format_bytes;
 
@@ -101,5 +102,32 @@ pub fn vllm_text(text: &mut String, f: &VllmFit, serves: bool, max_model_len: u6
                 format_bytes(short_bytes)
             );
         }
+    }
+}
+
+/// llama.cpp's placement: its memory breakdown per device, as `llama_memory_breakdown_print`
+/// lays it out (model, context, compute), and the `-ngl` its fit chose.
+pub fn llamacpp_text(text: &mut String, a: &LlamaCppAccount) {
+    let _ = writeln!(
+        text,
+        "\nllama.cpp (flash attention {}, -ngl {}, keeping {} free on the GPU):",
+        if a.flash_attention { "on" } else { "off" },
+        a.n_gpu_layers,
+        format_bytes(a.margin_bytes)
+    );
+    let _ = writeln!(
+        text,
+        "  {:<6} {:>12} {:>12} {:>12} {:>12}",
+        "", "model", "context", "compute", "total"
+    );
+    for (name, d) in [("GPU", a.device), ("host", a.host)] {
+        let _ = writeln!(
+            text,
+            "  {name:<6} {:>12} {:>12} {:>12} {:>12}",
+            format_bytes(d.model),
+            format_bytes(d.context),
+            format_bytes(d.compute),
+            format_bytes(d.total())
+        );
     }
 }

@@ -183,6 +183,9 @@ fn usable_text(u: &Usable) -> String {
         UsableRule::MinFree { min_free_bytes } => {
             format!("{} kept free", format_bytes(min_free_bytes))
         }
+        UsableRule::FitMargin { margin_bytes } => {
+            format!("llama.cpp's {} fit margin", format_bytes(margin_bytes))
+        }
         UsableRule::GpuMemoryUtilization { fraction } => {
             format!("--gpu-memory-utilization {fraction}")
         }
@@ -217,6 +220,9 @@ fn reason_text(v: &Verdict) -> String {
             usable_text(&v.usable)
         ),
         VerdictReason::NotForEngine => "the engine serves from GPUs only".into(),
+        VerdictReason::SystemRam => {
+            "system RAM: the token embeddings and any layers not offloaded".into()
+        }
     };
     match &v.mig_profile {
         Some(profile) => format!(
@@ -259,6 +265,9 @@ impl Report for SelectReport {
                  gpumem's generic rule (--memory-fraction), which is all gpumem models of \
                  vLLM's pipeline stages and --cpu-offload-gb so far."
             );
+        }
+        if let Some(a) = &p.llamacpp {
+            super::engine::llamacpp_text(&mut text, a);
         }
         if let Some(f) = p
             .engine
@@ -457,10 +466,15 @@ fn capacity_text(text: &mut String, c: &Capacity) {
     }
     let _ = writeln!(
         text,
-        "Serving capacity: {} tokens of KV cache — {} sequences of {} tokens at once, or \
+        "Serving capacity: {} tokens of KV cache — {} sequence{} of {} tokens at once, or \
              {} tokens each for a batch of {}.",
         thousands(c.kv_tokens),
         thousands(c.max_concurrent_sequences),
+        if c.max_concurrent_sequences == 1 {
+            ""
+        } else {
+            "s"
+        },
         thousands(c.context),
         thousands(c.max_context_at_batch),
         c.batch

@@ -61,9 +61,9 @@ pub fn select_backend_for_model(required_bytes: u64) -> Result<(BackendKind, usi
             let mut tried: Vec<(String, Rejected)> = unavailable_backends(&found);
             tried.extend(selection.candidates.iter().map(|v| {
                 let why = match v.reason {
-                    VerdictReason::SoftwareDevice | VerdictReason::NotForEngine => {
-                        Rejected::SoftwareDevice
-                    }
+                    VerdictReason::SoftwareDevice
+                    | VerdictReason::NotForEngine
+                    | VerdictReason::SystemRam => Rejected::SoftwareDevice,
                     VerdictReason::Fits | VerdictReason::TooSmall => Rejected::TooSmall {
                         usable: v.usable_bytes,
                     },

@@ -2,8 +2,8 @@
 //! context grow (activations and KV cache both do), so that serving capacity and the largest
 //! context are searched on the model's own figures.
 
-use super::engine::select_vllm;
 use super::engine::vllm::{VllmConfig, VllmModel, VllmOutcome};
+use super::engine::{select_llamacpp, select_vllm};
 use super::launch::Engine;
 use super::{
     capacity, model_requirement, plan, Accounting, Candidate, Capacity, Plan, PlanKind, Policy,
@@ -77,6 +77,12 @@ pub fn select_for_engine(
     match (engine, demand) {
         (Some(Engine::Vllm), Demand::Model { .. }) => {
             select_vllm_engine(demand, candidates, policy, vllm)
+        }
+        (Some(Engine::LlamaCpp), Demand::Model { source, settings }) => {
+            match select_llamacpp(source, settings, candidates) {
+                Some(s) => Ok(s),
+                None => select(demand, candidates, policy),
+            }
         }
         _ => select(demand, candidates, policy),
     }

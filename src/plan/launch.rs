@@ -439,6 +439,7 @@ mod tests {
             shortfall_bytes: None,
             capacity: None,
             engine: None,
+            llamacpp: None,
             accounting: crate::plan::Accounting::Generic,
         }
     }

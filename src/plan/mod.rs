@@ -232,8 +232,60 @@ pub struct Plan {
     /// none serves), when an engine's memory model planned it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub engine: Option<engine::vllm::VllmFit>,
+    /// llama.cpp's own accounting of the GPU and the host, when it planned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub llamacpp: Option<engine::LlamaCppAccount>,
     /// Whose rule judged the plan.
     pub accounting: Accounting,
+}
+
+impl Plan {
+    /// No plan: what the closest one lacks and the longest context that would fit, by
+    /// `accounting`'s rule.
+    pub fn none(
+        max_context: Option<u64>,
+        shortfall_bytes: Option<u64>,
+        accounting: Accounting,
+    ) -> Self {
+        Plan {
+            kind: PlanKind::None,
+            placements: Vec::new(),
+            gpu_layers: None,
+            max_context,
+            shortfall_bytes,
+            capacity: None,
+            engine: None,
+            llamacpp: None,
+            accounting,
+        }
+    }
+}
+
+impl Verdict {
+    /// `c`'s verdict: `needed` bytes against `usable`, headroom their difference.
+    pub fn of(
+        c: &Candidate,
+        usable: Usable,
+        needed_bytes: u64,
+        fits: bool,
+        reason: VerdictReason,
+        rank: Option<Rank>,
+    ) -> Self {
+        Verdict {
+            host: c.host.clone(),
+            backend: c.backend,
+            device: c.device,
+            name: c.name.clone(),
+            usable_bytes: usable.bytes,
+            needed_bytes,
+            headroom_bytes: i128::from(usable.bytes) - i128::from(needed_bytes),
+            fits,
+            reason,
+            usable,
+            mig_profile: c.mig_profile.clone(),
+            rank,
+        }
+    }
 }
 
 /// Whose rule judged a plan.
@@ -245,6 +297,8 @@ pub enum Accounting {
     Generic,
     /// vLLM 0.33's own accounting ([`engine::vllm`]).
     Vllm,
+    /// llama.cpp's own placement and fit ([`engine::llamacpp`]).
+    LlamaCpp,
     /// vLLM's tensor-parallel layouts did not serve; the pipeline or offload plan comes from
     /// the generic rule, which vLLM's own accounting does not model yet.
     GenericAfterVllm,
@@ -331,6 +385,9 @@ pub enum VerdictReason {
     SoftwareDevice,
     /// Not a device the engine serves from (vLLM runs on GPUs).
     NotForEngine,
+    /// System RAM: llama.cpp keeps the token embeddings and the layers it does not offload
+    /// there.
+    SystemRam,
 }
 
 /// A plan and every candidate's verdict.
@@ -374,6 +431,7 @@ pub fn plan(
                 shortfall_bytes: None,
                 capacity: None,
                 engine: None,
+                llamacpp: None,
                 accounting: Accounting::Generic,
             },
             candidates: verdicts,
@@ -398,20 +456,7 @@ fn verdicts(req: &Requirement, candidates: &[Candidate], policy: &Policy) -> Vec
             } else {
                 VerdictReason::TooSmall
             };
-            Verdict {
-                host: c.host.clone(),
-                backend: c.backend,
-                device: c.device,
-                name: c.name.clone(),
-                usable_bytes: usable.bytes,
-                needed_bytes: req.total,
-                headroom_bytes: usable.bytes as i128 - req.total as i128,
-                fits: fits && !software,
-                reason,
-                usable,
-                mig_profile: c.mig_profile.clone(),
-                rank: None,
-            }
+            Verdict::of(c, usable, req.total, fits && !software, reason, None)
         })
         .collect()
 }
@@ -455,16 +500,7 @@ fn nothing_fits(
     }
     Selection {
         required_bytes: d.req.total,
-        plan: Plan {
-            kind: PlanKind::None,
-            placements: Vec::new(),
-            gpu_layers: None,
-            max_context,
-            shortfall_bytes: shortfall,
-            capacity: None,
-            engine: None,
-            accounting: Accounting::Generic,
-        },
+        plan: Plan::none(max_context, shortfall, Accounting::Generic),
         candidates: verdicts,
     }
 }

@@ -111,6 +111,11 @@ pub enum UsableRule {
         /// Bytes always left free.
         min_free_bytes: u64,
     },
+    /// llama.cpp's fit: free (else total) memory less its margin (`--fit-target`).
+    FitMargin {
+        /// Bytes the fit leaves free.
+        margin_bytes: u64,
+    },
     /// vLLM's budget: `fraction` of the device's total (`--gpu-memory-utilization`).
     GpuMemoryUtilization {
         /// The fraction applied, in (0, 1].

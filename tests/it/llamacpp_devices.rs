@@ -10,8 +10,9 @@ use crate::common;
 
 use common::described_file;
 use gpumem::model::estimate::offloaded_compute_buffers;
+use gpumem::model::LayerWeights;
 use gpumem::model::{arch_from_gguf, kv_precision, Settings};
-use gpumem::plan::engine::llamacpp::{fit_one_device, place, LayerWeights, Offload};
+use gpumem::plan::engine::llamacpp::{fit_one_device, place, Offload};
 use serde_json::Value;
 use std::path::Path;
 
@@ -146,4 +147,51 @@ fn the_layers_offloaded_are_the_ones_llama_cpp_fits() {
     }
     assert!(cases >= 18, "{cases} cases");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+// `select` plans llama.cpp as llama.cpp's fit runs it: Llama-3.1-8B at q8_0 (the catalog's
+// shape, counted from its parameters) on a device of each recorded size with system RAM beside
+// it gets the -ngl llama-fit-params chose for a GGUF of that shape, and the layers it leaves go
+// to the RAM.
+#[test]
+fn select_offloads_as_llama_cpp_fits() {
+    let text =
+        std::fs::read_to_string(common::fixture("llamacpp-fit/llama-3.1-8b-shape-q8_0.json"))
+            .unwrap();
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    for row in doc["rows"].as_array().unwrap() {
+        let device = format!("sim:{}MiB", row["device_mib"]);
+        let out = common::gpumem()
+            .args([
+                "--json",
+                "select",
+                "--model",
+                "llama-3.1-8b",
+                "--dtype",
+                "q8_0",
+            ])
+            .args([
+                "--engine",
+                "llama.cpp",
+                "--context",
+                "8192",
+                "--ram",
+                "32GiB",
+            ])
+            .args(["--device", &device])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{device}");
+        let plan: Value = serde_json::from_slice::<Value>(&out.stdout).unwrap()["plan"].clone();
+        let theirs = row["n_gpu_layers"].as_i64().unwrap();
+        if theirs == -1 {
+            assert_eq!(plan["kind"], "single", "{device}: {plan}");
+            assert_eq!(plan["gpu_layers"], 33, "{device}");
+        } else {
+            assert_eq!(plan["kind"], "cpu_offload", "{device}: {plan}");
+            assert_eq!(plan["gpu_layers"].as_i64().unwrap(), theirs, "{device}");
+            let cpu_layers = plan["placements"][1]["layers"].as_i64().unwrap();
+            assert_eq!(cpu_layers, 32 - theirs.min(32), "{device}");
+        }
+    }
 }

@@ -8,11 +8,13 @@
 //! training plug in beside it as further modules of this room.
 
 pub mod llamacpp;
+mod llamacpp_plan;
 pub mod vllm;
 mod vllm_defaults;
 mod vllm_plan;
 mod vllm_terms;
 
+pub use llamacpp_plan::{select_llamacpp, LlamaCppAccount, FIT_MARGIN};
 pub use vllm_plan::select_vllm;
 
 use serde::Serialize;

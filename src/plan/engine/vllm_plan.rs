@@ -156,26 +156,25 @@ pub fn select_vllm(
                 batch,
                 model.arch.max_position_embeddings,
             )),
+            llamacpp: None,
             accounting: Accounting::Vllm,
             engine: Some(t.fit.clone()),
         },
-        (None, closest) => Plan {
-            kind: PlanKind::None,
-            placements: Vec::new(),
-            gpu_layers: None,
-            max_context: closest.and_then(|t| match t.fit.outcome {
+        (None, closest) => {
+            let max_context = closest.and_then(|t| match t.fit.outcome {
                 VllmOutcome::ModelLenTooLong {
                     estimated_max_model_len,
                     ..
                 } if estimated_max_model_len > 0 => Some(estimated_max_model_len),
                 VllmOutcome::LongerThanTrained { trained } => Some(trained),
                 _ => None,
-            }),
-            shortfall_bytes: closest.and_then(|t| short_of(&t.fit)),
-            capacity: None,
-            engine: closest.map(|t| t.fit.clone()),
-            accounting: Accounting::Vllm,
-        },
+            });
+            let shortfall = closest.and_then(|t| short_of(&t.fit));
+            Plan {
+                engine: closest.map(|t| t.fit.clone()),
+                ..Plan::none(max_context, shortfall, Accounting::Vllm)
+            }
+        }
     };
     Ok(Selection {
         required_bytes: required,
@@ -278,33 +277,29 @@ fn verdicts(
         let fits = alone
             .as_ref()
             .is_some_and(|f| f.outcome == VllmOutcome::Serves);
-        out.push(Verdict {
-            host: c.host.clone(),
-            backend: c.backend,
-            device: c.device,
-            name: c.name.clone(),
-            usable_bytes: usable,
-            needed_bytes: needed,
-            headroom_bytes: i128::from(usable) - i128::from(needed),
-            fits,
-            reason: if !gpu {
-                VerdictReason::NotForEngine
-            } else if fits {
-                VerdictReason::Fits
-            } else {
-                VerdictReason::TooSmall
-            },
-            usable: Usable {
+        let reason = if !gpu {
+            VerdictReason::NotForEngine
+        } else if fits {
+            VerdictReason::Fits
+        } else {
+            VerdictReason::TooSmall
+        };
+        let rule = UsableRule::GpuMemoryUtilization {
+            fraction: cfg.gpu_memory_utilization,
+        };
+        out.push(Verdict::of(
+            c,
+            Usable {
                 bytes: usable,
                 base_bytes: c.total_bytes,
                 base_is_free: false,
-                rule: UsableRule::GpuMemoryUtilization {
-                    fraction: cfg.gpu_memory_utilization,
-                },
+                rule,
             },
-            mig_profile: c.mig_profile.clone(),
+            needed,
+            fits,
+            reason,
             rank,
-        });
+        ));
     }
     Ok(out)
 }
