@@ -54,12 +54,8 @@ fn check(name: &str) -> Vec<String> {
         };
         let ours = place(&weights, &arch, &settings, &offload);
         // Compute buffers: one device beside the host (several devices pipeline their splits
-        // over copies of the graph, which is not replayed yet); a fixture says where its
-        // partial offload is not followed yet.
-        let ngl = row["ngl"].as_u64().unwrap();
-        let partial = ngl > 0 && ngl <= arch.num_layers;
-        let unchecked = partial && doc["compute_unchecked"].is_string();
-        if devices.len() == 2 && !unchecked {
+        // over copies of the graph, which is not replayed yet).
+        if devices.len() == 2 {
             let first = (arch.num_layers + 1).saturating_sub(offload.n_gpu_layers);
             let (host, device) = offloaded_compute_buffers(&arch, &settings, first).unwrap();
             for (d, mine) in [(0, device), (1, host)] {

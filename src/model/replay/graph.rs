@@ -75,6 +75,20 @@ pub(super) struct Tensor {
     pub(super) output: bool,
     /// Weights and the KV cache: allocated elsewhere.
     pub(super) external: bool,
+    /// The part of the model being built when the tensor was made: where its weights live.
+    pub(super) part: Part,
+    /// An op that writes into a view (`set_rows`, `cpy`): placed as a view, scheduled as an op.
+    pub(super) writes: bool,
+}
+
+/// A part of the model, as llama.cpp places its weights: the input layer, a repeating layer,
+/// or the output layer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) enum Part {
+    #[default]
+    Input,
+    Layer(u64),
+    Output,
 }
 
 /// A computation graph in llama.cpp's evaluation order.
@@ -84,10 +98,13 @@ pub(super) struct Graph {
     pub(super) nodes: Vec<usize>,
     pub(super) leafs: Vec<usize>,
     pub(super) seen: Vec<bool>,
+    /// The part being built now.
+    pub(super) part: Part,
 }
 
 impl Graph {
-    pub(super) fn push(&mut self, t: Tensor) -> usize {
+    pub(super) fn push(&mut self, mut t: Tensor) -> usize {
+        t.part = self.part;
         self.tensors.push(t);
         self.seen.push(false);
         self.tensors.len() - 1
@@ -104,6 +121,8 @@ impl Graph {
             input: false,
             output: false,
             external: true,
+            part: Part::Input,
+            writes: false,
         })
     }
 
@@ -118,16 +137,9 @@ impl Graph {
             input: true,
             output: false,
             external: false,
+            part: Part::Input,
+            writes: false,
         })
-    }
-
-    /// A split's copy of a tensor another backend computed (ggml's scheduler makes one for
-    /// each input of a split): placed before the split's nodes like an input, but, not being
-    /// flagged as one, its sole consumer may take its memory in place.
-    pub(super) fn split_copy(&mut self, bytes: u64, layout: u64) -> usize {
-        let i = self.input(bytes);
-        self.tensors[i].layout = layout;
-        i
     }
 
     pub(super) fn op(&mut self, kind: Kind, bytes: u64, layout: u64, srcs: &[usize]) -> usize {
@@ -140,6 +152,8 @@ impl Graph {
             input: false,
             output: false,
             external: false,
+            part: Part::Input,
+            writes: false,
         })
     }
 
@@ -156,6 +170,8 @@ impl Graph {
             input: false,
             output: false,
             external: self.tensors[root].external,
+            part: Part::Input,
+            writes: false,
         })
     }
 
@@ -182,6 +198,8 @@ impl Graph {
             input: false,
             output: false,
             external: self.tensors[root].external,
+            part: Part::Input,
+            writes: true,
         })
     }
 

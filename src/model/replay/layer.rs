@@ -5,7 +5,7 @@ use super::attention::attention_block;
 use super::ffn::{ffn_block, routed};
 use super::graph::*;
 use super::recurrent::{delta_net, mamba, StateInputs};
-use super::{norm, Builder, CacheInputs, Ctx, Entry, Lazy, Shape};
+use super::{norm, Builder, CacheInputs, Ctx, Lazy, Shape};
 use crate::model::arch::{Mlp, SsmKind};
 
 /// The graph's inputs in llama.cpp's order (token ids, their embeddings, positions, each
@@ -41,22 +41,14 @@ pub(super) fn inputs<'a>(g: &mut Graph, s: Shape<'a>) -> Option<(Ctx<'a>, usize)
         Some(m) => Some(routed(arch, m, &width)?),
     };
     let ids = tokens.checked_mul(4)?;
-    let embd = match s.entry {
-        Entry::Tokens => {
-            let tok_embd = g.external();
-            let tokens_in = g.input(ids);
-            let embd = g.op(Kind::Fresh, model, MODEL, &[tok_embd, tokens_in]);
-            // The embeddings input (for a batch given as vectors) is reserved beside the token
-            // path and has no consumer in a token batch, so it stays allocated for the whole
-            // graph.
-            let embd_in = g.input(model);
-            g.expand(embd);
-            g.expand(embd_in);
-            embd
-        }
-        // A device's split starts from its copy of the hidden state.
-        Entry::Copy => g.split_copy(model, MODEL),
-    };
+    let tok_embd = g.external();
+    let tokens_in = g.input(ids);
+    let embd = g.op(Kind::Fresh, model, MODEL, &[tok_embd, tokens_in]);
+    // The embeddings input (for a batch given as vectors) is reserved beside the token path
+    // and has no consumer in a token batch, so it stays allocated for the whole graph.
+    let embd_in = g.input(model);
+    g.expand(embd);
+    g.expand(embd_in);
     let pos = g.input(ids);
     // Each cache's inputs: the rows K and V are written to (without flash attention the V
     // cache is transposed and written element by element) and the KQ mask over its cells. A

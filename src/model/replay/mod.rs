@@ -19,6 +19,7 @@ mod ffn;
 mod graph;
 mod layer;
 mod recurrent;
+mod sched;
 
 use attention::*;
 use builder::*;
@@ -61,25 +62,6 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    /// Adds every input llama.cpp builds to the graph, read or not: positions, each cache's
-    /// indices and mask (the sliding cache's only where there are sliding layers), the output
-    /// rows and the recurrent states' copy indices.
-    fn expand_inputs(&self, g: &mut Graph) {
-        for i in self.inputs() {
-            g.expand(i);
-        }
-    }
-
-    /// The inputs llama.cpp builds beside the token path, in its order.
-    fn inputs(&self) -> Vec<usize> {
-        let mut inputs = vec![self.pos, self.full.k_idxs, self.full.v_idxs, self.full.mask];
-        if self.arch.sliding_window.is_some() {
-            inputs.extend([self.swa.k_idxs, self.swa.v_idxs, self.swa.mask]);
-        }
-        inputs.push(self.out_ids);
-        inputs
-    }
-
     /// Bytes of `n` f32 values per token.
     fn width(&self, n: u64) -> Option<u64> {
         n.checked_mul(self.tokens)?.checked_mul(4)
@@ -109,14 +91,13 @@ pub(crate) fn compute_buffer(
     kv_type: &Precision,
 ) -> Option<u64> {
     let shape = Shape::of(arch, tokens, kv_cells, swa_cells, flash_attention, kv_type)?;
-    part(shape, 0..arch.num_layers, true)
+    Some(reserve(&whole(shape)?))
 }
 
 /// The compute buffers of llama.cpp's scheduler when layers from `first_offloaded` on and the
-/// output layer run on one device, the rest on the CPU (`-ngl`): the host's (every graph input,
-/// the token embeddings, the CPU's layers) and the device's (copies of the inputs its nodes
-/// read, its layers, the output). Each split is placed by the graph allocator as one buffer.
-/// `None` where [`compute_buffer`] is.
+/// output layer run on one device, the rest and the input layer on the CPU (`-ngl`): the
+/// host's and the device's, the graph split as [`sched`] splits it. `None` where
+/// [`compute_buffer`] is.
 pub(crate) fn compute_buffers_offloaded(
     arch: &ModelArch,
     tokens: u64,
@@ -127,23 +108,40 @@ pub(crate) fn compute_buffers_offloaded(
     first_offloaded: u64,
 ) -> Option<Buffers> {
     let shape = Shape::of(arch, tokens, kv_cells, swa_cells, flash_attention, kv_type)?;
+    let g = whole(shape)?;
     if first_offloaded > arch.num_layers {
         return Some(Buffers {
-            host: part(shape, 0..arch.num_layers, true)?,
+            host: reserve(&g),
             device: 0,
         });
     }
-    Some(Buffers {
-        host: part(shape, 0..first_offloaded, false)?,
-        device: part(
-            Shape {
-                entry: Entry::Copy,
-                ..shape
-            },
-            first_offloaded..arch.num_layers,
-            true,
-        )?,
-    })
+    let on_device = |p: Part| match p {
+        Part::Input => false,
+        Part::Layer(l) => l >= first_offloaded,
+        Part::Output => true,
+    };
+    let (host, device) = sched::split_buffers(&g, &on_device);
+    Some(Buffers { host, device })
+}
+
+/// The whole prompt graph, each tensor tagged with the part of the model it was built in.
+fn whole(shape: Shape<'_>) -> Option<Graph> {
+    let arch = shape.arch;
+    let mut g = Graph::default();
+    let (c, embd) = layer::inputs(&mut g, shape)?;
+    let mut lazy = Lazy::default();
+    let mut inp = embd;
+    // Gemma's embeddings are scaled by √width, Granite's by its embedding multiplier.
+    if c.b.gemma || arch.granite_scales.embedding {
+        inp = g.op(Kind::InPlace, c.model, MODEL, &[inp]);
+    }
+    for l in 0..arch.num_layers {
+        g.part = Part::Layer(l);
+        inp = layer::layer(&c, &mut g, &mut lazy, inp, l)?;
+    }
+    g.part = Part::Output;
+    layer::output(&c, &mut g, inp);
+    Some(g)
 }
 
 /// A host's and one device's compute buffers.
@@ -151,53 +149,6 @@ pub(crate) fn compute_buffers_offloaded(
 pub(crate) struct Buffers {
     pub host: u64,
     pub device: u64,
-}
-
-/// The buffer the allocator reserves for `layers` of the graph (and the output layer, when
-/// `output`); from the token path with every graph input, or from a copy of the hidden state.
-fn part(shape: Shape<'_>, layers: std::ops::Range<u64>, output: bool) -> Option<u64> {
-    let (arch, entry) = (shape.arch, shape.entry);
-    let mut g = Graph::default();
-    let (c, embd) = layer::inputs(&mut g, shape)?;
-    if entry == Entry::Tokens && !output {
-        // The host's split: llama.cpp makes every input on the CPU, whichever backend reads
-        // it. (With the output on the CPU too, every input is read there already.)
-        c.expand_inputs(&mut g);
-    }
-    let mut lazy = Lazy::default();
-    let mut inp = embd;
-    // Gemma's embeddings are scaled by √width, Granite's by its embedding multiplier: where
-    // the first layer runs.
-    let scaled = c.b.gemma || arch.granite_scales.embedding;
-    if scaled && layers.start == 0 && (!layers.is_empty() || output) {
-        inp = g.op(Kind::InPlace, c.model, MODEL, &[inp]);
-    }
-    let device_reads_inputs = layers.end < arch.num_layers;
-    for l in layers {
-        inp = layer::layer(&c, &mut g, &mut lazy, inp, l)?;
-    }
-    if output {
-        layer::output(&c, &mut g, inp);
-    } else {
-        g.expand(inp);
-        if device_reads_inputs {
-            // The device's split copies the inputs its layers read; the scheduler keeps the
-            // originals alive until that split starts, after the host's last node.
-            for i in c.inputs() {
-                let keep = g.view(i, OTHER);
-                g.expand(keep);
-            }
-        }
-    }
-    Some(reserve(&g))
-}
-
-/// Where the graph starts: llama.cpp's token path, or a device split's copy of the hidden
-/// state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Entry {
-    Tokens,
-    Copy,
 }
 
 /// What the replay is asked for.
@@ -210,7 +161,6 @@ struct Shape<'a> {
     swa_cells: u64,
     flash_attention: bool,
     kv_type: &'a Precision,
-    entry: Entry,
 }
 
 impl<'a> Shape<'a> {
@@ -237,7 +187,6 @@ impl<'a> Shape<'a> {
             swa_cells,
             flash_attention,
             kv_type,
-            entry: Entry::Tokens,
         })
     }
 }
