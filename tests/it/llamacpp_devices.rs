@@ -9,10 +9,10 @@
 use crate::common;
 
 use common::described_file;
-use gpumem::model::estimate::offloaded_compute_buffers;
+use gpumem::model::estimate::{offloaded_compute_buffers, placed_compute_buffers};
 use gpumem::model::LayerWeights;
 use gpumem::model::{arch_from_gguf, kv_precision, Settings};
-use gpumem::plan::engine::llamacpp::{fit_one_device, place, Offload};
+use gpumem::plan::engine::llamacpp::{fit_one_device, layer_devices, place, Offload};
 use serde_json::Value;
 use std::path::Path;
 
@@ -53,24 +53,26 @@ fn check(name: &str) -> Vec<String> {
             kv_offload: true,
         };
         let ours = place(&weights, &arch, &settings, &offload);
-        // Compute buffers: one device beside the host (several devices pipeline their splits
-        // over copies of the graph, which is not replayed yet).
-        if devices.len() == 2 {
+        // Compute: one device through the -ngl path; several (pipeline parallel when every
+        // layer is on them) through the placement path. The host's is last in the fixture.
+        let n = devices.len() - 1;
+        let compute: Vec<u64> = if n == 1 {
             let first = (arch.num_layers + 1).saturating_sub(offload.n_gpu_layers);
             let (host, device) = offloaded_compute_buffers(&arch, &settings, first).unwrap();
-            for (d, mine) in [(0, device), (1, host)] {
-                let want = devices[d]["compute"].as_u64().unwrap();
-                if mine != want {
-                    failures.push(format!(
-                        "{name}: {}: {} compute {mine} bytes, llama.cpp {want}",
-                        row["command"].as_str().unwrap(),
-                        devices[d]["device"].as_str().unwrap()
-                    ));
-                }
-            }
-        }
+            vec![device, host]
+        } else {
+            let layers = layer_devices(arch.num_layers, &offload);
+            let pipeline = offload.n_gpu_layers > arch.num_layers;
+            let b = placed_compute_buffers(&arch, &settings, &layers, n, pipeline).unwrap();
+            b[1..].iter().chain(&b[..1]).copied().collect()
+        };
         for (d, theirs) in devices.iter().enumerate() {
-            for (part, mine) in [("model", ours[d].model), ("context", ours[d].context)] {
+            let parts = [
+                ("model", ours[d].model),
+                ("context", ours[d].context),
+                ("compute", compute[d]),
+            ];
+            for (part, mine) in parts {
                 let want = theirs[part].as_u64().unwrap();
                 if mine != want {
                     failures.push(format!(

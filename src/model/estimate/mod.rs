@@ -242,26 +242,47 @@ pub enum ActivationsBasis {
 }
 
 /// llama.cpp's compute buffers when layers from `first_offloaded` on and the output layer run
-/// on one device and the rest on the CPU (`-ngl`): the host's and the device's, each its
-/// split of the prompt graph placed by the graph allocator (see [`crate::model`]'s replay).
-/// `None` where the architecture's graph is not replayed.
+/// on one device and the rest on the CPU (`-ngl`): the host's and the device's, each its share
+/// of the prompt graph as ggml's scheduler splits it (see [`crate::model`]'s replay). `None`
+/// where the architecture's graph is not replayed.
 pub fn offloaded_compute_buffers(
     arch: &ModelArch,
     s: &Settings,
     first_offloaded: u64,
 ) -> Option<(u64, u64)> {
-    let ub = s.ubatch.min(s.batch.saturating_mul(s.context)).max(1);
+    let layers: Vec<Option<usize>> = (0..=arch.num_layers)
+        .map(|l| (l >= first_offloaded).then_some(0))
+        .collect();
+    let b = placed_compute_buffers(arch, s, &layers, 1, false)?;
+    Some((b[0], b[1]))
+}
+
+/// llama.cpp's compute buffers with each layer (the output layer last) where `layer_devices`
+/// puts it (`None`: the CPU) over `devices` devices: the host's first, then each device's;
+/// `pipeline` for llama.cpp's pipeline parallelism (every layer offloaded over several
+/// devices). `None` where the architecture's graph is not replayed.
+pub fn placed_compute_buffers(
+    arch: &ModelArch,
+    s: &Settings,
+    layer_devices: &[Option<usize>],
+    devices: usize,
+    pipeline: bool,
+) -> Option<Vec<u64>> {
     let (cells, swa_cells) = kv_cells(arch, s);
-    super::replay::compute_buffers_offloaded(
+    let batch = super::replay::Batch {
         arch,
-        ub,
-        cells,
+        tokens: s.ubatch.min(s.batch.saturating_mul(s.context)).max(1),
+        kv_cells: cells,
         swa_cells,
-        s.flash_attention,
-        &s.kv_dtype,
-        first_offloaded,
-    )
-    .map(|b| (b.host, b.device))
+        flash_attention: s.flash_attention,
+        kv_type: &s.kv_dtype,
+    };
+    let placed = super::replay::Placed {
+        layer_devices,
+        devices,
+        pipeline,
+    };
+    super::replay::compute_buffers_placed(&batch, &placed)
 }
 
 /// KV cells llama.cpp allocates for `context` tokens: padded to a multiple of 256.

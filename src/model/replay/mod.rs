@@ -94,34 +94,50 @@ pub(crate) fn compute_buffer(
     Some(reserve(&whole(shape)?))
 }
 
-/// The compute buffers of llama.cpp's scheduler when layers from `first_offloaded` on and the
-/// output layer run on one device, the rest and the input layer on the CPU (`-ngl`): the
-/// host's and the device's, the graph split as [`sched`] splits it. `None` where
-/// [`compute_buffer`] is.
-pub(crate) fn compute_buffers_offloaded(
-    arch: &ModelArch,
-    tokens: u64,
-    kv_cells: u64,
-    swa_cells: u64,
-    flash_attention: bool,
-    kv_type: &Precision,
-    first_offloaded: u64,
-) -> Option<Buffers> {
-    let shape = Shape::of(arch, tokens, kv_cells, swa_cells, flash_attention, kv_type)?;
+/// One micro-batch of the prompt graph: what [`compute_buffer`] takes, as one value.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Batch<'a> {
+    pub arch: &'a ModelArch,
+    pub tokens: u64,
+    pub kv_cells: u64,
+    pub swa_cells: u64,
+    pub flash_attention: bool,
+    pub kv_type: &'a Precision,
+}
+
+/// Where llama.cpp runs each part: `layer_devices[l]` for layer `l` and, last, the output layer
+/// (`None`: the CPU), over `devices` devices; `pipeline` for its pipeline parallelism (every
+/// layer on several devices), whose scheduler keeps four copies of every input.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Placed<'a> {
+    pub layer_devices: &'a [Option<usize>],
+    pub devices: usize,
+    pub pipeline: bool,
+}
+
+/// The compute buffers of the host (first) and each device under `placed`, the graph split as
+/// [`sched`] splits it. `None` where [`compute_buffer`] is.
+pub(crate) fn compute_buffers_placed(b: &Batch<'_>, placed: &Placed<'_>) -> Option<Vec<u64>> {
+    let shape = Shape::of(
+        b.arch,
+        b.tokens,
+        b.kv_cells,
+        b.swa_cells,
+        b.flash_attention,
+        b.kv_type,
+    )?;
     let g = whole(shape)?;
-    if first_offloaded > arch.num_layers {
-        return Some(Buffers {
-            host: reserve(&g),
-            device: 0,
-        });
-    }
-    let on_device = |p: Part| match p {
-        Part::Input => false,
-        Part::Layer(l) => l >= first_offloaded,
-        Part::Output => true,
+    let to_backend =
+        |d: Option<usize>| d.map_or(sched::HOST, |d| u8::try_from(d + 1).unwrap_or(u8::MAX));
+    let device_of = |l: usize| placed.layer_devices.get(l).copied().flatten();
+    let backend_of = |p: Part| match p {
+        Part::Input => sched::HOST,
+        Part::Layer(l) => to_backend(usize::try_from(l).ok().and_then(device_of)),
+        Part::Output => to_backend(placed.layer_devices.last().copied().flatten()),
     };
-    let (host, device) = sched::split_buffers(&g, &on_device);
-    Some(Buffers { host, device })
+    let backends = u8::try_from(placed.devices + 1).ok()?;
+    let copies = if placed.pipeline { 4 } else { 1 };
+    Some(sched::split_buffers(&g, backends, &backend_of, copies))
 }
 
 /// The whole prompt graph, each tensor tagged with the part of the model it was built in.
@@ -142,13 +158,6 @@ fn whole(shape: Shape<'_>) -> Option<Graph> {
     g.part = Part::Output;
     layer::output(&c, &mut g, inp);
     Some(g)
-}
-
-/// A host's and one device's compute buffers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Buffers {
-    pub host: u64,
-    pub device: u64,
 }
 
 /// What the replay is asked for.

@@ -1,24 +1,30 @@
-//! ggml's scheduler over the replayed graph, for the host and one device (`ggml-backend.cpp`,
+//! ggml's scheduler over the replayed graph, for the host and its devices (`ggml-backend.cpp`,
 //! `ggml_backend_sched_split_graph`): each node is given a backend — a view of the KV cache
 //! that of its cache, an op reading a weight that of its weight, a graph input the CPU, the
-//! rest by expanding those assignments down and up the graph (first the device's, then any) —
+//! rest by expanding those assignments down and up the graph (first the devices', then any) —
 //! the graph is cut where the backend changes, and each split gets a copy of every tensor it
-//! reads from the other backend, made at the split's start, the original kept until then.
-//! Each backend's tensors are then placed by the graph allocator in its own buffer.
+//! reads from another backend, made at the split's start, the original kept until then. With
+//! pipeline parallelism the scheduler keeps `copies` of every graph input and split input,
+//! allocated first and never freed. Each backend's tensors are then placed by the graph
+//! allocator in its own buffer.
 
 use super::graph::*;
 
-const HOST: u8 = 0;
-const DEVICE: u8 = 1;
+/// The host's backend id; devices are `1..`.
+pub(super) const HOST: u8 = 0;
 
-/// The host's and the device's compute buffers when the parts `on_device` says run there.
-pub(super) fn split_buffers(g: &Graph, on_device: &dyn Fn(Part) -> bool) -> (u64, u64) {
-    let backend = assign(g, on_device);
-    let (host, device) = (
-        per_backend(g, &backend, HOST),
-        per_backend(g, &backend, DEVICE),
-    );
-    (reserve(&host), reserve(&device))
+/// Each backend's compute buffer (the host's first) when `backend_of` places the model's
+/// parts, with `copies` copies of every input (1, or 4 under pipeline parallelism).
+pub(super) fn split_buffers(
+    g: &Graph,
+    backends: u8,
+    backend_of: &dyn Fn(Part) -> u8,
+    copies: usize,
+) -> Vec<u64> {
+    let be = assign(g, backend_of);
+    (0..backends)
+        .map(|b| reserve(&per_backend(g, &be, b, copies)))
+        .collect()
 }
 
 /// A view, reshape or permute: no op of its own (`ggml_is_view_op`), unlike an op that writes
@@ -28,26 +34,25 @@ fn is_view(g: &Graph, i: usize) -> bool {
 }
 
 /// Every tensor's backend, pass by pass as the scheduler assigns them.
-fn assign(g: &Graph, on_device: &dyn Fn(Part) -> bool) -> Vec<u8> {
-    let of_part = |p: Part| if on_device(p) { DEVICE } else { HOST };
+fn assign(g: &Graph, backend_of: &dyn Fn(Part) -> u8) -> Vec<u8> {
     let mut be: Vec<Option<u8>> = vec![None; g.tensors.len()];
     for &l in &g.leafs {
         let t = &g.tensors[l];
-        be[l] = Some(if t.external { of_part(t.part) } else { HOST });
+        be[l] = Some(if t.external { backend_of(t.part) } else { HOST });
     }
     // Pass 1: a view of a pre-allocated tensor (the KV cache) goes with it, a graph input to
     // the CPU, an op reading a weight to the weight's backend.
     for &i in &g.nodes {
         let t = &g.tensors[i];
         if let Some(root) = t.view_src.filter(|&r| g.tensors[r].external) {
-            be[i] = Some(of_part(g.tensors[root].part));
+            be[i] = Some(backend_of(g.tensors[root].part));
         } else if t.input {
             be[i] = Some(HOST);
         } else if let Some(&w) = t.srcs.iter().find(|&&s| g.tensors[s].external) {
-            be[i] = Some(of_part(g.tensors[w].part));
+            be[i] = Some(backend_of(g.tensors[w].part));
         }
     }
-    // Pass 2: the device's assignments expanded down and up (the CPU's stop them), then any.
+    // Pass 2: the devices' assignments expanded down and up (the CPU's stop them), then any.
     let nodes: Vec<usize> = g
         .nodes
         .iter()
@@ -55,13 +60,13 @@ fn assign(g: &Graph, on_device: &dyn Fn(Part) -> bool) -> Vec<u8> {
         .filter(|&i| !is_view(g, i))
         .collect();
     for any in [false, true] {
-        for order in [false, true] {
+        for reverse in [false, true] {
             let mut cur = None;
             let mut step = |i: usize| match be[i] {
-                Some(b) => cur = (any || b == DEVICE).then_some(b),
+                Some(b) => cur = (any || b != HOST).then_some(b),
                 None => be[i] = cur,
             };
-            if order {
+            if reverse {
                 nodes.iter().rev().for_each(|&i| step(i));
             } else {
                 nodes.iter().for_each(|&i| step(i));
@@ -77,57 +82,91 @@ fn assign(g: &Graph, on_device: &dyn Fn(Part) -> bool) -> Vec<u8> {
     be.into_iter().map(|b| b.unwrap_or(HOST)).collect()
 }
 
-/// Backend `b`'s share of the graph as the allocator sees it: its own leaves and nodes in
-/// graph order; at the start of each of its splits, a copy of each tensor the split reads from
-/// the other backend (once per tensor); at the start of each of the other backend's splits, a
-/// hold on each of `b`'s tensors that split reads, which keeps it until then.
-fn per_backend(g: &Graph, be: &[u8], b: u8) -> Graph {
+/// Each split: its backend, where it starts, and what it reads from other backends.
+fn splits(g: &Graph, be: &[u8]) -> Vec<(u8, usize, Vec<usize>)> {
+    let mut out = Vec::new();
+    let mut cur = None;
+    for (k, &n) in g.nodes.iter().enumerate() {
+        if is_view(g, n) || cur == Some(be[n]) {
+            continue;
+        }
+        cur = Some(be[n]);
+        let mut reads = Vec::new();
+        for &m in g.nodes[k..]
+            .iter()
+            .take_while(|&&m| is_view(g, m) || be[m] == be[n])
+        {
+            if is_view(g, m) {
+                continue;
+            }
+            for &s in &g.tensors[m].srcs {
+                if be[s] != be[n] && !g.tensors[s].external && !reads.contains(&s) {
+                    reads.push(s);
+                }
+            }
+        }
+        out.push((be[n], k, reads));
+    }
+    out
+}
+
+/// Backend `b`'s share of the graph as the allocator sees it: its leaves, a copy of each tensor
+/// one of its splits reads from another backend (at the split's start, once per tensor; with
+/// several copies, all of them first and kept), its nodes in graph order, and a hold on each of
+/// its tensors another backend's split reads, which keeps it until that split starts.
+fn per_backend(g: &Graph, be: &[u8], b: u8, copies: usize) -> Graph {
     let mut out = Graph::default();
     let mut map: Vec<Option<usize>> = vec![None; g.tensors.len()];
     let mut copied: Vec<Option<usize>> = vec![None; g.tensors.len()];
+    let kept = |t: &Tensor| Tensor {
+        srcs: Vec::new(),
+        view_src: None,
+        input: true,
+        output: true,
+        external: false,
+        ..t.clone()
+    };
     for &l in &g.leafs {
-        if be[l] == b {
-            let i = out.push(Tensor {
-                srcs: Vec::new(),
-                ..g.tensors[l].clone()
-            });
-            map[l] = Some(i);
-            out.leafs.push(i);
+        if be[l] != b {
+            continue;
         }
+        let t = &g.tensors[l];
+        let i = if copies > 1 && t.input {
+            // The inputs' copies for the other pipeline stages, and the input itself, kept.
+            for _ in 1..copies {
+                let c = out.push(kept(t));
+                out.leafs.push(c);
+            }
+            out.push(kept(t))
+        } else {
+            out.push(Tensor {
+                srcs: Vec::new(),
+                ..t.clone()
+            })
+        };
+        map[l] = Some(i);
+        out.leafs.push(i);
     }
-    let mut cur = None;
-    for (k, &n) in g.nodes.iter().enumerate() {
-        if !is_view(g, n) && cur != Some(be[n]) {
-            cur = Some(be[n]);
-            let reads = split_reads(g, be, k);
-            for s in reads {
-                if be[n] == b && copied[s].is_none() {
-                    let c = out.push(Tensor {
-                        kind: Kind::Fresh,
-                        srcs: Vec::new(),
-                        view_src: None,
-                        input: false,
-                        output: false,
-                        external: false,
-                        ..g.tensors[s].clone()
-                    });
-                    out.nodes.push(c);
-                    copied[s] = Some(c);
-                } else if be[n] != b {
-                    if let Some(m) = map[s] {
-                        let root = out.tensors[m].view_src.unwrap_or(m);
-                        let hold = out.push(Tensor {
-                            kind: Kind::View,
-                            srcs: vec![m],
-                            view_src: Some(root),
-                            input: false,
-                            output: false,
-                            ..out.tensors[m].clone()
-                        });
-                        out.nodes.push(hold);
+    let splits = splits(g, be);
+    if copies > 1 {
+        for (_, _, reads) in splits.iter().filter(|(sb, _, _)| *sb == b) {
+            for &s in reads {
+                if copied[s].is_none() {
+                    for c in 0..copies {
+                        let i = out.push(kept(&g.tensors[s]));
+                        out.leafs.push(i);
+                        if c == 0 {
+                            copied[s] = Some(i);
+                        }
                     }
                 }
             }
+        }
+    }
+    let mut next = splits.iter().peekable();
+    for (k, &n) in g.nodes.iter().enumerate() {
+        if let Some((sb, _, reads)) = next.next_if(|(_, start, _)| *start == k) {
+            split_start(g, *sb, b, reads, &mut out, &map, &mut copied);
         }
         if be[n] != b {
             continue;
@@ -149,22 +188,43 @@ fn per_backend(g: &Graph, be: &[u8], b: u8) -> Graph {
     out
 }
 
-/// The tensors the split starting at node `k` reads from the other backend, in order.
-fn split_reads(g: &Graph, be: &[u8], k: usize) -> Vec<usize> {
-    let backend = be[g.nodes[k]];
-    let mut reads = Vec::new();
-    for &n in g.nodes[k..]
-        .iter()
-        .take_while(|&&n| is_view(g, n) || be[n] == backend)
-    {
-        if is_view(g, n) {
-            continue;
-        }
-        for &s in &g.tensors[n].srcs {
-            if be[s] != backend && !g.tensors[s].external && !reads.contains(&s) {
-                reads.push(s);
+/// At the start of a split of backend `sb`: when it is `b`'s, the copies it reads (those not
+/// made yet); when another's, a hold on each of `b`'s tensors it reads.
+fn split_start(
+    g: &Graph,
+    sb: u8,
+    b: u8,
+    reads: &[usize],
+    out: &mut Graph,
+    map: &[Option<usize>],
+    copied: &mut [Option<usize>],
+) {
+    for &s in reads {
+        if sb == b && copied[s].is_none() {
+            let c = out.push(Tensor {
+                kind: Kind::Fresh,
+                srcs: Vec::new(),
+                view_src: None,
+                input: false,
+                output: false,
+                external: false,
+                ..g.tensors[s].clone()
+            });
+            out.nodes.push(c);
+            copied[s] = Some(c);
+        } else if sb != b {
+            if let Some(m) = map[s] {
+                let root = out.tensors[m].view_src.unwrap_or(m);
+                let hold = out.push(Tensor {
+                    kind: Kind::View,
+                    srcs: vec![m],
+                    view_src: Some(root),
+                    input: false,
+                    output: false,
+                    ..out.tensors[m].clone()
+                });
+                out.nodes.push(hold);
             }
         }
     }
-    reads
 }
