@@ -108,9 +108,13 @@ pub fn vllm_text(text: &mut String, f: &VllmFit, serves: bool, max_model_len: u6
 /// llama.cpp's placement: its memory breakdown per device, as `llama_memory_breakdown_print`
 /// lays it out (model, context, compute), and the `-ngl` its fit chose.
 pub fn llamacpp_text(text: &mut String, a: &LlamaCppAccount) {
+    let split = a.tensor_split.as_ref().map_or(String::new(), |t| {
+        let t: Vec<String> = t.iter().map(u64::to_string).collect();
+        format!(" -ts {}", t.join(","))
+    });
     let _ = writeln!(
         text,
-        "\nllama.cpp (flash attention {}, -ngl {}, keeping {} free on the GPU):",
+        "\nllama.cpp (flash attention {}, -ngl {}{split}, keeping {} free a GPU):",
         if a.flash_attention { "on" } else { "off" },
         a.n_gpu_layers,
         format_bytes(a.margin_bytes)
@@ -120,7 +124,15 @@ pub fn llamacpp_text(text: &mut String, a: &LlamaCppAccount) {
         "  {:<6} {:>12} {:>12} {:>12} {:>12}",
         "", "model", "context", "compute", "total"
     );
-    for (name, d) in [("GPU", a.device), ("host", a.host)] {
+    let names = (0..a.devices.len()).map(|i| {
+        if a.devices.len() == 1 {
+            "GPU".to_string()
+        } else {
+            format!("GPU {i}")
+        }
+    });
+    let rows = names.zip(a.devices.iter().copied());
+    for (name, d) in rows.chain([("host".to_string(), a.host)]) {
         let _ = writeln!(
             text,
             "  {name:<6} {:>12} {:>12} {:>12} {:>12}",

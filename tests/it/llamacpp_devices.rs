@@ -12,7 +12,7 @@ use common::described_file;
 use gpumem::model::estimate::{offloaded_compute_buffers, placed_compute_buffers};
 use gpumem::model::LayerWeights;
 use gpumem::model::{arch_from_gguf, kv_precision, Settings};
-use gpumem::plan::engine::llamacpp::{fit_one_device, layer_devices, place, Offload};
+use gpumem::plan::engine::llamacpp::{fit_devices, fit_one_device, layer_devices, place, Offload};
 use serde_json::Value;
 use std::path::Path;
 
@@ -95,6 +95,35 @@ fn model_and_kv_bytes_per_device_match_llama_cpp() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// gpumem's fit for a recorded row, as llama-fit-params prints it (`-ngl N [-ts a,b]`): one
+/// device, or several, each emulated by its own margin from the same free memory.
+fn our_fit(
+    weights: &LayerWeights,
+    arch: &gpumem::model::ModelArch,
+    settings: &Settings,
+    row: &Value,
+) -> String {
+    let free = row["free_mib"].as_u64().unwrap() << 20;
+    let Some(margins) = row["fit_target_mib"].as_array() else {
+        let margin = row["fit_target_mib"].as_u64().unwrap() << 20;
+        let ngl = fit_one_device(weights, arch, settings, free, margin).unwrap();
+        return format!("-ngl {}", ngl_text(ngl));
+    };
+    let free: Vec<u64> = margins
+        .iter()
+        .map(|m| free - (m.as_u64().unwrap() << 20) + (1 << 30))
+        .collect();
+    let fit = fit_devices(weights, arch, settings, &free, 1 << 30).unwrap();
+    let ts = fit
+        .tensor_split
+        .map(|t| {
+            let t: Vec<String> = t.iter().map(u64::to_string).collect();
+            format!(" -ts {}", t.join(","))
+        })
+        .unwrap_or_default();
+    format!("-ngl {}{ts}", ngl_text(fit.n_gpu_layers))
+}
+
 /// `-ngl` as llama.cpp prints it: `-1` for its default, every layer.
 fn ngl_text(n: Option<u64>) -> String {
     n.map_or_else(|| "-1".into(), |n| n.to_string())
@@ -123,26 +152,19 @@ fn the_layers_offloaded_are_the_ones_llama_cpp_fits() {
         let weights = LayerWeights::of(&file, arch.num_layers, 32);
         for row in doc["rows"].as_array().unwrap() {
             cases += 1;
-            let mib = |k: &str| row[k].as_u64().unwrap() << 20;
             let settings = Settings {
                 // llama.cpp's -fa auto turns flash attention on for a device that has it.
                 flash_attention: true,
                 ..Settings::inference(row["ctx"].as_u64().unwrap(), kv_precision("f16").unwrap())
             };
-            let ours = fit_one_device(
-                &weights,
-                &arch,
-                &settings,
-                mib("free_mib"),
-                mib("fit_target_mib"),
-            )
-            .unwrap();
-            let theirs = row["n_gpu_layers"].as_i64().unwrap();
-            if ngl_text(ours) != theirs.to_string() {
+            let ours = our_fit(&weights, &arch, &settings, row);
+            let printed = row["printed"].as_str().unwrap();
+            // "-c N -ngl …": what follows the context.
+            let theirs = printed.splitn(3, ' ').nth(2).unwrap_or("");
+            if ours != theirs {
                 failures.push(format!(
-                    "{name}: a {} MiB device: gpumem -ngl {}, llama.cpp -ngl {theirs}",
-                    row["device_mib"],
-                    ngl_text(ours)
+                    "{name}: devices of {} MiB: gpumem {ours}, llama.cpp {theirs}",
+                    row["device_mib"]
                 ));
             }
         }
@@ -152,48 +174,73 @@ fn the_layers_offloaded_are_the_ones_llama_cpp_fits() {
 }
 
 // `select` plans llama.cpp as llama.cpp's fit runs it: Llama-3.1-8B at q8_0 (the catalog's
-// shape, counted from its parameters) on a device of each recorded size with system RAM beside
-// it gets the -ngl llama-fit-params chose for a GGUF of that shape, and the layers it leaves go
-// to the RAM.
+// shape, counted from its parameters) on one or two devices of each recorded size with system
+// RAM beside them gets the -ngl and -ts llama-fit-params chose for a GGUF of that shape, and
+// the layers it leaves go to the RAM.
 #[test]
 fn select_offloads_as_llama_cpp_fits() {
-    let text =
-        std::fs::read_to_string(common::fixture("llamacpp-fit/llama-3.1-8b-shape-q8_0.json"))
-            .unwrap();
-    let doc: Value = serde_json::from_str(&text).unwrap();
-    for row in doc["rows"].as_array().unwrap() {
-        let device = format!("sim:{}MiB", row["device_mib"]);
-        let out = common::gpumem()
-            .args([
-                "--json",
-                "select",
-                "--model",
-                "llama-3.1-8b",
-                "--dtype",
-                "q8_0",
-            ])
-            .args([
-                "--engine",
-                "llama.cpp",
-                "--context",
-                "8192",
-                "--ram",
-                "32GiB",
-            ])
-            .args(["--device", &device])
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{device}");
-        let plan: Value = serde_json::from_slice::<Value>(&out.stdout).unwrap()["plan"].clone();
-        let theirs = row["n_gpu_layers"].as_i64().unwrap();
-        if theirs == -1 {
-            assert_eq!(plan["kind"], "single", "{device}: {plan}");
-            assert_eq!(plan["gpu_layers"], 33, "{device}");
-        } else {
-            assert_eq!(plan["kind"], "cpu_offload", "{device}: {plan}");
-            assert_eq!(plan["gpu_layers"].as_i64().unwrap(), theirs, "{device}");
-            let cpu_layers = plan["placements"][1]["layers"].as_i64().unwrap();
-            assert_eq!(cpu_layers, 32 - theirs.min(32), "{device}");
+    for fixture in [
+        "llama-3.1-8b-shape-q8_0",
+        "llama-3.1-8b-shape-q8_0-two-devices",
+    ] {
+        let path = common::fixture(&format!("llamacpp-fit/{fixture}.json"));
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        for row in doc["rows"].as_array().unwrap() {
+            let sizes: Vec<u64> = match row["device_mib"].as_array() {
+                Some(a) => a.iter().map(|v| v.as_u64().unwrap()).collect(),
+                None => vec![row["device_mib"].as_u64().unwrap()],
+            };
+            let mut args: Vec<String> = ["--json", "select", "--model", "llama-3.1-8b"]
+                .into_iter()
+                .chain([
+                    "--dtype",
+                    "q8_0",
+                    "--engine",
+                    "llama.cpp",
+                    "--context",
+                    "8192",
+                ])
+                .chain(["--ram", "32GiB"])
+                .map(String::from)
+                .collect();
+            for size in &sizes {
+                args.extend(["--device".into(), format!("sim:{size}MiB")]);
+            }
+            let out = common::gpumem().args(&args).output().unwrap();
+            assert_eq!(out.status.code(), Some(0), "{sizes:?}");
+            let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+            let plan = &doc["plan"];
+            let theirs = row["n_gpu_layers"].as_i64().unwrap();
+            let ngl = plan["gpu_layers"].as_i64().unwrap();
+            assert_eq!(
+                ngl,
+                if theirs == -1 { 33 } else { theirs },
+                "{sizes:?}: {plan}"
+            );
+            assert_eq!(
+                plan["llamacpp"]["tensor_split"], row["tensor_split"],
+                "{sizes:?}"
+            );
+            let kind = match (theirs, sizes.len()) {
+                (-1, 1) => "single",
+                (-1, _) => "layer_split",
+                _ => "cpu_offload",
+            };
+            assert_eq!(plan["kind"], kind, "{sizes:?}");
+            if theirs != -1 {
+                let ram = plan["placements"]
+                    .as_array()
+                    .unwrap()
+                    .last()
+                    .unwrap()
+                    .clone();
+                assert_eq!(ram["backend"], "cpu");
+                assert_eq!(
+                    ram["layers"].as_i64().unwrap(),
+                    32 - theirs.min(32),
+                    "{sizes:?}"
+                );
+            }
         }
     }
 }

@@ -31,20 +31,27 @@ def main():
     p.add_argument("out")
     p.add_argument("--rpc", required=True)
     p.add_argument("--ctx", type=int, required=True)
-    p.add_argument("--size-mib", type=int, action="append", required=True)
+    p.add_argument("--size-mib", action="append", required=True,
+                   help="a device's size, or several devices' (comma-separated)")
     p.add_argument("--shape", required=True)
     a = p.parse_args()
     rows = []
-    for size in a.size_mib:
-        free = free_mib(a.fit_params, a.model, a.rpc, a.ctx)
-        margin = free - size + 1024
-        cmd = [a.fit_params, "-m", a.model, "--rpc", a.rpc, "-c", str(a.ctx), "-fitt", str(margin)]
+    for sizes in a.size_mib:
+        sizes = [int(v) for v in sizes.split(",")]
+        rpc = ",".join(a.rpc.split(",")[:len(sizes)])
+        free = free_mib(a.fit_params, a.model, rpc, a.ctx)
+        margins = [free - size + 1024 for size in sizes]
+        cmd = [a.fit_params, "-m", a.model, "--rpc", rpc, "-c", str(a.ctx),
+               "-fitt", ",".join(str(m) for m in margins)]
         res = subprocess.run(cmd, capture_output=True, text=True)
-        m = re.search(r"-c (\d+) -ngl (-?\d+)", res.stdout)
-        rows.append({"device_mib": size, "free_mib": free, "fit_target_mib": margin,
-                     "ctx": a.ctx, "n_gpu_layers": int(m.group(2)) if m else None,
-                     "printed": res.stdout.strip(),
-                     "fits": m is not None})
+        m = re.search(r"-c (\d+) -ngl (-?\d+)(?: -ts ([\d,]+))?", res.stdout)
+        row = {"device_mib": sizes[0] if len(sizes) == 1 else sizes, "free_mib": free,
+               "fit_target_mib": margins[0] if len(sizes) == 1 else margins,
+               "ctx": a.ctx, "n_gpu_layers": int(m.group(2)) if m else None,
+               "printed": res.stdout.strip(), "fits": m is not None}
+        if m and m.group(3):
+            row["tensor_split"] = [int(v) for v in m.group(3).split(",")]
+        rows.append(row)
     doc = {
         "llama_cpp": "vendored by llama-cpp-python 0.3.36, llama-fit-params, -DGGML_RPC=ON",
         "backend": "RPC (ggml-rpc-server on 127.0.0.1, CPU-backed)",

@@ -180,3 +180,119 @@ pub fn fit_one_device(
     }
     Some(Some(lo))
 }
+
+/// What each device (in order) and then the host hold under `offload`: its model and KV bytes
+/// as [`place`] puts them, and its compute buffer with the graph split as llama.cpp's
+/// scheduler splits it (pipeline parallel when every layer is on several devices). `None`
+/// where the architecture's graph is not replayed.
+pub fn device_uses(
+    weights: &LayerWeights,
+    arch: &ModelArch,
+    settings: &Settings,
+    offload: &Offload,
+) -> Option<Vec<DeviceUse>> {
+    let n = offload.tensor_split.len();
+    let placed = place(weights, arch, settings, offload);
+    let layers = layer_devices(arch.num_layers, offload);
+    let pipeline = n > 1 && offload.n_gpu_layers > arch.num_layers && offload.kv_offload;
+    let compute =
+        crate::model::estimate::placed_compute_buffers(arch, settings, &layers, n, pipeline)?;
+    Some(
+        placed
+            .iter()
+            .enumerate()
+            .map(|(i, b)| DeviceUse {
+                model: b.model,
+                context: b.context,
+                // The replay lists the host first.
+                compute: if i < n { compute[i + 1] } else { compute[0] },
+            })
+            .collect(),
+    )
+}
+
+/// llama.cpp's choice for several devices (`llama_params_fit` with the context set): its
+/// defaults (`-ngl -1`, layers split by free memory) when every device keeps `margin` of its
+/// `free` memory; else devices filled from the last to the first, each with the most layers
+/// that keep its margin given those after it, the output layer on the last (`-ngl` their sum,
+/// `-ts` each device's layers).
+pub fn fit_devices(
+    weights: &LayerWeights,
+    arch: &ModelArch,
+    settings: &Settings,
+    free: &[u64],
+    margin: u64,
+) -> Option<DevicesFit> {
+    let all = arch.num_layers + 1;
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "llama.cpp splits by free memory in f32"
+    )]
+    let by_free = Offload {
+        n_gpu_layers: all,
+        tensor_split: free.iter().map(|&f| f as f32).collect(),
+        kv_offload: true,
+    };
+    let uses = device_uses(weights, arch, settings, &by_free)?;
+    if free
+        .iter()
+        .zip(&uses)
+        .all(|(&f, u)| f >= u.total().saturating_add(margin))
+    {
+        return Some(DevicesFit {
+            n_gpu_layers: None,
+            tensor_split: None,
+        });
+    }
+    let target = |id: usize| free[id].checked_sub(margin);
+    let use_of = |layers: &[u64], id: usize| -> Option<u64> {
+        #[expect(clippy::cast_precision_loss, reason = "layer counts, far below 2^24")]
+        let offload = Offload {
+            n_gpu_layers: layers.iter().sum(),
+            tensor_split: layers.iter().map(|&n| n as f32).collect(),
+            kv_offload: true,
+        };
+        Some(device_uses(weights, arch, settings, &offload)?[id].total())
+    };
+    let fits = |layers: &[u64], id: usize| -> Option<bool> {
+        Some(target(id).is_some_and(|t| use_of(layers, id).is_some_and(|u| u <= t)))
+    };
+    let mut layers = vec![0u64; free.len()];
+    for id in (0..free.len()).rev() {
+        let unassigned = all - layers[id + 1..].iter().sum::<u64>();
+        let mut high = layers.clone();
+        high[id] = unassigned;
+        if unassigned == 0 {
+            continue;
+        }
+        if fits(&high, id)? {
+            layers = high;
+            continue;
+        }
+        let (mut lo, mut hi) = (layers[id], unassigned);
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            let mut test = layers.clone();
+            test[id] = mid;
+            if fits(&test, id)? {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        layers[id] = lo;
+    }
+    Some(DevicesFit {
+        n_gpu_layers: Some(layers.iter().sum()),
+        tensor_split: (free.len() > 1).then_some(layers),
+    })
+}
+
+/// llama.cpp's fitted arguments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DevicesFit {
+    /// `-ngl` (`None`: its default, every layer).
+    pub n_gpu_layers: Option<u64>,
+    /// `-ts`, each device's layers (`None`: its default split, by free memory).
+    pub tensor_split: Option<Vec<u64>>,
+}

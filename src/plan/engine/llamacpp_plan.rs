@@ -1,11 +1,11 @@
-//! Planning for llama.cpp on one GPU and its host: `-ngl` as llama.cpp's own fit chooses it
-//! (every layer when the GPU keeps its margin, else the most that do, the rest in system RAM),
-//! each device's model, KV-cache and compute bytes as llama.cpp places them. Several GPUs and
-//! experts on the CPU are not planned here yet (the generic rule plans those).
+//! Planning for llama.cpp on one host's GPUs and its system RAM: `-ngl` and `-ts` as
+//! llama.cpp's own fit chooses them (every layer when each GPU keeps its margin, else the most
+//! that do, filled from the last GPU, the rest in system RAM), each device's model, KV-cache and
+//! compute bytes as llama.cpp places them. Experts on the CPU are not planned here yet.
 
 use serde::Serialize;
 
-use super::llamacpp::{fit_one_device, one_device, DeviceUse};
+use super::llamacpp::{device_uses, fit_devices, layer_devices, one_device, DeviceUse, Offload};
 use crate::backend::BackendKind;
 use crate::model::{LayerWeights, ModelSource, Settings, DEFAULT_WEIGHT_PRECISION};
 use crate::plan::{
@@ -17,14 +17,16 @@ use crate::plan::{
 pub const FIT_MARGIN: u64 = 1 << 30;
 
 /// What llama.cpp would hold on the GPU and the host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LlamaCppAccount {
-    /// `-ngl`: layers on the GPU, the output layer counted as one (`layers + 1`: all).
+    /// `-ngl`: layers on the GPUs, the output layer counted as one (`layers + 1`: all).
     pub n_gpu_layers: u64,
-    /// The margin the fit keeps free on the GPU.
+    /// `-ts`: each GPU's layers, when the fit set them (else llama.cpp splits by free memory).
+    pub tensor_split: Option<Vec<u64>>,
+    /// The margin the fit keeps free on each GPU.
     pub margin_bytes: u64,
-    /// The GPU's share.
-    pub device: DeviceUse,
+    /// Each GPU's share, in order.
+    pub devices: Vec<DeviceUse>,
     /// The host's share (the token embeddings are always there).
     pub host: DeviceUse,
     /// llama.cpp's `-fa auto`: on, as on every GPU backend that has it.
@@ -50,55 +52,54 @@ pub fn select_llamacpp(
         ..settings.clone()
     };
     let all = arch.num_layers + 1;
-    let mut best: Option<(&Candidate, u64, Option<&Candidate>)> = None;
-    for gpu in candidates
+    let gpus: Vec<&Candidate> = candidates
         .iter()
         .filter(|c| c.is_gpu() && c.mig_profile.is_none())
-    {
-        let free = gpu.free_bytes.unwrap_or(gpu.total_bytes);
-        let ngl = fit_one_device(&weights, arch, &s, free, FIT_MARGIN)?.unwrap_or(all);
-        let host = candidates
+        .collect();
+    let mut best: Option<Fitted<'_>> = None;
+    // llama.cpp takes every GPU it sees: one host's GPUs together.
+    let mut hosts: Vec<&str> = gpus.iter().map(|g| g.host.as_str()).collect();
+    hosts.dedup();
+    for host in hosts {
+        let group: Vec<&Candidate> = gpus.iter().copied().filter(|g| g.host == host).collect();
+        let ram = candidates
             .iter()
-            .find(|c| c.backend == BackendKind::Cpu && c.host == gpu.host);
-        let (_, host_use) = one_device(&weights, arch, &s, ngl)?;
-        // Layers left on the CPU need system RAM that is known to hold them.
-        let host_ok = ngl == all
-            || host.is_some_and(|h| h.free_bytes.unwrap_or(h.total_bytes) >= host_use.total());
-        if host_ok && best.as_ref().is_none_or(|(_, n, _)| ngl > *n) {
-            best = Some((gpu, ngl, host));
+            .find(|c| c.backend == BackendKind::Cpu && c.host == host);
+        let f = fitted(&weights, arch, &s, group, ram)?;
+        let ram_ok = f.ngl == all
+            || ram.is_some_and(|h| h.free_bytes.unwrap_or(h.total_bytes) >= f.host.total());
+        if ram_ok && best.as_ref().is_none_or(|b| f.ngl > b.ngl) {
+            best = Some(f);
         }
     }
-    let (gpu_need, host_need) = match best {
-        Some((g, ngl, h)) => {
-            let (device, host) = one_device(&weights, arch, &s, ngl)?;
-            (
-                Some((g, device)),
-                h.filter(|_| ngl < all).map(|h| (h, host)),
-            )
-        }
-        None => (None, None),
-    };
-    let verdicts = verdicts(&weights, arch, &s, candidates, gpu_need, host_need)?;
-    let Some((gpu, ngl, host)) = best else {
+    let verdicts = verdicts(&weights, arch, &s, candidates, best.as_ref())?;
+    let Some(f) = best else {
         return Some(none(verdicts, &weights, arch, &s, settings));
     };
-    let (device, host_use) = one_device(&weights, arch, &s, ngl)?;
-    let layers_on_gpu = ngl.min(arch.num_layers);
-    let mut placements = vec![placement(gpu, device.total(), layers_on_gpu)];
-    if ngl < all {
-        placements
-            .extend(host.map(|h| placement(h, host_use.total(), arch.num_layers - layers_on_gpu)));
+    let on_gpus = f.ngl.min(arch.num_layers);
+    let mut placements: Vec<Placement> = f
+        .gpus
+        .iter()
+        .zip(&f.uses)
+        .zip(&f.layers)
+        .map(|((g, u), &n)| placement(g, u.total(), n))
+        .collect();
+    if f.ngl < all {
+        placements.extend(
+            f.ram
+                .map(|h| placement(h, f.host.total(), arch.num_layers - on_gpus)),
+        );
     }
     Some(Selection {
-        required_bytes: device.total(),
+        required_bytes: f.uses.iter().map(DeviceUse::total).max().unwrap_or(0),
         plan: Plan {
-            kind: if ngl < all {
-                PlanKind::CpuOffload
-            } else {
-                PlanKind::Single
+            kind: match (f.ngl < all, f.gpus.len()) {
+                (true, _) => PlanKind::CpuOffload,
+                (false, 1) => PlanKind::Single,
+                (false, _) => PlanKind::LayerSplit,
             },
             placements,
-            gpu_layers: Some(ngl),
+            gpu_layers: Some(f.ngl),
             max_context: None,
             shortfall_bytes: None,
             capacity: Some(Capacity {
@@ -112,15 +113,77 @@ pub fn select_llamacpp(
             }),
             engine: None,
             llamacpp: Some(LlamaCppAccount {
-                n_gpu_layers: ngl,
+                n_gpu_layers: f.ngl,
+                tensor_split: f.split.clone(),
                 margin_bytes: FIT_MARGIN,
-                device,
-                host: host_use,
+                devices: f.uses.clone(),
+                host: f.host,
                 flash_attention: true,
             }),
             accounting: Accounting::LlamaCpp,
         },
         candidates: verdicts,
+    })
+}
+
+/// One host's GPUs as llama.cpp's fit would use them.
+struct Fitted<'a> {
+    gpus: Vec<&'a Candidate>,
+    ram: Option<&'a Candidate>,
+    /// `-ngl` (layers + 1: all).
+    ngl: u64,
+    /// `-ts`, when the fit set one.
+    split: Option<Vec<u64>>,
+    /// Each GPU's repeating layers.
+    layers: Vec<u64>,
+    uses: Vec<DeviceUse>,
+    host: DeviceUse,
+}
+
+fn fitted<'a>(
+    weights: &LayerWeights,
+    arch: &crate::model::ModelArch,
+    s: &Settings,
+    gpus: Vec<&'a Candidate>,
+    ram: Option<&'a Candidate>,
+) -> Option<Fitted<'a>> {
+    let all = arch.num_layers + 1;
+    let free: Vec<u64> = gpus
+        .iter()
+        .map(|g| g.free_bytes.unwrap_or(g.total_bytes))
+        .collect();
+    let fit = fit_devices(weights, arch, s, &free, FIT_MARGIN)?;
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "llama.cpp splits in f32; memory and layer counts as it does"
+    )]
+    let offload = Offload {
+        n_gpu_layers: fit.n_gpu_layers.unwrap_or(all),
+        tensor_split: match &fit.tensor_split {
+            Some(t) => t.iter().map(|&n| n as f32).collect(),
+            None => free.iter().map(|&f| f as f32).collect(),
+        },
+        kv_offload: true,
+    };
+    let mut uses = device_uses(weights, arch, s, &offload)?;
+    let host = uses.pop()?;
+    let placed = layer_devices(arch.num_layers, &offload);
+    let layers = (0..gpus.len())
+        .map(|d| {
+            placed[..placed.len() - 1]
+                .iter()
+                .filter(|&&x| x == Some(d))
+                .count() as u64
+        })
+        .collect();
+    Some(Fitted {
+        gpus,
+        ram,
+        ngl: offload.n_gpu_layers,
+        split: fit.tensor_split,
+        layers,
+        uses,
+        host,
     })
 }
 
@@ -185,8 +248,7 @@ fn verdicts(
     arch: &crate::model::ModelArch,
     s: &Settings,
     candidates: &[Candidate],
-    chosen: Option<(&Candidate, DeviceUse)>,
-    host: Option<(&Candidate, DeviceUse)>,
+    chosen: Option<&Fitted<'_>>,
 ) -> Option<Vec<Verdict>> {
     let (full, _) = one_device(weights, arch, s, arch.num_layers + 1)?;
     Some(
@@ -204,11 +266,14 @@ fn verdicts(
                     o.host == c.host && o.backend == c.backend && o.device == c.device
                 };
                 // A device the plan uses is judged by its share; another GPU by taking it all.
-                let share = [chosen, host]
-                    .into_iter()
-                    .flatten()
-                    .find(|(d, _)| same(d))
-                    .map(|(_, u)| u.total());
+                let share = chosen.and_then(|f| {
+                    let gpu = f.gpus.iter().zip(&f.uses).find(|(d, _)| same(d));
+                    let ram = f
+                        .ram
+                        .filter(|h| same(h) && f.ngl < arch.num_layers + 1)
+                        .map(|_| &f.host);
+                    gpu.map(|(_, u)| u).or(ram).map(DeviceUse::total)
+                });
                 let needed = share.unwrap_or(if gpu { full.total() } else { 0 });
                 let used = share.is_some();
                 let reason = if !gpu {
