@@ -18,6 +18,9 @@ pub struct LayerWeights {
     pub tied_head: u64,
     /// Each repeating layer's tensors (`blk.N.*`).
     pub layers: Vec<u64>,
+    /// The part of each layer's bytes that is its routed experts' weights (`ffn_*_exps`): what
+    /// `--n-cpu-moe` keeps on the CPU.
+    pub experts: Vec<u64>,
 }
 
 impl LayerWeights {
@@ -47,6 +50,17 @@ impl LayerWeights {
                 0
             },
             layers: (0..arch.num_layers).map(|_| bytes(in_layers / n)).collect(),
+            experts: (0..arch.num_layers)
+                .map(|l| {
+                    let m = arch.moe.as_ref().filter(|_| arch.is_moe_layer(l));
+                    m.map_or(0, |m| {
+                        let per = 3u64
+                            .saturating_mul(arch.hidden_size)
+                            .saturating_mul(m.expert_intermediate);
+                        bytes(per.saturating_mul(m.experts))
+                    })
+                })
+                .collect(),
         }
     }
 
@@ -59,6 +73,7 @@ impl LayerWeights {
             output: 0,
             tied_head: 0,
             layers: vec![0; usize::try_from(layers).unwrap_or(0)],
+            experts: vec![0; usize::try_from(layers).unwrap_or(0)],
         };
         let mut has_head = false;
         let mut token_embd = 0;
@@ -68,6 +83,11 @@ impl LayerWeights {
                 match w.layers.get_mut(il) {
                     Some(l) => *l += bytes,
                     None => w.input += bytes,
+                }
+                if is_experts(&t.name) {
+                    if let Some(e) = w.experts.get_mut(il) {
+                        *e += bytes;
+                    }
                 }
             } else if t.name.starts_with("output.") || t.name.starts_with("output_norm.") {
                 has_head |= t.name == "output.weight";
@@ -84,6 +104,22 @@ impl LayerWeights {
         }
         w
     }
+}
+
+/// A routed expert's tensor, as llama.cpp's `--n-cpu-moe` pattern matches it
+/// (`blk.N.ffn_(up|down|gate_up|gate)_(ch|)exps`, biases included).
+fn is_experts(name: &str) -> bool {
+    let Some(rest) = name
+        .strip_prefix("blk.")
+        .and_then(|r| r.split_once('.'))
+        .map(|(_, r)| r)
+    else {
+        return false;
+    };
+    ["ffn_up_", "ffn_down_", "ffn_gate_up_", "ffn_gate_"]
+        .iter()
+        .filter_map(|p| rest.strip_prefix(p))
+        .any(|r| r.starts_with("exps") || r.starts_with("chexps"))
 }
 
 /// The layer index of `blk.N.…`.

@@ -17,9 +17,10 @@ import subprocess
 from measure import describe
 
 
-def measure(breakdown, model, rpc, ngl, ctx, fa, ub, split):
+def measure(breakdown, model, rpc, ngl, ctx, fa, ub, split, cpu_moe=0):
     cmd = [breakdown, "-m", model, "--rpc", rpc, "-ngl", str(ngl), "-c", str(ctx),
-           "-fa", fa, "-ub", str(ub)] + (["-ts", split] if split else [])
+           "-fa", fa, "-ub", str(ub)] + (["-ts", split] if split else []) \
+        + (["--n-cpu-moe", str(cpu_moe)] if cpu_moe else [])
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     devices = []
     for line in out.splitlines():
@@ -30,6 +31,7 @@ def measure(breakdown, model, rpc, ngl, ctx, fa, ub, split):
                         "model": int(parts[1]), "context": int(parts[2]), "compute": int(parts[3])})
     rpcs = ",".join("127.0.0.1:PORT%d" % i for i in range(len(rpc.split(","))))
     return {"ngl": ngl, "ctx": ctx, "flash_attention": fa, "ubatch": ub, "tensor_split": split,
+            "cpu_moe": cpu_moe,
             "command": " ".join(["breakdown", "-m", model.rsplit("/", 1)[-1], "--rpc", rpcs]
                                 + cmd[5:]),
             "devices": devices}
@@ -46,10 +48,13 @@ def main():
     p.add_argument("--fa", action="append", default=None)
     p.add_argument("--ubatch", type=int, default=512)
     p.add_argument("--ts", action="append", default=None, help="a -ts value (several devices)")
+    p.add_argument("--cpu-moe", type=int, action="append", default=None,
+                   help="--n-cpu-moe values (experts of the first N layers on the CPU)")
     p.add_argument("--shape", required=True, help="how the GGUF was made (make_gguf.py flags)")
     a = p.parse_args()
-    rows = [measure(a.breakdown, a.model, a.rpc, ngl, ctx, fa, a.ubatch, ts)
-            for ngl in a.ngl for ctx in a.ctx for fa in (a.fa or ["on"]) for ts in (a.ts or [None])]
+    rows = [measure(a.breakdown, a.model, a.rpc, ngl, ctx, fa, a.ubatch, ts, moe)
+            for ngl in a.ngl for ctx in a.ctx for fa in (a.fa or ["on"]) for ts in (a.ts or [None])
+            for moe in (a.cpu_moe or [0])]
     doc = {
         "llama_cpp": "vendored by llama-cpp-python 0.3.36, built with -DGGML_RPC=ON",
         "backend": "RPC (ggml-rpc-server on 127.0.0.1, CPU-backed)",

@@ -164,13 +164,13 @@ fn experts(c: &Ctx<'_>, g: &mut Graph, cur: usize, m: &Routed) -> usize {
     }
     // `mul_mat_id`: an expert's weights applied to each token's selected experts.
     let per_expert = |g: &mut Graph, bytes: u64, layout: u64, x: usize| {
-        let w = g.external();
+        let w = g.expert_weight();
         let y = g.op(Kind::Fresh, bytes, layout, &[w, x, selected]);
         if !oss {
             return y;
         }
         // Each expert's bias, added by expert id.
-        let b = g.external();
+        let b = g.expert_weight();
         g.op(Kind::InPlace, bytes, layout, &[y, b, selected])
     };
     // With fused experts, gate and up are one tensor of twice the width.

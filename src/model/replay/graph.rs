@@ -79,6 +79,8 @@ pub(super) struct Tensor {
     pub(super) part: Part,
     /// An op that writes into a view (`set_rows`, `cpy`): placed as a view, scheduled as an op.
     pub(super) writes: bool,
+    /// A routed expert's weight (`ffn_*_exps`): what `--n-cpu-moe` keeps on the CPU.
+    pub(super) experts: bool,
 }
 
 /// A part of the model, as llama.cpp places its weights: the input layer, a repeating layer,
@@ -123,7 +125,15 @@ impl Graph {
             external: true,
             part: Part::Input,
             writes: false,
+            experts: false,
         })
+    }
+
+    /// A routed expert's weight (`ffn_*_exps`, and its bias).
+    pub(super) fn expert_weight(&mut self) -> usize {
+        let i = self.external();
+        self.tensors[i].experts = true;
+        i
     }
 
     pub(super) fn input(&mut self, bytes: u64) -> usize {
@@ -139,6 +149,7 @@ impl Graph {
             external: false,
             part: Part::Input,
             writes: false,
+            experts: false,
         })
     }
 
@@ -154,6 +165,7 @@ impl Graph {
             external: false,
             part: Part::Input,
             writes: false,
+            experts: false,
         })
     }
 
@@ -172,6 +184,7 @@ impl Graph {
             external: self.tensors[root].external,
             part: Part::Input,
             writes: false,
+            experts: false,
         })
     }
 
@@ -200,6 +213,7 @@ impl Graph {
             external: self.tensors[root].external,
             part: Part::Input,
             writes: true,
+            experts: false,
         })
     }
 

@@ -14,11 +14,11 @@ use super::graph::*;
 pub(super) const HOST: u8 = 0;
 
 /// Each backend's compute buffer (the host's first) when `backend_of` places the model's
-/// parts, with `copies` copies of every input (1, or 4 under pipeline parallelism).
+/// parts (and, apart, their routed experts' weights), with `copies` copies of every input (1, or 4 under pipeline parallelism).
 pub(super) fn split_buffers(
     g: &Graph,
     backends: u8,
-    backend_of: &dyn Fn(Part) -> u8,
+    backend_of: &dyn Fn(Part, bool) -> u8,
     copies: usize,
 ) -> Vec<u64> {
     let be = assign(g, backend_of);
@@ -34,22 +34,23 @@ fn is_view(g: &Graph, i: usize) -> bool {
 }
 
 /// Every tensor's backend, pass by pass as the scheduler assigns them.
-fn assign(g: &Graph, backend_of: &dyn Fn(Part) -> u8) -> Vec<u8> {
+fn assign(g: &Graph, backend_of: &dyn Fn(Part, bool) -> u8) -> Vec<u8> {
+    let of = |t: &Tensor| backend_of(t.part, t.experts);
     let mut be: Vec<Option<u8>> = vec![None; g.tensors.len()];
     for &l in &g.leafs {
         let t = &g.tensors[l];
-        be[l] = Some(if t.external { backend_of(t.part) } else { HOST });
+        be[l] = Some(if t.external { of(t) } else { HOST });
     }
     // Pass 1: a view of a pre-allocated tensor (the KV cache) goes with it, a graph input to
     // the CPU, an op reading a weight to the weight's backend.
     for &i in &g.nodes {
         let t = &g.tensors[i];
         if let Some(root) = t.view_src.filter(|&r| g.tensors[r].external) {
-            be[i] = Some(backend_of(g.tensors[root].part));
+            be[i] = Some(of(&g.tensors[root]));
         } else if t.input {
             be[i] = Some(HOST);
         } else if let Some(&w) = t.srcs.iter().find(|&&s| g.tensors[s].external) {
-            be[i] = Some(backend_of(g.tensors[w].part));
+            be[i] = Some(of(&g.tensors[w]));
         }
     }
     // Pass 2: the devices' assignments expanded down and up (the CPU's stop them), then any.

@@ -28,6 +28,8 @@ pub struct Offload {
     pub tensor_split: Vec<f32>,
     /// KV cache with its layers (true), or all in host memory (`-nkvo`).
     pub kv_offload: bool,
+    /// `--n-cpu-moe N`: the first `N` layers keep their routed experts' weights on the CPU.
+    pub cpu_moe: u64,
 }
 
 /// Model and KV-cache bytes on one device (or the host).
@@ -91,7 +93,14 @@ pub fn place(
         let slot = dev.unwrap_or(host);
         match weights.layers.get(il) {
             Some(bytes) => {
-                out[slot].model += bytes;
+                let experts = weights.experts.get(il).copied().unwrap_or(0);
+                let kept = if (il as u64) < offload.cpu_moe {
+                    experts
+                } else {
+                    0
+                };
+                out[slot].model += bytes - kept;
+                out[host].model += kept;
                 let kv_slot = if offload.kv_offload { slot } else { host };
                 out[kv_slot].context += kv.get(il).copied().unwrap_or(0);
             }
@@ -136,6 +145,7 @@ pub fn one_device(
         n_gpu_layers,
         tensor_split: vec![1.0],
         kv_offload: true,
+        cpu_moe: 0,
     };
     let placed = place(weights, arch, settings, &offload);
     let first = (arch.num_layers + 1).saturating_sub(n_gpu_layers);
@@ -194,9 +204,20 @@ pub fn device_uses(
     let n = offload.tensor_split.len();
     let placed = place(weights, arch, settings, offload);
     let layers = layer_devices(arch.num_layers, offload);
-    let pipeline = n > 1 && offload.n_gpu_layers > arch.num_layers && offload.kv_offload;
-    let compute =
-        crate::model::estimate::placed_compute_buffers(arch, settings, &layers, n, pipeline)?;
+    // llama.cpp pipelines several devices only when every layer is on them, the KV cache too,
+    // and no tensor is overridden.
+    let pipeline = n > 1
+        && offload.n_gpu_layers > arch.num_layers
+        && offload.kv_offload
+        && offload.cpu_moe == 0;
+    let compute = crate::model::estimate::placed_compute_buffers(
+        arch,
+        settings,
+        &layers,
+        n,
+        pipeline,
+        offload.cpu_moe,
+    )?;
     Some(
         placed
             .iter()
@@ -232,6 +253,7 @@ pub fn fit_devices(
         n_gpu_layers: all,
         tensor_split: free.iter().map(|&f| f as f32).collect(),
         kv_offload: true,
+        cpu_moe: 0,
     };
     let uses = device_uses(weights, arch, settings, &by_free)?;
     if free
@@ -251,6 +273,7 @@ pub fn fit_devices(
             n_gpu_layers: layers.iter().sum(),
             tensor_split: layers.iter().map(|&n| n as f32).collect(),
             kv_offload: true,
+            cpu_moe: 0,
         };
         Some(device_uses(weights, arch, settings, &offload)?[id].total())
     };

@@ -164,6 +164,7 @@ fn fitted<'a>(
             None => free.iter().map(|&f| f as f32).collect(),
         },
         kv_offload: true,
+        cpu_moe: 0,
     };
     let mut uses = device_uses(weights, arch, s, &offload)?;
     let host = uses.pop()?;
