@@ -215,13 +215,15 @@ fn split_start(
             copied[s] = Some(c);
         } else if sb != b {
             if let Some(m) = map[s] {
-                let root = out.tensors[m].view_src.unwrap_or(m);
+                // The scheduler's dependency on the original: it owns no memory and ends the
+                // original's life when nothing else reads it.
                 let hold = out.push(Tensor {
-                    kind: Kind::View,
+                    kind: Kind::Fresh,
                     srcs: vec![m],
-                    view_src: Some(root),
+                    view_src: None,
                     input: false,
                     output: false,
+                    external: true,
                     ..out.tensors[m].clone()
                 });
                 out.nodes.push(hold);
