@@ -13,7 +13,7 @@ const EXIT_CODES: &str = "\
 Exit codes:
   0  success
   1  runtime failure, or a --min-*/--max-* threshold was missed
-  2  usage error (unknown flag, malformed value)
+  2  usage error (unknown flag, model or backend, malformed value)
   3  does not fit: no suitable device (select, estimate --fits)
   130, 143  bench-alloc or stress interrupted by SIGINT or SIGTERM: everything was freed and
             the partial report printed, marked interrupted and not passed (before the

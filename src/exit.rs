@@ -7,7 +7,7 @@ pub enum Exit {
     Success,
     /// 1: a runtime failure, or a CI threshold (`--min-*`/`--max-*`) was missed.
     Failure,
-    /// 2: a usage error (unknown flag, malformed value).
+    /// 2: a usage error (unknown flag, model or backend, malformed value).
     Usage,
     /// 3: does not fit; no suitable device (`select`, `estimate --fits`).
     DoesNotFit,

@@ -220,5 +220,6 @@ pub mod model;
 #[cfg(feature = "cli")]
 pub mod output;
 pub mod plan;
+pub mod spelling;
 pub mod units;
 pub mod workload;

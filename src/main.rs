@@ -32,9 +32,15 @@ fn main() -> ExitCode {
         Ok(exit) => exit.into(),
         Err(err) if is_broken_pipe(&err) => Exit::Success.into(),
         Err(err) => {
+            let unknown_model = matches!(
+                err.downcast_ref::<gpumem::model::ModelError>(),
+                Some(gpumem::model::ModelError::UnknownModel { .. })
+            );
             let exit = match err.downcast_ref::<CliError>() {
                 Some(CliError::Usage(_)) => Exit::Usage,
                 Some(CliError::Interrupted(exit, _)) => *exit,
+                // A name that is not a model is a usage error, like any other bad value.
+                _ if unknown_model => Exit::Usage,
                 _ => Exit::Failure,
             };
             let message = error_line(&err);
@@ -76,7 +82,7 @@ fn clap_exit(err: &clap::Error) -> ExitCode {
                 .collect::<Vec<_>>()
                 .join(" ");
             let first = first.strip_prefix("error: ").unwrap_or(&first);
-            let message = format!("{first} (see 'gpumem --help')");
+            let message = format!("{first}{} (see 'gpumem --help')", suggestion(err));
             eprintln!("gpumem: error: {}", gpumem::output::one_line(&message));
             // Parsing failed, so the flags are not known: look for --json among the words
             // before any `--`, as the parser would have.
@@ -91,6 +97,25 @@ fn clap_exit(err: &clap::Error) -> ExitCode {
             Exit::Usage.into()
         }
     }
+}
+
+/// clap's nearest match for a mistyped flag, subcommand or value: "; did you mean '--model'?".
+fn suggestion(err: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    let kinds = [
+        ContextKind::SuggestedArg,
+        ContextKind::SuggestedSubcommand,
+        ContextKind::SuggestedValue,
+    ];
+    kinds
+        .iter()
+        .find_map(|k| match err.get(*k)? {
+            ContextValue::String(s) => Some(s.clone()),
+            ContextValue::Strings(v) => v.first().cloned(),
+            _ => None,
+        })
+        .map(|s| format!(" (did you mean '{s}'?)"))
+        .unwrap_or_default()
 }
 
 fn use_color(when: ColorWhen) -> bool {

@@ -140,7 +140,7 @@ impl DeviceSpec {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ParseDeviceSpecError {
     /// Not one of the backends gpumem knows.
-    #[error("unknown backend '{0}'; expected one of cpu, cuda, nvml, rocm, metal, opencl, vulkan")]
+    #[error("unknown backend '{}'{}; expected one of cpu, cuda, nvml, rocm, metal, opencl, vulkan", .0, crate::spelling::closest(.0, BackendKind::ALL.iter().map(|k| k.name())).map(|s| format!(" (did you mean '{s}'?)")).unwrap_or_default())]
     UnknownBackend(String),
     /// The text does not look like a device.
     #[error(

@@ -357,8 +357,11 @@ pub fn bench_workload(args: &BenchAllocArgs, max_live: u64) -> Result<Workload> 
             .into())
         }
         WorkloadKind::Transformer => {
-            let model = model::find_model(&args.model)
-                .ok_or_else(|| model::ModelError::UnknownModel(args.model.clone()))?;
+            let model =
+                model::find_model(&args.model).ok_or_else(|| model::ModelError::UnknownModel {
+                    name: args.model.clone(),
+                    suggestion: model::closest_model(&args.model),
+                })?;
             let context = u64::from(args.context);
             let decode = u64::from(args.decode_steps).min(context.saturating_sub(1));
             workload::transformer(&TransformerParams {

@@ -790,3 +790,18 @@ pub fn find_model(name: &str) -> Option<CatalogModel> {
         .into_iter()
         .find(|m| m.name == want || m.aliases.contains(&want.as_str()))
 }
+
+/// The catalog name closest to `name` (a typo's likely meaning), when one is within a few
+/// edits of it (aliases count, and answer with their model's name).
+pub fn closest_model(name: &str) -> Option<&'static str> {
+    let want = name.trim().to_ascii_lowercase().replace('_', "-");
+    let models = catalog();
+    let words = models
+        .iter()
+        .flat_map(|m| std::iter::once(m.name).chain(m.aliases.iter().copied()));
+    let word = crate::spelling::closest(&want, words)?;
+    models
+        .iter()
+        .find(|m| m.name == word || m.aliases.contains(&word))
+        .map(|m| m.name)
+}

@@ -30,9 +30,14 @@ pub enum ModelError {
         /// The config fields the generic formula would read, comma-separated.
         fields: String,
     },
-    /// The name is not in the catalog.
-    #[error("unknown model '{0}'; `gpumem estimate --list-models` lists the catalog (ORG/NAME reads the Hugging Face cache, ollama:NAME[:TAG] Ollama's store)")]
-    UnknownModel(String),
+    /// The name is not in the catalog (`suggestion`: the closest catalog name, if near).
+    #[error("unknown model '{name}'{}; `gpumem estimate --list-models` lists the catalog (ORG/NAME reads the Hugging Face cache, ollama:NAME[:TAG] Ollama's store)", suggestion.map(|s| format!(" (did you mean '{s}'?)")).unwrap_or_default())]
+    UnknownModel {
+        /// The name given.
+        name: String,
+        /// The closest catalog name.
+        suggestion: Option<&'static str>,
+    },
     /// `--model` was given a file or directory rather than a name.
     #[error("'{0}' is a path, not a model name: give a file with --gguf FILE, --config config.json or --safetensors PATH")]
     PathNotName(String),

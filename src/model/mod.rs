@@ -23,7 +23,7 @@ pub use arch::{
     llama_like, Attention, GraniteScales, Mlp, ModelArch, Moe, Norm, ParamCount, ShapeField,
     SlidingLayers, SlidingWindow, Ssm, SsmKind, MAX_PARAMETERS,
 };
-pub use catalog::{catalog, find_model, CatalogModel};
+pub use catalog::{catalog, closest_model, find_model, CatalogModel};
 pub use dtype::{
     ggml_type, kv_precision, weight_precision, GgmlType, Precision, GGML_TYPES, KV_PRECISIONS,
     WEIGHT_PRECISIONS,
@@ -249,7 +249,10 @@ fn load_named(name: &str) -> Result<ModelSource, ModelError> {
                 }
                 Ok(source)
             }
-            None => Err(ModelError::UnknownModel(name.to_string())),
+            None => Err(ModelError::UnknownModel {
+                name: name.to_string(),
+                suggestion: catalog::closest_model(name),
+            }),
         };
     };
     Ok(ModelSource {

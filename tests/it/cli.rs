@@ -107,12 +107,48 @@ fn errors_with_json_still_print_a_parsable_document() {
         .args(["--json", "estimate", "--model", "no-such-model"])
         .output()
         .unwrap();
-    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(output.status.code(), Some(2));
     let line = one_line_error(&output);
     assert!(line.contains("unknown model 'no-such-model'"), "{line}");
     let doc: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(doc["schema_version"], 1);
-    assert_eq!(doc["error"]["exit_code"], 1);
+    assert_eq!(doc["error"]["exit_code"], 2);
+}
+
+// A mistyped flag, subcommand, model or backend is a usage error (exit 2) whose one line names
+// the nearest right word.
+#[test]
+fn typos_say_what_was_probably_meant() {
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["discvoer"],
+            "unrecognized subcommand 'discvoer' (did you mean 'discover'?)",
+        ),
+        (
+            &["estimate", "--model", "lama-3.1-8b"],
+            "unknown model 'lama-3.1-8b' (did you mean 'llama-3.1-8b'?)",
+        ),
+        (
+            &["select", "--bytes", "1GiB", "--device", "vulcan:0"],
+            "unknown backend 'vulcan' (did you mean 'vulkan'?)",
+        ),
+        (
+            &["estimate", "--contxt", "4096"],
+            "(did you mean '--context'?)",
+        ),
+    ];
+    for (args, want) in cases {
+        let output = gpumem().args(args).output().unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let line = one_line_error(&output);
+        assert!(line.contains(want), "{args:?}: {line}");
+    }
+    // Nothing near: no guess.
+    let output = gpumem()
+        .args(["estimate", "--model", "gpt-5"])
+        .output()
+        .unwrap();
+    assert!(!one_line_error(&output).contains("did you mean"));
 }
 
 #[test]

@@ -231,7 +231,7 @@ fn one_line_failure(args: &[&str], code: i32) -> String {
 #[test]
 fn bad_input_fails_cleanly() {
     assert!(
-        one_line_failure(&["estimate", "--model", "gpt-5"], 1).contains("unknown model 'gpt-5'")
+        one_line_failure(&["estimate", "--model", "gpt-5"], 2).contains("unknown model 'gpt-5'")
     );
     // A file where a name goes: the line says which flag takes it.
     let file = tempfile::NamedTempFile::new().unwrap();
