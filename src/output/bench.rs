@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::one_line;
-use super::{new_table, Report, Style};
+use super::{new_table, thousands, Report, Style};
 use crate::alloc::{LimitRule, Preset};
 use crate::backend::DeviceSpec;
 use crate::device::DeviceMemory;
@@ -189,6 +189,15 @@ pub struct BenchReport {
     pub timeline: Vec<Sample>,
 }
 
+/// A rate as a whole count with separators.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a float cast saturates; a rate of operations"
+)]
+fn per_sec(rate: f64) -> String {
+    thousands(rate.round().max(0.0) as u64)
+}
+
 fn ops_per_sec(ops: u64, busy_ns: u64) -> f64 {
     if busy_ns == 0 {
         0.0
@@ -289,10 +298,13 @@ impl Report for BenchReport {
             d.index,
             one_line(&d.name),
             format_bytes(d.total_bytes),
-            self.workload.ops,
-            self.workload.allocations,
+            thousands(self.workload.ops),
+            thousands(u64::from(self.workload.allocations)),
             if self.workload.preexisting > 0 {
-                format!(" ({} from before the recording)", self.workload.preexisting)
+                format!(
+                    " ({} from before the recording)",
+                    thousands(u64::from(self.workload.preexisting))
+                )
             } else {
                 String::new()
             },
@@ -349,13 +361,13 @@ impl BenchReport {
         ]);
         t.add_row(vec![
             "ops/s".into(),
-            format!("{:.0}", p.ops_per_sec),
-            rawv(&|r| format!("{:.0}", r.ops_per_sec)),
+            per_sec(p.ops_per_sec),
+            rawv(&|r| per_sec(r.ops_per_sec)),
         ]);
         t.add_row(vec![
             "device allocations".into(),
-            p.device_allocs.to_string(),
-            rawv(&|_| self.workload.allocations.to_string()),
+            thousands(p.device_allocs),
+            rawv(&|_| thousands(u64::from(self.workload.allocations))),
         ]);
         t.add_row(vec![
             "out of memory".into(),

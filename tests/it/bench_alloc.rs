@@ -930,3 +930,40 @@ fn transfer_workload_measures_both_ways_and_verifies_every_byte() {
     );
     assert!(err.contains("sim:SIZE holds none"), "{err}");
 }
+
+// Counts in the text report carry separators, as everywhere else: operations, allocations, the
+// raw device's allocations and the rates.
+#[test]
+fn counts_in_the_text_report_have_separators() {
+    let out = gpumem()
+        .args([
+            "bench-alloc",
+            "--device",
+            "host:256MiB",
+            "--workload",
+            "random",
+        ])
+        .args(["--color", "never"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("2,000 operations, 1,000 allocations"),
+        "{text}"
+    );
+    let device = text
+        .lines()
+        .find(|l| l.contains("device allocations"))
+        .unwrap();
+    assert!(device.contains("1,000"), "{device}");
+    let rate = text.lines().find(|l| l.contains("ops/s")).unwrap();
+    let numbers: Vec<&str> = rate
+        .split(|c: char| !(c.is_ascii_digit() || c == ','))
+        .filter(|w| w.len() > 3)
+        .collect();
+    assert!(
+        !numbers.is_empty() && numbers.iter().all(|n| n.contains(',')),
+        "{rate}"
+    );
+}
