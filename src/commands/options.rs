@@ -127,6 +127,17 @@ pub fn check_bench_args(args: &BenchAllocArgs) -> Result<()> {
         .into());
     }
     if let Some(path) = &args.timeline {
+        // The timeline is drawn as SVG; a file named for another format would hold SVG anyway.
+        let svg = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("svg"));
+        if !svg {
+            return Err(CliError::Usage(format!(
+                "--timeline writes SVG; name the file FILE.svg (got '{}')",
+                path.display()
+            ))
+            .into());
+        }
         let inputs: Vec<&std::path::Path> = args.trace.iter().map(|p| p.as_path()).collect();
         check_output_path("--timeline", path, &inputs)?;
     }

@@ -967,3 +967,22 @@ fn counts_in_the_text_report_have_separators() {
         "{rate}"
     );
 }
+
+// The timeline is SVG: a file named for another format is refused, not written as SVG.
+#[test]
+fn a_timeline_named_for_another_format_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let png = dir.path().join("t.png");
+    let out = gpumem()
+        .args(["bench-alloc", "--device", "host:64MiB", "--timeline"])
+        .arg(&png)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("--timeline writes SVG; name the file FILE.svg"),
+        "{err}"
+    );
+    assert!(!png.exists());
+}
