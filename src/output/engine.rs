@@ -114,7 +114,7 @@ pub fn llamacpp_text(text: &mut String, a: &LlamaCppAccount) {
     });
     let _ = writeln!(
         text,
-        "\nllama.cpp (flash attention {}, -ngl {}{split}, keeping {} free a GPU):",
+        "\nllama.cpp (flash attention {}, -ngl {}{split}, keeping {} free on each GPU):",
         if a.flash_attention { "on" } else { "off" },
         a.n_gpu_layers,
         format_bytes(a.margin_bytes)

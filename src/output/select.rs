@@ -11,7 +11,7 @@ use crate::plan::{
     Accounting, Capacity, HeldBack, Placement, Plan, PlanKind, Selection, Suggestion, Usable,
     UsableRule, Verdict, VerdictReason,
 };
-use crate::units::{format_bytes, format_signed_bytes};
+use crate::units::format_bytes;
 
 /// The select report (JSON schema: docs/json-schema.md#select).
 #[derive(Debug, Clone)]
@@ -249,15 +249,14 @@ impl Report for SelectReport {
             format_bytes(s.required_bytes)
         );
         let _ = writeln!(text, "{}", verdict_table(s, style));
+        reasons_text(&mut text, s);
         for h in &self.held_back {
             let _ = writeln!(text, "{}", held_back_text(h));
         }
         let p = &s.plan;
-        let _ = writeln!(
-            text,
-            "{}",
-            style.paint(&plan_line(s), p.kind != PlanKind::None)
-        );
+        let mut plan = String::new();
+        wrap_into(&mut plan, &plan_line(s), 80);
+        let _ = write!(text, "{}", style.paint(&plan, p.kind != PlanKind::None));
         if p.accounting == Accounting::GenericAfterVllm {
             let _ = writeln!(
                 text,
@@ -291,29 +290,73 @@ impl Report for SelectReport {
             );
         }
         suggestions_text(&mut text, &self.suggestions);
-        text
+        fit_width(&text, 80)
     }
+}
+
+/// Wraps every prose line wider than `width` columns; table rows are left to comfy-table.
+fn fit_width(text: &str, width: usize) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let table_row = line.starts_with(['┌', '│', '╞', '└', '├', '╡', '+', '|', '=']);
+        if table_row || visible_width(line) <= width {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        let body = line.trim_start_matches(' ');
+        let indent = line.len() - body.len();
+        let mut wrapped = String::new();
+        wrap_into(&mut wrapped, body, width.saturating_sub(indent));
+        for part in wrapped.lines() {
+            out.push_str(&" ".repeat(indent));
+            out.push_str(part);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Columns a line takes on a terminal: characters, less ANSI colour sequences.
+fn visible_width(line: &str) -> usize {
+    let mut width = 0;
+    let mut in_escape = false;
+    for c in line.chars() {
+        match (in_escape, c) {
+            (false, '\u{1b}') => in_escape = true,
+            (true, 'm') => in_escape = false,
+            (true, _) => {}
+            (false, _) => width += 1,
+        }
+    }
+    width
 }
 
 /// Every candidate's single-device verdict.
 fn verdict_table(s: &Selection, style: &Style) -> comfy_table::Table {
-    let mut t = new_table(
-        style,
-        &[
-            "host", "backend", "device", "name", "usable", "needed", "headroom", "verdict",
-        ],
-    );
+    // One host (this machine, or simulated cards): no host column, to keep within 80 columns.
+    let hosts = s.candidates.iter().map(|v| v.host.as_str());
+    let many_hosts = hosts
+        .clone()
+        .any(|h| Some(h) != s.candidates.first().map(|v| v.host.as_str()));
+    // The headroom is usable − needed, in the JSON; the table keeps to 80 columns without it.
+    let mut headers = vec!["device", "name", "usable", "needed", "verdict"];
+    if many_hosts {
+        headers.insert(0, "host");
+    }
+    let mut t = new_table(style, &headers);
     for v in &s.candidates {
-        t.add_row(vec![
-            comfy_table::Cell::new(one_line(&v.host)),
-            comfy_table::Cell::new(v.backend.name()),
-            comfy_table::Cell::new(v.device),
-            comfy_table::Cell::new(one_line(&v.name)),
+        let mut row = vec![
+            comfy_table::Cell::new(format!("{}:{}", v.backend.name(), v.device)),
+            comfy_table::Cell::new(short_name(&one_line(&v.name))),
             comfy_table::Cell::new(format_bytes(v.usable_bytes)),
             comfy_table::Cell::new(format_bytes(v.needed_bytes)),
-            comfy_table::Cell::new(format_signed_bytes(v.headroom_bytes)),
             style.verdict(&verdict_text(v), v.fits || v.rank.is_some()),
-        ]);
+        ];
+        if many_hosts {
+            row.insert(0, comfy_table::Cell::new(one_line(&v.host)));
+        }
+        t.add_row(row);
     }
     t
 }
@@ -333,7 +376,99 @@ fn verdict_text(v: &Verdict) -> String {
         Some(r) if r.of > 1 => format!("used: TP rank {} of {}", r.rank, r.of),
         Some(_) => "used".into(),
         None if v.fits => "fits".into(),
-        None => format!("rejected: {}", reason_text(v)),
+        None => match v.reason {
+            VerdictReason::SoftwareDevice => "software device".into(),
+            VerdictReason::NotForEngine => "not a GPU".into(),
+            VerdictReason::SystemRam => "system RAM".into(),
+            _ => "too small".into(),
+        },
+    }
+}
+
+/// Each device the plan does not use, and why, below the table: the reasons are sentences,
+/// which would make the table too wide for a terminal.
+fn reasons_text(text: &mut String, s: &Selection) {
+    // Names the table had to cut, whole.
+    for v in &s.candidates {
+        let name = one_line(&v.name);
+        if short_name(&name) != name {
+            wrap_into(text, &format!("{}:{} is {name}", v.backend, v.device), 80);
+        }
+    }
+    for v in s.candidates.iter().filter(|v| v.rank.is_none() && !v.fits) {
+        let line = format!(
+            "{}:{} on {}: {}",
+            v.backend,
+            v.device,
+            one_line(&v.host),
+            reason_text(v)
+        );
+        wrap_into(text, &line, 80);
+    }
+}
+
+/// A device name cut to 20 characters for the table (the JSON keeps it whole).
+fn short_name(name: &str) -> String {
+    const MOST: usize = 20;
+    if name.chars().count() <= MOST {
+        return name.to_string();
+    }
+    let head: String = name.chars().take(MOST - 1).collect();
+    format!("{head}…")
+}
+
+/// A shell command broken at `width` columns with backslash continuations, indented, so that
+/// it pastes as one command.
+fn continued(line: &str, width: usize) -> String {
+    // A flag and its value break together, so each continued line reads as whole options.
+    let mut units: Vec<String> = Vec::new();
+    for word in line.split(' ') {
+        match units.last_mut() {
+            Some(last)
+                if last.starts_with("--")
+                    && !last.contains([' ', '='])
+                    && !word.starts_with('-') =>
+            {
+                last.push(' ');
+                last.push_str(word);
+            }
+            _ => units.push(word.to_string()),
+        }
+    }
+    let mut out = String::from("    ");
+    let mut col = 4;
+    for (i, unit) in units.iter().enumerate() {
+        let len = unit.chars().count();
+        if i > 0 && col + 1 + len + 2 > width {
+            out.push_str(" \\\n        ");
+            col = 8;
+        } else if i > 0 {
+            out.push(' ');
+            col += 1;
+        }
+        out.push_str(unit);
+        col += len;
+    }
+    out
+}
+
+/// `line` wrapped at `width` columns by words, continuation lines indented.
+fn wrap_into(text: &mut String, line: &str, width: usize) {
+    let mut current = String::new();
+    for word in line.split(' ') {
+        let would = current.chars().count() + 1 + word.chars().count();
+        if !current.is_empty() && would > width {
+            let _ = writeln!(text, "{current}");
+            current = format!("    {word}");
+        } else {
+            if !current.is_empty() {
+                current.push(' ');
+            }
+            current.push_str(word);
+        }
+    }
+    if !current.is_empty() {
+        let _ = writeln!(text, "{current}");
     }
 }
 
@@ -532,7 +667,8 @@ fn launch_text(text: &mut String, engine: Engine, result: &Result<Launch, NoLaun
         Ok(l) => {
             let _ = writeln!(text, "\nLaunch with {}:", engine_name(engine));
             for c in &l.commands {
-                let _ = writeln!(text, "  on {}:  {}", one_line(&c.host), shell_line(c));
+                let _ = writeln!(text, "  on {}:", one_line(&c.host));
+                let _ = writeln!(text, "{}", continued(&shell_line(c), 80));
             }
             for n in &l.notes {
                 let _ = writeln!(text, "  note: {}", note_text(n));

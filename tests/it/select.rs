@@ -1078,8 +1078,13 @@ fn the_shortfall_is_the_closest_plans_and_every_suggestion_fits() {
         outcome["needed_bytes"].as_u64().unwrap() - outcome["available_bytes"].as_u64().unwrap();
     assert_eq!(doc["plan"]["shortfall_bytes"].as_u64().unwrap(), short);
     let (_, text) = select_text(&base);
+    // Sentences wrap at 80 columns.
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        text.contains("No plan fits: the closest, vLLM with --tensor-parallel-size 2, is 13.62 GiB short per GPU."),
+        text.contains(
+            "No plan fits: the closest, vLLM with --tensor-parallel-size 2, is 13.62 GiB short \
+             per GPU."
+        ),
         "{text}"
     );
     let suggestions = doc["suggestions"].as_array().unwrap();
@@ -1287,4 +1292,53 @@ fn vllm_stages_across_hosts() {
         server.ends_with("--pipeline-parallel-size 2 --distributed-executor-backend ray"),
         "{server}"
     );
+}
+
+// The text report fits an 80-column terminal: the table keeps to short verdicts (the reasons
+// follow it as wrapped sentences), long names are cut in it and given whole below, and launch
+// commands break with backslashes.
+#[test]
+fn the_text_report_fits_80_columns() {
+    let cases: [&[&str]; 3] = [
+        &[
+            "--model",
+            "llama-3.1-70b",
+            "--context",
+            "8192",
+            "--device",
+            "sim:64GiB",
+            "--device",
+            "sim:64GiB",
+            "--device",
+            "sim:64GiB",
+        ],
+        &[
+            "--model",
+            "llama-3.1-8b",
+            "--dtype",
+            "q8_0",
+            "--engine",
+            "llama.cpp",
+            "--device",
+            "sim:2GiB",
+            "--device",
+            "sim:2GiB",
+            "--ram",
+            "32GiB",
+        ],
+        &[
+            "--model",
+            "llama-3.1-70b",
+            "--context",
+            "131072",
+            "--device",
+            "sim:80GiB",
+        ],
+    ];
+    for args in cases {
+        let (_, text) = select_text(args);
+        for line in text.lines() {
+            assert!(line.chars().count() <= 80, "{args:?}: {line}");
+        }
+    }
 }
