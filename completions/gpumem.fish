@@ -74,6 +74,9 @@ train\t'Mixed-precision training: adds gradients, optimizer states and fp32 mast
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l optimizer -d 'Optimizer for --mode train' -r -f -a "adam\t'Adam: two fp32 moments per parameter'
 adamw\t'AdamW: two fp32 moments per parameter'
 sgd\t'SGD with momentum: one fp32 buffer per parameter'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l recipe -d 'With --mode train: precision and copies [default: fp32-autocast for f32 weights, bf16 for 16-bit ones, mixed otherwise]' -r -f -a "bf16\t'Weights, gradients and optimizer state in bf16 (a bf16 checkpoint as loaded)'
+fp32-autocast\t'f32 weights, gradients and state, the forward under bf16 autocast (HF Trainer\'s bf16=True on an f32 model)'
+mixed\t'bf16 weights and gradients, an f32 master copy and f32 optimizer state (closed formula)'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l color -d 'When to use colour. `auto` colours a terminal unless NO_COLOR is set' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is not set'
 always\t'Colour even when stdout is a pipe or NO_COLOR is set'
 never\t'Plain text, whatever the terminal'"
@@ -105,6 +108,9 @@ train\t'Mixed-precision training: adds gradients, optimizer states and fp32 mast
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l optimizer -d 'Optimizer for --mode train' -r -f -a "adam\t'Adam: two fp32 moments per parameter'
 adamw\t'AdamW: two fp32 moments per parameter'
 sgd\t'SGD with momentum: one fp32 buffer per parameter'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l recipe -d 'With --mode train: precision and copies [default: fp32-autocast for f32 weights, bf16 for 16-bit ones, mixed otherwise]' -r -f -a "bf16\t'Weights, gradients and optimizer state in bf16 (a bf16 checkpoint as loaded)'
+fp32-autocast\t'f32 weights, gradients and state, the forward under bf16 autocast (HF Trainer\'s bf16=True on an f32 model)'
+mixed\t'bf16 weights and gradients, an f32 master copy and f32 optimizer state (closed formula)'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l bytes -d 'Place a plain byte count instead of a model (e.g. 28GiB)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l inventory -d 'Plan over inventory files instead of this machine: `gpumem discover --json` documents (only backend, device name and total required), `nvidia-smi --query-gpu=... --format=csv` output (one host per file; add `mig.mode.current` to leave out GPUs in MIG mode) or `kubectl get nodes -o json` (GPU Feature Discovery labels). Formats may be mixed' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l engine -d 'Engines to print launch commands for (repeatable). Default: every engine that can load the model as given (llama.cpp for a GGUF file, vLLM for a checkpoint or catalog model)' -r -f -a "llama.cpp\t'llama.cpp\'s llama-server (GGUF files; --rpc for other hosts)'

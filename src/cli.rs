@@ -211,6 +211,23 @@ pub struct WorkloadSettings {
     /// With --mode train: activation checkpointing (keep one activation per layer).
     #[arg(long)]
     pub checkpointing: bool,
+
+    /// With --mode train: precision and copies [default: fp32-autocast for f32 weights, bf16
+    /// for 16-bit ones, mixed otherwise].
+    #[arg(long, value_enum, value_name = "RECIPE")]
+    pub recipe: Option<Recipe>,
+}
+
+/// What `estimate --mode train` keeps per tensor class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Recipe {
+    /// Weights, gradients and optimizer state in bf16 (a bf16 checkpoint as loaded).
+    Bf16,
+    /// f32 weights, gradients and state, the forward under bf16 autocast (HF Trainer's
+    /// bf16=True on an f32 model).
+    Fp32Autocast,
+    /// bf16 weights and gradients, an f32 master copy and f32 optimizer state (closed formula).
+    Mixed,
 }
 
 /// Whether `estimate` counts inference or mixed-precision training memory.

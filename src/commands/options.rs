@@ -14,6 +14,7 @@ use crate::alloc::{MemoryConfig, Preset};
 use crate::backend::{BackendKind, DeviceSpec, DiscoverOptions, Isolation};
 use crate::cli::{self, BenchAllocArgs, DiscoverArgs, SelectArgs, StressArgs, WorkloadKind};
 use crate::error::CliError;
+use crate::model::training::Recipe;
 use crate::model::{
     self, kv_precision, weight_precision, Settings, SourceSpec, KV_PRECISIONS, WEIGHT_PRECISIONS,
 };
@@ -234,6 +235,11 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
             cli::Optimizer::Sgd => model::Optimizer::Sgd,
         },
         checkpointing: args.checkpointing,
+        recipe: args.recipe.map(|r| match r {
+            cli::Recipe::Bf16 => Recipe::Bf16,
+            cli::Recipe::Fp32Autocast => Recipe::Fp32Autocast,
+            cli::Recipe::Mixed => Recipe::MixedFp32Master,
+        }),
     })
 }
 

@@ -14,6 +14,7 @@ mod quantized;
 mod replay;
 mod safetensors_header;
 pub mod stores;
+pub mod training;
 
 use std::path::{Path, PathBuf};
 
@@ -31,7 +32,7 @@ pub use dtype::{
 pub use error::{ModelError, NotFound};
 pub use estimate::{
     ActivationsBasis, Breakdown, EstimateOverflow, FileWeights, Mode, Optimizer, Settings,
-    TrainingBytes, WeightsDtype, DEFAULT_WEIGHT_PRECISION,
+    TrainingBytes, TrainingStep, WeightsDtype, DEFAULT_WEIGHT_PRECISION,
 };
 pub use family::Family;
 pub use gguf::{arch_from_gguf, read_gguf, GgufFile, GgufTensor, GgufValue};
@@ -488,6 +489,7 @@ pub fn estimate_inference_memory(
         mode: Mode::Infer,
         optimizer: Optimizer::Adamw,
         checkpointing: false,
+        recipe: None,
     };
     let activation_bytes =
         usize::try_from(estimate::inference_activations(&arch, &settings)).unwrap_or(usize::MAX);

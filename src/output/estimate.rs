@@ -7,6 +7,8 @@ use serde::Serialize;
 use super::one_line;
 use super::{new_table, thousands, Report, Style};
 use crate::backend::BackendKind;
+use crate::model::training::{Phase, Recipe};
+use crate::model::TrainingStep;
 use crate::model::{
     estimate::Breakdown, ActivationsBasis, CatalogModel, Mode, ModelSource, ModelWarning, Settings,
     SourceKind, TrainingBytes,
@@ -85,7 +87,8 @@ pub struct EstimateReport {
     pub kv_bytes_per_token: u64,
     /// Activation scratch (inference) or stored activations (training).
     pub activation_bytes: u64,
-    /// How `activation_bytes` was obtained: `graph_replay`, `stage_estimate` or `training`.
+    /// How `activation_bytes` was obtained: `graph_replay`, `stage_estimate`, `training` (the
+    /// closed formula) or `pytorch_step`.
     pub activations_basis: ActivationsBasis,
     /// Runtime overhead (`--overhead`).
     pub overhead_bytes: u64,
@@ -93,6 +96,10 @@ pub struct EstimateReport {
     pub fragmentation_bytes: u64,
     /// Training parts, with --mode train.
     pub training: Option<TrainingBytes>,
+    /// With --mode train, PyTorch's step: recipe, peak by category, phase.
+    pub training_step: Option<TrainingStep>,
+    /// With --mode train, why the step was counted by the closed formula instead.
+    pub training_unwalked: Option<String>,
     /// Sum of every part: what must fit on one device.
     pub total_bytes: u64,
     /// Warnings about the source.
@@ -137,9 +144,43 @@ impl EstimateReport {
             overhead_bytes: b.overhead_bytes,
             fragmentation_bytes: b.fragmentation_bytes,
             training: b.training,
+            training_step: b.training_step,
+            training_unwalked: b.training_unwalked.as_ref().map(ToString::to_string),
             total_bytes: b.total_bytes,
             warnings: model.warnings.iter().map(warning_text).collect(),
             fits,
+        }
+    }
+}
+
+/// How the training figures were counted: PyTorch's step and where it peaks, or the formula
+/// and why.
+fn training_text(text: &mut String, r: &EstimateReport) {
+    match (&r.training_step, &r.training_unwalked) {
+        (Some(step), _) => {
+            let recipe = match step.recipe {
+                Recipe::Bf16 => "bf16 weights, gradients and optimizer state",
+                Recipe::Fp32Autocast => "f32 weights, gradients and state under bf16 autocast",
+                Recipe::MixedFp32Master => "bf16 weights with an f32 master copy",
+            };
+            let phase = match step.peak.phase {
+                Phase::Forward => "the forward pass, at the loss",
+                Phase::Backward => "the backward pass",
+                Phase::Optimizer => "the optimizer step",
+            };
+            let _ = writeln!(
+                text,
+                "training: PyTorch's step, as its MemTracker counts it\n  recipe: {recipe}\n  \
+                 peak: {}, in {phase} (overhead and reserve added above)",
+                format_bytes(step.peak.total)
+            );
+        }
+        (None, why) => {
+            let _ = writeln!(
+                text,
+                "training: a closed formula (fp32 master weights, Korthikanti's activations){}",
+                why.as_ref().map_or(String::new(), |w| format!(";\n  {w}"))
+            );
         }
     }
 }
@@ -219,6 +260,9 @@ impl Report for EstimateReport {
                 );
             }
         }
+        if self.settings.mode == Mode::Train {
+            training_text(&mut text, self);
+        }
         if let Some(fits) = &self.fits {
             self.fits_text(&mut text, fits, style);
         }
@@ -237,7 +281,9 @@ impl EstimateReport {
         if let Some(t) = &self.training {
             rows.push(("gradients", t.gradients_bytes));
             rows.push(("optimizer state", t.optimizer_bytes));
-            rows.push(("fp32 master weights", t.master_weights_bytes));
+            if self.training_step.is_none() {
+                rows.push(("fp32 master weights", t.master_weights_bytes));
+            }
         } else {
             let state = self.recurrent_state_bytes;
             if self.kv_cache_bytes > state || state == 0 {

@@ -82,6 +82,8 @@ fn mixtral_reports_active_parameters() {
     assert_eq!(doc["model"]["active_parameters"], 12_879_925_248u64);
 }
 
+/// `--recipe mixed`: the closed formula (bf16 weights and gradients, an fp32 master copy, fp32
+/// AdamW moments, Korthikanti's activations).
 #[test]
 fn training_breakdown() {
     let doc = estimate_json(&[
@@ -89,6 +91,8 @@ fn training_breakdown() {
         "mistral-7b",
         "--mode",
         "train",
+        "--recipe",
+        "mixed",
         "--optimizer",
         "adamw",
         "--context",
@@ -105,6 +109,8 @@ fn training_breakdown() {
         "mistral-7b",
         "--mode",
         "train",
+        "--recipe",
+        "mixed",
         "--context",
         "1024",
         "--checkpointing",
@@ -769,7 +775,62 @@ fn activations_say_how_they_were_obtained() {
     assert_eq!(basis(&generic), "stage_estimate");
     assert_eq!(
         basis(&["--model", "llama-3.1-8b", "--mode", "train"]),
+        "pytorch_step"
+    );
+    assert_eq!(
+        basis(&[
+            "--model",
+            "llama-3.1-8b",
+            "--mode",
+            "train",
+            "--recipe",
+            "mixed"
+        ]),
         "training"
+    );
+}
+
+/// `--mode train` walks PyTorch's step where the family is modelled: the parts are its peak's
+/// categories (the weights' 16-bit dtype implies the bf16 recipe; f32 weights, autocast), the
+/// phase is named, and overhead and reserve come on top. Elsewhere the formula says why.
+#[test]
+fn training_walks_pytorch_step() {
+    let args = |extra: &[&'static str]| {
+        let mut a = vec![
+            "--model",
+            "llama-3.1-8b",
+            "--mode",
+            "train",
+            "--context",
+            "2048",
+        ];
+        a.extend_from_slice(extra);
+        a.extend_from_slice(&["--overhead", "0", "--fragmentation-reserve", "0"]);
+        a
+    };
+    let doc = estimate_json(&args(&[]));
+    let step = &doc["training_step"];
+    assert_eq!(step["recipe"], "bf16");
+    assert_eq!(step["peak"]["phase"], "optimizer");
+    let p = 8_030_261_248u64 * 2;
+    assert_eq!(step["peak"]["parameters"], p);
+    assert_eq!(doc["training"]["gradients_bytes"], p);
+    // Two bf16 moments, a step count per tensor (291), one foreach list in the step.
+    assert_eq!(doc["training"]["optimizer_bytes"], 3 * p + 4 * 291);
+    assert_eq!(doc["total_bytes"], step["peak"]["total"]);
+    let f32 = estimate_json(&args(&["--dtype", "f32"]));
+    assert_eq!(f32["training_step"]["recipe"], "fp32-autocast");
+    assert_eq!(f32["training_step"]["peak"]["parameters"], 2 * p);
+    let out = common::gpumem()
+        .args(["estimate", "--model", "mixtral-8x7b", "--mode", "train"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(
+            "PyTorch's step is walked for Llama, Mistral, Qwen2, Qwen3 and Phi-3; not yet mixtral"
+        ),
+        "{text}"
     );
 }
 

@@ -88,6 +88,7 @@ fn rows(name: &str, doc: &Value, arch: &gpumem::model::ModelArch, file: FileWeig
             mode: Mode::Infer,
             optimizer: Optimizer::Adamw,
             checkpointing: false,
+            recipe: None,
         };
         let b = estimate(arch, Some(file), &settings).unwrap();
         let mib = |k: &str| row[k].as_f64().unwrap();

@@ -17,6 +17,7 @@ mod pickle_bounds;
 mod pool_behaviour;
 mod pool_properties;
 mod pool_threads;
+mod pytorch_reference;
 mod select;
 mod stress;
 mod transfers;

@@ -382,6 +382,10 @@ pub struct ModelArch {
     /// `attn_gate`); llama.cpp then copies each part out, and keeps the projection until z is
     /// used. The same parameters either way.
     pub joint_qkvz: bool,
+    /// The sliding window transformers' attention applies where llama.cpp applies none or
+    /// keeps no trace of it (config.json's `sliding_window` for Mistral, Mixtral and Phi-3,
+    /// and for Qwen2/3 under `use_sliding_window`): a training step past it needs a mask.
+    pub transformers_window: Option<u64>,
 }
 
 /// Parameter counts from the shape (before any file says otherwise).
@@ -512,5 +516,6 @@ pub fn llama_like(
         attn_output_gate: false,
         mla_full_cache: false,
         joint_qkvz: false,
+        transformers_window: None,
     }
 }

@@ -53,6 +53,16 @@ use serde::Serialize;
 
 use super::arch::{ModelArch, ParamCount};
 use super::dtype::Precision;
+use super::training::{training_peak, Recipe, TrainingError, TrainingPeak, TrainingRun};
+
+/// PyTorch's training step: the recipe it ran under and its peak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TrainingStep {
+    /// Precision and copies.
+    pub recipe: Recipe,
+    /// The peak, by category, and where it falls.
+    pub peak: TrainingPeak,
+}
 
 /// Whether the estimate counts inference or mixed-precision training memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -104,6 +114,9 @@ pub struct Settings {
     pub optimizer: Optimizer,
     /// Keep only layer inputs under training (recompute the rest); ignored for inference.
     pub checkpointing: bool,
+    /// Precision and copies under training (`None`: what the weights' precision implies,
+    /// [`Recipe::for_weights`]); ignored for inference.
+    pub recipe: Option<Recipe>,
 }
 
 impl Settings {
@@ -124,6 +137,7 @@ impl Settings {
             mode: Mode::Infer,
             optimizer: Optimizer::Adamw,
             checkpointing: false,
+            recipe: None,
         }
     }
 }
@@ -177,6 +191,12 @@ pub struct Breakdown {
     pub fragmentation_bytes: u64,
     /// Training-only parts; `None` for inference.
     pub training: Option<TrainingBytes>,
+    /// Under training, PyTorch's step: the recipe, the peak by category and its phase (`None`
+    /// where the step is not walked: see `training_unwalked`).
+    pub training_step: Option<TrainingStep>,
+    /// Why the training step was counted by the closed formula instead.
+    #[serde(skip)]
+    pub training_unwalked: Option<TrainingError>,
     /// Sum of every part above: what must fit on one device.
     pub total_bytes: u64,
     /// Bytes per layer (weights and KV) for planning layer splits.
@@ -239,6 +259,9 @@ pub enum ActivationsBasis {
     StageEstimate,
     /// Training: activations kept for the backward pass (Korthikanti et al.).
     Training,
+    /// Training: PyTorch's step walked module by module (`model::training`), its peak as
+    /// PyTorch's `MemTracker` counts it; activations include backward's temporaries at the peak.
+    PytorchStep,
 }
 
 /// llama.cpp's compute buffers when layers from `first_offloaded` on and the output layer run
@@ -537,6 +560,52 @@ pub fn estimate_with_projector(
             Some(training_bytes(parameters, dtype, s.optimizer)),
         ),
     };
+    let recipe = s.recipe.unwrap_or_else(|| {
+        Recipe::for_weights((dtype.block_elems == 1).then_some(dtype.block_bytes))
+    });
+    let walked = (s.mode == Mode::Train).then(|| {
+        training_peak(
+            arch,
+            &TrainingRun {
+                recipe,
+                optimizer: s.optimizer,
+                batch: s.batch,
+                seq: s.context,
+                checkpointing: s.checkpointing,
+            },
+        )
+    });
+    let (weights, activations, activations_basis, training, training_step, training_unwalked) =
+        match walked {
+            Some(Ok(peak)) => (
+                peak.parameters.saturating_add(peak.buffers),
+                peak.activations.saturating_add(peak.temporaries),
+                ActivationsBasis::PytorchStep,
+                Some(TrainingBytes {
+                    gradients_bytes: peak.gradients,
+                    optimizer_bytes: peak.optimizer_state,
+                    master_weights_bytes: 0,
+                }),
+                Some(TrainingStep { recipe, peak }),
+                None,
+            ),
+            Some(Err(e)) => (
+                weights,
+                activations,
+                activations_basis,
+                training,
+                None,
+                Some(e),
+            ),
+            None => (
+                weights,
+                activations,
+                activations_basis,
+                training,
+                None,
+                None,
+            ),
+        };
     let training_sum = training.map_or(0, |t| {
         t.gradients_bytes
             .saturating_add(t.optimizer_bytes)
@@ -578,6 +647,8 @@ pub fn estimate_with_projector(
         overhead_bytes: s.overhead,
         fragmentation_bytes: fragmentation,
         training,
+        training_step,
+        training_unwalked,
         total_bytes: total,
         per_layer_bytes: per_layer_weights.saturating_add(per_layer_kv),
         // The projector sits whole on one device, beside the embeddings.

@@ -142,6 +142,25 @@ fn mla(f: &mut Fields<'_>, arch: &mut ModelArch, heads: u64) -> Result<(), Model
     Ok(())
 }
 
+/// The window transformers applies where [`sliding_window`] records none: Mistral's, Mixtral's
+/// and Phi-3's `sliding_window`, and Qwen2's and Qwen3's when `use_sliding_window` is set.
+pub(super) fn transformers_window(
+    ty: &ModelType,
+    f: &mut Fields<'_>,
+) -> Result<Option<u64>, ModelError> {
+    let applies = match ty {
+        ModelType::Mistral | ModelType::Mixtral | ModelType::Phi3 => true,
+        ModelType::Qwen2 | ModelType::Qwen2Moe | ModelType::Qwen3 | ModelType::Qwen3Moe => {
+            f.boolean("use_sliding_window").unwrap_or(false)
+        }
+        _ => false,
+    };
+    if !applies {
+        return Ok(None);
+    }
+    Ok(f.uint(&["sliding_window"])?.filter(|&w| w > 0))
+}
+
 /// Sliding windows: explicit `layer_types` win; otherwise the family's rule. llama.cpp builds
 /// Mistral (as `llama`) and Qwen2/Qwen3 without any window, caching the whole context, so their
 /// `sliding_window` / `use_sliding_window` are not applied: counting the window would put the

@@ -207,6 +207,7 @@ pub fn parse_config(
         Some(true) if arch.moe.is_none() => return Err(f.missing("n_routed_experts")),
         _ => {}
     }
+    arch.transformers_window = families::transformers_window(&ty, &mut f)?;
     if let Some(window) = families::sliding_window(&ty, &mut f)? {
         arch.sliding_window = Some(window);
     }

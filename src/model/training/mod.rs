@@ -1,0 +1,253 @@
+//! PyTorch's memory over one training step of a transformers model, as PyTorch's own
+//! `MemTracker` counts it: parameters, buffers, gradients, optimizer state, activations and
+//! temporaries, at the peak of forward, backward or the optimizer step.
+//!
+//! The activations are not a closed formula: [`saved`] lists what autograd saves for each
+//! module transformers runs (the norm's f32 upcast, the projections' inputs, SDPA's query, key,
+//! value, output and log-sum-exp, the gated MLP's four intermediates, the f32 log-softmax over
+//! the vocabulary), and [`step`] walks the step: the forward's end, the loss's backward (where
+//! two f32 vocabulary-wide gradients join every saved activation), the backward's end and the
+//! optimizer step with its `foreach` temporaries. Recorded against `MemTracker` in
+//! `tests/fixtures/pytorch/` (`tools/pytorch-reference/`).
+//!
+//! ```
+//! use gpumem::model::training::{training_peak, Phase, Recipe, TrainingRun};
+//! use gpumem::model::{find_model, Optimizer};
+//!
+//! // Llama-3.1-8B in bf16 with AdamW, one sequence of 2,048 tokens.
+//! let arch = find_model("llama-3.1-8b").unwrap().arch;
+//! let run = TrainingRun {
+//!     recipe: Recipe::Bf16,
+//!     optimizer: Optimizer::Adamw,
+//!     batch: 1,
+//!     seq: 2048,
+//!     checkpointing: false,
+//! };
+//! let peak = training_peak(&arch, &run).unwrap();
+//! // MemTracker's peak for this step: 80,302,630,540 bytes, in the optimizer step.
+//! assert_eq!(peak.phase, Phase::Optimizer);
+//! assert_eq!(peak.total, 80_302_630_540);
+//! //! ```
+
+mod saved;
+mod step;
+
+use serde::Serialize;
+
+use super::arch::ModelArch;
+use super::estimate::Optimizer;
+
+pub use step::training_peak;
+
+/// Which precision and which copies each class of tensor has during training.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Recipe {
+    /// Weights, gradients and optimizer state all in bf16 (a bf16 checkpoint loaded as given,
+    /// trained with or without autocast).
+    Bf16,
+    /// f32 weights, gradients and optimizer state, the forward under bf16 autocast (HF
+    /// Trainer's `bf16=True` on a model loaded in f32): each linear layer saves a bf16 copy of
+    /// its weight and of its input.
+    Fp32Autocast,
+    /// bf16 weights and gradients, an f32 master copy of the weights and f32 optimizer state
+    /// (DeepSpeed's and Megatron's mixed precision). Counted by the closed formula of
+    /// [`crate::model::estimate`] until its step is walked.
+    MixedFp32Master,
+}
+
+impl Recipe {
+    /// Bytes of one parameter, and of its gradient and each optimizer moment.
+    pub(crate) fn param_bytes(self) -> u64 {
+        match self {
+            Recipe::Bf16 | Recipe::MixedFp32Master => 2,
+            Recipe::Fp32Autocast => 4,
+        }
+    }
+
+    /// What training a checkpoint loaded as given does (transformers 5 loads the file's own
+    /// dtype): 4-byte weights train under autocast, 2-byte ones in bf16, anything else
+    /// (quantized) by the mixed-precision formula.
+    pub fn for_weights(bytes_per_element: Option<u64>) -> Self {
+        match bytes_per_element {
+            Some(4) => Recipe::Fp32Autocast,
+            Some(2) => Recipe::Bf16,
+            _ => Recipe::MixedFp32Master,
+        }
+    }
+}
+
+/// One training step's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrainingRun {
+    /// Precision and copies.
+    pub recipe: Recipe,
+    /// The optimizer (PyTorch's, `foreach=True` as on CUDA).
+    pub optimizer: Optimizer,
+    /// Sequences per micro-batch.
+    pub batch: u64,
+    /// Tokens per sequence.
+    pub seq: u64,
+    /// Gradient checkpointing (transformers' `gradient_checkpointing_enable`).
+    pub checkpointing: bool,
+}
+
+/// Where in the step the peak falls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// The forward pass, at the loss.
+    Forward,
+    /// The backward pass.
+    Backward,
+    /// The optimizer step.
+    Optimizer,
+}
+
+/// The step's peak, by `MemTracker`'s categories.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TrainingPeak {
+    /// Where the peak falls.
+    pub phase: Phase,
+    /// Parameters.
+    pub parameters: u64,
+    /// Module buffers (the rotary embedding's inverse frequencies).
+    pub buffers: u64,
+    /// Gradients alive at the peak.
+    pub gradients: u64,
+    /// Optimizer state, with the optimizer step's own temporaries.
+    pub optimizer_state: u64,
+    /// Activations alive at the peak: what autograd saved, the batch's token ids, the loss's
+    /// logits.
+    pub activations: u64,
+    /// Backward's temporaries (gradients of activations).
+    pub temporaries: u64,
+    /// The sum.
+    pub total: u64,
+}
+
+/// Why no step is modelled.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TrainingError {
+    /// A family whose modules' saved tensors are not listed yet.
+    #[error(
+        "PyTorch's step is walked for Llama, Mistral, Qwen2, Qwen3 and Phi-3; not yet {family}"
+    )]
+    Unmodelled {
+        /// The family's name.
+        family: String,
+    },
+    /// A feature of the family not listed yet (checkpointing, sliding windows, experts).
+    #[error("PyTorch's step is not yet walked with {what}")]
+    Unsupported {
+        /// What.
+        what: &'static str,
+    },
+    /// A size beyond 2^64 bytes.
+    #[error("the training step would exceed 2^64 bytes; lower --batch or --context")]
+    Overflow,
+}
+
+/// The shape the walk needs, taken once from the architecture.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shape {
+    pub hidden: u128,
+    pub intermediate: u128,
+    pub layers: u128,
+    pub heads: u128,
+    pub kv_heads: u128,
+    pub head_dim: u128,
+    pub vocab: u128,
+    pub qk_norm: bool,
+    /// Phi-3's fused q/k/v and gate/up projections.
+    pub fused: bool,
+    /// A sliding window transformers applies.
+    pub window: Option<u128>,
+    /// The output head shares the embedding matrix.
+    pub tied: bool,
+    /// Parameter tensors (each has an optimizer step counter).
+    pub param_tensors: u128,
+    /// Parameters over all tensors.
+    pub params: u128,
+    /// Weights of one layer's linear projections (their bf16 copies under autocast).
+    pub layer_linear_params: u128,
+}
+
+impl Shape {
+    pub(crate) fn of(arch: &ModelArch) -> Result<Self, TrainingError> {
+        use super::arch::{Attention, Mlp, Norm};
+        use super::family::Family;
+        let supported = matches!(
+            arch.family_kind(),
+            Family::Llama | Family::Mistral | Family::Qwen2 | Family::Qwen3 | Family::Phi3
+        );
+        if !supported {
+            return Err(TrainingError::Unmodelled {
+                family: arch.family.clone(),
+            });
+        }
+        let Attention::Standard {
+            qkv_bias,
+            o_bias,
+            qk_norm,
+        } = arch.attention
+        else {
+            return Err(TrainingError::Unsupported {
+                what: "latent attention",
+            });
+        };
+        if arch.moe.is_some() || arch.ssm.is_some() || arch.mlp != Mlp::Gated {
+            return Err(TrainingError::Unsupported {
+                what: "experts or recurrent layers",
+            });
+        }
+        if arch.sliding_window.is_some() {
+            return Err(TrainingError::Unsupported {
+                what: "sliding-window attention",
+            });
+        }
+        if arch.norm != Norm::Rms || arch.norms_per_layer != 2 {
+            return Err(TrainingError::Unsupported {
+                what: "LayerNorm or other than two norms a layer",
+            });
+        }
+        let w = u128::from;
+        let (h, heads, kv, d, i) = (
+            w(arch.hidden_size),
+            w(arch.num_heads),
+            w(arch.num_kv_heads),
+            w(arch.head_dim),
+            w(arch.intermediate_size),
+        );
+        let fused = arch.fused_projections;
+        // Two norms, the projections (q, k, v, o, gate, up, down; Phi-3 fuses q/k/v and
+        // gate/up), their biases and the per-head norms.
+        let projections = if fused { 4 } else { 7 };
+        let per_layer_tensors = 2
+            + projections
+            + if qkv_bias { 3 } else { 0 }
+            + u128::from(o_bias)
+            + if qk_norm { 2 } else { 0 };
+        Ok(Shape {
+            hidden: h,
+            intermediate: i,
+            layers: w(arch.num_layers),
+            heads,
+            kv_heads: kv,
+            head_dim: d,
+            vocab: w(arch.vocab_size),
+            qk_norm,
+            fused,
+            window: arch
+                .transformers_window
+                .or(arch.sliding_window.as_ref().map(|w| w.window))
+                .map(u128::from),
+            tied: arch.tie_word_embeddings,
+            param_tensors: w(arch.num_layers) * per_layer_tensors
+                + 2
+                + u128::from(!arch.tie_word_embeddings),
+            params: w(arch.params().total),
+            layer_linear_params: h * (heads * d + 2 * kv * d) + heads * d * h + 3 * h * i,
+        })
+    }
+}

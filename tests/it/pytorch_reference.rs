@@ -1,0 +1,99 @@
+//! PyTorch's training memory against PyTorch's own `MemTracker` (`tests/fixtures/pytorch/`,
+//! recorded by `tools/pytorch-reference/` on fake tensors with torch 2.15 and transformers
+//! 5.24): for every recorded step, gpumem's peak must lie within [1.00, 1.05]× of the tracker's
+//! and fall in the same phase. Every failing record is named.
+
+#![allow(clippy::unwrap_used)]
+
+use crate::common;
+
+use gpumem::model::training::{training_peak, Phase, Recipe, TrainingRun};
+use gpumem::model::{read_config, Optimizer};
+use serde_json::Value;
+
+fn records() -> Vec<(String, Value)> {
+    let dir = common::fixture("pytorch");
+    let mut out: Vec<(String, Value)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).unwrap();
+            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+            (name, serde_json::from_str(&text).unwrap())
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+fn run_of(r: &Value) -> TrainingRun {
+    TrainingRun {
+        recipe: match r["recipe"].as_str().unwrap() {
+            "bf16" => Recipe::Bf16,
+            "fp32-autocast" => Recipe::Fp32Autocast,
+            other => panic!("recipe {other}"),
+        },
+        optimizer: match r["optimizer"].as_str().unwrap() {
+            "adamw" => Optimizer::Adamw,
+            "adam" => Optimizer::Adam,
+            "sgd" => Optimizer::Sgd,
+            other => panic!("optimizer {other}"),
+        },
+        batch: r["batch"].as_u64().unwrap(),
+        seq: r["seq"].as_u64().unwrap(),
+        checkpointing: r["checkpointing"].as_bool().unwrap(),
+    }
+}
+
+#[test]
+fn training_peaks_match_memtracker() {
+    let records = records();
+    assert!(records.len() >= 20, "only {} records", records.len());
+    let mut failures = Vec::new();
+    let mut worst: (f64, String) = (1.0, String::new());
+    for (name, r) in &records {
+        let config = common::fixture(&format!(
+            "pytorch/configs/{}.json",
+            r["model"].as_str().unwrap()
+        ));
+        let (arch, _) = read_config(std::path::Path::new(&config)).unwrap();
+        let theirs = r["peak"]["Total"].as_u64().unwrap();
+        let params = r["parameters"].as_u64().unwrap();
+        assert_eq!(arch.params().total, params, "{name}: parameters");
+        let ours = match training_peak(&arch, &run_of(r)) {
+            Ok(p) => p,
+            Err(e) => {
+                failures.push(format!("{name}: {e}"));
+                continue;
+            }
+        };
+        let ratio = ours.total as f64 / theirs as f64;
+        eprintln!(
+            "{name}: {ratio:.4} {:?} ours p{} g{} o{} a{} t{} theirs {}",
+            ours.phase,
+            ours.parameters,
+            ours.gradients,
+            ours.optimizer_state,
+            ours.activations,
+            ours.temporaries,
+            r["peak"]
+        );
+        let phase = match r["peak_phase"].as_str().unwrap() {
+            "forward" => Phase::Forward,
+            "backward" => Phase::Backward,
+            _ => Phase::Optimizer,
+        };
+        if (ratio - 1.0).abs() > (worst.0 - 1.0).abs() {
+            worst = (ratio, name.clone());
+        }
+        if !(1.0..=1.05).contains(&ratio) || ours.phase != phase {
+            failures.push(format!(
+                "{name}: {} vs MemTracker {theirs} ({ratio:.4}), {:?} vs {phase:?}",
+                ours.total, ours.phase
+            ));
+        }
+    }
+    eprintln!("worst ratio {:.4} ({})", worst.0, worst.1);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

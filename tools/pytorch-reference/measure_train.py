@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""PyTorch's own memory figures for one transformers training step, allocating nothing.
+
+Builds the model class from a config.json on fake CPU tensors (FakeTensorMode), runs two
+training steps under torch.distributed._tools.mem_tracker.MemTracker and prints one JSON
+record: the peak per category (PARAM, BUFFER, GRAD, ACT, TEMP, OPT, Total), the phase in
+which the peak fell, and the run's settings and versions. gpumem's reference test reads
+these records (tests/fixtures/pytorch/); it never needs torch.
+
+Recorded with torch 2.15.0 and transformers 5.24.0 from PyPI, CPython 3.11:
+
+    python3 -m venv venv && venv/bin/pip install torch==2.15.0 transformers==5.24.0
+    venv/bin/python measure_train.py --config CONFIG.json --recipe bf16 \
+        --optimizer adamw --batch 1 --seq 512 [--checkpointing] > record.json
+
+Recipes (what exists per tensor class):
+  bf16           weights, gradients and optimizer state in bf16 (pure bf16 training);
+  fp32-autocast  f32 weights, gradients and state; the forward under bf16 autocast
+                 (HF Trainer's bf16=True on a model loaded in f32).
+The optimizer runs with foreach=True, the default on CUDA (on CPU tensors PyTorch would
+otherwise pick its per-tensor loop); zero_grad sets gradients to None, as by default.
+"""
+
+import argparse
+import json
+import sys
+import time
+
+import torch
+import transformers
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.distributed._tools.mem_tracker import MemTracker
+from transformers import AutoConfig, AutoModelForCausalLM
+
+# On real tensors transformers finds that one unpadded sequence needs no mask (SDPA runs with
+# is_causal and GQA). On fake tensors it cannot read the position ids, takes them for packed
+# sequences and builds a mask (and repeats K/V), which a real run never does: answer as the real
+# run would.
+transformers.masking_utils.find_packed_sequence_indices = lambda position_ids: None
+
+RECIPES = {"bf16": torch.bfloat16, "fp32-autocast": torch.float32}
+
+
+def optimizer_for(name, params):
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=1e-4, foreach=True)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=1e-4, foreach=True)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-4, momentum=0.9, foreach=True)
+    raise SystemExit(f"unknown optimizer {name}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--recipe", choices=sorted(RECIPES), default="bf16")
+    ap.add_argument("--optimizer", choices=["adamw", "adam", "sgd"], default="adamw")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--seq", type=int, default=512)
+    ap.add_argument("--attn", choices=["sdpa", "eager"], default="sdpa")
+    ap.add_argument("--checkpointing", action="store_true")
+    a = ap.parse_args()
+
+    with open(a.config) as f:
+        raw = json.load(f)
+    # The recipe sets the weights' dtype: a config's own torch_dtype would override it.
+    cfg = AutoConfig.for_model(**{k: v for k, v in raw.items() if k not in ("torch_dtype", "dtype")})
+    cfg._attn_implementation = a.attn
+    cfg.use_cache = False
+    torch.set_default_dtype(RECIPES[a.recipe])
+    started = time.time()
+    phases = []
+    with FakeTensorMode():
+        model = AutoModelForCausalLM.from_config(cfg)
+        assert next(model.parameters()).dtype == RECIPES[a.recipe]
+        if a.checkpointing:
+            model.gradient_checkpointing_enable()
+        model.train()
+        opt = optimizer_for(a.optimizer, model.parameters())
+        mt = MemTracker()
+        mt.track_external(model, opt)
+        autocast = a.recipe == "fp32-autocast"
+        with mt:
+            for step in range(2):
+                ids = torch.randint(0, cfg.vocab_size, (a.batch, a.seq))
+                # Only the loss is kept, as HF Trainer's training_step does: the logits and the
+                # rest of the output are dropped before backward.
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                    loss = model(input_ids=ids, labels=ids).loss
+                phases.append((step, "forward", mt.get_tracker_snapshot("peak")))
+                after_forward = mt.get_tracker_snapshot("current")
+                loss.backward()
+                del loss
+                phases.append((step, "backward", mt.get_tracker_snapshot("peak")))
+                opt.step()
+                opt.zero_grad()
+                phases.append((step, "optimizer", mt.get_tracker_snapshot("peak")))
+                if step == 0:
+                    mt.reset_mod_stats()
+        peak = mt.get_tracker_snapshot("peak")
+    (dev, snap), = peak.items()
+    total = snap["Total"]
+    first = next(
+        (p for s, p, sn in phases for d, v in sn.items() if v["Total"] == total),
+        None,
+    )
+    params = sum(p.numel() for p in model.parameters())
+    record = {
+        "source": "torch.distributed._tools.mem_tracker.MemTracker under FakeTensorMode",
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "model": a.config.rsplit("/", 1)[-1].removesuffix(".json"),
+        "recipe": a.recipe,
+        "optimizer": a.optimizer,
+        "foreach": True,
+        "batch": a.batch,
+        "seq": a.seq,
+        "attn": a.attn,
+        "checkpointing": a.checkpointing,
+        "parameters": params,
+        "peak": {k: int(v) for k, v in snap.items()},
+        "peak_phase": first,
+        "after_forward": {k: int(v) for k, v in next(iter(after_forward.values())).items()},
+        "phase_peaks": [
+            {"step": st, "phase": ph, "total": int(next(iter(sn.values()))["Total"])}
+            for st, ph, sn in phases
+        ],
+        "seconds": round(time.time() - started, 1),
+    }
+    json.dump(record, sys.stdout, indent=1)
+    print()
+
+
+if __name__ == "__main__":
+    main()

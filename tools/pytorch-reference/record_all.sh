@@ -1,0 +1,17 @@
+#!/bin/sh
+# Records every row of rows.txt into tests/fixtures/pytorch/ (PYTHON: a venv's python with
+# torch 2.15.0 and transformers 5.24.0). Rows already recorded are kept.
+set -eu
+here=$(dirname "$0")
+out="$here/../../tests/fixtures/pytorch"
+PYTHON=${PYTHON:-python3}
+grep -v '^#' "$here/rows.txt" | while read -r model recipe opt batch seq ckpt; do
+    name="train-$model-$recipe-$opt-b$batch-s$seq${ckpt:+-ckpt}"
+    [ -s "$out/$name.json" ] && continue
+    flag=""
+    [ -n "${ckpt:-}" ] && flag="--checkpointing"
+    "$PYTHON" "$here/measure_train.py" --config "$out/configs/$model.json" --recipe "$recipe" \
+        --optimizer "$opt" --batch "$batch" --seq "$seq" $flag > "$out/$name.json.tmp"
+    mv "$out/$name.json.tmp" "$out/$name.json"
+    echo "$name"
+done
