@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::one_line;
-use super::{new_table, thousands, Report, Style};
+use super::{new_table, thousands, wrap_into, Report, Style};
 use crate::backend::BackendKind;
 use crate::model::training::{Phase, Recipe};
 use crate::model::TrainingStep;
@@ -178,9 +178,11 @@ fn training_text(text: &mut String, r: &EstimateReport) {
         (None, why) => {
             let _ = writeln!(
                 text,
-                "training: a closed formula (fp32 master weights, Korthikanti's activations){}",
-                why.as_ref().map_or(String::new(), |w| format!(";\n  {w}"))
+                "training: a closed formula (fp32 master weights, Korthikanti's activations)"
             );
+            if let Some(why) = why {
+                wrap_into(text, &format!("  {why}"), 80);
+            }
         }
     }
 }

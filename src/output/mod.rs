@@ -140,3 +140,24 @@ pub(crate) fn thousands(n: u64) -> String {
     }
     out
 }
+
+/// `line` wrapped at `width` columns by words, continuation lines indented.
+pub(crate) fn wrap_into(text: &mut String, line: &str, width: usize) {
+    use std::fmt::Write as _;
+    let mut current = String::new();
+    for word in line.split(' ') {
+        let would = current.chars().count() + 1 + word.chars().count();
+        if !current.is_empty() && would > width {
+            let _ = writeln!(text, "{current}");
+            current = format!("    {word}");
+        } else {
+            if !current.is_empty() {
+                current.push(' ');
+            }
+            current.push_str(word);
+        }
+    }
+    if !current.is_empty() {
+        let _ = writeln!(text, "{current}");
+    }
+}

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::one_line;
-use super::{new_table, thousands, Report, Style};
+use super::{new_table, thousands, wrap_into, Report, Style};
 use crate::plan::launch::{Engine, Launch, LaunchCommand, LaunchNote, NoLaunch};
 use crate::plan::{
     Accounting, Capacity, HeldBack, Placement, Plan, PlanKind, Selection, Suggestion, Usable,
@@ -450,26 +450,6 @@ fn continued(line: &str, width: usize) -> String {
         col += len;
     }
     out
-}
-
-/// `line` wrapped at `width` columns by words, continuation lines indented.
-fn wrap_into(text: &mut String, line: &str, width: usize) {
-    let mut current = String::new();
-    for word in line.split(' ') {
-        let would = current.chars().count() + 1 + word.chars().count();
-        if !current.is_empty() && would > width {
-            let _ = writeln!(text, "{current}");
-            current = format!("    {word}");
-        } else {
-            if !current.is_empty() {
-                current.push(' ');
-            }
-            current.push_str(word);
-        }
-    }
-    if !current.is_empty() {
-        let _ = writeln!(text, "{current}");
-    }
 }
 
 /// Why a host offers fewer GPUs than it has.

@@ -822,13 +822,15 @@ fn training_walks_pytorch_step() {
     assert_eq!(f32["training_step"]["recipe"], "fp32-autocast");
     assert_eq!(f32["training_step"]["peak"]["parameters"], 2 * p);
     let out = common::gpumem()
-        .args(["estimate", "--model", "mixtral-8x7b", "--mode", "train"])
+        .args(["estimate", "--model", "gpt-oss-20b", "--mode", "train"])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
+    let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        text.contains(
-            "PyTorch's step is walked for Llama, Mistral, Qwen2, Qwen3 and Phi-3; not yet mixtral"
+        joined.contains(
+            "PyTorch's step is walked for Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, Phi-3 \
+             and Gemma 2; not yet gpt_oss"
         ),
         "{text}"
     );

@@ -58,7 +58,8 @@ def main():
     ap.add_argument("--optimizer", choices=["adamw", "adam", "sgd"], default="adamw")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--seq", type=int, default=512)
-    ap.add_argument("--attn", choices=["sdpa", "eager"], default="sdpa")
+    # auto: SDPA where the model class supports it, else eager (transformers' own default).
+    ap.add_argument("--attn", choices=["auto", "sdpa", "eager"], default="auto")
     ap.add_argument("--checkpointing", action="store_true")
     a = ap.parse_args()
 
@@ -66,13 +67,19 @@ def main():
         raw = json.load(f)
     # The recipe sets the weights' dtype: a config's own torch_dtype would override it.
     cfg = AutoConfig.for_model(**{k: v for k, v in raw.items() if k not in ("torch_dtype", "dtype")})
-    cfg._attn_implementation = a.attn
+    cfg._attn_implementation = "sdpa" if a.attn == "auto" else a.attn
     cfg.use_cache = False
     torch.set_default_dtype(RECIPES[a.recipe])
     started = time.time()
     phases = []
     with FakeTensorMode():
-        model = AutoModelForCausalLM.from_config(cfg)
+        try:
+            model = AutoModelForCausalLM.from_config(cfg)
+        except ValueError:
+            if a.attn != "auto":
+                raise
+            cfg._attn_implementation = "eager"
+            model = AutoModelForCausalLM.from_config(cfg)
         assert next(model.parameters()).dtype == RECIPES[a.recipe]
         if a.checkpointing:
             model.gradient_checkpointing_enable()
@@ -116,7 +123,7 @@ def main():
         "foreach": True,
         "batch": a.batch,
         "seq": a.seq,
-        "attn": a.attn,
+        "attn": cfg._attn_implementation,
         "checkpointing": a.checkpointing,
         "parameters": params,
         "peak": {k: int(v) for k, v in snap.items()},

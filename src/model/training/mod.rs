@@ -30,12 +30,14 @@
 //! //! ```
 
 mod saved;
+mod shape;
 mod step;
 
 use serde::Serialize;
 
-use super::arch::ModelArch;
 use super::estimate::Optimizer;
+
+pub(crate) use shape::{Layout, MoeShape, Shape};
 
 pub use step::training_peak;
 
@@ -131,7 +133,8 @@ pub struct TrainingPeak {
 pub enum TrainingError {
     /// A family whose modules' saved tensors are not listed yet.
     #[error(
-        "PyTorch's step is walked for Llama, Mistral, Qwen2, Qwen3 and Phi-3; not yet {family}"
+        "PyTorch's step is walked for Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, Phi-3 \
+         and Gemma 2; not yet {family}"
     )]
     Unmodelled {
         /// The family's name.
@@ -146,108 +149,4 @@ pub enum TrainingError {
     /// A size beyond 2^64 bytes.
     #[error("the training step would exceed 2^64 bytes; lower --batch or --context")]
     Overflow,
-}
-
-/// The shape the walk needs, taken once from the architecture.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Shape {
-    pub hidden: u128,
-    pub intermediate: u128,
-    pub layers: u128,
-    pub heads: u128,
-    pub kv_heads: u128,
-    pub head_dim: u128,
-    pub vocab: u128,
-    pub qk_norm: bool,
-    /// Phi-3's fused q/k/v and gate/up projections.
-    pub fused: bool,
-    /// A sliding window transformers applies.
-    pub window: Option<u128>,
-    /// The output head shares the embedding matrix.
-    pub tied: bool,
-    /// Parameter tensors (each has an optimizer step counter).
-    pub param_tensors: u128,
-    /// Parameters over all tensors.
-    pub params: u128,
-    /// Weights of one layer's linear projections (their bf16 copies under autocast).
-    pub layer_linear_params: u128,
-}
-
-impl Shape {
-    pub(crate) fn of(arch: &ModelArch) -> Result<Self, TrainingError> {
-        use super::arch::{Attention, Mlp, Norm};
-        use super::family::Family;
-        let supported = matches!(
-            arch.family_kind(),
-            Family::Llama | Family::Mistral | Family::Qwen2 | Family::Qwen3 | Family::Phi3
-        );
-        if !supported {
-            return Err(TrainingError::Unmodelled {
-                family: arch.family.clone(),
-            });
-        }
-        let Attention::Standard {
-            qkv_bias,
-            o_bias,
-            qk_norm,
-        } = arch.attention
-        else {
-            return Err(TrainingError::Unsupported {
-                what: "latent attention",
-            });
-        };
-        if arch.moe.is_some() || arch.ssm.is_some() || arch.mlp != Mlp::Gated {
-            return Err(TrainingError::Unsupported {
-                what: "experts or recurrent layers",
-            });
-        }
-        if arch.sliding_window.is_some() {
-            return Err(TrainingError::Unsupported {
-                what: "sliding-window attention",
-            });
-        }
-        if arch.norm != Norm::Rms || arch.norms_per_layer != 2 {
-            return Err(TrainingError::Unsupported {
-                what: "LayerNorm or other than two norms a layer",
-            });
-        }
-        let w = u128::from;
-        let (h, heads, kv, d, i) = (
-            w(arch.hidden_size),
-            w(arch.num_heads),
-            w(arch.num_kv_heads),
-            w(arch.head_dim),
-            w(arch.intermediate_size),
-        );
-        let fused = arch.fused_projections;
-        // Two norms, the projections (q, k, v, o, gate, up, down; Phi-3 fuses q/k/v and
-        // gate/up), their biases and the per-head norms.
-        let projections = if fused { 4 } else { 7 };
-        let per_layer_tensors = 2
-            + projections
-            + if qkv_bias { 3 } else { 0 }
-            + u128::from(o_bias)
-            + if qk_norm { 2 } else { 0 };
-        Ok(Shape {
-            hidden: h,
-            intermediate: i,
-            layers: w(arch.num_layers),
-            heads,
-            kv_heads: kv,
-            head_dim: d,
-            vocab: w(arch.vocab_size),
-            qk_norm,
-            fused,
-            window: arch
-                .transformers_window
-                .or(arch.sliding_window.as_ref().map(|w| w.window))
-                .map(u128::from),
-            tied: arch.tie_word_embeddings,
-            param_tensors: w(arch.num_layers) * per_layer_tensors
-                + 2
-                + u128::from(!arch.tie_word_embeddings),
-            params: w(arch.params().total),
-            layer_linear_params: h * (heads * d + 2 * kv * d) + heads * d * h + 3 * h * i,
-        })
-    }
 }

@@ -12,7 +12,7 @@
 //! - The gated MLP saves the gate's and up's outputs, SiLU's output and their product.
 //! - The loss upcasts the logits to f32; `log_softmax` saves its f32 output.
 
-use super::{Recipe, Shape};
+use super::{Layout, MoeShape, Recipe, Shape};
 
 /// Activation element bytes: bf16 in both recipes (under autocast, the projections' outputs).
 const ACT: u128 = 2;
@@ -37,8 +37,40 @@ fn rms_norm_f32(width: u128) -> u128 {
     4 * width + 4 + 4 * width
 }
 
-/// Bytes one decoder layer saves per token.
-pub(super) fn layer_per_token(s: &Shape, recipe: Recipe) -> u128 {
+/// A Gemma RMSNorm over `width` on a bf16 input: the f32 upcast, the `rsqrt`, the normalized
+/// f32 product `1 + weight` multiplies, and the bf16 output where its readers save it.
+fn gemma_norm(width: u128, out_saved: bool) -> u128 {
+    4 * width + 4 + 4 * width + if out_saved { ACT * width } else { 0 }
+}
+
+/// Gemma 2's layer per token (bf16): its four norms (the inputs of attention and of the MLP
+/// saved by their projections, the others feeding the residual), eager attention (the scaled
+/// query, K and V repeated to every head, the soft-capped logits' `tanh`, the f32 softmax and
+/// its bf16 cast, a score per head, token and position), the output copied for `o_proj`.
+fn gemma2_layer_per_token(s: &Shape, seq: u128, mlp: u128) -> u128 {
+    let q = s.heads * s.head_dim;
+    let norms = 2 * gemma_norm(s.hidden, true) + 2 * gemma_norm(s.hidden, false);
+    let scores = (ACT + 4 + ACT) * s.heads * seq;
+    norms + ACT * (q + 2 * q) + scores + ACT * q + mlp
+}
+
+/// Bytes an expert layer's feed-forward block saves per token, as transformers' grouped
+/// experts run it: the router's f32 softmax, the top-k indices (int64), their f32 weights and
+/// sum, the two int64 orderings of the k routed copies, the gathered inputs, each copy's
+/// gate/up output, SiLU output and product, its bf16 weight, the experts' outputs and the
+/// scatter index.
+fn experts_per_token(s: &Shape, m: &MoeShape) -> u128 {
+    let k = m.top_k;
+    4 * m.experts
+        + 4
+        + (8 + 4 + 16 + ACT + 8) * k
+        + 2 * ACT * k * s.hidden
+        + 4 * ACT * k * m.intermediate
+}
+
+/// Bytes one decoder layer saves per token of sequences of `seq`; `experts`: a layer with
+/// routed experts.
+pub(super) fn layer_per_token(s: &Shape, recipe: Recipe, experts: bool, seq: u128) -> u128 {
     let (h, d) = (s.hidden, s.head_dim);
     let q = s.heads * d;
     let kv = s.kv_heads * d;
@@ -48,7 +80,13 @@ pub(super) fn layer_per_token(s: &Shape, recipe: Recipe) -> u128 {
         // output is copied contiguous for o_proj, which saves the copy.
         attention += ACT * (q + kv) + ACT * q;
     }
-    let mlp = 4 * ACT * s.intermediate;
+    let mlp = match s.moe.as_ref().filter(|_| experts) {
+        Some(m) => experts_per_token(s, m),
+        None => 4 * ACT * s.intermediate,
+    };
+    if s.layout == Layout::Gemma2 {
+        return gemma2_layer_per_token(s, seq, mlp);
+    }
     // Per-head norms on q and k read the projections' bf16 outputs in either recipe: one f32
     // rsqrt a head, and the output feeds the rotary embedding, which saves nothing.
     let qk_norm = if s.qk_norm {
@@ -67,33 +105,64 @@ pub(super) fn layer_per_token(s: &Shape, recipe: Recipe) -> u128 {
     }
 }
 
-/// Bytes one decoder layer saves whatever the tokens: under autocast, the bf16 copies of its
-/// projections' weights (autocast's cache, held by the graph until backward).
-pub(super) fn layer_fixed(s: &Shape, recipe: Recipe) -> u128 {
-    match recipe {
-        Recipe::Bf16 | Recipe::MixedFp32Master => 0,
-        Recipe::Fp32Autocast => ACT * s.layer_linear_params,
-    }
+/// Bytes one decoder layer saves whatever the tokens: an expert layer's int32 offsets of each
+/// expert's tokens; under autocast, the bf16 copies of its projections' weights (autocast's
+/// cache, held by the graph until backward).
+pub(super) fn layer_fixed(s: &Shape, recipe: Recipe, experts: bool) -> u128 {
+    let offsets = s
+        .moe
+        .as_ref()
+        .filter(|_| experts)
+        .map_or(0, |m| 4 * m.experts);
+    // Gemma's norms compute `1 + weight` in f32, once a norm.
+    let gemma_weights = match s.layout {
+        Layout::Llama => 0,
+        Layout::Gemma2 => 4 * 4 * s.hidden,
+    };
+    offsets
+        + gemma_weights
+        + match recipe {
+            Recipe::Bf16 | Recipe::MixedFp32Master => 0,
+            Recipe::Fp32Autocast => ACT * s.layer_linear_params,
+        }
 }
 
-/// Bytes saved per token outside the layers: the token ids (int64), the rotary `cos` and `sin`,
-/// the final norm, the output head's input, and the f32 log-softmax over the vocabulary.
+/// The rotary `cos` and `sin` per position, in the weights' dtype: one pair for every sequence
+/// of the batch (the position ids are shared).
+pub(super) fn rope_per_position(s: &Shape, recipe: Recipe) -> u128 {
+    2 * s.head_dim * u128::from(recipe.param_bytes())
+}
+
+/// Bytes saved per token outside the layers: the token ids (int64), the final norm, the output
+/// head's input, and the f32 log-softmax over the vocabulary.
 pub(super) fn head_per_token(s: &Shape, recipe: Recipe) -> u128 {
-    let rope = 2 * s.head_dim * recipe.param_bytes() as u128;
-    let norm = match recipe {
-        Recipe::Bf16 | Recipe::MixedFp32Master => rms_norm(s.hidden, true),
-        Recipe::Fp32Autocast => rms_norm_f32(s.hidden) + ACT * s.hidden,
+    let norm = match (s.layout, recipe) {
+        (Layout::Gemma2, _) => gemma_norm(s.hidden, true),
+        (_, Recipe::Bf16 | Recipe::MixedFp32Master) => rms_norm(s.hidden, true),
+        (_, Recipe::Fp32Autocast) => rms_norm_f32(s.hidden) + ACT * s.hidden,
     };
-    IDS + rope + norm + 4 * s.vocab
+    // Gemma 2 soft-caps the logits: `tanh` saves its bf16 output.
+    let softcap = match s.layout {
+        Layout::Llama => 0,
+        Layout::Gemma2 => ACT * s.vocab,
+    };
+    IDS + norm + softcap + 4 * s.vocab
 }
 
 /// Bytes saved outside the layers whatever the tokens: under autocast, the output head's bf16
 /// weight copy.
 pub(super) fn head_fixed(s: &Shape, recipe: Recipe) -> u128 {
-    match recipe {
-        Recipe::Bf16 | Recipe::MixedFp32Master => 0,
-        Recipe::Fp32Autocast => ACT * s.vocab * s.hidden,
-    }
+    // Gemma's embedding scale, a bf16 scalar the multiply saves, and the final norm's f32
+    // `1 + weight`.
+    let scale = match s.layout {
+        Layout::Llama => 0,
+        Layout::Gemma2 => ACT + 4 * s.hidden,
+    };
+    scale
+        + match recipe {
+            Recipe::Bf16 | Recipe::MixedFp32Master => 0,
+            Recipe::Fp32Autocast => ACT * s.vocab * s.hidden,
+        }
 }
 
 /// The token ids, int64 per token.

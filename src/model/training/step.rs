@@ -4,7 +4,7 @@
 
 use super::saved::{
     head_fixed, head_per_token, labels_bytes, layer_fixed, layer_input, layer_per_token,
-    loss_backward_per_token, loss_forward_per_token, ACT_BYTES, IDS,
+    loss_backward_per_token, loss_forward_per_token, rope_per_position, ACT_BYTES, IDS,
 };
 use super::{Phase, Shape, TrainingError, TrainingPeak, TrainingRun};
 use crate::model::arch::ModelArch;
@@ -43,7 +43,8 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
         });
     }
     let p = u128::from(run.recipe.param_bytes());
-    let tokens = u128::from(run.batch) * u128::from(run.seq);
+    let seq = u128::from(run.seq);
+    let tokens = u128::from(run.batch) * seq;
     let params = s.params * p;
     // Adam keeps two moments and a step count (an f32 tensor) a parameter tensor; SGD with
     // momentum one buffer. Their foreach step allocates one more parameter-sized list.
@@ -53,26 +54,45 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
     };
     let held = Held {
         params,
-        // The rotary embedding's inverse frequencies and their original, f32, head_dim / 2 each.
-        buffers: 4 * s.head_dim,
+        // The rotary embedding's inverse frequencies and their original, f32, head_dim / 2 each;
+        // Gemma's embedding scale, a bf16 scalar.
+        buffers: 4 * s.head_dim
+            + if s.layout == super::Layout::Gemma2 {
+                2
+            } else {
+                0
+            },
         state,
     };
     let labels = labels_bytes(u128::from(run.batch), u128::from(run.seq));
-    let layer_full = tokens * layer_per_token(&s, run.recipe) + layer_fixed(&s, run.recipe);
+    if (s.moe.is_some() || s.layout != super::Layout::Llama)
+        && run.recipe == super::Recipe::Fp32Autocast
+    {
+        return Err(TrainingError::Unsupported {
+            what: "experts or Gemma 2 under autocast",
+        });
+    }
+    let full = |experts: bool| {
+        tokens * layer_per_token(&s, run.recipe, experts, seq)
+            + layer_fixed(&s, run.recipe, experts)
+    };
+    let moe_layers = s.moe.map_or(0, |m| m.layers);
+    let dense_layers = s.layers - moe_layers;
+    // The first layer is the one recomputed last under checkpointing.
+    let layer_full = full(s.moe.is_some_and(|m| m.first_layer));
     // Under checkpointing a layer keeps only its input (the residual stream: f32 under
     // autocast), beside the position ids and an f32 scalar the checkpoint holds.
-    let layer_kept = if run.checkpointing {
-        tokens * layer_input(&s, run.recipe)
+    let (layers_saved, checkpoint_extra) = if run.checkpointing {
+        (
+            s.layers * tokens * layer_input(&s, run.recipe),
+            seq * IDS + LOSS,
+        )
     } else {
-        layer_full
+        (dense_layers * full(false) + moe_layers * full(true), 0)
     };
-    let checkpoint_extra = if run.checkpointing {
-        tokens * IDS + LOSS
-    } else {
-        0
-    };
-    let saved = s.layers * layer_kept
+    let saved = layers_saved
         + tokens * head_per_token(&s, run.recipe)
+        + seq * rope_per_position(&s, run.recipe)
         + checkpoint_extra
         + head_fixed(&s, run.recipe)
         + labels
@@ -113,7 +133,9 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
             gradients: if s.tied { params } else { params - head_grad },
             optimizer_extra: 0,
             activations: if run.checkpointing {
-                tokens * (IDS + layer_input(&s, run.recipe)) + layer_full
+                tokens * (IDS + layer_input(&s, run.recipe))
+                    + seq * (IDS + rope_per_position(&s, run.recipe))
+                    + layer_full
             } else {
                 0
             },
