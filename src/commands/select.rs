@@ -14,8 +14,8 @@ use crate::output::Output;
 use crate::plan::engine::vllm::VllmConfig;
 use crate::plan::launch::{launch, Engine, LaunchSettings, ModelRef};
 use crate::plan::{
-    candidates_from_discovery, read_inventories, select_for_engine, suggest, Demand, PlanKind,
-    SuggestRequest,
+    candidates_from_discovery, read_inventories, select_for_engine, suggest, Accounting, Demand,
+    PlanKind, SuggestRequest,
 };
 
 /// Runs `gpumem select` and returns its exit status.
@@ -55,8 +55,11 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
     };
     let selection = select_for_engine(engine, &demand, &candidates, &policy, &vllm)?;
     // Launch commands for a model (not for --bytes).
+    let training = selection.plan.accounting == Accounting::PytorchTraining;
     let launches = match (&spec, &demand, selection.plan.kind) {
-        (Some(spec), Demand::Model { source, settings }, _) if source.arch.num_layers > 0 => {
+        (Some(spec), Demand::Model { source, settings }, _)
+            if source.arch.num_layers > 0 && !training =>
+        {
             let model = ModelRef::for_source(spec);
             let settings = LaunchSettings {
                 context: settings.context,
@@ -75,7 +78,8 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
         _ => Vec::new(),
     };
     let none = selection.plan.kind == PlanKind::None;
-    let suggestions = if none {
+    // The suggestions are planned by the serving engines' rules, not yet by a training step's.
+    let suggestions = if none && !training {
         suggest(&SuggestRequest {
             engine,
             demand: &demand,

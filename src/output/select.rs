@@ -189,6 +189,12 @@ fn usable_text(u: &Usable) -> String {
         UsableRule::GpuMemoryUtilization { fraction } => {
             format!("--gpu-memory-utilization {fraction}")
         }
+        UsableRule::WholeDevice => {
+            return format!(
+                "{} usable: all its {base} memory (the need holds the CUDA context)",
+                format_bytes(u.bytes)
+            )
+        }
         UsableRule::Reserve { reserve_bytes } => {
             format!(
                 "a {} driver and context reserve",
@@ -257,6 +263,15 @@ impl Report for SelectReport {
         let mut plan = String::new();
         wrap_into(&mut plan, &plan_line(s), 80);
         let _ = write!(text, "{}", style.paint(&plan, p.kind != PlanKind::None));
+        if p.accounting == Accounting::PytorchTraining {
+            let _ = writeln!(
+                text,
+                "PyTorch training on one GPU: the step's peak with the CUDA context (--overhead)\n\
+                 and the allocator's slack (--fragmentation-reserve), against free memory\n\
+                 (`estimate --mode train` shows its parts). Sharded training (DDP, FSDP, ZeRO)\n\
+                 is not planned yet."
+            );
+        }
         if p.accounting == Accounting::GenericAfterVllm {
             let _ = writeln!(
                 text,

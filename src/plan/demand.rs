@@ -3,13 +3,13 @@
 //! context are searched on the model's own figures.
 
 use super::engine::vllm::{VllmConfig, VllmModel, VllmOutcome};
-use super::engine::{select_llamacpp, select_vllm};
+use super::engine::{select_llamacpp, select_training, select_vllm};
 use super::launch::Engine;
 use super::{
     capacity, model_requirement, plan, Accounting, Candidate, Capacity, Plan, PlanKind, Policy,
     Requirement, Selection,
 };
-use crate::model::{EstimateOverflow, ModelSource, Settings};
+use crate::model::{EstimateOverflow, Mode, ModelSource, Settings};
 
 /// What `select` places.
 #[derive(Debug, Clone)]
@@ -75,6 +75,9 @@ pub fn select_for_engine(
     vllm: &VllmConfig,
 ) -> Result<Selection, EstimateOverflow> {
     match (engine, demand) {
+        (_, Demand::Model { source, settings }) if settings.mode == Mode::Train => {
+            select_training(source, settings, candidates)
+        }
         (Some(Engine::Vllm), Demand::Model { .. }) => {
             select_vllm_engine(demand, candidates, policy, vllm)
         }

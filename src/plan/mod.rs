@@ -302,6 +302,8 @@ pub enum Accounting {
     /// vLLM's tensor-parallel layouts did not serve; the pipeline or offload plan comes from
     /// the generic rule, which vLLM's own accounting does not model yet.
     GenericAfterVllm,
+    /// A PyTorch training step on one GPU ([`engine::select_training`]).
+    PytorchTraining,
 }
 
 /// What a plan can serve on its devices, as batch and context grow.

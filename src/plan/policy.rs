@@ -116,6 +116,9 @@ pub enum UsableRule {
         /// Bytes the fit leaves free.
         margin_bytes: u64,
     },
+    /// The whole free (else total) memory: PyTorch training, whose need already holds the CUDA
+    /// context (`--overhead`) and the caching allocator's slack (`--fragmentation-reserve`).
+    WholeDevice,
     /// vLLM's budget: `fraction` of the device's total (`--gpu-memory-utilization`).
     GpuMemoryUtilization {
         /// The fraction applied, in (0, 1].

@@ -1342,3 +1342,36 @@ fn the_text_report_fits_80_columns() {
         }
     }
 }
+
+/// `select --mode train` plans PyTorch's training step, not a serving engine: the need is
+/// `estimate --mode train`'s (the step's peak, the CUDA context and the allocator's slack)
+/// against all of a GPU's memory; no serving command is printed; a step no single GPU holds
+/// gets exit 3 with the closest GPU's shortfall.
+#[test]
+fn training_is_planned_by_pytorchs_step() {
+    let train = [
+        "--model",
+        "llama-3.2-1b",
+        "--mode",
+        "train",
+        "--context",
+        "4096",
+    ];
+    let need = common::json_ok(gpumem().args(["--json", "estimate"]).args(train))["total_bytes"]
+        .as_u64()
+        .unwrap();
+    let (code, doc) = select(&[&train[..], &["--device", "sim:24GiB"]].concat());
+    assert_eq!(code, 0);
+    assert_eq!(doc["plan"]["accounting"], "pytorch_training");
+    assert_eq!(doc["plan"]["kind"], "single");
+    assert_eq!(doc["required_bytes"], need);
+    assert_eq!(doc["candidates"][0]["usable_bytes"], 24u64 << 30);
+    assert_eq!(doc["launch"], Value::Array(vec![]));
+    let (code, doc) = select(&[&train[..], &["--device", "sim:20GiB"]].concat());
+    assert_eq!(code, 3);
+    assert_eq!(doc["plan"]["shortfall_bytes"], need - (20u64 << 30));
+    let (code, text) = select_text(&[&train[..], &["--device", "sim:24GiB"]].concat());
+    assert_eq!(code, 0);
+    assert!(text.contains("PyTorch training on one GPU"), "{text}");
+    assert!(!text.contains("vllm serve"), "{text}");
+}

@@ -78,8 +78,9 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
     };
     let moe_layers = s.moe.map_or(0, |m| m.layers);
     let dense_layers = s.layers - moe_layers;
-    // The first layer is the one recomputed last under checkpointing.
-    let layer_full = full(s.moe.is_some_and(|m| m.first_layer));
+    // The first layer is the last one backward runs through.
+    let first_layer_experts = s.moe.is_some_and(|m| m.first_layer);
+    let layer_full = full(first_layer_experts);
     // Under checkpointing a layer keeps only its input (the residual stream: f32 under
     // autocast), beside the position ids and an f32 scalar the checkpoint holds.
     let (layers_saved, checkpoint_extra) = if run.checkpointing {
@@ -125,25 +126,24 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
             activations: saved - labels - tokens * 4 * s.vocab,
             temporaries: tokens * 2 * (s.vocab + s.hidden) + autocast_copy,
         },
-        // Checkpointing: the first layer's backward, recomputed. Every other gradient is
-        // there (the embedding's too when the head shares it), the layers' inputs are gone but
-        // its own, and its activations are back in full beside the gradient flowing through.
+        // The first layer's backward (recomputed under checkpointing), bounded from above:
+        // every gradient but the embedding's (the head's shares it when tied) is counted as
+        // there, the layer's activations as whole, beside the largest gradients its
+        // feed-forward block's backward holds at once.
         Point {
             phase: Phase::Backward,
             gradients: if s.tied { params } else { params - head_grad },
             optimizer_extra: 0,
-            activations: if run.checkpointing {
-                tokens * (IDS + layer_input(&s, run.recipe))
-                    + seq * (IDS + rope_per_position(&s, run.recipe))
-                    + layer_full
-            } else {
-                0
-            },
-            temporaries: if run.checkpointing {
-                tokens * 2 * ACT_BYTES * s.hidden
-            } else {
-                0
-            },
+            activations: tokens * IDS
+                + seq * rope_per_position(&s, run.recipe)
+                + layer_full
+                + if run.checkpointing {
+                    tokens * layer_input(&s, run.recipe) + seq * IDS
+                } else {
+                    0
+                },
+            temporaries: layer_backward_temporaries(&s, p, tokens, first_layer_experts)
+                .max(tokens * 2 * ACT_BYTES * s.hidden),
         },
         Point {
             phase: Phase::Optimizer,
@@ -177,4 +177,17 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
         temporaries: fit(top.temporaries)?,
         total: fit(total(top))?,
     })
+}
+
+/// The gradients a layer's feed-forward backward holds at once beside the saved activations: its
+/// up projection's weight gradient (all experts' under grouped experts) and the gradients of
+/// its intermediate activations.
+fn layer_backward_temporaries(s: &Shape, param_bytes: u128, tokens: u128, experts: bool) -> u128 {
+    match s.moe.filter(|_| experts) {
+        Some(m) => {
+            m.experts * 2 * m.intermediate * s.hidden * param_bytes
+                + tokens * m.top_k * 3 * m.intermediate * ACT_BYTES
+        }
+        None => s.hidden * s.intermediate * param_bytes + tokens * 2 * s.intermediate * ACT_BYTES,
+    }
 }

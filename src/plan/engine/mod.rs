@@ -9,12 +9,14 @@
 
 pub mod llamacpp;
 mod llamacpp_plan;
+mod pytorch_plan;
 pub mod vllm;
 mod vllm_defaults;
 mod vllm_plan;
 mod vllm_terms;
 
 pub use llamacpp_plan::{select_llamacpp, LlamaCppAccount, FIT_MARGIN};
+pub use pytorch_plan::select_training;
 pub use vllm_plan::select_vllm;
 
 use serde::Serialize;
