@@ -213,7 +213,7 @@ _gpumem() {
             return 0
             ;;
         gpumem__subcmd__estimate)
-            opts="-m -b -c -q -v -h -V --model --config --gguf --safetensors --dtype --kv-dtype --batch --context --ubatch --allow-generic --mmproj --swa-full --flash-attention --overhead --fragmentation-reserve --mode --optimizer --checkpointing --recipe --list-models --fits --json --quiet --verbose --color --help --version"
+            opts="-m -b -c -q -v -h -V --model --config --gguf --safetensors --dtype --kv-dtype --batch --context --ubatch --allow-generic --mmproj --swa-full --flash-attention --overhead --fragmentation-reserve --mode --optimizer --checkpointing --recipe --lora-rank --lora-targets --list-models --fits --json --quiet --verbose --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -288,7 +288,15 @@ _gpumem() {
                     return 0
                     ;;
                 --recipe)
-                    COMPREPLY=($(compgen -W "bf16 fp32-autocast mixed" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "bf16 fp32-autocast mixed lora" -- "${cur}"))
+                    return 0
+                    ;;
+                --lora-rank)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --lora-targets)
+                    COMPREPLY=($(compgen -W "all-linear attention" -- "${cur}"))
                     return 0
                     ;;
                 --color)
@@ -401,7 +409,7 @@ _gpumem() {
             return 0
             ;;
         gpumem__subcmd__select)
-            opts="-m -b -c -q -v -h -V --model --config --gguf --safetensors --dtype --kv-dtype --batch --context --ubatch --allow-generic --mmproj --swa-full --flash-attention --overhead --fragmentation-reserve --mode --optimizer --checkpointing --recipe --bytes --inventory --engine --device --ram --gpu-memory-utilization --max-num-batched-tokens --max-num-seqs --block-size --enforce-eager --prefer --memory-fraction --min-free --driver-reserve --context-reserve --reserve-fraction --reserve-cap --timeout --json --quiet --verbose --color --help --version"
+            opts="-m -b -c -q -v -h -V --model --config --gguf --safetensors --dtype --kv-dtype --batch --context --ubatch --allow-generic --mmproj --swa-full --flash-attention --overhead --fragmentation-reserve --mode --optimizer --checkpointing --recipe --lora-rank --lora-targets --bytes --inventory --engine --device --ram --gpu-memory-utilization --max-num-batched-tokens --max-num-seqs --block-size --enforce-eager --prefer --memory-fraction --min-free --driver-reserve --context-reserve --reserve-fraction --reserve-cap --timeout --json --quiet --verbose --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -476,7 +484,15 @@ _gpumem() {
                     return 0
                     ;;
                 --recipe)
-                    COMPREPLY=($(compgen -W "bf16 fp32-autocast mixed" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "bf16 fp32-autocast mixed lora" -- "${cur}"))
+                    return 0
+                    ;;
+                --lora-rank)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --lora-targets)
+                    COMPREPLY=($(compgen -W "all-linear attention" -- "${cur}"))
                     return 0
                     ;;
                 --bytes)

@@ -76,7 +76,11 @@ adamw\t'AdamW: two fp32 moments per parameter'
 sgd\t'SGD with momentum: one fp32 buffer per parameter'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l recipe -d 'With --mode train: precision and copies [default: fp32-autocast for f32 weights, bf16 for 16-bit ones, mixed otherwise]' -r -f -a "bf16\t'Weights, gradients and optimizer state in bf16 (a bf16 checkpoint as loaded)'
 fp32-autocast\t'f32 weights, gradients and state, the forward under bf16 autocast (HF Trainer\'s bf16=True on an f32 model)'
-mixed\t'bf16 weights and gradients, an f32 master copy and f32 optimizer state (closed formula)'"
+mixed\t'bf16 weights and gradients, an f32 master copy and f32 optimizer state (closed formula)'
+lora\t'LoRA (PEFT): f32 adapters on the frozen bf16 model (--lora-rank, --lora-targets)'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l lora-rank -d 'With --recipe lora: the adapters\' rank (r)' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l lora-targets -d 'With --recipe lora: the projections adapted' -r -f -a "all-linear\t'Every projection of the layers (PEFT\'s all-linear)'
+attention\t'q, k, v and o'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l color -d 'When to use colour. `auto` colours a terminal unless NO_COLOR is set' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is not set'
 always\t'Colour even when stdout is a pipe or NO_COLOR is set'
 never\t'Plain text, whatever the terminal'"
@@ -110,7 +114,11 @@ adamw\t'AdamW: two fp32 moments per parameter'
 sgd\t'SGD with momentum: one fp32 buffer per parameter'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l recipe -d 'With --mode train: precision and copies [default: fp32-autocast for f32 weights, bf16 for 16-bit ones, mixed otherwise]' -r -f -a "bf16\t'Weights, gradients and optimizer state in bf16 (a bf16 checkpoint as loaded)'
 fp32-autocast\t'f32 weights, gradients and state, the forward under bf16 autocast (HF Trainer\'s bf16=True on an f32 model)'
-mixed\t'bf16 weights and gradients, an f32 master copy and f32 optimizer state (closed formula)'"
+mixed\t'bf16 weights and gradients, an f32 master copy and f32 optimizer state (closed formula)'
+lora\t'LoRA (PEFT): f32 adapters on the frozen bf16 model (--lora-rank, --lora-targets)'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l lora-rank -d 'With --recipe lora: the adapters\' rank (r)' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l lora-targets -d 'With --recipe lora: the projections adapted' -r -f -a "all-linear\t'Every projection of the layers (PEFT\'s all-linear)'
+attention\t'q, k, v and o'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l bytes -d 'Place a plain byte count instead of a model (e.g. 28GiB)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l inventory -d 'Plan over inventory files instead of this machine: `gpumem discover --json` documents (only backend, device name and total required), `nvidia-smi --query-gpu=... --format=csv` output (one host per file; add `mig.mode.current` to leave out GPUs in MIG mode) or `kubectl get nodes -o json` (GPU Feature Discovery labels). Formats may be mixed' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l engine -d 'Engines to print launch commands for (repeatable). Default: every engine that can load the model as given (llama.cpp for a GGUF file, vLLM for a checkpoint or catalog model)' -r -f -a "llama.cpp\t'llama.cpp\'s llama-server (GGUF files; --rpc for other hosts)'

@@ -216,6 +216,23 @@ pub struct WorkloadSettings {
     /// for 16-bit ones, mixed otherwise].
     #[arg(long, value_enum, value_name = "RECIPE")]
     pub recipe: Option<Recipe>,
+
+    /// With --recipe lora: the adapters' rank (r).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=65536), value_name = "R")]
+    pub lora_rank: u32,
+
+    /// With --recipe lora: the projections adapted.
+    #[arg(long, value_enum, default_value_t = LoraTargets::AllLinear, value_name = "TARGETS")]
+    pub lora_targets: LoraTargets,
+}
+
+/// Which projections `--recipe lora` adapts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LoraTargets {
+    /// Every projection of the layers (PEFT's all-linear).
+    AllLinear,
+    /// q, k, v and o.
+    Attention,
 }
 
 /// What `estimate --mode train` keeps per tensor class.
@@ -228,6 +245,8 @@ pub enum Recipe {
     Fp32Autocast,
     /// bf16 weights and gradients, an f32 master copy and f32 optimizer state (closed formula).
     Mixed,
+    /// LoRA (PEFT): f32 adapters on the frozen bf16 model (--lora-rank, --lora-targets).
+    Lora,
 }
 
 /// Whether `estimate` counts inference or mixed-precision training memory.

@@ -14,7 +14,7 @@ use crate::alloc::{MemoryConfig, Preset};
 use crate::backend::{BackendKind, DeviceSpec, DiscoverOptions, Isolation};
 use crate::cli::{self, BenchAllocArgs, DiscoverArgs, SelectArgs, StressArgs, WorkloadKind};
 use crate::error::CliError;
-use crate::model::training::Recipe;
+use crate::model::training::{Lora, LoraTargets, Recipe};
 use crate::model::{
     self, kv_precision, weight_precision, Settings, SourceSpec, KV_PRECISIONS, WEIGHT_PRECISIONS,
 };
@@ -239,6 +239,13 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
             cli::Recipe::Bf16 => Recipe::Bf16,
             cli::Recipe::Fp32Autocast => Recipe::Fp32Autocast,
             cli::Recipe::Mixed => Recipe::MixedFp32Master,
+            cli::Recipe::Lora => Recipe::Lora(Lora {
+                rank: u64::from(args.lora_rank),
+                targets: match args.lora_targets {
+                    cli::LoraTargets::AllLinear => LoraTargets::ALL_LINEAR,
+                    cli::LoraTargets::Attention => LoraTargets::ATTENTION,
+                },
+            }),
         }),
     })
 }

@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::one_line;
 use super::{new_table, thousands, wrap_into, Report, Style};
 use crate::backend::BackendKind;
-use crate::model::training::{Phase, Recipe};
+use crate::model::training::{LoraTargets, Phase, Recipe};
 use crate::model::TrainingStep;
 use crate::model::{
     estimate::Breakdown, ActivationsBasis, CatalogModel, Mode, ModelSource, ModelWarning, Settings,
@@ -153,15 +153,41 @@ impl EstimateReport {
     }
 }
 
+/// The projections a LoRA run adapts, by their module names.
+fn lora_targets_text(t: LoraTargets) -> String {
+    let named = [
+        (t.q, "q"),
+        (t.k, "k"),
+        (t.v, "v"),
+        (t.o, "o"),
+        (t.gate, "gate"),
+        (t.up, "up"),
+        (t.down, "down"),
+    ];
+    named
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, n)| *n)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// How the training figures were counted: PyTorch's step and where it peaks, or the formula
 /// and why.
 fn training_text(text: &mut String, r: &EstimateReport) {
     match (&r.training_step, &r.training_unwalked) {
         (Some(step), _) => {
             let recipe = match step.recipe {
-                Recipe::Bf16 => "bf16 weights, gradients and optimizer state",
-                Recipe::Fp32Autocast => "f32 weights, gradients and state under bf16 autocast",
-                Recipe::MixedFp32Master => "bf16 weights with an f32 master copy",
+                Recipe::Bf16 => "bf16 weights, gradients and optimizer state".to_string(),
+                Recipe::Fp32Autocast => {
+                    "f32 weights, gradients and state under bf16 autocast".to_string()
+                }
+                Recipe::MixedFp32Master => "bf16 weights with an f32 master copy".to_string(),
+                Recipe::Lora(l) => format!(
+                    "LoRA rank {} on {}: f32 adapters, the bf16 model frozen",
+                    l.rank,
+                    lora_targets_text(l.targets)
+                ),
             };
             let phase = match step.peak.phase {
                 Phase::Forward => "the forward pass, at the loss",

@@ -818,6 +818,13 @@ fn training_walks_pytorch_step() {
     // Two bf16 moments, a step count per tensor (291), one foreach list in the step.
     assert_eq!(doc["training"]["optimizer_bytes"], 3 * p + 4 * 291);
     assert_eq!(doc["total_bytes"], step["peak"]["total"]);
+    // LoRA (PEFT's all-linear, rank 16): f32 adapters (41,943,040 parameters) beside the frozen
+    // bf16 model; only they have gradients and AdamW state.
+    let lora = estimate_json(&args(&["--recipe", "lora", "--lora-rank", "16"]));
+    let adapters = 41_943_040u64 * 4;
+    assert_eq!(lora["training_step"]["recipe"]["lora"]["rank"], 16);
+    assert_eq!(lora["training_step"]["peak"]["parameters"], p + adapters);
+    assert_eq!(lora["training"]["gradients_bytes"], 0);
     let f32 = estimate_json(&args(&["--dtype", "f32"]));
     assert_eq!(f32["training_step"]["recipe"], "fp32-autocast");
     assert_eq!(f32["training_step"]["peak"]["parameters"], 2 * p);

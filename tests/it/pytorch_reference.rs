@@ -7,7 +7,7 @@
 
 use crate::common;
 
-use gpumem::model::training::{training_peak, Phase, Recipe, TrainingRun};
+use gpumem::model::training::{training_peak, Lora, LoraTargets, Phase, Recipe, TrainingRun};
 use gpumem::model::{read_config, Optimizer};
 use serde_json::Value;
 
@@ -32,6 +32,14 @@ fn run_of(r: &Value) -> TrainingRun {
         recipe: match r["recipe"].as_str().unwrap() {
             "bf16" => Recipe::Bf16,
             "fp32-autocast" => Recipe::Fp32Autocast,
+            "lora" => Recipe::Lora(Lora {
+                rank: r["lora"]["rank"].as_u64().unwrap(),
+                targets: match r["lora"]["targets"].as_str().unwrap() {
+                    "all-linear" => LoraTargets::ALL_LINEAR,
+                    "attention" => LoraTargets::ATTENTION,
+                    other => panic!("LoRA targets {other}"),
+                },
+            }),
             other => panic!("recipe {other}"),
         },
         optimizer: match r["optimizer"].as_str().unwrap() {
@@ -49,7 +57,7 @@ fn run_of(r: &Value) -> TrainingRun {
 #[test]
 fn training_peaks_match_memtracker() {
     let records = records();
-    assert!(records.len() >= 28, "only {} records", records.len());
+    assert!(records.len() >= 39, "only {} records", records.len());
     let mut failures = Vec::new();
     let mut worst: (f64, String) = (1.0, String::new());
     for (name, r) in &records {

@@ -38,7 +38,31 @@ from transformers import AutoConfig, AutoModelForCausalLM
 # run would.
 transformers.masking_utils.find_packed_sequence_indices = lambda position_ids: None
 
-RECIPES = {"bf16": torch.bfloat16, "fp32-autocast": torch.float32}
+class _NoHook:
+    def remove(self):
+        pass
+
+
+def _frozen_safe(register):
+    # MemTracker hooks every parameter's gradient, and PyTorch refuses a gradient hook on a
+    # parameter that takes none (LoRA's frozen base): such a parameter never has a gradient,
+    # so it needs no hook.
+    def wrapped(self, hook):
+        return register(self, hook) if self.requires_grad else _NoHook()
+
+    return wrapped
+
+
+torch.Tensor.register_hook = _frozen_safe(torch.Tensor.register_hook)
+torch.Tensor.register_post_accumulate_grad_hook = _frozen_safe(
+    torch.Tensor.register_post_accumulate_grad_hook
+)
+
+RECIPES = {"bf16": torch.bfloat16, "fp32-autocast": torch.float32, "lora": torch.bfloat16}
+LORA_TARGETS = {
+    "all-linear": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+    "attention": ["q_proj", "k_proj", "v_proj", "o_proj"],
+}
 
 
 def optimizer_for(name, params):
@@ -61,6 +85,8 @@ def main():
     # auto: SDPA where the model class supports it, else eager (transformers' own default).
     ap.add_argument("--attn", choices=["auto", "sdpa", "eager"], default="auto")
     ap.add_argument("--checkpointing", action="store_true")
+    ap.add_argument("--lora-rank", type=int, default=16)
+    ap.add_argument("--lora-targets", choices=sorted(LORA_TARGETS), default="all-linear")
     a = ap.parse_args()
 
     with open(a.config) as f:
@@ -81,10 +107,37 @@ def main():
             cfg._attn_implementation = "eager"
             model = AutoModelForCausalLM.from_config(cfg)
         assert next(model.parameters()).dtype == RECIPES[a.recipe]
+        params = sum(p.numel() for p in model.parameters())
+        if a.recipe == "lora":
+            # PEFT's defaults: adapters in f32 (autocast_adapter_dtype), no dropout here.
+            from peft import LoraConfig, get_peft_model
+            from peft.tuners.tuners_utils import BaseTunerLayer
+
+            # PEFT makes the adapters, moves them to the base layer's device and dtype, then
+            # casts them back to f32 (autocast_adapter_dtype), all with Module.to, which fake
+            # tensors refuse (a parameter cannot be swapped in place). Everything is on the CPU
+            # already: made in f32 and left there, the adapters end as PEFT leaves them.
+            torch.set_default_dtype(torch.float32)
+            BaseTunerLayer._move_adapter_to_device_of_base_layer = lambda self, *a, **k: None
+            module_to = torch.nn.Module.to
+            torch.nn.Module.to = lambda self, *a, **k: self
+            model = get_peft_model(
+                model,
+                LoraConfig(
+                    r=a.lora_rank,
+                    lora_alpha=2 * a.lora_rank,
+                    lora_dropout=0.0,
+                    target_modules=LORA_TARGETS[a.lora_targets],
+                ),
+                autocast_adapter_dtype=False,
+            )
+            torch.nn.Module.to = module_to
+            torch.set_default_dtype(RECIPES[a.recipe])
+            assert all(p.dtype == torch.float32 for p in model.parameters() if p.requires_grad)
         if a.checkpointing:
             model.gradient_checkpointing_enable()
         model.train()
-        opt = optimizer_for(a.optimizer, model.parameters())
+        opt = optimizer_for(a.optimizer, [p for p in model.parameters() if p.requires_grad])
         mt = MemTracker()
         mt.track_external(model, opt)
         autocast = a.recipe == "fp32-autocast"
@@ -112,7 +165,7 @@ def main():
         (p for s, p, sn in phases for d, v in sn.items() if v["Total"] == total),
         None,
     )
-    params = sum(p.numel() for p in model.parameters())
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     record = {
         "source": "torch.distributed._tools.mem_tracker.MemTracker under FakeTensorMode",
         "torch": torch.__version__,
@@ -125,7 +178,9 @@ def main():
         "seq": a.seq,
         "attn": cfg._attn_implementation,
         "checkpointing": a.checkpointing,
+        "lora": {"rank": a.lora_rank, "targets": a.lora_targets} if a.recipe == "lora" else None,
         "parameters": params,
+        "trainable": trainable,
         "peak": {k: int(v) for k, v in snap.items()},
         "peak_phase": first,
         "after_forward": {k: int(v) for k, v in next(iter(after_forward.values())).items()},

@@ -6,10 +6,21 @@ here=$(dirname "$0")
 out="$here/../../tests/fixtures/pytorch"
 PYTHON=${PYTHON:-python3}
 grep -v '^#' "$here/rows.txt" | while read -r model recipe opt batch seq ckpt; do
-    name="train-$model-$recipe-$opt-b$batch-s$seq${ckpt:+-ckpt}"
-    [ -s "$out/$name.json" ] && continue
     flag=""
-    [ -n "${ckpt:-}" ] && flag="--checkpointing"
+    suffix=""
+    case "$recipe" in
+    lora:*)
+        # lora:RANK:TARGETS
+        rank=$(echo "$recipe" | cut -d: -f2)
+        targets=$(echo "$recipe" | cut -d: -f3)
+        recipe=lora
+        flag="--lora-rank $rank --lora-targets $targets"
+        suffix="-r$rank-$targets"
+        ;;
+    esac
+    name="train-$model-$recipe$suffix-$opt-b$batch-s$seq${ckpt:+-ckpt}"
+    [ -s "$out/$name.json" ] && continue
+    [ -n "${ckpt:-}" ] && flag="$flag --checkpointing"
     "$PYTHON" "$here/measure_train.py" --config "$out/configs/$model.json" --recipe "$recipe" \
         --optimizer "$opt" --batch "$batch" --seq "$seq" $flag > "$out/$name.json.tmp"
     mv "$out/$name.json.tmp" "$out/$name.json"

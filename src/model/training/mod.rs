@@ -29,6 +29,7 @@
 //! assert_eq!(peak.total, 80_302_630_540);
 //! //! ```
 
+mod lora;
 mod saved;
 mod shape;
 mod step;
@@ -37,6 +38,7 @@ use serde::Serialize;
 
 use super::estimate::Optimizer;
 
+pub use lora::{Lora, LoraTargets};
 pub(crate) use shape::{Layout, MoeShape, Shape};
 
 pub use step::training_peak;
@@ -56,13 +58,15 @@ pub enum Recipe {
     /// (DeepSpeed's and Megatron's mixed precision). Counted by the closed formula of
     /// [`crate::model::estimate`] until its step is walked.
     MixedFp32Master,
+    /// LoRA (PEFT): the model frozen in bf16, f32 adapters trained.
+    Lora(Lora),
 }
 
 impl Recipe {
     /// Bytes of one parameter, and of its gradient and each optimizer moment.
     pub(crate) fn param_bytes(self) -> u64 {
         match self {
-            Recipe::Bf16 | Recipe::MixedFp32Master => 2,
+            Recipe::Bf16 | Recipe::MixedFp32Master | Recipe::Lora(_) => 2,
             Recipe::Fp32Autocast => 4,
         }
     }

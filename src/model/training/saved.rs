@@ -21,7 +21,7 @@ pub(super) const ACT_BYTES: u128 = ACT;
 /// A layer's input per token: the residual stream, f32 under autocast.
 pub(super) fn layer_input(s: &Shape, recipe: Recipe) -> u128 {
     match recipe {
-        Recipe::Bf16 | Recipe::MixedFp32Master => ACT * s.hidden,
+        Recipe::Bf16 | Recipe::MixedFp32Master | Recipe::Lora(_) => ACT * s.hidden,
         Recipe::Fp32Autocast => 4 * s.hidden,
     }
 }
@@ -69,12 +69,19 @@ fn experts_per_token(s: &Shape, m: &MoeShape) -> u128 {
 }
 
 /// Bytes one decoder layer saves per token of sequences of `seq`; `experts`: a layer with
-/// routed experts.
-pub(super) fn layer_per_token(s: &Shape, recipe: Recipe, experts: bool, seq: u128) -> u128 {
+/// routed experts; `repeated`: SDPA runs with a mask, so K and V are repeated to every head.
+pub(super) fn layer_per_token(
+    s: &Shape,
+    recipe: Recipe,
+    experts: bool,
+    seq: u128,
+    repeated: bool,
+) -> u128 {
     let (h, d) = (s.hidden, s.head_dim);
     let q = s.heads * d;
     let kv = s.kv_heads * d;
-    let mut attention = ACT * (q + 2 * kv) + 4 * s.heads + ACT * q;
+    let kv_saved = if repeated { q } else { kv };
+    let mut attention = ACT * (q + 2 * kv_saved) + 4 * s.heads + ACT * q;
     if s.fused {
         // The value SDPA saves is a view of the fused q/k/v output, which it keeps whole; the
         // output is copied contiguous for o_proj, which saves the copy.
@@ -95,7 +102,9 @@ pub(super) fn layer_per_token(s: &Shape, recipe: Recipe, experts: bool, seq: u12
         0
     };
     match recipe {
-        Recipe::Bf16 | Recipe::MixedFp32Master => 2 * rms_norm(h, true) + qk_norm + attention + mlp,
+        Recipe::Bf16 | Recipe::MixedFp32Master | Recipe::Lora(_) => {
+            2 * rms_norm(h, true) + qk_norm + attention + mlp
+        }
         Recipe::Fp32Autocast => {
             // Each projection reading a norm (q, k, v, gate and up; Phi-3's two fused ones)
             // casts its f32 input to bf16 and saves the copy.
@@ -122,7 +131,7 @@ pub(super) fn layer_fixed(s: &Shape, recipe: Recipe, experts: bool) -> u128 {
     offsets
         + gemma_weights
         + match recipe {
-            Recipe::Bf16 | Recipe::MixedFp32Master => 0,
+            Recipe::Bf16 | Recipe::MixedFp32Master | Recipe::Lora(_) => 0,
             Recipe::Fp32Autocast => ACT * s.layer_linear_params,
         }
 }
@@ -138,7 +147,7 @@ pub(super) fn rope_per_position(s: &Shape, recipe: Recipe) -> u128 {
 pub(super) fn head_per_token(s: &Shape, recipe: Recipe) -> u128 {
     let norm = match (s.layout, recipe) {
         (Layout::Gemma2, _) => gemma_norm(s.hidden, true),
-        (_, Recipe::Bf16 | Recipe::MixedFp32Master) => rms_norm(s.hidden, true),
+        (_, Recipe::Bf16 | Recipe::MixedFp32Master | Recipe::Lora(_)) => rms_norm(s.hidden, true),
         (_, Recipe::Fp32Autocast) => rms_norm_f32(s.hidden) + ACT * s.hidden,
     };
     // Gemma 2 soft-caps the logits: `tanh` saves its bf16 output.
@@ -160,7 +169,7 @@ pub(super) fn head_fixed(s: &Shape, recipe: Recipe) -> u128 {
     };
     scale
         + match recipe {
-            Recipe::Bf16 | Recipe::MixedFp32Master => 0,
+            Recipe::Bf16 | Recipe::MixedFp32Master | Recipe::Lora(_) => 0,
             Recipe::Fp32Autocast => ACT * s.vocab * s.hidden,
         }
 }

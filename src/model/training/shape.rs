@@ -34,6 +34,8 @@ pub(crate) struct Shape {
     pub fused: bool,
     /// A sliding window transformers applies.
     pub window: Option<u128>,
+    /// Every layer slides (Mistral, Mixtral, Phi-3): past the window they share one mask.
+    pub window_all_layers: bool,
     /// The output head shares the embedding matrix.
     pub tied: bool,
     /// Parameter tensors (each has an optimizer step counter).
@@ -149,6 +151,10 @@ impl Shape {
             layout,
             moe,
             fused,
+            window_all_layers: matches!(
+                arch.family_kind(),
+                Family::Mistral | Family::Mixtral | Family::Phi3
+            ),
             window: arch
                 .transformers_window
                 .or(arch.sliding_window.as_ref().map(|w| w.window))

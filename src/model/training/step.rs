@@ -6,7 +6,7 @@ use super::saved::{
     head_fixed, head_per_token, labels_bytes, layer_fixed, layer_input, layer_per_token,
     loss_backward_per_token, loss_forward_per_token, rope_per_position, ACT_BYTES, IDS,
 };
-use super::{Phase, Shape, TrainingError, TrainingPeak, TrainingRun};
+use super::{lora, Layout, Phase, Recipe, Shape, TrainingError, TrainingPeak, TrainingRun};
 use crate::model::arch::ModelArch;
 use crate::model::estimate::Optimizer;
 
@@ -37,20 +37,53 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
         });
     }
     let s = Shape::of(arch)?;
-    if s.window.is_some_and(|w| u128::from(run.seq) >= w) {
+    // Past the window SDPA takes a mask: no GQA, K and V repeated to every head.
+    let masked = s.window.is_some_and(|w| u128::from(run.seq) >= w);
+    let repeated = masked && s.heads != s.kv_heads;
+    if masked
+        && (!s.window_all_layers
+            || s.layout != super::Layout::Llama
+            || run.recipe == super::Recipe::Fp32Autocast
+            || (s.fused && repeated))
+    {
         return Err(TrainingError::Unsupported {
-            what: "a sliding window within the sequence (SDPA then takes a mask)",
+            what: "this sliding window within the sequence",
         });
     }
     let p = u128::from(run.recipe.param_bytes());
     let seq = u128::from(run.seq);
     let tokens = u128::from(run.batch) * seq;
-    let params = s.params * p;
+    let lora = match run.recipe {
+        Recipe::Lora(l) => {
+            if run.checkpointing
+                || masked
+                || s.moe.is_some()
+                || s.fused
+                || s.layout != Layout::Llama
+            {
+                return Err(TrainingError::Unsupported {
+                    what: "LoRA with checkpointing, a mask, experts or fused projections",
+                });
+            }
+            Some(l)
+        }
+        _ => None,
+    };
+    // What the optimizer updates: every parameter, or LoRA's f32 adapters beside the frozen
+    // bf16 model.
+    let (frozen, trainable, trainable_tensors) = match lora {
+        Some(l) => {
+            let (adapters, tensors) = lora::adapter_params(&s, l);
+            (s.params * p, adapters * 4, tensors)
+        }
+        None => (0, s.params * p, s.param_tensors),
+    };
+    let params = frozen + trainable;
     // Adam keeps two moments and a step count (an f32 tensor) a parameter tensor; SGD with
     // momentum one buffer. Their foreach step allocates one more parameter-sized list.
     let (state, step_temp) = match run.optimizer {
-        Optimizer::Adam | Optimizer::Adamw => (2 * params + 4 * s.param_tensors, params),
-        Optimizer::Sgd => (params, 0),
+        Optimizer::Adam | Optimizer::Adamw => (2 * trainable + 4 * trainable_tensors, trainable),
+        Optimizer::Sgd => (trainable, 0),
     };
     let held = Held {
         params,
@@ -73,17 +106,17 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
         });
     }
     let full = |experts: bool| {
-        tokens * layer_per_token(&s, run.recipe, experts, seq)
+        tokens * layer_per_token(&s, run.recipe, experts, seq, repeated)
             + layer_fixed(&s, run.recipe, experts)
     };
     let moe_layers = s.moe.map_or(0, |m| m.layers);
     let dense_layers = s.layers - moe_layers;
     // The first layer is the last one backward runs through.
     let first_layer_experts = s.moe.is_some_and(|m| m.first_layer);
-    let layer_full = full(first_layer_experts);
+    let mut layer_full = full(first_layer_experts);
     // Under checkpointing a layer keeps only its input (the residual stream: f32 under
     // autocast), beside the position ids and an f32 scalar the checkpoint holds.
-    let (layers_saved, checkpoint_extra) = if run.checkpointing {
+    let (mut layers_saved, checkpoint_extra) = if run.checkpointing {
         (
             s.layers * tokens * layer_input(&s, run.recipe),
             seq * IDS + LOSS,
@@ -91,14 +124,44 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
     } else {
         (dense_layers * full(false) + moe_layers * full(true), 0)
     };
+    // Under LoRA nothing before the first adapter needs a gradient: the first layer saves less,
+    // the final norm no bf16 output (the head is frozen).
+    let mut head = tokens * head_per_token(&s, run.recipe);
+    if let Some(l) = lora {
+        let (first, grad) = lora::layer_per_token(&s, l, false);
+        let (rest, grad_after) = lora::layer_per_token(&s, l, grad);
+        layer_full = tokens * first;
+        layers_saved = tokens * (first + (s.layers - 1) * rest);
+        let norm = if grad_after || grad {
+            4 * s.hidden + 4
+        } else {
+            0
+        };
+        head = tokens * (IDS + norm + 4 * s.vocab);
+    }
+    // The sliding mask, bf16, a row per query and a column per key of each sequence. Gemma 2's
+    // eager attention always takes masks, a causal and a sliding one, which the checkpoints
+    // hold as their layers' inputs.
+    let mask = if masked {
+        2 * tokens * seq
+    } else if s.layout == Layout::Gemma2 && run.checkpointing {
+        2 * 2 * tokens * seq
+    } else {
+        0
+    };
     let saved = layers_saved
-        + tokens * head_per_token(&s, run.recipe)
+        + mask
+        + head
         + seq * rope_per_position(&s, run.recipe)
         + checkpoint_extra
         + head_fixed(&s, run.recipe)
         + labels
         + LOSS;
-    let head_grad = s.vocab * s.hidden * p;
+    let head_grad = if lora.is_some() {
+        0
+    } else {
+        s.vocab * s.hidden * p
+    };
     let autocast_copy = head_fixed(&s, run.recipe);
     let points = [
         Point {
@@ -132,7 +195,11 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
         // feed-forward block's backward holds at once.
         Point {
             phase: Phase::Backward,
-            gradients: if s.tied { params } else { params - head_grad },
+            gradients: if s.tied || lora.is_some() {
+                trainable
+            } else {
+                trainable - head_grad
+            },
             optimizer_extra: 0,
             activations: tokens * IDS
                 + seq * rope_per_position(&s, run.recipe)
@@ -142,12 +209,18 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
                 } else {
                     0
                 },
-            temporaries: layer_backward_temporaries(&s, p, tokens, first_layer_experts)
-                .max(tokens * 2 * ACT_BYTES * s.hidden),
+            temporaries: layer_backward_temporaries(
+                &s,
+                p,
+                tokens,
+                first_layer_experts,
+                lora.is_some(),
+            )
+            .max(tokens * 2 * ACT_BYTES * s.hidden),
         },
         Point {
             phase: Phase::Optimizer,
-            gradients: params,
+            gradients: trainable,
             optimizer_extra: step_temp,
             activations: tokens * IDS,
             temporaries: 0,
@@ -182,7 +255,16 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
 /// The gradients a layer's feed-forward backward holds at once beside the saved activations: its
 /// up projection's weight gradient (all experts' under grouped experts) and the gradients of
 /// its intermediate activations.
-fn layer_backward_temporaries(s: &Shape, param_bytes: u128, tokens: u128, experts: bool) -> u128 {
+fn layer_backward_temporaries(
+    s: &Shape,
+    param_bytes: u128,
+    tokens: u128,
+    experts: bool,
+    frozen: bool,
+) -> u128 {
+    if frozen {
+        return tokens * 2 * s.intermediate * ACT_BYTES;
+    }
     match s.moe.filter(|_| experts) {
         Some(m) => {
             m.experts * 2 * m.intermediate * s.hidden * param_bytes
