@@ -836,8 +836,8 @@ fn training_walks_pytorch_step() {
     let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
         joined.contains(
-            "PyTorch's step is walked for Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, Phi-3 \
-             and Gemma 2; not yet gpt_oss"
+            "PyTorch's step is walked for Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, Phi-3, \
+             Gemma 2 and DeepSeek-V2; not yet gpt_oss"
         ),
         "{text}"
     );

@@ -39,7 +39,7 @@ use serde::Serialize;
 use super::estimate::Optimizer;
 
 pub use lora::{Lora, LoraTargets};
-pub(crate) use shape::{Layout, MoeShape, Shape};
+pub(crate) use shape::{Layout, MlaShape, MoeShape, Shape};
 
 pub use step::training_peak;
 
@@ -137,8 +137,8 @@ pub struct TrainingPeak {
 pub enum TrainingError {
     /// A family whose modules' saved tensors are not listed yet.
     #[error(
-        "PyTorch's step is walked for Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, Phi-3 \
-         and Gemma 2; not yet {family}"
+        "PyTorch's step is walked for Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, Phi-3, \
+         Gemma 2 and DeepSeek-V2; not yet {family}"
     )]
     Unmodelled {
         /// The family's name.

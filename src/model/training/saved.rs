@@ -12,7 +12,7 @@
 //! - The gated MLP saves the gate's and up's outputs, SiLU's output and their product.
 //! - The loss upcasts the logits to f32; `log_softmax` saves its f32 output.
 
-use super::{Layout, MoeShape, Recipe, Shape};
+use super::{Layout, MlaShape, MoeShape, Recipe, Shape};
 
 /// Activation element bytes: bf16 in both recipes (under autocast, the projections' outputs).
 const ACT: u128 = 2;
@@ -68,6 +68,34 @@ fn experts_per_token(s: &Shape, m: &MoeShape) -> u128 {
         + 4 * ACT * k * m.intermediate
 }
 
+/// DeepSeek-V2's experts per token: its gate's f32 copy of the hidden state and f32 softmax,
+/// the top-k indices, the two orderings and the scatter index of the k routed copies, their f32
+/// weights, each copy through gate/up, SiLU and down as the grouped experts run it; the shared
+/// experts a gated MLP of their own.
+fn deepseek_experts_per_token(s: &Shape, m: &MoeShape) -> u128 {
+    let k = m.top_k;
+    4 * s.hidden
+        + 4 * m.experts
+        + (8 + 16 + 4 + 8) * k
+        + 2 * ACT * k * s.hidden
+        + 4 * ACT * k * m.intermediate
+        + 4 * ACT * m.shared_intermediate
+}
+
+/// DeepSeek-V2's layer per token: two norms, the latent's norm (its output saved by kv_b),
+/// attention run eagerly in f32 (the query and the key with their rotary dimensions, a score
+/// per head and position, V), o_proj's bf16 input, and the feed-forward block `mlp`.
+fn deepseek_layer_per_token(s: &Shape, mla: &MlaShape, seq: u128, mlp: u128) -> u128 {
+    let qk = s.heads * (mla.nope + mla.rope);
+    2 * rms_norm(s.hidden, true)
+        + rms_norm(mla.kv_lora_rank, true)
+        + 2 * 4 * qk
+        + 4 * s.heads * seq
+        + 4 * s.heads * mla.v
+        + ACT * s.heads * mla.v
+        + mlp
+}
+
 /// Bytes one decoder layer saves per token of sequences of `seq`; `experts`: a layer with
 /// routed experts; `repeated`: SDPA runs with a mask, so K and V are repeated to every head.
 pub(super) fn layer_per_token(
@@ -87,12 +115,15 @@ pub(super) fn layer_per_token(
         // output is copied contiguous for o_proj, which saves the copy.
         attention += ACT * (q + kv) + ACT * q;
     }
-    let mlp = match s.moe.as_ref().filter(|_| experts) {
-        Some(m) => experts_per_token(s, m),
-        None => 4 * ACT * s.intermediate,
+    let mlp = match (s.moe.as_ref().filter(|_| experts), s.layout) {
+        (Some(m), Layout::DeepseekV2) => deepseek_experts_per_token(s, m),
+        (Some(m), _) => experts_per_token(s, m),
+        (None, _) => 4 * ACT * s.intermediate,
     };
-    if s.layout == Layout::Gemma2 {
-        return gemma2_layer_per_token(s, seq, mlp);
+    match (s.layout, &s.mla) {
+        (Layout::Gemma2, _) => return gemma2_layer_per_token(s, seq, mlp),
+        (Layout::DeepseekV2, Some(mla)) => return deepseek_layer_per_token(s, mla, seq, mlp),
+        _ => {}
     }
     // Per-head norms on q and k read the projections' bf16 outputs in either recipe: one f32
     // rsqrt a head, and the output feeds the rotary embedding, which saves nothing.
@@ -125,7 +156,7 @@ pub(super) fn layer_fixed(s: &Shape, recipe: Recipe, experts: bool) -> u128 {
         .map_or(0, |m| 4 * m.experts);
     // Gemma's norms compute `1 + weight` in f32, once a norm.
     let gemma_weights = match s.layout {
-        Layout::Llama => 0,
+        Layout::Llama | Layout::DeepseekV2 => 0,
         Layout::Gemma2 => 4 * 4 * s.hidden,
     };
     offsets
@@ -139,7 +170,11 @@ pub(super) fn layer_fixed(s: &Shape, recipe: Recipe, experts: bool) -> u128 {
 /// The rotary `cos` and `sin` per position, in the weights' dtype: one pair for every sequence
 /// of the batch (the position ids are shared).
 pub(super) fn rope_per_position(s: &Shape, recipe: Recipe) -> u128 {
-    2 * s.head_dim * u128::from(recipe.param_bytes())
+    match &s.mla {
+        // DeepSeek's complex64 rotation, one per pair of rotary dimensions.
+        Some(mla) => 4 * mla.rope,
+        None => 2 * s.head_dim * u128::from(recipe.param_bytes()),
+    }
 }
 
 /// Bytes saved per token outside the layers: the token ids (int64), the final norm, the output
@@ -152,7 +187,7 @@ pub(super) fn head_per_token(s: &Shape, recipe: Recipe) -> u128 {
     };
     // Gemma 2 soft-caps the logits: `tanh` saves its bf16 output.
     let softcap = match s.layout {
-        Layout::Llama => 0,
+        Layout::Llama | Layout::DeepseekV2 => 0,
         Layout::Gemma2 => ACT * s.vocab,
     };
     IDS + norm + softcap + 4 * s.vocab
@@ -164,7 +199,7 @@ pub(super) fn head_fixed(s: &Shape, recipe: Recipe) -> u128 {
     // Gemma's embedding scale, a bf16 scalar the multiply saves, and the final norm's f32
     // `1 + weight`.
     let scale = match s.layout {
-        Layout::Llama => 0,
+        Layout::Llama | Layout::DeepseekV2 => 0,
         Layout::Gemma2 => ACT + 4 * s.hidden,
     };
     scale

@@ -13,6 +13,18 @@ pub(crate) enum Layout {
     /// its logits soft-capped (transformers runs no SDPA for it), the embeddings scaled, the
     /// final logits soft-capped.
     Gemma2,
+    /// DeepSeek-V2's: latent attention run eagerly in f32 (its complex rotary embedding turns
+    /// the query and key to f32), experts routed by an f32 gate beside shared experts.
+    DeepseekV2,
+}
+
+/// DeepSeek-V2's latent attention (the query projected directly).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MlaShape {
+    pub kv_lora_rank: u128,
+    pub nope: u128,
+    pub rope: u128,
+    pub v: u128,
 }
 
 /// The shape the walk needs, taken once from the architecture.
@@ -30,6 +42,8 @@ pub(crate) struct Shape {
     pub layout: Layout,
     /// Routed experts, in the layers that have them.
     pub moe: Option<MoeShape>,
+    /// DeepSeek-V2's latent attention.
+    pub mla: Option<MlaShape>,
     /// Phi-3's fused q/k/v and gate/up projections.
     pub fused: bool,
     /// A sliding window transformers applies.
@@ -42,16 +56,21 @@ pub(crate) struct Shape {
     pub param_tensors: u128,
     /// Parameters over all tensors.
     pub params: u128,
+    /// Of those, parameters kept in f32 whatever the model's dtype (DeepSeek-V2's expert gates).
+    pub f32_params: u128,
     /// Weights of one layer's linear projections (their bf16 copies under autocast).
     pub layer_linear_params: u128,
 }
 
-/// Routed experts (Mixtral, Qwen3-MoE: a softmax router, its top k renormalized).
+/// Routed experts (Mixtral, Qwen3-MoE: a softmax router, its top k renormalized; DeepSeek-V2:
+/// an f32 softmax gate, shared experts beside).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct MoeShape {
     pub experts: u128,
     pub top_k: u128,
     pub intermediate: u128,
+    /// Always-active shared experts' intermediate width, summed (0: none).
+    pub shared_intermediate: u128,
     /// Layers with experts; the others are dense.
     pub layers: u128,
     /// The first layer has experts.
@@ -72,49 +91,82 @@ impl Shape {
                 | Family::Mixtral
                 | Family::Qwen3Moe
                 | Family::Gemma2
+                | Family::Deepseek
         );
         if !supported {
             return Err(TrainingError::Unmodelled {
                 family: arch.family.clone(),
             });
         }
-        let Attention::Standard {
-            qkv_bias,
-            o_bias,
-            qk_norm,
-        } = arch.attention
-        else {
-            return Err(TrainingError::Unsupported {
-                what: "latent attention",
-            });
+        let (qkv_bias, o_bias, qk_norm, mla) = match arch.attention {
+            Attention::Standard {
+                qkv_bias,
+                o_bias,
+                qk_norm,
+            } => (qkv_bias, o_bias, qk_norm, None),
+            Attention::Mla {
+                q_lora_rank: None,
+                kv_lora_rank,
+                qk_nope_head_dim,
+                qk_rope_head_dim,
+                v_head_dim,
+            } => (
+                false,
+                false,
+                false,
+                Some(MlaShape {
+                    kv_lora_rank: u128::from(kv_lora_rank),
+                    nope: u128::from(qk_nope_head_dim),
+                    rope: u128::from(qk_rope_head_dim),
+                    v: u128::from(v_head_dim),
+                }),
+            ),
+            Attention::Mla { .. } => {
+                return Err(TrainingError::Unsupported {
+                    what: "a compressed query (DeepSeek-V3's q_lora_rank)",
+                })
+            }
         };
         if arch.ssm.is_some() || arch.mlp != Mlp::Gated {
             return Err(TrainingError::Unsupported {
                 what: "recurrent layers or an ungated MLP",
             });
         }
+        let layout = match arch.family_kind() {
+            Family::Gemma2 => Layout::Gemma2,
+            Family::Deepseek => Layout::DeepseekV2,
+            _ => Layout::Llama,
+        };
+        let deepseek = layout == Layout::DeepseekV2;
         let moe = match &arch.moe {
-            Some(m) if m.shared_intermediate > 0 || m.router_bias || m.groups.0 > 1 => {
+            Some(m)
+                if m.router_bias
+                    || m.groups.0 > 1
+                    || m.shared_gate
+                    || m.scaled_weights
+                    || (m.shared_intermediate > 0 && !deepseek) =>
+            {
                 return Err(TrainingError::Unsupported {
-                    what: "shared experts, routing biases or expert groups",
+                    what: "routing biases, expert groups or gated shared experts",
                 })
             }
             Some(m) => Some(MoeShape {
                 experts: u128::from(m.experts),
                 top_k: u128::from(m.experts_per_token),
                 intermediate: u128::from(m.expert_intermediate),
+                shared_intermediate: u128::from(m.shared_intermediate),
                 layers: u128::from(arch.moe_layers()),
                 first_layer: arch.is_moe_layer(0),
             }),
             None => None,
         };
-        let layout = if arch.family_kind() == Family::Gemma2 {
-            Layout::Gemma2
-        } else {
-            Layout::Llama
-        };
+        if deepseek && (moe.is_none() || mla.is_none()) {
+            return Err(TrainingError::Unsupported {
+                what: "DeepSeek without latent attention and experts",
+            });
+        }
         let norms = match layout {
-            Layout::Llama => 2,
+            Layout::Llama | Layout::DeepseekV2 => 2,
             Layout::Gemma2 => 4,
         };
         if arch.norm != Norm::Rms || arch.norms_per_layer != norms {
@@ -131,14 +183,24 @@ impl Shape {
             w(arch.intermediate_size),
         );
         let fused = arch.fused_projections;
-        // Two norms, the projections (q, k, v, o, gate, up, down; Phi-3 fuses q/k/v and
-        // gate/up), their biases and the per-head norms.
-        let projections = if fused { 4 } else { 7 };
-        let per_layer_tensors = u128::from(norms)
-            + projections
-            + if qkv_bias { 3 } else { 0 }
+        // The norms, the attention's tensors (q, k, v, o, their biases and per-head norms;
+        // Phi-3's fused q/k/v; MLA's q, kv_a, its norm, kv_b and o), the feed-forward block's
+        // (gate, up, down, Phi-3's gate/up fused; or the router, the experts' gate/up and down
+        // and the shared experts' three).
+        let attention_tensors = match (mla.is_some(), fused) {
+            (true, _) => 5,
+            (false, true) => 2,
+            (false, false) => 4,
+        } + if qkv_bias { 3 } else { 0 }
             + u128::from(o_bias)
             + if qk_norm { 2 } else { 0 };
+        let dense_tensors = if fused { 2 } else { 3 };
+        let moe_tensors = moe.map_or(0, |m| 3 + if m.shared_intermediate > 0 { 3 } else { 0 });
+        let moe_layers = moe.map_or(0, |m| m.layers);
+        let layers = w(arch.num_layers);
+        let per_layers_tensors = layers * (u128::from(norms) + attention_tensors)
+            + (layers - moe_layers) * dense_tensors
+            + moe_layers * moe_tensors;
         Ok(Shape {
             hidden: h,
             intermediate: i,
@@ -160,10 +222,14 @@ impl Shape {
                 .or(arch.sliding_window.as_ref().map(|w| w.window))
                 .map(u128::from),
             tied: arch.tie_word_embeddings,
-            param_tensors: w(arch.num_layers) * per_layer_tensors
-                + 2
-                + u128::from(!arch.tie_word_embeddings),
+            mla,
+            param_tensors: per_layers_tensors + 2 + u128::from(!arch.tie_word_embeddings),
             params: w(arch.params().total),
+            f32_params: if deepseek {
+                moe_layers * moe.map_or(0, |m| m.experts) * h
+            } else {
+                0
+            },
             layer_linear_params: h * (heads * d + 2 * kv * d) + heads * d * h + 3 * h * i,
         })
     }

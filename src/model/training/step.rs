@@ -42,6 +42,7 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
     let repeated = masked && s.heads != s.kv_heads;
     if masked
         && (!s.window_all_layers
+            || run.checkpointing
             || s.layout != super::Layout::Llama
             || run.recipe == super::Recipe::Fp32Autocast
             || (s.fused && repeated))
@@ -76,7 +77,8 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
             let (adapters, tensors) = lora::adapter_params(&s, l);
             (s.params * p, adapters * 4, tensors)
         }
-        None => (0, s.params * p, s.param_tensors),
+        // DeepSeek-V2 keeps its expert gates' weights in f32 whatever the model's dtype.
+        None => (0, s.params * p + s.f32_params * (4 - p), s.param_tensors),
     };
     let params = frozen + trainable;
     // Adam keeps two moments and a step count (an f32 tensor) a parameter tensor; SGD with
@@ -89,12 +91,14 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
         params,
         // The rotary embedding's inverse frequencies and their original, f32, head_dim / 2 each;
         // Gemma's embedding scale, a bf16 scalar.
-        buffers: 4 * s.head_dim
-            + if s.layout == super::Layout::Gemma2 {
-                2
-            } else {
-                0
-            },
+        buffers: match &s.mla {
+            Some(mla) => 4 * mla.rope,
+            None => 4 * s.head_dim,
+        } + if s.layout == super::Layout::Gemma2 {
+            2
+        } else {
+            0
+        },
         state,
     };
     let labels = labels_bytes(u128::from(run.batch), u128::from(run.seq));
@@ -139,11 +143,11 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
         };
         head = tokens * (IDS + norm + 4 * s.vocab);
     }
-    // The sliding mask, bf16, a row per query and a column per key of each sequence. Gemma 2's
-    // eager attention always takes masks, a causal and a sliding one, which the checkpoints
-    // hold as their layers' inputs.
+    // The sliding mask, bf16, a row per query and a column per key of each sequence: every
+    // layer's SDPA saves a copy of its own. Gemma 2's eager attention always takes masks, a
+    // causal and a sliding one, which the checkpoints hold as their layers' inputs.
     let mask = if masked {
-        2 * tokens * seq
+        s.layers * 2 * tokens * seq
     } else if s.layout == Layout::Gemma2 && run.checkpointing {
         2 * 2 * tokens * seq
     } else {
