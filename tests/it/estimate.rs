@@ -829,7 +829,7 @@ fn training_walks_pytorch_step() {
     assert_eq!(f32["training_step"]["recipe"], "fp32-autocast");
     assert_eq!(f32["training_step"]["peak"]["parameters"], 2 * p);
     let out = common::gpumem()
-        .args(["estimate", "--model", "gpt-oss-20b", "--mode", "train"])
+        .args(["estimate", "--model", "falcon-7b", "--mode", "train"])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -837,7 +837,7 @@ fn training_walks_pytorch_step() {
     assert!(
         joined.contains(
             "PyTorch's step is walked for Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, Phi-3, \
-             Gemma 2 and DeepSeek-V2; not yet gpt_oss"
+             Gemma 2, DeepSeek-V2 and gpt-oss; not yet falcon"
         ),
         "{text}"
     );

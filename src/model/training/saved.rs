@@ -96,6 +96,28 @@ fn deepseek_layer_per_token(s: &Shape, mla: &MlaShape, seq: u128, mlp: u128) -> 
         + mlp
 }
 
+/// gpt-oss's experts per token: the top-k indices and their bf16 softmax, three int64
+/// orderings and the scatter index of the k routed copies, the gathered inputs, each copy's
+/// gate/up output and the five products of its clamped SwiGLU, its weight, the experts'
+/// outputs.
+fn gpt_oss_experts_per_token(s: &Shape, m: &MoeShape) -> u128 {
+    let k = m.top_k;
+    (8 + ACT + 24 + ACT + 8) * k + 2 * ACT * k * s.hidden + (2 + 5) * ACT * k * m.intermediate
+}
+
+/// gpt-oss's layer per token: two norms (the f32 product the weight multiplies is saved),
+/// eager attention (the scaled query, K and V repeated to every head, the max's int64 index a
+/// head, the bf16 softmax over the keys and the sink), o_proj's input, and `mlp`.
+fn gpt_oss_layer_per_token(s: &Shape, seq: u128, mlp: u128) -> u128 {
+    let q = s.heads * s.head_dim;
+    2 * gemma_norm(s.hidden, true)
+        + 3 * ACT * q
+        + 8 * s.heads
+        + ACT * s.heads * (seq + 1)
+        + ACT * q
+        + mlp
+}
+
 /// Bytes one decoder layer saves per token of sequences of `seq`; `experts`: a layer with
 /// routed experts; `repeated`: SDPA runs with a mask, so K and V are repeated to every head.
 pub(super) fn layer_per_token(
@@ -117,12 +139,14 @@ pub(super) fn layer_per_token(
     }
     let mlp = match (s.moe.as_ref().filter(|_| experts), s.layout) {
         (Some(m), Layout::DeepseekV2) => deepseek_experts_per_token(s, m),
+        (Some(m), Layout::GptOss) => gpt_oss_experts_per_token(s, m),
         (Some(m), _) => experts_per_token(s, m),
         (None, _) => 4 * ACT * s.intermediate,
     };
     match (s.layout, &s.mla) {
         (Layout::Gemma2, _) => return gemma2_layer_per_token(s, seq, mlp),
         (Layout::DeepseekV2, Some(mla)) => return deepseek_layer_per_token(s, mla, seq, mlp),
+        (Layout::GptOss, _) => return gpt_oss_layer_per_token(s, seq, mlp),
         _ => {}
     }
     // Per-head norms on q and k read the projections' bf16 outputs in either recipe: one f32
@@ -156,7 +180,7 @@ pub(super) fn layer_fixed(s: &Shape, recipe: Recipe, experts: bool) -> u128 {
         .map_or(0, |m| 4 * m.experts);
     // Gemma's norms compute `1 + weight` in f32, once a norm.
     let gemma_weights = match s.layout {
-        Layout::Llama | Layout::DeepseekV2 => 0,
+        Layout::Llama | Layout::DeepseekV2 | Layout::GptOss => 0,
         Layout::Gemma2 => 4 * 4 * s.hidden,
     };
     offsets
@@ -173,6 +197,8 @@ pub(super) fn rope_per_position(s: &Shape, recipe: Recipe) -> u128 {
     match &s.mla {
         // DeepSeek's complex64 rotation, one per pair of rotary dimensions.
         Some(mla) => 4 * mla.rope,
+        // gpt-oss's tables hold half the head's dimensions.
+        None if s.layout == Layout::GptOss => s.head_dim * u128::from(recipe.param_bytes()),
         None => 2 * s.head_dim * u128::from(recipe.param_bytes()),
     }
 }
@@ -181,13 +207,13 @@ pub(super) fn rope_per_position(s: &Shape, recipe: Recipe) -> u128 {
 /// head's input, and the f32 log-softmax over the vocabulary.
 pub(super) fn head_per_token(s: &Shape, recipe: Recipe) -> u128 {
     let norm = match (s.layout, recipe) {
-        (Layout::Gemma2, _) => gemma_norm(s.hidden, true),
+        (Layout::Gemma2 | Layout::GptOss, _) => gemma_norm(s.hidden, true),
         (_, Recipe::Bf16 | Recipe::MixedFp32Master | Recipe::Lora(_)) => rms_norm(s.hidden, true),
         (_, Recipe::Fp32Autocast) => rms_norm_f32(s.hidden) + ACT * s.hidden,
     };
     // Gemma 2 soft-caps the logits: `tanh` saves its bf16 output.
     let softcap = match s.layout {
-        Layout::Llama | Layout::DeepseekV2 => 0,
+        Layout::Llama | Layout::DeepseekV2 | Layout::GptOss => 0,
         Layout::Gemma2 => ACT * s.vocab,
     };
     IDS + norm + softcap + 4 * s.vocab
@@ -199,7 +225,7 @@ pub(super) fn head_fixed(s: &Shape, recipe: Recipe) -> u128 {
     // Gemma's embedding scale, a bf16 scalar the multiply saves, and the final norm's f32
     // `1 + weight`.
     let scale = match s.layout {
-        Layout::Llama | Layout::DeepseekV2 => 0,
+        Layout::Llama | Layout::DeepseekV2 | Layout::GptOss => 0,
         Layout::Gemma2 => ACT + 4 * s.hidden,
     };
     scale

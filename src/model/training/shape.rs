@@ -16,6 +16,11 @@ pub(crate) enum Layout {
     /// DeepSeek-V2's: latent attention run eagerly in f32 (its complex rotary embedding turns
     /// the query and key to f32), experts routed by an f32 gate beside shared experts.
     DeepseekV2,
+    /// gpt-oss's: norms whose weight multiplies the f32 product, eager attention with a learned
+    /// sink column beside each head's scores (a bf16 softmax over the keys and the sink), biased
+    /// projections, experts routed by a biased linear whose top k are soft-maxed, their clamped
+    /// SwiGLU.
+    GptOss,
 }
 
 /// DeepSeek-V2's latent attention (the query projected directly).
@@ -92,6 +97,7 @@ impl Shape {
                 | Family::Qwen3Moe
                 | Family::Gemma2
                 | Family::Deepseek
+                | Family::GptOss
         );
         if !supported {
             return Err(TrainingError::Unmodelled {
@@ -135,12 +141,14 @@ impl Shape {
         let layout = match arch.family_kind() {
             Family::Gemma2 => Layout::Gemma2,
             Family::Deepseek => Layout::DeepseekV2,
+            Family::GptOss => Layout::GptOss,
             _ => Layout::Llama,
         };
         let deepseek = layout == Layout::DeepseekV2;
+        let gpt_oss = layout == Layout::GptOss;
         let moe = match &arch.moe {
             Some(m)
-                if m.router_bias
+                if (m.router_bias && !gpt_oss)
                     || m.groups.0 > 1
                     || m.shared_gate
                     || m.scaled_weights
@@ -165,8 +173,13 @@ impl Shape {
                 what: "DeepSeek without latent attention and experts",
             });
         }
+        if gpt_oss && (moe.is_none() || !arch.attention_sinks) {
+            return Err(TrainingError::Unsupported {
+                what: "gpt-oss without experts and sinks",
+            });
+        }
         let norms = match layout {
-            Layout::Llama | Layout::DeepseekV2 => 2,
+            Layout::Llama | Layout::DeepseekV2 | Layout::GptOss => 2,
             Layout::Gemma2 => 4,
         };
         if arch.norm != Norm::Rms || arch.norms_per_layer != norms {
@@ -193,9 +206,13 @@ impl Shape {
             (false, false) => 4,
         } + if qkv_bias { 3 } else { 0 }
             + u128::from(o_bias)
-            + if qk_norm { 2 } else { 0 };
+            + if qk_norm { 2 } else { 0 }
+            + u128::from(arch.attention_sinks);
         let dense_tensors = if fused { 2 } else { 3 };
-        let moe_tensors = moe.map_or(0, |m| 3 + if m.shared_intermediate > 0 { 3 } else { 0 });
+        // gpt-oss's router and experts carry biases: four more tensors.
+        let moe_tensors = moe.map_or(0, |m| {
+            3 + if m.shared_intermediate > 0 { 3 } else { 0 } + if gpt_oss { 3 } else { 0 }
+        });
         let moe_layers = moe.map_or(0, |m| m.layers);
         let layers = w(arch.num_layers);
         let per_layers_tensors = layers * (u128::from(norms) + attention_tensors)

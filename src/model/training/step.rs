@@ -37,8 +37,16 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
         });
     }
     let s = Shape::of(arch)?;
-    // Past the window SDPA takes a mask: no GQA, K and V repeated to every head.
-    let masked = s.window.is_some_and(|w| u128::from(run.seq) >= w);
+    // Past the window SDPA takes a mask: no GQA, K and V repeated to every head. Eager
+    // attention (Gemma 2, gpt-oss, DeepSeek-V2) adds its masks whatever the length, and saves
+    // none.
+    let sdpa = s.layout == Layout::Llama;
+    let masked = sdpa && s.window.is_some_and(|w| u128::from(run.seq) >= w);
+    if run.checkpointing && matches!(s.layout, Layout::GptOss | Layout::DeepseekV2) {
+        return Err(TrainingError::Unsupported {
+            what: "checkpointing of eager attention other than Gemma 2's",
+        });
+    }
     let repeated = masked && s.heads != s.kv_heads;
     if masked
         && (!s.window_all_layers
