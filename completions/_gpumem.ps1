@@ -76,6 +76,8 @@ Register-ArgumentCompleter -Native -CommandName 'gpumem' -ScriptBlock {
             [CompletionResult]::new('--recipe', '--recipe', [CompletionResultType]::ParameterName, 'With --mode train: precision and copies [default: fp32-autocast for f32 weights, bf16 for 16-bit ones, mixed otherwise]')
             [CompletionResult]::new('--lora-rank', '--lora-rank', [CompletionResultType]::ParameterName, 'With --recipe lora: the adapters'' rank (r)')
             [CompletionResult]::new('--lora-targets', '--lora-targets', [CompletionResultType]::ParameterName, 'With --recipe lora: the projections adapted')
+            [CompletionResult]::new('--engine', '--engine', [CompletionResultType]::ParameterName, 'Inference by whose memory: llama.cpp''s buffers, or transformers'' `generate` (the context is then the prompt)')
+            [CompletionResult]::new('--new-tokens', '--new-tokens', [CompletionResultType]::ParameterName, 'With --engine transformers: tokens generated per sequence (max_new_tokens)')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to use colour. `auto` colours a terminal unless NO_COLOR is set')
             [CompletionResult]::new('--allow-generic', '--allow-generic', [CompletionResultType]::ParameterName, 'Estimate a config.json whose model_type gpumem has no rules for with the generic decoder formula (gated MLP, RMSNorm, no biases) instead of refusing it')
             [CompletionResult]::new('--swa-full', '--swa-full', [CompletionResultType]::ParameterName, 'Sliding-window layers cache the whole context, as llama.cpp''s --swa-full (and the llama-cpp-python default) does. Default: the window plus one micro-batch (llama-server)')

@@ -71,6 +71,8 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand --recipe 'With --mode train: precision and copies [default: fp32-autocast for f32 weights, bf16 for 16-bit ones, mixed otherwise]'
             cand --lora-rank 'With --recipe lora: the adapters'' rank (r)'
             cand --lora-targets 'With --recipe lora: the projections adapted'
+            cand --engine 'Inference by whose memory: llama.cpp''s buffers, or transformers'' `generate` (the context is then the prompt)'
+            cand --new-tokens 'With --engine transformers: tokens generated per sequence (max_new_tokens)'
             cand --color 'When to use colour. `auto` colours a terminal unless NO_COLOR is set'
             cand --allow-generic 'Estimate a config.json whose model_type gpumem has no rules for with the generic decoder formula (gated MLP, RMSNorm, no biases) instead of refusing it'
             cand --swa-full 'Sliding-window layers cache the whole context, as llama.cpp''s --swa-full (and the llama-cpp-python default) does. Default: the window plus one micro-batch (llama-server)'

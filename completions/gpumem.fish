@@ -81,6 +81,9 @@ lora\t'LoRA (PEFT): f32 adapters on the frozen bf16 model (--lora-rank, --lora-t
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l lora-rank -d 'With --recipe lora: the adapters\' rank (r)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l lora-targets -d 'With --recipe lora: the projections adapted' -r -f -a "all-linear\t'Every projection of the layers (PEFT\'s all-linear)'
 attention\t'q, k, v and o'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l engine -d 'Inference by whose memory: llama.cpp\'s buffers, or transformers\' `generate` (the context is then the prompt)' -r -f -a "llama.cpp\t'llama.cpp: its model, KV-cache and compute buffers'
+transformers\t'transformers\' generate: weights, the dynamic cache and the prefill\'s activations'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l new-tokens -d 'With --engine transformers: tokens generated per sequence (max_new_tokens)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l color -d 'When to use colour. `auto` colours a terminal unless NO_COLOR is set' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is not set'
 always\t'Colour even when stdout is a pipe or NO_COLOR is set'
 never\t'Plain text, whatever the terminal'"

@@ -288,6 +288,25 @@ pub struct EstimateArgs {
     /// Compare the total with every discovered device; exit 3 when none fits.
     #[arg(long)]
     pub fits: bool,
+
+    /// Inference by whose memory: llama.cpp's buffers, or transformers' `generate` (the
+    /// context is then the prompt).
+    #[arg(long, value_enum, default_value_t = InferenceEngine::LlamaCpp, value_name = "ENGINE")]
+    pub engine: InferenceEngine,
+
+    /// With --engine transformers: tokens generated per sequence (max_new_tokens).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub new_tokens: u32,
+}
+
+/// Whose inference memory `estimate` counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum InferenceEngine {
+    /// llama.cpp: its model, KV-cache and compute buffers.
+    #[value(name = "llama.cpp")]
+    LlamaCpp,
+    /// transformers' generate: weights, the dynamic cache and the prefill's activations.
+    Transformers,
 }
 
 /// Which backend `select` should favour.

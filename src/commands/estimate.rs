@@ -2,7 +2,9 @@
 
 use anyhow::Result;
 
-use super::options::{estimate_settings, estimate_source, load_options, probe_all, PROBE_TIMEOUT};
+use super::options::{
+    estimate_command_settings, estimate_source, load_options, probe_all, PROBE_TIMEOUT,
+};
 use crate::backend::{discover_with, host_info};
 use crate::cli::EstimateArgs;
 use crate::exit::Exit;
@@ -20,7 +22,7 @@ pub fn run(args: &EstimateArgs, out: &Output) -> Result<Exit> {
         return Ok(Exit::Success);
     }
     let spec = estimate_source(args)?;
-    let settings = estimate_settings(&args.settings)?;
+    let settings = estimate_command_settings(args)?;
     let model = super::load_model(&spec, &load_options(&args.settings), out)?;
     let breakdown = model.estimate(&settings)?;
     // `--fits` judges this machine's devices as `select` would, by the serving engine's rule.

@@ -196,6 +196,24 @@ fn names(table: &[model::Precision]) -> String {
     table.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
 }
 
+/// `estimate`'s settings: the shared flags, and `--engine transformers`' generation (an
+/// inference figure: with `--mode train` a usage error).
+pub fn estimate_command_settings(args: &cli::EstimateArgs) -> Result<Settings> {
+    let mut settings = estimate_settings(&args.settings)?;
+    if args.engine == cli::InferenceEngine::Transformers {
+        if settings.mode == model::Mode::Train {
+            return Err(CliError::Usage(
+                "--engine transformers estimates generation; --mode train is PyTorch's training \
+                 step already"
+                    .into(),
+            )
+            .into());
+        }
+        settings.generate_new_tokens = Some(u64::from(args.new_tokens));
+    }
+    Ok(settings)
+}
+
 /// The precision and workload flags of `estimate` and `select`; an unknown dtype is a usage
 /// error.
 pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
@@ -235,6 +253,7 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
             cli::Optimizer::Sgd => model::Optimizer::Sgd,
         },
         checkpointing: args.checkpointing,
+        generate_new_tokens: None,
         recipe: args.recipe.map(|r| match r {
             cli::Recipe::Bf16 => Recipe::Bf16,
             cli::Recipe::Fp32Autocast => Recipe::Fp32Autocast,

@@ -7,6 +7,7 @@ mod dtype;
 mod error;
 pub mod estimate;
 mod family;
+pub mod generate;
 mod gguf;
 mod hf_config;
 mod layers;
@@ -490,6 +491,7 @@ pub fn estimate_inference_memory(
         optimizer: Optimizer::Adamw,
         checkpointing: false,
         recipe: None,
+        generate_new_tokens: None,
     };
     let activation_bytes =
         usize::try_from(estimate::inference_activations(&arch, &settings)).unwrap_or(usize::MAX);

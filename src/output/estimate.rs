@@ -7,6 +7,7 @@ use serde::Serialize;
 use super::one_line;
 use super::{new_table, thousands, wrap_into, Report, Style};
 use crate::backend::BackendKind;
+use crate::model::generate::{GeneratePeak, GeneratePhase};
 use crate::model::training::{LoraTargets, Phase, Recipe};
 use crate::model::TrainingStep;
 use crate::model::{
@@ -100,6 +101,10 @@ pub struct EstimateReport {
     pub training_step: Option<TrainingStep>,
     /// With --mode train, why the step was counted by the closed formula instead.
     pub training_unwalked: Option<String>,
+    /// With --engine transformers, `generate`'s peak.
+    pub generate: Option<GeneratePeak>,
+    /// With --engine transformers, why llama.cpp's figures stand instead.
+    pub generate_unwalked: Option<String>,
     /// Sum of every part: what must fit on one device.
     pub total_bytes: u64,
     /// Warnings about the source.
@@ -146,10 +151,31 @@ impl EstimateReport {
             training: b.training,
             training_step: b.training_step,
             training_unwalked: b.training_unwalked.as_ref().map(ToString::to_string),
+            generate: b.generate,
+            generate_unwalked: b.generate_unwalked.as_ref().map(ToString::to_string),
             total_bytes: b.total_bytes,
             warnings: model.warnings.iter().map(warning_text).collect(),
             fits,
         }
+    }
+}
+
+/// transformers' `generate`: where its peak falls, or why llama.cpp's figures stand.
+fn generate_text(text: &mut String, r: &EstimateReport) {
+    if let Some(g) = &r.generate {
+        let phase = match g.phase {
+            GeneratePhase::Prefill => "the prompt's prefill",
+            GeneratePhase::Decode => "the last token's decoding step",
+        };
+        let _ = writeln!(
+            text,
+            "transformers' generate (bf16, a dynamic cache, SDPA), as MemTracker counts it\n  \
+             peak: {}, in {phase} (overhead and reserve added above)",
+            format_bytes(g.total)
+        );
+    } else if let Some(why) = &r.generate_unwalked {
+        let _ = writeln!(text, "generate: llama.cpp's figures stand instead");
+        wrap_into(text, &format!("  {why}"), 80);
     }
 }
 
@@ -275,6 +301,9 @@ impl Report for EstimateReport {
                     ActivationsBasis::GraphReplay => {
                         "llama.cpp's prompt graph replayed through its allocator (its CPU compute buffer to the byte)"
                     }
+                    ActivationsBasis::TransformersGenerate => {
+                        "what lives at generate's peak beside the weights and the cache"
+                    }
                     _ => "llama.cpp's graph stage by stage, rounded up (never below its compute buffer)",
                 }
             );
@@ -291,6 +320,7 @@ impl Report for EstimateReport {
         if self.settings.mode == Mode::Train {
             training_text(&mut text, self);
         }
+        generate_text(&mut text, self);
         if let Some(fits) = &self.fits {
             self.fits_text(&mut text, fits, style);
         }

@@ -1116,3 +1116,43 @@ fn fits_and_select_judge_devices_by_one_rule() {
         assert_eq!(fits, verdicts, "{model}");
     }
 }
+
+/// `--engine transformers`: `generate`'s peak (the prefill's, for Llama-3.2-1B with a 2,048-token
+/// prompt: MemTracker's 2,673,512,704 bytes in `tests/fixtures/pytorch/`), the parts its
+/// categories; with `--mode train` a usage error.
+#[test]
+fn generate_under_transformers() {
+    let doc = estimate_json(&[
+        "--model",
+        "llama-3.2-1b",
+        "--engine",
+        "transformers",
+        "--context",
+        "2048",
+        "--new-tokens",
+        "16",
+        "--overhead",
+        "0",
+        "--fragmentation-reserve",
+        "0",
+    ]);
+    assert_eq!(doc["activations_basis"], "transformers_generate");
+    assert_eq!(doc["generate"]["phase"], "prefill");
+    assert_eq!(doc["generate"]["total"], 2_673_512_704u64);
+    assert_eq!(doc["total_bytes"], 2_673_512_704u64);
+    let out = gpumem()
+        .args([
+            "estimate",
+            "--model",
+            "llama-3.2-1b",
+            "--engine",
+            "transformers",
+        ])
+        .args(["--mode", "train"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--engine transformers estimates generation")
+    );
+}

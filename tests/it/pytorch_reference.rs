@@ -1,22 +1,32 @@
 //! PyTorch's training memory against PyTorch's own `MemTracker` (`tests/fixtures/pytorch/`,
 //! recorded by `tools/pytorch-reference/` on fake tensors with torch 2.15 and transformers
 //! 5.24): for every recorded step, gpumem's peak must lie within [1.00, 1.05]× of the tracker's
-//! and fall in the same phase. Every failing record is named.
+//! and fall in the same phase; the same for transformers' `generate` (`generate-*.json`). Every
+//! failing record is named.
 
 #![allow(clippy::unwrap_used)]
 
 use crate::common;
 
+use gpumem::model::generate::{generate_peak, GeneratePhase, GenerateRun};
 use gpumem::model::training::{training_peak, Lora, LoraTargets, Phase, Recipe, TrainingRun};
-use gpumem::model::{read_config, Optimizer};
+use gpumem::model::{read_config, ModelArch, Optimizer};
 use serde_json::Value;
 
 fn records() -> Vec<(String, Value)> {
+    records_of("train-")
+}
+
+fn records_of(prefix: &str) -> Vec<(String, Value)> {
     let dir = common::fixture("pytorch");
     let mut out: Vec<(String, Value)> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+        })
         .map(|p| {
             let text = std::fs::read_to_string(&p).unwrap();
             let name = p.file_stem().unwrap().to_string_lossy().into_owned();
@@ -25,6 +35,15 @@ fn records() -> Vec<(String, Value)> {
         .collect();
     out.sort_by(|a, b| a.0.cmp(&b.0));
     out
+}
+
+/// The record's model, from its config.json beside the records.
+fn arch_of(r: &Value) -> ModelArch {
+    let config = common::fixture(&format!(
+        "pytorch/configs/{}.json",
+        r["model"].as_str().unwrap()
+    ));
+    read_config(std::path::Path::new(&config)).unwrap().0
 }
 
 fn run_of(r: &Value) -> TrainingRun {
@@ -61,11 +80,7 @@ fn training_peaks_match_memtracker() {
     let mut failures = Vec::new();
     let mut worst: (f64, String) = (1.0, String::new());
     for (name, r) in &records {
-        let config = common::fixture(&format!(
-            "pytorch/configs/{}.json",
-            r["model"].as_str().unwrap()
-        ));
-        let (arch, _) = read_config(std::path::Path::new(&config)).unwrap();
+        let arch = arch_of(r);
         let theirs = r["peak"]["Total"].as_u64().unwrap();
         let params = r["parameters"].as_u64().unwrap();
         assert_eq!(arch.params().total, params, "{name}: parameters");
@@ -103,5 +118,41 @@ fn training_peaks_match_memtracker() {
         }
     }
     eprintln!("worst ratio {:.4} ({})", worst.0, worst.1);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn generate_peaks_match_memtracker() {
+    let records = records_of("generate-");
+    assert!(records.len() >= 2, "only {} records", records.len());
+    let mut failures = Vec::new();
+    for (name, r) in &records {
+        let arch = arch_of(r);
+        let theirs = r["peak"]["Total"].as_u64().unwrap();
+        let run = GenerateRun {
+            batch: r["batch"].as_u64().unwrap(),
+            prompt: r["prompt"].as_u64().unwrap(),
+            new_tokens: r["new_tokens"].as_u64().unwrap(),
+        };
+        let ours = match generate_peak(&arch, &run) {
+            Ok(p) => p,
+            Err(e) => {
+                failures.push(format!("{name}: {e}"));
+                continue;
+            }
+        };
+        let ratio = ours.total as f64 / theirs as f64;
+        let phase = match r["peak_phase"].as_str().unwrap() {
+            "prefill" => GeneratePhase::Prefill,
+            _ => GeneratePhase::Decode,
+        };
+        eprintln!("{name}: {ratio:.4} {:?}", ours.phase);
+        if !(1.0..=1.05).contains(&ratio) || ours.phase != phase {
+            failures.push(format!(
+                "{name}: {} vs MemTracker {theirs} ({ratio:.4}), {:?} vs {phase:?}",
+                ours.total, ours.phase
+            ));
+        }
+    }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

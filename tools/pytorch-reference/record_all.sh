@@ -26,3 +26,12 @@ grep -v '^#' "$here/rows.txt" | while read -r model recipe opt batch seq ckpt; d
     mv "$out/$name.json.tmp" "$out/$name.json"
     echo "$name"
 done
+
+grep -v '^#' "$here/generate_rows.txt" | while read -r model batch prompt new; do
+    name="generate-$model-b$batch-p$prompt-n$new"
+    [ -s "$out/$name.json" ] && continue
+    "$PYTHON" "$here/measure_generate.py" --config "$out/configs/$model.json" --batch "$batch" \
+        --prompt "$prompt" --new-tokens "$new" > "$out/$name.json.tmp"
+    mv "$out/$name.json.tmp" "$out/$name.json"
+    echo "$name"
+done

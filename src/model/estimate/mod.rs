@@ -53,6 +53,7 @@ use serde::Serialize;
 
 use super::arch::{ModelArch, ParamCount};
 use super::dtype::Precision;
+use super::generate::{generate_peak, GeneratePeak, GenerateRun};
 use super::training::{training_peak, Recipe, TrainingError, TrainingPeak, TrainingRun};
 
 /// PyTorch's training step: the recipe it ran under and its peak.
@@ -117,6 +118,9 @@ pub struct Settings {
     /// Precision and copies under training (`None`: what the weights' precision implies,
     /// [`Recipe::for_weights`]); ignored for inference.
     pub recipe: Option<Recipe>,
+    /// Under inference, transformers' `generate` of this many new tokens a sequence (the
+    /// context is the prompt) instead of llama.cpp's buffers; `None`: llama.cpp.
+    pub generate_new_tokens: Option<u64>,
 }
 
 impl Settings {
@@ -138,6 +142,7 @@ impl Settings {
             optimizer: Optimizer::Adamw,
             checkpointing: false,
             recipe: None,
+            generate_new_tokens: None,
         }
     }
 }
@@ -197,6 +202,11 @@ pub struct Breakdown {
     /// Why the training step was counted by the closed formula instead.
     #[serde(skip)]
     pub training_unwalked: Option<TrainingError>,
+    /// Under `generate_new_tokens`, transformers' `generate` peak.
+    pub generate: Option<GeneratePeak>,
+    /// Why `generate` could not be walked (the llama.cpp figures stand instead).
+    #[serde(skip)]
+    pub generate_unwalked: Option<TrainingError>,
     /// Sum of every part above: what must fit on one device.
     pub total_bytes: u64,
     /// Bytes per layer (weights and KV) for planning layer splits.
@@ -262,6 +272,9 @@ pub enum ActivationsBasis {
     /// Training: PyTorch's step walked module by module (`model::training`), its peak as
     /// PyTorch's `MemTracker` counts it; activations include backward's temporaries at the peak.
     PytorchStep,
+    /// transformers' `generate` ([`crate::model::generate`]): what lives at its peak beside the
+    /// weights and the KV cache.
+    TransformersGenerate,
 }
 
 /// llama.cpp's compute buffers when layers from `first_offloaded` on and the output layer run
@@ -606,6 +619,38 @@ pub fn estimate_with_projector(
                 None,
             ),
         };
+    let generated = match (s.mode, s.generate_new_tokens) {
+        (Mode::Infer, Some(new_tokens)) => Some(generate_peak(
+            arch,
+            &GenerateRun {
+                batch: s.batch,
+                prompt: s.context,
+                new_tokens,
+            },
+        )),
+        _ => None,
+    };
+    let (weights, kv_cache, recurrent_state, activations, activations_basis) = match &generated {
+        Some(Ok(g)) => (
+            g.parameters.saturating_add(g.buffers),
+            g.kv_cache,
+            0,
+            g.activations,
+            ActivationsBasis::TransformersGenerate,
+        ),
+        _ => (
+            weights,
+            kv_cache,
+            recurrent_state,
+            activations,
+            activations_basis,
+        ),
+    };
+    let (generate, generate_unwalked) = match generated {
+        Some(Ok(g)) => (Some(g), None),
+        Some(Err(e)) => (None, Some(e)),
+        None => (None, None),
+    };
     let training_sum = training.map_or(0, |t| {
         t.gradients_bytes
             .saturating_add(t.optimizer_bytes)
@@ -649,6 +694,8 @@ pub fn estimate_with_projector(
         training,
         training_step,
         training_unwalked,
+        generate,
+        generate_unwalked,
         total_bytes: total,
         per_layer_bytes: per_layer_weights.saturating_add(per_layer_kv),
         // The projector sits whole on one device, beside the embeddings.
