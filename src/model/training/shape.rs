@@ -82,98 +82,32 @@ pub(crate) struct MoeShape {
     pub first_layer: bool,
 }
 
+/// Attention's own fields: biases, per-head norms, the latent.
+struct AttentionFields {
+    qkv_bias: bool,
+    o_bias: bool,
+    qk_norm: bool,
+    mla: Option<MlaShape>,
+}
+
 impl Shape {
     pub(crate) fn of(arch: &ModelArch) -> Result<Self, TrainingError> {
-        use crate::model::arch::{Attention, Mlp, Norm};
+        use crate::model::arch::{Mlp, Norm};
         use crate::model::family::Family;
-        let supported = matches!(
-            arch.family_kind(),
-            Family::Llama
-                | Family::Mistral
-                | Family::Qwen2
-                | Family::Qwen3
-                | Family::Phi3
-                | Family::Mixtral
-                | Family::Qwen3Moe
-                | Family::Gemma2
-                | Family::Deepseek
-                | Family::GptOss
-        );
-        if !supported {
-            return Err(TrainingError::Unmodelled {
-                family: arch.family.clone(),
-            });
-        }
-        let (qkv_bias, o_bias, qk_norm, mla) = match arch.attention {
-            Attention::Standard {
-                qkv_bias,
-                o_bias,
-                qk_norm,
-            } => (qkv_bias, o_bias, qk_norm, None),
-            Attention::Mla {
-                q_lora_rank: None,
-                kv_lora_rank,
-                qk_nope_head_dim,
-                qk_rope_head_dim,
-                v_head_dim,
-            } => (
-                false,
-                false,
-                false,
-                Some(MlaShape {
-                    kv_lora_rank: u128::from(kv_lora_rank),
-                    nope: u128::from(qk_nope_head_dim),
-                    rope: u128::from(qk_rope_head_dim),
-                    v: u128::from(v_head_dim),
-                }),
-            ),
-            Attention::Mla { .. } => {
-                return Err(TrainingError::Unsupported {
-                    what: "a compressed query (DeepSeek-V3's q_lora_rank)",
-                })
-            }
-        };
+        let layout = layout_of(arch)?;
+        let att = attention_of(arch)?;
         if arch.ssm.is_some() || arch.mlp != Mlp::Gated {
             return Err(TrainingError::Unsupported {
                 what: "recurrent layers or an ungated MLP",
             });
         }
-        let layout = match arch.family_kind() {
-            Family::Gemma2 => Layout::Gemma2,
-            Family::Deepseek => Layout::DeepseekV2,
-            Family::GptOss => Layout::GptOss,
-            _ => Layout::Llama,
-        };
-        let deepseek = layout == Layout::DeepseekV2;
-        let gpt_oss = layout == Layout::GptOss;
-        let moe = match &arch.moe {
-            Some(m)
-                if (m.router_bias && !gpt_oss)
-                    || m.groups.0 > 1
-                    || m.shared_gate
-                    || m.scaled_weights
-                    || (m.shared_intermediate > 0 && !deepseek) =>
-            {
-                return Err(TrainingError::Unsupported {
-                    what: "routing biases, expert groups or gated shared experts",
-                })
-            }
-            Some(m) => Some(MoeShape {
-                experts: u128::from(m.experts),
-                top_k: u128::from(m.experts_per_token),
-                intermediate: u128::from(m.expert_intermediate),
-                shared_intermediate: u128::from(m.shared_intermediate),
-                layers: u128::from(arch.moe_layers()),
-                first_layer: arch.is_moe_layer(0),
-            }),
-            None => None,
-        };
-        if deepseek && (moe.is_none() || mla.is_none()) {
+        let moe = moe_of(arch, layout)?;
+        if layout == Layout::DeepseekV2 && (moe.is_none() || att.mla.is_none()) {
             return Err(TrainingError::Unsupported {
                 what: "DeepSeek without latent attention and experts",
             });
         }
-        if gpt_oss && (moe.is_none() || !arch.attention_sinks) {
+        if layout == Layout::GptOss && (moe.is_none() || !arch.attention_sinks) {
             return Err(TrainingError::Unsupported {
                 what: "gpt-oss without experts and sinks",
             });
@@ -195,29 +129,7 @@ impl Shape {
             w(arch.head_dim),
             w(arch.intermediate_size),
         );
-        let fused = arch.fused_projections;
-        // The norms, the attention's tensors (q, k, v, o, their biases and per-head norms;
-        // Phi-3's fused q/k/v; MLA's q, kv_a, its norm, kv_b and o), the feed-forward block's
-        // (gate, up, down, Phi-3's gate/up fused; or the router, the experts' gate/up and down
-        // and the shared experts' three).
-        let attention_tensors = match (mla.is_some(), fused) {
-            (true, _) => 5,
-            (false, true) => 2,
-            (false, false) => 4,
-        } + if qkv_bias { 3 } else { 0 }
-            + u128::from(o_bias)
-            + if qk_norm { 2 } else { 0 }
-            + u128::from(arch.attention_sinks);
-        let dense_tensors = if fused { 2 } else { 3 };
-        // gpt-oss's router and experts carry biases: four more tensors.
-        let moe_tensors = moe.map_or(0, |m| {
-            3 + if m.shared_intermediate > 0 { 3 } else { 0 } + if gpt_oss { 3 } else { 0 }
-        });
         let moe_layers = moe.map_or(0, |m| m.layers);
-        let layers = w(arch.num_layers);
-        let per_layers_tensors = layers * (u128::from(norms) + attention_tensors)
-            + (layers - moe_layers) * dense_tensors
-            + moe_layers * moe_tensors;
         Ok(Shape {
             hidden: h,
             intermediate: i,
@@ -226,10 +138,10 @@ impl Shape {
             kv_heads: kv,
             head_dim: d,
             vocab: w(arch.vocab_size),
-            qk_norm,
+            qk_norm: att.qk_norm,
             layout,
             moe,
-            fused,
+            fused: arch.fused_projections,
             window_all_layers: matches!(
                 arch.family_kind(),
                 Family::Mistral | Family::Mixtral | Family::Phi3
@@ -239,10 +151,10 @@ impl Shape {
                 .or(arch.sliding_window.as_ref().map(|w| w.window))
                 .map(u128::from),
             tied: arch.tie_word_embeddings,
-            mla,
-            param_tensors: per_layers_tensors + 2 + u128::from(!arch.tie_word_embeddings),
+            param_tensors: param_tensors(arch, layout, &att, moe, u128::from(norms)),
+            mla: att.mla,
             params: w(arch.params().total),
-            f32_params: if deepseek {
+            f32_params: if layout == Layout::DeepseekV2 {
                 moe_layers * moe.map_or(0, |m| m.experts) * h
             } else {
                 0
@@ -250,4 +162,122 @@ impl Shape {
             layer_linear_params: h * (heads * d + 2 * kv * d) + heads * d * h + 3 * h * i,
         })
     }
+}
+
+/// The family's layer, for the families walked.
+fn layout_of(arch: &ModelArch) -> Result<Layout, TrainingError> {
+    use crate::model::family::Family;
+    match arch.family_kind() {
+        Family::Llama
+        | Family::Mistral
+        | Family::Qwen2
+        | Family::Qwen3
+        | Family::Phi3
+        | Family::Mixtral
+        | Family::Qwen3Moe => Ok(Layout::Llama),
+        Family::Gemma2 => Ok(Layout::Gemma2),
+        Family::Deepseek => Ok(Layout::DeepseekV2),
+        Family::GptOss => Ok(Layout::GptOss),
+        _ => Err(TrainingError::Unmodelled {
+            family: arch.family.clone(),
+        }),
+    }
+}
+
+/// Attention's biases and norms, or DeepSeek-V2's latent (a query projected directly).
+fn attention_of(arch: &ModelArch) -> Result<AttentionFields, TrainingError> {
+    use crate::model::arch::Attention;
+    match arch.attention {
+        Attention::Standard {
+            qkv_bias,
+            o_bias,
+            qk_norm,
+        } => Ok(AttentionFields {
+            qkv_bias,
+            o_bias,
+            qk_norm,
+            mla: None,
+        }),
+        Attention::Mla {
+            q_lora_rank: None,
+            kv_lora_rank,
+            qk_nope_head_dim,
+            qk_rope_head_dim,
+            v_head_dim,
+        } => Ok(AttentionFields {
+            qkv_bias: false,
+            o_bias: false,
+            qk_norm: false,
+            mla: Some(MlaShape {
+                kv_lora_rank: u128::from(kv_lora_rank),
+                nope: u128::from(qk_nope_head_dim),
+                rope: u128::from(qk_rope_head_dim),
+                v: u128::from(v_head_dim),
+            }),
+        }),
+        Attention::Mla { .. } => Err(TrainingError::Unsupported {
+            what: "a compressed query (DeepSeek-V3's q_lora_rank)",
+        }),
+    }
+}
+
+/// The routed experts walked: softmax routers (gpt-oss's biased), DeepSeek-V2's ungated shared
+/// experts.
+fn moe_of(arch: &ModelArch, layout: Layout) -> Result<Option<MoeShape>, TrainingError> {
+    let Some(m) = &arch.moe else {
+        return Ok(None);
+    };
+    if (m.router_bias && layout != Layout::GptOss)
+        || m.groups.0 > 1
+        || m.shared_gate
+        || m.scaled_weights
+        || (m.shared_intermediate > 0 && layout != Layout::DeepseekV2)
+    {
+        return Err(TrainingError::Unsupported {
+            what: "routing biases, expert groups or gated shared experts",
+        });
+    }
+    Ok(Some(MoeShape {
+        experts: u128::from(m.experts),
+        top_k: u128::from(m.experts_per_token),
+        intermediate: u128::from(m.expert_intermediate),
+        shared_intermediate: u128::from(m.shared_intermediate),
+        layers: u128::from(arch.moe_layers()),
+        first_layer: arch.is_moe_layer(0),
+    }))
+}
+
+/// Parameter tensors (each has an optimizer step count): per layer the norms, attention's
+/// (q, k, v, o, their biases and per-head norms, a sink; Phi-3's fused q/k/v; MLA's q, kv_a, its
+/// norm, kv_b and o), the feed-forward block's (gate, up, down, Phi-3's gate/up fused; or the
+/// router, the experts' gate/up and down, the shared experts' three, gpt-oss's three biases);
+/// the embedding, the final norm and an untied head.
+fn param_tensors(
+    arch: &ModelArch,
+    layout: Layout,
+    att: &AttentionFields,
+    moe: Option<MoeShape>,
+    norms: u128,
+) -> u128 {
+    let fused = arch.fused_projections;
+    let attention = match (att.mla.is_some(), fused) {
+        (true, _) => 5,
+        (false, true) => 2,
+        (false, false) => 4,
+    } + if att.qkv_bias { 3 } else { 0 }
+        + u128::from(att.o_bias)
+        + if att.qk_norm { 2 } else { 0 }
+        + u128::from(arch.attention_sinks);
+    let dense = if fused { 2 } else { 3 };
+    let experts = moe.map_or(0, |m| {
+        3 + if m.shared_intermediate > 0 { 3 } else { 0 }
+            + if layout == Layout::GptOss { 3 } else { 0 }
+    });
+    let moe_layers = moe.map_or(0, |m| m.layers);
+    let layers = u128::from(arch.num_layers);
+    layers * (norms + attention)
+        + (layers - moe_layers) * dense
+        + moe_layers * experts
+        + 2
+        + u128::from(!arch.tie_word_embeddings)
 }

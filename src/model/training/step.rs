@@ -6,18 +6,33 @@ use super::saved::{
     head_fixed, head_per_token, labels_bytes, layer_fixed, layer_input, layer_per_token,
     loss_backward_per_token, loss_forward_per_token, rope_per_position, ACT_BYTES, IDS,
 };
-use super::{lora, Layout, Phase, Recipe, Shape, TrainingError, TrainingPeak, TrainingRun};
+use super::{lora, Layout, Lora, Phase, Recipe, Shape, TrainingError, TrainingPeak, TrainingRun};
 use crate::model::arch::ModelArch;
 use crate::model::estimate::Optimizer;
 
 /// The loss itself, an f32 scalar.
 const LOSS: u128 = 4;
 
-/// What every point of the step holds: the parameters, the buffers and the optimizer's state.
+/// What every point of the step holds: the parameters, the buffers and the optimizer's state;
+/// and what the optimizer updates.
 struct Held {
     params: u128,
     buffers: u128,
     state: u128,
+    /// Bytes of the parameters the optimizer updates (their gradients are as large).
+    trainable: u128,
+    /// The foreach step's extra list.
+    step_temp: u128,
+}
+
+/// What the forward saves for backward.
+struct Saved {
+    /// Everything, at the forward's end.
+    total: u128,
+    /// The first layer's own (recomputed under checkpointing), the last backward runs through.
+    first_layer: u128,
+    /// The shifted labels, released by the loss's backward.
+    labels: u128,
 }
 
 /// A point of the walk, by category.
@@ -29,215 +44,26 @@ struct Point {
     temporaries: u128,
 }
 
+/// How attention runs for this step.
+#[derive(Clone, Copy)]
+struct Mask {
+    /// SDPA takes a mask past the window.
+    masked: bool,
+    /// …and then K and V are repeated to every head.
+    repeated: bool,
+}
+
 /// PyTorch's peak over one training step of `arch` under `run`.
 pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak, TrainingError> {
-    if run.recipe == super::Recipe::MixedFp32Master {
-        return Err(TrainingError::Unsupported {
-            what: "an f32 master copy of bf16 weights",
-        });
-    }
     let s = Shape::of(arch)?;
-    // Past the window SDPA takes a mask: no GQA, K and V repeated to every head. Eager
-    // attention (Gemma 2, gpt-oss, DeepSeek-V2) adds its masks whatever the length, and saves
-    // none.
-    let sdpa = s.layout == Layout::Llama;
-    let masked = sdpa && s.window.is_some_and(|w| u128::from(run.seq) >= w);
-    if run.checkpointing && matches!(s.layout, Layout::GptOss | Layout::DeepseekV2) {
-        return Err(TrainingError::Unsupported {
-            what: "checkpointing of eager attention other than Gemma 2's",
-        });
-    }
-    let repeated = masked && s.heads != s.kv_heads;
-    if masked
-        && (!s.window_all_layers
-            || run.checkpointing
-            || s.layout != super::Layout::Llama
-            || run.recipe == super::Recipe::Fp32Autocast
-            || (s.fused && repeated))
-    {
-        return Err(TrainingError::Unsupported {
-            what: "this sliding window within the sequence",
-        });
-    }
-    let p = u128::from(run.recipe.param_bytes());
-    let seq = u128::from(run.seq);
-    let tokens = u128::from(run.batch) * seq;
+    let mask = check(&s, run)?;
     let lora = match run.recipe {
-        Recipe::Lora(l) => {
-            if run.checkpointing
-                || masked
-                || s.moe.is_some()
-                || s.fused
-                || s.layout != Layout::Llama
-            {
-                return Err(TrainingError::Unsupported {
-                    what: "LoRA with checkpointing, a mask, experts or fused projections",
-                });
-            }
-            Some(l)
-        }
+        Recipe::Lora(l) => Some(l),
         _ => None,
     };
-    // What the optimizer updates: every parameter, or LoRA's f32 adapters beside the frozen
-    // bf16 model.
-    let (frozen, trainable, trainable_tensors) = match lora {
-        Some(l) => {
-            let (adapters, tensors) = lora::adapter_params(&s, l);
-            (s.params * p, adapters * 4, tensors)
-        }
-        // DeepSeek-V2 keeps its expert gates' weights in f32 whatever the model's dtype.
-        None => (0, s.params * p + s.f32_params * (4 - p), s.param_tensors),
-    };
-    let params = frozen + trainable;
-    // Adam keeps two moments and a step count (an f32 tensor) a parameter tensor; SGD with
-    // momentum one buffer. Their foreach step allocates one more parameter-sized list.
-    let (state, step_temp) = match run.optimizer {
-        Optimizer::Adam | Optimizer::Adamw => (2 * trainable + 4 * trainable_tensors, trainable),
-        Optimizer::Sgd => (trainable, 0),
-    };
-    let held = Held {
-        params,
-        // The rotary embedding's inverse frequencies and their original, f32, head_dim / 2 each;
-        // Gemma's embedding scale, a bf16 scalar.
-        buffers: match &s.mla {
-            Some(mla) => 4 * mla.rope,
-            None => 4 * s.head_dim,
-        } + if s.layout == super::Layout::Gemma2 {
-            2
-        } else {
-            0
-        },
-        state,
-    };
-    let labels = labels_bytes(u128::from(run.batch), u128::from(run.seq));
-    if (s.moe.is_some() || s.layout != super::Layout::Llama)
-        && run.recipe == super::Recipe::Fp32Autocast
-    {
-        return Err(TrainingError::Unsupported {
-            what: "experts or Gemma 2 under autocast",
-        });
-    }
-    let full = |experts: bool| {
-        tokens * layer_per_token(&s, run.recipe, experts, seq, repeated)
-            + layer_fixed(&s, run.recipe, experts)
-    };
-    let moe_layers = s.moe.map_or(0, |m| m.layers);
-    let dense_layers = s.layers - moe_layers;
-    // The first layer is the last one backward runs through.
-    let first_layer_experts = s.moe.is_some_and(|m| m.first_layer);
-    let mut layer_full = full(first_layer_experts);
-    // Under checkpointing a layer keeps only its input (the residual stream: f32 under
-    // autocast), beside the position ids and an f32 scalar the checkpoint holds.
-    let (mut layers_saved, checkpoint_extra) = if run.checkpointing {
-        (
-            s.layers * tokens * layer_input(&s, run.recipe),
-            seq * IDS + LOSS,
-        )
-    } else {
-        (dense_layers * full(false) + moe_layers * full(true), 0)
-    };
-    // Under LoRA nothing before the first adapter needs a gradient: the first layer saves less,
-    // the final norm no bf16 output (the head is frozen).
-    let mut head = tokens * head_per_token(&s, run.recipe);
-    if let Some(l) = lora {
-        let (first, grad) = lora::layer_per_token(&s, l, false);
-        let (rest, grad_after) = lora::layer_per_token(&s, l, grad);
-        layer_full = tokens * first;
-        layers_saved = tokens * (first + (s.layers - 1) * rest);
-        let norm = if grad_after || grad {
-            4 * s.hidden + 4
-        } else {
-            0
-        };
-        head = tokens * (IDS + norm + 4 * s.vocab);
-    }
-    // The sliding mask, bf16, a row per query and a column per key of each sequence: every
-    // layer's SDPA saves a copy of its own. Gemma 2's eager attention always takes masks, a
-    // causal and a sliding one, which the checkpoints hold as their layers' inputs.
-    let mask = if masked {
-        s.layers * 2 * tokens * seq
-    } else if s.layout == Layout::Gemma2 && run.checkpointing {
-        2 * 2 * tokens * seq
-    } else {
-        0
-    };
-    let saved = layers_saved
-        + mask
-        + head
-        + seq * rope_per_position(&s, run.recipe)
-        + checkpoint_extra
-        + head_fixed(&s, run.recipe)
-        + labels
-        + LOSS;
-    let head_grad = if lora.is_some() {
-        0
-    } else {
-        s.vocab * s.hidden * p
-    };
-    let autocast_copy = head_fixed(&s, run.recipe);
-    let points = [
-        Point {
-            phase: Phase::Forward,
-            gradients: 0,
-            optimizer_extra: 0,
-            activations: saved + tokens * loss_forward_per_token(&s),
-            temporaries: 0,
-        },
-        Point {
-            phase: Phase::Backward,
-            gradients: 0,
-            optimizer_extra: 0,
-            // The labels are released; an f32 scalar of the loss's backward is held instead.
-            activations: saved - labels + LOSS,
-            temporaries: tokens * loss_backward_per_token(&s),
-        },
-        // The output head's backward: the log-softmax output is gone, the head's weight
-        // gradient is there, beside the logits' bf16 gradient (and, under autocast, the
-        // gradient of the weight's bf16 copy before it is cast into the f32 one).
-        Point {
-            phase: Phase::Backward,
-            gradients: head_grad,
-            optimizer_extra: 0,
-            activations: saved - labels - tokens * 4 * s.vocab,
-            temporaries: tokens * 2 * (s.vocab + s.hidden) + autocast_copy,
-        },
-        // The first layer's backward (recomputed under checkpointing), bounded from above:
-        // every gradient but the embedding's (the head's shares it when tied) is counted as
-        // there, the layer's activations as whole, beside the largest gradients its
-        // feed-forward block's backward holds at once.
-        Point {
-            phase: Phase::Backward,
-            gradients: if s.tied || lora.is_some() {
-                trainable
-            } else {
-                trainable - head_grad
-            },
-            optimizer_extra: 0,
-            activations: tokens * IDS
-                + seq * rope_per_position(&s, run.recipe)
-                + layer_full
-                + if run.checkpointing {
-                    tokens * layer_input(&s, run.recipe) + seq * IDS
-                } else {
-                    0
-                },
-            temporaries: layer_backward_temporaries(
-                &s,
-                p,
-                tokens,
-                first_layer_experts,
-                lora.is_some(),
-            )
-            .max(tokens * 2 * ACT_BYTES * s.hidden),
-        },
-        Point {
-            phase: Phase::Optimizer,
-            gradients: trainable,
-            optimizer_extra: step_temp,
-            activations: tokens * IDS,
-            temporaries: 0,
-        },
-    ];
+    let held = held(&s, run, lora);
+    let saved = saved(&s, run, lora, mask);
+    let points = points(&s, run, lora, &held, &saved);
     let total = |pt: &Point| {
         held.params
             + held.buffers
@@ -262,6 +88,211 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
         temporaries: fit(top.temporaries)?,
         total: fit(total(top))?,
     })
+}
+
+/// The combinations walked; the mask attention takes.
+fn check(s: &Shape, run: &TrainingRun) -> Result<Mask, TrainingError> {
+    let refuse = |what| Err(TrainingError::Unsupported { what });
+    if run.recipe == Recipe::MixedFp32Master {
+        return refuse("an f32 master copy of bf16 weights");
+    }
+    // Past the window SDPA takes a mask: no GQA, K and V repeated to every head. Eager
+    // attention (Gemma 2, gpt-oss, DeepSeek-V2) adds its masks whatever the length, and saves
+    // none.
+    let masked = s.layout == Layout::Llama && s.window.is_some_and(|w| u128::from(run.seq) >= w);
+    let repeated = masked && s.heads != s.kv_heads;
+    if run.checkpointing && matches!(s.layout, Layout::GptOss | Layout::DeepseekV2) {
+        return refuse("checkpointing of eager attention other than Gemma 2's");
+    }
+    let autocast = run.recipe == Recipe::Fp32Autocast;
+    if masked && (!s.window_all_layers || run.checkpointing || autocast || (s.fused && repeated)) {
+        return refuse("this sliding window within the sequence");
+    }
+    if autocast && (s.moe.is_some() || s.layout != Layout::Llama) {
+        return refuse("experts or another layout than Llama's under autocast");
+    }
+    if matches!(run.recipe, Recipe::Lora(_))
+        && (run.checkpointing || masked || s.moe.is_some() || s.fused || s.layout != Layout::Llama)
+    {
+        return refuse("LoRA with checkpointing, a mask, experts or fused projections");
+    }
+    Ok(Mask { masked, repeated })
+}
+
+/// The parameters (all trained, or LoRA's f32 adapters beside the frozen bf16 model), buffers
+/// and optimizer state.
+fn held(s: &Shape, run: &TrainingRun, lora: Option<Lora>) -> Held {
+    let p = u128::from(run.recipe.param_bytes());
+    let (frozen, trainable, trainable_tensors) = match lora {
+        Some(l) => {
+            let (adapters, tensors) = lora::adapter_params(s, l);
+            (s.params * p, adapters * 4, tensors)
+        }
+        // DeepSeek-V2 keeps its expert gates' weights in f32 whatever the model's dtype.
+        None => (0, s.params * p + s.f32_params * (4 - p), s.param_tensors),
+    };
+    // Adam keeps two moments and a step count (an f32 tensor) a parameter tensor; SGD with
+    // momentum one buffer. Their foreach step allocates one more parameter-sized list.
+    let (state, step_temp) = match run.optimizer {
+        Optimizer::Adam | Optimizer::Adamw => (2 * trainable + 4 * trainable_tensors, trainable),
+        Optimizer::Sgd => (trainable, 0),
+    };
+    // The rotary embedding's inverse frequencies and their original, f32, half a head (or
+    // half the rotary dimensions) each; Gemma's embedding scale, a bf16 scalar.
+    let rotary = s.mla.map_or(4 * s.head_dim, |m| 4 * m.rope);
+    let scale = if s.layout == Layout::Gemma2 { 2 } else { 0 };
+    Held {
+        params: frozen + trainable,
+        buffers: rotary + scale,
+        state,
+        trainable,
+        step_temp,
+    }
+}
+
+/// What the forward saves for backward.
+fn saved(s: &Shape, run: &TrainingRun, lora: Option<Lora>, mask: Mask) -> Saved {
+    let seq = u128::from(run.seq);
+    let tokens = u128::from(run.batch) * seq;
+    let full = |experts: bool| {
+        tokens * layer_per_token(s, run.recipe, experts, seq, mask.repeated)
+            + layer_fixed(s, run.recipe, experts)
+    };
+    let moe_layers = s.moe.map_or(0, |m| m.layers);
+    let mut first_layer = full(s.moe.is_some_and(|m| m.first_layer));
+    // Under checkpointing a layer keeps only its input (the residual stream: f32 under
+    // autocast), beside the position ids and an f32 scalar the checkpoint holds.
+    let (mut layers, checkpoint) = if run.checkpointing {
+        (
+            s.layers * tokens * layer_input(s, run.recipe),
+            seq * IDS + LOSS,
+        )
+    } else {
+        (
+            (s.layers - moe_layers) * full(false) + moe_layers * full(true),
+            0,
+        )
+    };
+    let mut head = tokens * head_per_token(s, run.recipe);
+    // Under LoRA nothing before the first adapter needs a gradient: the first layer saves less,
+    // the final norm no bf16 output (the head is frozen).
+    if let Some(l) = lora {
+        let (first, grad) = lora::layer_per_token(s, l, false);
+        let (rest, grad_after) = lora::layer_per_token(s, l, grad);
+        first_layer = tokens * first;
+        layers = tokens * (first + (s.layers - 1) * rest);
+        let norm = if grad_after || grad {
+            4 * s.hidden + 4
+        } else {
+            0
+        };
+        head = tokens * (IDS + norm + 4 * s.vocab);
+    }
+    // The sliding mask, bf16, a row per query and a column per key of each sequence: every
+    // layer's SDPA saves a copy of its own. Gemma 2's eager attention always takes masks, a
+    // causal and a sliding one, which the checkpoints hold as their layers' inputs.
+    let masks = if mask.masked {
+        s.layers * 2 * tokens * seq
+    } else if s.layout == Layout::Gemma2 && run.checkpointing {
+        2 * 2 * tokens * seq
+    } else {
+        0
+    };
+    let labels = labels_bytes(u128::from(run.batch), seq);
+    Saved {
+        total: layers
+            + masks
+            + head
+            + seq * rope_per_position(s, run.recipe)
+            + checkpoint
+            + head_fixed(s, run.recipe)
+            + labels
+            + LOSS,
+        first_layer,
+        labels,
+    }
+}
+
+/// The points where the step can peak.
+fn points(
+    s: &Shape,
+    run: &TrainingRun,
+    lora: Option<Lora>,
+    held: &Held,
+    saved: &Saved,
+) -> [Point; 5] {
+    let p = u128::from(run.recipe.param_bytes());
+    let seq = u128::from(run.seq);
+    let tokens = u128::from(run.batch) * seq;
+    let head_grad = if lora.is_some() {
+        0
+    } else {
+        s.vocab * s.hidden * p
+    };
+    let first_layer_experts = s.moe.is_some_and(|m| m.first_layer);
+    [
+        Point {
+            phase: Phase::Forward,
+            gradients: 0,
+            optimizer_extra: 0,
+            activations: saved.total + tokens * loss_forward_per_token(s),
+            temporaries: 0,
+        },
+        Point {
+            phase: Phase::Backward,
+            gradients: 0,
+            optimizer_extra: 0,
+            // The labels are released; an f32 scalar of the loss's backward is held instead.
+            activations: saved.total - saved.labels + LOSS,
+            temporaries: tokens * loss_backward_per_token(s),
+        },
+        // The output head's backward: the log-softmax output is gone, the head's weight
+        // gradient is there, beside the logits' bf16 gradient (and, under autocast, the
+        // gradient of the weight's bf16 copy before it is cast into the f32 one).
+        Point {
+            phase: Phase::Backward,
+            gradients: head_grad,
+            optimizer_extra: 0,
+            activations: saved.total - saved.labels - tokens * 4 * s.vocab,
+            temporaries: tokens * 2 * (s.vocab + s.hidden) + head_fixed(s, run.recipe),
+        },
+        // The first layer's backward (recomputed under checkpointing), bounded from above:
+        // every gradient but the embedding's (the head's shares it when tied) is counted as
+        // there, the layer's activations as whole, beside the largest gradients its
+        // feed-forward block's backward holds at once.
+        Point {
+            phase: Phase::Backward,
+            gradients: if s.tied || lora.is_some() {
+                held.trainable
+            } else {
+                held.trainable - head_grad
+            },
+            optimizer_extra: 0,
+            activations: tokens * IDS
+                + seq * rope_per_position(s, run.recipe)
+                + saved.first_layer
+                + if run.checkpointing {
+                    tokens * layer_input(s, run.recipe) + seq * IDS
+                } else {
+                    0
+                },
+            temporaries: layer_backward_temporaries(
+                s,
+                p,
+                tokens,
+                first_layer_experts,
+                lora.is_some(),
+            )
+            .max(tokens * 2 * ACT_BYTES * s.hidden),
+        },
+        Point {
+            phase: Phase::Optimizer,
+            gradients: held.trainable,
+            optimizer_extra: held.step_temp,
+            activations: tokens * IDS,
+            temporaries: 0,
+        },
+    ]
 }
 
 /// The gradients a layer's feed-forward backward holds at once beside the saved activations: its
