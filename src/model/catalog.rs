@@ -124,6 +124,12 @@ fn phi3(
     )
 }
 
+/// `a` with the sliding window transformers applies (config.json's `sliding_window`).
+fn with_window(mut a: ModelArch, window: u64) -> ModelArch {
+    a.transformers_window = Some(window);
+    a
+}
+
 fn mixtral(name: &str, h: u64, i: u64, l: u64, heads: u64, kv: u64, vocab: u64) -> ModelArch {
     with(
         llama_like(name, h, i, l, heads, kv, vocab),
@@ -277,8 +283,9 @@ pub fn catalog() -> Vec<CatalogModel> {
                 llama_like("mistral-7b", 4096, 14336, 32, 32, 8, 32000),
                 "mistral",
                 32_768,
-                // Its 4096-token window is not applied: llama.cpp caches the whole context.
-                |_| {},
+                // Its 4096-token window is not applied by llama.cpp, which caches the whole
+                // context; transformers applies it.
+                |a| a.transformers_window = Some(4096),
             ),
         ),
         m(
@@ -615,13 +622,19 @@ pub fn catalog() -> Vec<CatalogModel> {
             "phi-3-mini",
             &["phi3-mini", "phi-3.5-mini"],
             "microsoft/Phi-3-mini-4k-instruct",
-            phi3("phi-3-mini", 3072, 8192, 32, 32, 32, 32064, 4096),
+            with_window(
+                phi3("phi-3-mini", 3072, 8192, 32, 32, 32, 32064, 4096),
+                2047,
+            ),
         ),
         m(
             "phi-3-medium",
             &["phi3-medium"],
             "microsoft/Phi-3-medium-4k-instruct",
-            phi3("phi-3-medium", 5120, 17920, 40, 40, 10, 32064, 4096),
+            with_window(
+                phi3("phi-3-medium", 5120, 17920, 40, 40, 10, 32064, 4096),
+                2047,
+            ),
         ),
         m(
             "phi-4",
