@@ -452,39 +452,28 @@ impl CatalogReport {
 
 impl Report for CatalogReport {
     fn render_text(&self, style: &Style) -> String {
+        // Aliases and the Hugging Face repository each config comes from are in the JSON: with
+        // them the table would not fit 80 columns.
         let mut t = new_table(
             style,
-            &[
-                "model",
-                "aliases",
-                "family",
-                "parameters",
-                "layers",
-                "context",
-                "config from",
-            ],
+            &["model", "family", "params", "active", "layers", "context"],
         );
+        let billions = |n: u64| format!("{:.1} B", n as f64 / 1e9);
         for m in &self.models {
-            let params = if m.active_parameters != m.parameters {
-                format!(
-                    "{:.1} B ({:.1} B active)",
-                    m.parameters as f64 / 1e9,
-                    m.active_parameters as f64 / 1e9
-                )
-            } else {
-                format!("{:.2} B", m.parameters as f64 / 1e9)
-            };
             t.add_row(vec![
                 m.name.clone(),
-                m.aliases.join(", "),
                 m.family.clone(),
-                params,
+                billions(m.parameters),
+                if m.active_parameters == m.parameters {
+                    String::new()
+                } else {
+                    billions(m.active_parameters)
+                },
                 m.layers.to_string(),
-                m.max_context.map(|c| c.to_string()).unwrap_or_default(),
-                m.hf_repo.clone(),
+                m.max_context.map(thousands).unwrap_or_default(),
             ]);
         }
-        format!("{t}\n")
+        format!("{t}\nAliases and each model's Hugging Face repository: --json.\n")
     }
 }
 

@@ -1156,3 +1156,18 @@ fn generate_under_transformers() {
         String::from_utf8_lossy(&out.stderr).contains("--engine transformers estimates generation")
     );
 }
+
+/// The catalog's text fits 80 columns; aliases and repositories are in the JSON.
+#[test]
+fn list_models_fits_80_columns() {
+    let out = gpumem()
+        .args(["estimate", "--list-models", "--color", "never"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("mixtral-8x7b"), "{text}");
+    for line in text.lines() {
+        assert!(line.chars().count() <= 80, "{line}");
+    }
+}
