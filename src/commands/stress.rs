@@ -1,6 +1,6 @@
 //! `gpumem stress`.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
 
@@ -37,22 +37,25 @@ pub fn run(args: &StressArgs, out: &Output) -> Result<Exit> {
     let config = stress_pool_config(args, &spec)?;
     let pool = Pool::new(device, config).with_context(|| format!("creating a pool on {spec}"))?;
     let options = stress_options(args, interrupt.clone());
-    let bars: Vec<(StressPhase, Progress)> = [
-        (StressPhase::Ramp, 256),
-        (StressPhase::Exhaust, 8),
-        (StressPhase::Churn, args.ops.map(|o| o * 2).unwrap_or(0)),
-        (StressPhase::Recover, 2),
-    ]
-    .into_iter()
-    .map(|(p, n)| (p, out.progress(n, &format!("{p:?}").to_lowercase())))
-    .collect();
-    let progress = |phase: StressPhase, done: u64, _total: u64| {
-        for (p, bar) in &bars {
-            if *p == phase {
-                bar.set(done);
-            } else if *p < phase {
-                bar.finish();
+    // One bar, for the phase running: drawn when it starts, cleared when the next one does,
+    // its length the phase's own.
+    let bar: Mutex<Option<(StressPhase, Progress)>> = Mutex::new(None);
+    let progress = |phase: StressPhase, done: u64, total: u64| {
+        let mut current = bar
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if current.as_ref().map(|(p, _)| *p) != Some(phase) {
+            if let Some((_, old)) = current.take() {
+                old.finish();
             }
+            *current = Some((
+                phase,
+                out.progress(total, &format!("{phase:?}").to_lowercase()),
+            ));
+        }
+        if let Some((_, b)) = current.as_ref() {
+            b.set_length(total.max(done));
+            b.set(done);
         }
     };
     let injected = || injector.as_ref().map_or(0, |i| i.injected());
@@ -64,8 +67,12 @@ pub fn run(args: &StressArgs, out: &Output) -> Result<Exit> {
         &injected,
         &progress,
     );
-    for (_, bar) in &bars {
-        bar.finish();
+    if let Some((_, last)) = bar
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take()
+    {
+        last.finish();
     }
     drop(pool);
     let (backend, index) = spec.identity();

@@ -1,6 +1,8 @@
 //! indicatif progress bars that disappear when nobody is watching.
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
+
+use super::thousands;
 
 /// A progress bar on stderr, or nothing when hidden.
 #[derive(Debug, Clone)]
@@ -10,12 +12,28 @@ pub struct Progress {
 
 impl Progress {
     /// Creates a bar of `total` steps; `visible` false gives a hidden bar that costs nothing.
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "a rate shown whole; a float cast saturates"
+    )]
     pub fn new(visible: bool, total: u64, label: &str) -> Self {
         let bar = if visible {
             let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
             if let Ok(style) =
-                ProgressStyle::with_template("{prefix:>12} [{bar:40}] {pos}/{len} {per_sec} {eta}")
+                ProgressStyle::with_template("{prefix:>12} [{bar:30}] {count}/{total} {rate} {eta}")
             {
+                // Counts with separators and whole rates, as every report prints them.
+                let style = style
+                    .with_key("count", |s: &ProgressState, w: &mut dyn std::fmt::Write| {
+                        let _ = write!(w, "{}", thousands(s.pos()));
+                    })
+                    .with_key("total", |s: &ProgressState, w: &mut dyn std::fmt::Write| {
+                        let _ = write!(w, "{}", thousands(s.len().unwrap_or(0)));
+                    })
+                    .with_key("rate", |s: &ProgressState, w: &mut dyn std::fmt::Write| {
+                        let _ = write!(w, "{}/s", thousands(s.per_sec() as u64));
+                    });
                 bar.set_style(style.progress_chars("=> "));
             }
             bar
@@ -29,6 +47,11 @@ impl Progress {
     /// Advances by `n` steps.
     pub fn inc(&self, n: u64) {
         self.bar.inc(n);
+    }
+
+    /// Sets the number of steps.
+    pub fn set_length(&self, total: u64) {
+        self.bar.set_length(total);
     }
 
     /// Moves the bar to `pos` (a no-op when the bar is hidden).
