@@ -837,7 +837,7 @@ fn training_walks_pytorch_step() {
     assert!(
         joined.contains(
             "PyTorch's step is walked for Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, Phi-3, \
-             Gemma 2, DeepSeek-V2 and gpt-oss; not yet falcon"
+             Gemma 2, Gemma 3, DeepSeek-V2 and gpt-oss; not yet falcon"
         ),
         "{text}"
     );

@@ -138,7 +138,7 @@ pub enum TrainingError {
     /// A family whose modules' saved tensors are not listed yet.
     #[error(
         "PyTorch's step is walked for Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, Phi-3, \
-         Gemma 2, DeepSeek-V2 and gpt-oss; not yet {family}"
+         Gemma 2, Gemma 3, DeepSeek-V2 and gpt-oss; not yet {family}"
     )]
     Unmodelled {
         /// The family's name.

@@ -54,6 +54,17 @@ fn gemma2_layer_per_token(s: &Shape, seq: u128, mlp: u128) -> u128 {
     norms + ACT * (q + 2 * q) + scores + ACT * q + mlp
 }
 
+/// Gemma 3's layer per token (bf16): four Gemma norms, the per-head norms on q and k (f32
+/// upcast, rsqrt, normalized product), SDPA's query, key, value, log-sum-exp and output, and
+/// `mlp`.
+fn gemma3_layer_per_token(s: &Shape, mlp: u128) -> u128 {
+    let q = s.heads * s.head_dim;
+    let kv = s.kv_heads * s.head_dim;
+    let norms = 2 * gemma_norm(s.hidden, true) + 2 * gemma_norm(s.hidden, false);
+    let qk_norms = 8 * q + 4 * s.heads + 8 * kv + 4 * s.kv_heads;
+    norms + qk_norms + ACT * (2 * q + 2 * kv) + 4 * s.heads + mlp
+}
+
 /// Bytes an expert layer's feed-forward block saves per token, as transformers' grouped
 /// experts run it: the router's f32 softmax, the top-k indices (int64), their f32 weights and
 /// sum, the two int64 orderings of the k routed copies, the gathered inputs, each copy's
@@ -145,6 +156,7 @@ pub(super) fn layer_per_token(
     };
     match (s.layout, &s.mla) {
         (Layout::Gemma2, _) => return gemma2_layer_per_token(s, seq, mlp),
+        (Layout::Gemma3, _) => return gemma3_layer_per_token(s, mlp),
         (Layout::DeepseekV2, Some(mla)) => return deepseek_layer_per_token(s, mla, seq, mlp),
         (Layout::GptOss, _) => return gpt_oss_layer_per_token(s, seq, mlp),
         _ => {}
@@ -182,6 +194,8 @@ pub(super) fn layer_fixed(s: &Shape, recipe: Recipe, experts: bool) -> u128 {
     let gemma_weights = match s.layout {
         Layout::Llama | Layout::DeepseekV2 | Layout::GptOss => 0,
         Layout::Gemma2 => 4 * 4 * s.hidden,
+        // …and Gemma 3's per-head norms, a head wide.
+        Layout::Gemma3 => 4 * 4 * s.hidden + 2 * 4 * s.head_dim,
     };
     offsets
         + gemma_weights
@@ -199,6 +213,8 @@ pub(super) fn rope_per_position(s: &Shape, recipe: Recipe) -> u128 {
         Some(mla) => 4 * mla.rope,
         // gpt-oss's tables hold half the head's dimensions.
         None if s.layout == Layout::GptOss => s.head_dim * u128::from(recipe.param_bytes()),
+        // Gemma 3's two tables: the sliding layers' and the others'.
+        None if s.layout == Layout::Gemma3 => 4 * s.head_dim * u128::from(recipe.param_bytes()),
         None => 2 * s.head_dim * u128::from(recipe.param_bytes()),
     }
 }
@@ -207,13 +223,13 @@ pub(super) fn rope_per_position(s: &Shape, recipe: Recipe) -> u128 {
 /// head's input, and the f32 log-softmax over the vocabulary.
 pub(super) fn head_per_token(s: &Shape, recipe: Recipe) -> u128 {
     let norm = match (s.layout, recipe) {
-        (Layout::Gemma2 | Layout::GptOss, _) => gemma_norm(s.hidden, true),
+        (Layout::Gemma2 | Layout::Gemma3 | Layout::GptOss, _) => gemma_norm(s.hidden, true),
         (_, Recipe::Bf16 | Recipe::MixedFp32Master | Recipe::Lora(_)) => rms_norm(s.hidden, true),
         (_, Recipe::Fp32Autocast) => rms_norm_f32(s.hidden) + ACT * s.hidden,
     };
     // Gemma 2 soft-caps the logits: `tanh` saves its bf16 output.
     let softcap = match s.layout {
-        Layout::Llama | Layout::DeepseekV2 | Layout::GptOss => 0,
+        Layout::Llama | Layout::Gemma3 | Layout::DeepseekV2 | Layout::GptOss => 0,
         Layout::Gemma2 => ACT * s.vocab,
     };
     IDS + norm + softcap + 4 * s.vocab
@@ -226,7 +242,7 @@ pub(super) fn head_fixed(s: &Shape, recipe: Recipe) -> u128 {
     // `1 + weight`.
     let scale = match s.layout {
         Layout::Llama | Layout::DeepseekV2 | Layout::GptOss => 0,
-        Layout::Gemma2 => ACT + 4 * s.hidden,
+        Layout::Gemma2 | Layout::Gemma3 => ACT + 4 * s.hidden,
     };
     scale
         + match recipe {

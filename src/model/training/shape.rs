@@ -13,6 +13,9 @@ pub(crate) enum Layout {
     /// its logits soft-capped (transformers runs no SDPA for it), the embeddings scaled, the
     /// final logits soft-capped.
     Gemma2,
+    /// Gemma 3's: Gemma 2's four norms and scaled embeddings, Gemma norms on each head's query
+    /// and key (in f32), SDPA, a rotary table for the sliding layers and one for the others.
+    Gemma3,
     /// DeepSeek-V2's: latent attention run eagerly in f32 (its complex rotary embedding turns
     /// the query and key to f32), experts routed by an f32 gate beside shared experts.
     DeepseekV2,
@@ -114,7 +117,7 @@ impl Shape {
         }
         let norms = match layout {
             Layout::Llama | Layout::DeepseekV2 | Layout::GptOss => 2,
-            Layout::Gemma2 => 4,
+            Layout::Gemma2 | Layout::Gemma3 => 4,
         };
         if arch.norm != Norm::Rms || arch.norms_per_layer != norms {
             return Err(TrainingError::Unsupported {
@@ -176,6 +179,7 @@ fn layout_of(arch: &ModelArch) -> Result<Layout, TrainingError> {
         | Family::Mixtral
         | Family::Qwen3Moe => Ok(Layout::Llama),
         Family::Gemma2 => Ok(Layout::Gemma2),
+        Family::Gemma3 => Ok(Layout::Gemma3),
         Family::Deepseek => Ok(Layout::DeepseekV2),
         Family::GptOss => Ok(Layout::GptOss),
         _ => Err(TrainingError::Unmodelled {

@@ -99,7 +99,8 @@ fn check(s: &Shape, run: &TrainingRun) -> Result<Mask, TrainingError> {
     // Past the window SDPA takes a mask: no GQA, K and V repeated to every head. Eager
     // attention (Gemma 2, gpt-oss, DeepSeek-V2) adds its masks whatever the length, and saves
     // none.
-    let masked = s.layout == Layout::Llama && s.window.is_some_and(|w| u128::from(run.seq) >= w);
+    let sdpa = matches!(s.layout, Layout::Llama | Layout::Gemma3);
+    let masked = sdpa && s.window.is_some_and(|w| u128::from(run.seq) >= w);
     let repeated = masked && s.heads != s.kv_heads;
     if run.checkpointing && matches!(s.layout, Layout::GptOss | Layout::DeepseekV2) {
         return refuse("checkpointing of eager attention other than Gemma 2's");
@@ -139,8 +140,16 @@ fn held(s: &Shape, run: &TrainingRun, lora: Option<Lora>) -> Held {
     };
     // The rotary embedding's inverse frequencies and their original, f32, half a head (or
     // half the rotary dimensions) each; Gemma's embedding scale, a bf16 scalar.
-    let rotary = s.mla.map_or(4 * s.head_dim, |m| 4 * m.rope);
-    let scale = if s.layout == Layout::Gemma2 { 2 } else { 0 };
+    let rotary = match (s.mla, s.layout) {
+        (Some(m), _) => 4 * m.rope,
+        (None, Layout::Gemma3) => 2 * 4 * s.head_dim,
+        (None, _) => 4 * s.head_dim,
+    };
+    let scale = if matches!(s.layout, Layout::Gemma2 | Layout::Gemma3) {
+        2
+    } else {
+        0
+    };
     Held {
         params: frozen + trainable,
         buffers: rotary + scale,
@@ -220,7 +229,7 @@ fn points(
     lora: Option<Lora>,
     held: &Held,
     saved: &Saved,
-) -> [Point; 5] {
+) -> [Point; 6] {
     let p = u128::from(run.recipe.param_bytes());
     let seq = u128::from(run.seq);
     let tokens = u128::from(run.batch) * seq;
@@ -284,6 +293,25 @@ fn points(
                 lora.is_some(),
             )
             .max(tokens * 2 * ACT_BYTES * s.hidden),
+        },
+        // The embedding's backward, last: every other gradient is there; the embedding's is
+        // being made (and, when the head shares the matrix, summed with the head's: both
+        // contributions and their sum at once). Frozen under LoRA.
+        Point {
+            phase: Phase::Backward,
+            gradients: if lora.is_some() {
+                0
+            } else {
+                held.trainable - s.vocab * s.hidden * p
+            },
+            optimizer_extra: 0,
+            // The ids, as long as the shifted labels.
+            activations: saved.labels,
+            temporaries: match (lora.is_some(), s.tied) {
+                (true, _) => 0,
+                (false, true) => 3 * s.vocab * s.hidden * p,
+                (false, false) => s.vocab * s.hidden * p + tokens * ACT_BYTES * s.hidden,
+            },
         },
         Point {
             phase: Phase::Optimizer,
