@@ -15,6 +15,7 @@ Exit codes:
   1  runtime failure, or a --min-*/--max-* threshold was missed
   2  usage error (unknown flag, model or backend, malformed value)
   3  does not fit: no suitable device (select, estimate --fits)
+  4  the device bench-alloc or stress was to use is missing or cannot be opened
   130, 143  bench-alloc or stress interrupted by SIGINT or SIGTERM: everything was freed and
             the partial report printed, marked interrupted and not passed (before the
             device is open: one error line)

@@ -11,6 +11,9 @@ pub enum Exit {
     Usage,
     /// 3: does not fit; no suitable device (`select`, `estimate --fits`).
     DoesNotFit,
+    /// 4: the device `bench-alloc` or `stress` was to run on is missing or cannot be opened (no
+    /// driver, no such index), so CI can tell a lost GPU from a missed gate.
+    DeviceUnavailable,
     /// 128 + N: `bench-alloc` or `stress` stopped by signal N (130 SIGINT, 143 SIGTERM) after
     /// freeing everything and printing its partial report.
     Interrupted(u8),
@@ -24,6 +27,7 @@ impl Exit {
             Exit::Failure => 1,
             Exit::Usage => 2,
             Exit::DoesNotFit => 3,
+            Exit::DeviceUnavailable => 4,
             Exit::Interrupted(signal) => 128u8.saturating_add(signal),
         }
     }

@@ -36,11 +36,13 @@ fn main() -> ExitCode {
                 err.downcast_ref::<gpumem::model::ModelError>(),
                 Some(gpumem::model::ModelError::UnknownModel { .. })
             );
+            let device_unavailable = err.downcast_ref::<gpumem::backend::OpenError>().is_some();
             let exit = match err.downcast_ref::<CliError>() {
                 Some(CliError::Usage(_)) => Exit::Usage,
                 Some(CliError::Interrupted(exit, _)) => *exit,
                 // A name that is not a model is a usage error, like any other bad value.
                 _ if unknown_model => Exit::Usage,
+                _ if device_unavailable => Exit::DeviceUnavailable,
                 _ => Exit::Failure,
             };
             let message = error_line(&err);

@@ -782,7 +782,7 @@ fn a_crashing_or_hung_driver_cannot_take_the_run_with_it() {
                 .env("LD_LIBRARY_PATH", &dir)
                 .env("GPUMEM_FAKE_INIT_CRASH", "segv")
                 .args([command, "--device", "cuda:0"]),
-            1,
+            4,
         );
         assert!(
             err.contains("cannot open cuda:0: driver crashed: SIGSEGV in cuInit"),
@@ -795,7 +795,7 @@ fn a_crashing_or_hung_driver_cannot_take_the_run_with_it() {
                 .env("GPUMEM_FAKE_INIT_DELAY_MS", "60000")
                 .args([command, "--device", "cuda:0", "--timeout", "1s"])
                 .timeout(std::time::Duration::from_secs(30)),
-            1,
+            4,
         );
         assert!(
             err.contains("cannot open cuda:0: timed out after 1.0 s"),
@@ -985,4 +985,38 @@ fn a_timeline_named_for_another_format_is_refused() {
         "{err}"
     );
     assert!(!png.exists());
+}
+
+/// A device that is missing or cannot be opened exits 4 (CI can tell a lost GPU from a missed
+/// gate, which exits 1), with one line and, under --json, the error document.
+#[test]
+fn a_missing_device_exits_4_and_a_missed_gate_1() {
+    for command in ["bench-alloc", "stress"] {
+        let err = common::one_line_error(gpumem().args([command, "--device", "cuda:99"]), 4);
+        assert!(err.contains("cannot open cuda:99"), "{err}");
+    }
+    let out = gpumem()
+        .args(["--json", "bench-alloc", "--device", "cuda:99"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["error"]["exit_code"], 4);
+    let out = gpumem()
+        .args([
+            "bench-alloc",
+            "--device",
+            "host:64MiB",
+            "--workload",
+            "same-size",
+        ])
+        .args(["--allocations", "200", "--min-hit-rate", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
