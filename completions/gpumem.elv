@@ -163,6 +163,8 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand --preset 'Pool configuration preset. `auto` uses `arena` for the synthetic RMM workloads (random, same-size, mixed: RMM''s benchmark runs them on a pool of half the free memory) and `inference` (PyTorch''s caching semantics) for --workload transformer and --trace'
             cand --decode-steps 'Decode steps for --workload transformer (after the prompt fills the rest of --context)'
             cand --timeline 'Draw allocated and reserved bytes over the run as an SVG'
+            cand --export-markdown 'Write a Markdown summary of the run and its gates to FILE; without FILE, add it to $GITHUB_STEP_SUMMARY (the job page of a GitHub Actions step)'
+            cand --export-junit 'Write a JUnit XML report (a test case a gate, one for the run) to FILE'
             cand --min-hit-rate 'Fail (exit 1) when the pool''s hit rate is below this (0–1)'
             cand --max-fragmentation 'Fail when fragmentation when reserved memory peaked is above this (0–1): the free bytes in cached segments not usable as one block, over all cached bytes, at the moment the pool held the most. (At the end of a run an emptied cache reads as fragmented.)'
             cand --min-speedup 'Fail when the pool is less than this many times faster than raw device allocation'

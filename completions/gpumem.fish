@@ -190,6 +190,8 @@ pytorch\t'PyTorch\'s caching allocator: fixed size classes (2 MiB, 20 MiB, exact
 expandable\t'Expandable segments (PyTorch\'s expandable_segments:True): one address range per stream grown by mapping memory (host, sim and CUDA; ordinary segments elsewhere)'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l decode-steps -d 'Decode steps for --workload transformer (after the prompt fills the rest of --context)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l timeline -d 'Draw allocated and reserved bytes over the run as an SVG' -r -F
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l export-markdown -d 'Write a Markdown summary of the run and its gates to FILE; without FILE, add it to $GITHUB_STEP_SUMMARY (the job page of a GitHub Actions step)' -r -F
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l export-junit -d 'Write a JUnit XML report (a test case a gate, one for the run) to FILE' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l min-hit-rate -d 'Fail (exit 1) when the pool\'s hit rate is below this (0–1)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l max-fragmentation -d 'Fail when fragmentation when reserved memory peaked is above this (0–1): the free bytes in cached segments not usable as one block, over all cached bytes, at the moment the pool held the most. (At the end of a run an emptied cache reads as fragmented.)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l min-speedup -d 'Fail when the pool is less than this many times faster than raw device allocation' -r

@@ -583,7 +583,16 @@ pub struct BenchAllocArgs {
     #[arg(long, value_name = "FILE.svg")]
     pub timeline: Option<PathBuf>,
 
-    /// Thresholds that turn the run into a CI check (exit 4 when one fails).
+    /// Write a Markdown summary of the run and its gates to FILE; without FILE, add it to
+    /// $GITHUB_STEP_SUMMARY (the job page of a GitHub Actions step).
+    #[arg(long, value_name = "FILE", num_args = 0..=1)]
+    pub export_markdown: Option<Option<PathBuf>>,
+
+    /// Write a JUnit XML report (a test case a gate, one for the run) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub export_junit: Option<PathBuf>,
+
+    /// Thresholds that turn the run into a CI check (exit 1 when one fails).
     #[command(flatten)]
     pub gates: Gates,
 }

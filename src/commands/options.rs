@@ -142,7 +142,31 @@ pub fn check_bench_args(args: &BenchAllocArgs) -> Result<()> {
         let inputs: Vec<&std::path::Path> = args.trace.iter().map(|p| p.as_path()).collect();
         check_output_path("--timeline", path, &inputs)?;
     }
+    let inputs: Vec<&std::path::Path> = args.trace.iter().map(|p| p.as_path()).collect();
+    if let Some(path) = markdown_path(args)? {
+        check_output_path("--export-markdown", &path, &inputs)?;
+    }
+    if let Some(path) = &args.export_junit {
+        check_output_path("--export-junit", path, &inputs)?;
+    }
     Ok(())
+}
+
+/// Where `--export-markdown` writes: its FILE, or without one `$GITHUB_STEP_SUMMARY` (a usage
+/// error when that is not set).
+pub fn markdown_path(args: &BenchAllocArgs) -> Result<Option<std::path::PathBuf>> {
+    match &args.export_markdown {
+        None => Ok(None),
+        Some(Some(p)) => Ok(Some(p.clone())),
+        Some(None) => match std::env::var_os("GITHUB_STEP_SUMMARY") {
+            Some(summary) if !summary.is_empty() => Ok(Some(summary.into())),
+            _ => Err(CliError::Usage(
+                "--export-markdown without FILE writes to $GITHUB_STEP_SUMMARY, which is not set"
+                    .into(),
+            )
+            .into()),
+        },
+    }
 }
 
 /// `bench-alloc`'s CI gates.

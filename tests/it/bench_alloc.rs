@@ -1020,3 +1020,88 @@ fn a_missing_device_exits_4_and_a_missed_gate_1() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// CI exports: a Markdown summary (added after the earlier steps' sections of
+/// $GITHUB_STEP_SUMMARY when no FILE is given) and JUnit XML, a test case a gate; a missed gate
+/// is a failure in both; without FILE or the variable, a usage error.
+#[test]
+fn markdown_and_junit_exports_name_each_gate() {
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("summary.md");
+    let junit = dir.path().join("junit.xml");
+    std::fs::write(&summary, "## an earlier step\n").unwrap();
+    let out = gpumem()
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .args([
+            "bench-alloc",
+            "--device",
+            "host:64MiB",
+            "--workload",
+            "same-size",
+        ])
+        .args([
+            "--allocations",
+            "200",
+            "--min-hit-rate",
+            "1",
+            "--max-fragmentation",
+            "1",
+        ])
+        .arg("--export-markdown")
+        .arg("--export-junit")
+        .arg(&junit)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let md = std::fs::read_to_string(&summary).unwrap();
+    assert!(
+        md.starts_with("## an earlier step\n### gpumem bench-alloc: failed"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| `--min-hit-rate` | 1 | 0.995 | **missed** |"),
+        "{md}"
+    );
+    assert!(md.contains("| `--max-fragmentation` | 1 |"), "{md}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("tests=\"3\" failures=\"1\""), "{xml}");
+    assert!(
+        xml.contains("name=\"--min-hit-rate\"><failure message=\"measured 0.995, threshold 1\"/>"),
+        "{xml}"
+    );
+    assert!(
+        xml.contains("name=\"--max-fragmentation\"></testcase>"),
+        "{xml}"
+    );
+    let named = dir.path().join("run.md");
+    let out = gpumem()
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .args([
+            "bench-alloc",
+            "--device",
+            "host:64MiB",
+            "--allocations",
+            "100",
+        ])
+        .arg("--export-markdown")
+        .arg(&named)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(std::fs::read_to_string(&named)
+        .unwrap()
+        .starts_with("### gpumem bench-alloc: passed"));
+    let err = common::one_line_error(
+        gpumem().env_remove("GITHUB_STEP_SUMMARY").args([
+            "bench-alloc",
+            "--device",
+            "host:64MiB",
+            "--export-markdown",
+        ]),
+        2,
+    );
+    assert!(
+        err.contains("$GITHUB_STEP_SUMMARY, which is not set"),
+        "{err}"
+    );
+}

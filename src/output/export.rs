@@ -1,0 +1,157 @@
+//! CI exports of a `bench-alloc` run, apart from its measurement (as hyperfine keeps its
+//! exporters): a Markdown summary for a job page (GitHub's `$GITHUB_STEP_SUMMARY`) and a JUnit
+//! XML report, one test case a gate.
+
+use std::fmt::Write as _;
+
+use super::bench::{failure_text, BenchReport, Gate};
+use super::thousands;
+use crate::units::format_bytes;
+
+/// The run as a Markdown section: verdict, figures, gates.
+pub fn bench_markdown(r: &BenchReport) -> String {
+    let mut md = String::new();
+    let verdict = match (r.interrupted, r.passed) {
+        (true, _) => "interrupted",
+        (false, true) => "passed",
+        (false, false) => "failed",
+    };
+    let _ = writeln!(
+        md,
+        "### gpumem bench-alloc: {verdict}\n\n`{}` on {}:{} ({}, {})\n",
+        cell(&r.workload.name),
+        cell(&r.device.backend),
+        r.device.index,
+        cell(&r.device.name),
+        format_bytes(r.device.total_bytes)
+    );
+    let p = &r.pool;
+    let _ = writeln!(md, "| figure | value |\n| --- | --- |");
+    let _ = writeln!(md, "| operations | {} |", thousands(r.workload.ops));
+    let _ = writeln!(md, "| hit rate | {:.3} |", p.hit_rate);
+    let _ = writeln!(
+        md,
+        "| fragmentation at the peak | {:.3} |",
+        p.fragmentation_peak
+    );
+    let _ = writeln!(
+        md,
+        "| allocation p50 / p99 | {} ns / {} ns |",
+        thousands(p.alloc_ns.p50),
+        thousands(p.alloc_ns.p99)
+    );
+    if let Some(s) = r.speedup {
+        let _ = writeln!(md, "| speedup over the device | {s:.1}× |");
+    }
+    let _ = writeln!(
+        md,
+        "| peak reserved | {} |",
+        format_bytes(p.peak_reserved_bytes)
+    );
+    if !r.gates.is_empty() {
+        let _ = writeln!(
+            md,
+            "\n| gate | threshold | measured | verdict |\n| --- | --- | --- | --- |"
+        );
+        for g in &r.gates {
+            let _ = writeln!(
+                md,
+                "| `--{}` | {} | {} | {} |",
+                g.name,
+                g.threshold,
+                g.measured,
+                if g.passed { "passed" } else { "**missed**" }
+            );
+        }
+    }
+    md
+}
+
+/// The run as JUnit XML: a test case a gate, and one for the run itself (interrupted,
+/// corrupted or leaking runs fail it).
+pub fn bench_junit(r: &BenchReport) -> String {
+    let run_failure = if r.interrupted {
+        Some("interrupted before the replay finished".to_string())
+    } else {
+        failure_text(r.pool.corruptions, 0, &[])
+    };
+    let failures =
+        r.gates.iter().filter(|g| !g.passed).count() + usize::from(run_failure.is_some());
+    let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let _ = writeln!(
+        xml,
+        "<testsuites><testsuite name=\"gpumem bench-alloc\" tests=\"{}\" failures=\"{failures}\">",
+        r.gates.len() + 1
+    );
+    let _ = write!(
+        xml,
+        "<testcase classname=\"gpumem.bench-alloc\" name=\"{} on {}:{}\">",
+        xml_text(&r.workload.name),
+        xml_text(&r.device.backend),
+        r.device.index
+    );
+    if let Some(why) = run_failure {
+        let _ = write!(xml, "<failure message=\"{}\"/>", xml_text(&why));
+    }
+    let _ = writeln!(xml, "</testcase>");
+    for g in &r.gates {
+        gate_case(&mut xml, g);
+    }
+    let _ = writeln!(xml, "</testsuite></testsuites>");
+    xml
+}
+
+fn gate_case(xml: &mut String, g: &Gate) {
+    let _ = write!(
+        xml,
+        "<testcase classname=\"gpumem.bench-alloc.gates\" name=\"--{}\">",
+        g.name
+    );
+    if !g.passed {
+        let _ = write!(
+            xml,
+            "<failure message=\"measured {}, threshold {}\"/>",
+            g.measured, g.threshold
+        );
+    }
+    let _ = writeln!(xml, "</testcase>");
+}
+
+/// Text for an XML attribute: markup and control characters escaped or dropped.
+fn xml_text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Text for a Markdown table cell: pipes and backticks escaped, control characters dropped.
+fn cell(s: &str) -> String {
+    s.chars()
+        .filter(|c| !c.is_control())
+        .flat_map(|c| match c {
+            '|' | '`' => vec!['\\', c],
+            c => vec![c],
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostile_names_are_escaped() {
+        assert_eq!(xml_text("a<b>&\"c\u{7}"), "a&lt;b&gt;&amp;&quot;c");
+        assert_eq!(cell("x|y`z\n"), "x\\|y\\`z");
+    }
+}
