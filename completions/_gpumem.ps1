@@ -202,6 +202,8 @@ Register-ArgumentCompleter -Native -CommandName 'gpumem' -ScriptBlock {
             [CompletionResult]::new('--max-size', '--max-size', [CompletionResultType]::ParameterName, 'Largest request in the churn phase (at least 512 B: one block)')
             [CompletionResult]::new('--max-pool', '--max-pool', [CompletionResultType]::ParameterName, 'Stress within this budget instead of the whole device (the pool''s max_pool_bytes)')
             [CompletionResult]::new('--seed', '--seed', [CompletionResultType]::ParameterName, 'Seed for sizes and injected failures')
+            [CompletionResult]::new('--export-markdown', '--export-markdown', [CompletionResultType]::ParameterName, 'Write a Markdown summary of the run, phase by phase, to FILE; without FILE, add it to $GITHUB_STEP_SUMMARY')
+            [CompletionResult]::new('--export-junit', '--export-junit', [CompletionResultType]::ParameterName, 'Write a JUnit XML report (a test case a phase, one for the checks) to FILE')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to use colour. `auto` colours a terminal unless NO_COLOR is set')
             [CompletionResult]::new('--cpu-fallback', '--cpu-fallback', [CompletionResultType]::ParameterName, 'Serve requests the device cannot hold from CPU memory (default)')
             [CompletionResult]::new('--no-cpu-fallback', '--no-cpu-fallback', [CompletionResultType]::ParameterName, 'Fail such requests with the typed out-of-memory error instead')

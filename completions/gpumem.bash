@@ -591,7 +591,7 @@ _gpumem() {
             return 0
             ;;
         gpumem__subcmd__stress)
-            opts="-q -v -h -V --device --timeout --phase --cpu-fallback --no-cpu-fallback --threads --duration --ops --inject-failures --max-size --max-pool --seed --plant-corruption --json --quiet --verbose --color --help --version"
+            opts="-q -v -h -V --device --timeout --phase --cpu-fallback --no-cpu-fallback --threads --duration --ops --inject-failures --max-size --max-pool --seed --export-markdown --export-junit --plant-corruption --json --quiet --verbose --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -634,6 +634,14 @@ _gpumem() {
                     return 0
                     ;;
                 --seed)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --export-markdown)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --export-junit)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

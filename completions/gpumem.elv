@@ -194,6 +194,8 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand --max-size 'Largest request in the churn phase (at least 512 B: one block)'
             cand --max-pool 'Stress within this budget instead of the whole device (the pool''s max_pool_bytes)'
             cand --seed 'Seed for sizes and injected failures'
+            cand --export-markdown 'Write a Markdown summary of the run, phase by phase, to FILE; without FILE, add it to $GITHUB_STEP_SUMMARY'
+            cand --export-junit 'Write a JUnit XML report (a test case a phase, one for the checks) to FILE'
             cand --color 'When to use colour. `auto` colours a terminal unless NO_COLOR is set'
             cand --cpu-fallback 'Serve requests the device cannot hold from CPU memory (default)'
             cand --no-cpu-fallback 'Fail such requests with the typed out-of-memory error instead'

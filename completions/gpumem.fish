@@ -220,6 +220,8 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l inject-failures
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l max-size -d 'Largest request in the churn phase (at least 512 B: one block)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l max-pool -d 'Stress within this budget instead of the whole device (the pool\'s max_pool_bytes)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l seed -d 'Seed for sizes and injected failures' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l export-markdown -d 'Write a Markdown summary of the run, phase by phase, to FILE; without FILE, add it to $GITHUB_STEP_SUMMARY' -r -F
+complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l export-junit -d 'Write a JUnit XML report (a test case a phase, one for the checks) to FILE' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l color -d 'When to use colour. `auto` colours a terminal unless NO_COLOR is set' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is not set'
 always\t'Colour even when stdout is a pipe or NO_COLOR is set'
 never\t'Plain text, whatever the terminal'"

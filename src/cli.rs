@@ -688,6 +688,15 @@ pub struct StressArgs {
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
 
+    /// Write a Markdown summary of the run, phase by phase, to FILE; without FILE, add it to
+    /// $GITHUB_STEP_SUMMARY.
+    #[arg(long, value_name = "FILE", num_args = 0..=1)]
+    pub export_markdown: Option<Option<PathBuf>>,
+
+    /// Write a JUnit XML report (a test case a phase, one for the checks) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub export_junit: Option<PathBuf>,
+
     /// Test hook: damage one churn buffer behind the pool's back, to prove detection works.
     #[arg(long, hide = true)]
     pub plant_corruption: bool,

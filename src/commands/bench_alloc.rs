@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 
 use super::options::{
     bench_pool_config, bench_preset, bench_thresholds, bench_workload, check_bench_args,
-    markdown_path, probe_all_until,
+    probe_all_until,
 };
 use crate::alloc::{Pool, Preset};
 use crate::backend::{default_device_spec, DeviceSpec};
@@ -169,36 +169,16 @@ fn replay(
             .with_context(|| format!("writing --timeline {}", path.display()))?;
     }
     out.emit(&report)?;
-    export(args, &report)?;
+    let inputs: Vec<&std::path::Path> = args.trace.iter().map(|p| p.as_path()).collect();
+    super::exports::write(
+        &args.export_markdown,
+        args.export_junit.as_deref(),
+        &inputs,
+        || bench_markdown(&report),
+        || bench_junit(&report),
+    )?;
     if interrupted {
         out.note("interrupted: the replay stopped early; everything was freed");
     }
     finish(interrupted, failure)
-}
-
-/// `--export-markdown` and `--export-junit`, each written whole. The step summary GitHub reads
-/// holds every earlier step's section too: the run's is added after them, and the file
-/// replaced in one step.
-fn export(args: &BenchAllocArgs, report: &BenchReport) -> Result<()> {
-    let inputs: Vec<&std::path::Path> = args.trace.iter().map(|p| p.as_path()).collect();
-    if let Some(path) = markdown_path(args)? {
-        let mut text = if matches!(args.export_markdown, Some(None)) {
-            crate::input::read_bounded(&path, 64 << 20, "$GITHUB_STEP_SUMMARY")
-                .map(|b| String::from_utf8_lossy(&b).into_owned())
-                .unwrap_or_default()
-        } else {
-            String::new()
-        };
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
-        }
-        text.push_str(&bench_markdown(report));
-        crate::input::write_atomic(&path, text.as_bytes(), &inputs)
-            .with_context(|| format!("writing --export-markdown {}", path.display()))?;
-    }
-    if let Some(path) = &args.export_junit {
-        crate::input::write_atomic(path, bench_junit(report).as_bytes(), &inputs)
-            .with_context(|| format!("writing --export-junit {}", path.display()))?;
-    }
-    Ok(())
 }

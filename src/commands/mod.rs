@@ -4,6 +4,7 @@
 mod bench_alloc;
 mod discover;
 mod estimate;
+mod exports;
 pub mod options;
 mod select;
 mod signals;

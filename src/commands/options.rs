@@ -143,19 +143,30 @@ pub fn check_bench_args(args: &BenchAllocArgs) -> Result<()> {
         check_output_path("--timeline", path, &inputs)?;
     }
     let inputs: Vec<&std::path::Path> = args.trace.iter().map(|p| p.as_path()).collect();
-    if let Some(path) = markdown_path(args)? {
-        check_output_path("--export-markdown", &path, &inputs)?;
+    check_export_paths(&args.export_markdown, args.export_junit.as_deref(), &inputs)
+}
+
+/// `--export-markdown` and `--export-junit`: folders that exist, files that are not inputs.
+pub fn check_export_paths(
+    markdown: &Option<Option<std::path::PathBuf>>,
+    junit: Option<&std::path::Path>,
+    inputs: &[&std::path::Path],
+) -> Result<()> {
+    if let Some(path) = markdown_path(markdown)? {
+        check_output_path("--export-markdown", &path, inputs)?;
     }
-    if let Some(path) = &args.export_junit {
-        check_output_path("--export-junit", path, &inputs)?;
+    if let Some(path) = junit {
+        check_output_path("--export-junit", path, inputs)?;
     }
     Ok(())
 }
 
 /// Where `--export-markdown` writes: its FILE, or without one `$GITHUB_STEP_SUMMARY` (a usage
 /// error when that is not set).
-pub fn markdown_path(args: &BenchAllocArgs) -> Result<Option<std::path::PathBuf>> {
-    match &args.export_markdown {
+pub fn markdown_path(
+    flag: &Option<Option<std::path::PathBuf>>,
+) -> Result<Option<std::path::PathBuf>> {
+    match flag {
         None => Ok(None),
         Some(Some(p)) => Ok(Some(p.clone())),
         Some(None) => match std::env::var_os("GITHUB_STEP_SUMMARY") {

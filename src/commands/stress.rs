@@ -4,13 +4,16 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
 
-use super::options::{check_stress_device, probe_all_until, stress_options, stress_pool_config};
+use super::options::{
+    check_export_paths, check_stress_device, probe_all_until, stress_options, stress_pool_config,
+};
 use crate::alloc::{FaultInjector, Pool};
 use crate::backend::default_device_spec;
 use crate::cli::StressArgs;
 use crate::device::DeviceMemory;
 use crate::error::CliError;
 use crate::exit::Exit;
+use crate::output::export::{stress_junit, stress_markdown};
 use crate::output::stress::StressReport;
 use crate::output::{Output, Progress};
 use crate::workload::stress::{run_stress, DeviceBaseline, StressPhase};
@@ -24,6 +27,7 @@ pub fn run(args: &StressArgs, out: &Output) -> Result<Exit> {
         .clone()
         .unwrap_or_else(|| default_device_spec(&probe));
     check_stress_device(&spec)?;
+    check_export_paths(&args.export_markdown, args.export_junit.as_deref(), &[])?;
     let base = super::signals::open_until_signal(&spec, args.device.is_some(), &probe)?;
     let (baseline, total) =
         DeviceBaseline::read(base.as_ref()).with_context(|| format!("querying {spec}"))?;
@@ -78,6 +82,13 @@ pub fn run(args: &StressArgs, out: &Output) -> Result<Exit> {
     let (backend, index) = spec.identity();
     let report = StressReport::new(backend.into(), index, base.name(), total, outcome);
     out.emit(&report)?;
+    super::exports::write(
+        &args.export_markdown,
+        args.export_junit.as_deref(),
+        &[],
+        || stress_markdown(&report),
+        || stress_junit(&report),
+    )?;
     if report.outcome.interrupted {
         out.note("interrupted: the current phase was cut short; everything was freed");
         return Ok(super::signals::interrupted_exit());

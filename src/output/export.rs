@@ -1,10 +1,11 @@
-//! CI exports of a `bench-alloc` run, apart from its measurement (as hyperfine keeps its
-//! exporters): a Markdown summary for a job page (GitHub's `$GITHUB_STEP_SUMMARY`) and a JUnit
-//! XML report, one test case a gate.
+//! CI exports of a `bench-alloc` or `stress` run, apart from their measurement (as hyperfine
+//! keeps its exporters): a Markdown summary for a job page (GitHub's `$GITHUB_STEP_SUMMARY`)
+//! and a JUnit XML report, one test case a gate or a phase.
 
 use std::fmt::Write as _;
 
 use super::bench::{failure_text, BenchReport, Gate};
+use super::stress::{failure_text as stress_failure_text, StressReport};
 use super::thousands;
 use crate::units::format_bytes;
 
@@ -98,6 +99,87 @@ pub fn bench_junit(r: &BenchReport) -> String {
         gate_case(&mut xml, g);
     }
     let _ = writeln!(xml, "</testsuite></testsuites>");
+    xml
+}
+
+/// The stress run as a Markdown section: verdict, each phase, each failure.
+pub fn stress_markdown(r: &StressReport) -> String {
+    let o = &r.outcome;
+    let mut md = String::new();
+    let verdict = match (o.interrupted, o.passed) {
+        (true, _) => "interrupted",
+        (false, true) => "passed",
+        (false, false) => "failed",
+    };
+    let _ = writeln!(
+        md,
+        "### gpumem stress: {verdict}\n\n{}:{} ({}, {})\n",
+        cell(&r.device.backend),
+        r.device.index,
+        cell(&r.device.name),
+        format_bytes(r.device.total_bytes)
+    );
+    let _ = writeln!(
+        md,
+        "| phase | operations | seconds | verdict |\n| --- | --- | --- | --- |"
+    );
+    for p in &o.phases {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.2} | {} |",
+            format!("{:?}", p.phase).to_lowercase(),
+            thousands(p.ops),
+            p.duration_s,
+            if p.passed { "passed" } else { "**failed**" }
+        );
+    }
+    for f in &o.failures {
+        let _ = writeln!(md, "\n- {}", cell(&stress_failure_text(f)));
+    }
+    md
+}
+
+/// The stress run as JUnit XML: a test case a phase (a failed phase fails), and one for the
+/// run's checks (each failure named in its message).
+pub fn stress_junit(r: &StressReport) -> String {
+    let o = &r.outcome;
+    let failures: Vec<String> = o.failures.iter().map(stress_failure_text).collect();
+    let run_failed = o.interrupted || !failures.is_empty();
+    let failed_phases = o.phases.iter().filter(|p| !p.passed).count();
+    let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let _ = writeln!(
+        xml,
+        "<testsuites><testsuite name=\"gpumem stress\" tests=\"{}\" failures=\"{}\">",
+        o.phases.len() + 1,
+        failed_phases + usize::from(run_failed)
+    );
+    for p in &o.phases {
+        let name = format!("{:?}", p.phase).to_lowercase();
+        let _ = write!(
+            xml,
+            "<testcase classname=\"gpumem.stress\" name=\"{name}\" time=\"{:.3}\">",
+            p.duration_s
+        );
+        if !p.passed {
+            let _ = write!(xml, "<failure message=\"the {name} phase failed\"/>");
+        }
+        let _ = writeln!(xml, "</testcase>");
+    }
+    let _ = write!(
+        xml,
+        "<testcase classname=\"gpumem.stress\" name=\"{}:{} checks\">",
+        xml_text(&r.device.backend),
+        r.device.index
+    );
+    if run_failed {
+        let why = if o.interrupted {
+            "interrupted before every phase ran".to_string()
+        } else {
+            failures.join("; ")
+        };
+        let _ = write!(xml, "<failure message=\"{}\"/>", xml_text(&why));
+    }
+    let _ = writeln!(xml, "</testcase>\n</testsuite></testsuites>");
     xml
 }
 

@@ -260,3 +260,53 @@ fn interrupted_by(signal: libc::c_int, code: i32) {
     assert_eq!(doc["corruptions"], 0);
     assert!(doc["duration_s"].as_f64().unwrap() < 30.0);
 }
+
+/// `--export-markdown` and `--export-junit`: a phase a row and a test case; a corrupted buffer
+/// fails the run's checks, named in the failure.
+#[test]
+fn exports_name_each_phase_and_the_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let (md, xml) = (dir.path().join("s.md"), dir.path().join("s.xml"));
+    let out = gpumem()
+        .args([
+            "stress",
+            "--device",
+            "host:128MiB",
+            "--phase",
+            "churn",
+            "--ops",
+            "50",
+        ])
+        .args([
+            "--plant-corruption",
+            "--max-size",
+            "256KiB",
+            "--export-markdown",
+        ])
+        .arg(&md)
+        .arg("--export-junit")
+        .arg(&xml)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = std::fs::read_to_string(&md).unwrap();
+    assert!(md.starts_with("### gpumem stress: failed"), "{md}");
+    assert!(md.contains("| churn | "), "{md}");
+    assert!(
+        md.contains("- corruption: 1 buffers did not read back as written"),
+        "{md}"
+    );
+    let xml = std::fs::read_to_string(&xml).unwrap();
+    assert!(xml.contains("name=\"churn\""), "{xml}");
+    assert!(
+        xml.contains(
+            "checks\"><failure message=\"corruption: 1 buffers did not read back as written"
+        ),
+        "{xml}"
+    );
+}
