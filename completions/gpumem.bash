@@ -77,7 +77,7 @@ _gpumem() {
             return 0
             ;;
         gpumem__subcmd__bench__subcmd__alloc)
-            opts="-n -q -v -h -V --device --timeout --workload --trace --allocations --max-size --transfer-size --chunk --size --size-dist --seed --model --batch --context --preset --decode-steps --no-baseline --verify --no-verify --timeline --export-markdown --export-junit --min-hit-rate --max-fragmentation --min-speedup --max-p99-ns --json --quiet --verbose --color --help --version"
+            opts="-n -q -v -h -V --device --timeout --workload --trace --allocations --max-size --transfer-size --chunk --size --size-dist --seed --model --batch --context --preset --decode-steps --no-raw --runs --warmup --save-baseline --baseline --max-regression --verify --no-verify --timeline --export-markdown --export-junit --export-prometheus --min-hit-rate --max-fragmentation --min-speedup --max-p99-ns --json --quiet --verbose --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -151,6 +151,26 @@ _gpumem() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --runs)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --warmup)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --save-baseline)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --baseline)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-regression)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --timeline)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -160,6 +180,10 @@ _gpumem() {
                     return 0
                     ;;
                 --export-junit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --export-prometheus)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -591,7 +615,7 @@ _gpumem() {
             return 0
             ;;
         gpumem__subcmd__stress)
-            opts="-q -v -h -V --device --timeout --phase --cpu-fallback --no-cpu-fallback --threads --duration --ops --inject-failures --max-size --max-pool --seed --export-markdown --export-junit --plant-corruption --json --quiet --verbose --color --help --version"
+            opts="-q -v -h -V --device --timeout --phase --cpu-fallback --no-cpu-fallback --threads --duration --ops --inject-failures --max-size --max-pool --seed --export-markdown --export-junit --export-prometheus --plant-corruption --json --quiet --verbose --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -642,6 +666,10 @@ _gpumem() {
                     return 0
                     ;;
                 --export-junit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --export-prometheus)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -189,9 +189,15 @@ constrained\t'MemoryConfig::for_constrained(): few idle segments, big blocks nev
 pytorch\t'PyTorch\'s caching allocator: fixed size classes (2 MiB, 20 MiB, exact), every idle segment kept; the other presets grow segments with demand'
 expandable\t'Expandable segments (PyTorch\'s expandable_segments:True): one address range per stream grown by mapping memory (host, sim and CUDA; ordinary segments elsewhere)'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l decode-steps -d 'Decode steps for --workload transformer (after the prompt fills the rest of --context)' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l runs -d 'Measured runs, each on a fresh pool; the report gives each figure\'s mean ± σ, median and range, and gates judge the median' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l warmup -d 'Runs before the measured ones, not counted (caches, page faults, clocks)' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l save-baseline -d 'Save the measured runs as a baseline (versioned JSON) for a later --baseline' -r -F
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l baseline -d 'Compare this run with a saved baseline of the same workload: a table of old, new, change and verdict' -r -F
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l max-regression -d 'With --baseline: fail when METRIC is worse than the baseline\'s median by more than PCT percent and by more than the noise of both runs (repeatable). METRIC: ops-per-sec, speedup, hit-rate, fragmentation, peak-reserved, alloc-p50-ns, alloc-p99-ns, free-p99-ns' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l timeline -d 'Draw allocated and reserved bytes over the run as an SVG' -r -F
-complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l export-markdown -d 'Write a Markdown summary of the run and its gates to FILE; without FILE, add it to $GITHUB_STEP_SUMMARY (the job page of a GitHub Actions step)' -r -F
-complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l export-junit -d 'Write a JUnit XML report (a test case a gate, one for the run) to FILE' -r -F
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l export-markdown -d 'Write a Markdown summary (verdict, figures, gates or phases) to FILE; without FILE, add it to $GITHUB_STEP_SUMMARY (the job page of a GitHub Actions step)' -r -F
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l export-junit -d 'Write a JUnit XML report (a test case a gate or a phase, one for the run) to FILE' -r -F
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l export-prometheus -d 'Write Prometheus gauges of the run to FILE (for node_exporter\'s textfile collector; replaced atomically)' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l min-hit-rate -d 'Fail (exit 1) when the pool\'s hit rate is below this (0–1)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l max-fragmentation -d 'Fail when fragmentation when reserved memory peaked is above this (0–1): the free bytes in cached segments not usable as one block, over all cached bytes, at the moment the pool held the most. (At the end of a run an emptied cache reads as fragmented.)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l min-speedup -d 'Fail when the pool is less than this many times faster than raw device allocation' -r
@@ -199,7 +205,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l max-p99-ns
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l color -d 'When to use colour. `auto` colours a terminal unless NO_COLOR is set' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is not set'
 always\t'Colour even when stdout is a pipe or NO_COLOR is set'
 never\t'Plain text, whatever the terminal'"
-complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l no-baseline -d 'Skip the raw (pool-less) baseline run'
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l no-raw -d 'Skip the raw replay straight on the device (no speedup is measured)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l verify -d 'Write a signature into each buffer on a real device and check it on free (default)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l no-verify -d 'Do not write and check bytes in each buffer'
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l json -d 'Print one JSON document on stdout instead of tables'
@@ -220,8 +226,9 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l inject-failures
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l max-size -d 'Largest request in the churn phase (at least 512 B: one block)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l max-pool -d 'Stress within this budget instead of the whole device (the pool\'s max_pool_bytes)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l seed -d 'Seed for sizes and injected failures' -r
-complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l export-markdown -d 'Write a Markdown summary of the run, phase by phase, to FILE; without FILE, add it to $GITHUB_STEP_SUMMARY' -r -F
-complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l export-junit -d 'Write a JUnit XML report (a test case a phase, one for the checks) to FILE' -r -F
+complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l export-markdown -d 'Write a Markdown summary (verdict, figures, gates or phases) to FILE; without FILE, add it to $GITHUB_STEP_SUMMARY (the job page of a GitHub Actions step)' -r -F
+complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l export-junit -d 'Write a JUnit XML report (a test case a gate or a phase, one for the run) to FILE' -r -F
+complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l export-prometheus -d 'Write Prometheus gauges of the run to FILE (for node_exporter\'s textfile collector; replaced atomically)' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l color -d 'When to use colour. `auto` colours a terminal unless NO_COLOR is set' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is not set'
 always\t'Colour even when stdout is a pipe or NO_COLOR is set'
 never\t'Plain text, whatever the terminal'"

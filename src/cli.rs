@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::backend::{BackendKind, DeviceSpec};
 use crate::units::{parse_bytes, parse_duration};
+use crate::workload::baseline::RegressionGate;
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -487,6 +488,24 @@ pub struct Gates {
     pub max_p99_ns: Option<u64>,
 }
 
+/// The CI exports `bench-alloc` and `stress` write besides their report.
+#[derive(Debug, Clone, Default, Args)]
+pub struct Exports {
+    /// Write a Markdown summary (verdict, figures, gates or phases) to FILE; without FILE, add
+    /// it to $GITHUB_STEP_SUMMARY (the job page of a GitHub Actions step).
+    #[arg(long, value_name = "FILE", num_args = 0..=1)]
+    pub export_markdown: Option<Option<PathBuf>>,
+
+    /// Write a JUnit XML report (a test case a gate or a phase, one for the run) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub export_junit: Option<PathBuf>,
+
+    /// Write Prometheus gauges of the run to FILE (for node_exporter's textfile collector;
+    /// replaced atomically).
+    #[arg(long, value_name = "FILE")]
+    pub export_prometheus: Option<PathBuf>,
+}
+
 /// Arguments of `gpumem bench-alloc`.
 #[derive(Debug, Clone, Args)]
 #[command(after_long_help = EXIT_CODES)]
@@ -567,9 +586,34 @@ pub struct BenchAllocArgs {
     #[arg(long, default_value_t = 32, value_name = "N")]
     pub decode_steps: u32,
 
-    /// Skip the raw (pool-less) baseline run.
-    #[arg(long)]
-    pub no_baseline: bool,
+    /// Skip the raw replay straight on the device (no speedup is measured).
+    #[arg(long = "no-raw", alias = "no-baseline")]
+    pub no_raw: bool,
+
+    /// Measured runs, each on a fresh pool; the report gives each figure's mean ± σ, median and
+    /// range, and gates judge the median.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000), value_name = "N")]
+    pub runs: u32,
+
+    /// Runs before the measured ones, not counted (caches, page faults, clocks).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=100), value_name = "K")]
+    pub warmup: u32,
+
+    /// Save the measured runs as a baseline (versioned JSON) for a later --baseline.
+    #[arg(long, value_name = "FILE")]
+    pub save_baseline: Option<PathBuf>,
+
+    /// Compare this run with a saved baseline of the same workload: a table of old, new,
+    /// change and verdict.
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
+
+    /// With --baseline: fail when METRIC is worse than the baseline's median by more than PCT
+    /// percent and by more than the noise of both runs (repeatable). METRIC: ops-per-sec,
+    /// speedup, hit-rate, fragmentation, peak-reserved, alloc-p50-ns, alloc-p99-ns,
+    /// free-p99-ns.
+    #[arg(long, value_name = "METRIC:PCT", requires = "baseline")]
+    pub max_regression: Vec<RegressionGate>,
 
     /// Write a signature into each buffer on a real device and check it on free (default).
     #[arg(long, overrides_with = "no_verify")]
@@ -583,14 +627,9 @@ pub struct BenchAllocArgs {
     #[arg(long, value_name = "FILE.svg")]
     pub timeline: Option<PathBuf>,
 
-    /// Write a Markdown summary of the run and its gates to FILE; without FILE, add it to
-    /// $GITHUB_STEP_SUMMARY (the job page of a GitHub Actions step).
-    #[arg(long, value_name = "FILE", num_args = 0..=1)]
-    pub export_markdown: Option<Option<PathBuf>>,
-
-    /// Write a JUnit XML report (a test case a gate, one for the run) to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub export_junit: Option<PathBuf>,
+    /// CI exports of the run.
+    #[command(flatten)]
+    pub exports: Exports,
 
     /// Thresholds that turn the run into a CI check (exit 1 when one fails).
     #[command(flatten)]
@@ -688,14 +727,9 @@ pub struct StressArgs {
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
 
-    /// Write a Markdown summary of the run, phase by phase, to FILE; without FILE, add it to
-    /// $GITHUB_STEP_SUMMARY.
-    #[arg(long, value_name = "FILE", num_args = 0..=1)]
-    pub export_markdown: Option<Option<PathBuf>>,
-
-    /// Write a JUnit XML report (a test case a phase, one for the checks) to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub export_junit: Option<PathBuf>,
+    /// CI exports of the run.
+    #[command(flatten)]
+    pub exports: Exports,
 
     /// Test hook: damage one churn buffer behind the pool's back, to prove detection works.
     #[arg(long, hide = true)]

@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
+use super::exports::Renderers;
 use super::options::{
-    bench_pool_config, bench_preset, bench_thresholds, bench_workload, check_bench_args,
-    probe_all_until,
+    bench_baseline, bench_inputs, bench_pool_config, bench_preset, bench_thresholds,
+    bench_workload, check_bench_args, probe_all_until,
 };
 use crate::alloc::{Pool, Preset};
 use crate::backend::{default_device_spec, DeviceSpec};
@@ -17,11 +18,15 @@ use crate::error::CliError;
 use crate::exit::Exit;
 use crate::output::bench::{failure_text, timeline_svg, BenchReport, DeviceView};
 use crate::output::export::{bench_junit, bench_markdown};
+use crate::output::prometheus::bench_prometheus;
+use crate::output::runs::{ComparisonView, RunsView};
 use crate::output::transfer::TransferReport as TransferBenchReport;
 use crate::output::Output;
-use crate::workload::bench::{run_pool, run_raw, Arena, Options};
+use crate::workload::baseline::{Baseline, BaselineError, Replayed};
+use crate::workload::bench::{run_pool, run_raw, Arena, Options, PoolRun, RawRun};
 use crate::workload::gates::{Measured, Thresholds};
 use crate::workload::transfer::run_transfers;
+use crate::workload::Workload;
 
 /// `--workload transfer`: blocking versus double-buffered transfers through a pool allocation.
 fn transfer(
@@ -97,7 +102,60 @@ pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
     replay(args, out, &spec, device, (free, total), &interrupt)
 }
 
-/// Replays the workload through the pool, then (unless `--no-baseline`) straight on the device.
+/// One replay's results: the pool's run, the raw one unless skipped or interrupted, and the
+/// buffers the pool still held.
+struct Replay {
+    pool: PoolRun,
+    raw: Option<RawRun>,
+    leaked: u64,
+}
+
+/// Replays `workload` once through a fresh pool, then (unless `--no-raw`) straight on the device.
+fn replay_once(
+    ctx: &Bench<'_>,
+    workload: &Workload,
+    options: Options<'_>,
+    label: &str,
+) -> Result<Replay> {
+    let pool = Pool::new(ctx.device.clone(), ctx.config.clone())
+        .with_context(|| format!("creating a pool on {}", ctx.spec))?;
+    let ops = workload.ops.len() as u64;
+    let bar = ctx.out.progress(ops, &format!("pool{label}"));
+    let pool_run = run_pool(workload, &pool, options, &mut |done| bar.set(done))?;
+    bar.finish();
+    let leaked = pool.stats().active_buffers;
+    pool.empty_cache();
+    drop(pool);
+    let raw = if ctx.no_raw || ctx.interrupt.load(Ordering::SeqCst) {
+        None
+    } else {
+        let bar = ctx.out.progress(ops, &format!("raw{label}"));
+        let run = run_raw(workload, ctx.device.as_ref(), options, &mut |done| {
+            bar.set(done)
+        })?;
+        bar.finish();
+        Some(run)
+    };
+    Ok(Replay {
+        pool: pool_run,
+        raw,
+        leaked,
+    })
+}
+
+/// What every replay of one invocation shares.
+struct Bench<'a> {
+    out: &'a Output,
+    spec: &'a DeviceSpec,
+    device: Arc<dyn DeviceMemory>,
+    config: crate::alloc::MemoryConfig,
+    no_raw: bool,
+    interrupt: &'a AtomicBool,
+}
+
+/// Replays the workload `--warmup` + `--runs` times; the report details the last run, with each
+/// figure's statistics over the measured runs, the gates on their medians and the comparison
+/// with `--baseline`.
 fn replay(
     args: &BenchAllocArgs,
     out: &Output,
@@ -106,79 +164,188 @@ fn replay(
     (free, total): (u64, u64),
     interrupt: &AtomicBool,
 ) -> Result<Exit> {
+    let baseline = bench_baseline(args)?;
     let arena = Arena::on_device(free, device.max_allocation());
-    let workload = bench_workload(args, arena.max_live)?;
+    let max_live = match baseline.as_ref().and_then(|b| b.replayed.max_live_bytes) {
+        Some(saved) if saved <= arena.max_live => saved,
+        _ => arena.max_live,
+    };
+    let arena = Arena { max_live, ..arena };
+    let workload = bench_workload(args, max_live)?;
     let preset = bench_preset(args, &workload);
-    let config = bench_pool_config(preset, spec, arena.for_workload(&workload))?;
-    let pool =
-        Pool::new(device.clone(), config).with_context(|| format!("creating a pool on {spec}"))?;
+    let replayed = Replayed {
+        workload: workload.name.clone(),
+        ops: workload.ops.len() as u64,
+        seed: workload.seed,
+        preset: preset.name().into(),
+        max_live_bytes: workload.seed.map(|_| max_live),
+        fingerprint: format!("{:016x}", workload.fingerprint()),
+    };
+    if let Some(b) = &baseline {
+        check_same_replay(&b.replayed, &replayed)?;
+    }
     if device.simulated() {
         out.note("note: sim device — results are simulated; no memory is reserved");
     }
-    let options = Options {
-        interrupt: Some(interrupt),
-        verify: !args.no_verify,
-        timeline_points: if args.timeline.is_some() { 2000 } else { 0 },
-    };
-    let ops = workload.ops.len() as u64;
     log::info!(
-        "{}: {ops} operations on {spec}, preset {}",
+        "{}: {} operations on {spec}, preset {}, {} runs after {} warm-up",
         workload.name,
-        preset.name()
+        replayed.ops,
+        preset.name(),
+        args.runs,
+        args.warmup
     );
-    let bar = out.progress(ops, "pool");
-    let pool_run = run_pool(&workload, &pool, options, &mut |done| bar.set(done))?;
-    bar.finish();
-    let leaked = pool.stats().active_buffers;
-    pool.empty_cache();
-    drop(pool);
-    let raw_run = if args.no_baseline || interrupt.load(Ordering::SeqCst) {
-        None
-    } else {
-        let bar = out.progress(ops, "raw");
-        let run = run_raw(&workload, device.as_ref(), options, &mut |done| {
-            bar.set(done)
-        })?;
-        bar.finish();
-        Some(run)
+    let ctx = Bench {
+        out,
+        spec,
+        config: bench_pool_config(preset, spec, arena.for_workload(&workload))?,
+        device: device.clone(),
+        no_raw: args.no_raw,
+        interrupt,
     };
+    let measured = run_all(args, &ctx, &workload)?;
     let interrupted = interrupt.load(Ordering::SeqCst);
-    let corruptions = pool_run.corruptions + raw_run.as_ref().map_or(0, |r| r.corruptions);
-    let device = DeviceView::of(spec, device.as_ref(), total);
+    let Some(last) = measured.last() else {
+        // Interrupted during the warm-up: nothing was measured.
+        out.note("interrupted during the warm-up: nothing was measured; everything was freed");
+        return finish(true, None);
+    };
+    let corruptions: u64 = measured
+        .iter()
+        .map(|r| r.pool.corruptions + r.raw.as_ref().map_or(0, |r| r.corruptions))
+        .sum();
+    let leaked: u64 = measured.iter().map(|r| r.leaked).sum();
+    let view = DeviceView::of(spec, device.as_ref(), total);
     let mut report = BenchReport::from_runs(
-        device,
+        view,
         &workload,
-        &pool_run,
-        raw_run.as_ref(),
+        &last.pool,
+        last.raw.as_ref(),
         preset,
         arena,
     );
-    report.gates = bench_thresholds(args).check(&Measured {
-        hit_rate: report.pool.hit_rate,
-        fragmentation_peak: report.pool.fragmentation_peak,
-        speedup: report.speedup.unwrap_or(0.0),
-        alloc_p99_ns: report.pool.alloc_ns.p99,
-    });
-    let failure = failure_text(corruptions, leaked, &report.gates);
+    let per_run: Vec<BenchReport> = measured
+        .iter()
+        .map(|r| {
+            BenchReport::from_runs(
+                report.device.clone(),
+                &workload,
+                &r.pool,
+                r.raw.as_ref(),
+                preset,
+                arena,
+            )
+        })
+        .collect();
+    let runs = RunsView::of(args.warmup, &per_run);
+    report.gates = bench_thresholds(args).check(&runs.medians());
+    report.comparison = baseline
+        .as_ref()
+        .map(|b| ComparisonView::new(args.baseline.as_deref(), b, &runs, &args.max_regression));
+    let failure = failure_text(corruptions, leaked, &report.gates)
+        .or_else(|| report.comparison.as_ref().and_then(ComparisonView::failure));
     // A replay cut short has not shown that it passes.
     report.passed = !interrupted && failure.is_none();
     report.interrupted = interrupted;
-    if let Some(path) = &args.timeline {
-        let inputs: Vec<&std::path::Path> = args.trace.iter().map(|p| p.as_path()).collect();
-        crate::input::write_atomic(path, timeline_svg(&report).as_bytes(), &inputs)
-            .with_context(|| format!("writing --timeline {}", path.display()))?;
-    }
-    out.emit(&report)?;
-    let inputs: Vec<&std::path::Path> = args.trace.iter().map(|p| p.as_path()).collect();
-    super::exports::write(
-        &args.export_markdown,
-        args.export_junit.as_deref(),
-        &inputs,
-        || bench_markdown(&report),
-        || bench_junit(&report),
-    )?;
+    let saved = Baseline::new(
+        format!(
+            "{}:{} ({})",
+            report.device.backend, report.device.index, report.device.name
+        ),
+        replayed,
+        runs.metrics.clone(),
+    );
+    report.runs = (measured.len() > 1 || args.warmup > 0).then_some(runs);
+    write_outputs(args, out, &report, &saved)?;
     if interrupted {
         out.note("interrupted: the replay stopped early; everything was freed");
     }
     finish(interrupted, failure)
+}
+
+/// Runs the warm-up and measured replays, stopping at a signal; the measured ones are returned.
+fn run_all(args: &BenchAllocArgs, ctx: &Bench<'_>, workload: &Workload) -> Result<Vec<Replay>> {
+    let total = args.warmup + args.runs;
+    let mut measured = Vec::new();
+    for i in 0..total {
+        // After a signal the warm-up is skipped but one measured run still starts (and stops at
+        // once), so that an interrupted command always reports.
+        if ctx.interrupt.load(Ordering::SeqCst) && (i < args.warmup || !measured.is_empty()) {
+            continue;
+        }
+        let label = match (i < args.warmup, total) {
+            (_, 1) => String::new(),
+            (true, _) => format!(" warm-up {}/{}", i + 1, args.warmup),
+            (false, _) => format!(" {}/{}", i + 1 - args.warmup, args.runs),
+        };
+        let options = Options {
+            interrupt: Some(ctx.interrupt),
+            verify: !args.no_verify,
+            // Only the last run is drawn.
+            timeline_points: if args.timeline.is_some() && i + 1 == total {
+                2000
+            } else {
+                0
+            },
+        };
+        let run = replay_once(ctx, workload, options, &label)?;
+        // A run cut short is partial; only the first run's partial figures are kept (as
+        // without --runs), since a later one would pull the statistics down.
+        let cut = ctx.interrupt.load(Ordering::SeqCst);
+        if i >= args.warmup && (!cut || measured.is_empty()) {
+            measured.push(run);
+        }
+    }
+    Ok(measured)
+}
+
+/// Two runs compare only when they replayed the same operations on the same preset.
+fn check_same_replay(saved: &Replayed, now: &Replayed) -> Result<()> {
+    if saved == now {
+        return Ok(());
+    }
+    Err(CliError::Usage(format!(
+        "--baseline: {}",
+        BaselineError::OtherWorkload {
+            saved: saved.to_string(),
+            now: now.to_string(),
+        }
+    ))
+    .into())
+}
+
+/// The timeline, the report, the saved baseline and the CI exports.
+fn write_outputs(
+    args: &BenchAllocArgs,
+    out: &Output,
+    report: &BenchReport,
+    saved: &Baseline,
+) -> Result<()> {
+    let inputs = bench_inputs(args);
+    if let Some(path) = &args.timeline {
+        crate::input::write_atomic(path, timeline_svg(report).as_bytes(), &inputs)
+            .with_context(|| format!("writing --timeline {}", path.display()))?;
+    }
+    out.emit(report)?;
+    if let Some(path) = &args.save_baseline {
+        if report.interrupted {
+            out.warn(&format!(
+                "--save-baseline {}: not saved, the run was interrupted",
+                path.display()
+            ));
+        } else {
+            let json = serde_json::to_vec_pretty(saved).context("encoding the baseline")?;
+            crate::input::write_atomic(path, &json, &inputs)
+                .with_context(|| format!("writing --save-baseline {}", path.display()))?;
+        }
+    }
+    super::exports::write(
+        &args.exports,
+        &inputs,
+        Renderers {
+            markdown: || bench_markdown(report),
+            junit: || bench_junit(report),
+            prometheus: || bench_prometheus(report),
+        },
+    )
 }

@@ -1,24 +1,35 @@
-//! `--export-markdown` and `--export-junit` for `bench-alloc` and `stress`: each file written
-//! whole, never onto an input. The step summary GitHub reads holds every earlier step's section
-//! too: the run's is added after them, and the file replaced in one step.
+//! `--export-markdown`, `--export-junit` and `--export-prometheus` for `bench-alloc` and
+//! `stress`: each file written whole, never onto an input. The step summary GitHub reads holds
+//! every earlier step's section too: the run's is added after them, and the file replaced in one
+//! step.
 
 use std::path::Path;
 
 use anyhow::{Context, Result};
 
 use super::options::markdown_path;
+use crate::cli::Exports;
 
-/// Writes the exports asked for: `markdown` to `--export-markdown`'s file (or after
-/// `$GITHUB_STEP_SUMMARY`'s sections), `junit` to `--export-junit`'s.
-pub fn write(
-    markdown_flag: &Option<Option<std::path::PathBuf>>,
-    junit_flag: Option<&Path>,
-    inputs: &[&Path],
-    markdown: impl FnOnce() -> String,
-    junit: impl FnOnce() -> String,
-) -> Result<()> {
-    if let Some(path) = markdown_path(markdown_flag)? {
-        let mut text = if matches!(markdown_flag, Some(None)) {
+/// A run's three exports, rendered only when asked for.
+pub struct Renderers<M, J, P> {
+    /// The Markdown section.
+    pub markdown: M,
+    /// The JUnit XML document.
+    pub junit: J,
+    /// The Prometheus exposition.
+    pub prometheus: P,
+}
+
+/// Writes the exports asked for: Markdown to `--export-markdown`'s file (or after
+/// `$GITHUB_STEP_SUMMARY`'s sections), JUnit and Prometheus to theirs.
+pub fn write<M, J, P>(flags: &Exports, inputs: &[&Path], render: Renderers<M, J, P>) -> Result<()>
+where
+    M: FnOnce() -> String,
+    J: FnOnce() -> String,
+    P: FnOnce() -> String,
+{
+    if let Some(path) = markdown_path(&flags.export_markdown)? {
+        let mut text = if matches!(flags.export_markdown, Some(None)) {
             crate::input::read_bounded(&path, 64 << 20, "$GITHUB_STEP_SUMMARY")
                 .map(|b| String::from_utf8_lossy(&b).into_owned())
                 .unwrap_or_default()
@@ -28,13 +39,17 @@ pub fn write(
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
         }
-        text.push_str(&markdown());
+        text.push_str(&(render.markdown)());
         crate::input::write_atomic(&path, text.as_bytes(), inputs)
             .with_context(|| format!("writing --export-markdown {}", path.display()))?;
     }
-    if let Some(path) = junit_flag {
-        crate::input::write_atomic(path, junit().as_bytes(), inputs)
+    if let Some(path) = &flags.export_junit {
+        crate::input::write_atomic(path, (render.junit)().as_bytes(), inputs)
             .with_context(|| format!("writing --export-junit {}", path.display()))?;
+    }
+    if let Some(path) = &flags.export_prometheus {
+        crate::input::write_atomic(path, (render.prometheus)().as_bytes(), inputs)
+            .with_context(|| format!("writing --export-prometheus {}", path.display()))?;
     }
     Ok(())
 }

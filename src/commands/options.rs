@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use crate::alloc::{MemoryConfig, Preset};
 use crate::backend::{BackendKind, DeviceSpec, DiscoverOptions, Isolation};
@@ -21,6 +21,7 @@ use crate::model::{
 use crate::plan::engine::vllm::VllmConfig;
 use crate::plan::launch::{Engine, ModelRef};
 use crate::plan::{Candidate, Policy};
+use crate::workload::baseline::Baseline;
 use crate::workload::gates::Thresholds;
 use crate::workload::stress::{StressOptions, StressPhase};
 use crate::workload::{self, RandomParams, SizeDist, TransformerParams, Workload};
@@ -111,11 +112,10 @@ pub fn estimate_source(args: &cli::EstimateArgs) -> Result<SourceSpec> {
 /// `bench-alloc`'s flag combinations: `--min-speedup` needs the raw baseline, and the transfer
 /// workload moves data, which a simulated device does not hold.
 pub fn check_bench_args(args: &BenchAllocArgs) -> Result<()> {
-    if args.gates.min_speedup.is_some() && args.no_baseline {
-        return Err(CliError::Usage(
-            "--min-speedup needs the raw baseline; drop --no-baseline".into(),
-        )
-        .into());
+    if args.gates.min_speedup.is_some() && args.no_raw {
+        return Err(
+            CliError::Usage("--min-speedup needs the raw replay; drop --no-raw".into()).into(),
+        );
     }
     if args.workload == WorkloadKind::Transfer
         && args.trace.is_none()
@@ -139,24 +139,65 @@ pub fn check_bench_args(args: &BenchAllocArgs) -> Result<()> {
             ))
             .into());
         }
-        let inputs: Vec<&std::path::Path> = args.trace.iter().map(|p| p.as_path()).collect();
-        check_output_path("--timeline", path, &inputs)?;
+        check_output_path("--timeline", path, &bench_inputs(args))?;
     }
-    let inputs: Vec<&std::path::Path> = args.trace.iter().map(|p| p.as_path()).collect();
-    check_export_paths(&args.export_markdown, args.export_junit.as_deref(), &inputs)
+    check_bench_runs(args)?;
+    check_export_paths(&args.exports, &bench_inputs(args))
 }
 
+/// The files `bench-alloc` reads, which no output may overwrite.
+pub fn bench_inputs(args: &BenchAllocArgs) -> Vec<&std::path::Path> {
+    args.trace
+        .iter()
+        .chain(args.baseline.iter())
+        .map(|p| p.as_path())
+        .collect()
+}
+
+/// `--runs`, `--warmup` and the baseline flags: replays only, and a saved baseline never onto an
+/// input.
+fn check_bench_runs(args: &BenchAllocArgs) -> Result<()> {
+    let repeated =
+        args.runs > 1 || args.warmup > 0 || args.baseline.is_some() || args.save_baseline.is_some();
+    if repeated && args.workload == WorkloadKind::Transfer && args.trace.is_none() {
+        return Err(CliError::Usage(
+            "--workload transfer already takes the fastest of 5 runs; --runs, --warmup and the \
+             baselines are for the replay workloads"
+                .into(),
+        )
+        .into());
+    }
+    if let Some(path) = &args.save_baseline {
+        check_output_path("--save-baseline", path, &bench_inputs(args))?;
+    }
+    Ok(())
+}
+
+/// `--baseline FILE`, read through the bounded reader: `None` without the flag.
+pub fn bench_baseline(args: &BenchAllocArgs) -> Result<Option<Baseline>> {
+    let Some(path) = &args.baseline else {
+        return Ok(None);
+    };
+    let bytes = crate::input::read_bounded(path, BASELINE_MAX_BYTES, "baseline")
+        .with_context(|| format!("reading --baseline {}", path.display()))?;
+    let baseline = Baseline::from_json(&bytes)
+        .with_context(|| format!("reading --baseline {}", path.display()))?;
+    Ok(Some(baseline))
+}
+
+/// A baseline holds a few numbers per run; 16 MiB is far beyond 1,000 runs of every metric.
+const BASELINE_MAX_BYTES: u64 = 16 << 20;
+
 /// `--export-markdown` and `--export-junit`: folders that exist, files that are not inputs.
-pub fn check_export_paths(
-    markdown: &Option<Option<std::path::PathBuf>>,
-    junit: Option<&std::path::Path>,
-    inputs: &[&std::path::Path],
-) -> Result<()> {
-    if let Some(path) = markdown_path(markdown)? {
+pub fn check_export_paths(exports: &cli::Exports, inputs: &[&std::path::Path]) -> Result<()> {
+    if let Some(path) = markdown_path(&exports.export_markdown)? {
         check_output_path("--export-markdown", &path, inputs)?;
     }
-    if let Some(path) = junit {
+    if let Some(path) = &exports.export_junit {
         check_output_path("--export-junit", path, inputs)?;
+    }
+    if let Some(path) = &exports.export_prometheus {
+        check_output_path("--export-prometheus", path, inputs)?;
     }
     Ok(())
 }

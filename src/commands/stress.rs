@@ -4,6 +4,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
 
+use super::exports::Renderers;
 use super::options::{
     check_export_paths, check_stress_device, probe_all_until, stress_options, stress_pool_config,
 };
@@ -14,6 +15,7 @@ use crate::device::DeviceMemory;
 use crate::error::CliError;
 use crate::exit::Exit;
 use crate::output::export::{stress_junit, stress_markdown};
+use crate::output::prometheus::stress_prometheus;
 use crate::output::stress::StressReport;
 use crate::output::{Output, Progress};
 use crate::workload::stress::{run_stress, DeviceBaseline, StressPhase};
@@ -27,7 +29,7 @@ pub fn run(args: &StressArgs, out: &Output) -> Result<Exit> {
         .clone()
         .unwrap_or_else(|| default_device_spec(&probe));
     check_stress_device(&spec)?;
-    check_export_paths(&args.export_markdown, args.export_junit.as_deref(), &[])?;
+    check_export_paths(&args.exports, &[])?;
     let base = super::signals::open_until_signal(&spec, args.device.is_some(), &probe)?;
     let (baseline, total) =
         DeviceBaseline::read(base.as_ref()).with_context(|| format!("querying {spec}"))?;
@@ -83,11 +85,13 @@ pub fn run(args: &StressArgs, out: &Output) -> Result<Exit> {
     let report = StressReport::new(backend.into(), index, base.name(), total, outcome);
     out.emit(&report)?;
     super::exports::write(
-        &args.export_markdown,
-        args.export_junit.as_deref(),
+        &args.exports,
         &[],
-        || stress_markdown(&report),
-        || stress_junit(&report),
+        Renderers {
+            markdown: || stress_markdown(&report),
+            junit: || stress_junit(&report),
+            prometheus: || stress_prometheus(&report),
+        },
     )?;
     if report.outcome.interrupted {
         out.note("interrupted: the current phase was cut short; everything was freed");

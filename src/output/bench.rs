@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::one_line;
+use super::runs::{ComparisonView, RunsView};
 use super::{new_table, thousands, Report, Style};
 use crate::alloc::{LimitRule, Preset};
 use crate::backend::DeviceSpec;
@@ -172,14 +173,18 @@ pub struct BenchReport {
     pub workload: WorkloadView,
     /// The pool's results.
     pub pool: PoolView,
-    /// Raw baseline results, unless --no-baseline.
+    /// Raw replay results, unless --no-raw.
     pub raw: Option<RawView>,
     /// Raw time / pool time.
     pub speedup: Option<f64>,
     /// A PyTorch trace's own reserved figure.
     pub reference: Option<ReferenceView>,
-    /// Every CI gate given, in flag order.
+    /// Every CI gate given, in flag order (with --runs, judged on the medians).
     pub gates: Vec<Gate>,
+    /// Each figure over the measured runs (with --runs above 1 or --warmup).
+    pub runs: Option<RunsView>,
+    /// This run against --baseline.
+    pub comparison: Option<ComparisonView>,
     /// Whether the replay finished, every gate passed and nothing was corrupted or leaked.
     pub passed: bool,
     /// Whether SIGINT or SIGTERM stopped the replay early (the figures cover what ran).
@@ -194,7 +199,7 @@ pub struct BenchReport {
     clippy::cast_possible_truncation,
     reason = "a float cast saturates; a rate of operations"
 )]
-fn per_sec(rate: f64) -> String {
+pub(super) fn per_sec(rate: f64) -> String {
     thousands(rate.round().max(0.0) as u64)
 }
 
@@ -261,7 +266,7 @@ impl RawView {
     }
 }
 
-fn ns(v: u64) -> String {
+pub(super) fn ns(v: u64) -> String {
     if v >= 1_000_000 {
         format!("{:.2} ms", v as f64 / 1e6)
     } else if v >= 1_000 {
@@ -322,6 +327,22 @@ impl Report for BenchReport {
                 format_bytes(r.gpumem_reserved_bytes),
                 style.paint(if verdict { "(not more)" } else { "(more)" }, verdict)
             );
+        }
+        if let Some(runs) = &self.runs {
+            let _ = writeln!(
+                text,
+                "{} measured runs{}, the tables above from the last:\n{}",
+                runs.runs,
+                if runs.warmup > 0 {
+                    format!(" after {} warm-up", runs.warmup)
+                } else {
+                    String::new()
+                },
+                runs.table(style)
+            );
+        }
+        if let Some(c) = &self.comparison {
+            let _ = write!(text, "{}", c.render(style));
         }
         for g in &self.gates {
             let _ = writeln!(
@@ -629,6 +650,8 @@ impl BenchReport {
             speedup: raw_run.map(|r| r.busy_ns as f64 / pool_run.busy_ns.max(1) as f64),
             reference,
             gates: Vec::new(),
+            runs: None,
+            comparison: None,
             passed: false,
             interrupted: false,
             timeline: pool_run.timeline.clone(),

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::one_line;
+use super::prometheus::escape_label;
 use super::{new_table, Report, Style};
 use crate::backend::{BackendInfo, DeviceInfo, HostInfo, Recommendation};
 use crate::units::format_bytes;
@@ -112,13 +113,6 @@ impl Report for DiscoverReport {
         }
         text
     }
-}
-
-fn escape_label(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 /// Prometheus text exposition (for node_exporter's textfile collector).

@@ -5,9 +5,11 @@
 use std::fmt::Write as _;
 
 use super::bench::{failure_text, BenchReport, Gate};
+use super::runs::{change_text, metric_text, verdict_text};
 use super::stress::{failure_text as stress_failure_text, StressReport};
 use super::thousands;
 use crate::units::format_bytes;
+use crate::workload::baseline::{Comparison, Verdict};
 
 /// The run as a Markdown section: verdict, figures, gates.
 pub fn bench_markdown(r: &BenchReport) -> String {
@@ -65,6 +67,30 @@ pub fn bench_markdown(r: &BenchReport) -> String {
             );
         }
     }
+    if let Some(c) = &r.comparison {
+        let _ = writeln!(
+            md,
+            "\nAgainst the baseline ({} runs on {}):\n\n| metric | baseline | this run | change | verdict |\n| --- | --- | --- | --- | --- |",
+            c.baseline_runs,
+            cell(&c.baseline_device)
+        );
+        for row in &c.rows {
+            let verdict = verdict_text(row);
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} |",
+                row.metric,
+                metric_text(row.metric, row.old),
+                metric_text(row.metric, row.new),
+                change_text(row.change_pct),
+                if row.verdict == Verdict::Regressed {
+                    format!("**{verdict}**")
+                } else {
+                    verdict
+                }
+            );
+        }
+    }
     md
 }
 
@@ -76,13 +102,23 @@ pub fn bench_junit(r: &BenchReport) -> String {
     } else {
         failure_text(r.pool.corruptions, 0, &[])
     };
-    let failures =
-        r.gates.iter().filter(|g| !g.passed).count() + usize::from(run_failure.is_some());
+    let gated: Vec<&Comparison> = r
+        .comparison
+        .iter()
+        .flat_map(|c| &c.rows)
+        .filter(|row| row.max_regression_pct.is_some())
+        .collect();
+    let failures = r.gates.iter().filter(|g| !g.passed).count()
+        + gated
+            .iter()
+            .filter(|row| row.verdict == Verdict::Regressed)
+            .count()
+        + usize::from(run_failure.is_some());
     let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
         xml,
         "<testsuites><testsuite name=\"gpumem bench-alloc\" tests=\"{}\" failures=\"{failures}\">",
-        r.gates.len() + 1
+        r.gates.len() + gated.len() + 1
     );
     let _ = write!(
         xml,
@@ -97,6 +133,9 @@ pub fn bench_junit(r: &BenchReport) -> String {
     let _ = writeln!(xml, "</testcase>");
     for g in &r.gates {
         gate_case(&mut xml, g);
+    }
+    for row in gated {
+        regression_case(&mut xml, row);
     }
     let _ = writeln!(xml, "</testsuite></testsuites>");
     xml
@@ -127,7 +166,7 @@ pub fn stress_markdown(r: &StressReport) -> String {
         let _ = writeln!(
             md,
             "| {} | {} | {:.2} | {} |",
-            format!("{:?}", p.phase).to_lowercase(),
+            p.phase.name(),
             thousands(p.ops),
             p.duration_s,
             if p.passed { "passed" } else { "**failed**" }
@@ -154,7 +193,7 @@ pub fn stress_junit(r: &StressReport) -> String {
         failed_phases + usize::from(run_failed)
     );
     for p in &o.phases {
-        let name = format!("{:?}", p.phase).to_lowercase();
+        let name = p.phase.name();
         let _ = write!(
             xml,
             "<testcase classname=\"gpumem.stress\" name=\"{name}\" time=\"{:.3}\">",
@@ -194,6 +233,25 @@ fn gate_case(xml: &mut String, g: &Gate) {
             xml,
             "<failure message=\"measured {}, threshold {}\"/>",
             g.measured, g.threshold
+        );
+    }
+    let _ = writeln!(xml, "</testcase>");
+}
+
+/// A `--max-regression` gate as a test case.
+fn regression_case(xml: &mut String, row: &Comparison) {
+    let _ = write!(
+        xml,
+        "<testcase classname=\"gpumem.bench-alloc.regressions\" name=\"{}\">",
+        row.metric
+    );
+    if row.verdict == Verdict::Regressed {
+        let _ = write!(
+            xml,
+            "<failure message=\"{} {} against the baseline: {}\"/>",
+            row.metric,
+            change_text(row.change_pct),
+            xml_text(&verdict_text(row))
         );
     }
     let _ = writeln!(xml, "</testcase>");

@@ -10,6 +10,8 @@ pub mod estimate;
 pub mod export;
 mod json;
 mod progress;
+pub mod prometheus;
+pub mod runs;
 pub mod select;
 pub mod stress;
 mod table;

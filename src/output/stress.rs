@@ -215,7 +215,7 @@ impl Report for StressReport {
         let mut t = new_table(style, &["phase", "ops", "seconds", "result", "notes"]);
         for p in &o.phases {
             t.add_row(vec![
-                comfy_table::Cell::new(format!("{:?}", p.phase).to_lowercase()),
+                comfy_table::Cell::new(p.phase.name()),
                 comfy_table::Cell::new(p.ops),
                 comfy_table::Cell::new(format!("{:.2}", p.duration_s)),
                 style.verdict(if p.passed { "pass" } else { "FAIL" }, p.passed),
@@ -228,10 +228,13 @@ impl Report for StressReport {
         // One chain per phase: the ramp's must read low→medium→high→critical.
         let mut per_phase: Vec<(String, Vec<String>)> = Vec::new();
         for t in &o.pressure_transitions {
-            let phase = format!("{:?}", t.phase).to_lowercase();
+            let phase = t.phase.name();
             match per_phase.last_mut() {
                 Some((p, chain)) if *p == phase => chain.push(t.to.to_string()),
-                _ => per_phase.push((phase, vec![t.from.to_string(), t.to.to_string()])),
+                _ => per_phase.push((
+                    phase.to_string(),
+                    vec![t.from.to_string(), t.to.to_string()],
+                )),
             }
         }
         let transitions: Vec<String> = per_phase

@@ -2,6 +2,7 @@
 //! transformer inference step) and recorded traces (RMM logging CSV, PyTorch memory snapshots),
 //! all as one operation sequence that the pool and the raw device replay alike.
 
+pub mod baseline;
 pub mod bench;
 pub mod gates;
 mod pickle;
@@ -97,6 +98,32 @@ impl Workload {
             }
         }
         peak
+    }
+
+    /// FNV-1a over every operation: equal for equal sequences on every machine and version (a
+    /// saved baseline compares only with a replay of the same operations).
+    pub fn fingerprint(&self) -> u64 {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut eat = |word: u64| {
+            for byte in word.to_le_bytes() {
+                hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+            }
+        };
+        for op in &self.ops {
+            match *op {
+                Op::Alloc { id, size, stream } => {
+                    eat(1);
+                    eat(u64::from(id));
+                    eat(size);
+                    eat(u64::from(stream));
+                }
+                Op::Free { id } => {
+                    eat(2);
+                    eat(u64::from(id));
+                }
+            }
+        }
+        hash
     }
 
     /// Checks that every free refers to a live allocation and ids are dense.

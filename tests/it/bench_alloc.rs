@@ -299,15 +299,9 @@ fn gates_fail_with_exit_1_and_name_the_gate() {
     assert!(gates
         .iter()
         .any(|g| g["name"] == "min-hit-rate" && g["passed"] == true));
-    let (code, msg) = fails(&[
-        "--device",
-        "sim:1GiB",
-        "--no-baseline",
-        "--min-speedup",
-        "2",
-    ]);
+    let (code, msg) = fails(&["--device", "sim:1GiB", "--no-raw", "--min-speedup", "2"]);
     assert_eq!(code, 2);
-    assert!(msg.contains("--min-speedup needs the raw baseline"));
+    assert!(msg.contains("--min-speedup needs the raw replay; drop --no-raw"));
 }
 
 #[test]
@@ -321,7 +315,7 @@ fn timeline_svg_is_written() {
         &trace("pytorch-snapshot-transformer-training.pickle"),
         "--timeline",
         svg.to_str().unwrap(),
-        "--no-baseline",
+        "--no-raw",
     ]);
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.starts_with("<svg"));
@@ -410,7 +404,7 @@ fn environment_overrides_reach_the_pool() {
             "300",
             "--max-size",
             "1MiB",
-            "--no-baseline",
+            "--no-raw",
         ])
         .output()
         .unwrap();
@@ -762,7 +756,7 @@ fn an_rmm_log_with_20k_streams_replays_whole() {
                 "bench-alloc",
                 "--device",
                 "sim:8GiB",
-                "--no-baseline",
+                "--no-raw",
                 "--trace",
             ])
             .arg(&path),
@@ -858,7 +852,7 @@ fn segments_that_predate_the_recording_count_in_pytorchs_peak() {
 // run (where two emptied cached arenas read as 0.5).
 #[test]
 fn the_fragmentation_gate_reads_the_peak() {
-    let args = ["--device", "sim:4GiB", "-n", "3000", "--no-baseline"];
+    let args = ["--device", "sim:4GiB", "-n", "3000", "--no-raw"];
     let doc = bench(&args);
     let (peak, end) = (
         doc["pool"]["fragmentation_peak"].as_f64().unwrap(),

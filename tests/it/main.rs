@@ -4,6 +4,7 @@
 
 mod common;
 
+mod baselines;
 mod bench_alloc;
 mod cli;
 mod device_memory;

@@ -39,6 +39,18 @@ pub enum StressPhase {
     Recover,
 }
 
+impl StressPhase {
+    /// The phase's name, as `--phase` takes it and every report prints it.
+    pub fn name(self) -> &'static str {
+        match self {
+            StressPhase::Ramp => "ramp",
+            StressPhase::Exhaust => "exhaust",
+            StressPhase::Churn => "churn",
+            StressPhase::Recover => "recover",
+        }
+    }
+}
+
 /// What `stress` runs and how hard.
 #[derive(Debug, Clone)]
 pub struct StressOptions {
