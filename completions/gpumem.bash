@@ -59,7 +59,7 @@ _gpumem() {
 
     case "${cmd}" in
         gpumem)
-            opts="-q -v -h -V --json --quiet --verbose --color --help --version discover estimate select bench-alloc stress help"
+            opts="-q -v -h -V --json --quiet --verbose --wide --color --help --version discover estimate select bench-alloc stress help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -77,7 +77,7 @@ _gpumem() {
             return 0
             ;;
         gpumem__subcmd__bench__subcmd__alloc)
-            opts="-n -q -v -h -V --device --timeout --workload --trace --allocations --max-size --transfer-size --chunk --size --size-dist --seed --model --batch --context --preset --decode-steps --no-raw --runs --warmup --save-baseline --baseline --max-regression --verify --no-verify --timeline --export-markdown --export-junit --export-prometheus --min-hit-rate --max-fragmentation --min-speedup --max-p99-ns --json --quiet --verbose --color --help --version"
+            opts="-n -q -v -h -V --device --timeout --workload --trace --allocations --max-size --transfer-size --chunk --size --size-dist --seed --model --batch --context --preset --decode-steps --no-raw --runs --warmup --save-baseline --baseline --max-regression --verify --no-verify --timeline --export-markdown --export-junit --export-prometheus --min-hit-rate --max-fragmentation --min-speedup --max-p99-ns --json --quiet --verbose --wide --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -215,7 +215,7 @@ _gpumem() {
             return 0
             ;;
         gpumem__subcmd__discover)
-            opts="-q -v -h -V --backend --timeout --format --json --quiet --verbose --color --help --version"
+            opts="-q -v -h -V --backend --timeout --format --json --quiet --verbose --wide --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -245,7 +245,7 @@ _gpumem() {
             return 0
             ;;
         gpumem__subcmd__estimate)
-            opts="-m -b -c -q -v -h -V --model --config --gguf --safetensors --dtype --kv-dtype --batch --context --ubatch --allow-generic --mmproj --swa-full --flash-attention --overhead --fragmentation-reserve --mode --optimizer --checkpointing --recipe --lora-rank --lora-targets --list-models --fits --engine --new-tokens --json --quiet --verbose --color --help --version"
+            opts="-m -b -c -q -v -h -V --model --config --gguf --safetensors --dtype --kv-dtype --batch --context --ubatch --allow-generic --mmproj --swa-full --flash-attention --overhead --fragmentation-reserve --mode --optimizer --checkpointing --recipe --lora-rank --lora-targets --list-models --fits --engine --new-tokens --json --quiet --verbose --wide --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -449,7 +449,7 @@ _gpumem() {
             return 0
             ;;
         gpumem__subcmd__select)
-            opts="-m -b -c -q -v -h -V --model --config --gguf --safetensors --dtype --kv-dtype --batch --context --ubatch --allow-generic --mmproj --swa-full --flash-attention --overhead --fragmentation-reserve --mode --optimizer --checkpointing --recipe --lora-rank --lora-targets --bytes --inventory --engine --device --ram --gpu-memory-utilization --max-num-batched-tokens --max-num-seqs --block-size --enforce-eager --prefer --memory-fraction --min-free --driver-reserve --context-reserve --reserve-fraction --reserve-cap --timeout --json --quiet --verbose --color --help --version"
+            opts="-m -b -c -q -v -h -V --model --config --gguf --safetensors --dtype --kv-dtype --batch --context --ubatch --allow-generic --mmproj --swa-full --flash-attention --overhead --fragmentation-reserve --mode --optimizer --checkpointing --recipe --lora-rank --lora-targets --bytes --inventory --engine --device --ram --gpu-memory-utilization --max-num-batched-tokens --max-num-seqs --block-size --enforce-eager --prefer --memory-fraction --min-free --driver-reserve --context-reserve --reserve-fraction --reserve-cap --timeout --json --quiet --verbose --wide --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -615,7 +615,7 @@ _gpumem() {
             return 0
             ;;
         gpumem__subcmd__stress)
-            opts="-q -v -h -V --device --timeout --phase --cpu-fallback --no-cpu-fallback --threads --duration --ops --inject-failures --max-size --max-pool --seed --export-markdown --export-junit --export-prometheus --plant-corruption --json --quiet --verbose --color --help --version"
+            opts="-q -v -h -V --device --timeout --phase --cpu-fallback --no-cpu-fallback --threads --duration --ops --inject-failures --max-size --max-pool --seed --export-markdown --export-junit --export-prometheus --plant-corruption --json --quiet --verbose --wide --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_gpumem_global_optspecs
-    string join \n json q/quiet v/verbose color= h/help V/version
+    string join \n json q/quiet v/verbose wide color= h/help V/version
 end
 
 function __fish_gpumem_needs_command
@@ -30,6 +30,7 @@ never\t'Plain text, whatever the terminal'"
 complete -c gpumem -n "__fish_gpumem_needs_command" -l json -d 'Print one JSON document on stdout instead of tables'
 complete -c gpumem -n "__fish_gpumem_needs_command" -s q -l quiet -d 'Print only the result: no progress bars, no notes'
 complete -c gpumem -n "__fish_gpumem_needs_command" -s v -l verbose -d 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'
+complete -c gpumem -n "__fish_gpumem_needs_command" -l wide -d 'Print tables with every column and nothing wrapped, however wide. Without it tables fit the terminal, or $COLUMNS, or 80 columns when neither is known'
 complete -c gpumem -n "__fish_gpumem_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c gpumem -n "__fish_gpumem_needs_command" -s V -l version -d 'Print version'
 complete -c gpumem -n "__fish_gpumem_needs_command" -f -a "discover" -d 'List every backend and device with total and free memory; unavailable backends say why'
@@ -55,6 +56,7 @@ never\t'Plain text, whatever the terminal'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -l json -d 'Print one JSON document on stdout instead of tables'
 complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -s q -l quiet -d 'Print only the result: no progress bars, no notes'
 complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -s v -l verbose -d 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'
+complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -l wide -d 'Print tables with every column and nothing wrapped, however wide. Without it tables fit the terminal, or $COLUMNS, or 80 columns when neither is known'
 complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c gpumem -n "__fish_gpumem_using_subcommand discover" -s V -l version -d 'Print version'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s m -l model -d 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), `ollama:NAME[:TAG]` from Ollama\'s store (OLLAMA_MODELS)' -r
@@ -96,6 +98,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l fits -d 'Comp
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l json -d 'Print one JSON document on stdout instead of tables'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s q -l quiet -d 'Print only the result: no progress bars, no notes'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s v -l verbose -d 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l wide -d 'Print tables with every column and nothing wrapped, however wide. Without it tables fit the terminal, or $COLUMNS, or 80 columns when neither is known'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s V -l version -d 'Print version'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s m -l model -d 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), `ollama:NAME[:TAG]` from Ollama\'s store (OLLAMA_MODELS)' -r
@@ -157,6 +160,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l enforce-eager -
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l json -d 'Print one JSON document on stdout instead of tables'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s q -l quiet -d 'Print only the result: no progress bars, no notes'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s v -l verbose -d 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l wide -d 'Print tables with every column and nothing wrapped, however wide. Without it tables fit the terminal, or $COLUMNS, or 80 columns when neither is known'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s V -l version -d 'Print version'
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l device -d 'Device: host, host:2GiB, sim:80GiB, opencl:0, vulkan:0, cuda:0, rocm:0. Default: the best available real device' -r
@@ -211,6 +215,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l no-verify 
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l json -d 'Print one JSON document on stdout instead of tables'
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -s q -l quiet -d 'Print only the result: no progress bars, no notes'
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -s v -l verbose -d 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l wide -d 'Print tables with every column and nothing wrapped, however wide. Without it tables fit the terminal, or $COLUMNS, or 80 columns when neither is known'
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -s V -l version -d 'Print version'
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l device -d 'Device: host:512MiB, opencl:0, vulkan:0, cuda:0, rocm:0. Default: the best real device' -r
@@ -238,6 +243,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l plant-corruptio
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l json -d 'Print one JSON document on stdout instead of tables'
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -s q -l quiet -d 'Print only the result: no progress bars, no notes'
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -s v -l verbose -d 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'
+complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -l wide -d 'Print tables with every column and nothing wrapped, however wide. Without it tables fit the terminal, or $COLUMNS, or 80 columns when neither is known'
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c gpumem -n "__fish_gpumem_using_subcommand stress" -s V -l version -d 'Print version'
 complete -c gpumem -n "__fish_gpumem_using_subcommand help; and not __fish_seen_subcommand_from discover estimate select bench-alloc stress help" -f -a "discover" -d 'List every backend and device with total and free memory; unavailable backends say why'

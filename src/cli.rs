@@ -61,6 +61,11 @@ pub struct GlobalArgs {
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
 
+    /// Print tables with every column and nothing wrapped, however wide. Without it tables fit
+    /// the terminal, or $COLUMNS, or 80 columns when neither is known.
+    #[arg(long, global = true)]
+    pub wide: bool,
+
     /// When to use colour. `auto` colours a terminal unless NO_COLOR is set.
     #[arg(long, global = true, value_enum, default_value_t = ColorWhen::Auto, value_name = "WHEN")]
     pub color: ColorWhen,

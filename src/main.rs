@@ -27,7 +27,8 @@ fn main() -> ExitCode {
         },
         use_color(cli.global.color),
         cli.global.quiet,
-    );
+    )
+    .with_width(gpumem::output::table_width(cli.global.wide));
     match gpumem::commands::run(cli.command, &cli.global, &out) {
         Ok(exit) => exit.into(),
         Err(err) if is_broken_pipe(&err) => Exit::Success.into(),

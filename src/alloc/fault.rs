@@ -51,6 +51,10 @@ impl<D: DeviceMemory> DeviceMemory for FaultInjector<D> {
         )
     }
 
+    fn device_name(&self) -> String {
+        self.inner.device_name()
+    }
+
     fn simulated(&self) -> bool {
         self.inner.simulated()
     }
@@ -145,6 +149,9 @@ impl<D: DeviceMemory> FaultInjector<D> {
 impl DeviceMemory for std::sync::Arc<dyn DeviceMemory> {
     fn name(&self) -> String {
         (**self).name()
+    }
+    fn device_name(&self) -> String {
+        (**self).device_name()
     }
     fn simulated(&self) -> bool {
         (**self).simulated()

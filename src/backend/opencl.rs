@@ -180,6 +180,7 @@ impl Backend for OpenclBackend {
 /// what this process reserved through this object.
 pub struct OpenclMemory {
     name: String,
+    model: String,
     total: u64,
     max_alloc: u64,
     align: u64,
@@ -275,6 +276,7 @@ impl OpenclMemory {
         let align_bits: u64 = device.mem_base_addr_align().map(u64::from).unwrap_or(4096);
         Ok(OpenclMemory {
             name: format!("{label} ({})", info.name),
+            model: info.name.clone(),
             total: info.total_bytes,
             max_alloc: info.max_alloc_bytes.unwrap_or(info.total_bytes),
             align: (align_bits / 8).max(1).next_power_of_two(),
@@ -338,6 +340,10 @@ impl OpenclMemory {
 impl DeviceMemory for OpenclMemory {
     fn name(&self) -> String {
         self.name.clone()
+    }
+
+    fn device_name(&self) -> String {
+        self.model.clone()
     }
 
     #[expect(

@@ -82,7 +82,7 @@ pub fn run(args: &StressArgs, out: &Output) -> Result<Exit> {
     }
     drop(pool);
     let (backend, index) = spec.identity();
-    let report = StressReport::new(backend.into(), index, base.name(), total, outcome);
+    let report = StressReport::new(backend.into(), index, base.device_name(), total, outcome);
     out.emit(&report)?;
     super::exports::write(
         &args.exports,

@@ -112,6 +112,12 @@ pub trait DeviceMemory: Send + Sync {
     /// A short name such as `host`, `sim:80.00 GiB` or `opencl:0 (pthread-…)`.
     fn name(&self) -> String;
 
+    /// The device as its driver names it (`NVIDIA H100 80GB HBM3`, `llvmpipe (…)`), without
+    /// the backend and index that reports print beside it; [`DeviceMemory::name`] by default.
+    fn device_name(&self) -> String {
+        self.name()
+    }
+
     /// Whether results on this device are simulated (no memory is reserved).
     fn simulated(&self) -> bool {
         false

@@ -36,7 +36,7 @@ impl DeviceView {
         DeviceView {
             backend: backend.into(),
             index,
-            name: device.name(),
+            name: device.device_name(),
             simulated: device.simulated(),
             total_bytes: total,
         }

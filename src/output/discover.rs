@@ -4,9 +4,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::one_line;
 use super::prometheus::escape_label;
 use super::{new_table, Report, Style};
+use super::{one_line, wrap_into};
 use crate::backend::{BackendInfo, DeviceInfo, HostInfo, Recommendation};
 use crate::units::format_bytes;
 
@@ -29,90 +29,123 @@ impl Report for DiscoverReport {
     fn render_text(&self, style: &Style) -> String {
         let mut text = String::new();
         for info in self.backends.iter().filter(|b| b.available) {
-            let mut table = new_table(
-                style,
-                &[
-                    "#",
-                    "device",
-                    "type",
-                    "total",
-                    "free",
-                    "max alloc",
-                    "unified",
-                    "capability",
-                    "driver",
-                    "pci bus",
-                ],
-            );
-            for d in &info.devices {
-                let free = match (d.free_bytes, d.free_scope) {
-                    (Some(free), Some(crate::backend::FreeScope::Process)) => {
-                        format!("{} (process)", format_bytes(free))
-                    }
-                    (free, _) => opt_bytes(free),
-                };
-                table.add_row(vec![
-                    d.index.to_string(),
-                    one_line(&d.name).into_owned(),
-                    serde_json::to_value(d.device_type)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_string))
-                        .unwrap_or_default(),
-                    format_bytes(d.total_bytes),
-                    free,
-                    opt_bytes(d.max_alloc_bytes),
-                    if d.unified_memory { "yes" } else { "no" }.to_string(),
-                    d.compute_capability.clone().unwrap_or_else(|| "-".into()),
-                    d.driver_version
-                        .as_deref()
-                        .map_or("-".into(), |v| one_line(v).into_owned()),
-                    d.pci_bus_id.clone().unwrap_or_else(|| "-".into()),
-                ]);
-                if let Some(n) = &d.nvml {
-                    let mig = match n.mig_enabled {
-                        Some(true) => ", MIG on",
-                        Some(false) => ", MIG off",
-                        None => "",
-                    };
-                    table.add_row(vec![
-                        String::new(),
-                        format!(
-                            "nvml: {} used, {} reserved, {} processes{mig}",
-                            format_bytes(n.used_bytes),
-                            format_bytes(n.reserved_bytes),
-                            n.processes.len()
-                        ),
-                    ]);
-                }
-            }
+            let (table, details) = device_table(info, style);
             let _ = writeln!(
                 text,
-                "{} ({:.0} ms)\n{table}\n",
+                "{} ({:.0} ms)\n{table}",
                 info.backend.name().to_uppercase(),
                 info.probe_ms
             );
+            for line in details {
+                wrap_into(
+                    &mut text,
+                    &line,
+                    usize::from(style.width.unwrap_or(u16::MAX)),
+                );
+            }
+            text.push('\n');
         }
         for info in self.backends.iter().filter(|b| !b.available) {
             let mark = style.paint("✗", false);
-            let _ = writeln!(
-                text,
+            let line = format!(
                 "{mark} {}: {}",
                 info.backend.name(),
                 one_line(info.reason.as_deref().unwrap_or("unavailable"))
             );
+            wrap_into(
+                &mut text,
+                &line,
+                usize::from(style.width.unwrap_or(u16::MAX)),
+            );
+        }
+        if !text.is_empty() && !text.ends_with("\n\n") {
+            text.push('\n');
         }
         match self.recommended {
             Some(r) => {
                 let _ = writeln!(
                     text,
-                    "\nRecommended backend: {} (device {})",
+                    "Recommended backend: {} (device {})",
                     r.backend, r.device
                 );
             }
-            None => text.push_str("\nRecommended backend: none available\n"),
+            None => text.push_str("Recommended backend: none available\n"),
         }
         text
     }
+}
+
+/// One backend's devices: the table, and in a narrow terminal the columns that did not fit as
+/// one line per device under it.
+fn device_table(info: &BackendInfo, style: &Style) -> (comfy_table::Table, Vec<String>) {
+    let narrow = style.narrow();
+    let mut headers = vec!["#", "device", "type", "total", "free", "max alloc"];
+    if !narrow {
+        headers.extend(["unified", "capability", "driver", "pci bus"]);
+    }
+    let mut table = new_table(style, &headers);
+    let mut details = Vec::new();
+    for d in &info.devices {
+        let free = match (d.free_bytes, d.free_scope) {
+            (Some(free), Some(crate::backend::FreeScope::Process)) => {
+                format!("{} (process)", format_bytes(free))
+            }
+            (free, _) => opt_bytes(free),
+        };
+        let unified = if d.unified_memory { "yes" } else { "no" };
+        let capability = d.compute_capability.clone().unwrap_or_else(|| "-".into());
+        let driver = d
+            .driver_version
+            .as_deref()
+            .map_or("-".into(), |v| one_line(v).into_owned());
+        let pci = d.pci_bus_id.clone().unwrap_or_else(|| "-".into());
+        let mut row = vec![
+            d.index.to_string(),
+            one_line(&d.name).into_owned(),
+            serde_json::to_value(d.device_type)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            format_bytes(d.total_bytes),
+            free,
+            opt_bytes(d.max_alloc_bytes),
+        ];
+        if narrow {
+            let mut facts = vec![if d.unified_memory {
+                "unified memory".to_string()
+            } else {
+                "own memory".to_string()
+            }];
+            facts.extend(d.compute_capability.clone());
+            facts.extend(
+                d.driver_version
+                    .as_deref()
+                    .map(|v| format!("driver {}", one_line(v))),
+            );
+            facts.extend(d.pci_bus_id.as_deref().map(|b| format!("pci bus {b}")));
+            details.push(format!("device {}: {}", d.index, facts.join("; ")));
+        } else {
+            row.extend([unified.to_string(), capability, driver, pci]);
+        }
+        table.add_row(row);
+        if let Some(n) = &d.nvml {
+            let mig = match n.mig_enabled {
+                Some(true) => ", MIG on",
+                Some(false) => ", MIG off",
+                None => "",
+            };
+            table.add_row(vec![
+                String::new(),
+                format!(
+                    "nvml: {} used, {} reserved, {} processes{mig}",
+                    format_bytes(n.used_bytes),
+                    format_bytes(n.reserved_bytes),
+                    n.processes.len()
+                ),
+            ]);
+        }
+    }
+    (table, details)
 }
 
 /// Prometheus text exposition (for node_exporter's textfile collector).
@@ -209,7 +242,10 @@ mod tests {
 
     #[test]
     fn text_lists_unavailable_with_reason() {
-        let text = report().render_text(&Style { color: false });
+        let text = report().render_text(&Style {
+            color: false,
+            width: None,
+        });
         assert!(text.contains("✗ rocm: no devices"));
         assert!(text.contains("80.00 GiB"));
         assert!(text.contains("Recommended backend: cuda (device 0)"));

@@ -24,7 +24,7 @@ use serde::Serialize;
 pub use escape::{one_line, terminal_text};
 pub use json::{document, error_document, SCHEMA_VERSION};
 pub use progress::Progress;
-pub use table::{new_table, Style};
+pub use table::{new_table, table_width, Style};
 
 /// A report that can be shown as text (tables) and serialized as JSON.
 pub trait Report: Serialize {
@@ -56,10 +56,19 @@ impl Output {
         let show_progress = !quiet && io::stdout().is_terminal() && io::stderr().is_terminal();
         Output {
             format,
-            style: Style { color },
+            style: Style {
+                color,
+                width: Some(80),
+            },
             quiet,
             show_progress,
         }
+    }
+
+    /// Tables fit in `width` columns (`None`: `--wide`).
+    pub fn with_width(mut self, width: Option<u16>) -> Self {
+        self.style.width = width;
+        self
     }
 
     /// The format chosen from `--json`/`--format`.
@@ -81,7 +90,14 @@ impl Output {
     pub fn emit<R: Report>(&self, report: &R) -> io::Result<()> {
         match self.format {
             Format::Json => self.emit_json(report),
-            Format::Text => self.write_stdout(&terminal_text(&report.render_text(&self.style))),
+            Format::Text => {
+                let text = report.render_text(&self.style);
+                let text = match self.style.width {
+                    Some(width) => table::fit_width(&text, usize::from(width)),
+                    None => text,
+                };
+                self.write_stdout(&terminal_text(&text))
+            }
         }
     }
 

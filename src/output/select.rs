@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::one_line;
-use super::{new_table, thousands, wrap_into, Report, Style};
+use super::{new_table, thousands, Report, Style};
 use crate::plan::launch::{Engine, Launch, LaunchCommand, LaunchNote, NoLaunch};
 use crate::plan::{
     Accounting, Capacity, HeldBack, Placement, Plan, PlanKind, Selection, Suggestion, Usable,
@@ -260,8 +260,7 @@ impl Report for SelectReport {
             let _ = writeln!(text, "{}", held_back_text(h));
         }
         let p = &s.plan;
-        let mut plan = String::new();
-        wrap_into(&mut plan, &plan_line(s), 80);
+        let plan = format!("{}\n", plan_line(s));
         let _ = write!(text, "{}", style.paint(&plan, p.kind != PlanKind::None));
         if p.accounting == Accounting::PytorchTraining {
             let _ = writeln!(
@@ -305,46 +304,8 @@ impl Report for SelectReport {
             );
         }
         suggestions_text(&mut text, &self.suggestions);
-        fit_width(&text, 80)
+        text
     }
-}
-
-/// Wraps every prose line wider than `width` columns; table rows are left to comfy-table.
-fn fit_width(text: &str, width: usize) -> String {
-    let mut out = String::with_capacity(text.len());
-    for line in text.lines() {
-        let table_row = line.starts_with(['┌', '│', '╞', '└', '├', '╡', '+', '|', '=']);
-        if table_row || visible_width(line) <= width {
-            out.push_str(line);
-            out.push('\n');
-            continue;
-        }
-        let body = line.trim_start_matches(' ');
-        let indent = line.len() - body.len();
-        let mut wrapped = String::new();
-        wrap_into(&mut wrapped, body, width.saturating_sub(indent));
-        for part in wrapped.lines() {
-            out.push_str(&" ".repeat(indent));
-            out.push_str(part);
-            out.push('\n');
-        }
-    }
-    out
-}
-
-/// Columns a line takes on a terminal: characters, less ANSI colour sequences.
-fn visible_width(line: &str) -> usize {
-    let mut width = 0;
-    let mut in_escape = false;
-    for c in line.chars() {
-        match (in_escape, c) {
-            (false, '\u{1b}') => in_escape = true,
-            (true, 'm') => in_escape = false,
-            (true, _) => {}
-            (false, _) => width += 1,
-        }
-    }
-    width
 }
 
 /// Every candidate's single-device verdict.
@@ -407,7 +368,7 @@ fn reasons_text(text: &mut String, s: &Selection) {
     for v in &s.candidates {
         let name = one_line(&v.name);
         if short_name(&name) != name {
-            wrap_into(text, &format!("{}:{} is {name}", v.backend, v.device), 80);
+            let _ = writeln!(text, "{}:{} is {name}", v.backend, v.device);
         }
     }
     for v in s.candidates.iter().filter(|v| v.rank.is_none() && !v.fits) {
@@ -418,7 +379,7 @@ fn reasons_text(text: &mut String, s: &Selection) {
             one_line(&v.host),
             reason_text(v)
         );
-        wrap_into(text, &line, 80);
+        let _ = writeln!(text, "{line}");
     }
 }
 

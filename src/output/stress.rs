@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::one_line;
-use super::{new_table, Report, Style};
+use super::{new_table, thousands, Report, Style};
 use crate::units::format_bytes;
 use crate::workload::stress::{PhaseNote, StressFailure, StressOutcome, StressPhase};
 
@@ -216,7 +216,7 @@ impl Report for StressReport {
         for p in &o.phases {
             t.add_row(vec![
                 comfy_table::Cell::new(p.phase.name()),
-                comfy_table::Cell::new(p.ops),
+                comfy_table::Cell::new(thousands(p.ops)),
                 comfy_table::Cell::new(format!("{:.2}", p.duration_s)),
                 style.verdict(if p.passed { "pass" } else { "FAIL" }, p.passed),
                 comfy_table::Cell::new(
@@ -270,7 +270,7 @@ impl Report for StressReport {
 /// The run's checks and their values.
 fn checks_table(o: &StressOutcome, transitions: &[String], style: &Style) -> comfy_table::Table {
     let mut s = new_table(style, &["check", "value"]);
-    s.add_row(vec!["operations".to_string(), o.ops.to_string()]);
+    s.add_row(vec!["operations".to_string(), thousands(o.ops)]);
     s.add_row(vec![
         "peak pressure".to_string(),
         o.peak_pressure.to_string(),
@@ -278,20 +278,28 @@ fn checks_table(o: &StressOutcome, transitions: &[String], style: &Style) -> com
     s.add_row(vec!["pressure changes".to_string(), transitions.join("; ")]);
     s.add_row(vec![
         "out of memory / retries".to_string(),
-        format!("{} / {}", o.ooms, o.retries),
+        format!("{} / {}", thousands(o.ooms), thousands(o.retries)),
     ]);
     s.add_row(vec![
         "CPU fallbacks / typed OOM errors".to_string(),
-        format!("{} / {}", o.cpu_fallbacks, o.oom_errors),
+        format!(
+            "{} / {}",
+            thousands(o.cpu_fallbacks),
+            thousands(o.oom_errors)
+        ),
     ]);
     s.add_row(vec![
         "injected failures".to_string(),
-        o.injected_failures.to_string(),
+        thousands(o.injected_failures),
     ]);
-    s.add_row(vec!["corruptions".to_string(), o.corruptions.to_string()]);
+    s.add_row(vec!["corruptions".to_string(), thousands(o.corruptions)]);
     s.add_row(vec![
         "leaked buffers / bytes".to_string(),
-        format!("{} / {}", o.leaked_buffers, o.leaked_bytes),
+        format!(
+            "{} / {}",
+            thousands(o.leaked_buffers),
+            format_bytes(o.leaked_bytes)
+        ),
     ]);
     s.add_row(vec![
         if o.free_compared {

@@ -123,20 +123,7 @@ fn an_unchanged_rerun_passes_its_baseline() {
 fn a_regression_beyond_its_allowance_fails_and_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let base = save(dir.path(), "2");
-    let mut saved: Value = serde_json::from_str(&std::fs::read_to_string(&base).unwrap()).unwrap();
-    let hit = &mut saved["metrics"]["hit-rate"];
-    let old = hit["median"].as_f64().unwrap();
-    for key in ["mean", "median", "min", "max", "stddev", "mad"] {
-        hit[key] = Value::from(hit[key].as_f64().unwrap() * 1.12);
-    }
-    let samples: Vec<Value> = hit["samples"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| Value::from(v.as_f64().unwrap() * 1.12))
-        .collect();
-    hit["samples"] = Value::from(samples);
-    std::fs::write(&base, serde_json::to_vec(&saved).unwrap()).unwrap();
+    let old = common::scale_baseline_metric(Path::new(&base), "hit-rate", 1.12);
     let md = dir.path().join("summary.md");
     let xml = dir.path().join("junit.xml");
     let out = gpumem()

@@ -370,7 +370,7 @@ fn cuda_stand_in_driver() {
     );
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     check_common(&doc);
-    assert_eq!(doc["device"]["name"], "cuda:0 (Fake GPU 0)");
+    assert_eq!(doc["device"]["name"], "Fake GPU 0");
 }
 
 #[test]

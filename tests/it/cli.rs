@@ -287,3 +287,118 @@ fn an_inventory_is_one_document() {
     assert_eq!(out.status.code(), Some(1));
     assert!(one_line_error(&out).contains("trailing data after the document"));
 }
+
+/// Columns a printed line takes (characters, less ANSI colour).
+fn visible(line: &str) -> usize {
+    let mut width = 0;
+    let mut escape = false;
+    for c in line.chars() {
+        match (escape, c) {
+            (false, '\u{1b}') => escape = true,
+            (true, 'm') => escape = false,
+            (true, _) => {}
+            (false, _) => width += 1,
+        }
+    }
+    width
+}
+
+/// Every command's text fits the terminal width it is given ($COLUMNS off a terminal), and
+/// `--wide` gives the columns a narrow terminal leaves out.
+#[test]
+fn text_output_fits_80_and_120_columns() {
+    let commands: [&[&str]; 8] = [
+        &["discover"],
+        &["estimate", "--model", "llama-3.1-8b"],
+        &["estimate", "--list-models"],
+        &[
+            "estimate",
+            "--model",
+            "llama-3.2-1b",
+            "--mode",
+            "train",
+            "--context",
+            "4096",
+        ],
+        &[
+            "select",
+            "--model",
+            "llama-3.1-70b",
+            "--device",
+            "sim:80GiB",
+            "--device",
+            "sim:80GiB",
+        ],
+        &[
+            "select",
+            "--model",
+            "llama-3.1-8b",
+            "--dtype",
+            "q8_0",
+            "--engine",
+            "llama.cpp",
+            "--device",
+            "sim:8GiB",
+            "--ram",
+            "32GiB",
+        ],
+        &[
+            "bench-alloc",
+            "--device",
+            "host:64MiB",
+            "-n",
+            "300",
+            "--runs",
+            "2",
+        ],
+        &[
+            "stress",
+            "--device",
+            "host:64MiB",
+            "--phase",
+            "churn",
+            "--ops",
+            "40",
+            "--max-size",
+            "256KiB",
+        ],
+    ];
+    for width in [80, 120] {
+        for args in commands {
+            let out = gpumem()
+                .env("COLUMNS", width.to_string())
+                .args(args)
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(!text.is_empty(), "{args:?}");
+            for line in text.lines() {
+                assert!(
+                    visible(line) <= width,
+                    "{args:?} at {width}: {} columns:\n{line}",
+                    visible(line)
+                );
+            }
+        }
+    }
+    let narrow = gpumem()
+        .env("COLUMNS", "80")
+        .arg("discover")
+        .output()
+        .unwrap();
+    let narrow = String::from_utf8_lossy(&narrow.stdout);
+    assert!(
+        !narrow.contains("capability") && narrow.contains("device 0: unified memory;"),
+        "{narrow}"
+    );
+    let wide = gpumem()
+        .env("COLUMNS", "80")
+        .args(["--wide", "discover"])
+        .output()
+        .unwrap();
+    let wide = String::from_utf8_lossy(&wide.stdout);
+    assert!(
+        wide.contains("capability") && wide.lines().any(|l| visible(l) > 80),
+        "{wide}"
+    );
+}

@@ -239,11 +239,20 @@ fn select_offloads_as_llama_cpp_fits() {
                     .unwrap()
                     .clone();
                 assert_eq!(ram["backend"], "cpu");
+                // -ngl counts the output layer first: -ngl N keeps N - 1 repeating layers.
                 assert_eq!(
                     ram["layers"].as_i64().unwrap(),
-                    32 - theirs.min(32),
+                    32 - (theirs - 1).max(0),
                     "{sizes:?}"
                 );
+                let on_gpus: i64 = plan["placements"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|p| p["backend"] != "cpu")
+                    .map(|p| p["layers"].as_i64().unwrap())
+                    .sum();
+                assert_eq!(on_gpus + ram["layers"].as_i64().unwrap(), 32, "{sizes:?}");
             }
         }
     }

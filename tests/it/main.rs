@@ -6,6 +6,7 @@ mod common;
 
 mod baselines;
 mod bench_alloc;
+mod ci_examples;
 mod cli;
 mod device_memory;
 mod discover;

@@ -71,6 +71,7 @@ impl CudaSeg {
 /// (where the driver has virtual memory management) address ranges mapped granule by granule.
 pub struct CudaMemory {
     pub(super) name: String,
+    pub(super) model: String,
     pub(super) device: CUdevice,
     pub(super) context: Context,
     /// Live segments by device pointer, for bounds checks and clean-up on drop.
@@ -116,6 +117,7 @@ impl CudaMemory {
         .map_err(|e| Unavailable::Failed(e.to_string()))?;
         let mut memory = CudaMemory {
             name: format!("cuda:{index} ({})", info.name),
+            model: info.name.clone(),
             device,
             context: Context(ctx),
             segments: SegmentTable::default(),
@@ -390,6 +392,10 @@ impl Drop for CudaMemory {
 impl DeviceMemory for CudaMemory {
     fn name(&self) -> String {
         self.name.clone()
+    }
+
+    fn device_name(&self) -> String {
+        self.model.clone()
     }
 
     #[expect(

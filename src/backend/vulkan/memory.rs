@@ -50,6 +50,7 @@ pub struct VulkanOptions {
 /// Device memory through `vkAllocateMemory` from a device-local memory type.
 pub struct VulkanMemory {
     pub(super) name: String,
+    pub(super) model: String,
     pub(super) heap_index: u32,
     pub(super) heap_size: u64,
     pub(super) budget_ext: bool,
@@ -169,6 +170,7 @@ impl VulkanMemory {
             .next_power_of_two();
         Ok(VulkanMemory {
             name: format!("vulkan:{index} ({})", info.name),
+            model: info.name.clone(),
             heap_index,
             heap_size,
             budget_ext: instance.has_extension(physical, ash::ext::memory_budget::NAME),
@@ -397,6 +399,10 @@ impl DeviceMemory for VulkanMemory {
 
     fn name(&self) -> String {
         self.name.clone()
+    }
+
+    fn device_name(&self) -> String {
+        self.model.clone()
     }
 
     fn reserve(&self, bytes: u64) -> Result<Segment, DeviceError> {

@@ -76,7 +76,9 @@ pub fn select_llamacpp(
     let Some(f) = best else {
         return Some(none(verdicts, &weights, arch, &s, settings));
     };
-    let on_gpus = f.ngl.min(arch.num_layers);
+    // Repeating layers only: -ngl counts the output layer first, so -ngl 26 of 32 leaves 7
+    // repeating layers on the CPU.
+    let on_gpus: u64 = f.layers.iter().sum();
     let mut placements: Vec<Placement> = f
         .gpus
         .iter()

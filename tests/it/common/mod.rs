@@ -256,3 +256,24 @@ pub fn described_file(name: &str, doc: &Value) -> GgufFile {
         file_size: 0,
     }
 }
+
+/// Scales every figure of one metric in a saved `bench-alloc` baseline by `factor` (so its
+/// statistics still follow from its samples), as if an earlier build had measured that; returns
+/// the metric's median before.
+pub fn scale_baseline_metric(path: &Path, metric: &str, factor: f64) -> f64 {
+    let mut saved: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let m = &mut saved["metrics"][metric];
+    let before = m["median"].as_f64().unwrap();
+    for key in ["mean", "median", "min", "max", "stddev", "mad"] {
+        m[key] = Value::from(m[key].as_f64().unwrap() * factor);
+    }
+    let samples: Vec<Value> = m["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| Value::from(v.as_f64().unwrap() * factor))
+        .collect();
+    m["samples"] = Value::from(samples);
+    std::fs::write(path, serde_json::to_vec(&saved).unwrap()).unwrap();
+    before
+}
