@@ -84,7 +84,7 @@ _gpumem() {
             fi
             case "${prev}" in
                 --device)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=($(compgen -W "host host:4GiB sim:8GiB sim:24GiB sim:48GiB sim:80GiB sim:141GiB cuda:0 cuda:1 rocm:0 opencl:0 vulkan:0 metal:0" -- "${cur}"))
                     return 0
                     ;;
                 --timeout)
@@ -132,7 +132,7 @@ _gpumem() {
                     return 0
                     ;;
                 --model)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=($(compgen -W "mistral-7b mistral-7b-v0.1 mistral mistral-7b-v0.3 mistral-7b-instruct-v0.3 mistral-nemo-12b mistral-nemo mixtral-8x7b mixtral mixtral-8x22b llama-2-7b llama2-7b llama-2-13b llama2-13b llama-2-70b llama2-70b codellama-7b llama-3-8b llama3-8b llama-3-70b llama3-70b llama-3.1-8b llama3.1-8b llama-3.1-70b llama3.1-70b llama-3.3-70b llama-3.1-405b llama3.1-405b llama-3.2-1b llama3.2-1b llama-3.2-3b llama3.2-3b tinyllama-1.1b tinyllama yi-34b qwen2.5-0.5b qwen2.5-1.5b qwen2.5-3b qwen2.5-7b qwen2-7b qwen2.5-14b qwen2.5-32b qwen2.5-72b qwen2-72b qwen3-0.6b qwen3-4b qwen3-8b qwen3-14b qwen3-32b qwen3-30b-a3b qwen3-moe gemma-2b gemma-7b gemma-2-2b gemma2-2b gemma-2-9b gemma2-9b gemma-2-27b gemma2-27b gemma-3-1b gemma3-1b phi-3-mini phi3-mini phi-3.5-mini phi-3-medium phi3-medium phi-4 phi4 deepseek-v2-lite deepseek-v2-lite-chat deepseek-v3 deepseek-r1 falcon-7b gpt-neox-20b neox-20b gpt-oss-20b gpt-oss gpt-oss-120b llama-4-scout llama-4-scout-17b-16e llama4-scout llama-4-maverick llama-4-maverick-17b-128e llama4-maverick qwen3-next-80b-a3b qwen3-next qwen3-next-80b kimi-k2 kimi-k2-instruct nemotron-nano-9b-v2 nvidia-nemotron-nano-9b-v2 nemotron-h-9b mamba-codestral-7b mamba-codestral" -- "${cur}"))
                     return 0
                     ;;
                 --batch)
@@ -252,11 +252,11 @@ _gpumem() {
             fi
             case "${prev}" in
                 --model)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=($(compgen -W "mistral-7b mistral-7b-v0.1 mistral mistral-7b-v0.3 mistral-7b-instruct-v0.3 mistral-nemo-12b mistral-nemo mixtral-8x7b mixtral mixtral-8x22b llama-2-7b llama2-7b llama-2-13b llama2-13b llama-2-70b llama2-70b codellama-7b llama-3-8b llama3-8b llama-3-70b llama3-70b llama-3.1-8b llama3.1-8b llama-3.1-70b llama3.1-70b llama-3.3-70b llama-3.1-405b llama3.1-405b llama-3.2-1b llama3.2-1b llama-3.2-3b llama3.2-3b tinyllama-1.1b tinyllama yi-34b qwen2.5-0.5b qwen2.5-1.5b qwen2.5-3b qwen2.5-7b qwen2-7b qwen2.5-14b qwen2.5-32b qwen2.5-72b qwen2-72b qwen3-0.6b qwen3-4b qwen3-8b qwen3-14b qwen3-32b qwen3-30b-a3b qwen3-moe gemma-2b gemma-7b gemma-2-2b gemma2-2b gemma-2-9b gemma2-9b gemma-2-27b gemma2-27b gemma-3-1b gemma3-1b phi-3-mini phi3-mini phi-3.5-mini phi-3-medium phi3-medium phi-4 phi4 deepseek-v2-lite deepseek-v2-lite-chat deepseek-v3 deepseek-r1 falcon-7b gpt-neox-20b neox-20b gpt-oss-20b gpt-oss gpt-oss-120b llama-4-scout llama-4-scout-17b-16e llama4-scout llama-4-maverick llama-4-maverick-17b-128e llama4-maverick qwen3-next-80b-a3b qwen3-next qwen3-next-80b kimi-k2 kimi-k2-instruct nemotron-nano-9b-v2 nvidia-nemotron-nano-9b-v2 nemotron-h-9b mamba-codestral-7b mamba-codestral" -- "${cur}"))
                     return 0
                     ;;
                 -m)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=($(compgen -W "mistral-7b mistral-7b-v0.1 mistral mistral-7b-v0.3 mistral-7b-instruct-v0.3 mistral-nemo-12b mistral-nemo mixtral-8x7b mixtral mixtral-8x22b llama-2-7b llama2-7b llama-2-13b llama2-13b llama-2-70b llama2-70b codellama-7b llama-3-8b llama3-8b llama-3-70b llama3-70b llama-3.1-8b llama3.1-8b llama-3.1-70b llama3.1-70b llama-3.3-70b llama-3.1-405b llama3.1-405b llama-3.2-1b llama3.2-1b llama-3.2-3b llama3.2-3b tinyllama-1.1b tinyllama yi-34b qwen2.5-0.5b qwen2.5-1.5b qwen2.5-3b qwen2.5-7b qwen2-7b qwen2.5-14b qwen2.5-32b qwen2.5-72b qwen2-72b qwen3-0.6b qwen3-4b qwen3-8b qwen3-14b qwen3-32b qwen3-30b-a3b qwen3-moe gemma-2b gemma-7b gemma-2-2b gemma2-2b gemma-2-9b gemma2-9b gemma-2-27b gemma2-27b gemma-3-1b gemma3-1b phi-3-mini phi3-mini phi-3.5-mini phi-3-medium phi3-medium phi-4 phi4 deepseek-v2-lite deepseek-v2-lite-chat deepseek-v3 deepseek-r1 falcon-7b gpt-neox-20b neox-20b gpt-oss-20b gpt-oss gpt-oss-120b llama-4-scout llama-4-scout-17b-16e llama4-scout llama-4-maverick llama-4-maverick-17b-128e llama4-maverick qwen3-next-80b-a3b qwen3-next qwen3-next-80b kimi-k2 kimi-k2-instruct nemotron-nano-9b-v2 nvidia-nemotron-nano-9b-v2 nemotron-h-9b mamba-codestral-7b mamba-codestral" -- "${cur}"))
                     return 0
                     ;;
                 --config)
@@ -272,11 +272,11 @@ _gpumem() {
                     return 0
                     ;;
                 --dtype)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=($(compgen -W "f32 f16 bf16 fp8 int8 int4 q8_0 q6_k q5_0 q5_1 q5_k q4_0 q4_1 q4_k q3_k q2_k iq4_nl iq4_xs iq3_s iq3_xxs iq2_s iq2_xs iq2_xxs iq1_m iq1_s tq2_0 tq1_0 mxfp4 q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m q5_k_s q5_k_m" -- "${cur}"))
                     return 0
                     ;;
                 --kv-dtype)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=($(compgen -W "f32 f16 bf16 fp8 q8_0 q4_0" -- "${cur}"))
                     return 0
                     ;;
                 --batch)
@@ -456,11 +456,11 @@ _gpumem() {
             fi
             case "${prev}" in
                 --model)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=($(compgen -W "mistral-7b mistral-7b-v0.1 mistral mistral-7b-v0.3 mistral-7b-instruct-v0.3 mistral-nemo-12b mistral-nemo mixtral-8x7b mixtral mixtral-8x22b llama-2-7b llama2-7b llama-2-13b llama2-13b llama-2-70b llama2-70b codellama-7b llama-3-8b llama3-8b llama-3-70b llama3-70b llama-3.1-8b llama3.1-8b llama-3.1-70b llama3.1-70b llama-3.3-70b llama-3.1-405b llama3.1-405b llama-3.2-1b llama3.2-1b llama-3.2-3b llama3.2-3b tinyllama-1.1b tinyllama yi-34b qwen2.5-0.5b qwen2.5-1.5b qwen2.5-3b qwen2.5-7b qwen2-7b qwen2.5-14b qwen2.5-32b qwen2.5-72b qwen2-72b qwen3-0.6b qwen3-4b qwen3-8b qwen3-14b qwen3-32b qwen3-30b-a3b qwen3-moe gemma-2b gemma-7b gemma-2-2b gemma2-2b gemma-2-9b gemma2-9b gemma-2-27b gemma2-27b gemma-3-1b gemma3-1b phi-3-mini phi3-mini phi-3.5-mini phi-3-medium phi3-medium phi-4 phi4 deepseek-v2-lite deepseek-v2-lite-chat deepseek-v3 deepseek-r1 falcon-7b gpt-neox-20b neox-20b gpt-oss-20b gpt-oss gpt-oss-120b llama-4-scout llama-4-scout-17b-16e llama4-scout llama-4-maverick llama-4-maverick-17b-128e llama4-maverick qwen3-next-80b-a3b qwen3-next qwen3-next-80b kimi-k2 kimi-k2-instruct nemotron-nano-9b-v2 nvidia-nemotron-nano-9b-v2 nemotron-h-9b mamba-codestral-7b mamba-codestral" -- "${cur}"))
                     return 0
                     ;;
                 -m)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=($(compgen -W "mistral-7b mistral-7b-v0.1 mistral mistral-7b-v0.3 mistral-7b-instruct-v0.3 mistral-nemo-12b mistral-nemo mixtral-8x7b mixtral mixtral-8x22b llama-2-7b llama2-7b llama-2-13b llama2-13b llama-2-70b llama2-70b codellama-7b llama-3-8b llama3-8b llama-3-70b llama3-70b llama-3.1-8b llama3.1-8b llama-3.1-70b llama3.1-70b llama-3.3-70b llama-3.1-405b llama3.1-405b llama-3.2-1b llama3.2-1b llama-3.2-3b llama3.2-3b tinyllama-1.1b tinyllama yi-34b qwen2.5-0.5b qwen2.5-1.5b qwen2.5-3b qwen2.5-7b qwen2-7b qwen2.5-14b qwen2.5-32b qwen2.5-72b qwen2-72b qwen3-0.6b qwen3-4b qwen3-8b qwen3-14b qwen3-32b qwen3-30b-a3b qwen3-moe gemma-2b gemma-7b gemma-2-2b gemma2-2b gemma-2-9b gemma2-9b gemma-2-27b gemma2-27b gemma-3-1b gemma3-1b phi-3-mini phi3-mini phi-3.5-mini phi-3-medium phi3-medium phi-4 phi4 deepseek-v2-lite deepseek-v2-lite-chat deepseek-v3 deepseek-r1 falcon-7b gpt-neox-20b neox-20b gpt-oss-20b gpt-oss gpt-oss-120b llama-4-scout llama-4-scout-17b-16e llama4-scout llama-4-maverick llama-4-maverick-17b-128e llama4-maverick qwen3-next-80b-a3b qwen3-next qwen3-next-80b kimi-k2 kimi-k2-instruct nemotron-nano-9b-v2 nvidia-nemotron-nano-9b-v2 nemotron-h-9b mamba-codestral-7b mamba-codestral" -- "${cur}"))
                     return 0
                     ;;
                 --config)
@@ -476,11 +476,11 @@ _gpumem() {
                     return 0
                     ;;
                 --dtype)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=($(compgen -W "f32 f16 bf16 fp8 int8 int4 q8_0 q6_k q5_0 q5_1 q5_k q4_0 q4_1 q4_k q3_k q2_k iq4_nl iq4_xs iq3_s iq3_xxs iq2_s iq2_xs iq2_xxs iq1_m iq1_s tq2_0 tq1_0 mxfp4 q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m q5_k_s q5_k_m" -- "${cur}"))
                     return 0
                     ;;
                 --kv-dtype)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=($(compgen -W "f32 f16 bf16 fp8 q8_0 q4_0" -- "${cur}"))
                     return 0
                     ;;
                 --batch)
@@ -548,7 +548,7 @@ _gpumem() {
                     return 0
                     ;;
                 --device)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=($(compgen -W "host host:4GiB sim:8GiB sim:24GiB sim:48GiB sim:80GiB sim:141GiB cuda:0 cuda:1 rocm:0 opencl:0 vulkan:0 metal:0" -- "${cur}"))
                     return 0
                     ;;
                 --ram)
@@ -622,7 +622,7 @@ _gpumem() {
             fi
             case "${prev}" in
                 --device)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=($(compgen -W "host host:4GiB sim:8GiB sim:24GiB sim:48GiB sim:80GiB sim:141GiB cuda:0 cuda:1 rocm:0 opencl:0 vulkan:0 metal:0" -- "${cur}"))
                     return 0
                     ;;
                 --timeout)

@@ -10,18 +10,113 @@ use crate::backend::{BackendKind, DeviceSpec};
 use crate::units::{parse_bytes, parse_duration};
 use crate::workload::baseline::RegressionGate;
 
-const EXIT_CODES: &str = "\
-Exit codes:
-  0  success
-  1  runtime failure, or a --min-*/--max-* threshold was missed
-  2  usage error (unknown flag, model or backend, malformed value)
-  3  does not fit: no suitable device (select, estimate --fits)
-  4  the device bench-alloc or stress was to use is missing or cannot be opened
-  130, 143  bench-alloc or stress interrupted by SIGINT or SIGTERM: everything was freed and
-            the partial report printed, marked interrupted and not passed (before the
-            device is open: one error line)
+mod hints;
+use hints::{catalog_names, kv_precisions, weight_precisions, DeviceSpecs, Offered};
 
-A closed output pipe (e.g. `gpumem discover | head -1`) exits 0 quietly.";
+/// The text after a command's long help: its examples, the environment it reads, the exit
+/// codes (the same tables the man pages print).
+fn after_help(command: Option<&str>) -> String {
+    use std::fmt::Write as _;
+    let mut text = String::new();
+    let examples: Vec<&(&str, &str, &str)> = EXAMPLES
+        .iter()
+        .filter(|(c, _, _)| command.is_none_or(|want| *c == want))
+        .collect();
+    if !examples.is_empty() {
+        text.push_str("Examples:\n");
+        for (_, what, line) in examples {
+            let _ = writeln!(text, "  # {what}\n  {line}\n");
+        }
+    }
+    text.push_str("Exit codes:\n");
+    for (code, meaning) in crate::exit::TABLE {
+        // Wrapped here with a hanging indent: clap would wrap at its width without one.
+        let mut line = format!("  {code:<9}");
+        for word in meaning.replace('`', "").split(' ') {
+            if line.len() + 1 + word.len() > 96 {
+                let _ = writeln!(text, "{}", line.trim_end());
+                line = " ".repeat(11);
+            }
+            line.push_str(word);
+            line.push(' ');
+        }
+        let _ = writeln!(text, "{}", line.trim_end());
+    }
+    let _ = write!(text, "\n{}", crate::exit::NOTE.replace('`', ""));
+    text
+}
+
+/// Examples for `--help` and the man pages: (subcommand, what it shows, the command line).
+pub const EXAMPLES: &[(&str, &str, &str)] = &[
+    ("discover", "every backend and device, with free memory", "gpumem discover"),
+    ("discover", "gauges for node_exporter's textfile collector", "gpumem discover --format prometheus > /var/lib/node_exporter/gpumem.prom"),
+    ("estimate", "a catalog model at 8k tokens", "gpumem estimate --model llama-3.1-8b --context 8192"),
+    ("estimate", "a GGUF file; exit 3 unless a device here holds it", "gpumem estimate --gguf model.Q4_K_M.gguf --fits"),
+    ("estimate", "one PyTorch training step with LoRA", "gpumem estimate --model llama-3.2-1b --mode train --recipe lora --lora-rank 16"),
+    ("select", "vLLM on one 24 GiB card at 32k tokens", "gpumem select --model llama-3.1-8b --context 32768 --device sim:24GiB"),
+    ("select", "llama.cpp with part of the model in RAM", "gpumem select --model llama-3.1-8b --dtype q8_0 --engine llama.cpp --device sim:8GiB --ram 32GiB"),
+    ("select", "a fleet from kubectl and nvidia-smi", "gpumem select --model llama-3.1-70b --inventory cluster.json --inventory gpu-box.csv"),
+    ("bench-alloc", "the pool on the best device, with a CI gate", "gpumem bench-alloc -n 20000 --min-hit-rate 0.95"),
+    ("bench-alloc", "keep a baseline, then fail on a 10 % slowdown", "gpumem bench-alloc --device cuda:0 --runs 5 --save-baseline base.json\n  gpumem bench-alloc --device cuda:0 --runs 5 --baseline base.json --max-regression ops-per-sec:10"),
+    ("bench-alloc", "replay a PyTorch memory snapshot", "gpumem bench-alloc --trace snapshot.pickle --timeline peak.svg"),
+    ("stress", "pressure, recovery and integrity for 30 s", "gpumem stress --device vulkan:0 --duration 30s"),
+    ("stress", "with 10 % of device allocations failing on purpose", "gpumem stress --device cuda:0 --inject-failures 0.1 --export-junit stress.xml"),
+];
+
+/// Environment variables gpumem reads, for `--help` and the man pages: (name, meaning).
+pub const ENVIRONMENT: &[(&str, &str)] = &[
+    (
+        "GPUMEM_MEMORY_FRACTION",
+        "fraction of device memory the pool may reserve, (0, 1]",
+    ),
+    (
+        "GPUMEM_MIN_FREE",
+        "bytes always left free on the device, e.g. 512MiB",
+    ),
+    ("GPUMEM_MAX_POOL", "absolute cap on what the pool reserves"),
+    (
+        "GPUMEM_CPU_FALLBACK",
+        "true/false: serve what the device cannot hold from CPU memory",
+    ),
+    (
+        "GPUMEM_TRACK_ALLOCATIONS",
+        "true/false: keep metadata for every live buffer",
+    ),
+    (
+        "GPUMEM_MAX_POOLED_PER_BUCKET",
+        "idle segments kept per segment size",
+    ),
+    ("GPUMEM_MAX_SPLIT_SIZE", "blocks above this are never split"),
+    (
+        "GPUMEM_DRIVER_RESERVE",
+        "true/false: keep a driver and context reserve back on a device with a driver",
+    ),
+    (
+        "GPUMEM_EXPANDABLE_SEGMENTS",
+        "true/false: one growing address range per stream, as PyTorch's expandable_segments",
+    ),
+    (
+        "GPUMEM_MAX_SEGMENT",
+        "the largest segment a growing pool adds (default 256MiB; 0: PyTorch's fixed size classes)",
+    ),
+    (
+        "GITHUB_STEP_SUMMARY",
+        "where --export-markdown without FILE adds its section",
+    ),
+    (
+        "COLUMNS",
+        "the width tables fit when stdout is not a terminal (default 80)",
+    ),
+    ("NO_COLOR", "no colour with --color auto"),
+    (
+        "HF_HUB_CACHE, HF_HOME, XDG_CACHE_HOME",
+        "the Hugging Face cache --model ORG/NAME reads",
+    ),
+    (
+        "OLLAMA_MODELS",
+        "the Ollama store --model ollama:NAME reads",
+    ),
+];
 
 /// Know your GPU memory before you deploy.
 ///
@@ -29,7 +124,7 @@ A closed output pipe (e.g. `gpumem discover | head -1`) exits 0 quietly.";
 /// (estimate), chooses where it fits (select), and measures how a caching pool allocator behaves
 /// on a real device (bench-alloc, stress).
 #[derive(Debug, Parser)]
-#[command(name = "gpumem", version, propagate_version = true, after_long_help = EXIT_CODES)]
+#[command(name = "gpumem", version, propagate_version = true, after_long_help = after_help(None))]
 #[command(max_term_width = 100)]
 pub struct Cli {
     /// Options every subcommand accepts.
@@ -111,7 +206,7 @@ pub enum DiscoverFormat {
 
 /// Arguments of `gpumem discover`.
 #[derive(Debug, Clone, Args)]
-#[command(after_long_help = EXIT_CODES)]
+#[command(after_long_help = after_help(Some("discover")))]
 pub struct DiscoverArgs {
     /// Probe only this backend (repeatable). Default: all of them.
     #[arg(long = "backend", value_enum, value_name = "NAME")]
@@ -138,7 +233,7 @@ pub struct ModelSourceArgs {
     /// `ollama:NAME[:TAG]` from Ollama's store (OLLAMA_MODELS).
     ///
     /// `gpumem estimate --list-models` lists the catalog. Nothing is downloaded.
-    #[arg(short, long, value_name = "NAME")]
+    #[arg(short, long, value_name = "NAME", value_parser = Offered(catalog_names), hide_possible_values = true)]
     pub model: Option<String>,
 
     /// A Hugging Face config.json (Llama 2-4, Mistral, Mixtral, Qwen 2-3, Qwen3-Next, Gemma 1-3,
@@ -161,11 +256,11 @@ pub struct ModelSourceArgs {
 pub struct WorkloadSettings {
     /// Weight precision: f32, f16, bf16, fp8, int8, int4, or a GGUF quantization such as q8_0,
     /// q4_k_m. Default: the file's own types for GGUF/safetensors, bf16 otherwise.
-    #[arg(long, value_name = "DTYPE")]
+    #[arg(long, value_name = "DTYPE", value_parser = Offered(weight_precisions), hide_possible_values = true)]
     pub dtype: Option<String>,
 
     /// KV-cache precision: f32, f16, bf16, fp8, q8_0 or q4_0.
-    #[arg(long, default_value = "f16", value_name = "DTYPE")]
+    #[arg(long, default_value = "f16", value_name = "DTYPE", value_parser = Offered(kv_precisions), hide_possible_values = true)]
     pub kv_dtype: String,
 
     /// Sequences processed at once.
@@ -278,7 +373,7 @@ pub enum Optimizer {
 
 /// Arguments of `gpumem estimate`.
 #[derive(Debug, Clone, Args)]
-#[command(after_long_help = EXIT_CODES)]
+#[command(after_long_help = after_help(Some("estimate")))]
 pub struct EstimateArgs {
     /// Which model: a catalog name, a config.json, a GGUF file or safetensors.
     #[command(flatten)]
@@ -347,7 +442,7 @@ pub enum EngineArg {
 
 /// Arguments of `gpumem select`.
 #[derive(Debug, Clone, Args)]
-#[command(after_long_help = EXIT_CODES)]
+#[command(after_long_help = after_help(Some("select")))]
 pub struct SelectArgs {
     /// The model (or use --bytes).
     #[command(flatten)]
@@ -374,7 +469,7 @@ pub struct SelectArgs {
     pub engines: Vec<EngineArg>,
 
     /// Plan for a device you do not have, e.g. sim:80GiB (repeatable).
-    #[arg(long, value_name = "SPEC")]
+    #[arg(long, value_name = "SPEC", value_parser = DeviceSpecs, hide_possible_values = true)]
     pub device: Vec<DeviceSpec>,
 
     /// System RAM beside the --device sim GPUs, for CPU-offload plans (e.g. 64GiB).
@@ -513,11 +608,11 @@ pub struct Exports {
 
 /// Arguments of `gpumem bench-alloc`.
 #[derive(Debug, Clone, Args)]
-#[command(after_long_help = EXIT_CODES)]
+#[command(after_long_help = after_help(Some("bench-alloc")))]
 pub struct BenchAllocArgs {
     /// Device: host, host:2GiB, sim:80GiB, opencl:0, vulkan:0, cuda:0, rocm:0.
     /// Default: the best available real device.
-    #[arg(long, value_name = "SPEC")]
+    #[arg(long, value_name = "SPEC", value_parser = DeviceSpecs, hide_possible_values = true)]
     pub device: Option<DeviceSpec>,
 
     /// Give up on opening the device (and on discovering one, without --device) after this
@@ -570,7 +665,7 @@ pub struct BenchAllocArgs {
     pub seed: u64,
 
     /// Model for --workload transformer.
-    #[arg(long, default_value = "mistral-7b", value_name = "NAME")]
+    #[arg(long, default_value = "mistral-7b", value_name = "NAME", value_parser = Offered(catalog_names), hide_possible_values = true)]
     pub model: String,
 
     /// Batch for --workload transformer.
@@ -680,10 +775,10 @@ pub enum Phase {
 
 /// Arguments of `gpumem stress`.
 #[derive(Debug, Clone, Args)]
-#[command(after_long_help = EXIT_CODES)]
+#[command(after_long_help = after_help(Some("stress")))]
 pub struct StressArgs {
     /// Device: host:512MiB, opencl:0, vulkan:0, cuda:0, rocm:0. Default: the best real device.
-    #[arg(long, value_name = "SPEC")]
+    #[arg(long, value_name = "SPEC", value_parser = DeviceSpecs, hide_possible_values = true)]
     pub device: Option<DeviceSpec>,
 
     /// Give up on opening the device (and on discovering one, without --device) after this

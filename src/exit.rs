@@ -38,3 +38,33 @@ impl From<Exit> for std::process::ExitCode {
         std::process::ExitCode::from(exit.code())
     }
 }
+
+/// Every exit status and what it means: the one table `--help`, the man pages and the README
+/// print (a test holds the README to it).
+pub const TABLE: &[(&str, &str)] = &[
+    ("0", "success"),
+    (
+        "1",
+        "runtime failure, or a `--min-*`/`--max-*` threshold or a `--max-regression` gate was missed",
+    ),
+    (
+        "2",
+        "usage error (unknown flag, model or backend, malformed value)",
+    ),
+    (
+        "3",
+        "does not fit: no suitable device (`select`, `estimate --fits`)",
+    ),
+    (
+        "4",
+        "the device `bench-alloc` or `stress` was to use is missing or cannot be opened (a lost GPU, not a missed gate)",
+    ),
+    (
+        "130, 143",
+        "`bench-alloc` or `stress` interrupted by SIGINT or SIGTERM: everything is freed and the partial report is marked interrupted and not passed",
+    ),
+];
+
+/// Said after the table: how errors and a closed pipe end.
+pub const NOTE: &str = "Errors are one line on stderr; with --json an error document is \
+printed on stdout too. A closed output pipe (e.g. `gpumem discover | head -1`) exits 0 quietly.";

@@ -37,7 +37,19 @@ fn help_lists_the_five_subcommands_and_exit_codes() {
     for sub in ["discover", "estimate", "select", "bench-alloc", "stress"] {
         assert!(help.contains(sub), "--help does not list {sub}");
     }
-    assert!(help.contains("3  does not fit"));
+    assert!(help.contains("\n  3        does not fit"), "{help}");
+    assert!(
+        help.contains("Examples:\n  # every backend and device"),
+        "{help}"
+    );
+    // Each subcommand's help shows its own examples only.
+    let out = gpumem().args(["stress", "--help"]).output().unwrap();
+    let help = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        help.contains("gpumem stress --device vulkan:0 --duration 30s"),
+        "{help}"
+    );
+    assert!(!help.contains("gpumem discover --format"), "{help}");
 }
 
 #[test]
