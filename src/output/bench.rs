@@ -128,6 +128,8 @@ pub struct PoolView {
     pub free_ns: LatencyView,
     /// Operations per second of allocate/free time.
     pub ops_per_sec: f64,
+    /// Operations replayed: all of the workload's, unless interrupted.
+    pub ops_replayed: u64,
     /// Reserved bytes at the end of the recording (traces) or of the run.
     pub reserved_end_bytes: u64,
     /// Buffers that did not read back as written.
@@ -162,7 +164,22 @@ pub struct ReferenceView {
     pub gpumem_reserved_bytes: u64,
 }
 
-pub use crate::workload::gates::Gate;
+pub use crate::workload::gates::{Gate, GateKind};
+
+/// A gate's figure as the tables print it: fractions to four places, a speedup to two with
+/// its ×, nanoseconds whole with separators.
+#[expect(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "nanoseconds are whole; a float cast saturates"
+)]
+pub fn gate_value(kind: GateKind, v: f64) -> String {
+    match kind {
+        GateKind::MinHitRate | GateKind::MaxFragmentation => format!("{v:.4}"),
+        GateKind::MinSpeedup => format!("{v:.2}×"),
+        GateKind::MaxP99Ns => format!("{} ns", thousands(v.round().max(0.0) as u64)),
+    }
+}
 
 /// The report (JSON schema: docs/json-schema.md#bench-alloc).
 #[derive(Debug, Clone, Serialize)]
@@ -234,6 +251,7 @@ impl PoolView {
             alloc_ns: run.alloc_ns.into(),
             free_ns: run.free_ns.into(),
             ops_per_sec: ops_per_sec(run.ops, run.busy_ns),
+            ops_replayed: run.ops,
             reserved_end_bytes: run.reserved_end,
             corruptions: run.corruptions,
         }
@@ -303,7 +321,15 @@ impl Report for BenchReport {
             d.index,
             one_line(&d.name),
             format_bytes(d.total_bytes),
-            thousands(self.workload.ops),
+            if self.interrupted {
+                format!(
+                    "{} of {}",
+                    thousands(self.pool.ops_replayed),
+                    thousands(self.workload.ops)
+                )
+            } else {
+                thousands(self.workload.ops)
+            },
             thousands(u64::from(self.workload.allocations)),
             if self.workload.preexisting > 0 {
                 format!(
@@ -350,8 +376,8 @@ impl Report for BenchReport {
                 "{} --{}: measured {}, threshold {}",
                 style.paint(if g.passed { "PASS" } else { "FAIL" }, g.passed),
                 g.name,
-                g.measured,
-                g.threshold
+                gate_value(g.kind, g.measured),
+                gate_value(g.kind, g.threshold)
             );
         }
         text
@@ -604,7 +630,9 @@ pub fn failure_text(corruptions: u64, leaked: u64, gates: &[Gate]) -> Option<Str
         .map(|g| {
             format!(
                 "--{} (measured {}, threshold {})",
-                g.name, g.measured, g.threshold
+                g.name,
+                gate_value(g.kind, g.measured),
+                gate_value(g.kind, g.threshold)
             )
         })
         .collect();

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::bench::{failure_text, BenchReport, Gate};
+use super::bench::{failure_text, gate_value, BenchReport, Gate};
 use super::runs::{change_text, metric_text, verdict_text};
 use super::stress::{failure_text as stress_failure_text, StressReport};
 use super::thousands;
@@ -61,8 +61,8 @@ pub fn bench_markdown(r: &BenchReport) -> String {
                 md,
                 "| `--{}` | {} | {} | {} |",
                 g.name,
-                g.threshold,
-                g.measured,
+                gate_value(g.kind, g.threshold),
+                gate_value(g.kind, g.measured),
                 if g.passed { "passed" } else { "**missed**" }
             );
         }
@@ -232,7 +232,8 @@ fn gate_case(xml: &mut String, g: &Gate) {
         let _ = write!(
             xml,
             "<failure message=\"measured {}, threshold {}\"/>",
-            g.measured, g.threshold
+            xml_text(&gate_value(g.kind, g.measured)),
+            xml_text(&gate_value(g.kind, g.threshold))
         );
     }
     let _ = writeln!(xml, "</testcase>");

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::bench::{DeviceView, Gate};
+use super::bench::{gate_value, DeviceView, Gate};
 use super::{new_table, one_line, Report, Style};
 use crate::units::format_bytes;
 use crate::workload::transfer::{DirectionResult, TransferRun};
@@ -100,10 +100,11 @@ impl Report for TransferReport {
                 "{}",
                 style.paint(
                     &format!(
-                        "--{} {}: measured {:.3}",
+                        "--{} {}: measured {}, threshold {}",
                         g.name,
                         if g.passed { "passed" } else { "FAILED" },
-                        g.measured
+                        gate_value(g.kind, g.measured),
+                        gate_value(g.kind, g.threshold)
                     ),
                     g.passed
                 )
@@ -121,8 +122,10 @@ pub fn failure_text(corruptions: u64, gates: &[Gate]) -> Option<String> {
     }
     gates.iter().find(|g| !g.passed).map(|g| {
         format!(
-            "--{} (measured {:.3}, threshold {})",
-            g.name, g.measured, g.threshold
+            "--{} (measured {}, threshold {})",
+            g.name,
+            gate_value(g.kind, g.measured),
+            gate_value(g.kind, g.threshold)
         )
     })
 }

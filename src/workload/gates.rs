@@ -3,9 +3,37 @@
 
 use serde::Serialize;
 
+/// Which figure a gate holds a run to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GateKind {
+    /// `--min-hit-rate`: a fraction.
+    MinHitRate,
+    /// `--max-fragmentation`: a fraction.
+    MaxFragmentation,
+    /// `--min-speedup`: a ratio of times.
+    MinSpeedup,
+    /// `--max-p99-ns`: nanoseconds.
+    MaxP99Ns,
+}
+
+impl GateKind {
+    /// The flag, without its dashes.
+    pub fn flag(self) -> &'static str {
+        match self {
+            GateKind::MinHitRate => "min-hit-rate",
+            GateKind::MaxFragmentation => "max-fragmentation",
+            GateKind::MinSpeedup => "min-speedup",
+            GateKind::MaxP99Ns => "max-p99-ns",
+        }
+    }
+}
+
 /// One CI gate and how the run measured against it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Gate {
+    /// Which figure it gates.
+    #[serde(skip)]
+    pub kind: GateKind,
     /// The flag that set it, without its dashes, e.g. `min-hit-rate`.
     pub name: &'static str,
     /// The flag's value.
@@ -45,29 +73,31 @@ pub struct Measured {
 impl Thresholds {
     /// Every gate asked for, in flag order, with its verdict on `m`.
     pub fn check(&self, m: &Measured) -> Vec<Gate> {
-        let gate = |name, threshold: Option<f64>, measured: f64, higher_is_better: bool| {
-            threshold.map(|t| Gate {
-                name,
-                threshold: t,
-                measured,
-                passed: if higher_is_better {
-                    measured >= t
-                } else {
-                    measured <= t
-                },
-            })
-        };
+        let gate =
+            |kind: GateKind, threshold: Option<f64>, measured: f64, higher_is_better: bool| {
+                threshold.map(|t| Gate {
+                    kind,
+                    name: kind.flag(),
+                    threshold: t,
+                    measured,
+                    passed: if higher_is_better {
+                        measured >= t
+                    } else {
+                        measured <= t
+                    },
+                })
+            };
         [
-            gate("min-hit-rate", self.min_hit_rate, m.hit_rate, true),
+            gate(GateKind::MinHitRate, self.min_hit_rate, m.hit_rate, true),
             gate(
-                "max-fragmentation",
+                GateKind::MaxFragmentation,
                 self.max_fragmentation,
                 m.fragmentation_peak,
                 false,
             ),
-            gate("min-speedup", self.min_speedup, m.speedup, true),
+            gate(GateKind::MinSpeedup, self.min_speedup, m.speedup, true),
             gate(
-                "max-p99-ns",
+                GateKind::MaxP99Ns,
                 self.max_p99_ns.map(|v| v as f64),
                 m.alloc_p99_ns as f64,
                 false,

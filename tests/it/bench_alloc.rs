@@ -439,6 +439,10 @@ fn signals_stop_the_replay_with_a_partial_report() {
         assert_eq!(doc["interrupted"], true);
         assert_eq!(doc["passed"], false);
         assert!(doc["raw"].is_null());
+        assert!(
+            doc["pool"]["ops_replayed"].as_u64().unwrap()
+                < doc["workload"]["ops"].as_u64().unwrap()
+        );
     }
 }
 
@@ -1053,14 +1057,16 @@ fn markdown_and_junit_exports_name_each_gate() {
         "{md}"
     );
     assert!(
-        md.contains("| `--min-hit-rate` | 1 | 0.995 | **missed** |"),
+        md.contains("| `--min-hit-rate` | 1.0000 | 0.9950 | **missed** |"),
         "{md}"
     );
-    assert!(md.contains("| `--max-fragmentation` | 1 |"), "{md}");
+    assert!(md.contains("| `--max-fragmentation` | 1.0000 |"), "{md}");
     let xml = std::fs::read_to_string(&junit).unwrap();
     assert!(xml.contains("tests=\"3\" failures=\"1\""), "{xml}");
     assert!(
-        xml.contains("name=\"--min-hit-rate\"><failure message=\"measured 0.995, threshold 1\"/>"),
+        xml.contains(
+            "name=\"--min-hit-rate\"><failure message=\"measured 0.9950, threshold 1.0000\"/>"
+        ),
         "{xml}"
     );
     assert!(

@@ -183,6 +183,9 @@ fn completions_offer_models_devices_and_precisions() {
     assert!(flag("select", "device").contains("sim:80GiB"));
     for sub in ["bench-alloc", "stress"] {
         let device = flag(sub, "device");
-        assert!(device.contains("vulkan:0") && device.contains(" -f "), "{device}");
+        assert!(
+            device.contains("vulkan:0") && device.contains(" -f "),
+            "{device}"
+        );
     }
 }
