@@ -134,7 +134,7 @@ pub fn check_bench_args(args: &BenchAllocArgs) -> Result<()> {
             .is_some_and(|e| e.eq_ignore_ascii_case("svg"));
         if !svg {
             return Err(CliError::Usage(format!(
-                "--timeline writes SVG; name the file FILE.svg (got '{}')",
+                "--timeline writes SVG; name the file FILE.svg (got '{}'; for a PNG, convert the SVG, e.g. rsvg-convert -o out.png FILE.svg)",
                 path.display()
             ))
             .into());

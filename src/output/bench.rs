@@ -209,6 +209,9 @@ pub struct BenchReport {
     /// Timeline samples (not in JSON; drawn with --timeline).
     #[serde(skip)]
     pub timeline: Vec<Sample>,
+    /// The recording allocator's reserved bytes over the trace (drawn with --timeline).
+    #[serde(skip)]
+    pub reference_timeline: Vec<(u64, u64)>,
 }
 
 /// A rate as a whole count with separators.
@@ -484,135 +487,6 @@ impl BenchReport {
     }
 }
 
-/// Draws allocated and reserved bytes over the operations (and the reference's reserved figure
-/// as a dashed line) as a standalone SVG.
-#[expect(
-    clippy::cast_possible_truncation,
-    reason = "a float cast saturates; axis labels of a u64 range; a float cast saturates; the maximum of u64 counts"
-)]
-pub fn timeline_svg(report: &BenchReport) -> String {
-    let (w, h, pad) = (900.0, 360.0, 60.0);
-    let samples = &report.timeline;
-    let max_op = samples.last().map_or(1, |s| s.op).max(1) as f64;
-    let reference = report
-        .reference
-        .as_ref()
-        .map(|r| r.peak_reserved_bytes)
-        .unwrap_or(0);
-    let max_y = samples
-        .iter()
-        .map(|s| s.reserved.max(s.allocated))
-        .max()
-        .unwrap_or(1)
-        .max(reference)
-        .max(1) as f64;
-    let x = |op: u64| pad + (op as f64 / max_op) * (w - 2.0 * pad);
-    let y = |v: u64| h - pad - (v as f64 / max_y) * (h - 2.0 * pad);
-    let line = |f: &dyn Fn(&Sample) -> u64| {
-        samples
-            .iter()
-            .map(|s| format!("{:.1},{:.1}", x(s.op), y(f(s))))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    let mut svg = String::new();
-    let _ = writeln!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let title = format!(
-        "{} on {}:{} ({})",
-        report.workload.name, report.device.backend, report.device.index, report.device.name
-    );
-    let _ = writeln!(
-        svg,
-        r#"<text x="{pad}" y="24" font-size="14">{}</text>"#,
-        xml_escape(&title)
-    );
-    let _ = writeln!(
-        svg,
-        r#"<line x1="{pad}" y1="{}" x2="{}" y2="{}" stroke="black"/>"#,
-        h - pad,
-        w - pad,
-        h - pad
-    );
-    let _ = writeln!(
-        svg,
-        r#"<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{}" stroke="black"/>"#,
-        h - pad
-    );
-    for i in 0..=4 {
-        let v = (max_y * i as f64 / 4.0) as u64;
-        let _ = writeln!(
-            svg,
-            r#"<text x="4" y="{:.1}">{}</text>"#,
-            y(v) + 4.0,
-            format_bytes(v)
-        );
-    }
-    let _ = writeln!(
-        svg,
-        r#"<text x="{:.1}" y="{}">operations ({})</text>"#,
-        w / 2.0 - 40.0,
-        h - 20.0,
-        max_op as u64
-    );
-    let _ = writeln!(
-        svg,
-        r##"<polyline fill="none" stroke="#d62728" stroke-width="1.5" points="{}"/>"##,
-        line(&|s| s.reserved)
-    );
-    let _ = writeln!(
-        svg,
-        r##"<polyline fill="none" stroke="#1f77b4" stroke-width="1.5" points="{}"/>"##,
-        line(&|s| s.allocated)
-    );
-    if reference > 0 {
-        let _ = writeln!(
-            svg,
-            r##"<line x1="{pad}" y1="{:.1}" x2="{}" y2="{:.1}" stroke="#2ca02c" stroke-dasharray="6 4"/>"##,
-            y(reference),
-            w - pad,
-            y(reference)
-        );
-    }
-    legend(&mut svg, w - pad - 170.0, pad, reference > 0);
-    svg.push_str("</svg>\n");
-    svg
-}
-
-/// The lines' legend at (`lx`, `top`): gpumem's reserved, allocated, and PyTorch's reserved
-/// when the trace has it.
-fn legend(svg: &mut String, lx: f64, top: f64, with_reference: bool) {
-    let legend = [
-        ("#d62728", "gpumem reserved"),
-        ("#1f77b4", "allocated"),
-        ("#2ca02c", "PyTorch reserved"),
-    ];
-    for (i, (color, label)) in legend
-        .iter()
-        .enumerate()
-        .take(if with_reference { 3 } else { 2 })
-    {
-        let ly = top + 16.0 * i as f64;
-        let _ = writeln!(
-            svg,
-            r#"<rect x="{lx}" y="{:.1}" width="12" height="3" fill="{color}"/><text x="{}" y="{:.1}">{label}</text>"#,
-            ly - 4.0,
-            lx + 18.0,
-            ly
-        );
-    }
-}
-
-fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
 /// Why a finished replay fails CI, in one line: corrupted buffers, buffers still live, or the
 /// gates it missed; `None` when it passes.
 pub fn failure_text(corruptions: u64, leaked: u64, gates: &[Gate]) -> Option<String> {
@@ -683,6 +557,7 @@ impl BenchReport {
             passed: false,
             interrupted: false,
             timeline: pool_run.timeline.clone(),
+            reference_timeline: workload.reference_reserved.clone(),
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod runs;
 pub mod select;
 pub mod stress;
 mod table;
+pub mod timeline;
 pub mod transfer;
 
 use std::io::{self, IsTerminal, Write};

@@ -78,6 +78,9 @@ pub struct Workload {
     pub recorded_ops: Option<usize>,
     /// Frees are completed frees (PyTorch `free_completed`): the block may go to any stream.
     pub completed_frees: bool,
+    /// For traces with segment events: what the recording allocator held reserved, as
+    /// `(operations replayed, bytes)` at each change.
+    pub reference_reserved: Vec<(u64, u64)>,
 }
 
 impl Workload {

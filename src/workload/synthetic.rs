@@ -100,6 +100,7 @@ pub fn random(p: RandomParams) -> Workload {
         skipped: Vec::new(),
         recorded_ops: None,
         completed_frees: false,
+        reference_reserved: Vec::new(),
     }
 }
 
@@ -138,6 +139,7 @@ pub fn same_size(n: u32, size: u64, seed: u64) -> Workload {
         skipped: Vec::new(),
         recorded_ops: None,
         completed_frees: false,
+        reference_reserved: Vec::new(),
     }
 }
 
@@ -187,6 +189,7 @@ pub fn mixed(n: u32, max_size: u64, max_live: u64, seed: u64) -> Workload {
         skipped: Vec::new(),
         recorded_ops: None,
         completed_frees: false,
+        reference_reserved: Vec::new(),
     }
 }
 
@@ -286,6 +289,7 @@ pub fn transformer(p: &TransformerParams) -> Workload {
         skipped: Vec::new(),
         recorded_ops: None,
         completed_frees: false,
+        reference_reserved: Vec::new(),
     }
 }
 

@@ -55,6 +55,11 @@ impl Builder {
         self.live.insert(addr, id);
     }
 
+    /// Operations recorded so far (the pre-recording allocations not counted).
+    fn recorded(&self) -> u64 {
+        self.ops.len() as u64
+    }
+
     fn free(&mut self, addr: u64, size: u64) {
         match self.live.remove(&addr) {
             Some(id) => self.ops.push(Op::Free { id }),
@@ -114,6 +119,7 @@ impl Builder {
             skipped,
             recorded_ops,
             completed_frees: false,
+            reference_reserved: Vec::new(),
         }
     }
 }
@@ -258,6 +264,15 @@ pub fn parse_pytorch_snapshot(path: &str, data: &[u8]) -> Result<Workload, Workl
     );
     // PyTorch records `free_completed` once the block's stream work has finished.
     workload.completed_frees = true;
+    // The recording's operations follow the pre-recording allocations placed first, and its
+    // reserved bytes sit on top of the segments that predate it.
+    let shift = u64::from(workload.preexisting);
+    let base = predating.max(0);
+    workload.reference_reserved = events
+        .curve
+        .iter()
+        .filter_map(|&(op, r)| Some((op + shift, u64::try_from(r + base).ok()?)))
+        .collect();
     Ok(workload)
 }
 
@@ -265,6 +280,8 @@ pub fn parse_pytorch_snapshot(path: &str, data: &[u8]) -> Result<Workload, Workl
 /// bytes of its segment events, whether it has any, and the actions not replayed.
 struct Events {
     reserved: i128,
+    /// `(operations recorded so far, reserved)` after each segment event.
+    curve: Vec<(u64, i128)>,
     peak: i128,
     has_segment_events: bool,
     skipped: HashMap<String, u64>,
@@ -275,6 +292,7 @@ struct Events {
 fn replay_events(path: &str, events: &[PyValue], b: &mut Builder) -> Result<Events, WorkloadError> {
     let mut out = Events {
         reserved: 0,
+        curve: Vec::new(),
         peak: 0,
         has_segment_events: false,
         skipped: HashMap::new(),
@@ -305,10 +323,12 @@ fn replay_events(path: &str, events: &[PyValue], b: &mut Builder) -> Result<Even
                 out.has_segment_events = true;
                 out.reserved += i128::from(field("size")?);
                 out.peak = out.peak.max(out.reserved);
+                out.curve.push((b.recorded(), out.reserved));
             }
             "segment_free" | "segment_unmap" => {
                 out.has_segment_events = true;
                 out.reserved -= i128::from(field("size")?);
+                out.curve.push((b.recorded(), out.reserved));
             }
             other => *out.skipped.entry(other.to_string()).or_default() += 1,
         }
@@ -415,6 +435,23 @@ pub fn load_trace(path: &Path) -> Result<Workload, WorkloadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn segment_events_give_the_recorders_reserved_curve() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/snapshot-segment-events.pickle"
+        );
+        let data = std::fs::read(path).unwrap();
+        let w = parse_pytorch_snapshot("events.pickle", &data).unwrap();
+        let mib = 1u64 << 20;
+        // segment_alloc before any operation, another after two allocations, the free after the
+        // two frees that follow the third.
+        assert_eq!(
+            w.reference_reserved,
+            vec![(0, 20 * mib), (2, 60 * mib), (5, 20 * mib)]
+        );
+    }
 
     #[test]
     fn rmm_csv_with_preexisting_and_failures() {

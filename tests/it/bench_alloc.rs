@@ -319,8 +319,46 @@ fn timeline_svg_is_written() {
     ]);
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.starts_with("<svg"));
+    // No segment events in this snapshot: gpumem's two curves only.
     assert_eq!(text.matches("<polyline").count(), 2);
-    assert!(text.contains("PyTorch reserved"));
+    for part in [
+        "operations replayed",
+        "memory (GiB)",
+        ">gpumem reserved<",
+        ">allocated<",
+        ">usable limit 80.00 GiB<",
+        "(above the plot)",
+        ">peak 3.77 GiB<",
+    ] {
+        assert!(text.contains(part), "{part} missing");
+    }
+    // One title, naming the device once.
+    assert_eq!(text.matches("sim:0").count(), 1);
+    // Round y ticks: 0, 1, 2, 3, 4 GiB.
+    for tick in ["\">0<", "\">1<", "\">2<", "\">3<", "\">4<"] {
+        assert!(text.contains(tick), "tick {tick}");
+    }
+
+    // A trace with segment events: PyTorch's own reserved bytes over the whole trace, a step
+    // from 20 to 60 MiB and back, as its events say.
+    let events = dir.path().join("events.svg");
+    bench(&[
+        "--device",
+        "host:1GiB",
+        "--trace",
+        &common::fixture("snapshot-segment-events.pickle"),
+        "--timeline",
+        events.to_str().unwrap(),
+        "--no-raw",
+    ]);
+    let text = std::fs::read_to_string(&events).unwrap();
+    assert_eq!(text.matches("<polyline").count(), 3);
+    assert!(text.contains(">pytorch reserved<"));
+    let reference = text
+        .lines()
+        .find(|l| l.contains("stroke-dasharray=\"6 3\" points="))
+        .unwrap();
+    assert!(reference.matches(',').count() >= 6, "{reference}");
 }
 
 #[test]
