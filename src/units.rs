@@ -134,7 +134,8 @@ pub fn parse_bytes(input: &str) -> Result<u64, ParseUnitError> {
     u64::try_from(total).map_err(|_| overflow())
 }
 
-/// Formats a byte count base 1024 with two decimals: `512 B`, `1.50 KiB`, `14.48 GiB`.
+/// Formats a byte count base 1024 with two decimals: `512 B`, `1.50 KiB`, `14.48 GiB`; a value
+/// of 1000 or more of a unit is given in the next (`0.99 GiB`).
 pub fn format_bytes(bytes: u64) -> String {
     const NAMES: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
     if bytes < 1024 {
@@ -142,11 +143,24 @@ pub fn format_bytes(bytes: u64) -> String {
     }
     let mut value = bytes as f64 / 1024.0;
     let mut index = 0;
-    while value >= 1024.0 && index + 1 < NAMES.len() {
+    // At 1000 of a unit, the next one up: `0.99 GiB`, never `1018.00 MiB`.
+    while value >= 1000.0 && index + 1 < NAMES.len() {
         value /= 1024.0;
         index += 1;
     }
     format!("{value:.2} {}", NAMES[index])
+}
+
+/// A parameter count as model cards write it: `494.0 M`, `8.0 B`, `1.03 T`.
+pub fn format_params(n: u64) -> String {
+    let v = n as f64;
+    if v >= 1e12 {
+        format!("{:.2} T", v / 1e12)
+    } else if v >= 1e9 {
+        format!("{:.1} B", v / 1e9)
+    } else {
+        format!("{:.1} M", v / 1e6)
+    }
 }
 
 /// Formats a signed byte difference, e.g. `-1.20 GiB`.
@@ -259,6 +273,12 @@ mod tests {
         assert_eq!(format_bytes(14_483_464_192), "13.49 GiB");
         assert_eq!(format_bytes(15_552_000_000), "14.48 GiB");
         assert_eq!(format_bytes(u64::MAX), "16.00 EiB");
+        // Never four digits before the point: 1018 MiB is 0.99 GiB.
+        assert_eq!(format_bytes(1018 << 20), "0.99 GiB");
+        assert_eq!(format_bytes(999 << 20), "999.00 MiB");
+        assert_eq!(format_params(494_032_768), "494.0 M");
+        assert_eq!(format_params(8_030_261_248), "8.0 B");
+        assert_eq!(format_params(1_026_400_000_000), "1.03 T");
         assert_eq!(format_signed_bytes(-1536), "-1.50 KiB");
     }
 

@@ -276,8 +276,8 @@ impl Report for EstimateReport {
             m.source,
             weights,
             s.kv_dtype,
-            s.batch,
-            s.context,
+            thousands(u64::from(s.batch)),
+            thousands(u64::from(s.context)),
             if s.mode == Mode::Train {
                 "training"
             } else {
@@ -458,7 +458,7 @@ impl Report for CatalogReport {
             style,
             &["model", "family", "params", "active", "layers", "context"],
         );
-        let billions = |n: u64| format!("{:.1} B", n as f64 / 1e9);
+        let billions = crate::units::format_params;
         for m in &self.models {
             t.add_row(vec![
                 m.name.clone(),

@@ -235,7 +235,7 @@ fn nothing_fits_exit_3_with_shortfall_and_max_context() {
     assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8(out.stdout)
         .unwrap()
-        .contains("No plan fits: the closest candidate is 1002.40 GiB short."));
+        .contains("No plan fits: the closest candidate is 0.98 TiB short."));
 }
 
 #[test]
