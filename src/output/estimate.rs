@@ -276,8 +276,8 @@ impl Report for EstimateReport {
             m.source,
             weights,
             s.kv_dtype,
-            thousands(u64::from(s.batch)),
-            thousands(u64::from(s.context)),
+            thousands(s.batch),
+            thousands(s.context),
             if s.mode == Mode::Train {
                 "training"
             } else {
