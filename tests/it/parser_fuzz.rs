@@ -439,3 +439,72 @@ proptest! {
         }
     }
 }
+
+/// A baseline as `bench-alloc --save-baseline` writes it, for the parser tests below.
+fn baseline_json(samples: &[f64]) -> Vec<u8> {
+    use gpumem::workload::baseline::{Baseline, Metric, Replayed, Summary};
+    let metrics = [Metric::OpsPerSec, Metric::HitRate]
+        .into_iter()
+        .map(|m| (m, Summary::of(samples).unwrap()))
+        .collect();
+    let b = Baseline::new(
+        "host:0 (host)".into(),
+        Replayed {
+            workload: "random".into(),
+            ops: 2000,
+            seed: Some(42),
+            preset: "arena".into(),
+            max_live_bytes: Some(1 << 30),
+            fingerprint: "00112233445566778899".into(),
+        },
+        metrics,
+    );
+    serde_json::to_vec(&b).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Saved baselines round-trip whatever the samples, and statistics that do not follow from
+    /// the samples are refused.
+    #[test]
+    fn baselines_round_trip(samples in prop::collection::vec(-1e12f64..1e12, 1..40)) {
+        use gpumem::workload::baseline::Baseline;
+        let bytes = baseline_json(&samples);
+        let b = Baseline::from_json(&bytes).unwrap();
+        prop_assert_eq!(b.metrics.values().next().unwrap().samples.clone(), samples.clone());
+        let mut doc: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        let median = doc["metrics"]["hit-rate"]["median"].as_f64().unwrap();
+        doc["metrics"]["hit-rate"]["median"] = serde_json::Value::from(median * 2.0 + 1.0);
+        prop_assert!(Baseline::from_json(&serde_json::to_vec(&doc).unwrap()).is_err());
+    }
+
+    /// Corrupted or cut baselines end in a typed error, never a panic.
+    #[test]
+    fn baseline_corruptions_never_panic(
+        edits in prop::collection::vec((0usize..2000, any::<u8>()), 1..8),
+        cut in 0usize..2000,
+    ) {
+        use gpumem::workload::baseline::Baseline;
+        let mut bytes = baseline_json(&[1.0, 2.0, 3.0]);
+        for (at, value) in edits {
+            let at = at % bytes.len();
+            bytes[at] = value;
+        }
+        bytes.truncate(cut.max(1).min(bytes.len()));
+        if let Err(e) = Baseline::from_json(&bytes) {
+            prop_assert!(!e.to_string().is_empty());
+        }
+    }
+
+    /// `--max-regression` values: any text parses to a gate or a typed error; a parsed gate
+    /// names a known metric and a percentage in range.
+    #[test]
+    fn regression_gates_parse_or_say_why(text in ".{0,40}") {
+        use gpumem::workload::baseline::RegressionGate;
+        match text.parse::<RegressionGate>() {
+            Ok(g) => prop_assert!((0.0..=1000.0).contains(&g.max_pct)),
+            Err(e) => prop_assert!(!e.to_string().is_empty()),
+        }
+    }
+}
