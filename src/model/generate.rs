@@ -10,6 +10,11 @@
 //! - **Decode**, at the last step's last layer: the cache at its final length, and the
 //!   layer's K being concatenated (the old tensor and the new one at once), beside one
 //!   token's activations and the logits.
+//! - **Sliding windows** (Mistral v0.1): transformers' sliding layer keeps its last window − 1
+//!   tokens as a slice of what it was given, so the prompt's whole K and V stay alive through
+//!   the prefill; from the window on, the prefill builds a boolean `prompt × prompt` mask. In
+//!   decoding the cache is capped at a window's worth a layer (bounded from above: the long
+//!   generations that would check it take hours on fake tensors).
 //!
 //! Checked against `MemTracker` (`tests/fixtures/pytorch/generate-*.json`,
 //! `tools/pytorch-reference/measure_generate.py`).
@@ -59,6 +64,17 @@ pub struct GeneratePeak {
 
 const ACT: u128 = 2;
 
+/// What a sliding window adds to a forward pass over `q` query positions: 256 bytes the
+/// sliding mask's construction keeps, and from the window on the boolean mask itself, one
+/// `q × q` plane shared by the batch (below the window SDPA runs causal, without one).
+fn window_extra(window: Option<u128>, q: u128) -> u128 {
+    match window {
+        None => 0,
+        Some(w) if q >= w => 256 + q * q,
+        Some(_) => 256,
+    }
+}
+
 /// The peak of `run` on `arch` in bf16.
 pub fn generate_peak(arch: &ModelArch, run: &GenerateRun) -> Result<GeneratePeak, TrainingError> {
     let s = Shape::of(arch)?;
@@ -73,14 +89,16 @@ pub fn generate_peak(arch: &ModelArch, run: &GenerateRun) -> Result<GeneratePeak
         u128::from(run.new_tokens.max(1)),
     );
     let length = p + n - 1;
-    if s.window.is_some_and(|w| length >= w) {
+    if s.window.is_some() && !s.window_all_layers {
         return Err(TrainingError::Unsupported {
-            what: "generation past a sliding window",
+            what: "generation with sliding and full-attention layers mixed",
         });
     }
     let (h, i, d) = (s.hidden, s.intermediate, s.head_dim);
     let tokens = b * p;
     let kv_token = 2 * s.kv_heads * d * ACT;
+    // A sliding-window layer keeps its last window − 1 tokens as a view of what it was given:
+    // the prompt's whole K and V stay alive through the prefill.
     let kv_prefill = s.layers * kv_token * tokens;
     let layer_input = if s.layers > 1 { ACT * h * tokens } else { 0 };
     let prefill = 8 * tokens
@@ -89,15 +107,19 @@ pub fn generate_peak(arch: &ModelArch, run: &GenerateRun) -> Result<GeneratePeak
         + 2 * d * ACT * p
         + layer_input
         + 2 * ACT * h * tokens
-        + 3 * ACT * i * tokens;
-    let kv_decode = s.layers * kv_token * b * length;
+        + 3 * ACT * i * tokens
+        + window_extra(s.window, p);
+    // Past the window each layer holds a window's worth: the concatenation it slices.
+    let cached = s.window.map_or(length, |w| length.min(w));
+    let kv_decode = s.layers * kv_token * b * cached;
     // The last layer's K, old and new at once while they are concatenated.
-    let concat = s.kv_heads * d * ACT * b * (length - 1);
+    let concat = s.kv_heads * d * ACT * b * cached.saturating_sub(1).max(1);
     let decode = concat
         + 8 * tokens
         + 8 * b
         + 2 * 2 * b * s.vocab
-        + b * (4 * ACT * h + 3 * ACT * i + 2 * d * ACT);
+        + b * (4 * ACT * h + 3 * ACT * i + 2 * d * ACT)
+        + window_extra(s.window, cached);
     let (phase, kv, activations) = if kv_prefill + prefill >= kv_decode + decode {
         (GeneratePhase::Prefill, kv_prefill, prefill)
     } else {
