@@ -255,7 +255,7 @@ impl Report for SelectReport {
             format_bytes(s.required_bytes)
         );
         let _ = writeln!(text, "{}", verdict_table(s, style));
-        reasons_text(&mut text, s);
+        reasons_text(&mut text, s, style);
         for h in &self.held_back {
             let _ = writeln!(text, "{}", held_back_text(h));
         }
@@ -311,10 +311,8 @@ impl Report for SelectReport {
 /// Every candidate's single-device verdict.
 fn verdict_table(s: &Selection, style: &Style) -> comfy_table::Table {
     // One host (this machine, or simulated cards): no host column, to keep within 80 columns.
-    let hosts = s.candidates.iter().map(|v| v.host.as_str());
-    let many_hosts = hosts
-        .clone()
-        .any(|h| Some(h) != s.candidates.first().map(|v| v.host.as_str()));
+    let many_hosts = many_hosts(s);
+    let most = name_limit(s, style);
     // The headroom is usable − needed, in the JSON; the table keeps to 80 columns without it.
     let mut headers = vec!["device", "name", "usable", "needed", "verdict"];
     if many_hosts {
@@ -324,7 +322,7 @@ fn verdict_table(s: &Selection, style: &Style) -> comfy_table::Table {
     for v in &s.candidates {
         let mut row = vec![
             comfy_table::Cell::new(format!("{}:{}", v.backend.name(), v.device)),
-            comfy_table::Cell::new(short_name(&one_line(&v.name))),
+            comfy_table::Cell::new(short_name(&one_line(&v.name), most)),
             comfy_table::Cell::new(format_bytes(v.usable_bytes)),
             comfy_table::Cell::new(format_bytes(v.needed_bytes)),
             style.verdict(&verdict_text(v), v.fits || v.rank.is_some()),
@@ -363,11 +361,12 @@ fn verdict_text(v: &Verdict) -> String {
 
 /// Each device the plan does not use, and why, below the table: the reasons are sentences,
 /// which would make the table too wide for a terminal.
-fn reasons_text(text: &mut String, s: &Selection) {
+fn reasons_text(text: &mut String, s: &Selection, style: &Style) {
     // Names the table had to cut, whole.
+    let most = name_limit(s, style);
     for v in &s.candidates {
         let name = one_line(&v.name);
-        if short_name(&name) != name {
+        if short_name(&name, most) != name {
             let _ = writeln!(text, "{}:{} is {name}", v.backend, v.device);
         }
     }
@@ -384,13 +383,28 @@ fn reasons_text(text: &mut String, s: &Selection) {
 }
 
 /// A device name cut to 20 characters for the table (the JSON keeps it whole).
-fn short_name(name: &str) -> String {
-    const MOST: usize = 20;
-    if name.chars().count() <= MOST {
+fn short_name(name: &str, most: usize) -> String {
+    if name.chars().count() <= most {
         return name.to_string();
     }
-    let head: String = name.chars().take(MOST - 1).collect();
+    let head: String = name.chars().take(most - 1).collect();
     format!("{head}…")
+}
+
+/// Whether the verdict table needs a host column: the candidates are on more than one host.
+fn many_hosts(s: &Selection) -> bool {
+    let first = s.candidates.first().map(|v| v.host.as_str());
+    s.candidates.iter().any(|v| Some(v.host.as_str()) != first)
+}
+
+/// The widest device name the verdict table shows whole: less beside a host column in a narrow
+/// terminal, so that no name wraps inside its cell.
+fn name_limit(s: &Selection, style: &Style) -> usize {
+    if many_hosts(s) && style.narrow() {
+        14
+    } else {
+        20
+    }
 }
 
 /// A shell command broken at `width` columns with backslash continuations, indented, so that
