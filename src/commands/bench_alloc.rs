@@ -88,6 +88,8 @@ pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
     // ends in a report rather than the default action.
     let interrupt = super::signals::install();
     check_bench_args(args)?;
+    // Read before the device is opened: a bad file should not wait on a driver.
+    let baseline = bench_baseline(args)?;
     let probe = probe_all_until(args.timeout, &interrupt);
     let spec = args
         .device
@@ -100,7 +102,14 @@ pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
     if args.workload == WorkloadKind::Transfer && args.trace.is_none() {
         return transfer(args, out, &spec, device, total, &interrupt);
     }
-    replay(args, out, &spec, device, (free, total), &interrupt)
+    replay(
+        args,
+        out,
+        &spec,
+        device,
+        (free, total),
+        (&interrupt, baseline),
+    )
 }
 
 /// One replay's results: the pool's run, the raw one unless skipped or interrupted, and the
@@ -163,9 +172,8 @@ fn replay(
     spec: &DeviceSpec,
     device: Arc<dyn DeviceMemory>,
     (free, total): (u64, u64),
-    interrupt: &AtomicBool,
+    (interrupt, baseline): (&AtomicBool, Option<Baseline>),
 ) -> Result<Exit> {
-    let baseline = bench_baseline(args)?;
     let arena = Arena::on_device(free, device.max_allocation());
     let max_live = match baseline.as_ref().and_then(|b| b.replayed.max_live_bytes) {
         Some(saved) if saved <= arena.max_live => saved,

@@ -178,10 +178,11 @@ pub fn bench_baseline(args: &BenchAllocArgs) -> Result<Option<Baseline>> {
     let Some(path) = &args.baseline else {
         return Ok(None);
     };
-    let bytes = crate::input::read_bounded(path, BASELINE_MAX_BYTES, "baseline")
-        .with_context(|| format!("reading --baseline {}", path.display()))?;
-    let baseline = Baseline::from_json(&bytes)
-        .with_context(|| format!("reading --baseline {}", path.display()))?;
+    // The reader's error names the file already.
+    let bytes =
+        crate::input::read_bounded(path, BASELINE_MAX_BYTES, "baseline").context("--baseline")?;
+    let baseline =
+        Baseline::from_json(&bytes).with_context(|| format!("--baseline {}", path.display()))?;
     Ok(Some(baseline))
 }
 

@@ -200,6 +200,22 @@ fn baselines_that_do_not_compare_are_refused() {
         1,
     );
     assert!(msg.contains("not a gpumem baseline of version 1"), "{msg}");
+    // Read before the device is opened: a bad file on a machine without the GPU is still
+    // named (exit 1), not reported as a lost device (exit 4).
+    let msg = common::one_line_error(
+        gpumem().args([
+            "bench-alloc",
+            "--device",
+            "cuda:7",
+            "--baseline",
+            "/dev/zero",
+        ]),
+        1,
+    );
+    assert!(
+        msg.contains("--baseline: /dev/zero: not a regular file"),
+        "{msg}"
+    );
     // A gate without a baseline, an unknown metric, and a save over the baseline read.
     common::one_line_error(
         gpumem()
