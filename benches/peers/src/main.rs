@@ -185,7 +185,7 @@ struct GpumemSubject {
 impl GpumemSubject {
     fn new(device: Arc<dyn DeviceMemory>) -> Self {
         // The default configuration but for the budget: the peers hold none back, so neither
-        // does gpumem (its seed-001 driver reserve would otherwise cap it below the heap).
+        // does gpumem (its driver-reserve rule would otherwise cap it below the heap).
         let config = MemoryConfig::default()
             .with_tracking(false)
             .with_gpu_memory_fraction(1.0)
