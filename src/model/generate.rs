@@ -22,7 +22,7 @@
 use serde::Serialize;
 
 use super::arch::ModelArch;
-use super::training::{Layout, Shape, TrainingError};
+use super::training::{Layout, MoeShape, Shape, TrainingError};
 
 /// One `generate` call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,14 +75,34 @@ fn window_extra(window: Option<u128>, q: u128) -> u128 {
     }
 }
 
+/// What the last layer's experts hold at the prefill's peak, for `tokens` tokens: the router's
+/// bf16 logits and 36 bytes a routed copy (top-k weights, indices and the sorted order), each
+/// copy's fused gate/up output, SiLU output, product and down output, and one int64 count an
+/// expert. Measured on Mixtral's shape with 4–16 experts, 1–4 a token.
+fn experts_live(m: &MoeShape, hidden: u128, tokens: u128) -> u128 {
+    let per_copy = 4 * ACT * m.intermediate + ACT * hidden + 36;
+    tokens * (ACT * m.experts + m.top_k * per_copy) + 8 * m.experts
+}
+
 /// The peak of `run` on `arch` in bf16.
 pub fn generate_peak(arch: &ModelArch, run: &GenerateRun) -> Result<GeneratePeak, TrainingError> {
     let s = Shape::of(arch)?;
-    if s.layout != Layout::Llama || s.fused || s.moe.is_some() {
+    if s.layout != Layout::Llama || s.fused {
         return Err(TrainingError::Unsupported {
-            what: "generation other than a dense Llama-style decoder's",
+            what: "a decoder other than a Llama-style one in generation",
         });
     }
+    // Experts in every layer, none shared, no per-head norms (Mixtral's shape): the last
+    // layer's experts hold the peak. Elsewhere (Qwen3-MoE's small experts) it lies in
+    // attention, which is not modelled.
+    let experts = match &s.moe {
+        None => None,
+        Some(m) if m.shared_intermediate == 0 && m.layers == s.layers && !s.qk_norm => Some(m),
+        Some(_) => return Err(TrainingError::Unsupported {
+            what:
+                "generation with shared experts, dense layers among expert ones, or per-head norms",
+        }),
+    };
     let (b, p, n) = (
         u128::from(run.batch),
         u128::from(run.prompt),
@@ -91,7 +111,7 @@ pub fn generate_peak(arch: &ModelArch, run: &GenerateRun) -> Result<GeneratePeak
     let length = p + n - 1;
     if s.window.is_some() && !s.window_all_layers {
         return Err(TrainingError::Unsupported {
-            what: "generation with sliding and full-attention layers mixed",
+            what: "sliding and full-attention layers mixed in generation",
         });
     }
     let (h, i, d) = (s.hidden, s.intermediate, s.head_dim);
@@ -101,13 +121,17 @@ pub fn generate_peak(arch: &ModelArch, run: &GenerateRun) -> Result<GeneratePeak
     // the prompt's whole K and V stay alive through the prefill.
     let kv_prefill = s.layers * kv_token * tokens;
     let layer_input = if s.layers > 1 { ACT * h * tokens } else { 0 };
+    let feed_forward = match experts {
+        None => 3 * ACT * i * tokens,
+        Some(m) => experts_live(m, h, tokens),
+    };
     let prefill = 8 * tokens
         + 8 * p
         + ACT * h * tokens
         + 2 * d * ACT * p
         + layer_input
         + 2 * ACT * h * tokens
-        + 3 * ACT * i * tokens
+        + feed_forward
         + window_extra(s.window, p);
     // Past the window each layer holds a window's worth: the concatenation it slices.
     let cached = s.window.map_or(length, |w| length.min(w));
@@ -118,7 +142,8 @@ pub fn generate_peak(arch: &ModelArch, run: &GenerateRun) -> Result<GeneratePeak
         + 8 * tokens
         + 8 * b
         + 2 * 2 * b * s.vocab
-        + b * (4 * ACT * h + 3 * ACT * i + 2 * d * ACT)
+        + b * (4 * ACT * h + 2 * d * ACT)
+        + experts.map_or(3 * ACT * i * b, |m| experts_live(m, h, b))
         + window_extra(s.window, cached);
     let (phase, kv, activations) = if kv_prefill + prefill >= kv_decode + decode {
         (GeneratePhase::Prefill, kv_prefill, prefill)
