@@ -12,7 +12,8 @@
 //!   token's activations and the logits.
 //! - **Sliding windows** (Mistral v0.1): transformers' sliding layer keeps its last window − 1
 //!   tokens as a slice of what it was given, so the prompt's whole K and V stay alive through
-//!   the prefill; from the window on, the prefill builds a boolean `prompt × prompt` mask. In
+//!   the prefill, beside one int64 a layer; from the window on, the prefill builds a boolean
+//!   `prompt × prompt` mask. In
 //!   decoding the cache is capped at a window's worth a layer (bounded from above: the long
 //!   generations that would check it take hours on fake tensors).
 //!
@@ -64,14 +65,15 @@ pub struct GeneratePeak {
 
 const ACT: u128 = 2;
 
-/// What a sliding window adds to a forward pass over `q` query positions: 256 bytes the
-/// sliding mask's construction keeps, and from the window on the boolean mask itself, one
-/// `q × q` plane shared by the batch (below the window SDPA runs causal, without one).
-fn window_extra(window: Option<u128>, q: u128) -> u128 {
+/// What a sliding window adds to a forward pass over `q` query positions on `layers` sliding
+/// layers: one int64 each layer's cache keeps (measured at 2 and 32 layers), and from the
+/// window on the boolean mask itself, one `q × q` plane shared by the batch (below the window
+/// SDPA runs causal, without one).
+fn window_extra(window: Option<u128>, layers: u128, q: u128) -> u128 {
     match window {
         None => 0,
-        Some(w) if q >= w => 256 + q * q,
-        Some(_) => 256,
+        Some(w) if q >= w => 8 * layers + q * q,
+        Some(_) => 8 * layers,
     }
 }
 
@@ -132,7 +134,7 @@ pub fn generate_peak(arch: &ModelArch, run: &GenerateRun) -> Result<GeneratePeak
         + layer_input
         + 2 * ACT * h * tokens
         + feed_forward
-        + window_extra(s.window, p);
+        + window_extra(s.window, s.layers, p);
     // Past the window each layer holds a window's worth: the concatenation it slices.
     let cached = s.window.map_or(length, |w| length.min(w));
     let kv_decode = s.layers * kv_token * b * cached;
@@ -144,7 +146,7 @@ pub fn generate_peak(arch: &ModelArch, run: &GenerateRun) -> Result<GeneratePeak
         + 2 * 2 * b * s.vocab
         + b * (4 * ACT * h + 2 * d * ACT)
         + experts.map_or(3 * ACT * i * b, |m| experts_live(m, h, b))
-        + window_extra(s.window, cached);
+        + window_extra(s.window, s.layers, cached);
     let (phase, kv, activations) = if kv_prefill + prefill >= kv_decode + decode {
         (GeneratePhase::Prefill, kv_prefill, prefill)
     } else {
