@@ -163,19 +163,17 @@ struct Bench<'a> {
     interrupt: &'a AtomicBool,
 }
 
-/// Replays the workload `--warmup` + `--runs` times; the report details the last run, with each
-/// figure's statistics over the measured runs, the gates on their medians and the comparison
-/// with `--baseline`.
-fn replay(
+/// The workload, preset and arena a replay uses, and what identifies them in a baseline: a
+/// synthetic workload takes the baseline's live-bytes limit when this device has room for it,
+/// and the baseline must have replayed the same operations.
+fn prepare(
     args: &BenchAllocArgs,
-    out: &Output,
-    spec: &DeviceSpec,
-    device: Arc<dyn DeviceMemory>,
-    (free, total): (u64, u64),
-    (interrupt, baseline): (&AtomicBool, Option<Baseline>),
-) -> Result<Exit> {
+    free: u64,
+    device: &dyn DeviceMemory,
+    baseline: Option<&Baseline>,
+) -> Result<(Workload, Preset, Arena, Replayed)> {
     let arena = Arena::on_device(free, device.max_allocation());
-    let max_live = match baseline.as_ref().and_then(|b| b.replayed.max_live_bytes) {
+    let max_live = match baseline.and_then(|b| b.replayed.max_live_bytes) {
         Some(saved) if saved <= arena.max_live => saved,
         _ => arena.max_live,
     };
@@ -190,9 +188,25 @@ fn replay(
         max_live_bytes: workload.seed.map(|_| max_live),
         fingerprint: format!("{:016x}", workload.fingerprint()),
     };
-    if let Some(b) = &baseline {
+    if let Some(b) = baseline {
         check_same_replay(&b.replayed, &replayed)?;
     }
+    Ok((workload, preset, arena, replayed))
+}
+
+/// Replays the workload `--warmup` + `--runs` times; the report details the last run, with each
+/// figure's statistics over the measured runs, the gates on their medians and the comparison
+/// with `--baseline`.
+fn replay(
+    args: &BenchAllocArgs,
+    out: &Output,
+    spec: &DeviceSpec,
+    device: Arc<dyn DeviceMemory>,
+    (free, total): (u64, u64),
+    (interrupt, baseline): (&AtomicBool, Option<Baseline>),
+) -> Result<Exit> {
+    let (workload, preset, arena, replayed) =
+        prepare(args, free, device.as_ref(), baseline.as_ref())?;
     if device.simulated() {
         out.note("note: sim device — results are simulated; no memory is reserved");
     }

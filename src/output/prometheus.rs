@@ -14,8 +14,11 @@ pub(super) fn escape_label(value: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// One sample of a gauge: its labels (without braces) and its value.
+type Sample = (String, f64);
+
 /// Writes one gauge family: its HELP and TYPE lines, then a sample per `(labels, value)`.
-fn family(out: &mut String, name: &str, help: &str, samples: &[(String, f64)]) {
+fn family(out: &mut String, name: &str, help: &str, samples: &[Sample]) {
     if samples.is_empty() {
         return;
     }
@@ -33,6 +36,29 @@ fn flag(b: bool) -> f64 {
     }
 }
 
+/// Operations per second and allocation latency quantiles of the pool's path, and the raw one
+/// unless it was skipped.
+fn path_samples(r: &BenchReport, base: &str) -> (Vec<Sample>, Vec<Sample>) {
+    let p = &r.pool;
+    let paths = std::iter::once(("pool", p.ops_per_sec, p.alloc_ns)).chain(
+        r.raw
+            .as_ref()
+            .map(|raw| ("raw", raw.ops_per_sec, raw.alloc_ns)),
+    );
+    let mut rates = Vec::new();
+    let mut latency = Vec::new();
+    for (path, rate, ns) in paths {
+        rates.push((format!("{base},path=\"{path}\""), rate));
+        for (q, v) in [("0.5", ns.p50), ("0.99", ns.p99)] {
+            latency.push((
+                format!("{base},path=\"{path}\",quantile=\"{q}\""),
+                v as f64 / 1e9,
+            ));
+        }
+    }
+    (rates, latency)
+}
+
 /// A bench-alloc run: verdict, pool figures, each gate and each compared metric.
 pub fn bench_prometheus(r: &BenchReport) -> String {
     let base = format!(
@@ -44,59 +70,44 @@ pub fn bench_prometheus(r: &BenchReport) -> String {
     );
     let p = &r.pool;
     let mut out = String::new();
-    let one = |v: f64| vec![(base.clone(), v)];
-    family(
-        &mut out,
-        "gpumem_bench_passed",
-        "Whether the run finished and every gate passed (1) or not (0).",
-        &one(flag(r.passed)),
-    );
-    family(
-        &mut out,
-        "gpumem_bench_operations",
-        "Allocations and frees replayed.",
-        &one(r.workload.ops as f64),
-    );
-    family(
-        &mut out,
-        "gpumem_bench_hit_rate",
-        "Requests served without a device allocation, 0 to 1.",
-        &one(p.hit_rate),
-    );
-    family(
-        &mut out,
-        "gpumem_bench_fragmentation_peak",
-        "Fragmentation when reserved memory peaked, 0 to 1.",
-        &one(p.fragmentation_peak),
-    );
-    family(
-        &mut out,
-        "gpumem_bench_peak_reserved_bytes",
-        "Peak bytes the pool reserved from the device.",
-        &one(p.peak_reserved_bytes as f64),
-    );
-    let mut rates = vec![(format!("{base},path=\"pool\""), p.ops_per_sec)];
-    let mut latency = vec![
+    let gauges: [(&str, &str, Option<f64>); 6] = [
         (
-            format!("{base},path=\"pool\",quantile=\"0.5\""),
-            p.alloc_ns.p50 as f64 / 1e9,
+            "gpumem_bench_passed",
+            "Whether the run finished and every gate passed (1) or not (0).",
+            Some(flag(r.passed)),
         ),
         (
-            format!("{base},path=\"pool\",quantile=\"0.99\""),
-            p.alloc_ns.p99 as f64 / 1e9,
+            "gpumem_bench_operations",
+            "Allocations and frees replayed.",
+            Some(r.workload.ops as f64),
+        ),
+        (
+            "gpumem_bench_hit_rate",
+            "Requests served without a device allocation, 0 to 1.",
+            Some(p.hit_rate),
+        ),
+        (
+            "gpumem_bench_fragmentation_peak",
+            "Fragmentation when reserved memory peaked, 0 to 1.",
+            Some(p.fragmentation_peak),
+        ),
+        (
+            "gpumem_bench_peak_reserved_bytes",
+            "Peak bytes the pool reserved from the device.",
+            Some(p.peak_reserved_bytes as f64),
+        ),
+        (
+            "gpumem_bench_speedup",
+            "Raw replay time over pool replay time.",
+            r.speedup,
         ),
     ];
-    if let Some(raw) = &r.raw {
-        rates.push((format!("{base},path=\"raw\""), raw.ops_per_sec));
-        latency.push((
-            format!("{base},path=\"raw\",quantile=\"0.5\""),
-            raw.alloc_ns.p50 as f64 / 1e9,
-        ));
-        latency.push((
-            format!("{base},path=\"raw\",quantile=\"0.99\""),
-            raw.alloc_ns.p99 as f64 / 1e9,
-        ));
+    for (name, help, value) in gauges {
+        if let Some(v) = value {
+            family(&mut out, name, help, &[(base.clone(), v)]);
+        }
     }
+    let (rates, latency) = path_samples(r, &base);
     family(
         &mut out,
         "gpumem_bench_operations_per_second",
@@ -109,15 +120,7 @@ pub fn bench_prometheus(r: &BenchReport) -> String {
         "Allocation latency quantiles.",
         &latency,
     );
-    if let Some(s) = r.speedup {
-        family(
-            &mut out,
-            "gpumem_bench_speedup",
-            "Raw replay time over pool replay time.",
-            &one(s),
-        );
-    }
-    let gates: Vec<(String, f64)> = r
+    let gates: Vec<Sample> = r
         .gates
         .iter()
         .map(|g| (format!("{base},gate=\"{}\"", g.name), flag(g.passed)))
@@ -128,25 +131,24 @@ pub fn bench_prometheus(r: &BenchReport) -> String {
         "Whether each CI gate passed (1) or not (0).",
         &gates,
     );
-    if let Some(c) = &r.comparison {
-        let changes: Vec<(String, f64)> = c
-            .rows
-            .iter()
-            .filter(|row| row.change_pct.is_finite())
-            .map(|row| {
-                (
-                    format!("{base},metric=\"{}\"", row.metric),
-                    row.change_pct / 100.0,
-                )
-            })
-            .collect();
-        family(
-            &mut out,
-            "gpumem_bench_baseline_change_ratio",
-            "Change of each metric's median from the baseline's, (new - old) / old.",
-            &changes,
-        );
-    }
+    let changes: Vec<Sample> = r
+        .comparison
+        .iter()
+        .flat_map(|c| &c.rows)
+        .filter(|row| row.change_pct.is_finite())
+        .map(|row| {
+            (
+                format!("{base},metric=\"{}\"", row.metric),
+                row.change_pct / 100.0,
+            )
+        })
+        .collect();
+    family(
+        &mut out,
+        "gpumem_bench_baseline_change_ratio",
+        "Change of each metric's median from the baseline's, (new - old) / old.",
+        &changes,
+    );
     out
 }
 
@@ -161,7 +163,7 @@ pub fn stress_prometheus(r: &StressReport) -> String {
     );
     let mut out = String::new();
     let one = |v: f64| vec![(base.clone(), v)];
-    let phase = |f: &dyn Fn(&crate::workload::stress::PhaseReport) -> f64| -> Vec<(String, f64)> {
+    let phase = |f: &dyn Fn(&crate::workload::stress::PhaseReport) -> f64| -> Vec<Sample> {
         o.phases
             .iter()
             .map(|p| (format!("{base},phase=\"{}\"", p.phase.name()), f(p)))
