@@ -108,3 +108,20 @@ fn sgr_len(s: &str) -> Option<usize> {
         .count();
     (body.as_bytes().get(params) == Some(&b'm')).then_some(2 + params + 1)
 }
+
+/// Text for an XML attribute: markup and control characters escaped or dropped.
+pub(super) fn xml_text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out
+}

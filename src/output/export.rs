@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 
 use super::bench::{failure_text, gate_value, BenchReport, Gate};
+use super::escape::xml_text;
 use super::runs::{change_text, metric_text, verdict_text};
 use super::stress::{failure_text as stress_failure_text, StressReport};
 use super::thousands;
@@ -14,11 +15,7 @@ use crate::workload::baseline::{Comparison, Verdict};
 /// The run as a Markdown section: verdict, figures, gates.
 pub fn bench_markdown(r: &BenchReport) -> String {
     let mut md = String::new();
-    let verdict = match (r.interrupted, r.passed) {
-        (true, _) => "interrupted",
-        (false, true) => "passed",
-        (false, false) => "failed",
-    };
+    let verdict = verdict_word(r.interrupted, r.passed);
     let _ = writeln!(
         md,
         "### gpumem bench-alloc: {verdict}\n\n`{}` on {}:{} ({}, {})\n",
@@ -145,11 +142,7 @@ pub fn bench_junit(r: &BenchReport) -> String {
 pub fn stress_markdown(r: &StressReport) -> String {
     let o = &r.outcome;
     let mut md = String::new();
-    let verdict = match (o.interrupted, o.passed) {
-        (true, _) => "interrupted",
-        (false, true) => "passed",
-        (false, false) => "failed",
-    };
+    let verdict = verdict_word(o.interrupted, o.passed);
     let _ = writeln!(
         md,
         "### gpumem stress: {verdict}\n\n{}:{} ({}, {})\n",
@@ -258,21 +251,13 @@ fn regression_case(xml: &mut String, row: &Comparison) {
     let _ = writeln!(xml, "</testcase>");
 }
 
-/// Text for an XML attribute: markup and control characters escaped or dropped.
-fn xml_text(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c if c.is_control() => {}
-            c => out.push(c),
-        }
+/// A run's outcome in one word: an interrupted run is neither passed nor failed.
+fn verdict_word(interrupted: bool, passed: bool) -> &'static str {
+    match (interrupted, passed) {
+        (true, _) => "interrupted",
+        (false, true) => "passed",
+        (false, false) => "failed",
     }
-    out
 }
 
 /// Text for a Markdown table cell: pipes and backticks escaped, control characters dropped.

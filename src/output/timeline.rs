@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use super::bench::BenchReport;
+use super::escape::xml_text;
 use super::thousands;
 use crate::units::format_bytes;
 
@@ -51,13 +52,6 @@ fn byte_unit(max: f64) -> (f64, &'static str) {
 fn tick_label(v: f64) -> String {
     let text = format!("{v:.3}");
     text.trim_end_matches('0').trim_end_matches('.').to_string()
-}
-
-fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 /// The plot's scales: operations across, bytes up.
@@ -115,7 +109,7 @@ pub fn timeline_svg(report: &BenchReport) -> String {
     let _ = writeln!(
         svg,
         r#"<text x="{LEFT}" y="28" font-size="15" font-weight="bold">{}</text>"#,
-        xml_escape(&title)
+        xml_text(&title)
     );
     grid(&mut svg, &axes, scale, unit, y_step, max_op);
     curves(&mut svg, &axes, report);
@@ -276,7 +270,7 @@ fn legend(svg: &mut String, report: &BenchReport, limit: u64, limit_shown: bool)
             x + 22.0,
             x + 28.0,
             y + 4.0,
-            xml_escape(label)
+            xml_text(label)
         );
     }
     if !limit_shown {
