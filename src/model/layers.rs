@@ -21,6 +21,118 @@ pub struct LayerWeights {
     /// The part of each layer's bytes that is its routed experts' weights (`ffn_*_exps`): what
     /// `--n-cpu-moe` keeps on the CPU.
     pub experts: Vec<u64>,
+    /// Each layer's feed-forward weights by the name prefix llama.cpp's fit overrides them by.
+    pub ffn: Vec<FfnBytes>,
+}
+
+/// One layer's feed-forward weight bytes (routed, shared and dense alike) by name:
+/// `ffn_gate*` (the router `ffn_gate_inp`, fused `ffn_gate_up*` included), `ffn_up*` and
+/// `ffn_down*`, of which `experts` (`ffn_*_exps`) are a part.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FfnBytes {
+    /// `ffn_gate*`.
+    pub gate: u64,
+    /// `ffn_up*`.
+    pub up: u64,
+    /// `ffn_down*`.
+    pub down: u64,
+    /// The routed experts' part of the three.
+    pub experts: u64,
+}
+
+/// Which of a layer's feed-forward weights a tensor override (`-ot PATTERN=BUFFER`) moves off
+/// the layer's device: the four patterns `--n-cpu-moe` and llama.cpp's fit
+/// (`common/fit.cpp`) write.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FfnMove {
+    /// Nothing: the layer is whole on its device.
+    #[default]
+    Nothing,
+    /// `ffn_(up|down|gate_up|gate)_(ch|)exps`: the routed experts (`--n-cpu-moe`).
+    Experts,
+    /// `ffn_(gate|up|gate_up|down).*`: every feed-forward weight, attention stays.
+    AllFfn,
+    /// `ffn_(gate|gate_up|down).*`: all but the up projections.
+    GateDown,
+    /// `ffn_down.*`: the down projections.
+    Down,
+}
+
+/// The class of a feed-forward weight, by its name's prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FfnClass {
+    /// `ffn_gate*` (the router and fused gate/up included).
+    Gate,
+    /// `ffn_up*`.
+    Up,
+    /// `ffn_down*`.
+    Down,
+}
+
+impl FfnMove {
+    /// Whether this override moves a weight of `class` (`experts`: a routed expert's).
+    pub fn moves(self, class: FfnClass, experts: bool) -> bool {
+        match self {
+            FfnMove::Nothing => false,
+            FfnMove::Experts => experts,
+            FfnMove::AllFfn => true,
+            FfnMove::GateDown => class != FfnClass::Up,
+            FfnMove::Down => class == FfnClass::Down,
+        }
+    }
+
+    /// The bytes of `ffn` this override moves.
+    pub fn bytes(self, ffn: &FfnBytes) -> u64 {
+        match self {
+            FfnMove::Nothing => 0,
+            FfnMove::Experts => ffn.experts,
+            FfnMove::AllFfn => ffn.gate + ffn.up + ffn.down,
+            FfnMove::GateDown => ffn.gate + ffn.down,
+            FfnMove::Down => ffn.down,
+        }
+    }
+
+    /// The override's pattern for layer `il`, as llama.cpp writes it.
+    pub fn pattern(self, il: u64) -> Option<String> {
+        let tail = match self {
+            FfnMove::Nothing => return None,
+            FfnMove::Experts => r"ffn_(up|down|gate_up|gate)_(ch|)exps",
+            FfnMove::AllFfn => r"ffn_(gate|up|gate_up|down).*",
+            FfnMove::GateDown => r"ffn_(gate|gate_up|down).*",
+            FfnMove::Down => r"ffn_down.*",
+        };
+        Some(format!(r"blk\.{il}\.{tail}"))
+    }
+}
+
+/// Where one layer's moved feed-forward weights go.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LayerMove {
+    /// What moves.
+    pub what: FfnMove,
+    /// To device `Some(d)`, or to the CPU.
+    pub to: Option<usize>,
+}
+
+impl LayerMove {
+    /// `--n-cpu-moe n`: the first `n` layers' routed experts on the CPU.
+    pub fn cpu_moe(n: u64) -> Vec<LayerMove> {
+        (0..n)
+            .map(|_| LayerMove {
+                what: FfnMove::Experts,
+                to: None,
+            })
+            .collect()
+    }
+
+    /// Layer `il`'s move in `moves` (nothing past its end).
+    pub fn of(moves: &[LayerMove], il: u64) -> LayerMove {
+        usize::try_from(il)
+            .ok()
+            .and_then(|i| moves.get(i))
+            .copied()
+            .unwrap_or_default()
+    }
 }
 
 impl LayerWeights {
@@ -61,6 +173,39 @@ impl LayerWeights {
                     })
                 })
                 .collect(),
+            ffn: (0..arch.num_layers)
+                .map(|l| Self::ffn_from_arch(arch, l, &bytes))
+                .collect(),
+        }
+    }
+
+    /// Layer `l`'s feed-forward bytes counted from `arch`: the router and each gated
+    /// projection of the routed experts, the shared ones and a dense MLP.
+    fn ffn_from_arch(arch: &ModelArch, l: u64, bytes: &dyn Fn(u64) -> u64) -> FfnBytes {
+        let h = arch.hidden_size;
+        match arch.moe.as_ref().filter(|_| arch.is_moe_layer(l)) {
+            Some(m) => {
+                let routed = bytes(
+                    h.saturating_mul(m.expert_intermediate)
+                        .saturating_mul(m.experts),
+                );
+                let shared = bytes(h.saturating_mul(m.shared_intermediate));
+                FfnBytes {
+                    gate: routed + shared + bytes(h.saturating_mul(m.experts)),
+                    up: routed + shared,
+                    down: routed + shared,
+                    experts: 3 * routed,
+                }
+            }
+            None => {
+                let dense = bytes(h.saturating_mul(arch.intermediate_size));
+                FfnBytes {
+                    gate: dense,
+                    up: dense,
+                    down: dense,
+                    experts: 0,
+                }
+            }
         }
     }
 
@@ -74,6 +219,7 @@ impl LayerWeights {
             tied_head: 0,
             layers: vec![0; usize::try_from(layers).unwrap_or(0)],
             experts: vec![0; usize::try_from(layers).unwrap_or(0)],
+            ffn: vec![FfnBytes::default(); usize::try_from(layers).unwrap_or(0)],
         };
         let mut has_head = false;
         let mut token_embd = 0;
@@ -84,9 +230,20 @@ impl LayerWeights {
                     Some(l) => *l += bytes,
                     None => w.input += bytes,
                 }
-                if is_experts(&t.name) {
+                let experts = is_experts(&t.name);
+                if experts {
                     if let Some(e) = w.experts.get_mut(il) {
                         *e += bytes;
+                    }
+                }
+                if let (Some(f), Some(class)) = (w.ffn.get_mut(il), ffn_class(&t.name)) {
+                    match class {
+                        FfnClass::Gate => f.gate += bytes,
+                        FfnClass::Up => f.up += bytes,
+                        FfnClass::Down => f.down += bytes,
+                    }
+                    if experts {
+                        f.experts += bytes;
                     }
                 }
             } else if t.name.starts_with("output.") || t.name.starts_with("output_norm.") {
@@ -120,6 +277,20 @@ fn is_experts(name: &str) -> bool {
         .iter()
         .filter_map(|p| rest.strip_prefix(p))
         .any(|r| r.starts_with("exps") || r.starts_with("chexps"))
+}
+
+/// A feed-forward weight's class by its name after `blk.N.`, as the fit's patterns read it.
+fn ffn_class(name: &str) -> Option<FfnClass> {
+    let rest = name.strip_prefix("blk.")?.split_once('.')?.1;
+    if rest.starts_with("ffn_gate") {
+        Some(FfnClass::Gate)
+    } else if rest.starts_with("ffn_up") {
+        Some(FfnClass::Up)
+    } else if rest.starts_with("ffn_down") {
+        Some(FfnClass::Down)
+    } else {
+        None
+    }
 }
 
 /// The layer index of `blk.N.…`.

@@ -38,7 +38,7 @@ pub use estimate::{
 pub use family::Family;
 pub use gguf::{arch_from_gguf, read_gguf, GgufFile, GgufTensor, GgufValue};
 pub use hf_config::{parse_config, read_config, KNOWN_FAMILIES};
-pub use layers::LayerWeights;
+pub use layers::{FfnBytes, FfnClass, FfnMove, LayerMove, LayerWeights};
 pub use safetensors_header::{read_safetensors, SafetensorsSummary};
 
 /// Where a model came from.

@@ -4,6 +4,8 @@
 use std::fmt::Write as _;
 
 use super::thousands;
+use crate::model::FfnMove;
+use crate::plan::engine::llamacpp_fit::TensorOverride;
 use crate::plan::engine::vllm::{VllmFit, VllmOutcome};
 use crate::plan::engine::LlamaCppAccount;
 use crate::plan::engine::{Basis, TermKind};
@@ -142,4 +144,44 @@ pub fn llamacpp_text(text: &mut String, a: &LlamaCppAccount) {
             format_bytes(d.total())
         );
     }
+    for line in override_lines(&a.overrides, a.repeating_layers) {
+        let _ = writeln!(text, "  {line}");
+    }
+}
+
+/// The fit's `-ot` overrides in words: runs of layers whose same weights go to the same place.
+fn override_lines(overrides: &[TensorOverride], layers: u64) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut i = 0;
+    // llama.cpp's fit may name the output layer too; its pattern matches no weight.
+    let real: Vec<&TensorOverride> = overrides.iter().filter(|o| o.layer < layers).collect();
+    while i < real.len() {
+        let first = real[i];
+        let mut j = i;
+        while j + 1 < real.len()
+            && real[j + 1].what == first.what
+            && real[j + 1].to == first.to
+            && real[j + 1].layer == real[j].layer + 1
+        {
+            j += 1;
+        }
+        let layers = if i == j {
+            format!("layer {}", first.layer)
+        } else {
+            format!("layers {}–{}", first.layer, real[j].layer)
+        };
+        let what = match first.what {
+            FfnMove::Nothing => "nothing",
+            FfnMove::Experts => "routed experts",
+            FfnMove::AllFfn => "feed-forward weights",
+            FfnMove::GateDown => "feed-forward gate and down weights",
+            FfnMove::Down => "feed-forward down weights",
+        };
+        let to = first
+            .to
+            .map_or_else(|| "system RAM".to_string(), |d| format!("GPU {d}"));
+        lines.push(format!("-ot: the {what} of {layers} in {to}"));
+        i = j + 1;
+    }
+    lines
 }

@@ -482,24 +482,28 @@ fn held_back_text(h: &HeldBack) -> String {
     )
 }
 
+/// The placements of `p` (only the GPUs' with `gpus_only`): layers, where, bytes.
+fn split_line(p: &Plan, at: &dyn Fn(&Placement) -> String, gpus_only: bool) -> String {
+    p.placements
+        .iter()
+        .filter(|x| !gpus_only || x.backend != crate::backend::BackendKind::Cpu)
+        .map(|x| {
+            format!(
+                "{} layers on {} ({})",
+                x.layers.unwrap_or(0),
+                at(x),
+                format_bytes(x.bytes)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The plan in one line.
 fn plan_line(s: &Selection) -> String {
     let p = &s.plan;
     let at = |x: &Placement| format!("{}:{} on {}", x.backend, x.device, one_line(&x.host));
-    let split = |p: &Plan| {
-        p.placements
-            .iter()
-            .map(|x| {
-                format!(
-                    "{} layers on {} ({})",
-                    x.layers.unwrap_or(0),
-                    at(x),
-                    format_bytes(x.bytes)
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let split = |p: &Plan| split_line(p, &at, false);
     match p.kind {
         PlanKind::Single => format!("Plan: single device — {}", at(&p.placements[0])),
         PlanKind::TensorParallel => format!(
@@ -516,12 +520,31 @@ fn plan_line(s: &Selection) -> String {
         PlanKind::LayerSplit => format!("Plan: layer split — {}", split(p)),
         PlanKind::CrossHost => format!("Plan: layers across hosts — {}", split(p)),
         PlanKind::CpuOffload => {
-            let (g, c) = (&p.placements[0], &p.placements[1]);
+            let (g, c) = (&p.placements[0], &p.placements[p.placements.len() - 1]);
+            // llama.cpp's fit may also keep routed experts of layers on the GPUs in RAM.
+            let experts = p.llamacpp.as_ref().map_or(0, |a| {
+                a.overrides
+                    .iter()
+                    .filter(|o| o.to.is_none() && o.layer < a.repeating_layers)
+                    .count()
+            });
+            let in_ram = |cl: u64| match (cl, experts) {
+                (_, 0) => format!("{cl} layers"),
+                (0, n) => format!("the experts of {n} layers"),
+                (_, n) => format!("{cl} layers and the experts of {n} more"),
+            };
             match (g.layers, c.layers) {
+                (Some(_), Some(cl)) if p.placements.len() > 2 => format!(
+                    "Plan: CPU offload — {}; {} in its system RAM ({})",
+                    split_line(p, &at, true),
+                    in_ram(cl),
+                    format_bytes(c.bytes)
+                ),
                 (Some(gl), Some(cl)) => format!(
-                    "Plan: CPU offload — {gl} layers on {} ({}), {cl} layers in its system RAM ({})",
+                    "Plan: CPU offload — {gl} layers on {} ({}), {} in its system RAM ({})",
                     at(g),
                     format_bytes(g.bytes),
+                    in_ram(cl),
                     format_bytes(c.bytes)
                 ),
                 _ => format!(

@@ -202,6 +202,18 @@ fn visible(placements: &[&Placement]) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
+/// The name llama.cpp gives the `d`-th device's buffers of `backend` (what `-ot` names).
+fn buffer_name(backend: BackendKind, d: usize) -> String {
+    match backend {
+        BackendKind::Cuda | BackendKind::Nvml => format!("CUDA{d}"),
+        BackendKind::Rocm => format!("ROCm{d}"),
+        BackendKind::Vulkan => format!("Vulkan{d}"),
+        BackendKind::Metal => "Metal".into(),
+        BackendKind::Opencl => "OpenCL".into(),
+        BackendKind::Cpu => "CPU".into(),
+    }
+}
+
 fn gpus(plan: &Plan) -> Vec<&Placement> {
     plan.placements
         .iter()
@@ -253,7 +265,15 @@ fn llama_cpp(path: &std::path::Path, plan: &Plan, s: &LaunchSettings) -> Launch 
         "-ngl".into(),
         ngl.to_string(),
     ];
-    if gpu.len() > 1 {
+    let fitted = plan.llamacpp.as_ref();
+    if let Some(ts) = fitted.and_then(|f| f.tensor_split.as_ref()) {
+        // llama.cpp's fit counts the output layer on the last GPU; trailing zeros are dropped.
+        let used = ts.len() - ts.iter().rev().take_while(|&&n| n == 0).count();
+        if used > 1 {
+            let ts: Vec<String> = ts[..used].iter().map(u64::to_string).collect();
+            argv.extend(["--tensor-split".into(), ts.join(",")]);
+        }
+    } else if gpu.len() > 1 {
         // llama.cpp puts RPC devices before local GPUs.
         let shares: Vec<String> = remote
             .iter()
@@ -264,6 +284,20 @@ fn llama_cpp(path: &std::path::Path, plan: &Plan, s: &LaunchSettings) -> Launch 
             })
             .collect();
         argv.extend(["--tensor-split".into(), shares.join(",")]);
+    }
+    if let Some(f) = fitted.filter(|f| !f.overrides.is_empty()) {
+        let ot: Vec<String> = f
+            .overrides
+            .iter()
+            .filter_map(|o| {
+                let to = match o.to {
+                    None => "CPU".to_string(),
+                    Some(d) => buffer_name(local.get(d)?.backend, d),
+                };
+                Some(format!("{}={to}", o.pattern.as_deref()?))
+            })
+            .collect();
+        argv.extend(["-ot".into(), ot.join(",")]);
     }
     if !rpc.is_empty() {
         argv.extend(["--rpc".into(), rpc.join(",")]);

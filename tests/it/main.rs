@@ -16,6 +16,7 @@ mod estimate;
 mod estimate_input;
 mod generated_files;
 mod llamacpp_devices;
+mod llamacpp_moe_select;
 mod llamacpp_reference;
 mod parser_fuzz;
 mod pickle_bounds;

@@ -6,6 +6,8 @@ context set and llama.cpp's defaults otherwise (flash attention auto, a 1024 MiB
 One ggml-rpc-server on 127.0.0.1 is the device; its free memory is the host's, so a device of
 S MiB is emulated by the margin `-fitt FREE - S + 1024`, which leaves llama.cpp's own default
 margin of 1024 MiB on an S MiB device. FREE is what llama.cpp reports (whole MiB).
+For a MoE model the fit also moves feed-forward weights to the CPU: `printed` keeps its `-ot`
+overrides as llama-fit-params wrote them.
 
     measure_fit.py llama-fit-params MODEL.gguf OUT.json --rpc 127.0.0.1:50052 --ctx 8192 \
         --size-mib 6144 --size-mib 8192
@@ -34,6 +36,7 @@ def main():
     p.add_argument("--size-mib", action="append", required=True,
                    help="a device's size, or several devices' (comma-separated)")
     p.add_argument("--shape", required=True)
+    p.add_argument("--made-by", default=None, help="the command that wrote the GGUF")
     a = p.parse_args()
     rows = []
     for sizes in a.size_mib:
@@ -57,6 +60,8 @@ def main():
         "backend": "RPC (ggml-rpc-server on 127.0.0.1, CPU-backed)",
         "gguf": a.model.rsplit("/", 1)[-1],
         "shape": a.shape,
+        "made_by": a.made_by,
+        "rpc": a.rpc.split(","),
         "rows": rows,
         "gguf_header": describe(a.model),
     }

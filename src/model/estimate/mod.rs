@@ -289,14 +289,14 @@ pub fn offloaded_compute_buffers(
     let layers: Vec<Option<usize>> = (0..=arch.num_layers)
         .map(|l| (l >= first_offloaded).then_some(0))
         .collect();
-    let b = placed_compute_buffers(arch, s, &layers, 1, false, 0)?;
+    let b = placed_compute_buffers(arch, s, &layers, 1, false, &[])?;
     Some((b[0], b[1]))
 }
 
 /// llama.cpp's compute buffers with each layer (the output layer last) where `layer_devices`
 /// puts it (`None`: the CPU) over `devices` devices: the host's first, then each device's;
 /// `pipeline` for llama.cpp's pipeline parallelism (every layer offloaded over several
-/// devices); the first `cpu_moe` layers keep their routed experts on the CPU (`--n-cpu-moe`).
+/// devices); `moves` says which layers' feed-forward weights sit elsewhere (`-ot`, `--n-cpu-moe`).
 /// `None` where the architecture's graph is not replayed.
 pub fn placed_compute_buffers(
     arch: &ModelArch,
@@ -304,7 +304,7 @@ pub fn placed_compute_buffers(
     layer_devices: &[Option<usize>],
     devices: usize,
     pipeline: bool,
-    cpu_moe: u64,
+    moves: &[crate::model::LayerMove],
 ) -> Option<Vec<u64>> {
     let (cells, swa_cells) = kv_cells(arch, s);
     let batch = super::replay::Batch {
@@ -319,7 +319,7 @@ pub fn placed_compute_buffers(
         layer_devices,
         devices,
         pipeline,
-        cpu_moe,
+        moves,
     };
     super::replay::compute_buffers_placed(&batch, &placed)
 }

@@ -84,7 +84,8 @@ pub(super) fn ffn_block(c: &Ctx<'_>, g: &mut Graph, cur: usize, layer: u64) -> O
     let model = c.model;
     Some(match c.moe.filter(|_| c.arch.is_moe_layer(layer)) {
         None if c.b.fused => {
-            let (wu, wd) = (g.external(), g.external());
+            // Phi-3's fused gate/up is named `ffn_up`.
+            let (wu, wd) = (g.ffn_weight(FfnClass::Up), g.ffn_weight(FfnClass::Down));
             let gate_up = g.op(Kind::Fresh, c.ffn.checked_mul(2)?, OTHER, &[wu, cur]);
             let act = g.op(Kind::Fresh, c.ffn, FFN, &[gate_up]);
             g.op(Kind::Fresh, model, MODEL, &[wd, act])
@@ -95,7 +96,7 @@ pub(super) fn ffn_block(c: &Ctx<'_>, g: &mut Graph, cur: usize, layer: u64) -> O
             let mut shared = dense(c, g, cur, m.shared);
             if m.shared_gate {
                 let one = c.width(1)?;
-                let w = g.external();
+                let w = g.ffn_weight(FfnClass::Gate);
                 let x = g.op(Kind::Fresh, one, SUMS, &[w, cur]);
                 let gate = if c.b.qwen2_moe {
                     let silu = g.op(Kind::InPlace, one, SUMS, &[x]);
@@ -117,28 +118,32 @@ fn dense(c: &Ctx<'_>, g: &mut Graph, cur: usize, width: u64) -> usize {
     let model = c.model;
     let Builder { falcon, neox, .. } = c.b;
     if falcon || neox {
-        let bias = |g: &mut Graph, x: usize, bytes: u64, layout: u64| {
+        let bias = |g: &mut Graph, x: usize, bytes: u64, layout: u64, class: FfnClass| {
             if !neox {
                 return x;
             }
-            let b = g.external();
+            let b = g.ffn_weight(class);
             g.op(Kind::InPlace, bytes, layout, &[x, b])
         };
-        let (wu, wd) = (g.external(), g.external());
+        let (wu, wd) = (g.ffn_weight(FfnClass::Up), g.ffn_weight(FfnClass::Down));
         let up = g.op(Kind::Fresh, width, FFN, &[wu, cur]);
-        let up = bias(g, up, width, FFN);
+        let up = bias(g, up, width, FFN, FfnClass::Up);
         let act = g.op(Kind::InPlace, width, FFN, &[up]);
         let down = g.op(Kind::Fresh, model, MODEL, &[wd, act]);
-        return bias(g, down, model, MODEL);
+        return bias(g, down, model, MODEL, FfnClass::Down);
     }
     if c.plain {
-        let (wu, wd) = (g.external(), g.external());
+        let (wu, wd) = (g.ffn_weight(FfnClass::Up), g.ffn_weight(FfnClass::Down));
         let up = g.op(Kind::Fresh, width, FFN, &[wu, cur]);
         let relu = g.op(Kind::InPlace, width, FFN, &[up]);
         let act = g.op(Kind::InPlace, width, FFN, &[relu]);
         return g.op(Kind::Fresh, model, MODEL, &[wd, act]);
     }
-    let (wg, wu, wd) = (g.external(), g.external(), g.external());
+    let (wg, wu, wd) = (
+        g.ffn_weight(FfnClass::Gate),
+        g.ffn_weight(FfnClass::Up),
+        g.ffn_weight(FfnClass::Down),
+    );
     let gate = g.op(Kind::Fresh, width, FFN, &[wg, cur]);
     let up = g.op(Kind::Fresh, width, FFN, &[wu, cur]);
     let act = g.op(Kind::Fresh, width, FFN, &[gate, up]);
@@ -163,18 +168,24 @@ fn experts(c: &Ctx<'_>, g: &mut Graph, cur: usize, m: &Routed) -> usize {
         );
     }
     // `mul_mat_id`: an expert's weights applied to each token's selected experts.
-    let per_expert = |g: &mut Graph, bytes: u64, layout: u64, x: usize| {
-        let w = g.expert_weight();
+    let per_expert = |g: &mut Graph, bytes: u64, layout: u64, x: usize, class: FfnClass| {
+        let w = g.expert_weight(class);
         let y = g.op(Kind::Fresh, bytes, layout, &[w, x, selected]);
         if !oss {
             return y;
         }
         // Each expert's bias, added by expert id.
-        let b = g.expert_weight();
+        let b = g.expert_weight(class);
         g.op(Kind::InPlace, bytes, layout, &[y, b, selected])
     };
     // With fused experts, gate and up are one tensor of twice the width.
-    let up = per_expert(g, m.gate_up, EXPERT_FFN, cur_3d);
+    // A fused gate/up is `ffn_gate_up_exps`.
+    let first = if c.arch.fused_gate_up_exps {
+        FfnClass::Gate
+    } else {
+        FfnClass::Up
+    };
+    let up = per_expert(g, m.gate_up, EXPERT_FFN, cur_3d, first);
     let act = if c.plain {
         // Squared ReLU, in place.
         let relu = g.op(Kind::InPlace, m.expert_ffn, EXPERT_FFN, &[up]);
@@ -184,10 +195,10 @@ fn experts(c: &Ctx<'_>, g: &mut Graph, cur: usize, m: &Routed) -> usize {
         let up = g.view(up, EXPERT_FFN);
         g.op(Kind::Fresh, m.expert_ffn, EXPERT_FFN, &[gate, up])
     } else {
-        let gate = per_expert(g, m.expert_ffn, EXPERT_FFN, cur_3d);
+        let gate = per_expert(g, m.expert_ffn, EXPERT_FFN, cur_3d, FfnClass::Gate);
         g.op(Kind::Fresh, m.expert_ffn, EXPERT_FFN, &[gate, up])
     };
-    let mut out = per_expert(g, m.expert_out, EXPERT_OUT, act);
+    let mut out = per_expert(g, m.expert_out, EXPERT_OUT, act, FfnClass::Down);
     if !llama4 {
         out = g.op(Kind::InPlace, m.expert_out, EXPERT_OUT, &[out, weights]);
     }
@@ -219,11 +230,11 @@ fn route(c: &Ctx<'_>, g: &mut Graph, cur: usize, m: &Routed) -> (usize, usize) {
         unnormalised,
         ..
     } = c.b;
-    let router = g.external();
+    let router = g.ffn_weight(FfnClass::Gate);
     let mut logits = g.op(Kind::Fresh, m.router, ROUTER, &[router, cur]);
     let probs = if oss {
-        // A biased router, its logits ranked as they are.
-        let b = g.external();
+        // A biased router (`ffn_gate_inp.bias`), its logits ranked as they are.
+        let b = g.ffn_weight(FfnClass::Gate);
         logits = g.op(Kind::InPlace, m.router, ROUTER, &[logits, b]);
         logits
     } else {

@@ -2,6 +2,8 @@
 //! kind (fresh, in place, a view, an input, a weight) in graph order, each freed after its last
 //! consumer, placed best fit over the free blocks with the last block growing the buffer.
 
+pub(super) use crate::model::layers::FfnClass;
+
 pub(super) fn sat(v: u128) -> u64 {
     u64::try_from(v).unwrap_or(u64::MAX)
 }
@@ -81,6 +83,8 @@ pub(super) struct Tensor {
     pub(super) writes: bool,
     /// A routed expert's weight (`ffn_*_exps`): what `--n-cpu-moe` keeps on the CPU.
     pub(super) experts: bool,
+    /// A feed-forward weight's class: what the fit's overrides move by name.
+    pub(super) ffn: Option<FfnClass>,
 }
 
 /// A part of the model, as llama.cpp places its weights: the input layer, a repeating layer,
@@ -126,13 +130,21 @@ impl Graph {
             part: Part::Input,
             writes: false,
             experts: false,
+            ffn: None,
         })
     }
 
-    /// A routed expert's weight (`ffn_*_exps`, and its bias).
-    pub(super) fn expert_weight(&mut self) -> usize {
-        let i = self.external();
+    /// A routed expert's weight (`ffn_*_exps`, and its bias) of `class`.
+    pub(super) fn expert_weight(&mut self, class: FfnClass) -> usize {
+        let i = self.ffn_weight(class);
         self.tensors[i].experts = true;
+        i
+    }
+
+    /// A feed-forward weight (`ffn_gate*`, `ffn_up*`, `ffn_down*`) of `class`.
+    pub(super) fn ffn_weight(&mut self, class: FfnClass) -> usize {
+        let i = self.external();
+        self.tensors[i].ffn = Some(class);
         i
     }
 
@@ -150,6 +162,7 @@ impl Graph {
             part: Part::Input,
             writes: false,
             experts: false,
+            ffn: None,
         })
     }
 
@@ -166,6 +179,7 @@ impl Graph {
             part: Part::Input,
             writes: false,
             experts: false,
+            ffn: None,
         })
     }
 
@@ -185,6 +199,7 @@ impl Graph {
             part: Part::Input,
             writes: false,
             experts: false,
+            ffn: None,
         })
     }
 
@@ -214,6 +229,7 @@ impl Graph {
             part: Part::Input,
             writes: true,
             experts: false,
+            ffn: None,
         })
     }
 

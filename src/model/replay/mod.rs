@@ -21,6 +21,7 @@ mod layer;
 mod recurrent;
 mod sched;
 
+use crate::model::layers::LayerMove;
 use attention::*;
 use builder::*;
 use ffn::*;
@@ -113,8 +114,8 @@ pub(crate) struct Placed<'a> {
     pub layer_devices: &'a [Option<usize>],
     pub devices: usize,
     pub pipeline: bool,
-    /// Layers below this keep their routed experts' weights on the CPU (`--n-cpu-moe`).
-    pub cpu_moe: u64,
+    /// Each layer's feed-forward weights moved off its device (`-ot`, `--n-cpu-moe`).
+    pub moves: &'a [LayerMove],
 }
 
 /// The compute buffers of the host (first) and each device under `placed`, the graph split as
@@ -132,10 +133,15 @@ pub(crate) fn compute_buffers_placed(b: &Batch<'_>, placed: &Placed<'_>) -> Opti
     let to_backend =
         |d: Option<usize>| d.map_or(sched::HOST, |d| u8::try_from(d + 1).unwrap_or(u8::MAX));
     let device_of = |l: usize| placed.layer_devices.get(l).copied().flatten();
-    let backend_of = |p: Part, experts: bool| match p {
+    let backend_of = |p: Part, ffn: Option<(FfnClass, bool)>| match p {
         Part::Input => sched::HOST,
-        Part::Layer(l) if experts && l < placed.cpu_moe => sched::HOST,
-        Part::Layer(l) => to_backend(usize::try_from(l).ok().and_then(device_of)),
+        Part::Layer(l) => {
+            let moved = LayerMove::of(placed.moves, l);
+            match ffn {
+                Some((class, experts)) if moved.what.moves(class, experts) => to_backend(moved.to),
+                _ => to_backend(usize::try_from(l).ok().and_then(device_of)),
+            }
+        }
         Part::Output => to_backend(placed.layer_devices.last().copied().flatten()),
     };
     let backends = u8::try_from(placed.devices + 1).ok()?;

@@ -18,7 +18,7 @@ pub(super) const HOST: u8 = 0;
 pub(super) fn split_buffers(
     g: &Graph,
     backends: u8,
-    backend_of: &dyn Fn(Part, bool) -> u8,
+    backend_of: &dyn Fn(Part, Option<(FfnClass, bool)>) -> u8,
     copies: usize,
 ) -> Vec<u64> {
     let be = assign(g, backend_of);
@@ -34,8 +34,8 @@ fn is_view(g: &Graph, i: usize) -> bool {
 }
 
 /// Every tensor's backend, pass by pass as the scheduler assigns them.
-fn assign(g: &Graph, backend_of: &dyn Fn(Part, bool) -> u8) -> Vec<u8> {
-    let of = |t: &Tensor| backend_of(t.part, t.experts);
+fn assign(g: &Graph, backend_of: &dyn Fn(Part, Option<(FfnClass, bool)>) -> u8) -> Vec<u8> {
+    let of = |t: &Tensor| backend_of(t.part, t.ffn.map(|c| (c, t.experts)));
     let mut be: Vec<Option<u8>> = vec![None; g.tensors.len()];
     for &l in &g.leafs {
         let t = &g.tensors[l];

@@ -17,7 +17,7 @@
 
 use serde::Serialize;
 
-use crate::model::{LayerWeights, ModelArch, Settings};
+use crate::model::{LayerMove, LayerWeights, ModelArch, Settings};
 
 /// How llama.cpp is told to offload (`-ngl`, `--tensor-split`, `-nkvo`).
 #[derive(Debug, Clone, PartialEq)]
@@ -28,8 +28,9 @@ pub struct Offload {
     pub tensor_split: Vec<f32>,
     /// KV cache with its layers (true), or all in host memory (`-nkvo`).
     pub kv_offload: bool,
-    /// `--n-cpu-moe N`: the first `N` layers keep their routed experts' weights on the CPU.
-    pub cpu_moe: u64,
+    /// Each layer's feed-forward weights moved off its device (`-ot`; `--n-cpu-moe N` moves
+    /// the first `N` layers' experts to the CPU: [`LayerMove::cpu_moe`]).
+    pub moves: Vec<LayerMove>,
 }
 
 /// Model and KV-cache bytes on one device (or the host).
@@ -93,14 +94,11 @@ pub fn place(
         let slot = dev.unwrap_or(host);
         match weights.layers.get(il) {
             Some(bytes) => {
-                let experts = weights.experts.get(il).copied().unwrap_or(0);
-                let kept = if (il as u64) < offload.cpu_moe {
-                    experts
-                } else {
-                    0
-                };
+                let moved = LayerMove::of(&offload.moves, il as u64);
+                let ffn = weights.ffn.get(il).copied().unwrap_or_default();
+                let kept = moved.what.bytes(&ffn);
                 out[slot].model += bytes - kept;
-                out[host].model += kept;
+                out[moved.to.unwrap_or(host)].model += kept;
                 let kv_slot = if offload.kv_offload { slot } else { host };
                 out[kv_slot].context += kv.get(il).copied().unwrap_or(0);
             }
@@ -145,7 +143,7 @@ pub fn one_device(
         n_gpu_layers,
         tensor_split: vec![1.0],
         kv_offload: true,
-        cpu_moe: 0,
+        moves: Vec::new(),
     };
     let placed = place(weights, arch, settings, &offload);
     let first = (arch.num_layers + 1).saturating_sub(n_gpu_layers);
@@ -209,14 +207,17 @@ pub fn device_uses(
     let pipeline = n > 1
         && offload.n_gpu_layers > arch.num_layers
         && offload.kv_offload
-        && offload.cpu_moe == 0;
+        && offload
+            .moves
+            .iter()
+            .all(|m| m.what == crate::model::FfnMove::Nothing);
     let compute = crate::model::estimate::placed_compute_buffers(
         arch,
         settings,
         &layers,
         n,
         pipeline,
-        offload.cpu_moe,
+        &offload.moves,
     )?;
     Some(
         placed
@@ -253,7 +254,7 @@ pub fn fit_devices(
         n_gpu_layers: all,
         tensor_split: free.iter().map(|&f| f as f32).collect(),
         kv_offload: true,
-        cpu_moe: 0,
+        moves: Vec::new(),
     };
     let uses = device_uses(weights, arch, settings, &by_free)?;
     if free
@@ -273,7 +274,7 @@ pub fn fit_devices(
             n_gpu_layers: layers.iter().sum(),
             tensor_split: layers.iter().map(|&n| n as f32).collect(),
             kv_offload: true,
-            cpu_moe: 0,
+            moves: Vec::new(),
         };
         Some(device_uses(weights, arch, settings, &offload)?[id].total())
     };

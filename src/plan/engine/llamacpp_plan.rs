@@ -1,11 +1,13 @@
 //! Planning for llama.cpp on one host's GPUs and its system RAM: `-ngl` and `-ts` as
 //! llama.cpp's own fit chooses them (every layer when each GPU keeps its margin, else the most
 //! that do, filled from the last GPU, the rest in system RAM), each device's model, KV-cache and
-//! compute bytes as llama.cpp places them. Experts on the CPU are not planned here yet.
+//! compute bytes as llama.cpp places them. A model with routed experts is fitted as
+//! llama.cpp fits one ([`super::llamacpp_fit`]): experts to system RAM first, `-ot` overrides.
 
 use serde::Serialize;
 
 use super::llamacpp::{device_uses, fit_devices, layer_devices, one_device, DeviceUse, Offload};
+use super::llamacpp_fit::{fit_moe, TensorOverride};
 use crate::backend::BackendKind;
 use crate::model::{LayerWeights, ModelSource, Settings, DEFAULT_WEIGHT_PRECISION};
 use crate::plan::{
@@ -23,6 +25,11 @@ pub struct LlamaCppAccount {
     pub n_gpu_layers: u64,
     /// `-ts`: each GPU's layers, when the fit set them (else llama.cpp splits by free memory).
     pub tensor_split: Option<Vec<u64>>,
+    /// `-ot`: feed-forward weights the fit moves off their layer's GPU (experts to system
+    /// RAM first), in llama.cpp's order.
+    pub overrides: Vec<TensorOverride>,
+    /// The model's repeating layers (the output layer's index in `overrides`).
+    pub repeating_layers: u64,
     /// The margin the fit keeps free on each GPU.
     pub margin_bytes: u64,
     /// Each GPU's share, in order.
@@ -66,7 +73,7 @@ pub fn select_llamacpp(
             .iter()
             .find(|c| c.backend == BackendKind::Cpu && c.host == host);
         let f = fitted(&weights, arch, &s, group, ram)?;
-        let ram_ok = f.ngl == all
+        let ram_ok = (f.ngl == all && f.overrides.is_empty())
             || ram.is_some_and(|h| h.free_bytes.unwrap_or(h.total_bytes) >= f.host.total());
         if ram_ok && best.as_ref().is_none_or(|b| f.ngl > b.ngl) {
             best = Some(f);
@@ -86,7 +93,8 @@ pub fn select_llamacpp(
         .zip(&f.layers)
         .map(|((g, u), &n)| placement(g, u.total(), n))
         .collect();
-    if f.ngl < all {
+    let offloaded = f.ngl < all || !f.overrides.is_empty();
+    if offloaded {
         placements.extend(
             f.ram
                 .map(|h| placement(h, f.host.total(), arch.num_layers - on_gpus)),
@@ -95,7 +103,7 @@ pub fn select_llamacpp(
     Some(Selection {
         required_bytes: f.uses.iter().map(DeviceUse::total).max().unwrap_or(0),
         plan: Plan {
-            kind: match (f.ngl < all, f.gpus.len()) {
+            kind: match (offloaded, f.gpus.len()) {
                 (true, _) => PlanKind::CpuOffload,
                 (false, 1) => PlanKind::Single,
                 (false, _) => PlanKind::LayerSplit,
@@ -117,6 +125,8 @@ pub fn select_llamacpp(
             llamacpp: Some(LlamaCppAccount {
                 n_gpu_layers: f.ngl,
                 tensor_split: f.split.clone(),
+                overrides: f.overrides.clone(),
+                repeating_layers: arch.num_layers,
                 margin_bytes: FIT_MARGIN,
                 devices: f.uses.clone(),
                 host: f.host,
@@ -136,6 +146,8 @@ struct Fitted<'a> {
     ngl: u64,
     /// `-ts`, when the fit set one.
     split: Option<Vec<u64>>,
+    /// `-ot`, for a model with routed experts.
+    overrides: Vec<TensorOverride>,
     /// Each GPU's repeating layers.
     layers: Vec<u64>,
     uses: Vec<DeviceUse>,
@@ -154,19 +166,26 @@ fn fitted<'a>(
         .iter()
         .map(|g| g.free_bytes.unwrap_or(g.total_bytes))
         .collect();
-    let fit = fit_devices(weights, arch, s, &free, FIT_MARGIN)?;
+    let (n_gpu_layers, split, overrides, moves) = if arch.moe.is_some() {
+        let fit = fit_moe(weights, arch, s, &free, &vec![FIT_MARGIN; free.len()])?;
+        let moves = fit.moves();
+        (fit.n_gpu_layers, fit.tensor_split, fit.overrides, moves)
+    } else {
+        let fit = fit_devices(weights, arch, s, &free, FIT_MARGIN)?;
+        (fit.n_gpu_layers, fit.tensor_split, Vec::new(), Vec::new())
+    };
     #[expect(
         clippy::cast_precision_loss,
         reason = "llama.cpp splits in f32; memory and layer counts as it does"
     )]
     let offload = Offload {
-        n_gpu_layers: fit.n_gpu_layers.unwrap_or(all),
-        tensor_split: match &fit.tensor_split {
+        n_gpu_layers: n_gpu_layers.unwrap_or(all),
+        tensor_split: match &split {
             Some(t) => t.iter().map(|&n| n as f32).collect(),
             None => free.iter().map(|&f| f as f32).collect(),
         },
         kv_offload: true,
-        cpu_moe: 0,
+        moves,
     };
     let mut uses = device_uses(weights, arch, s, &offload)?;
     let host = uses.pop()?;
@@ -183,7 +202,8 @@ fn fitted<'a>(
         gpus,
         ram,
         ngl: offload.n_gpu_layers,
-        split: fit.tensor_split,
+        split,
+        overrides,
         layers,
         uses,
         host,
@@ -273,7 +293,9 @@ fn verdicts(
                     let gpu = f.gpus.iter().zip(&f.uses).find(|(d, _)| same(d));
                     let ram = f
                         .ram
-                        .filter(|h| same(h) && f.ngl < arch.num_layers + 1)
+                        .filter(|h| {
+                            same(h) && (f.ngl < arch.num_layers + 1 || !f.overrides.is_empty())
+                        })
                         .map(|_| &f.host);
                     gpu.map(|(_, u)| u).or(ram).map(DeviceUse::total)
                 });

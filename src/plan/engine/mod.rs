@@ -8,6 +8,7 @@
 //! training plug in beside it as further modules of this room.
 
 pub mod llamacpp;
+pub mod llamacpp_fit;
 mod llamacpp_plan;
 mod pytorch_plan;
 pub mod vllm;

@@ -277,3 +277,58 @@ pub fn scale_baseline_metric(path: &Path, metric: &str, factor: f64) -> f64 {
     std::fs::write(path, serde_json::to_vec(&saved).unwrap()).unwrap();
     before
 }
+
+/// Writes the GGUF a fixture describes (`{"gguf": {"metadata", "tensors"}}`) to `path` as
+/// llama.cpp's sparse reference files were: the real header, the tensor data a hole of the
+/// right length (a sparse file: nothing is written to disk).
+pub fn write_described_gguf(name: &str, doc: &Value, path: &Path) {
+    fn string(out: &mut Vec<u8>, s: &str) {
+        out.extend((s.len() as u64).to_le_bytes());
+        out.extend(s.as_bytes());
+    }
+    let g = &doc["gguf"];
+    let metadata = g["metadata"].as_object().unwrap();
+    let tensors = described_file(name, doc).tensors;
+    let mut out = b"GGUF".to_vec();
+    out.extend(3u32.to_le_bytes());
+    out.extend((tensors.len() as u64).to_le_bytes());
+    out.extend((metadata.len() as u64).to_le_bytes());
+    for (key, value) in metadata {
+        string(&mut out, key);
+        match value {
+            Value::String(s) => {
+                out.extend(8u32.to_le_bytes());
+                string(&mut out, s);
+            }
+            Value::Bool(b) => {
+                out.extend(7u32.to_le_bytes());
+                out.push(u8::from(*b));
+            }
+            Value::Number(n) if n.is_u64() => {
+                out.extend(4u32.to_le_bytes());
+                out.extend(u32::try_from(n.as_u64().unwrap()).unwrap().to_le_bytes());
+            }
+            Value::Number(n) => {
+                out.extend(6u32.to_le_bytes());
+                out.extend((n.as_f64().unwrap() as f32).to_le_bytes());
+            }
+            other => panic!("{name}: metadata {key} = {other}"),
+        }
+    }
+    let mut offset = 0u64;
+    for (t, described) in tensors.iter().zip(g["tensors"].as_array().unwrap()) {
+        string(&mut out, &t.name);
+        let dims = described[1].as_array().unwrap();
+        out.extend((dims.len() as u32).to_le_bytes());
+        for d in dims {
+            out.extend(d.as_u64().unwrap().to_le_bytes());
+        }
+        out.extend((described[2].as_u64().unwrap() as u32).to_le_bytes());
+        out.extend(offset.to_le_bytes());
+        offset += t.bytes.div_ceil(32) * 32;
+    }
+    let data_start = (out.len() as u64).div_ceil(32) * 32;
+    let file = std::fs::File::create(path).unwrap();
+    std::io::Write::write_all(&mut &file, &out).unwrap();
+    file.set_len(data_start + offset).unwrap();
+}

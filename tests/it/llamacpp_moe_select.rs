@@ -1,0 +1,137 @@
+//! `select` plans a model with routed experts for llama.cpp as llama.cpp's own fit runs it:
+//! for the GGUF a `llamacpp-fit/*-moe.json` fixture describes, written here as a sparse file,
+//! on simulated GPUs of each recorded size with system RAM beside them, the `llama-server`
+//! command carries the `-ngl`, `--tensor-split` and `-ot` that `llama-fit-params` printed.
+
+#![allow(clippy::unwrap_used)]
+
+use crate::common;
+
+use serde_json::Value;
+
+/// llama-fit-params' `-ngl … [-ts …] [-ot "…"]` as the llama-server arguments gpumem prints,
+/// the RPC devices' buffers named as a local GPU's would be.
+fn expected_args(printed: &str, rpc: &[Value]) -> Vec<String> {
+    let mut text = printed.splitn(3, ' ').nth(2).unwrap().to_string();
+    for (d, endpoint) in rpc.iter().enumerate() {
+        text = text.replace(
+            &format!("RPC0[{}]", endpoint.as_str().unwrap()),
+            &format!("CUDA{d}"),
+        );
+    }
+    let mut args = Vec::new();
+    let mut words = text.split(' ');
+    while let Some(flag) = words.next() {
+        let value = words.next().unwrap().trim_matches('"').to_string();
+        let flag = if flag == "-ts" {
+            "--tensor-split"
+        } else {
+            flag
+        };
+        args.extend([flag.to_string(), value]);
+    }
+    args
+}
+
+#[test]
+fn select_plans_experts_in_ram_as_llama_cpp_fits() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cases = 0;
+    for name in ["qwen3-30b-a3b-shape-f16-moe", "mixtral-shape-f16-moe"] {
+        let path = common::fixture(&format!("llamacpp-fit/{name}.json"));
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let gguf = dir.path().join(format!("{name}.gguf"));
+        common::write_described_gguf(
+            name,
+            &serde_json::json!({ "gguf": doc["gguf_header"] }),
+            &gguf,
+        );
+        let rpc = doc["rpc"].as_array().unwrap();
+        for row in doc["rows"].as_array().unwrap() {
+            let sizes: Vec<u64> = match row["device_mib"].as_array() {
+                Some(a) => a.iter().map(|v| v.as_u64().unwrap()).collect(),
+                None => vec![row["device_mib"].as_u64().unwrap()],
+            };
+            let mut args: Vec<String> = ["--json", "select", "--engine", "llama.cpp", "--gguf"]
+                .into_iter()
+                .map(String::from)
+                .chain([gguf.display().to_string()])
+                .chain(["--context".into(), row["ctx"].to_string()])
+                .chain(["--ram".into(), "256GiB".into()])
+                .collect();
+            for size in &sizes {
+                args.extend(["--device".into(), format!("sim:{size}MiB")]);
+            }
+            let out = common::gpumem().args(&args).output().unwrap();
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{name} {sizes:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+            let argv: Vec<String> = json["launch"][0]["commands"][0]["argv"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap().to_string())
+                .collect();
+            let at = argv.iter().position(|a| a == "-ngl").unwrap();
+            let want = expected_args(row["printed"].as_str().unwrap(), rpc);
+            assert_eq!(argv[at..], want[..], "{name} on {sizes:?} MiB");
+            // What the overrides leave in system RAM is planned there.
+            let ram = json["plan"]["placements"]
+                .as_array()
+                .unwrap()
+                .last()
+                .unwrap()
+                .clone();
+            assert_eq!(ram["backend"], "cpu", "{name} on {sizes:?} MiB");
+            assert_eq!(
+                json["plan"]["kind"], "cpu_offload",
+                "{name} on {sizes:?} MiB"
+            );
+            cases += 1;
+        }
+    }
+    assert!(cases >= 10, "{cases}");
+}
+
+// The text plan says what llama.cpp's fit keeps in system RAM, in an 80-column terminal.
+#[test]
+fn the_text_plan_names_the_experts_kept_in_ram() {
+    let out = common::gpumem()
+        .args([
+            "select",
+            "--model",
+            "qwen3-30b-a3b",
+            "--dtype",
+            "f16",
+            "--engine",
+        ])
+        .args([
+            "llama.cpp",
+            "--device",
+            "sim:16GiB",
+            "--ram",
+            "64GiB",
+            "--context",
+            "8192",
+        ])
+        .env("COLUMNS", "80")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let unwrapped = text.replace("\n    ", " ");
+    assert!(
+        unwrapped.contains("Plan: CPU offload — 48 layers on cuda:0 on sim (14.96 GiB), the experts of 38 layers in its system RAM (43.04 GiB)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  -ot: the feed-forward gate and down weights of layer 10 in system RAM\n")
+            && text.contains("  -ot: the routed experts of layers 11–47 in system RAM\n"),
+        "{text}"
+    );
+    assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+}
