@@ -125,7 +125,7 @@ fn the_text_plan_names_the_experts_kept_in_ram() {
     let text = String::from_utf8(out.stdout).unwrap();
     let unwrapped = text.replace("\n    ", " ");
     assert!(
-        unwrapped.contains("Plan: CPU offload — 48 layers on cuda:0 on sim (14.96 GiB), the experts of 38 layers in its system RAM (43.04 GiB)"),
+        unwrapped.contains("Plan: CPU offload — 48 layers on cuda:0 on sim (14.96 GiB), the experts of 38 layers in its system RAM (43.03 GiB)"),
         "{text}"
     );
     assert!(

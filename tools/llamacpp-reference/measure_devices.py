@@ -17,10 +17,10 @@ import subprocess
 from measure import describe
 
 
-def measure(breakdown, model, rpc, ngl, ctx, fa, ub, split, cpu_moe=0):
+def measure(breakdown, model, rpc, ngl, ctx, fa, ub, split, cpu_moe=0, ot=None):
     cmd = [breakdown, "-m", model, "--rpc", rpc, "-ngl", str(ngl), "-c", str(ctx),
            "-fa", fa, "-ub", str(ub)] + (["-ts", split] if split else []) \
-        + (["--n-cpu-moe", str(cpu_moe)] if cpu_moe else [])
+        + (["--n-cpu-moe", str(cpu_moe)] if cpu_moe else []) + (["-ot", ot] if ot else [])
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     devices = []
     for line in out.splitlines():
@@ -31,7 +31,7 @@ def measure(breakdown, model, rpc, ngl, ctx, fa, ub, split, cpu_moe=0):
                         "model": int(parts[1]), "context": int(parts[2]), "compute": int(parts[3])})
     rpcs = ",".join("127.0.0.1:PORT%d" % i for i in range(len(rpc.split(","))))
     return {"ngl": ngl, "ctx": ctx, "flash_attention": fa, "ubatch": ub, "tensor_split": split,
-            "cpu_moe": cpu_moe,
+            "cpu_moe": cpu_moe, "ot": ot,
             "command": " ".join(["breakdown", "-m", model.rsplit("/", 1)[-1], "--rpc", rpcs]
                                 + cmd[5:]),
             "devices": devices}

@@ -83,10 +83,13 @@ fn assign(g: &Graph, backend_of: &dyn Fn(Part, Option<(FfnClass, bool)>) -> u8) 
     be.into_iter().map(|b| b.unwrap_or(HOST)).collect()
 }
 
-/// Each split: its backend, where it starts, and what it reads from other backends.
+/// Each split: its backend, where it starts, and what it reads from other backends that no
+/// earlier split of its backend read (the scheduler copies a tensor to a backend once, and
+/// later splits there use that copy: only the first depends on the original).
 fn splits(g: &Graph, be: &[u8]) -> Vec<(u8, usize, Vec<usize>)> {
     let mut out = Vec::new();
     let mut cur = None;
+    let mut read_by: Vec<(usize, u8)> = Vec::new();
     for (k, &n) in g.nodes.iter().enumerate() {
         if is_view(g, n) || cur == Some(be[n]) {
             continue;
@@ -101,8 +104,9 @@ fn splits(g: &Graph, be: &[u8]) -> Vec<(u8, usize, Vec<usize>)> {
                 continue;
             }
             for &s in &g.tensors[m].srcs {
-                if be[s] != be[n] && !g.tensors[s].external && !reads.contains(&s) {
+                if be[s] != be[n] && !g.tensors[s].external && !read_by.contains(&(s, be[n])) {
                     reads.push(s);
+                    read_by.push((s, be[n]));
                 }
             }
         }
