@@ -245,7 +245,7 @@ _gpumem() {
             return 0
             ;;
         gpumem__subcmd__estimate)
-            opts="-m -b -c -q -v -h -V --model --config --gguf --safetensors --dtype --kv-dtype --batch --context --ubatch --allow-generic --mmproj --swa-full --flash-attention --overhead --fragmentation-reserve --mode --optimizer --checkpointing --recipe --lora-rank --lora-targets --list-models --fits --engine --new-tokens --json --quiet --verbose --wide --color --help --version"
+            opts="-m -b -c -q -v -h -V --model --config --gguf --safetensors --dtype --kv-dtype --batch --context --ubatch --allow-generic --mmproj --swa-full --flash-attention --overhead --fragmentation-reserve --mode --optimizer --checkpointing --recipe --lora-rank --lora-targets --fsdp --no-reshard-after-forward --list-models --fits --engine --new-tokens --json --quiet --verbose --wide --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -329,6 +329,10 @@ _gpumem() {
                     ;;
                 --lora-targets)
                     COMPREPLY=($(compgen -W "all-linear attention" -- "${cur}"))
+                    return 0
+                    ;;
+                --fsdp)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --engine)
@@ -449,7 +453,7 @@ _gpumem() {
             return 0
             ;;
         gpumem__subcmd__select)
-            opts="-m -b -c -q -v -h -V --model --config --gguf --safetensors --dtype --kv-dtype --batch --context --ubatch --allow-generic --mmproj --swa-full --flash-attention --overhead --fragmentation-reserve --mode --optimizer --checkpointing --recipe --lora-rank --lora-targets --bytes --inventory --engine --device --ram --gpu-memory-utilization --max-num-batched-tokens --max-num-seqs --block-size --enforce-eager --prefer --memory-fraction --min-free --driver-reserve --context-reserve --reserve-fraction --reserve-cap --timeout --json --quiet --verbose --wide --color --help --version"
+            opts="-m -b -c -q -v -h -V --model --config --gguf --safetensors --dtype --kv-dtype --batch --context --ubatch --allow-generic --mmproj --swa-full --flash-attention --overhead --fragmentation-reserve --mode --optimizer --checkpointing --recipe --lora-rank --lora-targets --fsdp --no-reshard-after-forward --bytes --inventory --engine --device --ram --gpu-memory-utilization --max-num-batched-tokens --max-num-seqs --block-size --enforce-eager --prefer --memory-fraction --min-free --driver-reserve --context-reserve --reserve-fraction --reserve-cap --timeout --json --quiet --verbose --wide --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -533,6 +537,10 @@ _gpumem() {
                     ;;
                 --lora-targets)
                     COMPREPLY=($(compgen -W "all-linear attention" -- "${cur}"))
+                    return 0
+                    ;;
+                --fsdp)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --bytes)

@@ -215,6 +215,7 @@ lora\t'LoRA (PEFT): f32 adapters on the frozen bf16 model (--lora-rank, --lora-t
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l lora-rank -d 'With --recipe lora: the adapters\' rank (r)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l lora-targets -d 'With --recipe lora: the projections adapted' -r -f -a "all-linear\t'Every projection of the layers (PEFT\'s all-linear)'
 attention\t'q, k, v and o'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l fsdp -d 'With --mode train: shard the model with FSDP2 over N ranks (fully_shard on every decoder layer and the root); the figures are one rank\'s' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l engine -d 'Inference by whose memory: llama.cpp\'s buffers, or transformers\' `generate` (the context is then the prompt)' -r -f -a "llama.cpp\t'llama.cpp: its model, KV-cache and compute buffers'
 transformers\t'transformers\' generate: weights, the dynamic cache and the prefill\'s activations'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l new-tokens -d 'With --engine transformers: tokens generated per sequence (max_new_tokens)' -r
@@ -225,6 +226,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l allow-generic
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l swa-full -d 'Sliding-window layers cache the whole context, as llama.cpp\'s --swa-full (and the llama-cpp-python default) does. Default: the window plus one micro-batch (llama-server)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l flash-attention -d 'Assume flash attention (no full attention-score matrix in memory)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l checkpointing -d 'With --mode train: activation checkpointing (keep one activation per layer)'
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l no-reshard-after-forward -d 'With --fsdp: keep each layer\'s parameters gathered from its forward to its backward (FSDP2\'s reshard_after_forward=False)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l list-models -d 'List the built-in catalog and exit'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l fits -d 'Compare the total with every discovered device; exit 3 when none fits'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l json -d 'Print one JSON document on stdout instead of tables'
@@ -389,6 +391,7 @@ lora\t'LoRA (PEFT): f32 adapters on the frozen bf16 model (--lora-rank, --lora-t
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l lora-rank -d 'With --recipe lora: the adapters\' rank (r)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l lora-targets -d 'With --recipe lora: the projections adapted' -r -f -a "all-linear\t'Every projection of the layers (PEFT\'s all-linear)'
 attention\t'q, k, v and o'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l fsdp -d 'With --mode train: shard the model with FSDP2 over N ranks (fully_shard on every decoder layer and the root); the figures are one rank\'s' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l bytes -d 'Place a plain byte count instead of a model (e.g. 28GiB)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l inventory -d 'Plan over inventory files instead of this machine: `gpumem discover --json` documents (only backend, device name and total required), `nvidia-smi --query-gpu=... --format=csv` output (one host per file; add `mig.mode.current` to leave out GPUs in MIG mode) or `kubectl get nodes -o json` (GPU Feature Discovery labels). Formats may be mixed' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l engine -d 'Engines to print launch commands for (repeatable). Default: every engine that can load the model as given (llama.cpp for a GGUF file, vLLM for a checkpoint or catalog model)' -r -f -a "llama.cpp\t'llama.cpp\'s llama-server (GGUF files; --rpc for other hosts)'
@@ -432,6 +435,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l allow-generic -
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l swa-full -d 'Sliding-window layers cache the whole context, as llama.cpp\'s --swa-full (and the llama-cpp-python default) does. Default: the window plus one micro-batch (llama-server)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l flash-attention -d 'Assume flash attention (no full attention-score matrix in memory)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l checkpointing -d 'With --mode train: activation checkpointing (keep one activation per layer)'
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l no-reshard-after-forward -d 'With --fsdp: keep each layer\'s parameters gathered from its forward to its backward (FSDP2\'s reshard_after_forward=False)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l enforce-eager -d 'vLLM: no CUDA graphs (and no graph pool taken from the KV cache)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l json -d 'Print one JSON document on stdout instead of tables'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s q -l quiet -d 'Print only the result: no progress bars, no notes'

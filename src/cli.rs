@@ -226,6 +226,16 @@ pub struct WorkloadSettings {
     /// With --recipe lora: the projections adapted.
     #[arg(long, value_enum, default_value_t = LoraTargets::AllLinear, value_name = "TARGETS")]
     pub lora_targets: LoraTargets,
+
+    /// With --mode train: shard the model with FSDP2 over N ranks (fully_shard on every
+    /// decoder layer and the root); the figures are one rank's.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub fsdp: Option<u32>,
+
+    /// With --fsdp: keep each layer's parameters gathered from its forward to its backward
+    /// (FSDP2's reshard_after_forward=False).
+    #[arg(long)]
+    pub no_reshard_after_forward: bool,
 }
 
 /// Which projections `--recipe lora` adapts.

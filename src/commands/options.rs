@@ -14,7 +14,7 @@ use crate::alloc::{MemoryConfig, Preset};
 use crate::backend::{BackendKind, DeviceSpec, DiscoverOptions, Isolation};
 use crate::cli::{self, BenchAllocArgs, DiscoverArgs, SelectArgs, StressArgs, WorkloadKind};
 use crate::error::CliError;
-use crate::model::training::{Lora, LoraTargets, Recipe};
+use crate::model::training::{Fsdp, Lora, LoraTargets, Recipe};
 use crate::model::{
     self, kv_precision, weight_precision, Settings, SourceSpec, KV_PRECISIONS, WEIGHT_PRECISIONS,
 };
@@ -294,6 +294,17 @@ pub fn estimate_command_settings(args: &cli::EstimateArgs) -> Result<Settings> {
 /// The precision and workload flags of `estimate` and `select`; an unknown dtype is a usage
 /// error.
 pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
+    if args.fsdp.is_some() && args.mode != cli::Mode::Train {
+        return Err(
+            CliError::Usage("--fsdp shards a training step: add --mode train".into()).into(),
+        );
+    }
+    if args.no_reshard_after_forward && args.fsdp.is_none() {
+        return Err(CliError::Usage(
+            "--no-reshard-after-forward is an FSDP2 setting: add --fsdp N".into(),
+        )
+        .into());
+    }
     let dtype = match &args.dtype {
         None => None,
         Some(name) => Some(weight_precision(name).ok_or_else(|| {
@@ -330,6 +341,10 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
             cli::Optimizer::Sgd => model::Optimizer::Sgd,
         },
         checkpointing: args.checkpointing,
+        fsdp: args.fsdp.map(|n| Fsdp {
+            world: u64::from(n),
+            reshard_after_forward: !args.no_reshard_after_forward,
+        }),
         generate_new_tokens: None,
         recipe: args.recipe.map(|r| match r {
             cli::Recipe::Bf16 => Recipe::Bf16,

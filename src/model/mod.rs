@@ -491,6 +491,7 @@ pub fn estimate_inference_memory(
         optimizer: Optimizer::Adamw,
         checkpointing: false,
         recipe: None,
+        fsdp: None,
         generate_new_tokens: None,
     };
     let activation_bytes =

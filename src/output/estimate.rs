@@ -226,6 +226,22 @@ fn training_text(text: &mut String, r: &EstimateReport) {
                  peak: {}, in {phase} (overhead and reserve added above)",
                 format_bytes(step.peak.total)
             );
+            if let Some(f) = step.fsdp {
+                let line = format!(
+                    "  FSDP2 over {} ranks, layers {}: one rank's figures",
+                    thousands(f.world),
+                    if f.reshard_after_forward {
+                        "resharded after their forward"
+                    } else {
+                        "gathered until their backward"
+                    }
+                );
+                if line.chars().count() <= 80 {
+                    let _ = writeln!(text, "{line}");
+                } else {
+                    wrap_into(text, &line, 80);
+                }
+            }
         }
         (None, why) => {
             let _ = writeln!(

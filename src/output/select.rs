@@ -265,10 +265,10 @@ impl Report for SelectReport {
         if p.accounting == Accounting::PytorchTraining {
             let _ = writeln!(
                 text,
-                "PyTorch training on one GPU: the step's peak with the CUDA context (--overhead)\n\
-                 and the allocator's slack (--fragmentation-reserve), against free memory\n\
-                 (`estimate --mode train` shows its parts). Sharded training (DDP, FSDP, ZeRO)\n\
-                 is not planned yet."
+                "PyTorch training: the step's peak (one FSDP2 rank's with --fsdp N) with the CUDA\n\
+                 context (--overhead) and the allocator's slack (--fragmentation-reserve),\n\
+                 against free memory (`estimate --mode train` shows its parts). DDP and ZeRO\n\
+                 are not planned yet."
             );
         }
         if p.accounting == Accounting::GenericAfterVllm {
@@ -325,7 +325,7 @@ fn verdict_table(s: &Selection, style: &Style) -> comfy_table::Table {
             comfy_table::Cell::new(short_name(&one_line(&v.name), most)),
             comfy_table::Cell::new(format_bytes(v.usable_bytes)),
             comfy_table::Cell::new(format_bytes(v.needed_bytes)),
-            style.verdict(&verdict_text(v), v.fits || v.rank.is_some()),
+            style.verdict(&verdict_text(v, s.plan.kind), v.fits || v.rank.is_some()),
         ];
         if many_hosts {
             row.insert(0, comfy_table::Cell::new(one_line(&v.host)));
@@ -337,8 +337,9 @@ fn verdict_table(s: &Selection, style: &Style) -> comfy_table::Table {
 
 /// The verdict column: the device's part in the plan when it has one, else whether it fits
 /// alone and why not.
-fn verdict_text(v: &Verdict) -> String {
+fn verdict_text(v: &Verdict, kind: PlanKind) -> String {
     match v.rank {
+        Some(r) if kind == PlanKind::Sharded => format!("used: FSDP rank {} of {}", r.rank, r.of),
         Some(r) if r.stages > 1 && r.of > 1 => format!(
             "used: stage {} of {}, TP rank {} of {}",
             r.stage + 1,
@@ -499,6 +500,21 @@ fn split_line(p: &Plan, at: &dyn Fn(&Placement) -> String, gpus_only: bool) -> S
         .join(", ")
 }
 
+/// A plan of equal shares on one host's devices: how many, where, each one's bytes, which.
+fn even(p: &Plan, what: &str, devices: &str, each: &str) -> String {
+    format!(
+        "Plan: {what} {} {devices} on {} ({} {each}): {}",
+        p.placements.len(),
+        one_line(&p.placements[0].host),
+        format_bytes(p.placements[0].bytes),
+        p.placements
+            .iter()
+            .map(|x| format!("{}:{}", x.backend, x.device))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
 /// The plan in one line.
 fn plan_line(s: &Selection) -> String {
     let p = &s.plan;
@@ -506,18 +522,9 @@ fn plan_line(s: &Selection) -> String {
     let split = |p: &Plan| split_line(p, &at, false);
     match p.kind {
         PlanKind::Single => format!("Plan: single device — {}", at(&p.placements[0])),
-        PlanKind::TensorParallel => format!(
-            "Plan: tensor parallel over {} devices on {} ({} each): {}",
-            p.placements.len(),
-            one_line(&p.placements[0].host),
-            format_bytes(p.placements[0].bytes),
-            p.placements
-                .iter()
-                .map(|x| format!("{}:{}", x.backend, x.device))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        PlanKind::TensorParallel => even(p, "tensor parallel over", "devices", "each"),
         PlanKind::LayerSplit => format!("Plan: layer split — {}", split(p)),
+        PlanKind::Sharded => even(p, "FSDP2 over", "GPUs", "a rank"),
         PlanKind::CrossHost => format!("Plan: layers across hosts — {}", split(p)),
         PlanKind::CpuOffload => {
             let (g, c) = (&p.placements[0], &p.placements[p.placements.len() - 1]);

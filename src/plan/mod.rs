@@ -194,6 +194,9 @@ pub enum PlanKind {
     CrossHost,
     /// Some layers on the GPU, the rest in system RAM.
     CpuOffload,
+    /// N GPUs of one host each hold one FSDP2 rank: a shard of the model, its gradients and
+    /// optimizer state, and its own micro-batch's activations.
+    Sharded,
     /// Nothing fits, even split or offloaded.
     None,
 }

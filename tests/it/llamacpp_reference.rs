@@ -89,6 +89,7 @@ fn rows(name: &str, doc: &Value, arch: &gpumem::model::ModelArch, file: FileWeig
             optimizer: Optimizer::Adamw,
             checkpointing: false,
             recipe: None,
+            fsdp: None,
             generate_new_tokens: None,
         };
         let b = estimate(arch, Some(file), &settings).unwrap();

@@ -27,5 +27,6 @@ mod pytorch_reference;
 mod select;
 mod select_inventory;
 mod stress;
+mod training_fsdp;
 mod transfers;
 mod vllm_reference;

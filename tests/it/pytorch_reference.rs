@@ -9,7 +9,7 @@
 use crate::common;
 
 use gpumem::model::generate::{generate_peak, GeneratePhase, GenerateRun};
-use gpumem::model::training::{training_peak, Lora, LoraTargets, Phase, Recipe, TrainingRun};
+use gpumem::model::training::{training_peak, Fsdp, Lora, LoraTargets, Phase, Recipe, TrainingRun};
 use gpumem::model::{read_config, ModelArch, Optimizer};
 use serde_json::Value;
 
@@ -70,6 +70,10 @@ fn run_of(r: &Value) -> TrainingRun {
         batch: r["batch"].as_u64().unwrap(),
         seq: r["seq"].as_u64().unwrap(),
         checkpointing: r["checkpointing"].as_bool().unwrap(),
+        fsdp: r["world"].as_u64().map(|world| Fsdp {
+            world,
+            reshard_after_forward: r["reshard_after_forward"].as_bool().unwrap(),
+        }),
     }
 }
 
@@ -77,9 +81,29 @@ fn run_of(r: &Value) -> TrainingRun {
 fn training_peaks_match_memtracker() {
     let records = records();
     assert!(records.len() >= 54, "only {} records", records.len());
+    check_training(&records);
+}
+
+// One rank of FSDP2 against FSDPMemTracker (tests/fixtures/pytorch/fsdp-*.json, a fake process
+// group of 2, 4 or 8 ranks): the same bound, per rank.
+#[test]
+fn fsdp_rank_peaks_match_fsdp_memtracker() {
+    let records = records_of("fsdp-");
+    assert!(records.len() >= 20, "only {} records", records.len());
+    for world in [2, 4, 8] {
+        assert!(
+            records.iter().any(|(_, r)| r["world"] == world),
+            "no record at world size {world}"
+        );
+    }
+    check_training(&records);
+}
+
+/// Every record's peak within [1.00, 1.05]× of the tracker's and in its phase.
+fn check_training(records: &[(String, Value)]) {
     let mut failures = Vec::new();
     let mut worst: (f64, String) = (1.0, String::new());
-    for (name, r) in &records {
+    for (name, r) in records {
         let arch = arch_of(r);
         let theirs = r["peak"]["Total"].as_u64().unwrap();
         let params = r["parameters"].as_u64().unwrap();

@@ -707,6 +707,6 @@ fn training_is_planned_by_pytorchs_step() {
     assert_eq!(doc["plan"]["shortfall_bytes"], need - (20u64 << 30));
     let (code, text) = select_text(&[&train[..], &["--device", "sim:24GiB"]].concat());
     assert_eq!(code, 0);
-    assert!(text.contains("PyTorch training on one GPU"), "{text}");
+    assert!(text.contains("PyTorch training: the step's peak"), "{text}");
     assert!(!text.contains("vllm serve"), "{text}");
 }

@@ -35,3 +35,15 @@ grep -v '^#' "$here/generate_rows.txt" | while read -r model batch prompt new; d
     mv "$out/$name.json.tmp" "$out/$name.json"
     echo "$name"
 done
+
+grep -v '^#' "$here/fsdp_rows.txt" | while read -r model world seq opts; do
+    flag=""
+    case "${opts:-}" in *keep*) flag="--no-reshard-after-forward" ;; esac
+    case "${opts:-}" in *ckpt*) flag="$flag --checkpointing" ;; esac
+    name="fsdp-$model-w$world-s$seq${opts:+-$opts}"
+    [ -s "$out/$name.json" ] && continue
+    "$PYTHON" "$here/measure_fsdp.py" --config "$out/configs/$model.json" --world "$world" \
+        --seq "$seq" $flag > "$out/$name.json.tmp"
+    mv "$out/$name.json.tmp" "$out/$name.json"
+    echo "$name"
+done

@@ -63,6 +63,8 @@ pub struct TrainingStep {
     pub recipe: Recipe,
     /// The peak, by category, and where it falls.
     pub peak: TrainingPeak,
+    /// FSDP2 sharding, when the figures are one rank's.
+    pub fsdp: Option<crate::model::training::Fsdp>,
 }
 
 /// Whether the estimate counts inference or mixed-precision training memory.
@@ -115,6 +117,8 @@ pub struct Settings {
     pub optimizer: Optimizer,
     /// Keep only layer inputs under training (recompute the rest); ignored for inference.
     pub checkpointing: bool,
+    /// FSDP2 sharding under training: the figures are then one rank's.
+    pub fsdp: Option<crate::model::training::Fsdp>,
     /// Precision and copies under training (`None`: what the weights' precision implies,
     /// [`Recipe::for_weights`]); ignored for inference.
     pub recipe: Option<Recipe>,
@@ -142,6 +146,7 @@ impl Settings {
             optimizer: Optimizer::Adamw,
             checkpointing: false,
             recipe: None,
+            fsdp: None,
             generate_new_tokens: None,
         }
     }
@@ -585,6 +590,7 @@ pub fn estimate_with_projector(
                 batch: s.batch,
                 seq: s.context,
                 checkpointing: s.checkpointing,
+                fsdp: s.fsdp,
             },
         )
     });
@@ -599,7 +605,11 @@ pub fn estimate_with_projector(
                     optimizer_bytes: peak.optimizer_state,
                     master_weights_bytes: 0,
                 }),
-                Some(TrainingStep { recipe, peak }),
+                Some(TrainingStep {
+                    recipe,
+                    peak,
+                    fsdp: s.fsdp,
+                }),
                 None,
             ),
             Some(Err(e)) => (

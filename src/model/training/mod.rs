@@ -22,6 +22,7 @@
 //!     batch: 1,
 //!     seq: 2048,
 //!     checkpointing: false,
+//!     fsdp: None,
 //! };
 //! let peak = training_peak(&arch, &run).unwrap();
 //! // MemTracker's peak for this step: 80,302,630,540 bytes, in the optimizer step.
@@ -29,6 +30,7 @@
 //! assert_eq!(peak.total, 80_302_630_540);
 //! //! ```
 
+mod fsdp;
 mod lora;
 mod saved;
 mod shape;
@@ -38,6 +40,7 @@ use serde::Serialize;
 
 use super::estimate::Optimizer;
 
+pub use fsdp::Fsdp;
 pub use lora::{Lora, LoraTargets};
 pub(crate) use shape::{Layout, MlaShape, MoeShape, Shape};
 
@@ -96,6 +99,8 @@ pub struct TrainingRun {
     pub seq: u64,
     /// Gradient checkpointing (transformers' `gradient_checkpointing_enable`).
     pub checkpointing: bool,
+    /// FSDP2 sharding: the figures are then one rank's.
+    pub fsdp: Option<Fsdp>,
 }
 
 /// Where in the step the peak falls.

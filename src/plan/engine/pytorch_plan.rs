@@ -2,8 +2,9 @@
 //! [`crate::model::training`] walks it, with the estimate's `--overhead` (the CUDA context) and
 //! `--fragmentation-reserve` (the caching allocator's slack), against each GPU's free (else
 //! total) memory. No serving engine's rule applies, and no generic fraction is stacked on top.
-//! Sharded training (DDP, FSDP, ZeRO) is not planned yet: a step that fits no single GPU gets
-//! no plan, with the closest GPU's shortfall.
+//! With `--fsdp N` the step is one FSDP2 rank's, planned on the N GPUs of one host with the
+//! most memory (`torchrun --nproc-per-node N`); DDP and ZeRO are not planned yet. A step that
+//! fits nowhere gets no plan, with the closest GPU's shortfall.
 
 use crate::model::{EstimateOverflow, ModelSource, Settings};
 use crate::plan::policy::{Usable, UsableRule};
@@ -32,6 +33,9 @@ pub fn select_training(
         .iter()
         .filter(|c| gpu(c))
         .max_by_key(|c| usable(c).bytes);
+    if let Some(f) = settings.fsdp {
+        return Ok(sharded(need, f.world, candidates, &usable, &gpu));
+    }
     let chosen = best.filter(|c| usable(c).bytes >= need);
     let candidates: Vec<Verdict> = candidates
         .iter()
@@ -47,23 +51,7 @@ pub fn select_training(
         })
         .collect();
     let plan = match chosen {
-        Some(c) => Plan {
-            kind: PlanKind::Single,
-            placements: vec![Placement {
-                host: c.host.clone(),
-                backend: c.backend,
-                device: c.device,
-                bytes: need,
-                layers: None,
-            }],
-            gpu_layers: None,
-            max_context: None,
-            shortfall_bytes: None,
-            capacity: None,
-            engine: None,
-            llamacpp: None,
-            accounting: Accounting::PytorchTraining,
-        },
+        Some(c) => training_plan(PlanKind::Single, &[c], need),
         None => Plan::none(
             None,
             best.map(|c| need.saturating_sub(usable(c).bytes)),
@@ -75,4 +63,94 @@ pub fn select_training(
         plan,
         candidates,
     })
+}
+
+/// One FSDP2 rank on each of `world` GPUs of one host: the host whose `world`-th largest GPU has
+/// the most memory; with none that holds a rank on `world` GPUs, the closest's shortfall.
+fn sharded(
+    need: u64,
+    world: u64,
+    candidates: &[Candidate],
+    usable: &dyn Fn(&Candidate) -> Usable,
+    gpu: &dyn Fn(&Candidate) -> bool,
+) -> Selection {
+    let n = usize::try_from(world).unwrap_or(usize::MAX);
+    let mut hosts: Vec<&str> = candidates
+        .iter()
+        .filter(|c| gpu(c))
+        .map(|c| c.host.as_str())
+        .collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    // Each host's `world` largest GPUs, the smallest of them deciding.
+    let best = hosts
+        .iter()
+        .filter_map(|h| {
+            let mut on: Vec<&Candidate> = candidates
+                .iter()
+                .filter(|c| gpu(c) && c.host == *h)
+                .collect();
+            on.sort_by_key(|c| std::cmp::Reverse(usable(c).bytes));
+            on.truncate(n);
+            (on.len() == n).then_some(on)
+        })
+        .max_by_key(|on| on.last().map_or(0, |c| usable(c).bytes));
+    let fits = |c: &Candidate| gpu(c) && usable(c).bytes >= need;
+    let chosen = best.as_ref().filter(|on| on.iter().all(|c| fits(c)));
+    let verdicts = candidates
+        .iter()
+        .map(|c| {
+            let reason = match (gpu(c), fits(c)) {
+                (false, _) => VerdictReason::NotForEngine,
+                (true, true) => VerdictReason::Fits,
+                (true, false) => VerdictReason::TooSmall,
+            };
+            let rank = chosen
+                .and_then(|on| on.iter().position(|o| std::ptr::eq(*o, c)))
+                .map(|r| crate::plan::Rank {
+                    rank: u64::try_from(r).unwrap_or(0),
+                    of: world,
+                    stage: 0,
+                    stages: 1,
+                });
+            Verdict::of(c, usable(c), need, fits(c), reason, rank)
+        })
+        .collect();
+    let plan = match chosen {
+        Some(on) => training_plan(PlanKind::Sharded, on, need),
+        None => Plan::none(
+            None,
+            best.and_then(|on| on.last().map(|c| need.saturating_sub(usable(c).bytes))),
+            Accounting::PytorchTraining,
+        ),
+    };
+    Selection {
+        required_bytes: need,
+        plan,
+        candidates: verdicts,
+    }
+}
+
+/// A training plan of `kind`: `need` bytes on each of `on`.
+fn training_plan(kind: PlanKind, on: &[&Candidate], need: u64) -> Plan {
+    Plan {
+        kind,
+        placements: on
+            .iter()
+            .map(|c| Placement {
+                host: c.host.clone(),
+                backend: c.backend,
+                device: c.device,
+                bytes: need,
+                layers: None,
+            })
+            .collect(),
+        gpu_layers: None,
+        max_context: None,
+        shortfall_bytes: None,
+        capacity: None,
+        engine: None,
+        llamacpp: None,
+        accounting: Accounting::PytorchTraining,
+    }
 }

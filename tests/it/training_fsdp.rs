@@ -1,0 +1,139 @@
+//! `estimate --mode train --fsdp N` gives one FSDP2 rank's step and `select` plans N GPUs for
+//! it; the flags that only make sense together are refused together.
+
+#![allow(clippy::unwrap_used)]
+
+use crate::common;
+
+// One rank of Llama-3.2-1B over 2 GPUs at 2,048 tokens: FSDPMemTracker's figure
+// (tests/fixtures/pytorch/fsdp-llama-3.2-1b-w2-s2048.json), through the command line.
+#[test]
+fn estimate_gives_one_rank_of_fsdp2() {
+    let config = common::fixture("pytorch/configs/llama-3.2-1b.json");
+    let rank = |extra: &[&str]| {
+        let base = [
+            "--json",
+            "estimate",
+            "--config",
+            &config,
+            "--mode",
+            "train",
+            "--recipe",
+            "bf16",
+            "--context",
+            "2048",
+            "--fsdp",
+            "2",
+        ];
+        common::json_ok(common::gpumem().args(base).args(extra))
+    };
+    let doc = rank(&[]);
+    let step = &doc["training_step"];
+    assert_eq!(step["peak"]["total"], 11_101_776_720u64, "{step}");
+    assert_eq!(step["peak"]["phase"], "backward");
+    assert_eq!(step["fsdp"]["world"], 2);
+    assert_eq!(step["fsdp"]["reshard_after_forward"], true);
+    let kept = rank(&["--no-reshard-after-forward"]);
+    assert_eq!(kept["training_step"]["peak"]["total"], 12_926_421_840u64);
+    let text = common::gpumem()
+        .args([
+            "estimate", "--config", &config, "--mode", "train", "--fsdp", "2",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+    assert!(
+        text.contains(
+            "  FSDP2 over 2 ranks, layers resharded after their forward: one rank's figures\n"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn fsdp_flags_need_training_and_each_other() {
+    let err = common::one_line_error(
+        common::gpumem().args(["estimate", "--model", "llama-3.2-1b", "--fsdp", "4"]),
+        2,
+    );
+    assert_eq!(
+        err,
+        "gpumem: error: --fsdp shards a training step: add --mode train\n"
+    );
+    let err = common::one_line_error(
+        common::gpumem().args([
+            "estimate",
+            "--model",
+            "llama-3.2-1b",
+            "--mode",
+            "train",
+            "--no-reshard-after-forward",
+        ]),
+        2,
+    );
+    assert_eq!(
+        err,
+        "gpumem: error: --no-reshard-after-forward is an FSDP2 setting: add --fsdp N\n"
+    );
+}
+
+// Four 80 GiB GPUs and a 40 GiB one: the rank goes on the four largest, each a rank.
+#[test]
+fn select_plans_one_rank_a_gpu() {
+    let mut args: Vec<&str> = vec![
+        "--json",
+        "select",
+        "--model",
+        "llama-3.1-8b",
+        "--mode",
+        "train",
+        "--context",
+        "2048",
+        "--fsdp",
+        "4",
+    ];
+    for d in [
+        "sim:80GiB",
+        "sim:40GiB",
+        "sim:80GiB",
+        "sim:80GiB",
+        "sim:80GiB",
+    ] {
+        args.extend(["--device", d]);
+    }
+    let doc = common::json_ok(common::gpumem().args(&args));
+    let plan = &doc["plan"];
+    assert_eq!(plan["kind"], "sharded", "{plan}");
+    let devices: Vec<u64> = plan["placements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["device"].as_u64().unwrap())
+        .collect();
+    assert_eq!(devices, [0, 2, 3, 4]);
+    let need = doc["required_bytes"].as_u64().unwrap();
+    assert!(plan["placements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|p| p["bytes"] == need));
+    // Two GPUs cannot host four ranks: no plan (exit 3).
+    let out = common::gpumem()
+        .args([
+            "select",
+            "--model",
+            "llama-3.1-8b",
+            "--mode",
+            "train",
+            "--fsdp",
+            "4",
+            "--device",
+            "sim:80GiB",
+            "--device",
+            "sim:80GiB",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+}

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""PyTorch's own per-rank memory figures for one FSDP2 training step, allocating nothing.
+
+Builds the model class from a config.json on fake CPU tensors (FakeTensorMode), shards it with
+FSDP2 (`fully_shard` on every decoder layer, then on the root) over a fake process group of
+`--world` ranks (torch.testing's fake backend: collectives return at once, one process plays
+rank 0), runs two training steps under
+torch.distributed._tools.fsdp2_mem_tracker.FSDPMemTracker and prints one JSON record: rank
+0's peak per category (sharded and unsharded parameters and gradients, all-gather and
+reduce-scatter buffers, activations, temporaries, optimizer state), the phase it fell in, and
+the run's settings and versions. gpumem's reference test reads these records
+(tests/fixtures/pytorch/fsdp-*.json); it never needs torch.
+
+Recorded with torch 2.15.0 and transformers 5.24.0 from PyPI, CPython 3.11:
+
+    venv/bin/python measure_fsdp.py --config CONFIG.json --world 4 --batch 1 --seq 1024 \
+        [--no-reshard-after-forward] [--checkpointing] > record.json
+
+Three choices make this the step a real run takes:
+
+- The device mesh is made before FakeTensorMode is entered (a mesh cannot be built on fake
+  tensors), and everything else inside it.
+- The optimizer runs with foreach=False: on CPU fake tensors DTensor's foreach path
+  materialises full (unsharded) tensors for its temporaries, which no GPU run does; the
+  per-tensor loop keeps every temporary a shard.
+- As in measure_train.py, only the loss is kept and the packed-sequence probe answers as a
+  real run does.
+"""
+
+import argparse
+import json
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import transformers
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from torch.testing._internal.distributed.fake_pg import FakeStore
+from transformers import AutoConfig, AutoModelForCausalLM
+
+transformers.masking_utils.find_packed_sequence_indices = lambda position_ids: None
+
+
+def snapshot_total(snap):
+    (_, cats), = snap.items()
+    return cats
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--world", type=int, required=True)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--seq", type=int, default=512)
+    ap.add_argument("--no-reshard-after-forward", action="store_true")
+    ap.add_argument("--checkpointing", action="store_true")
+    a = ap.parse_args()
+
+    with open(a.config) as f:
+        raw = json.load(f)
+    cfg = AutoConfig.for_model(**{k: v for k, v in raw.items() if k not in ("torch_dtype", "dtype")})
+    cfg._attn_implementation = "sdpa"
+    cfg.use_cache = False
+    torch.set_default_dtype(torch.bfloat16)
+    dist.init_process_group("fake", rank=0, world_size=a.world, store=FakeStore())
+    mesh = init_device_mesh("cpu", (a.world,))
+    reshard = not a.no_reshard_after_forward
+    started = time.time()
+    phases = []
+    with FakeTensorMode():
+        model = AutoModelForCausalLM.from_config(cfg)
+        params = sum(p.numel() for p in model.parameters())
+        if a.checkpointing:
+            model.gradient_checkpointing_enable()
+        for layer in model.model.layers:
+            fully_shard(layer, mesh=mesh, reshard_after_forward=reshard)
+        fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
+        model.train()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=False)
+        mt = FSDPMemTracker(model, opt)
+        with mt:
+            for step in range(2):
+                ids = torch.randint(0, cfg.vocab_size, (a.batch, a.seq))
+                loss = model(input_ids=ids, labels=ids).loss
+                phases.append((step, "forward", mt.get_tracker_snapshot("peak")))
+                loss.backward()
+                del loss
+                phases.append((step, "backward", mt.get_tracker_snapshot("peak")))
+                opt.step()
+                opt.zero_grad()
+                phases.append((step, "optimizer", mt.get_tracker_snapshot("peak")))
+                if step == 0:
+                    mt.reset_mod_stats()
+        peak = snapshot_total(mt.get_tracker_snapshot("peak"))
+    total = peak["Total"]
+    first = next(
+        (p for s, p, sn in phases if snapshot_total(sn)["Total"] == total),
+        None,
+    )
+    record = {
+        "source": "torch.distributed._tools.fsdp2_mem_tracker.FSDPMemTracker under FakeTensorMode, fake process group",
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "model": a.config.rsplit("/", 1)[-1].removesuffix(".json"),
+        "recipe": "bf16",
+        "optimizer": "adamw",
+        "foreach": False,
+        "world": a.world,
+        "reshard_after_forward": reshard,
+        "batch": a.batch,
+        "seq": a.seq,
+        "attn": cfg._attn_implementation,
+        "checkpointing": a.checkpointing,
+        "parameters": params,
+        "peak": {str(k): int(v) for k, v in peak.items()},
+        "peak_phase": first,
+        "phase_peaks": [
+            {"step": st, "phase": ph, "total": int(snapshot_total(sn)["Total"])}
+            for st, ph, sn in phases
+        ],
+        "seconds": round(time.time() - started, 1),
+    }
+    json.dump(record, sys.stdout, indent=1)
+    print()
+
+
+if __name__ == "__main__":
+    main()
