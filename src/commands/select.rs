@@ -12,7 +12,7 @@ use crate::exit::Exit;
 use crate::output::select::SelectReport;
 use crate::output::Output;
 use crate::plan::engine::vllm::VllmConfig;
-use crate::plan::launch::{launch, Engine, LaunchSettings, ModelRef};
+use crate::plan::launch::{launch, torchrun, Engine, LaunchSettings, ModelRef};
 use crate::plan::{
     candidates_from_discovery, read_inventories, select_for_engine, suggest, Accounting, Demand,
     PlanKind, SuggestRequest,
@@ -75,6 +75,15 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
                 .map(|e| (e, launch(e, &model, &selection.plan, &settings)))
                 .collect()
         }
+        (_, Demand::Model { settings, .. }, PlanKind::Sharded) => settings
+            .fsdp
+            .map(|f| {
+                vec![(
+                    Engine::Torchrun,
+                    Ok(torchrun(&selection.plan, f.reshard_after_forward)),
+                )]
+            })
+            .unwrap_or_default(),
         _ => Vec::new(),
     };
     let none = selection.plan.kind == PlanKind::None;

@@ -111,6 +111,7 @@ fn engine_name(e: Engine) -> &'static str {
     match e {
         Engine::LlamaCpp => "llama.cpp",
         Engine::Vllm => "vLLM",
+        Engine::Torchrun => "PyTorch (torchrun)",
     }
 }
 
@@ -119,6 +120,19 @@ fn note_text(n: &LaunchNote) -> String {
         LaunchNote::Network => {
             "start the workers first; the server's host must reach each worker's port".into()
         }
+        LaunchNote::Fsdp2 {
+            reshard_after_forward,
+        } => format!(
+            "train.py: fully_shard(layer, reshard_after_forward={r}) on every decoder layer, \
+             then fully_shard(model); with HF Trainer, fsdp=True and fsdp_config \
+             {{\"reshard_after_forward\": {l}}}",
+            r = if *reshard_after_forward {
+                "True"
+            } else {
+                "False"
+            },
+            l = reshard_after_forward
+        ),
     }
 }
 

@@ -24,6 +24,9 @@ pub enum Engine {
     /// vLLM's `vllm serve` (Hugging Face checkpoints).
     #[serde(rename = "vllm")]
     Vllm,
+    /// PyTorch's `torchrun`: one training process a GPU (FSDP2).
+    #[serde(rename = "torchrun")]
+    Torchrun,
 }
 
 /// What the engines are told to load.
@@ -88,6 +91,8 @@ pub enum Role {
     RayHead,
     /// A Ray worker node joining the head.
     RayWorker,
+    /// `torchrun`, starting one training process a GPU.
+    Trainer,
 }
 
 /// One command to run on one host.
@@ -109,6 +114,13 @@ pub struct LaunchCommand {
 pub enum LaunchNote {
     /// The other hosts must reach `host:port` of every worker.
     Network,
+    /// The training script shards the model as planned: `fully_shard` on every decoder layer,
+    /// then on the model, with this `reshard_after_forward` (HF Trainer: `fsdp=True`,
+    /// `fsdp_config` `reshard_after_forward`).
+    Fsdp2 {
+        /// FSDP2's `reshard_after_forward`.
+        reshard_after_forward: bool,
+    },
 }
 
 /// The commands that start one engine on the plan's devices.
@@ -178,6 +190,30 @@ pub fn launch(
         (Engine::LlamaCpp, _) => Err(NoLaunch::NeedsGguf),
         (Engine::Vllm, ModelRef::Checkpoint(id)) => vllm(id, plan, s),
         (Engine::Vllm, _) => Err(NoLaunch::NeedsCheckpoint),
+        (Engine::Torchrun, _) => Err(NoLaunch::NoPlan),
+    }
+}
+
+/// `torchrun` on the plan's GPUs, one FSDP2 rank a GPU, for the user's training script.
+pub fn torchrun(plan: &Plan, reshard_after_forward: bool) -> Launch {
+    let gpu = gpus(plan);
+    Launch {
+        engine: Engine::Torchrun,
+        commands: vec![LaunchCommand {
+            host: gpu.first().map_or_else(String::new, |p| p.host.clone()),
+            role: Role::Trainer,
+            env: visible(&gpu),
+            argv: vec![
+                "torchrun".into(),
+                "--standalone".into(),
+                "--nproc-per-node".into(),
+                gpu.len().to_string(),
+                "train.py".into(),
+            ],
+        }],
+        notes: vec![LaunchNote::Fsdp2 {
+            reshard_after_forward,
+        }],
     }
 }
 

@@ -112,6 +112,28 @@ fn select_plans_one_rank_a_gpu() {
         .map(|p| p["device"].as_u64().unwrap())
         .collect();
     assert_eq!(devices, [0, 2, 3, 4]);
+    // torchrun on those four, one process a GPU, and how the script shards the model.
+    let launch = &doc["launch"][0];
+    assert_eq!(launch["engine"], "torchrun", "{launch}");
+    let command = &launch["commands"][0];
+    assert_eq!(
+        command["argv"],
+        serde_json::json!([
+            "torchrun",
+            "--standalone",
+            "--nproc-per-node",
+            "4",
+            "train.py"
+        ])
+    );
+    assert_eq!(
+        command["env"],
+        serde_json::json!([["CUDA_VISIBLE_DEVICES", "0,2,3,4"]])
+    );
+    assert_eq!(
+        launch["notes"],
+        serde_json::json!([{"note": "fsdp2", "reshard_after_forward": true}])
+    );
     let need = doc["required_bytes"].as_u64().unwrap();
     assert!(plan["placements"]
         .as_array()
