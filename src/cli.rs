@@ -445,6 +445,11 @@ pub struct VllmArgs {
     /// vLLM: no CUDA graphs (and no graph pool taken from the KV cache).
     #[arg(long)]
     pub enforce_eager: bool,
+
+    /// vLLM: each pipeline stage's layers, as VLLM_PP_LAYER_PARTITION gives them (e.g. 16,32);
+    /// only layouts with that many stages are planned.
+    #[arg(long, value_name = "LAYERS,...", value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..))]
+    pub pp_layer_partition: Vec<u64>,
 }
 
 /// Allocation workloads for `bench-alloc`.

@@ -389,8 +389,24 @@ pub fn select_vllm_config(args: &SelectArgs, settings: &Settings) -> VllmConfig 
         max_num_seqs: v.max_num_seqs,
         block_size: v.block_size,
         enforce_eager: v.enforce_eager,
+        pp_layer_partition: (!v.pp_layer_partition.is_empty())
+            .then(|| v.pp_layer_partition.clone()),
         ..defaults
     }
+}
+
+/// `--pp-layer-partition` must give every layer of a model of `layers` to a stage, as vLLM's
+/// `get_pp_indices` requires of VLLM_PP_LAYER_PARTITION.
+pub fn check_pp_layer_partition(args: &SelectArgs, layers: u64) -> Result<()> {
+    let p = &args.vllm.pp_layer_partition;
+    let sum: u64 = p.iter().sum();
+    if !p.is_empty() && sum != layers {
+        return Err(CliError::Usage(format!(
+            "--pp-layer-partition gives {sum} layers; the model has {layers}"
+        ))
+        .into());
+    }
+    Ok(())
 }
 
 /// `select`'s usable-memory rule and preference.

@@ -3,8 +3,8 @@
 use anyhow::Result;
 
 use super::options::{
-    load_options, probe_all, select_engines, select_policy, select_sim_devices, select_vllm_config,
-    select_what, SelectWhat,
+    check_pp_layer_partition, load_options, probe_all, select_engines, select_policy,
+    select_sim_devices, select_vllm_config, select_what, SelectWhat,
 };
 use crate::backend::{discover_with, host_info};
 use crate::cli::SelectArgs;
@@ -50,7 +50,10 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
             .copied()
     });
     let vllm = match &demand {
-        Demand::Model { settings, .. } => select_vllm_config(args, settings),
+        Demand::Model { settings, source } => {
+            check_pp_layer_partition(args, source.arch.num_layers)?;
+            select_vllm_config(args, settings)
+        }
         Demand::Bytes(_) => VllmConfig::defaults(1),
     };
     let selection = select_for_engine(engine, &demand, &candidates, &policy, &vllm)?;

@@ -431,6 +431,19 @@ fn vllm(model: &str, plan: &Plan, s: &LaunchSettings) -> Result<Launch, NoLaunch
             cpu_bytes.div_ceil(1 << 30).to_string(),
         ]);
     }
+    // A partition other than vLLM's own even one is given by its environment variable.
+    let partition = plan
+        .engine
+        .as_ref()
+        .filter(|f| {
+            f.pipeline_parallel > 1
+                && f.stage_layers
+                    != crate::plan::engine::vllm::stage_layers(s.layers, f.pipeline_parallel)
+        })
+        .map(|f| {
+            let parts: Vec<String> = f.stage_layers.iter().map(u64::to_string).collect();
+            ("VLLM_PP_LAYER_PARTITION".to_string(), parts.join(","))
+        });
     let mut commands = Vec::new();
     let head = plan.placements[0].host.clone();
     if hosts.len() > 1 {
@@ -443,9 +456,9 @@ fn vllm(model: &str, plan: &Plan, s: &LaunchSettings) -> Result<Launch, NoLaunch
         host: head,
         role: Role::Server,
         env: if hosts.len() > 1 {
-            Vec::new()
+            partition.into_iter().collect()
         } else {
-            visible(&local)
+            visible(&local).into_iter().chain(partition).collect()
         },
         argv,
     });

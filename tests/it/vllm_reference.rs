@@ -111,3 +111,59 @@ fn tensor_parallel_sizes_divide_the_heads() {
     assert_ne!(doc["plan"]["kind"], "tensor_parallel", "{doc}");
     assert_eq!(doc["plan"]["engine"]["tensor_parallel"], 1, "{doc}");
 }
+
+// VLLM_PP_LAYER_PARTITION (`--pp-layer-partition`): Llama-3.1-8B's 32 layers as 12 + 20 over
+// two 24 GiB GPUs. Only two-stage layouts are planned, the 20-layer stage binds (vLLM gives
+// every rank the smallest rank's blocks), and the launch sets the variable; vLLM's own even
+// split needs none; a partition of other than the model's layers is refused as vLLM refuses it.
+#[test]
+fn a_layer_partition_is_planned_and_launched_as_vllm_takes_it() {
+    use crate::select::select;
+    let base = [
+        "--model",
+        "llama-3.1-8b",
+        "--context",
+        "8192",
+        "--device",
+        "sim:24GiB",
+        "--device",
+        "sim:24GiB",
+    ];
+    let (code, uneven) = select(&[&base[..], &["--pp-layer-partition", "12,20"]].concat());
+    assert_eq!(code, 0);
+    let fit = &uneven["plan"]["engine"];
+    assert_eq!(fit["pipeline_parallel"], 2, "{fit}");
+    assert_eq!(fit["stage_layers"], serde_json::json!([12, 20]));
+    assert_eq!(fit["binding_stage"], 1);
+    let env = &uneven["launch"][0]["commands"][0]["env"];
+    assert!(
+        env.as_array()
+            .unwrap()
+            .contains(&serde_json::json!(["VLLM_PP_LAYER_PARTITION", "12,20"])),
+        "{env}"
+    );
+    let (_, even) = select(&[&base[..], &["--pp-layer-partition", "16,16"]].concat());
+    assert_eq!(
+        even["plan"]["engine"]["stage_layers"],
+        serde_json::json!([16, 16])
+    );
+    assert!(
+        even["plan"]["engine"]["kv_tokens"].as_u64() > fit["kv_tokens"].as_u64(),
+        "{even}"
+    );
+    assert_eq!(
+        even["launch"][0]["commands"][0]["env"],
+        serde_json::json!([["CUDA_VISIBLE_DEVICES", "0,1"]])
+    );
+    let err = common::one_line_error(
+        common::gpumem()
+            .args(["select"])
+            .args(base)
+            .args(["--pp-layer-partition", "12,21"]),
+        2,
+    );
+    assert_eq!(
+        err,
+        "gpumem: error: --pp-layer-partition gives 33 layers; the model has 32\n"
+    );
+}

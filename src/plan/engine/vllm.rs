@@ -39,6 +39,8 @@ pub struct VllmConfig {
     pub kv_element_bytes: u64,
     /// `--enforce-eager`: no CUDA graphs, no graph pool.
     pub enforce_eager: bool,
+    /// `VLLM_PP_LAYER_PARTITION`: each stage's layers (`None`: `get_pp_indices`' even split).
+    pub pp_layer_partition: Option<Vec<u64>>,
 }
 
 impl VllmConfig {
@@ -52,6 +54,7 @@ impl VllmConfig {
             block_size: defaults::BLOCK_SIZE,
             kv_element_bytes: 2,
             enforce_eager: false,
+            pp_layer_partition: None,
         }
     }
 }
@@ -272,7 +275,10 @@ pub fn fit(
         tp,
         pp,
     };
-    let parts = stage_layers(arch.num_layers, pp);
+    let parts = match &cfg.pp_layer_partition {
+        Some(p) if p.len() as u64 == pp && p.iter().sum::<u64>() == arch.num_layers => p.clone(),
+        _ => stage_layers(arch.num_layers, pp),
+    };
     let mut start = 0;
     let mut binding: Option<(u64, Stage)> = None;
     for (s, &n) in parts.iter().enumerate() {

@@ -101,7 +101,12 @@ pub fn select_vllm(
         .filter(|c| c.is_gpu() && c.mig_profile.is_none())
         .collect();
     let mut tried: Vec<Tried<'_>> = Vec::new();
-    for l in layouts(model.arch, &gpus) {
+    // VLLM_PP_LAYER_PARTITION fixes the number of stages.
+    let stages = cfg.pp_layer_partition.as_ref().map(|p| p.len() as u64);
+    for l in layouts(model.arch, &gpus)
+        .into_iter()
+        .filter(|l| stages.is_none_or(|n| l.layout.pipeline_parallel == n))
+    {
         tried.push(Tried {
             fit: fit(model, gpu_of(l.devices[0]), l.layout, cfg)?,
             devices: l.devices,
