@@ -132,6 +132,7 @@ Register-ArgumentCompleter -Native -CommandName 'gpumem' -ScriptBlock {
             [CompletionResult]::new('--max-num-batched-tokens', '--max-num-batched-tokens', [CompletionResultType]::ParameterName, 'vLLM: tokens per scheduler step, which its profile run uses [default: by GPU memory]')
             [CompletionResult]::new('--max-num-seqs', '--max-num-seqs', [CompletionResultType]::ParameterName, 'vLLM: sequences per step, which its sampler is profiled over [default: by GPU memory]')
             [CompletionResult]::new('--block-size', '--block-size', [CompletionResultType]::ParameterName, 'vLLM: tokens per KV-cache block')
+            [CompletionResult]::new('--cpu-offload-gb', '--cpu-offload-gb', [CompletionResultType]::ParameterName, 'vLLM: GiB of each GPU''s layer weights kept in host memory (--cpu-offload-gb)')
             [CompletionResult]::new('--pp-layer-partition', '--pp-layer-partition', [CompletionResultType]::ParameterName, 'vLLM: each pipeline stage''s layers, as VLLM_PP_LAYER_PARTITION gives them (e.g. 16,32); only layouts with that many stages are planned')
             [CompletionResult]::new('--prefer', '--prefer', [CompletionResultType]::ParameterName, 'Backend to try first; others are still listed with their verdicts')
             [CompletionResult]::new('--memory-fraction', '--memory-fraction', [CompletionResultType]::ParameterName, 'Fraction of a device''s free memory gpumem may plan to use')

@@ -126,6 +126,7 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand --max-num-batched-tokens 'vLLM: tokens per scheduler step, which its profile run uses [default: by GPU memory]'
             cand --max-num-seqs 'vLLM: sequences per step, which its sampler is profiled over [default: by GPU memory]'
             cand --block-size 'vLLM: tokens per KV-cache block'
+            cand --cpu-offload-gb 'vLLM: GiB of each GPU''s layer weights kept in host memory (--cpu-offload-gb)'
             cand --pp-layer-partition 'vLLM: each pipeline stage''s layers, as VLLM_PP_LAYER_PARTITION gives them (e.g. 16,32); only layouts with that many stages are planned'
             cand --prefer 'Backend to try first; others are still listed with their verdicts'
             cand --memory-fraction 'Fraction of a device''s free memory gpumem may plan to use'

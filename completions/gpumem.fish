@@ -414,6 +414,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l gpu-memory-util
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l max-num-batched-tokens -d 'vLLM: tokens per scheduler step, which its profile run uses [default: by GPU memory]' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l max-num-seqs -d 'vLLM: sequences per step, which its sampler is profiled over [default: by GPU memory]' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l block-size -d 'vLLM: tokens per KV-cache block' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l cpu-offload-gb -d 'vLLM: GiB of each GPU\'s layer weights kept in host memory (--cpu-offload-gb)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l pp-layer-partition -d 'vLLM: each pipeline stage\'s layers, as VLLM_PP_LAYER_PARTITION gives them (e.g. 16,32); only layouts with that many stages are planned' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l prefer -d 'Backend to try first; others are still listed with their verdicts' -r -f -a "auto\t'GPU backends with the most usable memory first, CPU last'
 cuda\t'NVIDIA GPUs through the CUDA driver'

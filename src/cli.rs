@@ -16,7 +16,9 @@ mod values;
 use help::after_help;
 pub use help::{ENVIRONMENT, EXAMPLES};
 use hints::{catalog_names, kv_precisions, weight_precisions, DeviceSpecs, Offered};
-use values::{parse_block_bytes, parse_factor, parse_fraction, parse_nonzero_bytes, parse_percent};
+use values::{
+    parse_block_bytes, parse_factor, parse_fraction, parse_gib, parse_nonzero_bytes, parse_percent,
+};
 
 /// Know your GPU memory before you deploy.
 ///
@@ -445,6 +447,10 @@ pub struct VllmArgs {
     /// vLLM: no CUDA graphs (and no graph pool taken from the KV cache).
     #[arg(long)]
     pub enforce_eager: bool,
+
+    /// vLLM: GiB of each GPU's layer weights kept in host memory (--cpu-offload-gb).
+    #[arg(long, value_name = "GIB", value_parser = parse_gib)]
+    pub cpu_offload_gb: Option<f64>,
 
     /// vLLM: each pipeline stage's layers, as VLLM_PP_LAYER_PARTITION gives them (e.g. 16,32);
     /// only layouts with that many stages are planned.

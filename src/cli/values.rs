@@ -51,3 +51,15 @@ pub(super) fn parse_percent(s: &str) -> Result<f64, String> {
     }
     Ok(v)
 }
+
+/// A size in GiB (vLLM's `--cpu-offload-gb`): a finite number from 0 to 16 Ti.
+pub(super) fn parse_gib(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of GiB"))?;
+    if !v.is_finite() || !(0.0..=16_777_216.0).contains(&v) {
+        return Err(format!("{s} is outside 0..=16777216 GiB"));
+    }
+    Ok(v)
+}

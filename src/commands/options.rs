@@ -391,8 +391,19 @@ pub fn select_vllm_config(args: &SelectArgs, settings: &Settings) -> VllmConfig 
         enforce_eager: v.enforce_eager,
         pp_layer_partition: (!v.pp_layer_partition.is_empty())
             .then(|| v.pp_layer_partition.clone()),
+        cpu_offload_bytes: v.cpu_offload_gb.map_or(0, gib_bytes),
         ..defaults
     }
+}
+
+/// `GIB` GiB in bytes, rounded down (vLLM takes `int(cpu_offload_gb * 1024**3)`).
+#[expect(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "parse_gib keeps the value finite, non-negative and below 2^34 GiB"
+)]
+fn gib_bytes(gib: f64) -> u64 {
+    (gib * f64::from(1u32 << 30)) as u64
 }
 
 /// `--pp-layer-partition` must give every layer of a model of `layers` to a stage, as vLLM's

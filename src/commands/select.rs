@@ -72,6 +72,7 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
                     Some(Engine::Vllm) => vllm.gpu_memory_utilization,
                     _ => policy.memory_fraction,
                 },
+                cpu_offload_gb: args.vllm.cpu_offload_gb,
             };
             select_engines(args, &model)
                 .into_iter()

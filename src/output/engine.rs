@@ -15,6 +15,7 @@ fn term_name(t: TermKind) -> &'static str {
     match t {
         TermKind::Budget => "budget (total × utilization)",
         TermKind::Weights => "weights",
+        TermKind::CpuOffload => "  + weights in host memory",
         TermKind::ProfilePeak => "profile-run peak",
         TermKind::NonTorch => "non-torch after start-up",
         TermKind::CudaGraphs => "CUDA-graph pool",

@@ -167,6 +167,8 @@ pub struct LaunchSettings {
     pub layers: u64,
     /// The fraction of each GPU the engine may use (vLLM's `--gpu-memory-utilization`).
     pub memory_fraction: f64,
+    /// vLLM's `--cpu-offload-gb` as the user gave it.
+    pub cpu_offload_gb: Option<f64>,
 }
 
 const RPC_PORT: u16 = 50052;
@@ -419,6 +421,12 @@ fn vllm(model: &str, plan: &Plan, s: &LaunchSettings) -> Result<Launch, NoLaunch
     if pp > 1 {
         argv.extend(["--pipeline-parallel-size".into(), pp.to_string()]);
     }
+    if let Some(gb) = s
+        .cpu_offload_gb
+        .filter(|_| plan.kind != PlanKind::CpuOffload)
+    {
+        argv.extend(["--cpu-offload-gb".into(), format!("{gb}")]);
+    }
     if plan.kind == PlanKind::CpuOffload {
         let cpu_bytes: u64 = plan
             .placements
@@ -532,6 +540,7 @@ mod tests {
         batch: 4,
         layers: 80,
         memory_fraction: 0.9,
+        cpu_offload_gb: None,
     };
 
     fn argv(c: &LaunchCommand) -> String {

@@ -112,6 +112,9 @@ fn tensor_parallel_sizes_divide_the_heads() {
     assert_eq!(doc["plan"]["engine"]["tensor_parallel"], 1, "{doc}");
 }
 
+/// Llama-3.1-8B served at 8,192 tokens.
+const LLAMA_8K: [&str; 4] = ["--model", "llama-3.1-8b", "--context", "8192"];
+
 // VLLM_PP_LAYER_PARTITION (`--pp-layer-partition`): Llama-3.1-8B's 32 layers as 12 + 20 over
 // two 24 GiB GPUs. Only two-stage layouts are planned, the 20-layer stage binds (vLLM gives
 // every rank the smallest rank's blocks), and the launch sets the variable; vLLM's own even
@@ -120,15 +123,10 @@ fn tensor_parallel_sizes_divide_the_heads() {
 fn a_layer_partition_is_planned_and_launched_as_vllm_takes_it() {
     use crate::select::select;
     let base = [
-        "--model",
-        "llama-3.1-8b",
-        "--context",
-        "8192",
-        "--device",
-        "sim:24GiB",
-        "--device",
-        "sim:24GiB",
-    ];
+        &LLAMA_8K[..],
+        &["--device", "sim:24GiB", "--device", "sim:24GiB"],
+    ]
+    .concat();
     let (code, uneven) = select(&[&base[..], &["--pp-layer-partition", "12,20"]].concat());
     assert_eq!(code, 0);
     let fit = &uneven["plan"]["engine"];
@@ -166,4 +164,48 @@ fn a_layer_partition_is_planned_and_launched_as_vllm_takes_it() {
         err,
         "gpumem: error: --pp-layer-partition gives 33 layers; the model has 32\n"
     );
+}
+
+// --cpu-offload-gb: vLLM's UVA offloader keeps that much of each rank's decoder-layer weights in
+// host memory; the weights on the GPU are that much less and the KV cache that much more. The
+// launch passes the flag on; a size that is not a number of GiB is a usage error.
+#[test]
+fn cpu_offload_moves_layer_weights_to_host_memory() {
+    use crate::select::select;
+    let base = [&LLAMA_8K[..], &["--device", "sim:24GiB"]].concat();
+    let (_, plain) = select(&base);
+    let (code, offloaded) = select(&[&base[..], &["--cpu-offload-gb", "4"]].concat());
+    assert_eq!(code, 0);
+    let term = |doc: &serde_json::Value, name: &str| {
+        doc["plan"]["engine"]["terms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["term"] == name)
+            .map(|t| t["bytes"].as_u64().unwrap())
+    };
+    assert_eq!(term(&plain, "cpu_offload"), None);
+    assert_eq!(term(&offloaded, "cpu_offload"), Some(4 << 30));
+    assert_eq!(
+        term(&plain, "weights").unwrap() - term(&offloaded, "weights").unwrap(),
+        4 << 30
+    );
+    assert_eq!(
+        term(&offloaded, "kv_cache").unwrap() - term(&plain, "kv_cache").unwrap(),
+        4 << 30
+    );
+    assert!(
+        offloaded["plan"]["engine"]["kv_tokens"].as_u64()
+            > plain["plan"]["engine"]["kv_tokens"].as_u64()
+    );
+    let argv = offloaded["launch"][0]["commands"][0]["argv"].to_string();
+    assert!(argv.contains(r#""--cpu-offload-gb","4""#), "{argv}");
+    let err = common::one_line_error(
+        common::gpumem()
+            .args(["select"])
+            .args(base)
+            .args(["--cpu-offload-gb", "lots"]),
+        2,
+    );
+    assert!(err.contains("'lots' is not a number of GiB"), "{err}");
 }

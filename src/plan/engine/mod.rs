@@ -51,6 +51,9 @@ pub enum TermKind {
     Budget,
     /// Weights held by one rank.
     Weights,
+    /// Of the rank's layers' weights, what `--cpu-offload-gb` keeps in pinned host memory
+    /// (read over UVA); the weights term is net of it.
+    CpuOffload,
     /// The transient peak of vLLM's profile run (forward at `max_num_batched_tokens` and the
     /// sampler over `max_num_seqs`).
     ProfilePeak,

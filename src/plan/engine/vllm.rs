@@ -41,6 +41,9 @@ pub struct VllmConfig {
     pub enforce_eager: bool,
     /// `VLLM_PP_LAYER_PARTITION`: each stage's layers (`None`: `get_pp_indices`' even split).
     pub pp_layer_partition: Option<Vec<u64>>,
+    /// `--cpu-offload-gb`, in bytes: each rank keeps up to this much of its layers' weights in
+    /// host memory.
+    pub cpu_offload_bytes: u64,
 }
 
 impl VllmConfig {
@@ -55,6 +58,7 @@ impl VllmConfig {
             kv_element_bytes: 2,
             enforce_eager: false,
             pp_layer_partition: None,
+            cpu_offload_bytes: 0,
         }
     }
 }
@@ -321,15 +325,20 @@ pub fn fit(
         binding_stage: stage_index,
         max_num_batched_tokens: run.tokens,
         max_num_seqs: run.seqs,
-        terms: vec![
+        terms: [
             computed(TermKind::Budget, run.budget),
             computed(TermKind::Weights, st.weights),
+            modelled(TermKind::CpuOffload, st.offloaded),
             modelled(TermKind::ProfilePeak, st.profile),
             modelled(TermKind::NonTorch, 0),
             modelled(TermKind::CudaGraphs, st.graphs),
             computed(TermKind::KvCache, st.kv),
             modelled(TermKind::Startup, STARTUP_BYTES),
-        ],
+        ]
+        .into_iter()
+        // Offloaded weights are listed only when there are some.
+        .filter(|t| t.term != TermKind::CpuOffload || t.bytes > 0)
+        .collect(),
         block_bytes: st.pages.block_bytes,
         num_blocks: st.num_blocks,
         blocks_per_request: per_request,

@@ -24,6 +24,8 @@ pub(super) struct Run {
 /// One rank of one stage.
 pub(super) struct Stage {
     pub weights: u64,
+    /// Of the layers' weights, what stays in host memory (`--cpu-offload-gb`).
+    pub offloaded: u64,
     pub profile: u64,
     pub graphs: u64,
     /// The budget left for KV blocks.
@@ -44,7 +46,11 @@ impl Stage {
     ) -> Self {
         let arch = model.arch;
         let last = index + 1 == run.pp;
-        let weights = stage_weights(model, run, layers.clone(), index == 0, last);
+        // vLLM's UVA offloader moves whole parameters of the decoder layers, in order, until
+        // the budget is reached (so up to one parameter past it); counted at the budget.
+        let layer_weights = stage_weights(model, run, layers.clone(), false, false);
+        let offloaded = cfg.cpu_offload_bytes.min(layer_weights);
+        let weights = stage_weights(model, run, layers.clone(), index == 0, last) - offloaded;
         let per_token = forward_bytes_per_token(model, run.tp);
         let forward = run.tokens.saturating_mul(per_token);
         let profile = if last {
@@ -68,6 +74,7 @@ impl Stage {
         let pages = KvPages::of(arch, run.tp, cfg, run.tokens, layers);
         Stage {
             weights,
+            offloaded,
             profile,
             graphs,
             kv,
