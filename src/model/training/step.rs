@@ -119,12 +119,14 @@ fn sharded_peak(
 ) -> Result<TrainingPeak, TrainingError> {
     // Fused projections (Phi-3) peak inside the last layers' backward, which the walk does not
     // list yet (FSDPMemTracker: 1.5 % above the walk's figure).
-    if run.recipe != Recipe::Bf16 || s.moe.is_some() || s.f32_params > 0 || s.fused || f.world == 0
-    {
+    // Every layer alike (all dense, or experts in every layer): one layer's bytes stand for each.
+    let uniform = s.moe.is_none_or(|m| m.layers == s.layers);
+    if run.recipe != Recipe::Bf16 || !uniform || s.f32_params > 0 || s.fused || f.world == 0 {
         return Err(TrainingError::Unsupported {
-            what: "FSDP2 other than for a dense model in bf16 without fused projections",
+            what: "FSDP2 other than in bf16 for layers all alike without fused projections",
         });
     }
+    let tokens = u128::from(run.batch) * u128::from(run.seq);
     let p = u128::from(run.recipe.param_bytes());
     let heads = if s.tied { 1 } else { 2 };
     let root = (heads * s.vocab * s.hidden + s.hidden) * p;
@@ -141,19 +143,12 @@ fn sharded_peak(
         state_fixed,
         step_temp_per_byte,
         param_bytes: p,
-        act_grad: u128::from(run.batch) * u128::from(run.seq) * s.hidden * ACT_BYTES,
-        layer_act_grads: u128::from(run.batch)
-            * u128::from(run.seq)
-            * 2
-            * s.intermediate
-            * ACT_BYTES,
-        layer_backward: layer_backward_temporaries(
-            s,
-            p,
-            u128::from(run.batch) * u128::from(run.seq),
-            false,
-            false,
-        ),
+        act_grad: tokens * s.hidden * ACT_BYTES,
+        layer_act_grads: match s.moe {
+            Some(m) => tokens * m.top_k * 3 * m.intermediate * ACT_BYTES,
+            None => tokens * 2 * s.intermediate * ACT_BYTES,
+        },
+        layer_backward: layer_backward_temporaries(s, p, tokens, s.moe.is_some(), false),
     };
     let sharded = sharded_points(s, f, &sizes, &tallies(points, held));
     largest(&sharded, held.buffers)
