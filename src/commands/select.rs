@@ -14,8 +14,8 @@ use crate::output::Output;
 use crate::plan::engine::vllm::VllmConfig;
 use crate::plan::launch::{launch, torchrun, Engine, LaunchSettings, ModelRef};
 use crate::plan::{
-    candidates_from_discovery, read_inventories, select_for_engine, suggest, Accounting, Demand,
-    PlanKind, SuggestRequest,
+    candidates_from_discovery, read_inventories, select_for_engine, suggest, suggest_training,
+    Accounting, Demand, PlanKind, SuggestRequest,
 };
 
 /// Runs `gpumem select` and returns its exit status.
@@ -92,17 +92,18 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
     };
     let none = selection.plan.kind == PlanKind::None;
     // The suggestions are planned by the serving engines' rules, not yet by a training step's.
-    let suggestions = if none && !training {
-        suggest(&SuggestRequest {
-            engine,
-            demand: &demand,
-            candidates: &candidates,
-            policy: &policy,
-            vllm: &vllm,
-            max_context: selection.plan.max_context,
-        })
-    } else {
-        Vec::new()
+    let request = SuggestRequest {
+        engine,
+        demand: &demand,
+        candidates: &candidates,
+        policy: &policy,
+        vllm: &vllm,
+        max_context: selection.plan.max_context,
+    };
+    let suggestions = match (none, training) {
+        (true, false) => suggest(&request),
+        (true, true) => suggest_training(&request),
+        _ => Vec::new(),
     };
     out.emit(&SelectReport {
         model: match &demand {

@@ -670,6 +670,9 @@ fn suggestions_text(text: &mut String, suggestions: &[Suggestion]) {
                 "{count} GPUs of {} in all   (more of the largest GPU here)",
                 format_bytes(*each_bytes)
             ),
+            Suggestion::Fsdp { ranks } => {
+                format!("--fsdp {ranks}   (FSDP2, one rank on each of {ranks} GPUs here)")
+            }
         };
         let _ = writeln!(text, "  {line}");
     }

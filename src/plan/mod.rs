@@ -29,7 +29,7 @@ pub use inventory::{
 };
 pub use policy::{Policy, Usable, UsableRule};
 pub use strategy::split_layers;
-pub use suggest::{suggest, Request as SuggestRequest, Suggestion};
+pub use suggest::{suggest, suggest_training, Request as SuggestRequest, Suggestion};
 
 use crate::backend::{BackendKind, DeviceType};
 use crate::units::format_bytes;

@@ -45,6 +45,11 @@ pub enum Suggestion {
         /// Each GPU's memory.
         each_bytes: u64,
     },
+    /// A training step sharded with FSDP2 over this many of the GPUs here (`--fsdp N`).
+    Fsdp {
+        /// Ranks, one a GPU.
+        ranks: u64,
+    },
 }
 
 /// The most GPUs a suggestion adds up to (a node's usual eight).
@@ -176,4 +181,45 @@ fn more_gpus(candidates: &[Candidate], fits: &dyn Fn(&[Candidate]) -> bool) -> O
         }
     }
     None
+}
+
+/// For a training step that fits no GPU: the fewest FSDP2 ranks over GPUs of one host here
+/// that hold one rank each, planned with; empty when already sharded or when none do.
+pub fn suggest_training(r: &Request<'_>) -> Vec<Suggestion> {
+    let Demand::Model { source, settings } = r.demand else {
+        return Vec::new();
+    };
+    if settings.fsdp.is_some() {
+        return Vec::new();
+    }
+    let mut per_host: Vec<(&str, u64)> = Vec::new();
+    for c in r
+        .candidates
+        .iter()
+        .filter(|c| c.is_gpu() && c.mig_profile.is_none())
+    {
+        match per_host.iter_mut().find(|(h, _)| *h == c.host) {
+            Some((_, n)) => *n += 1,
+            None => per_host.push((&c.host, 1)),
+        }
+    }
+    let most = per_host.iter().map(|&(_, n)| n).max().unwrap_or(0);
+    (2..=most.min(MAX_GPUS as u64))
+        .find(|&ranks| {
+            let demand = Demand::Model {
+                source: source.clone(),
+                settings: Settings {
+                    fsdp: Some(crate::model::training::Fsdp {
+                        world: ranks,
+                        reshard_after_forward: true,
+                    }),
+                    ..settings.clone()
+                },
+            };
+            select_for_engine(r.engine, &demand, r.candidates, r.policy, r.vllm)
+                .is_ok_and(|s| s.plan.kind != PlanKind::None)
+        })
+        .map(|ranks| Suggestion::Fsdp { ranks })
+        .into_iter()
+        .collect()
 }

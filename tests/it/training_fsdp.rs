@@ -78,21 +78,22 @@ fn fsdp_flags_need_training_and_each_other() {
     );
 }
 
+/// `select` for one training step of Llama-3.1-8B at 2,048 tokens, as JSON.
+const TRAIN_8B: [&str; 8] = [
+    "--json",
+    "select",
+    "--model",
+    "llama-3.1-8b",
+    "--mode",
+    "train",
+    "--context",
+    "2048",
+];
+
 // Four 80 GiB GPUs and a 40 GiB one: the rank goes on the four largest, each a rank.
 #[test]
 fn select_plans_one_rank_a_gpu() {
-    let mut args: Vec<&str> = vec![
-        "--json",
-        "select",
-        "--model",
-        "llama-3.1-8b",
-        "--mode",
-        "train",
-        "--context",
-        "2048",
-        "--fsdp",
-        "4",
-    ];
+    let mut args: Vec<&str> = [&TRAIN_8B[..], &["--fsdp", "4"]].concat();
     for d in [
         "sim:80GiB",
         "sim:40GiB",
@@ -158,4 +159,28 @@ fn select_plans_one_rank_a_gpu() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(3));
+}
+
+// A step that fits no single GPU: select suggests the fewest FSDP2 ranks over the GPUs here
+// that hold it, and planning with that suggestion succeeds.
+#[test]
+fn select_suggests_fsdp_when_one_gpu_is_too_small() {
+    let devices = [
+        "--device",
+        "sim:80GiB",
+        "--device",
+        "sim:80GiB",
+        "--device",
+        "sim:40GiB",
+    ];
+    let base = [&TRAIN_8B[..], &devices[..]].concat();
+    let out = common::gpumem().args(&base).output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        doc["suggestions"],
+        serde_json::json!([{"change": "fsdp", "ranks": 2}])
+    );
+    let doc = common::json_ok(common::gpumem().args(&base).args(["--fsdp", "2"]));
+    assert_eq!(doc["plan"]["kind"], "sharded");
 }
