@@ -328,7 +328,7 @@ fn fill_full(
             let moved = if jd < nd - 1 {
                 high[jd].layers
             } else {
-                high[jd].layers - 1
+                high[jd].layers.saturating_sub(1)
             };
             high[id].layers += moved;
             high[jd].layers -= moved;
