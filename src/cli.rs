@@ -281,6 +281,10 @@ pub enum Optimizer {
     Adamw,
     /// SGD with momentum: one fp32 buffer per parameter.
     Sgd,
+    /// bitsandbytes' AdamW8bit: two uint8 moments with a f32 scale per 256 (f32 moments for
+    /// tensors under 4,096 elements).
+    #[value(name = "adamw8bit")]
+    Adamw8bit,
 }
 
 /// Arguments of `gpumem estimate`.

@@ -339,6 +339,7 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
             cli::Optimizer::Adam => model::Optimizer::Adam,
             cli::Optimizer::Adamw => model::Optimizer::Adamw,
             cli::Optimizer::Sgd => model::Optimizer::Sgd,
+            cli::Optimizer::Adamw8bit => model::Optimizer::Adamw8bit,
         },
         checkpointing: args.checkpointing,
         fsdp: args.fsdp.map(|n| Fsdp {

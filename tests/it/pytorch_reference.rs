@@ -65,6 +65,7 @@ fn run_of(r: &Value) -> TrainingRun {
             "adamw" => Optimizer::Adamw,
             "adam" => Optimizer::Adam,
             "sgd" => Optimizer::Sgd,
+            "adamw8bit" => Optimizer::Adamw8bit,
             other => panic!("optimizer {other}"),
         },
         batch: r["batch"].as_u64().unwrap(),

@@ -184,3 +184,34 @@ fn select_suggests_fsdp_when_one_gpu_is_too_small() {
     let doc = common::json_ok(common::gpumem().args(&base).args(["--fsdp", "2"]));
     assert_eq!(doc["plan"]["kind"], "sharded");
 }
+
+// 8-bit AdamW is walked where its tensors are listed (dense models of Llama's layout); a model
+// with experts says why it is not, and FSDP2 refuses it.
+#[test]
+fn adamw8bit_is_walked_for_dense_models_only() {
+    let dense = common::json_ok(common::gpumem().args([
+        "--json",
+        "estimate",
+        "--model",
+        "llama-3.2-1b",
+        "--mode",
+        "train",
+        "--optimizer",
+        "adamw8bit",
+    ]));
+    assert_eq!(dense["training_step"]["recipe"], "bf16", "{dense}");
+    let moe = common::json_ok(common::gpumem().args([
+        "--json",
+        "estimate",
+        "--model",
+        "mixtral-8x7b",
+        "--mode",
+        "train",
+        "--optimizer",
+        "adamw8bit",
+    ]));
+    assert_eq!(
+        moe["training_unwalked"],
+        "PyTorch's step is not yet walked with 8-bit AdamW other than for a dense model of Llama's layout"
+    );
+}

@@ -66,6 +66,10 @@ LORA_TARGETS = {
 
 
 def optimizer_for(name, params):
+    if name == "adamw8bit":
+        import bitsandbytes as bnb
+
+        return bnb.optim.AdamW8bit(params, lr=1e-4)
     if name == "adamw":
         return torch.optim.AdamW(params, lr=1e-4, foreach=True)
     if name == "adam":
@@ -79,7 +83,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", required=True)
     ap.add_argument("--recipe", choices=sorted(RECIPES), default="bf16")
-    ap.add_argument("--optimizer", choices=["adamw", "adam", "sgd"], default="adamw")
+    ap.add_argument("--optimizer", choices=["adamw", "adam", "sgd", "adamw8bit"], default="adamw")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--seq", type=int, default=512)
     # auto: SDPA where the model class supports it, else eager (transformers' own default).
@@ -98,7 +102,25 @@ def main():
     torch.set_default_dtype(RECIPES[a.recipe])
     started = time.time()
     phases = []
-    with FakeTensorMode():
+    if a.optimizer == "adamw8bit":
+        # bitsandbytes builds its quantization maps by reading tensor values, which fake
+        # tensors cannot give: made once outside the fake mode (two real 256-entry f32 tensors,
+        # as on a GPU), then shared.
+        import bitsandbytes.functional as bnbf
+
+        made = {}
+        build = bnbf.create_dynamic_map
+
+        def cached(*args, **kwargs):
+            key = (args, tuple(sorted(kwargs.items())))
+            if key not in made:
+                made[key] = build(*args, **kwargs)
+            return made[key]
+
+        bnbf.create_dynamic_map = cached
+        cached(signed=True)
+        cached(signed=False)
+    with FakeTensorMode(allow_non_fake_inputs=a.optimizer == "adamw8bit"):
         try:
             model = AutoModelForCausalLM.from_config(cfg)
         except ValueError:
@@ -173,7 +195,7 @@ def main():
         "model": a.config.rsplit("/", 1)[-1].removesuffix(".json"),
         "recipe": a.recipe,
         "optimizer": a.optimizer,
-        "foreach": True,
+        "foreach": a.optimizer != "adamw8bit",
         "batch": a.batch,
         "seq": a.seq,
         "attn": cfg._attn_implementation,

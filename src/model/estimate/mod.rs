@@ -87,6 +87,9 @@ pub enum Optimizer {
     Adamw,
     /// SGD with momentum (one fp32 buffer).
     Sgd,
+    /// bitsandbytes' AdamW8bit: two uint8 moments and a f32 scale a block of 256 elements
+    /// (f32 moments for tensors under 4,096 elements).
+    Adamw8bit,
 }
 
 /// What the model runs as.
@@ -529,6 +532,7 @@ fn training_bytes(parameters: u64, dtype: Precision, optimizer: Optimizer) -> Tr
         optimizer_bytes: sat(p * match optimizer {
             Optimizer::Adam | Optimizer::Adamw => 8,
             Optimizer::Sgd => 4,
+            Optimizer::Adamw8bit => 2,
         }),
         master_weights_bytes: if dtype.name == "f32" { 0 } else { sat(p * 4) },
     }

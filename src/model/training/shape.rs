@@ -68,6 +68,9 @@ pub(crate) struct Shape {
     pub f32_params: u128,
     /// Weights of one layer's linear projections (their bf16 copies under autocast).
     pub layer_linear_params: u128,
+    /// Biased q, k and v projections (Qwen2); a biased output projection.
+    pub qkv_bias: bool,
+    pub o_bias: bool,
 }
 
 /// Routed experts (Mixtral, Qwen3-MoE: a softmax router, its top k renormalized; DeepSeek-V2:
@@ -163,6 +166,8 @@ impl Shape {
                 0
             },
             layer_linear_params: h * (heads * d + 2 * kv * d) + heads * d * h + 3 * h * i,
+            qkv_bias: att.qkv_bias,
+            o_bias: att.o_bias,
         })
     }
 }
@@ -284,4 +289,37 @@ fn param_tensors(
         + moe_layers * experts
         + 2
         + u128::from(!arch.tie_word_embeddings)
+}
+
+impl Shape {
+    /// Every parameter tensor's elements, for a dense model of Llama's layout (the embedding,
+    /// each layer's q, k, v, o, their biases and per-head norms, gate, up, down and two norms,
+    /// the final norm, an untied head); `None` for any other.
+    pub(crate) fn dense_tensor_elements(&self) -> Option<Vec<u128>> {
+        if self.layout != Layout::Llama || self.moe.is_some() || self.mla.is_some() || self.fused {
+            return None;
+        }
+        let (h, i) = (self.hidden, self.intermediate);
+        let (q, kv) = (self.heads * self.head_dim, self.kv_heads * self.head_dim);
+        let mut layer = vec![h * q, h * kv, h * kv, q * h];
+        if self.qkv_bias {
+            layer.extend([q, kv, kv]);
+        }
+        if self.o_bias {
+            layer.push(h);
+        }
+        if self.qk_norm {
+            layer.extend([self.head_dim, self.head_dim]);
+        }
+        layer.extend([h * i, h * i, i * h, h, h]);
+        let mut out = vec![self.vocab * h];
+        for _ in 0..self.layers {
+            out.extend(&layer);
+        }
+        out.push(h);
+        if !self.tied {
+            out.push(self.vocab * h);
+        }
+        Some(out)
+    }
 }

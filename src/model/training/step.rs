@@ -133,6 +133,11 @@ fn sharded_peak(
     let (state_per_byte, state_fixed, step_temp_per_byte) = match run.optimizer {
         Optimizer::Adam | Optimizer::Adamw => (2, 4 * s.param_tensors, 1),
         Optimizer::Sgd => (1, 0, 0),
+        Optimizer::Adamw8bit => {
+            return Err(TrainingError::Unsupported {
+                what: "8-bit AdamW under FSDP2",
+            })
+        }
     };
     let sizes = Sizes {
         params: held.params,
@@ -159,6 +164,11 @@ fn check(s: &Shape, run: &TrainingRun) -> Result<Mask, TrainingError> {
     let refuse = |what| Err(TrainingError::Unsupported { what });
     if run.recipe == Recipe::MixedFp32Master {
         return refuse("an f32 master copy of bf16 weights");
+    }
+    if run.optimizer == Optimizer::Adamw8bit
+        && (s.dense_tensor_elements().is_none() || matches!(run.recipe, Recipe::Lora(_)))
+    {
+        return refuse("8-bit AdamW other than for a dense model of Llama's layout");
     }
     // Past the window SDPA takes a mask: no GQA, K and V repeated to every head. Eager
     // attention (Gemma 2, gpt-oss, DeepSeek-V2) adds its masks whatever the length, and saves
@@ -201,6 +211,8 @@ fn held(s: &Shape, run: &TrainingRun, lora: Option<Lora>) -> Held {
     let (state, step_temp) = match run.optimizer {
         Optimizer::Adam | Optimizer::Adamw => (2 * trainable + 4 * trainable_tensors, trainable),
         Optimizer::Sgd => (trainable, 0),
+        // bitsandbytes updates in place, in one kernel: no step temporaries.
+        Optimizer::Adamw8bit => (adamw8bit_state(s), 0),
     };
     // The rotary embedding's inverse frequencies and their original, f32, half a head (or
     // half the rotary dimensions) each; Gemma's embedding scale, a bf16 scalar.
@@ -406,5 +418,30 @@ fn layer_backward_temporaries(
                 + tokens * m.top_k * 3 * m.intermediate * ACT_BYTES
         }
         None => s.hidden * s.intermediate * param_bytes + tokens * 2 * s.intermediate * ACT_BYTES,
+    }
+}
+
+/// bitsandbytes' AdamW8bit state (`Optimizer2State.init_state`): a tensor of 4,096 elements or
+/// more keeps two uint8 moments and a f32 scale for each block of 256; a smaller one two f32
+/// moments; the two quantization maps (256 f32 each) are shared. Only the dense Llama layout
+/// lists its tensors ([`check`] refuses the others).
+fn adamw8bit_state(s: &Shape) -> u128 {
+    const MIN_8BIT: u128 = 4096;
+    const BLOCK: u128 = 256;
+    match s.dense_tensor_elements() {
+        Some(tensors) => {
+            let state: u128 = tensors
+                .iter()
+                .map(|&n| {
+                    if n < MIN_8BIT {
+                        2 * 4 * n
+                    } else {
+                        2 * n + 2 * 4 * n.div_ceil(BLOCK)
+                    }
+                })
+                .sum();
+            state + 2 * BLOCK * 4
+        }
+        None => 0,
     }
 }
