@@ -12,7 +12,7 @@ use crate::exit::Exit;
 use crate::output::select::SelectReport;
 use crate::output::Output;
 use crate::plan::engine::vllm::VllmConfig;
-use crate::plan::launch::{launch, torchrun, Engine, LaunchSettings, ModelRef};
+use crate::plan::launch::{launch, torchrun, Engine, Launch, LaunchSettings, ModelRef, NoLaunch};
 use crate::plan::{
     candidates_from_discovery, read_inventories, select_for_engine, suggest, suggest_training,
     Accounting, Demand, PlanKind, SuggestRequest,
@@ -57,41 +57,18 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
         Demand::Bytes(_) => VllmConfig::defaults(1),
     };
     let selection = select_for_engine(engine, &demand, &candidates, &policy, &vllm)?;
-    // Launch commands for a model (not for --bytes).
     let training = selection.plan.accounting == Accounting::PytorchTraining;
-    let launches = match (&spec, &demand, selection.plan.kind) {
-        (Some(spec), Demand::Model { source, settings }, _)
-            if source.arch.num_layers > 0 && !training =>
-        {
-            let model = ModelRef::for_source(spec);
-            let settings = LaunchSettings {
-                context: settings.context,
-                batch: settings.batch,
-                layers: source.arch.num_layers,
-                memory_fraction: match engine {
-                    Some(Engine::Vllm) => vllm.gpu_memory_utilization,
-                    _ => policy.memory_fraction,
-                },
-                cpu_offload_gb: args.vllm.cpu_offload_gb,
-            };
-            select_engines(args, &model)
-                .into_iter()
-                .map(|e| (e, launch(e, &model, &selection.plan, &settings)))
-                .collect()
-        }
-        (_, Demand::Model { settings, .. }, PlanKind::Sharded) => settings
-            .fsdp
-            .map(|f| {
-                vec![(
-                    Engine::Torchrun,
-                    Ok(torchrun(&selection.plan, f.reshard_after_forward)),
-                )]
-            })
-            .unwrap_or_default(),
-        _ => Vec::new(),
-    };
+    let launches = launches(
+        args,
+        spec.as_ref(),
+        &demand,
+        &selection.plan,
+        engine,
+        &vllm,
+        &policy,
+    );
     let none = selection.plan.kind == PlanKind::None;
-    // The suggestions are planned by the serving engines' rules, not yet by a training step's.
+    // Serving plans are suggested by the serving engines' rules, training by FSDP2 ranks.
     let request = SuggestRequest {
         engine,
         demand: &demand,
@@ -120,4 +97,49 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
     } else {
         Exit::Success
     })
+}
+
+/// Launch commands for a model (not for `--bytes`): each engine's for a serving plan, `torchrun`
+/// for an FSDP2 training plan.
+fn launches(
+    args: &SelectArgs,
+    spec: Option<&crate::model::SourceSpec>,
+    demand: &Demand,
+    plan: &crate::plan::Plan,
+    engine: Option<Engine>,
+    vllm: &VllmConfig,
+    policy: &crate::plan::Policy,
+) -> Vec<(Engine, Result<Launch, NoLaunch>)> {
+    let training = plan.accounting == Accounting::PytorchTraining;
+    match (spec, demand, plan.kind) {
+        (Some(spec), Demand::Model { source, settings }, _)
+            if source.arch.num_layers > 0 && !training =>
+        {
+            let model = ModelRef::for_source(spec);
+            let settings = LaunchSettings {
+                context: settings.context,
+                batch: settings.batch,
+                layers: source.arch.num_layers,
+                memory_fraction: match engine {
+                    Some(Engine::Vllm) => vllm.gpu_memory_utilization,
+                    _ => policy.memory_fraction,
+                },
+                cpu_offload_gb: args.vllm.cpu_offload_gb,
+            };
+            select_engines(args, &model)
+                .into_iter()
+                .map(|e| (e, launch(e, &model, plan, &settings)))
+                .collect()
+        }
+        (_, Demand::Model { settings, .. }, PlanKind::Sharded) => settings
+            .fsdp
+            .map(|f| {
+                vec![(
+                    Engine::Torchrun,
+                    Ok(torchrun(plan, f.reshard_after_forward)),
+                )]
+            })
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    }
 }

@@ -421,37 +421,10 @@ fn vllm(model: &str, plan: &Plan, s: &LaunchSettings) -> Result<Launch, NoLaunch
     if pp > 1 {
         argv.extend(["--pipeline-parallel-size".into(), pp.to_string()]);
     }
-    if let Some(gb) = s
-        .cpu_offload_gb
-        .filter(|_| plan.kind != PlanKind::CpuOffload)
-    {
-        argv.extend(["--cpu-offload-gb".into(), format!("{gb}")]);
+    if let Some(gb) = cpu_offload_gb(plan, s) {
+        argv.extend(["--cpu-offload-gb".into(), gb]);
     }
-    if plan.kind == PlanKind::CpuOffload {
-        let cpu_bytes: u64 = plan
-            .placements
-            .iter()
-            .filter(|p| p.backend == BackendKind::Cpu)
-            .map(|p| p.bytes)
-            .sum();
-        argv.extend([
-            "--cpu-offload-gb".into(),
-            cpu_bytes.div_ceil(1 << 30).to_string(),
-        ]);
-    }
-    // A partition other than vLLM's own even one is given by its environment variable.
-    let partition = plan
-        .engine
-        .as_ref()
-        .filter(|f| {
-            f.pipeline_parallel > 1
-                && f.stage_layers
-                    != crate::plan::engine::vllm::stage_layers(s.layers, f.pipeline_parallel)
-        })
-        .map(|f| {
-            let parts: Vec<String> = f.stage_layers.iter().map(u64::to_string).collect();
-            ("VLLM_PP_LAYER_PARTITION".to_string(), parts.join(","))
-        });
+    let partition = layer_partition(plan, s);
     let mut commands = Vec::new();
     let head = plan.placements[0].host.clone();
     if hosts.len() > 1 {
@@ -475,6 +448,35 @@ fn vllm(model: &str, plan: &Plan, s: &LaunchSettings) -> Result<Launch, NoLaunch
         commands,
         notes,
     })
+}
+
+/// `--cpu-offload-gb`: what the user gave, or for a CPU-offload plan the GiB its RAM holds.
+fn cpu_offload_gb(plan: &Plan, s: &LaunchSettings) -> Option<String> {
+    if plan.kind != PlanKind::CpuOffload {
+        return s.cpu_offload_gb.map(|gb| format!("{gb}"));
+    }
+    let cpu_bytes: u64 = plan
+        .placements
+        .iter()
+        .filter(|p| p.backend == BackendKind::Cpu)
+        .map(|p| p.bytes)
+        .sum();
+    Some(cpu_bytes.div_ceil(1 << 30).to_string())
+}
+
+/// `VLLM_PP_LAYER_PARTITION`, for stages other than vLLM's own even split.
+fn layer_partition(plan: &Plan, s: &LaunchSettings) -> Option<(String, String)> {
+    plan.engine
+        .as_ref()
+        .filter(|f| {
+            f.pipeline_parallel > 1
+                && f.stage_layers
+                    != crate::plan::engine::vllm::stage_layers(s.layers, f.pipeline_parallel)
+        })
+        .map(|f| {
+            let parts: Vec<String> = f.stage_layers.iter().map(u64::to_string).collect();
+            ("VLLM_PP_LAYER_PARTITION".to_string(), parts.join(","))
+        })
 }
 
 /// A Ray cluster over `hosts`: the head on `head`, a worker on each other host.
