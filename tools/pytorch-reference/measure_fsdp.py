@@ -42,12 +42,8 @@ from torch.distributed.fsdp import fully_shard
 from torch.testing._internal.distributed.fake_pg import FakeStore
 from transformers import AutoConfig, AutoModelForCausalLM
 
-transformers.masking_utils.find_packed_sequence_indices = lambda position_ids: None
-
-
-def snapshot_total(snap):
-    (_, cats), = snap.items()
-    return cats
+# The packed-sequence answer and the record's phase bookkeeping are measure_train's.
+from measure_train import phase_record, totals
 
 
 def main():
@@ -95,12 +91,8 @@ def main():
                 phases.append((step, "optimizer", mt.get_tracker_snapshot("peak")))
                 if step == 0:
                     mt.reset_mod_stats()
-        peak = snapshot_total(mt.get_tracker_snapshot("peak"))
-    total = peak["Total"]
-    first = next(
-        (p for s, p, sn in phases if snapshot_total(sn)["Total"] == total),
-        None,
-    )
+        peak = totals(mt.get_tracker_snapshot("peak"))
+    first, peaks = phase_record(phases, peak["Total"])
     record = {
         "source": "torch.distributed._tools.fsdp2_mem_tracker.FSDPMemTracker under FakeTensorMode, fake process group",
         "torch": torch.__version__,
@@ -118,10 +110,7 @@ def main():
         "parameters": params,
         "peak": {str(k): int(v) for k, v in peak.items()},
         "peak_phase": first,
-        "phase_peaks": [
-            {"step": st, "phase": ph, "total": int(snapshot_total(sn)["Total"])}
-            for st, ph, sn in phases
-        ],
+        "phase_peaks": peaks,
         "seconds": round(time.time() - started, 1),
     }
     json.dump(record, sys.stdout, indent=1)

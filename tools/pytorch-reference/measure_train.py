@@ -65,6 +65,21 @@ LORA_TARGETS = {
 }
 
 
+def totals(snapshot):
+    """A tracker snapshot's categories (one device: the CPU the fake tensors live on)."""
+    (_, categories), = snapshot.items()
+    return categories
+
+
+def phase_record(phases, total):
+    """The phase where the peak `total` was first reached, and each phase's running peak."""
+    first = next((ph for _, ph, sn in phases if totals(sn)["Total"] == total), None)
+    peaks = [
+        {"step": st, "phase": ph, "total": int(totals(sn)["Total"])} for st, ph, sn in phases
+    ]
+    return first, peaks
+
+
 def optimizer_for(name, params):
     if name == "adamw8bit":
         import bitsandbytes as bnb
@@ -181,12 +196,8 @@ def main():
                 if step == 0:
                     mt.reset_mod_stats()
         peak = mt.get_tracker_snapshot("peak")
-    (dev, snap), = peak.items()
-    total = snap["Total"]
-    first = next(
-        (p for s, p, sn in phases for d, v in sn.items() if v["Total"] == total),
-        None,
-    )
+    snap = totals(peak)
+    first, peaks = phase_record(phases, snap["Total"])
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     record = {
         "source": "torch.distributed._tools.mem_tracker.MemTracker under FakeTensorMode",
@@ -205,11 +216,8 @@ def main():
         "trainable": trainable,
         "peak": {k: int(v) for k, v in snap.items()},
         "peak_phase": first,
-        "after_forward": {k: int(v) for k, v in next(iter(after_forward.values())).items()},
-        "phase_peaks": [
-            {"step": st, "phase": ph, "total": int(next(iter(sn.values()))["Total"])}
-            for st, ph, sn in phases
-        ],
+        "after_forward": {k: int(v) for k, v in totals(after_forward).items()},
+        "phase_peaks": peaks,
         "seconds": round(time.time() - started, 1),
     }
     json.dump(record, sys.stdout, indent=1)

@@ -32,7 +32,7 @@ pub struct Fsdp {
 }
 
 /// What the step holds at one point, by category (the unsharded walk's points too).
-pub(super) struct ShardedPoint {
+pub(super) struct Tally {
     pub phase: Phase,
     /// The rank's shards and whatever is unsharded then.
     pub parameters: u128,
@@ -84,19 +84,14 @@ fn shard(s: &Shape, world: u128, bytes: u128, param_bytes: u128) -> u128 {
 }
 
 /// Each point of the step on one rank.
-pub(super) fn sharded_points(
-    s: &Shape,
-    f: Fsdp,
-    z: &Sizes,
-    points: &[ShardedPoint],
-) -> Vec<ShardedPoint> {
+pub(super) fn sharded_points(s: &Shape, f: Fsdp, z: &Sizes, points: &[Tally]) -> Vec<Tally> {
     let world = u128::from(f.world.max(1));
     let own = |bytes: u128| shard(s, world, bytes, z.param_bytes);
     let params = own(z.params);
     let state = z.state_per_byte * params + z.state_fixed;
     let layers_done = own(z.params - z.root);
     let norm_grad = s.hidden * z.param_bytes;
-    let mut out: Vec<ShardedPoint> = points
+    let mut out: Vec<Tally> = points
         .iter()
         .enumerate()
         .map(|(i, pt)| {
@@ -127,7 +122,7 @@ pub(super) fn sharded_points(
                 (4, _) => (z.root, layers_done + z.layer, t + norm_grad, 0),
                 _ => (0, params, t, z.step_temp_per_byte * params),
             };
-            ShardedPoint {
+            Tally {
                 phase: pt.phase,
                 parameters: params + unsharded,
                 gradients,
@@ -151,7 +146,7 @@ pub(super) fn sharded_points(
         } else {
             z.params - z.layer
         };
-        out.push(ShardedPoint {
+        out.push(Tally {
             phase: head.phase,
             parameters: params + last,
             gradients: z.head + norm_grad + z.layer + own(z.layer),
@@ -164,7 +159,7 @@ pub(super) fn sharded_points(
     // buffer not yet freed, beside the last reduce-scatter buffer; only the output's gradient
     // yet. The loss and its backward's scalar are still held.
     if let Some(pt) = points.get(3) {
-        out.push(ShardedPoint {
+        out.push(Tally {
             phase: pt.phase,
             parameters: params + z.root + z.layer,
             gradients: own(z.params - z.root - z.layer) + 2 * z.layer + z.head + norm_grad,

@@ -2,7 +2,7 @@
 //! taken. The second step is the one walked: the optimizer's state exists from the first
 //! step's end, through the whole forward and backward.
 
-use super::fsdp::{sharded_points, Fsdp, ShardedPoint, Sizes};
+use super::fsdp::{sharded_points, Fsdp, Sizes, Tally};
 use super::saved::{
     head_fixed, head_per_token, labels_bytes, layer_fixed, layer_input, layer_per_token,
     loss_backward_per_token, loss_forward_per_token, rope_per_position, ACT_BYTES, IDS,
@@ -72,10 +72,10 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
 }
 
 /// Each point's categories, the parameters and optimizer state held throughout.
-fn tallies(points: &[Point], held: &Held) -> Vec<ShardedPoint> {
+fn tallies(points: &[Point], held: &Held) -> Vec<Tally> {
     points
         .iter()
-        .map(|pt| ShardedPoint {
+        .map(|pt| Tally {
             phase: pt.phase,
             parameters: held.params,
             gradients: pt.gradients,
@@ -87,8 +87,8 @@ fn tallies(points: &[Point], held: &Held) -> Vec<ShardedPoint> {
 }
 
 /// The point of `points` with the largest total, by category.
-fn largest(points: &[ShardedPoint], buffers: u128) -> Result<TrainingPeak, TrainingError> {
-    let total = |pt: &ShardedPoint| {
+fn largest(points: &[Tally], buffers: u128) -> Result<TrainingPeak, TrainingError> {
+    let total = |pt: &Tally| {
         pt.parameters + buffers + pt.gradients + pt.optimizer + pt.activations + pt.temporaries
     };
     let top = points
