@@ -125,6 +125,7 @@ fn launches(
                     _ => policy.memory_fraction,
                 },
                 cpu_offload_gb: args.vllm.cpu_offload_gb,
+                pooling: source.arch.encoder.map(|e| e.pooling),
             };
             select_engines(args, &model)
                 .into_iter()

@@ -62,6 +62,10 @@ pub enum Family {
     Rwkv6,
     /// RWKV-7.
     Rwkv7,
+    /// BERT (and XLM-RoBERTa rerankers converted as `bert`): an encoder.
+    Bert,
+    /// nomic-embed-text (`nomic-bert`): an encoder with RoPE and a SwiGLU MLP.
+    NomicBert,
     /// A family without rules of its own.
     Other,
 }
@@ -110,6 +114,8 @@ pub const NAMES: &[(&str, Family)] = &[
     ("granitemoehybrid", Family::GraniteHybrid),
     ("rwkv6", Family::Rwkv6),
     ("rwkv7", Family::Rwkv7),
+    ("bert", Family::Bert),
+    ("nomic-bert", Family::NomicBert),
 ];
 
 impl Family {

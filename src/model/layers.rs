@@ -246,7 +246,17 @@ impl LayerWeights {
                         f.experts += bytes;
                     }
                 }
-            } else if t.name.starts_with("output.") || t.name.starts_with("output_norm.") {
+            } else if t.name.starts_with("token_embd_norm.") {
+                // llama.cpp creates the embeddings' norm as the first layer's tensor.
+                match w.layers.first_mut() {
+                    Some(l) => *l += bytes,
+                    None => w.input += bytes,
+                }
+            } else if t.name.starts_with("output.")
+                || t.name.starts_with("output_norm.")
+                || t.name.starts_with("cls.")
+            {
+                // An encoder's classification head (`cls`, `cls.output`) is the output layer's.
                 has_head |= t.name == "output.weight";
                 w.output += bytes;
             } else {

@@ -22,8 +22,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 pub use arch::{
-    llama_like, Attention, GraniteScales, Mlp, ModelArch, Moe, Norm, ParamCount, ShapeField,
-    SlidingLayers, SlidingWindow, Ssm, SsmKind, MAX_PARAMETERS,
+    llama_like, Attention, Classifier, Encoder, GraniteScales, Mlp, ModelArch, Moe, Norm,
+    ParamCount, Pooling, ShapeField, SlidingLayers, SlidingWindow, Ssm, SsmKind, MAX_PARAMETERS,
 };
 pub use catalog::{catalog, closest_model, find_model, CatalogModel};
 pub use dtype::{

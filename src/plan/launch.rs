@@ -169,6 +169,9 @@ pub struct LaunchSettings {
     pub memory_fraction: f64,
     /// vLLM's `--cpu-offload-gb` as the user gave it.
     pub cpu_offload_gb: Option<f64>,
+    /// An encoder's pooling: llama-server then serves embeddings (`--embedding`), or scores
+    /// (`--rerank`) where the model ranks; `None` for a decoder.
+    pub pooling: Option<crate::model::Pooling>,
 }
 
 const RPC_PORT: u16 = 50052;
@@ -303,6 +306,11 @@ fn llama_cpp(path: &std::path::Path, plan: &Plan, s: &LaunchSettings) -> Launch 
         "-ngl".into(),
         ngl.to_string(),
     ];
+    match s.pooling {
+        Some(crate::model::Pooling::Rank) => argv.push("--rerank".into()),
+        Some(_) => argv.push("--embedding".into()),
+        None => {}
+    }
     let fitted = plan.llamacpp.as_ref();
     if let Some(ts) = fitted.and_then(|f| f.tensor_split.as_ref()) {
         // llama.cpp's fit counts the output layer on the last GPU; trailing zeros are dropped.
@@ -543,6 +551,7 @@ mod tests {
         layers: 80,
         memory_fraction: 0.9,
         cpu_offload_gb: None,
+        pooling: None,
     };
 
     fn argv(c: &LaunchCommand) -> String {

@@ -12,6 +12,7 @@ mod ci_examples;
 mod cli;
 mod device_memory;
 mod discover;
+mod encoders;
 mod estimate;
 mod estimate_input;
 mod generated_files;

@@ -2,6 +2,8 @@
 // prints in whole MiB, here exact. It takes llama-fit-params' flags (-m, -c, -ngl, -ts, -ot,
 // --n-cpu-moe, -fa, --rpc, -nkvo, ...) and prints one line a device, then `Host`:
 //   <device> <model bytes> <context bytes> <compute bytes>
+// With BREAKDOWN_EMBEDDINGS=1 in the environment the context computes embeddings (what
+// `llama-server --embedding` does; llama-fit-params has no such flag), pooled as the model says.
 // Build it against the llama.cpp that llama-cpp-python 0.3.36 vendors (see README.md).
 
 #include "llama.h"
@@ -13,6 +15,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 int main(int argc, char ** argv) {
@@ -24,6 +27,9 @@ int main(int argc, char ** argv) {
     llama_backend_init();
     auto mparams = common_model_params_to_llama(params);
     auto cparams = common_context_params_to_llama(params);
+    if (const char * e = getenv("BREAKDOWN_EMBEDDINGS"); e != nullptr && e[0] == '1') {
+        cparams.embeddings = true;
+    }
 
     std::vector<ggml_backend_dev_t> devs;
     uint32_t n_layer = 0, n_ctx_train = 0, n_expert = 0;

@@ -17,8 +17,9 @@ LOAD = r"""
 import sys
 from llama_cpp import Llama
 ctx, ub, fa, swa_full = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5] == "1"
+embedding = sys.argv[6] == "1"
 Llama(model_path=sys.argv[1], n_ctx=ctx, n_batch=ub, n_ubatch=ub, n_gpu_layers=0,
-      flash_attn=fa, swa_full=swa_full, n_threads=2, verbose=True)
+      flash_attn=fa, swa_full=swa_full, embedding=embedding, n_threads=2, verbose=True)
 """
 
 PATTERNS = {
@@ -32,14 +33,19 @@ PATTERNS = {
 }
 
 
-def measure(model: str, ctx: int, ubatch: int, fa: bool, swa_full: bool) -> dict:
+def measure(model: str, ctx: int, ubatch: int, fa: bool, swa_full: bool,
+            embedding: bool = False) -> dict:
     run = subprocess.run([sys.executable, "-c", LOAD, model, str(ctx), str(ubatch), "1" if fa else "0",
-                          "1" if swa_full else "0"],
+                          "1" if swa_full else "0", "1" if embedding else "0"],
                          capture_output=True, text=True, timeout=1800)
     log = run.stderr
     if run.returncode != 0:
         raise SystemExit(f"llama.cpp failed on {model} ctx={ctx} ubatch={ubatch} fa={fa}:\n{log[-2000:]}")
     row = {"context": ctx, "ubatch": ubatch, "flash_attention": fa, "swa_full": swa_full}
+    if embedding:
+        # llama-cpp-python's embedding mode reserves min(n_batch, 256) sequences (n_seq_max).
+        row["embeddings"] = True
+        row["seqs"] = min(ubatch, 256)
     for key, pattern in PATTERNS.items():
         found = re.findall(pattern, log)
         # Several KV buffers (e.g. sliding-window caches) add up; the compute buffer is the
@@ -80,6 +86,8 @@ def main() -> None:
                    help="llama.cpp's swa_full (1, the library's default, unless given)")
     p.add_argument("--shape-of", default="", help="the published model the shape is copied from")
     p.add_argument("--shape", default="{}", help="make_gguf.py's arguments as JSON, for the tests")
+    p.add_argument("--embedding", action="store_true",
+                   help="compute embeddings (an encoder: llama-cpp-python's embedding=True)")
     p.add_argument("--describe", action="store_true",
                    help="record the GGUF header (metadata and tensors) for the tests")
     a = p.parse_args()
@@ -89,11 +97,13 @@ def main() -> None:
         for ub in a.ubatch:
             for fa in a.fa or [0]:
                 for swa_full in a.swa_full or [1]:
-                    rows.append(measure(a.model, ctx, ub, bool(fa), bool(swa_full)))
+                    rows.append(measure(a.model, ctx, ub, bool(fa), bool(swa_full),
+                                        a.embedding))
                     print(rows[-1], file=sys.stderr)
     doc = {
         "engine": f"llama-cpp-python {llama_cpp.__version__}, CPU backend, n_gpu_layers=0, "
-                  "n_batch=n_ubatch, one sequence, f16 KV, swa_full as each row says",
+                  "n_batch=n_ubatch, one sequence (an encoder's embedding rows: `seqs`), f16 KV, "
+                  "swa_full as each row says",
         "model": a.model.rsplit("/", 1)[-1],
         "shape_of": a.shape_of,
         "shape": json.loads(a.shape),

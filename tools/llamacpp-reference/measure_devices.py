@@ -12,16 +12,21 @@ one `llama-fit-params -fitp on` prints in whole MiB, in bytes.
 """
 import argparse
 import json
+import os
 import subprocess
 
 from measure import describe
+
+
+# The environment breakdown runs in: BREAKDOWN_EMBEDDINGS=1 with --embedding.
+ENV = dict(os.environ)
 
 
 def measure(breakdown, model, rpc, ngl, ctx, fa, ub, split, cpu_moe=0, ot=None):
     cmd = [breakdown, "-m", model, "--rpc", rpc, "-ngl", str(ngl), "-c", str(ctx),
            "-fa", fa, "-ub", str(ub)] + (["-ts", split] if split else []) \
         + (["--n-cpu-moe", str(cpu_moe)] if cpu_moe else []) + (["-ot", ot] if ot else [])
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=ENV).stdout
     devices = []
     for line in out.splitlines():
         parts = line.split()
@@ -51,7 +56,11 @@ def main():
     p.add_argument("--cpu-moe", type=int, action="append", default=None,
                    help="--n-cpu-moe values (experts of the first N layers on the CPU)")
     p.add_argument("--shape", required=True, help="how the GGUF was made (make_gguf.py flags)")
+    p.add_argument("--embedding", action="store_true",
+                   help="the context computes embeddings (an encoder, as llama-server --embedding)")
     a = p.parse_args()
+    if a.embedding:
+        ENV["BREAKDOWN_EMBEDDINGS"] = "1"
     rows = [measure(a.breakdown, a.model, a.rpc, ngl, ctx, fa, a.ubatch, ts, moe)
             for ngl in a.ngl for ctx in a.ctx for fa in (a.fa or ["on"]) for ts in (a.ts or [None])
             for moe in (a.cpu_moe or [0])]
@@ -60,6 +69,7 @@ def main():
         "backend": "RPC (ggml-rpc-server on 127.0.0.1, CPU-backed)",
         "gguf": a.model.rsplit("/", 1)[-1],
         "shape": a.shape,
+        "embeddings": a.embedding,
         "rows": rows,
         "gguf": describe(a.model),
     }

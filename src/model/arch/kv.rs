@@ -3,8 +3,12 @@
 use super::*;
 
 impl ModelArch {
-    /// KV-cache elements cached per token per attention layer (K and V, or MLA's latent).
+    /// KV-cache elements cached per token per attention layer (K and V, or MLA's latent); none
+    /// in an encoder, which llama.cpp runs without a cache.
     pub fn kv_elements_per_token_layer(&self) -> u64 {
+        if self.encoder.is_some() {
+            return 0;
+        }
         match &self.attention {
             // Saturating, never wrapping: an unchecked shape must not shrink the cache.
             Attention::Standard { .. } => 2u64

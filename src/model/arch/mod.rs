@@ -1,12 +1,14 @@
-//! A decoder-only transformer's architecture, and the exact parameter and KV-cache arithmetic
+//! A transformer's architecture (a decoder, or an encoder llama.cpp serves), and the exact parameter and KV-cache arithmetic
 //! over it.
 
+mod encoder;
 mod kv;
 mod params;
 mod shape;
 
 use serde::Serialize;
 
+pub use encoder::{Classifier, Encoder, Pooling};
 pub(crate) use shape::implausible_layer_count;
 pub use shape::{ShapeField, MAX_PARAMETERS};
 
@@ -386,6 +388,8 @@ pub struct ModelArch {
     /// keeps no trace of it (config.json's `sliding_window` for Mistral, Mixtral and Phi-3,
     /// and for Qwen2/3 under `use_sliding_window`): a training step past it needs a mask.
     pub transformers_window: Option<u64>,
+    /// An encoder (BERT, nomic-bert): no KV cache, its output pooled; `None` for a decoder.
+    pub encoder: Option<Encoder>,
 }
 
 /// Parameter counts from the shape (before any file says otherwise).
@@ -517,5 +521,6 @@ pub fn llama_like(
         mla_full_cache: false,
         joint_qkvz: false,
         transformers_window: None,
+        encoder: None,
     }
 }

@@ -322,6 +322,7 @@ pub fn placed_compute_buffers(
         swa_cells,
         flash_attention: s.flash_attention,
         kv_type: &s.kv_dtype,
+        seqs: s.batch.max(1),
     };
     let placed = super::replay::Placed {
         layer_devices,
@@ -349,8 +350,8 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> (u128, Activati
     let ub = w(s.ubatch.min(s.batch.saturating_mul(s.context)).max(1));
     let n_kv = w(s.context.div_ceil(KV_CELL_PAD) * KV_CELL_PAD);
     let sliding = arch.sliding_window.as_ref();
-    // The host output buffer: one row of logits per sequence.
-    let output_buffer = w(s.batch) * w(arch.vocab_size) * 4;
+    // The host output buffer: one row of logits per sequence, and an encoder's embeddings.
+    let output_buffer = w(s.batch) * w(output_row_floats(arch)) * 4;
     // The cells of the sliding-window layers' own cache: the window plus a micro-batch unless
     // --swa-full.
     let swa_cells = match sliding {
@@ -360,14 +361,15 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> (u128, Activati
         _ => n_kv,
     };
     // Where llama.cpp's graph is modelled node by node, its allocator's own figure.
-    if let Some(bytes) = super::replay::compute_buffer(
+    if let Some(bytes) = super::replay::compute_buffer_of(&super::replay::Batch {
         arch,
-        sat(ub),
-        sat(n_kv),
-        sat(swa_cells),
-        s.flash_attention,
-        &s.kv_dtype,
-    ) {
+        tokens: sat(ub),
+        kv_cells: sat(n_kv),
+        swa_cells: sat(swa_cells),
+        flash_attention: s.flash_attention,
+        kv_type: &s.kv_dtype,
+        seqs: s.batch.max(1),
+    }) {
         return (w(bytes) + output_buffer, ActivationsBasis::GraphReplay);
     }
     let st = Stages::new(arch, s, ub, n_kv, swa_cells);
@@ -383,6 +385,15 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> (u128, Activati
         inputs + largest + output_buffer,
         ActivationsBasis::StageEstimate,
     )
+}
+
+/// Floats of llama.cpp's output buffer a sequence: the logits, and an encoder's embeddings
+/// beside them (llama.cpp reserves both when it computes embeddings).
+pub fn output_row_floats(arch: &ModelArch) -> u64 {
+    match arch.encoder {
+        Some(_) => arch.vocab_size.saturating_add(arch.hidden_size),
+        None => arch.vocab_size,
+    }
 }
 
 /// Training activations after Korthikanti et al., per the module docs (saturating at

@@ -4,8 +4,8 @@ use std::path::Path;
 
 use super::{GgufFile, GgufValue};
 use crate::model::arch::{
-    self, llama_like, Attention, GraniteScales, Mlp, ModelArch, Moe, Norm, SlidingLayers,
-    SlidingWindow, Ssm, SsmKind,
+    self, llama_like, Attention, Classifier, Encoder, GraniteScales, Mlp, ModelArch, Moe, Norm,
+    Pooling, SlidingLayers, SlidingWindow, Ssm, SsmKind,
 };
 use crate::model::error::ModelError;
 
@@ -31,6 +31,9 @@ enum Family {
     Phi3,
     GptOss,
     Cohere2,
+    /// BERT and nomic-bert: encoders (`model::arch::Encoder`).
+    Bert,
+    NomicBert,
     /// Every other architecture: read from its keys and tensors alone.
     Other,
 }
@@ -57,6 +60,8 @@ impl Family {
             "phi3" => Family::Phi3,
             "gpt-oss" => Family::GptOss,
             "cohere2" => Family::Cohere2,
+            "bert" => Family::Bert,
+            "nomic-bert" => Family::NomicBert,
             _ => Family::Other,
         }
     }
@@ -201,6 +206,12 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
         from_tensors(&k, &mut arch, heads, ffn);
     }
     family_extras(&k, family, &mut arch);
+    if matches!(family, Family::Bert | Family::NomicBert) {
+        arch.encoder = Some(encoder(&k, family)?);
+        // LayerNorms after attention and after the MLP, and one over the embeddings.
+        arch.norm = Norm::Layer;
+        arch.norms_per_layer = 2;
+    }
     arch.max_position_embeddings = k.get("context_length");
     arch.tie_word_embeddings = !file.tensors.iter().any(|t| t.name == "output.weight");
     if let Some(rank) = k.get("attention.kv_lora_rank").filter(|&v| v > 0) {
@@ -432,6 +443,47 @@ fn family_extras(k: &Keys<'_>, family: Family, arch: &mut ModelArch) {
         // llama.cpp's switch for Granite's RoPE (on unless the key says otherwise).
         arch.no_rope = k.file.boolean(&format!("{}.rope.scaling.finetuned", k.a)) == Some(false);
     }
+}
+
+/// An encoder's pooling (`pooling_type`; absent: none, as llama.cpp resolves it), its
+/// embeddings and projections as its tensors say, and a reranker's head.
+fn encoder(k: &Keys<'_>, family: Family) -> Result<Encoder, ModelError> {
+    let pooling = match k.file.metadata.get(&format!("{}.pooling_type", k.a)) {
+        None => Pooling::None,
+        Some(GgufValue::Int(v)) => Pooling::from_gguf(*v).ok_or_else(|| {
+            k.bad(
+                "pooling_type",
+                "is not one of llama.cpp's pooling types (-1 to 4)".into(),
+            )
+        })?,
+        Some(_) => return Err(k.bad("pooling_type", "is not an integer".into())),
+    };
+    let rows = |name: &str| {
+        k.file
+            .tensors
+            .iter()
+            .find(|t| t.name == name)
+            .map(|t| t.dims.get(1).copied().unwrap_or(1))
+    };
+    let tensor = |name: &str| k.file.tensors.iter().any(|t| t.name == name);
+    let dense = tensor("cls.weight");
+    let outputs = rows("cls.output.weight");
+    let positions = match family {
+        Family::Bert => rows("position_embd.weight").unwrap_or(0),
+        _ => 0,
+    };
+    Ok(Encoder {
+        pooling,
+        positions,
+        token_types: rows("token_types.weight").unwrap_or(0),
+        fused_qkv: k.has(".attn_qkv.weight"),
+        classifier: (pooling == Pooling::Rank && (dense || outputs.is_some())).then_some(
+            Classifier {
+                dense,
+                outputs: outputs.unwrap_or(0),
+            },
+        ),
+    })
 }
 
 /// Multi-head latent attention. Newer conversions split attn_kv_b and give the per-head sizes

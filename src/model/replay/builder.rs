@@ -90,6 +90,13 @@ pub(super) struct Mla {
 /// output biases, per-head q/k norms (Qwen3, Gemma 3), and a gated feed-forward or routed
 /// experts (a GELU MLP in Falcon, StarCoder2 and GPT-NeoX).
 pub(super) fn modelled(arch: &ModelArch) -> Option<Builder> {
+    // Encoders are built by `encoder.rs`, from the arch's `Encoder` alone.
+    if arch.encoder.is_some() {
+        let ok = matches!(arch.family_kind(), Family::Bert | Family::NomicBert)
+            && arch.moe.is_none()
+            && arch.num_heads == arch.num_kv_heads;
+        return ok.then_some(Builder::default());
+    }
     if let Some(ssm) = arch.ssm {
         return recurrent(arch, ssm);
     }

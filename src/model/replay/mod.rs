@@ -15,6 +15,7 @@
 
 mod attention;
 mod builder;
+mod encoder;
 mod ffn;
 mod graph;
 mod layer;
@@ -83,6 +84,7 @@ struct Lazy {
 /// output) over `kv_cells` cached cells (`swa_cells` in sliding-window layers), with or without
 /// flash attention; `None` where the architecture's graph is not modelled here, or for shapes
 /// no device could hold.
+#[cfg(test)]
 pub(crate) fn compute_buffer(
     arch: &ModelArch,
     tokens: u64,
@@ -91,8 +93,20 @@ pub(crate) fn compute_buffer(
     flash_attention: bool,
     kv_type: &Precision,
 ) -> Option<u64> {
-    let shape = Shape::of(arch, tokens, kv_cells, swa_cells, flash_attention, kv_type)?;
-    Some(reserve(&whole(shape)?))
+    compute_buffer_of(&Batch {
+        arch,
+        tokens,
+        kv_cells,
+        swa_cells,
+        flash_attention,
+        kv_type,
+        seqs: 1,
+    })
+}
+
+/// [`compute_buffer`] for one micro-batch as one value.
+pub(crate) fn compute_buffer_of(b: &Batch<'_>) -> Option<u64> {
+    Some(reserve(&whole(Shape::from_batch(b)?)?))
 }
 
 /// One micro-batch of the prompt graph: what [`compute_buffer`] takes, as one value.
@@ -104,6 +118,8 @@ pub(crate) struct Batch<'a> {
     pub swa_cells: u64,
     pub flash_attention: bool,
     pub kv_type: &'a Precision,
+    /// Sequences the graph is reserved for (llama.cpp's `n_seq_max`): an encoder pools each.
+    pub seqs: u64,
 }
 
 /// Where llama.cpp runs each part: `layer_devices[l]` for layer `l` and, last, the output layer
@@ -121,15 +137,7 @@ pub(crate) struct Placed<'a> {
 /// The compute buffers of the host (first) and each device under `placed`, the graph split as
 /// [`sched`] splits it. `None` where [`compute_buffer`] is.
 pub(crate) fn compute_buffers_placed(b: &Batch<'_>, placed: &Placed<'_>) -> Option<Vec<u64>> {
-    let shape = Shape::of(
-        b.arch,
-        b.tokens,
-        b.kv_cells,
-        b.swa_cells,
-        b.flash_attention,
-        b.kv_type,
-    )?;
-    let g = whole(shape)?;
+    let g = whole(Shape::from_batch(b)?)?;
     let to_backend =
         |d: Option<usize>| d.map_or(sched::HOST, |d| u8::try_from(d + 1).unwrap_or(u8::MAX));
     let device_of = |l: usize| placed.layer_devices.get(l).copied().flatten();
@@ -152,6 +160,9 @@ pub(crate) fn compute_buffers_placed(b: &Batch<'_>, placed: &Placed<'_>) -> Opti
 /// The whole prompt graph, each tensor tagged with the part of the model it was built in.
 fn whole(shape: Shape<'_>) -> Option<Graph> {
     let arch = shape.arch;
+    if let Some(e) = arch.encoder {
+        return encoder::whole(shape, e, shape.seqs);
+    }
     let mut g = Graph::default();
     let (c, embd) = layer::inputs(&mut g, shape)?;
     let mut lazy = Lazy::default();
@@ -179,9 +190,23 @@ struct Shape<'a> {
     swa_cells: u64,
     flash_attention: bool,
     kv_type: &'a Precision,
+    seqs: u64,
 }
 
 impl<'a> Shape<'a> {
+    fn from_batch(b: &Batch<'a>) -> Option<Self> {
+        let mut s = Self::of(
+            b.arch,
+            b.tokens,
+            b.kv_cells,
+            b.swa_cells,
+            b.flash_attention,
+            b.kv_type,
+        )?;
+        s.seqs = b.seqs;
+        Some(s)
+    }
+
     /// The token-path graph of `arch`, or `None` where it is not modelled or no device could
     /// hold it (the estimate's own plausibility checks refuse those first, so this is never the
     /// figure a user sees).
@@ -205,6 +230,7 @@ impl<'a> Shape<'a> {
             swa_cells,
             flash_attention,
             kv_type,
+            seqs: 1,
         })
     }
 }

@@ -49,7 +49,11 @@ fn assign(g: &Graph, backend_of: &dyn Fn(Part, Option<(FfnClass, bool)>) -> u8) 
             be[i] = Some(of(&g.tensors[root]));
         } else if t.input {
             be[i] = Some(HOST);
-        } else if let Some(&w) = t.srcs.iter().find(|&&s| g.tensors[s].external) {
+        } else if let Some(&w) = t
+            .srcs
+            .iter()
+            .find(|&&s| g.tensors[s].external && g.tensors[s].view_src.is_none())
+        {
             be[i] = Some(of(&g.tensors[w]));
         }
     }
@@ -104,7 +108,10 @@ fn splits(g: &Graph, be: &[u8]) -> Vec<(u8, usize, Vec<usize>)> {
                 continue;
             }
             for &s in &g.tensors[m].srcs {
-                if be[s] != be[n] && !g.tensors[s].external && !read_by.contains(&(s, be[n])) {
+                // A weight is not copied, but a view of one is (`ggml_view` of a weight has no
+                // buffer of its own when the scheduler runs, so it is read like any input).
+                let weight = g.tensors[s].external && g.tensors[s].view_src.is_none();
+                if be[s] != be[n] && !weight && !read_by.contains(&(s, be[n])) {
                     reads.push(s);
                     read_by.push((s, be[n]));
                 }

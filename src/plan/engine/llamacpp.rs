@@ -104,7 +104,8 @@ pub fn place(
             }
             None => {
                 out[slot].model += weights.output;
-                if dev.is_some() {
+                // An encoder has no head reading the token embeddings.
+                if dev.is_some() && arch.encoder.is_none() {
                     out[slot].model += weights.tied_head;
                 }
             }

@@ -1,0 +1,266 @@
+//! An encoder's graph: llama.cpp's `bert` builder (which also builds `nomic-bert`), attention
+//! over the micro-batch itself with no KV cache (`build_attn_inp_no_cache`), then
+//! `build_pooling` as the model's pooling type asks.
+
+use super::graph::*;
+use super::Shape;
+use crate::model::arch::{Encoder, Mlp, Pooling};
+
+/// Bytes a token of the tensors the encoder's layers make.
+struct Sizes {
+    tokens: u64,
+    seqs: u64,
+    model: u64,
+    query: u64,
+    kv: u64,
+    ffn: u64,
+    scores: u64,
+    mask: u64,
+}
+
+/// The whole graph of `s`'s micro-batch over `seqs` sequences (llama.cpp reserves with
+/// `n_seq_max` of them, the tokens rounded up to a multiple), pooled; `None` for shapes no
+/// device could hold.
+pub(super) fn whole(s: Shape<'_>, e: Encoder, seqs: u64) -> Option<Graph> {
+    let arch = s.arch;
+    let seqs = seqs.max(1);
+    let tokens = s.tokens.div_ceil(seqs).checked_mul(seqs)?;
+    let width = |n: u64| n.checked_mul(tokens)?.checked_mul(4);
+    let z = Sizes {
+        tokens,
+        seqs,
+        model: width(arch.hidden_size)?,
+        query: width(arch.num_heads.checked_mul(arch.head_dim)?)?,
+        kv: width(arch.num_kv_heads.checked_mul(arch.head_dim)?)?,
+        ffn: width(arch.intermediate_size)?,
+        scores: width(tokens.checked_mul(arch.num_heads)?)?,
+        mask: tokens
+            .checked_mul(tokens)?
+            .checked_mul(if s.flash_attention { 2 } else { 4 })?,
+    };
+    if [z.model, z.query, z.kv, z.ffn, z.scores, z.mask]
+        .iter()
+        .any(|&b| b > MOST)
+    {
+        return None;
+    }
+    let mut g = Graph::default();
+    let ids = tokens.checked_mul(4)?;
+    // Positions are made first but used first by the learned position rows or the first RoPE.
+    let pos = g.input(ids);
+    let tok_embd = g.external();
+    let tokens_in = g.input(ids);
+    let embd = g.op(Kind::Fresh, z.model, MODEL, &[tok_embd, tokens_in]);
+    let embd_in = g.input(z.model);
+    g.expand(embd);
+    g.expand(embd_in);
+    let mut inp = embd;
+    if e.token_types > 0 {
+        let types = g.external();
+        let row0 = g.view(types, OTHER);
+        // The first row of the table: what a split on another backend copies.
+        g.tensors[row0].bytes = arch.hidden_size.checked_mul(4)?;
+        inp = g.op(Kind::InPlace, z.model, MODEL, &[inp, row0]);
+    }
+    if e.positions > 0 {
+        let pos_embd = g.external();
+        let rows = g.op(Kind::Fresh, z.model, MODEL, &[pos_embd, pos]);
+        inp = g.op(Kind::InPlace, z.model, MODEL, &[rows, inp]);
+    }
+    // llama.cpp keeps the embeddings' norm with the first layer's weights.
+    g.part = Part::Layer(0);
+    inp = layer_norm(&mut g, inp, z.model);
+    let mask = g.input(z.mask);
+    let out_ids = g.input(ids);
+    let inputs = Inputs { pos, mask, out_ids };
+    for l in 0..arch.num_layers {
+        g.part = Part::Layer(l);
+        let last = l + 1 == arch.num_layers;
+        inp = layer(&mut g, s, &e, &z, inputs, inp, last)?;
+    }
+    g.part = Part::Output;
+    g.tensors[inp].output = true;
+    g.expand(inp);
+    pool(&mut g, &e, &z, inp);
+    Some(g)
+}
+
+#[derive(Clone, Copy)]
+struct Inputs {
+    pos: usize,
+    mask: usize,
+    out_ids: usize,
+}
+
+/// LayerNorm with its weight and bias (`ggml_norm` never runs in place).
+fn layer_norm(g: &mut Graph, x: usize, bytes: u64) -> usize {
+    let n = g.op(Kind::Fresh, bytes, MODEL, &[x]);
+    let w = g.external();
+    let n = g.op(Kind::InPlace, bytes, MODEL, &[n, w]);
+    let b = g.external();
+    g.op(Kind::InPlace, bytes, MODEL, &[n, b])
+}
+
+/// One post-norm layer: attention, the residual and a norm, the feed-forward block, the
+/// residual and a norm; the last layer gathers the output rows before its first residual.
+fn layer(
+    g: &mut Graph,
+    s: Shape<'_>,
+    e: &Encoder,
+    z: &Sizes,
+    inputs: Inputs,
+    inp: usize,
+    last: bool,
+) -> Option<usize> {
+    let arch = s.arch;
+    let [q, k, v] = project(g, s, e, z, inp, inputs.pos);
+    let mut cur = attend(g, z, [q, k, v], inputs.mask, s.flash_attention);
+    let wo = g.external();
+    cur = g.op(Kind::Fresh, z.model, MODEL, &[wo, cur]);
+    if matches!(
+        arch.attention,
+        crate::model::arch::Attention::Standard { o_bias: true, .. }
+    ) {
+        let b = g.external();
+        cur = g.op(Kind::InPlace, z.model, MODEL, &[cur, b]);
+    }
+    let mut residual = inp;
+    if last {
+        cur = g.op(Kind::Fresh, z.model, MODEL, &[cur, inputs.out_ids]);
+        residual = g.op(Kind::Fresh, z.model, MODEL, &[residual, inputs.out_ids]);
+    }
+    cur = g.op(Kind::InPlace, z.model, MODEL, &[cur, residual]);
+    let ffn_inp = layer_norm(g, cur, z.model);
+    let out = if arch.mlp == Mlp::Plain {
+        let bias = |g: &mut Graph, x: usize, bytes: u64, layout: u64, class: FfnClass| {
+            if !arch.mlp_bias {
+                return x;
+            }
+            let b = g.ffn_weight(class);
+            g.op(Kind::InPlace, bytes, layout, &[x, b])
+        };
+        let wu = g.ffn_weight(FfnClass::Up);
+        let up = g.op(Kind::Fresh, z.ffn, FFN, &[wu, ffn_inp]);
+        let up = bias(g, up, z.ffn, FFN, FfnClass::Up);
+        let act = g.op(Kind::InPlace, z.ffn, FFN, &[up]);
+        let wd = g.ffn_weight(FfnClass::Down);
+        let down = g.op(Kind::Fresh, z.model, MODEL, &[wd, act]);
+        bias(g, down, z.model, MODEL, FfnClass::Down)
+    } else {
+        let wu = g.ffn_weight(FfnClass::Up);
+        let up = g.op(Kind::Fresh, z.ffn, FFN, &[wu, ffn_inp]);
+        let wg = g.ffn_weight(FfnClass::Gate);
+        let gate = g.op(Kind::Fresh, z.ffn, FFN, &[wg, ffn_inp]);
+        let act = g.op(Kind::Fresh, z.ffn, FFN, &[gate, up]);
+        let wd = g.ffn_weight(FfnClass::Down);
+        g.op(Kind::Fresh, z.model, MODEL, &[wd, act])
+    };
+    let sum = g.op(Kind::InPlace, z.model, MODEL, &[out, ffn_inp]);
+    Some(layer_norm(g, sum, z.model))
+}
+
+/// Q, K and V as 3-D views: three biased projections (BERT) or views of one (nomic-bert),
+/// RoPE on Q and K where there are no learned positions.
+fn project(
+    g: &mut Graph,
+    s: Shape<'_>,
+    e: &Encoder,
+    z: &Sizes,
+    cur: usize,
+    pos: usize,
+) -> [usize; 3] {
+    let biased = matches!(
+        s.arch.attention,
+        crate::model::arch::Attention::Standard { qkv_bias: true, .. }
+    );
+    let projection = |g: &mut Graph, bytes: u64, layout: u64| {
+        let w = g.external();
+        let mut t = g.op(Kind::Fresh, bytes, layout, &[w, cur]);
+        if biased {
+            let b = g.external();
+            t = g.op(Kind::InPlace, bytes, layout, &[t, b]);
+        }
+        t
+    };
+    let (q, k, v) = if e.fused_qkv {
+        let qkv = projection(g, z.query + 2 * z.kv, OTHER);
+        (g.view(qkv, Q3), g.view(qkv, K3), g.view(qkv, OTHER))
+    } else {
+        let q = projection(g, z.query, QUERY);
+        let k = projection(g, z.kv, KV);
+        let v = projection(g, z.kv, KV);
+        (g.view(q, Q3), g.view(k, K3), g.view(v, OTHER))
+    };
+    if e.positions > 0 {
+        return [q, k, v];
+    }
+    let q = g.op(Kind::InPlace, z.query, Q3, &[q, pos]);
+    let k = g.op(Kind::InPlace, z.kv, K3, &[k, pos]);
+    [q, k, v]
+}
+
+/// `build_attn` without a cache: K and V are this batch's own (cast to f16 for flash
+/// attention; V made contiguous and transposed for the scores' product otherwise).
+fn attend(g: &mut Graph, z: &Sizes, [q, k, v]: [usize; 3], mask: usize, fa: bool) -> usize {
+    g.expand(q);
+    g.expand(k);
+    g.expand(v);
+    let q4 = g.view(q, OTHER);
+    let qp = g.view(q4, OTHER);
+    let kp = g.view(k, OTHER);
+    let vp = g.view(v, OTHER);
+    let out = if fa {
+        let k16 = g.op(Kind::Fresh, z.kv / 2, OTHER, &[kp]);
+        let v16 = g.op(Kind::Fresh, z.kv / 2, OTHER, &[vp]);
+        let o = g.op(Kind::Fresh, z.query, OTHER, &[qp, k16, v16, mask]);
+        g.view(o, QUERY)
+    } else {
+        let kq = g.op(Kind::Fresh, z.scores, SCORES, &[kp, qp]);
+        let kq = g.op(Kind::InPlace, z.scores, SCORES, &[kq, mask]);
+        let vt = g.view(vp, OTHER);
+        let v_cont = g.op(Kind::Fresh, z.kv, OTHER, &[vt]);
+        let kqv = g.op(Kind::Fresh, z.query, OTHER, &[v_cont, kq]);
+        let permuted = g.view(kqv, OTHER);
+        g.op(Kind::Fresh, z.query, QUERY, &[permuted])
+    };
+    g.expand(out);
+    out
+}
+
+/// `build_pooling` over the last layer's output `inp`: each sequence's mean (a product with
+/// the mean matrix of `tokens × seqs`), its first or last row, or a reranker's head over its
+/// first row.
+fn pool(g: &mut Graph, e: &Encoder, z: &Sizes, inp: usize) {
+    let pooled_bytes = |n: u64| n.saturating_mul(z.seqs).saturating_mul(4);
+    let hidden = z.model / z.tokens / 4;
+    let mut cur = match e.pooling {
+        Pooling::None => inp,
+        Pooling::Mean => {
+            let mean = g.input(z.tokens.saturating_mul(z.seqs).saturating_mul(4));
+            let t = g.view(inp, OTHER);
+            let cont = g.op(Kind::Fresh, z.model, OTHER, &[t]);
+            g.op(Kind::Fresh, pooled_bytes(hidden), OTHER, &[cont, mean])
+        }
+        Pooling::Cls | Pooling::Last | Pooling::Rank => {
+            let rows = g.input(pooled_bytes(1));
+            g.op(Kind::Fresh, pooled_bytes(hidden), OTHER, &[inp, rows])
+        }
+    };
+    if let Some(c) = e.classifier.filter(|_| e.pooling == Pooling::Rank) {
+        if c.dense {
+            let w = g.external();
+            cur = g.op(Kind::Fresh, pooled_bytes(hidden), OTHER, &[w, cur]);
+            let b = g.external();
+            cur = g.op(Kind::InPlace, pooled_bytes(hidden), OTHER, &[cur, b]);
+            cur = g.op(Kind::InPlace, pooled_bytes(hidden), OTHER, &[cur]);
+        }
+        if c.outputs > 0 {
+            let w = g.external();
+            cur = g.op(Kind::Fresh, pooled_bytes(c.outputs), OTHER, &[w, cur]);
+            let b = g.external();
+            cur = g.op(Kind::InPlace, pooled_bytes(c.outputs), OTHER, &[cur, b]);
+        }
+    }
+    g.tensors[cur].output = true;
+    g.expand(cur);
+}
