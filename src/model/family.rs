@@ -66,6 +66,8 @@ pub enum Family {
     Bert,
     /// nomic-embed-text (`nomic-bert`): an encoder with RoPE and a SwiGLU MLP.
     NomicBert,
+    /// jina-embeddings-v2 and jina-reranker-v1 (`jina-bert-v2`): an encoder with ALiBi.
+    JinaBertV2,
     /// A family without rules of its own.
     Other,
 }
@@ -116,6 +118,7 @@ pub const NAMES: &[(&str, Family)] = &[
     ("rwkv7", Family::Rwkv7),
     ("bert", Family::Bert),
     ("nomic-bert", Family::NomicBert),
+    ("jina-bert-v2", Family::JinaBertV2),
 ];
 
 impl Family {

@@ -31,6 +31,9 @@ pub struct ModelView {
     pub active_parameters: u64,
     /// Decoder layers.
     pub layers: u64,
+    /// An encoder's pooling (`none`, `mean`, `cls`, `last`, `rank`); absent for a decoder.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pooling: Option<crate::model::Pooling>,
 }
 
 /// The settings part of the report.
@@ -129,6 +132,7 @@ impl EstimateReport {
                 parameters: b.parameters,
                 active_parameters: b.active_parameters,
                 layers: model.arch.num_layers,
+                pooling: model.arch.encoder.map(|e| e.pooling),
             },
             settings: SettingsView {
                 dtype: b.weights_dtype.name().to_string(),
@@ -303,7 +307,15 @@ impl Report for EstimateReport {
         let table = self.parts_table(style);
         let _ = writeln!(text, "{table}");
         if self.training.is_none() {
-            if self.kv_bytes_per_token > 0 || self.recurrent_state_bytes == 0 {
+            if let Some(pooling) = self.model.pooling {
+                let _ = writeln!(
+                    text,
+                    "encoder: no KV cache; each input is one micro-batch of up to {} tokens, \
+                     pooled by {}",
+                    thousands(s.ubatch.min(s.context)),
+                    pooling_name(pooling)
+                );
+            } else if self.kv_bytes_per_token > 0 || self.recurrent_state_bytes == 0 {
                 let _ = writeln!(
                     text,
                     "KV cache per token: {} bytes",
@@ -523,5 +535,17 @@ pub fn warning_text(w: &ModelWarning) -> String {
              shrink the KV cache",
             *full as f64 / (*latent).max(1) as f64
         ),
+    }
+}
+
+/// How an encoder's pooling reads in a sentence.
+fn pooling_name(p: crate::model::Pooling) -> &'static str {
+    use crate::model::Pooling;
+    match p {
+        Pooling::None => "nothing (one vector a token)",
+        Pooling::Mean => "the mean over each input's tokens",
+        Pooling::Cls => "the first token",
+        Pooling::Last => "the last token",
+        Pooling::Rank => "a reranker's classification head",
     }
 }

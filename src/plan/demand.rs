@@ -158,6 +158,11 @@ pub fn select(
     let (batch, context) = (settings.batch, settings.context);
     let total_at = |c: u64| demand.at(batch, c).map_or(u64::MAX, |r| r.total);
     let mut selection = plan(&requirement, candidates, policy, Some((&total_at, context)));
+    // An encoder keeps no KV cache: its input is one micro-batch, so there is no serving
+    // capacity in tokens of cache to search for.
+    if source.arch.encoder.is_some() {
+        return Ok(selection);
+    }
     let needs_at = |b: u64, c: u64| demand.at(b, c);
     selection.plan.capacity = capacity(&selection, candidates, policy, context, batch, &needs_at)
         .map(|c| Capacity {

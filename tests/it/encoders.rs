@@ -38,6 +38,24 @@ fn an_encoder_has_no_kv_cache_and_llama_cpp_s_buffers() {
     // sequence's logits and embedding, (30,522 + 384) × 4 bytes.
     assert_eq!(json["activation_bytes"], 6_035_488 + (30_522 + 384) * 4);
     assert_eq!(json["weights_bytes"], 66_547_200);
+    assert_eq!(json["model"]["pooling"], "cls");
+    let out = common::gpumem()
+        .args([
+            "estimate",
+            "--gguf",
+            gguf.to_str().unwrap(),
+            "--context",
+            "512",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("encoder: no KV cache; each input is one micro-batch of up to 512 tokens"),
+        "{text}"
+    );
+    assert!(!text.contains("KV cache per token"), "{text}");
 }
 
 #[test]
@@ -68,5 +86,11 @@ fn select_serves_embeddings_and_rerankers() {
             .collect();
         assert_eq!(argv[0], "llama-server", "{name}: {argv:?}");
         assert!(argv.contains(&flag), "{name}: {argv:?}");
+        // No KV cache, so no capacity in tokens of one.
+        assert!(
+            json["plan"]["capacity"].is_null(),
+            "{name}: {}",
+            json["plan"]
+        );
     }
 }

@@ -7,6 +7,11 @@ published model's dimensions and no weight data (a sparse file), like make_gguf.
               output, a biased GELU MLP.
   nomic-bert  nomic-embed-text: RoPE instead of learned positions, one fused q/k/v, a SwiGLU MLP
               without biases.
+  jina-bert-v2 jina-embeddings-v2 / jina-reranker-v1: ALiBi (no positions), biased q/k/v and
+              output, a GEGLU MLP whose down projection has a bias: the gate apart
+              (--ffn-kind gate, current conversions) or inside ffn_up (--ffn-kind fused, older
+              ones), or a plain GELU one (--ffn-kind plain); --qk-norm adds LayerNorms on Q and
+              K, --norm-2 a second attention norm. A rank head is jina's single-output cls.
 
 --pooling is the model's own pooling type (none, mean, cls, last, rank); rank adds a
 classification head (--cls-out outputs, with a dense layer before it unless --no-cls-dense).
@@ -27,8 +32,29 @@ POOLING = {"none": PoolingType.NONE, "mean": PoolingType.MEAN, "cls": PoolingTyp
            "last": PoolingType.LAST, "rank": PoolingType.RANK}
 
 
+def jina_layer(t, b: str, a) -> None:
+    d, f = a.hidden, a.ffn
+    for n in ("q", "k", "v", "output"):
+        t(b + f"attn_{n}.weight", (d, d))
+        t(b + f"attn_{n}.bias", (d,), F32)
+    names = ["attn_output_norm", "layer_output_norm"]
+    names += ["attn_q_norm", "attn_k_norm"] if a.qk_norm else []
+    names += ["attn_norm_2"] if a.norm_2 else []
+    for n in names:
+        t(b + f"{n}.weight", (d,), F32)
+        t(b + f"{n}.bias", (d,), F32)
+    t(b + "ffn_up.weight", (2 * f if a.ffn_kind == "fused" else f, d))
+    if a.ffn_kind == "gate":
+        t(b + "ffn_gate.weight", (f, d))
+    t(b + "ffn_down.weight", (d, f))
+    t(b + "ffn_down.bias", (d,), F32)
+
+
 def layer(t, b: str, a) -> None:
     d, f = a.hidden, a.ffn
+    if a.arch == "jina-bert-v2":
+        jina_layer(t, b, a)
+        return
     if a.arch == "nomic-bert":
         t(b + "attn_qkv.weight", (3 * d, d))
     else:
@@ -53,7 +79,11 @@ def layer(t, b: str, a) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("arch", choices=["bert", "nomic-bert"])
+    p.add_argument("arch", choices=["bert", "nomic-bert", "jina-bert-v2"])
+    p.add_argument("--ffn-kind", choices=["gate", "fused", "plain"], default="gate",
+                   help="jina-bert-v2's MLP")
+    p.add_argument("--qk-norm", action="store_true", help="jina-bert-v2: LayerNorms on Q and K")
+    p.add_argument("--norm-2", action="store_true", help="jina-bert-v2: attn_norm_2")
     p.add_argument("out")
     p.add_argument("--name", default="shape")
     p.add_argument("--hidden", type=int, required=True)
@@ -96,7 +126,10 @@ def main() -> None:
     t("token_embd_norm.bias", (d,), F32)
     for i in range(a.layers):
         layer(t, f"blk.{i}.", a)
-    if a.pooling == "rank":
+    if a.pooling == "rank" and a.arch == "jina-bert-v2":
+        t("cls.weight", (1, d))
+        t("cls.bias", (1,), F32)
+    elif a.pooling == "rank":
         if not a.no_cls_dense:
             t("cls.weight", (d, d))
             t("cls.bias", (d,), F32)

@@ -156,11 +156,9 @@ impl ModelArch {
             total += moe_layers * (w(m.experts) * expert + shared + router);
             active += moe_layers * (w(m.experts_per_token) * expert + shared + router);
         }
-        if let Some(e) = &self.encoder {
-            let extra = e.extra_params(self.hidden_size);
-            total += extra;
-            active += extra;
-        }
+        let extra = self.encoder_params();
+        total += extra;
+        active += extra;
         if self.active_without_embedding {
             active -= embed;
         }

@@ -34,6 +34,7 @@ enum Family {
     /// BERT and nomic-bert: encoders (`model::arch::Encoder`).
     Bert,
     NomicBert,
+    JinaBertV2,
     /// Every other architecture: read from its keys and tensors alone.
     Other,
 }
@@ -62,6 +63,7 @@ impl Family {
             "cohere2" => Family::Cohere2,
             "bert" => Family::Bert,
             "nomic-bert" => Family::NomicBert,
+            "jina-bert-v2" => Family::JinaBertV2,
             _ => Family::Other,
         }
     }
@@ -206,11 +208,19 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
         from_tensors(&k, &mut arch, heads, ffn);
     }
     family_extras(&k, family, &mut arch);
-    if matches!(family, Family::Bert | Family::NomicBert) {
+    if matches!(
+        family,
+        Family::Bert | Family::NomicBert | Family::JinaBertV2
+    ) {
         arch.encoder = Some(encoder(&k, family)?);
-        // LayerNorms after attention and after the MLP, and one over the embeddings.
+        // LayerNorms after attention and after the MLP, and one over the embeddings; the
+        // encoder counts its q/k norms and MLP biases itself.
         arch.norm = Norm::Layer;
         arch.norms_per_layer = 2;
+        arch.mlp_bias = false;
+        if let Attention::Standard { qk_norm, .. } = &mut arch.attention {
+            *qk_norm = false;
+        }
     }
     arch.max_position_embeddings = k.get("context_length");
     arch.tie_word_embeddings = !file.tensors.iter().any(|t| t.name == "output.weight");
@@ -465,8 +475,7 @@ fn encoder(k: &Keys<'_>, family: Family) -> Result<Encoder, ModelError> {
             .find(|t| t.name == name)
             .map(|t| t.dims.get(1).copied().unwrap_or(1))
     };
-    let tensor = |name: &str| k.file.tensors.iter().any(|t| t.name == name);
-    let dense = tensor("cls.weight");
+    let dense = rows("cls.weight").unwrap_or(0);
     let outputs = rows("cls.output.weight");
     let positions = match family {
         Family::Bert => rows("position_embd.weight").unwrap_or(0),
@@ -477,7 +486,12 @@ fn encoder(k: &Keys<'_>, family: Family) -> Result<Encoder, ModelError> {
         positions,
         token_types: rows("token_types.weight").unwrap_or(0),
         fused_qkv: k.has(".attn_qkv.weight"),
-        classifier: (pooling == Pooling::Rank && (dense || outputs.is_some())).then_some(
+        rope: family == Family::NomicBert,
+        norm_2: k.has(".attn_norm_2.weight"),
+        qk_norm: k.has(".attn_q_norm.weight"),
+        up_bias: k.has(".ffn_up.bias"),
+        down_bias: k.has(".ffn_down.bias"),
+        classifier: (pooling == Pooling::Rank && (dense > 0 || outputs.is_some())).then_some(
             Classifier {
                 dense,
                 outputs: outputs.unwrap_or(0),

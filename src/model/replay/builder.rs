@@ -92,8 +92,10 @@ pub(super) struct Mla {
 pub(super) fn modelled(arch: &ModelArch) -> Option<Builder> {
     // Encoders are built by `encoder.rs`, from the arch's `Encoder` alone.
     if arch.encoder.is_some() {
-        let ok = matches!(arch.family_kind(), Family::Bert | Family::NomicBert)
-            && arch.moe.is_none()
+        let ok = matches!(
+            arch.family_kind(),
+            Family::Bert | Family::NomicBert | Family::JinaBertV2
+        ) && arch.moe.is_none()
             && arch.num_heads == arch.num_kv_heads;
         return ok.then_some(Builder::default());
     }

@@ -1,4 +1,5 @@
-//! An encoder's graph: llama.cpp's `bert` builder (which also builds `nomic-bert`), attention
+//! An encoder's graph: llama.cpp's `bert` builder (which also builds `nomic-bert` and
+//! `jina-bert-v2`), attention
 //! over the micro-batch itself with no KV cache (`build_attn_inp_no_cache`), then
 //! `build_pooling` as the model's pooling type asks.
 
@@ -46,8 +47,9 @@ pub(super) fn whole(s: Shape<'_>, e: Encoder, seqs: u64) -> Option<Graph> {
     }
     let mut g = Graph::default();
     let ids = tokens.checked_mul(4)?;
-    // Positions are made first but used first by the learned position rows or the first RoPE.
-    let pos = g.input(ids);
+    // Positions (not in jina-bert-v2, whose ALiBi needs none) are made first but used first by
+    // the learned position rows or the first RoPE.
+    let pos = (e.positions > 0 || e.rope).then(|| g.input(ids));
     let tok_embd = g.external();
     let tokens_in = g.input(ids);
     let embd = g.op(Kind::Fresh, z.model, MODEL, &[tok_embd, tokens_in]);
@@ -62,7 +64,7 @@ pub(super) fn whole(s: Shape<'_>, e: Encoder, seqs: u64) -> Option<Graph> {
         g.tensors[row0].bytes = arch.hidden_size.checked_mul(4)?;
         inp = g.op(Kind::InPlace, z.model, MODEL, &[inp, row0]);
     }
-    if e.positions > 0 {
+    if let Some(pos) = pos.filter(|_| e.positions > 0) {
         let pos_embd = g.external();
         let rows = g.op(Kind::Fresh, z.model, MODEL, &[pos_embd, pos]);
         inp = g.op(Kind::InPlace, z.model, MODEL, &[rows, inp]);
@@ -87,7 +89,7 @@ pub(super) fn whole(s: Shape<'_>, e: Encoder, seqs: u64) -> Option<Graph> {
 
 #[derive(Clone, Copy)]
 struct Inputs {
-    pos: usize,
+    pos: Option<usize>,
     mask: usize,
     out_ids: usize,
 }
@@ -130,44 +132,62 @@ fn layer(
         residual = g.op(Kind::Fresh, z.model, MODEL, &[residual, inputs.out_ids]);
     }
     cur = g.op(Kind::InPlace, z.model, MODEL, &[cur, residual]);
-    let ffn_inp = layer_norm(g, cur, z.model);
-    let out = if arch.mlp == Mlp::Plain {
-        let bias = |g: &mut Graph, x: usize, bytes: u64, layout: u64, class: FfnClass| {
-            if !arch.mlp_bias {
-                return x;
-            }
-            let b = g.ffn_weight(class);
-            g.op(Kind::InPlace, bytes, layout, &[x, b])
-        };
-        let wu = g.ffn_weight(FfnClass::Up);
-        let up = g.op(Kind::Fresh, z.ffn, FFN, &[wu, ffn_inp]);
-        let up = bias(g, up, z.ffn, FFN, FfnClass::Up);
-        let act = g.op(Kind::InPlace, z.ffn, FFN, &[up]);
-        let wd = g.ffn_weight(FfnClass::Down);
-        let down = g.op(Kind::Fresh, z.model, MODEL, &[wd, act]);
-        bias(g, down, z.model, MODEL, FfnClass::Down)
-    } else {
-        let wu = g.ffn_weight(FfnClass::Up);
-        let up = g.op(Kind::Fresh, z.ffn, FFN, &[wu, ffn_inp]);
-        let wg = g.ffn_weight(FfnClass::Gate);
-        let gate = g.op(Kind::Fresh, z.ffn, FFN, &[wg, ffn_inp]);
-        let act = g.op(Kind::Fresh, z.ffn, FFN, &[gate, up]);
-        let wd = g.ffn_weight(FfnClass::Down);
-        g.op(Kind::Fresh, z.model, MODEL, &[wd, act])
-    };
+    let mut ffn_inp = layer_norm(g, cur, z.model);
+    if e.norm_2 {
+        let again = g.op(Kind::InPlace, z.model, MODEL, &[ffn_inp, residual]);
+        ffn_inp = layer_norm(g, again, z.model);
+    }
+    let out = ffn(g, arch, e, z, ffn_inp)?;
     let sum = g.op(Kind::InPlace, z.model, MODEL, &[out, ffn_inp]);
     Some(layer_norm(g, sum, z.model))
 }
 
-/// Q, K and V as 3-D views: three biased projections (BERT) or views of one (nomic-bert),
-/// RoPE on Q and K where there are no learned positions.
+/// The feed-forward block: GELU between (maybe biased) projections; a gated one (SwiGLU in
+/// nomic-bert, GEGLU in jina-bert-v2) with the gate apart; or jina-bert-v2's older GEGLU with
+/// the gate inside `ffn_up`, halved by the activation.
+fn ffn(
+    g: &mut Graph,
+    arch: &crate::model::ModelArch,
+    e: &Encoder,
+    z: &Sizes,
+    x: usize,
+) -> Option<usize> {
+    let fused = arch.fused_projections;
+    let up_bytes = if fused { z.ffn.checked_mul(2)? } else { z.ffn };
+    let layout = if fused { OTHER } else { FFN };
+    let wu = g.ffn_weight(FfnClass::Up);
+    let mut up = g.op(Kind::Fresh, up_bytes, layout, &[wu, x]);
+    if e.up_bias {
+        let b = g.ffn_weight(FfnClass::Up);
+        up = g.op(Kind::InPlace, up_bytes, layout, &[up, b]);
+    }
+    let act = if fused {
+        g.op(Kind::Fresh, z.ffn, FFN, &[up])
+    } else if arch.mlp == Mlp::Plain {
+        g.op(Kind::InPlace, z.ffn, FFN, &[up])
+    } else {
+        let wg = g.ffn_weight(FfnClass::Gate);
+        let gate = g.op(Kind::Fresh, z.ffn, FFN, &[wg, x]);
+        g.op(Kind::Fresh, z.ffn, FFN, &[gate, up])
+    };
+    let wd = g.ffn_weight(FfnClass::Down);
+    let mut down = g.op(Kind::Fresh, z.model, MODEL, &[wd, act]);
+    if e.down_bias {
+        let b = g.ffn_weight(FfnClass::Down);
+        down = g.op(Kind::InPlace, z.model, MODEL, &[down, b]);
+    }
+    Some(down)
+}
+
+/// Q, K and V as 3-D views: three biased projections (BERT, jina-bert-v2) or views of one
+/// (nomic-bert), then q/k norms and RoPE where the model has them.
 fn project(
     g: &mut Graph,
     s: Shape<'_>,
     e: &Encoder,
     z: &Sizes,
     cur: usize,
-    pos: usize,
+    pos: Option<usize>,
 ) -> [usize; 3] {
     let biased = matches!(
         s.arch.attention,
@@ -191,12 +211,29 @@ fn project(
         let v = projection(g, z.kv, KV);
         (g.view(q, Q3), g.view(k, K3), g.view(v, OTHER))
     };
-    if e.positions > 0 {
-        return [q, k, v];
+    // jina-bert-v2's LayerNorms over the whole width of Q and K (2-D views, normed, viewed back).
+    let (q, k) = if e.qk_norm {
+        let normed = |g: &mut Graph, x: usize, bytes: u64, layout: u64| {
+            let flat = g.view(x, OTHER);
+            let n = g.op(Kind::Fresh, bytes, OTHER, &[flat]);
+            let w = g.external();
+            let n = g.op(Kind::InPlace, bytes, OTHER, &[n, w]);
+            let b = g.external();
+            let n = g.op(Kind::InPlace, bytes, OTHER, &[n, b]);
+            g.view(n, layout)
+        };
+        (normed(g, q, z.query, Q3), normed(g, k, z.kv, K3))
+    } else {
+        (q, k)
+    };
+    match pos.filter(|_| e.rope) {
+        Some(pos) => [
+            g.op(Kind::InPlace, z.query, Q3, &[q, pos]),
+            g.op(Kind::InPlace, z.kv, K3, &[k, pos]),
+            v,
+        ],
+        None => [q, k, v],
     }
-    let q = g.op(Kind::InPlace, z.query, Q3, &[q, pos]);
-    let k = g.op(Kind::InPlace, z.kv, K3, &[k, pos]);
-    [q, k, v]
 }
 
 /// `build_attn` without a cache: K and V are this batch's own (cast to f16 for flash
@@ -247,12 +284,12 @@ fn pool(g: &mut Graph, e: &Encoder, z: &Sizes, inp: usize) {
         }
     };
     if let Some(c) = e.classifier.filter(|_| e.pooling == Pooling::Rank) {
-        if c.dense {
+        if c.dense > 0 {
             let w = g.external();
-            cur = g.op(Kind::Fresh, pooled_bytes(hidden), OTHER, &[w, cur]);
+            cur = g.op(Kind::Fresh, pooled_bytes(c.dense), OTHER, &[w, cur]);
             let b = g.external();
-            cur = g.op(Kind::InPlace, pooled_bytes(hidden), OTHER, &[cur, b]);
-            cur = g.op(Kind::InPlace, pooled_bytes(hidden), OTHER, &[cur]);
+            cur = g.op(Kind::InPlace, pooled_bytes(c.dense), OTHER, &[cur, b]);
+            cur = g.op(Kind::InPlace, pooled_bytes(c.dense), OTHER, &[cur]);
         }
         if c.outputs > 0 {
             let w = g.external();

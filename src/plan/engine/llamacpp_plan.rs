@@ -112,7 +112,8 @@ pub fn select_llamacpp(
             gpu_layers: Some(f.ngl),
             max_context: None,
             shortfall_bytes: None,
-            capacity: Some(Capacity {
+            // An encoder keeps no KV cache, so it has no capacity in tokens of one.
+            capacity: arch.encoder.is_none().then_some(Capacity {
                 context: settings.context,
                 batch: settings.batch,
                 kv_tokens: s.context,
