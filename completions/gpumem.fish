@@ -418,6 +418,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l max-num-seqs -d
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l block-size -d 'vLLM: tokens per KV-cache block' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l cpu-offload-gb -d 'vLLM: GiB of each GPU\'s layer weights kept in host memory (--cpu-offload-gb)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l pp-layer-partition -d 'vLLM: each pipeline stage\'s layers, as VLLM_PP_LAYER_PARTITION gives them (e.g. 16,32); only layouts with that many stages are planned' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l fit-ctx-min -d 'llama.cpp: the shortest context --fit-context may choose (llama.cpp\'s --fit-ctx)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l prefer -d 'Backend to try first; others are still listed with their verdicts' -r -f -a "auto\t'GPU backends with the most usable memory first, CPU last'
 cuda\t'NVIDIA GPUs through the CUDA driver'
 rocm\t'AMD GPUs through HIP'
@@ -441,6 +442,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l flash-attention
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l checkpointing -d 'With --mode train: activation checkpointing (keep one activation per layer)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l no-reshard-after-forward -d 'With --fsdp: keep each layer\'s parameters gathered from its forward to its backward (FSDP2\'s reshard_after_forward=False)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l enforce-eager -d 'vLLM: no CUDA graphs (and no graph pool taken from the KV cache)'
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l fit-context -d 'llama.cpp: start llama-server without -c, so its fit chooses the context: the model\'s trained one, shortened to what the GPUs hold with every layer on them (replaces --context)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l json -d 'Print one JSON document on stdout instead of tables'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s q -l quiet -d 'Print only the result: no progress bars, no notes'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s v -l verbose -d 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'

@@ -396,6 +396,10 @@ pub struct SelectArgs {
     #[command(flatten)]
     pub vllm: VllmArgs,
 
+    /// llama.cpp's own settings, for plans made by its fit.
+    #[command(flatten)]
+    pub llamacpp: LlamaCppArgs,
+
     /// Backend to try first; others are still listed with their verdicts.
     #[arg(long, value_enum, default_value_t = Preference::Auto)]
     pub prefer: Preference,
@@ -427,6 +431,20 @@ pub struct SelectArgs {
     /// Per-backend probe timeout when discovering this machine's devices.
     #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
     pub timeout: Duration,
+}
+
+/// How `llama-server` is started, for plans made by llama.cpp's fit.
+#[derive(Debug, Clone, Args)]
+pub struct LlamaCppArgs {
+    /// llama.cpp: start llama-server without -c, so its fit chooses the context: the model's
+    /// trained one, shortened to what the GPUs hold with every layer on them (replaces
+    /// --context).
+    #[arg(long)]
+    pub fit_context: bool,
+
+    /// llama.cpp: the shortest context --fit-context may choose (llama.cpp's --fit-ctx).
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1 << 32), value_name = "N", requires = "fit_context")]
+    pub fit_ctx_min: u64,
 }
 
 /// `vllm serve`'s memory settings (vLLM 0.33's defaults when not given).

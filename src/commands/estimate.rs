@@ -12,6 +12,7 @@ use crate::model::catalog;
 use crate::output::estimate::{CatalogReport, DeviceFit, EstimateReport};
 use crate::output::Output;
 use crate::plan::engine::vllm::VllmConfig;
+use crate::plan::engine::LlamaCppConfig;
 use crate::plan::launch::ModelRef;
 use crate::plan::{candidates_from_discovery, select_for_engine, Demand, Policy};
 
@@ -36,7 +37,13 @@ pub fn run(args: &EstimateArgs, out: &Output) -> Result<Exit> {
             source: Box::new(model.clone()),
             settings: settings.clone(),
         };
-        let selection = select_for_engine(engine, &demand, &candidates, &Policy::default(), &vllm)?;
+        let selection = select_for_engine(
+            engine,
+            &demand,
+            &candidates,
+            &Policy::default(),
+            (&vllm, &LlamaCppConfig::default()),
+        )?;
         Some(
             selection
                 .candidates

@@ -19,6 +19,7 @@ use crate::model::{
     self, kv_precision, weight_precision, Settings, SourceSpec, KV_PRECISIONS, WEIGHT_PRECISIONS,
 };
 use crate::plan::engine::vllm::VllmConfig;
+use crate::plan::engine::LlamaCppConfig;
 use crate::plan::launch::{Engine, ModelRef};
 use crate::plan::{Candidate, Policy};
 use crate::workload::baseline::Baseline;
@@ -395,6 +396,23 @@ pub fn select_vllm_config(args: &SelectArgs, settings: &Settings) -> VllmConfig 
         cpu_offload_bytes: v.cpu_offload_gb.map_or(0, gib_bytes),
         ..defaults
     }
+}
+
+/// `select`'s llama.cpp settings; `--fit-context` asks for llama.cpp's own fit of the context,
+/// which only llama.cpp's plan makes.
+pub fn select_llamacpp_config(args: &SelectArgs, engine: Option<Engine>) -> Result<LlamaCppConfig> {
+    let l = &args.llamacpp;
+    if l.fit_context && engine != Some(Engine::LlamaCpp) {
+        return Err(CliError::Usage(
+            "--fit-context is llama.cpp's fit of the context: it needs a GGUF model or --engine \
+             llama.cpp"
+                .into(),
+        )
+        .into());
+    }
+    Ok(LlamaCppConfig {
+        fit_ctx_min: l.fit_context.then_some(l.fit_ctx_min),
+    })
 }
 
 /// `GIB` GiB in bytes, rounded down (vLLM takes `int(cpu_offload_gb * 1024**3)`).

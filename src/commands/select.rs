@@ -3,8 +3,8 @@
 use anyhow::Result;
 
 use super::options::{
-    check_pp_layer_partition, load_options, probe_all, select_engines, select_policy,
-    select_sim_devices, select_vllm_config, select_what, SelectWhat,
+    check_pp_layer_partition, load_options, probe_all, select_engines, select_llamacpp_config,
+    select_policy, select_sim_devices, select_vllm_config, select_what, SelectWhat,
 };
 use crate::backend::{discover_with, host_info};
 use crate::cli::SelectArgs;
@@ -56,7 +56,8 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
         }
         Demand::Bytes(_) => VllmConfig::defaults(1),
     };
-    let selection = select_for_engine(engine, &demand, &candidates, &policy, &vllm)?;
+    let llamacpp = select_llamacpp_config(args, engine)?;
+    let selection = select_for_engine(engine, &demand, &candidates, &policy, (&vllm, &llamacpp))?;
     let training = selection.plan.accounting == Accounting::PytorchTraining;
     let launches = launches(
         args,
@@ -75,6 +76,7 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
         candidates: &candidates,
         policy: &policy,
         vllm: &vllm,
+        llamacpp: &llamacpp,
         max_context: selection.plan.max_context,
     };
     let suggestions = match (none, training) {

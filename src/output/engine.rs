@@ -122,6 +122,13 @@ pub fn llamacpp_text(text: &mut String, a: &LlamaCppAccount) {
         a.n_gpu_layers,
         format_bytes(a.margin_bytes)
     );
+    if a.context_fitted {
+        let _ = writeln!(
+            text,
+            "  context {} tokens, as llama.cpp's fit chooses it without -c",
+            thousands(a.context)
+        );
+    }
     let _ = writeln!(
         text,
         "  {:<6} {:>12} {:>12} {:>12} {:>12}",

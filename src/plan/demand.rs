@@ -3,6 +3,7 @@
 //! context are searched on the model's own figures.
 
 use super::engine::vllm::{VllmConfig, VllmModel, VllmOutcome};
+use super::engine::LlamaCppConfig;
 use super::engine::{select_llamacpp, select_training, select_vllm};
 use super::launch::Engine;
 use super::{
@@ -72,7 +73,7 @@ pub fn select_for_engine(
     demand: &Demand,
     candidates: &[Candidate],
     policy: &Policy,
-    vllm: &VllmConfig,
+    (vllm, llamacpp): (&VllmConfig, &LlamaCppConfig),
 ) -> Result<Selection, EstimateOverflow> {
     match (engine, demand) {
         (_, Demand::Model { source, settings }) if settings.mode == Mode::Train => {
@@ -82,7 +83,7 @@ pub fn select_for_engine(
             select_vllm_engine(demand, candidates, policy, vllm)
         }
         (Some(Engine::LlamaCpp), Demand::Model { source, settings }) => {
-            match select_llamacpp(source, settings, candidates) {
+            match select_llamacpp(source, settings, candidates, llamacpp) {
                 Some(s) => Ok(s),
                 None => select(demand, candidates, policy),
             }

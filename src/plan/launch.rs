@@ -300,7 +300,10 @@ fn llama_cpp(path: &std::path::Path, plan: &Plan, s: &LaunchSettings) -> Launch 
         "-m".into(),
         path.display().to_string(),
         "-c".into(),
-        (s.context * s.batch).to_string(),
+        plan.llamacpp
+            .as_ref()
+            .map_or(s.context * s.batch, |f| f.context)
+            .to_string(),
         "-np".into(),
         s.batch.to_string(),
         "-ngl".into(),

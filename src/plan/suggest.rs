@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 use super::engine::vllm::VllmConfig;
+use super::engine::LlamaCppConfig;
 use super::launch::Engine;
 use super::{select_for_engine, Candidate, Demand, PlanKind, Policy};
 use crate::model::{kv_precision, weight_precision, Settings};
@@ -67,6 +68,8 @@ pub struct Request<'a> {
     pub policy: &'a Policy,
     /// vLLM's settings.
     pub vllm: &'a VllmConfig,
+    /// How llama-server is started.
+    pub llamacpp: &'a LlamaCppConfig,
     /// The longest context that fits, when the plan found one.
     pub max_context: Option<u64>,
 }
@@ -82,7 +85,7 @@ pub fn suggest(r: &Request<'_>) -> Vec<Suggestion> {
             source: source.clone(),
             settings: settings.clone(),
         };
-        select_for_engine(r.engine, &demand, candidates, r.policy, vllm)
+        select_for_engine(r.engine, &demand, candidates, r.policy, (vllm, r.llamacpp))
             .is_ok_and(|s| s.plan.kind != PlanKind::None)
     };
     let with = |f: &dyn Fn(&mut Settings)| {
@@ -216,8 +219,14 @@ pub fn suggest_training(r: &Request<'_>) -> Vec<Suggestion> {
                     ..settings.clone()
                 },
             };
-            select_for_engine(r.engine, &demand, r.candidates, r.policy, r.vllm)
-                .is_ok_and(|s| s.plan.kind != PlanKind::None)
+            select_for_engine(
+                r.engine,
+                &demand,
+                r.candidates,
+                r.policy,
+                (r.vllm, r.llamacpp),
+            )
+            .is_ok_and(|s| s.plan.kind != PlanKind::None)
         })
         .map(|ranks| Suggestion::Fsdp { ranks })
         .into_iter()

@@ -9,30 +9,6 @@ use crate::common;
 
 use serde_json::Value;
 
-/// llama-fit-params' `-ngl … [-ts …] [-ot "…"]` as the llama-server arguments gpumem prints,
-/// the RPC devices' buffers named as a local GPU's would be.
-fn expected_args(printed: &str, rpc: &[Value]) -> Vec<String> {
-    let mut text = printed.splitn(3, ' ').nth(2).unwrap().to_string();
-    for (d, endpoint) in rpc.iter().enumerate() {
-        text = text.replace(
-            &format!("RPC0[{}]", endpoint.as_str().unwrap()),
-            &format!("CUDA{d}"),
-        );
-    }
-    let mut args = Vec::new();
-    let mut words = text.split(' ');
-    while let Some(flag) = words.next() {
-        let value = words.next().unwrap().trim_matches('"').to_string();
-        let flag = if flag == "-ts" {
-            "--tensor-split"
-        } else {
-            flag
-        };
-        args.extend([flag.to_string(), value]);
-    }
-    args
-}
-
 #[test]
 fn select_plans_experts_in_ram_as_llama_cpp_fits() {
     let dir = tempfile::tempdir().unwrap();
@@ -77,7 +53,12 @@ fn select_plans_experts_in_ram_as_llama_cpp_fits() {
                 .map(|a| a.as_str().unwrap().to_string())
                 .collect();
             let at = argv.iter().position(|a| a == "-ngl").unwrap();
-            let want = expected_args(row["printed"].as_str().unwrap(), rpc);
+            let all = json["plan"]["llamacpp"]["repeating_layers"]
+                .as_u64()
+                .unwrap()
+                + 1;
+            let want =
+                common::fit_params_as_server_args(row["printed"].as_str().unwrap(), rpc, all);
             assert_eq!(argv[at..], want[..], "{name} on {sizes:?} MiB");
             // What the overrides leave in system RAM is planned there.
             let ram = json["plan"]["placements"]

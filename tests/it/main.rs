@@ -17,6 +17,7 @@ mod estimate;
 mod estimate_input;
 mod generated_files;
 mod llamacpp_devices;
+mod llamacpp_fit_context;
 mod llamacpp_moe_select;
 mod llamacpp_reference;
 mod parser_fuzz;

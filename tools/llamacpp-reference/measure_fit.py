@@ -21,7 +21,7 @@ from measure import describe
 
 
 def free_mib(fit_params, model, rpc, ctx):
-    out = subprocess.run([fit_params, "-m", model, "--rpc", rpc, "-c", str(ctx), "-v"],
+    out = subprocess.run([fit_params, "-m", model, "--rpc", rpc, "-c", str(ctx or 4096), "-v"],
                          capture_output=True, text=True).stderr
     return int(re.search(r"- (\d+) MiB free", out).group(1))
 
@@ -32,7 +32,8 @@ def main():
     p.add_argument("model")
     p.add_argument("out")
     p.add_argument("--rpc", required=True)
-    p.add_argument("--ctx", type=int, required=True)
+    p.add_argument("--ctx", type=int, required=True,
+                   help="the context set (-c); 0: none, llama.cpp's fit chooses it")
     p.add_argument("--size-mib", action="append", required=True,
                    help="a device's size, or several devices' (comma-separated)")
     p.add_argument("--shape", required=True)
@@ -44,13 +45,16 @@ def main():
         rpc = ",".join(a.rpc.split(",")[:len(sizes)])
         free = free_mib(a.fit_params, a.model, rpc, a.ctx)
         margins = [free - size + 1024 for size in sizes]
-        cmd = [a.fit_params, "-m", a.model, "--rpc", rpc, "-c", str(a.ctx),
-               "-fitt", ",".join(str(m) for m in margins)]
+        # --ctx 0: no -c, so llama.cpp's fit chooses the context (from the trained one down to
+        # --fit-ctx, 4096).
+        cmd = [a.fit_params, "-m", a.model, "--rpc", rpc] + (["-c", str(a.ctx)] if a.ctx else []) \
+            + ["-fitt", ",".join(str(m) for m in margins)]
         res = subprocess.run(cmd, capture_output=True, text=True)
         m = re.search(r"-c (\d+) -ngl (-?\d+)(?: -ts ([\d,]+))?", res.stdout)
         row = {"device_mib": sizes[0] if len(sizes) == 1 else sizes, "free_mib": free,
                "fit_target_mib": margins[0] if len(sizes) == 1 else margins,
-               "ctx": a.ctx, "n_gpu_layers": int(m.group(2)) if m else None,
+               "ctx": int(m.group(1)) if m and not a.ctx else a.ctx, "fit_context": not a.ctx,
+               "n_gpu_layers": int(m.group(2)) if m else None,
                "printed": res.stdout.strip(), "fits": m is not None}
         if m and m.group(3):
             row["tensor_split"] = [int(v) for v in m.group(3).split(",")]

@@ -246,6 +246,20 @@ pub fn fit_devices(
     free: &[u64],
     margin: u64,
 ) -> Option<DevicesFit> {
+    fit_devices_from(weights, arch, settings, free, margin, true)
+}
+
+/// [`fit_devices`], with llama.cpp's first check of its defaults made only when
+/// `check_defaults`: after its context fit (`super::llamacpp_ctx`) llama.cpp goes straight to
+/// filling the devices.
+pub fn fit_devices_from(
+    weights: &LayerWeights,
+    arch: &ModelArch,
+    settings: &Settings,
+    free: &[u64],
+    margin: u64,
+    check_defaults: bool,
+) -> Option<DevicesFit> {
     let all = arch.num_layers + 1;
     #[expect(
         clippy::cast_precision_loss,
@@ -258,10 +272,11 @@ pub fn fit_devices(
         moves: Vec::new(),
     };
     let uses = device_uses(weights, arch, settings, &by_free)?;
-    if free
-        .iter()
-        .zip(&uses)
-        .all(|(&f, u)| f >= u.total().saturating_add(margin))
+    if check_defaults
+        && free
+            .iter()
+            .zip(&uses)
+            .all(|(&f, u)| f >= u.total().saturating_add(margin))
     {
         return Some(DevicesFit {
             n_gpu_layers: None,

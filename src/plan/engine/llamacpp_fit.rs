@@ -193,6 +193,18 @@ pub fn fit_moe(
     free: &[u64],
     margins: &[u64],
 ) -> Option<MoeFit> {
+    fit_moe_from(weights, arch, settings, (free, margins), true)
+}
+
+/// [`fit_moe`], with its step 1 (llama.cpp's defaults) only when `check_defaults`: after its
+/// context fit llama.cpp goes straight to the experts.
+pub fn fit_moe_from(
+    weights: &LayerWeights,
+    arch: &ModelArch,
+    settings: &Settings,
+    (free, margins): (&[u64], &[u64]),
+    check_defaults: bool,
+) -> Option<MoeFit> {
     let all = arch.num_layers + 1;
     let nd = free.len();
     let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
@@ -219,10 +231,11 @@ pub fn fit_moe(
     };
     // Step 1: llama.cpp's defaults, when they keep every margin.
     let uses = device_uses(weights, arch, settings, &by_free(Vec::new()))?;
-    if uses
-        .iter()
-        .zip(&fit.targets)
-        .all(|(u, &t)| int(u.total()) <= t)
+    if check_defaults
+        && uses
+            .iter()
+            .zip(&fit.targets)
+            .all(|(u, &t)| int(u.total()) <= t)
     {
         return Some(MoeFit {
             n_gpu_layers: None,

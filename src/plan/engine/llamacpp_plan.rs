@@ -6,8 +6,11 @@
 
 use serde::Serialize;
 
-use super::llamacpp::{device_uses, fit_devices, layer_devices, one_device, DeviceUse, Offload};
-use super::llamacpp_fit::{fit_moe, TensorOverride};
+use super::llamacpp::{
+    device_uses, fit_devices_from, layer_devices, one_device, DeviceUse, Offload,
+};
+use super::llamacpp_ctx::fit_context;
+use super::llamacpp_fit::{fit_moe_from, TensorOverride};
 use crate::backend::BackendKind;
 use crate::model::{LayerWeights, ModelSource, Settings, DEFAULT_WEIGHT_PRECISION};
 use crate::plan::{
@@ -17,6 +20,17 @@ use crate::plan::{
 
 /// llama.cpp's own margin per device (`--fit-target`, 1024 MiB).
 pub const FIT_MARGIN: u64 = 1 << 30;
+
+/// How `llama-server` is started, beyond the model's settings.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LlamaCppConfig {
+    /// Started without `-c`: llama.cpp's fit chooses the context, from the model's trained one
+    /// down to this minimum (`--fit-ctx`). `None`: the context is the one asked for.
+    pub fit_ctx_min: Option<u64>,
+}
+
+/// llama.cpp's default minimum for the context its fit chooses (`--fit-ctx`).
+pub const FIT_CTX_MIN: u64 = 4096;
 
 /// What llama.cpp would hold on the GPU and the host.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -32,6 +46,11 @@ pub struct LlamaCppAccount {
     pub repeating_layers: u64,
     /// The margin the fit keeps free on each GPU.
     pub margin_bytes: u64,
+    /// `-c`: the context planned, all sequences' together (llama.cpp's own choice when it fits
+    /// the context).
+    pub context: u64,
+    /// Whether llama.cpp's fit chose `context` (`llama-server` started without `-c`).
+    pub context_fitted: bool,
     /// Each GPU's share, in order.
     pub devices: Vec<DeviceUse>,
     /// The host's share (the token embeddings are always there).
@@ -46,6 +65,7 @@ pub fn select_llamacpp(
     source: &ModelSource,
     settings: &Settings,
     candidates: &[Candidate],
+    cfg: &LlamaCppConfig,
 ) -> Option<Selection> {
     let arch = &source.arch;
     let weights = source.layer_weights.clone().unwrap_or_else(|| {
@@ -72,7 +92,7 @@ pub fn select_llamacpp(
         let ram = candidates
             .iter()
             .find(|c| c.backend == BackendKind::Cpu && c.host == host);
-        let f = fitted(&weights, arch, &s, group, ram)?;
+        let f = fitted(&weights, arch, &s, (group, ram), cfg)?;
         let ram_ok = (f.ngl == all && f.overrides.is_empty())
             || ram.is_some_and(|h| h.free_bytes.unwrap_or(h.total_bytes) >= f.host.total());
         if ram_ok && best.as_ref().is_none_or(|b| f.ngl > b.ngl) {
@@ -82,6 +102,10 @@ pub fn select_llamacpp(
     let verdicts = verdicts(&weights, arch, &s, candidates, best.as_ref())?;
     let Some(f) = best else {
         return Some(none(verdicts, &weights, arch, &s, settings));
+    };
+    let s = Settings {
+        context: f.context,
+        ..s
     };
     // Repeating layers only: -ngl counts the output layer first, so -ngl 26 of 32 leaves 7
     // repeating layers on the CPU.
@@ -114,11 +138,11 @@ pub fn select_llamacpp(
             shortfall_bytes: None,
             // An encoder keeps no KV cache, so it has no capacity in tokens of one.
             capacity: arch.encoder.is_none().then_some(Capacity {
-                context: settings.context,
+                context: s.context / settings.batch.max(1),
                 batch: settings.batch,
                 kv_tokens: s.context,
                 max_concurrent_sequences: settings.batch,
-                max_context_at_batch: settings.context,
+                max_context_at_batch: s.context / settings.batch.max(1),
                 trained_context: arch.max_position_embeddings,
                 max_concurrency_centi: None,
             }),
@@ -129,6 +153,8 @@ pub fn select_llamacpp(
                 overrides: f.overrides.clone(),
                 repeating_layers: arch.num_layers,
                 margin_bytes: FIT_MARGIN,
+                context: s.context,
+                context_fitted: cfg.fit_ctx_min.is_some(),
                 devices: f.uses.clone(),
                 host: f.host,
                 flash_attention: true,
@@ -153,26 +179,46 @@ struct Fitted<'a> {
     layers: Vec<u64>,
     uses: Vec<DeviceUse>,
     host: DeviceUse,
+    /// `-c`, all sequences' together.
+    context: u64,
 }
 
+/// One host's GPUs fitted as llama.cpp fits them: the context first where llama.cpp chooses
+/// it, then the layers (and a model's experts) unless that fit ended there.
 fn fitted<'a>(
     weights: &LayerWeights,
     arch: &crate::model::ModelArch,
     s: &Settings,
-    gpus: Vec<&'a Candidate>,
-    ram: Option<&'a Candidate>,
+    (gpus, ram): (Vec<&'a Candidate>, Option<&'a Candidate>),
+    cfg: &LlamaCppConfig,
 ) -> Option<Fitted<'a>> {
     let all = arch.num_layers + 1;
     let free: Vec<u64> = gpus
         .iter()
         .map(|g| g.free_bytes.unwrap_or(g.total_bytes))
         .collect();
-    let (n_gpu_layers, split, overrides, moves) = if arch.moe.is_some() {
-        let fit = fit_moe(weights, arch, s, &free, &vec![FIT_MARGIN; free.len()])?;
+    let margins = vec![FIT_MARGIN; free.len()];
+    let mut done = false;
+    let mut s = s.clone();
+    // After its context fit llama.cpp fills the devices without checking its defaults again.
+    let check_defaults = cfg.fit_ctx_min.is_none();
+    if let Some(min) = cfg.fit_ctx_min {
+        // llama.cpp starts from the trained context (the context asked for when the model
+        // states none).
+        let max = arch.max_position_embeddings.unwrap_or(s.context);
+        let fit = fit_context(weights, arch, &s, &free, &margins, (max, min))?;
+        s.context = fit.n_ctx;
+        done = fit.done;
+    }
+    let s = &s;
+    let (n_gpu_layers, split, overrides, moves) = if done {
+        (None, None, Vec::new(), Vec::new())
+    } else if arch.moe.is_some() {
+        let fit = fit_moe_from(weights, arch, s, (&free, &margins), check_defaults)?;
         let moves = fit.moves();
         (fit.n_gpu_layers, fit.tensor_split, fit.overrides, moves)
     } else {
-        let fit = fit_devices(weights, arch, s, &free, FIT_MARGIN)?;
+        let fit = fit_devices_from(weights, arch, s, &free, FIT_MARGIN, check_defaults)?;
         (fit.n_gpu_layers, fit.tensor_split, Vec::new(), Vec::new())
     };
     #[expect(
@@ -208,6 +254,7 @@ fn fitted<'a>(
         layers,
         uses,
         host,
+        context: s.context,
     })
 }
 

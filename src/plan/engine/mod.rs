@@ -8,6 +8,7 @@
 //! training plug in beside it as further modules of this room.
 
 pub mod llamacpp;
+pub mod llamacpp_ctx;
 pub mod llamacpp_fit;
 mod llamacpp_plan;
 mod pytorch_plan;
@@ -16,7 +17,9 @@ mod vllm_defaults;
 mod vllm_plan;
 mod vllm_terms;
 
-pub use llamacpp_plan::{select_llamacpp, LlamaCppAccount, FIT_MARGIN};
+pub use llamacpp_plan::{
+    select_llamacpp, LlamaCppAccount, LlamaCppConfig, FIT_CTX_MIN, FIT_MARGIN,
+};
 pub use pytorch_plan::select_training;
 pub use vllm_plan::select_vllm;
 

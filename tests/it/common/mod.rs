@@ -332,3 +332,28 @@ pub fn write_described_gguf(name: &str, doc: &Value, path: &Path) {
     std::io::Write::write_all(&mut &file, &out).unwrap();
     file.set_len(data_start + offset).unwrap();
 }
+
+/// llama-fit-params' `-c N -ngl N [-ts …] [-ot "…"]` as gpumem's llama-server arguments from
+/// `-ngl` on: its default `-ngl -1` as every layer, `-ts` as `--tensor-split`, RPC buffers as
+/// local GPUs (`CUDA0`, …), `-c` left out.
+pub fn fit_params_as_server_args(printed: &str, rpc: &[Value], all_layers: u64) -> Vec<String> {
+    let mut text = printed.to_string();
+    for (d, endpoint) in rpc.iter().enumerate() {
+        text = text.replace(
+            &format!("RPC0[{}]", endpoint.as_str().unwrap()),
+            &format!("CUDA{d}"),
+        );
+    }
+    let mut args = Vec::new();
+    let mut words = text.split(' ');
+    while let Some(flag) = words.next() {
+        let value = words.next().unwrap().trim_matches('"').to_string();
+        match flag {
+            "-ts" => args.extend(["--tensor-split".to_string(), value]),
+            "-ngl" if value == "-1" => args.extend([flag.to_string(), all_layers.to_string()]),
+            "-c" => {}
+            _ => args.extend([flag.to_string(), value]),
+        }
+    }
+    args
+}
