@@ -150,7 +150,7 @@ Register-ArgumentCompleter -Native -CommandName 'gpumem' -ScriptBlock {
             [CompletionResult]::new('--checkpointing', '--checkpointing', [CompletionResultType]::ParameterName, 'With --mode train: activation checkpointing (keep one activation per layer)')
             [CompletionResult]::new('--no-reshard-after-forward', '--no-reshard-after-forward', [CompletionResultType]::ParameterName, 'With --fsdp: keep each layer''s parameters gathered from its forward to its backward (FSDP2''s reshard_after_forward=False)')
             [CompletionResult]::new('--enforce-eager', '--enforce-eager', [CompletionResultType]::ParameterName, 'vLLM: no CUDA graphs (and no graph pool taken from the KV cache)')
-            [CompletionResult]::new('--fit-context', '--fit-context', [CompletionResultType]::ParameterName, 'llama.cpp: start llama-server without -c, so its fit chooses the context: the model''s trained one, shortened to what the GPUs hold with every layer on them (replaces --context)')
+            [CompletionResult]::new('--fit-context', '--fit-context', [CompletionResultType]::ParameterName, 'llama.cpp: no -c, so its fit chooses the context (the trained one, shortened to fit)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print one JSON document on stdout instead of tables')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print only the result: no progress bars, no notes')
             [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print only the result: no progress bars, no notes')

@@ -144,7 +144,7 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand --checkpointing 'With --mode train: activation checkpointing (keep one activation per layer)'
             cand --no-reshard-after-forward 'With --fsdp: keep each layer''s parameters gathered from its forward to its backward (FSDP2''s reshard_after_forward=False)'
             cand --enforce-eager 'vLLM: no CUDA graphs (and no graph pool taken from the KV cache)'
-            cand --fit-context 'llama.cpp: start llama-server without -c, so its fit chooses the context: the model''s trained one, shortened to what the GPUs hold with every layer on them (replaces --context)'
+            cand --fit-context 'llama.cpp: no -c, so its fit chooses the context (the trained one, shortened to fit)'
             cand --json 'Print one JSON document on stdout instead of tables'
             cand -q 'Print only the result: no progress bars, no notes'
             cand --quiet 'Print only the result: no progress bars, no notes'

@@ -442,7 +442,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l flash-attention
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l checkpointing -d 'With --mode train: activation checkpointing (keep one activation per layer)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l no-reshard-after-forward -d 'With --fsdp: keep each layer\'s parameters gathered from its forward to its backward (FSDP2\'s reshard_after_forward=False)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l enforce-eager -d 'vLLM: no CUDA graphs (and no graph pool taken from the KV cache)'
-complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l fit-context -d 'llama.cpp: start llama-server without -c, so its fit chooses the context: the model\'s trained one, shortened to what the GPUs hold with every layer on them (replaces --context)'
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l fit-context -d 'llama.cpp: no -c, so its fit chooses the context (the trained one, shortened to fit)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l json -d 'Print one JSON document on stdout instead of tables'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s q -l quiet -d 'Print only the result: no progress bars, no notes'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s v -l verbose -d 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'

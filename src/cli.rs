@@ -436,12 +436,9 @@ pub struct SelectArgs {
 /// How `llama-server` is started, for plans made by llama.cpp's fit.
 #[derive(Debug, Clone, Args)]
 pub struct LlamaCppArgs {
-    /// llama.cpp: start llama-server without -c, so its fit chooses the context: the model's
-    /// trained one, shortened to what the GPUs hold with every layer on them (replaces
-    /// --context).
+    /// llama.cpp: no -c, so its fit chooses the context (the trained one, shortened to fit).
     #[arg(long)]
     pub fit_context: bool,
-
     /// llama.cpp: the shortest context --fit-context may choose (llama.cpp's --fit-ctx).
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1 << 32), value_name = "N", requires = "fit_context")]
     pub fit_ctx_min: u64,

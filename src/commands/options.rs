@@ -348,6 +348,7 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
             reshard_after_forward: !args.no_reshard_after_forward,
         }),
         generate_new_tokens: None,
+        llamacpp_outputs: None,
         recipe: args.recipe.map(|r| match r {
             cli::Recipe::Bf16 => Recipe::Bf16,
             cli::Recipe::Fp32Autocast => Recipe::Fp32Autocast,

@@ -493,6 +493,7 @@ pub fn estimate_inference_memory(
         recipe: None,
         fsdp: None,
         generate_new_tokens: None,
+        llamacpp_outputs: None,
     };
     let activation_bytes =
         usize::try_from(estimate::inference_activations(&arch, &settings)).unwrap_or(usize::MAX);

@@ -199,6 +199,14 @@ pub fn launch(
     }
 }
 
+/// llama-server's mode for an encoder: embeddings, or a reranker's scores.
+fn encoder_flag(s: &LaunchSettings) -> Option<String> {
+    match s.pooling? {
+        crate::model::Pooling::Rank => Some("--rerank".into()),
+        _ => Some("--embedding".into()),
+    }
+}
+
 /// `torchrun` on the plan's GPUs, one FSDP2 rank a GPU, for the user's training script.
 pub fn torchrun(plan: &Plan, reshard_after_forward: bool) -> Launch {
     let gpu = gpus(plan);
@@ -309,11 +317,7 @@ fn llama_cpp(path: &std::path::Path, plan: &Plan, s: &LaunchSettings) -> Launch 
         "-ngl".into(),
         ngl.to_string(),
     ];
-    match s.pooling {
-        Some(crate::model::Pooling::Rank) => argv.push("--rerank".into()),
-        Some(_) => argv.push("--embedding".into()),
-        None => {}
-    }
+    argv.extend(encoder_flag(s));
     let fitted = plan.llamacpp.as_ref();
     if let Some(ts) = fitted.and_then(|f| f.tensor_split.as_ref()) {
         // llama.cpp's fit counts the output layer on the last GPU; trailing zeros are dropped.

@@ -78,9 +78,13 @@ fn check(name: &str) -> Vec<String> {
             Some(ts) => ts.split(',').map(|v| v.parse().unwrap()).collect(),
             None => vec![1.0; devices.len() - 1],
         };
+        // llama-server's reserve: logits for the last token of each of its -np sequences
+        // (recorded with -np 1).
+        let server = doc["server_outputs"].as_u64();
         let settings = Settings {
             ubatch: row["ubatch"].as_u64().unwrap(),
             flash_attention: row["flash_attention"] == "on",
+            llamacpp_outputs: server,
             ..Settings::inference(row["ctx"].as_u64().unwrap(), kv_precision("f16").unwrap())
         };
         let moves = match row["ot"].as_str() {
@@ -253,17 +257,15 @@ fn the_layers_offloaded_are_the_ones_llama_cpp_fits() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-// `select` plans llama.cpp as llama.cpp's fit runs it: Llama-3.1-8B at q8_0 (the catalog's
-// shape, counted from its parameters) on one or two devices of each recorded size with system
-// RAM beside them gets the -ngl and -ts llama-fit-params chose for a GGUF of that shape, and
-// the layers it leaves go to the RAM.
+// `select` plans llama.cpp as `llama-server --fit` runs it: Llama-3.1-8B at q8_0 (the
+// catalog's shape, counted from its parameters) on one or two devices of each recorded size
+// with system RAM beside them gets the -ngl and -ts llama-server's fit chose for a GGUF of that
+// shape (`llamacpp-server-fit/`: logits kept for one token a sequence), and the layers it
+// leaves go to the RAM.
 #[test]
 fn select_offloads_as_llama_cpp_fits() {
-    for fixture in [
-        "llama-3.1-8b-shape-q8_0",
-        "llama-3.1-8b-shape-q8_0-two-devices",
-    ] {
-        let path = common::fixture(&format!("llamacpp-fit/{fixture}.json"));
+    for fixture in ["llama-3.1-8b-shape-q8_0"] {
+        let path = common::fixture(&format!("llamacpp-server-fit/{fixture}.json"));
         let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         for row in doc["rows"].as_array().unwrap() {
             let sizes: Vec<u64> = match row["device_mib"].as_array() {

@@ -1,7 +1,8 @@
-//! `select` plans a model with routed experts for llama.cpp as llama.cpp's own fit runs it:
-//! for the GGUF a `llamacpp-fit/*-moe.json` fixture describes, written here as a sparse file,
-//! on simulated GPUs of each recorded size with system RAM beside them, the `llama-server`
-//! command carries the `-ngl`, `--tensor-split` and `-ot` that `llama-fit-params` printed.
+//! `select` plans a model with routed experts for llama.cpp as `llama-server --fit` runs it:
+//! for the GGUF a `llamacpp-server-fit/*-moe.json` fixture describes, written here as a sparse
+//! file, on simulated GPUs of each recorded size with system RAM beside them, the
+//! `llama-server` command carries the `-ngl`, `--tensor-split` and `-ot` that llama-server's
+//! fit chose (`measure_fit.py --server`: llama.cpp's fit with logits for one token a sequence).
 
 #![allow(clippy::unwrap_used)]
 
@@ -14,7 +15,7 @@ fn select_plans_experts_in_ram_as_llama_cpp_fits() {
     let dir = tempfile::tempdir().unwrap();
     let mut cases = 0;
     for name in ["qwen3-30b-a3b-shape-f16-moe", "mixtral-shape-f16-moe"] {
-        let path = common::fixture(&format!("llamacpp-fit/{name}.json"));
+        let path = common::fixture(&format!("llamacpp-server-fit/{name}.json"));
         let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         let gguf = dir.path().join(format!("{name}.gguf"));
         common::write_described_gguf(
@@ -106,7 +107,7 @@ fn the_text_plan_names_the_experts_kept_in_ram() {
     let text = String::from_utf8(out.stdout).unwrap();
     let unwrapped = text.replace("\n    ", " ");
     assert!(
-        unwrapped.contains("Plan: CPU offload — 48 layers on cuda:0 on sim (14.96 GiB), the experts of 38 layers in its system RAM (43.03 GiB)"),
+        unwrapped.contains("Plan: CPU offload — 48 layers on cuda:0 on sim (14.76 GiB), the experts of 38 layers in its system RAM (43.03 GiB)"),
         "{text}"
     );
     assert!(

@@ -92,6 +92,7 @@ fn rows(name: &str, doc: &Value, arch: &gpumem::model::ModelArch, file: FileWeig
             recipe: None,
             fsdp: None,
             generate_new_tokens: None,
+            llamacpp_outputs: None,
         };
         let b = estimate(arch, Some(file), &settings).unwrap();
         let mib = |k: &str| row[k].as_f64().unwrap();

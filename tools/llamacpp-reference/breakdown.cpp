@@ -4,6 +4,12 @@
 //   <device> <model bytes> <context bytes> <compute bytes>
 // With BREAKDOWN_EMBEDDINGS=1 in the environment the context computes embeddings (what
 // `llama-server --embedding` does; llama-fit-params has no such flag), pooled as the model says.
+// With BREAKDOWN_SERVER_OUTPUTS=1 the context keeps logits only for the last token of each of
+// its -np sequences, as llama-server sets it (`server_output_limits`: n_outputs_max =
+// n_parallel, one a sequence, without speculative decoding).
+// With BREAKDOWN_FIT=1 it runs llama.cpp's fit instead (`common_fit_params`, as
+// llama-fit-params does, with -fitt/-fitc) and prints the fitted arguments as llama-fit-params
+// prints them: with BREAKDOWN_SERVER_OUTPUTS=1 that is the fit `llama-server --fit` makes.
 // Build it against the llama.cpp that llama-cpp-python 0.3.36 vendors (see README.md).
 
 #include "llama.h"
@@ -18,6 +24,35 @@
 #include <cstdlib>
 #include <vector>
 
+// llama.cpp's fit of `mparams`/`cparams`, printed as llama-fit-params prints it.
+static int fit(common_params & params, llama_model_params & mparams, llama_context_params & cparams) {
+    const common_params_fit_status status = common_fit_params(params.model.path.c_str(), &mparams,
+        &cparams, params.tensor_split, params.tensor_buft_overrides.data(),
+        params.fit_params_target.data(), params.fit_params_min_ctx, nullptr,
+        params.verbosity >= LOG_LEVEL_DEBUG ? GGML_LOG_LEVEL_DEBUG : GGML_LOG_LEVEL_ERROR);
+    if (status != COMMON_PARAMS_FIT_STATUS_SUCCESS) {
+        fprintf(stderr, "failed to fit\n");
+        return 1;
+    }
+    printf("-c %" PRIu32 " -ngl %" PRIi32, cparams.n_ctx, mparams.n_gpu_layers);
+    size_t nd = llama_max_devices();
+    while (nd > 1 && mparams.tensor_split[nd - 1] == 0.0f) {
+        nd--;
+    }
+    for (size_t id = 0; nd > 1 && id < nd; id++) {
+        printf("%s%" PRIu32, id == 0 ? " -ts " : ",", uint32_t(mparams.tensor_split[id]));
+    }
+    const size_t ntbo = llama_max_tensor_buft_overrides();
+    bool any = false;
+    for (size_t i = 0; i < ntbo && mparams.tensor_buft_overrides[i].pattern != nullptr; i++) {
+        printf("%s%s=%s", i == 0 ? " -ot \"" : ",", mparams.tensor_buft_overrides[i].pattern,
+            ggml_backend_buft_name(mparams.tensor_buft_overrides[i].buft));
+        any = true;
+    }
+    printf("%s\n", any ? "\"" : "");
+    return 0;
+}
+
 int main(int argc, char ** argv) {
     common_params params;
     common_init();
@@ -29,6 +64,14 @@ int main(int argc, char ** argv) {
     auto cparams = common_context_params_to_llama(params);
     if (const char * e = getenv("BREAKDOWN_EMBEDDINGS"); e != nullptr && e[0] == '1') {
         cparams.embeddings = true;
+    }
+    if (const char * e = getenv("BREAKDOWN_SERVER_OUTPUTS"); e != nullptr && e[0] == '1') {
+        cparams.n_outputs_max         = params.n_parallel > 0 ? params.n_parallel : 1;
+        cparams.n_outputs_max_per_seq = 1;
+    }
+
+    if (const char * e = getenv("BREAKDOWN_FIT"); e != nullptr && e[0] == '1') {
+        return fit(params, mparams, cparams);
     }
 
     std::vector<ggml_backend_dev_t> devs;

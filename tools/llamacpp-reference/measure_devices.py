@@ -18,14 +18,16 @@ import subprocess
 from measure import describe
 
 
-# The environment breakdown runs in: BREAKDOWN_EMBEDDINGS=1 with --embedding.
+# The environment breakdown runs in: BREAKDOWN_EMBEDDINGS=1 with --embedding,
+# BREAKDOWN_SERVER_OUTPUTS=1 with --server-outputs (and its -np in EXTRA).
 ENV = dict(os.environ)
+EXTRA = []
 
 
 def measure(breakdown, model, rpc, ngl, ctx, fa, ub, split, cpu_moe=0, ot=None):
     cmd = [breakdown, "-m", model, "--rpc", rpc, "-ngl", str(ngl), "-c", str(ctx),
            "-fa", fa, "-ub", str(ub)] + (["-ts", split] if split else []) \
-        + (["--n-cpu-moe", str(cpu_moe)] if cpu_moe else []) + (["-ot", ot] if ot else [])
+        + (["--n-cpu-moe", str(cpu_moe)] if cpu_moe else []) + (["-ot", ot] if ot else []) + EXTRA
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=ENV).stdout
     devices = []
     for line in out.splitlines():
@@ -56,11 +58,17 @@ def main():
     p.add_argument("--cpu-moe", type=int, action="append", default=None,
                    help="--n-cpu-moe values (experts of the first N layers on the CPU)")
     p.add_argument("--shape", required=True, help="how the GGUF was made (make_gguf.py flags)")
+    p.add_argument("--server-outputs", type=int, default=0, metavar="NP",
+                   help="llama-server's reserve: logits for the last token of each of NP "
+                        "sequences (-np NP; BREAKDOWN_SERVER_OUTPUTS=1)")
     p.add_argument("--embedding", action="store_true",
                    help="the context computes embeddings (an encoder, as llama-server --embedding)")
     a = p.parse_args()
     if a.embedding:
         ENV["BREAKDOWN_EMBEDDINGS"] = "1"
+    if a.server_outputs:
+        ENV["BREAKDOWN_SERVER_OUTPUTS"] = "1"
+        EXTRA.extend(["-np", str(a.server_outputs)])
     rows = [measure(a.breakdown, a.model, a.rpc, ngl, ctx, fa, a.ubatch, ts, moe)
             for ngl in a.ngl for ctx in a.ctx for fa in (a.fa or ["on"]) for ts in (a.ts or [None])
             for moe in (a.cpu_moe or [0])]
@@ -70,6 +78,7 @@ def main():
         "gguf": a.model.rsplit("/", 1)[-1],
         "shape": a.shape,
         "embeddings": a.embedding,
+        "server_outputs": a.server_outputs or None,
         "rows": rows,
         "gguf": describe(a.model),
     }

@@ -14,15 +14,20 @@ overrides as llama-fit-params wrote them.
 """
 import argparse
 import json
+import os
 import re
 import subprocess
+
+# With --server: `breakdown` (breakdown.cpp) in its fit mode, keeping logits for one token a
+# sequence as llama-server does, so the fit is the one `llama-server --fit` makes.
+ENV = dict(os.environ)
 
 from measure import describe
 
 
 def free_mib(fit_params, model, rpc, ctx):
     out = subprocess.run([fit_params, "-m", model, "--rpc", rpc, "-c", str(ctx or 4096), "-v"],
-                         capture_output=True, text=True).stderr
+                         capture_output=True, text=True, env=ENV).stderr
     return int(re.search(r"- (\d+) MiB free", out).group(1))
 
 
@@ -38,7 +43,11 @@ def main():
                    help="a device's size, or several devices' (comma-separated)")
     p.add_argument("--shape", required=True)
     p.add_argument("--made-by", default=None, help="the command that wrote the GGUF")
+    p.add_argument("--server", action="store_true",
+                   help="FIT_PARAMS is breakdown: llama-server's fit (one output a sequence)")
     a = p.parse_args()
+    if a.server:
+        ENV.update(BREAKDOWN_FIT="1", BREAKDOWN_SERVER_OUTPUTS="1")
     rows = []
     for sizes in a.size_mib:
         sizes = [int(v) for v in sizes.split(",")]
@@ -49,7 +58,7 @@ def main():
         # --fit-ctx, 4096).
         cmd = [a.fit_params, "-m", a.model, "--rpc", rpc] + (["-c", str(a.ctx)] if a.ctx else []) \
             + ["-fitt", ",".join(str(m) for m in margins)]
-        res = subprocess.run(cmd, capture_output=True, text=True)
+        res = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
         m = re.search(r"-c (\d+) -ngl (-?\d+)(?: -ts ([\d,]+))?", res.stdout)
         row = {"device_mib": sizes[0] if len(sizes) == 1 else sizes, "free_mib": free,
                "fit_target_mib": margins[0] if len(sizes) == 1 else margins,
@@ -60,7 +69,10 @@ def main():
             row["tensor_split"] = [int(v) for v in m.group(3).split(",")]
         rows.append(row)
     doc = {
-        "llama_cpp": "vendored by llama-cpp-python 0.3.36, llama-fit-params, -DGGML_RPC=ON",
+        "llama_cpp": "vendored by llama-cpp-python 0.3.36, -DGGML_RPC=ON, "
+                     + ("llama-server's fit (breakdown.cpp's fit mode, logits for one token a "
+                        "sequence)" if a.server else "llama-fit-params"),
+        "server": a.server,
         "backend": "RPC (ggml-rpc-server on 127.0.0.1, CPU-backed)",
         "gguf": a.model.rsplit("/", 1)[-1],
         "shape": a.shape,

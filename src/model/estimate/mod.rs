@@ -128,6 +128,10 @@ pub struct Settings {
     /// Under inference, transformers' `generate` of this many new tokens a sequence (the
     /// context is the prompt) instead of llama.cpp's buffers; `None`: llama.cpp.
     pub generate_new_tokens: Option<u64>,
+    /// Rows of logits llama.cpp reserves a micro-batch for (`n_outputs_max`): `llama-server`
+    /// keeps one a sequence (its `-np`); `None`: every token, as llama.cpp's library and
+    /// `llama-fit-params` do.
+    pub llamacpp_outputs: Option<u64>,
 }
 
 impl Settings {
@@ -151,6 +155,7 @@ impl Settings {
             recipe: None,
             fsdp: None,
             generate_new_tokens: None,
+            llamacpp_outputs: None,
         }
     }
 }
@@ -323,6 +328,7 @@ pub fn placed_compute_buffers(
         flash_attention: s.flash_attention,
         kv_type: &s.kv_dtype,
         seqs: s.batch.max(1),
+        outputs: s.llamacpp_outputs,
     };
     let placed = super::replay::Placed {
         layer_devices,
@@ -369,6 +375,7 @@ fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> (u128, Activati
         flash_attention: s.flash_attention,
         kv_type: &s.kv_dtype,
         seqs: s.batch.max(1),
+        outputs: s.llamacpp_outputs,
     }) {
         return (w(bytes) + output_buffer, ActivationsBasis::GraphReplay);
     }
@@ -493,9 +500,10 @@ pub fn kv_bytes_per_layer(arch: &ModelArch, s: &Settings) -> Vec<u64> {
     let state = arch.ssm.map_or(0, |m| m.state_elements_per_layer() * 4);
     (0..arch.num_layers)
         .map(|i| {
-            let bytes = if arch.is_recurrent_layer(i) {
-                state
-            } else if arch.has_attention(i) {
+            // A recurrent layer keeps its state, and (Falcon-H1's, attending beside the mixer)
+            // a KV cache too.
+            let state = if arch.is_recurrent_layer(i) { state } else { 0 };
+            let kv = if arch.has_attention(i) {
                 let c = if arch.is_sliding_layer(i) {
                     swa_cells
                 } else {
@@ -505,7 +513,7 @@ pub fn kv_bytes_per_layer(arch: &ModelArch, s: &Settings) -> Vec<u64> {
             } else {
                 0
             };
-            sat(bytes * u128::from(s.batch))
+            sat((state + kv) * u128::from(s.batch))
         })
         .collect()
 }

@@ -67,7 +67,7 @@ pub(super) fn inputs<'a>(g: &mut Graph, s: Shape<'a>) -> Option<(Ctx<'a>, usize)
     };
     let full = cache_inputs(mask.0, scores.0)?;
     let swa = cache_inputs(mask.1, scores.1)?;
-    let out_ids = g.input(ids);
+    let out_ids = g.input(s.outputs.checked_mul(4)?);
     // The recurrent states' copy indices: one i32 per sequence, the rows past the batch's
     // sequences (none) a second view.
     let state_inputs = s.b.recurrent.map(|_| {
@@ -82,6 +82,7 @@ pub(super) fn inputs<'a>(g: &mut Graph, s: Shape<'a>) -> Option<(Ctx<'a>, usize)
         b: s.b,
         plain: arch.mlp == Mlp::Plain,
         tokens,
+        outputs: s.outputs,
         flash_attention: fa,
         kv_type: s.kv_type,
         kv_cells: s.kv_cells,
@@ -152,10 +153,16 @@ pub(super) fn layer(
     }
     let last = layer + 1 == arch.num_layers;
     let mut residual = residual;
+    // From the gather of the output rows on, the last layer's tensors have those rows only.
+    let gathered = if last { c.gathered()? } else { *c };
+    let mut c = c;
     if last && !b.oss && !b.nextn && !b.parallel {
+        c = &gathered;
+        let model = c.model;
         cur = g.op(Kind::Fresh, model, MODEL, &[cur, out_ids]);
         residual = g.op(Kind::Fresh, model, MODEL, &[residual, out_ids]);
     }
+    let model = c.model;
     // Granite scales each block's output before its residual add.
     if arch.granite_scales.residual {
         cur = g.op(Kind::InPlace, model, MODEL, &[cur]);
@@ -173,8 +180,10 @@ pub(super) fn layer(
         return Some(ffn_inp);
     }
     if last && b.parallel {
-        ffn_inp = g.op(Kind::Fresh, model, MODEL, &[ffn_inp, out_ids]);
+        c = &gathered;
+        ffn_inp = g.op(Kind::Fresh, c.model, MODEL, &[ffn_inp, out_ids]);
     }
+    let model = c.model;
     let cur = norm(c, g, ffn_inp, model, MODEL);
     let out = ffn_block(c, g, cur, layer)?;
     let out = if post_norms {
@@ -203,9 +212,12 @@ fn side_by_side(
     (residual, normed, attended): (usize, usize, usize),
     layer: u64,
 ) -> Option<usize> {
+    let last = layer + 1 == c.arch.num_layers;
+    // The last layer's tensors from the gather of the output rows on have those rows only.
+    let gathered = if last { c.gathered()? } else { *c };
+    let c = &gathered;
     let (model, out_ids) = (c.model, c.out_ids);
     let Builder { falcon, neox, .. } = c.b;
-    let last = layer + 1 == c.arch.num_layers;
     let rows = |g: &mut Graph, x: usize| {
         if last {
             g.op(Kind::Fresh, model, MODEL, &[x, out_ids])
@@ -233,14 +245,22 @@ fn side_by_side(
 /// The output head after the last layer: the final norm and the logits, each an output of the
 /// graph (gpt-oss keeps the last hidden state, and Nemotron-H and Qwen3-Next the final norm over
 /// every token, as outputs of their own, the output rows gathered after them).
-pub(super) fn output(c: &Ctx<'_>, g: &mut Graph, inp: usize) {
+pub(super) fn output(c: &Ctx<'_>, g: &mut Graph, inp: usize) -> Option<()> {
+    // After the last layer (or the gather here) only the output rows are left; Nemotron-H's
+    // and Qwen3-Next's final norm is over every token before it.
+    let full = c;
+    let c = &c.gathered()?;
     let (model, out_ids) = (c.model, c.out_ids);
     let mut inp = inp;
     if c.b.oss {
         g.tensors[inp].output = true;
         inp = g.op(Kind::Fresh, model, MODEL, &[inp, out_ids]);
     }
-    let mut result_norm = norm(c, g, inp, model, MODEL);
+    let mut result_norm = if c.b.nextn {
+        norm(full, g, inp, full.model, MODEL)
+    } else {
+        norm(c, g, inp, model, MODEL)
+    };
     if c.b.nextn {
         g.tensors[result_norm].output = true;
         result_norm = g.op(Kind::Fresh, model, MODEL, &[result_norm, out_ids]);
@@ -253,4 +273,5 @@ pub(super) fn output(c: &Ctx<'_>, g: &mut Graph, inp: usize) {
     }
     g.tensors[result].output = true;
     g.expand(result);
+    Some(())
 }

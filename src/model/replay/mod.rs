@@ -34,12 +34,15 @@ use super::dtype::Precision;
 
 /// What every step of the replay reads: the architecture and its builder's flags, the batch's
 /// tensor sizes, and the graph inputs made once before the layers.
+#[derive(Clone, Copy)]
 struct Ctx<'a> {
     arch: &'a ModelArch,
     b: Builder,
     /// Squared-ReLU feed-forward blocks and experts without a gate (Nemotron-H).
     plain: bool,
     tokens: u64,
+    /// Rows the last layer gathers for the output (`tokens` unless fewer are reserved).
+    outputs: u64,
     flash_attention: bool,
     kv_type: &'a Precision,
     kv_cells: u64,
@@ -63,10 +66,35 @@ struct Ctx<'a> {
     moe: Option<Routed>,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
     /// Bytes of `n` f32 values per token.
     fn width(&self, n: u64) -> Option<u64> {
         n.checked_mul(self.tokens)?.checked_mul(4)
+    }
+
+    /// The sizes after the last layer gathers its output rows: every per-token tensor of
+    /// `outputs` rows.
+    fn gathered(&self) -> Option<Ctx<'a>> {
+        if self.outputs == self.tokens {
+            return Some(*self);
+        }
+        let rows = Ctx {
+            tokens: self.outputs,
+            ..*self
+        };
+        let arch = self.arch;
+        Some(Ctx {
+            model: rows.width(arch.hidden_size)?,
+            query: rows.width(self.q_dim)?,
+            kv: rows.width(self.kv_dim)?,
+            ffn: rows.width(arch.intermediate_size)?,
+            logits: rows.width(arch.vocab_size)?,
+            moe: match &arch.moe {
+                None => None,
+                Some(m) => Some(routed(arch, m, &|n| rows.width(n))?),
+            },
+            ..rows
+        })
     }
 }
 
@@ -101,6 +129,7 @@ pub(crate) fn compute_buffer(
         flash_attention,
         kv_type,
         seqs: 1,
+        outputs: None,
     })
 }
 
@@ -120,6 +149,8 @@ pub(crate) struct Batch<'a> {
     pub kv_type: &'a Precision,
     /// Sequences the graph is reserved for (llama.cpp's `n_seq_max`): an encoder pools each.
     pub seqs: u64,
+    /// Rows of logits (`n_outputs_max`; `None`: every token): the last layer gathers them.
+    pub outputs: Option<u64>,
 }
 
 /// Where llama.cpp runs each part: `layer_devices[l]` for layer `l` and, last, the output layer
@@ -176,7 +207,7 @@ fn whole(shape: Shape<'_>) -> Option<Graph> {
         inp = layer::layer(&c, &mut g, &mut lazy, inp, l)?;
     }
     g.part = Part::Output;
-    layer::output(&c, &mut g, inp);
+    layer::output(&c, &mut g, inp)?;
     Some(g)
 }
 
@@ -191,46 +222,30 @@ struct Shape<'a> {
     flash_attention: bool,
     kv_type: &'a Precision,
     seqs: u64,
+    /// Rows the last layer gathers (every token unless fewer outputs are reserved).
+    outputs: u64,
 }
 
 impl<'a> Shape<'a> {
+    /// The token-path graph of `b`'s micro-batch, or `None` where the architecture is not
+    /// modelled or no device could hold it (the estimate's own plausibility checks refuse those
+    /// first, so this is never the figure a user sees).
     fn from_batch(b: &Batch<'a>) -> Option<Self> {
-        let mut s = Self::of(
-            b.arch,
-            b.tokens,
-            b.kv_cells,
-            b.swa_cells,
-            b.flash_attention,
-            b.kv_type,
-        )?;
-        s.seqs = b.seqs;
-        Some(s)
-    }
-
-    /// The token-path graph of `arch`, or `None` where it is not modelled or no device could
-    /// hold it (the estimate's own plausibility checks refuse those first, so this is never the
-    /// figure a user sees).
-    fn of(
-        arch: &'a ModelArch,
-        tokens: u64,
-        kv_cells: u64,
-        swa_cells: u64,
-        flash_attention: bool,
-        kv_type: &'a Precision,
-    ) -> Option<Self> {
-        let b = modelled(arch)?;
-        if arch.num_layers > 4096 || tokens == 0 {
+        let arch = b.arch;
+        let builder = modelled(arch)?;
+        if arch.num_layers > 4096 || b.tokens == 0 {
             return None;
         }
         Some(Shape {
             arch,
-            b,
-            tokens,
-            kv_cells,
-            swa_cells,
-            flash_attention,
-            kv_type,
-            seqs: 1,
+            b: builder,
+            tokens: b.tokens,
+            kv_cells: b.kv_cells,
+            swa_cells: b.swa_cells,
+            flash_attention: b.flash_attention,
+            kv_type: b.kv_type,
+            seqs: b.seqs,
+            outputs: b.outputs.map_or(b.tokens, |o| o.clamp(1, b.tokens)),
         })
     }
 }

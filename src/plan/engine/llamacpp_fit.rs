@@ -408,10 +408,19 @@ fn one_more_partial(
     }
     let mut test = shares.clone();
     let mut start_test = *dense_start;
-    test[start_test].layers -= 1;
-    test[start_test].partial -= 1;
-    test[id].layers += 1;
-    test[id].partial += 1;
+    // llama.cpp moves a layer from the first dense-only device to this one in 32-bit unsigned
+    // counts: on the same device (its dense-only layers already converted) the two steps cancel
+    // out; from a device with no dense-only layer left the count would wrap, which is not
+    // followed.
+    if start_test != id {
+        if test[start_test].partial == 0 {
+            return Some(());
+        }
+        test[start_test].layers -= 1;
+        test[start_test].partial -= 1;
+        test[id].layers += 1;
+        test[id].partial += 1;
+    }
     if test[start_test].partial == 0 {
         start_test += 1;
     }

@@ -71,11 +71,13 @@ pub fn select_llamacpp(
     let weights = source.layer_weights.clone().unwrap_or_else(|| {
         LayerWeights::from_arch(arch, settings.dtype.unwrap_or(DEFAULT_WEIGHT_PRECISION))
     });
-    // One KV cache for the batch's sequences (llama-server's -c is the total), and -fa auto.
+    // One KV cache for the batch's sequences (llama-server's -c is the total), -fa auto, and
+    // logits for the last token of each of its -np sequences (llama-server's n_outputs_max).
     let s = Settings {
         context: settings.context.saturating_mul(settings.batch.max(1)),
         batch: 1,
         flash_attention: true,
+        llamacpp_outputs: Some(settings.batch.max(1)),
         ..settings.clone()
     };
     let all = arch.num_layers + 1;
@@ -136,16 +138,7 @@ pub fn select_llamacpp(
             gpu_layers: Some(f.ngl),
             max_context: None,
             shortfall_bytes: None,
-            // An encoder keeps no KV cache, so it has no capacity in tokens of one.
-            capacity: arch.encoder.is_none().then_some(Capacity {
-                context: s.context / settings.batch.max(1),
-                batch: settings.batch,
-                kv_tokens: s.context,
-                max_concurrent_sequences: settings.batch,
-                max_context_at_batch: s.context / settings.batch.max(1),
-                trained_context: arch.max_position_embeddings,
-                max_concurrency_centi: None,
-            }),
+            capacity: capacity(arch, settings, s.context),
             engine: None,
             llamacpp: Some(LlamaCppAccount {
                 n_gpu_layers: f.ngl,
@@ -162,6 +155,25 @@ pub fn select_llamacpp(
             accounting: Accounting::LlamaCpp,
         },
         candidates: verdicts,
+    })
+}
+
+/// What the plan serves: `kv_tokens` of cache for the batch's sequences; none for an encoder,
+/// which keeps no KV cache.
+fn capacity(
+    arch: &crate::model::ModelArch,
+    settings: &Settings,
+    kv_tokens: u64,
+) -> Option<Capacity> {
+    let per_sequence = kv_tokens / settings.batch.max(1);
+    arch.encoder.is_none().then_some(Capacity {
+        context: per_sequence,
+        batch: settings.batch,
+        kv_tokens,
+        max_concurrent_sequences: settings.batch,
+        max_context_at_batch: per_sequence,
+        trained_context: arch.max_position_embeddings,
+        max_concurrency_centi: None,
     })
 }
 
