@@ -316,7 +316,7 @@ _gpumem() {
                     return 0
                     ;;
                 --optimizer)
-                    COMPREPLY=($(compgen -W "adam adamw sgd adamw8bit" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "adam adamw sgd adamw8bit adafactor" -- "${cur}"))
                     return 0
                     ;;
                 --recipe)
@@ -524,7 +524,7 @@ _gpumem() {
                     return 0
                     ;;
                 --optimizer)
-                    COMPREPLY=($(compgen -W "adam adamw sgd adamw8bit" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "adam adamw sgd adamw8bit adafactor" -- "${cur}"))
                     return 0
                     ;;
                 --recipe)

@@ -208,7 +208,8 @@ train\t'Mixed-precision training: adds gradients, optimizer states and fp32 mast
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l optimizer -d 'Optimizer for --mode train' -r -f -a "adam\t'Adam: two fp32 moments per parameter'
 adamw\t'AdamW: two fp32 moments per parameter'
 sgd\t'SGD with momentum: one fp32 buffer per parameter'
-adamw8bit\t'bitsandbytes\' AdamW8bit: two uint8 moments with a f32 scale per 256 (f32 moments for tensors under 4,096 elements)'"
+adamw8bit\t'bitsandbytes\' AdamW8bit: two uint8 moments with a f32 scale per 256 (f32 moments for tensors under 4,096 elements)'
+adafactor\t'transformers\' Adafactor as HF Trainer runs it: factored f32 second moments'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l recipe -d 'With --mode train: precision and copies [default: fp32-autocast for f32 weights, bf16 for 16-bit ones, mixed otherwise]' -r -f -a "bf16\t'Weights, gradients and optimizer state in bf16 (a bf16 checkpoint as loaded)'
 fp32-autocast\t'f32 weights, gradients and state, the forward under bf16 autocast (HF Trainer\'s bf16=True on an f32 model)'
 mixed\t'bf16 weights and gradients, an f32 master copy and f32 optimizer state (closed formula)'
@@ -385,7 +386,8 @@ train\t'Mixed-precision training: adds gradients, optimizer states and fp32 mast
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l optimizer -d 'Optimizer for --mode train' -r -f -a "adam\t'Adam: two fp32 moments per parameter'
 adamw\t'AdamW: two fp32 moments per parameter'
 sgd\t'SGD with momentum: one fp32 buffer per parameter'
-adamw8bit\t'bitsandbytes\' AdamW8bit: two uint8 moments with a f32 scale per 256 (f32 moments for tensors under 4,096 elements)'"
+adamw8bit\t'bitsandbytes\' AdamW8bit: two uint8 moments with a f32 scale per 256 (f32 moments for tensors under 4,096 elements)'
+adafactor\t'transformers\' Adafactor as HF Trainer runs it: factored f32 second moments'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l recipe -d 'With --mode train: precision and copies [default: fp32-autocast for f32 weights, bf16 for 16-bit ones, mixed otherwise]' -r -f -a "bf16\t'Weights, gradients and optimizer state in bf16 (a bf16 checkpoint as loaded)'
 fp32-autocast\t'f32 weights, gradients and state, the forward under bf16 autocast (HF Trainer\'s bf16=True on an f32 model)'
 mixed\t'bf16 weights and gradients, an f32 master copy and f32 optimizer state (closed formula)'

@@ -285,6 +285,8 @@ pub enum Optimizer {
     /// tensors under 4,096 elements).
     #[value(name = "adamw8bit")]
     Adamw8bit,
+    /// transformers' Adafactor as HF Trainer runs it: factored f32 second moments.
+    Adafactor,
 }
 
 /// Arguments of `gpumem estimate`.

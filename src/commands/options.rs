@@ -341,6 +341,7 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
             cli::Optimizer::Adamw => model::Optimizer::Adamw,
             cli::Optimizer::Sgd => model::Optimizer::Sgd,
             cli::Optimizer::Adamw8bit => model::Optimizer::Adamw8bit,
+            cli::Optimizer::Adafactor => model::Optimizer::Adafactor,
         },
         checkpointing: args.checkpointing,
         fsdp: args.fsdp.map(|n| Fsdp {

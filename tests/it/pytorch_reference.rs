@@ -66,6 +66,7 @@ fn run_of(r: &Value) -> TrainingRun {
             "adam" => Optimizer::Adam,
             "sgd" => Optimizer::Sgd,
             "adamw8bit" => Optimizer::Adamw8bit,
+            "adafactor" => Optimizer::Adafactor,
             other => panic!("optimizer {other}"),
         },
         batch: r["batch"].as_u64().unwrap(),

@@ -185,33 +185,31 @@ fn select_suggests_fsdp_when_one_gpu_is_too_small() {
     assert_eq!(doc["plan"]["kind"], "sharded");
 }
 
-// 8-bit AdamW is walked where its tensors are listed (dense models of Llama's layout); a model
-// with experts says why it is not, and FSDP2 refuses it.
+// 8-bit AdamW and Adafactor are walked where their tensors are listed (dense models of Llama's
+// layout); a model with experts says why it is not.
 #[test]
-fn adamw8bit_is_walked_for_dense_models_only() {
-    let dense = common::json_ok(common::gpumem().args([
-        "--json",
-        "estimate",
-        "--model",
-        "llama-3.2-1b",
-        "--mode",
-        "train",
-        "--optimizer",
-        "adamw8bit",
-    ]));
-    assert_eq!(dense["training_step"]["recipe"], "bf16", "{dense}");
-    let moe = common::json_ok(common::gpumem().args([
-        "--json",
-        "estimate",
-        "--model",
-        "mixtral-8x7b",
-        "--mode",
-        "train",
-        "--optimizer",
-        "adamw8bit",
-    ]));
-    assert_eq!(
-        moe["training_unwalked"],
-        "PyTorch's step is not yet walked with 8-bit AdamW other than for a dense model of Llama's layout"
-    );
+fn eight_bit_adamw_and_adafactor_are_walked_for_dense_models_only() {
+    for (optimizer, name) in [("adamw8bit", "8-bit AdamW"), ("adafactor", "Adafactor")] {
+        let estimate = |model: &str| {
+            common::json_ok(common::gpumem().args([
+                "--json",
+                "estimate",
+                "--model",
+                model,
+                "--mode",
+                "train",
+                "--optimizer",
+                optimizer,
+            ]))
+        };
+        let dense = estimate("llama-3.2-1b");
+        assert_eq!(dense["training_step"]["recipe"], "bf16", "{dense}");
+        assert_eq!(
+            estimate("mixtral-8x7b")["training_unwalked"],
+            format!(
+                "PyTorch's step is not yet walked with {name} other than for a dense model of \
+                 Llama's layout"
+            )
+        );
+    }
 }

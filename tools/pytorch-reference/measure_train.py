@@ -91,6 +91,13 @@ def optimizer_for(name, params):
         return torch.optim.Adam(params, lr=1e-4, foreach=True)
     if name == "sgd":
         return torch.optim.SGD(params, lr=1e-4, momentum=0.9, foreach=True)
+    if name == "adafactor":
+        # As HF Trainer builds it for optim="adafactor": a fixed learning rate, no parameter
+        # scaling, no first moment (beta1=None): factored second moments of 2-D tensors.
+        from transformers.optimization import Adafactor
+
+        return Adafactor(params, lr=1e-4, scale_parameter=False, relative_step=False,
+                         warmup_init=False)
     raise SystemExit(f"unknown optimizer {name}")
 
 
@@ -98,7 +105,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", required=True)
     ap.add_argument("--recipe", choices=sorted(RECIPES), default="bf16")
-    ap.add_argument("--optimizer", choices=["adamw", "adam", "sgd", "adamw8bit"], default="adamw")
+    ap.add_argument("--optimizer", choices=["adamw", "adam", "sgd", "adamw8bit", "adafactor"],
+                    default="adamw")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--seq", type=int, default=512)
     # auto: SDPA where the model class supports it, else eager (transformers' own default).
@@ -206,7 +214,7 @@ def main():
         "model": a.config.rsplit("/", 1)[-1].removesuffix(".json"),
         "recipe": a.recipe,
         "optimizer": a.optimizer,
-        "foreach": a.optimizer != "adamw8bit",
+        "foreach": a.optimizer not in ("adamw8bit", "adafactor"),
         "batch": a.batch,
         "seq": a.seq,
         "attn": cfg._attn_implementation,

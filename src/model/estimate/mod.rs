@@ -90,6 +90,10 @@ pub enum Optimizer {
     /// bitsandbytes' AdamW8bit: two uint8 moments and a f32 scale a block of 256 elements
     /// (f32 moments for tensors under 4,096 elements).
     Adamw8bit,
+    /// transformers' Adafactor (no first moment, fixed learning rate, as HF Trainer's
+    /// `optim="adafactor"`): a matrix keeps f32 row and column second moments, a vector a
+    /// full f32 one.
+    Adafactor,
 }
 
 /// What the model runs as.
@@ -552,6 +556,8 @@ fn training_bytes(parameters: u64, dtype: Precision, optimizer: Optimizer) -> Tr
             Optimizer::Adam | Optimizer::Adamw => 8,
             Optimizer::Sgd => 4,
             Optimizer::Adamw8bit => 2,
+            // Factored: a matrix's rows and columns, next to nothing a parameter.
+            Optimizer::Adafactor => 0,
         }),
         master_weights_bytes: if dtype.name == "f32" { 0 } else { sat(p * 4) },
     }

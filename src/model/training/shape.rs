@@ -296,29 +296,36 @@ impl Shape {
     /// each layer's q, k, v, o, their biases and per-head norms, gate, up, down and two norms,
     /// the final norm, an untied head); `None` for any other.
     pub(crate) fn dense_tensor_elements(&self) -> Option<Vec<u128>> {
+        let shapes = self.dense_tensor_shapes()?;
+        Some(shapes.iter().map(|&(r, c)| r * c.max(1)).collect())
+    }
+
+    /// [`Shape::dense_tensor_elements`]'s tensors as (rows, columns) of a matrix, or
+    /// (elements, 0) of a vector.
+    pub(crate) fn dense_tensor_shapes(&self) -> Option<Vec<(u128, u128)>> {
         if self.layout != Layout::Llama || self.moe.is_some() || self.mla.is_some() || self.fused {
             return None;
         }
         let (h, i) = (self.hidden, self.intermediate);
         let (q, kv) = (self.heads * self.head_dim, self.kv_heads * self.head_dim);
-        let mut layer = vec![h * q, h * kv, h * kv, q * h];
+        let mut layer = vec![(q, h), (kv, h), (kv, h), (h, q)];
         if self.qkv_bias {
-            layer.extend([q, kv, kv]);
+            layer.extend([(q, 0), (kv, 0), (kv, 0)]);
         }
         if self.o_bias {
-            layer.push(h);
+            layer.push((h, 0));
         }
         if self.qk_norm {
-            layer.extend([self.head_dim, self.head_dim]);
+            layer.extend([(self.head_dim, 0), (self.head_dim, 0)]);
         }
-        layer.extend([h * i, h * i, i * h, h, h]);
-        let mut out = vec![self.vocab * h];
+        layer.extend([(i, h), (i, h), (h, i), (h, 0), (h, 0)]);
+        let mut out = vec![(self.vocab, h)];
         for _ in 0..self.layers {
             out.extend(&layer);
         }
-        out.push(h);
+        out.push((h, 0));
         if !self.tied {
-            out.push(self.vocab * h);
+            out.push((self.vocab, h));
         }
         Some(out)
     }

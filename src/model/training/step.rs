@@ -133,9 +133,9 @@ fn sharded_peak(
     let (state_per_byte, state_fixed, step_temp_per_byte) = match run.optimizer {
         Optimizer::Adam | Optimizer::Adamw => (2, 4 * s.param_tensors, 1),
         Optimizer::Sgd => (1, 0, 0),
-        Optimizer::Adamw8bit => {
+        Optimizer::Adamw8bit | Optimizer::Adafactor => {
             return Err(TrainingError::Unsupported {
-                what: "8-bit AdamW under FSDP2",
+                what: "8-bit AdamW or Adafactor under FSDP2",
             })
         }
     };
@@ -165,10 +165,15 @@ fn check(s: &Shape, run: &TrainingRun) -> Result<Mask, TrainingError> {
     if run.recipe == Recipe::MixedFp32Master {
         return refuse("an f32 master copy of bf16 weights");
     }
-    if run.optimizer == Optimizer::Adamw8bit
-        && (s.dense_tensor_elements().is_none() || matches!(run.recipe, Recipe::Lora(_)))
-    {
-        return refuse("8-bit AdamW other than for a dense model of Llama's layout");
+    let listed = s.dense_tensor_elements().is_some() && !matches!(run.recipe, Recipe::Lora(_));
+    match run.optimizer {
+        Optimizer::Adamw8bit if !listed => {
+            return refuse("8-bit AdamW other than for a dense model of Llama's layout")
+        }
+        Optimizer::Adafactor if !listed => {
+            return refuse("Adafactor other than for a dense model of Llama's layout")
+        }
+        _ => {}
     }
     // Past the window SDPA takes a mask: no GQA, K and V repeated to every head. Eager
     // attention (Gemma 2, gpt-oss, DeepSeek-V2) adds its masks whatever the length, and saves
@@ -213,6 +218,7 @@ fn held(s: &Shape, run: &TrainingRun, lora: Option<Lora>) -> Held {
         Optimizer::Sgd => (trainable, 0),
         // bitsandbytes updates in place, in one kernel: no step temporaries.
         Optimizer::Adamw8bit => (adamw8bit_state(s), 0),
+        Optimizer::Adafactor => adafactor(s, p),
     };
     // The rotary embedding's inverse frequencies and their original, f32, half a head (or
     // half the rotary dimensions) each; Gemma's embedding scale, a bf16 scalar.
@@ -444,4 +450,28 @@ fn adamw8bit_state(s: &Shape) -> u128 {
         }
         None => 0,
     }
+}
+
+/// transformers' Adafactor (`Adafactor.step`, no first moment): its state and the largest
+/// temporaries of its per-tensor step. A matrix keeps f32 row and column second moments, a
+/// vector a full one, and every tensor its RMS (a 0-d f32 tensor). Stepping a matrix of `n`
+/// elements holds, at once, f32 copies of its gradient and of itself (bf16 parameters only),
+/// the old update and the new one made from the row and column factors: 4 (bf16) or 2 (f32)
+/// tensors of `n` f32 and its rows and columns; the largest matrix sets the step's peak.
+fn adafactor(s: &Shape, param_bytes: u128) -> (u128, u128) {
+    let Some(tensors) = s.dense_tensor_shapes() else {
+        return (0, 0);
+    };
+    let copies = if param_bytes == 4 { 2 } else { 4 };
+    let state: u128 = tensors
+        .iter()
+        .map(|&(r, c)| if c == 0 { 4 * r } else { 4 * (r + c) } + 4)
+        .sum();
+    let step = tensors
+        .iter()
+        .filter(|&&(_, c)| c > 0)
+        .map(|&(r, c)| 4 * (copies * r * c + r + c))
+        .max()
+        .unwrap_or(0);
+    (state, step)
 }

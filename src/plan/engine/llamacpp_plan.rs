@@ -77,7 +77,8 @@ pub fn select_llamacpp(
         context: settings.context.saturating_mul(settings.batch.max(1)),
         batch: 1,
         flash_attention: true,
-        llamacpp_outputs: Some(settings.batch.max(1)),
+        // (With --embedding it keeps every token's: an encoder's outputs stay all of them.)
+        llamacpp_outputs: arch.encoder.is_none().then_some(settings.batch.max(1)),
         ..settings.clone()
     };
     let all = arch.num_layers + 1;
