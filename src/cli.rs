@@ -10,15 +10,15 @@ use crate::backend::{BackendKind, DeviceSpec};
 use crate::units::{parse_bytes, parse_duration};
 use crate::workload::baseline::RegressionGate;
 
+mod engines;
 mod help;
 mod hints;
 mod values;
+pub use engines::{LlamaCppArgs, VllmArgs};
 use help::after_help;
 pub use help::{ENVIRONMENT, EXAMPLES};
 use hints::{catalog_names, kv_precisions, weight_precisions, DeviceSpecs, Offered};
-use values::{
-    parse_block_bytes, parse_factor, parse_fraction, parse_gib, parse_nonzero_bytes, parse_percent,
-};
+use values::{parse_block_bytes, parse_factor, parse_fraction, parse_nonzero_bytes, parse_percent};
 
 /// Know your GPU memory before you deploy.
 ///
@@ -238,6 +238,15 @@ pub struct WorkloadSettings {
     /// (FSDP2's reshard_after_forward=False).
     #[arg(long)]
     pub no_reshard_after_forward: bool,
+
+    /// With --mode train: one rank of DistributedDataParallel (its gradient buckets beside the
+    /// gradients); --ddp-bucket-view for gradient_as_bucket_view=True.
+    #[arg(long, conflicts_with = "fsdp")]
+    pub ddp: bool,
+
+    /// With --ddp: the gradients are views of DDP's buckets (gradient_as_bucket_view=True).
+    #[arg(long, requires = "ddp")]
+    pub ddp_bucket_view: bool,
 }
 
 /// Which projections `--recipe lora` adapts.
@@ -433,50 +442,6 @@ pub struct SelectArgs {
     /// Per-backend probe timeout when discovering this machine's devices.
     #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
     pub timeout: Duration,
-}
-
-/// How `llama-server` is started, for plans made by llama.cpp's fit.
-#[derive(Debug, Clone, Args)]
-pub struct LlamaCppArgs {
-    /// llama.cpp: no -c, so its fit chooses the context (the trained one, shortened to fit).
-    #[arg(long)]
-    pub fit_context: bool,
-    /// llama.cpp: the shortest context --fit-context may choose (llama.cpp's --fit-ctx).
-    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1 << 32), value_name = "N", requires = "fit_context")]
-    pub fit_ctx_min: u64,
-}
-
-/// `vllm serve`'s memory settings (vLLM 0.33's defaults when not given).
-#[derive(Debug, Clone, Args)]
-pub struct VllmArgs {
-    /// vLLM: fraction of each GPU's total memory vLLM may use [default: 0.92].
-    #[arg(long, value_parser = parse_fraction, value_name = "FRACTION")]
-    pub gpu_memory_utilization: Option<f64>,
-
-    /// vLLM: tokens per scheduler step, which its profile run uses [default: by GPU memory].
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1 << 32), value_name = "N")]
-    pub max_num_batched_tokens: Option<u64>,
-
-    /// vLLM: sequences per step, which its sampler is profiled over [default: by GPU memory].
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1 << 20), value_name = "N")]
-    pub max_num_seqs: Option<u64>,
-
-    /// vLLM: tokens per KV-cache block.
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=1 << 16), value_name = "N")]
-    pub block_size: u64,
-
-    /// vLLM: no CUDA graphs (and no graph pool taken from the KV cache).
-    #[arg(long)]
-    pub enforce_eager: bool,
-
-    /// vLLM: GiB of each GPU's layer weights kept in host memory (--cpu-offload-gb).
-    #[arg(long, value_name = "GIB", value_parser = parse_gib)]
-    pub cpu_offload_gb: Option<f64>,
-
-    /// vLLM: each pipeline stage's layers, as VLLM_PP_LAYER_PARTITION gives them (e.g. 16,32);
-    /// only layouts with that many stages are planned.
-    #[arg(long, value_name = "LAYERS,...", value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..))]
-    pub pp_layer_partition: Vec<u64>,
 }
 
 /// Allocation workloads for `bench-alloc`.

@@ -14,7 +14,7 @@ use crate::alloc::{MemoryConfig, Preset};
 use crate::backend::{BackendKind, DeviceSpec, DiscoverOptions, Isolation};
 use crate::cli::{self, BenchAllocArgs, DiscoverArgs, SelectArgs, StressArgs, WorkloadKind};
 use crate::error::CliError;
-use crate::model::training::{Fsdp, Lora, LoraTargets, Recipe};
+use crate::model::training::{Ddp, Fsdp, Lora, LoraTargets, Recipe};
 use crate::model::{
     self, kv_precision, weight_precision, Settings, SourceSpec, KV_PRECISIONS, WEIGHT_PRECISIONS,
 };
@@ -300,6 +300,12 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
             CliError::Usage("--fsdp shards a training step: add --mode train".into()).into(),
         );
     }
+    if args.ddp && args.mode != cli::Mode::Train {
+        return Err(CliError::Usage(
+            "--ddp is a training step's data parallelism: add --mode train".into(),
+        )
+        .into());
+    }
     if args.no_reshard_after_forward && args.fsdp.is_none() {
         return Err(CliError::Usage(
             "--no-reshard-after-forward is an FSDP2 setting: add --fsdp N".into(),
@@ -347,6 +353,9 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
         fsdp: args.fsdp.map(|n| Fsdp {
             world: u64::from(n),
             reshard_after_forward: !args.no_reshard_after_forward,
+        }),
+        ddp: args.ddp.then_some(Ddp {
+            bucket_view: args.ddp_bucket_view,
         }),
         generate_new_tokens: None,
         llamacpp_outputs: None,

@@ -134,15 +134,11 @@ fn launches(
                 .map(|e| (e, launch(e, &model, plan, &settings)))
                 .collect()
         }
-        (_, Demand::Model { settings, .. }, PlanKind::Sharded) => settings
-            .fsdp
-            .map(|f| {
-                vec![(
-                    Engine::Torchrun,
-                    Ok(torchrun(plan, f.reshard_after_forward)),
-                )]
-            })
-            .unwrap_or_default(),
+        (_, Demand::Model { settings, .. }, PlanKind::Sharded | PlanKind::DataParallel) => {
+            torchrun(plan, settings)
+                .map(|l| vec![(Engine::Torchrun, Ok(l))])
+                .unwrap_or_default()
+        }
         _ => Vec::new(),
     }
 }

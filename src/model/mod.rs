@@ -492,6 +492,7 @@ pub fn estimate_inference_memory(
         checkpointing: false,
         recipe: None,
         fsdp: None,
+        ddp: None,
         generate_new_tokens: None,
         llamacpp_outputs: None,
     };

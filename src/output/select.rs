@@ -133,6 +133,11 @@ fn note_text(n: &LaunchNote) -> String {
             },
             l = reshard_after_forward
         ),
+        LaunchNote::Ddp { bucket_view } => format!(
+            "train.py: DistributedDataParallel(model, gradient_as_bucket_view={}); HF Trainer \
+             wraps it so under torchrun",
+            if *bucket_view { "True" } else { "False" }
+        ),
     }
 }
 
@@ -279,10 +284,10 @@ impl Report for SelectReport {
         if p.accounting == Accounting::PytorchTraining {
             let _ = writeln!(
                 text,
-                "PyTorch training: the step's peak (one FSDP2 rank's with --fsdp N) with the CUDA\n\
-                 context (--overhead) and the allocator's slack (--fragmentation-reserve),\n\
-                 against free memory (`estimate --mode train` shows its parts). DDP and ZeRO\n\
-                 are not planned yet."
+                "PyTorch training: the step's peak (one FSDP2 rank's with --fsdp N, one DDP\n\
+                 rank's with --ddp) with the CUDA context (--overhead) and the allocator's\n\
+                 slack (--fragmentation-reserve), against free memory (`estimate --mode\n\
+                 train` shows its parts). ZeRO is not planned yet."
             );
         }
         if p.accounting == Accounting::GenericAfterVllm {
@@ -354,6 +359,9 @@ fn verdict_table(s: &Selection, style: &Style) -> comfy_table::Table {
 fn verdict_text(v: &Verdict, kind: PlanKind) -> String {
     match v.rank {
         Some(r) if kind == PlanKind::Sharded => format!("used: FSDP rank {} of {}", r.rank, r.of),
+        Some(r) if kind == PlanKind::DataParallel => {
+            format!("used: DDP rank {} of {}", r.rank, r.of)
+        }
         Some(r) if r.stages > 1 && r.of > 1 => format!(
             "used: stage {} of {}, TP rank {} of {}",
             r.stage + 1,
@@ -539,6 +547,7 @@ fn plan_line(s: &Selection) -> String {
         PlanKind::TensorParallel => even(p, "tensor parallel over", "devices", "each"),
         PlanKind::LayerSplit => format!("Plan: layer split — {}", split(p)),
         PlanKind::Sharded => even(p, "FSDP2 over", "GPUs", "a rank"),
+        PlanKind::DataParallel => even(p, "DDP over", "GPUs", "a rank"),
         PlanKind::CrossHost => format!("Plan: layers across hosts — {}", split(p)),
         PlanKind::CpuOffload => {
             let (g, c) = (&p.placements[0], &p.placements[p.placements.len() - 1]);

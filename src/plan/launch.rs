@@ -121,6 +121,12 @@ pub enum LaunchNote {
         /// FSDP2's `reshard_after_forward`.
         reshard_after_forward: bool,
     },
+    /// The training script wraps the model in DistributedDataParallel with this
+    /// `gradient_as_bucket_view` (HF Trainer: `ddp_...` defaults, DDP's own otherwise).
+    Ddp {
+        /// DDP's `gradient_as_bucket_view`.
+        bucket_view: bool,
+    },
 }
 
 /// The commands that start one engine on the plan's devices.
@@ -207,10 +213,20 @@ fn encoder_flag(s: &LaunchSettings) -> Option<String> {
     }
 }
 
-/// `torchrun` on the plan's GPUs, one FSDP2 rank a GPU, for the user's training script.
-pub fn torchrun(plan: &Plan, reshard_after_forward: bool) -> Launch {
+/// `torchrun` on the plan's GPUs, one FSDP2 or DDP rank a GPU, for the user's training
+/// script; `None` for a step on one GPU.
+pub fn torchrun(plan: &Plan, settings: &crate::model::Settings) -> Option<Launch> {
+    let note = match (settings.fsdp, settings.ddp) {
+        (Some(f), _) => LaunchNote::Fsdp2 {
+            reshard_after_forward: f.reshard_after_forward,
+        },
+        (None, Some(d)) => LaunchNote::Ddp {
+            bucket_view: d.bucket_view,
+        },
+        (None, None) => return None,
+    };
     let gpu = gpus(plan);
-    Launch {
+    Some(Launch {
         engine: Engine::Torchrun,
         commands: vec![LaunchCommand {
             host: gpu.first().map_or_else(String::new, |p| p.host.clone()),
@@ -224,10 +240,8 @@ pub fn torchrun(plan: &Plan, reshard_after_forward: bool) -> Launch {
                 "train.py".into(),
             ],
         }],
-        notes: vec![LaunchNote::Fsdp2 {
-            reshard_after_forward,
-        }],
-    }
+        notes: vec![note],
+    })
 }
 
 /// The variable that restricts a backend's runtime to some devices, where there is one.

@@ -197,6 +197,9 @@ pub enum PlanKind {
     /// N GPUs of one host each hold one FSDP2 rank: a shard of the model, its gradients and
     /// optimizer state, and its own micro-batch's activations.
     Sharded,
+    /// The GPUs of one host that hold a DDP rank each hold one: the whole model, its
+    /// gradients, DDP's buckets and optimizer state, and its own micro-batch's activations.
+    DataParallel,
     /// Nothing fits, even split or offloaded.
     None,
 }

@@ -91,6 +91,7 @@ fn rows(name: &str, doc: &Value, arch: &gpumem::model::ModelArch, file: FileWeig
             checkpointing: false,
             recipe: None,
             fsdp: None,
+            ddp: None,
             generate_new_tokens: None,
             llamacpp_outputs: None,
         };

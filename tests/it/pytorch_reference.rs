@@ -9,7 +9,9 @@
 use crate::common;
 
 use gpumem::model::generate::{generate_peak, GeneratePhase, GenerateRun};
-use gpumem::model::training::{training_peak, Fsdp, Lora, LoraTargets, Phase, Recipe, TrainingRun};
+use gpumem::model::training::{
+    training_peak, Ddp, Fsdp, Lora, LoraTargets, Phase, Recipe, TrainingRun,
+};
 use gpumem::model::{read_config, ModelArch, Optimizer};
 use serde_json::Value;
 
@@ -76,6 +78,9 @@ fn run_of(r: &Value) -> TrainingRun {
             world,
             reshard_after_forward: r["reshard_after_forward"].as_bool().unwrap(),
         }),
+        ddp: r["ddp"]["bucket_view"]
+            .as_bool()
+            .map(|bucket_view| Ddp { bucket_view }),
     }
 }
 

@@ -76,6 +76,22 @@ fn fsdp_flags_need_training_and_each_other() {
         err,
         "gpumem: error: --no-reshard-after-forward is an FSDP2 setting: add --fsdp N\n"
     );
+    let err = common::one_line_error(
+        common::gpumem().args(["estimate", "--model", "llama-3.2-1b", "--ddp"]),
+        2,
+    );
+    assert_eq!(
+        err,
+        "gpumem: error: --ddp is a training step's data parallelism: add --mode train\n"
+    );
+    for args in [&["--ddp", "--fsdp", "2"][..], &["--ddp-bucket-view"][..]] {
+        let out = common::gpumem()
+            .args(["estimate", "--model", "llama-3.2-1b", "--mode", "train"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
 }
 
 /// `select` for one training step of Llama-3.1-8B at 2,048 tokens, as JSON.
@@ -212,4 +228,47 @@ fn eight_bit_adamw_and_adafactor_are_walked_for_dense_models_only() {
             )
         );
     }
+}
+
+// `select --mode train --ddp` puts one DDP rank on every GPU of the host where most GPUs hold
+// one (each the whole step and DDP's buckets), launched with torchrun; a GPU too small for a
+// rank is left out, and without one that holds a rank there is no plan.
+#[test]
+fn select_plans_a_ddp_rank_on_each_gpu_that_holds_one() {
+    let plan = |devices: &[&str]| {
+        let mut args = vec![
+            "--json",
+            "select",
+            "--model",
+            "llama-3.2-1b",
+            "--mode",
+            "train",
+        ];
+        args.extend(["--ddp", "--context", "2048"]);
+        for d in devices {
+            args.extend(["--device", d]);
+        }
+        let out = common::gpumem().args(&args).output().unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (out.status.code(), json)
+    };
+    let (code, json) = plan(&["sim:24GiB", "sim:24GiB", "sim:8GiB"]);
+    assert_eq!(code, Some(0), "{json}");
+    assert_eq!(json["plan"]["kind"], "data_parallel");
+    assert_eq!(json["plan"]["placements"].as_array().unwrap().len(), 2);
+    let launch = &json["launch"][0]["commands"][0];
+    assert_eq!(
+        launch["argv"],
+        serde_json::json!([
+            "torchrun",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "train.py"
+        ])
+    );
+    assert_eq!(json["launch"][0]["notes"][0]["note"], "ddp");
+    let (code, json) = plan(&["sim:8GiB"]);
+    assert_eq!(code, Some(3), "{json}");
+    assert_eq!(json["plan"]["kind"], "none");
 }

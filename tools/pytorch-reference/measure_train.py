@@ -65,6 +65,50 @@ LORA_TARGETS = {
 }
 
 
+def start_fake_ddp():
+    """A fake 2-rank process group (torch.testing's: collectives return at once) for DDP, and
+    DDP's start-up checks that read parameter values across ranks, which fake tensors cannot
+    give, skipped (they allocate nothing that stays)."""
+    import torch.distributed as dist
+    import torch.nn.parallel.distributed as ddp_module
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    dist.init_process_group("fake", rank=0, world_size=2, store=FakeStore())
+    ddp_module._verify_param_shape_across_processes = lambda *args, **kwargs: None
+    ddp_module._sync_module_states = lambda *args, **kwargs: None
+
+
+class _NoRebuild:
+    """DDP's reducer, but for the bucket rebuild before the second step: it syncs bucket
+    indices across ranks (values fake tensors cannot give) and only reorders the same buckets."""
+
+    def __init__(self, reducer):
+        object.__setattr__(self, "_reducer", reducer)
+
+    def __getattr__(self, name):
+        return getattr(self._reducer, name)
+
+    def _rebuild_buckets(self):
+        return False
+
+
+def fake_ddp(model, bucket_view):
+    """`model` in DistributedDataParallel (25 MiB buckets, its defaults), its all-reduce done in
+    place on the bucket as NCCL does (the fake group's future carries no tensor)."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    ddp = DistributedDataParallel(model, gradient_as_bucket_view=bucket_view)
+
+    def in_place(state, bucket):
+        fut = torch.futures.Future()
+        fut.set_result(bucket.buffer())
+        return fut
+
+    ddp.register_comm_hook(None, in_place)
+    ddp.reducer = _NoRebuild(ddp.reducer)
+    return ddp
+
+
 def totals(snapshot):
     """A tracker snapshot's categories (one device: the CPU the fake tensors live on)."""
     (_, categories), = snapshot.items()
@@ -114,7 +158,13 @@ def main():
     ap.add_argument("--checkpointing", action="store_true")
     ap.add_argument("--lora-rank", type=int, default=16)
     ap.add_argument("--lora-targets", choices=sorted(LORA_TARGETS), default="all-linear")
+    ap.add_argument("--ddp", action="store_true",
+                    help="wrap the model in DistributedDataParallel (a fake 2-rank group)")
+    ap.add_argument("--bucket-view", action="store_true",
+                    help="DDP's gradient_as_bucket_view=True")
     a = ap.parse_args()
+    if a.ddp:
+        start_fake_ddp()
 
     with open(a.config) as f:
         raw = json.load(f)
@@ -182,9 +232,10 @@ def main():
         if a.checkpointing:
             model.gradient_checkpointing_enable()
         model.train()
+        runner = fake_ddp(model, a.bucket_view) if a.ddp else model
         opt = optimizer_for(a.optimizer, [p for p in model.parameters() if p.requires_grad])
         mt = MemTracker()
-        mt.track_external(model, opt)
+        mt.track_external(runner, opt)
         autocast = a.recipe == "fp32-autocast"
         with mt:
             for step in range(2):
@@ -192,7 +243,7 @@ def main():
                 # Only the loss is kept, as HF Trainer's training_step does: the logits and the
                 # rest of the output are dropped before backward.
                 with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-                    loss = model(input_ids=ids, labels=ids).loss
+                    loss = runner(input_ids=ids, labels=ids).loss
                 phases.append((step, "forward", mt.get_tracker_snapshot("peak")))
                 after_forward = mt.get_tracker_snapshot("current")
                 loss.backward()
@@ -220,6 +271,7 @@ def main():
         "attn": cfg._attn_implementation,
         "checkpointing": a.checkpointing,
         "lora": {"rank": a.lora_rank, "targets": a.lora_targets} if a.recipe == "lora" else None,
+        "ddp": {"bucket_view": a.bucket_view} if a.ddp else None,
         "parameters": params,
         "trainable": trainable,
         "peak": {k: int(v) for k, v in snap.items()},

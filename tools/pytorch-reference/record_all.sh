@@ -5,6 +5,17 @@ set -eu
 here=$(dirname "$0")
 out="$here/../../tests/fixtures/pytorch"
 PYTHON=${PYTHON:-python3}
+# record NAME CONFIG_MODEL RECIPE OPTIMIZER BATCH SEQ [FLAGS...]: one measure_train.py record.
+record() {
+    name=$1 model=$2 recipe=$3 opt=$4 batch=$5 seq=$6
+    shift 6
+    [ -s "$out/$name.json" ] && return 0
+    "$PYTHON" "$here/measure_train.py" --config "$out/configs/$model.json" --recipe "$recipe" \
+        --optimizer "$opt" --batch "$batch" --seq "$seq" "$@" > "$out/$name.json.tmp"
+    mv "$out/$name.json.tmp" "$out/$name.json"
+    echo "$name"
+}
+
 grep -v '^#' "$here/rows.txt" | while read -r model recipe opt batch seq ckpt; do
     flag=""
     suffix=""
@@ -19,12 +30,9 @@ grep -v '^#' "$here/rows.txt" | while read -r model recipe opt batch seq ckpt; d
         ;;
     esac
     name="train-$model-$recipe$suffix-$opt-b$batch-s$seq${ckpt:+-ckpt}"
-    [ -s "$out/$name.json" ] && continue
     [ -n "${ckpt:-}" ] && flag="$flag --checkpointing"
-    "$PYTHON" "$here/measure_train.py" --config "$out/configs/$model.json" --recipe "$recipe" \
-        --optimizer "$opt" --batch "$batch" --seq "$seq" $flag > "$out/$name.json.tmp"
-    mv "$out/$name.json.tmp" "$out/$name.json"
-    echo "$name"
+    # shellcheck disable=SC2086 # the flags are words
+    record "$name" "$model" "$recipe" "$opt" "$batch" "$seq" $flag
 done
 
 grep -v '^#' "$here/generate_rows.txt" | while read -r model batch prompt new; do
@@ -46,4 +54,13 @@ grep -v '^#' "$here/fsdp_rows.txt" | while read -r model world seq opts; do
         --seq "$seq" $flag > "$out/$name.json.tmp"
     mv "$out/$name.json.tmp" "$out/$name.json"
     echo "$name"
+done
+
+grep -v '^#' "$here/ddp_rows.txt" | while read -r model recipe opt batch seq buckets ckpt; do
+    flag="--ddp"
+    [ "$buckets" = view ] && flag="$flag --bucket-view"
+    name="train-ddp-$buckets-$model-$recipe-$opt-b$batch-s$seq${ckpt:+-ckpt}"
+    [ -n "${ckpt:-}" ] && flag="$flag --checkpointing"
+    # shellcheck disable=SC2086 # the flags are words
+    record "$name" "$model" "$recipe" "$opt" "$batch" "$seq" $flag
 done

@@ -65,6 +65,8 @@ pub struct TrainingStep {
     pub peak: TrainingPeak,
     /// FSDP2 sharding, when the figures are one rank's.
     pub fsdp: Option<crate::model::training::Fsdp>,
+    /// DistributedDataParallel, when the figures are one rank's.
+    pub ddp: Option<crate::model::training::Ddp>,
 }
 
 /// Whether the estimate counts inference or mixed-precision training memory.
@@ -126,6 +128,8 @@ pub struct Settings {
     pub checkpointing: bool,
     /// FSDP2 sharding under training: the figures are then one rank's.
     pub fsdp: Option<crate::model::training::Fsdp>,
+    /// DistributedDataParallel under training: one rank's figures, its gradient buckets in.
+    pub ddp: Option<crate::model::training::Ddp>,
     /// Precision and copies under training (`None`: what the weights' precision implies,
     /// [`Recipe::for_weights`]); ignored for inference.
     pub recipe: Option<Recipe>,
@@ -158,6 +162,7 @@ impl Settings {
             checkpointing: false,
             recipe: None,
             fsdp: None,
+            ddp: None,
             generate_new_tokens: None,
             llamacpp_outputs: None,
         }
@@ -620,6 +625,7 @@ pub fn estimate_with_projector(
                 seq: s.context,
                 checkpointing: s.checkpointing,
                 fsdp: s.fsdp,
+                ddp: s.ddp,
             },
         )
     });
@@ -638,6 +644,7 @@ pub fn estimate_with_projector(
                     recipe,
                     peak,
                     fsdp: s.fsdp,
+                    ddp: s.ddp,
                 }),
                 None,
             ),

@@ -23,6 +23,7 @@
 //!     seq: 2048,
 //!     checkpointing: false,
 //!     fsdp: None,
+//!     ddp: None,
 //! };
 //! let peak = training_peak(&arch, &run).unwrap();
 //! // MemTracker's peak for this step: 80,302,630,540 bytes, in the optimizer step.
@@ -30,6 +31,7 @@
 //! assert_eq!(peak.total, 80_302_630_540);
 //! //! ```
 
+mod ddp;
 mod fsdp;
 mod lora;
 mod saved;
@@ -40,6 +42,7 @@ use serde::Serialize;
 
 use super::estimate::Optimizer;
 
+pub use ddp::Ddp;
 pub use fsdp::Fsdp;
 pub use lora::{Lora, LoraTargets};
 pub(crate) use shape::{Layout, MlaShape, MoeShape, Shape};
@@ -101,6 +104,8 @@ pub struct TrainingRun {
     pub checkpointing: bool,
     /// FSDP2 sharding: the figures are then one rank's.
     pub fsdp: Option<Fsdp>,
+    /// DistributedDataParallel: the figures are one rank's, with its gradient buckets.
+    pub ddp: Option<Ddp>,
 }
 
 /// Where in the step the peak falls.

@@ -68,7 +68,11 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
     if let Some(f) = run.fsdp {
         return sharded_peak(&s, run, f, &held, &points);
     }
-    largest(&tallies(&points, &held), held.buffers)
+    let mut tallies = tallies(&points, &held);
+    if let Some(d) = run.ddp {
+        super::ddp::with_buckets(&mut tallies, d, held.trainable);
+    }
+    largest(&tallies, held.buffers)
 }
 
 /// Each point's categories, the parameters and optimizer state held throughout.

@@ -3,7 +3,8 @@
 //! `--fragmentation-reserve` (the caching allocator's slack), against each GPU's free (else
 //! total) memory. No serving engine's rule applies, and no generic fraction is stacked on top.
 //! With `--fsdp N` the step is one FSDP2 rank's, planned on the N GPUs of one host with the
-//! most memory (`torchrun --nproc-per-node N`); DDP and ZeRO are not planned yet. A step that
+//! most memory (`torchrun --nproc-per-node N`); with `--ddp` one DDP rank on every GPU of the
+//! host where most hold one; ZeRO is not planned yet. A step that
 //! fits nowhere gets no plan, with the closest GPU's shortfall.
 
 use crate::model::{EstimateOverflow, ModelSource, Settings};
@@ -35,6 +36,9 @@ pub fn select_training(
         .max_by_key(|c| usable(c).bytes);
     if let Some(f) = settings.fsdp {
         return Ok(sharded(need, f.world, candidates, &usable, &gpu));
+    }
+    if settings.ddp.is_some() {
+        return Ok(data_parallel(need, candidates, &usable, &gpu));
     }
     let chosen = best.filter(|c| usable(c).bytes >= need);
     let candidates: Vec<Verdict> = candidates
@@ -97,25 +101,11 @@ fn sharded(
         .max_by_key(|on| on.last().map_or(0, |c| usable(c).bytes));
     let fits = |c: &Candidate| gpu(c) && usable(c).bytes >= need;
     let chosen = best.as_ref().filter(|on| on.iter().all(|c| fits(c)));
-    let verdicts = candidates
-        .iter()
-        .map(|c| {
-            let reason = match (gpu(c), fits(c)) {
-                (false, _) => VerdictReason::NotForEngine,
-                (true, true) => VerdictReason::Fits,
-                (true, false) => VerdictReason::TooSmall,
-            };
-            let rank = chosen
-                .and_then(|on| on.iter().position(|o| std::ptr::eq(*o, c)))
-                .map(|r| crate::plan::Rank {
-                    rank: u64::try_from(r).unwrap_or(0),
-                    of: world,
-                    stage: 0,
-                    stages: 1,
-                });
-            Verdict::of(c, usable(c), need, fits(c), reason, rank)
-        })
-        .collect();
+    let ranks = Ranks {
+        on: chosen.map_or(&[][..], Vec::as_slice),
+        world,
+    };
+    let verdicts = ranks.verdicts(candidates, need, usable, gpu);
     let plan = match chosen {
         Some(on) => training_plan(PlanKind::Sharded, on, need),
         None => Plan::none(
@@ -128,6 +118,98 @@ fn sharded(
         required_bytes: need,
         plan,
         candidates: verdicts,
+    }
+}
+
+/// One DDP rank on every GPU that holds one, of the host where most do (the whole model is on
+/// each, so more ranks cost no rank more memory); with none, the largest GPU's shortfall.
+fn data_parallel(
+    need: u64,
+    candidates: &[Candidate],
+    usable: &dyn Fn(&Candidate) -> Usable,
+    gpu: &dyn Fn(&Candidate) -> bool,
+) -> Selection {
+    let fits = |c: &Candidate| gpu(c) && usable(c).bytes >= need;
+    let mut hosts: Vec<&str> = candidates
+        .iter()
+        .filter(|c| fits(c))
+        .map(|c| c.host.as_str())
+        .collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    let on: Vec<&Candidate> = hosts
+        .iter()
+        .map(|h| {
+            candidates
+                .iter()
+                .filter(|c| fits(c) && c.host == *h)
+                .collect::<Vec<_>>()
+        })
+        .max_by_key(Vec::len)
+        .unwrap_or_default();
+    let ranks = Ranks {
+        on: &on,
+        world: u64::try_from(on.len()).unwrap_or(u64::MAX),
+    };
+    let verdicts = ranks.verdicts(candidates, need, usable, gpu);
+    let best = candidates
+        .iter()
+        .filter(|c| gpu(c))
+        .map(|c| usable(c).bytes)
+        .max();
+    let plan = if on.is_empty() {
+        Plan::none(
+            None,
+            best.map(|b| need.saturating_sub(b)),
+            Accounting::PytorchTraining,
+        )
+    } else {
+        training_plan(PlanKind::DataParallel, &on, need)
+    };
+    Selection {
+        required_bytes: need,
+        plan,
+        candidates: verdicts,
+    }
+}
+
+/// The GPUs a plan puts one rank each on, in rank order, of `world`.
+struct Ranks<'a, 'c> {
+    on: &'a [&'c Candidate],
+    world: u64,
+}
+
+impl Ranks<'_, '_> {
+    /// Every candidate's verdict: whether it holds a rank's `need`, and its rank in the plan.
+    fn verdicts(
+        &self,
+        candidates: &[Candidate],
+        need: u64,
+        usable: &dyn Fn(&Candidate) -> Usable,
+        gpu: &dyn Fn(&Candidate) -> bool,
+    ) -> Vec<Verdict> {
+        candidates
+            .iter()
+            .map(|c| {
+                let fits = gpu(c) && usable(c).bytes >= need;
+                let reason = match (gpu(c), fits) {
+                    (false, _) => VerdictReason::NotForEngine,
+                    (true, true) => VerdictReason::Fits,
+                    (true, false) => VerdictReason::TooSmall,
+                };
+                let rank =
+                    self.on
+                        .iter()
+                        .position(|o| std::ptr::eq(*o, c))
+                        .map(|r| crate::plan::Rank {
+                            rank: u64::try_from(r).unwrap_or(0),
+                            of: self.world,
+                            stage: 0,
+                            stages: 1,
+                        });
+                Verdict::of(c, usable(c), need, fits, reason, rank)
+            })
+            .collect()
     }
 }
 

@@ -1,0 +1,49 @@
+//! The engines' own `select` settings: how `llama-server` and `vllm serve` are started.
+
+use clap::Args;
+
+use super::values::{parse_fraction, parse_gib};
+
+/// How `llama-server` is started, for plans made by llama.cpp's fit.
+#[derive(Debug, Clone, Args)]
+pub struct LlamaCppArgs {
+    /// llama.cpp: no -c, so its fit chooses the context (the trained one, shortened to fit).
+    #[arg(long)]
+    pub fit_context: bool,
+    /// llama.cpp: the shortest context --fit-context may choose (llama.cpp's --fit-ctx).
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1 << 32), value_name = "N", requires = "fit_context")]
+    pub fit_ctx_min: u64,
+}
+
+/// `vllm serve`'s memory settings (vLLM 0.33's defaults when not given).
+#[derive(Debug, Clone, Args)]
+pub struct VllmArgs {
+    /// vLLM: fraction of each GPU's total memory vLLM may use [default: 0.92].
+    #[arg(long, value_parser = parse_fraction, value_name = "FRACTION")]
+    pub gpu_memory_utilization: Option<f64>,
+
+    /// vLLM: tokens per scheduler step, which its profile run uses [default: by GPU memory].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1 << 32), value_name = "N")]
+    pub max_num_batched_tokens: Option<u64>,
+
+    /// vLLM: sequences per step, which its sampler is profiled over [default: by GPU memory].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1 << 20), value_name = "N")]
+    pub max_num_seqs: Option<u64>,
+
+    /// vLLM: tokens per KV-cache block.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=1 << 16), value_name = "N")]
+    pub block_size: u64,
+
+    /// vLLM: no CUDA graphs (and no graph pool taken from the KV cache).
+    #[arg(long)]
+    pub enforce_eager: bool,
+
+    /// vLLM: GiB of each GPU's layer weights kept in host memory (--cpu-offload-gb).
+    #[arg(long, value_name = "GIB", value_parser = parse_gib)]
+    pub cpu_offload_gb: Option<f64>,
+
+    /// vLLM: each pipeline stage's layers, as VLLM_PP_LAYER_PARTITION gives them (e.g. 16,32);
+    /// only layouts with that many stages are planned.
+    #[arg(long, value_name = "LAYERS,...", value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..))]
+    pub pp_layer_partition: Vec<u64>,
+}
