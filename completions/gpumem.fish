@@ -218,6 +218,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l lora-rank -d 
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l lora-targets -d 'With --recipe lora: the projections adapted' -r -f -a "all-linear\t'Every projection of the layers (PEFT\'s all-linear)'
 attention\t'q, k, v and o'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l fsdp -d 'With --mode train: shard the model with FSDP2 over N ranks (fully_shard on every decoder layer and the root); the figures are one rank\'s' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l zero1 -d 'With --ddp: PyTorch\'s ZeroRedundancyOptimizer over N ranks (ZeRO-1: each keeps the optimizer state of its share of the tensors); the figures are the fullest rank\'s' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l engine -d 'Inference by whose memory: llama.cpp\'s buffers, or transformers\' `generate` (the context is then the prompt)' -r -f -a "llama.cpp\t'llama.cpp: its model, KV-cache and compute buffers'
 transformers\t'transformers\' generate: weights, the dynamic cache and the prefill\'s activations'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l new-tokens -d 'With --engine transformers: tokens generated per sequence (max_new_tokens)' -r
@@ -398,6 +399,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l lora-rank -d 'W
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l lora-targets -d 'With --recipe lora: the projections adapted' -r -f -a "all-linear\t'Every projection of the layers (PEFT\'s all-linear)'
 attention\t'q, k, v and o'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l fsdp -d 'With --mode train: shard the model with FSDP2 over N ranks (fully_shard on every decoder layer and the root); the figures are one rank\'s' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l zero1 -d 'With --ddp: PyTorch\'s ZeroRedundancyOptimizer over N ranks (ZeRO-1: each keeps the optimizer state of its share of the tensors); the figures are the fullest rank\'s' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l bytes -d 'Place a plain byte count instead of a model (e.g. 28GiB)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l inventory -d 'Plan over inventory files instead of this machine: `gpumem discover --json` documents (only backend, device name and total required), `nvidia-smi --query-gpu=... --format=csv` output (one host per file; add `mig.mode.current` to leave out GPUs in MIG mode) or `kubectl get nodes -o json` (GPU Feature Discovery labels). Formats may be mixed' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l engine -d 'Engines to print launch commands for (repeatable). Default: every engine that can load the model as given (llama.cpp for a GGUF file, vLLM for a checkpoint or catalog model)' -r -f -a "llama.cpp\t'llama.cpp\'s llama-server (GGUF files; --rpc for other hosts)'

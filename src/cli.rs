@@ -247,6 +247,11 @@ pub struct WorkloadSettings {
     /// With --ddp: the gradients are views of DDP's buckets (gradient_as_bucket_view=True).
     #[arg(long, requires = "ddp")]
     pub ddp_bucket_view: bool,
+
+    /// With --ddp: PyTorch's ZeroRedundancyOptimizer over N ranks (ZeRO-1: each keeps the
+    /// optimizer state of its share of the tensors); the figures are the fullest rank's.
+    #[arg(long, value_name = "N", requires = "ddp", value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub zero1: Option<u32>,
 }
 
 /// Which projections `--recipe lora` adapts.

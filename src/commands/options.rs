@@ -67,14 +67,17 @@ pub enum SelectWhat {
     /// `--bytes SIZE`.
     Bytes(u64),
     /// A model and how to estimate it.
-    Model(SourceSpec, Settings),
+    Model(SourceSpec, Box<Settings>),
 }
 
 /// `select`'s demand (`--bytes` or a model; one is required).
 pub fn select_what(args: &SelectArgs) -> Result<SelectWhat> {
     match (args.bytes, model_source(&args.source)) {
         (Some(bytes), _) => Ok(SelectWhat::Bytes(bytes)),
-        (None, Some(spec)) => Ok(SelectWhat::Model(spec, estimate_settings(&args.settings)?)),
+        (None, Some(spec)) => Ok(SelectWhat::Model(
+            spec,
+            Box::new(estimate_settings(&args.settings)?),
+        )),
         (None, None) => Err(CliError::Usage(
             "give --bytes SIZE or a model (--model, --config, --gguf, --safetensors)".into(),
         )
@@ -356,6 +359,7 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
         }),
         ddp: args.ddp.then_some(Ddp {
             bucket_view: args.ddp_bucket_view,
+            zero1: args.zero1.map(u64::from),
         }),
         generate_new_tokens: None,
         llamacpp_outputs: None,

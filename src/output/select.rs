@@ -133,10 +133,15 @@ fn note_text(n: &LaunchNote) -> String {
             },
             l = reshard_after_forward
         ),
-        LaunchNote::Ddp { bucket_view } => format!(
-            "train.py: DistributedDataParallel(model, gradient_as_bucket_view={}); HF Trainer \
-             wraps it so under torchrun",
-            if *bucket_view { "True" } else { "False" }
+        LaunchNote::Ddp { bucket_view, zero1 } => format!(
+            "train.py: DistributedDataParallel(model, gradient_as_bucket_view={}){}; HF \
+             Trainer wraps it so under torchrun",
+            if *bucket_view { "True" } else { "False" },
+            if *zero1 {
+                ", the optimizer a ZeroRedundancyOptimizer(params, optimizer_class=…)"
+            } else {
+                ""
+            }
         ),
     }
 }
@@ -285,9 +290,9 @@ impl Report for SelectReport {
             let _ = writeln!(
                 text,
                 "PyTorch training: the step's peak (one FSDP2 rank's with --fsdp N, one DDP\n\
-                 rank's with --ddp) with the CUDA context (--overhead) and the allocator's\n\
-                 slack (--fragmentation-reserve), against free memory (`estimate --mode\n\
-                 train` shows its parts). ZeRO is not planned yet."
+                 rank's with --ddp, the fullest ZeRO-1 rank's with --zero1 N) with the CUDA\n\
+                 context (--overhead) and the allocator's slack (--fragmentation-reserve),\n\
+                 against free memory (`estimate --mode train` shows its parts)."
             );
         }
         if p.accounting == Accounting::GenericAfterVllm {

@@ -126,6 +126,8 @@ pub enum LaunchNote {
     Ddp {
         /// DDP's `gradient_as_bucket_view`.
         bucket_view: bool,
+        /// `ZeroRedundancyOptimizer` over the ranks (ZeRO-1).
+        zero1: bool,
     },
 }
 
@@ -222,6 +224,7 @@ pub fn torchrun(plan: &Plan, settings: &crate::model::Settings) -> Option<Launch
         },
         (None, Some(d)) => LaunchNote::Ddp {
             bucket_view: d.bucket_view,
+            zero1: d.zero1.is_some(),
         },
         (None, None) => return None,
     };

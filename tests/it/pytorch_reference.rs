@@ -78,9 +78,10 @@ fn run_of(r: &Value) -> TrainingRun {
             world,
             reshard_after_forward: r["reshard_after_forward"].as_bool().unwrap(),
         }),
-        ddp: r["ddp"]["bucket_view"]
-            .as_bool()
-            .map(|bucket_view| Ddp { bucket_view }),
+        ddp: r["ddp"]["bucket_view"].as_bool().map(|bucket_view| Ddp {
+            bucket_view,
+            zero1: r["ddp"]["zero1"].as_u64(),
+        }),
     }
 }
 

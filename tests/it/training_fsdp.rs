@@ -230,29 +230,35 @@ fn eight_bit_adamw_and_adafactor_are_walked_for_dense_models_only() {
     }
 }
 
+/// `select --mode train` for Llama-3.2-1B at 2,048 tokens with `flags` on `devices`: its exit
+/// status and JSON.
+fn select_1b(flags: &[&str], devices: &[&str]) -> (Option<i32>, serde_json::Value) {
+    let mut args = vec![
+        "--json",
+        "select",
+        "--model",
+        "llama-3.2-1b",
+        "--mode",
+        "train",
+    ];
+    args.extend(["--context", "2048"]);
+    args.extend(flags);
+    for d in devices {
+        args.extend(["--device", d]);
+    }
+    let out = common::gpumem().args(&args).output().unwrap();
+    (
+        out.status.code(),
+        serde_json::from_slice(&out.stdout).unwrap(),
+    )
+}
+
 // `select --mode train --ddp` puts one DDP rank on every GPU of the host where most GPUs hold
 // one (each the whole step and DDP's buckets), launched with torchrun; a GPU too small for a
 // rank is left out, and without one that holds a rank there is no plan.
 #[test]
 fn select_plans_a_ddp_rank_on_each_gpu_that_holds_one() {
-    let plan = |devices: &[&str]| {
-        let mut args = vec![
-            "--json",
-            "select",
-            "--model",
-            "llama-3.2-1b",
-            "--mode",
-            "train",
-        ];
-        args.extend(["--ddp", "--context", "2048"]);
-        for d in devices {
-            args.extend(["--device", d]);
-        }
-        let out = common::gpumem().args(&args).output().unwrap();
-        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        (out.status.code(), json)
-    };
-    let (code, json) = plan(&["sim:24GiB", "sim:24GiB", "sim:8GiB"]);
+    let (code, json) = select_1b(&["--ddp"], &["sim:24GiB", "sim:24GiB", "sim:8GiB"]);
     assert_eq!(code, Some(0), "{json}");
     assert_eq!(json["plan"]["kind"], "data_parallel");
     assert_eq!(json["plan"]["placements"].as_array().unwrap().len(), 2);
@@ -268,7 +274,39 @@ fn select_plans_a_ddp_rank_on_each_gpu_that_holds_one() {
         ])
     );
     assert_eq!(json["launch"][0]["notes"][0]["note"], "ddp");
-    let (code, json) = plan(&["sim:8GiB"]);
+    let (code, json) = select_1b(&["--ddp"], &["sim:8GiB"]);
     assert_eq!(code, Some(3), "{json}");
     assert_eq!(json["plan"]["kind"], "none");
+}
+
+// ZeRO-1 (`--ddp --zero1 N`): the fullest rank's step, on exactly N GPUs of one host; the flag
+// needs --ddp.
+#[test]
+fn zero1_plans_its_ranks_on_as_many_gpus() {
+    let three = ["sim:24GiB"; 3];
+    let args = |flags: &[&str]| select_1b(flags, &three).1;
+    let ddp = args(&["--ddp"]);
+    let zero = args(&["--ddp", "--zero1", "2"]);
+    assert_eq!(zero["plan"]["kind"], "data_parallel");
+    assert_eq!(zero["plan"]["placements"].as_array().unwrap().len(), 2);
+    assert_eq!(ddp["plan"]["placements"].as_array().unwrap().len(), 3);
+    // Half the optimizer state a rank: less than plain DDP's.
+    assert!(
+        zero["required_bytes"].as_u64() < ddp["required_bytes"].as_u64(),
+        "{zero} {ddp}"
+    );
+    assert_eq!(zero["launch"][0]["notes"][0]["zero1"], true);
+    let out = common::gpumem()
+        .args([
+            "estimate",
+            "--model",
+            "llama-3.2-1b",
+            "--mode",
+            "train",
+            "--zero1",
+            "2",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
 }

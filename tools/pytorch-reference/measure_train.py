@@ -65,15 +65,15 @@ LORA_TARGETS = {
 }
 
 
-def start_fake_ddp():
-    """A fake 2-rank process group (torch.testing's: collectives return at once) for DDP, and
+def start_fake_ddp(rank, world):
+    """A fake process group of `world` ranks, this one `rank` (torch.testing's: collectives return at once) for DDP, and
     DDP's start-up checks that read parameter values across ranks, which fake tensors cannot
     give, skipped (they allocate nothing that stays)."""
     import torch.distributed as dist
     import torch.nn.parallel.distributed as ddp_module
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
-    dist.init_process_group("fake", rank=0, world_size=2, store=FakeStore())
+    dist.init_process_group("fake", rank=rank, world_size=world, store=FakeStore())
     ddp_module._verify_param_shape_across_processes = lambda *args, **kwargs: None
     ddp_module._sync_module_states = lambda *args, **kwargs: None
 
@@ -124,6 +124,28 @@ def phase_record(phases, total):
     return first, peaks
 
 
+def every_rank(world):
+    """Runs this script once a rank and prints the fullest rank's record, with every rank's
+    total beside it."""
+    import subprocess
+
+    records = []
+    for rank in range(world):
+        out = subprocess.run([sys.executable] + sys.argv + ["--rank", str(rank)],
+                             capture_output=True, text=True, check=True).stdout
+        records.append(json.loads(out))
+    worst = max(records, key=lambda r: r["peak"]["Total"])
+    worst["ddp"]["rank_totals"] = [r["peak"]["Total"] for r in records]
+    json.dump(worst, sys.stdout, indent=1)
+    print()
+
+
+def optimizer_kwargs(name):
+    """The torch optimizers' settings, as optimizer_for makes them."""
+    return {"adamw": {"lr": 1e-4, "foreach": True}, "adam": {"lr": 1e-4, "foreach": True},
+            "sgd": {"lr": 1e-4, "momentum": 0.9, "foreach": True}}[name]
+
+
 def optimizer_for(name, params):
     if name == "adamw8bit":
         import bitsandbytes as bnb
@@ -162,9 +184,16 @@ def main():
                     help="wrap the model in DistributedDataParallel (a fake 2-rank group)")
     ap.add_argument("--bucket-view", action="store_true",
                     help="DDP's gradient_as_bucket_view=True")
+    ap.add_argument("--zero1", type=int, default=0, metavar="N",
+                    help="with --ddp: ZeroRedundancyOptimizer over N ranks")
+    ap.add_argument("--rank", type=int, default=-1,
+                    help="with --zero1: the rank measured (-1: every rank, each in a process "
+                         "of its own, the fullest one's record kept with every rank's total)")
     a = ap.parse_args()
+    if a.zero1 and a.rank < 0:
+        return every_rank(a.zero1)
     if a.ddp:
-        start_fake_ddp()
+        start_fake_ddp(a.rank, max(a.zero1, 2))
 
     with open(a.config) as f:
         raw = json.load(f)
@@ -233,7 +262,15 @@ def main():
             model.gradient_checkpointing_enable()
         model.train()
         runner = fake_ddp(model, a.bucket_view) if a.ddp else model
-        opt = optimizer_for(a.optimizer, [p for p in model.parameters() if p.requires_grad])
+        trained = [p for p in model.parameters() if p.requires_grad]
+        if a.zero1:
+            from torch.distributed.optim import ZeroRedundancyOptimizer
+
+            # ZeRO-1 as PyTorch has it: each rank keeps its share of the optimizer state.
+            opt = ZeroRedundancyOptimizer(trained, optimizer_class=type(optimizer_for(
+                a.optimizer, trained[:1])), **optimizer_kwargs(a.optimizer))
+        else:
+            opt = optimizer_for(a.optimizer, trained)
         mt = MemTracker()
         mt.track_external(runner, opt)
         autocast = a.recipe == "fp32-autocast"
@@ -271,7 +308,8 @@ def main():
         "attn": cfg._attn_implementation,
         "checkpointing": a.checkpointing,
         "lora": {"rank": a.lora_rank, "targets": a.lora_targets} if a.recipe == "lora" else None,
-        "ddp": {"bucket_view": a.bucket_view} if a.ddp else None,
+        "ddp": {"bucket_view": a.bucket_view, "zero1": a.zero1 or None, "rank": a.rank}
+        if a.ddp else None,
         "parameters": params,
         "trainable": trainable,
         "peak": {k: int(v) for k, v in snap.items()},

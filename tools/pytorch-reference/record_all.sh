@@ -64,3 +64,8 @@ grep -v '^#' "$here/ddp_rows.txt" | while read -r model recipe opt batch seq buc
     # shellcheck disable=SC2086 # the flags are words
     record "$name" "$model" "$recipe" "$opt" "$batch" "$seq" $flag
 done
+
+grep -v '^#' "$here/zero1_rows.txt" | while read -r model recipe opt batch seq world; do
+    record "train-zero1-w$world-$model-$recipe-$opt-b$batch-s$seq" "$model" "$recipe" "$opt" \
+        "$batch" "$seq" --ddp --zero1 "$world"
+done

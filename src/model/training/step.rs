@@ -16,6 +16,7 @@ const LOSS: u128 = 4;
 
 /// What every point of the step holds: the parameters, the buffers and the optimizer's state;
 /// and what the optimizer updates.
+#[derive(Clone, Copy)]
 struct Held {
     params: u128,
     buffers: u128,
@@ -68,11 +69,55 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
     if let Some(f) = run.fsdp {
         return sharded_peak(&s, run, f, &held, &points);
     }
+    if let Some(world) = run.ddp.and_then(|d| d.zero1) {
+        return zero1_peak(&s, run, (lora, &saved), &held, world);
+    }
     let mut tallies = tallies(&points, &held);
     if let Some(d) = run.ddp {
         super::ddp::with_buckets(&mut tallies, d, held.trainable);
     }
     largest(&tallies, held.buffers)
+}
+
+/// The worst rank's peak under DDP with `ZeroRedundancyOptimizer` over `world` ranks: each
+/// rank's optimizer state and foreach step over its share of the tensors
+/// ([`super::ddp::zero_partition`]), everything else whole.
+fn zero1_peak(
+    s: &Shape,
+    run: &TrainingRun,
+    (lora, saved): (Option<Lora>, &Saved),
+    held: &Held,
+    world: u64,
+) -> Result<TrainingPeak, TrainingError> {
+    let refuse = |what| Err(TrainingError::Unsupported { what });
+    let Some(elements) = s.dense_tensor_elements().filter(|_| lora.is_none()) else {
+        return refuse("ZeRO-1 other than for a dense model of Llama's layout");
+    };
+    let p = u128::from(run.recipe.param_bytes());
+    let mut worst: Option<TrainingPeak> = None;
+    for (n, tensors) in super::ddp::zero_partition(&elements, world) {
+        let (state, step_temp) = match run.optimizer {
+            Optimizer::Adam | Optimizer::Adamw => (2 * n * p + 4 * tensors, n * p),
+            Optimizer::Sgd => (n * p, 0),
+            Optimizer::Adamw8bit | Optimizer::Adafactor => {
+                return refuse("8-bit AdamW or Adafactor under ZeRO-1")
+            }
+        };
+        let rank = Held {
+            state,
+            step_temp,
+            ..*held
+        };
+        let mut tallies = tallies(&points(s, run, lora, &rank, saved), &rank);
+        if let Some(d) = run.ddp {
+            super::ddp::with_buckets(&mut tallies, d, rank.trainable);
+        }
+        let peak = largest(&tallies, rank.buffers)?;
+        if worst.is_none_or(|w| peak.total > w.total) {
+            worst = Some(peak);
+        }
+    }
+    worst.ok_or(TrainingError::Overflow)
 }
 
 /// Each point's categories, the parameters and optimizer state held throughout.

@@ -4,7 +4,7 @@
 //! total) memory. No serving engine's rule applies, and no generic fraction is stacked on top.
 //! With `--fsdp N` the step is one FSDP2 rank's, planned on the N GPUs of one host with the
 //! most memory (`torchrun --nproc-per-node N`); with `--ddp` one DDP rank on every GPU of the
-//! host where most hold one; ZeRO is not planned yet. A step that
+//! host where most hold one (with `--zero1 N`, on N GPUs of one host). A step that
 //! fits nowhere gets no plan, with the closest GPU's shortfall.
 
 use crate::model::{EstimateOverflow, ModelSource, Settings};
@@ -35,7 +35,13 @@ pub fn select_training(
         .filter(|c| gpu(c))
         .max_by_key(|c| usable(c).bytes);
     if let Some(f) = settings.fsdp {
-        return Ok(sharded(need, f.world, candidates, &usable, &gpu));
+        let ranks = (PlanKind::Sharded, f.world);
+        return Ok(sharded(need, ranks, candidates, &usable, &gpu));
+    }
+    // ZeRO-1 shares the optimizer state among its ranks: exactly that many GPUs.
+    if let Some(world) = settings.ddp.and_then(|d| d.zero1) {
+        let ranks = (PlanKind::DataParallel, world);
+        return Ok(sharded(need, ranks, candidates, &usable, &gpu));
     }
     if settings.ddp.is_some() {
         return Ok(data_parallel(need, candidates, &usable, &gpu));
@@ -69,11 +75,12 @@ pub fn select_training(
     })
 }
 
-/// One FSDP2 rank on each of `world` GPUs of one host: the host whose `world`-th largest GPU has
-/// the most memory; with none that holds a rank on `world` GPUs, the closest's shortfall.
+/// One rank (FSDP2's, or DDP's under ZeRO-1: `kind`) on each of `world` GPUs of one host: the
+/// host whose `world`-th largest GPU has the most memory; with none that holds a rank on
+/// `world` GPUs, the closest's shortfall.
 fn sharded(
     need: u64,
-    world: u64,
+    (kind, world): (PlanKind, u64),
     candidates: &[Candidate],
     usable: &dyn Fn(&Candidate) -> Usable,
     gpu: &dyn Fn(&Candidate) -> bool,
@@ -107,7 +114,7 @@ fn sharded(
     };
     let verdicts = ranks.verdicts(candidates, need, usable, gpu);
     let plan = match chosen {
-        Some(on) => training_plan(PlanKind::Sharded, on, need),
+        Some(on) => training_plan(kind, on, need),
         None => Plan::none(
             None,
             best.and_then(|on| on.last().map(|c| need.saturating_sub(usable(c).bytes))),
