@@ -335,6 +335,11 @@ fn llama_cpp(path: &std::path::Path, plan: &Plan, s: &LaunchSettings) -> Launch 
         ngl.to_string(),
     ];
     argv.extend(encoder_flag(s));
+    // The plan keeps one KV cache for the -np sequences (llama-server's default only when it
+    // chooses -np itself).
+    if s.batch > 1 {
+        argv.push("--kv-unified".into());
+    }
     let fitted = plan.llamacpp.as_ref();
     if let Some(ts) = fitted.and_then(|f| f.tensor_split.as_ref()) {
         // llama.cpp's fit counts the output layer on the last GPU; trailing zeros are dropped.
@@ -604,7 +609,8 @@ mod tests {
         assert_eq!(server.env, [("CUDA_VISIBLE_DEVICES".into(), "0,1".into())]);
         assert_eq!(
             argv(server),
-            "llama-server -m m.gguf -c 32768 -np 4 -ngl 81 --tensor-split 20,30,30 --rpc b:50052"
+            "llama-server -m m.gguf -c 32768 -np 4 -ngl 81 --kv-unified --tensor-split 20,30,30 \
+             --rpc b:50052"
         );
     }
 
@@ -627,7 +633,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             argv(&l.commands[0]),
-            "llama-server -m m.gguf -c 32768 -np 4 -ngl 50"
+            "llama-server -m m.gguf -c 32768 -np 4 -ngl 50 --kv-unified"
         );
         let v = launch(
             Engine::Vllm,

@@ -369,7 +369,8 @@ fn launch_commands_for_the_engines_that_load_the_model() {
         "llama.cpp",
     ]);
     assert_eq!(doc["launch"][0]["unavailable"], "needs_gguf");
-    // A GGUF file: llama-server with every layer on the GPU, -c shared by the -np slots.
+    // A GGUF file: llama-server with every layer on the GPU, -c shared by the -np slots in
+    // one KV cache.
     let gguf = common::fixture("tiny-llama.gguf");
     let (code, doc) = select(&[
         "--gguf",
@@ -399,7 +400,8 @@ fn launch_commands_for_the_engines_that_load_the_model() {
             "-np",
             "4",
             "-ngl",
-            "3"
+            "3",
+            "--kv-unified"
         ]
     );
     // --bytes plans have nothing to launch.

@@ -7,6 +7,7 @@
 // With BREAKDOWN_SERVER_OUTPUTS=1 the context keeps logits only for the last token of each of
 // its -np sequences, as llama-server sets it (`server_output_limits`: n_outputs_max =
 // n_parallel, one a sequence, without speculative decoding).
+// With BREAKDOWN_KV_UNIFIED=1 the -np sequences share one KV cache (llama-server's -kvu).
 // With BREAKDOWN_FIT=1 it runs llama.cpp's fit instead (`common_fit_params`, as
 // llama-fit-params does, with -fitt/-fitc) and prints the fitted arguments as llama-fit-params
 // prints them: with BREAKDOWN_SERVER_OUTPUTS=1 that is the fit `llama-server --fit` makes.
@@ -70,6 +71,9 @@ int main(int argc, char ** argv) {
         cparams.n_outputs_max_per_seq = 1;
     }
 
+    if (const char * e = getenv("BREAKDOWN_KV_UNIFIED"); e != nullptr && e[0] == '1') {
+        cparams.kv_unified = true;
+    }
     if (const char * e = getenv("BREAKDOWN_FIT"); e != nullptr && e[0] == '1') {
         return fit(params, mparams, cparams);
     }

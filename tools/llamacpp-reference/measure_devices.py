@@ -61,11 +61,15 @@ def main():
     p.add_argument("--server-outputs", type=int, default=0, metavar="NP",
                    help="llama-server's reserve: logits for the last token of each of NP "
                         "sequences (-np NP; BREAKDOWN_SERVER_OUTPUTS=1)")
+    p.add_argument("--kv-unified", action="store_true",
+                   help="with --server-outputs NP > 1: one KV cache for the NP sequences (-kvu)")
     p.add_argument("--embedding", action="store_true",
                    help="the context computes embeddings (an encoder, as llama-server --embedding)")
     a = p.parse_args()
     if a.embedding:
         ENV["BREAKDOWN_EMBEDDINGS"] = "1"
+    if a.kv_unified:
+        ENV["BREAKDOWN_KV_UNIFIED"] = "1"
     if a.server_outputs:
         ENV["BREAKDOWN_SERVER_OUTPUTS"] = "1"
         EXTRA.extend(["-np", str(a.server_outputs)])
@@ -79,6 +83,7 @@ def main():
         "shape": a.shape,
         "embeddings": a.embedding,
         "server_outputs": a.server_outputs or None,
+        "kv_unified": a.kv_unified,
         "rows": rows,
         "gguf": describe(a.model),
     }
