@@ -207,6 +207,13 @@ fn usable_text(u: &Usable) -> String {
         UsableRule::MinFree { min_free_bytes } => {
             format!("{} kept free", format_bytes(min_free_bytes))
         }
+        // llama.cpp's fit keeps no margin in system RAM: all of it holds what stays there.
+        UsableRule::FitMargin { margin_bytes: 0 } => {
+            return format!(
+                "{} usable: all its {base} memory (llama.cpp's fit keeps no margin in system RAM)",
+                format_bytes(u.bytes)
+            )
+        }
         UsableRule::FitMargin { margin_bytes } => {
             format!("llama.cpp's {} fit margin", format_bytes(margin_bytes))
         }

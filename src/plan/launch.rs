@@ -207,12 +207,19 @@ pub fn launch(
     }
 }
 
-/// llama-server's mode for an encoder: embeddings, or a reranker's scores.
-fn encoder_flag(s: &LaunchSettings) -> Option<String> {
-    match s.pooling? {
-        crate::model::Pooling::Rank => Some("--rerank".into()),
-        _ => Some("--embedding".into()),
+/// llama-server's mode: one KV cache for the `-np` sequences, as the plan keeps them (its
+/// default only when it picks `-np` itself); an encoder's embeddings, or a reranker's scores.
+fn server_mode(s: &LaunchSettings) -> Vec<String> {
+    let mut flags = Vec::new();
+    if s.batch > 1 {
+        flags.push("--kv-unified".into());
     }
+    match s.pooling {
+        Some(crate::model::Pooling::Rank) => flags.push("--rerank".into()),
+        Some(_) => flags.push("--embedding".into()),
+        None => {}
+    }
+    flags
 }
 
 /// `torchrun` on the plan's GPUs, one FSDP2 or DDP rank a GPU, for the user's training
@@ -334,12 +341,7 @@ fn llama_cpp(path: &std::path::Path, plan: &Plan, s: &LaunchSettings) -> Launch 
         "-ngl".into(),
         ngl.to_string(),
     ];
-    argv.extend(encoder_flag(s));
-    // The plan keeps one KV cache for the -np sequences (llama-server's default only when it
-    // chooses -np itself).
-    if s.batch > 1 {
-        argv.push("--kv-unified".into());
-    }
+    argv.extend(server_mode(s));
     let fitted = plan.llamacpp.as_ref();
     if let Some(ts) = fitted.and_then(|f| f.tensor_split.as_ref()) {
         // llama.cpp's fit counts the output layer on the last GPU; trailing zeros are dropped.

@@ -137,18 +137,26 @@ pub fn suggest(r: &Request<'_>) -> Vec<Suggestion> {
 /// Where every device is simulated and none is system RAM: the smallest RAM (16 GiB to
 /// 1 TiB, powers of two) beside them that lets part of the model run on the CPU.
 fn ram(candidates: &[Candidate], fits: &dyn Fn(&[Candidate]) -> bool) -> Option<Suggestion> {
-    let simulated_gpus_only = !candidates.is_empty()
-        && candidates
-            .iter()
-            .all(|c| c.simulated && c.backend != crate::backend::BackendKind::Cpu);
-    if !simulated_gpus_only {
+    let cpu = |c: &Candidate| c.backend == crate::backend::BackendKind::Cpu;
+    let all_simulated = !candidates.is_empty() && candidates.iter().all(|c| c.simulated);
+    if !all_simulated {
         return None;
     }
-    (4..=10).map(|p| (1u64 << p) << 30).find_map(|bytes| {
-        let mut with: Vec<Candidate> = candidates.to_vec();
-        with.push(Candidate::sim_ram(bytes));
-        fits(&with).then_some(Suggestion::Ram { bytes })
-    })
+    // More RAM than the `--ram` given, if any: the simulated RAM replaced by a larger one.
+    let given = candidates
+        .iter()
+        .filter(|c| cpu(c))
+        .map(|c| c.total_bytes)
+        .max();
+    let gpus: Vec<Candidate> = candidates.iter().filter(|c| !cpu(c)).cloned().collect();
+    (4..=10)
+        .map(|p| (1u64 << p) << 30)
+        .filter(|&bytes| given.is_none_or(|g| bytes > g))
+        .find_map(|bytes| {
+            let mut with = gpus.clone();
+            with.push(Candidate::sim_ram(bytes));
+            fits(&with).then_some(Suggestion::Ram { bytes })
+        })
 }
 
 /// The fewest GPUs like the largest one here (on its host) that hold the model, up to eight.

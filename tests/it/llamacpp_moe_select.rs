@@ -117,3 +117,56 @@ fn the_text_plan_names_the_experts_kept_in_ram() {
     );
     assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
 }
+
+// Too little system RAM beside a GPU that holds its share of the fit: the RAM is what is short,
+// by what llama.cpp's fit leaves there, and more RAM is suggested.
+#[test]
+fn too_little_ram_for_the_experts_is_the_ram_s_shortfall() {
+    let out = common::gpumem()
+        .args([
+            "--json",
+            "select",
+            "--model",
+            "qwen3-30b-a3b",
+            "--dtype",
+            "f16",
+        ])
+        .args([
+            "--engine",
+            "llama.cpp",
+            "--device",
+            "sim:16GiB",
+            "--ram",
+            "8GiB",
+        ])
+        .args(["--context", "8192"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["plan"]["kind"], "none");
+    let cpu = json["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["backend"] == "cpu")
+        .unwrap();
+    let gpu = json["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["backend"] == "cuda")
+        .unwrap();
+    assert_eq!(
+        (gpu["fits"].as_bool(), cpu["fits"].as_bool()),
+        (Some(true), Some(false))
+    );
+    let short = cpu["needed_bytes"].as_u64().unwrap() - (8 << 30);
+    assert_eq!(
+        json["plan"]["shortfall_bytes"].as_u64(),
+        Some(short),
+        "{json}"
+    );
+    assert_eq!(json["suggestions"][0]["change"], "ram", "{json}");
+    assert!(json["suggestions"][0]["bytes"].as_u64().unwrap() > 8 << 30);
+}

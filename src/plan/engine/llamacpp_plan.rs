@@ -82,29 +82,19 @@ pub fn select_llamacpp(
         ..settings.clone()
     };
     let all = arch.num_layers + 1;
-    let gpus: Vec<&Candidate> = candidates
-        .iter()
-        .filter(|c| c.is_gpu() && c.mig_profile.is_none())
-        .collect();
-    let mut best: Option<Fitted<'_>> = None;
-    // llama.cpp takes every GPU it sees: one host's GPUs together.
-    let mut hosts: Vec<&str> = gpus.iter().map(|g| g.host.as_str()).collect();
-    hosts.dedup();
-    for host in hosts {
-        let group: Vec<&Candidate> = gpus.iter().copied().filter(|g| g.host == host).collect();
-        let ram = candidates
-            .iter()
-            .find(|c| c.backend == BackendKind::Cpu && c.host == host);
-        let f = fitted(&weights, arch, &s, (group, ram), cfg)?;
-        let ram_ok = (f.ngl == all && f.overrides.is_empty())
-            || ram.is_some_and(|h| h.free_bytes.unwrap_or(h.total_bytes) >= f.host.total());
-        if ram_ok && best.as_ref().is_none_or(|b| f.ngl > b.ngl) {
-            best = Some(f);
-        }
-    }
-    let verdicts = verdicts(&weights, arch, &s, candidates, best.as_ref())?;
+    let (best, ram_short) = best_host(&weights, arch, &s, candidates, cfg)?;
+    // Without a plan, the RAM-short fit's shares are still what each device is judged by.
+    let shown = match (&best, &ram_short) {
+        (Some(b), _) => Some((b, true)),
+        (None, Some(r)) => Some((r, false)),
+        (None, None) => None,
+    };
+    let verdicts = verdicts(&weights, arch, &s, candidates, shown)?;
     let Some(f) = best else {
-        return Some(none(verdicts, &weights, arch, &s, settings));
+        return Some(match ram_short {
+            Some(short) => ram_too_small(verdicts, &short),
+            None => none(verdicts, &weights, arch, &s, settings),
+        });
     };
     let s = Settings {
         context: f.context,
@@ -157,6 +147,43 @@ pub fn select_llamacpp(
         },
         candidates: verdicts,
     })
+}
+
+/// Each host's GPUs fitted as llama.cpp would (it takes every GPU it sees): the fit with the
+/// most layers on GPUs whose host's RAM holds the rest, and apart the best one whose RAM does
+/// not.
+type HostFits<'a> = (Option<Fitted<'a>>, Option<Fitted<'a>>);
+
+fn best_host<'a>(
+    weights: &LayerWeights,
+    arch: &crate::model::ModelArch,
+    s: &Settings,
+    candidates: &'a [Candidate],
+    cfg: &LlamaCppConfig,
+) -> Option<HostFits<'a>> {
+    let all = arch.num_layers + 1;
+    let gpus: Vec<&Candidate> = candidates
+        .iter()
+        .filter(|c| c.is_gpu() && c.mig_profile.is_none())
+        .collect();
+    let (mut best, mut ram_short): HostFits<'a> = (None, None);
+    let mut hosts: Vec<&str> = gpus.iter().map(|g| g.host.as_str()).collect();
+    hosts.dedup();
+    for host in hosts {
+        let group: Vec<&Candidate> = gpus.iter().copied().filter(|g| g.host == host).collect();
+        let ram = candidates
+            .iter()
+            .find(|c| c.backend == BackendKind::Cpu && c.host == host);
+        let f = fitted(weights, arch, s, (group, ram), cfg)?;
+        let ram_ok = (f.ngl == all && f.overrides.is_empty())
+            || ram.is_some_and(|h| h.free_bytes.unwrap_or(h.total_bytes) >= f.host.total());
+        if ram_ok && best.as_ref().is_none_or(|b| f.ngl > b.ngl) {
+            best = Some(f);
+        } else if !ram_ok && ram.is_some() && ram_short.as_ref().is_none_or(|b| f.ngl > b.ngl) {
+            ram_short = Some(f);
+        }
+    }
+    Some((best, ram_short))
 }
 
 /// What the plan serves: `kv_tokens` of cache for the batch's sequences; none for an encoder,
@@ -284,6 +311,18 @@ fn placement(c: &Candidate, bytes: u64, layers: u64) -> Placement {
 /// No GPU holds even the output layer with its margin, or the layers left need system RAM no
 /// inventory names: the shortfall is the best GPU's with every layer on it, and the longest
 /// context (per sequence) with which every layer fits there.
+/// No plan: llama.cpp's fit puts `f`'s share on the GPUs, which hold it, but the rest is more
+/// than the system RAM beside them; the shortfall is the RAM's.
+fn ram_too_small(verdicts: Vec<Verdict>, f: &Fitted<'_>) -> Selection {
+    let need = f.host.total();
+    let ram = f.ram.map_or(0, |h| h.free_bytes.unwrap_or(h.total_bytes));
+    Selection {
+        required_bytes: f.uses.iter().map(DeviceUse::total).max().unwrap_or(0),
+        plan: Plan::none(None, Some(need.saturating_sub(ram)), Accounting::LlamaCpp),
+        candidates: verdicts,
+    }
+}
+
 fn none(
     verdicts: Vec<Verdict>,
     weights: &LayerWeights,
@@ -332,8 +371,13 @@ fn verdicts(
     arch: &crate::model::ModelArch,
     s: &Settings,
     candidates: &[Candidate],
-    chosen: Option<&Fitted<'_>>,
+    shown: Option<(&Fitted<'_>, bool)>,
 ) -> Option<Vec<Verdict>> {
+    // The fit whose shares the devices are judged by, and whether it is the plan.
+    let (chosen, planned) = match shown {
+        Some((f, planned)) => (Some(f), planned),
+        None => (None, false),
+    };
     let (full, _) = one_device(weights, arch, s, arch.num_layers + 1)?;
     Some(
         candidates
@@ -362,12 +406,11 @@ fn verdicts(
                 });
                 let needed = share.unwrap_or(if gpu { full.total() } else { 0 });
                 let used = share.is_some();
-                let reason = if !gpu {
-                    VerdictReason::SystemRam
-                } else if needed <= usable {
-                    VerdictReason::Fits
-                } else {
-                    VerdictReason::TooSmall
+                let reason = match (gpu, needed <= usable) {
+                    // System RAM is judged only by what a fit leaves there.
+                    (false, fits) if fits || !used => VerdictReason::SystemRam,
+                    (_, true) => VerdictReason::Fits,
+                    _ => VerdictReason::TooSmall,
                 };
                 let rule = UsableRule::FitMargin {
                     margin_bytes: if gpu { FIT_MARGIN } else { 0 },
@@ -383,7 +426,7 @@ fn verdicts(
                     needed,
                     needed <= usable && (gpu || used),
                     reason,
-                    used.then_some(Rank {
+                    (used && planned).then_some(Rank {
                         rank: 0,
                         of: 1,
                         stage: 0,
