@@ -508,3 +508,46 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    // An encoder's header with its shape keys set to anything: read, then estimated, either to
+    // a figure or to a typed error, never a panic.
+    #[test]
+    fn encoder_headers_with_any_shape_never_panic(
+        pooling in -3i64..9,
+        heads in 0u64..40,
+        width in 0u64..2048,
+        layers in 0u64..40,
+        ffn in 0u64..8192,
+    ) {
+        let name = "bge-small-en-v1.5-shape";
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/llamacpp/{name}.json")),
+        )
+        .unwrap();
+        let mut doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let meta = &mut doc["gguf"]["metadata"];
+        meta["bert.pooling_type"] = serde_json::json!(pooling.max(0));
+        meta["bert.attention.head_count"] = serde_json::json!(heads);
+        meta["bert.embedding_length"] = serde_json::json!(width);
+        meta["bert.block_count"] = serde_json::json!(layers);
+        meta["bert.feed_forward_length"] = serde_json::json!(ffn);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("e.gguf");
+        crate::common::write_described_gguf(name, &doc, &path);
+        let file = read_gguf(&path).unwrap();
+        match gpumem::model::arch_from_gguf(&path, &file) {
+            Ok(arch) => {
+                let s = Settings::inference(512, gpumem::model::kv_precision("f16").unwrap());
+                if let Err(e) = estimate(&arch, None, &s) {
+                    prop_assert!(!e.to_string().is_empty());
+                }
+                // Half the layers on a device: the scheduler's split of the encoder's graph.
+                let _ = gpumem::model::estimate::offloaded_compute_buffers(&arch, &s, layers / 2);
+            }
+            Err(e) => prop_assert!(!e.to_string().is_empty()),
+        }
+    }
+}
