@@ -23,19 +23,7 @@ fn check(name: &str, dir: &std::path::Path) -> (usize, Vec<String>) {
     let mut failures = Vec::new();
     let rows = doc["rows"].as_array().unwrap();
     for row in rows {
-        let sizes: Vec<u64> = match row["device_mib"].as_array() {
-            Some(a) => a.iter().map(|v| v.as_u64().unwrap()).collect(),
-            None => vec![row["device_mib"].as_u64().unwrap()],
-        };
-        let mut args: Vec<String> = ["--json", "select", "--engine", "llama.cpp", "--gguf"]
-            .into_iter()
-            .map(String::from)
-            .chain([gguf.display().to_string(), "--fit-context".into()])
-            .chain(["--ram".into(), "256GiB".into()])
-            .collect();
-        for size in &sizes {
-            args.extend(["--device".into(), format!("sim:{size}MiB")]);
-        }
+        let (sizes, args) = common::fit_row_select(&gguf, row, &["--fit-context".into()]);
         let json = common::json_ok(common::gpumem().args(&args));
         let argv: Vec<String> = json["launch"][0]["commands"][0]["argv"]
             .as_array()

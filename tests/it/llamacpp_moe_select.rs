@@ -25,20 +25,8 @@ fn select_plans_experts_in_ram_as_llama_cpp_fits() {
         );
         let rpc = doc["rpc"].as_array().unwrap();
         for row in doc["rows"].as_array().unwrap() {
-            let sizes: Vec<u64> = match row["device_mib"].as_array() {
-                Some(a) => a.iter().map(|v| v.as_u64().unwrap()).collect(),
-                None => vec![row["device_mib"].as_u64().unwrap()],
-            };
-            let mut args: Vec<String> = ["--json", "select", "--engine", "llama.cpp", "--gguf"]
-                .into_iter()
-                .map(String::from)
-                .chain([gguf.display().to_string()])
-                .chain(["--context".into(), row["ctx"].to_string()])
-                .chain(["--ram".into(), "256GiB".into()])
-                .collect();
-            for size in &sizes {
-                args.extend(["--device".into(), format!("sim:{size}MiB")]);
-            }
+            let context = ["--context".into(), row["ctx"].to_string()];
+            let (sizes, args) = common::fit_row_select(&gguf, row, &context);
             let out = common::gpumem().args(&args).output().unwrap();
             assert_eq!(
                 out.status.code(),

@@ -357,3 +357,24 @@ pub fn fit_params_as_server_args(printed: &str, rpc: &[Value], all_layers: u64) 
     }
     args
 }
+
+/// A recorded fit row's device sizes (`device_mib`: one size, or one a device) and the
+/// `select --json --engine llama.cpp --gguf GGUF … --ram 256GiB --device sim:<size>MiB …`
+/// arguments that plan it, with `extra` after the model.
+pub fn fit_row_select(gguf: &Path, row: &Value, extra: &[String]) -> (Vec<u64>, Vec<String>) {
+    let sizes: Vec<u64> = match row["device_mib"].as_array() {
+        Some(a) => a.iter().map(|v| v.as_u64().unwrap()).collect(),
+        None => vec![row["device_mib"].as_u64().unwrap()],
+    };
+    let mut args: Vec<String> = ["--json", "select", "--engine", "llama.cpp", "--gguf"]
+        .into_iter()
+        .map(String::from)
+        .chain([gguf.display().to_string()])
+        .chain(extra.iter().cloned())
+        .chain(["--ram".into(), "256GiB".into()])
+        .collect();
+    for size in &sizes {
+        args.extend(["--device".into(), format!("sim:{size}MiB")]);
+    }
+    (sizes, args)
+}
