@@ -320,7 +320,7 @@ _gpumem() {
                     return 0
                     ;;
                 --recipe)
-                    COMPREPLY=($(compgen -W "bf16 fp32-autocast mixed lora" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "bf16 fp32-autocast mixed lora qlora" -- "${cur}"))
                     return 0
                     ;;
                 --lora-rank)
@@ -532,7 +532,7 @@ _gpumem() {
                     return 0
                     ;;
                 --recipe)
-                    COMPREPLY=($(compgen -W "bf16 fp32-autocast mixed lora" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "bf16 fp32-autocast mixed lora qlora" -- "${cur}"))
                     return 0
                     ;;
                 --lora-rank)

@@ -213,9 +213,10 @@ adafactor\t'transformers\' Adafactor as HF Trainer runs it: factored f32 second 
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l recipe -d 'With --mode train: precision and copies [default: fp32-autocast for f32 weights, bf16 for 16-bit ones, mixed otherwise]' -r -f -a "bf16\t'Weights, gradients and optimizer state in bf16 (a bf16 checkpoint as loaded)'
 fp32-autocast\t'f32 weights, gradients and state, the forward under bf16 autocast (HF Trainer\'s bf16=True on an f32 model)'
 mixed\t'bf16 weights and gradients, an f32 master copy and f32 optimizer state (closed formula)'
-lora\t'LoRA (PEFT): f32 adapters on the frozen bf16 model (--lora-rank, --lora-targets)'"
-complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l lora-rank -d 'With --recipe lora: the adapters\' rank (r)' -r
-complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l lora-targets -d 'With --recipe lora: the projections adapted' -r -f -a "all-linear\t'Every projection of the layers (PEFT\'s all-linear)'
+lora\t'LoRA (PEFT): f32 adapters on the frozen bf16 model (--lora-rank, --lora-targets)'
+qlora\t'QLoRA (bitsandbytes NF4, PEFT\'s prepare_model_for_kbit_training): f32 adapters on the layers frozen in 4 bits, the other weights in f32 (--lora-rank, --lora-targets)'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l lora-rank -d 'With --recipe lora or qlora: the adapters\' rank (r)' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l lora-targets -d 'With --recipe lora or qlora: the projections adapted' -r -f -a "all-linear\t'Every projection of the layers (PEFT\'s all-linear)'
 attention\t'q, k, v and o'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l fsdp -d 'With --mode train: shard the model with FSDP2 over N ranks (fully_shard on every decoder layer and the root); the figures are one rank\'s' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l zero1 -d 'With --ddp: PyTorch\'s ZeroRedundancyOptimizer over N ranks (ZeRO-1: each keeps the optimizer state of its share of the tensors); the figures are the fullest rank\'s' -r
@@ -394,9 +395,10 @@ adafactor\t'transformers\' Adafactor as HF Trainer runs it: factored f32 second 
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l recipe -d 'With --mode train: precision and copies [default: fp32-autocast for f32 weights, bf16 for 16-bit ones, mixed otherwise]' -r -f -a "bf16\t'Weights, gradients and optimizer state in bf16 (a bf16 checkpoint as loaded)'
 fp32-autocast\t'f32 weights, gradients and state, the forward under bf16 autocast (HF Trainer\'s bf16=True on an f32 model)'
 mixed\t'bf16 weights and gradients, an f32 master copy and f32 optimizer state (closed formula)'
-lora\t'LoRA (PEFT): f32 adapters on the frozen bf16 model (--lora-rank, --lora-targets)'"
-complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l lora-rank -d 'With --recipe lora: the adapters\' rank (r)' -r
-complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l lora-targets -d 'With --recipe lora: the projections adapted' -r -f -a "all-linear\t'Every projection of the layers (PEFT\'s all-linear)'
+lora\t'LoRA (PEFT): f32 adapters on the frozen bf16 model (--lora-rank, --lora-targets)'
+qlora\t'QLoRA (bitsandbytes NF4, PEFT\'s prepare_model_for_kbit_training): f32 adapters on the layers frozen in 4 bits, the other weights in f32 (--lora-rank, --lora-targets)'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l lora-rank -d 'With --recipe lora or qlora: the adapters\' rank (r)' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l lora-targets -d 'With --recipe lora or qlora: the projections adapted' -r -f -a "all-linear\t'Every projection of the layers (PEFT\'s all-linear)'
 attention\t'q, k, v and o'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l fsdp -d 'With --mode train: shard the model with FSDP2 over N ranks (fully_shard on every decoder layer and the root); the figures are one rank\'s' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l zero1 -d 'With --ddp: PyTorch\'s ZeroRedundancyOptimizer over N ranks (ZeRO-1: each keeps the optimizer state of its share of the tensors); the figures are the fullest rank\'s' -r

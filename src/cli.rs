@@ -221,11 +221,11 @@ pub struct WorkloadSettings {
     #[arg(long, value_enum, value_name = "RECIPE")]
     pub recipe: Option<Recipe>,
 
-    /// With --recipe lora: the adapters' rank (r).
+    /// With --recipe lora or qlora: the adapters' rank (r).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=65536), value_name = "R")]
     pub lora_rank: u32,
 
-    /// With --recipe lora: the projections adapted.
+    /// With --recipe lora or qlora: the projections adapted.
     #[arg(long, value_enum, default_value_t = LoraTargets::AllLinear, value_name = "TARGETS")]
     pub lora_targets: LoraTargets,
 
@@ -275,6 +275,9 @@ pub enum Recipe {
     Mixed,
     /// LoRA (PEFT): f32 adapters on the frozen bf16 model (--lora-rank, --lora-targets).
     Lora,
+    /// QLoRA (bitsandbytes NF4, PEFT's prepare_model_for_kbit_training): f32 adapters on the
+    /// layers frozen in 4 bits, the other weights in f32 (--lora-rank, --lora-targets).
+    Qlora,
 }
 
 /// Whether `estimate` counts inference or mixed-precision training memory.

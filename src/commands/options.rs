@@ -298,6 +298,13 @@ pub fn estimate_command_settings(args: &cli::EstimateArgs) -> Result<Settings> {
 /// The precision and workload flags of `estimate` and `select`; an unknown dtype is a usage
 /// error.
 pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
+    let lora = Lora {
+        rank: args.lora_rank,
+        targets: match args.lora_targets {
+            cli::LoraTargets::AllLinear => LoraTargets::ALL_LINEAR,
+            cli::LoraTargets::Attention => LoraTargets::ATTENTION,
+        },
+    };
     if args.fsdp.is_some() && args.mode != cli::Mode::Train {
         return Err(
             CliError::Usage("--fsdp shards a training step: add --mode train".into()).into(),
@@ -367,13 +374,8 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
             cli::Recipe::Bf16 => Recipe::Bf16,
             cli::Recipe::Fp32Autocast => Recipe::Fp32Autocast,
             cli::Recipe::Mixed => Recipe::MixedFp32Master,
-            cli::Recipe::Lora => Recipe::Lora(Lora {
-                rank: u64::from(args.lora_rank),
-                targets: match args.lora_targets {
-                    cli::LoraTargets::AllLinear => LoraTargets::ALL_LINEAR,
-                    cli::LoraTargets::Attention => LoraTargets::ATTENTION,
-                },
-            }),
+            cli::Recipe::Lora => Recipe::Lora(lora),
+            cli::Recipe::Qlora => Recipe::Qlora(lora),
         }),
     })
 }

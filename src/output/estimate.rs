@@ -218,6 +218,11 @@ fn training_text(text: &mut String, r: &EstimateReport) {
                     l.rank,
                     lora_targets_text(l.targets)
                 ),
+                Recipe::Qlora(l) => format!(
+                    "QLoRA rank {} on {}: f32 adapters, the layers frozen in NF4, the rest in f32",
+                    l.rank,
+                    lora_targets_text(l.targets)
+                ),
             };
             let phase = match step.peak.phase {
                 Phase::Forward => "the forward pass, at the loss",

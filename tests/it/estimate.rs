@@ -646,6 +646,17 @@ fn training_walks_pytorch_step() {
     assert_eq!(lora["training_step"]["recipe"]["lora"]["rank"], 16);
     assert_eq!(lora["training_step"]["peak"]["parameters"], p + adapters);
     assert_eq!(lora["training"]["gradients_bytes"], 0);
+    // QLoRA: the layers' projections packed in NF4 (6,979,321,856 weights, half a byte each),
+    // the other 1,050,939,392 weights in f32, the same adapters; the quantization state
+    // (absmax bytes, nested scales, codes) as buffers.
+    let qlora = estimate_json(&args(&["--recipe", "qlora", "--lora-rank", "16"]));
+    let step = &qlora["training_step"];
+    assert_eq!(step["recipe"]["qlora"]["rank"], 16);
+    assert_eq!(
+        step["peak"]["parameters"],
+        6_979_321_856u64 / 2 + 1_050_939_392 * 4 + adapters
+    );
+    assert_eq!(step["peak"]["buffers"], 111_000_960);
     let f32 = estimate_json(&args(&["--dtype", "f32"]));
     assert_eq!(f32["training_step"]["recipe"], "fp32-autocast");
     assert_eq!(f32["training_step"]["peak"]["parameters"], 2 * p);

@@ -48,19 +48,24 @@ fn arch_of(r: &Value) -> ModelArch {
     read_config(std::path::Path::new(&config)).unwrap().0
 }
 
+fn lora_of(r: &Value) -> Lora {
+    Lora {
+        rank: u32::try_from(r["lora"]["rank"].as_u64().unwrap()).unwrap(),
+        targets: match r["lora"]["targets"].as_str().unwrap() {
+            "all-linear" => LoraTargets::ALL_LINEAR,
+            "attention" => LoraTargets::ATTENTION,
+            other => panic!("LoRA targets {other}"),
+        },
+    }
+}
+
 fn run_of(r: &Value) -> TrainingRun {
     TrainingRun {
         recipe: match r["recipe"].as_str().unwrap() {
             "bf16" => Recipe::Bf16,
             "fp32-autocast" => Recipe::Fp32Autocast,
-            "lora" => Recipe::Lora(Lora {
-                rank: r["lora"]["rank"].as_u64().unwrap(),
-                targets: match r["lora"]["targets"].as_str().unwrap() {
-                    "all-linear" => LoraTargets::ALL_LINEAR,
-                    "attention" => LoraTargets::ATTENTION,
-                    other => panic!("LoRA targets {other}"),
-                },
-            }),
+            "lora" => Recipe::Lora(lora_of(r)),
+            "qlora" => Recipe::Qlora(lora_of(r)),
             other => panic!("recipe {other}"),
         },
         optimizer: match r["optimizer"].as_str().unwrap() {

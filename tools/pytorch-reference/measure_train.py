@@ -17,6 +17,9 @@ Recipes (what exists per tensor class):
   bf16           weights, gradients and optimizer state in bf16 (pure bf16 training);
   fp32-autocast  f32 weights, gradients and state; the forward under bf16 autocast
                  (HF Trainer's bf16=True on a model loaded in f32).
+  lora           PEFT's f32 adapters on the frozen bf16 model.
+  qlora          PEFT's f32 adapters on the layers frozen in NF4 (bitsandbytes), every other
+                 weight in f32 (prepare_model_for_kbit_training).
 The optimizer runs with foreach=True, the default on CUDA (on CPU tensors PyTorch would
 otherwise pick its per-tensor loop); zero_grad sets gradients to None, as by default.
 """
@@ -58,11 +61,58 @@ torch.Tensor.register_post_accumulate_grad_hook = _frozen_safe(
     torch.Tensor.register_post_accumulate_grad_hook
 )
 
-RECIPES = {"bf16": torch.bfloat16, "fp32-autocast": torch.float32, "lora": torch.bfloat16}
+RECIPES = {"bf16": torch.bfloat16, "fp32-autocast": torch.float32, "lora": torch.bfloat16,
+           "qlora": torch.float32}
 LORA_TARGETS = {
     "all-linear": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
     "attention": ["q_proj", "k_proj", "v_proj", "o_proj"],
 }
+
+
+def quantize_layers(model):
+    """QLoRA's base model as transformers' bitsandbytes loader and PEFT's
+    `prepare_model_for_kbit_training` leave it: every linear layer of the decoder layers
+    (not the output head) in NF4 with double quantization (`bnb_4bit_quant_type="nf4"`,
+    `bnb_4bit_use_double_quant=True`, `bnb_4bit_compute_dtype=torch.bfloat16`, uint8 storage),
+    every other parameter cast to f32 (the model is built in f32 here, which is the same).
+
+    bitsandbytes' `Params4bit` cannot wrap a fake tensor, so each layer is a
+    `bitsandbytes.nn.Linear4bit` whose weight is a plain frozen parameter holding the packed
+    bytes, with bitsandbytes' own `QuantState` attached (made by `bitsandbytes.functional.
+    quantize_4bit` on the bf16 weight); the forward is Linear4bit's own. The quantization
+    statistics (absmax and the nested state) are registered as buffers so MemTracker counts
+    them (on a GPU they are tensors like any other; MemTracker would not see them otherwise).
+    """
+    import bitsandbytes as bnb
+    import bitsandbytes.functional as bnbf
+
+    layers = model.get_decoder().layers
+    for layer in layers:
+        for name, lin in list(layer.named_modules()):
+            if type(lin) is not torch.nn.Linear:
+                continue
+            packed, qs = bnbf.quantize_4bit(lin.weight.detach().to(torch.bfloat16), blocksize=64,
+                                            compress_statistics=True, quant_type="nf4",
+                                            quant_storage=torch.uint8)
+            q = bnb.nn.Linear4bit.__new__(bnb.nn.Linear4bit)
+            torch.nn.Module.__init__(q)
+            q.in_features, q.out_features = lin.in_features, lin.out_features
+            q.weight = torch.nn.Parameter(packed, requires_grad=False)
+            q.weight.quant_state = qs
+            q.weight.compress_statistics, q.weight.quant_type = True, "nf4"
+            q.quant_state, q.quant_storage = qs, torch.uint8
+            q.compute_dtype, q.compute_type_is_set = torch.bfloat16, True
+            q.support_avx512bf16_for_cpu = False
+            # A bias stays a plain (f32) parameter; Linear4bit casts it to bf16 in its forward.
+            q.bias = lin.bias
+            q.register_buffer("absmax", qs.absmax)
+            q.register_buffer("absmax2", qs.state2.absmax)
+            q.register_buffer("code", qs.code)
+            q.register_buffer("code2", qs.state2.code)
+            q.register_buffer("offset", qs.offset)
+            parent = layer.get_submodule(name.rsplit(".", 1)[0]) if "." in name else layer
+            setattr(parent, name.rsplit(".", 1)[-1], q)
+    model.is_loaded_in_4bit = True
 
 
 def start_fake_ddp(rank, world):
@@ -204,7 +254,7 @@ def main():
     torch.set_default_dtype(RECIPES[a.recipe])
     started = time.time()
     phases = []
-    if a.optimizer == "adamw8bit":
+    if a.optimizer == "adamw8bit" or a.recipe == "qlora":
         # bitsandbytes builds its quantization maps by reading tensor values, which fake
         # tensors cannot give: made once outside the fake mode (two real 256-entry f32 tensors,
         # as on a GPU), then shared.
@@ -222,7 +272,8 @@ def main():
         bnbf.create_dynamic_map = cached
         cached(signed=True)
         cached(signed=False)
-    with FakeTensorMode(allow_non_fake_inputs=a.optimizer == "adamw8bit"):
+        cached()
+    with FakeTensorMode(allow_non_fake_inputs=a.optimizer == "adamw8bit" or a.recipe == "qlora"):
         try:
             model = AutoModelForCausalLM.from_config(cfg)
         except ValueError:
@@ -232,7 +283,11 @@ def main():
             model = AutoModelForCausalLM.from_config(cfg)
         assert next(model.parameters()).dtype == RECIPES[a.recipe]
         params = sum(p.numel() for p in model.parameters())
-        if a.recipe == "lora":
+        if a.recipe == "qlora":
+            quantize_layers(model)
+            for p in model.parameters():
+                p.requires_grad = False
+        if a.recipe in ("lora", "qlora"):
             # PEFT's defaults: adapters in f32 (autocast_adapter_dtype), no dropout here.
             from peft import LoraConfig, get_peft_model
             from peft.tuners.tuners_utils import BaseTunerLayer
@@ -258,8 +313,18 @@ def main():
             torch.nn.Module.to = module_to
             torch.set_default_dtype(RECIPES[a.recipe])
             assert all(p.dtype == torch.float32 for p in model.parameters() if p.requires_grad)
+        leaves = []
         if a.checkpointing:
             model.gradient_checkpointing_enable()
+            if a.recipe in ("lora", "qlora"):
+                # transformers makes the frozen embedding's output a leaf that requires a
+                # gradient (enable_input_require_grads). MemTracker's module hooks keep every
+                # such leaf, and the gradient backward gives it, alive for good (a reference
+                # cycle through autograd's nodes); a run without the tracker frees both with
+                # the graph. Each step's leaf is emptied after its backward, as the graph's
+                # end would free it.
+                model.get_input_embeddings().register_forward_hook(
+                    lambda mod, inp, out: leaves.append(out) if out.is_leaf else None)
         model.train()
         runner = fake_ddp(model, a.bucket_view) if a.ddp else model
         trained = [p for p in model.parameters() if p.requires_grad]
@@ -285,6 +350,10 @@ def main():
                 after_forward = mt.get_tracker_snapshot("current")
                 loss.backward()
                 del loss
+                for leaf in leaves:
+                    leaf.grad = None
+                    leaf.data = torch.empty(0, dtype=leaf.dtype)
+                leaves.clear()
                 phases.append((step, "backward", mt.get_tracker_snapshot("peak")))
                 opt.step()
                 opt.zero_grad()
@@ -307,7 +376,8 @@ def main():
         "seq": a.seq,
         "attn": cfg._attn_implementation,
         "checkpointing": a.checkpointing,
-        "lora": {"rank": a.lora_rank, "targets": a.lora_targets} if a.recipe == "lora" else None,
+        "lora": {"rank": a.lora_rank, "targets": a.lora_targets}
+        if a.recipe in ("lora", "qlora") else None,
         "ddp": {"bucket_view": a.bucket_view, "zero1": a.zero1 or None, "rank": a.rank}
         if a.ddp else None,
         "parameters": params,

@@ -20,11 +20,11 @@ grep -v '^#' "$here/rows.txt" | while read -r model recipe opt batch seq ckpt; d
     flag=""
     suffix=""
     case "$recipe" in
-    lora:*)
-        # lora:RANK:TARGETS
+    lora:* | qlora:*)
+        # lora:RANK:TARGETS, qlora:RANK:TARGETS
         rank=$(echo "$recipe" | cut -d: -f2)
         targets=$(echo "$recipe" | cut -d: -f3)
-        recipe=lora
+        recipe=${recipe%%:*}
         flag="--lora-rank $rank --lora-targets $targets"
         suffix="-r$rank-$targets"
         ;;

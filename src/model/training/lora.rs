@@ -3,6 +3,12 @@
 //! saves follows from what requires a gradient: the frozen projections save nothing, each
 //! adapter saves its own f32 copy of its input and `lora_A`'s f32 output, and a module before
 //! the first adapter (the frozen embedding, the first norm) saves nothing at all.
+//!
+//! QLoRA (bitsandbytes 0.50, PEFT's `prepare_model_for_kbit_training`) keeps the layers'
+//! projections in NF4 and every other weight in f32, so the residual stream, the attention and
+//! the MLP run in f32: each projection casts its input to bf16 for bitsandbytes' `MatMul4Bit`,
+//! which saves nothing of it, and casts its output back; the adapters read the f32 input
+//! itself, which is saved once however many adapters read it.
 
 use serde::Serialize;
 
@@ -69,7 +75,7 @@ impl LoraTargets {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Lora {
     /// `r`.
-    pub rank: u64,
+    pub rank: u32,
     /// The targeted projections.
     pub targets: LoraTargets,
 }
@@ -86,19 +92,69 @@ pub(super) fn adapter_params(s: &Shape, lora: Lora) -> (u128, u128) {
     (s.layers * params, s.layers * tensors)
 }
 
-/// What one layer saves per token, bf16 base and f32 adapters, when its input does or does not
-/// require a gradient; and whether its output does.
-pub(super) fn layer_per_token(s: &Shape, lora: Lora, input_grad: bool) -> (u128, bool) {
-    const ACT: u128 = 2;
+/// bitsandbytes' NF4 storage of a weight of `n` elements (`quantize_4bit`, blocks of 64, double
+/// quantization): the packed weight (two values a byte); and its quantization state: each
+/// block's absmax as a uint8, an f32 scale for every 256 blocks, the 16-entry NF4 code, the
+/// 256-entry code of the nested quantization and its f32 offset (the reference holds one code
+/// of each a weight).
+fn nf4_bytes(n: u128) -> (u128, u128) {
+    let blocks = n.div_ceil(64);
+    (
+        n.div_ceil(2),
+        blocks + 4 * blocks.div_ceil(256) + 4 * 16 + 4 * 256 + 4,
+    )
+}
+
+/// The frozen model under QLoRA: its parameters' bytes (the layers' projections packed in NF4,
+/// everything else f32, but biases, which bitsandbytes' forward casts to bf16 for good), and
+/// the quantization states' bytes.
+pub(super) fn qlora_frozen(s: &Shape) -> (u128, u128) {
+    let linears = LoraTargets::ALL_LINEAR.each(s);
+    let (packed, state) = linears.iter().fold((0, 0), |(p, st), &(_, i, o)| {
+        let (a, b) = nf4_bytes(i * o);
+        (p + a, st + b)
+    });
+    let quantized: u128 = linears.iter().map(|&(_, i, o)| i * o).sum();
+    let (q, kv) = (s.heads * s.head_dim, s.kv_heads * s.head_dim);
+    let biases = if s.qkv_bias { q + 2 * kv } else { 0 } + if s.o_bias { s.hidden } else { 0 };
+    let rest = s.params - s.layers * (quantized + biases);
+    (
+        4 * rest + s.layers * (packed + 2 * biases),
+        s.layers * state,
+    )
+}
+
+/// What one layer saves per token, the base frozen and the adapters f32, when its input does
+/// or does not require a gradient; and whether its output does. `f32_stream`: QLoRA's, where
+/// the activations are f32 and the adapters share their inputs; else a bf16 base, where each
+/// adapter saves its own f32 copy.
+pub(super) fn layer_per_token(
+    s: &Shape,
+    lora: Lora,
+    input_grad: bool,
+    f32_stream: bool,
+) -> (u128, bool) {
+    let act: u128 = if f32_stream { 4 } else { 2 };
     let r = u128::from(lora.rank);
     let t = lora.targets;
     let (h, i) = (s.hidden, s.intermediate);
     let (q, kv) = (s.heads * s.head_dim, s.kv_heads * s.head_dim);
     let adapter = |on: bool, input: u128| if on { 4 * input + 4 * r } else { 0 };
+    // Adapters reading one f32 input: the input once, each adapter's `lora_A` output.
+    let shared = |ons: &[bool], input: u128| {
+        let n = ons.iter().filter(|&&on| on).count() as u128;
+        if n == 0 {
+            0
+        } else if f32_stream {
+            4 * input + n * 4 * r
+        } else {
+            n * (4 * input + 4 * r)
+        }
+    };
     // A frozen-weight RMSNorm saves its f32 input and rsqrt, only while the input needs a
     // gradient.
     let norm = |grad: bool| if grad { 4 * h + 4 } else { 0 };
-    let mut bytes = norm(input_grad) + adapter(t.q, h) + adapter(t.k, h) + adapter(t.v, h);
+    let mut bytes = norm(input_grad) + shared(&[t.q, t.k, t.v], h);
     // Qwen3's per-head norms (frozen) save their f32 input and rsqrt where it needs a gradient.
     if s.qk_norm {
         if input_grad || t.q {
@@ -110,15 +166,21 @@ pub(super) fn layer_per_token(s: &Shape, lora: Lora, input_grad: bool) -> (u128,
     }
     let qkv_grad = input_grad || t.q || t.k || t.v;
     if qkv_grad {
-        bytes += ACT * (q + 2 * kv) + 4 * s.heads + ACT * q;
+        bytes += act * (q + 2 * kv) + 4 * s.heads + act * q;
     }
-    bytes += adapter(t.o, q);
+    // An f32 SDPA output is `o_proj`'s input as it is, saved already where SDPA saves it.
+    bytes += match (f32_stream, qkv_grad, t.o) {
+        (_, _, false) => 0,
+        (true, true, true) => 4 * r,
+        _ => adapter(true, q),
+    };
     let grad = input_grad || qkv_grad || t.o;
-    bytes += norm(grad) + adapter(t.gate, h) + adapter(t.up, h);
+    bytes += norm(grad) + shared(&[t.gate, t.up], h);
     let gate_grad = grad || t.gate;
     let up_grad = grad || t.up;
     // SiLU saves the gate's output; the product saves each side the other's gradient needs.
-    bytes += if gate_grad { 2 * ACT * i } else { 0 } + if up_grad { ACT * i } else { 0 };
+    bytes += if gate_grad { 2 * act * i } else { 0 } + if up_grad { act * i } else { 0 };
+    // The product is saved by nothing but `down_proj`'s adapter: its f32 copy, or itself.
     bytes += adapter(t.down, i);
     (bytes, grad || gate_grad || up_grad || t.down)
 }

@@ -66,6 +66,10 @@ pub enum Recipe {
     MixedFp32Master,
     /// LoRA (PEFT): the model frozen in bf16, f32 adapters trained.
     Lora(Lora),
+    /// QLoRA (bitsandbytes and PEFT): every projection of the decoder layers frozen in NF4 with
+    /// double quantization and bf16 compute, every other weight cast to f32 by PEFT's
+    /// `prepare_model_for_kbit_training` (so the residual stream is f32), f32 adapters trained.
+    Qlora(Lora),
 }
 
 impl Recipe {
@@ -73,7 +77,15 @@ impl Recipe {
     pub(crate) fn param_bytes(self) -> u64 {
         match self {
             Recipe::Bf16 | Recipe::MixedFp32Master | Recipe::Lora(_) => 2,
-            Recipe::Fp32Autocast => 4,
+            Recipe::Fp32Autocast | Recipe::Qlora(_) => 4,
+        }
+    }
+
+    /// The adapters, under LoRA or QLoRA.
+    pub fn lora(self) -> Option<Lora> {
+        match self {
+            Recipe::Lora(l) | Recipe::Qlora(l) => Some(l),
+            Recipe::Bf16 | Recipe::Fp32Autocast | Recipe::MixedFp32Master => None,
         }
     }
 

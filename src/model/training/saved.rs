@@ -22,7 +22,7 @@ pub(super) const ACT_BYTES: u128 = ACT;
 pub(super) fn layer_input(s: &Shape, recipe: Recipe) -> u128 {
     match recipe {
         Recipe::Bf16 | Recipe::MixedFp32Master | Recipe::Lora(_) => ACT * s.hidden,
-        Recipe::Fp32Autocast => 4 * s.hidden,
+        Recipe::Fp32Autocast | Recipe::Qlora(_) => 4 * s.hidden,
     }
 }
 
@@ -168,8 +168,9 @@ pub(super) fn layer_per_token(
     } else {
         0
     };
+    // LoRA's and QLoRA's layers are walked by `lora::layer_per_token`.
     match recipe {
-        Recipe::Bf16 | Recipe::MixedFp32Master | Recipe::Lora(_) => {
+        Recipe::Bf16 | Recipe::MixedFp32Master | Recipe::Lora(_) | Recipe::Qlora(_) => {
             2 * rms_norm(h, true) + qk_norm + attention + mlp
         }
         Recipe::Fp32Autocast => {
@@ -200,7 +201,7 @@ pub(super) fn layer_fixed(s: &Shape, recipe: Recipe, experts: bool) -> u128 {
     offsets
         + gemma_weights
         + match recipe {
-            Recipe::Bf16 | Recipe::MixedFp32Master | Recipe::Lora(_) => 0,
+            Recipe::Bf16 | Recipe::MixedFp32Master | Recipe::Lora(_) | Recipe::Qlora(_) => 0,
             Recipe::Fp32Autocast => ACT * s.layer_linear_params,
         }
 }
@@ -224,7 +225,9 @@ pub(super) fn rope_per_position(s: &Shape, recipe: Recipe) -> u128 {
 pub(super) fn head_per_token(s: &Shape, recipe: Recipe) -> u128 {
     let norm = match (s.layout, recipe) {
         (Layout::Gemma2 | Layout::Gemma3 | Layout::GptOss, _) => gemma_norm(s.hidden, true),
-        (_, Recipe::Bf16 | Recipe::MixedFp32Master | Recipe::Lora(_)) => rms_norm(s.hidden, true),
+        (_, Recipe::Bf16 | Recipe::MixedFp32Master | Recipe::Lora(_) | Recipe::Qlora(_)) => {
+            rms_norm(s.hidden, true)
+        }
         (_, Recipe::Fp32Autocast) => rms_norm_f32(s.hidden) + ACT * s.hidden,
     };
     // Gemma 2 soft-caps the logits: `tanh` saves its bf16 output.
@@ -246,7 +249,7 @@ pub(super) fn head_fixed(s: &Shape, recipe: Recipe) -> u128 {
     };
     scale
         + match recipe {
-            Recipe::Bf16 | Recipe::MixedFp32Master | Recipe::Lora(_) => 0,
+            Recipe::Bf16 | Recipe::MixedFp32Master | Recipe::Lora(_) | Recipe::Qlora(_) => 0,
             Recipe::Fp32Autocast => ACT * s.vocab * s.hidden,
         }
 }

@@ -59,10 +59,7 @@ struct Mask {
 pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak, TrainingError> {
     let s = Shape::of(arch)?;
     let mask = check(&s, run)?;
-    let lora = match run.recipe {
-        Recipe::Lora(l) => Some(l),
-        _ => None,
-    };
+    let lora = run.recipe.lora();
     let held = held(&s, run, lora);
     let saved = saved(&s, run, lora, mask);
     let points = points(&s, run, lora, &held, &saved);
@@ -202,7 +199,7 @@ fn sharded_peak(
             Some(m) => tokens * m.top_k * 3 * m.intermediate * ACT_BYTES,
             None => tokens * 2 * s.intermediate * ACT_BYTES,
         },
-        layer_backward: layer_backward_temporaries(s, p, tokens, s.moe.is_some(), false),
+        layer_backward: layer_backward_temporaries(s, p, tokens, s.moe.is_some()),
     };
     let sharded = sharded_points(s, f, &sizes, &tallies(points, held));
     largest(&sharded, held.buffers)
@@ -214,7 +211,7 @@ fn check(s: &Shape, run: &TrainingRun) -> Result<Mask, TrainingError> {
     if run.recipe == Recipe::MixedFp32Master {
         return refuse("an f32 master copy of bf16 weights");
     }
-    let listed = s.dense_tensor_elements().is_some() && !matches!(run.recipe, Recipe::Lora(_));
+    let listed = s.dense_tensor_elements().is_some() && run.recipe.lora().is_none();
     match run.optimizer {
         Optimizer::Adamw8bit if !listed => {
             return refuse("8-bit AdamW other than for a dense model of Llama's layout")
@@ -240,10 +237,10 @@ fn check(s: &Shape, run: &TrainingRun) -> Result<Mask, TrainingError> {
     if autocast && (s.moe.is_some() || s.layout != Layout::Llama) {
         return refuse("experts or another layout than Llama's under autocast");
     }
-    if matches!(run.recipe, Recipe::Lora(_))
-        && (run.checkpointing || masked || s.moe.is_some() || s.fused || s.layout != Layout::Llama)
+    if run.recipe.lora().is_some()
+        && (masked || s.moe.is_some() || s.fused || s.layout != Layout::Llama)
     {
-        return refuse("LoRA with checkpointing, a mask, experts or fused projections");
+        return refuse("LoRA with a mask, experts or fused projections");
     }
     Ok(Mask { masked, repeated })
 }
@@ -252,10 +249,14 @@ fn check(s: &Shape, run: &TrainingRun) -> Result<Mask, TrainingError> {
 /// and optimizer state.
 fn held(s: &Shape, run: &TrainingRun, lora: Option<Lora>) -> Held {
     let p = u128::from(run.recipe.param_bytes());
+    let (frozen, quant_state) = match run.recipe {
+        Recipe::Qlora(_) => lora::qlora_frozen(s),
+        _ => (s.params * p, 0),
+    };
     let (frozen, trainable, trainable_tensors) = match lora {
         Some(l) => {
             let (adapters, tensors) = lora::adapter_params(s, l);
-            (s.params * p, adapters * 4, tensors)
+            (frozen, adapters * 4, tensors)
         }
         // DeepSeek-V2 keeps its expert gates' weights in f32 whatever the model's dtype.
         None => (0, s.params * p + s.f32_params * (4 - p), s.param_tensors),
@@ -283,7 +284,7 @@ fn held(s: &Shape, run: &TrainingRun, lora: Option<Lora>) -> Held {
     };
     Held {
         params: frozen + trainable,
-        buffers: rotary + scale,
+        buffers: rotary + scale + quant_state,
         state,
         trainable,
         step_temp,
@@ -316,11 +317,16 @@ fn saved(s: &Shape, run: &TrainingRun, lora: Option<Lora>, mask: Mask) -> Saved 
     let mut head = tokens * head_per_token(s, run.recipe);
     // Under LoRA nothing before the first adapter needs a gradient: the first layer saves less,
     // the final norm no bf16 output (the head is frozen).
+    // Under checkpointing transformers makes the embedding's output require a gradient
+    // (`enable_input_require_grads`), so the first layer saves what the others do.
     if let Some(l) = lora {
-        let (first, grad) = lora::layer_per_token(s, l, false);
-        let (rest, grad_after) = lora::layer_per_token(s, l, grad);
+        let f32_stream = matches!(run.recipe, Recipe::Qlora(_));
+        let (first, grad) = lora::layer_per_token(s, l, run.checkpointing, f32_stream);
+        let (rest, grad_after) = lora::layer_per_token(s, l, grad, f32_stream);
         first_layer = tokens * first;
-        layers = tokens * (first + (s.layers - 1) * rest);
+        if !run.checkpointing {
+            layers = tokens * (first + (s.layers - 1) * rest);
+        }
         let norm = if grad_after || grad {
             4 * s.hidden + 4
         } else {
@@ -370,12 +376,22 @@ fn points(
         s.vocab * s.hidden * p
     };
     let first_layer_experts = s.moe.is_some_and(|m| m.first_layer);
+    // QLoRA's activations are f32, its output head too (the logits need no upcast), and its
+    // projections' backward dequantizes each weight to bf16.
+    let (act, logits, dequant) = match run.recipe {
+        Recipe::Qlora(_) => (4, 4 * s.vocab, 2 * s.hidden * s.intermediate),
+        _ => (ACT_BYTES, loss_forward_per_token(s), 0),
+    };
+    let layer_temporaries = match lora {
+        Some(_) => tokens * 2 * s.intermediate * act + dequant,
+        None => layer_backward_temporaries(s, p, tokens, first_layer_experts),
+    };
     [
         Point {
             phase: Phase::Forward,
             gradients: 0,
             optimizer_extra: 0,
-            activations: saved.total + tokens * loss_forward_per_token(s),
+            activations: saved.total + tokens * logits,
             temporaries: 0,
         },
         Point {
@@ -394,7 +410,7 @@ fn points(
             gradients: head_grad,
             optimizer_extra: 0,
             activations: saved.total - saved.labels - tokens * 4 * s.vocab,
-            temporaries: tokens * 2 * (s.vocab + s.hidden) + head_fixed(s, run.recipe),
+            temporaries: tokens * act * (s.vocab + s.hidden) + head_fixed(s, run.recipe),
         },
         // The first layer's backward (recomputed under checkpointing), bounded from above:
         // every gradient but the embedding's (the head's shares it when tied) is counted as
@@ -416,14 +432,7 @@ fn points(
                 } else {
                     0
                 },
-            temporaries: layer_backward_temporaries(
-                s,
-                p,
-                tokens,
-                first_layer_experts,
-                lora.is_some(),
-            )
-            .max(tokens * 2 * ACT_BYTES * s.hidden),
+            temporaries: layer_temporaries.max(tokens * 2 * act * s.hidden),
         },
         // The embedding's backward, last: every other gradient is there; the embedding's is
         // being made (and, when the head shares the matrix, summed with the head's: both
@@ -457,16 +466,7 @@ fn points(
 /// The gradients a layer's feed-forward backward holds at once beside the saved activations: its
 /// up projection's weight gradient (all experts' under grouped experts) and the gradients of
 /// its intermediate activations.
-fn layer_backward_temporaries(
-    s: &Shape,
-    param_bytes: u128,
-    tokens: u128,
-    experts: bool,
-    frozen: bool,
-) -> u128 {
-    if frozen {
-        return tokens * 2 * s.intermediate * ACT_BYTES;
-    }
+fn layer_backward_temporaries(s: &Shape, param_bytes: u128, tokens: u128, experts: bool) -> u128 {
     match s.moe.filter(|_| experts) {
         Some(m) => {
             m.experts * 2 * m.intermediate * s.hidden * param_bytes
