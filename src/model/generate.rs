@@ -5,11 +5,12 @@
 //! - **Prefill**, at the last layer's MLP: the prompt's ids and position ids (int64), the
 //!   embeddings (kept by the model's forward), the rotary tables, every layer's K and V, the
 //!   layer's input (from the second layer on), the residual, the normed input, and SiLU's
-//!   output, up's output and their product (the gate's output is gone by then). The logits
+//!   output, up's output and their product (the gate's output is gone by then; Phi-3's fused
+//!   gate/up output is whole beside them). The logits
 //!   are kept for the last position only (`logits_to_keep=1`).
 //! - **Decode**, at the last step's last layer: the cache at its final length, and the
-//!   layer's K being concatenated (the old tensor and the new one at once), beside one
-//!   token's activations and the logits.
+//!   layer's K being concatenated (the old tensor and the new one at once; a sliding layer's
+//!   K and V both), beside one token's activations and the logits.
 //! - **Sliding windows** (Mistral v0.1): transformers' sliding layer keeps its last window − 1
 //!   tokens as a slice of what it was given, so the prompt's whole K and V stay alive through
 //!   the prefill, beside one int64 a layer; from the window on, the prefill builds a boolean
@@ -78,32 +79,37 @@ fn window_extra(window: Option<u128>, layers: u128, q: u128) -> u128 {
 }
 
 /// What the last layer's experts hold at the prefill's peak, for `tokens` tokens: the router's
-/// bf16 logits and 36 bytes a routed copy (top-k weights, indices and the sorted order), each
-/// copy's fused gate/up output, SiLU output, product and down output, and one int64 count an
-/// expert. Measured on Mixtral's shape with 4–16 experts, 1–4 a token.
+/// bf16 logits, one int64 count an expert, and for each routed copy the larger of two moments.
+/// Inside the experts: 36 bytes (top-k weights, indices and the sorted order), the copy's
+/// fused gate/up output, SiLU output, product and down output (measured on Mixtral's shape with
+/// 4–16 experts, 1–4 a token). At their end: 40 bytes of indices and weights and four
+/// hidden-wide rows, the moment that binds where the experts are narrow (measured on
+/// Qwen3-30B-A3B's shape with 64–128 experts, 4–8 a token, 2,048–4,096 wide, two widths of
+/// expert).
 fn experts_live(m: &MoeShape, hidden: u128, tokens: u128) -> u128 {
-    let per_copy = 4 * ACT * m.intermediate + ACT * hidden + 36;
-    tokens * (ACT * m.experts + m.top_k * per_copy) + 8 * m.experts
+    let inside = 4 * ACT * m.intermediate + ACT * hidden + 36;
+    let end = 4 * ACT * hidden + 40;
+    tokens * (ACT * m.experts + m.top_k * inside.max(end)) + 8 * m.experts
 }
 
 /// The peak of `run` on `arch` in bf16.
 pub fn generate_peak(arch: &ModelArch, run: &GenerateRun) -> Result<GeneratePeak, TrainingError> {
     let s = Shape::of(arch)?;
-    if s.layout != Layout::Llama || s.fused {
+    if s.layout != Layout::Llama {
         return Err(TrainingError::Unsupported {
             what: "a decoder other than a Llama-style one in generation",
         });
     }
-    // Experts in every layer, none shared, no per-head norms (Mixtral's shape): the last
-    // layer's experts hold the peak. Elsewhere (Qwen3-MoE's small experts) it lies in
-    // attention, which is not modelled.
+    // Experts in every layer, none shared (Mixtral's, Qwen3-MoE's): the last layer's experts
+    // hold the peak.
     let experts = match &s.moe {
         None => None,
-        Some(m) if m.shared_intermediate == 0 && m.layers == s.layers && !s.qk_norm => Some(m),
-        Some(_) => return Err(TrainingError::Unsupported {
-            what:
-                "generation with shared experts, dense layers among expert ones, or per-head norms",
-        }),
+        Some(m) if m.shared_intermediate == 0 && m.layers == s.layers => Some(m),
+        Some(_) => {
+            return Err(TrainingError::Unsupported {
+                what: "generation with shared experts or dense layers among expert ones",
+            })
+        }
     };
     let (b, p, n) = (
         u128::from(run.batch),
@@ -123,8 +129,11 @@ pub fn generate_peak(arch: &ModelArch, run: &GenerateRun) -> Result<GeneratePeak
     // the prompt's whole K and V stay alive through the prefill.
     let kv_prefill = s.layers * kv_token * tokens;
     let layer_input = if s.layers > 1 { ACT * h * tokens } else { 0 };
+    // A dense MLP holds SiLU's output, up's and their product; Phi-3's fused gate/up output
+    // stays whole beside them, its two halves being views.
+    let dense = if s.fused { 4 } else { 3 } * ACT * i;
     let feed_forward = match experts {
-        None => 3 * ACT * i * tokens,
+        None => dense * tokens,
         Some(m) => experts_live(m, h, tokens),
     };
     let prefill = 8 * tokens
@@ -138,14 +147,16 @@ pub fn generate_peak(arch: &ModelArch, run: &GenerateRun) -> Result<GeneratePeak
     // Past the window each layer holds a window's worth: the concatenation it slices.
     let cached = s.window.map_or(length, |w| length.min(w));
     let kv_decode = s.layers * kv_token * b * cached;
-    // The last layer's K, old and new at once while they are concatenated.
-    let concat = s.kv_heads * d * ACT * b * cached.saturating_sub(1).max(1);
+    // The last layer's K, old and new at once while they are concatenated; a sliding layer
+    // concatenates K and V before it lets either old one go, so both are held twice.
+    let copies = if s.window.is_some() { 2 } else { 1 };
+    let concat = copies * s.kv_heads * d * ACT * b * cached.saturating_sub(1).max(1);
     let decode = concat
         + 8 * tokens
         + 8 * b
         + 2 * 2 * b * s.vocab
         + b * (4 * ACT * h + 2 * d * ACT)
-        + experts.map_or(3 * ACT * i * b, |m| experts_live(m, h, b))
+        + experts.map_or(dense * b, |m| experts_live(m, h, b))
         + window_extra(s.window, s.layers, cached);
     let (phase, kv, activations) = if kv_prefill + prefill >= kv_decode + decode {
         (GeneratePhase::Prefill, kv_prefill, prefill)
