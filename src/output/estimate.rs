@@ -212,7 +212,11 @@ fn training_text(text: &mut String, r: &EstimateReport) {
                 Recipe::Fp32Autocast => {
                     "f32 weights, gradients and state under bf16 autocast".to_string()
                 }
-                Recipe::MixedFp32Master => "bf16 weights with an f32 master copy".to_string(),
+                Recipe::MixedFp32Master => {
+                    "f32 master weights, gradients and state, the layers gathered in bf16 and \
+                     gradients reduced in f32 (FSDP2's MixedPrecisionPolicy)"
+                        .to_string()
+                }
                 Recipe::Lora(l) => format!(
                     "LoRA rank {} on {}: f32 adapters, the bf16 model frozen",
                     l.rank,

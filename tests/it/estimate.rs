@@ -657,6 +657,20 @@ fn training_walks_pytorch_step() {
         6_979_321_856u64 / 2 + 1_050_939_392 * 4 + adapters
     );
     assert_eq!(step["peak"]["buffers"], 111_000_960);
+    // Mixed precision is walked as FSDP2's: f32 shards (a quarter of the f32 model each) under
+    // the bf16 layers gathered for compute; without FSDP2 it stays the closed formula.
+    let mixed = estimate_json(&args(&["--recipe", "mixed", "--fsdp", "4"]));
+    let step = &mixed["training_step"];
+    assert_eq!(step["recipe"], "mixed-fp32-master");
+    assert_eq!(step["fsdp"]["world"], 4);
+    assert!(step["peak"]["parameters"].as_u64().unwrap() > 8_030_261_248);
+    let single = estimate_json(&args(&["--recipe", "mixed"]));
+    assert!(single["training_step"].is_null());
+    assert_eq!(
+        single["training_unwalked"],
+        "PyTorch's step is not yet walked with an f32 master copy of bf16 weights other than \
+         FSDP2's"
+    );
     let f32 = estimate_json(&args(&["--dtype", "f32"]));
     assert_eq!(f32["training_step"]["recipe"], "fp32-autocast");
     assert_eq!(f32["training_step"]["peak"]["parameters"], 2 * p);

@@ -64,6 +64,7 @@ fn run_of(r: &Value) -> TrainingRun {
         recipe: match r["recipe"].as_str().unwrap() {
             "bf16" => Recipe::Bf16,
             "fp32-autocast" => Recipe::Fp32Autocast,
+            "mixed-fp32-master" => Recipe::MixedFp32Master,
             "lora" => Recipe::Lora(lora_of(r)),
             "qlora" => Recipe::Qlora(lora_of(r)),
             other => panic!("recipe {other}"),

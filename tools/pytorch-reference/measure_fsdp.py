@@ -38,7 +38,7 @@ import transformers
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.testing._internal.distributed.fake_pg import FakeStore
 from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -54,6 +54,10 @@ def main():
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--no-reshard-after-forward", action="store_true")
     ap.add_argument("--checkpointing", action="store_true")
+    ap.add_argument("--mixed", action="store_true",
+                    help="mixed precision: f32 parameters (the sharded master copy), gathered "
+                         "in bf16 for compute, gradients reduced in f32 "
+                         "(MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=f32))")
     a = ap.parse_args()
 
     with open(a.config) as f:
@@ -61,7 +65,9 @@ def main():
     cfg = AutoConfig.for_model(**{k: v for k, v in raw.items() if k not in ("torch_dtype", "dtype")})
     cfg._attn_implementation = "sdpa"
     cfg.use_cache = False
-    torch.set_default_dtype(torch.bfloat16)
+    torch.set_default_dtype(torch.float32 if a.mixed else torch.bfloat16)
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
+        if a.mixed else MixedPrecisionPolicy()
     dist.init_process_group("fake", rank=0, world_size=a.world, store=FakeStore())
     mesh = init_device_mesh("cpu", (a.world,))
     reshard = not a.no_reshard_after_forward
@@ -73,8 +79,8 @@ def main():
         if a.checkpointing:
             model.gradient_checkpointing_enable()
         for layer in model.model.layers:
-            fully_shard(layer, mesh=mesh, reshard_after_forward=reshard)
-        fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
+            fully_shard(layer, mesh=mesh, reshard_after_forward=reshard, mp_policy=mp)
+        fully_shard(model, mesh=mesh, reshard_after_forward=reshard, mp_policy=mp)
         model.train()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=False)
         mt = FSDPMemTracker(model, opt)
@@ -98,7 +104,7 @@ def main():
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "model": a.config.rsplit("/", 1)[-1].removesuffix(".json"),
-        "recipe": "bf16",
+        "recipe": "mixed-fp32-master" if a.mixed else "bf16",
         "optimizer": "adamw",
         "foreach": False,
         "world": a.world,

@@ -59,8 +59,12 @@ pub(super) struct Sizes {
     pub state_fixed: u128,
     /// The optimizer step's `foreach` list per parameter byte (Adam: 1, SGD: 0).
     pub step_temp_per_byte: u128,
-    /// One parameter's element, for the final norm's gradient.
+    /// One parameter's element as the layers compute with it, for the final norm's gradient.
     pub param_bytes: u128,
+    /// How many times wider the sharded parameters, their gradients and the reduce-scatter
+    /// are than the gathered ones: 2 under mixed precision (f32 shards gathered in bf16,
+    /// gradients reduced in f32), else 1.
+    pub master: u128,
     /// The gradient of one layer's output (what the backward holds between layers).
     pub act_grad: u128,
     /// A layer's backward temporaries other than its weights' gradients.
@@ -86,10 +90,13 @@ fn shard(s: &Shape, world: u128, bytes: u128, param_bytes: u128) -> u128 {
 /// Each point of the step on one rank.
 pub(super) fn sharded_points(s: &Shape, f: Fsdp, z: &Sizes, points: &[Tally]) -> Vec<Tally> {
     let world = u128::from(f.world.max(1));
-    let own = |bytes: u128| shard(s, world, bytes, z.param_bytes);
+    let m = z.master;
+    let own = |bytes: u128| m * shard(s, world, bytes, z.param_bytes);
     let params = own(z.params);
     let state = z.state_per_byte * params + z.state_fixed;
     let layers_done = own(z.params - z.root);
+    // A layer's unsharded gradients, and its reduce-scatter buffer (f32 under mixed precision).
+    let layer_grads = z.layer + m * z.layer;
     let norm_grad = s.hidden * z.param_bytes;
     let mut out: Vec<Tally> = points
         .iter()
@@ -115,7 +122,7 @@ pub(super) fn sharded_points(s: &Shape, f: Fsdp, z: &Sizes, points: &[Tally]) ->
                 // unsharded ones, the activations' gradients.
                 (3, _) => (
                     z.root + z.layer,
-                    own(z.params - z.root - z.layer) + 2 * z.layer + z.head + norm_grad,
+                    own(z.params - z.root - z.layer) + layer_grads + z.head + norm_grad,
                     z.layer_act_grads,
                     0,
                 ),
@@ -149,7 +156,7 @@ pub(super) fn sharded_points(s: &Shape, f: Fsdp, z: &Sizes, points: &[Tally]) ->
         out.push(Tally {
             phase: head.phase,
             parameters: params + last,
-            gradients: z.head + norm_grad + z.layer + own(z.layer),
+            gradients: z.head + norm_grad + m * z.layer + own(z.layer),
             optimizer: state,
             activations: head.activations,
             temporaries: z.layer_backward,
@@ -162,7 +169,7 @@ pub(super) fn sharded_points(s: &Shape, f: Fsdp, z: &Sizes, points: &[Tally]) ->
         out.push(Tally {
             phase: pt.phase,
             parameters: params + z.root + z.layer,
-            gradients: own(z.params - z.root - z.layer) + 2 * z.layer + z.head + norm_grad,
+            gradients: own(z.params - z.root - z.layer) + layer_grads + z.head + norm_grad,
             optimizer: state,
             activations: pt.activations + 8,
             temporaries: z.act_grad,

@@ -167,9 +167,16 @@ fn sharded_peak(
     // list yet (FSDPMemTracker: 1.5 % above the walk's figure).
     // Every layer alike (all dense, or experts in every layer): one layer's bytes stand for each.
     let uniform = s.moe.is_none_or(|m| m.layers == s.layers);
-    if run.recipe != Recipe::Bf16 || !uniform || s.f32_params > 0 || s.fused || f.world == 0 {
+    let master = match run.recipe {
+        Recipe::Bf16 => 1,
+        // f32 shards gathered in bf16, gradients reduced in f32.
+        Recipe::MixedFp32Master => 2,
+        _ => 0,
+    };
+    if master == 0 || !uniform || s.f32_params > 0 || s.fused || f.world == 0 {
         return Err(TrainingError::Unsupported {
-            what: "FSDP2 other than in bf16 for layers all alike without fused projections",
+            what: "FSDP2 other than in bf16 or mixed precision for layers all alike without fused \
+                   projections",
         });
     }
     let tokens = u128::from(run.batch) * u128::from(run.seq);
@@ -194,6 +201,7 @@ fn sharded_peak(
         state_fixed,
         step_temp_per_byte,
         param_bytes: p,
+        master,
         act_grad: tokens * s.hidden * ACT_BYTES,
         layer_act_grads: match s.moe {
             Some(m) => tokens * m.top_k * 3 * m.intermediate * ACT_BYTES,
@@ -208,8 +216,8 @@ fn sharded_peak(
 /// The combinations walked; the mask attention takes.
 fn check(s: &Shape, run: &TrainingRun) -> Result<Mask, TrainingError> {
     let refuse = |what| Err(TrainingError::Unsupported { what });
-    if run.recipe == Recipe::MixedFp32Master {
-        return refuse("an f32 master copy of bf16 weights");
+    if run.recipe == Recipe::MixedFp32Master && run.fsdp.is_none() {
+        return refuse("an f32 master copy of bf16 weights other than FSDP2's");
     }
     let listed = s.dense_tensor_elements().is_some() && run.recipe.lora().is_none();
     match run.optimizer {
