@@ -201,10 +201,10 @@ fn select_suggests_fsdp_when_one_gpu_is_too_small() {
     assert_eq!(doc["plan"]["kind"], "sharded");
 }
 
-// 8-bit AdamW and Adafactor are walked where their tensors are listed (dense models of Llama's
-// layout); a model with experts says why it is not.
+// 8-bit AdamW and Adafactor are walked where the parameter tensors are listed (dense, fused and
+// expert models); DeepSeek-V2 says why it is not.
 #[test]
-fn eight_bit_adamw_and_adafactor_are_walked_for_dense_models_only() {
+fn eight_bit_adamw_and_adafactor_are_walked_where_the_tensors_are_listed() {
     for (optimizer, name) in [("adamw8bit", "8-bit AdamW"), ("adafactor", "Adafactor")] {
         let estimate = |model: &str| {
             common::json_ok(common::gpumem().args([
@@ -218,13 +218,15 @@ fn eight_bit_adamw_and_adafactor_are_walked_for_dense_models_only() {
                 optimizer,
             ]))
         };
-        let dense = estimate("llama-3.2-1b");
-        assert_eq!(dense["training_step"]["recipe"], "bf16", "{dense}");
+        for walked in ["llama-3.2-1b", "mixtral-8x7b", "phi-3-mini"] {
+            let doc = estimate(walked);
+            assert_eq!(doc["training_step"]["recipe"], "bf16", "{walked}: {doc}");
+        }
         assert_eq!(
-            estimate("mixtral-8x7b")["training_unwalked"],
+            estimate("deepseek-v2-lite")["training_unwalked"],
             format!(
-                "PyTorch's step is not yet walked with {name} other than for a dense model of \
-                 Llama's layout"
+                "PyTorch's step is not yet walked with {name} for DeepSeek-V2, gpt-oss, shared \
+                 experts or LoRA"
             )
         );
     }

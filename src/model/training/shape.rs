@@ -291,41 +291,113 @@ fn param_tensors(
         + u128::from(!arch.tie_word_embeddings)
 }
 
-impl Shape {
-    /// Every parameter tensor's elements, for a dense model of Llama's layout (the embedding,
-    /// each layer's q, k, v, o, their biases and per-head norms, gate, up, down and two norms,
-    /// the final norm, an untied head); `None` for any other.
-    pub(crate) fn dense_tensor_elements(&self) -> Option<Vec<u128>> {
-        let shapes = self.dense_tensor_shapes()?;
-        Some(shapes.iter().map(|&(r, c)| r * c.max(1)).collect())
+/// One parameter tensor: `count` stacked matrices of `rows` × `cols` (the experts' are 3-D), or
+/// a vector of `rows` elements (`cols` 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Tensor {
+    pub count: u128,
+    pub rows: u128,
+    pub cols: u128,
+}
+
+impl Tensor {
+    const fn matrix(rows: u128, cols: u128) -> Self {
+        Tensor {
+            count: 1,
+            rows,
+            cols,
+        }
     }
 
-    /// [`Shape::dense_tensor_elements`]'s tensors as (rows, columns) of a matrix, or
-    /// (elements, 0) of a vector.
-    pub(crate) fn dense_tensor_shapes(&self) -> Option<Vec<(u128, u128)>> {
-        if self.layout != Layout::Llama || self.moe.is_some() || self.mla.is_some() || self.fused {
+    const fn vector(len: u128) -> Self {
+        Tensor {
+            count: 1,
+            rows: len,
+            cols: 0,
+        }
+    }
+
+    /// Its elements.
+    pub fn elements(self) -> u128 {
+        self.count * self.rows * self.cols.max(1)
+    }
+}
+
+impl Shape {
+    /// Every parameter tensor's elements ([`Shape::tensors`]).
+    pub(crate) fn dense_tensor_elements(&self) -> Option<Vec<u128>> {
+        Some(self.tensors()?.iter().map(|t| t.elements()).collect())
+    }
+
+    /// Every parameter tensor, as transformers 5 registers them: the embedding; each layer's
+    /// attention projections (Phi-3's fused q/k/v), their biases and per-head norms, its MLP
+    /// (gate, up and down; Phi-3's fused gate/up; routed experts' router and stacked gate/up
+    /// and down) and norms (two, Gemma's four); the final norm; an untied head. `None` where
+    /// the list is not kept: latent attention (DeepSeek-V2), gpt-oss, shared experts or dense
+    /// layers among expert ones.
+    pub(crate) fn tensors(&self) -> Option<Vec<Tensor>> {
+        let norms = match self.layout {
+            Layout::Llama => 2,
+            Layout::Gemma2 | Layout::Gemma3 => 4,
+            Layout::DeepseekV2 | Layout::GptOss => return None,
+        };
+        if self.mla.is_some() {
             return None;
         }
         let (h, i) = (self.hidden, self.intermediate);
         let (q, kv) = (self.heads * self.head_dim, self.kv_heads * self.head_dim);
-        let mut layer = vec![(q, h), (kv, h), (kv, h), (h, q)];
-        if self.qkv_bias {
-            layer.extend([(q, 0), (kv, 0), (kv, 0)]);
-        }
+        let mut layer = if self.fused {
+            vec![Tensor::matrix(q + 2 * kv, h), Tensor::matrix(h, q)]
+        } else {
+            let mut l = vec![
+                Tensor::matrix(q, h),
+                Tensor::matrix(kv, h),
+                Tensor::matrix(kv, h),
+                Tensor::matrix(h, q),
+            ];
+            if self.qkv_bias {
+                l.extend([Tensor::vector(q), Tensor::vector(kv), Tensor::vector(kv)]);
+            }
+            l
+        };
         if self.o_bias {
-            layer.push((h, 0));
+            layer.push(Tensor::vector(h));
         }
-        if self.qk_norm {
-            layer.extend([(self.head_dim, 0), (self.head_dim, 0)]);
+        if self.qk_norm || self.layout == Layout::Gemma3 {
+            layer.extend([Tensor::vector(self.head_dim), Tensor::vector(self.head_dim)]);
         }
-        layer.extend([(i, h), (i, h), (h, i), (h, 0), (h, 0)]);
-        let mut out = vec![(self.vocab, h)];
+        match (self.moe, self.fused) {
+            (Some(m), _) if m.layers == self.layers && m.shared_intermediate == 0 => {
+                layer.extend([
+                    Tensor::matrix(m.experts, h),
+                    Tensor {
+                        count: m.experts,
+                        rows: 2 * m.intermediate,
+                        cols: h,
+                    },
+                    Tensor {
+                        count: m.experts,
+                        rows: h,
+                        cols: m.intermediate,
+                    },
+                ]);
+            }
+            (Some(_), _) => return None,
+            (None, true) => layer.extend([Tensor::matrix(2 * i, h), Tensor::matrix(h, i)]),
+            (None, false) => layer.extend([
+                Tensor::matrix(i, h),
+                Tensor::matrix(i, h),
+                Tensor::matrix(h, i),
+            ]),
+        }
+        layer.extend((0..norms).map(|_| Tensor::vector(h)));
+        let mut out = vec![Tensor::matrix(self.vocab, h)];
         for _ in 0..self.layers {
             out.extend(&layer);
         }
-        out.push((h, 0));
+        out.push(Tensor::vector(h));
         if !self.tied {
-            out.push((self.vocab, h));
+            out.push(Tensor::matrix(self.vocab, h));
         }
         Some(out)
     }

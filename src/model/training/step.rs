@@ -88,7 +88,7 @@ fn zero1_peak(
 ) -> Result<TrainingPeak, TrainingError> {
     let refuse = |what| Err(TrainingError::Unsupported { what });
     let Some(elements) = s.dense_tensor_elements().filter(|_| lora.is_none()) else {
-        return refuse("ZeRO-1 other than for a dense model of Llama's layout");
+        return refuse("ZeRO-1 for DeepSeek-V2, gpt-oss, shared experts or LoRA");
     };
     let p = u128::from(run.recipe.param_bytes());
     let mut worst: Option<TrainingPeak> = None;
@@ -222,10 +222,10 @@ fn check(s: &Shape, run: &TrainingRun) -> Result<Mask, TrainingError> {
     let listed = s.dense_tensor_elements().is_some() && run.recipe.lora().is_none();
     match run.optimizer {
         Optimizer::Adamw8bit if !listed => {
-            return refuse("8-bit AdamW other than for a dense model of Llama's layout")
+            return refuse("8-bit AdamW for DeepSeek-V2, gpt-oss, shared experts or LoRA")
         }
         Optimizer::Adafactor if !listed => {
-            return refuse("Adafactor other than for a dense model of Llama's layout")
+            return refuse("Adafactor for DeepSeek-V2, gpt-oss, shared experts or LoRA")
         }
         _ => {}
     }
@@ -426,11 +426,18 @@ fn points(
         // feed-forward block's backward holds at once.
         Point {
             phase: Phase::Backward,
+            // The up projection's weight gradient the temporaries count is the layer's own,
+            // not accumulated yet: it is not also counted among the gradients.
             gradients: if s.tied || lora.is_some() {
                 held.trainable
             } else {
                 held.trainable - head_grad
-            },
+            }
+            .saturating_sub(if lora.is_some() {
+                0
+            } else {
+                up_weight_grad(s, p, first_layer_experts)
+            }),
             optimizer_extra: 0,
             activations: tokens * IDS
                 + seq * rope_per_position(s, run.recipe)
@@ -475,19 +482,26 @@ fn points(
 /// up projection's weight gradient (all experts' under grouped experts) and the gradients of
 /// its intermediate activations.
 fn layer_backward_temporaries(s: &Shape, param_bytes: u128, tokens: u128, experts: bool) -> u128 {
-    match s.moe.filter(|_| experts) {
-        Some(m) => {
-            m.experts * 2 * m.intermediate * s.hidden * param_bytes
-                + tokens * m.top_k * 3 * m.intermediate * ACT_BYTES
+    up_weight_grad(s, param_bytes, experts)
+        + match s.moe.filter(|_| experts) {
+            Some(m) => tokens * m.top_k * 3 * m.intermediate * ACT_BYTES,
+            None => tokens * 2 * s.intermediate * ACT_BYTES,
         }
-        None => s.hidden * s.intermediate * param_bytes + tokens * 2 * s.intermediate * ACT_BYTES,
+}
+
+/// A layer's up projection's weight gradient, as its backward makes it (all experts' stacked
+/// gate/up under grouped experts).
+fn up_weight_grad(s: &Shape, param_bytes: u128, experts: bool) -> u128 {
+    match s.moe.filter(|_| experts) {
+        Some(m) => m.experts * 2 * m.intermediate * s.hidden * param_bytes,
+        None => s.hidden * s.intermediate * param_bytes,
     }
 }
 
 /// bitsandbytes' AdamW8bit state (`Optimizer2State.init_state`): a tensor of 4,096 elements or
 /// more keeps two uint8 moments and a f32 scale for each block of 256; a smaller one two f32
-/// moments; the two quantization maps (256 f32 each) are shared. Only the dense Llama layout
-/// lists its tensors ([`check`] refuses the others).
+/// moments; the two quantization maps (256 f32 each) are shared. Where the tensors are not
+/// listed ([`Shape::tensors`]) [`check`] refuses.
 fn adamw8bit_state(s: &Shape) -> u128 {
     const MIN_8BIT: u128 = 4096;
     const BLOCK: u128 = 256;
@@ -514,20 +528,24 @@ fn adamw8bit_state(s: &Shape) -> u128 {
 /// vector a full one, and every tensor its RMS (a 0-d f32 tensor). Stepping a matrix of `n`
 /// elements holds, at once, f32 copies of its gradient and of itself (bf16 parameters only),
 /// the old update and the new one made from the row and column factors: 4 (bf16) or 2 (f32)
-/// tensors of `n` f32 and its rows and columns; the largest matrix sets the step's peak.
+/// tensors of `n` f32 and its rows and columns; the largest matrix (or stack of experts') sets
+/// the step's peak.
 fn adafactor(s: &Shape, param_bytes: u128) -> (u128, u128) {
-    let Some(tensors) = s.dense_tensor_shapes() else {
+    let Some(tensors) = s.tensors() else {
         return (0, 0);
     };
     let copies = if param_bytes == 4 { 2 } else { 4 };
+    // A stack of matrices (the experts') is factored over its last two dimensions: a row and a
+    // column moment for each matrix of the stack.
+    let factors = |t: &super::shape::Tensor| t.count * (t.rows + t.cols);
     let state: u128 = tensors
         .iter()
-        .map(|&(r, c)| if c == 0 { 4 * r } else { 4 * (r + c) } + 4)
+        .map(|t| if t.cols == 0 { 4 * t.rows } else { 4 * factors(t) } + 4)
         .sum();
     let step = tensors
         .iter()
-        .filter(|&&(_, c)| c > 0)
-        .map(|&(r, c)| 4 * (copies * r * c + r + c))
+        .filter(|t| t.cols > 0)
+        .map(|t| 4 * (copies * t.elements() + factors(t)))
         .max()
         .unwrap_or(0);
     (state, step)
