@@ -139,6 +139,7 @@ Register-ArgumentCompleter -Native -CommandName 'gpumem' -ScriptBlock {
             [CompletionResult]::new('--cpu-offload-gb', '--cpu-offload-gb', [CompletionResultType]::ParameterName, 'vLLM: GiB of each GPU''s layer weights kept in host memory (--cpu-offload-gb)')
             [CompletionResult]::new('--pp-layer-partition', '--pp-layer-partition', [CompletionResultType]::ParameterName, 'vLLM: each pipeline stage''s layers, as VLLM_PP_LAYER_PARTITION gives them (e.g. 16,32); only layouts with that many stages are planned')
             [CompletionResult]::new('--fit-ctx-min', '--fit-ctx-min', [CompletionResultType]::ParameterName, 'llama.cpp: the shortest context --fit-context may choose (llama.cpp''s --fit-ctx)')
+            [CompletionResult]::new('--llamacpp-device', '--llamacpp-device', [CompletionResultType]::ParameterName, 'llama.cpp: the ggml backend the GPUs run, for how their compute buffers are laid out [default: cuda for CUDA, ROCm and simulated GPUs, else cpu-rules]')
             [CompletionResult]::new('--prefer', '--prefer', [CompletionResultType]::ParameterName, 'Backend to try first; others are still listed with their verdicts')
             [CompletionResult]::new('--memory-fraction', '--memory-fraction', [CompletionResultType]::ParameterName, 'Fraction of a device''s free memory gpumem may plan to use')
             [CompletionResult]::new('--min-free', '--min-free', [CompletionResultType]::ParameterName, 'Memory always left free on every device')

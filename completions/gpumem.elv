@@ -133,6 +133,7 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand --cpu-offload-gb 'vLLM: GiB of each GPU''s layer weights kept in host memory (--cpu-offload-gb)'
             cand --pp-layer-partition 'vLLM: each pipeline stage''s layers, as VLLM_PP_LAYER_PARTITION gives them (e.g. 16,32); only layouts with that many stages are planned'
             cand --fit-ctx-min 'llama.cpp: the shortest context --fit-context may choose (llama.cpp''s --fit-ctx)'
+            cand --llamacpp-device 'llama.cpp: the ggml backend the GPUs run, for how their compute buffers are laid out [default: cuda for CUDA, ROCm and simulated GPUs, else cpu-rules]'
             cand --prefer 'Backend to try first; others are still listed with their verdicts'
             cand --memory-fraction 'Fraction of a device''s free memory gpumem may plan to use'
             cand --min-free 'Memory always left free on every device'

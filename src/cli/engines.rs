@@ -13,6 +13,20 @@ pub struct LlamaCppArgs {
     /// llama.cpp: the shortest context --fit-context may choose (llama.cpp's --fit-ctx).
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1 << 32), value_name = "N", requires = "fit_context")]
     pub fit_ctx_min: u64,
+    /// llama.cpp: the ggml backend the GPUs run, for how their compute buffers are laid out
+    /// [default: cuda for CUDA, ROCm and simulated GPUs, else cpu-rules].
+    #[arg(long, value_enum, value_name = "BACKEND")]
+    pub llamacpp_device: Option<LlamaDeviceArg>,
+}
+
+/// `--llamacpp-device`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LlamaDeviceArg {
+    /// ggml-cuda (CUDA, ROCm): 128-byte alignment, flash attention's f16 copies of a
+    /// quantized KV cache.
+    Cuda,
+    /// The CPU backend's layout: an rpc-server on a CPU (as the references were measured).
+    CpuRules,
 }
 
 /// `vllm serve`'s memory settings (vLLM 0.33's defaults when not given).

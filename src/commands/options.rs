@@ -370,6 +370,7 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
         }),
         generate_new_tokens: None,
         llamacpp_outputs: None,
+        llamacpp_device: crate::model::estimate::LlamaDevice::CpuRules,
         recipe: args.recipe.map(|r| match r {
             cli::Recipe::Bf16 => Recipe::Bf16,
             cli::Recipe::Fp32Autocast => Recipe::Fp32Autocast,
@@ -429,6 +430,10 @@ pub fn select_llamacpp_config(args: &SelectArgs, engine: Option<Engine>) -> Resu
     }
     Ok(LlamaCppConfig {
         fit_ctx_min: l.fit_context.then_some(l.fit_ctx_min),
+        device: l.llamacpp_device.map(|d| match d {
+            cli::LlamaDeviceArg::Cuda => crate::model::estimate::LlamaDevice::Cuda,
+            cli::LlamaDeviceArg::CpuRules => crate::model::estimate::LlamaDevice::CpuRules,
+        }),
     })
 }
 

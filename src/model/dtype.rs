@@ -79,10 +79,13 @@ pub const WEIGHT_PRECISIONS: &[Precision] = &[
     p("q5_k_m", 7100, 10000),
 ];
 
+/// The f16 KV cache (llama.cpp's default).
+pub const KV_F16: Precision = p("f16", 2, 1);
+
 /// KV-cache precisions `--kv-dtype` accepts.
 pub const KV_PRECISIONS: &[Precision] = &[
     p("f32", 4, 1),
-    p("f16", 2, 1),
+    KV_F16,
     p("bf16", 2, 1),
     p("fp8", 1, 1),
     p("q8_0", 34, 32),

@@ -495,6 +495,7 @@ pub fn estimate_inference_memory(
         ddp: None,
         generate_new_tokens: None,
         llamacpp_outputs: None,
+        llamacpp_device: estimate::LlamaDevice::CpuRules,
     };
     let activation_bytes =
         usize::try_from(estimate::inference_activations(&arch, &settings)).unwrap_or(usize::MAX);

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use super::thousands;
+use crate::model::estimate::LlamaDevice;
 use crate::model::FfnMove;
 use crate::plan::engine::llamacpp_fit::TensorOverride;
 use crate::plan::engine::vllm::{VllmFit, VllmOutcome};
@@ -117,7 +118,11 @@ pub fn llamacpp_text(text: &mut String, a: &LlamaCppAccount) {
     });
     let _ = writeln!(
         text,
-        "\nllama.cpp (flash attention {}, -ngl {}{split}, keeping {} free on each GPU):",
+        "\nllama.cpp{} (-fa {}, -ngl {}{split}, keeping {} free on each GPU):",
+        match a.device_rules {
+            LlamaDevice::Cuda => " on CUDA",
+            LlamaDevice::CpuRules => "",
+        },
         if a.flash_attention { "on" } else { "off" },
         a.n_gpu_layers,
         format_bytes(a.margin_bytes)

@@ -85,6 +85,7 @@ fn check(name: &str) -> Vec<String> {
             ubatch: row["ubatch"].as_u64().unwrap(),
             flash_attention: row["flash_attention"] == "on",
             llamacpp_outputs: server,
+            llamacpp_device: gpumem::model::estimate::LlamaDevice::CpuRules,
             ..Settings::inference(row["ctx"].as_u64().unwrap(), kv_precision("f16").unwrap())
         };
         let moves = match row["ot"].as_str() {
@@ -282,7 +283,7 @@ fn select_offloads_as_llama_cpp_fits() {
                     "--context",
                     "8192",
                 ])
-                .chain(["--ram", "32GiB"])
+                .chain(["--ram", "32GiB", "--llamacpp-device", "cpu-rules"])
                 .map(String::from)
                 .collect();
             for size in &sizes {

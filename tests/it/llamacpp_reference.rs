@@ -94,6 +94,7 @@ fn rows(name: &str, doc: &Value, arch: &gpumem::model::ModelArch, file: FileWeig
             ddp: None,
             generate_new_tokens: None,
             llamacpp_outputs: None,
+            llamacpp_device: gpumem::model::estimate::LlamaDevice::CpuRules,
         };
         let b = estimate(arch, Some(file), &settings).unwrap();
         let mib = |k: &str| row[k].as_f64().unwrap();

@@ -712,3 +712,55 @@ fn training_is_planned_by_pytorchs_step() {
     assert!(text.contains("PyTorch training: the step's peak"), "{text}");
     assert!(!text.contains("vllm serve"), "{text}");
 }
+
+// On CUDA (simulated GPUs are CUDA's) llama.cpp's flash attention holds f16 copies of a q8_0
+// cache's K and V beside its output (ggml-cuda's `get_alloc_size`): Llama-3.1-8B at 131,072
+// tokens needs 512 MiB more compute buffer than the CPU backend's rules give, and no longer
+// fits a 24 GiB GPU with llama.cpp's 1 GiB margin; with the CPU backend's rules (an
+// rpc-server on a CPU) it does.
+#[test]
+fn llamacpp_on_cuda_holds_flash_attentions_f16_copies_of_a_quantized_cache() {
+    let args = |device: &'static str, extra: &[&'static str]| {
+        let mut a = vec![
+            "--model",
+            "llama-3.1-8b",
+            "--engine",
+            "llama.cpp",
+            "--context",
+            "131072",
+            "--kv-dtype",
+            "q8_0",
+            "--device",
+            device,
+        ];
+        a.extend_from_slice(extra);
+        a
+    };
+    let (code, doc) = select(&args("sim:24GiB", &[]));
+    assert_eq!(code, 3, "{doc}");
+    let (code, text) = select_text(&args("sim:24GiB", &[]));
+    assert_eq!(code, 3);
+    assert!(
+        text.contains("No plan fits: the closest candidate is 146.52 MiB short."),
+        "{text}"
+    );
+    let (code, doc) = select(&args("sim:24GiB", &["--llamacpp-device", "cpu-rules"]));
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(doc["plan"]["llamacpp"]["device_rules"], "cpu-rules");
+    let gpu = &doc["plan"]["llamacpp"]["devices"][0];
+    let (_, cuda) = select(&args("sim:32GiB", &[]));
+    assert_eq!(cuda["plan"]["llamacpp"]["device_rules"], "cuda");
+    let on_cuda = &cuda["plan"]["llamacpp"]["devices"][0];
+    assert_eq!(on_cuda["context"], gpu["context"]);
+    // K and V of one layer in f16 (2 × 131,072 cells × 1,024 values × 2 bytes) held with the
+    // f16 mask (131,072 × 512 × 2 bytes): the attention stage now binds, above the logits'.
+    let (cuda_compute, cpu_compute) = (
+        on_cuda["compute"].as_u64().unwrap(),
+        gpu["compute"].as_u64().unwrap(),
+    );
+    assert!(cuda_compute >= (512 + 128) << 20, "{cuda_compute}");
+    assert!(
+        cuda_compute >= cpu_compute + (256 << 20),
+        "{cuda_compute} vs {cpu_compute}"
+    );
+}

@@ -140,6 +140,21 @@ pub struct Settings {
     /// keeps one a sequence (its `-np`); `None`: every token, as llama.cpp's library and
     /// `llama-fit-params` do.
     pub llamacpp_outputs: Option<u64>,
+    /// The ggml backend llama.cpp's GPUs run, for how their compute buffers place tensors.
+    pub llamacpp_device: LlamaDevice,
+}
+
+/// The ggml backend llama.cpp runs a GPU with, as far as its buffers differ (read from
+/// ggml-cuda and ggml-cpu in the llama.cpp llama-cpp-python 0.3.36 vendors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LlamaDevice {
+    /// The CPU backend's buffers (32-byte alignment): the CPU itself, or an `rpc-server`
+    /// lending one, as the references in `tests/fixtures/` were measured.
+    CpuRules,
+    /// ggml-cuda (CUDA, and ROCm through HIP): 128-byte alignment, and flash attention's
+    /// output holding f16 copies of a K and V cache of another type.
+    Cuda,
 }
 
 impl Settings {
@@ -165,6 +180,7 @@ impl Settings {
             ddp: None,
             generate_new_tokens: None,
             llamacpp_outputs: None,
+            llamacpp_device: LlamaDevice::CpuRules,
         }
     }
 }
@@ -344,6 +360,10 @@ pub fn placed_compute_buffers(
         devices,
         pipeline,
         moves,
+        device_rules: match s.llamacpp_device {
+            LlamaDevice::CpuRules => super::replay::BufferRules::CPU,
+            LlamaDevice::Cuda => super::replay::BufferRules::CUDA,
+        },
     };
     super::replay::compute_buffers_placed(&batch, &placed)
 }

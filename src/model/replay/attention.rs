@@ -10,6 +10,8 @@ pub(super) struct CacheInputs {
     pub(super) v_idxs: usize,
     pub(super) mask: usize,
     pub(super) scores: u64,
+    /// Cells of the cache.
+    pub(super) cells: u64,
 }
 
 /// What one layer's attention reads besides Q, K and V.
@@ -25,6 +27,9 @@ pub(super) struct AttentionStep {
     /// that is not.
     pub(super) v_copy: Option<u64>,
     pub(super) flash_attention: bool,
+    /// Bytes of K and V in f16, where the cache holds another type (CUDA's flash attention
+    /// converts them beside its output).
+    pub(super) f16_copies: Option<(u64, u64)>,
 }
 
 /// `build_attn` over a K and a V cache: Q, V and K evaluated in that order, K and V written to
@@ -63,6 +68,7 @@ pub(super) fn attend(
     let vp = g.view(v_all, OTHER);
     if a.flash_attention {
         let o = g.op(Kind::Fresh, a.out, OTHER, &[qp, kp, vp, a.mask]);
+        g.tensors[o].fa_f16 = a.f16_copies;
         g.view(o, QUERY)
     } else {
         let kq = g.op(Kind::Fresh, a.scores, SCORES, &[kp, qp]);
@@ -147,6 +153,7 @@ fn grouped(
         // transposed V cache) it is copied out first.
         v_copy: b.fused_qkv.then_some(kv),
         flash_attention: c.flash_attention,
+        f16_copies: f16_copies(c, inputs.cells, c.kv_dim, c.kv_dim),
     };
     let caches = (g.external(), g.external());
     let attended = attend(g, [q, k, v], caches, &step);
@@ -315,6 +322,8 @@ fn absorbed(
     let latent_out = c.width(heads.checked_mul(d.kv_lora)?)?;
     if c.flash_attention {
         let o = g.op(Kind::Fresh, latent_out, OTHER, &[qp, kp, vp, inputs.mask]);
+        // V is a view of K: one copy serves both.
+        g.tensors[o].fa_f16 = f16_copies(c, inputs.cells, d.kv_lora + d.rope, 0);
         let o = g.view(o, OTHER);
         let o = g.op(Kind::Fresh, per_head_v, OTHER, &[w_vb, o]);
         let o = g.view(o, OTHER);
@@ -381,6 +390,17 @@ fn unsplit(
         out: c.width(v_dim)?,
         v_copy: None,
         flash_attention: c.flash_attention,
+        f16_copies: f16_copies(c, inputs.cells, k_dim, v_dim),
     };
     Some(attend(g, [q, k, v], p.caches, &step))
+}
+
+/// Bytes of a layer's K (`k_width` values a cell) and V in f16 over `cells` cells, where flash
+/// attention reads a cache of another type; `None` for an f16 cache or without flash attention.
+fn f16_copies(c: &super::Ctx<'_>, cells: u64, k_width: u64, v_width: u64) -> Option<(u64, u64)> {
+    if !c.flash_attention || *c.kv_type == crate::model::dtype::KV_F16 {
+        return None;
+    }
+    let bytes = |w: u64| cells.saturating_mul(w).saturating_mul(2);
+    Some((bytes(k_width), bytes(v_width)))
 }

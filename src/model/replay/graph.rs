@@ -12,8 +12,42 @@ pub(super) fn sat(v: u128) -> u64 {
 /// which saturate, answer then), so the offsets here stay far from overflow.
 pub(super) const MOST: u64 = 1 << 48;
 
-/// The CPU backend's tensor alignment (`TENSOR_ALIGNMENT`).
-pub(super) const ALIGNMENT: u64 = 32;
+/// How a backend's buffer type places tensors (`get_alignment`, `get_alloc_size`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BufferRules {
+    /// Every tensor's offset and size rounded to this.
+    pub(crate) alignment: u64,
+    /// CUDA's flash attention: the output's allocation also holds f16 copies of a K and a V
+    /// cache of another type (`ggml_cuda_flash_attn_ext_get_alloc_size`).
+    pub(crate) fa_f16_copies: bool,
+}
+
+impl BufferRules {
+    /// The CPU backend (`TENSOR_ALIGNMENT`), and an `rpc-server` on one.
+    pub(crate) const CPU: BufferRules = BufferRules {
+        alignment: 32,
+        fa_f16_copies: false,
+    };
+    /// ggml-cuda's device buffers (ROCm's too: the same source built for HIP): 128-byte
+    /// alignment, flash attention's f16 copies (its tile and MMA kernels, which the prompt
+    /// graph's batch takes, read K and V in f16).
+    pub(crate) const CUDA: BufferRules = BufferRules {
+        alignment: 128,
+        fa_f16_copies: true,
+    };
+
+    /// What the allocator reserves for `t`.
+    fn alloc_size(self, t: &Tensor) -> u64 {
+        match t.fa_f16 {
+            Some((k, v)) if self.fa_f16_copies => {
+                // The copies follow the output, each at a 128-byte boundary.
+                let pad = |n: u64| n.div_ceil(128) * 128;
+                pad(pad(t.bytes) + k) + v
+            }
+            _ => t.bytes,
+        }
+    }
+}
 
 // Distinct layouts for the in-place check (only same-shaped tensors share memory).
 pub(super) const MODEL: u64 = 1;
@@ -85,6 +119,9 @@ pub(super) struct Tensor {
     pub(super) experts: bool,
     /// A feed-forward weight's class: what the fit's overrides move by name.
     pub(super) ffn: Option<FfnClass>,
+    /// Flash attention over a cache that is not f16: the bytes of K and V in f16, which CUDA
+    /// converts them to beside the output.
+    pub(super) fa_f16: Option<(u64, u64)>,
 }
 
 /// A part of the model, as llama.cpp places its weights: the input layer, a repeating layer,
@@ -131,6 +168,7 @@ impl Graph {
             writes: false,
             experts: false,
             ffn: None,
+            fa_f16: None,
         })
     }
 
@@ -163,6 +201,7 @@ impl Graph {
             writes: false,
             experts: false,
             ffn: None,
+            fa_f16: None,
         })
     }
 
@@ -180,6 +219,7 @@ impl Graph {
             writes: false,
             experts: false,
             ffn: None,
+            fa_f16: None,
         })
     }
 
@@ -200,6 +240,7 @@ impl Graph {
             writes: false,
             experts: false,
             ffn: None,
+            fa_f16: None,
         })
     }
 
@@ -230,6 +271,7 @@ impl Graph {
             writes: true,
             experts: false,
             ffn: None,
+            fa_f16: None,
         })
     }
 
@@ -261,28 +303,30 @@ impl Graph {
     }
 }
 
-pub(super) fn aligned(bytes: u64) -> u64 {
-    bytes.div_ceil(ALIGNMENT) * ALIGNMENT
-}
-
 /// ggml's dynamic tensor allocator over one buffer: free blocks sorted by offset, the last one
 /// unbounded.
 #[derive(Debug)]
 pub(super) struct Blocks {
     pub(super) free: Vec<(u64, u64)>,
     pub(super) high: u64,
+    alignment: u64,
 }
 
 impl Blocks {
-    pub(super) fn new() -> Self {
+    pub(super) fn new(alignment: u64) -> Self {
         Blocks {
             free: vec![(0, u64::MAX / 2)],
             high: 0,
+            alignment,
         }
     }
 
+    pub(super) fn aligned(&self, bytes: u64) -> u64 {
+        bytes.div_ceil(self.alignment) * self.alignment
+    }
+
     pub(super) fn alloc(&mut self, bytes: u64) -> u64 {
-        let size = aligned(bytes);
+        let size = self.aligned(bytes);
         // Best fit among all blocks but the last; the last (which grows the buffer) otherwise.
         let last = self.free.len() - 1;
         let mut best = None;
@@ -305,7 +349,7 @@ impl Blocks {
     }
 
     pub(super) fn release(&mut self, offset: u64, bytes: u64) {
-        let size = aligned(bytes);
+        let size = self.aligned(bytes);
         for i in 0..self.free.len() {
             let (start, len) = self.free[i];
             if start + len == offset {
@@ -340,10 +384,12 @@ pub(super) struct Slot {
     pub(super) offset: u64,
 }
 
-/// The buffer ggml's graph allocator reserves for `g` (`ggml_gallocr_reserve`).
-pub(super) fn reserve(g: &Graph) -> u64 {
-    let mut blocks = Blocks::new();
+/// The buffer ggml's graph allocator reserves for `g` (`ggml_gallocr_reserve`) in a buffer
+/// placed by `rules`.
+pub(super) fn reserve(g: &Graph, rules: BufferRules) -> u64 {
+    let mut blocks = Blocks::new(rules.alignment);
     let mut slots = vec![Slot::default(); g.tensors.len()];
+    let size = |i: usize| rules.alloc_size(&g.tensors[i]);
     let allocate = |i: usize, slots: &mut [Slot], blocks: &mut Blocks| {
         let t = &g.tensors[i];
         if t.external || slots[i].allocated || t.view_src.is_some() {
@@ -361,17 +407,15 @@ pub(super) fn reserve(g: &Graph) -> u64 {
                 if slots[p].children == 1 && slots[p].views == 0 {
                     slots[i].offset = slots[p].offset;
                     slots[p].allocated = false;
-                    if aligned(parent.bytes) > aligned(t.bytes) {
-                        blocks.release(
-                            slots[p].offset + aligned(t.bytes),
-                            aligned(parent.bytes) - aligned(t.bytes),
-                        );
+                    let (had, needs) = (blocks.aligned(size(p)), blocks.aligned(size(i)));
+                    if had > needs {
+                        blocks.release(slots[p].offset + needs, had - needs);
                     }
                     return;
                 }
             }
         }
-        slots[i].offset = blocks.alloc(t.bytes);
+        slots[i].offset = blocks.alloc(size(i));
     };
     for &leaf in &g.leafs {
         allocate(leaf, &mut slots, &mut blocks);
@@ -408,12 +452,12 @@ pub(super) fn reserve(g: &Graph) -> u64 {
                         && slots[root].allocated
                         && !g.tensors[root].output
                     {
-                        blocks.release(slots[root].offset, g.tensors[root].bytes);
+                        blocks.release(slots[root].offset, size(root));
                         slots[root].allocated = false;
                     }
                 }
                 None if slots[p].allocated && !g.tensors[p].output => {
-                    blocks.release(slots[p].offset, g.tensors[p].bytes);
+                    blocks.release(slots[p].offset, size(p));
                     slots[p].allocated = false;
                 }
                 None => {}

@@ -53,7 +53,7 @@ pub(super) fn inputs<'a>(g: &mut Graph, s: Shape<'a>) -> Option<(Ctx<'a>, usize)
     // Each cache's inputs: the rows K and V are written to (without flash attention the V
     // cache is transposed and written element by element) and the KQ mask over its cells. A
     // model with sliding-window layers has a second cache, and a second set.
-    let mut cache_inputs = |mask: u64, scores: u64| -> Option<CacheInputs> {
+    let mut cache_inputs = |mask: u64, scores: u64, cells: u64| -> Option<CacheInputs> {
         Some(CacheInputs {
             k_idxs: g.input(tokens.checked_mul(8)?),
             v_idxs: g.input(if fa {
@@ -63,10 +63,11 @@ pub(super) fn inputs<'a>(g: &mut Graph, s: Shape<'a>) -> Option<(Ctx<'a>, usize)
             }),
             mask: g.input(mask),
             scores,
+            cells,
         })
     };
-    let full = cache_inputs(mask.0, scores.0)?;
-    let swa = cache_inputs(mask.1, scores.1)?;
+    let full = cache_inputs(mask.0, scores.0, s.kv_cells)?;
+    let swa = cache_inputs(mask.1, scores.1, s.swa_cells)?;
     let out_ids = g.input(s.outputs.checked_mul(4)?);
     // The recurrent states' copy indices: one i32 per sequence, the rows past the batch's
     // sequences (none) a second view.

@@ -27,6 +27,8 @@ use attention::*;
 use builder::*;
 use ffn::*;
 use graph::*;
+
+pub(crate) use graph::BufferRules;
 use recurrent::*;
 
 use super::arch::ModelArch;
@@ -135,7 +137,7 @@ pub(crate) fn compute_buffer(
 
 /// [`compute_buffer`] for one micro-batch as one value.
 pub(crate) fn compute_buffer_of(b: &Batch<'_>) -> Option<u64> {
-    Some(reserve(&whole(Shape::from_batch(b)?)?))
+    Some(reserve(&whole(Shape::from_batch(b)?)?, BufferRules::CPU))
 }
 
 /// One micro-batch of the prompt graph: what [`compute_buffer`] takes, as one value.
@@ -163,6 +165,8 @@ pub(crate) struct Placed<'a> {
     pub pipeline: bool,
     /// Each layer's feed-forward weights moved off its device (`-ot`, `--n-cpu-moe`).
     pub moves: &'a [LayerMove],
+    /// How the devices' buffer type places tensors (the host's is the CPU's).
+    pub device_rules: BufferRules,
 }
 
 /// The compute buffers of the host (first) and each device under `placed`, the graph split as
@@ -185,7 +189,13 @@ pub(crate) fn compute_buffers_placed(b: &Batch<'_>, placed: &Placed<'_>) -> Opti
     };
     let backends = u8::try_from(placed.devices + 1).ok()?;
     let copies = if placed.pipeline { 4 } else { 1 };
-    Some(sched::split_buffers(&g, backends, &backend_of, copies))
+    Some(sched::split_buffers(
+        &g,
+        backends,
+        &backend_of,
+        copies,
+        placed.device_rules,
+    ))
 }
 
 /// The whole prompt graph, each tensor tagged with the part of the model it was built in.

@@ -20,10 +20,18 @@ pub(super) fn split_buffers(
     backends: u8,
     backend_of: &dyn Fn(Part, Option<(FfnClass, bool)>) -> u8,
     copies: usize,
+    device_rules: BufferRules,
 ) -> Vec<u64> {
     let be = assign(g, backend_of);
     (0..backends)
-        .map(|b| reserve(&per_backend(g, &be, b, copies)))
+        .map(|b| {
+            let rules = if b == HOST {
+                BufferRules::CPU
+            } else {
+                device_rules
+            };
+            reserve(&per_backend(g, &be, b, copies), rules)
+        })
         .collect()
 }
 
@@ -136,6 +144,7 @@ fn per_backend(g: &Graph, be: &[u8], b: u8, copies: usize) -> Graph {
         input: true,
         output: true,
         external: false,
+        fa_f16: None,
         ..t.clone()
     };
     for &l in &g.leafs {
@@ -220,6 +229,7 @@ fn split_start(
                 input: false,
                 output: false,
                 external: false,
+                fa_f16: None,
                 ..g.tensors[s].clone()
             });
             out.nodes.push(c);

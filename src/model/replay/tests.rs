@@ -12,7 +12,7 @@ const F16: Precision = Precision {
 
 #[test]
 fn freed_neighbours_merge_and_best_fit_prefers_the_smallest_hole() {
-    let mut b = Blocks::new();
+    let mut b = Blocks::new(32);
     let a = b.alloc(64);
     let c = b.alloc(32);
     let d = b.alloc(64);
@@ -207,4 +207,60 @@ fn only_the_modelled_layouts_are_replayed() {
         layers: crate::model::SlidingLayers::All,
     });
     assert!(compute_buffer(&windowed, 16, 256, 256, true, &F16).is_none());
+}
+
+/// Every layer and the output on one device under `rules`: the host's and the device's
+/// buffers.
+fn one_device(arch: &ModelArch, kv: &Precision, rules: BufferRules, cells: u64) -> (u64, u64) {
+    let layers: Vec<Option<usize>> = (0..=arch.num_layers).map(|_| Some(0)).collect();
+    let batch = Batch {
+        arch,
+        tokens: 512,
+        kv_cells: cells,
+        swa_cells: cells,
+        flash_attention: true,
+        kv_type: kv,
+        seqs: 1,
+        outputs: None,
+    };
+    let placed = Placed {
+        layer_devices: &layers,
+        devices: 1,
+        pipeline: false,
+        moves: &[],
+        device_rules: rules,
+    };
+    let b = compute_buffers_placed(&batch, &placed).expect("Llama is replayed");
+    (b[0], b[1])
+}
+
+// ggml-cuda's buffers: 128-byte alignment (a few bytes a tensor above the CPU's 32), and flash
+// attention over a q8_0 cache holds the layer's K and V converted to f16 beside its output:
+// Llama-3.1-8B at 131,072 cells, 8 KV heads of 128, 256 MiB each, held at once with the
+// output and the f16 mask, above the logits' stage where the CPU's rules peak.
+#[test]
+fn cuda_buffers_align_to_128_and_hold_flash_attentions_f16_copies() {
+    let arch = crate::model::find_model("llama-3.1-8b")
+        .expect("the catalog's Llama-3.1-8B")
+        .arch;
+    let q8 = crate::model::dtype::kv_precision("q8_0").expect("q8_0");
+    let cells = 131_072;
+    let (cpu_host, cpu) = one_device(&arch, &F16, BufferRules::CPU, cells);
+    let (cuda_host, cuda) = one_device(&arch, &F16, BufferRules::CUDA, cells);
+    assert_eq!(
+        cpu_host, cuda_host,
+        "the host's buffer is the CPU's either way"
+    );
+    assert!(cuda >= cpu && cuda - cpu < 1 << 20, "{cuda} vs {cpu}");
+    let (_, cpu_q8) = one_device(&arch, &q8, BufferRules::CPU, cells);
+    let (_, cuda_q8) = one_device(&arch, &q8, BufferRules::CUDA, cells);
+    assert_eq!(
+        cpu_q8, cpu,
+        "the CPU's flash attention reads the q8_0 cache as it is"
+    );
+    let copies = 2 * cells * 8 * 128 * 2;
+    let out = 512 * 4096 * 4;
+    let mask = cells * 512 * 2;
+    assert!(cuda_q8 >= copies + out + mask, "{cuda_q8}");
+    assert!(cuda_q8 > cuda + copies / 2, "{cuda_q8} vs {cuda}");
 }

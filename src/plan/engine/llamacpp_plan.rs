@@ -12,6 +12,7 @@ use super::llamacpp::{
 use super::llamacpp_ctx::fit_context;
 use super::llamacpp_fit::{fit_moe_from, TensorOverride};
 use crate::backend::BackendKind;
+use crate::model::estimate::LlamaDevice;
 use crate::model::{LayerWeights, ModelSource, Settings, DEFAULT_WEIGHT_PRECISION};
 use crate::plan::{
     Accounting, Candidate, Capacity, Placement, Plan, PlanKind, Rank, Selection, Usable,
@@ -27,6 +28,9 @@ pub struct LlamaCppConfig {
     /// Started without `-c`: llama.cpp's fit chooses the context, from the model's trained one
     /// down to this minimum (`--fit-ctx`). `None`: the context is the one asked for.
     pub fit_ctx_min: Option<u64>,
+    /// The ggml backend the GPUs run (`None`: from the GPUs, [`LlamaDevice::Cuda`] for CUDA,
+    /// ROCm and simulated ones).
+    pub device: Option<LlamaDevice>,
 }
 
 /// llama.cpp's default minimum for the context its fit chooses (`--fit-ctx`).
@@ -57,6 +61,21 @@ pub struct LlamaCppAccount {
     pub host: DeviceUse,
     /// llama.cpp's `-fa auto`: on, as on every GPU backend that has it.
     pub flash_attention: bool,
+    /// The ggml backend whose buffer rules the GPUs' compute buffers follow.
+    pub device_rules: LlamaDevice,
+}
+
+/// The ggml backend llama.cpp runs `candidates`' GPUs with: ggml-cuda's buffers where any is a
+/// CUDA or ROCm GPU (simulated GPUs are CUDA's), else the CPU backend's.
+fn device_of(candidates: &[Candidate]) -> LlamaDevice {
+    let cuda = candidates
+        .iter()
+        .any(|c| matches!(c.backend, BackendKind::Cuda | BackendKind::Rocm));
+    if cuda {
+        LlamaDevice::Cuda
+    } else {
+        LlamaDevice::CpuRules
+    }
 }
 
 /// Plans `source` for llama.cpp over `candidates`; `None` when llama.cpp's graph for the
@@ -77,6 +96,7 @@ pub fn select_llamacpp(
         context: settings.context.saturating_mul(settings.batch.max(1)),
         batch: 1,
         flash_attention: true,
+        llamacpp_device: cfg.device.unwrap_or_else(|| device_of(candidates)),
         // (With --embedding it keeps every token's: an encoder's outputs stay all of them.)
         llamacpp_outputs: arch.encoder.is_none().then_some(settings.batch.max(1)),
         ..settings.clone()
@@ -142,6 +162,7 @@ pub fn select_llamacpp(
                 devices: f.uses.clone(),
                 host: f.host,
                 flash_attention: true,
+                device_rules: s.llamacpp_device,
             }),
             accounting: Accounting::LlamaCpp,
         },

@@ -359,7 +359,8 @@ pub fn fit_params_as_server_args(printed: &str, rpc: &[Value], all_layers: u64) 
 }
 
 /// A recorded fit row's device sizes (`device_mib`: one size, or one a device) and the
-/// `select --json --engine llama.cpp --gguf GGUF … --ram 256GiB --device sim:<size>MiB …`
+/// `select --json --engine llama.cpp --gguf GGUF … --ram 256GiB --llamacpp-device cpu-rules
+/// --device sim:<size>MiB …`
 /// arguments that plan it, with `extra` after the model.
 pub fn fit_row_select(gguf: &Path, row: &Value, extra: &[String]) -> (Vec<u64>, Vec<String>) {
     let sizes: Vec<u64> = match row["device_mib"].as_array() {
@@ -372,6 +373,8 @@ pub fn fit_row_select(gguf: &Path, row: &Value, extra: &[String]) -> (Vec<u64>, 
         .chain([gguf.display().to_string()])
         .chain(extra.iter().cloned())
         .chain(["--ram".into(), "256GiB".into()])
+        // The references ran on rpc-servers lending CPUs: the CPU backend's buffers.
+        .chain(["--llamacpp-device".into(), "cpu-rules".into()])
         .collect();
     for size in &sizes {
         args.extend(["--device".into(), format!("sim:{size}MiB")]);
