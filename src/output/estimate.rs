@@ -218,9 +218,11 @@ fn training_text(text: &mut String, r: &EstimateReport) {
                         .to_string()
                 }
                 Recipe::Lora(l) => format!(
-                    "LoRA rank {} on {}: f32 adapters, the bf16 model frozen",
+                    "LoRA rank {} on {}: {} adapters, the bf16 model frozen",
                     l.rank,
-                    lora_targets_text(l.targets)
+                    lora_targets_text(l.targets),
+                    // FSDP2 shards one dtype a group: the adapters are the model's.
+                    if step.fsdp.is_some() { "bf16" } else { "f32" }
                 ),
                 Recipe::Qlora(l) => format!(
                     "QLoRA rank {} on {}: f32 adapters, the layers frozen in NF4, the rest in f32",

@@ -664,6 +664,11 @@ fn training_walks_pytorch_step() {
     assert_eq!(step["recipe"], "mixed-fp32-master");
     assert_eq!(step["fsdp"]["world"], 4);
     assert!(step["peak"]["parameters"].as_u64().unwrap() > 8_030_261_248);
+    // LoRA under FSDP2: the adapters in bf16 (one dtype a group), sharded with the model.
+    let lora_fsdp = estimate_json(&args(&["--recipe", "lora", "--fsdp", "4"]));
+    let step = &lora_fsdp["training_step"];
+    assert_eq!(step["recipe"]["lora"]["rank"], 16);
+    assert_eq!(step["fsdp"]["world"], 4);
     let single = estimate_json(&args(&["--recipe", "mixed"]));
     assert!(single["training_step"].is_null());
     assert_eq!(

@@ -54,6 +54,9 @@ def main():
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--no-reshard-after-forward", action="store_true")
     ap.add_argument("--checkpointing", action="store_true")
+    ap.add_argument("--lora-rank", type=int, default=0,
+                    help="PEFT LoRA of this rank on every projection (all-linear), its adapters "
+                         "in bf16 like the model (FSDP2 shards one dtype a group)")
     ap.add_argument("--mixed", action="store_true",
                     help="mixed precision: f32 parameters (the sharded master copy), gathered "
                          "in bf16 for compute, gradients reduced in f32 "
@@ -76,13 +79,29 @@ def main():
     with FakeTensorMode():
         model = AutoModelForCausalLM.from_config(cfg)
         params = sum(p.numel() for p in model.parameters())
+        decoder = model.model
+        if a.lora_rank:
+            from peft import LoraConfig, get_peft_model
+            from peft.tuners.tuners_utils import BaseTunerLayer
+
+            # As measure_train.py: the adapters are made where they stay (Module.to refuses
+            # fake tensors); here in the model's bf16.
+            BaseTunerLayer._move_adapter_to_device_of_base_layer = lambda self, *a, **k: None
+            module_to = torch.nn.Module.to
+            torch.nn.Module.to = lambda self, *a, **k: self
+            model = get_peft_model(model, LoraConfig(
+                r=a.lora_rank, lora_alpha=2 * a.lora_rank, lora_dropout=0.0,
+                target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                "down_proj"]), autocast_adapter_dtype=False)
+            torch.nn.Module.to = module_to
         if a.checkpointing:
             model.gradient_checkpointing_enable()
-        for layer in model.model.layers:
+        for layer in decoder.layers:
             fully_shard(layer, mesh=mesh, reshard_after_forward=reshard, mp_policy=mp)
         fully_shard(model, mesh=mesh, reshard_after_forward=reshard, mp_policy=mp)
         model.train()
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=False)
+        opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4,
+                                foreach=False)
         mt = FSDPMemTracker(model, opt)
         with mt:
             for step in range(2):
@@ -104,7 +123,8 @@ def main():
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "model": a.config.rsplit("/", 1)[-1].removesuffix(".json"),
-        "recipe": "mixed-fp32-master" if a.mixed else "bf16",
+        "recipe": "lora" if a.lora_rank else "mixed-fp32-master" if a.mixed else "bf16",
+        "lora": {"rank": a.lora_rank, "targets": "all-linear"} if a.lora_rank else None,
         "optimizer": "adamw",
         "foreach": False,
         "world": a.world,

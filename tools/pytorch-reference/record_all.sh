@@ -49,6 +49,7 @@ grep -v '^#' "$here/fsdp_rows.txt" | while read -r model world seq opts; do
     case "${opts:-}" in *keep*) flag="--no-reshard-after-forward" ;; esac
     case "${opts:-}" in *ckpt*) flag="$flag --checkpointing" ;; esac
     case "${opts:-}" in *mixed*) flag="$flag --mixed" ;; esac
+    case "${opts:-}" in *lora*) flag="$flag --lora-rank 16" ;; esac
     name="fsdp-$model-w$world-s$seq${opts:+-$opts}"
     [ -s "$out/$name.json" ] && continue
     "$PYTHON" "$here/measure_fsdp.py" --config "$out/configs/$model.json" --world "$world" \

@@ -51,8 +51,6 @@ pub(super) struct Sizes {
     pub root: u128,
     /// One decoder layer's.
     pub layer: u128,
-    /// The output head's (its gradient, unsharded until the root's reduce-scatter).
-    pub head: u128,
     /// The unsharded walk's optimizer state per parameter byte (Adam: 2, SGD: 1), plus what
     /// does not shard (Adam's step counts).
     pub state_per_byte: u128,
@@ -65,12 +63,28 @@ pub(super) struct Sizes {
     /// are than the gathered ones: 2 under mixed precision (f32 shards gathered in bf16,
     /// gradients reduced in f32), else 1.
     pub master: u128,
+    /// What has gradients: everything in bf16 or mixed precision, LoRA's adapters only.
+    pub grads: Grads,
     /// The gradient of one layer's output (what the backward holds between layers).
     pub act_grad: u128,
     /// A layer's backward temporaries other than its weights' gradients.
     pub layer_act_grads: u128,
     /// A layer's backward temporaries, its largest weight gradient included.
     pub layer_backward: u128,
+}
+
+/// The gradients' sizes unsharded, by where they live.
+pub(super) struct Grads {
+    /// Every trained parameter's.
+    pub all: u128,
+    /// The root module's (embeddings, final norm, an untied head).
+    pub root: u128,
+    /// One layer's.
+    pub layer: u128,
+    /// An untied output head's (unsharded until the root's reduce-scatter).
+    pub head: u128,
+    /// The final norm's.
+    pub norm: u128,
 }
 
 /// A rank's shard of `bytes`: an even split, plus at most `world − 1` padding rows a tensor
@@ -93,11 +107,16 @@ pub(super) fn sharded_points(s: &Shape, f: Fsdp, z: &Sizes, points: &[Tally]) ->
     let m = z.master;
     let own = |bytes: u128| m * shard(s, world, bytes, z.param_bytes);
     let params = own(z.params);
-    let state = z.state_per_byte * params + z.state_fixed;
-    let layers_done = own(z.params - z.root);
+    let g = &z.grads;
+    let trained = own(g.all);
+    let state = z.state_per_byte * trained + z.state_fixed;
+    let layers_done = own(g.all - g.root);
     // A layer's unsharded gradients, and its reduce-scatter buffer (f32 under mixed precision).
-    let layer_grads = z.layer + m * z.layer;
-    let norm_grad = s.hidden * z.param_bytes;
+    let layer_grads = g.layer + m * g.layer;
+    let norm_grad = g.norm;
+    // Every gradient but the first layer's and the root's sharded, the first layer's and its
+    // reduce-scatter buffer whole, the root's whole.
+    let first_layer_grads = own(g.all - g.root - g.layer) + layer_grads + g.head + norm_grad;
     let mut out: Vec<Tally> = points
         .iter()
         .enumerate()
@@ -120,14 +139,9 @@ pub(super) fn sharded_points(s: &Shape, f: Fsdp, z: &Sizes, points: &[Tally]) ->
                 // The first layer's backward, at its end: the other layers' sharded
                 // gradients, its own unsharded ones, the last reduce-scatter buffer, the root's
                 // unsharded ones, the activations' gradients.
-                (3, _) => (
-                    z.root + z.layer,
-                    own(z.params - z.root - z.layer) + layer_grads + z.head + norm_grad,
-                    z.layer_act_grads,
-                    0,
-                ),
-                (4, _) => (z.root, layers_done + z.layer, t + norm_grad, 0),
-                _ => (0, params, t, z.step_temp_per_byte * params),
+                (3, _) => (z.root + z.layer, first_layer_grads, z.layer_act_grads, 0),
+                (4, _) => (z.root, layers_done + g.layer, t + norm_grad, 0),
+                _ => (0, trained, t, z.step_temp_per_byte * trained),
             };
             Tally {
                 phase: pt.phase,
@@ -156,7 +170,7 @@ pub(super) fn sharded_points(s: &Shape, f: Fsdp, z: &Sizes, points: &[Tally]) ->
         out.push(Tally {
             phase: head.phase,
             parameters: params + last,
-            gradients: z.head + norm_grad + m * z.layer + own(z.layer),
+            gradients: g.head + norm_grad + m * g.layer + own(g.layer),
             optimizer: state,
             activations: head.activations,
             temporaries: z.layer_backward,
@@ -169,7 +183,7 @@ pub(super) fn sharded_points(s: &Shape, f: Fsdp, z: &Sizes, points: &[Tally]) ->
         out.push(Tally {
             phase: pt.phase,
             parameters: params + z.root + z.layer,
-            gradients: own(z.params - z.root - z.layer) + layer_grads + z.head + norm_grad,
+            gradients: first_layer_grads,
             optimizer: state,
             activations: pt.activations + 8,
             temporaries: z.act_grad,

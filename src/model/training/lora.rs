@@ -124,31 +124,42 @@ pub(super) fn qlora_frozen(s: &Shape) -> (u128, u128) {
     )
 }
 
-/// What one layer saves per token, the base frozen and the adapters f32, when its input does
-/// or does not require a gradient; and whether its output does. `f32_stream`: QLoRA's, where
-/// the activations are f32 and the adapters share their inputs; else a bf16 base, where each
-/// adapter saves its own f32 copy.
+/// How a layer's adapters meet the stream they read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stream {
+    /// f32 adapters on a bf16 model (PEFT's default): each adapter saves its own f32 copy of
+    /// its input and `lora_A`'s f32 output.
+    F32Copies,
+    /// Adapters of the stream's own dtype (`act` bytes: QLoRA's f32 stream, bf16 adapters on a
+    /// bf16 model under FSDP2): the input saved once however many adapters read it, and each
+    /// adapter's `lora_A` output.
+    Shared { act: u128 },
+}
+
+/// What one layer saves per token, the base frozen and the adapters trained, when its input
+/// does or does not require a gradient; and whether its output does.
 pub(super) fn layer_per_token(
     s: &Shape,
     lora: Lora,
     input_grad: bool,
-    f32_stream: bool,
+    stream: Stream,
 ) -> (u128, bool) {
-    let act: u128 = if f32_stream { 4 } else { 2 };
+    let act: u128 = match stream {
+        Stream::F32Copies => 2,
+        Stream::Shared { act } => act,
+    };
     let r = u128::from(lora.rank);
     let t = lora.targets;
     let (h, i) = (s.hidden, s.intermediate);
     let (q, kv) = (s.heads * s.head_dim, s.kv_heads * s.head_dim);
-    let adapter = |on: bool, input: u128| if on { 4 * input + 4 * r } else { 0 };
-    // Adapters reading one f32 input: the input once, each adapter's `lora_A` output.
+    // Adapters reading one input: the input (once, or an f32 copy each) and each adapter's
+    // `lora_A` output.
     let shared = |ons: &[bool], input: u128| {
         let n = ons.iter().filter(|&&on| on).count() as u128;
-        if n == 0 {
-            0
-        } else if f32_stream {
-            4 * input + n * 4 * r
-        } else {
-            n * (4 * input + 4 * r)
+        match (n, stream) {
+            (0, _) => 0,
+            (_, Stream::F32Copies) => n * (4 * input + 4 * r),
+            (_, Stream::Shared { act }) => act * input + n * act * r,
         }
     };
     // A frozen-weight RMSNorm saves its f32 input and rsqrt, only while the input needs a
@@ -168,11 +179,12 @@ pub(super) fn layer_per_token(
     if qkv_grad {
         bytes += act * (q + 2 * kv) + 4 * s.heads + act * q;
     }
-    // An f32 SDPA output is `o_proj`'s input as it is, saved already where SDPA saves it.
-    bytes += match (f32_stream, qkv_grad, t.o) {
+    // SDPA's output is `o_proj`'s input: where SDPA saves it and the adapter reads it as it
+    // is, it is not saved again.
+    bytes += match (stream, qkv_grad, t.o) {
         (_, _, false) => 0,
-        (true, true, true) => 4 * r,
-        _ => adapter(true, q),
+        (Stream::Shared { act }, true, true) => act * r,
+        _ => shared(&[true], q),
     };
     let grad = input_grad || qkv_grad || t.o;
     bytes += norm(grad) + shared(&[t.gate, t.up], h);
@@ -181,6 +193,6 @@ pub(super) fn layer_per_token(
     // SiLU saves the gate's output; the product saves each side the other's gradient needs.
     bytes += if gate_grad { 2 * act * i } else { 0 } + if up_grad { act * i } else { 0 };
     // The product is saved by nothing but `down_proj`'s adapter: its f32 copy, or itself.
-    bytes += adapter(t.down, i);
+    bytes += shared(&[t.down], i);
     (bytes, grad || gate_grad || up_grad || t.down)
 }

@@ -2,7 +2,7 @@
 //! taken. The second step is the one walked: the optimizer's state exists from the first
 //! step's end, through the whole forward and backward.
 
-use super::fsdp::{sharded_points, Fsdp, Sizes, Tally};
+use super::fsdp::{sharded_points, Fsdp, Grads, Sizes, Tally};
 use super::saved::{
     head_fixed, head_per_token, labels_bytes, layer_fixed, layer_input, layer_per_token,
     loss_backward_per_token, loss_forward_per_token, rope_per_position, ACT_BYTES, IDS,
@@ -168,23 +168,28 @@ fn sharded_peak(
     // Every layer alike (all dense, or experts in every layer): one layer's bytes stand for each.
     let uniform = s.moe.is_none_or(|m| m.layers == s.layers);
     let master = match run.recipe {
-        Recipe::Bf16 => 1,
+        // LoRA's adapters in bf16, as FSDP2 shards one dtype a group.
+        Recipe::Bf16 | Recipe::Lora(_) => 1,
         // f32 shards gathered in bf16, gradients reduced in f32.
         Recipe::MixedFp32Master => 2,
-        _ => 0,
+        Recipe::Fp32Autocast | Recipe::Qlora(_) => 0,
     };
     if master == 0 || !uniform || s.f32_params > 0 || s.fused || f.world == 0 {
         return Err(TrainingError::Unsupported {
-            what: "FSDP2 other than in bf16 or mixed precision for layers all alike without fused \
-                   projections",
+            what: "FSDP2 other than in bf16, mixed precision or LoRA for layers all alike without \
+                   fused projections",
         });
     }
     let tokens = u128::from(run.batch) * u128::from(run.seq);
     let p = u128::from(run.recipe.param_bytes());
     let heads = if s.tied { 1 } else { 2 };
     let root = (heads * s.vocab * s.hidden + s.hidden) * p;
+    let tensors = match run.recipe.lora() {
+        Some(l) => lora::adapter_params(s, l).1,
+        None => s.param_tensors,
+    };
     let (state_per_byte, state_fixed, step_temp_per_byte) = match run.optimizer {
-        Optimizer::Adam | Optimizer::Adamw => (2, 4 * s.param_tensors, 1),
+        Optimizer::Adam | Optimizer::Adamw => (2, 4 * tensors, 1),
         Optimizer::Sgd => (1, 0, 0),
         Optimizer::Adamw8bit | Optimizer::Adafactor => {
             return Err(TrainingError::Unsupported {
@@ -192,11 +197,29 @@ fn sharded_peak(
             })
         }
     };
+    let layer = (held.params - root) / s.layers.max(1);
+    let grads = match run.recipe.lora() {
+        Some(_) => Grads {
+            all: held.trainable,
+            root: 0,
+            layer: held.trainable / s.layers.max(1),
+            head: 0,
+            norm: 0,
+        },
+        None => Grads {
+            all: held.params,
+            root,
+            layer,
+            head: s.vocab * s.hidden * p,
+            norm: s.hidden * p,
+        },
+    };
+    let frozen = run.recipe.lora().is_some();
     let sizes = Sizes {
         params: held.params,
         root,
-        layer: (held.params - root) / s.layers.max(1),
-        head: s.vocab * s.hidden * p,
+        layer,
+        grads,
         state_per_byte,
         state_fixed,
         step_temp_per_byte,
@@ -207,7 +230,12 @@ fn sharded_peak(
             Some(m) => tokens * m.top_k * 3 * m.intermediate * ACT_BYTES,
             None => tokens * 2 * s.intermediate * ACT_BYTES,
         },
-        layer_backward: layer_backward_temporaries(s, p, tokens, s.moe.is_some()),
+        // A frozen layer's backward makes no weight gradient.
+        layer_backward: if frozen {
+            tokens * 2 * s.intermediate * ACT_BYTES
+        } else {
+            layer_backward_temporaries(s, p, tokens, s.moe.is_some())
+        },
     };
     let sharded = sharded_points(s, f, &sizes, &tallies(points, held));
     largest(&sharded, held.buffers)
@@ -253,6 +281,16 @@ fn check(s: &Shape, run: &TrainingRun) -> Result<Mask, TrainingError> {
     Ok(Mask { masked, repeated })
 }
 
+/// How the adapters meet the stream: QLoRA's f32 stream; under FSDP2, which shards one dtype a
+/// group, bf16 adapters on the bf16 model; else PEFT's f32 adapters on a bf16 model.
+fn lora_stream(run: &TrainingRun) -> lora::Stream {
+    match (run.recipe, run.fsdp) {
+        (Recipe::Qlora(_), _) => lora::Stream::Shared { act: 4 },
+        (_, Some(_)) => lora::Stream::Shared { act: 2 },
+        _ => lora::Stream::F32Copies,
+    }
+}
+
 /// The parameters (all trained, or LoRA's f32 adapters beside the frozen bf16 model), buffers
 /// and optimizer state.
 fn held(s: &Shape, run: &TrainingRun, lora: Option<Lora>) -> Held {
@@ -264,7 +302,11 @@ fn held(s: &Shape, run: &TrainingRun, lora: Option<Lora>) -> Held {
     let (frozen, trainable, trainable_tensors) = match lora {
         Some(l) => {
             let (adapters, tensors) = lora::adapter_params(s, l);
-            (frozen, adapters * 4, tensors)
+            let bytes = match lora_stream(run) {
+                lora::Stream::Shared { act } => act,
+                lora::Stream::F32Copies => 4,
+            };
+            (frozen, adapters * bytes, tensors)
         }
         // DeepSeek-V2 keeps its expert gates' weights in f32 whatever the model's dtype.
         None => (0, s.params * p + s.f32_params * (4 - p), s.param_tensors),
@@ -328,9 +370,9 @@ fn saved(s: &Shape, run: &TrainingRun, lora: Option<Lora>, mask: Mask) -> Saved 
     // Under checkpointing transformers makes the embedding's output require a gradient
     // (`enable_input_require_grads`), so the first layer saves what the others do.
     if let Some(l) = lora {
-        let f32_stream = matches!(run.recipe, Recipe::Qlora(_));
-        let (first, grad) = lora::layer_per_token(s, l, run.checkpointing, f32_stream);
-        let (rest, grad_after) = lora::layer_per_token(s, l, grad, f32_stream);
+        let stream = lora_stream(run);
+        let (first, grad) = lora::layer_per_token(s, l, run.checkpointing, stream);
+        let (rest, grad_after) = lora::layer_per_token(s, l, grad, stream);
         first_layer = tokens * first;
         if !run.checkpointing {
             layers = tokens * (first + (s.layers - 1) * rest);
