@@ -207,11 +207,11 @@ pub fn launch(
     }
 }
 
-/// llama-server's mode: one KV cache for the `-np` sequences, as the plan keeps them (its
-/// default only when it picks `-np` itself); an encoder's embeddings, or a reranker's scores.
-fn server_mode(s: &LaunchSettings) -> Vec<String> {
+/// llama-server's mode: one KV cache for the `-np` sequences where the plan keeps them so
+/// (llama-server's default is a stream each); an encoder's embeddings, or a reranker's scores.
+fn server_mode(s: &LaunchSettings, unified: bool) -> Vec<String> {
     let mut flags = Vec::new();
-    if s.batch > 1 {
+    if unified {
         flags.push("--kv-unified".into());
     }
     match s.pooling {
@@ -341,7 +341,10 @@ fn llama_cpp(path: &std::path::Path, plan: &Plan, s: &LaunchSettings) -> Launch 
         "-ngl".into(),
         ngl.to_string(),
     ];
-    argv.extend(server_mode(s));
+    argv.extend(server_mode(
+        s,
+        plan.llamacpp.as_ref().is_some_and(|f| f.kv_unified),
+    ));
     let fitted = plan.llamacpp.as_ref();
     if let Some(ts) = fitted.and_then(|f| f.tensor_split.as_ref()) {
         // llama.cpp's fit counts the output layer on the last GPU; trailing zeros are dropped.
@@ -611,7 +614,7 @@ mod tests {
         assert_eq!(server.env, [("CUDA_VISIBLE_DEVICES".into(), "0,1".into())]);
         assert_eq!(
             argv(server),
-            "llama-server -m m.gguf -c 32768 -np 4 -ngl 81 --kv-unified --tensor-split 20,30,30 \
+            "llama-server -m m.gguf -c 32768 -np 4 -ngl 81 --tensor-split 20,30,30 \
              --rpc b:50052"
         );
     }
@@ -635,7 +638,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             argv(&l.commands[0]),
-            "llama-server -m m.gguf -c 32768 -np 4 -ngl 50 --kv-unified"
+            "llama-server -m m.gguf -c 32768 -np 4 -ngl 50"
         );
         let v = launch(
             Engine::Vllm,

@@ -81,12 +81,21 @@ fn check(name: &str) -> Vec<String> {
         // llama-server's reserve: logits for the last token of each of its -np sequences
         // (recorded with -np 1).
         let server = doc["server_outputs"].as_u64();
+        // Without -kvu, llama-server's -np sequences keep a KV stream each of -c / -np cells.
+        let streams = match (server, doc["kv_unified"].as_bool()) {
+            (Some(n), Some(false)) if n > 1 => n,
+            _ => 1,
+        };
         let settings = Settings {
+            batch: streams,
             ubatch: row["ubatch"].as_u64().unwrap(),
             flash_attention: row["flash_attention"] == "on",
             llamacpp_outputs: server,
             llamacpp_device: gpumem::model::estimate::LlamaDevice::CpuRules,
-            ..Settings::inference(row["ctx"].as_u64().unwrap(), kv_precision("f16").unwrap())
+            ..Settings::inference(
+                row["ctx"].as_u64().unwrap() / streams,
+                kv_precision("f16").unwrap(),
+            )
         };
         let moves = match row["ot"].as_str() {
             Some(ot) => parse_overrides(ot, doc["rpc"].as_array().unwrap()),

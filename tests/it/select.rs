@@ -400,10 +400,11 @@ fn launch_commands_for_the_engines_that_load_the_model() {
             "-np",
             "4",
             "-ngl",
-            "3",
-            "--kv-unified"
+            "3"
         ]
     );
+    // Each of the -np sequences keeps a KV stream of its own (llama-server's default).
+    assert_eq!(doc["plan"]["llamacpp"]["kv_unified"], false);
     // --bytes plans have nothing to launch.
     let (_, doc) = select(&["--bytes", "1GiB", "--device", "sim:8GiB"]);
     assert_eq!(doc["launch"], json!([]));

@@ -63,6 +63,9 @@ pub struct LlamaCppAccount {
     pub flash_attention: bool,
     /// The ggml backend whose buffer rules the GPUs' compute buffers follow.
     pub device_rules: LlamaDevice,
+    /// The `-np` sequences share one KV cache (`--kv-unified`); else each keeps a stream of
+    /// `context / -np` cells, llama-server's default.
+    pub kv_unified: bool,
 }
 
 /// The ggml backend llama.cpp runs `candidates`' GPUs with: ggml-cuda's buffers where any is a
@@ -90,15 +93,19 @@ pub fn select_llamacpp(
     let weights = source.layer_weights.clone().unwrap_or_else(|| {
         LayerWeights::from_arch(arch, settings.dtype.unwrap_or(DEFAULT_WEIGHT_PRECISION))
     });
-    // One KV cache for the batch's sequences (llama-server's -c is the total), -fa auto, and
-    // logits for the last token of each of its -np sequences (llama-server's n_outputs_max).
+    // llama-server's -np sequences each keep a KV stream of -c / -np cells (its default); when
+    // its fit chooses the context (-c 0) the plan keeps them in one cache (-kvu), the total
+    // being what the fit chooses. -fa auto, and logits for the last token of each sequence
+    // (llama-server's n_outputs_max).
+    let batch = settings.batch.max(1);
+    let streams = if cfg.fit_ctx_min.is_none() { batch } else { 1 };
     let s = Settings {
-        context: settings.context.saturating_mul(settings.batch.max(1)),
-        batch: 1,
+        context: settings.context.saturating_mul(batch / streams),
+        batch: streams,
         flash_attention: true,
         llamacpp_device: cfg.device.unwrap_or_else(|| device_of(candidates)),
         // (With --embedding it keeps every token's: an encoder's outputs stay all of them.)
-        llamacpp_outputs: arch.encoder.is_none().then_some(settings.batch.max(1)),
+        llamacpp_outputs: arch.encoder.is_none().then_some(batch),
         ..settings.clone()
     };
     let all = arch.num_layers + 1;
@@ -149,7 +156,7 @@ pub fn select_llamacpp(
             gpu_layers: Some(f.ngl),
             max_context: None,
             shortfall_bytes: None,
-            capacity: capacity(arch, settings, s.context),
+            capacity: capacity(arch, settings, s.context.saturating_mul(s.batch)),
             engine: None,
             llamacpp: Some(LlamaCppAccount {
                 n_gpu_layers: f.ngl,
@@ -157,7 +164,8 @@ pub fn select_llamacpp(
                 overrides: f.overrides.clone(),
                 repeating_layers: arch.num_layers,
                 margin_bytes: FIT_MARGIN,
-                context: s.context,
+                context: s.context.saturating_mul(s.batch),
+                kv_unified: batch > 1 && s.batch == 1,
                 context_fitted: cfg.fit_ctx_min.is_some(),
                 devices: f.uses.clone(),
                 host: f.host,
