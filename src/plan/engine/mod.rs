@@ -15,6 +15,7 @@ mod pytorch_plan;
 pub mod vllm;
 mod vllm_defaults;
 mod vllm_plan;
+mod vllm_state;
 mod vllm_terms;
 
 pub use llamacpp_plan::{

@@ -179,6 +179,9 @@ pub struct VllmFit {
     pub max_num_seqs: u64,
     /// Every term on one rank, in vLLM's order.
     pub terms: Vec<Term>,
+    /// Tokens a block holds: `--block-size`, raised for a hybrid model until an attention
+    /// page holds a layer's recurrent state.
+    pub block_size: u64,
     /// Bytes of one KV block over every attention layer of the rank.
     pub block_bytes: u64,
     /// KV-cache blocks.
@@ -206,8 +209,10 @@ impl VllmFit {
 /// What gpumem cannot yet model of vLLM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Unmodelled {
-    /// Mamba/linear-attention state pages (vLLM's `MambaSpec`).
-    #[error("vLLM's state pages for recurrent layers are not modelled")]
+    /// A recurrent mixer vLLM does not run (RWKV), or one beside latent attention.
+    #[error(
+        "vLLM runs no RWKV layers, and its state pages beside latent attention are not modelled"
+    )]
     RecurrentLayers,
 }
 
@@ -264,7 +269,7 @@ pub fn fit(
     cfg: &VllmConfig,
 ) -> Result<VllmFit, Unmodelled> {
     let arch = model.arch;
-    if arch.recurrent_layer_count() > 0 {
+    if arch.recurrent_layer_count() > 0 && matches!(arch.attention, Attention::Mla { .. }) {
         return Err(Unmodelled::RecurrentLayers);
     }
     let tp = layout.tensor_parallel.max(1);
@@ -286,7 +291,8 @@ pub fn fit(
     let mut start = 0;
     let mut binding: Option<(u64, Stage)> = None;
     for (s, &n) in parts.iter().enumerate() {
-        let stage = Stage::of(model, cfg, &run, start..start + n, s as u64);
+        let stage = Stage::of(model, cfg, &run, start..start + n, s as u64)
+            .ok_or(Unmodelled::RecurrentLayers)?;
         start += n;
         if binding
             .as_ref()
@@ -295,7 +301,13 @@ pub fn fit(
             binding = Some((s as u64, stage));
         }
     }
-    let (stage_index, st) = binding.unwrap_or_else(|| (0, Stage::of(model, cfg, &run, 0..0, 0)));
+    let (stage_index, st) = match binding {
+        Some(b) => b,
+        None => (
+            0,
+            Stage::of(model, cfg, &run, 0..0, 0).ok_or(Unmodelled::RecurrentLayers)?,
+        ),
+    };
     let per_request = st.pages.blocks_per_request(cfg.max_model_len);
     let outcome = match arch.max_position_embeddings {
         Some(trained) if cfg.max_model_len > trained => VllmOutcome::LongerThanTrained { trained },
@@ -339,6 +351,7 @@ pub fn fit(
         // Offloaded weights are listed only when there are some.
         .filter(|t| t.term != TermKind::CpuOffload || t.bytes > 0)
         .collect(),
+        block_size: st.pages.block_size(),
         block_bytes: st.pages.block_bytes,
         num_blocks: st.num_blocks,
         blocks_per_request: per_request,

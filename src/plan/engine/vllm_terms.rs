@@ -5,7 +5,7 @@ use std::ops::Range;
 
 use super::vllm::{VllmConfig, VllmModel};
 use super::vllm_defaults as defaults;
-use crate::model::{Attention, Mlp, ModelArch};
+use crate::model::{Attention, Mlp};
 
 /// What every stage of one layout shares.
 pub(super) struct Run {
@@ -36,14 +36,15 @@ pub(super) struct Stage {
 
 impl Stage {
     /// Stage `index` holding `layers`: the first also holds the token embeddings, the last the
-    /// output head, the final norm and the sampler.
+    /// output head, the final norm and the sampler. `None` where vLLM runs no such layers
+    /// (RWKV's).
     pub fn of(
         model: &VllmModel<'_>,
         cfg: &VllmConfig,
         run: &Run,
         layers: Range<u64>,
         index: u64,
-    ) -> Self {
+    ) -> Option<Self> {
         let arch = model.arch;
         let last = index + 1 == run.pp;
         // vLLM's UVA offloader moves whole parameters of the decoder layers, in order, until
@@ -71,8 +72,8 @@ impl Stage {
         };
         let spent = u128::from(weights) + u128::from(profile) + u128::from(graphs);
         let kv = u64::try_from(u128::from(run.budget).saturating_sub(spent)).unwrap_or(u64::MAX);
-        let pages = KvPages::of(arch, run.tp, cfg, run.tokens, layers);
-        Stage {
+        let pages = KvPages::of(model, run.tp, cfg, run.tokens, layers)?;
+        Some(Stage {
             weights,
             offloaded,
             profile,
@@ -80,7 +81,7 @@ impl Stage {
             kv,
             num_blocks: kv / pages.block_bytes.max(1),
             pages,
-        }
+        })
     }
 
     /// Everything but the KV cache.
@@ -146,7 +147,7 @@ fn stage_weights(
 /// Activation bytes per token at the forward pass's peak on one rank: the residual, the
 /// block's normed input and the previous block's output beside the widest block's
 /// intermediates (the MLP's gate-up and activated halves, the fused-MoE caches of the routed
-/// experts, or the attention's q/k/v and output).
+/// experts, the attention's q/k/v and output, or a recurrent mixer's projections).
 fn forward_bytes_per_token(model: &VllmModel<'_>, tp: u64) -> u64 {
     let arch = model.arch;
     let h = arch.hidden_size;
@@ -165,7 +166,19 @@ fn forward_bytes_per_token(model: &VllmModel<'_>, tp: u64) -> u64 {
     let moe = arch.moe.as_ref().map_or(0, |m| {
         3 * h + m.experts_per_token * (mlp(m.expert_intermediate) + h) + mlp(m.shared_intermediate)
     });
-    attention.max(dense).max(moe) * model.activation_bytes
+    // A recurrent mixer: its in-projection (z, the convolved channels, one Δ a head), the
+    // convolution's output and the scan's.
+    let recurrent = match (&arch.ssm, arch.recurrent_layer_count()) {
+        (Some(m), 1..) => {
+            let inner = m.inner.div_ceil(tp);
+            let conv = u64::try_from(m.conv_channels())
+                .unwrap_or(u64::MAX)
+                .div_ceil(tp);
+            3 * h + inner + conv + m.dt_rank.div_ceil(tp) + conv + inner
+        }
+        _ => 0,
+    };
+    attention.max(dense).max(moe).max(recurrent) * model.activation_bytes
 }
 
 /// vLLM's CUDA-graph estimate: the first (largest) capture's pool, which holds that batch's
@@ -188,10 +201,21 @@ pub(super) struct KvPages {
     sliding_groups: u64,
     /// Tokens a sliding group keeps: window − 1 + max_num_batched_tokens.
     sliding_tokens: u64,
+    /// Groups of recurrent layers, and the state pages a request holds in each.
+    state_groups: u64,
+    state_pages: u64,
 }
 
 impl KvPages {
-    fn of(arch: &ModelArch, tp: u64, cfg: &VllmConfig, tokens: u64, layers: Range<u64>) -> Self {
+    /// `None` for a recurrent mixer vLLM does not run.
+    fn of(
+        model: &VllmModel<'_>,
+        tp: u64,
+        cfg: &VllmConfig,
+        tokens: u64,
+        layers: Range<u64>,
+    ) -> Option<Self> {
+        let arch = model.arch;
         let per_token_layer = match arch.attention {
             Attention::Standard { .. } => {
                 2 * (arch.num_kv_heads / tp).max(1) * arch.head_dim * cfg.kv_element_bytes
@@ -199,38 +223,76 @@ impl KvPages {
             // MLA's latent is the same on every rank.
             Attention::Mla { .. } => arch.kv_elements_per_token_layer() * cfg.kv_element_bytes,
         };
-        let page = cfg.block_size * per_token_layer;
-        let attention: Vec<u64> = layers.filter(|&i| arch.has_attention(i)).collect();
+        let attention: Vec<u64> = layers.clone().filter(|&i| arch.has_attention(i)).collect();
+        let recurrent = layers.filter(|&i| arch.is_recurrent_layer(i)).count() as u64;
         let sliding = attention
             .iter()
             .filter(|&&i| arch.is_sliding_layer(i))
             .count() as u64;
         let full = attention.len() as u64 - sliding;
-        // vLLM's hybrid manager groups layers of one kind into groups of equal size; the
+        // A hybrid model's attention blocks are made large enough for a state page each, and
+        // the state pages padded to them (`_align_hybrid_block_size`); without attention a
+        // block is one state page.
+        let (page, block_size, state_pages) = match (&arch.ssm, recurrent) {
+            (Some(ssm), 1..) => {
+                let act = model.activation_bytes;
+                let state = super::vllm_state::state_page(
+                    ssm,
+                    tp,
+                    act,
+                    super::vllm_state::ssm_state_bytes(arch, act),
+                )?;
+                let hybrid = !attention.is_empty();
+                let pages = super::vllm_state::pages_per_request(ssm, hybrid);
+                if hybrid {
+                    let bs = super::vllm_state::hybrid_block_size(
+                        cfg.block_size,
+                        state,
+                        per_token_layer,
+                    );
+                    (bs * per_token_layer, bs, pages)
+                } else {
+                    (state, cfg.block_size, pages)
+                }
+            }
+            _ => (cfg.block_size * per_token_layer, cfg.block_size, 0),
+        };
+        // vLLM's hybrid manager groups layers of one kind into groups of equal size (the
+        // fewest layers of a kind, or the most where that is under 1.5 times the fewest); the
         // groups share one pool, whose block spans one layer of each group slot.
-        let group = match (full, sliding) {
-            (0, s) => s,
-            (f, 0) => f,
-            (f, s) => f.min(s),
-        }
-        .max(1);
-        KvPages {
+        let kinds: Vec<u64> = [full, sliding, recurrent]
+            .into_iter()
+            .filter(|&n| n > 0)
+            .collect();
+        let fewest = kinds.iter().copied().min().unwrap_or(1);
+        let most = kinds.iter().copied().max().unwrap_or(1);
+        let group = if 2 * most < 3 * fewest { most } else { fewest }.max(1);
+        Some(KvPages {
             block_bytes: page * group,
-            block_size: cfg.block_size,
+            block_size,
             full_groups: full.div_ceil(group),
             sliding_groups: sliding.div_ceil(group),
             sliding_tokens: arch
                 .sliding_window
                 .as_ref()
                 .map_or(0, |w| w.window.saturating_sub(1) + tokens),
-        }
+            state_groups: recurrent.div_ceil(group),
+            state_pages,
+        })
     }
 
     /// Blocks one request of `len` tokens takes.
     pub fn blocks_per_request(&self, len: u64) -> u64 {
         let full = len.div_ceil(self.block_size);
         let sliding = len.min(self.sliding_tokens).div_ceil(self.block_size) + 1;
-        self.full_groups * full + self.sliding_groups * sliding
+        self.full_groups * full
+            + self.sliding_groups * sliding
+            + self.state_groups * self.state_pages
+    }
+
+    /// Tokens a KV block holds (the attention block size, raised for a hybrid model).
+    pub fn block_size(&self) -> u64 {
+        self.block_size
     }
 }
 
