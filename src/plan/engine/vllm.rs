@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use super::vllm_defaults::{self as defaults, GpuClass};
 use super::{Basis, Term, TermKind};
-use crate::model::{Attention, ModelArch};
+use crate::model::{Attention, ModelArch, SsmKind};
 
 use super::vllm_terms::{ceil_fraction, concurrency_centi, kv_tokens, KvPages, Run, Stage};
 
@@ -109,6 +109,12 @@ pub enum LayoutRejection {
         /// KV heads.
         kv_heads: u64,
     },
+    /// A recurrent mixer's heads (Mamba-2's, Gated DeltaNet's value heads) or inner width do
+    /// not divide over the ranks (`MambaStateShapeCalculator`'s `divide`).
+    RecurrentNotDivisible {
+        /// The mixer's heads.
+        heads: u64,
+    },
 }
 
 /// Whether vLLM accepts tensor parallel size `tp` for `arch` (`ModelConfig.verify_with_parallel_config`
@@ -123,6 +129,16 @@ pub fn accepts_tp(arch: &ModelArch, tp: u64) -> Result<(), LayoutRejection> {
     let standard = matches!(arch.attention, Attention::Standard { .. });
     if standard && kv > 0 && !(kv % tp == 0 || tp % kv == 0) {
         return Err(LayoutRejection::KvHeadsIncompatible { kv_heads: kv });
+    }
+    if let Some(ssm) = arch.ssm.filter(|_| arch.recurrent_layer_count() > 0) {
+        // Mamba-2 and Gated DeltaNet shard their heads, every kind its inner width.
+        let heads = match ssm.kind {
+            SsmKind::Mamba2 | SsmKind::GatedDeltaNet => ssm.dt_rank,
+            _ => 0,
+        };
+        if (heads > 0 && heads % tp != 0) || ssm.inner % tp != 0 {
+            return Err(LayoutRejection::RecurrentNotDivisible { heads });
+        }
     }
     Ok(())
 }
@@ -410,7 +426,24 @@ fn outcome(
 
 #[cfg(test)]
 mod tests {
-    use super::stage_layers;
+    use super::{accepts_tp, stage_layers, LayoutRejection};
+
+    // A recurrent mixer's heads shard like attention's: where they do not divide, vLLM's
+    // `divide` refuses the size.
+    #[test]
+    fn recurrent_heads_must_divide_over_the_ranks() {
+        let mut arch = crate::model::find_model("nemotron-nano-9b-v2")
+            .expect("the catalog's Nemotron-Nano-9B-v2")
+            .arch;
+        assert_eq!(accepts_tp(&arch, 2), Ok(()));
+        if let Some(ssm) = arch.ssm.as_mut() {
+            ssm.dt_rank = 127;
+        }
+        assert_eq!(
+            accepts_tp(&arch, 2),
+            Err(LayoutRejection::RecurrentNotDivisible { heads: 127 })
+        );
+    }
 
     #[test]
     fn layers_are_partitioned_as_vllm_partitions_them() {
