@@ -25,12 +25,7 @@ fn check(name: &str, dir: &std::path::Path) -> (usize, Vec<String>) {
     for row in rows {
         let (sizes, args) = common::fit_row_select(&gguf, row, &["--fit-context".into()]);
         let json = common::json_ok(common::gpumem().args(&args));
-        let argv: Vec<String> = json["launch"][0]["commands"][0]["argv"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| a.as_str().unwrap().to_string())
-            .collect();
+        let argv = common::launch_argv(&json);
         let c = argv.iter().position(|a| a == "-c").unwrap();
         let at = argv.iter().position(|a| a == "-ngl").unwrap();
         let all = json["plan"]["llamacpp"]["repeating_layers"]

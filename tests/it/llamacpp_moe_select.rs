@@ -35,12 +35,7 @@ fn select_plans_experts_in_ram_as_llama_cpp_fits() {
                 String::from_utf8_lossy(&out.stderr)
             );
             let json: Value = serde_json::from_slice(&out.stdout).unwrap();
-            let argv: Vec<String> = json["launch"][0]["commands"][0]["argv"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|a| a.as_str().unwrap().to_string())
-                .collect();
+            let argv = common::launch_argv(&json);
             let at = argv.iter().position(|a| a == "-ngl").unwrap();
             let all = json["plan"]["llamacpp"]["repeating_layers"]
                 .as_u64()

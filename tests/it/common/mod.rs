@@ -381,3 +381,13 @@ pub fn fit_row_select(gguf: &Path, row: &Value, extra: &[String]) -> (Vec<u64>, 
     }
     (sizes, args)
 }
+
+/// The first launch command's argv of a `select --json` document.
+pub fn launch_argv(doc: &Value) -> Vec<String> {
+    doc["launch"][0]["commands"][0]["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect()
+}
