@@ -201,33 +201,35 @@ fn select_suggests_fsdp_when_one_gpu_is_too_small() {
     assert_eq!(doc["plan"]["kind"], "sharded");
 }
 
-// 8-bit AdamW and Adafactor are walked where the parameter tensors are listed (dense, fused and
-// expert models); DeepSeek-V2 says why it is not.
+// 8-bit AdamW and Adafactor are walked where the parameter tensors are listed (dense, fused,
+// expert and latent-attention models); LoRA says why it is not.
 #[test]
 fn eight_bit_adamw_and_adafactor_are_walked_where_the_tensors_are_listed() {
     for (optimizer, name) in [("adamw8bit", "8-bit AdamW"), ("adafactor", "Adafactor")] {
-        let estimate = |model: &str| {
-            common::json_ok(common::gpumem().args([
-                "--json",
-                "estimate",
-                "--model",
-                model,
-                "--mode",
-                "train",
-                "--optimizer",
-                optimizer,
-            ]))
+        let estimate = |model: &str, extra: &[&str]| {
+            common::json_ok(
+                common::gpumem()
+                    .args(["--json", "estimate", "--model", model, "--mode", "train"])
+                    .args(["--optimizer", optimizer])
+                    .args(extra),
+            )
         };
-        for walked in ["llama-3.2-1b", "mixtral-8x7b", "phi-3-mini"] {
-            let doc = estimate(walked);
+        let deepseek = optimizer == "adamw8bit";
+        for walked in ["llama-3.2-1b", "mixtral-8x7b", "phi-3-mini", "gpt-oss-20b"]
+            .into_iter()
+            .chain(deepseek.then_some("deepseek-v2-lite"))
+        {
+            let doc = estimate(walked, &["--context", "512"]);
             assert_eq!(doc["training_step"]["recipe"], "bf16", "{walked}: {doc}");
         }
+        let why = if deepseek {
+            "with LoRA or shared experts outside DeepSeek-V2"
+        } else {
+            "for DeepSeek-V2, or with LoRA or shared experts"
+        };
         assert_eq!(
-            estimate("deepseek-v2-lite")["training_unwalked"],
-            format!(
-                "PyTorch's step is not yet walked with {name} for DeepSeek-V2, gpt-oss, shared \
-                 experts or LoRA"
-            )
+            estimate("llama-3.2-1b", &["--recipe", "lora"])["training_unwalked"],
+            format!("PyTorch's step is not yet walked with {name} {why}")
         );
     }
 }

@@ -309,12 +309,13 @@ impl Tensor {
         }
     }
 
+    /// `count` matrices of `rows` × `cols`, stacked (the experts').
+    const fn stack(count: u128, rows: u128, cols: u128) -> Self {
+        Tensor { count, rows, cols }
+    }
+
     const fn vector(len: u128) -> Self {
-        Tensor {
-            count: 1,
-            rows: len,
-            cols: 0,
-        }
+        Tensor::stack(1, len, 0)
     }
 
     /// Its elements.
@@ -333,13 +334,14 @@ impl Shape {
     /// attention projections (Phi-3's fused q/k/v), their biases and per-head norms, its MLP
     /// (gate, up and down; Phi-3's fused gate/up; routed experts' router and stacked gate/up
     /// and down) and norms (two, Gemma's four); the final norm; an untied head. `None` where
-    /// the list is not kept: latent attention (DeepSeek-V2), gpt-oss, shared experts or dense
-    /// layers among expert ones.
+    /// the list is not kept: shared experts or dense layers among expert ones outside
+    /// DeepSeek-V2.
     pub(crate) fn tensors(&self) -> Option<Vec<Tensor>> {
         let norms = match self.layout {
             Layout::Llama => 2,
             Layout::Gemma2 | Layout::Gemma3 => 4,
-            Layout::DeepseekV2 | Layout::GptOss => return None,
+            Layout::DeepseekV2 => return self.deepseek_tensors(),
+            Layout::GptOss => return self.gpt_oss_tensors(),
         };
         if self.mla.is_some() {
             return None;
@@ -370,16 +372,8 @@ impl Shape {
             (Some(m), _) if m.layers == self.layers && m.shared_intermediate == 0 => {
                 layer.extend([
                     Tensor::matrix(m.experts, h),
-                    Tensor {
-                        count: m.experts,
-                        rows: 2 * m.intermediate,
-                        cols: h,
-                    },
-                    Tensor {
-                        count: m.experts,
-                        rows: h,
-                        cols: m.intermediate,
-                    },
+                    Tensor::stack(m.experts, 2 * m.intermediate, h),
+                    Tensor::stack(m.experts, h, m.intermediate),
                 ]);
             }
             (Some(_), _) => return None,
@@ -400,5 +394,115 @@ impl Shape {
             out.push(Tensor::matrix(self.vocab, h));
         }
         Some(out)
+    }
+}
+
+impl Shape {
+    /// The embedding, the final norm and an untied head around `layers`.
+    fn around(&self, layers: Vec<Tensor>) -> Vec<Tensor> {
+        let h = self.hidden;
+        let mut out = vec![Tensor::matrix(self.vocab, h)];
+        out.extend(layers);
+        out.push(Tensor::vector(h));
+        if !self.tied {
+            out.push(Tensor::matrix(self.vocab, h));
+        }
+        out
+    }
+
+    /// DeepSeek-V2's: the query projected directly, the latent's projection (with the shared
+    /// RoPE key), its norm, its up-projection to K and V, the output; dense MLPs in the first
+    /// layers, then the f32 router, the stacked experts and the shared experts' MLP.
+    fn deepseek_tensors(&self) -> Option<Vec<Tensor>> {
+        let (mla, moe) = (self.mla?, self.moe?);
+        let (h, heads) = (self.hidden, self.heads);
+        let attention = [
+            Tensor::matrix(heads * (mla.nope + mla.rope), h),
+            Tensor::matrix(mla.kv_lora_rank + mla.rope, h),
+            Tensor::vector(mla.kv_lora_rank),
+            Tensor::matrix(heads * (mla.nope + mla.v), mla.kv_lora_rank),
+            Tensor::matrix(h, heads * mla.v),
+            Tensor::vector(h),
+            Tensor::vector(h),
+        ];
+        let mlp = |i: u128| {
+            [
+                Tensor::matrix(i, h),
+                Tensor::matrix(i, h),
+                Tensor::matrix(h, i),
+            ]
+        };
+        let mut layers = Vec::new();
+        for l in 0..self.layers {
+            layers.extend(attention);
+            if l < self.layers - moe.layers {
+                layers.extend(mlp(self.intermediate));
+                continue;
+            }
+            layers.extend([
+                Tensor::matrix(moe.experts, h),
+                Tensor::stack(moe.experts, 2 * moe.intermediate, h),
+                Tensor::stack(moe.experts, h, moe.intermediate),
+            ]);
+            if moe.shared_intermediate > 0 {
+                layers.extend(mlp(moe.shared_intermediate));
+            }
+        }
+        Some(self.around(layers))
+    }
+
+    /// gpt-oss's: biased q, k, v and o projections and a sink a head; a biased router; the
+    /// stacked experts (gate/up stored hidden × 2·width) with their biases, 2-D tensors.
+    fn gpt_oss_tensors(&self) -> Option<Vec<Tensor>> {
+        let moe = self.moe.filter(|m| m.layers == self.layers)?;
+        let (h, e, w) = (self.hidden, moe.experts, moe.intermediate);
+        let (q, kv) = (self.heads * self.head_dim, self.kv_heads * self.head_dim);
+        let layer = [
+            Tensor::matrix(q, h),
+            Tensor::vector(q),
+            Tensor::matrix(kv, h),
+            Tensor::vector(kv),
+            Tensor::matrix(kv, h),
+            Tensor::vector(kv),
+            Tensor::matrix(h, q),
+            Tensor::vector(h),
+            Tensor::vector(self.heads),
+            Tensor::matrix(e, h),
+            Tensor::vector(e),
+            Tensor::stack(e, h, 2 * w),
+            Tensor::matrix(e, 2 * w),
+            Tensor::stack(e, w, h),
+            Tensor::matrix(e, h),
+            Tensor::vector(h),
+            Tensor::vector(h),
+        ];
+        Some(self.around((0..self.layers).flat_map(|_| layer).collect()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Shape;
+
+    // The tensor lists add up to the models' parameters.
+    #[test]
+    fn tensor_lists_count_every_parameter() {
+        for name in [
+            "llama-3.1-8b",
+            "qwen2.5-0.5b",
+            "phi-3-mini",
+            "gemma-2-2b",
+            "mixtral-8x7b",
+            "qwen3-30b-a3b",
+            "deepseek-v2-lite",
+            "gpt-oss-20b",
+        ] {
+            let arch = crate::model::find_model(name).expect(name).arch;
+            let s = Shape::of(&arch).expect(name);
+            let tensors = s.tensors().expect(name);
+            let sum: u128 = tensors.iter().map(|t| t.elements()).sum();
+            assert_eq!(sum, s.params, "{name}");
+            assert_eq!(tensors.len() as u128, s.param_tensors, "{name}");
+        }
     }
 }

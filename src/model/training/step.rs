@@ -87,8 +87,11 @@ fn zero1_peak(
     world: u64,
 ) -> Result<TrainingPeak, TrainingError> {
     let refuse = |what| Err(TrainingError::Unsupported { what });
-    let Some(elements) = s.dense_tensor_elements().filter(|_| lora.is_none()) else {
-        return refuse("ZeRO-1 for DeepSeek-V2, gpt-oss, shared experts or LoRA");
+    let Some(elements) = s
+        .dense_tensor_elements()
+        .filter(|_| lora.is_none() && s.f32_params == 0)
+    else {
+        return refuse("ZeRO-1 with LoRA, shared experts or f32 parameters among bf16 ones");
     };
     let p = u128::from(run.recipe.param_bytes());
     let mut worst: Option<TrainingPeak> = None;
@@ -250,10 +253,12 @@ fn check(s: &Shape, run: &TrainingRun) -> Result<Mask, TrainingError> {
     let listed = s.dense_tensor_elements().is_some() && run.recipe.lora().is_none();
     match run.optimizer {
         Optimizer::Adamw8bit if !listed => {
-            return refuse("8-bit AdamW for DeepSeek-V2, gpt-oss, shared experts or LoRA")
+            return refuse("8-bit AdamW with LoRA or shared experts outside DeepSeek-V2")
         }
-        Optimizer::Adafactor if !listed => {
-            return refuse("Adafactor for DeepSeek-V2, gpt-oss, shared experts or LoRA")
+        // DeepSeek-V2's Adafactor step holds 15 MB more than the walk (MemTracker: 0.9998×),
+        // not yet understood.
+        Optimizer::Adafactor if !listed || s.layout == Layout::DeepseekV2 => {
+            return refuse("Adafactor for DeepSeek-V2, or with LoRA or shared experts")
         }
         _ => {}
     }
