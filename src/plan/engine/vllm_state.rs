@@ -8,7 +8,7 @@ use crate::model::{Family, ModelArch, Ssm, SsmKind};
 /// A recurrent layer's state on one rank, in bytes: the convolution's last `d_conv − 1`
 /// inputs (in the model's dtype, `act` bytes) and the scan state (in `ssm_bytes`), each split
 /// over `tp` ranks as vLLM shards them. `None` for a mixer vLLM does not run (RWKV).
-pub(super) fn state_page(ssm: &Ssm, tp: u64, act: u64, ssm_bytes: u64) -> Option<u64> {
+fn state_page(ssm: &Ssm, tp: u64, act: u64, ssm_bytes: u64) -> Option<u64> {
     let tp = u128::from(tp.max(1));
     let w = u128::from;
     let steps = w(ssm.conv_kernel.saturating_sub(1));
@@ -35,7 +35,7 @@ pub(super) fn state_page(ssm: &Ssm, tp: u64, act: u64, ssm_bytes: u64) -> Option
 
 /// The scan state's element bytes: the model's dtype, but Nemotron-H's f32 (vLLM's
 /// `NemotronHForCausalLMConfig` default, "the only one known to have no accuracy issues").
-pub(super) fn ssm_state_bytes(arch: &ModelArch, act: u64) -> u64 {
+fn ssm_state_bytes(arch: &ModelArch, act: u64) -> u64 {
     match arch.family_kind() {
         Family::NemotronH => 4,
         _ => act,
@@ -45,7 +45,7 @@ pub(super) fn ssm_state_bytes(arch: &ModelArch, act: u64) -> u64 {
 /// State pages a request holds in a recurrent group: with prefix caching (vLLM's default for
 /// hybrid models, `mamba_cache_mode="align"`) the running state and the last block's, and
 /// Mamba-2's prefill checkpoint besides; without attention layers (no prefix caching) one.
-pub(super) fn pages_per_request(ssm: &Ssm, hybrid: bool) -> u64 {
+fn pages_per_request(ssm: &Ssm, hybrid: bool) -> u64 {
     match (hybrid, ssm.kind) {
         (false, _) => 1,
         (true, SsmKind::Mamba2) => 3,
@@ -56,11 +56,32 @@ pub(super) fn pages_per_request(ssm: &Ssm, hybrid: bool) -> u64 {
 /// The attention block size that makes an attention page hold one state page: the kernel's
 /// alignment (16, or `--block-size` when larger) times the pages of one token needed, rounded
 /// up; never below `block_size`.
-pub(super) fn hybrid_block_size(block_size: u64, state_page: u64, attention_token: u64) -> u64 {
+fn hybrid_block_size(block_size: u64, state_page: u64, attention_token: u64) -> u64 {
     let align = block_size.max(16);
     let tokens =
         align.saturating_mul(state_page.div_ceil(align.saturating_mul(attention_token).max(1)));
     tokens.div_ceil(16).saturating_mul(16).max(block_size)
+}
+
+/// A block's page, its tokens and the pages a request holds in each recurrent group, on a rank
+/// of `tp` with `act`-byte activations: a hybrid's attention block (`block_size` asked for,
+/// `attention_token` bytes a token) grown to hold a state page and the state pages padded to
+/// it; without attention a block is one state page. `None` for a mixer vLLM does not run.
+pub(super) fn pages(
+    ssm: &Ssm,
+    arch: &ModelArch,
+    (tp, act): (u64, u64),
+    hybrid: bool,
+    (block_size, attention_token): (u64, u64),
+) -> Option<(u64, u64, u64)> {
+    let state = state_page(ssm, tp, act, ssm_state_bytes(arch, act))?;
+    let per_request = pages_per_request(ssm, hybrid);
+    Some(if hybrid {
+        let tokens = hybrid_block_size(block_size, state, attention_token);
+        (tokens * attention_token, tokens, per_request)
+    } else {
+        (state, block_size, per_request)
+    })
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use std::ops::Range;
 
 use super::vllm::{VllmConfig, VllmModel};
 use super::vllm_defaults as defaults;
+use super::vllm_state::pages as state_pages;
 use crate::model::{Attention, Mlp};
 
 /// What every stage of one layout shares.
@@ -230,31 +231,14 @@ impl KvPages {
             .filter(|&&i| arch.is_sliding_layer(i))
             .count() as u64;
         let full = attention.len() as u64 - sliding;
-        // A hybrid model's attention blocks are made large enough for a state page each, and
-        // the state pages padded to them (`_align_hybrid_block_size`); without attention a
-        // block is one state page.
         let (page, block_size, state_pages) = match (&arch.ssm, recurrent) {
-            (Some(ssm), 1..) => {
-                let act = model.activation_bytes;
-                let state = super::vllm_state::state_page(
-                    ssm,
-                    tp,
-                    act,
-                    super::vllm_state::ssm_state_bytes(arch, act),
-                )?;
-                let hybrid = !attention.is_empty();
-                let pages = super::vllm_state::pages_per_request(ssm, hybrid);
-                if hybrid {
-                    let bs = super::vllm_state::hybrid_block_size(
-                        cfg.block_size,
-                        state,
-                        per_token_layer,
-                    );
-                    (bs * per_token_layer, bs, pages)
-                } else {
-                    (state, cfg.block_size, pages)
-                }
-            }
+            (Some(ssm), 1..) => state_pages(
+                ssm,
+                arch,
+                (tp, model.activation_bytes),
+                !attention.is_empty(),
+                (cfg.block_size, per_token_layer),
+            )?,
             _ => (cfg.block_size * per_token_layer, cfg.block_size, 0),
         };
         // vLLM's hybrid manager groups layers of one kind into groups of equal size (the
