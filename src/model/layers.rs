@@ -4,6 +4,7 @@
 use super::arch::ModelArch;
 use super::dtype::Precision;
 use super::gguf::GgufFile;
+use std::collections::BTreeMap;
 
 /// A GGUF's weight bytes by where llama.cpp puts them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +24,38 @@ pub struct LayerWeights {
     pub experts: Vec<u64>,
     /// Each layer's feed-forward weights by the name prefix llama.cpp's fit overrides them by.
     pub ffn: Vec<FfnBytes>,
+    /// Each tensor's bytes by its GGUF name (none for a source without tensors): what ggml's
+    /// scheduler copies to a device that runs an op on it (operator offload).
+    pub tensors: BTreeMap<String, u64>,
+    /// The weight matrices' bytes per element as (bytes, elements): what a matrix not in
+    /// `tensors` is sized at.
+    pub matrix_rate: (u64, u64),
+}
+
+impl LayerWeights {
+    /// The bytes of the weight `name` in layer `layer` (`None`: the input or output layer),
+    /// `elements` large, a `matrix` or (otherwise) a norm or bias, which GGUFs keep in f32. A
+    /// head tied to the embeddings is their copy.
+    pub fn weight_bytes(&self, layer: Option<u64>, name: &str, elements: u64, matrix: bool) -> u64 {
+        let key = match layer {
+            Some(l) => format!("blk.{l}.{name}"),
+            None => name.to_string(),
+        };
+        let tied = || {
+            (name == "output.weight")
+                .then(|| self.tensors.get("token_embd.weight"))
+                .flatten()
+        };
+        match self.tensors.get(&key).or_else(tied) {
+            Some(&b) => b,
+            None if matrix => {
+                let (bytes, per) = self.matrix_rate;
+                u64::try_from(u128::from(elements) * u128::from(bytes) / u128::from(per.max(1)))
+                    .unwrap_or(u64::MAX)
+            }
+            None => elements.saturating_mul(4),
+        }
+    }
 }
 
 /// One layer's feed-forward weight bytes (routed, shared and dense alike) by name:
@@ -176,6 +209,8 @@ impl LayerWeights {
             ffn: (0..arch.num_layers)
                 .map(|l| Self::ffn_from_arch(arch, l, &bytes))
                 .collect(),
+            tensors: BTreeMap::new(),
+            matrix_rate: (bytes(1 << 20), 1 << 20),
         }
     }
 
@@ -220,10 +255,18 @@ impl LayerWeights {
             layers: vec![0; usize::try_from(layers).unwrap_or(0)],
             experts: vec![0; usize::try_from(layers).unwrap_or(0)],
             ffn: vec![FfnBytes::default(); usize::try_from(layers).unwrap_or(0)],
+            tensors: BTreeMap::new(),
+            matrix_rate: (0, 1),
         };
+        let (mut rate_bytes, mut rate_elements) = (0u64, 0u64);
         let mut has_head = false;
         let mut token_embd = 0;
         for t in &file.tensors {
+            w.tensors.insert(t.name.clone(), t.bytes);
+            if t.dims.len() >= 2 && layer_of(&t.name).is_some() {
+                rate_bytes = rate_bytes.saturating_add(t.bytes);
+                rate_elements = rate_elements.saturating_add(t.elements);
+            }
             let bytes = pad(t.bytes);
             if let Some(il) = layer_of(&t.name) {
                 match w.layers.get_mut(il) {
@@ -269,6 +312,7 @@ impl LayerWeights {
         if !has_head {
             w.tied_head = token_embd;
         }
+        w.matrix_rate = (rate_bytes, rate_elements.max(1));
         w
     }
 }

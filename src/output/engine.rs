@@ -122,6 +122,7 @@ pub fn llamacpp_text(text: &mut String, a: &LlamaCppAccount) {
         match a.device_rules {
             LlamaDevice::Cuda => " on CUDA",
             LlamaDevice::CpuRules => "",
+            LlamaDevice::CpuRulesOffload => " on RPC with CUDA's offload",
         },
         if a.flash_attention { "on" } else { "off" },
         a.n_gpu_layers,

@@ -91,7 +91,12 @@ fn check(name: &str) -> Vec<String> {
             ubatch: row["ubatch"].as_u64().unwrap(),
             flash_attention: row["flash_attention"] == "on",
             llamacpp_outputs: server,
-            llamacpp_device: gpumem::model::estimate::LlamaDevice::CpuRules,
+            // Recorded with the RPC client given ggml-cuda's operator offload, or without.
+            llamacpp_device: if doc["op_offload"].as_bool() == Some(true) {
+                gpumem::model::estimate::LlamaDevice::CpuRulesOffload
+            } else {
+                gpumem::model::estimate::LlamaDevice::CpuRules
+            },
             ..Settings::inference(
                 row["ctx"].as_u64().unwrap() / streams,
                 kv_precision("f16").unwrap(),
@@ -114,7 +119,8 @@ fn check(name: &str) -> Vec<String> {
         let compute: Vec<u64> = uses.iter().map(|u| u.compute).collect();
         if devices.len() == 2 && offload.moves.is_empty() {
             let first = (arch.num_layers + 1).saturating_sub(offload.n_gpu_layers);
-            let (host, device) = offloaded_compute_buffers(&arch, &settings, first).unwrap();
+            let (host, device) =
+                offloaded_compute_buffers(&arch, &settings, Some(&weights), first).unwrap();
             assert_eq!([device, host], [compute[0], compute[1]], "{name}");
         }
         // A fixture may say why its compute buffers are held within 5 % (never below) rather

@@ -63,6 +63,8 @@ fn select_plans_experts_in_ram_as_llama_cpp_fits() {
 }
 
 // The text plan says what llama.cpp's fit keeps in system RAM, in an 80-column terminal.
+// CUDA offloads the host's batched operators, so the GPU's compute buffer holds
+// copies of the largest expert tensors and layer 10 keeps its whole FFN in RAM.
 #[test]
 fn the_text_plan_names_the_experts_kept_in_ram() {
     let out = common::gpumem()
@@ -90,11 +92,11 @@ fn the_text_plan_names_the_experts_kept_in_ram() {
     let text = String::from_utf8(out.stdout).unwrap();
     let unwrapped = text.replace("\n    ", " ");
     assert!(
-        unwrapped.contains("Plan: CPU offload — 48 layers on cuda:0 on sim (14.76 GiB), the experts of 38 layers in its system RAM (43.03 GiB)"),
+        unwrapped.contains("Plan: CPU offload — 48 layers on cuda:0 on sim (14.73 GiB), the experts of 38 layers in its system RAM (43.35 GiB)"),
         "{text}"
     );
     assert!(
-        text.contains("  -ot: the feed-forward gate and down weights of layer 10 in system RAM\n")
+        text.contains("  -ot: the feed-forward weights of layer 10 in system RAM\n")
             && text.contains("  -ot: the routed experts of layers 11–47 in system RAM\n"),
         "{text}"
     );

@@ -545,7 +545,7 @@ proptest! {
                     prop_assert!(!e.to_string().is_empty());
                 }
                 // Half the layers on a device: the scheduler's split of the encoder's graph.
-                let _ = gpumem::model::estimate::offloaded_compute_buffers(&arch, &s, layers / 2);
+                let _ = gpumem::model::estimate::offloaded_compute_buffers(&arch, &s, None, layers / 2);
             }
             Err(e) => prop_assert!(!e.to_string().is_empty()),
         }

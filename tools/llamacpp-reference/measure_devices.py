@@ -63,6 +63,9 @@ def main():
                         "sequences (-np NP; BREAKDOWN_SERVER_OUTPUTS=1)")
     p.add_argument("--kv-unified", action="store_true",
                    help="with --server-outputs NP > 1: one KV cache for the NP sequences (-kvu)")
+    p.add_argument("--op-offload", action="store_true",
+                   help="breakdown runs against the RPC library patched with ggml-cuda's operator "
+                        "offload rule (README.md, 'Operator offload'): LD_LIBRARY_PATH names it")
     p.add_argument("--embedding", action="store_true",
                    help="the context computes embeddings (an encoder, as llama-server --embedding)")
     a = p.parse_args()
@@ -78,7 +81,9 @@ def main():
             for moe in (a.cpu_moe or [0])]
     doc = {
         "llama_cpp": "vendored by llama-cpp-python 0.3.36, built with -DGGML_RPC=ON",
-        "backend": "RPC (ggml-rpc-server on 127.0.0.1, CPU-backed)",
+        "backend": "RPC (ggml-rpc-server on 127.0.0.1, CPU-backed)"
+        + (", the client given ggml-cuda's offload_op (batch >= 32)" if a.op_offload else ""),
+        "op_offload": a.op_offload,
         "gguf": a.model.rsplit("/", 1)[-1],
         "shape": a.shape,
         "embeddings": a.embedding,

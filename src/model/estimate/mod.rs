@@ -144,19 +144,6 @@ pub struct Settings {
     pub llamacpp_device: LlamaDevice,
 }
 
-/// The ggml backend llama.cpp runs a GPU with, as far as its buffers differ (read from
-/// ggml-cuda and ggml-cpu in the llama.cpp llama-cpp-python 0.3.36 vendors).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum LlamaDevice {
-    /// The CPU backend's buffers (32-byte alignment): the CPU itself, or an `rpc-server`
-    /// lending one, as the references in `tests/fixtures/` were measured.
-    CpuRules,
-    /// ggml-cuda (CUDA, and ROCm through HIP): 128-byte alignment, and flash attention's
-    /// output holding f16 copies of a K and V cache of another type.
-    Cuda,
-}
-
 impl Settings {
     /// Inference of one sequence of `context` tokens with a `kv_dtype` cache, and nothing added:
     /// micro-batches of 512, no flash attention, no overhead or reserve. Override fields with
@@ -315,59 +302,6 @@ pub enum ActivationsBasis {
     TransformersGenerate,
 }
 
-/// llama.cpp's compute buffers when layers from `first_offloaded` on and the output layer run
-/// on one device and the rest on the CPU (`-ngl`): the host's and the device's, each its share
-/// of the prompt graph as ggml's scheduler splits it (see [`crate::model`]'s replay). `None`
-/// where the architecture's graph is not replayed.
-pub fn offloaded_compute_buffers(
-    arch: &ModelArch,
-    s: &Settings,
-    first_offloaded: u64,
-) -> Option<(u64, u64)> {
-    let layers: Vec<Option<usize>> = (0..=arch.num_layers)
-        .map(|l| (l >= first_offloaded).then_some(0))
-        .collect();
-    let b = placed_compute_buffers(arch, s, &layers, 1, false, &[])?;
-    Some((b[0], b[1]))
-}
-
-/// llama.cpp's compute buffers with each layer (the output layer last) where `layer_devices`
-/// puts it (`None`: the CPU) over `devices` devices: the host's first, then each device's;
-/// `pipeline` for llama.cpp's pipeline parallelism (every layer offloaded over several
-/// devices); `moves` says which layers' feed-forward weights sit elsewhere (`-ot`, `--n-cpu-moe`).
-/// `None` where the architecture's graph is not replayed.
-pub fn placed_compute_buffers(
-    arch: &ModelArch,
-    s: &Settings,
-    layer_devices: &[Option<usize>],
-    devices: usize,
-    pipeline: bool,
-    moves: &[crate::model::LayerMove],
-) -> Option<Vec<u64>> {
-    let (cells, swa_cells) = kv_cells(arch, s);
-    let batch = super::replay::Batch {
-        arch,
-        tokens: s.ubatch.min(s.batch.saturating_mul(s.context)).max(1),
-        kv_cells: cells,
-        swa_cells,
-        flash_attention: s.flash_attention,
-        kv_type: &s.kv_dtype,
-        seqs: s.batch.max(1),
-        outputs: s.llamacpp_outputs,
-    };
-    let placed = super::replay::Placed {
-        layer_devices,
-        devices,
-        pipeline,
-        moves,
-        device_rules: match s.llamacpp_device {
-            LlamaDevice::CpuRules => super::replay::BufferRules::CPU,
-            LlamaDevice::Cuda => super::replay::BufferRules::CUDA,
-        },
-    };
-    super::replay::compute_buffers_placed(&batch, &placed)
-}
-
 /// KV cells llama.cpp allocates for `context` tokens: padded to a multiple of 256.
 pub const KV_CELL_PAD: u64 = 256;
 
@@ -376,8 +310,10 @@ pub const KV_CELL_PAD: u64 = 256;
 // allocator reuses memory between stages, so the buffer is the largest stage's live tensors
 // plus the graph inputs. Fitted to, and checked against, llama.cpp's own reports
 // (tests/fixtures/llamacpp/).
+mod llamacpp;
 mod stages;
 
+pub use llamacpp::{offloaded_compute_buffers, placed_compute_buffers, LlamaDevice, Placement};
 use stages::Stages;
 
 fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> (u128, ActivationsBasis) {
@@ -619,104 +555,37 @@ pub fn estimate_with_projector(
     let kv_elems_token =
         u128::from(arch.kv_elements_per_token_layer()) * u128::from(arch.attention_layer_count());
     let kv_bytes_per_token = sat(s.kv_dtype.bytes_for(kv_elems_token));
-    let (kv_cache, recurrent_state, activations, activations_basis, training) = match s.mode {
+    let mut parts = match s.mode {
         Mode::Infer => {
             let m = inference_memory(arch, s)?;
-            (m.kv_cache, m.recurrent_state, m.activations, m.basis, None)
+            Parts {
+                weights,
+                kv_cache: m.kv_cache,
+                recurrent_state: m.recurrent_state,
+                activations: m.activations,
+                basis: m.basis,
+                training: None,
+            }
         }
-        Mode::Train => (
-            0,
-            0,
-            fit(training_activations_wide(arch, s), "activations")?,
-            ActivationsBasis::Training,
-            Some(training_bytes(parameters, dtype, s.optimizer)),
-        ),
-    };
-    let recipe = s.recipe.unwrap_or_else(|| {
-        Recipe::for_weights((dtype.block_elems == 1).then_some(dtype.block_bytes))
-    });
-    let walked = (s.mode == Mode::Train).then(|| {
-        training_peak(
-            arch,
-            &TrainingRun {
-                recipe,
-                optimizer: s.optimizer,
-                batch: s.batch,
-                seq: s.context,
-                checkpointing: s.checkpointing,
-                fsdp: s.fsdp,
-                ddp: s.ddp,
-            },
-        )
-    });
-    let (weights, activations, activations_basis, training, training_step, training_unwalked) =
-        match walked {
-            Some(Ok(peak)) => (
-                peak.parameters.saturating_add(peak.buffers),
-                peak.activations.saturating_add(peak.temporaries),
-                ActivationsBasis::PytorchStep,
-                Some(TrainingBytes {
-                    gradients_bytes: peak.gradients,
-                    optimizer_bytes: peak.optimizer_state,
-                    master_weights_bytes: 0,
-                }),
-                Some(TrainingStep {
-                    recipe,
-                    peak,
-                    fsdp: s.fsdp,
-                    ddp: s.ddp,
-                }),
-                None,
-            ),
-            Some(Err(e)) => (
-                weights,
-                activations,
-                activations_basis,
-                training,
-                None,
-                Some(e),
-            ),
-            None => (
-                weights,
-                activations,
-                activations_basis,
-                training,
-                None,
-                None,
-            ),
-        };
-    let generated = match (s.mode, s.generate_new_tokens) {
-        (Mode::Infer, Some(new_tokens)) => Some(generate_peak(
-            arch,
-            &GenerateRun {
-                batch: s.batch,
-                prompt: s.context,
-                new_tokens,
-            },
-        )),
-        _ => None,
-    };
-    let (weights, kv_cache, recurrent_state, activations, activations_basis) = match &generated {
-        Some(Ok(g)) => (
-            g.parameters.saturating_add(g.buffers),
-            g.kv_cache,
-            0,
-            g.activations,
-            ActivationsBasis::TransformersGenerate,
-        ),
-        _ => (
+        Mode::Train => Parts {
             weights,
-            kv_cache,
-            recurrent_state,
-            activations,
-            activations_basis,
-        ),
+            kv_cache: 0,
+            recurrent_state: 0,
+            activations: fit(training_activations_wide(arch, s), "activations")?,
+            basis: ActivationsBasis::Training,
+            training: Some(training_bytes(parameters, dtype, s.optimizer)),
+        },
     };
-    let (generate, generate_unwalked) = match generated {
-        Some(Ok(g)) => (Some(g), None),
-        Some(Err(e)) => (None, Some(e)),
-        None => (None, None),
-    };
+    let (training_step, training_unwalked) = walk_training(arch, s, dtype, &mut parts);
+    let (generate, generate_unwalked) = walk_generate(arch, s, &mut parts);
+    let Parts {
+        weights,
+        kv_cache,
+        recurrent_state,
+        activations,
+        basis: activations_basis,
+        training,
+    } = parts;
     let training_sum = training.map_or(0, |t| {
         t.gradients_bytes
             .saturating_add(t.optimizer_bytes)
@@ -770,4 +639,87 @@ pub fn estimate_with_projector(
             .saturating_add(projector_bytes),
         weights_dtype,
     })
+}
+
+/// The parts of a [`Breakdown`] a walked step replaces.
+struct Parts {
+    weights: u64,
+    kv_cache: u64,
+    recurrent_state: u64,
+    activations: u64,
+    basis: ActivationsBasis,
+    training: Option<TrainingBytes>,
+}
+
+/// Under training, PyTorch's step walked tensor by tensor: its peak replaces the closed
+/// formula's parts, or the reason it could not be walked comes back.
+fn walk_training(
+    arch: &ModelArch,
+    s: &Settings,
+    dtype: Precision,
+    parts: &mut Parts,
+) -> (Option<TrainingStep>, Option<TrainingError>) {
+    if s.mode != Mode::Train {
+        return (None, None);
+    }
+    let recipe = s.recipe.unwrap_or_else(|| {
+        Recipe::for_weights((dtype.block_elems == 1).then_some(dtype.block_bytes))
+    });
+    let run = TrainingRun {
+        recipe,
+        optimizer: s.optimizer,
+        batch: s.batch,
+        seq: s.context,
+        checkpointing: s.checkpointing,
+        fsdp: s.fsdp,
+        ddp: s.ddp,
+    };
+    match training_peak(arch, &run) {
+        Ok(peak) => {
+            parts.weights = peak.parameters.saturating_add(peak.buffers);
+            parts.activations = peak.activations.saturating_add(peak.temporaries);
+            parts.basis = ActivationsBasis::PytorchStep;
+            parts.training = Some(TrainingBytes {
+                gradients_bytes: peak.gradients,
+                optimizer_bytes: peak.optimizer_state,
+                master_weights_bytes: 0,
+            });
+            let step = TrainingStep {
+                recipe,
+                peak,
+                fsdp: s.fsdp,
+                ddp: s.ddp,
+            };
+            (Some(step), None)
+        }
+        Err(e) => (None, Some(e)),
+    }
+}
+
+/// Under `generate_new_tokens`, transformers' `generate` walked: its peak replaces the
+/// llama.cpp figures, or the reason it could not be walked comes back.
+fn walk_generate(
+    arch: &ModelArch,
+    s: &Settings,
+    parts: &mut Parts,
+) -> (Option<GeneratePeak>, Option<TrainingError>) {
+    let (Mode::Infer, Some(new_tokens)) = (s.mode, s.generate_new_tokens) else {
+        return (None, None);
+    };
+    let run = GenerateRun {
+        batch: s.batch,
+        prompt: s.context,
+        new_tokens,
+    };
+    match generate_peak(arch, &run) {
+        Ok(g) => {
+            parts.weights = g.parameters.saturating_add(g.buffers);
+            parts.kv_cache = g.kv_cache;
+            parts.recurrent_state = 0;
+            parts.activations = g.activations;
+            parts.basis = ActivationsBasis::TransformersGenerate;
+            (Some(g), None)
+        }
+        Err(e) => (None, Some(e)),
+    }
 }

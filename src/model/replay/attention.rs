@@ -94,10 +94,15 @@ pub(super) fn attention_block(
         None => grouped(c, g, lazy, cur, layer, inputs)?,
     };
     g.expand(attended);
-    let wo = g.external();
+    let h = c.arch.hidden_size;
+    let heads_out = match c.b.mla {
+        Some(d) => c.arch.num_heads.saturating_mul(d.v),
+        None => c.q_dim,
+    };
+    let wo = g.matrix("attn_output.weight", heads_out, h);
     let mut out = g.op(Kind::Fresh, c.model, MODEL, &[wo, attended]);
     if c.b.o_bias {
-        let b = g.external();
+        let b = g.vector("attn_output.bias", h);
         out = g.op(Kind::InPlace, c.model, MODEL, &[out, b]);
     }
     Some(out)
@@ -118,8 +123,8 @@ fn grouped(
     let (q, k, v, q_and_gate) = project_qkv(c, g, cur)?;
     let (mut q, mut k) = if b.qk_norm {
         (
-            super::norm(c, g, q, query, Q3),
-            super::norm(c, g, k, kv, K3),
+            super::norm(c, g, q, (query, Q3), (super::Q_NORM, c.arch.head_dim)),
+            super::norm(c, g, k, (kv, K3), (super::K_NORM, c.arch.head_dim)),
         )
     } else {
         (q, k)
@@ -155,7 +160,7 @@ fn grouped(
         flash_attention: c.flash_attention,
         f16_copies: f16_copies(c, inputs.cells, c.kv_dim, c.kv_dim),
     };
-    let caches = (g.external(), g.external());
+    let caches = caches(c, g, inputs.cells, (c.kv_dim, c.kv_dim));
     let attended = attend(g, [q, k, v], caches, &step);
     g.expand(attended);
     Some(match q_and_gate {
@@ -169,6 +174,26 @@ fn grouped(
     })
 }
 
+/// Which projection of the attention's input.
+#[derive(Clone, Copy)]
+enum Qkv {
+    Q,
+    K,
+    V,
+    Fused,
+}
+
+impl Qkv {
+    fn names(self) -> (&'static str, &'static str) {
+        match self {
+            Qkv::Q => ("attn_q.weight", "attn_q.bias"),
+            Qkv::K => ("attn_k.weight", "attn_k.bias"),
+            Qkv::V => ("attn_v.weight", "attn_v.bias"),
+            Qkv::Fused => ("attn_qkv.weight", "attn_qkv.bias"),
+        }
+    }
+}
+
 /// Q, K and V as 3-D views of their projections (one fused projection where the architecture
 /// has it), each biased where it is, and Qwen3-Next's projection holding the query and its
 /// gate.
@@ -178,30 +203,39 @@ fn project_qkv(
     cur: usize,
 ) -> Option<(usize, usize, usize, Option<usize>)> {
     let qkv_bias = c.b.qkv_bias;
-    let project = |g: &mut Graph, bytes: u64, layout: u64| {
-        let w = g.external();
+    let h = c.arch.hidden_size;
+    let project = |g: &mut Graph, bytes: u64, layout: u64, which: Qkv, n: u64| {
+        let (weight, bias) = which.names();
+        let w = g.matrix(weight, h, n);
         let mut t = g.op(Kind::Fresh, bytes, layout, &[w, cur]);
         if qkv_bias {
-            let b = g.external();
+            let b = g.vector(bias, n);
             t = g.op(Kind::InPlace, bytes, layout, &[t, b]);
         }
         t
     };
     let (query, kv) = (c.query, c.kv);
+    let (q_dim, kv_dim) = (c.q_dim, c.kv_dim);
     Some(if c.b.gated_attention {
-        let both = project(g, query.checked_mul(2)?, OTHER);
+        let both = project(
+            g,
+            query.checked_mul(2)?,
+            OTHER,
+            Qkv::Q,
+            q_dim.checked_mul(2)?,
+        );
         let q = g.view(both, OTHER);
-        let k = project(g, kv, KV);
-        let v = project(g, kv, KV);
+        let k = project(g, kv, KV, Qkv::K, kv_dim);
+        let v = project(g, kv, KV, Qkv::V, kv_dim);
         (g.view(q, Q3), g.view(k, K3), g.view(v, OTHER), Some(both))
     } else if c.b.fused_qkv {
-        let width = c.width(c.q_dim.checked_add(c.kv_dim.checked_mul(2)?)?)?;
-        let qkv = project(g, width, OTHER);
+        let n = q_dim.checked_add(kv_dim.checked_mul(2)?)?;
+        let qkv = project(g, c.width(n)?, OTHER, Qkv::Fused, n);
         (g.view(qkv, Q3), g.view(qkv, K3), g.view(qkv, OTHER), None)
     } else {
-        let q = project(g, query, QUERY);
-        let k = project(g, kv, KV);
-        let v = project(g, kv, KV);
+        let q = project(g, query, QUERY, Qkv::Q, q_dim);
+        let k = project(g, kv, KV, Qkv::K, kv_dim);
+        let v = project(g, kv, KV, Qkv::V, kv_dim);
         (g.view(q, Q3), g.view(k, K3), g.view(v, OTHER), None)
     })
 }
@@ -218,19 +252,24 @@ fn latent(
     inputs: CacheInputs,
 ) -> Option<usize> {
     let heads = c.arch.num_heads;
+    let h = c.arch.hidden_size;
     let q_in = match d.q_lora {
         Some(rank) => {
-            let wa = g.external();
+            let wa = g.matrix("attn_q_a.weight", h, rank);
             let a = g.op(Kind::Fresh, c.width(rank)?, OTHER, &[wa, cur]);
-            super::norm(c, g, a, c.width(rank)?, OTHER)
+            super::norm(c, g, a, (c.width(rank)?, OTHER), (super::Q_A_NORM, rank))
         }
         None => cur,
     };
-    let wq = g.external();
-    let q_bytes = c.width(heads.checked_mul(d.nope + d.rope)?)?;
+    let q_out = heads.checked_mul(d.nope + d.rope)?;
+    let wq = match d.q_lora {
+        Some(rank) => g.matrix("attn_q_b.weight", rank, q_out),
+        None => g.matrix("attn_q.weight", h, q_out),
+    };
+    let q_bytes = c.width(q_out)?;
     let q = g.op(Kind::Fresh, q_bytes, OTHER, &[wq, q_in]);
     let q3 = g.view(q, OTHER);
-    let w_kv_a = g.external();
+    let w_kv_a = g.matrix("attn_kv_a_mqa.weight", h, d.kv_lora + d.rope);
     let kv_pe = g.op(
         Kind::Fresh,
         c.width(d.kv_lora + d.rope)?,
@@ -240,8 +279,14 @@ fn latent(
     let kv_cmpr = g.view(kv_pe, OTHER);
     let k_pe = g.view(kv_pe, OTHER);
     let k_pe = g.op(Kind::InPlace, c.width(d.rope)?, OTHER, &[k_pe, c.pos]);
-    let kv_cmpr = super::norm(c, g, kv_cmpr, c.width(d.kv_lora)?, LATENT);
-    let caches = (g.external(), g.external());
+    let kv_cmpr = super::norm(
+        c,
+        g,
+        kv_cmpr,
+        (c.width(d.kv_lora)?, LATENT),
+        (super::KV_A_NORM, d.kv_lora),
+    );
+    let caches = caches(c, g, inputs.cells, (d.kv_lora + d.rope, d.kv_lora));
     let parts = Latent {
         q3,
         kv_cmpr,
@@ -283,7 +328,7 @@ fn absorbed(
         &[q_pe, c.pos],
     );
     let q_nope = g.view(q_nope, OTHER);
-    let w_kb = g.external();
+    let w_kb = g.matrix("attn_k_b.weight", d.nope, heads.saturating_mul(d.kv_lora));
     let absorbed = g.op(
         Kind::Fresh,
         c.width(heads.checked_mul(d.kv_lora)?)?,
@@ -317,7 +362,7 @@ fn absorbed(
     let qp = g.view(q4, OTHER);
     let kp = g.view(k_all, OTHER);
     let vp = g.view(v_all, OTHER);
-    let w_vb = g.external();
+    let w_vb = g.matrix("attn_v_b.weight", d.kv_lora, heads.saturating_mul(d.v));
     let per_head_v = c.width(heads.checked_mul(d.v)?)?;
     let latent_out = c.width(heads.checked_mul(d.kv_lora)?)?;
     if c.flash_attention {
@@ -356,7 +401,11 @@ fn unsplit(
     let heads = c.arch.num_heads;
     let k_dim = heads.checked_mul(d.nope + d.rope)?;
     let v_dim = heads.checked_mul(d.v)?;
-    let w_kv_b = g.external();
+    let w_kv_b = g.matrix(
+        "attn_kv_b.weight",
+        d.kv_lora,
+        heads.saturating_mul(d.nope + d.v),
+    );
     let kv_full = g.op(
         Kind::Fresh,
         c.width(heads.checked_mul(d.nope + d.v)?)?,
@@ -397,6 +446,16 @@ fn unsplit(
 
 /// Bytes of a layer's K (`k_width` values a cell) and V in f16 over `cells` cells, where flash
 /// attention reads a cache of another type; `None` for an f16 cache or without flash attention.
+/// A layer's K and V caches of `cells` cells, `widths` values a cell: their bytes are what a
+/// view of one copied to another backend takes.
+fn caches(c: &super::Ctx<'_>, g: &mut Graph, cells: u64, widths: (u64, u64)) -> (usize, usize) {
+    let bytes = |w: u64| sat(c.kv_type.bytes_for(u128::from(cells) * u128::from(w)));
+    let (k, v) = (g.external(), g.external());
+    g.tensors[k].bytes = bytes(widths.0);
+    g.tensors[v].bytes = bytes(widths.1);
+    (k, v)
+}
+
 fn f16_copies(c: &super::Ctx<'_>, cells: u64, k_width: u64, v_width: u64) -> Option<(u64, u64)> {
     if !c.flash_attention || *c.kv_type == crate::model::dtype::KV_F16 {
         return None;

@@ -45,12 +45,16 @@ pub(super) fn whole(s: Shape<'_>, e: Encoder, seqs: u64) -> Option<Graph> {
     {
         return None;
     }
-    let mut g = Graph::default();
+    let mut g = Graph {
+        rows: tokens,
+        ..Graph::default()
+    };
     let ids = tokens.checked_mul(4)?;
+    let h = arch.hidden_size;
     // Positions (not in jina-bert-v2, whose ALiBi needs none) are made first but used first by
     // the learned position rows or the first RoPE.
     let pos = (e.positions > 0 || e.rope).then(|| g.input(ids));
-    let tok_embd = g.external();
+    let tok_embd = g.table("token_embd.weight", arch.vocab_size, h);
     let tokens_in = g.input(ids);
     let embd = g.op(Kind::Fresh, z.model, MODEL, &[tok_embd, tokens_in]);
     let embd_in = g.input(z.model);
@@ -58,20 +62,20 @@ pub(super) fn whole(s: Shape<'_>, e: Encoder, seqs: u64) -> Option<Graph> {
     g.expand(embd_in);
     let mut inp = embd;
     if e.token_types > 0 {
-        let types = g.external();
+        let types = g.table("token_types.weight", e.token_types, h);
         let row0 = g.view(types, OTHER);
         // The first row of the table: what a split on another backend copies.
         g.tensors[row0].bytes = arch.hidden_size.checked_mul(4)?;
         inp = g.op(Kind::InPlace, z.model, MODEL, &[inp, row0]);
     }
     if let Some(pos) = pos.filter(|_| e.positions > 0) {
-        let pos_embd = g.external();
+        let pos_embd = g.table("position_embd.weight", e.positions, h);
         let rows = g.op(Kind::Fresh, z.model, MODEL, &[pos_embd, pos]);
         inp = g.op(Kind::InPlace, z.model, MODEL, &[rows, inp]);
     }
     // llama.cpp keeps the embeddings' norm with the first layer's weights.
     g.part = Part::Layer(0);
-    inp = layer_norm(&mut g, inp, z.model);
+    inp = layer_norm(&mut g, inp, (z.model, h), LayerNorm::Embeddings);
     let mask = g.input(z.mask);
     let out_ids = g.input(ids);
     let inputs = Inputs { pos, mask, out_ids };
@@ -94,13 +98,35 @@ struct Inputs {
     out_ids: usize,
 }
 
-/// LayerNorm with its weight and bias (`ggml_norm` never runs in place).
-fn layer_norm(g: &mut Graph, x: usize, bytes: u64) -> usize {
-    let n = g.op(Kind::Fresh, bytes, MODEL, &[x]);
-    let w = g.external();
-    let n = g.op(Kind::InPlace, bytes, MODEL, &[n, w]);
-    let b = g.external();
-    g.op(Kind::InPlace, bytes, MODEL, &[n, b])
+/// Which of an encoder's LayerNorms: its weight's and bias's names.
+#[derive(Clone, Copy)]
+enum LayerNorm {
+    Embeddings,
+    AttentionOut,
+    Second,
+    LayerOut,
+}
+
+impl LayerNorm {
+    fn names(self) -> (&'static str, &'static str) {
+        match self {
+            LayerNorm::Embeddings => ("token_embd_norm.weight", "token_embd_norm.bias"),
+            LayerNorm::AttentionOut => ("attn_output_norm.weight", "attn_output_norm.bias"),
+            LayerNorm::Second => ("attn_norm_2.weight", "attn_norm_2.bias"),
+            LayerNorm::LayerOut => ("layer_output_norm.weight", "layer_output_norm.bias"),
+        }
+    }
+}
+
+/// LayerNorm of `bytes` over `n` values a row, with its weight and bias (`ggml_norm` never
+/// runs in place).
+fn layer_norm(g: &mut Graph, x: usize, (bytes, n): (u64, u64), which: LayerNorm) -> usize {
+    let (weight, bias) = which.names();
+    let t = g.op(Kind::Fresh, bytes, MODEL, &[x]);
+    let w = g.vector(weight, n);
+    let t = g.op(Kind::InPlace, bytes, MODEL, &[t, w]);
+    let b = g.vector(bias, n);
+    g.op(Kind::InPlace, bytes, MODEL, &[t, b])
 }
 
 /// One post-norm layer: attention, the residual and a norm, the feed-forward block, the
@@ -117,13 +143,14 @@ fn layer(
     let arch = s.arch;
     let [q, k, v] = project(g, s, e, z, inp, inputs.pos);
     let mut cur = attend(g, z, [q, k, v], inputs.mask, s.flash_attention);
-    let wo = g.external();
+    let h = arch.hidden_size;
+    let wo = g.matrix("attn_output.weight", arch.num_heads * arch.head_dim, h);
     cur = g.op(Kind::Fresh, z.model, MODEL, &[wo, cur]);
     if matches!(
         arch.attention,
         crate::model::arch::Attention::Standard { o_bias: true, .. }
     ) {
-        let b = g.external();
+        let b = g.vector("attn_output.bias", h);
         cur = g.op(Kind::InPlace, z.model, MODEL, &[cur, b]);
     }
     let mut residual = inp;
@@ -132,14 +159,15 @@ fn layer(
         residual = g.op(Kind::Fresh, z.model, MODEL, &[residual, inputs.out_ids]);
     }
     cur = g.op(Kind::InPlace, z.model, MODEL, &[cur, residual]);
-    let mut ffn_inp = layer_norm(g, cur, z.model);
+    let width = (z.model, h);
+    let mut ffn_inp = layer_norm(g, cur, width, LayerNorm::AttentionOut);
     if e.norm_2 {
         let again = g.op(Kind::InPlace, z.model, MODEL, &[ffn_inp, residual]);
-        ffn_inp = layer_norm(g, again, z.model);
+        ffn_inp = layer_norm(g, again, width, LayerNorm::Second);
     }
     let out = ffn(g, arch, e, z, ffn_inp)?;
     let sum = g.op(Kind::InPlace, z.model, MODEL, &[out, ffn_inp]);
-    Some(layer_norm(g, sum, z.model))
+    Some(layer_norm(g, sum, width, LayerNorm::LayerOut))
 }
 
 /// The feed-forward block: GELU between (maybe biased) projections; a gated one (SwiGLU in
@@ -155,10 +183,12 @@ fn ffn(
     let fused = arch.fused_projections;
     let up_bytes = if fused { z.ffn.checked_mul(2)? } else { z.ffn };
     let layout = if fused { OTHER } else { FFN };
-    let wu = g.ffn_weight(FfnClass::Up);
+    let (h, n) = (arch.hidden_size, arch.intermediate_size);
+    let up_n = if fused { n.checked_mul(2)? } else { n };
+    let wu = g.ffn_weight(FfnClass::Up, ("ffn_up.weight", h.checked_mul(up_n)?, true));
     let mut up = g.op(Kind::Fresh, up_bytes, layout, &[wu, x]);
     if e.up_bias {
-        let b = g.ffn_weight(FfnClass::Up);
+        let b = g.ffn_weight(FfnClass::Up, ("ffn_up.bias", up_n, false));
         up = g.op(Kind::InPlace, up_bytes, layout, &[up, b]);
     }
     let act = if fused {
@@ -166,18 +196,21 @@ fn ffn(
     } else if arch.mlp == Mlp::Plain {
         g.op(Kind::InPlace, z.ffn, FFN, &[up])
     } else {
-        let wg = g.ffn_weight(FfnClass::Gate);
+        let wg = g.ffn_weight(FfnClass::Gate, ("ffn_gate.weight", h.checked_mul(n)?, true));
         let gate = g.op(Kind::Fresh, z.ffn, FFN, &[wg, x]);
         g.op(Kind::Fresh, z.ffn, FFN, &[gate, up])
     };
-    let wd = g.ffn_weight(FfnClass::Down);
+    let wd = g.ffn_weight(FfnClass::Down, ("ffn_down.weight", n.checked_mul(h)?, true));
     let mut down = g.op(Kind::Fresh, z.model, MODEL, &[wd, act]);
     if e.down_bias {
-        let b = g.ffn_weight(FfnClass::Down);
+        let b = g.ffn_weight(FfnClass::Down, ("ffn_down.bias", h, false));
         down = g.op(Kind::InPlace, z.model, MODEL, &[down, b]);
     }
     Some(down)
 }
+
+/// A projection's weight and bias names and its outputs.
+type Projection = (&'static str, &'static str, u64);
 
 /// Q, K and V as 3-D views: three biased projections (BERT, jina-bert-v2) or views of one
 /// (nomic-bert), then q/k norms and RoPE where the model has them.
@@ -193,36 +226,63 @@ fn project(
         s.arch.attention,
         crate::model::arch::Attention::Standard { qkv_bias: true, .. }
     );
-    let projection = |g: &mut Graph, bytes: u64, layout: u64| {
-        let w = g.external();
+    let arch = s.arch;
+    let h = arch.hidden_size;
+    let (q_dim, kv_dim) = (
+        arch.num_heads.saturating_mul(arch.head_dim),
+        arch.num_kv_heads.saturating_mul(arch.head_dim),
+    );
+    let projection = |g: &mut Graph, bytes: u64, layout: u64, (name, bias, n): Projection| {
+        let w = g.matrix(name, h, n);
         let mut t = g.op(Kind::Fresh, bytes, layout, &[w, cur]);
         if biased {
-            let b = g.external();
+            let b = g.vector(bias, n);
             t = g.op(Kind::InPlace, bytes, layout, &[t, b]);
         }
         t
     };
     let (q, k, v) = if e.fused_qkv {
-        let qkv = projection(g, z.query + 2 * z.kv, OTHER);
+        let qkv_n = q_dim.saturating_add(kv_dim.saturating_mul(2));
+        let qkv = projection(
+            g,
+            z.query + 2 * z.kv,
+            OTHER,
+            ("attn_qkv.weight", "attn_qkv.bias", qkv_n),
+        );
         (g.view(qkv, Q3), g.view(qkv, K3), g.view(qkv, OTHER))
     } else {
-        let q = projection(g, z.query, QUERY);
-        let k = projection(g, z.kv, KV);
-        let v = projection(g, z.kv, KV);
+        let q = projection(g, z.query, QUERY, ("attn_q.weight", "attn_q.bias", q_dim));
+        let k = projection(g, z.kv, KV, ("attn_k.weight", "attn_k.bias", kv_dim));
+        let v = projection(g, z.kv, KV, ("attn_v.weight", "attn_v.bias", kv_dim));
         (g.view(q, Q3), g.view(k, K3), g.view(v, OTHER))
     };
     // jina-bert-v2's LayerNorms over the whole width of Q and K (2-D views, normed, viewed back).
     let (q, k) = if e.qk_norm {
-        let normed = |g: &mut Graph, x: usize, bytes: u64, layout: u64| {
+        let normed = |g: &mut Graph, x: usize, bytes: u64, layout: u64, (w, b, n): Projection| {
             let flat = g.view(x, OTHER);
-            let n = g.op(Kind::Fresh, bytes, OTHER, &[flat]);
-            let w = g.external();
-            let n = g.op(Kind::InPlace, bytes, OTHER, &[n, w]);
-            let b = g.external();
-            let n = g.op(Kind::InPlace, bytes, OTHER, &[n, b]);
-            g.view(n, layout)
+            let t = g.op(Kind::Fresh, bytes, OTHER, &[flat]);
+            let w = g.vector(w, n);
+            let t = g.op(Kind::InPlace, bytes, OTHER, &[t, w]);
+            let b = g.vector(b, n);
+            let t = g.op(Kind::InPlace, bytes, OTHER, &[t, b]);
+            g.view(t, layout)
         };
-        (normed(g, q, z.query, Q3), normed(g, k, z.kv, K3))
+        (
+            normed(
+                g,
+                q,
+                z.query,
+                Q3,
+                ("attn_q_norm.weight", "attn_q_norm.bias", q_dim),
+            ),
+            normed(
+                g,
+                k,
+                z.kv,
+                K3,
+                ("attn_k_norm.weight", "attn_k_norm.bias", kv_dim),
+            ),
+        )
     } else {
         (q, k)
     };
@@ -285,16 +345,16 @@ fn pool(g: &mut Graph, e: &Encoder, z: &Sizes, inp: usize) {
     };
     if let Some(c) = e.classifier.filter(|_| e.pooling == Pooling::Rank) {
         if c.dense > 0 {
-            let w = g.external();
+            let w = g.matrix("cls.weight", hidden, c.dense);
             cur = g.op(Kind::Fresh, pooled_bytes(c.dense), OTHER, &[w, cur]);
-            let b = g.external();
+            let b = g.vector("cls.bias", c.dense);
             cur = g.op(Kind::InPlace, pooled_bytes(c.dense), OTHER, &[cur, b]);
             cur = g.op(Kind::InPlace, pooled_bytes(c.dense), OTHER, &[cur]);
         }
         if c.outputs > 0 {
-            let w = g.external();
+            let w = g.matrix("cls.output.weight", c.dense.max(hidden), c.outputs);
             cur = g.op(Kind::Fresh, pooled_bytes(c.outputs), OTHER, &[w, cur]);
-            let b = g.external();
+            let b = g.vector("cls.output.bias", c.outputs);
             cur = g.op(Kind::InPlace, pooled_bytes(c.outputs), OTHER, &[cur, b]);
         }
     }

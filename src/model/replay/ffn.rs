@@ -5,6 +5,18 @@ use super::graph::*;
 use super::{Builder, Ctx};
 use crate::model::arch::{ModelArch, Moe};
 
+/// A dense MLP's gate, up and down projections by name; a shared expert's.
+const DENSE_NAMES: [&str; 3] = ["ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"];
+const SHARED_NAMES: [&str; 3] = [
+    "ffn_gate_shexp.weight",
+    "ffn_up_shexp.weight",
+    "ffn_down_shexp.weight",
+];
+
+/// A routed expert's projection: its class, its weight's and its bias's names, its rows and
+/// columns (the bias has as many values as the columns, per expert).
+type ExpertWeight = (FfnClass, &'static str, &'static str, u64, u64);
+
 /// Tensor sizes of a routed feed-forward block.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Routed {
@@ -85,18 +97,28 @@ pub(super) fn ffn_block(c: &Ctx<'_>, g: &mut Graph, cur: usize, layer: u64) -> O
     Some(match c.moe.filter(|_| c.arch.is_moe_layer(layer)) {
         None if c.b.fused => {
             // Phi-3's fused gate/up is named `ffn_up`.
-            let (wu, wd) = (g.ffn_weight(FfnClass::Up), g.ffn_weight(FfnClass::Down));
+            let (h, n) = (c.arch.hidden_size, c.arch.intermediate_size);
+            let wu = g.ffn_weight(
+                FfnClass::Up,
+                ("ffn_up.weight", h.saturating_mul(2).saturating_mul(n), true),
+            );
+            let wd = g.ffn_weight(
+                FfnClass::Down,
+                ("ffn_down.weight", n.saturating_mul(h), true),
+            );
             let gate_up = g.op(Kind::Fresh, c.ffn.checked_mul(2)?, OTHER, &[wu, cur]);
             let act = g.op(Kind::Fresh, c.ffn, FFN, &[gate_up]);
             g.op(Kind::Fresh, model, MODEL, &[wd, act])
         }
-        None => dense(c, g, cur, c.ffn),
+        None => dense(c, g, cur, (c.ffn, c.arch.intermediate_size), false),
         Some(m) if m.shared > 0 => {
             let routed = experts(c, g, cur, &m);
-            let mut shared = dense(c, g, cur, m.shared);
+            let n = c.arch.moe.as_ref().map_or(0, |m| m.shared_intermediate);
+            let mut shared = dense(c, g, cur, (m.shared, n), true);
             if m.shared_gate {
                 let one = c.width(1)?;
-                let w = g.ffn_weight(FfnClass::Gate);
+                let h = c.arch.hidden_size;
+                let w = g.ffn_weight(FfnClass::Gate, ("ffn_gate_inp_shexp.weight", h, false));
                 let x = g.op(Kind::Fresh, one, SUMS, &[w, cur]);
                 let gate = if c.b.qwen2_moe {
                     let silu = g.op(Kind::InPlace, one, SUMS, &[x]);
@@ -112,20 +134,28 @@ pub(super) fn ffn_block(c: &Ctx<'_>, g: &mut Graph, cur: usize, layer: u64) -> O
     })
 }
 
-/// A dense MLP of `width` bytes a token over `cur`: GELU between biased projections (Falcon
-/// unbiased; GPT-NeoX and StarCoder2 biased), squared ReLU (Nemotron-H), else SwiGLU.
-fn dense(c: &Ctx<'_>, g: &mut Graph, cur: usize, width: u64) -> usize {
+/// A dense MLP over `cur` of `width` bytes a token, `n` wide (the shared expert's when
+/// `shared`): GELU between biased projections (Falcon unbiased; GPT-NeoX and StarCoder2
+/// biased), squared ReLU (Nemotron-H), else SwiGLU.
+fn dense(c: &Ctx<'_>, g: &mut Graph, cur: usize, (width, n): (u64, u64), shared: bool) -> usize {
     let model = c.model;
+    let h = c.arch.hidden_size;
     let Builder { falcon, neox, .. } = c.b;
+    let names = if shared { SHARED_NAMES } else { DENSE_NAMES };
+    let up = |g: &mut Graph| g.ffn_weight(FfnClass::Up, (names[1], h.saturating_mul(n), true));
+    let down = |g: &mut Graph| g.ffn_weight(FfnClass::Down, (names[2], n.saturating_mul(h), true));
     if falcon || neox {
         let bias = |g: &mut Graph, x: usize, bytes: u64, layout: u64, class: FfnClass| {
             if !neox {
                 return x;
             }
-            let b = g.ffn_weight(class);
+            let b = match class {
+                FfnClass::Down => g.ffn_weight(class, ("ffn_down.bias", h, false)),
+                _ => g.ffn_weight(class, ("ffn_up.bias", n, false)),
+            };
             g.op(Kind::InPlace, bytes, layout, &[x, b])
         };
-        let (wu, wd) = (g.ffn_weight(FfnClass::Up), g.ffn_weight(FfnClass::Down));
+        let (wu, wd) = (up(g), down(g));
         let up = g.op(Kind::Fresh, width, FFN, &[wu, cur]);
         let up = bias(g, up, width, FFN, FfnClass::Up);
         let act = g.op(Kind::InPlace, width, FFN, &[up]);
@@ -133,16 +163,16 @@ fn dense(c: &Ctx<'_>, g: &mut Graph, cur: usize, width: u64) -> usize {
         return bias(g, down, model, MODEL, FfnClass::Down);
     }
     if c.plain {
-        let (wu, wd) = (g.ffn_weight(FfnClass::Up), g.ffn_weight(FfnClass::Down));
+        let (wu, wd) = (up(g), down(g));
         let up = g.op(Kind::Fresh, width, FFN, &[wu, cur]);
         let relu = g.op(Kind::InPlace, width, FFN, &[up]);
         let act = g.op(Kind::InPlace, width, FFN, &[relu]);
         return g.op(Kind::Fresh, model, MODEL, &[wd, act]);
     }
     let (wg, wu, wd) = (
-        g.ffn_weight(FfnClass::Gate),
-        g.ffn_weight(FfnClass::Up),
-        g.ffn_weight(FfnClass::Down),
+        g.ffn_weight(FfnClass::Gate, (names[0], h.saturating_mul(n), true)),
+        up(g),
+        down(g),
     );
     let gate = g.op(Kind::Fresh, width, FFN, &[wg, cur]);
     let up = g.op(Kind::Fresh, width, FFN, &[wu, cur]);
@@ -167,23 +197,39 @@ fn experts(c: &Ctx<'_>, g: &mut Graph, cur: usize, m: &Routed) -> usize {
             &[repeated, weights],
         );
     }
+    let (h, (n, e)) = (
+        c.arch.hidden_size,
+        c.arch
+            .moe
+            .as_ref()
+            .map_or((0, 0), |m| (m.expert_intermediate, m.experts)),
+    );
     // `mul_mat_id`: an expert's weights applied to each token's selected experts.
-    let per_expert = |g: &mut Graph, bytes: u64, layout: u64, x: usize, class: FfnClass| {
-        let w = g.expert_weight(class);
+    let per_expert = |g: &mut Graph, bytes: u64, layout: u64, x: usize, w: ExpertWeight| {
+        let (class, name, bias, rows, cols) = w;
+        let w = g.expert_weight(
+            class,
+            (name, rows.saturating_mul(cols).saturating_mul(e), true),
+        );
         let y = g.op(Kind::Fresh, bytes, layout, &[w, x, selected]);
         if !oss {
             return y;
         }
         // Each expert's bias, added by expert id.
-        let b = g.expert_weight(class);
+        let b = g.expert_weight(class, (bias, cols.saturating_mul(e), false));
         g.op(Kind::InPlace, bytes, layout, &[y, b, selected])
     };
     // With fused experts, gate and up are one tensor of twice the width.
-    // A fused gate/up is `ffn_gate_up_exps`.
     let first = if c.arch.fused_gate_up_exps {
-        FfnClass::Gate
+        (
+            FfnClass::Gate,
+            "ffn_gate_up_exps.weight",
+            "ffn_gate_up_exps.bias",
+            h,
+            n.saturating_mul(2),
+        )
     } else {
-        FfnClass::Up
+        (FfnClass::Up, "ffn_up_exps.weight", "ffn_up_exps.bias", h, n)
     };
     let up = per_expert(g, m.gate_up, EXPERT_FFN, cur_3d, first);
     let act = if c.plain {
@@ -195,10 +241,24 @@ fn experts(c: &Ctx<'_>, g: &mut Graph, cur: usize, m: &Routed) -> usize {
         let up = g.view(up, EXPERT_FFN);
         g.op(Kind::Fresh, m.expert_ffn, EXPERT_FFN, &[gate, up])
     } else {
-        let gate = per_expert(g, m.expert_ffn, EXPERT_FFN, cur_3d, FfnClass::Gate);
+        let w = (
+            FfnClass::Gate,
+            "ffn_gate_exps.weight",
+            "ffn_gate_exps.bias",
+            h,
+            n,
+        );
+        let gate = per_expert(g, m.expert_ffn, EXPERT_FFN, cur_3d, w);
         g.op(Kind::Fresh, m.expert_ffn, EXPERT_FFN, &[gate, up])
     };
-    let mut out = per_expert(g, m.expert_out, EXPERT_OUT, act, FfnClass::Down);
+    let w = (
+        FfnClass::Down,
+        "ffn_down_exps.weight",
+        "ffn_down_exps.bias",
+        n,
+        h,
+    );
+    let mut out = per_expert(g, m.expert_out, EXPERT_OUT, act, w);
     if !llama4 {
         out = g.op(Kind::InPlace, m.expert_out, EXPERT_OUT, &[out, weights]);
     }
@@ -230,11 +290,19 @@ fn route(c: &Ctx<'_>, g: &mut Graph, cur: usize, m: &Routed) -> (usize, usize) {
         unnormalised,
         ..
     } = c.b;
-    let router = g.ffn_weight(FfnClass::Gate);
+    let (h, e) = (
+        c.arch.hidden_size,
+        c.arch.moe.as_ref().map_or(0, |m| m.experts),
+    );
+    // llama-quantize keeps the router in f32.
+    let router = g.ffn_weight(
+        FfnClass::Gate,
+        ("ffn_gate_inp.weight", h.saturating_mul(e), false),
+    );
     let mut logits = g.op(Kind::Fresh, m.router, ROUTER, &[router, cur]);
     let probs = if oss {
         // A biased router (`ffn_gate_inp.bias`), its logits ranked as they are.
-        let b = g.ffn_weight(FfnClass::Gate);
+        let b = g.ffn_weight(FfnClass::Gate, ("ffn_gate_inp.bias", e, false));
         logits = g.op(Kind::InPlace, m.router, ROUTER, &[logits, b]);
         logits
     } else {
@@ -246,7 +314,7 @@ fn route(c: &Ctx<'_>, g: &mut Graph, cur: usize, m: &Routed) -> (usize, usize) {
     let ranked = if llama4 {
         logits
     } else if glm {
-        let b = g.external();
+        let b = g.vector("exp_probs_b.bias", e);
         g.op(Kind::InPlace, m.router, ROUTER, &[probs, b])
     } else {
         probs

@@ -122,6 +122,23 @@ pub(super) struct Tensor {
     /// Flash attention over a cache that is not f16: the bytes of K and V in f16, which CUDA
     /// converts them to beside the output.
     pub(super) fa_f16: Option<(u64, u64)>,
+    /// A weight: its name and size (`bytes` is set from them when the graph is placed).
+    pub(super) weight: Option<Weight>,
+    /// The rows (tokens) an op computes: what ggml's operator offload weighs (`offload_op`).
+    pub(super) rows: u64,
+}
+
+/// A weight as llama.cpp names it and what it holds: what a copy of it to another backend
+/// takes when ggml's scheduler runs an op on it there (operator offload).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Weight {
+    /// llama.cpp's tensor name (`LLM_TENSOR_NAMES`); in a layer, the part after `blk.N.`.
+    pub(super) name: &'static str,
+    pub(super) elements: u64,
+    /// Stored at the file's matrix type; otherwise a norm or a bias, which GGUFs keep in f32.
+    pub(super) matrix: bool,
+    /// An embedding table, read by `get_rows`, which ggml never offloads.
+    pub(super) lookup: bool,
 }
 
 /// A part of the model, as llama.cpp places its weights: the input layer, a repeating layer,
@@ -143,11 +160,14 @@ pub(super) struct Graph {
     pub(super) seen: Vec<bool>,
     /// The part being built now.
     pub(super) part: Part,
+    /// The rows the ops made now compute: the batch's tokens, the output rows once gathered.
+    pub(super) rows: u64,
 }
 
 impl Graph {
     pub(super) fn push(&mut self, mut t: Tensor) -> usize {
         t.part = self.part;
+        t.rows = self.rows;
         self.tensors.push(t);
         self.seen.push(false);
         self.tensors.len() - 1
@@ -169,19 +189,52 @@ impl Graph {
             experts: false,
             ffn: None,
             fa_f16: None,
+            weight: None,
+            rows: 0,
         })
     }
 
+    /// A weight matrix of `rows` × `cols` named `name`.
+    pub(super) fn matrix(&mut self, name: &'static str, rows: u64, cols: u64) -> usize {
+        self.named(name, rows.saturating_mul(cols), true)
+    }
+
+    /// A norm's or a bias's `n` values named `name`.
+    pub(super) fn vector(&mut self, name: &'static str, n: u64) -> usize {
+        self.named(name, n, false)
+    }
+
+    /// An embedding table of `rows` × `cols` (read by `get_rows`).
+    pub(super) fn table(&mut self, name: &'static str, rows: u64, cols: u64) -> usize {
+        let i = self.matrix(name, rows, cols);
+        if let Some(w) = self.tensors[i].weight.as_mut() {
+            w.lookup = true;
+        }
+        i
+    }
+
+    fn named(&mut self, name: &'static str, elements: u64, matrix: bool) -> usize {
+        let i = self.external();
+        self.tensors[i].weight = Some(Weight {
+            name,
+            elements,
+            matrix,
+            lookup: false,
+        });
+        i
+    }
+
     /// A routed expert's weight (`ffn_*_exps`, and its bias) of `class`.
-    pub(super) fn expert_weight(&mut self, class: FfnClass) -> usize {
-        let i = self.ffn_weight(class);
+    pub(super) fn expert_weight(&mut self, class: FfnClass, w: (&'static str, u64, bool)) -> usize {
+        let i = self.ffn_weight(class, w);
         self.tensors[i].experts = true;
         i
     }
 
-    /// A feed-forward weight (`ffn_gate*`, `ffn_up*`, `ffn_down*`) of `class`.
-    pub(super) fn ffn_weight(&mut self, class: FfnClass) -> usize {
-        let i = self.external();
+    /// A feed-forward weight (`ffn_gate*`, `ffn_up*`, `ffn_down*`) of `class`: its name, its
+    /// elements, and whether it is a matrix.
+    pub(super) fn ffn_weight(&mut self, class: FfnClass, w: (&'static str, u64, bool)) -> usize {
+        let i = self.named(w.0, w.1, w.2);
         self.tensors[i].ffn = Some(class);
         i
     }
@@ -202,6 +255,8 @@ impl Graph {
             experts: false,
             ffn: None,
             fa_f16: None,
+            weight: None,
+            rows: 0,
         })
     }
 
@@ -220,6 +275,8 @@ impl Graph {
             experts: false,
             ffn: None,
             fa_f16: None,
+            weight: None,
+            rows: 0,
         })
     }
 
@@ -241,6 +298,8 @@ impl Graph {
             experts: false,
             ffn: None,
             fa_f16: None,
+            weight: None,
+            rows: 0,
         })
     }
 
@@ -272,6 +331,8 @@ impl Graph {
             experts: false,
             ffn: None,
             fa_f16: None,
+            weight: None,
+            rows: 0,
         })
     }
 

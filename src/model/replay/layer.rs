@@ -6,6 +6,7 @@ use super::ffn::{ffn_block, routed};
 use super::graph::*;
 use super::recurrent::{delta_net, mamba, StateInputs};
 use super::{norm, Builder, CacheInputs, Ctx, Lazy, Shape};
+use super::{ATTN_NORM, ATTN_NORM_2, FFN_NORM, OUTPUT_NORM, POST_ATTN_NORM, POST_FFN_NORM};
 use crate::model::arch::{Mlp, SsmKind};
 
 /// The graph's inputs in llama.cpp's order (token ids, their embeddings, positions, each
@@ -41,7 +42,8 @@ pub(super) fn inputs<'a>(g: &mut Graph, s: Shape<'a>) -> Option<(Ctx<'a>, usize)
         Some(m) => Some(routed(arch, m, &width)?),
     };
     let ids = tokens.checked_mul(4)?;
-    let tok_embd = g.external();
+    g.rows = tokens;
+    let tok_embd = g.table("token_embd.weight", arch.vocab_size, arch.hidden_size);
     let tokens_in = g.input(ids);
     let embd = g.op(Kind::Fresh, model, MODEL, &[tok_embd, tokens_in]);
     // The embeddings input (for a batch given as vectors) is reserved beside the token path
@@ -122,10 +124,11 @@ pub(super) fn layer(
         c.full
     };
     let residual = inp;
-    let normed = norm(c, g, inp, model, MODEL);
+    let h = arch.hidden_size;
+    let normed = norm(c, g, inp, (model, MODEL), (ATTN_NORM, h));
     // Falcon-40B's layout attends on a second norm of the layer's input.
     let cur = if b.falcon && arch.norms_per_layer == 2 {
-        norm(c, g, inp, model, MODEL)
+        norm(c, g, inp, (model, MODEL), (ATTN_NORM_2, h))
     } else {
         normed
     };
@@ -148,7 +151,7 @@ pub(super) fn layer(
         return side_by_side(c, g, (residual, normed, cur), layer);
     }
     if let Some((s, states)) = mixer.filter(|_| b.parallel) {
-        let normed = norm(c, g, residual, model, MODEL);
+        let normed = norm(c, g, residual, (model, MODEL), (ATTN_NORM, h));
         let mixed = mamba(g, normed, &s, states, c.tokens, model)?;
         cur = g.op(Kind::InPlace, model, MODEL, &[cur, mixed]);
     }
@@ -160,6 +163,7 @@ pub(super) fn layer(
     if last && !b.oss && !b.nextn && !b.parallel {
         c = &gathered;
         let model = c.model;
+        g.rows = c.tokens;
         cur = g.op(Kind::Fresh, model, MODEL, &[cur, out_ids]);
         residual = g.op(Kind::Fresh, model, MODEL, &[residual, out_ids]);
     }
@@ -170,7 +174,7 @@ pub(super) fn layer(
     }
     let post_norms = b.gemma && arch.norms_per_layer == 4;
     if post_norms {
-        cur = norm(c, g, cur, model, MODEL);
+        cur = norm(c, g, cur, (model, MODEL), (POST_ATTN_NORM, h));
     }
     let mut ffn_inp = if b.residual_first {
         g.op(Kind::InPlace, model, MODEL, &[residual, cur])
@@ -182,13 +186,14 @@ pub(super) fn layer(
     }
     if last && b.parallel {
         c = &gathered;
+        g.rows = c.tokens;
         ffn_inp = g.op(Kind::Fresh, c.model, MODEL, &[ffn_inp, out_ids]);
     }
     let model = c.model;
-    let cur = norm(c, g, ffn_inp, model, MODEL);
+    let cur = norm(c, g, ffn_inp, (model, MODEL), (FFN_NORM, h));
     let out = ffn_block(c, g, cur, layer)?;
     let out = if post_norms {
-        norm(c, g, out, model, MODEL)
+        norm(c, g, out, (model, MODEL), (POST_FFN_NORM, h))
     } else if arch.granite_scales.residual {
         g.op(Kind::InPlace, model, MODEL, &[out])
     } else {
@@ -218,6 +223,7 @@ fn side_by_side(
     let gathered = if last { c.gathered()? } else { *c };
     let c = &gathered;
     let (model, out_ids) = (c.model, c.out_ids);
+    g.rows = c.tokens;
     let Builder { falcon, neox, .. } = c.b;
     let rows = |g: &mut Graph, x: usize| {
         if last {
@@ -229,7 +235,13 @@ fn side_by_side(
     let attn_out = rows(g, attended);
     let residual = rows(g, residual);
     let normed = if neox {
-        norm(c, g, residual, model, MODEL)
+        norm(
+            c,
+            g,
+            residual,
+            (model, MODEL),
+            (FFN_NORM, c.arch.hidden_size),
+        )
     } else {
         rows(g, normed)
     };
@@ -257,17 +269,20 @@ pub(super) fn output(c: &Ctx<'_>, g: &mut Graph, inp: usize) -> Option<()> {
         g.tensors[inp].output = true;
         inp = g.op(Kind::Fresh, model, MODEL, &[inp, out_ids]);
     }
+    let h = c.arch.hidden_size;
     let mut result_norm = if c.b.nextn {
-        norm(full, g, inp, full.model, MODEL)
+        norm(full, g, inp, (full.model, MODEL), (OUTPUT_NORM, h))
     } else {
-        norm(c, g, inp, model, MODEL)
+        g.rows = c.tokens;
+        norm(c, g, inp, (model, MODEL), (OUTPUT_NORM, h))
     };
     if c.b.nextn {
         g.tensors[result_norm].output = true;
         result_norm = g.op(Kind::Fresh, model, MODEL, &[result_norm, out_ids]);
     }
     g.tensors[result_norm].output = true;
-    let lm_head = g.external();
+    g.rows = c.tokens;
+    let lm_head = g.matrix("output.weight", h, c.arch.vocab_size);
     let mut result = g.op(Kind::Fresh, c.logits, OTHER, &[lm_head, result_norm]);
     if c.arch.granite_scales.logits {
         result = g.op(Kind::InPlace, c.logits, OTHER, &[result]);

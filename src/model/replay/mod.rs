@@ -22,7 +22,7 @@ mod layer;
 mod recurrent;
 mod sched;
 
-use crate::model::layers::LayerMove;
+use crate::model::layers::{LayerMove, LayerWeights};
 use attention::*;
 use builder::*;
 use ffn::*;
@@ -167,12 +167,27 @@ pub(crate) struct Placed<'a> {
     pub moves: &'a [LayerMove],
     /// How the devices' buffer type places tensors (the host's is the CPU's).
     pub device_rules: BufferRules,
+    /// The devices run ops on the host's weights, copying them (`offload_op`).
+    pub op_offload: bool,
+    /// The weights' bytes (what an offloaded op copies).
+    pub weights: Option<&'a LayerWeights>,
 }
 
 /// The compute buffers of the host (first) and each device under `placed`, the graph split as
 /// [`sched`] splits it. `None` where [`compute_buffer`] is.
 pub(crate) fn compute_buffers_placed(b: &Batch<'_>, placed: &Placed<'_>) -> Option<Vec<u64>> {
-    let g = whole(Shape::from_batch(b)?)?;
+    let mut g = whole(Shape::from_batch(b)?)?;
+    if let Some(w) = placed.weights {
+        for t in &mut g.tensors {
+            if let Some(x) = t.weight {
+                let layer = match t.part {
+                    Part::Layer(l) => Some(l),
+                    Part::Input | Part::Output => None,
+                };
+                t.bytes = w.weight_bytes(layer, x.name, x.elements, x.matrix);
+            }
+        }
+    }
     let to_backend =
         |d: Option<usize>| d.map_or(sched::HOST, |d| u8::try_from(d + 1).unwrap_or(u8::MAX));
     let device_of = |l: usize| placed.layer_devices.get(l).copied().flatten();
@@ -191,10 +206,13 @@ pub(crate) fn compute_buffers_placed(b: &Batch<'_>, placed: &Placed<'_>) -> Opti
     let copies = if placed.pipeline { 4 } else { 1 };
     Some(sched::split_buffers(
         &g,
-        backends,
-        &backend_of,
-        copies,
-        placed.device_rules,
+        &sched::Sched {
+            backends,
+            backend_of: &backend_of,
+            copies,
+            device_rules: placed.device_rules,
+            op_offload: placed.op_offload && placed.weights.is_some(),
+        },
     ))
 }
 
@@ -263,7 +281,13 @@ impl<'a> Shape<'a> {
 /// A norm over `x` as the architecture's builder makes it: ggml computes RMSNorm in place where
 /// it can, LayerNorm (`ggml_norm`) never; then the weight, and (LayerNorm in Falcon and
 /// GPT-NeoX) the bias.
-fn norm(c: &Ctx<'_>, g: &mut Graph, x: usize, bytes: u64, layout: u64) -> usize {
+fn norm(
+    c: &Ctx<'_>,
+    g: &mut Graph,
+    x: usize,
+    (bytes, layout): (u64, u64),
+    (names, n): (NormNames, u64),
+) -> usize {
     let Builder {
         cohere,
         falcon,
@@ -275,15 +299,29 @@ fn norm(c: &Ctx<'_>, g: &mut Graph, x: usize, bytes: u64, layout: u64) -> usize 
     } else {
         Kind::InPlace
     };
-    let n = g.op(kind, bytes, layout, &[x]);
-    let w = g.external();
-    let n = g.op(Kind::InPlace, bytes, layout, &[n, w]);
+    let t = g.op(kind, bytes, layout, &[x]);
+    let w = g.vector(names.0, n);
+    let t = g.op(Kind::InPlace, bytes, layout, &[t, w]);
     if !(falcon || neox) {
-        return n;
+        return t;
     }
-    let b = g.external();
-    g.op(Kind::InPlace, bytes, layout, &[n, b])
+    let b = g.vector(names.1, n);
+    g.op(Kind::InPlace, bytes, layout, &[t, b])
 }
+
+/// A norm's weight and bias names.
+type NormNames = (&'static str, &'static str);
+
+const ATTN_NORM: NormNames = ("attn_norm.weight", "attn_norm.bias");
+const ATTN_NORM_2: NormNames = ("attn_norm_2.weight", "attn_norm_2.bias");
+const FFN_NORM: NormNames = ("ffn_norm.weight", "ffn_norm.bias");
+const POST_ATTN_NORM: NormNames = ("post_attention_norm.weight", "post_attention_norm.bias");
+const POST_FFN_NORM: NormNames = ("post_ffw_norm.weight", "post_ffw_norm.bias");
+const OUTPUT_NORM: NormNames = ("output_norm.weight", "output_norm.bias");
+const Q_NORM: NormNames = ("attn_q_norm.weight", "attn_q_norm.bias");
+const K_NORM: NormNames = ("attn_k_norm.weight", "attn_k_norm.bias");
+const Q_A_NORM: NormNames = ("attn_q_a_norm.weight", "attn_q_a_norm.bias");
+const KV_A_NORM: NormNames = ("attn_kv_a_norm.weight", "attn_kv_a_norm.bias");
 
 #[cfg(test)]
 mod tests;

@@ -89,7 +89,13 @@ pub(super) fn mamba(
         g.op(Kind::Fresh, conv_state, OTHER, &[states, ids])
     });
     let conv = g.view(conv, OTHER);
-    let w_in = g.external();
+    let h = model / 4 / tokens.max(1);
+    let in_n = if v2 {
+        channels.saturating_add(s.inner).saturating_add(s.dt_rank)
+    } else {
+        s.inner.saturating_mul(2)
+    };
+    let w_in = g.matrix("ssm_in.weight", h, in_n);
     // The projection's z, the convolution's input, and (Mamba-2) Δ.
     let (z, conv_in, dt) = if v2 {
         let zx = g.op(Kind::Fresh, in_proj, OTHER, &[w_in, cur]);
@@ -108,7 +114,8 @@ pub(super) fn mamba(
         (g.view(xz, OTHER), x, None)
     };
     let conv_x = convolution_input(g, (conv, conv_in), conv_x_bytes, conv_all);
-    let (w_conv, b) = (g.external(), g.external());
+    let w_conv = g.matrix("ssm_conv1d.weight", s.conv_kernel, channels);
+    let b = g.vector("ssm_conv1d.bias", channels);
     let conv_out = width(channels)?;
     let layout = if v2 { OTHER } else { INNER };
     let x = g.op(Kind::Fresh, conv_out, layout, &[conv_x, w_conv]);
@@ -119,20 +126,27 @@ pub(super) fn mamba(
             let (scan_x, bs, cs) = (g.view(x, OTHER), g.view(x, OTHER), g.view(x, OTHER));
             let heads = width(s.dt_rank)?;
             let dt = g.op(Kind::Fresh, heads, OTHER, &[dt]);
-            let b = g.external();
+            let b = g.vector("ssm_dt.bias", s.dt_rank);
             (scan_x, g.op(Kind::InPlace, heads, OTHER, &[dt, b]), bs, cs)
         }
         None => mamba1_scan_inputs(g, s, x, tokens)?,
     };
-    let a = g.external();
+    let a = if v2 {
+        g.vector("ssm_a", s.dt_rank)
+    } else {
+        g.vector("ssm_a", s.state.saturating_mul(s.inner))
+    };
     let y_ssm = read_states(g, ssm_all, inputs, |g, states, ids| {
         let ssm = g.view(states, OTHER);
-        g.op(
+        let y = g.op(
             Kind::Fresh,
             scan_out,
             OTHER,
             &[ssm, scan_x, dt, a, bs, cs, ids],
-        )
+        );
+        // One row: the tokens' outputs and the final states packed (`ggml_ssm_scan`).
+        g.tensors[y].rows = 1;
+        y
     });
     let last_state = g.view(y_ssm, OTHER);
     let dest = g.view(ssm_all, OTHER);
@@ -151,7 +165,11 @@ fn mamba1_scan_inputs(
 ) -> Option<(usize, usize, usize, usize)> {
     let width = |n: u64| n.checked_mul(tokens)?.checked_mul(4);
     let inner = width(s.inner)?;
-    let w_x = g.external();
+    let w_x = g.matrix(
+        "ssm_x.weight",
+        s.inner,
+        s.dt_rank.saturating_add(s.state.saturating_mul(2)),
+    );
     let dt_b_c = width(s.dt_rank.checked_add(s.state.checked_mul(2)?)?)?;
     let x_db = g.op(Kind::Fresh, dt_b_c, OTHER, &[w_x, x]);
     let (dt, bs, cs) = (
@@ -163,24 +181,25 @@ fn mamba1_scan_inputs(
     // (a view's memory is never reused in place).
     let weighted = s.kind == SsmKind::JambaMamba;
     let (dt, bs, cs) = if weighted || s.norm {
-        let norm = |g: &mut Graph, t: usize, bytes: u64| {
-            let n = g.op(Kind::InPlace, bytes, OTHER, &[t]);
+        let norm = |g: &mut Graph, t: usize, bytes: u64, (name, n): (&'static str, u64)| {
+            let t = g.op(Kind::InPlace, bytes, OTHER, &[t]);
             if !weighted {
-                return n;
+                return t;
             }
-            let w = g.external();
-            g.op(Kind::InPlace, bytes, OTHER, &[n, w])
+            let w = g.vector(name, n);
+            g.op(Kind::InPlace, bytes, OTHER, &[t, w])
         };
         let state = width(s.state)?;
         (
-            norm(g, dt, width(s.dt_rank)?),
-            norm(g, bs, state),
-            norm(g, cs, state),
+            norm(g, dt, width(s.dt_rank)?, ("ssm_dt_norm.weight", s.dt_rank)),
+            norm(g, bs, state, ("ssm_b_norm.weight", s.state)),
+            norm(g, cs, state, ("ssm_c_norm.weight", s.state)),
         )
     } else {
         (g.op(Kind::Fresh, width(s.dt_rank)?, OTHER, &[dt]), bs, cs)
     };
-    let (w_dt, b) = (g.external(), g.external());
+    let w_dt = g.matrix("ssm_dt.weight", s.dt_rank, s.inner);
+    let b = g.vector("ssm_dt.bias", s.inner);
     let dt = g.op(Kind::Fresh, inner, INNER, &[w_dt, dt]);
     let dt = g.op(Kind::InPlace, inner, INNER, &[dt, b]);
     Some((g.view(x, OTHER), dt, bs, cs))
@@ -198,7 +217,7 @@ fn mamba_output(
     let v2 = s.kind == SsmKind::Mamba2;
     let inner = s.inner.checked_mul(tokens)?.checked_mul(4)?;
     let y = g.view(y_ssm, INNER);
-    let d = g.external();
+    let d = g.vector("ssm_d", if v2 { s.dt_rank } else { s.inner });
     // Mamba scales its own x (in place); Mamba-2 a view of the convolution's output.
     let skip_of = if v2 { scan_x } else { x };
     let skip = g.op(Kind::InPlace, inner, INNER, &[skip_of, d]);
@@ -208,10 +227,10 @@ fn mamba_output(
     if v2 && s.norm {
         let grouped = g.view(y, OTHER);
         let n = g.op(Kind::InPlace, inner, INNER, &[grouped]);
-        let w = g.external();
+        let w = g.vector("ssm_norm.weight", s.inner);
         y = g.op(Kind::InPlace, inner, INNER, &[n, w]);
     }
-    let w_out = g.external();
+    let w_out = g.matrix("ssm_out.weight", s.inner, model / 4 / tokens.max(1));
     if v2 {
         let y = g.view(y, OTHER);
         Some(g.op(Kind::Fresh, model, MODEL, &[w_out, y]))
@@ -268,11 +287,18 @@ pub(super) fn delta_net(
         g.op(Kind::Fresh, conv_state, OTHER, &[states, ids])
     });
     let conv = g.view(conv, OTHER);
-    let (mixed, z) = delta_projections(g, cur, joint, (key, value, width(channels)?))?;
+    let h = model / 4 / tokens.max(1);
+    let (mixed, z) = delta_projections(
+        g,
+        (cur, h),
+        joint,
+        (key, value, width(channels)?),
+        (channels, s.inner),
+    )?;
     let (beta, decay) = delta_gates(
         g,
-        cur,
-        width(value_heads)?,
+        (cur, h),
+        (width(value_heads)?, value_heads),
         width(value_heads.checked_mul(2)?)?,
     );
     let conv_x = convolution_input(g, (conv, mixed), conv_x_bytes, conv_all);
@@ -280,7 +306,7 @@ pub(super) fn delta_net(
         g.op(Kind::Fresh, state, OTHER, &[states, ids])
     });
     let cached = g.view(cached, OTHER);
-    let w_conv = g.external();
+    let w_conv = g.matrix("ssm_conv1d.weight", s.conv_kernel, channels);
     let x = g.op(Kind::Fresh, width(channels)?, OTHER, &[conv_x, w_conv]);
     let x = g.op(Kind::InPlace, width(channels)?, OTHER, &[x]);
     // q and k: an RMS norm scaled to an L2 norm, then repeated to the value heads.
@@ -303,19 +329,21 @@ pub(super) fn delta_net(
         OTHER,
         &[q, k, v, decay, beta, cached],
     );
+    // One row: the tokens' outputs and the final state packed.
+    g.tensors[out].rows = 1;
     let last_state = g.view(out, OTHER);
     let dest = g.view(ssm_all, OTHER);
     let saved = g.copy(last_state, dest);
     g.expand(saved);
     let y = g.view(out, OTHER);
     let y = g.op(Kind::Fresh, value, INNER, &[y]);
-    let w_norm = g.external();
+    let w_norm = g.vector("ssm_norm.weight", s.inner / value_heads.max(1));
     let y = g.op(Kind::InPlace, value, INNER, &[y, w_norm]);
     let z = g.view(z, OTHER);
     let z = g.op(Kind::Fresh, value, INNER, &[z]);
     let y = g.op(Kind::InPlace, value, INNER, &[y, z]);
     let y = g.view(y, OTHER);
-    let w_out = g.external();
+    let w_out = g.matrix("ssm_out.weight", s.inner, h);
     let out = g.op(Kind::Fresh, model, MODEL, &[w_out, y]);
     Some(g.view(out, MODEL))
 }
@@ -324,12 +352,13 @@ pub(super) fn delta_net(
 /// whose parts are copied out and joined, or from a q/k/v projection beside z's own), and z.
 fn delta_projections(
     g: &mut Graph,
-    cur: usize,
+    (cur, h): (usize, u64),
     joint: bool,
     (key, value, mixed_bytes): (u64, u64, u64),
+    (channels, inner): (u64, u64),
 ) -> Option<(usize, usize)> {
     Some(if joint {
-        let w = g.external();
+        let w = g.matrix("ssm_in.weight", h, channels.saturating_add(inner));
         let qkvz = g.op(
             Kind::Fresh,
             mixed_bytes.checked_add(value)?,
@@ -347,7 +376,8 @@ fn delta_projections(
         let qk = g.op(Kind::Fresh, key.checked_mul(2)?, OTHER, &[q, k]);
         (g.op(Kind::Fresh, mixed_bytes, OTHER, &[qk, v]), z)
     } else {
-        let (w, wz) = (g.external(), g.external());
+        let w = g.matrix("attn_qkv.weight", h, channels);
+        let wz = g.matrix("attn_gate.weight", h, inner);
         let qkv = g.op(Kind::Fresh, mixed_bytes, OTHER, &[w, cur]);
         (
             g.view(qkv, OTHER),
@@ -358,18 +388,23 @@ fn delta_projections(
 
 /// Gated DeltaNet's per-head gates from `cur`: β (a sigmoid of b) and the decay (a softplus of
 /// a plus its bias, times −exp(A_log)), `heads` bytes each, from one projection of `ba` bytes.
-fn delta_gates(g: &mut Graph, cur: usize, heads: u64, ba: u64) -> (usize, usize) {
-    let w_ba = g.external();
+fn delta_gates(
+    g: &mut Graph,
+    (cur, h): (usize, u64),
+    (heads, n): (u64, u64),
+    ba: u64,
+) -> (usize, usize) {
+    let w_ba = g.matrix("ssm_ba.weight", h, n.saturating_mul(2));
     let ba = g.op(Kind::Fresh, ba, OTHER, &[w_ba, cur]);
     let ba = g.view(ba, OTHER);
     let (b, a) = (g.view(ba, OTHER), g.view(ba, OTHER));
     let b = g.op(Kind::Fresh, heads, OTHER, &[b]);
     let beta = g.op(Kind::InPlace, heads, OTHER, &[b]);
     let alpha = g.op(Kind::Fresh, heads, OTHER, &[a]);
-    let dt_bias = g.external();
+    let dt_bias = g.vector("ssm_dt.bias", n);
     let alpha = g.op(Kind::InPlace, heads, OTHER, &[alpha, dt_bias]);
     let alpha = g.op(Kind::InPlace, heads, OTHER, &[alpha]);
-    let a_log = g.external();
+    let a_log = g.vector("ssm_a", n);
     let decay = g.op(Kind::InPlace, heads, OTHER, &[alpha, a_log]);
     (g.view(beta, OTHER), g.view(decay, OTHER))
 }

@@ -13,26 +13,51 @@ use super::graph::*;
 /// The host's backend id; devices are `1..`.
 pub(super) const HOST: u8 = 0;
 
-/// Each backend's compute buffer (the host's first) when `backend_of` places the model's
-/// parts (and, apart, their routed experts' weights), with `copies` copies of every input (1, or 4 under pipeline parallelism).
-pub(super) fn split_buffers(
-    g: &Graph,
-    backends: u8,
-    backend_of: &dyn Fn(Part, Option<(FfnClass, bool)>) -> u8,
-    copies: usize,
-    device_rules: BufferRules,
-) -> Vec<u64> {
-    let be = assign(g, backend_of);
-    (0..backends)
+/// The first device's backend id: where ggml offloads an op on a host weight.
+const FIRST_DEVICE: u8 = 1;
+
+/// The fewest rows an op must compute for ggml-cuda and ggml-vulkan to run it on a weight in
+/// host memory (`offload_op`: `GGML_OP_OFFLOAD_MIN_BATCH`, 32 by default).
+const OFFLOAD_MIN_ROWS: u64 = 32;
+
+/// How the scheduler runs: the backends (the host's and the devices'), where `backend_of`
+/// places the model's parts (and, apart, their routed experts' weights), `copies` copies of
+/// every input (1, or 4 under pipeline parallelism), and whether the devices offload ops on
+/// host weights (`offload_op`, which ggml-cuda and ggml-vulkan have and ggml-rpc has not).
+pub(super) struct Sched<'a> {
+    pub(super) backends: u8,
+    pub(super) backend_of: &'a dyn Fn(Part, Option<(FfnClass, bool)>) -> u8,
+    pub(super) copies: usize,
+    pub(super) device_rules: BufferRules,
+    pub(super) op_offload: bool,
+}
+
+/// Each backend's compute buffer, the host's first.
+pub(super) fn split_buffers(g: &Graph, s: &Sched<'_>) -> Vec<u64> {
+    let offload = s.op_offload && s.backends > 1;
+    let be = assign(g, s.backend_of, offload);
+    (0..s.backends)
         .map(|b| {
             let rules = if b == HOST {
                 BufferRules::CPU
             } else {
-                device_rules
+                s.device_rules
             };
-            reserve(&per_backend(g, &be, b, copies), rules)
+            reserve(&per_backend(g, &be, b, s.copies, offload), rules)
         })
         .collect()
+}
+
+/// A weight read directly (a view of one is read like any tensor).
+fn is_weight(g: &Graph, i: usize) -> bool {
+    g.tensors[i].external && g.tensors[i].view_src.is_none()
+}
+
+/// Whether the first device takes node `i`, which reads the host weight `w`: ggml offloads
+/// an op of enough rows, but never an embedding lookup (`get_rows`).
+fn offloaded(g: &Graph, i: usize, w: usize) -> bool {
+    let lookup = g.tensors[w].weight.is_some_and(|w| w.lookup);
+    !lookup && g.tensors[i].rows >= OFFLOAD_MIN_ROWS
 }
 
 /// A view, reshape or permute: no op of its own (`ggml_is_view_op`), unlike an op that writes
@@ -42,7 +67,11 @@ fn is_view(g: &Graph, i: usize) -> bool {
 }
 
 /// Every tensor's backend, pass by pass as the scheduler assigns them.
-fn assign(g: &Graph, backend_of: &dyn Fn(Part, Option<(FfnClass, bool)>) -> u8) -> Vec<u8> {
+fn assign(
+    g: &Graph,
+    backend_of: &dyn Fn(Part, Option<(FfnClass, bool)>) -> u8,
+    offload: bool,
+) -> Vec<u8> {
     let of = |t: &Tensor| backend_of(t.part, t.ffn.map(|c| (c, t.experts)));
     let mut be: Vec<Option<u8>> = vec![None; g.tensors.len()];
     for &l in &g.leafs {
@@ -50,19 +79,21 @@ fn assign(g: &Graph, backend_of: &dyn Fn(Part, Option<(FfnClass, bool)>) -> u8) 
         be[l] = Some(if t.external { of(t) } else { HOST });
     }
     // Pass 1: a view of a pre-allocated tensor (the KV cache) goes with it, a graph input to
-    // the CPU, an op reading a weight to the weight's backend.
+    // the CPU, an op reading a weight to the weight's backend, or, where the weight is the
+    // host's, to the first device that offloads it.
     for &i in &g.nodes {
         let t = &g.tensors[i];
         if let Some(root) = t.view_src.filter(|&r| g.tensors[r].external) {
             be[i] = Some(of(&g.tensors[root]));
         } else if t.input {
             be[i] = Some(HOST);
-        } else if let Some(&w) = t
-            .srcs
-            .iter()
-            .find(|&&s| g.tensors[s].external && g.tensors[s].view_src.is_none())
-        {
-            be[i] = Some(of(&g.tensors[w]));
+        } else if let Some(&w) = t.srcs.iter().find(|&&s| is_weight(g, s)) {
+            let home = of(&g.tensors[w]);
+            be[i] = Some(if offload && home == HOST && offloaded(g, i, w) {
+                FIRST_DEVICE
+            } else {
+                home
+            });
         }
     }
     // Pass 2: the devices' assignments expanded down and up (the CPU's stop them), then any.
@@ -97,35 +128,34 @@ fn assign(g: &Graph, backend_of: &dyn Fn(Part, Option<(FfnClass, bool)>) -> u8) 
 
 /// Each split: its backend, where it starts, and what it reads from other backends that no
 /// earlier split of its backend read (the scheduler copies a tensor to a backend once, and
-/// later splits there use that copy: only the first depends on the original).
-fn splits(g: &Graph, be: &[u8]) -> Vec<(u8, usize, Vec<usize>)> {
-    let mut out = Vec::new();
-    let mut cur = None;
-    let mut read_by: Vec<(usize, u8)> = Vec::new();
+/// later splits there use that copy: only the first depends on the original). A split ends
+/// where the backend changes, and, under operator offload, before an op on another backend's
+/// weight once the split has inputs (so that the copies of earlier weights can be freed).
+fn splits(g: &Graph, be: &[u8], offload: bool) -> Vec<(u8, usize, Vec<usize>)> {
+    let mut out: Vec<(u8, usize, Vec<usize>)> = Vec::new();
+    let mut read_by: std::collections::HashSet<(usize, u8)> = std::collections::HashSet::new();
     for (k, &n) in g.nodes.iter().enumerate() {
-        if is_view(g, n) || cur == Some(be[n]) {
+        if is_view(g, n) {
             continue;
         }
-        cur = Some(be[n]);
-        let mut reads = Vec::new();
-        for &m in g.nodes[k..]
-            .iter()
-            .take_while(|&&m| is_view(g, m) || be[m] == be[n])
-        {
-            if is_view(g, m) {
-                continue;
-            }
-            for &s in &g.tensors[m].srcs {
-                // A weight is not copied, but a view of one is (`ggml_view` of a weight has no
-                // buffer of its own when the scheduler runs, so it is read like any input).
-                let weight = g.tensors[s].external && g.tensors[s].view_src.is_none();
-                if be[s] != be[n] && !weight && !read_by.contains(&(s, be[n])) {
-                    reads.push(s);
-                    read_by.push((s, be[n]));
-                }
+        let b = be[n];
+        let srcs = &g.tensors[n].srcs;
+        let foreign_weight = offload && srcs.iter().any(|&s| is_weight(g, s) && be[s] != b);
+        match out.last() {
+            Some((cb, _, reads)) if *cb == b && (!foreign_weight || reads.is_empty()) => {}
+            _ => out.push((b, k, Vec::new())),
+        }
+        let Some((_, _, reads)) = out.last_mut() else {
+            continue;
+        };
+        for &s in srcs {
+            // A weight is copied only when an op is offloaded from it (without offload an op
+            // runs where its weight is); a view of one is read like any input (`ggml_view` of
+            // a weight has no buffer of its own when the scheduler runs).
+            if be[s] != b && (offload || !is_weight(g, s)) && read_by.insert((s, b)) {
+                reads.push(s);
             }
         }
-        out.push((be[n], k, reads));
     }
     out
 }
@@ -134,7 +164,7 @@ fn splits(g: &Graph, be: &[u8]) -> Vec<(u8, usize, Vec<usize>)> {
 /// one of its splits reads from another backend (at the split's start, once per tensor; with
 /// several copies, all of them first and kept), its nodes in graph order, and a hold on each of
 /// its tensors another backend's split reads, which keeps it until that split starts.
-fn per_backend(g: &Graph, be: &[u8], b: u8, copies: usize) -> Graph {
+fn per_backend(g: &Graph, be: &[u8], b: u8, copies: usize, offload: bool) -> Graph {
     let mut out = Graph::default();
     let mut map: Vec<Option<usize>> = vec![None; g.tensors.len()];
     let mut copied: Vec<Option<usize>> = vec![None; g.tensors.len()];
@@ -168,7 +198,7 @@ fn per_backend(g: &Graph, be: &[u8], b: u8, copies: usize) -> Graph {
         map[l] = Some(i);
         out.leafs.push(i);
     }
-    let splits = splits(g, be);
+    let splits = splits(g, be, offload);
     if copies > 1 {
         for (_, _, reads) in splits.iter().filter(|(sb, _, _)| *sb == b) {
             for &s in reads {
@@ -185,9 +215,13 @@ fn per_backend(g: &Graph, be: &[u8], b: u8, copies: usize) -> Graph {
         }
     }
     let mut next = splits.iter().peekable();
+    // Tensors of `b` another backend's split reads before they are made (a view made after
+    // the split starts): held when they are.
+    let mut pending: Vec<usize> = Vec::new();
     for (k, &n) in g.nodes.iter().enumerate() {
         if let Some((sb, _, reads)) = next.next_if(|(_, start, _)| *start == k) {
-            split_start(g, *sb, b, reads, &mut out, &map, &mut copied);
+            let split = Split { sb: *sb, b, reads };
+            split_start(g, &split, &mut out, &map, &mut copied, &mut pending);
         }
         if be[n] != b {
             continue;
@@ -205,21 +239,50 @@ fn per_backend(g: &Graph, be: &[u8], b: u8, copies: usize) -> Graph {
         });
         map[n] = Some(i);
         out.nodes.push(i);
+        // (Under pipeline parallelism every input is kept: no hold ends a life there.)
+        if let Some(p) = pending.iter().position(|&s| s == n).filter(|_| copies == 1) {
+            pending.swap_remove(p);
+            hold(&mut out, i);
+        }
     }
     out
 }
 
-/// At the start of a split of backend `sb`: when it is `b`'s, the copies it reads (those not
-/// made yet); when another's, a hold on each of `b`'s tensors it reads.
-fn split_start(
-    g: &Graph,
+/// A split starting: its backend `sb`, the backend `b` whose graph is being made, and what the
+/// split reads from other backends.
+struct Split<'a> {
     sb: u8,
     b: u8,
-    reads: &[usize],
+    reads: &'a [usize],
+}
+
+/// The scheduler's dependency on `b`'s tensor `m` that another backend's split reads: it owns
+/// no memory and ends the original's life when nothing else reads it.
+fn hold(out: &mut Graph, m: usize) {
+    let h = out.push(Tensor {
+        kind: Kind::Fresh,
+        srcs: vec![m],
+        view_src: None,
+        input: false,
+        output: false,
+        external: true,
+        ..out.tensors[m].clone()
+    });
+    out.nodes.push(h);
+}
+
+/// At the start of a split of backend `sb`: when it is `b`'s, the copies it reads (those not
+/// made yet); when another's, a hold on each of `b`'s tensors it reads (on one not made yet,
+/// when it is: `pending`).
+fn split_start(
+    g: &Graph,
+    split: &Split<'_>,
     out: &mut Graph,
     map: &[Option<usize>],
     copied: &mut [Option<usize>],
+    pending: &mut Vec<usize>,
 ) {
+    let Split { sb, b, reads } = *split;
     for &s in reads {
         if sb == b && copied[s].is_none() {
             let c = out.push(Tensor {
@@ -235,19 +298,9 @@ fn split_start(
             out.nodes.push(c);
             copied[s] = Some(c);
         } else if sb != b {
-            if let Some(m) = map[s] {
-                // The scheduler's dependency on the original: it owns no memory and ends the
-                // original's life when nothing else reads it.
-                let hold = out.push(Tensor {
-                    kind: Kind::Fresh,
-                    srcs: vec![m],
-                    view_src: None,
-                    input: false,
-                    output: false,
-                    external: true,
-                    ..out.tensors[m].clone()
-                });
-                out.nodes.push(hold);
+            match map[s] {
+                Some(m) => hold(out, m),
+                None => pending.push(s),
             }
         }
     }

@@ -229,6 +229,8 @@ fn one_device(arch: &ModelArch, kv: &Precision, rules: BufferRules, cells: u64) 
         pipeline: false,
         moves: &[],
         device_rules: rules,
+        op_offload: false,
+        weights: None,
     };
     let b = compute_buffers_placed(&batch, &placed).expect("Llama is replayed");
     (b[0], b[1])

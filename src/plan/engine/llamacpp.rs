@@ -148,7 +148,8 @@ pub fn one_device(
     };
     let placed = place(weights, arch, settings, &offload);
     let first = (arch.num_layers + 1).saturating_sub(n_gpu_layers);
-    let (host, device) = crate::model::estimate::offloaded_compute_buffers(arch, settings, first)?;
+    let (host, device) =
+        crate::model::estimate::offloaded_compute_buffers(arch, settings, Some(weights), first)?;
     let with = |b: DeviceBytes, compute| DeviceUse {
         model: b.model,
         context: b.context,
@@ -212,14 +213,14 @@ pub fn device_uses(
             .moves
             .iter()
             .all(|m| m.what == crate::model::FfnMove::Nothing);
-    let compute = crate::model::estimate::placed_compute_buffers(
-        arch,
-        settings,
-        &layers,
-        n,
+    let placement = crate::model::estimate::Placement {
+        layer_devices: &layers,
+        devices: n,
         pipeline,
-        &offload.moves,
-    )?;
+        moves: &offload.moves,
+    };
+    let compute =
+        crate::model::estimate::placed_compute_buffers(arch, settings, Some(weights), &placement)?;
     Some(
         placed
             .iter()

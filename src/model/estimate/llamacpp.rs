@@ -1,0 +1,111 @@
+//! llama.cpp's compute buffers on its devices: which ggml backend runs a GPU, where a model's
+//! parts sit, and each backend's share of the prompt graph as ggml's scheduler splits it.
+
+use serde::Serialize;
+
+use super::{kv_cells, ModelArch, Settings};
+
+/// The ggml backend llama.cpp runs a GPU with, as far as its buffers differ (read from
+/// ggml-cuda and ggml-cpu in the llama.cpp llama-cpp-python 0.3.36 vendors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LlamaDevice {
+    /// The CPU backend's buffers (32-byte alignment): the CPU itself, or an `rpc-server`
+    /// lending one, as the references in `tests/fixtures/` were measured.
+    CpuRules,
+    /// ggml-cuda (CUDA, and ROCm through HIP): 128-byte alignment, flash attention's output
+    /// holding f16 copies of a K and V cache of another type, and operator offload (an op of
+    /// 32 rows or more on a weight in host memory runs on the first GPU, the weight copied).
+    Cuda,
+    /// An `rpc-server` device whose client offloads ops as ggml-cuda does: the CPU's buffers
+    /// with CUDA's operator offload, as `tools/llamacpp-reference` measures that offload
+    /// without a GPU (ggml-rpc itself offloads nothing).
+    CpuRulesOffload,
+}
+
+impl LlamaDevice {
+    /// Whether the device runs ops on the host's weights (`offload_op`).
+    pub fn offloads_ops(self) -> bool {
+        matches!(self, LlamaDevice::Cuda | LlamaDevice::CpuRulesOffload)
+    }
+
+    fn rules(self) -> crate::model::replay::BufferRules {
+        match self {
+            LlamaDevice::CpuRules | LlamaDevice::CpuRulesOffload => {
+                crate::model::replay::BufferRules::CPU
+            }
+            LlamaDevice::Cuda => crate::model::replay::BufferRules::CUDA,
+        }
+    }
+}
+
+/// llama.cpp's compute buffers when layers from `first_offloaded` on and the output layer run
+/// on one device and the rest on the CPU (`-ngl`): the host's and the device's, each its share
+/// of the prompt graph as ggml's scheduler splits it (see [`crate::model`]'s replay). `None`
+/// where the architecture's graph is not replayed.
+pub fn offloaded_compute_buffers(
+    arch: &ModelArch,
+    s: &Settings,
+    weights: Option<&crate::model::LayerWeights>,
+    first_offloaded: u64,
+) -> Option<(u64, u64)> {
+    let layers: Vec<Option<usize>> = (0..=arch.num_layers)
+        .map(|l| (l >= first_offloaded).then_some(0))
+        .collect();
+    let placement = Placement {
+        layer_devices: &layers,
+        devices: 1,
+        pipeline: false,
+        moves: &[],
+    };
+    let b = placed_compute_buffers(arch, s, weights, &placement)?;
+    Some((b[0], b[1]))
+}
+
+/// Where llama.cpp puts a model's parts: each layer (the output layer last) on
+/// `layer_devices` (`None`: the CPU) of `devices` devices; `pipeline` for llama.cpp's pipeline
+/// parallelism (every layer offloaded over several devices); `moves` says which layers'
+/// feed-forward weights sit elsewhere (`-ot`, `--n-cpu-moe`).
+#[derive(Debug, Clone, Copy)]
+pub struct Placement<'a> {
+    /// Each layer's device, the output layer last (`None`: the CPU).
+    pub layer_devices: &'a [Option<usize>],
+    /// Devices beside the host.
+    pub devices: usize,
+    /// llama.cpp's pipeline parallelism.
+    pub pipeline: bool,
+    /// Feed-forward weights moved off their layer's device.
+    pub moves: &'a [crate::model::LayerMove],
+}
+
+/// llama.cpp's compute buffers under `placement`: the host's first, then each device's. The
+/// `weights`' bytes are what an offloaded op copies to a device that offloads ops (without
+/// them, no op is offloaded). `None` where the architecture's graph is not replayed.
+pub fn placed_compute_buffers(
+    arch: &ModelArch,
+    s: &Settings,
+    weights: Option<&crate::model::LayerWeights>,
+    placement: &Placement<'_>,
+) -> Option<Vec<u64>> {
+    let (cells, swa_cells) = kv_cells(arch, s);
+    let batch = crate::model::replay::Batch {
+        arch,
+        tokens: s.ubatch.min(s.batch.saturating_mul(s.context)).max(1),
+        kv_cells: cells,
+        swa_cells,
+        flash_attention: s.flash_attention,
+        kv_type: &s.kv_dtype,
+        seqs: s.batch.max(1),
+        outputs: s.llamacpp_outputs,
+    };
+    let placed = crate::model::replay::Placed {
+        layer_devices: placement.layer_devices,
+        devices: placement.devices,
+        pipeline: placement.pipeline,
+        moves: placement.moves,
+        device_rules: s.llamacpp_device.rules(),
+        op_offload: s.llamacpp_device.offloads_ops(),
+        weights,
+    };
+    crate::model::replay::compute_buffers_placed(&batch, &placed)
+}
