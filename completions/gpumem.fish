@@ -429,6 +429,9 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l pp-layer-partit
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l fit-ctx-min -d 'llama.cpp: the shortest context --fit-context may choose (llama.cpp\'s --fit-ctx)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l llamacpp-device -d 'llama.cpp: the ggml backend the GPUs run, for how their compute buffers are laid out [default: cuda for CUDA, ROCm and simulated GPUs, else cpu-rules]' -r -f -a "cuda\t'ggml-cuda (CUDA, ROCm): 128-byte alignment, flash attention\'s f16 copies of a quantized KV cache'
 cpu-rules\t'The CPU backend\'s layout: an rpc-server on a CPU (as the references were measured)'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l flash-attn -d 'llama.cpp: flash attention (-fa); auto turns it on where the backend has it, as every backend gpumem models does' -r -f -a "auto\t'On where the backend supports it'
+on\t'On'
+off\t'Off: the full attention scores are computed'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l prefer -d 'Backend to try first; others are still listed with their verdicts' -r -f -a "auto\t'GPU backends with the most usable memory first, CPU last'
 cuda\t'NVIDIA GPUs through the CUDA driver'
 rocm\t'AMD GPUs through HIP'
@@ -455,6 +458,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l ddp -d 'With --
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l ddp-bucket-view -d 'With --ddp: the gradients are views of DDP\'s buckets (gradient_as_bucket_view=True)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l enforce-eager -d 'vLLM: no CUDA graphs (and no graph pool taken from the KV cache)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l fit-context -d 'llama.cpp: no -c, so its fit chooses the context (the trained one, shortened to fit)'
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l no-op-offload -d 'llama.cpp: the GPUs take no operator from host-resident weights (--no-op-offload)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l json -d 'Print one JSON document on stdout instead of tables'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s q -l quiet -d 'Print only the result: no progress bars, no notes'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s v -l verbose -d 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace)'

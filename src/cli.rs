@@ -14,7 +14,7 @@ mod engines;
 mod help;
 mod hints;
 mod values;
-pub use engines::{LlamaCppArgs, LlamaDeviceArg, VllmArgs};
+pub use engines::{FlashAttnArg, LlamaCppArgs, LlamaDeviceArg, VllmArgs};
 use help::after_help;
 pub use help::{ENVIRONMENT, EXAMPLES};
 use hints::{catalog_names, kv_precisions, weight_precisions, DeviceSpecs, Offered};

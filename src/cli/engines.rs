@@ -17,6 +17,24 @@ pub struct LlamaCppArgs {
     /// [default: cuda for CUDA, ROCm and simulated GPUs, else cpu-rules].
     #[arg(long, value_enum, value_name = "BACKEND")]
     pub llamacpp_device: Option<LlamaDeviceArg>,
+    /// llama.cpp: flash attention (-fa); auto turns it on where the backend has it, as every
+    /// backend gpumem models does.
+    #[arg(long, value_enum, default_value_t = FlashAttnArg::Auto, value_name = "WHEN")]
+    pub flash_attn: FlashAttnArg,
+    /// llama.cpp: the GPUs take no operator from host-resident weights (--no-op-offload).
+    #[arg(long)]
+    pub no_op_offload: bool,
+}
+
+/// `--flash-attn`, as llama.cpp's `-fa` takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FlashAttnArg {
+    /// On where the backend supports it.
+    Auto,
+    /// On.
+    On,
+    /// Off: the full attention scores are computed.
+    Off,
 }
 
 /// `--llamacpp-device`.

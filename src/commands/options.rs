@@ -371,6 +371,7 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
         generate_new_tokens: None,
         llamacpp_outputs: None,
         llamacpp_device: crate::model::estimate::LlamaDevice::CpuRules,
+        llamacpp_no_op_offload: false,
         recipe: args.recipe.map(|r| match r {
             cli::Recipe::Bf16 => Recipe::Bf16,
             cli::Recipe::Fp32Autocast => Recipe::Fp32Autocast,
@@ -428,12 +429,33 @@ pub fn select_llamacpp_config(args: &SelectArgs, engine: Option<Engine>) -> Resu
         )
         .into());
     }
+    let set = [
+        (l.flash_attn != cli::FlashAttnArg::Auto, "--flash-attn"),
+        (l.no_op_offload, "--no-op-offload"),
+    ];
+    if let Some((_, flag)) = set
+        .iter()
+        .find(|(given, _)| *given && engine != Some(Engine::LlamaCpp))
+    {
+        return Err(CliError::Usage(format!(
+            "{flag} is llama.cpp's: it needs a GGUF model or --engine llama.cpp"
+        ))
+        .into());
+    }
+    if args.settings.flash_attention && l.flash_attn == cli::FlashAttnArg::Off {
+        return Err(CliError::Usage(
+            "--flash-attention and --flash-attn off contradict each other".into(),
+        )
+        .into());
+    }
     Ok(LlamaCppConfig {
         fit_ctx_min: l.fit_context.then_some(l.fit_ctx_min),
         device: l.llamacpp_device.map(|d| match d {
             cli::LlamaDeviceArg::Cuda => crate::model::estimate::LlamaDevice::Cuda,
             cli::LlamaDeviceArg::CpuRules => crate::model::estimate::LlamaDevice::CpuRules,
         }),
+        flash_attention_off: l.flash_attn == cli::FlashAttnArg::Off,
+        no_op_offload: l.no_op_offload,
     })
 }
 

@@ -496,6 +496,7 @@ pub fn estimate_inference_memory(
         generate_new_tokens: None,
         llamacpp_outputs: None,
         llamacpp_device: estimate::LlamaDevice::CpuRules,
+        llamacpp_no_op_offload: false,
     };
     let activation_bytes =
         usize::try_from(estimate::inference_activations(&arch, &settings)).unwrap_or(usize::MAX);

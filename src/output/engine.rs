@@ -118,13 +118,18 @@ pub fn llamacpp_text(text: &mut String, a: &LlamaCppAccount) {
     });
     let _ = writeln!(
         text,
-        "\nllama.cpp{} (-fa {}, -ngl {}{split}, keeping {} free on each GPU):",
+        "\nllama.cpp{} (-fa {}{}, -ngl {}{split}, keeping {} free on each GPU):",
         match a.device_rules {
             LlamaDevice::Cuda => " on CUDA",
             LlamaDevice::CpuRules => "",
             LlamaDevice::CpuRulesOffload => " on RPC with CUDA's offload",
         },
         if a.flash_attention { "on" } else { "off" },
+        if a.device_rules.offloads_ops() && !a.op_offload {
+            ", --no-op-offload"
+        } else {
+            ""
+        },
         a.n_gpu_layers,
         format_bytes(a.margin_bytes)
     );

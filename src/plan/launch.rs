@@ -346,6 +346,13 @@ fn llama_cpp(path: &std::path::Path, plan: &Plan, s: &LaunchSettings) -> Launch 
         plan.llamacpp.as_ref().is_some_and(|f| f.kv_unified),
     ));
     let fitted = plan.llamacpp.as_ref();
+    // llama-server's defaults are -fa auto (on here) and operator offload on.
+    if fitted.is_some_and(|f| !f.flash_attention) {
+        argv.extend(["-fa".into(), "off".into()]);
+    }
+    if fitted.is_some_and(|f| f.device_rules.offloads_ops() && !f.op_offload) {
+        argv.push("--no-op-offload".into());
+    }
     if let Some(ts) = fitted.and_then(|f| f.tensor_split.as_ref()) {
         // llama.cpp's fit counts the output layer on the last GPU; trailing zeros are dropped.
         let used = ts.len() - ts.iter().rev().take_while(|&&n| n == 0).count();

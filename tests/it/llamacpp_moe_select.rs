@@ -67,30 +67,7 @@ fn select_plans_experts_in_ram_as_llama_cpp_fits() {
 // copies of the largest expert tensors and layer 10 keeps its whole FFN in RAM.
 #[test]
 fn the_text_plan_names_the_experts_kept_in_ram() {
-    let out = common::gpumem()
-        .args([
-            "select",
-            "--model",
-            "qwen3-30b-a3b",
-            "--dtype",
-            "f16",
-            "--engine",
-        ])
-        .args([
-            "llama.cpp",
-            "--device",
-            "sim:16GiB",
-            "--ram",
-            "64GiB",
-            "--context",
-            "8192",
-        ])
-        .env("COLUMNS", "80")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    let text = String::from_utf8(out.stdout).unwrap();
-    let unwrapped = text.replace("\n    ", " ");
+    let (text, unwrapped) = qwen3_moe_plan_text(&[]);
     assert!(
         unwrapped.contains("Plan: CPU offload — 48 layers on cuda:0 on sim (14.73 GiB), the experts of 38 layers in its system RAM (43.35 GiB)"),
         "{text}"
@@ -100,7 +77,24 @@ fn the_text_plan_names_the_experts_kept_in_ram() {
             && text.contains("  -ot: the routed experts of layers 11–47 in system RAM\n"),
         "{text}"
     );
+}
+
+/// The text plan of Qwen3-30B-A3B (f16, 8,192 tokens) on a 16 GiB GPU beside 64 GiB of RAM,
+/// in an 80-column terminal, as printed and with its continuation lines joined.
+fn qwen3_moe_plan_text(extra: &[&str]) -> (String, String) {
+    let out = common::gpumem()
+        .args(["select", "--model", "qwen3-30b-a3b", "--dtype", "f16"])
+        .args(["--engine", "llama.cpp", "--device", "sim:16GiB"])
+        .args(["--ram", "64GiB", "--context", "8192"])
+        .args(extra)
+        .env("COLUMNS", "80")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{extra:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+    let unwrapped = text.replace("\n    ", " ");
+    (text, unwrapped)
 }
 
 // Too little system RAM beside a GPU that holds its share of the fit: the RAM is what is short,
@@ -154,4 +148,83 @@ fn too_little_ram_for_the_experts_is_the_ram_s_shortfall() {
     );
     assert_eq!(json["suggestions"][0]["change"], "ram", "{json}");
     assert!(json["suggestions"][0]["bytes"].as_u64().unwrap() > 8 << 30);
+}
+
+// `--no-op-offload` plans llama.cpp with its operator offload off: the GPU holds no copy of a
+// host weight, so its compute buffer is the rpc-server's (as `llama-fit-params` measured it)
+// and layer 10 keeps its up projections on the GPU. The text header and the launch say so.
+#[test]
+fn without_operator_offload_the_fit_keeps_more_on_the_gpu() {
+    let (text, unwrapped) = qwen3_moe_plan_text(&["--no-op-offload"]);
+    assert!(
+        unwrapped.contains("Plan: CPU offload — 48 layers on cuda:0 on sim (14.76 GiB), the experts of 38 layers in its system RAM (43.03 GiB)"),
+        "{text}"
+    );
+    assert!(
+        unwrapped.contains("llama.cpp on CUDA (-fa on, --no-op-offload, -ngl 49,"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  -ot: the feed-forward gate and down weights of layer 10 in system RAM\n"),
+        "{text}"
+    );
+}
+
+// llama-server's own flags for what the plan assumed: -fa off and --no-op-offload.
+#[test]
+fn flash_attention_off_and_no_op_offload_reach_the_launch() {
+    let gguf = common::fixture("tiny-llama.gguf");
+    let base = ["--json", "select", "--gguf", &gguf, "--device", "sim:2GiB"];
+    let run = |extra: &[&str]| {
+        let out = common::gpumem().args(base).args(extra).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{extra:?}");
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let default = run(&[]);
+    let argv = common::launch_argv(&default);
+    assert!(
+        !argv.iter().any(|a| a == "-fa" || a == "--no-op-offload"),
+        "{argv:?}"
+    );
+    assert_eq!(default["plan"]["llamacpp"]["flash_attention"], true);
+    assert_eq!(default["plan"]["llamacpp"]["op_offload"], true);
+    let off = run(&["--flash-attn", "off", "--no-op-offload"]);
+    let argv = common::launch_argv(&off);
+    assert!(
+        argv.ends_with(&["-fa".into(), "off".into(), "--no-op-offload".into()]),
+        "{argv:?}"
+    );
+    assert_eq!(off["plan"]["llamacpp"]["flash_attention"], false);
+    assert_eq!(off["plan"]["llamacpp"]["op_offload"], false);
+    // Without flash attention the scores are computed whole: more compute on the GPU.
+    let compute = |d: &Value| d["plan"]["llamacpp"]["devices"][0]["compute"].as_u64();
+    assert!(compute(&off) > compute(&default), "{off}");
+}
+
+// llama.cpp's flags need llama.cpp's plan, and cannot contradict --flash-attention.
+#[test]
+fn llama_cpp_flags_outside_its_plan_are_usage_errors() {
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["--flash-attn", "off"],
+            "gpumem: error: --flash-attn is llama.cpp's: it needs a GGUF model or --engine llama.cpp\n",
+        ),
+        (
+            &["--no-op-offload"],
+            "gpumem: error: --no-op-offload is llama.cpp's: it needs a GGUF model or --engine llama.cpp\n",
+        ),
+        (
+            &["--engine", "llama.cpp", "--flash-attention", "--flash-attn", "off"],
+            "gpumem: error: --flash-attention and --flash-attn off contradict each other\n",
+        ),
+    ];
+    for (extra, want) in cases {
+        let out = common::gpumem()
+            .args(["select", "--model", "llama-3.1-8b", "--device", "sim:24GiB"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), want, "{extra:?}");
+    }
 }

@@ -104,7 +104,7 @@ pub fn placed_compute_buffers(
         pipeline: placement.pipeline,
         moves: placement.moves,
         device_rules: s.llamacpp_device.rules(),
-        op_offload: s.llamacpp_device.offloads_ops(),
+        op_offload: s.llamacpp_device.offloads_ops() && !s.llamacpp_no_op_offload,
         weights,
     };
     crate::model::replay::compute_buffers_placed(&batch, &placed)

@@ -142,6 +142,9 @@ pub struct Settings {
     pub llamacpp_outputs: Option<u64>,
     /// The ggml backend llama.cpp's GPUs run, for how their compute buffers place tensors.
     pub llamacpp_device: LlamaDevice,
+    /// `--no-op-offload`: a device that offloads ops takes none (llama.cpp's `op_offload`
+    /// context parameter off).
+    pub llamacpp_no_op_offload: bool,
 }
 
 impl Settings {
@@ -168,6 +171,7 @@ impl Settings {
             generate_new_tokens: None,
             llamacpp_outputs: None,
             llamacpp_device: LlamaDevice::CpuRules,
+            llamacpp_no_op_offload: false,
         }
     }
 }

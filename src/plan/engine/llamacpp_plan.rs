@@ -31,6 +31,11 @@ pub struct LlamaCppConfig {
     /// The ggml backend the GPUs run (`None`: from the GPUs, [`LlamaDevice::Cuda`] for CUDA,
     /// ROCm and simulated ones).
     pub device: Option<LlamaDevice>,
+    /// `-fa off`: the attention scores computed whole (llama.cpp's `auto` turns flash
+    /// attention on for every backend modelled here).
+    pub flash_attention_off: bool,
+    /// `--no-op-offload`: the GPUs take no operator from host-resident weights.
+    pub no_op_offload: bool,
 }
 
 /// llama.cpp's default minimum for the context its fit chooses (`--fit-ctx`).
@@ -61,6 +66,9 @@ pub struct LlamaCppAccount {
     pub host: DeviceUse,
     /// llama.cpp's `-fa auto`: on, as on every GPU backend that has it.
     pub flash_attention: bool,
+    /// Whether the GPUs take operators from host-resident weights (off with
+    /// `--no-op-offload`, and on backends without `offload_op`).
+    pub op_offload: bool,
     /// The ggml backend whose buffer rules the GPUs' compute buffers follow.
     pub device_rules: LlamaDevice,
     /// The `-np` sequences share one KV cache (`--kv-unified`); else each keeps a stream of
@@ -95,15 +103,16 @@ pub fn select_llamacpp(
     });
     // llama-server's -np sequences each keep a KV stream of -c / -np cells (its default); when
     // its fit chooses the context (-c 0) the plan keeps them in one cache (-kvu), the total
-    // being what the fit chooses. -fa auto, and logits for the last token of each sequence
+    // being what the fit chooses. -fa auto (on) unless turned off, and logits for the last token of each sequence
     // (llama-server's n_outputs_max).
     let batch = settings.batch.max(1);
     let streams = if cfg.fit_ctx_min.is_none() { batch } else { 1 };
     let s = Settings {
         context: settings.context.saturating_mul(batch / streams),
         batch: streams,
-        flash_attention: true,
+        flash_attention: !cfg.flash_attention_off,
         llamacpp_device: cfg.device.unwrap_or_else(|| device_of(candidates)),
+        llamacpp_no_op_offload: cfg.no_op_offload,
         // (With --embedding it keeps every token's: an encoder's outputs stay all of them.)
         llamacpp_outputs: arch.encoder.is_none().then_some(batch),
         ..settings.clone()
@@ -169,8 +178,9 @@ pub fn select_llamacpp(
                 context_fitted: cfg.fit_ctx_min.is_some(),
                 devices: f.uses.clone(),
                 host: f.host,
-                flash_attention: true,
+                flash_attention: s.flash_attention,
                 device_rules: s.llamacpp_device,
+                op_offload: s.llamacpp_device.offloads_ops() && !s.llamacpp_no_op_offload,
             }),
             accounting: Accounting::LlamaCpp,
         },
