@@ -231,7 +231,11 @@ fn project_qkv(
     } else if c.b.fused_qkv {
         let n = q_dim.checked_add(kv_dim.checked_mul(2)?)?;
         let qkv = project(g, c.width(n)?, OTHER, Qkv::Fused, n);
-        (g.view(qkv, Q3), g.view(qkv, K3), g.view(qkv, OTHER), None)
+        // V's view strides over whole rows of the projection: ggml_nbytes spans the last
+        // token's V only, which is what a copy of it to another backend holds.
+        let v = g.view(qkv, OTHER);
+        g.tensors[v].bytes = c.width(n)? - (n - kv_dim) * 4;
+        (g.view(qkv, Q3), g.view(qkv, K3), v, None)
     } else {
         let q = project(g, query, QUERY, Qkv::Q, q_dim);
         let k = project(g, kv, KV, Qkv::K, kv_dim);

@@ -75,9 +75,12 @@ pub(super) fn inputs<'a>(g: &mut Graph, s: Shape<'a>) -> Option<(Ctx<'a>, usize)
     // sequences (none) a second view.
     let state_inputs = s.b.recurrent.map(|_| {
         let copy = g.input(4);
+        // The batch's sequence, and the (here no) others whose states are copied back.
+        let extra = g.view(copy, OTHER);
+        g.tensors[extra].bytes = 0;
         StateInputs {
             main: g.view(copy, OTHER),
-            extra: g.view(copy, OTHER),
+            extra,
         }
     });
     let c = Ctx {

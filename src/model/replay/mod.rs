@@ -226,9 +226,11 @@ fn whole(shape: Shape<'_>) -> Option<Graph> {
     let (c, embd) = layer::inputs(&mut g, shape)?;
     let mut lazy = Lazy::default();
     let mut inp = embd;
-    // Gemma's embeddings are scaled by √width, Granite's by its embedding multiplier.
+    // Gemma's embeddings are scaled by √width, Granite's by its embedding multiplier, in the
+    // graph ahead of the first layer's recurrent states.
     if c.b.gemma || arch.granite_scales.embedding {
         inp = g.op(Kind::InPlace, c.model, MODEL, &[inp]);
+        g.expand(inp);
     }
     for l in 0..arch.num_layers {
         g.part = Part::Layer(l);

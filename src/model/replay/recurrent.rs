@@ -22,7 +22,9 @@ pub(super) fn read_states(
 ) -> usize {
     let states = g.view(all, OTHER);
     let zero = g.view(states, OTHER);
-    let cleared = g.view(zero, OTHER);
+    // ggml_scale_inplace on the cache: an op the scheduler places with the cache (so it ends
+    // a device's run of ops), though it takes no memory.
+    let cleared = g.write(zero, &[zero]);
     g.expand(cleared);
     let out = rows(g, states, inputs.main);
     g.expand(out);
@@ -38,12 +40,15 @@ pub(super) fn read_states(
 pub(super) fn convolution_input(
     g: &mut Graph,
     (cached, new): (usize, usize),
-    bytes: u64,
+    (bytes, tokens): (u64, u64),
     conv_all: usize,
 ) -> usize {
     let transposed = g.view(new, OTHER);
     let conv_x = g.op(Kind::Fresh, bytes, OTHER, &[cached, transposed]);
     let last = g.view(conv_x, OTHER);
+    // Each channel's last columns: ggml_nbytes stops at the last channel's, short of its
+    // `tokens` new columns (what a copy to another backend holds).
+    g.tensors[last].bytes = bytes.saturating_sub(tokens.saturating_mul(4));
     let dest = g.view(conv_all, OTHER);
     let saved = g.copy(last, dest);
     g.expand(saved);
@@ -113,7 +118,7 @@ pub(super) fn mamba(
         let x = g.view(xz, OTHER);
         (g.view(xz, OTHER), x, None)
     };
-    let conv_x = convolution_input(g, (conv, conv_in), conv_x_bytes, conv_all);
+    let conv_x = convolution_input(g, (conv, conv_in), (conv_x_bytes, tokens), conv_all);
     let w_conv = g.matrix("ssm_conv1d.weight", s.conv_kernel, channels);
     let b = g.vector("ssm_conv1d.bias", channels);
     let conv_out = width(channels)?;
@@ -124,6 +129,14 @@ pub(super) fn mamba(
     let (scan_x, dt, bs, cs) = match dt {
         Some(dt) => {
             let (scan_x, bs, cs) = (g.view(x, OTHER), g.view(x, OTHER), g.view(x, OTHER));
+            // Each strides over whole rows of the convolution's output: ggml_nbytes (what a
+            // copy to another backend holds) spans the rows before the last whole and the
+            // last one's part.
+            let before_last = tokens.saturating_sub(1).checked_mul(channels)?;
+            let groups = s.groups.checked_mul(s.state)?;
+            for (v, part) in [(scan_x, s.inner), (bs, groups), (cs, groups)] {
+                g.tensors[v].bytes = f32(before_last.checked_add(part)?)?;
+            }
             let heads = width(s.dt_rank)?;
             let dt = g.op(Kind::Fresh, heads, OTHER, &[dt]);
             let b = g.vector("ssm_dt.bias", s.dt_rank);
@@ -216,7 +229,9 @@ fn mamba_output(
 ) -> Option<usize> {
     let v2 = s.kind == SsmKind::Mamba2;
     let inner = s.inner.checked_mul(tokens)?.checked_mul(4)?;
+    // The tokens' outputs, ahead of the final states in the scan's result.
     let y = g.view(y_ssm, INNER);
+    g.tensors[y].bytes = inner;
     let d = g.vector("ssm_d", if v2 { s.dt_rank } else { s.inner });
     // Mamba scales its own x (in place); Mamba-2 a view of the convolution's output.
     let skip_of = if v2 { scan_x } else { x };
@@ -301,7 +316,7 @@ pub(super) fn delta_net(
         (width(value_heads)?, value_heads),
         width(value_heads.checked_mul(2)?)?,
     );
-    let conv_x = convolution_input(g, (conv, mixed), conv_x_bytes, conv_all);
+    let conv_x = convolution_input(g, (conv, mixed), (conv_x_bytes, tokens), conv_all);
     let cached = read_states(g, ssm_all, inputs, |g, states, ids| {
         g.op(Kind::Fresh, state, OTHER, &[states, ids])
     });
