@@ -63,6 +63,16 @@ fn parse_overrides(ot: &str, rpc: &[Value]) -> Vec<LayerMove> {
     moves
 }
 
+/// The rules a fixture was recorded under: the RPC client given ggml-cuda's operator offload,
+/// or as built.
+fn device_of(doc: &Value) -> gpumem::model::estimate::LlamaDevice {
+    if doc["op_offload"].as_bool() == Some(true) {
+        gpumem::model::estimate::LlamaDevice::CpuRulesOffload
+    } else {
+        gpumem::model::estimate::LlamaDevice::CpuRules
+    }
+}
+
 /// The failures of one fixture, a line each.
 fn check(name: &str) -> Vec<String> {
     let text =
@@ -91,12 +101,7 @@ fn check(name: &str) -> Vec<String> {
             ubatch: row["ubatch"].as_u64().unwrap(),
             flash_attention: row["flash_attention"] == "on",
             llamacpp_outputs: server,
-            // Recorded with the RPC client given ggml-cuda's operator offload, or without.
-            llamacpp_device: if doc["op_offload"].as_bool() == Some(true) {
-                gpumem::model::estimate::LlamaDevice::CpuRulesOffload
-            } else {
-                gpumem::model::estimate::LlamaDevice::CpuRules
-            },
+            llamacpp_device: device_of(&doc),
             ..Settings::inference(
                 row["ctx"].as_u64().unwrap() / streams,
                 kv_precision("f16").unwrap(),
@@ -254,6 +259,7 @@ fn the_layers_offloaded_are_the_ones_llama_cpp_fits() {
             let settings = Settings {
                 // llama.cpp's -fa auto turns flash attention on for a device that has it.
                 flash_attention: true,
+                llamacpp_device: device_of(&doc),
                 ..Settings::inference(row["ctx"].as_u64().unwrap(), kv_precision("f16").unwrap())
             };
             let rpc = doc["rpc"].as_array().cloned().unwrap_or_default();

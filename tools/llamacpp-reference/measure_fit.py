@@ -45,6 +45,9 @@ def main():
     p.add_argument("--made-by", default=None, help="the command that wrote the GGUF")
     p.add_argument("--server", action="store_true",
                    help="FIT_PARAMS is breakdown: llama-server's fit (one output a sequence)")
+    p.add_argument("--op-offload", action="store_true",
+                   help="the RPC library is the one patched with ggml-cuda's operator offload rule "
+                        "(README.md, 'Operator offload'): LD_LIBRARY_PATH names it")
     a = p.parse_args()
     if a.server:
         ENV.update(BREAKDOWN_FIT="1", BREAKDOWN_SERVER_OUTPUTS="1")
@@ -73,7 +76,9 @@ def main():
                      + ("llama-server's fit (breakdown.cpp's fit mode, logits for one token a "
                         "sequence)" if a.server else "llama-fit-params"),
         "server": a.server,
-        "backend": "RPC (ggml-rpc-server on 127.0.0.1, CPU-backed)",
+        "backend": "RPC (ggml-rpc-server on 127.0.0.1, CPU-backed)"
+        + (", the client given ggml-cuda's offload_op (batch >= 32)" if a.op_offload else ""),
+        "op_offload": a.op_offload,
         "gguf": a.model.rsplit("/", 1)[-1],
         "shape": a.shape,
         "made_by": a.made_by,
