@@ -188,6 +188,12 @@ fn flash_attention_off_and_no_op_offload_reach_the_launch() {
     );
     assert_eq!(default["plan"]["llamacpp"]["flash_attention"], true);
     assert_eq!(default["plan"]["llamacpp"]["op_offload"], true);
+    // A simulated GPU is planned with ggml-cuda's rules, read from its source.
+    assert_eq!(default["plan"]["llamacpp"]["device_rules"], "cuda");
+    assert_eq!(
+        default["plan"]["llamacpp"]["device_rules_basis"],
+        "from_source"
+    );
     let off = run(&["--flash-attn", "off", "--no-op-offload"]);
     let argv = common::launch_argv(&off);
     assert!(

@@ -23,7 +23,27 @@ pub enum LlamaDevice {
     CpuRulesOffload,
 }
 
+/// Where a device's buffer rules come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RulesBasis {
+    /// Measured against llama.cpp on an rpc-server device (`tests/fixtures/llamacpp-devices/`).
+    Measured,
+    /// Read from the backend's source and not measured on its hardware: ggml-cuda's 128-byte
+    /// alignment and flash attention's f16 copies (its operator offload is measured, through
+    /// an rpc-server client given the same rule).
+    FromSource,
+}
+
 impl LlamaDevice {
+    /// How far the device's rules were measured.
+    pub fn basis(self) -> RulesBasis {
+        match self {
+            LlamaDevice::CpuRules | LlamaDevice::CpuRulesOffload => RulesBasis::Measured,
+            LlamaDevice::Cuda => RulesBasis::FromSource,
+        }
+    }
+
     /// Whether the device runs ops on the host's weights (`offload_op`).
     pub fn offloads_ops(self) -> bool {
         matches!(self, LlamaDevice::Cuda | LlamaDevice::CpuRulesOffload)

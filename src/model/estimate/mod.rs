@@ -317,7 +317,9 @@ pub const KV_CELL_PAD: u64 = 256;
 mod llamacpp;
 mod stages;
 
-pub use llamacpp::{offloaded_compute_buffers, placed_compute_buffers, LlamaDevice, Placement};
+pub use llamacpp::{
+    offloaded_compute_buffers, placed_compute_buffers, LlamaDevice, Placement, RulesBasis,
+};
 use stages::Stages;
 
 fn inference_activations_wide(arch: &ModelArch, s: &Settings) -> (u128, ActivationsBasis) {

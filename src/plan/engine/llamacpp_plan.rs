@@ -12,7 +12,7 @@ use super::llamacpp::{
 use super::llamacpp_ctx::fit_context;
 use super::llamacpp_fit::{fit_moe_from, TensorOverride};
 use crate::backend::BackendKind;
-use crate::model::estimate::LlamaDevice;
+use crate::model::estimate::{LlamaDevice, RulesBasis};
 use crate::model::{LayerWeights, ModelSource, Settings, DEFAULT_WEIGHT_PRECISION};
 use crate::plan::{
     Accounting, Candidate, Capacity, Placement, Plan, PlanKind, Rank, Selection, Usable,
@@ -71,6 +71,8 @@ pub struct LlamaCppAccount {
     pub op_offload: bool,
     /// The ggml backend whose buffer rules the GPUs' compute buffers follow.
     pub device_rules: LlamaDevice,
+    /// Whether those rules were measured against llama.cpp or read from the backend's source.
+    pub device_rules_basis: RulesBasis,
     /// The `-np` sequences share one KV cache (`--kv-unified`); else each keeps a stream of
     /// `context / -np` cells, llama-server's default.
     pub kv_unified: bool,
@@ -180,6 +182,7 @@ pub fn select_llamacpp(
                 host: f.host,
                 flash_attention: s.flash_attention,
                 device_rules: s.llamacpp_device,
+                device_rules_basis: s.llamacpp_device.basis(),
                 op_offload: s.llamacpp_device.offloads_ops() && !s.llamacpp_no_op_offload,
             }),
             accounting: Accounting::LlamaCpp,
