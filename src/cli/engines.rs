@@ -78,4 +78,9 @@ pub struct VllmArgs {
     /// only layouts with that many stages are planned.
     #[arg(long, value_name = "LAYERS,...", value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..))]
     pub pp_layer_partition: Vec<u64>,
+
+    /// vLLM: exactly N tensor-parallel ranks a stage (--tensor-parallel-size) [default: the
+    /// fewest GPUs that serve].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub tensor_parallel_size: Option<u64>,
 }

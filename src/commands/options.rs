@@ -18,7 +18,7 @@ use crate::model::training::{Ddp, Fsdp, Lora, LoraTargets, Recipe};
 use crate::model::{
     self, kv_precision, weight_precision, Settings, SourceSpec, KV_PRECISIONS, WEIGHT_PRECISIONS,
 };
-use crate::plan::engine::vllm::VllmConfig;
+use crate::plan::engine::vllm::{LayoutRejection, VllmConfig};
 use crate::plan::engine::LlamaCppConfig;
 use crate::plan::launch::{Engine, ModelRef};
 use crate::plan::{Candidate, Policy};
@@ -413,6 +413,7 @@ pub fn select_vllm_config(args: &SelectArgs, settings: &Settings) -> VllmConfig 
         pp_layer_partition: (!v.pp_layer_partition.is_empty())
             .then(|| v.pp_layer_partition.clone()),
         cpu_offload_bytes: v.cpu_offload_gb.map_or(0, gib_bytes),
+        tensor_parallel: v.tensor_parallel_size,
         ..defaults
     }
 }
@@ -481,6 +482,72 @@ pub fn check_pp_layer_partition(args: &SelectArgs, layers: u64) -> Result<()> {
         .into());
     }
     Ok(())
+}
+
+/// `--tensor-parallel-size` is vLLM's, must be a size vLLM accepts for the model (its
+/// attention heads, KV heads and recurrent heads divide over the ranks), and needs that many
+/// identical GPUs on one host among `candidates`.
+pub fn check_tensor_parallel(
+    args: &SelectArgs,
+    arch: &model::ModelArch,
+    candidates: &[Candidate],
+    engine: Option<Engine>,
+) -> Result<()> {
+    let Some(tp) = args.vllm.tensor_parallel_size else {
+        return Ok(());
+    };
+    if engine != Some(Engine::Vllm) {
+        return Err(CliError::Usage(
+            "--tensor-parallel-size is vLLM's: it needs --engine vllm or a model vLLM serves"
+                .into(),
+        )
+        .into());
+    }
+    let largest = largest_gpu_group(candidates);
+    if tp > largest {
+        return Err(CliError::Usage(format!(
+            "--tensor-parallel-size {tp} needs {tp} identical GPUs on one host; the most here \
+             is {largest}"
+        ))
+        .into());
+    }
+    let why = match crate::plan::engine::vllm::accepts_tp(arch, tp) {
+        Ok(()) => return Ok(()),
+        Err(LayoutRejection::HeadsNotDivisible { heads }) => {
+            format!("the model's {heads} attention heads")
+        }
+        Err(LayoutRejection::KvHeadsIncompatible { kv_heads }) => {
+            format!("the model's {kv_heads} KV heads (or be a multiple of them)")
+        }
+        Err(LayoutRejection::RecurrentNotDivisible { heads }) => {
+            format!("the model's {heads} recurrent heads and inner width")
+        }
+    };
+    Err(CliError::Usage(format!(
+        "--tensor-parallel-size {tp}: vLLM requires it to divide {why}"
+    ))
+    .into())
+}
+
+/// The most identical GPUs (one backend, name and size) any host has among `candidates`.
+fn largest_gpu_group(candidates: &[Candidate]) -> u64 {
+    let gpus: Vec<&Candidate> = candidates
+        .iter()
+        .filter(|c| c.is_gpu() && c.mig_profile.is_none())
+        .collect();
+    gpus.iter()
+        .map(|a| {
+            gpus.iter()
+                .filter(|b| {
+                    a.host == b.host
+                        && a.backend == b.backend
+                        && a.name == b.name
+                        && a.total_bytes == b.total_bytes
+                })
+                .count() as u64
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// `select`'s usable-memory rule and preference.

@@ -3,8 +3,9 @@
 use anyhow::Result;
 
 use super::options::{
-    check_pp_layer_partition, load_options, probe_all, select_engines, select_llamacpp_config,
-    select_policy, select_sim_devices, select_vllm_config, select_what, SelectWhat,
+    check_pp_layer_partition, check_tensor_parallel, load_options, probe_all, select_engines,
+    select_llamacpp_config, select_policy, select_sim_devices, select_vllm_config, select_what,
+    SelectWhat,
 };
 use crate::backend::{discover_with, host_info};
 use crate::cli::SelectArgs;
@@ -52,6 +53,7 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
     let vllm = match &demand {
         Demand::Model { settings, source } => {
             check_pp_layer_partition(args, source.arch.num_layers)?;
+            check_tensor_parallel(args, &source.arch, &candidates, engine)?;
             select_vllm_config(args, settings)
         }
         Demand::Bytes(_) => VllmConfig::defaults(1),

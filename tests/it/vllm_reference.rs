@@ -209,3 +209,80 @@ fn cpu_offload_moves_layer_weights_to_host_memory() {
     );
     assert!(err.contains("'lots' is not a number of GiB"), "{err}");
 }
+
+// `--tensor-parallel-size N` plans exactly N ranks, as `vllm serve -tp N` runs: Llama-3.1-70B on
+// four H100s at TP 4 holds far more KV cache than the TP 2 gpumem picks by itself, and the
+// launch says so. A size vLLM would reject, one the GPUs cannot give, or another engine's plan
+// is a usage error, as printed.
+#[test]
+fn a_forced_tensor_parallel_size_is_planned_or_refused_as_vllm_would() {
+    let base = ["--model", "llama-3.1-70b", "--context", "8192"];
+    let four: Vec<&str> = ["--device", "sim:79.19GiB"].repeat(4);
+    let run = |extra: &[&str], devices: &[&str]| {
+        let out = common::gpumem()
+            .arg("--json")
+            .arg("select")
+            .args(base)
+            .args(devices)
+            .args(extra)
+            .output()
+            .unwrap();
+        let doc = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code().unwrap(), doc, err)
+    };
+    let (code, fewest, _) = run(&[], &four);
+    assert_eq!(code, 0);
+    assert_eq!(fewest["plan"]["engine"]["tensor_parallel"], 2);
+    let (code, forced, _) = run(&["--tensor-parallel-size", "4"], &four);
+    assert_eq!(code, 0);
+    assert_eq!(forced["plan"]["engine"]["tensor_parallel"], 4);
+    assert_eq!(forced["plan"]["placements"].as_array().unwrap().len(), 4);
+    let kv = |d: &Value| d["plan"]["engine"]["kv_tokens"].as_u64().unwrap();
+    assert!(
+        kv(&forced) > 4 * kv(&fewest),
+        "{} vs {}",
+        kv(&forced),
+        kv(&fewest)
+    );
+    let shell = forced["launch"][0]["commands"][0]["shell"]
+        .as_str()
+        .unwrap();
+    assert!(shell.ends_with("--tensor-parallel-size 4"), "{shell}");
+    let refused: [(&[&str], &[&str], &str); 3] = [
+        (
+            &["--tensor-parallel-size", "3"],
+            &four,
+            "--tensor-parallel-size 3: vLLM requires it to divide the model's 64 attention heads",
+        ),
+        (
+            &["--tensor-parallel-size", "8"],
+            &four,
+            "--tensor-parallel-size 8 needs 8 identical GPUs on one host; the most here is 4",
+        ),
+        (
+            &["--tensor-parallel-size", "2", "--engine", "llama.cpp"],
+            &four,
+            "--tensor-parallel-size is vLLM's: it needs --engine vllm or a model vLLM serves",
+        ),
+    ];
+    for (extra, devices, want) in refused {
+        let (code, doc, _) = run(extra, devices);
+        assert_eq!(code, 2, "{extra:?}");
+        assert_eq!(doc["error"]["message"], want, "{extra:?}");
+        assert_eq!(doc["error"]["exit_code"], 2, "{extra:?}");
+    }
+    // The same refusal as a human reads it.
+    let out = common::gpumem()
+        .arg("select")
+        .args(base)
+        .args(&four)
+        .args(["--tensor-parallel-size", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "gpumem: error: --tensor-parallel-size 3: vLLM requires it to divide the model's 64 attention heads\n"
+    );
+}

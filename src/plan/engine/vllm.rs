@@ -44,6 +44,8 @@ pub struct VllmConfig {
     /// `--cpu-offload-gb`, in bytes: each rank keeps up to this much of its layers' weights in
     /// host memory.
     pub cpu_offload_bytes: u64,
+    /// `--tensor-parallel-size`: only layouts of this many ranks a stage (`None`: any).
+    pub tensor_parallel: Option<u64>,
 }
 
 impl VllmConfig {
@@ -59,6 +61,7 @@ impl VllmConfig {
             enforce_eager: false,
             pp_layer_partition: None,
             cpu_offload_bytes: 0,
+            tensor_parallel: None,
         }
     }
 }

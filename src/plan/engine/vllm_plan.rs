@@ -106,6 +106,10 @@ pub fn select_vllm(
     for l in layouts(model.arch, &gpus)
         .into_iter()
         .filter(|l| stages.is_none_or(|n| l.layout.pipeline_parallel == n))
+        .filter(|l| {
+            cfg.tensor_parallel
+                .is_none_or(|n| l.layout.tensor_parallel == n)
+        })
     {
         tried.push(Tried {
             fit: fit(model, gpu_of(l.devices[0]), l.layout, cfg)?,
