@@ -345,6 +345,36 @@ fn llama_cpp(path: &std::path::Path, plan: &Plan, s: &LaunchSettings) -> Launch 
         s,
         plan.llamacpp.as_ref().is_some_and(|f| f.kv_unified),
     ));
+    argv.extend(placement_args(plan, &gpu, (&local, &remote)));
+    if !rpc.is_empty() {
+        argv.extend(["--rpc".into(), rpc.join(",")]);
+    }
+    commands.push(LaunchCommand {
+        host: server_host,
+        role: Role::Server,
+        env: visible(&local),
+        argv,
+    });
+    Launch {
+        engine: Engine::LlamaCpp,
+        notes: if remote.is_empty() {
+            Vec::new()
+        } else {
+            vec![LaunchNote::Network]
+        },
+        commands,
+    }
+}
+
+/// `llama-server`'s flags for what the plan assumed and where it put the layers: `-fa off` and
+/// `--no-op-offload` where they differ from llama-server's defaults, the fit's `-ts` (or the
+/// plan's split over several GPUs, RPC devices first) and its `-ot` overrides.
+fn placement_args(
+    plan: &Plan,
+    gpu: &[&Placement],
+    (local, remote): (&[&Placement], &[&Placement]),
+) -> Vec<String> {
+    let mut argv: Vec<String> = Vec::new();
     let fitted = plan.llamacpp.as_ref();
     // llama-server's defaults are -fa auto (on here) and operator offload on.
     if fitted.is_some_and(|f| !f.flash_attention) {
@@ -386,24 +416,7 @@ fn llama_cpp(path: &std::path::Path, plan: &Plan, s: &LaunchSettings) -> Launch 
             .collect();
         argv.extend(["-ot".into(), ot.join(",")]);
     }
-    if !rpc.is_empty() {
-        argv.extend(["--rpc".into(), rpc.join(",")]);
-    }
-    commands.push(LaunchCommand {
-        host: server_host,
-        role: Role::Server,
-        env: visible(&local),
-        argv,
-    });
-    Launch {
-        engine: Engine::LlamaCpp,
-        notes: if remote.is_empty() {
-            Vec::new()
-        } else {
-            vec![LaunchNote::Network]
-        },
-        commands,
-    }
+    argv
 }
 
 fn vllm(model: &str, plan: &Plan, s: &LaunchSettings) -> Result<Launch, NoLaunch> {

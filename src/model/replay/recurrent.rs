@@ -128,15 +128,7 @@ pub(super) fn mamba(
     let x = g.op(Kind::InPlace, conv_out, layout, &[x]);
     let (scan_x, dt, bs, cs) = match dt {
         Some(dt) => {
-            let (scan_x, bs, cs) = (g.view(x, OTHER), g.view(x, OTHER), g.view(x, OTHER));
-            // Each strides over whole rows of the convolution's output: ggml_nbytes (what a
-            // copy to another backend holds) spans the rows before the last whole and the
-            // last one's part.
-            let before_last = tokens.saturating_sub(1).checked_mul(channels)?;
-            let groups = s.groups.checked_mul(s.state)?;
-            for (v, part) in [(scan_x, s.inner), (bs, groups), (cs, groups)] {
-                g.tensors[v].bytes = f32(before_last.checked_add(part)?)?;
-            }
+            let (scan_x, bs, cs) = mamba2_scan_views(g, s, (x, channels), tokens)?;
             let heads = width(s.dt_rank)?;
             let dt = g.op(Kind::Fresh, heads, OTHER, &[dt]);
             let b = g.vector("ssm_dt.bias", s.dt_rank);
@@ -166,6 +158,24 @@ pub(super) fn mamba(
     let saved = g.copy(last_state, dest);
     g.expand(saved);
     mamba_output(g, s, (y_ssm, x, scan_x, z), tokens, model)
+}
+
+/// Mamba-2's x, B and C: views of the convolution's output `x` (`channels` wide a token), each
+/// striding over whole rows, so that ggml_nbytes (what a copy to another backend holds) spans
+/// the rows before the last whole and the last one's part.
+fn mamba2_scan_views(
+    g: &mut Graph,
+    s: &Ssm,
+    (x, channels): (usize, u64),
+    tokens: u64,
+) -> Option<(usize, usize, usize)> {
+    let (scan_x, bs, cs) = (g.view(x, OTHER), g.view(x, OTHER), g.view(x, OTHER));
+    let before_last = tokens.saturating_sub(1).checked_mul(channels)?;
+    let groups = s.groups.checked_mul(s.state)?;
+    for (v, part) in [(scan_x, s.inner), (bs, groups), (cs, groups)] {
+        g.tensors[v].bytes = before_last.checked_add(part)?.checked_mul(4)?;
+    }
+    Some((scan_x, bs, cs))
 }
 
 /// Mamba-1's scan inputs from the convolution's output `x`: Δ, B and C projected from it (each

@@ -88,6 +88,32 @@ fn layouts<'a>(arch: &ModelArch, gpus: &[&'a Candidate]) -> Vec<LayoutOn<'a>> {
     out
 }
 
+/// vLLM's accounting for every layout over `gpus` the settings allow:
+/// `VLLM_PP_LAYER_PARTITION` fixes the number of stages, `--tensor-parallel-size` the ranks a
+/// stage.
+fn try_layouts<'a>(
+    model: &VllmModel<'_>,
+    gpus: &[&'a Candidate],
+    cfg: &VllmConfig,
+) -> Result<Vec<Tried<'a>>, Unmodelled> {
+    let stages = cfg.pp_layer_partition.as_ref().map(|p| p.len() as u64);
+    layouts(model.arch, gpus)
+        .into_iter()
+        .filter(|l| stages.is_none_or(|n| l.layout.pipeline_parallel == n))
+        .filter(|l| {
+            cfg.tensor_parallel
+                .is_none_or(|n| l.layout.tensor_parallel == n)
+        })
+        .map(|l| {
+            Ok(Tried {
+                fit: fit(model, gpu_of(l.devices[0]), l.layout, cfg)?,
+                devices: l.devices,
+                cross_host: l.cross_host,
+            })
+        })
+        .collect()
+}
+
 /// Plans `model` for vLLM over `candidates` (GPUs only: vLLM does not serve from system RAM
 /// here). `batch` is the number of sequences the capacity figures are for.
 pub fn select_vllm(
@@ -100,23 +126,7 @@ pub fn select_vllm(
         .iter()
         .filter(|c| c.is_gpu() && c.mig_profile.is_none())
         .collect();
-    let mut tried: Vec<Tried<'_>> = Vec::new();
-    // VLLM_PP_LAYER_PARTITION fixes the number of stages.
-    let stages = cfg.pp_layer_partition.as_ref().map(|p| p.len() as u64);
-    for l in layouts(model.arch, &gpus)
-        .into_iter()
-        .filter(|l| stages.is_none_or(|n| l.layout.pipeline_parallel == n))
-        .filter(|l| {
-            cfg.tensor_parallel
-                .is_none_or(|n| l.layout.tensor_parallel == n)
-        })
-    {
-        tried.push(Tried {
-            fit: fit(model, gpu_of(l.devices[0]), l.layout, cfg)?,
-            devices: l.devices,
-            cross_host: l.cross_host,
-        });
-    }
+    let tried = try_layouts(model, &gpus, cfg)?;
     let chosen = tried
         .iter()
         .filter(|t| t.fit.outcome == VllmOutcome::Serves)
