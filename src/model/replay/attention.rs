@@ -233,8 +233,7 @@ fn project_qkv(
         let qkv = project(g, c.width(n)?, OTHER, Qkv::Fused, n);
         // V's view strides over whole rows of the projection: ggml_nbytes spans the last
         // token's V only, which is what a copy of it to another backend holds.
-        let v = g.view(qkv, OTHER);
-        g.tensors[v].bytes = c.width(n)? - (n - kv_dim) * 4;
+        let v = g.view_spanning(qkv, OTHER, c.width(n)? - (n - kv_dim) * 4);
         (g.view(qkv, Q3), g.view(qkv, K3), v, None)
     } else {
         let q = project(g, query, QUERY, Qkv::Q, q_dim);

@@ -63,9 +63,8 @@ pub(super) fn whole(s: Shape<'_>, e: Encoder, seqs: u64) -> Option<Graph> {
     let mut inp = embd;
     if e.token_types > 0 {
         let types = g.table("token_types.weight", e.token_types, h);
-        let row0 = g.view(types, OTHER);
         // The first row of the table: what a split on another backend copies.
-        g.tensors[row0].bytes = arch.hidden_size.checked_mul(4)?;
+        let row0 = g.view_spanning(types, OTHER, arch.hidden_size.checked_mul(4)?);
         inp = g.op(Kind::InPlace, z.model, MODEL, &[inp, row0]);
     }
     if let Some(pos) = pos.filter(|_| e.positions > 0) {

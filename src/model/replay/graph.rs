@@ -303,6 +303,15 @@ impl Graph {
         })
     }
 
+    /// A view of `src` spanning `bytes` of it (`ggml_nbytes`: what a copy to another backend
+    /// holds), for a view smaller than what it views: a slice, or a strided view that stops
+    /// short of its last row.
+    pub(super) fn view_spanning(&mut self, src: usize, layout: u64, bytes: u64) -> usize {
+        let v = self.view(src, layout);
+        self.tensors[v].bytes = bytes;
+        v
+    }
+
     /// `ggml_set_rows(dest, rows, indices)`: a view of `dest` whose sources are, as ggml orders
     /// them, the rows, the indices and `dest`.
     pub(super) fn set_rows(&mut self, dest: usize, rows: usize, indices: usize) -> usize {

@@ -76,8 +76,7 @@ pub(super) fn inputs<'a>(g: &mut Graph, s: Shape<'a>) -> Option<(Ctx<'a>, usize)
     let state_inputs = s.b.recurrent.map(|_| {
         let copy = g.input(4);
         // The batch's sequence, and the (here no) others whose states are copied back.
-        let extra = g.view(copy, OTHER);
-        g.tensors[extra].bytes = 0;
+        let extra = g.view_spanning(copy, OTHER, 0);
         StateInputs {
             main: g.view(copy, OTHER),
             extra,

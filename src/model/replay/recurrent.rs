@@ -45,10 +45,13 @@ pub(super) fn convolution_input(
 ) -> usize {
     let transposed = g.view(new, OTHER);
     let conv_x = g.op(Kind::Fresh, bytes, OTHER, &[cached, transposed]);
-    let last = g.view(conv_x, OTHER);
     // Each channel's last columns: ggml_nbytes stops at the last channel's, short of its
-    // `tokens` new columns (what a copy to another backend holds).
-    g.tensors[last].bytes = bytes.saturating_sub(tokens.saturating_mul(4));
+    // `tokens` new columns.
+    let last = g.view_spanning(
+        conv_x,
+        OTHER,
+        bytes.saturating_sub(tokens.saturating_mul(4)),
+    );
     let dest = g.view(conv_all, OTHER);
     let saved = g.copy(last, dest);
     g.expand(saved);
@@ -169,13 +172,13 @@ fn mamba2_scan_views(
     (x, channels): (usize, u64),
     tokens: u64,
 ) -> Option<(usize, usize, usize)> {
-    let (scan_x, bs, cs) = (g.view(x, OTHER), g.view(x, OTHER), g.view(x, OTHER));
     let before_last = tokens.saturating_sub(1).checked_mul(channels)?;
     let groups = s.groups.checked_mul(s.state)?;
-    for (v, part) in [(scan_x, s.inner), (bs, groups), (cs, groups)] {
-        g.tensors[v].bytes = before_last.checked_add(part)?.checked_mul(4)?;
-    }
-    Some((scan_x, bs, cs))
+    let mut span = |part: u64| -> Option<usize> {
+        let bytes = before_last.checked_add(part)?.checked_mul(4)?;
+        Some(g.view_spanning(x, OTHER, bytes))
+    };
+    Some((span(s.inner)?, span(groups)?, span(groups)?))
 }
 
 /// Mamba-1's scan inputs from the convolution's output `x`: Δ, B and C projected from it (each
@@ -240,8 +243,7 @@ fn mamba_output(
     let v2 = s.kind == SsmKind::Mamba2;
     let inner = s.inner.checked_mul(tokens)?.checked_mul(4)?;
     // The tokens' outputs, ahead of the final states in the scan's result.
-    let y = g.view(y_ssm, INNER);
-    g.tensors[y].bytes = inner;
+    let y = g.view_spanning(y_ssm, INNER, inner);
     let d = g.vector("ssm_d", if v2 { s.dt_rank } else { s.inner });
     // Mamba scales its own x (in place); Mamba-2 a view of the convolution's output.
     let skip_of = if v2 { scan_x } else { x };
