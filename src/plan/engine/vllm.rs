@@ -302,6 +302,7 @@ pub fn fit(
         budget: ceil_fraction(gpu.total_bytes, cfg.gpu_memory_utilization),
         tp,
         pp,
+        nvls: class.nvls(),
     };
     let parts = match &cfg.pp_layer_partition {
         Some(p) if p.len() as u64 == pp && p.iter().sum::<u64>() == arch.num_layers => p.clone(),
@@ -361,7 +362,7 @@ pub fn fit(
             computed(TermKind::Weights, st.weights),
             modelled(TermKind::CpuOffload, st.offloaded),
             modelled(TermKind::ProfilePeak, st.profile),
-            modelled(TermKind::NonTorch, 0),
+            modelled(TermKind::NonTorch, st.non_torch),
             modelled(TermKind::CudaGraphs, st.graphs),
             computed(TermKind::KvCache, st.kv),
             modelled(TermKind::Startup, STARTUP_BYTES),

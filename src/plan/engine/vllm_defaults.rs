@@ -14,6 +14,27 @@ pub const BLOCK_SIZE: u64 = 16;
 /// (`profile_cudagraph_memory`: "at least 1 MiB per graph for driver overhead").
 pub const PER_GRAPH_FLOOR: u64 = 1 << 20;
 
+/// What vLLM's CUDA-graph profiler measures for each graph after the first, a decoder layer of the
+/// rank: the driver's memory for the captured kernels, which grows with the layers a graph runs
+/// (vLLM 0.19's H100 logs print 4-10 MiB a graph for 27-48 layers and 10-20 MiB for 80).
+pub const GRAPH_BYTES_PER_LAYER: u64 = 180 << 10;
+
+/// The split-KV partitions a captured FlashAttention decode may use
+/// (`_DEFAULT_MAX_NUM_SPLITS_FOR_CUDA_GRAPH`): each holds an f32 partial output and
+/// log-sum-exp a head and sequence.
+pub const MAX_SPLITS_IN_GRAPH: u64 = 32;
+
+/// What the forward pass adds outside torch's allocator after vLLM's start-up snapshot on every
+/// rank (cuBLAS and attention-backend workspaces): 0.24-0.27 GiB in vLLM 0.19's H100 logs for
+/// 19 models at TP 1, 0.25-0.35 GiB in 0.6-0.8's.
+pub const NON_TORCH_FORWARD: u64 = 256 << 20;
+
+/// NCCL's NVLink SHARP buffers, set up at the first all-reduce (after the snapshot) where the
+/// ranks sit on an NVSwitch of Hopper or later: vLLM 0.19's H100 logs print 2.06-2.11 GiB of
+/// non-torch memory at TP 2 and 2.13-2.21 GiB at TP 4 against 0.25 at TP 1. Base and per rank.
+pub const NVLS_BASE: u64 = 1_802 << 20;
+pub const NVLS_PER_RANK: u64 = 31 << 20;
+
 /// The largest CUDA-graph capture size before `2 × max_num_seqs` caps it (512; 1024 on
 /// Blackwell, which gpumem does not tell apart).
 pub const MAX_CAPTURE_SIZE: u64 = 512;
@@ -40,6 +61,13 @@ impl GpuClass {
         } else {
             GpuClass::Other
         }
+    }
+
+    /// Whether tensor-parallel ranks of this class all-reduce over NVLink SHARP: the Hopper and
+    /// Blackwell data-centre parts, taken to sit on an NVSwitch as they do in the servers vLLM
+    /// publishes for (an A100 has no SHARP; a PCIe H100 is not told apart).
+    pub fn nvls(self) -> bool {
+        matches!(self, GpuClass::Huge | GpuClass::Large)
     }
 
     /// `max_num_batched_tokens` for `vllm serve`.

@@ -20,6 +20,8 @@ pub(super) struct Run {
     pub tp: u64,
     /// Stages.
     pub pp: u64,
+    /// Whether the ranks all-reduce over NVLink SHARP (`GpuClass::nvls`).
+    pub nvls: bool,
 }
 
 /// One rank of one stage.
@@ -28,6 +30,8 @@ pub(super) struct Stage {
     /// Of the layers' weights, what stays in host memory (`--cpu-offload-gb`).
     pub offloaded: u64,
     pub profile: u64,
+    /// Memory taken outside torch's allocator after the start-up snapshot.
+    pub non_torch: u64,
     pub graphs: u64,
     /// The budget left for KV blocks.
     pub kv: u64,
@@ -56,12 +60,15 @@ impl Stage {
         let per_token = forward_bytes_per_token(model, run.tp);
         let forward = run.tokens.saturating_mul(per_token);
         let profile = if last {
+            // The dummy sampler run keeps the profile's hidden states and the logits in the
+            // model's dtype, and beside them the f32 copy it samples from, the probabilities
+            // and the exponential noise (`forward_native`).
             let sampler = run
                 .tokens
                 .saturating_mul(arch.hidden_size * model.activation_bytes)
                 + run
                     .seqs
-                    .saturating_mul(arch.vocab_size.saturating_mul(model.activation_bytes + 8));
+                    .saturating_mul(arch.vocab_size.saturating_mul(model.activation_bytes + 12));
             forward.max(sampler)
         } else {
             forward
@@ -69,15 +76,18 @@ impl Stage {
         let graphs = if cfg.enforce_eager {
             0
         } else {
-            cuda_graph_estimate(per_token, run.tokens, run.seqs)
+            cuda_graph_estimate(model, run, per_token, layers.end - layers.start)
         };
-        let spent = u128::from(weights) + u128::from(profile) + u128::from(graphs);
+        let non_torch = non_torch_bytes(run);
+        let spent =
+            u128::from(weights) + u128::from(profile) + u128::from(non_torch) + u128::from(graphs);
         let kv = u64::try_from(u128::from(run.budget).saturating_sub(spent)).unwrap_or(u64::MAX);
         let pages = KvPages::of(model, run.tp, cfg, run.tokens, layers)?;
         Some(Stage {
             weights,
             offloaded,
             profile,
+            non_torch,
             graphs,
             kv,
             num_blocks: kv / pages.block_bytes.max(1),
@@ -87,7 +97,10 @@ impl Stage {
 
     /// Everything but the KV cache.
     pub fn spent(&self) -> u128 {
-        u128::from(self.weights) + u128::from(self.profile) + u128::from(self.graphs)
+        u128::from(self.weights)
+            + u128::from(self.profile)
+            + u128::from(self.non_torch)
+            + u128::from(self.graphs)
     }
 }
 
@@ -182,14 +195,47 @@ fn forward_bytes_per_token(model: &VllmModel<'_>, tp: u64) -> u64 {
     attention.max(dense).max(moe).max(recurrent) * model.activation_bytes
 }
 
-/// vLLM's CUDA-graph estimate: the first (largest) capture's pool, which holds that batch's
-/// activations, and the per-graph floor for every other piecewise and full-decode graph.
-fn cuda_graph_estimate(per_token: u64, tokens: u64, seqs: u64) -> u64 {
-    let largest = (2 * seqs).min(defaults::MAX_CAPTURE_SIZE).min(tokens);
+/// What a rank's forward pass takes outside torch after the snapshot (`NON_TORCH_FORWARD`), and
+/// NCCL's NVLink SHARP buffers where tensor-parallel ranks all-reduce over them.
+fn non_torch_bytes(run: &Run) -> u64 {
+    let collectives = if run.tp > 1 && run.nvls {
+        defaults::NVLS_BASE + run.tp * defaults::NVLS_PER_RANK
+    } else {
+        0
+    };
+    defaults::NON_TORCH_FORWARD + collectives
+}
+
+/// vLLM's CUDA-graph estimate (`profile_cudagraph_memory`): the larger of the two first
+/// captures, which the piecewise and full graphs share one pool for, and what each later graph
+/// of either kind adds. The first piecewise capture holds the largest batch's activations; the
+/// first full decode capture, FlashAttention's split-KV accumulators for that many sequences.
+fn cuda_graph_estimate(model: &VllmModel<'_>, run: &Run, per_token: u64, layers: u64) -> u64 {
+    let largest = (2 * run.seqs)
+        .min(defaults::MAX_CAPTURE_SIZE)
+        .min(run.tokens);
+    let largest_full = largest.min(run.seqs);
     let piecewise = defaults::capture_sizes(largest).count() as u64;
-    let full = defaults::capture_sizes(largest.min(seqs)).count() as u64;
+    let full = defaults::capture_sizes(largest_full).count() as u64;
+    let first = (largest * per_token).max(split_accumulators(model, run.tp, largest_full));
+    let per_graph = (layers * defaults::GRAPH_BYTES_PER_LAYER).max(defaults::PER_GRAPH_FLOOR);
     let others = piecewise.saturating_sub(1) + full.saturating_sub(1);
-    largest * per_token + others * defaults::PER_GRAPH_FLOOR
+    first + others * per_graph
+}
+
+/// The f32 partial outputs and log-sum-exps of every split of a decode of `seqs` sequences on
+/// one rank: a head's value width each (MLA attends in its latent).
+fn split_accumulators(model: &VllmModel<'_>, tp: u64, seqs: u64) -> u64 {
+    let arch = model.arch;
+    if !(0..arch.num_layers).any(|i| arch.has_attention(i)) {
+        return 0;
+    }
+    let heads = (arch.num_heads / tp.max(1)).max(1);
+    let width = match arch.attention {
+        Attention::Standard { .. } => arch.head_dim,
+        Attention::Mla { kv_lora_rank, .. } => kv_lora_rank,
+    };
+    defaults::MAX_SPLITS_IN_GRAPH * seqs * heads * (width + 1) * 4
 }
 
 /// The KV cache's pages on one rank: one block's bytes and how requests take blocks.
