@@ -161,9 +161,10 @@ pub struct WorkloadSettings {
     #[arg(long, value_name = "DTYPE", value_parser = Offered(weight_precisions), hide_possible_values = true)]
     pub dtype: Option<String>,
 
-    /// KV-cache precision: f32, f16, bf16, fp8, q8_0 or q4_0.
-    #[arg(long, default_value = "f16", value_name = "DTYPE", value_parser = Offered(kv_precisions), hide_possible_values = true)]
-    pub kv_dtype: String,
+    /// KV-cache precision: f32, f16, bf16, fp8, q8_0 or q4_0. Default: f16 (llama.cpp's), or
+    /// for vLLM the model's dtype (its `--kv-cache-dtype auto`).
+    #[arg(long, value_name = "DTYPE", value_parser = Offered(kv_precisions), hide_possible_values = true)]
+    pub kv_dtype: Option<String>,
 
     /// Sequences processed at once.
     #[arg(short, long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]

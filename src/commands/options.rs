@@ -16,7 +16,8 @@ use crate::cli::{self, BenchAllocArgs, DiscoverArgs, SelectArgs, StressArgs, Wor
 use crate::error::CliError;
 use crate::model::training::{Ddp, Fsdp, Lora, LoraTargets, Recipe};
 use crate::model::{
-    self, kv_precision, weight_precision, Settings, SourceSpec, KV_PRECISIONS, WEIGHT_PRECISIONS,
+    self, kv_precision, weight_precision, Settings, SourceSpec, KV_F16, KV_PRECISIONS,
+    WEIGHT_PRECISIONS,
 };
 use crate::plan::engine::vllm::{LayoutRejection, VllmConfig};
 use crate::plan::engine::LlamaCppConfig;
@@ -331,16 +332,17 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
             ))
         })?),
     };
-    let kv_dtype = kv_precision(&args.kv_dtype).ok_or_else(|| {
+    let kv_name = args.kv_dtype.as_deref().unwrap_or(KV_F16.name);
+    let kv_dtype = kv_precision(kv_name).ok_or_else(|| {
         CliError::Usage(format!(
-            "unknown --kv-dtype '{}'; expected one of {}",
-            args.kv_dtype,
+            "unknown --kv-dtype '{kv_name}'; expected one of {}",
             names(KV_PRECISIONS)
         ))
     })?;
     Ok(Settings {
         dtype,
         kv_dtype,
+        kv_dtype_auto: args.kv_dtype.is_none(),
         batch: u64::from(args.batch),
         context: u64::from(args.context),
         ubatch: u64::from(args.ubatch),

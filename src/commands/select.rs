@@ -13,7 +13,9 @@ use crate::exit::Exit;
 use crate::output::select::SelectReport;
 use crate::output::Output;
 use crate::plan::engine::vllm::VllmConfig;
-use crate::plan::launch::{launch, torchrun, Engine, Launch, LaunchSettings, ModelRef, NoLaunch};
+use crate::plan::launch::{
+    launch, torchrun, Engine, Launch, LaunchSettings, ModelRef, NoLaunch, VllmFlags,
+};
 use crate::plan::{
     candidates_from_discovery, read_inventories, select_for_engine, suggest, suggest_training,
     Accounting, Demand, PlanKind, SuggestRequest,
@@ -130,6 +132,7 @@ fn launches(
                 },
                 cpu_offload_gb: args.vllm.cpu_offload_gb,
                 pooling: source.arch.encoder.map(|e| e.pooling),
+                vllm: VllmFlags::of(vllm),
             };
             select_engines(args, &model)
                 .into_iter()

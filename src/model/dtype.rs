@@ -42,10 +42,10 @@ const fn p(name: &'static str, block_bytes: u64, block_elems: u64) -> Precision 
 /// 3.91, q3_k_l 4.27, q4_k_s 4.58, q4_k_m 4.84, q5_k_s 5.52, q5_k_m 5.68 — expressed here as
 /// bytes per 100 weights. A GGUF file's own tensor types are always exact.
 pub const WEIGHT_PRECISIONS: &[Precision] = &[
-    p("f32", 4, 1),
-    p("f16", 2, 1),
-    p("bf16", 2, 1),
-    p("fp8", 1, 1),
+    WEIGHT_F32,
+    WEIGHT_F16,
+    WEIGHT_BF16,
+    WEIGHT_FP8,
     p("int8", 1, 1),
     p("int4", 1, 2),
     p("q8_0", 34, 32),
@@ -78,6 +78,16 @@ pub const WEIGHT_PRECISIONS: &[Precision] = &[
     p("q5_k_s", 6900, 10000),
     p("q5_k_m", 7100, 10000),
 ];
+
+/// f32 weights: the plain dtypes are those an engine can load a checkpoint as (vLLM's
+/// `--dtype`, and fp8 its `--quantization fp8`).
+pub const WEIGHT_F32: Precision = p("f32", 4, 1);
+/// f16 weights.
+pub const WEIGHT_F16: Precision = p("f16", 2, 1);
+/// bf16 weights.
+pub const WEIGHT_BF16: Precision = p("bf16", 2, 1);
+/// fp8 weights, quantized per tensor.
+pub const WEIGHT_FP8: Precision = p("fp8", 1, 1);
 
 /// The f16 KV cache (llama.cpp's default).
 pub const KV_F16: Precision = p("f16", 2, 1);

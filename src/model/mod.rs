@@ -27,8 +27,8 @@ pub use arch::{
 };
 pub use catalog::{catalog, closest_model, find_model, CatalogModel};
 pub use dtype::{
-    ggml_type, kv_precision, weight_precision, GgmlType, Precision, GGML_TYPES, KV_PRECISIONS,
-    WEIGHT_PRECISIONS,
+    ggml_type, kv_precision, weight_precision, GgmlType, Precision, GGML_TYPES, KV_F16,
+    KV_PRECISIONS, WEIGHT_BF16, WEIGHT_F16, WEIGHT_F32, WEIGHT_FP8, WEIGHT_PRECISIONS,
 };
 pub use error::{ModelError, NotFound};
 pub use estimate::{
@@ -480,6 +480,7 @@ pub fn estimate_inference_memory(
     let settings = Settings {
         dtype: Some(precision),
         kv_dtype: precision,
+        kv_dtype_auto: false,
         batch: 1,
         context: max_seq_len as u64,
         ubatch: 512,

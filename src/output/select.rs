@@ -143,6 +143,9 @@ fn note_text(n: &LaunchNote) -> String {
                 ""
             }
         ),
+        LaunchNote::StoredQuantized => "vLLM quantizes on load only to fp8: serve a checkpoint \
+             already stored at the planned precision (AWQ, GPTQ, compressed-tensors)"
+            .into(),
     }
 }
 

@@ -2,7 +2,7 @@
 //! context grow (activations and KV cache both do), so that serving capacity and the largest
 //! context are searched on the model's own figures.
 
-use super::engine::vllm::{VllmConfig, VllmModel, VllmOutcome};
+use super::engine::vllm::{VllmConfig, VllmDtype, VllmModel, VllmOutcome};
 use super::engine::LlamaCppConfig;
 use super::engine::{select_llamacpp, select_training, select_vllm};
 use super::launch::Engine;
@@ -10,7 +10,7 @@ use super::{
     capacity, model_requirement, plan, Accounting, Candidate, Capacity, Plan, PlanKind, Policy,
     Requirement, Selection,
 };
-use crate::model::{EstimateOverflow, Mode, ModelSource, Settings};
+use crate::model::{EstimateOverflow, Mode, ModelArch, ModelSource, Settings};
 
 /// What `select` places.
 #[derive(Debug, Clone)]
@@ -92,6 +92,17 @@ pub fn select_for_engine(
     }
 }
 
+/// The weights vLLM holds for a checkpoint estimated at `bytes`: under `--quantization fp8` the
+/// embeddings and the output head are not quantized and stay in 16 bits (one more byte an
+/// element than the estimate's fp8).
+fn loaded_weights(arch: &ModelArch, bytes: u64, dtype: VllmDtype) -> u64 {
+    if dtype != VllmDtype::Fp8 {
+        return bytes;
+    }
+    let matrices = if arch.tie_word_embeddings { 1 } else { 2 };
+    bytes.saturating_add(matrices * arch.vocab_size * arch.hidden_size)
+}
+
 /// Plans `demand` for vLLM: its own accounting over the tensor-parallel layouts it accepts;
 /// when none serves for lack of memory, the generic rule's pipeline or offload plan (which
 /// vLLM's accounting does not model yet), marked as such; when that finds nothing either,
@@ -108,8 +119,8 @@ pub fn select_vllm_engine(
     let b = source.estimate(settings)?;
     let model = VllmModel {
         arch: &source.arch,
-        weights_bytes: b.weights_bytes,
-        activation_bytes: 2,
+        weights_bytes: loaded_weights(&source.arch, b.weights_bytes, cfg.dtype),
+        activation_bytes: cfg.dtype.activation_bytes(),
     };
     let Ok(own) = select_vllm(&model, candidates, cfg, settings.batch) else {
         return select(demand, candidates, policy);

@@ -12,6 +12,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use super::engine::vllm::{VllmConfig, VllmDtype};
 use super::{Placement, Plan, PlanKind};
 use crate::backend::BackendKind;
 
@@ -129,6 +130,9 @@ pub enum LaunchNote {
         /// `ZeroRedundancyOptimizer` over the ranks (ZeRO-1).
         zero1: bool,
     },
+    /// The plan holds the weights at a precision vLLM cannot quantize to on load (`--dtype`
+    /// int4, int8 or a GGUF type): the model served must be a checkpoint already stored so.
+    StoredQuantized,
 }
 
 /// The commands that start one engine on the plan's devices.
@@ -180,6 +184,67 @@ pub struct LaunchSettings {
     /// An encoder's pooling: llama-server then serves embeddings (`--embedding`), or scores
     /// (`--rerank`) where the model ranks; `None` for a decoder.
     pub pooling: Option<crate::model::Pooling>,
+    /// The vLLM settings the plan was made under that `vllm serve` must be given too.
+    pub vllm: VllmFlags,
+}
+
+/// `vllm serve` flags beyond the layout, each as the plan took it (`None`/`false`: vLLM's own
+/// default, left out of the command).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct VllmFlags {
+    /// `--dtype float32|float16|bfloat16` or `--quantization fp8`.
+    pub dtype: Option<(&'static str, &'static str)>,
+    /// `--kv-cache-dtype fp8`.
+    pub fp8_cache: bool,
+    /// `--enforce-eager`.
+    pub enforce_eager: bool,
+    /// `--max-num-batched-tokens`.
+    pub max_num_batched_tokens: Option<u64>,
+    /// `--max-num-seqs`.
+    pub max_num_seqs: Option<u64>,
+    /// `--block-size`, where not vLLM's default.
+    pub block_size: Option<u64>,
+    /// The weights are planned at a precision only a checkpoint stored so gives.
+    pub stored_quantized: bool,
+}
+
+impl VllmFlags {
+    /// The flags that start vLLM as `cfg` plans it.
+    pub fn of(cfg: &VllmConfig) -> Self {
+        VllmFlags {
+            dtype: cfg.dtype.flag(),
+            fp8_cache: cfg.fp8_cache(),
+            enforce_eager: cfg.enforce_eager,
+            max_num_batched_tokens: cfg.max_num_batched_tokens,
+            max_num_seqs: cfg.max_num_seqs,
+            block_size: cfg.block_size_flag(),
+            stored_quantized: cfg.dtype == VllmDtype::Stored,
+        }
+    }
+
+    fn argv(&self) -> Vec<String> {
+        let mut argv: Vec<String> = Vec::new();
+        if let Some((flag, value)) = self.dtype {
+            argv.extend([flag.into(), value.into()]);
+        }
+        if self.fp8_cache {
+            argv.extend(["--kv-cache-dtype".into(), "fp8".into()]);
+        }
+        let numbers = [
+            ("--max-num-batched-tokens", self.max_num_batched_tokens),
+            ("--max-num-seqs", self.max_num_seqs),
+            ("--block-size", self.block_size),
+        ];
+        for (flag, value) in numbers {
+            if let Some(n) = value {
+                argv.extend([flag.into(), n.to_string()]);
+            }
+        }
+        if self.enforce_eager {
+            argv.push("--enforce-eager".into());
+        }
+        argv
+    }
 }
 
 const RPC_PORT: u16 = 50052;
@@ -486,6 +551,10 @@ fn vllm(model: &str, plan: &Plan, s: &LaunchSettings) -> Result<Launch, NoLaunch
     if let Some(gb) = cpu_offload_gb(plan, s) {
         argv.extend(["--cpu-offload-gb".into(), gb]);
     }
+    argv.extend(s.vllm.argv());
+    if s.vllm.stored_quantized {
+        notes.push(LaunchNote::StoredQuantized);
+    }
     let partition = layer_partition(plan, s);
     let mut commands = Vec::new();
     let head = plan.placements[0].host.clone();
@@ -606,6 +675,15 @@ mod tests {
         memory_fraction: 0.9,
         cpu_offload_gb: None,
         pooling: None,
+        vllm: VllmFlags {
+            dtype: None,
+            fp8_cache: false,
+            enforce_eager: false,
+            max_num_batched_tokens: None,
+            max_num_seqs: None,
+            block_size: None,
+            stored_quantized: false,
+        },
     };
 
     fn argv(c: &LaunchCommand) -> String {

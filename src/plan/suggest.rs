@@ -91,9 +91,11 @@ pub fn suggest(r: &Request<'_>) -> Vec<Suggestion> {
     let with = |f: &dyn Fn(&mut Settings)| {
         let mut s = settings.clone();
         f(&mut s);
+        let own = VllmConfig::for_settings(&s);
         let vllm = VllmConfig {
             max_model_len: s.context,
-            kv_element_bytes: VllmConfig::for_settings(&s).kv_element_bytes,
+            dtype: own.dtype,
+            kv_element_bytes: own.kv_element_bytes,
             ..r.vllm.clone()
         };
         fits(&s, r.candidates, &vllm)

@@ -77,6 +77,7 @@ fn rows(name: &str, doc: &Value, arch: &gpumem::model::ModelArch, file: FileWeig
         let settings = Settings {
             dtype: None,
             kv_dtype: kv_precision("f16").unwrap(),
+            kv_dtype_auto: false,
             // An encoder's embedding rows reserve llama-cpp-python's n_seq_max sequences.
             batch: row["seqs"].as_u64().unwrap_or(1),
             context,

@@ -33,12 +33,18 @@ fn run_args(run: &Value) -> Vec<String> {
     ];
     // vLLM ran with `-tp N`: the same size is asked for, not left to gpumem's fewest GPUs.
     let tp = run["tensor_parallel"].as_u64().unwrap();
-    for _ in 0..tp {
+    let gpus = tp * run["pipeline_parallel"].as_u64().unwrap_or(1);
+    for _ in 0..gpus {
         args.push("--device".into());
         args.push(format!("sim:{}", run["total"].as_str().unwrap()));
     }
     args.push("--tensor-parallel-size".into());
     args.push(tp.to_string());
+    // The run's other settings as gpumem spells them (`--dtype`, `--kv-dtype`, a pipeline's
+    // layer partition).
+    if let Some(extra) = run["extra_args"].as_array() {
+        args.extend(extra.iter().map(|a| a.as_str().unwrap().to_string()));
+    }
     args
 }
 
@@ -78,6 +84,10 @@ fn check(run: &Value) -> Option<String> {
     }
     if tp != run["tensor_parallel"].as_u64().unwrap() {
         wrong.push(format!("planned tensor parallel {tp}"));
+    }
+    let stages = engine["pipeline_parallel"].as_u64()?;
+    if stages != run["pipeline_parallel"].as_u64().unwrap_or(1) {
+        wrong.push(format!("planned {stages} pipeline stages"));
     }
     let ratio = ours as f64 / printed as f64;
     if run["kv_ratio_unchecked"].is_null() && !(0.90..=1.10).contains(&ratio) {
@@ -375,4 +385,55 @@ fn a_forced_tensor_parallel_size_is_planned_or_refused_as_vllm_would() {
         String::from_utf8_lossy(&out.stderr),
         "gpumem: error: --tensor-parallel-size 3: vLLM requires it to divide the model's 64 attention heads\n"
     );
+}
+
+// The launch starts vLLM as it was planned: a precision it loads in (`--quantization fp8`,
+// `--dtype float32`), an fp8 cache, the batch limits and eager mode are passed on; a precision
+// only a stored checkpoint gives gets no flag but a note saying so.
+#[test]
+fn the_launch_carries_the_settings_the_plan_was_made_under() {
+    use crate::select::select;
+    let base = [&LLAMA_8K[..], &["--device", "sim:24GiB"]].concat();
+    let argv = |doc: &Value| doc["launch"][0]["commands"][0]["argv"].to_string();
+    let (code, doc) = select(
+        &[
+            &base[..],
+            &[
+                "--dtype",
+                "fp8",
+                "--kv-dtype",
+                "fp8",
+                "--max-num-seqs",
+                "64",
+                "--enforce-eager",
+            ],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, 0);
+    assert!(
+        argv(&doc).ends_with(
+            r#""--quantization","fp8","--kv-cache-dtype","fp8","--max-num-seqs","64","--enforce-eager"]"#
+        ),
+        "{}",
+        argv(&doc)
+    );
+    let (_, doc) = select(&[&base[..], &["--dtype", "f32", "--device", "sim:24GiB"]].concat());
+    assert!(
+        argv(&doc).contains(r#""--dtype","float32""#),
+        "{}",
+        argv(&doc)
+    );
+    // vLLM's cache follows the model's dtype unless asked: a block of 16 tokens over 32 layers
+    // of K and V for the 4 KV heads of 128 a rank holds at TP 2, in 4-byte elements.
+    assert_eq!(doc["plan"]["engine"]["tensor_parallel"], 2);
+    assert_eq!(doc["plan"]["engine"]["block_bytes"], 16 * 32 * 2 * 512 * 4);
+    let (_, doc) = select(&[&base[..], &["--dtype", "int4"]].concat());
+    assert!(!argv(&doc).contains("int4"), "{}", argv(&doc));
+    assert_eq!(
+        doc["launch"][0]["notes"],
+        serde_json::json!([{"note": "stored_quantized"}])
+    );
+    let (_, plain) = select(&base);
+    assert_eq!(plain["launch"][0]["notes"], serde_json::json!([]));
 }

@@ -105,6 +105,9 @@ pub struct Settings {
     pub dtype: Option<Precision>,
     /// Precision of the KV cache (llama.cpp's `--cache-type-k/v`).
     pub kv_dtype: Precision,
+    /// No precision was asked for the KV cache: llama.cpp takes `kv_dtype` (f16), vLLM its
+    /// `--kv-cache-dtype auto`, the model's dtype.
+    pub kv_dtype_auto: bool,
     /// Sequences decoded at once; the KV cache grows with it.
     pub batch: u64,
     /// Tokens per sequence the KV cache holds.
@@ -155,6 +158,7 @@ impl Settings {
         Settings {
             dtype: None,
             kv_dtype,
+            kv_dtype_auto: false,
             batch: 1,
             context,
             ubatch: 512,

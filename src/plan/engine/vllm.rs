@@ -18,9 +18,64 @@ use serde::Serialize;
 
 use super::vllm_defaults::{self as defaults, GpuClass};
 use super::{Basis, Term, TermKind};
-use crate::model::{Attention, ModelArch, SsmKind};
+use crate::model::{
+    Attention, ModelArch, Precision, SsmKind, WEIGHT_BF16, WEIGHT_F16, WEIGHT_F32, WEIGHT_FP8,
+};
 
 use super::vllm_terms::{ceil_fraction, concurrency_centi, kv_tokens, KvPages, Run, Stage};
+
+/// The precision vLLM loads a checkpoint's weights in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VllmDtype {
+    /// `--dtype auto`: the checkpoint's own (16-bit for the models gpumem plans).
+    Auto,
+    /// `--dtype float32`.
+    Float32,
+    /// `--dtype float16`.
+    Float16,
+    /// `--dtype bfloat16`.
+    Bfloat16,
+    /// `--quantization fp8`: the linear layers' weights quantized on load, one byte each; the
+    /// embeddings and the output head stay in 16 bits.
+    Fp8,
+    /// A precision vLLM cannot quantize to on load (a GGUF type, int4): only a checkpoint
+    /// already stored so is served in it.
+    Stored,
+}
+
+impl VllmDtype {
+    /// The precision `--dtype` asked for.
+    pub fn of(dtype: Option<Precision>) -> Self {
+        match dtype {
+            None => VllmDtype::Auto,
+            Some(WEIGHT_F32) => VllmDtype::Float32,
+            Some(WEIGHT_F16) => VllmDtype::Float16,
+            Some(WEIGHT_BF16) => VllmDtype::Bfloat16,
+            Some(WEIGHT_FP8) => VllmDtype::Fp8,
+            Some(_) => VllmDtype::Stored,
+        }
+    }
+
+    /// Bytes of an activation element, and of a KV element under `--kv-cache-dtype auto`.
+    pub fn activation_bytes(self) -> u64 {
+        match self {
+            VllmDtype::Float32 => 4,
+            _ => 2,
+        }
+    }
+
+    /// The `vllm serve` flag and value that load weights so, where one does.
+    pub fn flag(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            VllmDtype::Float32 => Some(("--dtype", "float32")),
+            VllmDtype::Float16 => Some(("--dtype", "float16")),
+            VllmDtype::Bfloat16 => Some(("--dtype", "bfloat16")),
+            VllmDtype::Fp8 => Some(("--quantization", "fp8")),
+            VllmDtype::Auto | VllmDtype::Stored => None,
+        }
+    }
+}
 
 /// How vLLM is started (`vllm serve` flags).
 #[derive(Debug, Clone, PartialEq)]
@@ -35,7 +90,9 @@ pub struct VllmConfig {
     pub max_num_seqs: Option<u64>,
     /// `--block-size`.
     pub block_size: u64,
-    /// Bytes per KV-cache element (`--kv-cache-dtype`: 2 for auto on a 16-bit model, 1 for fp8).
+    /// `--dtype` / `--quantization fp8`.
+    pub dtype: VllmDtype,
+    /// Bytes per KV-cache element (`--kv-cache-dtype`: auto is the model dtype's, fp8 one).
     pub kv_element_bytes: u64,
     /// `--enforce-eager`: no CUDA graphs, no graph pool.
     pub enforce_eager: bool,
@@ -57,6 +114,7 @@ impl VllmConfig {
             max_num_batched_tokens: None,
             max_num_seqs: None,
             block_size: defaults::BLOCK_SIZE,
+            dtype: VllmDtype::Auto,
             kv_element_bytes: 2,
             enforce_eager: false,
             pp_layer_partition: None,
@@ -67,14 +125,31 @@ impl VllmConfig {
 }
 
 impl VllmConfig {
-    /// vLLM's defaults for a model estimated under `settings`: its context as `max_model_len`
-    /// and its KV-cache precision as the element size (vLLM's fp8 cache is one byte).
+    /// vLLM's defaults for a model estimated under `settings`: its context as `max_model_len`,
+    /// its weight precision, and its KV-cache precision as the element size (vLLM's fp8 cache is
+    /// one byte; with none asked for, the model dtype's, as `--kv-cache-dtype auto` takes it).
     pub fn for_settings(settings: &crate::model::Settings) -> Self {
+        let dtype = VllmDtype::of(settings.dtype);
         let kv = settings.kv_dtype;
         VllmConfig {
-            kv_element_bytes: (kv.block_bytes / kv.block_elems.max(1)).max(1),
+            dtype,
+            kv_element_bytes: if settings.kv_dtype_auto {
+                dtype.activation_bytes()
+            } else {
+                (kv.block_bytes / kv.block_elems.max(1)).max(1)
+            },
             ..VllmConfig::defaults(settings.context)
         }
+    }
+
+    /// Whether `--kv-cache-dtype fp8` is asked for.
+    pub fn fp8_cache(&self) -> bool {
+        self.kv_element_bytes == 1
+    }
+
+    /// `--block-size` where it is not vLLM's default.
+    pub fn block_size_flag(&self) -> Option<u64> {
+        (self.block_size != defaults::BLOCK_SIZE).then_some(self.block_size)
     }
 }
 

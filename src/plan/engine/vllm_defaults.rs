@@ -31,8 +31,10 @@ pub const NON_TORCH_FORWARD: u64 = 256 << 20;
 
 /// NCCL's NVLink SHARP buffers, set up at the first all-reduce (after the snapshot) where the
 /// ranks sit on an NVSwitch of Hopper or later: vLLM 0.19's H100 logs print 2.06-2.11 GiB of
-/// non-torch memory at TP 2 and 2.13-2.21 GiB at TP 4 against 0.25 at TP 1. Base and per rank.
+/// non-torch memory at TP 2 and 2.13-2.21 GiB at TP 4 against 0.25 at TP 1: this much, and
+/// `NVLS_PER_RANK` more a rank.
 pub const NVLS_BASE: u64 = 1_802 << 20;
+/// What each tensor-parallel rank adds to NCCL's NVLink SHARP buffers.
 pub const NVLS_PER_RANK: u64 = 31 << 20;
 
 /// The largest CUDA-graph capture size before `2 × max_num_seqs` caps it (512; 1024 on
