@@ -10,7 +10,7 @@ use super::{
     capacity, model_requirement, plan, Accounting, Candidate, Capacity, Plan, PlanKind, Policy,
     Requirement, Selection,
 };
-use crate::model::{EstimateOverflow, Mode, ModelArch, ModelSource, Settings};
+use crate::model::{EstimateOverflow, Mode, ModelArch, ModelSource, Precision, Settings};
 
 /// What `select` places.
 #[derive(Debug, Clone)]
@@ -92,15 +92,20 @@ pub fn select_for_engine(
     }
 }
 
-/// The weights vLLM holds for a checkpoint estimated at `bytes`: under `--quantization fp8` the
-/// embeddings and the output head are not quantized and stay in 16 bits (one more byte an
-/// element than the estimate's fp8).
-fn loaded_weights(arch: &ModelArch, bytes: u64, dtype: VllmDtype) -> u64 {
-    if dtype != VllmDtype::Fp8 {
+/// The weights vLLM holds for a checkpoint estimated at `bytes` with every tensor at `asked`:
+/// quantized weights, whether by `--quantization fp8` on load or stored so (compressed-tensors,
+/// GPTQ, AWQ), leave the token embeddings and the output head in 16 bits.
+fn loaded_weights(arch: &ModelArch, bytes: u64, asked: Option<Precision>) -> u64 {
+    let Some(p) =
+        asked.filter(|_| matches!(VllmDtype::of(asked), VllmDtype::Fp8 | VllmDtype::Stored))
+    else {
         return bytes;
-    }
+    };
     let matrices = if arch.tie_word_embeddings { 1 } else { 2 };
-    bytes.saturating_add(matrices * arch.vocab_size * arch.hidden_size)
+    let elements = u128::from(matrices * arch.vocab_size * arch.hidden_size);
+    let quantized = u64::try_from(p.bytes_for(elements)).unwrap_or(u64::MAX);
+    let whole = u64::try_from(elements * 2).unwrap_or(u64::MAX);
+    bytes.saturating_sub(quantized).saturating_add(whole)
 }
 
 /// Plans `demand` for vLLM: its own accounting over the tensor-parallel layouts it accepts;
@@ -119,7 +124,7 @@ pub fn select_vllm_engine(
     let b = source.estimate(settings)?;
     let model = VllmModel {
         arch: &source.arch,
-        weights_bytes: loaded_weights(&source.arch, b.weights_bytes, cfg.dtype),
+        weights_bytes: loaded_weights(&source.arch, b.weights_bytes, settings.dtype),
         activation_bytes: cfg.dtype.activation_bytes(),
     };
     let Ok(own) = select_vllm(&model, candidates, cfg, settings.batch) else {
