@@ -210,6 +210,8 @@ adamw\t'AdamW: two fp32 moments per parameter'
 sgd\t'SGD with momentum: one fp32 buffer per parameter'
 adamw8bit\t'bitsandbytes\' AdamW8bit: two uint8 moments with a f32 scale per 256 (f32 moments for tensors under 4,096 elements)'
 adafactor\t'transformers\' Adafactor as HF Trainer runs it: factored f32 second moments'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l attn-implementation -d 'With --mode train: transformers\' attn_implementation [default: transformers\' own choice: sdpa, or eager for Gemma 2 and gpt-oss]' -r -f -a "sdpa\t'PyTorch\'s scaled_dot_product_attention'
+eager\t'transformers\' eager attention: the scores and their softmax are kept for backward'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l recipe -d 'With --mode train: precision and copies [default: fp32-autocast for f32 weights, bf16 for 16-bit ones, mixed otherwise]' -r -f -a "bf16\t'Weights, gradients and optimizer state in bf16 (a bf16 checkpoint as loaded)'
 fp32-autocast\t'f32 weights, gradients and state, the forward under bf16 autocast (HF Trainer\'s bf16=True on an f32 model)'
 mixed\t'An f32 master copy computed in bf16: with --fsdp N, FSDP2\'s mixed precision (f32 shards gathered in bf16, gradients reduced in f32); else a closed formula'
@@ -392,6 +394,8 @@ adamw\t'AdamW: two fp32 moments per parameter'
 sgd\t'SGD with momentum: one fp32 buffer per parameter'
 adamw8bit\t'bitsandbytes\' AdamW8bit: two uint8 moments with a f32 scale per 256 (f32 moments for tensors under 4,096 elements)'
 adafactor\t'transformers\' Adafactor as HF Trainer runs it: factored f32 second moments'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l attn-implementation -d 'With --mode train: transformers\' attn_implementation [default: transformers\' own choice: sdpa, or eager for Gemma 2 and gpt-oss]' -r -f -a "sdpa\t'PyTorch\'s scaled_dot_product_attention'
+eager\t'transformers\' eager attention: the scores and their softmax are kept for backward'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l recipe -d 'With --mode train: precision and copies [default: fp32-autocast for f32 weights, bf16 for 16-bit ones, mixed otherwise]' -r -f -a "bf16\t'Weights, gradients and optimizer state in bf16 (a bf16 checkpoint as loaded)'
 fp32-autocast\t'f32 weights, gradients and state, the forward under bf16 autocast (HF Trainer\'s bf16=True on an f32 model)'
 mixed\t'An f32 master copy computed in bf16: with --fsdp N, FSDP2\'s mixed precision (f32 shards gathered in bf16, gradients reduced in f32); else a closed formula'

@@ -217,6 +217,11 @@ pub struct WorkloadSettings {
     #[arg(long)]
     pub checkpointing: bool,
 
+    /// With --mode train: transformers' attn_implementation [default: transformers' own
+    /// choice: sdpa, or eager for Gemma 2 and gpt-oss].
+    #[arg(long, value_enum, value_name = "IMPL")]
+    pub attn_implementation: Option<AttnImplementationArg>,
+
     /// With --mode train: precision and copies [default: fp32-autocast for f32 weights, bf16
     /// for 16-bit ones, mixed otherwise].
     #[arg(long, value_enum, value_name = "RECIPE")]
@@ -289,6 +294,15 @@ pub enum Mode {
     Infer,
     /// Mixed-precision training: adds gradients, optimizer states and fp32 master weights.
     Train,
+}
+
+/// transformers' attention implementation under training.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AttnImplementationArg {
+    /// PyTorch's scaled_dot_product_attention.
+    Sdpa,
+    /// transformers' eager attention: the scores and their softmax are kept for backward.
+    Eager,
 }
 
 /// The optimizer whose state `estimate --mode train` counts.

@@ -35,7 +35,7 @@ pub fn run(args: &EstimateArgs, out: &Output) -> Result<Exit> {
         let vllm = VllmConfig::for_settings(&settings);
         let demand = Demand::Model {
             source: Box::new(model.clone()),
-            settings: settings.clone(),
+            settings: Box::new(settings.clone()),
         };
         let selection = select_for_engine(
             engine,

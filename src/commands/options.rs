@@ -14,7 +14,7 @@ use crate::alloc::{MemoryConfig, Preset};
 use crate::backend::{BackendKind, DeviceSpec, DiscoverOptions, Isolation};
 use crate::cli::{self, BenchAllocArgs, DiscoverArgs, SelectArgs, StressArgs, WorkloadKind};
 use crate::error::CliError;
-use crate::model::training::{Ddp, Fsdp, Lora, LoraTargets, Recipe};
+use crate::model::training::{AttnImplementation, Ddp, Fsdp, Lora, LoraTargets, Recipe};
 use crate::model::{
     self, kv_precision, weight_precision, Settings, SourceSpec, KV_F16, KV_PRECISIONS,
     WEIGHT_PRECISIONS,
@@ -362,6 +362,11 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
             cli::Optimizer::Adafactor => model::Optimizer::Adafactor,
         },
         checkpointing: args.checkpointing,
+        attention: match args.attn_implementation {
+            None => AttnImplementation::Auto,
+            Some(cli::AttnImplementationArg::Sdpa) => AttnImplementation::Sdpa,
+            Some(cli::AttnImplementationArg::Eager) => AttnImplementation::Eager,
+        },
         fsdp: args.fsdp.map(|n| Fsdp {
             world: u64::from(n),
             reshard_after_forward: !args.no_reshard_after_forward,

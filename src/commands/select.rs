@@ -33,7 +33,7 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
             (
                 Demand::Model {
                     source: Box::new(source),
-                    settings: *settings,
+                    settings,
                 },
                 Some(spec),
             )

@@ -491,6 +491,7 @@ pub fn estimate_inference_memory(
         mode: Mode::Infer,
         optimizer: Optimizer::Adamw,
         checkpointing: false,
+        attention: Default::default(),
         recipe: None,
         fsdp: None,
         ddp: None,

@@ -22,7 +22,7 @@ pub enum Demand {
         /// The model read from its source.
         source: Box<ModelSource>,
         /// How it is estimated.
-        settings: Settings,
+        settings: Box<Settings>,
     },
 }
 
@@ -54,7 +54,7 @@ impl Demand {
         let settings = Settings {
             batch: batch.max(1),
             context: context.max(1),
-            ..settings.clone()
+            ..(**settings).clone()
         };
         let b = source.estimate(&settings).ok()?;
         Some(model_requirement(

@@ -83,7 +83,7 @@ pub fn suggest(r: &Request<'_>) -> Vec<Suggestion> {
     let fits = |settings: &Settings, candidates: &[Candidate], vllm: &VllmConfig| {
         let demand = Demand::Model {
             source: source.clone(),
-            settings: settings.clone(),
+            settings: Box::new(settings.clone()),
         };
         select_for_engine(r.engine, &demand, candidates, r.policy, (vllm, r.llamacpp))
             .is_ok_and(|s| s.plan.kind != PlanKind::None)
@@ -221,13 +221,13 @@ pub fn suggest_training(r: &Request<'_>) -> Vec<Suggestion> {
         .find(|&ranks| {
             let demand = Demand::Model {
                 source: source.clone(),
-                settings: Settings {
+                settings: Box::new(Settings {
                     fsdp: Some(crate::model::training::Fsdp {
                         world: ranks,
                         reshard_after_forward: true,
                     }),
-                    ..settings.clone()
-                },
+                    ..(**settings).clone()
+                }),
             };
             select_for_engine(
                 r.engine,

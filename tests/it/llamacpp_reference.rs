@@ -90,6 +90,7 @@ fn rows(name: &str, doc: &Value, arch: &gpumem::model::ModelArch, file: FileWeig
             mode: Mode::Infer,
             optimizer: Optimizer::Adamw,
             checkpointing: false,
+            attention: Default::default(),
             recipe: None,
             fsdp: None,
             ddp: None,

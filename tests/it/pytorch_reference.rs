@@ -10,7 +10,7 @@ use crate::common;
 
 use gpumem::model::generate::{generate_peak, GeneratePhase, GenerateRun};
 use gpumem::model::training::{
-    training_peak, Ddp, Fsdp, Lora, LoraTargets, Phase, Recipe, TrainingRun,
+    training_peak, AttnImplementation, Ddp, Fsdp, Lora, LoraTargets, Phase, Recipe, TrainingRun,
 };
 use gpumem::model::{read_config, ModelArch, Optimizer};
 use serde_json::Value;
@@ -88,6 +88,11 @@ fn run_of(r: &Value) -> TrainingRun {
             bucket_view,
             zero1: r["ddp"]["zero1"].as_u64(),
         }),
+        // What the record ran: SDPA, or eager where transformers chose it or was asked to.
+        attention: match r["attn"].as_str() {
+            Some("eager") => AttnImplementation::Eager,
+            _ => AttnImplementation::Sdpa,
+        },
     }
 }
 
@@ -193,4 +198,52 @@ fn generate_peaks_match_memtracker() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+// `--attn-implementation eager` walks the step as transformers' eager attention runs it: the
+// CLI's figure for Llama-3.2-1B at 1,024 tokens is MemTracker's for that record, above the SDPA
+// step's; SDPA for a family transformers runs only eagerly is refused with the reason, and the
+// estimate falls back to the closed formula.
+#[test]
+fn the_attention_implementation_is_walked_or_refused() {
+    let record: Value = serde_json::from_str(
+        &std::fs::read_to_string(common::fixture(
+            "pytorch/train-llama-3.2-1b-bf16-adamw-b1-s1024-eager.json",
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let config = common::fixture("pytorch/configs/llama-3.2-1b.json");
+    let train = |model: &[&str], extra: &[&str]| -> Value {
+        let out = common::gpumem()
+            .args(["--json", "estimate"])
+            .args(model)
+            .args(["--mode", "train", "--context", "1024"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let config_arg = ["--config", config.as_str()];
+    let eager = train(&config_arg, &["--attn-implementation", "eager"]);
+    let total = |d: &Value| d["training_step"]["peak"]["total"].as_u64().unwrap();
+    assert_eq!(
+        total(&eager),
+        record["peak"]["Total"].as_u64().unwrap(),
+        "{eager}"
+    );
+    let sdpa = train(&config_arg, &["--attn-implementation", "sdpa"]);
+    assert_eq!(total(&sdpa), total(&train(&config_arg, &[])));
+    assert!(total(&sdpa) < total(&eager));
+    let refused = train(
+        &["--model", "gemma-2-2b"],
+        &["--attn-implementation", "sdpa"],
+    );
+    assert_eq!(
+        refused["training_unwalked"],
+        "PyTorch's step is not yet walked with SDPA for Gemma 2 or gpt-oss (transformers runs \
+         them eagerly)"
+    );
+    assert!(refused["training_step"].is_null(), "{refused}");
 }

@@ -16,9 +16,10 @@ record() {
     echo "$name"
 }
 
-grep -v '^#' "$here/rows.txt" | while read -r model recipe opt batch seq ckpt; do
+grep -v '^#' "$here/rows.txt" | while read -r model recipe opt batch seq ckpt attn; do
     flag=""
     suffix=""
+    [ "${ckpt:-}" = "-" ] && ckpt=""
     case "$recipe" in
     lora:* | qlora:*)
         # lora:RANK:TARGETS, qlora:RANK:TARGETS
@@ -29,8 +30,9 @@ grep -v '^#' "$here/rows.txt" | while read -r model recipe opt batch seq ckpt; d
         suffix="-r$rank-$targets"
         ;;
     esac
-    name="train-$model-$recipe$suffix-$opt-b$batch-s$seq${ckpt:+-ckpt}"
+    name="train-$model-$recipe$suffix-$opt-b$batch-s$seq${ckpt:+-ckpt}${attn:+-$attn}"
     [ -n "${ckpt:-}" ] && flag="$flag --checkpointing"
+    [ -n "${attn:-}" ] && flag="$flag --attn $attn"
     # shellcheck disable=SC2086 # the flags are words
     record "$name" "$model" "$recipe" "$opt" "$batch" "$seq" $flag
 done

@@ -129,6 +129,8 @@ pub struct Settings {
     pub optimizer: Optimizer,
     /// Keep only layer inputs under training (recompute the rest); ignored for inference.
     pub checkpointing: bool,
+    /// transformers' attention implementation under training; ignored for inference.
+    pub attention: crate::model::training::AttnImplementation,
     /// FSDP2 sharding under training: the figures are then one rank's.
     pub fsdp: Option<crate::model::training::Fsdp>,
     /// DistributedDataParallel under training: one rank's figures, its gradient buckets in.
@@ -169,6 +171,7 @@ impl Settings {
             mode: Mode::Infer,
             optimizer: Optimizer::Adamw,
             checkpointing: false,
+            attention: Default::default(),
             recipe: None,
             fsdp: None,
             ddp: None,
@@ -683,6 +686,7 @@ fn walk_training(
         checkpointing: s.checkpointing,
         fsdp: s.fsdp,
         ddp: s.ddp,
+        attention: s.attention,
     };
     match training_peak(arch, &run) {
         Ok(peak) => {

@@ -24,6 +24,7 @@
 //!     checkpointing: false,
 //!     fsdp: None,
 //!     ddp: None,
+//!     attention: Default::default(),
 //! };
 //! let peak = training_peak(&arch, &run).unwrap();
 //! // MemTracker's peak for this step: 80,302,630,540 bytes, in the optimizer step.
@@ -118,6 +119,22 @@ pub struct TrainingRun {
     pub fsdp: Option<Fsdp>,
     /// DistributedDataParallel: the figures are one rank's, with its gradient buckets.
     pub ddp: Option<Ddp>,
+    /// transformers' attention implementation (`attn_implementation`).
+    pub attention: AttnImplementation,
+}
+
+/// transformers' `attn_implementation`, which sets what attention saves for backward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AttnImplementation {
+    /// transformers' own choice: SDPA, or eager attention for the families it runs no SDPA for
+    /// (Gemma 2's soft-capped logits, gpt-oss's sinks).
+    #[default]
+    Auto,
+    /// `sdpa`: PyTorch's fused kernel, which keeps a log-sum-exp per head and token.
+    Sdpa,
+    /// `eager`: the scores matrix and its softmax, a value per head, token and position.
+    Eager,
 }
 
 /// Where in the step the peak falls.

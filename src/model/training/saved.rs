@@ -130,19 +130,26 @@ fn gpt_oss_layer_per_token(s: &Shape, seq: u128, mlp: u128) -> u128 {
 }
 
 /// Bytes one decoder layer saves per token of sequences of `seq`; `experts`: a layer with
-/// routed experts; `repeated`: SDPA runs with a mask, so K and V are repeated to every head.
+/// routed experts; `repeated`: K and V are repeated to every head (SDPA with a mask, or eager
+/// attention over grouped KV heads); `eager`: eager attention, which saves its f32 softmax and
+/// the bf16 probabilities, a value per head and position, where SDPA saves a log-sum-exp.
 pub(super) fn layer_per_token(
     s: &Shape,
     recipe: Recipe,
     experts: bool,
     seq: u128,
-    repeated: bool,
+    (repeated, eager): (bool, bool),
 ) -> u128 {
     let (h, d) = (s.hidden, s.head_dim);
     let q = s.heads * d;
     let kv = s.kv_heads * d;
-    let kv_saved = if repeated { q } else { kv };
-    let mut attention = ACT * (q + 2 * kv_saved) + 4 * s.heads + ACT * q;
+    let kv_saved = if repeated || eager { q } else { kv };
+    let scores = if eager {
+        (4 + ACT) * s.heads * seq
+    } else {
+        4 * s.heads
+    };
+    let mut attention = ACT * (q + 2 * kv_saved) + scores + ACT * q;
     if s.fused {
         // The value SDPA saves is a view of the fused q/k/v output, which it keeps whole; the
         // output is copied contiguous for o_proj, which saves the copy.
@@ -180,6 +187,21 @@ pub(super) fn layer_per_token(
             2 * rms_norm_f32(h) + casts + qk_norm + attention + mlp
         }
     }
+}
+
+/// What a Llama-layout layer under eager attention still holds per token when its softmax's
+/// backward runs: the input norm's tensors (its output saved by q, k and v), the per-head
+/// norms', the rotated query and the repeated key the scores' product saved, and the f32
+/// softmax; the probabilities, V and everything after them are released by then.
+pub(super) fn eager_attention_remnant(s: &Shape, seq: u128) -> u128 {
+    let q = s.heads * s.head_dim;
+    let kv = s.kv_heads * s.head_dim;
+    let qk_norm = if s.qk_norm {
+        rms_norm(q, false) - 4 + 4 * s.heads + rms_norm(kv, false) - 4 + 4 * s.kv_heads
+    } else {
+        0
+    };
+    rms_norm(s.hidden, true) + qk_norm + 2 * ACT * q + 4 * s.heads * seq
 }
 
 /// Bytes one decoder layer saves whatever the tokens: an expert layer's int32 offsets of each

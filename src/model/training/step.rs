@@ -4,10 +4,14 @@
 
 use super::fsdp::{sharded_points, Fsdp, Grads, Sizes, Tally};
 use super::saved::{
-    head_fixed, head_per_token, labels_bytes, layer_fixed, layer_input, layer_per_token,
-    loss_backward_per_token, loss_forward_per_token, rope_per_position, ACT_BYTES, IDS,
+    eager_attention_remnant, head_fixed, head_per_token, labels_bytes, layer_fixed, layer_input,
+    layer_per_token, loss_backward_per_token, loss_forward_per_token, rope_per_position, ACT_BYTES,
+    IDS,
 };
-use super::{lora, Layout, Lora, Phase, Recipe, Shape, TrainingError, TrainingPeak, TrainingRun};
+use super::{
+    lora, AttnImplementation, Layout, Lora, Phase, Recipe, Shape, TrainingError, TrainingPeak,
+    TrainingRun,
+};
 use crate::model::arch::ModelArch;
 use crate::model::estimate::Optimizer;
 
@@ -35,6 +39,10 @@ struct Saved {
     first_layer: u128,
     /// The shifted labels, released by the loss's backward.
     labels: u128,
+    /// Under eager attention, what the first layer still holds when its softmax's backward
+    /// runs (its input norm's, the query's, the repeated key's and the f32 softmax's), beside
+    /// the causal mask the checkpoints hold; `None` under SDPA.
+    eager_first_layer: Option<u128>,
 }
 
 /// A point of the walk, by category.
@@ -46,6 +54,20 @@ struct Point {
     temporaries: u128,
 }
 
+impl Point {
+    fn sum(&self) -> u128 {
+        self.gradients + self.optimizer_extra + self.activations + self.temporaries
+    }
+
+    /// This point, or `other` where it holds more.
+    fn larger(self, other: Option<Point>) -> Point {
+        match other {
+            Some(o) if o.sum() > self.sum() => o,
+            _ => self,
+        }
+    }
+}
+
 /// How attention runs for this step.
 #[derive(Clone, Copy)]
 struct Mask {
@@ -53,6 +75,8 @@ struct Mask {
     masked: bool,
     /// …and then K and V are repeated to every head.
     repeated: bool,
+    /// A Llama-layout model's attention runs eagerly (`attn_implementation="eager"`).
+    eager: bool,
 }
 
 /// PyTorch's peak over one training step of `arch` under `run`.
@@ -262,10 +286,11 @@ fn check(s: &Shape, run: &TrainingRun) -> Result<Mask, TrainingError> {
         }
         _ => {}
     }
+    let eager = eager_attention(s, run)?;
     // Past the window SDPA takes a mask: no GQA, K and V repeated to every head. Eager
     // attention (Gemma 2, gpt-oss, DeepSeek-V2) adds its masks whatever the length, and saves
     // none.
-    let sdpa = matches!(s.layout, Layout::Llama | Layout::Gemma3);
+    let sdpa = matches!(s.layout, Layout::Llama | Layout::Gemma3) && !eager;
     let masked = sdpa && s.window.is_some_and(|w| u128::from(run.seq) >= w);
     let repeated = masked && s.heads != s.kv_heads;
     if run.checkpointing && matches!(s.layout, Layout::GptOss | Layout::DeepseekV2) {
@@ -283,7 +308,45 @@ fn check(s: &Shape, run: &TrainingRun) -> Result<Mask, TrainingError> {
     {
         return refuse("LoRA with a mask, experts or fused projections");
     }
-    Ok(Mask { masked, repeated })
+    Ok(Mask {
+        masked,
+        repeated,
+        eager,
+    })
+}
+
+/// Whether a Llama-layout model runs eager attention; the families transformers runs only
+/// eagerly (Gemma 2, gpt-oss) have their own walk, and no SDPA one.
+fn eager_attention(s: &Shape, run: &TrainingRun) -> Result<bool, TrainingError> {
+    let refuse = |what| Err(TrainingError::Unsupported { what });
+    let eager_family = matches!(s.layout, Layout::Gemma2 | Layout::GptOss);
+    match run.attention {
+        AttnImplementation::Auto => Ok(false),
+        AttnImplementation::Sdpa if eager_family => {
+            refuse("SDPA for Gemma 2 or gpt-oss (transformers runs them eagerly)")
+        }
+        AttnImplementation::Sdpa => Ok(false),
+        AttnImplementation::Eager if eager_family => Ok(false),
+        AttnImplementation::Eager => {
+            let windowed = s.window.is_some_and(|w| u128::from(run.seq) >= w);
+            if s.layout != Layout::Llama
+                || s.moe.is_some()
+                || s.fused
+                || windowed
+                || run.recipe.lora().is_some()
+                || run.recipe == Recipe::Fp32Autocast
+                || run.fsdp.is_some()
+                || run.ddp.is_some()
+            {
+                return refuse(
+                    "eager attention with experts, fused projections, a sliding window within \
+                     the sequence, LoRA, autocast, FSDP2 or DDP, or Gemma 3's or DeepSeek-V2's \
+                     layout",
+                );
+            }
+            Ok(true)
+        }
+    }
 }
 
 /// How the adapters meet the stream: QLoRA's f32 stream; under FSDP2, which shards one dtype a
@@ -351,7 +414,7 @@ fn saved(s: &Shape, run: &TrainingRun, lora: Option<Lora>, mask: Mask) -> Saved 
     let seq = u128::from(run.seq);
     let tokens = u128::from(run.batch) * seq;
     let full = |experts: bool| {
-        tokens * layer_per_token(s, run.recipe, experts, seq, mask.repeated)
+        tokens * layer_per_token(s, run.recipe, experts, seq, (mask.repeated, mask.eager))
             + layer_fixed(s, run.recipe, experts)
     };
     let moe_layers = s.moe.map_or(0, |m| m.layers);
@@ -396,10 +459,16 @@ fn saved(s: &Shape, run: &TrainingRun, lora: Option<Lora>, mask: Mask) -> Saved 
         s.layers * 2 * tokens * seq
     } else if s.layout == Layout::Gemma2 && run.checkpointing {
         2 * 2 * tokens * seq
+    } else if mask.eager && run.checkpointing {
+        // Eager attention's one causal mask, held by the checkpoints.
+        2 * tokens * seq
     } else {
         0
     };
     let labels = labels_bytes(u128::from(run.batch), seq);
+    let eager_first_layer = mask
+        .eager
+        .then(|| tokens * eager_attention_remnant(s, seq) + masks);
     Saved {
         total: layers
             + masks
@@ -411,7 +480,42 @@ fn saved(s: &Shape, run: &TrainingRun, lora: Option<Lora>, mask: Mask) -> Saved 
             + LOSS,
         first_layer,
         labels,
+        eager_first_layer,
     }
+}
+
+/// Eager attention's softmax backward in the first layer (its last backward, recomputed under
+/// checkpointing): the MLP's and o_proj's gradients are there, and beside what the layer
+/// still holds, the f32 gradients of the probabilities and of the scores, and the bf16
+/// gradients of the stream. Every gradient is counted as there.
+fn eager_softmax_backward(
+    s: &Shape,
+    run: &TrainingRun,
+    held: &Held,
+    saved: &Saved,
+) -> Option<Point> {
+    let remnant = saved.eager_first_layer?;
+    let seq = u128::from(run.seq);
+    let tokens = u128::from(run.batch) * seq;
+    let p = u128::from(run.recipe.param_bytes());
+    Some(Point {
+        phase: Phase::Backward,
+        gradients: if s.tied {
+            held.trainable
+        } else {
+            held.trainable - s.vocab * s.hidden * p
+        },
+        optimizer_extra: 0,
+        activations: tokens * IDS
+            + seq * rope_per_position(s, run.recipe)
+            + remnant
+            + if run.checkpointing {
+                tokens * layer_input(s, run.recipe) + seq * IDS
+            } else {
+                0
+            },
+        temporaries: tokens * (2 * 4 * s.heads * seq + 2 * ACT_BYTES * s.hidden),
+    })
 }
 
 /// The points where the step can peak.
@@ -495,7 +599,8 @@ fn points(
                     0
                 },
             temporaries: layer_temporaries.max(tokens * 2 * act * s.hidden),
-        },
+        }
+        .larger(eager_softmax_backward(s, run, held, saved)),
         // The embedding's backward, last: every other gradient is there; the embedding's is
         // being made (and, when the head shares the matrix, summed with the head's: both
         // contributions and their sum at once). Frozen under LoRA.
