@@ -311,6 +311,12 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
             CliError::Usage("--fsdp shards a training step: add --mode train".into()).into(),
         );
     }
+    if args.attn_implementation.is_some() && args.mode != cli::Mode::Train {
+        return Err(CliError::Usage(
+            "--attn-implementation is transformers' under training: add --mode train".into(),
+        )
+        .into());
+    }
     if args.ddp && args.mode != cli::Mode::Train {
         return Err(CliError::Usage(
             "--ddp is a training step's data parallelism: add --mode train".into(),

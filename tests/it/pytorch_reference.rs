@@ -247,3 +247,23 @@ fn the_attention_implementation_is_walked_or_refused() {
     );
     assert!(refused["training_step"].is_null(), "{refused}");
 }
+
+// The attention implementation is a training flag: without --mode train it is a usage error,
+// one line, exit 2.
+#[test]
+fn the_attention_implementation_needs_a_training_step() {
+    let err = common::one_line_error(
+        common::gpumem().args([
+            "estimate",
+            "--model",
+            "llama-3.2-1b",
+            "--attn-implementation",
+            "eager",
+        ]),
+        2,
+    );
+    assert_eq!(
+        err,
+        "gpumem: error: --attn-implementation is transformers' under training: add --mode train\n"
+    );
+}
