@@ -136,9 +136,10 @@ fn modelled_terms(run: &Value) -> Value {
 // The terms vLLM 0.19 printed on H100s (weights, the profile's peak, what the forward pass took
 // outside torch, and the CUDA-graph estimate 0.33 subtracts) against gpumem's: weights within
 // 1 %, the non-torch memory (0.25 GiB, 2.1 GiB where ranks all-reduce over NVLink SHARP) within
-// 10 %, the profile peak never above vLLM's and within 30 % (MoE and MLA forwards run higher than
-// gpumem's model of them), and the CUDA-graph estimate, a measurement that varies by a few MiB a
-// graph from run to run, within [0.35, 1.6]× a run and within 15 % over all the runs.
+// 10 %, the profile peak never above vLLM's and within 15 % (the sampler's Triton buffer and
+// the MoE router's tensors are not modelled), and the CUDA-graph estimate, a measurement that
+// varies by a few MiB a graph from run to run, within [0.35, 1.6]× a run and within 15 % over
+// all the runs.
 #[test]
 fn modelled_terms_match_what_vllm_printed() {
     let mut failures = Vec::new();
@@ -146,7 +147,7 @@ fn modelled_terms_match_what_vllm_printed() {
     let bands = [
         ("weights", 0.99, 1.01),
         ("non_torch", 0.90, 1.10),
-        ("profile_peak", 0.70, 1.00),
+        ("profile_peak", 0.85, 1.00),
         ("cuda_graphs_estimate", 0.35, 1.6),
     ];
     let printed: Vec<Value> = runs()

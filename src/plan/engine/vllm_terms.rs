@@ -69,7 +69,9 @@ impl Stage {
                 + run
                     .seqs
                     .saturating_mul(arch.vocab_size.saturating_mul(model.activation_bytes + 12));
-            forward.max(sampler)
+            // The fused experts' workspaces outlive the forward pass (vLLM's workspace
+            // manager keeps them), so the sampler runs beside them.
+            forward.max(sampler + moe_workspace(model, run))
         } else {
             forward
         };
@@ -156,6 +158,30 @@ fn stage_weights(
         per_rank += per_param(one_head) - per_param(one_head * kv / tp);
     }
     u64::try_from(per_rank).unwrap_or(u64::MAX)
+}
+
+/// The fused-MoE kernel's workspaces for a batch of `max_num_batched_tokens` on one rank
+/// (`TritonExperts.workspace_shapes`, one chunk): the gate-up products or the output, and the
+/// activated halves or the down products, each `top_k` a token; 0 without routed experts.
+fn moe_workspace(model: &VllmModel<'_>, run: &Run) -> u64 {
+    let arch = model.arch;
+    let Some(m) = arch.moe.as_ref().filter(|_| arch.moe_layers() > 0) else {
+        return 0;
+    };
+    let per_rank = m.expert_intermediate.div_ceil(run.tp.max(1));
+    let (n, activated) = match arch.mlp {
+        Mlp::Gated => (2 * per_rank, per_rank),
+        Mlp::Plain => (per_rank, per_rank),
+    };
+    let h = arch.hidden_size;
+    let routed = run.tokens.saturating_mul(m.experts_per_token);
+    let first = routed
+        .saturating_mul(activated.max(h))
+        .max(run.tokens.saturating_mul(h));
+    let second = routed.saturating_mul(n.max(h));
+    first
+        .saturating_add(second)
+        .saturating_mul(model.activation_bytes)
 }
 
 /// Activation bytes per token at the forward pass's peak on one rank: the residual, the

@@ -128,7 +128,8 @@ pub fn device_present(backend: &str) -> bool {
 }
 
 /// Runs gpumem with `args`, sends `signal` after `delay`, and returns its output once it exits,
-/// which must be within 20 s of the signal, with the exit code `code` (128 + signal).
+/// which must be within 60 s of the signal (a hang, not a timing: a debug build on two busy
+/// cores took over 20 s to write its partial report), with the exit code `code` (128 + signal).
 pub fn run_until_signal(
     args: &[&str],
     delay: std::time::Duration,
@@ -148,7 +149,7 @@ pub fn run_until_signal(
     let start = std::time::Instant::now();
     let out = child.wait_with_output().unwrap();
     assert!(
-        start.elapsed() < std::time::Duration::from_secs(20),
+        start.elapsed() < std::time::Duration::from_secs(60),
         "{args:?} did not stop on signal {signal}"
     );
     assert_eq!(
