@@ -168,13 +168,7 @@ pub(super) fn layer_per_token(
         (Layout::GptOss, _) => return gpt_oss_layer_per_token(s, seq, mlp),
         _ => {}
     }
-    // Per-head norms on q and k read the projections' bf16 outputs in either recipe: one f32
-    // rsqrt a head, and the output feeds the rotary embedding, which saves nothing.
-    let qk_norm = if s.qk_norm {
-        rms_norm(q, false) - 4 + 4 * s.heads + rms_norm(kv, false) - 4 + 4 * s.kv_heads
-    } else {
-        0
-    };
+    let qk_norm = qk_norm(s);
     // LoRA's and QLoRA's layers are walked by `lora::layer_per_token`.
     match recipe {
         Recipe::Bf16 | Recipe::MixedFp32Master | Recipe::Lora(_) | Recipe::Qlora(_) => {
@@ -195,13 +189,18 @@ pub(super) fn layer_per_token(
 /// softmax; the probabilities, V and everything after them are released by then.
 pub(super) fn eager_attention_remnant(s: &Shape, seq: u128) -> u128 {
     let q = s.heads * s.head_dim;
+    rms_norm(s.hidden, true) + qk_norm(s) + 2 * ACT * q + 4 * s.heads * seq
+}
+
+/// Per-head norms on q and k (Qwen3's) read the projections' bf16 outputs in either recipe:
+/// one f32 rsqrt a head, and the output feeds the rotary embedding, which saves nothing.
+fn qk_norm(s: &Shape) -> u128 {
+    if !s.qk_norm {
+        return 0;
+    }
+    let q = s.heads * s.head_dim;
     let kv = s.kv_heads * s.head_dim;
-    let qk_norm = if s.qk_norm {
-        rms_norm(q, false) - 4 + 4 * s.heads + rms_norm(kv, false) - 4 + 4 * s.kv_heads
-    } else {
-        0
-    };
-    rms_norm(s.hidden, true) + qk_norm + 2 * ACT * q + 4 * s.heads * seq
+    rms_norm(q, false) - 4 + 4 * s.heads + rms_norm(kv, false) - 4 + 4 * s.kv_heads
 }
 
 /// Bytes one decoder layer saves whatever the tokens: an expert layer's int32 offsets of each
