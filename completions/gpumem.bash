@@ -272,7 +272,7 @@ _gpumem() {
                     return 0
                     ;;
                 --dtype)
-                    COMPREPLY=($(compgen -W "f32 f16 bf16 fp8 int8 int4 q8_0 q6_k q5_0 q5_1 q5_k q4_0 q4_1 q4_k q3_k q2_k iq4_nl iq4_xs iq3_s iq3_xxs iq2_s iq2_xs iq2_xxs iq1_m iq1_s tq2_0 tq1_0 mxfp4 q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m q5_k_s q5_k_m" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "f32 f16 bf16 fp8 int8 int4 int4_g128 q8_0 q6_k q5_0 q5_1 q5_k q4_0 q4_1 q4_k q3_k q2_k iq4_nl iq4_xs iq3_s iq3_xxs iq2_s iq2_xs iq2_xxs iq1_m iq1_s tq2_0 tq1_0 mxfp4 q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m q5_k_s q5_k_m" -- "${cur}"))
                     return 0
                     ;;
                 --kv-dtype)
@@ -488,7 +488,7 @@ _gpumem() {
                     return 0
                     ;;
                 --dtype)
-                    COMPREPLY=($(compgen -W "f32 f16 bf16 fp8 int8 int4 q8_0 q6_k q5_0 q5_1 q5_k q4_0 q4_1 q4_k q3_k q2_k iq4_nl iq4_xs iq3_s iq3_xxs iq2_s iq2_xs iq2_xxs iq1_m iq1_s tq2_0 tq1_0 mxfp4 q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m q5_k_s q5_k_m" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "f32 f16 bf16 fp8 int8 int4 int4_g128 q8_0 q6_k q5_0 q5_1 q5_k q4_0 q4_1 q4_k q3_k q2_k iq4_nl iq4_xs iq3_s iq3_xxs iq2_s iq2_xs iq2_xxs iq1_m iq1_s tq2_0 tq1_0 mxfp4 q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m q5_k_s q5_k_m" -- "${cur}"))
                     return 0
                     ;;
                 --kv-dtype)

@@ -156,12 +156,13 @@ mamba-codestral\t''"
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l config -d 'A Hugging Face config.json (Llama 2-4, Mistral, Mixtral, Qwen 2-3, Qwen3-Next, Gemma 1-3, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3, Kimi-K2, GLM-4.5, gpt-oss, Mamba, Mamba-2, Jamba, Granite-4.0-H, Nemotron-H, Falcon-H1; others with --allow-generic)' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l gguf -d 'A GGUF file; only its header is read, never the tensor data' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l safetensors -d 'A .safetensors file, a directory of shards, or a model.safetensors.index.json' -r -F
-complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l dtype -d 'Weight precision: f32, f16, bf16, fp8, int8, int4, or a GGUF quantization such as q8_0, q4_k_m. Default: the file\'s own types for GGUF/safetensors, bf16 otherwise' -r -f -a "f32\t''
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l dtype -d 'Weight precision: f32, f16, bf16, fp8, int8, int4, int4_g128 (GPTQ/AWQ: a 16-bit scale a group of 128), or a GGUF quantization such as q8_0, q4_k_m. Default: the file\'s own types for GGUF/safetensors, bf16 otherwise' -r -f -a "f32\t''
 f16\t''
 bf16\t''
 fp8\t''
 int8\t''
 int4\t''
+int4_g128\t''
 q8_0\t''
 q6_k\t''
 q5_0\t''
@@ -340,12 +341,13 @@ mamba-codestral\t''"
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l config -d 'A Hugging Face config.json (Llama 2-4, Mistral, Mixtral, Qwen 2-3, Qwen3-Next, Gemma 1-3, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3, Kimi-K2, GLM-4.5, gpt-oss, Mamba, Mamba-2, Jamba, Granite-4.0-H, Nemotron-H, Falcon-H1; others with --allow-generic)' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l gguf -d 'A GGUF file; only its header is read, never the tensor data' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l safetensors -d 'A .safetensors file, a directory of shards, or a model.safetensors.index.json' -r -F
-complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l dtype -d 'Weight precision: f32, f16, bf16, fp8, int8, int4, or a GGUF quantization such as q8_0, q4_k_m. Default: the file\'s own types for GGUF/safetensors, bf16 otherwise' -r -f -a "f32\t''
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l dtype -d 'Weight precision: f32, f16, bf16, fp8, int8, int4, int4_g128 (GPTQ/AWQ: a 16-bit scale a group of 128), or a GGUF quantization such as q8_0, q4_k_m. Default: the file\'s own types for GGUF/safetensors, bf16 otherwise' -r -f -a "f32\t''
 f16\t''
 bf16\t''
 fp8\t''
 int8\t''
 int4\t''
+int4_g128\t''
 q8_0\t''
 q6_k\t''
 q5_0\t''

@@ -48,6 +48,7 @@ pub const WEIGHT_PRECISIONS: &[Precision] = &[
     WEIGHT_FP8,
     p("int8", 1, 1),
     p("int4", 1, 2),
+    WEIGHT_INT4_G128,
     p("q8_0", 34, 32),
     p("q6_k", 210, 256),
     p("q5_0", 22, 32),
@@ -89,6 +90,11 @@ pub const WEIGHT_BF16: Precision = p("bf16", 2, 1);
 /// fp8 weights, quantized per tensor.
 pub const WEIGHT_FP8: Precision = p("fp8", 1, 1);
 
+/// 4-bit weights with a 16-bit scale for each group of 128 along the input (GPTQ's and AWQ's
+/// usual layout, compressed-tensors' W4A16): 66 bytes a group. AWQ's and AutoGPTQ's 4-bit
+/// zero points (half a byte a group more) are left out.
+pub const WEIGHT_INT4_G128: Precision = p("int4_g128", 66, 128);
+
 /// The f16 KV cache (llama.cpp's default).
 pub const KV_F16: Precision = p("f16", 2, 1);
 
@@ -111,6 +117,7 @@ fn lookup(table: &[Precision], name: &str) -> Option<Precision> {
         "float8" | "f8" | "e4m3" | "fp8_e4m3" => "fp8",
         "i8" => "int8",
         "i4" => "int4",
+        "w4a16" | "gptq" | "awq" | "int4-g128" => "int4_g128",
         other => other,
     };
     table.iter().find(|p| p.name == want).copied()
@@ -200,6 +207,10 @@ mod tests {
         assert_eq!(q4.bits_per_element(), 4.5);
         assert_eq!(weight_precision("bfloat16").unwrap().bytes_for(3), 6);
         assert_eq!(weight_precision("int4").unwrap().bytes_for(3), 2);
+        let w4a16 = weight_precision("W4A16").unwrap();
+        assert_eq!(w4a16, WEIGHT_INT4_G128);
+        assert_eq!(w4a16.bytes_for(4096 * 128), 4096 * 66);
+        assert_eq!(w4a16.bits_per_element(), 4.125);
         assert!((weight_precision("q4_k_m").unwrap().bits_per_element() - 4.84).abs() < 0.001);
         assert!(weight_precision("q9_9").is_none());
         assert_eq!(kv_precision("fp16").unwrap().block_bytes, 2);

@@ -71,6 +71,9 @@ fn llama_2_7b_and_settings() {
     assert_eq!(doc["kv_cache_bytes"], 262_144u64 * 2048 * 4);
     let int4 = estimate_json(&["--model", "llama-2-7b", "--dtype", "int4"]);
     assert_eq!(int4["weights_bytes"], 6_738_415_616u64 / 2);
+    // GPTQ's layout: a 16-bit scale for each group of 128 weights.
+    let gptq = estimate_json(&["--model", "llama-2-7b", "--dtype", "gptq"]);
+    assert_eq!(gptq["weights_bytes"], 6_738_415_616u64 / 128 * 66);
     let q8 = estimate_json(&["--model", "llama-2-7b", "--dtype", "q8_0"]);
     assert_eq!(q8["weights_bytes"], 6_738_415_616u64 / 32 * 34);
 }

@@ -105,8 +105,13 @@ fn kv_tokens_and_refusals_match_vllm_start_up_logs() {
         .iter()
         .filter(|r| r["tensor_parallel"].as_u64() > Some(1))
         .count();
+    let gpu_models: std::collections::BTreeSet<&str> = runs
+        .iter()
+        .filter_map(|r| r["gpu_model"].as_str())
+        .collect();
     assert!(runs.len() >= 20, "the fixture holds {} runs", runs.len());
     assert!(tensor_parallel >= 8, "{tensor_parallel} runs at TP > 1");
+    assert!(gpu_models.len() >= 4, "GPU models: {gpu_models:?}");
     let failures: Vec<String> = runs
         .iter()
         .filter_map(|r| check(r).map(|why| format!("{}: {why}", r["id"].as_str().unwrap_or("?"))))
