@@ -422,9 +422,8 @@ impl Shape {
             Tensor::vector(mla.kv_lora_rank),
             Tensor::matrix(heads * (mla.nope + mla.v), mla.kv_lora_rank),
             Tensor::matrix(h, heads * mla.v),
-            Tensor::vector(h),
-            Tensor::vector(h),
         ];
+        let norms = [Tensor::vector(h), Tensor::vector(h)];
         let mlp = |i: u128| {
             [
                 Tensor::matrix(i, h),
@@ -437,16 +436,18 @@ impl Shape {
             layers.extend(attention);
             if l < self.layers - moe.layers {
                 layers.extend(mlp(self.intermediate));
-                continue;
+            } else {
+                // The experts, then the router, then the shared experts.
+                layers.extend([
+                    Tensor::stack(moe.experts, 2 * moe.intermediate, h),
+                    Tensor::stack(moe.experts, h, moe.intermediate),
+                    Tensor::matrix(moe.experts, h),
+                ]);
+                if moe.shared_intermediate > 0 {
+                    layers.extend(mlp(moe.shared_intermediate));
+                }
             }
-            layers.extend([
-                Tensor::matrix(moe.experts, h),
-                Tensor::stack(moe.experts, 2 * moe.intermediate, h),
-                Tensor::stack(moe.experts, h, moe.intermediate),
-            ]);
-            if moe.shared_intermediate > 0 {
-                layers.extend(mlp(moe.shared_intermediate));
-            }
+            layers.extend(norms);
         }
         Some(self.around(layers))
     }

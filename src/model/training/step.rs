@@ -279,10 +279,8 @@ fn check(s: &Shape, run: &TrainingRun) -> Result<Mask, TrainingError> {
         Optimizer::Adamw8bit if !listed => {
             return refuse("8-bit AdamW with LoRA or shared experts outside DeepSeek-V2")
         }
-        // DeepSeek-V2's Adafactor step holds 15 MB more than the walk (MemTracker: 0.9998×),
-        // not yet understood.
-        Optimizer::Adafactor if !listed || s.layout == Layout::DeepseekV2 => {
-            return refuse("Adafactor for DeepSeek-V2, or with LoRA or shared experts")
+        Optimizer::Adafactor if !listed => {
+            return refuse("Adafactor with LoRA or shared experts outside DeepSeek-V2")
         }
         _ => {}
     }
@@ -678,10 +676,12 @@ fn adamw8bit_state(s: &Shape) -> u128 {
 /// transformers' Adafactor (`Adafactor.step`, no first moment): its state and the largest
 /// temporaries of its per-tensor step. A matrix keeps f32 row and column second moments, a
 /// vector a full one, and every tensor its RMS (a 0-d f32 tensor). Stepping a matrix of `n`
-/// elements holds, at once, f32 copies of its gradient and of itself (bf16 parameters only),
-/// the old update and the new one made from the row and column factors: 4 (bf16) or 2 (f32)
-/// tensors of `n` f32 and its rows and columns; the largest matrix (or stack of experts') sets
-/// the step's peak.
+/// elements holds, at once, f32 copies of its gradient and of itself (bf16 parameters only)
+/// and two more tensors of `n` f32: 4 (bf16) or 2 (f32) in all. Beside them sits either the
+/// row and column factors (while the new update is made from them) or, while the squared
+/// gradient is made, the previous tensor's update, which the loop's variable keeps until it
+/// is overwritten (DeepSeek-V2's experts follow the 2048 × 2048 output projection). The
+/// tensors are taken in the order transformers registers them.
 fn adafactor(s: &Shape, param_bytes: u128) -> (u128, u128) {
     let Some(tensors) = s.tensors() else {
         return (0, 0);
@@ -694,10 +694,12 @@ fn adafactor(s: &Shape, param_bytes: u128) -> (u128, u128) {
         .iter()
         .map(|t| if t.cols == 0 { 4 * t.rows } else { 4 * factors(t) } + 4)
         .sum();
+    let previous = std::iter::once(0).chain(tensors.iter().map(|t| t.elements()));
     let step = tensors
         .iter()
-        .filter(|t| t.cols > 0)
-        .map(|t| 4 * (copies * t.elements() + factors(t)))
+        .zip(previous)
+        .filter(|(t, _)| t.cols > 0)
+        .map(|(t, before)| 4 * (copies * t.elements() + factors(t).max(before)))
         .max()
         .unwrap_or(0);
     (state, step)
