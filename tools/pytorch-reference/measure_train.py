@@ -160,9 +160,23 @@ def fake_ddp(model, bucket_view):
 
 
 def totals(snapshot):
-    """A tracker snapshot's categories (one device: the CPU the fake tensors live on)."""
-    (_, categories), = snapshot.items()
-    return categories
+    """A tracker snapshot's categories on the CPU, where the fake tensors live (DeepSpeed also
+    makes meta tensors, storage-less placeholders that hold no memory: left out)."""
+    for device, categories in snapshot.items():
+        if torch.device(device).type == "cpu":
+            return categories
+    raise ValueError(f"no CPU figures in {snapshot}")
+
+
+def peak_fields(snap, phases, started):
+    """The record's peak, the phase it fell in, each phase's running peak and the time taken."""
+    first, peaks = phase_record(phases, snap["Total"])
+    return {
+        "peak": {k: int(v) for k, v in snap.items()},
+        "peak_phase": first,
+        "phase_peaks": peaks,
+        "seconds": round(time.time() - started, 1),
+    }
 
 
 def phase_record(phases, total):
@@ -362,7 +376,6 @@ def main():
                     mt.reset_mod_stats()
         peak = mt.get_tracker_snapshot("peak")
     snap = totals(peak)
-    first, peaks = phase_record(phases, snap["Total"])
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     record = {
         "source": "torch.distributed._tools.mem_tracker.MemTracker under FakeTensorMode",
@@ -382,11 +395,8 @@ def main():
         if a.ddp else None,
         "parameters": params,
         "trainable": trainable,
-        "peak": {k: int(v) for k, v in snap.items()},
-        "peak_phase": first,
         "after_forward": {k: int(v) for k, v in totals(after_forward).items()},
-        "phase_peaks": peaks,
-        "seconds": round(time.time() - started, 1),
+        **peak_fields(snap, phases, started),
     }
     json.dump(record, sys.stdout, indent=1)
     print()

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""DeepSpeed's per-rank memory over one ZeRO training step, allocating nothing.
+
+Builds the model class from a config.json on fake CPU tensors (FakeTensorMode), hands it to
+`deepspeed.initialize` with ZeRO stage 1, 2 or 3 in bf16 over a fake process group of
+`--world` ranks (torch.testing's fake backend: collectives return at once, one process plays
+one rank, by default the last), runs two training steps under torch.distributed._tools.mem_tracker.MemTracker and
+prints one JSON record: that rank's peak per category, the phase it fell in, and the run's
+settings and versions. gpumem's reference test reads these records
+(tests/fixtures/pytorch/deepspeed-*.json); it never needs torch or DeepSpeed.
+
+Recorded with torch 2.15.0, transformers 5.24.0 and deepspeed 0.19.8 from PyPI, CPython 3.11,
+on DeepSpeed's CPU accelerator (DS_ACCELERATOR=cpu; it builds its shared-memory collective op
+once, which needs ninja on PATH):
+
+    PATH=venv/bin:$PATH venv/bin/python measure_deepspeed.py --config CONFIG.json \
+        --stage 2 --world 4 --batch 1 --seq 1024 [--checkpointing] > record.json
+
+DeepSpeed's defaults are kept (reduce and all-gather buckets of 5e8 elements, contiguous
+gradients, overlap_comm off as the CPU accelerator sets it). The optimizer is DeepSpeed's
+`AdamW` with `torch_adam: true`, i.e. torch.optim.AdamW stepping each flat partition (on a GPU
+DeepSpeed would pick its fused Adam, which makes no temporaries: this reference is above such
+a run by the step's temporaries, never below). What fake tensors cannot give is answered as a
+real run does, and allocates nothing:
+
+- `module.to(device)`: the model is already where the fake tensors live (the CPU);
+- the overflow checks and the gradient norm's finiteness: no overflow (bf16 has no loss scale);
+- the packed-sequence probe, as in measure_train.py.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+os.environ.setdefault("DS_ACCELERATOR", "cpu")
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import transformers  # noqa: E402
+from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
+from torch.distributed._tools.mem_tracker import MemTracker  # noqa: E402
+from torch.testing._internal.distributed.fake_pg import FakeStore  # noqa: E402
+from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
+
+# The packed-sequence answer and the record's bookkeeping are measure_train's.
+from measure_train import peak_fields, totals  # noqa: E402
+
+
+def answer_as_a_real_run():
+    """The value-dependent checks fake tensors cannot answer, answered as a bf16 run would."""
+    import deepspeed.runtime.zero.stage_1_and_2 as stage12
+    import deepspeed.runtime.zero.stage3 as stage3
+
+    torch.nn.Module.to = lambda self, *a, **k: self
+    stage12.DeepSpeedZeroOptimizer.has_overflow = lambda self, *a, **k: False
+    stage12.is_invalid_grad_norm = lambda norm: False
+    stage3.DeepSpeedZeroOptimizer_Stage3.has_overflow = lambda self, *a, **k: False
+    if hasattr(stage3, "is_invalid_grad_norm"):
+        stage3.is_invalid_grad_norm = lambda norm: False
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--stage", type=int, choices=(1, 2, 3), required=True)
+    ap.add_argument("--world", type=int, required=True)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--seq", type=int, default=512)
+    ap.add_argument("--checkpointing", action="store_true")
+    ap.add_argument("--rank", type=int, default=None,
+                    help="the rank measured (default: the last, whose partition holds the "
+                         "output end of the model, the first gradients backward makes)")
+    a = ap.parse_args()
+    rank = a.world - 1 if a.rank is None else a.rank
+
+    with open(a.config) as f:
+        raw = json.load(f)
+    cfg = AutoConfig.for_model(**{k: v for k, v in raw.items() if k not in ("torch_dtype", "dtype")})
+    cfg._attn_implementation = "sdpa"
+    cfg.use_cache = False
+    dist.init_process_group("fake", rank=rank, world_size=a.world, store=FakeStore())
+    os.environ.update(RANK=str(rank), LOCAL_RANK="0", WORLD_SIZE=str(a.world),
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
+    import deepspeed
+
+    answer_as_a_real_run()
+    ds_config = {
+        "train_micro_batch_size_per_gpu": a.batch,
+        "gradient_accumulation_steps": 1,
+        "bf16": {"enabled": True},
+        "zero_optimization": {"stage": a.stage},
+        "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "torch_adam": True}},
+    }
+    torch.set_default_dtype(torch.bfloat16)
+    started = time.time()
+    phases = []
+    with FakeTensorMode():
+        model = AutoModelForCausalLM.from_config(cfg)
+        params = sum(p.numel() for p in model.parameters())
+        if a.checkpointing:
+            model.gradient_checkpointing_enable()
+        model.train()
+        mt = MemTracker()
+        mt.track_external(model)
+        with mt:
+            engine, optimizer, _, _ = deepspeed.initialize(
+                model=model, model_parameters=model.parameters(), config=ds_config)
+            phases.append((-1, "initialize", mt.get_tracker_snapshot("peak")))
+            for step in range(2):
+                ids = torch.randint(0, cfg.vocab_size, (a.batch, a.seq))
+                loss = engine(input_ids=ids, labels=ids).loss
+                phases.append((step, "forward", mt.get_tracker_snapshot("peak")))
+                engine.backward(loss)
+                del loss
+                phases.append((step, "backward", mt.get_tracker_snapshot("peak")))
+                engine.step()
+                phases.append((step, "optimizer", mt.get_tracker_snapshot("peak")))
+                mt.reset_mod_stats()
+            after = mt.get_tracker_snapshot("current")
+        peak = mt.get_tracker_snapshot("peak")
+    snap = totals(peak)
+    record = {
+        "source": "torch.distributed._tools.mem_tracker.MemTracker under FakeTensorMode, "
+                  "DeepSpeed on its CPU accelerator over a fake process group",
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "deepspeed": deepspeed.__version__,
+        "model": a.config.rsplit("/", 1)[-1].removesuffix(".json"),
+        "stage": a.stage,
+        "world": a.world,
+        "rank": rank,
+        "batch": a.batch,
+        "seq": a.seq,
+        "checkpointing": a.checkpointing,
+        "ds_config": ds_config,
+        "parameters": params,
+        "after_step": {k: int(v) for k, v in totals(after).items()},
+        **peak_fields(snap, phases, started),
+    }
+    return record
+
+
+if __name__ == "__main__":
+    # DeepSpeed reports on stdout (its op builds, its engine); the record alone goes there.
+    out = sys.stdout
+    sys.stdout = sys.stderr
+    record = main()
+    json.dump(record, out, indent=1)
+    print(file=out)
