@@ -157,7 +157,8 @@ pub struct ModelSourceArgs {
 #[derive(Debug, Clone, Args)]
 pub struct WorkloadSettings {
     /// Weight precision: f32, f16, bf16, fp8, int8, int4, int4_g128 (GPTQ/AWQ: a 16-bit scale
-    /// a group of 128), or a GGUF quantization such as q8_0, q4_k_m. Default: the file's own types for GGUF/safetensors, bf16 otherwise.
+    /// a group of 128), or a GGUF quantization such as q8_0, q4_k_m. Default: the file's own
+    /// types for GGUF/safetensors, bf16 otherwise.
     #[arg(long, value_name = "DTYPE", value_parser = Offered(weight_precisions), hide_possible_values = true)]
     pub dtype: Option<String>,
 

@@ -335,7 +335,9 @@ impl Shape {
     /// (gate, up and down; Phi-3's fused gate/up; routed experts' router and stacked gate/up
     /// and down) and norms (two, Gemma's four); the final norm; an untied head. `None` where
     /// the list is not kept: shared experts or dense layers among expert ones outside
-    /// DeepSeek-V2.
+    /// DeepSeek-V2. The router comes before the experts as Mixtral registers it (Qwen3-MoE
+    /// registers it after them; nothing taken from the order tells the two apart: the step
+    /// Adafactor takes for the stacked experts is set by their own factors either way).
     pub(crate) fn tensors(&self) -> Option<Vec<Tensor>> {
         let norms = match self.layout {
             Layout::Llama => 2,
@@ -459,6 +461,7 @@ impl Shape {
         let (h, e, w) = (self.hidden, moe.experts, moe.intermediate);
         let (q, kv) = (self.heads * self.head_dim, self.kv_heads * self.head_dim);
         let layer = [
+            Tensor::vector(self.heads),
             Tensor::matrix(q, h),
             Tensor::vector(q),
             Tensor::matrix(kv, h),
@@ -467,7 +470,6 @@ impl Shape {
             Tensor::vector(kv),
             Tensor::matrix(h, q),
             Tensor::vector(h),
-            Tensor::vector(self.heads),
             Tensor::matrix(e, h),
             Tensor::vector(e),
             Tensor::stack(e, h, 2 * w),
