@@ -259,6 +259,12 @@ pub struct WorkloadSettings {
     /// optimizer state of its share of the tensors); the figures are the fullest rank's.
     #[arg(long, value_name = "N", requires = "ddp", value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub zero1: Option<u32>,
+
+    /// With --mode train: DeepSpeed's ZeRO stage 2 over N ranks (bf16, its default buckets):
+    /// the weights whole on each rank, gradients, master weights and Adam's moments
+    /// partitioned; the figures are the fullest rank's.
+    #[arg(long, value_name = "N", conflicts_with_all = ["fsdp", "ddp"], value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub deepspeed_zero2: Option<u32>,
 }
 
 /// Which projections `--recipe lora` adapts.

@@ -14,7 +14,7 @@ use crate::alloc::{MemoryConfig, Preset};
 use crate::backend::{BackendKind, DeviceSpec, DiscoverOptions, Isolation};
 use crate::cli::{self, BenchAllocArgs, DiscoverArgs, SelectArgs, StressArgs, WorkloadKind};
 use crate::error::CliError;
-use crate::model::training::{AttnImplementation, Ddp, Fsdp, Lora, LoraTargets, Recipe};
+use crate::model::training::{AttnImplementation, Ddp, DeepSpeed, Fsdp, Lora, LoraTargets, Recipe};
 use crate::model::{
     self, kv_precision, weight_precision, Settings, SourceSpec, KV_F16, KV_PRECISIONS,
     WEIGHT_PRECISIONS,
@@ -323,6 +323,12 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
         )
         .into());
     }
+    if args.deepspeed_zero2.is_some() && args.mode != cli::Mode::Train {
+        return Err(CliError::Usage(
+            "--deepspeed-zero2 is a training step's data parallelism: add --mode train".into(),
+        )
+        .into());
+    }
     if args.no_reshard_after_forward && args.fsdp.is_none() {
         return Err(CliError::Usage(
             "--no-reshard-after-forward is an FSDP2 setting: add --fsdp N".into(),
@@ -380,6 +386,9 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
         ddp: args.ddp.then_some(Ddp {
             bucket_view: args.ddp_bucket_view,
             zero1: args.zero1.map(u64::from),
+        }),
+        deepspeed: args.deepspeed_zero2.map(|n| DeepSpeed {
+            world: u64::from(n),
         }),
         generate_new_tokens: None,
         llamacpp_outputs: None,

@@ -495,6 +495,7 @@ pub fn estimate_inference_memory(
         recipe: None,
         fsdp: None,
         ddp: None,
+        deepspeed: None,
         generate_new_tokens: None,
         llamacpp_outputs: None,
         llamacpp_device: estimate::LlamaDevice::CpuRules,

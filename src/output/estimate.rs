@@ -257,6 +257,17 @@ fn training_text(text: &mut String, r: &EstimateReport) {
                     wrap_into(text, &line, 80);
                 }
             }
+            if let Some(d) = step.deepspeed {
+                wrap_into(
+                    text,
+                    &format!(
+                        "  DeepSpeed ZeRO-2 over {} ranks: the weights whole, gradients, master \
+                         weights and Adam's moments partitioned; the fullest rank's figures",
+                        thousands(d.world)
+                    ),
+                    80,
+                );
+            }
         }
         (None, why) => {
             let _ = writeln!(

@@ -161,23 +161,26 @@ pub(crate) fn thousands(n: u64) -> String {
     out
 }
 
-/// `line` wrapped at `width` columns by words, continuation lines indented.
+/// `line` wrapped at `width` columns by words, its leading indent kept and continuation
+/// lines indented four more.
 pub(crate) fn wrap_into(text: &mut String, line: &str, width: usize) {
     use std::fmt::Write as _;
-    let mut current = String::new();
-    for word in line.split(' ') {
+    let body = line.trim_start_matches(' ');
+    let indent = &line[..line.len() - body.len()];
+    let mut current = indent.to_string();
+    for word in body.split(' ') {
         let would = current.chars().count() + 1 + word.chars().count();
-        if !current.is_empty() && would > width {
+        if current.len() > indent.len() && would > width {
             let _ = writeln!(text, "{current}");
-            current = format!("    {word}");
+            current = format!("{indent}    {word}");
         } else {
-            if !current.is_empty() {
+            if current.len() > indent.len() {
                 current.push(' ');
             }
             current.push_str(word);
         }
     }
-    if !current.is_empty() {
+    if current.len() > indent.len() {
         let _ = writeln!(text, "{current}");
     }
 }

@@ -143,6 +143,13 @@ fn note_text(n: &LaunchNote) -> String {
                 ""
             }
         ),
+        LaunchNote::DeepSpeedZero2 { micro_batch } => format!(
+            "train.py: deepspeed.initialize(model=model, model_parameters=model.parameters(), \
+             config=\"ds_config.json\") (HF Trainer: deepspeed=\"ds_config.json\"); \
+             ds_config.json: {{\"train_micro_batch_size_per_gpu\": {micro_batch}, \"bf16\": \
+             {{\"enabled\": true}}, \"zero_optimization\": {{\"stage\": 2}}, \"optimizer\": \
+             {{\"type\": \"AdamW\"}}}}"
+        ),
         LaunchNote::StoredQuantized => "vLLM quantizes on load only to fp8: serve a checkpoint \
              already stored at the planned precision (AWQ, GPTQ, compressed-tensors)"
             .into(),
@@ -300,9 +307,10 @@ impl Report for SelectReport {
             let _ = writeln!(
                 text,
                 "PyTorch training: the step's peak (one FSDP2 rank's with --fsdp N, one DDP\n\
-                 rank's with --ddp, the fullest ZeRO-1 rank's with --zero1 N) with the CUDA\n\
-                 context (--overhead) and the allocator's slack (--fragmentation-reserve),\n\
-                 against free memory (`estimate --mode train` shows its parts)."
+                 rank's with --ddp, the fullest ZeRO-1 rank's with --zero1 N, the fullest\n\
+                 DeepSpeed ZeRO-2 rank's with --deepspeed-zero2 N) with the CUDA context\n\
+                 (--overhead) and the allocator's slack (--fragmentation-reserve), against\n\
+                 free memory (`estimate --mode train` shows its parts)."
             );
         }
         if p.accounting == Accounting::GenericAfterVllm {
@@ -375,7 +383,7 @@ fn verdict_text(v: &Verdict, kind: PlanKind) -> String {
     match v.rank {
         Some(r) if kind == PlanKind::Sharded => format!("used: FSDP rank {} of {}", r.rank, r.of),
         Some(r) if kind == PlanKind::DataParallel => {
-            format!("used: DDP rank {} of {}", r.rank, r.of)
+            format!("used: DP rank {} of {}", r.rank, r.of)
         }
         Some(r) if r.stages > 1 && r.of > 1 => format!(
             "used: stage {} of {}, TP rank {} of {}",
@@ -562,7 +570,7 @@ fn plan_line(s: &Selection) -> String {
         PlanKind::TensorParallel => even(p, "tensor parallel over", "devices", "each"),
         PlanKind::LayerSplit => format!("Plan: layer split — {}", split(p)),
         PlanKind::Sharded => even(p, "FSDP2 over", "GPUs", "a rank"),
-        PlanKind::DataParallel => even(p, "DDP over", "GPUs", "a rank"),
+        PlanKind::DataParallel => even(p, "data parallel over", "GPUs", "a rank"),
         PlanKind::CrossHost => format!("Plan: layers across hosts — {}", split(p)),
         PlanKind::CpuOffload => {
             let (g, c) = (&p.placements[0], &p.placements[p.placements.len() - 1]);

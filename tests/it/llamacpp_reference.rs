@@ -94,6 +94,7 @@ fn rows(name: &str, doc: &Value, arch: &gpumem::model::ModelArch, file: FileWeig
             recipe: None,
             fsdp: None,
             ddp: None,
+            deepspeed: None,
             generate_new_tokens: None,
             llamacpp_outputs: None,
             llamacpp_device: gpumem::model::estimate::LlamaDevice::CpuRules,

@@ -10,7 +10,8 @@ use crate::common;
 
 use gpumem::model::generate::{generate_peak, GeneratePhase, GenerateRun};
 use gpumem::model::training::{
-    training_peak, AttnImplementation, Ddp, Fsdp, Lora, LoraTargets, Phase, Recipe, TrainingRun,
+    training_peak, AttnImplementation, Ddp, DeepSpeed, Fsdp, Lora, LoraTargets, Phase, Recipe,
+    TrainingRun,
 };
 use gpumem::model::{read_config, ModelArch, Optimizer};
 use serde_json::Value;
@@ -80,10 +81,18 @@ fn run_of(r: &Value) -> TrainingRun {
         batch: r["batch"].as_u64().unwrap(),
         seq: r["seq"].as_u64().unwrap(),
         checkpointing: r["checkpointing"].as_bool().unwrap(),
-        fsdp: r["world"].as_u64().map(|world| Fsdp {
-            world,
-            reshard_after_forward: r["reshard_after_forward"].as_bool().unwrap(),
-        }),
+        // DeepSpeed's records name their ZeRO stage; FSDP2's their world size alone.
+        fsdp: r["world"]
+            .as_u64()
+            .filter(|_| r["stage"].is_null())
+            .map(|world| Fsdp {
+                world,
+                reshard_after_forward: r["reshard_after_forward"].as_bool().unwrap(),
+            }),
+        deepspeed: r["world"]
+            .as_u64()
+            .filter(|_| r["stage"] == 2)
+            .map(|world| DeepSpeed { world }),
         ddp: r["ddp"]["bucket_view"].as_bool().map(|bucket_view| Ddp {
             bucket_view,
             zero1: r["ddp"]["zero1"].as_u64(),
@@ -115,6 +124,15 @@ fn fsdp_rank_peaks_match_fsdp_memtracker() {
             "no record at world size {world}"
         );
     }
+    check_training(&records);
+}
+
+// One rank of DeepSpeed's ZeRO-2 against MemTracker (tests/fixtures/pytorch/deepspeed-*.json,
+// deepspeed 0.19.8 on a fake process group, its last rank): the same bound.
+#[test]
+fn deepspeed_zero2_rank_peaks_match_memtracker() {
+    let records = records_of("deepspeed-");
+    assert!(records.len() >= 6, "only {} records", records.len());
     check_training(&records);
 }
 

@@ -314,3 +314,58 @@ fn zero1_plans_its_ranks_on_as_many_gpus() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+// DeepSpeed's ZeRO-2 (`--deepspeed-zero2 N`): the fullest rank's step on exactly N GPUs of one
+// host, with the config for DeepSpeed in the launch note; only under --mode train, not beside
+// another parallelism, and refused with the reason where it is not walked.
+#[test]
+fn deepspeed_zero2_plans_its_ranks_and_says_what_it_does_not_walk() {
+    let three = ["sim:40GiB"; 3];
+    let (code, json) = select_1b(&["--deepspeed-zero2", "2", "--batch", "2"], &three);
+    assert_eq!(code, Some(0), "{json}");
+    assert_eq!(json["plan"]["kind"], "data_parallel");
+    assert_eq!(json["plan"]["placements"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        json["launch"][0]["notes"][0],
+        serde_json::json!({"note": "deepspeed_zero2", "micro_batch": 2})
+    );
+    let estimate = |flags: &[&str]| {
+        common::json_ok(
+            common::gpumem()
+                .args([
+                    "--json",
+                    "estimate",
+                    "--model",
+                    "llama-3.2-1b",
+                    "--mode",
+                    "train",
+                ])
+                .args(flags),
+        )
+    };
+    let ds = estimate(&["--deepspeed-zero2", "4"]);
+    assert_eq!(ds["training_step"]["deepspeed"]["world"], 4, "{ds}");
+    let refused = estimate(&["--deepspeed-zero2", "4", "--checkpointing"]);
+    assert_eq!(
+        refused["training_unwalked"],
+        "PyTorch's step is not yet walked with DeepSpeed ZeRO-2 other than bf16 Adam or AdamW \
+         on a dense Llama-layout model without checkpointing"
+    );
+    let usage = |flags: &[&str]| {
+        common::one_line_error(
+            common::gpumem()
+                .args(["estimate", "--model", "llama-3.2-1b"])
+                .args(flags),
+            2,
+        )
+    };
+    assert_eq!(
+        usage(&["--deepspeed-zero2", "2"]),
+        "gpumem: error: --deepspeed-zero2 is a training step's data parallelism: add --mode \
+         train\n"
+    );
+    assert!(
+        usage(&["--mode", "train", "--deepspeed-zero2", "2", "--fsdp", "2"])
+            .contains("cannot be used with")
+    );
+}

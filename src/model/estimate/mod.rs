@@ -67,6 +67,8 @@ pub struct TrainingStep {
     pub fsdp: Option<crate::model::training::Fsdp>,
     /// DistributedDataParallel, when the figures are one rank's.
     pub ddp: Option<crate::model::training::Ddp>,
+    /// DeepSpeed's ZeRO-2, when the figures are one rank's.
+    pub deepspeed: Option<crate::model::training::DeepSpeed>,
 }
 
 /// Whether the estimate counts inference or mixed-precision training memory.
@@ -135,6 +137,8 @@ pub struct Settings {
     pub fsdp: Option<crate::model::training::Fsdp>,
     /// DistributedDataParallel under training: one rank's figures, its gradient buckets in.
     pub ddp: Option<crate::model::training::Ddp>,
+    /// DeepSpeed's ZeRO-2 under training: one rank's figures.
+    pub deepspeed: Option<crate::model::training::DeepSpeed>,
     /// Precision and copies under training (`None`: what the weights' precision implies,
     /// [`Recipe::for_weights`]); ignored for inference.
     pub recipe: Option<Recipe>,
@@ -175,6 +179,7 @@ impl Settings {
             recipe: None,
             fsdp: None,
             ddp: None,
+            deepspeed: None,
             generate_new_tokens: None,
             llamacpp_outputs: None,
             llamacpp_device: LlamaDevice::CpuRules,
@@ -686,6 +691,7 @@ fn walk_training(
         checkpointing: s.checkpointing,
         fsdp: s.fsdp,
         ddp: s.ddp,
+        deepspeed: s.deepspeed,
         attention: s.attention,
     };
     match training_peak(arch, &run) {
@@ -703,6 +709,7 @@ fn walk_training(
                 peak,
                 fsdp: s.fsdp,
                 ddp: s.ddp,
+                deepspeed: s.deepspeed,
             };
             (Some(step), None)
         }

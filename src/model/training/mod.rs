@@ -24,6 +24,7 @@
 //!     checkpointing: false,
 //!     fsdp: None,
 //!     ddp: None,
+//!     deepspeed: None,
 //!     attention: Default::default(),
 //! };
 //! let peak = training_peak(&arch, &run).unwrap();
@@ -33,8 +34,10 @@
 //! //! ```
 
 mod ddp;
+mod deepspeed;
 mod fsdp;
 mod lora;
+mod optimizer_state;
 mod saved;
 mod shape;
 mod step;
@@ -44,6 +47,7 @@ use serde::Serialize;
 use super::estimate::Optimizer;
 
 pub use ddp::Ddp;
+pub use deepspeed::DeepSpeed;
 pub use fsdp::Fsdp;
 pub use lora::{Lora, LoraTargets};
 pub(crate) use shape::{Layout, MlaShape, MoeShape, Shape};
@@ -119,6 +123,8 @@ pub struct TrainingRun {
     pub fsdp: Option<Fsdp>,
     /// DistributedDataParallel: the figures are one rank's, with its gradient buckets.
     pub ddp: Option<Ddp>,
+    /// DeepSpeed's ZeRO-2: the figures are one rank's.
+    pub deepspeed: Option<DeepSpeed>,
     /// transformers' attention implementation (`attn_implementation`).
     pub attention: AttnImplementation,
 }

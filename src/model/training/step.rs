@@ -3,6 +3,7 @@
 //! step's end, through the whole forward and backward.
 
 use super::fsdp::{sharded_points, Fsdp, Grads, Sizes, Tally};
+use super::optimizer_state::{adafactor, adamw8bit_state};
 use super::saved::{
     eager_attention_remnant, head_fixed, head_per_token, labels_bytes, layer_fixed, layer_input,
     layer_per_token, loss_backward_per_token, loss_forward_per_token, rope_per_position, ACT_BYTES,
@@ -93,6 +94,9 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
     if let Some(world) = run.ddp.and_then(|d| d.zero1) {
         return zero1_peak(&s, run, (lora, &saved), &held, world);
     }
+    if let Some(ds) = run.deepspeed {
+        return deepspeed_peak(&s, run, ds, (&held, &points), mask);
+    }
     let mut tallies = tallies(&points, &held);
     if let Some(d) = run.ddp {
         super::ddp::with_buckets(&mut tallies, d, held.trainable);
@@ -142,6 +146,103 @@ fn zero1_peak(
         }
     }
     worst.ok_or(TrainingError::Overflow)
+}
+
+/// One rank's peak under DeepSpeed's ZeRO-2 ([`super::deepspeed`]): the walk's forward and
+/// loss backward with the rank's flat weights, master partition and moments; the moments the
+/// reduce bucket is there, the layer being walked counted whole; the step on the partition.
+fn deepspeed_peak(
+    s: &Shape,
+    run: &TrainingRun,
+    ds: super::DeepSpeed,
+    (held, points): (&Held, &[Point; 6]),
+    mask: Mask,
+) -> Result<TrainingPeak, TrainingError> {
+    use super::deepspeed::{
+        bucket_points, held as ds_held, step_extra, BucketAt, Flat, ENGINE_SCALARS, FORWARD_SCALARS,
+    };
+    let refuse = |what| Err(TrainingError::Unsupported { what });
+    let plain = run.recipe == Recipe::Bf16
+        && matches!(run.optimizer, Optimizer::Adam | Optimizer::Adamw)
+        && !run.checkpointing
+        && !mask.eager
+        && !mask.masked
+        && s.layout == Layout::Llama
+        && s.moe.is_none()
+        && !s.fused;
+    let tensors = s.tensors().filter(|_| plain);
+    let Some(tensors) = tensors else {
+        return refuse(
+            "DeepSpeed ZeRO-2 other than bf16 Adam or AdamW on a dense Llama-layout model \
+             without checkpointing",
+        );
+    };
+    let flat = Flat::of(&tensors, ds.world);
+    let (params, state) = ds_held(&flat);
+    let tokens = u128::from(run.batch) * u128::from(run.seq);
+    let seq = u128::from(run.seq);
+    let layer_tensors = (tensors.len() - 2 - usize::from(!s.tied)) / s.layers.max(1) as usize;
+    let head_grad = s.vocab * s.hidden * 2;
+    let pending_head = if s.tied { head_grad } else { 0 };
+    let layer_full = tokens
+        * layer_per_token(s, run.recipe, false, seq, (mask.repeated, mask.eager))
+        + layer_fixed(s, run.recipe, false);
+    let mut tallies = vec![
+        Tally {
+            phase: Phase::Forward,
+            parameters: params,
+            gradients: 0,
+            optimizer: state,
+            activations: points[0].activations + FORWARD_SCALARS,
+            temporaries: 0,
+        },
+        Tally {
+            phase: Phase::Backward,
+            parameters: params,
+            gradients: 0,
+            optimizer: state,
+            activations: points[1].activations + ENGINE_SCALARS,
+            temporaries: points[1].temporaries,
+        },
+        Tally {
+            phase: Phase::Optimizer,
+            parameters: params,
+            gradients: 0,
+            optimizer: state + step_extra(&flat),
+            activations: tokens * IDS + ENGINE_SCALARS,
+            temporaries: 0,
+        },
+    ];
+    let p = u128::from(run.recipe.param_bytes());
+    for b in bucket_points(&tensors, layer_tensors, s.tied, &flat) {
+        let (activations, temporaries) = match b.at {
+            // The output head's backward: what the walk holds there.
+            // The output head's backward done: what the walk holds there, the gradient of
+            // the hidden states and a tied head's gradient, waiting for the embedding's.
+            BucketAt::Head => (
+                points[2].activations,
+                tokens * ACT_BYTES * s.hidden + pending_head,
+            ),
+            BucketAt::Layer(l) => (
+                tokens * IDS + seq * rope_per_position(s, run.recipe) + (l + 1) * layer_full,
+                layer_backward_temporaries(s, p, tokens, false)
+                    + tokens * 2 * ACT_BYTES * s.hidden
+                    + pending_head,
+            ),
+            // The embedding's backward: what the walk holds there.
+            BucketAt::Embedding => (points[4].activations, points[4].temporaries),
+            BucketAt::End => (tokens * IDS, 0),
+        };
+        tallies.push(Tally {
+            phase: Phase::Backward,
+            parameters: params,
+            gradients: b.gradients,
+            optimizer: state,
+            activations: activations + ENGINE_SCALARS,
+            temporaries,
+        });
+    }
+    largest(&tallies, held.buffers)
 }
 
 /// Each point's categories, the parameters and optimizer state held throughout.
@@ -646,61 +747,4 @@ fn up_weight_grad(s: &Shape, param_bytes: u128, experts: bool) -> u128 {
         Some(m) => m.experts * 2 * m.intermediate * s.hidden * param_bytes,
         None => s.hidden * s.intermediate * param_bytes,
     }
-}
-
-/// bitsandbytes' AdamW8bit state (`Optimizer2State.init_state`): a tensor of 4,096 elements or
-/// more keeps two uint8 moments and a f32 scale for each block of 256; a smaller one two f32
-/// moments; the two quantization maps (256 f32 each) are shared. Where the tensors are not
-/// listed ([`Shape::tensors`]) [`check`] refuses.
-fn adamw8bit_state(s: &Shape) -> u128 {
-    const MIN_8BIT: u128 = 4096;
-    const BLOCK: u128 = 256;
-    match s.dense_tensor_elements() {
-        Some(tensors) => {
-            let state: u128 = tensors
-                .iter()
-                .map(|&n| {
-                    if n < MIN_8BIT {
-                        2 * 4 * n
-                    } else {
-                        2 * n + 2 * 4 * n.div_ceil(BLOCK)
-                    }
-                })
-                .sum();
-            state + 2 * BLOCK * 4
-        }
-        None => 0,
-    }
-}
-
-/// transformers' Adafactor (`Adafactor.step`, no first moment): its state and the largest
-/// temporaries of its per-tensor step. A matrix keeps f32 row and column second moments, a
-/// vector a full one, and every tensor its RMS (a 0-d f32 tensor). Stepping a matrix of `n`
-/// elements holds, at once, f32 copies of its gradient and of itself (bf16 parameters only)
-/// and two more tensors of `n` f32: 4 (bf16) or 2 (f32) in all. Beside them sits either the
-/// row and column factors (while the new update is made from them) or, while the squared
-/// gradient is made, the previous tensor's update, which the loop's variable keeps until it
-/// is overwritten (DeepSeek-V2's experts follow the 2048 × 2048 output projection). The
-/// tensors are taken in the order transformers registers them.
-fn adafactor(s: &Shape, param_bytes: u128) -> (u128, u128) {
-    let Some(tensors) = s.tensors() else {
-        return (0, 0);
-    };
-    let copies = if param_bytes == 4 { 2 } else { 4 };
-    // A stack of matrices (the experts') is factored over its last two dimensions: a row and a
-    // column moment for each matrix of the stack.
-    let factors = |t: &super::shape::Tensor| t.count * (t.rows + t.cols);
-    let state: u128 = tensors
-        .iter()
-        .map(|t| if t.cols == 0 { 4 * t.rows } else { 4 * factors(t) } + 4)
-        .sum();
-    let previous = std::iter::once(0).chain(tensors.iter().map(|t| t.elements()));
-    let step = tensors
-        .iter()
-        .zip(previous)
-        .filter(|(t, _)| t.cols > 0)
-        .map(|(t, before)| 4 * (copies * t.elements() + factors(t).max(before)))
-        .max()
-        .unwrap_or(0);
-    (state, step)
 }

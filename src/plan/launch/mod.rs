@@ -130,6 +130,13 @@ pub enum LaunchNote {
         /// `ZeroRedundancyOptimizer` over the ranks (ZeRO-1).
         zero1: bool,
     },
+    /// The training script runs DeepSpeed's ZeRO stage 2 in bf16 with its default buckets
+    /// (`deepspeed.initialize`, or HF Trainer's `deepspeed=`), this micro-batch a rank.
+    #[serde(rename = "deepspeed_zero2")]
+    DeepSpeedZero2 {
+        /// `train_micro_batch_size_per_gpu`.
+        micro_batch: u64,
+    },
     /// The plan holds the weights at a precision vLLM cannot quantize to on load (`--dtype`
     /// int4, int8 or a GGUF type): the model served must be a checkpoint already stored so.
     StoredQuantized,
@@ -287,18 +294,21 @@ fn server_mode(s: &LaunchSettings, unified: bool) -> Vec<String> {
     flags
 }
 
-/// `torchrun` on the plan's GPUs, one FSDP2 or DDP rank a GPU, for the user's training
-/// script; `None` for a step on one GPU.
+/// `torchrun` on the plan's GPUs, one FSDP2, DDP or DeepSpeed rank a GPU, for the user's
+/// training script; `None` for a step on one GPU.
 pub fn torchrun(plan: &Plan, settings: &crate::model::Settings) -> Option<Launch> {
-    let note = match (settings.fsdp, settings.ddp) {
-        (Some(f), _) => LaunchNote::Fsdp2 {
+    let note = match (settings.fsdp, settings.ddp, settings.deepspeed) {
+        (Some(f), _, _) => LaunchNote::Fsdp2 {
             reshard_after_forward: f.reshard_after_forward,
         },
-        (None, Some(d)) => LaunchNote::Ddp {
+        (None, Some(d), _) => LaunchNote::Ddp {
             bucket_view: d.bucket_view,
             zero1: d.zero1.is_some(),
         },
-        (None, None) => return None,
+        (None, None, Some(_)) => LaunchNote::DeepSpeedZero2 {
+            micro_batch: settings.batch,
+        },
+        (None, None, None) => return None,
     };
     let gpu = gpus(plan);
     Some(Launch {

@@ -1,0 +1,180 @@
+//! One rank of DeepSpeed's ZeRO stage 2 (deepspeed 0.19, bf16, its default buckets): the
+//! bf16 weights whole on every rank as one flat buffer, and of the rank's partition an f32
+//! master copy and Adam's two f32 moments. Backward hands each gradient to a reduce bucket of
+//! 5e8 bf16 elements (allocated at the first gradient, kept to the backward's end); a bucket
+//! that fills is averaged with a transient as large as its contents, and the rank's share is
+//! copied into a bf16 partition of gradients allocated at the first such reduction. The step
+//! casts the partition's gradients to f32 and runs torch's AdamW on the flat partition.
+//!
+//! Recorded against `MemTracker` with `tools/pytorch-reference/measure_deepspeed.py`
+//! (`tests/fixtures/pytorch/deepspeed-*.json`): the forward, the loss's backward and the
+//! step are exact; the points where the bucket is there are bounded at a layer's grain (every
+//! activation of the layer being walked counted as saved), within 4 % above the tracker.
+
+use serde::Serialize;
+
+use super::shape::Tensor;
+
+/// DeepSpeed's `reduce_bucket_size` default, in elements.
+const REDUCE_BUCKET: u128 = 500_000_000;
+/// Gradients and weights in bf16.
+const BF16: u128 = 2;
+/// The f32 scalars DeepSpeed's engine keeps once backward starts (its loss and scale).
+pub(super) const ENGINE_SCALARS: u128 = 12;
+/// The f32 scalars at the forward's end.
+pub(super) const FORWARD_SCALARS: u128 = 8;
+
+/// DeepSpeed ZeRO stage 2 over `world` data-parallel ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct DeepSpeed {
+    /// Ranks the optimizer state and gradients are partitioned over.
+    pub world: u64,
+}
+
+/// The flat layout: every parameter, in registration order, padded to a multiple of twice
+/// the ranks (DeepSpeed's 4-byte alignment of each rank's start).
+pub(super) struct Flat {
+    /// Elements of the padded flat buffer.
+    pub padded: u128,
+    /// Elements of one rank's partition.
+    pub partition: u128,
+    /// The most elements any rank's partition touches, whole tensors counted (the size of
+    /// its bf16 partition of gradients, `grads_in_partition`).
+    pub grads_in_partition: u128,
+}
+
+impl Flat {
+    pub(super) fn of(tensors: &[Tensor], world: u64) -> Flat {
+        let world = u128::from(world.max(1));
+        let total: u128 = tensors.iter().map(|t| t.elements()).sum();
+        let align = 2 * world;
+        let padded = total.div_ceil(align) * align;
+        let partition = padded / world;
+        let mut most = 0;
+        for rank in 0..world {
+            let (lo, hi) = (rank * partition, (rank + 1) * partition);
+            let mut offset = 0;
+            let mut touched = 0;
+            for t in tensors {
+                let n = t.elements();
+                if offset < hi && offset + n > lo {
+                    touched += n;
+                }
+                offset += n;
+            }
+            most = u128::max(most, touched);
+        }
+        Flat {
+            padded,
+            partition,
+            grads_in_partition: most,
+        }
+    }
+}
+
+/// What a rank holds whatever the point: the bf16 flat weights, and the f32 master partition
+/// and Adam's moments with their step count.
+pub(super) fn held(flat: &Flat) -> (u128, u128) {
+    (
+        BF16 * flat.padded,
+        4 * flat.partition + 8 * flat.partition + 4,
+    )
+}
+
+/// The step's own bytes beside what is held: the partition's f32 gradient and torch AdamW's
+/// two partition-sized f32 temporaries (`exp_avg_sq.sqrt() / bias_correction`).
+pub(super) fn step_extra(flat: &Flat) -> u128 {
+    4 * flat.partition + 8 * flat.partition
+}
+
+/// Where backward is when the bucket holds gradients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum BucketAt {
+    /// The output head's backward and the final norm's (the output end of the model).
+    Head,
+    /// A decoder layer's backward.
+    Layer(u128),
+    /// The embedding's backward (the tied head's gradient summed into it).
+    Embedding,
+    /// After backward: the last, partial bucket averaged.
+    End,
+}
+
+/// One moment of backward with the bucket there.
+pub(super) struct BucketPoint {
+    pub at: BucketAt,
+    /// Bytes of gradients besides the model's: the bucket, the averaging's transient, the
+    /// gradient being handed over and the partition of gradients.
+    pub gradients: u128,
+}
+
+/// The moments where the bucket is there and may peak: its first use, each reduction of a
+/// full bucket (triggered by the gradient that no longer fits), the embedding's backward and
+/// the last reduction, after backward.
+pub(super) fn bucket_points(
+    tensors: &[Tensor],
+    layer_tensors: usize,
+    tied: bool,
+    flat: &Flat,
+) -> Vec<BucketPoint> {
+    let bucket = BF16 * REDUCE_BUCKET;
+    let partition_grads = BF16 * flat.grads_in_partition;
+    // Backward's order: an untied head, the final norm, then the layers from the last, each
+    // in reverse registration order; the embedding (the tied head's) last.
+    let layers = (tensors.len() - 2 - usize::from(!tied)) / layer_tensors.max(1);
+    let mut order: Vec<(BucketAt, u128)> = Vec::new();
+    if !tied {
+        order.push((BucketAt::Head, tensors[tensors.len() - 1].elements()));
+    }
+    order.push((
+        BucketAt::Head,
+        tensors[1 + layers * layer_tensors].elements(),
+    ));
+    for l in (0..layers).rev() {
+        let start = 1 + l * layer_tensors;
+        for t in tensors[start..start + layer_tensors].iter().rev() {
+            order.push((BucketAt::Layer(l as u128), t.elements()));
+        }
+    }
+    order.push((BucketAt::Embedding, tensors[0].elements()));
+    // The bucket's first moments, at the output end and in the last layer, beside the largest
+    // gradient being handed over there.
+    let largest = |at: BucketAt| {
+        order
+            .iter()
+            .filter(|(a, _)| *a == at)
+            .map(|(_, n)| *n)
+            .max()
+            .unwrap_or(0)
+    };
+    let mut points: Vec<BucketPoint> = [BucketAt::Head, BucketAt::Layer(layers as u128 - 1)]
+        .into_iter()
+        .map(|at| BucketPoint {
+            at,
+            gradients: bucket + BF16 * largest(at),
+        })
+        .collect();
+    let mut filled = 0u128;
+    let mut reduced = false;
+    for &(at, n) in &order {
+        if filled + n > REDUCE_BUCKET && filled > 0 {
+            let held_partition = if reduced { partition_grads } else { 0 };
+            points.push(BucketPoint {
+                at,
+                gradients: bucket + BF16 * filled + BF16 * n + held_partition,
+            });
+            reduced = true;
+            filled = 0;
+        }
+        filled += n;
+    }
+    points.push(BucketPoint {
+        at: BucketAt::Embedding,
+        gradients: bucket + if reduced { partition_grads } else { 0 },
+    });
+    points.push(BucketPoint {
+        at: BucketAt::End,
+        gradients: bucket + BF16 * filled + if reduced { partition_grads } else { 0 },
+    });
+    points
+}
