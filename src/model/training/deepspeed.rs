@@ -121,7 +121,7 @@ pub(super) fn bucket_points(
     let partition_grads = BF16 * flat.grads_in_partition;
     // Backward's order: an untied head, the final norm, then the layers from the last, each
     // in reverse registration order; the embedding (the tied head's) last.
-    let layers = (tensors.len() - 2 - usize::from(!tied)) / layer_tensors.max(1);
+    let layers = tensors.len().saturating_sub(2 + usize::from(!tied)) / layer_tensors.max(1);
     let mut order: Vec<(BucketAt, u128)> = Vec::new();
     if !tied {
         order.push((BucketAt::Head, tensors[tensors.len() - 1].elements()));
@@ -147,13 +147,16 @@ pub(super) fn bucket_points(
             .max()
             .unwrap_or(0)
     };
-    let mut points: Vec<BucketPoint> = [BucketAt::Head, BucketAt::Layer(layers as u128 - 1)]
-        .into_iter()
-        .map(|at| BucketPoint {
-            at,
-            gradients: bucket + BF16 * largest(at),
-        })
-        .collect();
+    let mut points: Vec<BucketPoint> = [
+        BucketAt::Head,
+        BucketAt::Layer((layers as u128).saturating_sub(1)),
+    ]
+    .into_iter()
+    .map(|at| BucketPoint {
+        at,
+        gradients: bucket + BF16 * largest(at),
+    })
+    .collect();
     let mut filled = 0u128;
     let mut reduced = false;
     for &(at, n) in &order {

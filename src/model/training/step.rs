@@ -181,7 +181,8 @@ fn deepspeed_peak(
     let (params, state) = ds_held(&flat);
     let tokens = u128::from(run.batch) * u128::from(run.seq);
     let seq = u128::from(run.seq);
-    let layer_tensors = (tensors.len() - 2 - usize::from(!s.tied)) / s.layers.max(1) as usize;
+    let layer_tensors =
+        tensors.len().saturating_sub(2 + usize::from(!s.tied)) / s.layers.max(1) as usize;
     let head_grad = s.vocab * s.hidden * 2;
     let pending_head = if s.tied { head_grad } else { 0 };
     let layer_full = tokens
