@@ -260,6 +260,12 @@ pub struct WorkloadSettings {
     #[arg(long, value_name = "N", requires = "ddp", value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub zero1: Option<u32>,
 
+    /// With --mode train: DeepSpeed's ZeRO stage 1 over N ranks (bf16, its default buckets):
+    /// the weights and gradients whole on each rank, master weights and Adam's moments
+    /// partitioned; the figures are the fullest rank's.
+    #[arg(long, value_name = "N", conflicts_with_all = ["fsdp", "ddp", "deepspeed_zero2"], value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub deepspeed_zero1: Option<u32>,
+
     /// With --mode train: DeepSpeed's ZeRO stage 2 over N ranks (bf16, its default buckets):
     /// the weights whole on each rank, gradients, master weights and Adam's moments
     /// partitioned; the figures are the fullest rank's.

@@ -14,7 +14,9 @@ use crate::alloc::{MemoryConfig, Preset};
 use crate::backend::{BackendKind, DeviceSpec, DiscoverOptions, Isolation};
 use crate::cli::{self, BenchAllocArgs, DiscoverArgs, SelectArgs, StressArgs, WorkloadKind};
 use crate::error::CliError;
-use crate::model::training::{AttnImplementation, Ddp, DeepSpeed, Fsdp, Lora, LoraTargets, Recipe};
+use crate::model::training::{
+    AttnImplementation, Ddp, DeepSpeed, Fsdp, Lora, LoraTargets, Recipe, ZeroStage,
+};
 use crate::model::{
     self, kv_precision, weight_precision, Settings, SourceSpec, KV_F16, KV_PRECISIONS,
     WEIGHT_PRECISIONS,
@@ -323,10 +325,16 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
         )
         .into());
     }
-    if args.deepspeed_zero2.is_some() && args.mode != cli::Mode::Train {
-        return Err(CliError::Usage(
-            "--deepspeed-zero2 is a training step's data parallelism: add --mode train".into(),
-        )
+    let deepspeed = match (args.deepspeed_zero1, args.deepspeed_zero2) {
+        (Some(n), _) => Some((ZeroStage::One, n)),
+        (None, Some(n)) => Some((ZeroStage::Two, n)),
+        (None, None) => None,
+    };
+    if let Some((stage, _)) = deepspeed.filter(|_| args.mode != cli::Mode::Train) {
+        return Err(CliError::Usage(format!(
+            "--deepspeed-zero{} is a training step's data parallelism: add --mode train",
+            stage.number()
+        ))
         .into());
     }
     if args.no_reshard_after_forward && args.fsdp.is_none() {
@@ -387,8 +395,9 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
             bucket_view: args.ddp_bucket_view,
             zero1: args.zero1.map(u64::from),
         }),
-        deepspeed: args.deepspeed_zero2.map(|n| DeepSpeed {
+        deepspeed: deepspeed.map(|(stage, n)| DeepSpeed {
             world: u64::from(n),
+            stage,
         }),
         generate_new_tokens: None,
         llamacpp_outputs: None,

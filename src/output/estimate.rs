@@ -8,7 +8,7 @@ use super::one_line;
 use super::{new_table, thousands, wrap_into, Report, Style};
 use crate::backend::BackendKind;
 use crate::model::generate::{GeneratePeak, GeneratePhase};
-use crate::model::training::{LoraTargets, Phase, Recipe};
+use crate::model::training::{LoraTargets, Phase, Recipe, ZeroStage};
 use crate::model::TrainingStep;
 use crate::model::{
     estimate::Breakdown, ActivationsBasis, CatalogModel, Mode, ModelSource, ModelWarning, Settings,
@@ -258,11 +258,16 @@ fn training_text(text: &mut String, r: &EstimateReport) {
                 }
             }
             if let Some(d) = step.deepspeed {
+                let (whole, partitioned) = match d.stage {
+                    ZeroStage::One => ("weights and gradients", "master weights and"),
+                    ZeroStage::Two => ("weights", "gradients, master weights and"),
+                };
                 wrap_into(
                     text,
                     &format!(
-                        "  DeepSpeed ZeRO-2 over {} ranks: the weights whole, gradients, master \
-                         weights and Adam's moments partitioned; the fullest rank's figures",
+                        "  DeepSpeed ZeRO-{} over {} ranks: the {whole} whole, {partitioned} \
+                         Adam's moments partitioned; the fullest rank's figures",
+                        d.stage.number(),
                         thousands(d.world)
                     ),
                     80,

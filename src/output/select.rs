@@ -143,12 +143,12 @@ fn note_text(n: &LaunchNote) -> String {
                 ""
             }
         ),
-        LaunchNote::DeepSpeedZero2 { micro_batch } => format!(
+        LaunchNote::DeepSpeed { stage, micro_batch } => format!(
             "train.py: deepspeed.initialize(model=model, model_parameters=model.parameters(), \
              config=\"ds_config.json\") (HF Trainer: deepspeed=\"ds_config.json\"); \
              ds_config.json: {{\"train_micro_batch_size_per_gpu\": {micro_batch}, \"bf16\": \
-             {{\"enabled\": true}}, \"zero_optimization\": {{\"stage\": 2}}, \"optimizer\": \
-             {{\"type\": \"AdamW\"}}}}"
+             {{\"enabled\": true}}, \"zero_optimization\": {{\"stage\": {stage}}}, \
+             \"optimizer\": {{\"type\": \"AdamW\"}}}}"
         ),
         LaunchNote::StoredQuantized => "vLLM quantizes on load only to fp8: serve a checkpoint \
              already stored at the planned precision (AWQ, GPTQ, compressed-tensors)"
@@ -308,7 +308,7 @@ impl Report for SelectReport {
                 text,
                 "PyTorch training: the step's peak (one FSDP2 rank's with --fsdp N, one DDP\n\
                  rank's with --ddp, the fullest ZeRO-1 rank's with --zero1 N, the fullest\n\
-                 DeepSpeed ZeRO-2 rank's with --deepspeed-zero2 N) with the CUDA context\n\
+                 DeepSpeed rank's with --deepspeed-zero1/2 N) with the CUDA context\n\
                  (--overhead) and the allocator's slack (--fragmentation-reserve), against\n\
                  free memory (`estimate --mode train` shows its parts)."
             );

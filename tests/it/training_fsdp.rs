@@ -327,7 +327,7 @@ fn deepspeed_zero2_plans_its_ranks_and_says_what_it_does_not_walk() {
     assert_eq!(json["plan"]["placements"].as_array().unwrap().len(), 2);
     assert_eq!(
         json["launch"][0]["notes"][0],
-        serde_json::json!({"note": "deepspeed_zero2", "micro_batch": 2})
+        serde_json::json!({"note": "deepspeed", "stage": 2, "micro_batch": 2})
     );
     let estimate = |flags: &[&str]| {
         common::json_ok(
@@ -344,12 +344,16 @@ fn deepspeed_zero2_plans_its_ranks_and_says_what_it_does_not_walk() {
         )
     };
     let ds = estimate(&["--deepspeed-zero2", "4"]);
-    assert_eq!(ds["training_step"]["deepspeed"]["world"], 4, "{ds}");
+    assert_eq!(
+        ds["training_step"]["deepspeed"],
+        serde_json::json!({"world": 4, "stage": "2"}),
+        "{ds}"
+    );
     let refused = estimate(&["--deepspeed-zero2", "4", "--checkpointing"]);
     assert_eq!(
         refused["training_unwalked"],
-        "PyTorch's step is not yet walked with DeepSpeed ZeRO-2 other than bf16 Adam or AdamW \
-         on a dense Llama-layout model without checkpointing"
+        "PyTorch's step is not yet walked with DeepSpeed ZeRO other than bf16 Adam or AdamW on \
+         a dense Llama-layout model without checkpointing"
     );
     let usage = |flags: &[&str]| {
         common::one_line_error(
@@ -368,4 +372,20 @@ fn deepspeed_zero2_plans_its_ranks_and_says_what_it_does_not_walk() {
         usage(&["--mode", "train", "--deepspeed-zero2", "2", "--fsdp", "2"])
             .contains("cannot be used with")
     );
+    assert_eq!(
+        usage(&["--deepspeed-zero1", "2"]),
+        "gpumem: error: --deepspeed-zero1 is a training step's data parallelism: add --mode \
+         train\n"
+    );
+    let flags = [
+        "--mode",
+        "train",
+        "--deepspeed-zero1",
+        "2",
+        "--deepspeed-zero2",
+        "2",
+    ];
+    assert!(usage(&flags).contains("cannot be used with"));
+    let one = estimate(&["--deepspeed-zero1", "4"]);
+    assert_eq!(one["training_step"]["deepspeed"]["stage"], "1", "{one}");
 }

@@ -1,10 +1,11 @@
-//! One rank of DeepSpeed's ZeRO stage 2 (deepspeed 0.19, bf16, its default buckets): the
-//! bf16 weights whole on every rank as one flat buffer, and of the rank's partition an f32
-//! master copy and Adam's two f32 moments. Backward hands each gradient to a reduce bucket of
-//! 5e8 bf16 elements (allocated at the first gradient, kept to the backward's end); a bucket
-//! that fills is averaged with a transient as large as its contents, and the rank's share is
-//! copied into a bf16 partition of gradients allocated at the first such reduction. The step
-//! casts the partition's gradients to f32 and runs torch's AdamW on the flat partition.
+//! One rank of DeepSpeed's ZeRO stage 1 or 2 (deepspeed 0.19, bf16, its default buckets):
+//! the bf16 weights whole on every rank as one flat buffer, and of the rank's partition an f32
+//! master copy and Adam's two f32 moments. A reduce bucket of 5e8 bf16 elements is allocated
+//! at backward's first gradient and kept to its end. Stage 1 leaves the gradients whole until
+//! backward ends. Stage 2 hands each gradient to the bucket as backward makes it; a bucket that
+//! fills is averaged with a transient as large as its contents, and the rank's share is copied
+//! into a bf16 partition of gradients allocated at the first such reduction. The step casts
+//! the partition's gradients to f32 and runs torch's AdamW on the flat partition.
 //!
 //! Recorded against `MemTracker` with `tools/pytorch-reference/measure_deepspeed.py`
 //! (`tests/fixtures/pytorch/deepspeed-*.json`): the forward, the loss's backward and the
@@ -24,12 +25,39 @@ pub(super) const ENGINE_SCALARS: u128 = 12;
 /// The f32 scalars at the forward's end.
 pub(super) const FORWARD_SCALARS: u128 = 8;
 
-/// DeepSpeed ZeRO stage 2 over `world` data-parallel ranks.
+/// DeepSpeed ZeRO over `world` data-parallel ranks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct DeepSpeed {
-    /// Ranks the optimizer state and gradients are partitioned over.
+    /// Ranks the optimizer state (and at stage 2 the gradients) are partitioned over.
     pub world: u64,
+    /// The ZeRO stage.
+    pub stage: ZeroStage,
 }
+
+/// What a ZeRO stage partitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ZeroStage {
+    /// The optimizer state and master weights; the gradients stay whole, reduced after
+    /// backward.
+    #[serde(rename = "1")]
+    One,
+    /// The gradients too, reduced bucket by bucket as backward makes them.
+    #[serde(rename = "2")]
+    Two,
+}
+
+impl ZeroStage {
+    /// The stage's number, as DeepSpeed's config spells it.
+    pub fn number(self) -> u8 {
+        match self {
+            ZeroStage::One => 1,
+            ZeroStage::Two => 2,
+        }
+    }
+}
+
+/// The reduce bucket, allocated at backward's first gradient and kept to its end.
+pub(super) const BUCKET_BYTES: u128 = BF16 * REDUCE_BUCKET;
 
 /// The flat layout: every parameter, in registration order, padded to a multiple of twice
 /// the ranks (DeepSpeed's 4-byte alignment of each rank's start).
@@ -117,7 +145,7 @@ pub(super) fn bucket_points(
     tied: bool,
     flat: &Flat,
 ) -> Vec<BucketPoint> {
-    let bucket = BF16 * REDUCE_BUCKET;
+    let bucket = BUCKET_BYTES;
     let partition_grads = BF16 * flat.grads_in_partition;
     // Backward's order: an untied head, the final norm, then the layers from the last, each
     // in reverse registration order; the embedding (the tied head's) last.

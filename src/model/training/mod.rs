@@ -47,7 +47,7 @@ use serde::Serialize;
 use super::estimate::Optimizer;
 
 pub use ddp::Ddp;
-pub use deepspeed::DeepSpeed;
+pub use deepspeed::{DeepSpeed, ZeroStage};
 pub use fsdp::Fsdp;
 pub use lora::{Lora, LoraTargets};
 pub(crate) use shape::{Layout, MlaShape, MoeShape, Shape};
@@ -123,7 +123,7 @@ pub struct TrainingRun {
     pub fsdp: Option<Fsdp>,
     /// DistributedDataParallel: the figures are one rank's, with its gradient buckets.
     pub ddp: Option<Ddp>,
-    /// DeepSpeed's ZeRO-2: the figures are one rank's.
+    /// DeepSpeed's ZeRO stage 1 or 2: the figures are one rank's.
     pub deepspeed: Option<DeepSpeed>,
     /// transformers' attention implementation (`attn_implementation`).
     pub attention: AttnImplementation,

@@ -148,9 +148,11 @@ fn zero1_peak(
     worst.ok_or(TrainingError::Overflow)
 }
 
-/// One rank's peak under DeepSpeed's ZeRO-2 ([`super::deepspeed`]): the walk's forward and
-/// loss backward with the rank's flat weights, master partition and moments; the moments the
-/// reduce bucket is there, the layer being walked counted whole; the step on the partition.
+/// One rank's peak under DeepSpeed's ZeRO stage 1 or 2 ([`super::deepspeed`]): the walk's
+/// forward and loss backward with the rank's flat weights, master partition and moments; the
+/// rest of backward with the reduce bucket there (stage 1: the walk's points, the gradients
+/// whole; stage 2: the bucket's moments, the layer being walked counted whole); the step on
+/// the partition.
 fn deepspeed_peak(
     s: &Shape,
     run: &TrainingRun,
@@ -159,9 +161,8 @@ fn deepspeed_peak(
     mask: Mask,
 ) -> Result<TrainingPeak, TrainingError> {
     use super::deepspeed::{
-        bucket_points, held as ds_held, step_extra, BucketAt, Flat, ENGINE_SCALARS, FORWARD_SCALARS,
+        held as ds_held, step_extra, Flat, ZeroStage, BUCKET_BYTES, ENGINE_SCALARS, FORWARD_SCALARS,
     };
-    let refuse = |what| Err(TrainingError::Unsupported { what });
     let plain = run.recipe == Recipe::Bf16
         && matches!(run.optimizer, Optimizer::Adam | Optimizer::Adamw)
         && !run.checkpointing
@@ -170,80 +171,121 @@ fn deepspeed_peak(
         && s.layout == Layout::Llama
         && s.moe.is_none()
         && !s.fused;
-    let tensors = s.tensors().filter(|_| plain);
-    let Some(tensors) = tensors else {
-        return refuse(
-            "DeepSpeed ZeRO-2 other than bf16 Adam or AdamW on a dense Llama-layout model \
-             without checkpointing",
-        );
+    let Some(tensors) = s.tensors().filter(|_| plain) else {
+        return Err(TrainingError::Unsupported {
+            what: "DeepSpeed ZeRO other than bf16 Adam or AdamW on a dense Llama-layout model \
+                   without checkpointing",
+        });
     };
     let flat = Flat::of(&tensors, ds.world);
     let (params, state) = ds_held(&flat);
     let tokens = u128::from(run.batch) * u128::from(run.seq);
+    let tally = |phase, gradients, optimizer, activations, temporaries| Tally {
+        phase,
+        parameters: params,
+        gradients,
+        optimizer,
+        activations,
+        temporaries,
+    };
+    let mut tallies = vec![
+        tally(
+            Phase::Forward,
+            0,
+            state,
+            points[0].activations + FORWARD_SCALARS,
+            0,
+        ),
+        tally(
+            Phase::Backward,
+            0,
+            state,
+            points[1].activations + ENGINE_SCALARS,
+            points[1].temporaries,
+        ),
+        tally(
+            Phase::Optimizer,
+            0,
+            state + step_extra(&flat),
+            tokens * IDS + ENGINE_SCALARS,
+            0,
+        ),
+    ];
+    match ds.stage {
+        // The gradients stay the walk's, the bucket beside them from the first on.
+        ZeroStage::One => tallies.extend(points[2..5].iter().map(|pt| {
+            tally(
+                pt.phase,
+                pt.gradients,
+                state,
+                pt.activations + ENGINE_SCALARS,
+                pt.temporaries + BUCKET_BYTES,
+            )
+        })),
+        ZeroStage::Two => {
+            let bucket = zero2_bucket_points(s, run, mask, &tensors, &flat, points);
+            tallies.extend(
+                bucket
+                    .into_iter()
+                    .map(|(gradients, activations, temporaries)| {
+                        tally(
+                            Phase::Backward,
+                            gradients,
+                            state,
+                            activations + ENGINE_SCALARS,
+                            temporaries,
+                        )
+                    }),
+            );
+        }
+    }
+    largest(&tallies, held.buffers)
+}
+
+/// Stage 2's moments with the bucket there ([`super::deepspeed::bucket_points`]): each one's
+/// gradients beside the model's, activations and temporaries.
+fn zero2_bucket_points(
+    s: &Shape,
+    run: &TrainingRun,
+    mask: Mask,
+    tensors: &[super::shape::Tensor],
+    flat: &super::deepspeed::Flat,
+    points: &[Point; 6],
+) -> Vec<(u128, u128, u128)> {
+    use super::deepspeed::{bucket_points, BucketAt};
+    let tokens = u128::from(run.batch) * u128::from(run.seq);
     let seq = u128::from(run.seq);
     let layer_tensors =
         tensors.len().saturating_sub(2 + usize::from(!s.tied)) / s.layers.max(1) as usize;
-    let head_grad = s.vocab * s.hidden * 2;
-    let pending_head = if s.tied { head_grad } else { 0 };
+    let pending_head = if s.tied { s.vocab * s.hidden * 2 } else { 0 };
     let layer_full = tokens
         * layer_per_token(s, run.recipe, false, seq, (mask.repeated, mask.eager))
         + layer_fixed(s, run.recipe, false);
-    let mut tallies = vec![
-        Tally {
-            phase: Phase::Forward,
-            parameters: params,
-            gradients: 0,
-            optimizer: state,
-            activations: points[0].activations + FORWARD_SCALARS,
-            temporaries: 0,
-        },
-        Tally {
-            phase: Phase::Backward,
-            parameters: params,
-            gradients: 0,
-            optimizer: state,
-            activations: points[1].activations + ENGINE_SCALARS,
-            temporaries: points[1].temporaries,
-        },
-        Tally {
-            phase: Phase::Optimizer,
-            parameters: params,
-            gradients: 0,
-            optimizer: state + step_extra(&flat),
-            activations: tokens * IDS + ENGINE_SCALARS,
-            temporaries: 0,
-        },
-    ];
     let p = u128::from(run.recipe.param_bytes());
-    for b in bucket_points(&tensors, layer_tensors, s.tied, &flat) {
-        let (activations, temporaries) = match b.at {
-            // The output head's backward: what the walk holds there.
-            // The output head's backward done: what the walk holds there, the gradient of
-            // the hidden states and a tied head's gradient, waiting for the embedding's.
-            BucketAt::Head => (
-                points[2].activations,
-                tokens * ACT_BYTES * s.hidden + pending_head,
-            ),
-            BucketAt::Layer(l) => (
-                tokens * IDS + seq * rope_per_position(s, run.recipe) + (l + 1) * layer_full,
-                layer_backward_temporaries(s, p, tokens, false)
-                    + tokens * 2 * ACT_BYTES * s.hidden
-                    + pending_head,
-            ),
-            // The embedding's backward: what the walk holds there.
-            BucketAt::Embedding => (points[4].activations, points[4].temporaries),
-            BucketAt::End => (tokens * IDS, 0),
-        };
-        tallies.push(Tally {
-            phase: Phase::Backward,
-            parameters: params,
-            gradients: b.gradients,
-            optimizer: state,
-            activations: activations + ENGINE_SCALARS,
-            temporaries,
-        });
-    }
-    largest(&tallies, held.buffers)
+    bucket_points(tensors, layer_tensors, s.tied, flat)
+        .into_iter()
+        .map(|b| {
+            let (activations, temporaries) = match b.at {
+                // The output head's backward done: what the walk holds there, the gradient
+                // of the hidden states and a tied head's gradient, waiting for the
+                // embedding's.
+                BucketAt::Head => (
+                    points[2].activations,
+                    tokens * ACT_BYTES * s.hidden + pending_head,
+                ),
+                BucketAt::Layer(l) => (
+                    tokens * IDS + seq * rope_per_position(s, run.recipe) + (l + 1) * layer_full,
+                    layer_backward_temporaries(s, p, tokens, false)
+                        + tokens * 2 * ACT_BYTES * s.hidden
+                        + pending_head,
+                ),
+                // The embedding's backward: what the walk holds there.
+                BucketAt::Embedding => (points[4].activations, points[4].temporaries),
+                BucketAt::End => (tokens * IDS, 0),
+            };
+            (b.gradients, activations, temporaries)
+        })
+        .collect()
 }
 
 /// Each point's categories, the parameters and optimizer state held throughout.

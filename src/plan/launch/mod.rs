@@ -130,10 +130,12 @@ pub enum LaunchNote {
         /// `ZeroRedundancyOptimizer` over the ranks (ZeRO-1).
         zero1: bool,
     },
-    /// The training script runs DeepSpeed's ZeRO stage 2 in bf16 with its default buckets
-    /// (`deepspeed.initialize`, or HF Trainer's `deepspeed=`), this micro-batch a rank.
-    #[serde(rename = "deepspeed_zero2")]
-    DeepSpeedZero2 {
+    /// The training script runs DeepSpeed's ZeRO at this stage in bf16 with its default
+    /// buckets (`deepspeed.initialize`, or HF Trainer's `deepspeed=`), this micro-batch a rank.
+    #[serde(rename = "deepspeed")]
+    DeepSpeed {
+        /// `zero_optimization.stage`.
+        stage: u8,
         /// `train_micro_batch_size_per_gpu`.
         micro_batch: u64,
     },
@@ -305,7 +307,8 @@ pub fn torchrun(plan: &Plan, settings: &crate::model::Settings) -> Option<Launch
             bucket_view: d.bucket_view,
             zero1: d.zero1.is_some(),
         },
-        (None, None, Some(_)) => LaunchNote::DeepSpeedZero2 {
+        (None, None, Some(d)) => LaunchNote::DeepSpeed {
+            stage: d.stage.number(),
             micro_batch: settings.batch,
         },
         (None, None, None) => return None,
