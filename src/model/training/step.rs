@@ -151,8 +151,8 @@ fn zero1_peak(
 /// One rank's peak under DeepSpeed's ZeRO stage 1 or 2 ([`super::deepspeed`]): the walk's
 /// forward and loss backward with the rank's flat weights, master partition and moments; the
 /// rest of backward with the reduce bucket there (stage 1: the walk's points, the gradients
-/// whole; stage 2: the bucket's moments, the layer being walked counted whole); the step on
-/// the partition.
+/// whole; stage 2: the bucket's moments, the layer being walked counted whole, recomputed
+/// under checkpointing); the step on the partition.
 fn deepspeed_peak(
     s: &Shape,
     run: &TrainingRun,
@@ -165,7 +165,6 @@ fn deepspeed_peak(
     };
     let plain = run.recipe == Recipe::Bf16
         && matches!(run.optimizer, Optimizer::Adam | Optimizer::Adamw)
-        && !run.checkpointing
         && !mask.eager
         && !mask.masked
         && s.layout == Layout::Llama
@@ -173,8 +172,7 @@ fn deepspeed_peak(
         && !s.fused;
     let Some(tensors) = s.tensors().filter(|_| plain) else {
         return Err(TrainingError::Unsupported {
-            what: "DeepSpeed ZeRO other than bf16 Adam or AdamW on a dense Llama-layout model \
-                   without checkpointing",
+            what: "DeepSpeed ZeRO other than bf16 Adam or AdamW on a dense Llama-layout model",
         });
     };
     let flat = Flat::of(&tensors, ds.world);
@@ -274,7 +272,14 @@ fn zero2_bucket_points(
                     tokens * ACT_BYTES * s.hidden + pending_head,
                 ),
                 BucketAt::Layer(l) => (
-                    tokens * IDS + seq * rope_per_position(s, run.recipe) + (l + 1) * layer_full,
+                    tokens * IDS
+                        + seq * rope_per_position(s, run.recipe)
+                        + if run.checkpointing {
+                            // Each layer's input checkpointed, the walked one recomputed.
+                            (l + 1) * tokens * layer_input(s, run.recipe) + seq * IDS + layer_full
+                        } else {
+                            (l + 1) * layer_full
+                        },
                     layer_backward_temporaries(s, p, tokens, false)
                         + tokens * 2 * ACT_BYTES * s.hidden
                         + pending_head,
