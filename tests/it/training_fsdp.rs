@@ -352,8 +352,23 @@ fn deepspeed_zero2_plans_its_ranks_and_says_what_it_does_not_walk() {
     let refused = estimate(&["--deepspeed-zero2", "4", "--optimizer", "sgd"]);
     assert_eq!(
         refused["training_unwalked"],
-        "PyTorch's step is not yet walked with DeepSpeed ZeRO other than bf16 Adam or AdamW on \
-         a dense Llama-layout model"
+        "PyTorch's step is not yet walked with DeepSpeed ZeRO other than bf16 Adam or AdamW, \
+         or with eager attention or a sliding window within the sequence"
+    );
+    let moe = common::json_ok(common::gpumem().args([
+        "--json",
+        "estimate",
+        "--model",
+        "mixtral-8x7b",
+        "--mode",
+        "train",
+        "--deepspeed-zero2",
+        "8",
+    ]));
+    assert_eq!(
+        moe["training_unwalked"],
+        "PyTorch's step is not yet walked with DeepSpeed ZeRO-2 on experts, fused projections \
+         or another layout than Llama's"
     );
     let usage = |flags: &[&str]| {
         common::one_line_error(

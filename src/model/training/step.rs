@@ -163,18 +163,24 @@ fn deepspeed_peak(
     use super::deepspeed::{
         held as ds_held, step_extra, Flat, ZeroStage, BUCKET_BYTES, ENGINE_SCALARS, FORWARD_SCALARS,
     };
+    let refuse = |what| Err(TrainingError::Unsupported { what });
     let plain = run.recipe == Recipe::Bf16
         && matches!(run.optimizer, Optimizer::Adam | Optimizer::Adamw)
         && !mask.eager
-        && !mask.masked
-        && s.layout == Layout::Llama
-        && s.moe.is_none()
-        && !s.fused;
+        && !mask.masked;
     let Some(tensors) = s.tensors().filter(|_| plain) else {
-        return Err(TrainingError::Unsupported {
-            what: "DeepSpeed ZeRO other than bf16 Adam or AdamW on a dense Llama-layout model",
-        });
+        return refuse(
+            "DeepSpeed ZeRO other than bf16 Adam or AdamW, or with eager attention or a \
+             sliding window within the sequence",
+        );
     };
+    // Stage 2's bucket replay knows a dense Llama-layout layer's tensors and activations.
+    let dense_llama = s.layout == Layout::Llama && s.moe.is_none() && !s.fused;
+    if ds.stage == ZeroStage::Two && !dense_llama {
+        return refuse(
+            "DeepSpeed ZeRO-2 on experts, fused projections or another layout than Llama's",
+        );
+    }
     let flat = Flat::of(&tensors, ds.world);
     let (params, state) = ds_held(&flat);
     let tokens = u128::from(run.batch) * u128::from(run.seq);
