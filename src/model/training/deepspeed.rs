@@ -14,7 +14,9 @@
 
 use serde::Serialize;
 
+use super::saved::{layer_fixed, layer_input, layer_per_token, rope_per_position, ACT_BYTES, IDS};
 use super::shape::Tensor;
+use super::{Shape, TrainingRun};
 
 /// DeepSpeed's `reduce_bucket_size` default, in elements.
 const REDUCE_BUCKET: u128 = 500_000_000;
@@ -208,4 +210,74 @@ pub(super) fn bucket_points(
         gradients: bucket + BF16 * filled + if reduced { partition_grads } else { 0 },
     });
     points
+}
+
+/// What the walk holds where the bucket may peak: activations and temporaries.
+pub(super) struct WalkAt {
+    /// The output head's backward done: the walk's activations there, and the hidden states'
+    /// gradient beside a tied head's gradient (waiting for the embedding's).
+    pub head: (u128, u128),
+    /// Activations before the decoder layers (the ids, the rotary tables).
+    pub before_layers: u128,
+    /// What a layer not being walked keeps: all it saved, or under checkpointing its input.
+    pub layer_kept: u128,
+    /// Beside those, the layer being walked (recomputed under checkpointing; else 0, its own
+    /// saved tensors counted in `layer_kept`).
+    pub layer_walked: u128,
+    /// A layer's backward's temporaries, and a tied head's waiting gradient.
+    pub layer_temporaries: u128,
+    /// The embedding's backward: the walk's activations and temporaries there.
+    pub embedding: (u128, u128),
+    /// After backward: the activations left.
+    pub end: u128,
+}
+
+impl WalkAt {
+    /// The walk's figures for `run`: `[head, embedding]` are its points there (activations and
+    /// temporaries), `layer_backward` a layer's backward's temporaries.
+    pub(super) fn new(
+        s: &Shape,
+        run: &TrainingRun,
+        (repeated, eager): (bool, bool),
+        [head, embedding]: [(u128, u128); 2],
+        layer_backward: u128,
+    ) -> WalkAt {
+        let tokens = u128::from(run.batch) * u128::from(run.seq);
+        let seq = u128::from(run.seq);
+        let hidden_grads = tokens * ACT_BYTES * s.hidden;
+        let pending_head = if s.tied { s.vocab * s.hidden * BF16 } else { 0 };
+        let layer_full = tokens * layer_per_token(s, run.recipe, false, seq, (repeated, eager))
+            + layer_fixed(s, run.recipe, false);
+        WalkAt {
+            head: (head.0, head.1 + hidden_grads + pending_head),
+            before_layers: tokens * IDS + seq * rope_per_position(s, run.recipe),
+            // Under checkpointing each layer keeps its input, the walked one recomputed.
+            layer_kept: if run.checkpointing {
+                tokens * layer_input(s, run.recipe)
+            } else {
+                layer_full
+            },
+            layer_walked: if run.checkpointing {
+                layer_full + seq * IDS
+            } else {
+                0
+            },
+            layer_temporaries: layer_backward + 2 * hidden_grads + pending_head,
+            embedding,
+            end: tokens * IDS,
+        }
+    }
+
+    /// Activations and temporaries at `at`; in layer `l`, the layers up to it counted whole.
+    pub(super) fn at(&self, at: BucketAt) -> (u128, u128) {
+        match at {
+            BucketAt::Head => self.head,
+            BucketAt::Layer(l) => (
+                self.before_layers + (l + 1) * self.layer_kept + self.layer_walked,
+                self.layer_temporaries,
+            ),
+            BucketAt::Embedding => self.embedding,
+            BucketAt::End => (self.end, 0),
+        }
+    }
 }

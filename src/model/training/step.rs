@@ -227,7 +227,7 @@ fn deepspeed_peak(
             )
         })),
         ZeroStage::Two => {
-            let bucket = zero2_bucket_points(s, run, mask, &tensors, &flat, points);
+            let bucket = zero2_bucket_points(s, run, mask, (&tensors, &flat), points);
             tallies.extend(
                 bucket
                     .into_iter()
@@ -246,54 +246,33 @@ fn deepspeed_peak(
     largest(&tallies, held.buffers)
 }
 
-/// Stage 2's moments with the bucket there ([`super::deepspeed::bucket_points`]): each one's
-/// gradients beside the model's, activations and temporaries.
+/// Stage 2's moments with the bucket there ([`super::deepspeed::bucket_points`]), with what
+/// the walk holds at each: gradients beside the model's, activations and temporaries.
 fn zero2_bucket_points(
     s: &Shape,
     run: &TrainingRun,
     mask: Mask,
-    tensors: &[super::shape::Tensor],
-    flat: &super::deepspeed::Flat,
+    (tensors, flat): (&[super::shape::Tensor], &super::deepspeed::Flat),
     points: &[Point; 6],
 ) -> Vec<(u128, u128, u128)> {
-    use super::deepspeed::{bucket_points, BucketAt};
     let tokens = u128::from(run.batch) * u128::from(run.seq);
-    let seq = u128::from(run.seq);
+    let p = u128::from(run.recipe.param_bytes());
+    let walk = super::deepspeed::WalkAt::new(
+        s,
+        run,
+        (mask.repeated, mask.eager),
+        [
+            (points[2].activations, 0),
+            (points[4].activations, points[4].temporaries),
+        ],
+        layer_backward_temporaries(s, p, tokens, false),
+    );
     let layer_tensors =
         tensors.len().saturating_sub(2 + usize::from(!s.tied)) / s.layers.max(1) as usize;
-    let pending_head = if s.tied { s.vocab * s.hidden * 2 } else { 0 };
-    let layer_full = tokens
-        * layer_per_token(s, run.recipe, false, seq, (mask.repeated, mask.eager))
-        + layer_fixed(s, run.recipe, false);
-    let p = u128::from(run.recipe.param_bytes());
-    bucket_points(tensors, layer_tensors, s.tied, flat)
+    super::deepspeed::bucket_points(tensors, layer_tensors, s.tied, flat)
         .into_iter()
         .map(|b| {
-            let (activations, temporaries) = match b.at {
-                // The output head's backward done: what the walk holds there, the gradient
-                // of the hidden states and a tied head's gradient, waiting for the
-                // embedding's.
-                BucketAt::Head => (
-                    points[2].activations,
-                    tokens * ACT_BYTES * s.hidden + pending_head,
-                ),
-                BucketAt::Layer(l) => (
-                    tokens * IDS
-                        + seq * rope_per_position(s, run.recipe)
-                        + if run.checkpointing {
-                            // Each layer's input checkpointed, the walked one recomputed.
-                            (l + 1) * tokens * layer_input(s, run.recipe) + seq * IDS + layer_full
-                        } else {
-                            (l + 1) * layer_full
-                        },
-                    layer_backward_temporaries(s, p, tokens, false)
-                        + tokens * 2 * ACT_BYTES * s.hidden
-                        + pending_head,
-                ),
-                // The embedding's backward: what the walk holds there.
-                BucketAt::Embedding => (points[4].activations, points[4].temporaries),
-                BucketAt::End => (tokens * IDS, 0),
-            };
+            let (activations, temporaries) = walk.at(b.at);
             (b.gradients, activations, temporaries)
         })
         .collect()
