@@ -265,14 +265,20 @@ pub struct WorkloadSettings {
     /// With --mode train: DeepSpeed's ZeRO stage 1 over N ranks (bf16, its default buckets):
     /// the weights and gradients whole on each rank, master weights and Adam's moments
     /// partitioned; the figures are the fullest rank's.
-    #[arg(long, value_name = "N", conflicts_with_all = ["fsdp", "ddp", "deepspeed_zero2"], value_parser = clap::value_parser!(u32).range(1..=65536))]
+    #[arg(long, value_name = "N", conflicts_with_all = ["fsdp", "ddp", "deepspeed_zero2", "deepspeed_zero3"], value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub deepspeed_zero1: Option<u32>,
 
     /// With --mode train: DeepSpeed's ZeRO stage 2 over N ranks (bf16, its default buckets):
     /// the weights whole on each rank, gradients, master weights and Adam's moments
     /// partitioned; the figures are the fullest rank's.
-    #[arg(long, value_name = "N", conflicts_with_all = ["fsdp", "ddp"], value_parser = clap::value_parser!(u32).range(1..=65536))]
+    #[arg(long, value_name = "N", conflicts_with_all = ["fsdp", "ddp", "deepspeed_zero3"], value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub deepspeed_zero2: Option<u32>,
+
+    /// With --mode train: DeepSpeed's ZeRO stage 3 over N ranks (bf16, its defaults): the
+    /// weights, gradients, master weights and Adam's moments partitioned, each layer gathered
+    /// whole while it runs; the figures are the fullest rank's.
+    #[arg(long, value_name = "N", conflicts_with_all = ["fsdp", "ddp"], value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub deepspeed_zero3: Option<u32>,
 }
 
 /// Arguments of `gpumem estimate`.

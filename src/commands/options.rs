@@ -325,10 +325,15 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
         )
         .into());
     }
-    let deepspeed = match (args.deepspeed_zero1, args.deepspeed_zero2) {
-        (Some(n), _) => Some((ZeroStage::One, n)),
-        (None, Some(n)) => Some((ZeroStage::Two, n)),
-        (None, None) => None,
+    let deepspeed = match (
+        args.deepspeed_zero1,
+        args.deepspeed_zero2,
+        args.deepspeed_zero3,
+    ) {
+        (Some(n), _, _) => Some((ZeroStage::One, n)),
+        (None, Some(n), _) => Some((ZeroStage::Two, n)),
+        (None, None, Some(n)) => Some((ZeroStage::Three, n)),
+        (None, None, None) => None,
     };
     if let Some((stage, _)) = deepspeed.filter(|_| args.mode != cli::Mode::Train) {
         return Err(CliError::Usage(format!(

@@ -258,15 +258,24 @@ fn training_text(text: &mut String, r: &EstimateReport) {
                 }
             }
             if let Some(d) = step.deepspeed {
-                let (whole, partitioned) = match d.stage {
-                    ZeroStage::One => ("weights and gradients", "master weights and"),
-                    ZeroStage::Two => ("weights", "gradients, master weights and"),
+                let what = match d.stage {
+                    ZeroStage::One => {
+                        "the weights and gradients whole, master weights and Adam's moments \
+                         partitioned"
+                    }
+                    ZeroStage::Two => {
+                        "the weights whole, gradients, master weights and Adam's moments \
+                         partitioned"
+                    }
+                    ZeroStage::Three => {
+                        "weights, gradients, master weights and Adam's moments partitioned, \
+                         each layer gathered whole while it runs"
+                    }
                 };
                 wrap_into(
                     text,
                     &format!(
-                        "  DeepSpeed ZeRO-{} over {} ranks: the {whole} whole, {partitioned} \
-                         Adam's moments partitioned; the fullest rank's figures",
+                        "  DeepSpeed ZeRO-{} over {} ranks: {what}; the fullest rank's figures",
                         d.stage.number(),
                         thousands(d.world)
                     ),

@@ -308,7 +308,7 @@ impl Report for SelectReport {
                 text,
                 "PyTorch training: the step's peak (one FSDP2 rank's with --fsdp N, one DDP\n\
                  rank's with --ddp, the fullest ZeRO-1 rank's with --zero1 N, the fullest\n\
-                 DeepSpeed rank's with --deepspeed-zero1/2 N) with the CUDA context\n\
+                 DeepSpeed rank's with --deepspeed-zero1/2/3 N) with the CUDA context\n\
                  (--overhead) and the allocator's slack (--fragmentation-reserve), against\n\
                  free memory (`estimate --mode train` shows its parts)."
             );

@@ -16,6 +16,8 @@ use serde::Serialize;
 
 use super::saved::{layer_fixed, layer_input, layer_per_token, rope_per_position, ACT_BYTES, IDS};
 use super::shape::Tensor;
+use super::zero3::Zero3;
+use super::zero3_trace::{gathered, DenseLayout, Gathered};
 use super::{Shape, TrainingRun};
 
 /// DeepSpeed's `reduce_bucket_size` default, in elements.
@@ -46,6 +48,9 @@ pub enum ZeroStage {
     /// The gradients too, reduced bucket by bucket as backward makes them.
     #[serde(rename = "2")]
     Two,
+    /// The weights too, each layer's gathered whole while it runs.
+    #[serde(rename = "3")]
+    Three,
 }
 
 impl ZeroStage {
@@ -54,9 +59,13 @@ impl ZeroStage {
         match self {
             ZeroStage::One => 1,
             ZeroStage::Two => 2,
+            ZeroStage::Three => 3,
         }
     }
 }
+
+/// Stage 3's scalars in backward beside the engine's: an f32 and a flag, in bytes.
+const STAGE3_BACKWARD_SCALARS: u128 = 5;
 
 /// The reduce bucket, allocated at backward's first gradient and kept to its end.
 pub(super) const BUCKET_BYTES: u128 = BF16 * REDUCE_BUCKET;
@@ -102,19 +111,111 @@ impl Flat {
     }
 }
 
-/// What a rank holds whatever the point: the bf16 flat weights, and the f32 master partition
-/// and Adam's moments with their step count.
-pub(super) fn held(flat: &Flat) -> (u128, u128) {
-    (
-        BF16 * flat.padded,
-        4 * flat.partition + 8 * flat.partition + 4,
-    )
+/// What one rank holds, by stage.
+pub(super) struct RankHeld {
+    /// Weights held throughout: stages 1 and 2 the bf16 flat buffer, stage 3 the rank's
+    /// pieces and the small tensors kept whole.
+    pub weights: u128,
+    /// Stage 3's pieces, and the weights its coordinator holds gathered at the walk's points.
+    pub stage3: Option<(Zero3, Gathered)>,
+    /// Gradients held throughout: stage 3's bf16 partition.
+    pub gradients: u128,
+    /// Stage 3's scalars in backward beside the engine's (bytes).
+    pub backward_scalars: u128,
+    /// Stage 3's reduce bucket, there from the start (stages 1 and 2 allocate it at
+    /// backward's first gradient, counted among their backward's points).
+    pub bucket: u128,
+    /// The f32 master partition and Adam's moments with their step count.
+    pub optimizer: u128,
+    /// The step's own bytes: the partition's (stage 3: its largest sub-group's) f32 gradient
+    /// and torch AdamW's two f32 temporaries (`exp_avg_sq.sqrt() / bias_correction`).
+    pub step: u128,
+    /// The layout stage 2's bucket replay walks; stage 3's partition of gradients is held
+    /// throughout, so its replay counts none.
+    pub flat: Flat,
 }
 
-/// The step's own bytes beside what is held: the partition's f32 gradient and torch AdamW's
-/// two partition-sized f32 temporaries (`exp_avg_sq.sqrt() / bias_correction`).
-pub(super) fn step_extra(flat: &Flat) -> u128 {
-    4 * flat.partition + 8 * flat.partition
+/// Where in the step a point falls, for what stage 3 holds gathered there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum StepAt {
+    /// The output head's forward.
+    ForwardEnd,
+    /// The loss's backward.
+    Loss,
+    /// A moment of backward the bucket replay lists.
+    Bucket(BucketAt),
+    /// The optimizer step: nothing gathered but the small tensors, partitioned again too.
+    Step,
+}
+
+impl RankHeld {
+    pub(super) fn of(
+        stage: ZeroStage,
+        s: &Shape,
+        (tensors, world): (&[Tensor], u64),
+        checkpointing: bool,
+    ) -> RankHeld {
+        let flat = Flat::of(tensors, world);
+        match stage {
+            ZeroStage::One | ZeroStage::Two => RankHeld {
+                weights: BF16 * flat.padded,
+                stage3: None,
+                backward_scalars: 0,
+                gradients: 0,
+                bucket: 0,
+                optimizer: 12 * flat.partition + 4,
+                step: 12 * flat.partition,
+                flat,
+            },
+            ZeroStage::Three => {
+                let z = Zero3::of(tensors, world);
+                let layout = DenseLayout {
+                    layers: s.layers,
+                    hidden: s.hidden,
+                    q: s.heads * s.head_dim,
+                    kv: s.kv_heads * s.head_dim,
+                    head_dim: s.head_dim,
+                    intermediate: s.intermediate,
+                    vocab: s.vocab,
+                    tied: s.tied,
+                    qkv_bias: s.qkv_bias,
+                    o_bias: s.o_bias,
+                    qk_norm: s.qk_norm,
+                };
+                RankHeld {
+                    weights: z.weights(),
+                    stage3: Some((z, gathered(&layout, checkpointing))),
+                    backward_scalars: STAGE3_BACKWARD_SCALARS,
+                    gradients: z.gradients(),
+                    bucket: BUCKET_BYTES,
+                    optimizer: z.optimizer(),
+                    step: z.step_extra(),
+                    flat: Flat {
+                        grads_in_partition: 0,
+                        ..flat
+                    },
+                }
+            }
+        }
+    }
+
+    /// Bytes of whole weights at `at` beside the held ones: stage 3's small tensors and what
+    /// its coordinator holds gathered (none at stages 1 and 2, whose weights are whole).
+    pub(super) fn whole_at(&self, at: StepAt) -> u128 {
+        let Some((z, g)) = &self.stage3 else {
+            return 0;
+        };
+        let gathered = match at {
+            StepAt::Step => return 0,
+            StepAt::ForwardEnd => g.forward_end,
+            StepAt::Loss => g.loss,
+            StepAt::Bucket(BucketAt::Head) => g.head,
+            StepAt::Bucket(BucketAt::Layer(l)) => g.layers.get(l as usize).copied().unwrap_or(0),
+            StepAt::Bucket(BucketAt::Embedding) => g.embedding,
+            StepAt::Bucket(BucketAt::End) => 0,
+        };
+        z.whole_bytes(gathered)
+    }
 }
 
 /// Where backward is when the bucket holds gradients.

@@ -41,6 +41,8 @@ mod optimizer_state;
 mod saved;
 mod shape;
 mod step;
+mod zero3;
+mod zero3_trace;
 
 use serde::Serialize;
 

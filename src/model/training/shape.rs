@@ -301,7 +301,7 @@ pub(crate) struct Tensor {
 }
 
 impl Tensor {
-    const fn matrix(rows: u128, cols: u128) -> Self {
+    pub(super) const fn matrix(rows: u128, cols: u128) -> Self {
         Tensor {
             count: 1,
             rows,
@@ -314,7 +314,7 @@ impl Tensor {
         Tensor { count, rows, cols }
     }
 
-    const fn vector(len: u128) -> Self {
+    pub(super) const fn vector(len: u128) -> Self {
         Tensor::stack(1, len, 0)
     }
 

@@ -161,7 +161,7 @@ fn deepspeed_peak(
     mask: Mask,
 ) -> Result<TrainingPeak, TrainingError> {
     use super::deepspeed::{
-        held as ds_held, step_extra, Flat, ZeroStage, BUCKET_BYTES, ENGINE_SCALARS, FORWARD_SCALARS,
+        RankHeld, StepAt, ZeroStage, BUCKET_BYTES, ENGINE_SCALARS, FORWARD_SCALARS,
     };
     let refuse = |what| Err(TrainingError::Unsupported { what });
     let plain = run.recipe == Recipe::Bf16
@@ -174,43 +174,43 @@ fn deepspeed_peak(
              sliding window within the sequence",
         );
     };
-    // Stage 2's bucket replay knows a dense Llama-layout layer's tensors and activations.
+    // The bucket replay knows a dense Llama-layout layer's tensors and activations.
     let dense_llama = s.layout == Layout::Llama && s.moe.is_none() && !s.fused;
-    if ds.stage == ZeroStage::Two && !dense_llama {
+    if ds.stage != ZeroStage::One && !dense_llama {
         return refuse(
-            "DeepSpeed ZeRO-2 on experts, fused projections or another layout than Llama's",
+            "DeepSpeed ZeRO-2 or ZeRO-3 on experts, fused projections or another layout than \
+             Llama's",
         );
     }
-    let flat = Flat::of(&tensors, ds.world);
-    let (params, state) = ds_held(&flat);
+    let rank = RankHeld::of(ds.stage, s, (&tensors, ds.world), run.checkpointing);
     let tokens = u128::from(run.batch) * u128::from(run.seq);
-    let tally = |phase, gradients, optimizer, activations, temporaries| Tally {
+    let tally = |(phase, at), gradients, optimizer, activations, temporaries| Tally {
         phase,
-        parameters: params,
-        gradients,
-        optimizer,
+        parameters: rank.weights + rank.whole_at(at),
+        gradients: rank.gradients + gradients,
+        optimizer: rank.optimizer + optimizer,
         activations,
         temporaries,
     };
     let mut tallies = vec![
         tally(
-            Phase::Forward,
+            (Phase::Forward, StepAt::ForwardEnd),
+            rank.bucket,
             0,
-            state,
             points[0].activations + FORWARD_SCALARS,
             0,
         ),
         tally(
-            Phase::Backward,
+            (Phase::Backward, StepAt::Loss),
+            rank.bucket,
             0,
-            state,
-            points[1].activations + ENGINE_SCALARS,
+            points[1].activations + ENGINE_SCALARS + rank.backward_scalars,
             points[1].temporaries,
         ),
         tally(
-            Phase::Optimizer,
-            0,
-            state + step_extra(&flat),
+            (Phase::Optimizer, StepAt::Step),
+            rank.bucket,
+            rank.step,
             tokens * IDS + ENGINE_SCALARS,
             0,
         ),
@@ -219,24 +219,24 @@ fn deepspeed_peak(
         // The gradients stay the walk's, the bucket beside them from the first on.
         ZeroStage::One => tallies.extend(points[2..5].iter().map(|pt| {
             tally(
-                pt.phase,
+                (pt.phase, StepAt::Step),
                 pt.gradients,
-                state,
+                0,
                 pt.activations + ENGINE_SCALARS,
                 pt.temporaries + BUCKET_BYTES,
             )
         })),
-        ZeroStage::Two => {
-            let bucket = zero2_bucket_points(s, run, mask, (&tensors, &flat), points);
+        ZeroStage::Two | ZeroStage::Three => {
+            let bucket = zero2_bucket_points(s, run, mask, (&tensors, &rank.flat), points);
             tallies.extend(
                 bucket
                     .into_iter()
-                    .map(|(gradients, activations, temporaries)| {
+                    .map(|(at, gradients, activations, temporaries)| {
                         tally(
-                            Phase::Backward,
+                            (Phase::Backward, StepAt::Bucket(at)),
                             gradients,
-                            state,
-                            activations + ENGINE_SCALARS,
+                            0,
+                            activations + ENGINE_SCALARS + rank.backward_scalars,
                             temporaries,
                         )
                     }),
@@ -254,7 +254,7 @@ fn zero2_bucket_points(
     mask: Mask,
     (tensors, flat): (&[super::shape::Tensor], &super::deepspeed::Flat),
     points: &[Point; 6],
-) -> Vec<(u128, u128, u128)> {
+) -> Vec<(super::deepspeed::BucketAt, u128, u128, u128)> {
     let tokens = u128::from(run.batch) * u128::from(run.seq);
     let p = u128::from(run.recipe.param_bytes());
     let walk = super::deepspeed::WalkAt::new(
@@ -273,7 +273,7 @@ fn zero2_bucket_points(
         .into_iter()
         .map(|b| {
             let (activations, temporaries) = walk.at(b.at);
-            (b.gradients, activations, temporaries)
+            (b.at, b.gradients, activations, temporaries)
         })
         .collect()
 }

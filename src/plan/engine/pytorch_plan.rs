@@ -5,7 +5,7 @@
 //! With `--fsdp N` the step is one FSDP2 rank's, planned on the N GPUs of one host with the
 //! most memory (`torchrun --nproc-per-node N`); with `--ddp` one DDP rank on every GPU of the
 //! host where most hold one (with `--zero1 N`, on N GPUs of one host); with
-//! `--deepspeed-zero2 N` one DeepSpeed rank on N GPUs of one host. A step that
+//! `--deepspeed-zero1/2/3 N` one DeepSpeed rank on N GPUs of one host. A step that
 //! fits nowhere gets no plan, with the closest GPU's shortfall.
 
 use crate::model::{EstimateOverflow, ModelSource, Settings};
@@ -39,7 +39,7 @@ pub fn select_training(
         let ranks = (PlanKind::Sharded, f.world);
         return Ok(sharded(need, ranks, candidates, &usable, &gpu));
     }
-    // ZeRO-1 and DeepSpeed's ZeRO-2 share the optimizer state among their ranks: exactly that
+    // ZeRO-1 and DeepSpeed's stages share the optimizer state among their ranks: exactly that
     // many GPUs.
     if let Some(world) = settings
         .ddp
