@@ -705,6 +705,10 @@ fn suggestions_text(text: &mut String, suggestions: &[Suggestion]) {
             Suggestion::Fsdp { ranks } => {
                 format!("--fsdp {ranks}   (FSDP2, one rank on each of {ranks} GPUs here)")
             }
+            Suggestion::DeepSpeed { stage, ranks } => format!(
+                "--deepspeed-zero{stage} {ranks}   (in its place: ZeRO-{stage}, a rank on each of \
+                 {ranks} GPUs)"
+            ),
         };
         let _ = writeln!(text, "  {line}");
     }

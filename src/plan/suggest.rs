@@ -51,6 +51,15 @@ pub enum Suggestion {
         /// Ranks, one a GPU.
         ranks: u64,
     },
+    /// A DeepSpeed step that does not fit: a higher ZeRO stage or more ranks
+    /// (`--deepspeed-zeroS N`).
+    #[serde(rename = "deepspeed")]
+    DeepSpeed {
+        /// The ZeRO stage.
+        stage: u8,
+        /// Ranks, one a GPU.
+        ranks: u64,
+    },
 }
 
 /// The most GPUs a suggestion adds up to (a node's usual eight).
@@ -197,8 +206,11 @@ fn more_gpus(candidates: &[Candidate], fits: &dyn Fn(&[Candidate]) -> bool) -> O
 }
 
 /// For a training step that fits no GPU: the fewest FSDP2 ranks over GPUs of one host here
-/// that hold one rank each, planned with; empty when already sharded or when none do.
+/// that hold one rank each, planned with; for a DeepSpeed step, the fewest ranks and then the
+/// lowest ZeRO stage from the one asked for that fit. Empty when already sharded with FSDP2 or
+/// when none do.
 pub fn suggest_training(r: &Request<'_>) -> Vec<Suggestion> {
+    use crate::model::training::{DeepSpeed, Fsdp, ZeroStage};
     let Demand::Model { source, settings } = r.demand else {
         return Vec::new();
     };
@@ -217,26 +229,56 @@ pub fn suggest_training(r: &Request<'_>) -> Vec<Suggestion> {
         }
     }
     let most = per_host.iter().map(|&(_, n)| n).max().unwrap_or(0);
+    let fits = |settings: Settings| {
+        let demand = Demand::Model {
+            source: source.clone(),
+            settings: Box::new(settings),
+        };
+        select_for_engine(
+            r.engine,
+            &demand,
+            r.candidates,
+            r.policy,
+            (r.vllm, r.llamacpp),
+        )
+        .is_ok_and(|s| s.plan.kind != PlanKind::None)
+    };
+    if let Some(asked) = settings.deepspeed {
+        let stages = [ZeroStage::One, ZeroStage::Two, ZeroStage::Three];
+        let from = asked.world.max(1);
+        return (from..=most.min(MAX_GPUS as u64).max(from))
+            .flat_map(|ranks| {
+                stages
+                    .into_iter()
+                    .filter(move |s| s.number() >= asked.stage.number())
+                    .map(move |stage| DeepSpeed {
+                        world: ranks,
+                        stage,
+                    })
+            })
+            .filter(|&ds| ds != asked)
+            .find(|&ds| {
+                fits(Settings {
+                    deepspeed: Some(ds),
+                    ..(**settings).clone()
+                })
+            })
+            .map(|ds| Suggestion::DeepSpeed {
+                stage: ds.stage.number(),
+                ranks: ds.world,
+            })
+            .into_iter()
+            .collect();
+    }
     (2..=most.min(MAX_GPUS as u64))
         .find(|&ranks| {
-            let demand = Demand::Model {
-                source: source.clone(),
-                settings: Box::new(Settings {
-                    fsdp: Some(crate::model::training::Fsdp {
-                        world: ranks,
-                        reshard_after_forward: true,
-                    }),
-                    ..(**settings).clone()
+            fits(Settings {
+                fsdp: Some(Fsdp {
+                    world: ranks,
+                    reshard_after_forward: true,
                 }),
-            };
-            select_for_engine(
-                r.engine,
-                &demand,
-                r.candidates,
-                r.policy,
-                (r.vllm, r.llamacpp),
-            )
-            .is_ok_and(|s| s.plan.kind != PlanKind::None)
+                ..(**settings).clone()
+            })
         })
         .map(|ranks| Suggestion::Fsdp { ranks })
         .into_iter()

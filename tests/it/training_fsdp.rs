@@ -458,3 +458,28 @@ fn usage_1b(flags: &[&str]) -> String {
         2,
     )
 }
+
+// A DeepSpeed step that fits nowhere is offered the fewest ranks, then the lowest stage from
+// the one asked for, that fit (Llama-3.2-1B at 2,048 tokens: ZeRO-2 needs 18.2 GiB a rank on
+// 2 GPUs, ZeRO-3 20.6 GiB, ZeRO-2 15.0 GiB on 3), never FSDP2 beside it.
+#[test]
+fn a_deepspeed_step_that_does_not_fit_is_offered_more_ranks_or_a_higher_stage() {
+    let four = ["sim:16GiB"; 4];
+    let (code, json) = select_1b(&["--deepspeed-zero2", "2"], &four);
+    assert_eq!(code, Some(3), "{json}");
+    assert_eq!(
+        json["suggestions"],
+        serde_json::json!([{"change": "deepspeed", "stage": 2, "ranks": 3}])
+    );
+    let out = common::gpumem()
+        .args(["select", "--model", "llama-3.2-1b", "--mode", "train"])
+        .args(["--context", "2048", "--deepspeed-zero2", "2"])
+        .args(four.iter().flat_map(|d| ["--device", d]))
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("  --deepspeed-zero2 3   (in its place: ZeRO-2, a rank on each of 3 GPUs)"),
+        "{text}"
+    );
+}
