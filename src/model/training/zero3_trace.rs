@@ -324,127 +324,164 @@ impl Memory {
     }
 }
 
+/// DeepSpeed's coordinator over a complete trace: its queue of weights in the order the
+/// trace uses them, what is gathered, and which modules use each weight now.
+struct Coordinator<'t> {
+    trace: &'t Trace,
+    /// The modules in the order they fetch.
+    order: Vec<usize>,
+    /// Each fetch's weights, with the step that uses them.
+    queue: Vec<(usize, u128, usize)>,
+    next: usize,
+    sizes: Vec<u128>,
+    /// The last step each weight's queue entries were passed at (none: never).
+    recent: Vec<Option<usize>>,
+    available: Vec<bool>,
+    active: Vec<Vec<usize>>,
+    /// The coordinator's own count, which its prefetch limit reads.
+    gathered: u128,
+    step: usize,
+    memory: Memory,
+}
+
+impl<'t> Coordinator<'t> {
+    fn new(trace: &'t Trace) -> Self {
+        let order: Vec<usize> = trace
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Fetch(m) => Some(*m),
+                Event::Release(_) => None,
+            })
+            .collect();
+        let queue: Vec<(usize, u128, usize)> = order
+            .iter()
+            .enumerate()
+            .flat_map(|(step, &m)| trace.modules[m].iter().map(move |&(p, n)| (p, n, step)))
+            .collect();
+        let params = trace.modules.iter().flatten().map(|&(p, _)| p + 1).max();
+        let params = params.unwrap_or(0);
+        let mut sizes = vec![0u128; params];
+        for &(p, n, _) in &queue {
+            sizes[p] = n;
+        }
+        Coordinator {
+            trace,
+            order,
+            queue,
+            next: 0,
+            sizes,
+            recent: vec![None; params],
+            available: vec![false; params],
+            active: vec![Vec::new(); params],
+            gathered: 0,
+            step: 0,
+            memory: Memory {
+                copied: vec![false; params],
+                inflight: vec![None; params],
+                ..Memory::default()
+            },
+        }
+    }
+
+    /// A module's fetch: its weights gathered and waited on, then the prefetch.
+    fn fetch(&mut self, m: usize) {
+        let mut fetch = Vec::new();
+        for &(p, n) in &self.trace.modules[m] {
+            if n > PERSISTENCE && !self.available[p] {
+                self.available[p] = true;
+                self.gathered += n;
+                fetch.push(p);
+            }
+            if !self.active[p].contains(&m) {
+                self.active[p].push(m);
+            }
+        }
+        self.memory.gather(&fetch, &self.sizes);
+        for &(p, _) in &self.trace.modules[m] {
+            self.memory.wait(p, &self.sizes);
+        }
+        // This module's weights come off the queue unless a prefetch took them.
+        let due = self.trace.modules[m]
+            .iter()
+            .filter(|(p, _)| self.recent[*p].is_none_or(|r| r < self.step))
+            .count();
+        for _ in 0..due {
+            if let Some(&(p, _, s)) = self.queue.get(self.next) {
+                self.recent[p] = Some(s);
+                self.next += 1;
+            }
+        }
+        let most = MAX_LIVE.saturating_sub(self.gathered).min(PREFETCH);
+        let mut taken = 0;
+        let mut prefetched: Vec<usize> = Vec::new();
+        while self.next < self.queue.len() && taken < most {
+            let (p, n, s) = self.queue[self.next];
+            self.next += 1;
+            if n > PERSISTENCE && !self.available[p] && !prefetched.contains(&p) {
+                prefetched.push(p);
+                taken += n;
+            }
+            self.recent[p] = Some(self.recent[p].map_or(s, |r| r.max(s)));
+        }
+        for &p in &prefetched {
+            self.available[p] = true;
+            self.gathered += self.sizes[p];
+        }
+        self.memory.gather(&prefetched, &self.sizes);
+        self.step += 1;
+    }
+
+    /// A module's release: each weight freed unless another module uses it now, the trace
+    /// uses it again within the reuse window, or a prefetch already passed its next use.
+    fn release(&mut self, m: usize) {
+        let reused = self.reused_within_window();
+        for &(p, n) in &self.trace.modules[m] {
+            self.active[p].retain(|&a| a != m);
+            let free = n > PERSISTENCE
+                && self.recent[p].is_none_or(|r| r <= self.step)
+                && !reused.contains(&p)
+                && self.available[p]
+                && self.active[p].is_empty();
+            if free {
+                self.available[p] = false;
+                self.gathered -= n;
+                self.memory.release(p, &self.sizes);
+            }
+        }
+    }
+
+    /// The weights the trace uses within the reuse window from this step on.
+    fn reused_within_window(&self) -> Vec<usize> {
+        let mut seen = Vec::new();
+        let mut traversed = 0u128;
+        for &m in self.order.get(self.step..).unwrap_or(&[]) {
+            if traversed >= REUSE_WINDOW {
+                break;
+            }
+            for &(p, n) in &self.trace.modules[m] {
+                seen.push(p);
+                traversed += n;
+            }
+        }
+        seen
+    }
+}
+
 /// After each event: the coordinator's count of gathered elements, and the elements its
 /// gathered weights take in memory.
 fn replay(t: &Trace) -> Vec<(u128, u128)> {
-    let order: Vec<usize> = t
-        .events
+    let mut c = Coordinator::new(t);
+    t.events
         .iter()
-        .filter_map(|e| match e {
-            Event::Fetch(m) => Some(*m),
-            Event::Release(_) => None,
+        .map(|e| {
+            match *e {
+                Event::Fetch(m) => c.fetch(m),
+                Event::Release(m) => c.release(m),
+            }
+            (c.gathered, c.memory.elements)
         })
-        .collect();
-    // The parameter trace: each fetch's weights, with the step that uses them.
-    let queue: Vec<(usize, u128, usize)> = order
-        .iter()
-        .enumerate()
-        .flat_map(|(step, &m)| t.modules[m].iter().map(move |&(p, n)| (p, n, step)))
-        .collect();
-    let params = t.modules.iter().flatten().map(|&(p, _)| p + 1).max();
-    let params = params.unwrap_or(0);
-    let mut sizes = vec![0u128; params];
-    for &(p, n, _) in &queue {
-        sizes[p] = n;
-    }
-    let persistent = |n: u128| n <= PERSISTENCE;
-    let mut next = 0;
-    // The last step each weight's queue entries were passed at (none: never).
-    let mut recent: Vec<Option<usize>> = vec![None; params];
-    let mut available = vec![false; params];
-    let mut active: Vec<Vec<usize>> = vec![Vec::new(); params];
-    let mut memory = Memory {
-        copied: vec![false; params],
-        inflight: vec![None; params],
-        ..Memory::default()
-    };
-    // The coordinator's own count, which its prefetch limit reads.
-    let (mut gathered, mut step) = (0u128, 0usize);
-    let mut out = Vec::with_capacity(t.events.len());
-    for event in &t.events {
-        match *event {
-            Event::Fetch(m) => {
-                let mut fetch = Vec::new();
-                for &(p, n) in &t.modules[m] {
-                    if !persistent(n) && !available[p] {
-                        available[p] = true;
-                        gathered += n;
-                        fetch.push(p);
-                    }
-                    if !active[p].contains(&m) {
-                        active[p].push(m);
-                    }
-                }
-                memory.gather(&fetch, &sizes);
-                for &(p, _) in &t.modules[m] {
-                    memory.wait(p, &sizes);
-                }
-                // This module's weights come off the queue unless a prefetch took them.
-                let due = t.modules[m]
-                    .iter()
-                    .filter(|(p, _)| recent[*p].is_none_or(|r| r < step))
-                    .count();
-                for _ in 0..due {
-                    if let Some(&(p, _, s)) = queue.get(next) {
-                        recent[p] = Some(s);
-                        next += 1;
-                    }
-                }
-                let most = MAX_LIVE.saturating_sub(gathered).min(PREFETCH);
-                let mut taken = 0;
-                let mut prefetched: Vec<usize> = Vec::new();
-                while next < queue.len() && taken < most {
-                    let (p, n, s) = queue[next];
-                    next += 1;
-                    if !persistent(n) && !available[p] && !prefetched.contains(&p) {
-                        prefetched.push(p);
-                        taken += n;
-                    }
-                    recent[p] = Some(recent[p].map_or(s, |r| r.max(s)));
-                }
-                for &p in &prefetched {
-                    available[p] = true;
-                    gathered += sizes[p];
-                }
-                memory.gather(&prefetched, &sizes);
-                step += 1;
-            }
-            Event::Release(m) => {
-                let reused = reused_within_window(t, &order, step);
-                for &(p, n) in &t.modules[m] {
-                    active[p].retain(|&a| a != m);
-                    let free = !persistent(n)
-                        && recent[p].is_none_or(|r| r <= step)
-                        && !reused.contains(&p)
-                        && available[p]
-                        && active[p].is_empty();
-                    if free {
-                        available[p] = false;
-                        gathered -= n;
-                        memory.release(p, &sizes);
-                    }
-                }
-            }
-        }
-        out.push((gathered, memory.elements));
-    }
-    out
-}
-
-/// The weights the trace uses within the reuse window from `step` on.
-fn reused_within_window(t: &Trace, order: &[usize], step: usize) -> Vec<usize> {
-    let mut seen = Vec::new();
-    let mut traversed = 0u128;
-    for &m in order.get(step..).unwrap_or(&[]) {
-        if traversed >= REUSE_WINDOW {
-            break;
-        }
-        for &(p, n) in &t.modules[m] {
-            seen.push(p);
-            traversed += n;
-        }
-    }
-    seen
+        .collect()
 }
 
 /// What the coordinator holds gathered at the walk's points of one step (from the second on,
