@@ -144,6 +144,8 @@ pub(super) enum StepAt {
     Loss,
     /// A moment of backward the bucket replay lists.
     Bucket(BucketAt),
+    /// A backward point of the walk's own (stage 1's, whose weights are whole).
+    Backward,
     /// The optimizer step: nothing gathered but the small tensors, partitioned again too.
     Step,
 }
@@ -213,6 +215,7 @@ impl RankHeld {
             StepAt::Bucket(BucketAt::Layer(l)) => g.layers.get(l as usize).copied().unwrap_or(0),
             StepAt::Bucket(BucketAt::Embedding) => g.embedding,
             StepAt::Bucket(BucketAt::End) => 0,
+            StepAt::Backward => g.layers.iter().copied().max().unwrap_or(g.head),
         };
         z.whole_bytes(gathered)
     }

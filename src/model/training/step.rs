@@ -219,7 +219,7 @@ fn deepspeed_peak(
         // The gradients stay the walk's, the bucket beside them from the first on.
         ZeroStage::One => tallies.extend(points[2..5].iter().map(|pt| {
             tally(
-                (pt.phase, StepAt::Step),
+                (pt.phase, StepAt::Backward),
                 pt.gradients,
                 0,
                 pt.activations + ENGINE_SCALARS,
