@@ -702,9 +702,14 @@ fn suggestions_text(text: &mut String, suggestions: &[Suggestion]) {
                 "{count} GPUs of {} in all   (more of the largest GPU here)",
                 format_bytes(*each_bytes)
             ),
-            Suggestion::Fsdp { ranks } => {
-                format!("--fsdp {ranks}   (FSDP2, one rank on each of {ranks} GPUs here)")
-            }
+            Suggestion::Fsdp {
+                ranks,
+                instead_of_ddp: false,
+            } => format!("--fsdp {ranks}   (FSDP2, one rank on each of {ranks} GPUs here)"),
+            Suggestion::Fsdp {
+                ranks,
+                instead_of_ddp: true,
+            } => format!("--fsdp {ranks}   (FSDP2 on {ranks} GPUs here, in place of --ddp)"),
             Suggestion::DeepSpeed { stage, ranks } => format!(
                 "--deepspeed-zero{stage} {ranks}   (in its place: ZeRO-{stage}, a rank on each of \
                  {ranks} GPUs)"

@@ -50,6 +50,9 @@ pub enum Suggestion {
     Fsdp {
         /// Ranks, one a GPU.
         ranks: u64,
+        /// In place of the DDP asked for (`--ddp`, which `--fsdp` cannot go beside).
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        instead_of_ddp: bool,
     },
     /// A DeepSpeed step that does not fit: a higher ZeRO stage or more ranks
     /// (`--deepspeed-zeroS N`).
@@ -277,10 +280,14 @@ pub fn suggest_training(r: &Request<'_>) -> Vec<Suggestion> {
                     world: ranks,
                     reshard_after_forward: true,
                 }),
+                ddp: None,
                 ..(**settings).clone()
             })
         })
-        .map(|ranks| Suggestion::Fsdp { ranks })
+        .map(|ranks| Suggestion::Fsdp {
+            ranks,
+            instead_of_ddp: settings.ddp.is_some(),
+        })
         .into_iter()
         .collect()
 }

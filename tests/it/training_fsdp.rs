@@ -281,6 +281,14 @@ fn select_plans_a_ddp_rank_on_each_gpu_that_holds_one() {
     let (code, json) = select_1b(&["--ddp"], &["sim:8GiB"]);
     assert_eq!(code, Some(3), "{json}");
     assert_eq!(json["plan"]["kind"], "none");
+    // A DDP rank fits no 12 GiB GPU; FSDP2 over two does, offered in place of --ddp (the
+    // two flags cannot go together).
+    let (code, json) = select_1b(&["--ddp"], &["sim:12GiB", "sim:12GiB"]);
+    assert_eq!(code, Some(3), "{json}");
+    assert_eq!(
+        json["suggestions"],
+        serde_json::json!([{"change": "fsdp", "ranks": 2, "instead_of_ddp": true}])
+    );
 }
 
 // ZeRO-1 (`--ddp --zero1 N`): the fullest rank's step, on exactly N GPUs of one host; the flag
