@@ -253,7 +253,7 @@ pub fn suggest_training(r: &Request<'_>) -> Vec<Suggestion> {
             .flat_map(|ranks| {
                 stages
                     .into_iter()
-                    .filter(move |s| s.number() >= asked.stage.number())
+                    .filter(move |&s| s >= asked.stage)
                     .map(move |stage| DeepSpeed {
                         world: ranks,
                         stage,

@@ -38,8 +38,8 @@ pub struct DeepSpeed {
     pub stage: ZeroStage,
 }
 
-/// What a ZeRO stage partitions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// What a ZeRO stage partitions; a higher stage partitions more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub enum ZeroStage {
     /// The optimizer state and master weights; the gradients stay whole, reduced after
     /// backward.
@@ -114,17 +114,10 @@ impl Flat {
 /// What one rank holds, by stage.
 pub(super) struct RankHeld {
     /// Weights held throughout: stages 1 and 2 the bf16 flat buffer, stage 3 the rank's
-    /// pieces and the small tensors kept whole.
+    /// pieces (its whole ones are [`RankHeld::whole_at`]'s).
     pub weights: u128,
     /// Stage 3's pieces, and the weights its coordinator holds gathered at the walk's points.
     pub stage3: Option<(Zero3, Gathered)>,
-    /// Gradients held throughout: stage 3's bf16 partition.
-    pub gradients: u128,
-    /// Stage 3's scalars in backward beside the engine's (bytes).
-    pub backward_scalars: u128,
-    /// Stage 3's reduce bucket, there from the start (stages 1 and 2 allocate it at
-    /// backward's first gradient, counted among their backward's points).
-    pub bucket: u128,
     /// The f32 master partition and Adam's moments with their step count.
     pub optimizer: u128,
     /// The step's own bytes: the partition's (stage 3: its largest sub-group's) f32 gradient
@@ -162,34 +155,15 @@ impl RankHeld {
             ZeroStage::One | ZeroStage::Two => RankHeld {
                 weights: BF16 * flat.padded,
                 stage3: None,
-                backward_scalars: 0,
-                gradients: 0,
-                bucket: 0,
                 optimizer: 12 * flat.partition + 4,
                 step: 12 * flat.partition,
                 flat,
             },
             ZeroStage::Three => {
                 let z = Zero3::of(tensors, world);
-                let layout = DenseLayout {
-                    layers: s.layers,
-                    hidden: s.hidden,
-                    q: s.heads * s.head_dim,
-                    kv: s.kv_heads * s.head_dim,
-                    head_dim: s.head_dim,
-                    intermediate: s.intermediate,
-                    vocab: s.vocab,
-                    tied: s.tied,
-                    qkv_bias: s.qkv_bias,
-                    o_bias: s.o_bias,
-                    qk_norm: s.qk_norm,
-                };
                 RankHeld {
                     weights: z.weights(),
-                    stage3: Some((z, gathered(&layout, checkpointing))),
-                    backward_scalars: STAGE3_BACKWARD_SCALARS,
-                    gradients: z.gradients(),
-                    bucket: BUCKET_BYTES,
+                    stage3: Some((z, gathered(&DenseLayout::of(s), checkpointing))),
                     optimizer: z.optimizer(),
                     step: z.step_extra(),
                     flat: Flat {
@@ -198,6 +172,30 @@ impl RankHeld {
                     },
                 }
             }
+        }
+    }
+
+    /// Gradients held throughout: stage 3's bf16 partition.
+    pub(super) fn gradients(&self) -> u128 {
+        self.stage3.as_ref().map_or(0, |(z, _)| z.gradients())
+    }
+
+    /// Stage 3's reduce bucket, there from the start (stages 1 and 2 allocate it at
+    /// backward's first gradient, counted among their backward's points).
+    pub(super) fn bucket(&self) -> u128 {
+        if self.stage3.is_some() {
+            BUCKET_BYTES
+        } else {
+            0
+        }
+    }
+
+    /// Stage 3's scalars in backward beside the engine's, in bytes.
+    pub(super) fn backward_scalars(&self) -> u128 {
+        if self.stage3.is_some() {
+            STAGE3_BACKWARD_SCALARS
+        } else {
+            0
         }
     }
 

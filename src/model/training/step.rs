@@ -187,7 +187,7 @@ fn deepspeed_peak(
     let tally = |(phase, at), gradients, optimizer, activations, temporaries| Tally {
         phase,
         parameters: rank.weights + rank.whole_at(at),
-        gradients: rank.gradients + gradients,
+        gradients: rank.gradients() + gradients,
         optimizer: rank.optimizer + optimizer,
         activations,
         temporaries,
@@ -195,21 +195,21 @@ fn deepspeed_peak(
     let mut tallies = vec![
         tally(
             (Phase::Forward, StepAt::ForwardEnd),
-            rank.bucket,
+            rank.bucket(),
             0,
             points[0].activations + FORWARD_SCALARS,
             0,
         ),
         tally(
             (Phase::Backward, StepAt::Loss),
-            rank.bucket,
+            rank.bucket(),
             0,
-            points[1].activations + ENGINE_SCALARS + rank.backward_scalars,
+            points[1].activations + ENGINE_SCALARS + rank.backward_scalars(),
             points[1].temporaries,
         ),
         tally(
             (Phase::Optimizer, StepAt::Step),
-            rank.bucket,
+            rank.bucket(),
             rank.step,
             tokens * IDS + ENGINE_SCALARS,
             0,
@@ -236,7 +236,7 @@ fn deepspeed_peak(
                             (Phase::Backward, StepAt::Bucket(at)),
                             gradients,
                             0,
-                            activations + ENGINE_SCALARS + rank.backward_scalars,
+                            activations + ENGINE_SCALARS + rank.backward_scalars(),
                             temporaries,
                         )
                     }),

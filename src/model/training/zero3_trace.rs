@@ -12,6 +12,8 @@
 //! the coordinator's own count of gathered elements on Llama-3.2-1B-shaped models of 4 and 20
 //! layers, with and without checkpointing (every event equal).
 
+use super::Shape;
+
 /// `stage3_param_persistence_threshold`: tensors this small stay whole.
 pub(super) const PERSISTENCE: u128 = 100_000;
 /// `stage3_max_reuse_distance`, in elements of the trace.
@@ -37,6 +39,25 @@ pub(super) struct DenseLayout {
     pub qkv_bias: bool,
     pub o_bias: bool,
     pub qk_norm: bool,
+}
+
+impl DenseLayout {
+    /// The layout of a dense Llama-layout `Shape` (the caller has checked it is one).
+    pub(super) fn of(s: &Shape) -> DenseLayout {
+        DenseLayout {
+            layers: s.layers,
+            hidden: s.hidden,
+            q: s.heads * s.head_dim,
+            kv: s.kv_heads * s.head_dim,
+            head_dim: s.head_dim,
+            intermediate: s.intermediate,
+            vocab: s.vocab,
+            tied: s.tied,
+            qkv_bias: s.qkv_bias,
+            o_bias: s.o_bias,
+            qk_norm: s.qk_norm,
+        }
+    }
 }
 
 /// Elements gathered (persistent weights aside) where the walk's points fall.
