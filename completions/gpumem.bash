@@ -636,7 +636,7 @@ _gpumem() {
                     return 0
                     ;;
                 --llamacpp-device)
-                    COMPREPLY=($(compgen -W "cuda cpu-rules" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "cuda cpu-rules vulkan" -- "${cur}"))
                     return 0
                     ;;
                 --flash-attn)

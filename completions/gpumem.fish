@@ -440,8 +440,9 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l cpu-offload-gb 
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l pp-layer-partition -d 'vLLM: each pipeline stage\'s layers, as VLLM_PP_LAYER_PARTITION gives them (e.g. 16,32); only layouts with that many stages are planned' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l tensor-parallel-size -d 'vLLM: exactly N tensor-parallel ranks a stage (--tensor-parallel-size) [default: the fewest GPUs that serve]' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l fit-ctx-min -d 'llama.cpp: the shortest context --fit-context may choose (llama.cpp\'s --fit-ctx)' -r
-complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l llamacpp-device -d 'llama.cpp: the ggml backend the GPUs run, for how their compute buffers are laid out [default: cuda for CUDA, ROCm and simulated GPUs, else cpu-rules]' -r -f -a "cuda\t'ggml-cuda (CUDA, ROCm): 128-byte alignment, flash attention\'s f16 copies of a quantized KV cache'
-cpu-rules\t'The CPU backend\'s layout: an rpc-server on a CPU (as the references were measured)'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l llamacpp-device -d 'llama.cpp: the ggml backend the GPUs run, for how their compute buffers are laid out [default: cuda for CUDA, ROCm and simulated GPUs, vulkan for Vulkan GPUs, else cpu-rules]' -r -f -a "cuda\t'ggml-cuda (CUDA, ROCm): 128-byte alignment, flash attention\'s f16 copies of a quantized KV cache'
+cpu-rules\t'The CPU backend\'s layout: an rpc-server on a CPU (as the references were measured)'
+vulkan\t'ggml-vulkan: the Vulkan device\'s limits (a discovered one\'s, else the widest a driver reports), operator offload, ops on larger tensors on the CPU'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l flash-attn -d 'llama.cpp: flash attention (-fa); auto turns it on where the backend has it, as every backend gpumem models does' -r -f -a "auto\t'On where the backend supports it'
 on\t'On'
 off\t'Off: the full attention scores are computed'"

@@ -120,6 +120,10 @@ pub struct DeviceInfo {
     /// NVML's view of the same GPU, merged into CUDA rows by PCI bus id or UUID.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nvml: Option<NvmlView>,
+    /// A Vulkan device's buffer limits, which decide how llama.cpp's Vulkan backend lays out
+    /// its buffers and which ops it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vulkan_limits: Option<crate::device::VulkanLimits>,
 }
 
 impl DeviceInfo {
@@ -140,6 +144,7 @@ impl DeviceInfo {
             pci_bus_id: None,
             uuid: None,
             nvml: None,
+            vulkan_limits: None,
         }
     }
 

@@ -14,7 +14,8 @@ pub struct LlamaCppArgs {
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1 << 32), value_name = "N", requires = "fit_context")]
     pub fit_ctx_min: u64,
     /// llama.cpp: the ggml backend the GPUs run, for how their compute buffers are laid out
-    /// [default: cuda for CUDA, ROCm and simulated GPUs, else cpu-rules].
+    /// [default: cuda for CUDA, ROCm and simulated GPUs, vulkan for Vulkan GPUs, else
+    /// cpu-rules].
     #[arg(long, value_enum, value_name = "BACKEND")]
     pub llamacpp_device: Option<LlamaDeviceArg>,
     /// llama.cpp: flash attention (-fa); auto turns it on where the backend has it, as every
@@ -45,6 +46,9 @@ pub enum LlamaDeviceArg {
     Cuda,
     /// The CPU backend's layout: an rpc-server on a CPU (as the references were measured).
     CpuRules,
+    /// ggml-vulkan: the Vulkan device's limits (a discovered one's, else the widest a driver
+    /// reports), operator offload, ops on larger tensors on the CPU.
+    Vulkan,
 }
 
 /// `vllm serve`'s memory settings (vLLM 0.33's defaults when not given).

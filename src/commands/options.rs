@@ -490,6 +490,9 @@ pub fn select_llamacpp_config(args: &SelectArgs, engine: Option<Engine>) -> Resu
         device: l.llamacpp_device.map(|d| match d {
             cli::LlamaDeviceArg::Cuda => crate::model::estimate::LlamaDevice::Cuda,
             cli::LlamaDeviceArg::CpuRules => crate::model::estimate::LlamaDevice::CpuRules,
+            cli::LlamaDeviceArg::Vulkan => {
+                crate::model::estimate::LlamaDevice::Vulkan(crate::device::VulkanLimits::UNSEEN)
+            }
         }),
         flash_attention_off: l.flash_attn == cli::FlashAttnArg::Off,
         no_op_offload: l.no_op_offload,

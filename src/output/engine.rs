@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::thousands;
-use crate::model::estimate::LlamaDevice;
+use crate::model::estimate::{LlamaDevice, RulesBasis};
 use crate::model::FfnMove;
 use crate::plan::engine::llamacpp_fit::TensorOverride;
 use crate::plan::engine::vllm::{VllmFit, VllmOutcome};
@@ -123,6 +123,7 @@ pub fn llamacpp_text(text: &mut String, a: &LlamaCppAccount) {
             LlamaDevice::Cuda => " on CUDA",
             LlamaDevice::CpuRules => "",
             LlamaDevice::CpuRulesOffload => " on RPC with CUDA's offload",
+            LlamaDevice::Vulkan(_) => " on Vulkan",
         },
         if a.flash_attention { "on" } else { "off" },
         if a.device_rules.offloads_ops() && !a.op_offload {
@@ -165,6 +166,13 @@ pub fn llamacpp_text(text: &mut String, a: &LlamaCppAccount) {
     }
     for line in override_lines(&a.overrides, a.repeating_layers) {
         let _ = writeln!(text, "  {line}");
+    }
+    if a.device_rules_basis == RulesBasis::MeasuredInGraphOrder {
+        let _ = writeln!(
+            text,
+            "  compute as in llama.cpp's graph order: ggml-vulkan reorders it first, which\n  \
+             moves its compute buffers (0.72-1.22x on the shapes measured; not modelled)"
+        );
     }
 }
 

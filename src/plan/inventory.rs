@@ -40,8 +40,9 @@ pub fn candidates_from_discovery(backends: &[BackendInfo], host: &str) -> Vec<Ca
         .iter()
         .filter(|b| b.available && b.backend != BackendKind::Nvml)
         .flat_map(|b| {
-            b.devices.iter().map(move |d| {
-                listed(
+            b.devices.iter().map(move |d| Candidate {
+                vulkan_limits: d.vulkan_limits,
+                ..listed(
                     host,
                     b.backend,
                     d.index,
@@ -162,6 +163,7 @@ fn listed(
         free_bytes,
         simulated: false,
         mig_profile: None,
+        vulkan_limits: None,
     }
 }
 
@@ -212,6 +214,7 @@ struct DocDevice {
     device_type: Option<DeviceType>,
     total_bytes: u64,
     free_bytes: Option<u64>,
+    vulkan_limits: Option<crate::device::VulkanLimits>,
 }
 
 fn discover_document(value: &serde_json::Value, file_host: &str) -> Result<Vec<Candidate>, String> {
@@ -242,15 +245,18 @@ fn discover_document(value: &serde_json::Value, file_host: &str) -> Result<Vec<C
             } else {
                 DeviceType::Gpu
             };
-            out.push(listed(
-                &host,
-                b.backend,
-                d.index.unwrap_or(i),
-                &d.name,
-                d.device_type.unwrap_or(by_backend),
-                d.total_bytes,
-                d.free_bytes,
-            ));
+            out.push(Candidate {
+                vulkan_limits: d.vulkan_limits,
+                ..listed(
+                    &host,
+                    b.backend,
+                    d.index.unwrap_or(i),
+                    &d.name,
+                    d.device_type.unwrap_or(by_backend),
+                    d.total_bytes,
+                    d.free_bytes,
+                )
+            });
         }
     }
     Ok(out)

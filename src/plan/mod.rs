@@ -56,6 +56,9 @@ pub struct Candidate {
     /// For a MIG slice, its profile (e.g. `3g.40gb`): planned alone or with CPU offload, never
     /// in a tensor-parallel or layer split (slices of a GPU cannot communicate as a group).
     pub mig_profile: Option<String>,
+    /// A Vulkan device's buffer limits, as its driver reports them (llama.cpp's Vulkan backend
+    /// follows them).
+    pub vulkan_limits: Option<crate::device::VulkanLimits>,
 }
 
 impl Candidate {
@@ -71,6 +74,7 @@ impl Candidate {
             free_bytes: None,
             simulated: true,
             mig_profile: None,
+            vulkan_limits: None,
         }
     }
 
@@ -86,6 +90,7 @@ impl Candidate {
             free_bytes: None,
             simulated: true,
             mig_profile: None,
+            vulkan_limits: None,
         }
     }
 

@@ -66,7 +66,10 @@ fn parse_overrides(ot: &str, rpc: &[Value]) -> Vec<LayerMove> {
 /// The rules a fixture was recorded under: the RPC client given ggml-cuda's operator offload,
 /// or as built.
 fn device_of(doc: &Value) -> gpumem::model::estimate::LlamaDevice {
-    if doc["op_offload"].as_bool() == Some(true) {
+    if doc["vulkan_limits"].is_object() {
+        let limits = serde_json::from_value(doc["vulkan_limits"].clone()).unwrap();
+        gpumem::model::estimate::LlamaDevice::Vulkan(limits)
+    } else if doc["op_offload"].as_bool() == Some(true) {
         gpumem::model::estimate::LlamaDevice::CpuRulesOffload
     } else {
         gpumem::model::estimate::LlamaDevice::CpuRules
@@ -131,6 +134,16 @@ fn check(name: &str) -> Vec<String> {
         // A fixture may say why its compute buffers are held within 5 % (never below) rather
         // than to the byte.
         let within = !doc["compute_within_5_percent"].is_null();
+        // ggml-vulkan reorders each split's nodes before the allocator places them
+        // (`ggml_vk_graph_optimize`), which the replay does not model yet: a fixture recorded
+        // with the reorder says so, and only its model and KV bytes are held to the byte (in
+        // graph order, `*-in-order.json`, its compute buffers are too).
+        let reordered = !doc["compute_not_modelled"].is_null();
+        assert_eq!(
+            reordered,
+            doc["graph_optimize"].as_bool() == Some(true),
+            "{name}"
+        );
         for (d, theirs) in devices.iter().enumerate() {
             let parts = [
                 ("model", ours[d].model),
@@ -140,7 +153,8 @@ fn check(name: &str) -> Vec<String> {
             for (part, mine) in parts {
                 let want = theirs[part].as_u64().unwrap();
                 let close = part == "compute" && within && mine >= want && mine * 100 <= want * 105;
-                if mine != want && !close {
+                let unmodelled = part == "compute" && reordered;
+                if mine != want && !close && !unmodelled {
                     failures.push(format!(
                         "{name}: {}: {} {part} {mine} bytes, llama.cpp {want}",
                         row["command"].as_str().unwrap(),

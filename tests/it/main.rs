@@ -20,6 +20,7 @@ mod llamacpp_devices;
 mod llamacpp_fit_context;
 mod llamacpp_moe_select;
 mod llamacpp_reference;
+mod llamacpp_vulkan;
 mod parser_fuzz;
 mod pickle_bounds;
 mod pool_behaviour;

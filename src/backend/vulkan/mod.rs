@@ -10,7 +10,7 @@ use ash::vk;
 
 use crate::device::{
     check_bounds, AsyncCopies, Budget, DeviceError, DeviceMemory, Flights, HostSide, PendingCopy,
-    Segment, SegmentHandle, SegmentTable,
+    Segment, SegmentHandle, SegmentTable, VulkanLimits,
 };
 
 use super::{Backend, BackendKind, DeviceInfo, DeviceType, FreeScope, Unavailable};
@@ -158,6 +158,10 @@ fn vendor_name(id: u32) -> Option<&'static str> {
     })
 }
 
+/// The extension that lifts `maxStorageBufferRange` for ggml-vulkan's shaders (newer than the
+/// headers ash carries).
+const SHADER_64BIT_INDEXING: &CStr = c"VK_EXT_shader_64bit_indexing";
+
 fn describe(vk_instance: &VulkanInstance, index: usize, device: vk::PhysicalDevice) -> DeviceInfo {
     let instance = &vk_instance.instance;
     // SAFETY: `device` came from this instance.
@@ -167,6 +171,9 @@ fn describe(vk_instance: &VulkanInstance, index: usize, device: vk::PhysicalDevi
     let mut maint3 = vk::PhysicalDeviceMaintenance3Properties::default();
     let mut driver = vk::PhysicalDeviceDriverProperties::default();
     let mut pci = vk::PhysicalDevicePCIBusInfoPropertiesEXT::default();
+    let mut maint4 = vk::PhysicalDeviceMaintenance4Properties::default();
+    let maint4_ext = api_version >= vk::API_VERSION_1_3
+        || vk_instance.has_extension(device, ash::khr::maintenance4::NAME);
     let properties = {
         let mut props2 = vk::PhysicalDeviceProperties2::default()
             .push_next(&mut id)
@@ -176,6 +183,9 @@ fn describe(vk_instance: &VulkanInstance, index: usize, device: vk::PhysicalDevi
         }
         if pci_ext {
             props2 = props2.push_next(&mut pci);
+        }
+        if maint4_ext {
+            props2 = props2.push_next(&mut maint4);
         }
         // SAFETY: every struct in the chain is valid for this device's API version/extensions.
         unsafe { instance.get_physical_device_properties2(device, &mut props2) };
@@ -202,6 +212,18 @@ fn describe(vk_instance: &VulkanInstance, index: usize, device: vk::PhysicalDevi
         info.free_scope = Some(FreeScope::Process);
     }
     info.max_alloc_bytes = Some(maint3.max_memory_allocation_size);
+    info.vulkan_limits = Some(VulkanLimits {
+        offset_alignment: properties.limits.min_storage_buffer_offset_alignment,
+        map_alignment: u64::try_from(properties.limits.min_memory_map_alignment).unwrap_or(1),
+        storage_range: (!vk_instance.has_extension(device, SHADER_64BIT_INDEXING))
+            .then_some(u64::from(properties.limits.max_storage_buffer_range)),
+        max_allocation: maint3.max_memory_allocation_size,
+        max_buffer: if maint4_ext {
+            maint4.max_buffer_size
+        } else {
+            maint3.max_memory_allocation_size
+        },
+    });
     info.unified_memory = matches!(device_type, DeviceType::IntegratedGpu | DeviceType::Cpu);
     if info.unified_memory {
         let free = info.free_bytes.unwrap_or(total);

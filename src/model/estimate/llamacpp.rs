@@ -6,9 +6,8 @@ use serde::Serialize;
 use super::{kv_cells, ModelArch, Settings};
 
 /// The ggml backend llama.cpp runs a GPU with, as far as its buffers differ (read from
-/// ggml-cuda and ggml-cpu in the llama.cpp llama-cpp-python 0.3.36 vendors).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
+/// ggml-cuda, ggml-vulkan and ggml-cpu in the llama.cpp llama-cpp-python 0.3.36 vendors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LlamaDevice {
     /// The CPU backend's buffers (32-byte alignment): the CPU itself, or an `rpc-server`
     /// lending one, as the references in `tests/fixtures/` were measured.
@@ -21,6 +20,10 @@ pub enum LlamaDevice {
     /// with CUDA's operator offload, as `tools/llamacpp-reference` measures that offload
     /// without a GPU (ggml-rpc itself offloads nothing).
     CpuRulesOffload,
+    /// ggml-vulkan on a device of these limits: its offset alignment, buffers of at most 1 GiB,
+    /// operator offload as ggml-cuda's, and no op on a tensor beyond its storage range (such
+    /// ops, and the weights they read, stay on the CPU).
+    Vulkan(crate::device::VulkanLimits),
 }
 
 /// Where a device's buffer rules come from.
@@ -33,20 +36,63 @@ pub enum RulesBasis {
     /// alignment and flash attention's f16 copies (its operator offload is measured, through
     /// an rpc-server client given the same rule).
     FromSource,
+    /// Measured on ggml-vulkan (Mesa's lavapipe) with the graph in llama.cpp's order
+    /// (`GGML_VK_DISABLE_GRAPH_OPTIMIZE=1`); by default ggml-vulkan reorders each split's nodes
+    /// first, which moves its compute buffers (0.72–1.22× of these on the recorded shapes)
+    /// and is not modelled.
+    MeasuredInGraphOrder,
+}
+
+/// Serialized by name (`cuda`, `cpu-rules`, `cpu-rules-offload`, `vulkan`); a Vulkan device's
+/// limits are reported beside it.
+impl Serialize for LlamaDevice {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
 }
 
 impl LlamaDevice {
+    /// The rules' name, as `--llamacpp-device` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            LlamaDevice::CpuRules => "cpu-rules",
+            LlamaDevice::Cuda => "cuda",
+            LlamaDevice::CpuRulesOffload => "cpu-rules-offload",
+            LlamaDevice::Vulkan(_) => "vulkan",
+        }
+    }
+
+    /// A Vulkan device's limits the rules follow.
+    pub fn vulkan_limits(self) -> Option<crate::device::VulkanLimits> {
+        match self {
+            LlamaDevice::Vulkan(l) => Some(l),
+            _ => None,
+        }
+    }
+
     /// How far the device's rules were measured.
     pub fn basis(self) -> RulesBasis {
         match self {
             LlamaDevice::CpuRules | LlamaDevice::CpuRulesOffload => RulesBasis::Measured,
+            LlamaDevice::Vulkan(_) => RulesBasis::MeasuredInGraphOrder,
             LlamaDevice::Cuda => RulesBasis::FromSource,
         }
     }
 
     /// Whether the device runs ops on the host's weights (`offload_op`).
     pub fn offloads_ops(self) -> bool {
-        matches!(self, LlamaDevice::Cuda | LlamaDevice::CpuRulesOffload)
+        matches!(
+            self,
+            LlamaDevice::Cuda | LlamaDevice::CpuRulesOffload | LlamaDevice::Vulkan(_)
+        )
+    }
+
+    /// The most bytes a tensor an op reads or writes may span for the device to run the op.
+    pub fn tensor_limit(self) -> Option<u64> {
+        match self {
+            LlamaDevice::Vulkan(l) => Some(l.tensor_limit()),
+            _ => None,
+        }
     }
 
     fn rules(self) -> crate::model::replay::BufferRules {
@@ -55,6 +101,16 @@ impl LlamaDevice {
                 crate::model::replay::BufferRules::CPU
             }
             LlamaDevice::Cuda => crate::model::replay::BufferRules::CUDA,
+            LlamaDevice::Vulkan(l) => crate::model::replay::BufferRules::vulkan(&l),
+        }
+    }
+
+    /// How the host's compute buffer is laid out: in the first device's pinned host memory
+    /// where its backend has one with rules of its own (ggml-vulkan's), else as the CPU's.
+    fn host_rules(self) -> crate::model::replay::BufferRules {
+        match self {
+            LlamaDevice::Vulkan(l) => crate::model::replay::BufferRules::vulkan_host(&l),
+            _ => crate::model::replay::BufferRules::CPU,
         }
     }
 }
@@ -124,7 +180,9 @@ pub fn placed_compute_buffers(
         pipeline: placement.pipeline,
         moves: placement.moves,
         device_rules: s.llamacpp_device.rules(),
+        host_rules: s.llamacpp_device.host_rules(),
         op_offload: s.llamacpp_device.offloads_ops() && !s.llamacpp_no_op_offload,
+        tensor_limit: s.llamacpp_device.tensor_limit(),
         weights,
     };
     crate::model::replay::compute_buffers_placed(&batch, &placed)

@@ -20,6 +20,9 @@ pub(crate) struct BufferRules {
     /// CUDA's flash attention: the output's allocation also holds f16 copies of a K and a V
     /// cache of another type (`ggml_cuda_flash_attn_ext_get_alloc_size`).
     pub(crate) fa_f16_copies: bool,
+    /// The largest buffer the backend allocates (`get_max_size`): the graph allocator fills
+    /// chunks of at most this many bytes.
+    pub(crate) max_chunk: u64,
 }
 
 impl BufferRules {
@@ -27,6 +30,7 @@ impl BufferRules {
     pub(crate) const CPU: BufferRules = BufferRules {
         alignment: 32,
         fa_f16_copies: false,
+        max_chunk: super::gallocr::UNBOUNDED,
     };
     /// ggml-cuda's device buffers (ROCm's too: the same source built for HIP): 128-byte
     /// alignment, flash attention's f16 copies (its tile and MMA kernels, which the prompt
@@ -34,10 +38,31 @@ impl BufferRules {
     pub(crate) const CUDA: BufferRules = BufferRules {
         alignment: 128,
         fa_f16_copies: true,
+        max_chunk: super::gallocr::UNBOUNDED,
     };
 
+    /// ggml-vulkan's pinned host buffers, which llama.cpp gives the CPU's compute buffer when
+    /// the first device is a Vulkan one: mapped memory's alignment, the same 1 GiB chunks.
+    pub(crate) fn vulkan_host(limits: &crate::device::VulkanLimits) -> BufferRules {
+        BufferRules {
+            alignment: limits.map_alignment.max(1),
+            fa_f16_copies: false,
+            max_chunk: limits.chunk(),
+        }
+    }
+
+    /// ggml-vulkan's device buffers: the device's storage offset alignment, no conversions
+    /// beside flash attention's output, buffers of at most its suballocation block.
+    pub(crate) fn vulkan(limits: &crate::device::VulkanLimits) -> BufferRules {
+        BufferRules {
+            alignment: limits.offset_alignment.max(1),
+            fa_f16_copies: false,
+            max_chunk: limits.chunk(),
+        }
+    }
+
     /// What the allocator reserves for `t`.
-    fn alloc_size(self, t: &Tensor) -> u64 {
+    pub(super) fn alloc_size(self, t: &Tensor) -> u64 {
         match t.fa_f16 {
             Some((k, v)) if self.fa_f16_copies => {
                 // The copies follow the output, each at a 128-byte boundary.
@@ -371,168 +396,4 @@ impl Graph {
             }
         }
     }
-}
-
-/// ggml's dynamic tensor allocator over one buffer: free blocks sorted by offset, the last one
-/// unbounded.
-#[derive(Debug)]
-pub(super) struct Blocks {
-    pub(super) free: Vec<(u64, u64)>,
-    pub(super) high: u64,
-    alignment: u64,
-}
-
-impl Blocks {
-    pub(super) fn new(alignment: u64) -> Self {
-        Blocks {
-            free: vec![(0, u64::MAX / 2)],
-            high: 0,
-            alignment,
-        }
-    }
-
-    pub(super) fn aligned(&self, bytes: u64) -> u64 {
-        bytes.div_ceil(self.alignment) * self.alignment
-    }
-
-    pub(super) fn alloc(&mut self, bytes: u64) -> u64 {
-        let size = self.aligned(bytes);
-        // Best fit among all blocks but the last; the last (which grows the buffer) otherwise.
-        let last = self.free.len() - 1;
-        let mut best = None;
-        let mut best_size = u64::MAX;
-        for (i, &(_, len)) in self.free[..last].iter().enumerate() {
-            if len >= size && len <= best_size {
-                best = Some(i);
-                best_size = len;
-            }
-        }
-        let i = best.unwrap_or(last);
-        let offset = self.free[i].0;
-        self.free[i].0 += size;
-        self.free[i].1 -= size;
-        if self.free[i].1 == 0 {
-            self.free.remove(i);
-        }
-        self.high = self.high.max(offset + size);
-        offset
-    }
-
-    pub(super) fn release(&mut self, offset: u64, bytes: u64) {
-        let size = self.aligned(bytes);
-        for i in 0..self.free.len() {
-            let (start, len) = self.free[i];
-            if start + len == offset {
-                self.free[i].1 += size;
-                if i + 1 < self.free.len() && self.free[i].0 + self.free[i].1 == self.free[i + 1].0
-                {
-                    self.free[i].1 += self.free[i + 1].1;
-                    self.free.remove(i + 1);
-                }
-                return;
-            }
-            if offset + size == start {
-                self.free[i].0 = offset;
-                self.free[i].1 += size;
-                if i > 0 && self.free[i - 1].0 + self.free[i - 1].1 == offset {
-                    self.free[i - 1].1 += self.free[i].1;
-                    self.free.remove(i);
-                }
-                return;
-            }
-        }
-        let at = self.free.partition_point(|&(start, _)| start < offset);
-        self.free.insert(at, (offset, size));
-    }
-}
-
-#[derive(Debug, Default, Clone, Copy)]
-pub(super) struct Slot {
-    pub(super) allocated: bool,
-    pub(super) children: u32,
-    pub(super) views: u32,
-    pub(super) offset: u64,
-}
-
-/// The buffer ggml's graph allocator reserves for `g` (`ggml_gallocr_reserve`) in a buffer
-/// placed by `rules`.
-pub(super) fn reserve(g: &Graph, rules: BufferRules) -> u64 {
-    let mut blocks = Blocks::new(rules.alignment);
-    let mut slots = vec![Slot::default(); g.tensors.len()];
-    let size = |i: usize| rules.alloc_size(&g.tensors[i]);
-    let allocate = |i: usize, slots: &mut [Slot], blocks: &mut Blocks| {
-        let t = &g.tensors[i];
-        if t.external || slots[i].allocated || t.view_src.is_some() {
-            return;
-        }
-        slots[i].allocated = true;
-        if t.kind == Kind::InPlace {
-            for &p in &t.srcs {
-                let parent = &g.tensors[p];
-                // Only memory the allocator placed itself (never a view's), never an output,
-                // only of the same layout, and only when this op is the parent's last use.
-                if !slots[p].allocated || parent.output || parent.layout != t.layout {
-                    continue;
-                }
-                if slots[p].children == 1 && slots[p].views == 0 {
-                    slots[i].offset = slots[p].offset;
-                    slots[p].allocated = false;
-                    let (had, needs) = (blocks.aligned(size(p)), blocks.aligned(size(i)));
-                    if had > needs {
-                        blocks.release(slots[p].offset + needs, had - needs);
-                    }
-                    return;
-                }
-            }
-        }
-        slots[i].offset = blocks.alloc(size(i));
-    };
-    for &leaf in &g.leafs {
-        allocate(leaf, &mut slots, &mut blocks);
-    }
-    for &n in &g.nodes {
-        if let Some(root) = g.tensors[n].view_src {
-            slots[root].views += 1;
-        }
-        if g.tensors[n].input {
-            allocate(n, &mut slots, &mut blocks);
-        }
-        for &s in &g.tensors[n].srcs {
-            slots[s].children += 1;
-            if g.tensors[s].input {
-                allocate(s, &mut slots, &mut blocks);
-            }
-        }
-    }
-    for &n in &g.nodes {
-        for &p in &g.tensors[n].srcs {
-            allocate(p, &mut slots, &mut blocks);
-        }
-        allocate(n, &mut slots, &mut blocks);
-        for &p in &g.tensors[n].srcs {
-            slots[p].children -= 1;
-            if slots[p].children != 0 || slots[p].views != 0 {
-                continue;
-            }
-            match g.tensors[p].view_src {
-                Some(root) => {
-                    slots[root].views -= 1;
-                    if slots[root].views == 0
-                        && slots[root].children == 0
-                        && slots[root].allocated
-                        && !g.tensors[root].output
-                    {
-                        blocks.release(slots[root].offset, size(root));
-                        slots[root].allocated = false;
-                    }
-                }
-                None if slots[p].allocated && !g.tensors[p].output => {
-                    blocks.release(slots[p].offset, size(p));
-                    slots[p].allocated = false;
-                }
-                None => {}
-            }
-        }
-    }
-    blocks.high
 }

@@ -17,6 +17,7 @@ mod attention;
 mod builder;
 mod encoder;
 mod ffn;
+mod gallocr;
 mod graph;
 mod layer;
 mod recurrent;
@@ -26,6 +27,7 @@ use crate::model::layers::{LayerMove, LayerWeights};
 use attention::*;
 use builder::*;
 use ffn::*;
+use gallocr::*;
 use graph::*;
 
 pub(crate) use graph::BufferRules;
@@ -165,10 +167,16 @@ pub(crate) struct Placed<'a> {
     pub pipeline: bool,
     /// Each layer's feed-forward weights moved off its device (`-ot`, `--n-cpu-moe`).
     pub moves: &'a [LayerMove],
-    /// How the devices' buffer type places tensors (the host's is the CPU's).
+    /// How the devices' buffer type places tensors.
     pub device_rules: BufferRules,
+    /// How the host's compute buffer places them (the CPU's, or the first device's pinned
+    /// host buffer type).
+    pub host_rules: BufferRules,
     /// The devices run ops on the host's weights, copying them (`offload_op`).
     pub op_offload: bool,
+    /// The most bytes a tensor an op reads or writes may span on a device (ggml-vulkan's
+    /// storage range); larger ops run on the CPU.
+    pub tensor_limit: Option<u64>,
     /// The weights' bytes (what an offloaded op copies).
     pub weights: Option<&'a LayerWeights>,
 }
@@ -211,7 +219,9 @@ pub(crate) fn compute_buffers_placed(b: &Batch<'_>, placed: &Placed<'_>) -> Opti
             backend_of: &backend_of,
             copies,
             device_rules: placed.device_rules,
+            host_rules: placed.host_rules,
             op_offload: placed.op_offload && placed.weights.is_some(),
+            tensor_limit: placed.tensor_limit,
         },
     ))
 }

@@ -8,6 +8,7 @@
 //! allocated first and never freed. Each backend's tensors are then placed by the graph
 //! allocator in its own buffer.
 
+use super::gallocr::reserve;
 use super::graph::*;
 
 /// The host's backend id; devices are `1..`.
@@ -23,23 +24,26 @@ const OFFLOAD_MIN_ROWS: u64 = 32;
 /// How the scheduler runs: the backends (the host's and the devices'), where `backend_of`
 /// places the model's parts (and, apart, their routed experts' weights), `copies` copies of
 /// every input (1, or 4 under pipeline parallelism), and whether the devices offload ops on
-/// host weights (`offload_op`, which ggml-cuda and ggml-vulkan have and ggml-rpc has not).
+/// host weights (`offload_op`, which ggml-cuda and ggml-vulkan have and ggml-rpc has not), and
+/// the most bytes a tensor of a device's op may span (`tensor_limit`, ggml-vulkan's).
 pub(super) struct Sched<'a> {
     pub(super) backends: u8,
     pub(super) backend_of: &'a dyn Fn(Part, Option<(FfnClass, bool)>) -> u8,
     pub(super) copies: usize,
     pub(super) device_rules: BufferRules,
+    pub(super) host_rules: BufferRules,
     pub(super) op_offload: bool,
+    pub(super) tensor_limit: Option<u64>,
 }
 
 /// Each backend's compute buffer, the host's first.
 pub(super) fn split_buffers(g: &Graph, s: &Sched<'_>) -> Vec<u64> {
     let offload = s.op_offload && s.backends > 1;
-    let be = assign(g, s.backend_of, offload);
+    let be = assign(g, s.backend_of, offload, s.tensor_limit);
     (0..s.backends)
         .map(|b| {
             let rules = if b == HOST {
-                BufferRules::CPU
+                s.host_rules
             } else {
                 s.device_rules
             };
@@ -66,13 +70,33 @@ fn is_view(g: &Graph, i: usize) -> bool {
     g.tensors[i].view_src.is_some() && !g.tensors[i].writes
 }
 
-/// Every tensor's backend, pass by pass as the scheduler assigns them.
+/// Whether a device runs node `i` (`supports_op`): with a `limit`, only when neither the node
+/// nor anything it reads spans more bytes.
+fn device_runs(g: &Graph, i: usize, limit: Option<u64>) -> bool {
+    limit.is_none_or(|most| {
+        let t = &g.tensors[i];
+        t.bytes <= most && t.srcs.iter().all(|&s| g.tensors[s].bytes <= most)
+    })
+}
+
+/// Every tensor's backend, pass by pass as the scheduler assigns them. A node a device cannot
+/// run is left to the CPU: never given a device's backend, and the expansions pass over it.
 fn assign(
     g: &Graph,
     backend_of: &dyn Fn(Part, Option<(FfnClass, bool)>) -> u8,
     offload: bool,
+    limit: Option<u64>,
 ) -> Vec<u8> {
-    let of = |t: &Tensor| backend_of(t.part, t.ffn.map(|c| (c, t.experts)));
+    // A weight beyond the limit is loaded into host memory, whatever its layer's device
+    // (llama.cpp's `weight_buft_supported` fails every device buffer type for it).
+    let of = |t: &Tensor| {
+        if t.weight.is_some() && limit.is_some_and(|most| t.bytes > most) {
+            HOST
+        } else {
+            backend_of(t.part, t.ffn.map(|c| (c, t.experts)))
+        }
+    };
+    let runs = |i: usize| device_runs(g, i, limit);
     let mut be: Vec<Option<u8>> = vec![None; g.tensors.len()];
     for &l in &g.leafs {
         let t = &g.tensors[l];
@@ -89,11 +113,17 @@ fn assign(
             be[i] = Some(HOST);
         } else if let Some(&w) = t.srcs.iter().find(|&&s| is_weight(g, s)) {
             let home = of(&g.tensors[w]);
-            be[i] = Some(if offload && home == HOST && offloaded(g, i, w) {
-                FIRST_DEVICE
+            be[i] = if home == HOST {
+                Some(if offload && offloaded(g, i, w) && runs(i) {
+                    FIRST_DEVICE
+                } else {
+                    HOST
+                })
             } else {
-                home
-            });
+                // A device weight whose op the device cannot run: copied to whichever backend
+                // the op ends up on.
+                runs(i).then_some(home)
+            };
         }
     }
     // Pass 2: the devices' assignments expanded down and up (the CPU's stop them), then any.
@@ -108,6 +138,7 @@ fn assign(
             let mut cur = None;
             let mut step = |i: usize| match be[i] {
                 Some(b) => cur = (any || b != HOST).then_some(b),
+                None if cur.is_some_and(|c| c != HOST) && !runs(i) => {}
                 None => be[i] = cur,
             };
             if reverse {

@@ -12,7 +12,7 @@ const F16: Precision = Precision {
 
 #[test]
 fn freed_neighbours_merge_and_best_fit_prefers_the_smallest_hole() {
-    let mut b = Blocks::new(32);
+    let mut b = Blocks::new(32, UNBOUNDED);
     let a = b.alloc(64);
     let c = b.alloc(32);
     let d = b.alloc(64);
@@ -23,8 +23,33 @@ fn freed_neighbours_merge_and_best_fit_prefers_the_smallest_hole() {
     assert_eq!(b.alloc(32), d);
     b.release(c, 32);
     // c merged with the hole before it: 96 bytes from 0.
-    assert_eq!(b.free[0], (0, 96));
-    assert_eq!(b.high, 192);
+    assert_eq!(b.chunks[0].free[0], (0, 96));
+    assert_eq!(b.total(), 192);
+}
+
+// ggml-vulkan's buffers are at most 1 GiB: a tensor that no chunk's end has room for starts
+// another chunk, the buffer being every chunk's high-water mark; a later tensor goes to the
+// chunk it grows least, and a freed hole in a later chunk wins over an equal one earlier.
+#[test]
+fn a_bounded_buffer_type_fills_chunks_as_ggml_does() {
+    let mut b = Blocks::new(1, 100);
+    let first = b.alloc(60);
+    let second = b.alloc(60);
+    assert_eq!((first.chunk, second.chunk), (0, 1));
+    assert_eq!(b.total(), 120);
+    let third = b.alloc(30);
+    assert_eq!((third.chunk, third.offset), (0, 60));
+    assert_eq!(b.total(), 150);
+    let fourth = b.alloc(20);
+    assert_eq!((fourth.chunk, fourth.offset), (1, 60));
+    b.release(first, 60);
+    b.release(second, 60);
+    // Both chunks now have a 60-byte hole at 0 beside their last block: the later one is taken.
+    assert_eq!(b.alloc(50).chunk, 1);
+    // One larger than any chunk gets a chunk of its own size.
+    let big = b.alloc(500);
+    assert_eq!((big.chunk, big.offset), (2, 0));
+    assert_eq!(b.total(), 90 + 80 + 500);
 }
 
 #[test]
@@ -229,7 +254,9 @@ fn one_device(arch: &ModelArch, kv: &Precision, rules: BufferRules, cells: u64) 
         pipeline: false,
         moves: &[],
         device_rules: rules,
+        host_rules: BufferRules::CPU,
         op_offload: false,
+        tensor_limit: None,
         weights: None,
     };
     let b = compute_buffers_placed(&batch, &placed).expect("Llama is replayed");

@@ -90,28 +90,67 @@ pub fn place(
     let devices = layer_devices(arch.num_layers, offload);
     out[host].model += weights.input;
     let kv = crate::model::estimate::kv_bytes_per_layer(arch, settings);
+    let limit = settings.llamacpp_device.tensor_limit();
     for (il, dev) in devices.iter().enumerate() {
         let slot = dev.unwrap_or(host);
+        // What a device cannot run an op on stays in host memory.
+        let beyond = |prefix: &str| match (dev, limit) {
+            (Some(_), Some(most)) => beyond_limit(weights, prefix, most),
+            _ => 0,
+        };
         match weights.layers.get(il) {
             Some(bytes) => {
                 let moved = LayerMove::of(&offload.moves, il as u64);
                 let ffn = weights.ffn.get(il).copied().unwrap_or_default();
                 let kept = moved.what.bytes(&ffn);
-                out[slot].model += bytes - kept;
+                // (A layer with moved weights is placed as the moves say.)
+                let too_big = if kept == 0 {
+                    beyond(&format!("blk.{il}."))
+                } else {
+                    0
+                };
+                out[slot].model += bytes - kept - too_big;
+                out[host].model += too_big;
                 out[moved.to.unwrap_or(host)].model += kept;
                 let kv_slot = if offload.kv_offload { slot } else { host };
                 out[kv_slot].context += kv.get(il).copied().unwrap_or(0);
             }
             None => {
-                out[slot].model += weights.output;
+                let head = weights.weight_bytes(
+                    None,
+                    "output.weight",
+                    arch.hidden_size.saturating_mul(arch.vocab_size),
+                    true,
+                );
+                let head_too_big = dev.is_some() && limit.is_some_and(|most| head > most);
+                // An untied head stays in host memory; a tied one is not loaded again (the
+                // CPU reads the embeddings' own bytes).
+                let too_big = if head_too_big && weights.tied_head == 0 {
+                    weights.output.min(head)
+                } else {
+                    0
+                };
+                out[slot].model += weights.output - too_big;
+                out[host].model += too_big;
                 // An encoder has no head reading the token embeddings.
-                if dev.is_some() && arch.encoder.is_none() {
+                if dev.is_some() && arch.encoder.is_none() && !head_too_big {
                     out[slot].model += weights.tied_head;
                 }
             }
         }
     }
     out
+}
+
+/// Bytes of the weights named from `prefix` on (`blk.N.`) that span more than `most` bytes: ggml-vulkan runs no op on them, so llama.cpp loads them into host memory.
+fn beyond_limit(weights: &LayerWeights, prefix: &str, most: u64) -> u64 {
+    weights
+        .tensors
+        .range(prefix.to_string()..)
+        .take_while(|(name, _)| name.starts_with(prefix))
+        .map(|(_, &bytes)| bytes)
+        .filter(|&bytes| bytes > most)
+        .sum()
 }
 
 /// One device's (or the host's) share under an `-ngl`: weights, KV cache and compute buffer.

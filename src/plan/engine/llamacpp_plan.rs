@@ -71,6 +71,9 @@ pub struct LlamaCppAccount {
     pub op_offload: bool,
     /// The ggml backend whose buffer rules the GPUs' compute buffers follow.
     pub device_rules: LlamaDevice,
+    /// A Vulkan device's limits those rules follow.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vulkan_limits: Option<crate::device::VulkanLimits>,
     /// Whether those rules were measured against llama.cpp or read from the backend's source.
     pub device_rules_basis: RulesBasis,
     /// The `-np` sequences share one KV cache (`--kv-unified`); else each keeps a stream of
@@ -79,15 +82,29 @@ pub struct LlamaCppAccount {
 }
 
 /// The ggml backend llama.cpp runs `candidates`' GPUs with: ggml-cuda's buffers where any is a
-/// CUDA or ROCm GPU (simulated GPUs are CUDA's), else the CPU backend's.
-fn device_of(candidates: &[Candidate]) -> LlamaDevice {
-    let cuda = candidates
-        .iter()
-        .any(|c| matches!(c.backend, BackendKind::Cuda | BackendKind::Rocm));
-    if cuda {
-        LlamaDevice::Cuda
-    } else {
-        LlamaDevice::CpuRules
+/// CUDA or ROCm GPU (simulated GPUs are CUDA's), else ggml-vulkan's on a Vulkan GPU (its
+/// driver's limits), else the CPU backend's. `asked` is `--llamacpp-device`'s choice; a Vulkan
+/// one takes the limits of a Vulkan device among `candidates` where there is one.
+fn device_of(asked: Option<LlamaDevice>, candidates: &[Candidate]) -> LlamaDevice {
+    let vulkan = |gpu_only: bool| {
+        candidates
+            .iter()
+            .filter(|c| c.backend == BackendKind::Vulkan && (c.is_gpu() || !gpu_only))
+            .find_map(|c| c.vulkan_limits)
+    };
+    match asked {
+        Some(LlamaDevice::Vulkan(unseen)) => LlamaDevice::Vulkan(vulkan(false).unwrap_or(unseen)),
+        Some(d) => d,
+        None if candidates
+            .iter()
+            .any(|c| matches!(c.backend, BackendKind::Cuda | BackendKind::Rocm)) =>
+        {
+            LlamaDevice::Cuda
+        }
+        None => match vulkan(true) {
+            Some(limits) => LlamaDevice::Vulkan(limits),
+            None => LlamaDevice::CpuRules,
+        },
     }
 }
 
@@ -113,7 +130,7 @@ pub fn select_llamacpp(
         context: settings.context.saturating_mul(batch / streams),
         batch: streams,
         flash_attention: !cfg.flash_attention_off,
-        llamacpp_device: cfg.device.unwrap_or_else(|| device_of(candidates)),
+        llamacpp_device: device_of(cfg.device, candidates),
         llamacpp_no_op_offload: cfg.no_op_offload,
         // (With --embedding it keeps every token's: an encoder's outputs stay all of them.)
         llamacpp_outputs: arch.encoder.is_none().then_some(batch),
@@ -182,6 +199,7 @@ pub fn select_llamacpp(
                 host: f.host,
                 flash_attention: s.flash_attention,
                 device_rules: s.llamacpp_device,
+                vulkan_limits: s.llamacpp_device.vulkan_limits(),
                 device_rules_basis: s.llamacpp_device.basis(),
                 op_offload: s.llamacpp_device.offloads_ops() && !s.llamacpp_no_op_offload,
             }),

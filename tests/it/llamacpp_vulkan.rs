@@ -1,0 +1,110 @@
+//! llama.cpp on a Vulkan GPU: `select` lays out ggml-vulkan's buffers by the limits the
+//! device's driver reports (`discover` reads them; an inventory carries them): operator
+//! offload of the CPU layers' products, and tensors beyond the storage range left on the CPU.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use super::select::{select, GIB};
+
+/// A saved `gpumem discover --json` document for a host with one Vulkan GPU of `total` bytes
+/// and these limits.
+fn vulkan_host(dir: &Path, total: u64, limits: &Value) -> PathBuf {
+    let ram = 64 * GIB;
+    let doc = json!({
+        "schema_version": 1,
+        "host": {"hostname": "radeon-box", "memory_total_bytes": ram, "memory_available_bytes": ram},
+        "backends": [
+            {"backend": "cpu", "available": true,
+             "devices": [{"index": 0, "name": "Ryzen", "device_type": "cpu", "total_bytes": ram,
+                          "free_bytes": ram}]},
+            {"backend": "vulkan", "available": true,
+             "devices": [{"index": 0, "name": "AMD Radeon RX 7600 (RADV NAVI33)",
+                          "device_type": "gpu", "total_bytes": total, "free_bytes": total,
+                          "vulkan_limits": limits}]}
+        ]
+    });
+    let path = dir.join("radeon-box.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+    path
+}
+
+fn llamacpp(inventory: &Path, extra: &[&str]) -> Value {
+    let mut args = vec![
+        "--model",
+        "llama-3.1-8b",
+        "--engine",
+        "llama.cpp",
+        "--dtype",
+        "q8_0",
+        "--context",
+        "8192",
+        "--inventory",
+        inventory.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let (code, doc) = select(&args);
+    assert_eq!(code, 0, "{doc}");
+    doc["plan"]["llamacpp"].clone()
+}
+
+// A Vulkan GPU too small for the whole model: the plan follows ggml-vulkan (the device's own
+// limits reported back), whose operator offload runs the CPU layers' products on the GPU with
+// each weight copied into its compute buffer; the CPU backend's rules (no offload) would leave
+// that buffer smaller.
+#[test]
+fn a_vulkan_gpu_is_planned_with_its_drivers_limits_and_operator_offload() {
+    let dir = tempfile::tempdir().unwrap();
+    let limits = json!({"offset_alignment": 4, "map_alignment": 64, "storage_range": 4_294_967_295_u64,
+                        "max_allocation": 4_294_967_295_u64, "max_buffer": 4_294_967_295_u64});
+    let host = vulkan_host(dir.path(), 8 * GIB, &limits);
+    let plan = llamacpp(&host, &[]);
+    assert_eq!(plan["device_rules"], "vulkan");
+    assert_eq!(plan["vulkan_limits"], limits);
+    assert_eq!(plan["op_offload"], true);
+    let layers = plan["n_gpu_layers"].as_u64().unwrap();
+    assert!((1..33).contains(&layers), "partial offload: {plan}");
+    let cpu = llamacpp(&host, &["--llamacpp-device", "cpu-rules"]);
+    assert_eq!(cpu["device_rules"], "cpu-rules");
+    assert!(cpu.get("vulkan_limits").is_none(), "{cpu}");
+    let compute = |p: &Value, d: &str| match d {
+        "gpu" => p["devices"][0]["compute"].as_u64().unwrap(),
+        _ => p["host"]["compute"].as_u64().unwrap(),
+    };
+    // What llama.cpp's Vulkan backend reserved on lavapipe with 8 or 24 of the 33 layers on
+    // it at 8,192 tokens (`llama-3.1-8b-shape-q8_0-vulkan-in-order.json`): the CPU layers'
+    // weights copied in turn (a feed-forward matrix, 14,336 × 4,096 in q8_0, the largest).
+    assert_eq!(compute(&plan, "gpu"), 164_104_192, "{plan}");
+    assert!(
+        compute(&plan, "gpu") > compute(&cpu, "gpu") + (48 << 20),
+        "{cpu}"
+    );
+    assert!(compute(&plan, "host") < compute(&cpu, "host") / 4, "{cpu}");
+}
+
+// Without 64-bit indexing a Vulkan device runs no op on a tensor beyond its storage range
+// (Mesa's lavapipe: 128 MiB). The output head of Llama-3.1-8B in q8_0 (558 MB) then stays in
+// host memory beside the token embeddings, as llama.cpp placed it on lavapipe
+// (`llama-3.1-8b-shape-q8_0-vulkan*.json`: 1,116,340,224 host model bytes with every layer on
+// the device).
+#[test]
+fn a_head_beyond_the_storage_range_stays_in_host_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let limits = json!({"offset_alignment": 16, "map_alignment": 64, "storage_range": 134_217_728,
+                        "max_allocation": 2_147_483_648_u64, "max_buffer": 4_294_967_295_u64});
+    let host = vulkan_host(dir.path(), 12 * GIB, &limits);
+    let plan = llamacpp(&host, &[]);
+    assert_eq!(plan["n_gpu_layers"], 33, "{plan}");
+    assert_eq!(plan["host"]["model"], 1_116_340_224_u64, "{plan}");
+    let wide = vulkan_host(
+        dir.path(),
+        12 * GIB,
+        &json!({"offset_alignment": 16, "map_alignment": 64, "storage_range": null,
+                "max_allocation": 2_147_483_648_u64, "max_buffer": 4_294_967_295_u64}),
+    );
+    let plan = llamacpp(&wide, &[]);
+    assert_eq!(plan["host"]["model"], 558_170_112_u64, "{plan}");
+}
