@@ -54,8 +54,9 @@ REORDERED = ("ggml-vulkan reorders each split's nodes before its compute buffer 
              "are exact here too")
 
 
-def vulkan_limits():
-    """The first Vulkan device's limits as vulkaninfo prints them (ggml-vulkan reads the same)."""
+def vulkan_limits(block=None):
+    """The first Vulkan device's limits as vulkaninfo prints them (ggml-vulkan reads the same);
+    a suballocation block given to ggml-vulkan caps the largest allocation."""
     out = subprocess.run(["vulkaninfo"], capture_output=True, text=True, env=ENV).stdout
     found = {}
     for line in out.splitlines():
@@ -67,7 +68,7 @@ def vulkan_limits():
             "map_alignment": num("minMemoryMapAlignment"),
             "storage_range": None if "VK_EXT_shader_64bit_indexing" in out
             else num("maxStorageBufferRange"),
-            "max_allocation": num("maxMemoryAllocationSize"),
+            "max_allocation": min(num("maxMemoryAllocationSize"), block or 1 << 62),
             "max_buffer": num("maxBufferSize")}
 
 
@@ -101,7 +102,14 @@ def main():
     p.add_argument("--no-graph-optimize", action="store_true",
                    help="with --vulkan: ggml-vulkan keeps the graph's node order "
                         "(GGML_VK_DISABLE_GRAPH_OPTIMIZE=1) instead of reordering each split")
+    p.add_argument("--suballocation-block", type=int, metavar="BYTES",
+                   help="with --vulkan: ggml-vulkan's buffers capped at BYTES "
+                        "(GGML_VK_SUBALLOCATION_BLOCK_SIZE), to check the chunked allocation "
+                        "that a compute buffer above 1 GiB takes; recorded as the largest "
+                        "allocation, which caps them the same way")
     a = p.parse_args()
+    if a.suballocation_block:
+        ENV["GGML_VK_SUBALLOCATION_BLOCK_SIZE"] = str(a.suballocation_block)
     if a.vulkan:
         ENV["GGML_VK_VISIBLE_DEVICES"] = "0"
     if a.no_graph_optimize:
@@ -123,8 +131,9 @@ def main():
         "RPC (ggml-rpc-server on 127.0.0.1, CPU-backed)"
         + (", the client given ggml-cuda's offload_op (batch >= 32)" if a.op_offload else ""),
         "op_offload": a.op_offload or a.vulkan,
-        "vulkan_limits": vulkan_limits() if a.vulkan else None,
+        "vulkan_limits": vulkan_limits(a.suballocation_block) if a.vulkan else None,
         "graph_optimize": (not a.no_graph_optimize) if a.vulkan else None,
+        "suballocation_block": a.suballocation_block,
         "compute_not_modelled": REORDERED if a.vulkan and not a.no_graph_optimize else None,
         "gguf": a.model.rsplit("/", 1)[-1],
         "shape": a.shape,
