@@ -408,6 +408,7 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
         llamacpp_outputs: None,
         llamacpp_device: crate::model::estimate::LlamaDevice::CpuRules,
         llamacpp_no_op_offload: false,
+        llamacpp_keep_graph_order: false,
         recipe: args.recipe.map(|r| match r {
             cli::Recipe::Bf16 => Recipe::Bf16,
             cli::Recipe::Fp32Autocast => Recipe::Fp32Autocast,

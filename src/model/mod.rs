@@ -500,6 +500,7 @@ pub fn estimate_inference_memory(
         llamacpp_outputs: None,
         llamacpp_device: estimate::LlamaDevice::CpuRules,
         llamacpp_no_op_offload: false,
+        llamacpp_keep_graph_order: false,
     };
     let activation_bytes =
         usize::try_from(estimate::inference_activations(&arch, &settings)).unwrap_or(usize::MAX);

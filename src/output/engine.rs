@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::thousands;
-use crate::model::estimate::{LlamaDevice, RulesBasis};
+use crate::model::estimate::LlamaDevice;
 use crate::model::FfnMove;
 use crate::plan::engine::llamacpp_fit::TensorOverride;
 use crate::plan::engine::vllm::{VllmFit, VllmOutcome};
@@ -166,13 +166,6 @@ pub fn llamacpp_text(text: &mut String, a: &LlamaCppAccount) {
     }
     for line in override_lines(&a.overrides, a.repeating_layers) {
         let _ = writeln!(text, "  {line}");
-    }
-    if a.device_rules_basis == RulesBasis::MeasuredInGraphOrder {
-        let _ = writeln!(
-            text,
-            "  compute as in llama.cpp's graph order: ggml-vulkan reorders it first, which\n  \
-             moves its compute buffers (0.72-1.22x on the shapes measured; not modelled)"
-        );
     }
 }
 

@@ -99,6 +99,7 @@ fn rows(name: &str, doc: &Value, arch: &gpumem::model::ModelArch, file: FileWeig
             llamacpp_outputs: None,
             llamacpp_device: gpumem::model::estimate::LlamaDevice::CpuRules,
             llamacpp_no_op_offload: false,
+            llamacpp_keep_graph_order: false,
         };
         let b = estimate(arch, Some(file), &settings).unwrap();
         let mib = |k: &str| row[k].as_f64().unwrap();

@@ -46,14 +46,6 @@ def measure(breakdown, model, rpc, ngl, ctx, fa, ub, split, cpu_moe=0, ot=None):
             "devices": devices}
 
 
-# Why a fixture recorded with ggml-vulkan's reordering holds only its model and KV bytes.
-REORDERED = ("ggml-vulkan reorders each split's nodes before its compute buffer is reserved "
-             "(ggml_vk_graph_optimize, on by default), which gpumem's replay does not model yet: "
-             "its compute buffers are those of the graph order (-in-order.json, recorded with "
-             "GGML_VK_DISABLE_GRAPH_OPTIMIZE=1, exact), 0.72-1.22x of these; model and KV bytes "
-             "are exact here too")
-
-
 def vulkan_limits(block=None):
     """The first Vulkan device's limits as vulkaninfo prints them (ggml-vulkan reads the same);
     a suballocation block given to ggml-vulkan caps the largest allocation."""
@@ -134,7 +126,6 @@ def main():
         "vulkan_limits": vulkan_limits(a.suballocation_block) if a.vulkan else None,
         "graph_optimize": (not a.no_graph_optimize) if a.vulkan else None,
         "suballocation_block": a.suballocation_block,
-        "compute_not_modelled": REORDERED if a.vulkan and not a.no_graph_optimize else None,
         "gguf": a.model.rsplit("/", 1)[-1],
         "shape": a.shape,
         "embeddings": a.embedding,

@@ -21,8 +21,9 @@ pub enum LlamaDevice {
     /// without a GPU (ggml-rpc itself offloads nothing).
     CpuRulesOffload,
     /// ggml-vulkan on a device of these limits: its offset alignment, buffers of at most 1 GiB,
-    /// operator offload as ggml-cuda's, and no op on a tensor beyond its storage range (such
-    /// ops, and the weights they read, stay on the CPU).
+    /// operator offload as ggml-cuda's, no op on a tensor beyond its storage range (such ops,
+    /// and the weights they read, stay on the CPU), and each split's nodes reordered before
+    /// they are allocated (unless [`super::Settings::llamacpp_keep_graph_order`]).
     Vulkan(crate::device::VulkanLimits),
 }
 
@@ -30,17 +31,13 @@ pub enum LlamaDevice {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RulesBasis {
-    /// Measured against llama.cpp on an rpc-server device (`tests/fixtures/llamacpp-devices/`).
+    /// Measured against llama.cpp on an rpc-server device, or on ggml-vulkan over Mesa's
+    /// lavapipe (`tests/fixtures/llamacpp-devices/`).
     Measured,
     /// Read from the backend's source and not measured on its hardware: ggml-cuda's 128-byte
     /// alignment and flash attention's f16 copies (its operator offload is measured, through
     /// an rpc-server client given the same rule).
     FromSource,
-    /// Measured on ggml-vulkan (Mesa's lavapipe) with the graph in llama.cpp's order
-    /// (`GGML_VK_DISABLE_GRAPH_OPTIMIZE=1`); by default ggml-vulkan reorders each split's nodes
-    /// first, which moves its compute buffers (0.72–1.22× of these on the recorded shapes)
-    /// and is not modelled.
-    MeasuredInGraphOrder,
 }
 
 /// Serialized by name (`cuda`, `cpu-rules`, `cpu-rules-offload`, `vulkan`); a Vulkan device's
@@ -73,8 +70,9 @@ impl LlamaDevice {
     /// How far the device's rules were measured.
     pub fn basis(self) -> RulesBasis {
         match self {
-            LlamaDevice::CpuRules | LlamaDevice::CpuRulesOffload => RulesBasis::Measured,
-            LlamaDevice::Vulkan(_) => RulesBasis::MeasuredInGraphOrder,
+            LlamaDevice::CpuRules | LlamaDevice::CpuRulesOffload | LlamaDevice::Vulkan(_) => {
+                RulesBasis::Measured
+            }
             LlamaDevice::Cuda => RulesBasis::FromSource,
         }
     }
@@ -183,6 +181,8 @@ pub fn placed_compute_buffers(
         host_rules: s.llamacpp_device.host_rules(),
         op_offload: s.llamacpp_device.offloads_ops() && !s.llamacpp_no_op_offload,
         tensor_limit: s.llamacpp_device.tensor_limit(),
+        reorders: !s.llamacpp_keep_graph_order
+            && matches!(s.llamacpp_device, LlamaDevice::Vulkan(_)),
         weights,
     };
     crate::model::replay::compute_buffers_placed(&batch, &placed)

@@ -154,6 +154,9 @@ pub struct Settings {
     /// `--no-op-offload`: a device that offloads ops takes none (llama.cpp's `op_offload`
     /// context parameter off).
     pub llamacpp_no_op_offload: bool,
+    /// `GGML_VK_DISABLE_GRAPH_OPTIMIZE`: ggml-vulkan allocates each split in llama.cpp's graph
+    /// order instead of reordering it first.
+    pub llamacpp_keep_graph_order: bool,
 }
 
 impl Settings {
@@ -184,6 +187,7 @@ impl Settings {
             llamacpp_outputs: None,
             llamacpp_device: LlamaDevice::CpuRules,
             llamacpp_no_op_offload: false,
+            llamacpp_keep_graph_order: false,
         }
     }
 }

@@ -72,8 +72,11 @@ pub(super) fn attend(
         g.view(o, QUERY)
     } else {
         let kq = g.op(Kind::Fresh, a.scores, SCORES, &[kp, qp]);
+        g.tag(kq, Op::MulMat);
         let kq = g.op(Kind::InPlace, a.scores, SCORES, &[kq, a.mask]);
+        g.tag(kq, Op::SoftMax);
         let kqv = g.op(Kind::Fresh, a.out, OTHER, &[vp, kq]);
+        g.tag(kqv, Op::MulMat);
         let permuted = g.view(kqv, OTHER);
         g.op(Kind::Fresh, a.out, QUERY, &[permuted])
     }
@@ -138,7 +141,9 @@ fn grouped(
         q = g.op(Kind::InPlace, query, Q3, &[q, scale]);
     } else {
         q = g.op(Kind::InPlace, query, Q3, &[q, c.pos]);
+        g.tag(q, Op::Rope);
         k = g.op(Kind::InPlace, kv, K3, &[k, c.pos]);
+        g.tag(k, Op::Rope);
     }
     // Llama 4's L2 norms follow RoPE.
     if b.llama4 && !global {
@@ -147,6 +152,7 @@ fn grouped(
     }
     if b.gemma || b.fused {
         q = g.op(Kind::InPlace, query, Q3, &[q]);
+        g.tag(q, Op::Scale);
     }
     let step = AttentionStep {
         k_idxs: inputs.k_idxs,
@@ -282,6 +288,7 @@ fn latent(
     let kv_cmpr = g.view(kv_pe, OTHER);
     let k_pe = g.view(kv_pe, OTHER);
     let k_pe = g.op(Kind::InPlace, c.width(d.rope)?, OTHER, &[k_pe, c.pos]);
+    g.tag(k_pe, Op::Rope);
     let kv_cmpr = super::norm(
         c,
         g,
@@ -330,6 +337,7 @@ fn absorbed(
         OTHER,
         &[q_pe, c.pos],
     );
+    g.tag(q_pe, Op::Rope);
     let q_nope = g.view(q_nope, OTHER);
     let w_kb = g.matrix("attn_k_b.weight", d.nope, heads.saturating_mul(d.kv_lora));
     let absorbed = g.op(
@@ -419,6 +427,7 @@ fn unsplit(
     let v_view = g.view(kv_full, OTHER);
     let v = g.op(Kind::Fresh, c.width(v_dim)?, OTHER, &[v_view]);
     let q = g.op(Kind::InPlace, c.width(k_dim)?, OTHER, &[p.q3, c.pos]);
+    g.tag(q, Op::Rope);
     let k_pe_all = g.op(
         Kind::Fresh,
         c.width(heads.checked_mul(d.rope)?)?,

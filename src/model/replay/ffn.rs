@@ -120,15 +120,20 @@ pub(super) fn ffn_block(c: &Ctx<'_>, g: &mut Graph, cur: usize, layer: u64) -> O
                 let h = c.arch.hidden_size;
                 let w = g.ffn_weight(FfnClass::Gate, ("ffn_gate_inp_shexp.weight", h, false));
                 let x = g.op(Kind::Fresh, one, SUMS, &[w, cur]);
+                g.tag(x, Op::MulMat);
                 let gate = if c.b.qwen2_moe {
                     let silu = g.op(Kind::InPlace, one, SUMS, &[x]);
+                    g.tag(silu, Op::Unary);
                     g.op(Kind::InPlace, one, SUMS, &[silu, x])
                 } else {
-                    g.op(Kind::InPlace, one, SUMS, &[x])
+                    let sigmoid = g.op(Kind::InPlace, one, SUMS, &[x]);
+                    g.tag(sigmoid, Op::Unary)
                 };
                 shared = g.op(Kind::InPlace, model, MODEL, &[shared, gate]);
+                g.tag(shared, Op::Mul);
             }
-            g.op(Kind::InPlace, model, MODEL, &[routed, shared])
+            let sum = g.op(Kind::InPlace, model, MODEL, &[routed, shared]);
+            g.tag(sum, Op::Add)
         }
         Some(m) => experts(c, g, cur, &m),
     })
@@ -159,6 +164,7 @@ fn dense(c: &Ctx<'_>, g: &mut Graph, cur: usize, (width, n): (u64, u64), shared:
         let up = g.op(Kind::Fresh, width, FFN, &[wu, cur]);
         let up = bias(g, up, width, FFN, FfnClass::Up);
         let act = g.op(Kind::InPlace, width, FFN, &[up]);
+        g.tag(act, Op::Unary);
         let down = g.op(Kind::Fresh, model, MODEL, &[wd, act]);
         return bias(g, down, model, MODEL, FfnClass::Down);
     }
@@ -166,6 +172,7 @@ fn dense(c: &Ctx<'_>, g: &mut Graph, cur: usize, (width, n): (u64, u64), shared:
         let (wu, wd) = (up(g), down(g));
         let up = g.op(Kind::Fresh, width, FFN, &[wu, cur]);
         let relu = g.op(Kind::InPlace, width, FFN, &[up]);
+        g.tag(relu, Op::Unary);
         let act = g.op(Kind::InPlace, width, FFN, &[relu]);
         return g.op(Kind::Fresh, model, MODEL, &[wd, act]);
     }
@@ -196,6 +203,7 @@ fn experts(c: &Ctx<'_>, g: &mut Graph, cur: usize, m: &Routed) -> usize {
             EXPERT_OUT,
             &[repeated, weights],
         );
+        g.tag(cur_3d, Op::Mul);
     }
     let (h, (n, e)) = (
         c.arch.hidden_size,
@@ -235,6 +243,7 @@ fn experts(c: &Ctx<'_>, g: &mut Graph, cur: usize, m: &Routed) -> usize {
     let act = if c.plain {
         // Squared ReLU, in place.
         let relu = g.op(Kind::InPlace, m.expert_ffn, EXPERT_FFN, &[up]);
+        g.tag(relu, Op::Unary);
         g.op(Kind::InPlace, m.expert_ffn, EXPERT_FFN, &[relu])
     } else if c.arch.fused_gate_up_exps {
         let gate = g.view(up, EXPERT_FFN);
@@ -261,6 +270,7 @@ fn experts(c: &Ctx<'_>, g: &mut Graph, cur: usize, m: &Routed) -> usize {
     let mut out = per_expert(g, m.expert_out, EXPERT_OUT, act, w);
     if !llama4 {
         out = g.op(Kind::InPlace, m.expert_out, EXPERT_OUT, &[out, weights]);
+        g.tag(out, Op::Mul);
     }
     g.expand(out);
     let each: Vec<usize> = (0..m.k).map(|_| g.view(out, MODEL)).collect();
@@ -270,6 +280,7 @@ fn experts(c: &Ctx<'_>, g: &mut Graph, cur: usize, m: &Routed) -> usize {
     let mut sum = each[0];
     for &e in &each[1..] {
         sum = g.op(Kind::InPlace, model, MODEL, &[sum, e]);
+        g.tag(sum, Op::Add);
         g.expand(sum);
     }
     if m.k == 1 {
@@ -300,14 +311,23 @@ fn route(c: &Ctx<'_>, g: &mut Graph, cur: usize, m: &Routed) -> (usize, usize) {
         ("ffn_gate_inp.weight", h.saturating_mul(e), false),
     );
     let mut logits = g.op(Kind::Fresh, m.router, ROUTER, &[router, cur]);
+    g.tag(logits, Op::MulMat);
     let probs = if oss {
         // A biased router (`ffn_gate_inp.bias`), its logits ranked as they are.
         let b = g.ffn_weight(FfnClass::Gate, ("ffn_gate_inp.bias", e, false));
         logits = g.op(Kind::InPlace, m.router, ROUTER, &[logits, b]);
         logits
     } else {
-        // Softmax, or Llama 4's sigmoid.
-        g.op(Kind::InPlace, m.router, ROUTER, &[logits])
+        // Softmax, or Llama 4's and GLM's sigmoid.
+        let p = g.op(Kind::InPlace, m.router, ROUTER, &[logits]);
+        g.tag(
+            p,
+            if llama4 || glm {
+                Op::Unary
+            } else {
+                Op::SoftMax
+            },
+        )
     };
     // Llama 4 ranks the raw logits, GLM the scores plus a correction bias, the others what
     // the router made of them.
@@ -324,28 +344,38 @@ fn route(c: &Ctx<'_>, g: &mut Graph, cur: usize, m: &Routed) -> (usize, usize) {
         Some(_) => group_limited(g, ranked, m),
     };
     let order = g.op(Kind::Fresh, m.router, ROUTER_IDS, &[ranked]);
+    g.tag(order, Op::ArgSort);
     let selected = g.view(order, OTHER);
     let probs_3d = g.view(probs, OTHER);
+    g.tag(probs_3d, Op::Reshape);
     let weights = g.op(Kind::Fresh, m.weights, WEIGHTS, &[probs_3d, selected]);
+    g.tag(weights, Op::GetRows);
     let weights_2d = g.view(weights, WEIGHTS);
+    g.tag(weights_2d, Op::Reshape);
     let weights = if llama4 || unnormalised {
         weights
     } else if oss {
         // Softmax over the selected experts' logits.
-        g.op(Kind::InPlace, m.weights, WEIGHTS, &[weights_2d])
+        let w = g.op(Kind::InPlace, m.weights, WEIGHTS, &[weights_2d]);
+        g.tag(w, Op::SoftMax)
     } else {
         // Normalised to sum to one.
         let sum = g.op(Kind::Fresh, m.sums, SUMS, &[weights_2d]);
+        g.tag(sum, Op::SumRows);
         let sum = g.op(Kind::InPlace, m.sums, SUMS, &[sum]);
-        g.op(Kind::InPlace, m.weights, WEIGHTS, &[weights_2d, sum])
+        g.tag(sum, Op::Clamp);
+        let w = g.op(Kind::InPlace, m.weights, WEIGHTS, &[weights_2d, sum]);
+        g.tag(w, Op::Div)
     };
     let mut weights = if llama4 || unnormalised {
         weights
     } else {
-        g.view(weights, OTHER)
+        let w = g.view(weights, OTHER);
+        g.tag(w, Op::Reshape)
     };
     if m.scaled {
         weights = g.op(Kind::InPlace, m.weights, WEIGHTS, &[weights]);
+        g.tag(weights, Op::Scale);
     }
     g.expand(weights);
     (selected, weights)

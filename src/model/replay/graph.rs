@@ -124,8 +124,49 @@ pub(super) enum Kind {
     View,
 }
 
+/// The ggml op a node is, as far as a backend's reordering of the graph tells ops apart
+/// (`ggml_vk_graph_optimize`): the rest are `Other`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Op {
+    /// A leaf: an input, a weight, the KV cache.
+    None,
+    /// `ggml_view_*`.
+    View,
+    /// `ggml_reshape_*`, `ggml_permute`, `ggml_transpose`: no op of their own either.
+    Reshape,
+    RmsNorm,
+    Mul,
+    Add,
+    AddId,
+    MulMat,
+    MulMatId,
+    Rope,
+    SetRows,
+    Cpy,
+    GetRows,
+    /// An element-wise activation (`ggml_unary`: SiLU, GELU, ReLU, sigmoid, softplus…).
+    Unary,
+    SoftMax,
+    ArgSort,
+    SumRows,
+    Clamp,
+    Div,
+    Scale,
+    SsmConv,
+    Other,
+}
+
+impl Op {
+    /// No op of its own (`is_empty` in ggml-vulkan's reordering).
+    pub(super) fn is_empty(self) -> bool {
+        matches!(self, Op::None | Op::View | Op::Reshape)
+    }
+}
+
 #[derive(Debug, Clone)]
 pub(super) struct Tensor {
+    /// The ggml op (`None` for leaves).
+    pub(super) op: Op,
     pub(super) kind: Kind,
     pub(super) bytes: u64,
     /// Shape tag: tensors may share memory in place only when their layouts agree.
@@ -201,6 +242,7 @@ impl Graph {
     /// Memory the allocator does not place (a weight or the KV cache).
     pub(super) fn external(&mut self) -> usize {
         self.push(Tensor {
+            op: Op::None,
             kind: Kind::Leaf,
             bytes: 0,
             layout: 0,
@@ -266,6 +308,7 @@ impl Graph {
 
     pub(super) fn input(&mut self, bytes: u64) -> usize {
         self.push(Tensor {
+            op: Op::None,
             kind: Kind::Leaf,
             bytes,
             // Inputs never share memory in place with the ops' outputs.
@@ -286,7 +329,9 @@ impl Graph {
     }
 
     pub(super) fn op(&mut self, kind: Kind, bytes: u64, layout: u64, srcs: &[usize]) -> usize {
+        let op = self.op_of(kind, srcs);
         self.push(Tensor {
+            op,
             kind,
             bytes,
             layout,
@@ -310,6 +355,7 @@ impl Graph {
         let root = self.tensors[src].view_src.unwrap_or(src);
         let bytes = self.tensors[src].bytes;
         self.push(Tensor {
+            op: Op::View,
             kind: Kind::View,
             bytes,
             layout,
@@ -345,13 +391,48 @@ impl Graph {
 
     /// `ggml_cpy(src, dest)`: a view of `dest` that reads `src`.
     pub(super) fn copy(&mut self, src: usize, dest: usize) -> usize {
-        self.write(dest, &[src, dest])
+        let t = self.write(dest, &[src, dest]);
+        self.tag(t, Op::Cpy)
+    }
+
+    /// Names the ggml op `t` is, where [`Graph::op`] cannot tell it from its sources.
+    pub(super) fn tag(&mut self, t: usize, op: Op) -> usize {
+        self.tensors[t].op = op;
+        t
+    }
+
+    /// The op a node of `kind` over `srcs` is, told from the weights it reads: a product with
+    /// a matrix (one expert of several: `mul_mat_id`), a row lookup in a table, a norm's
+    /// weight multiplied or a bias added. The rest are tagged where they are made.
+    fn op_of(&self, kind: Kind, srcs: &[usize]) -> Op {
+        let weight = |i: usize| {
+            let t = &self.tensors[i];
+            t.weight.filter(|_| t.external && t.view_src.is_none())
+        };
+        match (
+            srcs.first().and_then(|&s| weight(s)),
+            srcs.get(1).and_then(|&s| weight(s)),
+        ) {
+            (Some(w), _) if w.lookup => Op::GetRows,
+            (Some(w), _) if w.matrix && kind == Kind::Fresh => {
+                if srcs.len() == 3 {
+                    Op::MulMatId
+                } else {
+                    Op::MulMat
+                }
+            }
+            (None, Some(b)) if !b.matrix && srcs.len() == 3 => Op::AddId,
+            (None, Some(b)) if !b.matrix && b.name.ends_with(".bias") => Op::Add,
+            (None, Some(w)) if !w.matrix => Op::Mul,
+            _ => Op::Other,
+        }
     }
 
     /// An op that writes into `dest` (a view of it) from `srcs`.
     pub(super) fn write(&mut self, dest: usize, srcs: &[usize]) -> usize {
         let root = self.tensors[dest].view_src.unwrap_or(dest);
         self.push(Tensor {
+            op: Op::SetRows,
             kind: Kind::View,
             bytes: self.tensors[dest].bytes,
             layout: 0,

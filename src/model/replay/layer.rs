@@ -153,9 +153,14 @@ pub(super) fn layer(
         return side_by_side(c, g, (residual, normed, cur), layer);
     }
     if let Some((s, states)) = mixer.filter(|_| b.parallel) {
+        let first = normed;
         let normed = norm(c, g, residual, (model, MODEL), (ATTN_NORM, h));
+        // A second norm of the input, multiplied by the same weight tensor (one copy of it
+        // serves both where ggml offloads the multiplies).
+        g.tensors[normed].srcs[1] = g.tensors[first].srcs[1];
         let mixed = mamba(g, normed, &s, states, c.tokens, model)?;
         cur = g.op(Kind::InPlace, model, MODEL, &[cur, mixed]);
+        g.tag(cur, Op::Add);
     }
     let last = layer + 1 == arch.num_layers;
     let mut residual = residual;
@@ -167,12 +172,15 @@ pub(super) fn layer(
         let model = c.model;
         g.rows = c.tokens;
         cur = g.op(Kind::Fresh, model, MODEL, &[cur, out_ids]);
+        g.tag(cur, Op::GetRows);
         residual = g.op(Kind::Fresh, model, MODEL, &[residual, out_ids]);
+        g.tag(residual, Op::GetRows);
     }
     let model = c.model;
     // Granite scales each block's output before its residual add.
     if arch.granite_scales.residual {
         cur = g.op(Kind::InPlace, model, MODEL, &[cur]);
+        g.tag(cur, Op::Scale);
     }
     let post_norms = b.gemma && arch.norms_per_layer == 4;
     if post_norms {
@@ -183,6 +191,7 @@ pub(super) fn layer(
     } else {
         g.op(Kind::InPlace, model, MODEL, &[cur, residual])
     };
+    g.tag(ffn_inp, Op::Add);
     if b.one_block {
         return Some(ffn_inp);
     }
@@ -190,6 +199,7 @@ pub(super) fn layer(
         c = &gathered;
         g.rows = c.tokens;
         ffn_inp = g.op(Kind::Fresh, c.model, MODEL, &[ffn_inp, out_ids]);
+        g.tag(ffn_inp, Op::GetRows);
     }
     let model = c.model;
     let cur = norm(c, g, ffn_inp, (model, MODEL), (FFN_NORM, h));
@@ -197,16 +207,18 @@ pub(super) fn layer(
     let out = if post_norms {
         norm(c, g, out, (model, MODEL), (POST_FFN_NORM, h))
     } else if arch.granite_scales.residual {
-        g.op(Kind::InPlace, model, MODEL, &[out])
+        let scaled = g.op(Kind::InPlace, model, MODEL, &[out]);
+        g.tag(scaled, Op::Scale)
     } else {
         out
     };
     // Phi-3 adds the residual first, so the add may take the residual's memory.
-    Some(if b.fused || b.residual_first {
+    let sum = if b.fused || b.residual_first {
         g.op(Kind::InPlace, model, MODEL, &[ffn_inp, out])
     } else {
         g.op(Kind::InPlace, model, MODEL, &[out, ffn_inp])
-    })
+    };
+    Some(g.tag(sum, Op::Add))
 }
 
 /// The feed-forward block beside attention: on the same normed input (Command R7B, Falcon) or
@@ -229,7 +241,8 @@ fn side_by_side(
     let Builder { falcon, neox, .. } = c.b;
     let rows = |g: &mut Graph, x: usize| {
         if last {
-            g.op(Kind::Fresh, model, MODEL, &[x, out_ids])
+            let rows = g.op(Kind::Fresh, model, MODEL, &[x, out_ids]);
+            g.tag(rows, Op::GetRows)
         } else {
             x
         }
@@ -254,7 +267,9 @@ fn side_by_side(
         (residual, attn_out)
     };
     let sum = g.op(Kind::InPlace, model, MODEL, &[out, first]);
-    Some(g.op(Kind::InPlace, model, MODEL, &[sum, second]))
+    g.tag(sum, Op::Add);
+    let sum = g.op(Kind::InPlace, model, MODEL, &[sum, second]);
+    Some(g.tag(sum, Op::Add))
 }
 
 /// The output head after the last layer: the final norm and the logits, each an output of the
@@ -270,6 +285,7 @@ pub(super) fn output(c: &Ctx<'_>, g: &mut Graph, inp: usize) -> Option<()> {
     if c.b.oss {
         g.tensors[inp].output = true;
         inp = g.op(Kind::Fresh, model, MODEL, &[inp, out_ids]);
+        g.tag(inp, Op::GetRows);
     }
     let h = c.arch.hidden_size;
     let mut result_norm = if c.b.nextn {
@@ -281,6 +297,7 @@ pub(super) fn output(c: &Ctx<'_>, g: &mut Graph, inp: usize) -> Option<()> {
     if c.b.nextn {
         g.tensors[result_norm].output = true;
         result_norm = g.op(Kind::Fresh, model, MODEL, &[result_norm, out_ids]);
+        g.tag(result_norm, Op::GetRows);
     }
     g.tensors[result_norm].output = true;
     g.rows = c.tokens;
@@ -288,6 +305,7 @@ pub(super) fn output(c: &Ctx<'_>, g: &mut Graph, inp: usize) -> Option<()> {
     let mut result = g.op(Kind::Fresh, c.logits, OTHER, &[lm_head, result_norm]);
     if c.arch.granite_scales.logits {
         result = g.op(Kind::InPlace, c.logits, OTHER, &[result]);
+        g.tag(result, Op::Scale);
     }
     g.tensors[result].output = true;
     g.expand(result);

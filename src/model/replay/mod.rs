@@ -21,6 +21,7 @@ mod gallocr;
 mod graph;
 mod layer;
 mod recurrent;
+mod reorder;
 mod sched;
 
 use crate::model::layers::{LayerMove, LayerWeights};
@@ -177,6 +178,8 @@ pub(crate) struct Placed<'a> {
     /// The most bytes a tensor an op reads or writes may span on a device (ggml-vulkan's
     /// storage range); larger ops run on the CPU.
     pub tensor_limit: Option<u64>,
+    /// The devices reorder each split before allocating it (ggml-vulkan's default).
+    pub reorders: bool,
     /// The weights' bytes (what an offloaded op copies).
     pub weights: Option<&'a LayerWeights>,
 }
@@ -222,6 +225,7 @@ pub(crate) fn compute_buffers_placed(b: &Batch<'_>, placed: &Placed<'_>) -> Opti
             host_rules: placed.host_rules,
             op_offload: placed.op_offload && placed.weights.is_some(),
             tensor_limit: placed.tensor_limit,
+            reorders: placed.reorders,
         },
     ))
 }
@@ -240,6 +244,7 @@ fn whole(shape: Shape<'_>) -> Option<Graph> {
     // graph ahead of the first layer's recurrent states.
     if c.b.gemma || arch.granite_scales.embedding {
         inp = g.op(Kind::InPlace, c.model, MODEL, &[inp]);
+        g.tag(inp, Op::Scale);
         g.expand(inp);
     }
     for l in 0..arch.num_layers {
@@ -312,6 +317,9 @@ fn norm(
         Kind::InPlace
     };
     let t = g.op(kind, bytes, layout, &[x]);
+    if kind == Kind::InPlace {
+        g.tag(t, Op::RmsNorm);
+    }
     let w = g.vector(names.0, n);
     let t = g.op(Kind::InPlace, bytes, layout, &[t, w]);
     if !(falcon || neox) {

@@ -25,10 +25,12 @@ pub(super) fn read_states(
     // ggml_scale_inplace on the cache: an op the scheduler places with the cache (so it ends
     // a device's run of ops), though it takes no memory.
     let cleared = g.write(zero, &[zero]);
+    g.tag(cleared, Op::Scale);
     g.expand(cleared);
     let out = rows(g, states, inputs.main);
     g.expand(out);
     let extra = g.op(Kind::Fresh, 0, OTHER, &[states, inputs.extra]);
+    g.tag(extra, Op::GetRows);
     let dest = g.view(all, OTHER);
     let copied = g.copy(extra, dest);
     g.expand(copied);
@@ -94,7 +96,8 @@ pub(super) fn mamba(
         return None;
     }
     let conv = read_states(g, conv_all, inputs, |g, states, ids| {
-        g.op(Kind::Fresh, conv_state, OTHER, &[states, ids])
+        let rows = g.op(Kind::Fresh, conv_state, OTHER, &[states, ids]);
+        g.tag(rows, Op::GetRows)
     });
     let conv = g.view(conv, OTHER);
     let h = model / 4 / tokens.max(1);
@@ -127,8 +130,10 @@ pub(super) fn mamba(
     let conv_out = width(channels)?;
     let layout = if v2 { OTHER } else { INNER };
     let x = g.op(Kind::Fresh, conv_out, layout, &[conv_x, w_conv]);
+    g.tag(x, Op::SsmConv);
     let x = g.op(Kind::InPlace, conv_out, layout, &[x, b]);
     let x = g.op(Kind::InPlace, conv_out, layout, &[x]);
+    g.tag(x, Op::Unary);
     let (scan_x, dt, bs, cs) = match dt {
         Some(dt) => {
             let (scan_x, bs, cs) = mamba2_scan_views(g, s, (x, channels), tokens)?;
@@ -249,11 +254,13 @@ fn mamba_output(
     let skip_of = if v2 { scan_x } else { x };
     let skip = g.op(Kind::InPlace, inner, INNER, &[skip_of, d]);
     let y = g.op(Kind::InPlace, inner, INNER, &[y, skip]);
+    g.tag(y, Op::Add);
     let z = g.op(Kind::Fresh, inner, INNER, &[z]);
     let mut y = g.op(Kind::Fresh, inner, INNER, &[z, y]);
     if v2 && s.norm {
         let grouped = g.view(y, OTHER);
         let n = g.op(Kind::InPlace, inner, INNER, &[grouped]);
+        g.tag(n, Op::RmsNorm);
         let w = g.vector("ssm_norm.weight", s.inner);
         y = g.op(Kind::InPlace, inner, INNER, &[n, w]);
     }
@@ -311,7 +318,8 @@ pub(super) fn delta_net(
     g.expand(cur);
     let (conv_all, ssm_all) = (g.external(), g.external());
     let conv = read_states(g, conv_all, inputs, |g, states, ids| {
-        g.op(Kind::Fresh, conv_state, OTHER, &[states, ids])
+        let rows = g.op(Kind::Fresh, conv_state, OTHER, &[states, ids]);
+        g.tag(rows, Op::GetRows)
     });
     let conv = g.view(conv, OTHER);
     let h = model / 4 / tokens.max(1);
@@ -330,7 +338,8 @@ pub(super) fn delta_net(
     );
     let conv_x = convolution_input(g, (conv, mixed), (conv_x_bytes, tokens), conv_all);
     let cached = read_states(g, ssm_all, inputs, |g, states, ids| {
-        g.op(Kind::Fresh, state, OTHER, &[states, ids])
+        let rows = g.op(Kind::Fresh, state, OTHER, &[states, ids]);
+        g.tag(rows, Op::GetRows)
     });
     let cached = g.view(cached, OTHER);
     let w_conv = g.matrix("ssm_conv1d.weight", s.conv_kernel, channels);

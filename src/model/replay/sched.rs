@@ -34,12 +34,26 @@ pub(super) struct Sched<'a> {
     pub(super) host_rules: BufferRules,
     pub(super) op_offload: bool,
     pub(super) tensor_limit: Option<u64>,
+    /// The devices reorder each split they run before it is allocated (ggml-vulkan's
+    /// `graph_optimize`, [`super::reorder`]).
+    pub(super) reorders: bool,
 }
 
 /// Each backend's compute buffer, the host's first.
 pub(super) fn split_buffers(g: &Graph, s: &Sched<'_>) -> Vec<u64> {
     let offload = s.op_offload && s.backends > 1;
     let be = assign(g, s.backend_of, offload, s.tensor_limit);
+    // The splits and what each reads are found in graph order, before a backend reorders
+    // its splits' nodes.
+    let cuts = splits(g, &be, offload);
+    let (reordered, deps);
+    let g = if s.reorders {
+        (reordered, deps) = reorder_device_splits(g, &cuts);
+        &reordered
+    } else {
+        deps = Deps::new();
+        g
+    };
     (0..s.backends)
         .map(|b| {
             let rules = if b == HOST {
@@ -47,9 +61,42 @@ pub(super) fn split_buffers(g: &Graph, s: &Sched<'_>) -> Vec<u64> {
             } else {
                 s.device_rules
             };
-            reserve(&per_backend(g, &be, b, s.copies, offload), rules)
+            reserve(&per_backend(g, (&be, &cuts), b, s.copies, &deps), rules)
         })
         .collect()
+}
+
+/// A split: its backend, the index of its first node, and what it reads from other backends.
+type Cut = (u8, usize, Vec<usize>);
+
+/// Tensors kept allocated until a node has run, by that node.
+type Deps = std::collections::HashMap<usize, Vec<usize>>;
+
+/// `g` with each device split's nodes in the order the device's backend reorders them to
+/// (the host's splits and the split boundaries stay), and what the reordering keeps alive.
+fn reorder_device_splits(g: &Graph, cuts: &[Cut]) -> (Graph, Deps) {
+    let uses = super::reorder::use_counts(g);
+    let mut nodes = g.nodes.clone();
+    let mut deps = Deps::new();
+    for (i, &(b, start, _)) in cuts.iter().enumerate() {
+        let end = cuts.get(i + 1).map_or(g.nodes.len(), |next| next.1);
+        if b != HOST {
+            let (order, kept) = super::reorder::reorder(g, &g.nodes[start..end], &uses);
+            nodes[start..end].copy_from_slice(&order);
+            for (until, t) in kept {
+                deps.entry(until).or_default().push(t);
+            }
+        }
+    }
+    let g = Graph {
+        tensors: g.tensors.clone(),
+        nodes,
+        leafs: g.leafs.clone(),
+        seen: g.seen.clone(),
+        part: g.part,
+        rows: g.rows,
+    };
+    (g, deps)
 }
 
 /// A weight read directly (a view of one is read like any tensor).
@@ -162,7 +209,7 @@ fn assign(
 /// later splits there use that copy: only the first depends on the original). A split ends
 /// where the backend changes, and, under operator offload, before an op on another backend's
 /// weight once the split has inputs (so that the copies of earlier weights can be freed).
-fn splits(g: &Graph, be: &[u8], offload: bool) -> Vec<(u8, usize, Vec<usize>)> {
+fn splits(g: &Graph, be: &[u8], offload: bool) -> Vec<Cut> {
     let mut out: Vec<(u8, usize, Vec<usize>)> = Vec::new();
     let mut read_by: std::collections::HashSet<(usize, u8)> = std::collections::HashSet::new();
     for (k, &n) in g.nodes.iter().enumerate() {
@@ -195,7 +242,13 @@ fn splits(g: &Graph, be: &[u8], offload: bool) -> Vec<(u8, usize, Vec<usize>)> {
 /// one of its splits reads from another backend (at the split's start, once per tensor; with
 /// several copies, all of them first and kept), its nodes in graph order, and a hold on each of
 /// its tensors another backend's split reads, which keeps it until that split starts.
-fn per_backend(g: &Graph, be: &[u8], b: u8, copies: usize, offload: bool) -> Graph {
+fn per_backend(
+    g: &Graph,
+    (be, splits): (&[u8], &[Cut]),
+    b: u8,
+    copies: usize,
+    deps: &Deps,
+) -> Graph {
     let mut out = Graph::default();
     let mut map: Vec<Option<usize>> = vec![None; g.tensors.len()];
     let mut copied: Vec<Option<usize>> = vec![None; g.tensors.len()];
@@ -229,7 +282,6 @@ fn per_backend(g: &Graph, be: &[u8], b: u8, copies: usize, offload: bool) -> Gra
         map[l] = Some(i);
         out.leafs.push(i);
     }
-    let splits = splits(g, be, offload);
     if copies > 1 {
         for (_, _, reads) in splits.iter().filter(|(sb, _, _)| *sb == b) {
             for &s in reads {
@@ -270,6 +322,11 @@ fn per_backend(g: &Graph, be: &[u8], b: u8, copies: usize, offload: bool) -> Gra
         });
         map[n] = Some(i);
         out.nodes.push(i);
+        // What the backend keeps alive until this node has run (ggml's dependency node).
+        if let Some(kept) = deps.get(&n) {
+            let srcs: Vec<usize> = kept.iter().filter_map(|&k| map[k]).collect();
+            hold_all(&mut out, i, srcs);
+        }
         // (Under pipeline parallelism every input is kept: no hold ends a life there.)
         if let Some(p) = pending.iter().position(|&s| s == n).filter(|_| copies == 1) {
             pending.swap_remove(p);
@@ -287,19 +344,26 @@ struct Split<'a> {
     reads: &'a [usize],
 }
 
-/// The scheduler's dependency on `b`'s tensor `m` that another backend's split reads: it owns
-/// no memory and ends the original's life when nothing else reads it.
-fn hold(out: &mut Graph, m: usize) {
+/// ggml's dependency node after `after`: it reads `srcs`, owns no memory, and so ends their
+/// lives no earlier than there.
+fn hold_all(out: &mut Graph, after: usize, srcs: Vec<usize>) {
     let h = out.push(Tensor {
+        op: Op::None,
         kind: Kind::Fresh,
-        srcs: vec![m],
+        srcs,
         view_src: None,
         input: false,
         output: false,
         external: true,
-        ..out.tensors[m].clone()
+        ..out.tensors[after].clone()
     });
     out.nodes.push(h);
+}
+
+/// The scheduler's dependency on `b`'s tensor `m` that another backend's split reads: it owns
+/// no memory and ends the original's life when nothing else reads it.
+fn hold(out: &mut Graph, m: usize) {
+    hold_all(out, m, vec![m]);
 }
 
 /// At the start of a split of backend `sb`: when it is `b`'s, the copies it reads (those not
@@ -317,6 +381,7 @@ fn split_start(
     for &s in reads {
         if sb == b && copied[s].is_none() {
             let c = out.push(Tensor {
+                op: Op::None,
                 kind: Kind::Fresh,
                 srcs: Vec::new(),
                 view_src: None,

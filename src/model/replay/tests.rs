@@ -257,6 +257,7 @@ fn one_device(arch: &ModelArch, kv: &Precision, rules: BufferRules, cells: u64) 
         host_rules: BufferRules::CPU,
         op_offload: false,
         tensor_limit: None,
+        reorders: false,
         weights: None,
     };
     let b = compute_buffers_placed(&batch, &placed).expect("Llama is replayed");
@@ -292,4 +293,56 @@ fn cuda_buffers_align_to_128_and_hold_flash_attentions_f16_copies() {
     let mask = cells * 512 * 2;
     assert!(cuda_q8 >= copies + out + mask, "{cuda_q8}");
     assert!(cuda_q8 > cuda + copies / 2, "{cuda_q8} vs {cuda}");
+}
+
+// ggml-vulkan's reordering of Llama-3.1-8B's first layer, as llama.cpp's Vulkan build printed
+// it on lavapipe (every layer on the device, flash attention, 512 tokens): the three
+// projections pulled together, each RoPE with its cache write, V's write ahead of Q's rope.
+#[test]
+fn vulkan_reorders_a_llama_layer_as_ggml_vulkan_does() {
+    let arch = crate::model::find_model("llama-3.1-8b")
+        .expect("the catalog's Llama-3.1-8B")
+        .arch;
+    let batch = Batch {
+        arch: &arch,
+        tokens: 512,
+        kv_cells: 4096,
+        swa_cells: 4096,
+        flash_attention: true,
+        kv_type: &F16,
+        seqs: 1,
+        outputs: None,
+    };
+    let g = whole(Shape::from_batch(&batch).expect("replayed")).expect("replayed");
+    let start = g
+        .nodes
+        .iter()
+        .position(|&n| g.tensors[n].op == Op::RmsNorm)
+        .expect("a norm");
+    let uses = super::reorder::use_counts(&g);
+    let (order, kept) = super::reorder::reorder(&g, &g.nodes[start..], &uses);
+    assert!(kept.is_empty(), "a dense layer keeps nothing alive");
+    // ggml's names for the first 31 nodes after reordering; views of any kind are `E` but
+    // where the reordering looks for a `VIEW`.
+    use Op::{Add, Mul, MulMat, Other, Reshape, RmsNorm, Rope, SetRows, View};
+    let e = Reshape;
+    let ggml = [
+        RmsNorm, Mul, MulMat, MulMat, MulMat, e, e, e, View, Rope, SetRows, View, e, View, e, Rope,
+        View, SetRows, View, e, Other, e, MulMat, Add, RmsNorm, Mul, MulMat, MulMat, Other, MulMat,
+        Add,
+    ];
+    let ours: Vec<Op> = order[..ggml.len()]
+        .iter()
+        .map(|&n| g.tensors[n].op)
+        .collect();
+    for (i, (&want, &got)) in ggml.iter().zip(&ours).enumerate() {
+        let same = want == got || (want == Reshape && got.is_empty());
+        assert!(same, "node {i}: ggml {want:?}, replay {got:?}\n{ours:?}");
+    }
+    // The order is a permutation of the split.
+    let mut sorted = order.clone();
+    sorted.sort_unstable();
+    let mut split = g.nodes[start..].to_vec();
+    split.sort_unstable();
+    assert_eq!(sorted, split);
 }
