@@ -23,10 +23,12 @@ import subprocess
 ENV = dict(os.environ)
 
 from measure import describe
+from measure_devices import vulkan_limits
 
 
 def free_mib(fit_params, model, rpc, ctx):
-    out = subprocess.run([fit_params, "-m", model, "--rpc", rpc, "-c", str(ctx or 4096), "-v"],
+    out = subprocess.run([fit_params, "-m", model] + (["--rpc", rpc] if rpc else [])
+                         + ["-c", str(ctx or 4096), "-v"],
                          capture_output=True, text=True, env=ENV).stderr
     return int(re.search(r"- (\d+) MiB free", out).group(1))
 
@@ -36,7 +38,10 @@ def main():
     p.add_argument("fit_params")
     p.add_argument("model")
     p.add_argument("out")
-    p.add_argument("--rpc", required=True)
+    p.add_argument("--rpc", help="the rpc-server devices (else the build's own GPU backend)")
+    p.add_argument("--vulkan", action="store_true",
+                   help="FIT_PARAMS is built with -DGGML_VULKAN=ON and runs on the first Vulkan "
+                        "device (lavapipe: GGML_VK_VISIBLE_DEVICES=0)")
     p.add_argument("--ctx", type=int, required=True,
                    help="the context set (-c); 0: none, llama.cpp's fit chooses it")
     p.add_argument("--size-mib", action="append", required=True,
@@ -49,17 +54,20 @@ def main():
                    help="the RPC library is the one patched with ggml-cuda's operator offload rule "
                         "(README.md, 'Operator offload'): LD_LIBRARY_PATH names it")
     a = p.parse_args()
+    if a.vulkan:
+        ENV["GGML_VK_VISIBLE_DEVICES"] = "0"
     if a.server:
         ENV.update(BREAKDOWN_FIT="1", BREAKDOWN_SERVER_OUTPUTS="1")
     rows = []
     for sizes in a.size_mib:
         sizes = [int(v) for v in sizes.split(",")]
-        rpc = ",".join(a.rpc.split(",")[:len(sizes)])
+        rpc = ",".join(a.rpc.split(",")[:len(sizes)]) if a.rpc else None
         free = free_mib(a.fit_params, a.model, rpc, a.ctx)
         margins = [free - size + 1024 for size in sizes]
         # --ctx 0: no -c, so llama.cpp's fit chooses the context (from the trained one down to
         # --fit-ctx, 4096).
-        cmd = [a.fit_params, "-m", a.model, "--rpc", rpc] + (["-c", str(a.ctx)] if a.ctx else []) \
+        cmd = [a.fit_params, "-m", a.model] + (["--rpc", rpc] if rpc else []) \
+            + (["-c", str(a.ctx)] if a.ctx else []) \
             + ["-fitt", ",".join(str(m) for m in margins)]
         res = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
         m = re.search(r"-c (\d+) -ngl (-?\d+)(?: -ts ([\d,]+))?", res.stdout)
@@ -76,13 +84,15 @@ def main():
                      + ("llama-server's fit (breakdown.cpp's fit mode, logits for one token a "
                         "sequence)" if a.server else "llama-fit-params"),
         "server": a.server,
-        "backend": "RPC (ggml-rpc-server on 127.0.0.1, CPU-backed)"
+        "backend": "Vulkan (Mesa's lavapipe)" if a.vulkan else
+        "RPC (ggml-rpc-server on 127.0.0.1, CPU-backed)"
         + (", the client given ggml-cuda's offload_op (batch >= 32)" if a.op_offload else ""),
-        "op_offload": a.op_offload,
+        "op_offload": a.op_offload or a.vulkan,
+        "vulkan_limits": vulkan_limits() if a.vulkan else None,
         "gguf": a.model.rsplit("/", 1)[-1],
         "shape": a.shape,
         "made_by": a.made_by,
-        "rpc": a.rpc.split(","),
+        "rpc": a.rpc.split(",") if a.rpc else [],
         "rows": rows,
         "gguf_header": describe(a.model),
     }
