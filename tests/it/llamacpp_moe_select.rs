@@ -69,7 +69,7 @@ fn select_plans_experts_in_ram_as_llama_cpp_fits() {
 fn the_text_plan_names_the_experts_kept_in_ram() {
     let (text, unwrapped) = qwen3_moe_plan_text(&[]);
     assert!(
-        unwrapped.contains("Plan: CPU offload — 48 layers on cuda:0 on sim (14.73 GiB), the experts of 38 layers in its system RAM (43.35 GiB)"),
+        unwrapped.contains("Plan: CPU offload — 48 layers on cuda:0 on sim (14.72 GiB), the experts of 38 layers in its system RAM (43.35 GiB)"),
         "{text}"
     );
     assert!(

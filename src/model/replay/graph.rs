@@ -23,6 +23,10 @@ pub(crate) struct BufferRules {
     /// The largest buffer the backend allocates (`get_max_size`): the graph allocator fills
     /// chunks of at most this many bytes.
     pub(crate) max_chunk: u64,
+    /// ggml-cuda's fused weighted sum of a token's experts: the experts' outputs and their
+    /// router weights are kept until the sum's last add (`add_alloc_dep` in its
+    /// `graph_optimize`), so the weighting no longer runs in the experts' memory.
+    pub(crate) moe_sum_deps: bool,
 }
 
 impl BufferRules {
@@ -31,14 +35,17 @@ impl BufferRules {
         alignment: 32,
         fa_f16_copies: false,
         max_chunk: super::gallocr::UNBOUNDED,
+        moe_sum_deps: false,
     };
     /// ggml-cuda's device buffers (ROCm's too: the same source built for HIP): 128-byte
     /// alignment, flash attention's f16 copies (its tile and MMA kernels, which the prompt
-    /// graph's batch takes, read K and V in f16).
+    /// graph's batch takes, read K and V in f16), and its fused sum of the experts' outputs
+    /// keeping them to its end.
     pub(crate) const CUDA: BufferRules = BufferRules {
         alignment: 128,
         fa_f16_copies: true,
         max_chunk: super::gallocr::UNBOUNDED,
+        moe_sum_deps: true,
     };
 
     /// ggml-vulkan's pinned host buffers, which llama.cpp gives the CPU's compute buffer when
@@ -48,6 +55,7 @@ impl BufferRules {
             alignment: limits.map_alignment.max(1),
             fa_f16_copies: false,
             max_chunk: limits.chunk(),
+            moe_sum_deps: false,
         }
     }
 
@@ -58,6 +66,7 @@ impl BufferRules {
             alignment: limits.offset_alignment.max(1),
             fa_f16_copies: false,
             max_chunk: limits.chunk(),
+            moe_sum_deps: false,
         }
     }
 

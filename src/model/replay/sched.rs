@@ -46,7 +46,7 @@ pub(super) fn split_buffers(g: &Graph, s: &Sched<'_>) -> Vec<u64> {
     // The splits and what each reads are found in graph order, before a backend reorders
     // its splits' nodes.
     let cuts = splits(g, &be, offload);
-    let (reordered, deps);
+    let (reordered, mut deps);
     let g = if s.reorders {
         (reordered, deps) = reorder_device_splits(g, &cuts);
         &reordered
@@ -54,6 +54,9 @@ pub(super) fn split_buffers(g: &Graph, s: &Sched<'_>) -> Vec<u64> {
         deps = Deps::new();
         g
     };
+    if s.device_rules.moe_sum_deps {
+        moe_sum_deps(g, &cuts, &mut deps);
+    }
     (0..s.backends)
         .map(|b| {
             let rules = if b == HOST {
@@ -67,10 +70,10 @@ pub(super) fn split_buffers(g: &Graph, s: &Sched<'_>) -> Vec<u64> {
 }
 
 /// A split: its backend, the index of its first node, and what it reads from other backends.
-type Cut = (u8, usize, Vec<usize>);
+pub(super) type Cut = (u8, usize, Vec<usize>);
 
 /// Tensors kept allocated until a node has run, by that node.
-type Deps = std::collections::HashMap<usize, Vec<usize>>;
+pub(super) type Deps = std::collections::HashMap<usize, Vec<usize>>;
 
 /// `g` with each device split's nodes in the order the device's backend reorders them to
 /// (the host's splits and the split boundaries stay), and what the reordering keeps alive.
@@ -97,6 +100,56 @@ fn reorder_device_splits(g: &Graph, cuts: &[Cut]) -> (Graph, Deps) {
         rows: g.rows,
     };
     (g, deps)
+}
+
+/// ggml-cuda's most experts a token may sum in its fused kernel
+/// (`MOE_WEIGHTED_REDUCTION_MAX_EXPERTS`).
+const MOE_SUM_MOST: usize = 15;
+
+/// In each device split, the routed experts' weighted sum ggml-cuda fuses
+/// (`ggml_cuda_match_moe_weighted_reduction`): the experts' outputs multiplied by their router
+/// weights, one view a selected expert, the views added in a chain. The kernel reads the
+/// unweighted outputs and the weights at the last add, so both are kept until then.
+pub(super) fn moe_sum_deps(g: &Graph, cuts: &[Cut], deps: &mut Deps) {
+    let uses = super::reorder::use_counts(g);
+    for (c, &(b, start, _)) in cuts.iter().enumerate() {
+        let end = cuts.get(c + 1).map_or(g.nodes.len(), |next| next.1);
+        if b == HOST {
+            continue;
+        }
+        let nodes = &g.nodes[start..end];
+        for (i, &mul) in nodes.iter().enumerate() {
+            let t = &g.tensors[mul];
+            let [x, y] = t.srcs[..] else { continue };
+            if t.op != Op::Mul {
+                continue;
+            }
+            // The experts' outputs are the product's shape; the weights one value an expert.
+            let (experts, weights) = if g.tensors[x].bytes == t.bytes {
+                (x, y)
+            } else {
+                (y, x)
+            };
+            if g.tensors[experts].bytes != t.bytes || g.tensors[weights].bytes >= t.bytes {
+                continue;
+            }
+            let views = nodes[i + 1..]
+                .iter()
+                .take_while(|&&v| g.tensors[v].op == Op::View && g.tensors[v].srcs == [mul])
+                .count();
+            let adds = &nodes[(i + 1 + views).min(nodes.len())..];
+            let chained = adds.len() >= views.saturating_sub(1)
+                && adds[..views.saturating_sub(1)]
+                    .iter()
+                    .all(|&a| g.tensors[a].op == Op::Add);
+            if !(2..=MOE_SUM_MOST).contains(&views) || !chained || uses[mul] != views {
+                continue;
+            }
+            let sum = adds[views - 2];
+            let kept = deps.entry(sum).or_default();
+            kept.extend([experts, weights]);
+        }
+    }
 }
 
 /// A weight read directly (a view of one is read like any tensor).

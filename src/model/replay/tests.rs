@@ -346,3 +346,37 @@ fn vulkan_reorders_a_llama_layer_as_ggml_vulkan_does() {
     split.sort_unstable();
     assert_eq!(sorted, split);
 }
+
+// ggml-cuda's fused weighted sum of the experts is found in every MoE layer of Qwen3-30B-A3B
+// (8 experts a token): the sum's last add keeps the experts' unweighted outputs (a
+// `mul_mat_id`'s) and their router weights.
+#[test]
+fn cuda_keeps_each_layers_experts_until_their_sum() {
+    let arch = crate::model::find_model("qwen3-30b-a3b")
+        .expect("the catalog's Qwen3-30B-A3B")
+        .arch;
+    let batch = Batch {
+        arch: &arch,
+        tokens: 512,
+        kv_cells: 4096,
+        swa_cells: 4096,
+        flash_attention: true,
+        kv_type: &F16,
+        seqs: 1,
+        outputs: None,
+    };
+    let g = whole(Shape::from_batch(&batch).expect("replayed")).expect("replayed");
+    let mut deps = super::sched::Deps::new();
+    super::sched::moe_sum_deps(&g, &[(1, 0, Vec::new())], &mut deps);
+    assert_eq!(u64::try_from(deps.len()).ok(), Some(arch.num_layers));
+    for (&sum, kept) in &deps {
+        assert_eq!(g.tensors[sum].op, Op::Add);
+        assert_eq!(kept.len(), 2);
+        assert_eq!(g.tensors[kept[0]].op, Op::MulMatId);
+        assert!(g.tensors[kept[1]].bytes < g.tensors[kept[0]].bytes);
+    }
+    // On the host (no fused kernel) nothing is kept.
+    let mut none = super::sched::Deps::new();
+    super::sched::moe_sum_deps(&g, &[(0, 0, Vec::new())], &mut none);
+    assert!(none.is_empty());
+}
