@@ -295,13 +295,10 @@ fn cuda_buffers_align_to_128_and_hold_flash_attentions_f16_copies() {
     assert!(cuda_q8 > cuda + copies / 2, "{cuda_q8} vs {cuda}");
 }
 
-// ggml-vulkan's reordering of Llama-3.1-8B's first layer, as llama.cpp's Vulkan build printed
-// it on lavapipe (every layer on the device, flash attention, 512 tokens): the three
-// projections pulled together, each RoPE with its cache write, V's write ahead of Q's rope.
-#[test]
-fn vulkan_reorders_a_llama_layer_as_ggml_vulkan_does() {
-    let arch = crate::model::find_model("llama-3.1-8b")
-        .expect("the catalog's Llama-3.1-8B")
+/// A catalog model's prompt graph: 512 tokens over 4,096 cells, flash attention, f16 cache.
+fn prompt_graph(model: &str) -> (ModelArch, Graph) {
+    let arch = crate::model::find_model(model)
+        .expect("a catalog model")
         .arch;
     let batch = Batch {
         arch: &arch,
@@ -314,6 +311,15 @@ fn vulkan_reorders_a_llama_layer_as_ggml_vulkan_does() {
         outputs: None,
     };
     let g = whole(Shape::from_batch(&batch).expect("replayed")).expect("replayed");
+    (arch, g)
+}
+
+// ggml-vulkan's reordering of Llama-3.1-8B's first layer, as llama.cpp's Vulkan build printed
+// it on lavapipe (every layer on the device, flash attention, 512 tokens): the three
+// projections pulled together, each RoPE with its cache write, V's write ahead of Q's rope.
+#[test]
+fn vulkan_reorders_a_llama_layer_as_ggml_vulkan_does() {
+    let (_, g) = prompt_graph("llama-3.1-8b");
     let start = g
         .nodes
         .iter()
@@ -352,20 +358,7 @@ fn vulkan_reorders_a_llama_layer_as_ggml_vulkan_does() {
 // `mul_mat_id`'s) and their router weights.
 #[test]
 fn cuda_keeps_each_layers_experts_until_their_sum() {
-    let arch = crate::model::find_model("qwen3-30b-a3b")
-        .expect("the catalog's Qwen3-30B-A3B")
-        .arch;
-    let batch = Batch {
-        arch: &arch,
-        tokens: 512,
-        kv_cells: 4096,
-        swa_cells: 4096,
-        flash_attention: true,
-        kv_type: &F16,
-        seqs: 1,
-        outputs: None,
-    };
-    let g = whole(Shape::from_batch(&batch).expect("replayed")).expect("replayed");
+    let (arch, g) = prompt_graph("qwen3-30b-a3b");
     let mut deps = super::sched::Deps::new();
     super::sched::moe_sum_deps(&g, &[(1, 0, Vec::new())], &mut deps);
     assert_eq!(u64::try_from(deps.len()).ok(), Some(arch.num_layers));
