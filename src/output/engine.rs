@@ -116,10 +116,19 @@ pub fn llamacpp_text(text: &mut String, a: &LlamaCppAccount) {
         let t: Vec<String> = t.iter().map(u64::to_string).collect();
         format!(" -ts {}", t.join(","))
     });
+    let margin = if a.devices.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", keeping {} free on each GPU",
+            format_bytes(a.margin_bytes)
+        )
+    };
     let _ = writeln!(
         text,
-        "\nllama.cpp{} (-fa {}{}, -ngl {}{split}, keeping {} free on each GPU):",
+        "\nllama.cpp{} (-fa {}{}, -ngl {}{split}{margin}):",
         match a.device_rules {
+            _ if a.devices.is_empty() => " on the CPU",
             LlamaDevice::Cuda => " on CUDA",
             LlamaDevice::CpuRules => "",
             LlamaDevice::CpuRulesOffload => " on RPC with CUDA's offload",
@@ -132,7 +141,6 @@ pub fn llamacpp_text(text: &mut String, a: &LlamaCppAccount) {
             ""
         },
         a.n_gpu_layers,
-        format_bytes(a.margin_bytes)
     );
     if a.context_fitted {
         let _ = writeln!(

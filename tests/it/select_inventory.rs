@@ -674,3 +674,49 @@ fn vllm_stages_across_hosts() {
         "{server}"
     );
 }
+
+// A host without GPUs runs llama.cpp on its CPU (`-ngl 0`): one plan on its system RAM, with
+// the KV cache and the CPU backend's compute buffer llama.cpp reserves there (a GGUF of
+// Llama-3.1-8B's shape in q8_0 at 8,192 tokens, llama-server's one output a sequence:
+// 1,073,741,824 and 130,035,744 bytes, as `breakdown.cpp` printed them with no device). It used
+// to find no plan ("0 B short"). RAM that cannot hold it is the shortfall.
+#[test]
+fn a_host_without_gpus_plans_llama_cpp_on_its_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = |inventory: &Path| -> Vec<String> {
+        [
+            "--model",
+            "llama-3.1-8b",
+            "--dtype",
+            "q8_0",
+            "--engine",
+            "llama.cpp",
+            "--context",
+            "8192",
+            "--inventory",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([inventory.display().to_string()])
+        .collect()
+    };
+    let laptop = inventory(dir.path(), "laptop", vec![], 32 * GIB);
+    let argv = args(&laptop);
+    let (code, doc) = select(&argv.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, 0, "{doc}");
+    let plan = &doc["plan"];
+    assert_eq!(plan["kind"], "single");
+    assert_eq!(plan["gpu_layers"], 0);
+    assert_eq!(plan["placements"][0]["backend"], "cpu");
+    assert_eq!(plan["llamacpp"]["devices"], json!([]));
+    assert_eq!(plan["llamacpp"]["host"]["context"], 1_073_741_824_u64);
+    assert_eq!(plan["llamacpp"]["host"]["compute"], 130_035_744_u64);
+    let small = inventory(dir.path(), "small", vec![], 4 * GIB);
+    let argv = args(&small);
+    let (code, doc) = select(&argv.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, 3, "{doc}");
+    assert!(
+        doc["plan"]["shortfall_bytes"].as_u64().unwrap() > 4 * GIB,
+        "{doc}"
+    );
+}

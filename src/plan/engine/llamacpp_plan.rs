@@ -176,6 +176,8 @@ pub fn select_llamacpp(
         required_bytes: f.uses.iter().map(DeviceUse::total).max().unwrap_or(0),
         plan: Plan {
             kind: match (offloaded, f.gpus.len()) {
+                // Without a GPU the host's RAM holds it all.
+                (_, 0) => PlanKind::Single,
                 (true, _) => PlanKind::CpuOffload,
                 (false, 1) => PlanKind::Single,
                 (false, _) => PlanKind::LayerSplit,
@@ -227,6 +229,20 @@ fn best_host<'a>(
         .filter(|c| c.is_gpu() && c.mig_profile.is_none())
         .collect();
     let (mut best, mut ram_short): HostFits<'a> = (None, None);
+    if gpus.is_empty() {
+        // No GPU anywhere: llama.cpp runs on a host's CPU, the one with the most RAM free.
+        let ram = candidates
+            .iter()
+            .filter(|c| c.backend == BackendKind::Cpu)
+            .max_by_key(|c| c.free_bytes.unwrap_or(c.total_bytes))?;
+        let f = cpu_only(weights, arch, s, ram)?;
+        let fits = ram.free_bytes.unwrap_or(ram.total_bytes) >= f.host.total();
+        return Some(if fits {
+            (Some(f), None)
+        } else {
+            (None, Some(f))
+        });
+    }
     let mut hosts: Vec<&str> = gpus.iter().map(|g| g.host.as_str()).collect();
     hosts.dedup();
     for host in hosts {
@@ -354,6 +370,46 @@ fn fitted<'a>(
         layers,
         uses,
         host,
+        context: s.context,
+    })
+}
+
+/// llama.cpp on a host without GPUs (`-ngl 0`, and no device to take an operator): the
+/// weights, the KV cache and the CPU backend's compute buffer in system RAM.
+fn cpu_only<'a>(
+    weights: &LayerWeights,
+    arch: &crate::model::ModelArch,
+    s: &Settings,
+    ram: &'a Candidate,
+) -> Option<Fitted<'a>> {
+    let offload = Offload {
+        n_gpu_layers: 0,
+        tensor_split: Vec::new(),
+        kv_offload: true,
+        moves: Vec::new(),
+    };
+    let bytes = *super::llamacpp::place(weights, arch, s, &offload).last()?;
+    let layers = vec![None; usize::try_from(arch.num_layers).ok()? + 1];
+    let on_cpu = crate::model::estimate::Placement {
+        layer_devices: &layers,
+        devices: 0,
+        pipeline: false,
+        moves: &[],
+    };
+    let compute = crate::model::estimate::placed_compute_buffers(arch, s, Some(weights), &on_cpu)?;
+    Some(Fitted {
+        gpus: Vec::new(),
+        ram: Some(ram),
+        ngl: 0,
+        split: None,
+        overrides: Vec::new(),
+        layers: Vec::new(),
+        uses: Vec::new(),
+        host: DeviceUse {
+            model: bytes.model,
+            context: bytes.context,
+            compute: *compute.first()?,
+        },
         context: s.context,
     })
 }
