@@ -684,21 +684,11 @@ fn vllm_stages_across_hosts() {
 fn a_host_without_gpus_plans_llama_cpp_on_its_cpu() {
     let dir = tempfile::tempdir().unwrap();
     let args = |inventory: &Path| -> Vec<String> {
-        [
-            "--model",
-            "llama-3.1-8b",
-            "--dtype",
-            "q8_0",
-            "--engine",
-            "llama.cpp",
-            "--context",
-            "8192",
-            "--inventory",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .chain([inventory.display().to_string()])
-        .collect()
+        "--model llama-3.1-8b --dtype q8_0 --engine llama.cpp --context 8192 --inventory"
+            .split(' ')
+            .map(str::to_string)
+            .chain([inventory.display().to_string()])
+            .collect()
     };
     let laptop = inventory(dir.path(), "laptop", vec![], 32 * GIB);
     let argv = args(&laptop);
