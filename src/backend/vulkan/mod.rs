@@ -158,6 +158,41 @@ fn vendor_name(id: u32) -> Option<&'static str> {
     })
 }
 
+/// The buffer limits llama.cpp's Vulkan backend reads: the core limits, the largest
+/// allocation (maintenance 3) and, where maintenance 4 is there, the largest buffer.
+fn limits(
+    vk_instance: &VulkanInstance,
+    device: vk::PhysicalDevice,
+    properties: &vk::PhysicalDeviceProperties,
+    maint3: &vk::PhysicalDeviceMaintenance3Properties,
+) -> VulkanLimits {
+    let max_buffer = if properties.api_version >= vk::API_VERSION_1_3
+        || vk_instance.has_extension(device, ash::khr::maintenance4::NAME)
+    {
+        let mut maint4 = vk::PhysicalDeviceMaintenance4Properties::default();
+        let mut props2 = vk::PhysicalDeviceProperties2::default().push_next(&mut maint4);
+        // SAFETY: `device` came from this instance, which supports maintenance 4 (core in 1.3
+        // or the extension).
+        unsafe {
+            vk_instance
+                .instance
+                .get_physical_device_properties2(device, &mut props2);
+        }
+        maint4.max_buffer_size
+    } else {
+        maint3.max_memory_allocation_size
+    };
+    let limits = &properties.limits;
+    VulkanLimits {
+        offset_alignment: limits.min_storage_buffer_offset_alignment,
+        map_alignment: u64::try_from(limits.min_memory_map_alignment).unwrap_or(1),
+        storage_range: (!vk_instance.has_extension(device, SHADER_64BIT_INDEXING))
+            .then_some(u64::from(limits.max_storage_buffer_range)),
+        max_allocation: maint3.max_memory_allocation_size,
+        max_buffer,
+    }
+}
+
 /// The extension that lifts `maxStorageBufferRange` for ggml-vulkan's shaders (newer than the
 /// headers ash carries).
 const SHADER_64BIT_INDEXING: &CStr = c"VK_EXT_shader_64bit_indexing";
@@ -171,9 +206,6 @@ fn describe(vk_instance: &VulkanInstance, index: usize, device: vk::PhysicalDevi
     let mut maint3 = vk::PhysicalDeviceMaintenance3Properties::default();
     let mut driver = vk::PhysicalDeviceDriverProperties::default();
     let mut pci = vk::PhysicalDevicePCIBusInfoPropertiesEXT::default();
-    let mut maint4 = vk::PhysicalDeviceMaintenance4Properties::default();
-    let maint4_ext = api_version >= vk::API_VERSION_1_3
-        || vk_instance.has_extension(device, ash::khr::maintenance4::NAME);
     let properties = {
         let mut props2 = vk::PhysicalDeviceProperties2::default()
             .push_next(&mut id)
@@ -183,9 +215,6 @@ fn describe(vk_instance: &VulkanInstance, index: usize, device: vk::PhysicalDevi
         }
         if pci_ext {
             props2 = props2.push_next(&mut pci);
-        }
-        if maint4_ext {
-            props2 = props2.push_next(&mut maint4);
         }
         // SAFETY: every struct in the chain is valid for this device's API version/extensions.
         unsafe { instance.get_physical_device_properties2(device, &mut props2) };
@@ -212,18 +241,7 @@ fn describe(vk_instance: &VulkanInstance, index: usize, device: vk::PhysicalDevi
         info.free_scope = Some(FreeScope::Process);
     }
     info.max_alloc_bytes = Some(maint3.max_memory_allocation_size);
-    info.vulkan_limits = Some(VulkanLimits {
-        offset_alignment: properties.limits.min_storage_buffer_offset_alignment,
-        map_alignment: u64::try_from(properties.limits.min_memory_map_alignment).unwrap_or(1),
-        storage_range: (!vk_instance.has_extension(device, SHADER_64BIT_INDEXING))
-            .then_some(u64::from(properties.limits.max_storage_buffer_range)),
-        max_allocation: maint3.max_memory_allocation_size,
-        max_buffer: if maint4_ext {
-            maint4.max_buffer_size
-        } else {
-            maint3.max_memory_allocation_size
-        },
-    });
+    info.vulkan_limits = Some(limits(vk_instance, device, &properties, &maint3));
     info.unified_memory = matches!(device_type, DeviceType::IntegratedGpu | DeviceType::Cpu);
     if info.unified_memory {
         let free = info.free_bytes.unwrap_or(total);

@@ -201,12 +201,23 @@ pub(super) fn layer(
         ffn_inp = g.op(Kind::Fresh, c.model, MODEL, &[ffn_inp, out_ids]);
         g.tag(ffn_inp, Op::GetRows);
     }
-    let model = c.model;
+    feed_forward_half(c, g, (ffn_inp, layer), post_norms)
+}
+
+/// A layer's feed-forward half over `ffn_inp` (its input plus the attention's output): the
+/// norm, the block, Gemma's post-norm or Granite's scale, and the residual add.
+fn feed_forward_half(
+    c: &Ctx<'_>,
+    g: &mut Graph,
+    (ffn_inp, layer): (usize, u64),
+    post_norms: bool,
+) -> Option<usize> {
+    let (b, model, h) = (c.b, c.model, c.arch.hidden_size);
     let cur = norm(c, g, ffn_inp, (model, MODEL), (FFN_NORM, h));
     let out = ffn_block(c, g, cur, layer)?;
     let out = if post_norms {
         norm(c, g, out, (model, MODEL), (POST_FFN_NORM, h))
-    } else if arch.granite_scales.residual {
+    } else if c.arch.granite_scales.residual {
         let scaled = g.op(Kind::InPlace, model, MODEL, &[out]);
         g.tag(scaled, Op::Scale)
     } else {

@@ -37,6 +37,12 @@ pub(super) fn read_states(
     out
 }
 
+/// `ggml_get_rows`: the rows of `states` that `ids` name, `bytes` of them.
+fn gather_rows(g: &mut Graph, bytes: u64, (states, ids): (usize, usize)) -> usize {
+    let rows = g.op(Kind::Fresh, bytes, OTHER, &[states, ids]);
+    g.tag(rows, Op::GetRows)
+}
+
 /// The convolution's input: the cached columns beside the new inputs (transposed), its last
 /// `d_conv − 1` columns copied back into the layer's cache `conv_all`.
 pub(super) fn convolution_input(
@@ -96,8 +102,7 @@ pub(super) fn mamba(
         return None;
     }
     let conv = read_states(g, conv_all, inputs, |g, states, ids| {
-        let rows = g.op(Kind::Fresh, conv_state, OTHER, &[states, ids]);
-        g.tag(rows, Op::GetRows)
+        gather_rows(g, conv_state, (states, ids))
     });
     let conv = g.view(conv, OTHER);
     let h = model / 4 / tokens.max(1);
@@ -318,8 +323,7 @@ pub(super) fn delta_net(
     g.expand(cur);
     let (conv_all, ssm_all) = (g.external(), g.external());
     let conv = read_states(g, conv_all, inputs, |g, states, ids| {
-        let rows = g.op(Kind::Fresh, conv_state, OTHER, &[states, ids]);
-        g.tag(rows, Op::GetRows)
+        gather_rows(g, conv_state, (states, ids))
     });
     let conv = g.view(conv, OTHER);
     let h = model / 4 / tokens.max(1);
@@ -338,8 +342,7 @@ pub(super) fn delta_net(
     );
     let conv_x = convolution_input(g, (conv, mixed), (conv_x_bytes, tokens), conv_all);
     let cached = read_states(g, ssm_all, inputs, |g, states, ids| {
-        let rows = g.op(Kind::Fresh, state, OTHER, &[states, ids]);
-        g.tag(rows, Op::GetRows)
+        gather_rows(g, state, (states, ids))
     });
     let cached = g.view(cached, OTHER);
     let w_conv = g.matrix("ssm_conv1d.weight", s.conv_kernel, channels);
