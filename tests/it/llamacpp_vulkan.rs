@@ -108,3 +108,16 @@ fn a_head_beyond_the_storage_range_stays_in_host_memory() {
     let plan = llamacpp(&wide, &[]);
     assert_eq!(plan["host"]["model"], 558_170_112_u64, "{plan}");
 }
+
+// A Vulkan GPU from an inventory that does not carry its limits (one saved before `discover`
+// read them) is still planned as ggml-vulkan runs it, with the widest limits a driver reports.
+#[test]
+fn a_vulkan_gpu_without_known_limits_takes_the_widest() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = vulkan_host(dir.path(), 8 * GIB, &Value::Null);
+    let plan = llamacpp(&host, &[]);
+    assert_eq!(plan["device_rules"], "vulkan");
+    assert_eq!(plan["vulkan_limits"]["offset_alignment"], 256);
+    assert_eq!(plan["vulkan_limits"]["storage_range"], 4_294_967_295_u64);
+    assert_eq!(plan["op_offload"], true);
+}

@@ -12,6 +12,7 @@ use super::llamacpp::{
 use super::llamacpp_ctx::fit_context;
 use super::llamacpp_fit::{fit_moe_from, TensorOverride};
 use crate::backend::BackendKind;
+use crate::device::VulkanLimits;
 use crate::model::estimate::{LlamaDevice, RulesBasis};
 use crate::model::{LayerWeights, ModelSource, Settings, DEFAULT_WEIGHT_PRECISION};
 use crate::plan::{
@@ -89,11 +90,17 @@ fn device_of(asked: Option<LlamaDevice>, candidates: &[Candidate]) -> LlamaDevic
     let vulkan = |gpu_only: bool| {
         candidates
             .iter()
-            .filter(|c| c.backend == BackendKind::Vulkan && (c.is_gpu() || !gpu_only))
-            .find_map(|c| c.vulkan_limits)
+            .find(|c| c.backend == BackendKind::Vulkan && (c.is_gpu() || !gpu_only))
     };
+    // A Vulkan device whose limits are not known (an older inventory) is planned with the
+    // widest a driver reports.
+    let limits = |c: &Candidate| c.vulkan_limits.unwrap_or(VulkanLimits::UNSEEN);
     match asked {
-        Some(LlamaDevice::Vulkan(unseen)) => LlamaDevice::Vulkan(vulkan(false).unwrap_or(unseen)),
+        Some(LlamaDevice::Vulkan(unseen)) => LlamaDevice::Vulkan(
+            vulkan(false)
+                .and_then(|c| c.vulkan_limits)
+                .unwrap_or(unseen),
+        ),
         Some(d) => d,
         None if candidates
             .iter()
@@ -101,10 +108,7 @@ fn device_of(asked: Option<LlamaDevice>, candidates: &[Candidate]) -> LlamaDevic
         {
             LlamaDevice::Cuda
         }
-        None => match vulkan(true) {
-            Some(limits) => LlamaDevice::Vulkan(limits),
-            None => LlamaDevice::CpuRules,
-        },
+        None => vulkan(true).map_or(LlamaDevice::CpuRules, |c| LlamaDevice::Vulkan(limits(c))),
     }
 }
 
