@@ -174,7 +174,9 @@ fn grouped(
             let gate = g.view(both, OTHER);
             let gate = g.op(Kind::Fresh, query, QUERY, &[gate]);
             let gate = g.op(Kind::InPlace, query, QUERY, &[gate]);
-            g.op(Kind::InPlace, query, QUERY, &[attended, gate])
+            g.tag(gate, Op::Unary);
+            let gated = g.op(Kind::InPlace, query, QUERY, &[attended, gate]);
+            g.tag(gated, Op::Mul)
         }
         None => attended,
     })

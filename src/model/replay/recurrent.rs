@@ -347,12 +347,16 @@ pub(super) fn delta_net(
     let cached = g.view(cached, OTHER);
     let w_conv = g.matrix("ssm_conv1d.weight", s.conv_kernel, channels);
     let x = g.op(Kind::Fresh, width(channels)?, OTHER, &[conv_x, w_conv]);
+    g.tag(x, Op::SsmConv);
     let x = g.op(Kind::InPlace, width(channels)?, OTHER, &[x]);
+    g.tag(x, Op::Unary);
     // q and k: an RMS norm scaled to an L2 norm, then repeated to the value heads.
     let mut normed = || -> Option<usize> {
         let part = g.view(x, OTHER);
         let n = g.op(Kind::Fresh, key, OTHER, &[part]);
+        g.tag(n, Op::RmsNorm);
         let n = g.op(Kind::InPlace, key, OTHER, &[n]);
+        g.tag(n, Op::Scale);
         if key_heads == value_heads {
             return Some(n);
         }
@@ -376,11 +380,14 @@ pub(super) fn delta_net(
     g.expand(saved);
     let y = g.view(out, OTHER);
     let y = g.op(Kind::Fresh, value, INNER, &[y]);
+    g.tag(y, Op::RmsNorm);
     let w_norm = g.vector("ssm_norm.weight", s.inner / value_heads.max(1));
     let y = g.op(Kind::InPlace, value, INNER, &[y, w_norm]);
     let z = g.view(z, OTHER);
     let z = g.op(Kind::Fresh, value, INNER, &[z]);
+    g.tag(z, Op::Unary);
     let y = g.op(Kind::InPlace, value, INNER, &[y, z]);
+    g.tag(y, Op::Mul);
     let y = g.view(y, OTHER);
     let w_out = g.matrix("ssm_out.weight", s.inner, h);
     let out = g.op(Kind::Fresh, model, MODEL, &[w_out, y]);
@@ -439,10 +446,12 @@ fn delta_gates(
     let (b, a) = (g.view(ba, OTHER), g.view(ba, OTHER));
     let b = g.op(Kind::Fresh, heads, OTHER, &[b]);
     let beta = g.op(Kind::InPlace, heads, OTHER, &[b]);
+    g.tag(beta, Op::Unary);
     let alpha = g.op(Kind::Fresh, heads, OTHER, &[a]);
     let dt_bias = g.vector("ssm_dt.bias", n);
     let alpha = g.op(Kind::InPlace, heads, OTHER, &[alpha, dt_bias]);
     let alpha = g.op(Kind::InPlace, heads, OTHER, &[alpha]);
+    g.tag(alpha, Op::Unary);
     let a_log = g.vector("ssm_a", n);
     let decay = g.op(Kind::InPlace, heads, OTHER, &[alpha, a_log]);
     (g.view(beta, OTHER), g.view(decay, OTHER))
