@@ -30,10 +30,13 @@ pub(super) struct AttentionStep {
     /// Bytes of K and V in f16, where the cache holds another type (CUDA's flash attention
     /// converts them beside its output).
     pub(super) f16_copies: Option<(u64, u64)>,
+    /// The layer's cache is one of a sliding-window pair (llama.cpp's `build_attn` over an
+    /// iSWA cache evaluates K before V).
+    pub(super) paired: bool,
 }
 
-/// `build_attn` over a K and a V cache: Q, V and K evaluated in that order, K and V written to
-/// their caches, then flash attention, or the scores, their softmax and the weighted sum of V
+/// `build_attn` over a K and a V cache: Q, V and K evaluated in that order (Q, K and V over a
+/// sliding-window pair of caches), K and V written to their caches, then flash attention, or the scores, their softmax and the weighted sum of V
 /// made contiguous. Returns the attention output.
 pub(super) fn attend(
     g: &mut Graph,
@@ -42,6 +45,9 @@ pub(super) fn attend(
     a: &AttentionStep,
 ) -> usize {
     g.expand(q);
+    if a.paired {
+        g.expand(k);
+    }
     g.expand(v);
     g.expand(k);
     let k_rows = g.view(k, OTHER);
@@ -165,6 +171,7 @@ fn grouped(
         v_copy: b.fused_qkv.then_some(kv),
         flash_attention: c.flash_attention,
         f16_copies: f16_copies(c, inputs.cells, c.kv_dim, c.kv_dim),
+        paired: c.arch.sliding_window.is_some(),
     };
     let caches = caches(c, g, inputs.cells, (c.kv_dim, c.kv_dim));
     let attended = attend(g, [q, k, v], caches, &step);
@@ -454,6 +461,7 @@ fn unsplit(
         v_copy: None,
         flash_attention: c.flash_attention,
         f16_copies: f16_copies(c, inputs.cells, k_dim, v_dim),
+        paired: false,
     };
     Some(attend(g, [q, k, v], p.caches, &step))
 }

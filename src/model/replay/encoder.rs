@@ -66,11 +66,13 @@ pub(super) fn whole(s: Shape<'_>, e: Encoder, seqs: u64) -> Option<Graph> {
         // The first row of the table: what a split on another backend copies.
         let row0 = g.view_spanning(types, OTHER, arch.hidden_size.checked_mul(4)?);
         inp = g.op(Kind::InPlace, z.model, MODEL, &[inp, row0]);
+        g.tag(inp, Op::Add);
     }
     if let Some(pos) = pos.filter(|_| e.positions > 0) {
         let pos_embd = g.table("position_embd.weight", e.positions, h);
         let rows = g.op(Kind::Fresh, z.model, MODEL, &[pos_embd, pos]);
         inp = g.op(Kind::InPlace, z.model, MODEL, &[rows, inp]);
+        g.tag(inp, Op::Add);
     }
     // llama.cpp keeps the embeddings' norm with the first layer's weights.
     g.part = Part::Layer(0);
@@ -155,17 +157,22 @@ fn layer(
     let mut residual = inp;
     if last {
         cur = g.op(Kind::Fresh, z.model, MODEL, &[cur, inputs.out_ids]);
+        g.tag(cur, Op::GetRows);
         residual = g.op(Kind::Fresh, z.model, MODEL, &[residual, inputs.out_ids]);
+        g.tag(residual, Op::GetRows);
     }
     cur = g.op(Kind::InPlace, z.model, MODEL, &[cur, residual]);
+    g.tag(cur, Op::Add);
     let width = (z.model, h);
     let mut ffn_inp = layer_norm(g, cur, width, LayerNorm::AttentionOut);
     if e.norm_2 {
         let again = g.op(Kind::InPlace, z.model, MODEL, &[ffn_inp, residual]);
+        g.tag(again, Op::Add);
         ffn_inp = layer_norm(g, again, width, LayerNorm::Second);
     }
     let out = ffn(g, arch, e, z, ffn_inp)?;
     let sum = g.op(Kind::InPlace, z.model, MODEL, &[out, ffn_inp]);
+    g.tag(sum, Op::Add);
     Some(layer_norm(g, sum, width, LayerNorm::LayerOut))
 }
 
@@ -191,9 +198,11 @@ fn ffn(
         up = g.op(Kind::InPlace, up_bytes, layout, &[up, b]);
     }
     let act = if fused {
-        g.op(Kind::Fresh, z.ffn, FFN, &[up])
+        let act = g.op(Kind::Fresh, z.ffn, FFN, &[up]);
+        g.tag(act, Op::Unary)
     } else if arch.mlp == Mlp::Plain {
-        g.op(Kind::InPlace, z.ffn, FFN, &[up])
+        let act = g.op(Kind::InPlace, z.ffn, FFN, &[up]);
+        g.tag(act, Op::Unary)
     } else {
         let wg = g.ffn_weight(FfnClass::Gate, ("ffn_gate.weight", h.checked_mul(n)?, true));
         let gate = g.op(Kind::Fresh, z.ffn, FFN, &[wg, x]);
@@ -287,8 +296,14 @@ fn project(
     };
     match pos.filter(|_| e.rope) {
         Some(pos) => [
-            g.op(Kind::InPlace, z.query, Q3, &[q, pos]),
-            g.op(Kind::InPlace, z.kv, K3, &[k, pos]),
+            {
+                let q = g.op(Kind::InPlace, z.query, Q3, &[q, pos]);
+                g.tag(q, Op::Rope)
+            },
+            {
+                let k = g.op(Kind::InPlace, z.kv, K3, &[k, pos]);
+                g.tag(k, Op::Rope)
+            },
             v,
         ],
         None => [q, k, v],
@@ -307,15 +322,20 @@ fn attend(g: &mut Graph, z: &Sizes, [q, k, v]: [usize; 3], mask: usize, fa: bool
     let vp = g.view(v, OTHER);
     let out = if fa {
         let k16 = g.op(Kind::Fresh, z.kv / 2, OTHER, &[kp]);
+        g.tag(k16, Op::Cpy);
         let v16 = g.op(Kind::Fresh, z.kv / 2, OTHER, &[vp]);
+        g.tag(v16, Op::Cpy);
         let o = g.op(Kind::Fresh, z.query, OTHER, &[qp, k16, v16, mask]);
         g.view(o, QUERY)
     } else {
         let kq = g.op(Kind::Fresh, z.scores, SCORES, &[kp, qp]);
+        g.tag(kq, Op::MulMat);
         let kq = g.op(Kind::InPlace, z.scores, SCORES, &[kq, mask]);
+        g.tag(kq, Op::SoftMax);
         let vt = g.view(vp, OTHER);
         let v_cont = g.op(Kind::Fresh, z.kv, OTHER, &[vt]);
         let kqv = g.op(Kind::Fresh, z.query, OTHER, &[v_cont, kq]);
+        g.tag(kqv, Op::MulMat);
         let permuted = g.view(kqv, OTHER);
         g.op(Kind::Fresh, z.query, QUERY, &[permuted])
     };
@@ -335,11 +355,13 @@ fn pool(g: &mut Graph, e: &Encoder, z: &Sizes, inp: usize) {
             let mean = g.input(z.tokens.saturating_mul(z.seqs).saturating_mul(4));
             let t = g.view(inp, OTHER);
             let cont = g.op(Kind::Fresh, z.model, OTHER, &[t]);
-            g.op(Kind::Fresh, pooled_bytes(hidden), OTHER, &[cont, mean])
+            let pooled = g.op(Kind::Fresh, pooled_bytes(hidden), OTHER, &[cont, mean]);
+            g.tag(pooled, Op::MulMat)
         }
         Pooling::Cls | Pooling::Last | Pooling::Rank => {
             let rows = g.input(pooled_bytes(1));
-            g.op(Kind::Fresh, pooled_bytes(hidden), OTHER, &[inp, rows])
+            let pooled = g.op(Kind::Fresh, pooled_bytes(hidden), OTHER, &[inp, rows]);
+            g.tag(pooled, Op::GetRows)
         }
     };
     if let Some(c) = e.classifier.filter(|_| e.pooling == Pooling::Rank) {
@@ -349,6 +371,7 @@ fn pool(g: &mut Graph, e: &Encoder, z: &Sizes, inp: usize) {
             let b = g.vector("cls.bias", c.dense);
             cur = g.op(Kind::InPlace, pooled_bytes(c.dense), OTHER, &[cur, b]);
             cur = g.op(Kind::InPlace, pooled_bytes(c.dense), OTHER, &[cur]);
+            g.tag(cur, Op::Unary);
         }
         if c.outputs > 0 {
             let w = g.matrix("cls.output.weight", c.dense.max(hidden), c.outputs);
