@@ -32,6 +32,12 @@ fn vulkan_host(dir: &Path, total: u64, limits: &Value) -> PathBuf {
     path
 }
 
+/// Mesa's lavapipe's limits, as `vulkaninfo` prints them here.
+fn lavapipe() -> Value {
+    json!({"offset_alignment": 16, "map_alignment": 64, "storage_range": 134_217_728,
+           "max_allocation": 2_147_483_648_u64, "max_buffer": 4_294_967_295_u64})
+}
+
 fn llamacpp(inventory: &Path, extra: &[&str]) -> Value {
     let mut args = vec![
         "--model",
@@ -93,9 +99,7 @@ fn a_vulkan_gpu_is_planned_with_its_drivers_limits_and_operator_offload() {
 #[test]
 fn a_head_beyond_the_storage_range_stays_in_host_memory() {
     let dir = tempfile::tempdir().unwrap();
-    let limits = json!({"offset_alignment": 16, "map_alignment": 64, "storage_range": 134_217_728,
-                        "max_allocation": 2_147_483_648_u64, "max_buffer": 4_294_967_295_u64});
-    let host = vulkan_host(dir.path(), 12 * GIB, &limits);
+    let host = vulkan_host(dir.path(), 12 * GIB, &lavapipe());
     let plan = llamacpp(&host, &[]);
     assert_eq!(plan["n_gpu_layers"], 33, "{plan}");
     assert_eq!(plan["host"]["model"], 1_116_340_224_u64, "{plan}");
@@ -120,4 +124,36 @@ fn a_vulkan_gpu_without_known_limits_takes_the_widest() {
     assert_eq!(plan["vulkan_limits"]["offset_alignment"], 256);
     assert_eq!(plan["vulkan_limits"]["storage_range"], 4_294_967_295_u64);
     assert_eq!(plan["op_offload"], true);
+}
+
+// Mesa's lavapipe is a Vulkan device run in software on the CPU: llama.cpp does not take it as
+// a GPU (ggml-vulkan skips CPU-type devices), so the plan is the CPU's and its verdict says
+// what it is (it used to read "system RAM" beside the cpu row).
+#[test]
+fn a_software_vulkan_device_is_no_llama_cpp_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = vulkan_host(dir.path(), 2 * GIB, &lavapipe());
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("\"gpu\"", "\"cpu\"")).unwrap();
+    let inventory = path.display().to_string();
+    let args = "--model llama-3.1-8b --engine llama.cpp --dtype q8_0 --inventory";
+    let mut argv: Vec<&str> = args.split(' ').collect();
+    argv.push(&inventory);
+    let (code, doc) = select(&argv);
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(doc["plan"]["gpu_layers"], 0, "{doc}");
+    let lavapipe = doc["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["backend"] == "vulkan")
+        .unwrap();
+    assert!(
+        lavapipe["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("a software device on the CPU"),
+        "{lavapipe}"
+    );
+    assert_eq!(lavapipe["fits"], false);
 }

@@ -701,6 +701,15 @@ fn a_host_without_gpus_plans_llama_cpp_on_its_cpu() {
     assert_eq!(plan["llamacpp"]["devices"], json!([]));
     assert_eq!(plan["llamacpp"]["host"]["context"], 1_073_741_824_u64);
     assert_eq!(plan["llamacpp"]["host"]["compute"], 130_035_744_u64);
+    let host = &plan["llamacpp"]["host"];
+    let total: u64 = ["model", "context", "compute"]
+        .iter()
+        .map(|k| host[k].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        doc["required_bytes"], total,
+        "what the model needs is the RAM's share"
+    );
     let small = inventory(dir.path(), "small", vec![], 4 * GIB);
     let argv = args(&small);
     let (code, doc) = select(&argv.iter().map(String::as_str).collect::<Vec<_>>());

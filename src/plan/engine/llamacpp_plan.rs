@@ -177,7 +177,7 @@ pub fn select_llamacpp(
         );
     }
     Some(Selection {
-        required_bytes: f.uses.iter().map(DeviceUse::total).max().unwrap_or(0),
+        required_bytes: f.required(),
         plan: Plan {
             kind: match (offloaded, f.gpus.len()) {
                 // Without a GPU the host's RAM holds it all.
@@ -301,6 +301,17 @@ struct Fitted<'a> {
     host: DeviceUse,
     /// `-c`, all sequences' together.
     context: u64,
+}
+
+impl Fitted<'_> {
+    /// What the model needs of one device: the largest GPU share, or without GPUs the RAM's.
+    fn required(&self) -> u64 {
+        self.uses
+            .iter()
+            .map(DeviceUse::total)
+            .max()
+            .unwrap_or(self.host.total())
+    }
 }
 
 /// One host's GPUs fitted as llama.cpp fits them: the context first where llama.cpp chooses
@@ -437,7 +448,7 @@ fn ram_too_small(verdicts: Vec<Verdict>, f: &Fitted<'_>) -> Selection {
     let need = f.host.total();
     let ram = f.ram.map_or(0, |h| h.free_bytes.unwrap_or(h.total_bytes));
     Selection {
-        required_bytes: f.uses.iter().map(DeviceUse::total).max().unwrap_or(0),
+        required_bytes: f.required(),
         plan: Plan::none(None, Some(need.saturating_sub(ram)), Accounting::LlamaCpp),
         candidates: verdicts,
     }
@@ -526,7 +537,11 @@ fn verdicts(
                 });
                 let needed = share.unwrap_or(if gpu { full.total() } else { 0 });
                 let used = share.is_some();
+                // A GPU API run in software on the CPU (PoCL, lavapipe): llama.cpp does not
+                // take it as a GPU, and the RAM behind it is the cpu backend's row.
+                let software = !gpu && c.backend != BackendKind::Cpu;
                 let reason = match (gpu, needed <= usable) {
+                    _ if software => VerdictReason::SoftwareDevice,
                     // System RAM is judged only by what a fit leaves there.
                     (false, fits) if fits || !used => VerdictReason::SystemRam,
                     (_, true) => VerdictReason::Fits,
