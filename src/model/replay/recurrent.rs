@@ -378,10 +378,28 @@ pub(super) fn delta_net(
     let dest = g.view(ssm_all, OTHER);
     let saved = g.copy(last_state, dest);
     g.expand(saved);
+    Some(gated_output(
+        g,
+        s,
+        (out, z),
+        (value, value_heads),
+        (h, model),
+    ))
+}
+
+/// Gated DeltaNet's output: the delta rule's tokens normed per head, gated by SiLU(z), and
+/// projected out (`value` bytes wide over `heads` value heads, back to `h` × `model`).
+fn gated_output(
+    g: &mut Graph,
+    s: &Ssm,
+    (out, z): (usize, usize),
+    (value, heads): (u64, u64),
+    (h, model): (u64, u64),
+) -> usize {
     let y = g.view(out, OTHER);
     let y = g.op(Kind::Fresh, value, INNER, &[y]);
     g.tag(y, Op::RmsNorm);
-    let w_norm = g.vector("ssm_norm.weight", s.inner / value_heads.max(1));
+    let w_norm = g.vector("ssm_norm.weight", s.inner / heads.max(1));
     let y = g.op(Kind::InPlace, value, INNER, &[y, w_norm]);
     let z = g.view(z, OTHER);
     let z = g.op(Kind::Fresh, value, INNER, &[z]);
@@ -391,7 +409,7 @@ pub(super) fn delta_net(
     let y = g.view(y, OTHER);
     let w_out = g.matrix("ssm_out.weight", s.inner, h);
     let out = g.op(Kind::Fresh, model, MODEL, &[w_out, y]);
-    Some(g.view(out, MODEL))
+    g.view(out, MODEL)
 }
 
 /// Gated DeltaNet's projections of `cur`: the mixed q/k/v (from one joint q/k/v/z projection
