@@ -75,20 +75,30 @@ pub(super) type Cut = (u8, usize, Vec<usize>);
 /// Tensors kept allocated until a node has run, by that node.
 pub(super) type Deps = std::collections::HashMap<usize, Vec<usize>>;
 
+/// The node ranges of `g`'s device splits (each to the next split's start).
+fn device_spans<'a>(
+    g: &'a Graph,
+    cuts: &'a [Cut],
+) -> impl Iterator<Item = std::ops::Range<usize>> + 'a {
+    cuts.iter()
+        .enumerate()
+        .filter_map(move |(i, &(b, start, _))| {
+            let end = cuts.get(i + 1).map_or(g.nodes.len(), |next| next.1);
+            (b != HOST).then_some(start..end)
+        })
+}
+
 /// `g` with each device split's nodes in the order the device's backend reorders them to
 /// (the host's splits and the split boundaries stay), and what the reordering keeps alive.
 fn reorder_device_splits(g: &Graph, cuts: &[Cut]) -> (Graph, Deps) {
     let uses = super::reorder::use_counts(g);
     let mut nodes = g.nodes.clone();
     let mut deps = Deps::new();
-    for (i, &(b, start, _)) in cuts.iter().enumerate() {
-        let end = cuts.get(i + 1).map_or(g.nodes.len(), |next| next.1);
-        if b != HOST {
-            let (order, kept) = super::reorder::reorder(g, &g.nodes[start..end], &uses);
-            nodes[start..end].copy_from_slice(&order);
-            for (until, t) in kept {
-                deps.entry(until).or_default().push(t);
-            }
+    for span in device_spans(g, cuts) {
+        let (order, kept) = super::reorder::reorder(g, &g.nodes[span.clone()], &uses);
+        nodes[span].copy_from_slice(&order);
+        for (until, t) in kept {
+            deps.entry(until).or_default().push(t);
         }
     }
     let g = Graph {
@@ -112,12 +122,8 @@ const MOE_SUM_MOST: usize = 15;
 /// unweighted outputs and the weights at the last add, so both are kept until then.
 pub(super) fn moe_sum_deps(g: &Graph, cuts: &[Cut], deps: &mut Deps) {
     let uses = super::reorder::use_counts(g);
-    for (c, &(b, start, _)) in cuts.iter().enumerate() {
-        let end = cuts.get(c + 1).map_or(g.nodes.len(), |next| next.1);
-        if b == HOST {
-            continue;
-        }
-        let nodes = &g.nodes[start..end];
+    for span in device_spans(g, cuts) {
+        let nodes = &g.nodes[span];
         for (i, &mul) in nodes.iter().enumerate() {
             let t = &g.tensors[mul];
             let [x, y] = t.srcs[..] else { continue };
