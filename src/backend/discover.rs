@@ -7,6 +7,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::*;
+use crate::device::PhysicalId;
 
 /// What `discover_with` probes, how long it waits and where the probes run.
 #[derive(Debug, Clone)]
@@ -157,8 +158,9 @@ pub(super) fn probe_kind(kind: BackendKind) -> Result<Vec<DeviceInfo>, Unavailab
         .unwrap_or(Err(Unavailable::Failed("backend not compiled in".into())))
 }
 
-/// Attaches NVML's per-GPU view to the CUDA row of the same GPU (matched by PCI bus id, then
-/// UUID), so one GPU reads as one row with both views.
+/// Attaches NVML's per-GPU view to the CUDA row of the same GPU (matched by UUID, else PCI
+/// address), so one GPU reads as one row with both views; its total becomes NVML's (what
+/// nvidia-smi prints), CUDA's own kept beside it.
 pub(super) fn merge_nvml_into_cuda(results: &mut [BackendInfo]) {
     let nvml_devices: Vec<DeviceInfo> = results
         .iter()
@@ -170,28 +172,18 @@ pub(super) fn merge_nvml_into_cuda(results: &mut [BackendInfo]) {
         .filter(|r| r.backend == BackendKind::Cuda)
     {
         for device in &mut info.devices {
+            let id = PhysicalId::new(device.uuid.as_deref(), device.pci_bus_id.as_deref());
             let matched = nvml_devices.iter().find(|n| {
-                let same_bus = matches!((&n.pci_bus_id, &device.pci_bus_id),
-                    (Some(a), Some(b)) if normalize_bus_id(a) == normalize_bus_id(b));
-                let same_uuid = matches!((&n.uuid, &device.uuid),
-                    (Some(a), Some(b)) if a.trim_start_matches("GPU-").eq_ignore_ascii_case(b.trim_start_matches("GPU-")));
-                same_bus || same_uuid
+                PhysicalId::new(n.uuid.as_deref(), n.pci_bus_id.as_deref()).same_device(&id)
             });
             if let Some(n) = matched {
                 device.nvml = n.nvml.clone();
+                if n.total_bytes > device.total_bytes {
+                    device.api_total_bytes = Some(device.total_bytes);
+                    device.total_bytes = n.total_bytes;
+                }
             }
         }
-    }
-}
-
-/// NVML prints 8-digit PCI domains (`00000000:01:00.0`), CUDA 4-digit ones (`0000:01:00.0`).
-pub(super) fn normalize_bus_id(id: &str) -> String {
-    match id.split_once(':') {
-        Some((domain, rest)) => {
-            let domain = u32::from_str_radix(domain, 16).unwrap_or(0);
-            format!("{domain:04x}:{}", rest.to_ascii_lowercase())
-        }
-        None => id.to_ascii_lowercase(),
     }
 }
 
@@ -204,14 +196,64 @@ pub struct Recommendation {
     pub device: usize,
 }
 
-/// The best device among probed backends: hardware GPUs by free (else total) memory, then CPU.
-/// NVML is a monitoring API, not a place to allocate, so it is never recommended.
+/// A GPU one backend lists that another, preferred for planning, lists too (the same UUID or PCI
+/// address): NVIDIA's OpenCL and Vulkan devices beside its CUDA ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SameGpu {
+    /// The backend listing it again.
+    pub backend: BackendKind,
+    /// Its index there.
+    pub device: usize,
+    /// The backend it is planned through.
+    pub kept_backend: BackendKind,
+    /// Its index there.
+    pub kept_device: usize,
+}
+
+/// Every available GPU reached through a less preferred API than another that lists it
+/// ([`BackendKind::driver_preference`]); NVML is left out, as it only monitors.
+pub fn same_gpus(results: &[BackendInfo]) -> Vec<SameGpu> {
+    let gpus: Vec<(BackendKind, usize, PhysicalId)> = results
+        .iter()
+        .filter(|r| r.available && r.backend.is_gpu() && r.backend != BackendKind::Nvml)
+        .flat_map(|r| {
+            r.devices.iter().map(move |d| {
+                let id = PhysicalId::new(d.uuid.as_deref(), d.pci_bus_id.as_deref());
+                (r.backend, d.index, id)
+            })
+        })
+        .collect();
+    let mut found = Vec::new();
+    for &(backend, device, id) in &gpus {
+        let kept = gpus
+            .iter()
+            .filter(|(b, _, other)| {
+                b.driver_preference() < backend.driver_preference() && other.same_device(&id)
+            })
+            .min_by_key(|(b, _, _)| b.driver_preference());
+        if let Some(&(kept_backend, kept_device, _)) = kept {
+            found.push(SameGpu {
+                backend,
+                device,
+                kept_backend,
+                kept_device,
+            });
+        }
+    }
+    found
+}
+
+/// The best device among probed backends: hardware GPUs by free (else total) memory, each
+/// through its preferred API ([`same_gpus`]), then CPU. NVML is a monitoring API, not a place
+/// to allocate, so it is never recommended.
 pub fn recommend(results: &[BackendInfo]) -> Option<Recommendation> {
+    let again = same_gpus(results);
     let gpu = results
         .iter()
         .filter(|r| r.available && r.backend.is_gpu() && r.backend != BackendKind::Nvml)
         .flat_map(|r| r.devices.iter().map(move |d| (r.backend, d)))
         .filter(|(_, d)| d.device_type.is_hardware_gpu())
+        .filter(|(b, d)| !again.iter().any(|s| s.backend == *b && s.device == d.index))
         .max_by_key(|(kind, d)| (d.free_or_total(), std::cmp::Reverse(*kind)));
     if let Some((backend, device)) = gpu {
         return Some(Recommendation {

@@ -36,7 +36,7 @@ pub use cpu::{
 pub use cuda::{CudaBackend, CudaMemory};
 pub use discover::{
     best_available_backend, discover_backends, discover_with, print_backend_summary, recommend,
-    DiscoverOptions, Recommendation,
+    same_gpus, DiscoverOptions, Recommendation, SameGpu,
 };
 use discover::{probe_kind, CANCEL_POLL};
 pub use host::HostDevice;
@@ -124,6 +124,11 @@ pub struct DeviceInfo {
     /// its buffers and which ops it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vulkan_limits: Option<crate::device::VulkanLimits>,
+    /// The total the compute API itself reports where NVML's `total_bytes` (nvidia-smi's
+    /// figure) is larger: CUDA leaves out the memory the driver reserves (`cuMemGetInfo`; 615 MiB
+    /// on an H200), and engines budget from CUDA's figure (vLLM's total × utilization).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_total_bytes: Option<u64>,
 }
 
 impl DeviceInfo {
@@ -145,7 +150,13 @@ impl DeviceInfo {
             uuid: None,
             nvml: None,
             vulkan_limits: None,
+            api_total_bytes: None,
         }
+    }
+
+    /// The total engines on this device budget from: the compute API's.
+    pub fn engine_total_bytes(&self) -> u64 {
+        self.api_total_bytes.unwrap_or(self.total_bytes)
     }
 
     /// Free memory when known, else total: what ranking compares.
@@ -384,7 +395,6 @@ impl BackendInfo {
 
 #[cfg(test)]
 mod tests {
-    use super::discover::normalize_bus_id;
     use super::*;
 
     fn gpu(index: usize, total: u64, free: Option<u64>, t: DeviceType) -> DeviceInfo {
@@ -431,6 +441,46 @@ mod tests {
         );
     }
 
+    /// As an H200 machine listed it: the GPU through CUDA (free memory known) and through
+    /// NVIDIA's OpenCL ICD (total only, same UUID without the `GPU-` prefix).
+    #[test]
+    fn one_gpu_through_two_apis_is_recommended_and_planned_through_cuda() {
+        let mut cuda = gpu(0, 139 << 30, Some(138 << 30), DeviceType::Gpu);
+        cuda.uuid = Some("GPU-08d873ee-b646-1882-dc8e-d265043812d2".into());
+        let mut pocl = gpu(0, 3 << 30, None, DeviceType::Cpu);
+        pocl.uuid = Some("00000000-0000-0000-0000-000000000000".into());
+        let mut nv_cl = gpu(1, 139 << 30, None, DeviceType::Gpu);
+        nv_cl.uuid = Some("08d873ee-b646-1882-dc8e-d265043812d2".into());
+        let results = vec![
+            available(BackendKind::Cuda, vec![cuda]),
+            available(BackendKind::Opencl, vec![pocl, nv_cl]),
+        ];
+        let again = same_gpus(&results);
+        assert_eq!(
+            again,
+            vec![SameGpu {
+                backend: BackendKind::Opencl,
+                device: 1,
+                kept_backend: BackendKind::Cuda,
+                kept_device: 0
+            }]
+        );
+        assert_eq!(
+            recommend(&results),
+            Some(Recommendation {
+                backend: BackendKind::Cuda,
+                device: 0
+            })
+        );
+        let planned = crate::plan::candidates_from_discovery(&results, "h");
+        let names: Vec<_> = planned.iter().map(|c| (c.backend, c.device)).collect();
+        assert_eq!(
+            names,
+            [(BackendKind::Cuda, 0), (BackendKind::Opencl, 0)],
+            "the OpenCL view of the H200 is not a second GPU"
+        );
+    }
+
     #[test]
     fn software_only_machine_recommends_cpu() {
         let results = vec![
@@ -453,12 +503,10 @@ mod tests {
     }
 
     #[test]
-    fn bus_ids_normalize_across_apis() {
-        assert_eq!(
-            normalize_bus_id("00000000:01:00.0"),
-            normalize_bus_id("0000:01:00.0")
-        );
-        assert_eq!(normalize_bus_id("0000:AF:00.0"), "0000:af:00.0");
+    fn bus_ids_match_across_apis() {
+        let id = |bus| crate::device::PhysicalId::new(None, Some(bus));
+        assert!(id("00000000:01:00.0").same_device(&id("0000:01:00.0")));
+        assert!(id("0000:AF:00.0").same_device(&id("0000:af:00.0")));
     }
 
     #[test]

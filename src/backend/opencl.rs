@@ -143,7 +143,8 @@ fn describe(index: usize, device: &Device) -> Result<DeviceInfo, ClError> {
     };
     if has("cl_nv_device_attribute_query") {
         if let (Ok(bus), Ok(slot)) = (device.pci_bus_id_nv(), device.pci_slot_id_nv()) {
-            info.pci_bus_id = Some(format!("0000:{bus:02x}:{:02x}.{}", slot >> 3, slot & 7));
+            // NVIDIA reports the device number as the slot (an H200 at 00:06.0 gives 6).
+            info.pci_bus_id = Some(format!("0000:{bus:02x}:{slot:02x}.0"));
         }
     }
     if has("cl_amd_device_attribute_query") {

@@ -72,6 +72,17 @@ impl BackendKind {
     pub fn is_gpu(self) -> bool {
         self != BackendKind::Cpu
     }
+
+    /// Which API to plan a GPU on when several reach it, lowest first: the vendor's own
+    /// (engines run on CUDA, ROCm or Metal), then Vulkan, then OpenCL; NVML only monitors.
+    pub fn driver_preference(self) -> u8 {
+        match self {
+            BackendKind::Cuda | BackendKind::Rocm | BackendKind::Metal => 0,
+            BackendKind::Vulkan => 1,
+            BackendKind::Opencl => 2,
+            BackendKind::Nvml | BackendKind::Cpu => 3,
+        }
+    }
 }
 
 impl fmt::Display for BackendKind {

@@ -3,7 +3,7 @@
 use anyhow::Result;
 
 use super::options::discover_options;
-use crate::backend::{discover_with, host_info, recommend};
+use crate::backend::{discover_with, host_info, recommend, same_gpus};
 use crate::cli::{DiscoverArgs, DiscoverFormat, GlobalArgs};
 use crate::exit::Exit;
 use crate::output::discover::{prometheus, DiscoverReport};
@@ -16,6 +16,7 @@ pub fn run(args: &DiscoverArgs, global: &GlobalArgs, out: &Output) -> Result<Exi
     let report = DiscoverReport {
         host: host_info(),
         recommended: recommend(&backends),
+        same_gpu: same_gpus(&backends),
         backends,
     };
     match (args.format, global.json) {

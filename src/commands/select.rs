@@ -7,7 +7,7 @@ use super::options::{
     select_llamacpp_config, select_policy, select_sim_devices, select_vllm_config, select_what,
     SelectWhat,
 };
-use crate::backend::{discover_with, host_info};
+use crate::backend::{discover_with, host_info, same_gpus};
 use crate::cli::SelectArgs;
 use crate::exit::Exit;
 use crate::output::select::SelectReport;
@@ -42,10 +42,12 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
     // Where it could go: inventories and sim devices, else this machine.
     let (mut candidates, held_back) = read_inventories(&args.inventory)?;
     candidates.extend(sims);
+    let mut same_gpu = Vec::new();
     if candidates.is_empty() && args.inventory.is_empty() {
         let found = discover_with(&probe_all(args.timeout));
         let host = host_info().hostname.unwrap_or_else(|| "localhost".into());
         candidates = candidates_from_discovery(&found, &host);
+        same_gpu = same_gpus(&found);
     }
     let engine = spec.as_ref().and_then(|s| {
         select_engines(args, &ModelRef::for_source(s))
@@ -96,6 +98,7 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
         selection,
         launches,
         held_back,
+        same_gpu,
         suggestions,
     })?;
     Ok(if none {

@@ -8,12 +8,14 @@
 //! device's own API.
 
 mod flights;
+mod identity;
 mod limits;
 
 use std::collections::HashMap;
 use std::fmt;
 
 pub use flights::{inner, lock, read, write, Flights};
+pub use identity::PhysicalId;
 pub use limits::VulkanLimits;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;

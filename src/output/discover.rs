@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::prometheus::escape_label;
 use super::{new_table, Report, Style};
 use super::{one_line, wrap_into};
-use crate::backend::{BackendInfo, DeviceInfo, HostInfo, Recommendation};
+use crate::backend::{BackendInfo, DeviceInfo, HostInfo, Recommendation, SameGpu};
 use crate::units::format_bytes;
 
 /// What `discover` found (JSON schema: docs/json-schema.md#discover).
@@ -19,6 +19,9 @@ pub struct DiscoverReport {
     pub backends: Vec<BackendInfo>,
     /// The best device, if any backend is available.
     pub recommended: Option<Recommendation>,
+    /// GPUs listed again through a less preferred API (NVIDIA's OpenCL devices beside CUDA's).
+    #[serde(default)]
+    pub same_gpu: Vec<SameGpu>,
 }
 
 fn opt_bytes(v: Option<u64>) -> String {
@@ -60,6 +63,17 @@ impl Report for DiscoverReport {
         }
         if !text.is_empty() && !text.ends_with("\n\n") {
             text.push('\n');
+        }
+        for g in &self.same_gpu {
+            let line = format!(
+                "{}:{} is the GPU {}:{} drives (same UUID or PCI address)",
+                g.backend, g.device, g.kept_backend, g.kept_device
+            );
+            wrap_into(
+                &mut text,
+                &line,
+                usize::from(style.width.unwrap_or(u16::MAX)),
+            );
         }
         match self.recommended {
             Some(r) => {
@@ -227,6 +241,7 @@ mod tests {
                 backend: BackendKind::Cuda,
                 device: 0,
             }),
+            same_gpu: Vec::new(),
         }
     }
 

@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use super::one_line;
 use super::{new_table, thousands, Report, Style};
+use crate::backend::SameGpu;
 use crate::plan::launch::{Engine, Launch, LaunchCommand, LaunchNote, NoLaunch};
 use crate::plan::{
     Accounting, Capacity, HeldBack, Placement, Plan, PlanKind, Selection, Suggestion, Usable,
@@ -24,6 +25,8 @@ pub struct SelectReport {
     pub launches: Vec<(Engine, Result<Launch, NoLaunch>)>,
     /// Kubernetes nodes whose GPUs are not all schedulable (planned without those).
     pub held_back: Vec<HeldBack>,
+    /// GPUs this machine lists through several APIs, planned once each.
+    pub same_gpu: Vec<SameGpu>,
     /// When nothing fits: changes that would make it fit, each planned with first.
     pub suggestions: Vec<Suggestion>,
 }
@@ -37,6 +40,7 @@ struct SelectJson<'a> {
     candidates: Vec<VerdictJson<'a>>,
     launch: Vec<LaunchJson<'a>>,
     held_back: &'a [HeldBack],
+    same_gpu: &'a [SameGpu],
     suggestions: &'a [Suggestion],
 }
 
@@ -185,6 +189,7 @@ impl Serialize for SelectReport {
         let s = &self.selection;
         SelectJson {
             held_back: &self.held_back,
+            same_gpu: &self.same_gpu,
             suggestions: &self.suggestions,
             model: &self.model,
             required_bytes: s.required_bytes,
@@ -299,6 +304,14 @@ impl Report for SelectReport {
         reasons_text(&mut text, s, style);
         for h in &self.held_back {
             let _ = writeln!(text, "{}", held_back_text(h));
+        }
+        for g in &self.same_gpu {
+            let _ = writeln!(
+                text,
+                "{}:{} is the GPU {}:{} drives (same UUID or PCI address); planned once, \
+                 through {}",
+                g.backend, g.device, g.kept_backend, g.kept_device, g.kept_backend
+            );
         }
         let p = &s.plan;
         let plan = format!("{}\n", plan_line(s));

@@ -6,8 +6,11 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use thiserror::Error;
 
+mod discover_doc;
+
 use super::Candidate;
 use crate::backend::{BackendInfo, BackendKind, DeviceType};
+use discover_doc::discover_document;
 
 /// Why an inventory file was refused.
 #[derive(Debug, Error)]
@@ -34,24 +37,31 @@ pub enum InventoryError {
     },
 }
 
-/// Candidates from probe results: every available device but NVML's (CUDA rows cover them).
+/// Candidates from probe results: every available device but NVML's (CUDA rows cover them), each
+/// GPU once, through its preferred API ([`crate::backend::same_gpus`]).
 pub fn candidates_from_discovery(backends: &[BackendInfo], host: &str) -> Vec<Candidate> {
+    let again = crate::backend::same_gpus(backends);
     backends
         .iter()
         .filter(|b| b.available && b.backend != BackendKind::Nvml)
         .flat_map(|b| {
-            b.devices.iter().map(move |d| Candidate {
-                vulkan_limits: d.vulkan_limits,
-                ..listed(
-                    host,
-                    b.backend,
-                    d.index,
-                    &d.name,
-                    d.device_type,
-                    d.total_bytes,
-                    d.free_bytes,
-                )
+            b.devices.iter().map(move |d| (b, d)).filter(|(b, d)| {
+                !again
+                    .iter()
+                    .any(|s| s.backend == b.backend && s.device == d.index)
             })
+        })
+        .map(|(b, d)| Candidate {
+            vulkan_limits: d.vulkan_limits,
+            ..listed(
+                host,
+                b.backend,
+                d.index,
+                &d.name,
+                d.device_type,
+                d.engine_total_bytes(),
+                d.free_bytes,
+            )
         })
         .collect()
 }
@@ -178,88 +188,6 @@ fn typed<T: serde::de::DeserializeOwned>(value: &serde_json::Value) -> Result<T,
             format!("field '{field}': {inner}")
         }
     })
-}
-
-// What the planner needs of a discover document; everything else is optional or ignored, so a
-// hand-written file of a few lines is enough.
-#[derive(Debug, Deserialize)]
-struct DiscoverDoc {
-    schema_version: Option<u32>,
-    host: Option<DocHost>,
-    backends: Vec<DocBackend>,
-}
-
-#[derive(Debug, Deserialize)]
-struct DocHost {
-    hostname: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct DocBackend {
-    backend: BackendKind,
-    #[serde(default = "yes")]
-    available: bool,
-    #[serde(default)]
-    devices: Vec<DocDevice>,
-}
-
-fn yes() -> bool {
-    true
-}
-
-#[derive(Debug, Deserialize)]
-struct DocDevice {
-    index: Option<usize>,
-    name: String,
-    device_type: Option<DeviceType>,
-    total_bytes: u64,
-    free_bytes: Option<u64>,
-    vulkan_limits: Option<crate::device::VulkanLimits>,
-}
-
-fn discover_document(value: &serde_json::Value, file_host: &str) -> Result<Vec<Candidate>, String> {
-    let doc: DiscoverDoc = typed(value)?;
-    if let Some(v) = doc.schema_version.filter(|&v| v != 1) {
-        return Err(format!(
-            "field 'schema_version': {v} is not supported (1 is)"
-        ));
-    }
-    let host = doc
-        .host
-        .and_then(|h| h.hostname)
-        .unwrap_or_else(|| file_host.to_string());
-    let mut out = Vec::new();
-    for b in doc
-        .backends
-        .iter()
-        .filter(|b| b.available && b.backend != BackendKind::Nvml)
-    {
-        for (i, d) in b.devices.iter().enumerate() {
-            if out.len() >= MAX_NODE_DEVICES {
-                return Err(format!(
-                    "field 'backends': more than {MAX_NODE_DEVICES} devices on one host"
-                ));
-            }
-            let by_backend = if b.backend == BackendKind::Cpu {
-                DeviceType::Cpu
-            } else {
-                DeviceType::Gpu
-            };
-            out.push(Candidate {
-                vulkan_limits: d.vulkan_limits,
-                ..listed(
-                    &host,
-                    b.backend,
-                    d.index.unwrap_or(i),
-                    &d.name,
-                    d.device_type.unwrap_or(by_backend),
-                    d.total_bytes,
-                    d.free_bytes,
-                )
-            });
-        }
-    }
-    Ok(out)
 }
 
 // nvidia-smi's CSV: columns named by the header when there is one (`memory.total [MiB]`),
