@@ -30,6 +30,8 @@ pub struct LayerWeights {
     /// The weight matrices' bytes per element as (bytes, elements): what a matrix not in
     /// `tensors` is sized at.
     pub matrix_rate: (u64, u64),
+    /// What each tensor's bytes are padded to in the counts above (1: unpadded).
+    pub alignment: u64,
 }
 
 impl LayerWeights {
@@ -209,6 +211,7 @@ impl LayerWeights {
             ffn: (0..arch.num_layers)
                 .map(|l| Self::ffn_from_arch(arch, l, &bytes))
                 .collect(),
+            alignment: 1,
             tensors: BTreeMap::new(),
             matrix_rate: (bytes(1 << 20), 1 << 20),
         }
@@ -257,6 +260,7 @@ impl LayerWeights {
             ffn: vec![FfnBytes::default(); usize::try_from(layers).unwrap_or(0)],
             tensors: BTreeMap::new(),
             matrix_rate: (0, 1),
+            alignment: alignment.max(1),
         };
         let (mut rate_bytes, mut rate_elements) = (0u64, 0u64);
         let mut has_head = false;
@@ -314,6 +318,31 @@ impl LayerWeights {
         }
         w.matrix_rate = (rate_bytes, rate_elements.max(1));
         w
+    }
+}
+
+impl LayerWeights {
+    /// How many more bytes layer `layer`'s tensors (`None`: the output layer's) take in a buffer
+    /// that aligns each tensor to `alignment` than counted here (negative where it is finer):
+    /// ggml-cuda aligns to 128 bytes where the CPU's buffers align to 32, which small tensors
+    /// (norms, SSM parameters) feel.
+    pub fn realigned(&self, layer: Option<usize>, alignment: u64) -> i64 {
+        let pad = |b: u64, a: u64| b.div_ceil(a.max(1)).saturating_mul(a.max(1));
+        let prefix = layer.map(|l| format!("blk.{l}."));
+        let mine = |name: &str| match &prefix {
+            Some(p) => name.starts_with(p.as_str()),
+            None => ["output.", "output_norm.", "cls."]
+                .iter()
+                .any(|p| name.starts_with(p)),
+        };
+        self.tensors
+            .iter()
+            .filter(|(name, _)| mine(name))
+            .map(|(_, &b)| {
+                i64::try_from(pad(b, alignment)).unwrap_or(i64::MAX)
+                    - i64::try_from(pad(b, self.alignment)).unwrap_or(i64::MAX)
+            })
+            .sum()
     }
 }
 

@@ -1,7 +1,8 @@
 //! gpumem's placement of a GGUF over devices against llama.cpp's own per-device projection
 //! (`tests/fixtures/llamacpp-devices/`, recorded by `tools/llamacpp-reference/measure_devices.py`
-//! on ggml-rpc-server devices): each device's and the host's model and KV-cache bytes, to the
-//! byte, over -ngl from 0 to all, contexts, flash attention on and off, one and two devices.
+//! on ggml-rpc-server devices, ggml-vulkan over lavapipe and ggml-cuda on an H200): each
+//! device's and the host's model, KV-cache and compute bytes, to the byte, over -ngl from 0 to
+//! all, contexts, flash attention on and off, one to three devices.
 //! Every failing row is named.
 
 #![allow(clippy::unwrap_used)]
@@ -66,7 +67,12 @@ fn parse_overrides(ot: &str, rpc: &[Value]) -> Vec<LayerMove> {
 /// The rules a fixture was recorded under: the RPC client given ggml-cuda's operator offload,
 /// or as built.
 fn device_of(doc: &Value) -> gpumem::model::estimate::LlamaDevice {
-    if doc["vulkan_limits"].is_object() {
+    if doc["backend"]
+        .as_str()
+        .is_some_and(|b| b.starts_with("CUDA"))
+    {
+        gpumem::model::estimate::LlamaDevice::Cuda
+    } else if doc["vulkan_limits"].is_object() {
         let limits = serde_json::from_value(doc["vulkan_limits"].clone()).unwrap();
         gpumem::model::estimate::LlamaDevice::Vulkan(limits)
     } else if doc["op_offload"].as_bool() == Some(true) {

@@ -188,11 +188,11 @@ fn flash_attention_off_and_no_op_offload_reach_the_launch() {
     );
     assert_eq!(default["plan"]["llamacpp"]["flash_attention"], true);
     assert_eq!(default["plan"]["llamacpp"]["op_offload"], true);
-    // A simulated GPU is planned with ggml-cuda's rules, read from its source.
+    // A simulated GPU is planned with ggml-cuda's rules, measured on an H200.
     assert_eq!(default["plan"]["llamacpp"]["device_rules"], "cuda");
     assert_eq!(
         default["plan"]["llamacpp"]["device_rules_basis"],
-        "from_source"
+        "measured"
     );
     let off = run(&["--flash-attn", "off", "--no-op-offload"]);
     let argv = common::launch_argv(&off);

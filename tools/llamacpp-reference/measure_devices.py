@@ -64,6 +64,17 @@ def vulkan_limits(block=None):
             "max_buffer": num("maxBufferSize")}
 
 
+def cuda_device():
+    """The first CUDA device's name and driver, as nvidia-smi prints them."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version",
+                              "--format=csv,noheader"], capture_output=True, text=True,
+                             env=ENV).stdout
+    except FileNotFoundError:
+        out = ""
+    return out.splitlines()[0].strip() if out.strip() else "unknown"
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("breakdown")
@@ -73,6 +84,9 @@ def main():
     p.add_argument("--vulkan", action="store_true",
                    help="breakdown is built with -DGGML_VULKAN=ON and runs on the first Vulkan "
                         "device (GGML_VK_VISIBLE_DEVICES=0: lavapipe is a CPU-type device)")
+    p.add_argument("--cuda", action="store_true",
+                   help="breakdown is built with -DGGML_CUDA=ON and runs on the first CUDA device "
+                        "(CUDA_VISIBLE_DEVICES=0), whose name nvidia-smi gives")
     p.add_argument("--ngl", type=int, action="append", required=True)
     p.add_argument("--ctx", type=int, action="append", required=True)
     p.add_argument("--fa", action="append", default=None)
@@ -104,6 +118,8 @@ def main():
         ENV["GGML_VK_SUBALLOCATION_BLOCK_SIZE"] = str(a.suballocation_block)
     if a.vulkan:
         ENV["GGML_VK_VISIBLE_DEVICES"] = "0"
+    if a.cuda:
+        ENV["CUDA_VISIBLE_DEVICES"] = "0"
     if a.no_graph_optimize:
         ENV["GGML_VK_DISABLE_GRAPH_OPTIMIZE"] = "1"
     if a.embedding:
@@ -118,11 +134,13 @@ def main():
             for moe in (a.cpu_moe or [0])]
     doc = {
         "llama_cpp": "vendored by llama-cpp-python 0.3.36, built with -DGGML_RPC=ON"
-        + (" -DGGML_VULKAN=ON" if a.vulkan else ""),
+        + (" -DGGML_VULKAN=ON" if a.vulkan else "")
+        + (" -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90" if a.cuda else ""),
         "backend": "Vulkan (Mesa's lavapipe)" if a.vulkan else
+        "CUDA (%s)" % cuda_device() if a.cuda else
         "RPC (ggml-rpc-server on 127.0.0.1, CPU-backed)"
         + (", the client given ggml-cuda's offload_op (batch >= 32)" if a.op_offload else ""),
-        "op_offload": a.op_offload or a.vulkan,
+        "op_offload": a.op_offload or a.vulkan or a.cuda,
         "vulkan_limits": vulkan_limits(a.suballocation_block) if a.vulkan else None,
         "graph_optimize": (not a.no_graph_optimize) if a.vulkan else None,
         "suballocation_block": a.suballocation_block,

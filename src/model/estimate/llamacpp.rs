@@ -31,12 +31,11 @@ pub enum LlamaDevice {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RulesBasis {
-    /// Measured against llama.cpp on an rpc-server device, or on ggml-vulkan over Mesa's
-    /// lavapipe (`tests/fixtures/llamacpp-devices/`).
+    /// Measured against llama.cpp on an rpc-server device, on ggml-vulkan over Mesa's lavapipe,
+    /// or on ggml-cuda on an H200 (`tests/fixtures/llamacpp-devices/`).
     Measured,
-    /// Read from the backend's source and not measured on its hardware: ggml-cuda's 128-byte
-    /// alignment and flash attention's f16 copies (its operator offload is measured, through
-    /// an rpc-server client given the same rule).
+    /// Read from the backend's source and not measured on its hardware (no rules at present;
+    /// ggml-cuda's were, until a lent GPU measured them).
     FromSource,
 }
 
@@ -70,10 +69,10 @@ impl LlamaDevice {
     /// How far the device's rules were measured.
     pub fn basis(self) -> RulesBasis {
         match self {
-            LlamaDevice::CpuRules | LlamaDevice::CpuRulesOffload | LlamaDevice::Vulkan(_) => {
-                RulesBasis::Measured
-            }
-            LlamaDevice::Cuda => RulesBasis::FromSource,
+            LlamaDevice::CpuRules
+            | LlamaDevice::CpuRulesOffload
+            | LlamaDevice::Vulkan(_)
+            | LlamaDevice::Cuda => RulesBasis::Measured,
         }
     }
 
@@ -91,6 +90,11 @@ impl LlamaDevice {
             LlamaDevice::Vulkan(l) => Some(l.tensor_limit()),
             _ => None,
         }
+    }
+
+    /// Each tensor's alignment in the device's buffers (`get_alignment`).
+    pub fn weight_alignment(self) -> u64 {
+        self.rules().alignment
     }
 
     fn rules(self) -> crate::model::replay::BufferRules {

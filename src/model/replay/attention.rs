@@ -30,6 +30,8 @@ pub(super) struct AttentionStep {
     /// Bytes of K and V in f16, where the cache holds another type (CUDA's flash attention
     /// converts them beside its output).
     pub(super) f16_copies: Option<(u64, u64)>,
+    /// Its flash attention's head sizes.
+    pub(super) heads: FaHeads,
     /// The layer's cache is one of a sliding-window pair (llama.cpp's `build_attn` over an
     /// iSWA cache evaluates K before V).
     pub(super) paired: bool,
@@ -75,6 +77,7 @@ pub(super) fn attend(
     if a.flash_attention {
         let o = g.op(Kind::Fresh, a.out, OTHER, &[qp, kp, vp, a.mask]);
         g.tensors[o].fa_f16 = a.f16_copies;
+        g.tensors[o].fa_heads = Some(a.heads);
         g.view(o, QUERY)
     } else {
         let kq = g.op(Kind::Fresh, a.scores, SCORES, &[kp, qp]);
@@ -171,6 +174,12 @@ fn grouped(
         v_copy: b.fused_qkv.then_some(kv),
         flash_attention: c.flash_attention,
         f16_copies: f16_copies(c, inputs.cells, c.kv_dim, c.kv_dim),
+        heads: FaHeads {
+            k: c.arch.head_dim,
+            v: c.arch.head_dim,
+            gqa: c.arch.num_heads / c.arch.num_kv_heads.max(1),
+            cells: inputs.cells,
+        },
         paired: c.arch.sliding_window.is_some(),
     };
     let caches = caches(c, g, inputs.cells, (c.kv_dim, c.kv_dim));
@@ -389,6 +398,13 @@ fn absorbed(
         let o = g.op(Kind::Fresh, latent_out, OTHER, &[qp, kp, vp, inputs.mask]);
         // V is a view of K: one copy serves both.
         g.tensors[o].fa_f16 = f16_copies(c, inputs.cells, d.kv_lora + d.rope, 0);
+        // Every query head reads the one latent K head.
+        g.tensors[o].fa_heads = Some(FaHeads {
+            k: d.kv_lora + d.rope,
+            v: d.kv_lora,
+            gqa: heads,
+            cells: inputs.cells,
+        });
         let o = g.view(o, OTHER);
         let o = g.op(Kind::Fresh, per_head_v, OTHER, &[w_vb, o]);
         let o = g.view(o, OTHER);
@@ -461,6 +477,13 @@ fn unsplit(
         v_copy: None,
         flash_attention: c.flash_attention,
         f16_copies: f16_copies(c, inputs.cells, k_dim, v_dim),
+        // K and V keep a head each of the query's.
+        heads: FaHeads {
+            k: d.nope + d.rope,
+            v: d.v,
+            gqa: 1,
+            cells: inputs.cells,
+        },
         paired: false,
     };
     Some(attend(g, [q, k, v], p.caches, &step))

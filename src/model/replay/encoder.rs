@@ -143,7 +143,15 @@ fn layer(
 ) -> Option<usize> {
     let arch = s.arch;
     let [q, k, v] = project(g, s, e, z, inp, inputs.pos);
-    let mut cur = attend(g, z, [q, k, v], inputs.mask, s.flash_attention);
+    // Over the batch's own K and V: the cells are its tokens.
+    let heads = FaHeads {
+        k: arch.head_dim,
+        v: arch.head_dim,
+        gqa: arch.num_heads / arch.num_kv_heads.max(1),
+        cells: z.tokens,
+    };
+    let fa = s.flash_attention.then_some(heads);
+    let mut cur = attend(g, z, [q, k, v], inputs.mask, fa);
     let h = arch.hidden_size;
     let wo = g.matrix("attn_output.weight", arch.num_heads * arch.head_dim, h);
     cur = g.op(Kind::Fresh, z.model, MODEL, &[wo, cur]);
@@ -312,7 +320,13 @@ fn project(
 
 /// `build_attn` without a cache: K and V are this batch's own (cast to f16 for flash
 /// attention; V made contiguous and transposed for the scores' product otherwise).
-fn attend(g: &mut Graph, z: &Sizes, [q, k, v]: [usize; 3], mask: usize, fa: bool) -> usize {
+fn attend(
+    g: &mut Graph,
+    z: &Sizes,
+    [q, k, v]: [usize; 3],
+    mask: usize,
+    fa: Option<FaHeads>,
+) -> usize {
     g.expand(q);
     g.expand(k);
     g.expand(v);
@@ -320,12 +334,13 @@ fn attend(g: &mut Graph, z: &Sizes, [q, k, v]: [usize; 3], mask: usize, fa: bool
     let qp = g.view(q4, OTHER);
     let kp = g.view(k, OTHER);
     let vp = g.view(v, OTHER);
-    let out = if fa {
+    let out = if let Some(heads) = fa {
         let k16 = g.op(Kind::Fresh, z.kv / 2, OTHER, &[kp]);
         g.tag(k16, Op::Cpy);
         let v16 = g.op(Kind::Fresh, z.kv / 2, OTHER, &[vp]);
         g.tag(v16, Op::Cpy);
         let o = g.op(Kind::Fresh, z.query, OTHER, &[qp, k16, v16, mask]);
+        g.tensors[o].fa_heads = Some(heads);
         g.view(o, QUERY)
     } else {
         let kq = g.op(Kind::Fresh, z.scores, SCORES, &[kp, qp]);

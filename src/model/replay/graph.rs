@@ -27,6 +27,9 @@ pub(crate) struct BufferRules {
     /// router weights are kept until the sum's last add (`add_alloc_dep` in its
     /// `graph_optimize`), so the weighting no longer runs in the experts' memory.
     pub(crate) moe_sum_deps: bool,
+    /// The device runs flash attention only where ggml-cuda has a kernel for its head sizes
+    /// ([`FaHeads::cuda_has_kernel`]); elsewhere the op falls back to the CPU.
+    pub(crate) cuda_fa_kernels: bool,
 }
 
 impl BufferRules {
@@ -36,6 +39,7 @@ impl BufferRules {
         fa_f16_copies: false,
         max_chunk: super::gallocr::UNBOUNDED,
         moe_sum_deps: false,
+        cuda_fa_kernels: false,
     };
     /// ggml-cuda's device buffers (ROCm's too: the same source built for HIP): 128-byte
     /// alignment, flash attention's f16 copies (its tile and MMA kernels, which the prompt
@@ -46,6 +50,7 @@ impl BufferRules {
         fa_f16_copies: true,
         max_chunk: super::gallocr::UNBOUNDED,
         moe_sum_deps: true,
+        cuda_fa_kernels: true,
     };
 
     /// ggml-vulkan's pinned host buffers, which llama.cpp gives the CPU's compute buffer when
@@ -56,6 +61,7 @@ impl BufferRules {
             fa_f16_copies: false,
             max_chunk: limits.chunk(),
             moe_sum_deps: false,
+            cuda_fa_kernels: false,
         }
     }
 
@@ -67,6 +73,7 @@ impl BufferRules {
             fa_f16_copies: false,
             max_chunk: limits.chunk(),
             moe_sum_deps: false,
+            cuda_fa_kernels: false,
         }
     }
 
@@ -197,10 +204,38 @@ pub(super) struct Tensor {
     /// Flash attention over a cache that is not f16: the bytes of K and V in f16, which CUDA
     /// converts them to beside the output.
     pub(super) fa_f16: Option<(u64, u64)>,
+    /// A flash-attention node's head sizes: whether ggml-cuda has a kernel for it.
+    pub(super) fa_heads: Option<FaHeads>,
     /// A weight: its name and size (`bytes` is set from them when the graph is placed).
     pub(super) weight: Option<Weight>,
     /// The rows (tokens) an op computes: what ggml's operator offload weighs (`offload_op`).
     pub(super) rows: u64,
+}
+
+/// What decides whether ggml-cuda runs a flash-attention node (`ggml_cuda_get_best_fattn_kernel`):
+/// the K and V head sizes, the query heads to a K head, and the cache cells it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct FaHeads {
+    pub(super) k: u64,
+    pub(super) v: u64,
+    pub(super) gqa: u64,
+    pub(super) cells: u64,
+}
+
+impl FaHeads {
+    /// ggml-cuda has a kernel: its head sizes, the larger ones only where several query heads
+    /// share a K head over a cache padded to its 256-cell stride (cache types and a mask over
+    /// one sequence as llama.cpp's prompt graph has them).
+    pub(super) fn cuda_has_kernel(&self) -> bool {
+        let shared = self.gqa >= 2 && self.cells % 256 == 0;
+        match self.k {
+            40 | 64 | 72 | 80 | 96 | 112 | 128 | 256 => self.v == self.k,
+            192 => self.v == 128 && shared && self.gqa % 8 == 0,
+            320 => self.v == 256 && shared && self.gqa % 32 == 0,
+            512 | 576 => self.v == 512 && shared,
+            _ => false,
+        }
+    }
 }
 
 /// A weight as llama.cpp names it and what it holds: what a copy of it to another backend
@@ -265,6 +300,7 @@ impl Graph {
             experts: false,
             ffn: None,
             fa_f16: None,
+            fa_heads: None,
             weight: None,
             rows: 0,
         })
@@ -332,6 +368,7 @@ impl Graph {
             experts: false,
             ffn: None,
             fa_f16: None,
+            fa_heads: None,
             weight: None,
             rows: 0,
         })
@@ -354,6 +391,7 @@ impl Graph {
             experts: false,
             ffn: None,
             fa_f16: None,
+            fa_heads: None,
             weight: None,
             rows: 0,
         })
@@ -378,6 +416,7 @@ impl Graph {
             experts: false,
             ffn: None,
             fa_f16: None,
+            fa_heads: None,
             weight: None,
             rows: 0,
         })
@@ -455,6 +494,7 @@ impl Graph {
             experts: false,
             ffn: None,
             fa_f16: None,
+            fa_heads: None,
             weight: None,
             rows: 0,
         })

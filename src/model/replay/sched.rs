@@ -42,7 +42,12 @@ pub(super) struct Sched<'a> {
 /// Each backend's compute buffer, the host's first.
 pub(super) fn split_buffers(g: &Graph, s: &Sched<'_>) -> Vec<u64> {
     let offload = s.op_offload && s.backends > 1;
-    let be = assign(g, s.backend_of, offload, s.tensor_limit);
+    let be = assign(
+        g,
+        s.backend_of,
+        offload,
+        (s.tensor_limit, s.device_rules.cuda_fa_kernels),
+    );
     // The splits and what each reads are found in graph order, before a backend reorders
     // its splits' nodes.
     let cuts = splits(g, &be, offload);
@@ -56,6 +61,7 @@ pub(super) fn split_buffers(g: &Graph, s: &Sched<'_>) -> Vec<u64> {
     };
     if s.device_rules.moe_sum_deps {
         moe_sum_deps(g, &cuts, &mut deps);
+        topk_moe_deps(g, &cuts, &mut deps);
     }
     (0..s.backends)
         .map(|b| {
@@ -158,6 +164,62 @@ pub(super) fn moe_sum_deps(g: &Graph, cuts: &[Cut], deps: &mut Deps) {
     }
 }
 
+/// The router ops ggml-cuda fuses into one top-k kernel (`ggml_cuda_topk_moe_fusion`), from the
+/// gating op at `at` in `nodes`: the gating (softmax, sigmoid), a reshape, a bias add, the
+/// argsort, its view, the weights' `get_rows`, then a normalization (reshape, sum, clamp, div,
+/// reshape) and a scale where they follow. `None` where the router does not match or the
+/// kernel has no instance for its expert count (a power of two up to 512, or 288 or 576).
+fn topk_moe_len(g: &Graph, nodes: &[usize], at: usize) -> Option<usize> {
+    let op = |k: usize| nodes.get(k).map(|&n| g.tensors[n].op);
+    if !matches!(op(at), Some(Op::SoftMax | Op::Unary)) {
+        return None;
+    }
+    let mut k = at + 1;
+    let next = |want: Op, k: &mut usize| (op(*k) == Some(want)).then(|| *k += 1).is_some();
+    if !next(Op::Reshape, &mut k) {
+        return None;
+    }
+    next(Op::Add, &mut k);
+    let sort = k;
+    if !(next(Op::ArgSort, &mut k) && next(Op::View, &mut k) && next(Op::GetRows, &mut k)) {
+        return None;
+    }
+    let t = &g.tensors[nodes[sort]];
+    let experts = t.bytes / t.rows.max(1).saturating_mul(4);
+    if !(experts.is_power_of_two() && experts <= 512 || experts == 288 || experts == 576) {
+        return None;
+    }
+    let norm = [Op::Reshape, Op::SumRows, Op::Clamp, Op::Div, Op::Reshape];
+    if norm.iter().enumerate().all(|(j, &o)| op(k + j) == Some(o)) {
+        k += norm.len();
+    }
+    next(Op::Scale, &mut k);
+    Some(k - at)
+}
+
+/// In each device split, ggml-cuda's fused top-k router (its `graph_optimize`, `add_alloc_deps`):
+/// every node of the fused run and everything they read is kept until the node after it.
+fn topk_moe_deps(g: &Graph, cuts: &[Cut], deps: &mut Deps) {
+    for span in device_spans(g, cuts) {
+        let nodes = &g.nodes[span];
+        let mut i = 0;
+        while i < nodes.len() {
+            let Some(len) = topk_moe_len(g, nodes, i) else {
+                i += 1;
+                continue;
+            };
+            if let Some(&until) = nodes.get(i + len) {
+                let kept = deps.entry(until).or_default();
+                for &n in &nodes[i..i + len] {
+                    kept.push(n);
+                    kept.extend(g.tensors[n].srcs.iter().copied());
+                }
+            }
+            i += len;
+        }
+    }
+}
+
 /// A weight read directly (a view of one is read like any tensor).
 fn is_weight(g: &Graph, i: usize) -> bool {
     g.tensors[i].external && g.tensors[i].view_src.is_none()
@@ -178,11 +240,12 @@ fn is_view(g: &Graph, i: usize) -> bool {
 
 /// Whether a device runs node `i` (`supports_op`): with a `limit`, only when neither the node
 /// nor anything it reads spans more bytes.
-fn device_runs(g: &Graph, i: usize, limit: Option<u64>) -> bool {
-    limit.is_none_or(|most| {
-        let t = &g.tensors[i];
-        t.bytes <= most && t.srcs.iter().all(|&s| g.tensors[s].bytes <= most)
-    })
+fn device_runs(g: &Graph, i: usize, (limit, cuda_fa): (Option<u64>, bool)) -> bool {
+    let t = &g.tensors[i];
+    let fits = limit
+        .is_none_or(|most| t.bytes <= most && t.srcs.iter().all(|&s| g.tensors[s].bytes <= most));
+    let has_kernel = !cuda_fa || t.fa_heads.is_none_or(|h| h.cuda_has_kernel());
+    fits && has_kernel
 }
 
 /// Every tensor's backend, pass by pass as the scheduler assigns them. A node a device cannot
@@ -191,8 +254,9 @@ fn assign(
     g: &Graph,
     backend_of: &dyn Fn(Part, Option<(FfnClass, bool)>) -> u8,
     offload: bool,
-    limit: Option<u64>,
+    caps: (Option<u64>, bool),
 ) -> Vec<u8> {
+    let limit = caps.0;
     // A weight beyond the limit is loaded into host memory, whatever its layer's device
     // (llama.cpp's `weight_buft_supported` fails every device buffer type for it).
     let of = |t: &Tensor| {
@@ -202,7 +266,7 @@ fn assign(
             backend_of(t.part, t.ffn.map(|c| (c, t.experts)))
         }
     };
-    let runs = |i: usize| device_runs(g, i, limit);
+    let runs = |i: usize| device_runs(g, i, caps);
     let mut be: Vec<Option<u8>> = vec![None; g.tensors.len()];
     for &l in &g.leafs {
         let t = &g.tensors[l];
@@ -318,6 +382,7 @@ fn per_backend(
         output: true,
         external: false,
         fa_f16: None,
+        fa_heads: None,
         ..t.clone()
     };
     for &l in &g.leafs {
@@ -448,6 +513,7 @@ fn split_start(
                 output: false,
                 external: false,
                 fa_f16: None,
+                fa_heads: None,
                 ..g.tensors[s].clone()
             });
             out.nodes.push(c);

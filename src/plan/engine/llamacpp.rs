@@ -91,6 +91,10 @@ pub fn place(
     out[host].model += weights.input;
     let kv = crate::model::estimate::kv_bytes_per_layer(arch, settings);
     let limit = settings.llamacpp_device.tensor_limit();
+    // A device's buffers align each tensor their own way; the counts are the CPU's.
+    let align = settings.llamacpp_device.weight_alignment();
+    let realigned =
+        |layer: Option<usize>, b: u64| b.saturating_add_signed(weights.realigned(layer, align));
     for (il, dev) in devices.iter().enumerate() {
         let slot = dev.unwrap_or(host);
         // What a device cannot run an op on stays in host memory.
@@ -108,6 +112,11 @@ pub fn place(
                     beyond(&format!("blk.{il}."))
                 } else {
                     0
+                };
+                let bytes = if dev.is_some() && kept == 0 && too_big == 0 {
+                    realigned(Some(il), *bytes)
+                } else {
+                    *bytes
                 };
                 out[slot].model += bytes - kept - too_big;
                 out[host].model += too_big;
@@ -130,7 +139,12 @@ pub fn place(
                 } else {
                     0
                 };
-                out[slot].model += weights.output - too_big;
+                let output = if dev.is_some() && too_big == 0 {
+                    realigned(None, weights.output)
+                } else {
+                    weights.output
+                };
+                out[slot].model += output - too_big;
                 out[host].model += too_big;
                 // An encoder has no head reading the token embeddings.
                 if dev.is_some() && arch.encoder.is_none() && !head_too_big {
