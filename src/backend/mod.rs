@@ -481,6 +481,27 @@ mod tests {
         );
     }
 
+    /// The H200's figures: CUDA's total leaves out the 615 MiB the driver reserves, NVML's
+    /// (nvidia-smi's) counts them.
+    #[test]
+    fn a_cuda_device_totals_as_nvidia_smi_and_plans_by_cuda() {
+        let mut cuda = gpu(0, 150_109_880_320, Some(149_557_411_840), DeviceType::Gpu);
+        cuda.uuid = Some("GPU-08d873ee-b646-1882-dc8e-d265043812d2".into());
+        let mut nvml = gpu(0, 150_754_820_096, Some(150_109_814_784), DeviceType::Gpu);
+        nvml.pci_bus_id = Some("00000000:00:06.0".into());
+        nvml.uuid = cuda.uuid.clone();
+        let mut results = vec![
+            available(BackendKind::Cuda, vec![cuda]),
+            available(BackendKind::Nvml, vec![nvml]),
+        ];
+        discover::merge_nvml_into_cuda(&mut results);
+        let merged = &results[0].devices[0];
+        assert_eq!(merged.total_bytes, 150_754_820_096);
+        assert_eq!(merged.api_total_bytes, Some(150_109_880_320));
+        let planned = crate::plan::candidates_from_discovery(&results, "h");
+        assert_eq!(planned[0].total_bytes, 150_109_880_320);
+    }
+
     #[test]
     fn software_only_machine_recommends_cpu() {
         let results = vec![

@@ -26,6 +26,7 @@ mod pickle_bounds;
 mod pool_behaviour;
 mod pool_properties;
 mod pool_threads;
+mod pytorch_gpu;
 mod pytorch_reference;
 mod select;
 mod select_inventory;
