@@ -491,3 +491,38 @@ fn a_deepspeed_step_that_does_not_fit_is_offered_more_ranks_or_a_higher_stage() 
         "{text}"
     );
 }
+
+// f32 weights under autocast are walked with FSDP2 (f32 shards gathered and reduced in f32),
+// but not with checkpointing, whose forward FSDPMemTracker finds 12 % above the walk.
+#[test]
+fn fsdp_walks_autocast_but_says_why_not_with_checkpointing() {
+    let estimate = |extra: &[&str]| {
+        common::json_ok(
+            common::gpumem()
+                .args([
+                    "--json",
+                    "estimate",
+                    "--model",
+                    "llama-3.2-1b",
+                    "--mode",
+                    "train",
+                ])
+                .args([
+                    "--recipe",
+                    "fp32-autocast",
+                    "--fsdp",
+                    "4",
+                    "--context",
+                    "2048",
+                ])
+                .args(extra),
+        )
+    };
+    let walked = estimate(&[]);
+    assert_eq!(walked["training_step"]["recipe"], "fp32-autocast");
+    assert_eq!(walked["training_step"]["fsdp"]["world"], 4);
+    assert_eq!(
+        estimate(&["--checkpointing"])["training_unwalked"],
+        "PyTorch's step is not yet walked with checkpointing under autocast with FSDP2"
+    );
+}

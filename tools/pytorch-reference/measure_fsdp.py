@@ -61,6 +61,10 @@ def main():
                     help="mixed precision: f32 parameters (the sharded master copy), gathered "
                          "in bf16 for compute, gradients reduced in f32 "
                          "(MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=f32))")
+    ap.add_argument("--autocast", action="store_true",
+                    help="HF Trainer's bf16=True on an f32 model: f32 parameters gathered and "
+                         "reduced in f32 (no MixedPrecisionPolicy), the forward under bf16 "
+                         "autocast")
     a = ap.parse_args()
 
     with open(a.config) as f:
@@ -68,7 +72,7 @@ def main():
     cfg = AutoConfig.for_model(**{k: v for k, v in raw.items() if k not in ("torch_dtype", "dtype")})
     cfg._attn_implementation = "sdpa"
     cfg.use_cache = False
-    torch.set_default_dtype(torch.float32 if a.mixed else torch.bfloat16)
+    torch.set_default_dtype(torch.float32 if a.mixed or a.autocast else torch.bfloat16)
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
         if a.mixed else MixedPrecisionPolicy()
     dist.init_process_group("fake", rank=0, world_size=a.world, store=FakeStore())
@@ -106,7 +110,8 @@ def main():
         with mt:
             for step in range(2):
                 ids = torch.randint(0, cfg.vocab_size, (a.batch, a.seq))
-                loss = model(input_ids=ids, labels=ids).loss
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast):
+                    loss = model(input_ids=ids, labels=ids).loss
                 phases.append((step, "forward", mt.get_tracker_snapshot("peak")))
                 loss.backward()
                 del loss
@@ -123,7 +128,8 @@ def main():
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "model": a.config.rsplit("/", 1)[-1].removesuffix(".json"),
-        "recipe": "lora" if a.lora_rank else "mixed-fp32-master" if a.mixed else "bf16",
+        "recipe": "lora" if a.lora_rank else "mixed-fp32-master" if a.mixed
+        else "fp32-autocast" if a.autocast else "bf16",
         "lora": {"rank": a.lora_rank, "targets": "all-linear"} if a.lora_rank else None,
         "optimizer": "adamw",
         "foreach": False,
