@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::one_line;
 use super::{new_table, thousands, Report, Style};
-use crate::backend::SameGpu;
+use crate::backend::{BackendKind, SameGpu};
 use crate::plan::launch::{Engine, Launch, LaunchCommand, LaunchNote, NoLaunch};
 use crate::plan::{
     Accounting, Capacity, HeldBack, Placement, Plan, PlanKind, Selection, Suggestion, Usable,
@@ -261,6 +261,16 @@ fn reason_text(v: &Verdict) -> String {
             "a software device on the CPU ({}); prefer the cpu backend, or --prefer {}",
             v.name, v.backend
         ),
+        VerdictReason::SoftwareDeviceSkipped => format!(
+            "a software device on the CPU ({}); llama.cpp runs on the cpu backend instead ({})",
+            v.name,
+            if v.backend == BackendKind::Vulkan {
+                "its Vulkan backend takes a CPU-type device only where GGML_VK_VISIBLE_DEVICES \
+                 names it"
+            } else {
+                "it has no backend for this API's CPU devices"
+            }
+        ),
         VerdictReason::Fits => format!(
             "fits: needs {}, {}",
             format_bytes(v.needed_bytes),
@@ -410,7 +420,9 @@ fn verdict_text(v: &Verdict, kind: PlanKind) -> String {
         Some(_) => "used".into(),
         None if v.fits => "fits".into(),
         None => match v.reason {
-            VerdictReason::SoftwareDevice => "software device".into(),
+            VerdictReason::SoftwareDevice | VerdictReason::SoftwareDeviceSkipped => {
+                "software device".into()
+            }
             VerdictReason::NotForEngine => "not a GPU".into(),
             VerdictReason::SystemRam => "system RAM".into(),
             _ => "too small".into(),

@@ -62,6 +62,7 @@ pub fn select_backend_for_model(required_bytes: u64) -> Result<(BackendKind, usi
             tried.extend(selection.candidates.iter().map(|v| {
                 let why = match v.reason {
                     VerdictReason::SoftwareDevice
+                    | VerdictReason::SoftwareDeviceSkipped
                     | VerdictReason::NotForEngine
                     | VerdictReason::SystemRam => Rejected::SoftwareDevice,
                     VerdictReason::Fits | VerdictReason::TooSmall => Rejected::TooSmall {

@@ -396,6 +396,10 @@ pub enum VerdictReason {
     /// A GPU API implemented in software on the CPU (PoCL, lavapipe): the same RAM as the cpu
     /// backend behind an extra layer, so it is chosen only when preferred.
     SoftwareDevice,
+    /// A GPU API implemented in software that the engine does not run on even when preferred:
+    /// llama.cpp's Vulkan backend skips CPU-type devices (lavapipe) unless
+    /// `GGML_VK_VISIBLE_DEVICES` names them, and it has no OpenCL backend for PoCL.
+    SoftwareDeviceSkipped,
     /// Not a device the engine serves from (vLLM runs on GPUs).
     NotForEngine,
     /// System RAM: llama.cpp keeps the token embeddings and the layers it does not offload
@@ -505,7 +509,12 @@ fn nothing_fits(
     };
     let shortfall = verdicts
         .iter()
-        .filter(|v| v.reason != VerdictReason::SoftwareDevice)
+        .filter(|v| {
+            !matches!(
+                v.reason,
+                VerdictReason::SoftwareDevice | VerdictReason::SoftwareDeviceSkipped
+            )
+        })
         .map(|v| d.req.total.saturating_sub(v.usable_bytes))
         .min();
     for v in &mut verdicts {

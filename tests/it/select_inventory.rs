@@ -719,3 +719,40 @@ fn a_host_without_gpus_plans_llama_cpp_on_its_cpu() {
         "{doc}"
     );
 }
+
+// A host whose only GPU API runs in software (lavapipe): llama.cpp skips the device, and the
+// verdict says so rather than suggesting a --prefer that llama.cpp does not follow.
+#[test]
+fn llama_cpp_says_why_it_skips_a_software_vulkan_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = inventory(dir.path(), "laptop", vec![], 32 * GIB);
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    doc["backends"].as_array_mut().unwrap().push(json!(
+        {"backend": "vulkan", "available": true, "devices": [{"index": 0, "name": "llvmpipe",
+         "device_type": "cpu", "total_bytes": 2u64 << 30}]}
+    ));
+    std::fs::write(&path, doc.to_string()).unwrap();
+    let argv = [
+        "--model",
+        "llama-3.1-8b",
+        "--dtype",
+        "q8_0",
+        "--engine",
+        "llama.cpp",
+        "--context",
+        "8192",
+        "--inventory",
+        path.to_str().unwrap(),
+    ];
+    let (code, doc) = select(&argv);
+    assert_eq!(code, 0, "{doc}");
+    let lavapipe = doc["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["backend"] == "vulkan")
+        .unwrap();
+    let reason = lavapipe["reason"].as_str().unwrap();
+    assert!(reason.contains("GGML_VK_VISIBLE_DEVICES"), "{reason}");
+    assert!(!reason.contains("--prefer"), "{reason}");
+}

@@ -541,7 +541,7 @@ fn verdicts(
                 // take it as a GPU, and the RAM behind it is the cpu backend's row.
                 let software = !gpu && c.backend != BackendKind::Cpu;
                 let reason = match (gpu, needed <= usable) {
-                    _ if software => VerdictReason::SoftwareDevice,
+                    _ if software => VerdictReason::SoftwareDeviceSkipped,
                     // System RAM is judged only by what a fit leaves there.
                     (false, fits) if fits || !used => VerdictReason::SystemRam,
                     (_, true) => VerdictReason::Fits,
