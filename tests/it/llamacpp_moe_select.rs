@@ -124,18 +124,8 @@ fn too_little_ram_for_the_experts_is_the_ram_s_shortfall() {
     assert_eq!(out.status.code(), Some(3));
     let json: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["plan"]["kind"], "none");
-    let cpu = json["candidates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["backend"] == "cpu")
-        .unwrap();
-    let gpu = json["candidates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["backend"] == "cuda")
-        .unwrap();
+    let cpu = common::candidate(&json, "cpu");
+    let gpu = common::candidate(&json, "cuda");
     assert_eq!(
         (gpu["fits"].as_bool(), cpu["fits"].as_bool()),
         (Some(true), Some(false))

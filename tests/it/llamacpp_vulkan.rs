@@ -142,12 +142,7 @@ fn a_software_vulkan_device_is_no_llama_cpp_gpu() {
     let (code, doc) = select(&argv);
     assert_eq!(code, 0, "{doc}");
     assert_eq!(doc["plan"]["gpu_layers"], 0, "{doc}");
-    let lavapipe = doc["candidates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["backend"] == "vulkan")
-        .unwrap();
+    let lavapipe = crate::common::candidate(&doc, "vulkan");
     assert!(
         lavapipe["reason"]
             .as_str()

@@ -732,27 +732,15 @@ fn llama_cpp_says_why_it_skips_a_software_vulkan_device() {
          "device_type": "cpu", "total_bytes": 2u64 << 30}]}
     ));
     std::fs::write(&path, doc.to_string()).unwrap();
-    let argv = [
-        "--model",
-        "llama-3.1-8b",
-        "--dtype",
-        "q8_0",
-        "--engine",
-        "llama.cpp",
-        "--context",
-        "8192",
-        "--inventory",
-        path.to_str().unwrap(),
-    ];
+    let mut argv: Vec<&str> = "--model llama-3.1-8b --dtype q8_0 --engine llama.cpp --context 8192"
+        .split(' ')
+        .collect();
+    argv.extend(["--inventory", path.to_str().unwrap()]);
     let (code, doc) = select(&argv);
     assert_eq!(code, 0, "{doc}");
-    let lavapipe = doc["candidates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["backend"] == "vulkan")
+    let reason = common::candidate(&doc, "vulkan")["reason"]
+        .as_str()
         .unwrap();
-    let reason = lavapipe["reason"].as_str().unwrap();
     assert!(reason.contains("GGML_VK_VISIBLE_DEVICES"), "{reason}");
     assert!(!reason.contains("--prefer"), "{reason}");
 }

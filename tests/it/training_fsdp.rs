@@ -497,26 +497,9 @@ fn a_deepspeed_step_that_does_not_fit_is_offered_more_ranks_or_a_higher_stage() 
 #[test]
 fn fsdp_walks_autocast_but_says_why_not_with_checkpointing() {
     let estimate = |extra: &[&str]| {
-        common::json_ok(
-            common::gpumem()
-                .args([
-                    "--json",
-                    "estimate",
-                    "--model",
-                    "llama-3.2-1b",
-                    "--mode",
-                    "train",
-                ])
-                .args([
-                    "--recipe",
-                    "fp32-autocast",
-                    "--fsdp",
-                    "4",
-                    "--context",
-                    "2048",
-                ])
-                .args(extra),
-        )
+        let base = "--json estimate --model llama-3.2-1b --mode train --context 2048 \
+                    --recipe fp32-autocast --fsdp 4";
+        common::json_ok(common::gpumem().args(base.split_whitespace()).args(extra))
     };
     let walked = estimate(&[]);
     assert_eq!(walked["training_step"]["recipe"], "fp32-autocast");

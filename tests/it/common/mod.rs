@@ -392,3 +392,13 @@ pub fn launch_argv(doc: &Value) -> Vec<String> {
         .map(|a| a.as_str().unwrap().to_string())
         .collect()
 }
+
+/// The first candidate of `backend` in a `select --json` document.
+pub fn candidate<'a>(doc: &'a Value, backend: &str) -> &'a Value {
+    doc["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["backend"] == backend)
+        .unwrap_or_else(|| panic!("no {backend} candidate in {doc}"))
+}
