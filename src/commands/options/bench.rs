@@ -1,0 +1,270 @@
+//! `bench-alloc`'s flags as typed options: its inputs and exports checked, its runs, baseline
+//! and thresholds, the pool's preset and configuration, and the workload.
+
+use anyhow::{Context, Result};
+
+use crate::alloc::{MemoryConfig, Preset};
+use crate::backend::DeviceSpec;
+use crate::cli::{self, BenchAllocArgs, WorkloadKind};
+use crate::error::CliError;
+use crate::model;
+use crate::workload::baseline::Baseline;
+use crate::workload::gates::Thresholds;
+use crate::workload::{self, RandomParams, SizeDist, TransformerParams, Workload};
+
+/// `bench-alloc`'s flag combinations: `--min-speedup` needs the raw baseline, and the transfer
+/// workload moves data, which a simulated device does not hold.
+pub fn check_bench_args(args: &BenchAllocArgs) -> Result<()> {
+    if args.gates.min_speedup.is_some() && args.no_raw {
+        return Err(
+            CliError::Usage("--min-speedup needs the raw replay; drop --no-raw".into()).into(),
+        );
+    }
+    if args.workload == WorkloadKind::Transfer
+        && args.trace.is_none()
+        && matches!(args.device, Some(DeviceSpec::Sim { .. }))
+    {
+        return Err(CliError::Usage(
+            "--workload transfer moves data, and sim:SIZE holds none; use host or a real device"
+                .into(),
+        )
+        .into());
+    }
+    if let Some(path) = &args.timeline {
+        // The timeline is drawn as SVG; a file named for another format would hold SVG anyway.
+        let svg = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("svg"));
+        if !svg {
+            return Err(CliError::Usage(format!(
+                "--timeline writes SVG; name the file FILE.svg (got '{}'; for a PNG, convert the SVG, e.g. rsvg-convert -o out.png FILE.svg)",
+                path.display()
+            ))
+            .into());
+        }
+        check_output_path("--timeline", path, &bench_inputs(args))?;
+    }
+    check_bench_runs(args)?;
+    check_export_paths(&args.exports, &bench_inputs(args))
+}
+
+/// The files `bench-alloc` reads, which no output may overwrite.
+pub fn bench_inputs(args: &BenchAllocArgs) -> Vec<&std::path::Path> {
+    args.trace
+        .iter()
+        .chain(args.baseline.iter())
+        .map(|p| p.as_path())
+        .collect()
+}
+
+/// `--runs`, `--warmup` and the baseline flags: replays only, and a saved baseline never onto an
+/// input.
+fn check_bench_runs(args: &BenchAllocArgs) -> Result<()> {
+    let repeated =
+        args.runs > 1 || args.warmup > 0 || args.baseline.is_some() || args.save_baseline.is_some();
+    if repeated && args.workload == WorkloadKind::Transfer && args.trace.is_none() {
+        return Err(CliError::Usage(
+            "--workload transfer already takes the fastest of 5 runs; --runs, --warmup and the \
+             baselines are for the replay workloads"
+                .into(),
+        )
+        .into());
+    }
+    if let Some(path) = &args.save_baseline {
+        check_output_path("--save-baseline", path, &bench_inputs(args))?;
+    }
+    Ok(())
+}
+
+/// `--baseline FILE`, read through the bounded reader: `None` without the flag.
+pub fn bench_baseline(args: &BenchAllocArgs) -> Result<Option<Baseline>> {
+    let Some(path) = &args.baseline else {
+        return Ok(None);
+    };
+    // The reader's error names the file already.
+    let bytes =
+        crate::input::read_bounded(path, BASELINE_MAX_BYTES, "baseline").context("--baseline")?;
+    let baseline =
+        Baseline::from_json(&bytes).with_context(|| format!("--baseline {}", path.display()))?;
+    Ok(Some(baseline))
+}
+
+/// A baseline holds a few numbers per run; 16 MiB is far beyond 1,000 runs of every metric.
+const BASELINE_MAX_BYTES: u64 = 16 << 20;
+
+/// `--export-markdown` and `--export-junit`: folders that exist, files that are not inputs.
+pub fn check_export_paths(exports: &cli::Exports, inputs: &[&std::path::Path]) -> Result<()> {
+    if let Some(path) = markdown_path(&exports.export_markdown)? {
+        check_output_path("--export-markdown", &path, inputs)?;
+    }
+    if let Some(path) = &exports.export_junit {
+        check_output_path("--export-junit", path, inputs)?;
+    }
+    if let Some(path) = &exports.export_prometheus {
+        check_output_path("--export-prometheus", path, inputs)?;
+    }
+    Ok(())
+}
+
+/// Where `--export-markdown` writes: its FILE, or without one `$GITHUB_STEP_SUMMARY` (a usage
+/// error when that is not set).
+pub fn markdown_path(
+    flag: &Option<Option<std::path::PathBuf>>,
+) -> Result<Option<std::path::PathBuf>> {
+    match flag {
+        None => Ok(None),
+        Some(Some(p)) => Ok(Some(p.clone())),
+        Some(None) => match std::env::var_os("GITHUB_STEP_SUMMARY") {
+            Some(summary) if !summary.is_empty() => Ok(Some(summary.into())),
+            _ => Err(CliError::Usage(
+                "--export-markdown without FILE writes to $GITHUB_STEP_SUMMARY, which is not set"
+                    .into(),
+            )
+            .into()),
+        },
+    }
+}
+
+/// `bench-alloc`'s CI gates.
+pub fn bench_thresholds(args: &BenchAllocArgs) -> Thresholds {
+    let g = &args.gates;
+    Thresholds {
+        min_hit_rate: g.min_hit_rate,
+        max_fragmentation: g.max_fragmentation,
+        min_speedup: g.min_speedup,
+        max_p99_ns: g.max_p99_ns,
+    }
+}
+
+/// The preset `--preset` names. `auto` stands for the recording allocator's own semantics for
+/// traces (expandable segments for PyTorch's expandable segments, size classes otherwise), size classes for
+/// the transformer step, and RMM's pool for the synthetic RMM workloads.
+pub fn bench_preset(args: &BenchAllocArgs, workload: &Workload) -> Preset {
+    match args.preset {
+        cli::Preset::Auto if workload.reference.is_some_and(|r| r.expandable_segments) => {
+            Preset::Expandable
+        }
+        cli::Preset::Auto if args.trace.is_some() || args.workload == WorkloadKind::Transformer => {
+            Preset::Inference
+        }
+        cli::Preset::Auto | cli::Preset::Arena => Preset::Arena,
+        cli::Preset::Default => Preset::Default,
+        cli::Preset::Inference => Preset::Inference,
+        cli::Preset::Training => Preset::Training,
+        cli::Preset::Constrained => Preset::Constrained,
+        cli::Preset::Pytorch => Preset::Pytorch,
+        cli::Preset::Expandable => Preset::Expandable,
+    }
+}
+
+/// `bench-alloc`'s pool: the preset, without tracking; a device with a stated capacity is the
+/// whole budget. `GPUMEM_*` overrides apply last.
+pub fn bench_pool_config(
+    preset: Preset,
+    spec: &DeviceSpec,
+    arena_bytes: u64,
+) -> Result<MemoryConfig> {
+    let config = whole_budget(
+        MemoryConfig::from_preset(preset, arena_bytes).with_tracking(false),
+        spec,
+    );
+    Ok(config.with_env_overrides()?)
+}
+
+/// The synthetic workload the flags describe, or the trace they name. `max_live` bounds live
+/// bytes for the RMM-style workloads.
+pub fn bench_workload(args: &BenchAllocArgs, max_live: u64) -> Result<Workload> {
+    if let Some(path) = &args.trace {
+        return Ok(workload::load_trace(path)?);
+    }
+    // clap bounds -n to 1..=MAX_ALLOCATIONS, far below 2^32.
+    let n = u32::try_from(args.allocations)
+        .map_err(|_| CliError::Usage("-n/--allocations must be below 2^32".into()))?;
+    let max_live = max_live.max(args.max_size.saturating_mul(2));
+    Ok(match args.workload {
+        WorkloadKind::Random => workload::random(RandomParams {
+            allocations: n,
+            max_size: args.max_size,
+            max_live,
+            dist: match args.size_dist {
+                cli::SizeDist::Uniform => SizeDist::Uniform,
+                cli::SizeDist::Normal => SizeDist::Normal,
+                cli::SizeDist::Lognormal => SizeDist::Lognormal,
+                cli::SizeDist::Geometric => SizeDist::Geometric,
+            },
+            seed: args.seed,
+        }),
+        WorkloadKind::SameSize => workload::same_size(n, args.size, args.seed),
+        WorkloadKind::Mixed => workload::mixed(n, args.max_size, max_live, args.seed),
+        WorkloadKind::Transfer => {
+            return Err(CliError::Usage(
+                "--workload transfer moves data, it is not an allocation sequence".into(),
+            )
+            .into())
+        }
+        WorkloadKind::Transformer => {
+            let model =
+                model::find_model(&args.model).ok_or_else(|| model::ModelError::UnknownModel {
+                    name: args.model.clone(),
+                    suggestion: model::closest_model(&args.model),
+                })?;
+            let context = u64::from(args.context);
+            let decode = u64::from(args.decode_steps).min(context.saturating_sub(1));
+            workload::transformer(&TransformerParams {
+                arch: model.arch,
+                batch: u64::from(args.batch),
+                prompt: context - decode,
+                decode_steps: decode,
+                ubatch: 512,
+                kv_block_tokens: 16,
+            })
+        }
+    })
+}
+
+/// A device of a stated size (`sim:SIZE`, `host:SIZE`) is that size to use: no fraction, free
+/// floor or driver reserve taken off it.
+pub(super) fn whole_budget(config: MemoryConfig, spec: &DeviceSpec) -> MemoryConfig {
+    if spec.has_stated_capacity() {
+        config
+            .with_gpu_memory_fraction(1.0)
+            .with_min_free_bytes(0)
+            .with_driver_reserve(false)
+    } else {
+        config
+    }
+}
+
+/// Checks, before any work, that `output` can be written and is none of `inputs`: a run must
+/// not end in "cannot write", nor overwrite what it read.
+pub fn check_output_path(
+    flag: &str,
+    output: &std::path::Path,
+    inputs: &[&std::path::Path],
+) -> Result<()> {
+    let parent = output
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    if !parent.is_dir() {
+        return Err(CliError::Usage(format!(
+            "{flag} {}: the folder {} does not exist",
+            output.display(),
+            parent.display()
+        ))
+        .into());
+    }
+    if output.is_dir() {
+        return Err(CliError::Usage(format!("{flag} {} is a directory", output.display())).into());
+    }
+    // The same file by device and inode: a hard link or symlink to an input is that input.
+    if let Some(input) = inputs.iter().find(|i| crate::input::same_file(output, i)) {
+        return Err(CliError::Usage(format!(
+            "{flag} {} would overwrite the input {}",
+            output.display(),
+            input.display()
+        ))
+        .into());
+    }
+    Ok(())
+}
