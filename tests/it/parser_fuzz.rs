@@ -551,3 +551,23 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    // A device's UUID and PCI address as any API may spell them: parsing never panics, a
+    // device is itself whenever either parses, and the spellings of one address agree.
+    #[test]
+    fn device_identities_parse_or_are_ignored(
+        uuid in "(GPU-|MIG-)?[0-9a-fA-F-]{0,40}|\\PC{0,40}",
+        pci in "[0-9a-fA-F:.]{0,20}|\\PC{0,24}",
+        (domain, bus, dev, func) in (any::<u16>(), any::<u8>(), 0u8..32, 0u8..8),
+    ) {
+        use gpumem::device::PhysicalId;
+        let id = PhysicalId::new(Some(&uuid), Some(&pci));
+        let _ = id.same_device(&PhysicalId::new(None, None));
+        let short = format!("{domain:04x}:{bus:02x}:{dev:02x}.{func}");
+        let long = format!("{:08X}:{bus:02X}:{dev:02X}.{func}", u32::from(domain));
+        prop_assert!(PhysicalId::new(None, Some(&short)).same_device(&PhysicalId::new(None, Some(&long))));
+    }
+}
