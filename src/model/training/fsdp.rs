@@ -71,6 +71,8 @@ pub(super) struct Sizes {
     pub layer_act_grads: u128,
     /// A layer's backward temporaries, its largest weight gradient included.
     pub layer_backward: u128,
+    /// What the forward leaves for the backward when it starts: everything saved, the loss.
+    pub backward_start: u128,
 }
 
 /// The gradients' sizes unsharded, by where they live.
@@ -174,6 +176,18 @@ pub(super) fn sharded_points(s: &Shape, f: Fsdp, z: &Sizes, points: &[Tally]) ->
             optimizer: state,
             activations: head.activations,
             temporaries: z.layer_backward,
+        });
+    }
+    // The backward's start: the root, resharded after its forward, is gathered again, its
+    // all-gather buffer not yet freed beside the parameters copied out of it; nothing else yet.
+    if f.reshard_after_forward {
+        out.push(Tally {
+            phase: Phase::Backward,
+            parameters: params + 2 * z.root,
+            gradients: 0,
+            optimizer: state,
+            activations: z.backward_start,
+            temporaries: 0,
         });
     }
     // The first layer's backward as it starts: its parameters gathered and the all-gather

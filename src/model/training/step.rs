@@ -405,6 +405,9 @@ fn sharded_peak(
         } else {
             layer_backward_temporaries(s, p, tokens, s.moe.is_some())
         },
+        // The forward's end less its logits, which only the loss read; FSDPMemTracker counts
+        // four f32 scalars there (the loss among them).
+        backward_start: points[0].activations - tokens * loss_forward_per_token(s) + 4 * LOSS,
     };
     let sharded = sharded_points(s, f, &sizes, &tallies(points, held));
     largest(&sharded, held.buffers)
