@@ -73,6 +73,10 @@ pub(super) struct Sizes {
     pub layer_backward: u128,
     /// What the forward leaves for the backward when it starts: everything saved, the loss.
     pub backward_start: u128,
+    /// Layers gathered at the output head's backward point: the last one and the next in
+    /// flight, or (under autocast, whose peak there is the cast of the head's gradient, a step
+    /// earlier in FSDP2's prefetch) only the last one's all-gather.
+    pub head_gathered: u128,
 }
 
 /// The gradients' sizes unsharded, by where they live.
@@ -129,11 +133,13 @@ pub(super) fn sharded_points(s: &Shape, f: Fsdp, z: &Sizes, points: &[Tally]) ->
             let t = pt.temporaries;
             let (unsharded, gradients, temporaries, step_temp) = match (i, f.reshard_after_forward)
             {
-                (0, true) => (z.root, 0, t, 0),
+                // The forward's end: the root gathered, the last layer's all-gather buffer
+                // still held.
+                (0, true) => (z.root + z.layer, 0, t, 0),
                 // The loss's backward: the last layer's all-gather (prefetched) in flight.
                 (1, true) => (z.root + z.layer, pt.gradients, t, 0),
                 // The head's backward: the last layer gathered, the next one's in flight.
-                (2, true) => (z.root + 2 * z.layer, pt.gradients, t, 0),
+                (2, true) => (z.root + z.head_gathered * z.layer, pt.gradients, t, 0),
                 // Without resharding every layer stays gathered; one all-gather buffer is
                 // still held at the forward's end.
                 (0, false) => (z.params + z.layer, 0, t, 0),

@@ -336,12 +336,6 @@ fn sharded_peak(
         Recipe::MixedFp32Master => 2,
         Recipe::Qlora(_) => 0,
     };
-    if run.recipe == Recipe::Fp32Autocast && run.checkpointing {
-        // FSDPMemTracker finds this step's peak in the forward, 12 % above the walk's.
-        return Err(TrainingError::Unsupported {
-            what: "checkpointing under autocast with FSDP2",
-        });
-    }
     if master == 0 || !uniform || s.f32_params > 0 || s.fused || f.world == 0 {
         return Err(TrainingError::Unsupported {
             what:
@@ -405,9 +399,17 @@ fn sharded_peak(
         } else {
             layer_backward_temporaries(s, p, tokens, s.moe.is_some())
         },
-        // The forward's end less its logits, which only the loss read; FSDPMemTracker counts
-        // four f32 scalars there (the loss among them).
-        backward_start: points[0].activations - tokens * loss_forward_per_token(s) + 4 * LOSS,
+        // Everything the forward saved (the loss's backward point holds it but the labels,
+        // and the loss), before any of it is released; FSDPMemTracker counts four f32 scalars
+        // there (the loss among them).
+        head_gathered: if run.recipe == Recipe::Fp32Autocast {
+            1
+        } else {
+            2
+        },
+        backward_start: points[1].activations - LOSS
+            + labels_bytes(run.batch.into(), run.seq.into())
+            + 4 * LOSS,
     };
     let sharded = sharded_points(s, f, &sizes, &tallies(points, held));
     largest(&sharded, held.buffers)
@@ -661,6 +663,40 @@ fn eager_softmax_backward(
     })
 }
 
+/// The output head's backward: the log-softmax output is gone, the head's weight gradient is
+/// there, beside the logits' bf16 gradient. Under autocast the peak is a step later, the cast of
+/// the weight's bf16 gradient into the f32 one: the product's backward has released what it
+/// saved (the weight's bf16 copy and its bf16 input) and the logits' gradient, and the final
+/// norm's output has its f32 gradient.
+fn head_backward(s: &Shape, run: &TrainingRun, saved: &Saved, head_grad: u128) -> Point {
+    let tokens = u128::from(run.batch) * u128::from(run.seq);
+    let after_loss = saved.total - saved.labels - tokens * 4 * s.vocab;
+    let (activations, temporaries) = if run.recipe == Recipe::Fp32Autocast {
+        let weight_copy = ACT_BYTES * s.vocab * s.hidden;
+        (
+            after_loss - weight_copy - tokens * ACT_BYTES * s.hidden,
+            weight_copy + tokens * 4 * s.hidden,
+        )
+    } else {
+        let act = if matches!(run.recipe, Recipe::Qlora(_)) {
+            4
+        } else {
+            ACT_BYTES
+        };
+        (
+            after_loss,
+            tokens * act * (s.vocab + s.hidden) + head_fixed(s, run.recipe),
+        )
+    };
+    Point {
+        phase: Phase::Backward,
+        gradients: head_grad,
+        optimizer_extra: 0,
+        activations,
+        temporaries,
+    }
+}
+
 /// The points where the step can peak.
 fn points(
     s: &Shape,
@@ -684,6 +720,10 @@ fn points(
         Recipe::Qlora(_) => (4, 4 * s.vocab, 2 * s.hidden * s.intermediate),
         _ => (ACT_BYTES, loss_forward_per_token(s), 0),
     };
+    // Autocast's cache also keeps the projections' biases in bf16, which nothing saves.
+    let biases = u128::from(s.qkv_bias) * (s.heads + 2 * s.kv_heads) * s.head_dim
+        + u128::from(s.o_bias) * s.hidden;
+    let cached_biases = s.layers * ACT_BYTES * biases;
     let layer_temporaries = match lora {
         Some(_) => tokens * 2 * s.intermediate * act + dequant,
         None => layer_backward_temporaries(s, p, tokens, first_layer_experts),
@@ -693,7 +733,22 @@ fn points(
             phase: Phase::Forward,
             gradients: 0,
             optimizer_extra: 0,
-            activations: saved.total + tokens * logits,
+            // Under autocast the final norm's f32 output, which the head reads as a bf16 copy,
+            // is still held by the model's output while the loss is computed, and autocast's
+            // cache keeps the biases' bf16 copies; with checkpointing the layers save only
+            // their inputs, but the cache keeps every projection's bf16 weight copy too, to the
+            // forward's end.
+            activations: saved.total
+                + tokens * logits
+                + match (run.recipe, run.checkpointing) {
+                    (Recipe::Fp32Autocast, false) => tokens * 4 * s.hidden + cached_biases,
+                    (Recipe::Fp32Autocast, true) => {
+                        tokens * 4 * s.hidden
+                            + cached_biases
+                            + s.layers * ACT_BYTES * s.layer_linear_params
+                    }
+                    _ => 0,
+                },
             temporaries: 0,
         },
         Point {
@@ -704,16 +759,7 @@ fn points(
             activations: saved.total - saved.labels + LOSS,
             temporaries: tokens * loss_backward_per_token(s),
         },
-        // The output head's backward: the log-softmax output is gone, the head's weight
-        // gradient is there, beside the logits' bf16 gradient (and, under autocast, the
-        // gradient of the weight's bf16 copy before it is cast into the f32 one).
-        Point {
-            phase: Phase::Backward,
-            gradients: head_grad,
-            optimizer_extra: 0,
-            activations: saved.total - saved.labels - tokens * 4 * s.vocab,
-            temporaries: tokens * act * (s.vocab + s.hidden) + head_fixed(s, run.recipe),
-        },
+        head_backward(s, run, saved, head_grad),
         // The first layer's backward (recomputed under checkpointing), bounded from above:
         // every gradient but the embedding's (the head's shares it when tied) is counted as
         // there, the layer's activations as whole, beside the largest gradients its
