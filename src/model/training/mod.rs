@@ -41,6 +41,7 @@ mod optimizer_state;
 mod saved;
 mod shape;
 mod step;
+mod walked;
 mod zero3;
 mod zero3_trace;
 
