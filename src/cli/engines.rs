@@ -41,10 +41,11 @@ pub enum FlashAttnArg {
 /// `--llamacpp-device`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LlamaDeviceArg {
-    /// ggml-cuda (CUDA, ROCm): 128-byte alignment, flash attention's f16 copies of a
-    /// quantized KV cache.
+    /// ggml-cuda (CUDA, ROCm; measured on an H200): 128-byte alignment, operator offload, its
+    /// fused MoE kernels' tensors kept alive, flash attention where it has a kernel for the
+    /// head size (with f16 copies of a quantized KV cache).
     Cuda,
-    /// The CPU backend's layout: an rpc-server on a CPU (as the references were measured).
+    /// The CPU backend's layout: an rpc-server on a CPU (as the RPC references were measured).
     CpuRules,
     /// ggml-vulkan: the Vulkan device's limits (a discovered one's, else the widest a driver
     /// reports), operator offload, ops on larger tensors on the CPU.
