@@ -513,3 +513,19 @@ fn fsdp_walks_autocast_with_and_without_checkpointing() {
     );
     assert_eq!(checkpointed["training_step"]["peak"]["phase"], "forward");
 }
+
+// transformers' Adafactor fails on FSDP2's DTensor shards (measured with torch 2.15 and
+// transformers 5.24 on a fake process group): the estimate says PyTorch does not run it.
+#[test]
+fn fsdp_says_adafactor_does_not_run() {
+    let doc = common::json_ok(
+        common::gpumem()
+            .args("--json estimate --model llama-3.2-1b --mode train --fsdp 2".split(' '))
+            .args(["--optimizer", "adafactor"]),
+    );
+    let why = doc["training_unwalked"].as_str().unwrap();
+    assert!(
+        why.starts_with("PyTorch does not run transformers' Adafactor under FSDP2"),
+        "{why}"
+    );
+}

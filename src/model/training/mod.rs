@@ -198,6 +198,12 @@ pub enum TrainingError {
         /// What.
         what: &'static str,
     },
+    /// A combination PyTorch itself does not run: there is no step to walk.
+    #[error("PyTorch does not run {what}")]
+    DoesNotRun {
+        /// What, and how it fails.
+        what: &'static str,
+    },
     /// A size beyond 2^64 bytes.
     #[error("the training step would exceed 2^64 bytes; lower --batch or --context")]
     Overflow,

@@ -341,9 +341,16 @@ fn sharded_peak(
     let (state_per_byte, state_fixed, step_temp_per_byte) = match run.optimizer {
         Optimizer::Adam | Optimizer::Adamw => (2, 4 * tensors, 1),
         Optimizer::Sgd => (1, 0, 0),
-        Optimizer::Adamw8bit | Optimizer::Adafactor => {
+        Optimizer::Adamw8bit => {
             return Err(TrainingError::Unsupported {
-                what: "8-bit AdamW or Adafactor under FSDP2",
+                what: "8-bit AdamW under FSDP2",
+            })
+        }
+        // transformers 5.24's Adafactor adds a plain tensor to a DTensor in its first step.
+        Optimizer::Adafactor => {
+            return Err(TrainingError::DoesNotRun {
+                what: "transformers' Adafactor under FSDP2: its first step mixes plain tensors \
+                       with FSDP2's DTensor shards and fails",
             })
         }
     };
