@@ -514,18 +514,22 @@ fn fsdp_walks_autocast_with_and_without_checkpointing() {
     assert_eq!(checkpointed["training_step"]["peak"]["phase"], "forward");
 }
 
-// transformers' Adafactor fails on FSDP2's DTensor shards (measured with torch 2.15 and
-// transformers 5.24 on a fake process group): the estimate says PyTorch does not run it.
+// transformers' Adafactor and bitsandbytes' 8-bit AdamW fail on FSDP2's DTensor shards in their
+// first step (measured with torch 2.15, transformers 5.24 and bitsandbytes 0.50 on a fake
+// process group): the estimate says PyTorch does not run them.
 #[test]
-fn fsdp_says_adafactor_does_not_run() {
-    let doc = common::json_ok(
-        common::gpumem()
-            .args("--json estimate --model llama-3.2-1b --mode train --fsdp 2".split(' '))
-            .args(["--optimizer", "adafactor"]),
-    );
-    let why = doc["training_unwalked"].as_str().unwrap();
-    assert!(
-        why.starts_with("PyTorch does not run transformers' Adafactor under FSDP2"),
-        "{why}"
-    );
+fn fsdp_says_adafactor_and_8bit_adamw_do_not_run() {
+    for (optimizer, name) in [
+        ("adafactor", "transformers' Adafactor"),
+        ("adamw8bit", "bitsandbytes' 8-bit AdamW"),
+    ] {
+        let doc = common::json_ok(
+            common::gpumem()
+                .args("--json estimate --model llama-3.2-1b --mode train --fsdp 2".split(' '))
+                .args(["--optimizer", optimizer]),
+        );
+        let why = doc["training_unwalked"].as_str().unwrap();
+        let expected = format!("PyTorch does not run {name} under FSDP2");
+        assert!(why.starts_with(&expected), "{why}");
+    }
 }

@@ -341,12 +341,15 @@ fn sharded_peak(
     let (state_per_byte, state_fixed, step_temp_per_byte) = match run.optimizer {
         Optimizer::Adam | Optimizer::Adamw => (2, 4 * tensors, 1),
         Optimizer::Sgd => (1, 0, 0),
+        // bitsandbytes 0.50's blockwise update takes its plain quantization maps beside the
+        // DTensor state; transformers 5.24's Adafactor adds a plain tensor to a DTensor. Both
+        // fail in their first step.
         Optimizer::Adamw8bit => {
-            return Err(TrainingError::Unsupported {
-                what: "8-bit AdamW under FSDP2",
+            return Err(TrainingError::DoesNotRun {
+                what: "bitsandbytes' 8-bit AdamW under FSDP2: its first step mixes plain tensors \
+                       with FSDP2's DTensor shards and fails",
             })
         }
-        // transformers 5.24's Adafactor adds a plain tensor to a DTensor in its first step.
         Optimizer::Adafactor => {
             return Err(TrainingError::DoesNotRun {
                 what: "transformers' Adafactor under FSDP2: its first step mixes plain tensors \
