@@ -23,10 +23,11 @@ pub(crate) struct BufferRules {
     /// The largest buffer the backend allocates (`get_max_size`): the graph allocator fills
     /// chunks of at most this many bytes.
     pub(crate) max_chunk: u64,
-    /// ggml-cuda's fused weighted sum of a token's experts: the experts' outputs and their
-    /// router weights are kept until the sum's last add (`add_alloc_dep` in its
-    /// `graph_optimize`), so the weighting no longer runs in the experts' memory.
-    pub(crate) moe_sum_deps: bool,
+    /// ggml-cuda's fused MoE kernels keep what they read alive (`add_alloc_dep` in its
+    /// `graph_optimize`): a token's experts' outputs and router weights until the weighted
+    /// sum's last add, so the weighting no longer runs in the experts' memory; a fused top-k
+    /// router's nodes and inputs until the node after it.
+    pub(crate) cuda_fusion_deps: bool,
     /// The device runs flash attention only where ggml-cuda has a kernel for its head sizes
     /// ([`FaHeads::cuda_has_kernel`]); elsewhere the op falls back to the CPU.
     pub(crate) cuda_fa_kernels: bool,
@@ -38,7 +39,7 @@ impl BufferRules {
         alignment: 32,
         fa_f16_copies: false,
         max_chunk: super::gallocr::UNBOUNDED,
-        moe_sum_deps: false,
+        cuda_fusion_deps: false,
         cuda_fa_kernels: false,
     };
     /// ggml-cuda's device buffers (ROCm's too: the same source built for HIP): 128-byte
@@ -49,7 +50,7 @@ impl BufferRules {
         alignment: 128,
         fa_f16_copies: true,
         max_chunk: super::gallocr::UNBOUNDED,
-        moe_sum_deps: true,
+        cuda_fusion_deps: true,
         cuda_fa_kernels: true,
     };
 
@@ -60,7 +61,7 @@ impl BufferRules {
             alignment: limits.map_alignment.max(1),
             fa_f16_copies: false,
             max_chunk: limits.chunk(),
-            moe_sum_deps: false,
+            cuda_fusion_deps: false,
             cuda_fa_kernels: false,
         }
     }
@@ -72,7 +73,7 @@ impl BufferRules {
             alignment: limits.offset_alignment.max(1),
             fa_f16_copies: false,
             max_chunk: limits.chunk(),
-            moe_sum_deps: false,
+            cuda_fusion_deps: false,
             cuda_fa_kernels: false,
         }
     }

@@ -59,7 +59,7 @@ pub(super) fn split_buffers(g: &Graph, s: &Sched<'_>) -> Vec<u64> {
         deps = Deps::new();
         g
     };
-    if s.device_rules.moe_sum_deps {
+    if s.device_rules.cuda_fusion_deps {
         moe_sum_deps(g, &cuts, &mut deps);
         topk_moe_deps(g, &cuts, &mut deps);
     }
