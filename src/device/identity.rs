@@ -87,10 +87,7 @@ mod tests {
         let blank = PhysicalId::new(Some("MIG-3g.40gb"), Some("bus 6"));
         assert!(!blank.same_device(&blank));
         let zero = PhysicalId::new(Some("00000000-0000-0000-0000-000000000000"), None);
-        assert!(
-            !zero.same_device(&zero),
-            "an all-zero UUID is a placeholder"
-        );
+        assert!(!zero.same_device(&zero), "an all-zero UUID names no device");
         // A UUID decides over a shared PCI address (two MIG-less GPUs never share one, but
         // two virtual functions may).
         let c = PhysicalId::new(

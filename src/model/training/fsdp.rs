@@ -184,8 +184,28 @@ pub(super) fn sharded_points(s: &Shape, f: Fsdp, z: &Sizes, points: &[Tally]) ->
             temporaries: z.layer_backward,
         });
     }
-    // The backward's start: the root, resharded after its forward, is gathered again, its
-    // all-gather buffer not yet freed beside the parameters copied out of it; nothing else yet.
+    out.extend(backward_starts(
+        f,
+        z,
+        points,
+        (params, state, first_layer_grads),
+    ));
+    out
+}
+
+/// Two moments a layer's backward starts at, on one rank holding `params` and `state`: the
+/// whole backward's, where the root, resharded after its forward, is gathered again, its
+/// all-gather buffer not yet freed beside the parameters copied out of it (nothing else yet);
+/// and the first layer's, its parameters gathered and the all-gather buffer not yet freed,
+/// beside the last reduce-scatter buffer and `first_layer_grads`, only the output's gradient
+/// yet, the loss and its backward's scalar still held.
+fn backward_starts(
+    f: Fsdp,
+    z: &Sizes,
+    points: &[Tally],
+    (params, state, first_layer_grads): (u128, u128, u128),
+) -> Vec<Tally> {
+    let mut out = Vec::new();
     if f.reshard_after_forward {
         out.push(Tally {
             phase: Phase::Backward,
@@ -196,9 +216,6 @@ pub(super) fn sharded_points(s: &Shape, f: Fsdp, z: &Sizes, points: &[Tally]) ->
             temporaries: 0,
         });
     }
-    // The first layer's backward as it starts: its parameters gathered and the all-gather
-    // buffer not yet freed, beside the last reduce-scatter buffer; only the output's gradient
-    // yet. The loss and its backward's scalar are still held.
     if let Some(pt) = points.get(3) {
         out.push(Tally {
             phase: pt.phase,
