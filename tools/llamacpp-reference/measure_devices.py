@@ -114,20 +114,18 @@ def main():
                         "that a compute buffer above 1 GiB takes; recorded as the largest "
                         "allocation, which caps them the same way")
     a = p.parse_args()
-    if a.suballocation_block:
-        ENV["GGML_VK_SUBALLOCATION_BLOCK_SIZE"] = str(a.suballocation_block)
-    if a.vulkan:
-        ENV["GGML_VK_VISIBLE_DEVICES"] = "0"
-    if a.cuda:
-        ENV["CUDA_VISIBLE_DEVICES"] = "0"
-    if a.no_graph_optimize:
-        ENV["GGML_VK_DISABLE_GRAPH_OPTIMIZE"] = "1"
-    if a.embedding:
-        ENV["BREAKDOWN_EMBEDDINGS"] = "1"
-    if a.kv_unified:
-        ENV["BREAKDOWN_KV_UNIFIED"] = "1"
+    # Each option's environment for breakdown (and the backends it loads).
+    for given, name, value in [
+            (a.suballocation_block, "GGML_VK_SUBALLOCATION_BLOCK_SIZE", str(a.suballocation_block)),
+            (a.vulkan, "GGML_VK_VISIBLE_DEVICES", "0"),
+            (a.cuda, "CUDA_VISIBLE_DEVICES", "0"),
+            (a.no_graph_optimize, "GGML_VK_DISABLE_GRAPH_OPTIMIZE", "1"),
+            (a.embedding, "BREAKDOWN_EMBEDDINGS", "1"),
+            (a.kv_unified, "BREAKDOWN_KV_UNIFIED", "1"),
+            (a.server_outputs, "BREAKDOWN_SERVER_OUTPUTS", "1")]:
+        if given:
+            ENV[name] = value
     if a.server_outputs:
-        ENV["BREAKDOWN_SERVER_OUTPUTS"] = "1"
         EXTRA.extend(["-np", str(a.server_outputs)])
     rows = [measure(a.breakdown, a.model, a.rpc, ngl, ctx, fa, a.ubatch, ts, moe)
             for ngl in a.ngl for ctx in a.ctx for fa in (a.fa or ["on"]) for ts in (a.ts or [None])

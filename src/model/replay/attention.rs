@@ -174,12 +174,7 @@ fn grouped(
         v_copy: b.fused_qkv.then_some(kv),
         flash_attention: c.flash_attention,
         f16_copies: f16_copies(c, inputs.cells, c.kv_dim, c.kv_dim),
-        heads: FaHeads {
-            k: c.arch.head_dim,
-            v: c.arch.head_dim,
-            gqa: c.arch.num_heads / c.arch.num_kv_heads.max(1),
-            cells: inputs.cells,
-        },
+        heads: FaHeads::grouped(c.arch, inputs.cells),
         paired: c.arch.sliding_window.is_some(),
     };
     let caches = caches(c, g, inputs.cells, (c.kv_dim, c.kv_dim));

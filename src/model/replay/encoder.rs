@@ -144,13 +144,7 @@ fn layer(
     let arch = s.arch;
     let [q, k, v] = project(g, s, e, z, inp, inputs.pos);
     // Over the batch's own K and V: the cells are its tokens.
-    let heads = FaHeads {
-        k: arch.head_dim,
-        v: arch.head_dim,
-        gqa: arch.num_heads / arch.num_kv_heads.max(1),
-        cells: z.tokens,
-    };
-    let fa = s.flash_attention.then_some(heads);
+    let fa = s.flash_attention.then(|| FaHeads::grouped(arch, z.tokens));
     let mut cur = attend(g, z, [q, k, v], inputs.mask, fa);
     let h = arch.hidden_size;
     let wo = g.matrix("attn_output.weight", arch.num_heads * arch.head_dim, h);

@@ -224,6 +224,17 @@ pub(super) struct FaHeads {
 }
 
 impl FaHeads {
+    /// Attention over `cells` cache cells with `arch`'s head size for K and V, its query heads
+    /// grouped over its K heads.
+    pub(super) fn grouped(arch: &crate::model::ModelArch, cells: u64) -> Self {
+        FaHeads {
+            k: arch.head_dim,
+            v: arch.head_dim,
+            gqa: arch.num_heads / arch.num_kv_heads.max(1),
+            cells,
+        }
+    }
+
     /// ggml-cuda has a kernel: its head sizes, the larger ones only where several query heads
     /// share a K head over a cache padded to its 256-cell stride (cache types and a mask over
     /// one sequence as llama.cpp's prompt graph has them).
