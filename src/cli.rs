@@ -279,6 +279,12 @@ pub struct WorkloadSettings {
     /// whole while it runs; the figures are the fullest rank's.
     #[arg(long, value_name = "N", conflicts_with_all = ["fsdp", "ddp"], value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub deepspeed_zero3: Option<u32>,
+
+    /// With --deepspeed-zero1/2/3: ZeRO-Offload (offload_optimizer.device cpu, pinned): master
+    /// weights, their gradients and Adam's moments in host memory, the optimizer stepping
+    /// there; the host's bytes are reported beside the GPU's.
+    #[arg(long)]
+    pub offload_optimizer: bool,
 }
 
 /// Arguments of `gpumem estimate`.

@@ -281,6 +281,19 @@ fn training_text(text: &mut String, r: &EstimateReport) {
                     ),
                     80,
                 );
+                if d.offload_optimizer {
+                    wrap_into(
+                        text,
+                        &format!(
+                            "  optimizer offloaded (ZeRO-Offload): the rank's master weights, \
+                             their gradients and Adam's moments in host memory, {} ({}) at \
+                             its peak; the GPU's figures above",
+                            format_bytes(step.peak.host),
+                            thousands(step.peak.host)
+                        ),
+                        80,
+                    );
+                }
             }
         }
         (None, why) => {

@@ -147,12 +147,21 @@ fn note_text(n: &LaunchNote) -> String {
                 ""
             }
         ),
-        LaunchNote::DeepSpeed { stage, micro_batch } => format!(
+        LaunchNote::DeepSpeed {
+            stage,
+            micro_batch,
+            offload_optimizer,
+        } => format!(
             "train.py: deepspeed.initialize(model=model, model_parameters=model.parameters(), \
              config=\"ds_config.json\") (HF Trainer: deepspeed=\"ds_config.json\"); \
              ds_config.json: {{\"train_micro_batch_size_per_gpu\": {micro_batch}, \"bf16\": \
-             {{\"enabled\": true}}, \"zero_optimization\": {{\"stage\": {stage}}}, \
-             \"optimizer\": {{\"type\": \"AdamW\"}}}}"
+             {{\"enabled\": true}}, \"zero_optimization\": {{\"stage\": {stage}{}}}, \
+             \"optimizer\": {{\"type\": \"AdamW\"}}}}",
+            if *offload_optimizer {
+                ", \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": true}"
+            } else {
+                ""
+            }
         ),
         LaunchNote::StoredQuantized => "vLLM quantizes on load only to fp8: serve a checkpoint \
              already stored at the planned precision (AWQ, GPTQ, compressed-tensors)"
@@ -285,6 +294,11 @@ fn reason_text(v: &Verdict) -> String {
         VerdictReason::SystemRam => {
             "system RAM: the token embeddings and any layers not offloaded".into()
         }
+        VerdictReason::OffloadedOptimizer => format!(
+            "system RAM for the ranks' offloaded optimizers: needs {}, has {}",
+            format_bytes(v.needed_bytes),
+            format_bytes(v.usable_bytes)
+        ),
     };
     match &v.mig_profile {
         Some(profile) => format!(
@@ -425,6 +439,7 @@ fn verdict_text(v: &Verdict, kind: PlanKind) -> String {
             }
             VerdictReason::NotForEngine => "not a GPU".into(),
             VerdictReason::SystemRam => "system RAM".into(),
+            VerdictReason::OffloadedOptimizer => "RAM too small".into(),
             _ => "too small".into(),
         },
     }

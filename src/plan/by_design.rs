@@ -64,7 +64,8 @@ pub fn select_backend_for_model(required_bytes: u64) -> Result<(BackendKind, usi
                     VerdictReason::SoftwareDevice
                     | VerdictReason::SoftwareDeviceSkipped
                     | VerdictReason::NotForEngine
-                    | VerdictReason::SystemRam => Rejected::SoftwareDevice,
+                    | VerdictReason::SystemRam
+                    | VerdictReason::OffloadedOptimizer => Rejected::SoftwareDevice,
                     VerdictReason::Fits | VerdictReason::TooSmall => Rejected::TooSmall {
                         usable: v.usable_bytes,
                     },

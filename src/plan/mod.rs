@@ -405,6 +405,9 @@ pub enum VerdictReason {
     /// System RAM: llama.cpp keeps the token embeddings and the layers it does not offload
     /// there.
     SystemRam,
+    /// System RAM that DeepSpeed's ZeRO-Offload keeps every rank's optimizer in (its master
+    /// weights, their gradients and Adam's moments): `needed_bytes` for all the host's ranks.
+    OffloadedOptimizer,
 }
 
 /// A plan and every candidate's verdict.

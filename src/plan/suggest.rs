@@ -257,6 +257,7 @@ pub fn suggest_training(r: &Request<'_>) -> Vec<Suggestion> {
                     .map(move |stage| DeepSpeed {
                         world: ranks,
                         stage,
+                        offload_optimizer: asked.offload_optimizer,
                     })
             })
             .filter(|&ds| ds != asked)

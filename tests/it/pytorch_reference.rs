@@ -96,7 +96,11 @@ fn run_of(r: &Value) -> TrainingRun {
                 3 => ZeroStage::Three,
                 other => panic!("ZeRO stage {other}"),
             };
-            Some(DeepSpeed { world, stage })
+            Some(DeepSpeed {
+                world,
+                stage,
+                offload_optimizer: r["offload_optimizer"].as_bool().unwrap_or(false),
+            })
         }),
         ddp: r["ddp"]["bucket_view"].as_bool().map(|bucket_view| Ddp {
             bucket_view,
@@ -185,6 +189,11 @@ fn check_training(records: &[(String, Value)]) {
                 "{name}: {} vs MemTracker {theirs} ({ratio:.4}), {:?} vs {phase:?}",
                 ours.total, ours.phase
             ));
+        }
+        // ZeRO-Offload's records: the host's peak too, to the byte; only theirs have one.
+        let host = r["host_peak"]["Total"].as_u64().unwrap_or(0);
+        if ours.host != host {
+            failures.push(format!("{name}: host {} vs MemTracker {host}", ours.host));
         }
     }
     eprintln!("worst ratio {:.4} ({})", worst.0, worst.1);

@@ -335,7 +335,8 @@ fn deepspeed_zero2_plans_its_ranks_and_says_what_it_does_not_walk() {
     assert_eq!(json["plan"]["placements"].as_array().unwrap().len(), 2);
     assert_eq!(
         json["launch"][0]["notes"][0],
-        serde_json::json!({"note": "deepspeed", "stage": 2, "micro_batch": 2})
+        serde_json::json!({"note": "deepspeed", "stage": 2, "micro_batch": 2,
+                           "offload_optimizer": false})
     );
     let estimate = |flags: &[&str]| {
         common::json_ok(
@@ -354,7 +355,7 @@ fn deepspeed_zero2_plans_its_ranks_and_says_what_it_does_not_walk() {
     let ds = estimate(&["--deepspeed-zero2", "4"]);
     assert_eq!(
         ds["training_step"]["deepspeed"],
-        serde_json::json!({"world": 4, "stage": "2"}),
+        serde_json::json!({"world": 4, "stage": "2", "offload_optimizer": false}),
         "{ds}"
     );
     let refused = estimate(&["--deepspeed-zero2", "4", "--optimizer", "sgd"]);
@@ -413,7 +414,7 @@ fn deepspeed_zero3_partitions_the_weights_too() {
     let three = estimate(&["--deepspeed-zero3", "8"]);
     assert_eq!(
         three["training_step"]["deepspeed"],
-        serde_json::json!({"world": 8, "stage": "3"}),
+        serde_json::json!({"world": 8, "stage": "3", "offload_optimizer": false}),
         "{three}"
     );
     // Stage 2 keeps the 15 GiB of bf16 weights whole on every rank, stage 3 an eighth: the
@@ -458,6 +459,69 @@ fn deepspeed_zero3_partitions_the_weights_too() {
 }
 
 /// The one line `estimate` on Llama-3.2-1B prints for a usage error, exit 2.
+// DeepSpeed's ZeRO-Offload (`--offload-optimizer`): the GPU's step without the optimizer, the
+// host's bytes beside it (MemTracker's record of this run,
+// deepspeed-llama-3.2-1b-z2-w2-s1024-offload.json: host 16,590,923,792, GPU 6,370,640,144);
+// `select` wants every rank's optimizer in the host's RAM and says so, and the config offloads.
+#[test]
+fn zero_offload_moves_the_optimizer_to_the_host_and_select_checks_its_ram() {
+    let config = common::fixture("pytorch/configs/llama-3.2-1b.json");
+    let args = ["--json", "estimate", "--config", &config, "--mode", "train"];
+    let run = [
+        "--recipe",
+        "bf16",
+        "--context",
+        "1024",
+        "--deepspeed-zero2",
+        "2",
+    ];
+    let estimate =
+        |extra: &[&str]| common::json_ok(common::gpumem().args(args).args(run).args(extra));
+    let off = estimate(&["--offload-optimizer"]);
+    let on = estimate(&[]);
+    let peak = &off["training_step"]["peak"];
+    assert_eq!(peak["host"], 16_590_923_792u64, "{peak}");
+    assert_eq!(peak["optimizer_state"], 0);
+    assert_eq!(peak["phase"], "backward");
+    let gpu = peak["total"].as_u64().unwrap() as f64 / 6_370_640_144.0;
+    assert!((1.0..=1.05).contains(&gpu), "{gpu}");
+    assert_eq!(on["training_step"]["peak"]["host"], 0);
+    assert!(on["training_step"]["peak"]["total"].as_u64() > peak["total"].as_u64());
+    assert_eq!(off["training_step"]["deepspeed"]["offload_optimizer"], true);
+
+    let two = ["sim:24GiB"; 2];
+    let with_ram = |ram: &str| {
+        let flags = [
+            "--deepspeed-zero2",
+            "2",
+            "--offload-optimizer",
+            "--ram",
+            ram,
+        ];
+        select_1b(&flags, &two)
+    };
+    let (code, json) = with_ram("16GiB");
+    assert_eq!(code, Some(3), "{json}");
+    let cpu = json["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["backend"] == "cpu")
+        .unwrap();
+    // Two ranks' 16,590,923,792 bytes.
+    assert_eq!(cpu["needed_bytes"], 2 * 16_590_923_792u64, "{cpu}");
+    assert_eq!(
+        cpu["reason"],
+        "system RAM for the ranks' offloaded optimizers: needs 30.90 GiB, has 16.00 GiB"
+    );
+    assert_eq!(cpu["fits"], false);
+    let (code, json) = with_ram("64GiB");
+    assert_eq!(code, Some(0), "{json}");
+    assert_eq!(json["launch"][0]["notes"][0]["offload_optimizer"], true);
+    assert!(usage_1b(&["--mode", "train", "--offload-optimizer"])
+        .contains("--offload-optimizer is DeepSpeed's ZeRO-Offload"));
+}
+
 fn usage_1b(flags: &[&str]) -> String {
     common::one_line_error(
         common::gpumem()

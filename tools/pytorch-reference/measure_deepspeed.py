@@ -47,6 +47,7 @@ import torch.distributed as dist  # noqa: E402
 import transformers  # noqa: E402
 from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 from torch.distributed._tools.mem_tracker import MemTracker  # noqa: E402
+from torch.utils._python_dispatch import _disable_current_modes  # noqa: E402
 from torch.testing._internal.distributed.fake_pg import FakeStore  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
 
@@ -62,6 +63,20 @@ def answer_as_a_real_run():
     torch.nn.Module.to = lambda self, *a, **k: self
     stage12.DeepSpeedZeroOptimizer.has_overflow = lambda self, *a, **k: False
     stage12.is_invalid_grad_norm = lambda norm: False
+    # ZeRO-Offload checks each gradient as it leaves for the host; the check's scalars are
+    # made, its answer is no overflow.
+    stage12.DeepSpeedZeroOptimizer.update_offload_overflow_tracker = (
+        lambda self, grad: grad is not None and stage12.has_inf_or_nan(grad.data) is None)
+
+    # Its gradient norm sums each parameter's norm as Python floats; the finite norm a real
+    # run gets is answered as the tensor it returns (on the host, `self.device`; the 4-byte
+    # sum it all-reduces on the way is left out).
+    def offload_norm(self, params):
+        return torch.tensor(1.0, device=self.device, dtype=torch.float)
+
+    stage12.DeepSpeedZeroOptimizer.complete_grad_norm_calculation_for_cpu_offload = offload_norm
+    stage3.DeepSpeedZeroOptimizer_Stage3.complete_grad_norm_calculation_for_cpu_offload = (
+        lambda self, params: torch.tensor(1.0, device="cpu", dtype=torch.float))
     stage3.DeepSpeedZeroOptimizer_Stage3.has_overflow = lambda self, *a, **k: False
     if hasattr(stage3, "is_invalid_grad_norm"):
         stage3.is_invalid_grad_norm = lambda norm: False
@@ -72,6 +87,73 @@ def answer_as_a_real_run():
     coordinator.assert_ints_same_as_other_ranks = lambda ints: None
 
 
+def play_the_gpu_on_meta():
+    """Offload's runs: the accelerator's device is `meta`, so that what DeepSpeed keeps on the
+    GPU and what it moves to the host ('cpu') are tracked apart; MemTracker reports each
+    device. Fake tensors on `meta` run forward and backward as the CPU's do (CUDA's fake
+    tensors cannot: autograd asks the driver for a context), once attention takes the CPU's
+    fused kernel: on `meta`, SDPA would fall back to its unfused math, which saves the scores."""
+    from deepspeed.accelerator import get_accelerator
+
+    functional = torch.nn.functional
+    unfused = functional.scaled_dot_product_attention
+
+    def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+             enable_gqa=False):
+        if q.device.type != "meta":
+            return unfused(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p,
+                           is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
+        # The CPU's kernel takes grouped key/value heads as they are.
+        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            q, k, v, dropout_p, is_causal, attn_mask=attn_mask, scale=scale)[0]
+
+    functional.scaled_dot_product_attention = sdpa
+
+    # ZeRO-1/2 keep each parameter's shape as a `meta` tensor, which on a GPU holds no memory
+    # but here would count on the device playing it: made a real meta tensor, out of the
+    # tracker's sight (DeepSpeed reads only its shape).
+    zeros_like = torch.zeros_like
+
+    def placeholder(t, *args, device=None, **kwargs):
+        if device is not None and torch.device(device).type == "meta":
+            with _disable_current_modes():
+                return torch.empty(t.shape, dtype=t.dtype, device="meta")
+        return zeros_like(t, *args, device=device, **kwargs)
+
+    torch.zeros_like = placeholder
+
+    # Autocast has no state for `meta`; ZeRO-3's linear asks it for the device's, and the
+    # CPU's (off) answers as a GPU's does where autocast is off.
+    import deepspeed.runtime.zero.linear as zero_linear
+
+    class AutocastOnTheCpu:
+        def device_name(self, device_index=None):
+            return "cpu"
+
+    zero_linear.get_accelerator = AutocastOnTheCpu
+
+    acc = type(get_accelerator())
+    acc.device_name = lambda self, device_index=None: "meta"
+    acc.current_device_name = lambda self: "meta"
+    acc.current_device = lambda self: 0
+
+
+def host_fields(gpu, peak, after, phases):
+    """Where the GPU is played on `meta`, the host's figures too: its peak per category, what it
+    holds after the step, and each phase's running peak."""
+    if gpu == "cpu":
+        return {}
+    host = [(st, ph, sn) for st, ph, sn in phases if any(
+        torch.device(d).type == "cpu" for d in sn)]
+    return {
+        "host_peak": {k: int(v) for k, v in totals(peak).items()},
+        "host_after_step": {k: int(v) for k, v in totals(after).items()},
+        "host_phase_peaks": [
+            {"step": st, "phase": ph, "total": int(totals(sn)["Total"])} for st, ph, sn in host
+        ],
+    }
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", required=True)
@@ -80,6 +162,12 @@ def main():
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--checkpointing", action="store_true")
+    ap.add_argument("--offload-optimizer", action="store_true",
+                    help="ZeRO-Offload: the f32 master partition, its gradients and Adam's "
+                         "moments in host memory (offload_optimizer.device cpu, pinned)")
+    ap.add_argument("--gpu-on-meta", action="store_true",
+                    help="play the GPU on `meta` without offloading (a check that both devices "
+                         "give the CPU-only run's figures; implied by --offload-optimizer)")
     ap.add_argument("--rank", type=int, default=None,
                     help="the rank measured (default: the last, whose partition holds the "
                          "output end of the model, the first gradients backward makes)")
@@ -97,17 +185,22 @@ def main():
     import deepspeed
 
     answer_as_a_real_run()
+    gpu = "meta" if a.offload_optimizer or a.gpu_on_meta else "cpu"
+    if gpu == "meta":
+        play_the_gpu_on_meta()
     ds_config = {
         "train_micro_batch_size_per_gpu": a.batch,
         "gradient_accumulation_steps": 1,
         "bf16": {"enabled": True},
-        "zero_optimization": {"stage": a.stage},
+        "zero_optimization": {"stage": a.stage, **(
+            {"offload_optimizer": {"device": "cpu", "pin_memory": True}}
+            if a.offload_optimizer else {})},
         "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "torch_adam": True}},
     }
     torch.set_default_dtype(torch.bfloat16)
     started = time.time()
     phases = []
-    with FakeTensorMode():
+    with FakeTensorMode(), torch.device(gpu):
         model = AutoModelForCausalLM.from_config(cfg)
         params = sum(p.numel() for p in model.parameters())
         if a.checkpointing:
@@ -120,7 +213,7 @@ def main():
                 model=model, model_parameters=model.parameters(), config=ds_config)
             phases.append((-1, "initialize", mt.get_tracker_snapshot("peak")))
             for step in range(2):
-                ids = torch.randint(0, cfg.vocab_size, (a.batch, a.seq))
+                ids = torch.randint(0, cfg.vocab_size, (a.batch, a.seq), device=gpu)
                 loss = engine(input_ids=ids, labels=ids).loss
                 phases.append((step, "forward", mt.get_tracker_snapshot("peak")))
                 engine.backward(loss)
@@ -131,7 +224,7 @@ def main():
                 mt.reset_mod_stats()
             after = mt.get_tracker_snapshot("current")
         peak = mt.get_tracker_snapshot("peak")
-    snap = totals(peak)
+    snap = totals(peak, gpu)
     record = {
         "source": "torch.distributed._tools.mem_tracker.MemTracker under FakeTensorMode, "
                   "DeepSpeed on its CPU accelerator over a fake process group",
@@ -148,10 +241,13 @@ def main():
         "batch": a.batch,
         "seq": a.seq,
         "checkpointing": a.checkpointing,
+        "offload_optimizer": a.offload_optimizer,
+        "gpu_device": gpu,
         "ds_config": ds_config,
+        **host_fields(gpu, peak, after, phases),
         "parameters": params,
-        "after_step": {k: int(v) for k, v in totals(after).items()},
-        **peak_fields(snap, phases, started),
+        "after_step": {k: int(v) for k, v in totals(after, gpu).items()},
+        **peak_fields(snap, phases, started, gpu),
     }
     return record
 

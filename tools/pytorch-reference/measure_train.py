@@ -159,18 +159,19 @@ def fake_ddp(model, bucket_view):
     return ddp
 
 
-def totals(snapshot):
-    """A tracker snapshot's categories on the CPU, where the fake tensors live (DeepSpeed also
-    makes meta tensors, storage-less placeholders that hold no memory: left out)."""
-    for device, categories in snapshot.items():
-        if torch.device(device).type == "cpu":
+def totals(snapshot, device="cpu"):
+    """A tracker snapshot's categories on `device`, where the fake tensors live: the CPU, or
+    for measure_deepspeed's offload runs `meta` playing the GPU (DeepSpeed also makes meta
+    tensors of no elements, placeholders that hold no memory; on the CPU they are left out)."""
+    for dev, categories in snapshot.items():
+        if torch.device(dev).type == device:
             return categories
-    raise ValueError(f"no CPU figures in {snapshot}")
+    raise ValueError(f"no {device} figures in {snapshot}")
 
 
-def peak_fields(snap, phases, started):
+def peak_fields(snap, phases, started, device="cpu"):
     """The record's peak, the phase it fell in, each phase's running peak and the time taken."""
-    first, peaks = phase_record(phases, snap["Total"])
+    first, peaks = phase_record(phases, snap["Total"], device)
     return {
         "peak": {k: int(v) for k, v in snap.items()},
         "peak_phase": first,
@@ -179,11 +180,12 @@ def peak_fields(snap, phases, started):
     }
 
 
-def phase_record(phases, total):
+def phase_record(phases, total, device="cpu"):
     """The phase where the peak `total` was first reached, and each phase's running peak."""
-    first = next((ph for _, ph, sn in phases if totals(sn)["Total"] == total), None)
+    first = next((ph for _, ph, sn in phases if totals(sn, device)["Total"] == total), None)
     peaks = [
-        {"step": st, "phase": ph, "total": int(totals(sn)["Total"])} for st, ph, sn in phases
+        {"step": st, "phase": ph, "total": int(totals(sn, device)["Total"])}
+        for st, ph, sn in phases
     ]
     return first, peaks
 

@@ -218,6 +218,13 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
         ))
         .into());
     }
+    if args.offload_optimizer && deepspeed.is_none() {
+        return Err(CliError::Usage(
+            "--offload-optimizer is DeepSpeed's ZeRO-Offload: add --deepspeed-zero1, 2 or 3 N"
+                .into(),
+        )
+        .into());
+    }
     if args.no_reshard_after_forward && args.fsdp.is_none() {
         return Err(CliError::Usage(
             "--no-reshard-after-forward is an FSDP2 setting: add --fsdp N".into(),
@@ -279,6 +286,7 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
         deepspeed: deepspeed.map(|(stage, n)| DeepSpeed {
             world: u64::from(n),
             stage,
+            offload_optimizer: args.offload_optimizer,
         }),
         generate_new_tokens: None,
         llamacpp_outputs: None,

@@ -36,6 +36,10 @@ pub struct DeepSpeed {
     pub world: u64,
     /// The ZeRO stage.
     pub stage: ZeroStage,
+    /// ZeRO-Offload (`offload_optimizer.device: cpu`, pinned): the rank's f32 master
+    /// partition, its f32 gradients and the optimizer's moments live in host memory and the
+    /// optimizer steps there ([`RankHeld::offloaded`]).
+    pub offload_optimizer: bool,
 }
 
 /// What a ZeRO stage partitions; a higher stage partitions more.
@@ -63,6 +67,12 @@ impl ZeroStage {
         }
     }
 }
+
+/// The host's scalars at an offloaded step of stage 1 or 2: Adam's step count and the
+/// gradient norm's.
+const HOST_STEP_SCALARS: u128 = 16;
+/// Of stage 3's step scalars, the gradient norm's f32, which offload leaves on the GPU.
+const NORM_ON_THE_GPU: u128 = 4;
 
 /// Stage 3's scalars in backward beside the engine's: an f32 and a flag, in bytes.
 const STAGE3_BACKWARD_SCALARS: u128 = 5;
@@ -124,8 +134,14 @@ pub(super) struct RankHeld {
     /// and torch AdamW's two f32 temporaries (`exp_avg_sq.sqrt() / bias_correction`).
     pub step: u128,
     /// The layout stage 2's bucket replay walks; stage 3's partition of gradients is held
-    /// throughout, so its replay counts none.
+    /// throughout, and an offloaded one is on the host, so their replay counts none.
     pub flat: Flat,
+    /// Gradients held throughout: stage 3's bf16 partition, where not offloaded.
+    pub gradients: u128,
+    /// Under offload, the GPU's staging buffer for gradients on their way to the host.
+    pub staging: u128,
+    /// Under offload, the rank's peak in host memory.
+    pub host: u128,
 }
 
 /// Where in the step a point falls, for what stage 3 holds gathered there.
@@ -145,22 +161,25 @@ pub(super) enum StepAt {
 
 impl RankHeld {
     pub(super) fn of(
-        stage: ZeroStage,
+        ds: DeepSpeed,
         s: &Shape,
-        (tensors, world): (&[Tensor], u64),
+        tensors: &[Tensor],
         checkpointing: bool,
     ) -> RankHeld {
-        let flat = Flat::of(tensors, world);
-        match stage {
+        let flat = Flat::of(tensors, ds.world);
+        let held = match ds.stage {
             ZeroStage::One | ZeroStage::Two => RankHeld {
                 weights: BF16 * flat.padded,
                 stage3: None,
                 optimizer: 12 * flat.partition + 4,
                 step: 12 * flat.partition,
                 flat,
+                gradients: 0,
+                staging: 0,
+                host: 0,
             },
             ZeroStage::Three => {
-                let z = Zero3::of(tensors, world);
+                let z = Zero3::of(tensors, ds.world);
                 RankHeld {
                     weights: z.weights(),
                     stage3: Some((z, gathered(&DenseLayout::of(s), checkpointing))),
@@ -170,14 +189,57 @@ impl RankHeld {
                         grads_in_partition: 0,
                         ..flat
                     },
+                    gradients: z.gradients(),
+                    staging: 0,
+                    host: 0,
                 }
             }
+        };
+        if ds.offload_optimizer {
+            held.offloaded(tensors)
+        } else {
+            held
         }
     }
 
-    /// Gradients held throughout: stage 3's bf16 partition.
-    pub(super) fn gradients(&self) -> u128 {
-        self.stage3.as_ref().map_or(0, |(z, _)| z.gradients())
+    /// ZeRO-Offload (deepspeed 0.19, `offload_optimizer.device: cpu`, pinned, torch's AdamW
+    /// stepping on the host): the master partition, the optimizer and the partition of
+    /// gradients leave the GPU. At stages 1 and 2 the GPU keeps, for the gradients on their
+    /// way out, a bf16 buffer as large as the largest parameter; the host holds, of the rank's
+    /// partition, the f32 master copy, its f32 gradients, a bf16 copy the updated weights go
+    /// back through and Adam's two moments with their step count, beside a bf16 buffer as
+    /// large as the largest parameter, and the step adds AdamW's two f32 temporaries and its
+    /// scalars. At stage 3 the host holds what the GPU would (master pieces, moments, the bf16
+    /// gradient partition, the step's sub-group), the gradient norm's scalar left on the GPU.
+    /// Recorded with `measure_deepspeed.py --offload-optimizer`
+    /// (`tests/fixtures/pytorch/deepspeed-*-offload.json`): the host's peak exact.
+    fn offloaded(self, tensors: &[Tensor]) -> RankHeld {
+        let (staging, host) = match &self.stage3 {
+            Some((z, _)) => (
+                0,
+                z.optimizer() + z.gradients() + z.step_extra() - NORM_ON_THE_GPU,
+            ),
+            None => {
+                let largest = tensors.iter().map(|t| t.elements()).max().unwrap_or(0);
+                let host_partition = (4 + 4 + 2 + 8 + 8) * self.flat.partition;
+                (
+                    BF16 * largest,
+                    host_partition + BF16 * largest + HOST_STEP_SCALARS,
+                )
+            }
+        };
+        RankHeld {
+            optimizer: 0,
+            step: 0,
+            gradients: 0,
+            flat: Flat {
+                grads_in_partition: 0,
+                ..self.flat
+            },
+            staging,
+            host,
+            ..self
+        }
     }
 
     /// Stage 3's reduce bucket, there from the start (stages 1 and 2 allocate it at
@@ -211,7 +273,7 @@ impl RankHeld {
             StepAt::Loss => g.loss,
             StepAt::Bucket(BucketAt::Head) => g.head,
             StepAt::Bucket(BucketAt::Layer(l)) => g.layers.get(l as usize).copied().unwrap_or(0),
-            StepAt::Bucket(BucketAt::Embedding) => g.embedding,
+            StepAt::Bucket(BucketAt::Embedding | BucketAt::EmbeddingHandedOver) => g.embedding,
             StepAt::Bucket(BucketAt::End) => 0,
             StepAt::Backward => g.layers.iter().copied().max().unwrap_or(g.head),
         };
@@ -228,6 +290,9 @@ pub(super) enum BucketAt {
     Layer(u128),
     /// The embedding's backward (the tied head's gradient summed into it).
     Embedding,
+    /// The reduction the embedding's gradient sets off: its backward done, its temporaries
+    /// gone, the gradient alone handed over.
+    EmbeddingHandedOver,
     /// After backward: the last, partial bucket averaged.
     End,
 }
@@ -295,7 +360,10 @@ pub(super) fn bucket_points(
         if filled + n > REDUCE_BUCKET && filled > 0 {
             let held_partition = if reduced { partition_grads } else { 0 };
             points.push(BucketPoint {
-                at,
+                at: match at {
+                    BucketAt::Embedding => BucketAt::EmbeddingHandedOver,
+                    other => other,
+                },
                 gradients: bucket + BF16 * filled + BF16 * n + held_partition,
             });
             reduced = true;
@@ -379,7 +447,7 @@ impl WalkAt {
                 self.layer_temporaries,
             ),
             BucketAt::Embedding => self.embedding,
-            BucketAt::End => (self.end, 0),
+            BucketAt::EmbeddingHandedOver | BucketAt::End => (self.end, 0),
         }
     }
 }

@@ -178,6 +178,9 @@ pub struct TrainingPeak {
     pub temporaries: u64,
     /// The sum.
     pub total: u64,
+    /// Host memory the step needs beside the GPU's `total` (ZeRO-Offload's optimizer; 0
+    /// where nothing is offloaded).
+    pub host: u64,
 }
 
 /// Why no step is modelled.

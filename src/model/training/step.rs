@@ -169,12 +169,12 @@ fn deepspeed_peak(
              Llama's",
         );
     }
-    let rank = RankHeld::of(ds.stage, s, (&tensors, ds.world), run.checkpointing);
+    let rank = RankHeld::of(ds, s, &tensors, run.checkpointing);
     let tokens = u128::from(run.batch) * u128::from(run.seq);
     let tally = |(phase, at), gradients, optimizer, activations, temporaries| Tally {
         phase,
         parameters: rank.weights + rank.whole_at(at),
-        gradients: rank.gradients() + gradients,
+        gradients: rank.gradients + rank.staging + gradients,
         optimizer: rank.optimizer + optimizer,
         activations,
         temporaries,
@@ -230,7 +230,11 @@ fn deepspeed_peak(
             );
         }
     }
-    largest(&tallies, held.buffers)
+    let fit = |v: u128| u64::try_from(v).map_err(|_| TrainingError::Overflow);
+    Ok(TrainingPeak {
+        host: fit(rank.host)?,
+        ..largest(&tallies, held.buffers)?
+    })
 }
 
 /// Stage 2's moments with the bucket there ([`super::deepspeed::bucket_points`]), with what
@@ -299,6 +303,7 @@ fn largest(points: &[Tally], buffers: u128) -> Result<TrainingPeak, TrainingErro
         activations: fit(top.activations)?,
         temporaries: fit(top.temporaries)?,
         total: fit(total(top))?,
+        host: 0,
     })
 }
 

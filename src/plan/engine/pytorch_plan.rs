@@ -8,6 +8,7 @@
 //! `--deepspeed-zero1/2/3 N` one DeepSpeed rank on N GPUs of one host. A step that
 //! fits nowhere gets no plan, with the closest GPU's shortfall.
 
+use crate::backend::BackendKind;
 use crate::model::{EstimateOverflow, ModelSource, Settings};
 use crate::plan::policy::{Usable, UsableRule};
 use crate::plan::{
@@ -20,7 +21,10 @@ pub fn select_training(
     settings: &Settings,
     candidates: &[Candidate],
 ) -> Result<Selection, EstimateOverflow> {
-    let need = source.estimate(settings)?.total_bytes;
+    let estimate = source.estimate(settings)?;
+    let need = estimate.total_bytes;
+    // ZeRO-Offload: each rank's optimizer in its host's RAM.
+    let host_rank = estimate.training_step.as_ref().map_or(0, |s| s.peak.host);
     let usable = |c: &Candidate| {
         let base = c.free_bytes.unwrap_or(c.total_bytes);
         Usable {
@@ -37,7 +41,7 @@ pub fn select_training(
         .max_by_key(|c| usable(c).bytes);
     if let Some(f) = settings.fsdp {
         let ranks = (PlanKind::Sharded, f.world);
-        return Ok(sharded(need, ranks, candidates, &usable, &gpu));
+        return Ok(sharded((need, 0), ranks, candidates, &usable, &gpu));
     }
     // ZeRO-1 and DeepSpeed's stages share the optimizer state among their ranks: exactly that
     // many GPUs.
@@ -47,7 +51,8 @@ pub fn select_training(
         .or(settings.deepspeed.map(|d| d.world))
     {
         let ranks = (PlanKind::DataParallel, world);
-        return Ok(sharded(need, ranks, candidates, &usable, &gpu));
+        let host_need = host_rank.saturating_mul(world);
+        return Ok(sharded((need, host_need), ranks, candidates, &usable, &gpu));
     }
     if settings.ddp.is_some() {
         return Ok(data_parallel(need, candidates, &usable, &gpu));
@@ -83,15 +88,26 @@ pub fn select_training(
 
 /// One rank (FSDP2's, or DDP's under ZeRO-1: `kind`) on each of `world` GPUs of one host: the
 /// host whose `world`-th largest GPU has the most memory; with none that holds a rank on
-/// `world` GPUs, the closest's shortfall.
+/// `world` GPUs, the closest's shortfall. A host must also have `host_need` bytes of RAM
+/// (ZeRO-Offload's optimizers, all its ranks'; 0 for none).
 fn sharded(
-    need: u64,
+    (need, host_need): (u64, u64),
     (kind, world): (PlanKind, u64),
     candidates: &[Candidate],
     usable: &dyn Fn(&Candidate) -> Usable,
     gpu: &dyn Fn(&Candidate) -> bool,
 ) -> Selection {
     let n = usize::try_from(world).unwrap_or(usize::MAX);
+    // The host's RAM short of `host_need`, if any.
+    let ram_short = |h: &str| {
+        let ram = candidates
+            .iter()
+            .filter(|c| c.host == h && c.backend == BackendKind::Cpu)
+            .map(|c| usable(c).bytes)
+            .max()
+            .unwrap_or(0);
+        host_need.saturating_sub(ram)
+    };
     let mut hosts: Vec<&str> = candidates
         .iter()
         .filter(|c| gpu(c))
@@ -113,14 +129,21 @@ fn sharded(
         })
         .max_by_key(|on| on.last().map_or(0, |c| usable(c).bytes));
     let fits = |c: &Candidate| gpu(c) && usable(c).bytes >= need;
-    let chosen = best.as_ref().filter(|on| on.iter().all(|c| fits(c)));
+    let gpus_fit = best.as_ref().filter(|on| on.iter().all(|c| fits(c)));
+    let ram_shortfall = gpus_fit
+        .and_then(|on| on.first())
+        .map(|c| ram_short(&c.host));
+    let chosen = gpus_fit.filter(|_| ram_shortfall == Some(0));
     let ranks = Ranks {
         on: chosen.map_or(&[][..], Vec::as_slice),
         world,
+        host_need,
     };
     let verdicts = ranks.verdicts(candidates, need, usable, gpu);
     let plan = match chosen {
         Some(on) => training_plan(kind, on, need),
+        // The GPUs hold the ranks but the host's RAM not their offloaded optimizers.
+        None if gpus_fit.is_some() => Plan::none(None, ram_shortfall, Accounting::PytorchTraining),
         None => Plan::none(
             None,
             best.and_then(|on| on.last().map(|c| need.saturating_sub(usable(c).bytes))),
@@ -163,6 +186,7 @@ fn data_parallel(
     let ranks = Ranks {
         on: &on,
         world: u64::try_from(on.len()).unwrap_or(u64::MAX),
+        host_need: 0,
     };
     let verdicts = ranks.verdicts(candidates, need, usable, gpu);
     let best = candidates
@@ -186,10 +210,12 @@ fn data_parallel(
     }
 }
 
-/// The GPUs a plan puts one rank each on, in rank order, of `world`.
+/// The GPUs a plan puts one rank each on, in rank order, of `world`, and the RAM their host
+/// needs for ZeRO-Offload's optimizers (0 for none).
 struct Ranks<'a, 'c> {
     on: &'a [&'c Candidate],
     world: u64,
+    host_need: u64,
 }
 
 impl Ranks<'_, '_> {
@@ -204,6 +230,11 @@ impl Ranks<'_, '_> {
         candidates
             .iter()
             .map(|c| {
+                if self.host_need > 0 && c.backend == BackendKind::Cpu {
+                    let fits = usable(c).bytes >= self.host_need;
+                    let reason = VerdictReason::OffloadedOptimizer;
+                    return Verdict::of(c, usable(c), self.host_need, fits, reason, None);
+                }
                 let fits = gpu(c) && usable(c).bytes >= need;
                 let reason = match (gpu(c), fits) {
                     (false, _) => VerdictReason::NotForEngine,

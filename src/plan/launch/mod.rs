@@ -138,6 +138,8 @@ pub enum LaunchNote {
         stage: u8,
         /// `train_micro_batch_size_per_gpu`.
         micro_batch: u64,
+        /// `zero_optimization.offload_optimizer`: `{"device": "cpu", "pin_memory": true}`.
+        offload_optimizer: bool,
     },
     /// The plan holds the weights at a precision vLLM cannot quantize to on load (`--dtype`
     /// int4, int8 or a GGUF type): the model served must be a checkpoint already stored so.
@@ -310,6 +312,7 @@ pub fn torchrun(plan: &Plan, settings: &crate::model::Settings) -> Option<Launch
         (None, None, Some(d)) => LaunchNote::DeepSpeed {
             stage: d.stage.number(),
             micro_batch: settings.batch,
+            offload_optimizer: d.offload_optimizer,
         },
         (None, None, None) => return None,
     };
