@@ -142,8 +142,14 @@ fn launches(
                 .map(|e| (e, launch(e, &model, plan, &settings)))
                 .collect()
         }
-        (_, Demand::Model { settings, .. }, PlanKind::Sharded | PlanKind::DataParallel) => {
-            torchrun(plan, settings)
+        (_, Demand::Model { source, settings }, PlanKind::Sharded | PlanKind::DataParallel) => {
+            // The recipe the estimate resolved: the checkpoint's precision where none is asked.
+            let recipe = source
+                .estimate(settings)
+                .ok()
+                .and_then(|b| b.training_step)
+                .map(|t| t.recipe);
+            torchrun(plan, settings, recipe)
                 .map(|l| vec![(Engine::Torchrun, Ok(l))])
                 .unwrap_or_default()
         }

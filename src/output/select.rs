@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::one_line;
 use super::{new_table, thousands, Report, Style};
 use crate::backend::{BackendKind, SameGpu};
-use crate::plan::launch::{Engine, Launch, LaunchCommand, LaunchNote, NoLaunch};
+use crate::plan::launch::{Engine, Fsdp2Precision, Launch, LaunchCommand, LaunchNote, NoLaunch};
 use crate::plan::{
     Accounting, Capacity, HeldBack, Placement, Plan, PlanKind, Selection, Suggestion, Usable,
     UsableRule, Verdict, VerdictReason,
@@ -126,16 +126,22 @@ fn note_text(n: &LaunchNote) -> String {
         }
         LaunchNote::Fsdp2 {
             reshard_after_forward,
+            precision,
         } => format!(
-            "train.py: fully_shard(layer, reshard_after_forward={r}) on every decoder layer, \
-             then fully_shard(model); with HF Trainer, fsdp=True and fsdp_config \
-             {{\"reshard_after_forward\": {l}}}",
+            "train.py: fully_shard(layer, reshard_after_forward={r}{mp}) on every decoder \
+             layer, then fully_shard(model{mp}); with HF Trainer, fsdp=True and fsdp_config \
+             {{\"reshard_after_forward\": {l}}}{how}",
             r = if *reshard_after_forward {
                 "True"
             } else {
                 "False"
             },
-            l = reshard_after_forward
+            l = reshard_after_forward,
+            mp = match precision {
+                Some(Fsdp2Precision::Mixed) => ", mp_policy=mp",
+                _ => "",
+            },
+            how = precision.map_or("", fsdp2_precision_text),
         ),
         LaunchNote::Ddp { bucket_view, zero1 } => format!(
             "train.py: DistributedDataParallel(model, gradient_as_bucket_view={}){}; HF \
@@ -442,6 +448,26 @@ fn verdict_text(v: &Verdict, kind: PlanKind) -> String {
             VerdictReason::OffloadedOptimizer => "RAM too small".into(),
             _ => "too small".into(),
         },
+    }
+}
+
+/// How the FSDP2 script holds the weights for the planned recipe, after the note's first part.
+fn fsdp2_precision_text(p: Fsdp2Precision) -> &'static str {
+    match p {
+        Fsdp2Precision::Bf16 => "; the model loaded in bf16 (dtype=torch.bfloat16)",
+        Fsdp2Precision::Mixed => {
+            "; the model loaded in f32, mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, \
+             reduce_dtype=torch.float32)"
+        }
+        Fsdp2Precision::Fp32Autocast => {
+            "; the model loaded in f32, the step under torch.autocast(\"cuda\", \
+             dtype=torch.bfloat16) (HF Trainer: bf16=True)"
+        }
+        Fsdp2Precision::Lora => "; PEFT's LoRA adapters on the bf16 model, sharded with it",
+        Fsdp2Precision::Qlora => {
+            "; the layers in NF4 stored as bf16 (BitsAndBytesConfig(load_in_4bit=True, \
+             bnb_4bit_quant_storage=torch.bfloat16)) so that FSDP2 shards them"
+        }
     }
 }
 

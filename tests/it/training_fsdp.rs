@@ -149,7 +149,8 @@ fn select_plans_one_rank_a_gpu() {
     );
     assert_eq!(
         launch["notes"],
-        serde_json::json!([{"note": "fsdp2", "reshard_after_forward": true}])
+        serde_json::json!([{"note": "fsdp2", "reshard_after_forward": true,
+                            "precision": "bf16"}])
     );
     let need = doc["required_bytes"].as_u64().unwrap();
     assert!(plan["placements"]
@@ -459,6 +460,38 @@ fn deepspeed_zero3_partitions_the_weights_too() {
 }
 
 /// The one line `estimate` on Llama-3.2-1B prints for a usage error, exit 2.
+// The FSDP2 note says how the script holds the weights for the recipe planned: a bf16
+// checkpoint trains in bf16 unless asked otherwise, `--recipe mixed` is FSDP2's
+// MixedPrecisionPolicy on both fully_shard calls, `--recipe fp32-autocast` autocast's.
+#[test]
+fn the_fsdp2_note_gives_the_precision_the_step_was_planned_with() {
+    let two = ["sim:40GiB"; 2];
+    let note = |recipe: &[&str]| {
+        let mut flags = vec!["--fsdp", "2"];
+        flags.extend(recipe);
+        let (code, json) = select_1b(&flags, &two);
+        assert_eq!(code, Some(0), "{json}");
+        json["launch"][0]["notes"][0]["precision"].clone()
+    };
+    assert_eq!(note(&[]), "bf16");
+    assert_eq!(note(&["--recipe", "mixed"]), "mixed");
+    assert_eq!(note(&["--recipe", "fp32-autocast"]), "fp32_autocast");
+    let out = common::gpumem()
+        .args(["select", "--model", "llama-3.2-1b", "--mode", "train"])
+        .args(["--fsdp", "2", "--recipe", "mixed"])
+        .args(two.iter().flat_map(|d| ["--device", d]))
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout)
+        .unwrap()
+        .replace("\n      ", " ");
+    assert!(
+        text.contains("fully_shard(model, mp_policy=mp)")
+            && text.contains("reduce_dtype=torch.float32)"),
+        "{text}"
+    );
+}
+
 // DeepSpeed's ZeRO-Offload (`--offload-optimizer`): the GPU's step without the optimizer, the
 // host's bytes beside it (MemTracker's record of this run,
 // deepspeed-llama-3.2-1b-z2-w2-s1024-offload.json: host 16,590,923,792, GPU 6,370,640,144);

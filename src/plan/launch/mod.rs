@@ -15,6 +15,7 @@ use serde::Serialize;
 use super::engine::vllm::{VllmConfig, VllmDtype};
 use super::{Placement, Plan, PlanKind};
 use crate::backend::BackendKind;
+use crate::model::training::Recipe;
 
 /// A serving engine gpumem writes launch commands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -121,6 +122,9 @@ pub enum LaunchNote {
     Fsdp2 {
         /// FSDP2's `reshard_after_forward`.
         reshard_after_forward: bool,
+        /// How the script holds and computes the weights: the recipe the step was planned
+        /// with (`None` where the step was not walked).
+        precision: Option<Fsdp2Precision>,
     },
     /// The training script wraps the model in DistributedDataParallel with this
     /// `gradient_as_bucket_view` (HF Trainer: `ddp_...` defaults, DDP's own otherwise).
@@ -144,6 +148,35 @@ pub enum LaunchNote {
     /// The plan holds the weights at a precision vLLM cannot quantize to on load (`--dtype`
     /// int4, int8 or a GGUF type): the model served must be a checkpoint already stored so.
     StoredQuantized,
+}
+
+/// How an FSDP2 training script holds and computes the weights, by the planned recipe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fsdp2Precision {
+    /// The model loaded in bf16 and trained so (`dtype=torch.bfloat16`).
+    Bf16,
+    /// f32 shards gathered in bf16, gradients reduced in f32 (`MixedPrecisionPolicy`).
+    Mixed,
+    /// The f32 model under bf16 autocast (HF Trainer's `bf16=True` on an f32-loaded model).
+    Fp32Autocast,
+    /// PEFT's LoRA adapters on the bf16 model, sharded with it.
+    Lora,
+    /// QLoRA: the NF4 layers stored as bf16 (`bnb_4bit_quant_storage`) so FSDP2 shards them.
+    Qlora,
+}
+
+impl Fsdp2Precision {
+    /// The script's precision for `recipe`.
+    pub fn of(recipe: Recipe) -> Self {
+        match recipe {
+            Recipe::Bf16 => Fsdp2Precision::Bf16,
+            Recipe::MixedFp32Master => Fsdp2Precision::Mixed,
+            Recipe::Fp32Autocast => Fsdp2Precision::Fp32Autocast,
+            Recipe::Lora(_) => Fsdp2Precision::Lora,
+            Recipe::Qlora(_) => Fsdp2Precision::Qlora,
+        }
+    }
 }
 
 /// The commands that start one engine on the plan's devices.
@@ -300,10 +333,17 @@ fn server_mode(s: &LaunchSettings, unified: bool) -> Vec<String> {
 
 /// `torchrun` on the plan's GPUs, one FSDP2, DDP or DeepSpeed rank a GPU, for the user's
 /// training script; `None` for a step on one GPU.
-pub fn torchrun(plan: &Plan, settings: &crate::model::Settings) -> Option<Launch> {
+/// `recipe` is the one the step was planned with (the estimate's, which follows the
+/// checkpoint's precision where none was asked).
+pub fn torchrun(
+    plan: &Plan,
+    settings: &crate::model::Settings,
+    recipe: Option<Recipe>,
+) -> Option<Launch> {
     let note = match (settings.fsdp, settings.ddp, settings.deepspeed) {
         (Some(f), _, _) => LaunchNote::Fsdp2 {
             reshard_after_forward: f.reshard_after_forward,
+            precision: recipe.map(Fsdp2Precision::of),
         },
         (None, Some(d), _) => LaunchNote::Ddp {
             bucket_view: d.bucket_view,
