@@ -9,6 +9,7 @@ mod escape;
 pub mod estimate;
 pub mod export;
 mod json;
+mod launch;
 mod progress;
 pub mod prometheus;
 pub mod runs;
