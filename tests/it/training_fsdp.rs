@@ -554,6 +554,43 @@ fn zero_offload_moves_the_optimizer_to_the_host_and_select_checks_its_ram() {
         .contains("--offload-optimizer is DeepSpeed's ZeRO-Offload"));
 }
 
+// Of two hosts, the one whose RAM holds the ranks' offloaded optimizers is planned on, though
+// the other has the larger GPUs.
+#[test]
+fn zero_offload_picks_the_host_whose_ram_holds_the_optimizers() {
+    use super::select::{gpu, GIB};
+    use super::select_inventory::inventory;
+    let dir = tempfile::tempdir().unwrap();
+    let big_gpus = vec![
+        gpu(0, "H100", 80 * GIB, 80 * GIB),
+        gpu(1, "H100", 80 * GIB, 80 * GIB),
+    ];
+    let big_ram = vec![
+        gpu(0, "A100", 40 * GIB, 40 * GIB),
+        gpu(1, "A100", 40 * GIB, 40 * GIB),
+    ];
+    let a = inventory(dir.path(), "big-gpus", big_gpus, 16 * GIB);
+    let b = inventory(dir.path(), "big-ram", big_ram, 256 * GIB);
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let flags = [
+        "--deepspeed-zero2",
+        "2",
+        "--offload-optimizer",
+        "--inventory",
+        a,
+        b,
+    ];
+    let (code, doc) = select_1b(&flags, &[]);
+    assert_eq!(code, Some(0), "{doc}");
+    let hosts: Vec<&str> = doc["plan"]["placements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["host"].as_str().unwrap())
+        .collect();
+    assert_eq!(hosts, ["big-ram", "big-ram"], "{doc}");
+}
+
 fn usage_1b(flags: &[&str]) -> String {
     common::one_line_error(
         common::gpumem()

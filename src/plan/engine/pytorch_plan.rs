@@ -115,7 +115,8 @@ fn sharded(
         .collect();
     hosts.sort_unstable();
     hosts.dedup();
-    // Each host's `world` largest GPUs, the smallest of them deciding.
+    // Each host's `world` largest GPUs, the smallest of them deciding; a host whose RAM holds
+    // the offloaded optimizers before one whose does not.
     let best = hosts
         .iter()
         .filter_map(|h| {
@@ -127,7 +128,12 @@ fn sharded(
             on.truncate(n);
             (on.len() == n).then_some(on)
         })
-        .max_by_key(|on| on.last().map_or(0, |c| usable(c).bytes));
+        .max_by_key(|on| {
+            let gpu_fits = on.last().is_some_and(|c| usable(c).bytes >= need);
+            let ram_holds = on.first().is_some_and(|c| ram_short(&c.host) == 0);
+            let smallest = on.last().map_or(0, |c| usable(c).bytes);
+            (gpu_fits && ram_holds, smallest)
+        });
     let fits = |c: &Candidate| gpu(c) && usable(c).bytes >= need;
     let gpus_fit = best.as_ref().filter(|on| on.iter().all(|c| fits(c)));
     let ram_shortfall = gpus_fit
