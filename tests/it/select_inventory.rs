@@ -512,13 +512,10 @@ fn cross_host_layers_and_offload_to_the_same_hosts_ram() {
         &["--fragmentation-reserve", "0"],
     );
     assert_eq!(plan["kind"], "cross_host");
-    let placements = plan["placements"].as_array().unwrap();
-    let hosts: Vec<&str> = placements
-        .iter()
-        .map(|p| p["host"].as_str().unwrap())
-        .collect();
-    assert_eq!(hosts, ["gpu-1", "gpu-2"]);
-    let layers: u64 = placements
+    assert_eq!(common::plan_hosts(&plan), ["gpu-1", "gpu-2"]);
+    let layers: u64 = plan["placements"]
+        .as_array()
+        .unwrap()
         .iter()
         .map(|p| p["layers"].as_u64().unwrap())
         .sum();
@@ -660,13 +657,7 @@ fn vllm_stages_across_hosts() {
     assert_eq!(doc["plan"]["kind"], "cross_host");
     assert_eq!(doc["plan"]["accounting"], "vllm");
     assert_eq!(doc["plan"]["engine"]["stage_layers"], json!([40, 40]));
-    let hosts: Vec<&str> = doc["plan"]["placements"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["host"].as_str().unwrap())
-        .collect();
-    assert_eq!(hosts, ["node-a", "node-b"]);
+    assert_eq!(common::plan_hosts(&doc["plan"]), ["node-a", "node-b"]);
     let commands = doc["launch"][0]["commands"].as_array().unwrap();
     let server = commands.last().unwrap()["shell"].as_str().unwrap();
     assert!(

@@ -534,12 +534,7 @@ fn zero_offload_moves_the_optimizer_to_the_host_and_select_checks_its_ram() {
     };
     let (code, json) = with_ram("16GiB");
     assert_eq!(code, Some(3), "{json}");
-    let cpu = json["candidates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["backend"] == "cpu")
-        .unwrap();
+    let cpu = common::candidate(&json, "cpu");
     // Two ranks' 16,590,923,792 bytes.
     assert_eq!(cpu["needed_bytes"], 2 * 16_590_923_792u64, "{cpu}");
     assert_eq!(
@@ -582,13 +577,11 @@ fn zero_offload_picks_the_host_whose_ram_holds_the_optimizers() {
     ];
     let (code, doc) = select_1b(&flags, &[]);
     assert_eq!(code, Some(0), "{doc}");
-    let hosts: Vec<&str> = doc["plan"]["placements"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["host"].as_str().unwrap())
-        .collect();
-    assert_eq!(hosts, ["big-ram", "big-ram"], "{doc}");
+    assert_eq!(
+        common::plan_hosts(&doc["plan"]),
+        ["big-ram", "big-ram"],
+        "{doc}"
+    );
 }
 
 fn usage_1b(flags: &[&str]) -> String {

@@ -393,6 +393,16 @@ pub fn launch_argv(doc: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The host of each placement of a `select --json` plan, in order.
+pub fn plan_hosts(plan: &Value) -> Vec<&str> {
+    plan["placements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["host"].as_str().unwrap())
+        .collect()
+}
+
 /// The first candidate of `backend` in a `select --json` document.
 pub fn candidate<'a>(doc: &'a Value, backend: &str) -> &'a Value {
     doc["candidates"]
