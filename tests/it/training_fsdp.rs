@@ -379,6 +379,32 @@ fn deepspeed_zero2_plans_its_ranks_and_says_what_it_does_not_walk() {
         moe["training_unwalked"],
         "PyTorch's step is not yet walked with DeepSpeed ZeRO-2 on experts"
     );
+    let stage3 = |model: &str| {
+        common::json_ok(common::gpumem().args([
+            "--json",
+            "estimate",
+            "--model",
+            model,
+            "--mode",
+            "train",
+            "--deepspeed-zero3",
+            "4",
+            "--context",
+            "256",
+        ]))
+    };
+    assert_eq!(
+        stage3("mixtral-8x7b")["training_unwalked"],
+        "PyTorch's step is not yet walked with DeepSpeed ZeRO-3 on experts"
+    );
+    // Phi-3's fused projections and Gemma's layer are replayed at stage 3.
+    for model in ["phi-3-mini", "gemma-3-1b"] {
+        let walked = stage3(model);
+        assert_eq!(
+            walked["training_step"]["deepspeed"]["stage"], "3",
+            "{walked}"
+        );
+    }
     assert!(
         usage_1b(&["--mode", "train", "--deepspeed-zero2", "2", "--fsdp", "2"])
             .contains("cannot be used with")

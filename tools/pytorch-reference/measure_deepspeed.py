@@ -212,7 +212,12 @@ def main():
     started = time.time()
     phases = []
     with FakeTensorMode(), torch.device(gpu):
-        model = AutoModelForCausalLM.from_config(cfg)
+        try:
+            model = AutoModelForCausalLM.from_config(cfg)
+        except ValueError:
+            # transformers' own default where the class has no SDPA path (Gemma 2): eager.
+            cfg._attn_implementation = "eager"
+            model = AutoModelForCausalLM.from_config(cfg)
         params = sum(p.numel() for p in model.parameters())
         if a.checkpointing:
             model.gradient_checkpointing_enable()

@@ -17,13 +17,17 @@ use serde::Serialize;
 use super::saved::{layer_fixed, layer_input, layer_per_token, rope_per_position, ACT_BYTES, IDS};
 use super::shape::Tensor;
 use super::zero3::Zero3;
-use super::zero3_trace::{gathered, DenseLayout, Gathered};
+use super::zero3_trace::{gathered, DenseLayout, Gathered, Hook, HookAt};
 use super::{Shape, TrainingRun};
 
 /// DeepSpeed's `reduce_bucket_size` default, in elements.
 const REDUCE_BUCKET: u128 = 500_000_000;
 /// Gradients and weights in bf16.
 const BF16: u128 = 2;
+/// A gradient norm's element (stage 3 under offload takes each piece's norm in f64).
+const F64: u128 = 8;
+/// Elements stage 3 turns to f64 at once for a norm.
+const NORM_CHUNK: u128 = 250_000_000;
 /// The f32 scalars DeepSpeed's engine keeps once backward starts (its loss and scale).
 pub(super) const ENGINE_SCALARS: u128 = 12;
 /// The f32 scalars at the forward's end.
@@ -142,11 +146,16 @@ pub(super) struct RankHeld {
     pub staging: u128,
     /// Under offload, the rank's peak in host memory.
     pub host: u128,
+    /// Stage 3 under offload: the ranks, whose pieces of each reduced gradient come back to
+    /// the GPU for their norm ([`bucket_points`]).
+    pub norm_pieces: Option<u128>,
 }
 
 /// Where in the step a point falls, for what stage 3 holds gathered there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum StepAt {
+    /// The final norm's forward, before the head's.
+    FinalNorm,
     /// The output head's forward.
     ForwardEnd,
     /// The loss's backward.
@@ -160,12 +169,13 @@ pub(super) enum StepAt {
 }
 
 impl RankHeld {
+    /// `None` at stage 3 on a layout whose modules its coordinator replay does not know.
     pub(super) fn of(
         ds: DeepSpeed,
         s: &Shape,
         tensors: &[Tensor],
         checkpointing: bool,
-    ) -> RankHeld {
+    ) -> Option<RankHeld> {
         let flat = Flat::of(tensors, ds.world);
         let held = match ds.stage {
             ZeroStage::One | ZeroStage::Two => RankHeld {
@@ -177,12 +187,13 @@ impl RankHeld {
                 gradients: 0,
                 staging: 0,
                 host: 0,
+                norm_pieces: None,
             },
             ZeroStage::Three => {
                 let z = Zero3::of(tensors, ds.world);
                 RankHeld {
                     weights: z.weights(),
-                    stage3: Some((z, gathered(&DenseLayout::of(s), checkpointing))),
+                    stage3: Some((z, gathered(&DenseLayout::of(s)?, checkpointing))),
                     optimizer: z.optimizer(),
                     step: z.step_extra(),
                     flat: Flat {
@@ -192,14 +203,15 @@ impl RankHeld {
                     gradients: z.gradients(),
                     staging: 0,
                     host: 0,
+                    norm_pieces: None,
                 }
             }
         };
-        if ds.offload_optimizer {
-            held.offloaded(tensors)
+        Some(if ds.offload_optimizer {
+            held.offloaded(tensors, ds.world)
         } else {
             held
-        }
+        })
     }
 
     /// ZeRO-Offload (deepspeed 0.19, `offload_optimizer.device: cpu`, pinned, torch's AdamW
@@ -213,7 +225,7 @@ impl RankHeld {
     /// gradient partition, the step's sub-group), the gradient norm's scalar left on the GPU.
     /// Recorded with `measure_deepspeed.py --offload-optimizer`
     /// (`tests/fixtures/pytorch/deepspeed-*-offload.json`): the host's peak exact.
-    fn offloaded(self, tensors: &[Tensor]) -> RankHeld {
+    fn offloaded(self, tensors: &[Tensor], world: u64) -> RankHeld {
         let (staging, host) = match &self.stage3 {
             Some((z, _)) => (
                 0,
@@ -238,6 +250,7 @@ impl RankHeld {
             },
             staging,
             host,
+            norm_pieces: self.stage3.is_some().then_some(u128::from(world.max(1))),
             ..self
         }
     }
@@ -263,12 +276,20 @@ impl RankHeld {
 
     /// Bytes of whole weights at `at` beside the held ones: stage 3's small tensors and what
     /// its coordinator holds gathered (none at stages 1 and 2, whose weights are whole).
+    /// Stage 3's whole weights with `gathered` elements gathered beside the small tensors.
+    pub(super) fn whole_of(&self, gathered: u128) -> u128 {
+        self.stage3
+            .as_ref()
+            .map_or(0, |(z, _)| z.whole_bytes(gathered))
+    }
+
     pub(super) fn whole_at(&self, at: StepAt) -> u128 {
         let Some((z, g)) = &self.stage3 else {
             return 0;
         };
         let gathered = match at {
             StepAt::Step => return 0,
+            StepAt::FinalNorm => g.final_norm,
             StepAt::ForwardEnd => g.forward_end,
             StepAt::Loss => g.loss,
             StepAt::Bucket(BucketAt::Head) => g.head,
@@ -303,81 +324,143 @@ pub(super) struct BucketPoint {
     /// Bytes of gradients besides the model's: the bucket, the averaging's transient, the
     /// gradient being handed over and the partition of gradients.
     pub gradients: u128,
+    /// Stage 3: the elements its coordinator holds gathered at that moment, where the trace
+    /// says (else those of the moment's layer, [`RankHeld::whole_at`]).
+    pub gathered: Option<u128>,
+}
+
+/// A gradient handed to the bucket: where backward is, its elements, and (stage 3) the
+/// elements gathered then.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Handed {
+    pub at: BucketAt,
+    pub elements: u128,
+    pub gathered: Option<u128>,
+}
+
+/// Stages 1 and 2: gradients in backward's order as the walk takes it: an untied head, the
+/// final norm, then the layers from the last, each in reverse registration order; the
+/// embedding (the tied head's) last.
+pub(super) fn registration_order(
+    tensors: &[Tensor],
+    layer_tensors: usize,
+    tied: bool,
+) -> Vec<Handed> {
+    let layers = tensors.len().saturating_sub(2 + usize::from(!tied)) / layer_tensors.max(1);
+    let handed = |at, t: &Tensor| Handed {
+        at,
+        elements: t.elements(),
+        gathered: None,
+    };
+    let mut order = Vec::new();
+    if !tied {
+        order.push(handed(BucketAt::Head, &tensors[tensors.len() - 1]));
+    }
+    order.push(handed(BucketAt::Head, &tensors[1 + layers * layer_tensors]));
+    for l in (0..layers).rev() {
+        let start = 1 + l * layer_tensors;
+        for t in tensors[start..start + layer_tensors].iter().rev() {
+            order.push(handed(BucketAt::Layer(l as u128), t));
+        }
+    }
+    order.push(handed(BucketAt::Embedding, &tensors[0]));
+    order
+}
+
+/// Stage 3: gradients in the order its trace makes them ready, each with what is gathered
+/// then.
+pub(super) fn traced_order(hooks: &[Hook]) -> Vec<Handed> {
+    hooks
+        .iter()
+        .map(|h| Handed {
+            at: match h.at {
+                HookAt::Head => BucketAt::Head,
+                HookAt::Layer(l) => BucketAt::Layer(l),
+                HookAt::Embedding => BucketAt::Embedding,
+            },
+            elements: h.elements,
+            gathered: Some(h.gathered),
+        })
+        .collect()
 }
 
 /// The moments where the bucket is there and may peak: its first use, each reduction of a
 /// full bucket (triggered by the gradient that no longer fits), the embedding's backward and
 /// the last reduction, after backward.
+///
+/// At stage 3 under offload (`norm_pieces`: the ranks) each reduced gradient's piece is read
+/// back from the host partition to the GPU (bf16) and its norm taken in f64 there, a tensor
+/// at a time: the reduction holds, beside the averaged bucket, 10 bytes an element of the
+/// largest piece it reduces (deepspeed 0.19's `_constant_buffered_norm2`, in chunks of 2.5e8
+/// elements).
 pub(super) fn bucket_points(
-    tensors: &[Tensor],
-    layer_tensors: usize,
-    tied: bool,
+    order: &[Handed],
+    layers: u128,
     flat: &Flat,
+    norm_pieces: Option<u128>,
 ) -> Vec<BucketPoint> {
     let bucket = BUCKET_BYTES;
     let partition_grads = BF16 * flat.grads_in_partition;
-    // Backward's order: an untied head, the final norm, then the layers from the last, each
-    // in reverse registration order; the embedding (the tied head's) last.
-    let layers = tensors.len().saturating_sub(2 + usize::from(!tied)) / layer_tensors.max(1);
-    let mut order: Vec<(BucketAt, u128)> = Vec::new();
-    if !tied {
-        order.push((BucketAt::Head, tensors[tensors.len() - 1].elements()));
-    }
-    order.push((
-        BucketAt::Head,
-        tensors[1 + layers * layer_tensors].elements(),
-    ));
-    for l in (0..layers).rev() {
-        let start = 1 + l * layer_tensors;
-        for t in tensors[start..start + layer_tensors].iter().rev() {
-            order.push((BucketAt::Layer(l as u128), t.elements()));
-        }
-    }
-    order.push((BucketAt::Embedding, tensors[0].elements()));
+    let norm = |largest: u128| {
+        norm_pieces.map_or(0, |world| {
+            let piece = largest.div_ceil(world);
+            BF16 * piece + F64 * piece.min(NORM_CHUNK)
+        })
+    };
     // The bucket's first moments, at the output end and in the last layer, beside the largest
     // gradient being handed over there.
     let largest = |at: BucketAt| {
         order
             .iter()
-            .filter(|(a, _)| *a == at)
-            .map(|(_, n)| *n)
+            .filter(|h| h.at == at)
+            .map(|h| h.elements)
             .max()
             .unwrap_or(0)
     };
-    let mut points: Vec<BucketPoint> = [
-        BucketAt::Head,
-        BucketAt::Layer((layers as u128).saturating_sub(1)),
-    ]
-    .into_iter()
-    .map(|at| BucketPoint {
-        at,
-        gradients: bucket + BF16 * largest(at),
-    })
-    .collect();
-    let mut filled = 0u128;
+    let mut points: Vec<BucketPoint> = [BucketAt::Head, BucketAt::Layer(layers.saturating_sub(1))]
+        .into_iter()
+        .map(|at| BucketPoint {
+            at,
+            gradients: bucket + BF16 * largest(at),
+            gathered: None,
+        })
+        .collect();
+    let (mut filled, mut largest_filled) = (0u128, 0u128);
     let mut reduced = false;
-    for &(at, n) in &order {
+    for h in order {
+        let n = h.elements;
         if filled + n > REDUCE_BUCKET && filled > 0 {
             let held_partition = if reduced { partition_grads } else { 0 };
             points.push(BucketPoint {
-                at: match at {
+                at: match h.at {
                     BucketAt::Embedding => BucketAt::EmbeddingHandedOver,
                     other => other,
                 },
-                gradients: bucket + BF16 * filled + BF16 * n + held_partition,
+                gradients: bucket
+                    + BF16 * filled
+                    + BF16 * n
+                    + held_partition
+                    + norm(largest_filled),
+                gathered: h.gathered,
             });
             reduced = true;
-            filled = 0;
+            (filled, largest_filled) = (0, 0);
         }
         filled += n;
+        largest_filled = largest_filled.max(n);
     }
     points.push(BucketPoint {
         at: BucketAt::Embedding,
         gradients: bucket + if reduced { partition_grads } else { 0 },
+        gathered: None,
     });
     points.push(BucketPoint {
         at: BucketAt::End,
-        gradients: bucket + BF16 * filled + if reduced { partition_grads } else { 0 },
+        gradients: bucket
+            + BF16 * filled
+            + norm(largest_filled)
+            + if reduced { partition_grads } else { 0 },
+        gathered: None,
     });
     points
 }

@@ -235,9 +235,8 @@ pub(super) fn rope_per_position(s: &Shape, recipe: Recipe) -> u128 {
         Some(mla) => 4 * mla.rope,
         // gpt-oss's tables hold half the head's dimensions.
         None if s.layout == Layout::GptOss => s.head_dim * u128::from(recipe.param_bytes()),
-        // Gemma 3's two tables: the sliding layers' and the others'.
-        None if s.layout == Layout::Gemma3 => 4 * s.head_dim * u128::from(recipe.param_bytes()),
-        None => 2 * s.head_dim * u128::from(recipe.param_bytes()),
+        // Gemma 3's tables: the sliding layers' and the others'.
+        None => s.rotary_tables * 2 * s.head_dim * u128::from(recipe.param_bytes()),
     }
 }
 
@@ -251,12 +250,17 @@ pub(super) fn head_per_token(s: &Shape, recipe: Recipe) -> u128 {
         }
         (_, Recipe::Fp32Autocast) => rms_norm_f32(s.hidden) + ACT * s.hidden,
     };
-    // Gemma 2 soft-caps the logits: `tanh` saves its bf16 output.
+    IDS + norm + after_final_norm_per_token(s)
+}
+
+/// Of those, what the loss saves after the final norm: the f32 log-softmax over the
+/// vocabulary, and Gemma 2's soft-capped logits (`tanh` saves its bf16 output).
+pub(super) fn after_final_norm_per_token(s: &Shape) -> u128 {
     let softcap = match s.layout {
         Layout::Llama | Layout::Gemma3 | Layout::DeepseekV2 | Layout::GptOss => 0,
         Layout::Gemma2 => ACT * s.vocab,
     };
-    IDS + norm + softcap + 4 * s.vocab
+    softcap + 4 * s.vocab
 }
 
 /// Bytes saved outside the layers whatever the tokens: under autocast, the output head's bf16
@@ -295,4 +299,18 @@ pub(super) fn loss_forward_per_token(s: &Shape) -> u128 {
 /// input.
 pub(super) fn loss_backward_per_token(s: &Shape) -> u128 {
     8 * s.vocab
+}
+
+/// Activations during the final norm's forward, from those at the forward's end: neither the
+/// logits nor what the loss saves yet, and the norm's f32 temporaries (the input's square
+/// beside its f32 copy and the mean a token; Gemma's norm, all f32, also its normalized
+/// input). Stage 3 can peak there, with what the last layers prefetched for the head still
+/// gathered (Phi-3-mini's shape at 8 layers: MemTracker's peak, within 20 bytes).
+pub(super) fn final_norm_activations(s: &Shape, tokens: u128, forward_end: u128) -> u128 {
+    let loss = loss_forward_per_token(s) + after_final_norm_per_token(s);
+    let norm = match s.layout {
+        Layout::Gemma2 | Layout::Gemma3 => 3 * 4 * s.hidden + 4,
+        _ => 2 * 4 * s.hidden + 4,
+    };
+    (forward_end + tokens * norm).saturating_sub(tokens * loss)
 }

@@ -60,6 +60,9 @@ pub(crate) struct Shape {
     pub window_all_layers: bool,
     /// The output head shares the embedding matrix.
     pub tied: bool,
+    /// Rotary tables made each forward: Gemma 3's one for each kind of layer it has (sliding,
+    /// full), the others' one.
+    pub rotary_tables: u128,
     /// Parameter tensors (each has an optimizer step counter).
     pub param_tensors: u128,
     /// Parameters over all tensors.
@@ -157,6 +160,7 @@ impl Shape {
                 .or(arch.sliding_window.as_ref().map(|w| w.window))
                 .map(u128::from),
             tied: arch.tie_word_embeddings,
+            rotary_tables: rotary_tables(arch, layout),
             param_tensors: param_tensors(arch, layout, &att, moe, u128::from(norms)),
             mla: att.mla,
             params: w(arch.params().total),
@@ -170,6 +174,17 @@ impl Shape {
             o_bias: att.o_bias,
         })
     }
+}
+
+/// Gemma 3 makes a rotary table for each kind of layer in its `layer_types` (transformers 5
+/// iterates their set): two once it has a full-attention layer beside the sliding ones.
+fn rotary_tables(arch: &ModelArch, layout: Layout) -> u128 {
+    if layout != Layout::Gemma3 {
+        return 1;
+    }
+    let sliding = (0..arch.num_layers).any(|i| arch.is_sliding_layer(i));
+    let full = (0..arch.num_layers).any(|i| !arch.is_sliding_layer(i));
+    u128::from(sliding) + u128::from(full)
 }
 
 /// The family's layer, for the families walked.

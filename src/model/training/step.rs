@@ -163,17 +163,17 @@ fn deepspeed_peak(
     };
     // Stage 2's bucket replay knows a dense layer's backward (a routed one's temporaries are
     // not listed: Qwen3-MoE's were 0.84x with the optimizer offloaded); stage 3's coordinator
-    // replay a dense Llama-layout layer's modules.
-    let dense_llama = s.layout == Layout::Llama && s.moe.is_none() && !s.fused;
-    if ds.stage == ZeroStage::Two && s.moe.is_some() {
-        return refuse("DeepSpeed ZeRO-2 on experts");
+    // replay the modules of a dense Llama, Phi-3 or Gemma layer.
+    if ds.stage != ZeroStage::One && s.moe.is_some() {
+        return refuse(if ds.stage == ZeroStage::Two {
+            "DeepSpeed ZeRO-2 on experts"
+        } else {
+            "DeepSpeed ZeRO-3 on experts"
+        });
     }
-    if ds.stage == ZeroStage::Three && !dense_llama {
-        return refuse(
-            "DeepSpeed ZeRO-3 on experts, fused projections or another layout than Llama's",
-        );
-    }
-    let rank = RankHeld::of(ds, s, &tensors, run.checkpointing);
+    let Some(rank) = RankHeld::of(ds, s, &tensors, run.checkpointing) else {
+        return refuse("DeepSpeed ZeRO-3 on this layer's modules");
+    };
     let tokens = u128::from(run.batch) * u128::from(run.seq);
     let tally = |(phase, at), gradients, optimizer, activations, temporaries| Tally {
         phase,
@@ -184,6 +184,14 @@ fn deepspeed_peak(
         temporaries,
     };
     let mut tallies = vec![
+        tally(
+            (Phase::Forward, StepAt::FinalNorm),
+            rank.bucket(),
+            0,
+            super::saved::final_norm_activations(s, tokens, points[0].activations)
+                + FORWARD_SCALARS,
+            0,
+        ),
         tally(
             (Phase::Forward, StepAt::ForwardEnd),
             rank.bucket(),
@@ -218,20 +226,23 @@ fn deepspeed_peak(
             )
         })),
         ZeroStage::Two | ZeroStage::Three => {
-            let bucket = zero2_bucket_points(s, run, mask, (&tensors, &rank.flat), points);
-            tallies.extend(
-                bucket
-                    .into_iter()
-                    .map(|(at, gradients, activations, temporaries)| {
-                        tally(
-                            (Phase::Backward, StepAt::Bucket(at)),
-                            gradients,
-                            0,
-                            activations + ENGINE_SCALARS + rank.backward_scalars(),
-                            temporaries,
-                        )
-                    }),
-            );
+            let bucket = zero2_bucket_points(s, run, mask, (&tensors, &rank), points);
+            tallies.extend(bucket.into_iter().map(|(b, activations, temporaries)| {
+                let t = tally(
+                    (Phase::Backward, StepAt::Bucket(b.at)),
+                    b.gradients,
+                    0,
+                    activations + ENGINE_SCALARS + rank.backward_scalars(),
+                    temporaries,
+                );
+                match b.gathered {
+                    Some(g) => Tally {
+                        parameters: rank.weights + rank.whole_of(g),
+                        ..t
+                    },
+                    None => t,
+                }
+            }));
         }
     }
     let fit = |v: u128| u64::try_from(v).map_err(|_| TrainingError::Overflow);
@@ -247,9 +258,10 @@ fn zero2_bucket_points(
     s: &Shape,
     run: &TrainingRun,
     mask: Mask,
-    (tensors, flat): (&[super::shape::Tensor], &super::deepspeed::Flat),
+    (tensors, rank): (&[super::shape::Tensor], &super::deepspeed::RankHeld),
     points: &[Point; 6],
-) -> Vec<(super::deepspeed::BucketAt, u128, u128, u128)> {
+) -> Vec<(super::deepspeed::BucketPoint, u128, u128)> {
+    use super::deepspeed::{bucket_points, registration_order, traced_order};
     let tokens = u128::from(run.batch) * u128::from(run.seq);
     let p = u128::from(run.recipe.param_bytes());
     let walk = super::deepspeed::WalkAt::new(
@@ -262,13 +274,20 @@ fn zero2_bucket_points(
         ],
         layer_backward_temporaries(s, p, tokens, false),
     );
-    let layer_tensors =
-        tensors.len().saturating_sub(2 + usize::from(!s.tied)) / s.layers.max(1) as usize;
-    super::deepspeed::bucket_points(tensors, layer_tensors, s.tied, flat)
+    // Stage 3's trace knows the order backward makes gradients in and what is gathered then.
+    let order = match &rank.stage3 {
+        Some((_, g)) => traced_order(&g.hooks),
+        None => {
+            let layer_tensors =
+                tensors.len().saturating_sub(2 + usize::from(!s.tied)) / s.layers.max(1) as usize;
+            registration_order(tensors, layer_tensors, s.tied)
+        }
+    };
+    bucket_points(&order, s.layers, &rank.flat, rank.norm_pieces)
         .into_iter()
         .map(|b| {
             let (activations, temporaries) = walk.at(b.at);
-            (b.at, b.gradients, activations, temporaries)
+            (b, activations, temporaries)
         })
         .collect()
 }
@@ -464,8 +483,7 @@ fn held(s: &Shape, run: &TrainingRun, lora: Option<Lora>) -> Held {
     // half the rotary dimensions) each; Gemma's embedding scale, a bf16 scalar.
     let rotary = match (s.mla, s.layout) {
         (Some(m), _) => 4 * m.rope,
-        (None, Layout::Gemma3) => 2 * 4 * s.head_dim,
-        (None, _) => 4 * s.head_dim,
+        (None, _) => s.rotary_tables * 4 * s.head_dim,
     };
     let scale = if matches!(s.layout, Layout::Gemma2 | Layout::Gemma3) {
         2

@@ -1,5 +1,5 @@
-//! ZeRO-3's parameter coordinator replayed over one training step of a dense Llama-layout
-//! model: which weights are gathered whole at each module's turn.
+//! ZeRO-3's parameter coordinator replayed over one training step of a dense model (Llama's,
+//! Phi-3's or Gemma's layer): which weights are gathered whole at each module's turn.
 //!
 //! DeepSpeed records the order in which modules fetch their weights in the first step and
 //! replays it from the second (`PartitionedParameterCoordinator`, deepspeed 0.19). At each
@@ -9,10 +9,11 @@
 //! `stage3_max_reuse_distance` (1e9 elements of the trace) or a prefetch already passed their
 //! next use. Weights of at most `stage3_param_persistence_threshold` (1e5) elements are never
 //! gathered or freed. The replay below follows those rules event for event; checked against
-//! the coordinator's own count of gathered elements on Llama-3.2-1B-shaped models of 4 and 20
-//! layers, with and without checkpointing (every event equal).
+//! the coordinator's own count of gathered elements (every event equal) on Llama-3.2-1B-shaped
+//! models of 4 and 20 layers, Phi-3-mini's of 12, Gemma-3-1B and 8 of Gemma-2-2B's layers,
+//! with and without checkpointing.
 
-use super::Shape;
+use super::{Layout, Shape};
 
 /// `stage3_param_persistence_threshold`: tensors this small stay whole.
 pub(super) const PERSISTENCE: u128 = 100_000;
@@ -23,9 +24,10 @@ const PREFETCH: u128 = 50_000_000;
 /// `stage3_max_live_parameters`, in elements.
 const MAX_LIVE: u128 = 1_000_000_000;
 
-/// The shape of a dense Llama-layout model, as its modules hold weights.
+/// The shape of a dense model, as its modules hold weights.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct DenseLayout {
+    pub kind: LayerKind,
     pub layers: u128,
     pub hidden: u128,
     /// Query projection rows (heads × head dimension).
@@ -36,15 +38,26 @@ pub(super) struct DenseLayout {
     pub intermediate: u128,
     pub vocab: u128,
     pub tied: bool,
+    /// Calls of the rotary embedding each forward ([`Shape::rotary_tables`]).
+    pub rotary_tables: u128,
     pub qkv_bias: bool,
     pub o_bias: bool,
     pub qk_norm: bool,
 }
 
 impl DenseLayout {
-    /// The layout of a dense Llama-layout `Shape` (the caller has checked it is one).
-    pub(super) fn of(s: &Shape) -> DenseLayout {
-        DenseLayout {
+    /// The layout of a dense `Shape` whose modules the trace knows: Llama's, Phi-3's fused
+    /// one, Gemma's. `None` for experts, latent attention and gpt-oss's layer.
+    pub(super) fn of(s: &Shape) -> Option<DenseLayout> {
+        let kind = match (s.layout, s.fused) {
+            _ if s.moe.is_some() || s.mla.is_some() => return None,
+            (Layout::Llama, false) => LayerKind::Llama,
+            (Layout::Llama, true) => LayerKind::Fused,
+            (Layout::Gemma2 | Layout::Gemma3, false) => LayerKind::Gemma,
+            _ => return None,
+        };
+        Some(DenseLayout {
+            kind,
             layers: s.layers,
             hidden: s.hidden,
             q: s.heads * s.head_dim,
@@ -53,16 +66,19 @@ impl DenseLayout {
             intermediate: s.intermediate,
             vocab: s.vocab,
             tied: s.tied,
+            rotary_tables: s.rotary_tables,
             qkv_bias: s.qkv_bias,
             o_bias: s.o_bias,
-            qk_norm: s.qk_norm,
-        }
+            qk_norm: s.qk_norm || s.layout == Layout::Gemma3,
+        })
     }
 }
 
 /// Elements gathered (persistent weights aside) where the walk's points fall.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Gathered {
+    /// At the final norm's forward (what the last layers prefetched for the head still there).
+    pub final_norm: u128,
     /// At the output head's forward (the logits made).
     pub forward_end: u128,
     /// After forward, at the loss's backward.
@@ -73,6 +89,28 @@ pub(super) struct Gathered {
     pub layers: Vec<u128>,
     /// At the embedding's backward.
     pub embedding: u128,
+    /// Each weight's gradient as backward makes it ready, in that order.
+    pub hooks: Vec<Hook>,
+}
+
+/// Where in backward a gradient is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum HookAt {
+    /// The output head's and the final norm's backward.
+    Head,
+    /// A decoder layer's, by index.
+    Layer(u128),
+    /// The embedding's (a tied head's gradient summed into it).
+    Embedding,
+}
+
+/// A weight's gradient ready in backward, handed to the reduce bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Hook {
+    pub at: HookAt,
+    pub elements: u128,
+    /// Elements the coordinator holds gathered then (persistent weights aside).
+    pub gathered: u128,
 }
 
 #[derive(Clone, Copy)]
@@ -86,36 +124,60 @@ enum Event {
 struct Trace {
     modules: Vec<Vec<(usize, u128)>>,
     events: Vec<Event>,
-    /// Index of the head's forward fetch, of forward's last event, of the head's backward
-    /// fetch, and of the embedding's backward fetch.
-    marks: [usize; 4],
+    /// Index of the final norm's forward fetch, of the head's forward fetch, of forward's last
+    /// event, of the head's backward fetch, and of the embedding's backward fetch.
+    marks: [usize; 5],
     /// Each layer's backward events, `[start, end)`, by layer index.
     layer_spans: Vec<(usize, usize)>,
+    /// Backward's gradient hooks, in order ([`Builder::hooks`]).
+    hooks: Vec<(usize, HookAt, usize)>,
+}
+
+/// How a layer's modules are nested and called, where families differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum LayerKind {
+    /// Llama's: a norm, attention (q, its norm, k, its norm, v, o), a norm, the MLP (gate,
+    /// activation, up, down).
+    Llama,
+    /// Phi-3's: fused q/k/v and gate/up projections, a dropout after attention and one after
+    /// the MLP.
+    Fused,
+    /// Gemma's: attention's per-head norms after v, a norm after attention, one before and one
+    /// after the MLP.
+    Gemma,
+}
+
+/// One of a layer's parts: a module called alone, or a container and the modules it calls.
+enum Part {
+    Leaf(usize),
+    Group {
+        module: usize,
+        leaves: Vec<usize>,
+        /// Its post-backward hook fires (the MLP's, whose input is positional; attention is
+        /// called with keyword arguments, which DeepSpeed's hooks do not see).
+        released_in_backward: bool,
+    },
 }
 
 /// Module handles of one decoder layer.
 struct LayerModules {
     layer: usize,
-    input_norm: usize,
-    attn: usize,
-    q: usize,
-    q_norm: Option<usize>,
-    k: usize,
-    k_norm: Option<usize>,
-    v: usize,
-    o: usize,
-    post_norm: usize,
-    mlp: usize,
-    gate: usize,
-    act: usize,
-    up: usize,
-    down: usize,
+    parts: Vec<Part>,
+    /// The last module whose forward saves a tensor for backward: checkpointing's
+    /// recomputation stops there (torch's non-reentrant checkpoint stops once the last saved
+    /// tensor is made again), and backward's hooks reach it before recomputing.
+    last_saving: usize,
 }
 
 struct Builder {
     modules: Vec<Vec<(usize, u128)>>,
     params: usize,
     events: Vec<Event>,
+    /// Backward's gradient hooks: the module whose weights' gradients are ready, where, and
+    /// the event after which they are (its release follows).
+    hooks: Vec<(usize, HookAt, usize)>,
+    /// Where backward is, for the hooks.
+    at: HookAt,
 }
 
 impl Builder {
@@ -143,90 +205,167 @@ impl Builder {
         self.release(m);
     }
 
+    /// A module's backward: its weights' gradients ready before its release.
+    fn backward(&mut self, m: usize) {
+        self.fetch(m);
+        self.hook(m);
+        self.release(m);
+    }
+
+    fn hook(&mut self, m: usize) {
+        if !self.modules[m].is_empty() {
+            self.hooks.push((m, self.at, self.events.len() - 1));
+        }
+    }
+
     fn layer(&mut self, d: &DenseLayout) -> LayerModules {
         let h = d.hidden;
         let with_bias = |w: u128, b: u128, on: bool| if on { vec![w, b] } else { vec![w] };
+        let layer = self.module(&[]);
+        let input_norm = self.module(&[h]);
+        let attn = self.module(&[]);
+        let mut attention = Vec::new();
+        if d.kind == LayerKind::Fused {
+            let rows = d.q + 2 * d.kv;
+            attention.push(self.module(&with_bias(rows * h, rows, d.qkv_bias)));
+        } else {
+            let q = self.module(&with_bias(d.q * h, d.q, d.qkv_bias));
+            let k = self.module(&with_bias(d.kv * h, d.kv, d.qkv_bias));
+            let v = self.module(&with_bias(d.kv * h, d.kv, d.qkv_bias));
+            let norms = if d.qk_norm {
+                [self.module(&[d.head_dim]), self.module(&[d.head_dim])].to_vec()
+            } else {
+                Vec::new()
+            };
+            attention = match (d.kind, norms.as_slice()) {
+                (LayerKind::Gemma, _) => [&[q, k, v][..], &norms].concat(),
+                (_, [qn, kn]) => vec![q, *qn, k, *kn, v],
+                _ => vec![q, k, v],
+            };
+        }
+        attention.push(self.module(&with_bias(h * d.q, h, d.o_bias)));
+        let mut parts = vec![
+            Part::Leaf(input_norm),
+            Part::Group {
+                module: attn,
+                leaves: attention,
+                released_in_backward: false,
+            },
+        ];
+        let (mlp, down);
+        match d.kind {
+            LayerKind::Llama | LayerKind::Gemma => {
+                if d.kind == LayerKind::Gemma {
+                    parts.push(Part::Leaf(self.module(&[h])));
+                }
+                parts.push(Part::Leaf(self.module(&[h])));
+                mlp = self.module(&[]);
+                let gate = self.module(&[d.intermediate * h]);
+                let act = self.module(&[]);
+                let up = self.module(&[d.intermediate * h]);
+                down = self.module(&[h * d.intermediate]);
+                parts.push(Part::Group {
+                    module: mlp,
+                    leaves: vec![gate, act, up, down],
+                    released_in_backward: true,
+                });
+            }
+            LayerKind::Fused => {
+                parts.push(Part::Leaf(self.module(&[])));
+                parts.push(Part::Leaf(self.module(&[h])));
+                mlp = self.module(&[]);
+                let gate_up = self.module(&[2 * d.intermediate * h]);
+                let act = self.module(&[]);
+                down = self.module(&[h * d.intermediate]);
+                parts.push(Part::Group {
+                    module: mlp,
+                    leaves: vec![gate_up, act, down],
+                    released_in_backward: true,
+                });
+            }
+        }
+        // Phi-3's dropouts (no probability: nothing saved); Gemma's norm after the MLP, which
+        // saves its input.
+        let last_saving = match d.kind {
+            LayerKind::Llama => down,
+            LayerKind::Fused => {
+                parts.push(Part::Leaf(self.module(&[])));
+                down
+            }
+            LayerKind::Gemma => {
+                let norm = self.module(&[h]);
+                parts.push(Part::Leaf(norm));
+                norm
+            }
+        };
         LayerModules {
-            layer: self.module(&[]),
-            input_norm: self.module(&[h]),
-            attn: self.module(&[]),
-            q: self.module(&with_bias(d.q * h, d.q, d.qkv_bias)),
-            k: self.module(&with_bias(d.kv * h, d.kv, d.qkv_bias)),
-            v: self.module(&with_bias(d.kv * h, d.kv, d.qkv_bias)),
-            o: self.module(&with_bias(h * d.q, h, d.o_bias)),
-            q_norm: d.qk_norm.then(|| self.module(&[d.head_dim])),
-            k_norm: d.qk_norm.then(|| self.module(&[d.head_dim])),
-            post_norm: self.module(&[h]),
-            mlp: self.module(&[]),
-            gate: self.module(&[d.intermediate * h]),
-            act: self.module(&[]),
-            up: self.module(&[d.intermediate * h]),
-            down: self.module(&[h * d.intermediate]),
+            layer,
+            parts,
+            last_saving,
         }
     }
 
-    /// A layer's forward; `whole` false is checkpointing's recomputation, which the layer's
-    /// own hooks and the down projection's release do not frame.
-    fn layer_forward(&mut self, l: &LayerModules, whole: bool) {
-        if whole {
-            self.fetch(l.layer);
-        }
-        self.both(l.input_norm);
-        self.fetch(l.attn);
-        self.both(l.q);
-        if let Some(n) = l.q_norm {
-            self.both(n);
-        }
-        self.both(l.k);
-        if let Some(n) = l.k_norm {
-            self.both(n);
-        }
-        self.both(l.v);
-        self.both(l.o);
-        self.release(l.attn);
-        self.both(l.post_norm);
-        self.fetch(l.mlp);
-        self.both(l.gate);
-        self.both(l.act);
-        self.both(l.up);
-        if whole {
-            self.both(l.down);
-            self.release(l.mlp);
-            self.release(l.layer);
-        } else {
-            self.fetch(l.down);
-        }
-    }
-
-    fn layer_backward(&mut self, l: &LayerModules, checkpointing: bool) {
+    /// A layer's forward, its own hooks framing it.
+    fn layer_forward(&mut self, l: &LayerModules) {
         self.fetch(l.layer);
-        self.fetch(l.mlp);
-        if checkpointing {
-            // The pre-backward hooks of the layer's outer modules fire before the
-            // recomputation.
-            self.fetch(l.down);
-            self.layer_forward(l, false);
-            self.release(l.down);
-        } else {
-            self.both(l.down);
+        for part in &l.parts {
+            match part {
+                Part::Leaf(m) => self.both(*m),
+                Part::Group { module, leaves, .. } => {
+                    self.fetch(*module);
+                    for &m in leaves {
+                        self.both(m);
+                    }
+                    self.release(*module);
+                }
+            }
         }
-        self.both(l.up);
-        self.both(l.act);
-        self.both(l.gate);
-        self.release(l.mlp);
-        self.both(l.post_norm);
-        self.fetch(l.attn);
-        self.both(l.o);
-        self.both(l.v);
-        if let Some(n) = l.k_norm {
-            self.both(n);
+        self.release(l.layer);
+    }
+
+    /// Checkpointing's recomputation of a layer: its forward without the layer's own hooks,
+    /// stopped at the last module that saves a tensor, once that module has fetched.
+    fn recompute(&mut self, l: &LayerModules) {
+        let from = self.events.len();
+        self.layer_forward(l);
+        let stop = self.events[from..]
+            .iter()
+            .position(|e| matches!(e, Event::Fetch(m) if *m == l.last_saving))
+            .map_or(self.events.len(), |i| from + i + 1);
+        self.events.truncate(stop);
+        self.events.remove(from);
+    }
+
+    /// A layer's backward: its modules in reverse, recomputed (under checkpointing) once
+    /// backward reaches the last module that saves a tensor.
+    fn layer_backward(&mut self, l: &LayerModules, checkpointing: bool) {
+        let leaf = |b: &mut Builder, m: usize| {
+            b.fetch(m);
+            if checkpointing && m == l.last_saving {
+                b.recompute(l);
+            }
+            b.hook(m);
+            b.release(m);
+        };
+        self.fetch(l.layer);
+        for part in l.parts.iter().rev() {
+            match part {
+                Part::Leaf(m) => leaf(self, *m),
+                Part::Group {
+                    module,
+                    leaves,
+                    released_in_backward,
+                } => {
+                    self.fetch(*module);
+                    for &m in leaves.iter().rev() {
+                        leaf(self, m);
+                    }
+                    if *released_in_backward {
+                        self.release(*module);
+                    }
+                }
+            }
         }
-        self.both(l.k);
-        if let Some(n) = l.q_norm {
-            self.both(n);
-        }
-        self.both(l.q);
-        self.both(l.input_norm);
         self.release(l.layer);
     }
 }
@@ -237,6 +376,8 @@ impl Trace {
             modules: Vec::new(),
             params: 0,
             events: Vec::new(),
+            hooks: Vec::new(),
+            at: HookAt::Head,
         };
         let root = b.module(&[]);
         let model = b.module(&[]);
@@ -253,10 +394,13 @@ impl Trace {
         b.fetch(root);
         b.fetch(model);
         b.both(embed);
-        b.both(rotary);
-        for l in &layers {
-            b.layer_forward(l, true);
+        for _ in 0..d.rotary_tables {
+            b.both(rotary);
         }
+        for l in &layers {
+            b.layer_forward(l);
+        }
+        let final_norm = b.events.len();
         b.both(norm);
         b.release(model);
         let head_forward = b.events.len();
@@ -265,22 +409,37 @@ impl Trace {
         let forward_end = b.events.len() - 1;
         b.fetch(root);
         let head_backward = b.events.len();
-        b.both(head);
+        // A tied head's gradient is the embedding's, ready at the embedding's backward.
+        if d.tied {
+            b.both(head);
+        } else {
+            b.backward(head);
+        }
         b.fetch(model);
-        b.both(norm);
+        b.backward(norm);
         let mut layer_spans = vec![(0, 0); layers.len()];
         for (i, l) in layers.iter().enumerate().rev() {
             let start = b.events.len();
+            b.at = HookAt::Layer(i as u128);
             b.layer_backward(l, checkpointing);
             layer_spans[i] = (start, b.events.len());
         }
         let embedding = b.events.len();
+        b.at = HookAt::Embedding;
         b.fetch(embed);
+        b.hook(embed);
         Trace {
             modules: b.modules,
             events: b.events,
-            marks: [head_forward, forward_end, head_backward, embedding],
+            marks: [
+                final_norm,
+                head_forward,
+                forward_end,
+                head_backward,
+                embedding,
+            ],
             layer_spans,
+            hooks: b.hooks,
         }
     }
 }
@@ -510,8 +669,9 @@ fn replay(t: &Trace) -> Vec<(u128, u128)> {
 pub(super) fn gathered(d: &DenseLayout, checkpointing: bool) -> Gathered {
     let t = Trace::of(d, checkpointing);
     let n: Vec<u128> = replay(&t).into_iter().map(|(_, memory)| memory).collect();
-    let [head_forward, forward_end, head_backward, embedding] = t.marks;
+    let [final_norm, head_forward, forward_end, head_backward, embedding] = t.marks;
     Gathered {
+        final_norm: n[final_norm],
         forward_end: n[head_forward],
         loss: n[forward_end],
         head: n[head_backward],
@@ -521,89 +681,20 @@ pub(super) fn gathered(d: &DenseLayout, checkpointing: bool) -> Gathered {
             .map(|&(a, b)| n[a..b].iter().copied().max().unwrap_or(0))
             .collect(),
         embedding: n[embedding],
+        hooks: t
+            .hooks
+            .iter()
+            .flat_map(|&(m, at, event)| {
+                let gathered = n[event];
+                t.modules[m].iter().map(move |&(_, elements)| Hook {
+                    at,
+                    elements,
+                    gathered,
+                })
+            })
+            .collect(),
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Llama-3.2-1B's layer shape with `layers` layers.
-    fn llama_1b(layers: u128) -> DenseLayout {
-        DenseLayout {
-            layers,
-            hidden: 2_048,
-            q: 2_048,
-            kv: 512,
-            head_dim: 64,
-            intermediate: 8_192,
-            vocab: 128_256,
-            tied: true,
-            qkv_bias: false,
-            o_bias: false,
-            qk_norm: false,
-        }
-    }
-
-    // The coordinator's own counts (`__n_available_params`), logged from deepspeed 0.19.8 over
-    // a fake group of 4 ranks at 64 tokens, second step.
-    #[test]
-    fn replay_matches_the_coordinators_count() {
-        let count = |d: &DenseLayout, ckpt| -> Vec<u128> {
-            replay(&Trace::of(d, ckpt))
-                .into_iter()
-                .map(|(n, _)| n)
-                .collect()
-        };
-        let n = count(&llama_1b(20), false);
-        assert_eq!(n.iter().copied().max(), Some(1_252_524_032));
-        // After the embedding's forward the coordinator has freed it (its next use lies
-        // beyond the reuse window) and kept the first layer's prefetched weights.
-        assert_eq!(
-            &n[..5],
-            &[
-                262_668_288,
-                323_485_696,
-                384_303_104,
-                121_634_816,
-                182_452_224
-            ]
-        );
-        let small = count(&llama_1b(4), true);
-        assert_eq!(small.iter().copied().max(), Some(505_937_920));
-        assert_eq!(small.last(), Some(&262_668_288));
-        let g = gathered(&llama_1b(20), false);
-        assert_eq!((g.forward_end, g.loss), (1_009_254_400, 1_009_254_400));
-    }
-
-    /// Qwen3-0.6B's layer shape with `layers` layers.
-    fn qwen3_06b(layers: u128) -> DenseLayout {
-        DenseLayout {
-            layers,
-            hidden: 1_024,
-            q: 2_048,
-            kv: 1_024,
-            head_dim: 128,
-            intermediate: 3_072,
-            vocab: 151_936,
-            tied: true,
-            qkv_bias: false,
-            o_bias: false,
-            qk_norm: true,
-        }
-    }
-
-    // The last forward prefetch also gathers the first query projection for backward's end:
-    // its flat buffer stays until then beside the copies of the others (MemTracker: a storage
-    // of 54,525,952 bytes at 24 layers, none at 12).
-    #[test]
-    fn a_coalesced_buffer_stays_until_its_last_weight_is_waited_on() {
-        let total = |layers: u128| 151_936 * 1_024 + layers * 15_728_640;
-        let g = gathered(&qwen3_06b(24), false);
-        assert_eq!(g.loss, total(24) + 27_262_976);
-        let g = gathered(&qwen3_06b(28), false);
-        assert_eq!(g.loss, total(28) + 39_845_888);
-        let g = gathered(&qwen3_06b(12), false);
-        assert_eq!(g.loss, total(12));
-    }
-}
+mod tests;
