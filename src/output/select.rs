@@ -206,7 +206,8 @@ impl Report for SelectReport {
                  rank's with --ddp, the fullest ZeRO-1 rank's with --zero1 N, the fullest\n\
                  DeepSpeed rank's with --deepspeed-zero1/2/3 N) with the CUDA context\n\
                  (--overhead) and the allocator's slack (--fragmentation-reserve), against\n\
-                 free memory (`estimate --mode train` shows its parts)."
+                 free memory (`estimate --mode train` shows its parts); with\n\
+                 --offload-optimizer the host's RAM must hold every rank's optimizer."
             );
         }
         if p.accounting == Accounting::GenericAfterVllm {

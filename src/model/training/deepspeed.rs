@@ -146,9 +146,23 @@ pub(super) struct RankHeld {
     pub staging: u128,
     /// Under offload, the rank's peak in host memory.
     pub host: u128,
-    /// Stage 3 under offload: the ranks, whose pieces of each reduced gradient come back to
-    /// the GPU for their norm ([`bucket_points`]).
-    pub norm_pieces: Option<u128>,
+    /// How a reduction under offload takes its gradients' norms on the GPU.
+    pub norms: OffloadNorms,
+}
+
+/// ZeRO-Offload's gradient norms, taken on the GPU in f64 as each reduced gradient leaves for
+/// the host (deepspeed 0.19: stages 1 and 2's `set_norm_for_param_grad_in_gpu`, stage 3's
+/// `_constant_buffered_norm2`), a tensor at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum OffloadNorms {
+    /// Not offloaded: the norms are the step's.
+    None,
+    /// Stages 1 and 2: each gradient's slice in the rank's partition (of `partition` elements)
+    /// turned to f64, once the reduction's flattened copy is gone.
+    Slices { partition: u128 },
+    /// Stage 3: each gradient's piece (of `world` ranks) read back in bf16 from the host and
+    /// turned to f64 in chunks of 2.5e8 elements, beside the averaged bucket.
+    Pieces { world: u128 },
 }
 
 /// Where in the step a point falls, for what stage 3 holds gathered there.
@@ -187,7 +201,7 @@ impl RankHeld {
                 gradients: 0,
                 staging: 0,
                 host: 0,
-                norm_pieces: None,
+                norms: OffloadNorms::None,
             },
             ZeroStage::Three => {
                 let z = Zero3::of(tensors, ds.world);
@@ -203,7 +217,7 @@ impl RankHeld {
                     gradients: z.gradients(),
                     staging: 0,
                     host: 0,
-                    norm_pieces: None,
+                    norms: OffloadNorms::None,
                 }
             }
         };
@@ -250,7 +264,15 @@ impl RankHeld {
             },
             staging,
             host,
-            norm_pieces: self.stage3.is_some().then_some(u128::from(world.max(1))),
+            norms: if self.stage3.is_some() {
+                OffloadNorms::Pieces {
+                    world: u128::from(world.max(1)),
+                }
+            } else {
+                OffloadNorms::Slices {
+                    partition: self.flat.partition,
+                }
+            },
             ..self
         }
     }
@@ -327,6 +349,9 @@ pub(super) struct BucketPoint {
     /// Stage 3: the elements its coordinator holds gathered at that moment, where the trace
     /// says (else those of the moment's layer, [`RankHeld::whole_at`]).
     pub gathered: Option<u128>,
+    /// A reduction a gradient's hook sets off (the gradient made, its backward's temporaries
+    /// gone).
+    pub reduction: bool,
 }
 
 /// A gradient handed to the bucket: where backward is, its elements, and (stage 3) the
@@ -386,26 +411,38 @@ pub(super) fn traced_order(hooks: &[Hook]) -> Vec<Handed> {
 
 /// The moments where the bucket is there and may peak: its first use, each reduction of a
 /// full bucket (triggered by the gradient that no longer fits), the embedding's backward and
-/// the last reduction, after backward.
-///
-/// At stage 3 under offload (`norm_pieces`: the ranks) each reduced gradient's piece is read
-/// back from the host partition to the GPU (bf16) and its norm taken in f64 there, a tensor
-/// at a time: the reduction holds, beside the averaged bucket, 10 bytes an element of the
-/// largest piece it reduces (deepspeed 0.19's `_constant_buffered_norm2`, in chunks of 2.5e8
-/// elements).
+/// the last reduction, after backward. Under offload each reduction also takes its gradients'
+/// norms ([`OffloadNorms`]): a moment of its own at stages 1 and 2 (the flattened copy gone),
+/// beside the averaged bucket at stage 3.
 pub(super) fn bucket_points(
     order: &[Handed],
     layers: u128,
     flat: &Flat,
-    norm_pieces: Option<u128>,
+    norms: OffloadNorms,
 ) -> Vec<BucketPoint> {
     let bucket = BUCKET_BYTES;
     let partition_grads = BF16 * flat.grads_in_partition;
-    let norm = |largest: u128| {
-        norm_pieces.map_or(0, |world| {
+    // The norm's own bytes for the largest gradient a reduction hands over (the fullest rank's:
+    // a slice as large as the tensor or the partition), beside the f64 norms kept so far, one
+    // a tensor.
+    let kept = F64 * order.len() as u128;
+    let norm = |largest: u128| match norms {
+        OffloadNorms::None => 0,
+        OffloadNorms::Slices { partition } => F64 * largest.min(partition) + kept,
+        OffloadNorms::Pieces { world } => {
             let piece = largest.div_ceil(world);
-            BF16 * piece + F64 * piece.min(NORM_CHUNK)
-        })
+            BF16 * piece + F64 * piece.min(NORM_CHUNK) + kept
+        }
+    };
+    let stage3 = matches!(norms, OffloadNorms::Pieces { .. });
+    // The averaged bucket's flattened copy, and what the norms add beside it (stage 3) or after
+    // it (stages 1 and 2).
+    let reduction = |filled: u128, largest: u128| {
+        if stage3 {
+            BF16 * filled + norm(largest)
+        } else {
+            u128::max(BF16 * filled, norm(largest))
+        }
     };
     // The bucket's first moments, at the output end and in the last layer, beside the largest
     // gradient being handed over there.
@@ -423,6 +460,7 @@ pub(super) fn bucket_points(
             at,
             gradients: bucket + BF16 * largest(at),
             gathered: None,
+            reduction: false,
         })
         .collect();
     let (mut filled, mut largest_filled) = (0u128, 0u128);
@@ -436,12 +474,9 @@ pub(super) fn bucket_points(
                     BucketAt::Embedding => BucketAt::EmbeddingHandedOver,
                     other => other,
                 },
-                gradients: bucket
-                    + BF16 * filled
-                    + BF16 * n
-                    + held_partition
-                    + norm(largest_filled),
+                gradients: bucket + reduction(filled, largest_filled) + BF16 * n + held_partition,
                 gathered: h.gathered,
+                reduction: true,
             });
             reduced = true;
             (filled, largest_filled) = (0, 0);
@@ -453,14 +488,15 @@ pub(super) fn bucket_points(
         at: BucketAt::Embedding,
         gradients: bucket + if reduced { partition_grads } else { 0 },
         gathered: None,
+        reduction: false,
     });
     points.push(BucketPoint {
         at: BucketAt::End,
         gradients: bucket
-            + BF16 * filled
-            + norm(largest_filled)
+            + reduction(filled, largest_filled)
             + if reduced { partition_grads } else { 0 },
         gathered: None,
+        reduction: false,
     });
     points
 }
@@ -479,6 +515,9 @@ pub(super) struct WalkAt {
     pub layer_walked: u128,
     /// A layer's backward's temporaries, and a tied head's waiting gradient.
     pub layer_temporaries: u128,
+    /// Of those, the weight gradient a projection's backward is making: at a reduction it is
+    /// the gradient being handed over, counted with the gradients.
+    pub weight_gradient: u128,
     /// The embedding's backward: the walk's activations and temporaries there.
     pub embedding: (u128, u128),
     /// After backward: the activations left.
@@ -487,13 +526,14 @@ pub(super) struct WalkAt {
 
 impl WalkAt {
     /// The walk's figures for `run`: `[head, embedding]` are its points there (activations and
-    /// temporaries), `layer_backward` a layer's backward's temporaries.
+    /// temporaries), `layer_backward` a layer's backward's temporaries and, of them, the
+    /// weight gradient being made.
     pub(super) fn new(
         s: &Shape,
         run: &TrainingRun,
         (repeated, eager): (bool, bool),
         [head, embedding]: [(u128, u128); 2],
-        layer_backward: u128,
+        (layer_backward, weight_gradient): (u128, u128),
     ) -> WalkAt {
         let tokens = u128::from(run.batch) * u128::from(run.seq);
         let seq = u128::from(run.seq);
@@ -516,12 +556,22 @@ impl WalkAt {
                 0
             },
             layer_temporaries: layer_backward + 2 * hidden_grads + pending_head,
+            weight_gradient,
             embedding,
             end: tokens * IDS,
         }
     }
 
     /// Activations and temporaries at `at`; in layer `l`, the layers up to it counted whole.
+    /// At a reduction a gradient sets off: a layer's temporaries but the gradient itself.
+    pub(super) fn at_reduction(&self, at: BucketAt) -> (u128, u128) {
+        let (activations, temporaries) = self.at(at);
+        match at {
+            BucketAt::Layer(_) => (activations, temporaries - self.weight_gradient),
+            _ => (activations, temporaries),
+        }
+    }
+
     pub(super) fn at(&self, at: BucketAt) -> (u128, u128) {
         match at {
             BucketAt::Head => self.head,

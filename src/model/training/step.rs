@@ -161,15 +161,9 @@ fn deepspeed_peak(
              sliding window within the sequence",
         );
     };
-    // Stage 2's bucket replay knows a dense layer's backward (a routed one's temporaries are
-    // not listed: Qwen3-MoE's were 0.84x with the optimizer offloaded); stage 3's coordinator
-    // replay the modules of a dense Llama, Phi-3 or Gemma layer.
-    if ds.stage != ZeroStage::One && s.moe.is_some() {
-        return refuse(if ds.stage == ZeroStage::Two {
-            "DeepSpeed ZeRO-2 on experts"
-        } else {
-            "DeepSpeed ZeRO-3 on experts"
-        });
+    // Stage 3's coordinator replay knows the modules of a dense Llama, Phi-3 or Gemma layer.
+    if ds.stage == ZeroStage::Three && s.moe.is_some() {
+        return refuse("DeepSpeed ZeRO-3 on experts");
     }
     let Some(rank) = RankHeld::of(ds, s, &tensors, run.checkpointing) else {
         return refuse("DeepSpeed ZeRO-3 on this layer's modules");
@@ -272,7 +266,10 @@ fn zero2_bucket_points(
             (points[2].activations, 0),
             (points[4].activations, points[4].temporaries),
         ],
-        layer_backward_temporaries(s, p, tokens, false),
+        (
+            layer_backward_temporaries(s, p, tokens, s.moe.is_some()),
+            up_weight_grad(s, p, s.moe.is_some()),
+        ),
     );
     // Stage 3's trace knows the order backward makes gradients in and what is gathered then.
     let order = match &rank.stage3 {
@@ -283,10 +280,14 @@ fn zero2_bucket_points(
             registration_order(tensors, layer_tensors, s.tied)
         }
     };
-    bucket_points(&order, s.layers, &rank.flat, rank.norm_pieces)
+    bucket_points(&order, s.layers, &rank.flat, rank.norms)
         .into_iter()
         .map(|b| {
-            let (activations, temporaries) = walk.at(b.at);
+            let (activations, temporaries) = if b.reduction {
+                walk.at_reduction(b.at)
+            } else {
+                walk.at(b.at)
+            };
             (b, activations, temporaries)
         })
         .collect()
