@@ -392,11 +392,13 @@ fn deepspeed_zero2_plans_its_ranks_and_says_what_it_does_not_walk() {
         ]))
     };
     assert_eq!(
-        stage3("mixtral-8x7b")["training_unwalked"],
-        "PyTorch's step is not yet walked with DeepSpeed ZeRO-3 on experts"
+        stage3("deepseek-v2-lite")["training_unwalked"],
+        "PyTorch's step is not yet walked with DeepSpeed ZeRO-3 on experts in some layers only, \
+         or shared experts"
     );
-    // Phi-3's fused projections and Gemma's layer are replayed at stage 3.
-    for model in ["phi-3-mini", "gemma-3-1b"] {
+    // Phi-3's fused projections, Gemma's layer and experts in every layer are replayed at
+    // stage 3.
+    for model in ["phi-3-mini", "gemma-3-1b", "mixtral-8x7b"] {
         let walked = stage3(model);
         assert_eq!(
             walked["training_step"]["deepspeed"]["stage"], "3",

@@ -89,6 +89,9 @@ pub(crate) struct MoeShape {
     pub layers: u128,
     /// The first layer has experts.
     pub first_layer: bool,
+    /// The router is registered before the experts (Mixtral's block; Qwen3-MoE's registers it
+    /// after them), which is the order DeepSpeed's ZeRO-3 gathers them in.
+    pub router_first: bool,
 }
 
 /// Attention's own fields: biases, per-head norms, the latent.
@@ -268,6 +271,7 @@ fn moe_of(arch: &ModelArch, layout: Layout) -> Result<Option<MoeShape>, Training
         shared_intermediate: u128::from(m.shared_intermediate),
         layers: u128::from(arch.moe_layers()),
         first_layer: arch.is_moe_layer(0),
+        router_first: arch.family_kind() != crate::model::family::Family::Qwen3Moe,
     }))
 }
 

@@ -1,5 +1,5 @@
-//! ZeRO-3's parameter coordinator replayed over one training step of a dense model (Llama's,
-//! Phi-3's or Gemma's layer): which weights are gathered whole at each module's turn.
+//! ZeRO-3's parameter coordinator replayed over one training step (Llama's, Phi-3's or Gemma's
+//! layer, or experts in every layer): which weights are gathered whole at each module's turn.
 //!
 //! DeepSpeed records the order in which modules fetch their weights in the first step and
 //! replays it from the second (`PartitionedParameterCoordinator`, deepspeed 0.19). At each
@@ -10,10 +10,15 @@
 //! next use. Weights of at most `stage3_param_persistence_threshold` (1e5) elements are never
 //! gathered or freed. The replay below follows those rules event for event; checked against
 //! the coordinator's own count of gathered elements (every event equal) on Llama-3.2-1B-shaped
-//! models of 4 and 20 layers, Phi-3-mini's of 12, Gemma-3-1B and 8 of Gemma-2-2B's layers,
-//! with and without checkpointing.
+//! models of 4 and 20 layers, Phi-3-mini's of 12, Gemma-3-1B, 8 of Gemma-2-2B's layers,
+//! 2 of Qwen3-MoE's and 4 of a Mixtral's, with and without checkpointing.
 
-use super::{Layout, Shape};
+mod build;
+
+#[cfg(test)]
+use build::LayerKind;
+pub(super) use build::{DenseLayout, HookAt};
+use build::{Event, Trace};
 
 /// `stage3_param_persistence_threshold`: tensors this small stay whole.
 pub(super) const PERSISTENCE: u128 = 100_000;
@@ -23,56 +28,6 @@ const REUSE_WINDOW: u128 = 1_000_000_000;
 const PREFETCH: u128 = 50_000_000;
 /// `stage3_max_live_parameters`, in elements.
 const MAX_LIVE: u128 = 1_000_000_000;
-
-/// The shape of a dense model, as its modules hold weights.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct DenseLayout {
-    pub kind: LayerKind,
-    pub layers: u128,
-    pub hidden: u128,
-    /// Query projection rows (heads × head dimension).
-    pub q: u128,
-    /// Key and value projection rows each.
-    pub kv: u128,
-    pub head_dim: u128,
-    pub intermediate: u128,
-    pub vocab: u128,
-    pub tied: bool,
-    /// Calls of the rotary embedding each forward ([`Shape::rotary_tables`]).
-    pub rotary_tables: u128,
-    pub qkv_bias: bool,
-    pub o_bias: bool,
-    pub qk_norm: bool,
-}
-
-impl DenseLayout {
-    /// The layout of a dense `Shape` whose modules the trace knows: Llama's, Phi-3's fused
-    /// one, Gemma's. `None` for experts, latent attention and gpt-oss's layer.
-    pub(super) fn of(s: &Shape) -> Option<DenseLayout> {
-        let kind = match (s.layout, s.fused) {
-            _ if s.moe.is_some() || s.mla.is_some() => return None,
-            (Layout::Llama, false) => LayerKind::Llama,
-            (Layout::Llama, true) => LayerKind::Fused,
-            (Layout::Gemma2 | Layout::Gemma3, false) => LayerKind::Gemma,
-            _ => return None,
-        };
-        Some(DenseLayout {
-            kind,
-            layers: s.layers,
-            hidden: s.hidden,
-            q: s.heads * s.head_dim,
-            kv: s.kv_heads * s.head_dim,
-            head_dim: s.head_dim,
-            intermediate: s.intermediate,
-            vocab: s.vocab,
-            tied: s.tied,
-            rotary_tables: s.rotary_tables,
-            qkv_bias: s.qkv_bias,
-            o_bias: s.o_bias,
-            qk_norm: s.qk_norm || s.layout == Layout::Gemma3,
-        })
-    }
-}
 
 /// Elements gathered (persistent weights aside) where the walk's points fall.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,17 +48,6 @@ pub(super) struct Gathered {
     pub hooks: Vec<Hook>,
 }
 
-/// Where in backward a gradient is made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum HookAt {
-    /// The output head's and the final norm's backward.
-    Head,
-    /// A decoder layer's, by index.
-    Layer(u128),
-    /// The embedding's (a tied head's gradient summed into it).
-    Embedding,
-}
-
 /// A weight's gradient ready in backward, handed to the reduce bucket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Hook {
@@ -111,337 +55,6 @@ pub(super) struct Hook {
     pub elements: u128,
     /// Elements the coordinator holds gathered then (persistent weights aside).
     pub gathered: u128,
-}
-
-#[derive(Clone, Copy)]
-enum Event {
-    Fetch(usize),
-    Release(usize),
-}
-
-/// The modules (each its weights as `(id, elements)`) and the step's fetch and release
-/// events, as transformers' Llama-layout modules and DeepSpeed's hooks make them.
-struct Trace {
-    modules: Vec<Vec<(usize, u128)>>,
-    events: Vec<Event>,
-    /// Index of the final norm's forward fetch, of the head's forward fetch, of forward's last
-    /// event, of the head's backward fetch, and of the embedding's backward fetch.
-    marks: [usize; 5],
-    /// Each layer's backward events, `[start, end)`, by layer index.
-    layer_spans: Vec<(usize, usize)>,
-    /// Backward's gradient hooks, in order ([`Builder::hooks`]).
-    hooks: Vec<(usize, HookAt, usize)>,
-}
-
-/// How a layer's modules are nested and called, where families differ.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum LayerKind {
-    /// Llama's: a norm, attention (q, its norm, k, its norm, v, o), a norm, the MLP (gate,
-    /// activation, up, down).
-    Llama,
-    /// Phi-3's: fused q/k/v and gate/up projections, a dropout after attention and one after
-    /// the MLP.
-    Fused,
-    /// Gemma's: attention's per-head norms after v, a norm after attention, one before and one
-    /// after the MLP.
-    Gemma,
-}
-
-/// One of a layer's parts: a module called alone, or a container and the modules it calls.
-enum Part {
-    Leaf(usize),
-    Group {
-        module: usize,
-        leaves: Vec<usize>,
-        /// Its post-backward hook fires (the MLP's, whose input is positional; attention is
-        /// called with keyword arguments, which DeepSpeed's hooks do not see).
-        released_in_backward: bool,
-    },
-}
-
-/// Module handles of one decoder layer.
-struct LayerModules {
-    layer: usize,
-    parts: Vec<Part>,
-    /// The last module whose forward saves a tensor for backward: checkpointing's
-    /// recomputation stops there (torch's non-reentrant checkpoint stops once the last saved
-    /// tensor is made again), and backward's hooks reach it before recomputing.
-    last_saving: usize,
-}
-
-struct Builder {
-    modules: Vec<Vec<(usize, u128)>>,
-    params: usize,
-    events: Vec<Event>,
-    /// Backward's gradient hooks: the module whose weights' gradients are ready, where, and
-    /// the event after which they are (its release follows).
-    hooks: Vec<(usize, HookAt, usize)>,
-    /// Where backward is, for the hooks.
-    at: HookAt,
-}
-
-impl Builder {
-    fn param(&mut self, elements: u128) -> (usize, u128) {
-        self.params += 1;
-        (self.params - 1, elements)
-    }
-
-    fn module(&mut self, weights: &[u128]) -> usize {
-        let params = weights.iter().map(|&n| self.param(n)).collect();
-        self.modules.push(params);
-        self.modules.len() - 1
-    }
-
-    fn fetch(&mut self, m: usize) {
-        self.events.push(Event::Fetch(m));
-    }
-
-    fn release(&mut self, m: usize) {
-        self.events.push(Event::Release(m));
-    }
-
-    fn both(&mut self, m: usize) {
-        self.fetch(m);
-        self.release(m);
-    }
-
-    /// A module's backward: its weights' gradients ready before its release.
-    fn backward(&mut self, m: usize) {
-        self.fetch(m);
-        self.hook(m);
-        self.release(m);
-    }
-
-    fn hook(&mut self, m: usize) {
-        if !self.modules[m].is_empty() {
-            self.hooks.push((m, self.at, self.events.len() - 1));
-        }
-    }
-
-    fn layer(&mut self, d: &DenseLayout) -> LayerModules {
-        let h = d.hidden;
-        let with_bias = |w: u128, b: u128, on: bool| if on { vec![w, b] } else { vec![w] };
-        let layer = self.module(&[]);
-        let input_norm = self.module(&[h]);
-        let attn = self.module(&[]);
-        let mut attention = Vec::new();
-        if d.kind == LayerKind::Fused {
-            let rows = d.q + 2 * d.kv;
-            attention.push(self.module(&with_bias(rows * h, rows, d.qkv_bias)));
-        } else {
-            let q = self.module(&with_bias(d.q * h, d.q, d.qkv_bias));
-            let k = self.module(&with_bias(d.kv * h, d.kv, d.qkv_bias));
-            let v = self.module(&with_bias(d.kv * h, d.kv, d.qkv_bias));
-            let norms = if d.qk_norm {
-                [self.module(&[d.head_dim]), self.module(&[d.head_dim])].to_vec()
-            } else {
-                Vec::new()
-            };
-            attention = match (d.kind, norms.as_slice()) {
-                (LayerKind::Gemma, _) => [&[q, k, v][..], &norms].concat(),
-                (_, [qn, kn]) => vec![q, *qn, k, *kn, v],
-                _ => vec![q, k, v],
-            };
-        }
-        attention.push(self.module(&with_bias(h * d.q, h, d.o_bias)));
-        let mut parts = vec![
-            Part::Leaf(input_norm),
-            Part::Group {
-                module: attn,
-                leaves: attention,
-                released_in_backward: false,
-            },
-        ];
-        let (mlp, down);
-        match d.kind {
-            LayerKind::Llama | LayerKind::Gemma => {
-                if d.kind == LayerKind::Gemma {
-                    parts.push(Part::Leaf(self.module(&[h])));
-                }
-                parts.push(Part::Leaf(self.module(&[h])));
-                mlp = self.module(&[]);
-                let gate = self.module(&[d.intermediate * h]);
-                let act = self.module(&[]);
-                let up = self.module(&[d.intermediate * h]);
-                down = self.module(&[h * d.intermediate]);
-                parts.push(Part::Group {
-                    module: mlp,
-                    leaves: vec![gate, act, up, down],
-                    released_in_backward: true,
-                });
-            }
-            LayerKind::Fused => {
-                parts.push(Part::Leaf(self.module(&[])));
-                parts.push(Part::Leaf(self.module(&[h])));
-                mlp = self.module(&[]);
-                let gate_up = self.module(&[2 * d.intermediate * h]);
-                let act = self.module(&[]);
-                down = self.module(&[h * d.intermediate]);
-                parts.push(Part::Group {
-                    module: mlp,
-                    leaves: vec![gate_up, act, down],
-                    released_in_backward: true,
-                });
-            }
-        }
-        // Phi-3's dropouts (no probability: nothing saved); Gemma's norm after the MLP, which
-        // saves its input.
-        let last_saving = match d.kind {
-            LayerKind::Llama => down,
-            LayerKind::Fused => {
-                parts.push(Part::Leaf(self.module(&[])));
-                down
-            }
-            LayerKind::Gemma => {
-                let norm = self.module(&[h]);
-                parts.push(Part::Leaf(norm));
-                norm
-            }
-        };
-        LayerModules {
-            layer,
-            parts,
-            last_saving,
-        }
-    }
-
-    /// A layer's forward, its own hooks framing it.
-    fn layer_forward(&mut self, l: &LayerModules) {
-        self.fetch(l.layer);
-        for part in &l.parts {
-            match part {
-                Part::Leaf(m) => self.both(*m),
-                Part::Group { module, leaves, .. } => {
-                    self.fetch(*module);
-                    for &m in leaves {
-                        self.both(m);
-                    }
-                    self.release(*module);
-                }
-            }
-        }
-        self.release(l.layer);
-    }
-
-    /// Checkpointing's recomputation of a layer: its forward without the layer's own hooks,
-    /// stopped at the last module that saves a tensor, once that module has fetched.
-    fn recompute(&mut self, l: &LayerModules) {
-        let from = self.events.len();
-        self.layer_forward(l);
-        let stop = self.events[from..]
-            .iter()
-            .position(|e| matches!(e, Event::Fetch(m) if *m == l.last_saving))
-            .map_or(self.events.len(), |i| from + i + 1);
-        self.events.truncate(stop);
-        self.events.remove(from);
-    }
-
-    /// A layer's backward: its modules in reverse, recomputed (under checkpointing) once
-    /// backward reaches the last module that saves a tensor.
-    fn layer_backward(&mut self, l: &LayerModules, checkpointing: bool) {
-        let leaf = |b: &mut Builder, m: usize| {
-            b.fetch(m);
-            if checkpointing && m == l.last_saving {
-                b.recompute(l);
-            }
-            b.hook(m);
-            b.release(m);
-        };
-        self.fetch(l.layer);
-        for part in l.parts.iter().rev() {
-            match part {
-                Part::Leaf(m) => leaf(self, *m),
-                Part::Group {
-                    module,
-                    leaves,
-                    released_in_backward,
-                } => {
-                    self.fetch(*module);
-                    for &m in leaves.iter().rev() {
-                        leaf(self, m);
-                    }
-                    if *released_in_backward {
-                        self.release(*module);
-                    }
-                }
-            }
-        }
-        self.release(l.layer);
-    }
-}
-
-impl Trace {
-    fn of(d: &DenseLayout, checkpointing: bool) -> Trace {
-        let mut b = Builder {
-            modules: Vec::new(),
-            params: 0,
-            events: Vec::new(),
-            hooks: Vec::new(),
-            at: HookAt::Head,
-        };
-        let root = b.module(&[]);
-        let model = b.module(&[]);
-        let embed = b.module(&[d.vocab * d.hidden]);
-        let rotary = b.module(&[]);
-        let layers: Vec<LayerModules> = (0..d.layers).map(|_| b.layer(d)).collect();
-        let norm = b.module(&[d.hidden]);
-        let head = if d.tied {
-            b.modules.push(b.modules[embed].clone());
-            b.modules.len() - 1
-        } else {
-            b.module(&[d.vocab * d.hidden])
-        };
-        b.fetch(root);
-        b.fetch(model);
-        b.both(embed);
-        for _ in 0..d.rotary_tables {
-            b.both(rotary);
-        }
-        for l in &layers {
-            b.layer_forward(l);
-        }
-        let final_norm = b.events.len();
-        b.both(norm);
-        b.release(model);
-        let head_forward = b.events.len();
-        b.both(head);
-        b.release(root);
-        let forward_end = b.events.len() - 1;
-        b.fetch(root);
-        let head_backward = b.events.len();
-        // A tied head's gradient is the embedding's, ready at the embedding's backward.
-        if d.tied {
-            b.both(head);
-        } else {
-            b.backward(head);
-        }
-        b.fetch(model);
-        b.backward(norm);
-        let mut layer_spans = vec![(0, 0); layers.len()];
-        for (i, l) in layers.iter().enumerate().rev() {
-            let start = b.events.len();
-            b.at = HookAt::Layer(i as u128);
-            b.layer_backward(l, checkpointing);
-            layer_spans[i] = (start, b.events.len());
-        }
-        let embedding = b.events.len();
-        b.at = HookAt::Embedding;
-        b.fetch(embed);
-        b.hook(embed);
-        Trace {
-            modules: b.modules,
-            events: b.events,
-            marks: [
-                final_norm,
-                head_forward,
-                forward_end,
-                head_backward,
-                embedding,
-            ],
-            layer_spans,
-            hooks: b.hooks,
-        }
-    }
 }
 
 /// Gathered weights in memory: each weight's own copy once it is waited on (or gathered
@@ -615,7 +228,7 @@ impl<'t> Coordinator<'t> {
     /// A module's release: each weight freed unless another module uses it now, the trace
     /// uses it again within the reuse window, or a prefetch already passed its next use.
     fn release(&mut self, m: usize) {
-        let reused = self.reused_within_window();
+        let reused = self.reused_within_window(self.trace.leaf[m]);
         for &(p, n) in &self.trace.modules[m] {
             self.active[p].retain(|&a| a != m);
             let free = n > PERSISTENCE
@@ -631,15 +244,21 @@ impl<'t> Coordinator<'t> {
         }
     }
 
-    /// The weights the trace uses within the reuse window from this step on.
-    fn reused_within_window(&self) -> Vec<usize> {
+    /// The weights the trace uses within the reuse window from this step on. DeepSpeed walks
+    /// each module's own weights, or (releasing a leaf) each module's and all below it.
+    fn reused_within_window(&self, leaf: bool) -> Vec<usize> {
         let mut seen = Vec::new();
         let mut traversed = 0u128;
+        let weights = if leaf {
+            &self.trace.recursive
+        } else {
+            &self.trace.direct
+        };
         for &m in self.order.get(self.step..).unwrap_or(&[]) {
             if traversed >= REUSE_WINDOW {
                 break;
             }
-            for &(p, n) in &self.trace.modules[m] {
+            for &(p, n) in &weights[m] {
                 seen.push(p);
                 traversed += n;
             }

@@ -165,4 +165,51 @@ fn replay_matches_the_coordinators_count_on_phi3_and_gemma() {
         fingerprint(&gemma2, true),
         (707, Some(1_212_678_144), 665_602_228_224)
     );
+    // Routed experts: the sparse block one module, fetched whole (Qwen3-MoE's shape at 2
+    // layers, with and without checkpointing; Mixtral's at 4 layers of 4 experts).
+    let qwen3_moe = DenseLayout {
+        kind: LayerKind::Routed {
+            experts: 128,
+            intermediate: 768,
+            router_first: false,
+        },
+        layers: 2,
+        hidden: 2_048,
+        q: 4_096,
+        kv: 512,
+        head_dim: 128,
+        intermediate: 768,
+        vocab: 151_936,
+        tied: false,
+        rotary_tables: 1,
+        qkv_bias: false,
+        o_bias: false,
+        qk_norm: true,
+    };
+    assert_eq!(
+        fingerprint(&qwen3_moe, true),
+        (143, Some(1_355_808_768), 149_119_303_680)
+    );
+    assert_eq!(
+        fingerprint(&qwen3_moe, false),
+        (105, Some(1_355_808_768), 105_607_593_984)
+    );
+    let mixtral = DenseLayout {
+        kind: LayerKind::Routed {
+            experts: 4,
+            intermediate: 14_336,
+            router_first: true,
+        },
+        layers: 4,
+        hidden: 4_096,
+        q: 4_096,
+        kv: 1_024,
+        vocab: 32_000,
+        qk_norm: false,
+        ..qwen3_moe
+    };
+    assert_eq!(
+        fingerprint(&mixtral, false),
+        (159, Some(1_456_472_064), 162_332_147_712)
+    );
 }
