@@ -223,11 +223,29 @@ impl Builder {
 
     /// A layer's modules, made under the layer's own.
     fn layer_within(&mut self, d: &DenseLayout, layer: usize) -> LayerModules {
+        let input_norm = self.module(&[d.hidden]);
+        let attn = self.module(&[]);
+        let attention = self.under(attn, |b| b.attention(d));
+        let mut parts = vec![
+            Part::Leaf(input_norm),
+            Part::Group {
+                module: attn,
+                leaves: attention,
+                released_in_backward: false,
+            },
+        ];
+        let last_saving = self.feed_forward(d, &mut parts);
+        LayerModules {
+            layer,
+            parts,
+            last_saving,
+        }
+    }
+
+    /// Attention's projections and per-head norms, in the order they run.
+    fn attention(&mut self, d: &DenseLayout) -> Vec<usize> {
         let h = d.hidden;
         let with_bias = |w: u128, b: u128, on: bool| if on { vec![w, b] } else { vec![w] };
-        let input_norm = self.module(&[h]);
-        let attn = self.module(&[]);
-        let outer = self.parent.replace(attn);
         let mut attention = Vec::new();
         if d.kind == LayerKind::Fused {
             let rows = d.q + 2 * d.kv;
@@ -248,98 +266,78 @@ impl Builder {
             };
         }
         attention.push(self.module(&with_bias(h * d.q, h, d.o_bias)));
-        self.parent = outer;
-        let mut parts = vec![
-            Part::Leaf(input_norm),
-            Part::Group {
-                module: attn,
-                leaves: attention,
-                released_in_backward: false,
-            },
-        ];
-        if let LayerKind::Routed {
-            experts,
-            intermediate,
-            router_first,
-        } = d.kind
-        {
-            parts.push(Part::Leaf(self.module(&[h])));
-            let stacks = [experts * 2 * intermediate * h, experts * h * intermediate];
-            let router = experts * h;
-            let sizes = if router_first {
-                [router, stacks[0], stacks[1]]
-            } else {
-                [stacks[0], stacks[1], router]
-            };
-            let params = sizes.iter().map(|&n| self.param(n)).collect();
-            let block = self.push(params, true);
-            parts.push(Part::Leaf(block));
-            return LayerModules {
-                layer,
-                parts,
-                last_saving: block,
-            };
-        }
-        let (mlp, down);
+        attention
+    }
+
+    /// What follows attention: the norms, dropouts and MLP (or the experts' block) in the
+    /// order they run, pushed to `parts`; the last module that saves a tensor.
+    fn feed_forward(&mut self, d: &DenseLayout, parts: &mut Vec<Part>) -> usize {
+        let h = d.hidden;
+        let i = d.intermediate;
         match d.kind {
+            LayerKind::Routed {
+                experts,
+                intermediate,
+                router_first,
+            } => {
+                parts.push(Part::Leaf(self.module(&[h])));
+                let stacks = [experts * 2 * intermediate * h, experts * h * intermediate];
+                let router = experts * h;
+                let sizes = if router_first {
+                    [router, stacks[0], stacks[1]]
+                } else {
+                    [stacks[0], stacks[1], router]
+                };
+                let params = sizes.iter().map(|&n| self.param(n)).collect();
+                let block = self.push(params, true);
+                parts.push(Part::Leaf(block));
+                block
+            }
             LayerKind::Llama | LayerKind::Gemma => {
                 if d.kind == LayerKind::Gemma {
                     parts.push(Part::Leaf(self.module(&[h])));
                 }
                 parts.push(Part::Leaf(self.module(&[h])));
-                mlp = self.module(&[]);
-                let (gate, act, up);
-                (gate, act, up, down) = self.under(mlp, |b| {
-                    (
-                        b.module(&[d.intermediate * h]),
+                let mlp = self.module(&[]);
+                let leaves = self.under(mlp, |b| {
+                    vec![
+                        b.module(&[i * h]),
                         b.module(&[]),
-                        b.module(&[d.intermediate * h]),
-                        b.module(&[h * d.intermediate]),
-                    )
+                        b.module(&[i * h]),
+                        b.module(&[h * i]),
+                    ]
                 });
+                let down = leaves[3];
                 parts.push(Part::Group {
                     module: mlp,
-                    leaves: vec![gate, act, up, down],
+                    leaves,
                     released_in_backward: true,
                 });
-            }
-            LayerKind::Routed { .. } | LayerKind::Fused => {
-                parts.push(Part::Leaf(self.module(&[])));
-                parts.push(Part::Leaf(self.module(&[h])));
-                mlp = self.module(&[]);
-                let (gate_up, act);
-                (gate_up, act, down) = self.under(mlp, |b| {
-                    (
-                        b.module(&[2 * d.intermediate * h]),
-                        b.module(&[]),
-                        b.module(&[h * d.intermediate]),
-                    )
-                });
-                parts.push(Part::Group {
-                    module: mlp,
-                    leaves: vec![gate_up, act, down],
-                    released_in_backward: true,
-                });
-            }
-        }
-        // Phi-3's dropouts (no probability: nothing saved); Gemma's norm after the MLP, which
-        // saves its input.
-        let last_saving = match d.kind {
-            LayerKind::Llama => down,
-            LayerKind::Routed { .. } | LayerKind::Fused => {
-                parts.push(Part::Leaf(self.module(&[])));
-                down
-            }
-            LayerKind::Gemma => {
+                if d.kind == LayerKind::Llama {
+                    return down;
+                }
+                // Gemma's norm after the MLP, which saves its input.
                 let norm = self.module(&[h]);
                 parts.push(Part::Leaf(norm));
                 norm
             }
-        };
-        LayerModules {
-            layer,
-            parts,
-            last_saving,
+            LayerKind::Fused => {
+                parts.push(Part::Leaf(self.module(&[])));
+                parts.push(Part::Leaf(self.module(&[h])));
+                let mlp = self.module(&[]);
+                let leaves = self.under(mlp, |b| {
+                    vec![b.module(&[2 * i * h]), b.module(&[]), b.module(&[h * i])]
+                });
+                let down = leaves[2];
+                parts.push(Part::Group {
+                    module: mlp,
+                    leaves,
+                    released_in_backward: true,
+                });
+                // Phi-3's dropouts (no probability: nothing saved).
+                parts.push(Part::Leaf(self.module(&[])));
+                down
+            }
         }
     }
 
