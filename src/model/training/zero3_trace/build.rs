@@ -94,11 +94,10 @@ pub(super) struct Trace {
     pub(super) layer_spans: Vec<(usize, usize)>,
     /// Backward's gradient hooks, in order ([`Builder::hooks`]).
     pub(super) hooks: Vec<(usize, HookAt, usize)>,
-    /// Each module's own weights (none for a leaf: its submodules hold them), and those of
-    /// it and every module below it: what the coordinator's reuse window counts when it
-    /// releases a module that is not a leaf, and one that is.
-    pub(super) direct: Vec<Vec<(usize, u128)>>,
+    /// The weights of each module and every module below it: what the coordinator's reuse
+    /// window counts when it releases a leaf.
     pub(super) recursive: Vec<Vec<(usize, u128)>>,
+    /// Each module is a ZeRO-3 leaf: it owns none of the weights it fetches.
     pub(super) leaf: Vec<bool>,
 }
 
@@ -471,15 +470,6 @@ impl Trace {
         b.at = HookAt::Embedding;
         b.fetch(embed);
         b.hook(embed);
-        let direct: Vec<Vec<(usize, u128)>> = (0..b.modules.len())
-            .map(|m| {
-                if b.leaf[m] {
-                    Vec::new()
-                } else {
-                    b.modules[m].clone()
-                }
-            })
-            .collect();
         // Children are made after their parents: their weights pass up in reverse order.
         let mut recursive = b.modules.clone();
         for m in (0..b.modules.len()).rev() {
@@ -489,7 +479,6 @@ impl Trace {
             }
         }
         Trace {
-            direct,
             recursive,
             leaf: b.leaf,
             modules: b.modules,

@@ -249,16 +249,18 @@ impl<'t> Coordinator<'t> {
     fn reused_within_window(&self, leaf: bool) -> Vec<usize> {
         let mut seen = Vec::new();
         let mut traversed = 0u128;
-        let weights = if leaf {
-            &self.trace.recursive
-        } else {
-            &self.trace.direct
-        };
+        let none = Vec::new();
         for &m in self.order.get(self.step..).unwrap_or(&[]) {
             if traversed >= REUSE_WINDOW {
                 break;
             }
-            for &(p, n) in &weights[m] {
+            // A module's own weights: a leaf owns none of those it fetches.
+            let weights = match (leaf, self.trace.leaf[m]) {
+                (true, _) => &self.trace.recursive[m],
+                (false, true) => &none,
+                (false, false) => &self.trace.modules[m],
+            };
+            for &(p, n) in weights {
                 seen.push(p);
                 traversed += n;
             }
