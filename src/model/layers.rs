@@ -32,6 +32,24 @@ pub struct LayerWeights {
     pub matrix_rate: (u64, u64),
     /// What each tensor's bytes are padded to in the counts above (1: unpadded).
     pub alignment: u64,
+    /// The bytes ggml-cuda adds to a quantized tensor whose rows are not a multiple of
+    /// [`CUDA_ROW_PADDING`] elements, by GGUF name (only such tensors).
+    pub row_padding: BTreeMap<String, u64>,
+}
+
+/// ggml-cuda pads a quantized tensor's last row to a multiple of this many elements
+/// (`MATRIX_ROW_PADDING`), so its kernels read no further than the buffer: each such tensor
+/// takes the bytes of the missing elements more (`get_alloc_size`).
+pub const CUDA_ROW_PADDING: u64 = 512;
+
+/// The bytes ggml-cuda adds to a tensor of `ty` whose rows are `row` elements long.
+pub fn cuda_row_padding(row: u64, block_elems: u64, block_bytes: u64) -> u64 {
+    let short = row % CUDA_ROW_PADDING;
+    if block_elems <= 1 || short == 0 {
+        return 0;
+    }
+    // Rows hold whole blocks and 512 is a multiple of every block, so the gap is too.
+    ((CUDA_ROW_PADDING - short) / block_elems.max(1)).saturating_mul(block_bytes)
 }
 
 impl LayerWeights {
@@ -39,17 +57,8 @@ impl LayerWeights {
     /// `elements` large, a `matrix` or (otherwise) a norm or bias, which GGUFs keep in f32. A
     /// head tied to the embeddings is their copy.
     pub fn weight_bytes(&self, layer: Option<u64>, name: &str, elements: u64, matrix: bool) -> u64 {
-        let key = match layer {
-            Some(l) => format!("blk.{l}.{name}"),
-            None => name.to_string(),
-        };
-        let tied = || {
-            (name == "output.weight")
-                .then(|| self.tensors.get("token_embd.weight"))
-                .flatten()
-        };
-        match self.tensors.get(&key).or_else(tied) {
-            Some(&b) => b,
+        match self.stored_name(layer, name) {
+            Some(key) => self.tensors.get(&key).copied().unwrap_or(0),
             None if matrix => {
                 let (bytes, per) = self.matrix_rate;
                 u64::try_from(u128::from(elements) * u128::from(bytes) / u128::from(per.max(1)))
@@ -57,6 +66,27 @@ impl LayerWeights {
             }
             None => elements.saturating_mul(4),
         }
+    }
+
+    /// The bytes ggml-cuda adds to the weight [`Self::weight_bytes`] sizes
+    /// ([`cuda_row_padding`]).
+    pub fn weight_row_padding(&self, layer: Option<u64>, name: &str) -> u64 {
+        self.stored_name(layer, name)
+            .map_or(0, |key| self.row_padding_of(&key))
+    }
+
+    /// The GGUF name the weight `name` of `layer` is stored under: the embeddings' for a tied
+    /// head, `None` where the count holds no such tensor.
+    fn stored_name(&self, layer: Option<u64>, name: &str) -> Option<String> {
+        let key = match layer {
+            Some(l) => format!("blk.{l}.{name}"),
+            None => name.to_string(),
+        };
+        if self.tensors.contains_key(&key) {
+            return Some(key);
+        }
+        let tied = "token_embd.weight";
+        (name == "output.weight" && self.tensors.contains_key(tied)).then(|| tied.to_string())
     }
 }
 
@@ -213,6 +243,7 @@ impl LayerWeights {
                 .collect(),
             alignment: 1,
             tensors: BTreeMap::new(),
+            row_padding: BTreeMap::new(),
             matrix_rate: (bytes(1 << 20), 1 << 20),
         }
     }
@@ -261,12 +292,18 @@ impl LayerWeights {
             tensors: BTreeMap::new(),
             matrix_rate: (0, 1),
             alignment: alignment.max(1),
+            row_padding: BTreeMap::new(),
         };
         let (mut rate_bytes, mut rate_elements) = (0u64, 0u64);
         let mut has_head = false;
         let mut token_embd = 0;
         for t in &file.tensors {
             w.tensors.insert(t.name.clone(), t.bytes);
+            let row = t.dims.first().copied().unwrap_or(0);
+            let extra = cuda_row_padding(row, t.ggml_type.block_elems, t.ggml_type.block_bytes);
+            if extra > 0 {
+                w.row_padding.insert(t.name.clone(), extra);
+            }
             if t.dims.len() >= 2 && layer_of(&t.name).is_some() {
                 rate_bytes = rate_bytes.saturating_add(t.bytes);
                 rate_elements = rate_elements.saturating_add(t.elements);
@@ -325,9 +362,9 @@ impl LayerWeights {
     /// How many more bytes layer `layer`'s tensors (`None`: the output layer's) take in a buffer
     /// that aligns each tensor to `alignment` than counted here (negative where it is finer):
     /// ggml-cuda aligns to 128 bytes where the CPU's buffers align to 32, which small tensors
-    /// (norms, SSM parameters) feel.
-    pub fn realigned(&self, layer: Option<usize>, alignment: u64) -> i64 {
-        let pad = |b: u64, a: u64| b.div_ceil(a.max(1)).saturating_mul(a.max(1));
+    /// (norms, SSM parameters) feel, and (`pad_rows`) adds each quantized tensor's
+    /// [`cuda_row_padding`] before aligning it.
+    pub fn realigned(&self, layer: Option<usize>, alignment: u64, pad_rows: bool) -> i64 {
         let prefix = layer.map(|l| format!("blk.{l}."));
         let mine = |name: &str| match &prefix {
             Some(p) => name.starts_with(p.as_str()),
@@ -335,14 +372,43 @@ impl LayerWeights {
                 .iter()
                 .any(|p| name.starts_with(p)),
         };
+        self.realigned_where(&mine, alignment, pad_rows)
+    }
+
+    /// [`Self::realigned`] for a head tied to the embeddings, loaded again on a device.
+    pub fn realigned_tied_head(&self, alignment: u64, pad_rows: bool) -> i64 {
+        if self.tied_head == 0 {
+            return 0;
+        }
+        self.realigned_where(&|name| name == "token_embd.weight", alignment, pad_rows)
+    }
+
+    fn realigned_where(&self, mine: &dyn Fn(&str) -> bool, alignment: u64, pad_rows: bool) -> i64 {
+        let pad = |b: u64, a: u64| b.div_ceil(a.max(1)).saturating_mul(a.max(1));
         self.tensors
             .iter()
             .filter(|(name, _)| mine(name))
-            .map(|(_, &b)| {
-                i64::try_from(pad(b, alignment)).unwrap_or(i64::MAX)
+            .map(|(name, &b)| {
+                let extra = if pad_rows {
+                    self.row_padding_of(name)
+                } else {
+                    0
+                };
+                i64::try_from(pad(b.saturating_add(extra), alignment)).unwrap_or(i64::MAX)
                     - i64::try_from(pad(b, self.alignment)).unwrap_or(i64::MAX)
             })
             .sum()
+    }
+
+    /// The bytes ggml-cuda adds to the tensor `name` ([`cuda_row_padding`]; 0 for one whose
+    /// rows need none or that the count did not read from a file).
+    pub fn row_padding_of(&self, name: &str) -> u64 {
+        self.row_padding.get(name).copied().unwrap_or(0)
+    }
+
+    /// Whether any tensor counted here takes ggml-cuda's row padding.
+    pub fn pads_rows(&self) -> bool {
+        !self.row_padding.is_empty()
     }
 }
 
@@ -379,4 +445,26 @@ fn ffn_class(name: &str) -> Option<FfnClass> {
 /// The layer index of `blk.N.…`.
 fn layer_of(name: &str) -> Option<usize> {
     name.strip_prefix("blk.")?.split('.').next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cuda_row_padding;
+    use crate::model::dtype::ggml_type;
+
+    /// `ggml_row_size(type, 512 - ne0 % 512)` for the rows of gpt-oss (2,880 values, MXFP4),
+    /// Qwen3-30B-A3B's experts (768, Q4_K) and Gemma 2 (2,304, Q8_0); none for whole rows or
+    /// an unquantized type.
+    #[test]
+    fn cuda_pads_the_missing_values_of_a_quantized_row() {
+        let pad = |row, id| {
+            let t = ggml_type(id).unwrap();
+            cuda_row_padding(row, t.block_elems, t.block_bytes)
+        };
+        assert_eq!(pad(2880, 39), 192 / 32 * 17);
+        assert_eq!(pad(768, 12), 144);
+        assert_eq!(pad(2304, 8), 272);
+        assert_eq!(pad(4096, 8), 0);
+        assert_eq!(pad(2880, 1), 0);
+    }
 }

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::thousands;
-use crate::model::estimate::LlamaDevice;
+use crate::model::estimate::{LlamaDevice, UnmeasuredRule};
 use crate::model::FfnMove;
 use crate::plan::engine::llamacpp_fit::TensorOverride;
 use crate::plan::engine::vllm::{VllmFit, VllmOutcome};
@@ -174,6 +174,14 @@ pub fn llamacpp_text(text: &mut String, a: &LlamaCppAccount) {
     }
     for line in override_lines(&a.overrides, a.repeating_layers) {
         let _ = writeln!(text, "  {line}");
+    }
+    for rule in &a.unmeasured_rules {
+        let what = match rule {
+            UnmeasuredRule::CudaQuantizedRowPadding => {
+                "ggml-cuda's padding of quantized rows to 512 values"
+            }
+        };
+        let _ = writeln!(text, "  (unmeasured: {what}, read from its source)");
     }
 }
 

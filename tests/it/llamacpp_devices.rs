@@ -114,7 +114,7 @@ fn check(name: &str) -> Vec<String> {
             llamacpp_keep_graph_order: doc["graph_optimize"].as_bool() == Some(false),
             ..Settings::inference(
                 row["ctx"].as_u64().unwrap() / streams,
-                kv_precision("f16").unwrap(),
+                kv_precision(doc["cache_type"].as_str().unwrap_or("f16")).unwrap(),
             )
         };
         let moves = match row["ot"].as_str() {
@@ -366,4 +366,106 @@ fn select_offloads_as_llama_cpp_fits() {
             }
         }
     }
+}
+
+/// A fixture's model with its layers' f16 matrices stored as Q8_0.
+fn in_q8_0(name: &str) -> (gpumem::model::GgufFile, gpumem::model::ModelArch) {
+    let text =
+        std::fs::read_to_string(common::fixture(&format!("llamacpp-devices/{name}"))).unwrap();
+    let mut doc: Value = serde_json::from_str(&text).unwrap();
+    for t in doc["gguf"]["tensors"].as_array_mut().unwrap() {
+        let matrix = t[1].as_array().unwrap().len() == 2;
+        if t[0].as_str().unwrap().starts_with("blk.") && matrix && t[2] == 1 {
+            t[2] = Value::from(8);
+        }
+    }
+    let file = described_file(name, &doc);
+    let arch = arch_from_gguf(Path::new(name), &file).unwrap();
+    (file, arch)
+}
+
+fn all_on_one_device(arch: &gpumem::model::ModelArch) -> Offload {
+    Offload {
+        n_gpu_layers: arch.num_layers + 1,
+        tensor_split: vec![1.0],
+        kv_offload: true,
+        moves: Vec::new(),
+    }
+}
+
+/// ggml-cuda pads a quantized tensor's rows to 512 values (`MATRIX_ROW_PADDING` in its
+/// `get_alloc_size`, read from the source the H200 build was made from; none of its records
+/// had such a tensor). Gemma 2's shape in Q8_0 has rows of 2,304, 2,048 and 9,216 values: the
+/// first take 256 values (272 bytes) more, each tensor then aligned to 128 bytes.
+#[test]
+fn cuda_pads_quantized_weight_rows() {
+    use gpumem::model::estimate::{LlamaDevice, UnmeasuredRule};
+    let (file, arch) = in_q8_0("gemma2-shape-cuda.json");
+    let weights = LayerWeights::of(&file, arch.num_layers, 32);
+    let settings = |device| Settings {
+        llamacpp_device: device,
+        ..Settings::inference(4096, kv_precision("f16").unwrap())
+    };
+    let offload = all_on_one_device(&arch);
+    let cuda = place(&weights, &arch, &settings(LlamaDevice::Cuda), &offload);
+    let pad = |b: u64, a: u64| b.div_ceil(a) * a;
+    let mut padded = 0;
+    let want: u64 = file
+        .tensors
+        .iter()
+        .map(|t| {
+            // The head is tied: the embeddings are loaded again on the device.
+            let extra = if t.ggml_type.name == "Q8_0" && t.dims[0] % 512 != 0 {
+                padded += 1;
+                (512 - t.dims[0] % 512) / 32 * 34
+            } else {
+                0
+            };
+            pad(t.bytes + extra, 128)
+        })
+        .sum();
+    // q, k, v, gate and up: attn_output's rows are 2,048 values and ffn_down's 9,216.
+    assert_eq!(padded, 5 * arch.num_layers);
+    assert_eq!(cuda[0].model, want);
+    let s = settings(LlamaDevice::Cuda);
+    assert_eq!(
+        LlamaDevice::Cuda.unmeasured_rules(&weights, &arch, &s),
+        vec![UnmeasuredRule::CudaQuantizedRowPadding]
+    );
+    // Vulkan's buffers take no such padding.
+    let vk = LlamaDevice::Vulkan(gpumem::device::VulkanLimits::UNSEEN);
+    assert!(vk
+        .unmeasured_rules(&weights, &arch, &settings(vk))
+        .is_empty());
+}
+
+/// The cache too: Qwen2.5-0.5B's K and V rows are 128 values (two heads of 64), so a Q8_0
+/// cache on ggml-cuda takes 384 values (408 bytes) more per tensor, two a layer; the host's
+/// cache (`-nkvo`) is the CPU's and takes none.
+#[test]
+fn cuda_pads_a_quantized_cache() {
+    use gpumem::model::estimate::LlamaDevice;
+    let (file, arch) = in_q8_0("qwen2.5-0.5b-shape-f16-tied.json");
+    let weights = LayerWeights::of(&file, arch.num_layers, 32);
+    let settings = |device| Settings {
+        llamacpp_device: device,
+        flash_attention: true,
+        ..Settings::inference(4096, kv_precision("q8_0").unwrap())
+    };
+    let offload = all_on_one_device(&arch);
+    let cpu = place(&weights, &arch, &settings(LlamaDevice::CpuRules), &offload);
+    let cuda = place(&weights, &arch, &settings(LlamaDevice::Cuda), &offload);
+    assert_eq!(cuda[0].context, cpu[0].context + arch.num_layers * 2 * 408);
+    let host_cache = Offload {
+        kv_offload: false,
+        ..offload
+    };
+    let cuda = place(&weights, &arch, &settings(LlamaDevice::Cuda), &host_cache);
+    let cpu = place(
+        &weights,
+        &arch,
+        &settings(LlamaDevice::CpuRules),
+        &host_cache,
+    );
+    assert_eq!(cuda[1].context, cpu[1].context);
 }

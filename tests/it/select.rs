@@ -750,7 +750,7 @@ fn llamacpp_on_cuda_holds_flash_attentions_f16_copies_of_a_quantized_cache() {
     let (code, text) = select_text(&args("sim:24GiB", &[]));
     assert_eq!(code, 3);
     assert!(
-        text.contains("No plan fits: the closest candidate is 146.52 MiB short."),
+        text.contains("No plan fits: the closest candidate is 138.60 MiB short."),
         "{text}"
     );
     let (code, doc) = select(&args("sim:24GiB", &["--llamacpp-device", "cpu-rules"]));

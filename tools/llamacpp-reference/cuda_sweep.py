@@ -22,6 +22,8 @@ SOURCES = [
     "gemma-3-4b-shape-f16-vulkan", "gemma2-shape-vulkan", "cohere2-shape-vulkan",
     "phi3-shape-vulkan", "granite-4.0-h-tiny-shape-vulkan", "nemotron-h-8b-layout-vulkan",
     "falcon-h1-1.5b-shape-vulkan", "qwen3-next-shape-vulkan", "bge-small-en-v1.5-shape-vulkan",
+    # Rows of 896 and 4,864 values and a Q8_0 cache of 128-value rows: ggml-cuda's row padding.
+    "qwen2.5-0.5b-shape-q8_0-vulkan",
 ]
 
 
@@ -50,6 +52,8 @@ def sweep(breakdown, fixtures, outdir, stem):
                 cmd += [flag, str(v)]
     if doc.get("embeddings"):
         cmd.append("--embedding")
+    if doc.get("cache_type"):
+        cmd += ["--cache-type", doc["cache_type"]]
     done = subprocess.run(cmd, capture_output=True, text=True)
     os.remove(gguf)
     return stem, done.returncode, done.stderr[-2000:]

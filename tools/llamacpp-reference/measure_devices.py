@@ -103,6 +103,12 @@ def main():
     p.add_argument("--op-offload", action="store_true",
                    help="breakdown runs against the RPC library patched with ggml-cuda's operator "
                         "offload rule (README.md, 'Operator offload'): LD_LIBRARY_PATH names it")
+    p.add_argument("--cpu", action="store_true",
+                   help="no device at all: the CPU backend's own buffers (an RPC build without "
+                        "--rpc)")
+    p.add_argument("--cache-type", metavar="TYPE",
+                   help="the KV cache's type for K and V (-ctk/-ctv; llama.cpp quantizes V "
+                        "only with flash attention on)")
     p.add_argument("--embedding", action="store_true",
                    help="the context computes embeddings (an encoder, as llama-server --embedding)")
     p.add_argument("--no-graph-optimize", action="store_true",
@@ -127,6 +133,8 @@ def main():
             ENV[name] = value
     if a.server_outputs:
         EXTRA.extend(["-np", str(a.server_outputs)])
+    if a.cache_type:
+        EXTRA.extend(["-ctk", a.cache_type, "-ctv", a.cache_type])
     rows = [measure(a.breakdown, a.model, a.rpc, ngl, ctx, fa, a.ubatch, ts, moe)
             for ngl in a.ngl for ctx in a.ctx for fa in (a.fa or ["on"]) for ts in (a.ts or [None])
             for moe in (a.cpu_moe or [0])]
@@ -134,7 +142,7 @@ def main():
         "llama_cpp": "vendored by llama-cpp-python 0.3.36, built with -DGGML_RPC=ON"
         + (" -DGGML_VULKAN=ON" if a.vulkan else "")
         + (" -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90" if a.cuda else ""),
-        "backend": "Vulkan (Mesa's lavapipe)" if a.vulkan else
+        "backend": "CPU" if a.cpu else "Vulkan (Mesa's lavapipe)" if a.vulkan else
         "CUDA (%s)" % cuda_device() if a.cuda else
         "RPC (ggml-rpc-server on 127.0.0.1, CPU-backed)"
         + (", the client given ggml-cuda's offload_op (batch >= 32)" if a.op_offload else ""),
@@ -147,6 +155,7 @@ def main():
         "embeddings": a.embedding,
         "server_outputs": a.server_outputs or None,
         "kv_unified": a.kv_unified,
+        "cache_type": a.cache_type,
         "rows": rows,
         "gguf": describe(a.model),
     }

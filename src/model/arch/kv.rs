@@ -32,6 +32,32 @@ impl ModelArch {
         }
     }
 
+    /// The widths (values a cell) of an attention layer's K and V cache tensors, V 0 where it
+    /// is a view of K (MLA's compressed cache): the rows ggml-cuda pads when quantized.
+    pub fn kv_tensor_widths(&self) -> (u64, u64) {
+        match &self.attention {
+            Attention::Standard { .. } => {
+                let w = self.num_kv_heads.saturating_mul(self.head_dim);
+                (w, w)
+            }
+            Attention::Mla {
+                qk_nope_head_dim,
+                qk_rope_head_dim,
+                v_head_dim,
+                ..
+            } if self.mla_full_cache => (
+                self.num_kv_heads
+                    .saturating_mul(qk_nope_head_dim.saturating_add(*qk_rope_head_dim)),
+                self.num_kv_heads.saturating_mul(*v_head_dim),
+            ),
+            Attention::Mla {
+                kv_lora_rank,
+                qk_rope_head_dim,
+                ..
+            } => (kv_lora_rank.saturating_add(*qk_rope_head_dim), 0),
+        }
+    }
+
     /// KV-cache elements for `context` tokens of one sequence, with sliding layers capped at
     /// their window.
     pub fn kv_elements(&self, context: u64) -> u128 {

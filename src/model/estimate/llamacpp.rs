@@ -39,6 +39,16 @@ pub enum RulesBasis {
     FromSource,
 }
 
+/// A buffer rule a device's figures follow that was read from the backend's source and not
+/// measured on its hardware.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnmeasuredRule {
+    /// ggml-cuda's padding of a quantized tensor's rows to 512 values (`MATRIX_ROW_PADDING`,
+    /// `get_alloc_size`): none of the H200's records had such a tensor.
+    CudaQuantizedRowPadding,
+}
+
 /// Serialized by name (`cuda`, `cpu-rules`, `cpu-rules-offload`, `vulkan`); a Vulkan device's
 /// limits are reported beside it.
 impl Serialize for LlamaDevice {
@@ -95,6 +105,31 @@ impl LlamaDevice {
     /// Each tensor's alignment in the device's buffers (`get_alignment`).
     pub fn weight_alignment(self) -> u64 {
         self.rules().alignment
+    }
+
+    /// The unmeasured rules the figures of `weights` (and a cache of `settings`) rest on here.
+    pub fn unmeasured_rules(
+        self,
+        weights: &crate::model::LayerWeights,
+        arch: &ModelArch,
+        settings: &Settings,
+    ) -> Vec<UnmeasuredRule> {
+        let cache_pads = || {
+            super::kv_row_padding_per_layer(arch, settings)
+                .iter()
+                .any(|&b| b > 0)
+        };
+        if self.pads_quantized_rows() && (weights.pads_rows() || cache_pads()) {
+            vec![UnmeasuredRule::CudaQuantizedRowPadding]
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Whether the device's buffers pad each quantized tensor's rows
+    /// ([`crate::model::layers::cuda_row_padding`]: ggml-cuda's, read from its source).
+    pub fn pads_quantized_rows(self) -> bool {
+        self.rules().quantized_rows
     }
 
     fn rules(self) -> crate::model::replay::BufferRules {

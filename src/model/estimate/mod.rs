@@ -335,6 +335,7 @@ mod stages;
 
 pub use llamacpp::{
     offloaded_compute_buffers, placed_compute_buffers, LlamaDevice, Placement, RulesBasis,
+    UnmeasuredRule,
 };
 use stages::Stages;
 
@@ -502,6 +503,25 @@ pub fn kv_bytes_per_layer(arch: &ModelArch, s: &Settings) -> Vec<u64> {
             };
             sat((state + kv) * u128::from(s.batch))
         })
+        .collect()
+}
+
+/// The bytes ggml-cuda adds to each attention layer's cache tensors when their type is
+/// quantized and a row is not a multiple of 512 values
+/// ([`crate::model::layers::cuda_row_padding`]); 0 on layers without attention.
+pub fn kv_row_padding_per_layer(arch: &ModelArch, s: &Settings) -> Vec<u64> {
+    let (k, v) = arch.kv_tensor_widths();
+    let t = s.kv_dtype;
+    let pad = |w: u64| {
+        if w == 0 {
+            0
+        } else {
+            crate::model::layers::cuda_row_padding(w, t.block_elems, t.block_bytes)
+        }
+    };
+    let per = pad(k).saturating_add(pad(v));
+    (0..arch.num_layers)
+        .map(|i| if arch.has_attention(i) { per } else { 0 })
         .collect()
 }
 

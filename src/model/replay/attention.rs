@@ -12,6 +12,62 @@ pub(super) struct CacheInputs {
     pub(super) scores: u64,
     /// Cells of the cache.
     pub(super) cells: u64,
+    /// The Hadamard rotations of a quantized cache's K (and the query) and V (and the
+    /// attention's output), each an f32 input of its size squared.
+    pub(super) rotations: Rotations,
+}
+
+/// llama.cpp rotates what it writes to a quantized cache by a Hadamard matrix, block by
+/// block, so that quantizing it loses less (`attn_rot_k`, `attn_rot_v` in `llama-kv-cache.cpp`,
+/// unless `LLAMA_ATTN_ROT_DISABLE` is set): the rotations' inputs, where the cache takes them.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Rotations {
+    pub(super) k: Option<usize>,
+    pub(super) v: Option<usize>,
+}
+
+/// The size of the block a quantized cache's K (`k_head` values a head) or V is rotated in:
+/// for K the largest power of two from 64 up that divides the head, for V always 64; none
+/// for a head that 64 does not divide, or a cache that is not quantized.
+pub(super) fn rotation_size(kv_type: &crate::model::Precision, head: u64, k: bool) -> Option<u64> {
+    if kv_type.block_elems <= 1 || head == 0 || head % 64 != 0 {
+        return None;
+    }
+    if !k {
+        return Some(64);
+    }
+    let mut n = 64;
+    while head % (n * 2) == 0 {
+        n *= 2;
+    }
+    Some(n)
+}
+
+/// What a rotated Q, K or V is before it is rotated: its bytes (f32) and whether it is
+/// contiguous (a view into a fused projection is copied out first).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Unrotated {
+    pub(super) bytes: [u64; 3],
+    pub(super) contiguous: [bool; 3],
+}
+
+/// `llama_mul_mat_hadamard`: `cur` (f32, `bytes`) made contiguous where it is not, reshaped
+/// into blocks of the rotation's size, multiplied by it, and reshaped back.
+fn rotated(
+    g: &mut Graph,
+    cur: usize,
+    rot: usize,
+    (bytes, contiguous): (u64, bool),
+    layout: u64,
+) -> usize {
+    let flat = if contiguous {
+        g.view(cur, OTHER)
+    } else {
+        g.op(Kind::Fresh, bytes, OTHER, &[cur])
+    };
+    let m = g.op(Kind::Fresh, bytes, layout, &[rot, flat]);
+    g.tag(m, Op::MulMat);
+    g.view(m, layout)
 }
 
 /// What one layer's attention reads besides Q, K and V.
@@ -35,12 +91,41 @@ pub(super) struct AttentionStep {
     /// The layer's cache is one of a sliding-window pair (llama.cpp's `build_attn` over an
     /// iSWA cache evaluates K before V).
     pub(super) paired: bool,
+    /// The cache's rotations, and what they rotate.
+    pub(super) rotations: Rotations,
+    pub(super) unrotated: Unrotated,
 }
 
 /// `build_attn` over a K and a V cache: Q, V and K evaluated in that order (Q, K and V over a
 /// sliding-window pair of caches), K and V written to their caches, then flash attention, or the scores, their softmax and the weighted sum of V
 /// made contiguous. Returns the attention output.
 pub(super) fn attend(
+    g: &mut Graph,
+    [q, k, v]: [usize; 3],
+    (k_cache, v_cache): (usize, usize),
+    a: &AttentionStep,
+) -> usize {
+    let at = |i: usize| (a.unrotated.bytes[i], a.unrotated.contiguous[i]);
+    let (q, k) = match a.rotations.k {
+        Some(rot) => (rotated(g, q, rot, at(0), Q3), rotated(g, k, rot, at(1), K3)),
+        None => (q, k),
+    };
+    let v = match a.rotations.v {
+        Some(rot) => rotated(g, v, rot, at(2), OTHER),
+        None => v,
+    };
+    // llama.cpp's `build_attn_mha` expands its output; the rotation back waits for the next
+    // node that reads it (after the feed-forward, in a parallel block).
+    let out = attend_rotated(g, [q, k, v], (k_cache, v_cache), a);
+    g.expand(out);
+    match a.rotations.v {
+        Some(rot) => rotated(g, out, rot, (a.out, true), QUERY),
+        None => out,
+    }
+}
+
+/// [`attend`] once Q, K and V are rotated.
+fn attend_rotated(
     g: &mut Graph,
     [q, k, v]: [usize; 3],
     (k_cache, v_cache): (usize, usize),
@@ -102,10 +187,13 @@ pub(super) fn attention_block(
     inputs: CacheInputs,
 ) -> Option<usize> {
     let attended = match c.b.mla {
-        Some(d) => latent(c, g, lazy, cur, d, inputs)?,
+        Some(d) => {
+            let attended = latent(c, g, lazy, cur, d, inputs)?;
+            g.expand(attended);
+            attended
+        }
         None => grouped(c, g, lazy, cur, layer, inputs)?,
     };
-    g.expand(attended);
     let h = c.arch.hidden_size;
     let heads_out = match c.b.mla {
         Some(d) => c.arch.num_heads.saturating_mul(d.v),
@@ -133,6 +221,9 @@ fn grouped(
     let b = c.b;
     let (query, kv) = (c.query, c.kv);
     let (q, k, v, q_and_gate) = project_qkv(c, g, cur)?;
+    // Views into a fused projection (or the query beside its gate) are strided until an op
+    // makes them afresh.
+    let (q_projected, k_projected) = (q, k);
     let (mut q, mut k) = if b.qk_norm {
         (
             super::norm(c, g, q, (query, Q3), (super::Q_NORM, c.arch.head_dim)),
@@ -176,10 +267,18 @@ fn grouped(
         f16_copies: f16_copies(c, inputs.cells, c.kv_dim, c.kv_dim),
         heads: FaHeads::grouped(c.arch, inputs.cells),
         paired: c.arch.sliding_window.is_some(),
+        rotations: inputs.rotations,
+        unrotated: Unrotated {
+            bytes: [query, kv, kv],
+            contiguous: [
+                q != q_projected || !(b.fused_qkv || b.gated_attention),
+                k != k_projected || !b.fused_qkv,
+                !b.fused_qkv,
+            ],
+        },
     };
     let caches = caches(c, g, inputs.cells, (c.kv_dim, c.kv_dim));
     let attended = attend(g, [q, k, v], caches, &step);
-    g.expand(attended);
     Some(match q_and_gate {
         Some(both) => {
             let gate = g.view(both, OTHER);
@@ -187,7 +286,9 @@ fn grouped(
             let gate = g.op(Kind::InPlace, query, QUERY, &[gate]);
             g.tag(gate, Op::Unary);
             let gated = g.op(Kind::InPlace, query, QUERY, &[attended, gate]);
-            g.tag(gated, Op::Mul)
+            let gated = g.tag(gated, Op::Mul);
+            g.expand(gated);
+            gated
         }
         None => attended,
     })
@@ -480,6 +581,12 @@ fn unsplit(
             cells: inputs.cells,
         },
         paired: false,
+        rotations: inputs.rotations,
+        // Q is roped, K joined and V copied out: all three made afresh.
+        unrotated: Unrotated {
+            bytes: [c.width(k_dim)?, c.width(k_dim)?, c.width(v_dim)?],
+            contiguous: [true; 3],
+        },
     };
     Some(attend(g, [q, k, v], p.caches, &step))
 }

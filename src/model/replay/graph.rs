@@ -23,6 +23,9 @@ pub(crate) struct BufferRules {
     /// The largest buffer the backend allocates (`get_max_size`): the graph allocator fills
     /// chunks of at most this many bytes.
     pub(crate) max_chunk: u64,
+    /// ggml-cuda pads each quantized tensor's rows to a multiple of 512 elements
+    /// ([`crate::model::layers::cuda_row_padding`]): a weight's copy for an offloaded op.
+    pub(crate) quantized_rows: bool,
     /// ggml-cuda's fused MoE kernels keep what they read alive (`add_alloc_dep` in its
     /// `graph_optimize`): a token's experts' outputs and router weights until the weighted
     /// sum's last add, so the weighting no longer runs in the experts' memory; a fused top-k
@@ -39,6 +42,7 @@ impl BufferRules {
         alignment: 32,
         fa_f16_copies: false,
         max_chunk: super::gallocr::UNBOUNDED,
+        quantized_rows: false,
         cuda_fusion_deps: false,
         cuda_fa_kernels: false,
     };
@@ -50,6 +54,7 @@ impl BufferRules {
         alignment: 128,
         fa_f16_copies: true,
         max_chunk: super::gallocr::UNBOUNDED,
+        quantized_rows: true,
         cuda_fusion_deps: true,
         cuda_fa_kernels: true,
     };
@@ -61,6 +66,7 @@ impl BufferRules {
             alignment: limits.map_alignment.max(1),
             fa_f16_copies: false,
             max_chunk: limits.chunk(),
+            quantized_rows: false,
             cuda_fusion_deps: false,
             cuda_fa_kernels: false,
         }
@@ -73,6 +79,7 @@ impl BufferRules {
             alignment: limits.offset_alignment.max(1),
             fa_f16_copies: false,
             max_chunk: limits.chunk(),
+            quantized_rows: false,
             cuda_fusion_deps: false,
             cuda_fa_kernels: false,
         }
@@ -80,6 +87,9 @@ impl BufferRules {
 
     /// What the allocator reserves for `t`.
     pub(super) fn alloc_size(self, t: &Tensor) -> u64 {
+        if self.quantized_rows && t.row_pad > 0 {
+            return t.bytes.saturating_add(t.row_pad);
+        }
         match t.fa_f16 {
             Some((k, v)) if self.fa_f16_copies => {
                 // The copies follow the output, each at a 128-byte boundary.
@@ -207,6 +217,9 @@ pub(super) struct Tensor {
     pub(super) fa_f16: Option<(u64, u64)>,
     /// A flash-attention node's head sizes: whether ggml-cuda has a kernel for it.
     pub(super) fa_heads: Option<FaHeads>,
+    /// A quantized weight's bytes that ggml-cuda adds to round its rows up
+    /// ([`crate::model::layers::cuda_row_padding`]); a copy of the weight keeps them.
+    pub(super) row_pad: u64,
     /// A weight: its name and size (`bytes` is set from them when the graph is placed).
     pub(super) weight: Option<Weight>,
     /// The rows (tokens) an op computes: what ggml's operator offload weighs (`offload_op`).
@@ -312,6 +325,7 @@ impl Graph {
             experts: false,
             ffn: None,
             fa_f16: None,
+            row_pad: 0,
             fa_heads: None,
             weight: None,
             rows: 0,
@@ -380,6 +394,7 @@ impl Graph {
             experts: false,
             ffn: None,
             fa_f16: None,
+            row_pad: 0,
             fa_heads: None,
             weight: None,
             rows: 0,
@@ -403,6 +418,7 @@ impl Graph {
             experts: false,
             ffn: None,
             fa_f16: None,
+            row_pad: 0,
             fa_heads: None,
             weight: None,
             rows: 0,
@@ -428,6 +444,7 @@ impl Graph {
             experts: false,
             ffn: None,
             fa_f16: None,
+            row_pad: 0,
             fa_heads: None,
             weight: None,
             rows: 0,
@@ -506,6 +523,7 @@ impl Graph {
             experts: false,
             ffn: None,
             fa_f16: None,
+            row_pad: 0,
             fa_heads: None,
             weight: None,
             rows: 0,

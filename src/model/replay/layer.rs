@@ -1,7 +1,7 @@
 //! The graph's inputs, one decoder layer, and the output head: the order llama.cpp's builders
 //! make their nodes in, which is what the allocator sees.
 
-use super::attention::attention_block;
+use super::attention::{attention_block, rotation_size, Rotations};
 use super::ffn::{ffn_block, routed};
 use super::graph::*;
 use super::recurrent::{delta_net, mamba, StateInputs};
@@ -66,10 +66,28 @@ pub(super) fn inputs<'a>(g: &mut Graph, s: Shape<'a>) -> Option<(Ctx<'a>, usize)
             mask: g.input(mask),
             scores,
             cells,
+            rotations: Rotations::default(),
         })
     };
-    let full = cache_inputs(mask.0, scores.0, s.kv_cells)?;
-    let swa = cache_inputs(mask.1, scores.1, s.swa_cells)?;
+    let mut full = cache_inputs(mask.0, scores.0, s.kv_cells)?;
+    let mut swa = cache_inputs(mask.1, scores.1, s.swa_cells)?;
+    // Each cache's rotations follow both caches' other inputs. Absorbed latent attention
+    // (a K-only cache) rotates nothing.
+    let (k_head, v_head) = match s.b.mla {
+        Some(d) if d.absorbed => (0, 0),
+        Some(d) => (d.nope + d.rope, d.v),
+        None => (arch.head_dim, arch.head_dim),
+    };
+    for cache in [&mut full, &mut swa] {
+        let mut rotation = |head: u64, k: bool| {
+            let n = rotation_size(s.kv_type, head, k)?;
+            Some(g.input(n.checked_mul(n)?.checked_mul(4)?))
+        };
+        cache.rotations = Rotations {
+            k: rotation(k_head, true),
+            v: rotation(v_head, false),
+        };
+    }
     let out_ids = g.input(s.outputs.checked_mul(4)?);
     // The recurrent states' copy indices: one i32 per sequence, the rows past the batch's
     // sequences (none) a second view.

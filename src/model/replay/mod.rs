@@ -196,6 +196,7 @@ pub(crate) fn compute_buffers_placed(b: &Batch<'_>, placed: &Placed<'_>) -> Opti
                     Part::Input | Part::Output => None,
                 };
                 t.bytes = w.weight_bytes(layer, x.name, x.elements, x.matrix);
+                t.row_pad = w.weight_row_padding(layer, x.name);
             }
         }
     }

@@ -90,11 +90,18 @@ pub fn place(
     let devices = layer_devices(arch.num_layers, offload);
     out[host].model += weights.input;
     let kv = crate::model::estimate::kv_bytes_per_layer(arch, settings);
+    let kv_pad = if settings.llamacpp_device.pads_quantized_rows() {
+        crate::model::estimate::kv_row_padding_per_layer(arch, settings)
+    } else {
+        Vec::new()
+    };
     let limit = settings.llamacpp_device.tensor_limit();
     // A device's buffers align each tensor their own way; the counts are the CPU's.
     let align = settings.llamacpp_device.weight_alignment();
-    let realigned =
-        |layer: Option<usize>, b: u64| b.saturating_add_signed(weights.realigned(layer, align));
+    let pad_rows = settings.llamacpp_device.pads_quantized_rows();
+    let realigned = |layer: Option<usize>, b: u64| {
+        b.saturating_add_signed(weights.realigned(layer, align, pad_rows))
+    };
     for (il, dev) in devices.iter().enumerate() {
         let slot = dev.unwrap_or(host);
         // What a device cannot run an op on stays in host memory.
@@ -122,7 +129,13 @@ pub fn place(
                 out[host].model += too_big;
                 out[moved.to.unwrap_or(host)].model += kept;
                 let kv_slot = if offload.kv_offload { slot } else { host };
-                out[kv_slot].context += kv.get(il).copied().unwrap_or(0);
+                // Only a device's cache takes its buffers' padding; the host's is the CPU's.
+                let padded = if kv_slot == host {
+                    0
+                } else {
+                    kv_pad.get(il).copied().unwrap_or(0)
+                };
+                out[kv_slot].context += kv.get(il).copied().unwrap_or(0) + padded;
             }
             None => {
                 let head = weights.weight_bytes(
@@ -148,7 +161,9 @@ pub fn place(
                 out[host].model += too_big;
                 // An encoder has no head reading the token embeddings.
                 if dev.is_some() && arch.encoder.is_none() && !head_too_big {
-                    out[slot].model += weights.tied_head;
+                    out[slot].model += weights
+                        .tied_head
+                        .saturating_add_signed(weights.realigned_tied_head(align, pad_rows));
                 }
             }
         }

@@ -13,7 +13,7 @@ use super::llamacpp_ctx::fit_context;
 use super::llamacpp_fit::{fit_moe_from, TensorOverride};
 use crate::backend::BackendKind;
 use crate::device::VulkanLimits;
-use crate::model::estimate::{LlamaDevice, RulesBasis};
+use crate::model::estimate::{LlamaDevice, RulesBasis, UnmeasuredRule};
 use crate::model::{LayerWeights, ModelSource, Settings, DEFAULT_WEIGHT_PRECISION};
 use crate::plan::{
     Accounting, Candidate, Capacity, Placement, Plan, PlanKind, Rank, Selection, Usable,
@@ -77,6 +77,8 @@ pub struct LlamaCppAccount {
     pub vulkan_limits: Option<crate::device::VulkanLimits>,
     /// Whether those rules were measured against llama.cpp or read from the backend's source.
     pub device_rules_basis: RulesBasis,
+    /// Rules these figures follow that were read from the backend's source, not measured.
+    pub unmeasured_rules: Vec<UnmeasuredRule>,
     /// The `-np` sequences share one KV cache (`--kv-unified`); else each keeps a stream of
     /// `context / -np` cells, llama-server's default.
     pub kv_unified: bool,
@@ -207,6 +209,7 @@ pub fn select_llamacpp(
                 device_rules: s.llamacpp_device,
                 vulkan_limits: s.llamacpp_device.vulkan_limits(),
                 device_rules_basis: s.llamacpp_device.basis(),
+                unmeasured_rules: s.llamacpp_device.unmeasured_rules(&weights, arch, &s),
                 op_offload: s.llamacpp_device.offloads_ops() && !s.llamacpp_no_op_offload,
             }),
             accounting: Accounting::LlamaCpp,
