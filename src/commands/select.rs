@@ -136,6 +136,8 @@ fn launches(
                 cpu_offload_gb: args.vllm.cpu_offload_gb,
                 pooling: source.arch.encoder.map(|e| e.pooling),
                 vllm: VllmFlags::of(vllm),
+                llamacpp_cache_type: (settings.kv_dtype != crate::model::KV_F16)
+                    .then_some(settings.kv_dtype.name),
             };
             select_engines(args, &model)
                 .into_iter()

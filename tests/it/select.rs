@@ -414,6 +414,46 @@ fn launch_commands_for_the_engines_that_load_the_model() {
     assert_eq!(doc["launch"], json!([]));
 }
 
+// A quantized cache is planned and launched as llama.cpp takes it: `-ctk`/`-ctv` on the
+// command; llama.cpp has no fp8 cache, and refuses a quantized V cache with `-fa off`
+// (`llama_init_from_model`): both usage errors, one line each.
+#[test]
+fn llamacpp_launch_carries_the_cache_type_it_was_planned_with() {
+    let gguf = common::fixture("tiny-llama.gguf");
+    let args = |extra: &[&'static str]| {
+        let mut a = vec!["--gguf", gguf.as_str(), "--device", "sim:8GiB"];
+        a.extend_from_slice(extra);
+        a
+    };
+    let (code, doc) = select(&args(&["--kv-dtype", "q8_0"]));
+    assert_eq!(code, 0, "{doc}");
+    let argv = doc["launch"][0]["commands"][0]["argv"].as_array().unwrap();
+    let tail: Vec<&str> = argv[argv.len() - 4..]
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(tail, ["-ctk", "q8_0", "-ctv", "q8_0"]);
+    let (_, doc) = select(&args(&[]));
+    let argv = doc["launch"][0]["commands"][0]["argv"].to_string();
+    assert!(!argv.contains("-ctk"), "{argv}");
+    for (extra, want) in [
+        (
+            &["--kv-dtype", "fp8"][..],
+            "gpumem: error: llama.cpp has no fp8 KV cache: give --kv-dtype f16, bf16, f32, q8_0 \
+             or q4_0\n",
+        ),
+        (
+            &["--kv-dtype", "q4_0", "--flash-attn", "off"][..],
+            "gpumem: error: llama.cpp quantizes the V cache only with flash attention: --kv-dtype \
+             q4_0 needs --flash-attn on or auto\n",
+        ),
+    ] {
+        let out = gpumem().arg("select").args(args(extra)).output().unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        assert_eq!(String::from_utf8_lossy(&out.stderr), want);
+    }
+}
+
 // usable − needed past 64 bits is not clamped to a figure it is not: JSON says null there and
 // the exact difference everywhere else.
 #[test]

@@ -364,6 +364,7 @@ pub fn select_llamacpp_config(args: &SelectArgs, engine: Option<Engine>) -> Resu
         ))
         .into());
     }
+    check_llamacpp_cache(args, engine)?;
     if args.settings.flash_attention && l.flash_attn == cli::FlashAttnArg::Off {
         return Err(CliError::Usage(
             "--flash-attention and --flash-attn off contradict each other".into(),
@@ -382,6 +383,30 @@ pub fn select_llamacpp_config(args: &SelectArgs, engine: Option<Engine>) -> Resu
         flash_attention_off: l.flash_attn == cli::FlashAttnArg::Off,
         no_op_offload: l.no_op_offload,
     })
+}
+
+/// llama.cpp's cache types: it has no fp8 one, and it quantizes V only under flash attention
+/// (`llama_init_from_model` refuses a quantized V cache with `-fa off`).
+fn check_llamacpp_cache(args: &SelectArgs, engine: Option<Engine>) -> Result<()> {
+    let kv = args.settings.kv_dtype.as_deref().and_then(kv_precision);
+    let Some(kv) = kv.filter(|_| engine == Some(Engine::LlamaCpp)) else {
+        return Ok(());
+    };
+    if kv.name == "fp8" {
+        return Err(CliError::Usage(
+            "llama.cpp has no fp8 KV cache: give --kv-dtype f16, bf16, f32, q8_0 or q4_0".into(),
+        )
+        .into());
+    }
+    if kv.block_elems > 1 && args.llamacpp.flash_attn == cli::FlashAttnArg::Off {
+        return Err(CliError::Usage(format!(
+            "llama.cpp quantizes the V cache only with flash attention: --kv-dtype {} needs \
+             --flash-attn on or auto",
+            kv.name
+        ))
+        .into());
+    }
+    Ok(())
 }
 
 /// `GIB` GiB in bytes, rounded down (vLLM takes `int(cpu_offload_gb * 1024**3)`).

@@ -230,6 +230,9 @@ pub struct LaunchSettings {
     pub pooling: Option<crate::model::Pooling>,
     /// The vLLM settings the plan was made under that `vllm serve` must be given too.
     pub vllm: VllmFlags,
+    /// llama.cpp's KV-cache type where the plan took one other than its f16 default
+    /// (`-ctk`/`-ctv`: `q8_0`, `q4_0`, `bf16`, `f32`).
+    pub llamacpp_cache_type: Option<&'static str>,
 }
 
 /// `vllm serve` flags beyond the layout, each as the plan took it (`None`/`false`: vLLM's own
@@ -467,6 +470,9 @@ fn llama_cpp(path: &std::path::Path, plan: &Plan, s: &LaunchSettings) -> Launch 
         plan.llamacpp.as_ref().is_some_and(|f| f.kv_unified),
     ));
     argv.extend(placement_args(plan, &gpu, (&local, &remote)));
+    if let Some(t) = s.llamacpp_cache_type {
+        argv.extend(["-ctk".into(), t.into(), "-ctv".into(), t.into()]);
+    }
     if !rpc.is_empty() {
         argv.extend(["--rpc".into(), rpc.join(",")]);
     }

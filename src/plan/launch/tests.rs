@@ -42,6 +42,7 @@ const S: LaunchSettings = LaunchSettings {
         block_size: None,
         stored_quantized: false,
     },
+    llamacpp_cache_type: None,
 };
 
 fn argv(c: &LaunchCommand) -> String {
