@@ -270,7 +270,10 @@ fn the_layers_offloaded_are_the_ones_llama_cpp_fits() {
                 // llama.cpp's -fa auto turns flash attention on for a device that has it.
                 flash_attention: true,
                 llamacpp_device: device_of(&doc),
-                ..Settings::inference(row["ctx"].as_u64().unwrap(), kv_precision("f16").unwrap())
+                ..Settings::inference(
+                    row["ctx"].as_u64().unwrap(),
+                    kv_precision(doc["cache_type"].as_str().unwrap_or("f16")).unwrap(),
+                )
             };
             let rpc = doc["rpc"].as_array().cloned().unwrap_or_default();
             let ours = our_fit(&weights, &arch, &settings, row, &rpc);

@@ -53,7 +53,10 @@ def main():
     p.add_argument("--op-offload", action="store_true",
                    help="the RPC library is the one patched with ggml-cuda's operator offload rule "
                         "(README.md, 'Operator offload'): LD_LIBRARY_PATH names it")
+    p.add_argument("--cache-type", metavar="TYPE",
+                   help="the KV cache's type for K and V (-ctk/-ctv)")
     a = p.parse_args()
+    cache = ["-ctk", a.cache_type, "-ctv", a.cache_type] if a.cache_type else []
     if a.vulkan:
         ENV["GGML_VK_VISIBLE_DEVICES"] = "0"
     if a.server:
@@ -68,7 +71,7 @@ def main():
         # --fit-ctx, 4096).
         cmd = [a.fit_params, "-m", a.model] + (["--rpc", rpc] if rpc else []) \
             + (["-c", str(a.ctx)] if a.ctx else []) \
-            + ["-fitt", ",".join(str(m) for m in margins)]
+            + ["-fitt", ",".join(str(m) for m in margins)] + cache
         res = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
         m = re.search(r"-c (\d+) -ngl (-?\d+)(?: -ts ([\d,]+))?", res.stdout)
         row = {"device_mib": sizes[0] if len(sizes) == 1 else sizes, "free_mib": free,
@@ -93,6 +96,7 @@ def main():
         "shape": a.shape,
         "made_by": a.made_by,
         "rpc": a.rpc.split(",") if a.rpc else [],
+        "cache_type": a.cache_type,
         "rows": rows,
         "gguf_header": describe(a.model),
     }
