@@ -51,6 +51,35 @@ fn estimate_gives_one_rank_of_fsdp2() {
     );
 }
 
+// QLoRA under FSDP2: Qwen2.5-0.5B over 2 GPUs at 1,024 tokens, FSDPMemTracker's figure to the
+// byte (tests/fixtures/pytorch/fsdp-qwen2.5-0.5b-w2-s1024-qlora.json): the f32 rest and the NF4
+// layers sharded alike, the q/k/v biases gathered in f32 and left in bf16 by bitsandbytes.
+#[test]
+fn estimate_gives_one_rank_of_qlora_under_fsdp2() {
+    let config = common::fixture("pytorch/configs/qwen2.5-0.5b.json");
+    let doc = common::json_ok(common::gpumem().args([
+        "--json",
+        "estimate",
+        "--config",
+        &config,
+        "--mode",
+        "train",
+        "--recipe",
+        "qlora",
+        "--lora-rank",
+        "16",
+        "--context",
+        "1024",
+        "--fsdp",
+        "2",
+    ]));
+    let step = &doc["training_step"];
+    assert_eq!(step["peak"]["total"], 5_320_407_848u64, "{step}");
+    assert_eq!(step["peak"]["phase"], "backward");
+    assert_eq!(step["recipe"]["qlora"]["rank"], 16, "{step}");
+    assert!(doc["training_unwalked"].is_null(), "{doc}");
+}
+
 #[test]
 fn fsdp_flags_need_training_and_each_other() {
     let err = common::one_line_error(

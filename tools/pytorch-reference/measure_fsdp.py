@@ -43,7 +43,24 @@ from torch.testing._internal.distributed.fake_pg import FakeStore
 from transformers import AutoConfig, AutoModelForCausalLM
 
 # The packed-sequence answer and the record's phase bookkeeping are measure_train's.
-from measure_train import phase_record, totals
+from measure_train import phase_record, quantize_layers, share_quantization_maps, totals
+
+
+def quantize_for_fsdp(model):
+    """measure_train.py's NF4 layers, every parameter frozen (PEFT then adds the adapters).
+    FSDP2's gathered parameter is a plain one, so bitsandbytes gives it the module's
+    quantization state back by wrapping it in Params4bit, which cannot wrap a fake tensor; the
+    state is attached as that wrap would attach it (it allocates nothing)."""
+    import bitsandbytes.nn.modules as bnbm
+
+    def restore(module):
+        if getattr(module.weight, "quant_state", None) is None:
+            module.weight.quant_state = module.quant_state
+
+    bnbm.fix_4bit_weight_quant_state_from_module = restore
+    quantize_layers(model)
+    for p in model.parameters():
+        p.requires_grad = False
 
 
 def main():
@@ -56,7 +73,8 @@ def main():
     ap.add_argument("--checkpointing", action="store_true")
     ap.add_argument("--lora-rank", type=int, default=0,
                     help="PEFT LoRA of this rank on every projection (all-linear), its adapters "
-                         "in bf16 like the model (FSDP2 shards one dtype a group)")
+                         "in bf16 like the model (FSDP2 reduces one dtype a group), in f32 with "
+                         "--qlora")
     ap.add_argument("--mixed", action="store_true",
                     help="mixed precision: f32 parameters (the sharded master copy), gathered "
                          "in bf16 for compute, gradients reduced in f32 "
@@ -65,6 +83,10 @@ def main():
                     help="HF Trainer's bf16=True on an f32 model: f32 parameters gathered and "
                          "reduced in f32 (no MixedPrecisionPolicy), the forward under bf16 "
                          "autocast")
+    ap.add_argument("--qlora", action="store_true",
+                    help="with --lora-rank: QLoRA as measure_train.py builds it (the decoder "
+                         "layers' projections in NF4, every other parameter and the adapters "
+                         "in f32), then sharded")
     a = ap.parse_args()
 
     with open(a.config) as f:
@@ -72,7 +94,9 @@ def main():
     cfg = AutoConfig.for_model(**{k: v for k, v in raw.items() if k not in ("torch_dtype", "dtype")})
     cfg._attn_implementation = "sdpa"
     cfg.use_cache = False
-    torch.set_default_dtype(torch.float32 if a.mixed or a.autocast else torch.bfloat16)
+    torch.set_default_dtype(torch.float32 if a.mixed or a.autocast or a.qlora else torch.bfloat16)
+    if a.qlora:
+        share_quantization_maps()
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
         if a.mixed else MixedPrecisionPolicy()
     dist.init_process_group("fake", rank=0, world_size=a.world, store=FakeStore())
@@ -80,10 +104,12 @@ def main():
     reshard = not a.no_reshard_after_forward
     started = time.time()
     phases = []
-    with FakeTensorMode():
+    with FakeTensorMode(allow_non_fake_inputs=a.qlora):
         model = AutoModelForCausalLM.from_config(cfg)
         params = sum(p.numel() for p in model.parameters())
         decoder = model.model
+        if a.qlora:
+            quantize_for_fsdp(model)
         if a.lora_rank:
             from peft import LoraConfig, get_peft_model
             from peft.tuners.tuners_utils import BaseTunerLayer
@@ -98,8 +124,15 @@ def main():
                 target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
                                 "down_proj"]), autocast_adapter_dtype=False)
             torch.nn.Module.to = module_to
+        leaves = []
         if a.checkpointing:
             model.gradient_checkpointing_enable()
+            if a.lora_rank:
+                # As measure_train.py: the frozen embedding's output is made a leaf that
+                # requires a gradient, which the tracker's hooks (not a real run) keep alive
+                # with its gradient; each step's is emptied after its backward.
+                model.get_input_embeddings().register_forward_hook(
+                    lambda mod, inp, out: leaves.append(out) if out.is_leaf else None)
         for layer in decoder.layers:
             fully_shard(layer, mesh=mesh, reshard_after_forward=reshard, mp_policy=mp)
         fully_shard(model, mesh=mesh, reshard_after_forward=reshard, mp_policy=mp)
@@ -115,6 +148,10 @@ def main():
                 phases.append((step, "forward", mt.get_tracker_snapshot("peak")))
                 loss.backward()
                 del loss
+                for leaf in leaves:
+                    leaf.grad = None
+                    leaf.data = torch.empty(0, dtype=leaf.dtype)
+                leaves.clear()
                 phases.append((step, "backward", mt.get_tracker_snapshot("peak")))
                 opt.step()
                 opt.zero_grad()
@@ -128,7 +165,7 @@ def main():
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "model": a.config.rsplit("/", 1)[-1].removesuffix(".json"),
-        "recipe": "lora" if a.lora_rank else "mixed-fp32-master" if a.mixed
+        "recipe": "qlora" if a.qlora else "lora" if a.lora_rank else "mixed-fp32-master" if a.mixed
         else "fp32-autocast" if a.autocast else "bf16",
         "lora": {"rank": a.lora_rank, "targets": "all-linear"} if a.lora_rank else None,
         "optimizer": "adamw",

@@ -115,6 +115,27 @@ def quantize_layers(model):
     model.is_loaded_in_4bit = True
 
 
+def share_quantization_maps():
+    """bitsandbytes builds its quantization maps by reading tensor values, which fake tensors
+    cannot give: made once outside the fake mode (two real 256-entry f32 tensors, as on a GPU),
+    then shared."""
+    import bitsandbytes.functional as bnbf
+
+    made = {}
+    build = bnbf.create_dynamic_map
+
+    def cached(*args, **kwargs):
+        key = (args, tuple(sorted(kwargs.items())))
+        if key not in made:
+            made[key] = build(*args, **kwargs)
+        return made[key]
+
+    bnbf.create_dynamic_map = cached
+    cached(signed=True)
+    cached(signed=False)
+    cached()
+
+
 def start_fake_ddp(rank, world):
     """A fake process group of `world` ranks, this one `rank` (torch.testing's: collectives return at once) for DDP, and
     DDP's start-up checks that read parameter values across ranks, which fake tensors cannot
@@ -271,24 +292,7 @@ def main():
     started = time.time()
     phases = []
     if a.optimizer == "adamw8bit" or a.recipe == "qlora":
-        # bitsandbytes builds its quantization maps by reading tensor values, which fake
-        # tensors cannot give: made once outside the fake mode (two real 256-entry f32 tensors,
-        # as on a GPU), then shared.
-        import bitsandbytes.functional as bnbf
-
-        made = {}
-        build = bnbf.create_dynamic_map
-
-        def cached(*args, **kwargs):
-            key = (args, tuple(sorted(kwargs.items())))
-            if key not in made:
-                made[key] = build(*args, **kwargs)
-            return made[key]
-
-        bnbf.create_dynamic_map = cached
-        cached(signed=True)
-        cached(signed=False)
-        cached()
+        share_quantization_maps()
     with FakeTensorMode(allow_non_fake_inputs=a.optimizer == "adamw8bit" or a.recipe == "qlora"):
         try:
             model = AutoModelForCausalLM.from_config(cfg)

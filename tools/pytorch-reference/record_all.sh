@@ -52,6 +52,7 @@ grep -v '^#' "$here/fsdp_rows.txt" | while read -r model world seq opts; do
     case "${opts:-}" in *ckpt*) flag="$flag --checkpointing" ;; esac
     case "${opts:-}" in *mixed*) flag="$flag --mixed" ;; esac
     case "${opts:-}" in *lora*) flag="$flag --lora-rank 16" ;; esac
+    case "${opts:-}" in *qlora*) flag="$flag --qlora" ;; esac
     case "${opts:-}" in *autocast*) flag="$flag --autocast" ;; esac
     name="fsdp-$model-w$world-s$seq${opts:+-$opts}"
     [ -s "$out/$name.json" ] && continue

@@ -115,13 +115,22 @@ pub(super) fn qlora_frozen(s: &Shape) -> (u128, u128) {
         (p + a, st + b)
     });
     let quantized: u128 = linears.iter().map(|&(_, i, o)| i * o).sum();
-    let (q, kv) = (s.heads * s.head_dim, s.kv_heads * s.head_dim);
-    let biases = if s.qkv_bias { q + 2 * kv } else { 0 } + if s.o_bias { s.hidden } else { 0 };
+    let biases = quantized_biases(s);
     let rest = s.params - s.layers * (quantized + biases);
     (
         4 * rest + s.layers * (packed + 2 * biases),
         s.layers * state,
     )
+}
+
+/// One layer's bias elements on its NF4 projections. bitsandbytes' `Linear4bit` turns its
+/// bias to the compute dtype (bf16) in place at its first forward, which is what the walk
+/// counts; FSDP2 shards and gathers the bias as loaded (f32), and the bf16 copy the forward
+/// makes outlives the gathered parameter.
+pub(super) fn quantized_biases(s: &Shape) -> u128 {
+    let (q, kv) = (s.heads * s.head_dim, s.kv_heads * s.head_dim);
+    let qkv = if s.qkv_bias { q + 2 * kv } else { 0 };
+    qkv + if s.o_bias { s.hidden } else { 0 }
 }
 
 /// How a layer's adapters meet the stream they read.

@@ -353,13 +353,15 @@ fn sharded_peak(
         Recipe::Bf16 | Recipe::Lora(_) | Recipe::Fp32Autocast => 1,
         // f32 shards gathered in bf16, gradients reduced in f32.
         Recipe::MixedFp32Master => 2,
-        Recipe::Qlora(_) => 0,
+        // The NF4 layers' packed bytes and the f32 rest sharded alike (FSDP2 gathers mixed
+        // dtypes as bytes), the f32 adapters reduced in f32.
+        Recipe::Qlora(_) => 1,
     };
-    if master == 0 || !uniform || s.f32_params > 0 || s.fused || f.world == 0 {
+    if !uniform || s.f32_params > 0 || s.fused || f.world == 0 {
         return Err(TrainingError::Unsupported {
             what:
-                "FSDP2 other than in bf16, mixed precision, f32 under autocast or LoRA for layers \
-                   all alike without fused projections",
+                "FSDP2 other than in bf16, mixed precision, f32 under autocast, LoRA or QLoRA for \
+                   layers all alike without fused projections",
         });
     }
     let tokens = u128::from(run.batch) * u128::from(run.seq);
@@ -389,7 +391,15 @@ fn sharded_peak(
             })
         }
     };
-    let layer = (held.params - root) / s.layers.max(1);
+    // QLoRA's biases sharded in f32, and the bf16 copies bitsandbytes leaves beside them.
+    let (params, leaked) = match run.recipe {
+        Recipe::Qlora(_) => {
+            let biases = s.layers * lora::quantized_biases(s);
+            (held.params + 2 * biases, 2 * biases)
+        }
+        _ => (held.params, 0),
+    };
+    let layer = (params - root) / s.layers.max(1);
     let grads = match run.recipe.lora() {
         Some(_) => Grads {
             all: held.trainable,
@@ -399,7 +409,7 @@ fn sharded_peak(
             norm: 0,
         },
         None => Grads {
-            all: held.params,
+            all: params,
             root,
             layer,
             head: s.vocab * s.hidden * p,
@@ -408,7 +418,7 @@ fn sharded_peak(
     };
     let frozen = run.recipe.lora().is_some();
     let sizes = Sizes {
-        params: held.params,
+        params,
         root,
         layer,
         grads,
@@ -440,7 +450,10 @@ fn sharded_peak(
             + labels_bytes(run.batch.into(), run.seq.into())
             + 4 * LOSS,
     };
-    let sharded = sharded_points(s, f, &sizes, &tallies(points, held));
+    let mut sharded = sharded_points(s, f, &sizes, &tallies(points, held));
+    for t in &mut sharded {
+        t.parameters += leaked;
+    }
     largest(&sharded, held.buffers)
 }
 
