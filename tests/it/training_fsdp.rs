@@ -714,3 +714,20 @@ fn fsdp_says_adafactor_and_8bit_adamw_do_not_run() {
         assert!(why.starts_with(&expected), "{why}");
     }
 }
+
+// DeepSeek-V2 keeps its router in f32 in a bf16 model: torch 2.15's fully_shard asserts one
+// dtype among the trained parameters ("FSDP expects uniform original parameter dtype but got
+// {torch.bfloat16, torch.float32}", measure_fsdp.py on DeepSeek-V2-Lite's config over 4 ranks),
+// so the estimate says PyTorch does not run it.
+#[test]
+fn fsdp_says_a_bf16_model_with_f32_parameters_does_not_run() {
+    let doc = common::json_ok(
+        common::gpumem()
+            .args("--json estimate --model deepseek-v2-lite --mode train --fsdp 4".split(' ')),
+    );
+    let why = doc["training_unwalked"].as_str().unwrap();
+    assert!(
+        why.starts_with("PyTorch does not run FSDP2 on a bf16 model that keeps some parameters"),
+        "{why}"
+    );
+}

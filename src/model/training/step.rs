@@ -357,6 +357,15 @@ fn sharded_peak(
         // dtypes as bytes), the f32 adapters reduced in f32.
         Recipe::Qlora(_) => 1,
     };
+    // fully_shard asserts one dtype among a group's trained parameters (torch 2.15's
+    // `_init_mp_dtypes`), which a bf16 model keeping some in f32 breaks at its first forward.
+    if s.f32_params > 0 && run.recipe == Recipe::Bf16 {
+        return Err(TrainingError::DoesNotRun {
+            what: "FSDP2 on a bf16 model that keeps some parameters in f32 (DeepSeek-V2's \
+                   router): fully_shard asserts one dtype among the trained parameters at the \
+                   first forward; --recipe mixed trains them all in f32",
+        });
+    }
     if !uniform || s.f32_params > 0 || s.fused || f.world == 0 {
         return Err(TrainingError::Unsupported {
             what:
