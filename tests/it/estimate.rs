@@ -788,3 +788,29 @@ fn list_models_fits_80_columns() {
         assert!(line.chars().count() <= 80, "{line}");
     }
 }
+
+// llama.cpp refuses a quantized V cache without flash attention, so `estimate` (llama.cpp's
+// figures, flash attention off unless asked) says so in one line and exits 2; with
+// --flash-attention the cache is counted in its type.
+#[test]
+fn a_quantized_cache_needs_flash_attention() {
+    let out = common::gpumem()
+        .args(["estimate", "--model", "llama-3.1-8b", "--kv-dtype", "q8_0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "gpumem: error: llama.cpp quantizes the V cache only with flash attention: --kv-dtype \
+         q8_0 needs --flash-attention\n"
+    );
+    let doc = estimate_json(&[
+        "--model",
+        "llama-3.1-8b",
+        "--kv-dtype",
+        "q8_0",
+        "--flash-attention",
+    ]);
+    // 32 layers × 2 × 8 heads × 128 values in Q8_0 (34 bytes a block of 32).
+    assert_eq!(doc["kv_bytes_per_token"], 32 * 2 * 1024 / 32 * 34);
+}

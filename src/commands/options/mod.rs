@@ -171,6 +171,21 @@ pub fn estimate_command_settings(args: &cli::EstimateArgs) -> Result<Settings> {
         }
         settings.generate_new_tokens = Some(u64::from(args.new_tokens));
     }
+    // llama.cpp refuses a quantized V cache without flash attention (llama-cpp-python's
+    // default is off, which `estimate` follows unless --flash-attention is given).
+    let quantized = settings.kv_dtype.block_elems > 1;
+    if args.engine == cli::InferenceEngine::LlamaCpp
+        && settings.mode == model::Mode::Infer
+        && quantized
+        && !settings.flash_attention
+    {
+        return Err(CliError::Usage(format!(
+            "llama.cpp quantizes the V cache only with flash attention: --kv-dtype {} needs \
+             --flash-attention",
+            settings.kv_dtype.name
+        ))
+        .into());
+    }
     Ok(settings)
 }
 
