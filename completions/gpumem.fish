@@ -211,6 +211,7 @@ adamw\t'AdamW: two fp32 moments per parameter'
 sgd\t'SGD with momentum: one fp32 buffer per parameter'
 adamw8bit\t'bitsandbytes\' AdamW8bit: two uint8 moments with a f32 scale per 256 (f32 moments for tensors under 4,096 elements)'
 adafactor\t'transformers\' Adafactor as HF Trainer runs it: factored f32 second moments'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l grad-accum -d 'With --mode train: gradient accumulation over N micro-batches a step (HF Trainer\'s gradient_accumulation_steps); from the second on, every gradient is held through the forward and backward' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l attn-implementation -d 'With --mode train: transformers\' attn_implementation [default: transformers\' own choice: sdpa, or eager for Gemma 2 and gpt-oss]' -r -f -a "sdpa\t'PyTorch\'s scaled_dot_product_attention'
 eager\t'transformers\' eager attention: the scores and their softmax are kept for backward'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l recipe -d 'With --mode train: precision and copies [default: fp32-autocast for f32 weights, bf16 for 16-bit ones, mixed otherwise]' -r -f -a "bf16\t'Weights, gradients and optimizer state in bf16 (a bf16 checkpoint as loaded)'
@@ -400,6 +401,7 @@ adamw\t'AdamW: two fp32 moments per parameter'
 sgd\t'SGD with momentum: one fp32 buffer per parameter'
 adamw8bit\t'bitsandbytes\' AdamW8bit: two uint8 moments with a f32 scale per 256 (f32 moments for tensors under 4,096 elements)'
 adafactor\t'transformers\' Adafactor as HF Trainer runs it: factored f32 second moments'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l grad-accum -d 'With --mode train: gradient accumulation over N micro-batches a step (HF Trainer\'s gradient_accumulation_steps); from the second on, every gradient is held through the forward and backward' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l attn-implementation -d 'With --mode train: transformers\' attn_implementation [default: transformers\' own choice: sdpa, or eager for Gemma 2 and gpt-oss]' -r -f -a "sdpa\t'PyTorch\'s scaled_dot_product_attention'
 eager\t'transformers\' eager attention: the scores and their softmax are kept for backward'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l recipe -d 'With --mode train: precision and copies [default: fp32-autocast for f32 weights, bf16 for 16-bit ones, mixed otherwise]' -r -f -a "bf16\t'Weights, gradients and optimizer state in bf16 (a bf16 checkpoint as loaded)'

@@ -220,6 +220,12 @@ pub struct WorkloadSettings {
     #[arg(long)]
     pub checkpointing: bool,
 
+    /// With --mode train: gradient accumulation over N micro-batches a step (HF Trainer's
+    /// gradient_accumulation_steps); from the second on, every gradient is held through the
+    /// forward and backward.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub grad_accum: u32,
+
     /// With --mode train: transformers' attn_implementation [default: transformers' own
     /// choice: sdpa, or eager for Gemma 2 and gpt-oss].
     #[arg(long, value_enum, value_name = "IMPL")]

@@ -491,6 +491,7 @@ pub fn estimate_inference_memory(
         mode: Mode::Infer,
         optimizer: Optimizer::Adamw,
         checkpointing: false,
+        grad_accum: 1,
         attention: Default::default(),
         recipe: None,
         fsdp: None,

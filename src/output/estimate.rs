@@ -241,6 +241,17 @@ fn training_text(text: &mut String, r: &EstimateReport) {
                  peak: {}, in {phase} (overhead and reserve added above)",
                 format_bytes(step.peak.total)
             );
+            if step.grad_accum > 1 {
+                wrap_into(
+                    text,
+                    &format!(
+                        "  gradients accumulated over {} micro-batches: every gradient held \
+                         through the forward and backward from the second on",
+                        thousands(step.grad_accum)
+                    ),
+                    80,
+                );
+            }
             if let Some(f) = step.fsdp {
                 let line = format!(
                     "  FSDP2 over {} ranks, layers {}: one rank's figures",

@@ -90,6 +90,7 @@ fn rows(name: &str, doc: &Value, arch: &gpumem::model::ModelArch, file: FileWeig
             mode: Mode::Infer,
             optimizer: Optimizer::Adamw,
             checkpointing: false,
+            grad_accum: 1,
             attention: Default::default(),
             recipe: None,
             fsdp: None,

@@ -81,6 +81,8 @@ fn run_of(r: &Value) -> TrainingRun {
         batch: r["batch"].as_u64().unwrap(),
         seq: r["seq"].as_u64().unwrap(),
         checkpointing: r["checkpointing"].as_bool().unwrap(),
+        // Records before gradient accumulation was recorded ran one micro-batch a step.
+        grad_accum: r["grad_accum"].as_u64().unwrap_or(1),
         // DeepSpeed's records name their ZeRO stage; FSDP2's their world size alone.
         fsdp: r["world"]
             .as_u64()

@@ -731,3 +731,40 @@ fn fsdp_says_a_bf16_model_with_f32_parameters_does_not_run() {
         "{why}"
     );
 }
+
+// Gradient accumulation (HF Trainer's gradient_accumulation_steps) holds every gradient
+// through the forward and backward of each micro-batch after a step's first: on one GPU it is
+// walked (against MemTracker: tests/fixtures/pytorch/train-*-ga*.json); across GPUs it is not
+// yet, and the estimate says so; 0 micro-batches is a usage error.
+#[test]
+fn gradient_accumulation_is_walked_on_one_gpu() {
+    let estimate = |extra: &[&str]| {
+        common::json_ok(
+            common::gpumem()
+                .args("--json estimate --model llama-3.2-1b --mode train --context 2048".split(' '))
+                .args(extra),
+        )
+    };
+    let one = estimate(&[]);
+    let four = estimate(&["--grad-accum", "4"]);
+    let (one, four) = (&one["training_step"], &four["training_step"]);
+    assert_eq!(four["grad_accum"], 4);
+    assert_eq!(four["peak"]["phase"], "backward");
+    // Every gradient (bf16, 1,235,814,400 parameters) is held through the backward.
+    assert_eq!(four["peak"]["gradients"], 2u64 * 1_235_814_400);
+    assert!(
+        four["peak"]["total"].as_u64() > one["peak"]["total"].as_u64(),
+        "{four} vs {one}"
+    );
+    let sharded = estimate(&["--grad-accum", "2", "--fsdp", "2"]);
+    assert_eq!(
+        sharded["training_unwalked"],
+        "PyTorch's step is not yet walked with gradient accumulation across GPUs (FSDP2, DDP, \
+         DeepSpeed)"
+    );
+    let out = common::gpumem()
+        .args("estimate --model llama-3.2-1b --mode train --grad-accum 0".split(' '))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

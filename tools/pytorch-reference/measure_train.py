@@ -265,6 +265,10 @@ def main():
     # auto: SDPA where the model class supports it, else eager (transformers' own default).
     ap.add_argument("--attn", choices=["auto", "sdpa", "eager"], default="auto")
     ap.add_argument("--checkpointing", action="store_true")
+    ap.add_argument("--grad-accum", type=int, default=1, metavar="N",
+                    help="gradient accumulation: N micro-batches a step, each loss divided by N "
+                         "(HF Trainer's gradient_accumulation_steps), gradients zeroed after the "
+                         "step")
     ap.add_argument("--lora-rank", type=int, default=16)
     ap.add_argument("--lora-targets", choices=sorted(LORA_TARGETS), default="all-linear")
     ap.add_argument("--ddp", action="store_true",
@@ -361,20 +365,28 @@ def main():
         autocast = a.recipe == "fp32-autocast"
         with mt:
             for step in range(2):
-                ids = torch.randint(0, cfg.vocab_size, (a.batch, a.seq))
-                # Only the loss is kept, as HF Trainer's training_step does: the logits and the
-                # rest of the output are dropped before backward.
-                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-                    loss = runner(input_ids=ids, labels=ids).loss
-                phases.append((step, "forward", mt.get_tracker_snapshot("peak")))
-                after_forward = mt.get_tracker_snapshot("current")
-                loss.backward()
-                del loss
-                for leaf in leaves:
-                    leaf.grad = None
-                    leaf.data = torch.empty(0, dtype=leaf.dtype)
-                leaves.clear()
-                phases.append((step, "backward", mt.get_tracker_snapshot("peak")))
+                for micro in range(a.grad_accum):
+                    ids = torch.randint(0, cfg.vocab_size, (a.batch, a.seq))
+                    # Only the loss is kept, as HF Trainer's training_step does: the logits and
+                    # the rest of the output are dropped before backward.
+                    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                        loss = runner(input_ids=ids, labels=ids).loss
+                    phases.append((step, "forward", mt.get_tracker_snapshot("peak")))
+                    if micro == 0:
+                        after_forward = mt.get_tracker_snapshot("current")
+                    if a.grad_accum > 1:
+                        loss = loss / a.grad_accum
+                    loss.backward()
+                    del loss
+                    for leaf in leaves:
+                        leaf.grad = None
+                        leaf.data = torch.empty(0, dtype=leaf.dtype)
+                    leaves.clear()
+                    phases.append((step, "backward", mt.get_tracker_snapshot("peak")))
+                    if micro + 1 < a.grad_accum:
+                        # The tracker takes each module once an iteration; its running peak
+                        # is kept.
+                        mt.reset_mod_stats()
                 opt.step()
                 opt.zero_grad()
                 phases.append((step, "optimizer", mt.get_tracker_snapshot("peak")))
@@ -395,6 +407,7 @@ def main():
         "seq": a.seq,
         "attn": cfg._attn_implementation,
         "checkpointing": a.checkpointing,
+        "grad_accum": a.grad_accum,
         "lora": {"rank": a.lora_rank, "targets": a.lora_targets}
         if a.recipe in ("lora", "qlora") else None,
         "ddp": {"bucket_view": a.bucket_view, "zero1": a.zero1 or None, "rank": a.rank}

@@ -62,6 +62,15 @@ grep -v '^#' "$here/fsdp_rows.txt" | while read -r model world seq opts; do
     echo "$name"
 done
 
+grep -v '^#' "$here/ga_rows.txt" | while read -r name model args; do
+    [ -s "$out/$name.json" ] && continue
+    # shellcheck disable=SC2086 # the arguments are words
+    "$PYTHON" "$here/measure_train.py" --config "$out/configs/$model.json" $args \
+        > "$out/$name.json.tmp"
+    mv "$out/$name.json.tmp" "$out/$name.json"
+    echo "$name"
+done
+
 grep -v '^#' "$here/ddp_rows.txt" | while read -r model recipe opt batch seq buckets ckpt; do
     flag="--ddp"
     [ "$buckets" = view ] && flag="$flag --bucket-view"

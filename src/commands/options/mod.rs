@@ -285,6 +285,7 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
             cli::Optimizer::Adafactor => model::Optimizer::Adafactor,
         },
         checkpointing: args.checkpointing,
+        grad_accum: u64::from(args.grad_accum),
         attention: match args.attn_implementation {
             None => AttnImplementation::Auto,
             Some(cli::AttnImplementationArg::Sdpa) => AttnImplementation::Sdpa,

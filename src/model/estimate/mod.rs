@@ -69,6 +69,8 @@ pub struct TrainingStep {
     pub ddp: Option<crate::model::training::Ddp>,
     /// DeepSpeed's ZeRO-2, when the figures are one rank's.
     pub deepspeed: Option<crate::model::training::DeepSpeed>,
+    /// Micro-batches a step accumulates gradients over (1: none).
+    pub grad_accum: u64,
 }
 
 /// Whether the estimate counts inference or mixed-precision training memory.
@@ -131,6 +133,9 @@ pub struct Settings {
     pub optimizer: Optimizer,
     /// Keep only layer inputs under training (recompute the rest); ignored for inference.
     pub checkpointing: bool,
+    /// Micro-batches a training step accumulates gradients over (1: none); ignored for
+    /// inference.
+    pub grad_accum: u64,
     /// transformers' attention implementation under training; ignored for inference.
     pub attention: crate::model::training::AttnImplementation,
     /// FSDP2 sharding under training: the figures are then one rank's.
@@ -178,6 +183,7 @@ impl Settings {
             mode: Mode::Infer,
             optimizer: Optimizer::Adamw,
             checkpointing: false,
+            grad_accum: 1,
             attention: Default::default(),
             recipe: None,
             fsdp: None,
@@ -713,6 +719,7 @@ fn walk_training(
         batch: s.batch,
         seq: s.context,
         checkpointing: s.checkpointing,
+        grad_accum: s.grad_accum,
         fsdp: s.fsdp,
         ddp: s.ddp,
         deepspeed: s.deepspeed,
@@ -734,6 +741,7 @@ fn walk_training(
                 fsdp: s.fsdp,
                 ddp: s.ddp,
                 deepspeed: s.deepspeed,
+                grad_accum: s.grad_accum,
             };
             (Some(step), None)
         }

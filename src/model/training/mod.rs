@@ -22,6 +22,7 @@
 //!     batch: 1,
 //!     seq: 2048,
 //!     checkpointing: false,
+//!     grad_accum: 1,
 //!     fsdp: None,
 //!     ddp: None,
 //!     deepspeed: None,
@@ -122,6 +123,10 @@ pub struct TrainingRun {
     pub seq: u64,
     /// Gradient checkpointing (transformers' `gradient_checkpointing_enable`).
     pub checkpointing: bool,
+    /// Micro-batches a step accumulates gradients over (HF Trainer's
+    /// `gradient_accumulation_steps`; 1: none): from the second on, every gradient is held
+    /// through the forward and the backward, each new one beside it until it is added.
+    pub grad_accum: u64,
     /// FSDP2 sharding: the figures are then one rank's.
     pub fsdp: Option<Fsdp>,
     /// DistributedDataParallel: the figures are one rank's, with its gradient buckets.

@@ -75,6 +75,12 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
     let held = held(&s, run, lora);
     let saved = saved(&s, run, lora, mask);
     let points = points(&s, run, lora, &held, &saved);
+    let sharded = run.fsdp.is_some() || run.ddp.is_some() || run.deepspeed.is_some();
+    if run.grad_accum > 1 && sharded {
+        return Err(TrainingError::Unsupported {
+            what: "gradient accumulation across GPUs (FSDP2, DDP, DeepSpeed)",
+        });
+    }
     if let Some(f) = run.fsdp {
         return sharded_peak(&s, run, f, &held, &points);
     }
@@ -85,10 +91,29 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
         return deepspeed_peak(&s, run, ds, (&held, &points), mask);
     }
     let mut tallies = tallies(&points, &held);
+    if run.grad_accum > 1 {
+        tallies.extend(self::tallies(&accumulating(&points, &held), &held));
+    }
     if let Some(d) = run.ddp {
         super::ddp::with_buckets(&mut tallies, d, held.trainable);
     }
     largest(&tallies, held.buffers)
+}
+
+/// The points of a micro-batch after a step's first under gradient accumulation: every
+/// gradient is there from the forward on, and each new one (the head's, a layer's weight
+/// gradients, the embedding's) is made beside it before it is added in place.
+fn accumulating(points: &[Point; 6], held: &Held) -> Vec<Point> {
+    points[..5]
+        .iter()
+        .enumerate()
+        .map(|(i, pt)| Point {
+            gradients: held.trainable,
+            // The head's backward counts its new weight gradient among the gradients.
+            temporaries: pt.temporaries + if i == 2 { pt.gradients } else { 0 },
+            ..*pt
+        })
+        .collect()
 }
 
 /// The worst rank's peak under DDP with `ZeroRedundancyOptimizer` over `world` ranks: each
