@@ -43,7 +43,8 @@ from torch.testing._internal.distributed.fake_pg import FakeStore
 from transformers import AutoConfig, AutoModelForCausalLM
 
 # The packed-sequence answer and the record's phase bookkeeping are measure_train's.
-from measure_train import phase_record, quantize_layers, share_quantization_maps, totals
+from measure_train import (micro_batches, phase_record, quantize_layers,
+                           share_quantization_maps, totals)
 
 
 def quantize_for_fsdp(model):
@@ -87,6 +88,9 @@ def main():
                     help="with --lora-rank: QLoRA as measure_train.py builds it (the decoder "
                          "layers' projections in NF4, every other parameter and the adapters "
                          "in f32), then sharded")
+    ap.add_argument("--grad-accum", type=int, default=1, metavar="N",
+                    help="N micro-batches a step (as measure_train.py's), FSDP2 reducing each "
+                         "one's gradients into the sharded ones")
     a = ap.parse_args()
 
     with open(a.config) as f:
@@ -142,17 +146,7 @@ def main():
         mt = FSDPMemTracker(model, opt)
         with mt:
             for step in range(2):
-                ids = torch.randint(0, cfg.vocab_size, (a.batch, a.seq))
-                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast):
-                    loss = model(input_ids=ids, labels=ids).loss
-                phases.append((step, "forward", mt.get_tracker_snapshot("peak")))
-                loss.backward()
-                del loss
-                for leaf in leaves:
-                    leaf.grad = None
-                    leaf.data = torch.empty(0, dtype=leaf.dtype)
-                leaves.clear()
-                phases.append((step, "backward", mt.get_tracker_snapshot("peak")))
+                micro_batches(model, cfg.vocab_size, a, a.autocast, mt, step, phases, leaves)
                 opt.step()
                 opt.zero_grad()
                 phases.append((step, "optimizer", mt.get_tracker_snapshot("peak")))
@@ -176,6 +170,7 @@ def main():
         "seq": a.seq,
         "attn": cfg._attn_implementation,
         "checkpointing": a.checkpointing,
+        "grad_accum": a.grad_accum,
         "parameters": params,
         "peak": {str(k): int(v) for k, v in peak.items()},
         "peak_phase": first,

@@ -136,6 +136,36 @@ def share_quantization_maps():
     cached()
 
 
+def micro_batches(runner, vocab, a, autocast, mt, step, phases, leaves):
+    """One step's `a.grad_accum` forwards and backwards (each loss divided by their count, as
+    HF Trainer does); returns the tracker's state after the first forward."""
+    after_forward = None
+    for micro in range(a.grad_accum):
+        ids = torch.randint(0, vocab, (a.batch, a.seq))
+        # Only the loss is kept, as HF Trainer's training_step does: the logits and the rest
+        # of the output are dropped before backward.
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            loss = runner(input_ids=ids, labels=ids).loss
+        phases.append((step, "forward", mt.get_tracker_snapshot("peak")))
+        if micro == 0:
+            after_forward = mt.get_tracker_snapshot("current")
+        if a.grad_accum > 1:
+            loss = loss / a.grad_accum
+        loss.backward()
+        del loss
+        # The frozen embedding's output leaf (LoRA under checkpointing), emptied as the
+        # graph's end would.
+        for leaf in leaves:
+            leaf.grad = None
+            leaf.data = torch.empty(0, dtype=leaf.dtype)
+        leaves.clear()
+        phases.append((step, "backward", mt.get_tracker_snapshot("peak")))
+        if micro + 1 < a.grad_accum:
+            # The tracker takes each module once an iteration; its running peak is kept.
+            mt.reset_mod_stats()
+    return after_forward
+
+
 def start_fake_ddp(rank, world):
     """A fake process group of `world` ranks, this one `rank` (torch.testing's: collectives return at once) for DDP, and
     DDP's start-up checks that read parameter values across ranks, which fake tensors cannot
@@ -365,28 +395,8 @@ def main():
         autocast = a.recipe == "fp32-autocast"
         with mt:
             for step in range(2):
-                for micro in range(a.grad_accum):
-                    ids = torch.randint(0, cfg.vocab_size, (a.batch, a.seq))
-                    # Only the loss is kept, as HF Trainer's training_step does: the logits and
-                    # the rest of the output are dropped before backward.
-                    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-                        loss = runner(input_ids=ids, labels=ids).loss
-                    phases.append((step, "forward", mt.get_tracker_snapshot("peak")))
-                    if micro == 0:
-                        after_forward = mt.get_tracker_snapshot("current")
-                    if a.grad_accum > 1:
-                        loss = loss / a.grad_accum
-                    loss.backward()
-                    del loss
-                    for leaf in leaves:
-                        leaf.grad = None
-                        leaf.data = torch.empty(0, dtype=leaf.dtype)
-                    leaves.clear()
-                    phases.append((step, "backward", mt.get_tracker_snapshot("peak")))
-                    if micro + 1 < a.grad_accum:
-                        # The tracker takes each module once an iteration; its running peak
-                        # is kept.
-                        mt.reset_mod_stats()
+                after_forward = micro_batches(runner, cfg.vocab_size, a, autocast, mt, step,
+                                              phases, leaves)
                 opt.step()
                 opt.zero_grad()
                 phases.append((step, "optimizer", mt.get_tracker_snapshot("peak")))

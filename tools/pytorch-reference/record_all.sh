@@ -53,6 +53,8 @@ grep -v '^#' "$here/fsdp_rows.txt" | while read -r model world seq opts; do
     case "${opts:-}" in *mixed*) flag="$flag --mixed" ;; esac
     case "${opts:-}" in *lora*) flag="$flag --lora-rank 16" ;; esac
     case "${opts:-}" in *qlora*) flag="$flag --qlora" ;; esac
+    ga=$(echo "${opts:-}" | sed -n 's/.*ga\([0-9][0-9]*\).*/\1/p')
+    [ -n "$ga" ] && flag="$flag --grad-accum $ga"
     case "${opts:-}" in *autocast*) flag="$flag --autocast" ;; esac
     name="fsdp-$model-w$world-s$seq${opts:+-$opts}"
     [ -s "$out/$name.json" ] && continue

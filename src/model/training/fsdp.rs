@@ -77,6 +77,9 @@ pub(super) struct Sizes {
     /// flight, or (under autocast, whose peak there is the cast of the head's gradient, a step
     /// earlier in FSDP2's prefetch) only the last one's all-gather.
     pub head_gathered: u128,
+    /// Gradient accumulation: after a step's first micro-batch every sharded gradient is
+    /// there from the forward on, each micro-batch's reduced into it.
+    pub accumulating: bool,
 }
 
 /// The gradients' sizes unsharded, by where they live.
@@ -123,6 +126,14 @@ pub(super) fn sharded_points(s: &Shape, f: Fsdp, z: &Sizes, points: &[Tally]) ->
     // Every gradient but the first layer's and the root's sharded, the first layer's and its
     // reduce-scatter buffer whole, the root's whole.
     let first_layer_grads = own(g.all - g.root - g.layer) + layer_grads + g.head + norm_grad;
+    // Under accumulation, the sharded gradients a point does not count yet.
+    let accumulated = |counted: u128| {
+        if z.accumulating {
+            trained - counted
+        } else {
+            0
+        }
+    };
     let mut out: Vec<Tally> = points
         .iter()
         .enumerate()
@@ -131,26 +142,34 @@ pub(super) fn sharded_points(s: &Shape, f: Fsdp, z: &Sizes, points: &[Tally]) ->
             // the forward at the loss, the loss's backward, the head's, the first layer's,
             // the embedding's, the optimizer step.
             let t = pt.temporaries;
-            let (unsharded, gradients, temporaries, step_temp) = match (i, f.reshard_after_forward)
-            {
-                // The forward's end: the root gathered, the last layer's all-gather buffer
-                // still held.
-                (0, true) => (z.root + z.layer, 0, t, 0),
-                // The loss's backward: the last layer's all-gather (prefetched) in flight.
-                (1, true) => (z.root + z.layer, pt.gradients, t, 0),
-                // The head's backward: the last layer gathered, the next one's in flight.
-                (2, true) => (z.root + z.head_gathered * z.layer, pt.gradients, t, 0),
-                // Without resharding every layer stays gathered; one all-gather buffer is
-                // still held at the forward's end.
-                (0, false) => (z.params + z.layer, 0, t, 0),
-                (1 | 2, false) => (z.params, pt.gradients, t, 0),
-                // The first layer's backward, at its end: the other layers' sharded
-                // gradients, its own unsharded ones, the last reduce-scatter buffer, the root's
-                // unsharded ones, the activations' gradients.
-                (3, _) => (z.root + z.layer, first_layer_grads, z.layer_act_grads, 0),
-                (4, _) => (z.root, layers_done + g.layer, t + norm_grad, 0),
-                _ => (0, trained, t, z.step_temp_per_byte * trained),
-            };
+            // Last, the sharded gradients each point counts already.
+            let (unsharded, gradients, temporaries, step_temp, sharded) =
+                match (i, f.reshard_after_forward) {
+                    // The forward's end: the root gathered, the last layer's all-gather buffer
+                    // still held.
+                    (0, true) => (z.root + z.layer, 0, t, 0, 0),
+                    // The loss's backward: the last layer's all-gather (prefetched) in flight.
+                    (1, true) => (z.root + z.layer, pt.gradients, t, 0, 0),
+                    // The head's backward: the last layer gathered, the next one's in flight.
+                    (2, true) => (z.root + z.head_gathered * z.layer, pt.gradients, t, 0, 0),
+                    // Without resharding every layer stays gathered; one all-gather buffer is
+                    // still held at the forward's end.
+                    (0, false) => (z.params + z.layer, 0, t, 0, 0),
+                    (1 | 2, false) => (z.params, pt.gradients, t, 0, 0),
+                    // The first layer's backward, at its end: the other layers' sharded
+                    // gradients, its own unsharded ones, the last reduce-scatter buffer, the root's
+                    // unsharded ones, the activations' gradients.
+                    (3, _) => (
+                        z.root + z.layer,
+                        first_layer_grads,
+                        z.layer_act_grads,
+                        0,
+                        own(g.all - g.root - g.layer),
+                    ),
+                    (4, _) => (z.root, layers_done + g.layer, t + norm_grad, 0, layers_done),
+                    _ => (0, trained, t, z.step_temp_per_byte * trained, trained),
+                };
+            let gradients = gradients + accumulated(sharded);
             Tally {
                 phase: pt.phase,
                 parameters: params + unsharded,
@@ -178,18 +197,25 @@ pub(super) fn sharded_points(s: &Shape, f: Fsdp, z: &Sizes, points: &[Tally]) ->
         out.push(Tally {
             phase: head.phase,
             parameters: params + last,
-            gradients: g.head + norm_grad + m * g.layer + own(g.layer),
+            gradients: g.head + norm_grad + m * g.layer + own(g.layer) + accumulated(own(g.layer)),
             optimizer: state,
             activations: head.activations,
             temporaries: z.layer_backward,
         });
     }
-    out.extend(backward_starts(
-        f,
-        z,
-        points,
-        (params, state, first_layer_grads),
-    ));
+    let starts = backward_starts(f, z, points, (params, state, first_layer_grads));
+    // The first start counts no gradient yet, the second the first layer's sharded ones.
+    let counted = [0, own(g.all - g.root - g.layer)];
+    let skip = usize::from(!f.reshard_after_forward);
+    out.extend(
+        starts
+            .into_iter()
+            .zip(&counted[skip..])
+            .map(|(t, &c)| Tally {
+                gradients: t.gradients + accumulated(c),
+                ..t
+            }),
+    );
     out
 }
 

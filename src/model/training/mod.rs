@@ -39,6 +39,7 @@ mod deepspeed;
 mod fsdp;
 mod lora;
 mod optimizer_state;
+mod peak;
 mod saved;
 mod shape;
 mod step;
@@ -56,7 +57,7 @@ pub use fsdp::Fsdp;
 pub use lora::{Lora, LoraTargets};
 pub(crate) use shape::{Layout, MlaShape, MoeShape, Shape};
 
-pub use step::training_peak;
+pub use peak::training_peak;
 
 /// Which precision and which copies each class of tensor has during training.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

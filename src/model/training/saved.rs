@@ -314,3 +314,28 @@ pub(super) fn final_norm_activations(s: &Shape, tokens: u128, forward_end: u128)
     };
     (forward_end + tokens * norm).saturating_sub(tokens * loss)
 }
+
+/// The gradients a layer's feed-forward backward holds at once beside the saved activations: its
+/// up projection's weight gradient (all experts' under grouped experts) and the gradients of
+/// its intermediate activations.
+pub(super) fn layer_backward_temporaries(
+    s: &Shape,
+    param_bytes: u128,
+    tokens: u128,
+    experts: bool,
+) -> u128 {
+    up_weight_grad(s, param_bytes, experts)
+        + match s.moe.filter(|_| experts) {
+            Some(m) => tokens * m.top_k * 3 * m.intermediate * ACT_BYTES,
+            None => tokens * 2 * s.intermediate * ACT_BYTES,
+        }
+}
+
+/// A layer's up projection's weight gradient, as its backward makes it (all experts' stacked
+/// gate/up under grouped experts).
+pub(super) fn up_weight_grad(s: &Shape, param_bytes: u128, experts: bool) -> u128 {
+    match s.moe.filter(|_| experts) {
+        Some(m) => m.experts * 2 * m.intermediate * s.hidden * param_bytes,
+        None => s.hidden * s.intermediate * param_bytes,
+    }
+}

@@ -5,13 +5,12 @@
 use super::fsdp::{sharded_points, Fsdp, Grads, Sizes, Tally};
 use super::optimizer_state::{adafactor, adamw8bit_state};
 use super::saved::{
-    eager_attention_remnant, head_fixed, head_per_token, labels_bytes, layer_fixed, layer_input,
-    layer_per_token, loss_backward_per_token, loss_forward_per_token, rope_per_position, ACT_BYTES,
-    IDS,
+    eager_attention_remnant, head_fixed, head_per_token, labels_bytes, layer_backward_temporaries,
+    layer_fixed, layer_input, layer_per_token, loss_backward_per_token, loss_forward_per_token,
+    rope_per_position, up_weight_grad, ACT_BYTES, IDS,
 };
-use super::walked::{check, Mask};
+use super::walked::Mask;
 use super::{lora, Layout, Lora, Phase, Recipe, Shape, TrainingError, TrainingPeak, TrainingRun};
-use crate::model::arch::ModelArch;
 use crate::model::estimate::Optimizer;
 
 /// The loss itself, an f32 scalar.
@@ -20,18 +19,18 @@ const LOSS: u128 = 4;
 /// What every point of the step holds: the parameters, the buffers and the optimizer's state;
 /// and what the optimizer updates.
 #[derive(Clone, Copy)]
-struct Held {
-    params: u128,
-    buffers: u128,
-    state: u128,
+pub(super) struct Held {
+    pub(super) params: u128,
+    pub(super) buffers: u128,
+    pub(super) state: u128,
     /// Bytes of the parameters the optimizer updates (their gradients are as large).
-    trainable: u128,
+    pub(super) trainable: u128,
     /// The foreach step's extra list.
-    step_temp: u128,
+    pub(super) step_temp: u128,
 }
 
 /// What the forward saves for backward.
-struct Saved {
+pub(super) struct Saved {
     /// Everything, at the forward's end.
     total: u128,
     /// The first layer's own (recomputed under checkpointing), the last backward runs through.
@@ -45,12 +44,12 @@ struct Saved {
 }
 
 /// A point of the walk, by category.
-struct Point {
-    phase: Phase,
-    gradients: u128,
-    optimizer_extra: u128,
-    activations: u128,
-    temporaries: u128,
+pub(super) struct Point {
+    pub(super) phase: Phase,
+    pub(super) gradients: u128,
+    pub(super) optimizer_extra: u128,
+    pub(super) activations: u128,
+    pub(super) temporaries: u128,
 }
 
 impl Point {
@@ -67,105 +66,12 @@ impl Point {
     }
 }
 
-/// PyTorch's peak over one training step of `arch` under `run`.
-pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak, TrainingError> {
-    let s = Shape::of(arch)?;
-    let mask = check(&s, run)?;
-    let lora = run.recipe.lora();
-    let held = held(&s, run, lora);
-    let saved = saved(&s, run, lora, mask);
-    let points = points(&s, run, lora, &held, &saved);
-    let sharded = run.fsdp.is_some() || run.ddp.is_some() || run.deepspeed.is_some();
-    if run.grad_accum > 1 && sharded {
-        return Err(TrainingError::Unsupported {
-            what: "gradient accumulation across GPUs (FSDP2, DDP, DeepSpeed)",
-        });
-    }
-    if let Some(f) = run.fsdp {
-        return sharded_peak(&s, run, f, &held, &points);
-    }
-    if let Some(world) = run.ddp.and_then(|d| d.zero1) {
-        return zero1_peak(&s, run, (lora, &saved), &held, world);
-    }
-    if let Some(ds) = run.deepspeed {
-        return deepspeed_peak(&s, run, ds, (&held, &points), mask);
-    }
-    let mut tallies = tallies(&points, &held);
-    if run.grad_accum > 1 {
-        tallies.extend(self::tallies(&accumulating(&points, &held), &held));
-    }
-    if let Some(d) = run.ddp {
-        super::ddp::with_buckets(&mut tallies, d, held.trainable);
-    }
-    largest(&tallies, held.buffers)
-}
-
-/// The points of a micro-batch after a step's first under gradient accumulation: every
-/// gradient is there from the forward on, and each new one (the head's, a layer's weight
-/// gradients, the embedding's) is made beside it before it is added in place.
-fn accumulating(points: &[Point; 6], held: &Held) -> Vec<Point> {
-    points[..5]
-        .iter()
-        .enumerate()
-        .map(|(i, pt)| Point {
-            gradients: held.trainable,
-            // The head's backward counts its new weight gradient among the gradients.
-            temporaries: pt.temporaries + if i == 2 { pt.gradients } else { 0 },
-            ..*pt
-        })
-        .collect()
-}
-
-/// The worst rank's peak under DDP with `ZeroRedundancyOptimizer` over `world` ranks: each
-/// rank's optimizer state and foreach step over its share of the tensors
-/// ([`super::ddp::zero_partition`]), everything else whole.
-fn zero1_peak(
-    s: &Shape,
-    run: &TrainingRun,
-    (lora, saved): (Option<Lora>, &Saved),
-    held: &Held,
-    world: u64,
-) -> Result<TrainingPeak, TrainingError> {
-    let refuse = |what| Err(TrainingError::Unsupported { what });
-    let Some(elements) = s
-        .dense_tensor_elements()
-        .filter(|_| lora.is_none() && s.f32_params == 0)
-    else {
-        return refuse("ZeRO-1 with LoRA, shared experts or f32 parameters among bf16 ones");
-    };
-    let p = u128::from(run.recipe.param_bytes());
-    let mut worst: Option<TrainingPeak> = None;
-    for (n, tensors) in super::ddp::zero_partition(&elements, world) {
-        let (state, step_temp) = match run.optimizer {
-            Optimizer::Adam | Optimizer::Adamw => (2 * n * p + 4 * tensors, n * p),
-            Optimizer::Sgd => (n * p, 0),
-            Optimizer::Adamw8bit | Optimizer::Adafactor => {
-                return refuse("8-bit AdamW or Adafactor under ZeRO-1")
-            }
-        };
-        let rank = Held {
-            state,
-            step_temp,
-            ..*held
-        };
-        let mut tallies = tallies(&points(s, run, lora, &rank, saved), &rank);
-        if let Some(d) = run.ddp {
-            super::ddp::with_buckets(&mut tallies, d, rank.trainable);
-        }
-        let peak = largest(&tallies, rank.buffers)?;
-        if worst.is_none_or(|w| peak.total > w.total) {
-            worst = Some(peak);
-        }
-    }
-    worst.ok_or(TrainingError::Overflow)
-}
-
 /// One rank's peak under DeepSpeed's ZeRO stage 1 or 2 ([`super::deepspeed`]): the walk's
 /// forward and loss backward with the rank's flat weights, master partition and moments; the
 /// rest of backward with the reduce bucket there (stage 1: the walk's points, the gradients
 /// whole; stage 2: the bucket's moments, the layer being walked counted whole, recomputed
 /// under checkpointing); the step on the partition.
-fn deepspeed_peak(
+pub(super) fn deepspeed_peak(
     s: &Shape,
     run: &TrainingRun,
     ds: super::DeepSpeed,
@@ -322,7 +228,7 @@ fn zero2_bucket_points(
 }
 
 /// Each point's categories, the parameters and optimizer state held throughout.
-fn tallies(points: &[Point], held: &Held) -> Vec<Tally> {
+pub(super) fn tallies(points: &[Point], held: &Held) -> Vec<Tally> {
     points
         .iter()
         .map(|pt| Tally {
@@ -337,7 +243,7 @@ fn tallies(points: &[Point], held: &Held) -> Vec<Tally> {
 }
 
 /// The point of `points` with the largest total, by category.
-fn largest(points: &[Tally], buffers: u128) -> Result<TrainingPeak, TrainingError> {
+pub(super) fn largest(points: &[Tally], buffers: u128) -> Result<TrainingPeak, TrainingError> {
     let total = |pt: &Tally| {
         pt.parameters + buffers + pt.gradients + pt.optimizer + pt.activations + pt.temporaries
     };
@@ -361,7 +267,7 @@ fn largest(points: &[Tally], buffers: u128) -> Result<TrainingPeak, TrainingErro
 
 /// One rank's peak under FSDP2: the unsharded walk's points with the rank's shards and what is
 /// unsharded at each ([`super::fsdp`]).
-fn sharded_peak(
+pub(super) fn sharded_peak(
     s: &Shape,
     run: &TrainingRun,
     f: Fsdp,
@@ -480,6 +386,7 @@ fn sharded_peak(
         } else {
             2
         },
+        accumulating: run.grad_accum > 1,
         backward_start: points[1].activations - LOSS
             + labels_bytes(run.batch.into(), run.seq.into())
             + 4 * LOSS,
@@ -503,7 +410,7 @@ fn lora_stream(run: &TrainingRun) -> lora::Stream {
 
 /// The parameters (all trained, or LoRA's f32 adapters beside the frozen bf16 model), buffers
 /// and optimizer state.
-fn held(s: &Shape, run: &TrainingRun, lora: Option<Lora>) -> Held {
+pub(super) fn held(s: &Shape, run: &TrainingRun, lora: Option<Lora>) -> Held {
     let p = u128::from(run.recipe.param_bytes());
     let (frozen, quant_state) = match run.recipe {
         Recipe::Qlora(_) => lora::qlora_frozen(s),
@@ -551,7 +458,7 @@ fn held(s: &Shape, run: &TrainingRun, lora: Option<Lora>) -> Held {
 }
 
 /// What the forward saves for backward.
-fn saved(s: &Shape, run: &TrainingRun, lora: Option<Lora>, mask: Mask) -> Saved {
+pub(super) fn saved(s: &Shape, run: &TrainingRun, lora: Option<Lora>, mask: Mask) -> Saved {
     let seq = u128::from(run.seq);
     let tokens = u128::from(run.batch) * seq;
     let full = |experts: bool| {
@@ -694,7 +601,7 @@ fn head_backward(s: &Shape, run: &TrainingRun, saved: &Saved, head_grad: u128) -
 }
 
 /// The points where the step can peak.
-fn points(
+pub(super) fn points(
     s: &Shape,
     run: &TrainingRun,
     lora: Option<Lora>,
@@ -813,24 +720,4 @@ fn points(
             temporaries: 0,
         },
     ]
-}
-
-/// The gradients a layer's feed-forward backward holds at once beside the saved activations: its
-/// up projection's weight gradient (all experts' under grouped experts) and the gradients of
-/// its intermediate activations.
-fn layer_backward_temporaries(s: &Shape, param_bytes: u128, tokens: u128, experts: bool) -> u128 {
-    up_weight_grad(s, param_bytes, experts)
-        + match s.moe.filter(|_| experts) {
-            Some(m) => tokens * m.top_k * 3 * m.intermediate * ACT_BYTES,
-            None => tokens * 2 * s.intermediate * ACT_BYTES,
-        }
-}
-
-/// A layer's up projection's weight gradient, as its backward makes it (all experts' stacked
-/// gate/up under grouped experts).
-fn up_weight_grad(s: &Shape, param_bytes: u128, experts: bool) -> u128 {
-    match s.moe.filter(|_| experts) {
-        Some(m) => m.experts * 2 * m.intermediate * s.hidden * param_bytes,
-        None => s.hidden * s.intermediate * param_bytes,
-    }
 }

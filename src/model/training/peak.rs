@@ -1,0 +1,102 @@
+//! Where a training step peaks, by how it runs: one GPU (with gradient accumulation), FSDP2,
+//! DDP and ZeRO-1, DeepSpeed; each over the walk's points ([`super::step`]).
+
+use super::step::{
+    deepspeed_peak, held, largest, points, saved, sharded_peak, tallies, Held, Point, Saved,
+};
+use super::walked::check;
+use super::{Lora, Shape, TrainingError, TrainingPeak, TrainingRun};
+use crate::model::arch::ModelArch;
+use crate::model::estimate::Optimizer;
+
+/// PyTorch's peak over one training step of `arch` under `run`.
+pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak, TrainingError> {
+    let s = Shape::of(arch)?;
+    let mask = check(&s, run)?;
+    let lora = run.recipe.lora();
+    let held = held(&s, run, lora);
+    let saved = saved(&s, run, lora, mask);
+    let points = points(&s, run, lora, &held, &saved);
+    if run.grad_accum > 1 && (run.ddp.is_some() || run.deepspeed.is_some()) {
+        return Err(TrainingError::Unsupported {
+            what: "gradient accumulation under DDP or DeepSpeed",
+        });
+    }
+    if let Some(f) = run.fsdp {
+        return sharded_peak(&s, run, f, &held, &points);
+    }
+    if let Some(world) = run.ddp.and_then(|d| d.zero1) {
+        return zero1_peak(&s, run, (lora, &saved), &held, world);
+    }
+    if let Some(ds) = run.deepspeed {
+        return deepspeed_peak(&s, run, ds, (&held, &points), mask);
+    }
+    let mut tallies = tallies(&points, &held);
+    if run.grad_accum > 1 {
+        tallies.extend(self::tallies(&accumulating(&points, &held), &held));
+    }
+    if let Some(d) = run.ddp {
+        super::ddp::with_buckets(&mut tallies, d, held.trainable);
+    }
+    largest(&tallies, held.buffers)
+}
+
+/// The points of a micro-batch after a step's first under gradient accumulation: every
+/// gradient is there from the forward on, and each new one (the head's, a layer's weight
+/// gradients, the embedding's) is made beside it before it is added in place.
+fn accumulating(points: &[Point; 6], held: &Held) -> Vec<Point> {
+    points[..5]
+        .iter()
+        .enumerate()
+        .map(|(i, pt)| Point {
+            gradients: held.trainable,
+            // The head's backward counts its new weight gradient among the gradients.
+            temporaries: pt.temporaries + if i == 2 { pt.gradients } else { 0 },
+            ..*pt
+        })
+        .collect()
+}
+
+/// The worst rank's peak under DDP with `ZeroRedundancyOptimizer` over `world` ranks: each
+/// rank's optimizer state and foreach step over its share of the tensors
+/// ([`super::ddp::zero_partition`]), everything else whole.
+fn zero1_peak(
+    s: &Shape,
+    run: &TrainingRun,
+    (lora, saved): (Option<Lora>, &Saved),
+    held: &Held,
+    world: u64,
+) -> Result<TrainingPeak, TrainingError> {
+    let refuse = |what| Err(TrainingError::Unsupported { what });
+    let Some(elements) = s
+        .dense_tensor_elements()
+        .filter(|_| lora.is_none() && s.f32_params == 0)
+    else {
+        return refuse("ZeRO-1 with LoRA, shared experts or f32 parameters among bf16 ones");
+    };
+    let p = u128::from(run.recipe.param_bytes());
+    let mut worst: Option<TrainingPeak> = None;
+    for (n, tensors) in super::ddp::zero_partition(&elements, world) {
+        let (state, step_temp) = match run.optimizer {
+            Optimizer::Adam | Optimizer::Adamw => (2 * n * p + 4 * tensors, n * p),
+            Optimizer::Sgd => (n * p, 0),
+            Optimizer::Adamw8bit | Optimizer::Adafactor => {
+                return refuse("8-bit AdamW or Adafactor under ZeRO-1")
+            }
+        };
+        let rank = Held {
+            state,
+            step_temp,
+            ..*held
+        };
+        let mut tallies = tallies(&points(s, run, lora, &rank, saved), &rank);
+        if let Some(d) = run.ddp {
+            super::ddp::with_buckets(&mut tallies, d, rank.trainable);
+        }
+        let peak = largest(&tallies, rank.buffers)?;
+        if worst.is_none_or(|w| peak.total > w.total) {
+            worst = Some(peak);
+        }
+    }
+    worst.ok_or(TrainingError::Overflow)
+}
