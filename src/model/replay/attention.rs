@@ -26,7 +26,7 @@ pub(super) struct Rotations {
     pub(super) v: Option<usize>,
 }
 
-/// The size of the block a quantized cache's K (`k_head` values a head) or V is rotated in:
+/// The size of the block a quantized cache's K (`k`: heads of `head` values) or V is rotated in:
 /// for K the largest power of two from 64 up that divides the head, for V always 64; none
 /// for a head that 64 does not divide, or a cache that is not quantized.
 pub(super) fn rotation_size(kv_type: &crate::model::Precision, head: u64, k: bool) -> Option<u64> {

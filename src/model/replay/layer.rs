@@ -9,6 +9,51 @@ use super::{norm, Builder, CacheInputs, Ctx, Lazy, Shape};
 use super::{ATTN_NORM, ATTN_NORM_2, FFN_NORM, OUTPUT_NORM, POST_ATTN_NORM, POST_FFN_NORM};
 use crate::model::arch::{Mlp, SsmKind};
 
+/// Each cache's inputs: the rows K and V are written to (without flash attention the V cache
+/// is transposed and written element by element) and the KQ mask over its cells; a model with
+/// sliding-window layers has a second cache, and a second set. Then each cache's rotations of
+/// a quantized cache (absorbed latent attention, a K-only cache, rotates nothing).
+fn cache_inputs(
+    g: &mut Graph,
+    s: &Shape<'_>,
+    kv: u64,
+    (mask, scores): ((u64, u64), (u64, u64)),
+) -> Option<(CacheInputs, CacheInputs)> {
+    let (tokens, fa) = (s.tokens, s.flash_attention);
+    let mut one = |mask: u64, scores: u64, cells: u64| -> Option<CacheInputs> {
+        Some(CacheInputs {
+            k_idxs: g.input(tokens.checked_mul(8)?),
+            v_idxs: g.input(if fa {
+                tokens.checked_mul(8)?
+            } else {
+                kv.checked_mul(2)?
+            }),
+            mask: g.input(mask),
+            scores,
+            cells,
+            rotations: Rotations::default(),
+        })
+    };
+    let mut full = one(mask.0, scores.0, s.kv_cells)?;
+    let mut swa = one(mask.1, scores.1, s.swa_cells)?;
+    let (k_head, v_head) = match s.b.mla {
+        Some(d) if d.absorbed => (0, 0),
+        Some(d) => (d.nope + d.rope, d.v),
+        None => (s.arch.head_dim, s.arch.head_dim),
+    };
+    for cache in [&mut full, &mut swa] {
+        let mut rotation = |head: u64, k: bool| {
+            let n = rotation_size(s.kv_type, head, k)?;
+            Some(g.input(n.checked_mul(n)?.checked_mul(4)?))
+        };
+        cache.rotations = Rotations {
+            k: rotation(k_head, true),
+            v: rotation(v_head, false),
+        };
+    }
+    Some((full, swa))
+}
+
 /// The graph's inputs in llama.cpp's order (token ids, their embeddings, positions, each
 /// cache's row indices and mask, the output rows, the recurrent states' copy indices), and
 /// what the layers read; with the token embeddings' node. `None` for a shape whose tensors
@@ -52,42 +97,7 @@ pub(super) fn inputs<'a>(g: &mut Graph, s: Shape<'a>) -> Option<(Ctx<'a>, usize)
     g.expand(embd);
     g.expand(embd_in);
     let pos = g.input(ids);
-    // Each cache's inputs: the rows K and V are written to (without flash attention the V
-    // cache is transposed and written element by element) and the KQ mask over its cells. A
-    // model with sliding-window layers has a second cache, and a second set.
-    let mut cache_inputs = |mask: u64, scores: u64, cells: u64| -> Option<CacheInputs> {
-        Some(CacheInputs {
-            k_idxs: g.input(tokens.checked_mul(8)?),
-            v_idxs: g.input(if fa {
-                tokens.checked_mul(8)?
-            } else {
-                kv.checked_mul(2)?
-            }),
-            mask: g.input(mask),
-            scores,
-            cells,
-            rotations: Rotations::default(),
-        })
-    };
-    let mut full = cache_inputs(mask.0, scores.0, s.kv_cells)?;
-    let mut swa = cache_inputs(mask.1, scores.1, s.swa_cells)?;
-    // Each cache's rotations follow both caches' other inputs. Absorbed latent attention
-    // (a K-only cache) rotates nothing.
-    let (k_head, v_head) = match s.b.mla {
-        Some(d) if d.absorbed => (0, 0),
-        Some(d) => (d.nope + d.rope, d.v),
-        None => (arch.head_dim, arch.head_dim),
-    };
-    for cache in [&mut full, &mut swa] {
-        let mut rotation = |head: u64, k: bool| {
-            let n = rotation_size(s.kv_type, head, k)?;
-            Some(g.input(n.checked_mul(n)?.checked_mul(4)?))
-        };
-        cache.rotations = Rotations {
-            k: rotation(k_head, true),
-            v: rotation(v_head, false),
-        };
-    }
+    let (full, swa) = cache_inputs(g, &s, kv, (mask, scores))?;
     let out_ids = g.input(s.outputs.checked_mul(4)?);
     // The recurrent states' copy indices: one i32 per sequence, the rows past the batch's
     // sequences (none) a second view.
