@@ -735,8 +735,8 @@ fn fsdp_says_a_bf16_model_with_f32_parameters_does_not_run() {
 // Gradient accumulation (HF Trainer's gradient_accumulation_steps) holds every gradient
 // through the forward and backward of each micro-batch after a step's first: on one GPU it is
 // walked (against MemTracker: tests/fixtures/pytorch/train-*-ga*.json), and under FSDP2
-// (fsdp-*-ga*.json); under DDP and DeepSpeed it is not yet, and the estimate says so; 0
-// micro-batches is a usage error.
+// (fsdp-*-ga*.json) and DDP (train-ddp-*-ga*.json); under ZeRO-1 and DeepSpeed it is not yet,
+// and the estimate says so; 0 micro-batches is a usage error.
 #[test]
 fn gradient_accumulation_is_walked_on_one_gpu() {
     let estimate = |extra: &[&str]| {
@@ -757,10 +757,10 @@ fn gradient_accumulation_is_walked_on_one_gpu() {
         four["peak"]["total"].as_u64() > one["peak"]["total"].as_u64(),
         "{four} vs {one}"
     );
-    let ddp = estimate(&["--grad-accum", "2", "--ddp"]);
+    let deepspeed = estimate(&["--grad-accum", "2", "--deepspeed-zero2", "2"]);
     assert_eq!(
-        ddp["training_unwalked"],
-        "PyTorch's step is not yet walked with gradient accumulation under DDP or DeepSpeed"
+        deepspeed["training_unwalked"],
+        "PyTorch's step is not yet walked with gradient accumulation under ZeRO-1 or DeepSpeed"
     );
     let out = common::gpumem()
         .args("estimate --model llama-3.2-1b --mode train --grad-accum 0".split(' '))

@@ -139,20 +139,26 @@ def share_quantization_maps():
 def micro_batches(runner, vocab, a, autocast, mt, step, phases, leaves):
     """One step's `a.grad_accum` forwards and backwards (each loss divided by their count, as
     HF Trainer does); returns the tracker's state after the first forward."""
+    import contextlib
+
     after_forward = None
     for micro in range(a.grad_accum):
         ids = torch.randint(0, vocab, (a.batch, a.seq))
-        # Only the loss is kept, as HF Trainer's training_step does: the logits and the rest
-        # of the output are dropped before backward.
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            loss = runner(input_ids=ids, labels=ids).loss
-        phases.append((step, "forward", mt.get_tracker_snapshot("peak")))
-        if micro == 0:
-            after_forward = mt.get_tracker_snapshot("current")
-        if a.grad_accum > 1:
-            loss = loss / a.grad_accum
-        loss.backward()
-        del loss
+        # Under DDP every micro-batch but the last runs without its all-reduce, as
+        # Accelerate's `accumulate` (HF Trainer) does.
+        sync = micro + 1 == a.grad_accum or not hasattr(runner, "no_sync")
+        with contextlib.nullcontext() if sync else runner.no_sync():
+            # Only the loss is kept, as HF Trainer's training_step does: the logits and the
+            # rest of the output are dropped before backward.
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                loss = runner(input_ids=ids, labels=ids).loss
+            phases.append((step, "forward", mt.get_tracker_snapshot("peak")))
+            if micro == 0:
+                after_forward = mt.get_tracker_snapshot("current")
+            if a.grad_accum > 1:
+                loss = loss / a.grad_accum
+            loss.backward()
+            del loss
         # The frozen embedding's output leaf (LoRA under checkpointing), emptied as the
         # graph's end would.
         for leaf in leaves:

@@ -5,7 +5,7 @@ use super::step::{
     deepspeed_peak, held, largest, points, saved, sharded_peak, tallies, Held, Point, Saved,
 };
 use super::walked::check;
-use super::{Lora, Shape, TrainingError, TrainingPeak, TrainingRun};
+use super::{Ddp, Lora, Shape, TrainingError, TrainingPeak, TrainingRun};
 use crate::model::arch::ModelArch;
 use crate::model::estimate::Optimizer;
 
@@ -17,9 +17,10 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
     let held = held(&s, run, lora);
     let saved = saved(&s, run, lora, mask);
     let points = points(&s, run, lora, &held, &saved);
-    if run.grad_accum > 1 && (run.ddp.is_some() || run.deepspeed.is_some()) {
+    let zero1 = run.ddp.is_some_and(|d| d.zero1.is_some());
+    if run.grad_accum > 1 && (zero1 || run.deepspeed.is_some()) {
         return Err(TrainingError::Unsupported {
-            what: "gradient accumulation under DDP or DeepSpeed",
+            what: "gradient accumulation under ZeRO-1 or DeepSpeed",
         });
     }
     if let Some(f) = run.fsdp {
@@ -36,6 +37,13 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
         tallies.extend(self::tallies(&accumulating(&points, &held), &held));
     }
     if let Some(d) = run.ddp {
+        // Micro-batches under `no_sync` make their gradients apart from the buckets, as
+        // `gradient_as_bucket_view` only takes effect in a synchronised backward: accumulated,
+        // every gradient stands beside the buckets.
+        let d = Ddp {
+            bucket_view: d.bucket_view && run.grad_accum == 1,
+            ..d
+        };
         super::ddp::with_buckets(&mut tallies, d, held.trainable);
     }
     largest(&tallies, held.buffers)
