@@ -695,6 +695,16 @@ fn fsdp_walks_autocast_with_and_without_checkpointing() {
     assert_eq!(checkpointed["training_step"]["peak"]["phase"], "forward");
 }
 
+/// Why `estimate --mode train` with `args` does not walk the step, as its JSON says.
+fn unwalked(args: &[&str]) -> String {
+    let doc = common::json_ok(
+        common::gpumem()
+            .args(["--json", "estimate", "--mode", "train"])
+            .args(args),
+    );
+    doc["training_unwalked"].as_str().unwrap().to_string()
+}
+
 // transformers' Adafactor and bitsandbytes' 8-bit AdamW fail on FSDP2's DTensor shards in their
 // first step (measured with torch 2.15, transformers 5.24 and bitsandbytes 0.50 on a fake
 // process group): the estimate says PyTorch does not run them.
@@ -704,12 +714,14 @@ fn fsdp_says_adafactor_and_8bit_adamw_do_not_run() {
         ("adafactor", "transformers' Adafactor"),
         ("adamw8bit", "bitsandbytes' 8-bit AdamW"),
     ] {
-        let doc = common::json_ok(
-            common::gpumem()
-                .args("--json estimate --model llama-3.2-1b --mode train --fsdp 2".split(' '))
-                .args(["--optimizer", optimizer]),
-        );
-        let why = doc["training_unwalked"].as_str().unwrap();
+        let why = unwalked(&[
+            "--model",
+            "llama-3.2-1b",
+            "--fsdp",
+            "2",
+            "--optimizer",
+            optimizer,
+        ]);
         let expected = format!("PyTorch does not run {name} under FSDP2");
         assert!(why.starts_with(&expected), "{why}");
     }
@@ -721,11 +733,7 @@ fn fsdp_says_adafactor_and_8bit_adamw_do_not_run() {
 // so the estimate says PyTorch does not run it.
 #[test]
 fn fsdp_says_a_bf16_model_with_f32_parameters_does_not_run() {
-    let doc = common::json_ok(
-        common::gpumem()
-            .args("--json estimate --model deepseek-v2-lite --mode train --fsdp 4".split(' ')),
-    );
-    let why = doc["training_unwalked"].as_str().unwrap();
+    let why = unwalked(&["--model", "deepseek-v2-lite", "--fsdp", "4"]);
     assert!(
         why.starts_with("PyTorch does not run FSDP2 on a bf16 model that keeps some parameters"),
         "{why}"

@@ -194,28 +194,40 @@ pub fn select_llamacpp(
             shortfall_bytes: None,
             capacity: capacity(arch, settings, s.context.saturating_mul(s.batch)),
             engine: None,
-            llamacpp: Some(LlamaCppAccount {
-                n_gpu_layers: f.ngl,
-                tensor_split: f.split.clone(),
-                overrides: f.overrides.clone(),
-                repeating_layers: arch.num_layers,
-                margin_bytes: FIT_MARGIN,
-                context: s.context.saturating_mul(s.batch),
-                kv_unified: batch > 1 && s.batch == 1,
-                context_fitted: cfg.fit_ctx_min.is_some(),
-                devices: f.uses.clone(),
-                host: f.host,
-                flash_attention: s.flash_attention,
-                device_rules: s.llamacpp_device,
-                vulkan_limits: s.llamacpp_device.vulkan_limits(),
-                device_rules_basis: s.llamacpp_device.basis(),
-                unmeasured_rules: s.llamacpp_device.unmeasured_rules(&weights, arch, &s),
-                op_offload: s.llamacpp_device.offloads_ops() && !s.llamacpp_no_op_offload,
-            }),
+            llamacpp: Some(account(&f, (arch, &weights), &s, cfg, batch)),
             accounting: Accounting::LlamaCpp,
         },
         candidates: verdicts,
     })
+}
+
+/// llama.cpp's own account of the fit `f` of `weights` of `arch` under `s`, for `batch`
+/// sequences asked for: what it chose, each device's share, and the rules they follow.
+fn account(
+    f: &Fitted<'_>,
+    (arch, weights): (&crate::model::ModelArch, &LayerWeights),
+    s: &Settings,
+    cfg: &LlamaCppConfig,
+    batch: u64,
+) -> LlamaCppAccount {
+    LlamaCppAccount {
+        n_gpu_layers: f.ngl,
+        tensor_split: f.split.clone(),
+        overrides: f.overrides.clone(),
+        repeating_layers: arch.num_layers,
+        margin_bytes: FIT_MARGIN,
+        context: s.context.saturating_mul(s.batch),
+        kv_unified: batch > 1 && s.batch == 1,
+        context_fitted: cfg.fit_ctx_min.is_some(),
+        devices: f.uses.clone(),
+        host: f.host,
+        flash_attention: s.flash_attention,
+        device_rules: s.llamacpp_device,
+        vulkan_limits: s.llamacpp_device.vulkan_limits(),
+        device_rules_basis: s.llamacpp_device.basis(),
+        unmeasured_rules: s.llamacpp_device.unmeasured_rules(weights, arch, s),
+        op_offload: s.llamacpp_device.offloads_ops() && !s.llamacpp_no_op_offload,
+    }
 }
 
 /// Each host's GPUs fitted as llama.cpp would (it takes every GPU it sees): the fit with the
