@@ -153,6 +153,7 @@ Register-ArgumentCompleter -Native -CommandName 'gpumem' -ScriptBlock {
             [CompletionResult]::new('--fit-ctx-min', '--fit-ctx-min', [CompletionResultType]::ParameterName, 'llama.cpp: the shortest context --fit-context may choose (llama.cpp''s --fit-ctx)')
             [CompletionResult]::new('--llamacpp-device', '--llamacpp-device', [CompletionResultType]::ParameterName, 'llama.cpp: the ggml backend the GPUs run, for how their compute buffers are laid out [default: cuda for CUDA, ROCm and simulated GPUs, vulkan for Vulkan GPUs, else cpu-rules]')
             [CompletionResult]::new('--flash-attn', '--flash-attn', [CompletionResultType]::ParameterName, 'llama.cpp: flash attention (-fa); auto turns it on where the backend has it, as every backend gpumem models does')
+            [CompletionResult]::new('--split-mode', '--split-mode', [CompletionResultType]::ParameterName, 'llama.cpp: how a host''s GPUs share the model (-sm)')
             [CompletionResult]::new('--prefer', '--prefer', [CompletionResultType]::ParameterName, 'Backend to try first; others are still listed with their verdicts')
             [CompletionResult]::new('--memory-fraction', '--memory-fraction', [CompletionResultType]::ParameterName, 'Fraction of a device''s free memory gpumem may plan to use')
             [CompletionResult]::new('--min-free', '--min-free', [CompletionResultType]::ParameterName, 'Memory always left free on every device')

@@ -147,6 +147,7 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand --fit-ctx-min 'llama.cpp: the shortest context --fit-context may choose (llama.cpp''s --fit-ctx)'
             cand --llamacpp-device 'llama.cpp: the ggml backend the GPUs run, for how their compute buffers are laid out [default: cuda for CUDA, ROCm and simulated GPUs, vulkan for Vulkan GPUs, else cpu-rules]'
             cand --flash-attn 'llama.cpp: flash attention (-fa); auto turns it on where the backend has it, as every backend gpumem models does'
+            cand --split-mode 'llama.cpp: how a host''s GPUs share the model (-sm)'
             cand --prefer 'Backend to try first; others are still listed with their verdicts'
             cand --memory-fraction 'Fraction of a device''s free memory gpumem may plan to use'
             cand --min-free 'Memory always left free on every device'

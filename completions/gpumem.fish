@@ -449,6 +449,9 @@ vulkan\t'ggml-vulkan: the Vulkan device\'s limits (a discovered one\'s, else the
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l flash-attn -d 'llama.cpp: flash attention (-fa); auto turns it on where the backend has it, as every backend gpumem models does' -r -f -a "auto\t'On where the backend supports it'
 on\t'On'
 off\t'Off: the full attention scores are computed'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l split-mode -d 'llama.cpp: how a host\'s GPUs share the model (-sm)' -r -f -a "layer\t'Whole layers (and their KV cache) spread over the GPUs, as llama.cpp\'s fit splits them'
+none\t'The first GPU only (-mg 0); the rest of the model in system RAM'
+row\t'Each weight\'s rows over the GPUs: refused, as llama.cpp refuses it on CUDA, ROCm, Vulkan, Metal and RPC devices ("does not support split buffers")'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l prefer -d 'Backend to try first; others are still listed with their verdicts' -r -f -a "auto\t'GPU backends with the most usable memory first, CPU last'
 cuda\t'NVIDIA GPUs through the CUDA driver'
 rocm\t'AMD GPUs through HIP'

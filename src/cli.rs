@@ -15,7 +15,7 @@ mod help;
 mod hints;
 mod training;
 mod values;
-pub use engines::{FlashAttnArg, LlamaCppArgs, LlamaDeviceArg, VllmArgs};
+pub use engines::{FlashAttnArg, LlamaCppArgs, LlamaDeviceArg, SplitModeArg, VllmArgs};
 use help::after_help;
 pub use help::{ENVIRONMENT, EXAMPLES};
 use hints::{catalog_names, kv_precisions, weight_precisions, DeviceSpecs, Offered};

@@ -25,6 +25,21 @@ pub struct LlamaCppArgs {
     /// llama.cpp: the GPUs take no operator from host-resident weights (--no-op-offload).
     #[arg(long)]
     pub no_op_offload: bool,
+    /// llama.cpp: how a host's GPUs share the model (-sm).
+    #[arg(long, value_enum, default_value_t = SplitModeArg::Layer, value_name = "MODE")]
+    pub split_mode: SplitModeArg,
+}
+
+/// `--split-mode`, as llama.cpp's `-sm` takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SplitModeArg {
+    /// Whole layers (and their KV cache) spread over the GPUs, as llama.cpp's fit splits them.
+    Layer,
+    /// The first GPU only (-mg 0); the rest of the model in system RAM.
+    None,
+    /// Each weight's rows over the GPUs: refused, as llama.cpp refuses it on CUDA, ROCm,
+    /// Vulkan, Metal and RPC devices ("does not support split buffers").
+    Row,
 }
 
 /// `--flash-attn`, as llama.cpp's `-fa` takes it.

@@ -472,3 +472,63 @@ fn cuda_pads_a_quantized_cache() {
     );
     assert_eq!(cuda[1].context, cpu[1].context);
 }
+
+// `--split-mode none` keeps llama.cpp to a host's first GPU (`-sm none`, llama.cpp's -mg 0):
+// on two simulated GPUs of each recorded pair of sizes, with system RAM beside them, the plan
+// offloads the -ngl llama-server's fit chose with `-sm none` over two ggml-rpc-server devices
+// (`measure_fit.py --server --split-mode none`), to the first GPU only; without it the second
+// GPU takes layers too. `--split-mode row` is refused as llama.cpp refuses it, one line.
+#[test]
+fn split_mode_none_fits_the_first_gpu_as_llama_cpp_does() {
+    let name = "llama-3.1-8b-shape-q8_0-split-none";
+    let dir = tempfile::tempdir().unwrap();
+    let (doc, gguf) = common::server_fit_fixture(name, dir.path());
+    let rows = doc["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    for row in rows {
+        let context = ["--context".to_string(), row["ctx"].to_string()];
+        let none = [&context[..], &["--split-mode".into(), "none".into()]].concat();
+        let (sizes, args) = common::fit_row_select(&gguf, row, &none);
+        let out = common::gpumem().args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{sizes:?}");
+        let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let argv = common::launch_argv(&json);
+        let at = argv.iter().position(|a| a == "-ngl").unwrap();
+        let want = match row["n_gpu_layers"].as_i64().unwrap() {
+            -1 => "33".to_string(),
+            n => n.to_string(),
+        };
+        assert_eq!(argv[at + 1], want, "{sizes:?} MiB");
+        assert!(argv.ends_with(&["-sm".into(), "none".into()]), "{argv:?}");
+        assert!(!argv.contains(&"--tensor-split".to_string()), "{argv:?}");
+        let env = &json["launch"][0]["commands"][0]["env"];
+        assert_eq!(env, &serde_json::json!([["CUDA_VISIBLE_DEVICES", "0"]]));
+        assert_eq!(gpus_used(&json), 1, "{sizes:?} MiB");
+        // Without it llama.cpp's fit spreads the layers over both GPUs.
+        let (_, args) = common::fit_row_select(&gguf, row, &context);
+        let out = common::gpumem().args(&args).output().unwrap();
+        let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let argv = common::launch_argv(&json);
+        assert!(!argv.contains(&"-sm".to_string()), "{argv:?}");
+        assert_eq!(gpus_used(&json), 2, "{sizes:?} MiB");
+    }
+    let (_, args) = common::fit_row_select(&gguf, &rows[0], &["--split-mode".into(), "row".into()]);
+    let out = common::gpumem().args(&args).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "gpumem: error: llama.cpp has no row split on CUDA, ROCm, Vulkan, Metal or RPC devices \
+         (it stops with \"device CUDA0 does not support split buffers\"): give --split-mode \
+         layer or none\n"
+    );
+}
+
+/// The GPUs a `select --json` plan places layers on.
+fn gpus_used(doc: &Value) -> usize {
+    doc["plan"]["placements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["backend"] == "cuda")
+        .count()
+}

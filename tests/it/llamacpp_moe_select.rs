@@ -15,14 +15,7 @@ fn select_plans_experts_in_ram_as_llama_cpp_fits() {
     let dir = tempfile::tempdir().unwrap();
     let mut cases = 0;
     for name in ["qwen3-30b-a3b-shape-f16-moe", "mixtral-shape-f16-moe"] {
-        let path = common::fixture(&format!("llamacpp-server-fit/{name}.json"));
-        let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-        let gguf = dir.path().join(format!("{name}.gguf"));
-        common::write_described_gguf(
-            name,
-            &serde_json::json!({ "gguf": doc["gguf_header"] }),
-            &gguf,
-        );
+        let (doc, gguf) = common::server_fit_fixture(name, dir.path());
         let rpc = doc["rpc"].as_array().unwrap();
         for row in doc["rows"].as_array().unwrap() {
             let context = ["--context".into(), row["ctx"].to_string()];

@@ -78,6 +78,8 @@ fn run_of(r: &Value) -> TrainingRun {
             "adafactor" => Optimizer::Adafactor,
             other => panic!("optimizer {other}"),
         },
+        // What the record ran: FSDP2's the per-tensor loop, DeepSpeed's records name none.
+        foreach: r["foreach"].as_bool().unwrap_or(true),
         batch: r["batch"].as_u64().unwrap(),
         seq: r["seq"].as_u64().unwrap(),
         checkpointing: r["checkpointing"].as_bool().unwrap(),

@@ -55,8 +55,12 @@ def main():
                         "(README.md, 'Operator offload'): LD_LIBRARY_PATH names it")
     p.add_argument("--cache-type", metavar="TYPE",
                    help="the KV cache's type for K and V (-ctk/-ctv)")
+    p.add_argument("--split-mode", choices=["layer", "none"], default="layer",
+                   help="-sm: none keeps llama.cpp to the first device (-mg 0), so only its "
+                        "margin is given; the other sizes are recorded for the devices beside it")
     a = p.parse_args()
     cache = ["-ctk", a.cache_type, "-ctv", a.cache_type] if a.cache_type else []
+    cache += ["-sm", "none"] if a.split_mode == "none" else []
     if a.vulkan:
         ENV["GGML_VK_VISIBLE_DEVICES"] = "0"
     if a.server:
@@ -67,6 +71,8 @@ def main():
         rpc = ",".join(a.rpc.split(",")[:len(sizes)]) if a.rpc else None
         free = free_mib(a.fit_params, a.model, rpc, a.ctx)
         margins = [free - size + 1024 for size in sizes]
+        if a.split_mode == "none":
+            margins = margins[:1]
         # --ctx 0: no -c, so llama.cpp's fit chooses the context (from the trained one down to
         # --fit-ctx, 4096).
         cmd = [a.fit_params, "-m", a.model] + (["--rpc", rpc] if rpc else []) \
@@ -75,7 +81,7 @@ def main():
         res = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
         m = re.search(r"-c (\d+) -ngl (-?\d+)(?: -ts ([\d,]+))?", res.stdout)
         row = {"device_mib": sizes[0] if len(sizes) == 1 else sizes, "free_mib": free,
-               "fit_target_mib": margins[0] if len(sizes) == 1 else margins,
+               "fit_target_mib": margins[0] if len(margins) == 1 else margins,
                "ctx": int(m.group(1)) if m and not a.ctx else a.ctx, "fit_context": not a.ctx,
                "n_gpu_layers": int(m.group(2)) if m else None,
                "printed": res.stdout.strip(), "fits": m is not None}
@@ -97,6 +103,7 @@ def main():
         "made_by": a.made_by,
         "rpc": a.rpc.split(",") if a.rpc else [],
         "cache_type": a.cache_type,
+        "split_mode": a.split_mode,
         "rows": rows,
         "gguf_header": describe(a.model),
     }

@@ -109,7 +109,12 @@ def main():
     started = time.time()
     phases = []
     with FakeTensorMode(allow_non_fake_inputs=a.qlora):
-        model = AutoModelForCausalLM.from_config(cfg)
+        try:
+            model = AutoModelForCausalLM.from_config(cfg)
+        except ValueError:
+            # Families transformers runs only eagerly (Gemma 2, gpt-oss), as measure_train.py.
+            cfg._attn_implementation = "eager"
+            model = AutoModelForCausalLM.from_config(cfg)
         params = sum(p.numel() for p in model.parameters())
         decoder = model.model
         if a.qlora:

@@ -370,6 +370,7 @@ pub fn select_llamacpp_config(args: &SelectArgs, engine: Option<Engine>) -> Resu
     let set = [
         (l.flash_attn != cli::FlashAttnArg::Auto, "--flash-attn"),
         (l.no_op_offload, "--no-op-offload"),
+        (l.split_mode != cli::SplitModeArg::Layer, "--split-mode"),
     ];
     if let Some((_, flag)) = set
         .iter()
@@ -381,6 +382,17 @@ pub fn select_llamacpp_config(args: &SelectArgs, engine: Option<Engine>) -> Resu
         .into());
     }
     check_llamacpp_cache(args, engine)?;
+    if l.split_mode == cli::SplitModeArg::Row {
+        // Only SYCL and Hexagon devices export ggml_backend_split_buffer_type at llama.cpp's
+        // vendored commit; measured on ggml-rpc-server devices, read from ggml-cuda's source.
+        return Err(CliError::Usage(
+            "llama.cpp has no row split on CUDA, ROCm, Vulkan, Metal or RPC devices (it stops \
+             with \"device CUDA0 does not support split buffers\"): give --split-mode layer or \
+             none"
+                .into(),
+        )
+        .into());
+    }
     if args.settings.flash_attention && l.flash_attn == cli::FlashAttnArg::Off {
         return Err(CliError::Usage(
             "--flash-attention and --flash-attn off contradict each other".into(),
@@ -398,6 +410,7 @@ pub fn select_llamacpp_config(args: &SelectArgs, engine: Option<Engine>) -> Resu
         }),
         flash_attention_off: l.flash_attn == cli::FlashAttnArg::Off,
         no_op_offload: l.no_op_offload,
+        one_gpu: l.split_mode == cli::SplitModeArg::None,
     })
 }
 

@@ -716,6 +716,8 @@ fn walk_training(
     let run = TrainingRun {
         recipe,
         optimizer: s.optimizer,
+        // PyTorch's default on CUDA.
+        foreach: true,
         batch: s.batch,
         seq: s.context,
         checkpointing: s.checkpointing,

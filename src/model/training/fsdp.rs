@@ -19,7 +19,7 @@
 
 use serde::Serialize;
 
-use super::{Phase, Shape};
+use super::{Lora, Phase, Shape};
 
 /// FSDP2 over `world` ranks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -57,6 +57,10 @@ pub(super) struct Sizes {
     pub state_fixed: u128,
     /// The optimizer step's `foreach` list per parameter byte (Adam: 1, SGD: 0).
     pub step_temp_per_byte: u128,
+    /// The per-tensor loop's temporaries instead (`foreach=False`), unsharded bytes of one
+    /// parameter element: Adam holds two of one shard at once (the square root and its
+    /// quotient), so twice the largest shard; SGD none.
+    pub loop_temp: Option<u128>,
     /// One parameter's element as the layers compute with it, for the final norm's gradient.
     pub param_bytes: u128,
     /// How many times wider the sharded parameters, their gradients and the reduce-scatter
@@ -73,6 +77,8 @@ pub(super) struct Sizes {
     pub layer_backward: u128,
     /// What the forward leaves for the backward when it starts: everything saved, the loss.
     pub backward_start: u128,
+    /// What one layer's forward saves for its backward.
+    pub layer_saved: u128,
     /// Layers gathered at the output head's backward point: the last one and the next in
     /// flight, or (under autocast, whose peak there is the cast of the head's gradient, a step
     /// earlier in FSDP2's prefetch) only the last one's all-gather.
@@ -110,6 +116,32 @@ fn shard(s: &Shape, world: u128, bytes: u128, param_bytes: u128) -> u128 {
     even + s.param_tensors * (world - 1) * widest * param_bytes
 }
 
+/// The elements of the largest trained tensor's shard on one of `world` ranks (a stack of
+/// experts splits by experts, anything else by rows), `lora`'s adapters where they alone are
+/// trained; `None` where the model's tensors are not listed.
+pub(super) fn largest_shard(s: &Shape, world: u128, lora: Option<Lora>) -> Option<u128> {
+    let world = world.max(1);
+    if let Some(l) = lora {
+        let r = u128::from(l.rank);
+        // PEFT's A is rank × in, its B out × rank.
+        return l
+            .targets
+            .each(s)
+            .iter()
+            .filter(|(on, _, _)| *on)
+            .map(|&(_, i, o)| (r.div_ceil(world) * i).max(o.div_ceil(world) * r))
+            .max();
+    }
+    s.tensors()?
+        .iter()
+        .map(|t| match (t.count, t.cols) {
+            (1, 0) => t.rows.div_ceil(world),
+            (1, c) => t.rows.div_ceil(world) * c,
+            (n, c) => n.div_ceil(world) * t.rows * c.max(1),
+        })
+        .max()
+}
+
 /// Each point of the step on one rank.
 pub(super) fn sharded_points(s: &Shape, f: Fsdp, z: &Sizes, points: &[Tally]) -> Vec<Tally> {
     let world = u128::from(f.world.max(1));
@@ -119,6 +151,9 @@ pub(super) fn sharded_points(s: &Shape, f: Fsdp, z: &Sizes, points: &[Tally]) ->
     let g = &z.grads;
     let trained = own(g.all);
     let state = z.state_per_byte * trained + z.state_fixed;
+    let step_temp = z
+        .loop_temp
+        .map_or(z.step_temp_per_byte * trained, |t| m * t);
     let layers_done = own(g.all - g.root);
     // A layer's unsharded gradients, and its reduce-scatter buffer (f32 under mixed precision).
     let layer_grads = g.layer + m * g.layer;
@@ -167,7 +202,7 @@ pub(super) fn sharded_points(s: &Shape, f: Fsdp, z: &Sizes, points: &[Tally]) ->
                         own(g.all - g.root - g.layer),
                     ),
                     (4, _) => (z.root, layers_done + g.layer, t + norm_grad, 0, layers_done),
-                    _ => (0, trained, t, z.step_temp_per_byte * trained, trained),
+                    _ => (0, trained, t, step_temp, trained),
                 };
             let gradients = gradients + accumulated(sharded);
             Tally {
@@ -185,6 +220,10 @@ pub(super) fn sharded_points(s: &Shape, f: Fsdp, z: &Sizes, points: &[Tally]) ->
         let layer_shard = own(g.layer);
         let shards = layer_shard + accumulated(layer_shard);
         out.push(untied_head(s, f, z, head, (params, state, shards)));
+    }
+    if let Some(pt) = points.get(3).filter(|_| s.layers > 1) {
+        let sharded = own(g.all - g.root - 2 * g.layer);
+        out.push(second_layer_end(z, pt, (params, state), sharded));
     }
     let starts = backward_starts(f, z, points, (params, state, first_layer_grads));
     // The first start counts no gradient yet, the second the first layer's sharded ones.
@@ -232,6 +271,27 @@ fn untied_head(
     }
 }
 
+/// The second layer's backward at its end: the first layer's parameters prefetched beside its
+/// own (and the root's), its gradients unsharded beside the third layer's reduce-scatter
+/// buffer and the other layers' `sharded` ones, the head's unsharded; the first layer's saved
+/// activations still whole beside what the second leaves (bounded by one layer's).
+fn second_layer_end(
+    z: &Sizes,
+    first: &Tally,
+    (params, state): (u128, u128),
+    sharded: u128,
+) -> Tally {
+    let g = &z.grads;
+    Tally {
+        phase: first.phase,
+        parameters: params + z.root + 2 * z.layer,
+        gradients: sharded + g.layer + z.master * g.layer + g.head + g.norm,
+        optimizer: state,
+        activations: first.activations + z.layer_saved,
+        temporaries: z.layer_act_grads,
+    }
+}
+
 /// Two moments a layer's backward starts at, on one rank holding `params` and `state`: the
 /// whole backward's, where the root, resharded after its forward, is gathered again, its
 /// all-gather buffer not yet freed beside the parameters copied out of it (nothing else yet);
@@ -266,4 +326,31 @@ fn backward_starts(
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{largest_shard, Shape};
+
+    // FSDP2's per-tensor optimizer loop (`foreach=False`) holds twice the largest bf16 shard
+    // beside the state: the second step's optimizer peak measured apart under FSDPMemTracker
+    // (its running peak reset before `opt.step()`), less the shards, gradients and Adam's
+    // state. (The first step's is not the real one: DTensor's sharding propagation then runs
+    // each op on fake tensors of the unsharded shape, which the tracker counts.)
+    #[test]
+    fn the_per_tensor_loop_holds_two_of_the_largest_shard() {
+        for (name, world, measured) in [
+            ("llama-3.2-1b", 4, 262_668_288),
+            ("qwen2.5-0.5b", 2, 272_269_312),
+            ("qwen2.5-0.5b", 4, 136_134_656),
+            ("qwen2.5-0.5b", 8, 68_067_328),
+            // 1,536 bytes more measured: one norm's shard.
+            ("phi-3-mini", 4, 98_502_144 - 1_536),
+        ] {
+            let arch = crate::model::find_model(name).expect(name).arch;
+            let s = Shape::of(&arch).expect(name);
+            let shard = largest_shard(&s, world, None).expect(name);
+            assert_eq!(2 * shard * 2, measured, "{name} over {world}");
+        }
+    }
 }

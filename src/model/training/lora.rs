@@ -56,7 +56,7 @@ impl LoraTargets {
     };
 
     /// Each projection: whether targeted, its input and output widths.
-    fn each(self, s: &Shape) -> [(bool, u128, u128); 7] {
+    pub(super) fn each(self, s: &Shape) -> [(bool, u128, u128); 7] {
         let (h, i) = (s.hidden, s.intermediate);
         let (q, kv) = (s.heads * s.head_dim, s.kv_heads * s.head_dim);
         [

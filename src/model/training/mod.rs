@@ -19,6 +19,7 @@
 //! let run = TrainingRun {
 //!     recipe: Recipe::Bf16,
 //!     optimizer: Optimizer::Adamw,
+//!     foreach: true,
 //!     batch: 1,
 //!     seq: 2048,
 //!     checkpointing: false,
@@ -116,8 +117,11 @@ impl Recipe {
 pub struct TrainingRun {
     /// Precision and copies.
     pub recipe: Recipe,
-    /// The optimizer (PyTorch's, `foreach=True` as on CUDA).
+    /// The optimizer.
     pub optimizer: Optimizer,
+    /// PyTorch's `foreach` step for Adam, AdamW and SGD (its default on CUDA): one temporary
+    /// list the size of the parameters. Off, the per-tensor loop (walked under FSDP2 only).
+    pub foreach: bool,
     /// Sequences per micro-batch.
     pub batch: u64,
     /// Tokens per sequence.

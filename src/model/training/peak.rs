@@ -24,7 +24,7 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
         });
     }
     if let Some(f) = run.fsdp {
-        return sharded_peak(&s, run, f, &held, &points);
+        return sharded_peak(&s, run, f, (&held, &saved), &points);
     }
     if let Some(world) = run.ddp.and_then(|d| d.zero1) {
         return zero1_peak(&s, run, (lora, &saved), &held, world);

@@ -332,10 +332,11 @@ pub(super) fn layer_backward_temporaries(
 }
 
 /// A layer's up projection's weight gradient, as its backward makes it (all experts' stacked
-/// gate/up under grouped experts).
+/// gate/up under grouped experts, the fused gate/up's whole).
 pub(super) fn up_weight_grad(s: &Shape, param_bytes: u128, experts: bool) -> u128 {
     match s.moe.filter(|_| experts) {
         Some(m) => m.experts * 2 * m.intermediate * s.hidden * param_bytes,
-        None => s.hidden * s.intermediate * param_bytes,
+        // Phi-3's fused gate/up projection makes both halves' gradient at once.
+        None => (1 + u128::from(s.fused)) * s.hidden * s.intermediate * param_bytes,
     }
 }

@@ -22,6 +22,13 @@ pub(super) fn check(s: &Shape, run: &TrainingRun) -> Result<Mask, TrainingError>
     if run.recipe == Recipe::MixedFp32Master && run.fsdp.is_none() {
         return refuse("an f32 master copy of bf16 weights other than FSDP2's");
     }
+    let looped = matches!(
+        run.optimizer,
+        Optimizer::Adam | Optimizer::Adamw | Optimizer::Sgd
+    ) && !run.foreach;
+    if looped && run.fsdp.is_none() {
+        return refuse("the optimizer's per-tensor loop (foreach off) other than under FSDP2");
+    }
     let listed = s.dense_tensor_elements().is_some() && run.recipe.lora().is_none();
     match run.optimizer {
         Optimizer::Adamw8bit if !listed => {

@@ -37,6 +37,8 @@ pub struct LlamaCppConfig {
     pub flash_attention_off: bool,
     /// `--no-op-offload`: the GPUs take no operator from host-resident weights.
     pub no_op_offload: bool,
+    /// `-sm none`: llama.cpp keeps to a host's first GPU (`-mg 0`), the rest in system RAM.
+    pub one_gpu: bool,
 }
 
 /// llama.cpp's default minimum for the context its fit chooses (`--fit-ctx`).
@@ -82,6 +84,8 @@ pub struct LlamaCppAccount {
     /// The `-np` sequences share one KV cache (`--kv-unified`); else each keeps a stream of
     /// `context / -np` cells, llama-server's default.
     pub kv_unified: bool,
+    /// `-sm none`: the host's first GPU only.
+    pub one_gpu: bool,
 }
 
 /// The ggml backend llama.cpp runs `candidates`' GPUs with: ggml-cuda's buffers where any is a
@@ -227,6 +231,7 @@ fn account(
         device_rules_basis: s.llamacpp_device.basis(),
         unmeasured_rules: s.llamacpp_device.unmeasured_rules(weights, arch, s),
         op_offload: s.llamacpp_device.offloads_ops() && !s.llamacpp_no_op_offload,
+        one_gpu: cfg.one_gpu,
     }
 }
 
@@ -265,7 +270,10 @@ fn best_host<'a>(
     let mut hosts: Vec<&str> = gpus.iter().map(|g| g.host.as_str()).collect();
     hosts.dedup();
     for host in hosts {
-        let group: Vec<&Candidate> = gpus.iter().copied().filter(|g| g.host == host).collect();
+        let on_host = gpus.iter().copied().filter(|g| g.host == host);
+        let group: Vec<&Candidate> = on_host
+            .take(if cfg.one_gpu { 1 } else { usize::MAX })
+            .collect();
         let ram = candidates
             .iter()
             .find(|c| c.backend == BackendKind::Cpu && c.host == host);

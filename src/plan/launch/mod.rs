@@ -510,6 +510,9 @@ fn placement_args(
     if fitted.is_some_and(|f| f.device_rules.offloads_ops() && !f.op_offload) {
         argv.push("--no-op-offload".into());
     }
+    if fitted.is_some_and(|f| f.one_gpu) {
+        argv.extend(["-sm".into(), "none".into()]);
+    }
     if let Some(ts) = fitted.and_then(|f| f.tensor_split.as_ref()) {
         // llama.cpp's fit counts the output layer on the last GPU; trailing zeros are dropped.
         let used = ts.len() - ts.iter().rev().take_while(|&&n| n == 0).count();

@@ -279,6 +279,20 @@ pub fn scale_baseline_metric(path: &Path, metric: &str, factor: f64) -> f64 {
     before
 }
 
+/// A `llamacpp-server-fit/NAME.json` fixture, and its GGUF written into `dir` from the header it
+/// describes.
+pub fn server_fit_fixture(name: &str, dir: &Path) -> (Value, PathBuf) {
+    let path = fixture(&format!("llamacpp-server-fit/{name}.json"));
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let gguf = dir.join(format!("{name}.gguf"));
+    write_described_gguf(
+        name,
+        &serde_json::json!({ "gguf": doc["gguf_header"] }),
+        &gguf,
+    );
+    (doc, gguf)
+}
+
 /// Writes the GGUF a fixture describes (`{"gguf": {"metadata", "tensors"}}`) to `path` as
 /// llama.cpp's sparse reference files were: the real header, the tensor data a hole of the
 /// right length (a sparse file: nothing is written to disk).
