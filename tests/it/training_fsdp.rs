@@ -738,6 +738,23 @@ fn fsdp_says_a_bf16_model_with_f32_parameters_does_not_run() {
         why.starts_with("PyTorch does not run FSDP2 on a bf16 model that keeps some parameters"),
         "{why}"
     );
+    // With --recipe mixed every parameter is f32 and the step is walked, its dense first layer
+    // beside the layers with experts (fsdp-deepseek-v2-lite-*-mixed.json); on CUDA AdamW's
+    // foreach step over DTensor shards (PyTorch's default) adds a list the size of the rank's
+    // f32 shards to Adam's two, and there the rank peaks at 512 tokens.
+    let doc = common::json_ok(common::gpumem().args(
+        "--json estimate --model deepseek-v2-lite --mode train --fsdp 4 --recipe mixed --context 512"
+            .split(' '),
+    ));
+    assert!(doc["training_unwalked"].is_null(), "{doc}");
+    let peak = &doc["training_step"]["peak"];
+    assert_eq!(peak["phase"], "optimizer");
+    let shards = peak["gradients"].as_u64().unwrap();
+    assert_eq!(peak["parameters"].as_u64().unwrap(), shards);
+    assert!(
+        peak["optimizer_state"].as_u64().unwrap() >= 3 * shards,
+        "{peak}"
+    );
 }
 
 // Gradient accumulation (HF Trainer's gradient_accumulation_steps) holds every gradient

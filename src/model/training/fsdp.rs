@@ -219,7 +219,16 @@ pub(super) fn sharded_points(s: &Shape, f: Fsdp, z: &Sizes, points: &[Tally]) ->
     if let (Some(head), false) = (points.get(2), s.tied) {
         let layer_shard = own(g.layer);
         let shards = layer_shard + accumulated(layer_shard);
-        out.push(untied_head(s, f, z, head, (params, state, shards)));
+        let past_last = untied_head(s, f, z, head, (params, state, shards));
+        // The next layer's backward at its end: the same held, the last layer's activations
+        // released, its whole weight gradients made unsharded beside its input's (experts'
+        // weights outweigh what their backward holds at once: DeepSeek-V2-Lite over 8 ranks).
+        out.push(Tally {
+            activations: past_last.activations.saturating_sub(z.layer_saved),
+            temporaries: g.layer + z.act_grad,
+            ..past_last
+        });
+        out.push(past_last);
     }
     if let Some(pt) = points.get(3).filter(|_| s.layers > 1) {
         let sharded = own(g.all - g.root - 2 * g.layer);

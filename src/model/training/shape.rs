@@ -473,6 +473,20 @@ impl Shape {
         Some(self.around(layers))
     }
 
+    /// The elements of the widest decoder layer, `root` elements (embeddings, final norm, an
+    /// untied head) aside: a layer with experts where only some layers have them (its
+    /// experts, router and shared experts in place of the dense MLP), else the one layer.
+    pub(super) fn widest_layer(&self, root: u128) -> u128 {
+        let layers = self.params.saturating_sub(root);
+        let Some(m) = self.moe.filter(|m| m.layers < self.layers) else {
+            return layers / self.layers.max(1);
+        };
+        let h = self.hidden;
+        let experts = m.experts * (3 * m.intermediate + 1) * h + 3 * m.shared_intermediate * h;
+        let extra = experts.saturating_sub(3 * self.intermediate * h);
+        (layers.saturating_sub(m.layers * extra)) / self.layers.max(1) + extra
+    }
+
     /// gpt-oss's: biased q, k, v and o projections and a sink a head; a biased router; the
     /// stacked experts (gate/up stored hidden × 2·width) with their biases, 2-D tensors.
     fn gpt_oss_tensors(&self) -> Option<Vec<Tensor>> {

@@ -274,7 +274,8 @@ pub(super) fn sharded_peak(
     (held, saved): (&Held, &Saved),
     points: &[Point; 6],
 ) -> Result<TrainingPeak, TrainingError> {
-    // Every layer alike (all dense, or experts in every layer): one layer's bytes stand for each.
+    // Every layer alike (all dense, or experts in every layer): one layer's bytes stand for
+    // each; else the widest layer's for any (DeepSeek-V2's dense first layer is narrower).
     let uniform = s.moe.is_none_or(|m| m.layers == s.layers);
     let master = match run.recipe {
         // LoRA's adapters in bf16, as FSDP2 shards one dtype a group; under autocast the f32
@@ -295,11 +296,9 @@ pub(super) fn sharded_peak(
                    first forward; --recipe mixed trains them all in f32",
         });
     }
-    if !uniform || s.f32_params > 0 || f.world == 0 {
+    if f.world == 0 {
         return Err(TrainingError::Unsupported {
-            what:
-                "FSDP2 other than in bf16, mixed precision, f32 under autocast, LoRA or QLoRA for \
-                   layers all alike",
+            what: "FSDP2 over no rank",
         });
     }
     let tokens = u128::from(run.batch) * u128::from(run.seq);
@@ -345,7 +344,11 @@ pub(super) fn sharded_peak(
         }
         _ => (held.params, 0),
     };
-    let layer = (params - root) / s.layers.max(1);
+    let layer = if uniform {
+        (params - root) / s.layers.max(1)
+    } else {
+        s.widest_layer(root / p) * p
+    };
     let grads = match run.recipe.lora() {
         Some(_) => Grads {
             all: held.trainable,
