@@ -179,6 +179,9 @@ def main():
     ap.add_argument("--gpu-on-meta", action="store_true",
                     help="play the GPU on `meta` without offloading (a check that both devices "
                          "give the CPU-only run's figures; implied by --offload-optimizer)")
+    ap.add_argument("--grad-accum", type=int, default=1, metavar="N",
+                    help="gradient_accumulation_steps: N micro-batches a step, engine.step() "
+                         "after each (DeepSpeed steps the optimizer at the boundary only)")
     ap.add_argument("--rank", type=int, default=None,
                     help="the rank measured (default: the last, whose partition holds the "
                          "output end of the model, the first gradients backward makes)")
@@ -201,7 +204,7 @@ def main():
         play_the_gpu_on_meta()
     ds_config = {
         "train_micro_batch_size_per_gpu": a.batch,
-        "gradient_accumulation_steps": 1,
+        "gradient_accumulation_steps": a.grad_accum,
         "bf16": {"enabled": True},
         "zero_optimization": {"stage": a.stage, **(
             {"offload_optimizer": {"device": "cpu", "pin_memory": True}}
@@ -230,15 +233,19 @@ def main():
             phases.append((-1, "initialize", mt.get_tracker_snapshot("peak")))
             initialize_peak = step_peak_from_here(mt)
             for step in range(2):
-                ids = torch.randint(0, cfg.vocab_size, (a.batch, a.seq), device=gpu)
-                loss = engine(input_ids=ids, labels=ids).loss
-                phases.append((step, "forward", mt.get_tracker_snapshot("peak")))
-                engine.backward(loss)
-                del loss
-                phases.append((step, "backward", mt.get_tracker_snapshot("peak")))
-                engine.step()
-                phases.append((step, "optimizer", mt.get_tracker_snapshot("peak")))
-                mt.reset_mod_stats()
+                for micro in range(a.grad_accum):
+                    ids = torch.randint(0, cfg.vocab_size, (a.batch, a.seq), device=gpu)
+                    loss = engine(input_ids=ids, labels=ids).loss
+                    phases.append((step, "forward", mt.get_tracker_snapshot("peak")))
+                    engine.backward(loss)
+                    del loss
+                    phases.append((step, "backward", mt.get_tracker_snapshot("peak")))
+                    # Before the boundary DeepSpeed's step only counts the micro-batch.
+                    engine.step()
+                    last = micro + 1 == a.grad_accum
+                    phases.append((step, "optimizer" if last else "backward",
+                                   mt.get_tracker_snapshot("peak")))
+                    mt.reset_mod_stats()
             after = mt.get_tracker_snapshot("current")
         peak = mt.get_tracker_snapshot("peak")
     snap = totals(peak, gpu)
@@ -258,6 +265,7 @@ def main():
         "batch": a.batch,
         "seq": a.seq,
         "checkpointing": a.checkpointing,
+        "grad_accum": a.grad_accum,
         "offload_optimizer": a.offload_optimizer,
         "gpu_device": gpu,
         "ds_config": ds_config,

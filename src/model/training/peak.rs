@@ -1,6 +1,7 @@
 //! Where a training step peaks, by how it runs: one GPU (with gradient accumulation), FSDP2,
 //! DDP and ZeRO-1, DeepSpeed; each over the walk's points ([`super::step`]).
 
+use super::fsdp::Tally;
 use super::step::{
     deepspeed_peak, held, largest, points, saved, sharded_peak, tallies, Held, Point, Saved,
 };
@@ -17,10 +18,9 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
     let held = held(&s, run, lora);
     let saved = saved(&s, run, lora, mask);
     let points = points(&s, run, lora, &held, &saved);
-    let zero1 = run.ddp.is_some_and(|d| d.zero1.is_some());
-    if run.grad_accum > 1 && (zero1 || run.deepspeed.is_some()) {
+    if run.grad_accum > 1 && run.deepspeed.is_some() {
         return Err(TrainingError::Unsupported {
-            what: "gradient accumulation under ZeRO-1 or DeepSpeed",
+            what: "gradient accumulation under DeepSpeed",
         });
     }
     if let Some(f) = run.fsdp {
@@ -32,9 +32,15 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
     if let Some(ds) = run.deepspeed {
         return deepspeed_peak(&s, run, ds, (&held, &points), mask);
     }
-    let mut tallies = tallies(&points, &held);
+    largest(&step_tallies(run, &points, &held), held.buffers)
+}
+
+/// The step's points under `held` on one GPU or one DDP rank: a second micro-batch's too
+/// under gradient accumulation, DDP's buckets beside them.
+fn step_tallies(run: &TrainingRun, points: &[Point; 6], held: &Held) -> Vec<Tally> {
+    let mut tallies = tallies(points, held);
     if run.grad_accum > 1 {
-        tallies.extend(self::tallies(&accumulating(&points, &held), &held));
+        tallies.extend(self::tallies(&accumulating(points, held), held));
     }
     if let Some(d) = run.ddp {
         // Micro-batches under `no_sync` make their gradients apart from the buckets, as
@@ -46,7 +52,7 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
         };
         super::ddp::with_buckets(&mut tallies, d, held.trainable);
     }
-    largest(&tallies, held.buffers)
+    tallies
 }
 
 /// The points of a micro-batch after a step's first under gradient accumulation: every
@@ -97,10 +103,7 @@ fn zero1_peak(
             step_temp,
             ..*held
         };
-        let mut tallies = tallies(&points(s, run, lora, &rank, saved), &rank);
-        if let Some(d) = run.ddp {
-            super::ddp::with_buckets(&mut tallies, d, rank.trainable);
-        }
+        let tallies = step_tallies(run, &points(s, run, lora, &rank, saved), &rank);
         let peak = largest(&tallies, rank.buffers)?;
         if worst.is_none_or(|w| peak.total > w.total) {
             worst = Some(peak);
