@@ -23,7 +23,7 @@ use super::{Shape, TrainingRun};
 /// DeepSpeed's `reduce_bucket_size` default, in elements.
 const REDUCE_BUCKET: u128 = 500_000_000;
 /// Gradients and weights in bf16.
-const BF16: u128 = 2;
+pub(super) const BF16: u128 = 2;
 /// A gradient norm's element (stage 3 under offload takes each piece's norm in f64).
 const F64: u128 = 8;
 /// Elements stage 3 turns to f64 at once for a norm.
@@ -417,11 +417,19 @@ pub(super) fn traced_order(hooks: &[Hook]) -> Vec<Handed> {
 pub(super) fn bucket_points(
     order: &[Handed],
     layers: u128,
-    flat: &Flat,
+    (flat, accumulated): (&Flat, bool),
     norms: OffloadNorms,
 ) -> Vec<BucketPoint> {
     let bucket = BUCKET_BYTES;
-    let partition_grads = BF16 * flat.grads_in_partition;
+    // The rank's bf16 partition of gradients, there from the first reduction on (from the
+    // start in a micro-batch after a step's first, under gradient accumulation).
+    let partition = |reduced: bool| {
+        if reduced || accumulated {
+            BF16 * flat.grads_in_partition
+        } else {
+            0
+        }
+    };
     // The norm's own bytes for the largest gradient a reduction hands over (the fullest rank's:
     // a slice as large as the tensor or the partition), beside the f64 norms kept so far, one
     // a tensor.
@@ -460,7 +468,7 @@ pub(super) fn bucket_points(
         .into_iter()
         .map(|at| BucketPoint {
             at,
-            gradients: bucket + BF16 * largest(at),
+            gradients: bucket + BF16 * largest(at) + partition(false),
             gathered: None,
             reduction: false,
         })
@@ -470,7 +478,7 @@ pub(super) fn bucket_points(
     for h in order {
         let n = h.elements;
         if filled + n > REDUCE_BUCKET && filled > 0 {
-            let held_partition = if reduced { partition_grads } else { 0 };
+            let held_partition = partition(reduced);
             points.push(BucketPoint {
                 at: match h.at {
                     BucketAt::Embedding => BucketAt::EmbeddingHandedOver,
@@ -488,15 +496,13 @@ pub(super) fn bucket_points(
     }
     points.push(BucketPoint {
         at: BucketAt::Embedding,
-        gradients: bucket + if reduced { partition_grads } else { 0 },
+        gradients: bucket + partition(reduced),
         gathered: None,
         reduction: false,
     });
     points.push(BucketPoint {
         at: BucketAt::End,
-        gradients: bucket
-            + reduction(filled, largest_filled)
-            + if reduced { partition_grads } else { 0 },
+        gradients: bucket + reduction(filled, largest_filled) + partition(reduced),
         gathered: None,
         reduction: false,
     });

@@ -37,6 +37,7 @@
 
 mod ddp;
 mod deepspeed;
+mod deepspeed_step;
 mod fsdp;
 mod lora;
 mod optimizer_state;

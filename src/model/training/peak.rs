@@ -3,7 +3,7 @@
 
 use super::fsdp::Tally;
 use super::step::{
-    deepspeed_peak, held, largest, points, saved, sharded_peak, tallies, Held, Point, Saved,
+    accumulating, held, largest, points, saved, sharded_peak, tallies, Held, Point, Saved,
 };
 use super::walked::check;
 use super::{Ddp, Lora, Shape, TrainingError, TrainingPeak, TrainingRun};
@@ -18,11 +18,6 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
     let held = held(&s, run, lora);
     let saved = saved(&s, run, lora, mask);
     let points = points(&s, run, lora, &held, &saved);
-    if run.grad_accum > 1 && run.deepspeed.is_some() {
-        return Err(TrainingError::Unsupported {
-            what: "gradient accumulation under DeepSpeed",
-        });
-    }
     if let Some(f) = run.fsdp {
         return sharded_peak(&s, run, f, (&held, &saved), &points);
     }
@@ -30,7 +25,7 @@ pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak
         return zero1_peak(&s, run, (lora, &saved), &held, world);
     }
     if let Some(ds) = run.deepspeed {
-        return deepspeed_peak(&s, run, ds, (&held, &points), mask);
+        return super::deepspeed_step::deepspeed_peak(&s, run, ds, (&held, &points), mask);
     }
     largest(&step_tallies(run, &points, &held), held.buffers)
 }
@@ -53,22 +48,6 @@ fn step_tallies(run: &TrainingRun, points: &[Point; 6], held: &Held) -> Vec<Tall
         super::ddp::with_buckets(&mut tallies, d, held.trainable);
     }
     tallies
-}
-
-/// The points of a micro-batch after a step's first under gradient accumulation: every
-/// gradient is there from the forward on, and each new one (the head's, a layer's weight
-/// gradients, the embedding's) is made beside it before it is added in place.
-fn accumulating(points: &[Point; 6], held: &Held) -> Vec<Point> {
-    points[..5]
-        .iter()
-        .enumerate()
-        .map(|(i, pt)| Point {
-            gradients: held.trainable,
-            // The head's backward counts its new weight gradient among the gradients.
-            temporaries: pt.temporaries + if i == 2 { pt.gradients } else { 0 },
-            ..*pt
-        })
-        .collect()
 }
 
 /// The worst rank's peak under DDP with `ZeroRedundancyOptimizer` over `world` ranks: each

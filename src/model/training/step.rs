@@ -66,163 +66,18 @@ impl Point {
     }
 }
 
-/// One rank's peak under DeepSpeed's ZeRO stage 1 or 2 ([`super::deepspeed`]): the walk's
-/// forward and loss backward with the rank's flat weights, master partition and moments; the
-/// rest of backward with the reduce bucket there (stage 1: the walk's points, the gradients
-/// whole; stage 2: the bucket's moments, the layer being walked counted whole, recomputed
-/// under checkpointing); the step on the partition.
-pub(super) fn deepspeed_peak(
-    s: &Shape,
-    run: &TrainingRun,
-    ds: super::DeepSpeed,
-    (held, points): (&Held, &[Point; 6]),
-    mask: Mask,
-) -> Result<TrainingPeak, TrainingError> {
-    use super::deepspeed::{
-        RankHeld, StepAt, ZeroStage, BUCKET_BYTES, ENGINE_SCALARS, FORWARD_SCALARS,
-    };
-    let refuse = |what| Err(TrainingError::Unsupported { what });
-    let plain = run.recipe == Recipe::Bf16
-        && matches!(run.optimizer, Optimizer::Adam | Optimizer::Adamw)
-        && !mask.eager
-        && !mask.masked;
-    let Some(tensors) = s.tensors().filter(|_| plain) else {
-        return refuse(
-            "DeepSpeed ZeRO other than bf16 Adam or AdamW, or with eager attention or a \
-             sliding window within the sequence",
-        );
-    };
-    // Stage 3 under offload on experts holds more in backward than its reductions list
-    // (Qwen3-MoE's shape over 2 ranks: 0.87x of MemTracker).
-    if ds.stage == ZeroStage::Three && ds.offload_optimizer && s.moe.is_some() {
-        return refuse("DeepSpeed ZeRO-3 with the optimizer offloaded on experts");
-    }
-    // Stage 3's coordinator replay knows the modules of a Llama, Phi-3 or Gemma layer, and of
-    // experts in every layer.
-    let Some(rank) = RankHeld::of(ds, s, &tensors, run.checkpointing) else {
-        return refuse("DeepSpeed ZeRO-3 on experts in some layers only, or shared experts");
-    };
-    let tokens = u128::from(run.batch) * u128::from(run.seq);
-    let tally = |(phase, at), gradients, optimizer, activations, temporaries| Tally {
-        phase,
-        parameters: rank.weights + rank.whole_at(at),
-        gradients: rank.gradients + rank.staging + gradients,
-        optimizer: rank.optimizer + optimizer,
-        activations,
-        temporaries,
-    };
-    let mut tallies = vec![
-        tally(
-            (Phase::Forward, StepAt::FinalNorm),
-            rank.bucket(),
-            0,
-            super::saved::final_norm_activations(s, tokens, points[0].activations)
-                + FORWARD_SCALARS,
-            0,
-        ),
-        tally(
-            (Phase::Forward, StepAt::ForwardEnd),
-            rank.bucket(),
-            0,
-            points[0].activations + FORWARD_SCALARS,
-            0,
-        ),
-        tally(
-            (Phase::Backward, StepAt::Loss),
-            rank.bucket(),
-            0,
-            points[1].activations + ENGINE_SCALARS + rank.backward_scalars(),
-            points[1].temporaries,
-        ),
-        tally(
-            (Phase::Optimizer, StepAt::Step),
-            rank.bucket(),
-            rank.step,
-            tokens * IDS + ENGINE_SCALARS,
-            0,
-        ),
-    ];
-    match ds.stage {
-        // The gradients stay the walk's, the bucket beside them from the first on.
-        ZeroStage::One => tallies.extend(points[2..5].iter().map(|pt| {
-            tally(
-                (pt.phase, StepAt::Backward),
-                pt.gradients,
-                0,
-                pt.activations + ENGINE_SCALARS,
-                pt.temporaries + BUCKET_BYTES,
-            )
-        })),
-        ZeroStage::Two | ZeroStage::Three => {
-            let bucket = zero2_bucket_points(s, run, mask, (&tensors, &rank), points);
-            tallies.extend(bucket.into_iter().map(|(b, activations, temporaries)| {
-                let t = tally(
-                    (Phase::Backward, StepAt::Bucket(b.at)),
-                    b.gradients,
-                    0,
-                    activations + ENGINE_SCALARS + rank.backward_scalars(),
-                    temporaries,
-                );
-                match b.gathered {
-                    Some(g) => Tally {
-                        parameters: rank.weights + rank.whole_of(g),
-                        ..t
-                    },
-                    None => t,
-                }
-            }));
-        }
-    }
-    let fit = |v: u128| u64::try_from(v).map_err(|_| TrainingError::Overflow);
-    Ok(TrainingPeak {
-        host: fit(rank.host)?,
-        ..largest(&tallies, held.buffers)?
-    })
-}
-
-/// Stage 2's moments with the bucket there ([`super::deepspeed::bucket_points`]), with what
-/// the walk holds at each: gradients beside the model's, activations and temporaries.
-fn zero2_bucket_points(
-    s: &Shape,
-    run: &TrainingRun,
-    mask: Mask,
-    (tensors, rank): (&[super::shape::Tensor], &super::deepspeed::RankHeld),
-    points: &[Point; 6],
-) -> Vec<(super::deepspeed::BucketPoint, u128, u128)> {
-    use super::deepspeed::{bucket_points, registration_order, traced_order};
-    let tokens = u128::from(run.batch) * u128::from(run.seq);
-    let p = u128::from(run.recipe.param_bytes());
-    let walk = super::deepspeed::WalkAt::new(
-        s,
-        run,
-        (mask.repeated, mask.eager),
-        [
-            (points[2].activations, 0),
-            (points[4].activations, points[4].temporaries),
-        ],
-        (
-            layer_backward_temporaries(s, p, tokens, s.moe.is_some()),
-            up_weight_grad(s, p, s.moe.is_some()),
-        ),
-    );
-    // Stage 3's trace knows the order backward makes gradients in and what is gathered then.
-    let order = match &rank.stage3 {
-        Some((_, g)) => traced_order(&g.hooks),
-        None => {
-            let layer_tensors =
-                tensors.len().saturating_sub(2 + usize::from(!s.tied)) / s.layers.max(1) as usize;
-            registration_order(tensors, layer_tensors, s.tied)
-        }
-    };
-    bucket_points(&order, s.layers, &rank.flat, rank.norms)
-        .into_iter()
-        .map(|b| {
-            let (activations, temporaries) = if b.reduction {
-                walk.at_reduction(b.at)
-            } else {
-                walk.at(b.at)
-            };
-            (b, activations, temporaries)
+/// The points of a micro-batch after a step's first under gradient accumulation: every
+/// gradient is there from the forward on, and each new one (the head's, a layer's weight
+/// gradients, the embedding's) is made beside it before it is added in place.
+pub(super) fn accumulating(points: &[Point; 6], held: &Held) -> Vec<Point> {
+    points[..5]
+        .iter()
+        .enumerate()
+        .map(|(i, pt)| Point {
+            gradients: held.trainable,
+            // The head's backward counts its new weight gradient among the gradients.
+            temporaries: pt.temporaries + if i == 2 { pt.gradients } else { 0 },
+            ..*pt
         })
         .collect()
 }
