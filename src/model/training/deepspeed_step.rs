@@ -42,8 +42,8 @@ pub(super) fn deepspeed_peak(
     if ds.stage == ZeroStage::Three && ds.offload_optimizer && s.moe.is_some() {
         return refuse("DeepSpeed ZeRO-3 with the optimizer offloaded on experts");
     }
-    if run.grad_accum > 1 && (ds.stage == ZeroStage::Three || ds.offload_optimizer) {
-        return refuse("gradient accumulation under DeepSpeed ZeRO-3 or ZeRO-Offload");
+    if run.grad_accum > 1 && ds.offload_optimizer {
+        return refuse("gradient accumulation under DeepSpeed's ZeRO-Offload");
     }
     // Stage 3's coordinator replay knows the modules of a Llama, Phi-3 or Gemma layer, and of
     // experts in every layer.
@@ -86,13 +86,16 @@ impl Walk<'_> {
     /// (`accumulated`) a later one's under gradient accumulation, where what the earlier ones
     /// left is there from the forward on: at stage 1 every gradient whole (`param.grad`,
     /// reduced at the boundary only) beside the reduce bucket, at stage 2 the rank's bf16
-    /// partition of them. Its optimizer step is the first's.
+    /// gradients of the tensors its partition touches; at stage 3 nothing more (each
+    /// micro-batch's are added into its partition, held throughout). Its optimizer step is the
+    /// first's.
     fn tallies(&self, points: &[Point; 6], accumulated: bool) -> Vec<Tally> {
         let (s, run, rank) = (self.s, self.run, self.rank);
         let carried = match (accumulated, self.ds.stage) {
             (false, _) => 0,
             (true, ZeroStage::One) => self.held.trainable + BUCKET_BYTES,
-            (true, _) => BF16 * rank.flat.grads_in_partition,
+            (true, ZeroStage::Two) => BF16 * rank.flat.grads_in_partition,
+            (true, ZeroStage::Three) => 0,
         };
         let tokens = u128::from(run.batch) * u128::from(run.seq);
         let tally = |(phase, at), gradients, optimizer, activations, temporaries| Tally {
