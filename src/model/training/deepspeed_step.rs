@@ -4,7 +4,7 @@
 //! gradient accumulation a later micro-batch's points too.
 
 use super::deepspeed::{
-    RankHeld, StepAt, ZeroStage, BF16, BUCKET_BYTES, ENGINE_SCALARS, FORWARD_SCALARS,
+    Flat, RankHeld, StepAt, ZeroStage, BF16, BUCKET_BYTES, ENGINE_SCALARS, FORWARD_SCALARS,
 };
 use super::fsdp::Tally;
 use super::saved::{layer_backward_temporaries, up_weight_grad, IDS};
@@ -42,8 +42,10 @@ pub(super) fn deepspeed_peak(
     if ds.stage == ZeroStage::Three && ds.offload_optimizer && s.moe.is_some() {
         return refuse("DeepSpeed ZeRO-3 with the optimizer offloaded on experts");
     }
-    if run.grad_accum > 1 && ds.offload_optimizer {
-        return refuse("gradient accumulation under DeepSpeed's ZeRO-Offload");
+    // Stage 3 offloaded holds one more large gradient piece on the GPU under accumulation
+    // (Llama-3.2-1B over 2 ranks: 33,558,528 bytes above the step without), not modelled yet.
+    if run.grad_accum > 1 && ds.offload_optimizer && ds.stage == ZeroStage::Three {
+        return refuse("gradient accumulation under DeepSpeed ZeRO-3's ZeRO-Offload");
     }
     // Stage 3's coordinator replay knows the modules of a Llama, Phi-3 or Gemma layer, and of
     // experts in every layer.
@@ -63,9 +65,18 @@ pub(super) fn deepspeed_peak(
     if run.grad_accum > 1 {
         tallies.extend(walk.tallies(points, true));
     }
+    // Offloaded at stage 2, the earlier micro-batches' gradients of the tensors the rank's
+    // partition touches wait in pinned host memory (`accumulated_grads_in_cpu`), in bf16; at
+    // stage 1 the GPU keeps them whole as without offload.
+    let accumulated_on_host =
+        if run.grad_accum > 1 && ds.offload_optimizer && ds.stage == ZeroStage::Two {
+            BF16 * Flat::of(&tensors, ds.world).grads_in_partition
+        } else {
+            0
+        };
     let fit = |v: u128| u64::try_from(v).map_err(|_| TrainingError::Overflow);
     Ok(TrainingPeak {
-        host: fit(rank.host)?,
+        host: fit(rank.host + accumulated_on_host)?,
         ..largest(&tallies, held.buffers)?
     })
 }
