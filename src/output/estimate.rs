@@ -242,11 +242,17 @@ fn training_text(text: &mut String, r: &EstimateReport) {
                 format_bytes(step.peak.total)
             );
             if step.grad_accum > 1 {
+                // Sharded runs reduce each micro-batch into the rank's share of the gradients.
+                let held = match step.deepspeed.map(|d| d.stage) {
+                    Some(ZeroStage::Two | ZeroStage::Three) => "the rank's share of the gradients",
+                    _ if step.fsdp.is_some() => "the rank's share of the gradients",
+                    _ => "every gradient",
+                };
                 wrap_into(
                     text,
                     &format!(
-                        "  gradients accumulated over {} micro-batches: every gradient held \
-                         through the forward and backward from the second on",
+                        "  gradients accumulated over {} micro-batches: {held} held through the \
+                         forward and backward from the second on",
                         thousands(step.grad_accum)
                     ),
                     80,

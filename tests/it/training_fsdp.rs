@@ -800,5 +800,22 @@ fn gradient_accumulation_is_walked_on_one_gpu() {
         .args("estimate --model llama-3.2-1b --mode train --grad-accum 0".split(' '))
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(2)); // As printed: what a micro-batch after the first holds, by how the step runs.
+    let text = |extra: &[&str]| {
+        let out = common::gpumem()
+            .args("estimate --model llama-3.2-1b --mode train --grad-accum 2".split(' '))
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .replace("\n     ", "")
+    };
+    assert!(text(&[]).contains("micro-batches: every gradient held"));
+    let sharded = text(&["--deepspeed-zero2", "4"]);
+    assert!(
+        sharded.contains("micro-batches: the rank's share of the gradients held"),
+        "{sharded}"
+    );
 }
