@@ -234,19 +234,15 @@ pub(super) fn sharded_points(s: &Shape, f: Fsdp, z: &Sizes, points: &[Tally]) ->
         let sharded = own(g.all - g.root - 2 * g.layer);
         out.push(second_layer_end(z, pt, (params, state), sharded));
     }
-    let starts = backward_starts(f, z, points, (params, state, first_layer_grads));
     // The first start counts no gradient yet, the second the first layer's sharded ones.
-    let counted = [0, own(g.all - g.root - g.layer)];
-    let skip = usize::from(!f.reshard_after_forward);
-    out.extend(
-        starts
-            .into_iter()
-            .zip(&counted[skip..])
-            .map(|(t, &c)| Tally {
-                gradients: t.gradients + accumulated(c),
-                ..t
-            }),
-    );
+    let counted = [0, own(g.all - g.root - g.layer)].map(accumulated);
+    out.extend(backward_starts(
+        f,
+        z,
+        points,
+        (params, state, first_layer_grads),
+        counted,
+    ));
     out
 }
 
@@ -306,19 +302,21 @@ fn second_layer_end(
 /// all-gather buffer not yet freed beside the parameters copied out of it (nothing else yet);
 /// and the first layer's, its parameters gathered and the all-gather buffer not yet freed,
 /// beside the last reduce-scatter buffer and `first_layer_grads`, only the output's gradient
-/// yet, the loss and its backward's scalar still held.
+/// yet, the loss and its backward's scalar still held. Under gradient accumulation each holds
+/// the sharded gradients of `accumulated` more.
 fn backward_starts(
     f: Fsdp,
     z: &Sizes,
     points: &[Tally],
     (params, state, first_layer_grads): (u128, u128, u128),
+    accumulated: [u128; 2],
 ) -> Vec<Tally> {
     let mut out = Vec::new();
     if f.reshard_after_forward {
         out.push(Tally {
             phase: Phase::Backward,
             parameters: params + 2 * z.root,
-            gradients: 0,
+            gradients: accumulated[0],
             optimizer: state,
             activations: z.backward_start,
             temporaries: 0,
@@ -328,7 +326,7 @@ fn backward_starts(
         out.push(Tally {
             phase: pt.phase,
             parameters: params + z.root + z.layer,
-            gradients: first_layer_grads,
+            gradients: first_layer_grads + accumulated[1],
             optimizer: state,
             activations: pt.activations + 8,
             temporaries: z.act_grad,
