@@ -231,8 +231,14 @@ pub(super) fn sharded_points(s: &Shape, f: Fsdp, z: &Sizes, points: &[Tally]) ->
         out.push(past_last);
     }
     if let Some(pt) = points.get(3).filter(|_| s.layers > 1) {
+        // Under accumulation every sharded gradient is there.
         let sharded = own(g.all - g.root - 2 * g.layer);
-        out.push(second_layer_end(z, pt, (params, state), sharded));
+        out.push(second_layer_end(
+            z,
+            pt,
+            (params, state),
+            sharded + accumulated(sharded),
+        ));
     }
     // The first start counts no gradient yet, the second the first layer's sharded ones.
     let counted = [0, own(g.all - g.root - g.layer)].map(accumulated);
