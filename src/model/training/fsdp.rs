@@ -219,16 +219,7 @@ pub(super) fn sharded_points(s: &Shape, f: Fsdp, z: &Sizes, points: &[Tally]) ->
     if let (Some(head), false) = (points.get(2), s.tied) {
         let layer_shard = own(g.layer);
         let shards = layer_shard + accumulated(layer_shard);
-        let past_last = untied_head(s, f, z, head, (params, state, shards));
-        // The next layer's backward at its end: the same held, the last layer's activations
-        // released, its whole weight gradients made unsharded beside its input's (experts'
-        // weights outweigh what their backward holds at once: DeepSeek-V2-Lite over 8 ranks).
-        out.push(Tally {
-            activations: past_last.activations.saturating_sub(z.layer_saved),
-            temporaries: g.layer + z.act_grad,
-            ..past_last
-        });
-        out.push(past_last);
+        out.extend(untied_head(s, f, z, head, (params, state, shards)));
     }
     if let Some(pt) = points.get(3).filter(|_| s.layers > 1) {
         // Under accumulation every sharded gradient is there.
@@ -255,14 +246,17 @@ pub(super) fn sharded_points(s: &Shape, f: Fsdp, z: &Sizes, points: &[Tally]) ->
 /// Past the last layer's backward, an untied head's gradient is still unsharded beside the next
 /// layer's gathered parameters, the one after in flight, the last layer's reduce-scatter buffer
 /// and the sharded gradients (`shards`): bounded by the head's backward's activations and a
-/// layer's backward temporaries (measured 0.4 % under this for Mistral-7B).
+/// layer's backward temporaries (measured 0.4 % under this for Mistral-7B). Then the next
+/// layer's backward at its end: the same held, the last layer's activations released, its
+/// whole weight gradients made unsharded beside its input's (experts' weights outweigh what
+/// their backward holds at once: DeepSeek-V2-Lite over 8 ranks).
 fn untied_head(
     s: &Shape,
     f: Fsdp,
     z: &Sizes,
     head: &Tally,
     (params, state, shards): (u128, u128, u128),
-) -> Tally {
+) -> [Tally; 2] {
     let g = &z.grads;
     // The next layer gathered and the one after it in flight, where there are such.
     let gathered = (s.layers.saturating_sub(1)).min(2);
@@ -272,14 +266,20 @@ fn untied_head(
     } else {
         z.params - z.layer
     };
-    Tally {
+    let past_last = Tally {
         phase: head.phase,
         parameters: params + last,
         gradients: g.head + g.norm + z.master * g.layer + shards,
         optimizer: state,
         activations: head.activations,
         temporaries: z.layer_backward,
-    }
+    };
+    let next_end = Tally {
+        activations: past_last.activations.saturating_sub(z.layer_saved),
+        temporaries: g.layer + z.act_grad,
+        ..past_last
+    };
+    [next_end, past_last]
 }
 
 /// The second layer's backward at its end: the first layer's parameters prefetched beside its
