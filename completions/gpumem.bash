@@ -644,7 +644,7 @@ _gpumem() {
                     return 0
                     ;;
                 --llamacpp-device)
-                    COMPREPLY=($(compgen -W "cuda cpu-rules vulkan" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "cuda cpu-rules vulkan metal" -- "${cur}"))
                     return 0
                     ;;
                 --flash-attn)

@@ -145,7 +145,7 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand --pp-layer-partition 'vLLM: each pipeline stage''s layers, as VLLM_PP_LAYER_PARTITION gives them (e.g. 16,32); only layouts with that many stages are planned'
             cand --tensor-parallel-size 'vLLM: exactly N tensor-parallel ranks a stage (--tensor-parallel-size) [default: the fewest GPUs that serve]'
             cand --fit-ctx-min 'llama.cpp: the shortest context --fit-context may choose (llama.cpp''s --fit-ctx)'
-            cand --llamacpp-device 'llama.cpp: the ggml backend the GPUs run, for how their compute buffers are laid out [default: cuda for CUDA, ROCm and simulated GPUs, vulkan for Vulkan GPUs, else cpu-rules]'
+            cand --llamacpp-device 'llama.cpp: the ggml backend the GPUs run, for how their compute buffers are laid out [default: cuda for CUDA, ROCm and simulated GPUs, metal for Apple GPUs, vulkan for Vulkan GPUs, else cpu-rules]'
             cand --flash-attn 'llama.cpp: flash attention (-fa); auto turns it on where the backend has it, as every backend gpumem models does'
             cand --split-mode 'llama.cpp: how a host''s GPUs share the model (-sm)'
             cand --prefer 'Backend to try first; others are still listed with their verdicts'

@@ -14,8 +14,8 @@ pub struct LlamaCppArgs {
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1 << 32), value_name = "N", requires = "fit_context")]
     pub fit_ctx_min: u64,
     /// llama.cpp: the ggml backend the GPUs run, for how their compute buffers are laid out
-    /// [default: cuda for CUDA, ROCm and simulated GPUs, vulkan for Vulkan GPUs, else
-    /// cpu-rules].
+    /// [default: cuda for CUDA, ROCm and simulated GPUs, metal for Apple GPUs, vulkan for
+    /// Vulkan GPUs, else cpu-rules].
     #[arg(long, value_enum, value_name = "BACKEND")]
     pub llamacpp_device: Option<LlamaDeviceArg>,
     /// llama.cpp: flash attention (-fa); auto turns it on where the backend has it, as every
@@ -65,6 +65,9 @@ pub enum LlamaDeviceArg {
     /// ggml-vulkan: the Vulkan device's limits (a discovered one's, else the widest a driver
     /// reports), operator offload, ops on larger tensors on the CPU.
     Vulkan,
+    /// ggml-metal (Apple silicon; read from its source, not measured): scratch beside flash
+    /// attention, expert products and argsorts, operator offload of matrix products.
+    Metal,
 }
 
 /// `vllm serve`'s memory settings (vLLM 0.33's defaults when not given).

@@ -133,6 +133,7 @@ pub fn llamacpp_text(text: &mut String, a: &LlamaCppAccount) {
             LlamaDevice::CpuRules => "",
             LlamaDevice::CpuRulesOffload => " on RPC with CUDA's offload",
             LlamaDevice::Vulkan(_) => " on Vulkan",
+            LlamaDevice::Metal => " on Metal",
         },
         if a.flash_attention { "on" } else { "off" },
         if a.device_rules.offloads_ops() && !a.op_offload {
@@ -176,12 +177,18 @@ pub fn llamacpp_text(text: &mut String, a: &LlamaCppAccount) {
         let _ = writeln!(text, "  {line}");
     }
     for rule in &a.unmeasured_rules {
-        let what = match rule {
+        let line = match rule {
             UnmeasuredRule::CudaQuantizedRowPadding => {
-                "ggml-cuda's padding of quantized rows to 512 values"
+                "(unmeasured: ggml-cuda's padding of quantized rows to 512 values, read from its source)"
+            }
+            UnmeasuredRule::MetalBuffers => {
+                "(unmeasured: ggml-metal's buffers, read from its source)"
+            }
+            UnmeasuredRule::MetalGraphReorder => {
+                "(not modelled: ggml-metal's reordering of its splits)"
             }
         };
-        let _ = writeln!(text, "  (unmeasured: {what}, read from its source)");
+        let _ = writeln!(text, "  {line}");
     }
 }
 

@@ -152,3 +152,29 @@ fn a_software_vulkan_device_is_no_llama_cpp_gpu() {
     );
     assert_eq!(lavapipe["fits"], false);
 }
+
+// A discovered Apple GPU (the Metal backend) is planned with ggml-metal's rules, read from its
+// source and labelled so in the plan.
+#[test]
+fn an_apple_gpu_is_planned_with_metals_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let ram = 32 * GIB;
+    let doc = json!({
+        "schema_version": 1,
+        "host": {"hostname": "m4-mini", "memory_total_bytes": ram, "memory_available_bytes": ram},
+        "backends": [
+            {"backend": "cpu", "available": true,
+             "devices": [{"index": 0, "name": "Apple M4", "device_type": "cpu",
+                          "total_bytes": ram, "free_bytes": ram}]},
+            {"backend": "metal", "available": true,
+             "devices": [{"index": 0, "name": "Apple M4", "device_type": "gpu",
+                          "total_bytes": 21 * GIB, "free_bytes": 21 * GIB}]}
+        ]
+    });
+    let path = dir.path().join("m4-mini.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+    let plan = llamacpp(&path, &[]);
+    assert_eq!(plan["device_rules"], "metal", "{plan}");
+    assert_eq!(plan["device_rules_basis"], "from_source");
+    assert_eq!(plan["n_gpu_layers"], 33, "{plan}");
+}

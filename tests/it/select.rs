@@ -762,6 +762,24 @@ fn training_is_planned_by_pytorchs_step() {
     assert!(!text.contains("vllm serve"), "{text}");
 }
 
+/// `select` for llama.cpp serving Llama-3.1-8B at 131,072 tokens over a q8_0 cache on `device`.
+fn long_context_llama(device: &'static str, extra: &[&'static str]) -> Vec<&'static str> {
+    let mut a = vec![
+        "--model",
+        "llama-3.1-8b",
+        "--engine",
+        "llama.cpp",
+        "--context",
+        "131072",
+        "--kv-dtype",
+        "q8_0",
+        "--device",
+        device,
+    ];
+    a.extend_from_slice(extra);
+    a
+}
+
 // On CUDA (simulated GPUs are CUDA's) llama.cpp's flash attention holds f16 copies of a q8_0
 // cache's K and V beside its output (ggml-cuda's `get_alloc_size`): Llama-3.1-8B at 131,072
 // tokens needs 512 MiB more compute buffer than the CPU backend's rules give, and no longer
@@ -769,22 +787,7 @@ fn training_is_planned_by_pytorchs_step() {
 // rpc-server on a CPU) it does.
 #[test]
 fn llamacpp_on_cuda_holds_flash_attentions_f16_copies_of_a_quantized_cache() {
-    let args = |device: &'static str, extra: &[&'static str]| {
-        let mut a = vec![
-            "--model",
-            "llama-3.1-8b",
-            "--engine",
-            "llama.cpp",
-            "--context",
-            "131072",
-            "--kv-dtype",
-            "q8_0",
-            "--device",
-            device,
-        ];
-        a.extend_from_slice(extra);
-        a
-    };
+    let args = long_context_llama;
     let (code, doc) = select(&args("sim:24GiB", &[]));
     assert_eq!(code, 3, "{doc}");
     let (code, text) = select_text(&args("sim:24GiB", &[]));
@@ -812,4 +815,38 @@ fn llamacpp_on_cuda_holds_flash_attentions_f16_copies_of_a_quantized_cache() {
         cuda_compute >= cpu_compute + (256 << 20),
         "{cuda_compute} vs {cpu_compute}"
     );
+}
+
+// On Apple silicon (`--llamacpp-device metal`, which a discovered Metal GPU selects) the plan
+// follows ggml-metal's rules as read from its source, and says so: its flash attention
+// reserves K and V in f16 whatever the cache's type (512 MiB for Llama-3.1-8B at 131,072 cells,
+// beyond the CPU backend's rules), and its reordering of each split is not replayed.
+#[test]
+fn llamacpp_on_metal_plans_by_its_source_and_labels_it_unmeasured() {
+    let args = |rules: &'static str| long_context_llama("sim:32GiB", &["--llamacpp-device", rules]);
+    let (code, doc) = select(&args("metal"));
+    assert_eq!(code, 0, "{doc}");
+    let plan = &doc["plan"]["llamacpp"];
+    assert_eq!(plan["device_rules"], "metal");
+    assert_eq!(plan["device_rules_basis"], "from_source");
+    assert_eq!(
+        plan["unmeasured_rules"],
+        json!(["metal_buffers", "metal_graph_reorder"])
+    );
+    let (_, cpu) = select(&args("cpu-rules"));
+    let compute = |d: &Value| {
+        d["plan"]["llamacpp"]["devices"][0]["compute"]
+            .as_u64()
+            .unwrap()
+    };
+    assert!(compute(&doc) >= compute(&cpu) + (256 << 20), "{doc}");
+    let (code, text) = select_text(&args("metal"));
+    assert_eq!(code, 0);
+    for line in [
+        "llama.cpp on Metal (-fa on",
+        "(unmeasured: ggml-metal's buffers, read from its source)",
+        "(not modelled: ggml-metal's reordering of its splits)",
+    ] {
+        assert!(text.contains(line), "{line}: {text}");
+    }
 }

@@ -407,6 +407,7 @@ pub fn select_llamacpp_config(args: &SelectArgs, engine: Option<Engine>) -> Resu
             cli::LlamaDeviceArg::Vulkan => {
                 crate::model::estimate::LlamaDevice::Vulkan(crate::device::VulkanLimits::UNSEEN)
             }
+            cli::LlamaDeviceArg::Metal => crate::model::estimate::LlamaDevice::Metal,
         }),
         flash_attention_off: l.flash_attn == cli::FlashAttnArg::Off,
         no_op_offload: l.no_op_offload,

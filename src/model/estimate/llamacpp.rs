@@ -20,6 +20,12 @@ pub enum LlamaDevice {
     /// with CUDA's operator offload, as `tools/llamacpp-reference` measures that offload
     /// without a GPU (ggml-rpc itself offloads nothing).
     CpuRulesOffload,
+    /// ggml-metal (Apple silicon), with rules read from its source and not measured: the CPU's
+    /// 32-byte alignment, scratch beside flash attention (K and V in f16 among it, whatever
+    /// the cache's type), expert products and argsorts, flash attention for its head sizes,
+    /// and operator offload of matrix products only. Its reordering of each split for
+    /// concurrency is not replayed.
+    Metal,
     /// ggml-vulkan on a device of these limits: its offset alignment, buffers of at most 1 GiB,
     /// operator offload as ggml-cuda's, no op on a tensor beyond its storage range (such ops,
     /// and the weights they read, stay on the CPU), and each split's nodes reordered before
@@ -34,8 +40,8 @@ pub enum RulesBasis {
     /// Measured against llama.cpp on an rpc-server device, on ggml-vulkan over Mesa's lavapipe,
     /// or on ggml-cuda on an H200 (`tests/fixtures/llamacpp-devices/`).
     Measured,
-    /// Read from the backend's source and not measured on its hardware (no rules at present;
-    /// ggml-cuda's were, until a lent GPU measured them).
+    /// Read from the backend's source and not measured on its hardware (ggml-metal's; ggml-cuda's
+    /// were, until a lent GPU measured them).
     FromSource,
 }
 
@@ -47,6 +53,11 @@ pub enum UnmeasuredRule {
     /// ggml-cuda's padding of a quantized tensor's rows to 512 values (`MATRIX_ROW_PADDING`,
     /// `get_alloc_size`): none of the H200's records had such a tensor.
     CudaQuantizedRowPadding,
+    /// ggml-metal's buffers (`get_alloc_size`, `supports_op`, `offload_op`): no Apple GPU here.
+    MetalBuffers,
+    /// ggml-metal's reordering of each split for concurrency (`ggml_graph_optimize`), which
+    /// lengthens some tensors' lives: not replayed, the figures keep llama.cpp's graph order.
+    MetalGraphReorder,
 }
 
 /// Serialized by name (`cuda`, `cpu-rules`, `cpu-rules-offload`, `vulkan`); a Vulkan device's
@@ -65,6 +76,7 @@ impl LlamaDevice {
             LlamaDevice::Cuda => "cuda",
             LlamaDevice::CpuRulesOffload => "cpu-rules-offload",
             LlamaDevice::Vulkan(_) => "vulkan",
+            LlamaDevice::Metal => "metal",
         }
     }
 
@@ -83,6 +95,7 @@ impl LlamaDevice {
             | LlamaDevice::CpuRulesOffload
             | LlamaDevice::Vulkan(_)
             | LlamaDevice::Cuda => RulesBasis::Measured,
+            LlamaDevice::Metal => RulesBasis::FromSource,
         }
     }
 
@@ -90,7 +103,10 @@ impl LlamaDevice {
     pub fn offloads_ops(self) -> bool {
         matches!(
             self,
-            LlamaDevice::Cuda | LlamaDevice::CpuRulesOffload | LlamaDevice::Vulkan(_)
+            LlamaDevice::Cuda
+                | LlamaDevice::CpuRulesOffload
+                | LlamaDevice::Vulkan(_)
+                | LlamaDevice::Metal
         )
     }
 
@@ -119,7 +135,12 @@ impl LlamaDevice {
                 .iter()
                 .any(|&b| b > 0)
         };
-        if self.pads_quantized_rows() && (weights.pads_rows() || cache_pads()) {
+        if self == LlamaDevice::Metal {
+            vec![
+                UnmeasuredRule::MetalBuffers,
+                UnmeasuredRule::MetalGraphReorder,
+            ]
+        } else if self.pads_quantized_rows() && (weights.pads_rows() || cache_pads()) {
             vec![UnmeasuredRule::CudaQuantizedRowPadding]
         } else {
             Vec::new()
@@ -139,6 +160,7 @@ impl LlamaDevice {
             }
             LlamaDevice::Cuda => crate::model::replay::BufferRules::CUDA,
             LlamaDevice::Vulkan(l) => crate::model::replay::BufferRules::vulkan(&l),
+            LlamaDevice::Metal => crate::model::replay::BufferRules::METAL,
         }
     }
 

@@ -88,6 +88,8 @@ pub(super) struct AttentionStep {
     pub(super) f16_copies: Option<(u64, u64)>,
     /// Its flash attention's head sizes.
     pub(super) heads: FaHeads,
+    /// ggml-metal's scratch beside the flash-attention output.
+    pub(super) metal: u64,
     /// The layer's cache is one of a sliding-window pair (llama.cpp's `build_attn` over an
     /// iSWA cache evaluates K before V).
     pub(super) paired: bool,
@@ -163,6 +165,7 @@ fn attend_rotated(
         let o = g.op(Kind::Fresh, a.out, OTHER, &[qp, kp, vp, a.mask]);
         g.tensors[o].fa_f16 = a.f16_copies;
         g.tensors[o].fa_heads = Some(a.heads);
+        g.tensors[o].metal_extra = a.metal;
         g.view(o, QUERY)
     } else {
         let kq = g.op(Kind::Fresh, a.scores, SCORES, &[kp, qp]);
@@ -266,6 +269,12 @@ fn grouped(
         flash_attention: c.flash_attention,
         f16_copies: f16_copies(c, inputs.cells, c.kv_dim, c.kv_dim),
         heads: FaHeads::grouped(c.arch, inputs.cells),
+        metal: metal_scratch(
+            c,
+            inputs.cells,
+            (c.arch.num_heads, c.arch.num_kv_heads),
+            (c.arch.head_dim, c.arch.head_dim),
+        ),
         paired: c.arch.sliding_window.is_some(),
         rotations: inputs.rotations,
         unrotated: Unrotated {
@@ -501,6 +510,7 @@ fn absorbed(
             gqa: heads,
             cells: inputs.cells,
         });
+        g.tensors[o].metal_extra = latent_metal_scratch(c, inputs.cells, heads, &d);
         let o = g.view(o, OTHER);
         let o = g.op(Kind::Fresh, per_head_v, OTHER, &[w_vb, o]);
         let o = g.view(o, OTHER);
@@ -580,6 +590,7 @@ fn unsplit(
             gqa: 1,
             cells: inputs.cells,
         },
+        metal: metal_scratch(c, inputs.cells, (heads, heads), (d.nope + d.rope, d.v)),
         paired: false,
         rotations: inputs.rotations,
         // Q is roped, K joined and V copied out: all three made afresh.
@@ -601,6 +612,44 @@ fn caches(c: &super::Ctx<'_>, g: &mut Graph, cells: u64, widths: (u64, u64)) -> 
     g.tensors[k].bytes = bytes(widths.0);
     g.tensors[v].bytes = bytes(widths.1);
     (k, v)
+}
+
+/// ggml-metal's scratch for a layer's flash attention over `cells` cells, its query and K
+/// heads `heads` and K's and V's head sizes `dims` ([`super::metal`]); none without flash
+/// attention.
+fn metal_scratch(c: &super::Ctx<'_>, cells: u64, heads: (u64, u64), dims: (u64, u64)) -> u64 {
+    if !c.flash_attention {
+        return 0;
+    }
+    let row = |heads: u64, w: u64| sat(c.kv_type.bytes_for(u128::from(heads) * u128::from(w)));
+    super::metal::flash_attention_extra(&super::metal::MetalFa {
+        tokens: c.tokens,
+        heads: heads.0,
+        kv_heads: heads.1,
+        k_head: dims.0,
+        v_head: dims.1,
+        cells,
+        kv_type: c.kv_type,
+        strides: (row(heads.1, dims.0), row(heads.1, dims.1)),
+        v_of_k: false,
+    })
+}
+
+/// [`metal_scratch`] for MLA's latent cache: one K head that V is a view of.
+fn latent_metal_scratch(c: &super::Ctx<'_>, cells: u64, heads: u64, d: &super::Mla) -> u64 {
+    let k = d.kv_lora + d.rope;
+    let stride = sat(c.kv_type.bytes_for(u128::from(k)));
+    super::metal::flash_attention_extra(&super::metal::MetalFa {
+        tokens: c.tokens,
+        heads,
+        kv_heads: 1,
+        k_head: k,
+        v_head: d.kv_lora,
+        cells,
+        kv_type: c.kv_type,
+        strides: (stride, stride),
+        v_of_k: true,
+    })
 }
 
 fn f16_copies(c: &super::Ctx<'_>, cells: u64, k_width: u64, v_width: u64) -> Option<(u64, u64)> {

@@ -220,6 +220,7 @@ fn experts(c: &Ctx<'_>, g: &mut Graph, cur: usize, m: &Routed) -> usize {
             (name, rows.saturating_mul(cols).saturating_mul(e), true),
         );
         let y = g.op(Kind::Fresh, bytes, layout, &[w, x, selected]);
+        g.tensors[y].metal_extra = super::metal::expert_product_extra(e, g.rows);
         if !oss {
             return y;
         }
@@ -345,6 +346,8 @@ fn route(c: &Ctx<'_>, g: &mut Graph, cur: usize, m: &Routed) -> (usize, usize) {
     };
     let order = g.op(Kind::Fresh, m.router, ROUTER_IDS, &[ranked]);
     g.tag(order, Op::ArgSort);
+    // ggml-metal sorts through a second buffer of the output's size.
+    g.tensors[order].metal_extra = m.router;
     let selected = g.view(order, OTHER);
     let probs_3d = g.view(probs, OTHER);
     g.tag(probs_3d, Op::Reshape);
@@ -386,6 +389,7 @@ fn route(c: &Ctx<'_>, g: &mut Graph, cur: usize, m: &Routed) -> (usize, usize) {
 fn group_limited(g: &mut Graph, ranked: usize, m: &Routed) -> usize {
     let by_group = g.view(ranked, OTHER);
     let order = g.op(Kind::Fresh, m.router, ROUTER_IDS, &[by_group]);
+    g.tensors[order].metal_extra = m.router;
     let best_two = g.view(order, OTHER);
     let as_rows = g.view(by_group, OTHER);
     let picked = g.op(Kind::Fresh, m.group_pairs, OTHER, &[as_rows, best_two]);
@@ -393,6 +397,7 @@ fn group_limited(g: &mut Graph, ranked: usize, m: &Routed) -> usize {
     let group_scores = g.op(Kind::Fresh, m.group_scores, OTHER, &[picked]);
     let group_scores = g.view(group_scores, OTHER);
     let group_order = g.op(Kind::Fresh, m.group_scores, ROUTER_IDS, &[group_scores]);
+    g.tensors[group_order].metal_extra = m.group_scores;
     let kept = g.view(group_order, OTHER);
     let kept_scores = g.op(Kind::Fresh, m.kept_scores, OTHER, &[by_group, kept]);
     let masked = g.op(Kind::InPlace, m.router, ROUTER, &[by_group]);

@@ -31,9 +31,25 @@ pub(crate) struct BufferRules {
     /// sum's last add, so the weighting no longer runs in the experts' memory; a fused top-k
     /// router's nodes and inputs until the node after it.
     pub(crate) cuda_fusion_deps: bool,
-    /// The device runs flash attention only where ggml-cuda has a kernel for its head sizes
-    /// ([`FaHeads::cuda_has_kernel`]); elsewhere the op falls back to the CPU.
-    pub(crate) cuda_fa_kernels: bool,
+    /// Which flash-attention nodes the device runs (`supports_op`); the others fall back to
+    /// the CPU.
+    pub(crate) fa_kernels: FaKernels,
+    /// ggml-metal's scratch beside an op's output ([`Tensor::metal_extra`]).
+    pub(crate) metal_scratch: bool,
+    /// The device offloads only matrix products on host weights (ggml-metal's `offload_op`),
+    /// not every op of enough rows (ggml-cuda's, ggml-vulkan's).
+    pub(crate) offloads_products_only: bool,
+}
+
+/// Which flash-attention nodes a device has kernels for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FaKernels {
+    /// Every one the graph has (the CPU, ggml-vulkan).
+    Any,
+    /// ggml-cuda's head sizes ([`FaHeads::cuda_has_kernel`]).
+    Cuda,
+    /// ggml-metal's head sizes ([`FaHeads::metal_has_kernel`]).
+    Metal,
 }
 
 impl BufferRules {
@@ -44,7 +60,9 @@ impl BufferRules {
         max_chunk: super::gallocr::UNBOUNDED,
         quantized_rows: false,
         cuda_fusion_deps: false,
-        cuda_fa_kernels: false,
+        fa_kernels: FaKernels::Any,
+        metal_scratch: false,
+        offloads_products_only: false,
     };
     /// ggml-cuda's device buffers (ROCm's too: the same source built for HIP): 128-byte
     /// alignment, flash attention's f16 copies (its tile and MMA kernels, which the prompt
@@ -56,7 +74,23 @@ impl BufferRules {
         max_chunk: super::gallocr::UNBOUNDED,
         quantized_rows: true,
         cuda_fusion_deps: true,
-        cuda_fa_kernels: true,
+        fa_kernels: FaKernels::Cuda,
+        metal_scratch: false,
+        offloads_products_only: false,
+    };
+
+    /// ggml-metal's buffers, read from its source (not measured: no Apple GPU here): 32-byte
+    /// alignment as the CPU's, scratch beside flash attention, expert products and argsorts,
+    /// flash attention for its head sizes, and operator offload of matrix products only.
+    pub(crate) const METAL: BufferRules = BufferRules {
+        alignment: 32,
+        fa_f16_copies: false,
+        max_chunk: super::gallocr::UNBOUNDED,
+        quantized_rows: false,
+        cuda_fusion_deps: false,
+        fa_kernels: FaKernels::Metal,
+        metal_scratch: true,
+        offloads_products_only: true,
     };
 
     /// ggml-vulkan's pinned host buffers, which llama.cpp gives the CPU's compute buffer when
@@ -68,7 +102,9 @@ impl BufferRules {
             max_chunk: limits.chunk(),
             quantized_rows: false,
             cuda_fusion_deps: false,
-            cuda_fa_kernels: false,
+            fa_kernels: FaKernels::Any,
+            metal_scratch: false,
+            offloads_products_only: false,
         }
     }
 
@@ -81,12 +117,17 @@ impl BufferRules {
             max_chunk: limits.chunk(),
             quantized_rows: false,
             cuda_fusion_deps: false,
-            cuda_fa_kernels: false,
+            fa_kernels: FaKernels::Any,
+            metal_scratch: false,
+            offloads_products_only: false,
         }
     }
 
     /// What the allocator reserves for `t`.
     pub(super) fn alloc_size(self, t: &Tensor) -> u64 {
+        if self.metal_scratch {
+            return t.bytes.saturating_add(t.metal_extra);
+        }
         if self.quantized_rows && t.row_pad > 0 {
             return t.bytes.saturating_add(t.row_pad);
         }
@@ -224,6 +265,9 @@ pub(super) struct Tensor {
     pub(super) weight: Option<Weight>,
     /// The rows (tokens) an op computes: what ggml's operator offload weighs (`offload_op`).
     pub(super) rows: u64,
+    /// Scratch ggml-metal allocates with the op's output (`get_alloc_size`:
+    /// [`super::metal`]): flash attention's, an expert product's, an argsort's second copy.
+    pub(super) metal_extra: u64,
 }
 
 /// What decides whether ggml-cuda runs a flash-attention node (`ggml_cuda_get_best_fattn_kernel`):
@@ -259,6 +303,25 @@ impl FaHeads {
             320 => self.v == 256 && shared && self.gqa % 32 == 0,
             512 | 576 => self.v == 512 && shared,
             _ => false,
+        }
+    }
+
+    /// ggml-metal has a kernel (`supports_op`): its head sizes, V's no wider than K's (and
+    /// equal at 72).
+    pub(super) fn metal_has_kernel(&self) -> bool {
+        let sized = matches!(
+            self.k,
+            32 | 40 | 48 | 64 | 72 | 80 | 96 | 112 | 128 | 192 | 256 | 320 | 512 | 576
+        );
+        sized && self.v <= self.k && (self.k != 72 || self.v == 72)
+    }
+
+    /// Whether a device with `kernels` runs this flash-attention node.
+    pub(super) fn runs_on(&self, kernels: FaKernels) -> bool {
+        match kernels {
+            FaKernels::Any => true,
+            FaKernels::Cuda => self.cuda_has_kernel(),
+            FaKernels::Metal => self.metal_has_kernel(),
         }
     }
 }
@@ -326,6 +389,7 @@ impl Graph {
             ffn: None,
             fa_f16: None,
             row_pad: 0,
+            metal_extra: 0,
             fa_heads: None,
             weight: None,
             rows: 0,
@@ -395,6 +459,7 @@ impl Graph {
             ffn: None,
             fa_f16: None,
             row_pad: 0,
+            metal_extra: 0,
             fa_heads: None,
             weight: None,
             rows: 0,
@@ -419,6 +484,7 @@ impl Graph {
             ffn: None,
             fa_f16: None,
             row_pad: 0,
+            metal_extra: 0,
             fa_heads: None,
             weight: None,
             rows: 0,
@@ -445,6 +511,7 @@ impl Graph {
             ffn: None,
             fa_f16: None,
             row_pad: 0,
+            metal_extra: 0,
             fa_heads: None,
             weight: None,
             rows: 0,
@@ -524,6 +591,7 @@ impl Graph {
             ffn: None,
             fa_f16: None,
             row_pad: 0,
+            metal_extra: 0,
             fa_heads: None,
             weight: None,
             rows: 0,

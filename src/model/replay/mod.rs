@@ -20,6 +20,7 @@ mod ffn;
 mod gallocr;
 mod graph;
 mod layer;
+mod metal;
 mod recurrent;
 mod reorder;
 mod sched;

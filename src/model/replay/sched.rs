@@ -42,12 +42,7 @@ pub(super) struct Sched<'a> {
 /// Each backend's compute buffer, the host's first.
 pub(super) fn split_buffers(g: &Graph, s: &Sched<'_>) -> Vec<u64> {
     let offload = s.op_offload && s.backends > 1;
-    let be = assign(
-        g,
-        s.backend_of,
-        offload,
-        (s.tensor_limit, s.device_rules.cuda_fa_kernels),
-    );
+    let be = assign(g, s.backend_of, offload, s.tensor_limit, s.device_rules);
     // The splits and what each reads are found in graph order, before a backend reorders
     // its splits' nodes.
     let cuts = splits(g, &be, offload);
@@ -226,10 +221,12 @@ fn is_weight(g: &Graph, i: usize) -> bool {
 }
 
 /// Whether the first device takes node `i`, which reads the host weight `w`: ggml offloads
-/// an op of enough rows, but never an embedding lookup (`get_rows`).
-fn offloaded(g: &Graph, i: usize, w: usize) -> bool {
+/// an op of enough rows, but never an embedding lookup (`get_rows`); ggml-metal only a matrix
+/// product (`products_only`).
+fn offloaded(g: &Graph, i: usize, w: usize, products_only: bool) -> bool {
     let lookup = g.tensors[w].weight.is_some_and(|w| w.lookup);
-    !lookup && g.tensors[i].rows >= OFFLOAD_MIN_ROWS
+    let product = matches!(g.tensors[i].op, Op::MulMat | Op::MulMatId);
+    !lookup && (product || !products_only) && g.tensors[i].rows >= OFFLOAD_MIN_ROWS
 }
 
 /// A view, reshape or permute: no op of its own (`ggml_is_view_op`), unlike an op that writes
@@ -239,13 +236,12 @@ fn is_view(g: &Graph, i: usize) -> bool {
 }
 
 /// Whether a device runs node `i` (`supports_op`): with a `limit`, only when neither the node
-/// nor anything it reads spans more bytes.
-fn device_runs(g: &Graph, i: usize, (limit, cuda_fa): (Option<u64>, bool)) -> bool {
+/// nor anything it reads spans more bytes; flash attention where it has the kernel.
+fn device_runs(g: &Graph, i: usize, limit: Option<u64>, fa: FaKernels) -> bool {
     let t = &g.tensors[i];
     let fits = limit
         .is_none_or(|most| t.bytes <= most && t.srcs.iter().all(|&s| g.tensors[s].bytes <= most));
-    let has_kernel = !cuda_fa || t.fa_heads.is_none_or(|h| h.cuda_has_kernel());
-    fits && has_kernel
+    fits && t.fa_heads.is_none_or(|h| h.runs_on(fa))
 }
 
 /// Every tensor's backend, pass by pass as the scheduler assigns them. A node a device cannot
@@ -254,9 +250,9 @@ fn assign(
     g: &Graph,
     backend_of: &dyn Fn(Part, Option<(FfnClass, bool)>) -> u8,
     offload: bool,
-    caps: (Option<u64>, bool),
+    limit: Option<u64>,
+    rules: BufferRules,
 ) -> Vec<u8> {
-    let limit = caps.0;
     // A weight beyond the limit is loaded into host memory, whatever its layer's device
     // (llama.cpp's `weight_buft_supported` fails every device buffer type for it).
     let of = |t: &Tensor| {
@@ -266,7 +262,7 @@ fn assign(
             backend_of(t.part, t.ffn.map(|c| (c, t.experts)))
         }
     };
-    let runs = |i: usize| device_runs(g, i, caps);
+    let runs = |i: usize| device_runs(g, i, limit, rules.fa_kernels);
     let mut be: Vec<Option<u8>> = vec![None; g.tensors.len()];
     for &l in &g.leafs {
         let t = &g.tensors[l];
@@ -284,11 +280,13 @@ fn assign(
         } else if let Some(&w) = t.srcs.iter().find(|&&s| is_weight(g, s)) {
             let home = of(&g.tensors[w]);
             be[i] = if home == HOST {
-                Some(if offload && offloaded(g, i, w) && runs(i) {
-                    FIRST_DEVICE
-                } else {
-                    HOST
-                })
+                Some(
+                    if offload && offloaded(g, i, w, rules.offloads_products_only) && runs(i) {
+                        FIRST_DEVICE
+                    } else {
+                        HOST
+                    },
+                )
             } else {
                 // A device weight whose op the device cannot run: copied to whichever backend
                 // the op ends up on.

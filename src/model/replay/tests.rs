@@ -237,13 +237,24 @@ fn only_the_modelled_layouts_are_replayed() {
 /// Every layer and the output on one device under `rules`: the host's and the device's
 /// buffers.
 fn one_device(arch: &ModelArch, kv: &Precision, rules: BufferRules, cells: u64) -> (u64, u64) {
+    one_device_fa(arch, kv, rules, cells, true)
+}
+
+/// [`one_device`] with flash attention on or off.
+fn one_device_fa(
+    arch: &ModelArch,
+    kv: &Precision,
+    rules: BufferRules,
+    cells: u64,
+    flash_attention: bool,
+) -> (u64, u64) {
     let layers: Vec<Option<usize>> = (0..=arch.num_layers).map(|_| Some(0)).collect();
     let batch = Batch {
         arch,
         tokens: 512,
         kv_cells: cells,
         swa_cells: cells,
-        flash_attention: true,
+        flash_attention,
         kv_type: kv,
         seqs: 1,
         outputs: None,
@@ -293,6 +304,29 @@ fn cuda_buffers_align_to_128_and_hold_flash_attentions_f16_copies() {
     let mask = cells * 512 * 2;
     assert!(cuda_q8 >= copies + out + mask, "{cuda_q8}");
     assert!(cuda_q8 > cuda + copies / 2, "{cuda_q8} vs {cuda}");
+}
+
+// ggml-metal's buffers without flash attention or experts are the CPU's (its alignment is the
+// CPU's 32 bytes and no other op takes scratch), as llama.cpp's public CI logs show for
+// Pythia-1.4B (Metal and CPU compute buffers 102.25 MiB each); with flash attention each
+// layer's node reserves K and V in f16 beside its output, whatever the cache's type.
+#[test]
+fn metal_buffers_are_the_cpus_but_for_flash_attentions_scratch() {
+    let arch = crate::model::find_model("llama-3.1-8b")
+        .expect("the catalog's Llama-3.1-8B")
+        .arch;
+    let cells = 131_072;
+    let (cpu_host, cpu) = one_device_fa(&arch, &F16, BufferRules::CPU, cells, false);
+    let (metal_host, metal) = one_device_fa(&arch, &F16, BufferRules::METAL, cells, false);
+    assert_eq!((metal_host, metal), (cpu_host, cpu));
+    let (_, cpu_fa) = one_device(&arch, &F16, BufferRules::CPU, cells);
+    let (_, metal_fa) = one_device(&arch, &F16, BufferRules::METAL, cells);
+    let f16 = 2 * cells * 8 * 128 * 2;
+    let partials = 4 * 32 * 32 * 32 * 130;
+    let out = 512 * 4096 * 4;
+    let mask = cells * 512 * 2;
+    assert!(metal_fa >= f16 + partials + out + mask, "{metal_fa}");
+    assert!(metal_fa >= cpu_fa + f16 / 2, "{metal_fa} vs {cpu_fa}");
 }
 
 /// A catalog model's prompt graph: 512 tokens over 4,096 cells, flash attention, f16 cache.

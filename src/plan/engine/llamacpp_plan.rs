@@ -89,8 +89,8 @@ pub struct LlamaCppAccount {
 }
 
 /// The ggml backend llama.cpp runs `candidates`' GPUs with: ggml-cuda's buffers where any is a
-/// CUDA or ROCm GPU (simulated GPUs are CUDA's), else ggml-vulkan's on a Vulkan GPU (its
-/// driver's limits), else the CPU backend's. `asked` is `--llamacpp-device`'s choice; a Vulkan
+/// CUDA or ROCm GPU (simulated GPUs are CUDA's), else ggml-metal's on an Apple GPU, else
+/// ggml-vulkan's on a Vulkan GPU (its driver's limits), else the CPU backend's. `asked` is `--llamacpp-device`'s choice; a Vulkan
 /// one takes the limits of a Vulkan device among `candidates` where there is one.
 fn device_of(asked: Option<LlamaDevice>, candidates: &[Candidate]) -> LlamaDevice {
     let vulkan = |gpu_only: bool| {
@@ -114,6 +114,7 @@ fn device_of(asked: Option<LlamaDevice>, candidates: &[Candidate]) -> LlamaDevic
         {
             LlamaDevice::Cuda
         }
+        None if candidates.iter().any(|c| c.backend == BackendKind::Metal) => LlamaDevice::Metal,
         None => vulkan(true).map_or(LlamaDevice::CpuRules, |c| LlamaDevice::Vulkan(limits(c))),
     }
 }
