@@ -446,7 +446,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l fit-ctx-min -d 
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l llamacpp-device -d 'llama.cpp: the ggml backend the GPUs run, for how their compute buffers are laid out [default: cuda for CUDA, ROCm and simulated GPUs, metal for Apple GPUs, vulkan for Vulkan GPUs, else cpu-rules]' -r -f -a "cuda\t'ggml-cuda (CUDA, ROCm; measured on an H200): 128-byte alignment, operator offload, its fused MoE kernels\' tensors kept alive, flash attention where it has a kernel for the head size (with f16 copies of a quantized KV cache)'
 cpu-rules\t'The CPU backend\'s layout: an rpc-server on a CPU (as the RPC references were measured)'
 vulkan\t'ggml-vulkan: the Vulkan device\'s limits (a discovered one\'s, else the widest a driver reports), operator offload, ops on larger tensors on the CPU'
-metal\t'ggml-metal (Apple silicon; read from its source, not measured): scratch beside flash attention, expert products and argsorts, operator offload of matrix products'"
+metal\t'ggml-metal (Apple silicon; read from its source): scratch beside flash attention, expert products and argsorts, operator offload of matrix products, each split reordered for concurrency'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l flash-attn -d 'llama.cpp: flash attention (-fa); auto turns it on where the backend has it, as every backend gpumem models does' -r -f -a "auto\t'On where the backend supports it'
 on\t'On'
 off\t'Off: the full attention scores are computed'"

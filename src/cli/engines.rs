@@ -65,8 +65,9 @@ pub enum LlamaDeviceArg {
     /// ggml-vulkan: the Vulkan device's limits (a discovered one's, else the widest a driver
     /// reports), operator offload, ops on larger tensors on the CPU.
     Vulkan,
-    /// ggml-metal (Apple silicon; read from its source, not measured): scratch beside flash
-    /// attention, expert products and argsorts, operator offload of matrix products.
+    /// ggml-metal (Apple silicon; read from its source): scratch beside flash attention,
+    /// expert products and argsorts, operator offload of matrix products, each split
+    /// reordered for concurrency.
     Metal,
 }
 

@@ -184,9 +184,6 @@ pub fn llamacpp_text(text: &mut String, a: &LlamaCppAccount) {
             UnmeasuredRule::MetalBuffers => {
                 "(unmeasured: ggml-metal's buffers, read from its source)"
             }
-            UnmeasuredRule::MetalGraphReorder => {
-                "(not modelled: ggml-metal's reordering of its splits)"
-            }
         };
         let _ = writeln!(text, "  {line}");
     }

@@ -820,7 +820,7 @@ fn llamacpp_on_cuda_holds_flash_attentions_f16_copies_of_a_quantized_cache() {
 // On Apple silicon (`--llamacpp-device metal`, which a discovered Metal GPU selects) the plan
 // follows ggml-metal's rules as read from its source, and says so: its flash attention
 // reserves K and V in f16 whatever the cache's type (512 MiB for Llama-3.1-8B at 131,072 cells,
-// beyond the CPU backend's rules), and its reordering of each split is not replayed.
+// beyond the CPU backend's rules).
 #[test]
 fn llamacpp_on_metal_plans_by_its_source_and_labels_it_unmeasured() {
     let args = |rules: &'static str| long_context_llama("sim:32GiB", &["--llamacpp-device", rules]);
@@ -829,10 +829,7 @@ fn llamacpp_on_metal_plans_by_its_source_and_labels_it_unmeasured() {
     let plan = &doc["plan"]["llamacpp"];
     assert_eq!(plan["device_rules"], "metal");
     assert_eq!(plan["device_rules_basis"], "from_source");
-    assert_eq!(
-        plan["unmeasured_rules"],
-        json!(["metal_buffers", "metal_graph_reorder"])
-    );
+    assert_eq!(plan["unmeasured_rules"], json!(["metal_buffers"]));
     let (_, cpu) = select(&args("cpu-rules"));
     let compute = |d: &Value| {
         d["plan"]["llamacpp"]["devices"][0]["compute"]
@@ -845,7 +842,6 @@ fn llamacpp_on_metal_plans_by_its_source_and_labels_it_unmeasured() {
     for line in [
         "llama.cpp on Metal (-fa on",
         "(unmeasured: ggml-metal's buffers, read from its source)",
-        "(not modelled: ggml-metal's reordering of its splits)",
     ] {
         assert!(text.contains(line), "{line}: {text}");
     }

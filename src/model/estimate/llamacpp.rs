@@ -20,11 +20,12 @@ pub enum LlamaDevice {
     /// with CUDA's operator offload, as `tools/llamacpp-reference` measures that offload
     /// without a GPU (ggml-rpc itself offloads nothing).
     CpuRulesOffload,
-    /// ggml-metal (Apple silicon), with rules read from its source and not measured: the CPU's
-    /// 32-byte alignment, scratch beside flash attention (K and V in f16 among it, whatever
-    /// the cache's type), expert products and argsorts, flash attention for its head sizes,
-    /// and operator offload of matrix products only. Its reordering of each split for
-    /// concurrency is not replayed.
+    /// ggml-metal (Apple silicon), with rules read from its source: the CPU's 32-byte
+    /// alignment, scratch beside flash attention (K and V in f16 among it, whatever the
+    /// cache's type), expert products and argsorts, its fused kernels' inputs kept to their
+    /// end, flash attention for its head sizes, operator offload of matrix products only, and
+    /// each split reordered for concurrency before it is allocated (unless
+    /// [`super::Settings::llamacpp_keep_graph_order`]).
     Metal,
     /// ggml-vulkan on a device of these limits: its offset alignment, buffers of at most 1 GiB,
     /// operator offload as ggml-cuda's, no op on a tensor beyond its storage range (such ops,
@@ -53,11 +54,11 @@ pub enum UnmeasuredRule {
     /// ggml-cuda's padding of a quantized tensor's rows to 512 values (`MATRIX_ROW_PADDING`,
     /// `get_alloc_size`): none of the H200's records had such a tensor.
     CudaQuantizedRowPadding,
-    /// ggml-metal's buffers (`get_alloc_size`, `supports_op`, `offload_op`): no Apple GPU here.
+    /// ggml-metal's buffers (`get_alloc_size`, its allocation dependencies, `supports_op`,
+    /// `offload_op`): no Apple GPU reaches this project. Its reordering of each split is
+    /// replayed and matched llama.cpp's printed buffers on Apple GPUs, with builds that had no
+    /// allocation dependencies yet.
     MetalBuffers,
-    /// ggml-metal's reordering of each split for concurrency (`ggml_graph_optimize`), which
-    /// lengthens some tensors' lives: not replayed, the figures keep llama.cpp's graph order.
-    MetalGraphReorder,
 }
 
 /// Serialized by name (`cuda`, `cpu-rules`, `cpu-rules-offload`, `vulkan`); a Vulkan device's
@@ -136,10 +137,7 @@ impl LlamaDevice {
                 .any(|&b| b > 0)
         };
         if self == LlamaDevice::Metal {
-            vec![
-                UnmeasuredRule::MetalBuffers,
-                UnmeasuredRule::MetalGraphReorder,
-            ]
+            vec![UnmeasuredRule::MetalBuffers]
         } else if self.pads_quantized_rows() && (weights.pads_rows() || cache_pads()) {
             vec![UnmeasuredRule::CudaQuantizedRowPadding]
         } else {
@@ -242,8 +240,7 @@ pub fn placed_compute_buffers(
         host_rules: s.llamacpp_device.host_rules(),
         op_offload: s.llamacpp_device.offloads_ops() && !s.llamacpp_no_op_offload,
         tensor_limit: s.llamacpp_device.tensor_limit(),
-        reorders: !s.llamacpp_keep_graph_order
-            && matches!(s.llamacpp_device, LlamaDevice::Vulkan(_)),
+        reorders: !s.llamacpp_keep_graph_order,
         weights,
     };
     crate::model::replay::compute_buffers_placed(&batch, &placed)

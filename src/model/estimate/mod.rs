@@ -159,8 +159,8 @@ pub struct Settings {
     /// `--no-op-offload`: a device that offloads ops takes none (llama.cpp's `op_offload`
     /// context parameter off).
     pub llamacpp_no_op_offload: bool,
-    /// `GGML_VK_DISABLE_GRAPH_OPTIMIZE`: ggml-vulkan allocates each split in llama.cpp's graph
-    /// order instead of reordering it first.
+    /// `GGML_VK_DISABLE_GRAPH_OPTIMIZE`, `GGML_METAL_GRAPH_OPTIMIZE_DISABLE`: ggml-vulkan and
+    /// ggml-metal allocate each split in llama.cpp's graph order instead of reordering it first.
     pub llamacpp_keep_graph_order: bool,
 }
 

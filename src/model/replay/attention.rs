@@ -63,7 +63,8 @@ fn rotated(
     let flat = if contiguous {
         g.view(cur, OTHER)
     } else {
-        g.op(Kind::Fresh, bytes, OTHER, &[cur])
+        let c = g.op(Kind::Fresh, bytes, OTHER, &[cur]);
+        g.tag(c, Op::Cont)
     };
     let m = g.op(Kind::Fresh, bytes, layout, &[rot, flat]);
     g.tag(m, Op::MulMat);
@@ -147,7 +148,10 @@ fn attend_rotated(
         g.set_rows(v_cache, v_rows, a.v_idxs)
     } else {
         let v_2d = match a.v_copy {
-            Some(bytes) => g.op(Kind::Fresh, bytes, OTHER, &[v]),
+            Some(bytes) => {
+                let c = g.op(Kind::Fresh, bytes, OTHER, &[v]);
+                g.tag(c, Op::Cont)
+            }
             None => g.view(v, OTHER),
         };
         let v_elems = g.view(v_2d, OTHER);
@@ -175,7 +179,8 @@ fn attend_rotated(
         let kqv = g.op(Kind::Fresh, a.out, OTHER, &[vp, kq]);
         g.tag(kqv, Op::MulMat);
         let permuted = g.view(kqv, OTHER);
-        g.op(Kind::Fresh, a.out, QUERY, &[permuted])
+        let merged = g.op(Kind::Fresh, a.out, QUERY, &[permuted]);
+        g.tag(merged, Op::Cont)
     }
 }
 

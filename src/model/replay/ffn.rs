@@ -184,6 +184,7 @@ fn dense(c: &Ctx<'_>, g: &mut Graph, cur: usize, (width, n): (u64, u64), shared:
     let gate = g.op(Kind::Fresh, width, FFN, &[wg, cur]);
     let up = g.op(Kind::Fresh, width, FFN, &[wu, cur]);
     let act = g.op(Kind::Fresh, width, FFN, &[gate, up]);
+    g.tag(act, Op::Glu);
     g.op(Kind::Fresh, model, MODEL, &[wd, act])
 }
 
@@ -249,7 +250,8 @@ fn experts(c: &Ctx<'_>, g: &mut Graph, cur: usize, m: &Routed) -> usize {
     } else if c.arch.fused_gate_up_exps {
         let gate = g.view(up, EXPERT_FFN);
         let up = g.view(up, EXPERT_FFN);
-        g.op(Kind::Fresh, m.expert_ffn, EXPERT_FFN, &[gate, up])
+        let act = g.op(Kind::Fresh, m.expert_ffn, EXPERT_FFN, &[gate, up]);
+        g.tag(act, Op::Glu)
     } else {
         let w = (
             FfnClass::Gate,
@@ -259,7 +261,8 @@ fn experts(c: &Ctx<'_>, g: &mut Graph, cur: usize, m: &Routed) -> usize {
             n,
         );
         let gate = per_expert(g, m.expert_ffn, EXPERT_FFN, cur_3d, w);
-        g.op(Kind::Fresh, m.expert_ffn, EXPERT_FFN, &[gate, up])
+        let act = g.op(Kind::Fresh, m.expert_ffn, EXPERT_FFN, &[gate, up]);
+        g.tag(act, Op::Glu)
     };
     let w = (
         FfnClass::Down,

@@ -26,11 +26,9 @@ pub(crate) struct BufferRules {
     /// ggml-cuda pads each quantized tensor's rows to a multiple of 512 elements
     /// ([`crate::model::layers::cuda_row_padding`]): a weight's copy for an offloaded op.
     pub(crate) quantized_rows: bool,
-    /// ggml-cuda's fused MoE kernels keep what they read alive (`add_alloc_dep` in its
-    /// `graph_optimize`): a token's experts' outputs and router weights until the weighted
-    /// sum's last add, so the weighting no longer runs in the experts' memory; a fused top-k
-    /// router's nodes and inputs until the node after it.
-    pub(crate) cuda_fusion_deps: bool,
+    /// What the backend's fused kernels keep allocated (`add_alloc_dep` in its
+    /// `graph_optimize`).
+    pub(crate) fusion_deps: FusionDeps,
     /// Which flash-attention nodes the device runs (`supports_op`); the others fall back to
     /// the CPU.
     pub(crate) fa_kernels: FaKernels,
@@ -39,6 +37,33 @@ pub(crate) struct BufferRules {
     /// The device offloads only matrix products on host weights (ggml-metal's `offload_op`),
     /// not every op of enough rows (ggml-cuda's, ggml-vulkan's).
     pub(crate) offloads_products_only: bool,
+    /// How the backend reorders each split it runs before the split is allocated.
+    pub(crate) reorder: Reorder,
+}
+
+/// A backend's reordering of the splits it runs (its `graph_optimize`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reorder {
+    /// None: llama.cpp's graph order (the CPU, ggml-cuda).
+    None,
+    /// ggml-vulkan's ([`super::reorder`]).
+    Vulkan,
+    /// ggml-metal's ([`super::metal_reorder`]).
+    Metal,
+}
+
+/// Which tensors a backend's fused kernels keep allocated beyond their last reader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FusionDeps {
+    /// None (the CPU, ggml-vulkan: its own reordering keeps its patterns' inputs).
+    None,
+    /// ggml-cuda's fused MoE kernels: a token's experts' outputs and router weights until the
+    /// weighted sum's last add, so the weighting no longer runs in the experts' memory; a
+    /// fused top-k router's nodes and inputs until the node after it.
+    Cuda,
+    /// ggml-metal's fusion patterns: what a run reads from outside it, until its last node
+    /// ([`super::metal_fusion`]).
+    Metal,
 }
 
 /// Which flash-attention nodes a device has kernels for.
@@ -59,10 +84,11 @@ impl BufferRules {
         fa_f16_copies: false,
         max_chunk: super::gallocr::UNBOUNDED,
         quantized_rows: false,
-        cuda_fusion_deps: false,
+        fusion_deps: FusionDeps::None,
         fa_kernels: FaKernels::Any,
         metal_scratch: false,
         offloads_products_only: false,
+        reorder: Reorder::None,
     };
     /// ggml-cuda's device buffers (ROCm's too: the same source built for HIP): 128-byte
     /// alignment, flash attention's f16 copies (its tile and MMA kernels, which the prompt
@@ -73,10 +99,11 @@ impl BufferRules {
         fa_f16_copies: true,
         max_chunk: super::gallocr::UNBOUNDED,
         quantized_rows: true,
-        cuda_fusion_deps: true,
+        fusion_deps: FusionDeps::Cuda,
         fa_kernels: FaKernels::Cuda,
         metal_scratch: false,
         offloads_products_only: false,
+        reorder: Reorder::None,
     };
 
     /// ggml-metal's buffers, read from its source (not measured: no Apple GPU here): 32-byte
@@ -87,10 +114,11 @@ impl BufferRules {
         fa_f16_copies: false,
         max_chunk: super::gallocr::UNBOUNDED,
         quantized_rows: false,
-        cuda_fusion_deps: false,
+        fusion_deps: FusionDeps::Metal,
         fa_kernels: FaKernels::Metal,
         metal_scratch: true,
         offloads_products_only: true,
+        reorder: Reorder::Metal,
     };
 
     /// ggml-vulkan's pinned host buffers, which llama.cpp gives the CPU's compute buffer when
@@ -101,10 +129,11 @@ impl BufferRules {
             fa_f16_copies: false,
             max_chunk: limits.chunk(),
             quantized_rows: false,
-            cuda_fusion_deps: false,
+            fusion_deps: FusionDeps::None,
             fa_kernels: FaKernels::Any,
             metal_scratch: false,
             offloads_products_only: false,
+            reorder: Reorder::None,
         }
     }
 
@@ -116,10 +145,11 @@ impl BufferRules {
             fa_f16_copies: false,
             max_chunk: limits.chunk(),
             quantized_rows: false,
-            cuda_fusion_deps: false,
+            fusion_deps: FusionDeps::None,
             fa_kernels: FaKernels::Any,
             metal_scratch: false,
             offloads_products_only: false,
+            reorder: Reorder::Vulkan,
         }
     }
 
@@ -203,6 +233,12 @@ pub(super) enum Op {
     /// `ggml_reshape_*`, `ggml_permute`, `ggml_transpose`: no op of their own either.
     Reshape,
     RmsNorm,
+    /// `ggml_norm`: a layer norm's normalization.
+    Norm,
+    /// A gated activation (`ggml_swiglu_split`, `ggml_geglu_split`).
+    Glu,
+    /// `ggml_cont`: a copy made contiguous.
+    Cont,
     Mul,
     Add,
     AddId,

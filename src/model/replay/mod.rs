@@ -21,6 +21,8 @@ mod gallocr;
 mod graph;
 mod layer;
 mod metal;
+mod metal_fusion;
+mod metal_reorder;
 mod recurrent;
 mod reorder;
 mod sched;
@@ -319,9 +321,14 @@ fn norm(
         Kind::InPlace
     };
     let t = g.op(kind, bytes, layout, &[x]);
-    if kind == Kind::InPlace {
-        g.tag(t, Op::RmsNorm);
-    }
+    g.tag(
+        t,
+        if kind == Kind::InPlace {
+            Op::RmsNorm
+        } else {
+            Op::Norm
+        },
+    );
     let w = g.vector(names.0, n);
     let t = g.op(Kind::InPlace, bytes, layout, &[t, w]);
     if !(falcon || neox) {

@@ -46,18 +46,28 @@ pub(super) fn split_buffers(g: &Graph, s: &Sched<'_>) -> Vec<u64> {
     // The splits and what each reads are found in graph order, before a backend reorders
     // its splits' nodes.
     let cuts = splits(g, &be, offload);
-    let (reordered, mut deps);
-    let g = if s.reorders {
-        (reordered, deps) = reorder_device_splits(g, &cuts);
+    // A backend keeps its fused kernels' inputs by the patterns of llama.cpp's graph order,
+    // found before it reorders the split.
+    let mut deps = Deps::new();
+    match s.device_rules.fusion_deps {
+        FusionDeps::None => {}
+        FusionDeps::Cuda => {
+            moe_sum_deps(g, &cuts, &mut deps);
+            topk_moe_deps(g, &cuts, &mut deps);
+        }
+        FusionDeps::Metal => super::metal_fusion::fusion_deps(g, &cuts, &mut deps),
+    }
+    let reordered;
+    let g = if s.reorders && s.device_rules.reorder != Reorder::None {
+        let kept;
+        (reordered, kept) = reorder_device_splits(g, &cuts, s.device_rules.reorder);
+        for (until, t) in kept {
+            deps.entry(until).or_default().extend(t);
+        }
         &reordered
     } else {
-        deps = Deps::new();
         g
     };
-    if s.device_rules.cuda_fusion_deps {
-        moe_sum_deps(g, &cuts, &mut deps);
-        topk_moe_deps(g, &cuts, &mut deps);
-    }
     (0..s.backends)
         .map(|b| {
             let rules = if b == HOST {
@@ -77,7 +87,7 @@ pub(super) type Cut = (u8, usize, Vec<usize>);
 pub(super) type Deps = std::collections::HashMap<usize, Vec<usize>>;
 
 /// The node ranges of `g`'s device splits (each to the next split's start).
-fn device_spans<'a>(
+pub(super) fn device_spans<'a>(
     g: &'a Graph,
     cuts: &'a [Cut],
 ) -> impl Iterator<Item = std::ops::Range<usize>> + 'a {
@@ -91,12 +101,17 @@ fn device_spans<'a>(
 
 /// `g` with each device split's nodes in the order the device's backend reorders them to
 /// (the host's splits and the split boundaries stay), and what the reordering keeps alive.
-fn reorder_device_splits(g: &Graph, cuts: &[Cut]) -> (Graph, Deps) {
+fn reorder_device_splits(g: &Graph, cuts: &[Cut], how: Reorder) -> (Graph, Deps) {
     let uses = super::reorder::use_counts(g);
     let mut nodes = g.nodes.clone();
     let mut deps = Deps::new();
     for span in device_spans(g, cuts) {
-        let (order, kept) = super::reorder::reorder(g, &g.nodes[span.clone()], &uses);
+        let split = &g.nodes[span.clone()];
+        let (order, kept) = match how {
+            Reorder::None => continue,
+            Reorder::Vulkan => super::reorder::reorder(g, split, &uses),
+            Reorder::Metal => (super::metal_reorder::reorder(g, split, &uses), Vec::new()),
+        };
         nodes[span].copy_from_slice(&order);
         for (until, t) in kept {
             deps.entry(until).or_default().push(t);
