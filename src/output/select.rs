@@ -153,6 +153,11 @@ fn reason_text(v: &Verdict) -> String {
         VerdictReason::SystemRam => {
             "system RAM: the token embeddings and any layers not offloaded".into()
         }
+        VerdictReason::SharedRam => format!(
+            "system RAM, also the GPU's memory: needs {} with the GPU's share, has {}",
+            format_bytes(v.needed_bytes),
+            format_bytes(v.usable_bytes)
+        ),
         VerdictReason::OffloadedOptimizer => format!(
             "system RAM for the ranks' offloaded optimizers: needs {}, has {}",
             format_bytes(v.needed_bytes),
@@ -299,7 +304,7 @@ fn verdict_text(v: &Verdict, kind: PlanKind) -> String {
             }
             VerdictReason::NotForEngine => "not a GPU".into(),
             VerdictReason::SystemRam => "system RAM".into(),
-            VerdictReason::OffloadedOptimizer => "RAM too small".into(),
+            VerdictReason::OffloadedOptimizer | VerdictReason::SharedRam => "RAM too small".into(),
             _ => "too small".into(),
         },
     }

@@ -65,6 +65,7 @@ pub fn select_backend_for_model(required_bytes: u64) -> Result<(BackendKind, usi
                     | VerdictReason::SoftwareDeviceSkipped
                     | VerdictReason::NotForEngine
                     | VerdictReason::SystemRam
+                    | VerdictReason::SharedRam
                     | VerdictReason::OffloadedOptimizer => Rejected::SoftwareDevice,
                     VerdictReason::Fits | VerdictReason::TooSmall => Rejected::TooSmall {
                         usable: v.usable_bytes,

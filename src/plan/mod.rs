@@ -59,6 +59,9 @@ pub struct Candidate {
     /// A Vulkan device's buffer limits, as its driver reports them (llama.cpp's Vulkan backend
     /// follows them).
     pub vulkan_limits: Option<crate::device::VulkanLimits>,
+    /// The device's memory is the host's RAM (Apple silicon, integrated GPUs): what a plan puts
+    /// on it comes out of the same RAM as what it leaves on the host.
+    pub unified_memory: bool,
 }
 
 impl Candidate {
@@ -75,6 +78,7 @@ impl Candidate {
             simulated: true,
             mig_profile: None,
             vulkan_limits: None,
+            unified_memory: false,
         }
     }
 
@@ -91,6 +95,7 @@ impl Candidate {
             simulated: true,
             mig_profile: None,
             vulkan_limits: None,
+            unified_memory: false,
         }
     }
 
@@ -405,6 +410,9 @@ pub enum VerdictReason {
     /// System RAM: llama.cpp keeps the token embeddings and the layers it does not offload
     /// there.
     SystemRam,
+    /// System RAM that is also the planned GPU's memory (Apple silicon, an integrated GPU):
+    /// `needed_bytes` holds the GPU's share beside what llama.cpp keeps on the host.
+    SharedRam,
     /// System RAM that DeepSpeed's ZeRO-Offload keeps every rank's optimizer in (its master
     /// weights, their gradients and Adam's moments): `needed_bytes` for all the host's ranks.
     OffloadedOptimizer,

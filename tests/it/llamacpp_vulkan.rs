@@ -38,7 +38,8 @@ fn lavapipe() -> Value {
            "max_allocation": 2_147_483_648_u64, "max_buffer": 4_294_967_295_u64})
 }
 
-fn llamacpp(inventory: &Path, extra: &[&str]) -> Value {
+/// `select` for llama.cpp serving Llama-3.1-8B in q8_0 at 8,192 tokens over `inventory`.
+fn llamacpp_args<'a>(inventory: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
         "--model",
         "llama-3.1-8b",
@@ -52,7 +53,11 @@ fn llamacpp(inventory: &Path, extra: &[&str]) -> Value {
         inventory.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
-    let (code, doc) = select(&args);
+    args
+}
+
+fn llamacpp(inventory: &Path, extra: &[&str]) -> Value {
+    let (code, doc) = select(&llamacpp_args(inventory, extra));
     assert_eq!(code, 0, "{doc}");
     doc["plan"]["llamacpp"].clone()
 }
@@ -153,28 +158,54 @@ fn a_software_vulkan_device_is_no_llama_cpp_gpu() {
     assert_eq!(lavapipe["fits"], false);
 }
 
-// A discovered Apple GPU (the Metal backend) is planned with ggml-metal's rules, read from its
-// source and labelled so in the plan.
-#[test]
-fn an_apple_gpu_is_planned_with_metals_rules() {
-    let dir = tempfile::tempdir().unwrap();
+/// An Apple silicon host's discover document: 32 GiB of RAM of which `ram_free` is free, its
+/// GPU's working set 21 GiB, the GPU's memory that RAM.
+fn apple_host(dir: &Path, ram_free: u64) -> PathBuf {
     let ram = 32 * GIB;
     let doc = json!({
         "schema_version": 1,
-        "host": {"hostname": "m4-mini", "memory_total_bytes": ram, "memory_available_bytes": ram},
+        "host": {"hostname": "m4-mini", "memory_total_bytes": ram, "memory_available_bytes": ram_free},
         "backends": [
             {"backend": "cpu", "available": true,
              "devices": [{"index": 0, "name": "Apple M4", "device_type": "cpu",
-                          "total_bytes": ram, "free_bytes": ram}]},
+                          "total_bytes": ram, "free_bytes": ram_free}]},
             {"backend": "metal", "available": true,
-             "devices": [{"index": 0, "name": "Apple M4", "device_type": "gpu",
-                          "total_bytes": 21 * GIB, "free_bytes": 21 * GIB}]}
+             "devices": [{"index": 0, "name": "Apple M4", "device_type": "integrated_gpu",
+                          "total_bytes": 21 * GIB, "free_bytes": 21 * GIB,
+                          "unified_memory": true}]}
         ]
     });
-    let path = dir.path().join("m4-mini.json");
+    let path = dir.join(format!("m4-mini-{ram_free}.json"));
     std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
-    let plan = llamacpp(&path, &[]);
+    path
+}
+
+// A discovered Apple GPU (the Metal backend) is planned with ggml-metal's rules, read from its
+// source and labelled so in the plan. Its memory is the host's RAM: what llama.cpp puts on the
+// GPU and what it leaves on the host must fit that RAM together, so with 9 GiB of it free
+// Llama-3.1-8B in q8_0 (8.53 GiB on the GPU, 0.54 GiB on the host) gets no plan, where a
+// discrete GPU of the same size would take it.
+#[test]
+fn an_apple_gpu_is_planned_with_metals_rules_out_of_the_hosts_ram() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = llamacpp(&apple_host(dir.path(), 32 * GIB), &[]);
     assert_eq!(plan["device_rules"], "metal", "{plan}");
     assert_eq!(plan["device_rules_basis"], "from_source");
     assert_eq!(plan["n_gpu_layers"], 33, "{plan}");
+    let tight = apple_host(dir.path(), 9 * GIB);
+    let (code, doc) = select(&llamacpp_args(&tight, &[]));
+    assert_eq!(code, 3, "{doc}");
+    let ram = &doc["candidates"][0];
+    assert_eq!(ram["backend"], "cpu", "{doc}");
+    assert_eq!(
+        ram["reason"],
+        "system RAM, also the GPU's memory: needs 9.08 GiB with the GPU's share, has 9.00 GiB"
+    );
+    let gpu = doc["candidates"][1]["needed_bytes"].as_u64().unwrap();
+    let needed = ram["needed_bytes"].as_u64().unwrap();
+    assert!(needed > gpu && needed > 9 * GIB, "{doc}");
+    assert_eq!(
+        doc["plan"]["shortfall_bytes"].as_u64().unwrap(),
+        needed - 9 * GIB
+    );
 }

@@ -279,8 +279,8 @@ fn best_host<'a>(
             .iter()
             .find(|c| c.backend == BackendKind::Cpu && c.host == host);
         let f = fitted(weights, arch, s, (group, ram), cfg)?;
-        let ram_ok = (f.ngl == all && f.overrides.is_empty())
-            || ram.is_some_and(|h| h.free_bytes.unwrap_or(h.total_bytes) >= f.host.total());
+        let ram_ok = !f.uses_ram(all)
+            || ram.is_some_and(|h| h.free_bytes.unwrap_or(h.total_bytes) >= f.ram_needed());
         if ram_ok && best.as_ref().is_none_or(|b| f.ngl > b.ngl) {
             best = Some(f);
         } else if !ram_ok && ram.is_some() && ram_short.as_ref().is_none_or(|b| f.ngl > b.ngl) {
@@ -328,6 +328,28 @@ struct Fitted<'a> {
 }
 
 impl Fitted<'_> {
+    /// What the GPUs whose memory is the host's RAM (Apple silicon, integrated GPUs) take of it.
+    fn shared(&self) -> u64 {
+        self.gpus
+            .iter()
+            .zip(&self.uses)
+            .filter(|(g, _)| g.unified_memory)
+            .map(|(_, u)| u.total())
+            .sum()
+    }
+
+    /// What the plan takes of the host's RAM: its own part, and the share of a GPU that is
+    /// that RAM.
+    fn ram_needed(&self) -> u64 {
+        self.host.total().saturating_add(self.shared())
+    }
+
+    /// Whether the plan is judged by the host's RAM (of `all` layers, the output's included):
+    /// layers or experts left there, or a GPU that is that RAM.
+    fn uses_ram(&self, all: u64) -> bool {
+        self.ngl < all || !self.overrides.is_empty() || self.shared() > 0
+    }
+
     /// What the model needs of one device: the largest GPU share, or without GPUs the RAM's.
     fn required(&self) -> u64 {
         self.uses
@@ -469,7 +491,7 @@ fn placement(c: &Candidate, bytes: u64, layers: u64) -> Placement {
 /// No plan: llama.cpp's fit puts `f`'s share on the GPUs, which hold it, but the rest is more
 /// than the system RAM beside them; the shortfall is the RAM's.
 fn ram_too_small(verdicts: Vec<Verdict>, f: &Fitted<'_>) -> Selection {
-    let need = f.host.total();
+    let need = f.ram_needed();
     let ram = f.ram.map_or(0, |h| h.free_bytes.unwrap_or(h.total_bytes));
     Selection {
         required_bytes: f.required(),
@@ -553,19 +575,19 @@ fn verdicts(
                     let gpu = f.gpus.iter().zip(&f.uses).find(|(d, _)| same(d));
                     let ram = f
                         .ram
-                        .filter(|h| {
-                            same(h) && (f.ngl < arch.num_layers + 1 || !f.overrides.is_empty())
-                        })
-                        .map(|_| &f.host);
-                    gpu.map(|(_, u)| u).or(ram).map(DeviceUse::total)
+                        .filter(|h| same(h) && f.uses_ram(arch.num_layers + 1))
+                        .map(|_| f.ram_needed());
+                    gpu.map(|(_, u)| u.total()).or(ram)
                 });
                 let needed = share.unwrap_or(if gpu { full.total() } else { 0 });
                 let used = share.is_some();
                 // A GPU API run in software on the CPU (PoCL, lavapipe): llama.cpp does not
                 // take it as a GPU, and the RAM behind it is the cpu backend's row.
                 let software = !gpu && c.backend != BackendKind::Cpu;
+                let shares = !gpu && used && chosen.is_some_and(|f| f.shared() > 0);
                 let reason = match (gpu, needed <= usable) {
                     _ if software => VerdictReason::SoftwareDeviceSkipped,
+                    _ if shares => VerdictReason::SharedRam,
                     // System RAM is judged only by what a fit leaves there.
                     (false, fits) if fits || !used => VerdictReason::SystemRam,
                     (_, true) => VerdictReason::Fits,

@@ -42,6 +42,8 @@ struct DocDevice {
     total_bytes: u64,
     free_bytes: Option<u64>,
     vulkan_limits: Option<crate::device::VulkanLimits>,
+    #[serde(default)]
+    unified_memory: bool,
     uuid: Option<String>,
     pci_bus_id: Option<String>,
     api_total_bytes: Option<u64>,
@@ -115,6 +117,7 @@ pub(super) fn discover_document(
             };
             out.push(Candidate {
                 vulkan_limits: d.vulkan_limits,
+                unified_memory: d.unified_memory,
                 ..listed(
                     &host,
                     b.backend,

@@ -53,6 +53,7 @@ pub fn candidates_from_discovery(backends: &[BackendInfo], host: &str) -> Vec<Ca
         })
         .map(|(b, d)| Candidate {
             vulkan_limits: d.vulkan_limits,
+            unified_memory: d.unified_memory,
             ..listed(
                 host,
                 b.backend,
@@ -174,6 +175,7 @@ fn listed(
         simulated: false,
         mig_profile: None,
         vulkan_limits: None,
+        unified_memory: false,
     }
 }
 
