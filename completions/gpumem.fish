@@ -216,7 +216,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l attn-implemen
 eager\t'transformers\' eager attention: the scores and their softmax are kept for backward'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l recipe -d 'With --mode train: precision and copies [default: fp32-autocast for f32 weights, bf16 for 16-bit ones, mixed otherwise]' -r -f -a "bf16\t'Weights, gradients and optimizer state in bf16 (a bf16 checkpoint as loaded)'
 fp32-autocast\t'f32 weights, gradients and state, the forward under bf16 autocast (HF Trainer\'s bf16=True on an f32 model)'
-mixed\t'An f32 master copy computed in bf16: with --fsdp N, FSDP2\'s mixed precision (f32 shards gathered in bf16, gradients reduced in f32); else a closed formula'
+mixed\t'An f32 master copy computed in bf16: FSDP2\'s mixed precision (f32 shards gathered in bf16, gradients reduced in f32), over --fsdp N GPUs or, alone, over one'
 lora\t'LoRA (PEFT): f32 adapters on the frozen bf16 model (--lora-rank, --lora-targets)'
 qlora\t'QLoRA (bitsandbytes NF4, PEFT\'s prepare_model_for_kbit_training): f32 adapters on the layers frozen in 4 bits, the other weights in f32 (--lora-rank, --lora-targets)'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l lora-rank -d 'With --recipe lora or qlora: the adapters\' rank (r)' -r
@@ -406,7 +406,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l attn-implementa
 eager\t'transformers\' eager attention: the scores and their softmax are kept for backward'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l recipe -d 'With --mode train: precision and copies [default: fp32-autocast for f32 weights, bf16 for 16-bit ones, mixed otherwise]' -r -f -a "bf16\t'Weights, gradients and optimizer state in bf16 (a bf16 checkpoint as loaded)'
 fp32-autocast\t'f32 weights, gradients and state, the forward under bf16 autocast (HF Trainer\'s bf16=True on an f32 model)'
-mixed\t'An f32 master copy computed in bf16: with --fsdp N, FSDP2\'s mixed precision (f32 shards gathered in bf16, gradients reduced in f32); else a closed formula'
+mixed\t'An f32 master copy computed in bf16: FSDP2\'s mixed precision (f32 shards gathered in bf16, gradients reduced in f32), over --fsdp N GPUs or, alone, over one'
 lora\t'LoRA (PEFT): f32 adapters on the frozen bf16 model (--lora-rank, --lora-targets)'
 qlora\t'QLoRA (bitsandbytes NF4, PEFT\'s prepare_model_for_kbit_training): f32 adapters on the layers frozen in 4 bits, the other weights in f32 (--lora-rank, --lora-targets)'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l lora-rank -d 'With --recipe lora or qlora: the adapters\' rank (r)' -r

@@ -20,8 +20,8 @@ pub enum Recipe {
     /// f32 weights, gradients and state, the forward under bf16 autocast (HF Trainer's
     /// bf16=True on an f32 model).
     Fp32Autocast,
-    /// An f32 master copy computed in bf16: with --fsdp N, FSDP2's mixed precision (f32
-    /// shards gathered in bf16, gradients reduced in f32); else a closed formula.
+    /// An f32 master copy computed in bf16: FSDP2's mixed precision (f32 shards gathered in
+    /// bf16, gradients reduced in f32), over --fsdp N GPUs or, alone, over one.
     Mixed,
     /// LoRA (PEFT): f32 adapters on the frozen bf16 model (--lora-rank, --lora-targets).
     Lora,

@@ -259,9 +259,12 @@ fn training_text(text: &mut String, r: &EstimateReport) {
                 );
             }
             if let Some(f) = step.fsdp {
+                let over = match f.world {
+                    1 => "one GPU (an f32 master copy is kept so)".to_string(),
+                    n => format!("{} ranks", thousands(n)),
+                };
                 let line = format!(
-                    "  FSDP2 over {} ranks, layers {}: one rank's figures",
-                    thousands(f.world),
+                    "  FSDP2 over {over}, layers {}: one rank's figures",
                     if f.reshard_after_forward {
                         "resharded after their forward"
                     } else {

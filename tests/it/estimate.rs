@@ -85,8 +85,8 @@ fn mixtral_reports_active_parameters() {
     assert_eq!(doc["model"]["active_parameters"], 12_879_925_248u64);
 }
 
-/// `--recipe mixed`: the closed formula (bf16 weights and gradients, an fp32 master copy, fp32
-/// AdamW moments, Korthikanti's activations).
+/// `--recipe mixed` under DDP, which the walk does not cover: the closed formula (bf16 weights
+/// and gradients, an fp32 master copy, fp32 AdamW moments, Korthikanti's activations).
 #[test]
 fn training_breakdown() {
     let doc = estimate_json(&[
@@ -96,6 +96,7 @@ fn training_breakdown() {
         "train",
         "--recipe",
         "mixed",
+        "--ddp",
         "--optimizer",
         "adamw",
         "--context",
@@ -114,6 +115,7 @@ fn training_breakdown() {
         "train",
         "--recipe",
         "mixed",
+        "--ddp",
         "--context",
         "1024",
         "--checkpointing",
@@ -608,7 +610,8 @@ fn activations_say_how_they_were_obtained() {
             "--mode",
             "train",
             "--recipe",
-            "mixed"
+            "mixed",
+            "--ddp"
         ]),
         "training"
     );
@@ -661,7 +664,8 @@ fn training_walks_pytorch_step() {
     );
     assert_eq!(step["peak"]["buffers"], 111_000_960);
     // Mixed precision is walked as FSDP2's: f32 shards (a quarter of the f32 model each) under
-    // the bf16 layers gathered for compute; without FSDP2 it stays the closed formula.
+    // the bf16 layers gathered for compute; on one GPU as FSDP2 over it; under DDP it stays
+    // the closed formula.
     let mixed = estimate_json(&args(&["--recipe", "mixed", "--fsdp", "4"]));
     let step = &mixed["training_step"];
     assert_eq!(step["recipe"], "mixed-fp32-master");
@@ -673,11 +677,18 @@ fn training_walks_pytorch_step() {
     assert_eq!(step["recipe"]["lora"]["rank"], 16);
     assert_eq!(step["fsdp"]["world"], 4);
     let single = estimate_json(&args(&["--recipe", "mixed"]));
-    assert!(single["training_step"].is_null());
+    let step = &single["training_step"];
+    assert_eq!(step["recipe"], "mixed-fp32-master");
+    assert_eq!(step["fsdp"]["world"], 1);
+    // At its optimizer step: the f32 master weights and their f32 gradients, whole.
+    assert_eq!(step["peak"]["parameters"], 4 * 8_030_261_248u64);
+    assert_eq!(step["peak"]["gradients"], 4 * 8_030_261_248u64);
+    let ddp = estimate_json(&args(&["--recipe", "mixed", "--ddp"]));
+    assert!(ddp["training_step"].is_null());
     assert_eq!(
-        single["training_unwalked"],
-        "PyTorch's step is not yet walked with an f32 master copy of bf16 weights other than \
-         FSDP2's"
+        ddp["training_unwalked"],
+        "PyTorch's step is not yet walked with an f32 master copy of bf16 weights under DDP or \
+         DeepSpeed"
     );
     let f32 = estimate_json(&args(&["--dtype", "f32"]));
     assert_eq!(f32["training_step"]["recipe"], "fp32-autocast");

@@ -291,10 +291,19 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
             Some(cli::AttnImplementationArg::Sdpa) => AttnImplementation::Sdpa,
             Some(cli::AttnImplementationArg::Eager) => AttnImplementation::Eager,
         },
-        fsdp: args.fsdp.map(|n| Fsdp {
-            world: u64::from(n),
-            reshard_after_forward: !args.no_reshard_after_forward,
-        }),
+        // An f32 master copy on one GPU is FSDP2 over that GPU (`TrainingRun::as_walked`):
+        // planned and launched so.
+        fsdp: args
+            .fsdp
+            .map(u64::from)
+            .or(
+                (args.recipe == Some(cli::Recipe::Mixed) && !args.ddp && deepspeed.is_none())
+                    .then_some(1),
+            )
+            .map(|world| Fsdp {
+                world,
+                reshard_after_forward: !args.no_reshard_after_forward,
+            }),
         ddp: args.ddp.then_some(Ddp {
             bucket_view: args.ddp_bucket_view,
             zero1: args.zero1.map(u64::from),

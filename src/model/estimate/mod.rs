@@ -726,7 +726,8 @@ fn walk_training(
         ddp: s.ddp,
         deepspeed: s.deepspeed,
         attention: s.attention,
-    };
+    }
+    .as_walked();
     match training_peak(arch, &run) {
         Ok(peak) => {
             parts.weights = peak.parameters.saturating_add(peak.buffers);
@@ -740,7 +741,7 @@ fn walk_training(
             let step = TrainingStep {
                 recipe,
                 peak,
-                fsdp: s.fsdp,
+                fsdp: run.fsdp,
                 ddp: s.ddp,
                 deepspeed: s.deepspeed,
                 grad_accum: s.grad_accum,

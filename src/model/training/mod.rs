@@ -143,6 +143,26 @@ pub struct TrainingRun {
     pub attention: AttnImplementation,
 }
 
+impl TrainingRun {
+    /// The run as the walk takes it: an f32 master copy of bf16 weights on one GPU is kept as
+    /// PyTorch keeps one, FSDP2 over that GPU with its `MixedPrecisionPolicy` (the f32
+    /// parameters gathered in bf16, gradients reduced in f32), as torchtitan trains on a single
+    /// GPU; any other run as it is.
+    pub fn as_walked(self) -> TrainingRun {
+        let alone = self.fsdp.is_none() && self.ddp.is_none() && self.deepspeed.is_none();
+        if self.recipe != Recipe::MixedFp32Master || !alone {
+            return self;
+        }
+        TrainingRun {
+            fsdp: Some(Fsdp {
+                world: 1,
+                reshard_after_forward: true,
+            }),
+            ..self
+        }
+    }
+}
+
 /// transformers' `attn_implementation`, which sets what attention saves for backward.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "lowercase")]

@@ -12,6 +12,7 @@ use crate::model::estimate::Optimizer;
 
 /// PyTorch's peak over one training step of `arch` under `run`.
 pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak, TrainingError> {
+    let run = &run.as_walked();
     let s = Shape::of(arch)?;
     let mask = check(&s, run)?;
     let lora = run.recipe.lora();

@@ -20,7 +20,7 @@ pub(super) struct Mask {
 pub(super) fn check(s: &Shape, run: &TrainingRun) -> Result<Mask, TrainingError> {
     let refuse = |what| Err(TrainingError::Unsupported { what });
     if run.recipe == Recipe::MixedFp32Master && run.fsdp.is_none() {
-        return refuse("an f32 master copy of bf16 weights other than FSDP2's");
+        return refuse("an f32 master copy of bf16 weights under DDP or DeepSpeed");
     }
     let looped = matches!(
         run.optimizer,
