@@ -155,11 +155,15 @@ pub fn llamacpp_text(text: &mut String, a: &LlamaCppAccount) {
         "  {:<6} {:>12} {:>12} {:>12} {:>12}",
         "", "model", "context", "compute", "total"
     );
+    // llama.cpp's order: other hosts' GPUs first (its RPC devices), then the server's own.
+    let rpc = usize::try_from(a.rpc_devices).unwrap_or(usize::MAX);
     let names = (0..a.devices.len()).map(|i| {
         if a.devices.len() == 1 {
             "GPU".to_string()
+        } else if i < rpc {
+            format!("RPC {i}")
         } else {
-            format!("GPU {i}")
+            format!("GPU {}", i - rpc)
         }
     });
     let rows = names.zip(a.devices.iter().copied());

@@ -38,20 +38,27 @@ fn lavapipe() -> Value {
            "max_allocation": 2_147_483_648_u64, "max_buffer": 4_294_967_295_u64})
 }
 
-/// `select` for llama.cpp serving Llama-3.1-8B in q8_0 at 8,192 tokens over `inventory`.
-fn llamacpp_args<'a>(inventory: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
+/// `select` for llama.cpp serving `model` in q8_0 at 8,192 tokens over `inventories`.
+pub(crate) fn q8_llamacpp_args<'a>(model: &'a str, inventories: &[&'a Path]) -> Vec<&'a str> {
     let mut args = vec![
         "--model",
-        "llama-3.1-8b",
+        model,
         "--engine",
         "llama.cpp",
         "--dtype",
         "q8_0",
         "--context",
         "8192",
-        "--inventory",
-        inventory.to_str().unwrap(),
     ];
+    for i in inventories {
+        args.extend(["--inventory", i.to_str().unwrap()]);
+    }
+    args
+}
+
+/// [`q8_llamacpp_args`] for Llama-3.1-8B over `inventory`, with `extra`.
+fn llamacpp_args<'a>(inventory: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = q8_llamacpp_args("llama-3.1-8b", &[inventory]);
     args.extend_from_slice(extra);
     args
 }

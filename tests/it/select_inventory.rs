@@ -735,3 +735,67 @@ fn llama_cpp_says_why_it_skips_a_software_vulkan_device() {
     assert!(reason.contains("GGML_VK_VISIBLE_DEVICES"), "{reason}");
     assert!(!reason.contains("--prefer"), "{reason}");
 }
+
+/// A discover document of `host`: 64 GiB of RAM and one CUDA GPU of `gpu_gib` GiB, all free.
+fn cuda_host(dir: &Path, host: &str, gpu_gib: u64) -> PathBuf {
+    let ram = 64 * GIB;
+    let doc = json!({
+        "schema_version": 1,
+        "host": {"hostname": host, "memory_total_bytes": ram, "memory_available_bytes": ram},
+        "backends": [
+            {"backend": "cpu", "available": true,
+             "devices": [{"index": 0, "name": "Xeon", "device_type": "cpu", "total_bytes": ram,
+                          "free_bytes": ram}]},
+            {"backend": "cuda", "available": true,
+             "devices": [{"index": 0, "name": "NVIDIA RTX 4090", "device_type": "gpu",
+                          "total_bytes": gpu_gib * GIB, "free_bytes": gpu_gib * GIB}]}
+        ]
+    });
+    write(dir, &format!("{host}.json"), &doc.to_string())
+}
+
+// llama.cpp over two hosts whose GPUs hold the model only together: one llama-server reaches
+// the other host's GPU as an RPC device, which llama.cpp orders first; its fit splits the
+// layers over both (every layer on a GPU), the server's own GPU placed first in the plan.
+#[test]
+fn llamacpp_fits_across_hosts_with_the_other_hosts_gpus_as_rpc_devices() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (
+        cuda_host(dir.path(), "box-a", 24),
+        cuda_host(dir.path(), "box-b", 32),
+    );
+    let plan_over = |inventories: &[&Path]| {
+        let args = super::llamacpp_vulkan::q8_llamacpp_args("qwen2.5-32b", inventories);
+        let (code, doc) = select(&args);
+        assert_eq!(code, 0, "{doc}");
+        doc["plan"].clone()
+    };
+    // One host alone leaves layers in its RAM.
+    assert_eq!(plan_over(&[&b])["kind"], "cpu_offload");
+    let plan = plan_over(&[&a, &b]);
+    assert_eq!(plan["kind"], "cross_host", "{plan}");
+    assert_eq!(common::plan_hosts(&plan), ["box-b", "box-a"]);
+    let fit = &plan["llamacpp"];
+    assert_eq!(fit["n_gpu_layers"], 65);
+    assert_eq!(fit["rpc_devices"], 1);
+    // llama.cpp's order: box-a's GPU (RPC0) first, then box-b's own.
+    let devices = fit["devices"].as_array().unwrap();
+    let total = |d: &Value| {
+        ["model", "context", "compute"]
+            .iter()
+            .map(|k| d[k].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    let placed = |host: &str| {
+        plan["placements"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["host"] == host)
+            .unwrap()["bytes"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(total(&devices[0]), placed("box-a"), "{plan}");
+    assert_eq!(total(&devices[1]), placed("box-b"), "{plan}");
+}

@@ -86,6 +86,9 @@ pub struct LlamaCppAccount {
     pub kv_unified: bool,
     /// `-sm none`: the host's first GPU only.
     pub one_gpu: bool,
+    /// How many of `devices`, first in llama.cpp's order, are other hosts' GPUs it reaches as
+    /// RPC devices (`--rpc`).
+    pub rpc_devices: u64,
 }
 
 /// The ggml backend llama.cpp runs `candidates`' GPUs with: ggml-cuda's buffers where any is a
@@ -176,6 +179,11 @@ pub fn select_llamacpp(
         .zip(&f.layers)
         .map(|((g, u), &n)| placement(g, u.total(), n))
         .collect();
+    // Across hosts the server's own GPUs come first (the launch runs it there), the other hosts'
+    // after as its RPC devices; the fit's split keeps llama.cpp's order.
+    let server = f.gpus.last().map(|g| g.host.as_str());
+    let across = f.rpc_devices() > 0;
+    placements.sort_by_key(|p| Some(p.host.as_str()) != server);
     let offloaded = f.ngl < all || !f.overrides.is_empty();
     if offloaded {
         placements.extend(
@@ -187,6 +195,7 @@ pub fn select_llamacpp(
         required_bytes: f.required(),
         plan: Plan {
             kind: match (offloaded, f.gpus.len()) {
+                _ if across => PlanKind::CrossHost,
                 // Without a GPU the host's RAM holds it all.
                 (_, 0) => PlanKind::Single,
                 (true, _) => PlanKind::CpuOffload,
@@ -233,6 +242,7 @@ fn account(
         unmeasured_rules: s.llamacpp_device.unmeasured_rules(weights, arch, s),
         op_offload: s.llamacpp_device.offloads_ops() && !s.llamacpp_no_op_offload,
         one_gpu: cfg.one_gpu,
+        rpc_devices: f.rpc_devices(),
     }
 }
 
@@ -287,7 +297,52 @@ fn best_host<'a>(
             ram_short = Some(f);
         }
     }
+    let whole = |f: &Fitted<'_>| f.ngl == all && f.overrides.is_empty();
+    if !best.as_ref().is_some_and(whole) && !cfg.one_gpu {
+        if let Some(f) = across_hosts(weights, arch, s, (candidates, &gpus), cfg) {
+            best = Some(f);
+        }
+    }
     Some((best, ram_short))
+}
+
+/// llama.cpp on one host with the other hosts' GPUs as RPC devices (`rpc-server` on each,
+/// `--rpc` to them): its fit over every GPU, the RPC devices first as llama.cpp orders them,
+/// served from the host whose own GPUs have the most free memory. Only a fit with every layer
+/// on the GPUs: with layers left in RAM, ggml would offload their products to the first local
+/// GPU (an RPC device offloads nothing), which the placement does not model.
+fn across_hosts<'a>(
+    weights: &LayerWeights,
+    arch: &crate::model::ModelArch,
+    s: &Settings,
+    (candidates, gpus): (&'a [Candidate], &[&'a Candidate]),
+    cfg: &LlamaCppConfig,
+) -> Option<Fitted<'a>> {
+    let free = |c: &Candidate| c.free_bytes.unwrap_or(c.total_bytes);
+    let mut hosts: Vec<&str> = gpus.iter().map(|g| g.host.as_str()).collect();
+    hosts.dedup();
+    if hosts.len() < 2 {
+        return None;
+    }
+    let head = *hosts.iter().max_by_key(|h| {
+        gpus.iter()
+            .filter(|g| g.host == **h)
+            .map(|g| free(g))
+            .sum::<u64>()
+    })?;
+    let group: Vec<&Candidate> = gpus
+        .iter()
+        .copied()
+        .filter(|g| g.host != head)
+        .chain(gpus.iter().copied().filter(|g| g.host == head))
+        .collect();
+    let ram = candidates
+        .iter()
+        .find(|c| c.backend == BackendKind::Cpu && c.host == head);
+    let f = fitted(weights, arch, s, (group, ram), cfg)?;
+    let whole = f.ngl == arch.num_layers + 1 && f.overrides.is_empty();
+    let ram_ok = ram.is_some_and(|h| free(h) >= f.ram_needed());
+    (whole && ram_ok).then_some(f)
 }
 
 /// What the plan serves: `kv_tokens` of cache for the batch's sequences; none for an encoder,
@@ -328,6 +383,15 @@ struct Fitted<'a> {
 }
 
 impl Fitted<'_> {
+    /// The GPUs of other hosts than the server's (its own come last in the fit's order).
+    fn rpc_devices(&self) -> u64 {
+        let server = self.gpus.last().map(|g| g.host.as_str());
+        self.gpus
+            .iter()
+            .filter(|g| Some(g.host.as_str()) != server)
+            .count() as u64
+    }
+
     /// What the GPUs whose memory is the host's RAM (Apple silicon, integrated GPUs) take of it.
     fn shared(&self) -> u64 {
         self.gpus
