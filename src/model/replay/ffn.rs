@@ -277,7 +277,13 @@ fn experts(c: &Ctx<'_>, g: &mut Graph, cur: usize, m: &Routed) -> usize {
         g.tag(out, Op::Mul);
     }
     g.expand(out);
-    let each: Vec<usize> = (0..m.k).map(|_| g.view(out, MODEL)).collect();
+    sum_experts(g, out, model, m.k)
+}
+
+/// The `k` selected experts' weighted outputs `out` summed a token at a time: one view an
+/// expert, added in a chain (one expert: its view made contiguous), `model` bytes each.
+fn sum_experts(g: &mut Graph, out: usize, model: u64, k: u64) -> usize {
+    let each: Vec<usize> = (0..k).map(|_| g.view(out, MODEL)).collect();
     for &e in &each {
         g.expand(e);
     }
@@ -287,7 +293,7 @@ fn experts(c: &Ctx<'_>, g: &mut Graph, cur: usize, m: &Routed) -> usize {
         g.tag(sum, Op::Add);
         g.expand(sum);
     }
-    if m.k == 1 {
+    if k == 1 {
         sum = g.op(Kind::Fresh, model, MODEL, &[sum]);
     }
     sum
