@@ -116,11 +116,18 @@ pub fn suggest(r: &Request<'_>) -> Vec<Suggestion> {
     if let Some(context) = r.max_context.filter(|&c| with(&|s| s.context = c)) {
         out.push(Suggestion::Context { context });
     }
-    if let Some(fp8) =
-        kv_precision("fp8").filter(|p| p.bits_per_element() < settings.kv_dtype.bits_per_element())
+    // A smaller cache of a type the engine has: llama.cpp has no fp8 cache but a q8_0 one,
+    // whose V it quantizes only under flash attention.
+    let smaller_cache = match r.engine {
+        Some(Engine::LlamaCpp) if r.llamacpp.flash_attention_off => None,
+        Some(Engine::LlamaCpp) => kv_precision("q8_0"),
+        _ => kv_precision("fp8"),
+    };
+    if let Some(kv) =
+        smaller_cache.filter(|p| p.bits_per_element() < settings.kv_dtype.bits_per_element())
     {
-        if with(&|s| s.kv_dtype = fp8) {
-            out.push(Suggestion::KvDtype { dtype: fp8.name });
+        if with(&|s| s.kv_dtype = kv) {
+            out.push(Suggestion::KvDtype { dtype: kv.name });
         }
     }
     let weight_bits = source

@@ -215,4 +215,9 @@ fn an_apple_gpu_is_planned_with_metals_rules_out_of_the_hosts_ram() {
         doc["plan"]["shortfall_bytes"].as_u64().unwrap(),
         needed - 9 * GIB
     );
+    // The smaller cache offered is one llama.cpp has (it has no fp8 cache), and it fits.
+    assert_eq!(
+        doc["suggestions"],
+        json!([{"change": "kv_dtype", "dtype": "q8_0"}])
+    );
 }
