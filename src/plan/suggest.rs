@@ -134,11 +134,17 @@ pub fn suggest(r: &Request<'_>) -> Vec<Suggestion> {
         .estimate(settings)
         .ok()
         .map(|b| b.weights_bytes as f64 * 8.0 / b.parameters.max(1) as f64);
-    if let Some(fp8) = weight_precision("fp8")
+    // 8-bit weights of a type the engine loads: GGUF's q8_0 for llama.cpp, fp8 elsewhere.
+    let eight_bit = if r.engine == Some(Engine::LlamaCpp) {
+        "q8_0"
+    } else {
+        "fp8"
+    };
+    if let Some(w) = weight_precision(eight_bit)
         .filter(|p| weight_bits.is_some_and(|bits| bits > p.bits_per_element() + 0.5))
     {
-        if with(&|s| s.dtype = Some(fp8)) {
-            out.push(Suggestion::Dtype { dtype: fp8.name });
+        if with(&|s| s.dtype = Some(w)) {
+            out.push(Suggestion::Dtype { dtype: w.name });
         }
     }
     if r.engine == Some(Engine::Vllm) && r.vllm.gpu_memory_utilization < 0.95 {

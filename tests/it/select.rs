@@ -443,6 +443,11 @@ fn llamacpp_launch_carries_the_cache_type_it_was_planned_with() {
              or q4_0\n",
         ),
         (
+            &["--dtype", "fp8"][..],
+            "gpumem: error: llama.cpp has no fp8 weights (GGUF has no fp8 type): give --dtype \
+             q8_0 or another GGUF type\n",
+        ),
+        (
             &["--kv-dtype", "q4_0", "--flash-attn", "off"][..],
             "gpumem: error: llama.cpp quantizes the V cache only with flash attention: --kv-dtype \
              q4_0 needs --flash-attn on or auto\n",

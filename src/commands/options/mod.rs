@@ -390,7 +390,7 @@ pub fn select_llamacpp_config(args: &SelectArgs, engine: Option<Engine>) -> Resu
         ))
         .into());
     }
-    check_llamacpp_cache(args, engine)?;
+    check_llamacpp_types(args, engine)?;
     if l.split_mode == cli::SplitModeArg::Row {
         // Only SYCL and Hexagon devices export ggml_backend_split_buffer_type at llama.cpp's
         // vendored commit; measured on ggml-rpc-server devices, read from ggml-cuda's source.
@@ -424,9 +424,18 @@ pub fn select_llamacpp_config(args: &SelectArgs, engine: Option<Engine>) -> Resu
     })
 }
 
-/// llama.cpp's cache types: it has no fp8 one, and it quantizes V only under flash attention
-/// (`llama_init_from_model` refuses a quantized V cache with `-fa off`).
-fn check_llamacpp_cache(args: &SelectArgs, engine: Option<Engine>) -> Result<()> {
+/// llama.cpp's types: no fp8 weights (GGUF has none) or cache, and V quantized only under
+/// flash attention (`llama_init_from_model` refuses a quantized V cache with `-fa off`).
+fn check_llamacpp_types(args: &SelectArgs, engine: Option<Engine>) -> Result<()> {
+    let weights = args.settings.dtype.as_deref().and_then(weight_precision);
+    if engine == Some(Engine::LlamaCpp) && weights.is_some_and(|w| w.name == "fp8") {
+        return Err(CliError::Usage(
+            "llama.cpp has no fp8 weights (GGUF has no fp8 type): give --dtype q8_0 or another \
+             GGUF type"
+                .into(),
+        )
+        .into());
+    }
     let kv = args.settings.kv_dtype.as_deref().and_then(kv_precision);
     let Some(kv) = kv.filter(|_| engine == Some(Engine::LlamaCpp)) else {
         return Ok(());
