@@ -444,8 +444,13 @@ fn llamacpp_launch_carries_the_cache_type_it_was_planned_with() {
         ),
         (
             &["--dtype", "fp8"][..],
-            "gpumem: error: llama.cpp has no fp8 weights (GGUF has no fp8 type): give --dtype \
-             q8_0 or another GGUF type\n",
+            "gpumem: error: llama.cpp has no fp8 weights (not a GGUF type): give --dtype q8_0, \
+             q4_k_m or another GGUF type\n",
+        ),
+        (
+            &["--dtype", "int4_g128"][..],
+            "gpumem: error: llama.cpp has no int4_g128 weights (not a GGUF type): give --dtype \
+             q8_0, q4_k_m or another GGUF type\n",
         ),
         (
             &["--kv-dtype", "q4_0", "--flash-attn", "off"][..],

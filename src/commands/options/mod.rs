@@ -428,12 +428,14 @@ pub fn select_llamacpp_config(args: &SelectArgs, engine: Option<Engine>) -> Resu
 /// flash attention (`llama_init_from_model` refuses a quantized V cache with `-fa off`).
 fn check_llamacpp_types(args: &SelectArgs, engine: Option<Engine>) -> Result<()> {
     let weights = args.settings.dtype.as_deref().and_then(weight_precision);
-    if engine == Some(Engine::LlamaCpp) && weights.is_some_and(|w| w.name == "fp8") {
-        return Err(CliError::Usage(
-            "llama.cpp has no fp8 weights (GGUF has no fp8 type): give --dtype q8_0 or another \
-             GGUF type"
-                .into(),
-        )
+    // The weight types of other engines' checkpoints, which no GGUF holds.
+    let foreign = weights.filter(|w| matches!(w.name, "fp8" | "int8" | "int4" | "int4_g128"));
+    if let Some(w) = foreign.filter(|_| engine == Some(Engine::LlamaCpp)) {
+        return Err(CliError::Usage(format!(
+            "llama.cpp has no {} weights (not a GGUF type): give --dtype q8_0, q4_k_m or another \
+             GGUF type",
+            w.name
+        ))
         .into());
     }
     let kv = args.settings.kv_dtype.as_deref().and_then(kv_precision);
