@@ -9,27 +9,21 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use super::select::{select, GIB};
+use crate::common;
 
 /// A saved `gpumem discover --json` document for a host with one Vulkan GPU of `total` bytes
 /// and these limits.
 fn vulkan_host(dir: &Path, total: u64, limits: &Value) -> PathBuf {
-    let ram = 64 * GIB;
-    let doc = json!({
-        "schema_version": 1,
-        "host": {"hostname": "radeon-box", "memory_total_bytes": ram, "memory_available_bytes": ram},
-        "backends": [
-            {"backend": "cpu", "available": true,
-             "devices": [{"index": 0, "name": "Ryzen", "device_type": "cpu", "total_bytes": ram,
-                          "free_bytes": ram}]},
-            {"backend": "vulkan", "available": true,
-             "devices": [{"index": 0, "name": "AMD Radeon RX 7600 (RADV NAVI33)",
-                          "device_type": "gpu", "total_bytes": total, "free_bytes": total,
-                          "vulkan_limits": limits}]}
-        ]
-    });
-    let path = dir.join("radeon-box.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
-    path
+    let gpu = json!({"index": 0, "name": "AMD Radeon RX 7600 (RADV NAVI33)",
+                     "device_type": "gpu", "total_bytes": total, "free_bytes": total,
+                     "vulkan_limits": limits});
+    common::one_gpu_host(
+        dir,
+        "radeon-box.json",
+        ("radeon-box", "Ryzen"),
+        (64 * GIB, 64 * GIB),
+        ("vulkan", gpu),
+    )
 }
 
 /// Mesa's lavapipe's limits, as `vulkaninfo` prints them here.
@@ -168,23 +162,15 @@ fn a_software_vulkan_device_is_no_llama_cpp_gpu() {
 /// An Apple silicon host's discover document: 32 GiB of RAM of which `ram_free` is free, its
 /// GPU's working set 21 GiB, the GPU's memory that RAM.
 fn apple_host(dir: &Path, ram_free: u64) -> PathBuf {
-    let ram = 32 * GIB;
-    let doc = json!({
-        "schema_version": 1,
-        "host": {"hostname": "m4-mini", "memory_total_bytes": ram, "memory_available_bytes": ram_free},
-        "backends": [
-            {"backend": "cpu", "available": true,
-             "devices": [{"index": 0, "name": "Apple M4", "device_type": "cpu",
-                          "total_bytes": ram, "free_bytes": ram_free}]},
-            {"backend": "metal", "available": true,
-             "devices": [{"index": 0, "name": "Apple M4", "device_type": "integrated_gpu",
-                          "total_bytes": 21 * GIB, "free_bytes": 21 * GIB,
-                          "unified_memory": true}]}
-        ]
-    });
-    let path = dir.join(format!("m4-mini-{ram_free}.json"));
-    std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
-    path
+    let gpu = json!({"index": 0, "name": "Apple M4", "device_type": "integrated_gpu",
+                     "total_bytes": 21 * GIB, "free_bytes": 21 * GIB, "unified_memory": true});
+    common::one_gpu_host(
+        dir,
+        &format!("m4-mini-{ram_free}.json"),
+        ("m4-mini", "Apple M4"),
+        (32 * GIB, ram_free),
+        ("metal", gpu),
+    )
 }
 
 // A discovered Apple GPU (the Metal backend) is planned with ggml-metal's rules, read from its

@@ -738,20 +738,15 @@ fn llama_cpp_says_why_it_skips_a_software_vulkan_device() {
 
 /// A discover document of `host`: 64 GiB of RAM and one CUDA GPU of `gpu_gib` GiB, all free.
 fn cuda_host(dir: &Path, host: &str, gpu_gib: u64) -> PathBuf {
-    let ram = 64 * GIB;
-    let doc = json!({
-        "schema_version": 1,
-        "host": {"hostname": host, "memory_total_bytes": ram, "memory_available_bytes": ram},
-        "backends": [
-            {"backend": "cpu", "available": true,
-             "devices": [{"index": 0, "name": "Xeon", "device_type": "cpu", "total_bytes": ram,
-                          "free_bytes": ram}]},
-            {"backend": "cuda", "available": true,
-             "devices": [{"index": 0, "name": "NVIDIA RTX 4090", "device_type": "gpu",
-                          "total_bytes": gpu_gib * GIB, "free_bytes": gpu_gib * GIB}]}
-        ]
-    });
-    write(dir, &format!("{host}.json"), &doc.to_string())
+    let gpu = json!({"index": 0, "name": "NVIDIA RTX 4090", "device_type": "gpu",
+                     "total_bytes": gpu_gib * GIB, "free_bytes": gpu_gib * GIB});
+    common::one_gpu_host(
+        dir,
+        &format!("{host}.json"),
+        (host, "Xeon"),
+        (64 * GIB, 64 * GIB),
+        ("cuda", gpu),
+    )
 }
 
 // llama.cpp over two hosts whose GPUs hold the model only together: one llama-server reaches

@@ -426,3 +426,29 @@ pub fn candidate<'a>(doc: &'a Value, backend: &str) -> &'a Value {
         .find(|c| c["backend"] == backend)
         .unwrap_or_else(|| panic!("no {backend} candidate in {doc}"))
 }
+
+/// Writes `dir/<file>` as a `discover --json` document of one host, `host`: its RAM
+/// (`(total, free)` bytes) as the cpu backend's device named `cpu`, and one GPU `device` (its
+/// fields as discover writes them) of `backend`.
+pub fn one_gpu_host(
+    dir: &Path,
+    file: &str,
+    (host, cpu): (&str, &str),
+    (ram_total, ram_free): (u64, u64),
+    (backend, device): (&str, Value),
+) -> PathBuf {
+    let doc = serde_json::json!({
+        "schema_version": 1,
+        "host": {"hostname": host, "memory_total_bytes": ram_total,
+                 "memory_available_bytes": ram_free},
+        "backends": [
+            {"backend": "cpu", "available": true,
+             "devices": [{"index": 0, "name": cpu, "device_type": "cpu",
+                          "total_bytes": ram_total, "free_bytes": ram_free}]},
+            {"backend": backend, "available": true, "devices": [device]}
+        ]
+    });
+    let path = dir.join(file);
+    std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+    path
+}
