@@ -126,14 +126,18 @@ pub fn llamacpp_text(text: &mut String, a: &LlamaCppAccount) {
     };
     let _ = writeln!(
         text,
-        "\nllama.cpp{} (-fa {}{}, -ngl {}{split}{margin}):",
-        match a.device_rules {
-            _ if a.devices.is_empty() => " on the CPU",
-            LlamaDevice::Cuda => " on CUDA",
-            LlamaDevice::CpuRules => "",
-            LlamaDevice::CpuRulesOffload => " on RPC with CUDA's offload",
-            LlamaDevice::Vulkan(_) => " on Vulkan",
-            LlamaDevice::Metal => " on Metal",
+        "\nllama.cpp{}{} (-fa {}{}, -ngl {}{split}{margin}):",
+        if a.devices.is_empty() {
+            " on the CPU"
+        } else {
+            rules_phrase(a.device_rules)
+        },
+        match a.rpc_device_rules {
+            Some(LlamaDevice::CpuRules) if a.device_rules != LlamaDevice::CpuRules => {
+                ", RPC devices with the CPU backend's rules".to_string()
+            }
+            Some(r) if r != a.device_rules => format!(", RPC devices{}", rules_phrase(r)),
+            _ => String::new(),
         },
         if a.flash_attention { "on" } else { "off" },
         if a.device_rules.offloads_ops() && !a.op_offload {
@@ -190,6 +194,17 @@ pub fn llamacpp_text(text: &mut String, a: &LlamaCppAccount) {
             }
         };
         let _ = writeln!(text, "  {line}");
+    }
+}
+
+/// The backend a device's buffers follow, as the account's heading names it.
+fn rules_phrase(d: LlamaDevice) -> &'static str {
+    match d {
+        LlamaDevice::Cuda => " on CUDA",
+        LlamaDevice::CpuRules => "",
+        LlamaDevice::CpuRulesOffload => " on RPC with CUDA's offload",
+        LlamaDevice::Vulkan(_) => " on Vulkan",
+        LlamaDevice::Metal => " on Metal",
     }
 }
 

@@ -82,6 +82,15 @@ fn device_of(doc: &Value) -> gpumem::model::estimate::LlamaDevice {
     }
 }
 
+/// The rpc-server devices llama.cpp ordered before the build's own GPU, CPU-backed.
+fn rpc_devices(doc: &Value) -> Option<gpumem::model::estimate::RpcDevices> {
+    let count = usize::try_from(doc["rpc_devices"].as_u64()?).unwrap();
+    Some(gpumem::model::estimate::RpcDevices {
+        count,
+        remote: gpumem::model::estimate::LlamaDevice::CpuRules,
+    })
+}
+
 /// The failures of one fixture, a line each.
 fn check(name: &str) -> Vec<String> {
     let text =
@@ -111,6 +120,7 @@ fn check(name: &str) -> Vec<String> {
             flash_attention: row["flash_attention"] == "on",
             llamacpp_outputs: server,
             llamacpp_device: device_of(&doc),
+            llamacpp_rpc: rpc_devices(&doc),
             llamacpp_keep_graph_order: doc["graph_optimize"].as_bool() == Some(false),
             ..Settings::inference(
                 row["ctx"].as_u64().unwrap() / streams,
@@ -188,7 +198,11 @@ fn moe_fit_text(fit: &MoeFit, rpc: &[Value]) -> String {
         .map(|o| {
             let to = o.to.map_or_else(
                 || "CPU".to_string(),
-                |d| format!("RPC0[{}]", rpc[d].as_str().unwrap()),
+                // The local device after the RPC ones (Vulkan in the fixtures that have one).
+                |d| match rpc.get(d) {
+                    Some(r) => format!("RPC0[{}]", r.as_str().unwrap()),
+                    None => format!("Vulkan{}", d - rpc.len()),
+                },
             );
             format!("{}={to}", o.pattern.as_deref().unwrap())
         })
@@ -208,31 +222,39 @@ fn our_fit(
     row: &Value,
     rpc: &[Value],
 ) -> String {
-    let free = row["free_mib"].as_u64().unwrap() << 20;
+    // Each device's free memory: one figure for devices that report the host's, else a list.
+    let free_of = |d: usize| match row["free_mib"].as_array() {
+        Some(f) => f[d].as_u64().unwrap() << 20,
+        None => row["free_mib"].as_u64().unwrap() << 20,
+    };
     if arch.moe.is_some() {
         let margins: Vec<u64> = match row["fit_target_mib"].as_array() {
             Some(m) => m.iter().map(|m| m.as_u64().unwrap() << 20).collect(),
             None => vec![row["fit_target_mib"].as_u64().unwrap() << 20],
         };
-        let free = vec![free; margins.len()];
+        let free: Vec<u64> = (0..margins.len()).map(free_of).collect();
         let fit = fit_moe(weights, arch, settings, &free, &margins).unwrap();
         return moe_fit_text(&fit, rpc);
     }
     let Some(margins) = row["fit_target_mib"].as_array() else {
         let margin = row["fit_target_mib"].as_u64().unwrap() << 20;
-        let ngl = fit_one_device(weights, arch, settings, free, margin).unwrap();
+        let ngl = fit_one_device(weights, arch, settings, free_of(0), margin).unwrap();
         return format!("-ngl {}", ngl_text(ngl));
     };
-    let free: Vec<u64> = margins
-        .iter()
-        .map(|m| free - (m.as_u64().unwrap() << 20) + (1 << 30))
-        .collect();
-    let fit = fit_devices(weights, arch, settings, &free, 1 << 30).unwrap();
+    let free: Vec<u64> = (0..margins.len()).map(free_of).collect();
+    let margins: Vec<u64> = margins.iter().map(|m| m.as_u64().unwrap() << 20).collect();
+    let fit = fit_devices(weights, arch, settings, &free, &margins).unwrap();
+    // llama-fit-params leaves out the split's trailing zeros, and a split of one device.
     let ts = fit
         .tensor_split
         .map(|t| {
-            let t: Vec<String> = t.iter().map(u64::to_string).collect();
-            format!(" -ts {}", t.join(","))
+            let used = t.len() - t.iter().rev().take_while(|&&n| n == 0).count();
+            let t: Vec<String> = t[..used].iter().map(u64::to_string).collect();
+            if used > 1 {
+                format!(" -ts {}", t.join(","))
+            } else {
+                String::new()
+            }
         })
         .unwrap_or_default();
     format!("-ngl {}{ts}", ngl_text(fit.n_gpu_layers))
@@ -270,6 +292,7 @@ fn the_layers_offloaded_are_the_ones_llama_cpp_fits() {
                 // llama.cpp's -fa auto turns flash attention on for a device that has it.
                 flash_attention: true,
                 llamacpp_device: device_of(&doc),
+                llamacpp_rpc: rpc_devices(&doc),
                 ..Settings::inference(
                     row["ctx"].as_u64().unwrap(),
                     kv_precision(doc["cache_type"].as_str().unwrap_or("f16")).unwrap(),

@@ -18,6 +18,7 @@ mod estimate_input;
 mod generated_files;
 mod llamacpp_devices;
 mod llamacpp_fit_context;
+mod llamacpp_hosts;
 mod llamacpp_moe_select;
 mod llamacpp_reference;
 mod llamacpp_vulkan;

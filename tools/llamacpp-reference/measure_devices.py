@@ -80,7 +80,8 @@ def main():
     p.add_argument("breakdown")
     p.add_argument("model")
     p.add_argument("out")
-    p.add_argument("--rpc", help="the rpc-server devices (else the build's own GPU backend)")
+    p.add_argument("--rpc", help="the rpc-server devices (with --vulkan or --cuda: before the "
+                   "build's own GPU, as llama.cpp orders them)")
     p.add_argument("--vulkan", action="store_true",
                    help="breakdown is built with -DGGML_VULKAN=ON and runs on the first Vulkan "
                         "device (GGML_VK_VISIBLE_DEVICES=0: lavapipe is a CPU-type device)")
@@ -142,11 +143,15 @@ def main():
         "llama_cpp": "vendored by llama-cpp-python 0.3.36, built with -DGGML_RPC=ON"
         + (" -DGGML_VULKAN=ON" if a.vulkan else "")
         + (" -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90" if a.cuda else ""),
-        "backend": "CPU" if a.cpu else "Vulkan (Mesa's lavapipe)" if a.vulkan else
+        "backend": "CPU" if a.cpu else
+        "RPC (ggml-rpc-server on 127.0.0.1, CPU-backed), then Vulkan (Mesa's lavapipe)"
+        if a.vulkan and a.rpc else "Vulkan (Mesa's lavapipe)" if a.vulkan else
         "CUDA (%s)" % cuda_device() if a.cuda else
         "RPC (ggml-rpc-server on 127.0.0.1, CPU-backed)"
         + (", the client given ggml-cuda's offload_op (batch >= 32)" if a.op_offload else ""),
         "op_offload": a.op_offload or a.vulkan or a.cuda,
+        # With a GPU backend, the rpc-server devices llama.cpp orders before the local one.
+        "rpc_devices": len(a.rpc.split(",")) if a.rpc and (a.vulkan or a.cuda) else None,
         "vulkan_limits": vulkan_limits(a.suballocation_block) if a.vulkan else None,
         "graph_optimize": (not a.no_graph_optimize) if a.vulkan else None,
         "suballocation_block": a.suballocation_block,

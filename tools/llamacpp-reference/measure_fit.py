@@ -30,7 +30,7 @@ def free_mib(fit_params, model, rpc, ctx):
     out = subprocess.run([fit_params, "-m", model] + (["--rpc", rpc] if rpc else [])
                          + ["-c", str(ctx or 4096), "-v"],
                          capture_output=True, text=True, env=ENV).stderr
-    return int(re.search(r"- (\d+) MiB free", out).group(1))
+    return [int(v) for v in re.findall(r"- (\d+) MiB free", out)]
 
 
 def main():
@@ -70,7 +70,10 @@ def main():
         sizes = [int(v) for v in sizes.split(",")]
         rpc = ",".join(a.rpc.split(",")[:len(sizes)]) if a.rpc else None
         free = free_mib(a.fit_params, a.model, rpc, a.ctx)
-        margins = [free - size + 1024 for size in sizes]
+        # Each device's own free memory (an rpc-server's is the host's, lavapipe's its heap).
+        free = free[:len(sizes)]
+        margins = [f - size + 1024 for f, size in zip(free, sizes)]
+        free = free[0] if len(set(free)) == 1 else free
         if a.split_mode == "none":
             margins = margins[:1]
         # --ctx 0: no -c, so llama.cpp's fit chooses the context (from the trained one down to
@@ -93,11 +96,14 @@ def main():
                      + ("llama-server's fit (breakdown.cpp's fit mode, logits for one token a "
                         "sequence)" if a.server else "llama-fit-params"),
         "server": a.server,
-        "backend": "Vulkan (Mesa's lavapipe)" if a.vulkan else
+        "backend": "RPC (ggml-rpc-server on 127.0.0.1, CPU-backed), then Vulkan (Mesa's "
+        "lavapipe)" if a.vulkan and a.rpc else "Vulkan (Mesa's lavapipe)" if a.vulkan else
         "RPC (ggml-rpc-server on 127.0.0.1, CPU-backed)"
         + (", the client given ggml-cuda's offload_op (batch >= 32)" if a.op_offload else ""),
         "op_offload": a.op_offload or a.vulkan,
         "vulkan_limits": vulkan_limits() if a.vulkan else None,
+        # With --vulkan, the rpc-server devices llama.cpp orders before the local one.
+        "rpc_devices": len(a.rpc.split(",")) if a.rpc and a.vulkan else None,
         "gguf": a.model.rsplit("/", 1)[-1],
         "shape": a.shape,
         "made_by": a.made_by,

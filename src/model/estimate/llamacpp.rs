@@ -34,6 +34,28 @@ pub enum LlamaDevice {
     Vulkan(crate::device::VulkanLimits),
 }
 
+/// Devices llama.cpp reaches through ggml-rpc (`--rpc`), which it orders before its own: each
+/// follows its remote backend's buffer rules (ggml-rpc asks the remote for alignment and
+/// allocation sizes) but runs every op, reorders nothing and takes no op on a host weight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RpcDevices {
+    /// How many of llama.cpp's devices (the first) are RPC devices.
+    pub count: usize,
+    /// The backend behind each `rpc-server`.
+    pub remote: LlamaDevice,
+}
+
+impl Settings {
+    /// The backend whose buffer rules llama.cpp's device `d` follows, and whether llama.cpp
+    /// reaches it through ggml-rpc.
+    pub fn llamacpp_device_at(&self, d: usize) -> (LlamaDevice, bool) {
+        match self.llamacpp_rpc {
+            Some(rpc) if d < rpc.count => (rpc.remote, true),
+            _ => (self.llamacpp_device, false),
+        }
+    }
+}
+
 /// Where a device's buffer rules come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -113,10 +135,7 @@ impl LlamaDevice {
 
     /// The most bytes a tensor an op reads or writes may span for the device to run the op.
     pub fn tensor_limit(self) -> Option<u64> {
-        match self {
-            LlamaDevice::Vulkan(l) => Some(l.tensor_limit()),
-            _ => None,
-        }
+        self.rules().tensor_limit
     }
 
     /// Each tensor's alignment in the device's buffers (`get_alignment`).
@@ -151,7 +170,7 @@ impl LlamaDevice {
         self.rules().quantized_rows
     }
 
-    fn rules(self) -> crate::model::replay::BufferRules {
+    pub(crate) fn rules(self) -> crate::model::replay::BufferRules {
         match self {
             LlamaDevice::CpuRules | LlamaDevice::CpuRulesOffload => {
                 crate::model::replay::BufferRules::CPU
@@ -231,15 +250,22 @@ pub fn placed_compute_buffers(
         seqs: s.batch.max(1),
         outputs: s.llamacpp_outputs,
     };
+    let rpc = s.llamacpp_rpc.filter(|r| r.count > 0);
     let placed = crate::model::replay::Placed {
         layer_devices: placement.layer_devices,
         devices: placement.devices,
         pipeline: placement.pipeline,
         moves: placement.moves,
         device_rules: s.llamacpp_device.rules(),
-        host_rules: s.llamacpp_device.host_rules(),
+        rpc_devices: rpc.map_or(0, |r| r.count),
+        rpc_rules: rpc.map_or(crate::model::replay::BufferRules::CPU, |r| r.remote.rules()),
+        // The host's compute buffer is the first device's host buffer type where it has one;
+        // an RPC device, always first, has none.
+        host_rules: match rpc {
+            Some(_) => crate::model::replay::BufferRules::CPU,
+            None => s.llamacpp_device.host_rules(),
+        },
         op_offload: s.llamacpp_device.offloads_ops() && !s.llamacpp_no_op_offload,
-        tensor_limit: s.llamacpp_device.tensor_limit(),
         reorders: !s.llamacpp_keep_graph_order,
         weights,
     };

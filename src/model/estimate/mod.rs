@@ -156,6 +156,8 @@ pub struct Settings {
     pub llamacpp_outputs: Option<u64>,
     /// The ggml backend llama.cpp's GPUs run, for how their compute buffers place tensors.
     pub llamacpp_device: LlamaDevice,
+    /// llama.cpp's first devices reached through ggml-rpc (`None`: every device is local).
+    pub llamacpp_rpc: Option<RpcDevices>,
     /// `--no-op-offload`: a device that offloads ops takes none (llama.cpp's `op_offload`
     /// context parameter off).
     pub llamacpp_no_op_offload: bool,
@@ -192,6 +194,7 @@ impl Settings {
             generate_new_tokens: None,
             llamacpp_outputs: None,
             llamacpp_device: LlamaDevice::CpuRules,
+            llamacpp_rpc: None,
             llamacpp_no_op_offload: false,
             llamacpp_keep_graph_order: false,
         }
@@ -340,8 +343,8 @@ mod llamacpp;
 mod stages;
 
 pub use llamacpp::{
-    offloaded_compute_buffers, placed_compute_buffers, LlamaDevice, Placement, RulesBasis,
-    UnmeasuredRule,
+    offloaded_compute_buffers, placed_compute_buffers, LlamaDevice, Placement, RpcDevices,
+    RulesBasis, UnmeasuredRule,
 };
 use stages::Stages;
 

@@ -22,6 +22,9 @@ type ExpertWeight = (FfnClass, &'static str, &'static str, u64, u64);
 pub(super) struct Routed {
     pub(super) k: u64,
     pub(super) router: u64,
+    /// The top-k view of the router's ranking: `k` ids a token, strided by the expert count,
+    /// spanning `ggml_nbytes` of it (what a copy to another backend holds).
+    pub(super) selected: u64,
     pub(super) weights: u64,
     pub(super) sums: u64,
     pub(super) expert_ffn: u64,
@@ -64,6 +67,7 @@ pub(super) fn routed(
     let r = Routed {
         k,
         router: width(m.experts)?,
+        selected: width(m.experts)?.checked_sub(4 * m.experts.checked_sub(k)?)?,
         weights: width(k)?,
         sums: width(1)?,
         expert_ffn: width(m.expert_intermediate.checked_mul(k)?)?,
@@ -357,7 +361,7 @@ fn route(c: &Ctx<'_>, g: &mut Graph, cur: usize, m: &Routed) -> (usize, usize) {
     g.tag(order, Op::ArgSort);
     // ggml-metal sorts through a second buffer of the output's size.
     g.tensors[order].metal_extra = m.router;
-    let selected = g.view(order, OTHER);
+    let selected = g.view_spanning(order, OTHER, m.selected);
     let probs_3d = g.view(probs, OTHER);
     g.tag(probs_3d, Op::Reshape);
     let weights = g.op(Kind::Fresh, m.weights, WEIGHTS, &[probs_3d, selected]);

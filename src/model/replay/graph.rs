@@ -39,6 +39,9 @@ pub(crate) struct BufferRules {
     pub(crate) offloads_products_only: bool,
     /// How the backend reorders each split it runs before the split is allocated.
     pub(crate) reorder: Reorder,
+    /// The most bytes a tensor an op reads or writes may span for the device to run the op
+    /// (ggml-vulkan's storage range): larger ops, and the weights they read, stay on the CPU.
+    pub(crate) tensor_limit: Option<u64>,
 }
 
 /// A backend's reordering of the splits it runs (its `graph_optimize`).
@@ -89,6 +92,7 @@ impl BufferRules {
         metal_scratch: false,
         offloads_products_only: false,
         reorder: Reorder::None,
+        tensor_limit: None,
     };
     /// ggml-cuda's device buffers (ROCm's too: the same source built for HIP): 128-byte
     /// alignment, flash attention's f16 copies (its tile and MMA kernels, which the prompt
@@ -104,6 +108,7 @@ impl BufferRules {
         metal_scratch: false,
         offloads_products_only: false,
         reorder: Reorder::None,
+        tensor_limit: None,
     };
 
     /// ggml-metal's buffers, read from its source (not measured: no Apple GPU here): 32-byte
@@ -119,6 +124,7 @@ impl BufferRules {
         metal_scratch: true,
         offloads_products_only: true,
         reorder: Reorder::Metal,
+        tensor_limit: None,
     };
 
     /// ggml-vulkan's pinned host buffers, which llama.cpp gives the CPU's compute buffer when
@@ -134,6 +140,7 @@ impl BufferRules {
             metal_scratch: false,
             offloads_products_only: false,
             reorder: Reorder::None,
+            tensor_limit: None,
         }
     }
 
@@ -150,6 +157,21 @@ impl BufferRules {
             metal_scratch: false,
             offloads_products_only: false,
             reorder: Reorder::Vulkan,
+            tensor_limit: Some(limits.tensor_limit()),
+        }
+    }
+
+    /// A device of these rules reached through ggml-rpc: the client asks the remote backend
+    /// for each tensor's alignment, allocation size and the largest buffer, but runs every op
+    /// there (its `supports_op` answers yes), has no `graph_optimize` (no reordering, no fused
+    /// kernels' dependencies) and no `offload_op`.
+    pub(crate) fn over_rpc(self) -> BufferRules {
+        BufferRules {
+            fusion_deps: FusionDeps::None,
+            fa_kernels: FaKernels::Any,
+            reorder: Reorder::None,
+            tensor_limit: None,
+            ..self
         }
     }
 

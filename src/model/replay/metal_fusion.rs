@@ -6,7 +6,7 @@
 //! (`ggml-metal-fusion.cpp`), not measured.
 
 use super::graph::{Graph, Op};
-use super::sched::{Cut, Deps};
+use super::sched::Deps;
 
 use Op::{Add, ArgSort, Clamp, Div, GetRows, Mul, Reshape, RmsNorm, Scale, SoftMax, SumRows};
 use Op::{Norm, SsmConv, Unary, View};
@@ -70,11 +70,11 @@ fn pattern_len(g: &Graph, nodes: &[usize], at: usize) -> usize {
     best
 }
 
-/// Adds to `deps`, for each of `g`'s device splits in `cuts`, what ggml-metal keeps allocated
-/// until the end of each pattern run.
-pub(super) fn fusion_deps(g: &Graph, cuts: &[Cut], deps: &mut Deps) {
-    for span in super::sched::device_spans(g, cuts) {
-        let nodes = &g.nodes[span];
+/// Adds to `deps`, for each of `g`'s ggml-metal splits (`spans`), what ggml-metal keeps
+/// allocated until the end of each pattern run.
+pub(super) fn fusion_deps(g: &Graph, spans: &[std::ops::Range<usize>], deps: &mut Deps) {
+    for span in spans {
+        let nodes = &g.nodes[span.clone()];
         let mut i = 0;
         while i < nodes.len() {
             let len = pattern_len(g, nodes, i);

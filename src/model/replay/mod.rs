@@ -171,16 +171,20 @@ pub(crate) struct Placed<'a> {
     pub pipeline: bool,
     /// Each layer's feed-forward weights moved off its device (`-ot`, `--n-cpu-moe`).
     pub moves: &'a [LayerMove],
-    /// How the devices' buffer type places tensors.
+    /// How the local devices' buffer type places tensors, and which ops they run.
     pub device_rules: BufferRules,
+    /// The first `rpc_devices` devices are reached through ggml-rpc, their buffers following
+    /// `rpc_rules` (the remote backend's, [`BufferRules::over_rpc`]); llama.cpp orders them
+    /// before the local ones.
+    pub rpc_devices: usize,
+    /// The remote backend's rules, for the RPC devices.
+    pub rpc_rules: BufferRules,
     /// How the host's compute buffer places them (the CPU's, or the first device's pinned
     /// host buffer type).
     pub host_rules: BufferRules,
-    /// The devices run ops on the host's weights, copying them (`offload_op`).
+    /// The local devices run ops on the host's weights, copying them (`offload_op`): the
+    /// first local device takes them.
     pub op_offload: bool,
-    /// The most bytes a tensor an op reads or writes may span on a device (ggml-vulkan's
-    /// storage range); larger ops run on the CPU.
-    pub tensor_limit: Option<u64>,
     /// The devices reorder each split before allocating it (ggml-vulkan's default).
     pub reorders: bool,
     /// The weights' bytes (what an offloaded op copies).
@@ -217,18 +221,26 @@ pub(crate) fn compute_buffers_placed(b: &Batch<'_>, placed: &Placed<'_>) -> Opti
         }
         Part::Output => to_backend(placed.layer_devices.last().copied().flatten()),
     };
-    let backends = u8::try_from(placed.devices + 1).ok()?;
+    u8::try_from(placed.devices + 1).ok()?;
     let copies = if placed.pipeline { 4 } else { 1 };
+    let rules = std::iter::once(placed.host_rules)
+        .chain((0..placed.devices).map(|d| {
+            if d < placed.rpc_devices {
+                placed.rpc_rules.over_rpc()
+            } else {
+                placed.device_rules
+            }
+        }))
+        .collect();
+    let first_local = u8::try_from(placed.rpc_devices + 1).ok()?;
+    let offloads = placed.op_offload && placed.weights.is_some();
     Some(sched::split_buffers(
         &g,
         &sched::Sched {
-            backends,
             backend_of: &backend_of,
             copies,
-            device_rules: placed.device_rules,
-            host_rules: placed.host_rules,
-            op_offload: placed.op_offload && placed.weights.is_some(),
-            tensor_limit: placed.tensor_limit,
+            rules,
+            offload_to: (offloads && placed.rpc_devices < placed.devices).then_some(first_local),
             reorders: placed.reorders,
         },
     ))

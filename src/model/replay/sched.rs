@@ -14,53 +14,63 @@ use super::graph::*;
 /// The host's backend id; devices are `1..`.
 pub(super) const HOST: u8 = 0;
 
-/// The first device's backend id: where ggml offloads an op on a host weight.
-const FIRST_DEVICE: u8 = 1;
-
 /// The fewest rows an op must compute for ggml-cuda and ggml-vulkan to run it on a weight in
 /// host memory (`offload_op`: `GGML_OP_OFFLOAD_MIN_BATCH`, 32 by default).
 const OFFLOAD_MIN_ROWS: u64 = 32;
 
-/// How the scheduler runs: the backends (the host's and the devices'), where `backend_of`
-/// places the model's parts (and, apart, their routed experts' weights), `copies` copies of
-/// every input (1, or 4 under pipeline parallelism), and whether the devices offload ops on
-/// host weights (`offload_op`, which ggml-cuda and ggml-vulkan have and ggml-rpc has not), and
-/// the most bytes a tensor of a device's op may span (`tensor_limit`, ggml-vulkan's).
+/// How the scheduler runs: where `backend_of` places the model's parts (and, apart, their
+/// routed experts' weights), `copies` copies of every input (1, or 4 under pipeline
+/// parallelism), each backend's rules (the host's first: how its buffer places tensors, which
+/// ops it runs, how it reorders its splits), and the device that takes an op on a host weight
+/// (the first whose backend has `offload_op`, which ggml-cuda, ggml-vulkan and ggml-metal have
+/// and ggml-rpc has not).
 pub(super) struct Sched<'a> {
-    pub(super) backends: u8,
     pub(super) backend_of: &'a dyn Fn(Part, Option<(FfnClass, bool)>) -> u8,
     pub(super) copies: usize,
-    pub(super) device_rules: BufferRules,
-    pub(super) host_rules: BufferRules,
-    pub(super) op_offload: bool,
-    pub(super) tensor_limit: Option<u64>,
-    /// The devices reorder each split they run before it is allocated (ggml-vulkan's
-    /// `graph_optimize`, [`super::reorder`]).
+    pub(super) rules: Vec<BufferRules>,
+    pub(super) offload_to: Option<u8>,
+    /// The devices reorder each split they run before it is allocated (ggml-vulkan's and
+    /// ggml-metal's `graph_optimize`, [`super::reorder`]).
     pub(super) reorders: bool,
+}
+
+impl Sched<'_> {
+    fn rules_of(&self, b: u8) -> BufferRules {
+        self.rules
+            .get(usize::from(b))
+            .copied()
+            .unwrap_or(BufferRules::CPU)
+    }
 }
 
 /// Each backend's compute buffer, the host's first.
 pub(super) fn split_buffers(g: &Graph, s: &Sched<'_>) -> Vec<u64> {
-    let offload = s.op_offload && s.backends > 1;
-    let be = assign(g, s.backend_of, offload, s.tensor_limit, s.device_rules);
+    let offload_to = s.offload_to.filter(|_| s.rules.len() > 1);
+    let be = assign(g, s, offload_to);
     // The splits and what each reads are found in graph order, before a backend reorders
     // its splits' nodes.
-    let cuts = splits(g, &be, offload);
+    let cuts = splits(g, &be, offload_to.is_some());
+    let spans: Vec<(BufferRules, std::ops::Range<usize>)> = device_spans(g, &cuts)
+        .map(|(b, span)| (s.rules_of(b), span))
+        .collect();
+    let of = |want: &dyn Fn(BufferRules) -> bool| -> Vec<std::ops::Range<usize>> {
+        spans
+            .iter()
+            .filter(|(r, _)| want(*r))
+            .map(|(_, span)| span.clone())
+            .collect()
+    };
     // A backend keeps its fused kernels' inputs by the patterns of llama.cpp's graph order,
     // found before it reorders the split.
     let mut deps = Deps::new();
-    match s.device_rules.fusion_deps {
-        FusionDeps::None => {}
-        FusionDeps::Cuda => {
-            moe_sum_deps(g, &cuts, &mut deps);
-            topk_moe_deps(g, &cuts, &mut deps);
-        }
-        FusionDeps::Metal => super::metal_fusion::fusion_deps(g, &cuts, &mut deps),
-    }
+    let cuda = of(&|r| r.fusion_deps == FusionDeps::Cuda);
+    moe_sum_deps(g, &cuda, &mut deps);
+    topk_moe_deps(g, &cuda, &mut deps);
+    super::metal_fusion::fusion_deps(g, &of(&|r| r.fusion_deps == FusionDeps::Metal), &mut deps);
     let reordered;
-    let g = if s.reorders && s.device_rules.reorder != Reorder::None {
+    let g = if s.reorders && spans.iter().any(|(r, _)| r.reorder != Reorder::None) {
         let kept;
-        (reordered, kept) = reorder_device_splits(g, &cuts, s.device_rules.reorder);
+        (reordered, kept) = reorder_device_splits(g, &spans);
         for (until, t) in kept {
             deps.entry(until).or_default().extend(t);
         }
@@ -68,14 +78,13 @@ pub(super) fn split_buffers(g: &Graph, s: &Sched<'_>) -> Vec<u64> {
     } else {
         g
     };
-    (0..s.backends)
+    (0..s.rules.len())
         .map(|b| {
-            let rules = if b == HOST {
-                s.host_rules
-            } else {
-                s.device_rules
-            };
-            reserve(&per_backend(g, (&be, &cuts), b, s.copies, &deps), rules)
+            let b = u8::try_from(b).unwrap_or(u8::MAX);
+            reserve(
+                &per_backend(g, (&be, &cuts), b, s.copies, &deps),
+                s.rules_of(b),
+            )
         })
         .collect()
 }
@@ -86,28 +95,32 @@ pub(super) type Cut = (u8, usize, Vec<usize>);
 /// Tensors kept allocated until a node has run, by that node.
 pub(super) type Deps = std::collections::HashMap<usize, Vec<usize>>;
 
-/// The node ranges of `g`'s device splits (each to the next split's start).
-pub(super) fn device_spans<'a>(
+/// The backend and node range of each of `g`'s device splits (each to the next split's start).
+fn device_spans<'a>(
     g: &'a Graph,
     cuts: &'a [Cut],
-) -> impl Iterator<Item = std::ops::Range<usize>> + 'a {
+) -> impl Iterator<Item = (u8, std::ops::Range<usize>)> + 'a {
     cuts.iter()
         .enumerate()
         .filter_map(move |(i, &(b, start, _))| {
             let end = cuts.get(i + 1).map_or(g.nodes.len(), |next| next.1);
-            (b != HOST).then_some(start..end)
+            (b != HOST).then_some((b, start..end))
         })
 }
 
 /// `g` with each device split's nodes in the order the device's backend reorders them to
 /// (the host's splits and the split boundaries stay), and what the reordering keeps alive.
-fn reorder_device_splits(g: &Graph, cuts: &[Cut], how: Reorder) -> (Graph, Deps) {
+fn reorder_device_splits(
+    g: &Graph,
+    spans: &[(BufferRules, std::ops::Range<usize>)],
+) -> (Graph, Deps) {
     let uses = super::reorder::use_counts(g);
     let mut nodes = g.nodes.clone();
     let mut deps = Deps::new();
-    for span in device_spans(g, cuts) {
+    for (rules, span) in spans {
+        let span = span.clone();
         let split = &g.nodes[span.clone()];
-        let (order, kept) = match how {
+        let (order, kept) = match rules.reorder {
             Reorder::None => continue,
             Reorder::Vulkan => super::reorder::reorder(g, split, &uses),
             Reorder::Metal => (super::metal_reorder::reorder(g, split, &uses), Vec::new()),
@@ -136,10 +149,10 @@ const MOE_SUM_MOST: usize = 15;
 /// (`ggml_cuda_match_moe_weighted_reduction`): the experts' outputs multiplied by their router
 /// weights, one view a selected expert, the views added in a chain. The kernel reads the
 /// unweighted outputs and the weights at the last add, so both are kept until then.
-pub(super) fn moe_sum_deps(g: &Graph, cuts: &[Cut], deps: &mut Deps) {
+pub(super) fn moe_sum_deps(g: &Graph, spans: &[std::ops::Range<usize>], deps: &mut Deps) {
     let uses = super::reorder::use_counts(g);
-    for span in device_spans(g, cuts) {
-        let nodes = &g.nodes[span];
+    for span in spans {
+        let nodes = &g.nodes[span.clone()];
         for (i, &mul) in nodes.iter().enumerate() {
             let t = &g.tensors[mul];
             let [x, y] = t.srcs[..] else { continue };
@@ -209,9 +222,9 @@ fn topk_moe_len(g: &Graph, nodes: &[usize], at: usize) -> Option<usize> {
 
 /// In each device split, ggml-cuda's fused top-k router (its `graph_optimize`, `add_alloc_deps`):
 /// every node of the fused run and everything they read is kept until the node after it.
-fn topk_moe_deps(g: &Graph, cuts: &[Cut], deps: &mut Deps) {
-    for span in device_spans(g, cuts) {
-        let nodes = &g.nodes[span];
+fn topk_moe_deps(g: &Graph, spans: &[std::ops::Range<usize>], deps: &mut Deps) {
+    for span in spans {
+        let nodes = &g.nodes[span.clone()];
         let mut i = 0;
         while i < nodes.len() {
             let Some(len) = topk_moe_len(g, nodes, i) else {
@@ -261,23 +274,22 @@ fn device_runs(g: &Graph, i: usize, limit: Option<u64>, fa: FaKernels) -> bool {
 
 /// Every tensor's backend, pass by pass as the scheduler assigns them. A node a device cannot
 /// run is left to the CPU: never given a device's backend, and the expansions pass over it.
-fn assign(
-    g: &Graph,
-    backend_of: &dyn Fn(Part, Option<(FfnClass, bool)>) -> u8,
-    offload: bool,
-    limit: Option<u64>,
-    rules: BufferRules,
-) -> Vec<u8> {
-    // A weight beyond the limit is loaded into host memory, whatever its layer's device
-    // (llama.cpp's `weight_buft_supported` fails every device buffer type for it).
+fn assign(g: &Graph, s: &Sched<'_>, offload_to: Option<u8>) -> Vec<u8> {
+    // A weight beyond its device's limit is loaded into host memory (llama.cpp's
+    // `weight_buft_supported` fails every device buffer type for it).
     let of = |t: &Tensor| {
+        let b = (s.backend_of)(t.part, t.ffn.map(|c| (c, t.experts)));
+        let limit = s.rules_of(b).tensor_limit;
         if t.weight.is_some() && limit.is_some_and(|most| t.bytes > most) {
             HOST
         } else {
-            backend_of(t.part, t.ffn.map(|c| (c, t.experts)))
+            b
         }
     };
-    let runs = |i: usize| device_runs(g, i, limit, rules.fa_kernels);
+    let runs = |i: usize, b: u8| {
+        let r = s.rules_of(b);
+        device_runs(g, i, r.tensor_limit, r.fa_kernels)
+    };
     let mut be: Vec<Option<u8>> = vec![None; g.tensors.len()];
     for &l in &g.leafs {
         let t = &g.tensors[l];
@@ -285,7 +297,7 @@ fn assign(
     }
     // Pass 1: a view of a pre-allocated tensor (the KV cache) goes with it, a graph input to
     // the CPU, an op reading a weight to the weight's backend, or, where the weight is the
-    // host's, to the first device that offloads it.
+    // host's, to the device that offloads it.
     for &i in &g.nodes {
         let t = &g.tensors[i];
         if let Some(root) = t.view_src.filter(|&r| g.tensors[r].external) {
@@ -295,17 +307,14 @@ fn assign(
         } else if let Some(&w) = t.srcs.iter().find(|&&s| is_weight(g, s)) {
             let home = of(&g.tensors[w]);
             be[i] = if home == HOST {
-                Some(
-                    if offload && offloaded(g, i, w, rules.offloads_products_only) && runs(i) {
-                        FIRST_DEVICE
-                    } else {
-                        HOST
-                    },
-                )
+                let to = offload_to.filter(|&d| {
+                    offloaded(g, i, w, s.rules_of(d).offloads_products_only) && runs(i, d)
+                });
+                Some(to.unwrap_or(HOST))
             } else {
                 // A device weight whose op the device cannot run: copied to whichever backend
                 // the op ends up on.
-                runs(i).then_some(home)
+                runs(i, home).then_some(home)
             };
         }
     }
@@ -321,7 +330,7 @@ fn assign(
             let mut cur = None;
             let mut step = |i: usize| match be[i] {
                 Some(b) => cur = (any || b != HOST).then_some(b),
-                None if cur.is_some_and(|c| c != HOST) && !runs(i) => {}
+                None if cur.is_some_and(|c| c != HOST && !runs(i, c)) => {}
                 None => be[i] = cur,
             };
             if reverse {
@@ -331,6 +340,7 @@ fn assign(
             }
         }
     }
+    unplaced_to_best(g, s, &nodes, &mut be);
     // Pass 4: views go with what they view; anything left with the CPU.
     for &i in &g.nodes {
         if be[i].is_none() {
@@ -338,6 +348,41 @@ fn assign(
         }
     }
     be.into_iter().map(|b| b.unwrap_or(HOST)).collect()
+}
+
+/// Pass 3 of ggml's assignment: a node no expansion could place (its neighbours' backends
+/// cannot run it) goes to the backend that runs it and already holds the most of its inputs,
+/// the first in ggml's order on a tie (the devices in order, the CPU last). A backend holds an
+/// input assigned to it: each device's buffers are its own, and the CPU's are host memory.
+fn unplaced_to_best(g: &Graph, s: &Sched<'_>, nodes: &[usize], be: &mut [Option<u8>]) {
+    let order: Vec<u8> = (1..u8::try_from(s.rules.len()).unwrap_or(u8::MAX))
+        .chain([HOST])
+        .collect();
+    for &i in nodes {
+        if be[i].is_some() {
+            continue;
+        }
+        let held = |b: u8| {
+            g.tensors[i]
+                .srcs
+                .iter()
+                .filter(|&&x| {
+                    be[x].or_else(|| g.tensors[x].view_src.and_then(|r| be[r])) == Some(b)
+                })
+                .count()
+        };
+        let mut best: Option<(usize, u8)> = None;
+        for &b in &order {
+            let r = s.rules_of(b);
+            if b == HOST || device_runs(g, i, r.tensor_limit, r.fa_kernels) {
+                let n = held(b);
+                if best.is_none_or(|(most, _)| n > most) {
+                    best = Some((n, b));
+                }
+            }
+        }
+        be[i] = best.map(|(_, b)| b);
+    }
 }
 
 /// Each split: its backend, where it starts, and what it reads from other backends that no

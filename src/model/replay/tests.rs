@@ -277,9 +277,10 @@ fn on_one_device(
         pipeline: false,
         moves: &[],
         device_rules: rules,
+        rpc_devices: 0,
+        rpc_rules: BufferRules::CPU,
         host_rules: BufferRules::CPU,
         op_offload: false,
-        tensor_limit: None,
         reorders,
         weights: None,
     };
@@ -433,7 +434,8 @@ fn vulkan_reorders_a_llama_layer_as_ggml_vulkan_does() {
 fn cuda_keeps_each_layers_experts_until_their_sum() {
     let (arch, g) = prompt_graph("qwen3-30b-a3b");
     let mut deps = super::sched::Deps::new();
-    super::sched::moe_sum_deps(&g, &[(1, 0, Vec::new())], &mut deps);
+    let whole = std::iter::once(0..g.nodes.len()).collect::<Vec<_>>();
+    super::sched::moe_sum_deps(&g, &whole, &mut deps);
     assert_eq!(u64::try_from(deps.len()).ok(), Some(arch.num_layers));
     for (&sum, kept) in &deps {
         assert_eq!(g.tensors[sum].op, Op::Add);
@@ -443,6 +445,6 @@ fn cuda_keeps_each_layers_experts_until_their_sum() {
     }
     // On the host (no fused kernel) nothing is kept.
     let mut none = super::sched::Deps::new();
-    super::sched::moe_sum_deps(&g, &[(0, 0, Vec::new())], &mut none);
+    super::sched::moe_sum_deps(&g, &[], &mut none);
     assert!(none.is_empty());
 }

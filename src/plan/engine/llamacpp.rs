@@ -90,24 +90,25 @@ pub fn place(
     let devices = layer_devices(arch.num_layers, offload);
     out[host].model += weights.input;
     let kv = crate::model::estimate::kv_bytes_per_layer(arch, settings);
-    let kv_pad = if settings.llamacpp_device.pads_quantized_rows() {
-        crate::model::estimate::kv_row_padding_per_layer(arch, settings)
-    } else {
-        Vec::new()
-    };
-    let limit = settings.llamacpp_device.tensor_limit();
-    // A device's buffers align each tensor their own way; the counts are the CPU's.
-    let align = settings.llamacpp_device.weight_alignment();
-    let pad_rows = settings.llamacpp_device.pads_quantized_rows();
-    let realigned = |layer: Option<usize>, b: u64| {
-        b.saturating_add_signed(weights.realigned(layer, align, pad_rows))
-    };
+    let kv_pad = crate::model::estimate::kv_row_padding_per_layer(arch, settings);
     for (il, dev) in devices.iter().enumerate() {
         let slot = dev.unwrap_or(host);
+        // Each device's buffers align (and pad) tensors their own way, and an RPC device takes
+        // any tensor; the counts are the CPU's.
+        let (rules, rpc) = dev.map_or((None, false), |d| {
+            let (r, rpc) = settings.llamacpp_device_at(d);
+            (Some(r), rpc)
+        });
+        let align = rules.map_or(32, |r| r.weight_alignment());
+        let pad_rows = rules.is_some_and(|r| r.pads_quantized_rows());
+        let limit = rules.and_then(|r| r.tensor_limit()).filter(|_| !rpc);
+        let realigned = |layer: Option<usize>, b: u64| {
+            b.saturating_add_signed(weights.realigned(layer, align, pad_rows))
+        };
         // What a device cannot run an op on stays in host memory.
-        let beyond = |prefix: &str| match (dev, limit) {
-            (Some(_), Some(most)) => beyond_limit(weights, prefix, most),
-            _ => 0,
+        let beyond = |prefix: &str| match limit {
+            Some(most) => beyond_limit(weights, prefix, most),
+            None => 0,
         };
         match weights.layers.get(il) {
             Some(bytes) => {
@@ -130,7 +131,7 @@ pub fn place(
                 out[moved.to.unwrap_or(host)].model += kept;
                 let kv_slot = if offload.kv_offload { slot } else { host };
                 // Only a device's cache takes its buffers' padding; the host's is the CPU's.
-                let padded = if kv_slot == host {
+                let padded = if kv_slot == host || !pad_rows {
                     0
                 } else {
                     kv_pad.get(il).copied().unwrap_or(0)
@@ -304,18 +305,19 @@ pub fn device_uses(
 }
 
 /// llama.cpp's choice for several devices (`llama_params_fit` with the context set): its
-/// defaults (`-ngl -1`, layers split by free memory) when every device keeps `margin` of its
-/// `free` memory; else devices filled from the last to the first, each with the most layers
-/// that keep its margin given those after it, the output layer on the last (`-ngl` their sum,
+/// defaults (`-ngl -1`, layers split by free memory) when every device keeps its margin
+/// (`margins`, llama.cpp's `-fitt`, one a device) of its `free` memory; else devices filled
+/// from the last to the first, each with the most layers that keep its margin given those
+/// after it, the output layer on the last (`-ngl` their sum,
 /// `-ts` each device's layers).
 pub fn fit_devices(
     weights: &LayerWeights,
     arch: &ModelArch,
     settings: &Settings,
     free: &[u64],
-    margin: u64,
+    margins: &[u64],
 ) -> Option<DevicesFit> {
-    fit_devices_from(weights, arch, settings, free, margin, true)
+    fit_devices_from(weights, arch, settings, free, margins, true)
 }
 
 /// [`fit_devices`], with llama.cpp's first check of its defaults made only when
@@ -326,9 +328,10 @@ pub fn fit_devices_from(
     arch: &ModelArch,
     settings: &Settings,
     free: &[u64],
-    margin: u64,
+    margins: &[u64],
     check_defaults: bool,
 ) -> Option<DevicesFit> {
+    let margin = |id: usize| margins.get(id).copied().unwrap_or(0);
     let all = arch.num_layers + 1;
     #[expect(
         clippy::cast_precision_loss,
@@ -345,14 +348,15 @@ pub fn fit_devices_from(
         && free
             .iter()
             .zip(&uses)
-            .all(|(&f, u)| f >= u.total().saturating_add(margin))
+            .enumerate()
+            .all(|(id, (&f, u))| f >= u.total().saturating_add(margin(id)))
     {
         return Some(DevicesFit {
             n_gpu_layers: None,
             tensor_split: None,
         });
     }
-    let target = |id: usize| free[id].checked_sub(margin);
+    let target = |id: usize| free[id].checked_sub(margin(id));
     let use_of = |layers: &[u64], id: usize| -> Option<u64> {
         #[expect(clippy::cast_precision_loss, reason = "layer counts, far below 2^24")]
         let offload = Offload {

@@ -13,7 +13,7 @@ use super::llamacpp_ctx::fit_context;
 use super::llamacpp_fit::{fit_moe_from, TensorOverride};
 use crate::backend::BackendKind;
 use crate::device::VulkanLimits;
-use crate::model::estimate::{LlamaDevice, RulesBasis, UnmeasuredRule};
+use crate::model::estimate::{LlamaDevice, RpcDevices, RulesBasis, UnmeasuredRule};
 use crate::model::{LayerWeights, ModelSource, Settings, DEFAULT_WEIGHT_PRECISION};
 use crate::plan::{
     Accounting, Candidate, Capacity, Placement, Plan, PlanKind, Rank, Selection, Usable,
@@ -89,6 +89,10 @@ pub struct LlamaCppAccount {
     /// How many of `devices`, first in llama.cpp's order, are other hosts' GPUs it reaches as
     /// RPC devices (`--rpc`).
     pub rpc_devices: u64,
+    /// The ggml backend behind those RPC devices, whose buffer rules they follow (without
+    /// `device_rules`' reordering, fused kernels or operator offload).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rpc_device_rules: Option<LlamaDevice>,
 }
 
 /// The ggml backend llama.cpp runs `candidates`' GPUs with: ggml-cuda's buffers where any is a
@@ -167,6 +171,8 @@ pub fn select_llamacpp(
     };
     let s = Settings {
         context: f.context,
+        llamacpp_device: f.rules.0,
+        llamacpp_rpc: f.rules.1,
         ..s
     };
     // Repeating layers only: -ngl counts the output layer first, so -ngl 26 of 32 leaves 7
@@ -224,6 +230,13 @@ fn account(
     cfg: &LlamaCppConfig,
     batch: u64,
 ) -> LlamaCppAccount {
+    let rpc = s.llamacpp_rpc.filter(|r| r.count > 0);
+    let mut unmeasured = s.llamacpp_device.unmeasured_rules(weights, arch, s);
+    for rule in rpc.map_or(Vec::new(), |r| r.remote.unmeasured_rules(weights, arch, s)) {
+        if !unmeasured.contains(&rule) {
+            unmeasured.push(rule);
+        }
+    }
     LlamaCppAccount {
         n_gpu_layers: f.ngl,
         tensor_split: f.split.clone(),
@@ -239,10 +252,11 @@ fn account(
         device_rules: s.llamacpp_device,
         vulkan_limits: s.llamacpp_device.vulkan_limits(),
         device_rules_basis: s.llamacpp_device.basis(),
-        unmeasured_rules: s.llamacpp_device.unmeasured_rules(weights, arch, s),
+        unmeasured_rules: unmeasured,
         op_offload: s.llamacpp_device.offloads_ops() && !s.llamacpp_no_op_offload,
         one_gpu: cfg.one_gpu,
         rpc_devices: f.rpc_devices(),
+        rpc_device_rules: rpc.map(|r| r.remote),
     }
 }
 
@@ -297,10 +311,15 @@ fn best_host<'a>(
             ram_short = Some(f);
         }
     }
+    // Across hosts where that puts more of the model on GPUs: more layers, or as many with
+    // fewer experts left in RAM.
+    let on_gpus = |f: &Fitted<'_>| (f.ngl, std::cmp::Reverse(f.overrides.len()));
     let whole = |f: &Fitted<'_>| f.ngl == all && f.overrides.is_empty();
     if !best.as_ref().is_some_and(whole) && !cfg.one_gpu {
         if let Some(f) = across_hosts(weights, arch, s, (candidates, &gpus), cfg) {
-            best = Some(f);
+            if best.as_ref().is_none_or(|b| on_gpus(&f) > on_gpus(b)) {
+                best = Some(f);
+            }
         }
     }
     Some((best, ram_short))
@@ -308,9 +327,10 @@ fn best_host<'a>(
 
 /// llama.cpp on one host with the other hosts' GPUs as RPC devices (`rpc-server` on each,
 /// `--rpc` to them): its fit over every GPU, the RPC devices first as llama.cpp orders them,
-/// served from the host whose own GPUs have the most free memory. Only a fit with every layer
-/// on the GPUs: with layers left in RAM, ggml would offload their products to the first local
-/// GPU (an RPC device offloads nothing), which the placement does not model.
+/// served from the host whose own GPUs have the most free memory, whose RAM holds what the fit
+/// leaves there. The RPC devices follow their own GPUs' buffer rules, but run every op,
+/// reorder nothing and take no op on a host weight: layers left in RAM have their products
+/// offloaded to the server's first GPU.
 fn across_hosts<'a>(
     weights: &LayerWeights,
     arch: &crate::model::ModelArch,
@@ -330,19 +350,24 @@ fn across_hosts<'a>(
             .map(|g| free(g))
             .sum::<u64>()
     })?;
-    let group: Vec<&Candidate> = gpus
-        .iter()
-        .copied()
-        .filter(|g| g.host != head)
-        .chain(gpus.iter().copied().filter(|g| g.host == head))
-        .collect();
+    let (local, remote): (Vec<&Candidate>, Vec<&Candidate>) =
+        gpus.iter().copied().partition(|g| g.host == head);
+    let kinds = |of: &[&Candidate]| of.iter().map(|c| (*c).clone()).collect::<Vec<_>>();
+    let s = Settings {
+        llamacpp_device: device_of(cfg.device, &kinds(&local)),
+        llamacpp_rpc: Some(RpcDevices {
+            count: remote.len(),
+            remote: device_of(None, &kinds(&remote)),
+        }),
+        ..s.clone()
+    };
+    let group: Vec<&Candidate> = remote.into_iter().chain(local).collect();
     let ram = candidates
         .iter()
         .find(|c| c.backend == BackendKind::Cpu && c.host == head);
-    let f = fitted(weights, arch, s, (group, ram), cfg)?;
-    let whole = f.ngl == arch.num_layers + 1 && f.overrides.is_empty();
+    let f = fitted(weights, arch, &s, (group, ram), cfg)?;
     let ram_ok = ram.is_some_and(|h| free(h) >= f.ram_needed());
-    (whole && ram_ok).then_some(f)
+    ram_ok.then_some(f)
 }
 
 /// What the plan serves: `kv_tokens` of cache for the batch's sequences; none for an encoder,
@@ -380,6 +405,8 @@ struct Fitted<'a> {
     host: DeviceUse,
     /// `-c`, all sequences' together.
     context: u64,
+    /// The rules the local GPUs' buffers follow, and the RPC devices before them.
+    rules: (LlamaDevice, Option<RpcDevices>),
 }
 
 impl Fitted<'_> {
@@ -459,7 +486,7 @@ fn fitted<'a>(
         let moves = fit.moves();
         (fit.n_gpu_layers, fit.tensor_split, fit.overrides, moves)
     } else {
-        let fit = fit_devices_from(weights, arch, s, &free, FIT_MARGIN, check_defaults)?;
+        let fit = fit_devices_from(weights, arch, s, &free, &margins, check_defaults)?;
         (fit.n_gpu_layers, fit.tensor_split, Vec::new(), Vec::new())
     };
     #[expect(
@@ -496,6 +523,7 @@ fn fitted<'a>(
         uses,
         host,
         context: s.context,
+        rules: (s.llamacpp_device, s.llamacpp_rpc),
     })
 }
 
@@ -536,6 +564,7 @@ fn cpu_only<'a>(
             compute: *compute.first()?,
         },
         context: s.context,
+        rules: (s.llamacpp_device, s.llamacpp_rpc),
     })
 }
 

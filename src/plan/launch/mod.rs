@@ -400,6 +400,11 @@ fn visible(placements: &[&Placement]) -> Vec<(String, String)> {
 }
 
 /// The name llama.cpp gives the `d`-th device's buffers of `backend` (what `-ot` names).
+/// The port of the `i`-th other host's `rpc-server`.
+fn rpc_port(i: usize) -> u16 {
+    RPC_PORT.saturating_add(u16::try_from(i).unwrap_or(u16::MAX))
+}
+
 fn buffer_name(backend: BackendKind, d: usize) -> String {
     match backend {
         BackendKind::Cuda | BackendKind::Nvml => format!("CUDA{d}"),
@@ -418,10 +423,6 @@ fn gpus(plan: &Plan) -> Vec<&Placement> {
         .collect()
 }
 
-#[expect(
-    clippy::cast_possible_truncation,
-    reason = "ports: the layout has at most a few hundred nodes"
-)]
 fn llama_cpp(path: &std::path::Path, plan: &Plan, s: &LaunchSettings) -> Launch {
     let gpu = gpus(plan);
     let server_host = plan.placements[0].host.clone();
@@ -430,7 +431,7 @@ fn llama_cpp(path: &std::path::Path, plan: &Plan, s: &LaunchSettings) -> Launch 
     let mut commands = Vec::new();
     let mut rpc = Vec::new();
     for (i, p) in remote.iter().enumerate() {
-        let port = RPC_PORT + i as u16;
+        let port = rpc_port(i);
         commands.push(LaunchCommand {
             host: p.host.clone(),
             role: Role::RpcWorker,
@@ -448,6 +449,11 @@ fn llama_cpp(path: &std::path::Path, plan: &Plan, s: &LaunchSettings) -> Launch 
     // -ngl counts the output layer as one more: layers + 1 puts everything on the GPUs.
     let ngl = match plan.kind {
         PlanKind::CpuOffload => plan.gpu_layers.unwrap_or(0),
+        // Across hosts llama.cpp's own fit may leave layers in the server's RAM too.
+        PlanKind::CrossHost => plan
+            .llamacpp
+            .as_ref()
+            .map_or(s.layers + 1, |f| f.n_gpu_layers),
         _ if gpu.is_empty() => 0,
         _ => s.layers + 1,
     };
@@ -537,9 +543,17 @@ fn placement_args(
             .overrides
             .iter()
             .filter_map(|o| {
+                // The fit counts devices in llama.cpp's order: the RPC devices, then the
+                // server's own GPUs.
                 let to = match o.to {
                     None => "CPU".to_string(),
-                    Some(d) => buffer_name(local.get(d)?.backend, d),
+                    Some(d) => match remote.get(d) {
+                        Some(r) => format!("RPC0[{}:{}]", r.host, rpc_port(d)),
+                        None => {
+                            let d = d - remote.len();
+                            buffer_name(local.get(d)?.backend, d)
+                        }
+                    },
                 };
                 Some(format!("{}={to}", o.pattern.as_deref()?))
             })

@@ -76,6 +76,67 @@ fn llama_cpp_across_hosts_puts_rpc_devices_first() {
     );
 }
 
+// llama.cpp's own fit across hosts that leaves layers in the server's RAM: `-ngl` is the
+// fit's, and an override to the RPC device names its buffer by the worker's endpoint, one to
+// the server's GPU by its local index.
+#[test]
+fn llama_cpp_across_hosts_launches_the_fits_layers_and_overrides() {
+    use crate::plan::engine::llamacpp_fit::TensorOverride;
+    let mut p = plan(
+        PlanKind::CrossHost,
+        vec![
+            at("a", BackendKind::Cuda, 0, 27),
+            at("b", BackendKind::Cuda, 2, 21),
+            at("a", BackendKind::Cpu, 0, 32),
+        ],
+        49,
+    );
+    let pattern = |l: u64| crate::model::FfnMove::Experts.pattern(l);
+    let account = crate::plan::engine::LlamaCppAccount {
+        n_gpu_layers: 49,
+        tensor_split: Some(vec![21, 28]),
+        overrides: vec![
+            TensorOverride {
+                layer: 3,
+                what: crate::model::FfnMove::Experts,
+                to: Some(0),
+                pattern: pattern(3),
+            },
+            TensorOverride {
+                layer: 40,
+                what: crate::model::FfnMove::Experts,
+                to: Some(1),
+                pattern: pattern(40),
+            },
+        ],
+        repeating_layers: 80,
+        margin_bytes: 1 << 30,
+        context: 32768,
+        context_fitted: false,
+        devices: Vec::new(),
+        host: Default::default(),
+        flash_attention: true,
+        op_offload: true,
+        device_rules: crate::model::estimate::LlamaDevice::Cuda,
+        vulkan_limits: None,
+        device_rules_basis: crate::model::estimate::RulesBasis::Measured,
+        unmeasured_rules: Vec::new(),
+        kv_unified: false,
+        one_gpu: false,
+        rpc_devices: 1,
+        rpc_device_rules: Some(crate::model::estimate::LlamaDevice::Cuda),
+    };
+    p.llamacpp = Some(account);
+    let l = launch(Engine::LlamaCpp, &ModelRef::Gguf("m.gguf".into()), &p, &S).unwrap();
+    assert_eq!(argv(&l.commands[0]), "rpc-server -H 0.0.0.0 -p 50052");
+    assert_eq!(
+        argv(&l.commands[1]),
+        "llama-server -m m.gguf -c 32768 -np 4 -ngl 49 --tensor-split 21,28 \
+         -ot blk\\.3\\.ffn_(up|down|gate_up|gate)_(ch|)exps=RPC0[b:50052],\
+         blk\\.40\\.ffn_(up|down|gate_up|gate)_(ch|)exps=CUDA0 --rpc b:50052"
+    );
+}
+
 #[test]
 fn llama_cpp_offload_and_vllm_refusals() {
     let offload = plan(

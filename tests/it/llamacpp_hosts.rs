@@ -1,0 +1,107 @@
+//! llama.cpp over several hosts: one `llama-server` reaching the other hosts' GPUs as RPC
+//! devices, every layer on GPUs or some left in the server's RAM.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use super::select::{select, GIB};
+use crate::common;
+
+/// A discover document of `host`: 64 GiB of RAM and one CUDA GPU of `gpu_gib` GiB, all free.
+fn cuda_host(dir: &Path, host: &str, gpu_gib: u64) -> PathBuf {
+    let gpu = json!({"index": 0, "name": "NVIDIA RTX 4090", "device_type": "gpu",
+                     "total_bytes": gpu_gib * GIB, "free_bytes": gpu_gib * GIB});
+    common::one_gpu_host(
+        dir,
+        &format!("{host}.json"),
+        (host, "Xeon"),
+        (64 * GIB, 64 * GIB),
+        ("cuda", gpu),
+    )
+}
+
+/// `select`'s plan for Qwen2.5-32B at q8_0 and 8,192 tokens over these hosts.
+fn plan_over(inventories: &[&Path]) -> Value {
+    let args = super::llamacpp_vulkan::q8_llamacpp_args("qwen2.5-32b", inventories);
+    let (code, doc) = select(&args);
+    assert_eq!(code, 0, "{doc}");
+    doc["plan"].clone()
+}
+
+// llama.cpp over two hosts whose GPUs hold the model only together: one llama-server reaches
+// the other host's GPU as an RPC device, which llama.cpp orders first; its fit splits the
+// layers over both (every layer on a GPU), the server's own GPU placed first in the plan.
+#[test]
+fn llamacpp_fits_across_hosts_with_the_other_hosts_gpus_as_rpc_devices() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (
+        cuda_host(dir.path(), "box-a", 24),
+        cuda_host(dir.path(), "box-b", 32),
+    );
+    // One host alone leaves layers in its RAM.
+    assert_eq!(plan_over(&[&b])["kind"], "cpu_offload");
+    let plan = plan_over(&[&a, &b]);
+    assert_eq!(plan["kind"], "cross_host", "{plan}");
+    assert_eq!(common::plan_hosts(&plan), ["box-b", "box-a"]);
+    let fit = &plan["llamacpp"];
+    assert_eq!(fit["n_gpu_layers"], 65);
+    assert_eq!(fit["rpc_devices"], 1);
+    // llama.cpp's order: box-a's GPU (RPC0) first, then box-b's own.
+    let devices = fit["devices"].as_array().unwrap();
+    let total = |d: &Value| {
+        ["model", "context", "compute"]
+            .iter()
+            .map(|k| d[k].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    let placed = |host: &str| {
+        plan["placements"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["host"] == host)
+            .unwrap()["bytes"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(total(&devices[0]), placed("box-a"), "{plan}");
+    assert_eq!(total(&devices[1]), placed("box-b"), "{plan}");
+}
+
+// Across hosts llama.cpp's fit may leave layers in the server's RAM: Qwen2.5-32B at q8_0 on
+// a 12 GiB GPU and a 16 GiB one takes more layers over both than on either alone, the rest in
+// the server's RAM, whose products ggml offloads to the server's own GPU (the RPC device takes
+// none), and the launch says how many layers (`-ngl`).
+#[test]
+fn llamacpp_across_hosts_leaves_layers_in_the_servers_ram() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (
+        cuda_host(dir.path(), "box-a", 12),
+        cuda_host(dir.path(), "box-b", 16),
+    );
+    let alone = plan_over(&[&b])["gpu_layers"].as_u64().unwrap();
+    let plan = &plan_over(&[&a, &b]);
+    assert_eq!(plan["kind"], "cross_host", "{plan}");
+    let fit = &plan["llamacpp"];
+    let ngl = fit["n_gpu_layers"].as_u64().unwrap();
+    assert!(ngl > alone && ngl < 65, "{ngl} {alone}");
+    assert_eq!(fit["rpc_devices"], 1);
+    assert_eq!(fit["rpc_device_rules"], "cuda");
+    // The layers left (-ngl counts the output layer) are in the server's RAM.
+    let ram = plan["placements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["backend"] == "cpu")
+        .unwrap();
+    assert_eq!(ram["host"], "box-b");
+    assert_eq!(ram["layers"].as_u64().unwrap(), 64 - (ngl - 1));
+    // Their matrix products run on the server's GPU, whose compute buffer holds a copy of each
+    // weight in turn (a 5120 × 27,648 q8_0 matrix the largest), not on the RPC device.
+    let compute = |d: usize| fit["devices"][d]["compute"].as_u64().unwrap();
+    assert!(compute(1) > 5120 * 27_648 * 34 / 32, "{fit}");
+    assert!(compute(0) < compute(1), "{fit}");
+}
