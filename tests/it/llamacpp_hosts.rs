@@ -105,3 +105,42 @@ fn llamacpp_across_hosts_leaves_layers_in_the_servers_ram() {
     assert!(compute(1) > 5120 * 27_648 * 34 / 32, "{fit}");
     assert!(compute(0) < compute(1), "{fit}");
 }
+
+// The other host's GPU a Vulkan one, the server's a CUDA one: the RPC device follows
+// ggml-vulkan's buffer rules, the server's GPU ggml-cuda's, and the account's heading names
+// both, as printed.
+#[test]
+fn llamacpp_across_hosts_names_the_rpc_devices_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    let gpu = json!({"index": 0, "name": "Radeon", "device_type": "gpu",
+                     "total_bytes": 12 * GIB, "free_bytes": 12 * GIB});
+    let a = common::one_gpu_host(
+        dir.path(),
+        "box-a.json",
+        ("box-a", "Xeon"),
+        (64 * GIB, 64 * GIB),
+        ("vulkan", gpu),
+    );
+    let b = cuda_host(dir.path(), "box-b", 16);
+    let inventories = [a.as_path(), b.as_path()];
+    let plan = plan_over(&inventories);
+    assert_eq!(plan["llamacpp"]["device_rules"], "cuda", "{plan}");
+    assert_eq!(plan["llamacpp"]["rpc_device_rules"], "vulkan", "{plan}");
+    let args = super::llamacpp_vulkan::q8_llamacpp_args("qwen2.5-32b", &inventories);
+    let out = common::gpumem().arg("select").args(&args).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains(
+            "\nllama.cpp on CUDA, RPC devices on Vulkan (-fa on, -ngl 49 -ts 21,28, keeping\n"
+        ),
+        "{text}"
+    );
+    let rows: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|w| ["RPC", "GPU", "host"].contains(w))
+        .collect();
+    assert_eq!(rows, ["RPC", "GPU", "host"], "{text}");
+    assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+}
