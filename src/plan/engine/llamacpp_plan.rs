@@ -3,6 +3,8 @@
 //! that do, filled from the last GPU, the rest in system RAM), each device's model, KV-cache and
 //! compute bytes as llama.cpp places them. A model with routed experts is fitted as
 //! llama.cpp fits one ([`super::llamacpp_fit`]): experts to system RAM first, `-ot` overrides.
+//! Where that leaves more in RAM than the GPUs of several hosts together would, one server
+//! reaches the other hosts' GPUs as RPC devices ([`crate::model::estimate::RpcDevices`]).
 
 use serde::Serialize;
 
