@@ -33,7 +33,7 @@ pub struct LayerWeights {
     /// What each tensor's bytes are padded to in the counts above (1: unpadded).
     pub alignment: u64,
     /// The bytes ggml-cuda adds to a quantized tensor whose rows are not a multiple of
-    /// [`CUDA_ROW_PADDING`] elements, by GGUF name (only such tensors).
+    /// `CUDA_ROW_PADDING` elements, by GGUF name (only such tensors).
     pub row_padding: BTreeMap<String, u64>,
 }
 
@@ -69,7 +69,7 @@ impl LayerWeights {
     }
 
     /// The bytes ggml-cuda adds to the weight [`Self::weight_bytes`] sizes
-    /// ([`cuda_row_padding`]).
+    /// (`cuda_row_padding`).
     pub fn weight_row_padding(&self, layer: Option<u64>, name: &str) -> u64 {
         self.stored_name(layer, name)
             .map_or(0, |key| self.row_padding_of(&key))
@@ -363,7 +363,7 @@ impl LayerWeights {
     /// that aligns each tensor to `alignment` than counted here (negative where it is finer):
     /// ggml-cuda aligns to 128 bytes where the CPU's buffers align to 32, which small tensors
     /// (norms, SSM parameters) feel, and (`pad_rows`) adds each quantized tensor's
-    /// [`cuda_row_padding`] before aligning it.
+    /// `cuda_row_padding` before aligning it.
     pub fn realigned(&self, layer: Option<usize>, alignment: u64, pad_rows: bool) -> i64 {
         let prefix = layer.map(|l| format!("blk.{l}."));
         let mine = |name: &str| match &prefix {
@@ -400,7 +400,7 @@ impl LayerWeights {
             .sum()
     }
 
-    /// The bytes ggml-cuda adds to the tensor `name` ([`cuda_row_padding`]; 0 for one whose
+    /// The bytes ggml-cuda adds to the tensor `name` (`cuda_row_padding`; 0 for one whose
     /// rows need none or that the count did not read from a file).
     pub fn row_padding_of(&self, name: &str) -> u64 {
         self.row_padding.get(name).copied().unwrap_or(0)

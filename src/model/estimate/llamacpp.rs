@@ -165,7 +165,7 @@ impl LlamaDevice {
     }
 
     /// Whether the device's buffers pad each quantized tensor's rows
-    /// ([`crate::model::layers::cuda_row_padding`]: ggml-cuda's, read from its source).
+    /// (`cuda_row_padding`: ggml-cuda's, read from its source).
     pub fn pads_quantized_rows(self) -> bool {
         self.rules().quantized_rows
     }

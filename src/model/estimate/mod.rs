@@ -517,7 +517,7 @@ pub fn kv_bytes_per_layer(arch: &ModelArch, s: &Settings) -> Vec<u64> {
 
 /// The bytes ggml-cuda adds to each attention layer's cache tensors when their type is
 /// quantized and a row is not a multiple of 512 values
-/// ([`crate::model::layers::cuda_row_padding`]); 0 on layers without attention.
+/// (`cuda_row_padding`); 0 on layers without attention.
 pub fn kv_row_padding_per_layer(arch: &ModelArch, s: &Settings) -> Vec<u64> {
     let (k, v) = arch.kv_tensor_widths();
     let t = s.kv_dtype;

@@ -42,7 +42,7 @@ pub struct DeepSpeed {
     pub stage: ZeroStage,
     /// ZeRO-Offload (`offload_optimizer.device: cpu`, pinned): the rank's f32 master
     /// partition, its f32 gradients and the optimizer's moments live in host memory and the
-    /// optimizer steps there ([`RankHeld::offloaded`]).
+    /// optimizer steps there (`RankHeld::offloaded`).
     pub offload_optimizer: bool,
 }
 

@@ -2,10 +2,10 @@
 //! `MemTracker` counts it: parameters, buffers, gradients, optimizer state, activations and
 //! temporaries, at the peak of forward, backward or the optimizer step.
 //!
-//! The activations are not a closed formula: [`saved`] lists what autograd saves for each
+//! The activations are not a closed formula: `saved` lists what autograd saves for each
 //! module transformers runs (the norm's f32 upcast, the projections' inputs, SDPA's query, key,
 //! value, output and log-sum-exp, the gated MLP's four intermediates, the f32 log-softmax over
-//! the vocabulary), and [`step`] walks the step: the forward's end, the loss's backward (where
+//! the vocabulary), and `step` walks the step: the forward's end, the loss's backward (where
 //! two f32 vocabulary-wide gradients join every saved activation), the backward's end and the
 //! optimizer step with its `foreach` temporaries. Recorded against `MemTracker` in
 //! `tests/fixtures/pytorch/` (`tools/pytorch-reference/`).
