@@ -64,8 +64,11 @@ pub(super) fn split_buffers(g: &Graph, s: &Sched<'_>) -> Vec<u64> {
     // found before it reorders the split.
     let mut deps = Deps::new();
     let cuda = of(&|r| r.fusion_deps == FusionDeps::Cuda);
-    moe_sum_deps(g, &cuda, &mut deps);
-    topk_moe_deps(g, &cuda, &mut deps);
+    // (Counting the graph's uses is the costly part: only where a split fuses.)
+    if !cuda.is_empty() {
+        moe_sum_deps(g, &cuda, &mut deps);
+        topk_moe_deps(g, &cuda, &mut deps);
+    }
     super::metal_fusion::fusion_deps(g, &of(&|r| r.fusion_deps == FusionDeps::Metal), &mut deps);
     let reordered;
     let g = if s.reorders && spans.iter().any(|(r, _)| r.reorder != Reorder::None) {
