@@ -69,7 +69,7 @@ fn parse_overrides(ot: &str, rpc: &[Value]) -> Vec<LayerMove> {
 fn device_of(doc: &Value) -> gpumem::model::estimate::LlamaDevice {
     if doc["backend"]
         .as_str()
-        .is_some_and(|b| b.starts_with("CUDA"))
+        .is_some_and(|b| b.starts_with("CUDA") || b.contains(", then CUDA"))
     {
         gpumem::model::estimate::LlamaDevice::Cuda
     } else if doc["vulkan_limits"].is_object() {
@@ -82,13 +82,17 @@ fn device_of(doc: &Value) -> gpumem::model::estimate::LlamaDevice {
     }
 }
 
-/// The rpc-server devices llama.cpp ordered before the build's own GPU, CPU-backed.
+/// The rpc-server devices llama.cpp ordered before the build's own GPU, and what serves them:
+/// the CPU, or (from a CUDA build, `cuda_sweep.py --rpc-server`) the GPU.
 fn rpc_devices(doc: &Value) -> Option<gpumem::model::estimate::RpcDevices> {
+    use gpumem::model::estimate::LlamaDevice;
     let count = usize::try_from(doc["rpc_devices"].as_u64()?).unwrap();
-    Some(gpumem::model::estimate::RpcDevices {
-        count,
-        remote: gpumem::model::estimate::LlamaDevice::CpuRules,
-    })
+    let remote = match doc["rpc_backend"].as_str() {
+        Some("CUDA") => LlamaDevice::Cuda,
+        Some("CPU") => LlamaDevice::CpuRules,
+        other => panic!("rpc_backend {other:?}"),
+    };
+    Some(gpumem::model::estimate::RpcDevices { count, remote })
 }
 
 /// The failures of one fixture, a line each.

@@ -146,12 +146,16 @@ def main():
         "backend": "CPU" if a.cpu else
         "RPC (ggml-rpc-server on 127.0.0.1, CPU-backed), then Vulkan (Mesa's lavapipe)"
         if a.vulkan and a.rpc else "Vulkan (Mesa's lavapipe)" if a.vulkan else
-        "CUDA (%s)" % cuda_device() if a.cuda else
+        ("RPC (ggml-rpc-server on 127.0.0.1, CUDA-backed), then " if a.rpc else "")
+        + "CUDA (%s)" % cuda_device() if a.cuda else
         "RPC (ggml-rpc-server on 127.0.0.1, CPU-backed)"
         + (", the client given ggml-cuda's offload_op (batch >= 32)" if a.op_offload else ""),
         "op_offload": a.op_offload or a.vulkan or a.cuda,
-        # With a GPU backend, the rpc-server devices llama.cpp orders before the local one.
+        # With a GPU backend, the rpc-server devices llama.cpp orders before the local one,
+        # and what serves them: the CPU (lavapipe is skipped unless asked for), or from a
+        # CUDA build the GPU.
         "rpc_devices": len(a.rpc.split(",")) if a.rpc and (a.vulkan or a.cuda) else None,
+        "rpc_backend": ("CUDA" if a.cuda else "CPU") if a.rpc and (a.vulkan or a.cuda) else None,
         "vulkan_limits": vulkan_limits(a.suballocation_block) if a.vulkan else None,
         "graph_optimize": (not a.no_graph_optimize) if a.vulkan else None,
         "suballocation_block": a.suballocation_block,

@@ -104,6 +104,7 @@ def main():
         "vulkan_limits": vulkan_limits() if a.vulkan else None,
         # With --vulkan, the rpc-server devices llama.cpp orders before the local one.
         "rpc_devices": len(a.rpc.split(",")) if a.rpc and a.vulkan else None,
+        "rpc_backend": "CPU" if a.rpc and a.vulkan else None,
         "gguf": a.model.rsplit("/", 1)[-1],
         "shape": a.shape,
         "made_by": a.made_by,
