@@ -144,3 +144,48 @@ fn llamacpp_across_hosts_names_the_rpc_devices_backend() {
     assert_eq!(rows, ["RPC", "GPU", "host"], "{text}");
     assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
 }
+
+/// A Mac whose GPU (`gpu_gib` of working set) is its RAM, `ram_free_gib` of it free.
+fn mac(dir: &Path, host: &str, gpu_gib: u64, ram_free_gib: u64) -> PathBuf {
+    let gpu = json!({"index": 0, "name": "Apple M4 Max", "device_type": "integrated_gpu",
+                     "total_bytes": gpu_gib * GIB, "free_bytes": gpu_gib * GIB,
+                     "unified_memory": true});
+    common::one_gpu_host(
+        dir,
+        &format!("{host}-{ram_free_gib}.json"),
+        (host, "Apple M4 Max"),
+        (64 * GIB, ram_free_gib * GIB),
+        ("metal", gpu),
+    )
+}
+
+// Two Macs, each GPU's memory its own RAM: the other Mac's share as an RPC device is held to
+// that Mac's RAM, the server's share and what llama.cpp leaves on the host to the server's.
+// Qwen2.5-32B at q8_0 fits over both when mac-a has 28 GiB free (its share is about 16 GiB),
+// and not when it has 8 GiB, whatever mac-b has.
+#[test]
+fn llamacpp_across_macs_holds_each_gpus_share_to_its_own_ram() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = mac(dir.path(), "mac-b", 24, 30);
+    let roomy = mac(dir.path(), "mac-a", 21, 28);
+    let plan = plan_over(&[&roomy, &b]);
+    assert_eq!(plan["kind"], "cross_host", "{plan}");
+    assert_eq!(plan["llamacpp"]["device_rules"], "metal", "{plan}");
+    assert_eq!(plan["llamacpp"]["rpc_device_rules"], "metal", "{plan}");
+    let on = |host: &str| {
+        plan["placements"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["host"] == host && p["backend"] == "metal")
+            .unwrap()["bytes"]
+            .as_u64()
+            .unwrap()
+    };
+    assert!(on("mac-a") > 8 * GIB && on("mac-a") <= 28 * GIB, "{plan}");
+    let tight = mac(dir.path(), "mac-a", 21, 8);
+    let args = super::llamacpp_vulkan::q8_llamacpp_args("qwen2.5-32b", &[&tight, &b]);
+    let (code, doc) = select(&args);
+    assert_eq!(code, 3, "{doc}");
+    assert_ne!(doc["plan"]["kind"], "cross_host", "{doc}");
+}

@@ -369,7 +369,16 @@ fn across_hosts<'a>(
         .find(|c| c.backend == BackendKind::Cpu && c.host == head);
     let f = fitted(weights, arch, &s, (group, ram), cfg)?;
     let ram_ok = ram.is_some_and(|h| free(h) >= f.ram_needed());
-    ram_ok.then_some(f)
+    // An RPC device whose memory is its host's RAM (a Mac's GPU) takes its share there.
+    let remote_ok = hosts.iter().filter(|h| **h != head).all(|h| {
+        let share = f.shared_on(h);
+        share == 0
+            || candidates
+                .iter()
+                .find(|c| c.backend == BackendKind::Cpu && c.host == *h)
+                .is_some_and(|r| free(r) >= share)
+    });
+    (ram_ok && remote_ok).then_some(f)
 }
 
 /// What the plan serves: `kv_tokens` of cache for the batch's sequences; none for an encoder,
@@ -421,14 +430,20 @@ impl Fitted<'_> {
             .count() as u64
     }
 
-    /// What the GPUs whose memory is the host's RAM (Apple silicon, integrated GPUs) take of it.
-    fn shared(&self) -> u64 {
+    /// What the GPUs of `host` whose memory is its RAM (Apple silicon, integrated GPUs) take
+    /// of it.
+    fn shared_on(&self, host: &str) -> u64 {
         self.gpus
             .iter()
             .zip(&self.uses)
-            .filter(|(g, _)| g.unified_memory)
+            .filter(|(g, _)| g.unified_memory && g.host == host)
             .map(|(_, u)| u.total())
             .sum()
+    }
+
+    /// [`Self::shared_on`] the server's host (its own GPUs come last in the fit's order).
+    fn shared(&self) -> u64 {
+        self.gpus.last().map_or(0, |g| self.shared_on(&g.host))
     }
 
     /// What the plan takes of the host's RAM: its own part, and the share of a GPU that is
