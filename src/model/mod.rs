@@ -500,7 +500,7 @@ pub fn estimate_inference_memory(
         generate_new_tokens: None,
         llamacpp_outputs: None,
         llamacpp_device: estimate::LlamaDevice::CpuRules,
-        llamacpp_rpc: None,
+        llamacpp_rpc: Vec::new(),
         llamacpp_no_op_offload: false,
         llamacpp_keep_graph_order: false,
     };

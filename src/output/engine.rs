@@ -132,13 +132,7 @@ pub fn llamacpp_text(text: &mut String, a: &LlamaCppAccount) {
         } else {
             rules_phrase(a.device_rules)
         },
-        match a.rpc_device_rules {
-            Some(LlamaDevice::CpuRules) if a.device_rules != LlamaDevice::CpuRules => {
-                ", RPC devices with the CPU backend's rules".to_string()
-            }
-            Some(r) if r != a.device_rules => format!(", RPC devices{}", rules_phrase(r)),
-            _ => String::new(),
-        },
+        rpc_phrase(&a.rpc_device_rules, a.device_rules),
         if a.flash_attention { "on" } else { "off" },
         if a.device_rules.offloads_ops() && !a.op_offload {
             ", --no-op-offload"
@@ -195,6 +189,27 @@ pub fn llamacpp_text(text: &mut String, a: &LlamaCppAccount) {
         };
         let _ = writeln!(text, "  {line}");
     }
+}
+
+/// The RPC devices' backends where any differs from the server's GPUs' (`local`), each named
+/// once: ", RPC devices on Vulkan and Metal".
+fn rpc_phrase(remote: &[LlamaDevice], local: LlamaDevice) -> String {
+    if remote.iter().all(|&r| r == local) {
+        return String::new();
+    }
+    let mut names: Vec<&str> = Vec::new();
+    for &r in remote {
+        let name = match r {
+            LlamaDevice::Cuda => "CUDA",
+            LlamaDevice::CpuRules | LlamaDevice::CpuRulesOffload => "the CPU backend",
+            LlamaDevice::Vulkan(_) => "Vulkan",
+            LlamaDevice::Metal => "Metal",
+        };
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    format!(", RPC devices on {}", names.join(" and "))
 }
 
 /// The backend a device's buffers follow, as the account's heading names it.

@@ -84,15 +84,17 @@ fn device_of(doc: &Value) -> gpumem::model::estimate::LlamaDevice {
 
 /// The rpc-server devices llama.cpp ordered before the build's own GPU, and what serves them:
 /// the CPU, or (from a CUDA build, `cuda_sweep.py --rpc-server`) the GPU.
-fn rpc_devices(doc: &Value) -> Option<gpumem::model::estimate::RpcDevices> {
+fn rpc_devices(doc: &Value) -> Vec<gpumem::model::estimate::LlamaDevice> {
     use gpumem::model::estimate::LlamaDevice;
-    let count = usize::try_from(doc["rpc_devices"].as_u64()?).unwrap();
+    let Some(count) = doc["rpc_devices"].as_u64() else {
+        return Vec::new();
+    };
     let remote = match doc["rpc_backend"].as_str() {
         Some("CUDA") => LlamaDevice::Cuda,
         Some("CPU") => LlamaDevice::CpuRules,
         other => panic!("rpc_backend {other:?}"),
     };
-    Some(gpumem::model::estimate::RpcDevices { count, remote })
+    vec![remote; usize::try_from(count).unwrap()]
 }
 
 /// The failures of one fixture, a line each.

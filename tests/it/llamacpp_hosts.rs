@@ -89,7 +89,7 @@ fn llamacpp_across_hosts_leaves_layers_in_the_servers_ram() {
     let ngl = fit["n_gpu_layers"].as_u64().unwrap();
     assert!(ngl > alone && ngl < 65, "{ngl} {alone}");
     assert_eq!(fit["rpc_devices"], 1);
-    assert_eq!(fit["rpc_device_rules"], "cuda");
+    assert_eq!(fit["rpc_device_rules"], json!(["cuda"]));
     // The layers left (-ngl counts the output layer) are in the server's RAM.
     let ram = plan["placements"]
         .as_array()
@@ -125,7 +125,20 @@ fn llamacpp_across_hosts_names_the_rpc_devices_backend() {
     let inventories = [a.as_path(), b.as_path()];
     let plan = plan_over(&inventories);
     assert_eq!(plan["llamacpp"]["device_rules"], "cuda", "{plan}");
-    assert_eq!(plan["llamacpp"]["rpc_device_rules"], "vulkan", "{plan}");
+    assert_eq!(
+        plan["llamacpp"]["rpc_device_rules"],
+        json!(["vulkan"]),
+        "{plan}"
+    );
+    // A third host's CUDA GPU beside it: each RPC device by its own backend.
+    let c = cuda_host(dir.path(), "box-c", 8);
+    let three = plan_over(&[&a, &c, &b]);
+    assert_eq!(three["llamacpp"]["rpc_devices"], 2, "{three}");
+    assert_eq!(
+        three["llamacpp"]["rpc_device_rules"],
+        json!(["vulkan", "cuda"]),
+        "{three}"
+    );
     let args = super::llamacpp_vulkan::q8_llamacpp_args("qwen2.5-32b", &inventories);
     let out = common::gpumem().arg("select").args(&args).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
@@ -171,7 +184,11 @@ fn llamacpp_across_macs_holds_each_gpus_share_to_its_own_ram() {
     let plan = plan_over(&[&roomy, &b]);
     assert_eq!(plan["kind"], "cross_host", "{plan}");
     assert_eq!(plan["llamacpp"]["device_rules"], "metal", "{plan}");
-    assert_eq!(plan["llamacpp"]["rpc_device_rules"], "metal", "{plan}");
+    assert_eq!(
+        plan["llamacpp"]["rpc_device_rules"],
+        json!(["metal"]),
+        "{plan}"
+    );
     let on = |host: &str| {
         plan["placements"]
             .as_array()

@@ -99,7 +99,7 @@ fn rows(name: &str, doc: &Value, arch: &gpumem::model::ModelArch, file: FileWeig
             generate_new_tokens: None,
             llamacpp_outputs: None,
             llamacpp_device: gpumem::model::estimate::LlamaDevice::CpuRules,
-            llamacpp_rpc: None,
+            llamacpp_rpc: Vec::new(),
             llamacpp_no_op_offload: false,
             llamacpp_keep_graph_order: false,
         };

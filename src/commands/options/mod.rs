@@ -316,7 +316,7 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
         generate_new_tokens: None,
         llamacpp_outputs: None,
         llamacpp_device: crate::model::estimate::LlamaDevice::CpuRules,
-        llamacpp_rpc: None,
+        llamacpp_rpc: Vec::new(),
         llamacpp_no_op_offload: false,
         llamacpp_keep_graph_order: false,
         recipe: args.recipe.map(|r| match r {

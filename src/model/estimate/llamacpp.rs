@@ -34,24 +34,13 @@ pub enum LlamaDevice {
     Vulkan(crate::device::VulkanLimits),
 }
 
-/// Devices llama.cpp reaches through ggml-rpc (`--rpc`), which it orders before its own: each
-/// follows its remote backend's buffer rules (ggml-rpc asks the remote for alignment and
-/// allocation sizes) but runs every op, reorders nothing and takes no op on a host weight.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RpcDevices {
-    /// How many of llama.cpp's devices (the first) are RPC devices.
-    pub count: usize,
-    /// The backend behind each `rpc-server`.
-    pub remote: LlamaDevice,
-}
-
 impl Settings {
     /// The backend whose buffer rules llama.cpp's device `d` follows, and whether llama.cpp
-    /// reaches it through ggml-rpc.
+    /// reaches it through ggml-rpc ([`Settings::llamacpp_rpc`]).
     pub fn llamacpp_device_at(&self, d: usize) -> (LlamaDevice, bool) {
-        match self.llamacpp_rpc {
-            Some(rpc) if d < rpc.count => (rpc.remote, true),
-            _ => (self.llamacpp_device, false),
+        match self.llamacpp_rpc.get(d) {
+            Some(&remote) => (remote, true),
+            None => (self.llamacpp_device, false),
         }
     }
 }
@@ -250,20 +239,21 @@ pub fn placed_compute_buffers(
         seqs: s.batch.max(1),
         outputs: s.llamacpp_outputs,
     };
-    let rpc = s.llamacpp_rpc.filter(|r| r.count > 0);
+    let rpc_rules: Vec<crate::model::replay::BufferRules> =
+        s.llamacpp_rpc.iter().map(|r| r.rules()).collect();
     let placed = crate::model::replay::Placed {
         layer_devices: placement.layer_devices,
         devices: placement.devices,
         pipeline: placement.pipeline,
         moves: placement.moves,
         device_rules: s.llamacpp_device.rules(),
-        rpc_devices: rpc.map_or(0, |r| r.count),
-        rpc_rules: rpc.map_or(crate::model::replay::BufferRules::CPU, |r| r.remote.rules()),
+        rpc_rules: &rpc_rules,
         // The host's compute buffer is the first device's host buffer type where it has one;
         // an RPC device, always first, has none.
-        host_rules: match rpc {
-            Some(_) => crate::model::replay::BufferRules::CPU,
-            None => s.llamacpp_device.host_rules(),
+        host_rules: if rpc_rules.is_empty() {
+            s.llamacpp_device.host_rules()
+        } else {
+            crate::model::replay::BufferRules::CPU
         },
         op_offload: s.llamacpp_device.offloads_ops() && !s.llamacpp_no_op_offload,
         reorders: !s.llamacpp_keep_graph_order,

@@ -156,8 +156,11 @@ pub struct Settings {
     pub llamacpp_outputs: Option<u64>,
     /// The ggml backend llama.cpp's GPUs run, for how their compute buffers place tensors.
     pub llamacpp_device: LlamaDevice,
-    /// llama.cpp's first devices reached through ggml-rpc (`None`: every device is local).
-    pub llamacpp_rpc: Option<RpcDevices>,
+    /// llama.cpp's first devices, reached through ggml-rpc (`--rpc`; none: every device is
+    /// local), by the backend behind each `rpc-server`: each follows that backend's buffer
+    /// rules (ggml-rpc asks the remote for alignment and allocation sizes) but runs every op,
+    /// reorders nothing and takes no op on a host weight.
+    pub llamacpp_rpc: Vec<LlamaDevice>,
     /// `--no-op-offload`: a device that offloads ops takes none (llama.cpp's `op_offload`
     /// context parameter off).
     pub llamacpp_no_op_offload: bool,
@@ -194,7 +197,7 @@ impl Settings {
             generate_new_tokens: None,
             llamacpp_outputs: None,
             llamacpp_device: LlamaDevice::CpuRules,
-            llamacpp_rpc: None,
+            llamacpp_rpc: Vec::new(),
             llamacpp_no_op_offload: false,
             llamacpp_keep_graph_order: false,
         }
@@ -343,8 +346,8 @@ mod llamacpp;
 mod stages;
 
 pub use llamacpp::{
-    offloaded_compute_buffers, placed_compute_buffers, LlamaDevice, Placement, RpcDevices,
-    RulesBasis, UnmeasuredRule,
+    offloaded_compute_buffers, placed_compute_buffers, LlamaDevice, Placement, RulesBasis,
+    UnmeasuredRule,
 };
 use stages::Stages;
 

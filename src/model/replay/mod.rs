@@ -173,12 +173,10 @@ pub(crate) struct Placed<'a> {
     pub moves: &'a [LayerMove],
     /// How the local devices' buffer type places tensors, and which ops they run.
     pub device_rules: BufferRules,
-    /// The first `rpc_devices` devices are reached through ggml-rpc, their buffers following
-    /// `rpc_rules` (the remote backend's, [`BufferRules::over_rpc`]); llama.cpp orders them
-    /// before the local ones.
-    pub rpc_devices: usize,
-    /// The remote backend's rules, for the RPC devices.
-    pub rpc_rules: BufferRules,
+    /// The first devices, reached through ggml-rpc (llama.cpp orders them before the local
+    /// ones): each one's remote backend's rules, which it follows as
+    /// [`BufferRules::over_rpc`] says.
+    pub rpc_rules: &'a [BufferRules],
     /// How the host's compute buffer places them (the CPU's, or the first device's pinned
     /// host buffer type).
     pub host_rules: BufferRules,
@@ -224,15 +222,13 @@ pub(crate) fn compute_buffers_placed(b: &Batch<'_>, placed: &Placed<'_>) -> Opti
     u8::try_from(placed.devices + 1).ok()?;
     let copies = if placed.pipeline { 4 } else { 1 };
     let rules = std::iter::once(placed.host_rules)
-        .chain((0..placed.devices).map(|d| {
-            if d < placed.rpc_devices {
-                placed.rpc_rules.over_rpc()
-            } else {
-                placed.device_rules
-            }
+        .chain((0..placed.devices).map(|d| match placed.rpc_rules.get(d) {
+            Some(remote) => remote.over_rpc(),
+            None => placed.device_rules,
         }))
         .collect();
-    let first_local = u8::try_from(placed.rpc_devices + 1).ok()?;
+    let rpc = placed.rpc_rules.len();
+    let first_local = u8::try_from(rpc + 1).ok()?;
     let offloads = placed.op_offload && placed.weights.is_some();
     Some(sched::split_buffers(
         &g,
@@ -240,7 +236,7 @@ pub(crate) fn compute_buffers_placed(b: &Batch<'_>, placed: &Placed<'_>) -> Opti
             backend_of: &backend_of,
             copies,
             rules,
-            offload_to: (offloads && placed.rpc_devices < placed.devices).then_some(first_local),
+            offload_to: (offloads && rpc < placed.devices).then_some(first_local),
             reorders: placed.reorders,
         },
     ))

@@ -4,7 +4,7 @@
 //! compute bytes as llama.cpp places them. A model with routed experts is fitted as
 //! llama.cpp fits one ([`super::llamacpp_fit`]): experts to system RAM first, `-ot` overrides.
 //! Where that leaves more in RAM than the GPUs of several hosts together would, one server
-//! reaches the other hosts' GPUs as RPC devices ([`crate::model::estimate::RpcDevices`]).
+//! reaches the other hosts' GPUs as RPC devices ([`Settings::llamacpp_rpc`]).
 
 use serde::Serialize;
 
@@ -15,7 +15,7 @@ use super::llamacpp_ctx::fit_context;
 use super::llamacpp_fit::{fit_moe_from, TensorOverride};
 use crate::backend::BackendKind;
 use crate::device::VulkanLimits;
-use crate::model::estimate::{LlamaDevice, RpcDevices, RulesBasis, UnmeasuredRule};
+use crate::model::estimate::{LlamaDevice, RulesBasis, UnmeasuredRule};
 use crate::model::{LayerWeights, ModelSource, Settings, DEFAULT_WEIGHT_PRECISION};
 use crate::plan::{
     Accounting, Candidate, Capacity, Placement, Plan, PlanKind, Rank, Selection, Usable,
@@ -91,10 +91,10 @@ pub struct LlamaCppAccount {
     /// How many of `devices`, first in llama.cpp's order, are other hosts' GPUs it reaches as
     /// RPC devices (`--rpc`).
     pub rpc_devices: u64,
-    /// The ggml backend behind those RPC devices, whose buffer rules they follow (without
-    /// `device_rules`' reordering, fused kernels or operator offload).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rpc_device_rules: Option<LlamaDevice>,
+    /// The ggml backend behind each of those RPC devices, whose buffer rules it follows
+    /// (without their reordering, fused kernels or operator offload).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rpc_device_rules: Vec<LlamaDevice>,
 }
 
 /// The ggml backend llama.cpp runs `candidates`' GPUs with: ggml-cuda's buffers where any is a
@@ -174,7 +174,7 @@ pub fn select_llamacpp(
     let s = Settings {
         context: f.context,
         llamacpp_device: f.rules.0,
-        llamacpp_rpc: f.rules.1,
+        llamacpp_rpc: f.rules.1.clone(),
         ..s
     };
     // Repeating layers only: -ngl counts the output layer first, so -ngl 26 of 32 leaves 7
@@ -232,11 +232,12 @@ fn account(
     cfg: &LlamaCppConfig,
     batch: u64,
 ) -> LlamaCppAccount {
-    let rpc = s.llamacpp_rpc.filter(|r| r.count > 0);
     let mut unmeasured = s.llamacpp_device.unmeasured_rules(weights, arch, s);
-    for rule in rpc.map_or(Vec::new(), |r| r.remote.unmeasured_rules(weights, arch, s)) {
-        if !unmeasured.contains(&rule) {
-            unmeasured.push(rule);
+    for remote in &s.llamacpp_rpc {
+        for rule in remote.unmeasured_rules(weights, arch, s) {
+            if !unmeasured.contains(&rule) {
+                unmeasured.push(rule);
+            }
         }
     }
     LlamaCppAccount {
@@ -258,7 +259,7 @@ fn account(
         op_offload: s.llamacpp_device.offloads_ops() && !s.llamacpp_no_op_offload,
         one_gpu: cfg.one_gpu,
         rpc_devices: f.rpc_devices(),
-        rpc_device_rules: rpc.map(|r| r.remote),
+        rpc_device_rules: s.llamacpp_rpc.clone(),
     }
 }
 
@@ -357,10 +358,11 @@ fn across_hosts<'a>(
     let kinds = |of: &[&Candidate]| of.iter().map(|c| (*c).clone()).collect::<Vec<_>>();
     let s = Settings {
         llamacpp_device: device_of(cfg.device, &kinds(&local)),
-        llamacpp_rpc: Some(RpcDevices {
-            count: remote.len(),
-            remote: device_of(None, &kinds(&remote)),
-        }),
+        // Each other host's GPU by its own backend.
+        llamacpp_rpc: remote
+            .iter()
+            .map(|c| device_of(None, &kinds(&[c])))
+            .collect(),
         ..s.clone()
     };
     let group: Vec<&Candidate> = remote.into_iter().chain(local).collect();
@@ -417,7 +419,7 @@ struct Fitted<'a> {
     /// `-c`, all sequences' together.
     context: u64,
     /// The rules the local GPUs' buffers follow, and the RPC devices before them.
-    rules: (LlamaDevice, Option<RpcDevices>),
+    rules: (LlamaDevice, Vec<LlamaDevice>),
 }
 
 impl Fitted<'_> {
@@ -540,7 +542,7 @@ fn fitted<'a>(
         uses,
         host,
         context: s.context,
-        rules: (s.llamacpp_device, s.llamacpp_rpc),
+        rules: (s.llamacpp_device, s.llamacpp_rpc.clone()),
     })
 }
 
@@ -581,7 +583,7 @@ fn cpu_only<'a>(
             compute: *compute.first()?,
         },
         context: s.context,
-        rules: (s.llamacpp_device, s.llamacpp_rpc),
+        rules: (s.llamacpp_device, s.llamacpp_rpc.clone()),
     })
 }
 

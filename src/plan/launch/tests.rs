@@ -124,7 +124,7 @@ fn llama_cpp_across_hosts_launches_the_fits_layers_and_overrides() {
         kv_unified: false,
         one_gpu: false,
         rpc_devices: 1,
-        rpc_device_rules: Some(crate::model::estimate::LlamaDevice::Cuda),
+        rpc_device_rules: vec![crate::model::estimate::LlamaDevice::Cuda],
     };
     p.llamacpp = Some(account);
     let l = launch(Engine::LlamaCpp, &ModelRef::Gguf("m.gguf".into()), &p, &S).unwrap();
