@@ -219,6 +219,7 @@ pub(crate) fn compute_buffers_placed(b: &Batch<'_>, placed: &Placed<'_>) -> Opti
         }
         Part::Output => to_backend(placed.layer_devices.last().copied().flatten()),
     };
+    // Backend ids are bytes: more devices than that are not replayed.
     u8::try_from(placed.devices + 1).ok()?;
     let copies = if placed.pipeline { 4 } else { 1 };
     let rules = std::iter::once(placed.host_rules)

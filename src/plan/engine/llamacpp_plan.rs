@@ -101,10 +101,13 @@ pub struct LlamaCppAccount {
 /// CUDA or ROCm GPU (simulated GPUs are CUDA's), else ggml-metal's on an Apple GPU, else
 /// ggml-vulkan's on a Vulkan GPU (its driver's limits), else the CPU backend's. `asked` is `--llamacpp-device`'s choice; a Vulkan
 /// one takes the limits of a Vulkan device among `candidates` where there is one.
-fn device_of(asked: Option<LlamaDevice>, candidates: &[Candidate]) -> LlamaDevice {
+fn device_of<'c>(
+    asked: Option<LlamaDevice>,
+    candidates: impl Iterator<Item = &'c Candidate> + Clone,
+) -> LlamaDevice {
     let vulkan = |gpu_only: bool| {
         candidates
-            .iter()
+            .clone()
             .find(|c| c.backend == BackendKind::Vulkan && (c.is_gpu() || !gpu_only))
     };
     // A Vulkan device whose limits are not known (an older inventory) is planned with the
@@ -118,12 +121,12 @@ fn device_of(asked: Option<LlamaDevice>, candidates: &[Candidate]) -> LlamaDevic
         ),
         Some(d) => d,
         None if candidates
-            .iter()
+            .clone()
             .any(|c| matches!(c.backend, BackendKind::Cuda | BackendKind::Rocm)) =>
         {
             LlamaDevice::Cuda
         }
-        None if candidates.iter().any(|c| c.backend == BackendKind::Metal) => LlamaDevice::Metal,
+        None if candidates.clone().any(|c| c.backend == BackendKind::Metal) => LlamaDevice::Metal,
         None => vulkan(true).map_or(LlamaDevice::CpuRules, |c| LlamaDevice::Vulkan(limits(c))),
     }
 }
@@ -150,7 +153,7 @@ pub fn select_llamacpp(
         context: settings.context.saturating_mul(batch / streams),
         batch: streams,
         flash_attention: !cfg.flash_attention_off,
-        llamacpp_device: device_of(cfg.device, candidates),
+        llamacpp_device: device_of(cfg.device, candidates.iter()),
         llamacpp_no_op_offload: cfg.no_op_offload,
         // (With --embedding it keeps every token's: an encoder's outputs stay all of them.)
         llamacpp_outputs: arch.encoder.is_none().then_some(batch),
@@ -355,13 +358,12 @@ fn across_hosts<'a>(
     })?;
     let (local, remote): (Vec<&Candidate>, Vec<&Candidate>) =
         gpus.iter().copied().partition(|g| g.host == head);
-    let kinds = |of: &[&Candidate]| of.iter().map(|c| (*c).clone()).collect::<Vec<_>>();
     let s = Settings {
-        llamacpp_device: device_of(cfg.device, &kinds(&local)),
+        llamacpp_device: device_of(cfg.device, local.iter().copied()),
         // Each other host's GPU by its own backend.
         llamacpp_rpc: remote
             .iter()
-            .map(|c| device_of(None, &kinds(&[c])))
+            .map(|&c| device_of(None, std::iter::once(c)))
             .collect(),
         ..s.clone()
     };
