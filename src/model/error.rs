@@ -109,3 +109,15 @@ pub enum ModelError {
         expected: String,
     },
 }
+
+/// Longest value from a file echoed in a message; real `model_type`s are under 32 characters.
+const MAX_ECHOED_CHARS: usize = 64;
+
+/// `text` as a message quotes it: at most [`MAX_ECHOED_CHARS`] characters, the rest named by
+/// its length, so a hostile file cannot make one error line megabytes long.
+pub(crate) fn quoted(text: &str) -> String {
+    match text.char_indices().nth(MAX_ECHOED_CHARS) {
+        None => text.to_string(),
+        Some((cut, _)) => format!("{}… ({} characters)", &text[..cut], text.chars().count()),
+    }
+}

@@ -16,6 +16,7 @@ mod replay;
 mod safetensors_header;
 pub mod stores;
 pub mod training;
+mod weights;
 
 use std::path::{Path, PathBuf};
 
@@ -32,14 +33,16 @@ pub use dtype::{
 };
 pub use error::{ModelError, NotFound};
 pub use estimate::{
-    ActivationsBasis, Breakdown, EstimateOverflow, FileWeights, Mode, Optimizer, Settings,
-    TrainingBytes, TrainingStep, WeightsDtype, DEFAULT_WEIGHT_PRECISION,
+    ActivationsBasis, Breakdown, EstimateOverflow, Mode, Settings, TrainingBytes, TrainingStep,
+    WeightsDtype, DEFAULT_WEIGHT_PRECISION,
 };
 pub use family::Family;
 pub use gguf::{arch_from_gguf, read_gguf, GgufFile, GgufTensor, GgufValue};
 pub use hf_config::{parse_config, read_config, KNOWN_FAMILIES};
 pub use layers::{FfnBytes, FfnClass, FfnMove, LayerMove, LayerWeights};
 pub use safetensors_header::{read_safetensors, SafetensorsSummary};
+pub use training::Optimizer;
+pub use weights::FileWeights;
 
 /// Where a model came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -125,10 +128,7 @@ pub fn read_projector(path: &Path) -> Result<Projector, ModelError> {
             field: "general.architecture".into(),
             why: format!(
                 "is {}, not clip: not a multimodal projector (mmproj) GGUF",
-                other.map_or("missing".to_string(), |a| format!(
-                    "'{}'",
-                    hf_config::quoted(a)
-                ))
+                other.map_or("missing".to_string(), |a| format!("'{}'", error::quoted(a)))
             ),
         }),
     }

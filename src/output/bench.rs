@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::one_line;
-use super::runs::{ComparisonView, RunsView};
-use super::{new_table, thousands, Report, Style};
+use super::runs::{ComparisonView, MetricSource, RunsView};
+use super::{new_table, ns, per_sec, thousands, Report, Style};
 use crate::alloc::{LimitRule, Preset};
 use crate::backend::DeviceSpec;
 use crate::device::DeviceMemory;
@@ -214,15 +214,6 @@ pub struct BenchReport {
     pub reference_timeline: Vec<(u64, u64)>,
 }
 
-/// A rate as a whole count with separators.
-#[expect(
-    clippy::cast_possible_truncation,
-    reason = "a float cast saturates; a rate of operations"
-)]
-pub(super) fn per_sec(rate: f64) -> String {
-    thousands(rate.round().max(0.0) as u64)
-}
-
 fn ops_per_sec(ops: u64, busy_ns: u64) -> f64 {
     if busy_ns == 0 {
         0.0
@@ -287,13 +278,20 @@ impl RawView {
     }
 }
 
-pub(super) fn ns(v: u64) -> String {
-    if v >= 1_000_000 {
-        format!("{:.2} ms", v as f64 / 1e6)
-    } else if v >= 1_000 {
-        format!("{:.2} µs", v as f64 / 1e3)
-    } else {
-        format!("{v} ns")
+impl MetricSource for BenchReport {
+    fn metric(&self, metric: crate::workload::baseline::Metric) -> Option<f64> {
+        use crate::workload::baseline::Metric;
+        let p = &self.pool;
+        Some(match metric {
+            Metric::OpsPerSec => p.ops_per_sec,
+            Metric::Speedup => self.speedup?,
+            Metric::HitRate => p.hit_rate,
+            Metric::Fragmentation => p.fragmentation_peak,
+            Metric::PeakReserved => p.peak_reserved_bytes as f64,
+            Metric::AllocP50Ns => p.alloc_ns.p50 as f64,
+            Metric::AllocP99Ns => p.alloc_ns.p99 as f64,
+            Metric::FreeP99Ns => p.free_ns.p99 as f64,
+        })
     }
 }
 

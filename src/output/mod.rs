@@ -149,6 +149,26 @@ impl Output {
     }
 }
 
+/// A rate as a whole count with separators.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a float cast saturates; a rate of operations"
+)]
+pub(crate) fn per_sec(rate: f64) -> String {
+    thousands(rate.round().max(0.0) as u64)
+}
+
+/// Nanoseconds in the unit that reads best (ns, µs, ms), two decimals above ns.
+pub(crate) fn ns(v: u64) -> String {
+    if v >= 1_000_000 {
+        format!("{:.2} ms", v as f64 / 1e6)
+    } else if v >= 1_000 {
+        format!("{:.2} µs", v as f64 / 1e3)
+    } else {
+        format!("{v} ns")
+    }
+}
+
 /// `n` with thousands separators: 1234567 -> "1,234,567".
 pub(crate) fn thousands(n: u64) -> String {
     let s = n.to_string();

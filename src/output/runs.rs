@@ -7,8 +7,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::bench::{ns, per_sec, BenchReport};
-use super::{new_table, Style};
+use super::{new_table, ns, per_sec, Style};
 use crate::units::format_bytes;
 use crate::workload::baseline::{
     compare, Baseline, Comparison, Metric, RegressionGate, Summary, Verdict,
@@ -26,19 +25,10 @@ pub struct RunsView {
     pub metrics: BTreeMap<Metric, Summary>,
 }
 
-/// A metric's value in one run's report (`None`: not measured, e.g. speedup with `--no-raw`).
-pub fn metric_of(r: &BenchReport, metric: Metric) -> Option<f64> {
-    let p = &r.pool;
-    Some(match metric {
-        Metric::OpsPerSec => p.ops_per_sec,
-        Metric::Speedup => r.speedup?,
-        Metric::HitRate => p.hit_rate,
-        Metric::Fragmentation => p.fragmentation_peak,
-        Metric::PeakReserved => p.peak_reserved_bytes as f64,
-        Metric::AllocP50Ns => p.alloc_ns.p50 as f64,
-        Metric::AllocP99Ns => p.alloc_ns.p99 as f64,
-        Metric::FreeP99Ns => p.free_ns.p99 as f64,
-    })
+/// One run's report, as the statistics over runs read it.
+pub trait MetricSource {
+    /// A metric's value in this run (`None`: not measured, e.g. speedup with `--no-raw`).
+    fn metric(&self, metric: Metric) -> Option<f64>;
 }
 
 /// A metric's value as the reports print it.
@@ -59,11 +49,11 @@ pub fn metric_text(metric: Metric, v: f64) -> String {
 
 impl RunsView {
     /// The statistics of `per_run` (one report a measured run).
-    pub fn of(warmup: u32, per_run: &[BenchReport]) -> RunsView {
+    pub fn of<R: MetricSource>(warmup: u32, per_run: &[R]) -> RunsView {
         let metrics = Metric::ALL
             .into_iter()
             .filter_map(|m| {
-                let samples: Option<Vec<f64>> = per_run.iter().map(|r| metric_of(r, m)).collect();
+                let samples: Option<Vec<f64>> = per_run.iter().map(|r| r.metric(m)).collect();
                 Some((m, Summary::of(&samples?)?))
             })
             .collect();

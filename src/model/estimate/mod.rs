@@ -54,7 +54,8 @@ use serde::Serialize;
 use super::arch::{ModelArch, ParamCount};
 use super::dtype::Precision;
 use super::generate::{generate_peak, GeneratePeak, GenerateRun};
-use super::training::{training_peak, Recipe, TrainingError, TrainingPeak, TrainingRun};
+use super::training::{training_peak, Optimizer, Recipe, TrainingError, TrainingPeak, TrainingRun};
+use super::weights::FileWeights;
 
 /// PyTorch's training step: the recipe it ran under and its peak.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -81,25 +82,6 @@ pub enum Mode {
     Infer,
     /// Adds gradients, optimizer state and fp32 master weights.
     Train,
-}
-
-/// The optimizer whose state training keeps per parameter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Optimizer {
-    /// Adam (two fp32 moments).
-    Adam,
-    /// AdamW (two fp32 moments).
-    Adamw,
-    /// SGD with momentum (one fp32 buffer).
-    Sgd,
-    /// bitsandbytes' AdamW8bit: two uint8 moments and a f32 scale a block of 256 elements
-    /// (f32 moments for tensors under 4,096 elements).
-    Adamw8bit,
-    /// transformers' Adafactor (no first moment, fixed learning rate, as HF Trainer's
-    /// `optim="adafactor"`): a matrix keeps f32 row and column second moments, a vector a
-    /// full f32 one.
-    Adafactor,
 }
 
 /// What the model runs as.
@@ -202,15 +184,6 @@ impl Settings {
             llamacpp_keep_graph_order: false,
         }
     }
-}
-
-/// Exact weights from a file, when the source has them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FileWeights {
-    /// Parameters (elements over all tensors).
-    pub parameters: u64,
-    /// Bytes over all tensors.
-    pub bytes: u64,
 }
 
 /// What training adds over inference, by part.

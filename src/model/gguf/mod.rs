@@ -406,7 +406,7 @@ fn read_shards(path: &Path, prefix: &str, count: u64) -> Result<GgufFile, ModelE
         if let Some(t) = part.tensors.iter().find(|t| !names.insert(t.name.clone())) {
             return Err(bad(format!(
                 "tensor '{}' is also in an earlier shard",
-                super::hf_config::quoted(&t.name)
+                super::error::quoted(&t.name)
             )));
         }
         match &mut model {

@@ -11,8 +11,9 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::arch::{Attention, Mlp, ModelArch, ShapeField, SsmKind};
+use super::error::quoted;
 use super::error::ModelError;
-use super::estimate::FileWeights;
+use super::weights::FileWeights;
 use super::ModelWarning;
 use fields::Fields;
 use model_type::ModelType;
@@ -51,18 +52,6 @@ pub const KNOWN_FAMILIES: &[&str] = &[
 
 /// Largest accepted config.json (real ones are a few KiB).
 const MAX_CONFIG_BYTES: u64 = 16 << 20;
-
-/// Longest value from a file echoed in a message; real `model_type`s are under 32 characters.
-const MAX_ECHOED_CHARS: usize = 64;
-
-/// `text` as a message quotes it: at most [`MAX_ECHOED_CHARS`] characters, the rest named by
-/// its length, so a hostile file cannot make one error line megabytes long.
-pub(crate) fn quoted(text: &str) -> String {
-    match text.char_indices().nth(MAX_ECHOED_CHARS) {
-        None => text.to_string(),
-        Some((cut, _)) => format!("{}… ({} characters)", &text[..cut], text.chars().count()),
-    }
-}
 
 /// Reads a config.json. Returns the architecture and warnings (e.g. an unknown `model_type`
 /// read with the generic decoder formula).

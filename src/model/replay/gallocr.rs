@@ -2,7 +2,7 @@
 //! the last block of a chunk growing it, freed after its last consumer; a buffer type with a
 //! largest buffer (ggml-vulkan's 1 GiB blocks) is filled chunk by chunk.
 
-use super::graph::{BufferRules, Graph, Kind};
+use super::graph::{BufferRules, Graph, Kind, UNBOUNDED};
 
 /// Where a tensor sits: its chunk and its offset there.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -29,9 +29,6 @@ pub(super) struct Blocks {
 
 /// `GGML_VBUFFER_MAX_CHUNKS`: the last chunk ggml allows is unbounded.
 const MAX_CHUNKS: usize = 16;
-
-/// Offsets stay far from overflow: an unbounded chunk is this large.
-pub(super) const UNBOUNDED: u64 = u64::MAX / 2;
 
 impl Blocks {
     pub(super) fn new(alignment: u64, max_chunk: u64) -> Self {

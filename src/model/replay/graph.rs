@@ -12,6 +12,12 @@ pub(super) fn sat(v: u128) -> u64 {
 /// which saturate, answer then), so the offsets here stay far from overflow.
 pub(super) const MOST: u64 = 1 << 48;
 
+/// Offsets stay far from overflow: an unbounded chunk is this large.
+pub(super) const UNBOUNDED: u64 = u64::MAX / 2;
+
+/// Tensors kept allocated until a node has run, by that node.
+pub(super) type Deps = std::collections::HashMap<usize, Vec<usize>>;
+
 /// How a backend's buffer type places tensors (`get_alignment`, `get_alloc_size`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct BufferRules {
@@ -85,7 +91,7 @@ impl BufferRules {
     pub(crate) const CPU: BufferRules = BufferRules {
         alignment: 32,
         fa_f16_copies: false,
-        max_chunk: super::gallocr::UNBOUNDED,
+        max_chunk: UNBOUNDED,
         quantized_rows: false,
         fusion_deps: FusionDeps::None,
         fa_kernels: FaKernels::Any,
@@ -101,7 +107,7 @@ impl BufferRules {
     pub(crate) const CUDA: BufferRules = BufferRules {
         alignment: 128,
         fa_f16_copies: true,
-        max_chunk: super::gallocr::UNBOUNDED,
+        max_chunk: UNBOUNDED,
         quantized_rows: true,
         fusion_deps: FusionDeps::Cuda,
         fa_kernels: FaKernels::Cuda,
@@ -117,7 +123,7 @@ impl BufferRules {
     pub(crate) const METAL: BufferRules = BufferRules {
         alignment: 32,
         fa_f16_copies: false,
-        max_chunk: super::gallocr::UNBOUNDED,
+        max_chunk: UNBOUNDED,
         quantized_rows: false,
         fusion_deps: FusionDeps::Metal,
         fa_kernels: FaKernels::Metal,

@@ -5,8 +5,7 @@
 //! reads it intact. Read from the source the llama.cpp of llama-cpp-python 0.3.36 vendors
 //! (`ggml-metal-fusion.cpp`), not measured.
 
-use super::graph::{Graph, Op};
-use super::sched::Deps;
+use super::graph::{Deps, Graph, Op};
 
 use Op::{Add, ArgSort, Clamp, Div, GetRows, Mul, Reshape, RmsNorm, Scale, SoftMax, SumRows};
 use Op::{Norm, SsmConv, Unary, View};

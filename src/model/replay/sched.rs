@@ -95,9 +95,6 @@ pub(super) fn split_buffers(g: &Graph, s: &Sched<'_>) -> Vec<u64> {
 /// A split: its backend, the index of its first node, and what it reads from other backends.
 pub(super) type Cut = (u8, usize, Vec<usize>);
 
-/// Tensors kept allocated until a node has run, by that node.
-pub(super) type Deps = std::collections::HashMap<usize, Vec<usize>>;
-
 /// The backend and node range of each of `g`'s device splits (each to the next split's start).
 fn device_spans<'a>(
     g: &'a Graph,

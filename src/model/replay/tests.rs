@@ -432,7 +432,7 @@ fn vulkan_reorders_a_llama_layer_as_ggml_vulkan_does() {
 #[test]
 fn cuda_keeps_each_layers_experts_until_their_sum() {
     let (arch, g) = prompt_graph("qwen3-30b-a3b");
-    let mut deps = super::sched::Deps::new();
+    let mut deps = super::graph::Deps::new();
     let whole = std::iter::once(0..g.nodes.len()).collect::<Vec<_>>();
     super::sched::moe_sum_deps(&g, &whole, &mut deps);
     assert_eq!(u64::try_from(deps.len()).ok(), Some(arch.num_layers));
@@ -443,7 +443,7 @@ fn cuda_keeps_each_layers_experts_until_their_sum() {
         assert!(g.tensors[kept[1]].bytes < g.tensors[kept[0]].bytes);
     }
     // On the host (no fused kernel) nothing is kept.
-    let mut none = super::sched::Deps::new();
+    let mut none = super::graph::Deps::new();
     super::sched::moe_sum_deps(&g, &[], &mut none);
     assert!(none.is_empty());
 }

@@ -11,8 +11,8 @@ use super::saved::{layer_backward_temporaries, up_weight_grad, IDS};
 use super::shape::Tensor;
 use super::step::{accumulating, largest, Held, Point};
 use super::walked::Mask;
+use super::Optimizer;
 use super::{DeepSpeed, Phase, Recipe, Shape, TrainingError, TrainingPeak, TrainingRun};
-use crate::model::estimate::Optimizer;
 
 /// One rank's peak under DeepSpeed's ZeRO stage 1, 2 or 3: the walk's forward and loss
 /// backward with the rank's flat weights, master partition and moments; the rest of backward

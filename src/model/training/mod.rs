@@ -51,13 +51,30 @@ mod zero3_trace;
 
 use serde::Serialize;
 
-use super::estimate::Optimizer;
-
 pub use ddp::Ddp;
 pub use deepspeed::{DeepSpeed, ZeroStage};
 pub use fsdp::Fsdp;
 pub use lora::{Lora, LoraTargets};
 pub(crate) use shape::{Layout, MlaShape, MoeShape, Shape};
+
+/// The optimizer whose state training keeps per parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Optimizer {
+    /// Adam (two fp32 moments).
+    Adam,
+    /// AdamW (two fp32 moments).
+    Adamw,
+    /// SGD with momentum (one fp32 buffer).
+    Sgd,
+    /// bitsandbytes' AdamW8bit: two uint8 moments and a f32 scale a block of 256 elements
+    /// (f32 moments for tensors under 4,096 elements).
+    Adamw8bit,
+    /// transformers' Adafactor (no first moment, fixed learning rate, as HF Trainer's
+    /// `optim="adafactor"`): a matrix keeps f32 row and column second moments, a vector a
+    /// full f32 one.
+    Adafactor,
+}
 
 pub use peak::training_peak;
 

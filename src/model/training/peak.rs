@@ -6,9 +6,9 @@ use super::step::{
     accumulating, held, largest, points, saved, sharded_peak, tallies, Held, Point, Saved,
 };
 use super::walked::check;
+use super::Optimizer;
 use super::{Ddp, Lora, Shape, TrainingError, TrainingPeak, TrainingRun};
 use crate::model::arch::ModelArch;
-use crate::model::estimate::Optimizer;
 
 /// PyTorch's peak over one training step of `arch` under `run`.
 pub fn training_peak(arch: &ModelArch, run: &TrainingRun) -> Result<TrainingPeak, TrainingError> {

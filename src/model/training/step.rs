@@ -10,8 +10,8 @@ use super::saved::{
     rope_per_position, up_weight_grad, ACT_BYTES, IDS,
 };
 use super::walked::Mask;
+use super::Optimizer;
 use super::{lora, Layout, Lora, Phase, Recipe, Shape, TrainingError, TrainingPeak, TrainingRun};
-use crate::model::estimate::Optimizer;
 
 /// The loss itself, an f32 scalar.
 const LOSS: u128 = 4;

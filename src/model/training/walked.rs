@@ -2,8 +2,8 @@
 //! checkpointing it has been checked for, each refused otherwise with its reason, and the mask
 //! attention takes.
 
+use super::Optimizer;
 use super::{AttnImplementation, Layout, Recipe, Shape, TrainingError, TrainingRun};
-use crate::model::estimate::Optimizer;
 
 /// How attention runs for this step.
 #[derive(Clone, Copy)]
