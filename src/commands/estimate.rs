@@ -11,8 +11,8 @@ use crate::exit::Exit;
 use crate::model::catalog;
 use crate::output::estimate::{CatalogReport, DeviceFit, EstimateReport};
 use crate::output::Output;
-use crate::plan::engine::vllm::VllmConfig;
-use crate::plan::engine::LlamaCppConfig;
+use crate::plan::engines::vllm::VllmConfig;
+use crate::plan::engines::LlamaCppConfig;
 use crate::plan::launch::ModelRef;
 use crate::plan::{candidates_from_discovery, select_for_engine, Demand, Policy};
 

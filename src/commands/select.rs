@@ -12,7 +12,7 @@ use crate::cli::SelectArgs;
 use crate::exit::Exit;
 use crate::output::select::SelectReport;
 use crate::output::Output;
-use crate::plan::engine::vllm::VllmConfig;
+use crate::plan::engines::vllm::VllmConfig;
 use crate::plan::launch::{
     launch, torchrun, Engine, Launch, LaunchSettings, ModelRef, NoLaunch, VllmFlags,
 };

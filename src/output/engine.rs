@@ -6,10 +6,10 @@ use std::fmt::Write as _;
 use super::thousands;
 use crate::model::estimate::{LlamaDevice, UnmeasuredRule};
 use crate::model::FfnMove;
-use crate::plan::engine::llamacpp_fit::TensorOverride;
-use crate::plan::engine::vllm::{VllmFit, VllmOutcome};
-use crate::plan::engine::LlamaCppAccount;
-use crate::plan::engine::{Basis, TermKind};
+use crate::plan::engines::llamacpp::TensorOverride;
+use crate::plan::engines::vllm::{VllmFit, VllmOutcome};
+use crate::plan::engines::LlamaCppAccount;
+use crate::plan::engines::{Basis, TermKind};
 use crate::units::format_bytes;
 
 fn term_name(t: TermKind) -> &'static str {

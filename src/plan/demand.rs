@@ -2,9 +2,9 @@
 //! context grow (activations and KV cache both do), so that serving capacity and the largest
 //! context are searched on the model's own figures.
 
-use super::engine::vllm::{VllmConfig, VllmDtype, VllmModel, VllmOutcome};
-use super::engine::LlamaCppConfig;
-use super::engine::{select_llamacpp, select_training, select_vllm};
+use super::engines::vllm::{VllmConfig, VllmDtype, VllmModel, VllmOutcome};
+use super::engines::LlamaCppConfig;
+use super::engines::{select_llamacpp, select_training, select_vllm};
 use super::launch::Engine;
 use super::{
     capacity, model_requirement, plan, Accounting, Candidate, Capacity, Plan, PlanKind, Policy,

@@ -9,7 +9,7 @@
 mod by_design;
 mod capacity;
 mod demand;
-pub mod engine;
+pub mod engines;
 mod inventory;
 pub mod launch;
 mod policy;
@@ -247,10 +247,10 @@ pub struct Plan {
     /// The engine's own accounting on one rank of the plan (or of the closest layout when
     /// none serves), when an engine's memory model planned it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub engine: Option<engine::vllm::VllmFit>,
+    pub engine: Option<engines::vllm::VllmFit>,
     /// llama.cpp's own accounting of the GPU and the host, when it planned.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub llamacpp: Option<engine::LlamaCppAccount>,
+    pub llamacpp: Option<engines::LlamaCppAccount>,
     /// Whose rule judged the plan.
     pub accounting: Accounting,
 }
@@ -311,14 +311,14 @@ pub enum Accounting {
     /// gpumem's generic usable-memory rule ([`Policy`]): byte counts, llama.cpp plans, and
     /// the layouts an engine's own model does not cover yet.
     Generic,
-    /// vLLM 0.33's own accounting ([`engine::vllm`]).
+    /// vLLM 0.33's own accounting ([`engines::vllm`]).
     Vllm,
-    /// llama.cpp's own placement and fit ([`engine::llamacpp`]).
+    /// llama.cpp's own placement and fit ([`engines::llamacpp`]).
     LlamaCpp,
     /// vLLM's tensor-parallel layouts did not serve; the pipeline or offload plan comes from
     /// the generic rule, which vLLM's own accounting does not model yet.
     GenericAfterVllm,
-    /// A PyTorch training step on one GPU ([`engine::select_training`]).
+    /// A PyTorch training step on one GPU ([`engines::select_training`]).
     PytorchTraining,
 }
 

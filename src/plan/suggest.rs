@@ -4,8 +4,8 @@
 
 use serde::Serialize;
 
-use super::engine::vllm::VllmConfig;
-use super::engine::LlamaCppConfig;
+use super::engines::vllm::VllmConfig;
+use super::engines::LlamaCppConfig;
 use super::launch::Engine;
 use super::{select_for_engine, Candidate, Demand, PlanKind, Policy};
 use crate::model::{kv_precision, weight_precision, Settings};

@@ -13,8 +13,8 @@ use common::described_file;
 use gpumem::model::estimate::offloaded_compute_buffers;
 use gpumem::model::{arch_from_gguf, kv_precision, Settings};
 use gpumem::model::{FfnMove, LayerMove, LayerWeights};
-use gpumem::plan::engine::llamacpp::{device_uses, fit_devices, fit_one_device, place, Offload};
-use gpumem::plan::engine::llamacpp_fit::{fit_moe, MoeFit};
+use gpumem::plan::engines::llamacpp::{device_uses, fit_devices, fit_one_device, place, Offload};
+use gpumem::plan::engines::llamacpp::{fit_moe, MoeFit};
 use serde_json::Value;
 use std::path::Path;
 

@@ -24,8 +24,8 @@ use crate::model::{
     self, kv_precision, weight_precision, Settings, SourceSpec, KV_F16, KV_PRECISIONS,
     WEIGHT_PRECISIONS,
 };
-use crate::plan::engine::vllm::{LayoutRejection, VllmConfig};
-use crate::plan::engine::LlamaCppConfig;
+use crate::plan::engines::vllm::{LayoutRejection, VllmConfig};
+use crate::plan::engines::LlamaCppConfig;
 use crate::plan::launch::{Engine, ModelRef};
 use crate::plan::{Candidate, Policy};
 use crate::workload::stress::{StressOptions, StressPhase};
@@ -511,7 +511,7 @@ pub fn check_tensor_parallel(
         ))
         .into());
     }
-    let why = match crate::plan::engine::vllm::accepts_tp(arch, tp) {
+    let why = match crate::plan::engines::vllm::accepts_tp(arch, tp) {
         Ok(()) => return Ok(()),
         Err(LayoutRejection::HeadsNotDivisible { heads }) => {
             format!("the model's {heads} attention heads")

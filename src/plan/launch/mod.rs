@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::engine::vllm::{VllmConfig, VllmDtype};
+use super::engines::vllm::{VllmConfig, VllmDtype};
 use super::{Placement, Plan, PlanKind};
 use crate::backend::BackendKind;
 use crate::model::training::Recipe;
@@ -681,7 +681,7 @@ fn layer_partition(plan: &Plan, s: &LaunchSettings) -> Option<(String, String)> 
         .filter(|f| {
             f.pipeline_parallel > 1
                 && f.stage_layers
-                    != crate::plan::engine::vllm::stage_layers(s.layers, f.pipeline_parallel)
+                    != crate::plan::engines::vllm::stage_layers(s.layers, f.pipeline_parallel)
         })
         .map(|f| {
             let parts: Vec<String> = f.stage_layers.iter().map(u64::to_string).collect();

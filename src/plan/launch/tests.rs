@@ -81,7 +81,7 @@ fn llama_cpp_across_hosts_puts_rpc_devices_first() {
 // the server's GPU by its local index.
 #[test]
 fn llama_cpp_across_hosts_launches_the_fits_layers_and_overrides() {
-    use crate::plan::engine::llamacpp_fit::TensorOverride;
+    use crate::plan::engines::llamacpp::TensorOverride;
     let mut p = plan(
         PlanKind::CrossHost,
         vec![
@@ -92,7 +92,7 @@ fn llama_cpp_across_hosts_launches_the_fits_layers_and_overrides() {
         49,
     );
     let pattern = |l: u64| crate::model::FfnMove::Experts.pattern(l);
-    let account = crate::plan::engine::LlamaCppAccount {
+    let account = crate::plan::engines::LlamaCppAccount {
         n_gpu_layers: 49,
         tensor_split: Some(vec![21, 28]),
         overrides: vec![

@@ -2,17 +2,17 @@
 //! llama.cpp's own fit chooses them (every layer when each GPU keeps its margin, else the most
 //! that do, filled from the last GPU, the rest in system RAM), each device's model, KV-cache and
 //! compute bytes as llama.cpp places them. A model with routed experts is fitted as
-//! llama.cpp fits one ([`super::llamacpp_fit`]): experts to system RAM first, `-ot` overrides.
+//! llama.cpp fits one ([`super::fit`]): experts to system RAM first, `-ot` overrides.
 //! Where that leaves more in RAM than the GPUs of several hosts together would, one server
 //! reaches the other hosts' GPUs as RPC devices ([`Settings::llamacpp_rpc`]).
 
 use serde::Serialize;
 
-use super::llamacpp::{
+use super::ctx::fit_context;
+use super::fit::{fit_moe_from, TensorOverride};
+use super::placement::{
     device_uses, fit_devices_from, layer_devices, one_device, DeviceUse, Offload,
 };
-use super::llamacpp_ctx::fit_context;
-use super::llamacpp_fit::{fit_moe_from, TensorOverride};
 use crate::backend::BackendKind;
 use crate::device::VulkanLimits;
 use crate::model::estimate::{LlamaDevice, RulesBasis, UnmeasuredRule};
@@ -562,7 +562,7 @@ fn cpu_only<'a>(
         kv_offload: true,
         moves: Vec::new(),
     };
-    let bytes = *super::llamacpp::place(weights, arch, s, &offload).last()?;
+    let bytes = *super::placement::place(weights, arch, s, &offload).last()?;
     let layers = vec![None; usize::try_from(arch.num_layers).ok()? + 1];
     let on_cpu = crate::model::estimate::Placement {
         layer_devices: &layers,

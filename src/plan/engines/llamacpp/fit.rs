@@ -16,7 +16,7 @@
 
 use serde::Serialize;
 
-use super::llamacpp::{device_uses, Offload};
+use super::placement::{device_uses, Offload};
 use crate::model::{FfnMove, LayerMove, LayerWeights, ModelArch, Settings};
 
 /// One override of llama.cpp's fit: layer `layer`'s weights that `what` names go to device

@@ -8,21 +8,12 @@
 //! training plug in beside it as further modules of this room.
 
 pub mod llamacpp;
-pub mod llamacpp_ctx;
-pub mod llamacpp_fit;
-mod llamacpp_plan;
-mod pytorch_plan;
+pub mod pytorch;
 pub mod vllm;
-mod vllm_defaults;
-mod vllm_plan;
-mod vllm_state;
-mod vllm_terms;
 
-pub use llamacpp_plan::{
-    select_llamacpp, LlamaCppAccount, LlamaCppConfig, FIT_CTX_MIN, FIT_MARGIN,
-};
-pub use pytorch_plan::select_training;
-pub use vllm_plan::select_vllm;
+pub use llamacpp::{select_llamacpp, LlamaCppAccount, LlamaCppConfig, FIT_CTX_MIN, FIT_MARGIN};
+pub use pytorch::select_training;
+pub use vllm::select_vllm;
 
 use serde::Serialize;
 

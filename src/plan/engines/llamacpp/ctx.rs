@@ -5,7 +5,7 @@
 //! a multiple of 256. On one GPU that ends the fit (every layer stays on it); on several, and
 //! when even the minimum does not fit, the layers are fitted next at that context.
 
-use super::llamacpp::{device_uses, Offload};
+use super::placement::{device_uses, Offload};
 use crate::model::{LayerWeights, ModelArch, Settings};
 
 /// Where llama.cpp's context fit leaves the plan.

@@ -1,14 +1,13 @@
 //! Planning for vLLM: the layouts vLLM accepts — tensor parallel over identical GPUs of one
 //! host, pipeline stages of those inside a host or one stage a host across hosts — each judged
-//! by vLLM's own accounting ([`super::vllm::fit`]). The layout with the fewest GPUs that
+//! by vLLM's own accounting ([`super::fit::fit`]). The layout with the fewest GPUs that
 //! starts and serves one request of `max_model_len` wins (tensor parallel before pipeline
 //! stages), and when none does, the closest says how far it is.
 
-use super::vllm::{
-    accepts_tp, fit, Layout, Unmodelled, VllmConfig, VllmFit, VllmGpu, VllmModel, VllmOutcome,
-};
-use super::TermKind;
+use super::config::{VllmConfig, VllmGpu, VllmModel};
+use super::fit::{accepts_tp, fit, Layout, Unmodelled, VllmFit, VllmOutcome};
 use crate::model::ModelArch;
+use crate::plan::engines::TermKind;
 use crate::plan::{
     identical_groups, Accounting, Candidate, Capacity, Placement, Plan, PlanKind, Rank, Selection,
     Usable, UsableRule, Verdict, VerdictReason,

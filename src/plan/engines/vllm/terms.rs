@@ -3,9 +3,9 @@
 
 use std::ops::Range;
 
-use super::vllm::{VllmConfig, VllmModel};
-use super::vllm_defaults as defaults;
-use super::vllm_state::pages as state_pages;
+use super::config::{VllmConfig, VllmModel};
+use super::defaults;
+use super::state::pages as state_pages;
 use crate::model::{Attention, Mlp};
 
 /// What every stage of one layout shares.

@@ -321,7 +321,7 @@ pub fn fit_devices(
 }
 
 /// [`fit_devices`], with llama.cpp's first check of its defaults made only when
-/// `check_defaults`: after its context fit (`super::llamacpp_ctx`) llama.cpp goes straight to
+/// `check_defaults`: after its context fit (`super::ctx`) llama.cpp goes straight to
 /// filling the devices.
 pub fn fit_devices_from(
     weights: &LayerWeights,

@@ -1,0 +1,156 @@
+//! How vLLM is started (its flags, with vLLM's defaults), the GPU a rank runs on and the model as
+//! vLLM loads it.
+
+use serde::Serialize;
+
+use super::defaults;
+use crate::model::{ModelArch, Precision, WEIGHT_BF16, WEIGHT_F16, WEIGHT_F32, WEIGHT_FP8};
+
+/// The precision vLLM loads a checkpoint's weights in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VllmDtype {
+    /// `--dtype auto`: the checkpoint's own (16-bit for the models gpumem plans).
+    Auto,
+    /// `--dtype float32`.
+    Float32,
+    /// `--dtype float16`.
+    Float16,
+    /// `--dtype bfloat16`.
+    Bfloat16,
+    /// `--quantization fp8`: the linear layers' weights quantized on load, one byte each; the
+    /// embeddings and the output head stay in 16 bits.
+    Fp8,
+    /// A precision vLLM cannot quantize to on load (a GGUF type, int4): only a checkpoint
+    /// already stored so is served in it.
+    Stored,
+}
+
+impl VllmDtype {
+    /// The precision `--dtype` asked for.
+    pub fn of(dtype: Option<Precision>) -> Self {
+        match dtype {
+            None => VllmDtype::Auto,
+            Some(WEIGHT_F32) => VllmDtype::Float32,
+            Some(WEIGHT_F16) => VllmDtype::Float16,
+            Some(WEIGHT_BF16) => VllmDtype::Bfloat16,
+            Some(WEIGHT_FP8) => VllmDtype::Fp8,
+            Some(_) => VllmDtype::Stored,
+        }
+    }
+
+    /// Bytes of an activation element, and of a KV element under `--kv-cache-dtype auto`.
+    pub fn activation_bytes(self) -> u64 {
+        match self {
+            VllmDtype::Float32 => 4,
+            _ => 2,
+        }
+    }
+
+    /// The `vllm serve` flag and value that load weights so, where one does.
+    pub fn flag(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            VllmDtype::Float32 => Some(("--dtype", "float32")),
+            VllmDtype::Float16 => Some(("--dtype", "float16")),
+            VllmDtype::Bfloat16 => Some(("--dtype", "bfloat16")),
+            VllmDtype::Fp8 => Some(("--quantization", "fp8")),
+            VllmDtype::Auto | VllmDtype::Stored => None,
+        }
+    }
+}
+
+/// How vLLM is started (`vllm serve` flags).
+#[derive(Debug, Clone, PartialEq)]
+pub struct VllmConfig {
+    /// `--gpu-memory-utilization`, in (0, 1].
+    pub gpu_memory_utilization: f64,
+    /// `--max-model-len`.
+    pub max_model_len: u64,
+    /// `--max-num-batched-tokens` (`None`: vLLM's default for the GPU).
+    pub max_num_batched_tokens: Option<u64>,
+    /// `--max-num-seqs` (`None`: vLLM's default for the GPU).
+    pub max_num_seqs: Option<u64>,
+    /// `--block-size`.
+    pub block_size: u64,
+    /// `--dtype` / `--quantization fp8`.
+    pub dtype: VllmDtype,
+    /// Bytes per KV-cache element (`--kv-cache-dtype`: auto is the model dtype's, fp8 one).
+    pub kv_element_bytes: u64,
+    /// `--enforce-eager`: no CUDA graphs, no graph pool.
+    pub enforce_eager: bool,
+    /// `VLLM_PP_LAYER_PARTITION`: each stage's layers (`None`: `get_pp_indices`' even split).
+    pub pp_layer_partition: Option<Vec<u64>>,
+    /// `--cpu-offload-gb`, in bytes: each rank keeps up to this much of its layers' weights in
+    /// host memory.
+    pub cpu_offload_bytes: u64,
+    /// `--tensor-parallel-size`: only layouts of this many ranks a stage (`None`: any).
+    pub tensor_parallel: Option<u64>,
+}
+
+impl VllmConfig {
+    /// vLLM's defaults for a model served at `max_model_len`.
+    pub fn defaults(max_model_len: u64) -> Self {
+        VllmConfig {
+            gpu_memory_utilization: defaults::GPU_MEMORY_UTILIZATION,
+            max_model_len,
+            max_num_batched_tokens: None,
+            max_num_seqs: None,
+            block_size: defaults::BLOCK_SIZE,
+            dtype: VllmDtype::Auto,
+            kv_element_bytes: 2,
+            enforce_eager: false,
+            pp_layer_partition: None,
+            cpu_offload_bytes: 0,
+            tensor_parallel: None,
+        }
+    }
+}
+
+impl VllmConfig {
+    /// vLLM's defaults for a model estimated under `settings`: its context as `max_model_len`,
+    /// its weight precision, and its KV-cache precision as the element size (vLLM's fp8 cache is
+    /// one byte; with none asked for, the model dtype's, as `--kv-cache-dtype auto` takes it).
+    pub fn for_settings(settings: &crate::model::Settings) -> Self {
+        let dtype = VllmDtype::of(settings.dtype);
+        let kv = settings.kv_dtype;
+        VllmConfig {
+            dtype,
+            kv_element_bytes: if settings.kv_dtype_auto {
+                dtype.activation_bytes()
+            } else {
+                (kv.block_bytes / kv.block_elems.max(1)).max(1)
+            },
+            ..VllmConfig::defaults(settings.context)
+        }
+    }
+
+    /// Whether `--kv-cache-dtype fp8` is asked for.
+    pub fn fp8_cache(&self) -> bool {
+        self.kv_element_bytes == 1
+    }
+
+    /// `--block-size` where it is not vLLM's default.
+    pub fn block_size_flag(&self) -> Option<u64> {
+        (self.block_size != defaults::BLOCK_SIZE).then_some(self.block_size)
+    }
+}
+
+/// The GPU one rank runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VllmGpu {
+    /// Total memory, as `cudaMemGetInfo` reports it.
+    pub total_bytes: u64,
+    /// Whether it is an A100 (vLLM keeps the small batch defaults there).
+    pub is_a100: bool,
+}
+
+/// The model as vLLM loads it.
+#[derive(Debug, Clone, Copy)]
+pub struct VllmModel<'a> {
+    /// Its shape.
+    pub arch: &'a ModelArch,
+    /// Bytes of all weights (the checkpoint's, or parameters × dtype).
+    pub weights_bytes: u64,
+    /// Bytes per activation element (the model dtype: 2 for bf16/fp16).
+    pub activation_bytes: u64,
+}
