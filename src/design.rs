@@ -34,8 +34,7 @@ pub use crate::alloc::{
 };
 pub use crate::backend::{best_available_backend, print_backend_summary, BackendInfo, DeviceInfo};
 pub use crate::device::DriverReserve;
-pub use crate::model::{
-    estimate_inference_memory, estimate_kv_cache_memory, estimate_model_memory,
-    InferenceMemoryEstimate,
+pub use crate::model::{estimate_kv_cache_memory, estimate_model_memory, InferenceMemoryEstimate};
+pub use crate::plan::{
+    estimate_inference_memory, init_backend_with_memory_check, select_backend_for_model,
 };
-pub use crate::plan::{init_backend_with_memory_check, select_backend_for_model};

@@ -10,9 +10,11 @@
 //!
 //! - `cli` (clap types) → `commands` (orchestration; `commands::options` is the one place
 //!   flags become library options) → the library modules below → `output`.
-//! - [`model`]: model shapes from the catalog, `config.json`, GGUF and safetensors, and the
-//!   memory [`model::estimate`] of each part.
-//! - [`plan`]: where a requirement fits over a set of devices (`select`).
+//! - [`model`]: model shapes from the catalog, `config.json`, GGUF and safetensors, apart from
+//!   any engine: the architecture, its parameters and weights.
+//! - [`plan`]: where a requirement fits over a set of devices (`select`), and each engine's own
+//!   accounting in [`plan::engines`] (llama.cpp, vLLM, PyTorch), with the memory
+//!   [`plan::engines::estimate`] of each part.
 //! - [`workload`]: allocation sequences (synthetic, traces) and the `bench-alloc` and `stress`
 //!   drivers.
 //! - [`alloc`]: the one pool allocator.
@@ -26,7 +28,7 @@
 //! indicatif or env_logger, for a program that embeds the pool or the planner.
 //!
 //! Several functions keep the names the design documents give them —
-//! [`backend::best_available_backend`], [`model::estimate_inference_memory`],
+//! [`backend::best_available_backend`], [`plan::estimate_inference_memory`],
 //! [`plan::select_backend_for_model`], [`plan::init_backend_with_memory_check`],
 //! [`alloc::GpuMemoryPool`] — so that code written against those documents works unchanged;
 //! [`design`] collects them all, and `docs/design.md` describes the documents.
@@ -51,11 +53,11 @@
 //! ```
 //!
 //! # Estimating a model
-//! The unified-pool design's Llama-style formula; [`model::estimate::estimate`] gives the full breakdown for
+//! The unified-pool design's Llama-style formula; [`plan::engines::estimate::estimate`] gives the full breakdown for
 //! any [`model::ModelArch`] (catalog, config.json, GGUF, safetensors).
 //!
 //! ```
-//! use gpumem::model::estimate_inference_memory;
+//! use gpumem::plan::estimate_inference_memory;
 //!
 //! // Llama-2-7B's shape, bf16 weights, 4096 tokens of context.
 //! let e = estimate_inference_memory(4096, 11008, 32, 32000, 32, 32, 4096, 2);

@@ -1,21 +1,19 @@
 //! Model sources and their memory footprint: the built-in catalog, Hugging Face config.json,
-//! GGUF and safetensors headers, and the estimate over them (see [`estimate`] for formulas).
+//! GGUF and safetensors headers, the stores they sit in, and what they say apart from any engine:
+//! the architecture, its parameters and its weights (each engine's estimate over them is in
+//! [`crate::plan::engines`]).
 
-mod arch;
+pub(crate) mod arch;
 mod catalog;
-mod dtype;
+pub(crate) mod dtype;
 mod error;
-pub mod estimate;
-mod family;
-pub mod generate;
+pub(crate) mod family;
 mod gguf;
 mod hf_config;
-mod layers;
+pub(crate) mod layers;
 mod quantized;
-mod replay;
 mod safetensors_header;
 pub mod stores;
-pub mod training;
 mod weights;
 
 use std::path::{Path, PathBuf};
@@ -32,17 +30,12 @@ pub use dtype::{
     KV_PRECISIONS, WEIGHT_BF16, WEIGHT_F16, WEIGHT_F32, WEIGHT_FP8, WEIGHT_PRECISIONS,
 };
 pub use error::{ModelError, NotFound};
-pub use estimate::{
-    ActivationsBasis, Breakdown, EstimateOverflow, Mode, Settings, TrainingBytes, TrainingStep,
-    WeightsDtype, DEFAULT_WEIGHT_PRECISION,
-};
 pub use family::Family;
 pub use gguf::{arch_from_gguf, read_gguf, GgufFile, GgufTensor, GgufValue};
 pub use hf_config::{parse_config, read_config, KNOWN_FAMILIES};
 pub use layers::{FfnBytes, FfnClass, FfnMove, LayerMove, LayerWeights};
 pub use safetensors_header::{read_safetensors, SafetensorsSummary};
-pub use training::Optimizer;
-pub use weights::FileWeights;
+pub use weights::{FileWeights, WeightsDtype, DEFAULT_WEIGHT_PRECISION};
 
 /// Where a model came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -87,18 +80,6 @@ pub struct ModelSource {
     /// The weights by the layer llama.cpp puts them in, exact from a GGUF's tensors (`None`
     /// for other sources, which count them from the shape).
     pub layer_weights: Option<LayerWeights>,
-}
-
-impl ModelSource {
-    /// The model's memory under `settings`, its projector's weights (if any) included.
-    pub fn estimate(&self, settings: &Settings) -> Result<Breakdown, EstimateOverflow> {
-        estimate::estimate_with_projector(
-            &self.arch,
-            self.file_weights,
-            self.projector.as_ref().map_or(0, |p| p.bytes),
-            settings,
-        )
-    }
 }
 
 /// A multimodal projector GGUF (llama.cpp's `mmproj`, architecture `clip`): its weights are
@@ -438,82 +419,6 @@ pub fn estimate_kv_cache_memory(
         .saturating_mul(head_dim)
         .saturating_mul(max_seq_len)
         .saturating_mul(dtype_bytes)
-}
-
-/// The unified-pool design: weights, KV cache (one sequence) and activation scratch of a Llama-style model,
-/// with activations in the same precision as the weights.
-#[allow(clippy::too_many_arguments)]
-pub fn estimate_inference_memory(
-    hidden_size: usize,
-    intermediate_size: usize,
-    n_layers: usize,
-    vocab_size: usize,
-    n_heads: usize,
-    n_kv_heads: usize,
-    max_seq_len: usize,
-    dtype_bytes: usize,
-) -> InferenceMemoryEstimate {
-    let arch = llama_like(
-        "model",
-        hidden_size as u64,
-        intermediate_size as u64,
-        n_layers as u64,
-        n_heads as u64,
-        n_kv_heads as u64,
-        vocab_size as u64,
-    );
-    let model_bytes = usize::try_from(arch.params().total)
-        .unwrap_or(usize::MAX)
-        .saturating_mul(dtype_bytes);
-    let kv_cache_bytes = estimate_kv_cache_memory(
-        n_layers,
-        n_kv_heads,
-        hidden_size / n_heads.max(1),
-        max_seq_len,
-        dtype_bytes,
-    );
-    let precision = Precision {
-        name: "f32",
-        block_bytes: 4,
-        block_elems: 1,
-    };
-    let settings = Settings {
-        dtype: Some(precision),
-        kv_dtype: precision,
-        kv_dtype_auto: false,
-        batch: 1,
-        context: max_seq_len as u64,
-        ubatch: 512,
-        flash_attention: false,
-        swa_full: true,
-        overhead: 0,
-        fragmentation_reserve: 0.0,
-        mode: Mode::Infer,
-        optimizer: Optimizer::Adamw,
-        checkpointing: false,
-        grad_accum: 1,
-        attention: Default::default(),
-        recipe: None,
-        fsdp: None,
-        ddp: None,
-        deepspeed: None,
-        generate_new_tokens: None,
-        llamacpp_outputs: None,
-        llamacpp_device: estimate::LlamaDevice::CpuRules,
-        llamacpp_rpc: Vec::new(),
-        llamacpp_no_op_offload: false,
-        llamacpp_keep_graph_order: false,
-    };
-    let activation_bytes =
-        usize::try_from(estimate::inference_activations(&arch, &settings)).unwrap_or(usize::MAX);
-    InferenceMemoryEstimate {
-        model_bytes,
-        kv_cache_bytes,
-        activation_bytes,
-        total_bytes: model_bytes
-            .saturating_add(kv_cache_bytes)
-            .saturating_add(activation_bytes),
-    }
 }
 
 #[cfg(test)]

@@ -4,9 +4,9 @@
 use std::fmt::Write as _;
 
 use super::thousands;
-use crate::model::estimate::{LlamaDevice, UnmeasuredRule};
 use crate::model::FfnMove;
 use crate::plan::engines::llamacpp::TensorOverride;
+use crate::plan::engines::llamacpp::{LlamaDevice, UnmeasuredRule};
 use crate::plan::engines::vllm::{VllmFit, VllmOutcome};
 use crate::plan::engines::LlamaCppAccount;
 use crate::plan::engines::{Basis, TermKind};

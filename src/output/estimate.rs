@@ -7,13 +7,12 @@ use serde::Serialize;
 use super::one_line;
 use super::{new_table, thousands, wrap_into, Report, Style};
 use crate::backend::BackendKind;
-use crate::model::generate::{GeneratePeak, GeneratePhase};
-use crate::model::training::{LoraTargets, Phase, Recipe, ZeroStage};
-use crate::model::TrainingStep;
-use crate::model::{
-    estimate::Breakdown, ActivationsBasis, CatalogModel, Mode, ModelSource, ModelWarning, Settings,
-    SourceKind, TrainingBytes,
-};
+use crate::model::{CatalogModel, ModelSource, ModelWarning, SourceKind};
+use crate::plan::engines::pytorch::generate::{GeneratePeak, GeneratePhase};
+use crate::plan::engines::pytorch::training::{LoraTargets, Phase, Recipe, ZeroStage};
+use crate::plan::engines::Breakdown;
+use crate::plan::engines::TrainingStep;
+use crate::plan::engines::{ActivationsBasis, Mode, Settings, TrainingBytes};
 use crate::units::format_bytes;
 
 /// The model part of the report.

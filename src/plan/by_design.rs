@@ -4,8 +4,11 @@
 
 use thiserror::Error;
 
+use super::engines::pytorch::training::Optimizer;
+use super::engines::{Mode, Settings};
 use super::{candidates_from_discovery, plan, PlanKind, Policy, Requirement, VerdictReason};
 use crate::backend::{BackendKind, DeviceSpec};
+use crate::model::{estimate_kv_cache_memory, llama_like, InferenceMemoryEstimate, Precision};
 use crate::units::format_bytes;
 
 /// Why `select_backend_for_model` or `init_backend_with_memory_check` found nothing.
@@ -136,4 +139,99 @@ fn unavailable_backends(found: &[crate::backend::BackendInfo]) -> Vec<(String, R
             (b.backend.to_string(), Rejected::Unavailable(why))
         })
         .collect()
+}
+
+/// The unified-pool design: weights, KV cache (one sequence) and activation scratch of a Llama-style model,
+/// with activations in the same precision as the weights.
+#[allow(clippy::too_many_arguments)]
+pub fn estimate_inference_memory(
+    hidden_size: usize,
+    intermediate_size: usize,
+    n_layers: usize,
+    vocab_size: usize,
+    n_heads: usize,
+    n_kv_heads: usize,
+    max_seq_len: usize,
+    dtype_bytes: usize,
+) -> InferenceMemoryEstimate {
+    let arch = llama_like(
+        "model",
+        hidden_size as u64,
+        intermediate_size as u64,
+        n_layers as u64,
+        n_heads as u64,
+        n_kv_heads as u64,
+        vocab_size as u64,
+    );
+    let model_bytes = usize::try_from(arch.params().total)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(dtype_bytes);
+    let kv_cache_bytes = estimate_kv_cache_memory(
+        n_layers,
+        n_kv_heads,
+        hidden_size / n_heads.max(1),
+        max_seq_len,
+        dtype_bytes,
+    );
+    let precision = Precision {
+        name: "f32",
+        block_bytes: 4,
+        block_elems: 1,
+    };
+    let settings = Settings {
+        dtype: Some(precision),
+        kv_dtype: precision,
+        kv_dtype_auto: false,
+        batch: 1,
+        context: max_seq_len as u64,
+        ubatch: 512,
+        flash_attention: false,
+        swa_full: true,
+        overhead: 0,
+        fragmentation_reserve: 0.0,
+        mode: Mode::Infer,
+        optimizer: Optimizer::Adamw,
+        checkpointing: false,
+        grad_accum: 1,
+        attention: Default::default(),
+        recipe: None,
+        fsdp: None,
+        ddp: None,
+        deepspeed: None,
+        generate_new_tokens: None,
+        llamacpp_outputs: None,
+        llamacpp_device: crate::plan::engines::llamacpp::LlamaDevice::CpuRules,
+        llamacpp_rpc: Vec::new(),
+        llamacpp_no_op_offload: false,
+        llamacpp_keep_graph_order: false,
+    };
+    let activation_bytes = usize::try_from(crate::plan::engines::llamacpp::inference_activations(
+        &arch, &settings,
+    ))
+    .unwrap_or(usize::MAX);
+    InferenceMemoryEstimate {
+        model_bytes,
+        kv_cache_bytes,
+        activation_bytes,
+        total_bytes: model_bytes
+            .saturating_add(kv_cache_bytes)
+            .saturating_add(activation_bytes),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_api_matches() {
+        let est = estimate_inference_memory(4096, 14336, 32, 32000, 32, 8, 4096, 4);
+        assert_eq!(est.model_bytes, 7_241_732_096 * 4);
+        assert_eq!(est.kv_cache_bytes, 2 * 32 * 8 * 128 * 4096 * 4);
+        assert_eq!(
+            est.total_bytes,
+            est.model_bytes + est.kv_cache_bytes + est.activation_bytes
+        );
+        assert!(est.total_gb() > 27.0);
+    }
 }

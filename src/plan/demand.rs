@@ -10,7 +10,8 @@ use super::{
     capacity, model_requirement, plan, Accounting, Candidate, Capacity, Plan, PlanKind, Policy,
     Requirement, Selection,
 };
-use crate::model::{EstimateOverflow, Mode, ModelArch, ModelSource, Precision, Settings};
+use crate::model::{ModelArch, ModelSource, Precision};
+use crate::plan::engines::{EstimateOverflow, Mode, Settings};
 
 /// What `select` places.
 #[derive(Debug, Clone)]

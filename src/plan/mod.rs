@@ -19,7 +19,8 @@ mod suggest;
 use serde::Serialize;
 
 pub use by_design::{
-    init_backend_with_memory_check, select_backend_for_model, Rejected, SelectError,
+    estimate_inference_memory, init_backend_with_memory_check, select_backend_for_model, Rejected,
+    SelectError,
 };
 pub use capacity::capacity;
 pub use demand::{select, select_for_engine, select_vllm_engine, Demand};
@@ -164,7 +165,7 @@ pub struct ModelNeeds {
 )]
 pub fn model_requirement(
     arch: &crate::model::ModelArch,
-    b: &crate::model::Breakdown,
+    b: &crate::plan::engines::Breakdown,
     fragmentation_reserve: f64,
 ) -> Requirement {
     let scale = 1.0 + fragmentation_reserve / 100.0;

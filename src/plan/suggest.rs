@@ -8,7 +8,8 @@ use super::engines::vllm::VllmConfig;
 use super::engines::LlamaCppConfig;
 use super::launch::Engine;
 use super::{select_for_engine, Candidate, Demand, PlanKind, Policy};
-use crate::model::{kv_precision, weight_precision, Settings};
+use crate::model::{kv_precision, weight_precision};
+use crate::plan::engines::Settings;
 
 /// A change that makes the plan fit.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -226,7 +227,7 @@ fn more_gpus(candidates: &[Candidate], fits: &dyn Fn(&[Candidate]) -> bool) -> O
 /// lowest ZeRO stage from the one asked for that fit. Empty when already sharded with FSDP2 or
 /// when none do.
 pub fn suggest_training(r: &Request<'_>) -> Vec<Suggestion> {
-    use crate::model::training::{DeepSpeed, Fsdp, ZeroStage};
+    use crate::plan::engines::pytorch::training::{DeepSpeed, Fsdp, ZeroStage};
     let Demand::Model { source, settings } = r.demand else {
         return Vec::new();
     };

@@ -10,11 +10,12 @@
 use crate::common;
 
 use common::described_file;
-use gpumem::model::estimate::offloaded_compute_buffers;
-use gpumem::model::{arch_from_gguf, kv_precision, Settings};
+use gpumem::model::{arch_from_gguf, kv_precision};
 use gpumem::model::{FfnMove, LayerMove, LayerWeights};
+use gpumem::plan::engines::llamacpp::offloaded_compute_buffers;
 use gpumem::plan::engines::llamacpp::{device_uses, fit_devices, fit_one_device, place, Offload};
 use gpumem::plan::engines::llamacpp::{fit_moe, MoeFit};
+use gpumem::plan::engines::Settings;
 use serde_json::Value;
 use std::path::Path;
 
@@ -66,26 +67,26 @@ fn parse_overrides(ot: &str, rpc: &[Value]) -> Vec<LayerMove> {
 
 /// The rules a fixture was recorded under: the RPC client given ggml-cuda's operator offload,
 /// or as built.
-fn device_of(doc: &Value) -> gpumem::model::estimate::LlamaDevice {
+fn device_of(doc: &Value) -> gpumem::plan::engines::llamacpp::LlamaDevice {
     if doc["backend"]
         .as_str()
         .is_some_and(|b| b.starts_with("CUDA") || b.contains(", then CUDA"))
     {
-        gpumem::model::estimate::LlamaDevice::Cuda
+        gpumem::plan::engines::llamacpp::LlamaDevice::Cuda
     } else if doc["vulkan_limits"].is_object() {
         let limits = serde_json::from_value(doc["vulkan_limits"].clone()).unwrap();
-        gpumem::model::estimate::LlamaDevice::Vulkan(limits)
+        gpumem::plan::engines::llamacpp::LlamaDevice::Vulkan(limits)
     } else if doc["op_offload"].as_bool() == Some(true) {
-        gpumem::model::estimate::LlamaDevice::CpuRulesOffload
+        gpumem::plan::engines::llamacpp::LlamaDevice::CpuRulesOffload
     } else {
-        gpumem::model::estimate::LlamaDevice::CpuRules
+        gpumem::plan::engines::llamacpp::LlamaDevice::CpuRules
     }
 }
 
 /// The rpc-server devices llama.cpp ordered before the build's own GPU, and what serves them:
 /// the CPU, or (from a CUDA build, `cuda_sweep.py --rpc-server`) the GPU.
-fn rpc_devices(doc: &Value) -> Vec<gpumem::model::estimate::LlamaDevice> {
-    use gpumem::model::estimate::LlamaDevice;
+fn rpc_devices(doc: &Value) -> Vec<gpumem::plan::engines::llamacpp::LlamaDevice> {
+    use gpumem::plan::engines::llamacpp::LlamaDevice;
     let Some(count) = doc["rpc_devices"].as_u64() else {
         return Vec::new();
     };
@@ -431,7 +432,7 @@ fn all_on_one_device(arch: &gpumem::model::ModelArch) -> Offload {
 /// first take 256 values (272 bytes) more, each tensor then aligned to 128 bytes.
 #[test]
 fn cuda_pads_quantized_weight_rows() {
-    use gpumem::model::estimate::{LlamaDevice, UnmeasuredRule};
+    use gpumem::plan::engines::llamacpp::{LlamaDevice, UnmeasuredRule};
     let (file, arch) = in_q8_0("gemma2-shape-cuda.json");
     let weights = LayerWeights::of(&file, arch.num_layers, 32);
     let settings = |device| Settings {
@@ -476,7 +477,7 @@ fn cuda_pads_quantized_weight_rows() {
 /// cache (`-nkvo`) is the CPU's and takes none.
 #[test]
 fn cuda_pads_a_quantized_cache() {
-    use gpumem::model::estimate::LlamaDevice;
+    use gpumem::plan::engines::llamacpp::LlamaDevice;
     let (file, arch) = in_q8_0("qwen2.5-0.5b-shape-f16-tied.json");
     let weights = LayerWeights::of(&file, arch.num_layers, 32);
     let settings = |device| Settings {

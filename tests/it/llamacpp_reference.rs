@@ -9,12 +9,12 @@
 use crate::common;
 use common::described_file;
 
-use gpumem::model::estimate::{estimate, ActivationsBasis};
+use gpumem::plan::engines::{estimate::estimate, ActivationsBasis};
 use std::path::Path;
 
-use gpumem::model::{
-    arch_from_gguf, kv_precision, llama_like, FileWeights, GgufValue, Mode, Optimizer, Settings,
-};
+use gpumem::model::{arch_from_gguf, kv_precision, llama_like, FileWeights, GgufValue};
+use gpumem::plan::engines::pytorch::training::Optimizer;
+use gpumem::plan::engines::{Mode, Settings};
 use serde_json::Value;
 
 const MIB: f64 = 1048576.0;
@@ -98,7 +98,7 @@ fn rows(name: &str, doc: &Value, arch: &gpumem::model::ModelArch, file: FileWeig
             deepspeed: None,
             generate_new_tokens: None,
             llamacpp_outputs: None,
-            llamacpp_device: gpumem::model::estimate::LlamaDevice::CpuRules,
+            llamacpp_device: gpumem::plan::engines::llamacpp::LlamaDevice::CpuRules,
             llamacpp_rpc: Vec::new(),
             llamacpp_no_op_offload: false,
             llamacpp_keep_graph_order: false,

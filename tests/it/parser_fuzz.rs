@@ -5,8 +5,9 @@
 
 use std::path::Path;
 
-use gpumem::model::estimate::estimate;
-use gpumem::model::{read_config, read_gguf, read_safetensors, Settings, DEFAULT_WEIGHT_PRECISION};
+use gpumem::model::{read_config, read_gguf, read_safetensors, DEFAULT_WEIGHT_PRECISION};
+use gpumem::plan::engines::estimate::estimate;
+use gpumem::plan::engines::Settings;
 use proptest::prelude::*;
 
 fn fixture(path: &str) -> Vec<u8> {
@@ -545,7 +546,7 @@ proptest! {
                     prop_assert!(!e.to_string().is_empty());
                 }
                 // Half the layers on a device: the scheduler's split of the encoder's graph.
-                let _ = gpumem::model::estimate::offloaded_compute_buffers(&arch, &s, None, layers / 2);
+                let _ = gpumem::plan::engines::llamacpp::offloaded_compute_buffers(&arch, &s, None, layers / 2);
             }
             Err(e) => prop_assert!(!e.to_string().is_empty()),
         }

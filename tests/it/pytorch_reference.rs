@@ -8,12 +8,13 @@
 
 use crate::common;
 
-use gpumem::model::generate::{generate_peak, GeneratePhase, GenerateRun};
-use gpumem::model::training::{
+use gpumem::model::{read_config, ModelArch};
+use gpumem::plan::engines::pytorch::generate::{generate_peak, GeneratePhase, GenerateRun};
+use gpumem::plan::engines::pytorch::training::Optimizer;
+use gpumem::plan::engines::pytorch::training::{
     training_peak, AttnImplementation, Ddp, DeepSpeed, Fsdp, Lora, LoraTargets, Phase, Recipe,
     TrainingRun, ZeroStage,
 };
-use gpumem::model::{read_config, ModelArch, Optimizer};
 use serde_json::Value;
 
 fn records() -> Vec<(String, Value)> {

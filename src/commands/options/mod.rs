@@ -17,15 +17,15 @@ use crate::alloc::MemoryConfig;
 use crate::backend::{BackendKind, DeviceSpec, DiscoverOptions, Isolation};
 use crate::cli::{self, DiscoverArgs, SelectArgs, StressArgs};
 use crate::error::CliError;
-use crate::model::training::{
-    AttnImplementation, Ddp, DeepSpeed, Fsdp, Lora, LoraTargets, Recipe, ZeroStage,
-};
 use crate::model::{
-    self, kv_precision, weight_precision, Settings, SourceSpec, KV_F16, KV_PRECISIONS,
-    WEIGHT_PRECISIONS,
+    self, kv_precision, weight_precision, SourceSpec, KV_F16, KV_PRECISIONS, WEIGHT_PRECISIONS,
+};
+use crate::plan::engines::pytorch::training::{
+    AttnImplementation, Ddp, DeepSpeed, Fsdp, Lora, LoraTargets, Recipe, ZeroStage,
 };
 use crate::plan::engines::vllm::{LayoutRejection, VllmConfig};
 use crate::plan::engines::LlamaCppConfig;
+use crate::plan::engines::{self, Settings};
 use crate::plan::launch::{Engine, ModelRef};
 use crate::plan::{Candidate, Policy};
 use crate::workload::stress::{StressOptions, StressPhase};
@@ -161,7 +161,7 @@ fn names(table: &[model::Precision]) -> String {
 pub fn estimate_command_settings(args: &cli::EstimateArgs) -> Result<Settings> {
     let mut settings = estimate_settings(&args.settings)?;
     if args.engine == cli::InferenceEngine::Transformers {
-        if settings.mode == model::Mode::Train {
+        if settings.mode == engines::Mode::Train {
             return Err(CliError::Usage(
                 "--engine transformers estimates generation; --mode train is PyTorch's training \
                  step already"
@@ -175,7 +175,7 @@ pub fn estimate_command_settings(args: &cli::EstimateArgs) -> Result<Settings> {
     // default is off, which `estimate` follows unless --flash-attention is given).
     let quantized = settings.kv_dtype.block_elems > 1;
     if args.engine == cli::InferenceEngine::LlamaCpp
-        && settings.mode == model::Mode::Infer
+        && settings.mode == engines::Mode::Infer
         && quantized
         && !settings.flash_attention
     {
@@ -274,15 +274,15 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
         overhead: args.overhead,
         fragmentation_reserve: args.fragmentation_reserve,
         mode: match args.mode {
-            cli::Mode::Infer => model::Mode::Infer,
-            cli::Mode::Train => model::Mode::Train,
+            cli::Mode::Infer => engines::Mode::Infer,
+            cli::Mode::Train => engines::Mode::Train,
         },
         optimizer: match args.optimizer {
-            cli::Optimizer::Adam => model::Optimizer::Adam,
-            cli::Optimizer::Adamw => model::Optimizer::Adamw,
-            cli::Optimizer::Sgd => model::Optimizer::Sgd,
-            cli::Optimizer::Adamw8bit => model::Optimizer::Adamw8bit,
-            cli::Optimizer::Adafactor => model::Optimizer::Adafactor,
+            cli::Optimizer::Adam => engines::pytorch::training::Optimizer::Adam,
+            cli::Optimizer::Adamw => engines::pytorch::training::Optimizer::Adamw,
+            cli::Optimizer::Sgd => engines::pytorch::training::Optimizer::Sgd,
+            cli::Optimizer::Adamw8bit => engines::pytorch::training::Optimizer::Adamw8bit,
+            cli::Optimizer::Adafactor => engines::pytorch::training::Optimizer::Adafactor,
         },
         checkpointing: args.checkpointing,
         grad_accum: u64::from(args.grad_accum),
@@ -315,7 +315,7 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
         }),
         generate_new_tokens: None,
         llamacpp_outputs: None,
-        llamacpp_device: crate::model::estimate::LlamaDevice::CpuRules,
+        llamacpp_device: crate::plan::engines::llamacpp::LlamaDevice::CpuRules,
         llamacpp_rpc: Vec::new(),
         llamacpp_no_op_offload: false,
         llamacpp_keep_graph_order: false,
@@ -412,12 +412,12 @@ pub fn select_llamacpp_config(args: &SelectArgs, engine: Option<Engine>) -> Resu
     Ok(LlamaCppConfig {
         fit_ctx_min: l.fit_context.then_some(l.fit_ctx_min),
         device: l.llamacpp_device.map(|d| match d {
-            cli::LlamaDeviceArg::Cuda => crate::model::estimate::LlamaDevice::Cuda,
-            cli::LlamaDeviceArg::CpuRules => crate::model::estimate::LlamaDevice::CpuRules,
-            cli::LlamaDeviceArg::Vulkan => {
-                crate::model::estimate::LlamaDevice::Vulkan(crate::device::VulkanLimits::UNSEEN)
-            }
-            cli::LlamaDeviceArg::Metal => crate::model::estimate::LlamaDevice::Metal,
+            cli::LlamaDeviceArg::Cuda => crate::plan::engines::llamacpp::LlamaDevice::Cuda,
+            cli::LlamaDeviceArg::CpuRules => crate::plan::engines::llamacpp::LlamaDevice::CpuRules,
+            cli::LlamaDeviceArg::Vulkan => crate::plan::engines::llamacpp::LlamaDevice::Vulkan(
+                crate::device::VulkanLimits::UNSEEN,
+            ),
+            cli::LlamaDeviceArg::Metal => crate::plan::engines::llamacpp::LlamaDevice::Metal,
         }),
         flash_attention_off: l.flash_attn == cli::FlashAttnArg::Off,
         no_op_offload: l.no_op_offload,

@@ -7,9 +7,15 @@
 //! its CUDA-graph capture). [`vllm`] is vLLM 0.33's accounting; llama.cpp on GPUs and PyTorch
 //! training plug in beside it as further modules of this room.
 
+pub mod breakdown;
+pub mod estimate;
 pub mod llamacpp;
 pub mod pytorch;
+pub mod settings;
 pub mod vllm;
+
+pub use breakdown::{ActivationsBasis, Breakdown, EstimateOverflow, TrainingBytes, TrainingStep};
+pub use settings::{Mode, Settings};
 
 pub use llamacpp::{select_llamacpp, LlamaCppAccount, LlamaCppConfig, FIT_CTX_MIN, FIT_MARGIN};
 pub use pytorch::select_training;

@@ -15,7 +15,7 @@ use serde::Serialize;
 use super::engines::vllm::{VllmConfig, VllmDtype};
 use super::{Placement, Plan, PlanKind};
 use crate::backend::BackendKind;
-use crate::model::training::Recipe;
+use crate::plan::engines::pytorch::training::Recipe;
 
 /// A serving engine gpumem writes launch commands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -340,7 +340,7 @@ fn server_mode(s: &LaunchSettings, unified: bool) -> Vec<String> {
 /// checkpoint's precision where none was asked).
 pub fn torchrun(
     plan: &Plan,
-    settings: &crate::model::Settings,
+    settings: &crate::plan::engines::Settings,
     recipe: Option<Recipe>,
 ) -> Option<Launch> {
     let note = match (settings.fsdp, settings.ddp, settings.deepspeed) {

@@ -117,14 +117,14 @@ fn llama_cpp_across_hosts_launches_the_fits_layers_and_overrides() {
         host: Default::default(),
         flash_attention: true,
         op_offload: true,
-        device_rules: crate::model::estimate::LlamaDevice::Cuda,
+        device_rules: crate::plan::engines::llamacpp::LlamaDevice::Cuda,
         vulkan_limits: None,
-        device_rules_basis: crate::model::estimate::RulesBasis::Measured,
+        device_rules_basis: crate::plan::engines::llamacpp::RulesBasis::Measured,
         unmeasured_rules: Vec::new(),
         kv_unified: false,
         one_gpu: false,
         rpc_devices: 1,
-        rpc_device_rules: vec![crate::model::estimate::LlamaDevice::Cuda],
+        rpc_device_rules: vec![crate::plan::engines::llamacpp::LlamaDevice::Cuda],
     };
     p.llamacpp = Some(account);
     let l = launch(Engine::LlamaCpp, &ModelRef::Gguf("m.gguf".into()), &p, &S).unwrap();

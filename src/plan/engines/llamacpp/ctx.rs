@@ -6,7 +6,8 @@
 //! when even the minimum does not fit, the layers are fitted next at that context.
 
 use super::placement::{device_uses, Offload};
-use crate::model::{LayerWeights, ModelArch, Settings};
+use crate::model::{LayerWeights, ModelArch};
+use crate::plan::engines::Settings;
 
 /// Where llama.cpp's context fit leaves the plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,7 +17,8 @@
 use serde::Serialize;
 
 use super::placement::{device_uses, Offload};
-use crate::model::{FfnMove, LayerMove, LayerWeights, ModelArch, Settings};
+use crate::model::{FfnMove, LayerMove, LayerWeights, ModelArch};
+use crate::plan::engines::Settings;
 
 /// One override of llama.cpp's fit: layer `layer`'s weights that `what` names go to device
 /// `to` (`None`: system memory).

@@ -1,13 +1,24 @@
-//! llama.cpp on a host's devices: where its layers and tensors go ([`placement`]: each device's
+//! llama.cpp on a host's devices: where its layers and tensors go (`placement.rs`: each device's
 //! model, KV and compute buffers for a layer split, and the `-ngl` fit of one device or several),
-//! its fit of a model with routed experts by `-ot` overrides ([`fit`]), the context its fit
-//! chooses without `-c` ([`ctx`]), and its plan over a host's GPUs and RAM, or several hosts'
-//! through ggml-rpc ([`plan`]).
+//! its fit of a model with routed experts by `-ot` overrides (`fit.rs`), the context its fit
+//! chooses without `-c` (`ctx.rs`), and its plan over a host's GPUs and RAM, or several hosts'
+//! through ggml-rpc (`plan.rs`).
 
+pub(crate) mod activations;
+mod buffers;
 mod ctx;
+pub(crate) mod device;
 mod fit;
+pub(crate) mod kv;
 mod placement;
 mod plan;
+pub(crate) mod replay;
+mod stages;
+
+pub use activations::{inference_activations, output_row_floats};
+pub use buffers::{offloaded_compute_buffers, placed_compute_buffers, Placement};
+pub use device::{LlamaDevice, RulesBasis, UnmeasuredRule};
+pub use kv::{kv_bytes_per_layer, kv_row_padding_per_layer, KV_CELL_PAD};
 
 pub use ctx::{fit_context, ContextFit};
 pub use fit::{fit_moe, fit_moe_from, MoeFit, TensorOverride};

@@ -12,12 +12,13 @@
 //!
 //! What each device then holds of model and KV-cache bytes is exact. The compute buffers of
 //! one device beside the host come from the prompt graph's replay, split as ggml's scheduler
-//! splits it (`model::estimate::offloaded_compute_buffers`); several devices are not replayed
+//! splits it (`plan::engines::llamacpp::offloaded_compute_buffers`); several devices are not replayed
 //! yet.
 
 use serde::Serialize;
 
-use crate::model::{LayerMove, LayerWeights, ModelArch, Settings};
+use crate::model::{LayerMove, LayerWeights, ModelArch};
+use crate::plan::engines::Settings;
 
 /// How llama.cpp is told to offload (`-ngl`, `--tensor-split`, `-nkvo`).
 #[derive(Debug, Clone, PartialEq)]
@@ -89,8 +90,8 @@ pub fn place(
     let host = n_devices;
     let devices = layer_devices(arch.num_layers, offload);
     out[host].model += weights.input;
-    let kv = crate::model::estimate::kv_bytes_per_layer(arch, settings);
-    let kv_pad = crate::model::estimate::kv_row_padding_per_layer(arch, settings);
+    let kv = crate::plan::engines::llamacpp::kv_bytes_per_layer(arch, settings);
+    let kv_pad = crate::plan::engines::llamacpp::kv_row_padding_per_layer(arch, settings);
     for (il, dev) in devices.iter().enumerate() {
         let slot = dev.unwrap_or(host);
         // Each device's buffers align (and pad) tensors their own way, and an RPC device takes
@@ -217,8 +218,12 @@ pub fn one_device(
     };
     let placed = place(weights, arch, settings, &offload);
     let first = (arch.num_layers + 1).saturating_sub(n_gpu_layers);
-    let (host, device) =
-        crate::model::estimate::offloaded_compute_buffers(arch, settings, Some(weights), first)?;
+    let (host, device) = crate::plan::engines::llamacpp::offloaded_compute_buffers(
+        arch,
+        settings,
+        Some(weights),
+        first,
+    )?;
     let with = |b: DeviceBytes, compute| DeviceUse {
         model: b.model,
         context: b.context,
@@ -282,14 +287,18 @@ pub fn device_uses(
             .moves
             .iter()
             .all(|m| m.what == crate::model::FfnMove::Nothing);
-    let placement = crate::model::estimate::Placement {
+    let placement = crate::plan::engines::llamacpp::Placement {
         layer_devices: &layers,
         devices: n,
         pipeline,
         moves: &offload.moves,
     };
-    let compute =
-        crate::model::estimate::placed_compute_buffers(arch, settings, Some(weights), &placement)?;
+    let compute = crate::plan::engines::llamacpp::placed_compute_buffers(
+        arch,
+        settings,
+        Some(weights),
+        &placement,
+    )?;
     Some(
         placed
             .iter()

@@ -15,8 +15,9 @@ use super::placement::{
 };
 use crate::backend::BackendKind;
 use crate::device::VulkanLimits;
-use crate::model::estimate::{LlamaDevice, RulesBasis, UnmeasuredRule};
-use crate::model::{LayerWeights, ModelSource, Settings, DEFAULT_WEIGHT_PRECISION};
+use crate::model::{LayerWeights, ModelSource, DEFAULT_WEIGHT_PRECISION};
+use crate::plan::engines::llamacpp::{LlamaDevice, RulesBasis, UnmeasuredRule};
+use crate::plan::engines::Settings;
 use crate::plan::{
     Accounting, Candidate, Capacity, Placement, Plan, PlanKind, Rank, Selection, Usable,
     UsableRule, Verdict, VerdictReason,
@@ -564,13 +565,14 @@ fn cpu_only<'a>(
     };
     let bytes = *super::placement::place(weights, arch, s, &offload).last()?;
     let layers = vec![None; usize::try_from(arch.num_layers).ok()? + 1];
-    let on_cpu = crate::model::estimate::Placement {
+    let on_cpu = crate::plan::engines::llamacpp::Placement {
         layer_devices: &layers,
         devices: 0,
         pipeline: false,
         moves: &[],
     };
-    let compute = crate::model::estimate::placed_compute_buffers(arch, s, Some(weights), &on_cpu)?;
+    let compute =
+        crate::plan::engines::llamacpp::placed_compute_buffers(arch, s, Some(weights), &on_cpu)?;
     Some(Fitted {
         gpus: Vec::new(),
         ram: Some(ram),

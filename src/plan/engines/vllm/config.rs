@@ -110,7 +110,7 @@ impl VllmConfig {
     /// vLLM's defaults for a model estimated under `settings`: its context as `max_model_len`,
     /// its weight precision, and its KV-cache precision as the element size (vLLM's fp8 cache is
     /// one byte; with none asked for, the model dtype's, as `--kv-cache-dtype auto` takes it).
-    pub fn for_settings(settings: &crate::model::Settings) -> Self {
+    pub fn for_settings(settings: &crate::plan::engines::Settings) -> Self {
         let dtype = VllmDtype::of(settings.dtype);
         let kv = settings.kv_dtype;
         VllmConfig {

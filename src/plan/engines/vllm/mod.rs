@@ -12,7 +12,7 @@
 //! The CUDA context, the communicators and cuBLAS's handles are allocated before vLLM's
 //! start-up snapshot, so they are outside the budget: they must fit in the rest of the device.
 //! The profile peak and the CUDA-graph pool are measured by vLLM at run time; here they are
-//! modelled from the architecture ([`Basis::Modelled`]).
+//! modelled from the architecture ([`super::Basis::Modelled`]).
 
 mod config;
 mod defaults;

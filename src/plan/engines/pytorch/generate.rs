@@ -23,8 +23,8 @@
 
 use serde::Serialize;
 
-use super::arch::ModelArch;
 use super::training::{Layout, MoeShape, Shape, TrainingError};
+use crate::model::ModelArch;
 
 /// One `generate` call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

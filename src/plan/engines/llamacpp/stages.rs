@@ -2,8 +2,8 @@
 //! stage's live tensors (the output head, attention, a recurrent mixer, the feed-forward block)
 //! plus the graph inputs, each fitted to and checked against llama.cpp's own reports.
 
-use super::Settings;
 use crate::model::arch::{Attention, Mlp, ModelArch, SsmKind};
+use crate::plan::engines::settings::Settings;
 
 /// The stage formulas' common figures: llama.cpp's graph allocator reuses memory between
 /// stages, so the buffer is the largest stage's live tensors plus the graph inputs.

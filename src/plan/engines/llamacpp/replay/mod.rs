@@ -37,8 +37,8 @@ use graph::*;
 pub(crate) use graph::BufferRules;
 use recurrent::*;
 
-use super::arch::ModelArch;
-use super::dtype::Precision;
+use crate::model::ModelArch;
+use crate::model::Precision;
 
 /// What every step of the replay reads: the architecture and its builder's flags, the batch's
 /// tensor sizes, and the graph inputs made once before the layers.

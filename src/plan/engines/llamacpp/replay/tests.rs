@@ -343,7 +343,7 @@ fn metal_flash_attention_reserves_k_and_v_in_f16() {
 #[test]
 fn metal_reordering_gives_the_buffers_llama_cpp_printed_on_apple_gpus() {
     let doc: serde_json::Value = serde_json::from_str(include_str!(
-        "../../../tests/fixtures/llamacpp-metal/public-logs.json"
+        "../../../../../tests/fixtures/llamacpp-metal/public-logs.json"
     ))
     .expect("the fixture");
     let before_deps = BufferRules {

@@ -11,8 +11,10 @@
 //! `tests/fixtures/pytorch/` (`tools/pytorch-reference/`).
 //!
 //! ```
-//! use gpumem::model::training::{training_peak, Phase, Recipe, TrainingRun};
-//! use gpumem::model::{find_model, Optimizer};
+//! use gpumem::model::find_model;
+//! use gpumem::plan::engines::pytorch::training::{
+//!     training_peak, Optimizer, Phase, Recipe, TrainingRun,
+//! };
 //!
 //! // Llama-3.1-8B in bf16 with AdamW, one sequence of 2,048 tokens.
 //! let arch = find_model("llama-3.1-8b").unwrap().arch;
@@ -91,7 +93,7 @@ pub enum Recipe {
     Fp32Autocast,
     /// bf16 weights and gradients, an f32 master copy of the weights and f32 optimizer state
     /// (DeepSpeed's and Megatron's mixed precision). Counted by the closed formula of
-    /// [`crate::model::estimate`] until its step is walked.
+    /// [`crate::plan::engines::estimate`] until its step is walked.
     MixedFp32Master,
     /// LoRA (PEFT): the model frozen in bf16, f32 adapters trained.
     Lora(Lora),

@@ -1,0 +1,70 @@
+//! llama.cpp's KV cache: its cells (the context padded to 256; sliding layers' window plus a
+//! micro-batch) and each layer's bytes on the layer's device.
+
+use crate::model::ModelArch;
+use crate::plan::engines::settings::Settings;
+
+fn sat(v: u128) -> u64 {
+    u64::try_from(v).unwrap_or(u64::MAX)
+}
+
+/// KV cells llama.cpp allocates for `context` tokens: padded to a multiple of 256.
+pub const KV_CELL_PAD: u64 = 256;
+
+/// llama.cpp's KV cells: the context padded to 256 for full-attention layers; sliding layers
+/// hold the window plus one micro-batch, padded, unless `--swa-full`.
+pub fn kv_cells(arch: &ModelArch, s: &Settings) -> (u64, u64) {
+    let pad = |n: u64| n.div_ceil(KV_CELL_PAD).saturating_mul(KV_CELL_PAD);
+    let cells = pad(s.context);
+    let swa_cells = match &arch.sliding_window {
+        Some(w) if !s.swa_full => pad(w.window.saturating_add(s.ubatch)).min(cells),
+        _ => cells,
+    };
+    (cells, swa_cells)
+}
+
+/// Each layer's KV-cache bytes (its K and V over its cells, or a recurrent layer's f32 state)
+/// for `s.batch` sequences: what llama.cpp allocates with the layer, on the layer's device.
+/// They add up to [`crate::plan::engines::Breakdown::kv_cache_bytes`].
+pub fn kv_bytes_per_layer(arch: &ModelArch, s: &Settings) -> Vec<u64> {
+    let (cells, swa_cells) = kv_cells(arch, s);
+    let per = u128::from(arch.kv_elements_per_token_layer());
+    let state = arch.ssm.map_or(0, |m| m.state_elements_per_layer() * 4);
+    (0..arch.num_layers)
+        .map(|i| {
+            // A recurrent layer keeps its state, and (Falcon-H1's, attending beside the mixer)
+            // a KV cache too.
+            let state = if arch.is_recurrent_layer(i) { state } else { 0 };
+            let kv = if arch.has_attention(i) {
+                let c = if arch.is_sliding_layer(i) {
+                    swa_cells
+                } else {
+                    cells
+                };
+                s.kv_dtype.bytes_for(per * u128::from(c))
+            } else {
+                0
+            };
+            sat((state + kv) * u128::from(s.batch))
+        })
+        .collect()
+}
+
+/// The bytes ggml-cuda adds to each attention layer's cache tensors when their type is
+/// quantized and a row is not a multiple of 512 values
+/// (`cuda_row_padding`); 0 on layers without attention.
+pub fn kv_row_padding_per_layer(arch: &ModelArch, s: &Settings) -> Vec<u64> {
+    let (k, v) = arch.kv_tensor_widths();
+    let t = s.kv_dtype;
+    let pad = |w: u64| {
+        if w == 0 {
+            0
+        } else {
+            crate::model::layers::cuda_row_padding(w, t.block_elems, t.block_bytes)
+        }
+    };
+    let per = pad(k).saturating_add(pad(v));
+    (0..arch.num_layers)
+        .map(|i| if arch.has_attention(i) { per } else { 0 })
+        .collect()
+}
