@@ -56,7 +56,8 @@ pub struct GlobalArgs {
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     pub quiet: bool,
 
-    /// Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace).
+    /// Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace); with --version, list
+    /// the engine releases each estimate follows.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
 

@@ -63,8 +63,29 @@ fn main() -> ExitCode {
 fn clap_exit(err: &clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     match err.kind() {
-        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+        ErrorKind::DisplayHelp => {
             let _ = err.print();
+            Exit::Success.into()
+        }
+        ErrorKind::DisplayVersion => {
+            let _ = err.print();
+            // With -v or --verbose beside --version, the engines' releases each estimate
+            // follows (clap stops at --version, so the words are read as they were given).
+            let verbose = std::env::args_os()
+                .skip(1)
+                .take_while(|a| a != "--")
+                .any(|a| {
+                    a == "--verbose"
+                        || a.to_str().is_some_and(|s| {
+                            s.len() > 1
+                                && s.starts_with('-')
+                                && !s.starts_with("--")
+                                && s[1..].chars().all(|c| c == 'v')
+                        })
+                });
+            if verbose {
+                print!("{}", gpumem::output::engines_modelled());
+            }
             Exit::Success.into()
         }
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {

@@ -41,7 +41,9 @@ pub fn vllm_text(text: &mut String, f: &VllmFit, serves: bool, max_model_len: u6
     };
     let _ = writeln!(
         text,
-        "\nvLLM 0.33 on each GPU ({layout}), profiled at {} tokens and {} sequences:",
+        "\n{} {} on each GPU ({layout}), profiled at {} tokens and {} sequences:",
+        crate::plan::engines::vllm::VERSION.engine,
+        crate::plan::engines::vllm::VERSION.version,
         thousands(f.max_num_batched_tokens),
         thousands(f.max_num_seqs)
     );

@@ -205,3 +205,16 @@ pub(crate) fn wrap_into(text: &mut String, line: &str, width: usize) {
         let _ = writeln!(text, "{current}");
     }
 }
+
+/// What `gpumem --version --verbose` adds under the version: each engine modelled and its
+/// release, one a line.
+pub fn engines_modelled() -> String {
+    let mut text = String::from("engines modelled:\n");
+    for e in crate::plan::engines::MODELLED {
+        text.push_str(&format!(
+            "  {:<10} {:<7} {}\n",
+            e.engine, e.version, e.source
+        ));
+    }
+    text
+}

@@ -4,11 +4,12 @@
 
 use thiserror::Error;
 
-use super::engines::pytorch::training::Optimizer;
-use super::engines::{Mode, Settings};
+use super::engines::Settings;
 use super::{candidates_from_discovery, plan, PlanKind, Policy, Requirement, VerdictReason};
 use crate::backend::{BackendKind, DeviceSpec};
-use crate::model::{estimate_kv_cache_memory, llama_like, InferenceMemoryEstimate, Precision};
+use crate::model::{
+    estimate_kv_cache_memory, estimate_model_memory, llama_like, InferenceMemoryEstimate, Precision,
+};
 use crate::units::format_bytes;
 
 /// Why `select_backend_for_model` or `init_backend_with_memory_check` found nothing.
@@ -163,9 +164,15 @@ pub fn estimate_inference_memory(
         n_kv_heads as u64,
         vocab_size as u64,
     );
-    let model_bytes = usize::try_from(arch.params().total)
-        .unwrap_or(usize::MAX)
-        .saturating_mul(dtype_bytes);
+    let model_bytes = estimate_model_memory(
+        hidden_size,
+        intermediate_size,
+        n_layers,
+        vocab_size,
+        n_heads,
+        n_kv_heads,
+        dtype_bytes,
+    );
     let kv_cache_bytes = estimate_kv_cache_memory(
         n_layers,
         n_kv_heads,
@@ -178,32 +185,11 @@ pub fn estimate_inference_memory(
         block_bytes: 4,
         block_elems: 1,
     };
+    // Settings::inference but for the weights' precision and llama-cpp-python's --swa-full.
     let settings = Settings {
         dtype: Some(precision),
-        kv_dtype: precision,
-        kv_dtype_auto: false,
-        batch: 1,
-        context: max_seq_len as u64,
-        ubatch: 512,
-        flash_attention: false,
         swa_full: true,
-        overhead: 0,
-        fragmentation_reserve: 0.0,
-        mode: Mode::Infer,
-        optimizer: Optimizer::Adamw,
-        checkpointing: false,
-        grad_accum: 1,
-        attention: Default::default(),
-        recipe: None,
-        fsdp: None,
-        ddp: None,
-        deepspeed: None,
-        generate_new_tokens: None,
-        llamacpp_outputs: None,
-        llamacpp_device: crate::plan::engines::llamacpp::LlamaDevice::CpuRules,
-        llamacpp_rpc: Vec::new(),
-        llamacpp_no_op_offload: false,
-        llamacpp_keep_graph_order: false,
+        ..Settings::inference(max_seq_len as u64, precision)
     };
     let activation_bytes = usize::try_from(crate::plan::engines::llamacpp::inference_activations(
         &arch, &settings,

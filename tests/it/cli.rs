@@ -62,6 +62,29 @@ fn version_exits_zero() {
 }
 
 #[test]
+fn version_verbose_names_each_engine_release_modelled() {
+    let expected = concat!(
+        "engines modelled:\n",
+        "  llama.cpp  b11312  vendored by llama-cpp-python 0.3.36\n",
+        "  vLLM       0.33    its Python source; public start-up logs\n",
+        "  PyTorch    2.15    transformers 5.24, deepspeed 0.19; MemTracker\n",
+    );
+    for args in [["--version", "--verbose"], ["-V", "-v"], ["--verbose", "--version"]] {
+        gpumem()
+            .args(args)
+            .assert()
+            .success()
+            .stdout(format!("gpumem {}\n{expected}", env!("CARGO_PKG_VERSION")));
+    }
+    // Without -v only the version line.
+    gpumem()
+        .arg("--version")
+        .assert()
+        .success()
+        .stdout(format!("gpumem {}\n", env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
 fn unknown_subcommand_is_a_usage_error() {
     let output = gpumem().arg("bogus").output().unwrap();
     assert_eq!(output.status.code(), Some(2));

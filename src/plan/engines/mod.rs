@@ -23,6 +23,21 @@ pub use vllm::select_vllm;
 
 use serde::Serialize;
 
+/// A release of an engine whose rules gpumem repeats: every figure an engine's room gives is that
+/// release's, and each room names its own in one constant (`VERSION`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct EngineVersion {
+    /// The engine, as its users name it.
+    pub engine: &'static str,
+    /// The release modelled.
+    pub version: &'static str,
+    /// Where its source was read (and its references measured).
+    pub source: &'static str,
+}
+
+/// Every engine modelled, and its release: what `gpumem --version --verbose` lists.
+pub const MODELLED: [EngineVersion; 3] = [llamacpp::VERSION, vllm::VERSION, pytorch::VERSION];
+
 /// How an engine's term was obtained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

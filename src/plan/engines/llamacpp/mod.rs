@@ -15,6 +15,14 @@ mod plan;
 pub(crate) mod replay;
 mod stages;
 
+/// The llama.cpp modelled: the one llama-cpp-python 0.3.36 vendors, which
+/// `tools/llamacpp-reference/` builds and measures.
+pub const VERSION: super::EngineVersion = super::EngineVersion {
+    engine: "llama.cpp",
+    version: "b11312",
+    source: "vendored by llama-cpp-python 0.3.36",
+};
+
 pub use activations::{inference_activations, output_row_floats};
 pub use buffers::{offloaded_compute_buffers, placed_compute_buffers, Placement};
 pub use device::{LlamaDevice, RulesBasis, UnmeasuredRule};

@@ -7,3 +7,12 @@ mod plan;
 pub mod training;
 
 pub use plan::select_training;
+
+/// The PyTorch modelled, with the libraries its walk follows: torch's autograd and caching
+/// allocator, transformers' model classes, deepspeed's ZeRO, as `tools/pytorch-reference/`
+/// measures them with MemTracker.
+pub const VERSION: super::EngineVersion = super::EngineVersion {
+    engine: "PyTorch",
+    version: "2.15",
+    source: "transformers 5.24, deepspeed 0.19; MemTracker",
+};

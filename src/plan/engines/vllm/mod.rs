@@ -21,6 +21,14 @@ mod plan;
 mod state;
 mod terms;
 
+/// The vLLM modelled: its Python source read (`gpu_worker.py`, `utils/mem_utils.py`,
+/// `v1/core/kv_cache_planning.py`), and its public start-up logs as references.
+pub const VERSION: super::EngineVersion = super::EngineVersion {
+    engine: "vLLM",
+    version: "0.33",
+    source: "its Python source; public start-up logs",
+};
+
 pub use config::{VllmConfig, VllmDtype, VllmGpu, VllmModel};
 pub use fit::{
     accepts_tp, fit, stage_layers, Layout, LayoutRejection, Unmodelled, VllmFit, VllmOutcome,
