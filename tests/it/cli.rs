@@ -69,7 +69,11 @@ fn version_verbose_names_each_engine_release_modelled() {
         "  vLLM       0.33    its Python source; public start-up logs\n",
         "  PyTorch    2.15    transformers 5.24, deepspeed 0.19; MemTracker\n",
     );
-    for args in [["--version", "--verbose"], ["-V", "-v"], ["--verbose", "--version"]] {
+    for args in [
+        ["--version", "--verbose"],
+        ["-V", "-v"],
+        ["--verbose", "--version"],
+    ] {
         gpumem()
             .args(args)
             .assert()

@@ -358,7 +358,35 @@ pub(super) fn kv_tokens(blocks: u64, per_request: u64, len: u64) -> u64 {
     u64::try_from(t).unwrap_or(u64::MAX)
 }
 
+/// "Maximum concurrency" in hundredths, as vLLM prints it: its `num_blocks /
+/// num_blocks_per_request` is a Python float logged with `%.2f`, which rounds the double to the
+/// nearest hundredth (an exact tie to the even one), as Rust's `{:.2}` does; cut to hundredths,
+/// 1.455 printed 1.45 where vLLM prints 1.46.
 pub(super) fn concurrency_centi(blocks: u64, per_request: u64) -> u64 {
-    let c = u128::from(blocks) * 100 / u128::from(per_request.max(1));
-    u64::try_from(c).unwrap_or(u64::MAX)
+    let c = blocks as f64 / per_request.max(1) as f64;
+    format!("{c:.2}")
+        .replace('.', "")
+        .parse()
+        .unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::concurrency_centi;
+
+    #[test]
+    fn concurrency_is_rounded_as_vllm_prints_it() {
+        // 291 blocks over 200 a request: 1.455, which %.2f prints 1.46 (the double is just
+        // above the half).
+        assert_eq!(concurrency_centi(291, 200), 146);
+        // Exact ties of the double go to the even hundredth: 9/8 = 1.125 prints 1.12,
+        // 11/8 = 1.375 prints 1.38.
+        assert_eq!(concurrency_centi(9, 8), 112);
+        assert_eq!(concurrency_centi(11, 8), 138);
+        // Below a half it is cut; whole numbers stay whole.
+        assert_eq!(concurrency_centi(1_001, 1_000), 100);
+        assert_eq!(concurrency_centi(3_416, 1_708), 200);
+        // No request's worth of blocks: 0.00x, as vLLM prints before it refuses.
+        assert_eq!(concurrency_centi(0, 7), 0);
+    }
 }
