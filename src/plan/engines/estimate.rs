@@ -211,27 +211,7 @@ pub fn estimate_with_projector(
     let kv_elems_token =
         u128::from(arch.kv_elements_per_token_layer()) * u128::from(arch.attention_layer_count());
     let kv_bytes_per_token = sat(s.kv_dtype.bytes_for(kv_elems_token));
-    let mut parts = match s.mode {
-        Mode::Infer => {
-            let m = inference_memory(arch, s)?;
-            Parts {
-                weights,
-                kv_cache: m.kv_cache,
-                recurrent_state: m.recurrent_state,
-                activations: m.activations,
-                basis: m.basis,
-                training: None,
-            }
-        }
-        Mode::Train => Parts {
-            weights,
-            kv_cache: 0,
-            recurrent_state: 0,
-            activations: fit(training_activations_wide(arch, s), "activations")?,
-            basis: ActivationsBasis::Training,
-            training: Some(training_bytes(parameters, dtype, s.optimizer)),
-        },
-    };
+    let mut parts = closed_parts(arch, s, weights, parameters, dtype)?;
     let (training_step, training_unwalked) = walk_training(arch, s, dtype, &mut parts);
     let (generate, generate_unwalked) = walk_generate(arch, s, &mut parts);
     let Parts {
@@ -294,6 +274,43 @@ pub fn estimate_with_projector(
             .saturating_sub(per_layer_weights.saturating_mul(layers))
             .saturating_add(projector_bytes),
         weights_dtype,
+    })
+}
+
+/// The parts before any walk: llama.cpp's inference figures, or training's closed formula.
+fn closed_parts(
+    arch: &ModelArch,
+    s: &Settings,
+    weights: u64,
+    parameters: u64,
+    dtype: Precision,
+) -> Result<Parts, EstimateOverflow> {
+    Ok(match s.mode {
+        Mode::Infer => {
+            let m = inference_memory(arch, s)?;
+            Parts {
+                weights,
+                kv_cache: m.kv_cache,
+                recurrent_state: m.recurrent_state,
+                activations: m.activations,
+                basis: m.basis,
+                training: None,
+            }
+        }
+        Mode::Train => Parts {
+            weights,
+            kv_cache: 0,
+            recurrent_state: 0,
+            activations: u64::try_from(training_activations_wide(arch, s)).map_err(|_| {
+                EstimateOverflow {
+                    part: "activations",
+                    batch: s.batch,
+                    context: s.context,
+                }
+            })?,
+            basis: ActivationsBasis::Training,
+            training: Some(training_bytes(parameters, dtype, s.optimizer)),
+        },
     })
 }
 
