@@ -381,6 +381,26 @@ impl InferenceMemoryEstimate {
     }
 }
 
+/// The Llama-style shape the unified-pool design's calls take their sizes for.
+pub(crate) fn design_shape(
+    hidden_size: usize,
+    intermediate_size: usize,
+    n_layers: usize,
+    vocab_size: usize,
+    n_heads: usize,
+    n_kv_heads: usize,
+) -> ModelArch {
+    llama_like(
+        "model",
+        hidden_size as u64,
+        intermediate_size as u64,
+        n_layers as u64,
+        n_heads as u64,
+        n_kv_heads as u64,
+        vocab_size as u64,
+    )
+}
+
 /// The unified-pool design: weight bytes of a Llama-style (untied, gated, RMSNorm) model.
 pub fn estimate_model_memory(
     hidden_size: usize,
@@ -391,14 +411,13 @@ pub fn estimate_model_memory(
     n_kv_heads: usize,
     dtype_bytes: usize,
 ) -> usize {
-    let arch = llama_like(
-        "model",
-        hidden_size as u64,
-        intermediate_size as u64,
-        n_layers as u64,
-        n_heads as u64,
-        n_kv_heads as u64,
-        vocab_size as u64,
+    let arch = design_shape(
+        hidden_size,
+        intermediate_size,
+        n_layers,
+        vocab_size,
+        n_heads,
+        n_kv_heads,
     );
     usize::try_from(arch.params().total)
         .unwrap_or(usize::MAX)

@@ -8,7 +8,8 @@ use super::engines::Settings;
 use super::{candidates_from_discovery, plan, PlanKind, Policy, Requirement, VerdictReason};
 use crate::backend::{BackendKind, DeviceSpec};
 use crate::model::{
-    estimate_kv_cache_memory, estimate_model_memory, llama_like, InferenceMemoryEstimate, Precision,
+    design_shape, estimate_kv_cache_memory, estimate_model_memory, InferenceMemoryEstimate,
+    Precision,
 };
 use crate::units::format_bytes;
 
@@ -155,14 +156,13 @@ pub fn estimate_inference_memory(
     max_seq_len: usize,
     dtype_bytes: usize,
 ) -> InferenceMemoryEstimate {
-    let arch = llama_like(
-        "model",
-        hidden_size as u64,
-        intermediate_size as u64,
-        n_layers as u64,
-        n_heads as u64,
-        n_kv_heads as u64,
-        vocab_size as u64,
+    let arch = design_shape(
+        hidden_size,
+        intermediate_size,
+        n_layers,
+        vocab_size,
+        n_heads,
+        n_kv_heads,
     );
     let model_bytes = estimate_model_memory(
         hidden_size,

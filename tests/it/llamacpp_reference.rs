@@ -13,8 +13,7 @@ use gpumem::plan::engines::{estimate::estimate, ActivationsBasis};
 use std::path::Path;
 
 use gpumem::model::{arch_from_gguf, kv_precision, llama_like, FileWeights, GgufValue};
-use gpumem::plan::engines::pytorch::training::Optimizer;
-use gpumem::plan::engines::{Mode, Settings};
+use gpumem::plan::engines::Settings;
 use serde_json::Value;
 
 const MIB: f64 = 1048576.0;
@@ -75,33 +74,13 @@ fn rows(name: &str, doc: &Value, arch: &gpumem::model::ModelArch, file: FileWeig
         );
         let fa = row["flash_attention"].as_bool().unwrap();
         let settings = Settings {
-            dtype: None,
-            kv_dtype: kv_precision("f16").unwrap(),
-            kv_dtype_auto: false,
             // An encoder's embedding rows reserve llama-cpp-python's n_seq_max sequences.
             batch: row["seqs"].as_u64().unwrap_or(1),
-            context,
             ubatch,
             flash_attention: fa,
             // As measured: llama-cpp-python's default (on) unless the row says.
             swa_full: row["swa_full"].as_bool().unwrap_or(true),
-            overhead: 0,
-            fragmentation_reserve: 0.0,
-            mode: Mode::Infer,
-            optimizer: Optimizer::Adamw,
-            checkpointing: false,
-            grad_accum: 1,
-            attention: Default::default(),
-            recipe: None,
-            fsdp: None,
-            ddp: None,
-            deepspeed: None,
-            generate_new_tokens: None,
-            llamacpp_outputs: None,
-            llamacpp_device: gpumem::plan::engines::llamacpp::LlamaDevice::CpuRules,
-            llamacpp_rpc: Vec::new(),
-            llamacpp_no_op_offload: false,
-            llamacpp_keep_graph_order: false,
+            ..Settings::inference(context, kv_precision("f16").unwrap())
         };
         let b = estimate(arch, Some(file), &settings).unwrap();
         let mib = |k: &str| row[k].as_f64().unwrap();
