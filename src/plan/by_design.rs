@@ -4,6 +4,7 @@
 
 use thiserror::Error;
 
+use super::engines::llamacpp::LlamaCppRun;
 use super::engines::Settings;
 use super::{candidates_from_discovery, plan, PlanKind, Policy, Requirement, VerdictReason};
 use crate::backend::{BackendKind, DeviceSpec};
@@ -188,7 +189,10 @@ pub fn estimate_inference_memory(
     // Settings::inference but for the weights' precision and llama-cpp-python's --swa-full.
     let settings = Settings {
         dtype: Some(precision),
-        swa_full: true,
+        llamacpp: LlamaCppRun {
+            swa_full: true,
+            ..LlamaCppRun::default()
+        },
         ..Settings::inference(max_seq_len as u64, precision)
     };
     let activation_bytes = usize::try_from(crate::plan::engines::llamacpp::inference_activations(

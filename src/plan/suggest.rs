@@ -9,6 +9,7 @@ use super::engines::LlamaCppConfig;
 use super::launch::Engine;
 use super::{select_for_engine, Candidate, Demand, PlanKind, Policy};
 use crate::model::{kv_precision, weight_precision};
+use crate::plan::engines::pytorch::PytorchRun;
 use crate::plan::engines::Settings;
 
 /// A change that makes the plan fit.
@@ -231,7 +232,7 @@ pub fn suggest_training(r: &Request<'_>) -> Vec<Suggestion> {
     let Demand::Model { source, settings } = r.demand else {
         return Vec::new();
     };
-    if settings.fsdp.is_some() {
+    if settings.pytorch.fsdp.is_some() {
         return Vec::new();
     }
     let mut per_host: Vec<(&str, u64)> = Vec::new();
@@ -260,7 +261,7 @@ pub fn suggest_training(r: &Request<'_>) -> Vec<Suggestion> {
         )
         .is_ok_and(|s| s.plan.kind != PlanKind::None)
     };
-    if let Some(asked) = settings.deepspeed {
+    if let Some(asked) = settings.pytorch.deepspeed {
         let stages = [ZeroStage::One, ZeroStage::Two, ZeroStage::Three];
         let from = asked.world.max(1);
         return (from..=most.min(MAX_GPUS as u64).max(from))
@@ -277,7 +278,10 @@ pub fn suggest_training(r: &Request<'_>) -> Vec<Suggestion> {
             .filter(|&ds| ds != asked)
             .find(|&ds| {
                 fits(Settings {
-                    deepspeed: Some(ds),
+                    pytorch: PytorchRun {
+                        deepspeed: Some(ds),
+                        ..settings.pytorch
+                    },
                     ..(**settings).clone()
                 })
             })
@@ -291,17 +295,20 @@ pub fn suggest_training(r: &Request<'_>) -> Vec<Suggestion> {
     (2..=most.min(MAX_GPUS as u64))
         .find(|&ranks| {
             fits(Settings {
-                fsdp: Some(Fsdp {
-                    world: ranks,
-                    reshard_after_forward: true,
-                }),
-                ddp: None,
+                pytorch: PytorchRun {
+                    fsdp: Some(Fsdp {
+                        world: ranks,
+                        reshard_after_forward: true,
+                    }),
+                    ddp: None,
+                    ..settings.pytorch
+                },
                 ..(**settings).clone()
             })
         })
         .map(|ranks| Suggestion::Fsdp {
             ranks,
-            instead_of_ddp: settings.ddp.is_some(),
+            instead_of_ddp: settings.pytorch.ddp.is_some(),
         })
         .into_iter()
         .collect()

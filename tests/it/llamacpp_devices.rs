@@ -12,9 +12,9 @@ use crate::common;
 use common::described_file;
 use gpumem::model::{arch_from_gguf, kv_precision};
 use gpumem::model::{FfnMove, LayerMove, LayerWeights};
-use gpumem::plan::engines::llamacpp::offloaded_compute_buffers;
 use gpumem::plan::engines::llamacpp::{device_uses, fit_devices, fit_one_device, place, Offload};
 use gpumem::plan::engines::llamacpp::{fit_moe, MoeFit};
+use gpumem::plan::engines::llamacpp::{offloaded_compute_buffers, LlamaCppRun};
 use gpumem::plan::engines::Settings;
 use serde_json::Value;
 use std::path::Path;
@@ -125,10 +125,13 @@ fn check(name: &str) -> Vec<String> {
             batch: streams,
             ubatch: row["ubatch"].as_u64().unwrap(),
             flash_attention: row["flash_attention"] == "on",
-            llamacpp_outputs: server,
-            llamacpp_device: device_of(&doc),
-            llamacpp_rpc: rpc_devices(&doc),
-            llamacpp_keep_graph_order: doc["graph_optimize"].as_bool() == Some(false),
+            llamacpp: LlamaCppRun {
+                outputs: server,
+                device: device_of(&doc),
+                rpc: rpc_devices(&doc),
+                keep_graph_order: doc["graph_optimize"].as_bool() == Some(false),
+                ..LlamaCppRun::default()
+            },
             ..Settings::inference(
                 row["ctx"].as_u64().unwrap() / streams,
                 kv_precision(doc["cache_type"].as_str().unwrap_or("f16")).unwrap(),
@@ -298,8 +301,11 @@ fn the_layers_offloaded_are_the_ones_llama_cpp_fits() {
             let settings = Settings {
                 // llama.cpp's -fa auto turns flash attention on for a device that has it.
                 flash_attention: true,
-                llamacpp_device: device_of(&doc),
-                llamacpp_rpc: rpc_devices(&doc),
+                llamacpp: LlamaCppRun {
+                    device: device_of(&doc),
+                    rpc: rpc_devices(&doc),
+                    ..LlamaCppRun::default()
+                },
                 ..Settings::inference(
                     row["ctx"].as_u64().unwrap(),
                     kv_precision(doc["cache_type"].as_str().unwrap_or("f16")).unwrap(),
@@ -436,7 +442,10 @@ fn cuda_pads_quantized_weight_rows() {
     let (file, arch) = in_q8_0("gemma2-shape-cuda.json");
     let weights = LayerWeights::of(&file, arch.num_layers, 32);
     let settings = |device| Settings {
-        llamacpp_device: device,
+        llamacpp: LlamaCppRun {
+            device,
+            ..LlamaCppRun::default()
+        },
         ..Settings::inference(4096, kv_precision("f16").unwrap())
     };
     let offload = all_on_one_device(&arch);
@@ -481,7 +490,10 @@ fn cuda_pads_a_quantized_cache() {
     let (file, arch) = in_q8_0("qwen2.5-0.5b-shape-f16-tied.json");
     let weights = LayerWeights::of(&file, arch.num_layers, 32);
     let settings = |device| Settings {
-        llamacpp_device: device,
+        llamacpp: LlamaCppRun {
+            device,
+            ..LlamaCppRun::default()
+        },
         flash_attention: true,
         ..Settings::inference(4096, kv_precision("q8_0").unwrap())
     };

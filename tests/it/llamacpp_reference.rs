@@ -13,6 +13,7 @@ use gpumem::plan::engines::{estimate::estimate, ActivationsBasis};
 use std::path::Path;
 
 use gpumem::model::{arch_from_gguf, kv_precision, llama_like, FileWeights, GgufValue};
+use gpumem::plan::engines::llamacpp::LlamaCppRun;
 use gpumem::plan::engines::Settings;
 use serde_json::Value;
 
@@ -79,7 +80,10 @@ fn rows(name: &str, doc: &Value, arch: &gpumem::model::ModelArch, file: FileWeig
             ubatch,
             flash_attention: fa,
             // As measured: llama-cpp-python's default (on) unless the row says.
-            swa_full: row["swa_full"].as_bool().unwrap_or(true),
+            llamacpp: LlamaCppRun {
+                swa_full: row["swa_full"].as_bool().unwrap_or(true),
+                ..LlamaCppRun::default()
+            },
             ..Settings::inference(context, kv_precision("f16").unwrap())
         };
         let b = estimate(arch, Some(file), &settings).unwrap();

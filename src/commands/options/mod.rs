@@ -20,9 +20,11 @@ use crate::error::CliError;
 use crate::model::{
     self, kv_precision, weight_precision, SourceSpec, KV_F16, KV_PRECISIONS, WEIGHT_PRECISIONS,
 };
+use crate::plan::engines::llamacpp::LlamaCppRun;
 use crate::plan::engines::pytorch::training::{
     AttnImplementation, Ddp, DeepSpeed, Fsdp, Lora, LoraTargets, Recipe, ZeroStage,
 };
+use crate::plan::engines::pytorch::PytorchRun;
 use crate::plan::engines::vllm::{LayoutRejection, VllmConfig};
 use crate::plan::engines::LlamaCppConfig;
 use crate::plan::engines::{self, Settings};
@@ -169,7 +171,7 @@ pub fn estimate_command_settings(args: &cli::EstimateArgs) -> Result<Settings> {
             )
             .into());
         }
-        settings.generate_new_tokens = Some(u64::from(args.new_tokens));
+        settings.pytorch.generate_new_tokens = Some(u64::from(args.new_tokens));
     }
     // llama.cpp refuses a quantized V cache without flash attention (llama-cpp-python's
     // default is off, which `estimate` follows unless --flash-attention is given).
@@ -192,13 +194,6 @@ pub fn estimate_command_settings(args: &cli::EstimateArgs) -> Result<Settings> {
 /// The precision and workload flags of `estimate` and `select`; an unknown dtype is a usage
 /// error.
 pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
-    let lora = Lora {
-        rank: args.lora_rank,
-        targets: match args.lora_targets {
-            cli::LoraTargets::AllLinear => LoraTargets::ALL_LINEAR,
-            cli::LoraTargets::Attention => LoraTargets::ATTENTION,
-        },
-    };
     if args.fsdp.is_some() && args.mode != cli::Mode::Train {
         return Err(
             CliError::Usage("--fsdp shards a training step: add --mode train".into()).into(),
@@ -221,9 +216,9 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
         args.deepspeed_zero2,
         args.deepspeed_zero3,
     ) {
-        (Some(n), _, _) => Some((ZeroStage::One, n)),
-        (None, Some(n), _) => Some((ZeroStage::Two, n)),
-        (None, None, Some(n)) => Some((ZeroStage::Three, n)),
+        (Some(n), _, _) => Some((ZeroStage::One, u64::from(n))),
+        (None, Some(n), _) => Some((ZeroStage::Two, u64::from(n))),
+        (None, None, Some(n)) => Some((ZeroStage::Three, u64::from(n))),
         (None, None, None) => None,
     };
     if let Some((stage, _)) = deepspeed.filter(|_| args.mode != cli::Mode::Train) {
@@ -270,13 +265,29 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
         context: u64::from(args.context),
         ubatch: u64::from(args.ubatch),
         flash_attention: args.flash_attention,
-        swa_full: args.swa_full,
         overhead: args.overhead,
         fragmentation_reserve: args.fragmentation_reserve,
         mode: match args.mode {
             cli::Mode::Infer => engines::Mode::Infer,
             cli::Mode::Train => engines::Mode::Train,
         },
+        llamacpp: LlamaCppRun {
+            swa_full: args.swa_full,
+            ..LlamaCppRun::default()
+        },
+        pytorch: pytorch_run(args, deepspeed),
+    })
+}
+/// PyTorch's settings from the training flags (checked for their mode by the caller).
+fn pytorch_run(args: &cli::WorkloadSettings, deepspeed: Option<(ZeroStage, u64)>) -> PytorchRun {
+    let lora = Lora {
+        rank: args.lora_rank,
+        targets: match args.lora_targets {
+            cli::LoraTargets::AllLinear => LoraTargets::ALL_LINEAR,
+            cli::LoraTargets::Attention => LoraTargets::ATTENTION,
+        },
+    };
+    PytorchRun {
         optimizer: match args.optimizer {
             cli::Optimizer::Adam => engines::pytorch::training::Optimizer::Adam,
             cli::Optimizer::Adamw => engines::pytorch::training::Optimizer::Adamw,
@@ -308,17 +319,12 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
             bucket_view: args.ddp_bucket_view,
             zero1: args.zero1.map(u64::from),
         }),
-        deepspeed: deepspeed.map(|(stage, n)| DeepSpeed {
-            world: u64::from(n),
+        deepspeed: deepspeed.map(|(stage, world)| DeepSpeed {
+            world,
             stage,
             offload_optimizer: args.offload_optimizer,
         }),
         generate_new_tokens: None,
-        llamacpp_outputs: None,
-        llamacpp_device: crate::plan::engines::llamacpp::LlamaDevice::CpuRules,
-        llamacpp_rpc: Vec::new(),
-        llamacpp_no_op_offload: false,
-        llamacpp_keep_graph_order: false,
         recipe: args.recipe.map(|r| match r {
             cli::Recipe::Bf16 => Recipe::Bf16,
             cli::Recipe::Fp32Autocast => Recipe::Fp32Autocast,
@@ -326,7 +332,7 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
             cli::Recipe::Lora => Recipe::Lora(lora),
             cli::Recipe::Qlora => Recipe::Qlora(lora),
         }),
-    })
+    }
 }
 
 /// The engines `select` prints launch commands for: those named, else every one that can load

@@ -96,7 +96,7 @@ fn training_activations_wide(arch: &ModelArch, s: &Settings) -> u128 {
         } else {
             5 * heads * sq * sq * b
         };
-    if s.checkpointing {
+    if s.pytorch.checkpointing {
         layers * 2 * sq * b * h + per_layer
     } else {
         layers * per_layer
@@ -309,7 +309,7 @@ fn closed_parts(
                 }
             })?,
             basis: ActivationsBasis::Training,
-            training: Some(training_bytes(parameters, dtype, s.optimizer)),
+            training: Some(training_bytes(parameters, dtype, s.pytorch.optimizer)),
         },
     })
 }
@@ -335,22 +335,22 @@ fn walk_training(
     if s.mode != Mode::Train {
         return (None, None);
     }
-    let recipe = s.recipe.unwrap_or_else(|| {
+    let recipe = s.pytorch.recipe.unwrap_or_else(|| {
         Recipe::for_weights((dtype.block_elems == 1).then_some(dtype.block_bytes))
     });
     let run = TrainingRun {
         recipe,
-        optimizer: s.optimizer,
+        optimizer: s.pytorch.optimizer,
         // PyTorch's default on CUDA.
         foreach: true,
         batch: s.batch,
         seq: s.context,
-        checkpointing: s.checkpointing,
-        grad_accum: s.grad_accum,
-        fsdp: s.fsdp,
-        ddp: s.ddp,
-        deepspeed: s.deepspeed,
-        attention: s.attention,
+        checkpointing: s.pytorch.checkpointing,
+        grad_accum: s.pytorch.grad_accum,
+        fsdp: s.pytorch.fsdp,
+        ddp: s.pytorch.ddp,
+        deepspeed: s.pytorch.deepspeed,
+        attention: s.pytorch.attention,
     }
     .as_walked();
     match training_peak(arch, &run) {
@@ -367,9 +367,9 @@ fn walk_training(
                 recipe,
                 peak,
                 fsdp: run.fsdp,
-                ddp: s.ddp,
-                deepspeed: s.deepspeed,
-                grad_accum: s.grad_accum,
+                ddp: s.pytorch.ddp,
+                deepspeed: s.pytorch.deepspeed,
+                grad_accum: s.pytorch.grad_accum,
             };
             (Some(step), None)
         }
@@ -384,7 +384,7 @@ fn walk_generate(
     s: &Settings,
     parts: &mut Parts,
 ) -> (Option<GeneratePeak>, Option<TrainingError>) {
-    let (Mode::Infer, Some(new_tokens)) = (s.mode, s.generate_new_tokens) else {
+    let (Mode::Infer, Some(new_tokens)) = (s.mode, s.pytorch.generate_new_tokens) else {
         return (None, None);
     };
     let run = GenerateRun {

@@ -343,7 +343,11 @@ pub fn torchrun(
     settings: &crate::plan::engines::Settings,
     recipe: Option<Recipe>,
 ) -> Option<Launch> {
-    let note = match (settings.fsdp, settings.ddp, settings.deepspeed) {
+    let note = match (
+        settings.pytorch.fsdp,
+        settings.pytorch.ddp,
+        settings.pytorch.deepspeed,
+    ) {
         (Some(f), _, _) => LaunchNote::Fsdp2 {
             reshard_after_forward: f.reshard_after_forward,
             precision: recipe.map(Fsdp2Precision::of),

@@ -37,7 +37,7 @@ pub(crate) fn inference_activations_wide(
     // The cells of the sliding-window layers' own cache: the window plus a micro-batch unless
     // --swa-full.
     let swa_cells = match sliding {
-        Some(win) if !s.swa_full => {
+        Some(win) if !s.llamacpp.swa_full => {
             n_kv.min((w(win.window) + ub).div_ceil(w(KV_CELL_PAD)) * w(KV_CELL_PAD))
         }
         _ => n_kv,
@@ -51,7 +51,7 @@ pub(crate) fn inference_activations_wide(
         flash_attention: s.flash_attention,
         kv_type: &s.kv_dtype,
         seqs: s.batch.max(1),
-        outputs: s.llamacpp_outputs,
+        outputs: s.llamacpp.outputs,
     }) {
         return (w(bytes) + output_buffer, ActivationsBasis::GraphReplay);
     }

@@ -87,25 +87,25 @@ pub fn placed_compute_buffers(
         flash_attention: s.flash_attention,
         kv_type: &s.kv_dtype,
         seqs: s.batch.max(1),
-        outputs: s.llamacpp_outputs,
+        outputs: s.llamacpp.outputs,
     };
-    let rpc_rules: Vec<replay::BufferRules> = s.llamacpp_rpc.iter().map(|r| r.rules()).collect();
+    let rpc_rules: Vec<replay::BufferRules> = s.llamacpp.rpc.iter().map(|r| r.rules()).collect();
     let placed = replay::Placed {
         layer_devices: placement.layer_devices,
         devices: placement.devices,
         pipeline: placement.pipeline,
         moves: placement.moves,
-        device_rules: s.llamacpp_device.rules(),
+        device_rules: s.llamacpp.device.rules(),
         rpc_rules: &rpc_rules,
         // The host's compute buffer is the first device's host buffer type where it has one;
         // an RPC device, always first, has none.
         host_rules: if rpc_rules.is_empty() {
-            s.llamacpp_device.host_rules()
+            s.llamacpp.device.host_rules()
         } else {
             replay::BufferRules::CPU
         },
-        op_offload: s.llamacpp_device.offloads_ops() && !s.llamacpp_no_op_offload,
-        reorders: !s.llamacpp_keep_graph_order,
+        op_offload: s.llamacpp.device.offloads_ops() && !s.llamacpp.no_op_offload,
+        reorders: !s.llamacpp.keep_graph_order,
         weights,
     };
     replay::compute_buffers_placed(&batch, &placed)

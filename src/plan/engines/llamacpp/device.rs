@@ -25,12 +25,12 @@ pub enum LlamaDevice {
     /// cache's type), expert products and argsorts, its fused kernels' inputs kept to their
     /// end, flash attention for its head sizes, operator offload of matrix products only, and
     /// each split reordered for concurrency before it is allocated (unless
-    /// [`crate::plan::engines::Settings::llamacpp_keep_graph_order`]).
+    /// [`super::LlamaCppRun::keep_graph_order`]).
     Metal,
     /// ggml-vulkan on a device of these limits: its offset alignment, buffers of at most 1 GiB,
     /// operator offload as ggml-cuda's, no op on a tensor beyond its storage range (such ops,
     /// and the weights they read, stay on the CPU), and each split's nodes reordered before
-    /// they are allocated (unless [`crate::plan::engines::Settings::llamacpp_keep_graph_order`]).
+    /// they are allocated (unless [`super::LlamaCppRun::keep_graph_order`]).
     Vulkan(crate::device::VulkanLimits),
 }
 

@@ -17,7 +17,7 @@ pub fn kv_cells(arch: &ModelArch, s: &Settings) -> (u64, u64) {
     let pad = |n: u64| n.div_ceil(KV_CELL_PAD).saturating_mul(KV_CELL_PAD);
     let cells = pad(s.context);
     let swa_cells = match &arch.sliding_window {
-        Some(w) if !s.swa_full => pad(w.window.saturating_add(s.ubatch)).min(cells),
+        Some(w) if !s.llamacpp.swa_full => pad(w.window.saturating_add(s.ubatch)).min(cells),
         _ => cells,
     };
     (cells, swa_cells)

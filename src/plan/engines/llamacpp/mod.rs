@@ -13,6 +13,7 @@ pub(crate) mod kv;
 mod placement;
 mod plan;
 pub(crate) mod replay;
+mod run;
 mod stages;
 
 /// The llama.cpp modelled: the one llama-cpp-python 0.3.36 vendors, which
@@ -27,6 +28,7 @@ pub use activations::{inference_activations, output_row_floats};
 pub use buffers::{offloaded_compute_buffers, placed_compute_buffers, Placement};
 pub use device::{LlamaDevice, RulesBasis, UnmeasuredRule};
 pub use kv::{kv_bytes_per_layer, kv_row_padding_per_layer, KV_CELL_PAD};
+pub use run::LlamaCppRun;
 
 pub use ctx::{fit_context, ContextFit};
 pub use fit::{fit_moe, fit_moe_from, MoeFit, TensorOverride};

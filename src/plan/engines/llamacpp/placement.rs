@@ -90,14 +90,14 @@ pub fn place(
     let host = n_devices;
     let devices = layer_devices(arch.num_layers, offload);
     out[host].model += weights.input;
-    let kv = crate::plan::engines::llamacpp::kv_bytes_per_layer(arch, settings);
-    let kv_pad = crate::plan::engines::llamacpp::kv_row_padding_per_layer(arch, settings);
+    let kv = super::kv::kv_bytes_per_layer(arch, settings);
+    let kv_pad = super::kv::kv_row_padding_per_layer(arch, settings);
     for (il, dev) in devices.iter().enumerate() {
         let slot = dev.unwrap_or(host);
         // Each device's buffers align (and pad) tensors their own way, and an RPC device takes
         // any tensor; the counts are the CPU's.
         let (rules, rpc) = dev.map_or((None, false), |d| {
-            let (r, rpc) = settings.llamacpp_device_at(d);
+            let (r, rpc) = settings.llamacpp.device_at(d);
             (Some(r), rpc)
         });
         let align = rules.map_or(32, |r| r.weight_alignment());
@@ -218,12 +218,8 @@ pub fn one_device(
     };
     let placed = place(weights, arch, settings, &offload);
     let first = (arch.num_layers + 1).saturating_sub(n_gpu_layers);
-    let (host, device) = crate::plan::engines::llamacpp::offloaded_compute_buffers(
-        arch,
-        settings,
-        Some(weights),
-        first,
-    )?;
+    let (host, device) =
+        super::buffers::offloaded_compute_buffers(arch, settings, Some(weights), first)?;
     let with = |b: DeviceBytes, compute| DeviceUse {
         model: b.model,
         context: b.context,
@@ -287,18 +283,14 @@ pub fn device_uses(
             .moves
             .iter()
             .all(|m| m.what == crate::model::FfnMove::Nothing);
-    let placement = crate::plan::engines::llamacpp::Placement {
+    let placement = super::buffers::Placement {
         layer_devices: &layers,
         devices: n,
         pipeline,
         moves: &offload.moves,
     };
-    let compute = crate::plan::engines::llamacpp::placed_compute_buffers(
-        arch,
-        settings,
-        Some(weights),
-        &placement,
-    )?;
+    let compute =
+        super::buffers::placed_compute_buffers(arch, settings, Some(weights), &placement)?;
     Some(
         placed
             .iter()

@@ -4,19 +4,20 @@
 //! compute bytes as llama.cpp places them. A model with routed experts is fitted as
 //! llama.cpp fits one ([`super::fit`]): experts to system RAM first, `-ot` overrides.
 //! Where that leaves more in RAM than the GPUs of several hosts together would, one server
-//! reaches the other hosts' GPUs as RPC devices ([`Settings::llamacpp_rpc`]).
+//! reaches the other hosts' GPUs as RPC devices ([`super::LlamaCppRun::rpc`]).
 
 use serde::Serialize;
 
 use super::ctx::fit_context;
+use super::device::{LlamaDevice, RulesBasis, UnmeasuredRule};
 use super::fit::{fit_moe_from, TensorOverride};
 use super::placement::{
     device_uses, fit_devices_from, layer_devices, one_device, DeviceUse, Offload,
 };
+use super::run::LlamaCppRun;
 use crate::backend::BackendKind;
 use crate::device::VulkanLimits;
 use crate::model::{LayerWeights, ModelSource, DEFAULT_WEIGHT_PRECISION};
-use crate::plan::engines::llamacpp::{LlamaDevice, RulesBasis, UnmeasuredRule};
 use crate::plan::engines::Settings;
 use crate::plan::{
     Accounting, Candidate, Capacity, Placement, Plan, PlanKind, Rank, Selection, Usable,
@@ -154,10 +155,13 @@ pub fn select_llamacpp(
         context: settings.context.saturating_mul(batch / streams),
         batch: streams,
         flash_attention: !cfg.flash_attention_off,
-        llamacpp_device: device_of(cfg.device, candidates.iter()),
-        llamacpp_no_op_offload: cfg.no_op_offload,
-        // (With --embedding it keeps every token's: an encoder's outputs stay all of them.)
-        llamacpp_outputs: arch.encoder.is_none().then_some(batch),
+        llamacpp: LlamaCppRun {
+            device: device_of(cfg.device, candidates.iter()),
+            no_op_offload: cfg.no_op_offload,
+            // (With --embedding it keeps every token's: an encoder's outputs stay all of them.)
+            outputs: arch.encoder.is_none().then_some(batch),
+            ..settings.llamacpp.clone()
+        },
         ..settings.clone()
     };
     let all = arch.num_layers + 1;
@@ -177,8 +181,11 @@ pub fn select_llamacpp(
     };
     let s = Settings {
         context: f.context,
-        llamacpp_device: f.rules.0,
-        llamacpp_rpc: f.rules.1.clone(),
+        llamacpp: LlamaCppRun {
+            device: f.rules.0,
+            rpc: f.rules.1.clone(),
+            ..s.llamacpp
+        },
         ..s
     };
     // Repeating layers only: -ngl counts the output layer first, so -ngl 26 of 32 leaves 7
@@ -236,8 +243,8 @@ fn account(
     cfg: &LlamaCppConfig,
     batch: u64,
 ) -> LlamaCppAccount {
-    let mut unmeasured = s.llamacpp_device.unmeasured_rules(weights, arch, s);
-    for remote in &s.llamacpp_rpc {
+    let mut unmeasured = s.llamacpp.device.unmeasured_rules(weights, arch, s);
+    for remote in &s.llamacpp.rpc {
         for rule in remote.unmeasured_rules(weights, arch, s) {
             if !unmeasured.contains(&rule) {
                 unmeasured.push(rule);
@@ -256,14 +263,14 @@ fn account(
         devices: f.uses.clone(),
         host: f.host,
         flash_attention: s.flash_attention,
-        device_rules: s.llamacpp_device,
-        vulkan_limits: s.llamacpp_device.vulkan_limits(),
-        device_rules_basis: s.llamacpp_device.basis(),
+        device_rules: s.llamacpp.device,
+        vulkan_limits: s.llamacpp.device.vulkan_limits(),
+        device_rules_basis: s.llamacpp.device.basis(),
         unmeasured_rules: unmeasured,
-        op_offload: s.llamacpp_device.offloads_ops() && !s.llamacpp_no_op_offload,
+        op_offload: s.llamacpp.device.offloads_ops() && !s.llamacpp.no_op_offload,
         one_gpu: cfg.one_gpu,
         rpc_devices: f.rpc_devices(),
-        rpc_device_rules: s.llamacpp_rpc.clone(),
+        rpc_device_rules: s.llamacpp.rpc.clone(),
     }
 }
 
@@ -360,12 +367,15 @@ fn across_hosts<'a>(
     let (local, remote): (Vec<&Candidate>, Vec<&Candidate>) =
         gpus.iter().copied().partition(|g| g.host == head);
     let s = Settings {
-        llamacpp_device: device_of(cfg.device, local.iter().copied()),
-        // Each other host's GPU by its own backend.
-        llamacpp_rpc: remote
-            .iter()
-            .map(|&c| device_of(None, std::iter::once(c)))
-            .collect(),
+        llamacpp: LlamaCppRun {
+            device: device_of(cfg.device, local.iter().copied()),
+            // Each other host's GPU by its own backend.
+            rpc: remote
+                .iter()
+                .map(|&c| device_of(None, std::iter::once(c)))
+                .collect(),
+            ..s.llamacpp.clone()
+        },
         ..s.clone()
     };
     let group: Vec<&Candidate> = remote.into_iter().chain(local).collect();
@@ -545,7 +555,7 @@ fn fitted<'a>(
         uses,
         host,
         context: s.context,
-        rules: (s.llamacpp_device, s.llamacpp_rpc.clone()),
+        rules: (s.llamacpp.device, s.llamacpp.rpc.clone()),
     })
 }
 
@@ -565,14 +575,13 @@ fn cpu_only<'a>(
     };
     let bytes = *super::placement::place(weights, arch, s, &offload).last()?;
     let layers = vec![None; usize::try_from(arch.num_layers).ok()? + 1];
-    let on_cpu = crate::plan::engines::llamacpp::Placement {
+    let on_cpu = super::buffers::Placement {
         layer_devices: &layers,
         devices: 0,
         pipeline: false,
         moves: &[],
     };
-    let compute =
-        crate::plan::engines::llamacpp::placed_compute_buffers(arch, s, Some(weights), &on_cpu)?;
+    let compute = super::buffers::placed_compute_buffers(arch, s, Some(weights), &on_cpu)?;
     Some(Fitted {
         gpus: Vec::new(),
         ram: Some(ram),
@@ -587,7 +596,7 @@ fn cpu_only<'a>(
             compute: *compute.first()?,
         },
         context: s.context,
-        rules: (s.llamacpp_device, s.llamacpp_rpc.clone()),
+        rules: (s.llamacpp.device, s.llamacpp.rpc.clone()),
     })
 }
 

@@ -4,9 +4,11 @@
 
 pub mod generate;
 mod plan;
+mod run;
 pub mod training;
 
 pub use plan::select_training;
+pub use run::PytorchRun;
 
 /// The PyTorch modelled, with the libraries its walk follows: torch's autograd and caching
 /// allocator, transformers' model classes, deepspeed's ZeRO, as `tools/pytorch-reference/`

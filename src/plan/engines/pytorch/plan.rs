@@ -40,22 +40,23 @@ pub fn select_training(
         .iter()
         .filter(|c| gpu(c))
         .max_by_key(|c| usable(c).bytes);
-    if let Some(f) = settings.fsdp {
+    if let Some(f) = settings.pytorch.fsdp {
         let ranks = (PlanKind::Sharded, f.world);
         return Ok(sharded((need, 0), ranks, candidates, &usable, &gpu));
     }
     // ZeRO-1 and DeepSpeed's stages share the optimizer state among their ranks: exactly that
     // many GPUs.
     if let Some(world) = settings
+        .pytorch
         .ddp
         .and_then(|d| d.zero1)
-        .or(settings.deepspeed.map(|d| d.world))
+        .or(settings.pytorch.deepspeed.map(|d| d.world))
     {
         let ranks = (PlanKind::DataParallel, world);
         let host_need = host_rank.saturating_mul(world);
         return Ok(sharded((need, host_need), ranks, candidates, &usable, &gpu));
     }
-    if settings.ddp.is_some() {
+    if settings.pytorch.ddp.is_some() {
         return Ok(data_parallel(need, candidates, &usable, &gpu));
     }
     let chosen = best.filter(|c| usable(c).bytes >= need);
