@@ -223,14 +223,10 @@ impl Report for SelectReport {
                  vLLM's pipeline stages and --cpu-offload-gb so far."
             );
         }
-        if let Some(a) = &p.llamacpp {
+        if let Some(a) = p.llamacpp() {
             super::engine::llamacpp_text(&mut text, a);
         }
-        if let Some(f) = p
-            .engine
-            .as_ref()
-            .filter(|_| p.accounting == Accounting::Vllm)
-        {
+        if let Some(f) = p.vllm().filter(|_| p.accounting == Accounting::Vllm) {
             let len = p.capacity.map_or(0, |c| c.context);
             super::engine::vllm_text(&mut text, f, p.kind != PlanKind::None, len);
         }
@@ -445,7 +441,7 @@ fn plan_line(s: &Selection) -> String {
         PlanKind::CpuOffload => {
             let (g, c) = (&p.placements[0], &p.placements[p.placements.len() - 1]);
             // llama.cpp's fit may also keep routed experts of layers on the GPUs in RAM.
-            let experts = p.llamacpp.as_ref().map_or(0, |a| {
+            let experts = p.llamacpp().map_or(0, |a| {
                 a.overrides
                     .iter()
                     .filter(|o| o.to.is_none() && o.layer < a.repeating_layers)
@@ -478,7 +474,7 @@ fn plan_line(s: &Selection) -> String {
                 ),
             }
         }
-        PlanKind::None => match &p.engine {
+        PlanKind::None => match p.vllm() {
             Some(f) => format!(
                 "No plan fits: the closest, vLLM with --tensor-parallel-size {}{}, is {} \
                  short per GPU.",

@@ -2,15 +2,14 @@
 //! context grow (activations and KV cache both do), so that serving capacity and the largest
 //! context are searched on the model's own figures.
 
-use super::engines::vllm::{VllmConfig, VllmDtype, VllmModel, VllmOutcome};
-use super::engines::LlamaCppConfig;
-use super::engines::{select_llamacpp, select_training, select_vllm};
+use super::engines::vllm::{VllmConfig, VllmOutcome};
+use super::engines::{EnginePlanner, LlamaCpp, LlamaCppConfig, Planned, Pytorch, Vllm};
 use super::launch::Engine;
 use super::{
     capacity, model_requirement, plan, Accounting, Candidate, Capacity, Plan, PlanKind, Policy,
     Requirement, Selection,
 };
-use crate::model::{ModelArch, ModelSource, Precision};
+use crate::model::ModelSource;
 use crate::plan::engines::{EstimateOverflow, Mode, Settings};
 
 /// What `select` places.
@@ -66,9 +65,11 @@ impl Demand {
     }
 }
 
-/// Plans `demand` by the rule of the engine that serves it: vLLM's own accounting
-/// ([`select_vllm_engine`]) for vLLM, else the generic rule under `policy`. `select` and
-/// `estimate --fits` both judge devices through here, so they cannot disagree.
+/// Plans `demand` by the rule of the engine that serves it, through the engines' one
+/// contract ([`EnginePlanner`]): PyTorch for a training step, vLLM's or llama.cpp's own
+/// accounting for them, and the generic rule under `policy` for a byte count, for no engine, or
+/// where the engine's accounting does not cover the model. `select` and `estimate --fits` both
+/// judge devices through here, so they cannot disagree.
 pub fn select_for_engine(
     engine: Option<Engine>,
     demand: &Demand,
@@ -76,67 +77,39 @@ pub fn select_for_engine(
     policy: &Policy,
     (vllm, llamacpp): (&VllmConfig, &LlamaCppConfig),
 ) -> Result<Selection, EstimateOverflow> {
-    match (engine, demand) {
-        (_, Demand::Model { source, settings }) if settings.mode == Mode::Train => {
-            select_training(source, settings, candidates)
-        }
-        (Some(Engine::Vllm), Demand::Model { .. }) => {
-            select_vllm_engine(demand, candidates, policy, vllm)
-        }
-        (Some(Engine::LlamaCpp), Demand::Model { source, settings }) => {
-            match select_llamacpp(source, settings, candidates, llamacpp) {
-                Some(s) => Ok(s),
-                None => select(demand, candidates, policy),
-            }
-        }
-        _ => select(demand, candidates, policy),
-    }
-}
-
-/// The weights vLLM holds for a checkpoint estimated at `bytes` with every tensor at `asked`:
-/// quantized weights, whether by `--quantization fp8` on load or stored so (compressed-tensors,
-/// GPTQ, AWQ), leave the token embeddings and the output head in 16 bits.
-fn loaded_weights(arch: &ModelArch, bytes: u64, asked: Option<Precision>) -> u64 {
-    let Some(p) =
-        asked.filter(|_| matches!(VllmDtype::of(asked), VllmDtype::Fp8 | VllmDtype::Stored))
-    else {
-        return bytes;
-    };
-    let matrices = if arch.tie_word_embeddings { 1 } else { 2 };
-    let elements = u128::from(matrices * arch.vocab_size * arch.hidden_size);
-    let quantized = u64::try_from(p.bytes_for(elements)).unwrap_or(u64::MAX);
-    let whole = u64::try_from(elements * 2).unwrap_or(u64::MAX);
-    bytes.saturating_sub(quantized).saturating_add(whole)
-}
-
-/// Plans `demand` for vLLM: its own accounting over the tensor-parallel layouts it accepts;
-/// when none serves for lack of memory, the generic rule's pipeline or offload plan (which
-/// vLLM's accounting does not model yet), marked as such; when that finds nothing either,
-/// vLLM's closest layout and what it lacks. `Unmodelled` architectures get the generic plan.
-pub fn select_vllm_engine(
-    demand: &Demand,
-    candidates: &[Candidate],
-    policy: &Policy,
-    cfg: &VllmConfig,
-) -> Result<Selection, EstimateOverflow> {
     let Demand::Model { source, settings } = demand else {
         return select(demand, candidates, policy);
     };
-    let b = source.estimate(settings)?;
-    let model = VllmModel {
-        arch: &source.arch,
-        weights_bytes: loaded_weights(&source.arch, b.weights_bytes, settings.dtype),
-        activation_bytes: cfg.dtype.activation_bytes(),
+    let planner: Box<dyn EnginePlanner + '_> = match engine {
+        _ if settings.mode == Mode::Train => Box::new(Pytorch),
+        Some(Engine::Vllm) => Box::new(Vllm(vllm)),
+        Some(Engine::LlamaCpp) => Box::new(LlamaCpp(llamacpp)),
+        _ => return select(demand, candidates, policy),
     };
-    let Ok(own) = select_vllm(&model, candidates, cfg, settings.batch) else {
-        return select(demand, candidates, policy);
-    };
+    match planner.plan(source, settings, candidates)? {
+        Planned::Own(own) if own.plan.accounting == Accounting::Vllm => {
+            after_vllm(*own, demand, candidates, policy)
+        }
+        Planned::Own(own) => Ok(*own),
+        Planned::Unmodelled => select(demand, candidates, policy),
+    }
+}
+
+/// vLLM's own plan over the tensor-parallel layouts it accepts, unless none serves for lack of
+/// memory: then the generic rule's pipeline or offload plan (which vLLM's accounting does not
+/// model yet), marked as such; when that finds nothing either, vLLM's closest layout and what
+/// it lacks.
+fn after_vllm(
+    own: Selection,
+    demand: &Demand,
+    candidates: &[Candidate],
+    policy: &Policy,
+) -> Result<Selection, EstimateOverflow> {
     // With no GPU at all vLLM's accounting has nothing to judge; a context past the model's
     // own is refused whatever the memory.
     let memory_bound = own
         .plan
-        .engine
-        .as_ref()
+        .vllm()
         .is_none_or(|f| !matches!(f.outcome, VllmOutcome::LongerThanTrained { .. }));
     if own.plan.kind != PlanKind::None || !memory_bound {
         return Ok(own);

@@ -23,7 +23,7 @@ pub use by_design::{
     SelectError,
 };
 pub use capacity::capacity;
-pub use demand::{select, select_for_engine, select_vllm_engine, Demand};
+pub use demand::{select, select_for_engine, Demand};
 pub use inventory::{
     candidates_from_discovery, read_inventories, read_inventory, read_inventory_with_notes,
     HeldBack, InventoryError, MAX_CSV_LINE, MAX_INVENTORY_DEVICES, MAX_NODE_DEVICES,
@@ -245,18 +245,43 @@ pub struct Plan {
     pub shortfall_bytes: Option<u64>,
     /// What the plan can serve (models only; set by [`capacity`]).
     pub capacity: Option<Capacity>,
-    /// The engine's own accounting on one rank of the plan (or of the closest layout when
-    /// none serves), when an engine's memory model planned it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub engine: Option<engines::vllm::VllmFit>,
-    /// llama.cpp's own accounting of the GPU and the host, when it planned.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub llamacpp: Option<engines::LlamaCppAccount>,
+    /// The engine's own accounting, when an engine's memory model planned it (JSON: under the
+    /// key its variant names).
+    #[serde(flatten)]
+    pub account: Option<EngineAccount>,
     /// Whose rule judged the plan.
     pub accounting: Accounting,
 }
 
+/// An engine's own accounting of a plan.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum EngineAccount {
+    /// vLLM's on one rank of the plan, or of the closest layout when none serves (JSON:
+    /// `engine`).
+    #[serde(rename = "engine")]
+    Vllm(engines::vllm::VllmFit),
+    /// llama.cpp's of the GPUs and the host (JSON: `llamacpp`).
+    #[serde(rename = "llamacpp")]
+    LlamaCpp(engines::LlamaCppAccount),
+}
+
 impl Plan {
+    /// vLLM's accounting, when vLLM planned.
+    pub fn vllm(&self) -> Option<&engines::vllm::VllmFit> {
+        match &self.account {
+            Some(EngineAccount::Vllm(f)) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// llama.cpp's accounting, when llama.cpp planned.
+    pub fn llamacpp(&self) -> Option<&engines::LlamaCppAccount> {
+        match &self.account {
+            Some(EngineAccount::LlamaCpp(a)) => Some(a),
+            _ => None,
+        }
+    }
+
     /// No plan: what the closest one lacks and the longest context that would fit, by
     /// `accounting`'s rule.
     pub fn none(
@@ -271,8 +296,7 @@ impl Plan {
             max_context,
             shortfall_bytes,
             capacity: None,
-            engine: None,
-            llamacpp: None,
+            account: None,
             accounting,
         }
     }
@@ -459,8 +483,7 @@ pub fn plan(
                 max_context: None,
                 shortfall_bytes: None,
                 capacity: None,
-                engine: None,
-                llamacpp: None,
+                account: None,
                 accounting: Accounting::Generic,
             },
             candidates: verdicts,

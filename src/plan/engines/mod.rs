@@ -8,6 +8,7 @@
 //! training plug in beside it as further modules of this room.
 
 pub mod breakdown;
+mod contract;
 pub mod estimate;
 pub mod llamacpp;
 pub mod pytorch;
@@ -15,11 +16,14 @@ pub mod settings;
 pub mod vllm;
 
 pub use breakdown::{ActivationsBasis, Breakdown, EstimateOverflow, TrainingBytes, TrainingStep};
+pub use contract::{EnginePlanner, Planned};
 pub use settings::{Mode, Settings};
 
-pub use llamacpp::{select_llamacpp, LlamaCppAccount, LlamaCppConfig, FIT_CTX_MIN, FIT_MARGIN};
-pub use pytorch::select_training;
-pub use vllm::select_vllm;
+pub use llamacpp::{
+    select_llamacpp, LlamaCpp, LlamaCppAccount, LlamaCppConfig, FIT_CTX_MIN, FIT_MARGIN,
+};
+pub use pytorch::{select_training, Pytorch};
+pub use vllm::{select_vllm, Vllm};
 
 use serde::Serialize;
 

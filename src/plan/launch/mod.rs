@@ -454,10 +454,7 @@ fn llama_cpp(path: &std::path::Path, plan: &Plan, s: &LaunchSettings) -> Launch 
     let ngl = match plan.kind {
         PlanKind::CpuOffload => plan.gpu_layers.unwrap_or(0),
         // Across hosts llama.cpp's own fit may leave layers in the server's RAM too.
-        PlanKind::CrossHost => plan
-            .llamacpp
-            .as_ref()
-            .map_or(s.layers + 1, |f| f.n_gpu_layers),
+        PlanKind::CrossHost => plan.llamacpp().map_or(s.layers + 1, |f| f.n_gpu_layers),
         _ if gpu.is_empty() => 0,
         _ => s.layers + 1,
     };
@@ -466,8 +463,7 @@ fn llama_cpp(path: &std::path::Path, plan: &Plan, s: &LaunchSettings) -> Launch 
         "-m".into(),
         path.display().to_string(),
         "-c".into(),
-        plan.llamacpp
-            .as_ref()
+        plan.llamacpp()
             .map_or(s.context * s.batch, |f| f.context)
             .to_string(),
         "-np".into(),
@@ -477,7 +473,7 @@ fn llama_cpp(path: &std::path::Path, plan: &Plan, s: &LaunchSettings) -> Launch 
     ];
     argv.extend(server_mode(
         s,
-        plan.llamacpp.as_ref().is_some_and(|f| f.kv_unified),
+        plan.llamacpp().is_some_and(|f| f.kv_unified),
     ));
     argv.extend(placement_args(plan, &gpu, (&local, &remote)));
     if let Some(t) = s.llamacpp_cache_type {
@@ -512,7 +508,7 @@ fn placement_args(
     (local, remote): (&[&Placement], &[&Placement]),
 ) -> Vec<String> {
     let mut argv: Vec<String> = Vec::new();
-    let fitted = plan.llamacpp.as_ref();
+    let fitted = plan.llamacpp();
     // llama-server's defaults are -fa auto (on here) and operator offload on.
     if fitted.is_some_and(|f| !f.flash_attention) {
         argv.extend(["-fa".into(), "off".into()]);
@@ -587,8 +583,7 @@ fn vllm(model: &str, plan: &Plan, s: &LaunchSettings) -> Result<Launch, NoLaunch
     // hosts) become one stage per GPU.
     // vLLM's own plan names its layout; the generic rule's plan kinds map onto one.
     let engine_layout = plan
-        .engine
-        .as_ref()
+        .vllm()
         .filter(|_| plan.accounting == crate::plan::Accounting::Vllm)
         .and_then(|f| {
             Some((
@@ -680,8 +675,7 @@ fn cpu_offload_gb(plan: &Plan, s: &LaunchSettings) -> Option<String> {
 
 /// `VLLM_PP_LAYER_PARTITION`, for stages other than vLLM's own even split.
 fn layer_partition(plan: &Plan, s: &LaunchSettings) -> Option<(String, String)> {
-    plan.engine
-        .as_ref()
+    plan.vllm()
         .filter(|f| {
             f.pipeline_parallel > 1
                 && f.stage_layers

@@ -20,8 +20,7 @@ fn plan(kind: PlanKind, placements: Vec<Placement>, gpu_layers: u64) -> Plan {
         max_context: None,
         shortfall_bytes: None,
         capacity: None,
-        engine: None,
-        llamacpp: None,
+        account: None,
         accounting: crate::plan::Accounting::Generic,
     }
 }
@@ -126,7 +125,7 @@ fn llama_cpp_across_hosts_launches_the_fits_layers_and_overrides() {
         rpc_devices: 1,
         rpc_device_rules: vec![crate::plan::engines::llamacpp::LlamaDevice::Cuda],
     };
-    p.llamacpp = Some(account);
+    p.account = Some(crate::plan::EngineAccount::LlamaCpp(account));
     let l = launch(Engine::LlamaCpp, &ModelRef::Gguf("m.gguf".into()), &p, &S).unwrap();
     assert_eq!(argv(&l.commands[0]), "rpc-server -H 0.0.0.0 -p 50052");
     assert_eq!(

@@ -36,4 +36,6 @@ pub use placement::{
     device_uses, fit_devices, fit_devices_from, fit_one_device, layer_devices, one_device, place,
     DeviceBytes, DeviceUse, DevicesFit, Offload,
 };
-pub use plan::{select_llamacpp, LlamaCppAccount, LlamaCppConfig, FIT_CTX_MIN, FIT_MARGIN};
+pub use plan::{
+    select_llamacpp, LlamaCpp, LlamaCppAccount, LlamaCppConfig, FIT_CTX_MIN, FIT_MARGIN,
+};

@@ -18,10 +18,10 @@ use super::run::LlamaCppRun;
 use crate::backend::BackendKind;
 use crate::device::VulkanLimits;
 use crate::model::{LayerWeights, ModelSource, DEFAULT_WEIGHT_PRECISION};
-use crate::plan::engines::Settings;
+use crate::plan::engines::{EnginePlanner, EstimateOverflow, Planned, Settings};
 use crate::plan::{
-    Accounting, Candidate, Capacity, Placement, Plan, PlanKind, Rank, Selection, Usable,
-    UsableRule, Verdict, VerdictReason,
+    Accounting, Candidate, Capacity, EngineAccount, Placement, Plan, PlanKind, Rank, Selection,
+    Usable, UsableRule, Verdict, VerdictReason,
 };
 
 /// llama.cpp's own margin per device (`--fit-target`, 1024 MiB).
@@ -133,6 +133,22 @@ fn device_of<'c>(
     }
 }
 
+/// llama.cpp's planner: `llama-server` started as the configuration says.
+#[derive(Debug, Clone, Copy)]
+pub struct LlamaCpp<'a>(pub &'a LlamaCppConfig);
+
+impl EnginePlanner for LlamaCpp<'_> {
+    fn plan(
+        &self,
+        source: &ModelSource,
+        settings: &Settings,
+        candidates: &[Candidate],
+    ) -> Result<Planned, EstimateOverflow> {
+        Ok(select_llamacpp(source, settings, candidates, self.0)
+            .map_or(Planned::Unmodelled, |s| Planned::Own(Box::new(s))))
+    }
+}
+
 /// Plans `source` for llama.cpp over `candidates`; `None` when llama.cpp's graph for the
 /// architecture is not replayed (the generic rule then plans it).
 pub fn select_llamacpp(
@@ -226,8 +242,13 @@ pub fn select_llamacpp(
             max_context: None,
             shortfall_bytes: None,
             capacity: capacity(arch, settings, s.context.saturating_mul(s.batch)),
-            engine: None,
-            llamacpp: Some(account(&f, (arch, &weights), &s, cfg, batch)),
+            account: Some(EngineAccount::LlamaCpp(account(
+                &f,
+                (arch, &weights),
+                &s,
+                cfg,
+                batch,
+            ))),
             accounting: Accounting::LlamaCpp,
         },
         candidates: verdicts,

@@ -7,7 +7,7 @@ mod plan;
 mod run;
 pub mod training;
 
-pub use plan::select_training;
+pub use plan::{select_training, Pytorch};
 pub use run::PytorchRun;
 
 /// The PyTorch modelled, with the libraries its walk follows: torch's autograd and caching

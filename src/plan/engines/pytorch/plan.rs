@@ -10,11 +10,26 @@
 
 use crate::backend::BackendKind;
 use crate::model::ModelSource;
-use crate::plan::engines::{EstimateOverflow, Settings};
+use crate::plan::engines::{EnginePlanner, EstimateOverflow, Planned, Settings};
 use crate::plan::policy::{Usable, UsableRule};
 use crate::plan::{
     Accounting, Candidate, Placement, Plan, PlanKind, Selection, Verdict, VerdictReason,
 };
+
+/// PyTorch's planner: one training step, on one GPU or its ranks.
+#[derive(Debug, Clone, Copy)]
+pub struct Pytorch;
+
+impl EnginePlanner for Pytorch {
+    fn plan(
+        &self,
+        source: &ModelSource,
+        settings: &Settings,
+        candidates: &[Candidate],
+    ) -> Result<Planned, EstimateOverflow> {
+        select_training(source, settings, candidates).map(|s| Planned::Own(Box::new(s)))
+    }
+}
 
 /// The plan for one training step of `source` under `settings` over `candidates`.
 pub fn select_training(
@@ -283,8 +298,7 @@ fn training_plan(kind: PlanKind, on: &[&Candidate], need: u64) -> Plan {
         max_context: None,
         shortfall_bytes: None,
         capacity: None,
-        engine: None,
-        llamacpp: None,
+        account: None,
         accounting: Accounting::PytorchTraining,
     }
 }

@@ -33,4 +33,4 @@ pub use config::{VllmConfig, VllmDtype, VllmGpu, VllmModel};
 pub use fit::{
     accepts_tp, fit, stage_layers, Layout, LayoutRejection, Unmodelled, VllmFit, VllmOutcome,
 };
-pub use plan::select_vllm;
+pub use plan::{select_vllm, Vllm};

@@ -4,13 +4,13 @@
 //! starts and serves one request of `max_model_len` wins (tensor parallel before pipeline
 //! stages), and when none does, the closest says how far it is.
 
-use super::config::{VllmConfig, VllmGpu, VllmModel};
+use super::config::{VllmConfig, VllmDtype, VllmGpu, VllmModel};
 use super::fit::{accepts_tp, fit, Layout, Unmodelled, VllmFit, VllmOutcome};
-use crate::model::ModelArch;
-use crate::plan::engines::TermKind;
+use crate::model::{ModelArch, ModelSource, Precision};
+use crate::plan::engines::{EnginePlanner, EstimateOverflow, Planned, Settings, TermKind};
 use crate::plan::{
-    identical_groups, Accounting, Candidate, Capacity, Placement, Plan, PlanKind, Rank, Selection,
-    Usable, UsableRule, Verdict, VerdictReason,
+    identical_groups, Accounting, Candidate, Capacity, EngineAccount, Placement, Plan, PlanKind,
+    Rank, Selection, Usable, UsableRule, Verdict, VerdictReason,
 };
 
 /// A layout judged: its devices, stage by stage, and vLLM's accounting.
@@ -113,6 +113,44 @@ fn try_layouts<'a>(
         .collect()
 }
 
+/// vLLM's planner: `vllm serve` started as the configuration says.
+#[derive(Debug, Clone, Copy)]
+pub struct Vllm<'a>(pub &'a VllmConfig);
+
+impl EnginePlanner for Vllm<'_> {
+    fn plan(
+        &self,
+        source: &ModelSource,
+        settings: &Settings,
+        candidates: &[Candidate],
+    ) -> Result<Planned, EstimateOverflow> {
+        let b = source.estimate(settings)?;
+        let model = VllmModel {
+            arch: &source.arch,
+            weights_bytes: loaded_weights(&source.arch, b.weights_bytes, settings.dtype),
+            activation_bytes: self.0.dtype.activation_bytes(),
+        };
+        Ok(select_vllm(&model, candidates, self.0, settings.batch)
+            .map_or(Planned::Unmodelled, |s| Planned::Own(Box::new(s))))
+    }
+}
+
+/// The weights vLLM holds for a checkpoint estimated at `bytes` with every tensor at `asked`:
+/// quantized weights, whether by `--quantization fp8` on load or stored so (compressed-tensors,
+/// GPTQ, AWQ), leave the token embeddings and the output head in 16 bits.
+fn loaded_weights(arch: &ModelArch, bytes: u64, asked: Option<Precision>) -> u64 {
+    let Some(p) =
+        asked.filter(|_| matches!(VllmDtype::of(asked), VllmDtype::Fp8 | VllmDtype::Stored))
+    else {
+        return bytes;
+    };
+    let matrices = if arch.tie_word_embeddings { 1 } else { 2 };
+    let elements = u128::from(matrices * arch.vocab_size * arch.hidden_size);
+    let quantized = u64::try_from(p.bytes_for(elements)).unwrap_or(u64::MAX);
+    let whole = u64::try_from(elements * 2).unwrap_or(u64::MAX);
+    bytes.saturating_sub(quantized).saturating_add(whole)
+}
+
 /// Plans `model` for vLLM over `candidates` (GPUs only: vLLM does not serve from system RAM
 /// here). `batch` is the number of sequences the capacity figures are for.
 pub fn select_vllm(
@@ -174,9 +212,8 @@ pub fn select_vllm(
                 batch,
                 model.arch.max_position_embeddings,
             )),
-            llamacpp: None,
+            account: Some(EngineAccount::Vllm(t.fit.clone())),
             accounting: Accounting::Vllm,
-            engine: Some(t.fit.clone()),
         },
         (None, closest) => {
             let max_context = closest.and_then(|t| match t.fit.outcome {
@@ -189,7 +226,7 @@ pub fn select_vllm(
             });
             let shortfall = closest.and_then(|t| short_of(&t.fit));
             Plan {
-                engine: closest.map(|t| t.fit.clone()),
+                account: closest.map(|t| EngineAccount::Vllm(t.fit.clone())),
                 ..Plan::none(max_context, shortfall, Accounting::Vllm)
             }
         }
