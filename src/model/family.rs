@@ -1,6 +1,8 @@
-//! The families whose graphs llama.cpp builds its own way, named once: a model's family name,
-//! as its GGUF (`general.architecture`) or its config.json (`model_type`) spells it, parsed into
-//! [`Family`] before any decision is taken on it.
+//! The one table of model families: each family gpumem has rules for, with every spelling of it
+//! in a GGUF (`general.architecture`, as llama.cpp names its architectures) and in a
+//! config.json (`model_type`, as transformers names it). Every reader and builder parses a name
+//! here into [`Family`] before any decision is taken on it; a new architecture is one variant
+//! and one row.
 
 /// A family the estimate has rules for. Each spelling in this module's table maps to one; every other name is
 /// [`Family::Other`].
@@ -42,8 +44,10 @@ pub enum Family {
     GptNeox,
     /// GLM-4.5 (`glm4moe`).
     Glm4Moe,
-    /// DeepSeek-V2/V3 and Kimi-K2 (`deepseek2`).
-    Deepseek,
+    /// DeepSeek-V2 (`deepseek2`, which llama.cpp builds DeepSeek-V3's GGUFs as too).
+    DeepseekV2,
+    /// DeepSeek-V3 and Kimi-K2, from their config.json: V2's graph with a router bias.
+    DeepseekV3,
     /// gpt-oss.
     GptOss,
     /// Mamba (and FalconMamba).
@@ -72,62 +76,106 @@ pub enum Family {
     Other,
 }
 
-/// Every spelling, GGUF's and config.json's, with its family.
-pub const NAMES: &[(&str, Family)] = &[
-    ("llama", Family::Llama),
-    ("mistral", Family::Mistral),
-    ("mixtral", Family::Mixtral),
-    ("qwen2", Family::Qwen2),
-    ("qwen2moe", Family::Qwen2Moe),
-    ("qwen2_moe", Family::Qwen2Moe),
-    ("qwen3", Family::Qwen3),
-    ("qwen3moe", Family::Qwen3Moe),
-    ("qwen3_moe", Family::Qwen3Moe),
-    ("qwen3next", Family::Qwen3Next),
-    ("qwen3_next", Family::Qwen3Next),
-    ("gemma", Family::Gemma),
-    ("gemma2", Family::Gemma2),
-    ("gemma3", Family::Gemma3),
-    ("gemma3_text", Family::Gemma3),
-    ("phi3", Family::Phi3),
-    ("llama4", Family::Llama4),
-    ("llama4_text", Family::Llama4),
-    ("cohere2", Family::Cohere2),
-    ("falcon", Family::Falcon),
-    ("starcoder2", Family::Starcoder2),
-    ("gptneox", Family::GptNeox),
-    ("gpt_neox", Family::GptNeox),
-    ("glm4moe", Family::Glm4Moe),
-    ("glm4_moe", Family::Glm4Moe),
-    ("deepseek2", Family::Deepseek),
-    ("deepseek_v2", Family::Deepseek),
-    ("deepseek_v3", Family::Deepseek),
-    ("kimi_k2", Family::Deepseek),
-    ("gpt-oss", Family::GptOss),
-    ("gpt_oss", Family::GptOss),
-    ("mamba", Family::Mamba),
-    ("mamba2", Family::Mamba2),
-    ("jamba", Family::Jamba),
-    ("nemotron_h", Family::NemotronH),
-    ("nemotron_h_moe", Family::NemotronH),
-    ("falcon-h1", Family::FalconH1),
-    ("falcon_h1", Family::FalconH1),
-    ("granitehybrid", Family::GraniteHybrid),
-    ("granitemoehybrid", Family::GraniteHybrid),
-    ("rwkv6", Family::Rwkv6),
-    ("rwkv7", Family::Rwkv7),
-    ("bert", Family::Bert),
-    ("nomic-bert", Family::NomicBert),
-    ("jina-bert-v2", Family::JinaBertV2),
+/// A family's spellings: GGUF's `general.architecture`s and the config.json `model_type`s read
+/// field by field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spellings {
+    /// The family.
+    pub family: Family,
+    /// How a GGUF names it (none: llama.cpp converts it under another family's name).
+    pub gguf: &'static [&'static str],
+    /// How a config.json names it (none: gpumem reads no config.json of it field by field).
+    pub config: &'static [&'static str],
+}
+
+const fn row(
+    family: Family,
+    gguf: &'static [&'static str],
+    config: &'static [&'static str],
+) -> Spellings {
+    Spellings {
+        family,
+        gguf,
+        config,
+    }
+}
+
+/// Every family with rules, and its spellings.
+pub const FAMILIES: &[Spellings] = &[
+    row(Family::Llama, &["llama"], &["llama"]),
+    row(Family::Mistral, &[], &["mistral"]),
+    row(Family::Mixtral, &[], &["mixtral"]),
+    row(Family::Qwen2, &["qwen2"], &["qwen2"]),
+    row(Family::Qwen2Moe, &["qwen2moe"], &["qwen2_moe"]),
+    row(Family::Qwen3, &["qwen3"], &["qwen3"]),
+    row(Family::Qwen3Moe, &["qwen3moe"], &["qwen3_moe"]),
+    row(Family::Qwen3Next, &["qwen3next"], &["qwen3_next"]),
+    row(Family::Gemma, &["gemma"], &["gemma"]),
+    row(Family::Gemma2, &["gemma2"], &["gemma2"]),
+    row(Family::Gemma3, &["gemma3"], &["gemma3", "gemma3_text"]),
+    row(Family::Phi3, &["phi3"], &["phi3"]),
+    row(Family::Llama4, &["llama4"], &["llama4", "llama4_text"]),
+    row(Family::Cohere2, &["cohere2"], &[]),
+    row(Family::Falcon, &["falcon"], &["falcon"]),
+    row(Family::Starcoder2, &["starcoder2"], &[]),
+    row(Family::GptNeox, &["gptneox"], &["gpt_neox"]),
+    row(Family::Glm4Moe, &["glm4moe"], &["glm4_moe"]),
+    row(Family::DeepseekV2, &["deepseek2"], &["deepseek_v2"]),
+    row(Family::DeepseekV3, &[], &["deepseek_v3", "kimi_k2"]),
+    row(Family::GptOss, &["gpt-oss"], &["gpt_oss"]),
+    row(Family::Mamba, &["mamba"], &["mamba"]),
+    row(Family::Mamba2, &["mamba2"], &["mamba2"]),
+    row(Family::Jamba, &["jamba"], &["jamba"]),
+    row(
+        Family::NemotronH,
+        &["nemotron_h", "nemotron_h_moe"],
+        &["nemotron_h"],
+    ),
+    row(Family::FalconH1, &["falcon-h1"], &["falcon_h1"]),
+    row(
+        Family::GraniteHybrid,
+        &["granitehybrid"],
+        &["granitemoehybrid"],
+    ),
+    row(Family::Rwkv6, &["rwkv6"], &[]),
+    row(Family::Rwkv7, &["rwkv7"], &[]),
+    row(Family::Bert, &["bert"], &[]),
+    row(Family::NomicBert, &["nomic-bert"], &[]),
+    row(Family::JinaBertV2, &["jina-bert-v2"], &[]),
 ];
 
 impl Family {
-    /// The family `name` spells (GGUF's or config.json's spelling).
+    /// The family `name` spells, GGUF's or config.json's spelling (a model's `family` may be
+    /// either).
     pub fn parse(name: &str) -> Self {
-        NAMES
+        Self::find(|r| r.gguf.contains(&name) || r.config.contains(&name))
+    }
+
+    /// The family of a GGUF's `general.architecture`.
+    pub fn from_gguf(architecture: &str) -> Self {
+        Self::find(|r| r.gguf.contains(&architecture))
+    }
+
+    /// The family of a config.json's `model_type`, where gpumem reads it field by field.
+    pub fn from_model_type(model_type: &str) -> Self {
+        Self::find(|r| r.config.contains(&model_type))
+    }
+
+    /// Every config.json `model_type` gpumem reads field by field.
+    pub fn model_types() -> impl Iterator<Item = &'static str> {
+        FAMILIES.iter().flat_map(|r| r.config.iter().copied())
+    }
+
+    /// DeepSeek-V2 or V3: the same graph, MLA and experts.
+    pub fn is_deepseek(self) -> bool {
+        matches!(self, Family::DeepseekV2 | Family::DeepseekV3)
+    }
+
+    fn find(matches: impl Fn(&Spellings) -> bool) -> Self {
+        FAMILIES
             .iter()
-            .find(|(n, _)| *n == name)
-            .map_or(Family::Other, |(_, f)| *f)
+            .find(|r| matches(r))
+            .map_or(Family::Other, |r| r.family)
     }
 }
 
@@ -135,5 +183,46 @@ impl super::ModelArch {
     /// The family this architecture's name spells.
     pub fn family_kind(&self) -> Family {
         Family::parse(&self.family)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_spelling_names_one_family_and_every_family_has_one() {
+        let mut gguf: Vec<&str> = FAMILIES
+            .iter()
+            .flat_map(|r| r.gguf.iter().copied())
+            .collect();
+        let mut config: Vec<&str> = Family::model_types().collect();
+        let (g, c) = (gguf.len(), config.len());
+        gguf.sort_unstable();
+        gguf.dedup();
+        config.sort_unstable();
+        config.dedup();
+        assert_eq!(
+            (gguf.len(), config.len()),
+            (g, c),
+            "a spelling listed twice"
+        );
+        for r in FAMILIES {
+            assert!(!r.gguf.is_empty() || !r.config.is_empty(), "{:?}", r.family);
+            assert!(r.gguf.iter().all(|n| Family::from_gguf(n) == r.family));
+            assert!(r
+                .config
+                .iter()
+                .all(|n| Family::from_model_type(n) == r.family));
+            assert!(r
+                .gguf
+                .iter()
+                .chain(r.config)
+                .all(|n| Family::parse(n) == r.family));
+        }
+        assert_eq!(Family::parse("brand_new"), Family::Other);
+        // A name of the other source is not taken for this one's.
+        assert_eq!(Family::from_gguf("gpt_oss"), Family::Other);
+        assert_eq!(Family::from_model_type("gpt-oss"), Family::Other);
     }
 }

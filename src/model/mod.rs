@@ -30,9 +30,9 @@ pub use dtype::{
     KV_PRECISIONS, WEIGHT_BF16, WEIGHT_F16, WEIGHT_F32, WEIGHT_FP8, WEIGHT_PRECISIONS,
 };
 pub use error::{ModelError, NotFound};
-pub use family::Family;
+pub use family::{Family, Spellings, FAMILIES};
 pub use gguf::{arch_from_gguf, read_gguf, GgufFile, GgufTensor, GgufValue};
-pub use hf_config::{parse_config, read_config, KNOWN_FAMILIES};
+pub use hf_config::{parse_config, read_config};
 pub use layers::{FfnBytes, FfnClass, FfnMove, LayerMove, LayerWeights};
 pub use safetensors_header::{read_safetensors, SafetensorsSummary};
 pub use weights::{FileWeights, WeightsDtype, DEFAULT_WEIGHT_PRECISION};

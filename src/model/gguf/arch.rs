@@ -8,82 +8,21 @@ use crate::model::arch::{
     Pooling, SlidingLayers, SlidingWindow, Ssm, SsmKind,
 };
 use crate::model::error::ModelError;
+use crate::model::family::Family;
 
-/// The `general.architecture`s whose graphs need rules of their own, parsed once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Family {
-    Mamba,
-    Mamba2,
-    Jamba,
-    GraniteHybrid,
-    NemotronH,
-    NemotronHMoe,
-    FalconH1,
-    Qwen3Next,
-    Rwkv6,
-    Rwkv7,
-    GptNeox,
-    Falcon,
-    Gemma,
-    Gemma2,
-    Gemma3,
-    Llama4,
-    Phi3,
-    GptOss,
-    Cohere2,
-    /// BERT and nomic-bert: encoders (`model::arch::Encoder`).
-    Bert,
-    NomicBert,
-    JinaBertV2,
-    /// Every other architecture: read from its keys and tensors alone.
-    Other,
-}
-
-impl Family {
-    fn parse(architecture: &str) -> Self {
-        match architecture {
-            "mamba" => Family::Mamba,
-            "mamba2" => Family::Mamba2,
-            "jamba" => Family::Jamba,
-            "granitehybrid" => Family::GraniteHybrid,
-            "nemotron_h" => Family::NemotronH,
-            "nemotron_h_moe" => Family::NemotronHMoe,
-            "falcon-h1" => Family::FalconH1,
-            "qwen3next" => Family::Qwen3Next,
-            "rwkv6" => Family::Rwkv6,
-            "rwkv7" => Family::Rwkv7,
-            "gptneox" => Family::GptNeox,
-            "falcon" => Family::Falcon,
-            "gemma" => Family::Gemma,
-            "gemma2" => Family::Gemma2,
-            "gemma3" => Family::Gemma3,
-            "llama4" => Family::Llama4,
-            "phi3" => Family::Phi3,
-            "gpt-oss" => Family::GptOss,
-            "cohere2" => Family::Cohere2,
-            "bert" => Family::Bert,
-            "nomic-bert" => Family::NomicBert,
-            "jina-bert-v2" => Family::JinaBertV2,
-            _ => Family::Other,
+/// The recurrent mixer of a family that has one (RWKV's token shift and WKV state count as one
+/// too).
+fn mixer_kind(family: Family) -> Option<SsmKind> {
+    match family {
+        Family::Mamba => Some(SsmKind::Mamba),
+        Family::Jamba => Some(SsmKind::JambaMamba),
+        Family::Mamba2 | Family::GraniteHybrid | Family::NemotronH | Family::FalconH1 => {
+            Some(SsmKind::Mamba2)
         }
-    }
-
-    /// The recurrent mixer of a family that has one (RWKV's token shift and WKV state count as
-    /// one too).
-    fn mixer(self) -> Option<SsmKind> {
-        match self {
-            Family::Mamba => Some(SsmKind::Mamba),
-            Family::Jamba => Some(SsmKind::JambaMamba),
-            Family::Mamba2
-            | Family::GraniteHybrid
-            | Family::NemotronH
-            | Family::NemotronHMoe
-            | Family::FalconH1 => Some(SsmKind::Mamba2),
-            Family::Qwen3Next => Some(SsmKind::GatedDeltaNet),
-            Family::Rwkv6 => Some(SsmKind::Rwkv6),
-            Family::Rwkv7 => Some(SsmKind::Rwkv7),
-            _ => None,
-        }
+        Family::Qwen3Next => Some(SsmKind::GatedDeltaNet),
+        Family::Rwkv6 => Some(SsmKind::Rwkv6),
+        Family::Rwkv7 => Some(SsmKind::Rwkv7),
+        _ => None,
     }
 }
 
@@ -149,7 +88,7 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
             field: "general.architecture".into(),
         })?;
     let k = Keys { path, file, a };
-    let family = Family::parse(a);
+    let family = Family::from_gguf(a);
     let hidden = k.req("embedding_length")?;
     let layers = k.req("block_count")?;
     // Before anything below walks the layers.
@@ -269,7 +208,7 @@ fn vocab_size(k: &Keys<'_>) -> u64 {
 /// shift (two past inputs per layer, the time mix's and the channel mix's) is the
 /// "convolution" and the WKV state a head size per channel.
 fn mixer(k: &Keys<'_>, family: Family, hidden: u64) -> Result<Option<Ssm>, ModelError> {
-    let Some(kind) = family.mixer() else {
+    let Some(kind) = mixer_kind(family) else {
         return Ok(None);
     };
     if matches!(kind, SsmKind::Rwkv6 | SsmKind::Rwkv7) {
@@ -369,7 +308,7 @@ fn layer_kinds(k: &Keys<'_>, family: Family, layers: u64) -> Result<LayerKinds, 
         // Nemotron-H's layers are one block each: attention where there are KV heads, an MLP
         // (experts in nemotron_h_moe) where there is a feed-forward width, a Mamba-2 mixer
         // where there is neither.
-        Family::NemotronH | Family::NemotronHMoe => {
+        Family::NemotronH => {
             let kv = k.per_layer("attention.head_count_kv", layers)?;
             let ff = k.per_layer("feed_forward_length", layers)?;
             kinds.ffn_blocks_alone = true;

@@ -2,10 +2,10 @@
 //! biases and norms, its feed-forward layout, its windows, its recurrent layers.
 
 use super::fields::Fields;
-use super::model_type::ModelType;
 use super::recurrent;
 use crate::model::arch::{Attention, Mlp, ModelArch, Norm, SlidingLayers, SlidingWindow};
 use crate::model::error::ModelError;
+use crate::model::family::Family;
 
 /// The shape every family shares, as the config wrote it.
 pub(super) struct Common {
@@ -22,45 +22,45 @@ pub(super) struct Common {
 /// (`None` for other families); `Ok(false)` for a family without rules, which the caller warns
 /// about.
 pub(super) fn apply(
-    ty: &ModelType,
+    ty: &Family,
     f: &mut Fields<'_>,
     arch: &mut ModelArch,
     c: &Common,
 ) -> Result<Option<bool>, ModelError> {
     let bias = c.attention_bias;
     match ty {
-        ModelType::Llama | ModelType::Mistral | ModelType::Mixtral => {}
+        Family::Llama | Family::Mistral | Family::Mixtral => {}
         // Phi-3's gate_up_proj: llama.cpp keeps the fused output beside the activation.
-        ModelType::Phi3 => arch.fused_projections = true,
-        ModelType::Qwen2 | ModelType::Qwen2Moe => arch.attention = standard(true, false, false),
-        ModelType::Qwen3 | ModelType::Qwen3Moe => {
+        Family::Phi3 => arch.fused_projections = true,
+        Family::Qwen2 | Family::Qwen2Moe => arch.attention = standard(true, false, false),
+        Family::Qwen3 | Family::Qwen3Moe => {
             arch.attention = standard(bias.unwrap_or(false), false, true)
         }
-        ModelType::Llama4 => llama4(f, arch)?,
-        ModelType::GptOss => {
+        Family::Llama4 => llama4(f, arch)?,
+        Family::GptOss => {
             arch.attention = standard(bias.unwrap_or(true), bias.unwrap_or(true), false);
             arch.attention_sinks = true;
             // Expert gate/up and down projections carry biases; every layer is MoE.
             arch.mlp_bias = true;
             arch.active_without_embedding = true;
         }
-        ModelType::Qwen3Next => recurrent::qwen3_next(f, arch, bias)?,
-        ModelType::Jamba => recurrent::jamba(f, arch, c.hidden, c.layers)?,
-        ModelType::GraniteMoeHybrid => recurrent::granite_moe_hybrid(f, arch, c.hidden)?,
-        ModelType::NemotronH => return recurrent::nemotron_h(f, arch, c.layers).map(Some),
-        ModelType::FalconH1 => recurrent::falcon_h1(f, arch, c.hidden)?,
-        ModelType::Gemma => arch.query_prescaled = true,
-        ModelType::Gemma2 => {
+        Family::Qwen3Next => recurrent::qwen3_next(f, arch, bias)?,
+        Family::Jamba => recurrent::jamba(f, arch, c.hidden, c.layers)?,
+        Family::GraniteHybrid => recurrent::granite_moe_hybrid(f, arch, c.hidden)?,
+        Family::NemotronH => return recurrent::nemotron_h(f, arch, c.layers).map(Some),
+        Family::FalconH1 => recurrent::falcon_h1(f, arch, c.hidden)?,
+        Family::Gemma => arch.query_prescaled = true,
+        Family::Gemma2 => {
             arch.norms_per_layer = 4;
             arch.query_prescaled = true;
         }
-        ModelType::Gemma3 => {
+        Family::Gemma3 => {
             arch.norms_per_layer = 4;
             arch.query_prescaled = true;
             arch.attention = standard(false, false, true);
         }
-        ModelType::Falcon => falcon(f, arch, c.hidden)?,
-        ModelType::GptNeox => {
+        Family::Falcon => falcon(f, arch, c.hidden)?,
+        Family::GptNeox => {
             arch.attention = standard(true, true, false);
             arch.mlp = Mlp::Plain;
             arch.mlp_bias = true;
@@ -69,13 +69,24 @@ pub(super) fn apply(
         }
         // GLM-4.5: biased q/k/v (not o), optional q/k norms, a DeepSeek-V3-style MoE with a
         // routing bias after first_k_dense_replace dense layers.
-        ModelType::Glm4Moe => {
+        Family::Glm4Moe => {
             let qk_norm = f.boolean("use_qk_norm").unwrap_or(false);
             arch.attention = standard(bias.unwrap_or(true), false, qk_norm);
         }
-        ModelType::DeepseekV2 | ModelType::DeepseekV3 => mla(f, arch, c.heads)?,
+        Family::DeepseekV2 | Family::DeepseekV3 => mla(f, arch, c.heads)?,
         // State-space models are read whole by `recurrent::state_space`.
-        ModelType::Mamba | ModelType::Mamba2 | ModelType::Other(_) => {}
+        // Read as the shared decoder: the state-space models return earlier, and the families
+        // with no config.json spelling in the table never reach here.
+        Family::Mamba
+        | Family::Mamba2
+        | Family::Cohere2
+        | Family::Starcoder2
+        | Family::Rwkv6
+        | Family::Rwkv7
+        | Family::Bert
+        | Family::NomicBert
+        | Family::JinaBertV2
+        | Family::Other => {}
     }
     Ok(None)
 }
@@ -145,12 +156,12 @@ fn mla(f: &mut Fields<'_>, arch: &mut ModelArch, heads: u64) -> Result<(), Model
 /// The window transformers applies where [`sliding_window`] records none: Mistral's, Mixtral's
 /// and Phi-3's `sliding_window`, and Qwen2's and Qwen3's when `use_sliding_window` is set.
 pub(super) fn transformers_window(
-    ty: &ModelType,
+    ty: &Family,
     f: &mut Fields<'_>,
 ) -> Result<Option<u64>, ModelError> {
     let applies = match ty {
-        ModelType::Mistral | ModelType::Mixtral | ModelType::Phi3 => true,
-        ModelType::Qwen2 | ModelType::Qwen2Moe | ModelType::Qwen3 | ModelType::Qwen3Moe => {
+        Family::Mistral | Family::Mixtral | Family::Phi3 => true,
+        Family::Qwen2 | Family::Qwen2Moe | Family::Qwen3 | Family::Qwen3Moe => {
             f.boolean("use_sliding_window").unwrap_or(false)
         }
         _ => false,
@@ -167,7 +178,7 @@ pub(super) fn transformers_window(
 /// KV cache below what llama.cpp allocates (Mistral-7B-v0.1 at 32768 tokens: 576 MiB counted,
 /// 4 GiB allocated).
 pub(super) fn sliding_window(
-    ty: &ModelType,
+    ty: &Family,
     f: &mut Fields<'_>,
 ) -> Result<Option<SlidingWindow>, ModelError> {
     let Some(window) = f.uint(&["sliding_window"])?.filter(|&w| w > 0) else {
@@ -178,8 +189,8 @@ pub(super) fn sliding_window(
     }
     let layers = match (f.layer_types("sliding_attention"), ty) {
         (Some(list), _) => Some(SlidingLayers::Listed(list)),
-        (None, ModelType::Gemma2) => Some(SlidingLayers::Even),
-        (None, ModelType::Gemma3) => Some(SlidingLayers::AllButEvery(
+        (None, Family::Gemma2) => Some(SlidingLayers::Even),
+        (None, Family::Gemma3) => Some(SlidingLayers::AllButEvery(
             f.uint(&["sliding_window_pattern"])?.unwrap_or(6),
         )),
         _ => None,

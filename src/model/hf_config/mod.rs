@@ -15,40 +15,8 @@ use super::error::quoted;
 use super::error::ModelError;
 use super::weights::FileWeights;
 use super::ModelWarning;
+use crate::model::family::Family;
 use fields::Fields;
-use model_type::ModelType;
-
-/// Families whose config.json gpumem understands field by field.
-pub const KNOWN_FAMILIES: &[&str] = &[
-    "llama",
-    "mistral",
-    "mixtral",
-    "qwen2",
-    "qwen2_moe",
-    "qwen3",
-    "qwen3_moe",
-    "gemma",
-    "gemma2",
-    "gemma3",
-    "gemma3_text",
-    "phi3",
-    "falcon",
-    "gpt_neox",
-    "deepseek_v2",
-    "deepseek_v3",
-    "gpt_oss",
-    "llama4",
-    "llama4_text",
-    "qwen3_next",
-    "mamba",
-    "mamba2",
-    "granitemoehybrid",
-    "kimi_k2",
-    "glm4_moe",
-    "jamba",
-    "nemotron_h",
-    "falcon_h1",
-];
 
 /// Largest accepted config.json (real ones are a few KiB).
 const MAX_CONFIG_BYTES: u64 = 16 << 20;
@@ -155,7 +123,8 @@ pub fn parse_config(
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
-    let ty = ModelType::parse(&family);
+    let ty = Family::from_model_type(&family);
+    let model_type = family.clone();
     let mut f = Fields {
         path,
         map,
@@ -168,8 +137,8 @@ pub fn parse_config(
     let hidden = f.req(&["hidden_size", "n_embd", "d_model"])?;
     let layers = f.req(&["num_hidden_layers", "n_layer", "num_layers"])?;
     let ssm = match ty {
-        ModelType::Mamba => Some(SsmKind::Mamba),
-        ModelType::Mamba2 => Some(SsmKind::Mamba2),
+        Family::Mamba => Some(SsmKind::Mamba),
+        Family::Mamba2 => Some(SsmKind::Mamba2),
         _ => None,
     };
     if let Some(kind) = ssm {
@@ -183,9 +152,9 @@ pub fn parse_config(
         family
     };
     let expert_blocks = families::apply(&ty, &mut f, &mut arch, &common)?;
-    if let ModelType::Other(other) = &ty {
+    if ty == Family::Other {
         warnings.push(ModelWarning::UnknownModelType {
-            model_type: quoted(other),
+            model_type: quoted(&model_type),
             fields_used: f.used.clone(),
         });
     }
@@ -207,7 +176,7 @@ pub fn parse_config(
 /// width, tied embeddings, biases; and what the family rules need of it.
 fn decoder(
     f: &mut Fields<'_>,
-    ty: &ModelType,
+    ty: &Family,
     name: &str,
     hidden: u64,
     layers: u64,
@@ -221,7 +190,7 @@ fn decoder(
     let mut kv_heads = f
         .uint(&["num_key_value_heads", "num_kv_heads", "n_head_kv"])?
         .unwrap_or(heads);
-    if *ty == ModelType::Falcon
+    if *ty == Family::Falcon
         && f.boolean("multi_query") == Some(true)
         && f.boolean("new_decoder_architecture") != Some(true)
     {
@@ -265,7 +234,7 @@ fn decoder(
 }
 
 /// The architecture, once it passes [`ModelArch::check_plausible`], or the field that fails.
-fn plausible(path: &Path, ty: &ModelType, arch: ModelArch) -> Result<ModelArch, ModelError> {
+fn plausible(path: &Path, ty: &Family, arch: ModelArch) -> Result<ModelArch, ModelError> {
     arch.check_plausible()
         .map_err(|(field, why)| ModelError::BadField {
             path: path.into(),
@@ -278,8 +247,8 @@ fn plausible(path: &Path, ty: &ModelType, arch: ModelArch) -> Result<ModelArch, 
 /// The config.json key a shape field came from in `family` (the recurrent mixers' fields are
 /// named differently in each; the inner width of Qwen3-Next and Granite is derived, so the
 /// factor the user wrote is named).
-fn config_key(ty: &ModelType, field: ShapeField) -> &'static str {
-    use ModelType as T;
+fn config_key(ty: &Family, field: ShapeField) -> &'static str {
+    use Family as T;
     use ShapeField::*;
     match (ty, field) {
         (T::Qwen3Next, SsmConvKernel) => "linear_conv_kernel_dim",
@@ -287,12 +256,12 @@ fn config_key(ty: &ModelType, field: ShapeField) -> &'static str {
         (T::Qwen3Next, SsmState) => "linear_key_head_dim",
         (T::Qwen3Next, SsmDtRank) => "linear_num_value_heads",
         (T::Qwen3Next, SsmGroups) => "linear_num_key_heads",
-        (T::GraniteMoeHybrid | T::Jamba, SsmConvKernel) => "mamba_d_conv",
-        (T::GraniteMoeHybrid | T::Jamba, SsmInner) => "mamba_expand",
-        (T::GraniteMoeHybrid | T::Jamba, SsmState) => "mamba_d_state",
-        (T::GraniteMoeHybrid, SsmDtRank) => "mamba_n_heads",
+        (T::GraniteHybrid | T::Jamba, SsmConvKernel) => "mamba_d_conv",
+        (T::GraniteHybrid | T::Jamba, SsmInner) => "mamba_expand",
+        (T::GraniteHybrid | T::Jamba, SsmState) => "mamba_d_state",
+        (T::GraniteHybrid, SsmDtRank) => "mamba_n_heads",
         (T::Jamba, SsmDtRank) => "mamba_dt_rank",
-        (T::GraniteMoeHybrid, SsmGroups) => "mamba_n_groups",
+        (T::GraniteHybrid, SsmGroups) => "mamba_n_groups",
         (T::Mamba2, SsmDtRank) => "num_heads",
         (T::FalconH1, SsmConvKernel) => "mamba_d_conv",
         (T::FalconH1, SsmInner) => "mamba_d_ssm",

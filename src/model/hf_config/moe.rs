@@ -4,15 +4,15 @@
 use serde_json::Value;
 
 use super::fields::Fields;
-use super::model_type::ModelType;
 use crate::model::arch::Moe;
 use crate::model::error::ModelError;
+use crate::model::family::Family;
 
 /// The config's experts, or `None` for a dense model. `intermediate` is the dense MLP width
 /// (the expert width when the config gives none).
 pub(super) fn experts(
     f: &mut Fields<'_>,
-    ty: &ModelType,
+    ty: &Family,
     intermediate: u64,
 ) -> Result<Option<Moe>, ModelError> {
     let experts = f
@@ -25,7 +25,7 @@ pub(super) fn experts(
     let expert_intermediate = f.uint(&["moe_intermediate_size"])?.unwrap_or(intermediate);
     let shared = shared_width(f, ty, expert_intermediate)?;
     let freq = match ty {
-        ModelType::Jamba => f.uint(&["expert_layer_period"])?.unwrap_or(2).max(1),
+        Family::Jamba => f.uint(&["expert_layer_period"])?.unwrap_or(2).max(1),
         _ => f
             .uint(&[
                 "moe_layer_freq",
@@ -66,7 +66,7 @@ pub(super) fn experts(
 /// The shared expert's width, as each family writes it (0: none).
 fn shared_width(
     f: &mut Fields<'_>,
-    ty: &ModelType,
+    ty: &Family,
     expert_intermediate: u64,
 ) -> Result<u64, ModelError> {
     let per_expert = |f: &mut Fields<'_>| -> Result<u64, ModelError> {
@@ -75,15 +75,15 @@ fn shared_width(
             .saturating_mul(expert_intermediate))
     };
     Ok(match ty {
-        ModelType::Qwen2Moe | ModelType::Qwen3Next => {
+        Family::Qwen2Moe | Family::Qwen3Next => {
             f.uint(&["shared_expert_intermediate_size"])?.unwrap_or(0)
         }
-        ModelType::GraniteMoeHybrid => f.uint(&["shared_intermediate_size"])?.unwrap_or(0),
-        ModelType::NemotronH => match f.uint(&["moe_shared_expert_intermediate_size"])? {
+        Family::GraniteHybrid => f.uint(&["shared_intermediate_size"])?.unwrap_or(0),
+        Family::NemotronH => match f.uint(&["moe_shared_expert_intermediate_size"])? {
             Some(width) => width,
             None => per_expert(f)?,
         },
-        ModelType::Llama4 => expert_intermediate,
+        Family::Llama4 => expert_intermediate,
         _ => per_expert(f)?,
     })
 }

@@ -148,7 +148,7 @@ fn attention_of(arch: &ModelArch, family: Family) -> Option<(bool, bool, bool, O
             qk_nope_head_dim: nope,
             qk_rope_head_dim: rope,
             v_head_dim: v,
-        } if family == Family::Deepseek => Some((
+        } if family.is_deepseek() => Some((
             false,
             false,
             false,
@@ -190,7 +190,7 @@ impl Flags {
             falcon: family == Family::Falcon,
             neox: matches!(family, Family::Starcoder2 | Family::GptNeox),
             glm: family == Family::Glm4Moe,
-            deepseek: family == Family::Deepseek,
+            deepseek: family.is_deepseek(),
             qwen2_moe: family == Family::Qwen2Moe,
         }
     }
@@ -240,7 +240,9 @@ fn family_ok(
                 && arch.mlp_bias
                 && (family != Family::Starcoder2 || !arch.parallel_attention)
         }
-        Family::Deepseek => arch.moe.as_ref().is_some_and(|m| m.layer_freq <= 1),
+        Family::DeepseekV2 | Family::DeepseekV3 => {
+            arch.moe.as_ref().is_some_and(|m| m.layer_freq <= 1)
+        }
         Family::Glm4Moe => {
             !o_bias
                 && arch

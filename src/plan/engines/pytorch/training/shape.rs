@@ -203,7 +203,7 @@ fn layout_of(arch: &ModelArch) -> Result<Layout, TrainingError> {
         | Family::Qwen3Moe => Ok(Layout::Llama),
         Family::Gemma2 => Ok(Layout::Gemma2),
         Family::Gemma3 => Ok(Layout::Gemma3),
-        Family::Deepseek => Ok(Layout::DeepseekV2),
+        Family::DeepseekV2 | Family::DeepseekV3 => Ok(Layout::DeepseekV2),
         Family::GptOss => Ok(Layout::GptOss),
         _ => Err(TrainingError::Unmodelled {
             family: arch.family.clone(),
