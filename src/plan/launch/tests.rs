@@ -1,6 +1,8 @@
 //! The launch commands for hand-made plans, as printed.
 
 use super::*;
+use crate::backend::BackendKind;
+use crate::plan::Placement;
 
 fn at(host: &str, backend: BackendKind, device: usize, layers: u64) -> Placement {
     Placement {

@@ -10,6 +10,7 @@ mod ctx;
 pub(crate) mod device;
 mod fit;
 pub(crate) mod kv;
+pub(crate) mod launch;
 mod placement;
 mod plan;
 pub(crate) mod replay;

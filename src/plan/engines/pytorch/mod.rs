@@ -3,10 +3,12 @@
 //! ([`generate`]), and the plan of a training step over GPUs ([`select_training`]).
 
 pub mod generate;
+mod launch;
 mod plan;
 mod run;
 pub mod training;
 
+pub use launch::torchrun;
 pub use plan::{select_training, Pytorch};
 pub use run::PytorchRun;
 

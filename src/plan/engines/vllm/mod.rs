@@ -17,6 +17,7 @@
 mod config;
 mod defaults;
 mod fit;
+pub(crate) mod launch;
 mod plan;
 mod state;
 mod terms;
