@@ -8,6 +8,7 @@ use super::launch::{launch_json, launch_text, LaunchJson};
 use super::one_line;
 use super::{new_table, thousands, Report, Style};
 use crate::backend::{BackendKind, SameGpu};
+use crate::plan::engines::EngineVersion;
 use crate::plan::launch::{Engine, Launch, NoLaunch};
 use crate::plan::{
     Accounting, Capacity, HeldBack, Placement, Plan, PlanKind, Selection, Suggestion, Usable,
@@ -38,6 +39,7 @@ struct SelectJson<'a> {
     model: &'a Option<String>,
     required_bytes: u64,
     plan: &'a Plan,
+    engine_release: Option<EngineVersion>,
     candidates: Vec<VerdictJson<'a>>,
     launch: Vec<LaunchJson<'a>>,
     held_back: &'a [HeldBack],
@@ -62,6 +64,7 @@ impl Serialize for SelectReport {
             model: &self.model,
             required_bytes: s.required_bytes,
             plan: &s.plan,
+            engine_release: s.plan.accounting.release(),
             candidates: s
                 .candidates
                 .iter()

@@ -347,6 +347,18 @@ pub enum Accounting {
     PytorchTraining,
 }
 
+impl Accounting {
+    /// The engine release whose rules judged the plan (`None`: the generic rule's).
+    pub fn release(self) -> Option<engines::EngineVersion> {
+        match self {
+            Accounting::Generic => None,
+            Accounting::Vllm | Accounting::GenericAfterVllm => Some(engines::vllm::VERSION),
+            Accounting::LlamaCpp => Some(engines::llamacpp::VERSION),
+            Accounting::PytorchTraining => Some(engines::pytorch::VERSION),
+        }
+    }
+}
+
 /// What a plan can serve on its devices, as batch and context grow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Capacity {

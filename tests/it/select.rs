@@ -856,3 +856,22 @@ fn llamacpp_on_metal_plans_by_its_source_and_labels_it_unmeasured() {
         assert!(text.contains(line), "{line}: {text}");
     }
 }
+
+#[test]
+fn the_json_names_the_engine_release_that_judged_the_plan() {
+    let release = |args: &[&str]| select(args).1["engine_release"].clone();
+    let model = ["--model", "llama-3.1-8b", "--device", "sim:24GiB"];
+    assert_eq!(
+        release(&[&model[..], &["--engine", "vllm"]].concat()),
+        json!({"engine": "vLLM", "version": "0.33", "source": "its Python source; public start-up logs"})
+    );
+    assert_eq!(
+        release(&[&model[..], &["--engine", "llama.cpp"]].concat())["version"],
+        "b11312"
+    );
+    // A byte count is judged by the generic rule: no engine's release.
+    assert_eq!(
+        release(&["--bytes", "1GiB", "--device", "sim:24GiB"]),
+        Value::Null
+    );
+}
