@@ -128,7 +128,8 @@ pub fn llamacpp_text(text: &mut String, a: &LlamaCppAccount) {
     };
     let _ = writeln!(
         text,
-        "\nllama.cpp{}{} (-fa {}{}, -ngl {}{split}{margin}):",
+        "\nllama.cpp {}{}{} (-fa {}{}, -ngl {}{split}{margin}):",
+        crate::plan::engines::llamacpp::VERSION.version,
         if a.devices.is_empty() {
             " on the CPU"
         } else {

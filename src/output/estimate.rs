@@ -236,8 +236,9 @@ fn training_text(text: &mut String, r: &EstimateReport) {
             };
             let _ = writeln!(
                 text,
-                "training: PyTorch's step, as its MemTracker counts it\n  recipe: {recipe}\n  \
+                "training: PyTorch {}'s step, as its MemTracker counts it\n  recipe: {recipe}\n  \
                  peak: {}, in {phase} (overhead and reserve added above)",
+                crate::plan::engines::pytorch::VERSION.version,
                 format_bytes(step.peak.total)
             );
             if step.grad_accum > 1 {

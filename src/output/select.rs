@@ -210,12 +210,13 @@ impl Report for SelectReport {
         if p.accounting == Accounting::PytorchTraining {
             let _ = writeln!(
                 text,
-                "PyTorch training: the step's peak (one FSDP2 rank's with --fsdp N, one DDP\n\
+                "PyTorch {} training: the step's peak (one FSDP2 rank's with --fsdp N, one DDP\n\
                  rank's with --ddp, the fullest ZeRO-1 rank's with --zero1 N, the fullest\n\
                  DeepSpeed rank's with --deepspeed-zero1/2/3 N) with the CUDA context\n\
                  (--overhead) and the allocator's slack (--fragmentation-reserve), against\n\
                  free memory (`estimate --mode train` shows its parts); with\n\
-                 --offload-optimizer the host's RAM must hold every rank's optimizer."
+                 --offload-optimizer the host's RAM must hold every rank's optimizer.",
+                crate::plan::engines::pytorch::VERSION.version
             );
         }
         if p.accounting == Accounting::GenericAfterVllm {

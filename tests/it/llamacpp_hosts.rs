@@ -145,7 +145,8 @@ fn llamacpp_across_hosts_names_the_rpc_devices_backend() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
         text.contains(
-            "\nllama.cpp on CUDA, RPC devices on Vulkan (-fa on, -ngl 49 -ts 21,28, keeping\n"
+            "\nllama.cpp b11312 on CUDA, RPC devices on Vulkan (-fa on, -ngl 49 -ts 21,28,\n    \
+             keeping 1.00 GiB free on each GPU):\n"
         ),
         "{text}"
     );

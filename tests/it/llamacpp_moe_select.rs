@@ -144,7 +144,7 @@ fn without_operator_offload_the_fit_keeps_more_on_the_gpu() {
         "{text}"
     );
     assert!(
-        unwrapped.contains("llama.cpp on CUDA (-fa on, --no-op-offload, -ngl 49,"),
+        unwrapped.contains("llama.cpp b11312 on CUDA (-fa on, --no-op-offload, -ngl 49,"),
         "{text}"
     );
     assert!(

@@ -768,7 +768,10 @@ fn training_is_planned_by_pytorchs_step() {
     assert_eq!(doc["plan"]["shortfall_bytes"], need - (20u64 << 30));
     let (code, text) = select_text(&[&train[..], &["--device", "sim:24GiB"]].concat());
     assert_eq!(code, 0);
-    assert!(text.contains("PyTorch training: the step's peak"), "{text}");
+    assert!(
+        text.contains("PyTorch 2.15 training: the step's peak"),
+        "{text}"
+    );
     assert!(!text.contains("vllm serve"), "{text}");
 }
 
@@ -850,7 +853,7 @@ fn llamacpp_on_metal_plans_by_its_source_and_labels_it_unmeasured() {
     let (code, text) = select_text(&args("metal"));
     assert_eq!(code, 0);
     for line in [
-        "llama.cpp on Metal (-fa on",
+        "llama.cpp b11312 on Metal (-fa on",
         "(unmeasured: ggml-metal's buffers, read from its source)",
     ] {
         assert!(text.contains(line), "{line}: {text}");
