@@ -17,7 +17,7 @@ use super::placement::{
 use super::run::LlamaCppRun;
 use crate::backend::BackendKind;
 use crate::device::VulkanLimits;
-use crate::model::{LayerWeights, ModelSource, DEFAULT_WEIGHT_PRECISION};
+use crate::model::{LayerWeights, ModelArch, ModelSource, DEFAULT_WEIGHT_PRECISION};
 use crate::plan::engines::{EnginePlanner, EstimateOverflow, Planned, Settings};
 use crate::plan::{
     Accounting, Candidate, Capacity, EngineAccount, Placement, Plan, PlanKind, Rank, Selection,
@@ -161,25 +161,8 @@ pub fn select_llamacpp(
     let weights = source.layer_weights.clone().unwrap_or_else(|| {
         LayerWeights::from_arch(arch, settings.dtype.unwrap_or(DEFAULT_WEIGHT_PRECISION))
     });
-    // llama-server's -np sequences each keep a KV stream of -c / -np cells (its default); when
-    // its fit chooses the context (-c 0) the plan keeps them in one cache (-kvu), the total
-    // being what the fit chooses. -fa auto (on) unless turned off, and logits for the last token of each sequence
-    // (llama-server's n_outputs_max).
     let batch = settings.batch.max(1);
-    let streams = if cfg.fit_ctx_min.is_none() { batch } else { 1 };
-    let s = Settings {
-        context: settings.context.saturating_mul(batch / streams),
-        batch: streams,
-        flash_attention: !cfg.flash_attention_off,
-        llamacpp: LlamaCppRun {
-            device: device_of(cfg.device, candidates.iter()),
-            no_op_offload: cfg.no_op_offload,
-            // (With --embedding it keeps every token's: an encoder's outputs stay all of them.)
-            outputs: arch.encoder.is_none().then_some(batch),
-            ..settings.llamacpp.clone()
-        },
-        ..settings.clone()
-    };
+    let s = server_settings(settings, candidates, cfg, arch);
     let all = arch.num_layers + 1;
     let (best, ram_short) = best_host(&weights, arch, &s, candidates, cfg)?;
     // Without a plan, the RAM-short fit's shares are still what each device is judged by.
@@ -253,6 +236,33 @@ pub fn select_llamacpp(
         },
         candidates: verdicts,
     })
+}
+
+/// What `llama-server` runs the model as: llama-server's -np sequences each keep a KV stream of
+/// -c / -np cells (its default); when its fit chooses the context (-c 0) the plan keeps them in
+/// one cache (-kvu), the total being what the fit chooses. -fa auto (on) unless turned off, and
+/// logits for the last token of each sequence (llama-server's n_outputs_max).
+fn server_settings(
+    settings: &Settings,
+    candidates: &[Candidate],
+    cfg: &LlamaCppConfig,
+    arch: &ModelArch,
+) -> Settings {
+    let batch = settings.batch.max(1);
+    let streams = if cfg.fit_ctx_min.is_none() { batch } else { 1 };
+    Settings {
+        context: settings.context.saturating_mul(batch / streams),
+        batch: streams,
+        flash_attention: !cfg.flash_attention_off,
+        llamacpp: LlamaCppRun {
+            device: device_of(cfg.device, candidates.iter()),
+            no_op_offload: cfg.no_op_offload,
+            // (With --embedding it keeps every token's: an encoder's outputs stay all of them.)
+            outputs: arch.encoder.is_none().then_some(batch),
+            ..settings.llamacpp.clone()
+        },
+        ..settings.clone()
+    }
 }
 
 /// llama.cpp's own account of the fit `f` of `weights` of `arch` under `s`, for `batch`
