@@ -84,7 +84,7 @@ _gpumem() {
             fi
             case "${prev}" in
                 --device)
-                    COMPREPLY=($(compgen -W "host host:4GiB sim:8GiB sim:24GiB sim:48GiB sim:80GiB sim:141GiB cuda:0 cuda:1 rocm:0 opencl:0 vulkan:0 metal:0" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "host host:4GiB sim:8GiB sim:24GiB sim:48GiB sim:80GiB sim:141GiB sim:h100 sim:h200 sim:a100-80gb sim:l40s sim:rtx4090 sim:mi300x cuda:0 cuda:1 rocm:0 opencl:0 vulkan:0 metal:0" -- "${cur}"))
                     return 0
                     ;;
                 --timeout)
@@ -604,7 +604,7 @@ _gpumem() {
                     return 0
                     ;;
                 --device)
-                    COMPREPLY=($(compgen -W "host host:4GiB sim:8GiB sim:24GiB sim:48GiB sim:80GiB sim:141GiB cuda:0 cuda:1 rocm:0 opencl:0 vulkan:0 metal:0" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "host host:4GiB sim:8GiB sim:24GiB sim:48GiB sim:80GiB sim:141GiB sim:h100 sim:h200 sim:a100-80gb sim:l40s sim:rtx4090 sim:mi300x cuda:0 cuda:1 rocm:0 opencl:0 vulkan:0 metal:0" -- "${cur}"))
                     return 0
                     ;;
                 --ram)
@@ -706,7 +706,7 @@ _gpumem() {
             fi
             case "${prev}" in
                 --device)
-                    COMPREPLY=($(compgen -W "host host:4GiB sim:8GiB sim:24GiB sim:48GiB sim:80GiB sim:141GiB cuda:0 cuda:1 rocm:0 opencl:0 vulkan:0 metal:0" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "host host:4GiB sim:8GiB sim:24GiB sim:48GiB sim:80GiB sim:141GiB sim:h100 sim:h200 sim:a100-80gb sim:l40s sim:rtx4090 sim:mi300x cuda:0 cuda:1 rocm:0 opencl:0 vulkan:0 metal:0" -- "${cur}"))
                     return 0
                     ;;
                 --timeout)

@@ -135,7 +135,7 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand --bytes 'Place a plain byte count instead of a model (e.g. 28GiB)'
             cand --inventory 'Plan over inventory files instead of this machine: `gpumem discover --json` documents (only backend, device name and total required), `nvidia-smi --query-gpu=... --format=csv` output (one host per file; add `mig.mode.current` to leave out GPUs in MIG mode) or `kubectl get nodes -o json` (GPU Feature Discovery labels). Formats may be mixed'
             cand --engine 'Engines to print launch commands for (repeatable). Default: every engine that can load the model as given (llama.cpp for a GGUF file, vLLM for a checkpoint or catalog model)'
-            cand --device 'Plan for a device you do not have, e.g. sim:80GiB (repeatable)'
+            cand --device 'Plan for a device you do not have (repeatable): sim:SIZE with a unit (GiB binary, GB decimal: sim:80GB is 74.5 GiB), or a GPU by name with the total its driver reports (sim:h100 is 81,559 MiB; h200, a100-80gb, a100-40gb, l40s, l4, a10, t4, rtx5090, rtx4090, rtx3090, mi300x)'
             cand --ram 'System RAM beside the --device sim GPUs, for CPU-offload plans (e.g. 64GiB)'
             cand --gpu-memory-utilization 'vLLM: fraction of each GPU''s total memory vLLM may use [default: 0.92]'
             cand --max-num-batched-tokens 'vLLM: tokens per scheduler step, which its profile run uses [default: by GPU memory]'

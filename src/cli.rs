@@ -391,7 +391,10 @@ pub struct SelectArgs {
     #[arg(long = "engine", value_enum, value_name = "ENGINE")]
     pub engines: Vec<EngineArg>,
 
-    /// Plan for a device you do not have, e.g. sim:80GiB (repeatable).
+    /// Plan for a device you do not have (repeatable): sim:SIZE with a unit (GiB binary, GB
+    /// decimal: sim:80GB is 74.5 GiB), or a GPU by name with the total its driver reports
+    /// (sim:h100 is 81,559 MiB; h200, a100-80gb, a100-40gb, l40s, l4, a10, t4, rtx5090,
+    /// rtx4090, rtx3090, mi300x).
     #[arg(long, value_name = "SPEC", value_parser = DeviceSpecs, hide_possible_values = true)]
     pub device: Vec<DeviceSpec>,
 

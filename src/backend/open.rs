@@ -26,7 +26,7 @@ pub fn open_device(spec: &DeviceSpec) -> Result<Arc<dyn DeviceMemory>, OpenError
     let unavailable = |u: Unavailable| fail(u.to_string());
     Ok(match *spec {
         DeviceSpec::Host { capacity } => Arc::new(HostDevice::new(capacity)),
-        DeviceSpec::Sim { capacity } => Arc::new(SimDevice::new(capacity)),
+        DeviceSpec::Sim { capacity, .. } => Arc::new(SimDevice::new(capacity)),
         DeviceSpec::Device { backend, index } => match backend {
             BackendKind::Cpu if index == 0 => Arc::new(HostDevice::new(None)),
             BackendKind::Cpu => return Err(fail("the CPU backend has one device, cpu:0".into())),

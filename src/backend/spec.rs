@@ -116,6 +116,10 @@ pub enum DeviceSpec {
     Sim {
         /// Simulated device capacity in bytes.
         capacity: u64,
+        /// The GPU it stands for when named (`sim:h100`), by its first name in
+        /// [`super::KNOWN_GPUS`]; its capacity is then that GPU's.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        gpu: Option<&'static str>,
     },
     /// Device `index` of a GPU backend, e.g. `opencl:0`.
     Device {
@@ -170,6 +174,20 @@ pub enum ParseDeviceSpecError {
     /// A capacity of zero cannot hold anything.
     #[error("capacity in '{0}' must be greater than zero")]
     ZeroCapacity(String),
+    /// A bare number: bytes, which a capacity almost never means.
+    #[error(
+        "'{0}' has no unit; write it as {1}GiB (binary: 2^30 bytes) or {1}GB (decimal: 10^9 \
+         bytes), or name a GPU (sim:h100, sim:rtx4090, ...)"
+    )]
+    NoUnit(String, String),
+    /// A name that is not one of the GPUs `sim:NAME` knows.
+    #[error("unknown GPU '{}' in '{}'{}; known: {}", .name, .input, crate::spelling::closest(.name, super::gpus::known_gpu_names()).map(|s| format!(" (did you mean 'sim:{s}'?)")).unwrap_or_default(), super::gpus::known_gpu_names().collect::<Vec<_>>().join(", "))]
+    UnknownGpu {
+        /// The whole input.
+        input: String,
+        /// The name as typed.
+        name: String,
+    },
 }
 
 impl FromStr for DeviceSpec {
@@ -182,12 +200,19 @@ impl FromStr for DeviceSpec {
             None => (text.to_ascii_lowercase(), None),
         };
         let capacity = |t: &str| -> Result<u64, ParseDeviceSpecError> {
+            let t = t.trim();
             let bytes = parse_bytes(t).map_err(|source| ParseDeviceSpecError::Capacity {
                 input: input.to_string(),
                 source,
             })?;
             if bytes == 0 {
                 return Err(ParseDeviceSpecError::ZeroCapacity(input.to_string()));
+            }
+            if t.chars().all(|c| c.is_ascii_digit() || c == '.') {
+                return Err(ParseDeviceSpecError::NoUnit(
+                    input.to_string(),
+                    format!("{head}:{t}"),
+                ));
             }
             Ok(bytes)
         };
@@ -196,9 +221,22 @@ impl FromStr for DeviceSpec {
             ("host", Some(t)) => Ok(DeviceSpec::Host {
                 capacity: Some(capacity(t)?),
             }),
-            ("sim", Some(t)) => Ok(DeviceSpec::Sim {
-                capacity: capacity(t)?,
-            }),
+            ("sim", Some(t)) => match super::gpus::known_gpu(t) {
+                Some(gpu) => Ok(DeviceSpec::Sim {
+                    capacity: gpu.total_bytes,
+                    gpu: Some(gpu.names[0]),
+                }),
+                None if t.trim().starts_with(|c: char| c.is_ascii_alphabetic()) => {
+                    Err(ParseDeviceSpecError::UnknownGpu {
+                        input: input.to_string(),
+                        name: t.trim().to_string(),
+                    })
+                }
+                None => Ok(DeviceSpec::Sim {
+                    capacity: capacity(t)?,
+                    gpu: None,
+                }),
+            },
             ("sim", None) | ("", _) => Err(ParseDeviceSpecError::Malformed(input.to_string())),
             (name, index) => {
                 let backend: BackendKind = name.parse()?;
@@ -230,7 +268,10 @@ impl fmt::Display for DeviceSpec {
         match self {
             DeviceSpec::Host { capacity: None } => f.write_str("host"),
             DeviceSpec::Host { capacity: Some(c) } => write!(f, "host:{}", exact_size(*c)),
-            DeviceSpec::Sim { capacity } => write!(f, "sim:{}", exact_size(*capacity)),
+            DeviceSpec::Sim {
+                gpu: Some(name), ..
+            } => write!(f, "sim:{name}"),
+            DeviceSpec::Sim { capacity, .. } => write!(f, "sim:{}", exact_size(*capacity)),
             DeviceSpec::Device { backend, index } => write!(f, "{backend}:{index}"),
         }
     }
@@ -240,6 +281,45 @@ impl fmt::Display for DeviceSpec {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_capacity_needs_a_unit_and_a_gpu_may_be_named() {
+        let no_unit = "sim:24".parse::<DeviceSpec>().unwrap_err();
+        assert_eq!(
+            no_unit.to_string(),
+            "'sim:24' has no unit; write it as sim:24GiB (binary: 2^30 bytes) or sim:24GB \
+             (decimal: 10^9 bytes), or name a GPU (sim:h100, sim:rtx4090, ...)"
+        );
+        assert!(matches!(
+            "host:4096".parse::<DeviceSpec>(),
+            Err(ParseDeviceSpecError::NoUnit(..))
+        ));
+        // GB is decimal, GiB binary.
+        assert_eq!(
+            "sim:80GB".parse(),
+            Ok(DeviceSpec::Sim {
+                capacity: 80_000_000_000,
+                gpu: None
+            })
+        );
+        let h100: DeviceSpec = "sim:H100".parse().unwrap();
+        assert_eq!(
+            h100,
+            DeviceSpec::Sim {
+                capacity: 81_559 << 20,
+                gpu: Some("h100")
+            }
+        );
+        assert_eq!(h100.to_string(), "sim:h100");
+        assert_eq!(h100.to_string().parse(), Ok(h100));
+        let unknown = "sim:h800".parse::<DeviceSpec>().unwrap_err().to_string();
+        assert!(
+            unknown.starts_with(
+                "unknown GPU 'h800' in 'sim:h800' (did you mean 'sim:h100'?); known: h100, "
+            ),
+            "{unknown}"
+        );
+    }
 
     #[test]
     fn parses_every_form() {
@@ -252,7 +332,10 @@ mod tests {
         );
         assert_eq!(
             "sim:80GiB".parse(),
-            Ok(DeviceSpec::Sim { capacity: 80 << 30 })
+            Ok(DeviceSpec::Sim {
+                capacity: 80 << 30,
+                gpu: None
+            })
         );
         assert_eq!(
             "opencl:0".parse(),
@@ -297,6 +380,10 @@ mod tests {
         ));
         assert!(matches!(
             "sim:lots".parse::<DeviceSpec>(),
+            Err(ParseDeviceSpecError::UnknownGpu { .. })
+        ));
+        assert!(matches!(
+            "sim:1.5.5GiB".parse::<DeviceSpec>(),
             Err(ParseDeviceSpecError::Capacity { .. })
         ));
     }

@@ -83,6 +83,15 @@ impl Candidate {
         }
     }
 
+    /// A simulated `gpu` (`sim:h100`): its product name, backend and driver-reported total.
+    pub fn sim_gpu(index: usize, gpu: &crate::backend::KnownGpu) -> Self {
+        Candidate {
+            backend: gpu.backend,
+            name: gpu.product.to_string(),
+            ..Candidate::sim(index, gpu.total_bytes)
+        }
+    }
+
     /// Simulated system RAM of `capacity` bytes on the host of the simulated GPUs.
     pub fn sim_ram(capacity: u64) -> Self {
         Candidate {

@@ -133,7 +133,11 @@ fn vulkan_device_memory_through_staging_copies() {
 #[test]
 fn host_and_sim_devices() {
     exercise(open_device(&"host:256MiB".parse().unwrap()).unwrap());
-    let sim = open_device(&DeviceSpec::Sim { capacity: 80 << 30 }).unwrap();
+    let sim = open_device(&DeviceSpec::Sim {
+        capacity: 80 << 30,
+        gpu: None,
+    })
+    .unwrap();
     assert!(sim.simulated());
     assert_eq!(sim.mem_info().unwrap(), (80 << 30, 80 << 30));
 }

@@ -878,3 +878,36 @@ fn the_json_names_the_engine_release_that_judged_the_plan() {
         Value::Null
     );
 }
+
+#[test]
+fn a_named_gpu_is_planned_at_the_total_its_driver_reports() {
+    let (code, doc) = select(&[
+        "--model",
+        "llama-3.1-8b",
+        "--engine",
+        "vllm",
+        "--device",
+        "sim:h100",
+    ]);
+    assert_eq!(code, 0);
+    let c = &doc["candidates"][0];
+    assert_eq!(c["name"], "NVIDIA H100 80GB HBM3");
+    assert_eq!(c["backend"], "cuda");
+    // vLLM's budget: ⌈81,559 MiB × 0.92⌉.
+    assert_eq!(c["usable_bytes"], 78_679_145_186u64);
+    let (code, doc) = select(&["--model", "llama-3.1-8b", "--device", "sim:mi300x"]);
+    assert_eq!(code, 0);
+    assert_eq!(doc["candidates"][0]["backend"], "rocm");
+    // A bare number is refused, naming the units, as printed.
+    let out = gpumem()
+        .args(["select", "--model", "llama-3.1-8b", "--device", "sim:24"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        "gpumem: error: invalid value 'sim:24' for '--device <SPEC>': 'sim:24' has no unit; \
+         write it as sim:24GiB (binary: 2^30 bytes) or sim:24GB (decimal: 10^9 bytes), or name \
+         a GPU (sim:h100, sim:rtx4090, ...) (see 'gpumem --help')\n"
+    );
+}

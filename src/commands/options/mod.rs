@@ -97,9 +97,15 @@ pub fn select_sim_devices(args: &SelectArgs) -> Result<Vec<Candidate>> {
         .iter()
         .enumerate()
         .map(|(i, d)| match d {
-            DeviceSpec::Sim { capacity } => Ok(Candidate::sim(i, *capacity)),
+            DeviceSpec::Sim { capacity, gpu } => {
+                Ok(gpu.and_then(crate::backend::known_gpu).map_or_else(
+                    || Candidate::sim(i, *capacity),
+                    |g| Candidate::sim_gpu(i, g),
+                ))
+            }
             other => Err(CliError::Usage(format!(
-                "--device takes sim:SIZE here (got {other}); real devices are discovered"
+                "--device takes sim:SIZE or sim:GPU here (got {other}); real devices are \
+                 discovered"
             ))
             .into()),
         })
