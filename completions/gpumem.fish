@@ -199,7 +199,7 @@ fp8\t''
 q8_0\t''
 q4_0\t''"
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s b -l batch -d 'Sequences processed at once' -r
-complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s c -l context -d 'Tokens of context per sequence (prompt plus generated). Default: 4096' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s c -l context -d 'Tokens of context per sequence (prompt plus generated): 4096, or with k for 1,024 tokens (32k is 32,768; 128k is 131,072). Default: 4096' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l ubatch -d 'Prefill chunk (micro-batch) in tokens; sizes the activation scratch' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l mmproj -d 'A multimodal projector GGUF (llama.cpp\'s mmproj) loaded beside the model: its weights are counted. An Ollama model\'s own projector is found in its manifest without this' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l overhead -d 'Runtime overhead per device (CUDA context, kernels, workspaces)' -r
@@ -389,7 +389,7 @@ fp8\t''
 q8_0\t''
 q4_0\t''"
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s b -l batch -d 'Sequences processed at once' -r
-complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s c -l context -d 'Tokens of context per sequence (prompt plus generated). Default: 4096' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s c -l context -d 'Tokens of context per sequence (prompt plus generated): 4096, or with k for 1,024 tokens (32k is 32,768; 128k is 131,072). Default: 4096' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l ubatch -d 'Prefill chunk (micro-batch) in tokens; sizes the activation scratch' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l mmproj -d 'A multimodal projector GGUF (llama.cpp\'s mmproj) loaded beside the model: its weights are counted. An Ollama model\'s own projector is found in its manifest without this' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l overhead -d 'Runtime overhead per device (CUDA context, kernels, workspaces)' -r

@@ -174,8 +174,9 @@ pub struct WorkloadSettings {
     #[arg(short, long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
     pub batch: u32,
 
-    /// Tokens of context per sequence (prompt plus generated). Default: 4096.
-    #[arg(short, long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
+    /// Tokens of context per sequence (prompt plus generated): 4096, or with k for 1,024 tokens
+    /// (32k is 32,768; 128k is 131,072). Default: 4096.
+    #[arg(short, long, default_value_t = 4096, value_parser = values::parse_context, allow_negative_numbers = true)]
     pub context: u32,
 
     /// Prefill chunk (micro-batch) in tokens; sizes the activation scratch.

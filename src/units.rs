@@ -41,6 +41,9 @@ pub enum ParseUnitError {
     /// The value does not fit in 64 bits.
     #[error("'{0}' is too large")]
     Overflow(String),
+    /// The text is not a number of tokens.
+    #[error("'{0}' is not a number of tokens; expected e.g. 4096, 32k (32,768) or 128k (131,072)")]
+    MalformedTokens(String),
     /// The text is not a duration.
     #[error("'{0}' is not a duration; expected e.g. 10s, 500ms, 2m or a number of seconds")]
     MalformedDuration(String),
@@ -173,6 +176,26 @@ pub fn format_signed_bytes(bytes: i128) -> String {
     }
 }
 
+/// Parses a number of tokens as context lengths are written: `4096`, or with `k` (1,024
+/// tokens: `32k` is 32,768, `128K` 131,072, the powers of two models are trained at) or `m`
+/// (1,048,576).
+pub fn parse_tokens(input: &str) -> Result<u64, ParseUnitError> {
+    let text = input.trim();
+    let bad = || ParseUnitError::MalformedTokens(input.to_string());
+    let (digits, scale) = match text.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&text[..i], 1u64 << 10),
+        Some((i, 'm' | 'M')) => (&text[..i], 1 << 20),
+        _ => (text, 1),
+    };
+    if digits.is_empty() || digits.len() > 20 || !digits.chars().all(|c| c.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let overflow = || ParseUnitError::Overflow(input.to_string());
+    // All digits: the parse fails only past 2^64.
+    let n: u64 = digits.parse().map_err(|_| overflow())?;
+    n.checked_mul(scale).ok_or_else(overflow)
+}
+
 /// Parses a duration: `10s`, `500ms`, `2m`, `1h`, `1.5s`, or a bare number of seconds.
 pub fn parse_duration(input: &str) -> Result<Duration, ParseUnitError> {
     let text = input.trim();
@@ -201,6 +224,25 @@ pub fn parse_duration(input: &str) -> Result<Duration, ParseUnitError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn tokens_take_k_as_1024() {
+        assert_eq!(super::parse_tokens("4096"), Ok(4096));
+        assert_eq!(super::parse_tokens("32k"), Ok(32_768));
+        assert_eq!(super::parse_tokens(" 128K "), Ok(131_072));
+        assert_eq!(super::parse_tokens("1m"), Ok(1 << 20));
+        for bad in ["", "k", "32kb", "1.5k", "-4", "32 k", "0x10"] {
+            assert_eq!(
+                super::parse_tokens(bad),
+                Err(ParseUnitError::MalformedTokens(bad.into())),
+                "{bad}"
+            );
+        }
+        assert!(matches!(
+            super::parse_tokens("99999999999999999999k"),
+            Err(ParseUnitError::Overflow(_))
+        ));
+    }
+
     use super::*;
     use proptest::prelude::*;
 
@@ -294,6 +336,13 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn tokens_never_panic_and_k_is_1024(s in "\\PC{0,24}", n in 0u64..(1 << 40)) {
+            let _ = parse_tokens(&s);
+            prop_assert_eq!(parse_tokens(&format!("{n}k")), Ok(n * 1024));
+            prop_assert_eq!(parse_tokens(&n.to_string()), Ok(n));
+        }
+
         #[test]
         fn parse_never_panics(s in "\\PC*") {
             let _ = parse_bytes(&s);

@@ -1,12 +1,20 @@
 //! Value parsers for flags whose values need more than `FromStr`: sizes that must not be zero,
 //! block sizes, factors, fractions and percentages, each failing with a line naming the limit.
 
-use crate::units::parse_bytes;
+use crate::units::{parse_bytes, parse_tokens};
 
 pub(super) fn parse_nonzero_bytes(s: &str) -> Result<u64, String> {
     match parse_bytes(s).map_err(|e| e.to_string())? {
         0 => Err("must be at least 1 byte".into()),
         n => Ok(n),
+    }
+}
+
+/// A context length: `4096`, `32k` (32,768) or `128k`, from 1 token to 2^32 − 1.
+pub(super) fn parse_context(s: &str) -> Result<u32, String> {
+    match parse_tokens(s).map_err(|e| e.to_string())? {
+        0 => Err("must be at least 1 token".into()),
+        n => u32::try_from(n).map_err(|_| format!("{s} is above {} tokens", u32::MAX)),
     }
 }
 

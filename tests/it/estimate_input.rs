@@ -426,3 +426,26 @@ fn a_fifo_config_beside_safetensors_is_named() {
         "{e}"
     );
 }
+
+#[test]
+fn a_context_is_taken_as_people_write_it() {
+    let at = |c: &str| {
+        crate::common::json_ok(crate::common::gpumem().args([
+            "--json",
+            "estimate",
+            "-m",
+            "llama-3.1-8b",
+            "--context",
+            c,
+        ]))
+    };
+    // k is 1,024 tokens: 32k is the 32,768 a model is trained at, the same estimate.
+    assert_eq!(at("32k"), at("32768"));
+    assert_eq!(at("128K")["kv_cache_bytes"], at("131072")["kv_cache_bytes"]);
+    let e = one_line_failure(&["estimate", "-m", "llama-3.1-8b", "--context", "32kb"], 2);
+    assert_eq!(
+        e,
+        "gpumem: error: invalid value '32kb' for '--context <CONTEXT>': '32kb' is not a number \
+         of tokens; expected e.g. 4096, 32k (32,768) or 128k (131,072) (see 'gpumem --help')\n"
+    );
+}
