@@ -8,10 +8,11 @@ pub enum CliError {
     /// The flags are individually valid but do not make sense together (exit 2).
     #[error("{0}")]
     Usage(String),
-    /// A failure found after the report was printed (a missed gate, a corruption): exit 1, and
-    /// with `--json` no second document, since stdout already holds the report.
-    #[error("{0}")]
-    AfterReport(String),
+    /// A failure found after the report was printed (a missed gate, a corruption: exit 1; no
+    /// device on the backends `discover --backend` named: exit 4), and with `--json` no second
+    /// document, since stdout already holds the report.
+    #[error("{1}")]
+    AfterReport(crate::exit::Exit, String),
     /// SIGINT or SIGTERM arrived before there was anything to report (while drivers were
     /// probed or the device opened): exit 128 + the signal, and with `--json` one error
     /// document.

@@ -12,7 +12,8 @@ pub enum Exit {
     /// 3: does not fit; no suitable device (`select`, `estimate --fits`).
     DoesNotFit,
     /// 4: the device `bench-alloc` or `stress` was to run on is missing or cannot be opened (no
-    /// driver, no such index), so CI can tell a lost GPU from a missed gate.
+    /// driver, no such index), or no backend `discover --backend` named has a device, so CI can
+    /// tell a lost GPU from a missed gate.
     DeviceUnavailable,
     /// 128 + N: `bench-alloc` or `stress` stopped by signal N (130 SIGINT, 143 SIGTERM) after
     /// freeing everything and printing its partial report.
@@ -57,7 +58,7 @@ pub const TABLE: &[(&str, &str)] = &[
     ),
     (
         "4",
-        "the device `bench-alloc` or `stress` was to use is missing or cannot be opened (a lost GPU, not a missed gate)",
+        "the device `bench-alloc` or `stress` was to use is missing or cannot be opened, or no backend `discover --backend` named has a device (a lost GPU, not a missed gate)",
     ),
     (
         "130, 143",

@@ -40,7 +40,7 @@ fn main() -> ExitCode {
             let device_unavailable = err.downcast_ref::<gpumem::backend::OpenError>().is_some();
             let exit = match err.downcast_ref::<CliError>() {
                 Some(CliError::Usage(_)) => Exit::Usage,
-                Some(CliError::Interrupted(exit, _)) => *exit,
+                Some(CliError::Interrupted(exit, _) | CliError::AfterReport(exit, _)) => *exit,
                 // A name that is not a model is a usage error, like any other bad value.
                 _ if unknown_model => Exit::Usage,
                 _ if device_unavailable => Exit::DeviceUnavailable,
@@ -50,7 +50,7 @@ fn main() -> ExitCode {
             eprintln!("gpumem: error: {}", gpumem::output::one_line(&message));
             if !matches!(
                 err.downcast_ref::<CliError>(),
-                Some(CliError::AfterReport(_))
+                Some(CliError::AfterReport(..))
             ) {
                 let _ = out.emit_error(&message, exit.code());
             }

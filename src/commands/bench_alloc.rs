@@ -77,7 +77,7 @@ fn finish(interrupted: bool, failure: Option<String>) -> Result<Exit> {
         return Ok(super::signals::interrupted_exit());
     }
     match failure {
-        Some(why) => Err(CliError::AfterReport(why).into()),
+        Some(why) => Err(CliError::AfterReport(Exit::Failure, why).into()),
         None => Ok(Exit::Success),
     }
 }

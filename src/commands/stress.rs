@@ -98,10 +98,10 @@ pub fn run(args: &StressArgs, out: &Output) -> Result<Exit> {
         return Ok(super::signals::interrupted_exit());
     }
     if !report.outcome.passed {
-        return Err(CliError::AfterReport(format!(
-            "stress failed: {}",
-            report.failure_lines().join("; ")
-        ))
+        return Err(CliError::AfterReport(
+            Exit::Failure,
+            format!("stress failed: {}", report.failure_lines().join("; ")),
+        )
         .into());
     }
     Ok(Exit::Success)

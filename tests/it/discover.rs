@@ -17,6 +17,18 @@ fn discover_json(cmd: &mut Command, args: &[&str]) -> Value {
     common::json_ok(cmd.args(["--json", "discover"]).args(args))
 }
 
+/// `discover --json` that may end in exit 4 (no device on the backends asked for): the status
+/// and the report, which stdout holds either way.
+fn discover_json_status(cmd: &mut Command, args: &[&str]) -> (i32, Value) {
+    let out = cmd
+        .args(["--json", "discover"])
+        .args(args)
+        .output()
+        .unwrap();
+    let doc = serde_json::from_slice(&out.stdout).unwrap();
+    (out.status.code().unwrap(), doc)
+}
+
 fn backend<'a>(doc: &'a Value, name: &str) -> &'a Value {
     doc["backends"]
         .as_array()
@@ -274,7 +286,8 @@ fn fake_cuda_error_paths_are_reasons_not_panics() {
         for (k, v) in envs {
             cmd.env(k, v);
         }
-        let doc = discover_json(&mut cmd, &["--backend", "cuda", "--backend", "nvml"]);
+        // Where neither backend has a device the report ends in exit 4 (tested below).
+        let (_, doc) = discover_json_status(&mut cmd, &["--backend", "cuda", "--backend", "nvml"]);
         (
             backend(&doc, "cuda")["reason"]
                 .as_str()
@@ -460,4 +473,40 @@ fn a_crashing_driver_is_reported_not_fatal() {
             .args(["--json", "select", "--bytes", "1MiB"]),
     );
     assert_eq!(plan["plan"]["kind"], "single");
+}
+
+#[test]
+fn asking_for_a_backend_with_no_device_exits_4_after_the_report() {
+    let dir = common::fake_gpu_drivers("discover-full", &[]);
+    let out = gpumem()
+        .env("LD_LIBRARY_PATH", &dir)
+        .env("GPUMEM_FAKE_DEVICES", "0")
+        .args(["discover", "--backend", "cuda", "--color", "never"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .contains("✗ cuda: no devices"));
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        "gpumem: error: no device on the backends asked for (cuda: no devices)\n"
+    );
+    // With --json, stdout holds the report alone: one document, no error document after it.
+    let (code, doc) = discover_json_status(
+        gpumem()
+            .env("LD_LIBRARY_PATH", &dir)
+            .env("GPUMEM_FAKE_DEVICES", "0"),
+        &["--backend", "cuda"],
+    );
+    assert_eq!(code, 4);
+    assert_eq!(backend(&doc, "cuda")["reason"], "no devices");
+    // One backend with a device is enough; without --backend, no GPU here is an answer.
+    let (code, _) = discover_json_status(
+        gpumem()
+            .env("LD_LIBRARY_PATH", &dir)
+            .env("GPUMEM_FAKE_DEVICES", "0"),
+        &["--backend", "cuda", "--backend", "cpu"],
+    );
+    assert_eq!(code, 0);
 }
