@@ -114,9 +114,18 @@ fn after_vllm(
     if own.plan.kind != PlanKind::None || !memory_bound {
         return Ok(own);
     }
+    // Without a GPU vLLM's accounting judged nothing: its figures would all be 0 B.
+    let judged = own.plan.vllm().is_some();
     let generic = select(demand, candidates, policy)?;
     let on_cpu = |p: &Plan| p.placements.iter().all(|x| !x.backend.is_gpu());
     Ok(match generic.plan.kind {
+        PlanKind::None if !judged => Selection {
+            plan: Plan {
+                accounting: Accounting::GenericAfterVllm,
+                ..generic.plan
+            },
+            ..generic
+        },
         PlanKind::LayerSplit | PlanKind::CrossHost | PlanKind::CpuOffload => Selection {
             plan: Plan {
                 accounting: Accounting::GenericAfterVllm,

@@ -911,3 +911,28 @@ fn a_named_gpu_is_planned_at_the_total_its_driver_reports() {
          a GPU (sim:h100, sim:rtx4090, ...) (see 'gpumem --help')\n"
     );
 }
+
+#[test]
+fn vllm_with_no_gpu_says_what_each_device_lacks() {
+    // A host with system RAM only: vLLM's accounting has no GPU to judge, so the generic
+    // rule's figures stand (they were 0 B on every row, "0 B short").
+    let dir = tempfile::tempdir().unwrap();
+    let inv = inventory(dir.path(), "cpu-box", vec![], 16 * GIB);
+    let (code, doc) = select(&[
+        "--model",
+        "llama-3.1-70b",
+        "--engine",
+        "vllm",
+        "--inventory",
+        inv.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 3, "{doc}");
+    assert_eq!(doc["plan"]["accounting"], "generic_after_vllm");
+    let need = doc["required_bytes"].as_u64().unwrap();
+    assert!(need > 140 * GIB, "{doc}");
+    let cpu = &doc["candidates"][0];
+    assert_eq!(cpu["needed_bytes"], need);
+    let usable = cpu["usable_bytes"].as_u64().unwrap();
+    assert!(usable > 0 && usable < 16 * GIB, "{doc}");
+    assert_eq!(doc["plan"]["shortfall_bytes"], need - usable);
+}
