@@ -218,9 +218,15 @@ pub struct WorkloadSettings {
     #[arg(long, value_enum, default_value_t = Optimizer::Adamw)]
     pub optimizer: Optimizer,
 
-    /// With --mode train: activation checkpointing (keep one activation per layer).
-    #[arg(long)]
+    /// With --mode train: activation checkpointing (keep one activation per layer). On by
+    /// default with --recipe qlora, as PEFT's prepare_model_for_kbit_training turns it on; off
+    /// otherwise, as HF Trainer's gradient_checkpointing=False.
+    #[arg(long, conflicts_with = "no_checkpointing")]
     pub checkpointing: bool,
+
+    /// With --mode train: no activation checkpointing, even under --recipe qlora.
+    #[arg(long)]
+    pub no_checkpointing: bool,
 
     /// With --mode train: gradient accumulation over N micro-batches a step (HF Trainer's
     /// gradient_accumulation_steps); from the second on, every gradient is held through the

@@ -52,6 +52,9 @@ pub struct SettingsView {
     pub mode: Mode,
     /// Whether flash attention is assumed (no score matrix in the activations).
     pub flash_attention: bool,
+    /// Under training, whether activations are checkpointed (absent for inference).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpointing: Option<bool>,
 }
 
 /// One device compared with the total (`--fits`).
@@ -141,6 +144,7 @@ impl EstimateReport {
                 ubatch: s.ubatch,
                 mode: s.mode,
                 flash_attention: s.flash_attention,
+                checkpointing: (s.mode == Mode::Train).then_some(s.pytorch.checkpointing),
             },
             weights_bytes: b.weights_bytes,
             projector_bytes: b.projector_bytes,
@@ -241,6 +245,20 @@ fn training_text(text: &mut String, r: &EstimateReport) {
                 crate::plan::engines::pytorch::VERSION.version,
                 format_bytes(step.peak.total)
             );
+            if r.settings.checkpointing == Some(true) {
+                let why = match step.recipe {
+                    Recipe::Qlora(_) => {
+                        " (PEFT's prepare_model_for_kbit_training turns it on; \
+                         --no-checkpointing turns it off)"
+                    }
+                    _ => "",
+                };
+                wrap_into(
+                    text,
+                    &format!("  activation checkpointing: one input kept a layer{why}"),
+                    80,
+                );
+            }
             if step.grad_accum > 1 {
                 // Sharded runs reduce each micro-batch into the rank's share of the gradients.
                 let held = match step.deepspeed.map(|d| d.stage) {

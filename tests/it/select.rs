@@ -936,3 +936,49 @@ fn vllm_with_no_gpu_says_what_each_device_lacks() {
     assert!(usable > 0 && usable < 16 * GIB, "{doc}");
     assert_eq!(doc["plan"]["shortfall_bytes"], need - usable);
 }
+
+#[test]
+fn qlora_checkpoints_as_peft_does_unless_told_not_to() {
+    let train = [
+        "--model",
+        "llama-3.1-8b",
+        "--mode",
+        "train",
+        "--recipe",
+        "qlora",
+        "--context",
+        "2048",
+        "--device",
+        "sim:24GiB",
+    ];
+    // PEFT's prepare_model_for_kbit_training turns gradient checkpointing on: it fits.
+    let (code, doc) = select(&train);
+    assert_eq!(code, 0, "{doc}");
+    let (code, _) = select(&[&train[..], &["--no-checkpointing"]].concat());
+    assert_eq!(code, 3);
+    let est = |extra: &[&str]| {
+        common::json_ok(
+            gpumem()
+                .args(["--json", "estimate"])
+                .args(&train[..8])
+                .args(extra),
+        )["settings"]["checkpointing"]
+            .clone()
+    };
+    assert_eq!(est(&[]), true);
+    assert_eq!(est(&["--no-checkpointing"]), false);
+    // LoRA follows HF Trainer's gradient_checkpointing=False.
+    assert_eq!(
+        common::json_ok(gpumem().args([
+            "--json",
+            "estimate",
+            "--model",
+            "llama-3.1-8b",
+            "--mode",
+            "train",
+            "--recipe",
+            "lora",
+        ]))["settings"]["checkpointing"],
+        false
+    );
+}

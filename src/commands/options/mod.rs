@@ -301,7 +301,10 @@ fn pytorch_run(args: &cli::WorkloadSettings, deepspeed: Option<(ZeroStage, u64)>
             cli::Optimizer::Adamw8bit => engines::pytorch::training::Optimizer::Adamw8bit,
             cli::Optimizer::Adafactor => engines::pytorch::training::Optimizer::Adafactor,
         },
-        checkpointing: args.checkpointing,
+        // PEFT's prepare_model_for_kbit_training (use_gradient_checkpointing=True) under
+        // QLoRA; HF Trainer's gradient_checkpointing=False otherwise.
+        checkpointing: args.checkpointing
+            || (args.recipe == Some(cli::Recipe::Qlora) && !args.no_checkpointing),
         grad_accum: u64::from(args.grad_accum),
         attention: match args.attn_implementation {
             None => AttnImplementation::Auto,
