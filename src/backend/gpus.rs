@@ -2,7 +2,14 @@
 //! memory its driver reports, the figure engines budget from (an "80 GB" H100 is 81,559 MiB, not
 //! 80 GB or 80 GiB), and where that figure was read.
 
-use super::spec::BackendKind;
+/// Whose GPU it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuVendor {
+    /// NVIDIA: driven by CUDA.
+    Nvidia,
+    /// AMD: driven by ROCm.
+    Amd,
+}
 
 /// A GPU model and the total memory its driver reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -11,8 +18,8 @@ pub struct KnownGpu {
     pub names: &'static [&'static str],
     /// The product name as the driver reports it (`nvidia-smi --query-gpu=name`).
     pub product: &'static str,
-    /// The backend that drives it.
-    pub backend: BackendKind,
+    /// Whose GPU it is, which says the backend that drives it.
+    pub vendor: GpuVendor,
     /// Total memory in bytes, as the driver reports it.
     pub total_bytes: u64,
     /// Where the total was read: a public log of the driver's own report.
@@ -30,7 +37,7 @@ const fn nvidia(
     KnownGpu {
         names,
         product,
-        backend: BackendKind::Cuda,
+        vendor: GpuVendor::Nvidia,
         total_bytes: total_mib * MIB,
         source,
     }
@@ -107,7 +114,7 @@ pub const KNOWN_GPUS: &[KnownGpu] = &[
     KnownGpu {
         names: &["mi300x"],
         product: "AMD Instinct MI300X",
-        backend: BackendKind::Rocm,
+        vendor: GpuVendor::Amd,
         // rocminfo's GPU pool, 201,310,208 KiB (eight CPX partitions of 25,767,706,624 B).
         total_bytes: 201_310_208 << 10,
         source: "rocminfo in ROCm/legacy-rocm-build#4414 and #4750",

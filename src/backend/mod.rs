@@ -40,7 +40,7 @@ pub use discover::{
     same_gpus, DiscoverOptions, Recommendation, SameGpu,
 };
 use discover::{probe_kind, CANCEL_POLL};
-pub use gpus::{known_gpu, known_gpu_names, KnownGpu, KNOWN_GPUS};
+pub use gpus::{known_gpu, known_gpu_names, GpuVendor, KnownGpu, KNOWN_GPUS};
 pub use host::HostDevice;
 pub use isolate::{run_probe_child, Isolation, CHILD_ENV};
 pub use metal::MetalBackend;

@@ -86,7 +86,10 @@ impl Candidate {
     /// A simulated `gpu` (`sim:h100`): its product name, backend and driver-reported total.
     pub fn sim_gpu(index: usize, gpu: &crate::backend::KnownGpu) -> Self {
         Candidate {
-            backend: gpu.backend,
+            backend: match gpu.vendor {
+                crate::backend::GpuVendor::Nvidia => BackendKind::Cuda,
+                crate::backend::GpuVendor::Amd => BackendKind::Rocm,
+            },
             name: gpu.product.to_string(),
             ..Candidate::sim(index, gpu.total_bytes)
         }
