@@ -128,6 +128,35 @@ pub fn weight_precision(name: &str) -> Option<Precision> {
     lookup(WEIGHT_PRECISIONS, name)
 }
 
+/// Where weights of a precision are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WeightFormat {
+    /// Both GGUF files and checkpoints hold them (f32, f16, bf16, MXFP4).
+    Both,
+    /// Only a GGUF: llama.cpp's block types (q8_0, the k-quants and their mixes, iq*, tq*).
+    GgufOnly,
+    /// Only a checkpoint, or a quantization on load: fp8, bitsandbytes' int8 and NF4 (int4),
+    /// GPTQ/AWQ groups (int4_g128).
+    CheckpointOnly,
+}
+
+/// The precisions every checkpoint format and GGUF share, and those no GGUF holds.
+const BOTH_FORMATS: &[&str] = &["f32", "f16", "bf16", "mxfp4"];
+const CHECKPOINT_ONLY: &[&str] = &["fp8", "int8", "int4", "int4_g128"];
+
+impl Precision {
+    /// Where weights of this precision are stored.
+    pub fn weight_format(&self) -> WeightFormat {
+        if BOTH_FORMATS.contains(&self.name) {
+            WeightFormat::Both
+        } else if CHECKPOINT_ONLY.contains(&self.name) {
+            WeightFormat::CheckpointOnly
+        } else {
+            WeightFormat::GgufOnly
+        }
+    }
+}
+
 /// A KV-cache precision by name.
 pub fn kv_precision(name: &str) -> Option<Precision> {
     lookup(KV_PRECISIONS, name)

@@ -26,8 +26,8 @@ pub use arch::{
 };
 pub use catalog::{catalog, closest_model, find_model, CatalogModel};
 pub use dtype::{
-    ggml_type, kv_precision, weight_precision, GgmlType, Precision, GGML_TYPES, KV_F16,
-    KV_PRECISIONS, WEIGHT_BF16, WEIGHT_F16, WEIGHT_F32, WEIGHT_FP8, WEIGHT_PRECISIONS,
+    ggml_type, kv_precision, weight_precision, GgmlType, Precision, WeightFormat, GGML_TYPES,
+    KV_F16, KV_PRECISIONS, WEIGHT_BF16, WEIGHT_F16, WEIGHT_F32, WEIGHT_FP8, WEIGHT_PRECISIONS,
 };
 pub use error::{ModelError, NotFound};
 pub use family::{Family, Spellings, FAMILIES};

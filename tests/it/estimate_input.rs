@@ -449,3 +449,72 @@ fn a_context_is_taken_as_people_write_it() {
          of tokens; expected e.g. 4096, 32k (32,768) or 128k (131,072) (see 'gpumem --help')\n"
     );
 }
+
+#[test]
+fn a_gguf_type_is_refused_where_no_gguf_is_loaded() {
+    let e = one_line_failure(
+        &[
+            "estimate",
+            "-m",
+            "llama-3.1-8b",
+            "--dtype",
+            "q4_k_m",
+            "--mode",
+            "train",
+        ],
+        2,
+    );
+    assert_eq!(
+        e,
+        "gpumem: error: --dtype q4_k_m is a GGUF type, which llama.cpp runs; a training step \
+         loads a checkpoint: give --dtype bf16, f16 or f32, or --recipe qlora for 4-bit layers\n"
+    );
+    // select takes the same settings.
+    let e = one_line_failure(
+        &[
+            "select",
+            "-m",
+            "llama-3.1-8b",
+            "--dtype",
+            "q8_0",
+            "--mode",
+            "train",
+            "--device",
+            "sim:24GiB",
+        ],
+        2,
+    );
+    assert!(e.contains("--dtype q8_0 is a GGUF type"), "{e}");
+    // transformers' generate is walked in bf16: a GGUF type, or int4, would be a bf16 figure
+    // under another name.
+    let e = one_line_failure(
+        &[
+            "estimate",
+            "-m",
+            "llama-3.1-8b",
+            "--dtype",
+            "q4_k_m",
+            "--engine",
+            "transformers",
+        ],
+        2,
+    );
+    assert_eq!(
+        e,
+        "gpumem: error: --engine transformers walks generate in bf16, not --dtype q4_k_m (a GGUF \
+         type, which llama.cpp runs): give --dtype bf16 or f16, or drop --engine transformers\n"
+    );
+    let e = one_line_failure(
+        &[
+            "estimate",
+            "-m",
+            "llama-3.1-8b",
+            "--dtype",
+            "int4",
+            "--engine",
+            "transformers",
+        ],
+        2,
+    );
+    assert!(e.contains("not --dtype int4: give"), "{e}");
+}

@@ -18,7 +18,8 @@ use crate::backend::{BackendKind, DeviceSpec, DiscoverOptions, Isolation};
 use crate::cli::{self, DiscoverArgs, SelectArgs, StressArgs};
 use crate::error::CliError;
 use crate::model::{
-    self, kv_precision, weight_precision, SourceSpec, KV_F16, KV_PRECISIONS, WEIGHT_PRECISIONS,
+    self, kv_precision, weight_precision, SourceSpec, WeightFormat, KV_F16, KV_PRECISIONS,
+    WEIGHT_PRECISIONS,
 };
 use crate::plan::engines::llamacpp::LlamaCppRun;
 use crate::plan::engines::pytorch::training::{
@@ -177,6 +178,21 @@ pub fn estimate_command_settings(args: &cli::EstimateArgs) -> Result<Settings> {
             )
             .into());
         }
+        // The walk of generate is bf16's (f16 weighs the same); another precision would be
+        // estimated in bf16 under its name.
+        if let Some(p) = settings.dtype.filter(|p| !matches!(p.name, "bf16" | "f16")) {
+            let gguf = if p.weight_format() == WeightFormat::GgufOnly {
+                " (a GGUF type, which llama.cpp runs)"
+            } else {
+                ""
+            };
+            return Err(CliError::Usage(format!(
+                "--engine transformers walks generate in bf16, not --dtype {}{gguf}: give \
+                 --dtype bf16 or f16, or drop --engine transformers",
+                p.name
+            ))
+            .into());
+        }
         settings.pytorch.generate_new_tokens = Some(u64::from(args.new_tokens));
     }
     // llama.cpp refuses a quantized V cache without flash attention (llama-cpp-python's
@@ -256,6 +272,18 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
             ))
         })?),
     };
+    // A GGUF type is llama.cpp's: a training step loads a checkpoint (a recipe picks its
+    // precision), so it would silently become another recipe.
+    if let Some(p) = dtype.filter(|p| p.weight_format() == WeightFormat::GgufOnly) {
+        if args.mode == cli::Mode::Train {
+            return Err(CliError::Usage(format!(
+                "--dtype {} is a GGUF type, which llama.cpp runs; a training step loads a \
+                 checkpoint: give --dtype bf16, f16 or f32, or --recipe qlora for 4-bit layers",
+                p.name
+            ))
+            .into());
+        }
+    }
     let kv_name = args.kv_dtype.as_deref().unwrap_or(KV_F16.name);
     let kv_dtype = kv_precision(kv_name).ok_or_else(|| {
         CliError::Usage(format!(
@@ -445,7 +473,7 @@ pub fn select_llamacpp_config(args: &SelectArgs, engine: Option<Engine>) -> Resu
 fn check_llamacpp_types(args: &SelectArgs, engine: Option<Engine>) -> Result<()> {
     let weights = args.settings.dtype.as_deref().and_then(weight_precision);
     // The weight types of other engines' checkpoints, which no GGUF holds.
-    let foreign = weights.filter(|w| matches!(w.name, "fp8" | "int8" | "int4" | "int4_g128"));
+    let foreign = weights.filter(|w| w.weight_format() == WeightFormat::CheckpointOnly);
     if let Some(w) = foreign.filter(|_| engine == Some(Engine::LlamaCpp)) {
         return Err(CliError::Usage(format!(
             "llama.cpp has no {} weights (not a GGUF type): give --dtype q8_0, q4_k_m or another \
