@@ -199,7 +199,7 @@ fp8\t''
 q8_0\t''
 q4_0\t''"
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s b -l batch -d 'Sequences processed at once' -r
-complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s c -l context -d 'Tokens of context per sequence (prompt plus generated): 4096, or with k for 1,024 tokens (32k is 32,768; 128k is 131,072). Default: 4096' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s c -l context -d 'Tokens of context per sequence (prompt plus generated): 4096, or with k for 1,024 tokens (32k is 32,768; 128k is 131,072). Default: 4096. Past the model\'s trained length it is refused unless --allow-longer-context' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l ubatch -d 'Prefill chunk (micro-batch) in tokens; sizes the activation scratch' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l mmproj -d 'A multimodal projector GGUF (llama.cpp\'s mmproj) loaded beside the model: its weights are counted. An Ollama model\'s own projector is found in its manifest without this' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l overhead -d 'Runtime overhead per device (CUDA context, kernels, workspaces)' -r
@@ -234,6 +234,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l color -d 'Whe
 always\t'Colour even when stdout is a pipe or NO_COLOR is set'
 never\t'Plain text, whatever the terminal'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l allow-generic -d 'Estimate a config.json whose model_type gpumem has no rules for with the generic decoder formula (gated MLP, RMSNorm, no biases) instead of refusing it'
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l allow-longer-context -d 'Take a --context past the model\'s trained length (max_position_embeddings), which is refused otherwise: the engines then run it as they would (vLLM refuses it too, unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1; llama.cpp warns)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l swa-full -d 'Sliding-window layers cache the whole context, as llama.cpp\'s --swa-full (and the llama-cpp-python default) does. Default: the window plus one micro-batch (llama-server)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l flash-attention -d 'Assume flash attention (no full attention-score matrix in memory)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l checkpointing -d 'With --mode train: activation checkpointing (keep one activation per layer). On by default with --recipe qlora, as PEFT\'s prepare_model_for_kbit_training turns it on; off otherwise, as HF Trainer\'s gradient_checkpointing=False'
@@ -390,7 +391,7 @@ fp8\t''
 q8_0\t''
 q4_0\t''"
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s b -l batch -d 'Sequences processed at once' -r
-complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s c -l context -d 'Tokens of context per sequence (prompt plus generated): 4096, or with k for 1,024 tokens (32k is 32,768; 128k is 131,072). Default: 4096' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s c -l context -d 'Tokens of context per sequence (prompt plus generated): 4096, or with k for 1,024 tokens (32k is 32,768; 128k is 131,072). Default: 4096. Past the model\'s trained length it is refused unless --allow-longer-context' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l ubatch -d 'Prefill chunk (micro-batch) in tokens; sizes the activation scratch' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l mmproj -d 'A multimodal projector GGUF (llama.cpp\'s mmproj) loaded beside the model: its weights are counted. An Ollama model\'s own projector is found in its manifest without this' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l overhead -d 'Runtime overhead per device (CUDA context, kernels, workspaces)' -r
@@ -478,6 +479,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l color -d 'When 
 always\t'Colour even when stdout is a pipe or NO_COLOR is set'
 never\t'Plain text, whatever the terminal'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l allow-generic -d 'Estimate a config.json whose model_type gpumem has no rules for with the generic decoder formula (gated MLP, RMSNorm, no biases) instead of refusing it'
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l allow-longer-context -d 'Take a --context past the model\'s trained length (max_position_embeddings), which is refused otherwise: the engines then run it as they would (vLLM refuses it too, unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1; llama.cpp warns)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l swa-full -d 'Sliding-window layers cache the whole context, as llama.cpp\'s --swa-full (and the llama-cpp-python default) does. Default: the window plus one micro-batch (llama-server)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l flash-attention -d 'Assume flash attention (no full attention-score matrix in memory)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l checkpointing -d 'With --mode train: activation checkpointing (keep one activation per layer). On by default with --recipe qlora, as PEFT\'s prepare_model_for_kbit_training turns it on; off otherwise, as HF Trainer\'s gradient_checkpointing=False'

@@ -175,9 +175,10 @@ pub struct WorkloadSettings {
     pub batch: u32,
 
     /// Tokens of context per sequence (prompt plus generated): 4096, or with k for 1,024 tokens
-    /// (32k is 32,768; 128k is 131,072). Default: 4096.
-    #[arg(short, long, default_value_t = 4096, value_parser = values::parse_context, allow_negative_numbers = true)]
-    pub context: u32,
+    /// (32k is 32,768; 128k is 131,072). Default: 4096. Past the model's trained length it is
+    /// refused unless --allow-longer-context.
+    #[arg(short, long, value_parser = values::parse_context, allow_negative_numbers = true)]
+    pub context: Option<u32>,
 
     /// Prefill chunk (micro-batch) in tokens; sizes the activation scratch.
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
@@ -187,6 +188,12 @@ pub struct WorkloadSettings {
     /// formula (gated MLP, RMSNorm, no biases) instead of refusing it.
     #[arg(long)]
     pub allow_generic: bool,
+
+    /// Take a --context past the model's trained length (max_position_embeddings), which is
+    /// refused otherwise: the engines then run it as they would (vLLM refuses it too, unless
+    /// VLLM_ALLOW_LONG_MAX_MODEL_LEN=1; llama.cpp warns).
+    #[arg(long)]
+    pub allow_longer_context: bool,
 
     /// A multimodal projector GGUF (llama.cpp's mmproj) loaded beside the model: its weights are
     /// counted. An Ollama model's own projector is found in its manifest without this.

@@ -3,7 +3,8 @@
 use anyhow::Result;
 
 use super::options::{
-    estimate_command_settings, estimate_source, load_options, probe_all, PROBE_TIMEOUT,
+    check_context, estimate_command_settings, estimate_source, load_options, probe_all,
+    PROBE_TIMEOUT,
 };
 use crate::backend::{discover_with, host_info};
 use crate::cli::EstimateArgs;
@@ -25,6 +26,7 @@ pub fn run(args: &EstimateArgs, out: &Output) -> Result<Exit> {
     let spec = estimate_source(args)?;
     let settings = estimate_command_settings(args)?;
     let model = super::load_model(&spec, &load_options(&args.settings), out)?;
+    check_context(&model.name, &model.arch, &settings, &args.settings)?;
     let breakdown = model.estimate(&settings)?;
     // `--fits` judges this machine's devices as `select` would, by the serving engine's rule.
     let fits = if args.fits {

@@ -135,6 +135,8 @@ fn an_estimate_past_64_bits_is_refused_not_clamped() {
             "4294967295",
             "--context",
             "4294967295",
+            // Past its trained context, which is refused first otherwise.
+            "--allow-longer-context",
         ],
         1,
     );

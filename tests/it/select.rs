@@ -169,7 +169,7 @@ fn cpu_offload_keeps_most_layers_on_the_gpu() {
 fn nothing_fits_exit_3_with_shortfall_and_max_context() {
     let (code, doc) = select(&[
         "--model",
-        "llama-3-8b",
+        "llama-3.1-8b",
         "--context",
         "32768",
         "--batch",
@@ -187,7 +187,7 @@ fn nothing_fits_exit_3_with_shortfall_and_max_context() {
     // That context does fit.
     let (code, doc) = select(&[
         "--model",
-        "llama-3-8b",
+        "llama-3.1-8b",
         "--context",
         &max.to_string(),
         "--batch",
@@ -330,8 +330,36 @@ fn vllm_capacity_and_estimated_max_model_len_agree_with_its_own_refusal() {
     assert!(longest > 32768 && longest < 131_072, "{longest}");
     assert_eq!(run(&longest.to_string()).0, 0);
     assert_eq!(run(&(longest + 1).to_string()).0, 3);
-    // Past the model's own context vLLM refuses whatever the memory.
-    let (code, doc) = run("200000");
+    // Past the model's own context: named as that, not as memory.
+    let out = gpumem()
+        .args([
+            "select",
+            "--model",
+            "llama-3.1-8b",
+            "--device",
+            "sim:24GiB",
+            "--context",
+        ])
+        .arg("200000")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        "gpumem: error: --context 200,000 is past llama-3.1-8b's trained context of 131,072 \
+         tokens (max_position_embeddings): give --context 131072 or less, or \
+         --allow-longer-context\n"
+    );
+    // Allowed, vLLM itself refuses it whatever the memory.
+    let (code, doc) = select(&[
+        "--model",
+        "llama-3.1-8b",
+        "--context",
+        "200000",
+        "--allow-longer-context",
+        "--device",
+        "sim:24GiB",
+    ]);
     assert_eq!(code, 3);
     assert_eq!(
         doc["plan"]["engine"]["outcome"],

@@ -115,6 +115,38 @@ pub fn select_sim_devices(args: &SelectArgs) -> Result<Vec<Candidate>> {
     Ok(sims)
 }
 
+/// Tokens of context a sequence when `--context` is not given.
+const DEFAULT_CONTEXT: u32 = 4096;
+
+/// A context past the model's trained length is a different question from memory: named so,
+/// with the longest it takes, unless `--allow-longer-context`.
+pub fn check_context(
+    name: &str,
+    arch: &crate::model::ModelArch,
+    settings: &Settings,
+    args: &cli::WorkloadSettings,
+) -> Result<()> {
+    // The default (4,096) is llama-server's own, which runs past a shorter trained length with
+    // a warning; only a context asked for is held to it.
+    match arch.max_position_embeddings {
+        Some(trained)
+            if args.context.is_some()
+                && settings.context > trained
+                && !args.allow_longer_context =>
+        {
+            Err(CliError::Usage(format!(
+                "--context {} is past {name}'s trained context of {} tokens \
+                 (max_position_embeddings): give --context {trained} or less, or \
+                 --allow-longer-context",
+                crate::output::thousands(settings.context),
+                crate::output::thousands(trained),
+            ))
+            .into())
+        }
+        _ => Ok(()),
+    }
+}
+
 /// `estimate`'s model source (one is required unless `--list-models`).
 pub fn estimate_source(args: &cli::EstimateArgs) -> Result<SourceSpec> {
     Ok(model_source(&args.source).ok_or_else(|| {
@@ -296,7 +328,7 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
         kv_dtype,
         kv_dtype_auto: args.kv_dtype.is_none(),
         batch: u64::from(args.batch),
-        context: u64::from(args.context),
+        context: u64::from(args.context.unwrap_or(DEFAULT_CONTEXT)),
         ubatch: u64::from(args.ubatch),
         flash_attention: args.flash_attention,
         overhead: args.overhead,
