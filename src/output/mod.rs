@@ -32,6 +32,12 @@ pub use table::{new_table, table_width, Style};
 pub trait Report: Serialize {
     /// The human rendering: one or more comfy-table tables and short lines.
     fn render_text(&self, style: &Style) -> String;
+
+    /// The rendering `--quiet` prints, where the report has a shorter one than
+    /// [`Report::render_text`] (`None`: the whole of it).
+    fn render_brief(&self, _style: &Style) -> Option<String> {
+        None
+    }
 }
 
 /// Machine or human output.
@@ -93,7 +99,11 @@ impl Output {
         match self.format {
             Format::Json => self.emit_json(report),
             Format::Text => {
-                let text = report.render_text(&self.style);
+                let brief = self
+                    .quiet
+                    .then(|| report.render_brief(&self.style))
+                    .flatten();
+                let text = brief.unwrap_or_else(|| report.render_text(&self.style));
                 let text = match self.style.width {
                     Some(width) => table::fit_width(&text, usize::from(width)),
                     None => text,

@@ -250,6 +250,24 @@ impl Report for SelectReport {
         suggestions_text(&mut text, &self.suggestions);
         text
     }
+
+    /// `--quiet`: the verdict and the commands that launch it, or what the closest plan lacks
+    /// and the changes that would make it fit.
+    fn render_brief(&self, style: &Style) -> Option<String> {
+        let s = &self.selection;
+        let mut text = String::new();
+        let plan = format!("{}\n", plan_line(s));
+        let _ = write!(
+            text,
+            "{}",
+            style.paint(&plan, s.plan.kind != PlanKind::None)
+        );
+        for (engine, result) in &self.launches {
+            launch_text(&mut text, *engine, result);
+        }
+        suggestions_text(&mut text, &self.suggestions);
+        Some(text)
+    }
 }
 
 /// Every candidate's single-device verdict.

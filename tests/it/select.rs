@@ -1010,3 +1010,50 @@ fn qlora_checkpoints_as_peft_does_unless_told_not_to() {
         false
     );
 }
+
+#[test]
+fn quiet_prints_the_verdict_and_the_launch_command_only() {
+    let out = gpumem()
+        .args([
+            "select",
+            "-q",
+            "--model",
+            "llama-3.1-8b",
+            "--device",
+            "sim:24GiB",
+            "--color",
+            "never",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "Plan: single device — cuda:0 on sim\n\
+         \n\
+         Launch with vLLM:\n  \
+         on sim:\n    \
+         CUDA_VISIBLE_DEVICES=0 vllm serve meta-llama/Llama-3.1-8B \\\n        \
+         --max-model-len 4096 --gpu-memory-utilization 0.92\n"
+    );
+    // Nothing fits: what the closest lacks, and what would make it fit.
+    let out = gpumem()
+        .args([
+            "select",
+            "-q",
+            "--model",
+            "llama-3.1-70b",
+            "--device",
+            "sim:24GiB",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("No plan fits: the closest, vLLM with --tensor-parallel-size 1"),
+        "{text}"
+    );
+    assert!(text.contains("It fits with any one of these"), "{text}");
+    assert!(!text.contains("needs"), "{text}");
+}
