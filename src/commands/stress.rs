@@ -44,7 +44,7 @@ pub fn run(args: &StressArgs, out: &Output) -> Result<Exit> {
     let pool = Pool::new(device, config).with_context(|| format!("creating a pool on {spec}"))?;
     let options = stress_options(args, interrupt.clone());
     // One bar, for the phase running: drawn when it starts, cleared when the next one does,
-    // its length the phase's own.
+    // its length the phase's own, fixed when it starts (each phase reports a fixed total).
     let bar: Mutex<Option<(StressPhase, Progress)>> = Mutex::new(None);
     let progress = |phase: StressPhase, done: u64, total: u64| {
         let mut current = bar
@@ -60,8 +60,7 @@ pub fn run(args: &StressArgs, out: &Output) -> Result<Exit> {
             ));
         }
         if let Some((_, b)) = current.as_ref() {
-            b.set_length(total.max(done));
-            b.set(done);
+            b.set(done.min(total));
         }
     };
     let injected = || injector.as_ref().map_or(0, |i| i.injected());

@@ -49,11 +49,6 @@ impl Progress {
         self.bar.inc(n);
     }
 
-    /// Sets the number of steps.
-    pub fn set_length(&self, total: u64) {
-        self.bar.set_length(total);
-    }
-
     /// Moves the bar to `pos` (a no-op when the bar is hidden).
     pub fn set(&self, pos: u64) {
         self.bar.set_position(pos);

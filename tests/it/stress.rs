@@ -310,3 +310,54 @@ fn exports_name_each_phase_and_the_failure() {
         "{xml}"
     );
 }
+
+/// Each phase reports its progress against a total fixed when it starts (the bar's length used
+/// to grow with the count, so it never filled).
+#[test]
+fn each_phase_reports_against_a_fixed_total() {
+    use gpumem::alloc::{MemoryConfig, Pool};
+    use gpumem::backend::HostDevice;
+    use gpumem::workload::stress::{run_stress, DeviceBaseline, StressOptions, StressPhase};
+    use std::collections::BTreeMap;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::{Arc, Mutex};
+
+    let device = Arc::new(HostDevice::new(Some(64 << 20)));
+    let config = MemoryConfig::default()
+        .with_gpu_memory_fraction(1.0)
+        .with_min_free_bytes(0);
+    let pool = Pool::new(device.clone(), config).unwrap();
+    let (baseline, _) = DeviceBaseline::read(device.as_ref()).unwrap();
+    for ops in [Some(2_000), None] {
+        let options = StressOptions {
+            phases: vec![
+                StressPhase::Ramp,
+                StressPhase::Exhaust,
+                StressPhase::Churn,
+                StressPhase::Recover,
+            ],
+            threads: 2,
+            duration: std::time::Duration::from_millis(200),
+            ops,
+            max_size: 1 << 20,
+            seed: 7,
+            plant_corruption: false,
+            interrupt: Arc::new(AtomicBool::new(false)),
+        };
+        let seen: Mutex<BTreeMap<String, (u64, u64, u64)>> = Mutex::new(BTreeMap::new());
+        let progress = |phase: StressPhase, done: u64, total: u64| {
+            let mut seen = seen.lock().unwrap();
+            let e = seen.entry(format!("{phase:?}")).or_insert((total, 0, 0));
+            assert_eq!(e.0, total, "{phase:?}: the total changed");
+            assert!(done <= total, "{phase:?}: {done} of {total}");
+            e.1 = e.1.max(done);
+            e.2 += 1;
+        };
+        let outcome = run_stress(&pool, device.as_ref(), baseline, &options, &|| 0, &progress);
+        assert!(outcome.passed, "{outcome:?}");
+        let seen = seen.into_inner().unwrap();
+        assert_eq!(seen.len(), 4, "{seen:?}");
+        assert_eq!(seen["Ramp"].0, 100);
+        assert_eq!(seen["Churn"].0, ops.map_or(200, |o| 2 * o));
+    }
+}

@@ -73,6 +73,26 @@ pub(super) fn run(run: &mut Run<'_, '_>) {
 }
 
 impl Churn<'_> {
+    /// How far the phase is, in a unit whose total is fixed from the start: operations (an
+    /// allocation and a free each) against `--ops`, else milliseconds against `--duration`.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "milliseconds of a phase: far below 2^64"
+    )]
+    fn progress_now(&self) -> (u64, u64) {
+        match self.opts.ops {
+            Some(ops) => (
+                self.counters.ops.load(Ordering::Relaxed) - self.ops0,
+                ops.saturating_mul(2),
+            ),
+            None => {
+                let total = self.opts.duration.as_millis() as u64;
+                let left = self.deadline.saturating_duration_since(Instant::now());
+                (total.saturating_sub(left.as_millis() as u64), total)
+            }
+        }
+    }
+
     /// Whether thread work should stop: a signal, the deadline, or the operations budget.
     fn done(&self) -> bool {
         if self.opts.interrupt.load(Ordering::Relaxed)
@@ -111,9 +131,8 @@ impl Churn<'_> {
                 self.counters.ops.fetch_add(1, Ordering::Relaxed);
             }
             if t == 0 {
-                let done = self.counters.ops.load(Ordering::Relaxed) - self.ops0;
-                let total = self.opts.ops.map(|o| o * 2).unwrap_or(0);
-                (self.progress)(StressPhase::Churn, done, total);
+                let (done, total) = self.progress_now();
+                (self.progress)(StressPhase::Churn, done.min(total), total);
             }
         }
         // At the end a buffer that cannot be read back counts as corrupted too.

@@ -37,7 +37,9 @@ pub(super) fn run(run: &mut Run<'_, '_>) {
                 .push(StressFailure::RampRefused { percent_of_limit });
             break;
         }
-        (run.progress)(StressPhase::Ramp, run.held.len() as u64, 256);
+        // Percent of the pool's limit allocated: the total is fixed, whatever the step.
+        let percent = pool.stats().allocated_bytes.saturating_mul(100) / run.limit.max(1);
+        (run.progress)(StressPhase::Ramp, percent.min(100), 100);
     }
     run.peak = run.peak.max(pool.pressure());
     let seen: Vec<Transition> = run
