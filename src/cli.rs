@@ -132,6 +132,7 @@ pub struct DiscoverArgs {
 /// Where the model comes from. Exactly one source is required unless --list-models is given.
 #[derive(Debug, Clone, Args)]
 #[group(id = "source", multiple = false)]
+#[command(next_help_heading = "Model")]
 pub struct ModelSourceArgs {
     /// A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or
     /// where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME),
@@ -158,6 +159,7 @@ pub struct ModelSourceArgs {
 
 /// What the model runs as: precision, batch, context and runtime settings.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Workload")]
 pub struct WorkloadSettings {
     /// Weight precision: f32, f16, bf16, fp8, int8, int4, int4_g128 (GPTQ/AWQ: a 16-bit scale
     /// a group of 128), or a GGUF quantization such as q8_0, q4_k_m. Default: the file's own
@@ -222,89 +224,116 @@ pub struct WorkloadSettings {
     pub mode: Mode,
 
     /// Optimizer for --mode train.
-    #[arg(long, value_enum, default_value_t = Optimizer::Adamw)]
+    #[arg(long, value_enum, default_value_t = Optimizer::Adamw, help_heading = "Training (--mode train)", hide_short_help = true)]
     pub optimizer: Optimizer,
 
     /// With --mode train: activation checkpointing (keep one activation per layer). On by
     /// default with --recipe qlora, as PEFT's prepare_model_for_kbit_training turns it on; off
     /// otherwise, as HF Trainer's gradient_checkpointing=False.
-    #[arg(long, conflicts_with = "no_checkpointing")]
+    #[arg(
+        long,
+        conflicts_with = "no_checkpointing",
+        help_heading = "Training (--mode train)",
+        hide_short_help = true
+    )]
     pub checkpointing: bool,
 
     /// With --mode train: no activation checkpointing, even under --recipe qlora.
-    #[arg(long)]
+    #[arg(long, help_heading = "Training (--mode train)", hide_short_help = true)]
     pub no_checkpointing: bool,
 
     /// With --mode train: gradient accumulation over N micro-batches a step (HF Trainer's
     /// gradient_accumulation_steps); from the second on, every gradient is held through the
     /// forward and backward.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..), value_name = "N", help_heading = "Training (--mode train)", hide_short_help = true)]
     pub grad_accum: u32,
 
     /// With --mode train: transformers' attn_implementation [default: transformers' own
     /// choice: sdpa, or eager for Gemma 2 and gpt-oss].
-    #[arg(long, value_enum, value_name = "IMPL")]
+    #[arg(
+        long,
+        value_enum,
+        value_name = "IMPL",
+        help_heading = "Training (--mode train)",
+        hide_short_help = true
+    )]
     pub attn_implementation: Option<AttnImplementationArg>,
 
     /// With --mode train: precision and copies [default: fp32-autocast for f32 weights, bf16
     /// for 16-bit ones, mixed otherwise].
-    #[arg(long, value_enum, value_name = "RECIPE")]
+    #[arg(
+        long,
+        value_enum,
+        value_name = "RECIPE",
+        help_heading = "Training (--mode train)",
+        hide_short_help = true
+    )]
     pub recipe: Option<Recipe>,
 
     /// With --recipe lora or qlora: the adapters' rank (r).
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=65536), value_name = "R")]
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=65536), value_name = "R", help_heading = "Training (--mode train)", hide_short_help = true)]
     pub lora_rank: u32,
 
     /// With --recipe lora or qlora: the projections adapted.
-    #[arg(long, value_enum, default_value_t = LoraTargets::AllLinear, value_name = "TARGETS")]
+    #[arg(long, value_enum, default_value_t = LoraTargets::AllLinear, value_name = "TARGETS", help_heading = "Training (--mode train)", hide_short_help = true)]
     pub lora_targets: LoraTargets,
 
     /// With --mode train: shard the model with FSDP2 over N ranks (fully_shard on every
     /// decoder layer and the root); the figures are one rank's.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65536))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65536), help_heading = "Training (--mode train)", hide_short_help = true)]
     pub fsdp: Option<u32>,
 
     /// With --fsdp: keep each layer's parameters gathered from its forward to its backward
     /// (FSDP2's reshard_after_forward=False).
-    #[arg(long)]
+    #[arg(long, help_heading = "Training (--mode train)", hide_short_help = true)]
     pub no_reshard_after_forward: bool,
 
     /// With --mode train: one rank of DistributedDataParallel (its gradient buckets beside the
     /// gradients); --ddp-bucket-view for gradient_as_bucket_view=True.
-    #[arg(long, conflicts_with = "fsdp")]
+    #[arg(
+        long,
+        conflicts_with = "fsdp",
+        help_heading = "Training (--mode train)",
+        hide_short_help = true
+    )]
     pub ddp: bool,
 
     /// With --ddp: the gradients are views of DDP's buckets (gradient_as_bucket_view=True).
-    #[arg(long, requires = "ddp")]
+    #[arg(
+        long,
+        requires = "ddp",
+        help_heading = "Training (--mode train)",
+        hide_short_help = true
+    )]
     pub ddp_bucket_view: bool,
 
     /// With --ddp: PyTorch's ZeroRedundancyOptimizer over N ranks (ZeRO-1: each keeps the
     /// optimizer state of its share of the tensors); the figures are the fullest rank's.
-    #[arg(long, value_name = "N", requires = "ddp", value_parser = clap::value_parser!(u32).range(1..=65536))]
+    #[arg(long, value_name = "N", requires = "ddp", value_parser = clap::value_parser!(u32).range(1..=65536), help_heading = "Training (--mode train)", hide_short_help = true)]
     pub zero1: Option<u32>,
 
     /// With --mode train: DeepSpeed's ZeRO stage 1 over N ranks (bf16, its default buckets):
     /// the weights and gradients whole on each rank, master weights and Adam's moments
     /// partitioned; the figures are the fullest rank's.
-    #[arg(long, value_name = "N", conflicts_with_all = ["fsdp", "ddp", "deepspeed_zero2", "deepspeed_zero3"], value_parser = clap::value_parser!(u32).range(1..=65536))]
+    #[arg(long, value_name = "N", conflicts_with_all = ["fsdp", "ddp", "deepspeed_zero2", "deepspeed_zero3"], value_parser = clap::value_parser!(u32).range(1..=65536), help_heading = "Training (--mode train)", hide_short_help = true)]
     pub deepspeed_zero1: Option<u32>,
 
     /// With --mode train: DeepSpeed's ZeRO stage 2 over N ranks (bf16, its default buckets):
     /// the weights whole on each rank, gradients, master weights and Adam's moments
     /// partitioned; the figures are the fullest rank's.
-    #[arg(long, value_name = "N", conflicts_with_all = ["fsdp", "ddp", "deepspeed_zero3"], value_parser = clap::value_parser!(u32).range(1..=65536))]
+    #[arg(long, value_name = "N", conflicts_with_all = ["fsdp", "ddp", "deepspeed_zero3"], value_parser = clap::value_parser!(u32).range(1..=65536), help_heading = "Training (--mode train)", hide_short_help = true)]
     pub deepspeed_zero2: Option<u32>,
 
     /// With --mode train: DeepSpeed's ZeRO stage 3 over N ranks (bf16, its defaults): the
     /// weights, gradients, master weights and Adam's moments partitioned, each layer gathered
     /// whole while it runs; the figures are the fullest rank's.
-    #[arg(long, value_name = "N", conflicts_with_all = ["fsdp", "ddp"], value_parser = clap::value_parser!(u32).range(1..=65536))]
+    #[arg(long, value_name = "N", conflicts_with_all = ["fsdp", "ddp"], value_parser = clap::value_parser!(u32).range(1..=65536), help_heading = "Training (--mode train)", hide_short_help = true)]
     pub deepspeed_zero3: Option<u32>,
 
     /// With --deepspeed-zero1/2/3: ZeRO-Offload (offload_optimizer.device cpu, pinned): master
     /// weights, their gradients and Adam's moments in host memory, the optimizer stepping
     /// there; the host's bytes are reported beside the GPU's.
-    #[arg(long)]
+    #[arg(long, help_heading = "Training (--mode train)", hide_short_help = true)]
     pub offload_optimizer: bool,
 }
 
@@ -379,7 +408,10 @@ pub enum EngineArg {
 
 /// Arguments of `gpumem select`.
 #[derive(Debug, Clone, Args)]
-#[command(after_long_help = after_help(Some("select")))]
+#[command(
+    after_long_help = after_help(Some("select")),
+    after_help = "The training, vLLM, llama.cpp and generic-rule flags: see --help."
+)]
 pub struct SelectArgs {
     /// The model (or use --bytes).
     #[command(flatten)]
@@ -390,30 +422,35 @@ pub struct SelectArgs {
     pub settings: WorkloadSettings,
 
     /// Place a plain byte count instead of a model (e.g. 28GiB).
-    #[arg(long, value_parser = parse_bytes, value_name = "SIZE", conflicts_with = "source")]
+    #[arg(long, value_parser = parse_bytes, value_name = "SIZE", conflicts_with = "source", help_heading = "Where")]
     pub bytes: Option<u64>,
 
     /// Plan over inventory files instead of this machine: `gpumem discover --json` documents
     /// (only backend, device name and total required), `nvidia-smi --query-gpu=... --format=csv`
     /// output (one host per file; add `mig.mode.current` to leave out GPUs in MIG mode) or
     /// `kubectl get nodes -o json` (GPU Feature Discovery labels). Formats may be mixed.
-    #[arg(long, value_name = "FILE", num_args = 1..)]
+    #[arg(long, value_name = "FILE", num_args = 1.., help_heading = "Where")]
     pub inventory: Vec<PathBuf>,
 
     /// Engines to print launch commands for (repeatable). Default: every engine that can load
     /// the model as given (llama.cpp for a GGUF file, vLLM for a checkpoint or catalog model).
-    #[arg(long = "engine", value_enum, value_name = "ENGINE")]
+    #[arg(
+        long = "engine",
+        value_enum,
+        value_name = "ENGINE",
+        help_heading = "Where"
+    )]
     pub engines: Vec<EngineArg>,
 
     /// Plan for a device you do not have (repeatable): sim:SIZE with a unit (GiB binary, GB
     /// decimal: sim:80GB is 74.5 GiB), or a GPU by name with the total its driver reports
     /// (sim:h100 is 81,559 MiB; h200, a100-80gb, a100-40gb, l40s, l4, a10, t4, rtx5090,
     /// rtx4090, rtx3090, mi300x).
-    #[arg(long, value_name = "SPEC", value_parser = DeviceSpecs, hide_possible_values = true)]
+    #[arg(long, value_name = "SPEC", value_parser = DeviceSpecs, hide_possible_values = true, help_heading = "Where")]
     pub device: Vec<DeviceSpec>,
 
     /// System RAM beside the --device sim GPUs, for CPU-offload plans (e.g. 64GiB).
-    #[arg(long, value_parser = parse_bytes, value_name = "SIZE", requires = "device")]
+    #[arg(long, value_parser = parse_bytes, value_name = "SIZE", requires = "device", help_heading = "Where")]
     pub ram: Option<u64>,
 
     /// vLLM's own settings, for plans made by vLLM's accounting.
@@ -425,35 +462,35 @@ pub struct SelectArgs {
     pub llamacpp: LlamaCppArgs,
 
     /// Backend to try first; others are still listed with their verdicts.
-    #[arg(long, value_enum, default_value_t = Preference::Auto)]
+    #[arg(long, value_enum, default_value_t = Preference::Auto, help_heading = "Generic rule (plans no engine models)", hide_short_help = true)]
     pub prefer: Preference,
 
     /// Fraction of a device's free memory gpumem may plan to use.
-    #[arg(long, default_value_t = 0.9, value_parser = parse_fraction, value_name = "FRACTION")]
+    #[arg(long, default_value_t = 0.9, value_parser = parse_fraction, value_name = "FRACTION", help_heading = "Generic rule (plans no engine models)", hide_short_help = true)]
     pub memory_fraction: f64,
 
     /// Memory always left free on every device.
-    #[arg(long, default_value = "512MiB", value_parser = parse_bytes, value_name = "SIZE")]
+    #[arg(long, default_value = "512MiB", value_parser = parse_bytes, value_name = "SIZE", help_heading = "Generic rule (plans no engine models)", hide_short_help = true)]
     pub min_free: u64,
 
     /// Driver reserve in the usable-memory rule (driver + context + fraction of total, capped).
-    #[arg(long, default_value = "500MB", value_parser = parse_bytes, value_name = "SIZE")]
+    #[arg(long, default_value = "500MB", value_parser = parse_bytes, value_name = "SIZE", help_heading = "Generic rule (plans no engine models)", hide_short_help = true)]
     pub driver_reserve: u64,
 
     /// Context reserve in the usable-memory rule.
-    #[arg(long, default_value = "100MB", value_parser = parse_bytes, value_name = "SIZE")]
+    #[arg(long, default_value = "100MB", value_parser = parse_bytes, value_name = "SIZE", help_heading = "Generic rule (plans no engine models)", hide_short_help = true)]
     pub context_reserve: u64,
 
     /// Fraction of total memory kept as an emergency reserve in the usable-memory rule.
-    #[arg(long, default_value_t = 0.10, value_parser = parse_fraction, value_name = "FRACTION")]
+    #[arg(long, default_value_t = 0.10, value_parser = parse_fraction, value_name = "FRACTION", help_heading = "Generic rule (plans no engine models)", hide_short_help = true)]
     pub reserve_fraction: f64,
 
     /// Cap on the whole reserve.
-    #[arg(long, default_value = "2GB", value_parser = parse_bytes, value_name = "SIZE")]
+    #[arg(long, default_value = "2GB", value_parser = parse_bytes, value_name = "SIZE", help_heading = "Generic rule (plans no engine models)", hide_short_help = true)]
     pub reserve_cap: u64,
 
     /// Per-backend probe timeout when discovering this machine's devices.
-    #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION", help_heading = "Generic rule (plans no engine models)", hide_short_help = true)]
     pub timeout: Duration,
 }
 

@@ -8,25 +8,39 @@ use super::values::{parse_fraction, parse_gib};
 #[derive(Debug, Clone, Args)]
 pub struct LlamaCppArgs {
     /// llama.cpp: no -c, so its fit chooses the context (the trained one, shortened to fit).
-    #[arg(long)]
+    #[arg(
+        long,
+        help_heading = "llama.cpp (--engine llama.cpp)",
+        hide_short_help = true
+    )]
     pub fit_context: bool,
     /// llama.cpp: the shortest context --fit-context may choose (llama.cpp's --fit-ctx).
-    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1 << 32), value_name = "N", requires = "fit_context")]
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1 << 32), value_name = "N", requires = "fit_context", help_heading = "llama.cpp (--engine llama.cpp)", hide_short_help = true)]
     pub fit_ctx_min: u64,
     /// llama.cpp: the ggml backend the GPUs run, for how their compute buffers are laid out
     /// [default: cuda for CUDA, ROCm and simulated GPUs, metal for Apple GPUs, vulkan for
     /// Vulkan GPUs, else cpu-rules].
-    #[arg(long, value_enum, value_name = "BACKEND")]
+    #[arg(
+        long,
+        value_enum,
+        value_name = "BACKEND",
+        help_heading = "llama.cpp (--engine llama.cpp)",
+        hide_short_help = true
+    )]
     pub llamacpp_device: Option<LlamaDeviceArg>,
     /// llama.cpp: flash attention (-fa); auto turns it on where the backend has it, as every
     /// backend gpumem models does.
-    #[arg(long, value_enum, default_value_t = FlashAttnArg::Auto, value_name = "WHEN")]
+    #[arg(long, value_enum, default_value_t = FlashAttnArg::Auto, value_name = "WHEN", help_heading = "llama.cpp (--engine llama.cpp)", hide_short_help = true)]
     pub flash_attn: FlashAttnArg,
     /// llama.cpp: the GPUs take no operator from host-resident weights (--no-op-offload).
-    #[arg(long)]
+    #[arg(
+        long,
+        help_heading = "llama.cpp (--engine llama.cpp)",
+        hide_short_help = true
+    )]
     pub no_op_offload: bool,
     /// llama.cpp: how a host's GPUs share the model (-sm).
-    #[arg(long, value_enum, default_value_t = SplitModeArg::Layer, value_name = "MODE")]
+    #[arg(long, value_enum, default_value_t = SplitModeArg::Layer, value_name = "MODE", help_heading = "llama.cpp (--engine llama.cpp)", hide_short_help = true)]
     pub split_mode: SplitModeArg,
 }
 
@@ -75,36 +89,36 @@ pub enum LlamaDeviceArg {
 #[derive(Debug, Clone, Args)]
 pub struct VllmArgs {
     /// vLLM: fraction of each GPU's total memory vLLM may use [default: 0.92].
-    #[arg(long, value_parser = parse_fraction, value_name = "FRACTION")]
+    #[arg(long, value_parser = parse_fraction, value_name = "FRACTION", help_heading = "vLLM (--engine vllm)", hide_short_help = true)]
     pub gpu_memory_utilization: Option<f64>,
 
     /// vLLM: tokens per scheduler step, which its profile run uses [default: by GPU memory].
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1 << 32), value_name = "N")]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1 << 32), value_name = "N", help_heading = "vLLM (--engine vllm)", hide_short_help = true)]
     pub max_num_batched_tokens: Option<u64>,
 
     /// vLLM: sequences per step, which its sampler is profiled over [default: by GPU memory].
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1 << 20), value_name = "N")]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1 << 20), value_name = "N", help_heading = "vLLM (--engine vllm)", hide_short_help = true)]
     pub max_num_seqs: Option<u64>,
 
     /// vLLM: tokens per KV-cache block.
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=1 << 16), value_name = "N")]
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=1 << 16), value_name = "N", help_heading = "vLLM (--engine vllm)", hide_short_help = true)]
     pub block_size: u64,
 
     /// vLLM: no CUDA graphs (and no graph pool taken from the KV cache).
-    #[arg(long)]
+    #[arg(long, help_heading = "vLLM (--engine vllm)", hide_short_help = true)]
     pub enforce_eager: bool,
 
     /// vLLM: GiB of each GPU's layer weights kept in host memory (--cpu-offload-gb).
-    #[arg(long, value_name = "GIB", value_parser = parse_gib)]
+    #[arg(long, value_name = "GIB", value_parser = parse_gib, help_heading = "vLLM (--engine vllm)", hide_short_help = true)]
     pub cpu_offload_gb: Option<f64>,
 
     /// vLLM: each pipeline stage's layers, as VLLM_PP_LAYER_PARTITION gives them (e.g. 16,32);
     /// only layouts with that many stages are planned.
-    #[arg(long, value_name = "LAYERS,...", value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "LAYERS,...", value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..), help_heading = "vLLM (--engine vllm)", hide_short_help = true)]
     pub pp_layer_partition: Vec<u64>,
 
     /// vLLM: exactly N tensor-parallel ranks a stage (--tensor-parallel-size) [default: the
     /// fewest GPUs that serve].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024), help_heading = "vLLM (--engine vllm)", hide_short_help = true)]
     pub tensor_parallel_size: Option<u64>,
 }

@@ -441,3 +441,31 @@ fn text_output_fits_80_and_120_columns() {
         "{wide}"
     );
 }
+
+#[test]
+fn select_help_is_grouped_and_short_help_is_short() {
+    let long =
+        String::from_utf8(gpumem().args(["select", "--help"]).output().unwrap().stdout).unwrap();
+    for heading in [
+        "\nModel:\n",
+        "\nWorkload:\n",
+        "\nTraining (--mode train):\n",
+        "\nWhere:\n",
+        "\nvLLM (--engine vllm):\n",
+        "\nllama.cpp (--engine llama.cpp):\n",
+        "\nGeneric rule (plans no engine models):\n",
+    ] {
+        assert!(
+            long.contains(heading),
+            "{heading:?} missing from select --help"
+        );
+    }
+    let short =
+        String::from_utf8(gpumem().args(["select", "-h"]).output().unwrap().stdout).unwrap();
+    assert!(short.lines().count() <= 100, "{}", short.lines().count());
+    // The engines' and training flags are in --help only, and -h says so.
+    assert!(!short.contains("--gpu-memory-utilization"), "{short}");
+    assert!(!short.contains("--fsdp"), "{short}");
+    assert!(short.contains("--device <SPEC>"), "{short}");
+    assert!(short.ends_with("The training, vLLM, llama.cpp and generic-rule flags: see --help.\n"));
+}
