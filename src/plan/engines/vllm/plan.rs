@@ -180,7 +180,7 @@ pub fn select_vllm(
             .min_by_key(|t| short_of(&t.fit).unwrap_or(u64::MAX))
     });
     let verdicts = verdicts(model, candidates, cfg, chosen)?;
-    let required = closest.map_or(0, |t| needed_per_rank(&t.fit, cfg));
+    let required = closest.map_or(0, |t| needed_per_rank(&t.fit));
     let plan = match (chosen, closest) {
         (Some(t), _) => Plan {
             kind: match (t.fit.tensor_parallel, t.fit.pipeline_parallel, t.cross_host) {
@@ -254,12 +254,11 @@ fn gpu_of(c: &Candidate) -> VllmGpu {
 
 /// Bytes one rank needs to serve one request of `max_model_len`: everything but the KV cache,
 /// and that request's blocks (with the block vLLM holds back).
-fn needed_per_rank(f: &VllmFit, cfg: &VllmConfig) -> u64 {
+fn needed_per_rank(f: &VllmFit) -> u64 {
     let spent = f.term(TermKind::Weights)
         + f.term(TermKind::ProfilePeak)
         + f.term(TermKind::NonTorch)
         + f.term(TermKind::CudaGraphs);
-    let _ = cfg;
     spent + (f.blocks_per_request + 1) * f.block_bytes
 }
 
@@ -328,7 +327,7 @@ fn verdicts(
             _ => alone.as_ref(),
         };
         let usable = judged.map_or(0, |f| f.term(TermKind::Budget));
-        let needed = judged.map_or(0, |f| needed_per_rank(f, cfg));
+        let needed = judged.map_or(0, needed_per_rank);
         let fits = alone
             .as_ref()
             .is_some_and(|f| f.outcome == VllmOutcome::Serves);
