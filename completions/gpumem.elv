@@ -53,8 +53,8 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand --version 'Print version'
         }
         &'gpumem;estimate'= {
-            cand -m 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), `ollama:NAME[:TAG]` from Ollama''s store (OLLAMA_MODELS)'
-            cand --model 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), `ollama:NAME[:TAG]` from Ollama''s store (OLLAMA_MODELS)'
+            cand -m 'A model by its Hugging Face id, `ORG/NAME[@REVISION]` (e.g. Qwen/Qwen3-32B), or a GGUF repository with llama.cpp''s tag, ORG/NAME:QUANT (e.g. unsloth/Qwen3-8B-GGUF:Q4_K_M); a catalog name or alias (e.g. llama-3.1-8b); or `ollama:NAME[:TAG]` from Ollama''s store'
+            cand --model 'A model by its Hugging Face id, `ORG/NAME[@REVISION]` (e.g. Qwen/Qwen3-32B), or a GGUF repository with llama.cpp''s tag, ORG/NAME:QUANT (e.g. unsloth/Qwen3-8B-GGUF:Q4_K_M); a catalog name or alias (e.g. llama-3.1-8b); or `ollama:NAME[:TAG]` from Ollama''s store'
             cand --config 'A Hugging Face config.json (Llama 2-4, Mistral, Mixtral, Qwen 2-3, Qwen3-Next, Gemma 1-3, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3, Kimi-K2, GLM-4.5, gpt-oss, Mamba, Mamba-2, Jamba, Granite-4.0-H, Nemotron-H, Falcon-H1; others with --allow-generic)'
             cand --gguf 'A GGUF file; only its header is read, never the tensor data'
             cand --safetensors 'A .safetensors file, a directory of shards, or a model.safetensors.index.json'
@@ -85,6 +85,7 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand --color 'When to use colour. `auto` colours a terminal unless NO_COLOR is set'
             cand --allow-generic 'Estimate a config.json whose model_type gpumem has no rules for with the generic decoder formula (gated MLP, RMSNorm, no biases) instead of refusing it'
             cand --allow-longer-context 'Take a --context past the model''s trained length (max_position_embeddings), which is refused otherwise: the engines then run it as they would (vLLM refuses it too, unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1; llama.cpp warns)'
+            cand --offline 'Never ask the Hub: answer a Hub id from gpumem''s cache or the Hugging Face cache, or refuse it (as HF_HUB_OFFLINE=1 does)'
             cand --swa-full 'Sliding-window layers cache the whole context, as llama.cpp''s --swa-full (and the llama-cpp-python default) does. Default: the window plus one micro-batch (llama-server)'
             cand --flash-attention 'Assume flash attention (no full attention-score matrix in memory)'
             cand --checkpointing 'With --mode train: activation checkpointing (keep one activation per layer). On by default with --recipe qlora, as PEFT''s prepare_model_for_kbit_training turns it on; off otherwise, as HF Trainer''s gradient_checkpointing=False'
@@ -107,8 +108,8 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand --version 'Print version'
         }
         &'gpumem;select'= {
-            cand -m 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), `ollama:NAME[:TAG]` from Ollama''s store (OLLAMA_MODELS)'
-            cand --model 'A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME), `ollama:NAME[:TAG]` from Ollama''s store (OLLAMA_MODELS)'
+            cand -m 'A model by its Hugging Face id, `ORG/NAME[@REVISION]` (e.g. Qwen/Qwen3-32B), or a GGUF repository with llama.cpp''s tag, ORG/NAME:QUANT (e.g. unsloth/Qwen3-8B-GGUF:Q4_K_M); a catalog name or alias (e.g. llama-3.1-8b); or `ollama:NAME[:TAG]` from Ollama''s store'
+            cand --model 'A model by its Hugging Face id, `ORG/NAME[@REVISION]` (e.g. Qwen/Qwen3-32B), or a GGUF repository with llama.cpp''s tag, ORG/NAME:QUANT (e.g. unsloth/Qwen3-8B-GGUF:Q4_K_M); a catalog name or alias (e.g. llama-3.1-8b); or `ollama:NAME[:TAG]` from Ollama''s store'
             cand --config 'A Hugging Face config.json (Llama 2-4, Mistral, Mixtral, Qwen 2-3, Qwen3-Next, Gemma 1-3, Phi-3, Falcon, GPT-NeoX, DeepSeek-V2/V3, Kimi-K2, GLM-4.5, gpt-oss, Mamba, Mamba-2, Jamba, Granite-4.0-H, Nemotron-H, Falcon-H1; others with --allow-generic)'
             cand --gguf 'A GGUF file; only its header is read, never the tensor data'
             cand --safetensors 'A .safetensors file, a directory of shards, or a model.safetensors.index.json'
@@ -161,6 +162,7 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand --color 'When to use colour. `auto` colours a terminal unless NO_COLOR is set'
             cand --allow-generic 'Estimate a config.json whose model_type gpumem has no rules for with the generic decoder formula (gated MLP, RMSNorm, no biases) instead of refusing it'
             cand --allow-longer-context 'Take a --context past the model''s trained length (max_position_embeddings), which is refused otherwise: the engines then run it as they would (vLLM refuses it too, unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1; llama.cpp warns)'
+            cand --offline 'Never ask the Hub: answer a Hub id from gpumem''s cache or the Hugging Face cache, or refuse it (as HF_HUB_OFFLINE=1 does)'
             cand --swa-full 'Sliding-window layers cache the whole context, as llama.cpp''s --swa-full (and the llama-cpp-python default) does. Default: the window plus one micro-batch (llama-server)'
             cand --flash-attention 'Assume flash attention (no full attention-score matrix in memory)'
             cand --checkpointing 'With --mode train: activation checkpointing (keep one activation per layer). On by default with --recipe qlora, as PEFT''s prepare_model_for_kbit_training turns it on; off otherwise, as HF Trainer''s gradient_checkpointing=False'

@@ -136,11 +136,13 @@ pub struct DiscoverArgs {
 #[group(id = "source", multiple = false)]
 #[command(next_help_heading = "Model")]
 pub struct ModelSourceArgs {
-    /// A model from the built-in catalog, by name or alias (e.g. mistral-7b, llama-3.1-70b), or
-    /// where you keep models: ORG/NAME from the Hugging Face cache (HF_HUB_CACHE, HF_HOME),
-    /// `ollama:NAME[:TAG]` from Ollama's store (OLLAMA_MODELS).
+    /// A model by its Hugging Face id, `ORG/NAME[@REVISION]` (e.g. Qwen/Qwen3-32B), or a GGUF
+    /// repository with llama.cpp's tag, ORG/NAME:QUANT (e.g. unsloth/Qwen3-8B-GGUF:Q4_K_M); a
+    /// catalog name or alias (e.g. llama-3.1-8b); or `ollama:NAME[:TAG]` from Ollama's store.
     ///
-    /// `gpumem estimate --list-models` lists the catalog. Nothing is downloaded.
+    /// An id is read from the Hugging Face cache when there, else from the Hub (HF_ENDPOINT,
+    /// HF_TOKEN): config.json and the weight files' headers only, never their data, kept in
+    /// gpumem's cache. `gpumem estimate --list-models` lists the catalog.
     #[arg(short, long, value_name = "NAME", value_parser = Offered(catalog_names), hide_possible_values = true)]
     pub model: Option<String>,
 

@@ -15,6 +15,9 @@ pub enum Exit {
     /// driver, no such index), or no backend `discover --backend` named has a device, so CI can
     /// tell a lost GPU from a missed gate.
     DeviceUnavailable,
+    /// 5: a model named by its Hub id could not be read: offline and not cached, a gated
+    /// repository without access, or the network failed after its retries.
+    HubUnavailable,
     /// 128 + N: `bench-alloc` or `stress` stopped by signal N (130 SIGINT, 143 SIGTERM) after
     /// freeing everything and printing its partial report.
     Interrupted(u8),
@@ -29,6 +32,7 @@ impl Exit {
             Exit::Usage => 2,
             Exit::DoesNotFit => 3,
             Exit::DeviceUnavailable => 4,
+            Exit::HubUnavailable => 5,
             Exit::Interrupted(signal) => 128u8.saturating_add(signal),
         }
     }
@@ -59,6 +63,10 @@ pub const TABLE: &[(&str, &str)] = &[
     (
         "4",
         "the device `bench-alloc` or `stress` was to use is missing or cannot be opened, or no backend `discover --backend` named has a device (a lost GPU, not a missed gate)",
+    ),
+    (
+        "5",
+        "a model named by its Hub id could not be read: offline (`--offline`, `HF_HUB_OFFLINE=1`) and not cached, a gated repository without access, or the network failed after retries",
     ),
     (
         "130, 143",

@@ -217,6 +217,7 @@ pub mod device;
 #[cfg(feature = "cli")]
 pub mod error;
 pub mod exit;
+pub mod hub;
 pub mod input;
 pub mod model;
 #[cfg(feature = "cli")]

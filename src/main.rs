@@ -33,16 +33,20 @@ fn main() -> ExitCode {
         Ok(exit) => exit.into(),
         Err(err) if is_broken_pipe(&err) => Exit::Success.into(),
         Err(err) => {
-            let unknown_model = matches!(
-                err.downcast_ref::<gpumem::model::ModelError>(),
-                Some(gpumem::model::ModelError::UnknownModel { .. })
-            );
+            let model_error = err.downcast_ref::<gpumem::model::ModelError>();
+            let unknown_model = match model_error {
+                Some(gpumem::model::ModelError::UnknownModel { .. }) => true,
+                Some(gpumem::model::ModelError::Hub(e)) => e.is_missing(),
+                _ => false,
+            };
+            let hub_unavailable = matches!(model_error, Some(gpumem::model::ModelError::Hub(_)));
             let device_unavailable = err.downcast_ref::<gpumem::backend::OpenError>().is_some();
             let exit = match err.downcast_ref::<CliError>() {
                 Some(CliError::Usage(_)) => Exit::Usage,
                 Some(CliError::Interrupted(exit, _) | CliError::AfterReport(exit, _)) => *exit,
                 // A name that is not a model is a usage error, like any other bad value.
                 _ if unknown_model => Exit::Usage,
+                _ if hub_unavailable => Exit::HubUnavailable,
                 _ if device_unavailable => Exit::DeviceUnavailable,
                 _ => Exit::Failure,
             };

@@ -50,6 +50,11 @@ pub struct WorkloadSettings {
     #[arg(long)]
     pub allow_longer_context: bool,
 
+    /// Never ask the Hub: answer a Hub id from gpumem's cache or the Hugging Face cache, or
+    /// refuse it (as HF_HUB_OFFLINE=1 does).
+    #[arg(long, help_heading = "Model")]
+    pub offline: bool,
+
     /// A multimodal projector GGUF (llama.cpp's mmproj) loaded beside the model: its weights are
     /// counted. An Ollama model's own projector is found in its manifest without this.
     #[arg(long, value_name = "FILE")]

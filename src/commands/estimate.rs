@@ -33,7 +33,10 @@ pub fn run(args: &EstimateArgs, out: &Output) -> Result<Exit> {
         let found = discover_with(&probe_all(PROBE_TIMEOUT));
         let host = host_info().hostname.unwrap_or_else(|| "localhost".into());
         let candidates = candidates_from_discovery(&found, &host);
-        let engine = ModelRef::for_source(&spec).engines().first().copied();
+        let engine = ModelRef::for_source(&spec, &model)
+            .engines()
+            .first()
+            .copied();
         let vllm = VllmConfig::for_settings(&settings);
         let demand = Demand::Model {
             source: Box::new(model.clone()),

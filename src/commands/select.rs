@@ -50,11 +50,14 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
         candidates = candidates_from_discovery(&found, &host);
         same_gpu = same_gpus(&found);
     }
-    let engine = spec.as_ref().and_then(|s| {
-        select_engines(args, &ModelRef::for_source(s))
-            .first()
-            .copied()
-    });
+    let engine = match (&spec, &demand) {
+        (Some(s), Demand::Model { source, .. }) => {
+            select_engines(args, &ModelRef::for_source(s, source))
+                .first()
+                .copied()
+        }
+        _ => None,
+    };
     let vllm = match &demand {
         Demand::Model { settings, source } => {
             check_pp_layer_partition(args, source.arch.num_layers)?;
@@ -125,7 +128,7 @@ fn launches(
         (Some(spec), Demand::Model { source, settings }, _)
             if source.arch.num_layers > 0 && !training =>
         {
-            let model = ModelRef::for_source(spec);
+            let model = ModelRef::for_source(spec, source);
             let settings = LaunchSettings {
                 context: settings.context,
                 batch: settings.batch,

@@ -31,7 +31,7 @@ pub enum ModelError {
         fields: String,
     },
     /// The name is not in the catalog (`suggestion`: the closest catalog name, if near).
-    #[error("unknown model '{name}'{}; `gpumem estimate --list-models` lists the catalog (ORG/NAME reads the Hugging Face cache, ollama:NAME[:TAG] Ollama's store)", suggestion.map(|s| format!(" (did you mean '{s}'?)")).unwrap_or_default())]
+    #[error("unknown model '{name}'{}; `gpumem estimate --list-models` lists the catalog (ORG/NAME reads the Hugging Face cache, then the Hub; ollama:NAME[:TAG] Ollama's store)", suggestion.map(|s| format!(" (did you mean '{s}'?)")).unwrap_or_default())]
     UnknownModel {
         /// The name given.
         name: String,
@@ -95,6 +95,9 @@ pub enum ModelError {
         /// What is wrong, with the byte offset where it helps.
         why: String,
     },
+    /// A model named by its Hub id could not be read from the Hub.
+    #[error(transparent)]
+    Hub(#[from] crate::hub::HubError),
     /// The path is not a readable regular file, or is too large.
     #[error(transparent)]
     Input(#[from] crate::input::InputError),

@@ -12,6 +12,7 @@ mod gguf;
 mod hf_config;
 pub(crate) mod layers;
 mod quantized;
+mod remote;
 mod safetensors_header;
 pub mod stores;
 mod weights;
@@ -34,6 +35,7 @@ pub use family::{Family, Spellings, FAMILIES};
 pub use gguf::{arch_from_gguf, read_gguf, GgufFile, GgufTensor, GgufValue};
 pub use hf_config::{parse_config, read_config};
 pub use layers::{FfnBytes, FfnClass, FfnMove, LayerMove, LayerWeights};
+pub use remote::HubOrigin;
 pub use safetensors_header::{read_safetensors, SafetensorsSummary};
 pub use weights::{FileWeights, WeightsDtype, DEFAULT_WEIGHT_PRECISION};
 
@@ -80,6 +82,8 @@ pub struct ModelSource {
     /// The weights by the layer llama.cpp puts them in, exact from a GGUF's tensors (`None`
     /// for other sources, which count them from the shape).
     pub layer_weights: Option<LayerWeights>,
+    /// The Hub repository it was read from, when named by its id.
+    pub hub: Option<HubOrigin>,
 }
 
 /// A multimodal projector GGUF (llama.cpp's `mmproj`, architecture `clip`): its weights are
@@ -97,22 +101,7 @@ pub struct Projector {
 /// Reads a projector GGUF's header. Refuses a GGUF of another architecture, naming it (a
 /// language model given as `--mmproj` is a mistake to report, not to add).
 pub fn read_projector(path: &Path) -> Result<Projector, ModelError> {
-    let file = gguf::read_gguf_model(path)?;
-    match file.architecture() {
-        Some("clip") => Ok(Projector {
-            path: path.to_path_buf(),
-            parameters: file.parameters(),
-            bytes: file.tensor_bytes(),
-        }),
-        other => Err(ModelError::BadField {
-            path: path.into(),
-            field: "general.architecture".into(),
-            why: format!(
-                "is {}, not clip: not a multimodal projector (mmproj) GGUF",
-                other.map_or("missing".to_string(), |a| format!("'{}'", error::quoted(a)))
-            ),
-        }),
-    }
+    remote::projector_of(path, &gguf::read_gguf_model(path)?)
 }
 
 /// Something about a model's source that makes its estimate less certain.
@@ -169,6 +158,9 @@ pub struct LoadOptions {
     /// A multimodal projector GGUF to load beside the model (`--mmproj`), in place of any the
     /// model's store names.
     pub projector: Option<PathBuf>,
+    /// Never ask the Hub (`--offline`; `HF_HUB_OFFLINE=1` does the same): a Hub id is answered
+    /// from gpumem's cache or the Hugging Face cache, or refused.
+    pub offline: bool,
 }
 
 /// Loads a model source, refusing a `model_type` gpumem has no rules for.
@@ -178,7 +170,7 @@ pub fn load(spec: &SourceSpec) -> Result<ModelSource, ModelError> {
 
 /// Loads a model source under `options`.
 pub fn load_with(spec: &SourceSpec, options: &LoadOptions) -> Result<ModelSource, ModelError> {
-    let mut source = load_any(spec)?;
+    let mut source = load_any(spec, options)?;
     if let Some(path) = &options.projector {
         source.projector = Some(read_projector(path)?);
     }
@@ -205,34 +197,68 @@ pub fn load_with(spec: &SourceSpec, options: &LoadOptions) -> Result<ModelSource
     Ok(source)
 }
 
-fn load_any(spec: &SourceSpec) -> Result<ModelSource, ModelError> {
+fn load_any(spec: &SourceSpec, options: &LoadOptions) -> Result<ModelSource, ModelError> {
     match spec {
-        SourceSpec::Catalog(name) => load_named(name),
+        SourceSpec::Catalog(name) => load_named(name, options),
         SourceSpec::Config(path) => load_config(path),
         SourceSpec::Gguf(path) => load_gguf(path),
         SourceSpec::Safetensors(path) => load_safetensors(path),
     }
 }
 
-/// A catalog name, else a model in the Hugging Face cache or Ollama's store.
-fn load_named(name: &str) -> Result<ModelSource, ModelError> {
+/// A catalog name, else a model in the Hugging Face cache or Ollama's store, else a Hub id
+/// read from the Hub (or gpumem's cache of it).
+fn load_named(name: &str, options: &LoadOptions) -> Result<ModelSource, ModelError> {
     let Some(m) = find_model(name) else {
         // A file given where a name goes (`models/x.gguf` would otherwise be looked up
         // as a Hugging Face ORG/NAME).
         if std::path::Path::new(name).exists() {
             return Err(ModelError::PathNotName(name.to_string()));
         }
-        // Not a catalog name: a model in the Hugging Face cache or Ollama's store.
-        return match stores::locate(name)? {
-            Some((spec, projector)) => {
-                let mut source = load_any(&spec)?;
+        let hub_id = crate::hub::HubRef::parse(name).transpose()?;
+        // The Hugging Face cache first, for a plain ORG/NAME (a revision or a GGUF tag is
+        // read from the Hub or gpumem's cache); Ollama's store for `ollama:`.
+        let mut looked_in = Vec::new();
+        let local = match &hub_id {
+            Some(id) if id.revision.is_some() || id.tag.is_some() => None,
+            _ => match stores::locate(name) {
+                Ok(found) => found,
+                Err(ModelError::NotInStore(nf)) if hub_id.is_some() => {
+                    looked_in = nf.looked_in;
+                    None
+                }
+                Err(e) => return Err(e),
+            },
+        };
+        return match (local, hub_id) {
+            (Some((spec, projector)), _) => {
+                let mut source = load_any(&spec, options)?;
                 source.name = name.to_string();
                 if let Some(p) = projector {
                     source.projector = Some(read_projector(&p)?);
                 }
                 Ok(source)
             }
-            None => Err(ModelError::UnknownModel {
+            (None, Some(id)) => {
+                let hub = crate::hub::Hub::new(crate::hub::HubSettings::from_env(options.offline));
+                remote::load_hub(&id, &hub).map_err(|e| match e {
+                    ModelError::Hub(crate::hub::HubError::Offline {
+                        repo,
+                        revision,
+                        cache,
+                        why,
+                        ..
+                    }) => ModelError::Hub(crate::hub::HubError::Offline {
+                        looked_in: looked_in.iter().map(|p| p.display().to_string()).collect(),
+                        repo,
+                        revision,
+                        cache,
+                        why,
+                    }),
+                    e => e,
+                })
+            }
+            (None, None) => Err(ModelError::UnknownModel {
                 name: name.to_string(),
                 suggestion: catalog::closest_model(name),
             }),
@@ -246,6 +272,7 @@ fn load_named(name: &str) -> Result<ModelSource, ModelError> {
         warnings: Vec::new(),
         projector: None,
         layer_weights: None,
+        hub: None,
     })
 }
 
@@ -259,14 +286,19 @@ fn load_config(path: &Path) -> Result<ModelSource, ModelError> {
         warnings,
         projector: None,
         layer_weights: None,
+        hub: None,
     })
 }
 
 /// A GGUF (any shard of a split one), warning where llama.cpp will cache full per-head K and V
 /// for latent attention.
 fn load_gguf(path: &Path) -> Result<ModelSource, ModelError> {
-    let file = gguf::read_gguf_model(path)?;
-    let arch = arch_from_gguf(path, &file)?;
+    source_of_gguf(path, &gguf::read_gguf_model(path)?)
+}
+
+/// The source a GGUF header describes (`path` names it in errors).
+fn source_of_gguf(path: &Path, file: &GgufFile) -> Result<ModelSource, ModelError> {
+    let arch = arch_from_gguf(path, file)?;
     let arch_layers = arch.num_layers;
     let weights = FileWeights {
         parameters: file.parameters(),
@@ -294,7 +326,8 @@ fn load_gguf(path: &Path) -> Result<ModelSource, ModelError> {
         warnings,
         projector: None,
         // Padded to the CPU's and RPC devices' 32-byte alignment.
-        layer_weights: Some(LayerWeights::of(&file, arch_layers, 32)),
+        layer_weights: Some(LayerWeights::of(file, arch_layers, 32)),
+        hub: None,
     })
 }
 
@@ -329,6 +362,7 @@ fn load_safetensors(path: &Path) -> Result<ModelSource, ModelError> {
             warnings,
             projector: None,
             layer_weights: None,
+            hub: None,
         })
     } else {
         // Without a config the layer structure is unknown: weights are exact, the KV
@@ -345,6 +379,7 @@ fn load_safetensors(path: &Path) -> Result<ModelSource, ModelError> {
             }],
             projector: None,
             layer_weights: None,
+            hub: None,
         })
     }
 }

@@ -57,7 +57,20 @@ fn read_one(path: &Path, summary: &mut SafetensorsSummary) -> Result<(), ModelEr
     let mut header = vec![0u8; n as usize];
     file.read_exact(&mut header)
         .map_err(|_| format_err(path, "truncated header"))?;
-    let text = std::str::from_utf8(&header).map_err(|_| format_err(path, "header is not UTF-8"))?;
+    add_header(path, len, &header, summary)
+}
+
+/// Adds one file's JSON `header` (the bytes after its 8-byte length) to `summary`, checking
+/// it against the file's size `len`: every tensor's bytes match its shape and dtype, with no
+/// gap or overlap, and together they fill the file.
+pub(crate) fn add_header(
+    path: &Path,
+    len: u64,
+    header: &[u8],
+    summary: &mut SafetensorsSummary,
+) -> Result<(), ModelError> {
+    let n = header.len() as u64;
+    let text = std::str::from_utf8(header).map_err(|_| format_err(path, "header is not UTF-8"))?;
     let metadata: Metadata =
         serde_json::from_str(text).map_err(|e| format_err(path, format!("bad header: {e}")))?;
     let mut infos: Vec<(String, &safetensors::tensor::TensorInfo)> =
@@ -137,55 +150,77 @@ pub fn read_safetensors(path: &Path) -> Result<SafetensorsSummary, ModelError> {
         files
     } else if path.to_string_lossy().ends_with(".json") {
         let text = crate::input::read_bounded(path, 64 << 20, "a safetensors index")?;
-        let value: serde_json::Value =
-            serde_json::from_slice(&text).map_err(|e| ModelError::Json {
-                path: path.into(),
-                why: e.to_string(),
-            })?;
-        let map = value
-            .get("weight_map")
-            .and_then(|m| m.as_object())
-            .ok_or_else(|| ModelError::MissingField {
-                path: path.into(),
-                field: "weight_map".into(),
-            })?;
-        if map.is_empty() {
-            return Err(ModelError::BadField {
-                path: path.into(),
-                field: "weight_map".into(),
-                why: "is empty: the index names no tensors".into(),
-            });
-        }
         let dir = path.parent().unwrap_or(Path::new("."));
-        let mut files = std::collections::BTreeSet::new();
-        for (tensor, file) in map {
-            let name = file.as_str().ok_or_else(|| ModelError::BadField {
-                path: path.into(),
-                field: format!("weight_map.{tensor}"),
-                why: "is not a file name".into(),
-            })?;
-            // Shards live beside the index; a path that climbs out is refused.
-            if name.contains("..") || Path::new(name).is_absolute() {
-                return Err(format_err(
-                    path,
-                    format!("shard '{name}' is outside the index's directory"),
-                ));
-            }
-            files.insert(dir.join(name));
-            if files.len() > MAX_SHARDS {
-                return Err(format_err(
-                    path,
-                    format!("names more than {MAX_SHARDS} shard files"),
-                ));
-            }
-        }
-        files.into_iter().collect()
+        index_shards(path, &text)?
+            .into_keys()
+            .map(|name| dir.join(name))
+            .collect()
     } else {
         vec![path.to_path_buf()]
     };
     for file in &files {
         read_one(file, &mut summary)?;
     }
+    finish(path, summary)
+}
+
+/// The shards an index's `weight_map` names, each with how many tensors it holds. A shard
+/// named outside the index's folder (`..`, an absolute path) is refused.
+pub(crate) fn index_shards(
+    path: &Path,
+    text: &[u8],
+) -> Result<std::collections::BTreeMap<String, u64>, ModelError> {
+    let value: serde_json::Value = serde_json::from_slice(text).map_err(|e| ModelError::Json {
+        path: path.into(),
+        why: e.to_string(),
+    })?;
+    let map = value
+        .get("weight_map")
+        .and_then(|m| m.as_object())
+        .ok_or_else(|| ModelError::MissingField {
+            path: path.into(),
+            field: "weight_map".into(),
+        })?;
+    if map.is_empty() {
+        return Err(ModelError::BadField {
+            path: path.into(),
+            field: "weight_map".into(),
+            why: "is empty: the index names no tensors".into(),
+        });
+    }
+    let mut shards = std::collections::BTreeMap::new();
+    for (tensor, file) in map {
+        let name = file.as_str().ok_or_else(|| ModelError::BadField {
+            path: path.into(),
+            field: format!("weight_map.{}", super::error::quoted(tensor)),
+            why: "is not a file name".into(),
+        })?;
+        // Shards live beside the index; a path that climbs out is refused.
+        if name.is_empty() || name.contains("..") || Path::new(name).is_absolute() {
+            return Err(format_err(
+                path,
+                format!(
+                    "shard '{}' is outside the index's directory",
+                    super::error::quoted(name)
+                ),
+            ));
+        }
+        *shards.entry(name.to_string()).or_insert(0) += 1;
+        if shards.len() > MAX_SHARDS {
+            return Err(format_err(
+                path,
+                format!("names more than {MAX_SHARDS} shard files"),
+            ));
+        }
+    }
+    Ok(shards)
+}
+
+/// The summary once every file is in: refused when it holds no tensors, dtypes largest first.
+pub(crate) fn finish(
+    path: &Path,
+    mut summary: SafetensorsSummary,
+) -> Result<SafetensorsSummary, ModelError> {
     if summary.tensors == 0 {
         return Err(format_err(path, "holds no tensors"));
     }

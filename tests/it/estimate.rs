@@ -344,22 +344,30 @@ fn models_from_the_hugging_face_cache_and_ollama() {
         vision["projector_bytes"],
         expected("tiny-mmproj.expected.json")["tensor_bytes"]
     );
-    // Misses: one line naming where it looked, exit 1.
-    for (name, looked) in [
-        ("acme/absent", "models--acme--absent/snapshots"),
-        ("ollama:tiny", "library/tiny/latest"),
+    // Misses: one line naming where it looked; an Ollama name exits 1, a Hub id offline and
+    // in no cache 5.
+    for (name, looked, code, says) in [
+        (
+            "acme/absent",
+            "models--acme--absent/snapshots",
+            5,
+            "not in the Hugging Face cache",
+        ),
+        (
+            "ollama:tiny",
+            "library/tiny/latest",
+            1,
+            "not in the local store",
+        ),
     ] {
         let err = common::one_line_error(
             gpumem()
                 .env("HF_HOME", home.path())
                 .env("OLLAMA_MODELS", &models)
                 .args(["estimate", "--model", name]),
-            1,
+            code,
         );
-        assert!(
-            err.contains("not in the local store") && err.contains(looked),
-            "{err}"
-        );
+        assert!(err.contains(says) && err.contains(looked), "{err}");
     }
 }
 

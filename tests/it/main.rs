@@ -16,6 +16,7 @@ mod encoders;
 mod estimate;
 mod estimate_input;
 mod generated_files;
+mod hub;
 mod llamacpp_devices;
 mod llamacpp_fit_context;
 mod llamacpp_hosts;

@@ -175,6 +175,7 @@ pub fn load_options(args: &cli::WorkloadSettings) -> model::LoadOptions {
     model::LoadOptions {
         allow_generic: args.allow_generic,
         projector: args.mmproj.clone(),
+        offline: args.offline,
     }
 }
 

@@ -7,7 +7,6 @@ mod arch;
 pub use arch::arch_from_gguf;
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
@@ -180,14 +179,14 @@ impl GgufFile {
     }
 }
 
-struct Reader {
-    inner: BufReader<File>,
+struct Reader<R: Read> {
+    inner: R,
     pos: u64,
     len: u64,
     path: PathBuf,
 }
 
-impl Reader {
+impl<R: Read> Reader<R> {
     fn err(&self, why: impl Into<String>) -> ModelError {
         ModelError::Format {
             path: self.path.clone(),
@@ -385,34 +384,7 @@ fn read_shards(path: &Path, prefix: &str, count: u64) -> Result<GgufFile, ModelE
             }
         }
         let part = read_gguf(&shard)?;
-        if part.u64("split.count") != Some(count) {
-            return Err(bad(format!(
-                "is not shard {k} of the same {count}-way split"
-            )));
-        }
-        if part.u64("split.no").is_some_and(|no| no != k - 1) {
-            return Err(bad(format!(
-                "says it is shard {} (split.no), not shard {k}",
-                part.u64("split.no").unwrap_or(0) + 1
-            )));
-        }
-        let total = model.as_ref().map_or(0, |m| m.tensors.len()) + part.tensors.len();
-        if total as u64 > MAX_TENSORS {
-            return Err(bad(format!(
-                "the shards so far hold {total} tensors, more than the {MAX_TENSORS} a split \
-                 model may have"
-            )));
-        }
-        if let Some(t) = part.tensors.iter().find(|t| !names.insert(t.name.clone())) {
-            return Err(bad(format!(
-                "tensor '{}' is also in an earlier shard",
-                super::error::quoted(&t.name)
-            )));
-        }
-        match &mut model {
-            None => model = Some(part),
-            Some(m) => m.tensors.extend(part.tensors),
-        }
+        add_part(&mut model, &mut names, part, k, count, &shard)?;
     }
     model.ok_or_else(|| ModelError::Format {
         path: path.to_path_buf(),
@@ -420,15 +392,66 @@ fn read_shards(path: &Path, prefix: &str, count: u64) -> Result<GgufFile, ModelE
     })
 }
 
+/// Adds shard `k` of a `count`-way split to `model`, checking it says it is that shard and
+/// holds tensors no earlier shard has, and that all together hold at most [`MAX_TENSORS`].
+pub fn add_part(
+    model: &mut Option<GgufFile>,
+    names: &mut std::collections::HashSet<String>,
+    part: GgufFile,
+    k: u64,
+    count: u64,
+    shard: &Path,
+) -> Result<(), ModelError> {
+    let bad = |why: String| ModelError::Format {
+        path: shard.to_path_buf(),
+        why,
+    };
+    if part.u64("split.count") != Some(count) {
+        return Err(bad(format!(
+            "is not shard {k} of the same {count}-way split"
+        )));
+    }
+    if part.u64("split.no").is_some_and(|no| no != k - 1) {
+        return Err(bad(format!(
+            "says it is shard {} (split.no), not shard {k}",
+            part.u64("split.no").unwrap_or(0) + 1
+        )));
+    }
+    let total = model.as_ref().map_or(0, |m| m.tensors.len()) + part.tensors.len();
+    if total as u64 > MAX_TENSORS {
+        return Err(bad(format!(
+            "the shards so far hold {total} tensors, more than the {MAX_TENSORS} a split \
+             model may have"
+        )));
+    }
+    if let Some(t) = part.tensors.iter().find(|t| !names.insert(t.name.clone())) {
+        return Err(bad(format!(
+            "tensor '{}' is also in an earlier shard",
+            super::error::quoted(&t.name)
+        )));
+    }
+    match model {
+        None => *model = Some(part),
+        Some(m) => m.tensors.extend(part.tensors),
+    }
+    Ok(())
+}
+
 /// Reads the header of a GGUF file.
+pub fn read_gguf(path: &Path) -> Result<GgufFile, ModelError> {
+    let (file, len) = crate::input::open_regular(path)?;
+    read_gguf_from(BufReader::with_capacity(1 << 16, file), len, path)
+}
+
+/// Reads a GGUF header from `inner`, the start of a file of `len` bytes that errors name
+/// `path` (a local file, or a remote one read by Range).
 #[expect(
     clippy::cast_possible_truncation,
     reason = "usize is 64 bits (lib.rs refuses other targets)"
 )]
-pub fn read_gguf(path: &Path) -> Result<GgufFile, ModelError> {
-    let (file, len) = crate::input::open_regular(path)?;
+pub fn read_gguf_from(inner: impl Read, len: u64, path: &Path) -> Result<GgufFile, ModelError> {
     let mut r = Reader {
-        inner: BufReader::with_capacity(1 << 16, file),
+        inner,
         pos: 0,
         len,
         path: path.to_path_buf(),

@@ -33,16 +33,26 @@ pub fn read_config_with_weights(
     path: &Path,
 ) -> Result<(ModelArch, Vec<ModelWarning>, Option<FileWeights>), ModelError> {
     let text = crate::input::read_bounded(path, MAX_CONFIG_BYTES, "a config.json")?;
-    let value: Value = serde_json::from_slice(&text).map_err(|e| ModelError::Json {
-        path: path.into(),
-        why: e.to_string(),
-    })?;
     let name = path
         .parent()
         .and_then(|p| p.file_name())
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "config.json".into());
-    let (arch, warnings) = parse_config(path, &name, &value)?;
+    config_from_bytes(path, &name, &text)
+}
+
+/// [`read_config_with_weights`] of a config.json's bytes (read from a file or the Hub), which
+/// errors name `path`.
+pub(crate) fn config_from_bytes(
+    path: &Path,
+    name: &str,
+    text: &[u8],
+) -> Result<(ModelArch, Vec<ModelWarning>, Option<FileWeights>), ModelError> {
+    let value: Value = serde_json::from_slice(text).map_err(|e| ModelError::Json {
+        path: path.into(),
+        why: e.to_string(),
+    })?;
+    let (arch, warnings) = parse_config(path, name, &value)?;
     let weights = config_weights(path, &value, &arch)?;
     Ok((arch, warnings, weights))
 }

@@ -31,13 +31,25 @@ pub enum ModelRef {
     Gguf(PathBuf),
     /// A Hugging Face repository id or a local checkpoint directory (vLLM).
     Checkpoint(String),
+    /// A GGUF repository on the Hub with llama.cpp's tag, `ORG/NAME[:QUANT]` (`-hf`).
+    HubGguf(String),
 }
 
 impl ModelRef {
     /// What an engine loads for a model source: the GGUF file itself, the catalog model's
     /// Hugging Face repository, or the directory holding a config.json or safetensors.
-    pub fn for_source(spec: &crate::model::SourceSpec) -> Self {
-        use crate::model::SourceSpec;
+    pub fn for_source(spec: &crate::model::SourceSpec, source: &crate::model::ModelSource) -> Self {
+        use crate::model::{SourceKind, SourceSpec};
+        // Read from the Hub: the engines fetch it by the same id.
+        if let Some(hub) = &source.hub {
+            return match source.kind {
+                SourceKind::Gguf => ModelRef::HubGguf(match &hub.tag {
+                    Some(tag) => format!("{}:{tag}", hub.repo),
+                    None => hub.repo.clone(),
+                }),
+                _ => ModelRef::Checkpoint(hub.repo.clone()),
+            };
+        }
         let dir_of = |p: &std::path::Path| {
             if p.is_dir() {
                 p.display().to_string()
@@ -68,7 +80,7 @@ impl ModelRef {
     /// The engines that can load it.
     pub fn engines(&self) -> Vec<Engine> {
         match self {
-            ModelRef::Gguf(_) => vec![Engine::LlamaCpp],
+            ModelRef::Gguf(_) | ModelRef::HubGguf(_) => vec![Engine::LlamaCpp],
             ModelRef::Checkpoint(_) => vec![Engine::Vllm],
         }
     }

@@ -36,7 +36,16 @@ pub fn launch(
         return Err(NoLaunch::NotAModel);
     }
     match (engine, model) {
-        (Engine::LlamaCpp, ModelRef::Gguf(path)) => Ok(llamacpp::launch::launch(path, plan, s)),
+        (Engine::LlamaCpp, ModelRef::Gguf(path)) => Ok(llamacpp::launch::launch(
+            &["-m".into(), path.display().to_string()],
+            plan,
+            s,
+        )),
+        (Engine::LlamaCpp, ModelRef::HubGguf(id)) => Ok(llamacpp::launch::launch(
+            &["-hf".into(), id.clone()],
+            plan,
+            s,
+        )),
         (Engine::LlamaCpp, _) => Err(NoLaunch::NeedsGguf),
         (Engine::Vllm, ModelRef::Checkpoint(id)) => vllm::launch::launch(id, plan, s),
         (Engine::Vllm, _) => Err(NoLaunch::NeedsCheckpoint),

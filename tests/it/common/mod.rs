@@ -3,6 +3,8 @@
 
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod hub_standin;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -14,10 +16,13 @@ use std::sync::Mutex;
 static BUILD: Mutex<()> = Mutex::new(());
 
 /// The gpumem binary, without any LD_LIBRARY_PATH of the test process (stand-in drivers reach
-/// it only when a test puts them there).
+/// it only when a test puts them there), and offline: no test may reach the real Hub (the Hub
+/// tests lift this for their loopback stand-in).
 pub fn gpumem() -> assert_cmd::Command {
     let mut cmd = assert_cmd::Command::cargo_bin("gpumem").unwrap();
-    cmd.env_remove("LD_LIBRARY_PATH");
+    cmd.env_remove("LD_LIBRARY_PATH")
+        .env("HF_HUB_OFFLINE", "1")
+        .env_remove("HF_ENDPOINT");
     cmd
 }
 
@@ -297,6 +302,14 @@ pub fn server_fit_fixture(name: &str, dir: &Path) -> (Value, PathBuf) {
 /// llama.cpp's sparse reference files were: the real header, the tensor data a hole of the
 /// right length (a sparse file: nothing is written to disk).
 pub fn write_described_gguf(name: &str, doc: &Value, path: &Path) {
+    let (header, size) = described_gguf_bytes(name, doc);
+    let file = std::fs::File::create(path).unwrap();
+    std::io::Write::write_all(&mut &file, &header).unwrap();
+    file.set_len(size).unwrap();
+}
+
+/// The header bytes of the GGUF a fixture describes, and the whole file's size.
+pub fn described_gguf_bytes(name: &str, doc: &Value) -> (Vec<u8>, u64) {
     fn string(out: &mut Vec<u8>, s: &str) {
         out.extend((s.len() as u64).to_le_bytes());
         out.extend(s.as_bytes());
@@ -343,9 +356,7 @@ pub fn write_described_gguf(name: &str, doc: &Value, path: &Path) {
         offset += t.bytes.div_ceil(32) * 32;
     }
     let data_start = (out.len() as u64).div_ceil(32) * 32;
-    let file = std::fs::File::create(path).unwrap();
-    std::io::Write::write_all(&mut &file, &out).unwrap();
-    file.set_len(data_start + offset).unwrap();
+    (out, data_start + offset)
 }
 
 /// llama-fit-params' `-c N -ngl N [-ts …] [-ot "…"]` as gpumem's llama-server arguments from

@@ -43,8 +43,9 @@ fn buffer_name(backend: BackendKind, d: usize) -> String {
     }
 }
 
-/// `llama-server` on the plan's devices, with an `rpc-server` on each other host's GPU.
-pub(crate) fn launch(path: &std::path::Path, plan: &Plan, s: &LaunchSettings) -> Launch {
+/// `llama-server` on the plan's devices, with an `rpc-server` on each other host's GPU;
+/// `model` is how the server is told the model (`-m FILE`, `-hf ORG/NAME:QUANT`).
+pub(crate) fn launch(model: &[String], plan: &Plan, s: &LaunchSettings) -> Launch {
     let gpu = gpus(plan);
     let server_host = plan.placements[0].host.clone();
     let (local, remote): (Vec<&Placement>, Vec<&Placement>) =
@@ -75,10 +76,9 @@ pub(crate) fn launch(path: &std::path::Path, plan: &Plan, s: &LaunchSettings) ->
         _ if gpu.is_empty() => 0,
         _ => s.layers + 1,
     };
-    let mut argv: Vec<String> = vec![
-        "llama-server".into(),
-        "-m".into(),
-        path.display().to_string(),
+    let mut argv: Vec<String> = vec!["llama-server".into()];
+    argv.extend(model.iter().cloned());
+    argv.extend([
         "-c".into(),
         plan.llamacpp()
             .map_or(s.context * s.batch, |f| f.context)
@@ -87,7 +87,7 @@ pub(crate) fn launch(path: &std::path::Path, plan: &Plan, s: &LaunchSettings) ->
         s.batch.to_string(),
         "-ngl".into(),
         ngl.to_string(),
-    ];
+    ]);
     argv.extend(server_mode(
         s,
         plan.llamacpp().is_some_and(|f| f.kv_unified),
