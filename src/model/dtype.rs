@@ -37,10 +37,14 @@ const fn p(name: &'static str, block_bytes: u64, block_elems: u64) -> Precision 
 ///
 /// Plain dtypes are exact. GGUF single types use their block layout (e.g. q4_0: 18 bytes per
 /// 32 weights = 4.5 bits). The K-quant *mixes* (`_s`, `_m`, `_l`) store different tensors at
-/// different types; for a catalog model they are an average bits-per-weight taken from
-/// llama.cpp's `quantize` table for LLaMA-7B (file size ÷ parameters): q3_k_s 3.50, q3_k_m
-/// 3.91, q3_k_l 4.27, q4_k_s 4.58, q4_k_m 4.84, q5_k_s 5.52, q5_k_m 5.68 — expressed here as
-/// bytes per 100 weights. A GGUF file's own tensor types are always exact.
+/// different types; here they are an average bits-per-weight taken from llama.cpp's `quantize`
+/// table for LLaMA-7B (file size ÷ parameters): q3_k_s 3.50, q3_k_m 3.91, q3_k_l 4.27, q4_k_s
+/// 4.58, q4_k_m 4.84, q5_k_s 5.52, q5_k_m 5.68 — expressed here as bytes per 10,000 weights.
+/// These rates are what `estimate` and the engines other than llama.cpp count. llama.cpp's plans
+/// of a model without a GGUF count the file llama-quantize would write for the name (its mixes,
+/// and its single-type files such as q6_k or q4_0, whose head it keeps in Q6_K) tensor by
+/// tensor, where the architecture's tensors are known: `gguf::quantize_mix`. A GGUF file's own
+/// tensor types are always exact.
 pub const WEIGHT_PRECISIONS: &[Precision] = &[
     WEIGHT_F32,
     WEIGHT_F16,

@@ -3,6 +3,7 @@
 
 use super::arch::ModelArch;
 use super::dtype::Precision;
+use super::gguf::quantize_mix::{self, QuantMix};
 use super::gguf::GgufFile;
 use std::collections::BTreeMap;
 
@@ -201,9 +202,23 @@ impl LayerMove {
 }
 
 impl LayerWeights {
-    /// Counted from `arch` at `precision` (a catalog model or a config.json): each layer's
-    /// parameters, the token embeddings, and the output norm and head.
+    /// Counted from `arch` at `precision` (a catalog model or a config.json). A llama-quantize
+    /// file type (`q4_k_m`, `q6_k`, `iq4_xs`, …) is the file it would write, tensor by tensor
+    /// (`gguf::quantize_mix`), placed as a real GGUF's; otherwise (or where that file's tensors are
+    /// not synthesized) each layer's parameters, the token embeddings, and the output norm and
+    /// head at the precision's average rate.
     pub fn from_arch(arch: &ModelArch, precision: Precision) -> Self {
+        let mixed =
+            QuantMix::of(&precision).and_then(|mix| quantize_mix::quantized_file(arch, mix));
+        match mixed {
+            Some(file) => Self::of(&file, arch.num_layers, 32),
+            None => Self::at_average(arch, precision),
+        }
+    }
+
+    /// Counted from `arch` at `precision`'s average rate: each layer's parameters, the token
+    /// embeddings, and the output norm and head.
+    fn at_average(arch: &ModelArch, precision: Precision) -> Self {
         let bytes = |p: u64| u64::try_from(precision.bytes_for(u128::from(p))).unwrap_or(u64::MAX);
         let vocab = arch.vocab_size.saturating_mul(arch.hidden_size);
         let count = arch.params();

@@ -1057,3 +1057,38 @@ fn quiet_prints_the_verdict_and_the_launch_command_only() {
     assert!(text.contains("It fits with any one of these"), "{text}");
     assert!(!text.contains("needs"), "{text}");
 }
+
+/// `--dtype q4_k_m` on a catalog model is the file llama-quantize writes for it, tensor by
+/// tensor: Llama-3.1-8B's model buffers with every layer on the GPU add up to the recorded
+/// file's tensor bytes, and each is what `llama-fit-params -fitp on` printed for that file
+/// (4403 MiB on the device, 281 MiB on the host; it rounds down to whole MiB).
+#[test]
+fn a_k_quant_mix_is_the_file_llama_quantize_writes() {
+    let recorded: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(common::fixture("llamacpp-quantize/llama-3.1-8b.json")).unwrap(),
+    )
+    .unwrap();
+    let written = recorded["written"]["Q4_K_M"]["tensor_bytes"]
+        .as_u64()
+        .unwrap();
+    let doc = common::json_ok(gpumem().args([
+        "select",
+        "--model",
+        "llama-3.1-8b",
+        "--dtype",
+        "q4_k_m",
+        "--engine",
+        "llama.cpp",
+        "--device",
+        "sim:8GiB",
+        "--json",
+    ]));
+    let fit = &doc["plan"]["llamacpp"];
+    assert_eq!(fit["n_gpu_layers"], 33, "{doc}");
+    let (gpu, host) = (
+        fit["devices"][0]["model"].as_u64().unwrap(),
+        fit["host"]["model"].as_u64().unwrap(),
+    );
+    assert_eq!(gpu + host, written);
+    assert_eq!((gpu >> 20, host >> 20), (4403, 281));
+}

@@ -3,6 +3,7 @@
 //! before anything is allocated, so a hostile header cannot make gpumem allocate without bound.
 
 mod arch;
+pub(crate) mod quantize_mix;
 
 pub use arch::arch_from_gguf;
 

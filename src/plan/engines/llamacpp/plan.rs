@@ -158,6 +158,8 @@ pub fn select_llamacpp(
     cfg: &LlamaCppConfig,
 ) -> Option<Selection> {
     let arch = &source.arch;
+    // Without a GGUF, a llama-quantize file type (`--dtype q4_k_m`) is the file it would write,
+    // tensor by tensor; other precisions are counted at their rate.
     let weights = source.layer_weights.clone().unwrap_or_else(|| {
         LayerWeights::from_arch(arch, settings.dtype.unwrap_or(DEFAULT_WEIGHT_PRECISION))
     });
