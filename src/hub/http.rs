@@ -20,8 +20,11 @@ const ERROR_BODY: u64 = 64 << 10;
 /// How the client talks to the Hub.
 #[derive(Debug, Clone)]
 pub(crate) struct ClientSettings {
-    /// Sent as `Authorization: Bearer` to the endpoint (never to where it redirects).
+    /// Sent as `Authorization: Bearer` to URLs under `endpoint` (never to where they redirect,
+    /// nor to another registry).
     pub token: Option<String>,
+    /// The Hub's address, the only one the token goes to.
+    pub endpoint: String,
     /// Connecting, and each wait for a reply or for more of its body.
     pub timeout: Duration,
 }
@@ -73,9 +76,20 @@ impl Client {
     /// GETs `url`, only `range` of it when given, keeping at most `limit` bytes of a 200
     /// body. Transport failures, 429 and 5xx are retried; any other status is returned.
     pub fn get(&self, url: &str, range: Option<Range<u64>>, limit: u64) -> Result<Reply, HubError> {
+        self.get_as(url, range, limit, None)
+    }
+
+    /// [`Client::get`] asking for the media type `accept` (a registry's manifest).
+    pub fn get_as(
+        &self,
+        url: &str,
+        range: Option<Range<u64>>,
+        limit: u64,
+        accept: Option<&str>,
+    ) -> Result<Reply, HubError> {
         let mut last = String::new();
         for attempt in 1..=ATTEMPTS {
-            match self.once(url, range.clone(), limit) {
+            match self.once(url, range.clone(), limit, accept) {
                 Ok(Outcome::Done(reply)) => return Ok(reply),
                 Ok(Outcome::Retry { why, after }) => {
                     last = why;
@@ -104,10 +118,21 @@ impl Client {
         }
     }
 
-    fn once(&self, url: &str, range: Option<Range<u64>>, limit: u64) -> Result<Outcome, HubError> {
+    fn once(
+        &self,
+        url: &str,
+        range: Option<Range<u64>>,
+        limit: u64,
+        accept: Option<&str>,
+    ) -> Result<Outcome, HubError> {
         let mut req = self.agent.get(url);
         if let Some(token) = &self.settings.token {
-            req = req.header("Authorization", &format!("Bearer {token}"));
+            if url.starts_with(&format!("{}/", self.settings.endpoint)) {
+                req = req.header("Authorization", &format!("Bearer {token}"));
+            }
+        }
+        if let Some(accept) = accept {
+            req = req.header("Accept", accept);
         }
         if let Some(r) = &range {
             req = req.header(
@@ -117,6 +142,11 @@ impl Client {
         }
         let mut resp = match req.call() {
             Ok(resp) => resp,
+            // A name that does not resolve will not on a retry (no network, a mistyped
+            // HF_ENDPOINT): said at once.
+            Err(ureq::Error::HostNotFound) => {
+                return Err(self.network(url, "the host name does not resolve".into(), 1))
+            }
             Err(ureq::Error::BadUri(why)) => {
                 return Err(HubError::BadReply {
                     url: url.to_string(),

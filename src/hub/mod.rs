@@ -25,6 +25,7 @@ mod cache;
 mod error;
 pub mod gguf_pick;
 mod http;
+mod ollama;
 mod remote;
 
 use std::path::PathBuf;
@@ -33,6 +34,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 pub use error::HubError;
+pub use ollama::{OllamaModel, OllamaRef, DEFAULT_OLLAMA_REGISTRY};
 pub use remote::RemoteFile;
 
 /// The Hub's own address, when `HF_ENDPOINT` names no other.
@@ -157,6 +159,8 @@ pub struct HubSettings {
     pub concurrency: usize,
     /// gpumem's cache folder (`None`: nothing is kept).
     pub cache: Option<PathBuf>,
+    /// The Ollama registry (`GPUMEM_OLLAMA_REGISTRY`, else registry.ollama.ai).
+    pub ollama_registry: String,
 }
 
 impl HubSettings {
@@ -192,6 +196,11 @@ impl HubSettings {
             timeout,
             concurrency: MAX_CONCURRENCY,
             cache: cache::Cache::from_env().root,
+            ollama_registry: var("GPUMEM_OLLAMA_REGISTRY")
+                .unwrap_or_else(|| DEFAULT_OLLAMA_REGISTRY.into())
+                .trim()
+                .trim_end_matches('/')
+                .to_string(),
         }
     }
 }
@@ -224,6 +233,8 @@ pub struct Repo {
     pub commit: String,
     /// Every file's path, in the Hub's order.
     pub files: Vec<String>,
+    /// Where its files are, when not the Hub's `resolve` (an Ollama registry's blobs).
+    pub blobs: Option<String>,
 }
 
 impl Repo {
@@ -271,6 +282,7 @@ impl Hub {
         Ok(self.client.get_or_init(|| {
             http::Client::new(http::ClientSettings {
                 token: self.settings.token.clone(),
+                endpoint: self.settings.endpoint.clone(),
                 timeout: self.settings.timeout,
             })
         }))
@@ -300,6 +312,7 @@ impl Hub {
                     revision: revision.to_string(),
                     commit,
                     files,
+                    blobs: None,
                 });
             }
         }
@@ -366,6 +379,10 @@ impl Hub {
 
     /// Where a file of `repo` is read from.
     fn url(&self, repo: &Repo, path: &str) -> String {
+        // A registry blob's path is its digest (`sha256:` and hex, checked when read).
+        if let Some(blobs) = &repo.blobs {
+            return format!("{blobs}/{path}");
+        }
         format!(
             "{}/{}/resolve/{}/{}",
             self.settings.endpoint,
@@ -561,6 +578,7 @@ fn parse_info(repo: &str, revision: &str, url: &str, body: &[u8]) -> Result<Repo
         revision: revision.to_string(),
         commit,
         files,
+        blobs: None,
     })
 }
 

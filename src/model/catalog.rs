@@ -799,9 +799,46 @@ pub fn catalog() -> Vec<CatalogModel> {
 /// Finds a model by name or alias (case-insensitive; `_` and `.` in `-` positions tolerated).
 pub fn find_model(name: &str) -> Option<CatalogModel> {
     let want = name.trim().to_ascii_lowercase().replace('_', "-");
-    catalog()
+    let models = catalog();
+    if let Some(&(base, instruct, repo)) = super::catalog_instruct::INSTRUCT
+        .iter()
+        .find(|(_, instruct, _)| *instruct == want)
+    {
+        // The instruction-tuned checkpoint: the base model's shape, its own name and repository.
+        let mut m = models.into_iter().find(|m| m.name == base)?;
+        m.name = instruct;
+        m.aliases = &[];
+        m.hf_repo = repo;
+        m.arch.name = instruct.to_string();
+        return Some(m);
+    }
+    models
         .into_iter()
         .find(|m| m.name == want || m.aliases.contains(&want.as_str()))
+}
+
+/// The instruction-tuned variant of catalog model `name`: its name and repository.
+pub fn instruct_of(name: &str) -> Option<(&'static str, &'static str)> {
+    super::catalog_instruct::INSTRUCT
+        .iter()
+        .find(|(base, _, _)| *base == name)
+        .map(|&(_, instruct, repo)| (instruct, repo))
+}
+
+/// The catalog model (or instruct variant) published as Hub repository `id` (case ignored):
+/// its bundled shape answers for the id when the Hub cannot be asked.
+pub fn find_by_hub_id(id: &str) -> Option<CatalogModel> {
+    let want = id.to_ascii_lowercase();
+    if let Some(m) = catalog()
+        .into_iter()
+        .find(|m| m.hf_repo.to_ascii_lowercase() == want)
+    {
+        return Some(m);
+    }
+    let (_, instruct, _) = super::catalog_instruct::INSTRUCT
+        .iter()
+        .find(|(_, _, repo)| repo.to_ascii_lowercase() == want)?;
+    find_model(instruct)
 }
 
 /// The catalog name closest to `name` (a typo's likely meaning), when one is within a few

@@ -5,6 +5,7 @@
 
 pub(crate) mod arch;
 mod catalog;
+mod catalog_instruct;
 pub(crate) mod dtype;
 mod error;
 pub(crate) mod family;
@@ -25,7 +26,7 @@ pub use arch::{
     llama_like, Attention, Classifier, Encoder, GraniteScales, Mlp, ModelArch, Moe, Norm,
     ParamCount, Pooling, ShapeField, SlidingLayers, SlidingWindow, Ssm, SsmKind, MAX_PARAMETERS,
 };
-pub use catalog::{catalog, closest_model, find_model, CatalogModel};
+pub use catalog::{catalog, closest_model, find_by_hub_id, find_model, instruct_of, CatalogModel};
 pub use dtype::{
     ggml_type, kv_precision, weight_precision, GgmlType, Precision, WeightFormat, GGML_TYPES,
     KV_F16, KV_PRECISIONS, WEIGHT_BF16, WEIGHT_F16, WEIGHT_F32, WEIGHT_FP8, WEIGHT_PRECISIONS,
@@ -126,6 +127,14 @@ pub enum ModelWarning {
     /// A multimodal projector is counted by its weights; the compute buffer it uses to encode
     /// an image is not.
     ProjectorComputeNotCounted,
+    /// A catalog model's Hub id answered from gpumem's bundled copy of its config.json, since
+    /// the Hub could not be asked.
+    BundledConfig {
+        /// The repository.
+        repo: String,
+        /// Why the Hub was not read.
+        why: String,
+    },
     /// An MLA GGUF converted before llama.cpp split `attn_kv_b`: llama.cpp caches full K and V
     /// per head for it instead of the latent a newer conversion caches.
     MlaFullCache {
@@ -218,6 +227,32 @@ fn load_named(name: &str, options: &LoadOptions) -> Result<ModelSource, ModelErr
         let hub_id = crate::hub::HubRef::parse(name).transpose()?;
         // The Hugging Face cache first, for a plain ORG/NAME (a revision or a GGUF tag is
         // read from the Hub or gpumem's cache); Ollama's store for `ollama:`.
+        if let Some(rest) = name.strip_prefix("ollama:") {
+            return match stores::locate(name) {
+                Err(ModelError::NotInStore(nf)) => {
+                    let hub =
+                        crate::hub::Hub::new(crate::hub::HubSettings::from_env(options.offline));
+                    remote::load_ollama(name, rest, &hub).map_err(|e| match e {
+                        ModelError::Hub(crate::hub::HubError::Offline { .. }) => {
+                            ModelError::NotInStore(nf)
+                        }
+                        e => e,
+                    })
+                }
+                found => {
+                    let (spec, projector) = found?.ok_or_else(|| ModelError::UnknownModel {
+                        name: name.to_string(),
+                        suggestion: None,
+                    })?;
+                    let mut source = load_any(&spec, options)?;
+                    source.name = name.to_string();
+                    if let Some(p) = projector {
+                        source.projector = Some(read_projector(&p)?);
+                    }
+                    Ok(source)
+                }
+            };
+        }
         let mut looked_in = Vec::new();
         let local = match &hub_id {
             Some(id) if id.revision.is_some() || id.tag.is_some() => None,
@@ -239,32 +274,65 @@ fn load_named(name: &str, options: &LoadOptions) -> Result<ModelSource, ModelErr
                 }
                 Ok(source)
             }
-            (None, Some(id)) => {
-                let hub = crate::hub::Hub::new(crate::hub::HubSettings::from_env(options.offline));
-                remote::load_hub(&id, &hub).map_err(|e| match e {
-                    ModelError::Hub(crate::hub::HubError::Offline {
-                        repo,
-                        revision,
-                        cache,
-                        why,
-                        ..
-                    }) => ModelError::Hub(crate::hub::HubError::Offline {
-                        looked_in: looked_in.iter().map(|p| p.display().to_string()).collect(),
-                        repo,
-                        revision,
-                        cache,
-                        why,
-                    }),
-                    e => e,
-                })
-            }
+            (None, Some(id)) => load_hub_id(&id, &looked_in, options),
             (None, None) => Err(ModelError::UnknownModel {
                 name: name.to_string(),
                 suggestion: catalog::closest_model(name),
             }),
         };
     };
-    Ok(ModelSource {
+    Ok(catalog_source(m))
+}
+
+/// A Hub id read from the Hub or gpumem's cache. Where the Hub cannot be asked (offline, or
+/// the network failed) and the id is a catalog model's, its bundled shape answers, with a
+/// warning saying why; otherwise the failure names the caches looked in.
+fn load_hub_id(
+    id: &crate::hub::HubRef,
+    looked_in: &[PathBuf],
+    options: &LoadOptions,
+) -> Result<ModelSource, ModelError> {
+    use crate::hub::{Hub, HubError, HubSettings};
+    let hub = Hub::new(HubSettings::from_env(options.offline));
+    let err = match remote::load_hub(id, &hub) {
+        Ok(source) => return Ok(source),
+        Err(ModelError::Hub(e @ (HubError::Offline { .. } | HubError::Network { .. }))) => e,
+        Err(e) => return Err(e),
+    };
+    let bundled = (id.revision.is_none() && id.tag.is_none())
+        .then(|| find_by_hub_id(&id.repo))
+        .flatten();
+    if let Some(m) = bundled {
+        let mut source = catalog_source(m);
+        source.name = id.repo.clone();
+        source.warnings.push(ModelWarning::BundledConfig {
+            repo: id.repo.clone(),
+            why: err.to_string(),
+        });
+        return Ok(source);
+    }
+    Err(ModelError::Hub(match err {
+        HubError::Offline {
+            repo,
+            revision,
+            cache,
+            why,
+            ..
+        } => HubError::Offline {
+            looked_in: looked_in.iter().map(|p| p.display().to_string()).collect(),
+            repo,
+            revision,
+            cache,
+            why,
+        },
+        e => e,
+    }))
+}
+
+/// A catalog model as a source: its bundled shape, weights at `--dtype` unless its
+/// quantization fixes them.
+fn catalog_source(m: CatalogModel) -> ModelSource {
+    ModelSource {
         name: m.name.to_string(),
         kind: SourceKind::Catalog,
         arch: m.arch,
@@ -273,7 +341,7 @@ fn load_named(name: &str, options: &LoadOptions) -> Result<ModelSource, ModelErr
         projector: None,
         layer_weights: None,
         hub: None,
-    })
+    }
 }
 
 fn load_config(path: &Path) -> Result<ModelSource, ModelError> {

@@ -8,7 +8,7 @@ use super::error::ModelError;
 use super::gguf::{self, GgufFile};
 use super::safetensors_header::{self, SafetensorsSummary};
 use super::{hf_config, FileWeights, ModelSource, Projector, SourceKind};
-use crate::hub::{gguf_pick, Hub, HubError, HubRef, Repo};
+use crate::hub::{gguf_pick, Hub, HubError, HubRef, OllamaRef, Repo};
 
 /// Where a model read from the Hub came from: what an engine is told to load.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +23,8 @@ pub struct HubOrigin {
     pub tag: Option<String>,
     /// The files read: config.json and the weights' files, or the GGUF parts.
     pub files: Vec<String>,
+    /// Read from an Ollama registry (`ollama:NAME:TAG`), not the Hugging Face Hub.
+    pub ollama: bool,
 }
 
 /// The largest config.json or safetensors index fetched.
@@ -67,6 +69,7 @@ fn origin(id: &HubRef, repo: &Repo, files: Vec<String>) -> HubOrigin {
         commit: repo.commit.clone(),
         tag: id.tag.clone(),
         files,
+        ollama: false,
     }
 }
 
@@ -236,4 +239,42 @@ pub(crate) fn projector_of(path: &Path, file: &GgufFile) -> Result<Projector, Mo
             ),
         }),
     }
+}
+
+/// `ollama:NAME[:TAG]` or `ollama:NAMESPACE/NAME[:TAG]` not in the local store, read from the
+/// registry: the manifest, then the model's GGUF header and its projector's by Range.
+pub(crate) fn load_ollama(name: &str, rest: &str, hub: &Hub) -> Result<ModelSource, ModelError> {
+    let (namespace, model, tag) = super::stores::ollama_name(name, rest)?;
+    let r = OllamaRef {
+        namespace: namespace.into(),
+        name: model.into(),
+        tag: tag.into(),
+    };
+    let found = hub.ollama(&r)?;
+    let mut wanted = vec![found.model.clone()];
+    wanted.extend(found.projector.iter().cloned());
+    let mut headers = hub.map(&wanted, |d| remote_gguf(hub, &found.repo, d))?;
+    let projector = match &found.projector {
+        Some(d) => match headers.pop() {
+            Some(file) => Some(projector_of(&label(&found.repo, d), &file)?),
+            None => None,
+        },
+        None => None,
+    };
+    let file = headers.pop().ok_or_else(|| ModelError::Format {
+        path: label(&found.repo, &found.model),
+        why: "no header was read".into(),
+    })?;
+    let mut source = super::source_of_gguf(&label(&found.repo, &found.model), &file)?;
+    source.name = name.to_string();
+    source.projector = projector;
+    source.hub = Some(HubOrigin {
+        repo: format!("ollama:{r}"),
+        revision: None,
+        commit: found.repo.commit.clone(),
+        tag: Some(r.tag.clone()),
+        files: wanted,
+        ollama: true,
+    });
+    Ok(source)
 }

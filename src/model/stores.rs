@@ -182,20 +182,8 @@ fn ollama(
     rest: &str,
     root: &Path,
 ) -> Result<(SourceSpec, Option<PathBuf>), ModelError> {
-    let (model, tag) = rest.split_once(':').unwrap_or((rest, "latest"));
-    let parts: Vec<&str> = model.split('/').collect();
-    let namespaced = match parts.as_slice() {
-        [m] if valid_part(m) && valid_part(tag) => format!("library/{m}"),
-        [u, m] if valid_part(u) && valid_part(m) && valid_part(tag) => format!("{u}/{m}"),
-        _ => {
-            return Err(ModelError::BadStoreName {
-                name: name.to_string(),
-                why: "expected ollama:NAME[:TAG] or ollama:USER/NAME[:TAG], each part letters, \
-                      digits and -_. only"
-                    .into(),
-            })
-        }
-    };
+    let (namespace, model, tag) = ollama_name(name, rest)?;
+    let namespaced = format!("{namespace}/{model}");
     let manifest = root
         .join("manifests/registry.ollama.ai")
         .join(namespaced)
@@ -241,6 +229,25 @@ fn ollama(
         Ok((SourceSpec::Gguf(model_blob), projector))
     } else {
         Err(not_found(name, vec![model_blob]))
+    }
+}
+
+/// `NAME[:TAG]` or `USER/NAME[:TAG]` (after `ollama:`) as namespace, name and tag (`library`
+/// and `latest` by default), each part letters, digits and `-_.` (no path can climb out).
+pub(crate) fn ollama_name<'a>(
+    name: &str,
+    rest: &'a str,
+) -> Result<(&'a str, &'a str, &'a str), ModelError> {
+    let (model, tag) = rest.split_once(':').unwrap_or((rest, "latest"));
+    match model.split('/').collect::<Vec<_>>().as_slice() {
+        [m] if valid_part(m) && valid_part(tag) => Ok(("library", m, tag)),
+        [u, m] if valid_part(u) && valid_part(m) && valid_part(tag) => Ok((u, m, tag)),
+        _ => Err(ModelError::BadStoreName {
+            name: name.to_string(),
+            why: "expected ollama:NAME[:TAG] or ollama:USER/NAME[:TAG], each part letters, \
+                  digits and -_. only"
+                .into(),
+        }),
     }
 }
 

@@ -532,6 +532,17 @@ pub struct CatalogRow {
     pub max_context: Option<u64>,
     /// Hugging Face repository the shape was taken from.
     pub hf_repo: String,
+    /// The instruction-tuned variant, when one is published: `{name, hf_repo}`.
+    pub instruct: Option<InstructRow>,
+}
+
+/// A catalog model's instruction-tuned variant.
+#[derive(Debug, Clone, Serialize)]
+pub struct InstructRow {
+    /// Name accepted by `-m`.
+    pub name: String,
+    /// Its repository.
+    pub hf_repo: String,
 }
 
 /// The report of `estimate --list-models`.
@@ -558,6 +569,12 @@ impl CatalogReport {
                         layers: m.arch.num_layers,
                         max_context: m.arch.max_position_embeddings,
                         hf_repo: m.hf_repo.into(),
+                        instruct: crate::model::instruct_of(m.name).map(|(name, repo)| {
+                            InstructRow {
+                                name: name.into(),
+                                hf_repo: repo.into(),
+                            }
+                        }),
                     }
                 })
                 .collect(),
@@ -567,28 +584,20 @@ impl CatalogReport {
 
 impl Report for CatalogReport {
     fn render_text(&self, style: &Style) -> String {
-        // Aliases and the Hugging Face repository each config comes from are in the JSON: with
-        // them the table would not fit 80 columns.
-        let mut t = new_table(
-            style,
-            &["model", "family", "params", "active", "layers", "context"],
-        );
-        let billions = crate::units::format_params;
+        // Aliases, families, active parameters, layers and context are in the JSON: with them
+        // the table would not fit 80 columns.
+        let mut t = new_table(style, &["model", "Hugging Face id", "params"]);
         for m in &self.models {
             t.add_row(vec![
                 m.name.clone(),
-                m.family.clone(),
-                billions(m.parameters),
-                if m.active_parameters == m.parameters {
-                    String::new()
-                } else {
-                    billions(m.active_parameters)
-                },
-                m.layers.to_string(),
-                m.max_context.map(thousands).unwrap_or_default(),
+                m.hf_repo.clone(),
+                crate::units::format_params(m.parameters),
             ]);
         }
-        format!("{t}\nAliases and each model's Hugging Face repository: --json.\n")
+        format!(
+            "{t}\nA name plans its bundled config; its id reads the Hub. Instruct variants \
+             (-instruct, -it, -chat), aliases, families, layers and context: --json.\n"
+        )
     }
 }
 
@@ -616,6 +625,10 @@ pub fn warning_text(w: &ModelWarning) -> String {
              encode an image is not"
                 .to_string()
         }
+        ModelWarning::BundledConfig { repo, why } => format!(
+            "{repo}: answered from gpumem's bundled copy of its config.json (weights at --dtype, \
+             not its headers), since {why}"
+        ),
         ModelWarning::MlaFullCache { full, latent } => format!(
             "this GGUF keeps attn_kv_b unsplit (an older conversion): llama.cpp caches full K and \
              V per head for it, {:.1}× the latent a current conversion caches; reconvert to \

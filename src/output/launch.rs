@@ -146,6 +146,9 @@ fn no_launch_text(why: NoLaunch) -> String {
              than the smallest GPUs here hold; the split above needs llama.cpp"
         ),
         NoLaunch::NeedsGguf => "it loads GGUF files; give the model with --gguf".into(),
+        NoLaunch::NotPulled => "the model was read from Ollama's registry: `ollama pull` \
+                                 fetches it, then gpumem plans its blob"
+            .into(),
         NoLaunch::NeedsCheckpoint => {
             "it loads Hugging Face checkpoints; give --config or --safetensors (or a catalog name)"
                 .into()

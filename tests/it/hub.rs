@@ -359,3 +359,137 @@ fn busy_and_broken_replies_are_retried_and_a_stall_gives_up_in_one_line() {
     );
     assert!(err.contains("(after 4 attempts)"), "{err}");
 }
+
+/// Catalog names are aliases of Hub ids: an instruct name plans the base shape under its own
+/// repository, and a catalog model's id answers from the bundled config when the Hub cannot be
+/// asked, saying so.
+#[test]
+fn catalog_names_and_ids_answer_offline_from_the_bundled_config() {
+    let home = tempfile::tempdir().unwrap();
+    let base = json_ok(gpumem().args(["estimate", "--model", "llama-3.1-8b", "--json"]));
+    let instruct =
+        json_ok(gpumem().args(["estimate", "--model", "llama-3.1-8b-instruct", "--json"]));
+    assert_eq!(instruct["model"]["name"], "llama-3.1-8b-instruct");
+    assert_eq!(instruct["weights_bytes"], base["weights_bytes"]);
+    let plan = json_ok(gpumem().args([
+        "select",
+        "--model",
+        "llama-3.1-8b-instruct",
+        "--engine",
+        "vllm",
+        "--device",
+        "sim:h100",
+        "--json",
+    ]));
+    assert_eq!(
+        plan["launch"][0]["commands"][0]["argv"][2],
+        "meta-llama/Llama-3.1-8B-Instruct"
+    );
+    // gpumem() runs with HF_HUB_OFFLINE=1.
+    let by_id = json_ok(
+        gpumem()
+            .env("HOME", home.path())
+            .env("GPUMEM_CACHE_DIR", home.path().join("gpumem"))
+            .args([
+                "estimate",
+                "--model",
+                "meta-llama/Llama-3.1-8B-Instruct",
+                "--json",
+            ]),
+    );
+    assert_eq!(by_id["weights_bytes"], base["weights_bytes"]);
+    assert_eq!(by_id["model"]["source"], "catalog");
+    let warning = by_id["warnings"][0].as_str().unwrap();
+    assert!(
+        warning.starts_with(
+            "meta-llama/Llama-3.1-8B-Instruct: answered from gpumem's bundled copy of its \
+             config.json (weights at --dtype, not its headers), since"
+        ),
+        "{warning}"
+    );
+    let list = json_ok(gpumem().args(["estimate", "--list-models", "--json"]));
+    let llama = list["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "llama-3.1-8b")
+        .unwrap();
+    assert_eq!(llama["hf_repo"], "meta-llama/Llama-3.1-8B");
+    assert_eq!(
+        llama["instruct"],
+        json!({ "name": "llama-3.1-8b-instruct", "hf_repo": "meta-llama/Llama-3.1-8B-Instruct" })
+    );
+}
+
+/// `ollama:NAME[:TAG]` not in the local store is read from the registry
+/// (`GPUMEM_OLLAMA_REGISTRY`): the manifest, then the model's and projector's GGUF headers by
+/// Range; a second run asks nothing, and there is no llama.cpp command until it is pulled.
+#[test]
+fn an_ollama_name_not_pulled_is_read_from_the_registry() {
+    let model = std::fs::read(fixture("tiny-llama.gguf")).unwrap();
+    let mmproj = std::fs::read(fixture("tiny-mmproj.gguf")).unwrap();
+    let (dm, dp) = (
+        format!("sha256:{}", "a".repeat(64)),
+        format!("sha256:{}", "b".repeat(64)),
+    );
+    let mut tiny = repo(
+        "library/tiny",
+        vec![
+            (
+                dm.clone(),
+                Body::Large {
+                    size: model.len() as u64,
+                    head: model,
+                },
+            ),
+            (
+                dp.clone(),
+                Body::Large {
+                    size: mmproj.len() as u64,
+                    head: mmproj,
+                },
+            ),
+        ],
+    );
+    tiny.ollama = Some((
+        "q4".into(),
+        vec![
+            ("application/vnd.ollama.image.model".into(), dm),
+            ("application/vnd.ollama.image.projector".into(), dp),
+        ],
+    ));
+    let hub = HubStandin::start(vec![tiny], Duration::ZERO);
+    let home = tempfile::tempdir().unwrap();
+    let want = json_ok(gpumem().args([
+        "estimate",
+        "--gguf",
+        &fixture("tiny-llama.gguf"),
+        "--mmproj",
+        &fixture("tiny-mmproj.gguf"),
+        "--json",
+    ]));
+    let run = || {
+        let mut cmd = hub_cmd(&hub, home.path());
+        cmd.env("GPUMEM_OLLAMA_REGISTRY", &hub.endpoint)
+            .env("OLLAMA_MODELS", home.path().join("ollama"));
+        cmd
+    };
+    let got = json_ok(run().args(["estimate", "--model", "ollama:tiny:q4", "--json"]));
+    assert_eq!(got["weights_bytes"], want["weights_bytes"]);
+    assert_eq!(got["projector_bytes"], want["projector_bytes"]);
+    assert_eq!(got["model"]["name"], "ollama:tiny:q4");
+    let k = kinds(&hub.log());
+    assert_eq!(hub.requests(), 3, "{:#?} {k:?}", hub.log());
+    let plan = json_ok(run().args([
+        "select",
+        "--model",
+        "ollama:tiny:q4",
+        "--device",
+        "sim:24GiB",
+        "--json",
+    ]));
+    assert_eq!(plan["launch"][0]["unavailable"], "not_pulled", "{plan}");
+    assert_eq!(hub.requests(), 3);
+    let err = one_line_error(run().args(["estimate", "--model", "ollama:nope"]), 2);
+    assert!(err.contains("ollama:nope:latest is not on"), "{err}");
+}

@@ -33,6 +33,9 @@ pub enum ModelRef {
     Checkpoint(String),
     /// A GGUF repository on the Hub with llama.cpp's tag, `ORG/NAME[:QUANT]` (`-hf`).
     HubGguf(String),
+    /// A model read from Ollama's registry (`ollama:NAME:TAG`), not pulled yet: llama.cpp
+    /// cannot fetch it.
+    Registry(String),
 }
 
 impl ModelRef {
@@ -42,6 +45,9 @@ impl ModelRef {
         use crate::model::{SourceKind, SourceSpec};
         // Read from the Hub: the engines fetch it by the same id.
         if let Some(hub) = &source.hub {
+            if hub.ollama {
+                return ModelRef::Registry(hub.repo.clone());
+            }
             return match source.kind {
                 SourceKind::Gguf => ModelRef::HubGguf(match &hub.tag {
                     Some(tag) => format!("{}:{tag}", hub.repo),
@@ -80,7 +86,9 @@ impl ModelRef {
     /// The engines that can load it.
     pub fn engines(&self) -> Vec<Engine> {
         match self {
-            ModelRef::Gguf(_) | ModelRef::HubGguf(_) => vec![Engine::LlamaCpp],
+            ModelRef::Gguf(_) | ModelRef::HubGguf(_) | ModelRef::Registry(_) => {
+                vec![Engine::LlamaCpp]
+            }
             ModelRef::Checkpoint(_) => vec![Engine::Vllm],
         }
     }
@@ -203,6 +211,9 @@ pub enum NoLaunch {
     NoGpu,
     /// llama.cpp loads GGUF files; the model was given another way.
     NeedsGguf,
+    /// An Ollama registry model not pulled yet: llama.cpp loads its blob once `ollama pull`
+    /// has fetched it.
+    NotPulled,
     /// vLLM loads Hugging Face checkpoints; the model was given as a GGUF file.
     NeedsCheckpoint,
     /// Nothing fits, so there is nothing to launch.

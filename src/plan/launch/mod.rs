@@ -46,6 +46,7 @@ pub fn launch(
             plan,
             s,
         )),
+        (Engine::LlamaCpp, ModelRef::Registry(_)) => Err(NoLaunch::NotPulled),
         (Engine::LlamaCpp, _) => Err(NoLaunch::NeedsGguf),
         (Engine::Vllm, ModelRef::Checkpoint(id)) => vllm::launch::launch(id, plan, s),
         (Engine::Vllm, _) => Err(NoLaunch::NeedsCheckpoint),

@@ -32,6 +32,9 @@ pub struct StandinRepo {
     pub files: Vec<(String, Body)>,
     /// Answer 401 `GatedRepo` to file requests without this token.
     pub gated_token: Option<String>,
+    /// As an Ollama registry model (`/v2/ID/manifests/TAG`): the tag and each layer's media
+    /// type and digest, the digest a file of `files`.
+    pub ollama: Option<(String, Vec<(String, String)>)>,
 }
 
 /// A fault for requests whose path contains `pattern`, for the first `times` of them.
@@ -302,6 +305,9 @@ fn route(repos: &[StandinRepo], path: &str, range: Option<&str>, auth: Option<&s
         });
         return plain(tiny_http::Response::from_string(body.to_string()).boxed());
     }
+    if let Some(rest) = path.strip_prefix("/v2/") {
+        return registry(repos, rest, range);
+    }
     let cdn = path.strip_prefix("/cdn/");
     let rest = cdn.unwrap_or(path.trim_start_matches('/'));
     // ORG/NAME/resolve/REV/PATH, or on the CDN ORG/NAME/REV/PATH
@@ -348,10 +354,22 @@ fn route(repos: &[StandinRepo], path: &str, range: Option<&str>, auth: Option<&s
                 .boxed(),
         );
     }
-    let mut headers = vec![
-        header("X-Repo-Commit", &repo.commit),
-        header("Accept-Ranges", "bytes"),
-    ];
+    ranged(
+        head,
+        size,
+        range,
+        vec![header("X-Repo-Commit", &repo.commit)],
+    )
+}
+
+/// A file's bytes, only `range` of them when asked (206 with `Content-Range`).
+fn ranged(
+    head: Vec<u8>,
+    size: u64,
+    range: Option<&str>,
+    mut headers: Vec<tiny_http::Header>,
+) -> Routed {
+    headers.push(header("Accept-Ranges", "bytes"));
     let (status, start, end) = match range.and_then(|r| parse_range(r, size)) {
         Some((a, b)) => {
             headers.push(header("Content-Range", &format!("bytes {a}-{b}/{size}")));
@@ -374,6 +392,44 @@ fn route(repos: &[StandinRepo], path: &str, range: Option<&str>, auth: Option<&s
             end,
         }),
     )
+}
+
+/// An Ollama registry: `NS/NAME/manifests/TAG` and `NS/NAME/blobs/DIGEST` (with Range).
+fn registry(repos: &[StandinRepo], rest: &str, range: Option<&str>) -> Routed {
+    let plain = |r: tiny_http::ResponseBox| (r, None);
+    let parts: Vec<&str> = rest.splitn(4, '/').collect();
+    let [ns, name, kind, last] = parts.as_slice() else {
+        return plain(json_error(404, "", "not found"));
+    };
+    let id = format!("{ns}/{name}");
+    let Some((repo, (tag, layers))) = repos
+        .iter()
+        .find_map(|r| Some((r, r.ollama.as_ref()?)))
+        .filter(|(r, _)| r.id == id)
+    else {
+        return plain(json_error(404, "", "model not found"));
+    };
+    match *kind {
+        "manifests" if last == tag => {
+            let layers: Vec<_> = layers
+                .iter()
+                .map(|(media, digest)| serde_json::json!({ "mediaType": media, "digest": digest, "size": 1 }))
+                .collect();
+            let body = serde_json::json!({ "schemaVersion": 2, "layers": layers });
+            plain(tiny_http::Response::from_string(body.to_string()).boxed())
+        }
+        "blobs" => {
+            let Some((_, body)) = repo.files.iter().find(|(p, _)| p == last) else {
+                return plain(json_error(404, "", "blob unknown"));
+            };
+            let (head, size) = match body {
+                Body::Small(b) => (b.clone(), b.len() as u64),
+                Body::Large { head, size } => (head.clone(), *size),
+            };
+            ranged(head, size, range, Vec::new())
+        }
+        _ => plain(json_error(404, "", "manifest unknown")),
+    }
 }
 
 /// The files of a safetensors checkpoint, sharded `shards` ways, from tensors `(name, dtype,
@@ -516,6 +572,7 @@ pub fn repo(id: &str, files: Vec<(String, Body)>) -> StandinRepo {
         commit,
         files,
         gated_token: None,
+        ollama: None,
     }
 }
 

@@ -1,0 +1,150 @@
+//! The instruction-tuned (chat) checkpoints published beside catalog models: the same shape
+//! under another repository, so `llama-3.1-8b-instruct` plans what `llama-3.1-8b` does and its
+//! launch commands name `meta-llama/Llama-3.1-8B-Instruct`. A data table: base name, the
+//! variant's name, its repository.
+
+/// `(catalog name, instruct name, instruct repository)`.
+pub(crate) const INSTRUCT: &[(&str, &str, &str)] = &[
+    (
+        "mistral-7b",
+        "mistral-7b-instruct",
+        "mistralai/Mistral-7B-Instruct-v0.1",
+    ),
+    (
+        "mistral-7b-v0.3",
+        "mistral-7b-v0.3-instruct",
+        "mistralai/Mistral-7B-Instruct-v0.3",
+    ),
+    (
+        "mistral-nemo-12b",
+        "mistral-nemo-12b-instruct",
+        "mistralai/Mistral-Nemo-Instruct-2407",
+    ),
+    (
+        "mixtral-8x7b",
+        "mixtral-8x7b-instruct",
+        "mistralai/Mixtral-8x7B-Instruct-v0.1",
+    ),
+    (
+        "mixtral-8x22b",
+        "mixtral-8x22b-instruct",
+        "mistralai/Mixtral-8x22B-Instruct-v0.1",
+    ),
+    (
+        "llama-2-7b",
+        "llama-2-7b-chat",
+        "meta-llama/Llama-2-7b-chat-hf",
+    ),
+    (
+        "llama-2-13b",
+        "llama-2-13b-chat",
+        "meta-llama/Llama-2-13b-chat-hf",
+    ),
+    (
+        "llama-2-70b",
+        "llama-2-70b-chat",
+        "meta-llama/Llama-2-70b-chat-hf",
+    ),
+    (
+        "codellama-7b",
+        "codellama-7b-instruct",
+        "codellama/CodeLlama-7b-Instruct-hf",
+    ),
+    (
+        "llama-3-8b",
+        "llama-3-8b-instruct",
+        "meta-llama/Meta-Llama-3-8B-Instruct",
+    ),
+    (
+        "llama-3-70b",
+        "llama-3-70b-instruct",
+        "meta-llama/Meta-Llama-3-70B-Instruct",
+    ),
+    (
+        "llama-3.1-8b",
+        "llama-3.1-8b-instruct",
+        "meta-llama/Llama-3.1-8B-Instruct",
+    ),
+    (
+        "llama-3.1-70b",
+        "llama-3.1-70b-instruct",
+        "meta-llama/Llama-3.1-70B-Instruct",
+    ),
+    (
+        "llama-3.1-405b",
+        "llama-3.1-405b-instruct",
+        "meta-llama/Llama-3.1-405B-Instruct",
+    ),
+    (
+        "llama-3.2-1b",
+        "llama-3.2-1b-instruct",
+        "meta-llama/Llama-3.2-1B-Instruct",
+    ),
+    (
+        "llama-3.2-3b",
+        "llama-3.2-3b-instruct",
+        "meta-llama/Llama-3.2-3B-Instruct",
+    ),
+    (
+        "tinyllama-1.1b",
+        "tinyllama-1.1b-chat",
+        "TinyLlama/TinyLlama-1.1B-Chat-v1.0",
+    ),
+    ("yi-34b", "yi-34b-chat", "01-ai/Yi-34B-Chat"),
+    (
+        "qwen2.5-0.5b",
+        "qwen2.5-0.5b-instruct",
+        "Qwen/Qwen2.5-0.5B-Instruct",
+    ),
+    (
+        "qwen2.5-1.5b",
+        "qwen2.5-1.5b-instruct",
+        "Qwen/Qwen2.5-1.5B-Instruct",
+    ),
+    (
+        "qwen2.5-3b",
+        "qwen2.5-3b-instruct",
+        "Qwen/Qwen2.5-3B-Instruct",
+    ),
+    (
+        "qwen2.5-7b",
+        "qwen2.5-7b-instruct",
+        "Qwen/Qwen2.5-7B-Instruct",
+    ),
+    (
+        "qwen2.5-14b",
+        "qwen2.5-14b-instruct",
+        "Qwen/Qwen2.5-14B-Instruct",
+    ),
+    (
+        "qwen2.5-32b",
+        "qwen2.5-32b-instruct",
+        "Qwen/Qwen2.5-32B-Instruct",
+    ),
+    (
+        "qwen2.5-72b",
+        "qwen2.5-72b-instruct",
+        "Qwen/Qwen2.5-72B-Instruct",
+    ),
+    ("gemma-2b", "gemma-2b-it", "google/gemma-2b-it"),
+    ("gemma-7b", "gemma-7b-it", "google/gemma-7b-it"),
+    ("gemma-2-2b", "gemma-2-2b-it", "google/gemma-2-2b-it"),
+    ("gemma-2-9b", "gemma-2-9b-it", "google/gemma-2-9b-it"),
+    ("gemma-2-27b", "gemma-2-27b-it", "google/gemma-2-27b-it"),
+    ("gemma-3-1b", "gemma-3-1b-it", "google/gemma-3-1b-it"),
+    (
+        "falcon-7b",
+        "falcon-7b-instruct",
+        "tiiuae/falcon-7b-instruct",
+    ),
+    (
+        "llama-4-scout",
+        "llama-4-scout-instruct",
+        "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+    ),
+    (
+        "llama-4-maverick",
+        "llama-4-maverick-instruct",
+        "meta-llama/Llama-4-Maverick-17B-128E-Instruct",
+    ),
+];
