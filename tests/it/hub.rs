@@ -102,6 +102,21 @@ fn a_sharded_checkpoint_is_its_headers_bytes_and_a_second_run_asks_nothing() {
         "--offline",
     ]));
     assert_eq!(offline, doc);
+    // A revision by its commit is answered from the cache too; one the Hub lacks is a usage
+    // error naming it.
+    let commit = repo("org/tiny-llama", Vec::new()).commit;
+    let at = estimate(&hub, home.path(), &format!("org/tiny-llama@{commit}"));
+    assert_eq!(at["weights_bytes"], doc["weights_bytes"]);
+    assert_eq!(hub.requests(), before);
+    let err = one_line_error(
+        hub_cmd(&hub, home.path()).args(["estimate", "--model", "org/tiny-llama@v9"]),
+        2,
+    );
+    assert!(
+        err.contains("/api/models/org/tiny-llama/revision/v9"),
+        "{err}"
+    );
+    let before = hub.requests();
     // vLLM serves it by the same id.
     let plan = json_ok(hub_cmd(&hub, home.path()).args([
         "select",

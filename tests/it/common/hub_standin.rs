@@ -285,14 +285,34 @@ fn route(repos: &[StandinRepo], path: &str, range: Option<&str>, auth: Option<&s
     if let Some(rest) = path.strip_prefix("/api/models/") {
         // ORG/NAME/revision/REV
         let parts: Vec<&str> = rest.splitn(4, '/').collect();
-        let [org, name, "revision", rev] = parts.as_slice() else {
-            return plain(json_error(404, "", "no such API"));
+        let (org, name, api, rev) = match parts.as_slice() {
+            [org, name, api @ ("revision" | "tree"), rev] => (*org, *name, *api, *rev),
+            _ => return plain(json_error(404, "", "no such API")),
         };
+        let rev = rev.split('?').next().unwrap_or(rev);
         let Some(repo) = find(&format!("{org}/{name}")) else {
             return plain(json_error(401, "RepoNotFound", "Repository not found"));
         };
-        if *rev != "main" && *rev != repo.commit {
+        if rev != "main" && rev != repo.commit {
             return plain(json_error(404, "RevisionNotFound", "Invalid rev id"));
+        }
+        // The tree listing (huggingface_hub's list_repo_tree, llama.cpp's -hf, hf-mem).
+        if api == "tree" {
+            let entries: Vec<_> = repo
+                .files
+                .iter()
+                .map(|(p, b)| {
+                    let size = match b {
+                        Body::Small(b) => b.len() as u64,
+                        Body::Large { size, .. } => *size,
+                    };
+                    serde_json::json!({ "type": "file", "path": p, "size": size, "oid": repo.commit })
+                })
+                .collect();
+            return plain(
+                tiny_http::Response::from_string(serde_json::Value::from(entries).to_string())
+                    .boxed(),
+            );
         }
         let siblings: Vec<_> = repo
             .files
@@ -444,10 +464,11 @@ pub fn safetensors_repo(
         "config.json".to_string(),
         Body::Small(config.to_string().into_bytes()),
     )];
-    let per = tensors.len().div_ceil(shards);
     let mut weight_map = serde_json::Map::new();
     let mut total = 0u64;
-    for (k, chunk) in tensors.chunks(per).enumerate() {
+    // Exactly `shards` files, the tensors spread evenly over them.
+    let bounds: Vec<usize> = (0..=shards).map(|k| k * tensors.len() / shards).collect();
+    for (k, chunk) in bounds.windows(2).map(|w| &tensors[w[0]..w[1]]).enumerate() {
         let name = if shards == 1 {
             "model.safetensors".to_string()
         } else {
