@@ -189,7 +189,9 @@ pub(super) fn sliding_window(
     }
     let layers = match (f.layer_types("sliding_attention"), ty) {
         (Some(list), _) => Some(SlidingLayers::Listed(list)),
-        (None, Family::Gemma2) => Some(SlidingLayers::Even),
+        // gpt-oss alternates as Gemma 2 does when no layer_types are listed (GptOssConfig:
+        // sliding where (i + 1) % 2 != 0).
+        (None, Family::Gemma2 | Family::GptOss) => Some(SlidingLayers::Even),
         (None, Family::Gemma3) => Some(SlidingLayers::AllButEvery(
             f.uint(&["sliding_window_pattern"])?.unwrap_or(6),
         )),

@@ -1,7 +1,9 @@
 //! Hugging Face `config.json` → [`ModelArch`].
 
+mod defaults;
 mod families;
 mod fields;
+mod language_model;
 mod model_type;
 mod moe;
 mod recurrent;
@@ -121,23 +123,15 @@ pub fn parse_config(
         path: path.into(),
         why: "the top level is not an object".into(),
     })?;
-    // Multimodal configs (Gemma 3, Llama 4) nest the language model; the vision tower is not
-    // counted, and the user is told so.
+    // Multimodal configs (Gemma 3, Llama 4, LLaVA, Qwen2.5-VL…) nest the language model; the
+    // vision tower is not counted, and the user is told so. Fields the config leaves out take
+    // their transformers class's defaults.
     let vision = map.contains_key("vision_config");
-    let map = match map.get("text_config").and_then(Value::as_object) {
-        Some(text) if !text.contains_key("model_type") || text.get("hidden_size").is_some() => text,
-        _ => map,
-    };
-    let family = map
-        .get("model_type")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    let ty = Family::from_model_type(&family);
-    let model_type = family.clone();
+    let lm = language_model::resolve(path, map)?;
+    let ty = lm.family;
     let mut f = Fields {
         path,
-        map,
+        map: &lm.map,
         used: Vec::new(),
     };
     let mut warnings = Vec::new();
@@ -156,15 +150,15 @@ pub fn parse_config(
         return plausible(path, &ty, arch).map(|arch| (arch, warnings));
     }
     let (mut arch, common) = decoder(&mut f, &ty, name, hidden, layers)?;
-    arch.family = if family.is_empty() {
+    arch.family = if lm.name.is_empty() {
         "unknown".into()
     } else {
-        family
+        lm.name.clone()
     };
     let expert_blocks = families::apply(&ty, &mut f, &mut arch, &common)?;
     if ty == Family::Other {
         warnings.push(ModelWarning::UnknownModelType {
-            model_type: quoted(&model_type),
+            model_type: quoted(&lm.model_type),
             fields_used: f.used.clone(),
         });
     }

@@ -193,8 +193,17 @@ fn nemotron_h_layers_are_one_block_each() {
     );
     let err = parse(config("ME*-")).unwrap_err().to_string();
     assert!(err.contains("mixes - (MLP) and E (experts)"), "{err}");
+    // E blocks without expert fields take NemotronHConfig's: 8 experts of 7688, 2 a token.
+    let (defaulted, _) = parse(config("ME*E")).unwrap();
+    let m = defaulted.moe.as_ref().unwrap();
     assert_eq!(
-        parse(config("ME*E")).unwrap_err().to_string(),
+        (m.experts, m.experts_per_token, m.expert_intermediate),
+        (8, 2, 7688)
+    );
+    let mut none = config("ME*E");
+    none["n_routed_experts"] = 0.into();
+    assert_eq!(
+        parse(none).unwrap_err().to_string(),
         "config.json: missing field 'n_routed_experts'"
     );
     // E blocks: 8 squared-ReLU experts of 64 (up and down, no gate), 2 routed, one shared
