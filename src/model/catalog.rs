@@ -674,37 +674,14 @@ pub fn catalog() -> Vec<CatalogModel> {
                 },
             ),
         ),
-        m(
+        // Published in FP8 (128×128 blocks, f32 scales; embeddings, norms and the router in
+        // bf16): its quantization_config fixes the weights, as vLLM and SGLang load them. The
+        // repository's one multi-token-prediction layer is not loaded to serve and not counted.
+        from_config(
             "deepseek-v3",
             &["deepseek-r1"],
             "deepseek-ai/DeepSeek-V3",
-            with(
-                llama_like("deepseek-v3", 7168, 18432, 61, 128, 128, 129_280),
-                "deepseek_v3",
-                163_840,
-                |a| {
-                    a.head_dim = 192;
-                    a.attention = Attention::Mla {
-                        q_lora_rank: Some(1536),
-                        kv_lora_rank: 512,
-                        qk_nope_head_dim: 128,
-                        qk_rope_head_dim: 64,
-                        v_head_dim: 128,
-                    };
-                    a.moe = Some(Moe {
-                        experts: 256,
-                        experts_per_token: 8,
-                        expert_intermediate: 2048,
-                        shared_intermediate: 2048,
-                        first_dense_layers: 3,
-                        layer_freq: 1,
-                        router_bias: true,
-                        shared_gate: false,
-                        scaled_weights: true,
-                        groups: (8, 4),
-                    });
-                },
-            ),
+            include_str!("catalog_configs/deepseek-v3.json"),
         ),
         m(
             "falcon-7b",

@@ -70,6 +70,20 @@ pub fn vllm_text(text: &mut String, f: &VllmFit, serves: bool, max_model_len: u6
                 f.max_concurrency_centi / 100,
                 f.max_concurrency_centi % 100
             );
+            if let Some(a) = &f.fewest_gpus {
+                let layout = if a.pipeline_parallel > 1 {
+                    format!("TP {} × PP {}", a.tensor_parallel, a.pipeline_parallel)
+                } else {
+                    format!("TP {}", a.tensor_parallel)
+                };
+                let _ = writeln!(
+                    text,
+                    "  On the fewest GPUs: {layout} on {} GPUs serves it too ({} tokens of KV \
+                     cache).",
+                    a.gpus,
+                    thousands(a.kv_tokens)
+                );
+            }
         }
         VllmOutcome::Serves => {}
         VllmOutcome::NoKvMemory { short_bytes } => {

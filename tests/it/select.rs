@@ -1092,3 +1092,42 @@ fn a_k_quant_mix_is_the_file_llama_quantize_writes() {
     assert_eq!(gpu + host, written);
     assert_eq!((gpu >> 20, host >> 20), (4403, 281));
 }
+
+/// DeepSeek-V3 is planned as it ships, in FP8 with its block scales (not 1.34 TB of bf16), and
+/// on a host of eight H200s vLLM serves it as people do, TP 8, with the fewest-GPU layout that
+/// serves it (TP 2 × PP 3 on six) named beside it.
+#[test]
+fn deepseek_v3_ships_in_fp8_and_is_served_over_the_whole_host() {
+    let est = common::json_ok(gpumem().args(["estimate", "--model", "deepseek-v3", "--json"]));
+    assert_eq!(est["weights_bytes"], 673_150_582_112u64);
+    assert_eq!(est["settings"]["dtype"], "file");
+    let mut cmd = gpumem();
+    cmd.args([
+        "select",
+        "--model",
+        "deepseek-v3",
+        "--engine",
+        "vllm",
+        "--json",
+    ]);
+    for _ in 0..8 {
+        cmd.args(["--device", "sim:h200"]);
+    }
+    let doc = common::json_ok(&mut cmd);
+    let engine = &doc["plan"]["engine"];
+    assert_eq!(
+        (&engine["tensor_parallel"], &engine["pipeline_parallel"]),
+        (&json!(8), &json!(1)),
+        "{doc}"
+    );
+    assert_eq!(
+        engine["fewest_gpus"],
+        json!({ "tensor_parallel": 2, "pipeline_parallel": 3, "gpus": 6, "kv_tokens": 687_728 })
+    );
+    let shell = doc["launch"][0]["commands"][0]["shell"].as_str().unwrap();
+    assert!(
+        shell.contains("vllm serve deepseek-ai/DeepSeek-V3"),
+        "{shell}"
+    );
+    assert!(shell.ends_with("--tensor-parallel-size 8"), "{shell}");
+}

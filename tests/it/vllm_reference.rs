@@ -316,10 +316,11 @@ fn cpu_offload_moves_layer_weights_to_host_memory() {
     assert!(err.contains("'lots' is not a number of GiB"), "{err}");
 }
 
-// `--tensor-parallel-size N` plans exactly N ranks, as `vllm serve -tp N` runs: Llama-3.1-70B on
-// four H100s at TP 4 holds far more KV cache than the TP 2 gpumem picks by itself, and the
-// launch says so. A size vLLM would reject, one the GPUs cannot give, or another engine's plan
-// is a usage error, as printed.
+// `--tensor-parallel-size N` plans exactly N ranks, as `vllm serve -tp N` runs. By itself
+// gpumem serves Llama-3.1-70B on four H100s as people do, TP 4 over the host, and names TP 2 as
+// the fewest GPUs that serve it; forced to TP 2 it plans TP 2, whose KV cache is far smaller,
+// and the launch says so. A size vLLM would reject, one the GPUs cannot give, or another
+// engine's plan is a usage error, as printed.
 #[test]
 fn a_forced_tensor_parallel_size_is_planned_or_refused_as_vllm_would() {
     let base = ["--model", "llama-3.1-70b", "--context", "8192"];
@@ -337,9 +338,22 @@ fn a_forced_tensor_parallel_size_is_planned_or_refused_as_vllm_would() {
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
         (out.status.code().unwrap(), doc, err)
     };
-    let (code, fewest, _) = run(&[], &four);
+    let (code, chosen, _) = run(&[], &four);
+    assert_eq!(code, 0);
+    assert_eq!(chosen["plan"]["engine"]["tensor_parallel"], 4);
+    assert_eq!(
+        chosen["plan"]["engine"]["fewest_gpus"]["tensor_parallel"],
+        2
+    );
+    assert_eq!(chosen["plan"]["engine"]["fewest_gpus"]["gpus"], 2);
+    let (code, fewest, _) = run(&["--tensor-parallel-size", "2"], &four);
     assert_eq!(code, 0);
     assert_eq!(fewest["plan"]["engine"]["tensor_parallel"], 2);
+    assert_eq!(fewest["plan"]["engine"]["fewest_gpus"], Value::Null);
+    assert_eq!(
+        fewest["plan"]["engine"]["kv_tokens"],
+        chosen["plan"]["engine"]["fewest_gpus"]["kv_tokens"]
+    );
     let (code, forced, _) = run(&["--tensor-parallel-size", "4"], &four);
     assert_eq!(code, 0);
     assert_eq!(forced["plan"]["engine"]["tensor_parallel"], 4);

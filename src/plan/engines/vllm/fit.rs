@@ -123,6 +123,22 @@ pub struct VllmFit {
     pub max_concurrency_centi: u64,
     /// Whether it starts.
     pub outcome: VllmOutcome,
+    /// Where this layout was preferred to one on fewer GPUs (tensor parallel over a whole
+    /// host, as people serve), that layout: it serves too.
+    pub fewest_gpus: Option<FewestGpus>,
+}
+
+/// The layout on the fewest GPUs that serves, shown beside the one preferred.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct FewestGpus {
+    /// Tensor-parallel size.
+    pub tensor_parallel: u64,
+    /// Pipeline stages.
+    pub pipeline_parallel: u64,
+    /// GPUs it takes.
+    pub gpus: u64,
+    /// What vLLM would print as its KV cache size, in tokens.
+    pub kv_tokens: u64,
 }
 
 impl VllmFit {
@@ -288,6 +304,7 @@ pub fn fit(
         kv_tokens: kv_tokens(st.num_blocks, per_request, cfg.max_model_len),
         max_concurrency_centi: concurrency_centi(st.num_blocks, per_request),
         outcome,
+        fewest_gpus: None,
     })
 }
 

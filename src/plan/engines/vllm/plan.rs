@@ -1,11 +1,12 @@
 //! Planning for vLLM: the layouts vLLM accepts — tensor parallel over identical GPUs of one
 //! host, pipeline stages of those inside a host or one stage a host across hosts — each judged
-//! by vLLM's own accounting ([`super::fit::fit`]). The layout with the fewest GPUs that
-//! starts and serves one request of `max_model_len` wins (tensor parallel before pipeline
-//! stages), and when none does, the closest says how far it is.
+//! by vLLM's own accounting ([`super::fit::fit`]). A model one GPU serves (one request of
+//! `max_model_len`) runs on one; one that needs several runs tensor parallel over every GPU of
+//! a host vLLM accepts, as people serve it, with the layout on the fewest GPUs named beside it
+//! (tensor parallel before pipeline stages). When none serves, the closest says how far it is.
 
 use super::config::{VllmConfig, VllmDtype, VllmGpu, VllmModel};
-use super::fit::{accepts_tp, fit, Layout, Unmodelled, VllmFit, VllmOutcome};
+use super::fit::{accepts_tp, fit, FewestGpus, Layout, Unmodelled, VllmFit, VllmOutcome};
 use crate::model::{ModelArch, ModelSource, Precision};
 use crate::plan::engines::{EnginePlanner, EstimateOverflow, Planned, Settings, TermKind};
 use crate::plan::{
@@ -164,15 +165,42 @@ pub fn select_vllm(
         .filter(|c| c.is_gpu() && c.mig_profile.is_none())
         .collect();
     let tried = try_layouts(model, &gpus, cfg)?;
-    let chosen = tried
-        .iter()
-        .filter(|t| t.fit.outcome == VllmOutcome::Serves)
-        .min_by_key(|t| {
-            (
-                t.devices.len(),
-                t.fit.pipeline_parallel,
-                std::cmp::Reverse(t.fit.kv_tokens),
-            )
+    let serving = || {
+        tried
+            .iter()
+            .filter(|t| t.fit.outcome == VllmOutcome::Serves)
+    };
+    let fewest = serving().min_by_key(|t| {
+        (
+            t.devices.len(),
+            t.fit.pipeline_parallel,
+            std::cmp::Reverse(t.fit.kv_tokens),
+        )
+    });
+    // A model one GPU holds runs on one; one that needs several is served as people serve it,
+    // tensor parallel over every GPU of the host vLLM accepts, with the fewest-GPU layout
+    // shown beside it. A fixed layout (--tensor-parallel-size, VLLM_PP_LAYER_PARTITION) is
+    // taken as given.
+    let fixed = cfg.tensor_parallel.is_some() || cfg.pp_layer_partition.is_some();
+    let whole_host = serving()
+        .filter(|t| t.fit.pipeline_parallel == 1 && !t.cross_host)
+        .max_by_key(|t| (t.fit.tensor_parallel, t.fit.kv_tokens));
+    let chosen = match (fewest, whole_host) {
+        (Some(f), Some(w))
+            if f.devices.len() > 1 && !fixed && w.devices.len() > f.devices.len() =>
+        {
+            Some(w)
+        }
+        (f, _) => f,
+    };
+    let alternative = chosen
+        .zip(fewest)
+        .filter(|(c, f)| c.devices.len() != f.devices.len())
+        .map(|(_, f)| FewestGpus {
+            tensor_parallel: f.fit.tensor_parallel,
+            pipeline_parallel: f.fit.pipeline_parallel,
+            gpus: f.devices.len() as u64,
+            kv_tokens: f.fit.kv_tokens,
         });
     let closest = chosen.or_else(|| {
         tried
@@ -212,7 +240,10 @@ pub fn select_vllm(
                 batch,
                 model.arch.max_position_embeddings,
             )),
-            account: Some(EngineAccount::Vllm(t.fit.clone())),
+            account: Some(EngineAccount::Vllm(VllmFit {
+                fewest_gpus: alternative,
+                ..t.fit.clone()
+            })),
             accounting: Accounting::Vllm,
         },
         (None, closest) => {
