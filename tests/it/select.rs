@@ -1131,3 +1131,27 @@ fn deepseek_v3_ships_in_fp8_and_is_served_over_the_whole_host() {
     );
     assert!(shell.ends_with("--tensor-parallel-size 8"), "{shell}");
 }
+
+/// A checkpoint given by its folder is launched by a path vLLM takes for a folder, never a bare
+/// name it would look up as a Hub id.
+#[test]
+fn a_config_folder_is_launched_by_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("m")).unwrap();
+    std::fs::copy(
+        common::fixture("pytorch/configs/qwen3-0.6b.json"),
+        dir.path().join("m/config.json"),
+    )
+    .unwrap();
+    let doc = common::json_ok(gpumem().current_dir(dir.path()).args([
+        "select",
+        "--config",
+        "m/config.json",
+        "--engine",
+        "vllm",
+        "--device",
+        "sim:24GiB",
+        "--json",
+    ]));
+    assert_eq!(doc["launch"][0]["commands"][0]["argv"][2], "./m", "{doc}");
+}

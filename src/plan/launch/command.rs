@@ -56,14 +56,22 @@ impl ModelRef {
                 _ => ModelRef::Checkpoint(hub.repo.clone()),
             };
         }
+        // A folder as a path the engine cannot take for a Hub id: `vllm serve m` would look
+        // for a repository `m` where no folder `m` is beside it; `./m` is a folder.
         let dir_of = |p: &std::path::Path| {
-            if p.is_dir() {
+            let dir = if p.is_dir() {
                 p.display().to_string()
             } else {
                 match p.parent().map(|d| d.display().to_string()) {
                     Some(d) if !d.is_empty() => d,
-                    _ => ".".to_string(),
+                    _ => return ".".to_string(),
                 }
+            };
+            if dir.starts_with('/') || dir.starts_with("./") || dir.starts_with("../") || dir == "."
+            {
+                dir
+            } else {
+                format!("./{dir}")
             }
         };
         match spec {
