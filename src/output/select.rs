@@ -598,6 +598,19 @@ fn suggestions_text(text: &mut String, suggestions: &[Suggestion]) {
                 ranks,
                 instead_of_ddp: true,
             } => format!("--fsdp {ranks}   (FSDP2 on {ranks} GPUs here, in place of --ddp)"),
+            Suggestion::Checkpointing => {
+                "--checkpointing   (gradient checkpointing: keep each layer's input only)".into()
+            }
+            Suggestion::MicroBatch { batch, grad_accum } => format!(
+                "--batch {batch} --grad-accum {grad_accum}   (smaller micro-batches, the same \
+                 batch a step)"
+            ),
+            Suggestion::Recipe { recipe } => {
+                format!("--recipe {recipe}   (adapters on the frozen model, not full fine-tuning)")
+            }
+            Suggestion::ZeroOffload => "--deepspeed-zero2 1 --offload-optimizer   (ZeRO-Offload: \
+                                        the optimizer in host RAM)"
+                .into(),
             Suggestion::DeepSpeed { stage, ranks } => format!(
                 "--deepspeed-zero{stage} {ranks}   (in its place: ZeRO-{stage}, a rank on each of \
                  {ranks} GPUs)"

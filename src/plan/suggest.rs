@@ -56,6 +56,25 @@ pub enum Suggestion {
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         instead_of_ddp: bool,
     },
+    /// Gradient checkpointing (`--checkpointing`): only each layer's input is kept.
+    Checkpointing,
+    /// A smaller micro-batch, gradients accumulated over more of them so each step sees the
+    /// same batch (`--batch B --grad-accum N`).
+    MicroBatch {
+        /// Sequences a micro-batch.
+        batch: u64,
+        /// Micro-batches a step.
+        grad_accum: u64,
+    },
+    /// Adapters on the frozen model instead of full fine-tuning (`--recipe lora|qlora`), at
+    /// the rank and targets asked (PEFT's r=16 on every linear layer by default).
+    Recipe {
+        /// `lora` or `qlora`.
+        recipe: &'static str,
+    },
+    /// ZeRO-Offload on one GPU (`--deepspeed-zero2 1 --offload-optimizer`): the f32 master
+    /// weights, gradients and optimizer state in host RAM, the step there.
+    ZeroOffload,
     /// A DeepSpeed step that does not fit: a higher ZeRO stage or more ranks
     /// (`--deepspeed-zeroS N`).
     #[serde(rename = "deepspeed")]
@@ -292,7 +311,8 @@ pub fn suggest_training(r: &Request<'_>) -> Vec<Suggestion> {
             .into_iter()
             .collect();
     }
-    (2..=most.min(MAX_GPUS as u64))
+    let mut out = one_gpu_changes(settings, &fits);
+    let fsdp = (2..=most.min(MAX_GPUS as u64))
         .find(|&ranks| {
             fits(Settings {
                 pytorch: PytorchRun {
@@ -309,7 +329,89 @@ pub fn suggest_training(r: &Request<'_>) -> Vec<Suggestion> {
         .map(|ranks| Suggestion::Fsdp {
             ranks,
             instead_of_ddp: settings.pytorch.ddp.is_some(),
-        })
-        .into_iter()
-        .collect()
+        });
+    out.extend(fsdp);
+    out
+}
+
+/// Changes to a training step on the GPUs it has, each planned with: checkpointing (when off),
+/// the largest smaller micro-batch that fits with gradients accumulated over more of them,
+/// LoRA then QLoRA in place of full fine-tuning, and ZeRO-Offload on one GPU.
+fn one_gpu_changes(settings: &Settings, fits: &dyn Fn(Settings) -> bool) -> Vec<Suggestion> {
+    use crate::plan::engines::pytorch::training::{
+        DeepSpeed, Lora, LoraTargets, Recipe, ZeroStage,
+    };
+    let with = |pytorch: PytorchRun, batch: u64| Settings {
+        pytorch,
+        batch,
+        ..settings.clone()
+    };
+    let run = settings.pytorch;
+    let mut out = Vec::new();
+    if !run.checkpointing
+        && fits(with(
+            PytorchRun {
+                checkpointing: true,
+                ..run
+            },
+            settings.batch,
+        ))
+    {
+        out.push(Suggestion::Checkpointing);
+    }
+    let batch = settings.batch.max(1);
+    let smaller = (1..batch).rev().filter(|b| batch % b == 0).find(|&b| {
+        let accum = run.grad_accum.max(1).saturating_mul(batch / b);
+        fits(with(
+            PytorchRun {
+                grad_accum: accum,
+                ..run
+            },
+            b,
+        ))
+    });
+    if let Some(b) = smaller {
+        out.push(Suggestion::MicroBatch {
+            batch: b,
+            grad_accum: run.grad_accum.max(1).saturating_mul(batch / b),
+        });
+    }
+    let adapters = matches!(run.recipe, Some(Recipe::Lora(_) | Recipe::Qlora(_)));
+    if !adapters {
+        let lora = Lora {
+            rank: 16,
+            targets: LoraTargets::ALL_LINEAR,
+        };
+        let recipe = [("lora", Recipe::Lora(lora)), ("qlora", Recipe::Qlora(lora))]
+            .into_iter()
+            .find(|&(_, r)| {
+                fits(with(
+                    PytorchRun {
+                        recipe: Some(r),
+                        ..run
+                    },
+                    settings.batch,
+                ))
+            });
+        out.extend(recipe.map(|(name, _)| Suggestion::Recipe { recipe: name }));
+    }
+    let offload = DeepSpeed {
+        world: 1,
+        stage: ZeroStage::Two,
+        offload_optimizer: true,
+    };
+    let sharded = run.fsdp.is_some() || run.ddp.is_some() || run.deepspeed.is_some();
+    if !adapters
+        && !sharded
+        && fits(with(
+            PytorchRun {
+                deepspeed: Some(offload),
+                ..run
+            },
+            settings.batch,
+        ))
+    {
+        out.push(Suggestion::ZeroOffload);
+    }
+    out
 }

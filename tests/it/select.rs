@@ -1155,3 +1155,50 @@ fn a_config_folder_is_launched_by_its_path() {
     ]));
     assert_eq!(doc["launch"][0]["commands"][0]["argv"][2], "./m", "{doc}");
 }
+
+/// A training step that fits no GPU gets the one-GPU changes that make it fit, each planned
+/// with: checkpointing for QLoRA without it (the 10.82 GiB short), LoRA in place of
+/// full fine-tuning for a 3B model on 24 GiB, and, over several GPUs, FSDP2 too.
+#[test]
+fn a_training_shortfall_lists_what_makes_it_fit() {
+    let suggest = |args: &[&str]| {
+        let out = gpumem()
+            .args(["select", "--mode", "train", "--context", "2048", "--json"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(3));
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        doc["suggestions"].clone()
+    };
+    assert_eq!(
+        suggest(&[
+            "--model",
+            "llama-3.1-8b",
+            "--recipe",
+            "qlora",
+            "--no-checkpointing",
+            "--device",
+            "sim:24GiB"
+        ]),
+        json!([{ "change": "checkpointing" }])
+    );
+    assert_eq!(
+        suggest(&["--model", "llama-3.2-3b", "--device", "sim:24GiB"]),
+        json!([{ "change": "recipe", "recipe": "lora" }])
+    );
+    let two = suggest(&[
+        "--model",
+        "llama-3.2-3b",
+        "--device",
+        "sim:24GiB",
+        "--device",
+        "sim:24GiB",
+    ]);
+    assert_eq!(
+        two[0],
+        json!({ "change": "recipe", "recipe": "lora" }),
+        "{two}"
+    );
+    assert_eq!(two[1]["change"], "fsdp", "{two}");
+}

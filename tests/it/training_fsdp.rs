@@ -210,7 +210,8 @@ fn select_plans_one_rank_a_gpu() {
 }
 
 // A step that fits no single GPU: select suggests the fewest FSDP2 ranks over the GPUs here
-// that hold it, and planning with that suggestion succeeds.
+// that hold it (after the one-GPU change that makes it fit, LoRA), and planning with that
+// suggestion succeeds.
 #[test]
 fn select_suggests_fsdp_when_one_gpu_is_too_small() {
     let devices = [
@@ -227,7 +228,10 @@ fn select_suggests_fsdp_when_one_gpu_is_too_small() {
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         doc["suggestions"],
-        serde_json::json!([{"change": "fsdp", "ranks": 2}])
+        serde_json::json!([
+            {"change": "recipe", "recipe": "lora"},
+            {"change": "fsdp", "ranks": 2}
+        ])
     );
     let doc = common::json_ok(common::gpumem().args(&base).args(["--fsdp", "2"]));
     assert_eq!(doc["plan"]["kind"], "sharded");
@@ -319,7 +323,10 @@ fn select_plans_a_ddp_rank_on_each_gpu_that_holds_one() {
     assert_eq!(code, Some(3), "{json}");
     assert_eq!(
         json["suggestions"],
-        serde_json::json!([{"change": "fsdp", "ranks": 2, "instead_of_ddp": true}])
+        serde_json::json!([
+            {"change": "recipe", "recipe": "lora"},
+            {"change": "fsdp", "ranks": 2, "instead_of_ddp": true}
+        ])
     );
 }
 
