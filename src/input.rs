@@ -230,6 +230,14 @@ pub fn write_atomic(path: &Path, data: &[u8], inputs: &[&Path]) -> Result<(), In
     Ok(())
 }
 
+/// A path from the environment variable `key`; unset and empty are the same (as the Hugging
+/// Face and Ollama tools read their folders).
+pub fn env_path(key: &str) -> Option<PathBuf> {
+    std::env::var_os(key)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,11 +26,7 @@ pub(crate) struct Cache {
 impl Cache {
     /// `GPUMEM_CACHE_DIR`, else `XDG_CACHE_HOME/gpumem`, else `~/.cache/gpumem`; then `hub`.
     pub fn from_env() -> Cache {
-        let var = |k: &str| {
-            std::env::var_os(k)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        };
+        let var = crate::input::env_path;
         let root = var("GPUMEM_CACHE_DIR")
             .or_else(|| var("XDG_CACHE_HOME").map(|c| c.join("gpumem")))
             .or_else(|| var("HOME").map(|h| h.join(".cache/gpumem")))

@@ -75,6 +75,14 @@ pub enum HubError {
         /// What was wrong.
         why: String,
     },
+    /// `HF_ENDPOINT` (or `GPUMEM_OLLAMA_REGISTRY`) is not an http(s) address.
+    #[error("{variable} is '{value}', not an http:// or https:// address")]
+    BadEndpoint {
+        /// The variable.
+        variable: &'static str,
+        /// Its value.
+        value: String,
+    },
     /// `--model` is not a valid Hub reference.
     #[error("'{given}' is not a Hub model id: {why}")]
     BadId {
@@ -118,6 +126,7 @@ impl HubError {
             self,
             HubError::NotFound { .. }
                 | HubError::BadId { .. }
+                | HubError::BadEndpoint { .. }
                 | HubError::NoGguf { .. }
                 | HubError::NoSuchFile { .. }
                 | HubError::NothingToRead { .. }

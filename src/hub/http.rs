@@ -177,59 +177,20 @@ impl Client {
                 after,
             });
         }
-        let content_length = header("content-length").and_then(|v| v.parse::<u64>().ok());
-        let content_range = header("content-range").and_then(|v| range_total(&v));
-        let (keep, total) = match (status, &range) {
-            (206, _) => (
-                range.as_ref().map_or(limit, |r| r.end - r.start).min(limit),
-                content_range,
-            ),
-            // A server that ignores Range sends the whole file: keep the part asked for and
-            // drop the connection.
-            (200, Some(r)) => (r.end.min(limit), content_length),
-            (200, None) => (limit, content_length),
-            _ => (ERROR_BODY, None),
+        let lengths = Lengths {
+            content: header("content-length").and_then(|v| v.parse::<u64>().ok()),
+            range_total: header("content-range").and_then(|v| range_total(&v)),
         };
-        let mut body = Vec::new();
-        let read = resp
-            .body_mut()
-            .as_reader()
-            .take(keep.saturating_add(1))
-            .read_to_end(&mut body);
-        if let Err(e) = read {
-            return Ok(Outcome::Retry {
-                why: format!("the reply broke off: {e}"),
-                after: None,
-            });
-        }
-        if body.len() as u64 > keep {
-            if status == 200 && range.is_none() {
+        let (body, total) = match read_body(&mut resp, status, range.as_ref(), limit, lengths) {
+            Ok(read) => read,
+            Err(Failed::Retry(why)) => return Ok(Outcome::Retry { why, after: None }),
+            Err(Failed::Refused(why)) => {
                 return Err(HubError::BadReply {
                     url: url.to_string(),
-                    why: format!("the reply is larger than the {keep} bytes gpumem reads"),
-                });
+                    why,
+                })
             }
-            body.truncate(usize::try_from(keep).unwrap_or(usize::MAX));
-        }
-        if let (200, Some(r)) = (status, &range) {
-            let start = usize::try_from(r.start)
-                .unwrap_or(usize::MAX)
-                .min(body.len());
-            body.drain(..start);
-        }
-        let expect = match (status, &range) {
-            (206 | 200, Some(r)) => total.map(|t| r.end.min(t).saturating_sub(r.start)),
-            (200, None) => content_length,
-            _ => None,
         };
-        if let Some(want) = expect {
-            if (body.len() as u64) < want.min(limit) {
-                return Ok(Outcome::Retry {
-                    why: format!("the reply broke off after {} of {want} bytes", body.len()),
-                    after: None,
-                });
-            }
-        }
         Ok(Outcome::Done(Reply {
             status,
             body,
@@ -245,6 +206,81 @@ enum Outcome {
         why: String,
         after: Option<Duration>,
     },
+}
+
+/// The lengths a reply's headers give.
+#[derive(Clone, Copy)]
+struct Lengths {
+    /// `Content-Length`.
+    content: Option<u64>,
+    /// `Content-Range`'s total.
+    range_total: Option<u64>,
+}
+
+/// A reply's body, bounded: the part of `range` asked for (a server that ignores Range sends
+/// the whole file: the part is kept and the connection dropped), at most `limit` bytes of a
+/// whole file, 64 KiB of an error. With the file's size. A body that breaks off is retried; a
+/// whole file over `limit` is refused.
+fn read_body(
+    resp: &mut ureq::http::Response<ureq::Body>,
+    status: u16,
+    range: Option<&Range<u64>>,
+    limit: u64,
+    lengths: Lengths,
+) -> Result<(Vec<u8>, Option<u64>), Failed> {
+    let (keep, total) = match (status, range) {
+        (206, _) => (
+            range.map_or(limit, |r| r.end - r.start).min(limit),
+            lengths.range_total,
+        ),
+        (200, Some(r)) => (r.end.min(limit), lengths.content),
+        (200, None) => (limit, lengths.content),
+        _ => (ERROR_BODY, None),
+    };
+    let broke = |why: String| Err(Failed::Retry(why));
+    let mut body = Vec::new();
+    let read = resp
+        .body_mut()
+        .as_reader()
+        .take(keep.saturating_add(1))
+        .read_to_end(&mut body);
+    if let Err(e) = read {
+        return broke(format!("the reply broke off: {e}"));
+    }
+    if body.len() as u64 > keep {
+        if status == 200 && range.is_none() {
+            return Err(Failed::Refused(format!(
+                "the reply is larger than the {keep} bytes gpumem reads"
+            )));
+        }
+        body.truncate(usize::try_from(keep).unwrap_or(usize::MAX));
+    }
+    if let (200, Some(r)) = (status, range) {
+        let start = usize::try_from(r.start)
+            .unwrap_or(usize::MAX)
+            .min(body.len());
+        body.drain(..start);
+    }
+    let expect = match (status, range) {
+        (206 | 200, Some(r)) => total.map(|t| r.end.min(t).saturating_sub(r.start)),
+        (200, None) => lengths.content,
+        _ => None,
+    };
+    if let Some(want) = expect {
+        if (body.len() as u64) < want.min(limit) {
+            return broke(format!(
+                "the reply broke off after {} of {want} bytes",
+                body.len()
+            ));
+        }
+    }
+    Ok((body, total))
+}
+
+/// Why a body was not read: broken off (tried again) or refused.
+enum Failed {
+    Retry(String),
+    Refused(String),
 }
 
 /// The total of a `Content-Range: bytes A-B/TOTAL` header.

@@ -208,11 +208,7 @@ impl HubSettings {
 /// The token huggingface_hub's `hf auth login` writes: `HF_TOKEN_PATH`, else `HF_HOME/token`,
 /// else `~/.cache/huggingface/token`.
 fn token_file() -> Option<String> {
-    let var = |k: &str| {
-        std::env::var_os(k)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
+    let var = crate::input::env_path;
     let path = var("HF_TOKEN_PATH")
         .or_else(|| var("HF_HOME").map(|h| h.join("token")))
         .or_else(|| var("XDG_CACHE_HOME").map(|c| c.join("huggingface/token")))
@@ -278,6 +274,18 @@ impl Hub {
                 cache: self.cache.describe(),
                 why,
             });
+        }
+        let web = |v: &str| v.starts_with("http://") || v.starts_with("https://");
+        for (variable, value) in [
+            ("HF_ENDPOINT", &self.settings.endpoint),
+            ("GPUMEM_OLLAMA_REGISTRY", &self.settings.ollama_registry),
+        ] {
+            if !web(value) {
+                return Err(HubError::BadEndpoint {
+                    variable,
+                    value: value.clone(),
+                });
+            }
         }
         Ok(self.client.get_or_init(|| {
             http::Client::new(http::ClientSettings {

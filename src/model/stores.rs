@@ -7,12 +7,7 @@ use super::error::ModelError;
 pub use super::error::NotFound;
 use super::SourceSpec;
 
-/// A path from the environment; unset and empty are the same.
-fn var(key: &str) -> Option<PathBuf> {
-    std::env::var_os(key)
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-}
+use crate::input::env_path as var;
 
 /// The Hugging Face hub cache: `HF_HUB_CACHE`, else `HF_HOME/hub`, else
 /// `~/.cache/huggingface/hub` (with `XDG_CACHE_HOME` honoured as the hub library does).

@@ -322,6 +322,16 @@ fn gated_missing_and_offline_repositories_end_in_one_line() {
     assert!(err.contains(") or gpumem's cache ("), "{err}");
     assert!(err.contains("HF_HUB_OFFLINE is set"), "{err}");
     assert_eq!(hub.requests(), before);
+    let err = one_line_error(
+        hub_cmd(&hub, home.path())
+            .env("HF_ENDPOINT", "hub.example")
+            .args(["estimate", "--model", "org/other"]),
+        2,
+    );
+    assert_eq!(
+        err,
+        "gpumem: error: HF_ENDPOINT is 'hub.example', not an http:// or https:// address\n"
+    );
 }
 
 #[test]

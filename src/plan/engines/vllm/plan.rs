@@ -165,43 +165,7 @@ pub fn select_vllm(
         .filter(|c| c.is_gpu() && c.mig_profile.is_none())
         .collect();
     let tried = try_layouts(model, &gpus, cfg)?;
-    let serving = || {
-        tried
-            .iter()
-            .filter(|t| t.fit.outcome == VllmOutcome::Serves)
-    };
-    let fewest = serving().min_by_key(|t| {
-        (
-            t.devices.len(),
-            t.fit.pipeline_parallel,
-            std::cmp::Reverse(t.fit.kv_tokens),
-        )
-    });
-    // A model one GPU holds runs on one; one that needs several is served as people serve it,
-    // tensor parallel over every GPU of the host vLLM accepts, with the fewest-GPU layout
-    // shown beside it. A fixed layout (--tensor-parallel-size, VLLM_PP_LAYER_PARTITION) is
-    // taken as given.
-    let fixed = cfg.tensor_parallel.is_some() || cfg.pp_layer_partition.is_some();
-    let whole_host = serving()
-        .filter(|t| t.fit.pipeline_parallel == 1 && !t.cross_host)
-        .max_by_key(|t| (t.fit.tensor_parallel, t.fit.kv_tokens));
-    let chosen = match (fewest, whole_host) {
-        (Some(f), Some(w))
-            if f.devices.len() > 1 && !fixed && w.devices.len() > f.devices.len() =>
-        {
-            Some(w)
-        }
-        (f, _) => f,
-    };
-    let alternative = chosen
-        .zip(fewest)
-        .filter(|(c, f)| c.devices.len() != f.devices.len())
-        .map(|(_, f)| FewestGpus {
-            tensor_parallel: f.fit.tensor_parallel,
-            pipeline_parallel: f.fit.pipeline_parallel,
-            gpus: f.devices.len() as u64,
-            kv_tokens: f.fit.kv_tokens,
-        });
+    let (chosen, alternative) = choose(&tried, cfg);
     let closest = chosen.or_else(|| {
         tried
             .iter()
@@ -267,6 +231,50 @@ pub fn select_vllm(
         plan,
         candidates: verdicts,
     })
+}
+
+/// The layout to serve on, and the one on the fewest GPUs when that is another. A model one
+/// GPU holds runs on one; one that needs several is served as people serve it, tensor parallel
+/// over every GPU of the host vLLM accepts, with the fewest-GPU layout shown beside it. A fixed
+/// layout (--tensor-parallel-size, VLLM_PP_LAYER_PARTITION) is taken as given.
+fn choose<'t, 'a>(
+    tried: &'t [Tried<'a>],
+    cfg: &VllmConfig,
+) -> (Option<&'t Tried<'a>>, Option<FewestGpus>) {
+    let serving = || {
+        tried
+            .iter()
+            .filter(|t| t.fit.outcome == VllmOutcome::Serves)
+    };
+    let fewest = serving().min_by_key(|t| {
+        (
+            t.devices.len(),
+            t.fit.pipeline_parallel,
+            std::cmp::Reverse(t.fit.kv_tokens),
+        )
+    });
+    let fixed = cfg.tensor_parallel.is_some() || cfg.pp_layer_partition.is_some();
+    let whole_host = serving()
+        .filter(|t| t.fit.pipeline_parallel == 1 && !t.cross_host)
+        .max_by_key(|t| (t.fit.tensor_parallel, t.fit.kv_tokens));
+    let chosen = match (fewest, whole_host) {
+        (Some(f), Some(w))
+            if f.devices.len() > 1 && !fixed && w.devices.len() > f.devices.len() =>
+        {
+            Some(w)
+        }
+        (f, _) => f,
+    };
+    let alternative = chosen
+        .zip(fewest)
+        .filter(|(c, f)| c.devices.len() != f.devices.len())
+        .map(|(_, f)| FewestGpus {
+            tensor_parallel: f.fit.tensor_parallel,
+            pipeline_parallel: f.fit.pipeline_parallel,
+            gpus: f.devices.len() as u64,
+            kv_tokens: f.fit.kv_tokens,
+        });
+    (chosen, alternative)
 }
 
 /// The stage the `i`-th device of a layout runs.
