@@ -245,7 +245,7 @@ _gpumem() {
             return 0
             ;;
         gpumem__subcmd__estimate)
-            opts="-m -b -c -q -v -h -V --model --config --gguf --safetensors --dtype --kv-dtype --batch --context --ubatch --allow-generic --allow-longer-context --offline --mmproj --swa-full --flash-attention --overhead --fragmentation-reserve --mode --optimizer --checkpointing --no-checkpointing --grad-accum --attn-implementation --recipe --lora-rank --lora-targets --fsdp --no-reshard-after-forward --ddp --ddp-bucket-view --zero1 --deepspeed-zero1 --deepspeed-zero2 --deepspeed-zero3 --offload-optimizer --list-models --fits --engine --new-tokens --json --quiet --verbose --wide --color --help --version"
+            opts="-m -b -c -q -v -h -V --model --config --gguf --safetensors --dtype --kv-dtype --batch --context --ubatch --allow-generic --allow-longer-context --offline --mmproj --swa-full --flash-attention --overhead --fragmentation-reserve --mode --optimizer --checkpointing --no-checkpointing --grad-accum --attn-implementation --recipe --lora-rank --lora-targets --fsdp --no-reshard-after-forward --ddp --ddp-bucket-view --zero1 --deepspeed-zero1 --deepspeed-zero2 --deepspeed-zero3 --offload-optimizer --list-models --fits --engine --device --new-tokens --json --quiet --verbose --wide --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -360,7 +360,11 @@ _gpumem() {
                     return 0
                     ;;
                 --engine)
-                    COMPREPLY=($(compgen -W "llama.cpp transformers" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "llama.cpp transformers vllm" -- "${cur}"))
+                    return 0
+                    ;;
+                --device)
+                    COMPREPLY=($(compgen -W "host host:4GiB sim:8GiB sim:24GiB sim:48GiB sim:80GiB sim:141GiB sim:h100 sim:h200 sim:a100-80gb sim:l40s sim:rtx4090 sim:mi300x cuda:0 cuda:1 rocm:0 opencl:0 vulkan:0 metal:0" -- "${cur}"))
                     return 0
                     ;;
                 --new-tokens)

@@ -227,8 +227,28 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l zero1 -d 'Wit
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l deepspeed-zero1 -d 'With --mode train: DeepSpeed\'s ZeRO stage 1 over N ranks (bf16, its default buckets): the weights and gradients whole on each rank, master weights and Adam\'s moments partitioned; the figures are the fullest rank\'s' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l deepspeed-zero2 -d 'With --mode train: DeepSpeed\'s ZeRO stage 2 over N ranks (bf16, its default buckets): the weights whole on each rank, gradients, master weights and Adam\'s moments partitioned; the figures are the fullest rank\'s' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l deepspeed-zero3 -d 'With --mode train: DeepSpeed\'s ZeRO stage 3 over N ranks (bf16, its defaults): the weights, gradients, master weights and Adam\'s moments partitioned, each layer gathered whole while it runs; the figures are the fullest rank\'s' -r
-complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l engine -d 'Inference by whose memory: llama.cpp\'s buffers, or transformers\' `generate` (the context is then the prompt)' -r -f -a "llama.cpp\t'llama.cpp: its model, KV-cache and compute buffers'
-transformers\t'transformers\' generate: weights, the dynamic cache and the prefill\'s activations'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l engine -d 'Inference by whose memory: llama.cpp\'s buffers, vLLM\'s need on each GPU (as `select --engine vllm` plans it on --device, else this machine\'s GPUs), or transformers\' `generate` (the context is then the prompt)' -r -f -a "llama.cpp\t'llama.cpp: its model, KV-cache and compute buffers'
+transformers\t'transformers\' generate: weights, the dynamic cache and the prefill\'s activations'
+vllm\t'vLLM: one rank\'s budget, weights, profile peak, CUDA graphs and KV blocks on a GPU'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l device -d 'With --engine vllm: the GPUs to plan for (repeatable), as `select --device`: sim:h100, sim:80GiB. vLLM\'s defaults and budget depend on the GPU' -r -f -a "host\t''
+host:4GiB\t''
+sim:8GiB\t''
+sim:24GiB\t''
+sim:48GiB\t''
+sim:80GiB\t''
+sim:141GiB\t''
+sim:h100\t''
+sim:h200\t''
+sim:a100-80gb\t''
+sim:l40s\t''
+sim:rtx4090\t''
+sim:mi300x\t''
+cuda:0\t''
+cuda:1\t''
+rocm:0\t''
+opencl:0\t''
+vulkan:0\t''
+metal:0\t''"
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l new-tokens -d 'With --engine transformers: tokens generated per sequence (max_new_tokens)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l color -d 'When to use colour. `auto` colours a terminal unless NO_COLOR is set' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is not set'
 always\t'Colour even when stdout is a pipe or NO_COLOR is set'

@@ -181,10 +181,16 @@ pub struct EstimateArgs {
     #[arg(long)]
     pub fits: bool,
 
-    /// Inference by whose memory: llama.cpp's buffers, or transformers' `generate` (the
-    /// context is then the prompt).
+    /// Inference by whose memory: llama.cpp's buffers, vLLM's need on each GPU (as `select
+    /// --engine vllm` plans it on --device, else this machine's GPUs), or transformers'
+    /// `generate` (the context is then the prompt).
     #[arg(long, value_enum, default_value_t = InferenceEngine::LlamaCpp, value_name = "ENGINE")]
     pub engine: InferenceEngine,
+
+    /// With --engine vllm: the GPUs to plan for (repeatable), as `select --device`: sim:h100,
+    /// sim:80GiB. vLLM's defaults and budget depend on the GPU.
+    #[arg(long, value_name = "SPEC", value_parser = DeviceSpecs, hide_possible_values = true)]
+    pub device: Vec<DeviceSpec>,
 
     /// With --engine transformers: tokens generated per sequence (max_new_tokens).
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
@@ -199,6 +205,8 @@ pub enum InferenceEngine {
     LlamaCpp,
     /// transformers' generate: weights, the dynamic cache and the prefill's activations.
     Transformers,
+    /// vLLM: one rank's budget, weights, profile peak, CUDA graphs and KV blocks on a GPU.
+    Vllm,
 }
 
 /// Which backend `select` should favour.

@@ -7,6 +7,7 @@ pub mod discover;
 mod engine;
 mod escape;
 pub mod estimate;
+pub mod estimate_vllm;
 pub mod export;
 mod json;
 mod launch;

@@ -212,6 +212,11 @@ fn fits_exits_3_when_nothing_holds_the_model() {
         .unwrap()
         .iter()
         .all(|d| d["fits"] == false));
+    // Each row says what the device has and what the model needs there (they read 0 B once).
+    for d in doc["fits"].as_array().unwrap() {
+        assert!(d["available_bytes"].as_u64().unwrap() > 0, "{d}");
+        assert!(d["needed_bytes"].as_u64().unwrap() > 100 << 30, "{d}");
+    }
     let out = gpumem()
         .args([
             "estimate",
@@ -832,4 +837,67 @@ fn a_quantized_cache_needs_flash_attention() {
     ]);
     // 32 layers × 2 × 8 heads × 128 values in Q8_0 (34 bytes a block of 32).
     assert_eq!(doc["kv_bytes_per_token"], 32 * 2 * 1024 / 32 * 34);
+}
+
+/// `estimate --engine vllm` is the need `select --engine vllm` reports on the same GPUs, with
+/// vLLM's accounting of one rank and its own lines; it exits 3 where vLLM would not start, and
+/// without a GPU to plan for it says to name one.
+#[test]
+fn estimate_for_vllm_is_selects_need() {
+    let args = [
+        "--model",
+        "llama-3.1-8b",
+        "--context",
+        "32768",
+        "--engine",
+        "vllm",
+        "--device",
+        "sim:24GiB",
+    ];
+    let est = common::json_ok(gpumem().args(["estimate", "--json"]).args(args));
+    let sel = common::json_ok(gpumem().args(["select", "--json"]).args(args));
+    assert_eq!(est["needed_bytes"], sel["required_bytes"]);
+    assert_eq!(est["account"], sel["plan"]["engine"]);
+    assert_eq!(est["account"]["kv_tokens"], 47_840);
+    let text = gpumem().args(["estimate"]).args(args).output().unwrap();
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(
+        text.starts_with(
+            "llama-3.1-8b needs 20.24 GiB on each GPU under vLLM, with one request of the\n    \
+             full context (1 × sim:24.00 GiB)\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("Maximum concurrency for 32,768 tokens per request: 1.46x"),
+        "{text}"
+    );
+    let out = gpumem()
+        .args([
+            "estimate",
+            "--model",
+            "llama-3.1-70b",
+            "--engine",
+            "vllm",
+            "--device",
+            "sim:24GiB",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("; it does not start there"));
+    let err = common::one_line_error(
+        gpumem().args([
+            "estimate",
+            "--model",
+            "llama-3.1-8b",
+            "--device",
+            "sim:24GiB",
+        ]),
+        2,
+    );
+    assert_eq!(
+        err,
+        "gpumem: error: --device is the GPU vLLM's need is planned for: give it with --engine vllm\n"
+    );
 }

@@ -93,8 +93,15 @@ pub fn select_what(args: &SelectArgs) -> Result<SelectWhat> {
 
 /// `select --device sim:SIZE …`: the simulated GPUs to plan over (real devices are discovered).
 pub fn select_sim_devices(args: &SelectArgs) -> Result<Vec<Candidate>> {
-    let mut sims = args
-        .device
+    let mut sims = sim_devices(&args.device)?;
+    sims.extend(args.ram.map(Candidate::sim_ram));
+    Ok(sims)
+}
+
+/// `--device sim:SIZE` or `sim:GPU`, each a simulated GPU; any other device is refused (real
+/// devices are discovered).
+pub fn sim_devices(devices: &[DeviceSpec]) -> Result<Vec<Candidate>> {
+    devices
         .iter()
         .enumerate()
         .map(|(i, d)| match d {
@@ -110,9 +117,7 @@ pub fn select_sim_devices(args: &SelectArgs) -> Result<Vec<Candidate>> {
             ))
             .into()),
         })
-        .collect::<Result<Vec<_>>>()?;
-    sims.extend(args.ram.map(Candidate::sim_ram));
-    Ok(sims)
+        .collect::<Result<Vec<_>>>()
 }
 
 /// Tokens of context a sequence when `--context` is not given.
@@ -202,6 +207,27 @@ fn names(table: &[model::Precision]) -> String {
 /// inference figure: with `--mode train` a usage error).
 pub fn estimate_command_settings(args: &cli::EstimateArgs) -> Result<Settings> {
     let mut settings = estimate_settings(&args.settings)?;
+    let vllm = args.engine == cli::InferenceEngine::Vllm;
+    if !args.device.is_empty() && !vllm {
+        return Err(CliError::Usage(
+            "--device is the GPU vLLM's need is planned for: give it with --engine vllm".into(),
+        )
+        .into());
+    }
+    if vllm && settings.mode == engines::Mode::Train {
+        return Err(CliError::Usage(
+            "--engine vllm serves; --mode train is PyTorch's training step: drop one".into(),
+        )
+        .into());
+    }
+    if vllm && args.fits {
+        return Err(CliError::Usage(
+            "--engine vllm already plans on the GPUs (--device, else this machine's); --fits \
+             is for the other engines"
+                .into(),
+        )
+        .into());
+    }
     if args.engine == cli::InferenceEngine::Transformers {
         if settings.mode == engines::Mode::Train {
             return Err(CliError::Usage(
