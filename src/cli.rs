@@ -253,6 +253,11 @@ pub struct SelectArgs {
     #[command(flatten)]
     pub settings: WorkloadSettings,
 
+    /// Plan the longest context that fits (a sequence's, at --batch), found by the serving
+    /// engine's own rules, in place of --context.
+    #[arg(long, conflicts_with_all = ["context", "bytes"], help_heading = "Workload")]
+    pub max_context: bool,
+
     /// Place a plain byte count instead of a model (e.g. 28GiB).
     #[arg(long, value_parser = parse_bytes, value_name = "SIZE", conflicts_with = "source", help_heading = "Where")]
     pub bytes: Option<u64>,

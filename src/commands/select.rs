@@ -17,16 +17,19 @@ use crate::plan::launch::{
     launch, torchrun, Engine, Launch, LaunchSettings, ModelRef, NoLaunch, VllmFlags,
 };
 use crate::plan::{
-    candidates_from_discovery, read_inventories, select_for_engine, suggest, suggest_training,
-    Accounting, Demand, PlanKind, SuggestRequest,
+    candidates_from_discovery, longest_context, read_inventories, select_for_engine, suggest,
+    suggest_training, Accounting, Demand, PlanKind, SuggestRequest,
 };
+
+/// The longest context `--max-context` searches when the model names no trained length.
+const MAX_CONTEXT_SEARCHED: u64 = 1 << 20;
 
 /// Runs `gpumem select` and returns its exit status.
 pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
     let what = select_what(args)?;
     let sims = select_sim_devices(args)?;
     let policy = select_policy(args);
-    let (demand, spec) = match what {
+    let (mut demand, spec) = match what {
         SelectWhat::Bytes(bytes) => (Demand::Bytes(bytes), None),
         SelectWhat::Model(spec, settings) => {
             let source = super::load_model(&spec, &load_options(&args.settings), out)?;
@@ -58,7 +61,7 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
         }
         _ => None,
     };
-    let vllm = match &demand {
+    let mut vllm = match &demand {
         Demand::Model { settings, source } => {
             check_pp_layer_partition(args, source.arch.num_layers)?;
             check_tensor_parallel(args, &source.arch, &candidates, engine)?;
@@ -67,6 +70,32 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
         Demand::Bytes(_) => VllmConfig::defaults(1),
     };
     let llamacpp = select_llamacpp_config(args, engine)?;
+    // --max-context: the longest context that plans, by the engine's rules, replaces --context.
+    let mut longest = None;
+    if let (true, Demand::Model { source, settings }) = (args.max_context, &mut demand) {
+        let upper = source
+            .arch
+            .max_position_embeddings
+            .unwrap_or(MAX_CONTEXT_SEARCHED);
+        let probe = Demand::Model {
+            source: source.clone(),
+            settings: settings.clone(),
+        };
+        let request = SuggestRequest {
+            engine,
+            demand: &probe,
+            candidates: &candidates,
+            policy: &policy,
+            vllm: &vllm,
+            llamacpp: &llamacpp,
+            max_context: None,
+        };
+        longest = Some(longest_context(&request, upper.min(MAX_CONTEXT_SEARCHED)));
+        if let Some(Some(context)) = longest {
+            settings.context = context;
+            vllm = select_vllm_config(args, settings);
+        }
+    }
     let selection = select_for_engine(engine, &demand, &candidates, &policy, (&vllm, &llamacpp))?;
     let training = selection.plan.accounting == Accounting::PytorchTraining;
     let launches = launches(
@@ -104,6 +133,7 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
         held_back,
         same_gpu,
         suggestions,
+        longest_context: longest,
     })?;
     Ok(if none {
         Exit::DoesNotFit

@@ -31,6 +31,9 @@ pub struct SelectReport {
     pub same_gpu: Vec<SameGpu>,
     /// When nothing fits: changes that would make it fit, each planned with first.
     pub suggestions: Vec<Suggestion>,
+    /// With `--max-context`: the longest context that plans (`Some(None)`: not even one
+    /// token); the plan is for it.
+    pub longest_context: Option<Option<u64>>,
 }
 
 /// The JSON view: the library's typed verdicts plus their reason in words.
@@ -45,6 +48,8 @@ struct SelectJson<'a> {
     held_back: &'a [HeldBack],
     same_gpu: &'a [SameGpu],
     suggestions: &'a [Suggestion],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    longest_context: Option<Option<u64>>,
 }
 
 #[derive(Serialize)]
@@ -61,6 +66,7 @@ impl Serialize for SelectReport {
             held_back: &self.held_back,
             same_gpu: &self.same_gpu,
             suggestions: &self.suggestions,
+            longest_context: self.longest_context,
             model: &self.model,
             required_bytes: s.required_bytes,
             plan: &s.plan,
@@ -181,6 +187,19 @@ impl Report for SelectReport {
         let s = &self.selection;
         let mut text = String::new();
         let what = self.model.clone().unwrap_or_else(|| "the request".into());
+        match self.longest_context {
+            Some(Some(c)) => {
+                let _ = writeln!(
+                    text,
+                    "The longest context that fits: {} tokens\n",
+                    thousands(c)
+                );
+            }
+            Some(None) => {
+                let _ = writeln!(text, "No context fits, not even one token\n");
+            }
+            None => {}
+        }
         let per = if s.plan.accounting == Accounting::Vllm {
             " on each GPU, with one request of the full context"
         } else {

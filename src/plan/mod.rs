@@ -30,7 +30,9 @@ pub use inventory::{
 };
 pub use policy::{Policy, Usable, UsableRule};
 pub use strategy::split_layers;
-pub use suggest::{suggest, suggest_training, Request as SuggestRequest, Suggestion};
+pub use suggest::{
+    longest_context, suggest, suggest_training, Request as SuggestRequest, Suggestion,
+};
 
 use crate::backend::{BackendKind, DeviceType};
 use crate::units::format_bytes;

@@ -107,12 +107,71 @@ pub struct Request<'a> {
     pub max_context: Option<u64>,
 }
 
+/// Whether `r`'s model plans with `settings` (vLLM's `--max-model-len` the context).
+fn plans_with(r: &Request<'_>, source: &crate::model::ModelSource, settings: &Settings) -> bool {
+    let own = VllmConfig::for_settings(settings);
+    let vllm = VllmConfig {
+        max_model_len: settings.context,
+        dtype: own.dtype,
+        kv_element_bytes: own.kv_element_bytes,
+        ..r.vllm.clone()
+    };
+    let demand = Demand::Model {
+        source: Box::new(source.clone()),
+        settings: Box::new(settings.clone()),
+    };
+    select_for_engine(
+        r.engine,
+        &demand,
+        r.candidates,
+        r.policy,
+        (&vllm, r.llamacpp),
+    )
+    .is_ok_and(|s| s.plan.kind != PlanKind::None)
+}
+
+/// The longest context a sequence (at the request's batch) that plans, up to `upper`, by the
+/// engine's own rules: a search over whole plans, as planning is monotone in the context.
+/// `None` when not even one token does.
+pub fn longest_context(r: &Request<'_>, upper: u64) -> Option<u64> {
+    let Demand::Model { source, settings } = r.demand else {
+        return None;
+    };
+    let fits = |context: u64| {
+        plans_with(
+            r,
+            source,
+            &Settings {
+                context,
+                ..(**settings).clone()
+            },
+        )
+    };
+    if fits(upper) {
+        return Some(upper);
+    }
+    let (mut lo, mut hi) = (1u64, upper);
+    if !fits(lo) {
+        return None;
+    }
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Some(lo)
+}
+
 /// The changes that would make `r` fit, each verified by planning with it; empty for a byte
 /// count or when nothing listed helps.
 pub fn suggest(r: &Request<'_>) -> Vec<Suggestion> {
     let Demand::Model { source, settings } = r.demand else {
         return Vec::new();
     };
+    // Other GPUs or another vLLM setting, planned with the settings as asked.
     let fits = |settings: &Settings, candidates: &[Candidate], vllm: &VllmConfig| {
         let demand = Demand::Model {
             source: source.clone(),
@@ -122,16 +181,9 @@ pub fn suggest(r: &Request<'_>) -> Vec<Suggestion> {
             .is_ok_and(|s| s.plan.kind != PlanKind::None)
     };
     let with = |f: &dyn Fn(&mut Settings)| {
-        let mut s = settings.clone();
+        let mut s = (**settings).clone();
         f(&mut s);
-        let own = VllmConfig::for_settings(&s);
-        let vllm = VllmConfig {
-            max_model_len: s.context,
-            dtype: own.dtype,
-            kv_element_bytes: own.kv_element_bytes,
-            ..r.vllm.clone()
-        };
-        fits(&s, r.candidates, &vllm)
+        plans_with(r, source, &s)
     };
     let mut out = Vec::new();
     if let Some(context) = r.max_context.filter(|&c| with(&|s| s.context = c)) {

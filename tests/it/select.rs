@@ -1202,3 +1202,49 @@ fn a_training_shortfall_lists_what_makes_it_fit() {
     );
     assert_eq!(two[1]["change"], "fsdp", "{two}");
 }
+
+/// `--max-context` plans the longest context that fits by the engine's own rules: one token
+/// more does not plan (Llama-3.1-8B on 24 GiB: 47,824 under vLLM, 72,448 under llama.cpp).
+#[test]
+fn max_context_is_the_longest_that_plans() {
+    for (engine, longest) in [("vllm", 47_824u64), ("llama.cpp", 72_448)] {
+        let base = [
+            "--model",
+            "llama-3.1-8b",
+            "--device",
+            "sim:24GiB",
+            "--engine",
+            engine,
+        ];
+        let doc = common::json_ok(
+            gpumem()
+                .args(["select", "--max-context", "--json"])
+                .args(base),
+        );
+        assert_eq!(doc["longest_context"], longest, "{engine}");
+        assert_ne!(doc["plan"]["kind"], "none");
+        let more = (longest + 1).to_string();
+        let out = gpumem()
+            .args(["select", "--context", &more])
+            .args(base)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(3), "{engine}");
+    }
+    let text = gpumem()
+        .args([
+            "select",
+            "--model",
+            "llama-3.1-8b",
+            "--device",
+            "sim:24GiB",
+            "--engine",
+            "vllm",
+        ])
+        .arg("--max-context")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8(text.stdout)
+        .unwrap()
+        .starts_with("The longest context that fits: 47,824 tokens\n\n"));
+}
