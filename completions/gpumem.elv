@@ -173,6 +173,7 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand --ddp-bucket-view 'With --ddp: the gradients are views of DDP''s buckets (gradient_as_bucket_view=True)'
             cand --offload-optimizer 'With --deepspeed-zero1/2/3: ZeRO-Offload (offload_optimizer.device cpu, pinned): master weights, their gradients and Adam''s moments in host memory, the optimizer stepping there; the host''s bytes are reported beside the GPU''s'
             cand --max-context 'Plan the longest context that fits (a sequence''s, at --batch), found by the serving engine''s own rules, in place of --context'
+            cand --max-concurrency 'Plan the most sequences of --context that fit at once (llama.cpp''s -np, by planning; vLLM''s "Maximum concurrency"), in place of --batch'
             cand --enforce-eager 'vLLM: no CUDA graphs (and no graph pool taken from the KV cache)'
             cand --fit-context 'llama.cpp: no -c, so its fit chooses the context (the trained one, shortened to fit)'
             cand --no-op-offload 'llama.cpp: the GPUs take no operator from host-resident weights (--no-op-offload)'

@@ -258,6 +258,11 @@ pub struct SelectArgs {
     #[arg(long, conflicts_with_all = ["context", "bytes"], help_heading = "Workload")]
     pub max_context: bool,
 
+    /// Plan the most sequences of --context that fit at once (llama.cpp's -np, by planning;
+    /// vLLM's "Maximum concurrency"), in place of --batch.
+    #[arg(long, conflicts_with_all = ["batch", "bytes", "max_context"], help_heading = "Workload")]
+    pub max_concurrency: bool,
+
     /// Place a plain byte count instead of a model (e.g. 28GiB).
     #[arg(long, value_parser = parse_bytes, value_name = "SIZE", conflicts_with = "source", help_heading = "Where")]
     pub bytes: Option<u64>,

@@ -17,12 +17,14 @@ use crate::plan::launch::{
     launch, torchrun, Engine, Launch, LaunchSettings, ModelRef, NoLaunch, VllmFlags,
 };
 use crate::plan::{
-    candidates_from_discovery, longest_context, read_inventories, select_for_engine, suggest,
-    suggest_training, Accounting, Demand, PlanKind, SuggestRequest,
+    candidates_from_discovery, longest_context, most_sequences, read_inventories,
+    select_for_engine, suggest, suggest_training, Accounting, Demand, PlanKind, SuggestRequest,
 };
 
 /// The longest context `--max-context` searches when the model names no trained length.
 const MAX_CONTEXT_SEARCHED: u64 = 1 << 20;
+/// The most sequences `--max-concurrency` searches (llama-server's slots).
+const MAX_SEQUENCES_SEARCHED: u64 = 4096;
 
 /// Runs `gpumem select` and returns its exit status.
 pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
@@ -70,13 +72,8 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
         Demand::Bytes(_) => VllmConfig::defaults(1),
     };
     let llamacpp = select_llamacpp_config(args, engine)?;
-    // --max-context: the longest context that plans, by the engine's rules, replaces --context.
-    let mut longest = None;
-    if let (true, Demand::Model { source, settings }) = (args.max_context, &mut demand) {
-        let upper = source
-            .arch
-            .max_position_embeddings
-            .unwrap_or(MAX_CONTEXT_SEARCHED);
+    let mut inverse = Inverse::default();
+    if let Demand::Model { source, settings } = &mut demand {
         let probe = Demand::Model {
             source: source.clone(),
             settings: settings.clone(),
@@ -90,13 +87,21 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
             llamacpp: &llamacpp,
             max_context: None,
         };
-        longest = Some(longest_context(&request, upper.min(MAX_CONTEXT_SEARCHED)));
-        if let Some(Some(context)) = longest {
-            settings.context = context;
-            vllm = select_vllm_config(args, settings);
-        }
+        inverse = answer_inverse(args, &request, source.arch.max_position_embeddings);
+        settings.context = inverse
+            .longest_context
+            .flatten()
+            .unwrap_or(settings.context);
+        settings.batch = inverse.most_sequences.flatten().unwrap_or(settings.batch);
+        vllm = select_vllm_config(args, settings);
     }
     let selection = select_for_engine(engine, &demand, &candidates, &policy, (&vllm, &llamacpp))?;
+    // vLLM's concurrency is its KV cache's, which it prints.
+    if let (true, Some(crate::plan::EngineAccount::Vllm(fit))) =
+        (args.max_concurrency, &selection.plan.account)
+    {
+        inverse.most_sequences = Some(Some(fit.max_concurrency_centi / 100).filter(|&n| n > 0));
+    }
     let training = selection.plan.accounting == Accounting::PytorchTraining;
     let launches = launches(
         args,
@@ -133,13 +138,39 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
         held_back,
         same_gpu,
         suggestions,
-        longest_context: longest,
+        longest_context: inverse.longest_context,
+        most_sequences: inverse.most_sequences,
     })?;
     Ok(if none {
         Exit::DoesNotFit
     } else {
         Exit::Success
     })
+}
+
+/// What `--max-context` and `--max-concurrency` found (`Some(None)`: not even one).
+#[derive(Default)]
+struct Inverse {
+    longest_context: Option<Option<u64>>,
+    most_sequences: Option<Option<u64>>,
+}
+
+/// `--max-context`: the longest context that plans (up to the trained length); `--max-concurrency`
+/// under llama.cpp and the generic rule: the most sequences that plan (vLLM's is read from its
+/// plan).
+fn answer_inverse(args: &SelectArgs, r: &SuggestRequest<'_>, trained: Option<u64>) -> Inverse {
+    Inverse {
+        longest_context: args.max_context.then(|| {
+            longest_context(
+                r,
+                trained
+                    .unwrap_or(MAX_CONTEXT_SEARCHED)
+                    .min(MAX_CONTEXT_SEARCHED),
+            )
+        }),
+        most_sequences: (args.max_concurrency && r.engine != Some(Engine::Vllm))
+            .then(|| most_sequences(r, MAX_SEQUENCES_SEARCHED)),
+    }
 }
 
 /// Launch commands for a model (not for `--bytes`): each engine's for a serving plan, `torchrun`

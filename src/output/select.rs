@@ -34,6 +34,9 @@ pub struct SelectReport {
     /// With `--max-context`: the longest context that plans (`Some(None)`: not even one
     /// token); the plan is for it.
     pub longest_context: Option<Option<u64>>,
+    /// With `--max-concurrency`: the most sequences of the context at once (`Some(None)`: not
+    /// even one).
+    pub most_sequences: Option<Option<u64>>,
 }
 
 /// The JSON view: the library's typed verdicts plus their reason in words.
@@ -50,6 +53,8 @@ struct SelectJson<'a> {
     suggestions: &'a [Suggestion],
     #[serde(skip_serializing_if = "Option::is_none")]
     longest_context: Option<Option<u64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    most_sequences: Option<Option<u64>>,
 }
 
 #[derive(Serialize)]
@@ -67,6 +72,7 @@ impl Serialize for SelectReport {
             same_gpu: &self.same_gpu,
             suggestions: &self.suggestions,
             longest_context: self.longest_context,
+            most_sequences: self.most_sequences,
             model: &self.model,
             required_bytes: s.required_bytes,
             plan: &s.plan,
@@ -197,6 +203,19 @@ impl Report for SelectReport {
             }
             Some(None) => {
                 let _ = writeln!(text, "No context fits, not even one token\n");
+            }
+            None => {}
+        }
+        match self.most_sequences {
+            Some(Some(n)) => {
+                let _ = writeln!(
+                    text,
+                    "The most sequences that fit at once: {}\n",
+                    thousands(n)
+                );
+            }
+            Some(None) => {
+                let _ = writeln!(text, "Not even one sequence fits\n");
             }
             None => {}
         }

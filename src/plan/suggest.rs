@@ -134,18 +134,29 @@ fn plans_with(r: &Request<'_>, source: &crate::model::ModelSource, settings: &Se
 /// engine's own rules: a search over whole plans, as planning is monotone in the context.
 /// `None` when not even one token does.
 pub fn longest_context(r: &Request<'_>, upper: u64) -> Option<u64> {
+    largest_that_plans(r, upper, &|s, context| s.context = context)
+}
+
+/// The most sequences of the request's context at once (`--batch`, llama-server's `-np`) that
+/// plan, up to `upper`; `None` when not even one does.
+pub fn most_sequences(r: &Request<'_>, upper: u64) -> Option<u64> {
+    largest_that_plans(r, upper, &|s, batch| s.batch = batch)
+}
+
+/// The largest value in `1..=upper` that plans when `set` puts it in the settings, planning
+/// being monotone in it.
+fn largest_that_plans(
+    r: &Request<'_>,
+    upper: u64,
+    set: &dyn Fn(&mut Settings, u64),
+) -> Option<u64> {
     let Demand::Model { source, settings } = r.demand else {
         return None;
     };
-    let fits = |context: u64| {
-        plans_with(
-            r,
-            source,
-            &Settings {
-                context,
-                ..(**settings).clone()
-            },
-        )
+    let fits = |v: u64| {
+        let mut s = (**settings).clone();
+        set(&mut s, v);
+        plans_with(r, source, &s)
     };
     if fits(upper) {
         return Some(upper);

@@ -1248,3 +1248,43 @@ fn max_context_is_the_longest_that_plans() {
         .unwrap()
         .starts_with("The longest context that fits: 47,824 tokens\n\n"));
 }
+
+/// `--max-concurrency`: the most sequences of --context at once. Under llama.cpp it is found by
+/// planning (8 of 8,192 tokens on 24 GiB; 9 does not plan); under vLLM it is the whole part of
+/// the "Maximum concurrency" vLLM prints (5.84x: 5).
+#[test]
+fn max_concurrency_is_the_most_sequences_that_plan() {
+    let base = [
+        "--model",
+        "llama-3.1-8b",
+        "--device",
+        "sim:24GiB",
+        "--context",
+        "8192",
+    ];
+    let doc = common::json_ok(
+        gpumem()
+            .args([
+                "select",
+                "--json",
+                "--max-concurrency",
+                "--engine",
+                "llama.cpp",
+            ])
+            .args(base),
+    );
+    assert_eq!(doc["most_sequences"], 8);
+    let nine = gpumem()
+        .args(["select", "--engine", "llama.cpp", "--batch", "9"])
+        .args(base)
+        .output()
+        .unwrap();
+    assert_eq!(nine.status.code(), Some(3));
+    let doc = common::json_ok(
+        gpumem()
+            .args(["select", "--json", "--max-concurrency", "--engine", "vllm"])
+            .args(base),
+    );
+    assert_eq!(doc["most_sequences"], 5);
+    assert_eq!(doc["plan"]["engine"]["max_concurrency_centi"], 584);
+}
