@@ -174,6 +174,7 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand --offload-optimizer 'With --deepspeed-zero1/2/3: ZeRO-Offload (offload_optimizer.device cpu, pinned): master weights, their gradients and Adam''s moments in host memory, the optimizer stepping there; the host''s bytes are reported beside the GPU''s'
             cand --max-context 'Plan the longest context that fits (a sequence''s, at --batch), found by the serving engine''s own rules, in place of --context'
             cand --max-concurrency 'Plan the most sequences of --context that fit at once (llama.cpp''s -np, by planning; vLLM''s "Maximum concurrency"), in place of --batch'
+            cand --suggest-dtype 'Plan the weight precision of least loss that fits, from the engine''s own (llama.cpp: f16, q8_0 … q2_k; vLLM: bf16, fp8), in place of --dtype'
             cand --enforce-eager 'vLLM: no CUDA graphs (and no graph pool taken from the KV cache)'
             cand --fit-context 'llama.cpp: no -c, so its fit chooses the context (the trained one, shortened to fit)'
             cand --no-op-offload 'llama.cpp: the GPUs take no operator from host-resident weights (--no-op-offload)'

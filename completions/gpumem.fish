@@ -512,6 +512,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l ddp-bucket-view
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l offload-optimizer -d 'With --deepspeed-zero1/2/3: ZeRO-Offload (offload_optimizer.device cpu, pinned): master weights, their gradients and Adam\'s moments in host memory, the optimizer stepping there; the host\'s bytes are reported beside the GPU\'s'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l max-context -d 'Plan the longest context that fits (a sequence\'s, at --batch), found by the serving engine\'s own rules, in place of --context'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l max-concurrency -d 'Plan the most sequences of --context that fit at once (llama.cpp\'s -np, by planning; vLLM\'s "Maximum concurrency"), in place of --batch'
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l suggest-dtype -d 'Plan the weight precision of least loss that fits, from the engine\'s own (llama.cpp: f16, q8_0 … q2_k; vLLM: bf16, fp8), in place of --dtype'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l enforce-eager -d 'vLLM: no CUDA graphs (and no graph pool taken from the KV cache)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l fit-context -d 'llama.cpp: no -c, so its fit chooses the context (the trained one, shortened to fit)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l no-op-offload -d 'llama.cpp: the GPUs take no operator from host-resident weights (--no-op-offload)'

@@ -263,6 +263,11 @@ pub struct SelectArgs {
     #[arg(long, conflicts_with_all = ["batch", "bytes", "max_context"], help_heading = "Workload")]
     pub max_concurrency: bool,
 
+    /// Plan the weight precision of least loss that fits, from the engine's own (llama.cpp: f16,
+    /// q8_0 … q2_k; vLLM: bf16, fp8), in place of --dtype.
+    #[arg(long, conflicts_with_all = ["dtype", "bytes", "gguf"], help_heading = "Workload")]
+    pub suggest_dtype: bool,
+
     /// Place a plain byte count instead of a model (e.g. 28GiB).
     #[arg(long, value_parser = parse_bytes, value_name = "SIZE", conflicts_with = "source", help_heading = "Where")]
     pub bytes: Option<u64>,

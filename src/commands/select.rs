@@ -17,7 +17,7 @@ use crate::plan::launch::{
     launch, torchrun, Engine, Launch, LaunchSettings, ModelRef, NoLaunch, VllmFlags,
 };
 use crate::plan::{
-    candidates_from_discovery, longest_context, most_sequences, read_inventories,
+    best_dtype, candidates_from_discovery, longest_context, most_sequences, read_inventories,
     select_for_engine, suggest, suggest_training, Accounting, Demand, PlanKind, SuggestRequest,
 };
 
@@ -93,6 +93,9 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
             .flatten()
             .unwrap_or(settings.context);
         settings.batch = inverse.most_sequences.flatten().unwrap_or(settings.batch);
+        if let Some(Some(p)) = inverse.dtype {
+            settings.dtype = Some(p);
+        }
         vllm = select_vllm_config(args, settings);
     }
     let selection = select_for_engine(engine, &demand, &candidates, &policy, (&vllm, &llamacpp))?;
@@ -140,6 +143,7 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
         suggestions,
         longest_context: inverse.longest_context,
         most_sequences: inverse.most_sequences,
+        suggested_dtype: inverse.dtype.map(|d| d.map(|p| p.name)),
     })?;
     Ok(if none {
         Exit::DoesNotFit
@@ -153,6 +157,7 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
 struct Inverse {
     longest_context: Option<Option<u64>>,
     most_sequences: Option<Option<u64>>,
+    dtype: Option<Option<crate::model::Precision>>,
 }
 
 /// `--max-context`: the longest context that plans (up to the trained length); `--max-concurrency`
@@ -170,6 +175,7 @@ fn answer_inverse(args: &SelectArgs, r: &SuggestRequest<'_>, trained: Option<u64
         }),
         most_sequences: (args.max_concurrency && r.engine != Some(Engine::Vllm))
             .then(|| most_sequences(r, MAX_SEQUENCES_SEARCHED)),
+        dtype: args.suggest_dtype.then(|| best_dtype(r)),
     }
 }
 

@@ -37,6 +37,9 @@ pub struct SelectReport {
     /// With `--max-concurrency`: the most sequences of the context at once (`Some(None)`: not
     /// even one).
     pub most_sequences: Option<Option<u64>>,
+    /// With `--suggest-dtype`: the weight precision of least loss that fits (`Some(None)`:
+    /// none does); the plan is in it.
+    pub suggested_dtype: Option<Option<&'static str>>,
 }
 
 /// The JSON view: the library's typed verdicts plus their reason in words.
@@ -55,6 +58,8 @@ struct SelectJson<'a> {
     longest_context: Option<Option<u64>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     most_sequences: Option<Option<u64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    suggested_dtype: Option<Option<&'static str>>,
 }
 
 #[derive(Serialize)]
@@ -73,6 +78,7 @@ impl Serialize for SelectReport {
             suggestions: &self.suggestions,
             longest_context: self.longest_context,
             most_sequences: self.most_sequences,
+            suggested_dtype: self.suggested_dtype,
             model: &self.model,
             required_bytes: s.required_bytes,
             plan: &s.plan,
@@ -216,6 +222,15 @@ impl Report for SelectReport {
             }
             Some(None) => {
                 let _ = writeln!(text, "Not even one sequence fits\n");
+            }
+            None => {}
+        }
+        match self.suggested_dtype {
+            Some(Some(d)) => {
+                let _ = writeln!(text, "The precision of least loss that fits: --dtype {d}\n");
+            }
+            Some(None) => {
+                let _ = writeln!(text, "No precision the engine loads fits\n");
             }
             None => {}
         }

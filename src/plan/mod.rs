@@ -31,8 +31,8 @@ pub use inventory::{
 pub use policy::{Policy, Usable, UsableRule};
 pub use strategy::split_layers;
 pub use suggest::{
-    longest_context, most_sequences, suggest, suggest_training, Request as SuggestRequest,
-    Suggestion,
+    best_dtype, longest_context, most_sequences, suggest, suggest_training,
+    Request as SuggestRequest, Suggestion,
 };
 
 use crate::backend::{BackendKind, DeviceType};

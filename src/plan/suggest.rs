@@ -143,6 +143,38 @@ pub fn most_sequences(r: &Request<'_>, upper: u64) -> Option<u64> {
     largest_that_plans(r, upper, &|s, batch| s.batch = batch)
 }
 
+/// The weight precision of least loss that plans, from the engine's ladder: llama.cpp's GGUF
+/// types from f16 down to q2_k, vLLM's bf16 then fp8 (quantized on load), the generic rule's
+/// 16, 8 and 4 bits; none above the model's own weights' bits. `None` when none plans.
+pub fn best_dtype(r: &Request<'_>) -> Option<crate::model::Precision> {
+    let Demand::Model { source, settings } = r.demand else {
+        return None;
+    };
+    let ladder: &[&str] = match r.engine {
+        Some(Engine::LlamaCpp) => &["f16", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q3_k_m", "q2_k"],
+        Some(Engine::Vllm) => &["bf16", "fp8"],
+        _ => &["bf16", "int8", "int4_g128"],
+    };
+    let own_bits = source
+        .estimate(settings)
+        .ok()
+        .map(|b| b.weights_bytes as f64 * 8.0 / b.parameters.max(1) as f64);
+    ladder
+        .iter()
+        .filter_map(|name| weight_precision(name))
+        .filter(|p| own_bits.is_none_or(|bits| p.bits_per_element() <= bits + 0.01))
+        .find(|&p| {
+            plans_with(
+                r,
+                source,
+                &Settings {
+                    dtype: Some(p),
+                    ..(**settings).clone()
+                },
+            )
+        })
+}
+
 /// The largest value in `1..=upper` that plans when `set` puts it in the settings, planning
 /// being monotone in it.
 fn largest_that_plans(

@@ -1288,3 +1288,52 @@ fn max_concurrency_is_the_most_sequences_that_plan() {
     assert_eq!(doc["most_sequences"], 5);
     assert_eq!(doc["plan"]["engine"]["max_concurrency_centi"], 584);
 }
+
+/// `--suggest-dtype`: the precision of least loss that fits, from the engine's own, planned in
+/// it; the one above it does not fit (Llama-3.1-70B on 48 GiB under llama.cpp: q4_k_m, q5_k_m
+/// short; Llama-3.1-8B on 16 GiB under vLLM: fp8, bf16 short; 70B under vLLM: none, exit 3).
+#[test]
+fn suggest_dtype_is_the_least_loss_that_fits() {
+    let pick = |model: &str, gpu: &str, engine: &str| {
+        let out = gpumem()
+            .args([
+                "select",
+                "--json",
+                "--suggest-dtype",
+                "--model",
+                model,
+                "--device",
+                gpu,
+                "--engine",
+                engine,
+            ])
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        (out.status.code(), doc["suggested_dtype"].clone())
+    };
+    assert_eq!(
+        pick("llama-3.1-70b", "sim:48GiB", "llama.cpp"),
+        (Some(0), json!("q4_k_m"))
+    );
+    assert_eq!(
+        pick("llama-3.1-8b", "sim:16GiB", "vllm"),
+        (Some(0), json!("fp8"))
+    );
+    assert_eq!(
+        pick("llama-3.1-70b", "sim:48GiB", "vllm"),
+        (Some(3), Value::Null)
+    );
+    for (model, gpu, engine, above) in [
+        ("llama-3.1-70b", "sim:48GiB", "llama.cpp", "q5_k_m"),
+        ("llama-3.1-8b", "sim:16GiB", "vllm", "bf16"),
+    ] {
+        let out = gpumem()
+            .args([
+                "select", "--model", model, "--device", gpu, "--engine", engine, "--dtype", above,
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(3), "{model} {above}");
+    }
+}
