@@ -13,6 +13,7 @@ use crate::exit::Exit;
 use crate::output::select::SelectReport;
 use crate::output::Output;
 use crate::plan::engines::vllm::VllmConfig;
+use crate::plan::engines::LlamaCppConfig;
 use crate::plan::launch::{
     launch, torchrun, Engine, Launch, LaunchSettings, ModelRef, NoLaunch, VllmFlags,
 };
@@ -72,32 +73,14 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
         Demand::Bytes(_) => VllmConfig::defaults(1),
     };
     let llamacpp = select_llamacpp_config(args, engine)?;
-    let mut inverse = Inverse::default();
-    if let Demand::Model { source, settings } = &mut demand {
-        let probe = Demand::Model {
-            source: source.clone(),
-            settings: settings.clone(),
-        };
-        let request = SuggestRequest {
-            engine,
-            demand: &probe,
-            candidates: &candidates,
-            policy: &policy,
-            vllm: &vllm,
-            llamacpp: &llamacpp,
-            max_context: None,
-        };
-        inverse = answer_inverse(args, &request, source.arch.max_position_embeddings);
-        settings.context = inverse
-            .longest_context
-            .flatten()
-            .unwrap_or(settings.context);
-        settings.batch = inverse.most_sequences.flatten().unwrap_or(settings.batch);
-        if let Some(Some(p)) = inverse.dtype {
-            settings.dtype = Some(p);
-        }
-        vllm = select_vllm_config(args, settings);
-    }
+    let mut inverse = inverse_questions(
+        args,
+        &mut demand,
+        engine,
+        (&candidates, &policy),
+        &mut vllm,
+        &llamacpp,
+    );
     let selection = select_for_engine(engine, &demand, &candidates, &policy, (&vllm, &llamacpp))?;
     // vLLM's concurrency is its KV cache's, which it prints.
     if let (true, Some(crate::plan::EngineAccount::Vllm(fit))) =
@@ -105,7 +88,6 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
     {
         inverse.most_sequences = Some(Some(fit.max_concurrency_centi / 100).filter(|&n| n > 0));
     }
-    let training = selection.plan.accounting == Accounting::PytorchTraining;
     let launches = launches(
         args,
         spec.as_ref(),
@@ -116,26 +98,23 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
         &policy,
     );
     let none = selection.plan.kind == PlanKind::None;
-    // Serving plans are suggested by the serving engines' rules, training by FSDP2 ranks.
-    let request = SuggestRequest {
-        engine,
-        demand: &demand,
-        candidates: &candidates,
-        policy: &policy,
-        vllm: &vllm,
-        llamacpp: &llamacpp,
-        max_context: selection.plan.max_context,
+    let suggestions = if none {
+        what_would_fit(
+            &demand,
+            engine,
+            (&candidates, &policy),
+            (&vllm, &llamacpp),
+            &selection.plan,
+        )
+    } else {
+        Vec::new()
     };
-    let suggestions = match (none, training) {
-        (true, false) => suggest(&request),
-        (true, true) => suggest_training(&request),
-        _ => Vec::new(),
+    let model = match &demand {
+        Demand::Model { source, .. } => Some(source.name.clone()),
+        Demand::Bytes(_) => None,
     };
     out.emit(&SelectReport {
-        model: match &demand {
-            Demand::Model { source, .. } => Some(source.name.clone()),
-            Demand::Bytes(_) => None,
-        },
+        model,
         selection,
         launches,
         held_back,
@@ -158,6 +137,70 @@ struct Inverse {
     longest_context: Option<Option<u64>>,
     most_sequences: Option<Option<u64>>,
     dtype: Option<Option<crate::model::Precision>>,
+}
+
+/// When nothing fits, the changes that would make it fit, each planned with: a serving plan's by
+/// the serving engine's rules, a training step's by its own changes.
+fn what_would_fit(
+    demand: &Demand,
+    engine: Option<Engine>,
+    (candidates, policy): (&[crate::plan::Candidate], &crate::plan::Policy),
+    (vllm, llamacpp): (&VllmConfig, &LlamaCppConfig),
+    plan: &crate::plan::Plan,
+) -> Vec<crate::plan::Suggestion> {
+    let request = SuggestRequest {
+        engine,
+        demand,
+        candidates,
+        policy,
+        vllm,
+        llamacpp,
+        max_context: plan.max_context,
+    };
+    if plan.accounting == Accounting::PytorchTraining {
+        suggest_training(&request)
+    } else {
+        suggest(&request)
+    }
+}
+
+/// `--max-context`, `--max-concurrency` and `--suggest-dtype` answered over the candidates,
+/// and put in the demand's settings (and vLLM's configuration) the plan is made with.
+fn inverse_questions(
+    args: &SelectArgs,
+    demand: &mut Demand,
+    engine: Option<Engine>,
+    (candidates, policy): (&[crate::plan::Candidate], &crate::plan::Policy),
+    vllm: &mut VllmConfig,
+    llamacpp: &LlamaCppConfig,
+) -> Inverse {
+    let Demand::Model { source, settings } = demand else {
+        return Inverse::default();
+    };
+    let probe = Demand::Model {
+        source: source.clone(),
+        settings: settings.clone(),
+    };
+    let request = SuggestRequest {
+        engine,
+        demand: &probe,
+        candidates,
+        policy,
+        vllm,
+        llamacpp,
+        max_context: None,
+    };
+    let inverse = answer_inverse(args, &request, source.arch.max_position_embeddings);
+    settings.context = inverse
+        .longest_context
+        .flatten()
+        .unwrap_or(settings.context);
+    settings.batch = inverse.most_sequences.flatten().unwrap_or(settings.batch);
+    if let Some(Some(p)) = inverse.dtype {
+        settings.dtype = Some(p);
+    }
+    *vllm = select_vllm_config(args, settings);
+    inverse
 }
 
 /// `--max-context`: the longest context that plans (up to the trained length); `--max-concurrency`
