@@ -431,6 +431,13 @@ impl Report for EstimateReport {
                     if self.settings.batch == 1 { "" } else { "s" }
                 );
             }
+            // The total is not any engine's figure: say so, and where each engine's is.
+            let _ = writeln!(
+                text,
+                "total: the parts with gpumem's generic reserves (runtime overhead, \
+                 fragmentation); each engine's own need: `select --engine llama.cpp`, \
+                 `estimate --engine vllm`"
+            );
         }
         if self.settings.mode == Mode::Train {
             training_text(&mut text, self);

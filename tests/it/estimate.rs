@@ -901,3 +901,22 @@ fn estimate_for_vllm_is_selects_need() {
         "gpumem: error: --device is the GPU vLLM's need is planned for: give it with --engine vllm\n"
     );
 }
+
+/// The inference total is labelled for what it is (the parts with gpumem's generic reserves),
+/// naming where each engine's own need is.
+#[test]
+fn the_generic_total_is_labelled() {
+    let out = gpumem()
+        .args(["estimate", "--model", "llama-3.1-8b", "--color", "never"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.ends_with(
+            "total: the parts with gpumem's generic reserves (runtime overhead,\n    \
+             fragmentation); each engine's own need: `select --engine llama.cpp`,\n    \
+             `estimate --engine vllm`\n"
+        ),
+        "{text}"
+    );
+}
