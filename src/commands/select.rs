@@ -3,9 +3,9 @@
 use anyhow::Result;
 
 use super::options::{
-    check_context, check_pp_layer_partition, check_tensor_parallel, load_options, probe_all,
-    select_engines, select_llamacpp_config, select_policy, select_sim_devices, select_vllm_config,
-    select_what, SelectWhat,
+    check_context, check_pp_layer_partition, check_suggest_dtype, check_tensor_parallel,
+    load_options, probe_all, select_engines, select_llamacpp_config, select_policy,
+    select_sim_devices, select_vllm_config, select_what, SelectWhat,
 };
 use crate::backend::{discover_with, host_info, same_gpus};
 use crate::cli::SelectArgs;
@@ -37,6 +37,7 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
         SelectWhat::Model(spec, settings) => {
             let source = super::load_model(&spec, &load_options(&args.settings), out)?;
             check_context(&source.name, &source.arch, &settings, &args.settings)?;
+            check_suggest_dtype(args, &source)?;
             (
                 Demand::Model {
                     source: Box::new(source),

@@ -505,6 +505,20 @@ fn an_ollama_name_not_pulled_is_read_from_the_registry() {
     assert_eq!(got["model"]["name"], "ollama:tiny:q4");
     let k = kinds(&hub.log());
     assert_eq!(hub.requests(), 3, "{:#?} {k:?}", hub.log());
+    // A GGUF is loaded in its own types: there is no precision to suggest for it.
+    let out = run()
+        .args(["select", "--model", "ollama:tiny:q4", "--suggest-dtype"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    // The projector's warning comes first; the error is the last line.
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(
+        err.lines().last().unwrap(),
+        "gpumem: error: --suggest-dtype chooses a precision to quantize a checkpoint to; \
+         ollama:tiny:q4 is a GGUF, loaded in its own types: pick another of its quantizations \
+         instead"
+    );
     let plan = json_ok(run().args([
         "select",
         "--model",

@@ -123,6 +123,20 @@ pub fn sim_devices(devices: &[DeviceSpec]) -> Result<Vec<Candidate>> {
 /// Tokens of context a sequence when `--context` is not given.
 const DEFAULT_CONTEXT: u32 = 4096;
 
+/// `--suggest-dtype` re-quantizes a checkpoint; a GGUF (by path, Hub id or Ollama name) is
+/// loaded in its own types whatever `--dtype` says, so there is nothing to choose.
+pub fn check_suggest_dtype(args: &SelectArgs, source: &crate::model::ModelSource) -> Result<()> {
+    if args.suggest_dtype && source.kind == crate::model::SourceKind::Gguf {
+        return Err(CliError::Usage(format!(
+            "--suggest-dtype chooses a precision to quantize a checkpoint to; {} is a GGUF, \
+             loaded in its own types: pick another of its quantizations instead",
+            source.name
+        ))
+        .into());
+    }
+    Ok(())
+}
+
 /// A context past the model's trained length is a different question from memory: named so,
 /// with the longest it takes, unless `--allow-longer-context`.
 pub fn check_context(
