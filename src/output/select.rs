@@ -199,40 +199,26 @@ impl Report for SelectReport {
         let s = &self.selection;
         let mut text = String::new();
         let what = self.model.clone().unwrap_or_else(|| "the request".into());
-        match self.longest_context {
-            Some(Some(c)) => {
-                let _ = writeln!(
-                    text,
-                    "The longest context that fits: {} tokens\n",
-                    thousands(c)
-                );
-            }
-            Some(None) => {
-                let _ = writeln!(text, "No context fits, not even one token\n");
-            }
-            None => {}
-        }
-        match self.most_sequences {
-            Some(Some(n)) => {
-                let _ = writeln!(
-                    text,
-                    "The most sequences that fit at once: {}\n",
-                    thousands(n)
-                );
-            }
-            Some(None) => {
-                let _ = writeln!(text, "Not even one sequence fits\n");
-            }
-            None => {}
-        }
-        match self.suggested_dtype {
-            Some(Some(d)) => {
-                let _ = writeln!(text, "The precision of least loss that fits: --dtype {d}\n");
-            }
-            Some(None) => {
-                let _ = writeln!(text, "No precision the engine loads fits\n");
-            }
-            None => {}
+        let answers = [
+            self.longest_context.map(|c| {
+                c.map_or("No context fits, not even one token".into(), |c| {
+                    format!("The longest context that fits: {} tokens", thousands(c))
+                })
+            }),
+            self.most_sequences.map(|n| {
+                n.map_or("Not even one sequence fits".into(), |n| {
+                    format!("The most sequences that fit at once: {}", thousands(n))
+                })
+            }),
+            self.suggested_dtype.map(|d| {
+                d.map_or("No precision the engine loads fits".into(), |d| {
+                    format!("The precision of least loss that fits: --dtype {d}")
+                })
+            }),
+        ];
+        // The answers to --max-context, --max-concurrency and --suggest-dtype come first.
+        for answer in answers.into_iter().flatten() {
+            let _ = writeln!(text, "{answer}\n");
         }
         let per = if s.plan.accounting == Accounting::Vllm {
             " on each GPU, with one request of the full context"
