@@ -245,7 +245,7 @@ _gpumem() {
             return 0
             ;;
         gpumem__subcmd__estimate)
-            opts="-m -b -c -q -v -h -V --model --config --gguf --safetensors --dtype --kv-dtype --batch --context --ubatch --allow-generic --allow-longer-context --offline --mmproj --swa-full --flash-attention --overhead --fragmentation-reserve --mode --optimizer --checkpointing --no-checkpointing --grad-accum --attn-implementation --recipe --lora-rank --lora-targets --fsdp --no-reshard-after-forward --ddp --ddp-bucket-view --zero1 --deepspeed-zero1 --deepspeed-zero2 --deepspeed-zero3 --offload-optimizer --list-models --fits --engine --device --new-tokens --json --quiet --verbose --wide --color --help --version"
+            opts="-m -b -c -q -v -h -V --model --config --gguf --safetensors --dtype --kv-dtype --batch --context --ubatch --allow-generic --allow-longer-context --offline --mmproj --swa-full --flash-attention --overhead --fragmentation-reserve --mode --optimizer --checkpointing --no-checkpointing --grad-accum --attn-implementation --recipe --lora-rank --lora-targets --fsdp --no-reshard-after-forward --ddp --ddp-bucket-view --zero1 --deepspeed-zero1 --deepspeed-zero2 --deepspeed-zero3 --offload-optimizer --list-models --fits --engine --flash-attn --device --new-tokens --json --quiet --verbose --wide --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -361,6 +361,10 @@ _gpumem() {
                     ;;
                 --engine)
                     COMPREPLY=($(compgen -W "llama.cpp transformers vllm" -- "${cur}"))
+                    return 0
+                    ;;
+                --flash-attn)
+                    COMPREPLY=($(compgen -W "auto on off" -- "${cur}"))
                     return 0
                     ;;
                 --device)

@@ -181,14 +181,23 @@ pub struct EstimateArgs {
     #[arg(long)]
     pub fits: bool,
 
-    /// Inference by whose memory: llama.cpp's buffers, vLLM's need on each GPU (as `select
-    /// --engine vllm` plans it on --device, else this machine's GPUs), or transformers'
-    /// `generate` (the context is then the prompt).
-    #[arg(long, value_enum, default_value_t = InferenceEngine::LlamaCpp, value_name = "ENGINE")]
-    pub engine: InferenceEngine,
+    /// Inference by whose memory: llama.cpp's buffers (as `select --engine llama.cpp` plans
+    /// them), vLLM's need on each GPU (as `select --engine vllm` plans it on --device, else
+    /// this machine's GPUs), or transformers' `generate` (the context is then the prompt).
+    /// Default: llama.cpp, the engine a GGUF implies; for a Hugging Face checkpoint the report
+    /// says so and names `--engine vllm`.
+    #[arg(long, value_enum, value_name = "ENGINE")]
+    pub engine: Option<InferenceEngine>,
 
-    /// With --engine vllm: the GPUs to plan for (repeatable), as `select --device`: sim:h100,
-    /// sim:80GiB. vLLM's defaults and budget depend on the GPU.
+    /// llama.cpp's -fa: flash attention `on`, `off` (the full attention scores are computed),
+    /// or `auto`, on where the backend supports it, as llama-server's default (every backend
+    /// gpumem models supports it).
+    #[arg(long, value_enum, default_value_t = FlashAttnArg::Auto, value_name = "WHEN")]
+    pub flash_attn: FlashAttnArg,
+
+    /// The devices to plan for (repeatable), as `select --device`: sim:h100, sim:80GiB. With
+    /// --engine vllm its need on each GPU (vLLM's defaults and budget depend on the GPU); with
+    /// llama.cpp its fit on them, buffer by device.
     #[arg(long, value_name = "SPEC", value_parser = DeviceSpecs, hide_possible_values = true)]
     pub device: Vec<DeviceSpec>,
 

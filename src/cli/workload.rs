@@ -69,13 +69,18 @@ pub struct WorkloadSettings {
     #[arg(long)]
     pub flash_attention: bool,
 
-    /// Runtime overhead per device (CUDA context, kernels, workspaces).
-    #[arg(long, default_value = "500MiB", value_parser = parse_bytes, value_name = "SIZE")]
-    pub overhead: u64,
+    /// A reserve per device added to the figure (CUDA context, kernels, workspaces). Default:
+    /// 500MiB (the CUDA context and PyTorch's two cuBLAS workspaces beside a training step, and
+    /// the generic rule's reserve); none for `estimate`'s inference, whose figures are the
+    /// engine's own account.
+    #[arg(long, value_parser = parse_bytes, value_name = "SIZE", hide_short_help = true)]
+    pub overhead: Option<u64>,
 
-    /// Extra percentage kept for allocator fragmentation.
-    #[arg(long, default_value_t = 10.0, value_parser = parse_percent, value_name = "PERCENT")]
-    pub fragmentation_reserve: f64,
+    /// A percentage added for allocator fragmentation. Default: 10 (PyTorch's caching
+    /// allocator reserved up to 1.09x its peak on an H200's training steps); none for
+    /// `estimate`'s inference.
+    #[arg(long, value_parser = parse_percent, value_name = "PERCENT", hide_short_help = true)]
+    pub fragmentation_reserve: Option<f64>,
 
     /// Inference (weights, KV cache, activations) or training (plus gradients and optimizer).
     #[arg(long, value_enum, default_value_t = Mode::Infer)]

@@ -3,16 +3,18 @@
 use anyhow::Result;
 
 use super::options::{
-    check_context, estimate_command_settings, estimate_source, load_options, probe_all,
-    sim_devices, PROBE_TIMEOUT,
+    check_context, estimate_command_settings, estimate_engine, estimate_source, load_options,
+    probe_all, sim_devices, PROBE_TIMEOUT,
 };
 use crate::backend::{discover_with, host_info};
 use crate::cli::{EstimateArgs, InferenceEngine};
 use crate::error::CliError;
 use crate::exit::Exit;
 use crate::model::catalog;
-use crate::model::ModelSource;
-use crate::output::estimate::{CatalogReport, DeviceFit, EstimateReport};
+use crate::model::{ModelSource, SourceKind};
+use crate::output::estimate::{
+    CatalogReport, ChosenBy, DeviceFit, EngineChoice, EstimateReport, LlamaCppNeed,
+};
 use crate::output::estimate_vllm::VllmEstimateReport;
 use crate::output::Output;
 use crate::plan::engines::vllm::VllmConfig;
@@ -21,7 +23,7 @@ use crate::plan::engines::Settings;
 use crate::plan::launch::Engine;
 use crate::plan::launch::ModelRef;
 use crate::plan::EngineAccount;
-use crate::plan::{candidates_from_discovery, select_for_engine, Demand, Policy};
+use crate::plan::{candidates_from_discovery, select_for_engine, Demand, Policy, VerdictReason};
 
 /// Runs `gpumem estimate` and returns its exit status.
 pub fn run(args: &EstimateArgs, out: &Output) -> Result<Exit> {
@@ -30,22 +32,41 @@ pub fn run(args: &EstimateArgs, out: &Output) -> Result<Exit> {
         return Ok(Exit::Success);
     }
     let spec = estimate_source(args)?;
-    let settings = estimate_command_settings(args)?;
+    let mut settings = estimate_command_settings(args)?;
     let model = super::load_model(&spec, &load_options(&args.settings), out)?;
     check_context(&model.name, &model.arch, &settings, &args.settings)?;
-    if args.engine == InferenceEngine::Vllm {
+    let engine = estimate_engine(args);
+    if engine == InferenceEngine::Vllm {
         return vllm_need(args, model, settings, out);
     }
+    let infer = settings.mode == crate::plan::engines::Mode::Infer;
+    let llamacpp = infer && engine == InferenceEngine::LlamaCpp;
+    if llamacpp {
+        // llama-server's outputs: the last token's logits of each sequence (an encoder's every
+        // token), as `select --engine llama.cpp` plans.
+        settings.llamacpp.outputs = model.arch.encoder.is_none().then_some(settings.batch);
+    }
     let breakdown = model.estimate(&settings)?;
+    let planned = if llamacpp && !args.device.is_empty() {
+        Some(llamacpp_need(args, &model, &settings)?)
+    } else {
+        None
+    };
     // `--fits` judges this machine's devices as `select` would, by the serving engine's rule.
     let fits = if args.fits {
         let found = discover_with(&probe_all(PROBE_TIMEOUT));
         let host = host_info().hostname.unwrap_or_else(|| "localhost".into());
         let candidates = candidates_from_discovery(&found, &host);
-        let engine = ModelRef::for_source(&spec, &model)
-            .engines()
-            .first()
-            .copied();
+        // llama.cpp's figures are judged by its own fit; training and generate by the engine
+        // the model's format implies.
+        let engine = if llamacpp {
+            Some(Engine::LlamaCpp)
+        } else {
+            ModelRef::for_source(&spec, &model)
+                .engines()
+                .first()
+                .copied()
+        };
         let vllm = VllmConfig::for_settings(&settings);
         let demand = Demand::Model {
             source: Box::new(model.clone()),
@@ -56,7 +77,7 @@ pub fn run(args: &EstimateArgs, out: &Output) -> Result<Exit> {
             &demand,
             &candidates,
             &Policy::default(),
-            (&vllm, &LlamaCppConfig::default()),
+            (&vllm, &llamacpp_config(&settings)),
         )?;
         Some(
             selection
@@ -68,6 +89,10 @@ pub fn run(args: &EstimateArgs, out: &Output) -> Result<Exit> {
                     name: v.name.clone(),
                     available_bytes: v.usable_bytes,
                     needed_bytes: v.needed_bytes,
+                    engine_skips: matches!(
+                        v.reason,
+                        VerdictReason::SoftwareDeviceSkipped | VerdictReason::NotForEngine
+                    ),
                     fits: v.fits,
                 })
                 .collect::<Vec<_>>(),
@@ -76,12 +101,72 @@ pub fn run(args: &EstimateArgs, out: &Output) -> Result<Exit> {
         None
     };
     let none_fit = fits.as_ref().is_some_and(|f| !f.iter().any(|d| d.fits));
-    out.emit(&EstimateReport::new(&model, &settings, breakdown, fits))?;
-    Ok(if none_fit {
+    let mut report = EstimateReport::new(&model, &settings, breakdown, fits);
+    if infer {
+        report.engine = Some(EngineChoice {
+            name: if engine == InferenceEngine::Transformers {
+                "transformers"
+            } else {
+                "llama.cpp"
+            },
+            chosen_by: if args.engine.is_some() {
+                ChosenBy::Flag
+            } else if model.kind == SourceKind::Gguf {
+                ChosenBy::Format
+            } else {
+                ChosenBy::Default
+            },
+        });
+    }
+    report.llamacpp = planned;
+    let does_not_start = report.llamacpp.as_ref().is_some_and(|n| !n.fits);
+    out.emit(&report)?;
+    Ok(if none_fit || does_not_start {
         Exit::DoesNotFit
     } else {
         Exit::Success
     })
+}
+
+/// `estimate --device …` under llama.cpp: its fit on those devices, as `select --engine
+/// llama.cpp` plans it there.
+fn llamacpp_need(
+    args: &EstimateArgs,
+    model: &ModelSource,
+    settings: &Settings,
+) -> Result<LlamaCppNeed> {
+    let candidates = sim_devices(&args.device)?;
+    let demand = Demand::Model {
+        source: Box::new(model.clone()),
+        settings: Box::new(settings.clone()),
+    };
+    let cfg = llamacpp_config(settings);
+    let selection = select_for_engine(
+        Some(Engine::LlamaCpp),
+        &demand,
+        &candidates,
+        &Policy::default(),
+        (&VllmConfig::for_settings(settings), &cfg),
+    )?;
+    let fits = selection.plan.kind != crate::plan::PlanKind::None;
+    let account = match selection.plan.account {
+        Some(EngineAccount::LlamaCpp(a)) => Some(a),
+        _ => None,
+    };
+    Ok(LlamaCppNeed {
+        devices: candidates.iter().map(|c| c.name.clone()).collect(),
+        needed_bytes: selection.required_bytes,
+        fits,
+        account,
+    })
+}
+
+/// llama.cpp's settings as `estimate` counts them: -fa as asked, the rest llama-server's.
+fn llamacpp_config(settings: &Settings) -> LlamaCppConfig {
+    LlamaCppConfig {
+        flash_attention_off: !settings.flash_attention,
+        ..LlamaCppConfig::default()
+    }
 }
 
 /// `estimate --engine vllm`: vLLM's need on each GPU, planned as `select --engine vllm` plans

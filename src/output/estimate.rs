@@ -11,9 +11,46 @@ use crate::model::{CatalogModel, ModelSource, ModelWarning, SourceKind};
 use crate::plan::engines::pytorch::generate::{GeneratePeak, GeneratePhase};
 use crate::plan::engines::pytorch::training::{LoraTargets, Phase, Recipe, ZeroStage};
 use crate::plan::engines::Breakdown;
+use crate::plan::engines::LlamaCppAccount;
 use crate::plan::engines::TrainingStep;
 use crate::plan::engines::{ActivationsBasis, Mode, Settings, TrainingBytes};
 use crate::units::format_bytes;
+
+/// Whose inference the figures are, and why that engine (JSON `engine`).
+#[derive(Debug, Clone, Serialize)]
+pub struct EngineChoice {
+    /// `llama.cpp` or `transformers`.
+    pub name: &'static str,
+    /// Why: `flag` (`--engine`), `format` (a GGUF is llama.cpp's), or `default` (a checkpoint
+    /// llama.cpp would first convert; vLLM's need is `--engine vllm`).
+    pub chosen_by: ChosenBy,
+}
+
+/// Why `estimate` counts the engine it counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChosenBy {
+    /// `--engine` named it.
+    Flag,
+    /// The model's format implies it (a GGUF: llama.cpp).
+    Format,
+    /// No flag and no format's engine: llama.cpp, gpumem's default.
+    Default,
+}
+
+/// llama.cpp's fit on `--device`'s devices, as `select --engine llama.cpp` plans it (JSON
+/// `llamacpp`).
+#[derive(Debug, Clone, Serialize)]
+pub struct LlamaCppNeed {
+    /// The devices planned on, by name.
+    pub devices: Vec<String>,
+    /// What it needs on each GPU used (`select`'s figure), or the host's when none is.
+    pub needed_bytes: u64,
+    /// Whether it loads there.
+    pub fits: bool,
+    /// Its buffers per device and on the host, and its flags.
+    pub account: Option<LlamaCppAccount>,
+}
 
 /// The model part of the report.
 #[derive(Debug, Clone, Serialize)]
@@ -70,6 +107,9 @@ pub struct DeviceFit {
     pub available_bytes: u64,
     /// What the model needs there alone, by the same rule.
     pub needed_bytes: u64,
+    /// The engine does not run on it (`needed_bytes` is then 0): a software GPU llama.cpp
+    /// skips, or a device vLLM does not serve from.
+    pub engine_skips: bool,
     /// Whether the total fits.
     pub fits: bool,
 }
@@ -116,6 +156,10 @@ pub struct EstimateReport {
     pub warnings: Vec<String>,
     /// Devices compared, with --fits.
     pub fits: Option<Vec<DeviceFit>>,
+    /// Inference: whose figures these are.
+    pub engine: Option<EngineChoice>,
+    /// `--device` under llama.cpp: its fit there.
+    pub llamacpp: Option<LlamaCppNeed>,
 }
 
 impl EstimateReport {
@@ -163,6 +207,8 @@ impl EstimateReport {
             total_bytes: b.total_bytes,
             warnings: model.warnings.iter().map(warning_text).collect(),
             fits,
+            engine: None,
+            llamacpp: None,
         }
     }
 }
@@ -414,7 +460,7 @@ impl Report for EstimateReport {
                 "activations: {}",
                 match self.activations_basis {
                     ActivationsBasis::GraphReplay => {
-                        "llama.cpp's prompt graph replayed through its allocator (its CPU compute buffer to the byte)"
+                        "llama.cpp's prompt graph replayed through its allocator: its CPU compute buffer to the byte, and its output buffer (logits), which llama.cpp's breakdown leaves out"
                     }
                     ActivationsBasis::TransformersGenerate => {
                         "what lives at generate's peak beside the weights and the cache"
@@ -431,13 +477,7 @@ impl Report for EstimateReport {
                     if self.settings.batch == 1 { "" } else { "s" }
                 );
             }
-            // The total is not any engine's figure: say so, and where each engine's is.
-            let _ = writeln!(
-                text,
-                "total: the parts with gpumem's generic reserves (runtime overhead, \
-                 fragmentation); each engine's own need: `select --engine llama.cpp`, \
-                 `estimate --engine vllm`"
-            );
+            self.total_text(&mut text);
         }
         if self.settings.mode == Mode::Train {
             training_text(&mut text, self);
@@ -451,6 +491,53 @@ impl Report for EstimateReport {
 }
 
 impl EstimateReport {
+    /// Inference: whose total it is, and (`--device`) llama.cpp's fit on those devices.
+    fn total_text(&self, text: &mut String) {
+        let reserves = self.overhead_bytes > 0 || self.fragmentation_bytes > 0;
+        let asked = if reserves {
+            ", with the --overhead and --fragmentation-reserve asked for"
+        } else {
+            ""
+        };
+        let Some(engine) = &self.engine else {
+            return;
+        };
+        let line = match (engine.name, engine.chosen_by) {
+            ("transformers", _) => format!("total: transformers' generate at its peak{asked}"),
+            (_, ChosenBy::Default) => format!(
+                "total: llama.cpp's model, KV-cache and compute buffers on a CPU{asked}, as \
+                 `select --engine llama.cpp` plans them (gpumem's default engine; vLLM's need: \
+                 `estimate --engine vllm --device sim:h100`)"
+            ),
+            (_, ChosenBy::Format) => format!(
+                "total: llama.cpp's model, KV-cache and compute buffers on a CPU{asked}, as \
+                 `select --engine llama.cpp` plans them (a GGUF is llama.cpp's; --device for \
+                 its fit on a GPU)"
+            ),
+            _ => format!(
+                "total: llama.cpp's model, KV-cache and compute buffers on a CPU{asked}, as \
+                 `select --engine llama.cpp` plans them"
+            ),
+        };
+        let _ = writeln!(text, "{line}");
+        if let Some(need) = &self.llamacpp {
+            let _ = writeln!(
+                text,
+                "\nOn {}: llama.cpp needs {}{}",
+                need.devices.join(", "),
+                format_bytes(need.needed_bytes),
+                if need.fits {
+                    ""
+                } else {
+                    "; it does not load there"
+                }
+            );
+            if let Some(a) = &need.account {
+                super::engine::llamacpp_text(text, a);
+            }
+        }
+    }
+
     /// Every part of the estimate, its bytes and share, and the total.
     fn parts_table(&self, style: &Style) -> comfy_table::Table {
         let mut table = new_table(style, &["part", "bytes", "size", "share"]);
@@ -474,8 +561,14 @@ impl EstimateReport {
             }
         }
         rows.push(("activations", self.activation_bytes));
-        rows.push(("runtime overhead", self.overhead_bytes));
-        rows.push(("fragmentation reserve", self.fragmentation_bytes));
+        // Inference's figures are the engine's own: a generic reserve is shown only when asked.
+        let train = self.settings.mode == Mode::Train;
+        if train || self.overhead_bytes > 0 {
+            rows.push(("runtime overhead", self.overhead_bytes));
+        }
+        if train || self.fragmentation_bytes > 0 {
+            rows.push(("fragmentation reserve", self.fragmentation_bytes));
+        }
         for (name, bytes) in rows {
             table.add_row(vec![
                 name.to_string(),
@@ -505,11 +598,22 @@ impl EstimateReport {
                 comfy_table::Cell::new(d.device),
                 comfy_table::Cell::new(one_line(&d.name)),
                 comfy_table::Cell::new(format_bytes(d.available_bytes)),
-                comfy_table::Cell::new(format_bytes(d.needed_bytes)),
+                comfy_table::Cell::new(if d.engine_skips {
+                    "not used".to_string()
+                } else {
+                    format_bytes(d.needed_bytes)
+                }),
                 style.verdict(if d.fits { "yes" } else { "no" }, d.fits),
             ]);
         }
         let _ = writeln!(text, "\n{t}");
+        if fits.iter().any(|d| d.engine_skips) {
+            let _ = writeln!(
+                text,
+                "not used: the engine does not run on that device (a software GPU, or not a \
+                 GPU for a GPU engine)"
+            );
+        }
         if !fits.iter().any(|d| d.fits) {
             let _ = writeln!(
                 text,

@@ -221,14 +221,18 @@ fn names(table: &[model::Precision]) -> String {
 /// inference figure: with `--mode train` a usage error).
 pub fn estimate_command_settings(args: &cli::EstimateArgs) -> Result<Settings> {
     let mut settings = estimate_settings(&args.settings)?;
-    let vllm = args.engine == cli::InferenceEngine::Vllm;
-    if !args.device.is_empty() && !vllm {
+    let engine = estimate_engine(args);
+    let vllm = engine == cli::InferenceEngine::Vllm;
+    let train = settings.mode == engines::Mode::Train;
+    if !args.device.is_empty() && (train || engine == cli::InferenceEngine::Transformers) {
         return Err(CliError::Usage(
-            "--device is the GPU vLLM's need is planned for: give it with --engine vllm".into(),
+            "--device is the GPUs an engine's need is planned on: give it with --engine vllm \
+             or llama.cpp (`select --mode train --device` plans a training step)"
+                .into(),
         )
         .into());
     }
-    if vllm && settings.mode == engines::Mode::Train {
+    if vllm && train {
         return Err(CliError::Usage(
             "--engine vllm serves; --mode train is PyTorch's training step: drop one".into(),
         )
@@ -242,49 +246,83 @@ pub fn estimate_command_settings(args: &cli::EstimateArgs) -> Result<Settings> {
         )
         .into());
     }
-    if args.engine == cli::InferenceEngine::Transformers {
-        if settings.mode == engines::Mode::Train {
-            return Err(CliError::Usage(
-                "--engine transformers estimates generation; --mode train is PyTorch's training \
-                 step already"
-                    .into(),
-            )
-            .into());
-        }
-        // The walk of generate is bf16's (f16 weighs the same); another precision would be
-        // estimated in bf16 under its name.
-        if let Some(p) = settings.dtype.filter(|p| !matches!(p.name, "bf16" | "f16")) {
-            let gguf = if p.weight_format() == WeightFormat::GgufOnly {
-                " (a GGUF type, which llama.cpp runs)"
-            } else {
-                ""
-            };
-            return Err(CliError::Usage(format!(
-                "--engine transformers walks generate in bf16, not --dtype {}{gguf}: give \
-                 --dtype bf16 or f16, or drop --engine transformers",
-                p.name
-            ))
-            .into());
-        }
-        settings.pytorch.generate_new_tokens = Some(u64::from(args.new_tokens));
+    if !train {
+        // Inference's figures are the engine's own account: no generic reserve unless asked.
+        settings.overhead = args.settings.overhead.unwrap_or(0);
+        settings.fragmentation_reserve = args.settings.fragmentation_reserve.unwrap_or(0.0);
     }
-    // llama.cpp refuses a quantized V cache without flash attention (llama-cpp-python's
-    // default is off, which `estimate` follows unless --flash-attention is given).
-    let quantized = settings.kv_dtype.block_elems > 1;
-    if args.engine == cli::InferenceEngine::LlamaCpp
-        && settings.mode == engines::Mode::Infer
-        && quantized
-        && !settings.flash_attention
-    {
+    if engine == cli::InferenceEngine::Transformers {
+        transformers_settings(args, &mut settings)?;
+    }
+    if engine == cli::InferenceEngine::LlamaCpp && !train {
+        llamacpp_estimate_settings(args, &mut settings)?;
+    }
+    Ok(settings)
+}
+
+/// The engine whose inference `estimate` counts: `--engine`, else llama.cpp's.
+pub fn estimate_engine(args: &cli::EstimateArgs) -> cli::InferenceEngine {
+    args.engine.unwrap_or(cli::InferenceEngine::LlamaCpp)
+}
+
+/// `estimate --engine transformers`: generate's walk is bf16's.
+fn transformers_settings(args: &cli::EstimateArgs, settings: &mut Settings) -> Result<()> {
+    if settings.mode == engines::Mode::Train {
+        return Err(CliError::Usage(
+            "--engine transformers estimates generation; --mode train is PyTorch's training \
+             step already"
+                .into(),
+        )
+        .into());
+    }
+    // The walk of generate is bf16's (f16 weighs the same); another precision would be
+    // estimated in bf16 under its name.
+    if let Some(p) = settings.dtype.filter(|p| !matches!(p.name, "bf16" | "f16")) {
+        let gguf = if p.weight_format() == WeightFormat::GgufOnly {
+            " (a GGUF type, which llama.cpp runs)"
+        } else {
+            ""
+        };
+        return Err(CliError::Usage(format!(
+            "--engine transformers walks generate in bf16, not --dtype {}{gguf}: give \
+             --dtype bf16 or f16, or drop --engine transformers",
+            p.name
+        ))
+        .into());
+    }
+    settings.pytorch.generate_new_tokens = Some(u64::from(args.new_tokens));
+    Ok(())
+}
+
+/// llama.cpp's inference as llama-server runs it: `-fa auto` (on: every backend gpumem models
+/// supports it) unless `--flash-attn off`; a quantized V cache needs it.
+fn llamacpp_estimate_settings(args: &cli::EstimateArgs, settings: &mut Settings) -> Result<()> {
+    let off = args.flash_attn == cli::FlashAttnArg::Off;
+    if off && args.settings.flash_attention {
+        return Err(CliError::Usage(
+            "--flash-attention and --flash-attn off contradict each other: drop one".into(),
+        )
+        .into());
+    }
+    settings.flash_attention = !off;
+    if settings.kv_dtype.block_elems > 1 && off {
         return Err(CliError::Usage(format!(
             "llama.cpp quantizes the V cache only with flash attention: --kv-dtype {} needs \
-             --flash-attention",
+             --flash-attn on or auto",
             settings.kv_dtype.name
         ))
         .into());
     }
-    Ok(settings)
+    Ok(())
 }
+
+/// `--overhead`'s default: the CUDA context and PyTorch's cuBLAS workspaces beside a training
+/// step, and the generic rule's reserve.
+const DEFAULT_OVERHEAD: u64 = 500 << 20;
+
+/// `--fragmentation-reserve`'s default, in percent: PyTorch's caching allocator reserved up to
+/// 1.09× its peak over the training steps recorded on an H200 (tests/fixtures/pytorch-gpu/).
+const DEFAULT_FRAGMENTATION: f64 = 10.0;
 
 /// The precision and workload flags of `estimate` and `select`; an unknown dtype is a usage
 /// error.
@@ -372,8 +410,8 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
         context: u64::from(args.context.unwrap_or(DEFAULT_CONTEXT)),
         ubatch: u64::from(args.ubatch),
         flash_attention: args.flash_attention,
-        overhead: args.overhead,
-        fragmentation_reserve: args.fragmentation_reserve,
+        overhead: args.overhead.unwrap_or(DEFAULT_OVERHEAD),
+        fragmentation_reserve: args.fragmentation_reserve.unwrap_or(DEFAULT_FRAGMENTATION),
         mode: match args.mode {
             cli::Mode::Infer => engines::Mode::Infer,
             cli::Mode::Train => engines::Mode::Train,
