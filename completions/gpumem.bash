@@ -245,7 +245,7 @@ _gpumem() {
             return 0
             ;;
         gpumem__subcmd__estimate)
-            opts="-m -b -c -q -v -h -V --model --config --gguf --safetensors --dtype --kv-dtype --batch --context --ubatch --allow-generic --allow-longer-context --offline --mmproj --swa-full --flash-attention --overhead --fragmentation-reserve --mode --optimizer --checkpointing --no-checkpointing --grad-accum --attn-implementation --recipe --lora-rank --lora-targets --fsdp --no-reshard-after-forward --ddp --ddp-bucket-view --zero1 --deepspeed-zero1 --deepspeed-zero2 --deepspeed-zero3 --offload-optimizer --list-models --fits --engine --flash-attn --device --new-tokens --json --quiet --verbose --wide --color --help --version"
+            opts="-m -b -c -q -v -h -V --model --config --gguf --safetensors --dtype --kv-dtype --batch --context-length --context --ubatch --allow-generic --allow-longer-context --offline --mmproj --swa-full --flash-attention --overhead --fragmentation-reserve --mode --optimizer --checkpointing --no-checkpointing --grad-accum --attn-implementation --recipe --lora-rank --lora-targets --fsdp --no-reshard-after-forward --ddp --ddp-bucket-view --zero1 --deepspeed-zero1 --deepspeed-zero2 --deepspeed-zero3 --offload-optimizer --mem-fraction-static --tp --tp-size --max-running-requests --chunked-prefill-size --max-total-tokens --disable-cuda-graph --list-models --fits --engine --flash-attn --device --new-tokens --json --quiet --verbose --wide --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -288,6 +288,10 @@ _gpumem() {
                     return 0
                     ;;
                 --context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --context-length)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -359,8 +363,32 @@ _gpumem() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --mem-fraction-static)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tp-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tp)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-running-requests)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --chunked-prefill-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-total-tokens)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --engine)
-                    COMPREPLY=($(compgen -W "llama.cpp transformers vllm" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "llama.cpp transformers vllm sglang" -- "${cur}"))
                     return 0
                     ;;
                 --flash-attn)
@@ -485,7 +513,7 @@ _gpumem() {
             return 0
             ;;
         gpumem__subcmd__select)
-            opts="-m -b -c -q -v -h -V --model --config --gguf --safetensors --dtype --kv-dtype --batch --context --ubatch --allow-generic --allow-longer-context --offline --mmproj --swa-full --flash-attention --overhead --fragmentation-reserve --mode --optimizer --checkpointing --no-checkpointing --grad-accum --attn-implementation --recipe --lora-rank --lora-targets --fsdp --no-reshard-after-forward --ddp --ddp-bucket-view --zero1 --deepspeed-zero1 --deepspeed-zero2 --deepspeed-zero3 --offload-optimizer --max-context --max-concurrency --suggest-dtype --bytes --inventory --engine --device --ram --gpu-memory-utilization --max-num-batched-tokens --max-num-seqs --block-size --enforce-eager --cpu-offload-gb --pp-layer-partition --tensor-parallel-size --fit-context --fit-ctx-min --llamacpp-device --flash-attn --no-op-offload --split-mode --prefer --memory-fraction --min-free --driver-reserve --context-reserve --reserve-fraction --reserve-cap --timeout --json --quiet --verbose --wide --color --help --version"
+            opts="-m -b -c -q -v -h -V --model --config --gguf --safetensors --dtype --kv-dtype --batch --context-length --context --ubatch --allow-generic --allow-longer-context --offline --mmproj --swa-full --flash-attention --overhead --fragmentation-reserve --mode --optimizer --checkpointing --no-checkpointing --grad-accum --attn-implementation --recipe --lora-rank --lora-targets --fsdp --no-reshard-after-forward --ddp --ddp-bucket-view --zero1 --deepspeed-zero1 --deepspeed-zero2 --deepspeed-zero3 --offload-optimizer --mem-fraction-static --tp --tp-size --max-running-requests --chunked-prefill-size --max-total-tokens --disable-cuda-graph --max-context --max-concurrency --suggest-dtype --bytes --inventory --engine --device --ram --gpu-memory-utilization --max-num-batched-tokens --max-num-seqs --block-size --enforce-eager --cpu-offload-gb --pp-layer-partition --tensor-parallel-size --fit-context --fit-ctx-min --llamacpp-device --flash-attn --no-op-offload --split-mode --prefer --memory-fraction --min-free --driver-reserve --context-reserve --reserve-fraction --reserve-cap --timeout --json --quiet --verbose --wide --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -528,6 +556,10 @@ _gpumem() {
                     return 0
                     ;;
                 --context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --context-length)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -599,6 +631,30 @@ _gpumem() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --mem-fraction-static)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tp-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tp)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-running-requests)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --chunked-prefill-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-total-tokens)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --bytes)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -608,7 +664,7 @@ _gpumem() {
                     return 0
                     ;;
                 --engine)
-                    COMPREPLY=($(compgen -W "llama.cpp vllm" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "llama.cpp vllm sglang" -- "${cur}"))
                     return 0
                     ;;
                 --device)

@@ -199,7 +199,7 @@ fp8\t''
 q8_0\t''
 q4_0\t''"
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s b -l batch -d 'Sequences processed at once' -r
-complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s c -l context -d 'Tokens of context per sequence (prompt plus generated): 4096, or with k for 1,024 tokens (32k is 32,768; 128k is 131,072). Default: 4096. Past the model\'s trained length it is refused unless --allow-longer-context' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s c -l context -l context-length -d 'Tokens of context per sequence (prompt plus generated): 4096, or with k for 1,024 tokens (32k is 32,768; 128k is 131,072). Default: 4096. Past the model\'s trained length it is refused unless --allow-longer-context' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l ubatch -d 'Prefill chunk (micro-batch) in tokens; sizes the activation scratch' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l mmproj -d 'A multimodal projector GGUF (llama.cpp\'s mmproj) loaded beside the model: its weights are counted. An Ollama model\'s own projector is found in its manifest without this' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l overhead -d 'A reserve per device added to the figure (CUDA context, kernels, workspaces). Default: 500MiB (the CUDA context and PyTorch\'s two cuBLAS workspaces beside a training step, and the generic rule\'s reserve); none for `estimate`\'s inference, whose figures are the engine\'s own account' -r
@@ -227,9 +227,15 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l zero1 -d 'Wit
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l deepspeed-zero1 -d 'With --mode train: DeepSpeed\'s ZeRO stage 1 over N ranks (bf16, its default buckets): the weights and gradients whole on each rank, master weights and Adam\'s moments partitioned; the figures are the fullest rank\'s' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l deepspeed-zero2 -d 'With --mode train: DeepSpeed\'s ZeRO stage 2 over N ranks (bf16, its default buckets): the weights whole on each rank, gradients, master weights and Adam\'s moments partitioned; the figures are the fullest rank\'s' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l deepspeed-zero3 -d 'With --mode train: DeepSpeed\'s ZeRO stage 3 over N ranks (bf16, its defaults): the weights, gradients, master weights and Adam\'s moments partitioned, each layer gathered whole while it runs; the figures are the fullest rank\'s' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l mem-fraction-static -d 'SGLang: the share of the free memory its weights and KV pool take [default: by GPU memory, 0.83 on an H100]' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l tp-size -l tp -d 'SGLang: exactly N tensor-parallel ranks (--tp-size, --tp) [default: one GPU, else every GPU of the host]' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l max-running-requests -d 'SGLang: the most requests running at once [default: from the pool\'s tokens]' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l chunked-prefill-size -d 'SGLang: tokens a prefill chunk [default: by GPU memory, 8192 on an H100]' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l max-total-tokens -d 'SGLang: a cap on the KV pool\'s tokens' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l engine -d 'Inference by whose memory: llama.cpp\'s buffers (as `select --engine llama.cpp` plans them), vLLM\'s need on each GPU (as `select --engine vllm` plans it on --device, else this machine\'s GPUs), or transformers\' `generate` (the context is then the prompt). Default: llama.cpp, the engine a GGUF implies; for a Hugging Face checkpoint the report says so and names `--engine vllm`' -r -f -a "llama.cpp\t'llama.cpp: its model, KV-cache and compute buffers'
 transformers\t'transformers\' generate: weights, the dynamic cache and the prefill\'s activations'
-vllm\t'vLLM: one rank\'s budget, weights, profile peak, CUDA graphs and KV blocks on a GPU'"
+vllm\t'vLLM: one rank\'s budget, weights, profile peak, CUDA graphs and KV blocks on a GPU'
+sglang\t'SGLang: one rank\'s static fraction, weights and KV pool (max_total_num_tokens) on a GPU'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l flash-attn -d 'llama.cpp\'s -fa: flash attention `on`, `off` (the full attention scores are computed), or `auto`, on where the backend supports it, as llama-server\'s default (every backend gpumem models supports it)' -r -f -a "auto\t'On where the backend supports it'
 on\t'On'
 off\t'Off: the full attention scores are computed'"
@@ -267,6 +273,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l no-reshard-af
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l ddp -d 'With --mode train: one rank of DistributedDataParallel (its gradient buckets beside the gradients); --ddp-bucket-view for gradient_as_bucket_view=True'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l ddp-bucket-view -d 'With --ddp: the gradients are views of DDP\'s buckets (gradient_as_bucket_view=True)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l offload-optimizer -d 'With --deepspeed-zero1/2/3: ZeRO-Offload (offload_optimizer.device cpu, pinned): master weights, their gradients and Adam\'s moments in host memory, the optimizer stepping there; the host\'s bytes are reported beside the GPU\'s'
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l disable-cuda-graph -d 'SGLang: no CUDA graphs (none reserved for in the default fraction)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l list-models -d 'List the built-in catalog and exit'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l fits -d 'Compare the total with every discovered device; exit 3 when none fits'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l json -d 'Print one JSON document on stdout instead of tables'
@@ -415,7 +422,7 @@ fp8\t''
 q8_0\t''
 q4_0\t''"
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s b -l batch -d 'Sequences processed at once' -r
-complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s c -l context -d 'Tokens of context per sequence (prompt plus generated): 4096, or with k for 1,024 tokens (32k is 32,768; 128k is 131,072). Default: 4096. Past the model\'s trained length it is refused unless --allow-longer-context' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -s c -l context -l context-length -d 'Tokens of context per sequence (prompt plus generated): 4096, or with k for 1,024 tokens (32k is 32,768; 128k is 131,072). Default: 4096. Past the model\'s trained length it is refused unless --allow-longer-context' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l ubatch -d 'Prefill chunk (micro-batch) in tokens; sizes the activation scratch' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l mmproj -d 'A multimodal projector GGUF (llama.cpp\'s mmproj) loaded beside the model: its weights are counted. An Ollama model\'s own projector is found in its manifest without this' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l overhead -d 'A reserve per device added to the figure (CUDA context, kernels, workspaces). Default: 500MiB (the CUDA context and PyTorch\'s two cuBLAS workspaces beside a training step, and the generic rule\'s reserve); none for `estimate`\'s inference, whose figures are the engine\'s own account' -r
@@ -443,10 +450,16 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l zero1 -d 'With 
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l deepspeed-zero1 -d 'With --mode train: DeepSpeed\'s ZeRO stage 1 over N ranks (bf16, its default buckets): the weights and gradients whole on each rank, master weights and Adam\'s moments partitioned; the figures are the fullest rank\'s' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l deepspeed-zero2 -d 'With --mode train: DeepSpeed\'s ZeRO stage 2 over N ranks (bf16, its default buckets): the weights whole on each rank, gradients, master weights and Adam\'s moments partitioned; the figures are the fullest rank\'s' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l deepspeed-zero3 -d 'With --mode train: DeepSpeed\'s ZeRO stage 3 over N ranks (bf16, its defaults): the weights, gradients, master weights and Adam\'s moments partitioned, each layer gathered whole while it runs; the figures are the fullest rank\'s' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l mem-fraction-static -d 'SGLang: the share of the free memory its weights and KV pool take [default: by GPU memory, 0.83 on an H100]' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l tp-size -l tp -d 'SGLang: exactly N tensor-parallel ranks (--tp-size, --tp) [default: one GPU, else every GPU of the host]' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l max-running-requests -d 'SGLang: the most requests running at once [default: from the pool\'s tokens]' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l chunked-prefill-size -d 'SGLang: tokens a prefill chunk [default: by GPU memory, 8192 on an H100]' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l max-total-tokens -d 'SGLang: a cap on the KV pool\'s tokens' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l bytes -d 'Place a plain byte count instead of a model (e.g. 28GiB)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l inventory -d 'Plan over inventory files instead of this machine: `gpumem discover --json` documents (only backend, device name and total required), `nvidia-smi --query-gpu=... --format=csv` output (one host per file; add `mig.mode.current` to leave out GPUs in MIG mode) or `kubectl get nodes -o json` (GPU Feature Discovery labels). Formats may be mixed' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l engine -d 'Engines to print launch commands for (repeatable). Default: every engine that can load the model as given (llama.cpp for a GGUF file, vLLM for a checkpoint or catalog model)' -r -f -a "llama.cpp\t'llama.cpp\'s llama-server (GGUF files; --rpc for other hosts)'
-vllm\t'vLLM\'s vllm serve (Hugging Face checkpoints; Ray across hosts)'"
+vllm\t'vLLM\'s vllm serve (Hugging Face checkpoints; Ray across hosts)'
+sglang\t'SGLang\'s launch_server (Hugging Face checkpoints; tensor parallel in one host)'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l device -d 'Plan for a device you do not have (repeatable): sim:SIZE with a unit (GiB binary, GB decimal: sim:80GB is 74.5 GiB), or a GPU by name with the total its driver reports (sim:h100 is 81,559 MiB; h200, a100-80gb, a100-40gb, l40s, l4, a10, t4, rtx5090, rtx4090, rtx3090, mi300x)' -r -f -a "host\t''
 host:4GiB\t''
 sim:8GiB\t''
@@ -513,6 +526,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l no-reshard-afte
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l ddp -d 'With --mode train: one rank of DistributedDataParallel (its gradient buckets beside the gradients); --ddp-bucket-view for gradient_as_bucket_view=True'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l ddp-bucket-view -d 'With --ddp: the gradients are views of DDP\'s buckets (gradient_as_bucket_view=True)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l offload-optimizer -d 'With --deepspeed-zero1/2/3: ZeRO-Offload (offload_optimizer.device cpu, pinned): master weights, their gradients and Adam\'s moments in host memory, the optimizer stepping there; the host\'s bytes are reported beside the GPU\'s'
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l disable-cuda-graph -d 'SGLang: no CUDA graphs (none reserved for in the default fraction)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l max-context -d 'Plan the longest context that fits (a sequence\'s, at --batch), found by the serving engine\'s own rules, in place of --context'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l max-concurrency -d 'Plan the most sequences of --context that fit at once (llama.cpp\'s -np, by planning; vLLM\'s "Maximum concurrency"), in place of --batch'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l suggest-dtype -d 'Plan the weight precision of least loss that fits, from the engine\'s own (llama.cpp: f16, q8_0 … q2_k; vLLM: bf16, fp8), in place of --dtype'

@@ -90,9 +90,9 @@ pub enum Command {
     /// List every backend and device with total and free memory; unavailable backends say why.
     Discover(DiscoverArgs),
     /// Compute the memory a model needs: weights, KV cache, activations and runtime overhead.
-    Estimate(EstimateArgs),
+    Estimate(Box<EstimateArgs>),
     /// Choose the device, split or CPU offload where a model fits, and say why others do not.
-    Select(SelectArgs),
+    Select(Box<SelectArgs>),
     /// Run the pool allocator against a real device and report hit rate, fragmentation, latency.
     #[command(name = "bench-alloc")]
     BenchAlloc(BenchAllocArgs),
@@ -216,6 +216,8 @@ pub enum InferenceEngine {
     Transformers,
     /// vLLM: one rank's budget, weights, profile peak, CUDA graphs and KV blocks on a GPU.
     Vllm,
+    /// SGLang: one rank's static fraction, weights and KV pool (max_total_num_tokens) on a GPU.
+    Sglang,
 }
 
 /// Which backend `select` should favour.
@@ -245,13 +247,15 @@ pub enum EngineArg {
     LlamaCpp,
     /// vLLM's vllm serve (Hugging Face checkpoints; Ray across hosts).
     Vllm,
+    /// SGLang's launch_server (Hugging Face checkpoints; tensor parallel in one host).
+    Sglang,
 }
 
 /// Arguments of `gpumem select`.
 #[derive(Debug, Clone, Args)]
 #[command(
     after_long_help = after_help(Some("select")),
-    after_help = "The training, vLLM, llama.cpp and generic-rule flags: see --help."
+    after_help = "The training, vLLM, SGLang, llama.cpp and generic-rule flags: see --help."
 )]
 pub struct SelectArgs {
     /// The model (or use --bytes).

@@ -32,7 +32,7 @@ pub struct WorkloadSettings {
     /// Tokens of context per sequence (prompt plus generated): 4096, or with k for 1,024 tokens
     /// (32k is 32,768; 128k is 131,072). Default: 4096. Past the model's trained length it is
     /// refused unless --allow-longer-context.
-    #[arg(short, long, value_parser = values::parse_context, allow_negative_numbers = true)]
+    #[arg(short, long, visible_alias = "context-length", value_parser = values::parse_context, allow_negative_numbers = true)]
     pub context: Option<u32>,
 
     /// Prefill chunk (micro-batch) in tokens; sizes the activation scratch.
@@ -198,4 +198,42 @@ pub struct WorkloadSettings {
     /// there; the host's bytes are reported beside the GPU's.
     #[arg(long, help_heading = "Training (--mode train)", hide_short_help = true)]
     pub offload_optimizer: bool,
+
+    /// SGLang's `launch_server` memory flags.
+    #[command(flatten)]
+    pub sglang: SglangArgs,
+}
+
+/// `python -m sglang.launch_server`'s memory settings (SGLang 0.5.23's defaults when not given).
+#[derive(Debug, Clone, Args)]
+pub struct SglangArgs {
+    /// SGLang: the share of the free memory its weights and KV pool take [default: by GPU
+    /// memory, 0.83 on an H100].
+    #[arg(long, value_parser = super::values::parse_fraction, value_name = "FRACTION", help_heading = "SGLang (--engine sglang)", hide_short_help = true)]
+    pub mem_fraction_static: Option<f64>,
+
+    /// SGLang: exactly N tensor-parallel ranks (--tp-size, --tp) [default: one GPU, else every
+    /// GPU of the host].
+    #[arg(long = "tp-size", visible_alias = "tp", value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024), help_heading = "SGLang (--engine sglang)", hide_short_help = true)]
+    pub tp_size: Option<u64>,
+
+    /// SGLang: the most requests running at once [default: from the pool's tokens].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1 << 20), help_heading = "SGLang (--engine sglang)", hide_short_help = true)]
+    pub max_running_requests: Option<u64>,
+
+    /// SGLang: tokens a prefill chunk [default: by GPU memory, 8192 on an H100].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1 << 24), help_heading = "SGLang (--engine sglang)", hide_short_help = true)]
+    pub chunked_prefill_size: Option<u64>,
+
+    /// SGLang: a cap on the KV pool's tokens.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1 << 40), help_heading = "SGLang (--engine sglang)", hide_short_help = true)]
+    pub max_total_tokens: Option<u64>,
+
+    /// SGLang: no CUDA graphs (none reserved for in the default fraction).
+    #[arg(
+        long,
+        help_heading = "SGLang (--engine sglang)",
+        hide_short_help = true
+    )]
+    pub disable_cuda_graph: bool,
 }

@@ -15,6 +15,7 @@ use crate::model::{ModelSource, SourceKind};
 use crate::output::estimate::{
     CatalogReport, ChosenBy, DeviceFit, EngineChoice, EstimateReport, LlamaCppNeed,
 };
+use crate::output::estimate_sglang::SglangEstimateReport;
 use crate::output::estimate_vllm::VllmEstimateReport;
 use crate::output::Output;
 use crate::plan::engines::vllm::VllmConfig;
@@ -36,8 +37,10 @@ pub fn run(args: &EstimateArgs, out: &Output) -> Result<Exit> {
     let model = super::load_model(&spec, &load_options(&args.settings), out)?;
     check_context(&model.name, &model.arch, &settings, &args.settings)?;
     let engine = estimate_engine(args);
-    if engine == InferenceEngine::Vllm {
-        return vllm_need(args, model, settings, out);
+    match engine {
+        InferenceEngine::Vllm => return vllm_need(args, model, settings, out),
+        InferenceEngine::Sglang => return sglang_need(args, model, settings, out),
+        _ => {}
     }
     let infer = settings.mode == crate::plan::engines::Mode::Infer;
     let llamacpp = infer && engine == InferenceEngine::LlamaCpp;
@@ -169,14 +172,12 @@ fn llamacpp_config(settings: &Settings) -> LlamaCppConfig {
     }
 }
 
-/// `estimate --engine vllm`: vLLM's need on each GPU, planned as `select --engine vllm` plans
-/// it on `--device` (else this machine's GPUs); exit 3 when it does not start there.
-fn vllm_need(
+/// `--device`'s GPUs, else this machine's, and the first GPU's name; a usage error without one
+/// (`engine`'s need depends on the GPU).
+fn gpu_candidates(
     args: &EstimateArgs,
-    model: ModelSource,
-    settings: Settings,
-    out: &Output,
-) -> Result<Exit> {
+    engine: &str,
+) -> Result<(Vec<crate::plan::Candidate>, String)> {
     let mut candidates = sim_devices(&args.device)?;
     if candidates.is_empty() {
         let found = discover_with(&probe_all(PROBE_TIMEOUT));
@@ -188,13 +189,71 @@ fn vllm_need(
         .find(|c| c.is_gpu())
         .map(|c| c.name.clone())
     else {
-        return Err(CliError::Usage(
-            "vLLM's need depends on the GPU and this machine has none: give --device sim:h100 \
-             (or another GPU, or sim:SIZE)"
-                .into(),
-        )
+        return Err(CliError::Usage(format!(
+            "{engine}'s need depends on the GPU and this machine has none: give --device \
+             sim:h100 (or another GPU, or sim:SIZE)"
+        ))
         .into());
     };
+    Ok((candidates, gpu))
+}
+
+/// `estimate --engine sglang`: SGLang's need on each GPU, planned as `select --engine sglang`
+/// plans it on `--device` (else this machine's GPUs); exit 3 when it does not serve there.
+fn sglang_need(
+    args: &EstimateArgs,
+    model: ModelSource,
+    settings: Settings,
+    out: &Output,
+) -> Result<Exit> {
+    let (candidates, gpu) = gpu_candidates(args, "SGLang")?;
+    let name = model.name.clone();
+    let demand = Demand::Model {
+        source: Box::new(model),
+        settings: Box::new(settings.clone()),
+    };
+    let selection = select_for_engine(
+        Some(Engine::Sglang),
+        &demand,
+        &candidates,
+        &Policy::default(),
+        (
+            &VllmConfig::for_settings(&settings),
+            &LlamaCppConfig::default(),
+        ),
+    )?;
+    let Some(EngineAccount::Sglang(fit)) = selection.plan.account.clone() else {
+        return Err(CliError::Usage(format!(
+            "SGLang's accounting does not cover {name} (its pool is sized otherwise: recurrent \
+             state or an encoder)"
+        ))
+        .into());
+    };
+    let serves = selection.plan.kind != crate::plan::PlanKind::None;
+    out.emit(&SglangEstimateReport {
+        model: name,
+        engine: "sglang",
+        gpu,
+        needed_bytes: selection.required_bytes,
+        serves,
+        account: fit,
+    })?;
+    Ok(if serves {
+        Exit::Success
+    } else {
+        Exit::DoesNotFit
+    })
+}
+
+/// `estimate --engine vllm`: vLLM's need on each GPU, planned as `select --engine vllm` plans
+/// it on `--device` (else this machine's GPUs); exit 3 when it does not start there.
+fn vllm_need(
+    args: &EstimateArgs,
+    model: ModelSource,
+    settings: Settings,
+    out: &Output,
+) -> Result<Exit> {
+    let (candidates, gpu) = gpu_candidates(args, "vLLM")?;
     let vllm = VllmConfig::for_settings(&settings);
     let name = model.name.clone();
     let demand = Demand::Model {

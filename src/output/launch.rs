@@ -79,6 +79,7 @@ fn engine_name(e: Engine) -> &'static str {
     match e {
         Engine::LlamaCpp => "llama.cpp",
         Engine::Vllm => "vLLM",
+        Engine::Sglang => "SGLang",
         Engine::Torchrun => "PyTorch (torchrun)",
     }
 }

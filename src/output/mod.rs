@@ -5,8 +5,10 @@
 pub mod bench;
 pub mod discover;
 mod engine;
+mod engine_sglang;
 mod escape;
 pub mod estimate;
+pub mod estimate_sglang;
 pub mod estimate_vllm;
 pub mod export;
 mod json;
@@ -107,7 +109,7 @@ impl Output {
                 let text = brief.unwrap_or_else(|| report.render_text(&self.style));
                 let text = match self.style.width {
                     Some(width) => table::fit_width(&text, usize::from(width)),
-                    None => text,
+                    None => table::unmark(&text),
                 };
                 self.write_stdout(&terminal_text(&text))
             }

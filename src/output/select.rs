@@ -220,7 +220,7 @@ impl Report for SelectReport {
         for answer in answers.into_iter().flatten() {
             let _ = writeln!(text, "{answer}\n");
         }
-        let per = if s.plan.accounting == Accounting::Vllm {
+        let per = if matches!(s.plan.accounting, Accounting::Vllm | Accounting::Sglang) {
             " on each GPU, with one request of the full context"
         } else {
             ""
@@ -272,6 +272,9 @@ impl Report for SelectReport {
         if let Some(f) = p.vllm().filter(|_| p.accounting == Accounting::Vllm) {
             let len = p.capacity.map_or(0, |c| c.context);
             super::engine::vllm_text(&mut text, f, p.kind != PlanKind::None, len);
+        }
+        if let Some(f) = p.sglang() {
+            super::engine_sglang::sglang_text(&mut text, f);
         }
         if let Some(c) = p.capacity {
             capacity_text(&mut text, &c);

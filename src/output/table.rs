@@ -93,6 +93,12 @@ pub fn new_table(style: &Style, headers: &[&str]) -> Table {
 pub(super) fn fit_width(text: &str, width: usize) -> String {
     let mut out = String::with_capacity(text.len());
     for line in text.lines() {
+        // An engine's own line, kept whole as the engine prints it.
+        if let Some(verbatim) = line.strip_prefix(VERBATIM) {
+            out.push_str(verbatim);
+            out.push('\n');
+            continue;
+        }
         let table_row = line.starts_with(['┌', '│', '╞', '└', '├', '╡', '+', '|', '=']);
         if table_row || visible_width(line) <= width {
             out.push_str(line);
@@ -110,6 +116,14 @@ pub(super) fn fit_width(text: &str, width: usize) -> String {
         }
     }
     out
+}
+
+/// Marks a line of a report as an engine's own words, never wrapped (and removed on output).
+pub(super) const VERBATIM: char = '\u{1}';
+
+/// `text` with the [`VERBATIM`] marks removed, for output that is not wrapped.
+pub(super) fn unmark(text: &str) -> String {
+    text.replace(VERBATIM, "")
 }
 
 /// Columns a line takes on a terminal: characters, less ANSI colour sequences.

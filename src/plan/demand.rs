@@ -3,7 +3,7 @@
 //! context are searched on the model's own figures.
 
 use super::engines::vllm::{VllmConfig, VllmOutcome};
-use super::engines::{EnginePlanner, LlamaCpp, LlamaCppConfig, Planned, Pytorch, Vllm};
+use super::engines::{EnginePlanner, LlamaCpp, LlamaCppConfig, Planned, Pytorch, Sglang, Vllm};
 use super::launch::Engine;
 use super::{
     capacity, model_requirement, plan, Accounting, Candidate, Capacity, Plan, PlanKind, Policy,
@@ -84,6 +84,7 @@ pub fn select_for_engine(
         _ if settings.mode == Mode::Train => Box::new(Pytorch),
         Some(Engine::Vllm) => Box::new(Vllm(vllm)),
         Some(Engine::LlamaCpp) => Box::new(LlamaCpp(llamacpp)),
+        Some(Engine::Sglang) => Box::new(Sglang),
         _ => return select(demand, candidates, policy),
     };
     match planner.plan(source, settings, candidates)? {

@@ -278,6 +278,9 @@ pub enum EngineAccount {
     /// llama.cpp's of the GPUs and the host (JSON: `llamacpp`).
     #[serde(rename = "llamacpp")]
     LlamaCpp(engines::LlamaCppAccount),
+    /// SGLang's on one rank of the plan, or of the closest layout (JSON: `sglang`).
+    #[serde(rename = "sglang")]
+    Sglang(engines::sglang::SglangFit),
 }
 
 impl Plan {
@@ -285,6 +288,14 @@ impl Plan {
     pub fn vllm(&self) -> Option<&engines::vllm::VllmFit> {
         match &self.account {
             Some(EngineAccount::Vllm(f)) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// SGLang's accounting, when SGLang planned.
+    pub fn sglang(&self) -> Option<&engines::sglang::SglangFit> {
+        match &self.account {
+            Some(EngineAccount::Sglang(f)) => Some(f),
             _ => None,
         }
     }
@@ -360,6 +371,8 @@ pub enum Accounting {
     GenericAfterVllm,
     /// A PyTorch training step on one GPU ([`engines::select_training`]).
     PytorchTraining,
+    /// SGLang 0.5.23's own accounting ([`engines::sglang`]).
+    Sglang,
 }
 
 impl Accounting {
@@ -370,6 +383,7 @@ impl Accounting {
             Accounting::Vllm | Accounting::GenericAfterVllm => Some(engines::vllm::VERSION),
             Accounting::LlamaCpp => Some(engines::llamacpp::VERSION),
             Accounting::PytorchTraining => Some(engines::pytorch::VERSION),
+            Accounting::Sglang => Some(engines::sglang::VERSION),
         }
     }
 }

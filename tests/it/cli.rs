@@ -67,6 +67,7 @@ fn version_verbose_names_each_engine_release_modelled() {
         "engines modelled:\n",
         "  llama.cpp  b11312  vendored by llama-cpp-python 0.3.36\n",
         "  vLLM       0.33    its Python source; public start-up logs\n",
+        "  SGLang     0.5.23  its Python source; public start-up logs\n",
         "  PyTorch    2.15    transformers 5.24, deepspeed 0.19; MemTracker\n",
     );
     for args in [
@@ -453,6 +454,7 @@ fn select_help_is_grouped_and_short_help_is_short() {
         "\nWhere:\n",
         "\nvLLM (--engine vllm):\n",
         "\nllama.cpp (--engine llama.cpp):\n",
+        "\nSGLang (--engine sglang):\n",
         "\nGeneric rule (plans no engine models):\n",
     ] {
         assert!(
@@ -467,5 +469,6 @@ fn select_help_is_grouped_and_short_help_is_short() {
     assert!(!short.contains("--gpu-memory-utilization"), "{short}");
     assert!(!short.contains("--fsdp"), "{short}");
     assert!(short.contains("--device <SPEC>"), "{short}");
-    assert!(short.ends_with("The training, vLLM, llama.cpp and generic-rule flags: see --help.\n"));
+    assert!(short
+        .ends_with("The training, vLLM, SGLang, llama.cpp and generic-rule flags: see --help.\n"));
 }

@@ -922,7 +922,8 @@ fn estimate_for_vllm_is_selects_need() {
     assert_eq!(
         err,
         "gpumem: error: --device is the GPUs an engine's need is planned on: give it with \
-         --engine vllm or llama.cpp (`select --mode train --device` plans a training step)\n"
+         --engine vllm, sglang or llama.cpp (`select --mode train --device` plans a training \
+         step)\n"
     );
 }
 

@@ -32,6 +32,8 @@ mod pytorch_gpu;
 mod pytorch_reference;
 mod select;
 mod select_inventory;
+mod sglang;
+mod sglang_reference;
 mod stress;
 mod training_fsdp;
 mod transfers;

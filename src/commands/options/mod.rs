@@ -222,29 +222,38 @@ fn names(table: &[model::Precision]) -> String {
 pub fn estimate_command_settings(args: &cli::EstimateArgs) -> Result<Settings> {
     let mut settings = estimate_settings(&args.settings)?;
     let engine = estimate_engine(args);
-    let vllm = engine == cli::InferenceEngine::Vllm;
+    let vllm = matches!(
+        engine,
+        cli::InferenceEngine::Vllm | cli::InferenceEngine::Sglang
+    );
     let train = settings.mode == engines::Mode::Train;
     if !args.device.is_empty() && (train || engine == cli::InferenceEngine::Transformers) {
         return Err(CliError::Usage(
-            "--device is the GPUs an engine's need is planned on: give it with --engine vllm \
-             or llama.cpp (`select --mode train --device` plans a training step)"
+            "--device is the GPUs an engine's need is planned on: give it with --engine vllm, \
+             sglang or llama.cpp (`select --mode train --device` plans a training step)"
                 .into(),
         )
         .into());
     }
     if vllm && train {
         return Err(CliError::Usage(
-            "--engine vllm serves; --mode train is PyTorch's training step: drop one".into(),
+            "--engine vllm and sglang serve; --mode train is PyTorch's training step: drop one"
+                .into(),
         )
         .into());
     }
     if vllm && args.fits {
         return Err(CliError::Usage(
-            "--engine vllm already plans on the GPUs (--device, else this machine's); --fits \
-             is for the other engines"
+            "--engine vllm and sglang already plan on the GPUs (--device, else this \
+             machine's); --fits is for the other engines"
                 .into(),
         )
         .into());
+    }
+    if args.settings.sglang.tp_size.is_some() && engine != cli::InferenceEngine::Sglang {
+        return Err(
+            CliError::Usage("--tp-size is SGLang's: it needs --engine sglang".into()).into(),
+        );
     }
     if !train {
         // Inference's figures are the engine's own account: no generic reserve unless asked.
@@ -421,6 +430,14 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
             ..LlamaCppRun::default()
         },
         pytorch: pytorch_run(args, deepspeed),
+        sglang: engines::sglang::SglangRun {
+            mem_fraction_static: args.sglang.mem_fraction_static,
+            tp_size: args.sglang.tp_size,
+            max_running_requests: args.sglang.max_running_requests,
+            chunked_prefill_size: args.sglang.chunked_prefill_size,
+            max_total_tokens: args.sglang.max_total_tokens,
+            disable_cuda_graph: args.sglang.disable_cuda_graph,
+        },
     })
 }
 /// PyTorch's settings from the training flags (checked for their mode by the caller).
@@ -494,6 +511,7 @@ pub fn select_engines(args: &SelectArgs, model: &ModelRef) -> Vec<Engine> {
         .map(|e| match e {
             cli::EngineArg::LlamaCpp => Engine::LlamaCpp,
             cli::EngineArg::Vllm => Engine::Vllm,
+            cli::EngineArg::Sglang => Engine::Sglang,
         })
         .collect()
 }
@@ -650,6 +668,10 @@ pub fn check_tensor_parallel(
     let Some(tp) = args.vllm.tensor_parallel_size else {
         return Ok(());
     };
+    // SGLang takes it as its own --tp-size (checked with it).
+    if engine == Some(Engine::Sglang) {
+        return Ok(());
+    }
     if engine != Some(Engine::Vllm) {
         return Err(CliError::Usage(
             "--tensor-parallel-size is vLLM's: it needs --engine vllm or a model vLLM serves"
@@ -681,6 +703,49 @@ pub fn check_tensor_parallel(
         "--tensor-parallel-size {tp}: vLLM requires it to divide {why}"
     ))
     .into())
+}
+
+/// SGLang's `--tp-size` (`--tp`, or `--tensor-parallel-size` under `--engine sglang`): the
+/// ranks asked for, checked as SGLang checks them; `None` when not asked.
+pub fn sglang_tp(
+    args: &SelectArgs,
+    arch: &model::ModelArch,
+    candidates: &[Candidate],
+    engine: Option<Engine>,
+) -> Result<Option<u64>> {
+    let asked = args.settings.sglang.tp_size;
+    let sglang = engine == Some(Engine::Sglang);
+    if asked.is_some() && !sglang {
+        return Err(
+            CliError::Usage("--tp-size is SGLang's: it needs --engine sglang".into()).into(),
+        );
+    }
+    let Some(tp) = asked.or(args.vllm.tensor_parallel_size.filter(|_| sglang)) else {
+        return Ok(None);
+    };
+    let largest = largest_gpu_group(candidates);
+    if tp > largest {
+        return Err(CliError::Usage(format!(
+            "--tp-size {tp} needs {tp} identical GPUs on one host; the most here is {largest}"
+        ))
+        .into());
+    }
+    let kv = arch.num_kv_heads;
+    if arch.num_heads % tp != 0 {
+        return Err(CliError::Usage(format!(
+            "--tp-size {tp}: SGLang requires it to divide the model's {} attention heads",
+            arch.num_heads
+        ))
+        .into());
+    }
+    if kv > 0 && kv % tp != 0 && tp % kv != 0 {
+        return Err(CliError::Usage(format!(
+            "--tp-size {tp}: SGLang requires it to divide the model's {kv} KV heads (or be a \
+             multiple of them)"
+        ))
+        .into());
+    }
+    Ok(Some(tp))
 }
 
 /// The most identical GPUs (one backend, name and size) any host has among `candidates`.

@@ -13,6 +13,7 @@ pub mod estimate;
 pub mod llamacpp;
 pub mod pytorch;
 pub mod settings;
+pub mod sglang;
 pub mod vllm;
 
 pub use breakdown::{ActivationsBasis, Breakdown, EstimateOverflow, TrainingBytes, TrainingStep};
@@ -23,6 +24,7 @@ pub use llamacpp::{
     select_llamacpp, LlamaCpp, LlamaCppAccount, LlamaCppConfig, FIT_CTX_MIN, FIT_MARGIN,
 };
 pub use pytorch::{select_training, Pytorch};
+pub use sglang::Sglang;
 pub use vllm::{select_vllm, Vllm};
 
 use serde::Serialize;
@@ -40,7 +42,12 @@ pub struct EngineVersion {
 }
 
 /// Every engine modelled, and its release: what `gpumem --version --verbose` lists.
-pub const MODELLED: [EngineVersion; 3] = [llamacpp::VERSION, vllm::VERSION, pytorch::VERSION];
+pub const MODELLED: [EngineVersion; 4] = [
+    llamacpp::VERSION,
+    vllm::VERSION,
+    sglang::VERSION,
+    pytorch::VERSION,
+];
 
 /// How an engine's term was obtained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -46,6 +46,8 @@ pub struct Settings {
     pub llamacpp: LlamaCppRun,
     /// PyTorch's own settings: a training step's recipe and sharding, or `generate`.
     pub pytorch: PytorchRun,
+    /// SGLang's own settings: `launch_server`'s memory flags.
+    pub sglang: super::sglang::SglangRun,
 }
 
 impl Settings {
@@ -66,6 +68,7 @@ impl Settings {
             mode: Mode::Infer,
             llamacpp: LlamaCppRun::default(),
             pytorch: PytorchRun::default(),
+            sglang: super::sglang::SglangRun::default(),
         }
     }
 }

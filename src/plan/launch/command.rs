@@ -19,6 +19,9 @@ pub enum Engine {
     /// vLLM's `vllm serve` (Hugging Face checkpoints).
     #[serde(rename = "vllm")]
     Vllm,
+    /// SGLang's `python -m sglang.launch_server` (Hugging Face checkpoints).
+    #[serde(rename = "sglang")]
+    Sglang,
     /// PyTorch's `torchrun`: one training process a GPU (FSDP2).
     #[serde(rename = "torchrun")]
     Torchrun,

@@ -19,7 +19,7 @@ pub use command::{
     Role, VllmFlags,
 };
 
-use crate::plan::engines::{llamacpp, vllm};
+use crate::plan::engines::{llamacpp, sglang, vllm};
 use crate::plan::{Plan, PlanKind};
 
 /// The launch of `engine` for `plan`, or why there is none.
@@ -50,6 +50,8 @@ pub fn launch(
         (Engine::LlamaCpp, _) => Err(NoLaunch::NeedsGguf),
         (Engine::Vllm, ModelRef::Checkpoint(id)) => vllm::launch::launch(id, plan, s),
         (Engine::Vllm, _) => Err(NoLaunch::NeedsCheckpoint),
+        (Engine::Sglang, ModelRef::Checkpoint(id)) => sglang::launch::launch(id, plan),
+        (Engine::Sglang, _) => Err(NoLaunch::NeedsCheckpoint),
         (Engine::Torchrun, _) => Err(NoLaunch::NoPlan),
     }
 }
