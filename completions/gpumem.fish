@@ -232,10 +232,13 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l tp-size -l tp
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l max-running-requests -d 'SGLang: the most requests running at once [default: from the pool\'s tokens]' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l chunked-prefill-size -d 'SGLang: tokens a prefill chunk [default: by GPU memory, 8192 on an H100]' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l max-total-tokens -d 'SGLang: a cap on the KV pool\'s tokens' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l parallel -d 'Ollama: parallel requests, each with `num_ctx` tokens (OLLAMA_NUM_PARALLEL) [default: 1]' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l gpu-overhead -d 'Ollama: memory a GPU kept out of the total its default context follows (OLLAMA_GPU_OVERHEAD) [default: 0]' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l engine -d 'Inference by whose memory: llama.cpp\'s buffers (as `select --engine llama.cpp` plans them), vLLM\'s need on each GPU (as `select --engine vllm` plans it on --device, else this machine\'s GPUs), or transformers\' `generate` (the context is then the prompt). Default: llama.cpp, the engine a GGUF implies; for a Hugging Face checkpoint the report says so and names `--engine vllm`' -r -f -a "llama.cpp\t'llama.cpp: its model, KV-cache and compute buffers'
 transformers\t'transformers\' generate: weights, the dynamic cache and the prefill\'s activations'
 vllm\t'vLLM: one rank\'s budget, weights, profile peak, CUDA graphs and KV blocks on a GPU'
-sglang\t'SGLang: one rank\'s static fraction, weights and KV pool (max_total_num_tokens) on a GPU'"
+sglang\t'SGLang: one rank\'s static fraction, weights and KV pool (max_total_num_tokens) on a GPU'
+ollama\t'Ollama: its default context and parallel requests, then llama-server\'s fit'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l flash-attn -d 'llama.cpp\'s -fa: flash attention `on`, `off` (the full attention scores are computed), or `auto`, on where the backend supports it, as llama-server\'s default (every backend gpumem models supports it)' -r -f -a "auto\t'On where the backend supports it'
 on\t'On'
 off\t'Off: the full attention scores are computed'"
@@ -455,11 +458,14 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l tp-size -l tp -
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l max-running-requests -d 'SGLang: the most requests running at once [default: from the pool\'s tokens]' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l chunked-prefill-size -d 'SGLang: tokens a prefill chunk [default: by GPU memory, 8192 on an H100]' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l max-total-tokens -d 'SGLang: a cap on the KV pool\'s tokens' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l parallel -d 'Ollama: parallel requests, each with `num_ctx` tokens (OLLAMA_NUM_PARALLEL) [default: 1]' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l gpu-overhead -d 'Ollama: memory a GPU kept out of the total its default context follows (OLLAMA_GPU_OVERHEAD) [default: 0]' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l bytes -d 'Place a plain byte count instead of a model (e.g. 28GiB)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l inventory -d 'Plan over inventory files instead of this machine: `gpumem discover --json` documents (only backend, device name and total required), `nvidia-smi --query-gpu=... --format=csv` output (one host per file; add `mig.mode.current` to leave out GPUs in MIG mode) or `kubectl get nodes -o json` (GPU Feature Discovery labels). Formats may be mixed' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l engine -d 'Engines to print launch commands for (repeatable). Default: every engine that can load the model as given (llama.cpp for a GGUF file, vLLM for a checkpoint or catalog model)' -r -f -a "llama.cpp\t'llama.cpp\'s llama-server (GGUF files; --rpc for other hosts)'
 vllm\t'vLLM\'s vllm serve (Hugging Face checkpoints; Ray across hosts)'
-sglang\t'SGLang\'s launch_server (Hugging Face checkpoints; tensor parallel in one host)'"
+sglang\t'SGLang\'s launch_server (Hugging Face checkpoints; tensor parallel in one host)'
+ollama\t'Ollama (GGUF models by name: its store, its registry, or hf.co/ORG/NAME:QUANT)'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l device -d 'Plan for a device you do not have (repeatable): sim:SIZE with a unit (GiB binary, GB decimal: sim:80GB is 74.5 GiB), or a GPU by name with the total its driver reports (sim:h100 is 81,559 MiB; h200, a100-80gb, a100-40gb, l40s, l4, a10, t4, rtx5090, rtx4090, rtx3090, mi300x)' -r -f -a "host\t''
 host:4GiB\t''
 sim:8GiB\t''

@@ -218,6 +218,8 @@ pub enum InferenceEngine {
     Vllm,
     /// SGLang: one rank's static fraction, weights and KV pool (max_total_num_tokens) on a GPU.
     Sglang,
+    /// Ollama: its default context and parallel requests, then llama-server's fit.
+    Ollama,
 }
 
 /// Which backend `select` should favour.
@@ -249,13 +251,15 @@ pub enum EngineArg {
     Vllm,
     /// SGLang's launch_server (Hugging Face checkpoints; tensor parallel in one host).
     Sglang,
+    /// Ollama (GGUF models by name: its store, its registry, or hf.co/ORG/NAME:QUANT).
+    Ollama,
 }
 
 /// Arguments of `gpumem select`.
 #[derive(Debug, Clone, Args)]
 #[command(
     after_long_help = after_help(Some("select")),
-    after_help = "The training, vLLM, SGLang, llama.cpp and generic-rule flags: see --help."
+    after_help = "The training, vLLM, SGLang, Ollama, llama.cpp and generic-rule flags: see --help."
 )]
 pub struct SelectArgs {
     /// The model (or use --bytes).

@@ -202,6 +202,24 @@ pub struct WorkloadSettings {
     /// SGLang's `launch_server` memory flags.
     #[command(flatten)]
     pub sglang: SglangArgs,
+
+    /// Ollama's settings.
+    #[command(flatten)]
+    pub ollama: OllamaArgs,
+}
+
+/// Ollama's settings, named for its environment variables (which are read when these are not
+/// given; `--context` is `num_ctx`, `--kv-dtype` `OLLAMA_KV_CACHE_TYPE`).
+#[derive(Debug, Clone, Args)]
+pub struct OllamaArgs {
+    /// Ollama: parallel requests, each with `num_ctx` tokens (OLLAMA_NUM_PARALLEL) [default: 1].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=512), help_heading = "Ollama (--engine ollama)", hide_short_help = true)]
+    pub parallel: Option<u64>,
+
+    /// Ollama: memory a GPU kept out of the total its default context follows
+    /// (OLLAMA_GPU_OVERHEAD) [default: 0].
+    #[arg(long, value_parser = parse_bytes, value_name = "SIZE", help_heading = "Ollama (--engine ollama)", hide_short_help = true)]
+    pub gpu_overhead: Option<u64>,
 }
 
 /// `python -m sglang.launch_server`'s memory settings (SGLang 0.5.23's defaults when not given).

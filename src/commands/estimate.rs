@@ -15,6 +15,7 @@ use crate::model::{ModelSource, SourceKind};
 use crate::output::estimate::{
     CatalogReport, ChosenBy, DeviceFit, EngineChoice, EstimateReport, LlamaCppNeed,
 };
+use crate::output::estimate_ollama::OllamaEstimateReport;
 use crate::output::estimate_sglang::SglangEstimateReport;
 use crate::output::estimate_vllm::VllmEstimateReport;
 use crate::output::Output;
@@ -40,6 +41,7 @@ pub fn run(args: &EstimateArgs, out: &Output) -> Result<Exit> {
     match engine {
         InferenceEngine::Vllm => return vllm_need(args, model, settings, out),
         InferenceEngine::Sglang => return sglang_need(args, model, settings, out),
+        InferenceEngine::Ollama => return ollama_need(args, model, settings, out),
         _ => {}
     }
     let infer = settings.mode == crate::plan::engines::Mode::Infer;
@@ -196,6 +198,57 @@ fn gpu_candidates(
         .into());
     };
     Ok((candidates, gpu))
+}
+
+/// `estimate --engine ollama`: what Ollama chooses and where llama-server puts the model, as
+/// `select --engine ollama` plans it on `--device` (else this machine's devices); exit 3 when
+/// it does not load there.
+fn ollama_need(
+    args: &EstimateArgs,
+    model: ModelSource,
+    settings: Settings,
+    out: &Output,
+) -> Result<Exit> {
+    let mut candidates = sim_devices(&args.device)?;
+    if candidates.is_empty() {
+        let found = discover_with(&probe_all(PROBE_TIMEOUT));
+        let host = host_info().hostname.unwrap_or_else(|| "localhost".into());
+        candidates = candidates_from_discovery(&found, &host);
+    }
+    let name = model.name.clone();
+    let cfg = llamacpp_config(&settings);
+    let demand = Demand::Model {
+        source: Box::new(model),
+        settings: Box::new(settings.clone()),
+    };
+    let selection = select_for_engine(
+        Some(Engine::Ollama),
+        &demand,
+        &candidates,
+        &Policy::default(),
+        (&VllmConfig::for_settings(&settings), &cfg),
+    )?;
+    let Some(EngineAccount::Ollama(account)) = selection.plan.account.clone() else {
+        return Err(CliError::Usage(format!(
+            "Ollama's placement does not cover {name} (llama.cpp's fit has no rule for its \
+             architecture)"
+        ))
+        .into());
+    };
+    let loads = selection.plan.kind != crate::plan::PlanKind::None;
+    out.emit(&OllamaEstimateReport {
+        model: name,
+        engine: "ollama",
+        devices: candidates.iter().map(|c| c.name.clone()).collect(),
+        needed_bytes: selection.required_bytes,
+        loads,
+        account: *account,
+    })?;
+    Ok(if loads {
+        Exit::Success
+    } else {
+        Exit::DoesNotFit
+    })
 }
 
 /// `estimate --engine sglang`: SGLang's need on each GPU, planned as `select --engine sglang`

@@ -4,7 +4,7 @@ use anyhow::Result;
 
 use super::options::{
     check_context, check_pp_layer_partition, check_suggest_dtype, check_tensor_parallel,
-    load_options, probe_all, select_engines, select_llamacpp_config, select_policy,
+    load_options, ollama_kv_type, probe_all, select_engines, select_llamacpp_config, select_policy,
     select_sim_devices, select_vllm_config, select_what, sglang_tp, SelectWhat,
 };
 use crate::backend::{discover_with, host_info, same_gpus};
@@ -70,6 +70,9 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
             check_pp_layer_partition(args, source.arch.num_layers)?;
             check_tensor_parallel(args, &source.arch, &candidates, engine)?;
             settings.sglang.tp_size = sglang_tp(args, &source.arch, &candidates, engine)?;
+            if engine == Some(Engine::Ollama) {
+                ollama_kv_type(&args.settings, settings)?;
+            }
             select_vllm_config(args, settings)
         }
         Demand::Bytes(_) => VllmConfig::defaults(1),

@@ -80,6 +80,7 @@ fn engine_name(e: Engine) -> &'static str {
         Engine::LlamaCpp => "llama.cpp",
         Engine::Vllm => "vLLM",
         Engine::Sglang => "SGLang",
+        Engine::Ollama => "Ollama",
         Engine::Torchrun => "PyTorch (torchrun)",
     }
 }
@@ -155,6 +156,13 @@ fn no_launch_text(why: NoLaunch) -> String {
                 .into()
         }
         NoLaunch::NoPlan => "nothing fits".into(),
+        NoLaunch::NotAnOllamaModel => "it runs GGUF models by name: ollama:NAME[:TAG] from its \
+                                        store or registry, or a Hub GGUF repository \
+                                        ORG/NAME:QUANT (as hf.co/ORG/NAME:QUANT)"
+            .into(),
+        NoLaunch::NotInOllama => "Ollama runs models by name: `ollama create NAME -f Modelfile` \
+                                   (FROM the file) makes one"
+            .into(),
         NoLaunch::NoGpu => "the plan runs in system RAM, and vLLM is planned for GPUs".into(),
         NoLaunch::NotAModel => "the plan is for a byte count, not a model".into(),
     }

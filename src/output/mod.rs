@@ -5,9 +5,11 @@
 pub mod bench;
 pub mod discover;
 mod engine;
+mod engine_ollama;
 mod engine_sglang;
 mod escape;
 pub mod estimate;
+pub mod estimate_ollama;
 pub mod estimate_sglang;
 pub mod estimate_vllm;
 pub mod export;

@@ -273,6 +273,9 @@ impl Report for SelectReport {
             let len = p.capacity.map_or(0, |c| c.context);
             super::engine::vllm_text(&mut text, f, p.kind != PlanKind::None, len);
         }
+        if let Some(a) = p.ollama() {
+            super::engine_ollama::ollama_text(&mut text, a);
+        }
         if let Some(f) = p.sglang() {
             super::engine_sglang::sglang_text(&mut text, f);
         }

@@ -3,7 +3,9 @@
 //! context are searched on the model's own figures.
 
 use super::engines::vllm::{VllmConfig, VllmOutcome};
-use super::engines::{EnginePlanner, LlamaCpp, LlamaCppConfig, Planned, Pytorch, Sglang, Vllm};
+use super::engines::{
+    EnginePlanner, LlamaCpp, LlamaCppConfig, Ollama, Planned, Pytorch, Sglang, Vllm,
+};
 use super::launch::Engine;
 use super::{
     capacity, model_requirement, plan, Accounting, Candidate, Capacity, Plan, PlanKind, Policy,
@@ -85,6 +87,7 @@ pub fn select_for_engine(
         Some(Engine::Vllm) => Box::new(Vllm(vllm)),
         Some(Engine::LlamaCpp) => Box::new(LlamaCpp(llamacpp)),
         Some(Engine::Sglang) => Box::new(Sglang),
+        Some(Engine::Ollama) => Box::new(Ollama(llamacpp)),
         _ => return select(demand, candidates, policy),
     };
     match planner.plan(source, settings, candidates)? {

@@ -281,6 +281,9 @@ pub enum EngineAccount {
     /// SGLang's on one rank of the plan, or of the closest layout (JSON: `sglang`).
     #[serde(rename = "sglang")]
     Sglang(engines::sglang::SglangFit),
+    /// Ollama's: its choices and llama-server's placement (JSON: `ollama`).
+    #[serde(rename = "ollama")]
+    Ollama(Box<engines::ollama::OllamaAccount>),
 }
 
 impl Plan {
@@ -296,6 +299,14 @@ impl Plan {
     pub fn sglang(&self) -> Option<&engines::sglang::SglangFit> {
         match &self.account {
             Some(EngineAccount::Sglang(f)) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// Ollama's accounting, when Ollama planned.
+    pub fn ollama(&self) -> Option<&engines::ollama::OllamaAccount> {
+        match &self.account {
+            Some(EngineAccount::Ollama(a)) => Some(a),
             _ => None,
         }
     }
@@ -373,6 +384,8 @@ pub enum Accounting {
     PytorchTraining,
     /// SGLang 0.5.23's own accounting ([`engines::sglang`]).
     Sglang,
+    /// Ollama 0.33: its defaults and llama-server's fit ([`engines::ollama`]).
+    Ollama,
 }
 
 impl Accounting {
@@ -384,6 +397,7 @@ impl Accounting {
             Accounting::LlamaCpp => Some(engines::llamacpp::VERSION),
             Accounting::PytorchTraining => Some(engines::pytorch::VERSION),
             Accounting::Sglang => Some(engines::sglang::VERSION),
+            Accounting::Ollama => Some(engines::ollama::VERSION),
         }
     }
 }

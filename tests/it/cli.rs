@@ -68,6 +68,7 @@ fn version_verbose_names_each_engine_release_modelled() {
         "  llama.cpp  b11312  vendored by llama-cpp-python 0.3.36\n",
         "  vLLM       0.33    its Python source; public start-up logs\n",
         "  SGLang     0.5.23  its Python source; public start-up logs\n",
+        "  Ollama     0.33    its Go source (v0.33.0-rc2); llama-server's fit\n",
         "  PyTorch    2.15    transformers 5.24, deepspeed 0.19; MemTracker\n",
     );
     for args in [
@@ -455,6 +456,7 @@ fn select_help_is_grouped_and_short_help_is_short() {
         "\nvLLM (--engine vllm):\n",
         "\nllama.cpp (--engine llama.cpp):\n",
         "\nSGLang (--engine sglang):\n",
+        "\nOllama (--engine ollama):\n",
         "\nGeneric rule (plans no engine models):\n",
     ] {
         assert!(
@@ -469,6 +471,7 @@ fn select_help_is_grouped_and_short_help_is_short() {
     assert!(!short.contains("--gpu-memory-utilization"), "{short}");
     assert!(!short.contains("--fsdp"), "{short}");
     assert!(short.contains("--device <SPEC>"), "{short}");
-    assert!(short
-        .ends_with("The training, vLLM, SGLang, llama.cpp and generic-rule flags: see --help.\n"));
+    assert!(short.ends_with(
+        "The training, vLLM, SGLang, Ollama, llama.cpp and generic-rule flags: see --help.\n"
+    ));
 }

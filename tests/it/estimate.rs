@@ -310,16 +310,7 @@ fn models_from_the_hugging_face_cache_and_ollama() {
         std::fs::copy(&f, snapshot.join(f.file_name().unwrap())).unwrap();
     }
     // Ollama: a manifest whose model layer is the GGUF fixture, stored as its blob.
-    let models = home.path().join("ollama");
-    let digest = "ab".repeat(32);
-    let manifests = models.join("manifests/registry.ollama.ai/library/tiny");
-    std::fs::create_dir_all(&manifests).unwrap();
-    std::fs::create_dir_all(models.join("blobs")).unwrap();
-    std::fs::copy(
-        fixture("tiny-llama.gguf"),
-        models.join(format!("blobs/sha256-{digest}")),
-    )
-    .unwrap();
+    let (models, manifests, digest) = common::ollama_store(home.path());
     std::fs::write(
         manifests.join("q4"),
         serde_json::json!({"schemaVersion": 2, "layers": [

@@ -23,6 +23,7 @@ mod llamacpp_hosts;
 mod llamacpp_moe_select;
 mod llamacpp_reference;
 mod llamacpp_vulkan;
+mod ollama;
 mod parser_fuzz;
 mod pickle_bounds;
 mod pool_behaviour;

@@ -224,8 +224,11 @@ pub fn estimate_command_settings(args: &cli::EstimateArgs) -> Result<Settings> {
     let engine = estimate_engine(args);
     let vllm = matches!(
         engine,
-        cli::InferenceEngine::Vllm | cli::InferenceEngine::Sglang
+        cli::InferenceEngine::Vllm | cli::InferenceEngine::Sglang | cli::InferenceEngine::Ollama
     );
+    if engine == cli::InferenceEngine::Ollama {
+        ollama_kv_type(&args.settings, &mut settings)?;
+    }
     let train = settings.mode == engines::Mode::Train;
     if !args.device.is_empty() && (train || engine == cli::InferenceEngine::Transformers) {
         return Err(CliError::Usage(
@@ -323,6 +326,67 @@ fn llamacpp_estimate_settings(args: &cli::EstimateArgs, settings: &mut Settings)
         .into());
     }
     Ok(())
+}
+
+/// `OLLAMA_KV_CACHE_TYPE` as the KV-cache type where `--kv-dtype` is not given (Ollama passes
+/// it to llama-server as `--cache-type-k/v`).
+pub fn ollama_kv_type(args: &cli::WorkloadSettings, settings: &mut Settings) -> Result<()> {
+    let Some(v) = std::env::var("OLLAMA_KV_CACHE_TYPE")
+        .ok()
+        .filter(|v| !v.trim().is_empty() && args.kv_dtype.is_none())
+    else {
+        return Ok(());
+    };
+    settings.kv_dtype = kv_precision(v.trim()).ok_or_else(|| {
+        CliError::Usage(format!(
+            "OLLAMA_KV_CACHE_TYPE={v:?} is not a cache type; expected one of {}",
+            names(KV_PRECISIONS)
+        ))
+    })?;
+    settings.kv_dtype_auto = false;
+    Ok(())
+}
+
+/// Ollama's settings: `--context` (else `OLLAMA_CONTEXT_LENGTH`), `--parallel` (else
+/// `OLLAMA_NUM_PARALLEL`), `OLLAMA_FLASH_ATTENTION`, `--gpu-overhead` (else
+/// `OLLAMA_GPU_OVERHEAD`), as Ollama reads its environment; a malformed one is a usage error.
+fn ollama_run(args: &cli::WorkloadSettings) -> Result<engines::ollama::OllamaRun> {
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let number = |name: &str| -> Result<Option<u64>> {
+        env(name)
+            .map(|v| {
+                v.trim().parse::<u64>().map_err(|_| {
+                    CliError::Usage(format!("{name}={v:?} is not a whole number")).into()
+                })
+            })
+            .transpose()
+    };
+    let flash_attention = match env("OLLAMA_FLASH_ATTENTION").as_deref().map(str::trim) {
+        None => None,
+        Some("1" | "true" | "TRUE" | "True" | "t" | "T") => Some(true),
+        Some("0" | "false" | "FALSE" | "False" | "f" | "F") => Some(false),
+        Some(v) => {
+            return Err(CliError::Usage(format!(
+                "OLLAMA_FLASH_ATTENTION={v:?} is not a boolean (1, true, 0, false)"
+            ))
+            .into())
+        }
+    };
+    Ok(engines::ollama::OllamaRun {
+        num_ctx: match args.context {
+            Some(c) => Some(u64::from(c)),
+            None => number("OLLAMA_CONTEXT_LENGTH")?.filter(|&n| n > 0),
+        },
+        num_parallel: match args.ollama.parallel {
+            Some(n) => Some(n),
+            None => number("OLLAMA_NUM_PARALLEL")?.filter(|&n| n > 0),
+        },
+        flash_attention,
+        gpu_overhead: match args.ollama.gpu_overhead {
+            Some(b) => b,
+            None => number("OLLAMA_GPU_OVERHEAD")?.unwrap_or(0),
+        },
+    })
 }
 
 /// `--overhead`'s default: the CUDA context and PyTorch's cuBLAS workspaces beside a training
@@ -430,6 +494,7 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
             ..LlamaCppRun::default()
         },
         pytorch: pytorch_run(args, deepspeed),
+        ollama: ollama_run(args)?,
         sglang: engines::sglang::SglangRun {
             mem_fraction_static: args.sglang.mem_fraction_static,
             tp_size: args.sglang.tp_size,
@@ -512,6 +577,7 @@ pub fn select_engines(args: &SelectArgs, model: &ModelRef) -> Vec<Engine> {
             cli::EngineArg::LlamaCpp => Engine::LlamaCpp,
             cli::EngineArg::Vllm => Engine::Vllm,
             cli::EngineArg::Sglang => Engine::Sglang,
+            cli::EngineArg::Ollama => Engine::Ollama,
         })
         .collect()
 }

@@ -11,6 +11,7 @@ pub mod breakdown;
 mod contract;
 pub mod estimate;
 pub mod llamacpp;
+pub mod ollama;
 pub mod pytorch;
 pub mod settings;
 pub mod sglang;
@@ -23,6 +24,7 @@ pub use settings::{Mode, Settings};
 pub use llamacpp::{
     select_llamacpp, LlamaCpp, LlamaCppAccount, LlamaCppConfig, FIT_CTX_MIN, FIT_MARGIN,
 };
+pub use ollama::Ollama;
 pub use pytorch::{select_training, Pytorch};
 pub use sglang::Sglang;
 pub use vllm::{select_vllm, Vllm};
@@ -42,10 +44,11 @@ pub struct EngineVersion {
 }
 
 /// Every engine modelled, and its release: what `gpumem --version --verbose` lists.
-pub const MODELLED: [EngineVersion; 4] = [
+pub const MODELLED: [EngineVersion; 5] = [
     llamacpp::VERSION,
     vllm::VERSION,
     sglang::VERSION,
+    ollama::VERSION,
     pytorch::VERSION,
 ];
 

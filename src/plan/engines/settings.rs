@@ -48,6 +48,8 @@ pub struct Settings {
     pub pytorch: PytorchRun,
     /// SGLang's own settings: `launch_server`'s memory flags.
     pub sglang: super::sglang::SglangRun,
+    /// Ollama's own settings: its environment and a model's parameters.
+    pub ollama: super::ollama::OllamaRun,
 }
 
 impl Settings {
@@ -69,6 +71,7 @@ impl Settings {
             llamacpp: LlamaCppRun::default(),
             pytorch: PytorchRun::default(),
             sglang: super::sglang::SglangRun::default(),
+            ollama: super::ollama::OllamaRun::default(),
         }
     }
 }

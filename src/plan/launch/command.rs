@@ -22,6 +22,9 @@ pub enum Engine {
     /// SGLang's `python -m sglang.launch_server` (Hugging Face checkpoints).
     #[serde(rename = "sglang")]
     Sglang,
+    /// Ollama's `ollama serve` and `ollama run` (GGUF models from its registry or the Hub).
+    #[serde(rename = "ollama")]
+    Ollama,
     /// PyTorch's `torchrun`: one training process a GPU (FSDP2).
     #[serde(rename = "torchrun")]
     Torchrun,
@@ -39,6 +42,13 @@ pub enum ModelRef {
     /// A model read from Ollama's registry (`ollama:NAME:TAG`), not pulled yet: llama.cpp
     /// cannot fetch it.
     Registry(String),
+    /// A model in Ollama's store (`ollama:NAME:TAG`): its GGUF blob, and its name.
+    OllamaStore {
+        /// The blob, a GGUF file llama.cpp loads.
+        blob: PathBuf,
+        /// The name `ollama run` takes.
+        name: String,
+    },
 }
 
 impl ModelRef {
@@ -84,7 +94,10 @@ impl ModelRef {
                 // A store model: Ollama's blob is a GGUF; a Hugging Face cache entry is served
                 // by its repository id, which vLLM finds in the same cache.
                 None => match crate::model::stores::locate(name) {
-                    Ok(Some((SourceSpec::Gguf(blob), _))) => ModelRef::Gguf(blob),
+                    Ok(Some((SourceSpec::Gguf(blob), _))) => ModelRef::OllamaStore {
+                        blob,
+                        name: name.strip_prefix("ollama:").unwrap_or(name).to_string(),
+                    },
                     _ => ModelRef::Checkpoint(name.clone()),
                 },
             },
@@ -97,7 +110,10 @@ impl ModelRef {
     /// The engines that can load it.
     pub fn engines(&self) -> Vec<Engine> {
         match self {
-            ModelRef::Gguf(_) | ModelRef::HubGguf(_) | ModelRef::Registry(_) => {
+            ModelRef::Gguf(_)
+            | ModelRef::HubGguf(_)
+            | ModelRef::Registry(_)
+            | ModelRef::OllamaStore { .. } => {
                 vec![Engine::LlamaCpp]
             }
             ModelRef::Checkpoint(_) => vec![Engine::Vllm],
@@ -119,6 +135,8 @@ pub enum Role {
     RayWorker,
     /// `torchrun`, starting one training process a GPU.
     Trainer,
+    /// A client whose first request loads the model (`ollama run`).
+    Client,
 }
 
 /// One command to run on one host.
@@ -229,6 +247,11 @@ pub enum NoLaunch {
     NeedsCheckpoint,
     /// Nothing fits, so there is nothing to launch.
     NoPlan,
+    /// A Hugging Face checkpoint: Ollama runs GGUF models by name.
+    NotAnOllamaModel,
+    /// A GGUF file Ollama has no name for: `ollama create NAME -f Modelfile` (`FROM` the file)
+    /// makes one.
+    NotInOllama,
     /// The plan places a byte count, not a model's layers (`--bytes`).
     NotAModel,
     /// vLLM gives every pipeline stage the same number of layers (split evenly over its

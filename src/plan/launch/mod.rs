@@ -19,7 +19,7 @@ pub use command::{
     Role, VllmFlags,
 };
 
-use crate::plan::engines::{llamacpp, sglang, vllm};
+use crate::plan::engines::{llamacpp, ollama, sglang, vllm};
 use crate::plan::{Plan, PlanKind};
 
 /// The launch of `engine` for `plan`, or why there is none.
@@ -36,11 +36,9 @@ pub fn launch(
         return Err(NoLaunch::NotAModel);
     }
     match (engine, model) {
-        (Engine::LlamaCpp, ModelRef::Gguf(path)) => Ok(llamacpp::launch::launch(
-            &["-m".into(), path.display().to_string()],
-            plan,
-            s,
-        )),
+        (Engine::LlamaCpp, ModelRef::Gguf(path) | ModelRef::OllamaStore { blob: path, .. }) => Ok(
+            llamacpp::launch::launch(&["-m".into(), path.display().to_string()], plan, s),
+        ),
         (Engine::LlamaCpp, ModelRef::HubGguf(id)) => Ok(llamacpp::launch::launch(
             &["-hf".into(), id.clone()],
             plan,
@@ -52,6 +50,15 @@ pub fn launch(
         (Engine::Vllm, _) => Err(NoLaunch::NeedsCheckpoint),
         (Engine::Sglang, ModelRef::Checkpoint(id)) => sglang::launch::launch(id, plan),
         (Engine::Sglang, _) => Err(NoLaunch::NeedsCheckpoint),
+        (Engine::Ollama, ModelRef::OllamaStore { name, .. }) => ollama::launch::launch(name, plan),
+        (Engine::Ollama, ModelRef::Registry(repo)) => {
+            ollama::launch::launch(repo.strip_prefix("ollama:").unwrap_or(repo), plan)
+        }
+        (Engine::Ollama, ModelRef::HubGguf(id)) => {
+            ollama::launch::launch(&format!("hf.co/{id}"), plan)
+        }
+        (Engine::Ollama, ModelRef::Gguf(_)) => Err(NoLaunch::NotInOllama),
+        (Engine::Ollama, ModelRef::Checkpoint(_)) => Err(NoLaunch::NotAnOllamaModel),
         (Engine::Torchrun, _) => Err(NoLaunch::NoPlan),
     }
 }

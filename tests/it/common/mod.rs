@@ -463,3 +463,19 @@ pub fn one_gpu_host(
     std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
     path
 }
+
+/// An Ollama store under `root` (`OLLAMA_MODELS`) holding the GGUF fixture as a blob, and the
+/// manifests folder of `library/tiny`: the store, the folder, and the blob's digest.
+pub fn ollama_store(root: &Path) -> (PathBuf, PathBuf, String) {
+    let models = root.join("ollama");
+    let digest = "ab".repeat(32);
+    let manifests = models.join("manifests/registry.ollama.ai/library/tiny");
+    std::fs::create_dir_all(&manifests).unwrap();
+    std::fs::create_dir_all(models.join("blobs")).unwrap();
+    std::fs::copy(
+        fixture("tiny-llama.gguf"),
+        models.join(format!("blobs/sha256-{digest}")),
+    )
+    .unwrap();
+    (models, manifests, digest)
+}
