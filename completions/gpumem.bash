@@ -396,7 +396,7 @@ _gpumem() {
                     return 0
                     ;;
                 --engine)
-                    COMPREPLY=($(compgen -W "llama.cpp transformers vllm sglang ollama" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "llama.cpp transformers vllm sglang ollama all" -- "${cur}"))
                     return 0
                     ;;
                 --flash-attn)

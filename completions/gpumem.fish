@@ -238,7 +238,8 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l engine -d 'In
 transformers\t'transformers\' generate: weights, the dynamic cache and the prefill\'s activations'
 vllm\t'vLLM: one rank\'s budget, weights, profile peak, CUDA graphs and KV blocks on a GPU'
 sglang\t'SGLang: one rank\'s static fraction, weights and KV pool (max_total_num_tokens) on a GPU'
-ollama\t'Ollama: its default context and parallel requests, then llama-server\'s fit'"
+ollama\t'Ollama: its default context and parallel requests, then llama-server\'s fit'
+all\t'Every engine that takes the model, side by side on the same devices'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l flash-attn -d 'llama.cpp\'s -fa: flash attention `on`, `off` (the full attention scores are computed), or `auto`, on where the backend supports it, as llama-server\'s default (every backend gpumem models supports it)' -r -f -a "auto\t'On where the backend supports it'
 on\t'On'
 off\t'Off: the full attention scores are computed'"

@@ -220,6 +220,8 @@ pub enum InferenceEngine {
     Sglang,
     /// Ollama: its default context and parallel requests, then llama-server's fit.
     Ollama,
+    /// Every engine that takes the model, side by side on the same devices.
+    All,
 }
 
 /// Which backend `select` should favour.

@@ -15,6 +15,7 @@ use crate::model::{ModelSource, SourceKind};
 use crate::output::estimate::{
     CatalogReport, ChosenBy, DeviceFit, EngineChoice, EstimateReport, LlamaCppNeed,
 };
+use crate::output::estimate_compare::{CompareReport, EngineRow};
 use crate::output::estimate_ollama::OllamaEstimateReport;
 use crate::output::estimate_sglang::SglangEstimateReport;
 use crate::output::estimate_vllm::VllmEstimateReport;
@@ -25,7 +26,9 @@ use crate::plan::engines::Settings;
 use crate::plan::launch::Engine;
 use crate::plan::launch::ModelRef;
 use crate::plan::EngineAccount;
-use crate::plan::{candidates_from_discovery, select_for_engine, Demand, Policy, VerdictReason};
+use crate::plan::{
+    candidates_from_discovery, select_for_engine, Accounting, Demand, Policy, VerdictReason,
+};
 
 /// Runs `gpumem estimate` and returns its exit status.
 pub fn run(args: &EstimateArgs, out: &Output) -> Result<Exit> {
@@ -42,6 +45,7 @@ pub fn run(args: &EstimateArgs, out: &Output) -> Result<Exit> {
         InferenceEngine::Vllm => return vllm_need(args, model, settings, out),
         InferenceEngine::Sglang => return sglang_need(args, model, settings, out),
         InferenceEngine::Ollama => return ollama_need(args, model, settings, out),
+        InferenceEngine::All => return side_by_side(args, &model, &settings, out),
         _ => {}
     }
     let infer = settings.mode == crate::plan::engines::Mode::Infer;
@@ -200,6 +204,102 @@ fn gpu_candidates(
     Ok((candidates, gpu))
 }
 
+/// `--device`'s devices, else this machine's.
+fn devices_or_here(args: &EstimateArgs) -> Result<Vec<crate::plan::Candidate>> {
+    let candidates = sim_devices(&args.device)?;
+    if !candidates.is_empty() {
+        return Ok(candidates);
+    }
+    let found = discover_with(&probe_all(PROBE_TIMEOUT));
+    let host = host_info().hostname.unwrap_or_else(|| "localhost".into());
+    Ok(candidates_from_discovery(&found, &host))
+}
+
+/// `estimate --engine all`: the model planned by llama.cpp, Ollama, vLLM and SGLang on the same
+/// devices, each as `select --engine E` plans it; an engine that does not take the model says
+/// why. Exit 3 when none serves.
+fn side_by_side(
+    args: &EstimateArgs,
+    model: &ModelSource,
+    settings: &Settings,
+    out: &Output,
+) -> Result<Exit> {
+    let candidates = devices_or_here(args)?;
+    let gguf = model.kind == SourceKind::Gguf;
+    let cfg = llamacpp_config(settings);
+    let vllm = VllmConfig::for_settings(settings);
+    let demand = Demand::Model {
+        source: Box::new(model.clone()),
+        settings: Box::new(settings.clone()),
+    };
+    let mut rows = Vec::new();
+    for engine in [
+        Engine::LlamaCpp,
+        Engine::Ollama,
+        Engine::Vllm,
+        Engine::Sglang,
+    ] {
+        let checkpoint_only = matches!(engine, Engine::Vllm | Engine::Sglang);
+        let selection = select_for_engine(
+            Some(engine),
+            &demand,
+            &candidates,
+            &Policy::default(),
+            (&vllm, &cfg),
+        )?;
+        rows.push(engine_row(
+            engine,
+            &selection,
+            (gguf && checkpoint_only, settings.context),
+        ));
+    }
+    let any = rows.iter().any(|r| r.serves);
+    out.emit(&CompareReport {
+        model: model.name.clone(),
+        devices: candidates.iter().map(|c| c.name.clone()).collect(),
+        engines: rows,
+    })?;
+    Ok(if any { Exit::Success } else { Exit::DoesNotFit })
+}
+
+/// One engine's row from its plan.
+fn engine_row(
+    engine: Engine,
+    s: &crate::plan::Selection,
+    (gguf_for_checkpoints, context): (bool, u64),
+) -> EngineRow {
+    let p = &s.plan;
+    let release = p.accounting.release().map_or("", |v| v.version);
+    let own = matches!(
+        (engine, p.accounting),
+        (Engine::LlamaCpp, Accounting::LlamaCpp)
+            | (Engine::Ollama, Accounting::Ollama)
+            | (Engine::Vllm, Accounting::Vllm)
+            | (Engine::Sglang, Accounting::Sglang)
+    );
+    let not_for = if gguf_for_checkpoints {
+        Some("loads Hugging Face checkpoints, not a GGUF")
+    } else if !own {
+        Some("its accounting does not cover this architecture")
+    } else {
+        None
+    };
+    EngineRow {
+        engine,
+        release,
+        serves: not_for.is_none() && p.kind != crate::plan::PlanKind::None,
+        needed_bytes: s.required_bytes,
+        gpus: p.placements.iter().filter(|x| x.backend.is_gpu()).count() as u64,
+        context: p
+            .capacity
+            .map(|c| c.context)
+            .or_else(|| p.ollama().map(|o| o.num_ctx))
+            .unwrap_or(context),
+        kv_tokens: p.capacity.map(|c| c.kv_tokens),
+        not_for,
+    }
+}
+
 /// `estimate --engine ollama`: what Ollama chooses and where llama-server puts the model, as
 /// `select --engine ollama` plans it on `--device` (else this machine's devices); exit 3 when
 /// it does not load there.
@@ -209,12 +309,7 @@ fn ollama_need(
     settings: Settings,
     out: &Output,
 ) -> Result<Exit> {
-    let mut candidates = sim_devices(&args.device)?;
-    if candidates.is_empty() {
-        let found = discover_with(&probe_all(PROBE_TIMEOUT));
-        let host = host_info().hostname.unwrap_or_else(|| "localhost".into());
-        candidates = candidates_from_discovery(&found, &host);
-    }
+    let candidates = devices_or_here(args)?;
     let name = model.name.clone();
     let cfg = llamacpp_config(&settings);
     let demand = Demand::Model {

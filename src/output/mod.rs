@@ -9,6 +9,7 @@ mod engine_ollama;
 mod engine_sglang;
 mod escape;
 pub mod estimate;
+pub mod estimate_compare;
 pub mod estimate_ollama;
 pub mod estimate_sglang;
 pub mod estimate_vllm;

@@ -979,3 +979,64 @@ fn estimate_is_llama_cpps_need() {
         20_511_204_384 + (500 << 20)
     );
 }
+
+/// `estimate --engine all`: every engine side by side on the same devices, each row the need
+/// and KV tokens `select --engine E` reports there; a GGUF is not the checkpoint engines'.
+#[test]
+fn every_engine_side_by_side() {
+    let model = [
+        "--model",
+        "llama-3.1-8b",
+        "--context",
+        "32k",
+        "--device",
+        "sim:h100",
+    ];
+    let doc = common::json_ok(
+        gpumem()
+            .args(["--json", "estimate", "--engine", "all"])
+            .args(model),
+    );
+    let rows = doc["engines"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["engine"].as_str().unwrap()).collect();
+    assert_eq!(names, ["llama.cpp", "ollama", "vllm", "sglang"]);
+    for row in rows {
+        let engine = row["engine"].as_str().unwrap();
+        let sel = common::json_ok(
+            gpumem()
+                .args(["--json", "select", "--engine", engine])
+                .args(model),
+        );
+        assert_eq!(row["needed_bytes"], sel["required_bytes"], "{engine}");
+        assert_eq!(
+            row["kv_tokens"], sel["plan"]["capacity"]["kv_tokens"],
+            "{engine}"
+        );
+        assert_eq!(row["serves"], true, "{engine}");
+    }
+    let out = gpumem()
+        .args(["estimate", "--engine", "all", "--color", "never"])
+        .args(model)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("│ vLLM 0.33        ┆ 21.79 GiB   ┆ 1    ┆ 32,768  ┆ 454,576   ┆ yes    │"),
+        "{text}"
+    );
+    let gguf = common::json_ok(gpumem().args([
+        "--json",
+        "estimate",
+        "--engine",
+        "all",
+        "--gguf",
+        &fixture("tiny-llama.gguf"),
+        "--device",
+        "sim:h100",
+    ]));
+    assert_eq!(
+        gguf["engines"][2]["not_for"],
+        "loads Hugging Face checkpoints, not a GGUF"
+    );
+    assert_eq!(gguf["engines"][0]["serves"], true);
+}

@@ -224,7 +224,10 @@ pub fn estimate_command_settings(args: &cli::EstimateArgs) -> Result<Settings> {
     let engine = estimate_engine(args);
     let vllm = matches!(
         engine,
-        cli::InferenceEngine::Vllm | cli::InferenceEngine::Sglang | cli::InferenceEngine::Ollama
+        cli::InferenceEngine::Vllm
+            | cli::InferenceEngine::Sglang
+            | cli::InferenceEngine::Ollama
+            | cli::InferenceEngine::All
     );
     if engine == cli::InferenceEngine::Ollama {
         ollama_kv_type(&args.settings, &mut settings)?;
@@ -266,7 +269,11 @@ pub fn estimate_command_settings(args: &cli::EstimateArgs) -> Result<Settings> {
     if engine == cli::InferenceEngine::Transformers {
         transformers_settings(args, &mut settings)?;
     }
-    if engine == cli::InferenceEngine::LlamaCpp && !train {
+    if matches!(
+        engine,
+        cli::InferenceEngine::LlamaCpp | cli::InferenceEngine::All
+    ) && !train
+    {
         llamacpp_estimate_settings(args, &mut settings)?;
     }
     Ok(settings)

@@ -132,6 +132,7 @@ impl EnginePlanner for Ollama<'_> {
         let Planned::Own(mut selection) = LlamaCpp(&cfg).plan(source, &s, candidates)? else {
             return Ok(Planned::Unmodelled);
         };
+        selection.plan.accounting = Accounting::Ollama;
         let Some(EngineAccount::LlamaCpp(a)) = selection.plan.account.take() else {
             return Ok(Planned::Own(selection));
         };
@@ -155,7 +156,6 @@ impl EnginePlanner for Ollama<'_> {
             processor: shown,
             llamacpp: a,
         })));
-        selection.plan.accounting = Accounting::Ollama;
         Ok(Planned::Own(selection))
     }
 }
