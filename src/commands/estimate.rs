@@ -63,49 +63,7 @@ pub fn run(args: &EstimateArgs, out: &Output) -> Result<Exit> {
     };
     // `--fits` judges this machine's devices as `select` would, by the serving engine's rule.
     let fits = if args.fits {
-        let found = discover_with(&probe_all(PROBE_TIMEOUT));
-        let host = host_info().hostname.unwrap_or_else(|| "localhost".into());
-        let candidates = candidates_from_discovery(&found, &host);
-        // llama.cpp's figures are judged by its own fit; training and generate by the engine
-        // the model's format implies.
-        let engine = if llamacpp {
-            Some(Engine::LlamaCpp)
-        } else {
-            ModelRef::for_source(&spec, &model)
-                .engines()
-                .first()
-                .copied()
-        };
-        let vllm = VllmConfig::for_settings(&settings);
-        let demand = Demand::Model {
-            source: Box::new(model.clone()),
-            settings: Box::new(settings.clone()),
-        };
-        let selection = select_for_engine(
-            engine,
-            &demand,
-            &candidates,
-            &Policy::default(),
-            (&vllm, &llamacpp_config(&settings)),
-        )?;
-        Some(
-            selection
-                .candidates
-                .iter()
-                .map(|v| DeviceFit {
-                    backend: v.backend,
-                    device: v.device,
-                    name: v.name.clone(),
-                    available_bytes: v.usable_bytes,
-                    needed_bytes: v.needed_bytes,
-                    engine_skips: matches!(
-                        v.reason,
-                        VerdictReason::SoftwareDeviceSkipped | VerdictReason::NotForEngine
-                    ),
-                    fits: v.fits,
-                })
-                .collect::<Vec<_>>(),
-        )
+        Some(fits_here(&spec, &model, &settings, llamacpp)?)
     } else {
         None
     };
@@ -135,6 +93,54 @@ pub fn run(args: &EstimateArgs, out: &Output) -> Result<Exit> {
     } else {
         Exit::Success
     })
+}
+
+/// `--fits`: this machine's devices judged as `select` judges them, llama.cpp's figures by its
+/// own fit, training and generate by the engine the model's format implies.
+fn fits_here(
+    spec: &crate::model::SourceSpec,
+    model: &ModelSource,
+    settings: &Settings,
+    llamacpp: bool,
+) -> Result<Vec<DeviceFit>> {
+    let found = discover_with(&probe_all(PROBE_TIMEOUT));
+    let host = host_info().hostname.unwrap_or_else(|| "localhost".into());
+    let candidates = candidates_from_discovery(&found, &host);
+    let engine = if llamacpp {
+        Some(Engine::LlamaCpp)
+    } else {
+        ModelRef::for_source(spec, model).engines().first().copied()
+    };
+    let demand = Demand::Model {
+        source: Box::new(model.clone()),
+        settings: Box::new(settings.clone()),
+    };
+    let selection = select_for_engine(
+        engine,
+        &demand,
+        &candidates,
+        &Policy::default(),
+        (
+            &VllmConfig::for_settings(settings),
+            &llamacpp_config(settings),
+        ),
+    )?;
+    Ok(selection
+        .candidates
+        .iter()
+        .map(|v| DeviceFit {
+            backend: v.backend,
+            device: v.device,
+            name: v.name.clone(),
+            available_bytes: v.usable_bytes,
+            needed_bytes: v.needed_bytes,
+            engine_skips: matches!(
+                v.reason,
+                VerdictReason::SoftwareDeviceSkipped | VerdictReason::NotForEngine
+            ),
+            fits: v.fits,
+        })
+        .collect())
 }
 
 /// `estimate --device …` under llama.cpp: its fit on those devices, as `select --engine

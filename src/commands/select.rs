@@ -65,18 +65,7 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
         }
         _ => None,
     };
-    let mut vllm = match &mut demand {
-        Demand::Model { settings, source } => {
-            check_pp_layer_partition(args, source.arch.num_layers)?;
-            check_tensor_parallel(args, &source.arch, &candidates, engine)?;
-            settings.sglang.tp_size = sglang_tp(args, &source.arch, &candidates, engine)?;
-            if engine == Some(Engine::Ollama) {
-                ollama_kv_type(&args.settings, settings)?;
-            }
-            select_vllm_config(args, settings)
-        }
-        Demand::Bytes(_) => VllmConfig::defaults(1),
-    };
+    let mut vllm = engine_settings(args, &mut demand, &candidates, engine)?;
     let llamacpp = select_llamacpp_config(args, engine)?;
     let mut inverse = inverse_questions(
         args,
@@ -133,6 +122,28 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
         Exit::DoesNotFit
     } else {
         Exit::Success
+    })
+}
+
+/// The engines' own settings checked and put in the demand (SGLang's ranks, Ollama's cache
+/// type), and vLLM's configuration for it.
+fn engine_settings(
+    args: &SelectArgs,
+    demand: &mut Demand,
+    candidates: &[crate::plan::Candidate],
+    engine: Option<Engine>,
+) -> Result<VllmConfig> {
+    Ok(match demand {
+        Demand::Model { settings, source } => {
+            check_pp_layer_partition(args, source.arch.num_layers)?;
+            check_tensor_parallel(args, &source.arch, candidates, engine)?;
+            settings.sglang.tp_size = sglang_tp(args, &source.arch, candidates, engine)?;
+            if engine == Some(Engine::Ollama) {
+                ollama_kv_type(&args.settings, settings)?;
+            }
+            select_vllm_config(args, settings)
+        }
+        Demand::Bytes(_) => VllmConfig::defaults(1),
     })
 }
 
