@@ -19,6 +19,10 @@ use super::{probe_kind, BackendInfo, BackendKind, Unavailable};
 /// Set (to a backend's name) in the environment of a probe child.
 pub const CHILD_ENV: &str = "GPUMEM_INTERNAL_PROBE";
 
+/// The probe child's one argument: [`CHILD_ENV`] is read only beside it, so the variable set in
+/// a user's environment (or inherited by a program gpumem starts) changes nothing.
+pub const CHILD_ARG: &str = "--internal-probe-child";
+
 const STEP_PREFIX: &str = "gpumem-probe-step: ";
 
 // Bounds on what the parent keeps of a child's output; a well-behaved child writes a few KiB.
@@ -67,11 +71,17 @@ pub(crate) fn step(call: &str) {
 /// [`BackendInfo`] as JSON on stdout and returns the exit status; otherwise returns `None` and
 /// the program goes on. `main` calls this before anything else.
 pub fn run_probe_child() -> Option<std::process::ExitCode> {
-    let name = std::env::var(CHILD_ENV).ok()?;
+    if std::env::args_os().nth(1).as_deref() != Some(std::ffi::OsStr::new(CHILD_ARG)) {
+        return None;
+    }
+    let name = std::env::var(CHILD_ENV).unwrap_or_default();
     let kind: BackendKind = match name.parse() {
         Ok(kind) => kind,
         Err(_) => {
-            eprintln!("gpumem: error: {CHILD_ENV}={name} names no backend");
+            eprintln!(
+                "gpumem: error: {CHILD_ENV}=\"{}\" names no backend",
+                name.escape_debug()
+            );
             return Some(std::process::ExitCode::from(2));
         }
     };
@@ -130,6 +140,7 @@ pub(crate) fn probe_in_child(
         |why: Unavailable| BackendInfo::unavailable(kind, why, began.elapsed().as_secs_f64() * 1e3);
     let mut command = Command::new(exe);
     command
+        .arg(CHILD_ARG)
         .env(CHILD_ENV, kind.name())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -56,7 +56,7 @@ impl Report for CompareReport {
     fn render_text(&self, style: &Style) -> String {
         let mut text = format!(
             "{} on {}, each engine by its own rules:\n\n",
-            self.model,
+            super::one_line(&self.model),
             self.devices.join(", ")
         );
         let mut table = new_table(

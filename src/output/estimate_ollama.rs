@@ -30,7 +30,7 @@ impl Report for OllamaEstimateReport {
     fn render_text(&self, _style: &Style) -> String {
         let mut text = format!(
             "{} needs {} under Ollama on {}{}\n",
-            self.model,
+            super::one_line(&self.model),
             format_bytes(self.needed_bytes),
             self.devices.join(", "),
             if self.loads {

@@ -32,7 +32,7 @@ impl Report for SglangEstimateReport {
         let mut text = format!(
             "{} needs {} on each GPU under SGLang, with one request of the full context \
              ({} × {}){}\n",
-            self.model,
+            super::one_line(&self.model),
             format_bytes(self.needed_bytes),
             self.account.tensor_parallel,
             self.gpu,

@@ -34,7 +34,7 @@ impl Report for VllmEstimateReport {
         let mut text = format!(
             "{} needs {} on each GPU under vLLM, with one request of the full context \
              ({gpus} × {}){}\n",
-            self.model,
+            super::one_line(&self.model),
             format_bytes(self.needed_bytes),
             self.gpu,
             if self.serves {

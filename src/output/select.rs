@@ -198,7 +198,10 @@ impl Report for SelectReport {
     fn render_text(&self, style: &Style) -> String {
         let s = &self.selection;
         let mut text = String::new();
-        let what = self.model.clone().unwrap_or_else(|| "the request".into());
+        let what = self
+            .model
+            .as_deref()
+            .map_or_else(|| "the request".into(), |m| super::one_line(m).into_owned());
         let answers = [
             self.longest_context.map(|c| {
                 c.map_or("No context fits, not even one token".into(), |c| {

@@ -292,14 +292,36 @@ fn ram(candidates: &[Candidate], fits: &dyn Fn(&[Candidate]) -> bool) -> Option<
         .map(|c| c.total_bytes)
         .max();
     let gpus: Vec<Candidate> = candidates.iter().filter(|c| !cpu(c)).cloned().collect();
-    (4..=10)
+    let sizes: Vec<u64> = (4..=10)
         .map(|p| (1u64 << p) << 30)
         .filter(|&bytes| given.is_none_or(|g| bytes > g))
-        .find_map(|bytes| {
-            let mut with = gpus.clone();
-            with.push(Candidate::sim_ram(bytes));
-            fits(&with).then_some(Suggestion::Ram { bytes })
-        })
+        .collect();
+    let fits_with = |bytes: u64| {
+        let mut with = gpus.clone();
+        with.push(Candidate::sim_ram(bytes));
+        fits(&with)
+    };
+    // More RAM never undoes a plan: the smallest that plans is a bisection.
+    smallest_that_fits(sizes.len(), &|i| fits_with(sizes[i]))
+        .map(|i| Suggestion::Ram { bytes: sizes[i] })
+}
+
+/// The smallest index in `0..n` for which `fits` holds, where it holds from some index on;
+/// `None` when it does not hold at the last. A bisection: about log2(n) + 1 plans.
+fn smallest_that_fits(n: usize, fits: &dyn Fn(usize) -> bool) -> Option<usize> {
+    if n == 0 || !fits(n - 1) {
+        return None;
+    }
+    let (mut lo, mut hi) = (0, n - 1);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    Some(lo)
 }
 
 /// The fewest GPUs like the largest one here (on its host) that hold the model, up to eight.
@@ -320,21 +342,27 @@ fn more_gpus(candidates: &[Candidate], fits: &dyn Fn(&[Candidate]) -> bool) -> O
         .filter(|c| !group.contains(c))
         .cloned()
         .collect();
+    let have = group.len();
     while group.len() < MAX_GPUS {
         let next = group.iter().map(|c| c.device).max().unwrap_or(0) + 1;
         group.push(Candidate {
             device: next,
             ..largest.clone()
         });
-        let all: Vec<Candidate> = others.iter().chain(group.iter()).cloned().collect();
-        if fits(&all) {
-            return Some(Suggestion::MoreGpus {
-                count: group.len() as u64,
-                each_bytes: largest.total_bytes,
-            });
-        }
     }
-    None
+    // With `have + 1 + i` GPUs; more GPUs never undo a plan, so the fewest is a bisection.
+    let with = |i: usize| {
+        let all: Vec<Candidate> = others
+            .iter()
+            .chain(group[..have + 1 + i].iter())
+            .cloned()
+            .collect();
+        fits(&all)
+    };
+    smallest_that_fits(MAX_GPUS.saturating_sub(have), &with).map(|i| Suggestion::MoreGpus {
+        count: (have + 1 + i) as u64,
+        each_bytes: largest.total_bytes,
+    })
 }
 
 /// For a training step that fits no GPU: the fewest FSDP2 ranks over GPUs of one host here

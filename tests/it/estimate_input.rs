@@ -94,7 +94,7 @@ fn absurd_shapes_are_refused_with_the_field_named() {
         // Refused before anything walks the layers (a walk of 10^18 would never end).
         (
             &[("num_hidden_layers", 1 << 60)],
-            "num_hidden_layers' is 1152921504606846976, implausibly large (at most 10000)",
+            "num_hidden_layers' is 1152921504606846976, implausibly large (at most 1024)",
         ),
         (
             &[
@@ -109,7 +109,7 @@ fn absurd_shapes_are_refused_with_the_field_named() {
             &[
                 ("hidden_size", 1 << 20),
                 ("intermediate_size", 1 << 22),
-                ("num_hidden_layers", 10_000),
+                ("num_hidden_layers", 1_024),
             ],
             "parameters, implausibly many",
         ),
@@ -519,4 +519,93 @@ fn a_gguf_type_is_refused_where_no_gguf_is_loaded() {
         2,
     );
     assert!(e.contains("not --dtype int4: give"), "{e}");
+}
+
+// Work bounded by what models have: more experts a token than any published model routes to
+// (4,096 of 4,096 in a 400-byte config) is refused by name, at once, as is a GGUF whose
+// required field is present but 0 ("invalid", not "missing").
+#[test]
+fn what_no_model_has_is_refused_and_zero_is_not_missing() {
+    let mut moe = llama_config();
+    moe["model_type"] = "mixtral".into();
+    moe["num_local_experts"] = 4096.into();
+    moe["num_experts_per_tok"] = 4096.into();
+    let e = config_failure(moe);
+    assert!(
+        e.ends_with("field 'num_experts_per_tok' is 4096, implausibly large (at most 128)\n"),
+        "{e}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = std::fs::read(fixture("tiny-llama.gguf")).unwrap();
+    let key = b"llama.attention.head_count\x04\x00\x00\x00";
+    let at = bytes.windows(key.len()).position(|w| w == key).unwrap() + key.len();
+    bytes[at..at + 4].copy_from_slice(&0u32.to_le_bytes());
+    let zero = dir.path().join("zero.gguf");
+    std::fs::write(&zero, &bytes).unwrap();
+    let e = one_line_failure(&["estimate", "--gguf", zero.to_str().unwrap()], 1);
+    assert!(
+        e.ends_with("zero.gguf: field 'llama.attention.head_count' is 0\n"),
+        "{e}"
+    );
+}
+
+// A GGUF's name reaches the terminal escaped in every report, colour sequences included (a
+// conceal code would hide what follows it).
+#[test]
+fn colour_codes_from_a_file_are_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(fixture("tiny-llama.gguf")).unwrap();
+    let name = b"tiny-llama";
+    let at = bytes.windows(name.len()).position(|w| w == name).unwrap();
+    let evil = b"x\x1b[8mhidden";
+    let mut out = bytes[..at - 8].to_vec();
+    out.extend((evil.len() as u64).to_le_bytes());
+    out.extend(evil);
+    out.extend(&bytes[at + name.len()..]);
+    let path = dir.path().join("evil.gguf");
+    std::fs::write(&path, out).unwrap();
+    let gguf = path.to_str().unwrap();
+    for args in [
+        &["estimate", "--gguf", gguf][..],
+        &["select", "--gguf", gguf, "--device", "sim:h100"],
+        &[
+            "select", "--gguf", gguf, "--device", "sim:h100", "--engine", "ollama",
+        ],
+        &["select", "-q", "--gguf", gguf, "--device", "sim:h100"],
+        &[
+            "estimate", "--gguf", gguf, "--device", "sim:h100", "--engine", "all",
+        ],
+    ] {
+        let out = gpumem().args(args).output().unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(!text.contains('\x1b'), "{args:?}: {text:?}");
+        // (-q prints the verdict and the launch alone, no name.)
+        assert!(
+            args[1] == "-q" || text.contains("x\\u{1b}[8mhidden"),
+            "{args:?}: {text}"
+        );
+    }
+}
+
+// GPUMEM_INTERNAL_PROBE in a user's environment changes nothing: only gpumem's own probe
+// children (started with their argument) read it.
+#[test]
+fn the_internal_probe_variable_is_not_read_from_a_users_environment() {
+    let out = gpumem()
+        .env("GPUMEM_INTERNAL_PROBE", "\x1b[31mjunk")
+        .args(["--json", "discover", "--backend", "cpu"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        doc["backends"].as_array().is_some_and(|b| !b.is_empty()),
+        "{doc}"
+    );
+    assert!(out.stderr.is_empty());
 }

@@ -4,7 +4,10 @@
 use super::*;
 
 /// The most layers [`ModelArch::check_plausible`] accepts (the largest models have under 200).
-const MAX_LAYERS: u64 = 10_000;
+const MAX_LAYERS: u64 = 1_024;
+/// The most experts a token is routed to that gpumem plans: published models route to 1-16
+/// (DeepSeek-V3 and Kimi-K2 8, Qwen3-Next 10); the replay's work grows with it.
+const MAX_EXPERTS_PER_TOKEN: u64 = 128;
 
 /// Why `layers` is no model's layer count, if it is not; checked before anything walks the
 /// layers.
@@ -241,12 +244,12 @@ impl ModelArch {
         fields.push((ShapeField::HeadDim, self.head_dim, min_heads, 1 << 16));
         if let Some(m) = &self.moe {
             fields.extend([
-                (ShapeField::Experts, m.experts, 1, 1 << 16),
+                (ShapeField::Experts, m.experts, 1, 1 << 12),
                 (
                     ShapeField::ExpertsPerToken,
                     m.experts_per_token,
                     1,
-                    m.experts,
+                    m.experts.min(MAX_EXPERTS_PER_TOKEN),
                 ),
                 (
                     ShapeField::ExpertIntermediate,

@@ -39,14 +39,23 @@ impl Keys<'_> {
         self.file.u64(&format!("{}.{key}", self.a))
     }
 
-    /// A key that must be there and non-zero.
+    /// A key that must be there and non-zero: absent is missing, 0 or another type invalid.
     fn req(&self, key: &str) -> Result<u64, ModelError> {
-        self.get(key)
-            .filter(|&v| v > 0)
-            .ok_or_else(|| ModelError::MissingField {
+        match self.get(key) {
+            Some(0) => Err(self.bad(key, "is 0".into())),
+            Some(v) => Ok(v),
+            None if self
+                .file
+                .metadata
+                .contains_key(&format!("{}.{key}", self.a)) =>
+            {
+                Err(self.bad(key, "is not an unsigned integer".into()))
+            }
+            None => Err(ModelError::MissingField {
                 path: self.path.into(),
                 field: format!("{}.{key}", self.a),
-            })
+            }),
+        }
     }
 
     fn bad(&self, key: &str, why: String) -> ModelError {

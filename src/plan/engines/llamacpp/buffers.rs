@@ -78,6 +78,39 @@ pub fn placed_compute_buffers(
     weights: Option<&crate::model::LayerWeights>,
     placement: &Placement<'_>,
 ) -> Option<Vec<u64>> {
+    // A plan's fit and the changes suggested beside it replay the same graph under the same
+    // placement many times (more RAM changes nothing on the GPUs): each is replayed once, so
+    // the work stays linear in the layers whatever the search around it.
+    use std::hash::{Hash as _, Hasher as _};
+    thread_local! {
+        static REPLAYED: std::cell::RefCell<std::collections::HashMap<u64, Option<Vec<u64>>>> =
+            std::cell::RefCell::default();
+    }
+    const KEPT: usize = 1024;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    format!("{arch:?}|{s:?}|{weights:?}|{placement:?}").hash(&mut h);
+    let key = h.finish();
+    if let Some(hit) = REPLAYED.with(|m| m.borrow().get(&key).cloned()) {
+        return hit;
+    }
+    let out = replay_placed(arch, s, weights, placement);
+    REPLAYED.with(|m| {
+        let mut m = m.borrow_mut();
+        if m.len() >= KEPT {
+            m.clear();
+        }
+        m.insert(key, out.clone());
+    });
+    out
+}
+
+/// [`placed_compute_buffers`], replayed.
+fn replay_placed(
+    arch: &ModelArch,
+    s: &Settings,
+    weights: Option<&crate::model::LayerWeights>,
+    placement: &Placement<'_>,
+) -> Option<Vec<u64>> {
     let (cells, swa_cells) = kv_cells(arch, s);
     let batch = replay::Batch {
         arch,
