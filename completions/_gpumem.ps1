@@ -250,6 +250,7 @@ Register-ArgumentCompleter -Native -CommandName 'gpumem' -ScriptBlock {
             [CompletionResult]::new('--max-p99-ns', '--max-p99-ns', [CompletionResultType]::ParameterName, 'Fail when the pool''s p99 allocation latency is above this many nanoseconds')
             [CompletionResult]::new('--color', '--color', [CompletionResultType]::ParameterName, 'When to use colour. `auto` colours a terminal unless NO_COLOR is set')
             [CompletionResult]::new('--no-raw', '--no-raw', [CompletionResultType]::ParameterName, 'Skip the raw replay straight on the device (no speedup is measured)')
+            [CompletionResult]::new('--allow-other-device', '--allow-other-device', [CompletionResultType]::ParameterName, 'With --baseline: compare with a baseline recorded on another device (the report labels the comparison as one between different devices). Without it, such a baseline is refused (exit 2)')
             [CompletionResult]::new('--verify', '--verify', [CompletionResultType]::ParameterName, 'Write a signature into each buffer on a real device and check it on free (default)')
             [CompletionResult]::new('--no-verify', '--no-verify', [CompletionResultType]::ParameterName, 'Do not write and check bytes in each buffer')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print one JSON document on stdout instead of tables')

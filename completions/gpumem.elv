@@ -243,6 +243,7 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand --max-p99-ns 'Fail when the pool''s p99 allocation latency is above this many nanoseconds'
             cand --color 'When to use colour. `auto` colours a terminal unless NO_COLOR is set'
             cand --no-raw 'Skip the raw replay straight on the device (no speedup is measured)'
+            cand --allow-other-device 'With --baseline: compare with a baseline recorded on another device (the report labels the comparison as one between different devices). Without it, such a baseline is refused (exit 2)'
             cand --verify 'Write a signature into each buffer on a real device and check it on free (default)'
             cand --no-verify 'Do not write and check bytes in each buffer'
             cand --json 'Print one JSON document on stdout instead of tables'

@@ -704,6 +704,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l color -d '
 always\t'Colour even when stdout is a pipe or NO_COLOR is set'
 never\t'Plain text, whatever the terminal'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l no-raw -d 'Skip the raw replay straight on the device (no speedup is measured)'
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l allow-other-device -d 'With --baseline: compare with a baseline recorded on another device (the report labels the comparison as one between different devices). Without it, such a baseline is refused (exit 2)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l verify -d 'Write a signature into each buffer on a real device and check it on free (default)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l no-verify -d 'Do not write and check bytes in each buffer'
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l json -d 'Print one JSON document on stdout instead of tables'

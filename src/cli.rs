@@ -538,6 +538,12 @@ pub struct BenchAllocArgs {
     #[arg(long, value_name = "METRIC:PCT", requires = "baseline")]
     pub max_regression: Vec<RegressionGate>,
 
+    /// With --baseline: compare with a baseline recorded on another device (the report labels
+    /// the comparison as one between different devices). Without it, such a baseline is
+    /// refused (exit 2).
+    #[arg(long, requires = "baseline")]
+    pub allow_other_device: bool,
+
     /// Write a signature into each buffer on a real device and check it on free (default).
     #[arg(long, overrides_with = "no_verify")]
     pub verify: bool,

@@ -19,3 +19,27 @@ pub enum CliError {
     #[error("{1}")]
     Interrupted(crate::exit::Exit, String),
 }
+
+/// The error and its causes joined, so logs and CI annotations stay tidy (control characters
+/// are escaped when printed). A cause whose text its parent already shows (e.g. an OS error
+/// quoted in "path: error") is not repeated.
+pub fn error_line(err: &anyhow::Error) -> String {
+    let mut message = err.to_string();
+    for cause in err.chain().skip(1) {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+    }
+    message
+}
+
+/// Whether a closed pipe (`gpumem … | head -1`) ended the command.
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}

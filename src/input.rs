@@ -7,10 +7,15 @@
 //! is named as one. Files are opened non-blocking, so even a FIFO swapped in after a check does
 //! not block the open; the type is then checked on the open handle.
 //!
-//! Every file gpumem writes (`--timeline`) goes through [`write_atomic`]: a temporary file in
-//! the destination's folder renamed over it, so an interrupted write leaves the old file, a
-//! symlink is replaced rather than followed, and a destination that is one of the run's inputs
-//! (the same device and inode, whatever the path: a hard link, a symlink) is refused.
+//! Every output gpumem writes (`--timeline`, `--save-baseline`, `--export-*`) goes through
+//! [`write_output`], which asks [`output_kind`] what the path names. A regular file, or a path
+//! that does not exist yet, is written by [`write_atomic`]: a temporary file in the
+//! destination's folder renamed over it, so an interrupted write leaves the old file, a symlink
+//! is replaced rather than followed, and a destination that is one of the run's inputs (the same
+//! device and inode, whatever the path: a hard link, a symlink) is refused. A FIFO or a
+//! character device (`/dev/null`, a terminal) is opened and written through, never replaced;
+//! `-`, `/dev/stdout` and `/dev/stderr` (and `/dev/fd/1`, `/dev/fd/2`) are the process's own
+//! streams. A write error (`/dev/full`: no space left) is returned, never lost.
 
 use std::fs::File;
 use std::io::Read;
@@ -48,6 +53,20 @@ pub enum InputError {
         path: PathBuf,
         /// The input it is the same file as.
         input: PathBuf,
+    },
+    /// An output names something that cannot take one: a directory, a socket, a block device.
+    #[error("{} is {kind}: an output goes to a file, a FIFO or a character device", path.display())]
+    NotWritable {
+        /// The output as given.
+        path: PathBuf,
+        /// What it is.
+        kind: &'static str,
+    },
+    /// A FIFO's reader went away before the whole output was written.
+    #[error("{}: the FIFO's reader closed it before the output was written", path.display())]
+    ReaderGone {
+        /// The FIFO as given.
+        path: PathBuf,
     },
     /// The OS refused (missing file, permissions).
     #[error("{}: {source}", path.display())]
@@ -230,6 +249,150 @@ pub fn write_atomic(path: &Path, data: &[u8], inputs: &[&Path]) -> Result<(), In
     Ok(())
 }
 
+/// What an output path names, and so how [`write_output`] writes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputKind {
+    /// A regular file (or a symlink to one), or nothing yet: written whole beside it and renamed
+    /// over it.
+    File,
+    /// A FIFO or a character device: opened for writing and written through, never replaced.
+    Stream,
+    /// The process's standard output: `-`, `/dev/stdout`, `/dev/fd/1`, `/proc/self/fd/1`.
+    Stdout,
+    /// The process's standard error: `/dev/stderr`, `/dev/fd/2`, `/proc/self/fd/2`.
+    Stderr,
+}
+
+impl OutputKind {
+    /// Whether the output is written through rather than replaced.
+    pub fn is_stream(self) -> bool {
+        self != OutputKind::File
+    }
+}
+
+/// How `path` is to be written: by its name for the standard streams (whatever they are
+/// redirected to, they are never replaced), else by what it is now, following symlinks. A
+/// directory, a socket or a block device is refused.
+pub fn output_kind(path: &Path) -> Result<OutputKind, InputError> {
+    let name = path.as_os_str();
+    if name == "-" || name == "/dev/stdout" || name == "/dev/fd/1" || name == "/proc/self/fd/1" {
+        return Ok(OutputKind::Stdout);
+    }
+    if name == "/dev/stderr" || name == "/dev/fd/2" || name == "/proc/self/fd/2" {
+        return Ok(OutputKind::Stderr);
+    }
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        // Nothing there (or a dangling symlink, replaced as any symlink is).
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(OutputKind::File),
+        Err(source) => {
+            return Err(InputError::Io {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
+    };
+    let ft = meta.file_type();
+    if ft.is_file() {
+        return Ok(OutputKind::File);
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if ft.is_fifo() || ft.is_char_device() {
+            return Ok(OutputKind::Stream);
+        }
+    }
+    Err(InputError::NotWritable {
+        path: path.to_path_buf(),
+        kind: kind_of(ft),
+    })
+}
+
+/// What two outputs must not share: the same standard stream, the same file (by device and
+/// inode, whatever the path), or for a file not yet there, the same canonical folder and name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum OutputTarget {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+    /// A file or node that exists.
+    Existing(FileId),
+    /// A file still to be created, by its canonical path.
+    New(PathBuf),
+}
+
+/// The target `path` writes to (see [`OutputTarget`]).
+pub fn output_target(path: &Path) -> OutputTarget {
+    match output_kind(path) {
+        Ok(OutputKind::Stdout) => return OutputTarget::Stdout,
+        Ok(OutputKind::Stderr) => return OutputTarget::Stderr,
+        _ => {}
+    }
+    if let Some(id) = file_id(path) {
+        return OutputTarget::Existing(id);
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    OutputTarget::New(path.file_name().map_or(dir.clone(), |n| dir.join(n)))
+}
+
+/// Writes `data` to the output `path` as [`output_kind`] classifies it: a file atomically
+/// ([`write_atomic`]), a FIFO or character device through an open handle, `-`/`/dev/stdout`
+/// and `/dev/stderr` to the process's own streams. Never onto one of `inputs`; every write
+/// error is returned (a closed standard output as the `BrokenPipe` it is).
+pub fn write_output(path: &Path, data: &[u8], inputs: &[&Path]) -> Result<(), InputError> {
+    use std::io::Write;
+    let io = |source| InputError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    match output_kind(path)? {
+        OutputKind::File => write_atomic(path, data, inputs),
+        OutputKind::Stdout => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(data).and_then(|()| out.flush()).map_err(io)
+        }
+        OutputKind::Stderr => {
+            let mut err = std::io::stderr().lock();
+            err.write_all(data).and_then(|()| err.flush()).map_err(io)
+        }
+        OutputKind::Stream => {
+            if let Some(input) = inputs.iter().find(|i| same_file(path, i)) {
+                return Err(InputError::WouldOverwriteInput {
+                    path: path.to_path_buf(),
+                    input: input.to_path_buf(),
+                });
+            }
+            // No create, no truncate: the node is written as it is (a FIFO's open waits for
+            // its reader, as any writer's does).
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(io)?;
+            // Checked again on the handle: a regular file swapped in since is not written
+            // through (it would be neither truncated nor replaced).
+            if file.metadata().map_err(io)?.is_file() {
+                return Err(io(std::io::Error::other(
+                    "became a regular file while being opened",
+                )));
+            }
+            file.write_all(data)
+                .and_then(|()| file.flush())
+                .map_err(|e| match e.kind() {
+                    std::io::ErrorKind::BrokenPipe => InputError::ReaderGone {
+                        path: path.to_path_buf(),
+                    },
+                    _ => io(e),
+                })
+        }
+    }
+}
+
 /// A path from the environment variable `key`; unset and empty are the same (as the Hugging
 /// Face and Ollama tools read their folders).
 pub fn env_path(key: &str) -> Option<PathBuf> {
@@ -306,5 +469,58 @@ mod tests {
             .file_type()
             .is_symlink());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn outputs_are_classified_by_what_they_name() {
+        assert_eq!(output_kind(Path::new("-")).unwrap(), OutputKind::Stdout);
+        assert_eq!(
+            output_kind(Path::new("/dev/stdout")).unwrap(),
+            OutputKind::Stdout
+        );
+        assert_eq!(
+            output_kind(Path::new("/dev/stderr")).unwrap(),
+            OutputKind::Stderr
+        );
+        assert_eq!(
+            output_kind(Path::new("/dev/null")).unwrap(),
+            OutputKind::Stream
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let new = dir.path().join("new.xml");
+        assert_eq!(output_kind(&new).unwrap(), OutputKind::File);
+        assert!(matches!(
+            output_kind(dir.path()),
+            Err(InputError::NotWritable {
+                kind: "a directory",
+                ..
+            })
+        ));
+        // The same stream, file or new path under another spelling is the same target.
+        assert_eq!(
+            output_target(Path::new("-")),
+            output_target(Path::new("/dev/stdout"))
+        );
+        assert_ne!(
+            output_target(Path::new("/dev/stdout")),
+            output_target(Path::new("/dev/stderr"))
+        );
+        let dotted = dir.path().join(".").join("new.xml");
+        assert_eq!(output_target(&new), output_target(&dotted));
+        // A character device is written through: /dev/full's ENOSPC comes back, and the node
+        // is still there (guarded: only a node classified as a stream is ever written).
+        if output_kind(Path::new("/dev/full")).ok() == Some(OutputKind::Stream) {
+            let err = write_output(Path::new("/dev/full"), b"x", &[]).unwrap_err();
+            assert!(
+                matches!(&err, InputError::Io { source, .. } if source.raw_os_error() == Some(libc::ENOSPC)),
+                "{err}"
+            );
+            use std::os::unix::fs::FileTypeExt;
+            assert!(std::fs::metadata("/dev/full")
+                .unwrap()
+                .file_type()
+                .is_char_device());
+        }
     }
 }

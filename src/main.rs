@@ -31,7 +31,7 @@ fn main() -> ExitCode {
     .with_width(gpumem::output::table_width(cli.global.wide));
     match gpumem::commands::run(cli.command, &cli.global, &out) {
         Ok(exit) => exit.into(),
-        Err(err) if is_broken_pipe(&err) => Exit::Success.into(),
+        Err(err) if gpumem::error::is_broken_pipe(&err) => Exit::Success.into(),
         Err(err) => {
             let model_error = err.downcast_ref::<gpumem::model::ModelError>();
             let unknown_model = match model_error {
@@ -50,7 +50,7 @@ fn main() -> ExitCode {
                 _ if device_unavailable => Exit::DeviceUnavailable,
                 _ => Exit::Failure,
             };
-            let message = error_line(&err);
+            let message = gpumem::error::error_line(&err);
             eprintln!("gpumem: error: {}", gpumem::output::one_line(&message));
             if !matches!(
                 err.downcast_ref::<CliError>(),
@@ -169,27 +169,4 @@ fn init_logging(global: &GlobalArgs) {
         .format_timestamp_millis()
         .target(env_logger::Target::Stderr)
         .init();
-}
-
-/// The error and its causes joined, so logs and CI annotations stay tidy (control characters
-/// are escaped when printed). A cause whose text its parent already shows (e.g. an OS error
-/// quoted in "path: error") is not repeated.
-fn error_line(err: &anyhow::Error) -> String {
-    let mut message = err.to_string();
-    for cause in err.chain().skip(1) {
-        let text = cause.to_string();
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-    }
-    message
-}
-
-fn is_broken_pipe(err: &anyhow::Error) -> bool {
-    err.chain().any(|cause| {
-        cause
-            .downcast_ref::<io::Error>()
-            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
-    })
 }

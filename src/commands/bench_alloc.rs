@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use super::exports::Renderers;
 use super::options::{
     bench_baseline, bench_inputs, bench_pool_config, bench_preset, bench_thresholds,
-    bench_workload, check_bench_args, probe_all_until,
+    bench_workload, check_baseline_device, check_bench_args, probe_all_until,
 };
 use crate::alloc::{Pool, Preset};
 use crate::backend::{default_device_spec, DeviceSpec};
@@ -205,6 +205,12 @@ fn replay(
     (free, total): (u64, u64),
     (interrupt, baseline): (&AtomicBool, Option<Baseline>),
 ) -> Result<Exit> {
+    let view = DeviceView::of(spec, device.as_ref(), total);
+    // Before the workload is compared: another device's free memory sizes a synthetic one
+    // differently, and the device is the first thing to name.
+    if let Some(b) = &baseline {
+        check_baseline_device(args, b, &view.identity())?;
+    }
     let (workload, preset, arena, replayed) =
         prepare(args, free, device.as_ref(), baseline.as_ref())?;
     if device.simulated() {
@@ -238,7 +244,6 @@ fn replay(
         .map(|r| r.pool.corruptions + r.raw.as_ref().map_or(0, |r| r.corruptions))
         .sum();
     let leaked: u64 = measured.iter().map(|r| r.leaked).sum();
-    let view = DeviceView::of(spec, device.as_ref(), total);
     let mut report = BenchReport::from_runs(
         view,
         &workload,
@@ -262,22 +267,21 @@ fn replay(
         .collect();
     let runs = RunsView::of(args.warmup, &per_run);
     report.gates = bench_thresholds(args).check(&runs.medians());
-    report.comparison = baseline
-        .as_ref()
-        .map(|b| ComparisonView::new(args.baseline.as_deref(), b, &runs, &args.max_regression));
+    report.comparison = baseline.as_ref().map(|b| {
+        ComparisonView::new(
+            args.baseline.as_deref(),
+            b,
+            &report.device.identity(),
+            &runs,
+            &args.max_regression,
+        )
+    });
     let failure = failure_text(corruptions, leaked, &report.gates)
         .or_else(|| report.comparison.as_ref().and_then(ComparisonView::failure));
     // A replay cut short has not shown that it passes.
     report.passed = !interrupted && failure.is_none();
     report.interrupted = interrupted;
-    let saved = Baseline::new(
-        format!(
-            "{}:{} ({})",
-            report.device.backend, report.device.index, report.device.name
-        ),
-        replayed,
-        runs.metrics.clone(),
-    );
+    let saved = Baseline::new(report.device.identity(), replayed, runs.metrics.clone());
     report.runs = (measured.len() > 1 || args.warmup > 0).then_some(runs);
     write_outputs(args, out, &report, &saved)?;
     if interrupted {
@@ -337,38 +341,42 @@ fn check_same_replay(saved: &Replayed, now: &Replayed) -> Result<()> {
     .into())
 }
 
-/// The timeline, the report, the saved baseline and the CI exports.
+/// The timeline, the report, the saved baseline and the CI exports. An output that cannot be
+/// written fails the run; after the report, as one line without a second JSON document.
 fn write_outputs(
     args: &BenchAllocArgs,
     out: &Output,
     report: &BenchReport,
     saved: &Baseline,
 ) -> Result<()> {
-    let inputs = bench_inputs(args);
+    let inputs: Vec<&std::path::Path> = bench_inputs(args).into_iter().map(|(_, p)| p).collect();
     if let Some(path) = &args.timeline {
-        crate::input::write_atomic(path, timeline_svg(report).as_bytes(), &inputs)
-            .with_context(|| format!("writing --timeline {}", path.display()))?;
+        crate::input::write_output(path, timeline_svg(report).as_bytes(), &inputs)
+            .context("writing --timeline")?;
     }
     out.emit(report)?;
-    if let Some(path) = &args.save_baseline {
-        if report.interrupted {
-            out.warn(&format!(
-                "--save-baseline {}: not saved, the run was interrupted",
-                path.display()
-            ));
-        } else {
-            let json = serde_json::to_vec_pretty(saved).context("encoding the baseline")?;
-            crate::input::write_atomic(path, &json, &inputs)
-                .with_context(|| format!("writing --save-baseline {}", path.display()))?;
+    let after = || -> Result<()> {
+        if let Some(path) = &args.save_baseline {
+            if report.interrupted {
+                out.warn(&format!(
+                    "--save-baseline {}: not saved, the run was interrupted",
+                    path.display()
+                ));
+            } else {
+                let json = serde_json::to_vec_pretty(saved).context("encoding the baseline")?;
+                crate::input::write_output(path, &json, &inputs)
+                    .context("writing --save-baseline")?;
+            }
         }
-    }
-    super::exports::write(
-        &args.exports,
-        &inputs,
-        Renderers {
-            markdown: || bench_markdown(report),
-            junit: || bench_junit(report),
-            prometheus: || bench_prometheus(report),
-        },
-    )
+        super::exports::write(
+            &args.exports,
+            &inputs,
+            Renderers {
+                markdown: || bench_markdown(report),
+                junit: || bench_junit(report),
+                prometheus: || bench_prometheus(report),
+            },
+        )
+    };
+    after().map_err(super::exports::after_report)
 }

@@ -9,6 +9,7 @@ use super::options::{
 };
 use crate::backend::{discover_with, host_info, same_gpus};
 use crate::cli::SelectArgs;
+use crate::error::CliError;
 use crate::exit::Exit;
 use crate::output::select::SelectReport;
 use crate::output::Output;
@@ -133,6 +134,14 @@ fn engine_settings(
     candidates: &[crate::plan::Candidate],
     engine: Option<Engine>,
 ) -> Result<VllmConfig> {
+    if engine == Some(Engine::Sglang) && !candidates.iter().any(|c| c.is_gpu()) {
+        return Err(CliError::Usage(
+            "SGLang serves from GPUs and none is here: give --device sim:h100 (or another GPU, \
+             or sim:SIZE)"
+                .into(),
+        )
+        .into());
+    }
     Ok(match demand {
         Demand::Model { settings, source } => {
             check_pp_layer_partition(args, source.arch.num_layers)?;

@@ -91,7 +91,8 @@ pub fn run(args: &StressArgs, out: &Output) -> Result<Exit> {
             junit: || stress_junit(&report),
             prometheus: || stress_prometheus(&report),
         },
-    )?;
+    )
+    .map_err(super::exports::after_report)?;
     if report.outcome.interrupted {
         out.note("interrupted: the current phase was cut short; everything was freed");
         return Ok(super::signals::interrupted_exit());

@@ -41,6 +41,11 @@ impl DeviceView {
             total_bytes: total,
         }
     }
+
+    /// The device as a baseline records it: `backend:index (name)`.
+    pub fn identity(&self) -> String {
+        format!("{}:{} ({})", self.backend, self.index, self.name)
+    }
 }
 
 /// The workload replayed.

@@ -65,9 +65,14 @@ pub fn bench_markdown(r: &BenchReport) -> String {
         }
     }
     if let Some(c) = &r.comparison {
+        // Across devices (--allow-other-device), said before the table.
+        let note = c
+            .other_device_note()
+            .map(|n| format!("**{}**\n\n", cell(&n)))
+            .unwrap_or_default();
         let _ = writeln!(
             md,
-            "\nAgainst the baseline ({} runs on {}):\n\n| metric | baseline | this run | change | verdict |\n| --- | --- | --- | --- | --- |",
+            "\nAgainst the baseline ({} runs on {}):\n\n{note}| metric | baseline | this run | change | verdict |\n| --- | --- | --- | --- | --- |",
             c.baseline_runs,
             cell(&c.baseline_device)
         );
@@ -105,17 +110,19 @@ pub fn bench_junit(r: &BenchReport) -> String {
         .flat_map(|c| &c.rows)
         .filter(|row| row.max_regression_pct.is_some())
         .collect();
+    let unanswered: Vec<_> = r.comparison.iter().flat_map(|c| &c.unanswered).collect();
     let failures = r.gates.iter().filter(|g| !g.passed).count()
         + gated
             .iter()
             .filter(|row| row.verdict == Verdict::Regressed)
             .count()
+        + unanswered.len()
         + usize::from(run_failure.is_some());
     let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
         xml,
         "<testsuites><testsuite name=\"gpumem bench-alloc\" tests=\"{}\" failures=\"{failures}\">",
-        r.gates.len() + gated.len() + 1
+        r.gates.len() + gated.len() + unanswered.len() + 1
     );
     let _ = write!(
         xml,
@@ -133,6 +140,12 @@ pub fn bench_junit(r: &BenchReport) -> String {
     }
     for row in gated {
         regression_case(&mut xml, row);
+    }
+    for metric in unanswered {
+        let _ = writeln!(
+            xml,
+            "<testcase classname=\"gpumem.bench-alloc.regressions\" name=\"{metric}\"><failure message=\"this run measured no {metric} to compare with the baseline\"/></testcase>"
+        );
     }
     let _ = writeln!(xml, "</testsuite></testsuites>");
     xml
@@ -221,34 +234,55 @@ fn gate_case(xml: &mut String, g: &Gate) {
         "<testcase classname=\"gpumem.bench-alloc.gates\" name=\"--{}\">",
         g.name
     );
+    let figures = format!(
+        "measured {}, threshold {}",
+        gate_value(g.kind, g.measured),
+        gate_value(g.kind, g.threshold)
+    );
     if !g.passed {
-        let _ = write!(
-            xml,
-            "<failure message=\"measured {}, threshold {}\"/>",
-            xml_text(&gate_value(g.kind, g.measured)),
-            xml_text(&gate_value(g.kind, g.threshold))
-        );
+        let _ = write!(xml, "<failure message=\"{}\"/>", xml_text(&figures));
     }
-    let _ = writeln!(xml, "</testcase>");
+    let _ = writeln!(
+        xml,
+        "<system-out>{}</system-out></testcase>",
+        xml_text(&figures)
+    );
 }
 
-/// A `--max-regression` gate as a test case.
+/// A `--max-regression` gate as a test case: its figures (the baseline's median, this run's,
+/// the change, the allowance and the noise) in its output, passed or failed, and its verdict
+/// in the failure's message.
 fn regression_case(xml: &mut String, row: &Comparison) {
     let _ = write!(
         xml,
         "<testcase classname=\"gpumem.bench-alloc.regressions\" name=\"{}\">",
         row.metric
     );
+    let figures = format!(
+        "baseline {}, this run {}, change {}, threshold {}%, noise ±{:.1}%",
+        metric_text(row.metric, row.old),
+        metric_text(row.metric, row.new),
+        change_text(row.change_pct),
+        row.max_regression_pct.unwrap_or(0.0),
+        row.noise_pct
+    );
     if row.verdict == Verdict::Regressed {
         let _ = write!(
             xml,
-            "<failure message=\"{} {} against the baseline: {}\"/>",
+            "<failure message=\"{} {} against the baseline: {}; {}\"/>",
             row.metric,
             change_text(row.change_pct),
-            xml_text(&verdict_text(row))
+            xml_text(&verdict_text(row)),
+            xml_text(&figures)
         );
     }
-    let _ = writeln!(xml, "</testcase>");
+    let _ = writeln!(
+        xml,
+        "<system-out>{}: {}; {}</system-out></testcase>",
+        row.metric,
+        xml_text(&verdict_text(row)),
+        xml_text(&figures)
+    );
 }
 
 /// A run's outcome in one word: an interrupted run is neither passed nor failed.

@@ -106,25 +106,55 @@ pub struct ComparisonView {
     pub baseline_gpumem: String,
     /// Its measured runs.
     pub baseline_runs: usize,
+    /// The device this run is on, as the baseline names its own.
+    pub device: String,
+    /// Whether the baseline ran on another device than this run (`--allow-other-device`).
+    pub other_device: bool,
     /// Every metric both have, in report order.
     pub rows: Vec<Comparison>,
+    /// `--max-regression` metrics this run measured no value of: gates not answered, so the
+    /// run fails.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unanswered: Vec<Metric>,
 }
 
 impl ComparisonView {
-    /// Compares `runs` with `baseline` (read from `path`) under `gates`.
+    /// Compares `runs` on `device` with `baseline` (read from `path`) under `gates`.
     pub fn new(
         path: Option<&Path>,
         baseline: &Baseline,
+        device: &str,
         runs: &RunsView,
         gates: &[RegressionGate],
     ) -> Self {
+        let rows = compare(&baseline.metrics, &runs.metrics, gates);
+        let mut unanswered: Vec<Metric> = gates
+            .iter()
+            .map(|g| g.metric)
+            .filter(|m| !rows.iter().any(|r| r.metric == *m))
+            .collect();
+        unanswered.sort();
+        unanswered.dedup();
         ComparisonView {
             baseline: path.map(|p| p.display().to_string()).unwrap_or_default(),
             baseline_device: baseline.device.clone(),
             baseline_gpumem: baseline.gpumem.clone(),
             baseline_runs: baseline.runs,
-            rows: compare(&baseline.metrics, &runs.metrics, gates),
+            device: device.to_string(),
+            other_device: baseline.device != device,
+            rows,
+            unanswered,
         }
+    }
+
+    /// The label of a comparison across devices, or `None` on the same device.
+    pub fn other_device_note(&self) -> Option<String> {
+        self.other_device.then(|| {
+            format!(
+                "comparing different devices: the baseline ran on {}, this run on {} (--allow-other-device)",
+                self.baseline_device, self.device
+            )
+        })
     }
 
     /// The regressions that fail the run, as one line.
@@ -143,8 +173,19 @@ impl ComparisonView {
                 )
             })
             .collect();
-        (!failed.is_empty())
-            .then(|| format!("regressed against the baseline: {}", failed.join("; ")))
+        if !failed.is_empty() {
+            return Some(format!(
+                "regressed against the baseline: {}",
+                failed.join("; ")
+            ));
+        }
+        (!self.unanswered.is_empty()).then(|| {
+            let names: Vec<&str> = self.unanswered.iter().map(|m| m.name()).collect();
+            format!(
+                "--max-regression {}: this run measured no value to compare",
+                names.join(", ")
+            )
+        })
     }
 
     /// Metric, old, new, change and verdict, with the baseline named above.
@@ -155,6 +196,9 @@ impl ComparisonView {
             "against {} ({} runs on {}, gpumem {}):",
             self.baseline, self.baseline_runs, self.baseline_device, self.baseline_gpumem
         );
+        if let Some(note) = self.other_device_note() {
+            let _ = writeln!(text, "note: {note}");
+        }
         let mut t = new_table(
             style,
             &["metric", "baseline", "this run", "change", "verdict"],

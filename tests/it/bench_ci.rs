@@ -259,8 +259,15 @@ fn markdown_and_junit_exports_name_each_gate() {
         ),
         "{xml}"
     );
+    // A passed gate carries its figures too.
+    let passed = xml
+        .lines()
+        .find(|l| l.contains("name=\"--max-fragmentation\">"))
+        .unwrap();
     assert!(
-        xml.contains("name=\"--max-fragmentation\"></testcase>"),
+        passed.contains("name=\"--max-fragmentation\"><system-out>measured 0.")
+            && passed.ends_with(", threshold 1.0000</system-out></testcase>")
+            && !passed.contains("<failure"),
         "{xml}"
     );
     let named = dir.path().join("run.md");

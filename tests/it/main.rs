@@ -7,6 +7,7 @@ mod common;
 mod baselines;
 mod bench_alloc;
 mod bench_ci;
+mod bench_outputs;
 mod bench_traces;
 mod ci_examples;
 mod cli;

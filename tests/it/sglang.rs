@@ -201,6 +201,16 @@ fn sglang_flags_and_their_refusals() {
         err,
         "gpumem: error: --tp-size is SGLang's: it needs --engine sglang\n"
     );
+    // No GPU to plan on (the test machines have none): named, not a 0 B shortfall.
+    let err = common::one_line_error(
+        gpumem().args(["select", "--model", "llama-3.1-8b", "--engine", "sglang"]),
+        2,
+    );
+    assert_eq!(
+        err,
+        "gpumem: error: SGLang serves from GPUs and none is here: give --device sim:h100 (or \
+         another GPU, or sim:SIZE)\n"
+    );
     // vLLM's spelling, --tensor-parallel-size, is SGLang's alias too; a fraction given is kept.
     let doc = common::json_ok(gpumem().args([
         "--json",

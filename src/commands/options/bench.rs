@@ -7,8 +7,9 @@ use crate::alloc::{MemoryConfig, Preset};
 use crate::backend::DeviceSpec;
 use crate::cli::{self, BenchAllocArgs, WorkloadKind};
 use crate::error::CliError;
+use crate::input::OutputKind;
 use crate::model;
-use crate::workload::baseline::Baseline;
+use crate::workload::baseline::{Baseline, Metric, RegressionGate};
 use crate::workload::gates::Thresholds;
 use crate::workload::{self, RandomParams, SizeDist, TransformerParams, Workload};
 
@@ -30,8 +31,20 @@ pub fn check_bench_args(args: &BenchAllocArgs) -> Result<()> {
         )
         .into());
     }
+    check_bench_runs(args)?;
+    check_regression_gates(args)?;
+    let mut outputs = Vec::new();
     if let Some(path) = &args.timeline {
+        outputs.push(("--timeline", path.clone()));
+    }
+    if let Some(path) = &args.save_baseline {
+        outputs.push(("--save-baseline", path.clone()));
+    }
+    outputs.extend(export_outputs(&args.exports)?);
+    let kinds = check_outputs(&outputs, &bench_inputs(args))?;
+    if let (Some(path), Some(OutputKind::File)) = (&args.timeline, kinds.first()) {
         // The timeline is drawn as SVG; a file named for another format would hold SVG anyway.
+        // A FIFO, a device or standard output takes it whatever its name.
         let svg = path
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("svg"));
@@ -42,19 +55,32 @@ pub fn check_bench_args(args: &BenchAllocArgs) -> Result<()> {
             ))
             .into());
         }
-        check_output_path("--timeline", path, &bench_inputs(args))?;
     }
-    check_bench_runs(args)?;
-    check_export_paths(&args.exports, &bench_inputs(args))
+    Ok(())
 }
 
-/// The files `bench-alloc` reads, which no output may overwrite.
-pub fn bench_inputs(args: &BenchAllocArgs) -> Vec<&std::path::Path> {
-    args.trace
+/// `--max-regression speedup` needs the raw replay that `--no-raw` skips: a gate this run could
+/// not answer.
+fn check_regression_gates(args: &BenchAllocArgs) -> Result<()> {
+    if let Some(gate) = args
+        .max_regression
         .iter()
-        .chain(args.baseline.iter())
-        .map(|p| p.as_path())
-        .collect()
+        .find(|g| g.metric == Metric::Speedup && args.no_raw)
+    {
+        return Err(CliError::Usage(format!(
+            "--max-regression {}:{} needs the raw replay; drop --no-raw",
+            gate.metric, gate.max_pct
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// The files `bench-alloc` reads, by the flag that names them: no output may overwrite one.
+pub fn bench_inputs(args: &BenchAllocArgs) -> Vec<(&'static str, &std::path::Path)> {
+    let trace = args.trace.iter().map(|p| ("--trace", p.as_path()));
+    let baseline = args.baseline.iter().map(|p| ("--baseline", p.as_path()));
+    trace.chain(baseline).collect()
 }
 
 /// `--runs`, `--warmup` and the baseline flags: replays only, and a saved baseline never onto an
@@ -70,9 +96,6 @@ fn check_bench_runs(args: &BenchAllocArgs) -> Result<()> {
         )
         .into());
     }
-    if let Some(path) = &args.save_baseline {
-        check_output_path("--save-baseline", path, &bench_inputs(args))?;
-    }
     Ok(())
 }
 
@@ -86,24 +109,107 @@ pub fn bench_baseline(args: &BenchAllocArgs) -> Result<Option<Baseline>> {
         crate::input::read_bounded(path, BASELINE_MAX_BYTES, "baseline").context("--baseline")?;
     let baseline =
         Baseline::from_json(&bytes).with_context(|| format!("--baseline {}", path.display()))?;
+    check_gated_metrics(path, &baseline, &args.max_regression)?;
     Ok(Some(baseline))
+}
+
+/// Every `--max-regression` metric must be in the baseline: a gate it cannot answer is an
+/// error, not a pass.
+fn check_gated_metrics(
+    path: &std::path::Path,
+    baseline: &Baseline,
+    gates: &[RegressionGate],
+) -> Result<()> {
+    let Some(gate) = gates
+        .iter()
+        .find(|g| !baseline.metrics.contains_key(&g.metric))
+    else {
+        return Ok(());
+    };
+    let has: Vec<&str> = baseline.metrics.keys().map(|m| m.name()).collect();
+    let has = if has.is_empty() {
+        "no metrics".to_string()
+    } else {
+        has.join(", ")
+    };
+    Err(CliError::Usage(format!(
+        "--max-regression {}:{}: the baseline {} has no {} (it has {has})",
+        gate.metric,
+        gate.max_pct,
+        path.display(),
+        gate.metric
+    ))
+    .into())
+}
+
+/// A baseline recorded on another device than `device` (`backend:index (name)`) is refused,
+/// naming both, unless `--allow-other-device` asks to compare anyway (the report then labels
+/// the comparison).
+pub fn check_baseline_device(
+    args: &BenchAllocArgs,
+    baseline: &Baseline,
+    device: &str,
+) -> Result<()> {
+    if baseline.device == device || args.allow_other_device {
+        return Ok(());
+    }
+    Err(CliError::Usage(format!(
+        "--baseline {} was recorded on {}; this run is on {device} (--allow-other-device compares them anyway)",
+        args.baseline.as_deref().unwrap_or(std::path::Path::new("")).display(),
+        baseline.device
+    ))
+    .into())
 }
 
 /// A baseline holds a few numbers per run; 16 MiB is far beyond 1,000 runs of every metric.
 const BASELINE_MAX_BYTES: u64 = 16 << 20;
 
-/// `--export-markdown` and `--export-junit`: folders that exist, files that are not inputs.
-pub fn check_export_paths(exports: &cli::Exports, inputs: &[&std::path::Path]) -> Result<()> {
+/// `stress`'s exports: each writable, none an input, no two the same.
+pub fn check_export_paths(
+    exports: &cli::Exports,
+    inputs: &[(&'static str, &std::path::Path)],
+) -> Result<()> {
+    check_outputs(&export_outputs(exports)?, inputs).map(drop)
+}
+
+/// The `--export-*` flags given, with the path each writes.
+fn export_outputs(exports: &cli::Exports) -> Result<Vec<(&'static str, std::path::PathBuf)>> {
+    let mut outputs = Vec::new();
     if let Some(path) = markdown_path(&exports.export_markdown)? {
-        check_output_path("--export-markdown", &path, inputs)?;
+        outputs.push(("--export-markdown", path));
     }
     if let Some(path) = &exports.export_junit {
-        check_output_path("--export-junit", path, inputs)?;
+        outputs.push(("--export-junit", path.clone()));
     }
     if let Some(path) = &exports.export_prometheus {
-        check_output_path("--export-prometheus", path, inputs)?;
+        outputs.push(("--export-prometheus", path.clone()));
     }
-    Ok(())
+    Ok(outputs)
+}
+
+/// Checks each output (see [`check_output_path`]) and that no two write to the same place (the
+/// same file by any path, the same stream: `-` and `/dev/stdout` are one); returns each one's
+/// kind, in order.
+fn check_outputs(
+    outputs: &[(&'static str, std::path::PathBuf)],
+    inputs: &[(&'static str, &std::path::Path)],
+) -> Result<Vec<OutputKind>> {
+    let mut seen: Vec<(&str, &std::path::Path, crate::input::OutputTarget)> = Vec::new();
+    let mut kinds = Vec::new();
+    for (flag, path) in outputs {
+        kinds.push(check_output_path(flag, path, inputs)?);
+        let target = crate::input::output_target(path);
+        if let Some((first, first_path, _)) = seen.iter().find(|(_, _, t)| *t == target) {
+            return Err(CliError::Usage(format!(
+                "{first} {} and {flag} {} are the same output; give each its own",
+                first_path.display(),
+                path.display()
+            ))
+            .into());
+        }
+        seen.push((flag, path, target));
+    }
+    Ok(kinds)
 }
 
 /// Where `--export-markdown` writes: its FILE, or without one `$GITHUB_STEP_SUMMARY` (a usage
@@ -236,17 +342,19 @@ pub(super) fn whole_budget(config: MemoryConfig, spec: &DeviceSpec) -> MemoryCon
 }
 
 /// Checks, before any work, that `output` can be written and is none of `inputs`: a run must
-/// not end in "cannot write", nor overwrite what it read.
+/// not end in "cannot write", nor overwrite what it read. Returns how it will be written.
 pub fn check_output_path(
     flag: &str,
     output: &std::path::Path,
-    inputs: &[&std::path::Path],
-) -> Result<()> {
+    inputs: &[(&'static str, &std::path::Path)],
+) -> Result<OutputKind> {
+    let kind =
+        crate::input::output_kind(output).map_err(|e| CliError::Usage(format!("{flag} {e}")))?;
     let parent = output
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(std::path::Path::new("."));
-    if !parent.is_dir() {
+    if kind == OutputKind::File && !parent.is_dir() {
         return Err(CliError::Usage(format!(
             "{flag} {}: the folder {} does not exist",
             output.display(),
@@ -254,17 +362,17 @@ pub fn check_output_path(
         ))
         .into());
     }
-    if output.is_dir() {
-        return Err(CliError::Usage(format!("{flag} {} is a directory", output.display())).into());
-    }
     // The same file by device and inode: a hard link or symlink to an input is that input.
-    if let Some(input) = inputs.iter().find(|i| crate::input::same_file(output, i)) {
+    if let Some((input_flag, input)) = inputs
+        .iter()
+        .find(|(_, i)| crate::input::same_file(output, i))
+    {
         return Err(CliError::Usage(format!(
-            "{flag} {} would overwrite the input {}",
+            "{flag} {} would overwrite the input {input_flag} {}",
             output.display(),
             input.display()
         ))
         .into());
     }
-    Ok(())
+    Ok(kind)
 }
