@@ -232,6 +232,11 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l tp-size -l tp
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l max-running-requests -d 'SGLang: the most requests running at once [default: from the pool\'s tokens]' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l chunked-prefill-size -d 'SGLang: tokens a prefill chunk [default: by GPU memory, 8192 on an H100]' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l max-total-tokens -d 'SGLang: a cap on the KV pool\'s tokens' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l speculative-algorithm -d 'SGLang: speculative decoding; an EAGLE, EAGLE3 or MTP draft\'s weights and KV layers are counted (modelled from the target\'s shape), and 48 running requests by default' -r -f -a "EAGLE\t'EAGLE: one decoder layer over the target\'s features'
+EAGLE3\t'EAGLE-3: one decoder layer over three of the target\'s layers, its own head'
+MTP\t'Multi-token prediction: the checkpoint\'s own next-token layer'
+NGRAM\t'N-gram lookup: no draft model'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l speculative-draft-model-path -d 'SGLang: the draft model (a Hub id or folder), passed to the launch command' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l parallel -d 'Ollama: parallel requests, each with `num_ctx` tokens (OLLAMA_NUM_PARALLEL) [default: 1]' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l gpu-overhead -d 'Ollama: memory a GPU kept out of the total its default context follows (OLLAMA_GPU_OVERHEAD) [default: 0]' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l engine -d 'Inference by whose memory: llama.cpp\'s buffers (as `select --engine llama.cpp` plans them), vLLM\'s need on each GPU (as `select --engine vllm` plans it on --device, else this machine\'s GPUs), or transformers\' `generate` (the context is then the prompt). Default: llama.cpp, the engine a GGUF implies; for a Hugging Face checkpoint the report says so and names `--engine vllm`' -r -f -a "llama.cpp\t'llama.cpp: its model, KV-cache and compute buffers'
@@ -459,6 +464,11 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l tp-size -l tp -
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l max-running-requests -d 'SGLang: the most requests running at once [default: from the pool\'s tokens]' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l chunked-prefill-size -d 'SGLang: tokens a prefill chunk [default: by GPU memory, 8192 on an H100]' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l max-total-tokens -d 'SGLang: a cap on the KV pool\'s tokens' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l speculative-algorithm -d 'SGLang: speculative decoding; an EAGLE, EAGLE3 or MTP draft\'s weights and KV layers are counted (modelled from the target\'s shape), and 48 running requests by default' -r -f -a "EAGLE\t'EAGLE: one decoder layer over the target\'s features'
+EAGLE3\t'EAGLE-3: one decoder layer over three of the target\'s layers, its own head'
+MTP\t'Multi-token prediction: the checkpoint\'s own next-token layer'
+NGRAM\t'N-gram lookup: no draft model'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l speculative-draft-model-path -d 'SGLang: the draft model (a Hub id or folder), passed to the launch command' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l parallel -d 'Ollama: parallel requests, each with `num_ctx` tokens (OLLAMA_NUM_PARALLEL) [default: 1]' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l gpu-overhead -d 'Ollama: memory a GPU kept out of the total its default context follows (OLLAMA_GPU_OVERHEAD) [default: 0]' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l bytes -d 'Place a plain byte count instead of a model (e.g. 28GiB)' -r

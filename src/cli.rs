@@ -22,7 +22,7 @@ pub use help::{ENVIRONMENT, EXAMPLES};
 use hints::{catalog_names, DeviceSpecs, Offered};
 pub use training::{AttnImplementationArg, LoraTargets, Mode, Optimizer, Recipe};
 use values::{parse_block_bytes, parse_factor, parse_fraction, parse_nonzero_bytes};
-pub use workload::WorkloadSettings;
+pub use workload::{SpecAlgorithmArg, WorkloadSettings};
 
 /// Know your GPU memory before you deploy.
 ///

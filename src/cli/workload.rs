@@ -254,4 +254,42 @@ pub struct SglangArgs {
         hide_short_help = true
     )]
     pub disable_cuda_graph: bool,
+
+    /// SGLang: speculative decoding; an EAGLE, EAGLE3 or MTP draft's weights and KV layers are
+    /// counted (modelled from the target's shape), and 48 running requests by default.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "ALGO",
+        help_heading = "SGLang (--engine sglang)",
+        hide_short_help = true
+    )]
+    pub speculative_algorithm: Option<SpecAlgorithmArg>,
+
+    /// SGLang: the draft model (a Hub id or folder), passed to the launch command.
+    #[arg(
+        long,
+        value_name = "ID",
+        requires = "speculative_algorithm",
+        help_heading = "SGLang (--engine sglang)",
+        hide_short_help = true
+    )]
+    pub speculative_draft_model_path: Option<String>,
+}
+
+/// `--speculative-algorithm`, as SGLang spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SpecAlgorithmArg {
+    /// EAGLE: one decoder layer over the target's features.
+    #[value(name = "EAGLE", alias = "eagle")]
+    Eagle,
+    /// EAGLE-3: one decoder layer over three of the target's layers, its own head.
+    #[value(name = "EAGLE3", alias = "eagle3")]
+    Eagle3,
+    /// Multi-token prediction: the checkpoint's own next-token layer.
+    #[value(name = "MTP", alias = "mtp")]
+    Mtp,
+    /// N-gram lookup: no draft model.
+    #[value(name = "NGRAM", alias = "ngram")]
+    Ngram,
 }

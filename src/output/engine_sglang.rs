@@ -44,6 +44,16 @@ pub fn sglang_text(text: &mut String, f: &SglangFit) {
     for (name, bytes, basis) in rows {
         let _ = writeln!(text, "  {name:<40} {:>11}{basis}", format_bytes(bytes));
     }
+    if let Some(d) = &f.draft {
+        let _ = writeln!(
+            text,
+            "  with the {} draft: {} of weights (modelled) and {} KV layer{} in the pool",
+            d.algorithm.flag(),
+            format_bytes(d.weights_bytes),
+            d.layers,
+            if d.layers == 1 { "" } else { "s" }
+        );
+    }
     let _ = writeln!(
         text,
         "  {} bytes a token; CUDA graphs up to batch {}, prefill chunks of {} tokens",

@@ -235,3 +235,53 @@ fn sglang_flags_and_their_refusals() {
         serde_json::Value::Null
     );
 }
+
+/// Speculative decoding as SGLang 0.5.23 sizes it: the EAGLE draft's weights (a decoder layer
+/// of the target's and its 2 × hidden → hidden projection) come out of `P × f`, its KV layer
+/// grows each token's cell by a 32nd on Llama-2-7B, 48 requests run at once, and the launch
+/// carries the flags.
+#[test]
+fn an_eagle_draft_in_the_pool() {
+    let args = [
+        "--json",
+        "select",
+        "--model",
+        "llama-2-7b",
+        "--dtype",
+        "f16",
+        "--engine",
+        "sglang",
+        "--device",
+        "sim:h100",
+        "--context",
+        "4096",
+    ];
+    let plain = common::json_ok(gpumem().args(args));
+    let eagle = common::json_ok(gpumem().args(args).args([
+        "--speculative-algorithm",
+        "EAGLE",
+        "--speculative-draft-model-path",
+        "lmsys/sglang-EAGLE-llama2-chat-7B",
+    ]));
+    let (p, e) = (&plain["plan"]["sglang"], &eagle["plan"]["sglang"]);
+    assert_eq!(p["cell_bytes"], 524_288);
+    assert_eq!(e["cell_bytes"], 524_288 + 524_288 / 32);
+    // A layer's share of Llama-2-7B's weights past its embeddings and head (202,383,360
+    // parameters a layer, and the final norm's 4,096 shared over the 32) and fc (2 × 4096 ×
+    // 4096), f16.
+    let draft = (202_383_360u64 + 4096 / 32 + 2 * 4096 * 4096) * 2;
+    assert_eq!(e["draft"]["weights_bytes"], draft);
+    assert_eq!(
+        e["weights_bytes"].as_u64().unwrap(),
+        p["weights_bytes"].as_u64().unwrap() + draft
+    );
+    assert_eq!(e["max_running_requests"], 48);
+    let argv = eagle["launch"][0]["commands"][0]["argv"].to_string();
+    assert!(
+        argv.ends_with(
+            "\"--speculative-algorithm\",\"EAGLE\",\"--speculative-draft-model-path\",\
+             \"lmsys/sglang-EAGLE-llama2-chat-7B\"]"
+        ),
+        "{argv}"
+    );
+}

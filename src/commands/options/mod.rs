@@ -332,6 +332,13 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
             chunked_prefill_size: args.sglang.chunked_prefill_size,
             max_total_tokens: args.sglang.max_total_tokens,
             disable_cuda_graph: args.sglang.disable_cuda_graph,
+            speculative: args.sglang.speculative_algorithm.map(|a| match a {
+                cli::SpecAlgorithmArg::Eagle => engines::sglang::SpecAlgorithm::Eagle,
+                cli::SpecAlgorithmArg::Eagle3 => engines::sglang::SpecAlgorithm::Eagle3,
+                cli::SpecAlgorithmArg::Mtp => engines::sglang::SpecAlgorithm::Mtp,
+                cli::SpecAlgorithmArg::Ngram => engines::sglang::SpecAlgorithm::Ngram,
+            }),
+            draft_model: args.sglang.speculative_draft_model_path.clone(),
         },
     })
 }

@@ -20,6 +20,10 @@ pub struct SglangRun {
     pub max_total_tokens: Option<u64>,
     /// `--disable-cuda-graph`: no graphs captured, none reserved for.
     pub disable_cuda_graph: bool,
+    /// `--speculative-algorithm`.
+    pub speculative: Option<super::speculative::SpecAlgorithm>,
+    /// `--speculative-draft-model-path`, passed through to the launch.
+    pub draft_model: Option<String>,
 }
 
 /// What SGLang picks for a GPU of `gpu_mib` (nvidia-smi's `memory.total`) at `tp` ranks.

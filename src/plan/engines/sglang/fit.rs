@@ -103,6 +103,10 @@ pub struct SglangFit {
     pub max_total_tokens_asked: Option<u64>,
     /// `--chunked-prefill-size` as asked.
     pub chunked_prefill_size_asked: Option<u64>,
+    /// Speculative decoding's draft, whose weights and KV layers are in the figures above.
+    pub draft: Option<super::speculative::Draft>,
+    /// `--speculative-draft-model-path`, for the launch.
+    pub draft_model: Option<String>,
 }
 
 /// Bytes a token of SGLang's pool on one of `tp` ranks with `element` bytes a value, and a
@@ -156,7 +160,12 @@ pub fn fit(
     tp: u64,
     (context, run): (u64, &SglangRun),
 ) -> Option<SglangFit> {
-    let (cell, swa) = cell_bytes(arch, tp, element)?;
+    let (target_cell, swa) = cell_bytes(arch, tp, element)?;
+    let draft = run
+        .speculative
+        .map(|a| super::speculative::draft(arch, weights_bytes, a));
+    // The draft's KV layers share the pool: each token's cell grows by their share.
+    let cell = target_cell + draft.map_or(0, |d| target_cell * d.layers / arch.num_layers.max(1));
     let mib = gpu_mib(gpu.total_bytes);
     let mla = matches!(arch.attention, Attention::Mla { .. });
     let defaults = ServeDefaults::of(mib, tp);
@@ -175,7 +184,8 @@ pub fn fit(
         };
     let free = gpu.total_bytes.saturating_sub(startup);
     let budget = (free as f64 * fraction) as u64;
-    let weights = weights_bytes.div_ceil(tp.max(1)) + if tp > 1 { TP_LOAD_EXTRA } else { 0 };
+    let weights = (weights_bytes + draft.map_or(0, |d| d.weights_bytes)).div_ceil(tp.max(1))
+        + if tp > 1 { TP_LOAD_EXTRA } else { 0 };
     let pool = budget.saturating_sub(weights);
     // A hybrid pool: full layers' tokens t and window layers' 0.8 t share the budget.
     let per_token = match swa {
@@ -191,9 +201,14 @@ pub fn fit(
         tokens = tokens.min(cap);
     }
     let estimated = ((tokens as f64 / context.max(1) as f64 * 512.0) as u64).clamp(2048, 4096);
+    let default_running = if draft.is_some() {
+        super::speculative::SPEC_MAX_RUNNING_REQUESTS
+    } else {
+        estimated
+    };
     let running = run
         .max_running_requests
-        .map_or(estimated, |r| r.max(1))
+        .map_or(default_running, |r| r.max(1))
         .min(tokens / 2);
     let outcome = if budget <= weights {
         SglangOutcome::NoKvMemory {
@@ -244,6 +259,8 @@ pub fn fit(
         max_running_requests_asked: run.max_running_requests,
         max_total_tokens_asked: run.max_total_tokens,
         chunked_prefill_size_asked: run.chunked_prefill_size,
+        draft,
+        draft_model: run.draft_model.clone(),
     })
 }
 

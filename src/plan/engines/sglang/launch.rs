@@ -34,6 +34,12 @@ pub(crate) fn launch(model: &str, plan: &Plan) -> Result<Launch, NoLaunch> {
     if f.kv_dtype == "torch.float8_e4m3fn" {
         argv.extend(["--kv-cache-dtype".into(), "fp8_e4m3".into()]);
     }
+    if let Some(d) = &f.draft {
+        argv.extend(["--speculative-algorithm".into(), d.algorithm.flag().into()]);
+        if let Some(path) = &f.draft_model {
+            argv.extend(["--speculative-draft-model-path".into(), path.clone()]);
+        }
+    }
     if f.cuda_graph_max_bs == 0 {
         argv.push("--disable-cuda-graph".into());
     }

@@ -17,6 +17,7 @@ mod config;
 mod fit;
 pub(crate) mod launch;
 mod plan;
+mod speculative;
 
 /// The SGLang modelled: its Python source read (the wheel of 0.5.23), and public start-up logs
 /// as references.
@@ -29,3 +30,4 @@ pub const VERSION: super::EngineVersion = super::EngineVersion {
 pub use config::{default_fraction, ServeDefaults, SglangRun};
 pub use fit::{cell_bytes, fit, SglangFit, SglangGpu, SglangOutcome};
 pub use plan::Sglang;
+pub use speculative::{Draft, SpecAlgorithm};
