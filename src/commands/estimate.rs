@@ -232,6 +232,7 @@ fn side_by_side(
 ) -> Result<Exit> {
     let candidates = devices_or_here(args)?;
     let gguf = model.kind == SourceKind::Gguf;
+    let no_gpu = !candidates.iter().any(|c| c.is_gpu());
     let cfg = llamacpp_config(settings);
     let vllm = VllmConfig::for_settings(settings);
     let demand = Demand::Model {
@@ -253,11 +254,12 @@ fn side_by_side(
             &Policy::default(),
             (&vllm, &cfg),
         )?;
-        rows.push(engine_row(
-            engine,
-            &selection,
-            (gguf && checkpoint_only, settings.context),
-        ));
+        let not_for = match (checkpoint_only, gguf, no_gpu) {
+            (true, true, _) => Some("loads Hugging Face checkpoints, not a GGUF"),
+            (true, _, true) => Some("serves from GPUs; none here (--device sim:h100)"),
+            _ => None,
+        };
+        rows.push(engine_row(engine, &selection, (not_for, settings.context)));
     }
     let any = rows.iter().any(|r| r.serves);
     out.emit(&CompareReport {
@@ -272,7 +274,7 @@ fn side_by_side(
 fn engine_row(
     engine: Engine,
     s: &crate::plan::Selection,
-    (gguf_for_checkpoints, context): (bool, u64),
+    (not_for, context): (Option<&'static str>, u64),
 ) -> EngineRow {
     let p = &s.plan;
     let release = p.accounting.release().map_or("", |v| v.version);
@@ -283,13 +285,8 @@ fn engine_row(
             | (Engine::Vllm, Accounting::Vllm)
             | (Engine::Sglang, Accounting::Sglang)
     );
-    let not_for = if gguf_for_checkpoints {
-        Some("loads Hugging Face checkpoints, not a GGUF")
-    } else if !own {
-        Some("its accounting does not cover this architecture")
-    } else {
-        None
-    };
+    let not_for =
+        not_for.or_else(|| (!own).then_some("its accounting does not cover this architecture"));
     EngineRow {
         engine,
         release,

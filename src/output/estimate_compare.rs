@@ -61,14 +61,7 @@ impl Report for CompareReport {
         );
         let mut table = new_table(
             style,
-            &[
-                "engine",
-                "needs a GPU",
-                "GPUs",
-                "context",
-                "KV tokens",
-                "serves",
-            ],
+            &["engine", "needs", "GPUs", "context", "KV tokens", "serves"],
         );
         for r in &self.engines {
             let name = format!("{} {}", engine_name(r.engine), r.release);

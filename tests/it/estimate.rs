@@ -1021,7 +1021,7 @@ fn every_engine_side_by_side() {
         .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
-        text.contains("│ vLLM 0.33        ┆ 21.79 GiB   ┆ 1    ┆ 32,768  ┆ 454,576   ┆ yes    │"),
+        text.contains("│ vLLM 0.33        ┆ 21.79 GiB ┆ 1    ┆ 32,768  ┆ 454,576   ┆ yes    │"),
         "{text}"
     );
     let gguf = common::json_ok(gpumem().args([
