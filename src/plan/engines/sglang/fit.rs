@@ -169,13 +169,7 @@ pub fn fit(
     let mib = gpu_mib(gpu.total_bytes);
     let mla = matches!(arch.attention, Attention::Mla { .. });
     let defaults = ServeDefaults::of(mib, tp);
-    let (fraction, reserve) = match run.mem_fraction_static {
-        Some(f) => (f, None),
-        None => {
-            let (f, r) = default_fraction(mib, tp, mla, run);
-            (f, Some(r))
-        }
-    };
+    let (fraction, reserve) = fraction_in_force(mib, tp, mla, run);
     let startup = STARTUP
         + if tp > 1 && gpu.nvswitch {
             NVLS_EXTRA
@@ -200,16 +194,7 @@ pub fn fit(
     if let Some(cap) = run.max_total_tokens {
         tokens = tokens.min(cap);
     }
-    let estimated = ((tokens as f64 / context.max(1) as f64 * 512.0) as u64).clamp(2048, 4096);
-    let default_running = if draft.is_some() {
-        super::speculative::SPEC_MAX_RUNNING_REQUESTS
-    } else {
-        estimated
-    };
-    let running = run
-        .max_running_requests
-        .map_or(default_running, |r| r.max(1))
-        .min(tokens / 2);
+    let running = running_requests(tokens, context, draft.is_some(), run);
     let outcome = if budget <= weights {
         SglangOutcome::NoKvMemory {
             short_bytes: weights - budget,
@@ -262,6 +247,38 @@ pub fn fit(
         draft,
         draft_model: run.draft_model.clone(),
     })
+}
+
+/// `--mem-fraction-static` as given, else SGLang's default and the MiB it keeps out.
+fn fraction_in_force(mib: u64, tp: u64, mla: bool, run: &SglangRun) -> (f64, Option<u64>) {
+    match run.mem_fraction_static {
+        Some(f) => (f, None),
+        None => {
+            let (f, r) = default_fraction(mib, tp, mla, run);
+            (f, Some(r))
+        }
+    }
+}
+
+/// `max_running_requests` (`resolve_max_num_reqs`): as asked, else 48 under speculative
+/// decoding, else 512 for each context's worth of tokens within [2,048, 4,096]; never more
+/// than half the pool's tokens.
+#[expect(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_precision_loss,
+    reason = "a count of requests from a token ratio"
+)]
+fn running_requests(tokens: u64, context: u64, speculative: bool, run: &SglangRun) -> u64 {
+    let estimated = ((tokens as f64 / context.max(1) as f64 * 512.0) as u64).clamp(2048, 4096);
+    let default = if speculative {
+        super::speculative::SPEC_MAX_RUNNING_REQUESTS
+    } else {
+        estimated
+    };
+    run.max_running_requests
+        .map_or(default, |r| r.max(1))
+        .min(tokens / 2)
 }
 
 impl SglangFit {
