@@ -531,12 +531,18 @@ pub struct BenchAllocArgs {
     #[arg(long, value_name = "FILE")]
     pub baseline: Option<PathBuf>,
 
-    /// With --baseline: fail when METRIC is worse than the baseline's median by more than PCT
-    /// percent and by more than the noise of both runs (repeatable). METRIC: ops-per-sec,
-    /// speedup, hit-rate, fragmentation, peak-reserved, alloc-p50-ns, alloc-p99-ns,
-    /// free-p99-ns.
+    /// With --baseline: fail when METRIC's median is worse than the baseline's by more than
+    /// PCT percent and a one-sided Mann-Whitney U test of the two sets of runs calls the shift
+    /// significant at --confidence (repeatable); when it cannot (too few or too noisy runs),
+    /// the gate is undecided and the run exits 6. METRIC: ops-per-sec, speedup, hit-rate,
+    /// fragmentation, peak-reserved, alloc-p50-ns, alloc-p99-ns, free-p99-ns.
     #[arg(long, value_name = "METRIC:PCT", requires = "baseline")]
     pub max_regression: Vec<RegressionGate>,
+
+    /// With --baseline: the confidence the comparison decides at, from 0.5 to 0.9999 [default:
+    /// 0.95]. Higher asks for more runs: at 0.95, 3 runs on each side can decide; at 0.99, 5.
+    #[arg(long, value_name = "LEVEL", requires = "baseline")]
+    pub confidence: Option<f64>,
 
     /// With --baseline: compare with a baseline recorded on another device (the report labels
     /// the comparison as one between different devices). Without it, such a baseline is

@@ -18,6 +18,12 @@ pub enum Exit {
     /// 5: a model named by its Hub id could not be read: offline and not cached, a gated
     /// repository without access, or the network failed after its retries.
     HubUnavailable,
+    /// 6: a `bench-alloc --max-regression` gate could not be decided: the median moved by more
+    /// than the allowance, but the runs are too few or too noisy to call it significant at
+    /// `--confidence`. Distinct from 1 so that CI can rerun with more `--runs` rather than
+    /// report a regression, and never 0: a regression that could not be ruled out is not a
+    /// pass.
+    Undecided,
     /// 128 + N: `bench-alloc` or `stress` stopped by signal N (130 SIGINT, 143 SIGTERM) after
     /// freeing everything and printing its partial report.
     Interrupted(u8),
@@ -33,6 +39,7 @@ impl Exit {
             Exit::DoesNotFit => 3,
             Exit::DeviceUnavailable => 4,
             Exit::HubUnavailable => 5,
+            Exit::Undecided => 6,
             Exit::Interrupted(signal) => 128u8.saturating_add(signal),
         }
     }
@@ -67,6 +74,10 @@ pub const TABLE: &[(&str, &str)] = &[
     (
         "5",
         "a model named by its Hub id could not be read: offline (`--offline`, `HF_HUB_OFFLINE=1`) and not cached, a gated repository without access, or the network failed after retries",
+    ),
+    (
+        "6",
+        "a `--max-regression` gate was undecided: the median moved by more than PCT, but the runs are too few or too noisy for the Mann-Whitney test to call it significant at `--confidence` (rerun both with more `--runs`); a missed gate (1) takes precedence",
     ),
     (
         "130, 143",

@@ -7,8 +7,8 @@ use anyhow::{Context, Result};
 
 use super::exports::Renderers;
 use super::options::{
-    bench_baseline, bench_inputs, bench_pool_config, bench_preset, bench_thresholds,
-    bench_workload, check_baseline_device, check_bench_args, probe_all_until,
+    bench_baseline, bench_confidence, bench_inputs, bench_pool_config, bench_preset,
+    bench_thresholds, bench_workload, check_baseline_device, check_bench_args, probe_all_until,
 };
 use crate::alloc::{Pool, Preset};
 use crate::backend::{default_device_spec, DeviceSpec};
@@ -57,7 +57,8 @@ fn transfer(
         alloc_p99_ns: 0,
     });
     let interrupted = interrupt.load(Ordering::SeqCst);
-    let failure = crate::output::transfer::failure_text(run.corruptions, &gates);
+    let failure = crate::output::transfer::failure_text(run.corruptions, &gates)
+        .map(|why| (Exit::Failure, why));
     out.emit(&TransferBenchReport {
         device: DeviceView::of(spec, device.as_ref(), total),
         workload: "transfer",
@@ -70,14 +71,14 @@ fn transfer(
     finish(interrupted, failure)
 }
 
-/// The exit once the report is out: 128 + the signal when interrupted, else exit 1 with the
-/// failure's line, else success.
-fn finish(interrupted: bool, failure: Option<String>) -> Result<Exit> {
+/// The exit once the report is out: 128 + the signal when interrupted, else the failure's exit
+/// (1, or 6 for an undecided gate) with its line, else success.
+fn finish(interrupted: bool, failure: Option<(Exit, String)>) -> Result<Exit> {
     if interrupted {
         return Ok(super::signals::interrupted_exit());
     }
     match failure {
-        Some(why) => Err(CliError::AfterReport(Exit::Failure, why).into()),
+        Some((exit, why)) => Err(CliError::AfterReport(exit, why).into()),
         None => Ok(Exit::Success),
     }
 }
@@ -266,6 +267,7 @@ fn replay(
         })
         .collect();
     let runs = RunsView::of(args.warmup, &per_run);
+    let confidence = bench_confidence(args)?;
     report.gates = bench_thresholds(args).check(&runs.medians());
     report.comparison = baseline.as_ref().map(|b| {
         ComparisonView::new(
@@ -273,10 +275,11 @@ fn replay(
             b,
             &report.device.identity(),
             &runs,
-            &args.max_regression,
+            (&args.max_regression, confidence),
         )
     });
     let failure = failure_text(corruptions, leaked, &report.gates)
+        .map(|why| (Exit::Failure, why))
         .or_else(|| report.comparison.as_ref().and_then(ComparisonView::failure));
     // A replay cut short has not shown that it passes.
     report.passed = !interrupted && failure.is_none();

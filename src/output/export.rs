@@ -6,11 +6,11 @@ use std::fmt::Write as _;
 
 use super::bench::{failure_text, gate_value, BenchReport, Gate};
 use super::escape::xml_text;
-use super::runs::{change_text, metric_text, verdict_text};
+use super::runs::{change_text, evidence_text, metric_text, percent, row_p_text, verdict_text};
 use super::stress::{failure_text as stress_failure_text, StressReport};
 use super::thousands;
 use crate::units::format_bytes;
-use crate::workload::baseline::{Comparison, Verdict};
+use crate::workload::baseline::{Comparison, Confidence, Verdict};
 
 /// The run as a Markdown section: verdict, figures, gates.
 pub fn bench_markdown(r: &BenchReport) -> String {
@@ -72,20 +72,22 @@ pub fn bench_markdown(r: &BenchReport) -> String {
             .unwrap_or_default();
         let _ = writeln!(
             md,
-            "\nAgainst the baseline ({} runs on {}):\n\n{note}| metric | baseline | this run | change | verdict |\n| --- | --- | --- | --- | --- |",
+            "\nAgainst the baseline ({} runs on {}; one-sided Mann-Whitney U test at {} confidence):\n\n{note}| metric | baseline | this run | change | p | verdict |\n| --- | --- | --- | --- | --- | --- |",
             c.baseline_runs,
-            cell(&c.baseline_device)
+            cell(&c.baseline_device),
+            percent(c.confidence.level())
         );
         for row in &c.rows {
             let verdict = verdict_text(row);
             let _ = writeln!(
                 md,
-                "| {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} |",
                 row.metric,
                 metric_text(row.metric, row.old),
                 metric_text(row.metric, row.new),
                 change_text(row.change_pct),
-                if row.verdict == Verdict::Regressed {
+                row_p_text(row),
+                if matches!(row.verdict, Verdict::Regressed | Verdict::Undecided) {
                     format!("**{verdict}**")
                 } else {
                     verdict
@@ -111,6 +113,15 @@ pub fn bench_junit(r: &BenchReport) -> String {
         .filter(|row| row.max_regression_pct.is_some())
         .collect();
     let unanswered: Vec<_> = r.comparison.iter().flat_map(|c| &c.unanswered).collect();
+    let confidence = r
+        .comparison
+        .as_ref()
+        .map_or(Confidence::DEFAULT, |c| c.confidence);
+    // Undecided gates are errors in JUnit's sense: the check could not reach a result.
+    let errors = gated
+        .iter()
+        .filter(|row| row.verdict == Verdict::Undecided)
+        .count();
     let failures = r.gates.iter().filter(|g| !g.passed).count()
         + gated
             .iter()
@@ -121,7 +132,7 @@ pub fn bench_junit(r: &BenchReport) -> String {
     let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
         xml,
-        "<testsuites><testsuite name=\"gpumem bench-alloc\" tests=\"{}\" failures=\"{failures}\">",
+        "<testsuites><testsuite name=\"gpumem bench-alloc\" tests=\"{}\" failures=\"{failures}\" errors=\"{errors}\">",
         r.gates.len() + gated.len() + unanswered.len() + 1
     );
     let _ = write!(
@@ -139,7 +150,7 @@ pub fn bench_junit(r: &BenchReport) -> String {
         gate_case(&mut xml, g);
     }
     for row in gated {
-        regression_case(&mut xml, row);
+        regression_case(&mut xml, row, confidence);
     }
     for metric in unanswered {
         let _ = writeln!(
@@ -250,26 +261,31 @@ fn gate_case(xml: &mut String, g: &Gate) {
 }
 
 /// A `--max-regression` gate as a test case: its figures (the baseline's median, this run's,
-/// the change, the allowance and the noise) in its output, passed or failed, and its verdict
-/// in the failure's message.
-fn regression_case(xml: &mut String, row: &Comparison) {
+/// the change, the allowance, the test with its p-value and bound) in its output, passed or
+/// not, and its verdict in the failure's (regressed) or error's (undecided) message.
+fn regression_case(xml: &mut String, row: &Comparison, confidence: Confidence) {
     let _ = write!(
         xml,
         "<testcase classname=\"gpumem.bench-alloc.regressions\" name=\"{}\">",
         row.metric
     );
     let figures = format!(
-        "baseline {}, this run {}, change {}, threshold {}%, noise ±{:.1}%",
+        "baseline {}, this run {}, change {}, threshold {}%; {}",
         metric_text(row.metric, row.old),
         metric_text(row.metric, row.new),
         change_text(row.change_pct),
         row.max_regression_pct.unwrap_or(0.0),
-        row.noise_pct
+        evidence_text(row, confidence)
     );
-    if row.verdict == Verdict::Regressed {
+    let element = match row.verdict {
+        Verdict::Regressed => Some("failure"),
+        Verdict::Undecided => Some("error"),
+        _ => None,
+    };
+    if let Some(element) = element {
         let _ = write!(
             xml,
-            "<failure message=\"{} {} against the baseline: {}; {}\"/>",
+            "<{element} message=\"{} {} against the baseline: {}; {}\"/>",
             row.metric,
             change_text(row.change_pct),
             xml_text(&verdict_text(row)),

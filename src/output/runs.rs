@@ -8,9 +8,10 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::{new_table, ns, per_sec, Style};
+use crate::exit::Exit;
 use crate::units::format_bytes;
 use crate::workload::baseline::{
-    compare, Baseline, Comparison, Metric, RegressionGate, Summary, Verdict,
+    compare, Baseline, Comparison, Confidence, Method, Metric, RegressionGate, Summary, Verdict,
 };
 use crate::workload::gates::Measured;
 
@@ -110,6 +111,8 @@ pub struct ComparisonView {
     pub device: String,
     /// Whether the baseline ran on another device than this run (`--allow-other-device`).
     pub other_device: bool,
+    /// `--confidence`: the level each row's test decides at.
+    pub confidence: Confidence,
     /// Every metric both have, in report order.
     pub rows: Vec<Comparison>,
     /// `--max-regression` metrics this run measured no value of: gates not answered, so the
@@ -119,15 +122,16 @@ pub struct ComparisonView {
 }
 
 impl ComparisonView {
-    /// Compares `runs` on `device` with `baseline` (read from `path`) under `gates`.
+    /// Compares `runs` on `device` with `baseline` (read from `path`) under `gates`, deciding
+    /// at `confidence`.
     pub fn new(
         path: Option<&Path>,
         baseline: &Baseline,
         device: &str,
         runs: &RunsView,
-        gates: &[RegressionGate],
+        (gates, confidence): (&[RegressionGate], Confidence),
     ) -> Self {
-        let rows = compare(&baseline.metrics, &runs.metrics, gates);
+        let rows = compare(&baseline.metrics, &runs.metrics, gates, confidence);
         let mut unanswered: Vec<Metric> = gates
             .iter()
             .map(|g| g.metric)
@@ -142,6 +146,7 @@ impl ComparisonView {
             baseline_runs: baseline.runs,
             device: device.to_string(),
             other_device: baseline.device != device,
+            confidence,
             rows,
             unanswered,
         }
@@ -157,33 +162,56 @@ impl ComparisonView {
         })
     }
 
-    /// The regressions that fail the run, as one line.
-    pub fn failure(&self) -> Option<String> {
-        let failed: Vec<String> = self
-            .rows
-            .iter()
-            .filter(|r| r.verdict == Verdict::Regressed)
-            .map(|r| {
-                format!(
-                    "{} {} (allowed {}%, noise {:.1}%)",
-                    r.metric,
-                    change_text(r.change_pct),
-                    r.max_regression_pct.unwrap_or(0.0),
-                    r.noise_pct
-                )
-            })
-            .collect();
+    /// Why the comparison fails the run, as one line with its exit: regressions and gates
+    /// this run could not answer exit 1; gates the runs could not decide exit
+    /// [`Exit::Undecided`].
+    pub fn failure(&self) -> Option<(Exit, String)> {
+        let level = percent(self.confidence.level());
+        let gated = |verdict: Verdict| -> Vec<String> {
+            self.rows
+                .iter()
+                .filter(|r| r.verdict == verdict)
+                .map(|r| {
+                    format!(
+                        "{} {} (allowed {}%, p {}{} at {level} confidence)",
+                        r.metric,
+                        change_text(r.change_pct),
+                        r.max_regression_pct.unwrap_or(0.0),
+                        p_text(r.p_value),
+                        if verdict == Verdict::Undecided {
+                            ", not significant"
+                        } else {
+                            ""
+                        }
+                    )
+                })
+                .collect()
+        };
+        let failed = gated(Verdict::Regressed);
         if !failed.is_empty() {
-            return Some(format!(
-                "regressed against the baseline: {}",
-                failed.join("; ")
+            return Some((
+                Exit::Failure,
+                format!("regressed against the baseline: {}", failed.join("; ")),
             ));
         }
-        (!self.unanswered.is_empty()).then(|| {
+        if !self.unanswered.is_empty() {
             let names: Vec<&str> = self.unanswered.iter().map(|m| m.name()).collect();
-            format!(
-                "--max-regression {}: this run measured no value to compare",
-                names.join(", ")
+            return Some((
+                Exit::Failure,
+                format!(
+                    "--max-regression {}: this run measured no value to compare",
+                    names.join(", ")
+                ),
+            ));
+        }
+        let undecided = gated(Verdict::Undecided);
+        (!undecided.is_empty()).then(|| {
+            (
+                Exit::Undecided,
+                format!(
+                    "undecided against the baseline: {}: too few or too noisy runs to tell a regression from chance; rerun both with more --runs",
+                    undecided.join("; ")
+                ),
             )
         })
     }
@@ -201,19 +229,25 @@ impl ComparisonView {
         }
         let mut t = new_table(
             style,
-            &["metric", "baseline", "this run", "change", "verdict"],
+            &["metric", "baseline", "this run", "change", "p", "verdict"],
         );
         for r in &self.rows {
-            let ok = r.verdict != Verdict::Regressed;
+            let ok = !matches!(r.verdict, Verdict::Regressed | Verdict::Undecided);
             t.add_row(vec![
                 r.metric.name().to_string(),
                 metric_text(r.metric, r.old),
                 metric_text(r.metric, r.new),
                 change_text(r.change_pct),
+                row_p_text(r),
                 style.paint(&verdict_text(r), ok),
             ]);
         }
         let _ = writeln!(text, "{t}");
+        let _ = writeln!(
+            text,
+            "one-sided Mann-Whitney U test of the runs at {} confidence; p: the chance of a change at least this bad if nothing changed",
+            percent(self.confidence.level())
+        );
         text
     }
 }
@@ -231,12 +265,56 @@ pub fn change_text(pct: f64) -> String {
 pub fn verdict_text(r: &Comparison) -> String {
     match (r.verdict, r.max_regression_pct) {
         (Verdict::Regressed, Some(max)) => format!("REGRESSED (> {max}%)"),
-        (Verdict::WithinNoise, _) => format!("within noise (±{:.1}%)", r.noise_pct),
+        (Verdict::Undecided, Some(max)) => format!("UNDECIDED (> {max}%)"),
         (Verdict::Improved, _) => "better".into(),
         (Verdict::Worse, Some(max)) => format!("worse, ok (≤ {max}%)"),
         (Verdict::Worse, None) => "worse".into(),
         (_, Some(max)) => format!("ok (≤ {max}%)"),
         _ if r.change_pct.abs() < 0.05 => "same".into(),
-        _ => "within noise".into(),
+        _ => "not significant".into(),
     }
+}
+
+/// A p-value to two significant figures, "0.0079", "< 0.0001" below that.
+pub fn p_text(p: f64) -> String {
+    if p < 1e-4 {
+        "< 0.0001".into()
+    } else if p >= 0.1 {
+        format!("{p:.2}")
+    } else {
+        format!("{p:.1e}")
+            .parse::<f64>()
+            .map_or_else(|_| format!("{p}"), |v| format!("{v}"))
+    }
+}
+
+/// A row's p-value, or "-" when every run of each side gave the same value (the difference is
+/// exact; no test is made).
+pub fn row_p_text(r: &Comparison) -> String {
+    if r.test == Method::Constant {
+        "-".into()
+    } else {
+        p_text(r.p_value)
+    }
+}
+
+/// A level as a percentage: 0.95 → "95%", 0.999 → "99.9%".
+pub fn percent(level: f64) -> String {
+    let text = format!("{:.2}", 100.0 * level);
+    format!("{}%", text.trim_end_matches('0').trim_end_matches('.'))
+}
+
+/// The test behind a row and what it showed, for the exports: the method, the p-value, and
+/// the confidence bound of the worsening.
+pub fn evidence_text(r: &Comparison, confidence: Confidence) -> String {
+    if r.test == Method::Constant {
+        return "every run the same on each side: the change is exact".into();
+    }
+    let level = percent(confidence.level());
+    let bound = match r.worse_bound_pct {
+        Some(b) if b >= 0.0 => format!("worse by at most {b:.1}% at {level} confidence"),
+        Some(b) => format!("better by at least {:.1}% at {level} confidence", -b),
+        None => format!("too few runs to bound the change at {level} confidence"),
+    };
+    format!("{}: p {}, {bound}", r.test.name(), p_text(r.p_value))
 }

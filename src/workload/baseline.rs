@@ -4,8 +4,9 @@
 //! A run of `bench-alloc --runs N` gives N samples of each [`Metric`]; [`Summary`] keeps them with
 //! their mean, σ, median and range. A [`Baseline`] is those summaries saved as versioned JSON
 //! with what was replayed, so that a later run can be [`compare`]d against it: a gated metric
-//! regresses only when it is worse by more than both its allowed percentage and the noise the
-//! two runs showed.
+//! regresses only when its median is worse by more than its allowed percentage and a
+//! Mann–Whitney test of the two sets of runs calls the shift significant (see
+//! [`super::significance`]); when the runs cannot tell, the verdict is undecided.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -13,6 +14,9 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
+
+use super::significance::{shift, Shift};
+pub use super::significance::{Confidence, Method};
 
 /// What a baseline file says it is, so that another JSON document is not taken for one.
 pub const BASELINE_KIND: &str = "gpumem-bench-baseline";
@@ -111,6 +115,9 @@ pub enum BaselineError {
     /// `--max-regression` not written METRIC:PCT with a percentage from 0 to 1000.
     #[error("'{0}' is not METRIC:PCT with PCT a percentage from 0 to 1000, e.g. ops-per-sec:10")]
     BadGate(String),
+    /// `--confidence` outside 0.5–0.9999.
+    #[error("--confidence {0}: give a level from 0.5 to 0.9999, e.g. 0.95")]
+    BadConfidence(String),
     /// The file is not a baseline this version reads.
     #[error("not a gpumem baseline of version {BASELINE_VERSION}: {0}")]
     NotABaseline(String),
@@ -178,17 +185,6 @@ impl Summary {
             0.0
         } else {
             100.0 * self.stddev / self.mean.abs()
-        }
-    }
-
-    /// The run-to-run noise in percent of the median: the MAD scaled to σ for normal data
-    /// (× 1.4826), so that one stray run (a page-fault storm, a clock change) does not hide a
-    /// regression the way σ would let it; 0 for one run or a zero median.
-    pub fn noise_pct(&self) -> f64 {
-        if self.median == 0.0 {
-            0.0
-        } else {
-            100.0 * 1.4826 * self.mad / self.median.abs()
         }
     }
 }
@@ -355,15 +351,18 @@ impl FromStr for RegressionGate {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
-    /// Better by more than the noise.
+    /// Significantly better.
     Improved,
-    /// Within the noise, or not gated and within no allowance.
+    /// No significant change, or a gated metric within its allowance.
     Unchanged,
-    /// Worse by more than the noise, but not gated or within the allowance.
+    /// Significantly worse, but not gated or within the allowance.
     Worse,
-    /// Worse by more than the allowance, but not by more than the noise: not failed.
-    WithinNoise,
-    /// Gated and worse by more than both the allowance and the noise: the run fails.
+    /// Gated, its median worse by more than the allowance, but the runs are too few or too
+    /// noisy to call that significant at the confidence asked: the run fails, with its own exit
+    /// code, rather than pass a regression it could not rule out.
+    Undecided,
+    /// Gated, its median worse by more than the allowance, and significantly worse: the run
+    /// fails.
     Regressed,
 }
 
@@ -378,66 +377,103 @@ pub struct Comparison {
     pub new: f64,
     /// (new − old) ÷ old, in percent (0 when old is 0).
     pub change_pct: f64,
-    /// The noise both runs showed: 2 × the larger of their [`Summary::noise_pct`], in percent.
-    pub noise_pct: f64,
+    /// How the two sets of runs were compared.
+    pub test: Method,
+    /// One-sided p-value of "this run is worse than the baseline".
+    pub p_value: f64,
+    /// Upper confidence bound (at `--confidence`) of the worsening, in percent of the
+    /// baseline's median (negative: better by at least that); `None` when the runs are too few
+    /// to bound it.
+    pub worse_bound_pct: Option<f64>,
     /// `--max-regression`'s percentage for this metric, if gated.
     pub max_regression_pct: Option<f64>,
     /// The verdict.
     pub verdict: Verdict,
 }
 
-/// Compares every metric both runs have; a gated one regresses only when it is worse by more than
-/// its allowance and by more than the noise.
+/// (new − old) ÷ |old| in percent, infinite (signed as new) when old is 0 and new is not.
+fn change_pct(old: f64, new: f64) -> f64 {
+    if old == 0.0 {
+        if new == 0.0 {
+            0.0
+        } else {
+            f64::INFINITY.copysign(new)
+        }
+    } else {
+        100.0 * (new - old) / old.abs()
+    }
+}
+
+/// A gated metric passes when its median moved the wrong way by at most the allowance or the
+/// worsening's confidence bound is below it (a minimum effect, so that a significant 1 % does not
+/// fail a 10 % gate); it regresses when the median moved by more and the test calls the shift
+/// significant; otherwise the runs could not tell. An ungated metric is worse or better only
+/// when significantly so.
+fn verdict(worse_pct: f64, shift: &Shift, max_pct: Option<f64>, alpha: f64) -> Verdict {
+    let significant = |p: f64| p <= alpha;
+    match max_pct {
+        Some(max) if worse_pct > max && !shift.worse_bound_pct.is_some_and(|bound| bound < max) => {
+            if significant(shift.p_worse) {
+                Verdict::Regressed
+            } else {
+                Verdict::Undecided
+            }
+        }
+        _ if worse_pct > 0.0 && significant(shift.p_worse) => Verdict::Worse,
+        _ if worse_pct < 0.0 && significant(shift.p_better) => Verdict::Improved,
+        _ => Verdict::Unchanged,
+    }
+}
+
+/// Compares every metric both runs have, each by a one-sided Mann–Whitney test of their runs
+/// at `confidence` (see [`verdict`]).
 pub fn compare(
     old: &BTreeMap<Metric, Summary>,
     new: &BTreeMap<Metric, Summary>,
     gates: &[RegressionGate],
+    confidence: Confidence,
 ) -> Vec<Comparison> {
     Metric::ALL
         .into_iter()
         .filter_map(|metric| {
             let (o, n) = (old.get(&metric)?, new.get(&metric)?);
-            let change_pct = if o.median == 0.0 {
-                if n.median == 0.0 {
-                    0.0
-                } else {
-                    f64::INFINITY.copysign(n.median)
-                }
-            } else {
-                100.0 * (n.median - o.median) / o.median.abs()
-            };
-            let worse_pct = if metric.higher_is_better() {
-                -change_pct
-            } else {
-                change_pct
-            };
+            let change_pct = change_pct(o.median, n.median);
+            let sign = if metric.higher_is_better() { -1.0 } else { 1.0 };
+            let worse_pct = sign * change_pct;
             // Below a billionth of a percent is a decimal round trip, not a change.
             let worse_pct = if worse_pct.abs() < 1e-9 {
                 0.0
             } else {
                 worse_pct
             };
-            let noise_pct = 2.0 * o.noise_pct().max(n.noise_pct());
+            // Differences in percent of the baseline's median; of the largest value when that
+            // is 0 (the change is then infinite, and only its significance matters).
+            let scale = [
+                o.median.abs(),
+                o.max.abs(),
+                o.min.abs(),
+                n.max.abs(),
+                n.min.abs(),
+            ]
+            .into_iter()
+            .find(|v| *v > 0.0)
+            .unwrap_or(1.0);
+            let shift = shift(&o.samples, &n.samples, sign, scale, confidence);
             let max_regression_pct = gates
                 .iter()
                 .filter(|g| g.metric == metric)
                 .map(|g| g.max_pct)
                 .reduce(f64::min);
-            let verdict = match max_regression_pct {
-                Some(max) if worse_pct > max && worse_pct > noise_pct => Verdict::Regressed,
-                Some(max) if worse_pct > max => Verdict::WithinNoise,
-                _ if worse_pct > noise_pct && worse_pct > 0.0 => Verdict::Worse,
-                _ if -worse_pct > noise_pct && worse_pct < 0.0 => Verdict::Improved,
-                _ => Verdict::Unchanged,
-            };
             Some(Comparison {
                 metric,
                 old: o.median,
                 new: n.median,
                 change_pct,
-                noise_pct,
+                test: shift.method,
+                p_value: shift.p_worse,
+                worse_bound_pct: shift.worse_bound_pct,
                 max_regression_pct,
-                verdict,
+                verdict: verdict(worse_pct, &shift, max_regression_pct, confidence.alpha()),
             })
         })
         .collect()
@@ -461,42 +497,102 @@ mod tests {
         // One stray run moves σ, not the MAD.
         let stray = Summary::of(&[100.0, 101.0, 99.0, 100.0, 40.0]).unwrap();
         assert_eq!((stray.median, stray.mad), (100.0, 1.0));
-        assert!(stray.spread_pct() > 20.0 && stray.noise_pct() < 1.5);
+        assert!(stray.spread_pct() > 20.0);
         assert!((s.stddev - (5.0f64 / 3.0).sqrt()).abs() < 1e-12);
         assert_eq!(Summary::of(&[7.0]).unwrap().stddev, 0.0);
         assert_eq!(Summary::of(&[]), None);
         assert_eq!(Summary::of(&[1.0, f64::NAN]), None);
     }
 
+    fn verdict_of(old: &[f64], new: &[f64], gate: &str) -> Verdict {
+        let gate: RegressionGate = gate.parse().unwrap();
+        let (o, n) = (runs(gate.metric, old), runs(gate.metric, new));
+        compare(&o, &n, &[gate], Confidence::DEFAULT)[0].verdict
+    }
+
     #[test]
-    fn a_gate_fails_only_beyond_its_allowance_and_the_noise() {
-        let gate = [RegressionGate::from_str("ops-per-sec:10").unwrap()];
-        let old = runs(Metric::OpsPerSec, &[100.0, 100.0, 100.0]);
-        let slower = runs(Metric::OpsPerSec, &[88.0, 89.0, 88.0]);
-        assert_eq!(compare(&old, &slower, &gate)[0].verdict, Verdict::Regressed);
-        // Not gated: named worse, not failed.
-        assert_eq!(compare(&old, &slower, &[])[0].verdict, Verdict::Worse);
-        let noisy = runs(Metric::OpsPerSec, &[60.0, 88.0, 120.0]);
+    fn a_gate_fails_only_beyond_its_allowance_and_significantly() {
+        let old = [100.0, 101.0, 99.0, 100.5, 99.5];
+        let gate = "ops-per-sec:10";
+        // 12 % slower, every run below every baseline run: p = 1/252.
         assert_eq!(
-            compare(&old, &noisy, &gate)[0].verdict,
-            Verdict::WithinNoise
+            verdict_of(&old, &[88.0, 89.0, 88.5, 87.0, 88.2], gate),
+            Verdict::Regressed
         );
-        let same = runs(Metric::OpsPerSec, &[95.0, 99.0, 101.0]);
-        assert_eq!(compare(&old, &same, &gate)[0].verdict, Verdict::Unchanged);
-        let faster = runs(Metric::OpsPerSec, &[130.0, 131.0, 130.0]);
-        assert_eq!(compare(&old, &faster, &gate)[0].verdict, Verdict::Improved);
+        // The same medians, the runs overlapping: not significant, not passed either.
+        assert_eq!(
+            verdict_of(&old, &[60.0, 88.0, 120.0, 85.0, 104.0], gate),
+            Verdict::Undecided
+        );
+        // Slower within the allowance: passed, named worse.
+        assert_eq!(
+            verdict_of(&old, &[95.0, 96.0, 95.5, 94.0, 95.2], gate),
+            Verdict::Worse
+        );
+        assert_eq!(
+            verdict_of(&old, &[99.0, 101.5, 100.2, 98.9, 100.1], gate),
+            Verdict::Unchanged
+        );
+        assert_eq!(
+            verdict_of(&old, &[130.0, 131.0, 130.5, 129.0, 133.0], gate),
+            Verdict::Improved
+        );
+        // Two runs each can never reach 95 % (p ≥ 1/6): a 20 % drop is undecided, not passed.
+        assert_eq!(
+            verdict_of(&[100.0, 101.0], &[80.0, 81.0], gate),
+            Verdict::Undecided
+        );
+        // Not gated: named worse, not failed.
+        let (o, n) = (
+            runs(Metric::OpsPerSec, &old),
+            runs(Metric::OpsPerSec, &[88.0, 89.0, 88.5, 87.0, 88.2]),
+        );
+        assert_eq!(
+            compare(&o, &n, &[], Confidence::DEFAULT)[0].verdict,
+            Verdict::Worse
+        );
+    }
+
+    #[test]
+    fn constant_figures_are_compared_exactly() {
+        // Hit rates repeat exactly run after run: two runs each show the difference is real.
+        assert_eq!(
+            verdict_of(&[0.9, 0.9], &[0.8, 0.8], "hit-rate:10"),
+            Verdict::Regressed
+        );
+        assert_eq!(
+            verdict_of(&[0.9, 0.9], &[0.85, 0.85], "hit-rate:10"),
+            Verdict::Worse
+        );
+        assert_eq!(
+            verdict_of(&[0.9, 0.9], &[0.9, 0.9], "hit-rate:0"),
+            Verdict::Unchanged
+        );
+        // One run each shows nothing about its noise.
+        assert_eq!(
+            verdict_of(&[0.9], &[0.8], "hit-rate:10"),
+            Verdict::Undecided
+        );
     }
 
     #[test]
     fn lower_is_better_metrics_regress_upwards() {
-        let gate = [RegressionGate::from_str("alloc-p99-ns:5%").unwrap()];
-        let old = runs(Metric::AllocP99Ns, &[100.0]);
-        let new = runs(Metric::AllocP99Ns, &[106.0]);
-        let row = &compare(&old, &new, &gate)[0];
-        assert_eq!(row.verdict, Verdict::Regressed);
+        let gate = "alloc-p99-ns:5%";
+        let old = [100.0, 102.0, 99.0];
+        assert_eq!(
+            verdict_of(&old, &[110.0, 108.0, 109.0], gate),
+            Verdict::Regressed
+        );
+        assert_eq!(
+            verdict_of(&old, &[90.0, 89.0, 91.0], gate),
+            Verdict::Improved
+        );
+        let (o, n) = (
+            runs(Metric::AllocP99Ns, &[100.0]),
+            runs(Metric::AllocP99Ns, &[106.0]),
+        );
+        let row = &compare(&o, &n, &[], Confidence::DEFAULT)[0];
         assert!((row.change_pct - 6.0).abs() < 1e-9);
-        let lower = runs(Metric::AllocP99Ns, &[90.0]);
-        assert_eq!(compare(&old, &lower, &gate)[0].verdict, Verdict::Improved);
     }
 
     #[test]

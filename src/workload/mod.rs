@@ -7,6 +7,7 @@ pub mod bench;
 pub mod gates;
 mod pickle;
 mod rng;
+pub mod significance;
 pub mod stress;
 mod synthetic;
 mod trace;

@@ -376,10 +376,14 @@ fn a_baseline_from_another_device_is_refused_unless_allowed_and_then_labelled() 
 #[test]
 fn junit_cases_carry_their_figures_passed_or_failed() {
     let dir = tempfile::tempdir().unwrap();
-    let base = save(dir.path(), &[]);
+    // Two runs a side: the hit rate and peak repeat exactly, so the change is known exactly (one
+    // run a side would be undecided).
+    let base = save(dir.path(), &["--runs", "2"]);
     let old = common::scale_baseline_metric(Path::new(&base), "hit-rate", 1.12);
     let xml = dir.path().join("junit.xml");
     let out = bench(&[
+        "--runs",
+        "2",
         "--baseline",
         &base,
         "--max-regression",
@@ -401,7 +405,7 @@ fn junit_cases_carry_their_figures_passed_or_failed() {
             .to_string()
     };
     let figures = format!(
-        "baseline {:.4}, this run {old:.4}, change -10.7%, threshold 10%, noise ±0.0%",
+        "baseline {:.4}, this run {old:.4}, change -10.7%, threshold 10%; every run the same on each side: the change is exact",
         old * 1.12
     );
     assert_eq!(
@@ -410,7 +414,7 @@ fn junit_cases_carry_their_figures_passed_or_failed() {
     );
     assert_eq!(
         case("peak-reserved"),
-        "<testcase classname=\"gpumem.bench-alloc.regressions\" name=\"peak-reserved\"><system-out>peak-reserved: ok (≤ 5%); baseline 32.00 MiB, this run 32.00 MiB, change +0.0%, threshold 5%, noise ±0.0%</system-out></testcase>"
+        "<testcase classname=\"gpumem.bench-alloc.regressions\" name=\"peak-reserved\"><system-out>peak-reserved: ok (≤ 5%); baseline 32.00 MiB, this run 32.00 MiB, change +0.0%, threshold 5%; every run the same on each side: the change is exact</system-out></testcase>"
     );
     assert_eq!(
         case("--min-hit-rate"),

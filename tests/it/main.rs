@@ -32,6 +32,7 @@ mod pool_properties;
 mod pool_threads;
 mod pytorch_gpu;
 mod pytorch_reference;
+mod regression_stats;
 mod select;
 mod select_inventory;
 mod sglang;

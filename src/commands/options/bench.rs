@@ -9,7 +9,7 @@ use crate::cli::{self, BenchAllocArgs, WorkloadKind};
 use crate::error::CliError;
 use crate::input::OutputKind;
 use crate::model;
-use crate::workload::baseline::{Baseline, Metric, RegressionGate};
+use crate::workload::baseline::{Baseline, Confidence, Metric, RegressionGate};
 use crate::workload::gates::Thresholds;
 use crate::workload::{self, RandomParams, SizeDist, TransformerParams, Workload};
 
@@ -33,6 +33,7 @@ pub fn check_bench_args(args: &BenchAllocArgs) -> Result<()> {
     }
     check_bench_runs(args)?;
     check_regression_gates(args)?;
+    bench_confidence(args)?;
     let mut outputs = Vec::new();
     if let Some(path) = &args.timeline {
         outputs.push(("--timeline", path.clone()));
@@ -74,6 +75,14 @@ fn check_regression_gates(args: &BenchAllocArgs) -> Result<()> {
         .into());
     }
     Ok(())
+}
+
+/// `--confidence` as the level comparisons decide at: 95 % without it, a usage error outside
+/// 0.5–0.9999.
+pub fn bench_confidence(args: &BenchAllocArgs) -> Result<Confidence> {
+    args.confidence.map_or(Ok(Confidence::DEFAULT), |level| {
+        Confidence::new(level).map_err(|e| CliError::Usage(e.to_string()).into())
+    })
 }
 
 /// The files `bench-alloc` reads, by the flag that names them: no output may overwrite one.
