@@ -426,7 +426,7 @@ fn verdict(worse_pct: f64, shift: &Shift, max_pct: Option<f64>, alpha: f64) -> V
 }
 
 /// Compares every metric both runs have, each by a one-sided Mann–Whitney test of their runs
-/// at `confidence` (see [`verdict`]).
+/// at `confidence` (see the module docs).
 pub fn compare(
     old: &BTreeMap<Metric, Summary>,
     new: &BTreeMap<Metric, Summary>,
