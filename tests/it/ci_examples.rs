@@ -74,6 +74,20 @@ fn github_workflow_parses_and_keeps_the_baseline_per_runner() {
         .any(|s| s["run"].as_str() == Some("examples/ci/gpumem-bench.sh")));
     let upload = uses("actions/upload-artifact@");
     assert_eq!(upload["if"].as_str(), Some("always()"));
+    // A self-hosted runner gets a toolchain, the binary is cached by its source, and the
+    // JUnit reporter may publish its check.
+    uses("dtolnay/rust-toolchain@");
+    let binary = uses("actions/cache@");
+    assert!(binary["with"]["key"]
+        .as_str()
+        .unwrap()
+        .contains("hashFiles('Cargo.lock', 'src/**')"));
+    assert_eq!(wf["permissions"]["checks"].as_str(), Some("write"));
+    let junit = uses("mikepenz/action-junit-report@");
+    assert_eq!(junit["if"].as_str(), Some("always()"));
+    // A pull request restores main's baseline: a prefix of the key main saves under.
+    let prefix = restore["with"]["restore-keys"].as_str().unwrap().trim();
+    assert!(save["with"]["key"].as_str().unwrap().starts_with(prefix));
 }
 
 #[test]
@@ -99,6 +113,13 @@ fn gitlab_job_parses_and_reports_junit() {
     );
     let baseline = job["variables"]["BENCH_BASELINE"].as_str().unwrap();
     assert_eq!(job["cache"]["paths"][0].as_str(), Some(baseline));
+    // A merge request's branch falls back to the default branch's baseline.
+    let key = job["cache"]["key"].as_str().unwrap();
+    let fallback = job["cache"]["fallback_keys"][0].as_str().unwrap();
+    assert_eq!(
+        key.replace("$CI_COMMIT_REF_SLUG", "$CI_DEFAULT_BRANCH"),
+        fallback
+    );
     assert_eq!(job["allow_failure"]["exit_codes"][0].as_i64(), Some(4));
 }
 
