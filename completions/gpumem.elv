@@ -246,6 +246,7 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand --max-fragmentation 'Fail when fragmentation when reserved memory peaked is above this (0–1): the free bytes in cached segments not usable as one block, over all cached bytes, at the moment the pool held the most. (At the end of a run an emptied cache reads as fragmented.)'
             cand --min-speedup 'Fail when the pool is less than this many times faster than raw device allocation'
             cand --max-p99-ns 'Fail when the pool''s p99 allocation latency is above this many nanoseconds'
+            cand --max-peak-reserved 'Fail when the pool reserved more than this at its peak (e.g. 40GiB): an absolute memory gate, for a recorded trace whose job''s memory must not grow'
             cand --color 'When to use colour. `auto` colours a terminal unless NO_COLOR is set'
             cand --no-raw 'Skip the raw replay straight on the device (no speedup is measured)'
             cand --allow-other-device 'With --baseline: compare with a baseline recorded on another device (the report labels the comparison as one between different devices). Without it, such a baseline is refused (exit 2)'

@@ -711,6 +711,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l min-hit-ra
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l max-fragmentation -d 'Fail when fragmentation when reserved memory peaked is above this (0–1): the free bytes in cached segments not usable as one block, over all cached bytes, at the moment the pool held the most. (At the end of a run an emptied cache reads as fragmented.)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l min-speedup -d 'Fail when the pool is less than this many times faster than raw device allocation' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l max-p99-ns -d 'Fail when the pool\'s p99 allocation latency is above this many nanoseconds' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l max-peak-reserved -d 'Fail when the pool reserved more than this at its peak (e.g. 40GiB): an absolute memory gate, for a recorded trace whose job\'s memory must not grow' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand bench-alloc" -l color -d 'When to use colour. `auto` colours a terminal unless NO_COLOR is set' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is not set'
 always\t'Colour even when stdout is a pipe or NO_COLOR is set'
 never\t'Plain text, whatever the terminal'"

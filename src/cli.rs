@@ -409,6 +409,11 @@ pub struct Gates {
     /// Fail when the pool's p99 allocation latency is above this many nanoseconds.
     #[arg(long, value_name = "NS")]
     pub max_p99_ns: Option<u64>,
+
+    /// Fail when the pool reserved more than this at its peak (e.g. 40GiB): an absolute memory
+    /// gate, for a recorded trace whose job's memory must not grow.
+    #[arg(long, value_parser = parse_bytes, value_name = "SIZE")]
+    pub max_peak_reserved: Option<u64>,
 }
 
 /// The CI exports `bench-alloc` and `stress` write besides their report.

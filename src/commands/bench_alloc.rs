@@ -55,6 +55,7 @@ fn transfer(
         fragmentation_peak: 0.0,
         speedup: slowest,
         alloc_p99_ns: 0,
+        peak_reserved: 0,
     });
     let interrupted = interrupt.load(Ordering::SeqCst);
     let failure = crate::output::transfer::failure_text(run.corruptions, &gates)

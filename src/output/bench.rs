@@ -183,6 +183,7 @@ pub fn gate_value(kind: GateKind, v: f64) -> String {
         GateKind::MinHitRate | GateKind::MaxFragmentation => format!("{v:.4}"),
         GateKind::MinSpeedup => format!("{v:.2}×"),
         GateKind::MaxP99Ns => format!("{} ns", thousands(v.round().max(0.0) as u64)),
+        GateKind::MaxPeakReserved => format_bytes(v.round().max(0.0) as u64),
     }
 }
 

@@ -78,6 +78,7 @@ impl RunsView {
             fragmentation_peak: median(Metric::Fragmentation),
             speedup: median(Metric::Speedup),
             alloc_p99_ns: median(Metric::AllocP99Ns).round() as u64,
+            peak_reserved: median(Metric::PeakReserved).round() as u64,
         }
     }
 

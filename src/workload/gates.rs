@@ -1,5 +1,6 @@
 //! CI gates on a benchmark: thresholds given on the command line (`--min-hit-rate`,
-//! `--max-fragmentation`, `--min-speedup`, `--max-p99-ns`), checked against what a run measured.
+//! `--max-fragmentation`, `--min-speedup`, `--max-p99-ns`, `--max-peak-reserved`), checked
+//! against what a run measured.
 
 use serde::Serialize;
 
@@ -14,6 +15,8 @@ pub enum GateKind {
     MinSpeedup,
     /// `--max-p99-ns`: nanoseconds.
     MaxP99Ns,
+    /// `--max-peak-reserved`: bytes the pool reserved at its peak.
+    MaxPeakReserved,
 }
 
 impl GateKind {
@@ -24,6 +27,7 @@ impl GateKind {
             GateKind::MaxFragmentation => "max-fragmentation",
             GateKind::MinSpeedup => "min-speedup",
             GateKind::MaxP99Ns => "max-p99-ns",
+            GateKind::MaxPeakReserved => "max-peak-reserved",
         }
     }
 }
@@ -55,6 +59,8 @@ pub struct Thresholds {
     pub min_speedup: Option<f64>,
     /// Highest acceptable allocation p99, in nanoseconds.
     pub max_p99_ns: Option<u64>,
+    /// Most bytes the pool may reserve at its peak (a model's memory got worse).
+    pub max_peak_reserved: Option<u64>,
 }
 
 /// What a pool replay measured, for the gates.
@@ -68,6 +74,8 @@ pub struct Measured {
     pub speedup: f64,
     /// Allocation latency p99, in nanoseconds.
     pub alloc_p99_ns: u64,
+    /// Bytes the pool reserved at its peak.
+    pub peak_reserved: u64,
 }
 
 impl Thresholds {
@@ -100,6 +108,12 @@ impl Thresholds {
                 GateKind::MaxP99Ns,
                 self.max_p99_ns.map(|v| v as f64),
                 m.alloc_p99_ns as f64,
+                false,
+            ),
+            gate(
+                GateKind::MaxPeakReserved,
+                self.max_peak_reserved.map(|v| v as f64),
+                m.peak_reserved as f64,
                 false,
             ),
         ]

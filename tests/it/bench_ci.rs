@@ -302,3 +302,34 @@ fn markdown_and_junit_exports_name_each_gate() {
         "{err}"
     );
 }
+
+/// `--max-peak-reserved`: an absolute memory gate on what the pool reserved at its peak, held
+/// to the run's own figure: passed at it, missed one byte below, with the figures in JSON.
+#[test]
+fn the_peak_reserved_gate_holds_a_jobs_memory() {
+    let run = |limit: &str| {
+        gpumem()
+            .args(["--json", "bench-alloc", "--device", "host:64MiB"])
+            .args(["--workload", "same-size", "--allocations", "200"])
+            .args(["--size", "256KiB", "--max-peak-reserved", limit])
+            .output()
+            .unwrap()
+    };
+    let out = run("1GiB");
+    assert_eq!(out.status.code(), Some(0));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let gate = doc["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == "max-peak-reserved")
+        .unwrap()
+        .clone();
+    let peak = gate["measured"].as_f64().unwrap() as u64;
+    assert!(peak > 0 && gate["passed"] == true, "{gate}");
+    assert_eq!(run(&format!("{peak}B")).status.code(), Some(0));
+    let missed = run(&format!("{}B", peak - 1));
+    assert_eq!(missed.status.code(), Some(1));
+    let doc: Value = serde_json::from_slice(&missed.stdout).unwrap();
+    assert_eq!(doc["passed"], false);
+}

@@ -248,6 +248,7 @@ pub fn bench_thresholds(args: &BenchAllocArgs) -> Thresholds {
         max_fragmentation: g.max_fragmentation,
         min_speedup: g.min_speedup,
         max_p99_ns: g.max_p99_ns,
+        max_peak_reserved: g.max_peak_reserved,
     }
 }
 
