@@ -191,7 +191,7 @@ fn prepare(
         fingerprint: format!("{:016x}", workload.fingerprint()),
     };
     if let Some(b) = baseline {
-        check_same_replay(&b.replayed, &replayed)?;
+        check_same_replay(args, &b.replayed, &replayed)?;
     }
     Ok((workload, preset, arena, replayed))
 }
@@ -271,13 +271,21 @@ fn replay(
     let confidence = bench_confidence(args)?;
     report.gates = bench_thresholds(args).check(&runs.medians());
     report.comparison = baseline.as_ref().map(|b| {
-        ComparisonView::new(
+        // Another trace of the job: its figures of time are another workload's.
+        let other_trace = b.replayed.another_trace(&replayed);
+        let mut b = b.clone();
+        if other_trace {
+            b.metrics.retain(|m, _| m.is_memory());
+        }
+        let mut view = ComparisonView::new(
             args.baseline.as_deref(),
-            b,
+            &b,
             &report.device.identity(),
             &runs,
             (&args.max_regression, confidence),
-        )
+        );
+        view.other_trace = other_trace.then(|| b.replayed.workload.clone());
+        view
     });
     let failure = failure_text(corruptions, leaked, &report.gates)
         .map(|why| (Exit::Failure, why))
@@ -330,9 +338,22 @@ fn run_all(args: &BenchAllocArgs, ctx: &Bench<'_>, workload: &Workload) -> Resul
     Ok(measured)
 }
 
-/// Two runs compare only when they replayed the same operations on the same preset.
-fn check_same_replay(saved: &Replayed, now: &Replayed) -> Result<()> {
+/// Two runs compare only when they replayed the same operations on the same preset, or when
+/// both replayed a trace: then on their memory metrics alone, and a `--max-regression` on a
+/// figure of time is refused.
+fn check_same_replay(args: &BenchAllocArgs, saved: &Replayed, now: &Replayed) -> Result<()> {
     if saved == now {
+        return Ok(());
+    }
+    if saved.another_trace(now) {
+        if let Some(g) = args.max_regression.iter().find(|g| !g.metric.is_memory()) {
+            return Err(CliError::Usage(format!(
+                "--max-regression {}: the baseline replayed another trace ({saved}); two traces \
+                 compare on their memory metrics only (peak-reserved, fragmentation, hit-rate)",
+                g.metric
+            ))
+            .into());
+        }
         return Ok(());
     }
     Err(CliError::Usage(format!(

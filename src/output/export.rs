@@ -66,10 +66,11 @@ pub fn bench_markdown(r: &BenchReport) -> String {
     }
     if let Some(c) = &r.comparison {
         // Across devices (--allow-other-device), said before the table.
-        let note = c
-            .other_device_note()
+        let note: String = [c.other_device_note(), c.other_trace_note()]
+            .into_iter()
+            .flatten()
             .map(|n| format!("**{}**\n\n", cell(&n)))
-            .unwrap_or_default();
+            .collect();
         let _ = writeln!(
             md,
             "\nAgainst the baseline ({} runs on {}; one-sided Mann-Whitney U test at {} confidence):\n\n{note}| metric | baseline | this run | change | p | verdict |\n| --- | --- | --- | --- | --- | --- |",

@@ -112,6 +112,10 @@ pub struct ComparisonView {
     pub device: String,
     /// Whether the baseline ran on another device than this run (`--allow-other-device`).
     pub other_device: bool,
+    /// The other trace the baseline replayed, when it is not this run's: compared on memory
+    /// metrics only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub other_trace: Option<String>,
     /// `--confidence`: the level each row's test decides at.
     pub confidence: Confidence,
     /// Every metric both have, in report order.
@@ -147,6 +151,7 @@ impl ComparisonView {
             baseline_runs: baseline.runs,
             device: device.to_string(),
             other_device: baseline.device != device,
+            other_trace: None,
             confidence,
             rows,
             unanswered,
@@ -161,6 +166,13 @@ impl ComparisonView {
                 self.baseline_device, self.device
             )
         })
+    }
+
+    /// The label of a comparison with another trace of the job, or `None`.
+    pub fn other_trace_note(&self) -> Option<String> {
+        self.other_trace
+            .as_ref()
+            .map(|t| format!("another trace: the baseline replayed {t}; memory metrics only"))
     }
 
     /// Why the comparison fails the run, as one line with its exit: regressions and gates
@@ -225,7 +237,10 @@ impl ComparisonView {
             "against {} ({} runs on {}, gpumem {}):",
             self.baseline, self.baseline_runs, self.baseline_device, self.baseline_gpumem
         );
-        if let Some(note) = self.other_device_note() {
+        for note in [self.other_device_note(), self.other_trace_note()]
+            .into_iter()
+            .flatten()
+        {
             let _ = writeln!(text, "note: {note}");
         }
         let mut t = new_table(

@@ -75,6 +75,14 @@ impl Metric {
     pub fn higher_is_better(self) -> bool {
         matches!(self, Metric::OpsPerSec | Metric::Speedup | Metric::HitRate)
     }
+
+    /// A figure of memory, not of time: what two traces of one job compare on.
+    pub fn is_memory(self) -> bool {
+        matches!(
+            self,
+            Metric::HitRate | Metric::Fragmentation | Metric::PeakReserved
+        )
+    }
 }
 
 impl fmt::Display for Metric {
@@ -239,6 +247,17 @@ pub struct Replayed {
     pub max_live_bytes: Option<u64>,
     /// [`crate::workload::Workload::fingerprint`] in hex: any other size, order or seed differs.
     pub fingerprint: String,
+}
+
+impl Replayed {
+    /// Whether another recording of a trace replayed on the same preset: two traces of one job
+    /// compare on their memory metrics however their operations differ.
+    pub fn another_trace(&self, other: &Replayed) -> bool {
+        self != other
+            && self.workload.starts_with("trace:")
+            && other.workload.starts_with("trace:")
+            && self.preset == other.preset
+    }
 }
 
 impl fmt::Display for Replayed {

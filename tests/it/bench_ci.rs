@@ -333,3 +333,95 @@ fn the_peak_reserved_gate_holds_a_jobs_memory() {
     let doc: Value = serde_json::from_slice(&missed.stdout).unwrap();
     assert_eq!(doc["passed"], false);
 }
+
+/// Two recordings of one job's trace that differ compare on their memory metrics alone (their
+/// figures of time are another workload's): labelled, a grown peak caught by
+/// `--max-regression peak-reserved`, a gate on a figure of time refused in one line.
+#[test]
+fn two_traces_of_a_job_compare_on_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = |extra: u64| {
+        let mut s = String::from("Thread,Time,Action,Pointer,Size,Stream\n");
+        for i in 0..40u64 {
+            let size = (1 << 20) + extra * (i % 2);
+            s += &format!(
+                "1,{i}.1,allocate,0x{:x},{size},0x0\n",
+                0x7f00_0000_0000u64 + (i << 24)
+            );
+        }
+        for i in 0..40u64 {
+            let size = (1 << 20) + extra * (i % 2);
+            s += &format!(
+                "1,{i}.2,free,0x{:x},{size},0x0\n",
+                0x7f00_0000_0000u64 + (i << 24)
+            );
+        }
+        s
+    };
+    let (a, b) = (dir.path().join("a.csv"), dir.path().join("b.csv"));
+    std::fs::write(&a, csv(0)).unwrap();
+    std::fs::write(&b, csv(1 << 20)).unwrap();
+    let base = dir.path().join("base.json");
+    let bench = |trace: &std::path::Path| {
+        let mut c = gpumem();
+        c.args([
+            "--json",
+            "bench-alloc",
+            "--device",
+            "host:256MiB",
+            "--runs",
+            "3",
+        ])
+        .arg("--trace")
+        .arg(trace);
+        c
+    };
+    let saved = bench(&a)
+        .arg("--save-baseline")
+        .arg(&base)
+        .output()
+        .unwrap();
+    assert_eq!(
+        saved.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&saved.stderr)
+    );
+    let out = bench(&b)
+        .arg("--baseline")
+        .arg(&base)
+        .args(["--max-regression", "peak-reserved:5"])
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = &doc["comparison"];
+    assert_eq!(c["other_trace"], "trace:a.csv");
+    let metrics: Vec<&str> = c["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["metric"].as_str().unwrap())
+        .collect();
+    assert!(
+        metrics
+            .iter()
+            .all(|m| ["hit-rate", "fragmentation", "peak-reserved"].contains(m)),
+        "{metrics:?}"
+    );
+    // Half the allocations doubled: the pool's peak grew, and the gate says so (exit 1).
+    assert_eq!(out.status.code(), Some(1), "{c}");
+    let err = common::one_line_error(
+        bench(&b)
+            .arg("--baseline")
+            .arg(&base)
+            .args(["--max-regression", "ops-per-sec:10"]),
+        2,
+    );
+    assert!(
+        err.ends_with(
+            "two traces compare on their memory metrics only (peak-reserved, fragmentation, \
+             hit-rate)\n"
+        ),
+        "{err}"
+    );
+}
