@@ -271,21 +271,13 @@ fn replay(
     let confidence = bench_confidence(args)?;
     report.gates = bench_thresholds(args).check(&runs.medians());
     report.comparison = baseline.as_ref().map(|b| {
-        // Another trace of the job: its figures of time are another workload's.
-        let other_trace = b.replayed.another_trace(&replayed);
-        let mut b = b.clone();
-        if other_trace {
-            b.metrics.retain(|m, _| m.is_memory());
-        }
-        let mut view = ComparisonView::new(
-            args.baseline.as_deref(),
-            &b,
-            &report.device.identity(),
-            &runs,
-            (&args.max_regression, confidence),
-        );
-        view.other_trace = other_trace.then(|| b.replayed.workload.clone());
-        view
+        compare_with(
+            args,
+            b,
+            &replayed,
+            (&report.device.identity(), &runs),
+            confidence,
+        )
     });
     let failure = failure_text(corruptions, leaked, &report.gates)
         .map(|why| (Exit::Failure, why))
@@ -300,6 +292,31 @@ fn replay(
         out.note("interrupted: the replay stopped early; everything was freed");
     }
     finish(interrupted, failure)
+}
+
+/// This run against the baseline `b`; another trace of the job on its memory metrics alone
+/// (its figures of time are another workload's).
+fn compare_with(
+    args: &BenchAllocArgs,
+    b: &Baseline,
+    replayed: &Replayed,
+    (device, runs): (&str, &RunsView),
+    confidence: crate::workload::baseline::Confidence,
+) -> ComparisonView {
+    let other_trace = b.replayed.another_trace(replayed);
+    let mut b = b.clone();
+    if other_trace {
+        b.metrics.retain(|m, _| m.is_memory());
+    }
+    let mut view = ComparisonView::new(
+        args.baseline.as_deref(),
+        &b,
+        device,
+        runs,
+        (&args.max_regression, confidence),
+    );
+    view.other_trace = other_trace.then(|| b.replayed.workload.clone());
+    view
 }
 
 /// Runs the warm-up and measured replays, stopping at a signal; the measured ones are returned.

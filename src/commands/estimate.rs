@@ -151,18 +151,7 @@ fn llamacpp_need(
     settings: &Settings,
 ) -> Result<LlamaCppNeed> {
     let candidates = sim_devices(&args.device)?;
-    let demand = Demand::Model {
-        source: Box::new(model.clone()),
-        settings: Box::new(settings.clone()),
-    };
-    let cfg = llamacpp_config(settings);
-    let selection = select_for_engine(
-        Some(Engine::LlamaCpp),
-        &demand,
-        &candidates,
-        &Policy::default(),
-        (&VllmConfig::for_settings(settings), &cfg),
-    )?;
+    let selection = plan_with(Engine::LlamaCpp, model, settings, &candidates)?;
     let fits = selection.plan.kind != crate::plan::PlanKind::None;
     let account = match selection.plan.account {
         Some(EngineAccount::LlamaCpp(a)) => Some(a),
@@ -174,6 +163,39 @@ fn llamacpp_need(
         fits,
         account,
     })
+}
+
+/// `model` under `settings` planned by `engine` over `candidates`, as `select --engine` plans
+/// it there.
+fn plan_with(
+    engine: Engine,
+    model: &ModelSource,
+    settings: &Settings,
+    candidates: &[crate::plan::Candidate],
+) -> Result<crate::plan::Selection> {
+    let demand = Demand::Model {
+        source: Box::new(model.clone()),
+        settings: Box::new(settings.clone()),
+    };
+    Ok(select_for_engine(
+        Some(engine),
+        &demand,
+        candidates,
+        &Policy::default(),
+        (
+            &VllmConfig::for_settings(settings),
+            &llamacpp_config(settings),
+        ),
+    )?)
+}
+
+/// Exit 3 where the engine does not serve on the devices.
+fn exit_for(serves: bool) -> Exit {
+    if serves {
+        Exit::Success
+    } else {
+        Exit::DoesNotFit
+    }
 }
 
 /// llama.cpp's settings as `estimate` counts them: -fa as asked, the rest llama-server's.
@@ -190,12 +212,7 @@ fn gpu_candidates(
     args: &EstimateArgs,
     engine: &str,
 ) -> Result<(Vec<crate::plan::Candidate>, String)> {
-    let mut candidates = sim_devices(&args.device)?;
-    if candidates.is_empty() {
-        let found = discover_with(&probe_all(PROBE_TIMEOUT));
-        let host = host_info().hostname.unwrap_or_else(|| "localhost".into());
-        candidates = candidates_from_discovery(&found, &host);
-    }
+    let candidates = devices_or_here(args)?;
     let Some(gpu) = candidates
         .iter()
         .find(|c| c.is_gpu())
@@ -233,12 +250,6 @@ fn side_by_side(
     let candidates = devices_or_here(args)?;
     let gguf = model.kind == SourceKind::Gguf;
     let no_gpu = !candidates.iter().any(|c| c.is_gpu());
-    let cfg = llamacpp_config(settings);
-    let vllm = VllmConfig::for_settings(settings);
-    let demand = Demand::Model {
-        source: Box::new(model.clone()),
-        settings: Box::new(settings.clone()),
-    };
     let mut rows = Vec::new();
     for engine in [
         Engine::LlamaCpp,
@@ -247,13 +258,7 @@ fn side_by_side(
         Engine::Sglang,
     ] {
         let checkpoint_only = matches!(engine, Engine::Vllm | Engine::Sglang);
-        let selection = select_for_engine(
-            Some(engine),
-            &demand,
-            &candidates,
-            &Policy::default(),
-            (&vllm, &cfg),
-        )?;
+        let selection = plan_with(engine, model, settings, &candidates)?;
         let not_for = match (checkpoint_only, gguf, no_gpu) {
             (true, true, _) => Some("loads Hugging Face checkpoints, not a GGUF"),
             (true, _, true) => Some("serves from GPUs; none here (--device sim:h100)"),
@@ -314,18 +319,7 @@ fn ollama_need(
 ) -> Result<Exit> {
     let candidates = devices_or_here(args)?;
     let name = model.name.clone();
-    let cfg = llamacpp_config(&settings);
-    let demand = Demand::Model {
-        source: Box::new(model),
-        settings: Box::new(settings.clone()),
-    };
-    let selection = select_for_engine(
-        Some(Engine::Ollama),
-        &demand,
-        &candidates,
-        &Policy::default(),
-        (&VllmConfig::for_settings(&settings), &cfg),
-    )?;
+    let selection = plan_with(Engine::Ollama, &model, &settings, &candidates)?;
     let Some(EngineAccount::Ollama(account)) = selection.plan.account.clone() else {
         return Err(CliError::Usage(format!(
             "Ollama's placement does not cover {name} (llama.cpp's fit has no rule for its \
@@ -342,11 +336,7 @@ fn ollama_need(
         loads,
         account: *account,
     })?;
-    Ok(if loads {
-        Exit::Success
-    } else {
-        Exit::DoesNotFit
-    })
+    Ok(exit_for(loads))
 }
 
 /// `estimate --engine sglang`: SGLang's need on each GPU, planned as `select --engine sglang`
@@ -359,20 +349,7 @@ fn sglang_need(
 ) -> Result<Exit> {
     let (candidates, gpu) = gpu_candidates(args, "SGLang")?;
     let name = model.name.clone();
-    let demand = Demand::Model {
-        source: Box::new(model),
-        settings: Box::new(settings.clone()),
-    };
-    let selection = select_for_engine(
-        Some(Engine::Sglang),
-        &demand,
-        &candidates,
-        &Policy::default(),
-        (
-            &VllmConfig::for_settings(&settings),
-            &LlamaCppConfig::default(),
-        ),
-    )?;
+    let selection = plan_with(Engine::Sglang, &model, &settings, &candidates)?;
     let Some(EngineAccount::Sglang(fit)) = selection.plan.account.clone() else {
         return Err(CliError::Usage(format!(
             "SGLang's accounting does not cover {name} (its pool is sized otherwise: recurrent \
@@ -389,11 +366,7 @@ fn sglang_need(
         serves,
         account: fit,
     })?;
-    Ok(if serves {
-        Exit::Success
-    } else {
-        Exit::DoesNotFit
-    })
+    Ok(exit_for(serves))
 }
 
 /// `estimate --engine vllm`: vLLM's need on each GPU, planned as `select --engine vllm` plans
@@ -405,19 +378,9 @@ fn vllm_need(
     out: &Output,
 ) -> Result<Exit> {
     let (candidates, gpu) = gpu_candidates(args, "vLLM")?;
-    let vllm = VllmConfig::for_settings(&settings);
+    let max_model_len = VllmConfig::for_settings(&settings).max_model_len;
     let name = model.name.clone();
-    let demand = Demand::Model {
-        source: Box::new(model),
-        settings: Box::new(settings),
-    };
-    let selection = select_for_engine(
-        Some(Engine::Vllm),
-        &demand,
-        &candidates,
-        &Policy::default(),
-        (&vllm, &LlamaCppConfig::default()),
-    )?;
+    let selection = plan_with(Engine::Vllm, &model, &settings, &candidates)?;
     let Some(EngineAccount::Vllm(fit)) = selection.plan.account.clone() else {
         return Err(CliError::Usage(format!(
             "vLLM's accounting does not cover {name} (its architecture is not modelled for vLLM)"
@@ -430,13 +393,9 @@ fn vllm_need(
         engine: "vllm",
         gpu,
         needed_bytes: selection.required_bytes,
-        max_model_len: vllm.max_model_len,
+        max_model_len,
         serves,
         account: fit,
     })?;
-    Ok(if serves {
-        Exit::Success
-    } else {
-        Exit::DoesNotFit
-    })
+    Ok(exit_for(serves))
 }
