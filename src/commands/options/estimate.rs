@@ -14,7 +14,8 @@ use crate::plan::engines::{self, Settings};
 pub fn estimate_command_settings(args: &cli::EstimateArgs) -> Result<Settings> {
     let mut settings = estimate_settings(&args.settings)?;
     let engine = estimate_engine(args);
-    let vllm = matches!(
+    // The serving engines `estimate` plans on devices, as `select --engine` does.
+    let planned = matches!(
         engine,
         cli::InferenceEngine::Vllm
             | cli::InferenceEngine::Sglang
@@ -33,19 +34,18 @@ pub fn estimate_command_settings(args: &cli::EstimateArgs) -> Result<Settings> {
         )
         .into());
     }
-    if vllm && train {
-        return Err(CliError::Usage(
-            "--engine vllm and sglang serve; --mode train is PyTorch's training step: drop one"
-                .into(),
-        )
+    let name = engine_name(engine);
+    if planned && train {
+        return Err(CliError::Usage(format!(
+            "--engine {name} serves; --mode train is PyTorch's training step: drop one"
+        ))
         .into());
     }
-    if vllm && args.fits {
-        return Err(CliError::Usage(
-            "--engine vllm and sglang already plan on the GPUs (--device, else this \
-             machine's); --fits is for the other engines"
-                .into(),
-        )
+    if planned && args.fits {
+        return Err(CliError::Usage(format!(
+            "--engine {name} already plans on the devices (--device, else this machine's); \
+             --fits is for llama.cpp's and transformers' figures"
+        ))
         .into());
     }
     if args.settings.sglang.tp_size.is_some() && engine != cli::InferenceEngine::Sglang {
@@ -69,6 +69,18 @@ pub fn estimate_command_settings(args: &cli::EstimateArgs) -> Result<Settings> {
         llamacpp_estimate_settings(args, &mut settings)?;
     }
     Ok(settings)
+}
+
+/// `--engine`'s value as written.
+fn engine_name(engine: cli::InferenceEngine) -> &'static str {
+    match engine {
+        cli::InferenceEngine::LlamaCpp => "llama.cpp",
+        cli::InferenceEngine::Transformers => "transformers",
+        cli::InferenceEngine::Vllm => "vllm",
+        cli::InferenceEngine::Sglang => "sglang",
+        cli::InferenceEngine::Ollama => "ollama",
+        cli::InferenceEngine::All => "all",
+    }
 }
 
 /// The engine whose inference `estimate` counts: `--engine`, else llama.cpp's.
