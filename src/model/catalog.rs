@@ -237,6 +237,16 @@ const QWEN3_NEXT_80B_CONFIG: &str = r#"{"model_type": "qwen3_next", "hidden_size
     "shared_expert_intermediate_size": 512, "decoder_sparse_step": 1, "mlp_only_layers": [],
     "max_position_embeddings": 262144, "tie_word_embeddings": false, "vocab_size": 151936}"#;
 
+/// Qwen/Qwen3.5-35B-A3B: the architecture fields of the published config.json's `text_config`
+/// (its vision tower and MTP block are not the language model's).
+const QWEN35_35B_A3B_CONFIG: &str = r#"{"model_type": "qwen3_5_moe_text", "hidden_size": 2048,
+    "num_hidden_layers": 40, "num_attention_heads": 16, "num_key_value_heads": 2,
+    "head_dim": 256, "full_attention_interval": 4, "linear_conv_kernel_dim": 4,
+    "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_num_key_heads": 16,
+    "linear_num_value_heads": 32, "num_experts": 256, "num_experts_per_tok": 8,
+    "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
+    "max_position_embeddings": 262144, "tie_word_embeddings": false, "vocab_size": 248320}"#;
+
 /// moonshotai/Kimi-K2-Instruct: the architecture fields of the published config.json
 /// (DeepSeek-V3's layout with 384 experts and 64 heads).
 const KIMI_K2_CONFIG: &str = r#"{"model_type": "kimi_k2", "hidden_size": 7168,
@@ -751,6 +761,12 @@ pub fn catalog() -> Vec<CatalogModel> {
             &["qwen3-next", "qwen3-next-80b"],
             "Qwen/Qwen3-Next-80B-A3B-Instruct",
             QWEN3_NEXT_80B_CONFIG,
+        ),
+        from_config(
+            "qwen3.5-35b-a3b",
+            &["qwen3.5-35b", "qwen3.5-moe"],
+            "Qwen/Qwen3.5-35B-A3B",
+            QWEN35_35B_A3B_CONFIG,
         ),
         from_config(
             "kimi-k2",

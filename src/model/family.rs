@@ -24,6 +24,10 @@ pub enum Family {
     Qwen3Moe,
     /// Qwen3-Next: Gated DeltaNet beside gated attention.
     Qwen3Next,
+    /// Qwen3.5 and Qwen3.6, dense and MoE: Qwen3-Next's layout with the gated DeltaNet's
+    /// projections apart and interleaved multimodal RoPE (llama.cpp's `qwen35` and `qwen35moe`
+    /// builders).
+    Qwen35,
     /// Gemma (two norms a layer).
     Gemma,
     /// Gemma 2.
@@ -110,6 +114,11 @@ pub const FAMILIES: &[Spellings] = &[
     row(Family::Qwen3, &["qwen3"], &["qwen3"]),
     row(Family::Qwen3Moe, &["qwen3moe"], &["qwen3_moe"]),
     row(Family::Qwen3Next, &["qwen3next"], &["qwen3_next"]),
+    row(
+        Family::Qwen35,
+        &["qwen35", "qwen35moe"],
+        &["qwen3_5_text", "qwen3_5_moe_text"],
+    ),
     row(Family::Gemma, &["gemma"], &["gemma"]),
     row(Family::Gemma2, &["gemma2"], &["gemma2"]),
     row(Family::Gemma3, &["gemma3"], &["gemma3", "gemma3_text"]),

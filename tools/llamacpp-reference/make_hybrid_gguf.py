@@ -7,6 +7,11 @@ no weight data (a sparse file), like make_gguf.py does for the llama layout.
              the linear layers' q/k/v/z projection as one ssm_in (GGUFs converted before
              llama.cpp split it), or with --split-qkvz as attn_qkv and attn_gate (as its
              converter writes them now).
+  qwen35     Qwen3.5 (dense, or with --experts the MoE `qwen35moe`): Qwen3-Next's layout with
+             separate attn_qkv/attn_gate and ssm_beta/ssm_alpha projections, interleaved MRoPE
+             sections, a gated MLP of --ffn (or experts and a gated shared expert); --mtp adds
+             the multi-token-prediction block as one more layer (nextn_predict_layers), as
+             the converter writes it and llama.cpp skips it unless asked.
   mamba      Mamba (v1): every layer a selective-scan mixer (in_proj, conv, x_proj, dt_proj, A,
              D, out_proj); Δ rank ⌈hidden/16⌉.
   mamba2     Mamba-2: every layer an SSD mixer (in_proj, conv, A, D, gated norm, out_proj).
@@ -56,6 +61,47 @@ def attention_keys(w: GGUFWriter, a, ffn: int, rope_dims: int) -> None:
     w.add_rope_dimension_count(rope_dims)
 
 
+def gated_attention(t, b: str, a) -> None:
+    """Qwen3-Next's and Qwen3.5's attention: a query projection twice as wide (the query and
+    its gate), per-head q/k norms."""
+    d, hd = a.hidden, a.head_dim
+    t(b + "attn_q.weight", (a.heads * hd * 2, d))
+    t(b + "attn_k.weight", (a.kv_heads * hd, d))
+    t(b + "attn_v.weight", (a.kv_heads * hd, d))
+    t(b + "attn_output.weight", (d, a.heads * hd))
+    t(b + "attn_q_norm.weight", (hd,), F32)
+    t(b + "attn_k_norm.weight", (hd,), F32)
+
+
+def gated_shared_experts(t, b: str, a) -> None:
+    """Routed experts beside one shared expert scaled by a sigmoid gate of its own."""
+    d = a.hidden
+    t(b + "ffn_gate_inp.weight", (a.experts, d), F32)
+    t(b + "ffn_gate_exps.weight", (a.experts, a.expert_ffn, d))
+    t(b + "ffn_up_exps.weight", (a.experts, a.expert_ffn, d))
+    t(b + "ffn_down_exps.weight", (a.experts, d, a.expert_ffn))
+    t(b + "ffn_gate_inp_shexp.weight", (d,), F32)
+    t(b + "ffn_gate_shexp.weight", (a.shared_ffn, d))
+    t(b + "ffn_up_shexp.weight", (a.shared_ffn, d))
+    t(b + "ffn_down_shexp.weight", (d, a.shared_ffn))
+
+
+def delta_net_keys(w: GGUFWriter, a, arch: str) -> None:
+    """The experts' keys (when there are experts) and the gated DeltaNet's, as Qwen3-Next's
+    and Qwen3.5's converter writes them."""
+    if a.experts:
+        w.add_expert_count(a.experts)
+        w.add_expert_used_count(a.experts_used)
+        w.add_expert_feed_forward_length(a.expert_ffn)
+        w.add_expert_shared_feed_forward_length(a.shared_ffn)
+    w.add_ssm_conv_kernel(a.conv)
+    w.add_ssm_inner_size(a.ssm_v_heads * a.ssm_head_dim)
+    w.add_ssm_state_size(a.ssm_head_dim)
+    w.add_ssm_time_step_rank(a.ssm_v_heads)
+    w.add_ssm_group_count(a.ssm_k_heads)
+    w.add_uint32(f"{arch}.full_attention_interval", a.attn_interval)
+
+
 def qwen3next(w: GGUFWriter, a) -> None:
     d, hd = a.hidden, a.head_dim
     key_dim = a.ssm_k_heads * a.ssm_head_dim
@@ -63,16 +109,7 @@ def qwen3next(w: GGUFWriter, a) -> None:
     conv_dim = 2 * key_dim + value_dim
     attention_keys(w, a, a.shared_ffn, rope_dims=hd // 4)
     w.add_rope_freq_base(10_000_000.0)
-    w.add_expert_count(a.experts)
-    w.add_expert_used_count(a.experts_used)
-    w.add_expert_feed_forward_length(a.expert_ffn)
-    w.add_expert_shared_feed_forward_length(a.shared_ffn)
-    w.add_ssm_conv_kernel(a.conv)
-    w.add_ssm_inner_size(value_dim)
-    w.add_ssm_state_size(a.ssm_head_dim)
-    w.add_ssm_time_step_rank(a.ssm_v_heads)
-    w.add_ssm_group_count(a.ssm_k_heads)
-    w.add_uint32("qwen3next.full_attention_interval", a.attn_interval)
+    delta_net_keys(w, a, "qwen3next")
 
     t = lambda name, shape, ty=F16: add_tensor(w, name, shape, ty)
     add_embeddings(w, a.vocab, d, a.tied)
@@ -81,12 +118,7 @@ def qwen3next(w: GGUFWriter, a) -> None:
         t(b + "attn_norm.weight", (d,), F32)
         t(b + "post_attention_norm.weight", (d,), F32)
         if (i + 1) % a.attn_interval == 0:
-            t(b + "attn_q.weight", (a.heads * hd * 2, d))
-            t(b + "attn_k.weight", (a.kv_heads * hd, d))
-            t(b + "attn_v.weight", (a.kv_heads * hd, d))
-            t(b + "attn_output.weight", (d, a.heads * hd))
-            t(b + "attn_q_norm.weight", (hd,), F32)
-            t(b + "attn_k_norm.weight", (hd,), F32)
+            gated_attention(t, b, a)
         else:
             if a.split_qkvz:
                 t(b + "attn_qkv.weight", (conv_dim, d))
@@ -99,14 +131,55 @@ def qwen3next(w: GGUFWriter, a) -> None:
             t(b + "ssm_ba.weight", (2 * a.ssm_v_heads, d))
             t(b + "ssm_norm.weight", (a.ssm_head_dim,), F32)
             t(b + "ssm_out.weight", (d, value_dim))
-        t(b + "ffn_gate_inp.weight", (a.experts, d), F32)
-        t(b + "ffn_gate_exps.weight", (a.experts, a.expert_ffn, d))
-        t(b + "ffn_up_exps.weight", (a.experts, a.expert_ffn, d))
-        t(b + "ffn_down_exps.weight", (a.experts, d, a.expert_ffn))
-        t(b + "ffn_gate_inp_shexp.weight", (d,), F32)
-        t(b + "ffn_gate_shexp.weight", (a.shared_ffn, d))
-        t(b + "ffn_up_shexp.weight", (a.shared_ffn, d))
-        t(b + "ffn_down_shexp.weight", (d, a.shared_ffn))
+        gated_shared_experts(t, b, a)
+
+
+def qwen35(w: GGUFWriter, a) -> None:
+    d, hd = a.hidden, a.head_dim
+    key_dim = a.ssm_k_heads * a.ssm_head_dim
+    value_dim = a.ssm_v_heads * a.ssm_head_dim
+    conv_dim = 2 * key_dim + value_dim
+    arch = "qwen35moe" if a.experts else "qwen35"
+    attention_keys(w, a, a.shared_ffn if a.experts else a.ffn, rope_dims=hd // 4)
+    w.add_rope_freq_base(10_000_000.0)
+    w.add_rope_dimension_sections([11, 11, 10, 0])
+    delta_net_keys(w, a, arch)
+    if a.mtp:
+        w.add_nextn_predict_layers(1)
+
+    t = lambda name, shape, ty=F16: add_tensor(w, name, shape, ty)
+    add_embeddings(w, a.vocab, d, a.tied)
+
+    attention = lambda b: gated_attention(t, b, a)
+    ffn = lambda b: gated_shared_experts(t, b, a) if a.experts else gated_mlp(t, b, a)
+
+    for i in range(a.layers):
+        b = f"blk.{i}."
+        t(b + "attn_norm.weight", (d,), F32)
+        t(b + "post_attention_norm.weight", (d,), F32)
+        if (i + 1) % a.attn_interval == 0:
+            attention(b)
+        else:
+            t(b + "attn_qkv.weight", (conv_dim, d))
+            t(b + "attn_gate.weight", (value_dim, d))
+            t(b + "ssm_conv1d.weight", (conv_dim, a.conv), F32)
+            t(b + "ssm_dt.bias", (a.ssm_v_heads,), F32)
+            t(b + "ssm_a", (a.ssm_v_heads,), F32)
+            t(b + "ssm_beta.weight", (a.ssm_v_heads, d))
+            t(b + "ssm_alpha.weight", (a.ssm_v_heads, d))
+            t(b + "ssm_norm.weight", (a.ssm_head_dim,), F32)
+            t(b + "ssm_out.weight", (d, value_dim))
+        ffn(b)
+    if a.mtp:
+        b = f"blk.{a.layers}."
+        t(b + "attn_norm.weight", (d,), F32)
+        t(b + "post_attention_norm.weight", (d,), F32)
+        attention(b)
+        ffn(b)
+        t(b + "nextn.eh_proj.weight", (d, 2 * d))
+        t(b + "nextn.enorm.weight", (d,), F32)
+        t(b + "nextn.hnorm.weight", (d,), F32)
+        t(b + "nextn.shared_head_norm.weight", (d,), F32)
 
 
 def mamba(w: GGUFWriter, a) -> None:
@@ -444,7 +517,7 @@ def rwkv7(w: GGUFWriter, a) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("arch", choices=["qwen3next", "mamba", "mamba2", "granitehybrid", "jamba",
+    p.add_argument("arch", choices=["qwen3next", "qwen35", "mamba", "mamba2", "granitehybrid", "jamba",
                                     "nemotronh", "falconh1", "rwkv6", "rwkv7"])
     p.add_argument("--head-size", type=int, default=64, help="rwkv6, rwkv7: the WKV head size")
     p.add_argument("--mix-rank", type=int, default=32, help="rwkv6: time_mix_extra_dim")
@@ -457,6 +530,8 @@ def main() -> None:
     p.add_argument("--no-ssm-norm", action="store_true", help="falconh1: no gated norm")
     p.add_argument("--split-qkvz", action="store_true",
                    help="qwen3next: attn_qkv and attn_gate instead of one ssm_in")
+    p.add_argument("--mtp", action="store_true",
+                   help="qwen35: one multi-token-prediction block after the layers")
     p.add_argument("--pattern", default="",
                    help="nemotronh: M, * or - per layer (E, experts: nemotron_h_moe)")
     p.add_argument("--ssm-inner", type=int, default=0,
@@ -497,16 +572,16 @@ def main() -> None:
                      "q5_0": GGMLQuantizationType.Q5_0}[a.matrix_type]
 
     names = {"nemotronh": "nemotron_h_moe" if "E" in a.pattern else "nemotron_h",
-             "falconh1": "falcon-h1"}
+             "falconh1": "falcon-h1", "qwen35": "qwen35moe" if a.experts else "qwen35"}
     w = GGUFWriter(a.out, names.get(a.arch, a.arch))
     w.add_name(a.name)
     w.add_context_length(1 << 18)
-    w.add_block_count(a.layers)
+    w.add_block_count(a.layers + (1 if a.mtp else 0))
     w.add_layer_norm_rms_eps(1e-6)
     w.add_vocab_size(a.vocab)
     w.add_file_type(1)
     add_vocab(w, a.vocab)
-    {"qwen3next": qwen3next, "mamba": mamba, "mamba2": mamba2, "granitehybrid": granitehybrid,
+    {"qwen3next": qwen3next, "qwen35": qwen35, "mamba": mamba, "mamba2": mamba2, "granitehybrid": granitehybrid,
      "jamba": jamba, "nemotronh": nemotronh, "falconh1": falconh1, "rwkv6": rwkv6,
      "rwkv7": rwkv7}[a.arch](w, a)
     finish_sparse(w, a.out)

@@ -19,7 +19,7 @@ fn mixer_kind(family: Family) -> Option<SsmKind> {
         Family::Mamba2 | Family::GraniteHybrid | Family::NemotronH | Family::FalconH1 => {
             Some(SsmKind::Mamba2)
         }
-        Family::Qwen3Next => Some(SsmKind::GatedDeltaNet),
+        Family::Qwen3Next | Family::Qwen35 => Some(SsmKind::GatedDeltaNet),
         Family::Rwkv6 => Some(SsmKind::Rwkv6),
         Family::Rwkv7 => Some(SsmKind::Rwkv7),
         _ => None,
@@ -66,11 +66,22 @@ impl Keys<'_> {
         }
     }
 
-    /// A key given once per layer (an array of `layers` integers).
+    /// A key given once per layer (an array of `layers` integers, or of every block with the
+    /// multi-token-prediction ones after them, which are dropped).
     fn per_layer(&self, key: &str, layers: u64) -> Result<Vec<i128>, ModelError> {
+        let blocks = layers.saturating_add(self.file.mtp_blocks());
         match self.file.metadata.get(&format!("{}.{key}", self.a)) {
-            Some(GgufValue::Array { len, ints }) if *len == ints.len() as u64 && *len == layers => {
-                Ok(ints.clone())
+            Some(GgufValue::Array { len, ints })
+                if *len == ints.len() as u64 && (*len == layers || *len == blocks) =>
+            {
+                Ok(ints
+                    .iter()
+                    .take(
+                        ints.len()
+                            .min(usize::try_from(layers).unwrap_or(usize::MAX)),
+                    )
+                    .copied()
+                    .collect())
             }
             _ => Err(ModelError::MissingField {
                 path: self.path.into(),
@@ -99,7 +110,8 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
     let k = Keys { path, file, a };
     let family = Family::from_gguf(a);
     let hidden = k.req("embedding_length")?;
-    let layers = k.req("block_count")?;
+    // The multi-token-prediction blocks after the others are not among llama.cpp's layers.
+    let layers = k.req("block_count")?.saturating_sub(file.mtp_blocks());
     // Before anything below walks the layers.
     if let Some(why) = arch::implausible_layer_count(layers) {
         return Err(k.bad("block_count", why));
@@ -304,7 +316,7 @@ fn layer_kinds(k: &Keys<'_>, family: Family, layers: u64) -> Result<LayerKinds, 
         },
     };
     match family {
-        Family::Qwen3Next => {
+        Family::Qwen3Next | Family::Qwen35 => {
             kinds.recurrent =
                 SlidingLayers::AllButEvery(k.get("full_attention_interval").unwrap_or(4))
         }

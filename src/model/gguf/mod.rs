@@ -120,8 +120,13 @@ pub struct GgufFile {
     pub version: u32,
     /// Every metadata key and value; arrays keep only their type and length.
     pub metadata: BTreeMap<String, GgufValue>,
-    /// Tensor infos in file order.
+    /// Tensor infos in file order, less the multi-token-prediction blocks' ([`Self::mtp`]).
     pub tensors: Vec<GgufTensor>,
+    /// The multi-token-prediction blocks' tensors: the last `nextn_predict_layers` blocks,
+    /// which llama.cpp's loaders of Qwen3-Next, Qwen3.5, GLM-4.5, DeepSeek and the other MTP
+    /// architectures mark `TENSOR_SKIP` unless a draft context asks for them (`load_mtp`): they
+    /// are in the file but neither loaded nor counted among `n_layer()`'s layers.
+    pub mtp: Vec<GgufTensor>,
     /// Data alignment (`general.alignment`, default 32).
     pub alignment: u64,
     /// Size of the file.
@@ -129,6 +134,26 @@ pub struct GgufFile {
 }
 
 impl GgufFile {
+    /// A header from its parts (`tensors` in file order, `(alignment, file_size)`), with the
+    /// multi-token-prediction blocks' tensors set apart as llama.cpp's loader skips them.
+    pub fn from_parts(
+        version: u32,
+        metadata: BTreeMap<String, GgufValue>,
+        tensors: Vec<GgufTensor>,
+        (alignment, file_size): (u64, u64),
+    ) -> Self {
+        let mut file = GgufFile {
+            version,
+            metadata,
+            tensors,
+            mtp: Vec::new(),
+            alignment,
+            file_size,
+        };
+        file.set_mtp_apart();
+        file
+    }
+
     /// The `general.architecture` value (`llama`, `qwen2`, …), which prefixes the shape keys.
     pub fn architecture(&self) -> Option<&str> {
         match self.metadata.get("general.architecture") {
@@ -156,6 +181,44 @@ impl GgufFile {
             Some(GgufValue::Float(f)) => Some(*f),
             _ => None,
         }
+    }
+
+    /// The number of multi-token-prediction blocks at the end of the file's blocks
+    /// (`{arch}.nextn_predict_layers`; 0 when none, or when it would leave no other block).
+    pub fn mtp_blocks(&self) -> u64 {
+        let key = |k: &str| {
+            self.architecture()
+                .and_then(|a| self.u64(&format!("{a}.{k}")))
+        };
+        match (key("nextn_predict_layers"), key("block_count")) {
+            (Some(n), Some(blocks)) if n < blocks => n,
+            _ => 0,
+        }
+    }
+
+    /// Moves the multi-token-prediction blocks' tensors from `tensors` to `mtp`.
+    fn set_mtp_apart(&mut self) {
+        let n = self.mtp_blocks();
+        if n == 0 {
+            return;
+        }
+        let first = self.u64(&format!(
+            "{}.block_count",
+            self.architecture().unwrap_or("")
+        ));
+        let first = first.unwrap_or(0).saturating_sub(n);
+        let is_mtp = |t: &GgufTensor| {
+            t.name
+                .strip_prefix("blk.")
+                .and_then(|rest| rest.split('.').next())
+                .and_then(|i| i.parse::<u64>().ok())
+                .is_some_and(|i| i >= first)
+        };
+        let (mtp, trunk): (Vec<_>, Vec<_>) = std::mem::take(&mut self.tensors)
+            .into_iter()
+            .partition(is_mtp);
+        self.tensors = trunk;
+        self.mtp = mtp;
     }
 
     /// Total elements over all tensors (the parameter count).
@@ -540,11 +603,10 @@ pub fn read_gguf_from(inner: impl Read, len: u64, path: &Path) -> Result<GgufFil
             )));
         }
     }
-    Ok(GgufFile {
+    Ok(GgufFile::from_parts(
         version,
         metadata,
         tensors,
-        alignment,
-        file_size: len,
-    })
+        (alignment, len),
+    ))
 }

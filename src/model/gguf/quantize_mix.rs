@@ -197,6 +197,7 @@ pub(crate) fn quantized_file(arch: &ModelArch, mix: QuantMix) -> Option<GgufFile
         version: 3,
         metadata: BTreeMap::new(),
         tensors,
+        mtp: Vec::new(),
         alignment: 32,
         file_size: offset,
     })

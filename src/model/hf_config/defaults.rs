@@ -424,6 +424,30 @@ pub(super) const CLASSES: &[Class] = &[
         ("moe_intermediate_size", Uint(1408)), ("num_experts_per_tok", Uint(4)),
         ("num_experts", Uint(60)),
     ], &[KV_FROM_HEADS, HEAD_DIM_FROM_WIDTH]),
+    // Qwen3.5's language models (the `text_config` of Qwen3_5Config and Qwen3_5MoeConfig):
+    // `full_attention_interval` is no field; `__post_init__` pops it with a default of 4.
+    class("qwen3_5_text", "Qwen3_5TextConfig", &[
+        ("vocab_size", Uint(248_320)), ("hidden_size", Uint(4096)),
+        ("intermediate_size", Uint(12_288)), ("num_hidden_layers", Uint(32)),
+        ("num_attention_heads", Uint(16)), ("num_key_value_heads", Uint(4)),
+        ("max_position_embeddings", Uint(32_768)), ("tie_word_embeddings", Bool(false)),
+        ("attention_bias", Bool(false)), ("head_dim", Uint(256)),
+        ("linear_conv_kernel_dim", Uint(4)), ("linear_key_head_dim", Uint(128)),
+        ("linear_value_head_dim", Uint(128)), ("linear_num_key_heads", Uint(16)),
+        ("linear_num_value_heads", Uint(32)), ("full_attention_interval", Uint(4)),
+    ], &[]),
+    class("qwen3_5_moe_text", "Qwen3_5MoeTextConfig", &[
+        ("vocab_size", Uint(248_320)), ("hidden_size", Uint(2048)),
+        ("num_hidden_layers", Uint(40)), ("num_attention_heads", Uint(16)),
+        ("num_key_value_heads", Uint(2)), ("max_position_embeddings", Uint(32_768)),
+        ("tie_word_embeddings", Bool(false)), ("attention_bias", Bool(false)),
+        ("head_dim", Uint(256)), ("linear_conv_kernel_dim", Uint(4)),
+        ("linear_key_head_dim", Uint(128)), ("linear_value_head_dim", Uint(128)),
+        ("linear_num_key_heads", Uint(16)), ("linear_num_value_heads", Uint(32)),
+        ("moe_intermediate_size", Uint(512)), ("shared_expert_intermediate_size", Uint(512)),
+        ("num_experts_per_tok", Uint(8)), ("num_experts", Uint(256)),
+        ("full_attention_interval", Uint(4)),
+    ], &[]),
 ];
 
 /// Mistral3Config's `text_config` spec: Mistral Small 3.1's language model, used whole when
@@ -476,6 +500,9 @@ pub(super) const COMPOSITES: &[Composite] = &[
               Tie::OwnOrText(false)),
     composite("qwen3_vl", "Qwen3VLConfig", "qwen3_vl_text", false, NO_KWARGS, Tie::Own(false)),
     composite("qwen3_vl_moe", "Qwen3VLMoeConfig", "qwen3_vl_moe_text", false, NO_KWARGS,
+              Tie::Own(false)),
+    composite("qwen3_5", "Qwen3_5Config", "qwen3_5_text", false, NO_KWARGS, Tie::Own(false)),
+    composite("qwen3_5_moe", "Qwen3_5MoeConfig", "qwen3_5_moe_text", false, NO_KWARGS,
               Tie::Own(false)),
 ];
 

@@ -164,7 +164,15 @@ fn differences(name: &str, arch: &ModelArch, e: &Value) -> Vec<String> {
     ]
     .into_iter()
     .find_map(get);
-    check("intermediate", Some(arch.intermediate_size), mlp);
+    // A model of experts in every layer (Qwen3.5-MoE's class has no MLP width) runs no dense
+    // MLP: the width gpumem falls back to is never read.
+    let all_experts = arch
+        .moe
+        .as_ref()
+        .is_some_and(|m| m.first_dense_layers == 0 && m.layer_freq <= 1);
+    if mlp.is_some() || !all_experts {
+        check("intermediate", Some(arch.intermediate_size), mlp);
+    }
     let experts = get("num_local_experts").or_else(|| get("num_experts"));
     check("experts", arch.moe.as_ref().map(|m| m.experts), experts);
     let per_token = arch.moe.as_ref().map(|m| m.experts_per_token);

@@ -44,7 +44,7 @@ pub(super) fn apply(
             arch.mlp_bias = true;
             arch.active_without_embedding = true;
         }
-        Family::Qwen3Next => recurrent::qwen3_next(f, arch, bias)?,
+        Family::Qwen3Next | Family::Qwen35 => recurrent::qwen3_next(f, arch, bias)?,
         Family::Jamba => recurrent::jamba(f, arch, c.hidden, c.layers)?,
         Family::GraniteHybrid => recurrent::granite_moe_hybrid(f, arch, c.hidden)?,
         Family::NemotronH => return recurrent::nemotron_h(f, arch, c.layers).map(Some),

@@ -255,11 +255,11 @@ fn config_key(ty: &Family, field: ShapeField) -> &'static str {
     use Family as T;
     use ShapeField::*;
     match (ty, field) {
-        (T::Qwen3Next, SsmConvKernel) => "linear_conv_kernel_dim",
-        (T::Qwen3Next, SsmInner) => "linear_value_head_dim",
-        (T::Qwen3Next, SsmState) => "linear_key_head_dim",
-        (T::Qwen3Next, SsmDtRank) => "linear_num_value_heads",
-        (T::Qwen3Next, SsmGroups) => "linear_num_key_heads",
+        (T::Qwen3Next | T::Qwen35, SsmConvKernel) => "linear_conv_kernel_dim",
+        (T::Qwen3Next | T::Qwen35, SsmInner) => "linear_value_head_dim",
+        (T::Qwen3Next | T::Qwen35, SsmState) => "linear_key_head_dim",
+        (T::Qwen3Next | T::Qwen35, SsmDtRank) => "linear_num_value_heads",
+        (T::Qwen3Next | T::Qwen35, SsmGroups) => "linear_num_key_heads",
         (T::GraniteHybrid | T::Jamba, SsmConvKernel) => "mamba_d_conv",
         (T::GraniteHybrid | T::Jamba, SsmInner) => "mamba_expand",
         (T::GraniteHybrid | T::Jamba, SsmState) => "mamba_d_state",

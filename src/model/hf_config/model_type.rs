@@ -8,7 +8,11 @@ impl Family {
     pub(super) fn moe_counts_from_step_end(self) -> bool {
         matches!(
             self,
-            Family::Llama4 | Family::Qwen2Moe | Family::Qwen3Moe | Family::Qwen3Next
+            Family::Llama4
+                | Family::Qwen2Moe
+                | Family::Qwen3Moe
+                | Family::Qwen3Next
+                | Family::Qwen35
         )
     }
 
@@ -22,7 +26,7 @@ impl Family {
 
     /// Families whose shared expert has a gate of its own.
     pub(super) fn gated_shared_expert(self) -> bool {
-        matches!(self, Family::Qwen2Moe | Family::Qwen3Next)
+        matches!(self, Family::Qwen2Moe | Family::Qwen3Next | Family::Qwen35)
     }
 
     /// Families llama.cpp builds without their sliding window, caching the whole context.

@@ -75,7 +75,7 @@ fn shared_width(
             .saturating_mul(expert_intermediate))
     };
     Ok(match ty {
-        Family::Qwen2Moe | Family::Qwen3Next => {
+        Family::Qwen2Moe | Family::Qwen3Next | Family::Qwen35 => {
             f.uint(&["shared_expert_intermediate_size"])?.unwrap_or(0)
         }
         Family::GraniteHybrid => f.uint(&["shared_intermediate_size"])?.unwrap_or(0),

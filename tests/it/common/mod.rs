@@ -254,13 +254,7 @@ pub fn described_file(name: &str, doc: &Value) -> GgufFile {
             GgufTensor::new(t[0].as_str().unwrap().into(), dims, ty, 0).unwrap()
         })
         .collect();
-    GgufFile {
-        version: 3,
-        metadata,
-        tensors,
-        alignment: 32,
-        file_size: 0,
-    }
+    GgufFile::from_parts(3, metadata, tensors, (32, 0))
 }
 
 /// Scales every figure of one metric in a saved `bench-alloc` baseline by `factor` (so its

@@ -82,7 +82,11 @@ fn vram_tier(total_vram: u64) -> u64 {
 
 /// Architectures Ollama runs one request at a time (`server/sched.go`), and encoders.
 fn single_request(arch: &ModelArch) -> bool {
-    arch.encoder.is_some() || matches!(arch.family_kind(), Family::Qwen3Next | Family::NemotronH)
+    arch.encoder.is_some()
+        || matches!(
+            arch.family_kind(),
+            Family::Qwen3Next | Family::Qwen35 | Family::NemotronH
+        )
 }
 
 impl EnginePlanner for Ollama<'_> {

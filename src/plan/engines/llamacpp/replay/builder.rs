@@ -66,6 +66,12 @@ pub(super) struct Builder {
     /// Qwen3-Next's attention: one projection of twice the query width holding the query and
     /// a gate, the gate's sigmoid multiplied into the attention output before `wo`.
     pub(super) gated_attention: bool,
+    /// Qwen3.5 (`qwen35`, `qwen35moe`): interleaved multimodal RoPE, whose position input holds
+    /// four positions a token; the gated DeltaNet's β and α from projections of their own, and
+    /// its q and k broadcast to the value heads by the fused op rather than repeated. (Its
+    /// attention gate is copied out before RoPE in the source, but ggml orders nodes by use,
+    /// so the copy runs after attention as Qwen3-Next's does.)
+    pub(super) qwen35: bool,
     /// Qwen2-MoE (`qwen2moe`): top-k weights used as gathered, and the shared expert's gate a
     /// sigmoid computed as `silu(x) / x` (x read twice, so the SiLU gets memory of its own).
     pub(super) qwen2_moe: bool,
@@ -317,7 +323,7 @@ fn layout_ok(arch: &ModelArch, f: &Flags) -> bool {
 
 /// The recurrent and hybrid layouts modelled here: llama.cpp's `mamba` (Mamba, FalconMamba,
 /// Mamba-2), `jamba`, `nemotron_h` (and `nemotron_h_moe`), `falcon-h1`, `granitehybrid` and
-/// `qwen3next` builders.
+/// `qwen3next`, `qwen35` and `qwen35moe` builders.
 pub(super) fn recurrent(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
     let sane = ssm.inner > 0
         && ssm.state > 0
@@ -344,6 +350,9 @@ pub(super) fn recurrent(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
         (Family::Jamba, SsmKind::JambaMamba) => jamba(arch, ssm),
         (Family::NemotronH, SsmKind::Mamba2) => nemotron_h(arch, ssm),
         (Family::Qwen3Next, SsmKind::GatedDeltaNet) => qwen3_next(arch, ssm),
+        (Family::Qwen35, SsmKind::GatedDeltaNet) if !arch.joint_qkvz => {
+            qwen3_next(arch, ssm).map(|b| Builder { qwen35: true, ..b })
+        }
         (Family::GraniteHybrid, SsmKind::Mamba2) => granite_hybrid(arch, ssm),
         (Family::FalconH1, SsmKind::Mamba2) => falcon_h1(arch, ssm),
         _ => None,
@@ -395,7 +404,7 @@ fn nemotron_h(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
         })
 }
 
-/// Qwen3-Next: Gated DeltaNet beside gated attention.
+/// Qwen3-Next and Qwen3.5: Gated DeltaNet beside gated attention.
 fn qwen3_next(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
     // llama.cpp's fused gated-delta-net op needs key and value heads of one size, and
     // whole value heads per key head.

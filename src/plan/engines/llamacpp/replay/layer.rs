@@ -96,7 +96,8 @@ pub(super) fn inputs<'a>(g: &mut Graph, s: Shape<'a>) -> Option<(Ctx<'a>, usize)
     let embd_in = g.input(model);
     g.expand(embd);
     g.expand(embd_in);
-    let pos = g.input(ids);
+    // Multimodal RoPE (Qwen3.5's interleaved sections) takes four positions a token.
+    let pos = g.input(if s.b.qwen35 { ids.checked_mul(4)? } else { ids });
     let (full, swa) = cache_inputs(g, &s, kv, (mask, scores))?;
     let out_ids = g.input(s.outputs.checked_mul(4)?);
     // The recurrent states' copy indices: one i32 per sequence, the rows past the batch's
@@ -168,7 +169,14 @@ pub(super) fn layer(
         .filter(|_| arch.is_recurrent_layer(layer));
     let mut cur = if let Some((s, states)) = mixer.filter(|_| !b.parallel) {
         if s.kind == SsmKind::GatedDeltaNet {
-            delta_net(g, cur, &s, states, c.tokens, (model, arch.joint_qkvz))?
+            delta_net(
+                g,
+                cur,
+                &s,
+                states,
+                c.tokens,
+                (model, arch.joint_qkvz, b.qwen35),
+            )?
         } else {
             mamba(g, cur, &s, states, c.tokens, model)?
         }

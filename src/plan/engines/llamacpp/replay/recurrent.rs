@@ -285,7 +285,8 @@ fn mamba_output(
 /// (`joint`, older GGUFs) or by two; β and α projected, β's sigmoid and α's softplus-scaled
 /// decay; the convolution over the cached and new inputs (its last `d_conv − 1` columns
 /// written back) and its SiLU; q and k L2-normed, repeated to the value heads where there are
-/// fewer; the delta rule from the cached state (its output beside the final state, which is
+/// fewer (Qwen3-Next; Qwen3.5's `apart` layout has β and α projected apart and lets the fused op
+/// broadcast q and k); the delta rule from the cached state (its output beside the final state, which is
 /// written back); the gated norm with z, and the out-projection.
 pub(super) fn delta_net(
     g: &mut Graph,
@@ -293,7 +294,7 @@ pub(super) fn delta_net(
     s: &Ssm,
     inputs: StateInputs,
     tokens: u64,
-    (model, joint): (u64, bool),
+    (model, joint, apart): (u64, bool, bool),
 ) -> Option<usize> {
     let f32 = |elems: u64| elems.checked_mul(4);
     let width = |n: u64| f32(n.checked_mul(tokens)?);
@@ -334,12 +335,12 @@ pub(super) fn delta_net(
         (key, value, width(channels)?),
         (channels, s.inner),
     )?;
-    let (beta, decay) = delta_gates(
-        g,
-        (cur, h),
-        (width(value_heads)?, value_heads),
-        width(value_heads.checked_mul(2)?)?,
-    );
+    let heads = (width(value_heads)?, value_heads);
+    let (beta, decay) = if apart {
+        delta_gates_apart(g, (cur, h), heads)
+    } else {
+        delta_gates(g, (cur, h), heads, width(value_heads.checked_mul(2)?)?)
+    };
     let conv_x = convolution_input(g, (conv, mixed), (conv_x_bytes, tokens), conv_all);
     let cached = read_states(g, ssm_all, inputs, |g, states, ids| {
         gather_rows(g, state, (states, ids))
@@ -357,7 +358,7 @@ pub(super) fn delta_net(
         g.tag(n, Op::RmsNorm);
         let n = g.op(Kind::InPlace, key, OTHER, &[n]);
         g.tag(n, Op::Scale);
-        if key_heads == value_heads {
+        if key_heads == value_heads || apart {
             return Some(n);
         }
         let n = g.view(n, OTHER);
@@ -473,4 +474,28 @@ fn delta_gates(
     let a_log = g.vector("ssm_a", n);
     let decay = g.op(Kind::InPlace, heads, OTHER, &[alpha, a_log]);
     (g.view(beta, OTHER), g.view(decay, OTHER))
+}
+
+/// Qwen3.5's gated DeltaNet gates: β (a sigmoid of its own projection) and the decay (a softplus
+/// of α's projection plus its bias, times −exp(A_log)), `heads` bytes each.
+fn delta_gates_apart(
+    g: &mut Graph,
+    (cur, h): (usize, u64),
+    (heads, n): (u64, u64),
+) -> (usize, usize) {
+    let w_beta = g.matrix("ssm_beta.weight", h, n);
+    let b = g.op(Kind::Fresh, heads, OTHER, &[w_beta, cur]);
+    let b = g.view(b, OTHER);
+    let beta = g.op(Kind::InPlace, heads, OTHER, &[b]);
+    g.tag(beta, Op::Unary);
+    let w_alpha = g.matrix("ssm_alpha.weight", h, n);
+    let a = g.op(Kind::Fresh, heads, OTHER, &[w_alpha, cur]);
+    let a = g.view(a, OTHER);
+    let dt_bias = g.vector("ssm_dt.bias", n);
+    let alpha = g.op(Kind::InPlace, heads, OTHER, &[a, dt_bias]);
+    let alpha = g.op(Kind::InPlace, heads, OTHER, &[alpha]);
+    g.tag(alpha, Op::Unary);
+    let a_log = g.vector("ssm_a", n);
+    let decay = g.op(Kind::InPlace, heads, OTHER, &[alpha, a_log]);
+    (beta, g.view(decay, OTHER))
 }
