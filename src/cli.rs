@@ -95,7 +95,7 @@ pub enum Command {
     Select(Box<SelectArgs>),
     /// Run the pool allocator against a real device and report hit rate, fragmentation, latency.
     #[command(name = "bench-alloc")]
-    BenchAlloc(BenchAllocArgs),
+    BenchAlloc(Box<BenchAllocArgs>),
     /// Drive a device to memory pressure and prove recovery, fallback, integrity and no leaks.
     Stress(StressArgs),
 }
@@ -522,6 +522,19 @@ pub struct BenchAllocArgs {
     /// range, and gates judge the median.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000), value_name = "N")]
     pub runs: u32,
+
+    /// Instead of --runs, with --max-regression: make N measured runs, then one more at a time
+    /// while a gate is undecided at --confidence, until every gate is decided or --max-runs
+    /// are made [default: 3, or --max-runs when fewer].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000), requires = "max_runs", conflicts_with = "runs")]
+    pub min_runs: Option<u32>,
+
+    /// Instead of --runs, with --max-regression: at most M measured runs (see --min-runs); a
+    /// gate still undecided then exits 6. The baseline's runs bound the confidence too: against
+    /// m of them, n runs give a p-value of at least 1/C(m+n, m), and when M runs cannot reach
+    /// --confidence the command stops at once and says how many could.
+    #[arg(long, value_name = "M", value_parser = clap::value_parser!(u32).range(1..=1000), requires = "max_regression", conflicts_with = "runs")]
+    pub max_runs: Option<u32>,
 
     /// Runs before the measured ones, not counted (caches, page faults, clocks).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=100), value_name = "K")]

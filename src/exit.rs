@@ -20,9 +20,10 @@ pub enum Exit {
     HubUnavailable,
     /// 6: a `bench-alloc --max-regression` gate could not be decided: the median moved by more
     /// than the allowance, but the runs are too few or too noisy to call it significant at
-    /// `--confidence`. Distinct from 1 so that CI can rerun with more `--runs` rather than
-    /// report a regression, and never 0: a regression that could not be ruled out is not a
-    /// pass.
+    /// `--confidence` (with `--min-runs`/`--max-runs`: still after `--max-runs`, or out of
+    /// their reach against the baseline's runs). Distinct from 1 so that CI can rerun with more
+    /// `--runs` rather than report a regression, and never 0: a regression that could not be
+    /// ruled out is not a pass.
     Undecided,
     /// 128 + N: `bench-alloc` or `stress` stopped by signal N (130 SIGINT, 143 SIGTERM) after
     /// freeing everything and printing its partial report.
@@ -77,7 +78,7 @@ pub const TABLE: &[(&str, &str)] = &[
     ),
     (
         "6",
-        "a `--max-regression` gate was undecided: the median moved by more than PCT, but the runs are too few or too noisy for the Mann-Whitney test to call it significant at `--confidence` (rerun both with more `--runs`); a missed gate (1) takes precedence",
+        "a `--max-regression` gate was undecided: the median moved by more than PCT, but the runs are too few or too noisy for the Mann-Whitney test to call it significant at `--confidence` (rerun both with more `--runs`, or let `--min-runs`/`--max-runs` add runs until decided); a missed gate (1) takes precedence",
     ),
     (
         "130, 143",

@@ -46,6 +46,7 @@ pub const EXAMPLES: &[(&str, &str, &str)] = &[
     ("select", "a fleet from kubectl and nvidia-smi", "gpumem select --model llama-3.1-70b --inventory cluster.json --inventory gpu-box.csv"),
     ("bench-alloc", "the pool on the best device, with a CI gate", "gpumem bench-alloc -n 20000 --min-hit-rate 0.95"),
     ("bench-alloc", "keep a baseline, then fail on a 10 % slowdown", "gpumem bench-alloc --device cuda:0 --runs 5 --save-baseline base.json\n  gpumem bench-alloc --device cuda:0 --runs 5 --baseline base.json --max-regression ops-per-sec:10"),
+    ("bench-alloc", "add runs until the gate is decided, 5 to 20", "gpumem bench-alloc --device cuda:0 --min-runs 5 --max-runs 20 --baseline base.json --max-regression ops-per-sec:10"),
     ("bench-alloc", "replay a PyTorch memory snapshot", "gpumem bench-alloc --trace snapshot.pickle --timeline peak.svg"),
     ("stress", "pressure, recovery and integrity for 30 s", "gpumem stress --device vulkan:0 --duration 30s"),
     ("stress", "with 10 % of device allocations failing on purpose", "gpumem stress --device cuda:0 --inject-failures 0.1 --export-junit stress.xml"),

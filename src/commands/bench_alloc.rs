@@ -8,7 +8,8 @@ use anyhow::{Context, Result};
 use super::exports::Renderers;
 use super::options::{
     bench_baseline, bench_confidence, bench_inputs, bench_pool_config, bench_preset,
-    bench_thresholds, bench_workload, check_baseline_device, check_bench_args, probe_all_until,
+    bench_run_plan, bench_thresholds, bench_workload, check_baseline_device, check_bench_args,
+    probe_all_until,
 };
 use crate::alloc::{Pool, Preset};
 use crate::backend::{default_device_spec, DeviceSpec};
@@ -19,13 +20,14 @@ use crate::exit::Exit;
 use crate::output::bench::{failure_text, BenchReport, DeviceView};
 use crate::output::export::{bench_junit, bench_markdown};
 use crate::output::prometheus::bench_prometheus;
-use crate::output::runs::{ComparisonView, RunsView};
+use crate::output::runs::{AdaptiveView, ComparisonView, RunsView};
 use crate::output::timeline::timeline_svg;
 use crate::output::transfer::TransferReport as TransferBenchReport;
 use crate::output::Output;
 use crate::workload::baseline::{Baseline, BaselineError, Replayed};
 use crate::workload::bench::{run_pool, run_raw, Arena, Options, PoolRun, RawRun};
 use crate::workload::gates::{Measured, Thresholds};
+use crate::workload::stopping::{self, undecided_gates, Next, RunPlan, Stop};
 use crate::workload::transfer::run_transfers;
 use crate::workload::Workload;
 
@@ -196,9 +198,10 @@ fn prepare(
     Ok((workload, preset, arena, replayed))
 }
 
-/// Replays the workload `--warmup` + `--runs` times; the report details the last run, with each
-/// figure's statistics over the measured runs, the gates on their medians and the comparison
-/// with `--baseline`.
+/// Replays the workload `--warmup` + `--runs` times (or from `--min-runs` to `--max-runs`
+/// until every gate is decided); the report details the last run, with each figure's
+/// statistics over the measured runs, the gates on their medians and the comparison with
+/// `--baseline`.
 fn replay(
     args: &BenchAllocArgs,
     out: &Output,
@@ -218,12 +221,14 @@ fn replay(
     if device.simulated() {
         out.note("note: sim device — results are simulated; no memory is reserved");
     }
+    let plan = bench_run_plan(args)?;
     log::info!(
-        "{}: {} operations on {spec}, preset {}, {} runs after {} warm-up",
+        "{}: {} operations on {spec}, preset {}, {}–{} runs after {} warm-up",
         workload.name,
         replayed.ops,
         preset.name(),
-        args.runs,
+        plan.first(),
+        plan.most(),
         args.warmup
     );
     let ctx = Bench {
@@ -234,41 +239,39 @@ fn replay(
         no_raw: args.no_raw,
         interrupt,
     };
-    let measured = run_all(args, &ctx, &workload)?;
-    let interrupted = interrupt.load(Ordering::SeqCst);
+    let shape = Shape {
+        device: view,
+        workload: &workload,
+        preset,
+        arena,
+    };
+    let confidence = bench_confidence(args)?;
+    let mut per_run = Vec::new();
+    let (measured, stop) = run_all(args, &ctx, &workload, plan, &mut |done| {
+        let (Some(b), RunPlan::Until(range)) = (&baseline, plan) else {
+            return Next::Stop(Stop::Decided);
+        };
+        let runs = shape.runs(args.warmup, &mut per_run, done);
+        let view = compare_with(
+            args,
+            b,
+            &replayed,
+            (&shape.device.identity(), &runs),
+            confidence,
+        );
+        let undecided = undecided_gates(&view.rows, &b.metrics);
+        stopping::next(done.len(), range, &undecided, confidence)
+    })?;
     let Some(last) = measured.last() else {
         // Interrupted during the warm-up: nothing was measured.
         out.note("interrupted during the warm-up: nothing was measured; everything was freed");
         return finish(true, None);
     };
-    let corruptions: u64 = measured
-        .iter()
-        .map(|r| r.pool.corruptions + r.raw.as_ref().map_or(0, |r| r.corruptions))
-        .sum();
-    let leaked: u64 = measured.iter().map(|r| r.leaked).sum();
-    let mut report = BenchReport::from_runs(
-        view,
-        &workload,
-        &last.pool,
-        last.raw.as_ref(),
-        preset,
-        arena,
-    );
-    let per_run: Vec<BenchReport> = measured
-        .iter()
-        .map(|r| {
-            BenchReport::from_runs(
-                report.device.clone(),
-                &workload,
-                &r.pool,
-                r.raw.as_ref(),
-                preset,
-                arena,
-            )
-        })
-        .collect();
-    let runs = RunsView::of(args.warmup, &per_run);
-    let confidence = bench_confidence(args)?;
+    let mut runs = shape.runs(args.warmup, &mut per_run, &measured);
+    if let (RunPlan::Until(range), Some(stop)) = (plan, stop) {
+        runs.adaptive = Some(AdaptiveView::new(range, stop));
+    }
+    let mut report = shape.report(last);
     report.gates = bench_thresholds(args).check(&runs.medians());
     report.comparison = baseline.as_ref().map(|b| {
         compare_with(
@@ -279,19 +282,72 @@ fn replay(
             confidence,
         )
     });
-    let failure = failure_text(corruptions, leaked, &report.gates)
-        .map(|why| (Exit::Failure, why))
-        .or_else(|| report.comparison.as_ref().and_then(ComparisonView::failure));
+    let interrupted = interrupt.load(Ordering::SeqCst);
+    let failure = run_failure(&measured, &report, runs.adaptive.as_ref());
     // A replay cut short has not shown that it passes.
     report.passed = !interrupted && failure.is_none();
     report.interrupted = interrupted;
     let saved = Baseline::new(report.device.identity(), replayed, runs.metrics.clone());
-    report.runs = (measured.len() > 1 || args.warmup > 0).then_some(runs);
+    report.runs =
+        (measured.len() > 1 || args.warmup > 0 || runs.adaptive.is_some()).then_some(runs);
     write_outputs(args, out, &report, &saved)?;
     if interrupted {
         out.note("interrupted: the replay stopped early; everything was freed");
     }
     finish(interrupted, failure)
+}
+
+/// What every run's report shares: the device, the workload, the preset and the arena.
+struct Shape<'a> {
+    device: DeviceView,
+    workload: &'a Workload,
+    preset: Preset,
+    arena: Arena,
+}
+
+impl Shape<'_> {
+    /// One run's report, its gates and verdict still to fill in.
+    fn report(&self, run: &Replay) -> BenchReport {
+        BenchReport::from_runs(
+            self.device.clone(),
+            self.workload,
+            &run.pool,
+            run.raw.as_ref(),
+            self.preset,
+            self.arena,
+        )
+    }
+
+    /// The statistics over `measured`, whose reports so far are kept in `per_run` (each built
+    /// once, however often the runs are judged).
+    fn runs(&self, warmup: u32, per_run: &mut Vec<BenchReport>, measured: &[Replay]) -> RunsView {
+        for run in &measured[per_run.len().min(measured.len())..] {
+            per_run.push(self.report(run));
+        }
+        RunsView::of(warmup, &per_run[..measured.len()])
+    }
+}
+
+/// Why the run fails, with its exit: corrupted or leaked buffers and missed gates (1) before
+/// the comparison's regressions (1) and undecided gates (6).
+fn run_failure(
+    measured: &[Replay],
+    report: &BenchReport,
+    adaptive: Option<&AdaptiveView>,
+) -> Option<(Exit, String)> {
+    let corruptions: u64 = measured
+        .iter()
+        .map(|r| r.pool.corruptions + r.raw.as_ref().map_or(0, |r| r.corruptions))
+        .sum();
+    let leaked: u64 = measured.iter().map(|r| r.leaked).sum();
+    failure_text(corruptions, leaked, &report.gates)
+        .map(|why| (Exit::Failure, why))
+        .or_else(|| {
+            report
+                .comparison
+                .as_ref()
+                .and_then(|c| c.failure_after(adaptive))
+        })
 }
 
 /// This run against the baseline `b`; another trace of the job on its memory metrics alone
@@ -319,40 +375,67 @@ fn compare_with(
     view
 }
 
-/// Runs the warm-up and measured replays, stopping at a signal; the measured ones are returned.
-fn run_all(args: &BenchAllocArgs, ctx: &Bench<'_>, workload: &Workload) -> Result<Vec<Replay>> {
-    let total = args.warmup + args.runs;
-    let mut measured = Vec::new();
-    for i in 0..total {
-        // After a signal the warm-up is skipped but one measured run still starts (and stops at
-        // once), so that an interrupted command always reports.
-        if ctx.interrupt.load(Ordering::SeqCst) && (i < args.warmup || !measured.is_empty()) {
-            continue;
+/// Runs the warm-up and the measured replays of `plan`, stopping at a signal. A range of runs
+/// asks `judge` after each measured run from its minimum on whether to go on. The measured
+/// runs are returned, with why a range stopped.
+fn run_all(
+    args: &BenchAllocArgs,
+    ctx: &Bench<'_>,
+    workload: &Workload,
+    plan: RunPlan,
+    judge: &mut dyn FnMut(&[Replay]) -> Next,
+) -> Result<(Vec<Replay>, Option<Stop>)> {
+    let single = args.warmup == 0 && plan == RunPlan::Fixed(1);
+    for i in 0..args.warmup {
+        // After a signal the warm-up is skipped but one measured run still starts (and stops
+        // at once), so that an interrupted command always reports.
+        if ctx.interrupt.load(Ordering::SeqCst) {
+            break;
         }
-        let label = match (i < args.warmup, total) {
-            (_, 1) => String::new(),
-            (true, _) => format!(" warm-up {}/{}", i + 1, args.warmup),
-            (false, _) => format!(" {}/{}", i + 1 - args.warmup, args.runs),
+        let label = format!(" warm-up {}/{}", i + 1, args.warmup);
+        replay_once(ctx, workload, run_options(args, ctx, false), &label)?;
+    }
+    let mut measured: Vec<Replay> = Vec::new();
+    loop {
+        let done = measured.len();
+        let interrupted = ctx.interrupt.load(Ordering::SeqCst);
+        let next = match plan {
+            _ if interrupted && done > 0 => Next::Stop(Stop::Interrupted),
+            RunPlan::Fixed(n) if done >= n => Next::Stop(Stop::Decided),
+            RunPlan::Fixed(_) => Next::Run,
+            RunPlan::Until(range) if done < range.min => Next::Run,
+            RunPlan::Until(_) => judge(&measured),
         };
-        let options = Options {
-            interrupt: Some(ctx.interrupt),
-            verify: !args.no_verify,
-            // Only the last run is drawn.
-            timeline_points: if args.timeline.is_some() && i + 1 == total {
-                2000
-            } else {
-                0
-            },
+        if let Next::Stop(stop) = next {
+            let stop = matches!(plan, RunPlan::Until(_)).then_some(stop);
+            return Ok((measured, stop));
+        }
+        let (label, last) = match plan {
+            _ if single => (String::new(), true),
+            RunPlan::Fixed(n) => (format!(" {}/{n}", done + 1), done + 1 == n),
+            // Which run is the last is known only after it: each one is drawn.
+            RunPlan::Until(r) => (format!(" {} ({}–{})", done + 1, r.min, r.max), true),
         };
-        let run = replay_once(ctx, workload, options, &label)?;
+        let run = replay_once(ctx, workload, run_options(args, ctx, last), &label)?;
         // A run cut short is partial; only the first run's partial figures are kept (as
         // without --runs), since a later one would pull the statistics down.
-        let cut = ctx.interrupt.load(Ordering::SeqCst);
-        if i >= args.warmup && (!cut || measured.is_empty()) {
+        if !ctx.interrupt.load(Ordering::SeqCst) || measured.is_empty() {
             measured.push(run);
         }
     }
-    Ok(measured)
+}
+
+/// A replay's options: verified unless `--no-verify`, and drawn for `--timeline` when `drawn`.
+fn run_options<'a>(args: &BenchAllocArgs, ctx: &Bench<'a>, drawn: bool) -> Options<'a> {
+    Options {
+        interrupt: Some(ctx.interrupt),
+        verify: !args.no_verify,
+        timeline_points: if args.timeline.is_some() && drawn {
+            2000
+        } else {
+            0
+        },
+    }
 }
 
 /// Two runs compare only when they replayed the same operations on the same preset, or when

@@ -364,13 +364,17 @@ impl Report for BenchReport {
         if let Some(runs) = &self.runs {
             let _ = writeln!(
                 text,
-                "{} measured runs{}, the tables above from the last:\n{}",
+                "{} measured runs{}{}, the tables above from the last:\n{}",
                 runs.runs,
                 if runs.warmup > 0 {
                     format!(" after {} warm-up", runs.warmup)
                 } else {
                     String::new()
                 },
+                runs.adaptive
+                    .as_ref()
+                    .map(|a| format!(" ({})", a.summary()))
+                    .unwrap_or_default(),
                 runs.table(style)
             );
         }

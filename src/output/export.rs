@@ -6,7 +6,9 @@ use std::fmt::Write as _;
 
 use super::bench::{failure_text, gate_value, BenchReport, Gate};
 use super::escape::xml_text;
-use super::runs::{change_text, evidence_text, metric_text, percent, row_p_text, verdict_text};
+use super::runs::{
+    change_text, evidence_text, metric_text, percent, row_p_text, runs_against, verdict_text,
+};
 use super::stress::{failure_text as stress_failure_text, StressReport};
 use super::thousands;
 use crate::units::format_bytes;
@@ -73,10 +75,11 @@ pub fn bench_markdown(r: &BenchReport) -> String {
             .collect();
         let _ = writeln!(
             md,
-            "\nAgainst the baseline ({} runs on {}; one-sided Mann-Whitney U test at {} confidence):\n\n{note}| metric | baseline | this run | change | p | verdict |\n| --- | --- | --- | --- | --- | --- |",
+            "\nAgainst the baseline ({} runs on {}; one-sided Mann-Whitney U test at {} confidence; this run: {}):\n\n{note}| metric | baseline | this run | change | p | verdict |\n| --- | --- | --- | --- | --- | --- |",
             c.baseline_runs,
             cell(&c.baseline_device),
-            percent(c.confidence.level())
+            percent(c.confidence.level()),
+            cell(&report_runs(r))
         );
         for row in &c.rows {
             let verdict = verdict_text(row);
@@ -150,8 +153,9 @@ pub fn bench_junit(r: &BenchReport) -> String {
     for g in &r.gates {
         gate_case(&mut xml, g);
     }
+    let runs = report_runs(r);
     for row in gated {
-        regression_case(&mut xml, row, confidence);
+        regression_case(&mut xml, row, confidence, &runs);
     }
     for metric in unanswered {
         let _ = writeln!(
@@ -262,16 +266,17 @@ fn gate_case(xml: &mut String, g: &Gate) {
 }
 
 /// A `--max-regression` gate as a test case: its figures (the baseline's median, this run's,
-/// the change, the allowance, the test with its p-value and bound) in its output, passed or
-/// not, and its verdict in the failure's (regressed) or error's (undecided) message.
-fn regression_case(xml: &mut String, row: &Comparison, confidence: Confidence) {
+/// the change, the allowance, the test with its p-value and bound, the runs on each side) in
+/// its output, passed or not, and its verdict in the failure's (regressed) or error's
+/// (undecided) message.
+fn regression_case(xml: &mut String, row: &Comparison, confidence: Confidence, runs: &str) {
     let _ = write!(
         xml,
         "<testcase classname=\"gpumem.bench-alloc.regressions\" name=\"{}\">",
         row.metric
     );
     let figures = format!(
-        "baseline {}, this run {}, change {}, threshold {}%; {}",
+        "baseline {}, this run {}, change {}, threshold {}%; {}; {runs}",
         metric_text(row.metric, row.old),
         metric_text(row.metric, row.new),
         change_text(row.change_pct),
@@ -300,6 +305,20 @@ fn regression_case(xml: &mut String, row: &Comparison, confidence: Confidence) {
         xml_text(&verdict_text(row)),
         xml_text(&figures)
     );
+}
+
+/// This run's measured runs against the baseline's, and why they stopped when a range was
+/// asked (empty without a baseline).
+fn report_runs(r: &BenchReport) -> String {
+    let Some(c) = &r.comparison else {
+        return String::new();
+    };
+    let runs = r.runs.as_ref();
+    runs_against(
+        runs.map_or(1, |v| v.runs),
+        c.baseline_runs,
+        runs.and_then(|v| v.adaptive.as_ref()),
+    )
 }
 
 /// A run's outcome in one word: an interrupted run is neither passed nor failed.

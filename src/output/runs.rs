@@ -14,6 +14,7 @@ use crate::workload::baseline::{
     compare, Baseline, Comparison, Confidence, Method, Metric, RegressionGate, Summary, Verdict,
 };
 use crate::workload::gates::Measured;
+use crate::workload::stopping::{OutOfReach, RunRange, Stop};
 
 /// Each figure over the measured runs.
 #[derive(Debug, Clone, Serialize)]
@@ -24,6 +25,59 @@ pub struct RunsView {
     pub runs: usize,
     /// Each metric's samples and statistics, by name.
     pub metrics: BTreeMap<Metric, Summary>,
+    /// With `--min-runs`/`--max-runs`: the range and why the runs stopped (beside the other
+    /// fields in JSON).
+    #[serde(flatten)]
+    pub adaptive: Option<AdaptiveView>,
+}
+
+/// `--min-runs N --max-runs M`: the range asked and why the runs stopped where they did.
+#[derive(Debug, Clone, Serialize)]
+pub struct AdaptiveView {
+    /// The range.
+    #[serde(flatten)]
+    pub range: RunRange,
+    /// `decided`, `max-runs`, `unreachable` or `interrupted`.
+    pub stopped: &'static str,
+    /// With `unreachable`: the gate whose baseline runs put the confidence out of reach.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub out_of_reach: Option<OutOfReach>,
+    /// Why, as the library decided it.
+    #[serde(skip)]
+    pub stop: Stop,
+}
+
+impl AdaptiveView {
+    /// The view of `range` stopped by `stop`.
+    pub fn new(range: RunRange, stop: Stop) -> AdaptiveView {
+        AdaptiveView {
+            range,
+            stopped: stop.name(),
+            out_of_reach: match stop {
+                Stop::Unreachable(o) => Some(o),
+                _ => None,
+            },
+            stop,
+        }
+    }
+
+    /// The range and why the runs stopped, e.g. "--min-runs 3, --max-runs 8: stopped once every
+    /// gate was decided".
+    pub fn summary(&self) -> String {
+        let why = match self.stop {
+            Stop::Decided => "stopped once every gate was decided".to_string(),
+            Stop::MaxRuns => "stopped at --max-runs with a gate undecided".to_string(),
+            Stop::Unreachable(o) => format!(
+                "stopped: the confidence asked is out of reach against the baseline's {} runs of {}",
+                o.baseline_runs, o.metric
+            ),
+            Stop::Interrupted => "interrupted".to_string(),
+        };
+        format!(
+            "--min-runs {}, --max-runs {}: {why}",
+            self.range.min, self.range.max
+        )
+    }
 }
 
 /// One run's report, as the statistics over runs read it.
@@ -62,6 +116,7 @@ impl RunsView {
             warmup,
             runs: per_run.len(),
             metrics,
+            adaptive: None,
         }
     }
 
@@ -179,6 +234,13 @@ impl ComparisonView {
     /// this run could not answer exit 1; gates the runs could not decide exit
     /// [`Exit::Undecided`].
     pub fn failure(&self) -> Option<(Exit, String)> {
+        self.failure_after(None)
+    }
+
+    /// [`Self::failure`] after `--min-runs`/`--max-runs` (`adaptive`): an undecided gate then
+    /// says why the runs stopped, and how many runs could reach the confidence when the
+    /// baseline's runs put it out of reach.
+    pub fn failure_after(&self, adaptive: Option<&AdaptiveView>) -> Option<(Exit, String)> {
         let level = percent(self.confidence.level());
         let gated = |verdict: Verdict| -> Vec<String> {
             self.rows
@@ -222,8 +284,9 @@ impl ComparisonView {
             (
                 Exit::Undecided,
                 format!(
-                    "undecided against the baseline: {}: too few or too noisy runs to tell a regression from chance; rerun both with more --runs",
-                    undecided.join("; ")
+                    "undecided against the baseline: {}: {}",
+                    undecided.join("; "),
+                    undecided_remedy(adaptive, &level)
                 ),
             )
         })
@@ -266,6 +329,44 @@ impl ComparisonView {
         );
         text
     }
+}
+
+/// What an undecided gate needs, by why the runs stopped.
+fn undecided_remedy(adaptive: Option<&AdaptiveView>, level: &str) -> String {
+    let fixed =
+        "too few or too noisy runs to tell a regression from chance; rerun both with more --runs";
+    let Some(a) = adaptive else {
+        return fixed.into();
+    };
+    let max = a.range.max;
+    match a.stop {
+        Stop::Unreachable(o) => format!(
+            "{level} confidence is out of reach of --max-runs {max}: against the baseline's {} runs of {}, {max} runs give a p-value of at least {}; {}",
+            o.baseline_runs,
+            o.metric,
+            p_text(o.smallest_p_value),
+            o.runs_needed.map_or_else(
+                || "no number of runs can, so record the baseline with more runs".to_string(),
+                |n| format!("it takes --max-runs {n}, or a baseline of more runs")
+            )
+        ),
+        Stop::MaxRuns => format!(
+            "still too few or too noisy runs after --max-runs {max}; raise --max-runs, or record the baseline with more runs"
+        ),
+        // Stopped early by a signal (or decided): the runs made were too few.
+        Stop::Interrupted | Stop::Decided => fixed.into(),
+    }
+}
+
+/// How many runs this run made against the baseline's, e.g. "7 runs against the baseline's 5
+/// (--min-runs 3, --max-runs 8: stopped once every gate was decided)".
+pub fn runs_against(runs: usize, baseline_runs: usize, adaptive: Option<&AdaptiveView>) -> String {
+    let adaptive = adaptive.map(|a| format!(" ({})", a.summary()));
+    format!(
+        "{runs} run{} against the baseline's {baseline_runs}{}",
+        if runs == 1 { "" } else { "s" },
+        adaptive.unwrap_or_default()
+    )
 }
 
 /// A signed percentage, "+12.3%".

@@ -8,6 +8,7 @@ pub mod gates;
 mod pickle;
 mod rng;
 pub mod significance;
+pub mod stopping;
 pub mod stress;
 mod synthetic;
 mod trace;

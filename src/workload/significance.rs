@@ -156,6 +156,33 @@ impl UDistribution {
     }
 }
 
+/// The smallest one-sided p-value a test of `m` baseline runs against `n` new ones can give:
+/// P(U = 0), every new run worse than every baseline run. Exact, 1 ÷ C(m + n, m), up to
+/// [`EXACT_MAX_RUNS`] runs in all, else the normal approximation the test then uses. A
+/// confidence whose 1 − level is below it cannot be reached by those runs however they fall.
+#[expect(
+    clippy::cast_precision_loss,
+    reason = "C(100, 50) < 2^127 as a probability: 53 bits suffice"
+)]
+pub fn smallest_p_value(m: usize, n: usize) -> f64 {
+    if m == 0 || n == 0 {
+        return 1.0;
+    }
+    if m + n > EXACT_MAX_RUNS {
+        return UDistribution::new(m, n).cdf(0);
+    }
+    // C(m + n, m) one factor at a time: each partial product is itself a binomial coefficient.
+    let (small, total) = (m.min(n) as u128, (m + n) as u128);
+    let orderings = (1..=small).fold(1u128, |c, i| c * (total - small + i) / i);
+    1.0 / orderings as f64
+}
+
+/// The fewest new runs, from 1 to `limit`, against which `m` baseline runs can reach
+/// `confidence` (see [`smallest_p_value`]); `None` when no count up to `limit` can.
+pub fn runs_to_reach(m: usize, confidence: Confidence, limit: usize) -> Option<usize> {
+    (1..=limit).find(|&n| smallest_p_value(m, n) <= confidence.alpha())
+}
+
 /// Φ(z), the standard normal distribution function, from erfc (Numerical Recipes' `erfcc`,
 /// fractional error below 1.2 × 10⁻⁷: far below any confidence asked).
 fn normal_cdf(z: f64) -> f64 {
@@ -267,6 +294,37 @@ mod tests {
         assert_eq!(
             c.iter().sum::<u128>(),
             100_891_344_545_564_193_334_812_497_256
+        );
+    }
+
+    #[test]
+    fn the_smallest_p_value_is_the_tests_own() {
+        for (m, n) in [
+            (1, 1),
+            (2, 8),
+            (5, 3),
+            (5, 8),
+            (3, 40),
+            (50, 50),
+            (1, 200),
+            (30, 90),
+        ] {
+            let d = UDistribution::new(m, n);
+            assert!((smallest_p_value(m, n) - d.cdf(0)).abs() < 1e-12, "{m}×{n}");
+        }
+        assert_eq!(smallest_p_value(2, 8), 1.0 / 45.0);
+        assert_eq!(smallest_p_value(5, 5), 1.0 / 252.0);
+        assert_eq!(smallest_p_value(0, 5), 1.0);
+        // 2 baseline runs reach 99 % from 13 new ones (1/105); 12 give 1/91.
+        let at_99 = Confidence::new(0.99).unwrap();
+        assert_eq!(runs_to_reach(2, at_99, 1000), Some(13));
+        assert_eq!(runs_to_reach(2, at_99, 12), None);
+        assert_eq!(runs_to_reach(3, Confidence::DEFAULT, 1000), Some(3));
+        // One baseline run reaches 99.9 % never: 1/(n + 1) exactly up to 99 new runs, and the
+        // normal approximation beyond levels off near 0.04.
+        assert_eq!(
+            runs_to_reach(1, Confidence::new(0.999).unwrap(), 1000),
+            None
         );
     }
 

@@ -405,7 +405,7 @@ fn junit_cases_carry_their_figures_passed_or_failed() {
             .to_string()
     };
     let figures = format!(
-        "baseline {:.4}, this run {old:.4}, change -10.7%, threshold 10%; every run the same on each side: the change is exact",
+        "baseline {:.4}, this run {old:.4}, change -10.7%, threshold 10%; every run the same on each side: the change is exact; 2 runs against the baseline&apos;s 2",
         old * 1.12
     );
     assert_eq!(
@@ -414,7 +414,7 @@ fn junit_cases_carry_their_figures_passed_or_failed() {
     );
     assert_eq!(
         case("peak-reserved"),
-        "<testcase classname=\"gpumem.bench-alloc.regressions\" name=\"peak-reserved\"><system-out>peak-reserved: ok (≤ 5%); baseline 32.00 MiB, this run 32.00 MiB, change +0.0%, threshold 5%; every run the same on each side: the change is exact</system-out></testcase>"
+        "<testcase classname=\"gpumem.bench-alloc.regressions\" name=\"peak-reserved\"><system-out>peak-reserved: ok (≤ 5%); baseline 32.00 MiB, this run 32.00 MiB, change +0.0%, threshold 5%; every run the same on each side: the change is exact; 2 runs against the baseline&apos;s 2</system-out></testcase>"
     );
     assert_eq!(
         case("--min-hit-rate"),

@@ -8,6 +8,7 @@ mod baselines;
 mod bench_alloc;
 mod bench_ci;
 mod bench_outputs;
+mod bench_runs;
 mod bench_traces;
 mod ci_examples;
 mod cli;

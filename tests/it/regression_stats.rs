@@ -136,6 +136,7 @@ fn decide(old: &Baseline, new: &Baseline) -> (Verdict, u8) {
         warmup: 0,
         runs: new.runs,
         metrics: new.metrics.clone(),
+        adaptive: None,
     };
     let view = ComparisonView::new(None, old, &old.device, &runs, (&gates, Confidence::DEFAULT));
     let exit = view.failure().map_or(Exit::Success, |(exit, _)| exit);

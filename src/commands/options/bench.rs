@@ -11,6 +11,7 @@ use crate::input::OutputKind;
 use crate::model;
 use crate::workload::baseline::{Baseline, Confidence, Metric, RegressionGate};
 use crate::workload::gates::Thresholds;
+use crate::workload::stopping::{RunPlan, RunRange};
 use crate::workload::{self, RandomParams, SizeDist, TransformerParams, Workload};
 
 /// `bench-alloc`'s flag combinations: `--min-speedup` needs the raw baseline, and the transfer
@@ -32,6 +33,7 @@ pub fn check_bench_args(args: &BenchAllocArgs) -> Result<()> {
         .into());
     }
     check_bench_runs(args)?;
+    bench_run_plan(args)?;
     check_regression_gates(args)?;
     bench_confidence(args)?;
     let mut outputs = Vec::new();
@@ -106,6 +108,24 @@ fn check_bench_runs(args: &BenchAllocArgs) -> Result<()> {
         .into());
     }
     Ok(())
+}
+
+/// How many measured runs to make: `--runs N`, or from `--min-runs` (3 by default, or
+/// `--max-runs` when fewer) to `--max-runs` until every gate is decided. A minimum above the
+/// maximum is a usage error.
+pub fn bench_run_plan(args: &BenchAllocArgs) -> Result<RunPlan> {
+    let Some(max) = args.max_runs else {
+        return Ok(RunPlan::Fixed(args.runs as usize));
+    };
+    let min = args.min_runs.unwrap_or(max.min(3));
+    RunRange::new(min as usize, max as usize)
+        .map(RunPlan::Until)
+        .ok_or_else(|| {
+            CliError::Usage(format!(
+                "--min-runs {min} is more than --max-runs {max}; give --min-runs at most --max-runs"
+            ))
+            .into()
+        })
 }
 
 /// `--baseline FILE`, read through the bounded reader: `None` without the flag.
