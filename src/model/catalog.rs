@@ -693,6 +693,14 @@ pub fn catalog() -> Vec<CatalogModel> {
             "deepseek-ai/DeepSeek-V3",
             include_str!("catalog_configs/deepseek-v3.json"),
         ),
+        // DeepSeek-V3's architecture fields and FP8 checkpoint with V3.2's lightning indexer
+        // (64 heads, 128-wide keys, the 2,048 best tokens a query).
+        from_config(
+            "deepseek-v3.2",
+            &["deepseek-v3.2-exp"],
+            "deepseek-ai/DeepSeek-V3.2",
+            include_str!("catalog_configs/deepseek-v3.2.json"),
+        ),
         m(
             "falcon-7b",
             &[],

@@ -52,6 +52,9 @@ pub enum Family {
     DeepseekV2,
     /// DeepSeek-V3 and Kimi-K2, from their config.json: V2's graph with a router bias.
     DeepseekV3,
+    /// DeepSeek-V3.2: DeepSeek-V3 with sparse attention (a lightning indexer choosing the keys
+    /// each query attends).
+    DeepseekV32,
     /// gpt-oss.
     GptOss,
     /// Mamba (and FalconMamba).
@@ -131,6 +134,7 @@ pub const FAMILIES: &[Spellings] = &[
     row(Family::Glm4Moe, &["glm4moe"], &["glm4_moe"]),
     row(Family::DeepseekV2, &["deepseek2"], &["deepseek_v2"]),
     row(Family::DeepseekV3, &[], &["deepseek_v3", "kimi_k2"]),
+    row(Family::DeepseekV32, &["deepseek32"], &["deepseek_v32"]),
     row(Family::GptOss, &["gpt-oss"], &["gpt_oss"]),
     row(Family::Mamba, &["mamba"], &["mamba"]),
     row(Family::Mamba2, &["mamba2"], &["mamba2"]),
@@ -175,9 +179,12 @@ impl Family {
         FAMILIES.iter().flat_map(|r| r.config.iter().copied())
     }
 
-    /// DeepSeek-V2 or V3: the same graph, MLA and experts.
+    /// DeepSeek-V2, V3 or V3.2: the same graph (V3.2's with its indexer), MLA and experts.
     pub fn is_deepseek(self) -> bool {
-        matches!(self, Family::DeepseekV2 | Family::DeepseekV3)
+        matches!(
+            self,
+            Family::DeepseekV2 | Family::DeepseekV3 | Family::DeepseekV32
+        )
     }
 
     fn find(matches: impl Fn(&Spellings) -> bool) -> Self {

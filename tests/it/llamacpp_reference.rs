@@ -351,6 +351,21 @@ fn config_json_readings_match_the_measured_ggufs() {
                 "shared_expert_intermediate_size": 512
             }),
         ),
+        // DeepSeek-V3.2: latent attention with its lightning indexer, group-limited routing.
+        (
+            "deepseek-v3.2-layout.json",
+            serde_json::json!({
+                "model_type": "deepseek_v32", "hidden_size": 7168, "num_hidden_layers": 4,
+                "num_attention_heads": 128, "num_key_value_heads": 128,
+                "intermediate_size": 18432, "moe_intermediate_size": 2048,
+                "n_routed_experts": 16, "n_shared_experts": 1, "num_experts_per_tok": 8,
+                "n_group": 8, "topk_group": 4, "first_k_dense_replace": 1,
+                "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 64,
+                "qk_nope_head_dim": 128, "v_head_dim": 128, "vocab_size": 129280,
+                "tie_word_embeddings": false, "routed_scaling_factor": 2.5,
+                "index_n_heads": 64, "index_head_dim": 128, "index_topk": 2048
+            }),
+        ),
         // Qwen3.5 as its multimodal repositories publish it: the language model nested in
         // text_config, layer_types listed, the MTP block counted apart.
         (

@@ -108,26 +108,32 @@ def leading_dense_then_moe(t, b: str, a, i: int, routing_bias: bool) -> None:
 
 
 def deepseek2_keys(w: GGUFWriter, a) -> None:
-    w.add_uint32("deepseek2.attention.kv_lora_rank", a.kv_lora)
+    k = a.arch
+    w.add_uint32(f"{k}.attention.kv_lora_rank", a.kv_lora)
     # llama.cpp reads q_lora_rank except for the 26- and 27-layer Lite models.
-    w.add_uint32("deepseek2.attention.q_lora_rank", a.q_lora)
-    w.add_uint32("deepseek2.rope.dimension_count", a.rope_dim)
-    w.add_uint32("deepseek2.leading_dense_block_count", a.dense_layers)
-    w.add_uint32("deepseek2.expert_shared_count", a.shared_experts)
-    w.add_float32("deepseek2.expert_weights_scale", 2.5 if a.routing_bias else 1.0)
+    w.add_uint32(f"{k}.attention.q_lora_rank", a.q_lora)
+    w.add_uint32(f"{k}.rope.dimension_count", a.rope_dim)
+    w.add_uint32(f"{k}.leading_dense_block_count", a.dense_layers)
+    w.add_uint32(f"{k}.expert_shared_count", a.shared_experts)
+    w.add_float32(f"{k}.expert_weights_scale", 2.5 if a.routing_bias else 1.0)
     if a.expert_groups:
         # Group-limited routing (DeepSeek-V2/V3's n_group, topk_group), as converters write it.
-        w.add_uint32("deepseek2.expert_group_count", a.expert_groups)
-        w.add_uint32("deepseek2.expert_group_used_count", a.groups_used)
+        w.add_uint32(f"{k}.expert_group_count", a.expert_groups)
+        w.add_uint32(f"{k}.expert_group_used_count", a.groups_used)
     if a.routing_bias:
         # DeepSeek-V3's router: sigmoid scores with a correction bias, normalised top-k.
-        w.add_uint32("deepseek2.expert_gating_func", 2)
-        w.add_bool("deepseek2.expert_weights_norm", True)
+        w.add_uint32(f"{k}.expert_gating_func", 2)
+        w.add_bool(f"{k}.expert_weights_norm", True)
     if not a.legacy_mla:
         # Newer conversions: the cache holds the latent (key = latent + rope, value = latent);
         # the per-head sizes move to the _mla keys.
-        w.add_uint32("deepseek2.attention.key_length_mla", a.head_dim)
-        w.add_uint32("deepseek2.attention.value_length_mla", a.v_dim)
+        w.add_uint32(f"{k}.attention.key_length_mla", a.head_dim)
+        w.add_uint32(f"{k}.attention.value_length_mla", a.v_dim)
+    if k == "deepseek32":
+        # DeepSeek-V3.2's sparse attention: the lightning indexer's heads, key width, top-k.
+        w.add_uint32(f"{k}.attention.indexer.head_count", a.indexer_heads)
+        w.add_uint32(f"{k}.attention.indexer.key_length", a.indexer_dim)
+        w.add_uint32(f"{k}.attention.indexer.top_k", a.indexer_top_k)
 
 
 def deepseek2_layer(t, b: str, a, i: int) -> None:
@@ -147,6 +153,13 @@ def deepseek2_layer(t, b: str, a, i: int) -> None:
         t(b + "attn_v_b.weight", (a.heads, a.v_dim, a.kv_lora))
     t(b + "attn_output.weight", (d, a.heads * a.v_dim))
     t(b + "ffn_norm.weight", (d,), F32)
+    if a.arch == "deepseek32":
+        di = a.indexer_dim
+        t(b + "indexer.k_norm.weight", (di,), F32)
+        t(b + "indexer.k_norm.bias", (di,), F32)
+        t(b + "indexer.proj.weight", (a.indexer_heads, d))
+        t(b + "indexer.attn_k.weight", (di, d))
+        t(b + "indexer.attn_q_b.weight", (a.indexer_heads * di, a.q_lora))
     leading_dense_then_moe(t, b, a, i, routing_bias=a.routing_bias)
 
 
@@ -190,7 +203,7 @@ def biased_gelu_mlp(t, b: str, a) -> None:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("arch", choices=["gemma2", "gemma3", "qwen3", "qwen3moe", "mixtral", "cohere2",
-                                    "phi3", "gpt-oss", "deepseek2", "llama4", "glm4moe", "gemma",
+                                    "phi3", "gpt-oss", "deepseek2", "deepseek32", "llama4", "glm4moe", "gemma",
                                     "qwen2moe", "starcoder2", "falcon", "gptneox"])
     p.add_argument("--shared-ffn", type=int, default=0, help="qwen2moe: the shared expert's width")
     p.add_argument("--norm-2", action="store_true", help="falcon: attn_norm_2 (Falcon-40B)")
@@ -219,6 +232,12 @@ def main() -> None:
     p.add_argument("--dense-layers", type=int, default=1)
     p.add_argument("--shared-experts", type=int, default=2)
     p.add_argument("--legacy-mla", action="store_true")
+    p.add_argument("--indexer-heads", type=int, default=64,
+                   help="deepseek32: the lightning indexer's heads (index_n_heads)")
+    p.add_argument("--indexer-dim", type=int, default=128,
+                   help="deepseek32: its key width (index_head_dim)")
+    p.add_argument("--indexer-top-k", type=int, default=2048,
+                   help="deepseek32: the keys each query attends (index_topk)")
     p.add_argument("--routing-bias", action="store_true",
                    help="deepseek2: DeepSeek-V3's sigmoid router with a correction bias")
     p.add_argument("--expert-groups", type=int, default=0,
@@ -240,12 +259,12 @@ def main() -> None:
     w.add_feed_forward_length(a.ffn or a.expert_ffn)
     w.add_head_count(a.heads)
     w.add_head_count_kv(a.kv_heads)
-    if a.arch == "deepseek2" and not a.legacy_mla:
+    if a.arch in ("deepseek2", "deepseek32") and not a.legacy_mla:
         w.add_key_length(a.kv_lora + a.rope_dim)
         w.add_value_length(a.kv_lora)
     else:
         w.add_key_length(a.head_dim)
-        w.add_value_length(a.v_dim if a.arch == "deepseek2" else a.head_dim)
+        w.add_value_length(a.v_dim if a.arch in ("deepseek2", "deepseek32") else a.head_dim)
     w.add_layer_norm_rms_eps(1e-6)
     w.add_rope_freq_base(1_000_000.0)
     w.add_vocab_size(a.vocab)
@@ -256,7 +275,7 @@ def main() -> None:
         w.add_expert_count(a.experts)
         w.add_expert_used_count(a.experts_used)
         w.add_expert_feed_forward_length(a.expert_ffn)
-    if a.arch == "deepseek2":
+    if a.arch in ("deepseek2", "deepseek32"):
         deepseek2_keys(w, a)
     if a.arch == "llama4":
         w.add_uint32("llama4.interleave_moe_layer_step", a.moe_step)
@@ -333,7 +352,7 @@ def main() -> None:
             t(b + "ffn_norm.weight", (d,), F32)
             gated_mlp(t, b, a)
             t(b + "post_ffw_norm.weight", (d,), F32)
-        elif a.arch == "deepseek2":
+        elif a.arch in ("deepseek2", "deepseek32"):
             deepseek2_layer(t, b, a, i)
         elif a.arch == "llama4":
             llama4_layer(t, b, a, i)

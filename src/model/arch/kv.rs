@@ -3,9 +3,21 @@
 use super::*;
 
 impl ModelArch {
-    /// KV-cache elements cached per token per attention layer (K and V, or MLA's latent); none
-    /// in an encoder, which llama.cpp runs without a cache.
+    /// KV-cache elements cached per token per attention layer (K and V, or MLA's latent and a
+    /// sparse-attention indexer's key); none in an encoder, which llama.cpp runs without a
+    /// cache.
     pub fn kv_elements_per_token_layer(&self) -> u64 {
+        if self.encoder.is_some() {
+            return 0;
+        }
+        let indexer = self.indexer.map_or(0, |i| i.head_dim);
+        self.dense_kv_elements_per_token_layer()
+            .saturating_add(indexer)
+    }
+
+    /// The attention's own KV elements a token and layer (K and V, or MLA's latent), without a
+    /// sparse-attention indexer's keys.
+    pub fn dense_kv_elements_per_token_layer(&self) -> u64 {
         if self.encoder.is_some() {
             return 0;
         }
@@ -32,9 +44,15 @@ impl ModelArch {
         }
     }
 
-    /// The widths (values a cell) of an attention layer's K and V cache tensors, V 0 where it
-    /// is a view of K (MLA's compressed cache): the rows ggml-cuda pads when quantized.
+    /// The widths (values a cell) of an attention layer's two cache tensors: K and V; under
+    /// MLA the latent and, with sparse attention, the indexer's keys (else 0: V is a view of
+    /// the latent). The rows ggml-cuda pads when quantized.
     pub fn kv_tensor_widths(&self) -> (u64, u64) {
+        if let (Attention::Mla { .. }, false, Some(i)) =
+            (&self.attention, self.mla_full_cache, self.indexer)
+        {
+            return (self.dense_kv_elements_per_token_layer(), i.head_dim);
+        }
         match &self.attention {
             Attention::Standard { .. } => {
                 let w = self.num_kv_heads.saturating_mul(self.head_dim);

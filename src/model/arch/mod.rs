@@ -40,6 +40,19 @@ pub enum Attention {
     },
 }
 
+/// DeepSeek-V3.2's sparse attention (DSA): a lightning indexer scores every cached token for
+/// each query from keys of its own, cached beside the latent, and attention reads the `top_k`
+/// best.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Indexer {
+    /// The indexer's query heads (`index_n_heads`).
+    pub heads: u64,
+    /// Its key width (`index_head_dim`), one key a token and layer.
+    pub head_dim: u64,
+    /// The cached tokens each query attends (`index_topk`).
+    pub top_k: u64,
+}
+
 /// The feed-forward block, which sets the weight count per layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -384,6 +397,9 @@ pub struct ModelArch {
     /// `attn_gate`); llama.cpp then copies each part out, and keeps the projection until z is
     /// used. The same parameters either way.
     pub joint_qkvz: bool,
+    /// Sparse attention's lightning indexer over latent attention (DeepSeek-V3.2); `None`:
+    /// dense attention.
+    pub indexer: Option<Indexer>,
     /// The sliding window transformers' attention applies where llama.cpp applies none or
     /// keeps no trace of it (config.json's `sliding_window` for Mistral, Mixtral and Phi-3,
     /// and for Qwen2/3 under `use_sliding_window`): a training step past it needs a mask.
@@ -520,6 +536,7 @@ pub fn llama_like(
         attn_output_gate: false,
         mla_full_cache: false,
         joint_qkvz: false,
+        indexer: None,
         transformers_window: None,
         encoder: None,
     }

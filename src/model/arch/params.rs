@@ -58,7 +58,14 @@ impl ModelArch {
                 let kv_a = h * (w(*kv_lora_rank) + w(*qk_rope_head_dim)) + w(*kv_lora_rank);
                 let kv_b = w(*kv_lora_rank) * heads * (w(*qk_nope_head_dim) + w(*v_head_dim));
                 let o = heads * w(*v_head_dim) * h;
-                q + kv_a + kv_b + o
+                // The indexer: its query from the compressed q, its key (LayerNormed, biased)
+                // and its per-head weights from the layer's input.
+                let indexer = self.indexer.map_or(0, |i| {
+                    let (heads, dim) = (w(i.heads), w(i.head_dim));
+                    let q_rank = q_lora_rank.map_or(h, w);
+                    q_rank * heads * dim + h * dim + 2 * dim + h * heads
+                });
+                q + kv_a + kv_b + o + indexer
             }
         }
     }

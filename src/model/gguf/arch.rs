@@ -4,8 +4,8 @@ use std::path::Path;
 
 use super::{GgufFile, GgufValue};
 use crate::model::arch::{
-    self, llama_like, Attention, Classifier, Encoder, GraniteScales, Mlp, ModelArch, Moe, Norm,
-    Pooling, SlidingLayers, SlidingWindow, Ssm, SsmKind,
+    self, llama_like, Attention, Classifier, Encoder, GraniteScales, Indexer, Mlp, ModelArch, Moe,
+    Norm, Pooling, SlidingLayers, SlidingWindow, Ssm, SsmKind,
 };
 use crate::model::error::ModelError;
 use crate::model::family::Family;
@@ -186,6 +186,13 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
     arch.tie_word_embeddings = !file.tensors.iter().any(|t| t.name == "output.weight");
     if let Some(rank) = k.get("attention.kv_lora_rank").filter(|&v| v > 0) {
         latent_attention(&k, &mut arch, rank, heads);
+    }
+    if family == Family::DeepseekV32 {
+        arch.indexer = Some(Indexer {
+            heads: k.req("attention.indexer.head_count")?,
+            head_dim: k.req("attention.indexer.key_length")?,
+            top_k: k.req("attention.indexer.top_k")?,
+        });
     }
     if let Some(experts) = k.get("expert_count").filter(|&v| v > 0) {
         arch.moe = Some(experts_from(&k, &arch, experts, ffn, family));

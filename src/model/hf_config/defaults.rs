@@ -327,6 +327,22 @@ pub(super) const CLASSES: &[Class] = &[
         ("first_k_dense_replace", Uint(3)), ("max_position_embeddings", Uint(4096)),
         ("tie_word_embeddings", Bool(false)), ("attention_bias", Bool(false)),
     ], &[KV_FROM_HEADS]),
+    // DeepSeek-V3's fields with V3.2's context and its lightning indexer's; its head_dim
+    // (qk_rope_head_dim) is not read, as V3's is not.
+    class("deepseek_v32", "DeepseekV32Config", &[
+        ("vocab_size", Uint(129_280)), ("hidden_size", Uint(7168)),
+        ("intermediate_size", Uint(18_432)), ("moe_intermediate_size", Uint(2048)),
+        ("num_hidden_layers", Uint(61)), ("num_attention_heads", Uint(128)),
+        ("num_key_value_heads", Uint(128)), ("n_shared_experts", Uint(1)),
+        ("n_routed_experts", Uint(256)), ("routed_scaling_factor", Float(2.5)),
+        ("kv_lora_rank", Uint(512)), ("q_lora_rank", Uint(1536)), ("qk_rope_head_dim", Uint(64)),
+        ("v_head_dim", Uint(128)), ("qk_nope_head_dim", Uint(128)), ("n_group", Uint(8)),
+        ("topk_group", Uint(4)), ("num_experts_per_tok", Uint(8)),
+        ("first_k_dense_replace", Uint(3)), ("max_position_embeddings", Uint(163_840)),
+        ("tie_word_embeddings", Bool(false)), ("attention_bias", Bool(false)),
+        ("mlp_bias", Bool(false)), ("index_topk", Uint(2048)), ("index_head_dim", Uint(128)),
+        ("index_n_heads", Uint(64)),
+    ], &[KV_FROM_HEADS]),
     // MambaConfig sets intermediate_size = expand * hidden_size and resolves "auto" Δ ranks.
     class("mamba", "MambaConfig", &[
         ("vocab_size", Uint(50_280)), ("hidden_size", Uint(768)), ("state_size", Uint(16)),

@@ -3,7 +3,7 @@
 
 use super::fields::Fields;
 use super::recurrent;
-use crate::model::arch::{Attention, Mlp, ModelArch, Norm, SlidingLayers, SlidingWindow};
+use crate::model::arch::{Attention, Indexer, Mlp, ModelArch, Norm, SlidingLayers, SlidingWindow};
 use crate::model::error::ModelError;
 use crate::model::family::Family;
 
@@ -74,6 +74,14 @@ pub(super) fn apply(
             arch.attention = standard(bias.unwrap_or(true), false, qk_norm);
         }
         Family::DeepseekV2 | Family::DeepseekV3 => mla(f, arch, c.heads)?,
+        Family::DeepseekV32 => {
+            mla(f, arch, c.heads)?;
+            arch.indexer = Some(Indexer {
+                heads: f.req(&["index_n_heads"])?,
+                head_dim: f.req(&["index_head_dim"])?,
+                top_k: f.req(&["index_topk"])?,
+            });
+        }
         // State-space models are read whole by `recurrent::state_space`.
         // Read as the shared decoder: the state-space models return earlier, and the families
         // with no config.json spelling in the table never reach here.

@@ -20,7 +20,11 @@ impl Family {
     pub(super) fn router_bias(self) -> bool {
         matches!(
             self,
-            Family::DeepseekV3 | Family::Glm4Moe | Family::GptOss | Family::NemotronH
+            Family::DeepseekV3
+                | Family::DeepseekV32
+                | Family::Glm4Moe
+                | Family::GptOss
+                | Family::NemotronH
         )
     }
 

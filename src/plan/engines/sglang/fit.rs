@@ -117,6 +117,11 @@ pub fn cell_bytes(arch: &ModelArch, tp: u64, element: u64) -> Option<(u64, Optio
         return None;
     }
     let layers = arch.attention_layer_count();
+    // DeepSeek-V3.2's indexer keys live in a pool of SGLang's native sparse attention
+    // (NSA), whose layout is not modelled here.
+    if arch.indexer.is_some() {
+        return None;
+    }
     if let Attention::Mla {
         kv_lora_rank,
         qk_rope_head_dim,

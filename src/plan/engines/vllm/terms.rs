@@ -294,7 +294,8 @@ impl KvPages {
                 2 * (arch.num_kv_heads / tp).max(1) * arch.head_dim * cfg.kv_element_bytes
             }
             // MLA's latent is the same on every rank.
-            Attention::Mla { .. } => arch.kv_elements_per_token_layer() * cfg.kv_element_bytes,
+            Attention::Mla { .. } => sparse_mla_page(arch, cfg.kv_element_bytes)
+                .unwrap_or(arch.kv_elements_per_token_layer() * cfg.kv_element_bytes),
         };
         let attention: Vec<u64> = layers.clone().filter(|&i| arch.has_attention(i)).collect();
         let recurrent = layers.filter(|&i| arch.is_recurrent_layer(i)).count() as u64;
@@ -311,7 +312,10 @@ impl KvPages {
                 !attention.is_empty(),
                 (cfg.block_size, per_token_layer),
             )?,
-            _ => (cfg.block_size * per_token_layer, cfg.block_size, 0),
+            _ => {
+                let block = sparse_block_size(arch, cfg.block_size);
+                (block * per_token_layer, block, 0)
+            }
         };
         // vLLM's hybrid manager groups layers of one kind into groups of equal size (the
         // fewest layers of a kind, or the most where that is under 1.5 times the fewest); the
@@ -370,9 +374,49 @@ pub(super) fn concurrency_centi(blocks: u64, per_request: u64) -> u64 {
         .unwrap_or(u64::MAX)
 }
 
+/// A token's bytes in one layer under DeepSeek-V3.2's sparse MLA (vLLM 0.33's
+/// `MLAAttentionSpec` for the latent and `DeepseekV32IndexerCache` for the indexer's keys): the
+/// latent at the cache's element size, or 656 bytes in fp8 (`fp8_ds_mla`: 512 fp8 values, their
+/// 16 bytes of scales and the 64 RoPE values in bf16); and the indexer's key in fp8 with an f32
+/// scale per 128 values, whatever the cache's type. `None` without an indexer.
+fn sparse_mla_page(arch: &crate::model::ModelArch, element_bytes: u64) -> Option<u64> {
+    let indexer = arch.indexer?;
+    let latent = if element_bytes == 1 {
+        656
+    } else {
+        arch.dense_kv_elements_per_token_layer() * element_bytes
+    };
+    Some(latent + indexer.head_dim + indexer.head_dim / 128 * 4)
+}
+
+/// The block size vLLM runs: the sparse MLA backend's 64 tokens (FlashMLA-sparse supports only
+/// multiples of 64, and vLLM takes the backend's size when none is asked for), else the one
+/// configured.
+fn sparse_block_size(arch: &crate::model::ModelArch, configured: u64) -> u64 {
+    if arch.indexer.is_some() && configured == super::defaults::BLOCK_SIZE {
+        64
+    } else {
+        configured
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::concurrency_centi;
+    use super::{concurrency_centi, sparse_block_size, sparse_mla_page};
+
+    #[test]
+    fn sparse_mla_pages_are_vllms_specs() {
+        let v32 = crate::model::find_model("deepseek-v3.2").unwrap().arch;
+        // bf16: the 576-value latent (1,152 bytes) and the indexer's 128 fp8 keys with one f32
+        // scale (132 bytes); fp8: fp8_ds_mla's 656 bytes and the same indexer.
+        assert_eq!(sparse_mla_page(&v32, 2), Some(1_284));
+        assert_eq!(sparse_mla_page(&v32, 1), Some(788));
+        assert_eq!(sparse_block_size(&v32, 16), 64);
+        assert_eq!(sparse_block_size(&v32, 128), 128);
+        let v3 = crate::model::find_model("deepseek-v3").unwrap().arch;
+        assert_eq!(sparse_mla_page(&v3, 2), None);
+        assert_eq!(sparse_block_size(&v3, 16), 16);
+    }
 
     #[test]
     fn concurrency_is_rounded_as_vllm_prints_it() {

@@ -15,6 +15,8 @@ pub(super) struct CacheInputs {
     /// The Hadamard rotations of a quantized cache's K (and the query) and V (and the
     /// attention's output), each an f32 input of its size squared.
     pub(super) rotations: Rotations,
+    /// Sparse attention's indexer cache (DeepSeek-V3.2), beside the full cache.
+    pub(super) indexer: Option<super::sparse::IndexerInputs>,
 }
 
 /// llama.cpp rotates what it writes to a quantized cache by a Hadamard matrix, block by
@@ -397,6 +399,14 @@ fn latent(
             super::norm(c, g, a, (c.width(rank)?, OTHER), (super::Q_A_NORM, rank))
         }
         None => cur,
+    };
+    // Sparse attention: the indexer's keys cached first, and the mask its top-k leaves open.
+    let inputs = match (c.b.dsa, d.q_lora) {
+        (Some(indexer), Some(rank)) => CacheInputs {
+            mask: super::sparse::sparse_mask(c, g, (cur, q_in, rank), indexer, inputs)?,
+            ..inputs
+        },
+        _ => inputs,
     };
     let q_out = heads.checked_mul(d.nope + d.rope)?;
     let wq = match d.q_lora {

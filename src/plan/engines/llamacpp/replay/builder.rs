@@ -45,6 +45,9 @@ pub(super) struct Builder {
     /// DeepSeek-V2/V3 (`deepseek2`): multi-head latent attention, and DeepSeek-V2's softmax
     /// router whose weights are not normalised.
     pub(super) mla: Option<Mla>,
+    /// DeepSeek-V3.2's sparse attention (`deepseek32`): the lightning indexer's heads, key
+    /// width and top-k, over an absorbed latent with a compressed query.
+    pub(super) dsa: Option<crate::model::Indexer>,
     /// The recurrent mixer of the layers that have one.
     pub(super) recurrent: Option<Ssm>,
     /// Attention without RoPE (Jamba).
@@ -117,7 +120,8 @@ pub(super) fn modelled(arch: &ModelArch) -> Option<Builder> {
     let ok = family_ok(arch, family, (qkv_bias, o_bias, qk_norm))
         && norms_ok(arch, family, &f)
         && moe_ok(arch, &f)
-        && layout_ok(arch, &f);
+        && layout_ok(arch, &f)
+        && dsa_ok(arch, mla);
     let router_bias = arch.moe.as_ref().is_some_and(|m| m.router_bias);
     ok.then_some(Builder {
         qkv_bias,
@@ -133,10 +137,30 @@ pub(super) fn modelled(arch: &ModelArch) -> Option<Builder> {
         fused_qkv: f.fused || f.falcon || (f.neox && family != Family::Starcoder2),
         glm: f.glm || (f.deepseek && router_bias),
         mla,
+        dsa: arch.indexer,
         unnormalised: f.qwen2_moe || (mla.is_some() && !router_bias),
         qwen2_moe: f.qwen2_moe,
         ..Builder::default()
     })
+}
+
+/// Sparse attention as llama.cpp's `deepseek32` builds it: only over an absorbed latent with a
+/// compressed query, and with an indexer key its Hadamard rotation covers whole (a power of
+/// two from 64); DeepSeek-V3.2 has an indexer and no other family does.
+fn dsa_ok(arch: &ModelArch, mla: Option<Mla>) -> bool {
+    let v32 = arch.family_kind() == Family::DeepseekV32;
+    match (arch.indexer, mla) {
+        (None, _) => !v32,
+        (Some(i), Some(m)) => {
+            v32 && m.absorbed
+                && m.q_lora.is_some()
+                && i.heads > 0
+                && i.top_k > 0
+                && i.head_dim >= 64
+                && i.head_dim.is_power_of_two()
+        }
+        (Some(_), None) => false,
+    }
 }
 
 /// The attention's biases and q/k norm, and its latent widths where it is DeepSeek's; `None`
@@ -246,7 +270,7 @@ fn family_ok(
                 && arch.mlp_bias
                 && (family != Family::Starcoder2 || !arch.parallel_attention)
         }
-        Family::DeepseekV2 | Family::DeepseekV3 => {
+        Family::DeepseekV2 | Family::DeepseekV3 | Family::DeepseekV32 => {
             arch.moe.as_ref().is_some_and(|m| m.layer_freq <= 1)
         }
         Family::Glm4Moe => {

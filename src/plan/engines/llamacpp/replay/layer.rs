@@ -32,10 +32,16 @@ fn cache_inputs(
             scores,
             cells,
             rotations: Rotations::default(),
+            indexer: None,
         })
     };
     let mut full = one(mask.0, scores.0, s.kv_cells)?;
     let mut swa = one(mask.1, scores.1, s.swa_cells)?;
+    if let Some(d) = s.b.dsa {
+        full.indexer = Some(super::sparse::IndexerInputs::new(
+            g, tokens, s.kv_cells, d.head_dim,
+        )?);
+    }
     let (k_head, v_head) = match s.b.mla {
         Some(d) if d.absorbed => (0, 0),
         Some(d) => (d.nope + d.rope, d.v),

@@ -26,6 +26,7 @@ mod metal_reorder;
 mod recurrent;
 mod reorder;
 mod sched;
+mod sparse;
 
 use crate::model::layers::{LayerMove, LayerWeights};
 use attention::*;
