@@ -247,6 +247,18 @@ const QWEN35_35B_A3B_CONFIG: &str = r#"{"model_type": "qwen3_5_moe_text", "hidde
     "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
     "max_position_embeddings": 262144, "tie_word_embeddings": false, "vocab_size": 248320}"#;
 
+/// zai-org/GLM-5: the architecture fields of the published config.json (DeepSeek-V3.2's
+/// sparse latent attention at GLM's widths, an indexer in every layer).
+const GLM5_CONFIG: &str = r#"{"model_type": "glm_moe_dsa", "hidden_size": 6144,
+    "intermediate_size": 12288, "moe_intermediate_size": 2048, "num_hidden_layers": 78,
+    "num_attention_heads": 64, "num_key_value_heads": 64, "n_shared_experts": 1,
+    "n_routed_experts": 256, "num_experts_per_tok": 8, "n_group": 1, "topk_group": 1,
+    "first_k_dense_replace": 3, "kv_lora_rank": 512, "q_lora_rank": 2048,
+    "qk_rope_head_dim": 64, "qk_nope_head_dim": 192, "v_head_dim": 256,
+    "routed_scaling_factor": 2.5, "index_n_heads": 32, "index_head_dim": 128,
+    "index_topk": 2048, "max_position_embeddings": 202752, "tie_word_embeddings": false,
+    "vocab_size": 154880}"#;
+
 /// moonshotai/Kimi-K2-Instruct: the architecture fields of the published config.json
 /// (DeepSeek-V3's layout with 384 experts and 64 heads).
 const KIMI_K2_CONFIG: &str = r#"{"model_type": "kimi_k2", "hidden_size": 7168,
@@ -776,6 +788,7 @@ pub fn catalog() -> Vec<CatalogModel> {
             "Qwen/Qwen3.5-35B-A3B",
             QWEN35_35B_A3B_CONFIG,
         ),
+        from_config("glm-5", &["glm5"], "zai-org/GLM-5", GLM5_CONFIG),
         from_config(
             "kimi-k2",
             &["kimi-k2-instruct"],

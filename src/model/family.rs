@@ -55,6 +55,8 @@ pub enum Family {
     /// DeepSeek-V3.2: DeepSeek-V3 with sparse attention (a lightning indexer choosing the keys
     /// each query attends).
     DeepseekV32,
+    /// GLM-5 (`glm-dsa`): DeepSeek-V3.2's sparse latent attention at GLM's widths.
+    GlmDsa,
     /// gpt-oss.
     GptOss,
     /// Mamba (and FalconMamba).
@@ -135,6 +137,7 @@ pub const FAMILIES: &[Spellings] = &[
     row(Family::DeepseekV2, &["deepseek2"], &["deepseek_v2"]),
     row(Family::DeepseekV3, &[], &["deepseek_v3", "kimi_k2"]),
     row(Family::DeepseekV32, &["deepseek32"], &["deepseek_v32"]),
+    row(Family::GlmDsa, &["glm-dsa"], &["glm_moe_dsa"]),
     row(Family::GptOss, &["gpt-oss"], &["gpt_oss"]),
     row(Family::Mamba, &["mamba"], &["mamba"]),
     row(Family::Mamba2, &["mamba2"], &["mamba2"]),
@@ -179,12 +182,18 @@ impl Family {
         FAMILIES.iter().flat_map(|r| r.config.iter().copied())
     }
 
-    /// DeepSeek-V2, V3 or V3.2: the same graph (V3.2's with its indexer), MLA and experts.
+    /// DeepSeek-V2, V3, V3.2 or GLM-5: the same graph (V3.2's and GLM-5's with the
+    /// indexer), MLA and experts.
     pub fn is_deepseek(self) -> bool {
         matches!(
             self,
-            Family::DeepseekV2 | Family::DeepseekV3 | Family::DeepseekV32
+            Family::DeepseekV2 | Family::DeepseekV3 | Family::DeepseekV32 | Family::GlmDsa
         )
+    }
+
+    /// DeepSeek-V3.2's sparse attention (a lightning indexer over the latent): V3.2 and GLM-5.
+    pub fn has_sparse_attention(self) -> bool {
+        matches!(self, Family::DeepseekV32 | Family::GlmDsa)
     }
 
     fn find(matches: impl Fn(&Spellings) -> bool) -> Self {

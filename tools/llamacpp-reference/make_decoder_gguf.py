@@ -129,8 +129,9 @@ def deepseek2_keys(w: GGUFWriter, a) -> None:
         # the per-head sizes move to the _mla keys.
         w.add_uint32(f"{k}.attention.key_length_mla", a.head_dim)
         w.add_uint32(f"{k}.attention.value_length_mla", a.v_dim)
-    if k == "deepseek32":
-        # DeepSeek-V3.2's sparse attention: the lightning indexer's heads, key width, top-k.
+    if k in ("deepseek32", "glm-dsa"):
+        # DeepSeek-V3.2's (and GLM-5's) sparse attention: the lightning indexer's heads, key
+        # width, top-k.
         w.add_uint32(f"{k}.attention.indexer.head_count", a.indexer_heads)
         w.add_uint32(f"{k}.attention.indexer.key_length", a.indexer_dim)
         w.add_uint32(f"{k}.attention.indexer.top_k", a.indexer_top_k)
@@ -153,7 +154,7 @@ def deepseek2_layer(t, b: str, a, i: int) -> None:
         t(b + "attn_v_b.weight", (a.heads, a.v_dim, a.kv_lora))
     t(b + "attn_output.weight", (d, a.heads * a.v_dim))
     t(b + "ffn_norm.weight", (d,), F32)
-    if a.arch == "deepseek32":
+    if a.arch in ("deepseek32", "glm-dsa"):
         di = a.indexer_dim
         t(b + "indexer.k_norm.weight", (di,), F32)
         t(b + "indexer.k_norm.bias", (di,), F32)
@@ -203,7 +204,7 @@ def biased_gelu_mlp(t, b: str, a) -> None:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("arch", choices=["gemma2", "gemma3", "qwen3", "qwen3moe", "mixtral", "cohere2",
-                                    "phi3", "gpt-oss", "deepseek2", "deepseek32", "llama4", "glm4moe", "gemma",
+                                    "phi3", "gpt-oss", "deepseek2", "deepseek32", "glm-dsa", "llama4", "glm4moe", "gemma",
                                     "qwen2moe", "starcoder2", "falcon", "gptneox"])
     p.add_argument("--shared-ffn", type=int, default=0, help="qwen2moe: the shared expert's width")
     p.add_argument("--norm-2", action="store_true", help="falcon: attn_norm_2 (Falcon-40B)")
@@ -259,12 +260,12 @@ def main() -> None:
     w.add_feed_forward_length(a.ffn or a.expert_ffn)
     w.add_head_count(a.heads)
     w.add_head_count_kv(a.kv_heads)
-    if a.arch in ("deepseek2", "deepseek32") and not a.legacy_mla:
+    if a.arch in ("deepseek2", "deepseek32", "glm-dsa") and not a.legacy_mla:
         w.add_key_length(a.kv_lora + a.rope_dim)
         w.add_value_length(a.kv_lora)
     else:
         w.add_key_length(a.head_dim)
-        w.add_value_length(a.v_dim if a.arch in ("deepseek2", "deepseek32") else a.head_dim)
+        w.add_value_length(a.v_dim if a.arch in ("deepseek2", "deepseek32", "glm-dsa") else a.head_dim)
     w.add_layer_norm_rms_eps(1e-6)
     w.add_rope_freq_base(1_000_000.0)
     w.add_vocab_size(a.vocab)
@@ -275,7 +276,7 @@ def main() -> None:
         w.add_expert_count(a.experts)
         w.add_expert_used_count(a.experts_used)
         w.add_expert_feed_forward_length(a.expert_ffn)
-    if a.arch in ("deepseek2", "deepseek32"):
+    if a.arch in ("deepseek2", "deepseek32", "glm-dsa"):
         deepseek2_keys(w, a)
     if a.arch == "llama4":
         w.add_uint32("llama4.interleave_moe_layer_step", a.moe_step)
@@ -352,7 +353,7 @@ def main() -> None:
             t(b + "ffn_norm.weight", (d,), F32)
             gated_mlp(t, b, a)
             t(b + "post_ffw_norm.weight", (d,), F32)
-        elif a.arch in ("deepseek2", "deepseek32"):
+        elif a.arch in ("deepseek2", "deepseek32", "glm-dsa"):
             deepseek2_layer(t, b, a, i)
         elif a.arch == "llama4":
             llama4_layer(t, b, a, i)

@@ -187,12 +187,8 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
     if let Some(rank) = k.get("attention.kv_lora_rank").filter(|&v| v > 0) {
         latent_attention(&k, &mut arch, rank, heads);
     }
-    if family == Family::DeepseekV32 {
-        arch.indexer = Some(Indexer {
-            heads: k.req("attention.indexer.head_count")?,
-            head_dim: k.req("attention.indexer.key_length")?,
-            top_k: k.req("attention.indexer.top_k")?,
-        });
+    if family.has_sparse_attention() {
+        arch.indexer = Some(indexer(&k, family, layers)?);
     }
     if let Some(experts) = k.get("expert_count").filter(|&v| v > 0) {
         arch.moe = Some(experts_from(&k, &arch, experts, ffn, family));
@@ -495,6 +491,33 @@ fn latent_attention(k: &Keys<'_>, arch: &mut ModelArch, rank: u64, heads: u64) {
     arch.head_dim = key_len;
     arch.num_kv_heads = heads;
     arch.mla_full_cache = !split;
+}
+
+/// The lightning indexer's keys. GLM-5.2's layers that reuse an earlier layer's top-k
+/// (`attention.indexer.types` false, or llama.cpp's default pattern for a context of 2^20 or
+/// more) are refused: gpumem models an indexer in every layer.
+fn indexer(k: &Keys<'_>, family: Family, layers: u64) -> Result<Indexer, ModelError> {
+    if family == Family::GlmDsa {
+        let key = "attention.indexer.types";
+        let shared = match k.file.metadata.get(&format!("{}.{key}", k.a)) {
+            Some(_) => k.per_layer(key, layers)?.contains(&0),
+            // llama.cpp's glm-dsa: GLM-5.2's default pattern from a 2^20-token context.
+            None => k.get("context_length").is_some_and(|n| n >= 1 << 20),
+        };
+        if shared {
+            return Err(k.bad(
+                key,
+                "has layers sharing another layer's indexer (GLM-5.2's); gpumem models an \
+                 indexer in every layer (GLM-5, GLM-5.1)"
+                    .into(),
+            ));
+        }
+    }
+    Ok(Indexer {
+        heads: k.req("attention.indexer.head_count")?,
+        head_dim: k.req("attention.indexer.key_length")?,
+        top_k: k.req("attention.indexer.top_k")?,
+    })
 }
 
 /// The experts: which layers route is read from the tensors when they say (a router in some

@@ -363,11 +363,13 @@ impl<R: Read> Reader<R> {
                         "an array of {len} elements runs past the end of the file"
                     )));
                 }
-                let keep = len <= MAX_KEPT_ARRAY && matches!(elem, 0..=5 | 10 | 11);
+                // Integers, and booleans as 0 and 1 (GLM-5's indexer types).
+                let keep = len <= MAX_KEPT_ARRAY && matches!(elem, 0..=5 | 7 | 10 | 11);
                 let mut ints = Vec::new();
                 for _ in 0..len {
                     match self.value(elem, depth + 1)? {
                         GgufValue::Int(v) if keep => ints.push(v),
+                        GgufValue::Bool(b) if keep => ints.push(i128::from(b)),
                         _ => {}
                     }
                 }

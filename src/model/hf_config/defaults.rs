@@ -343,6 +343,21 @@ pub(super) const CLASSES: &[Class] = &[
         ("mlp_bias", Bool(false)), ("index_topk", Uint(2048)), ("index_head_dim", Uint(128)),
         ("index_n_heads", Uint(64)),
     ], &[KV_FROM_HEADS]),
+    // GLM-5's: DeepSeek-V3.2's layout at GLM's widths; head_dim is not read, as V3.2's is not.
+    class("glm_moe_dsa", "GlmMoeDsaConfig", &[
+        ("vocab_size", Uint(154_880)), ("hidden_size", Uint(6144)),
+        ("intermediate_size", Uint(12_288)), ("moe_intermediate_size", Uint(2048)),
+        ("num_hidden_layers", Uint(78)), ("num_attention_heads", Uint(64)),
+        ("num_key_value_heads", Uint(64)), ("n_shared_experts", Uint(1)),
+        ("n_routed_experts", Uint(256)), ("routed_scaling_factor", Float(2.5)),
+        ("kv_lora_rank", Uint(512)), ("q_lora_rank", Uint(2048)), ("qk_rope_head_dim", Uint(64)),
+        ("v_head_dim", Uint(256)), ("qk_nope_head_dim", Uint(192)), ("n_group", Uint(1)),
+        ("topk_group", Uint(1)), ("num_experts_per_tok", Uint(8)),
+        ("first_k_dense_replace", Uint(3)), ("max_position_embeddings", Uint(202_752)),
+        ("tie_word_embeddings", Bool(false)), ("attention_bias", Bool(false)),
+        ("mlp_bias", Bool(false)), ("index_topk", Uint(2048)), ("index_head_dim", Uint(128)),
+        ("index_n_heads", Uint(32)),
+    ], &[KV_FROM_HEADS]),
     // MambaConfig sets intermediate_size = expand * hidden_size and resolves "auto" Δ ranks.
     class("mamba", "MambaConfig", &[
         ("vocab_size", Uint(50_280)), ("hidden_size", Uint(768)), ("state_size", Uint(16)),

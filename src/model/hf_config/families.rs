@@ -6,6 +6,7 @@ use super::recurrent;
 use crate::model::arch::{Attention, Indexer, Mlp, ModelArch, Norm, SlidingLayers, SlidingWindow};
 use crate::model::error::ModelError;
 use crate::model::family::Family;
+use serde_json::Value;
 
 /// The shape every family shares, as the config wrote it.
 pub(super) struct Common {
@@ -74,13 +75,9 @@ pub(super) fn apply(
             arch.attention = standard(bias.unwrap_or(true), false, qk_norm);
         }
         Family::DeepseekV2 | Family::DeepseekV3 => mla(f, arch, c.heads)?,
-        Family::DeepseekV32 => {
+        Family::DeepseekV32 | Family::GlmDsa => {
             mla(f, arch, c.heads)?;
-            arch.indexer = Some(Indexer {
-                heads: f.req(&["index_n_heads"])?,
-                head_dim: f.req(&["index_head_dim"])?,
-                top_k: f.req(&["index_topk"])?,
-            });
+            arch.indexer = Some(indexer(f)?);
         }
         // State-space models are read whole by `recurrent::state_space`.
         // Read as the shared decoder: the state-space models return earlier, and the families
@@ -159,6 +156,36 @@ fn mla(f: &mut Fields<'_>, arch: &mut ModelArch, heads: u64) -> Result<(), Model
         v_head_dim,
     };
     Ok(())
+}
+
+/// The lightning indexer of DeepSeek-V3.2 and GLM-5. Layers that reuse an earlier layer's
+/// top-k (GLM-5.2's `indexer_types` "shared", or the `index_topk_freq`/`index_topk_pattern`
+/// that derive them) are refused: gpumem models an indexer in every layer.
+fn indexer(f: &mut Fields<'_>) -> Result<Indexer, ModelError> {
+    let shared_listed = f
+        .map
+        .get("indexer_types")
+        .and_then(Value::as_array)
+        .is_some_and(|t| t.iter().any(|v| v.as_str() == Some("shared")));
+    let every_layer = f.uint(&["index_topk_freq"])?.is_none_or(|n| n <= 1)
+        && !f
+            .map
+            .get("index_topk_pattern")
+            .and_then(Value::as_str)
+            .is_some_and(|p| p.contains('S'));
+    if shared_listed || !every_layer {
+        return Err(f.bad(
+            "indexer_types",
+            "has layers sharing another layer's indexer (GLM-5.2's); gpumem models an indexer \
+             in every layer (GLM-5, GLM-5.1)"
+                .into(),
+        ));
+    }
+    Ok(Indexer {
+        heads: f.req(&["index_n_heads"])?,
+        head_dim: f.req(&["index_head_dim"])?,
+        top_k: f.req(&["index_topk"])?,
+    })
 }
 
 /// The window transformers applies where [`sliding_window`] records none: Mistral's, Mixtral's

@@ -260,3 +260,23 @@ fn falcon_h1_attends_beside_its_mixer_in_every_layer() {
     let (without, _) = parse(config(false)).unwrap();
     assert_eq!(with_norm.params().total - without.params().total, 3 * 256);
 }
+
+#[test]
+fn glm5_layers_sharing_an_indexer_are_refused_by_name() {
+    // GLM-5 and GLM-5.1: an indexer in every layer (the class's default), read.
+    let (arch, _) = parse(json!({ "model_type": "glm_moe_dsa" })).unwrap();
+    let i = arch.indexer.unwrap();
+    assert_eq!((i.heads, i.head_dim, i.top_k), (32, 128, 2048));
+    // GLM-5.2's shared layers, listed or derived, are not estimated silently.
+    for shared in [
+        json!({ "model_type": "glm_moe_dsa", "indexer_types": ["full", "shared"] }),
+        json!({ "model_type": "glm_moe_dsa", "index_topk_freq": 4 }),
+        json!({ "model_type": "glm_moe_dsa", "index_topk_pattern": "FFSS" }),
+    ] {
+        assert_eq!(
+            parse(shared).unwrap_err().to_string(),
+            "config.json: field 'indexer_types' has layers sharing another layer's indexer \
+             (GLM-5.2's); gpumem models an indexer in every layer (GLM-5, GLM-5.1)"
+        );
+    }
+}

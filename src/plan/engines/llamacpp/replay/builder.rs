@@ -146,9 +146,9 @@ pub(super) fn modelled(arch: &ModelArch) -> Option<Builder> {
 
 /// Sparse attention as llama.cpp's `deepseek32` builds it: only over an absorbed latent with a
 /// compressed query, and with an indexer key its Hadamard rotation covers whole (a power of
-/// two from 64); DeepSeek-V3.2 has an indexer and no other family does.
+/// two from 64); DeepSeek-V3.2 and GLM-5 have an indexer and no other family does.
 fn dsa_ok(arch: &ModelArch, mla: Option<Mla>) -> bool {
-    let v32 = arch.family_kind() == Family::DeepseekV32;
+    let v32 = arch.family_kind().has_sparse_attention();
     match (arch.indexer, mla) {
         (None, _) => !v32,
         (Some(i), Some(m)) => {
@@ -270,7 +270,7 @@ fn family_ok(
                 && arch.mlp_bias
                 && (family != Family::Starcoder2 || !arch.parallel_attention)
         }
-        Family::DeepseekV2 | Family::DeepseekV3 | Family::DeepseekV32 => {
+        Family::DeepseekV2 | Family::DeepseekV3 | Family::DeepseekV32 | Family::GlmDsa => {
             arch.moe.as_ref().is_some_and(|m| m.layer_freq <= 1)
         }
         Family::Glm4Moe => {
