@@ -259,6 +259,17 @@ const GLM5_CONFIG: &str = r#"{"model_type": "glm_moe_dsa", "hidden_size": 6144,
     "index_topk": 2048, "max_position_embeddings": 202752, "tie_word_embeddings": false,
     "vocab_size": 154880}"#;
 
+/// MiniMaxAI/MiniMax-M2: the architecture fields of the published config.json (its experts
+/// `intermediate_size` wide, RoPE on `rotary_dim` of each head, q and k normed whole, a
+/// sigmoid router with a correction bias). The repository is FP8; its quantization_config is
+/// left out here, so the weights follow `--dtype`.
+const MINIMAX_M2_CONFIG: &str = r#"{"model_type": "minimax_m2", "hidden_size": 3072,
+    "intermediate_size": 1536, "num_hidden_layers": 62, "num_attention_heads": 48,
+    "num_key_value_heads": 8, "head_dim": 128, "rotary_dim": 64, "num_local_experts": 256,
+    "num_experts_per_tok": 8, "scoring_func": "sigmoid", "use_routing_bias": true,
+    "use_qk_norm": true, "max_position_embeddings": 196608, "tie_word_embeddings": false,
+    "vocab_size": 200064}"#;
+
 /// moonshotai/Kimi-K2-Instruct: the architecture fields of the published config.json
 /// (DeepSeek-V3's layout with 384 experts and 64 heads).
 const KIMI_K2_CONFIG: &str = r#"{"model_type": "kimi_k2", "hidden_size": 7168,
@@ -789,6 +800,12 @@ pub fn catalog() -> Vec<CatalogModel> {
             QWEN35_35B_A3B_CONFIG,
         ),
         from_config("glm-5", &["glm5"], "zai-org/GLM-5", GLM5_CONFIG),
+        from_config(
+            "minimax-m2",
+            &["minimax-m2-230b-a10b"],
+            "MiniMaxAI/MiniMax-M2",
+            MINIMAX_M2_CONFIG,
+        ),
         from_config(
             "kimi-k2",
             &["kimi-k2-instruct"],

@@ -28,6 +28,10 @@ pub enum Family {
     /// projections apart and interleaved multimodal RoPE (llama.cpp's `qwen35` and `qwen35moe`
     /// builders).
     Qwen35,
+    /// MiniMax-M2: grouped-query attention with q and k RMS-normed over their whole width
+    /// (not per head) before a partial RoPE, and sigmoid-routed experts chosen with a
+    /// correction bias in every layer, no shared expert (llama.cpp's `minimax-m2` builder).
+    MinimaxM2,
     /// Gemma (two norms a layer).
     Gemma,
     /// Gemma 2.
@@ -124,6 +128,7 @@ pub const FAMILIES: &[Spellings] = &[
         &["qwen35", "qwen35moe"],
         &["qwen3_5_text", "qwen3_5_moe_text"],
     ),
+    row(Family::MinimaxM2, &["minimax-m2"], &["minimax_m2"]),
     row(Family::Gemma, &["gemma"], &["gemma"]),
     row(Family::Gemma2, &["gemma2"], &["gemma2"]),
     row(Family::Gemma3, &["gemma3"], &["gemma3", "gemma3_text"]),

@@ -421,6 +421,19 @@ fn config_json_readings_match_the_measured_ggufs() {
                 }
             }),
         ),
+        // MiniMax-M2 as its repository publishes it: the experts' width as intermediate_size,
+        // and the fields transformers does not declare (partial RoPE's rotary_dim, the
+        // router's) beside the shape.
+        (
+            "minimax-m2-layout.json",
+            serde_json::json!({
+                "model_type": "minimax_m2", "hidden_size": 3072, "num_hidden_layers": 4,
+                "num_attention_heads": 48, "num_key_value_heads": 8, "head_dim": 128,
+                "intermediate_size": 1536, "vocab_size": 200064, "tie_word_embeddings": false,
+                "num_local_experts": 16, "num_experts_per_tok": 8, "rotary_dim": 64,
+                "scoring_func": "sigmoid", "use_routing_bias": true, "use_qk_norm": true
+            }),
+        ),
         (
             "granite-4.0-h-layout.json",
             serde_json::json!({

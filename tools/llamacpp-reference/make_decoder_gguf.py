@@ -32,6 +32,10 @@ model's dimensions and no weight data (a sparse file), like make_gguf.py.
             of Falcon-40B's layout.
   gptneox   GPT-NeoX / Pythia: biased LayerNorms, fused and biased q/k/v, a biased GELU MLP
             beside attention (--serial-residual: after it), RoPE on --rotary of each head.
+  minimax-m2 MiniMax-M2: q and k RMS-normed over their whole width (not per head), RoPE on
+            --rope-dim of each head, every layer experts (--expert-ffn wide, which is also the
+            feed-forward length, as the converter writes it) chosen by sigmoid scores plus a
+            correction bias, no shared expert.
 
 Vectors are f32, matrices f16 (gpt-oss's experts MXFP4, as published).
 
@@ -205,7 +209,8 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("arch", choices=["gemma2", "gemma3", "qwen3", "qwen3moe", "mixtral", "cohere2",
                                     "phi3", "gpt-oss", "deepseek2", "deepseek32", "glm-dsa", "llama4", "glm4moe", "gemma",
-                                    "qwen2moe", "starcoder2", "falcon", "gptneox"])
+                                    "qwen2moe", "starcoder2", "falcon", "gptneox",
+                                    "minimax-m2"])
     p.add_argument("--shared-ffn", type=int, default=0, help="qwen2moe: the shared expert's width")
     p.add_argument("--norm-2", action="store_true", help="falcon: attn_norm_2 (Falcon-40B)")
     p.add_argument("--serial-residual", action="store_true",
@@ -301,6 +306,11 @@ def main() -> None:
         w.add_bool("glm4moe.expert_weights_norm", True)
         w.add_uint32("glm4moe.expert_gating_func", 2)
         w.add_uint32("glm4moe.rope.dimension_count", a.head_dim // 2)
+    if a.arch == "minimax-m2":
+        # The converter writes the router's scoring_func (sigmoid) as expert_gating_func, which
+        # llama.cpp's graph needs, and rotary_dim as the RoPE dimension count.
+        w.add_uint32("minimax-m2.expert_gating_func", 2)
+        w.add_rope_dimension_count(a.rope_dim)
     # llama.cpp's Phi-3 loader looks its end-of-turn tokens up by name.
     add_vocab(w, a.vocab, ("<|endoftext|>", "<|end|>") if a.arch == "phi3" else ())
 
@@ -381,6 +391,14 @@ def main() -> None:
             attention(t, b, a, biases=False, qk_norm=True)
             t(b + "ffn_norm.weight", (d,), F32)
             experts(t, b, a, F16, biases=False)
+        elif a.arch == "minimax-m2":
+            attention(t, b, a, biases=False, qk_norm=False)
+            # One norm over the whole query, one over the whole key.
+            t(b + "attn_q_norm.weight", (a.heads * a.head_dim,), F32)
+            t(b + "attn_k_norm.weight", (a.kv_heads * a.head_dim,), F32)
+            t(b + "ffn_norm.weight", (d,), F32)
+            experts(t, b, a, F16, biases=False)
+            t(b + "exp_probs_b.bias", (a.experts,), F32)
         else:
             attention(t, b, a, biases=True, qk_norm=False)
             t(b + "attn_sinks.weight", (a.heads,), F32)

@@ -380,6 +380,10 @@ pub struct ModelArch {
     /// The query is scaled by an op of its own before attention (Gemma's
     /// `query_pre_attn_scalar`), which llama.cpp's graph keeps live beside the scores.
     pub query_prescaled: bool,
+    /// The q and k norms (`Attention::Standard`'s `qk_norm`) are over the whole projection,
+    /// one weight per query and per key value (MiniMax-M2's `q_norm` of heads × head size,
+    /// `k_norm` of KV heads × head size), not one head's width shared by every head.
+    pub qk_norm_full_width: bool,
     /// Phi-3's fused projections: q, k and v in one matrix (`qkv_proj`), the gated MLP's gate
     /// and up in another (`gate_up_proj`), whose outputs llama.cpp keeps beside their splits.
     pub fused_projections: bool,
@@ -524,6 +528,7 @@ pub fn llama_like(
         active_without_embedding: false,
         embedding_norm: false,
         query_prescaled: false,
+        qk_norm_full_width: false,
         fused_projections: false,
         fused_gate_up_exps: false,
         no_rope: false,

@@ -36,7 +36,9 @@ impl ModelArch {
                 if *o_bias {
                     p += h;
                 }
-                if *qk_norm {
+                if *qk_norm && self.qk_norm_full_width {
+                    p += q + kv;
+                } else if *qk_norm {
                     p += 2 * u128::from(self.head_dim);
                 }
                 p

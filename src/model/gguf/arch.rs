@@ -367,6 +367,14 @@ fn from_tensors(k: &Keys<'_>, arch: &mut ModelArch, heads: u64, ffn: u64) {
         o_bias: k.has(".attn_output.bias"),
         qk_norm: k.has(".attn_q_norm.weight"),
     };
+    // A q norm as wide as the whole query (MiniMax-M2's) norms q and k whole, not per head.
+    let q_norm_width = file
+        .tensors
+        .iter()
+        .find(|t| t.name.starts_with("blk.") && t.name.ends_with(".attn_q_norm.weight"))
+        .and_then(|t| t.dims.first().copied());
+    arch.qk_norm_full_width =
+        heads > 1 && q_norm_width == Some(heads.saturating_mul(arch.head_dim));
     arch.attention_sinks = k.has(".attn_sinks.weight");
     arch.mlp_bias = k.has(".ffn_up.bias") || k.has(".ffn_up_exps.bias");
     // Phi-3 fuses gate and up into one ffn_up of twice the feed-forward width.

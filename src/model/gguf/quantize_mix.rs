@@ -314,7 +314,10 @@ fn layer_specs(arch: &ModelArch, l: u64, v: &mut Vec<Spec>) {
         if o_bias {
             add("attn_output.bias", &[h], Role::Kept);
         }
-        if qk_norm {
+        if qk_norm && arch.qk_norm_full_width {
+            add("attn_q_norm.weight", &[q], Role::Kept);
+            add("attn_k_norm.weight", &[kv], Role::Kept);
+        } else if qk_norm {
             add("attn_q_norm.weight", &[arch.head_dim], Role::Kept);
             add("attn_k_norm.weight", &[arch.head_dim], Role::Kept);
         }

@@ -271,6 +271,16 @@ pub(super) const CLASSES: &[Class] = &[
         ("moe_intermediate_size", Uint(768)), ("num_experts_per_tok", Uint(8)),
         ("num_experts", Uint(128)),
     ], &[]),
+    // MiniMax-M2: its experts are intermediate_size wide (no moe_intermediate_size); every
+    // layer routes, with a correction bias the class always has.
+    class("minimax_m2", "MiniMaxM2Config", &[
+        ("vocab_size", Uint(200_064)), ("hidden_size", Uint(3072)),
+        ("intermediate_size", Uint(1536)), ("num_hidden_layers", Uint(62)),
+        ("num_attention_heads", Uint(48)), ("num_key_value_heads", Uint(8)),
+        ("head_dim", Uint(128)), ("max_position_embeddings", Uint(196_608)),
+        ("tie_word_embeddings", Bool(false)), ("num_experts_per_tok", Uint(8)),
+        ("num_local_experts", Uint(256)),
+    ], &[]),
     class("llama4_text", "Llama4TextConfig", &[
         ("vocab_size", Uint(202_048)), ("hidden_size", Uint(5120)),
         ("intermediate_size", Uint(8192)), ("intermediate_size_mlp", Uint(16_384)),

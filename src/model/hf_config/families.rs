@@ -37,6 +37,14 @@ pub(super) fn apply(
         Family::Qwen3 | Family::Qwen3Moe => {
             arch.attention = standard(bias.unwrap_or(false), false, true)
         }
+        // MiniMax-M2: no attention biases; q and k RMS-normed over their whole width
+        // (`q_norm` of heads × head_dim, `k_norm` of KV heads × head_dim). Its experts are
+        // `intermediate_size` wide, read by `moe.rs` as the width of a model without
+        // `moe_intermediate_size`; `rotary_dim` (partial RoPE) sets no memory.
+        Family::MinimaxM2 => {
+            arch.attention = standard(false, false, true);
+            arch.qk_norm_full_width = true;
+        }
         Family::Llama4 => llama4(f, arch)?,
         Family::GptOss => {
             arch.attention = standard(bias.unwrap_or(true), bias.unwrap_or(true), false);

@@ -26,6 +26,7 @@ impl Family {
                 | Family::Glm4Moe
                 | Family::GptOss
                 | Family::NemotronH
+                | Family::MinimaxM2
         )
     }
 

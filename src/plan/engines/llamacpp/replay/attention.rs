@@ -234,7 +234,7 @@ fn grouped(
     // Views into a fused projection (or the query beside its gate) are strided until an op
     // makes them afresh.
     let (q_projected, k_projected) = (q, k);
-    let (mut q, mut k) = if b.qk_norm {
+    let (mut q, mut k) = if b.qk_norm && !c.arch.qk_norm_full_width {
         (
             super::norm(c, g, q, (query, Q3), (super::Q_NORM, c.arch.head_dim)),
             super::norm(c, g, k, (kv, K3), (super::K_NORM, c.arch.head_dim)),
@@ -331,8 +331,8 @@ impl Qkv {
 }
 
 /// Q, K and V as 3-D views of their projections (one fused projection where the architecture
-/// has it), each biased where it is, and Qwen3-Next's projection holding the query and its
-/// gate.
+/// has it), each biased where it is (q and k normed whole first where MiniMax-M2 norms them),
+/// and Qwen3-Next's projection holding the query and its gate.
 fn project_qkv(
     c: &super::Ctx<'_>,
     g: &mut Graph,
@@ -375,6 +375,15 @@ fn project_qkv(
         let q = project(g, query, QUERY, Qkv::Q, q_dim);
         let k = project(g, kv, KV, Qkv::K, kv_dim);
         let v = project(g, kv, KV, Qkv::V, kv_dim);
+        // MiniMax-M2 norms q and k over their whole width, before they are viewed per head.
+        let (q, k) = if c.b.qk_norm && c.arch.qk_norm_full_width {
+            (
+                super::norm(c, g, q, (query, QUERY), (super::Q_NORM, q_dim)),
+                super::norm(c, g, k, (kv, KV), (super::K_NORM, kv_dim)),
+            )
+        } else {
+            (q, k)
+        };
         (g.view(q, Q3), g.view(k, K3), g.view(v, OTHER), None)
     })
 }

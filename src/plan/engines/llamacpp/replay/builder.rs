@@ -40,7 +40,7 @@ pub(super) struct Builder {
     pub(super) fused_qkv: bool,
     /// GLM-4.5 (`glm4moe`): dense leading layers, then sigmoid-scored experts chosen with a
     /// per-expert correction bias, normalised (and maybe scaled) weights, and a shared expert.
-    /// DeepSeek-V3's experts are routed the same way.
+    /// DeepSeek-V3's and MiniMax-M2's experts are routed the same way.
     pub(super) glm: bool,
     /// DeepSeek-V2/V3 (`deepseek2`): multi-head latent attention, and DeepSeek-V2's softmax
     /// router whose weights are not normalised.
@@ -94,10 +94,11 @@ pub(super) struct Mla {
 
 /// The decoder layouts llama.cpp builds with the graph modelled here (its `llama`, `qwen2`,
 /// `qwen3`, `qwen3moe`, `qwen2moe`, `openai-moe`, `gemma`, `gemma2`, `gemma3`, `phi3`, `llama4`,
-/// `cohere2`, `falcon`, `starcoder2`, `gptneox`, `glm4moe` and `deepseek2` builders; Mistral's
-/// and Mixtral's GGUFs are `llama`): pre-norm attention with grouped K/V, optional q/k/v and
-/// output biases, per-head q/k norms (Qwen3, Gemma 3), and a gated feed-forward or routed
-/// experts (a GELU MLP in Falcon, StarCoder2 and GPT-NeoX).
+/// `cohere2`, `falcon`, `starcoder2`, `gptneox`, `glm4moe`, `deepseek2` and `minimax-m2`
+/// builders; Mistral's and Mixtral's GGUFs are `llama`): pre-norm attention with grouped K/V,
+/// optional q/k/v and output biases, per-head q/k norms (Qwen3, Gemma 3) or whole-width ones
+/// (MiniMax-M2), and a gated feed-forward or routed experts (a GELU MLP in Falcon, StarCoder2
+/// and GPT-NeoX).
 pub(super) fn modelled(arch: &ModelArch) -> Option<Builder> {
     // Encoders are built by `encoder.rs`, from the arch's `Encoder` alone.
     if arch.encoder.is_some() {
@@ -117,7 +118,9 @@ pub(super) fn modelled(arch: &ModelArch) -> Option<Builder> {
     if arch.fused_projections != f.fused {
         return None;
     }
+    // Whole-width q/k norms are MiniMax-M2's alone (its loader requires them).
     let ok = family_ok(arch, family, (qkv_bias, o_bias, qk_norm))
+        && arch.qk_norm_full_width == (family == Family::MinimaxM2)
         && norms_ok(arch, family, &f)
         && moe_ok(arch, &f)
         && layout_ok(arch, &f)
@@ -219,7 +222,7 @@ impl Flags {
             cohere: family == Family::Cohere2,
             falcon: family == Family::Falcon,
             neox: matches!(family, Family::Starcoder2 | Family::GptNeox),
-            glm: family == Family::Glm4Moe,
+            glm: matches!(family, Family::Glm4Moe | Family::MinimaxM2),
             deepseek: family.is_deepseek(),
             qwen2_moe: family == Family::Qwen2Moe,
         }
@@ -279,6 +282,21 @@ fn family_ok(
                     .moe
                     .as_ref()
                     .is_some_and(|m| m.router_bias && m.layer_freq <= 1)
+        }
+        // MiniMax-M2: experts in every layer, chosen by sigmoid scores plus a correction bias,
+        // no shared expert; its loader reads no weights scale (none is applied).
+        Family::MinimaxM2 => {
+            qk_norm
+                && !qkv_bias
+                && !o_bias
+                && arch.moe.as_ref().is_some_and(|m| {
+                    m.router_bias
+                        && !m.scaled_weights
+                        && !m.shared_gate
+                        && m.shared_intermediate == 0
+                        && m.first_dense_layers == 0
+                        && m.layer_freq <= 1
+                })
         }
         _ => {
             family == Family::GptOss
