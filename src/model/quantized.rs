@@ -19,6 +19,12 @@
 //!   `[out, in·b/32]`, `weight_scale` in the dtype `[out, ⌈in/g⌉]`, `weight_shape` int64 `[2]`,
 //!   and, when asymmetric, `weight_zero_point` int32 `[⌈out·b/32⌉, ⌈in/g⌉]`; `float-quantized`
 //!   (fp8): one byte per weight and an f32 scale per channel or tensor.
+//! - **fp4** — NVFP4 (ModelOpt's `quant_algo: NVFP4`, compressed-tensors'
+//!   `nvfp4-pack-quantized`) and compressed-tensors' `mxfp4-pack-quantized`: two 4-bit floats
+//!   a byte `[out, in/2]`, a one-byte scale per group of 16 (fp8 e4m3) or 32 (e8m0)
+//!   `[out, ⌈in/g⌉]`, and NVFP4's f32 global scales (the weight's, and the input's where
+//!   activations are quantized too), as vLLM 0.33's `ModelOptNvFp4` and
+//!   `CompressedTensorsW4A4Fp4` load them.
 //! - **bitsandbytes** 8-bit: int8 weight and an f32 `SCB` per output row. 4-bit (nf4/fp4):
 //!   two weights per byte and an absmax per 64 (f32, or u8 with double quantization plus an
 //!   f32 absmax per 256 of those and a 256-entry code), a 16-entry code and a serialized
@@ -255,6 +261,11 @@ pub(crate) enum Scheme {
     Bnb4 {
         double_quant: bool,
     },
+    /// 4-bit floats: `group` values share a one-byte scale; `globals` f32 scales a layer.
+    Fp4 {
+        group: u64,
+        globals: u64,
+    },
 }
 
 fn groups(inputs: u64, group: u64) -> u128 {
@@ -303,6 +314,9 @@ pub(crate) fn linear_bytes(scheme: Scheme, inputs: u64, outputs: u64, scale: u12
         }
         Scheme::FloatQuantized { per_channel } => n + if per_channel { o * scale } else { scale },
         Scheme::Bnb8 => n + o * 4,
+        Scheme::Fp4 { group, globals } => {
+            n.div_ceil(2) + o * groups(inputs, group) + u128::from(globals) * 4
+        }
         Scheme::Bnb4 { double_quant } => {
             let blocks = n.div_ceil(64);
             let absmax = if double_quant {
@@ -445,7 +459,23 @@ pub(crate) fn scheme(q: &Value) -> Result<Option<Scheme>, FieldError> {
             }
         }
         "compressed-tensors" => return compressed_tensors(q),
+        "modelopt" | "modelopt_fp4" => return modelopt(q),
         _ => return Ok(None),
+    }))
+}
+
+/// ModelOpt's config (flat, or under `quantization` as its hf_quant_config.json writes it):
+/// NVFP4 in groups of `group_size` (16) with the weight's and the input's global scales; its
+/// other algorithms are left to `--dtype`.
+fn modelopt(q: &Value) -> Result<Option<Scheme>, FieldError> {
+    let q = q.get("quantization").filter(|v| v.is_object()).unwrap_or(q);
+    let algo = q.get("quant_algo").and_then(Value::as_str).unwrap_or("");
+    if !algo.eq_ignore_ascii_case("nvfp4") {
+        return Ok(None);
+    }
+    Ok(Some(Scheme::Fp4 {
+        group: group_field(q, "group_size", 16)?,
+        globals: 2,
     }))
 }
 
@@ -486,7 +516,19 @@ fn compressed_tensors(q: &Value) -> Result<Option<Scheme>, FieldError> {
             ))
         }
     };
+    let fp4 = |group: u64, globals: u64| -> Result<Scheme, FieldError> {
+        Ok(Scheme::Fp4 {
+            group: group_field(w, "group_size", i64::try_from(group).unwrap_or(16))
+                .map_err(|(_, why)| field_error(&at("group_size"), why))?,
+            globals,
+        })
+    };
+    // NVFP4 keeps the weight's global scale, and the input's where activations are quantized
+    // too (W4A4); MXFP4's e8m0 scales need none.
+    let activations = group.get("input_activations").is_some_and(|a| !a.is_null());
     Ok(Some(match format {
+        "nvfp4-pack-quantized" => fp4(16, 1 + u64::from(activations))?,
+        "mxfp4-pack-quantized" => fp4(32, 0)?,
         "pack-quantized" => Scheme::PackQuantized {
             bits,
             group: if strategy == "group" {
@@ -505,11 +547,15 @@ fn compressed_tensors(q: &Value) -> Result<Option<Scheme>, FieldError> {
     }))
 }
 
-/// The modules a config keeps unquantized: `modules_to_not_convert` or `ignore`.
+/// The modules a config keeps unquantized: `modules_to_not_convert`, `ignore` or ModelOpt's
+/// `exclude_modules` (flat or under `quantization`).
 pub(crate) fn kept(q: &Value) -> Vec<String> {
-    ["modules_to_not_convert", "ignore"]
+    let nested = q.get("quantization").filter(|v| v.is_object());
+    ["modules_to_not_convert", "ignore", "exclude_modules"]
         .iter()
-        .filter_map(|k| q.get(*k).and_then(Value::as_array))
+        .flat_map(|k| [q.get(*k), nested.and_then(|n| n.get(*k))])
+        .flatten()
+        .filter_map(Value::as_array)
         .flatten()
         .filter_map(Value::as_str)
         .map(str::to_string)
@@ -520,6 +566,10 @@ pub(crate) fn kept(q: &Value) -> Vec<String> {
 /// expressions reduced to their common forms (a suffix such as `re:.*mlp.gate$`), otherwise a
 /// module path or a part of one.
 fn names(pattern: &str, name: &str) -> bool {
+    if !pattern.starts_with("re:") && pattern.contains('*') {
+        // ModelOpt's and gpt-oss's wildcards (`model.layers.*.self_attn*`): `*` any run.
+        return wildcard(pattern, name) || wildcard(&format!("{pattern}.*"), name);
+    }
     match pattern.strip_prefix("re:") {
         Some(re) => {
             let core = re.trim_start_matches(".*").trim_end_matches('$');
@@ -536,6 +586,26 @@ fn names(pattern: &str, name: &str) -> bool {
                 || name.split('.').any(|part| part == pattern)
         }
     }
+}
+
+/// Whether `name` matches `pattern`, whose `*` stands for any run of characters.
+fn wildcard(pattern: &str, name: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if parts.len() == 1 {
+        return name == pattern;
+    }
+    if !name.starts_with(first) || !name[first.len()..].ends_with(last) {
+        return false;
+    }
+    let mut rest = &name[first.len()..name.len() - last.len()];
+    for part in &parts[1..parts.len() - 1] {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    true
 }
 
 /// Checkpoint bytes: quantized linear layers by `scheme`, everything else at 2 bytes a
@@ -642,6 +712,79 @@ mod tests {
             256 * 64 * 4 + 256 * 4 * 2 + 16 + 32 * 4 * 4
         );
         assert!(scheme(&json!({"quant_method": "hqq"})).unwrap().is_none());
+    }
+
+    #[test]
+    fn fp4_checkpoints_are_their_vllm_tensors() {
+        // ModelOpt NVFP4 (flat, or nested as hf_quant_config.json writes it): weight u8
+        // [256, 512/2], weight_scale fp8 [256, 512/16], weight_scale_2 and input_scale f32.
+        let flat = json!({"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16});
+        let nested = json!({"quant_method": "modelopt",
+            "quantization": {"quant_algo": "nvfp4", "exclude_modules": ["lm_head"]}});
+        for q in [&flat, &nested] {
+            let s = scheme(q).unwrap().unwrap();
+            assert_eq!(linear_bytes(s, 512, 256, 2), 256 * 256 + 256 * 32 + 8);
+        }
+        assert_eq!(kept(&nested), ["lm_head"]);
+        let fp8 = json!({"quant_method": "modelopt", "quant_algo": "FP8"});
+        assert!(scheme(&fp8).unwrap().is_none());
+        // compressed-tensors NVFP4: weight_packed, weight_scale, weight_global_scale, and
+        // input_global_scale only where activations are quantized; MXFP4: e8m0 scales a 32.
+        let ct = |format: &str, activations: Value| {
+            json!({"quant_method": "compressed-tensors", "format": format,
+                "config_groups": {"group_0": {"targets": ["Linear"],
+                "weights": {"num_bits": 4, "type": "float", "strategy": "tensor_group",
+                "group_size": 16}, "input_activations": activations}}})
+        };
+        let w4a4 = scheme(&ct("nvfp4-pack-quantized", json!({"num_bits": 4})))
+            .unwrap()
+            .unwrap();
+        assert_eq!(linear_bytes(w4a4, 512, 256, 2), 256 * 256 + 256 * 32 + 8);
+        let w4a16 = scheme(&ct("nvfp4-pack-quantized", Value::Null))
+            .unwrap()
+            .unwrap();
+        assert_eq!(linear_bytes(w4a16, 512, 256, 2), 256 * 256 + 256 * 32 + 4);
+        let mut mx = ct("mxfp4-pack-quantized", Value::Null);
+        mx["config_groups"]["group_0"]["weights"]["group_size"] = json!(32);
+        let mx = scheme(&mx).unwrap().unwrap();
+        assert_eq!(linear_bytes(mx, 512, 256, 2), 256 * 256 + 256 * 16);
+    }
+
+    #[test]
+    fn wildcard_exclusions_keep_what_they_name() {
+        assert!(names(
+            "model.layers.*.self_attn*",
+            "model.layers.3.self_attn.q_proj"
+        ));
+        assert!(names(
+            "model.layers.*.self_attn",
+            "model.layers.3.self_attn.q_proj"
+        ));
+        assert!(names("*mlp.gate", "model.layers.3.mlp.gate"));
+        assert!(!names(
+            "model.layers.*.self_attn*",
+            "model.layers.3.mlp.gate_proj"
+        ));
+        assert!(!names("model.layers.1*.mlp", "model.layers.2.mlp.up_proj"));
+        assert!(names("model.layers.1*.mlp", "model.layers.12.mlp.up_proj"));
+    }
+
+    proptest::proptest! {
+        // Any pattern and name: no panic (slicing at char boundaries), a star matches
+        // everything, a name matches itself, and a star standing for any part of a name
+        // matches it.
+        #[test]
+        fn wildcards_match_what_they_stand_for(name in "\\PC{0,24}", cut in 0usize..24) {
+            let _ = wildcard(&name, &name.chars().rev().collect::<String>());
+            proptest::prop_assert!(wildcard("*", &name));
+            proptest::prop_assert!(wildcard(&name.replace('*', ""), &name.replace('*', "")));
+            let chars: Vec<char> = name.chars().filter(|&c| c != '*').collect();
+            let at = cut.min(chars.len());
+            let head: String = chars[..at].iter().collect();
+            let whole: String = chars.iter().collect();
+            let pattern = head + "*";
+            proptest::prop_assert!(wildcard(&pattern, &whole));
+        }
     }
 
     #[test]
