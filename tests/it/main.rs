@@ -41,4 +41,5 @@ mod sglang_reference;
 mod stress;
 mod training_fsdp;
 mod transfers;
+mod vllm_pages_2026;
 mod vllm_reference;

@@ -308,6 +308,41 @@ pub fn fit(
     })
 }
 
+/// The KV cache vLLM makes of some bytes on each rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KvOfAvailable {
+    /// KV blocks.
+    pub blocks: u64,
+    /// Tokens a block holds (a hybrid's attention block, grown to hold a state page).
+    pub block_size: u64,
+    /// KV cache groups (full, sliding and recurrent layer groups), whose blocks share the pool.
+    pub groups: u64,
+    /// "GPU KV cache size" as vLLM 0.33 prints it: the concurrency times `max_model_len`.
+    pub tokens: u64,
+}
+
+/// The KV cache vLLM makes of `available` bytes on each of `tp` ranks (its log's "Available KV
+/// cache memory") for the whole model on one stage. This is the cache's own arithmetic (pages,
+/// hybrid groups, state pages, block size), apart from how the budget is reached; `None` for
+/// a mixer vLLM does not run.
+pub fn kv_of_available(
+    model: &VllmModel<'_>,
+    tp: u64,
+    cfg: &VllmConfig,
+    available: u64,
+) -> Option<KvOfAvailable> {
+    let tokens = cfg.max_num_batched_tokens.unwrap_or(8192);
+    let pages = KvPages::of(model, tp.max(1), cfg, tokens, 0..model.arch.num_layers)?;
+    let blocks = available / pages.block_bytes.max(1);
+    let per_request = pages.blocks_per_request(cfg.max_model_len);
+    Some(KvOfAvailable {
+        blocks,
+        block_size: pages.block_size(),
+        groups: pages.groups(),
+        tokens: kv_tokens(blocks, per_request, cfg.max_model_len),
+    })
+}
+
 fn outcome(
     pages: &KvPages,
     cfg: &VllmConfig,

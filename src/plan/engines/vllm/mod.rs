@@ -32,6 +32,7 @@ pub const VERSION: super::EngineVersion = super::EngineVersion {
 
 pub use config::{VllmConfig, VllmDtype, VllmGpu, VllmModel};
 pub use fit::{
-    accepts_tp, fit, stage_layers, Layout, LayoutRejection, Unmodelled, VllmFit, VllmOutcome,
+    accepts_tp, fit, kv_of_available, stage_layers, KvOfAvailable, Layout, LayoutRejection,
+    Unmodelled, VllmFit, VllmOutcome,
 };
 pub use plan::{select_vllm, Vllm};

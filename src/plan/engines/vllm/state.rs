@@ -34,10 +34,12 @@ fn state_page(ssm: &Ssm, tp: u64, act: u64, ssm_bytes: u64) -> Option<u64> {
 }
 
 /// The scan state's element bytes: the model's dtype, but Nemotron-H's f32 (vLLM's
-/// `NemotronHForCausalLMConfig` default, "the only one known to have no accuracy issues").
+/// `NemotronHForCausalLMConfig` default, "the only one known to have no accuracy issues") and
+/// Qwen3.5's (its published configs set `mamba_ssm_dtype: float32`, which
+/// `Qwen3_5ForConditionalGenerationConfig` makes the cache's).
 fn ssm_state_bytes(arch: &ModelArch, act: u64) -> u64 {
     match arch.family_kind() {
-        Family::NemotronH => 4,
+        Family::NemotronH | Family::Qwen35 => 4,
         _ => act,
     }
 }

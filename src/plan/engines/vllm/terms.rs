@@ -281,7 +281,7 @@ pub(super) struct KvPages {
 
 impl KvPages {
     /// `None` for a recurrent mixer vLLM does not run.
-    fn of(
+    pub(super) fn of(
         model: &VllmModel<'_>,
         tp: u64,
         cfg: &VllmConfig,
@@ -339,6 +339,11 @@ impl KvPages {
             state_groups: recurrent.div_ceil(group),
             state_pages,
         })
+    }
+
+    /// The KV cache groups whose blocks share the pool.
+    pub fn groups(&self) -> u64 {
+        self.full_groups + self.sliding_groups + self.state_groups
     }
 
     /// Blocks one request of `len` tokens takes.
