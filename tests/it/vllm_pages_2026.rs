@@ -3,6 +3,8 @@
 //! memory each log says was left for the cache, turned into blocks and tokens by gpumem's page
 //! arithmetic, against the "GPU KV cache size" vLLM printed.
 
+#![allow(clippy::unwrap_used)]
+
 use std::path::Path;
 
 use serde_json::Value;
