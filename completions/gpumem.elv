@@ -172,6 +172,7 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand --cpu-offload-gb 'vLLM: GiB of each GPU''s layer weights kept in host memory (--cpu-offload-gb)'
             cand --pp-layer-partition 'vLLM: each pipeline stage''s layers, as VLLM_PP_LAYER_PARTITION gives them (e.g. 16,32); only layouts with that many stages are planned'
             cand --tensor-parallel-size 'vLLM: exactly N tensor-parallel ranks a stage (--tensor-parallel-size) [default: the fewest GPUs that serve]'
+            cand --speculative-config 'vLLM: speculative decoding, as vLLM takes it (JSON: `method` eagle, eagle3, mtp or ngram, `num_speculative_tokens`): the draft''s weights (modelled from the model''s shape) and KV layer join the plan; a draft model of its own is refused'
             cand --fit-ctx-min 'llama.cpp: the shortest context --fit-context may choose (llama.cpp''s --fit-ctx)'
             cand --llamacpp-device 'llama.cpp: the ggml backend the GPUs run, for how their compute buffers are laid out [default: cuda for CUDA, ROCm and simulated GPUs, metal for Apple GPUs, vulkan for Vulkan GPUs, else cpu-rules]'
             cand --flash-attn 'llama.cpp: flash attention (-fa); auto turns it on where the backend has it, as every backend gpumem models does'

@@ -121,4 +121,15 @@ pub struct VllmArgs {
     /// fewest GPUs that serve].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024), help_heading = "vLLM (--engine vllm)", hide_short_help = true)]
     pub tensor_parallel_size: Option<u64>,
+
+    /// vLLM: speculative decoding, as vLLM takes it (JSON: `method` eagle, eagle3, mtp or
+    /// ngram, `num_speculative_tokens`): the draft's weights (modelled from the model's shape)
+    /// and KV layer join the plan; a draft model of its own is refused.
+    #[arg(
+        long,
+        value_name = "JSON",
+        help_heading = "vLLM (--engine vllm)",
+        hide_short_help = true
+    )]
+    pub speculative_config: Option<String>,
 }

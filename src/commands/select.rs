@@ -5,7 +5,7 @@ use anyhow::Result;
 use super::options::{
     check_context, check_pp_layer_partition, check_suggest_dtype, check_tensor_parallel,
     load_options, ollama_kv_type, probe_all, select_engines, select_llamacpp_config, select_policy,
-    select_sim_devices, select_vllm_config, select_what, sglang_tp, SelectWhat,
+    select_sim_devices, select_vllm_config, select_what, sglang_tp, vllm_speculative, SelectWhat,
 };
 use crate::backend::{discover_with, host_info, same_gpus};
 use crate::cli::SelectArgs;
@@ -150,6 +150,7 @@ fn engine_settings(
             if engine == Some(Engine::Ollama) {
                 ollama_kv_type(&args.settings, settings)?;
             }
+            vllm_speculative(args)?;
             select_vllm_config(args, settings)
         }
         Demand::Bytes(_) => VllmConfig::defaults(1),

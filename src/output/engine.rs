@@ -59,6 +59,18 @@ pub fn vllm_text(text: &mut String, f: &VllmFit, serves: bool, max_model_len: u6
             format_bytes(t.bytes)
         );
     }
+    if let Some(crate::plan::engines::vllm::VllmDraft { draft: d, tokens }) = &f.draft {
+        let _ = writeln!(
+            text,
+            "  with the {} draft ({tokens} token{} a step): {} of weights (modelled, in the \
+             weights) and {} KV layer{} in the pool",
+            d.algorithm.flag(),
+            if *tokens == 1 { "" } else { "s" },
+            format_bytes(d.weights_bytes),
+            d.layers,
+            if d.layers == 1 { "" } else { "s" }
+        );
+    }
     match f.outcome {
         VllmOutcome::Serves if serves => {
             let _ = writeln!(

@@ -572,3 +572,32 @@ proptest! {
         prop_assert!(PhysicalId::new(None, Some(&short)).same_device(&PhysicalId::new(None, Some(&long))));
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    // `--speculative-config`: any text is read or refused with a reason, never a panic; a
+    // reading keeps the JSON for the launch and a token count from 1 to 64.
+    #[test]
+    fn speculative_configs_read_or_refuse(json in "\\PC{0,80}",
+                                          method in "(mtp|eagle|eagle3|ngram|deepseek_mtp|suffix|)",
+                                          tokens in proptest::option::of(-3i64..100)) {
+        use gpumem::commands::options::parse_speculative;
+        let _ = parse_speculative(&json);
+        let mut obj = serde_json::Map::new();
+        if !method.is_empty() {
+            obj.insert("method".into(), method.clone().into());
+        }
+        if let Some(t) = tokens {
+            obj.insert("num_speculative_tokens".into(), t.into());
+        }
+        let text = serde_json::Value::Object(obj).to_string();
+        match parse_speculative(&text) {
+            Ok(s) => {
+                prop_assert_eq!(&s.json, &text);
+                prop_assert!((1..=64).contains(&s.tokens));
+            }
+            Err(why) => prop_assert!(!why.is_empty()),
+        }
+    }
+}

@@ -10,7 +10,8 @@ use std::path::Path;
 use serde_json::Value;
 
 use gpumem::model::{find_model, parse_config, ModelArch};
-use gpumem::plan::engines::vllm::{kv_of_available, VllmConfig, VllmModel};
+use gpumem::plan::engines::speculative::SpecAlgorithm;
+use gpumem::plan::engines::vllm::{kv_of_available, VllmConfig, VllmModel, VllmSpeculative};
 
 use crate::common;
 
@@ -42,7 +43,13 @@ fn tokens(run: &Value) -> (u64, u64) {
         weights_bytes: 0,
         activation_bytes: 2,
     };
+    let speculative = run.get("speculative").map(|s| VllmSpeculative {
+        method: SpecAlgorithm::Mtp,
+        tokens: s["num_speculative_tokens"].as_u64().unwrap(),
+        json: s.to_string(),
+    });
     let cfg = VllmConfig {
+        speculative,
         kv_element_bytes: run["kv_element_bytes"].as_u64().unwrap(),
         max_num_batched_tokens: run["max_num_batched_tokens"].as_u64(),
         ..VllmConfig::defaults(run["max_model_len"].as_u64().unwrap())
@@ -89,4 +96,75 @@ fn kv_pages_of_2026_architectures_match_vllm_start_up_logs() {
     }
     println!("{table}");
     assert!(failures.is_empty(), "{table}\n{}", failures.join("\n"));
+}
+
+// `--speculative-config` as vLLM takes it: an MTP draft's weights and KV layer join the plan,
+// the hybrid's attention block grows as vLLM's log says (2,144 tokens for Qwen3.6-35B-A3B with
+// 3 MTP tokens and an fp8 cache), and the launch carries the JSON as given.
+#[test]
+fn a_speculative_config_joins_the_plan_and_the_launch() {
+    let json = r#"{"method":"qwen3_5_mtp","num_speculative_tokens":3}"#;
+    let run = |spec: Option<&str>| {
+        let mut args = vec![
+            "--json",
+            "select",
+            "--model",
+            "qwen3.5-35b-a3b",
+            "--engine",
+            "vllm",
+            "--device",
+            "sim:h200",
+            "--kv-dtype",
+            "fp8",
+        ];
+        if let Some(s) = spec {
+            args.extend(["--speculative-config", s]);
+        }
+        let out = common::gpumem().args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let (with, without) = (run(Some(json)), run(None));
+    let draft = &with["plan"]["engine"]["draft"];
+    assert_eq!(draft["algorithm"], "MTP");
+    assert_eq!(
+        (draft["layers"].as_u64(), draft["tokens"].as_u64()),
+        (Some(1), Some(3))
+    );
+    assert!(draft["weights_bytes"].as_u64().unwrap() > 1 << 30);
+    assert_eq!(with["plan"]["engine"]["block_size"], 2144);
+    assert_eq!(without["plan"]["engine"]["block_size"], 2096);
+    assert!(without["plan"]["engine"]["draft"].is_null());
+    let kv = |doc: &Value| doc["plan"]["engine"]["kv_tokens"].as_u64().unwrap();
+    assert!(kv(&with) < kv(&without), "{} {}", kv(&with), kv(&without));
+    assert!(with
+        .to_string()
+        .contains(&serde_json::to_string(json).unwrap()));
+    // A draft model of its own, or JSON vLLM would not take, is a usage error.
+    for (spec, why) in [
+        (
+            r#"{"model":"Qwen/Qwen3.5-0.8B","num_speculative_tokens":3}"#,
+            "method (none: a draft model) is not modelled (gpumem models eagle, eagle3, mtp and \
+             ngram drafts; a draft model of its own is not)",
+        ),
+        (
+            r#"{"method":"eagle3"}"#,
+            "num_speculative_tokens is missing",
+        ),
+        (
+            r#"{"method":"mtp","num_speculative_tokens":0}"#,
+            "num_speculative_tokens 0 is not from 1 to 64",
+        ),
+    ] {
+        let out = common::gpumem()
+            .args(["select", "--model", "qwen3.5-35b-a3b", "--engine", "vllm"])
+            .args(["--device", "sim:h200", "--speculative-config", spec])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{spec}");
+        assert_eq!(
+            String::from_utf8(out.stderr).unwrap().trim_end(),
+            format!("gpumem: error: --speculative-config: {why}")
+        );
+    }
 }

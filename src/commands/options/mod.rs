@@ -28,7 +28,8 @@ use crate::plan::engines::pytorch::training::{
     AttnImplementation, Ddp, DeepSpeed, Fsdp, Lora, LoraTargets, Recipe, ZeroStage,
 };
 use crate::plan::engines::pytorch::PytorchRun;
-use crate::plan::engines::vllm::{LayoutRejection, VllmConfig};
+use crate::plan::engines::speculative::SpecAlgorithm;
+use crate::plan::engines::vllm::{LayoutRejection, VllmConfig, VllmSpeculative};
 use crate::plan::engines::LlamaCppConfig;
 use crate::plan::engines::{self, Settings};
 use crate::plan::launch::{Engine, ModelRef};
@@ -419,6 +420,55 @@ pub fn select_engines(args: &SelectArgs, model: &ModelRef) -> Vec<Engine> {
         .collect()
 }
 
+/// `--speculative-config`, read as vLLM reads it (see [`parse_speculative`]).
+pub fn vllm_speculative(args: &SelectArgs) -> Result<Option<VllmSpeculative>> {
+    match &args.vllm.speculative_config {
+        None => Ok(None),
+        Some(json) => parse_speculative(json)
+            .map(Some)
+            .map_err(|why| CliError::Usage(format!("--speculative-config: {why}")).into()),
+    }
+}
+
+/// vLLM's `--speculative-config` JSON: its method (vLLM 0.33's MTP spellings, such as
+/// `deepseek_mtp` and `qwen3_5_mtp`, are MTP) and `num_speculative_tokens`; why not, for JSON
+/// that is not an object, a method gpumem does not model (a draft model of its own, `suffix`,
+/// `dflash`…) or a token count that is not from 1 to 64.
+pub fn parse_speculative(json: &str) -> std::result::Result<VllmSpeculative, String> {
+    let value: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| format!("not JSON ({e})"))?;
+    let obj = value.as_object().ok_or("not a JSON object")?;
+    let method = match obj.get("method").and_then(serde_json::Value::as_str) {
+        Some("eagle") => SpecAlgorithm::Eagle,
+        Some("eagle3") => SpecAlgorithm::Eagle3,
+        Some("ngram") => SpecAlgorithm::Ngram,
+        Some(m) if m == "mtp" || m.ends_with("_mtp") => SpecAlgorithm::Mtp,
+        None if obj.get("model").and_then(serde_json::Value::as_str) == Some("ngram") => {
+            SpecAlgorithm::Ngram
+        }
+        other => {
+            return Err(format!(
+                "method {} is not modelled (gpumem models eagle, eagle3, mtp and ngram drafts; \
+                 a draft model of its own is not)",
+                other.map_or("(none: a draft model)".into(), |m| format!("'{m}'"))
+            ))
+        }
+    };
+    let tokens = match obj.get("num_speculative_tokens") {
+        Some(n) => n
+            .as_u64()
+            .filter(|&n| (1..=64).contains(&n))
+            .ok_or_else(|| format!("num_speculative_tokens {n} is not from 1 to 64"))?,
+        None if method == SpecAlgorithm::Mtp => 1,
+        None => return Err("num_speculative_tokens is missing".into()),
+    };
+    Ok(VllmSpeculative {
+        method,
+        tokens,
+        json: json.to_string(),
+    })
+}
+
 /// `select`'s vLLM settings: its flags, the context as `--max-model-len`, and the KV-cache
 /// element size from `--kv-dtype` (vLLM's fp8 cache is one byte an element).
 pub fn select_vllm_config(args: &SelectArgs, settings: &Settings) -> VllmConfig {
@@ -436,6 +486,8 @@ pub fn select_vllm_config(args: &SelectArgs, settings: &Settings) -> VllmConfig 
             .then(|| v.pp_layer_partition.clone()),
         cpu_offload_bytes: v.cpu_offload_gb.map_or(0, gib_bytes),
         tensor_parallel: v.tensor_parallel_size,
+        // Checked where the plan starts (`vllm_speculative`'s usage errors).
+        speculative: vllm_speculative(args).ok().flatten(),
         ..defaults
     }
 }

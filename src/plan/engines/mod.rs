@@ -15,6 +15,7 @@ pub mod ollama;
 pub mod pytorch;
 pub mod settings;
 pub mod sglang;
+pub mod speculative;
 pub mod vllm;
 
 pub use breakdown::{ActivationsBasis, Breakdown, EstimateOverflow, TrainingBytes, TrainingStep};

@@ -263,7 +263,7 @@ pub enum NoLaunch {
 }
 
 /// What the launch needs beyond the plan.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LaunchSettings {
     /// Tokens per sequence.
     pub context: u64,
@@ -287,7 +287,7 @@ pub struct LaunchSettings {
 
 /// `vllm serve` flags beyond the layout, each as the plan took it (`None`/`false`: vLLM's own
 /// default, left out of the command).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct VllmFlags {
     /// `--dtype float32|float16|bfloat16` or `--quantization fp8`.
     pub dtype: Option<(&'static str, &'static str)>,
@@ -303,6 +303,8 @@ pub struct VllmFlags {
     pub block_size: Option<u64>,
     /// The weights are planned at a precision only a checkpoint stored so gives.
     pub stored_quantized: bool,
+    /// `--speculative-config`, as given.
+    pub speculative_config: Option<String>,
 }
 
 impl VllmFlags {
@@ -316,6 +318,7 @@ impl VllmFlags {
             max_num_seqs: cfg.max_num_seqs,
             block_size: cfg.block_size_flag(),
             stored_quantized: cfg.dtype == VllmDtype::Stored,
+            speculative_config: cfg.speculative.as_ref().map(|s| s.json.clone()),
         }
     }
 }

@@ -42,6 +42,7 @@ const S: LaunchSettings = LaunchSettings {
         max_num_seqs: None,
         block_size: None,
         stored_quantized: false,
+        speculative_config: None,
     },
     llamacpp_cache_type: None,
 };

@@ -85,6 +85,32 @@ pub struct VllmConfig {
     pub cpu_offload_bytes: u64,
     /// `--tensor-parallel-size`: only layouts of this many ranks a stage (`None`: any).
     pub tensor_parallel: Option<u64>,
+    /// `--speculative-config`: the draft run beside the model.
+    pub speculative: Option<VllmSpeculative>,
+}
+
+/// `--speculative-config`: the draft's kind, the tokens it proposes a step, and the JSON as
+/// given (for the launch).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VllmSpeculative {
+    /// `method` (vLLM's MTP spellings, `deepseek_mtp`, `qwen3_next_mtp`…, are `Mtp`).
+    pub method: crate::plan::engines::speculative::SpecAlgorithm,
+    /// `num_speculative_tokens`.
+    pub tokens: u64,
+    /// The JSON as given.
+    pub json: String,
+}
+
+impl VllmSpeculative {
+    /// The draft's KV layers in the pool: an EAGLE or EAGLE-3 head's one decoder layer, or the
+    /// checkpoint's multi-token-prediction layer (one in the published heads), none for n-gram.
+    pub fn layers(&self) -> u64 {
+        use crate::plan::engines::speculative::SpecAlgorithm as A;
+        match self.method {
+            A::Ngram => 0,
+            A::Eagle | A::Eagle3 | A::Mtp => 1,
+        }
+    }
 }
 
 impl VllmConfig {
@@ -102,6 +128,7 @@ impl VllmConfig {
             pp_layer_partition: None,
             cpu_offload_bytes: 0,
             tensor_parallel: None,
+            speculative: None,
         }
     }
 }

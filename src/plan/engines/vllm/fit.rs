@@ -91,6 +91,16 @@ pub enum VllmOutcome {
     },
 }
 
+/// `--speculative-config`'s draft, as the plan took it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct VllmDraft {
+    /// Its kind, weights (whole, modelled from the model's shape) and KV layers.
+    #[serde(flatten)]
+    pub draft: crate::plan::engines::speculative::Draft,
+    /// `num_speculative_tokens`.
+    pub tokens: u64,
+}
+
 /// One rank's accounting and what it serves.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VllmFit {
@@ -126,6 +136,9 @@ pub struct VllmFit {
     /// Where this layout was preferred to one on fewer GPUs (tensor parallel over a whole
     /// host, as people serve), that layout: it serves too.
     pub fewest_gpus: Option<FewestGpus>,
+    /// The speculative draft loaded beside the model (in the weights term, and its KV layers
+    /// in the blocks).
+    pub draft: Option<VllmDraft>,
 }
 
 /// The layout on the fewest GPUs that serves, shown beside the one preferred.
@@ -305,6 +318,10 @@ pub fn fit(
         max_concurrency_centi: concurrency_centi(st.num_blocks, per_request),
         outcome,
         fewest_gpus: None,
+        draft: cfg.speculative.as_ref().map(|s| VllmDraft {
+            draft: crate::plan::engines::speculative::draft(arch, model.weights_bytes, s.method),
+            tokens: s.tokens,
+        }),
     })
 }
 

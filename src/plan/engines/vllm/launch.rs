@@ -33,6 +33,9 @@ fn flags_argv(f: &VllmFlags) -> Vec<String> {
     if f.enforce_eager {
         argv.push("--enforce-eager".into());
     }
+    if let Some(json) = &f.speculative_config {
+        argv.extend(["--speculative-config".into(), json.clone()]);
+    }
     argv
 }
 

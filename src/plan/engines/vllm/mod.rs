@@ -30,9 +30,9 @@ pub const VERSION: super::EngineVersion = super::EngineVersion {
     source: "its Python source; public start-up logs",
 };
 
-pub use config::{VllmConfig, VllmDtype, VllmGpu, VllmModel};
+pub use config::{VllmConfig, VllmDtype, VllmGpu, VllmModel, VllmSpeculative};
 pub use fit::{
     accepts_tp, fit, kv_of_available, stage_layers, KvOfAvailable, Layout, LayoutRejection,
-    Unmodelled, VllmFit, VllmOutcome,
+    Unmodelled, VllmDraft, VllmFit, VllmOutcome,
 };
 pub use plan::{select_vllm, Vllm};

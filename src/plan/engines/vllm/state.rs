@@ -8,10 +8,11 @@ use crate::model::{Family, ModelArch, Ssm, SsmKind};
 /// A recurrent layer's state on one rank, in bytes: the convolution's last `d_conv − 1`
 /// inputs (in the model's dtype, `act` bytes) and the scan state (in `ssm_bytes`), each split
 /// over `tp` ranks as vLLM shards them. `None` for a mixer vLLM does not run (RWKV).
-fn state_page(ssm: &Ssm, tp: u64, act: u64, ssm_bytes: u64) -> Option<u64> {
+fn state_page(ssm: &Ssm, (tp, spec): (u64, u64), act: u64, ssm_bytes: u64) -> Option<u64> {
     let tp = u128::from(tp.max(1));
     let w = u128::from;
-    let steps = w(ssm.conv_kernel.saturating_sub(1));
+    // Speculative decoding keeps the proposed tokens' inputs too (`k − 1 + num_spec`).
+    let steps = w(ssm.conv_kernel.saturating_sub(1)) + w(spec);
     let (conv_channels, scan) = match ssm.kind {
         // (conv_dim / tp, k − 1) and (inner / tp, state).
         SsmKind::Mamba | SsmKind::JambaMamba => (w(ssm.inner), w(ssm.inner) * w(ssm.state)),
@@ -47,8 +48,8 @@ fn ssm_state_bytes(arch: &ModelArch, act: u64) -> u64 {
 /// State pages a request holds in a recurrent group: with prefix caching (vLLM's default for
 /// hybrid models, `mamba_cache_mode="align"`) the running state and the last block's, and
 /// Mamba-2's prefill checkpoint besides; without attention layers (no prefix caching) one.
-fn pages_per_request(ssm: &Ssm, hybrid: bool) -> u64 {
-    match (hybrid, ssm.kind) {
+fn pages_per_request(ssm: &Ssm, hybrid: bool, spec: u64) -> u64 {
+    spec + match (hybrid, ssm.kind) {
         (false, _) => 1,
         (true, SsmKind::Mamba2) => 3,
         (true, _) => 2,
@@ -72,12 +73,13 @@ fn hybrid_block_size(block_size: u64, state_page: u64, attention_token: u64) -> 
 pub(super) fn pages(
     ssm: &Ssm,
     arch: &ModelArch,
-    (tp, act): (u64, u64),
+    (tp, act, spec): (u64, u64, u64),
     hybrid: bool,
     (block_size, attention_token): (u64, u64),
 ) -> Option<(u64, u64, u64)> {
-    let state = state_page(ssm, tp, act, ssm_state_bytes(arch, act))?;
-    let per_request = pages_per_request(ssm, hybrid);
+    let state = state_page(ssm, (tp, spec), act, ssm_state_bytes(arch, act))?;
+    // Each proposed token's state is a page of its own (`num_speculative_blocks`).
+    let per_request = pages_per_request(ssm, hybrid, spec);
     Some(if hybrid {
         let tokens = hybrid_block_size(block_size, state, attention_token);
         (tokens * attention_token, tokens, per_request)
@@ -109,22 +111,22 @@ mod tests {
     #[test]
     fn state_pages_split_as_vllm_shards_them() {
         assert_eq!(
-            state_page(&mamba2(8), 1, 2, 4),
+            state_page(&mamba2(8), (1, 0), 2, 4),
             Some(3 * 12288 * 2 + 10240 * 128 * 4)
         );
         assert_eq!(
-            state_page(&mamba2(8), 2, 2, 2),
+            state_page(&mamba2(8), (2, 0), 2, 2),
             Some(3 * 12288 / 2 * 2 + 10240 * 128 / 2 * 2)
         );
         assert_eq!(
-            state_page(&mamba2(1), 4, 2, 2),
+            state_page(&mamba2(1), (4, 0), 2, 2),
             Some(3 * (10240 + 2 * 4 * 128) / 4 * 2 + 10240 * 128 / 4 * 2)
         );
         let rwkv = Ssm {
             kind: SsmKind::Rwkv7,
             ..mamba2(1)
         };
-        assert_eq!(state_page(&rwkv, 1, 2, 2), None);
+        assert_eq!(state_page(&rwkv, (1, 0), 2, 2), None);
     }
 
     #[test]
@@ -132,7 +134,7 @@ mod tests {
         assert_eq!(hybrid_block_size(16, 5_316_608, 4096), 1312);
         // Already large enough: the block size asked for stays.
         assert_eq!(hybrid_block_size(2048, 5_316_608, 4096), 2048);
-        assert_eq!(pages_per_request(&mamba2(8), true), 3);
-        assert_eq!(pages_per_request(&mamba2(8), false), 1);
+        assert_eq!(pages_per_request(&mamba2(8), true, 0), 3);
+        assert_eq!(pages_per_request(&mamba2(8), false, 0), 1);
     }
 }

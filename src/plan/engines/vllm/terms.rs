@@ -7,6 +7,7 @@ use super::config::{VllmConfig, VllmModel};
 use super::defaults;
 use super::state::pages as state_pages;
 use crate::model::{Attention, Mlp};
+use crate::plan::engines::speculative::draft;
 
 /// What every stage of one layout shares.
 pub(super) struct Run {
@@ -56,7 +57,15 @@ impl Stage {
         // the budget is reached (so up to one parameter past it); counted at the budget.
         let layer_weights = stage_weights(model, run, layers.clone(), false, false);
         let offloaded = cfg.cpu_offload_bytes.min(layer_weights);
-        let weights = stage_weights(model, run, layers.clone(), index == 0, last) - offloaded;
+        // The draft is loaded beside the last stage, its layer split over the ranks.
+        let draft = match (&cfg.speculative, last) {
+            (Some(s), true) => draft(model.arch, model.weights_bytes, s.method)
+                .weights_bytes
+                .div_ceil(run.tp.max(1)),
+            _ => 0,
+        };
+        let weights =
+            stage_weights(model, run, layers.clone(), index == 0, last) - offloaded + draft;
         let per_token = forward_bytes_per_token(model, run.tp);
         let forward = run.tokens.saturating_mul(per_token);
         let profile = if last {
@@ -297,18 +306,26 @@ impl KvPages {
             Attention::Mla { .. } => sparse_mla_page(arch, cfg.kv_element_bytes)
                 .unwrap_or(arch.kv_elements_per_token_layer() * cfg.kv_element_bytes),
         };
+        // A draft's layers attend in full beside the last stage's (their own pages, in the
+        // one pool).
+        let draft = cfg
+            .speculative
+            .as_ref()
+            .filter(|_| layers.end >= arch.num_layers)
+            .map_or(0, |s| s.layers());
+        let spec = cfg.speculative.as_ref().map_or(0, |s| s.tokens);
         let attention: Vec<u64> = layers.clone().filter(|&i| arch.has_attention(i)).collect();
         let recurrent = layers.filter(|&i| arch.is_recurrent_layer(i)).count() as u64;
         let sliding = attention
             .iter()
             .filter(|&&i| arch.is_sliding_layer(i))
             .count() as u64;
-        let full = attention.len() as u64 - sliding;
+        let full = attention.len() as u64 - sliding + draft;
         let (page, block_size, state_pages) = match (&arch.ssm, recurrent) {
             (Some(ssm), 1..) => state_pages(
                 ssm,
                 arch,
-                (tp, model.activation_bytes),
+                (tp, model.activation_bytes, spec),
                 !attention.is_empty(),
                 (cfg.block_size, per_token_layer),
             )?,
