@@ -280,6 +280,22 @@ const KIMI_K2_CONFIG: &str = r#"{"model_type": "kimi_k2", "hidden_size": 7168,
     "moe_intermediate_size": 2048, "first_k_dense_replace": 1, "moe_layer_freq": 1,
     "max_position_embeddings": 131072, "tie_word_embeddings": false, "vocab_size": 163840}"#;
 
+/// moonshotai/Kimi-Linear-48B-A3B-Instruct: the fields KimiLinearConfig's defaults give it
+/// (transformers 5.24 documents the class with this checkpoint): KDA of 32 heads of 128 with
+/// convolutions of 4, latent attention without RoPE or q compression, 256 experts of 1024 (8 a
+/// token) beside one shared expert after one dense layer. Its `linear_attn_config` layer lists
+/// are not reproduced: the latent-attention layers are the class's default (every fourth from
+/// the fifth, 1-indexed).
+const KIMI_LINEAR_48B_CONFIG: &str = r#"{"model_type": "kimi_linear", "hidden_size": 2304,
+    "intermediate_size": 9216, "moe_intermediate_size": 1024, "num_hidden_layers": 27,
+    "num_attention_heads": 32, "num_key_value_heads": 32, "n_shared_experts": 1,
+    "num_local_experts": 256, "num_experts_per_tok": 8, "first_k_dense_replace": 1,
+    "kv_lora_rank": 512, "q_lora_rank": null, "qk_rope_head_dim": 64,
+    "qk_nope_head_dim": 128, "v_head_dim": 128, "routed_scaling_factor": 2.446,
+    "n_group": 1, "topk_group": 1, "linear_head_dim": 128, "linear_num_heads": 32,
+    "linear_conv_kernel_dim": 4, "max_position_embeddings": 1048576,
+    "tie_word_embeddings": false, "vocab_size": 163840}"#;
+
 /// mistralai/Mamba-Codestral-7B-v0.1: the architecture fields of the published config.json.
 const MAMBA_CODESTRAL_CONFIG: &str = r#"{"model_type": "mamba2", "hidden_size": 4096,
     "num_hidden_layers": 64, "state_size": 128, "expand": 2, "conv_kernel": 4, "n_groups": 8,
@@ -811,6 +827,12 @@ pub fn catalog() -> Vec<CatalogModel> {
             &["kimi-k2-instruct"],
             "moonshotai/Kimi-K2-Instruct",
             KIMI_K2_CONFIG,
+        ),
+        from_config(
+            "kimi-linear-48b-a3b",
+            &["kimi-linear", "kimi-linear-48b"],
+            "moonshotai/Kimi-Linear-48B-A3B-Instruct",
+            KIMI_LINEAR_48B_CONFIG,
         ),
         from_config(
             "nemotron-nano-9b-v2",

@@ -32,6 +32,11 @@ pub enum Family {
     /// (not per head) before a partial RoPE, and sigmoid-routed experts chosen with a
     /// correction bias in every layer, no shared expert (llama.cpp's `minimax-m2` builder).
     MinimaxM2,
+    /// Kimi-Linear: Kimi Delta Attention (a gated delta rule with a per-channel decay, q, k
+    /// and v each through a short convolution of its own) beside latent attention without RoPE,
+    /// and sigmoid-routed experts with a correction bias and a shared expert after dense leading
+    /// layers (llama.cpp's `kimi-linear` builder).
+    KimiLinear,
     /// Gemma (two norms a layer).
     Gemma,
     /// Gemma 2.
@@ -129,6 +134,7 @@ pub const FAMILIES: &[Spellings] = &[
         &["qwen3_5_text", "qwen3_5_moe_text"],
     ),
     row(Family::MinimaxM2, &["minimax-m2"], &["minimax_m2"]),
+    row(Family::KimiLinear, &["kimi-linear"], &["kimi_linear"]),
     row(Family::Gemma, &["gemma"], &["gemma"]),
     row(Family::Gemma2, &["gemma2"], &["gemma2"]),
     row(Family::Gemma3, &["gemma3"], &["gemma3", "gemma3_text"]),

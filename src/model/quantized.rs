@@ -111,6 +111,20 @@ fn mixer_linears(arch: &ModelArch, m: &Ssm, i: u64, p: &str, out: &mut Vec<Linea
             out.push(lin(format!("{a}.in_proj_ba"), h, 2 * m.dt_rank, 1));
             out.push(lin(format!("{a}.out_proj"), m.inner, h, 1));
         }
+        // Kimi Delta Attention, as the published checkpoints name it: q, k and v apart, the
+        // decay's and the output gate's low-rank pairs, β, and the output.
+        SsmKind::Kda => {
+            let a = format!("{p}.self_attn");
+            for name in ["q_proj", "k_proj", "v_proj"] {
+                out.push(lin(format!("{a}.{name}"), h, m.inner, 1));
+            }
+            for pair in ["f", "g"] {
+                out.push(lin(format!("{a}.{pair}_a_proj"), h, m.state, 1));
+                out.push(lin(format!("{a}.{pair}_b_proj"), m.state, m.inner, 1));
+            }
+            out.push(lin(format!("{a}.b_proj"), h, m.dt_rank, 1));
+            out.push(lin(format!("{a}.o_proj"), m.inner, h, 1));
+        }
         SsmKind::Rwkv6 | SsmKind::Rwkv7 => {
             let a = format!("{p}.attn");
             let mut projections = vec!["r_proj", "k_proj", "v_proj"];

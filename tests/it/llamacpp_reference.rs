@@ -382,6 +382,26 @@ fn config_json_readings_match_the_measured_ggufs() {
                 "indexer_types": ["full", "full", "full", "full"]
             }),
         ),
+        // Kimi-Linear as its checkpoint writes it: KDA's heads and its attention layers in
+        // linear_attn_config (1-indexed), the experts under Kimi's own spellings.
+        (
+            "kimi-linear-layout.json",
+            serde_json::json!({
+                "model_type": "kimi_linear", "hidden_size": 2304, "num_hidden_layers": 8,
+                "num_attention_heads": 32, "num_key_value_heads": 32,
+                "intermediate_size": 9216, "moe_intermediate_size": 1024,
+                "num_experts": 16, "num_shared_experts": 1, "num_experts_per_token": 8,
+                "num_expert_group": 1, "topk_group": 1, "first_k_dense_replace": 1,
+                "kv_lora_rank": 512, "q_lora_rank": null, "qk_rope_head_dim": 64,
+                "qk_nope_head_dim": 128, "v_head_dim": 128, "vocab_size": 163840,
+                "tie_word_embeddings": false, "routed_scaling_factor": 2.446,
+                "moe_router_activation_func": "sigmoid",
+                "linear_attn_config": {
+                    "full_attn_layers": [4, 8], "kda_layers": [1, 2, 3, 5, 6, 7],
+                    "head_dim": 128, "num_heads": 32, "short_conv_kernel_size": 4
+                }
+            }),
+        ),
         // Qwen3.5 as its multimodal repositories publish it: the language model nested in
         // text_config, layer_types listed, the MTP block counted apart.
         (

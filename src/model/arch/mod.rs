@@ -118,6 +118,13 @@ pub enum SsmKind {
     /// dimensions, `dt_rank` value heads sharing `inner` (= value heads × value head size), a
     /// `head_k × head_v` state per value head.
     GatedDeltaNet,
+    /// Kimi Delta Attention (Kimi-Linear): `dt_rank` heads (`groups` equals it) of `state`
+    /// dimensions for q, k and v alike (`inner` = heads × head size); q, k and v projected
+    /// apart, each through a depthwise convolution of its own without bias; a per-channel
+    /// decay from two low-rank projections (hidden → head size → inner) with an `inner`-wide
+    /// bias and A per head; β per head; an output gate from two more low-rank projections; an
+    /// RMS norm over one head; a `head × head` state per head.
+    Kda,
     /// RWKV-6 (Finch) time mixing: a data-dependent token shift (a LoRA of rank `ranks[0]`
     /// producing five interpolations), a decay LoRA of rank `ranks[1]`, receptance, key, value
     /// and gate projections, a WKV state of `state` (the head size) per channel and a group
@@ -219,6 +226,19 @@ impl Ssm {
                     + conv * w(self.conv_kernel)
                     + 2 * rank
                     + head_v
+                    + inner * h
+            }
+            // q, k and v, their three convolutions without bias, the decay's two projections
+            // (f_a, f_b), its bias and A, β, the output gate's two projections (g_a, g_b),
+            // the norm over one head, and o_proj.
+            SsmKind::Kda => {
+                h * conv
+                    + conv * w(self.conv_kernel)
+                    + 2 * (h * state + state * inner)
+                    + inner
+                    + rank
+                    + h * rank
+                    + state
                     + inner * h
             }
             // Receptance, key, value and gate projections and the output; the token-shift LoRA

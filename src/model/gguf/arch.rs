@@ -20,6 +20,7 @@ fn mixer_kind(family: Family) -> Option<SsmKind> {
             Some(SsmKind::Mamba2)
         }
         Family::Qwen3Next | Family::Qwen35 => Some(SsmKind::GatedDeltaNet),
+        Family::KimiLinear => Some(SsmKind::Kda),
         Family::Rwkv6 => Some(SsmKind::Rwkv6),
         Family::Rwkv7 => Some(SsmKind::Rwkv7),
         _ => None,
@@ -272,6 +273,21 @@ fn mixer(k: &Keys<'_>, family: Family, hidden: u64) -> Result<Option<Ssm>, Model
             ranks,
         }));
     }
+    // Kimi Delta Attention: the attention heads, each `kda.head_dim` wide for q, k and v.
+    if kind == SsmKind::Kda {
+        let (heads, head) = (k.req("attention.head_count")?, k.req("kda.head_dim")?);
+        return Ok(Some(Ssm {
+            kind,
+            conv_kernel: k.req("ssm.conv_kernel")?,
+            inner: heads.saturating_mul(head),
+            state: head,
+            dt_rank: heads,
+            groups: heads,
+            conv_bias: false,
+            norm: true,
+            ranks: [0; 4],
+        }));
+    }
     let tensor = |suffix: &str| k.file.tensors.iter().any(|t| t.name.ends_with(suffix));
     Ok(Some(Ssm {
         kind,
@@ -323,9 +339,9 @@ fn layer_kinds(k: &Keys<'_>, family: Family, layers: u64) -> Result<LayerKinds, 
             kinds.recurrent =
                 SlidingLayers::AllButEvery(k.get("full_attention_interval").unwrap_or(4))
         }
-        // llama.cpp's rule for Granite-4.0-H and Jamba: a layer is recurrent when its KV head
-        // count is 0.
-        Family::GraniteHybrid | Family::Jamba => {
+        // llama.cpp's rule for Granite-4.0-H, Jamba and Kimi-Linear: a layer is recurrent when
+        // its KV head count is 0.
+        Family::GraniteHybrid | Family::Jamba | Family::KimiLinear => {
             let kv = k.per_layer("attention.head_count_kv", layers)?;
             kinds.recurrent = SlidingLayers::Listed(kv.iter().map(|&n| n == 0).collect());
         }

@@ -107,7 +107,9 @@ pub(super) const SPELLINGS: &[&[&str]] = &[
     &["num_attention_heads", "n_head"],
     &["num_key_value_heads", "num_kv_heads", "n_head_kv"],
     &["intermediate_size", "n_inner", "ffn_hidden_size", "d_inner"],
-    &["max_position_embeddings", "n_positions"],
+    &["max_position_embeddings", "n_positions", "model_max_length"],
+    &["n_shared_experts", "num_shared_experts"],
+    &["n_group", "num_expert_group"],
     &["num_local_experts", "n_routed_experts", "num_experts"],
     &["num_experts_per_tok", "num_experts_per_token"],
     &[
@@ -280,6 +282,22 @@ pub(super) const CLASSES: &[Class] = &[
         ("head_dim", Uint(128)), ("max_position_embeddings", Uint(196_608)),
         ("tie_word_embeddings", Bool(false)), ("num_experts_per_tok", Uint(8)),
         ("num_local_experts", Uint(256)),
+    ], &[]),
+    // Kimi-Linear: KDA's heads from linear_attn_config (read before these flat fields);
+    // first_k_dense_replace is `__post_init__`'s `kwargs.get` default.
+    class("kimi_linear", "KimiLinearConfig", &[
+        ("vocab_size", Uint(163_840)), ("hidden_size", Uint(2304)),
+        ("intermediate_size", Uint(9216)), ("moe_intermediate_size", Uint(1024)),
+        ("num_hidden_layers", Uint(27)), ("num_attention_heads", Uint(32)),
+        ("num_key_value_heads", Uint(32)), ("n_shared_experts", Uint(1)),
+        ("routed_scaling_factor", Float(2.446)), ("kv_lora_rank", Uint(512)),
+        ("qk_rope_head_dim", Uint(64)), ("v_head_dim", Uint(128)),
+        ("qk_nope_head_dim", Uint(128)), ("n_group", Uint(1)), ("topk_group", Uint(1)),
+        ("num_experts_per_tok", Uint(8)), ("max_position_embeddings", Uint(1_048_576)),
+        ("tie_word_embeddings", Bool(false)), ("attention_bias", Bool(false)),
+        ("num_local_experts", Uint(256)), ("linear_head_dim", Uint(128)),
+        ("linear_num_heads", Uint(32)), ("linear_conv_kernel_dim", Uint(4)),
+        ("first_k_dense_replace", Uint(1)),
     ], &[]),
     class("llama4_text", "Llama4TextConfig", &[
         ("vocab_size", Uint(202_048)), ("hidden_size", Uint(5120)),

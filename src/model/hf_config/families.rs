@@ -83,6 +83,12 @@ pub(super) fn apply(
             arch.attention = standard(bias.unwrap_or(true), false, qk_norm);
         }
         Family::DeepseekV2 | Family::DeepseekV3 => mla(f, arch, c.heads)?,
+        // Kimi-Linear: latent attention (no RoPE, which sets no memory) in the layers
+        // `linear_attn_config` leaves out, KDA in the rest.
+        Family::KimiLinear => {
+            mla(f, arch, c.heads)?;
+            recurrent::kimi_linear(f, arch, c.layers)?;
+        }
         Family::DeepseekV32 | Family::GlmDsa => {
             mla(f, arch, c.heads)?;
             arch.indexer = Some(indexer(f)?);

@@ -218,7 +218,8 @@ fn decoder(
         super::arch::llama_like(name, hidden, intermediate, layers, heads, kv_heads, vocab);
     arch.head_dim = head_dim;
     arch.tie_word_embeddings = tie;
-    arch.max_position_embeddings = f.uint(&["max_position_embeddings", "n_positions"])?;
+    arch.max_position_embeddings =
+        f.uint(&["max_position_embeddings", "n_positions", "model_max_length"])?;
     arch.mlp_bias = f.boolean("mlp_bias").unwrap_or(false);
     arch.attention = Attention::Standard {
         qkv_bias: attention_bias.unwrap_or(false),

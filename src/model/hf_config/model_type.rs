@@ -27,6 +27,7 @@ impl Family {
                 | Family::GptOss
                 | Family::NemotronH
                 | Family::MinimaxM2
+                | Family::KimiLinear
         )
     }
 

@@ -57,7 +57,10 @@ pub(super) fn experts(
             .and_then(Value::as_f64)
             .is_some_and(|v| v != 0.0 && v != 1.0),
         groups: (
-            f.map.get("n_group").and_then(Value::as_u64).unwrap_or(0),
+            ["n_group", "num_expert_group"]
+                .iter()
+                .find_map(|k| f.map.get(*k).and_then(Value::as_u64))
+                .unwrap_or(0),
             f.map.get("topk_group").and_then(Value::as_u64).unwrap_or(0),
         ),
     }))
@@ -70,7 +73,7 @@ fn shared_width(
     expert_intermediate: u64,
 ) -> Result<u64, ModelError> {
     let per_expert = |f: &mut Fields<'_>| -> Result<u64, ModelError> {
-        Ok(f.uint(&["n_shared_experts"])?
+        Ok(f.uint(&["n_shared_experts", "num_shared_experts"])?
             .unwrap_or(0)
             .saturating_mul(expert_intermediate))
     };

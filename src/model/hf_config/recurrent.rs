@@ -292,3 +292,62 @@ pub(super) fn falcon_h1(
     }
     Ok(())
 }
+
+/// Kimi-Linear's KDA layers: heads, head size and convolution width from the checkpoint's
+/// `linear_attn_config` (else transformers' flat `linear_*` fields), and which layers are
+/// KDA from `layer_types`, else `linear_attn_config.full_attn_layers` (1-indexed, the layers
+/// that attend, as llama.cpp's converter reads them), else transformers' default (attention in
+/// every fourth layer from the fifth, 1-indexed).
+pub(super) fn kimi_linear(
+    f: &mut Fields<'_>,
+    arch: &mut ModelArch,
+    layers: u64,
+) -> Result<(), ModelError> {
+    let nested = f
+        .map
+        .get("linear_attn_config")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let mut inner = Fields {
+        path: f.path,
+        map: &nested,
+        used: Vec::new(),
+    };
+    let heads = match inner.uint(&["num_heads"])? {
+        Some(n) => n,
+        None => f.uint(&["linear_num_heads"])?.unwrap_or(32),
+    };
+    let head = match inner.uint(&["head_dim"])? {
+        Some(n) => n,
+        None => f.uint(&["linear_head_dim"])?.unwrap_or(128),
+    };
+    let conv_kernel = match inner.uint(&["short_conv_kernel_size"])? {
+        Some(n) => n,
+        None => f.uint(&["linear_conv_kernel_dim"])?.unwrap_or(4),
+    };
+    f.used
+        .extend(inner.used.iter().map(|k| format!("linear_attn_config.{k}")));
+    arch.ssm = Some(Ssm {
+        kind: SsmKind::Kda,
+        conv_kernel,
+        inner: heads.saturating_mul(head),
+        state: head,
+        dt_rank: heads,
+        groups: heads,
+        conv_bias: false,
+        norm: true,
+        ranks: [0; 4],
+    });
+    let n = layers.min(1 << 16);
+    let attending = nested.get("full_attn_layers").and_then(Value::as_array);
+    arch.recurrent_layers = match (f.layer_types("linear_attention"), attending) {
+        (Some(list), _) => SlidingLayers::Listed(list),
+        (None, Some(list)) => {
+            let full: Vec<u64> = list.iter().filter_map(Value::as_u64).collect();
+            SlidingLayers::Listed((1..=n).map(|i| !full.contains(&i)).collect())
+        }
+        (None, None) => SlidingLayers::Listed((0..n).map(|i| i == 0 || i % 4 != 0).collect()),
+    };
+    Ok(())
+}

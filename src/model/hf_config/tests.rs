@@ -280,3 +280,53 @@ fn glm5_layers_sharing_an_indexer_are_refused_by_name() {
         );
     }
 }
+
+#[test]
+fn kimi_linear_reads_its_linear_attn_config_and_its_own_spellings() {
+    let config = |extra: Value| {
+        let mut v = json!({
+            "model_type": "kimi_linear", "hidden_size": 256, "num_hidden_layers": 4,
+            "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1000, "intermediate_size": 512,
+            "moe_intermediate_size": 64, "num_experts": 8, "num_experts_per_token": 2,
+            "num_shared_experts": 2, "num_expert_group": 1, "kv_lora_rank": 32,
+            "qk_rope_head_dim": 16, "qk_nope_head_dim": 32, "v_head_dim": 32,
+            "model_max_length": 4096
+        });
+        v.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        v
+    };
+    let nested = json!({"linear_attn_config": {
+        "full_attn_layers": [2, 4], "kda_layers": [1, 3], "head_dim": 16, "num_heads": 4,
+        "short_conv_kernel_size": 3
+    }});
+    let (arch, warnings) = parse(config(nested)).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let ssm = arch.ssm.unwrap();
+    assert_eq!(
+        (ssm.kind, ssm.dt_rank, ssm.state, ssm.inner, ssm.conv_kernel),
+        (SsmKind::Kda, 4, 16, 64, 3)
+    );
+    // 1-indexed: layers 2 and 4 attend.
+    assert!(arch.is_recurrent_layer(0) && !arch.is_recurrent_layer(1));
+    assert!(arch.is_recurrent_layer(2) && !arch.is_recurrent_layer(3));
+    // The q, k and v tails (3 × 2 steps × 64) and a 16 × 16 state per head.
+    assert_eq!(ssm.state_elements_per_layer(), 3 * 2 * 64 + 16 * 64);
+    let moe = arch.moe.unwrap();
+    // KimiLinearConfig's first_k_dense_replace default: the first layer is dense.
+    assert_eq!(
+        (moe.experts, moe.experts_per_token, moe.shared_intermediate),
+        (8, 2, 128)
+    );
+    assert_eq!((moe.first_dense_layers, moe.router_bias), (1, true));
+    assert_eq!(arch.max_position_embeddings, Some(4096));
+    // Without the nested config: the flat fields, and transformers' default layers (attention
+    // in every fourth from the fifth, 1-indexed).
+    let flat = json!({"linear_num_heads": 2, "linear_head_dim": 32, "num_hidden_layers": 6});
+    let (arch, _) = parse(config(flat)).unwrap();
+    let ssm = arch.ssm.unwrap();
+    assert_eq!((ssm.dt_rank, ssm.state, ssm.conv_kernel), (2, 32, 4));
+    assert_eq!(arch.attention_layer_count(), 1);
+    assert!(!arch.is_recurrent_layer(4));
+}

@@ -276,6 +276,15 @@ impl<'a> Stages<'a> {
                                 + state
                                 + (256 << 10)
                         }
+                        // KDA (not fitted: the replay answers where it runs): q, k and v projected,
+                        // joined to their tails and convolved, the decay, the delta rule's output,
+                        // its contiguous copy and the gate, f32 per token; the state as gathered
+                        // and as written back.
+                        SsmKind::Kda => {
+                            ub * (2 * conv + w(m.conv_kernel) * inner + 4 * inner) * 4
+                                + 2 * state
+                                + conv_state
+                        }
                         // The time mix's interpolated inputs, LoRA outputs, projections and WKV
                         // output, f32 per token: 14 model widths for RWKV-6 and 19 plus 100 values
                         // for RWKV-7, measured (llama.cpp's per-token slope on the 1.6B and 7B

@@ -46,7 +46,7 @@ pub fn accepts_tp(arch: &ModelArch, tp: u64) -> Result<(), LayoutRejection> {
     if let Some(ssm) = arch.ssm.filter(|_| arch.recurrent_layer_count() > 0) {
         // Mamba-2 and Gated DeltaNet shard their heads, every kind its inner width.
         let heads = match ssm.kind {
-            SsmKind::Mamba2 | SsmKind::GatedDeltaNet => ssm.dt_rank,
+            SsmKind::Mamba2 | SsmKind::GatedDeltaNet | SsmKind::Kda => ssm.dt_rank,
             _ => 0,
         };
         if (heads > 0 && heads % tp != 0) || ssm.inner % tp != 0 {

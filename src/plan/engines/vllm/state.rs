@@ -27,7 +27,9 @@ fn state_page(ssm: &Ssm, (tp, spec): (u64, u64), act: u64, ssm_bytes: u64) -> Op
             )
         }
         // q, k and v convolved; a value head size × key head size state per value head.
-        SsmKind::GatedDeltaNet => (ssm.conv_channels(), w(ssm.inner) * w(ssm.state)),
+        // KDA: q, k and v convolved apart, (3 × inner / tp, k − 1); a head size × head size
+        // state per head.
+        SsmKind::GatedDeltaNet | SsmKind::Kda => (ssm.conv_channels(), w(ssm.inner) * w(ssm.state)),
         SsmKind::Rwkv6 | SsmKind::Rwkv7 => return None,
     };
     let bytes = steps * conv_channels / tp * w(act) + scan / tp * w(ssm_bytes);
@@ -37,10 +39,12 @@ fn state_page(ssm: &Ssm, (tp, spec): (u64, u64), act: u64, ssm_bytes: u64) -> Op
 /// The scan state's element bytes: the model's dtype, but Nemotron-H's f32 (vLLM's
 /// `NemotronHForCausalLMConfig` default, "the only one known to have no accuracy issues") and
 /// Qwen3.5's (its published configs set `mamba_ssm_dtype: float32`, which
-/// `Qwen3_5ForConditionalGenerationConfig` makes the cache's).
+/// `Qwen3_5ForConditionalGenerationConfig` makes the cache's) and KDA's (`kda_state_dtype`:
+/// f32 unless `mamba_ssm_cache_dtype` says otherwise).
 fn ssm_state_bytes(arch: &ModelArch, act: u64) -> u64 {
     match arch.family_kind() {
         Family::NemotronH | Family::Qwen35 => 4,
+        _ if arch.ssm.is_some_and(|s| s.kind == SsmKind::Kda) => 4,
         _ => act,
     }
 }

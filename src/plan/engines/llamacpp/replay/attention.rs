@@ -433,9 +433,12 @@ fn latent(
         &[w_kv_a, cur],
     );
     let kv_cmpr = g.view(kv_pe, OTHER);
-    let k_pe = g.view(kv_pe, OTHER);
-    let k_pe = g.op(Kind::InPlace, c.width(d.rope)?, OTHER, &[k_pe, c.pos]);
-    g.tag(k_pe, Op::Rope);
+    let mut k_pe = g.view(kv_pe, OTHER);
+    // Kimi-Linear's latent attention applies no RoPE: its key's RoPE part is a view.
+    if !c.b.rope_free {
+        k_pe = g.op(Kind::InPlace, c.width(d.rope)?, OTHER, &[k_pe, c.pos]);
+        g.tag(k_pe, Op::Rope);
+    }
     let kv_cmpr = super::norm(
         c,
         g,
@@ -477,14 +480,16 @@ fn absorbed(
 ) -> Option<usize> {
     let heads = c.arch.num_heads;
     let q_nope = g.view(p.q3, OTHER);
-    let q_pe = g.view(p.q3, OTHER);
-    let q_pe = g.op(
-        Kind::InPlace,
-        c.width(heads.checked_mul(d.rope)?)?,
-        OTHER,
-        &[q_pe, c.pos],
-    );
-    g.tag(q_pe, Op::Rope);
+    let mut q_pe = g.view(p.q3, OTHER);
+    if !c.b.rope_free {
+        q_pe = g.op(
+            Kind::InPlace,
+            c.width(heads.checked_mul(d.rope)?)?,
+            OTHER,
+            &[q_pe, c.pos],
+        );
+        g.tag(q_pe, Op::Rope);
+    }
     let q_nope = g.view(q_nope, OTHER);
     let w_kb = g.matrix("attn_k_b.weight", d.nope, heads.saturating_mul(d.kv_lora));
     let absorbed = g.op(

@@ -396,6 +396,7 @@ pub(super) fn recurrent(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
             qwen3_next(arch, ssm).map(|b| Builder { qwen35: true, ..b })
         }
         (Family::GraniteHybrid, SsmKind::Mamba2) => granite_hybrid(arch, ssm),
+        (Family::KimiLinear, SsmKind::Kda) => kimi_linear(arch, ssm),
         (Family::FalconH1, SsmKind::Mamba2) => falcon_h1(arch, ssm),
         _ => None,
     }
@@ -485,6 +486,55 @@ fn qwen3_next(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
         qk_norm: true,
         gated_attention: true,
         nextn: true,
+        ..Builder::default()
+    })
+}
+
+/// Kimi-Linear: KDA beside latent attention without RoPE (its latent cached and absorbed, its
+/// query projected directly), then DeepSeek-V3's experts (sigmoid scores with a correction
+/// bias, normalised and scaled weights, a shared expert) after dense leading layers.
+fn kimi_linear(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
+    // llama.cpp's KDA runs the attention heads (`n_head`), each as wide for q, k and v.
+    let heads_ok = ssm.groups == ssm.dt_rank
+        && ssm.dt_rank == arch.num_heads
+        && ssm.inner == ssm.dt_rank.saturating_mul(ssm.state)
+        && ssm.state > 0;
+    let mla = match arch.attention {
+        Attention::Mla {
+            q_lora_rank: None,
+            kv_lora_rank: kv_lora,
+            qk_nope_head_dim: nope,
+            qk_rope_head_dim: rope,
+            v_head_dim: v,
+        } if !arch.mla_full_cache && kv_lora > 0 && v > 0 => Mla {
+            q_lora: None,
+            kv_lora,
+            nope,
+            rope,
+            v,
+            absorbed: true,
+        },
+        _ => return None,
+    };
+    let attention_ok = arch.num_heads > 0
+        && arch.sliding_window.is_none()
+        && !arch.attention_sinks
+        && !arch.attn_output_gate
+        && !arch.parallel_attention
+        && !arch.ffn_blocks_alone;
+    let moe_ok = arch.moe.as_ref().is_some_and(|m| {
+        m.router_bias
+            && !m.shared_gate
+            && m.shared_intermediate > 0
+            && m.groups.0 <= 1
+            && m.layer_freq <= 1
+            && routable(m)
+    });
+    (heads_ok && attention_ok && moe_ok && pre_norm_gated(arch)).then_some(Builder {
+        recurrent: Some(ssm),
+        mla: Some(mla),
+        glm: true,
+        rope_free: true,
         ..Builder::default()
     })
 }

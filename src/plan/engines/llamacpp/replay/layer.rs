@@ -4,6 +4,7 @@
 use super::attention::{attention_block, rotation_size, Rotations};
 use super::ffn::{ffn_block, routed};
 use super::graph::*;
+use super::kda::kda;
 use super::recurrent::{delta_net, mamba, StateInputs};
 use super::{norm, Builder, CacheInputs, Ctx, Lazy, Shape};
 use super::{ATTN_NORM, ATTN_NORM_2, FFN_NORM, OUTPUT_NORM, POST_ATTN_NORM, POST_FFN_NORM};
@@ -174,7 +175,9 @@ pub(super) fn layer(
         .zip(c.state_inputs)
         .filter(|_| arch.is_recurrent_layer(layer));
     let mut cur = if let Some((s, states)) = mixer.filter(|_| !b.parallel) {
-        if s.kind == SsmKind::GatedDeltaNet {
+        if s.kind == SsmKind::Kda {
+            kda(g, cur, &s, states, c.tokens, model)?
+        } else if s.kind == SsmKind::GatedDeltaNet {
             delta_net(
                 g,
                 cur,

@@ -19,6 +19,7 @@ mod encoder;
 mod ffn;
 mod gallocr;
 mod graph;
+mod kda;
 mod layer;
 mod metal;
 mod metal_fusion;

@@ -38,7 +38,7 @@ pub(super) fn read_states(
 }
 
 /// `ggml_get_rows`: the rows of `states` that `ids` name, `bytes` of them.
-fn gather_rows(g: &mut Graph, bytes: u64, (states, ids): (usize, usize)) -> usize {
+pub(super) fn gather_rows(g: &mut Graph, bytes: u64, (states, ids): (usize, usize)) -> usize {
     let rows = g.op(Kind::Fresh, bytes, OTHER, &[states, ids]);
     g.tag(rows, Op::GetRows)
 }
