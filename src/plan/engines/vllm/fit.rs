@@ -227,9 +227,6 @@ pub fn fit(
     cfg: &VllmConfig,
 ) -> Result<VllmFit, Unmodelled> {
     let arch = model.arch;
-    if arch.recurrent_layer_count() > 0 && matches!(arch.attention, Attention::Mla { .. }) {
-        return Err(Unmodelled::RecurrentLayers);
-    }
     let tp = layout.tensor_parallel.max(1);
     let pp = layout.pipeline_parallel.clamp(1, arch.num_layers.max(1));
     let class = GpuClass::of(gpu.total_bytes, gpu.is_a100);

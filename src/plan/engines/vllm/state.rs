@@ -61,10 +61,10 @@ fn pages_per_request(ssm: &Ssm, hybrid: bool, spec: u64) -> u64 {
 }
 
 /// The attention block size that makes an attention page hold one state page: the kernel's
-/// alignment (16, or `--block-size` when larger) times the pages of one token needed, rounded
-/// up; never below `block_size`.
-fn hybrid_block_size(block_size: u64, state_page: u64, attention_token: u64) -> u64 {
-    let align = block_size.max(16);
+/// alignment (16, or `--block-size` when larger; at least 128 beside latent attention, `mla`)
+/// times the pages of one token needed, rounded up; never below `block_size`.
+fn hybrid_block_size(block_size: u64, state_page: u64, attention_token: u64, mla: bool) -> u64 {
+    let align = block_size.max(if mla { 128 } else { 16 });
     let tokens =
         align.saturating_mul(state_page.div_ceil(align.saturating_mul(attention_token).max(1)));
     tokens.div_ceil(16).saturating_mul(16).max(block_size)
@@ -85,7 +85,8 @@ pub(super) fn pages(
     // Each proposed token's state is a page of its own (`num_speculative_blocks`).
     let per_request = pages_per_request(ssm, hybrid, spec);
     Some(if hybrid {
-        let tokens = hybrid_block_size(block_size, state, attention_token);
+        let mla = matches!(arch.attention, crate::model::Attention::Mla { .. });
+        let tokens = hybrid_block_size(block_size, state, attention_token, mla);
         (tokens * attention_token, tokens, per_request)
     } else {
         (state, block_size, per_request)
@@ -135,9 +136,12 @@ mod tests {
 
     #[test]
     fn an_attention_block_grows_to_hold_a_state_page() {
-        assert_eq!(hybrid_block_size(16, 5_316_608, 4096), 1312);
+        assert_eq!(hybrid_block_size(16, 5_316_608, 4096, false), 1312);
         // Already large enough: the block size asked for stays.
-        assert_eq!(hybrid_block_size(2048, 5_316_608, 4096), 2048);
+        assert_eq!(hybrid_block_size(2048, 5_316_608, 4096, false), 2048);
+        // Kimi-Linear in bf16 on one rank: a 2,170,880-byte KDA state page over 1,152-byte
+        // latent tokens, aligned to 128 beside latent attention: 128 × ⌈2,170,880 ÷ 147,456⌉.
+        assert_eq!(hybrid_block_size(16, 2_170_880, 1152, true), 1920);
         assert_eq!(pages_per_request(&mamba2(8), true, 0), 3);
         assert_eq!(pages_per_request(&mamba2(8), false, 0), 1);
     }
