@@ -529,6 +529,9 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l cpu-offload-gb 
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l pp-layer-partition -d 'vLLM: each pipeline stage\'s layers, as VLLM_PP_LAYER_PARTITION gives them (e.g. 16,32); only layouts with that many stages are planned' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l tensor-parallel-size -d 'vLLM: exactly N tensor-parallel ranks a stage (--tensor-parallel-size) [default: the fewest GPUs that serve]' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l speculative-config -d 'vLLM: speculative decoding, as vLLM takes it (JSON: `method` eagle, eagle3, mtp or ngram, `num_speculative_tokens`): the draft\'s weights (modelled from the model\'s shape) and KV layer join the plan; a draft model of its own is refused' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l max-loras -d 'vLLM: adapters a batch may use at once (GPU slots) [default: 1]' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l max-lora-rank -d 'vLLM: the largest adapter rank: 1, 8, 16, 32, 64, 128, 256, 320 or 512 [default: 16]' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l max-cpu-loras -d 'vLLM: adapters cached in host memory, at least --max-loras [default: --max-loras]' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l fit-ctx-min -d 'llama.cpp: the shortest context --fit-context may choose (llama.cpp\'s --fit-ctx)' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l llamacpp-device -d 'llama.cpp: the ggml backend the GPUs run, for how their compute buffers are laid out [default: cuda for CUDA, ROCm and simulated GPUs, metal for Apple GPUs, vulkan for Vulkan GPUs, else cpu-rules]' -r -f -a "cuda\t'ggml-cuda (CUDA, ROCm; measured on an H200): 128-byte alignment, operator offload, its fused MoE kernels\' tensors kept alive, flash attention where it has a kernel for the head size (with f16 copies of a quantized KV cache)'
 cpu-rules\t'The CPU backend\'s layout: an rpc-server on a CPU (as the RPC references were measured)'
@@ -573,6 +576,7 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l max-context -d 
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l max-concurrency -d 'Plan the most sequences of --context that fit at once (llama.cpp\'s -np, by planning; vLLM\'s "Maximum concurrency"), in place of --batch'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l suggest-dtype -d 'Plan the weight precision of least loss that fits, from the engine\'s own (llama.cpp: f16, q8_0 … q2_k; vLLM: bf16, fp8), in place of --dtype'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l enforce-eager -d 'vLLM: no CUDA graphs (and no graph pool taken from the KV cache)'
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l enable-lora -d 'vLLM: LoRA adapters served; the slots vLLM preallocates on each GPU join the weights'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l fit-context -d 'llama.cpp: no -c, so its fit chooses the context (the trained one, shortened to fit)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l no-op-offload -d 'llama.cpp: the GPUs take no operator from host-resident weights (--no-op-offload)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l json -d 'Print one JSON document on stdout instead of tables'

@@ -132,4 +132,30 @@ pub struct VllmArgs {
         hide_short_help = true
     )]
     pub speculative_config: Option<String>,
+
+    /// vLLM: LoRA adapters served; the slots vLLM preallocates on each GPU join the weights.
+    #[arg(long, help_heading = "vLLM (--engine vllm)", hide_short_help = true)]
+    pub enable_lora: bool,
+
+    /// vLLM: adapters a batch may use at once (GPU slots) [default: 1].
+    #[arg(long, value_name = "N", requires = "enable_lora", value_parser = clap::value_parser!(u64).range(1..=1024), help_heading = "vLLM (--engine vllm)", hide_short_help = true)]
+    pub max_loras: Option<u64>,
+
+    /// vLLM: the largest adapter rank: 1, 8, 16, 32, 64, 128, 256, 320 or 512 [default: 16].
+    #[arg(long, value_name = "R", requires = "enable_lora", value_parser = parse_lora_rank, help_heading = "vLLM (--engine vllm)", hide_short_help = true)]
+    pub max_lora_rank: Option<u64>,
+
+    /// vLLM: adapters cached in host memory, at least --max-loras [default: --max-loras].
+    #[arg(long, value_name = "N", requires = "enable_lora", value_parser = clap::value_parser!(u64).range(1..=1 << 16), help_heading = "vLLM (--engine vllm)", hide_short_help = true)]
+    pub max_cpu_loras: Option<u64>,
+}
+
+/// `--max-lora-rank`: one of the ranks vLLM 0.33 allocates for (`MaxLoRARanks`).
+fn parse_lora_rank(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(r) if [1, 8, 16, 32, 64, 128, 256, 320, 512].contains(&r) => Ok(r),
+        _ => Err(format!(
+            "'{s}' is not a rank vLLM takes (1, 8, 16, 32, 64, 128, 256, 320 or 512)"
+        )),
+    }
 }

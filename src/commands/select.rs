@@ -4,8 +4,9 @@ use anyhow::Result;
 
 use super::options::{
     check_context, check_pp_layer_partition, check_suggest_dtype, check_tensor_parallel,
-    load_options, ollama_kv_type, probe_all, select_engines, select_llamacpp_config, select_policy,
-    select_sim_devices, select_vllm_config, select_what, sglang_tp, vllm_speculative, SelectWhat,
+    check_vllm_lora, load_options, ollama_kv_type, probe_all, select_engines,
+    select_llamacpp_config, select_policy, select_sim_devices, select_vllm_config, select_what,
+    sglang_tp, vllm_speculative, SelectWhat,
 };
 use crate::backend::{discover_with, host_info, same_gpus};
 use crate::cli::SelectArgs;
@@ -151,6 +152,7 @@ fn engine_settings(
                 ollama_kv_type(&args.settings, settings)?;
             }
             vllm_speculative(args)?;
+            check_vllm_lora(args, &source.arch)?;
             select_vllm_config(args, settings)
         }
         Demand::Bytes(_) => VllmConfig::defaults(1),

@@ -59,6 +59,16 @@ pub fn vllm_text(text: &mut String, f: &VllmFit, serves: bool, max_model_len: u6
             format_bytes(t.bytes)
         );
     }
+    if let Some((l, bytes)) = &f.lora {
+        let _ = writeln!(
+            text,
+            "  with LoRA: {} slot{} of rank {}: {} (in the weights)",
+            l.max_loras,
+            if l.max_loras == 1 { "" } else { "s" },
+            l.max_lora_rank,
+            format_bytes(*bytes)
+        );
+    }
     if let Some(crate::plan::engines::vllm::VllmDraft { draft: d, tokens }) = &f.draft {
         let _ = writeln!(
             text,

@@ -29,7 +29,7 @@ use crate::plan::engines::pytorch::training::{
 };
 use crate::plan::engines::pytorch::PytorchRun;
 use crate::plan::engines::speculative::SpecAlgorithm;
-use crate::plan::engines::vllm::{LayoutRejection, VllmConfig, VllmSpeculative};
+use crate::plan::engines::vllm::{LayoutRejection, VllmConfig, VllmLora, VllmSpeculative};
 use crate::plan::engines::LlamaCppConfig;
 use crate::plan::engines::{self, Settings};
 use crate::plan::launch::{Engine, ModelRef};
@@ -430,6 +430,28 @@ pub fn vllm_speculative(args: &SelectArgs) -> Result<Option<VllmSpeculative>> {
     }
 }
 
+/// `--max-cpu-loras` below `--max-loras` is a usage error, as vLLM's `LoRAConfig` refuses it;
+/// so is `--enable-lora` on a mixture of experts, whose expert slots are not modelled.
+pub fn check_vllm_lora(args: &SelectArgs, arch: &crate::model::ModelArch) -> Result<()> {
+    let v = &args.vllm;
+    if v.enable_lora && arch.moe.is_some() {
+        return Err(CliError::Usage(
+            "--enable-lora on a mixture of experts: vLLM's LoRA slots on routed experts are not \
+             modelled (dense models only)"
+                .into(),
+        )
+        .into());
+    }
+    match (v.max_cpu_loras, v.max_loras.unwrap_or(1)) {
+        (Some(cpu), n) if cpu < n => Err(CliError::Usage(format!(
+            "--max-cpu-loras {cpu} is below --max-loras {n}: vLLM keeps at least the GPU's \
+             adapters in host memory"
+        ))
+        .into()),
+        _ => Ok(()),
+    }
+}
+
 /// vLLM's `--speculative-config` JSON: its method (vLLM 0.33's MTP spellings, such as
 /// `deepseek_mtp` and `qwen3_5_mtp`, are MTP) and `num_speculative_tokens`; why not, for JSON
 /// that is not an object, a method gpumem does not model (a draft model of its own, `suffix`,
@@ -488,6 +510,11 @@ pub fn select_vllm_config(args: &SelectArgs, settings: &Settings) -> VllmConfig 
         tensor_parallel: v.tensor_parallel_size,
         // Checked where the plan starts (`vllm_speculative`'s usage errors).
         speculative: vllm_speculative(args).ok().flatten(),
+        lora: v.enable_lora.then(|| VllmLora {
+            max_loras: v.max_loras.unwrap_or(1),
+            max_lora_rank: v.max_lora_rank.unwrap_or(16),
+            max_cpu_loras: v.max_cpu_loras,
+        }),
         ..defaults
     }
 }

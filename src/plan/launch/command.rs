@@ -305,6 +305,8 @@ pub struct VllmFlags {
     pub stored_quantized: bool,
     /// `--speculative-config`, as given.
     pub speculative_config: Option<String>,
+    /// `--enable-lora` and its slots.
+    pub lora: Option<crate::plan::engines::vllm::VllmLora>,
 }
 
 impl VllmFlags {
@@ -319,6 +321,7 @@ impl VllmFlags {
             block_size: cfg.block_size_flag(),
             stored_quantized: cfg.dtype == VllmDtype::Stored,
             speculative_config: cfg.speculative.as_ref().map(|s| s.json.clone()),
+            lora: cfg.lora,
         }
     }
 }

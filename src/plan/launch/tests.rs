@@ -43,6 +43,7 @@ const S: LaunchSettings = LaunchSettings {
         block_size: None,
         stored_quantized: false,
         speculative_config: None,
+        lora: None,
     },
     llamacpp_cache_type: None,
 };

@@ -87,6 +87,45 @@ pub struct VllmConfig {
     pub tensor_parallel: Option<u64>,
     /// `--speculative-config`: the draft run beside the model.
     pub speculative: Option<VllmSpeculative>,
+    /// `--enable-lora`: the adapter slots vLLM preallocates.
+    pub lora: Option<VllmLora>,
+}
+
+/// `--enable-lora --max-loras K --max-lora-rank R [--max-cpu-loras C]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct VllmLora {
+    /// `--max-loras`: adapters a batch may use at once (the GPU slots).
+    pub max_loras: u64,
+    /// `--max-lora-rank`.
+    pub max_lora_rank: u64,
+    /// `--max-cpu-loras`: adapters cached in host memory (`None`: `--max-loras`).
+    pub max_cpu_loras: Option<u64>,
+}
+
+impl VllmLora {
+    /// The bytes of LoRA slots one rank of `tp` holds for `layers` decoder layers at
+    /// `element` bytes a value: for each linear layer vLLM wraps (q, k and v, the output, gate
+    /// and up, down), `max_loras` A matrices of `rank` × its input and B matrices of its output
+    /// × `rank` (`create_lora_weights` in `lora/layers/`), the column-parallel layers' outputs
+    /// and the row-parallel layers' inputs split over the ranks.
+    pub fn slot_bytes(&self, arch: &ModelArch, tp: u64, layers: u64, element: u64) -> u64 {
+        let w = u128::from;
+        let tp = w(tp.max(1));
+        let (h, r) = (w(arch.hidden_size), w(self.max_lora_rank));
+        let q = w(arch.num_heads) * w(arch.head_dim);
+        let kv = w(arch.num_kv_heads) * w(arch.head_dim);
+        let ffn = w(arch.intermediate_size);
+        let gated = arch.mlp == crate::model::Mlp::Gated;
+        let (col_in, col_out) = if gated {
+            (5 * h, q + 2 * kv + 2 * ffn)
+        } else {
+            (4 * h, q + 2 * kv + ffn)
+        };
+        let a = r * (col_in + (q + ffn) / tp);
+        let b = r * (col_out / tp + 2 * h);
+        let bytes = (a + b) * w(self.max_loras) * w(layers) * w(element);
+        u64::try_from(bytes).unwrap_or(u64::MAX)
+    }
 }
 
 /// `--speculative-config`: the draft's kind, the tokens it proposes a step, and the JSON as
@@ -129,6 +168,7 @@ impl VllmConfig {
             cpu_offload_bytes: 0,
             tensor_parallel: None,
             speculative: None,
+            lora: None,
         }
     }
 }

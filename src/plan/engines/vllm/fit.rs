@@ -139,6 +139,8 @@ pub struct VllmFit {
     /// The speculative draft loaded beside the model (in the weights term, and its KV layers
     /// in the blocks).
     pub draft: Option<VllmDraft>,
+    /// The LoRA slots (in the weights term): the settings and their bytes on the binding rank.
+    pub lora: Option<(super::config::VllmLora, u64)>,
 }
 
 /// The layout on the fewest GPUs that serves, shown beside the one preferred.
@@ -167,11 +169,12 @@ impl VllmFit {
 /// What gpumem cannot yet model of vLLM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Unmodelled {
-    /// A recurrent mixer vLLM does not run (RWKV), or one beside latent attention.
-    #[error(
-        "vLLM runs no RWKV layers, and its state pages beside latent attention are not modelled"
-    )]
+    /// A recurrent mixer vLLM does not run (RWKV).
+    #[error("vLLM runs no RWKV layers")]
     RecurrentLayers,
+    /// LoRA adapters on a mixture of experts (vLLM wraps the experts too; not modelled).
+    #[error("vLLM's LoRA slots on routed experts are not modelled")]
+    LoraOnExperts,
 }
 
 // The CUDA context, NCCL/custom all-reduce buffers and cuBLAS handles taken before the
@@ -227,6 +230,9 @@ pub fn fit(
     cfg: &VllmConfig,
 ) -> Result<VllmFit, Unmodelled> {
     let arch = model.arch;
+    if cfg.lora.is_some() && arch.moe.is_some() {
+        return Err(Unmodelled::LoraOnExperts);
+    }
     let tp = layout.tensor_parallel.max(1);
     let pp = layout.pipeline_parallel.clamp(1, arch.num_layers.max(1));
     let class = GpuClass::of(gpu.total_bytes, gpu.is_a100);
@@ -265,6 +271,14 @@ pub fn fit(
         ),
     };
     let per_request = st.pages.blocks_per_request(cfg.max_model_len);
+    let lora_bytes = cfg.lora.map_or(0, |l| {
+        l.slot_bytes(
+            arch,
+            tp,
+            st_layers(&parts, stage_index),
+            model.activation_bytes,
+        )
+    });
     let outcome = match arch.max_position_embeddings {
         Some(trained) if cfg.max_model_len > trained => VllmOutcome::LongerThanTrained { trained },
         _ => outcome(
@@ -315,11 +329,21 @@ pub fn fit(
         max_concurrency_centi: concurrency_centi(st.num_blocks, per_request),
         outcome,
         fewest_gpus: None,
+        lora: cfg.lora.map(|l| (l, lora_bytes)),
         draft: cfg.speculative.as_ref().map(|s| VllmDraft {
             draft: crate::plan::engines::speculative::draft(arch, model.weights_bytes, s.method),
             tokens: s.tokens,
         }),
     })
+}
+
+/// The layers stage `index` of `parts` holds.
+fn st_layers(parts: &[u64], index: u64) -> u64 {
+    usize::try_from(index)
+        .ok()
+        .and_then(|i| parts.get(i))
+        .copied()
+        .unwrap_or(0)
 }
 
 /// The KV cache vLLM makes of some bytes on each rank.

@@ -36,6 +36,18 @@ fn flags_argv(f: &VllmFlags) -> Vec<String> {
     if let Some(json) = &f.speculative_config {
         argv.extend(["--speculative-config".into(), json.clone()]);
     }
+    if let Some(l) = f.lora {
+        argv.extend([
+            "--enable-lora".into(),
+            "--max-loras".into(),
+            l.max_loras.to_string(),
+            "--max-lora-rank".into(),
+            l.max_lora_rank.to_string(),
+        ]);
+        if let Some(cpu) = l.max_cpu_loras {
+            argv.extend(["--max-cpu-loras".into(), cpu.to_string()]);
+        }
+    }
     argv
 }
 

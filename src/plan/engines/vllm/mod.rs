@@ -30,7 +30,7 @@ pub const VERSION: super::EngineVersion = super::EngineVersion {
     source: "its Python source; public start-up logs",
 };
 
-pub use config::{VllmConfig, VllmDtype, VllmGpu, VllmModel, VllmSpeculative};
+pub use config::{VllmConfig, VllmDtype, VllmGpu, VllmLora, VllmModel, VllmSpeculative};
 pub use fit::{
     accepts_tp, fit, kv_of_available, stage_layers, KvOfAvailable, Layout, LayoutRejection,
     Unmodelled, VllmDraft, VllmFit, VllmOutcome,

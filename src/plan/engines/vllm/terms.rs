@@ -64,8 +64,17 @@ impl Stage {
                 .div_ceil(run.tp.max(1)),
             _ => 0,
         };
+        // LoRA slots, allocated with the model (inside "Model loading took").
+        let lora = cfg.lora.map_or(0, |l| {
+            l.slot_bytes(
+                model.arch,
+                run.tp,
+                layers.end - layers.start,
+                model.activation_bytes,
+            )
+        });
         let weights =
-            stage_weights(model, run, layers.clone(), index == 0, last) - offloaded + draft;
+            stage_weights(model, run, layers.clone(), index == 0, last) - offloaded + draft + lora;
         let per_token = forward_bytes_per_token(model, run.tp);
         let forward = run.tokens.saturating_mul(per_token);
         let profile = if last {
