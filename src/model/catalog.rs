@@ -270,6 +270,17 @@ const MINIMAX_M2_CONFIG: &str = r#"{"model_type": "minimax_m2", "hidden_size": 3
     "use_qk_norm": true, "max_position_embeddings": 196608, "tie_word_embeddings": false,
     "vocab_size": 200064}"#;
 
+/// google/gemma-4-31B-it: its language model as the model cards (Google's and the conversions
+/// from its checkpoint) give it: 60 layers, 5 sliding (16 KV heads of 256, a window of 1024) to
+/// 1 full (4 KV heads of 512, V the K projection), no per-layer embeddings, tied. These give
+/// the 30.7B parameters Google publishes.
+const GEMMA4_31B_CONFIG: &str = r#"{"model_type": "gemma4_text", "hidden_size": 5376,
+    "intermediate_size": 21504, "num_hidden_layers": 60, "num_attention_heads": 32,
+    "num_key_value_heads": 16, "head_dim": 256, "global_head_dim": 512,
+    "num_global_key_value_heads": 4, "attention_k_eq_v": true, "sliding_window": 1024,
+    "hidden_size_per_layer_input": 0, "final_logit_softcapping": 30.0,
+    "max_position_embeddings": 262144, "tie_word_embeddings": true, "vocab_size": 262144}"#;
+
 /// moonshotai/Kimi-K2-Instruct: the architecture fields of the published config.json
 /// (DeepSeek-V3's layout with 384 experts and 64 heads).
 const KIMI_K2_CONFIG: &str = r#"{"model_type": "kimi_k2", "hidden_size": 7168,
@@ -816,6 +827,12 @@ pub fn catalog() -> Vec<CatalogModel> {
             QWEN35_35B_A3B_CONFIG,
         ),
         from_config("glm-5", &["glm5"], "zai-org/GLM-5", GLM5_CONFIG),
+        from_config(
+            "gemma-4-31b",
+            &["gemma4-31b"],
+            "google/gemma-4-31B-it",
+            GEMMA4_31B_CONFIG,
+        ),
         from_config(
             "minimax-m2",
             &["minimax-m2-230b-a10b"],

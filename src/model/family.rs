@@ -43,6 +43,11 @@ pub enum Family {
     Gemma2,
     /// Gemma 3.
     Gemma3,
+    /// Gemma 4 (31B's dense layout, 26B-A4B's experts beside the MLP): Gemma 3's sliding and
+    /// full layers, the full ones with heads of their own size and count and V their K
+    /// projection, V RMS-normed, no query scale, a scalar on each layer's output (llama.cpp's
+    /// `gemma4` builder).
+    Gemma4,
     /// Phi-3: fused q/k/v and gate/up.
     Phi3,
     /// Llama 4: chunked attention, interleaved experts.
@@ -138,6 +143,7 @@ pub const FAMILIES: &[Spellings] = &[
     row(Family::Gemma, &["gemma"], &["gemma"]),
     row(Family::Gemma2, &["gemma2"], &["gemma2"]),
     row(Family::Gemma3, &["gemma3"], &["gemma3", "gemma3_text"]),
+    row(Family::Gemma4, &["gemma4"], &["gemma4", "gemma4_text"]),
     row(Family::Phi3, &["phi3"], &["phi3"]),
     row(Family::Llama4, &["llama4"], &["llama4", "llama4_text"]),
     row(Family::Cohere2, &["cohere2"], &[]),

@@ -23,8 +23,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 pub use arch::{
-    llama_like, Attention, Classifier, Encoder, GraniteScales, Indexer, Mlp, ModelArch, Moe, Norm,
-    ParamCount, Pooling, ShapeField, SlidingLayers, SlidingWindow, Ssm, SsmKind, MAX_PARAMETERS,
+    llama_like, Attention, Classifier, Encoder, FullAttention, GraniteScales, Indexer, Mlp,
+    ModelArch, Moe, Norm, ParamCount, Pooling, ShapeField, SlidingLayers, SlidingWindow, Ssm,
+    SsmKind, MAX_PARAMETERS,
 };
 pub use catalog::{catalog, closest_model, find_by_hub_id, find_model, instruct_of, CatalogModel};
 pub use dtype::{

@@ -454,6 +454,44 @@ fn config_json_readings_match_the_measured_ggufs() {
                 "scoring_func": "sigmoid", "use_routing_bias": true, "use_qk_norm": true
             }),
         ),
+        // Gemma 4 as its multimodal repositories nest it: the full layers' head size and KV
+        // heads (global_head_dim, num_global_key_value_heads) beside the sliding ones', their
+        // V the K projection, no per-layer embeddings.
+        (
+            "gemma-4-layout.json",
+            serde_json::json!({
+                "model_type": "gemma4", "tie_word_embeddings": true,
+                "text_config": {
+                    "model_type": "gemma4_text", "hidden_size": 5376, "num_hidden_layers": 4,
+                    "num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 256,
+                    "global_head_dim": 512, "num_global_key_value_heads": 4,
+                    "attention_k_eq_v": true, "intermediate_size": 21504,
+                    "vocab_size": 262144, "sliding_window": 1024,
+                    "hidden_size_per_layer_input": 0, "final_logit_softcapping": 30.0,
+                    "layer_types": ["sliding_attention", "full_attention",
+                                    "sliding_attention", "full_attention"]
+                }
+            }),
+        ),
+        // Gemma 4's experts (26B-A4B's kind) beside the dense MLP, from `enable_moe_block`.
+        (
+            "gemma-4-moe-layout.json",
+            serde_json::json!({
+                "model_type": "gemma4", "tie_word_embeddings": true,
+                "text_config": {
+                    "model_type": "gemma4_text", "hidden_size": 2816, "num_hidden_layers": 4,
+                    "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256,
+                    "global_head_dim": 512, "num_global_key_value_heads": 2,
+                    "attention_k_eq_v": true, "intermediate_size": 2112,
+                    "vocab_size": 262144, "sliding_window": 1024,
+                    "hidden_size_per_layer_input": 0, "final_logit_softcapping": 30.0,
+                    "enable_moe_block": true, "num_experts": 32, "top_k_experts": 8,
+                    "moe_intermediate_size": 704,
+                    "layer_types": ["sliding_attention", "full_attention",
+                                    "sliding_attention", "full_attention"]
+                }
+            }),
+        ),
         (
             "granite-4.0-h-layout.json",
             serde_json::json!({
@@ -563,6 +601,124 @@ fn config_json_readings_match_the_measured_ggufs() {
             "{name}: {failures:#?}"
         );
     }
+}
+
+// What gpumem does not model of Gemma 4 is refused by name, from a GGUF header and from
+// config.json: per-layer embeddings (E2B, E4B), layers sharing an earlier layer's KV cache,
+// experts other than 26B-A4B's.
+#[test]
+fn gemma4_variants_not_modelled_are_refused_by_name() {
+    let name = "gemma-4-layout.json";
+    let doc = fixture(name);
+    for (key, what) in [
+        (
+            "embedding_length_per_layer_input",
+            "per-layer embeddings (Gemma 4 E2B/E4B)",
+        ),
+        (
+            "attention.shared_kv_layers",
+            "reusing an earlier layer's KV cache",
+        ),
+        // Experts without 26B-A4B's router scale and per-expert scales in every layer.
+        ("expert_count", "not every layer has experts"),
+    ] {
+        let mut file = described_file(name, &doc);
+        file.metadata
+            .insert(format!("gemma4.{key}"), GgufValue::Int(256));
+        let err = arch_from_gguf(Path::new(name), &file)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!("gemma4.{key}"))
+                && err.contains(what)
+                && err.contains("not modelled yet"),
+            "{err}"
+        );
+    }
+    let config = |extra: (&str, serde_json::Value)| {
+        let mut text = serde_json::json!({
+            "model_type": "gemma4_text", "hidden_size": 1536, "num_hidden_layers": 35,
+            "num_attention_heads": 8, "num_key_value_heads": 1, "vocab_size": 262144,
+            "hidden_size_per_layer_input": 0
+        });
+        text[extra.0] = extra.1;
+        serde_json::json!({ "model_type": "gemma4", "text_config": text })
+    };
+    for (field, value, what) in [
+        (
+            "hidden_size_per_layer_input",
+            serde_json::json!(256),
+            "per-layer embeddings",
+        ),
+        (
+            "num_kv_shared_layers",
+            serde_json::json!(20),
+            "earlier layer's KV cache",
+        ),
+    ] {
+        let err =
+            gpumem::model::parse_config(Path::new("config.json"), "g", &config((field, value)))
+                .unwrap_err()
+                .to_string();
+        assert!(
+            err.contains(field) && err.contains(what) && err.contains("not modelled yet"),
+            "{err}"
+        );
+    }
+    // Gemma4TextConfig's default (256) where the config gives none.
+    let mut bare = config(("vocab_size", serde_json::json!(262144)));
+    bare["text_config"]
+        .as_object_mut()
+        .unwrap()
+        .remove("hidden_size_per_layer_input");
+    let err = gpumem::model::parse_config(Path::new("config.json"), "g", &bare)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("per-layer embeddings (Gemma 4 E2B/E4B)"),
+        "{err}"
+    );
+}
+
+// Gemma 4's full layers as transformers saves them (`per_layer_config`) read as from the
+// kwargs a published config.json gives.
+#[test]
+fn gemma4_per_layer_config_reads_as_its_kwargs() {
+    let text = |extra: serde_json::Value| {
+        let mut t = serde_json::json!({
+            "model_type": "gemma4_text", "hidden_size": 5376, "num_hidden_layers": 4,
+            "num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 256,
+            "attention_k_eq_v": true, "intermediate_size": 21504, "vocab_size": 262144,
+            "sliding_window": 1024, "hidden_size_per_layer_input": 0,
+            "layer_types": ["sliding_attention", "full_attention",
+                            "sliding_attention", "full_attention"]
+        });
+        t.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        gpumem::model::parse_config(Path::new("config.json"), "g", &t)
+    };
+    let kwargs = text(serde_json::json!({
+        "global_head_dim": 512, "num_global_key_value_heads": 4
+    }))
+    .unwrap()
+    .0;
+    let saved = text(serde_json::json!({ "per_layer_config": {
+        "01": { "head_dim": 512, "num_key_value_heads": 4 },
+        "03": { "head_dim": 512, "num_key_value_heads": 4 }
+    }}))
+    .unwrap()
+    .0;
+    assert_eq!(saved, kwargs);
+    let full = kwargs.full_attention.unwrap();
+    assert_eq!((full.head_dim, full.kv_heads, full.k_eq_v), (512, 4, true));
+    let err = text(serde_json::json!({ "per_layer_config": {
+        "01": { "head_dim": 512, "num_key_value_heads": 4 },
+        "03": { "head_dim": 256, "num_key_value_heads": 4 }
+    }}))
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("per_layer_config"), "{err}");
 }
 
 // A GLM-5.2 header whose layers share an indexer (`indexer.types` false), or that leaves the

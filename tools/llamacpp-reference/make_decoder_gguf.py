@@ -36,6 +36,13 @@ model's dimensions and no weight data (a sparse file), like make_gguf.py.
             --rope-dim of each head, every layer experts (--expert-ffn wide, which is also the
             feed-forward length, as the converter writes it) chosen by sigmoid scores plus a
             correction bias, no shared expert.
+  gemma4    Gemma 4 (dense, 31B's layout): sliding layers of --head-dim and --kv-heads, full
+            layers (F in --layer-types, S sliding) of --global-head-dim and --global-kv-heads
+            whose V is K's projection (no attn_v), q/k norms, four norms per layer, rope_freqs
+            on the first full layer, a scalar on each layer's output, final logit
+            soft-capping 30, tied embeddings, no per-layer embeddings. With --experts,
+            26B-A4B's kind: every layer experts beside the MLP, the router's input scale, three
+            more norms and a scale per expert.
 
 Vectors are f32, matrices f16 (gpt-oss's experts MXFP4, as published).
 
@@ -194,6 +201,61 @@ def glm4moe_layer(t, b: str, a, i: int) -> None:
     leading_dense_then_moe(t, b, a, i, routing_bias=True)
 
 
+def gemma4_keys(w: GGUFWriter, a) -> None:
+    """What convert_hf_to_gguf.py's Gemma4Model writes: per-layer KV heads and the sliding
+    pattern as arrays, both layer types' head sizes and RoPE widths."""
+    full = [c == "F" for c in a.layer_types]
+    assert len(full) == a.layers, "--layer-types needs one letter a layer"
+    w.add_head_count_kv([a.global_kv_heads if f else a.kv_heads for f in full])
+    w.add_sliding_window_pattern([not f for f in full])
+    w.add_key_length_swa(a.head_dim)
+    w.add_uint32("gemma4.attention.value_length_swa", a.head_dim)
+    w.add_rope_dimension_count(a.global_head_dim)
+    w.add_uint32("gemma4.rope.dimension_count_swa", a.head_dim)
+    w.add_float32("gemma4.rope.freq_base_swa", 10000.0)
+    w.add_uint32("gemma4.attention.shared_kv_layers", 0)
+    w.add_uint32("gemma4.embedding_length_per_layer_input", 0)
+    w.add_float32("gemma4.final_logit_softcapping", 30.0)
+
+
+def gemma4_layer(t, b: str, a, i: int) -> None:
+    """A Gemma 4 layer: a full one's V is its K projection (attention_k_eq_v), so it has no
+    attn_v; the first full layer holds rope_freqs (llama.cpp duplicates it for the others)."""
+    d = a.hidden
+    full = a.layer_types[i] == "F"
+    hd, kv = (a.global_head_dim, a.global_kv_heads) if full else (a.head_dim, a.kv_heads)
+    t(b + "attn_q.weight", (a.heads * hd, d))
+    t(b + "attn_k.weight", (kv * hd, d))
+    if not full:
+        t(b + "attn_v.weight", (kv * hd, d))
+    t(b + "attn_output.weight", (d, a.heads * hd))
+    t(b + "attn_q_norm.weight", (hd,), F32)
+    t(b + "attn_k_norm.weight", (hd,), F32)
+    t(b + "post_attention_norm.weight", (d,), F32)
+    if full and a.layer_types.index("F") == i:
+        t("rope_freqs.weight", (hd // 2,), F32)
+    t(b + "ffn_norm.weight", (d,), F32)
+    gated_mlp(t, b, a)
+    t(b + "post_ffw_norm.weight", (d,), F32)
+    if a.experts:
+        # 26B-A4B: experts beside the dense MLP, each with norms of its own, a router over a
+        # scaled norm of the layer's input and a scale per expert on its output.
+        t(b + "ffn_gate_inp.weight", (a.experts, d), F32)
+        t(b + "ffn_gate_inp.scale", (d,), F32)
+        for n in ("pre_ffw_norm_2", "post_ffw_norm_1", "post_ffw_norm_2"):
+            t(b + n + ".weight", (d,), F32)
+        f = a.expert_ffn
+        if a.fuse_gate_up_exps:
+            t(b + "ffn_gate_up_exps.weight", (a.experts, 2 * f, d))
+        else:
+            t(b + "ffn_gate_exps.weight", (a.experts, f, d))
+            t(b + "ffn_up_exps.weight", (a.experts, f, d))
+        t(b + "ffn_down_exps.weight", (a.experts, d, f))
+        t(b + "ffn_down_exps.scale", (a.experts,), F32)
+    # The layer's output scalar (HF's layer_scalar), which the converter writes.
+    t(b + "layer_output_scale.weight", (1,), F32)
+
+
 def biased_gelu_mlp(t, b: str, a) -> None:
     """StarCoder2's and GPT-NeoX's feed-forward block: a LayerNorm and both projections biased."""
     d = a.hidden
@@ -210,7 +272,7 @@ def main() -> None:
     p.add_argument("arch", choices=["gemma2", "gemma3", "qwen3", "qwen3moe", "mixtral", "cohere2",
                                     "phi3", "gpt-oss", "deepseek2", "deepseek32", "glm-dsa", "llama4", "glm4moe", "gemma",
                                     "qwen2moe", "starcoder2", "falcon", "gptneox",
-                                    "minimax-m2"])
+                                    "minimax-m2", "gemma4"])
     p.add_argument("--shared-ffn", type=int, default=0, help="qwen2moe: the shared expert's width")
     p.add_argument("--norm-2", action="store_true", help="falcon: attn_norm_2 (Falcon-40B)")
     p.add_argument("--serial-residual", action="store_true",
@@ -254,6 +316,9 @@ def main() -> None:
                    help="glm4moe: routed_scaling_factor (GLM-4.5: 2.5, GLM-4.5-Air: 1.0)")
     p.add_argument("--tied", action="store_true", help="phi3: tied embeddings (Phi-4-mini)")
     p.add_argument("--rotary", type=float, default=1.0, help="phi3, gptneox: partial rotary factor")
+    p.add_argument("--layer-types", default="", help="gemma4: S (sliding) or F (full) per layer")
+    p.add_argument("--global-head-dim", type=int, default=512, help="gemma4: full layers' head")
+    p.add_argument("--global-kv-heads", type=int, default=4, help="gemma4: full layers' KV heads")
     a = p.parse_args()
     d = a.hidden
 
@@ -264,10 +329,16 @@ def main() -> None:
     w.add_embedding_length(d)
     w.add_feed_forward_length(a.ffn or a.expert_ffn)
     w.add_head_count(a.heads)
-    w.add_head_count_kv(a.kv_heads)
+    if a.arch == "gemma4":
+        gemma4_keys(w, a)
+    else:
+        w.add_head_count_kv(a.kv_heads)
     if a.arch in ("deepseek2", "deepseek32", "glm-dsa") and not a.legacy_mla:
         w.add_key_length(a.kv_lora + a.rope_dim)
         w.add_value_length(a.kv_lora)
+    elif a.arch == "gemma4":
+        w.add_key_length(a.global_head_dim)
+        w.add_value_length(a.global_head_dim)
     else:
         w.add_key_length(a.head_dim)
         w.add_value_length(a.v_dim if a.arch in ("deepseek2", "deepseek32", "glm-dsa") else a.head_dim)
@@ -315,7 +386,7 @@ def main() -> None:
     add_vocab(w, a.vocab, ("<|endoftext|>", "<|end|>") if a.arch == "phi3" else ())
 
     t = lambda name, shape, ty=F16: add_tensor(w, name, shape, ty)
-    add_embeddings(w, a.vocab, d, tied=a.arch in ("gemma", "gemma2", "gemma3", "cohere2") or a.tied)
+    add_embeddings(w, a.vocab, d, tied=a.arch in ("gemma", "gemma2", "gemma3", "gemma4", "cohere2") or a.tied)
     if a.arch in ("starcoder2", "falcon", "gptneox"):
         t("output_norm.bias", (d,), F32)
     for i in range(a.layers):
@@ -363,6 +434,8 @@ def main() -> None:
             t(b + "ffn_norm.weight", (d,), F32)
             gated_mlp(t, b, a)
             t(b + "post_ffw_norm.weight", (d,), F32)
+        elif a.arch == "gemma4":
+            gemma4_layer(t, b, a, i)
         elif a.arch in ("deepseek2", "deepseek32", "glm-dsa"):
             deepseek2_layer(t, b, a, i)
         elif a.arch == "llama4":

@@ -99,8 +99,38 @@ impl ModelArch {
                 } else {
                     full_cells
                 };
+                let per = match self.full_attention {
+                    Some(_) => {
+                        let (k, v) = self.layer_kv_widths(i);
+                        u128::from(k) + u128::from(v)
+                    }
+                    None => per,
+                };
                 per * u128::from(cells)
             })
             .sum()
+    }
+
+    /// Layer `i`'s K and V widths (values a cell): [`ModelArch::kv_tensor_widths`] at the
+    /// layer's own head size and KV heads where its full layers differ (Gemma 4).
+    pub fn layer_kv_widths(&self, i: u64) -> (u64, u64) {
+        match (self.full_attention, &self.attention) {
+            (Some(_), Attention::Standard { .. }) if self.encoder.is_none() => {
+                let (head, kv) = self.layer_heads(i);
+                let w = kv.saturating_mul(head);
+                (w, w)
+            }
+            _ => self.kv_tensor_widths(),
+        }
+    }
+
+    /// The widest V row of any attention layer: what llama.cpp's transposed V cache (without
+    /// flash attention) gives every layer when the layers' V widths differ.
+    pub fn widest_v(&self) -> u64 {
+        (0..self.num_layers)
+            .filter(|&i| self.has_attention(i))
+            .map(|i| self.layer_kv_widths(i).1)
+            .max()
+            .unwrap_or(0)
     }
 }

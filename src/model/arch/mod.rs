@@ -317,6 +317,21 @@ pub struct SlidingWindow {
     pub layers: SlidingLayers,
 }
 
+/// Gemma 4's full-attention layers, whose heads are wider and fewer than its sliding layers'
+/// (`global_head_dim`, `num_global_key_value_heads`; a GGUF's `key_length` beside
+/// `key_length_swa` and its per-layer `head_count_kv`). `ModelArch::head_dim` and
+/// `num_kv_heads` are then the sliding layers'.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct FullAttention {
+    /// Per-head size of Q, K and V in the full layers.
+    pub head_dim: u64,
+    /// KV heads of the full layers.
+    pub kv_heads: u64,
+    /// The full layers' V is their K projection (`attention_k_eq_v`: no `v_proj`); V is still
+    /// cached apart.
+    pub k_eq_v: bool,
+}
+
 /// Which of Granite's multipliers a model sets (each a scale op in llama.cpp's graph).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct GraniteScales {
@@ -430,6 +445,9 @@ pub struct ModelArch {
     pub transformers_window: Option<u64>,
     /// An encoder (BERT, nomic-bert): no KV cache, its output pooled; `None` for a decoder.
     pub encoder: Option<Encoder>,
+    /// The full-attention layers' own head size and KV heads (Gemma 4); `None`: every layer
+    /// has `head_dim` and `num_kv_heads`.
+    pub full_attention: Option<FullAttention>,
 }
 
 /// Parameter counts from the shape (before any file says otherwise).
@@ -503,6 +521,15 @@ impl ModelArch {
             .count() as u64
     }
 
+    /// Layer `i`'s per-head size and KV heads: the full layers' own where they differ
+    /// ([`FullAttention`]), else `head_dim` and `num_kv_heads`.
+    pub fn layer_heads(&self, i: u64) -> (u64, u64) {
+        match self.full_attention {
+            Some(f) if !self.is_sliding_layer(i) => (f.head_dim, f.kv_heads),
+            _ => (self.head_dim, self.num_kv_heads),
+        }
+    }
+
     /// Layers with attention, which hold a KV cache.
     pub fn attention_layer_count(&self) -> u64 {
         (0..self.num_layers)
@@ -564,5 +591,6 @@ pub fn llama_like(
         indexer: None,
         transformers_window: None,
         encoder: None,
+        full_attention: None,
     }
 }

@@ -17,6 +17,26 @@ impl ModelArch {
     }
 
     pub(super) fn attention_params_wide(&self) -> u128 {
+        self.attention_params_of(self.head_dim, self.num_kv_heads, false)
+    }
+
+    /// Parameters of every attention layer's attention block, each at its own widths
+    /// ([`ModelArch::layer_heads`]; a full layer whose V is its K projection has no `v_proj`).
+    fn all_attention_params(&self) -> u128 {
+        let Some(full) = self.full_attention else {
+            return u128::from(self.attention_layer_count()) * self.attention_params_wide();
+        };
+        let sliding = (0..self.num_layers)
+            .filter(|&i| self.has_attention(i) && self.is_sliding_layer(i))
+            .count() as u128;
+        let global = u128::from(self.attention_layer_count()) - sliding;
+        sliding * self.attention_params_wide()
+            + global * self.attention_params_of(full.head_dim, full.kv_heads, full.k_eq_v)
+    }
+
+    /// One attention block's parameters at `head_dim` and `kv_heads` (`k_eq_v`: no V
+    /// projection).
+    fn attention_params_of(&self, head_dim: u64, kv_heads: u64, k_eq_v: bool) -> u128 {
         let h = u128::from(self.hidden_size);
         match &self.attention {
             Attention::Standard {
@@ -24,9 +44,10 @@ impl ModelArch {
                 o_bias,
                 qk_norm,
             } => {
-                let q = u128::from(self.num_heads) * u128::from(self.head_dim);
-                let kv = u128::from(self.num_kv_heads) * u128::from(self.head_dim);
-                let mut p = h * q + 2 * h * kv + q * h;
+                let q = u128::from(self.num_heads) * u128::from(head_dim);
+                let kv = u128::from(kv_heads) * u128::from(head_dim);
+                let projections: u128 = if k_eq_v { 1 } else { 2 };
+                let mut p = h * q + projections * h * kv + q * h;
                 if self.attn_output_gate {
                     p += h * q;
                 }
@@ -39,7 +60,7 @@ impl ModelArch {
                 if *qk_norm && self.qk_norm_full_width {
                     p += q + kv;
                 } else if *qk_norm {
-                    p += 2 * u128::from(self.head_dim);
+                    p += 2 * u128::from(head_dim);
                 }
                 p
             }
@@ -70,6 +91,16 @@ impl ModelArch {
                 q + kv_a + kv_b + o + indexer
             }
         }
+    }
+
+    /// Gemma 4's experts (26B-A4B) beside what [`Moe`] counts: in each expert layer the
+    /// router's input scale, three more norms (before the experts, after the dense MLP, after
+    /// the experts) and a scale per expert on its output.
+    fn gemma4_expert_extras(&self) -> u128 {
+        self.moe.as_ref().map_or(0, |m| {
+            u128::from(self.moe_layers())
+                * (4 * u128::from(self.hidden_size) + u128::from(m.experts))
+        })
     }
 
     pub(super) fn ffn_params(&self, intermediate: u64) -> u64 {
@@ -127,7 +158,8 @@ impl ModelArch {
         let mut mixers = self
             .ssm
             .map_or(0, |m| recurrent * m.params(self.hidden_size))
-            + attention_layers * (self.attention_params_wide() + sinks);
+            + self.all_attention_params()
+            + attention_layers * sinks;
         // RWKV-7's first layer keeps a value-residual LoRA it never uses, converted at the ICLR
         // rank (llama.cpp loads it so); the others are of their own rank.
         if let Some(m) = self
@@ -165,7 +197,13 @@ impl ModelArch {
             total += moe_layers * (w(m.experts) * expert + shared + router);
             active += moe_layers * (w(m.experts_per_token) * expert + shared + router);
         }
-        let extra = self.encoder_params();
+        // Gemma 4: each layer's output scalar (`layer_scalar`), and the proportional RoPE's
+        // factors over half a full layer's head that llama.cpp's converter writes
+        // (`rope_freqs`, one tensor the full layers share).
+        let extra = self.encoder_params()
+            + self.full_attention.map_or(0, |f| {
+                w(self.num_layers) + w(f.head_dim / 2) + self.gemma4_expert_extras()
+            });
         total += extra;
         active += extra;
         if self.active_without_embedding {

@@ -10,6 +10,9 @@ use crate::model::arch::{
 use crate::model::error::ModelError;
 use crate::model::family::Family;
 
+#[path = "gemma4.rs"]
+mod gemma4;
+
 /// The recurrent mixer of a family that has one (RWKV's token shift and WKV state count as one
 /// too).
 fn mixer_kind(family: Family) -> Option<SsmKind> {
@@ -195,6 +198,9 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
         arch.moe = Some(experts_from(&k, &arch, experts, ffn, family));
     }
     arch.sliding_window = sliding_window(&k, family);
+    if family == Family::Gemma4 {
+        gemma4::gemma4(&k, &mut arch)?;
+    }
     arch.check_plausible()
         .map_err(|(field, why)| k.bad(field.gguf_key(), why))?;
     Ok(arch)

@@ -223,6 +223,18 @@ pub(super) const CLASSES: &[Class] = &[
         ("attention_bias", Bool(false)), ("sliding_window", Uint(4096)),
         ("sliding_window_pattern", Uint(6)),
     ], &[]),
+    // Gemma 4: the sliding layers' heads; `global_head_dim` (512) and
+    // `num_global_key_value_heads` are no fields: `__post_init__` pops them from its kwargs.
+    class("gemma4_text", "Gemma4TextConfig", &[
+        ("vocab_size", Uint(262_144)), ("hidden_size", Uint(2304)),
+        ("intermediate_size", Uint(9216)), ("num_hidden_layers", Uint(30)),
+        ("num_attention_heads", Uint(8)), ("num_key_value_heads", Uint(4)), ("head_dim", Uint(256)),
+        ("max_position_embeddings", Uint(131_072)), ("tie_word_embeddings", Bool(true)),
+        ("attention_bias", Bool(false)), ("sliding_window", Uint(512)),
+        ("hidden_size_per_layer_input", Uint(256)), ("attention_k_eq_v", Bool(false)),
+        ("num_kv_shared_layers", Uint(0)), ("enable_moe_block", Bool(false)),
+        ("global_head_dim", Uint(512)),
+    ], &[]),
     class("phi3", "Phi3Config", &[
         ("vocab_size", Uint(32_064)), ("hidden_size", Uint(3072)),
         ("intermediate_size", Uint(8192)), ("num_hidden_layers", Uint(32)),
@@ -546,6 +558,7 @@ const fn composite(
 #[rustfmt::skip]
 pub(super) const COMPOSITES: &[Composite] = &[
     composite("gemma3", "Gemma3Config", "gemma3_text", false, NO_KWARGS, Tie::Own(true)),
+    composite("gemma4", "Gemma4Config", "gemma4_text", false, NO_KWARGS, Tie::Own(true)),
     composite("llama4", "Llama4Config", "llama4_text", false, NO_KWARGS, Tie::Own(false)),
     composite("llava", "LlavaConfig", "llama", true, NO_KWARGS, Tie::OwnOrText(false)),
     composite("llava_next", "LlavaNextConfig", "llama", true, NO_KWARGS, Tie::Own(false)),

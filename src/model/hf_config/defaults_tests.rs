@@ -340,6 +340,10 @@ const UNREADABLE_BARE: &[(&str, &str)] = &[
         "nemotron_h",
         "NemotronHConfig's default layers mix MLP and expert blocks",
     ),
+    (
+        "gemma4_text",
+        "Gemma4TextConfig's defaults describe E2B's per-layer embeddings, which gpumem refuses",
+    ),
 ];
 
 #[test]

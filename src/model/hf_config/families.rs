@@ -8,6 +8,9 @@ use crate::model::error::ModelError;
 use crate::model::family::Family;
 use serde_json::Value;
 
+#[path = "gemma4.rs"]
+pub(super) mod gemma4;
+
 /// The shape every family shares, as the config wrote it.
 pub(super) struct Common {
     pub hidden: u64,
@@ -68,6 +71,7 @@ pub(super) fn apply(
             arch.query_prescaled = true;
             arch.attention = standard(false, false, true);
         }
+        Family::Gemma4 => gemma4::gemma4(f, arch)?,
         Family::Falcon => falcon(f, arch, c.hidden)?,
         Family::GptNeox => {
             arch.attention = standard(true, true, false);
@@ -230,6 +234,9 @@ pub(super) fn sliding_window(
     ty: &Family,
     f: &mut Fields<'_>,
 ) -> Result<Option<SlidingWindow>, ModelError> {
+    if *ty == Family::Gemma4 {
+        return gemma4::window(f);
+    }
     let Some(window) = f.uint(&["sliding_window"])?.filter(|&w| w > 0) else {
         return Ok(None);
     };

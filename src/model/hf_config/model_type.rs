@@ -54,7 +54,7 @@ impl Family {
     pub(super) fn ties_by_default(self) -> bool {
         matches!(
             self,
-            Family::Gemma | Family::Gemma2 | Family::Gemma3 | Family::Falcon
+            Family::Gemma | Family::Gemma2 | Family::Gemma3 | Family::Gemma4 | Family::Falcon
         )
     }
 }

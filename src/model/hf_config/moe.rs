@@ -15,6 +15,9 @@ pub(super) fn experts(
     ty: &Family,
     intermediate: u64,
 ) -> Result<Option<Moe>, ModelError> {
+    if *ty == Family::Gemma4 {
+        return super::families::gemma4::experts(f, intermediate);
+    }
     let experts = f
         .uint(&["num_local_experts", "n_routed_experts", "num_experts"])?
         .unwrap_or(0);

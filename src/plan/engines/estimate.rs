@@ -149,6 +149,15 @@ fn inference_memory(arch: &ModelArch, s: &Settings) -> Result<InferenceMemory, E
     };
     let (cells, swa_cells) = kv_cells(arch, s);
     let elems = arch.kv_elements_in_cells(cells, swa_cells) * u128::from(s.batch);
+    // Layers of different widths (Gemma 4): each layer's K and V as llama.cpp allocates them,
+    // V padded to the widest layer's without flash attention.
+    let cache = match arch.full_attention {
+        Some(_) => super::llamacpp::kv::kv_bytes_per_layer(arch, s)
+            .iter()
+            .map(|&b| u128::from(b))
+            .sum(),
+        None => s.kv_dtype.bytes_for(elems),
+    };
     // Recurrent layers keep an f32 state per sequence instead of a KV cache.
     let state = arch.ssm.map_or(0, |m| {
         m.state_elements_per_layer() * u128::from(arch.recurrent_layer_count()) * 4
@@ -156,7 +165,7 @@ fn inference_memory(arch: &ModelArch, s: &Settings) -> Result<InferenceMemory, E
     let recurrent_state = fit(state, "KV cache")?;
     let (activations, basis) = inference_activations_wide(arch, s);
     Ok(InferenceMemory {
-        kv_cache: fit(s.kv_dtype.bytes_for(elems) + state, "KV cache")?,
+        kv_cache: fit(cache + state, "KV cache")?,
         recurrent_state,
         activations: fit(activations, "activations")?,
         basis,
@@ -208,8 +217,14 @@ pub fn estimate_with_projector(
     let parameters = file.map_or(arch_params, |f| f.parameters);
     let (weights, weights_dtype) = weights_of(s, file, parameters);
     let dtype = s.dtype.unwrap_or(DEFAULT_WEIGHT_PRECISION);
-    let kv_elems_token =
-        u128::from(arch.kv_elements_per_token_layer()) * u128::from(arch.attention_layer_count());
+    let kv_elems_token = match arch.full_attention {
+        // Each layer at its own widths (Gemma 4).
+        Some(_) => arch.kv_elements_in_cells(1, 1),
+        None => {
+            u128::from(arch.kv_elements_per_token_layer())
+                * u128::from(arch.attention_layer_count())
+        }
+    };
     let kv_bytes_per_token = sat(s.kv_dtype.bytes_for(kv_elems_token));
     let mut parts = closed_parts(arch, s, weights, parameters, dtype)?;
     let (training_step, training_unwalked) = walk_training(arch, s, dtype, &mut parts);

@@ -233,7 +233,12 @@ pub fn described_file(name: &str, doc: &Value) -> GgufFile {
             Value::Number(n) => GgufValue::Float(n.as_f64().unwrap()),
             Value::Array(a) => GgufValue::Array {
                 len: a.len() as u64,
-                ints: a.iter().filter_map(Value::as_i64).map(i128::from).collect(),
+                // Booleans (Gemma 4's sliding pattern) as 0 and 1, as the reader keeps them.
+                ints: a
+                    .iter()
+                    .filter_map(|v| v.as_i64().or(v.as_bool().map(i64::from)))
+                    .map(i128::from)
+                    .collect(),
             },
             other => panic!("{name}: metadata {key} = {other}"),
         };

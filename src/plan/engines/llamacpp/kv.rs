@@ -27,6 +27,9 @@ pub fn kv_cells(arch: &ModelArch, s: &Settings) -> (u64, u64) {
 /// for `s.batch` sequences: what llama.cpp allocates with the layer, on the layer's device.
 /// They add up to [`crate::plan::engines::Breakdown::kv_cache_bytes`].
 pub fn kv_bytes_per_layer(arch: &ModelArch, s: &Settings) -> Vec<u64> {
+    if arch.full_attention.is_some() {
+        return kv_bytes_per_layer_by_width(arch, s);
+    }
     let (cells, swa_cells) = kv_cells(arch, s);
     let per = u128::from(arch.kv_elements_per_token_layer());
     let state = arch.ssm.map_or(0, |m| m.state_elements_per_layer() * 4);
@@ -50,6 +53,39 @@ pub fn kv_bytes_per_layer(arch: &ModelArch, s: &Settings) -> Vec<u64> {
         .collect()
 }
 
+/// Layer `i`'s K and V widths as llama.cpp allocates them: without flash attention the V cache
+/// is transposed, and every layer's V row is as wide as the widest layer's
+/// (`n_embd_v_gqa_max`).
+fn cached_widths(arch: &ModelArch, s: &Settings, i: u64) -> (u64, u64) {
+    let (k, v) = arch.layer_kv_widths(i);
+    match arch.full_attention {
+        Some(_) if !s.flash_attention => (k, arch.widest_v()),
+        _ => (k, v),
+    }
+}
+
+/// [`kv_bytes_per_layer`] where the layers' widths differ (Gemma 4's full and sliding layers):
+/// each layer's K and V apart, over its cache's cells.
+fn kv_bytes_per_layer_by_width(arch: &ModelArch, s: &Settings) -> Vec<u64> {
+    let (cells, swa_cells) = kv_cells(arch, s);
+    (0..arch.num_layers)
+        .map(|i| {
+            if !arch.has_attention(i) {
+                return 0;
+            }
+            let c = u128::from(if arch.is_sliding_layer(i) {
+                swa_cells
+            } else {
+                cells
+            });
+            let (k, v) = cached_widths(arch, s, i);
+            let bytes =
+                s.kv_dtype.bytes_for(u128::from(k) * c) + s.kv_dtype.bytes_for(u128::from(v) * c);
+            sat(bytes * u128::from(s.batch))
+        })
+        .collect()
+}
+
 /// The bytes ggml-cuda adds to each attention layer's cache tensors when their type is
 /// quantized and a row is not a multiple of 512 values
 /// (`cuda_row_padding`); 0 on layers without attention.
@@ -65,6 +101,13 @@ pub fn kv_row_padding_per_layer(arch: &ModelArch, s: &Settings) -> Vec<u64> {
     };
     let per = pad(k).saturating_add(pad(v));
     (0..arch.num_layers)
-        .map(|i| if arch.has_attention(i) { per } else { 0 })
+        .map(|i| match arch.has_attention(i) {
+            false => 0,
+            true if arch.full_attention.is_some() => {
+                let (k, v) = cached_widths(arch, s, i);
+                pad(k).saturating_add(pad(v))
+            }
+            true => per,
+        })
         .collect()
 }

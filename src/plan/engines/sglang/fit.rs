@@ -122,6 +122,11 @@ pub fn cell_bytes(arch: &ModelArch, tp: u64, element: u64) -> Option<(u64, Optio
     if arch.indexer.is_some() {
         return None;
     }
+    // Gemma 4's full layers hold heads of their own size and count: SGLang's pool for them is
+    // not modelled.
+    if arch.full_attention.is_some() {
+        return None;
+    }
     if let Attention::Mla {
         kv_lora_rank,
         qk_rope_head_dim,

@@ -175,6 +175,11 @@ pub enum Unmodelled {
     /// LoRA adapters on a mixture of experts (vLLM wraps the experts too; not modelled).
     #[error("vLLM's LoRA slots on routed experts are not modelled")]
     LoraOnExperts,
+    /// Gemma 4's full layers, with heads of their own size and count beside the sliding ones'.
+    #[error(
+        "vLLM's KV pages for Gemma 4's full layers (heads of their own size) are not modelled"
+    )]
+    LayerWidths,
 }
 
 // The CUDA context, NCCL/custom all-reduce buffers and cuBLAS handles taken before the
@@ -232,6 +237,9 @@ pub fn fit(
     let arch = model.arch;
     if cfg.lora.is_some() && arch.moe.is_some() {
         return Err(Unmodelled::LoraOnExperts);
+    }
+    if arch.full_attention.is_some() {
+        return Err(Unmodelled::LayerWidths);
     }
     let tp = layout.tensor_parallel.max(1);
     let pp = layout.pipeline_parallel.clamp(1, arch.num_layers.max(1));

@@ -202,6 +202,7 @@ pub(super) fn attention_block(
             g.expand(attended);
             attended
         }
+        None if c.b.gemma4 => super::gemma4::grouped(c, g, cur, layer, inputs)?,
         None => grouped(c, g, lazy, cur, layer, inputs)?,
     };
     let h = c.arch.hidden_size;
@@ -635,7 +636,12 @@ fn unsplit(
 /// attention reads a cache of another type; `None` for an f16 cache or without flash attention.
 /// A layer's K and V caches of `cells` cells, `widths` values a cell: their bytes are what a
 /// view of one copied to another backend takes.
-fn caches(c: &super::Ctx<'_>, g: &mut Graph, cells: u64, widths: (u64, u64)) -> (usize, usize) {
+pub(super) fn caches(
+    c: &super::Ctx<'_>,
+    g: &mut Graph,
+    cells: u64,
+    widths: (u64, u64),
+) -> (usize, usize) {
     let bytes = |w: u64| sat(c.kv_type.bytes_for(u128::from(cells) * u128::from(w)));
     let (k, v) = (g.external(), g.external());
     g.tensors[k].bytes = bytes(widths.0);
@@ -646,7 +652,12 @@ fn caches(c: &super::Ctx<'_>, g: &mut Graph, cells: u64, widths: (u64, u64)) -> 
 /// ggml-metal's scratch for a layer's flash attention over `cells` cells, its query and K
 /// heads `heads` and K's and V's head sizes `dims` ([`super::metal`]); none without flash
 /// attention.
-fn metal_scratch(c: &super::Ctx<'_>, cells: u64, heads: (u64, u64), dims: (u64, u64)) -> u64 {
+pub(super) fn metal_scratch(
+    c: &super::Ctx<'_>,
+    cells: u64,
+    heads: (u64, u64),
+    dims: (u64, u64),
+) -> u64 {
     if !c.flash_attention {
         return 0;
     }
@@ -681,7 +692,12 @@ fn latent_metal_scratch(c: &super::Ctx<'_>, cells: u64, heads: u64, d: &super::M
     })
 }
 
-fn f16_copies(c: &super::Ctx<'_>, cells: u64, k_width: u64, v_width: u64) -> Option<(u64, u64)> {
+pub(super) fn f16_copies(
+    c: &super::Ctx<'_>,
+    cells: u64,
+    k_width: u64,
+    v_width: u64,
+) -> Option<(u64, u64)> {
     if !c.flash_attention || *c.kv_type == crate::model::dtype::KV_F16 {
         return None;
     }

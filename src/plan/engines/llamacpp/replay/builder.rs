@@ -17,6 +17,10 @@ pub(super) struct Builder {
     /// Gemma: embeddings scaled by √width and the query scaled by an op of its own; in Gemma 2
     /// and 3, norms after attention and after the feed-forward block too.
     pub(super) gemma: bool,
+    /// Gemma 4 (`gemma4`): Gemma 3's layer without the query's scale op, V RMS-normed (without
+    /// a weight) and in the full layers their K projection, each layer's output multiplied by
+    /// a scalar, the full layers at heads of their own size and count.
+    pub(super) gemma4: bool,
     /// Phi-3: one fused q/k/v projection (Q, K and V are views of it) with the query scaled by
     /// an op of its own, and one fused gate/up projection halved by SwiGLU.
     pub(super) fused: bool,
@@ -94,8 +98,8 @@ pub(super) struct Mla {
 
 /// The decoder layouts llama.cpp builds with the graph modelled here (its `llama`, `qwen2`,
 /// `qwen3`, `qwen3moe`, `qwen2moe`, `openai-moe`, `gemma`, `gemma2`, `gemma3`, `phi3`, `llama4`,
-/// `cohere2`, `falcon`, `starcoder2`, `gptneox`, `glm4moe`, `deepseek2` and `minimax-m2`
-/// builders; Mistral's and Mixtral's GGUFs are `llama`): pre-norm attention with grouped K/V,
+/// `cohere2`, `falcon`, `starcoder2`, `gptneox`, `glm4moe`, `deepseek2`, `minimax-m2` and
+/// `gemma4` builders; Mistral's and Mixtral's GGUFs are `llama`): pre-norm attention with grouped K/V,
 /// optional q/k/v and output biases, per-head q/k norms (Qwen3, Gemma 3) or whole-width ones
 /// (MiniMax-M2), and a gated feed-forward or routed experts (a GELU MLP in Falcon, StarCoder2
 /// and GPT-NeoX).
@@ -121,6 +125,7 @@ pub(super) fn modelled(arch: &ModelArch) -> Option<Builder> {
     // Whole-width q/k norms are MiniMax-M2's alone (its loader requires them).
     let ok = family_ok(arch, family, (qkv_bias, o_bias, qk_norm))
         && arch.qk_norm_full_width == (family == Family::MinimaxM2)
+        && arch.full_attention.is_some() == f.gemma4
         && norms_ok(arch, family, &f)
         && moe_ok(arch, &f)
         && layout_ok(arch, &f)
@@ -132,6 +137,10 @@ pub(super) fn modelled(arch: &ModelArch) -> Option<Builder> {
         qk_norm,
         oss: f.oss,
         gemma: f.gemma,
+        gemma4: f.gemma4,
+        // Gemma 4's final norm over every token is an output of its own (the hidden state a
+        // draft model reads), the output rows gathered after it.
+        nextn: f.gemma4,
         fused: f.fused,
         llama4: f.llama4,
         cohere: f.cohere,
@@ -202,6 +211,7 @@ fn attention_of(arch: &ModelArch, family: Family) -> Option<(bool, bool, bool, O
 struct Flags {
     oss: bool,
     gemma: bool,
+    gemma4: bool,
     fused: bool,
     llama4: bool,
     cohere: bool,
@@ -216,7 +226,11 @@ impl Flags {
     fn of(family: Family) -> Self {
         Flags {
             oss: family == Family::GptOss,
-            gemma: matches!(family, Family::Gemma | Family::Gemma2 | Family::Gemma3),
+            gemma: matches!(
+                family,
+                Family::Gemma | Family::Gemma2 | Family::Gemma3 | Family::Gemma4
+            ),
+            gemma4: family == Family::Gemma4,
             fused: family == Family::Phi3,
             llama4: family == Family::Llama4,
             cohere: family == Family::Cohere2,
@@ -253,6 +267,22 @@ fn family_ok(
         }
         Family::Phi3 => !qk_norm && !qkv_bias && no_moe && arch.sliding_window.is_none(),
         Family::Qwen3 | Family::Qwen3Moe | Family::Gemma3 => qk_norm,
+        // Gemma 4: dense, or (26B-A4B) softmax-routed experts in every layer beside the dense
+        // MLP, which is the shared expert's width.
+        Family::Gemma4 => {
+            qk_norm
+                && !qkv_bias
+                && !o_bias
+                && arch.moe.as_ref().is_none_or(|m| {
+                    m.shared_intermediate == arch.intermediate_size
+                        && !m.router_bias
+                        && !m.shared_gate
+                        && !m.scaled_weights
+                        && m.groups.0 <= 1
+                        && m.first_dense_layers == 0
+                        && m.layer_freq <= 1
+                })
+        }
         Family::Llama4 => !qk_norm && !qkv_bias && !o_bias,
         Family::Cohere2 => !qk_norm && !qkv_bias && !o_bias && no_moe,
         Family::Falcon => {
@@ -307,12 +337,14 @@ fn family_ok(
     }
 }
 
-/// Gemma 2 and 3's four norms a layer (Gemma 1's two) and its separately scaled query, and
-/// only Gemma's; Command R7B's one norm; Falcon's one or two.
+/// Gemma 2 and 3's four norms a layer (Gemma 1's two) and its separately scaled query (none in
+/// Gemma 4), and only Gemma's; Command R7B's one norm; Falcon's one or two.
 fn norms_ok(arch: &ModelArch, family: Family, f: &Flags) -> bool {
     if f.gemma {
         let norms = if family == Family::Gemma { 2 } else { 4 };
-        arch.norms_per_layer == norms && arch.query_prescaled && arch.moe.is_none()
+        arch.norms_per_layer == norms
+            && arch.query_prescaled != f.gemma4
+            && (arch.moe.is_none() || f.gemma4)
     } else if f.cohere {
         arch.norms_per_layer == 1 && !arch.query_prescaled
     } else if f.falcon {
@@ -330,6 +362,7 @@ fn moe_ok(arch: &ModelArch, f: &Flags) -> bool {
             || f.glm
             || f.deepseek
             || f.qwen2_moe
+            || f.gemma4
             || (m.shared_intermediate == 0 && m.first_dense_layers == 0 && m.layer_freq <= 1))
             && (f.oss || f.glm || f.deepseek || !m.router_bias)
             && (f.glm || f.deepseek || !m.scaled_weights)

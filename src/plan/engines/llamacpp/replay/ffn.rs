@@ -146,7 +146,13 @@ pub(super) fn ffn_block(c: &Ctx<'_>, g: &mut Graph, cur: usize, layer: u64) -> O
 /// A dense MLP over `cur` of `width` bytes a token, `n` wide (the shared expert's when
 /// `shared`): GELU between biased projections (Falcon unbiased; GPT-NeoX and StarCoder2
 /// biased), squared ReLU (Nemotron-H), else SwiGLU.
-fn dense(c: &Ctx<'_>, g: &mut Graph, cur: usize, (width, n): (u64, u64), shared: bool) -> usize {
+pub(super) fn dense(
+    c: &Ctx<'_>,
+    g: &mut Graph,
+    cur: usize,
+    (width, n): (u64, u64),
+    shared: bool,
+) -> usize {
     let model = c.model;
     let h = c.arch.hidden_size;
     let Builder { falcon, neox, .. } = c.b;
@@ -195,9 +201,22 @@ fn dense(c: &Ctx<'_>, g: &mut Graph, cur: usize, (width, n): (u64, u64), shared:
 /// The routed experts over `cur` (`build_moe_ffn`): routing, each selected expert's gate, up,
 /// activation and down projection, weighted, then summed expert by expert.
 fn experts(c: &Ctx<'_>, g: &mut Graph, cur: usize, m: &Routed) -> usize {
+    experts_over(c, g, cur, m, None)
+}
+
+/// [`experts`] with the router's logits made by the caller (`logits`: Gemma 4's router over a
+/// norm of its own), and each selected expert's output scaled by its own factor where the
+/// builder has one (Gemma 4's `ffn_down_exps.scale`).
+pub(super) fn experts_over(
+    c: &Ctx<'_>,
+    g: &mut Graph,
+    cur: usize,
+    m: &Routed,
+    logits: Option<usize>,
+) -> usize {
     let model = c.model;
     let Builder { oss, llama4, .. } = c.b;
-    let (selected, weights) = route(c, g, cur, m);
+    let (selected, weights) = route(c, g, cur, m, logits);
     let mut cur_3d = g.view(cur, OTHER);
     if llama4 {
         // The input repeated for each selected expert and weighted before the experts.
@@ -276,6 +295,16 @@ fn experts(c: &Ctx<'_>, g: &mut Graph, cur: usize, m: &Routed) -> usize {
         h,
     );
     let mut out = per_expert(g, m.expert_out, EXPERT_OUT, act, w);
+    if c.b.gemma4 {
+        // One factor an expert, gathered for the selected ones and multiplied in.
+        let s = g.expert_weight(FfnClass::Down, ("ffn_down_exps.scale", e, false));
+        let s = g.view(s, OTHER);
+        g.tag(s, Op::Reshape);
+        let s = g.op(Kind::Fresh, m.weights, WEIGHTS, &[s, selected]);
+        g.tag(s, Op::GetRows);
+        out = g.op(Kind::InPlace, m.expert_out, EXPERT_OUT, &[out, s]);
+        g.tag(out, Op::Mul);
+    }
     if !llama4 {
         out = g.op(Kind::InPlace, m.expert_out, EXPERT_OUT, &[out, weights]);
         g.tag(out, Op::Mul);
@@ -307,7 +336,13 @@ fn sum_experts(g: &mut Graph, out: usize, model: u64, k: u64) -> usize {
 /// logits as they are), the top-k experts by argsort (within the best groups where routing is
 /// group-limited), their weights gathered and normalised (and maybe scaled). Returns the
 /// selected experts' ids and their weights.
-fn route(c: &Ctx<'_>, g: &mut Graph, cur: usize, m: &Routed) -> (usize, usize) {
+fn route(
+    c: &Ctx<'_>,
+    g: &mut Graph,
+    cur: usize,
+    m: &Routed,
+    given: Option<usize>,
+) -> (usize, usize) {
     let Builder {
         oss,
         llama4,
@@ -319,13 +354,10 @@ fn route(c: &Ctx<'_>, g: &mut Graph, cur: usize, m: &Routed) -> (usize, usize) {
         c.arch.hidden_size,
         c.arch.moe.as_ref().map_or(0, |m| m.experts),
     );
-    // llama-quantize keeps the router in f32.
-    let router = g.ffn_weight(
-        FfnClass::Gate,
-        ("ffn_gate_inp.weight", h.saturating_mul(e), false),
-    );
-    let mut logits = g.op(Kind::Fresh, m.router, ROUTER, &[router, cur]);
-    g.tag(logits, Op::MulMat);
+    let mut logits = match given {
+        Some(logits) => logits,
+        None => router_logits(g, cur, m.router, (h, e)),
+    };
     let probs = if oss {
         // A biased router (`ffn_gate_inp.bias`), its logits ranked as they are.
         let b = g.ffn_weight(FfnClass::Gate, ("ffn_gate_inp.bias", e, false));
@@ -395,6 +427,17 @@ fn route(c: &Ctx<'_>, g: &mut Graph, cur: usize, m: &Routed) -> (usize, usize) {
     }
     g.expand(weights);
     (selected, weights)
+}
+
+/// The router's logits over `cur` (`router` bytes), `h` wide into `e` experts.
+pub(super) fn router_logits(g: &mut Graph, cur: usize, router: u64, (h, e): (u64, u64)) -> usize {
+    // llama-quantize keeps the router in f32.
+    let w = g.ffn_weight(
+        FfnClass::Gate,
+        ("ffn_gate_inp.weight", h.saturating_mul(e), false),
+    );
+    let logits = g.op(Kind::Fresh, router, ROUTER, &[w, cur]);
+    g.tag(logits, Op::MulMat)
 }
 
 /// Group-limited routing: each group scored by its best two experts, the best `used` groups

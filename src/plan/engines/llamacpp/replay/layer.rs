@@ -48,7 +48,13 @@ fn cache_inputs(
         Some(d) => (d.nope + d.rope, d.v),
         None => (s.arch.head_dim, s.arch.head_dim),
     };
-    for cache in [&mut full, &mut swa] {
+    // Gemma 4's full cache holds heads of the full layers' size.
+    let full_head = s.arch.full_attention.map(|f| f.head_dim);
+    for (cache, full_cache) in [(&mut full, true), (&mut swa, false)] {
+        let (k_head, v_head) = match full_head {
+            Some(d) if full_cache => (d, d),
+            _ => (k_head, v_head),
+        };
         let mut rotation = |head: u64, k: bool| {
             let n = rotation_size(s.kv_type, head, k)?;
             Some(g.input(n.checked_mul(n)?.checked_mul(4)?))
@@ -105,7 +111,13 @@ pub(super) fn inputs<'a>(g: &mut Graph, s: Shape<'a>) -> Option<(Ctx<'a>, usize)
     g.expand(embd_in);
     // Multimodal RoPE (Qwen3.5's interleaved sections) takes four positions a token.
     let pos = g.input(if s.b.qwen35 { ids.checked_mul(4)? } else { ids });
-    let (full, swa) = cache_inputs(g, &s, kv, (mask, scores))?;
+    // Without flash attention V is written element by element, as many as the widest layer's
+    // V row (Gemma 4's layers differ).
+    let v_elems = match arch.full_attention {
+        Some(_) => width(arch.widest_v())?,
+        None => kv,
+    };
+    let (full, swa) = cache_inputs(g, &s, v_elems, (mask, scores))?;
     let out_ids = g.input(s.outputs.checked_mul(4)?);
     // The recurrent states' copy indices: one i32 per sequence, the rows past the batch's
     // sequences (none) a second view.
@@ -246,7 +258,15 @@ pub(super) fn layer(
         ffn_inp = g.op(Kind::Fresh, c.model, MODEL, &[ffn_inp, out_ids]);
         g.tag(ffn_inp, Op::GetRows);
     }
-    feed_forward_half(c, g, (ffn_inp, layer), post_norms)
+    let out = if b.gemma4 && c.arch.is_moe_layer(layer) {
+        super::gemma4::moe_half(c, g, ffn_inp)?
+    } else {
+        feed_forward_half(c, g, (ffn_inp, layer), post_norms)?
+    };
+    Some(match b.gemma4 {
+        true => super::gemma4::output_scale(c, g, out),
+        false => out,
+    })
 }
 
 /// A layer's feed-forward half over `ffn_inp` (its input plus the attention's output): the

@@ -18,6 +18,7 @@ mod builder;
 mod encoder;
 mod ffn;
 mod gallocr;
+mod gemma4;
 mod graph;
 mod kda;
 mod layer;
@@ -262,9 +263,19 @@ fn whole(shape: Shape<'_>) -> Option<Graph> {
         g.tag(inp, Op::Scale);
         g.expand(inp);
     }
+    // Gemma 4's full layers are of heads of their own.
+    let full_arch = gemma4::full_layers(arch);
+    let full = match &full_arch {
+        Some(a) => Some(gemma4::full_ctx(&c, a)?),
+        None => None,
+    };
     for l in 0..arch.num_layers {
         g.part = Part::Layer(l);
-        inp = layer::layer(&c, &mut g, &mut lazy, inp, l)?;
+        let c = match &full {
+            Some(f) if !arch.is_sliding_layer(l) => f,
+            _ => &c,
+        };
+        inp = layer::layer(c, &mut g, &mut lazy, inp, l)?;
     }
     g.part = Part::Output;
     layer::output(&c, &mut g, inp)?;
