@@ -353,7 +353,7 @@ fn sglang_need(
     let Some(EngineAccount::Sglang(fit)) = selection.plan.account.clone() else {
         return Err(CliError::Usage(format!(
             "SGLang's accounting does not cover {name} (its pool is sized otherwise: recurrent \
-             state or an encoder)"
+             state, an encoder, a sparse-attention indexer or layers of two head sizes)"
         ))
         .into());
     };
