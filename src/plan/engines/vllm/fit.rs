@@ -258,26 +258,7 @@ pub fn fit(
         Some(p) if p.len() as u64 == pp && p.iter().sum::<u64>() == arch.num_layers => p.clone(),
         _ => stage_layers(arch.num_layers, pp),
     };
-    let mut start = 0;
-    let mut binding: Option<(u64, Stage)> = None;
-    for (s, &n) in parts.iter().enumerate() {
-        let stage = Stage::of(model, cfg, &run, start..start + n, s as u64)
-            .ok_or(Unmodelled::RecurrentLayers)?;
-        start += n;
-        if binding
-            .as_ref()
-            .is_none_or(|(_, b)| stage.num_blocks < b.num_blocks)
-        {
-            binding = Some((s as u64, stage));
-        }
-    }
-    let (stage_index, st) = match binding {
-        Some(b) => b,
-        None => (
-            0,
-            Stage::of(model, cfg, &run, 0..0, 0).ok_or(Unmodelled::RecurrentLayers)?,
-        ),
-    };
+    let (stage_index, st) = binding_stage(model, cfg, &run, &parts)?;
     let per_request = st.pages.blocks_per_request(cfg.max_model_len);
     let lora_bytes = cfg.lora.map_or(0, |l| {
         l.slot_bytes(
@@ -343,6 +324,35 @@ pub fn fit(
             tokens: s.tokens,
         }),
     })
+}
+
+/// The stage (and its index) with the fewest KV blocks, whose blocks every rank gets.
+fn binding_stage(
+    model: &VllmModel<'_>,
+    cfg: &VllmConfig,
+    run: &Run,
+    parts: &[u64],
+) -> Result<(u64, Stage), Unmodelled> {
+    let mut start = 0;
+    let mut binding: Option<(u64, Stage)> = None;
+    for (s, &n) in parts.iter().enumerate() {
+        let stage = Stage::of(model, cfg, run, start..start + n, s as u64)
+            .ok_or(Unmodelled::RecurrentLayers)?;
+        start += n;
+        if binding
+            .as_ref()
+            .is_none_or(|(_, b)| stage.num_blocks < b.num_blocks)
+        {
+            binding = Some((s as u64, stage));
+        }
+    }
+    match binding {
+        Some(b) => Ok(b),
+        None => Ok((
+            0,
+            Stage::of(model, cfg, run, 0..0, 0).ok_or(Unmodelled::RecurrentLayers)?,
+        )),
+    }
 }
 
 /// The layers stage `index` of `parts` holds.
