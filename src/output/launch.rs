@@ -75,7 +75,7 @@ fn shell_line(c: &LaunchCommand) -> String {
         .join(" ")
 }
 
-fn engine_name(e: Engine) -> &'static str {
+pub(super) fn engine_name(e: Engine) -> &'static str {
     match e {
         Engine::LlamaCpp => "llama.cpp",
         Engine::Vllm => "vLLM",

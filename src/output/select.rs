@@ -261,6 +261,18 @@ impl Report for SelectReport {
                 crate::plan::engines::pytorch::VERSION.version
             );
         }
+        // An engine's own account that does not cover the model (RWKV under vLLM, Gemma 4 under
+        // vLLM and SGLang) leaves the plan to the generic rule: said, never silent.
+        if let [(engine @ (Engine::Vllm | Engine::Sglang), _)] = self.launches.as_slice() {
+            if p.accounting == Accounting::Generic && p.kind != PlanKind::None {
+                let _ = writeln!(
+                    text,
+                    "{}'s own accounting does not cover this model; this plan is by gpumem's \
+                     generic rule (--memory-fraction).",
+                    super::launch::engine_name(*engine)
+                );
+            }
+        }
         if p.accounting == Accounting::GenericAfterVllm {
             let _ = writeln!(
                 text,

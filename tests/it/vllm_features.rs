@@ -165,3 +165,22 @@ fn lora_slots_join_the_weights_and_the_launch() {
          experts are not modelled (dense models only)"
     );
 }
+
+// A model vLLM's own accounting does not cover (Gemma 4's full layers of their own head size)
+// is planned by the generic rule, and the plan says so; one it covers does not say it.
+#[test]
+fn a_model_outside_vllms_account_is_said_to_be_planned_generically() {
+    let text = |model: &str| {
+        let out = common::gpumem()
+            .args([
+                "select", "--model", model, "--engine", "vllm", "--device", "sim:h100",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{model}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let line = "vLLM's own accounting does not cover this model; this plan is by gpumem's";
+    assert!(text("gemma-4-31b").contains(line));
+    assert!(!text("llama-3.1-8b").contains(line));
+}
