@@ -8,38 +8,15 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::common::{self, gpumem};
-
-/// A workload whose pool figures (hit rate, fragmentation, peak reserved) do not depend on
-/// timing, so the regression tests cannot flap.
-const SAME: [&str; 8] = [
-    "--device",
-    "host:64MiB",
-    "--workload",
-    "same-size",
-    "-n",
-    "300",
-    "--size",
-    "256KiB",
-];
+use crate::common::{self, expect_exit, gpumem, SAME_WORKLOAD};
 
 fn bench(extra: &[&str]) -> std::process::Output {
     gpumem()
         .args(["--json", "bench-alloc"])
-        .args(SAME)
+        .args(SAME_WORKLOAD)
         .args(extra)
         .output()
         .unwrap()
-}
-
-/// Asserts the exit status, showing stderr when it differs.
-fn expect_exit(out: &std::process::Output, code: i32) {
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 fn doc(out: &std::process::Output) -> Value {
@@ -128,7 +105,7 @@ fn a_regression_beyond_its_allowance_fails_and_is_named() {
     let xml = dir.path().join("junit.xml");
     let out = gpumem()
         .args(["bench-alloc"])
-        .args(SAME)
+        .args(SAME_WORKLOAD)
         .args(["--runs", "2", "--baseline", &base])
         .args(["--max-regression", "hit-rate:10"])
         .arg("--export-markdown")
@@ -178,10 +155,12 @@ fn baselines_that_do_not_compare_are_refused() {
     let base = save(dir.path(), "1");
     // Another workload: a usage error naming both.
     let msg = common::one_line_error(
-        gpumem()
-            .args(["bench-alloc"])
-            .args(SAME)
-            .args(["--seed", "7", "--baseline", &base]),
+        gpumem().args(["bench-alloc"]).args(SAME_WORKLOAD).args([
+            "--seed",
+            "7",
+            "--baseline",
+            &base,
+        ]),
         2,
     );
     assert!(
@@ -194,7 +173,7 @@ fn baselines_that_do_not_compare_are_refused() {
     let msg = common::one_line_error(
         gpumem()
             .args(["bench-alloc"])
-            .args(SAME)
+            .args(SAME_WORKLOAD)
             .arg("--baseline")
             .arg(&other),
         1,
@@ -220,12 +199,12 @@ fn baselines_that_do_not_compare_are_refused() {
     common::one_line_error(
         gpumem()
             .args(["bench-alloc"])
-            .args(SAME)
+            .args(SAME_WORKLOAD)
             .args(["--max-regression", "hit-rate:5"]),
         2,
     );
     let msg = common::one_line_error(
-        gpumem().args(["bench-alloc"]).args(SAME).args([
+        gpumem().args(["bench-alloc"]).args(SAME_WORKLOAD).args([
             "--baseline",
             &base,
             "--max-regression",
@@ -235,7 +214,7 @@ fn baselines_that_do_not_compare_are_refused() {
     );
     assert!(msg.contains("unknown metric 'speed'"), "{msg}");
     let msg = common::one_line_error(
-        gpumem().args(["bench-alloc"]).args(SAME).args([
+        gpumem().args(["bench-alloc"]).args(SAME_WORKLOAD).args([
             "--baseline",
             &base,
             "--save-baseline",
@@ -300,7 +279,7 @@ fn bench_and_stress_export_prometheus_gauges() {
     let prom = dir.path().join("bench.prom");
     let out = gpumem()
         .arg("bench-alloc")
-        .args(SAME)
+        .args(SAME_WORKLOAD)
         .args([
             "--baseline",
             &base,

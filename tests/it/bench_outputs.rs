@@ -12,19 +12,7 @@ use std::path::Path;
 use gpumem::input::{output_kind, OutputKind};
 use serde_json::Value;
 
-use crate::common::{self, gpumem};
-
-/// A small workload whose pool figures do not depend on timing (as in `baselines.rs`).
-const SAME: [&str; 8] = [
-    "--device",
-    "host:64MiB",
-    "--workload",
-    "same-size",
-    "-n",
-    "300",
-    "--size",
-    "256KiB",
-];
+use crate::common::{self, expect_exit, gpumem, SAME_WORKLOAD};
 
 /// The same workload on a simulated device of the same size: another device, the same
 /// operations.
@@ -42,7 +30,7 @@ const SAME_ON_SIM: [&str; 8] = [
 fn bench(extra: &[&str]) -> std::process::Output {
     gpumem()
         .arg("bench-alloc")
-        .args(SAME)
+        .args(SAME_WORKLOAD)
         .args(extra)
         .output()
         .unwrap()
@@ -53,15 +41,6 @@ fn expect_line(out: &std::process::Output, code: i32, line: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(code), "{stderr}");
     assert_eq!(stderr.trim_end(), line, "{stderr}");
-}
-
-fn expect_exit(out: &std::process::Output, code: i32) {
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 fn save(dir: &Path, extra: &[&str]) -> String {
@@ -98,7 +77,7 @@ fn a_fifo_dev_null_and_stdout_are_written_through_and_dev_full_fails_the_run() {
     };
     let out = gpumem()
         .arg("bench-alloc")
-        .args(SAME)
+        .args(SAME_WORKLOAD)
         .arg("--export-junit")
         .arg(&fifo)
         .output()
@@ -135,7 +114,7 @@ fn a_fifo_dev_null_and_stdout_are_written_through_and_dev_full_fails_the_run() {
         );
         let out = gpumem()
             .args(["--json", "bench-alloc"])
-            .args(SAME)
+            .args(SAME_WORKLOAD)
             .args(["--export-junit", "/dev/full"])
             .output()
             .unwrap();
@@ -185,7 +164,7 @@ fn a_regular_file_is_still_replaced_whole() {
     std::fs::hard_link(&xml, &link).unwrap();
     let out = gpumem()
         .arg("bench-alloc")
-        .args(SAME)
+        .args(SAME_WORKLOAD)
         .arg("--export-junit")
         .arg(&xml)
         .output()
@@ -356,7 +335,7 @@ fn a_baseline_from_another_device_is_refused_unless_allowed_and_then_labelled() 
     // On the same device, nothing to label.
     let same = gpumem()
         .args(["--json", "bench-alloc"])
-        .args(SAME)
+        .args(SAME_WORKLOAD)
         .args(["--baseline", &base])
         .output()
         .unwrap();
@@ -367,7 +346,7 @@ fn a_baseline_from_another_device_is_refused_unless_allowed_and_then_labelled() 
     common::one_line_error(
         gpumem()
             .arg("bench-alloc")
-            .args(SAME)
+            .args(SAME_WORKLOAD)
             .arg("--allow-other-device"),
         2,
     );

@@ -7,27 +7,14 @@
 
 use std::path::Path;
 
-use gpumem::workload::baseline::Summary;
 use serde_json::Value;
 
-use crate::common::{self, gpumem};
-
-/// A workload whose pool figures do not depend on timing.
-const SAME: [&str; 8] = [
-    "--device",
-    "host:64MiB",
-    "--workload",
-    "same-size",
-    "-n",
-    "300",
-    "--size",
-    "256KiB",
-];
+use crate::common::{self, gpumem, SAME_WORKLOAD};
 
 fn bench(extra: &[&str]) -> std::process::Output {
     gpumem()
         .args(["--json", "bench-alloc"])
-        .args(SAME)
+        .args(SAME_WORKLOAD)
         .args(extra)
         .output()
         .unwrap()
@@ -51,11 +38,7 @@ fn baseline(dir: &Path, runs: &str, factors: Option<&[f64]>) -> String {
     let out = bench(&["--runs", runs, "--save-baseline", &path.to_string_lossy()]);
     expect(&out, 0);
     if let Some(factors) = factors {
-        let mut doc: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-        let now = doc["metrics"]["hit-rate"]["median"].as_f64().unwrap();
-        let samples: Vec<f64> = factors.iter().map(|f| f * now).collect();
-        doc["metrics"]["hit-rate"] = serde_json::to_value(Summary::of(&samples).unwrap()).unwrap();
-        std::fs::write(&path, serde_json::to_vec(&doc).unwrap()).unwrap();
+        common::set_baseline_samples(&path, "hit-rate", factors);
     }
     path.to_string_lossy().into_owned()
 }
@@ -149,7 +132,7 @@ fn a_range_runs_on_until_the_test_decides_or_the_maximum() {
     let md = dir.path().join("summary.md");
     let out = gpumem()
         .arg("bench-alloc")
-        .args(SAME)
+        .args(SAME_WORKLOAD)
         .args(gate)
         .args(["--min-runs", "3", "--max-runs", "6", "--export-junit"])
         .arg(&xml)
@@ -235,12 +218,11 @@ fn a_range_is_a_usage_error_unless_ordered_and_gated() {
     let base = baseline(dir.path(), "2", None);
     let gated = ["--baseline", &base, "--max-regression", "hit-rate:5"];
     let err = common::one_line_error(
-        gpumem().arg("bench-alloc").args(SAME).args(gated).args([
-            "--min-runs",
-            "5",
-            "--max-runs",
-            "3",
-        ]),
+        gpumem()
+            .arg("bench-alloc")
+            .args(SAME_WORKLOAD)
+            .args(gated)
+            .args(["--min-runs", "5", "--max-runs", "3"]),
         2,
     );
     assert_eq!(
@@ -255,7 +237,7 @@ fn a_range_is_a_usage_error_unless_ordered_and_gated() {
     ] {
         let out = gpumem()
             .arg("bench-alloc")
-            .args(SAME)
+            .args(SAME_WORKLOAD)
             .args(gated)
             .args(extra)
             .output()
@@ -264,7 +246,7 @@ fn a_range_is_a_usage_error_unless_ordered_and_gated() {
     }
     let out = gpumem()
         .arg("bench-alloc")
-        .args(SAME)
+        .args(SAME_WORKLOAD)
         .args(["--baseline", &base, "--max-runs", "8"])
         .output()
         .unwrap();

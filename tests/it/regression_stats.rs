@@ -16,7 +16,7 @@ use gpumem::workload::baseline::{
 use gpumem::workload::significance::{shift, u_counts, Method, UDistribution};
 use serde_json::Value;
 
-use crate::common::gpumem;
+use crate::common::{self, gpumem};
 
 #[test]
 fn exact_u_distributions_match_the_tables() {
@@ -182,47 +182,28 @@ fn two_saved_baselines_decide_by_their_runs() {
 
 /// Sets `metric`'s samples in a saved baseline to `factors` × this build's value, with the
 /// statistics that follow from them.
-fn set_samples(path: &Path, metric: &str, factors: &[f64]) {
-    let mut doc: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
-    let now = doc["metrics"][metric]["median"].as_f64().unwrap();
-    let samples: Vec<f64> = factors.iter().map(|f| f * now).collect();
-    doc["metrics"][metric] = serde_json::to_value(Summary::of(&samples).unwrap()).unwrap();
-    std::fs::write(path, serde_json::to_vec(&doc).unwrap()).unwrap();
-}
-
 /// A real replay's hit rate repeats exactly, so a baseline of synthetic hit rates drives the
 /// decision without a timing in sight.
 #[test]
 fn an_undecided_gate_exits_6_and_says_so_everywhere() {
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path().join("base.json");
-    let args = [
-        "--device",
-        "host:64MiB",
-        "--workload",
-        "same-size",
-        "-n",
-        "300",
-        "--size",
-        "256KiB",
-        "--runs",
-        "3",
-    ];
+    let args = [&common::SAME_WORKLOAD[..], &["--runs", "3"]].concat();
     let out = gpumem()
         .args(["bench-alloc"])
-        .args(args)
+        .args(&args)
         .arg("--save-baseline")
         .arg(&base)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
     // The baseline's median 25 % higher, its runs spread over this run's value.
-    set_samples(&base, "hit-rate", &[1.0, 1.25, 1.5]);
+    common::set_baseline_samples(&base, "hit-rate", &[1.0, 1.25, 1.5]);
     let xml = dir.path().join("junit.xml");
     let gate = ["--max-regression", "hit-rate:10"];
     let out = gpumem()
         .args(["bench-alloc"])
-        .args(args)
+        .args(&args)
         .arg("--baseline")
         .arg(&base)
         .args(gate)
@@ -253,7 +234,7 @@ fn an_undecided_gate_exits_6_and_says_so_everywhere() {
     // The JSON names the test, the p-value and the verdict.
     let out = gpumem()
         .args(["--json", "bench-alloc"])
-        .args(args)
+        .args(&args)
         .arg("--baseline")
         .arg(&base)
         .args(gate)
@@ -276,7 +257,7 @@ fn an_undecided_gate_exits_6_and_says_so_everywhere() {
     // A lower confidence decides it: at 0.6, p 0.35 is significant.
     let out = gpumem()
         .args(["bench-alloc"])
-        .args(args)
+        .args(&args)
         .arg("--baseline")
         .arg(&base)
         .args(gate)

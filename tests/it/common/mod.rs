@@ -262,6 +262,40 @@ pub fn described_file(name: &str, doc: &Value) -> GgufFile {
     GgufFile::from_parts(3, metadata, tensors, (32, 0))
 }
 
+/// A `bench-alloc` workload on the host device whose pool figures (hit rate, fragmentation,
+/// peak reserved) do not depend on timing, so the regression tests cannot flap.
+pub const SAME_WORKLOAD: [&str; 8] = [
+    "--device",
+    "host:64MiB",
+    "--workload",
+    "same-size",
+    "-n",
+    "300",
+    "--size",
+    "256KiB",
+];
+
+/// Asserts a run's exit status, showing its stderr when it differs.
+pub fn expect_exit(out: &std::process::Output, code: i32) {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Sets one metric of a saved `bench-alloc` baseline to `factors` × its median as the runs'
+/// samples, with the statistics that follow, as if those runs had been measured.
+pub fn set_baseline_samples(path: &Path, metric: &str, factors: &[f64]) {
+    let mut doc: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let now = doc["metrics"][metric]["median"].as_f64().unwrap();
+    let samples: Vec<f64> = factors.iter().map(|f| f * now).collect();
+    let summary = gpumem::workload::baseline::Summary::of(&samples).unwrap();
+    doc["metrics"][metric] = serde_json::to_value(summary).unwrap();
+    std::fs::write(path, serde_json::to_vec(&doc).unwrap()).unwrap();
+}
+
 /// Scales every figure of one metric in a saved `bench-alloc` baseline by `factor` (so its
 /// statistics still follow from its samples), as if an earlier build had measured that; returns
 /// the metric's median before.

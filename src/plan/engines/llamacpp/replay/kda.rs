@@ -94,19 +94,8 @@ pub(super) fn kda(
             x
         };
     }
-    let [q, k, v] = convolved;
-    let out = g.op(
-        Kind::Fresh,
-        delta_out,
-        OTHER,
-        &[q, k, v, decay, beta, cached],
-    );
-    // One row: the tokens' outputs and the final state packed.
-    g.tensors[out].rows = 1;
-    let last_state = g.view(out, OTHER);
-    let dest = g.view(ssm_all, OTHER);
-    let saved = g.copy(last_state, dest);
-    g.expand(saved);
+    let out =
+        super::recurrent::delta_rule(g, convolved, (decay, beta, cached), (ssm_all, delta_out));
     kda_output(g, (out, cur_2d), s, (value, h), model)
 }
 

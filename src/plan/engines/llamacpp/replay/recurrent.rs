@@ -367,18 +367,7 @@ pub(super) fn delta_net(
     };
     let (q, k) = (normed()?, normed()?);
     let v = g.view(x, OTHER);
-    let out = g.op(
-        Kind::Fresh,
-        delta_out,
-        OTHER,
-        &[q, k, v, decay, beta, cached],
-    );
-    // One row: the tokens' outputs and the final state packed.
-    g.tensors[out].rows = 1;
-    let last_state = g.view(out, OTHER);
-    let dest = g.view(ssm_all, OTHER);
-    let saved = g.copy(last_state, dest);
-    g.expand(saved);
+    let out = delta_rule(g, [q, k, v], (decay, beta, cached), (ssm_all, delta_out));
     Some(gated_output(
         g,
         s,
@@ -386,6 +375,25 @@ pub(super) fn delta_net(
         (value, value_heads),
         (h, model),
     ))
+}
+
+/// The fused gated-delta-net op over q, k and v with its decay, β and cached state: every
+/// token's output and the final state packed in one row of `bytes`, the state written back to
+/// `ssm_all` (Qwen3-Next's and Qwen3.5's gated DeltaNet, Kimi-Linear's KDA).
+pub(super) fn delta_rule(
+    g: &mut Graph,
+    qkv: [usize; 3],
+    (decay, beta, cached): (usize, usize, usize),
+    (ssm_all, bytes): (usize, u64),
+) -> usize {
+    let [q, k, v] = qkv;
+    let out = g.op(Kind::Fresh, bytes, OTHER, &[q, k, v, decay, beta, cached]);
+    g.tensors[out].rows = 1;
+    let last_state = g.view(out, OTHER);
+    let dest = g.view(ssm_all, OTHER);
+    let saved = g.copy(last_state, dest);
+    g.expand(saved);
+    out
 }
 
 /// Gated DeltaNet's output: the delta rule's tokens normed per head, gated by SiLU(z), and
