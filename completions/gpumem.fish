@@ -547,6 +547,9 @@ off\t'Off: the full attention scores are computed'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l split-mode -d 'llama.cpp: how a host\'s GPUs share the model (-sm)' -r -f -a "layer\t'Whole layers (and their KV cache) spread over the GPUs, as llama.cpp\'s fit splits them'
 none\t'The first GPU only (-mg 0); the rest of the model in system RAM'
 row\t'Each weight\'s rows over the GPUs: refused, as llama.cpp refuses it on CUDA, ROCm, Vulkan, Metal and RPC devices ("does not support split buffers")'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l model-draft -l spec-draft-model -d 'llama.cpp: a draft model for speculative decoding (-md), a GGUF file or a Hub GGUF (ORG/NAME:QUANT): its weights, KV cache and compute buffers are fitted beside the model\'s, as llama-server\'s fit counts them' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l spec-draft-n-max -d 'llama.cpp: the most tokens the draft proposes a step (--spec-draft-n-max); the model keeps logits for that many more tokens a sequence' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l gpu-layers-draft -l n-gpu-layers-draft -d 'llama.cpp: the draft\'s layers on the GPUs, the output layer counted as one (-ngld) [default: all]' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l prefer -d 'Backend to try first; others are still listed with their verdicts' -r -f -a "auto\t'GPU backends with the most usable memory first, CPU last'
 cuda\t'NVIDIA GPUs through the CUDA driver'
 rocm\t'AMD GPUs through HIP'

@@ -42,6 +42,25 @@ pub struct LlamaCppArgs {
     /// llama.cpp: how a host's GPUs share the model (-sm).
     #[arg(long, value_enum, default_value_t = SplitModeArg::Layer, value_name = "MODE", help_heading = "llama.cpp (--engine llama.cpp)", hide_short_help = true)]
     pub split_mode: SplitModeArg,
+    /// llama.cpp: a draft model for speculative decoding (-md), a GGUF file or a Hub GGUF
+    /// (ORG/NAME:QUANT): its weights, KV cache and compute buffers are fitted beside the
+    /// model's, as llama-server's fit counts them.
+    #[arg(
+        long,
+        visible_alias = "spec-draft-model",
+        value_name = "GGUF",
+        help_heading = "llama.cpp (--engine llama.cpp)",
+        hide_short_help = true
+    )]
+    pub model_draft: Option<String>,
+    /// llama.cpp: the most tokens the draft proposes a step (--spec-draft-n-max); the model keeps
+    /// logits for that many more tokens a sequence.
+    #[arg(long, alias = "draft-max", default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=1024), value_name = "N", requires = "model_draft", help_heading = "llama.cpp (--engine llama.cpp)", hide_short_help = true)]
+    pub spec_draft_n_max: u64,
+    /// llama.cpp: the draft's layers on the GPUs, the output layer counted as one (-ngld)
+    /// [default: all].
+    #[arg(long, visible_alias = "n-gpu-layers-draft", value_parser = clap::value_parser!(u64).range(0..=1 << 20), value_name = "N", requires = "model_draft", help_heading = "llama.cpp (--engine llama.cpp)", hide_short_help = true)]
+    pub gpu_layers_draft: Option<u64>,
 }
 
 /// `--split-mode`, as llama.cpp's `-sm` takes it.

@@ -4,9 +4,9 @@ use anyhow::Result;
 
 use super::options::{
     check_context, check_pp_layer_partition, check_suggest_dtype, check_tensor_parallel,
-    check_vllm_lora, load_options, ollama_kv_type, probe_all, select_engines,
+    check_vllm_lora, load_options, ollama_kv_type, probe_all, select_draft, select_engines,
     select_llamacpp_config, select_policy, select_sim_devices, select_vllm_config, select_what,
-    sglang_tp, vllm_speculative, SelectWhat,
+    sglang_tp, vllm_speculative, DraftRequest, SelectWhat,
 };
 use crate::backend::{discover_with, host_info, same_gpus};
 use crate::cli::SelectArgs;
@@ -14,6 +14,7 @@ use crate::error::CliError;
 use crate::exit::Exit;
 use crate::output::select::SelectReport;
 use crate::output::Output;
+use crate::plan::engines::llamacpp::{DraftRef, LlamaCppDraft};
 use crate::plan::engines::vllm::VllmConfig;
 use crate::plan::engines::LlamaCppConfig;
 use crate::plan::launch::{
@@ -68,7 +69,10 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
         _ => None,
     };
     let mut vllm = engine_settings(args, &mut demand, &candidates, engine)?;
-    let llamacpp = select_llamacpp_config(args, engine)?;
+    let mut llamacpp = select_llamacpp_config(args, engine)?;
+    if let Some(req) = select_draft(args, engine)? {
+        llamacpp.draft = Some(load_draft(&req, &args.settings, out)?);
+    }
     let mut inverse = inverse_questions(
         args,
         &mut demand,
@@ -124,6 +128,37 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
         Exit::DoesNotFit
     } else {
         Exit::Success
+    })
+}
+
+/// The draft `--model-draft` names, read like any model; llama.cpp loads it from a GGUF.
+fn load_draft(
+    req: &DraftRequest,
+    settings: &crate::cli::WorkloadSettings,
+    out: &Output,
+) -> Result<LlamaCppDraft> {
+    let options = crate::model::LoadOptions {
+        projector: None,
+        ..load_options(settings)
+    };
+    let source = super::load_model(&req.spec, &options, out)?;
+    let load = match ModelRef::for_source(&req.spec, &source) {
+        ModelRef::Gguf(path) => DraftRef::File(path),
+        ModelRef::HubGguf(id) => DraftRef::Hub(id),
+        _ => {
+            return Err(CliError::Usage(format!(
+                "llama.cpp loads a draft from a GGUF: {} is not one (give --model-draft \
+                 FILE.gguf or ORG/NAME:QUANT)",
+                source.name
+            ))
+            .into())
+        }
+    };
+    Ok(LlamaCppDraft {
+        source: Box::new(source),
+        load,
+        n_max: req.n_max,
+        n_gpu_layers: req.n_gpu_layers,
     })
 }
 

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use super::thousands;
 use crate::model::FfnMove;
 use crate::plan::engines::llamacpp::TensorOverride;
-use crate::plan::engines::llamacpp::{LlamaDevice, UnmeasuredRule};
+use crate::plan::engines::llamacpp::{DraftAccount, LlamaDevice, UnmeasuredRule};
 use crate::plan::engines::vllm::{VllmFit, VllmOutcome};
 use crate::plan::engines::LlamaCppAccount;
 use crate::plan::engines::{Basis, TermKind};
@@ -194,15 +194,7 @@ pub fn llamacpp_text(text: &mut String, a: &LlamaCppAccount) {
     );
     // llama.cpp's order: other hosts' GPUs first (its RPC devices), then the server's own.
     let rpc = usize::try_from(a.rpc_devices).unwrap_or(usize::MAX);
-    let names = (0..a.devices.len()).map(|i| {
-        if a.devices.len() == 1 {
-            "GPU".to_string()
-        } else if i < rpc {
-            format!("RPC {i}")
-        } else {
-            format!("GPU {}", i - rpc)
-        }
-    });
+    let names = (0..a.devices.len()).map(|i| device_name(i, a.devices.len(), rpc));
     let rows = names.zip(a.devices.iter().copied());
     for (name, d) in rows.chain([("host".to_string(), a.host)]) {
         let _ = writeln!(
@@ -213,6 +205,9 @@ pub fn llamacpp_text(text: &mut String, a: &LlamaCppAccount) {
             format_bytes(d.compute),
             format_bytes(d.total())
         );
+    }
+    if let Some(d) = &a.draft {
+        draft_text(text, d, a.devices.len(), rpc);
     }
     for line in override_lines(&a.overrides, a.repeating_layers) {
         let _ = writeln!(text, "  {line}");
@@ -227,6 +222,41 @@ pub fn llamacpp_text(text: &mut String, a: &LlamaCppAccount) {
             }
         };
         let _ = writeln!(text, "  {line}");
+    }
+}
+
+/// The draft's share of the rows above, device by device.
+fn draft_text(text: &mut String, d: &DraftAccount, gpus: usize, rpc: usize) {
+    let _ = writeln!(
+        text,
+        "  of which the draft {} (-ngld {}, up to {} tokens drafted a step):",
+        d.model, d.n_gpu_layers, d.n_max
+    );
+    let names = (0..gpus).map(|i| device_name(i, gpus, rpc));
+    for (name, u) in names
+        .zip(d.devices.iter().copied())
+        .chain([("host".to_string(), d.host)])
+    {
+        let _ = writeln!(
+            text,
+            "  {name:<6} {:>12} {:>12} {:>12} {:>12}",
+            format_bytes(u.model),
+            format_bytes(u.context),
+            format_bytes(u.compute),
+            format_bytes(u.total())
+        );
+    }
+}
+
+/// A device's row name: `GPU` alone, else llama.cpp's order (other hosts' GPUs first, its RPC
+/// devices).
+fn device_name(i: usize, gpus: usize, rpc: usize) -> String {
+    if gpus == 1 {
+        "GPU".to_string()
+    } else if i < rpc {
+        format!("RPC {i}")
+    } else {
+        format!("GPU {}", i - rpc)
     }
 }
 

@@ -20,6 +20,7 @@ mod estimate_input;
 mod generated_files;
 mod hub;
 mod llamacpp_devices;
+mod llamacpp_draft;
 mod llamacpp_fit_context;
 mod llamacpp_hosts;
 mod llamacpp_moe_select;

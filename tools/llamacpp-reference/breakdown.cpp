@@ -8,6 +8,13 @@
 // its -np sequences, as llama-server sets it (`server_output_limits`: n_outputs_max =
 // n_parallel, one a sequence, without speculative decoding).
 // With BREAKDOWN_KV_UNIFIED=1 the -np sequences share one KV cache (llama-server's -kvu).
+// With BREAKDOWN_DRAFT=FILE a draft model is loaded beside it as llama-server loads one for
+// `-md FILE --spec-type draft-simple --spec-draft-n-max N` (N from BREAKDOWN_DRAFT_N_MAX, 3 by
+// default; the draft's -ngld from BREAKDOWN_DRAFT_NGL, all by default): its parameters come
+// from llama.cpp's own `common_base_params_to_speculative`, the target's logits rows from
+// `common_speculative_get_output_limits` (this implies BREAKDOWN_SERVER_OUTPUTS=1). The dry run
+// prints the target's lines, then `Draft`, then the draft's; the fit fits both together
+// (`common_fit_extra_model`, as `common_init_from_params` does).
 // With BREAKDOWN_FIT=1 it runs llama.cpp's fit instead (`common_fit_params`, as
 // llama-fit-params does, with -fitt/-fitc) and prints the fitted arguments as llama-fit-params
 // prints them: with BREAKDOWN_SERVER_OUTPUTS=1 that is the fit `llama-server --fit` makes.
@@ -19,17 +26,53 @@
 #include "common.h"
 #include "fit.h"
 #include "log.h"
+#include "speculative.h"
 
 #include <cinttypes>
 #include <cstdio>
+#include <algorithm>
 #include <cstdlib>
 #include <vector>
 
+// The draft's model and context parameters, as llama-server derives them.
+struct draft_params {
+    common_params       params;
+    llama_model_params  mparams;
+    llama_context_params cparams;
+};
+
+// Sets up `params` for a draft named by BREAKDOWN_DRAFT; false when none is.
+static bool draft_setup(common_params & params, draft_params & d) {
+    const char * path = getenv("BREAKDOWN_DRAFT");
+    if (path == nullptr || path[0] == '\0') {
+        return false;
+    }
+    params.speculative.draft.mparams.path = path;
+    params.speculative.types = { COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE };
+    if (const char * n = getenv("BREAKDOWN_DRAFT_N_MAX"); n != nullptr) {
+        params.speculative.draft.n_max = atoi(n);
+    }
+    if (const char * n = getenv("BREAKDOWN_DRAFT_NGL"); n != nullptr) {
+        params.speculative.draft.n_gpu_layers = atoi(n);
+    }
+    // llama-server's output limits for the target (server_output_limits).
+    const auto limits = common_speculative_get_output_limits(
+        params.n_batch, params.n_parallel, common_speculative_n_max(&params.speculative));
+    params.n_outputs_max         = std::max<int32_t>(1, limits.total);
+    params.n_outputs_max_per_seq = std::max<int32_t>(1, limits.per_seq);
+    d.params  = common_base_params_to_speculative(params);
+    d.mparams = common_model_params_to_llama(d.params);
+    d.cparams = common_context_params_to_llama(d.params);
+    d.cparams.n_rs_seq = 0;
+    return true;
+}
+
 // llama.cpp's fit of `mparams`/`cparams`, printed as llama-fit-params prints it.
-static int fit(common_params & params, llama_model_params & mparams, llama_context_params & cparams) {
+static int fit(common_params & params, llama_model_params & mparams, llama_context_params & cparams,
+        const common_fit_extra_model * extra) {
     const common_params_fit_status status = common_fit_params(params.model.path.c_str(), &mparams,
         &cparams, params.tensor_split, params.tensor_buft_overrides.data(),
-        params.fit_params_target.data(), params.fit_params_min_ctx, nullptr,
+        params.fit_params_target.data(), params.fit_params_min_ctx, extra,
         params.verbosity >= LOG_LEVEL_DEBUG ? GGML_LOG_LEVEL_DEBUG : GGML_LOG_LEVEL_ERROR);
     if (status != COMMON_PARAMS_FIT_STATUS_SUCCESS) {
         fprintf(stderr, "failed to fit\n");
@@ -61,12 +104,14 @@ int main(int argc, char ** argv) {
         return 1;
     }
     llama_backend_init();
+    draft_params draft;
+    const bool has_draft = draft_setup(params, draft);
     auto mparams = common_model_params_to_llama(params);
     auto cparams = common_context_params_to_llama(params);
     if (const char * e = getenv("BREAKDOWN_EMBEDDINGS"); e != nullptr && e[0] == '1') {
         cparams.embeddings = true;
     }
-    if (const char * e = getenv("BREAKDOWN_SERVER_OUTPUTS"); e != nullptr && e[0] == '1') {
+    if (const char * e = getenv("BREAKDOWN_SERVER_OUTPUTS"); !has_draft && e != nullptr && e[0] == '1') {
         cparams.n_outputs_max         = params.n_parallel > 0 ? params.n_parallel : 1;
         cparams.n_outputs_max_per_seq = 1;
     }
@@ -75,7 +120,10 @@ int main(int argc, char ** argv) {
         cparams.kv_unified = true;
     }
     if (const char * e = getenv("BREAKDOWN_FIT"); e != nullptr && e[0] == '1') {
-        return fit(params, mparams, cparams);
+        const common_fit_extra_model extra = {
+            draft.params.model.path.c_str(), &draft.mparams, &draft.cparams, false,
+        };
+        return fit(params, mparams, cparams, has_draft ? &extra : nullptr);
     }
 
     std::vector<ggml_backend_dev_t> devs;
@@ -88,5 +136,18 @@ int main(int argc, char ** argv) {
         printf("%s %zu %zu %zu\n", name, dmds[i].model, dmds[i].context, dmds[i].compute);
     }
     printf("n_ctx %" PRIu32 " n_layer %" PRIu32 "\n", cparams.n_ctx, n_layer);
+    if (has_draft) {
+        // The draft's context follows the target's.
+        draft.cparams.n_ctx = cparams.n_ctx;
+        std::vector<ggml_backend_dev_t> ddevs;
+        const common_device_memory_data_vec dd = common_get_device_memory_data(
+            draft.params.model.path.c_str(), &draft.mparams, &draft.cparams, ddevs, n_layer,
+            n_ctx_train, n_expert, GGML_LOG_LEVEL_ERROR);
+        printf("Draft\n");
+        for (size_t i = 0; i < dd.size(); i++) {
+            const char * name = i < ddevs.size() ? ggml_backend_dev_name(ddevs[i]) : "Host";
+            printf("%s %zu %zu %zu\n", name, dd[i].model, dd[i].context, dd[i].compute);
+        }
+    }
     return 0;
 }

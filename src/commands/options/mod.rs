@@ -477,7 +477,49 @@ pub fn select_llamacpp_config(args: &SelectArgs, engine: Option<Engine>) -> Resu
         flash_attention_off: l.flash_attn == cli::FlashAttnArg::Off,
         no_op_offload: l.no_op_offload,
         one_gpu: l.split_mode == cli::SplitModeArg::None,
+        // Read by the command (`select_draft`), which loads it.
+        draft: None,
     })
+}
+
+/// `--model-draft` and its settings, read by `select` before it loads the draft.
+#[derive(Debug, Clone)]
+pub struct DraftRequest {
+    /// The draft: a GGUF file, or a name the Hub resolves (`ORG/NAME:QUANT`).
+    pub spec: SourceSpec,
+    /// `--spec-draft-n-max`.
+    pub n_max: u64,
+    /// `-ngld` (`None`: all).
+    pub n_gpu_layers: Option<u64>,
+}
+
+/// `select --model-draft`: llama.cpp's only (vLLM and SGLang take theirs in their own flags).
+pub fn select_draft(args: &SelectArgs, engine: Option<Engine>) -> Result<Option<DraftRequest>> {
+    let l = &args.llamacpp;
+    let Some(draft) = &l.model_draft else {
+        return Ok(None);
+    };
+    if engine != Some(Engine::LlamaCpp) {
+        return Err(CliError::Usage(
+            "--model-draft is llama.cpp's (-md): it needs a GGUF model or --engine llama.cpp;              vLLM takes --speculative-config, SGLang --speculative-algorithm"
+                .into(),
+        )
+        .into());
+    }
+    let path = std::path::Path::new(draft);
+    let is_file = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
+        || path.is_file();
+    Ok(Some(DraftRequest {
+        spec: if is_file {
+            SourceSpec::Gguf(path.to_path_buf())
+        } else {
+            SourceSpec::Catalog(draft.clone())
+        },
+        n_max: l.spec_draft_n_max,
+        n_gpu_layers: l.gpu_layers_draft,
+    }))
 }
 
 /// llama.cpp's types: no fp8 weights (GGUF has none) or cache, and V quantized only under

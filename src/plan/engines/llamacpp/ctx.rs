@@ -5,7 +5,7 @@
 //! a multiple of 256. On one GPU that ends the fit (every layer stays on it); on several, and
 //! when even the minimum does not fit, the layers are fitted next at that context.
 
-use super::placement::{device_uses, Offload};
+use super::placement::{device_uses, DeviceUse, Offload};
 use crate::model::{LayerWeights, ModelArch};
 use crate::plan::engines::Settings;
 
@@ -19,15 +19,20 @@ pub struct ContextFit {
     pub done: bool,
 }
 
+/// What a second model beside the target (a draft) takes of each GPU at a context: llama.cpp's
+/// fit adds it to every projection, measured again whenever the context changes.
+pub type Extra<'a> = &'a dyn Fn(u64) -> Option<Vec<DeviceUse>>;
+
 /// llama.cpp's context for `arch` on GPUs with `free` bytes each, keeping `margins`, between
-/// `n_ctx_min` and the trained `n_ctx_max`; `None` where the graph is not replayed.
+/// `n_ctx_min` and the trained `n_ctx_max`, with `extra` beside it; `None` where the graph is
+/// not replayed.
 pub fn fit_context(
     weights: &LayerWeights,
     arch: &ModelArch,
     settings: &Settings,
-    free: &[u64],
-    margins: &[u64],
+    (free, margins): (&[u64], &[u64]),
     (n_ctx_max, n_ctx_min): (u64, u64),
+    extra: Option<Extra<'_>>,
 ) -> Option<ContextFit> {
     #[expect(
         clippy::cast_precision_loss,
@@ -45,10 +50,12 @@ pub fn fit_context(
             context: n_ctx,
             ..settings.clone()
         };
-        device_uses(weights, arch, &s, &default).map(|mut u| {
-            u.truncate(nd);
-            u
-        })
+        let mut u = device_uses(weights, arch, &s, &default)?;
+        u.truncate(nd);
+        if let Some(extra) = extra {
+            super::draft::add_uses(&mut u, &extra(n_ctx)?);
+        }
+        Some(u)
     };
     let wide = |v: u64| i128::from(v);
     let full = at(n_ctx_max)?;

@@ -96,6 +96,9 @@ pub(crate) fn launch(model: &[String], plan: &Plan, s: &LaunchSettings) -> Launc
     if let Some(t) = s.llamacpp_cache_type {
         argv.extend(["-ctk".into(), t.into(), "-ctv".into(), t.into()]);
     }
+    if let Some(d) = plan.llamacpp().and_then(|f| f.draft.as_ref()) {
+        argv.extend(draft_args(d));
+    }
     if !rpc.is_empty() {
         argv.extend(["--rpc".into(), rpc.join(",")]);
     }
@@ -119,6 +122,25 @@ pub(crate) fn launch(model: &[String], plan: &Plan, s: &LaunchSettings) -> Launc
 /// `llama-server`'s flags for what the plan assumed and where it put the layers: `-fa off` and
 /// `--no-op-offload` where they differ from llama-server's defaults, the fit's `-ts` (or the
 /// plan's split over several GPUs, RPC devices first) and its `-ot` overrides.
+/// The draft beside the model: llama-server drafts with it only when told the type
+/// (`--spec-type draft-simple`; a plain `-md` loads it and never drafts).
+fn draft_args(d: &super::DraftAccount) -> Vec<String> {
+    let (flag, name) = match &d.load {
+        super::DraftRef::File(path) => ("-md", path.display().to_string()),
+        super::DraftRef::Hub(id) => ("-hfd", id.clone()),
+    };
+    vec![
+        flag.into(),
+        name,
+        "--spec-type".into(),
+        "draft-simple".into(),
+        "--spec-draft-n-max".into(),
+        d.n_max.to_string(),
+        "-ngld".into(),
+        d.n_gpu_layers.to_string(),
+    ]
+}
+
 fn placement_args(
     plan: &Plan,
     gpu: &[&Placement],

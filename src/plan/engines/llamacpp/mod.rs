@@ -8,6 +8,7 @@ pub(crate) mod activations;
 mod buffers;
 mod ctx;
 pub(crate) mod device;
+mod draft;
 mod fit;
 pub(crate) mod kv;
 pub(crate) mod launch;
@@ -31,7 +32,8 @@ pub use device::{LlamaDevice, RulesBasis, UnmeasuredRule};
 pub use kv::{kv_bytes_per_layer, kv_row_padding_per_layer, KV_CELL_PAD};
 pub use run::LlamaCppRun;
 
-pub use ctx::{fit_context, ContextFit};
+pub use ctx::{fit_context, ContextFit, Extra};
+pub use draft::{DraftAccount, DraftRef, LlamaCppDraft, DEFAULT_N_MAX as DEFAULT_DRAFT_N_MAX};
 pub use fit::{fit_moe, fit_moe_from, MoeFit, TensorOverride};
 pub use placement::{
     device_uses, fit_devices, fit_devices_from, fit_one_device, layer_devices, one_device, place,

@@ -202,6 +202,32 @@ impl DeviceUse {
     }
 }
 
+/// What the host holds with no device (`-ngl 0`, and no device to take an operator): the
+/// weights, the KV cache and the CPU backend's compute buffer; `None` where the graph is not
+/// replayed.
+pub(super) fn on_cpu(weights: &LayerWeights, arch: &ModelArch, s: &Settings) -> Option<DeviceUse> {
+    let offload = Offload {
+        n_gpu_layers: 0,
+        tensor_split: Vec::new(),
+        kv_offload: true,
+        moves: Vec::new(),
+    };
+    let bytes = *place(weights, arch, s, &offload).last()?;
+    let layers = vec![None; usize::try_from(arch.num_layers).ok()? + 1];
+    let on_cpu = super::buffers::Placement {
+        layer_devices: &layers,
+        devices: 0,
+        pipeline: false,
+        moves: &[],
+    };
+    let compute = super::buffers::placed_compute_buffers(arch, s, Some(weights), &on_cpu)?;
+    Some(DeviceUse {
+        model: bytes.model,
+        context: bytes.context,
+        compute: *compute.first()?,
+    })
+}
+
 /// What one device and the host hold with `n_gpu_layers` offloaded to the device, or `None`
 /// where the architecture's graph is not replayed.
 pub fn one_device(

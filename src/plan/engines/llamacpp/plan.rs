@@ -10,25 +10,26 @@ use serde::Serialize;
 
 use super::ctx::fit_context;
 use super::device::{LlamaDevice, RulesBasis, UnmeasuredRule};
+use super::draft::{add_uses, DraftAccount, LlamaCppDraft};
 use super::fit::{fit_moe_from, TensorOverride};
-use super::placement::{
-    device_uses, fit_devices_from, layer_devices, one_device, DeviceUse, Offload,
-};
+use super::placement::{device_uses, fit_devices_from, layer_devices, DeviceUse, Offload};
 use super::run::LlamaCppRun;
+use verdicts::{none, ram_too_small, verdicts};
+
+mod verdicts;
 use crate::backend::BackendKind;
 use crate::device::VulkanLimits;
 use crate::model::{LayerWeights, ModelArch, ModelSource, DEFAULT_WEIGHT_PRECISION};
 use crate::plan::engines::{EnginePlanner, EstimateOverflow, Planned, Settings};
 use crate::plan::{
-    Accounting, Candidate, Capacity, EngineAccount, Placement, Plan, PlanKind, Rank, Selection,
-    Usable, UsableRule, Verdict, VerdictReason,
+    Accounting, Candidate, Capacity, EngineAccount, Placement, Plan, PlanKind, Selection,
 };
 
 /// llama.cpp's own margin per device (`--fit-target`, 1024 MiB).
 pub const FIT_MARGIN: u64 = 1 << 30;
 
 /// How `llama-server` is started, beyond the model's settings.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct LlamaCppConfig {
     /// Started without `-c`: llama.cpp's fit chooses the context, from the model's trained one
     /// down to this minimum (`--fit-ctx`). `None`: the context is the one asked for.
@@ -43,6 +44,8 @@ pub struct LlamaCppConfig {
     pub no_op_offload: bool,
     /// `-sm none`: llama.cpp keeps to a host's first GPU (`-mg 0`), the rest in system RAM.
     pub one_gpu: bool,
+    /// `-md`: a draft model for speculative decoding, fitted beside the model.
+    pub draft: Option<LlamaCppDraft>,
 }
 
 /// llama.cpp's default minimum for the context its fit chooses (`--fit-ctx`).
@@ -97,6 +100,9 @@ pub struct LlamaCppAccount {
     /// (without their reordering, fused kernels or operator offload).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rpc_device_rules: Vec<LlamaDevice>,
+    /// The draft model beside it (`-md`), whose bytes `devices` and `host` include.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub draft: Option<DraftAccount>,
 }
 
 /// The ggml backend llama.cpp runs `candidates`' GPUs with: ggml-cuda's buffers where any is a
@@ -173,11 +179,12 @@ pub fn select_llamacpp(
         (None, Some(r)) => Some((r, false)),
         (None, None) => None,
     };
-    let verdicts = verdicts(&weights, arch, &s, candidates, shown)?;
+    let draft = cfg.draft.as_ref();
+    let verdicts = verdicts((&weights, draft), arch, &s, candidates, shown)?;
     let Some(f) = best else {
         return Some(match ram_short {
             Some(short) => ram_too_small(verdicts, &short),
-            None => none(verdicts, &weights, arch, &s, settings),
+            None => none(verdicts, (&weights, draft), arch, &s, settings),
         });
     };
     let s = Settings {
@@ -243,7 +250,8 @@ pub fn select_llamacpp(
 /// What `llama-server` runs the model as: llama-server's -np sequences each keep a KV stream of
 /// -c / -np cells (its default); when its fit chooses the context (-c 0) the plan keeps them in
 /// one cache (-kvu), the total being what the fit chooses. -fa auto (on) unless turned off, and
-/// logits for the last token of each sequence (llama-server's n_outputs_max).
+/// logits for the last token of each sequence (llama-server's n_outputs_max), and for the
+/// drafted ones with a draft beside it.
 fn server_settings(
     settings: &Settings,
     candidates: &[Candidate],
@@ -260,7 +268,12 @@ fn server_settings(
             device: device_of(cfg.device, candidates.iter()),
             no_op_offload: cfg.no_op_offload,
             // (With --embedding it keeps every token's: an encoder's outputs stay all of them.)
-            outputs: arch.encoder.is_none().then_some(batch),
+            outputs: arch.encoder.is_none().then_some(
+                cfg.draft
+                    .as_ref()
+                    .map_or(batch, |d| d.target_outputs(batch)),
+            ),
+            parallel: batch,
             ..settings.llamacpp.clone()
         },
         ..settings.clone()
@@ -304,6 +317,23 @@ fn account(
         one_gpu: cfg.one_gpu,
         rpc_devices: f.rpc_devices(),
         rpc_device_rules: s.llamacpp.rpc.clone(),
+        draft: cfg.draft.as_ref().zip(f.draft.as_ref()).map(|(d, uses)| {
+            let (host, devices) = uses
+                .split_last()
+                .map_or((DeviceUse::default(), &[][..]), |(h, g)| (*h, g));
+            DraftAccount {
+                model: d.source.name.clone(),
+                load: d.load.clone(),
+                n_max: d.n_max,
+                n_gpu_layers: if devices.is_empty() {
+                    0
+                } else {
+                    d.gpu_layers()
+                },
+                devices: devices.to_vec(),
+                host,
+            }
+        }),
     }
 }
 
@@ -331,7 +361,7 @@ fn best_host<'a>(
             .iter()
             .filter(|c| c.backend == BackendKind::Cpu)
             .max_by_key(|c| c.free_bytes.unwrap_or(c.total_bytes))?;
-        let f = cpu_only(weights, arch, s, ram)?;
+        let f = cpu_only(weights, arch, s, (ram, cfg))?;
         let fits = ram.free_bytes.unwrap_or(ram.total_bytes) >= f.host.total();
         return Some(if fits {
             (Some(f), None)
@@ -466,6 +496,8 @@ struct Fitted<'a> {
     context: u64,
     /// The rules the local GPUs' buffers follow, and the RPC devices before them.
     rules: (LlamaDevice, Vec<LlamaDevice>),
+    /// The draft's share of `uses` and `host` (each GPU's, then the host's), with one.
+    draft: Option<Vec<DeviceUse>>,
 }
 
 impl Fitted<'_> {
@@ -530,18 +562,40 @@ fn fitted<'a>(
         .iter()
         .map(|g| g.free_bytes.unwrap_or(g.total_bytes))
         .collect();
-    let margins = vec![FIT_MARGIN; free.len()];
+    let mut margins = vec![FIT_MARGIN; free.len()];
     let mut done = false;
     let mut s = s.clone();
     // After its context fit llama.cpp fills the devices without checking its defaults again.
     let check_defaults = cfg.fit_ctx_min.is_none();
+    // The draft beside the model at a context, as the fit measures it.
+    let base = s.clone();
+    let draft_at = |n_ctx: u64| {
+        let at = Settings {
+            context: n_ctx,
+            ..base.clone()
+        };
+        cfg.draft.as_ref()?.uses(&at, &free)
+    };
     if let Some(min) = cfg.fit_ctx_min {
         // llama.cpp starts from the trained context (the context asked for when the model
         // states none).
         let max = arch.max_position_embeddings.unwrap_or(s.context);
-        let fit = fit_context(weights, arch, &s, &free, &margins, (max, min))?;
+        let extra = cfg
+            .draft
+            .as_ref()
+            .map(|_| &draft_at as super::ctx::Extra<'_>);
+        let fit = fit_context(weights, arch, &s, (&free, &margins), (max, min), extra)?;
         s.context = fit.n_ctx;
         done = fit.done;
+    }
+    // With the context set, the draft's share is what the layers' fit keeps free beside the
+    // margin.
+    let draft = match &cfg.draft {
+        Some(_) => Some(draft_at(s.context)?),
+        None => None,
+    };
+    for (m, d) in margins.iter_mut().zip(draft.iter().flatten()) {
+        *m += d.total();
     }
     let s = &s;
     let (n_gpu_layers, split, overrides, moves) = if done {
@@ -568,6 +622,9 @@ fn fitted<'a>(
         moves,
     };
     let mut uses = device_uses(weights, arch, s, &offload)?;
+    if let Some(d) = &draft {
+        add_uses(&mut uses, d);
+    }
     let host = uses.pop()?;
     let placed = layer_devices(arch.num_layers, &offload);
     let layers = (0..gpus.len())
@@ -589,6 +646,7 @@ fn fitted<'a>(
         host,
         context: s.context,
         rules: (s.llamacpp.device, s.llamacpp.rpc.clone()),
+        draft,
     })
 }
 
@@ -598,23 +656,16 @@ fn cpu_only<'a>(
     weights: &LayerWeights,
     arch: &crate::model::ModelArch,
     s: &Settings,
-    ram: &'a Candidate,
+    (ram, cfg): (&'a Candidate, &LlamaCppConfig),
 ) -> Option<Fitted<'a>> {
-    let offload = Offload {
-        n_gpu_layers: 0,
-        tensor_split: Vec::new(),
-        kv_offload: true,
-        moves: Vec::new(),
+    let mut host = super::placement::on_cpu(weights, arch, s)?;
+    let draft = match &cfg.draft {
+        Some(d) => Some(d.uses(s, &[])?),
+        None => None,
     };
-    let bytes = *super::placement::place(weights, arch, s, &offload).last()?;
-    let layers = vec![None; usize::try_from(arch.num_layers).ok()? + 1];
-    let on_cpu = super::buffers::Placement {
-        layer_devices: &layers,
-        devices: 0,
-        pipeline: false,
-        moves: &[],
-    };
-    let compute = super::buffers::placed_compute_buffers(arch, s, Some(weights), &on_cpu)?;
+    if let Some(d) = &draft {
+        add_uses(std::slice::from_mut(&mut host), d);
+    }
     Some(Fitted {
         gpus: Vec::new(),
         ram: Some(ram),
@@ -623,13 +674,10 @@ fn cpu_only<'a>(
         overrides: Vec::new(),
         layers: Vec::new(),
         uses: Vec::new(),
-        host: DeviceUse {
-            model: bytes.model,
-            context: bytes.context,
-            compute: *compute.first()?,
-        },
+        host,
         context: s.context,
         rules: (s.llamacpp.device, s.llamacpp.rpc.clone()),
+        draft,
     })
 }
 
@@ -641,138 +689,4 @@ fn placement(c: &Candidate, bytes: u64, layers: u64) -> Placement {
         bytes,
         layers: Some(layers),
     }
-}
-
-/// No GPU holds even the output layer with its margin, or the layers left need system RAM no
-/// inventory names: the shortfall is the best GPU's with every layer on it, and the longest
-/// context (per sequence) with which every layer fits there.
-/// No plan: llama.cpp's fit puts `f`'s share on the GPUs, which hold it, but the rest is more
-/// than the system RAM beside them; the shortfall is the RAM's.
-fn ram_too_small(verdicts: Vec<Verdict>, f: &Fitted<'_>) -> Selection {
-    let need = f.ram_needed();
-    let ram = f.ram.map_or(0, |h| h.free_bytes.unwrap_or(h.total_bytes));
-    Selection {
-        required_bytes: f.required(),
-        plan: Plan::none(None, Some(need.saturating_sub(ram)), Accounting::LlamaCpp),
-        candidates: verdicts,
-    }
-}
-
-fn none(
-    verdicts: Vec<Verdict>,
-    weights: &LayerWeights,
-    arch: &crate::model::ModelArch,
-    s: &Settings,
-    asked: &Settings,
-) -> Selection {
-    let all = arch.num_layers + 1;
-    let needed = one_device(weights, arch, s, all).map_or(0, |(d, _)| d.total());
-    let best = verdicts
-        .iter()
-        .filter(|v| v.backend != BackendKind::Cpu)
-        .map(|v| v.usable_bytes)
-        .max();
-    let shortfall = best.map(|u| needed.saturating_sub(u));
-    let batch = asked.batch.max(1);
-    let fits_at = |context: u64| {
-        let at = Settings {
-            context: context.saturating_mul(batch),
-            ..s.clone()
-        };
-        one_device(weights, arch, &at, all)
-            .is_some_and(|(d, _)| best.is_some_and(|u| d.total() <= u))
-    };
-    let (mut lo, mut hi) = (0u64, asked.context.saturating_sub(1));
-    while lo < hi {
-        let mid = lo + (hi - lo).div_ceil(2);
-        if fits_at(mid) {
-            lo = mid;
-        } else {
-            hi = mid - 1;
-        }
-    }
-    let max_context = (lo > 0 && fits_at(lo)).then_some(lo);
-    Selection {
-        required_bytes: needed,
-        plan: Plan::none(max_context, shortfall, Accounting::LlamaCpp),
-        candidates: verdicts,
-    }
-}
-
-/// Each candidate: a GPU judged by what every layer needs on it against its free memory less
-/// llama.cpp's margin; system RAM by what the chosen plan leaves there.
-fn verdicts(
-    weights: &LayerWeights,
-    arch: &crate::model::ModelArch,
-    s: &Settings,
-    candidates: &[Candidate],
-    shown: Option<(&Fitted<'_>, bool)>,
-) -> Option<Vec<Verdict>> {
-    // The fit whose shares the devices are judged by, and whether it is the plan.
-    let (chosen, planned) = match shown {
-        Some((f, planned)) => (Some(f), planned),
-        None => (None, false),
-    };
-    let (full, _) = one_device(weights, arch, s, arch.num_layers + 1)?;
-    Some(
-        candidates
-            .iter()
-            .map(|c| {
-                let base = c.free_bytes.unwrap_or(c.total_bytes);
-                let gpu = c.is_gpu();
-                let usable = if gpu {
-                    base.saturating_sub(FIT_MARGIN)
-                } else {
-                    base
-                };
-                let same = |o: &Candidate| {
-                    o.host == c.host && o.backend == c.backend && o.device == c.device
-                };
-                // A device the plan uses is judged by its share; another GPU by taking it all.
-                let share = chosen.and_then(|f| {
-                    let gpu = f.gpus.iter().zip(&f.uses).find(|(d, _)| same(d));
-                    let ram = f
-                        .ram
-                        .filter(|h| same(h) && f.uses_ram(arch.num_layers + 1))
-                        .map(|_| f.ram_needed());
-                    gpu.map(|(_, u)| u.total()).or(ram)
-                });
-                let needed = share.unwrap_or(if gpu { full.total() } else { 0 });
-                let used = share.is_some();
-                // A GPU API run in software on the CPU (PoCL, lavapipe): llama.cpp does not
-                // take it as a GPU, and the RAM behind it is the cpu backend's row.
-                let software = !gpu && c.backend != BackendKind::Cpu;
-                let shares = !gpu && used && chosen.is_some_and(|f| f.shared() > 0);
-                let reason = match (gpu, needed <= usable) {
-                    _ if software => VerdictReason::SoftwareDeviceSkipped,
-                    _ if shares => VerdictReason::SharedRam,
-                    // System RAM is judged only by what a fit leaves there.
-                    (false, fits) if fits || !used => VerdictReason::SystemRam,
-                    (_, true) => VerdictReason::Fits,
-                    _ => VerdictReason::TooSmall,
-                };
-                let rule = UsableRule::FitMargin {
-                    margin_bytes: if gpu { FIT_MARGIN } else { 0 },
-                };
-                Verdict::of(
-                    c,
-                    Usable {
-                        bytes: usable,
-                        base_bytes: base,
-                        base_is_free: c.free_bytes.is_some(),
-                        rule,
-                    },
-                    needed,
-                    needed <= usable && (gpu || used),
-                    reason,
-                    (used && planned).then_some(Rank {
-                        rank: 0,
-                        of: 1,
-                        stage: 0,
-                        stages: 1,
-                    }),
-                )
-            })
-            .collect(),
-    )
 }

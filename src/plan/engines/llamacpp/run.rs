@@ -14,6 +14,9 @@ pub struct LlamaCppRun {
     /// keeps one a sequence (its `-np`); `None`: every token, as llama.cpp's library and
     /// `llama-fit-params` do.
     pub outputs: Option<u64>,
+    /// `-np`: llama-server's sequences (a draft beside the model keeps logits for one token
+    /// of each).
+    pub parallel: u64,
     /// The ggml backend llama.cpp's GPUs run, for how their compute buffers place tensors.
     pub device: LlamaDevice,
     /// llama.cpp's first devices, reached through ggml-rpc (`--rpc`; none: every device is
@@ -35,6 +38,7 @@ impl Default for LlamaCppRun {
         LlamaCppRun {
             swa_full: false,
             outputs: None,
+            parallel: 1,
             device: LlamaDevice::CpuRules,
             rpc: Vec::new(),
             no_op_offload: false,

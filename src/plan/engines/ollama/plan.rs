@@ -131,7 +131,7 @@ impl EnginePlanner for Ollama<'_> {
         };
         let cfg = LlamaCppConfig {
             flash_attention_off: flash_attn == "off",
-            ..*self.0
+            ..self.0.clone()
         };
         let Planned::Own(mut selection) = LlamaCpp(&cfg).plan(source, &s, candidates)? else {
             return Ok(Planned::Unmodelled);
