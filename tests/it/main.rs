@@ -42,6 +42,7 @@ mod sglang_reference;
 mod stress;
 mod training_fsdp;
 mod transfers;
+mod vllm_cuda_graphs;
 mod vllm_features;
 mod vllm_pages_2026;
 mod vllm_reference;
