@@ -77,7 +77,7 @@ _gpumem() {
             return 0
             ;;
         gpumem__subcmd__bench__subcmd__alloc)
-            opts="-n -q -v -h -V --device --timeout --workload --trace --allocations --max-size --transfer-size --chunk --size --size-dist --seed --model --batch --context --preset --decode-steps --no-raw --runs --min-runs --max-runs --warmup --save-baseline --baseline --max-regression --confidence --allow-other-device --verify --no-verify --timeline --export-markdown --export-junit --export-prometheus --min-hit-rate --max-fragmentation --min-speedup --max-p99-ns --max-peak-reserved --json --quiet --verbose --wide --color --help --version"
+            opts="-n -q -v -h -V --device --timeout --workload --trace --allocations --max-size --transfer-size --chunk --size --size-dist --seed --model --batch --context --preset --decode-steps --no-raw --compare --runs --min-runs --max-runs --warmup --save-baseline --baseline --max-regression --confidence --allow-other-device --verify --no-verify --timeline --export-markdown --export-junit --export-prometheus --min-hit-rate --max-fragmentation --min-speedup --max-p99-ns --max-peak-reserved --json --quiet --verbose --wide --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -149,6 +149,10 @@ _gpumem() {
                     ;;
                 --decode-steps)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --compare)
+                    COMPREPLY=($(compgen -W "native" -- "${cur}"))
                     return 0
                     ;;
                 --runs)

@@ -242,6 +242,7 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand --context 'Context for --workload transformer'
             cand --preset 'Pool configuration preset. `auto` uses `arena` for the synthetic RMM workloads (random, same-size, mixed: RMM''s benchmark runs them on a pool of half the free memory) and `inference` (PyTorch''s caching semantics) for --workload transformer and --trace'
             cand --decode-steps 'Decode steps for --workload transformer (after the prompt fills the rest of --context)'
+            cand --compare 'Also report the pool beside the device''s own allocator on the same replay (`native`: the raw replay, one device allocation per request, freed on release): ops/s, allocate p50/p99, peak reserved, peak live and reserved/live, each with its pool ÷ native ratio'
             cand --runs 'Measured runs, each on a fresh pool; the report gives each figure''s mean ± σ, median and range, and gates judge the median'
             cand --min-runs 'Instead of --runs, with --max-regression: make N measured runs, then one more at a time while a gate is undecided at --confidence, until every gate is decided or --max-runs are made [default: 3, or --max-runs when fewer]'
             cand --max-runs 'Instead of --runs, with --max-regression: at most M measured runs (see --min-runs); a gate still undecided then exits 6. The baseline''s runs bound the confidence too: against m of them, n runs give a p-value of at least 1/C(m+n, m), and when M runs cannot reach --confidence the command stops at once and says how many could'

@@ -73,6 +73,13 @@ pub struct GlobalArgs {
     pub color: ColorWhen,
 }
 
+/// What `bench-alloc --compare` sets the pool beside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CompareWith {
+    /// The device's own allocator: one allocation per request through the backend's raw API.
+    Native,
+}
+
 /// When to colour output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ColorWhen {
@@ -517,6 +524,12 @@ pub struct BenchAllocArgs {
     /// Skip the raw replay straight on the device (no speedup is measured).
     #[arg(long = "no-raw", alias = "no-baseline")]
     pub no_raw: bool,
+
+    /// Also report the pool beside the device's own allocator on the same replay (`native`: the
+    /// raw replay, one device allocation per request, freed on release): ops/s, allocate
+    /// p50/p99, peak reserved, peak live and reserved/live, each with its pool ÷ native ratio.
+    #[arg(long, value_enum, value_name = "ALLOCATOR")]
+    pub compare: Option<CompareWith>,
 
     /// Measured runs, each on a fresh pool; the report gives each figure's mean ± σ, median and
     /// range, and gates judge the median.

@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 
 use super::exports::Renderers;
 use super::options::{
-    bench_baseline, bench_confidence, bench_inputs, bench_pool_config, bench_preset,
+    bench_baseline, bench_compare, bench_confidence, bench_inputs, bench_pool_config, bench_preset,
     bench_run_plan, bench_thresholds, bench_workload, check_baseline_device, check_bench_args,
     probe_all_until,
 };
@@ -27,6 +27,7 @@ use crate::output::Output;
 use crate::workload::baseline::{Baseline, BaselineError, Replayed};
 use crate::workload::bench::{run_pool, run_raw, Arena, Options, PoolRun, RawRun};
 use crate::workload::gates::{Measured, Thresholds};
+use crate::workload::native::{Comparison, NativeComparison};
 use crate::workload::stopping::{self, undecided_gates, Next, RunPlan, Stop};
 use crate::workload::transfer::run_transfers;
 use crate::workload::Workload;
@@ -244,6 +245,7 @@ fn replay(
         workload: &workload,
         preset,
         arena,
+        compare: bench_compare(args)?,
     };
     let confidence = bench_confidence(args)?;
     let mut per_run = Vec::new();
@@ -303,19 +305,26 @@ struct Shape<'a> {
     workload: &'a Workload,
     preset: Preset,
     arena: Arena,
+    /// `--compare`: what the pool is set beside.
+    compare: Option<Comparison>,
 }
 
 impl Shape<'_> {
     /// One run's report, its gates and verdict still to fill in.
     fn report(&self, run: &Replay) -> BenchReport {
-        BenchReport::from_runs(
+        let mut report = BenchReport::from_runs(
             self.device.clone(),
             self.workload,
             &run.pool,
             run.raw.as_ref(),
             self.preset,
             self.arena,
-        )
+        );
+        report.native = match (self.compare, run.raw.as_ref()) {
+            (Some(Comparison::Native), Some(raw)) => Some(NativeComparison::new(&run.pool, raw)),
+            _ => None,
+        };
+        report
     }
 
     /// The statistics over `measured`, whose reports so far are kept in `per_run` (each built

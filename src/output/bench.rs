@@ -170,6 +170,7 @@ pub struct ReferenceView {
 }
 
 pub use crate::workload::gates::{Gate, GateKind};
+use crate::workload::native::NativeComparison;
 
 /// A gate's figure as the tables print it: fractions to four places, a speedup to two with
 /// its ×, nanoseconds whole with separators.
@@ -202,6 +203,8 @@ pub struct BenchReport {
     pub speedup: Option<f64>,
     /// A PyTorch trace's own reserved figure.
     pub reference: Option<ReferenceView>,
+    /// `--compare native`: the pool beside the device's own allocator, with ratios.
+    pub native: Option<NativeComparison>,
     /// Every CI gate given, in flag order (with --runs, judged on the medians).
     pub gates: Vec<Gate>,
     /// Each figure over the measured runs (with --runs above 1 or --warmup).
@@ -349,6 +352,9 @@ impl Report for BenchReport {
         );
         let _ = writeln!(text, "{}", self.latency_table(style));
         let _ = writeln!(text, "{}", self.metrics_table(style));
+        if let Some(n) = &self.native {
+            let _ = writeln!(text, "{}", native_table(n, style));
+        }
         if let Some(r) = &self.reference {
             let verdict = r.gpumem_reserved_bytes <= r.peak_reserved_bytes;
             let _ = writeln!(
@@ -559,6 +565,7 @@ impl BenchReport {
             raw: raw_run.map(RawView::new),
             speedup: raw_run.map(|r| r.busy_ns as f64 / pool_run.busy_ns.max(1) as f64),
             reference,
+            native: None,
             gates: Vec::new(),
             runs: None,
             comparison: None,
@@ -568,4 +575,53 @@ impl BenchReport {
             reference_timeline: workload.reference_reserved.clone(),
         }
     }
+}
+
+/// `--compare native`: each figure for the pool and the native allocator, and pool ÷ native.
+fn native_table(n: &NativeComparison, style: &Style) -> comfy_table::Table {
+    let mut t = new_table(style, &["", "pool", "native", "pool ÷ native"]);
+    let (p, d, r) = (&n.pool, &n.native, &n.ratios);
+    let times = |v: f64| format!("{v:.2}×");
+    let rows: [(&str, String, String, f64); 5] = [
+        (
+            "ops/s",
+            per_sec(p.ops_per_sec),
+            per_sec(d.ops_per_sec),
+            r.ops_per_sec,
+        ),
+        (
+            "alloc p50",
+            ns(p.alloc_p50_ns),
+            ns(d.alloc_p50_ns),
+            r.alloc_p50,
+        ),
+        (
+            "alloc p99",
+            ns(p.alloc_p99_ns),
+            ns(d.alloc_p99_ns),
+            r.alloc_p99,
+        ),
+        (
+            "peak reserved",
+            format_bytes(p.peak_reserved_bytes),
+            format_bytes(d.peak_reserved_bytes),
+            r.peak_reserved,
+        ),
+        (
+            "reserved / live",
+            format!("{:.2}", p.reserved_per_live),
+            format!("{:.2}", d.reserved_per_live),
+            r.reserved_per_live,
+        ),
+    ];
+    for (label, pool, native, ratio) in rows {
+        t.add_row(vec![label.into(), pool, native, times(ratio)]);
+    }
+    t.add_row(vec![
+        "peak live".into(),
+        format_bytes(p.peak_live_bytes),
+        format_bytes(d.peak_live_bytes),
+        String::new(),
+    ]);
+    t
 }

@@ -107,6 +107,10 @@ pub struct RawRun {
     pub failed_allocs: u64,
     /// Buffers whose bytes did not read back as written.
     pub corruptions: u64,
+    /// Most bytes held from the device at once (each allocation as the device sized it).
+    pub peak_reserved: u64,
+    /// Most requested bytes live at once.
+    pub peak_live: u64,
 }
 
 /// How a replay runs, beyond the workload and device.
@@ -332,6 +336,8 @@ pub fn run_raw(
     let mut slots: Vec<Option<(Segment, u64)>> = vec![None; workload.allocations as usize];
     let (mut alloc_h, mut free_h) = (histogram(), histogram());
     let (mut busy, mut failed, mut corruptions) = (0u64, 0u64, 0u64);
+    // Bytes held and requested now, and their peaks.
+    let (mut held, mut live, mut peak_reserved, mut peak_live) = (0u64, 0u64, 0u64, 0u64);
     let mut ops_done = workload.ops.len() as u64;
     for (i, op) in workload.ops.iter().enumerate() {
         if opts.interrupted() {
@@ -353,6 +359,10 @@ pub fn run_raw(
                                 device.write(seg.handle, at, &sig[..len])?;
                             }
                         }
+                        held += seg.size;
+                        live += size;
+                        peak_reserved = peak_reserved.max(held);
+                        peak_live = peak_live.max(live);
                         slots[id as usize] = Some((seg, size));
                     }
                     Err(crate::device::DeviceError::OutOfMemory { .. }) => failed += 1,
@@ -361,6 +371,8 @@ pub fn run_raw(
             }
             Op::Free { id } => {
                 if let Some((seg, size)) = slots[id as usize].take() {
+                    held -= seg.size;
+                    live -= size;
                     if verify {
                         let sig = signature(id, size);
                         let mut back = [0u8; 16];
@@ -395,6 +407,8 @@ pub fn run_raw(
         ops: ops_done,
         failed_allocs: failed,
         corruptions,
+        peak_reserved,
+        peak_live,
     })
 }
 

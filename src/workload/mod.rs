@@ -5,6 +5,7 @@
 pub mod baseline;
 pub mod bench;
 pub mod gates;
+pub mod native;
 mod pickle;
 mod rng;
 pub mod significance;

@@ -560,3 +560,86 @@ fn a_timeline_named_for_another_format_is_refused() {
     );
     assert!(!png.exists());
 }
+
+#[test]
+fn compare_native_sets_the_pool_beside_the_devices_own_allocator() {
+    // A trace: the same operations on both sides, and the PyTorch trace's peak as live bytes.
+    let args = ["--device", "sim:8GiB", "--trace"];
+    let doc = bench(
+        &[
+            &args[..],
+            &[
+                &trace("pytorch-snapshot-transformer-training.pickle"),
+                "--compare",
+                "native",
+            ],
+        ]
+        .concat(),
+    );
+    check_common(&doc);
+    let n = &doc["native"];
+    let (pool, native, ratios) = (&n["pool"], &n["native"], &n["ratios"]);
+    // The native side holds exactly what is live: one device allocation per request.
+    assert_eq!(native["peak_live_bytes"], pool["peak_live_bytes"]);
+    assert!(
+        native["peak_reserved_bytes"].as_u64().unwrap()
+            >= native["peak_live_bytes"].as_u64().unwrap()
+    );
+    assert_eq!(
+        pool["peak_reserved_bytes"],
+        doc["pool"]["peak_reserved_bytes"]
+    );
+    let per_live = |side: &Value| {
+        side["peak_reserved_bytes"].as_f64().unwrap() / side["peak_live_bytes"].as_f64().unwrap()
+    };
+    assert!((pool["reserved_per_live"].as_f64().unwrap() - per_live(pool)).abs() < 1e-9);
+    assert!(
+        (ratios["reserved_per_live"].as_f64().unwrap() - per_live(pool) / per_live(native)).abs()
+            < 1e-9
+    );
+    for side in [pool, native] {
+        assert!(side["alloc_p50_ns"].as_u64().unwrap() <= side["alloc_p99_ns"].as_u64().unwrap());
+    }
+    // Without the flag there is no comparison.
+    let plain = bench(&["--device", "sim:1GiB", "-n", "100"]);
+    assert!(plain["native"].is_null());
+    // The text report prints the side-by-side table.
+    let text = gpumem()
+        .args([
+            "bench-alloc",
+            "--device",
+            "host",
+            "-n",
+            "200",
+            "--compare",
+            "native",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("pool ÷ native"), "{text}");
+    assert!(text.contains("reserved / live"), "{text}");
+}
+
+#[test]
+fn compare_native_needs_the_raw_replay() {
+    let (code, msg) = fails(&["--device", "sim:1GiB", "--no-raw", "--compare", "native"]);
+    assert_eq!(code, 2);
+    assert_eq!(
+        msg.trim_end(),
+        "gpumem: error: --compare native replays through the device's own allocator, which --no-raw skips; drop one"
+    );
+    let (code, msg) = fails(&[
+        "--device",
+        "host",
+        "--workload",
+        "transfer",
+        "--compare",
+        "native",
+    ]);
+    assert_eq!(code, 2);
+    assert!(msg.contains("--workload transfer moves data"), "{msg}");
+    let (code, msg) = fails(&["--device", "sim:1GiB", "--compare", "vma"]);
+    assert_eq!(code, 2);
+    assert!(msg.contains("native"), "{msg}");
+}

@@ -4,7 +4,9 @@
 //!
 //! On the first Vulkan device (lavapipe on a machine with no GPU), each sequence is replayed
 //! through gpumem's pool (default configuration, with the whole heap as its budget as the peers
-//! have), gpu-allocator and VMA (through vk-mem), all in their default configurations; and, for the bookkeeping alone, through gpumem's pool on the
+//! have), gpu-allocator and VMA (through vk-mem), all in their default configurations, and VMA
+//! once more with 20 MiB preferred blocks (PyTorch's large segment; VMA then gives a request
+//! over half a block memory of its own); and, for the bookkeeping alone, through gpumem's pool on the
 //! simulated device and offset-allocator (TLSF bookkeeping, no device). Every allocate call has
 //! its own timer; each figure is the median over ROUNDS (default 5) runs, the subjects' order
 //! rotating between runs. Reserved bytes are read after every allocate (outside the timer). The
@@ -380,8 +382,11 @@ struct VmaSubject<'a> {
 }
 
 impl<'a> VmaSubject<'a> {
-    fn new(vk: &'a Vk) -> Self {
-        let info = vk_mem::AllocatorCreateInfo::new(&vk.instance, &vk.device, vk.physical);
+    /// VMA with `block` bytes as its preferred block size (0: its default, 256 MiB on a heap
+    /// over 1 GiB).
+    fn new(vk: &'a Vk, block: u64) -> Self {
+        let mut info = vk_mem::AllocatorCreateInfo::new(&vk.instance, &vk.device, vk.physical);
+        info.preferred_large_heap_block_size = block;
         // SAFETY: the instance and device outlive the allocator (it borrows `vk`).
         let alloc = unsafe { vk_mem::Allocator::new(info) }.expect("VMA");
         VmaSubject {
@@ -531,12 +536,13 @@ fn median(mut v: Vec<u64>) -> u64 {
     v[v.len() / 2]
 }
 
-const SUBJECTS: [&str; 5] = [
+const SUBJECTS: [&str; 6] = [
     "gpumem",
     "gpu-allocator",
     "VMA",
     "gpumem (sim)",
     "offset-allocator",
+    "VMA (20 MiB blocks)",
 ];
 
 /// `PEERS_ONLY=3,4` runs only those subjects (by index in `SUBJECTS`), and
@@ -562,7 +568,8 @@ fn measure(seq: &Sequence, vk: &Vk, rounds: usize) -> Vec<Run> {
                     replay(&mut GpumemSubject::new(Arc::new(device)), seq)
                 }
                 1 => replay(&mut GpuAllocatorSubject::new(vk), seq),
-                2 => replay(&mut VmaSubject::new(vk), seq),
+                2 => replay(&mut VmaSubject::new(vk, 0), seq),
+                5 => replay(&mut VmaSubject::new(vk, 20 * MIB), seq),
                 3 | 4 => {
                     // Bookkeeping alone: a timed replay, then an untimed one on a fresh subject.
                     let subject = |which| -> Box<dyn Subject> {
@@ -686,12 +693,23 @@ fn main() {
     row("peak reserved / peak live: gpumem", &|r, s| {
         fmt_ratio(&r[0], s)
     });
-    row("… gpu-allocator / VMA", &|r, s| {
-        format!("{} / {}", fmt_ratio(&r[1], s), fmt_ratio(&r[2], s))
+    row("… gpu-allocator / VMA / VMA with 20 MiB blocks", &|r, s| {
+        format!(
+            "{} / {} / {}",
+            fmt_ratio(&r[1], s),
+            fmt_ratio(&r[2], s),
+            fmt_ratio(&r[5], s)
+        )
     });
+    row("… gpumem on sim", &|r, s| fmt_ratio(&r[3], s));
     row(
-        "device allocations: gpumem / gpu-allocator / VMA",
-        &|r, _| format!("{} / {} / {}", r[0].growths, r[1].growths, r[2].growths),
+        "device allocations: gpumem / gpu-allocator / VMA / VMA with 20 MiB blocks",
+        &|r, _| {
+            format!(
+                "{} / {} / {} / {}",
+                r[0].growths, r[1].growths, r[2].growths, r[5].growths
+            )
+        },
     );
     let (floor, step) = timer_floor();
     println!(

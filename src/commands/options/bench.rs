@@ -5,12 +5,13 @@ use anyhow::{Context, Result};
 
 use crate::alloc::{MemoryConfig, Preset};
 use crate::backend::DeviceSpec;
-use crate::cli::{self, BenchAllocArgs, WorkloadKind};
+use crate::cli::{self, BenchAllocArgs, CompareWith, WorkloadKind};
 use crate::error::CliError;
 use crate::input::OutputKind;
 use crate::model;
 use crate::workload::baseline::{Baseline, Confidence, Metric, RegressionGate};
 use crate::workload::gates::Thresholds;
+use crate::workload::native::Comparison;
 use crate::workload::stopping::{RunPlan, RunRange};
 use crate::workload::{self, RandomParams, SizeDist, TransformerParams, Workload};
 
@@ -32,6 +33,7 @@ pub fn check_bench_args(args: &BenchAllocArgs) -> Result<()> {
         )
         .into());
     }
+    bench_compare(args)?;
     check_bench_runs(args)?;
     bench_run_plan(args)?;
     check_regression_gates(args)?;
@@ -92,6 +94,30 @@ pub fn bench_inputs(args: &BenchAllocArgs) -> Vec<(&'static str, &std::path::Pat
     let trace = args.trace.iter().map(|p| ("--trace", p.as_path()));
     let baseline = args.baseline.iter().map(|p| ("--baseline", p.as_path()));
     trace.chain(baseline).collect()
+}
+
+/// `--compare native` as the typed request: the native side is the raw replay, which
+/// `--no-raw` skips and the transfer workload does not make.
+pub fn bench_compare(args: &BenchAllocArgs) -> Result<Option<Comparison>> {
+    let Some(CompareWith::Native) = args.compare else {
+        return Ok(None);
+    };
+    if args.no_raw {
+        return Err(CliError::Usage(
+            "--compare native replays through the device's own allocator, which --no-raw skips; \
+             drop one"
+                .into(),
+        )
+        .into());
+    }
+    if args.workload == WorkloadKind::Transfer && args.trace.is_none() {
+        return Err(CliError::Usage(
+            "--compare native compares allocators on a replay; --workload transfer moves data"
+                .into(),
+        )
+        .into());
+    }
+    Ok(Some(Comparison::Native))
 }
 
 /// `--runs`, `--warmup` and the baseline flags: replays only, and a saved baseline never onto an
