@@ -7,7 +7,8 @@ use super::*;
 /// A growing pool aims at free headroom of 1/`GROWTH_DIV` of what it holds. Measured on the
 /// peer sequences (benches/peers): a half cost 1.27x reserved/live on the PyTorch trace; a
 /// fifth or less, more than 1 % of its allocations going to the device (so its p99 became a
-/// device allocation); a quarter, 1.18x with 23 device allocations.
+/// device allocation); a quarter, 1.18x with 23 device allocations before large requests got
+/// segments of their own, 1.04x with 24 since.
 const GROWTH_DIV: u64 = 4;
 
 /// A request's own segment is its size in whole pages (PyTorch's 2 MiB steps cost the PyTorch
