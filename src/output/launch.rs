@@ -191,15 +191,12 @@ fn fsdp2_precision_text(p: Fsdp2Precision) -> &'static str {
 /// A shell command broken at `width` columns with backslash continuations, indented, so that
 /// it pastes as one command.
 fn continued(line: &str, width: usize) -> String {
-    // A flag and its value break together, so each continued line reads as whole options.
+    // A flag and its value break together (`-np 1`, `--tp 2`), so each continued line reads
+    // as whole options.
     let mut units: Vec<String> = Vec::new();
     for word in line.split(' ') {
         match units.last_mut() {
-            Some(last)
-                if last.starts_with("--")
-                    && !last.contains([' ', '='])
-                    && !word.starts_with('-') =>
-            {
+            Some(last) if is_flag(last) && !last.contains([' ', '=']) && !word.starts_with('-') => {
                 last.push(' ');
                 last.push_str(word);
             }
@@ -221,6 +218,12 @@ fn continued(line: &str, width: usize) -> String {
         col += len;
     }
     out
+}
+
+/// An option word, long or short (`--tp`, `-ngl`), not a negative number.
+fn is_flag(word: &str) -> bool {
+    let mut chars = word.chars();
+    chars.next() == Some('-') && chars.next().is_some_and(|c| !c.is_ascii_digit())
 }
 
 /// One engine's launch commands, or why it has none.
