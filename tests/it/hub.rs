@@ -247,6 +247,42 @@ fn a_gguf_tag_reads_the_file_llama_cpp_picks_and_its_projector() {
     );
 }
 
+/// A draft for llama.cpp named by its Hub GGUF is read like a model and launched with `-hfd`,
+/// with the same bytes as the same header in a local file.
+#[test]
+fn a_draft_named_by_its_hub_gguf_is_launched_with_hfd() {
+    let (files, _) = gguf_repo();
+    let hub = HubStandin::start(vec![repo("org/M-GGUF", files)], Duration::ZERO);
+    let home = tempfile::tempdir().unwrap();
+    let doc: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("llamacpp-server-fit/llama-3.1-8b-shape-q8_0.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let local = home.path().join("m.gguf");
+    crate::common::write_described_gguf("q8", &json!({ "gguf": doc["gguf_header"] }), &local);
+    let plan = |draft: &str| {
+        json_ok(
+            hub_cmd(&hub, home.path())
+                .args(["select", "--engine", "llama.cpp", "--gguf"])
+                .arg(&local)
+                .args(["--model-draft", draft, "--device", "sim:48GiB", "--json"]),
+        )
+    };
+    let remote = plan("org/M-GGUF:q8_0");
+    let file = plan(local.to_str().unwrap());
+    let draft = |p: &Value| p["plan"]["llamacpp"]["draft"].clone();
+    assert_eq!(
+        draft(&remote)["devices"],
+        draft(&file)["devices"],
+        "{remote}"
+    );
+    assert_eq!(draft(&remote)["load"], json!({ "hub": "org/M-GGUF:q8_0" }));
+    let argv = crate::common::launch_argv(&remote);
+    let at = argv.iter().position(|a| a == "-hfd").unwrap();
+    assert_eq!(argv[at + 1], "org/M-GGUF:q8_0");
+}
+
 #[test]
 fn a_split_gguf_is_every_part_and_a_missing_tag_names_the_tags_there_are() {
     let (files, _) = gguf_repo();
