@@ -2,8 +2,9 @@
 //! (`tests/fixtures/vllm/cuda-graph-logs.json`): since 0.21 vLLM takes its CUDA-graph estimate
 //! from the KV budget, so these are replayed without `--enforce-eager`, and the plan's "GPU KV
 //! cache size" must lie within [0.90, 1.10]× of vLLM's. Where vLLM printed its estimate,
-//! gpumem's graph term is held to it; where it printed the utilization that would give the same
-//! KV cache without the estimate, the device total the run is replayed on is held to that line.
+//! gpumem's graph term is held to it (or, where it printed only the utilization that would give
+//! the same KV cache without the estimate, to the estimate that line implies on the replayed
+//! total); where it printed both, the device total the run is replayed on is held to that line.
 
 #![allow(clippy::unwrap_used)]
 
@@ -43,6 +44,10 @@ fn replay(run: &Value) -> (i32, Value) {
         args.push(format!("--{}", flag.replace('_', "-")));
         args.push(run[flag].as_u64().unwrap().to_string());
     }
+    if let Some(dtype) = run["dtype"].as_str() {
+        args.push("--dtype".into());
+        args.push(dtype.into());
+    }
     let out = common::gpumem().args(&args).output().unwrap();
     (
         out.status.code().unwrap(),
@@ -57,6 +62,25 @@ fn graph_term(doc: &Value) -> f64 {
         .iter()
         .find(|t| t["term"] == "cuda_graphs")
         .map_or(0.0, |t| t["bytes"].as_f64().unwrap() / GIB)
+}
+
+/// The device total a run is replayed on, in GiB.
+fn total_gib(run: &Value) -> f64 {
+    run["total"]
+        .as_str()
+        .unwrap()
+        .trim_end_matches("GiB")
+        .parse()
+        .unwrap()
+}
+
+/// vLLM's CUDA-graph estimate for a run, in GiB: the one it printed, or else the one its
+/// equivalence line implies on the replayed total (`U − V = estimate / total`).
+fn vllm_graph_estimate(run: &Value) -> Option<f64> {
+    run["graph_estimate_gib"].as_f64().or_else(|| {
+        let without = run["utilization_without_graphs"].as_f64()?;
+        Some((run["gpu_memory_utilization"].as_f64().unwrap() - without) * total_gib(run))
+    })
 }
 
 /// What is wrong with one run's replay, if anything.
@@ -80,7 +104,7 @@ fn check(run: &Value) -> Vec<String> {
     }
     // The estimate is a measurement of two captures a mode, which varies by a few MiB a graph
     // from run to run: the band vllm_reference.rs holds vLLM 0.19's printed estimates to.
-    if let Some(theirs) = run["graph_estimate_gib"].as_f64() {
+    if let Some(theirs) = vllm_graph_estimate(run) {
         let r = graphs / theirs;
         if !(0.35..=1.6).contains(&r) {
             wrong.push(format!(
@@ -94,7 +118,7 @@ fn check(run: &Value) -> Vec<String> {
 #[test]
 fn kv_tokens_match_vllm_logs_that_ran_with_cuda_graphs() {
     let runs = runs();
-    assert!(runs.len() >= 3, "the fixture holds {} runs", runs.len());
+    assert!(runs.len() >= 5, "the fixture holds {} runs", runs.len());
     let mut failures = Vec::new();
     for run in &runs {
         let id = run["id"].as_str().unwrap();
@@ -126,12 +150,7 @@ fn replayed_totals_agree_with_vllms_equivalence_line() {
         let share = run["gpu_memory_utilization"].as_f64().unwrap() - without;
         let low = (estimate - 0.005) / (share + 0.0001);
         let high = (estimate + 0.005) / (share - 0.0001);
-        let total: f64 = run["total"]
-            .as_str()
-            .unwrap()
-            .trim_end_matches("GiB")
-            .parse()
-            .unwrap();
+        let total = total_gib(run);
         assert!(
             (low..=high).contains(&total),
             "{}: {total} GiB outside [{low:.2}, {high:.2}]",
