@@ -43,6 +43,7 @@ mod stress;
 mod training_fsdp;
 mod transfers;
 mod vllm_cuda_graphs;
+mod vllm_feature_logs;
 mod vllm_features;
 mod vllm_pages_2026;
 mod vllm_reference;

@@ -48,7 +48,7 @@ fn run_args(run: &Value) -> Vec<String> {
     args
 }
 
-fn replay(run: &Value) -> (i32, Value) {
+pub(crate) fn replay(run: &Value) -> (i32, Value) {
     let mut args = run_args(run);
     for flag in ["max_num_batched_tokens", "max_num_seqs"] {
         if let Some(n) = run[flag].as_u64() {
