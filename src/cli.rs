@@ -525,9 +525,11 @@ pub struct BenchAllocArgs {
     #[arg(long = "no-raw", alias = "no-baseline")]
     pub no_raw: bool,
 
-    /// Also report the pool beside the device's own allocator on the same replay (`native`: the
-    /// raw replay, one device allocation per request, freed on release): ops/s, allocate
-    /// p50/p99, peak reserved, peak live and reserved/live, each with its pool ÷ native ratio.
+    /// Also report the pool beside the device's own allocator on the same replay (`native`: on
+    /// CUDA the driver's stream-ordered pool, cuMemAllocAsync/cuMemFreeAsync on the device's
+    /// default pool; elsewhere the raw replay, one device allocation per request, freed on
+    /// release): ops/s, allocate p50/p99, peak reserved, peak live and reserved/live, each with
+    /// its pool ÷ native ratio.
     #[arg(long, value_enum, value_name = "ALLOCATOR")]
     pub compare: Option<CompareWith>,
 

@@ -73,6 +73,12 @@ impl<D: DeviceMemory> DeviceMemory for FaultInjector<D> {
         self.inner.async_copies()
     }
 
+    fn reserve_api(&self) -> crate::device::Allocator {
+        self.inner.reserve_api()
+    }
+
+    // No native allocator: its allocations would bypass the injected failures.
+
     fn reserve(&self, bytes: u64) -> Result<Segment, DeviceError> {
         if self.roll() {
             self.injected.fetch_add(1, Ordering::Relaxed);
@@ -170,6 +176,12 @@ impl DeviceMemory for std::sync::Arc<dyn DeviceMemory> {
     }
     fn async_copies(&self) -> Option<&dyn crate::device::AsyncCopies> {
         (**self).async_copies()
+    }
+    fn reserve_api(&self) -> crate::device::Allocator {
+        (**self).reserve_api()
+    }
+    fn native_allocator(&self) -> Option<&dyn crate::device::NativeAllocator> {
+        (**self).native_allocator()
     }
     fn reserve(&self, bytes: u64) -> Result<Segment, DeviceError> {
         (**self).reserve(bytes)

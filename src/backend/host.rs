@@ -174,6 +174,14 @@ impl Drop for HostDevice {
 }
 
 impl DeviceMemory for HostDevice {
+    fn reserve_api(&self) -> crate::device::Allocator {
+        if cfg!(unix) {
+            crate::device::Allocator::Mmap
+        } else {
+            crate::device::Allocator::Malloc
+        }
+    }
+
     fn name(&self) -> String {
         match self.capacity {
             Some(c) => format!("host:{}", crate::units::format_bytes(c)),

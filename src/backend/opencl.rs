@@ -339,6 +339,10 @@ impl OpenclMemory {
 }
 
 impl DeviceMemory for OpenclMemory {
+    fn reserve_api(&self) -> crate::device::Allocator {
+        crate::device::Allocator::ClCreateBuffer
+    }
+
     fn name(&self) -> String {
         self.name.clone()
     }

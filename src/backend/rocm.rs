@@ -419,6 +419,10 @@ impl Drop for HipMemory {
 }
 
 impl DeviceMemory for HipMemory {
+    fn reserve_api(&self) -> crate::device::Allocator {
+        crate::device::Allocator::HipMalloc
+    }
+
     fn async_copies(&self) -> Option<&dyn AsyncCopies> {
         self.copies.is_some().then_some(self as &dyn AsyncCopies)
     }

@@ -56,6 +56,10 @@ impl SimDevice {
 }
 
 impl DeviceMemory for SimDevice {
+    fn reserve_api(&self) -> crate::device::Allocator {
+        crate::device::Allocator::Simulated
+    }
+
     fn name(&self) -> String {
         format!("sim:{}", crate::units::format_bytes(self.capacity))
     }

@@ -25,7 +25,9 @@ use crate::output::timeline::timeline_svg;
 use crate::output::transfer::TransferReport as TransferBenchReport;
 use crate::output::Output;
 use crate::workload::baseline::{Baseline, BaselineError, Replayed};
-use crate::workload::bench::{run_pool, run_raw, Arena, Options, PoolRun, RawRun};
+use crate::workload::bench::{
+    run_native, run_pool, run_raw, Arena, NativeRun, Options, PoolRun, RawRun,
+};
 use crate::workload::gates::{Measured, Thresholds};
 use crate::workload::native::{Comparison, NativeComparison};
 use crate::workload::stopping::{self, undecided_gates, Next, RunPlan, Stop};
@@ -117,11 +119,13 @@ pub fn run(args: &BenchAllocArgs, out: &Output) -> Result<Exit> {
     )
 }
 
-/// One replay's results: the pool's run, the raw one unless skipped or interrupted, and the
-/// buffers the pool still held.
+/// One replay's results: the pool's run, the raw one unless skipped or interrupted, the one
+/// through the device's native allocator (`--compare native` on a device that has one beside
+/// its `reserve`), and the buffers the pool still held.
 struct Replay {
     pool: PoolRun,
     raw: Option<RawRun>,
+    native: Option<NativeRun>,
     leaked: u64,
 }
 
@@ -151,9 +155,20 @@ fn replay_once(
         bar.finish();
         Some(run)
     };
+    let native = if ctx.compare.is_none() || raw.is_none() || ctx.interrupt.load(Ordering::SeqCst) {
+        None
+    } else {
+        let bar = ctx.out.progress(ops, &format!("native{label}"));
+        let run = run_native(workload, ctx.device.as_ref(), options, &mut |done| {
+            bar.set(done)
+        })?;
+        bar.finish();
+        run
+    };
     Ok(Replay {
         pool: pool_run,
         raw,
+        native,
         leaked,
     })
 }
@@ -165,6 +180,8 @@ struct Bench<'a> {
     device: Arc<dyn DeviceMemory>,
     config: crate::alloc::MemoryConfig,
     no_raw: bool,
+    /// `--compare`: what the pool is set beside.
+    compare: Option<Comparison>,
     interrupt: &'a AtomicBool,
 }
 
@@ -232,20 +249,23 @@ fn replay(
         plan.most(),
         args.warmup
     );
+    let compare = bench_compare(args)?;
     let ctx = Bench {
         out,
         spec,
         config: bench_pool_config(preset, spec, arena.for_workload(&workload))?,
         device: device.clone(),
         no_raw: args.no_raw,
+        compare,
         interrupt,
     };
     let shape = Shape {
         device: view,
+        reserve_api: device.reserve_api(),
         workload: &workload,
         preset,
         arena,
-        compare: bench_compare(args)?,
+        compare,
     };
     let confidence = bench_confidence(args)?;
     let mut per_run = Vec::new();
@@ -302,6 +322,8 @@ fn replay(
 /// What every run's report shares: the device, the workload, the preset and the arena.
 struct Shape<'a> {
     device: DeviceView,
+    /// What the device's `reserve` calls: the native side where it has no allocator of its own.
+    reserve_api: crate::device::Allocator,
     workload: &'a Workload,
     preset: Preset,
     arena: Arena,
@@ -321,7 +343,12 @@ impl Shape<'_> {
             self.arena,
         );
         report.native = match (self.compare, run.raw.as_ref()) {
-            (Some(Comparison::Native), Some(raw)) => Some(NativeComparison::new(&run.pool, raw)),
+            (Some(Comparison::Native), Some(raw)) => Some(NativeComparison::new(
+                &run.pool,
+                run.native.as_ref(),
+                raw,
+                self.reserve_api,
+            )),
             _ => None,
         };
         report
@@ -346,7 +373,11 @@ fn run_failure(
 ) -> Option<(Exit, String)> {
     let corruptions: u64 = measured
         .iter()
-        .map(|r| r.pool.corruptions + r.raw.as_ref().map_or(0, |r| r.corruptions))
+        .map(|r| {
+            r.pool.corruptions
+                + r.raw.as_ref().map_or(0, |r| r.corruptions)
+                + r.native.as_ref().map_or(0, |n| n.run.corruptions)
+        })
         .sum();
     let leaked: u64 = measured.iter().map(|r| r.leaked).sum();
     failure_text(corruptions, leaked, &report.gates)

@@ -10,6 +10,7 @@
 mod flights;
 mod identity;
 mod limits;
+mod native;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -17,6 +18,7 @@ use std::fmt;
 pub use flights::{inner, lock, read, write, Flights};
 pub use identity::PhysicalId;
 pub use limits::VulkanLimits;
+pub use native::{Allocator, NativeAllocator, NativePeaks};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
 
@@ -179,6 +181,17 @@ pub trait DeviceMemory: Send + Sync {
     /// Copies the device runs on its own while the caller goes on (a second command queue,
     /// a stream), where the backend has them.
     fn async_copies(&self) -> Option<&dyn AsyncCopies> {
+        None
+    }
+
+    /// What [`DeviceMemory::reserve`] calls, by its API's name.
+    fn reserve_api(&self) -> Allocator {
+        Allocator::Reserve
+    }
+
+    /// The driver's own caching allocator beside `reserve`, where it has one (CUDA's
+    /// stream-ordered memory pool): what a program that pools nothing itself gets.
+    fn native_allocator(&self) -> Option<&dyn NativeAllocator> {
         None
     }
 }

@@ -354,6 +354,7 @@ impl Report for BenchReport {
         let _ = writeln!(text, "{}", self.metrics_table(style));
         if let Some(n) = &self.native {
             let _ = writeln!(text, "{}", native_table(n, style));
+            let _ = writeln!(text, "{}", native_note(n));
         }
         if let Some(r) = &self.reference {
             let verdict = r.gpumem_reserved_bytes <= r.peak_reserved_bytes;
@@ -574,6 +575,22 @@ impl BenchReport {
             timeline: pool_run.timeline.clone(),
             reference_timeline: workload.reference_reserved.clone(),
         }
+    }
+}
+
+/// Which allocator the native side ran, and where its peak reserved comes from.
+fn native_note(n: &NativeComparison) -> String {
+    let api = n.allocator.name();
+    match n.driver_peaks {
+        Some(p) => format!(
+            "native: {api}, its peak reserved as the driver's pool reports it \
+             (CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH; {} at most handed out)",
+            format_bytes(p.used)
+        ),
+        None => format!(
+            "native: {api}, one device allocation per request; peak reserved counted at \
+             each allocation's size"
+        ),
     }
 }
 

@@ -8,7 +8,9 @@ use serde::Serialize;
 
 use super::{Op, Workload};
 use crate::alloc::{Allocation, LimitRule, MemoryStats, Pool, PoolError};
-use crate::device::{DeviceMemory, Segment};
+use crate::device::{
+    Allocator, DeviceMemory, NativeAllocator, NativePeaks, Segment, SegmentHandle,
+};
 
 /// Latency percentiles in nanoseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -325,13 +327,89 @@ impl PoolReplay<'_> {
 }
 
 /// Replays `workload` with every allocation going straight to the device.
-#[expect(clippy::cast_possible_truncation, reason = "2^64 ns is 584 years")]
 pub fn run_raw(
     workload: &Workload,
     device: &dyn DeviceMemory,
     opts: Options<'_>,
     progress: &mut dyn FnMut(u64),
 ) -> Result<RawRun, crate::device::DeviceError> {
+    replay_direct(workload, Direct::Reserve(device), opts, progress)
+}
+
+/// What replaying through the device's native allocator measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NativeRun {
+    /// The allocator that ran.
+    pub allocator: Allocator,
+    /// The replay, its peak reserved as counted (each allocation at its requested size).
+    pub run: RawRun,
+    /// The allocator's own watermarks over the replay, where it reports them.
+    pub peaks: Option<NativePeaks>,
+}
+
+/// Replays `workload` through the device's native allocator (CUDA's stream-ordered pool),
+/// between its `begin` and `finish`; `None` where the device has none beside `reserve` (the
+/// raw replay is then the native one).
+pub fn run_native(
+    workload: &Workload,
+    device: &dyn DeviceMemory,
+    opts: Options<'_>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Option<NativeRun>, crate::device::DeviceError> {
+    let Some(native) = device.native_allocator() else {
+        return Ok(None);
+    };
+    native.begin()?;
+    let run = replay_direct(workload, Direct::Native(device, native), opts, progress);
+    // Whatever the replay ended with, its frees are waited for and the cache handed back.
+    let peaks = native.finish();
+    let run = run?;
+    Ok(Some(NativeRun {
+        allocator: native.allocator(),
+        run,
+        peaks: peaks?,
+    }))
+}
+
+/// What a direct replay allocates through: the device's `reserve` and `release`, or its native
+/// allocator (whose allocations are read and written through the device).
+#[derive(Clone, Copy)]
+enum Direct<'a> {
+    Reserve(&'a dyn DeviceMemory),
+    Native(&'a dyn DeviceMemory, &'a dyn NativeAllocator),
+}
+
+impl Direct<'_> {
+    fn device(&self) -> &dyn DeviceMemory {
+        match *self {
+            Direct::Reserve(d) | Direct::Native(d, _) => d,
+        }
+    }
+
+    fn allocate(&self, bytes: u64) -> Result<Segment, crate::device::DeviceError> {
+        match *self {
+            Direct::Reserve(d) => d.reserve(bytes),
+            Direct::Native(_, n) => n.allocate(bytes),
+        }
+    }
+
+    fn free(&self, segment: SegmentHandle) -> Result<(), crate::device::DeviceError> {
+        match *self {
+            Direct::Reserve(d) => d.release(segment),
+            Direct::Native(_, n) => n.free(segment),
+        }
+    }
+}
+
+/// Replays `workload` with every allocation going to `through`, one per request.
+#[expect(clippy::cast_possible_truncation, reason = "2^64 ns is 584 years")]
+fn replay_direct(
+    workload: &Workload,
+    through: Direct<'_>,
+    opts: Options<'_>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<RawRun, crate::device::DeviceError> {
+    let device = through.device();
     let verify = opts.verify && !device.simulated();
     let mut slots: Vec<Option<(Segment, u64)>> = vec![None; workload.allocations as usize];
     let (mut alloc_h, mut free_h) = (histogram(), histogram());
@@ -347,7 +425,7 @@ pub fn run_raw(
         match *op {
             Op::Alloc { id, size, .. } => {
                 let start = Instant::now();
-                let result = device.reserve(size);
+                let result = through.allocate(size);
                 let ns = start.elapsed().as_nanos() as u64;
                 busy += ns;
                 match result {
@@ -384,7 +462,7 @@ pub fn run_raw(
                         }
                     }
                     let start = Instant::now();
-                    let result = device.release(seg.handle);
+                    let result = through.free(seg.handle);
                     let ns = start.elapsed().as_nanos() as u64;
                     busy += ns;
                     let _ = free_h.record(ns.max(1));
@@ -398,7 +476,7 @@ pub fn run_raw(
     }
     progress(ops_done);
     for (seg, _) in slots.into_iter().flatten() {
-        device.release(seg.handle)?;
+        through.free(seg.handle)?;
     }
     Ok(RawRun {
         alloc_ns: summarize(&alloc_h),

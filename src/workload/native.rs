@@ -1,10 +1,12 @@
 //! `bench-alloc --compare native`: the pool beside the device's own allocator on the same
-//! workload (the raw replay: one device allocation per request, freed on release), with each
-//! figure's ratio.
+//! workload, with each figure's ratio. The native side is the driver's own caching allocator
+//! where the device has one (CUDA's stream-ordered pool), else the raw replay: one device
+//! allocation per request, freed on release.
 
 use serde::Serialize;
 
-use super::bench::{PoolRun, RawRun};
+use super::bench::{NativeRun, PoolRun, RawRun};
+use crate::device::{Allocator, NativePeaks};
 
 /// What `bench-alloc` compares the pool with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -49,7 +51,13 @@ pub struct Ratios {
 /// The pool and the native allocator side by side.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct NativeComparison {
-    /// The device's own allocator: the backend's allocate and free, once per request.
+    /// Which allocator the native side ran.
+    pub allocator: Allocator,
+    /// The native allocator's own watermarks (CUDA's `CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH` and
+    /// `USED_MEM_HIGH`), where it reports them: then the native peak reserved is its
+    /// `reserved`; else (`None`) the replay counted each allocation at its size.
+    pub driver_peaks: Option<NativePeaks>,
+    /// The device's own allocator, once per request.
     pub native: Side,
     /// The pool.
     pub pool: Side,
@@ -87,8 +95,27 @@ impl Side {
 }
 
 impl NativeComparison {
-    /// From one replay through the pool and the same replay through the native allocator.
-    pub fn new(pool: &PoolRun, native: &RawRun) -> Self {
+    /// From one replay through the pool and the same replay through the device's native
+    /// allocator (`native`), or where it has none through its `reserve` (`raw`, run by
+    /// `allocator`).
+    pub fn new(
+        pool: &PoolRun,
+        native: Option<&NativeRun>,
+        raw: &RawRun,
+        allocator: Allocator,
+    ) -> Self {
+        match native {
+            Some(n) => Self::of(pool, &n.run, n.allocator, n.peaks),
+            None => Self::of(pool, raw, allocator, None),
+        }
+    }
+
+    fn of(
+        pool: &PoolRun,
+        native: &RawRun,
+        allocator: Allocator,
+        driver_peaks: Option<NativePeaks>,
+    ) -> Self {
         let s = &pool.stats;
         let pool = Side::new(
             pool.ops,
@@ -101,11 +128,13 @@ impl NativeComparison {
             native.ops,
             native.busy_ns,
             (native.alloc_ns.p50, native.alloc_ns.p99),
-            native.peak_reserved,
+            driver_peaks.map_or(native.peak_reserved, |p| p.reserved),
             native.peak_live,
         );
         let r = |a: u64, b: u64| ratio(a as f64, b as f64);
         NativeComparison {
+            allocator,
+            driver_peaks,
             ratios: Ratios {
                 ops_per_sec: ratio(pool.ops_per_sec, native.ops_per_sec),
                 alloc_p50: r(pool.alloc_p50_ns, native.alloc_p50_ns),

@@ -9,7 +9,9 @@
  *   GPUMEM_FAKE_INIT_ERROR  a CUresult for cuInit to return (e.g. 3 = NOT_INITIALIZED)
  *   GPUMEM_FAKE_INIT_DELAY_MS  make cuInit hang this long (the probe-timeout path)
  *   GPUMEM_FAKE_INIT_CRASH  "segv" or "abort": cuInit kills the process (a broken driver)
- * Build with -DOMIT_MEMGETINFO to leave out cuMemGetInfo_v2 (the missing-symbol path).
+ *   GPUMEM_FAKE_POOL_LOG    a file the stream-ordered pool's counts are written to at exit
+ * Build with -DOMIT_MEMGETINFO to leave out cuMemGetInfo_v2 (the missing-symbol path), with
+ * -DOMIT_MEMPOOLS to leave out the stream-ordered allocator (a driver before CUDA 11.2).
  *
  * Virtual memory management (cuMemAddressReserve, cuMemCreate, cuMemMap, cuMemSetAccess,
  * cuMemUnmap, cuMemRelease, cuMemAddressFree) is modelled with host address space: a reserved
@@ -104,6 +106,9 @@ CUresult cuDeviceGetAttribute(int *value, int attribute, CUdevice d) {
     case 76: *value = 0; return CUDA_SUCCESS; /* minor */
     case 18: *value = 0; return CUDA_SUCCESS; /* integrated */
     case 102: *value = 1; return CUDA_SUCCESS; /* virtual memory management supported */
+#ifndef OMIT_MEMPOOLS
+    case 115: *value = 1; return CUDA_SUCCESS; /* memory pools supported */
+#endif
     default: *value = 0; return CUDA_SUCCESS;
     }
 }
@@ -343,3 +348,160 @@ CUresult cuGetErrorName(CUresult r, const char **name) {
     *name = "CUDA_ERROR_FAKE";
     return CUDA_SUCCESS;
 }
+
+#ifndef OMIT_MEMPOOLS
+/* The stream-ordered allocator (cuMemAllocAsync on each device's default pool). Streams run at
+ * once, so a free is done when it is queued. The pool caches what is freed: a later allocation
+ * takes the smallest cached block that holds it, and cached memory goes back to the device
+ * when the pool is trimmed, when a synchronisation finds more reserved than the release
+ * threshold, and when the device is too full for a new block. Blocks are charged to the device
+ * (cuMemGetInfo sees them) from when they are made until they are given back. */
+typedef struct {
+    int device;
+    unsigned long long threshold, reserved, used, reserved_high, used_high;
+} FakePool;
+static FakePool pools[MAX_DEVICES];
+static struct { void *ptr; size_t size; int device; int live; int cached; } pool_blocks[MAX_ALLOCS];
+static unsigned long long async_allocs, async_frees;
+
+enum {
+    ATTR_RELEASE_THRESHOLD = 4, ATTR_RESERVED_MEM_CURRENT = 5, ATTR_RESERVED_MEM_HIGH = 6,
+    ATTR_USED_MEM_CURRENT = 7, ATTR_USED_MEM_HIGH = 8,
+};
+
+static void pool_release(int i) {
+    FakePool *p = &pools[pool_blocks[i].device];
+    free(pool_blocks[i].ptr);
+    used[pool_blocks[i].device] -= pool_blocks[i].size;
+    p->reserved -= pool_blocks[i].size;
+    pool_blocks[i].ptr = NULL;
+    pool_blocks[i].cached = 0;
+}
+/* Gives cached blocks of `p` back, largest first, while it reserves more than `keep`. */
+static void pool_trim(FakePool *p, unsigned long long keep) {
+    while (p->reserved > keep) {
+        int best = -1;
+        for (int i = 0; i < MAX_ALLOCS; i++)
+            if (pool_blocks[i].cached && pool_blocks[i].device == p->device
+                && (best < 0 || pool_blocks[i].size > pool_blocks[best].size)) best = i;
+        if (best < 0) break;
+        pool_release(best);
+    }
+}
+CUresult cuDeviceGetDefaultMemPool(FakePool **pool, CUdevice d) {
+    if (!valid(d)) return CUDA_ERROR_INVALID_DEVICE;
+    pools[d].device = d;
+    *pool = &pools[d];
+    return CUDA_SUCCESS;
+}
+CUresult cuMemPoolSetAttribute(FakePool *p, int attr, unsigned long long *value) {
+    pthread_mutex_lock(&lock);
+    CUresult r = CUDA_SUCCESS;
+    switch (attr) {
+    case ATTR_RELEASE_THRESHOLD: p->threshold = *value; break;
+    /* A watermark can only be reset to zero; it then follows from what is held now. */
+    case ATTR_RESERVED_MEM_HIGH: if (*value) r = CUDA_ERROR_INVALID_VALUE; else p->reserved_high = p->reserved; break;
+    case ATTR_USED_MEM_HIGH: if (*value) r = CUDA_ERROR_INVALID_VALUE; else p->used_high = p->used; break;
+    default: r = CUDA_ERROR_INVALID_VALUE;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+CUresult cuMemPoolGetAttribute(FakePool *p, int attr, unsigned long long *value) {
+    pthread_mutex_lock(&lock);
+    CUresult r = CUDA_SUCCESS;
+    switch (attr) {
+    case ATTR_RELEASE_THRESHOLD: *value = p->threshold; break;
+    case ATTR_RESERVED_MEM_CURRENT: *value = p->reserved; break;
+    case ATTR_RESERVED_MEM_HIGH: *value = p->reserved_high; break;
+    case ATTR_USED_MEM_CURRENT: *value = p->used; break;
+    case ATTR_USED_MEM_HIGH: *value = p->used_high; break;
+    default: r = CUDA_ERROR_INVALID_VALUE;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+CUresult cuMemPoolTrimTo(FakePool *p, size_t keep) {
+    pthread_mutex_lock(&lock);
+    pool_trim(p, keep);
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+CUresult cuMemAllocAsync(CUdeviceptr *ptr, size_t size, CUstream stream) {
+    (void)stream;
+    if (current < 0) return CUDA_ERROR_INVALID_CONTEXT;
+    if (size == 0) return CUDA_ERROR_INVALID_VALUE;
+    size_t rounded = (size + 511) / 512 * 512;
+    FakePool *p = &pools[current];
+    p->device = current;
+    pthread_mutex_lock(&lock);
+    int best = -1, spare = -1;
+    for (int i = 0; i < MAX_ALLOCS; i++) {
+        if (pool_blocks[i].cached && pool_blocks[i].device == current && pool_blocks[i].size >= rounded
+            && (best < 0 || pool_blocks[i].size < pool_blocks[best].size)) best = i;
+        if (spare < 0 && !pool_blocks[i].ptr) spare = i;
+    }
+    if (best < 0 && spare >= 0) {
+        if (used[current] + rounded > total_bytes()) pool_trim(p, 0);
+        void *m = used[current] + rounded <= total_bytes() ? malloc(rounded) : NULL;
+        if (m) {
+            pool_blocks[spare].ptr = m;
+            pool_blocks[spare].size = rounded;
+            pool_blocks[spare].device = current;
+            used[current] += rounded;
+            p->reserved += rounded;
+            best = spare;
+        }
+    }
+    CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (best >= 0) {
+        pool_blocks[best].cached = 0;
+        pool_blocks[best].live = 1;
+        p->used += pool_blocks[best].size;
+        if (p->used > p->used_high) p->used_high = p->used;
+        if (p->reserved > p->reserved_high) p->reserved_high = p->reserved;
+        async_allocs++;
+        *ptr = (CUdeviceptr)(uintptr_t)pool_blocks[best].ptr;
+        r = CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream) {
+    (void)stream;
+    pthread_mutex_lock(&lock);
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    for (int i = 0; i < MAX_ALLOCS; i++) {
+        if (ptr != 0 && pool_blocks[i].live && (CUdeviceptr)(uintptr_t)pool_blocks[i].ptr == ptr) {
+            pool_blocks[i].live = 0;
+            pool_blocks[i].cached = 1;
+            pools[pool_blocks[i].device].used -= pool_blocks[i].size;
+            async_frees++;
+            r = CUDA_SUCCESS;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+/* A synchronisation gives back what the pools cache above their release thresholds. */
+CUresult cuStreamSynchronize(CUstream stream) {
+    (void)stream;
+    pthread_mutex_lock(&lock);
+    for (int d = 0; d < MAX_DEVICES; d++) pool_trim(&pools[d], pools[d].threshold);
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+__attribute__((destructor)) static void write_pool_log(void) {
+    const char *path = getenv("GPUMEM_FAKE_POOL_LOG");
+    if (!path || !*path) return;
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    unsigned long long live = 0;
+    for (int i = 0; i < MAX_ALLOCS; i++) if (pool_blocks[i].live) live += pool_blocks[i].size;
+    fprintf(f, "allocs %llu\nfrees %llu\nlive_bytes %llu\nreserved_bytes %llu\nreserved_high %llu\nused_high %llu\nthreshold %llu\n",
+            async_allocs, async_frees, live, pools[0].reserved, pools[0].reserved_high,
+            pools[0].used_high, pools[0].threshold);
+    fclose(f);
+}
+#endif

@@ -578,6 +578,8 @@ fn compare_native_sets_the_pool_beside_the_devices_own_allocator() {
     );
     check_common(&doc);
     let n = &doc["native"];
+    assert_eq!(n["allocator"], "simulated");
+    assert!(n["driver_peaks"].is_null());
     let (pool, native, ratios) = (&n["pool"], &n["native"], &n["ratios"]);
     // The native side holds exactly what is live: one device allocation per request.
     assert_eq!(native["peak_live_bytes"], pool["peak_live_bytes"]);
@@ -618,7 +620,81 @@ fn compare_native_sets_the_pool_beside_the_devices_own_allocator() {
         .unwrap();
     let text = String::from_utf8(text.stdout).unwrap();
     assert!(text.contains("pool ÷ native"), "{text}");
+    assert!(
+        text.contains("native: mmap, one device allocation per request"),
+        "{text}"
+    );
     assert!(text.contains("reserved / live"), "{text}");
+}
+
+/// `--compare native` on the stand-in CUDA driver with `defines`; returns the report and the
+/// stand-in's counts of its stream-ordered pool at exit.
+fn compare_native_on_fake_cuda(
+    variant: &str,
+    defines: &[&str],
+) -> (Value, std::collections::BTreeMap<String, u64>) {
+    let dir = common::fake_gpu_drivers(variant, defines);
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("pool.log");
+    let doc = common::json_ok(
+        gpumem()
+            .env("LD_LIBRARY_PATH", &dir)
+            .env("GPUMEM_FAKE_TOTAL", "4294967296")
+            .env("GPUMEM_FAKE_POOL_LOG", &log)
+            .args(["--json", "bench-alloc", "--device", "cuda:0", "-n", "800"])
+            .args(["--max-size", "16MiB", "--compare", "native"]),
+    );
+    check_common(&doc);
+    let counts = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| (k.to_string(), v.parse().unwrap()))
+        .collect();
+    (doc, counts)
+}
+
+// On CUDA the native side is the driver's own caching allocator: every request through
+// cuMemAllocAsync on the default pool and freed with cuMemFreeAsync, the peak reserved as the
+// pool reports it, and the pool's cache given back and its threshold put back at the end.
+#[test]
+fn compare_native_on_cuda_is_the_stream_ordered_pool() {
+    let (doc, counts) = compare_native_on_fake_cuda("bench-cuda", &[]);
+    let n = &doc["native"];
+    assert_eq!(n["allocator"], "cuMemAllocAsync (default pool)");
+    let allocations = doc["workload"]["allocations"].as_u64().unwrap();
+    assert_eq!(allocations, 800);
+    assert_eq!(counts["allocs"], allocations, "{counts:?}");
+    assert_eq!(counts["frees"], allocations);
+    assert_eq!(counts["live_bytes"], 0);
+    assert_eq!(counts["reserved_bytes"], 0, "trimmed at the end");
+    assert_eq!(counts["threshold"], 0, "CUDA's default put back");
+    // The peaks are the pool's own watermarks of the replay.
+    assert_eq!(n["driver_peaks"]["reserved"], counts["reserved_high"]);
+    assert_eq!(n["driver_peaks"]["used"], counts["used_high"]);
+    let native = &n["native"];
+    assert_eq!(native["peak_reserved_bytes"], counts["reserved_high"]);
+    assert_eq!(native["peak_live_bytes"], n["pool"]["peak_live_bytes"]);
+    // The pool caches what is freed: it holds at least what was live at the peak.
+    assert!(counts["reserved_high"] >= native["peak_live_bytes"].as_u64().unwrap());
+    assert!(counts["used_high"] <= counts["reserved_high"]);
+    assert!(native["alloc_p50_ns"].as_u64().unwrap() > 0);
+    assert_eq!(doc["raw"]["corruptions"], 0);
+}
+
+// A driver without memory pools (before CUDA 11.2): the native side is cuMemAlloc, its peak
+// counted.
+#[test]
+fn compare_native_on_cuda_without_memory_pools_is_cumemalloc() {
+    let (doc, counts) = compare_native_on_fake_cuda("bench-cuda-no-pools", &["-DOMIT_MEMPOOLS"]);
+    let n = &doc["native"];
+    assert_eq!(n["allocator"], "cuMemAlloc");
+    assert!(n["driver_peaks"].is_null());
+    assert!(counts.is_empty(), "{counts:?}");
+    assert!(
+        n["native"]["peak_reserved_bytes"].as_u64().unwrap()
+            >= n["native"]["peak_live_bytes"].as_u64().unwrap()
+    );
 }
 
 #[test]

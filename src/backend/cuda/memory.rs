@@ -40,6 +40,8 @@ pub(super) struct CudaSeg {
     pub(super) size: u64,
     /// For an address range: the physical allocation mapped at each granule's offset.
     pub(super) granules: Option<Granules>,
+    /// From the stream-ordered pool (`cuMemAllocAsync`), freed on its stream.
+    pub(super) stream_ordered: bool,
 }
 
 impl CudaSeg {
@@ -80,6 +82,9 @@ pub struct CudaMemory {
     pub(super) granularity: Option<u64>,
     /// Asynchronous copies: a stream of their own, page-locked staging and the copies in flight.
     pub(super) copies: Option<Copies>,
+    /// The device's default memory pool and a stream to allocate on, where the device and
+    /// driver have stream-ordered allocation.
+    pub(super) stream_pool: Option<StreamPool>,
 }
 
 // SAFETY: the stream and events are driver handles usable from any thread with the context
@@ -123,9 +128,11 @@ impl CudaMemory {
             segments: SegmentTable::default(),
             granularity: None,
             copies: None,
+            stream_pool: None,
         };
         memory.granularity = memory.vmm_granularity();
         memory.copies = memory.make_copies();
+        memory.stream_pool = memory.make_stream_pool();
         Ok(memory)
     }
 
@@ -321,6 +328,7 @@ impl CudaMemory {
         seg: CudaSeg,
     ) -> Result<(), DeviceError> {
         match seg.granules {
+            None if seg.stream_ordered => self.free_async(handle),
             None => {
                 // SAFETY: the pointer came from cuMemAlloc and left the table, so freed once.
                 check("cuMemFree_v2", unsafe { sys::cuMemFree_v2(handle.0) })
@@ -383,6 +391,9 @@ impl Drop for CudaMemory {
             for (handle, seg) in segments {
                 let _ = self.free_segment(handle, seg);
             }
+            if let Some(p) = self.stream_pool.take() {
+                p.close();
+            }
         }
         // SAFETY: balances the retain in `open`.
         unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.device) };
@@ -414,6 +425,7 @@ impl DeviceMemory for CudaMemory {
                     CudaSeg {
                         size: bytes,
                         granules: None,
+                        stream_ordered: false,
                     },
                 );
                 Ok(Segment {
@@ -477,6 +489,16 @@ impl DeviceMemory for CudaMemory {
     fn async_copies(&self) -> Option<&dyn AsyncCopies> {
         self.copies.is_some().then_some(self as &dyn AsyncCopies)
     }
+
+    fn reserve_api(&self) -> Allocator {
+        Allocator::CuMemAlloc
+    }
+
+    fn native_allocator(&self) -> Option<&dyn NativeAllocator> {
+        self.stream_pool
+            .is_some()
+            .then_some(self as &dyn NativeAllocator)
+    }
 }
 
 impl VirtualMemory for CudaMemory {
@@ -515,6 +537,7 @@ impl VirtualMemory for CudaMemory {
             CudaSeg {
                 size: bytes,
                 granules: Some(BTreeMap::new()),
+                stream_ordered: false,
             },
         );
         Ok(Segment {

@@ -14,12 +14,15 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use crate::device::{
-    check_bounds, lock, AsyncCopies, DeviceError, DeviceMemory, Flights, HostSide, PendingCopy,
-    Segment, SegmentHandle, SegmentTable, VirtualMemory,
+    check_bounds, lock, Allocator, AsyncCopies, DeviceError, DeviceMemory, Flights, HostSide,
+    NativeAllocator, NativePeaks, PendingCopy, Segment, SegmentHandle, SegmentTable, VirtualMemory,
 };
 
 mod copies;
 mod memory;
+mod stream_pool;
+
+use stream_pool::StreamPool;
 
 pub use memory::CudaMemory;
 

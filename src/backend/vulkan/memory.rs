@@ -389,6 +389,10 @@ impl Drop for VulkanMemory {
 }
 
 impl DeviceMemory for VulkanMemory {
+    fn reserve_api(&self) -> crate::device::Allocator {
+        crate::device::Allocator::VkAllocateMemory
+    }
+
     fn async_copies(&self) -> Option<&dyn AsyncCopies> {
         // Only a staged device has copies of its own; host-visible memory is copied by the
         // CPU, which a transfer thread overlaps better.
