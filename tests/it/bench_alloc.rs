@@ -296,7 +296,7 @@ fn timeline_svg_is_written() {
         ">allocated<",
         ">usable limit 80.00 GiB<",
         "(above the plot)",
-        ">peak 3.68 GiB<",
+        ">peak 3.66 GiB<",
     ] {
         assert!(text.contains(part), "{part} missing");
     }

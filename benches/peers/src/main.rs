@@ -686,7 +686,7 @@ fn main() {
     );
     let fmt_ratio = |run: &Run, s: &Sequence| {
         format!(
-            "{:.2}",
+            "{:.3}",
             run.peak_reserved as f64 / s.peak_live.max(1) as f64
         )
     };
