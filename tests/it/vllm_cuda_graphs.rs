@@ -21,38 +21,15 @@ fn runs() -> Vec<Value> {
     doc["runs"].as_array().unwrap().clone()
 }
 
-/// `select --json` with every setting the run was started with, and never `--enforce-eager`.
+/// `select --json` with every setting the run was started with, as the eager logs are
+/// replayed, and never `--enforce-eager` (each run says `cuda_graphs_subtracted`).
 fn replay(run: &Value) -> (i32, Value) {
-    let tp = run["tensor_parallel"].as_u64().unwrap();
-    let mut args: Vec<String> = vec![
-        "--json".into(),
-        "select".into(),
-        "--model".into(),
-        run["model"].as_str().unwrap().into(),
-        "--context".into(),
-        run["max_model_len"].to_string(),
-        "--gpu-memory-utilization".into(),
-        run["gpu_memory_utilization"].to_string(),
-        "--tensor-parallel-size".into(),
-        tp.to_string(),
-    ];
-    for _ in 0..tp {
-        args.push("--device".into());
-        args.push(format!("sim:{}", run["total"].as_str().unwrap()));
+    assert_eq!(run["cuda_graphs_subtracted"], true, "{run}");
+    let mut run = run.clone();
+    if let Some(dtype) = run["dtype"].as_str().map(String::from) {
+        run["extra_args"] = serde_json::json!(["--dtype", dtype]);
     }
-    for flag in ["max_num_batched_tokens", "max_num_seqs"] {
-        args.push(format!("--{}", flag.replace('_', "-")));
-        args.push(run[flag].as_u64().unwrap().to_string());
-    }
-    if let Some(dtype) = run["dtype"].as_str() {
-        args.push("--dtype".into());
-        args.push(dtype.into());
-    }
-    let out = common::gpumem().args(&args).output().unwrap();
-    (
-        out.status.code().unwrap(),
-        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
-    )
+    crate::vllm_reference::replay(&run)
 }
 
 /// gpumem's CUDA-graph term for a replayed run, in GiB.

@@ -345,6 +345,39 @@ impl CudaMemory {
     }
 
     /// Makes the context current on this thread (cheap when it already is).
+    /// A linear allocation of `bytes` at `ptr` as `call` (stream-ordered or not) answered it:
+    /// recorded as a segment, or the error it was.
+    pub(super) fn linear_segment(
+        &self,
+        result: CUresult,
+        ptr: sys::CUdeviceptr,
+        bytes: u64,
+        (call, stream_ordered): (&str, bool),
+    ) -> Result<Segment, DeviceError> {
+        match result {
+            CUresult::CUDA_SUCCESS => {
+                let handle = SegmentHandle(ptr);
+                self.segments.insert_at(
+                    handle,
+                    CudaSeg {
+                        size: bytes,
+                        granules: None,
+                        stream_ordered,
+                    },
+                );
+                Ok(Segment {
+                    handle,
+                    address: Some(ptr),
+                    size: bytes,
+                })
+            }
+            CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+                Err(DeviceError::OutOfMemory { requested: bytes })
+            }
+            other => Err(DeviceError::Backend(format!("{call} returned {other:?}"))),
+        }
+    }
+
     pub(super) fn current(&self) -> Result<(), DeviceError> {
         // SAFETY: the context is retained for this object's lifetime.
         check("cuCtxSetCurrent", unsafe {
@@ -417,30 +450,8 @@ impl DeviceMemory for CudaMemory {
         self.current()?;
         let mut ptr: sys::CUdeviceptr = 0;
         // SAFETY: valid out-pointer; the context is current.
-        match unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes as usize) } {
-            CUresult::CUDA_SUCCESS => {
-                let handle = SegmentHandle(ptr);
-                self.segments.insert_at(
-                    handle,
-                    CudaSeg {
-                        size: bytes,
-                        granules: None,
-                        stream_ordered: false,
-                    },
-                );
-                Ok(Segment {
-                    handle,
-                    address: Some(ptr),
-                    size: bytes,
-                })
-            }
-            CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
-                Err(DeviceError::OutOfMemory { requested: bytes })
-            }
-            other => Err(DeviceError::Backend(format!(
-                "cuMemAlloc_v2 returned {other:?}"
-            ))),
-        }
+        let result = unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes as usize) };
+        self.linear_segment(result, ptr, bytes, ("cuMemAlloc_v2", false))
     }
 
     fn release(&self, segment: SegmentHandle) -> Result<(), DeviceError> {

@@ -10,7 +10,6 @@
 //! `cuMemPoolTrimTo(pool, 0)`). A replay does the same: the threshold at the maximum while it
 //! runs, the cache trimmed when it ends, and the default threshold put back.
 
-use super::memory::CudaSeg;
 use super::*;
 
 /// Functions the stream-ordered allocator calls, checked before the first call.
@@ -161,30 +160,8 @@ impl NativeAllocator for CudaMemory {
         self.current()?;
         let mut ptr: sys::CUdeviceptr = 0;
         // SAFETY: valid out-pointer; the context is current; the stream is ours.
-        match unsafe { sys::cuMemAllocAsync(&mut ptr, bytes as usize, p.stream) } {
-            CUresult::CUDA_SUCCESS => {
-                let handle = SegmentHandle(ptr);
-                self.segments.insert_at(
-                    handle,
-                    CudaSeg {
-                        size: bytes,
-                        granules: None,
-                        stream_ordered: true,
-                    },
-                );
-                Ok(Segment {
-                    handle,
-                    address: Some(ptr),
-                    size: bytes,
-                })
-            }
-            CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
-                Err(DeviceError::OutOfMemory { requested: bytes })
-            }
-            other => Err(DeviceError::Backend(format!(
-                "cuMemAllocAsync returned {other:?}"
-            ))),
-        }
+        let result = unsafe { sys::cuMemAllocAsync(&mut ptr, bytes as usize, p.stream) };
+        self.linear_segment(result, ptr, bytes, ("cuMemAllocAsync", true))
     }
 
     fn free(&self, allocation: SegmentHandle) -> Result<(), DeviceError> {
