@@ -228,7 +228,11 @@ fn a_draft_for_another_engine_or_not_a_gguf_is_a_usage_error() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--model-draft is llama.cpp's (-md)"), "{err}");
+    assert_eq!(
+        err,
+        "gpumem: error: --model-draft is llama.cpp's (-md): it needs a GGUF model or --engine \
+         llama.cpp; vLLM takes --speculative-config, SGLang --speculative-algorithm\n"
+    );
     let dir = tempfile::tempdir().unwrap();
     let (_, target, _) = setup(dir.path());
     let out = common::gpumem()

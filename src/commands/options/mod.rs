@@ -501,7 +501,8 @@ pub fn select_draft(args: &SelectArgs, engine: Option<Engine>) -> Result<Option<
     };
     if engine != Some(Engine::LlamaCpp) {
         return Err(CliError::Usage(
-            "--model-draft is llama.cpp's (-md): it needs a GGUF model or --engine llama.cpp;              vLLM takes --speculative-config, SGLang --speculative-algorithm"
+            "--model-draft is llama.cpp's (-md): it needs a GGUF model or --engine llama.cpp; \
+             vLLM takes --speculative-config, SGLang --speculative-algorithm"
                 .into(),
         )
         .into());
