@@ -145,14 +145,7 @@ fn load_draft(
     let load = match ModelRef::for_source(&req.spec, &source) {
         ModelRef::Gguf(path) => DraftRef::File(path),
         ModelRef::HubGguf(id) => DraftRef::Hub(id),
-        _ => {
-            return Err(CliError::Usage(format!(
-                "llama.cpp loads a draft from a GGUF: {} is not one (give --model-draft \
-                 FILE.gguf or ORG/NAME:QUANT)",
-                source.name
-            ))
-            .into())
-        }
+        _ => return Err(CliError::Usage(not_a_gguf_draft(&source.name)).into()),
     };
     Ok(LlamaCppDraft {
         source: Box::new(source),
@@ -160,6 +153,14 @@ fn load_draft(
         n_max: req.n_max,
         n_gpu_layers: req.n_gpu_layers,
     })
+}
+
+/// Why a draft that is not a GGUF cannot be llama.cpp's.
+fn not_a_gguf_draft(name: &str) -> String {
+    format!(
+        "llama.cpp loads a draft from a GGUF: {name} is not one (give --model-draft FILE.gguf \
+         or ORG/NAME:QUANT)"
+    )
 }
 
 /// The engines' own settings checked and put in the demand (SGLang's ranks, Ollama's cache
