@@ -27,6 +27,7 @@ mod llamacpp_moe_select;
 mod llamacpp_reference;
 mod llamacpp_vulkan;
 mod ollama;
+mod ollama_logs;
 mod parser_fuzz;
 mod pickle_bounds;
 mod pool_behaviour;
