@@ -70,6 +70,9 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
     };
     let mut vllm = engine_settings(args, &mut demand, &candidates, engine)?;
     let mut llamacpp = select_llamacpp_config(args, engine)?;
+    if let Demand::Model { source, .. } = &demand {
+        llamacpp.projector = source.projector.clone();
+    }
     if let Some(req) = select_draft(args, engine)? {
         llamacpp.draft = Some(load_draft(&req, &args.settings, out)?);
     }

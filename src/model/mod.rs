@@ -16,6 +16,7 @@ mod quantized;
 mod remote;
 mod safetensors_header;
 pub mod stores;
+mod vision;
 mod weights;
 
 use std::path::{Path, PathBuf};
@@ -39,6 +40,7 @@ pub use hf_config::{parse_config, read_config};
 pub use layers::{FfnBytes, FfnClass, FfnMove, LayerMove, LayerWeights};
 pub use remote::HubOrigin;
 pub use safetensors_header::{read_safetensors, SafetensorsSummary};
+pub use vision::{ProjectorKind, VisionTower};
 pub use weights::{FileWeights, WeightsDtype, DEFAULT_WEIGHT_PRECISION};
 
 /// Where a model came from.
@@ -98,6 +100,18 @@ pub struct Projector {
     pub parameters: u64,
     /// Bytes over its tensors, as llama.cpp loads them.
     pub bytes: u64,
+    /// Its vision tower, where the file describes one.
+    pub vision: Option<VisionTower>,
+}
+
+impl Projector {
+    /// Whether gpumem knows the graph that encodes an image with it (so an engine can size
+    /// its compute buffer).
+    pub fn graph_known(&self) -> bool {
+        self.vision
+            .as_ref()
+            .is_some_and(|v| !matches!(v.kind, ProjectorKind::Other(_)))
+    }
 }
 
 /// Reads a projector GGUF's header. Refuses a GGUF of another architecture, naming it (a
@@ -184,7 +198,7 @@ pub fn load_with(spec: &SourceSpec, options: &LoadOptions) -> Result<ModelSource
     if let Some(path) = &options.projector {
         source.projector = Some(read_projector(path)?);
     }
-    if source.projector.is_some() {
+    if source.projector.as_ref().is_some_and(|p| !p.graph_known()) {
         source
             .warnings
             .push(ModelWarning::ProjectorComputeNotCounted);

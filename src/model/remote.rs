@@ -226,6 +226,7 @@ pub(crate) fn projector_of(path: &Path, file: &GgufFile) -> Result<Projector, Mo
             path: path.to_path_buf(),
             parameters: file.parameters(),
             bytes: file.tensor_bytes(),
+            vision: super::vision::vision_tower(file),
         }),
         other => Err(ModelError::BadField {
             path: path.into(),

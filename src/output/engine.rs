@@ -209,6 +209,9 @@ pub fn llamacpp_text(text: &mut String, a: &LlamaCppAccount) {
     if let Some(d) = &a.draft {
         draft_text(text, d, a.devices.len(), rpc);
     }
+    if let Some(p) = &a.projector {
+        projector_text(text, p, device_name(0, a.devices.len(), rpc));
+    }
     for line in override_lines(&a.overrides, a.repeating_layers) {
         let _ = writeln!(text, "  {line}");
     }
@@ -246,6 +249,31 @@ fn draft_text(text: &mut String, d: &DraftAccount, gpus: usize, rpc: usize) {
             format_bytes(u.total())
         );
     }
+}
+
+/// The projector's share of the first GPU's row (the host's without GPUs).
+fn projector_text(
+    text: &mut String,
+    p: &crate::plan::engines::llamacpp::ProjectorAccount,
+    gpu: String,
+) {
+    let on = if p.on_gpu { gpu } else { "host".to_string() };
+    let kind = p.projector_type.as_deref().unwrap_or("unnamed");
+    let _ = match p.compute_bytes {
+        Some(c) => writeln!(
+            text,
+            "  of which the {kind} projector on {on}: {} of weights, {} to encode an image \
+             (kept free beside the fit's margin, as llama-server does)",
+            format_bytes(p.weights_bytes),
+            format_bytes(c)
+        ),
+        None => writeln!(
+            text,
+            "  of which the {kind} projector on {on}: {} of weights; its image buffer is not \
+             modelled for this projector type",
+            format_bytes(p.weights_bytes)
+        ),
+    };
 }
 
 /// A device's row name: `GPU` alone, else llama.cpp's order (other hosts' GPUs first, its RPC

@@ -125,6 +125,9 @@ pub struct EstimateReport {
     pub weights_bytes: u64,
     /// Multimodal projector weight bytes (`--mmproj`, or an Ollama model's projector); 0 without.
     pub projector_bytes: u64,
+    /// The compute buffer llama.cpp's clip reserves to encode one image with the projector; 0
+    /// without one, or where its graph is not modelled.
+    pub projector_compute_bytes: u64,
     /// KV-cache bytes for every sequence at full context, recurrent state included.
     pub kv_cache_bytes: u64,
     /// The part of `kv_cache_bytes` that is recurrent layers' state.
@@ -192,6 +195,7 @@ impl EstimateReport {
             },
             weights_bytes: b.weights_bytes,
             projector_bytes: b.projector_bytes,
+            projector_compute_bytes: b.projector_compute_bytes,
             kv_cache_bytes: b.kv_cache_bytes,
             recurrent_state_bytes: b.recurrent_state_bytes,
             kv_bytes_per_token: b.kv_bytes_per_token,
@@ -544,6 +548,9 @@ impl EstimateReport {
         let mut rows: Vec<(&str, u64)> = vec![("weights", self.weights_bytes)];
         if self.projector_bytes > 0 {
             rows.push(("projector (mmproj)", self.projector_bytes));
+        }
+        if self.projector_compute_bytes > 0 {
+            rows.push(("projector compute", self.projector_compute_bytes));
         }
         if let Some(t) = &self.training {
             rows.push(("gradients", t.gradients_bytes));

@@ -163,7 +163,7 @@ fn the_fit_counts_the_draft_as_llama_cpp_does() {
         };
         let ours = (value("-c"), value("-ngl"), value("--tensor-split"));
         // Without -ts llama.cpp splits by free memory, which the launch writes out.
-        let split = want_value("--tensor-split").or_else(|| default_split(&sizes));
+        let split = want_value("--tensor-split").or_else(|| common::default_split(&sizes));
         let theirs = (Some(n("ctx").to_string()), want_value("-ngl"), split);
         if ours != theirs {
             failures.push(format!(
@@ -176,27 +176,6 @@ fn the_fit_counts_the_draft_as_llama_cpp_does() {
     }
     assert_eq!(fits.len(), 10);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-}
-
-/// The 32 repeating layers over devices of equal free memory, as llama.cpp splits every layer
-/// without `-ts` (`llama_model::load_tensors`: layer `il` of 33 on the first device whose
-/// cumulative share exceeds `il / 33`); none for one device.
-fn default_split(sizes: &[u64]) -> Option<String> {
-    let n = sizes.len() as u64;
-    if n < 2 || sizes.iter().any(|&s| s != sizes[0]) {
-        return None;
-    }
-    let mut counts = vec![0u64; sizes.len()];
-    for il in 0..32u64 {
-        counts[usize::try_from(il * n / 33).unwrap()] += 1;
-    }
-    Some(
-        counts
-            .iter()
-            .map(u64::to_string)
-            .collect::<Vec<_>>()
-            .join(","),
-    )
 }
 
 /// Without the draft the same device holds more of the target: the fit's answer moves.

@@ -23,6 +23,7 @@ mod llamacpp_devices;
 mod llamacpp_draft;
 mod llamacpp_fit_context;
 mod llamacpp_hosts;
+mod llamacpp_mmproj;
 mod llamacpp_moe_select;
 mod llamacpp_reference;
 mod llamacpp_vulkan;

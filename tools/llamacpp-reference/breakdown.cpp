@@ -15,6 +15,10 @@
 // `common_speculative_get_output_limits` (this implies BREAKDOWN_SERVER_OUTPUTS=1). The dry run
 // prints the target's lines, then `Draft`, then the draft's; the fit fits both together
 // (`common_fit_extra_model`, as `common_init_from_params` does).
+// With BREAKDOWN_MMPROJ=FILE the fit keeps a multimodal projector's memory free on its device,
+// as llama-server does for `--mmproj FILE` (server-context.cpp: `mtmd_get_memory_usage` on the
+// first GPU, each device's bytes added to `fit_params_target` by the device's registry index);
+// it prints `mmproj DEVICE BYTES INDEX` for each (INDEX: the target it was added to, -1: none). Build with `-I tools/mtmd ... -lmtmd`.
 // With BREAKDOWN_FIT=1 it runs llama.cpp's fit instead (`common_fit_params`, as
 // llama-fit-params does, with -fitt/-fitc) and prints the fitted arguments as llama-fit-params
 // prints them: with BREAKDOWN_SERVER_OUTPUTS=1 that is the fit `llama-server --fit` makes.
@@ -26,6 +30,7 @@
 #include "common.h"
 #include "fit.h"
 #include "log.h"
+#include "mtmd.h"
 #include "speculative.h"
 
 #include <cinttypes>
@@ -65,6 +70,45 @@ static bool draft_setup(common_params & params, draft_params & d) {
     d.cparams = common_context_params_to_llama(d.params);
     d.cparams.n_rs_seq = 0;
     return true;
+}
+
+// Adds the projector BREAKDOWN_MMPROJ names to the fit's margins, as llama-server does: each
+// device's bytes to the target of the device's index in the backend registry. Where a GPU's
+// registry index is not its index among the model's devices (ggml-rpc's devices, registered
+// after the CPU), that target is another device's. With BREAKDOWN_MMPROJ_BY_GPU=1 the bytes go
+// to the GPU's own index among the GPUs instead (the CPU's to none), which is where they land
+// on a build whose GPUs come first in the registry (ggml-cuda, ggml-vulkan, ggml-metal).
+static void add_mmproj(common_params & params) {
+    const char * path = getenv("BREAKDOWN_MMPROJ");
+    if (path == nullptr) {
+        return;
+    }
+    const char * by = getenv("BREAKDOWN_MMPROJ_BY_GPU");
+    const bool by_gpu = by != nullptr && by[0] == '1';
+    mtmd_context_params mp = mtmd_context_params_default();
+    mp.use_gpu         = params.mmproj_use_gpu;
+    mp.device          = params.mmproj_device;
+    mp.flash_attn_type = params.flash_attn_type;
+    mp.warmup          = params.warmup;
+    for (auto & [dev, size] : mtmd_get_memory_usage(path, mp)) {
+        // The target it is added to (-1: none).
+        long index = -1;
+        long gpu = 0;
+        for (size_t i = 0; i < ggml_backend_dev_count(); i++) {
+            ggml_backend_dev_t d = ggml_backend_dev_get(i);
+            const bool is_cpu = ggml_backend_dev_type(d) == GGML_BACKEND_DEVICE_TYPE_CPU;
+            if (d == dev) {
+                const long at = by_gpu ? (is_cpu ? -1 : gpu) : long(i);
+                if (at >= 0 && size_t(at) < params.fit_params_target.size()) {
+                    params.fit_params_target[at] += size;
+                    index = at;
+                }
+                break;
+            }
+            gpu += is_cpu ? 0 : 1;
+        }
+        printf("mmproj %s %zu %ld\n", ggml_backend_dev_name(dev), size, index);
+    }
 }
 
 // llama.cpp's fit of `mparams`/`cparams`, printed as llama-fit-params prints it.
@@ -123,6 +167,7 @@ int main(int argc, char ** argv) {
         const common_fit_extra_model extra = {
             draft.params.model.path.c_str(), &draft.mparams, &draft.cparams, false,
         };
+        add_mmproj(params);
         return fit(params, mparams, cparams, has_draft ? &extra : nullptr);
     }
 

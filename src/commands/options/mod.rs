@@ -479,6 +479,8 @@ pub fn select_llamacpp_config(args: &SelectArgs, engine: Option<Engine>) -> Resu
         one_gpu: l.split_mode == cli::SplitModeArg::None,
         // Read by the command (`select_draft`), which loads it.
         draft: None,
+        // The model's own, which the command loads with it.
+        projector: None,
     })
 }
 

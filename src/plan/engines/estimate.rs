@@ -67,15 +67,31 @@ fn sat(v: u128) -> u64 {
 }
 
 impl ModelSource {
-    /// The model's memory under `settings`, its projector's weights (if any) included.
+    /// The model's memory under `settings`, its projector's weights (if any) and the buffer
+    /// it encodes an image in included.
     pub fn estimate(&self, settings: &Settings) -> Result<Breakdown, EstimateOverflow> {
+        let projector = self.projector.as_ref();
         estimate_with_projector(
             &self.arch,
             self.file_weights,
-            self.projector.as_ref().map_or(0, |p| p.bytes),
+            ProjectorBytes {
+                weights: projector.map_or(0, |p| p.bytes),
+                compute: projector.map_or(0, |p| {
+                    super::llamacpp::projector_compute(p, settings.flash_attention)
+                }),
+            },
             settings,
         )
     }
+}
+
+/// What a multimodal projector adds beside the language model.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProjectorBytes {
+    /// Its weights.
+    pub weights: u64,
+    /// The compute buffer it encodes an image in.
+    pub compute: u64,
 }
 
 /// Training activations after Korthikanti et al., per the module docs (saturating at
@@ -112,7 +128,7 @@ pub fn estimate(
     file: Option<FileWeights>,
     s: &Settings,
 ) -> Result<Breakdown, EstimateOverflow> {
-    estimate_with_projector(arch, file, 0, s)
+    estimate_with_projector(arch, file, ProjectorBytes::default(), s)
 }
 
 /// The weights' bytes and where their type came from: `--dtype`, else the file's own bytes,
@@ -189,9 +205,9 @@ fn training_bytes(parameters: u64, dtype: Precision, optimizer: Optimizer) -> Tr
     }
 }
 
-/// [`estimate`] for a multimodal model: `projector_bytes` of projector weights (an mmproj GGUF)
-/// are loaded beside the language model's, on the same device, under the same fragmentation
-/// reserve.
+/// [`estimate`] for a multimodal model: a projector's weights (an mmproj GGUF) and the buffer it
+/// encodes an image in are loaded beside the language model's, on the same device, under the
+/// same fragmentation reserve.
 #[expect(
     clippy::cast_possible_truncation,
     reason = "a float cast saturates; a share of the model's bytes; a float cast saturates; the reserve is a fraction of a u64"
@@ -199,9 +215,10 @@ fn training_bytes(parameters: u64, dtype: Precision, optimizer: Optimizer) -> Tr
 pub fn estimate_with_projector(
     arch: &ModelArch,
     file: Option<FileWeights>,
-    projector_bytes: u64,
+    projector: ProjectorBytes,
     s: &Settings,
 ) -> Result<Breakdown, EstimateOverflow> {
+    let projector_bytes = projector.weights;
     let fit = |v: u128, part: &'static str| {
         u64::try_from(v).map_err(|_| EstimateOverflow {
             part,
@@ -244,6 +261,7 @@ pub fn estimate_with_projector(
     });
     let reservable = u128::from(weights)
         + u128::from(projector_bytes)
+        + u128::from(projector.compute)
         + u128::from(kv_cache)
         + u128::from(activations)
         + u128::from(training_sum);
@@ -270,6 +288,7 @@ pub fn estimate_with_projector(
         },
         weights_bytes: weights,
         projector_bytes,
+        projector_compute_bytes: projector.compute,
         kv_cache_bytes: kv_cache,
         recurrent_state_bytes: recurrent_state,
         kv_bytes_per_token,
@@ -287,7 +306,8 @@ pub fn estimate_with_projector(
         // The projector sits whole on one device, beside the embeddings.
         non_layer_bytes: weights
             .saturating_sub(per_layer_weights.saturating_mul(layers))
-            .saturating_add(projector_bytes),
+            .saturating_add(projector_bytes)
+            .saturating_add(projector.compute),
         weights_dtype,
     })
 }

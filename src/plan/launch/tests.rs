@@ -128,6 +128,7 @@ fn llama_cpp_across_hosts_launches_the_fits_layers_and_overrides() {
         one_gpu: false,
         rpc_devices: 1,
         rpc_device_rules: vec![crate::plan::engines::llamacpp::LlamaDevice::Cuda],
+        projector: None,
         draft: None,
     };
     p.account = Some(crate::plan::EngineAccount::LlamaCpp(account));

@@ -512,3 +512,24 @@ pub fn ollama_store(root: &Path) -> (PathBuf, PathBuf, String) {
     .unwrap();
     (models, manifests, digest)
 }
+
+/// The 32 repeating layers over devices of equal free memory, as llama.cpp splits every layer
+/// without `-ts` (`llama_model::load_tensors`: layer `il` of 33 on the first device whose
+/// cumulative share exceeds `il / 33`); none for one device.
+pub fn default_split(sizes: &[u64]) -> Option<String> {
+    let n = sizes.len() as u64;
+    if n < 2 || sizes.iter().any(|&s| s != sizes[0]) {
+        return None;
+    }
+    let mut counts = vec![0u64; sizes.len()];
+    for il in 0..32u64 {
+        counts[usize::try_from(il * n / 33).unwrap()] += 1;
+    }
+    Some(
+        counts
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
+    )
+}

@@ -99,6 +99,13 @@ pub(crate) fn launch(model: &[String], plan: &Plan, s: &LaunchSettings) -> Launc
     if let Some(d) = plan.llamacpp().and_then(|f| f.draft.as_ref()) {
         argv.extend(draft_args(d));
     }
+    // `-hf` fetches the repository's projector itself; a model file needs its own named.
+    if let (Some(p), Some("-m")) = (
+        plan.llamacpp().and_then(|f| f.projector.as_ref()),
+        model.first().map(String::as_str),
+    ) {
+        argv.extend(["--mmproj".into(), p.path.display().to_string()]);
+    }
     if !rpc.is_empty() {
         argv.extend(["--rpc".into(), rpc.join(",")]);
     }

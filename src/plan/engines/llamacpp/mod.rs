@@ -14,6 +14,7 @@ pub(crate) mod kv;
 pub(crate) mod launch;
 mod placement;
 mod plan;
+mod projector;
 pub(crate) mod replay;
 mod run;
 mod stages;
@@ -30,6 +31,7 @@ pub use activations::{inference_activations, output_row_floats};
 pub use buffers::{offloaded_compute_buffers, placed_compute_buffers, Placement};
 pub use device::{LlamaDevice, RulesBasis, UnmeasuredRule};
 pub use kv::{kv_bytes_per_layer, kv_row_padding_per_layer, KV_CELL_PAD};
+pub use projector::{projector_compute, ProjectorAccount};
 pub use run::LlamaCppRun;
 
 pub use ctx::{fit_context, ContextFit, Extra};

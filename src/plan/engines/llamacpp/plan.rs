@@ -13,6 +13,8 @@ use super::device::{LlamaDevice, RulesBasis, UnmeasuredRule};
 use super::draft::{add_uses, DraftAccount, LlamaCppDraft};
 use super::fit::{fit_moe_from, TensorOverride};
 use super::placement::{device_uses, fit_devices_from, layer_devices, DeviceUse, Offload};
+use super::projector::{projector_use, ProjectorAccount};
+use super::replay::BufferRules;
 use super::run::LlamaCppRun;
 use verdicts::{none, ram_too_small, verdicts};
 
@@ -46,6 +48,9 @@ pub struct LlamaCppConfig {
     pub one_gpu: bool,
     /// `-md`: a draft model for speculative decoding, fitted beside the model.
     pub draft: Option<LlamaCppDraft>,
+    /// `--mmproj`: a multimodal projector, which llama-server loads through mtmd on the first
+    /// GPU and keeps free beside its fit's margin there.
+    pub projector: Option<crate::model::Projector>,
 }
 
 /// llama.cpp's default minimum for the context its fit chooses (`--fit-ctx`).
@@ -103,6 +108,10 @@ pub struct LlamaCppAccount {
     /// The draft model beside it (`-md`), whose bytes `devices` and `host` include.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub draft: Option<DraftAccount>,
+    /// The multimodal projector beside it (`--mmproj`), whose bytes the first GPU's share
+    /// (the host's without one) includes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub projector: Option<super::projector::ProjectorAccount>,
 }
 
 /// The ggml backend llama.cpp runs `candidates`' GPUs with: ggml-cuda's buffers where any is a
@@ -317,6 +326,11 @@ fn account(
         one_gpu: cfg.one_gpu,
         rpc_devices: f.rpc_devices(),
         rpc_device_rules: s.llamacpp.rpc.clone(),
+        projector: cfg
+            .projector
+            .as_ref()
+            .zip(f.projector)
+            .map(|(p, share)| ProjectorAccount::new(p, share, !f.gpus.is_empty())),
         draft: cfg.draft.as_ref().zip(f.draft.as_ref()).map(|(d, uses)| {
             let (host, devices) = uses
                 .split_last()
@@ -498,6 +512,8 @@ struct Fitted<'a> {
     rules: (LlamaDevice, Vec<LlamaDevice>),
     /// The draft's share of `uses` and `host` (each GPU's, then the host's), with one.
     draft: Option<Vec<DeviceUse>>,
+    /// The projector's share of the first GPU's (the host's without one), with one.
+    projector: Option<DeviceUse>,
 }
 
 impl Fitted<'_> {
@@ -563,6 +579,15 @@ fn fitted<'a>(
         .map(|g| g.free_bytes.unwrap_or(g.total_bytes))
         .collect();
     let mut margins = vec![FIT_MARGIN; free.len()];
+    // mtmd's weights and image buffer on the first GPU, added to the fit's margin there
+    // before the context or the layers are fitted.
+    let projector = cfg
+        .projector
+        .as_ref()
+        .map(|p| projector_use(p, s.flash_attention, s.llamacpp.device.rules()));
+    if let (Some(p), Some(m)) = (&projector, margins.first_mut()) {
+        *m += p.total();
+    }
     let mut done = false;
     let mut s = s.clone();
     // After its context fit llama.cpp fills the devices without checking its defaults again.
@@ -625,6 +650,9 @@ fn fitted<'a>(
     if let Some(d) = &draft {
         add_uses(&mut uses, d);
     }
+    if let Some(p) = &projector {
+        add_uses(&mut uses[..1], std::slice::from_ref(p));
+    }
     let host = uses.pop()?;
     let placed = layer_devices(arch.num_layers, &offload);
     let layers = (0..gpus.len())
@@ -647,6 +675,7 @@ fn fitted<'a>(
         context: s.context,
         rules: (s.llamacpp.device, s.llamacpp.rpc.clone()),
         draft,
+        projector,
     })
 }
 
@@ -666,6 +695,13 @@ fn cpu_only<'a>(
     if let Some(d) = &draft {
         add_uses(std::slice::from_mut(&mut host), d);
     }
+    let projector = cfg
+        .projector
+        .as_ref()
+        .map(|p| projector_use(p, s.flash_attention, BufferRules::CPU));
+    if let Some(p) = &projector {
+        add_uses(std::slice::from_mut(&mut host), std::slice::from_ref(p));
+    }
     Some(Fitted {
         gpus: Vec::new(),
         ram: Some(ram),
@@ -678,6 +714,7 @@ fn cpu_only<'a>(
         context: s.context,
         rules: (s.llamacpp.device, s.llamacpp.rpc.clone()),
         draft,
+        projector,
     })
 }
 

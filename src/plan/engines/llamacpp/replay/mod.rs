@@ -15,6 +15,7 @@
 
 mod attention;
 mod builder;
+mod clip;
 mod encoder;
 mod ffn;
 mod gallocr;
@@ -37,6 +38,7 @@ use ffn::*;
 use gallocr::*;
 use graph::*;
 
+pub(crate) use clip::clip_compute_buffer;
 pub(crate) use graph::BufferRules;
 use recurrent::*;
 
