@@ -221,15 +221,19 @@ impl LayerWeights {
     fn at_average(arch: &ModelArch, precision: Precision) -> Self {
         let bytes = |p: u64| u64::try_from(precision.bytes_for(u128::from(p))).unwrap_or(u64::MAX);
         let vocab = arch.vocab_size.saturating_mul(arch.hidden_size);
+        // Gemma 4's per-layer embeddings' table is the input layer's, beside the token
+        // embeddings.
+        let per_layer_table = u64::try_from(arch.per_layer_table_params()).unwrap_or(u64::MAX);
         let count = arch.params();
         let norm = arch.norm_params();
         let in_layers = count
             .total
             .saturating_sub(count.embedding)
+            .saturating_sub(per_layer_table)
             .saturating_sub(norm);
         let n = arch.num_layers.max(1);
         LayerWeights {
-            input: bytes(vocab),
+            input: bytes(vocab) + bytes(per_layer_table),
             output: bytes(norm)
                 + if arch.tie_word_embeddings {
                     0
@@ -282,7 +286,7 @@ impl LayerWeights {
                 }
             }
             None => {
-                let dense = bytes(h.saturating_mul(arch.intermediate_size));
+                let dense = bytes(h.saturating_mul(arch.layer_intermediate(l)));
                 FfnBytes {
                     gate: dense,
                     up: dense,
@@ -345,8 +349,12 @@ impl LayerWeights {
                         f.experts += bytes;
                     }
                 }
-            } else if t.name.starts_with("token_embd_norm.") {
-                // llama.cpp creates the embeddings' norm as the first layer's tensor.
+            } else if t.name.starts_with("token_embd_norm.")
+                || t.name.starts_with("per_layer_model_proj.")
+                || t.name.starts_with("per_layer_proj_norm.")
+            {
+                // llama.cpp creates the embeddings' norm, and Gemma 4's projection to the
+                // per-layer embeddings and its norm, as the first layer's tensors.
                 match w.layers.first_mut() {
                     Some(l) => *l += bytes,
                     None => w.input += bytes,

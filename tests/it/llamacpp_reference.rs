@@ -492,6 +492,42 @@ fn config_json_readings_match_the_measured_ggufs() {
                 }
             }),
         ),
+        // Gemma 4 E2B's and E4B's kinds: per-layer embeddings (hidden_size_per_layer_input
+        // as Gemma4TextConfig's default where E4B's leaves it out), the last layers reusing
+        // the last sliding and full layers' caches, E2B's of them with MLPs twice as wide.
+        (
+            "gemma-4-e2b-layout.json",
+            serde_json::json!({
+                "model_type": "gemma4", "tie_word_embeddings": true,
+                "text_config": {
+                    "model_type": "gemma4_text", "hidden_size": 1536, "num_hidden_layers": 6,
+                    "num_attention_heads": 8, "num_key_value_heads": 1, "head_dim": 256,
+                    "global_head_dim": 512, "num_global_key_value_heads": null,
+                    "attention_k_eq_v": false, "intermediate_size": 6144,
+                    "vocab_size": 262144, "vocab_size_per_layer_input": 262144,
+                    "sliding_window": 512, "hidden_size_per_layer_input": 256,
+                    "num_kv_shared_layers": 3, "use_double_wide_mlp": true,
+                    "final_logit_softcapping": 30.0,
+                    "layer_types": ["sliding_attention", "sliding_attention", "full_attention",
+                                    "sliding_attention", "sliding_attention", "full_attention"]
+                }
+            }),
+        ),
+        (
+            "gemma-4-e4b-layout.json",
+            serde_json::json!({
+                "model_type": "gemma4", "tie_word_embeddings": true,
+                "text_config": {
+                    "model_type": "gemma4_text", "hidden_size": 2560, "num_hidden_layers": 6,
+                    "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 256,
+                    "global_head_dim": 512, "intermediate_size": 10240,
+                    "vocab_size": 262144, "sliding_window": 512,
+                    "num_kv_shared_layers": 3, "final_logit_softcapping": 30.0,
+                    "layer_types": ["sliding_attention", "sliding_attention", "full_attention",
+                                    "sliding_attention", "sliding_attention", "full_attention"]
+                }
+            }),
+        ),
         (
             "granite-4.0-h-layout.json",
             serde_json::json!({
@@ -604,79 +640,123 @@ fn config_json_readings_match_the_measured_ggufs() {
 }
 
 // What gpumem does not model of Gemma 4 is refused by name, from a GGUF header and from
-// config.json: per-layer embeddings (E2B, E4B), layers sharing an earlier layer's KV cache,
-// experts other than 26B-A4B's.
+// config.json: experts other than 26B-A4B's (or beside per-layer embeddings), per-layer
+// embeddings without their table, KV sharing that leaves a kind of layer no cache of its own or
+// keeps K weights in a sharing layer, MLP widths varying otherwise than E2B's.
 #[test]
 fn gemma4_variants_not_modelled_are_refused_by_name() {
-    let name = "gemma-4-layout.json";
-    let doc = fixture(name);
-    for (key, what) in [
-        (
-            "embedding_length_per_layer_input",
-            "per-layer embeddings (Gemma 4 E2B/E4B)",
-        ),
-        (
-            "attention.shared_kv_layers",
-            "reusing an earlier layer's KV cache",
-        ),
-        // Experts without 26B-A4B's router scale and per-expert scales in every layer.
-        ("expert_count", "not every layer has experts"),
-    ] {
+    let refused = |name: &str, edits: &[(&str, GgufValue)], what: &str| {
+        let doc = fixture(name);
         let mut file = described_file(name, &doc);
-        file.metadata
-            .insert(format!("gemma4.{key}"), GgufValue::Int(256));
+        for (key, value) in edits {
+            file.metadata.insert(format!("gemma4.{key}"), value.clone());
+        }
         let err = arch_from_gguf(Path::new(name), &file)
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains(&format!("gemma4.{key}"))
+            err.contains(&format!("gemma4.{}", edits[0].0))
                 && err.contains(what)
                 && err.contains("not modelled yet"),
             "{err}"
         );
-    }
-    let config = |extra: (&str, serde_json::Value)| {
+    };
+    let dense = "gemma-4-layout.json";
+    let edge = "gemma-4-e2b-layout.json";
+    let int = GgufValue::Int;
+    // Experts without 26B-A4B's router scale and per-expert scales in every layer.
+    refused(
+        dense,
+        &[("expert_count", int(256))],
+        "not every layer has experts",
+    );
+    refused(
+        edge,
+        &[("expert_count", int(8))],
+        "experts beside per-layer embeddings",
+    );
+    refused(
+        dense,
+        &[("embedding_length_per_layer_input", int(256))],
+        "per_layer_token_embd is not a table",
+    );
+    // 31B's last layer keeps its K projection.
+    refused(
+        dense,
+        &[("attention.shared_kv_layers", int(1))],
+        "has K weights of its own",
+    );
+    let list = |w: &[i128]| GgufValue::Array {
+        len: w.len() as u64,
+        ints: w.to_vec(),
+    };
+    // Layers 1 full and 2 sliding: the sharing layers would read caches of the other kind.
+    refused(
+        "gemma-4-e4b-layout.json",
+        &[
+            ("attention.shared_kv_layers", int(3)),
+            (
+                "attention.sliding_window_pattern",
+                list(&[1, 0, 1, 1, 1, 0]),
+            ),
+        ],
+        "not a sliding then a full one",
+    );
+    refused(
+        edge,
+        &[(
+            "feed_forward_length",
+            list(&[6144, 6144, 6144, 12288, 12288, 6144]),
+        )],
+        "varies by layer",
+    );
+    let config = |extra: serde_json::Value| {
         let mut text = serde_json::json!({
             "model_type": "gemma4_text", "hidden_size": 1536, "num_hidden_layers": 35,
             "num_attention_heads": 8, "num_key_value_heads": 1, "vocab_size": 262144,
-            "hidden_size_per_layer_input": 0
+            "num_kv_shared_layers": 20
         });
-        text[extra.0] = extra.1;
-        serde_json::json!({ "model_type": "gemma4", "text_config": text })
+        text.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let doc = serde_json::json!({ "model_type": "gemma4", "text_config": text });
+        gpumem::model::parse_config(Path::new("config.json"), "g", &doc)
     };
-    for (field, value, what) in [
+    for (extra, field, what) in [
         (
-            "hidden_size_per_layer_input",
-            serde_json::json!(256),
-            "per-layer embeddings",
+            serde_json::json!({"vocab_size_per_layer_input": 128}),
+            "vocab_size_per_layer_input",
+            "differs from vocab_size",
         ),
         (
+            serde_json::json!({"num_kv_shared_layers": 35}),
             "num_kv_shared_layers",
-            serde_json::json!(20),
-            "earlier layer's KV cache",
+            "leaves no layer a KV cache",
+        ),
+        // 5 sliding to 1 full: layers 12 and 13 are both sliding.
+        (
+            serde_json::json!({"num_kv_shared_layers": 21}),
+            "num_kv_shared_layers",
+            "not a sliding then a full one",
         ),
     ] {
-        let err =
-            gpumem::model::parse_config(Path::new("config.json"), "g", &config((field, value)))
-                .unwrap_err()
-                .to_string();
+        let err = config(extra).unwrap_err().to_string();
         assert!(
             err.contains(field) && err.contains(what) && err.contains("not modelled yet"),
             "{err}"
         );
     }
-    // Gemma4TextConfig's default (256) where the config gives none.
-    let mut bare = config(("vocab_size", serde_json::json!(262144)));
-    bare["text_config"]
-        .as_object_mut()
+    // Gemma4TextConfig's defaults where the config gives none: per-layer embeddings of 256,
+    // 5 sliding layers to 1 full, so that 17 shared layers read layers 16 (sliding) and 17
+    // (full).
+    let arch = config(serde_json::json!({"num_kv_shared_layers": 17}))
         .unwrap()
-        .remove("hidden_size_per_layer_input");
-    let err = gpumem::model::parse_config(Path::new("config.json"), "g", &bare)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("per-layer embeddings (Gemma 4 E2B/E4B)"),
-        "{err}"
+        .0;
+    let edge = arch.edge.unwrap();
+    assert_eq!((edge.per_layer_input, edge.kv_shared_layers), (256, 17));
+    assert_eq!(
+        (arch.kv_source(17), arch.kv_source(18), arch.kv_source(23)),
+        (None, Some(16), Some(17))
     );
 }
 

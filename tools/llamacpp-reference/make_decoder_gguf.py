@@ -42,7 +42,11 @@ model's dimensions and no weight data (a sparse file), like make_gguf.py.
             on the first full layer, a scalar on each layer's output, final logit
             soft-capping 30, tied embeddings, no per-layer embeddings. With --experts,
             26B-A4B's kind: every layer experts beside the MLP, the router's input scale, three
-            more norms and a scale per expert.
+            more norms and a scale per expert. E2B/E4B's kind: --per-layer-input (per-layer
+            embeddings: their token table, the model's projection and norm, each layer's gate,
+            projection and norm), --kv-shared (the last layers without K/V of their own, reusing
+            an earlier layer's cache), --double-wide (those layers' MLP twice --ffn, written as
+            per-layer widths) and --full-v-proj (full layers with attn_v).
 
 Vectors are f32, matrices f16 (gpt-oss's experts MXFP4, as published).
 
@@ -213,30 +217,61 @@ def gemma4_keys(w: GGUFWriter, a) -> None:
     w.add_rope_dimension_count(a.global_head_dim)
     w.add_uint32("gemma4.rope.dimension_count_swa", a.head_dim)
     w.add_float32("gemma4.rope.freq_base_swa", 10000.0)
-    w.add_uint32("gemma4.attention.shared_kv_layers", 0)
-    w.add_uint32("gemma4.embedding_length_per_layer_input", 0)
+    w.add_uint32("gemma4.attention.shared_kv_layers", a.kv_shared)
+    w.add_uint32("gemma4.embedding_length_per_layer_input", a.per_layer_input)
     w.add_float32("gemma4.final_logit_softcapping", 30.0)
+    # use_double_wide_mlp: the converter writes the widths per layer, the KV-sharing layers'
+    # twice the others'.
+    first_shared = a.layers - a.kv_shared
+    if a.double_wide:
+        w.add_feed_forward_length([a.ffn if i < first_shared else 2 * a.ffn
+                                   for i in range(a.layers)])
+    else:
+        w.add_feed_forward_length(a.ffn or a.expert_ffn)
+
+
+def gemma4_per_layer_inputs(t, a) -> None:
+    """E2B/E4B's per-layer embeddings: a token table of --per-layer-input values per layer (every
+    layer's side by side), the model's projection to them and its norm."""
+    n = a.per_layer_input * a.layers
+    t("per_layer_token_embd.weight", (a.vocab, n))
+    t("per_layer_model_proj.weight", (n, a.hidden))
+    t("per_layer_proj_norm.weight", (a.per_layer_input,), F32)
 
 
 def gemma4_layer(t, b: str, a, i: int) -> None:
-    """A Gemma 4 layer: a full one's V is its K projection (attention_k_eq_v), so it has no
-    attn_v; the first full layer holds rope_freqs (llama.cpp duplicates it for the others)."""
+    """A Gemma 4 layer: a full one's V is its K projection (attention_k_eq_v, unless
+    --full-v-proj), so it has no attn_v; the first full layer holds rope_freqs (llama.cpp
+    duplicates it for the others). A layer among the last --kv-shared reads an earlier layer's
+    cache: no attn_k, attn_v or attn_k_norm, and (--double-wide) an MLP twice as wide."""
     d = a.hidden
     full = a.layer_types[i] == "F"
+    shared = i >= a.layers - a.kv_shared
     hd, kv = (a.global_head_dim, a.global_kv_heads) if full else (a.head_dim, a.kv_heads)
     t(b + "attn_q.weight", (a.heads * hd, d))
-    t(b + "attn_k.weight", (kv * hd, d))
-    if not full:
-        t(b + "attn_v.weight", (kv * hd, d))
+    if not shared:
+        t(b + "attn_k.weight", (kv * hd, d))
+        if not full or a.full_v_proj:
+            t(b + "attn_v.weight", (kv * hd, d))
     t(b + "attn_output.weight", (d, a.heads * hd))
     t(b + "attn_q_norm.weight", (hd,), F32)
-    t(b + "attn_k_norm.weight", (hd,), F32)
+    if not shared:
+        t(b + "attn_k_norm.weight", (hd,), F32)
     t(b + "post_attention_norm.weight", (d,), F32)
     if full and a.layer_types.index("F") == i:
         t("rope_freqs.weight", (hd // 2,), F32)
     t(b + "ffn_norm.weight", (d,), F32)
-    gated_mlp(t, b, a)
+    f = 2 * a.ffn if shared and a.double_wide else a.ffn
+    t(b + "ffn_gate.weight", (f, d))
+    t(b + "ffn_up.weight", (f, d))
+    t(b + "ffn_down.weight", (d, f))
     t(b + "post_ffw_norm.weight", (d,), F32)
+    if a.per_layer_input:
+        # The layer's per-layer input: a gate from the width down to it, a projection back up,
+        # and a norm after it.
+        t(b + "inp_gate.weight", (a.per_layer_input, d))
+        t(b + "proj.weight", (d, a.per_layer_input))
+        t(b + "post_norm.weight", (d,), F32)
     if a.experts:
         # 26B-A4B: experts beside the dense MLP, each with norms of its own, a router over a
         # scaled norm of the layer's input and a scale per expert on its output.
@@ -319,6 +354,14 @@ def main() -> None:
     p.add_argument("--layer-types", default="", help="gemma4: S (sliding) or F (full) per layer")
     p.add_argument("--global-head-dim", type=int, default=512, help="gemma4: full layers' head")
     p.add_argument("--global-kv-heads", type=int, default=4, help="gemma4: full layers' KV heads")
+    p.add_argument("--per-layer-input", type=int, default=0,
+                   help="gemma4: per-layer embeddings' width (E2B/E4B: 256)")
+    p.add_argument("--kv-shared", type=int, default=0,
+                   help="gemma4: the last N layers reuse an earlier layer's KV cache")
+    p.add_argument("--double-wide", action="store_true",
+                   help="gemma4: the KV-sharing layers' MLP twice --ffn (E2B)")
+    p.add_argument("--full-v-proj", action="store_true",
+                   help="gemma4: full layers with their own attn_v (E2B/E4B: no attention_k_eq_v)")
     a = p.parse_args()
     d = a.hidden
 
@@ -327,7 +370,8 @@ def main() -> None:
     w.add_context_length(1 << 17)
     w.add_block_count(a.layers)
     w.add_embedding_length(d)
-    w.add_feed_forward_length(a.ffn or a.expert_ffn)
+    if a.arch != "gemma4":
+        w.add_feed_forward_length(a.ffn or a.expert_ffn)
     w.add_head_count(a.heads)
     if a.arch == "gemma4":
         gemma4_keys(w, a)
@@ -387,6 +431,8 @@ def main() -> None:
 
     t = lambda name, shape, ty=F16: add_tensor(w, name, shape, ty)
     add_embeddings(w, a.vocab, d, tied=a.arch in ("gemma", "gemma2", "gemma3", "gemma4", "cohere2") or a.tied)
+    if a.arch == "gemma4" and a.per_layer_input:
+        gemma4_per_layer_inputs(t, a)
     if a.arch in ("starcoder2", "falcon", "gptneox"):
         t("output_norm.bias", (d,), F32)
     for i in range(a.layers):

@@ -89,10 +89,11 @@ impl ModelArch {
 
     /// KV-cache elements of one sequence when full-attention layers hold `full_cells` tokens and
     /// sliding-window layers `swa_cells` (an engine's own cell rounding applied by the caller).
+    /// Layers reusing an earlier layer's cache (Gemma 4 E2B/E4B) hold none of their own.
     pub fn kv_elements_in_cells(&self, full_cells: u64, swa_cells: u64) -> u128 {
         let per = u128::from(self.kv_elements_per_token_layer());
         (0..self.num_layers)
-            .filter(|&i| self.has_attention(i))
+            .filter(|&i| self.has_own_kv(i))
             .map(|i| {
                 let cells = if self.is_sliding_layer(i) {
                     swa_cells

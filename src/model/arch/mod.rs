@@ -2,6 +2,7 @@
 //! over it.
 
 mod encoder;
+mod gemma4;
 mod kv;
 mod params;
 mod shape;
@@ -9,6 +10,7 @@ mod shape;
 use serde::Serialize;
 
 pub use encoder::{Classifier, Encoder, Pooling};
+pub use gemma4::EdgeLayout;
 pub(crate) use shape::implausible_layer_count;
 pub use shape::{ShapeField, MAX_PARAMETERS};
 
@@ -448,6 +450,8 @@ pub struct ModelArch {
     /// The full-attention layers' own head size and KV heads (Gemma 4); `None`: every layer
     /// has `head_dim` and `num_kv_heads`.
     pub full_attention: Option<FullAttention>,
+    /// Gemma 4 E2B's and E4B's per-layer embeddings and KV-sharing layers; `None` elsewhere.
+    pub edge: Option<EdgeLayout>,
 }
 
 /// Parameter counts from the shape (before any file says otherwise).
@@ -592,5 +596,6 @@ pub fn llama_like(
         transformers_window: None,
         encoder: None,
         full_attention: None,
+        edge: None,
     }
 }

@@ -200,12 +200,17 @@ impl ModelArch {
         // Gemma 4: each layer's output scalar (`layer_scalar`), and the proportional RoPE's
         // factors over half a full layer's head that llama.cpp's converter writes
         // (`rope_freqs`, one tensor the full layers share).
+        // E2B and E4B: per-layer embeddings, wider MLPs and no K/V in the KV-sharing layers.
+        let (edge_added, edge_lacked) = self.edge_params();
         let extra = self.encoder_params()
+            + edge_added
             + self.full_attention.map_or(0, |f| {
                 w(self.num_layers) + w(f.head_dim / 2) + self.gemma4_expert_extras()
             });
         total += extra;
         active += extra;
+        total -= edge_lacked;
+        active -= edge_lacked;
         if self.active_without_embedding {
             active -= embed;
         }

@@ -1,12 +1,15 @@
 //! Gemma 4's GGUF keys (llama.cpp's `gemma4`): its sliding pattern and per-layer KV heads as
 //! arrays, the full layers' head size (`key_length`) beside the sliding ones'
-//! (`key_length_swa`), full layers whose V is their K projection (no `attn_v`), and (26B-A4B)
-//! experts in every layer beside the dense MLP. What gpumem does not model is refused by name:
-//! per-layer embeddings (E2B, E4B), layers sharing an earlier layer's KV cache, experts in some
-//! layers only or without their per-expert scale, and a fused q/k/v projection.
+//! (`key_length_swa`), full layers whose V is their K projection (no `attn_v`), (26B-A4B)
+//! experts in every layer beside the dense MLP, and (E2B, E4B) per-layer embeddings
+//! (`embedding_length_per_layer_input`) and last layers reusing an earlier layer's KV cache
+//! (`attention.shared_kv_layers`, their MLP widths per layer under E2B's double-wide MLP).
+//! What gpumem does not model is refused by name: experts in some layers only or without their
+//! per-expert scale, experts beside per-layer embeddings, KV sharing other than llama.cpp's
+//! mapping assumes, and a fused q/k/v projection.
 
 use super::Keys;
-use crate::model::arch::{FullAttention, ModelArch, SlidingLayers, SlidingWindow};
+use crate::model::arch::{EdgeLayout, FullAttention, ModelArch, SlidingLayers, SlidingWindow};
 use crate::model::error::ModelError;
 
 /// Reads Gemma 4's layer widths and windows into `arch` (whose `head_dim` is the file's
@@ -18,14 +21,14 @@ pub(super) fn gemma4(k: &Keys<'_>, arch: &mut ModelArch) -> Result<(), ModelErro
             None => Ok(()),
         }
     };
-    refuse(
-        "embedding_length_per_layer_input",
-        "per-layer embeddings (Gemma 4 E2B/E4B)",
-    )?;
-    refuse(
-        "attention.shared_kv_layers",
-        "layers reusing an earlier layer's KV cache (Gemma 4 E2B/E4B)",
-    )?;
+    let layers = arch.num_layers;
+    arch.edge = edge(k, arch)?;
+    if arch.edge.is_some() && arch.moe.is_some() {
+        refuse(
+            "expert_count",
+            "experts beside per-layer embeddings or KV-sharing layers",
+        )?;
+    }
     experts(k, arch)?;
     if k.has(".attn_qkv.weight") {
         return Err(k.bad(
@@ -33,7 +36,6 @@ pub(super) fn gemma4(k: &Keys<'_>, arch: &mut ModelArch) -> Result<(), ModelErro
             "has a fused attn_qkv projection, which gpumem does not model for Gemma 4".into(),
         ));
     }
-    let layers = arch.num_layers;
     let sliding: Vec<bool> = k
         .per_layer("attention.sliding_window_pattern", layers)?
         .iter()
@@ -68,7 +70,9 @@ pub(super) fn gemma4(k: &Keys<'_>, arch: &mut ModelArch) -> Result<(), ModelErro
         .tensors
         .iter()
         .any(|t| t.name == format!("blk.{first_full}.attn_v.weight"));
-    // Every full layer alike, every sliding layer with its own V projection.
+    // Every full layer alike, every sliding layer with its own V projection; the layers
+    // reusing an earlier layer's cache with neither.
+    let first_shared = arch.first_kv_shared_layer();
     let v_as_listed = (0..layers).all(|i| {
         let has_v = k
             .file
@@ -76,7 +80,7 @@ pub(super) fn gemma4(k: &Keys<'_>, arch: &mut ModelArch) -> Result<(), ModelErro
             .iter()
             .any(|t| t.name == format!("blk.{i}.attn_v.weight"));
         let swa = sliding.get(usize::try_from(i).unwrap_or(usize::MAX)) == Some(&true);
-        has_v == (swa || !k_eq_v)
+        has_v == (i < first_shared && (swa || !k_eq_v))
     });
     if !v_as_listed {
         return Err(k.bad(
@@ -99,7 +103,89 @@ pub(super) fn gemma4(k: &Keys<'_>, arch: &mut ModelArch) -> Result<(), ModelErro
         window: k.req("attention.sliding_window")?,
         layers: SlidingLayers::Listed(sliding),
     });
-    Ok(())
+    arch.kv_sharing_ok().map_err(|why| {
+        k.bad(
+            "attention.shared_kv_layers",
+            format!("{why}: not modelled yet"),
+        )
+    })
+}
+
+/// E2B's and E4B's layout: the per-layer embeddings' width, the layers reusing an earlier
+/// layer's cache (without K, V or a K norm of their own), and the MLP widths per layer where
+/// those layers' are twice the others' (`use_double_wide_mlp`), which set `intermediate_size`
+/// to the others'. `None` for a model with neither.
+fn edge(k: &Keys<'_>, arch: &mut ModelArch) -> Result<Option<EdgeLayout>, ModelError> {
+    let layers = arch.num_layers;
+    let per_layer_input = k.get("embedding_length_per_layer_input").unwrap_or(0);
+    let shared = k.get("attention.shared_kv_layers").unwrap_or(0);
+    let first_shared = layers.saturating_sub(shared);
+    let widths = k.per_layer("feed_forward_length", layers).ok();
+    let double_wide = match widths.as_deref() {
+        Some([base, ..]) => {
+            let width = |wide: bool| if wide { base * 2 } else { *base };
+            let listed = |wide: bool| {
+                widths.iter().flatten().enumerate().all(|(i, &n)| {
+                    n == width(wide && u64::try_from(i).is_ok_and(|i| i >= first_shared))
+                })
+            };
+            let (uniform, doubled) = (listed(false), shared > 0 && listed(true));
+            if !uniform && !doubled {
+                return Err(k.bad(
+                    "feed_forward_length",
+                    "varies by layer other than Gemma 4 E2B's KV-sharing layers twice the \
+                     others: not modelled yet"
+                        .into(),
+                ));
+            }
+            arch.intermediate_size = u64::try_from(*base).unwrap_or(0);
+            !uniform
+        }
+        _ => false,
+    };
+    if per_layer_input == 0 && shared == 0 {
+        return Ok(None);
+    }
+    if shared >= layers {
+        return Err(k.bad(
+            "attention.shared_kv_layers",
+            format!("is {shared}, leaving no layer a KV cache of its own"),
+        ));
+    }
+    let own = |i: u64, t: &str| {
+        let name = format!("blk.{i}.{t}");
+        k.file.tensors.iter().any(|x| x.name == name)
+    };
+    if (first_shared..layers).any(|i| own(i, "attn_k.weight") || own(i, "attn_k_norm.weight")) {
+        return Err(k.bad(
+            "attention.shared_kv_layers",
+            "is set, but a layer reusing an earlier layer's KV cache has K weights of its own: \
+             not modelled yet"
+                .into(),
+        ));
+    }
+    let table = k
+        .file
+        .tensors
+        .iter()
+        .find(|t| t.name == "per_layer_token_embd.weight");
+    let table_ok = table.is_some_and(|t| {
+        t.dims.first() == Some(&per_layer_input.saturating_mul(layers))
+            && t.dims.get(1) == Some(&arch.vocab_size)
+    });
+    if per_layer_input > 0 && !table_ok {
+        return Err(k.bad(
+            "embedding_length_per_layer_input",
+            "is set, but per_layer_token_embd is not a table of that many values a layer for \
+             every token: not modelled yet"
+                .into(),
+        ));
+    }
+    Ok(Some(EdgeLayout {
+        per_layer_input,
+        kv_shared_layers: shared,
+        double_wide_mlp: double_wide,
+    }))
 }
 
 /// 26B-A4B's experts: in every layer, beside the dense MLP (counted as the shared expert, of

@@ -233,7 +233,8 @@ pub(super) const CLASSES: &[Class] = &[
         ("attention_bias", Bool(false)), ("sliding_window", Uint(512)),
         ("hidden_size_per_layer_input", Uint(256)), ("attention_k_eq_v", Bool(false)),
         ("num_kv_shared_layers", Uint(0)), ("enable_moe_block", Bool(false)),
-        ("global_head_dim", Uint(512)),
+        ("global_head_dim", Uint(512)), ("vocab_size_per_layer_input", Uint(262_144)),
+        ("use_double_wide_mlp", Bool(false)),
     ], &[]),
     class("phi3", "Phi3Config", &[
         ("vocab_size", Uint(32_064)), ("hidden_size", Uint(3072)),

@@ -185,6 +185,19 @@ fn differences(name: &str, arch: &ModelArch, e: &Value) -> Vec<String> {
         per_token,
         experts.and(get("num_experts_per_tok")),
     );
+    // Gemma 4's per-layer embeddings and KV-sharing layers.
+    let edge = arch.edge.unwrap_or_default();
+    let set = |n: Option<u64>| n.filter(|&n| n > 0);
+    check(
+        "per-layer input",
+        set(Some(edge.per_layer_input)),
+        set(get("hidden_size_per_layer_input")),
+    );
+    check(
+        "KV-sharing layers",
+        set(Some(edge.kv_shared_layers)),
+        set(get("num_kv_shared_layers")),
+    );
     out.extend(window_differences(name, arch, e));
     out
 }
@@ -339,10 +352,6 @@ const UNREADABLE_BARE: &[(&str, &str)] = &[
     (
         "nemotron_h",
         "NemotronHConfig's default layers mix MLP and expert blocks",
-    ),
-    (
-        "gemma4_text",
-        "Gemma4TextConfig's defaults describe E2B's per-layer embeddings, which gpumem refuses",
     ),
 ];
 

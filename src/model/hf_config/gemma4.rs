@@ -3,36 +3,21 @@
 //! `num_key_value_heads`, full layers of `global_head_dim` (a kwarg, 512 where absent) and,
 //! under `attention_k_eq_v`, `num_global_key_value_heads` (or `per_layer_config`'s, the form
 //! transformers saves); `layer_types` 5 sliding to 1 full, the last layer always full; under
-//! `enable_moe_block` (26B-A4B) experts in every layer beside the dense MLP. What gpumem does not
-//! model is refused by name.
+//! `enable_moe_block` (26B-A4B) experts in every layer beside the dense MLP; (E2B, E4B)
+//! per-layer embeddings of `hidden_size_per_layer_input` (256 where absent) and the last
+//! `num_kv_shared_layers` reusing an earlier layer's KV cache, their MLP twice as wide under
+//! `use_double_wide_mlp`. What gpumem does not model is refused by name.
 
 use serde_json::Value;
 
 use super::Fields;
-use crate::model::arch::{Attention, FullAttention, ModelArch, Moe, SlidingLayers, SlidingWindow};
+use crate::model::arch::{
+    Attention, EdgeLayout, FullAttention, ModelArch, Moe, SlidingLayers, SlidingWindow,
+};
 use crate::model::error::ModelError;
 
 /// The full layers' own heads, four norms a layer, q/k norms and no query scale.
 pub(super) fn gemma4(f: &mut Fields<'_>, arch: &mut ModelArch) -> Result<(), ModelError> {
-    let refuse = |f: &Fields<'_>, field: &str, what: &str| {
-        Err(f.bad(field, format!("is set: {what} are not modelled yet")))
-    };
-    if f.uint(&["hidden_size_per_layer_input"])?
-        .is_some_and(|n| n > 0)
-    {
-        return refuse(
-            f,
-            "hidden_size_per_layer_input",
-            "per-layer embeddings (Gemma 4 E2B/E4B)",
-        );
-    }
-    if f.uint(&["num_kv_shared_layers"])?.is_some_and(|n| n > 0) {
-        return refuse(
-            f,
-            "num_kv_shared_layers",
-            "layers reusing an earlier layer's KV cache (Gemma 4 E2B/E4B)",
-        );
-    }
     let k_eq_v = f.boolean("attention_k_eq_v").unwrap_or(false);
     // transformers saves the full layers' widths per layer (every full layer alike).
     let per_layer: Vec<&Value> = f
@@ -69,7 +54,52 @@ pub(super) fn gemma4(f: &mut Fields<'_>, arch: &mut ModelArch) -> Result<(), Mod
         o_bias: false,
         qk_norm: true,
     };
+    arch.edge = edge(f, arch)?;
     Ok(())
+}
+
+/// E2B's and E4B's per-layer embeddings and KV-sharing layers (`None` with neither), checked
+/// against what llama.cpp builds: the per-layer table over the whole vocabulary, a layer of
+/// each kind left with a cache of its own, the sharing layers reading the last sliding and full
+/// ones before them.
+fn edge(f: &mut Fields<'_>, arch: &ModelArch) -> Result<Option<EdgeLayout>, ModelError> {
+    let per_layer_input = f.uint(&["hidden_size_per_layer_input"])?.unwrap_or(0);
+    let shared = f.uint(&["num_kv_shared_layers"])?.unwrap_or(0);
+    let double_wide_mlp = f.boolean("use_double_wide_mlp").unwrap_or(false) && shared > 0;
+    if per_layer_input == 0 && shared == 0 {
+        return Ok(None);
+    }
+    if per_layer_input > 0 {
+        let vocab = f.uint(&["vocab_size_per_layer_input"])?;
+        if vocab.is_some_and(|v| v != arch.vocab_size) {
+            return Err(f.bad(
+                "vocab_size_per_layer_input",
+                "differs from vocab_size, which llama.cpp's per-layer table takes: not modelled \
+                 yet"
+                .into(),
+            ));
+        }
+    }
+    let edge = EdgeLayout {
+        per_layer_input,
+        kv_shared_layers: shared,
+        double_wide_mlp,
+    };
+    if shared >= arch.num_layers {
+        return Err(f.bad(
+            "num_kv_shared_layers",
+            "leaves no layer a KV cache of its own (an assistant model): not modelled yet".into(),
+        ));
+    }
+    let laid_out = ModelArch {
+        sliding_window: window(f)?,
+        edge: Some(edge),
+        ..arch.clone()
+    };
+    laid_out
+        .kv_sharing_ok()
+        .map_err(|why| f.bad("num_kv_shared_layers", format!("{why}: not modelled yet")))?;
+    Ok(Some(edge))
 }
 
 /// The window and its layers: `layer_types` as listed, else 5 sliding to 1 full; the last layer

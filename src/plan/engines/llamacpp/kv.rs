@@ -38,7 +38,7 @@ pub fn kv_bytes_per_layer(arch: &ModelArch, s: &Settings) -> Vec<u64> {
             // A recurrent layer keeps its state, and (Falcon-H1's, attending beside the mixer)
             // a KV cache too.
             let state = if arch.is_recurrent_layer(i) { state } else { 0 };
-            let kv = if arch.has_attention(i) {
+            let kv = if arch.has_own_kv(i) {
                 let c = if arch.is_sliding_layer(i) {
                     swa_cells
                 } else {
@@ -70,7 +70,7 @@ fn kv_bytes_per_layer_by_width(arch: &ModelArch, s: &Settings) -> Vec<u64> {
     let (cells, swa_cells) = kv_cells(arch, s);
     (0..arch.num_layers)
         .map(|i| {
-            if !arch.has_attention(i) {
+            if !arch.has_own_kv(i) {
                 return 0;
             }
             let c = u128::from(if arch.is_sliding_layer(i) {
@@ -88,7 +88,7 @@ fn kv_bytes_per_layer_by_width(arch: &ModelArch, s: &Settings) -> Vec<u64> {
 
 /// The bytes ggml-cuda adds to each attention layer's cache tensors when their type is
 /// quantized and a row is not a multiple of 512 values
-/// (`cuda_row_padding`); 0 on layers without attention.
+/// (`cuda_row_padding`); 0 on layers without a cache of their own.
 pub fn kv_row_padding_per_layer(arch: &ModelArch, s: &Settings) -> Vec<u64> {
     let (k, v) = arch.kv_tensor_widths();
     let t = s.kv_dtype;
@@ -101,7 +101,7 @@ pub fn kv_row_padding_per_layer(arch: &ModelArch, s: &Settings) -> Vec<u64> {
     };
     let per = pad(k).saturating_add(pad(v));
     (0..arch.num_layers)
-        .map(|i| match arch.has_attention(i) {
+        .map(|i| match arch.has_own_kv(i) {
             false => 0,
             true if arch.full_attention.is_some() => {
                 let (k, v) = cached_widths(arch, s, i);

@@ -161,6 +161,45 @@ fn attend_rotated(
         g.set_rows(cache_elems, v_elems, a.v_idxs)
     };
     g.expand(stored);
+    attention_over(g, q, (k_cache, v_cache), a)
+}
+
+/// `build_attn` for a layer that reads an earlier layer's caches (Gemma 4's KV-sharing
+/// layers): only Q evaluated (and rotated), nothing written, then the attention over the
+/// caches as [`attend`]'s.
+pub(super) fn attend_cached(
+    g: &mut Graph,
+    q: usize,
+    caches: (usize, usize),
+    a: &AttentionStep,
+) -> usize {
+    let q = match a.rotations.k {
+        Some(rot) => rotated(
+            g,
+            q,
+            rot,
+            (a.unrotated.bytes[0], a.unrotated.contiguous[0]),
+            Q3,
+        ),
+        None => q,
+    };
+    g.expand(q);
+    let out = attention_over(g, q, caches, a);
+    g.expand(out);
+    match a.rotations.v {
+        Some(rot) => rotated(g, out, rot, (a.out, true), QUERY),
+        None => out,
+    }
+}
+
+/// `build_attn_mha` over a layer's K and V caches: flash attention, or the scores, their
+/// softmax and the weighted sum of V made contiguous.
+fn attention_over(
+    g: &mut Graph,
+    q: usize,
+    (k_cache, v_cache): (usize, usize),
+    a: &AttentionStep,
+) -> usize {
     let k_all = g.view(k_cache, OTHER);
     let v_all = g.view(v_cache, OTHER);
     let q4 = g.view(q, OTHER);

@@ -114,7 +114,16 @@ pub(super) fn ffn_block(c: &Ctx<'_>, g: &mut Graph, cur: usize, layer: u64) -> O
             let act = g.op(Kind::Fresh, c.ffn, FFN, &[gate_up]);
             g.op(Kind::Fresh, model, MODEL, &[wd, act])
         }
-        None => dense(c, g, cur, (c.ffn, c.arch.intermediate_size), false),
+        // Gemma 4 E2B's KV-sharing layers are twice as wide.
+        None => {
+            let n = c.arch.layer_intermediate(layer);
+            let width = if n == c.arch.intermediate_size {
+                c.ffn
+            } else {
+                c.width(n)?
+            };
+            dense(c, g, cur, (width, n), false)
+        }
         Some(m) if m.shared > 0 => {
             let routed = experts(c, g, cur, &m);
             let n = c.arch.moe.as_ref().map_or(0, |m| m.shared_intermediate);

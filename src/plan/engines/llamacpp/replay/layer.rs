@@ -153,6 +153,7 @@ pub(super) fn inputs<'a>(g: &mut Graph, s: Shape<'a>) -> Option<(Ctx<'a>, usize)
         swa,
         state_inputs,
         moe,
+        per_layer: None,
     };
     Some((c, embd))
 }
@@ -262,6 +263,10 @@ pub(super) fn layer(
         super::gemma4::moe_half(c, g, ffn_inp)?
     } else {
         feed_forward_half(c, g, (ffn_inp, layer), post_norms)?
+    };
+    let out = match c.per_layer {
+        Some(inputs) => super::gemma4::per_layer_input(c, g, out, inputs)?,
+        None => out,
     };
     Some(match b.gemma4 {
         true => super::gemma4::output_scale(c, g, out),

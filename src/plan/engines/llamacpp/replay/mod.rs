@@ -77,6 +77,8 @@ struct Ctx<'a> {
     swa: CacheInputs,
     state_inputs: Option<StateInputs>,
     moe: Option<Routed>,
+    /// Gemma 4's per-layer inputs, every layer's made contiguous layer by layer (E2B, E4B).
+    per_layer: Option<usize>,
 }
 
 impl<'a> Ctx<'a> {
@@ -260,11 +262,20 @@ fn whole(shape: Shape<'_>) -> Option<Graph> {
     let mut inp = embd;
     // Gemma's embeddings are scaled by √width, Granite's by its embedding multiplier, in the
     // graph ahead of the first layer's recurrent states.
+    // Gemma 4's per-layer inputs go in the graph first, the scale where the first layer
+    // reads it.
+    let per_layer = arch.edge.is_some_and(|e| e.per_layer_input > 0);
     if c.b.gemma || arch.granite_scales.embedding {
         inp = g.op(Kind::InPlace, c.model, MODEL, &[inp]);
         g.tag(inp, Op::Scale);
-        g.expand(inp);
+        if !per_layer {
+            g.expand(inp);
+        }
     }
+    let c = Ctx {
+        per_layer: gemma4::per_layer_inputs(&c, &mut g, inp)?,
+        ..c
+    };
     // Gemma 4's full layers are of heads of their own.
     let full_arch = gemma4::full_layers(arch);
     let full = match &full_arch {
