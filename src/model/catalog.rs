@@ -281,6 +281,42 @@ const GEMMA4_31B_CONFIG: &str = r#"{"model_type": "gemma4_text", "hidden_size": 
     "hidden_size_per_layer_input": 0, "final_logit_softcapping": 30.0,
     "max_position_embeddings": 262144, "tie_word_embeddings": true, "vocab_size": 262144}"#;
 
+/// google/gemma-4-E2B-it: its text_config as conversions of the published config.json
+/// reproduce it (hidden 1536, 35 layers, 4 sliding layers of one KV head of 256 to 1 full of
+/// one of 512, V its own projection, per-layer embeddings of 256, the last 20 layers reusing
+/// layers 13's and 14's caches with MLPs twice 6144, tied). These give 4.63B parameters, of
+/// which the per-layer table is 2.35B (4.7 GB in bf16); the vision and audio towers are not
+/// counted.
+const GEMMA4_E2B_CONFIG: &str = r#"{"model_type": "gemma4_text", "hidden_size": 1536,
+    "intermediate_size": 6144, "num_hidden_layers": 35, "num_attention_heads": 8,
+    "num_key_value_heads": 1, "head_dim": 256, "global_head_dim": 512,
+    "attention_k_eq_v": false, "sliding_window": 512, "hidden_size_per_layer_input": 256,
+    "vocab_size_per_layer_input": 262144, "num_kv_shared_layers": 20,
+    "use_double_wide_mlp": true, "final_logit_softcapping": 30.0,
+    "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention",
+        "sliding_attention", "full_attention", "sliding_attention", "sliding_attention",
+        "sliding_attention", "sliding_attention", "full_attention", "sliding_attention",
+        "sliding_attention", "sliding_attention", "sliding_attention", "full_attention",
+        "sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention",
+        "full_attention", "sliding_attention", "sliding_attention", "sliding_attention",
+        "sliding_attention", "full_attention", "sliding_attention", "sliding_attention",
+        "sliding_attention", "sliding_attention", "full_attention", "sliding_attention",
+        "sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
+    "max_position_embeddings": 131072, "tie_word_embeddings": true, "vocab_size": 262144}"#;
+
+/// google/gemma-4-E4B-it: its text_config as conversions of the published config.json
+/// reproduce it (hidden 2560, 42 layers, 5 sliding layers of two KV heads of 256 to 1 full of
+/// two of 512, V its own projection, MLP 10240, per-layer embeddings of 256, the last 18
+/// layers reusing layers 22's and 23's caches, tied): 7.46B parameters without the vision and
+/// audio towers.
+const GEMMA4_E4B_CONFIG: &str = r#"{"model_type": "gemma4_text", "hidden_size": 2560,
+    "intermediate_size": 10240, "num_hidden_layers": 42, "num_attention_heads": 8,
+    "num_key_value_heads": 2, "head_dim": 256, "global_head_dim": 512,
+    "attention_k_eq_v": false, "sliding_window": 512, "hidden_size_per_layer_input": 256,
+    "vocab_size_per_layer_input": 262144, "num_kv_shared_layers": 18,
+    "use_double_wide_mlp": false, "final_logit_softcapping": 30.0,
+    "max_position_embeddings": 131072, "tie_word_embeddings": true, "vocab_size": 262144}"#;
+
 /// moonshotai/Kimi-K2-Instruct: the architecture fields of the published config.json
 /// (DeepSeek-V3's layout with 384 experts and 64 heads).
 const KIMI_K2_CONFIG: &str = r#"{"model_type": "kimi_k2", "hidden_size": 7168,
@@ -832,6 +868,18 @@ pub fn catalog() -> Vec<CatalogModel> {
             &["gemma4-31b"],
             "google/gemma-4-31B-it",
             GEMMA4_31B_CONFIG,
+        ),
+        from_config(
+            "gemma-4-e2b",
+            &["gemma4-e2b"],
+            "google/gemma-4-E2B-it",
+            GEMMA4_E2B_CONFIG,
+        ),
+        from_config(
+            "gemma-4-e4b",
+            &["gemma4-e4b"],
+            "google/gemma-4-E4B-it",
+            GEMMA4_E4B_CONFIG,
         ),
         from_config(
             "minimax-m2",
