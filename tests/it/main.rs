@@ -22,6 +22,7 @@ mod hub;
 mod llamacpp_devices;
 mod llamacpp_draft;
 mod llamacpp_fit_context;
+mod llamacpp_gemma4;
 mod llamacpp_hosts;
 mod llamacpp_mmproj;
 mod llamacpp_moe_select;
