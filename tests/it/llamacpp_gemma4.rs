@@ -106,6 +106,12 @@ fn gemma4_variants_not_modelled_are_refused_by_name() {
             "differs from vocab_size",
         ),
         (
+            serde_json::json!({"enable_moe_block": true, "num_experts": 8, "top_k_experts": 2,
+                               "moe_intermediate_size": 256}),
+            "enable_moe_block",
+            "beside per-layer embeddings",
+        ),
+        (
             serde_json::json!({"num_kv_shared_layers": 35}),
             "num_kv_shared_layers",
             "leaves no layer a KV cache",

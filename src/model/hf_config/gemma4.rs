@@ -69,6 +69,12 @@ fn edge(f: &mut Fields<'_>, arch: &ModelArch) -> Result<Option<EdgeLayout>, Mode
     if per_layer_input == 0 && shared == 0 {
         return Ok(None);
     }
+    if f.boolean("enable_moe_block") == Some(true) {
+        return Err(f.bad(
+            "enable_moe_block",
+            "is set beside per-layer embeddings or KV-sharing layers: not modelled yet".into(),
+        ));
+    }
     if per_layer_input > 0 {
         let vocab = f.uint(&["vocab_size_per_layer_input"])?;
         if vocab.is_some_and(|v| v != arch.vocab_size) {
