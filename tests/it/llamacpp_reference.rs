@@ -639,6 +639,24 @@ fn config_json_readings_match_the_measured_ggufs() {
     }
 }
 
+// The catalog's Gemma 4 E2B is the measured full-size header's model: the same parameters, and
+// llama.cpp's buffers to the byte from the catalog's shape.
+#[test]
+fn catalog_gemma_4_e2b_is_the_measured_shape() {
+    let name = "gemma-4-e2b-shape.json";
+    let doc = fixture(name);
+    let file = described_file(name, &doc);
+    let arch = gpumem::model::find_model("gemma-4-e2b").unwrap().arch;
+    assert_eq!(arch.params().total, file.parameters());
+    let weights = FileWeights {
+        parameters: file.parameters(),
+        bytes: file.tensor_bytes(),
+    };
+    let rows = rows(name, &doc, &arch, weights);
+    let failures: Vec<&String> = rows.iter().flat_map(|r| &r.failures).collect();
+    assert!(rows.len() == 16 && failures.is_empty(), "{failures:#?}");
+}
+
 // A GLM-5.2 header whose layers share an indexer (`indexer.types` false), or that leaves the
 // types to llama.cpp's default for a million-token context, is refused naming the key.
 #[test]
