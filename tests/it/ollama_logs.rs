@@ -4,6 +4,8 @@
 //! (`-c`, `-np`) on a simulated GPU of the free memory llama-server printed, the plan must
 //! offload the log's layers within one and put the CPU's share of `ollama ps` within 5 points
 //! of the log's. The table of every run is printed (`--nocapture`) for docs/accuracy.md.
+//! A run marked `outside` (a setting gpumem does not read) is tabled but not held to the bounds;
+//! it fails the test once gpumem matches it, so that the marker goes.
 
 #![allow(clippy::unwrap_used)]
 
@@ -51,6 +53,12 @@ fn replay(run: &Value) -> (i32, Value) {
     ] {
         cmd.env_remove(var);
     }
+    // The variables the run's `ollama serve` was started with, as Ollama reads them.
+    if let Some(env) = run["ollama_env"].as_object() {
+        for (var, value) in env {
+            cmd.env(var, value.as_str().unwrap());
+        }
+    }
     let out = cmd.args(args).output().unwrap();
     (
         out.status.code().unwrap(),
@@ -70,9 +78,10 @@ fn cpu_percent(processor: &Value) -> u64 {
 #[test]
 fn offloaded_layers_and_processor_match_ollama_logs() {
     let runs = runs();
-    // Issue 60 asks for 6; these are the logs of Ollama >= 0.30 found so far
-    // (docs/accuracy.md says what was searched and rejected).
-    assert!(runs.len() >= 4, "{} runs", runs.len());
+    // Issue 60 asks for 6 within its bounds; a run marked `outside` says why gpumem cannot
+    // match it and does not count (docs/accuracy.md says what was searched and rejected).
+    let within = runs.iter().filter(|r| r["outside"].is_null()).count();
+    assert!(within >= 6, "{within} runs within gpumem's model");
     let mut table = String::from(
         "| run | GPU (free) | model | Ollama | num_ctx × np | log layers | gpumem layers | \
          log CPU % | gpumem CPU % |\n| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: |\n",
@@ -98,9 +107,11 @@ fn offloaded_layers_and_processor_match_ollama_logs() {
             run["cpu_percent"].as_u64().unwrap(),
             cpu_percent(&plan["processor"]),
         );
+        let outside = run["outside"].as_str();
         table.push_str(&format!(
-            "| {id} | {} ({}) | {} | {} | {} × {} | {log_layers}/{} | {ours}/{} | {log_cpu} | \
+            "| {id}{} | {} ({}) | {} | {} | {} × {} | {log_layers}/{} | {ours}/{} | {log_cpu} | \
              {our_cpu} |\n",
+            if outside.is_some() { " (outside)" } else { "" },
             run["gpu_model"].as_str().unwrap(),
             run["free"].as_str().unwrap(),
             run["ollama_model"]
@@ -118,13 +129,15 @@ fn offloaded_layers_and_processor_match_ollama_logs() {
         if plan["layers_total"] != run["layers_total"] {
             failures.push(format!("{id}: {} layers in all", plan["layers_total"]));
         }
-        if log_layers.abs_diff(ours) > 1 {
-            failures.push(format!(
-                "{id}: {ours} layers offloaded, the log {log_layers}"
-            ));
-        }
-        if log_cpu.abs_diff(our_cpu) > 5 {
-            failures.push(format!("{id}: CPU {our_cpu}%, the log {log_cpu}%"));
+        let matches = log_layers.abs_diff(ours) <= 1 && log_cpu.abs_diff(our_cpu) <= 5;
+        match (outside, matches) {
+            (None, false) => failures.push(format!(
+                "{id}: {ours} layers offloaded and CPU {our_cpu}%, the log {log_layers} and \
+                 {log_cpu}%"
+            )),
+            // A run gpumem now matches is no longer outside its model: the marker must go.
+            (Some(why), true) => failures.push(format!("{id}: matches, yet marked outside: {why}")),
+            _ => {}
         }
     }
     println!("{table}");
