@@ -231,7 +231,6 @@ impl LayerWeights {
             .saturating_sub(count.embedding)
             .saturating_sub(per_layer_table)
             .saturating_sub(norm);
-        let n = arch.num_layers.max(1);
         LayerWeights {
             input: bytes(vocab) + bytes(per_layer_table),
             output: bytes(norm)
@@ -245,7 +244,10 @@ impl LayerWeights {
             } else {
                 0
             },
-            layers: (0..arch.num_layers).map(|_| bytes(in_layers / n)).collect(),
+            layers: Self::layer_params(arch, in_layers)
+                .into_iter()
+                .map(bytes)
+                .collect(),
             experts: (0..arch.num_layers)
                 .map(|l| {
                     let m = arch.moe.as_ref().filter(|_| arch.is_moe_layer(l));
@@ -265,6 +267,25 @@ impl LayerWeights {
             row_padding: BTreeMap::new(),
             matrix_rate: (bytes(1 << 20), 1 << 20),
         }
+    }
+
+    /// Each layer's parameters, `in_layers` in all. Where the layers' feed-forward blocks
+    /// differ (a dense lead before MoE layers, a double-wide MLP), each keeps its own block
+    /// beside an equal share of the rest, so that no layer is smaller than the experts or MLP
+    /// an override moves off it; otherwise every layer takes an equal share.
+    fn layer_params(arch: &ModelArch, in_layers: u64) -> Vec<u64> {
+        let n = arch.num_layers.max(1);
+        let ffn: Vec<u64> = (0..arch.num_layers)
+            .map(|l| {
+                let f = Self::ffn_from_arch(arch, l, &|p| p);
+                f.gate.saturating_add(f.up).saturating_add(f.down)
+            })
+            .collect();
+        if ffn.windows(2).all(|w| w[0] == w[1]) {
+            return vec![in_layers / n; ffn.len()];
+        }
+        let rest = in_layers.saturating_sub(ffn.iter().fold(0u64, |a, &f| a.saturating_add(f)));
+        ffn.iter().map(|&f| (rest / n).saturating_add(f)).collect()
     }
 
     /// Layer `l`'s feed-forward bytes counted from `arch`: the router and each gated
@@ -328,55 +349,82 @@ impl LayerWeights {
                 rate_elements = rate_elements.saturating_add(t.elements);
             }
             let bytes = pad(t.bytes);
-            if let Some(il) = layer_of(&t.name) {
-                match w.layers.get_mut(il) {
-                    Some(l) => *l += bytes,
-                    None => w.input += bytes,
-                }
-                let experts = is_experts(&t.name);
-                if experts {
-                    if let Some(e) = w.experts.get_mut(il) {
-                        *e += bytes;
-                    }
-                }
-                if let (Some(f), Some(class)) = (w.ffn.get_mut(il), ffn_class(&t.name)) {
-                    match class {
-                        FfnClass::Gate => f.gate += bytes,
-                        FfnClass::Up => f.up += bytes,
-                        FfnClass::Down => f.down += bytes,
-                    }
-                    if experts {
-                        f.experts += bytes;
-                    }
-                }
-            } else if t.name.starts_with("token_embd_norm.")
-                || t.name.starts_with("per_layer_model_proj.")
-                || t.name.starts_with("per_layer_proj_norm.")
-            {
-                // llama.cpp creates the embeddings' norm, and Gemma 4's projection to the
-                // per-layer embeddings and its norm, as the first layer's tensors.
-                match w.layers.first_mut() {
-                    Some(l) => *l += bytes,
-                    None => w.input += bytes,
-                }
-            } else if t.name.starts_with("output.")
-                || t.name.starts_with("output_norm.")
-                || t.name.starts_with("cls.")
-            {
-                // An encoder's classification head (`cls`, `cls.output`) is the output layer's.
-                has_head |= t.name == "output.weight";
-                w.output += bytes;
-            } else {
-                if t.name == "token_embd.weight" {
-                    token_embd = bytes;
-                }
-                w.input += bytes;
+            has_head |= t.name == "output.weight";
+            if t.name == "token_embd.weight" {
+                token_embd = bytes;
             }
+            w.add_placed(&t.name, bytes);
         }
         if !has_head {
             w.tied_head = token_embd;
         }
         w.matrix_rate = (rate_bytes, rate_elements.max(1));
+        w
+    }
+}
+
+impl LayerWeights {
+    /// Counts `bytes` of the tensor `name` where llama.cpp loads it: a repeating layer's (its
+    /// feed-forward and expert parts noted), the input's or the output's.
+    fn add_placed(&mut self, name: &str, bytes: u64) {
+        if let Some(il) = layer_of(name) {
+            match self.layers.get_mut(il) {
+                Some(l) => *l += bytes,
+                None => self.input += bytes,
+            }
+            let experts = is_experts(name);
+            if experts {
+                if let Some(e) = self.experts.get_mut(il) {
+                    *e += bytes;
+                }
+            }
+            if let (Some(f), Some(class)) = (self.ffn.get_mut(il), ffn_class(name)) {
+                match class {
+                    FfnClass::Gate => f.gate += bytes,
+                    FfnClass::Up => f.up += bytes,
+                    FfnClass::Down => f.down += bytes,
+                }
+                if experts {
+                    f.experts += bytes;
+                }
+            }
+        } else if name.starts_with("token_embd_norm.")
+            || name.starts_with("per_layer_model_proj.")
+            || name.starts_with("per_layer_proj_norm.")
+        {
+            // llama.cpp creates the embeddings' norm, and Gemma 4's projection to the
+            // per-layer embeddings and its norm, as the first layer's tensors.
+            match self.layers.first_mut() {
+                Some(l) => *l += bytes,
+                None => self.input += bytes,
+            }
+        } else if name.starts_with("output.")
+            || name.starts_with("output_norm.")
+            || name.starts_with("cls.")
+        {
+            // An encoder's classification head (`cls`, `cls.output`) is the output layer's.
+            self.output += bytes;
+        } else {
+            self.input += bytes;
+        }
+    }
+
+    /// These weights with a LoRA adapter's factors beside the matrices they adapt: llama.cpp
+    /// loads each pair into the buffer type of its base matrix (`llama_adapter_lora_init`), so
+    /// the pair goes where the matrix goes, a moved feed-forward matrix's included, and takes
+    /// each device's alignment as a tensor of its own.
+    pub fn with_adapter(&self, adapter: &super::LoraAdapter) -> LayerWeights {
+        let mut w = self.clone();
+        let align = w.alignment.max(1);
+        let pad = |b: u64| b.div_ceil(align) * align;
+        for p in &adapter.pairs {
+            for (suffix, bytes) in [("lora_a", p.a_bytes), ("lora_b", p.b_bytes)] {
+                let name = format!("{}.{suffix}", p.base);
+                let padded = pad(bytes);
+                w.add_placed(&name, padded);
+                w.tensors.insert(name, bytes);
+            }
+        }
         w
     }
 }

@@ -3,6 +3,7 @@
 //! the architecture, its parameters and its weights (each engine's estimate over them is in
 //! [`crate::plan::engines`]).
 
+mod adapter;
 pub(crate) mod arch;
 mod catalog;
 mod catalog_instruct;
@@ -23,6 +24,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+pub use adapter::{read_lora, LoraAdapter, LoraPair};
 pub use arch::{
     llama_like, Attention, Classifier, Encoder, FullAttention, GraniteScales, Indexer, Mlp,
     ModelArch, Moe, Norm, ParamCount, Pooling, ShapeField, SlidingLayers, SlidingWindow, Ssm,

@@ -217,3 +217,29 @@ fn llama_cpp_flags_outside_its_plan_are_usage_errors() {
         assert_eq!(String::from_utf8_lossy(&out.stderr), want, "{extra:?}");
     }
 }
+
+// A catalog model whose first layers are dense before its MoE layers (DeepSeek-V3's three,
+// Kimi-Linear's one) is counted without tensors: every MoE layer holds at least the experts an
+// override moves off it, so the plan places them (it once subtracted past zero and panicked).
+#[test]
+fn select_places_overrides_on_dense_lead_moe_from_the_catalog() {
+    for (model, device, ram) in [
+        ("deepseek-v3", "sim:h100", "1536GiB"),
+        ("kimi-linear-48b-a3b", "sim:rtx4090", "128GiB"),
+    ] {
+        let out = common::gpumem()
+            .args(["select", "--model", model, "--engine", "llama.cpp"])
+            .args(["--device", device, "--ram", ram, "--json"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{model}: {stderr}");
+        let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(json["plan"]["kind"], "cpu_offload", "{model}");
+        let overrides = json["plan"]["llamacpp"]["overrides"].as_array().unwrap();
+        assert!(!overrides.is_empty(), "{model}");
+        let placements = json["plan"]["placements"].as_array().unwrap();
+        let ram = placements.last().unwrap();
+        assert_eq!(ram["backend"], "cpu", "{model}");
+    }
+}

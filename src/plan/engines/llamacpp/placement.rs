@@ -127,7 +127,7 @@ pub fn place(
                 } else {
                     *bytes
                 };
-                out[slot].model += bytes - kept - too_big;
+                out[slot].model += bytes.saturating_sub(kept).saturating_sub(too_big);
                 out[host].model += too_big;
                 out[moved.to.unwrap_or(host)].model += kept;
                 let kv_slot = if offload.kv_offload { slot } else { host };
