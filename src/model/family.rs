@@ -213,6 +213,26 @@ impl Family {
         matches!(self, Family::DeepseekV32 | Family::GlmDsa)
     }
 
+    /// Whether vLLM's class for the family declares `embedding_modules` (its token embedding
+    /// and output head), so that `--enable-lora` wraps them with adapter slots of their own
+    /// (vLLM 0.33: `llama.py`, `mixtral.py`, `qwen3.py`, `qwen3_moe.py`, `qwen3_5.py`,
+    /// `jamba.py`, `nemotron_h.py`, `falcon_h1.py`, `granitemoehybrid.py`; Mistral's class
+    /// declares none).
+    pub fn vllm_lora_wraps_vocab(self) -> bool {
+        matches!(
+            self,
+            Family::Llama
+                | Family::Mixtral
+                | Family::Qwen3
+                | Family::Qwen3Moe
+                | Family::Qwen35
+                | Family::Jamba
+                | Family::NemotronH
+                | Family::FalconH1
+                | Family::GraniteHybrid
+        )
+    }
+
     fn find(matches: impl Fn(&Spellings) -> bool) -> Self {
         FAMILIES
             .iter()

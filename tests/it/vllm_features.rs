@@ -81,7 +81,9 @@ fn a_speculative_config_joins_the_plan_and_the_launch() {
 
 // `--enable-lora`: the slots vLLM preallocates join the weights (Llama-3.1-8B, 4 slots of rank
 // 64: 32 layers × 4 × (64 × (5 × 4096 + 4096 + 14336) + 64 × (4096 + 2 × 1024 + 2 × 14336 +
-// 2 × 4096)) × 2 bytes), the launch carries the flags, and vLLM's own refusals are usage errors.
+// 2 × 4096)) × 2 bytes, and Llama's class wraps its embedding and logits too: 2 × 4 × 64 ×
+// (128,256 + 4096) × 2 bytes), the launch carries the flags, and vLLM's own refusals are usage
+// errors.
 #[test]
 fn lora_slots_join_the_weights_and_the_launch() {
     let run = |extra: &[&str]| {
@@ -112,7 +114,8 @@ fn lora_slots_join_the_weights_and_the_launch() {
         serde_json::from_str(&without).unwrap(),
     );
     let slots =
-        32u64 * 4 * (64 * (5 * 4096 + 4096 + 14336) + 64 * (4096 + 2048 + 28672 + 8192)) * 2;
+        32u64 * 4 * (64 * (5 * 4096 + 4096 + 14336) + 64 * (4096 + 2048 + 28672 + 8192)) * 2
+            + 2 * 4 * 64 * (128_256 + 4096) * 2;
     assert_eq!(with["plan"]["engine"]["lora"][1], slots);
     let weights = |doc: &Value| {
         doc["plan"]["engine"]["terms"]

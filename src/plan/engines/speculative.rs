@@ -13,8 +13,9 @@ use crate::model::ModelArch;
 pub enum SpecAlgorithm {
     /// EAGLE: one decoder layer over the target's features and token (fc: 2 × hidden → hidden).
     Eagle,
-    /// EAGLE-3: one decoder layer over three of the target's layers (fc: 3 × hidden → hidden)
-    /// and its own output head over a 32,000-token draft vocabulary.
+    /// EAGLE-3: one decoder layer over three of the target's layers (fc: 3 × hidden → hidden),
+    /// whose q, k and v projections read the token's embedding beside the hidden state
+    /// (2 × hidden wide), and its own output head over a 32,000-token draft vocabulary.
     Eagle3,
     /// Multi-token prediction: the checkpoint's own next-token layer (a decoder layer and its
     /// 2 × hidden → hidden projection).
@@ -57,9 +58,15 @@ pub fn draft(arch: &ModelArch, weights_bytes: u64, algorithm: SpecAlgorithm) -> 
     let matrices = if arch.tie_word_embeddings { 1 } else { 2 };
     let non_layer = matrices * arch.vocab_size * h * 2;
     let layer = weights_bytes.saturating_sub(non_layer) / arch.num_layers.max(1);
+    // EAGLE-3's first layer widens q, k and v to 2 × hidden inputs (vLLM 0.33's
+    // `llama_eagle3.py`): one hidden's worth more of each.
+    let qkv = (arch.num_heads + 2 * arch.num_kv_heads) * arch.head_dim;
     let (weights, layers) = match algorithm {
         SpecAlgorithm::Eagle | SpecAlgorithm::Mtp => (layer + 2 * h * h * 2, 1),
-        SpecAlgorithm::Eagle3 => (layer + 3 * h * h * 2 + EAGLE3_DRAFT_VOCAB * h * 2, 1),
+        SpecAlgorithm::Eagle3 => (
+            layer + h * qkv * 2 + 3 * h * h * 2 + EAGLE3_DRAFT_VOCAB * h * 2,
+            1,
+        ),
         SpecAlgorithm::Ngram => (0, 0),
     };
     Draft {

@@ -126,6 +126,24 @@ impl VllmLora {
         let bytes = (a + b) * w(self.max_loras) * w(layers) * w(element);
         u64::try_from(bytes).unwrap_or(u64::MAX)
     }
+
+    /// The bytes of the vocabulary's LoRA slots at one end of the model, at `element` bytes a
+    /// value: where the model class declares `embedding_modules` (vLLM's Llama and Qwen3
+    /// classes do, Mistral's and Qwen2's do not), the token embedding is wrapped on the first
+    /// stage (A: vocabulary × rank, B: hidden × rank) and the output head's logits on the last
+    /// (A: rank × hidden, B: vocabulary × rank), each for `max_loras` adapters and neither
+    /// split over the ranks (`VocabParallelEmbeddingWithLoRA`, `LogitsProcessorWithLoRA`).
+    pub fn vocab_slot_bytes(&self, arch: &ModelArch, element: u64) -> u64 {
+        if !arch.family_kind().vllm_lora_wraps_vocab() {
+            return 0;
+        }
+        let w = u128::from;
+        let bytes = w(self.max_lora_rank)
+            * (w(arch.vocab_size) + w(arch.hidden_size))
+            * w(self.max_loras)
+            * w(element);
+        u64::try_from(bytes).unwrap_or(u64::MAX)
+    }
 }
 
 /// `--speculative-config`: the draft's kind, the tokens it proposes a step, and the JSON as

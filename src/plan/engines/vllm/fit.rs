@@ -261,12 +261,13 @@ pub fn fit(
     let (stage_index, st) = binding_stage(model, cfg, &run, &parts)?;
     let per_request = st.pages.blocks_per_request(cfg.max_model_len);
     let lora_bytes = cfg.lora.map_or(0, |l| {
+        let ends = u64::from(stage_index == 0) + u64::from(stage_index + 1 == pp);
         l.slot_bytes(
             arch,
             tp,
             st_layers(&parts, stage_index),
             model.activation_bytes,
-        )
+        ) + ends * l.vocab_slot_bytes(arch, model.activation_bytes)
     });
     let outcome = match arch.max_position_embeddings {
         Some(trained) if cfg.max_model_len > trained => VllmOutcome::LongerThanTrained { trained },

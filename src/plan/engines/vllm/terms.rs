@@ -64,14 +64,16 @@ impl Stage {
                 .div_ceil(run.tp.max(1)),
             _ => 0,
         };
-        // LoRA slots, allocated with the model (inside "Model loading took").
+        // LoRA slots, allocated with the model (inside "Model loading took"): the stage's
+        // layers', and the vocabulary's at the ends that hold it.
         let lora = cfg.lora.map_or(0, |l| {
+            let ends = u64::from(index == 0) + u64::from(last);
             l.slot_bytes(
                 model.arch,
                 run.tp,
                 layers.end - layers.start,
                 model.activation_bytes,
-            )
+            ) + ends * l.vocab_slot_bytes(model.arch, model.activation_bytes)
         });
         let weights =
             stage_weights(model, run, layers.clone(), index == 0, last) - offloaded + draft + lora;
