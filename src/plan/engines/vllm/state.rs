@@ -81,6 +81,13 @@ pub(super) fn pages(
     hybrid: bool,
     (block_size, attention_token): (u64, u64),
 ) -> Option<(u64, u64, u64)> {
+    // Kimi-K3 runs Kimi-Linear's pages, but its model holds terms gpumem does not model for
+    // vLLM (the residual streams it banks across layers for its residual attention, the
+    // experts' latent projections in the profile run): refused by name, not estimated as
+    // Kimi-Linear.
+    if arch.kimi_k3.is_some() {
+        return None;
+    }
     let state = state_page(ssm, (tp, spec), act, ssm_state_bytes(arch, act))?;
     // Each proposed token's state is a page of its own (`num_speculative_blocks`).
     let per_request = pages_per_request(ssm, hybrid, spec);
