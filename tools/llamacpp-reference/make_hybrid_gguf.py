@@ -286,7 +286,8 @@ def kimik3(w: GGUFWriter, a) -> None:
     w.add_expert_shared_count(a.shared_ffn // a.expert_ffn)
     w.add_leading_dense_block_count(a.dense_layers)
     w.add_expert_weights_scale(1.0)
-    w.add_expert_weights_norm(True)
+    if not a.unnormalised:
+        w.add_expert_weights_norm(True)
     w.add_expert_gating_func(ExpertGatingFuncType.SIGMOID)
     w.add_expert_latent_length(a.latent)
     w.add_activation_situ_beta(4.0)
@@ -709,6 +710,8 @@ def main() -> None:
     p.add_argument("--q-lora", type=int, default=1536, help="kimik3: q_lora_rank")
     p.add_argument("--latent", type=int, default=3584, help="kimik3: routed_expert_hidden_size")
     p.add_argument("--res-block", type=int, default=12, help="kimik3: attn_res_block_size")
+    p.add_argument("--unnormalised", action="store_true",
+                   help="kimik3: no expert_weights_norm (moe_renormalize false)")
     p.add_argument("--gate-lower-bound", type=float, default=-5.0,
                    help="kimik3: linear_attn_config.gate_lower_bound")
     p.add_argument("out")

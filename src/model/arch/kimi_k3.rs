@@ -30,6 +30,9 @@ pub struct K3Layout {
     /// `activation_situ_linear_beta` is positive: SiTU squashes the up projection too (β' ·
     /// tanh(up / β')), as in every feed-forward block.
     pub situ_up: bool,
+    /// `moe_renormalize` (`expert_weights_norm`): the routed experts' weights are normalised to
+    /// sum to one; llama.cpp's `kimi-k3` builder leaves them as gathered without the key.
+    pub renormalize: bool,
 }
 
 impl ModelArch {

@@ -468,6 +468,7 @@ fn kimi_k3(k: &Keys<'_>) -> K3Layout {
             .file
             .float(&format!("{}.activation.situ_linear_beta", k.a))
             .is_some_and(|b| b > 0.0),
+        renormalize: k.file.boolean(&format!("{}.expert_weights_norm", k.a)) == Some(true),
     }
 }
 

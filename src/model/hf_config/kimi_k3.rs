@@ -59,6 +59,8 @@ pub(super) fn kimi_k3(f: &mut Fields<'_>, arch: &mut ModelArch) -> Result<(), Mo
             .get("activation_situ_linear_beta")
             .and_then(Value::as_f64)
             .is_some_and(|b| b > 0.0),
+        // llama.cpp's converter requires the key; K3's config sets it.
+        renormalize: f.boolean("moe_renormalize").unwrap_or(true),
     });
     Ok(())
 }

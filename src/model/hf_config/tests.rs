@@ -352,7 +352,7 @@ fn kimi_k3_reads_its_text_config_as_kimi_k3() {
     assert_eq!((ssm.kind, ssm.dt_rank, ssm.state), (SsmKind::Kda, 96, 128));
     let k3 = arch.kimi_k3.unwrap();
     assert_eq!((k3.res_block, k3.latent, k3.latent_norm), (12, 3584, true));
-    assert!(k3.gate_lower_bound && k3.mla_gate && k3.situ_up);
+    assert!(k3.gate_lower_bound && k3.mla_gate && k3.situ_up && k3.renormalize);
     let moe = arch.moe.clone().unwrap();
     assert_eq!(
         (moe.experts, moe.experts_per_token, moe.shared_intermediate),

@@ -141,6 +141,17 @@ mod tests {
         assert_eq!(state_page(&rwkv, (1, 0), 2, 2), None);
     }
 
+    // Kimi-Linear's pages are planned; Kimi-K3's, whose own terms are not modelled, are not.
+    #[test]
+    fn kimi_k3_is_not_planned_as_kimi_linear() {
+        let page = |name: &str| {
+            let arch = crate::model::find_model(name).unwrap().arch;
+            pages(&arch.ssm.unwrap(), &arch, (1, 2, 0), true, (16, 1152))
+        };
+        assert!(page("kimi-linear-48b-a3b").is_some());
+        assert_eq!(page("kimi-k3"), None);
+    }
+
     #[test]
     fn an_attention_block_grows_to_hold_a_state_page() {
         assert_eq!(hybrid_block_size(16, 5_316_608, 4096, false), 1312);

@@ -608,6 +608,7 @@ fn kimi_k3(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
     Some(Builder {
         mla: b.mla.map(|m| Mla { q_lora, ..m }),
         k3: Some(k3),
+        unnormalised: !k3.renormalize,
         ..b
     })
 }
