@@ -893,6 +893,16 @@ pub fn catalog() -> Vec<CatalogModel> {
             "moonshotai/Kimi-K2-Instruct",
             KIMI_K2_CONFIG,
         ),
+        // moonshotai/Kimi-K3's published config.json (its language model in text_config, the
+        // vision tower not counted): MXFP4 routed experts (compressed-tensors, the `re:`
+        // patterns of its ignore list keeping attention, the dense and shared MLPs and the
+        // head in bf16).
+        from_config(
+            "kimi-k3",
+            &[],
+            "moonshotai/Kimi-K3",
+            include_str!("catalog_configs/kimi-k3.json"),
+        ),
         from_config(
             "kimi-linear-48b-a3b",
             &["kimi-linear", "kimi-linear-48b"],

@@ -37,6 +37,12 @@ pub enum Family {
     /// and sigmoid-routed experts with a correction bias and a shared expert after dense leading
     /// layers (llama.cpp's `kimi-linear` builder).
     KimiLinear,
+    /// Kimi-K3: Kimi-Linear's hybrid with a single full-rank KDA output gate and a bounded
+    /// decay, latent attention with q compression and a sigmoid output gate, cross-layer
+    /// residual attention over banked residual streams, SiTU activations, and routed experts in
+    /// a latent space (llama.cpp's `kimi-k3` builder; `kimi_k3` configs nest the language
+    /// model in `text_config`).
+    KimiK3,
     /// Gemma (two norms a layer).
     Gemma,
     /// Gemma 2.
@@ -140,6 +146,7 @@ pub const FAMILIES: &[Spellings] = &[
     ),
     row(Family::MinimaxM2, &["minimax-m2"], &["minimax_m2"]),
     row(Family::KimiLinear, &["kimi-linear"], &["kimi_linear"]),
+    row(Family::KimiK3, &["kimi-k3"], &["kimi_k3"]),
     row(Family::Gemma, &["gemma"], &["gemma"]),
     row(Family::Gemma2, &["gemma2"], &["gemma2"]),
     row(Family::Gemma3, &["gemma3"], &["gemma3", "gemma3_text"]),

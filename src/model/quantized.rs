@@ -113,14 +113,19 @@ fn mixer_linears(arch: &ModelArch, m: &Ssm, i: u64, p: &str, out: &mut Vec<Linea
         }
         // Kimi Delta Attention, as the published checkpoints name it: q, k and v apart, the
         // decay's and the output gate's low-rank pairs, β, and the output.
+        // Kimi-K3's output gate is one full-rank projection (`g_proj`).
         SsmKind::Kda => {
             let a = format!("{p}.self_attn");
             for name in ["q_proj", "k_proj", "v_proj"] {
                 out.push(lin(format!("{a}.{name}"), h, m.inner, 1));
             }
-            for pair in ["f", "g"] {
-                out.push(lin(format!("{a}.{pair}_a_proj"), h, m.state, 1));
-                out.push(lin(format!("{a}.{pair}_b_proj"), m.state, m.inner, 1));
+            out.push(lin(format!("{a}.f_a_proj"), h, m.state, 1));
+            out.push(lin(format!("{a}.f_b_proj"), m.state, m.inner, 1));
+            if arch.kimi_k3.is_some() {
+                out.push(lin(format!("{a}.g_proj"), h, m.inner, 1));
+            } else {
+                out.push(lin(format!("{a}.g_a_proj"), h, m.state, 1));
+                out.push(lin(format!("{a}.g_b_proj"), m.state, m.inner, 1));
             }
             out.push(lin(format!("{a}.b_proj"), h, m.dt_rank, 1));
             out.push(lin(format!("{a}.o_proj"), m.inner, h, 1));
@@ -204,6 +209,9 @@ fn attention_linears(arch: &ModelArch, a: &str, out: &mut Vec<Linear>) {
                 heads * (qk_nope_head_dim + v_head_dim),
                 1,
             ));
+            if arch.kimi_k3.is_some_and(|k| k.mla_gate) {
+                out.push(lin(format!("{a}.g_proj"), h, heads * v_head_dim, 1));
+            }
             out.push(lin(format!("{a}.o_proj"), heads * v_head_dim, h, 1));
         }
     }
@@ -214,7 +222,7 @@ fn attention_linears(arch: &ModelArch, a: &str, out: &mut Vec<Linear>) {
 fn ffn_linears(arch: &ModelArch, i: u64, p: &str, out: &mut Vec<Linear>) {
     let h = arch.hidden_size;
     let mlp = format!("{p}.mlp");
-    let ffn = |out: &mut Vec<Linear>, prefix: String, inter: u64, count: u64| {
+    let ffn = |out: &mut Vec<Linear>, prefix: String, (h, inter): (u64, u64), count: u64| {
         if arch.mlp == Mlp::Gated {
             out.push(lin(format!("{prefix}.gate_proj"), h, inter, count));
         }
@@ -222,28 +230,36 @@ fn ffn_linears(arch: &ModelArch, i: u64, p: &str, out: &mut Vec<Linear>) {
         out.push(lin(format!("{prefix}.down_proj"), inter, h, count));
     };
     match arch.moe.as_ref().filter(|_| arch.is_moe_layer(i)) {
+        // Kimi-K3's checkpoint: `block_sparse_moe`, the experts' w1 (gate), w3 (up) and w2
+        // (down) at the latent width, `shared_experts`. The latent projections and norm are not
+        // linears the quantizer took (bf16 in the published checkpoint).
+        Some(m) if arch.kimi_k3.is_some() => {
+            let moe = format!("{p}.block_sparse_moe");
+            out.push(Linear {
+                skipped_by_default: true,
+                ..lin(format!("{moe}.gate"), h, m.experts, 1)
+            });
+            let (x, n, e) = (arch.expert_width(), m.expert_intermediate, m.experts);
+            out.push(lin(format!("{moe}.experts.w1"), x, n, e));
+            out.push(lin(format!("{moe}.experts.w3"), x, n, e));
+            out.push(lin(format!("{moe}.experts.w2"), n, x, e));
+            let shared = (h, m.shared_intermediate);
+            ffn(out, format!("{moe}.shared_experts"), shared, 1);
+        }
         Some(m) => {
             out.push(Linear {
                 skipped_by_default: true,
                 ..lin(format!("{mlp}.gate"), h, m.experts, 1)
             });
-            ffn(
-                out,
-                format!("{mlp}.experts"),
-                m.expert_intermediate,
-                m.experts,
-            );
+            let routed = (h, m.expert_intermediate);
+            ffn(out, format!("{mlp}.experts"), routed, m.experts);
             if m.shared_intermediate > 0 {
-                ffn(
-                    out,
-                    format!("{mlp}.shared_expert"),
-                    m.shared_intermediate,
-                    1,
-                );
+                let shared = (h, m.shared_intermediate);
+                ffn(out, format!("{mlp}.shared_expert"), shared, 1);
             }
         }
         None if arch.intermediate_size > 0 && arch.has_ffn(i) => {
-            ffn(out, mlp, arch.intermediate_size, 1);
+            ffn(out, mlp, (h, arch.intermediate_size), 1);
         }
         None => {}
     }
@@ -585,20 +601,37 @@ fn names(pattern: &str, name: &str) -> bool {
         return wildcard(pattern, name) || wildcard(&format!("{pattern}.*"), name);
     }
     match pattern.strip_prefix("re:") {
-        Some(re) => {
+        Some(re) => alternatives(re).iter().any(|re| {
             let core = re.trim_start_matches(".*").trim_end_matches('$');
+            let core = core.strip_suffix(".*").unwrap_or(core);
             if re.ends_with('$') {
                 name.ends_with(core)
             } else {
                 name.contains(core)
             }
-        }
+        }),
         None => {
             name == pattern
                 || name.ends_with(&format!(".{pattern}"))
                 || name.contains(&format!("{pattern}."))
                 || name.split('.').any(|part| part == pattern)
         }
+    }
+}
+
+/// A `re:` expression's one group of alternatives spelled out, its escaped dots unescaped:
+/// Kimi-K3's `.*mlp\.(gate|up|gate_up|down)_proj.*` is four expressions without a group.
+fn alternatives(re: &str) -> Vec<String> {
+    let re = re.replace("\\.", ".");
+    let group = re
+        .find('(')
+        .and_then(|open| Some((open, open + re[open..].find(')')?)));
+    match group {
+        Some((open, close)) => re[open + 1..close]
+            .split('|')
+            .map(|alt| format!("{}{alt}{}", &re[..open], &re[close + 1..]))
+            .collect(),
+        None => vec![re],
     }
 }
 

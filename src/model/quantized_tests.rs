@@ -220,3 +220,22 @@ fn every_architecture_has_its_linears() {
         );
     }
 }
+
+// compressed-tensors' `re:` expressions with one group of alternatives (Kimi-K3's ignore list):
+// each alternative matches, and nothing else does.
+#[test]
+fn re_patterns_with_alternatives_name_each_alternative() {
+    let p = "re:.*mlp\\.(gate|up|gate_up|down)_proj.*";
+    for name in [
+        "model.layers.0.mlp.gate_proj",
+        "model.layers.0.mlp.down_proj",
+    ] {
+        assert!(names(p, name), "{name}");
+    }
+    assert!(!names(p, "model.layers.1.block_sparse_moe.experts.w1"));
+    assert!(names("re:.*self_attn.*", "model.layers.3.self_attn.g_proj"));
+    assert!(names(
+        "re:.*shared_experts.*",
+        "model.layers.1.block_sparse_moe.shared_experts.up_proj"
+    ));
+}

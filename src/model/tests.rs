@@ -151,3 +151,19 @@ fn hybrid_and_state_space_models_count_only_their_attention_layers_in_the_kv_cac
     assert_eq!(codestral.params().total, 7_285_403_648);
     assert_eq!(codestral.attention_layer_count(), 0);
 }
+
+// Kimi-K3 (moonshotai/Kimi-K3's config.json, the vision tower left out): the text tensors as
+// llama.cpp's converter writes them (each residual score one vector, A one value a head);
+// the checkpoint's own text tensors hold 1,342,624 more (the scores' norm and projection
+// apart: 2 × 187 × 7168 and 7168 × 2; A_log at 128 in 69 layers: 69 × 32), 0.00005 %.
+// Its MXFP4 experts (compressed-tensors, 32-value groups with a one-byte scale) and bf16
+// rest: 1,452.81 GiB, the listing's 1,453.66 GiB of tensors less the vision tower and
+// projector (0.83 GiB) within 0.002 %.
+#[test]
+fn kimi_k3_counts_the_published_text_tensors() {
+    let m = find_model("kimi-k3").unwrap();
+    assert_eq!(m.arch.params().total, 2_779_483_135_584);
+    assert_eq!(m.arch.params().active, 105_362_677_344);
+    let w = m.checkpoint_weights.unwrap();
+    assert_eq!(w.bytes, 1_559_940_676_800);
+}

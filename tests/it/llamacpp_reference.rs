@@ -402,6 +402,38 @@ fn config_json_readings_match_the_measured_ggufs() {
                 }
             }),
         ),
+        // Kimi-K3 as its repository publishes it: the language model in text_config, written
+        // as kimi_linear under the top level's kimi_k3, with K3's own fields beside
+        // Kimi-Linear's.
+        (
+            "kimi-k3-layout.json",
+            serde_json::from_str::<Value>(
+                r#"{
+                "model_type": "kimi_k3", "tie_word_embeddings": false,
+                "text_config": {
+                    "model_type": "kimi_linear", "hidden_size": 7168, "num_hidden_layers": 8,
+                    "num_attention_heads": 96, "num_key_value_heads": 96,
+                    "intermediate_size": 33792, "moe_intermediate_size": 3072,
+                    "num_experts": 16, "num_shared_experts": 2, "num_experts_per_token": 16,
+                    "num_expert_group": 1, "topk_group": 1, "first_k_dense_replace": 1,
+                    "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 64,
+                    "qk_nope_head_dim": 128, "v_head_dim": 128, "vocab_size": 163840,
+                    "tie_word_embeddings": false, "routed_scaling_factor": 1.0,
+                    "moe_router_activation_func": "sigmoid", "moe_renormalize": true,
+                    "routed_expert_hidden_size": 3584, "latent_moe_use_norm": true,
+                    "attn_res_block_size": 3, "mla_use_nope": true, "mla_use_output_gate": true,
+                    "hidden_act": "situ", "activation_situ_beta": 4.0,
+                    "activation_situ_linear_beta": 25.0,
+                    "linear_attn_config": {
+                        "full_attn_layers": [4, 8], "kda_layers": [1, 2, 3, 5, 6, 7],
+                        "head_dim": 128, "num_heads": 96, "short_conv_kernel_size": 4,
+                        "use_full_rank_gate": true, "gate_lower_bound": -5.0
+                    }
+                }
+            }"#,
+            )
+            .unwrap(),
+        ),
         // Qwen3.5 as its multimodal repositories publish it: the language model nested in
         // text_config, layer_types listed, the MTP block counted apart.
         (

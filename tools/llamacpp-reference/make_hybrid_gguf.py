@@ -19,6 +19,13 @@ no weight data (a sparse file), like make_gguf.py does for the llama layout.
              linear_attn_config.full_attn_layers), the latent absorbed (attn_k_b, attn_v_b);
              a gated MLP of --ffn in the first --dense-layers layers, then sigmoid-routed
              experts with a correction bias and --shared-ffn of shared expert.
+  kimik3     Kimi-K3 (`kimi-k3`): kimilinear's layers with a compressed query (--q-lora), a
+             sigmoid output gate on latent attention (attn_gate), KDA's one full-rank output
+             gate (ssm_g) and a decay bounded by --gate-lower-bound, the residual streams
+             banked every --res-block layers and mixed before each block (attn_res_score,
+             ffn_res_score, output_res_score), SiTU activations, and the routed experts at
+             --latent between ffn_routed_down and ffn_routed_up (with ffn_routed_norm); the
+             matrices of --matrix-type (the embeddings too), as the converter writes the keys.
   mamba      Mamba (v1): every layer a selective-scan mixer (in_proj, conv, x_proj, dt_proj, A,
              D, out_proj); Δ rank ⌈hidden/16⌉.
   mamba2     Mamba-2: every layer an SSD mixer (in_proj, conv, A, D, gated norm, out_proj).
@@ -248,6 +255,90 @@ def kimilinear(w: GGUFWriter, a) -> None:
             t(b + "ffn_up_exps.weight", (a.experts, a.expert_ffn, d))
             t(b + "ffn_down_exps.weight", (a.experts, d, a.expert_ffn))
             t(b + "exp_probs_b.bias", (a.experts,), F32)
+            t(b + "ffn_gate_shexp.weight", (a.shared_ffn, d))
+            t(b + "ffn_up_shexp.weight", (a.shared_ffn, d))
+            t(b + "ffn_down_shexp.weight", (d, a.shared_ffn))
+
+
+def kimik3(w: GGUFWriter, a) -> None:
+    d, heads = a.hidden, a.heads
+    kda, mla = a.ssm_head_dim, set(int(x) for x in a.attn_layers.split(",") if x)
+    inner = heads * kda
+    nope, rope, v, lora, qr = a.qk_nope, a.qk_rope, a.v_head, a.kv_lora, a.q_lora
+    w.add_embedding_length(d)
+    w.add_feed_forward_length(a.ffn)
+    w.add_head_count(heads)
+    # latent attention served as MQA: one KV head in its layers, none in KDA's
+    w.add_head_count_kv([1 if i + 1 in mla else 0 for i in range(a.layers)])
+    w.add_ssm_conv_kernel(a.conv)
+    w.add_kda_head_dim(kda)
+    w.add_kda_gate_lower_bound(a.gate_lower_bound)
+    w.add_q_lora_rank(qr)
+    w.add_kv_lora_rank(lora)
+    w.add_rope_dimension_count(rope)
+    w.add_key_length(lora + rope)
+    w.add_value_length(lora)
+    w.add_key_length_mla(nope + rope)
+    w.add_value_length_mla(v)
+    w.add_expert_count(a.experts)
+    w.add_expert_used_count(a.experts_used)
+    w.add_expert_feed_forward_length(a.expert_ffn)
+    w.add_expert_shared_count(a.shared_ffn // a.expert_ffn)
+    w.add_leading_dense_block_count(a.dense_layers)
+    w.add_expert_weights_scale(1.0)
+    if not a.unnormalised:
+        w.add_expert_weights_norm(True)
+    w.add_expert_gating_func(ExpertGatingFuncType.SIGMOID)
+    w.add_expert_latent_length(a.latent)
+    w.add_activation_situ_beta(4.0)
+    w.add_activation_situ_linear_beta(25.0)
+    w.add_attn_res_block_size(a.res_block)
+
+    m = a.matrix_type
+    t = lambda name, shape, ty=m: add_tensor(w, name, shape, ty)
+    t("token_embd.weight", (a.vocab, d))
+    t("output_norm.weight", (d,), F32)
+    t("output.weight", (a.vocab, d))
+    t("output_res_score.weight", (d,), F32)
+    for i in range(a.layers):
+        b = f"blk.{i}."
+        t(b + "attn_norm.weight", (d,), F32)
+        t(b + "ffn_norm.weight", (d,), F32)
+        t(b + "attn_res_score.weight", (d,), F32)
+        t(b + "ffn_res_score.weight", (d,), F32)
+        if i + 1 in mla:
+            t(b + "attn_q_a.weight", (qr, d))
+            t(b + "attn_q_a_norm.weight", (qr,), F32)
+            t(b + "attn_q_b.weight", (heads * (nope + rope), qr))
+            t(b + "attn_kv_a_mqa.weight", (lora + rope, d))
+            t(b + "attn_kv_a_norm.weight", (lora,), F32)
+            t(b + "attn_k_b.weight", (heads, lora, nope))
+            t(b + "attn_v_b.weight", (heads, v, lora))
+            t(b + "attn_gate.weight", (heads * v, d))
+            t(b + "attn_output.weight", (d, heads * v))
+        else:
+            for x in "qkv":
+                t(b + f"attn_{x}.weight", (inner, d))
+                t(b + f"ssm_conv1d_{x}.weight", (1, inner, 1, a.conv), F32)
+            t(b + "ssm_f_a.weight", (kda, d))
+            t(b + "ssm_f_b.weight", (inner, kda))
+            t(b + "ssm_beta.weight", (heads, d))
+            t(b + "ssm_a", (heads,), F32)
+            t(b + "ssm_dt.bias", (inner,), F32)
+            t(b + "ssm_g.weight", (inner, d))
+            t(b + "ssm_norm.weight", (kda,), F32)
+            t(b + "attn_output.weight", (d, inner))
+        if i < a.dense_layers:
+            gated_mlp(t, b, a)
+        else:
+            t(b + "ffn_gate_inp.weight", (a.experts, d), F32)
+            t(b + "exp_probs_b.bias", (a.experts,), F32)
+            t(b + "ffn_gate_exps.weight", (a.experts, a.expert_ffn, a.latent))
+            t(b + "ffn_up_exps.weight", (a.experts, a.expert_ffn, a.latent))
+            t(b + "ffn_down_exps.weight", (a.experts, a.latent, a.expert_ffn))
+            t(b + "ffn_routed_down.weight", (a.latent, d))
+            t(b + "ffn_routed_up.weight", (d, a.latent))
+            t(b + "ffn_routed_norm.weight", (a.latent,), F32)
             t(b + "ffn_gate_shexp.weight", (a.shared_ffn, d))
             t(b + "ffn_up_shexp.weight", (a.shared_ffn, d))
             t(b + "ffn_down_shexp.weight", (d, a.shared_ffn))
@@ -588,7 +679,7 @@ def rwkv7(w: GGUFWriter, a) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("arch", choices=["qwen3next", "qwen35", "kimilinear", "mamba", "mamba2", "granitehybrid", "jamba",
+    p.add_argument("arch", choices=["qwen3next", "qwen35", "kimilinear", "kimik3", "mamba", "mamba2", "granitehybrid", "jamba",
                                     "nemotronh", "falconh1", "rwkv6", "rwkv7"])
     p.add_argument("--head-size", type=int, default=64, help="rwkv6, rwkv7: the WKV head size")
     p.add_argument("--mix-rank", type=int, default=32, help="rwkv6: time_mix_extra_dim")
@@ -608,7 +699,7 @@ def main() -> None:
     p.add_argument("--ssm-inner", type=int, default=0,
                    help="the mixer's inner width when not --expand × hidden (Nemotron-H)")
     p.add_argument("--matrix-type", default="f16", choices=["f16", "q8_0", "q5_0"],
-                   help="nemotronh, falconh1: the matrices' type (q5_0 keeps a large shape's file small, and the CPU backend leaves it unrepacked)")
+                   help="nemotronh, falconh1, kimik3: the matrices' type (q5_0 keeps a large shape's file small, and the CPU backend leaves it unrepacked)")
     p.add_argument("--moe-layers", default="", help="jamba: layers with experts, e.g. 1,3,5,7")
     p.add_argument("--dt-rank", type=int, default=0)
     p.add_argument("--dense-layers", type=int, default=1, help="kimilinear: leading dense layers")
@@ -616,6 +707,13 @@ def main() -> None:
     p.add_argument("--qk-nope", type=int, default=128, help="kimilinear: qk_nope_head_dim")
     p.add_argument("--qk-rope", type=int, default=64, help="kimilinear: qk_rope_head_dim")
     p.add_argument("--v-head", type=int, default=128, help="kimilinear: v_head_dim")
+    p.add_argument("--q-lora", type=int, default=1536, help="kimik3: q_lora_rank")
+    p.add_argument("--latent", type=int, default=3584, help="kimik3: routed_expert_hidden_size")
+    p.add_argument("--res-block", type=int, default=12, help="kimik3: attn_res_block_size")
+    p.add_argument("--unnormalised", action="store_true",
+                   help="kimik3: no expert_weights_norm (moe_renormalize false)")
+    p.add_argument("--gate-lower-bound", type=float, default=-5.0,
+                   help="kimik3: linear_attn_config.gate_lower_bound")
     p.add_argument("out")
     p.add_argument("--name", default="shape")
     p.add_argument("--hidden", type=int, required=True)
@@ -648,7 +746,7 @@ def main() -> None:
                      "q5_0": GGMLQuantizationType.Q5_0}[a.matrix_type]
 
     names = {"nemotronh": "nemotron_h_moe" if "E" in a.pattern else "nemotron_h",
-             "falconh1": "falcon-h1", "kimilinear": "kimi-linear", "qwen35": "qwen35moe" if a.experts else "qwen35"}
+             "falconh1": "falcon-h1", "kimilinear": "kimi-linear", "kimik3": "kimi-k3", "qwen35": "qwen35moe" if a.experts else "qwen35"}
     w = GGUFWriter(a.out, names.get(a.arch, a.arch))
     w.add_name(a.name)
     w.add_context_length(1 << 18)
@@ -657,7 +755,7 @@ def main() -> None:
     w.add_vocab_size(a.vocab)
     w.add_file_type(1)
     add_vocab(w, a.vocab)
-    {"qwen3next": qwen3next, "qwen35": qwen35, "kimilinear": kimilinear, "mamba": mamba, "mamba2": mamba2, "granitehybrid": granitehybrid,
+    {"qwen3next": qwen3next, "qwen35": qwen35, "kimilinear": kimilinear, "kimik3": kimik3, "mamba": mamba, "mamba2": mamba2, "granitehybrid": granitehybrid,
      "jamba": jamba, "nemotronh": nemotronh, "falconh1": falconh1, "rwkv6": rwkv6,
      "rwkv7": rwkv7}[a.arch](w, a)
     finish_sparse(w, a.out)

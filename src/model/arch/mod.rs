@@ -3,6 +3,7 @@
 
 mod encoder;
 mod gemma4;
+mod kimi_k3;
 mod kv;
 mod params;
 mod shape;
@@ -11,6 +12,7 @@ use serde::Serialize;
 
 pub use encoder::{Classifier, Encoder, Pooling};
 pub use gemma4::EdgeLayout;
+pub use kimi_k3::K3Layout;
 pub(crate) use shape::implausible_layer_count;
 pub use shape::{ShapeField, MAX_PARAMETERS};
 
@@ -452,6 +454,8 @@ pub struct ModelArch {
     pub full_attention: Option<FullAttention>,
     /// Gemma 4 E2B's and E4B's per-layer embeddings and KV-sharing layers; `None` elsewhere.
     pub edge: Option<EdgeLayout>,
+    /// Kimi-K3's residual attention, latent experts and gates; `None` elsewhere.
+    pub kimi_k3: Option<K3Layout>,
 }
 
 /// Parameter counts from the shape (before any file says otherwise).
@@ -597,5 +601,6 @@ pub fn llama_like(
         encoder: None,
         full_attention: None,
         edge: None,
+        kimi_k3: None,
     }
 }

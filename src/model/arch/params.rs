@@ -104,7 +104,12 @@ impl ModelArch {
     }
 
     pub(super) fn ffn_params(&self, intermediate: u64) -> u64 {
-        let h = self.hidden_size;
+        self.ffn_params_at(self.hidden_size, intermediate)
+    }
+
+    /// [`ModelArch::ffn_params`] of a block reading and writing `h` values (Kimi-K3's routed
+    /// experts run at their latent width).
+    fn ffn_params_at(&self, h: u64, intermediate: u64) -> u64 {
         let p = match self.mlp {
             Mlp::Gated => {
                 3 * u128::from(h) * u128::from(intermediate)
@@ -181,7 +186,7 @@ impl ModelArch {
             + dense_layers * dense_ffn;
         let mut active = total;
         if let Some(m) = &self.moe {
-            let expert = w(self.ffn_params(m.expert_intermediate));
+            let expert = w(self.ffn_params_at(self.expert_width(), m.expert_intermediate));
             let shared = if m.shared_intermediate > 0 {
                 w(self.ffn_params(m.shared_intermediate))
             } else {
@@ -202,15 +207,17 @@ impl ModelArch {
         // (`rope_freqs`, one tensor the full layers share).
         // E2B and E4B: per-layer embeddings, wider MLPs and no K/V in the KV-sharing layers.
         let (edge_added, edge_lacked) = self.edge_params();
+        let (k3_added, k3_lacked) = self.k3_params();
         let extra = self.encoder_params()
             + edge_added
+            + k3_added
             + self.full_attention.map_or(0, |f| {
                 w(self.num_layers) + w(f.head_dim / 2) + self.gemma4_expert_extras()
             });
         total += extra;
         active += extra;
-        total -= edge_lacked;
-        active -= edge_lacked;
+        total -= edge_lacked + k3_lacked;
+        active -= edge_lacked + k3_lacked;
         if self.active_without_embedding {
             active -= embed;
         }

@@ -4,8 +4,8 @@ use std::path::Path;
 
 use super::{GgufFile, GgufValue};
 use crate::model::arch::{
-    self, llama_like, Attention, Classifier, Encoder, GraniteScales, Indexer, Mlp, ModelArch, Moe,
-    Norm, Pooling, SlidingLayers, SlidingWindow, Ssm, SsmKind,
+    self, llama_like, Attention, Classifier, Encoder, GraniteScales, Indexer, K3Layout, Mlp,
+    ModelArch, Moe, Norm, Pooling, SlidingLayers, SlidingWindow, Ssm, SsmKind,
 };
 use crate::model::error::ModelError;
 use crate::model::family::Family;
@@ -23,7 +23,7 @@ fn mixer_kind(family: Family) -> Option<SsmKind> {
             Some(SsmKind::Mamba2)
         }
         Family::Qwen3Next | Family::Qwen35 => Some(SsmKind::GatedDeltaNet),
-        Family::KimiLinear => Some(SsmKind::Kda),
+        Family::KimiLinear | Family::KimiK3 => Some(SsmKind::Kda),
         Family::Rwkv6 => Some(SsmKind::Rwkv6),
         Family::Rwkv7 => Some(SsmKind::Rwkv7),
         _ => None,
@@ -201,6 +201,9 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
     if family == Family::Gemma4 {
         gemma4::gemma4(&k, &mut arch)?;
     }
+    if family == Family::KimiK3 {
+        arch.kimi_k3 = Some(kimi_k3(&k));
+    }
     arch.check_plausible()
         .map_err(|(field, why)| k.bad(field.gguf_key(), why))?;
     Ok(arch)
@@ -345,9 +348,9 @@ fn layer_kinds(k: &Keys<'_>, family: Family, layers: u64) -> Result<LayerKinds, 
             kinds.recurrent =
                 SlidingLayers::AllButEvery(k.get("full_attention_interval").unwrap_or(4))
         }
-        // llama.cpp's rule for Granite-4.0-H, Jamba and Kimi-Linear: a layer is recurrent when
-        // its KV head count is 0.
-        Family::GraniteHybrid | Family::Jamba | Family::KimiLinear => {
+        // llama.cpp's rule for Granite-4.0-H, Jamba, Kimi-Linear and Kimi-K3: a layer is
+        // recurrent when its KV head count is 0.
+        Family::GraniteHybrid | Family::Jamba | Family::KimiLinear | Family::KimiK3 => {
             let kv = k.per_layer("attention.head_count_kv", layers)?;
             kinds.recurrent = SlidingLayers::Listed(kv.iter().map(|&n| n == 0).collect());
         }
@@ -445,6 +448,27 @@ fn family_extras(k: &Keys<'_>, family: Family, arch: &mut ModelArch) {
         };
         // llama.cpp's switch for Granite's RoPE (on unless the key says otherwise).
         arch.no_rope = k.file.boolean(&format!("{}.rope.scaling.finetuned", k.a)) == Some(false);
+    }
+}
+
+/// Kimi-K3's keys and tensors beyond Kimi-Linear's, as llama.cpp's `kimi-k3` builder reads
+/// them: the residual block, the experts' latent width and norm, the decay's lower bound (a
+/// key that is there at all switches the decay's form), and the latent attention's gate.
+fn kimi_k3(k: &Keys<'_>) -> K3Layout {
+    K3Layout {
+        res_block: k.get("attn_res.block_size").unwrap_or(0),
+        latent: k.get("expert_latent_length").unwrap_or(0),
+        latent_norm: k.has(".ffn_routed_norm.weight"),
+        gate_lower_bound: k
+            .file
+            .float(&format!("{}.kda.gate_lower_bound", k.a))
+            .is_some_and(f64::is_finite),
+        mla_gate: k.has(".attn_gate.weight"),
+        situ_up: k
+            .file
+            .float(&format!("{}.activation.situ_linear_beta", k.a))
+            .is_some_and(|b| b > 0.0),
+        renormalize: k.file.boolean(&format!("{}.expert_weights_norm", k.a)) == Some(true),
     }
 }
 

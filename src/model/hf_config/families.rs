@@ -10,6 +10,8 @@ use serde_json::Value;
 
 #[path = "gemma4.rs"]
 pub(super) mod gemma4;
+#[path = "kimi_k3.rs"]
+mod kimi_k3;
 
 /// The shape every family shares, as the config wrote it.
 pub(super) struct Common {
@@ -92,6 +94,13 @@ pub(super) fn apply(
         Family::KimiLinear => {
             mla(f, arch, c.heads)?;
             recurrent::kimi_linear(f, arch, c.layers)?;
+        }
+        // Kimi-K3: Kimi-Linear's layers, with its own gates, residual attention and latent
+        // experts.
+        Family::KimiK3 => {
+            mla(f, arch, c.heads)?;
+            recurrent::kimi_linear(f, arch, c.layers)?;
+            kimi_k3::kimi_k3(f, arch)?;
         }
         Family::DeepseekV32 | Family::GlmDsa => {
             mla(f, arch, c.heads)?;

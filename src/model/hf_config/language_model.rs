@@ -99,13 +99,22 @@ fn nested(
 }
 
 /// A config of no listed multimodal class: its `text_config` when that looks like a language
-/// model (names no `model_type`, or gives a width), else the top level.
+/// model (names no `model_type`, or gives a width), else the top level. A top level whose
+/// `model_type` is a family of its own names the nested model too (Kimi-K3's `kimi_k3` over a
+/// `text_config` written as `kimi_linear`, which its remote code extends).
 fn unlisted(top: &Map<String, Value>) -> (Map<String, Value>, String) {
-    let map = match top.get("text_config").and_then(Value::as_object) {
-        Some(text) if !text.contains_key("model_type") || text.get("hidden_size").is_some() => text,
-        _ => top,
+    let top_type = top.get("model_type").and_then(Value::as_str).unwrap_or("");
+    let (map, nested) = match top.get("text_config").and_then(Value::as_object) {
+        Some(text) if !text.contains_key("model_type") || text.get("hidden_size").is_some() => {
+            (text, true)
+        }
+        _ => (top, false),
     };
-    let model_type = map.get("model_type").and_then(Value::as_str).unwrap_or("");
+    let model_type = match map.get("model_type").and_then(Value::as_str) {
+        _ if nested && Family::from_model_type(top_type) != Family::Other => top_type,
+        Some(t) => t,
+        None => "",
+    };
     (map.clone(), model_type.to_string())
 }
 

@@ -66,7 +66,11 @@ pub(crate) fn config_weights(
     value: &Value,
     arch: &ModelArch,
 ) -> Result<Option<FileWeights>, ModelError> {
-    let q = match value.get("quantization_config") {
+    // Kimi-K3 nests it in the language model's `text_config`.
+    let nested = value
+        .get("text_config")
+        .and_then(|t| t.get("quantization_config"));
+    let q = match value.get("quantization_config").or(nested) {
         None | Some(Value::Null) => return Ok(None),
         Some(q) => q,
     };

@@ -28,6 +28,7 @@ impl Family {
                 | Family::NemotronH
                 | Family::MinimaxM2
                 | Family::KimiLinear
+                | Family::KimiK3
         )
     }
 

@@ -330,3 +330,52 @@ fn kimi_linear_reads_its_linear_attn_config_and_its_own_spellings() {
     assert_eq!(arch.attention_layer_count(), 1);
     assert!(!arch.is_recurrent_layer(4));
 }
+
+/// moonshotai/Kimi-K3's published config.json (the catalog's copy): the language model nested
+/// in `text_config` as `kimi_linear`, read as Kimi-K3 by the top level's `kimi_k3`.
+fn kimi_k3_config() -> Value {
+    serde_json::from_str(include_str!("../catalog_configs/kimi-k3.json")).unwrap()
+}
+
+#[test]
+fn kimi_k3_reads_its_text_config_as_kimi_k3() {
+    let (arch, warnings) = parse(kimi_k3_config()).unwrap();
+    assert_eq!(arch.family_kind(), crate::model::Family::KimiK3);
+    assert_eq!(warnings, vec![ModelWarning::VisionTowerNotCounted]);
+    // 69 KDA layers of 96 heads of 128 and 24 latent-attention ones (1-indexed 4, 8, …, 92, 93).
+    assert_eq!(
+        (arch.recurrent_layer_count(), arch.attention_layer_count()),
+        (69, 24)
+    );
+    assert!(!arch.is_recurrent_layer(3) && !arch.is_recurrent_layer(92));
+    let ssm = arch.ssm.unwrap();
+    assert_eq!((ssm.kind, ssm.dt_rank, ssm.state), (SsmKind::Kda, 96, 128));
+    let k3 = arch.kimi_k3.unwrap();
+    assert_eq!((k3.res_block, k3.latent, k3.latent_norm), (12, 3584, true));
+    assert!(k3.gate_lower_bound && k3.mla_gate && k3.situ_up && k3.renormalize);
+    let moe = arch.moe.clone().unwrap();
+    assert_eq!(
+        (moe.experts, moe.experts_per_token, moe.shared_intermediate),
+        (896, 16, 6144)
+    );
+    assert_eq!(arch.expert_width(), 3584);
+}
+
+#[test]
+fn kimi_k3_layouts_llama_cpp_does_not_build_are_refused_by_name() {
+    let refused = |path: &[&str], v: Value| {
+        let mut config = kimi_k3_config();
+        let mut at = &mut config["text_config"];
+        for key in &path[..path.len() - 1] {
+            at = &mut at[*key];
+        }
+        at[path[path.len() - 1]] = v;
+        parse(config).unwrap_err().to_string()
+    };
+    let err = refused(&["linear_attn_config", "use_full_rank_gate"], json!(false));
+    assert!(err.contains("use_full_rank_gate"), "{err}");
+    let err = refused(&["mla_use_nope"], json!(false));
+    assert!(err.contains("mla_use_nope"), "{err}");
+    let err = refused(&["hidden_act"], json!("silu"));
+    assert!(err.contains("hidden_act") && err.contains("SiTU"), "{err}");
+}

@@ -81,6 +81,13 @@ pub(super) fn pages(
     hybrid: bool,
     (block_size, attention_token): (u64, u64),
 ) -> Option<(u64, u64, u64)> {
+    // Kimi-K3 runs Kimi-Linear's pages, but its model holds terms gpumem does not model for
+    // vLLM (the residual streams it banks across layers for its residual attention, the
+    // experts' latent projections in the profile run): refused by name, not estimated as
+    // Kimi-Linear.
+    if arch.kimi_k3.is_some() {
+        return None;
+    }
     let state = state_page(ssm, (tp, spec), act, ssm_state_bytes(arch, act))?;
     // Each proposed token's state is a page of its own (`num_speculative_blocks`).
     let per_request = pages_per_request(ssm, hybrid, spec);
@@ -132,6 +139,17 @@ mod tests {
             ..mamba2(1)
         };
         assert_eq!(state_page(&rwkv, (1, 0), 2, 2), None);
+    }
+
+    // Kimi-Linear's pages are planned; Kimi-K3's, whose own terms are not modelled, are not.
+    #[test]
+    fn kimi_k3_is_not_planned_as_kimi_linear() {
+        let page = |name: &str| {
+            let arch = crate::model::find_model(name).unwrap().arch;
+            pages(&arch.ssm.unwrap(), &arch, (1, 2, 0), true, (16, 1152))
+        };
+        assert!(page("kimi-linear-48b-a3b").is_some());
+        assert_eq!(page("kimi-k3"), None);
     }
 
     #[test]

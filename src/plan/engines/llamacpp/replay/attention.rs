@@ -249,6 +249,20 @@ pub(super) fn attention_block(
         Some(d) => c.arch.num_heads.saturating_mul(d.v),
         None => c.q_dim,
     };
+    // Kimi-K3: the attention's output times a sigmoid of a projection of the layer's normed
+    // input, before the output projection.
+    let attended = match c.b.k3 {
+        Some(k) if k.mla_gate => {
+            let bytes = c.width(heads_out)?;
+            let w = g.matrix("attn_gate.weight", h, heads_out);
+            let gate = g.op(Kind::Fresh, bytes, QUERY, &[w, cur]);
+            let gate = g.op(Kind::InPlace, bytes, QUERY, &[gate]);
+            g.tag(gate, Op::Unary);
+            let gated = g.op(Kind::InPlace, bytes, QUERY, &[attended, gate]);
+            g.tag(gated, Op::Mul)
+        }
+        _ => attended,
+    };
     let wo = g.matrix("attn_output.weight", heads_out, h);
     let mut out = g.op(Kind::Fresh, c.model, MODEL, &[wo, attended]);
     if c.b.o_bias {

@@ -1,7 +1,7 @@
 //! Which of llama.cpp's graph builders an architecture runs, as far as the allocator sees it:
 //! the flags the replay follows, or `None` where the architecture's graph is not modelled.
 
-use crate::model::arch::{Attention, Mlp, ModelArch, Moe, Norm, Ssm, SsmKind};
+use crate::model::arch::{Attention, K3Layout, Mlp, ModelArch, Moe, Norm, Ssm, SsmKind};
 use crate::model::Family;
 
 /// Which of llama.cpp's graph builders an architecture runs, as far as the allocator sees it.
@@ -82,6 +82,10 @@ pub(super) struct Builder {
     /// Qwen2-MoE (`qwen2moe`): top-k weights used as gathered, and the shared expert's gate a
     /// sigmoid computed as `silu(x) / x` (x read twice, so the SiLU gets memory of its own).
     pub(super) qwen2_moe: bool,
+    /// Kimi-K3 (`kimi-k3`): Kimi-Linear's layers with its residual attention, SiTU
+    /// activations, latent experts, the latent attention's output gate and KDA's full-rank
+    /// gate and bounded decay ([`super::kimi_k3`]).
+    pub(super) k3: Option<K3Layout>,
 }
 
 /// Multi-head latent attention's widths, and whether the GGUF caches the latent (`absorbed`,
@@ -430,6 +434,7 @@ pub(super) fn recurrent(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
         }
         (Family::GraniteHybrid, SsmKind::Mamba2) => granite_hybrid(arch, ssm),
         (Family::KimiLinear, SsmKind::Kda) => kimi_linear(arch, ssm),
+        (Family::KimiK3, SsmKind::Kda) => kimi_k3(arch, ssm),
         (Family::FalconH1, SsmKind::Mamba2) => falcon_h1(arch, ssm),
         _ => None,
     }
@@ -569,6 +574,42 @@ fn kimi_linear(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
         glm: true,
         rope_free: true,
         ..Builder::default()
+    })
+}
+
+/// Kimi-K3: Kimi-Linear's builder with a compressed query where the file has one, and the
+/// parts [`K3Layout`] names; its routed experts sigmoid-scored with a correction bias beside a
+/// shared expert, as Kimi-Linear's.
+fn kimi_k3(arch: &ModelArch, ssm: Ssm) -> Option<Builder> {
+    let k3 = arch.kimi_k3?;
+    // Kimi-Linear's checks, on the same layout without the compressed query.
+    let mut probe = arch.clone();
+    probe.kimi_k3 = None;
+    let q_lora = match arch.attention {
+        Attention::Mla {
+            q_lora_rank,
+            kv_lora_rank,
+            qk_nope_head_dim,
+            qk_rope_head_dim,
+            v_head_dim,
+        } => {
+            probe.attention = Attention::Mla {
+                q_lora_rank: None,
+                kv_lora_rank,
+                qk_nope_head_dim,
+                qk_rope_head_dim,
+                v_head_dim,
+            };
+            q_lora_rank
+        }
+        _ => return None,
+    };
+    let b = kimi_linear(&probe, ssm)?;
+    Some(Builder {
+        mla: b.mla.map(|m| Mla { q_lora, ..m }),
+        k3: Some(k3),
+        unnormalised: !k3.renormalize,
+        ..b
     })
 }
 

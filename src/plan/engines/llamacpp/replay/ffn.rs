@@ -31,6 +31,8 @@ pub(super) struct Routed {
     /// The first projection's output: `expert_ffn`, or twice it where gate and up are fused.
     pub(super) gate_up: u64,
     pub(super) expert_out: u64,
+    /// The selected experts' outputs summed: the model's width, or Kimi-K3's latent one.
+    pub(super) sum: u64,
     /// A shared expert's width (Llama 4, GLM-4.5, Qwen3-Next), 0 without one.
     pub(super) shared: u64,
     /// The shared expert's output is scaled by a sigmoid gate of its own (Qwen3-Next).
@@ -76,7 +78,8 @@ pub(super) fn routed(
                 .checked_mul(k)?
                 .checked_mul(if arch.fused_gate_up_exps { 2 } else { 1 })?,
         )?,
-        expert_out: width(arch.hidden_size.checked_mul(k)?)?,
+        expert_out: width(arch.expert_width().checked_mul(k)?)?,
+        sum: width(arch.expert_width())?,
         shared: width(m.shared_intermediate)?,
         shared_gate: m.shared_gate,
         scaled: m.scaled_weights,
@@ -202,9 +205,43 @@ pub(super) fn dense(
     );
     let gate = g.op(Kind::Fresh, width, FFN, &[wg, cur]);
     let up = g.op(Kind::Fresh, width, FFN, &[wu, cur]);
-    let act = g.op(Kind::Fresh, width, FFN, &[gate, up]);
-    g.tag(act, Op::Glu);
+    let act = match c.b.k3 {
+        Some(k) => situ(g, (gate, up), (width, FFN), k.situ_up),
+        None => {
+            let act = g.op(Kind::Fresh, width, FFN, &[gate, up]);
+            g.tag(act, Op::Glu)
+        }
+    };
     g.op(Kind::Fresh, model, MODEL, &[wd, act])
+}
+
+/// Kimi-K3's SiTU of `gate` and `up` (`bytes` each): β·tanh(gate/β)·σ(gate), times
+/// β'·tanh(up/β') where `squashed_up` (β' > 0) or up as it is; every op element-wise, so in place
+/// where ggml's allocator lets it be.
+pub(super) fn situ(
+    g: &mut Graph,
+    (gate, up): (usize, usize),
+    (bytes, layout): (u64, u64),
+    squashed_up: bool,
+) -> usize {
+    let chain = |g: &mut Graph, x: usize, ops: &[Op]| {
+        ops.iter().fold(x, |x, &op| {
+            let y = g.op(Kind::InPlace, bytes, layout, &[x]);
+            g.tag(y, op)
+        })
+    };
+    let squash = [Op::Scale, Op::Unary, Op::Scale];
+    let a = chain(g, gate, &squash);
+    let sigmoid = chain(g, gate, &[Op::Unary]);
+    let a = g.op(Kind::InPlace, bytes, layout, &[a, sigmoid]);
+    g.tag(a, Op::Mul);
+    let up = if squashed_up {
+        chain(g, up, &squash)
+    } else {
+        up
+    };
+    let out = g.op(Kind::InPlace, bytes, layout, &[a, up]);
+    g.tag(out, Op::Mul)
 }
 
 /// The routed experts over `cur` (`build_moe_ffn`): routing, each selected expert's gate, up,
@@ -223,7 +260,6 @@ pub(super) fn experts_over(
     m: &Routed,
     logits: Option<usize>,
 ) -> usize {
-    let model = c.model;
     let Builder { oss, llama4, .. } = c.b;
     let (selected, weights) = route(c, g, cur, m, logits);
     let mut cur_3d = g.view(cur, OTHER);
@@ -239,7 +275,7 @@ pub(super) fn experts_over(
         g.tag(cur_3d, Op::Mul);
     }
     let (h, (n, e)) = (
-        c.arch.hidden_size,
+        c.arch.expert_width(),
         c.arch
             .moe
             .as_ref()
@@ -293,8 +329,13 @@ pub(super) fn experts_over(
             n,
         );
         let gate = per_expert(g, m.expert_ffn, EXPERT_FFN, cur_3d, w);
-        let act = g.op(Kind::Fresh, m.expert_ffn, EXPERT_FFN, &[gate, up]);
-        g.tag(act, Op::Glu)
+        match c.b.k3 {
+            Some(k) => situ(g, (gate, up), (m.expert_ffn, EXPERT_FFN), k.situ_up),
+            None => {
+                let act = g.op(Kind::Fresh, m.expert_ffn, EXPERT_FFN, &[gate, up]);
+                g.tag(act, Op::Glu)
+            }
+        }
     };
     let w = (
         FfnClass::Down,
@@ -319,7 +360,7 @@ pub(super) fn experts_over(
         g.tag(out, Op::Mul);
     }
     g.expand(out);
-    sum_experts(g, out, model, m.k)
+    sum_experts(g, out, m.sum, m.k)
 }
 
 /// The `k` selected experts' weighted outputs `out` summed a token at a time: one view an

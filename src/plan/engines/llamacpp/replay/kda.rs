@@ -3,7 +3,7 @@
 
 use super::graph::*;
 use super::recurrent::{convolution_input, gather_rows, read_states, StateInputs};
-use crate::model::arch::Ssm;
+use crate::model::arch::{K3Layout, Ssm};
 
 /// One KDA mixer over `cur` (`tokens` tokens, one sequence): the layer's cached convolution
 /// tails read once; q, k and v each projected, joined to its tail (its last `d_conv − 1`
@@ -12,11 +12,12 @@ use crate::model::arch::Ssm;
 /// of its projection); the cached state; q and k L2-normed; the delta rule (its output beside
 /// the final state, which is written back); the output made contiguous, RMS-normed per head
 /// and gated by a sigmoid of two more low-rank projections, then projected out. Returns the
-/// mixer's output (`model` bytes).
+/// mixer's output (`model` bytes). Kimi-K3 (`k3`) bounds the decay and gates the output by one
+/// full-rank projection.
 pub(super) fn kda(
     g: &mut Graph,
     cur: usize,
-    s: &Ssm,
+    (s, k3): (&Ssm, Option<K3Layout>),
     inputs: StateInputs,
     tokens: u64,
     model: u64,
@@ -57,7 +58,8 @@ pub(super) fn kda(
         joined(g, "attn_k.weight"),
         joined(g, "attn_v.weight"),
     ];
-    let decay = kda_decay(g, (cur, h), s, value)?;
+    let bounded = k3.is_some_and(|k| k.gate_lower_bound);
+    let decay = kda_decay(g, (cur, h), (s, bounded), value)?;
     let b = g.matrix("ssm_beta.weight", h, heads);
     let b = g.op(Kind::Fresh, width(heads)?, OTHER, &[b, cur]);
     let b = g.view(b, OTHER);
@@ -96,12 +98,18 @@ pub(super) fn kda(
     }
     let out =
         super::recurrent::delta_rule(g, convolved, (decay, beta, cached), (ssm_all, delta_out));
-    kda_output(g, (out, cur_2d), s, (value, h), model)
+    kda_output(g, (out, cur_2d), (s, k3.is_some()), (value, h), model)
 }
 
 /// KDA's per-channel decay from `cur`: f_b(f_a(x)) plus its bias, softplus, times A (per
-/// head), `value` bytes.
-fn kda_decay(g: &mut Graph, (cur, h): (usize, u64), s: &Ssm, value: u64) -> Option<usize> {
+/// head); or, `bounded` (Kimi-K3's gate lower bound), times A, negated through a sigmoid and
+/// scaled by the bound. `value` bytes.
+fn kda_decay(
+    g: &mut Graph,
+    (cur, h): (usize, u64),
+    (s, bounded): (&Ssm, bool),
+    value: u64,
+) -> Option<usize> {
     let (head, inner) = (s.state, s.inner);
     let rows = value / inner.max(1);
     let w_a = g.matrix("ssm_f_a.weight", h, head);
@@ -115,22 +123,34 @@ fn kda_decay(g: &mut Graph, (cur, h): (usize, u64), s: &Ssm, value: u64) -> Opti
     let decay = g.op(Kind::Fresh, value, INNER, &[w_b, f_a]);
     let bias = g.vector("ssm_dt.bias", inner);
     let decay = g.op(Kind::InPlace, value, INNER, &[decay, bias]);
+    let a = g.vector("ssm_a", s.dt_rank);
+    if bounded {
+        let decay = g.view(decay, OTHER);
+        let decay = g.op(Kind::InPlace, value, OTHER, &[decay, a]);
+        g.tag(decay, Op::Mul);
+        let decay = g.op(Kind::InPlace, value, OTHER, &[decay]);
+        g.tag(decay, Op::Scale);
+        let decay = g.op(Kind::InPlace, value, OTHER, &[decay]);
+        g.tag(decay, Op::Unary);
+        let decay = g.op(Kind::InPlace, value, OTHER, &[decay]);
+        g.tag(decay, Op::Scale);
+        return Some(g.view(decay, OTHER));
+    }
     let decay = g.op(Kind::InPlace, value, INNER, &[decay]);
     g.tag(decay, Op::Unary);
     let decay = g.view(decay, OTHER);
-    let a = g.vector("ssm_a", s.dt_rank);
     let decay = g.op(Kind::InPlace, value, OTHER, &[decay, a]);
     g.tag(decay, Op::Mul);
     Some(g.view(decay, OTHER))
 }
 
 /// KDA's output from the delta rule's result `out`: the tokens' rows made contiguous, RMS-normed
-/// per head, gated by a sigmoid of g_b(g_a(x)) (from `cur_2d`, the layer's input), made
-/// contiguous again and projected out.
+/// per head, gated by a sigmoid of g_b(g_a(x)) (from `cur_2d`, the layer's input; `full_gate`:
+/// Kimi-K3's one projection), made contiguous again and projected out.
 fn kda_output(
     g: &mut Graph,
     (out, cur_2d): (usize, usize),
-    s: &Ssm,
+    (s, full_gate): (&Ssm, bool),
     (value, h): (u64, u64),
     model: u64,
 ) -> Option<usize> {
@@ -144,15 +164,20 @@ fn kda_output(
     g.tag(y, Op::RmsNorm);
     let w_norm = g.vector("ssm_norm.weight", head);
     let y = g.op(Kind::InPlace, value, OTHER, &[y, w_norm]);
-    let w_ga = g.matrix("ssm_g_a.weight", h, head);
-    let g_a = g.op(
-        Kind::Fresh,
-        head.checked_mul(rows)?.checked_mul(4)?,
-        OTHER,
-        &[w_ga, cur_2d],
-    );
-    let w_gb = g.matrix("ssm_g_b.weight", head, inner);
-    let gate = g.op(Kind::Fresh, value, INNER, &[w_gb, g_a]);
+    let gate = if full_gate {
+        let w_g = g.matrix("ssm_g.weight", h, inner);
+        g.op(Kind::Fresh, value, INNER, &[w_g, cur_2d])
+    } else {
+        let w_ga = g.matrix("ssm_g_a.weight", h, head);
+        let g_a = g.op(
+            Kind::Fresh,
+            head.checked_mul(rows)?.checked_mul(4)?,
+            OTHER,
+            &[w_ga, cur_2d],
+        );
+        let w_gb = g.matrix("ssm_g_b.weight", head, inner);
+        g.op(Kind::Fresh, value, INNER, &[w_gb, g_a])
+    };
     let gate = g.view(gate, OTHER);
     let gate = g.op(Kind::InPlace, value, OTHER, &[gate]);
     g.tag(gate, Op::Unary);

@@ -189,7 +189,7 @@ pub(super) fn layer(
         .filter(|_| arch.is_recurrent_layer(layer));
     let mut cur = if let Some((s, states)) = mixer.filter(|_| !b.parallel) {
         if s.kind == SsmKind::Kda {
-            kda(g, cur, &s, states, c.tokens, model)?
+            kda(g, cur, (&s, b.k3), states, c.tokens, model)?
         } else if s.kind == SsmKind::GatedDeltaNet {
             delta_net(
                 g,

@@ -22,6 +22,7 @@ mod gallocr;
 mod gemma4;
 mod graph;
 mod kda;
+mod kimi_k3;
 mod layer;
 mod metal;
 mod metal_fusion;
@@ -276,6 +277,10 @@ fn whole(shape: Shape<'_>) -> Option<Graph> {
         per_layer: gemma4::per_layer_inputs(&c, &mut g, inp)?,
         ..c
     };
+    if let Some(k3) = c.b.k3 {
+        kimi_k3::layers_and_output(&c, &mut g, &mut lazy, inp, k3)?;
+        return Some(g);
+    }
     // Gemma 4's full layers are of heads of their own.
     let full_arch = gemma4::full_layers(arch);
     let full = match &full_arch {
