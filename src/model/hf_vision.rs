@@ -143,8 +143,10 @@ fn text_hidden(top: &Map<String, Value>) -> Option<u64> {
         .or_else(|| uint(top, "hidden_size"))
 }
 
-/// Qwen2-VL's `vision_config`: `embed_dim` wide, `mlp_ratio` × that its MLP, `hidden_size` the
-/// text model's width the merger maps into.
+/// Qwen2-VL's `vision_config`: `embed_dim` wide, `mlp_ratio` × that its MLP; the merger maps
+/// into the text model's width (the language model's `hidden_size`, which the merger's output
+/// must match, rather than `vision_config.hidden_size`, which published configs do not all
+/// keep equal to it).
 fn qwen2_vl(v: &Map<String, Value>, top: &Map<String, Value>) -> Option<VisionShape> {
     let hidden = uint(v, "embed_dim")?;
     let ratio = v.get("mlp_ratio").and_then(Value::as_f64).unwrap_or(4.0);
@@ -164,7 +166,7 @@ fn qwen2_vl(v: &Map<String, Value>, top: &Map<String, Value>) -> Option<VisionSh
         temporal_patch: uint(v, "temporal_patch_size").unwrap_or(2),
         merge: uint(v, "spatial_merge_size").unwrap_or(2),
         image_size: 0,
-        out_hidden: uint(v, "hidden_size").or_else(|| text_hidden(top))?,
+        out_hidden: text_hidden(top).or_else(|| uint(v, "hidden_size"))?,
     })
 }
 

@@ -232,7 +232,7 @@ fn video_tokens(vision: &VllmVision, mm: &VllmMultimodal, max_model_len: u64) ->
 
 #[cfg(test)]
 mod tests {
-    use super::{image_tokens, video_tokens, VllmMultimodal, VllmVision};
+    use super::{image_tokens, profile, video_tokens, Batch, Modality, VllmMultimodal, VllmVision};
     use crate::model::{TowerKind, VisionShape};
 
     fn qwen25() -> VllmVision {
@@ -267,5 +267,44 @@ mod tests {
             ..VllmMultimodal::default()
         };
         assert_eq!(image_tokens(&qwen25(), &small), 1_280);
+    }
+
+    #[test]
+    fn gemma_3_profiles_as_many_images_as_the_budget_holds() {
+        let gemma = VllmVision {
+            kind: TowerKind::Gemma3,
+            shape: VisionShape {
+                hidden: 1152,
+                ffn: 4304,
+                layers: 27,
+                heads: 16,
+                patch: 14,
+                temporal_patch: 1,
+                merge: 4,
+                image_size: 896,
+                out_hidden: 5376,
+            },
+            weights_bytes: 0,
+        };
+        let batch = Batch {
+            max_model_len: 4096,
+            max_num_batched_tokens: 8192,
+            max_num_seqs: 1024,
+            tp: 1,
+            activation_bytes: 2,
+        };
+        let p = profile(&gemma, &VllmMultimodal::default(), &batch).unwrap();
+        // 256 embeddings an image (0.33 counts embeddings, not the placeholder's boi/eoi), so
+        // 8192 / 256 = 32 images of 64 × 64 patches.
+        assert_eq!(
+            (p.modality, p.tokens_per_item, p.items, p.budget),
+            (Modality::Image, 256, 32, 8192)
+        );
+        // A limit of 0 images profiles nothing (Gemma 3 takes no video).
+        let none = VllmMultimodal {
+            image_limit: Some(0),
+            ..VllmMultimodal::default()
+        };
+        assert!(profile(&gemma, &none, &batch).is_none());
     }
 }
