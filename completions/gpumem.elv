@@ -176,6 +176,8 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand --max-loras 'vLLM: adapters a batch may use at once (GPU slots) [default: 1]'
             cand --max-lora-rank 'vLLM: the largest adapter rank: 1, 8, 16, 32, 64, 128, 256, 320 or 512 [default: 16]'
             cand --max-cpu-loras 'vLLM: adapters cached in host memory, at least --max-loras [default: --max-loras]'
+            cand --limit-mm-per-prompt 'vLLM: items of each modality a prompt may carry, as vLLM takes it (JSON: {"image": 2, "video": 0} or {"image": {"count": 2}}); the vision encoder is profiled with the largest input they allow [default: 999 of each]'
+            cand --mm-processor-kwargs 'vLLM: the multimodal processor''s settings, as vLLM takes them (JSON: {"max_pixels": N, "min_pixels": N}); max_pixels sizes the largest image (Qwen2-VL, Qwen2.5-VL) [default: the processor''s, 12845056]'
             cand --fit-ctx-min 'llama.cpp: the shortest context --fit-context may choose (llama.cpp''s --fit-ctx)'
             cand --llamacpp-device 'llama.cpp: the ggml backend the GPUs run, for how their compute buffers are laid out [default: cuda for CUDA, ROCm and simulated GPUs, metal for Apple GPUs, vulkan for Vulkan GPUs, else cpu-rules]'
             cand --flash-attn 'llama.cpp: flash attention (-fa); auto turns it on where the backend has it, as every backend gpumem models does'

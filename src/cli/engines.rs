@@ -167,6 +167,28 @@ pub struct VllmArgs {
     /// vLLM: adapters cached in host memory, at least --max-loras [default: --max-loras].
     #[arg(long, value_name = "N", requires = "enable_lora", value_parser = clap::value_parser!(u64).range(1..=1 << 16), help_heading = "vLLM (--engine vllm)", hide_short_help = true)]
     pub max_cpu_loras: Option<u64>,
+
+    /// vLLM: items of each modality a prompt may carry, as vLLM takes it (JSON:
+    /// {"image": 2, "video": 0} or {"image": {"count": 2}}); the vision encoder is profiled
+    /// with the largest input they allow [default: 999 of each].
+    #[arg(
+        long,
+        value_name = "JSON",
+        help_heading = "vLLM (--engine vllm)",
+        hide_short_help = true
+    )]
+    pub limit_mm_per_prompt: Option<String>,
+
+    /// vLLM: the multimodal processor's settings, as vLLM takes them (JSON:
+    /// {"max_pixels": N, "min_pixels": N}); max_pixels sizes the largest image (Qwen2-VL,
+    /// Qwen2.5-VL) [default: the processor's, 12845056].
+    #[arg(
+        long,
+        value_name = "JSON",
+        help_heading = "vLLM (--engine vllm)",
+        hide_short_help = true
+    )]
+    pub mm_processor_kwargs: Option<String>,
 }
 
 /// `--max-lora-rank`: one of the ranks vLLM 0.33 allocates for (`MaxLoRARanks`).

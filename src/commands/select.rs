@@ -4,9 +4,9 @@ use anyhow::Result;
 
 use super::options::{
     check_context, check_pp_layer_partition, check_suggest_dtype, check_tensor_parallel,
-    check_vllm_lora, load_options, ollama_kv_type, probe_all, select_draft, select_engines,
-    select_llamacpp_config, select_policy, select_sim_devices, select_vllm_config, select_what,
-    sglang_tp, vllm_speculative, DraftRequest, SelectWhat,
+    check_vllm_lora, check_vllm_vision, load_options, ollama_kv_type, probe_all, select_draft,
+    select_engines, select_llamacpp_config, select_policy, select_sim_devices, select_vllm_config,
+    select_what, sglang_tp, vllm_speculative, DraftRequest, SelectWhat,
 };
 use crate::backend::{discover_with, host_info, same_gpus};
 use crate::cli::SelectArgs;
@@ -192,6 +192,7 @@ fn engine_settings(
             }
             vllm_speculative(args)?;
             check_vllm_lora(args, &source.arch)?;
+            check_vllm_vision(args, source, engine)?;
             select_vllm_config(args, settings)
         }
         Demand::Bytes(_) => VllmConfig::defaults(1),

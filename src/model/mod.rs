@@ -12,6 +12,7 @@ mod error;
 pub(crate) mod family;
 mod gguf;
 mod hf_config;
+pub(crate) mod hf_vision;
 pub(crate) mod layers;
 mod quantized;
 mod remote;
@@ -39,6 +40,7 @@ pub use error::{ModelError, NotFound};
 pub use family::{Family, Spellings, FAMILIES};
 pub use gguf::{arch_from_gguf, read_gguf, GgufFile, GgufTensor, GgufValue};
 pub use hf_config::{parse_config, read_config};
+pub use hf_vision::{HfVision, TowerKind, VisionShape};
 pub use layers::{FfnBytes, FfnClass, FfnMove, LayerMove, LayerWeights};
 pub use remote::HubOrigin;
 pub use safetensors_header::{read_safetensors, SafetensorsSummary};
@@ -90,6 +92,9 @@ pub struct ModelSource {
     pub layer_weights: Option<LayerWeights>,
     /// The Hub repository it was read from, when named by its id.
     pub hub: Option<HubOrigin>,
+    /// A multimodal config.json's vision tower (`vision_config`), which engines that load it
+    /// (vLLM) count or refuse.
+    pub hf_vision: Option<HfVision>,
 }
 
 /// A multimodal projector GGUF (llama.cpp's `mmproj`, architecture `clip`): its weights are
@@ -358,6 +363,7 @@ fn catalog_source(m: CatalogModel) -> ModelSource {
         projector: None,
         layer_weights: None,
         hub: None,
+        hf_vision: None,
     }
 }
 
@@ -372,6 +378,7 @@ fn load_config(path: &Path) -> Result<ModelSource, ModelError> {
         projector: None,
         layer_weights: None,
         hub: None,
+        hf_vision: config_vision(path),
     })
 }
 
@@ -413,6 +420,7 @@ fn source_of_gguf(path: &Path, file: &GgufFile) -> Result<ModelSource, ModelErro
         // Padded to the CPU's and RPC devices' 32-byte alignment.
         layer_weights: Some(LayerWeights::of(file, arch_layers, 32)),
         hub: None,
+        hf_vision: None,
     })
 }
 
@@ -448,6 +456,7 @@ fn load_safetensors(path: &Path) -> Result<ModelSource, ModelError> {
             projector: None,
             layer_weights: None,
             hub: None,
+            hf_vision: config_vision(&config),
         })
     } else {
         // Without a config the layer structure is unknown: weights are exact, the KV
@@ -465,8 +474,16 @@ fn load_safetensors(path: &Path) -> Result<ModelSource, ModelError> {
             projector: None,
             layer_weights: None,
             hub: None,
+            hf_vision: None,
         })
     }
+}
+
+/// The vision tower of the config.json at `path` (read once more: the language model's parser
+/// keeps none of it).
+fn config_vision(path: &Path) -> Option<HfVision> {
+    let text = crate::input::read_bounded(path, 16 << 20, "a config.json").ok()?;
+    hf_vision::vision_of_bytes(&text)
 }
 
 /// The unified-pool design's breakdown for a Llama-style model.

@@ -145,6 +145,7 @@ fn load_checkpoint(id: &HubRef, hub: &Hub, repo: &Repo) -> Result<ModelSource, M
         projector: None,
         layer_weights: None,
         hub: Some(origin(id, repo, files)),
+        hf_vision: super::hf_vision::vision_of_bytes(&config),
     })
 }
 

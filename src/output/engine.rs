@@ -69,6 +69,23 @@ pub fn vllm_text(text: &mut String, f: &VllmFit, serves: bool, max_model_len: u6
             format_bytes(*bytes)
         );
     }
+    if let Some(e) = &f.encoder {
+        // vLLM prints the same budget and item count ("Encoder cache will be initialized...").
+        let _ = writeln!(
+            text,
+            "  with the vision encoder: a budget of {} tokens, profiled with {} {} item{} of {} \
+             tokens: {} at its peak (modelled, in the profile peak)",
+            thousands(e.budget),
+            e.items,
+            match e.modality {
+                crate::plan::engines::vllm::Modality::Image => "image",
+                crate::plan::engines::vllm::Modality::Video => "video",
+            },
+            if e.items == 1 { "" } else { "s" },
+            thousands(e.tokens_per_item),
+            format_bytes(e.peak_bytes)
+        );
+    }
     if let Some(crate::plan::engines::vllm::VllmDraft { draft: d, tokens }) = &f.draft {
         let _ = writeln!(
             text,

@@ -731,7 +731,8 @@ pub fn warning_text(w: &ModelWarning) -> String {
         ),
         ModelWarning::VisionTowerNotCounted => {
             "multimodal model: the language model is estimated; its vision tower and projector \
-             are not counted"
+             are not counted (vLLM's plan counts the towers gpumem models: Qwen2-VL, \
+             Qwen2.5-VL, Gemma 3)"
                 .to_string()
         }
         ModelWarning::NoConfig { path } => format!(

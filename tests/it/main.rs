@@ -50,3 +50,4 @@ mod vllm_feature_logs;
 mod vllm_features;
 mod vllm_pages_2026;
 mod vllm_reference;
+mod vllm_vlm_logs;

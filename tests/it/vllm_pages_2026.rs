@@ -42,6 +42,7 @@ fn tokens(run: &Value) -> (u64, u64) {
         arch: &arch,
         weights_bytes: 0,
         activation_bytes: 2,
+        vision: None,
     };
     let speculative = run.get("speculative").map(|s| VllmSpeculative {
         method: SpecAlgorithm::Mtp,

@@ -13,9 +13,11 @@ use anyhow::Result;
 mod bench;
 mod estimate;
 mod vllm;
+mod vllm_mm;
 pub use bench::*;
 pub use estimate::*;
 pub use vllm::*;
+pub use vllm_mm::*;
 
 use crate::alloc::MemoryConfig;
 use crate::backend::{BackendKind, DeviceSpec, DiscoverOptions, Isolation};

@@ -108,6 +108,8 @@ pub fn select_vllm_config(args: &SelectArgs, settings: &Settings) -> VllmConfig 
             max_lora_rank: v.max_lora_rank.unwrap_or(16),
             max_cpu_loras: v.max_cpu_loras,
         }),
+        // Checked where the plan starts (`check_vllm_vision`'s usage errors).
+        multimodal: super::vllm_multimodal(args),
         ..defaults
     }
 }

@@ -307,6 +307,10 @@ pub struct VllmFlags {
     pub speculative_config: Option<String>,
     /// `--enable-lora` and its slots.
     pub lora: Option<crate::plan::engines::vllm::VllmLora>,
+    /// `--limit-mm-per-prompt`, as given.
+    pub limit_mm_per_prompt: Option<String>,
+    /// `--mm-processor-kwargs`, as given.
+    pub mm_processor_kwargs: Option<String>,
 }
 
 impl VllmFlags {
@@ -322,6 +326,8 @@ impl VllmFlags {
             stored_quantized: cfg.dtype == VllmDtype::Stored,
             speculative_config: cfg.speculative.as_ref().map(|s| s.json.clone()),
             lora: cfg.lora,
+            limit_mm_per_prompt: cfg.multimodal.limit_json.clone(),
+            mm_processor_kwargs: cfg.multimodal.processor_json.clone(),
         }
     }
 }

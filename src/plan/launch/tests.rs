@@ -44,6 +44,8 @@ const S: LaunchSettings = LaunchSettings {
         stored_quantized: false,
         speculative_config: None,
         lora: None,
+        limit_mm_per_prompt: None,
+        mm_processor_kwargs: None,
     },
     llamacpp_cache_type: None,
 };

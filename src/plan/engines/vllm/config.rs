@@ -89,6 +89,8 @@ pub struct VllmConfig {
     pub speculative: Option<VllmSpeculative>,
     /// `--enable-lora`: the adapter slots vLLM preallocates.
     pub lora: Option<VllmLora>,
+    /// `--limit-mm-per-prompt` and `--mm-processor-kwargs`: the multimodal profile run.
+    pub multimodal: super::encoder::VllmMultimodal,
 }
 
 /// `--enable-lora --max-loras K --max-lora-rank R [--max-cpu-loras C]`.
@@ -187,6 +189,7 @@ impl VllmConfig {
             tensor_parallel: None,
             speculative: None,
             lora: None,
+            multimodal: super::encoder::VllmMultimodal::default(),
         }
     }
 }
@@ -238,4 +241,6 @@ pub struct VllmModel<'a> {
     pub weights_bytes: u64,
     /// Bytes per activation element (the model dtype: 2 for bf16/fp16).
     pub activation_bytes: u64,
+    /// The vision tower loaded beside the language model, if any.
+    pub vision: Option<super::encoder::VllmVision>,
 }

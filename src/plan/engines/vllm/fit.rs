@@ -141,6 +141,9 @@ pub struct VllmFit {
     pub draft: Option<VllmDraft>,
     /// The LoRA slots (in the weights term): the settings and their bytes on the binding rank.
     pub lora: Option<(super::config::VllmLora, u64)>,
+    /// The vision tower's profile run (its weights in the weights term, its peak in the
+    /// profile's), where the model has one.
+    pub encoder: Option<super::encoder::EncoderProfile>,
 }
 
 /// The layout on the fewest GPUs that serves, shown beside the one preferred.
@@ -253,6 +256,23 @@ pub fn fit(
         tp,
         pp,
         nvls: class.nvls(),
+        encoder: None,
+    };
+    let run = Run {
+        encoder: model.vision.as_ref().and_then(|v| {
+            super::encoder::profile(
+                v,
+                &cfg.multimodal,
+                &super::encoder::Batch {
+                    max_model_len: cfg.max_model_len,
+                    max_num_batched_tokens: run.tokens,
+                    max_num_seqs: run.seqs,
+                    tp,
+                    activation_bytes: model.activation_bytes,
+                },
+            )
+        }),
+        ..run
     };
     let parts = match &cfg.pp_layer_partition {
         Some(p) if p.len() as u64 == pp && p.iter().sum::<u64>() == arch.num_layers => p.clone(),
@@ -320,6 +340,7 @@ pub fn fit(
         outcome,
         fewest_gpus: None,
         lora: cfg.lora.map(|l| (l, lora_bytes)),
+        encoder: run.encoder,
         draft: cfg.speculative.as_ref().map(|s| VllmDraft {
             draft: crate::plan::engines::speculative::draft(arch, model.weights_bytes, s.method),
             tokens: s.tokens,

@@ -36,6 +36,15 @@ fn flags_argv(f: &VllmFlags) -> Vec<String> {
     if let Some(json) = &f.speculative_config {
         argv.extend(["--speculative-config".into(), json.clone()]);
     }
+    let multimodal = [
+        ("--limit-mm-per-prompt", &f.limit_mm_per_prompt),
+        ("--mm-processor-kwargs", &f.mm_processor_kwargs),
+    ];
+    for (flag, json) in multimodal {
+        if let Some(json) = json {
+            argv.extend([flag.into(), json.clone()]);
+        }
+    }
     if let Some(l) = f.lora {
         argv.extend([
             "--enable-lora".into(),

@@ -16,6 +16,7 @@
 
 mod config;
 mod defaults;
+mod encoder;
 mod fit;
 pub(crate) mod launch;
 mod plan;
@@ -31,6 +32,7 @@ pub const VERSION: super::EngineVersion = super::EngineVersion {
 };
 
 pub use config::{VllmConfig, VllmDtype, VllmGpu, VllmLora, VllmModel, VllmSpeculative};
+pub use encoder::{EncoderProfile, Modality, VllmMultimodal, VllmVision, QWEN_MAX_PIXELS};
 pub use fit::{
     accepts_tp, fit, kv_of_available, stage_layers, KvOfAvailable, Layout, LayoutRejection,
     Unmodelled, VllmDraft, VllmFit, VllmOutcome,

@@ -6,8 +6,9 @@
 //! (tensor parallel before pipeline stages). When none serves, the closest says how far it is.
 
 use super::config::{VllmConfig, VllmDtype, VllmGpu, VllmModel};
+use super::encoder::VllmVision;
 use super::fit::{accepts_tp, fit, FewestGpus, Layout, Unmodelled, VllmFit, VllmOutcome};
-use crate::model::{ModelArch, ModelSource, Precision};
+use crate::model::{HfVision, ModelArch, ModelSource, Precision, SourceKind};
 use crate::plan::engines::{EnginePlanner, EstimateOverflow, Planned, Settings, TermKind};
 use crate::plan::{
     identical_groups, Accounting, Candidate, Capacity, EngineAccount, Placement, Plan, PlanKind,
@@ -126,13 +127,34 @@ impl EnginePlanner for Vllm<'_> {
         candidates: &[Candidate],
     ) -> Result<Planned, EstimateOverflow> {
         let b = source.estimate(settings)?;
+        let activation_bytes = self.0.dtype.activation_bytes();
         let model = VllmModel {
             arch: &source.arch,
             weights_bytes: loaded_weights(&source.arch, b.weights_bytes, settings.dtype),
-            activation_bytes: self.0.dtype.activation_bytes(),
+            activation_bytes,
+            vision: vision_of(source, activation_bytes),
         };
         Ok(select_vllm(&model, candidates, self.0, settings.batch)
             .map_or(Planned::Unmodelled, |s| Planned::Own(Box::new(s))))
+    }
+}
+
+/// The vision tower vLLM loads beside the language model: its weights at the model's dtype
+/// (quantized checkpoints keep their towers in 16 bits), unless the checkpoint's own tensors,
+/// which hold it, were counted. A tower gpumem does not model is refused before planning
+/// (`check_vllm_vision`).
+fn vision_of(source: &ModelSource, activation_bytes: u64) -> Option<VllmVision> {
+    match source.hf_vision.as_ref()? {
+        HfVision::Modelled { kind, shape } => Some(VllmVision {
+            kind: *kind,
+            shape: *shape,
+            weights_bytes: if source.kind == SourceKind::Safetensors {
+                0
+            } else {
+                shape.parameters(*kind).saturating_mul(activation_bytes)
+            },
+        }),
+        HfVision::Unmodelled { .. } => None,
     }
 }
 

@@ -23,6 +23,8 @@ pub(super) struct Run {
     pub pp: u64,
     /// Whether the ranks all-reduce over NVLink SHARP (`GpuClass::nvls`).
     pub nvls: bool,
+    /// The multimodal encoder's profile run, which the first stage does.
+    pub encoder: Option<super::encoder::EncoderProfile>,
 }
 
 /// One rank of one stage.
@@ -75,8 +77,16 @@ impl Stage {
                 model.activation_bytes,
             ) + ends * l.vocab_slot_bytes(model.arch, model.activation_bytes)
         });
-        let weights =
-            stage_weights(model, run, layers.clone(), index == 0, last) - offloaded + draft + lora;
+        // The vision tower and projector sit with the embeddings on the first stage, their
+        // linear layers split over the ranks.
+        let vision = match (&model.vision, index) {
+            (Some(v), 0) => v.weights_bytes.div_ceil(run.tp.max(1)),
+            _ => 0,
+        };
+        let weights = stage_weights(model, run, layers.clone(), index == 0, last) - offloaded
+            + draft
+            + lora
+            + vision;
         let per_token = forward_bytes_per_token(model, run.tp);
         let forward = run.tokens.saturating_mul(per_token);
         let profile = if last {
@@ -94,6 +104,12 @@ impl Stage {
             forward.max(sampler + moe_workspace(model, run))
         } else {
             forward
+        };
+        // The first stage encodes the dummy images first, then runs its dummy batch beside
+        // their outputs (kept in the encoder cache) and the dummy inputs.
+        let profile = match (&run.encoder, index) {
+            (Some(e), 0) => e.peak_bytes.max(profile.saturating_add(e.retained_bytes)),
+            _ => profile,
         };
         let graphs = if cfg.enforce_eager {
             0
