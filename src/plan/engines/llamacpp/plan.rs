@@ -578,6 +578,28 @@ impl Fitted<'_> {
     }
 }
 
+/// mtmd's weights and image buffer on the first GPU, added to the fit's margin there before
+/// the context or the layers are fitted, as llama-server adds them; the projector's share.
+fn projector_margin(cfg: &LlamaCppConfig, s: &Settings, margins: &mut [u64]) -> Option<DeviceUse> {
+    let projector = cfg
+        .projector
+        .as_ref()
+        .map(|p| projector_use(p, s.flash_attention, s.llamacpp.device.rules()));
+    if let (Some(p), Some(m)) = (&projector, margins.first_mut()) {
+        *m += p.total();
+    }
+    projector
+}
+
+/// Each of `gpus` GPUs' repeating layers under `offload` (the output layer not counted).
+fn layers_per_gpu(arch: &crate::model::ModelArch, offload: &Offload, gpus: usize) -> Vec<u64> {
+    let placed = layer_devices(arch.num_layers, offload);
+    let repeating = &placed[..placed.len().saturating_sub(1)];
+    (0..gpus)
+        .map(|d| repeating.iter().filter(|&&x| x == Some(d)).count() as u64)
+        .collect()
+}
+
 /// One host's GPUs fitted as llama.cpp fits them: the context first where llama.cpp chooses
 /// it, then the layers (and a model's experts) unless that fit ended there.
 fn fitted<'a>(
@@ -593,15 +615,7 @@ fn fitted<'a>(
         .map(|g| g.free_bytes.unwrap_or(g.total_bytes))
         .collect();
     let mut margins = vec![FIT_MARGIN; free.len()];
-    // mtmd's weights and image buffer on the first GPU, added to the fit's margin there
-    // before the context or the layers are fitted.
-    let projector = cfg
-        .projector
-        .as_ref()
-        .map(|p| projector_use(p, s.flash_attention, s.llamacpp.device.rules()));
-    if let (Some(p), Some(m)) = (&projector, margins.first_mut()) {
-        *m += p.total();
-    }
+    let projector = projector_margin(cfg, s, &mut margins);
     let mut done = false;
     let mut s = s.clone();
     // After its context fit llama.cpp fills the devices without checking its defaults again.
@@ -669,15 +683,7 @@ fn fitted<'a>(
         add_uses(&mut uses[..1], std::slice::from_ref(p));
     }
     let host = uses.pop()?;
-    let placed = layer_devices(arch.num_layers, &offload);
-    let layers = (0..gpus.len())
-        .map(|d| {
-            placed[..placed.len() - 1]
-                .iter()
-                .filter(|&&x| x == Some(d))
-                .count() as u64
-        })
-        .collect();
+    let layers = layers_per_gpu(arch, &offload, gpus.len());
     Some(Fitted {
         gpus,
         ram,
