@@ -69,20 +69,7 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
         _ => None,
     };
     let mut vllm = engine_settings(args, &mut demand, &candidates, engine)?;
-    let mut llamacpp = select_llamacpp_config(args, engine)?;
-    if let Demand::Model { source, .. } = &demand {
-        llamacpp.projector = source.projector.clone();
-    }
-    if let Some(req) = select_draft(args, engine)? {
-        llamacpp.draft = Some(load_draft(&req, &args.settings, out)?);
-    }
-    for path in select_lora(args, engine)? {
-        let adapter = crate::model::read_lora(&path)?;
-        if let Demand::Model { source, .. } = &demand {
-            adapter.check_against(source.layer_weights.as_ref())?;
-        }
-        llamacpp.lora.push(adapter);
-    }
+    let llamacpp = llamacpp_config(args, engine, &demand, out)?;
     let mut inverse = inverse_questions(
         args,
         &mut demand,
@@ -139,6 +126,31 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
     } else {
         Exit::Success
     })
+}
+
+/// llama.cpp's settings, with what it loads beside the model: the model's projector, the
+/// draft `--model-draft` names and the `--lora` adapters (each checked against the model).
+fn llamacpp_config(
+    args: &SelectArgs,
+    engine: Option<crate::plan::launch::Engine>,
+    demand: &Demand,
+    out: &Output,
+) -> Result<LlamaCppConfig> {
+    let mut llamacpp = select_llamacpp_config(args, engine)?;
+    if let Demand::Model { source, .. } = demand {
+        llamacpp.projector = source.projector.clone();
+    }
+    if let Some(req) = select_draft(args, engine)? {
+        llamacpp.draft = Some(load_draft(&req, &args.settings, out)?);
+    }
+    for path in select_lora(args, engine)? {
+        let adapter = crate::model::read_lora(&path)?;
+        if let Demand::Model { source, .. } = demand {
+            adapter.check_against(source.layer_weights.as_ref())?;
+        }
+        llamacpp.lora.push(adapter);
+    }
+    Ok(llamacpp)
 }
 
 /// The draft `--model-draft` names, read like any model; llama.cpp loads it from a GGUF.
