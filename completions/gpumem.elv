@@ -188,6 +188,8 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand --gpu-layers-draft 'llama.cpp: the draft''s layers on the GPUs, the output layer counted as one (-ngld) [default: all]'
             cand --n-gpu-layers-draft 'llama.cpp: the draft''s layers on the GPUs, the output layer counted as one (-ngld) [default: all]'
             cand --lora 'llama.cpp: a LoRA adapter GGUF applied to the model (--lora; repeatable): each factor is loaded beside the matrix it adapts, on that matrix''s device, and counted in the fit (llama.cpp''s own fit does not count it)'
+            cand --fit-target 'llama.cpp: the memory its fit keeps free on each GPU, in MiB (-fitt, --fit-target; else LLAMA_ARG_FIT_TARGET, as llama-server and Ollama''s runner read it) [default: 1024]'
+            cand --fitt 'llama.cpp: the memory its fit keeps free on each GPU, in MiB (-fitt, --fit-target; else LLAMA_ARG_FIT_TARGET, as llama-server and Ollama''s runner read it) [default: 1024]'
             cand --prefer 'Backend to try first; others are still listed with their verdicts'
             cand --memory-fraction 'Fraction of a device''s free memory gpumem may plan to use'
             cand --min-free 'Memory always left free on every device'

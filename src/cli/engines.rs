@@ -71,6 +71,10 @@ pub struct LlamaCppArgs {
         hide_short_help = true
     )]
     pub lora: Vec<std::path::PathBuf>,
+    /// llama.cpp: the memory its fit keeps free on each GPU, in MiB (-fitt, --fit-target;
+    /// else LLAMA_ARG_FIT_TARGET, as llama-server and Ollama's runner read it) [default: 1024].
+    #[arg(long, visible_alias = "fitt", value_parser = clap::value_parser!(u64).range(0..=1 << 24), value_name = "MiB", help_heading = "llama.cpp (--engine llama.cpp)", hide_short_help = true)]
+    pub fit_target: Option<u64>,
 }
 
 /// `--split-mode`, as llama.cpp's `-sm` takes it.

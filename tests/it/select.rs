@@ -1337,3 +1337,50 @@ fn suggest_dtype_is_the_least_loss_that_fits() {
         assert_eq!(out.status.code(), Some(3), "{model} {above}");
     }
 }
+
+// llama.cpp's fit margin: --fit-target, else LLAMA_ARG_FIT_TARGET as llama-server reads it
+// (one value, or one a device when they agree); the flag wins, and a margin gpumem cannot
+// plan is a usage error naming the variable.
+#[test]
+fn the_fit_target_sets_llama_cpps_margin() {
+    let margin = |flag: Option<&str>, env: Option<&str>| {
+        let mut cmd = common::gpumem();
+        cmd.args([
+            "--json",
+            "select",
+            "--engine",
+            "llama.cpp",
+            "--model",
+            "qwen2.5-3b",
+        ])
+        .args(["--device", "sim:24GiB"]);
+        if let Some(f) = flag {
+            cmd.args(["--fit-target", f]);
+        }
+        if let Some(e) = env {
+            cmd.env("LLAMA_ARG_FIT_TARGET", e);
+        }
+        let out = cmd.output().unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        (
+            out.status.code().unwrap(),
+            json["plan"]["llamacpp"]["margin_bytes"].as_u64(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    assert_eq!(margin(None, None).1, Some(1 << 30));
+    assert_eq!(margin(Some("2048"), None).1, Some(2 << 30));
+    assert_eq!(margin(None, Some("3072")).1, Some(3 << 30));
+    assert_eq!(margin(None, Some("512,512")).1, Some(512 << 20));
+    assert_eq!(margin(Some("2048"), Some("3072")).1, Some(2 << 30));
+    let (code, _, stderr) = margin(None, Some("1024,2048"));
+    assert_eq!(code, 2);
+    assert_eq!(
+        stderr.trim(),
+        "gpumem: error: LLAMA_ARG_FIT_TARGET=1024,2048: gpumem plans one margin for every GPU; \
+         give --fit-target MiB"
+    );
+    let (code, _, stderr) = margin(None, Some("lots"));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("give the margin in MiB"), "{stderr}");
+}

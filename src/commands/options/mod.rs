@@ -485,7 +485,36 @@ pub fn select_llamacpp_config(args: &SelectArgs, engine: Option<Engine>) -> Resu
         projector: None,
         // Read by the command (`select_lora`), which loads them.
         lora: Vec::new(),
+        fit_margin: fit_target(l.fit_target, std::env::var("LLAMA_ARG_FIT_TARGET").ok())?
+            .map(|mib| mib << 20),
     })
+}
+
+/// `--fit-target MiB`, else `LLAMA_ARG_FIT_TARGET` as llama.cpp parses it (MiB, one value for
+/// every device, or one a device split by `,` or `/`): one margin, the same on every GPU.
+fn fit_target(flag: Option<u64>, env: Option<String>) -> Result<Option<u64>> {
+    if flag.is_some() {
+        return Ok(flag);
+    }
+    let Some(text) = env.filter(|t| !t.trim().is_empty()) else {
+        return Ok(None);
+    };
+    let bad = |why: &str| -> anyhow::Error {
+        CliError::Usage(format!("LLAMA_ARG_FIT_TARGET={}: {why}", text.trim())).into()
+    };
+    let values = text
+        .split([',', '/'])
+        .filter(|v| !v.is_empty())
+        .map(|v| v.trim().parse::<u64>().ok().filter(|&m| m <= 1 << 24))
+        .collect::<Option<Vec<u64>>>()
+        .ok_or_else(|| bad("give the margin in MiB, e.g. 1024"))?;
+    match values.split_first() {
+        Some((first, rest)) if rest.iter().all(|v| v == first) => Ok(Some(*first)),
+        Some(_) => Err(bad(
+            "gpumem plans one margin for every GPU; give --fit-target MiB",
+        )),
+        None => Err(bad("give the margin in MiB, e.g. 1024")),
+    }
 }
 
 /// `select --lora`: llama.cpp's only (vLLM serves adapters through --enable-lora).

@@ -54,6 +54,9 @@ pub struct LlamaCppConfig {
     /// `--lora`: LoRA adapters applied to the model, each factor loaded on the device of the
     /// matrix it adapts.
     pub lora: Vec<crate::model::LoraAdapter>,
+    /// `--fit-target` (`LLAMA_ARG_FIT_TARGET`): the margin llama.cpp's fit keeps free on each
+    /// GPU, in bytes (`None`: its default, [`FIT_MARGIN`]).
+    pub fit_margin: Option<u64>,
 }
 
 /// llama.cpp's default minimum for the context its fit chooses (`--fit-ctx`).
@@ -291,6 +294,7 @@ fn server_settings(
                     .map_or(batch, |d| d.target_outputs(batch)),
             ),
             parallel: batch,
+            fit_margin: cfg.fit_margin.unwrap_or(FIT_MARGIN),
             ..settings.llamacpp.clone()
         },
         ..settings.clone()
@@ -319,7 +323,7 @@ fn account(
         tensor_split: f.split.clone(),
         overrides: f.overrides.clone(),
         repeating_layers: arch.num_layers,
-        margin_bytes: FIT_MARGIN,
+        margin_bytes: s.llamacpp.fit_margin,
         context: s.context.saturating_mul(s.batch),
         kv_unified: batch > 1 && s.batch == 1,
         context_fitted: cfg.fit_ctx_min.is_some(),
@@ -614,7 +618,7 @@ fn fitted<'a>(
         .iter()
         .map(|g| g.free_bytes.unwrap_or(g.total_bytes))
         .collect();
-    let mut margins = vec![FIT_MARGIN; free.len()];
+    let mut margins = vec![s.llamacpp.fit_margin; free.len()];
     let projector = projector_margin(cfg, s, &mut margins);
     let mut done = false;
     let mut s = s.clone();

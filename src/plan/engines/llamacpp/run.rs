@@ -30,6 +30,8 @@ pub struct LlamaCppRun {
     /// `GGML_VK_DISABLE_GRAPH_OPTIMIZE`, `GGML_METAL_GRAPH_OPTIMIZE_DISABLE`: ggml-vulkan and
     /// ggml-metal allocate each split in llama.cpp's graph order instead of reordering it first.
     pub keep_graph_order: bool,
+    /// `--fit-target`: what llama.cpp's fit keeps free on each GPU (1024 MiB by default).
+    pub fit_margin: u64,
 }
 
 /// The CPU backend's rules, every device local, a row of logits for every token.
@@ -43,6 +45,7 @@ impl Default for LlamaCppRun {
             rpc: Vec::new(),
             no_op_offload: false,
             keep_graph_order: false,
+            fit_margin: super::FIT_MARGIN,
         }
     }
 }

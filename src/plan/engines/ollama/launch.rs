@@ -26,6 +26,13 @@ pub(crate) fn launch(name: &str, plan: &Plan) -> Result<Launch, NoLaunch> {
     if let Some(kv) = a.kv_cache_type {
         env.push(("OLLAMA_KV_CACHE_TYPE".into(), kv.to_string()));
     }
+    // The runner Ollama starts is llama-server, which reads its fit margin from here.
+    if a.llamacpp.margin_bytes != crate::plan::engines::FIT_MARGIN {
+        env.push((
+            "LLAMA_ARG_FIT_TARGET".into(),
+            (a.llamacpp.margin_bytes >> 20).to_string(),
+        ));
+    }
     Ok(Launch {
         engine: Engine::Ollama,
         commands: vec![

@@ -2,7 +2,7 @@
 //! layer, against its free memory less llama.cpp's margin; system RAM by what the plan leaves
 //! there), and what is said when no plan holds the model.
 
-use super::{Fitted, FIT_MARGIN};
+use super::Fitted;
 use crate::backend::BackendKind;
 use crate::model::LayerWeights;
 use crate::plan::engines::llamacpp::draft::LlamaCppDraft;
@@ -103,7 +103,7 @@ pub(super) fn verdicts(
                 let base = c.free_bytes.unwrap_or(c.total_bytes);
                 let gpu = c.is_gpu();
                 let usable = if gpu {
-                    base.saturating_sub(FIT_MARGIN)
+                    base.saturating_sub(s.llamacpp.fit_margin)
                 } else {
                     base
                 };
@@ -134,7 +134,7 @@ pub(super) fn verdicts(
                     _ => VerdictReason::TooSmall,
                 };
                 let rule = UsableRule::FitMargin {
-                    margin_bytes: if gpu { FIT_MARGIN } else { 0 },
+                    margin_bytes: if gpu { s.llamacpp.fit_margin } else { 0 },
                 };
                 Verdict::of(
                     c,
