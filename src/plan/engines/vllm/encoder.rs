@@ -3,8 +3,9 @@
 //! outputs in the encoder cache while that batch runs.
 //!
 //! ```text
-//! tokens/item = the processor's largest item (Qwen: max_pixels / 28², a video's frames that fit
-//!               max_model_len; Gemma 3: mm_tokens_per_image)
+//! tokens/item = the processor's largest item (Qwen2/2.5-VL: max_pixels / 28², a video's frames
+//!               that fit max_model_len; Qwen3-VL: longest_edge / 32², a two-frame video at
+//!               half the video processor's; Gemma 3: mm_tokens_per_image)
 //! budget      = max(max_num_batched_tokens, tokens/item)         (compute_mm_encoder_budget)
 //! items       = max(1, min(budget / tokens/item,
 //!                          max_num_seqs × max(1, min(limit, max_model_len / tokens/item))))
@@ -13,7 +14,7 @@
 //!
 //! The encoder's forward peak is modelled as the text profile is: the widest block's
 //! activations per patch (`vllm/model_executor/models/qwen2_5_vl.py`, `qwen2_vl.py`,
-//! `siglip.py`) times the patches of every item, beside the dummy pixels.
+//! `qwen3_vl.py`, `siglip.py`) times the patches of every item, beside the dummy pixels.
 
 use serde::Serialize;
 
