@@ -187,6 +187,7 @@ set edit:completion:arg-completer[gpumem] = {|@words|
             cand --spec-draft-n-max 'llama.cpp: the most tokens the draft proposes a step (--spec-draft-n-max); the model keeps logits for that many more tokens a sequence'
             cand --gpu-layers-draft 'llama.cpp: the draft''s layers on the GPUs, the output layer counted as one (-ngld) [default: all]'
             cand --n-gpu-layers-draft 'llama.cpp: the draft''s layers on the GPUs, the output layer counted as one (-ngld) [default: all]'
+            cand --lora 'llama.cpp: a LoRA adapter GGUF applied to the model (--lora; repeatable): each factor is loaded beside the matrix it adapts, on that matrix''s device, and counted in the fit (llama.cpp''s own fit does not count it)'
             cand --prefer 'Backend to try first; others are still listed with their verdicts'
             cand --memory-fraction 'Fraction of a device''s free memory gpumem may plan to use'
             cand --min-free 'Memory always left free on every device'

@@ -562,6 +562,7 @@ row\t'Each weight\'s rows over the GPUs: refused, as llama.cpp refuses it on CUD
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l model-draft -l spec-draft-model -d 'llama.cpp: a draft model for speculative decoding (-md), a GGUF file or a Hub GGUF (ORG/NAME:QUANT): its weights, KV cache and compute buffers are fitted beside the model\'s, as llama-server\'s fit counts them' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l spec-draft-n-max -d 'llama.cpp: the most tokens the draft proposes a step (--spec-draft-n-max); the model keeps logits for that many more tokens a sequence' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l gpu-layers-draft -l n-gpu-layers-draft -d 'llama.cpp: the draft\'s layers on the GPUs, the output layer counted as one (-ngld) [default: all]' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l lora -d 'llama.cpp: a LoRA adapter GGUF applied to the model (--lora; repeatable): each factor is loaded beside the matrix it adapts, on that matrix\'s device, and counted in the fit (llama.cpp\'s own fit does not count it)' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand select" -l prefer -d 'Backend to try first; others are still listed with their verdicts' -r -f -a "auto\t'GPU backends with the most usable memory first, CPU last'
 cuda\t'NVIDIA GPUs through the CUDA driver'
 rocm\t'AMD GPUs through HIP'

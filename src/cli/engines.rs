@@ -61,6 +61,16 @@ pub struct LlamaCppArgs {
     /// [default: all].
     #[arg(long, visible_alias = "n-gpu-layers-draft", value_parser = clap::value_parser!(u64).range(0..=1 << 20), value_name = "N", requires = "model_draft", help_heading = "llama.cpp (--engine llama.cpp)", hide_short_help = true)]
     pub gpu_layers_draft: Option<u64>,
+    /// llama.cpp: a LoRA adapter GGUF applied to the model (--lora; repeatable): each factor
+    /// is loaded beside the matrix it adapts, on that matrix's device, and counted in the fit
+    /// (llama.cpp's own fit does not count it).
+    #[arg(
+        long,
+        value_name = "GGUF",
+        help_heading = "llama.cpp (--engine llama.cpp)",
+        hide_short_help = true
+    )]
+    pub lora: Vec<std::path::PathBuf>,
 }
 
 /// `--split-mode`, as llama.cpp's `-sm` takes it.

@@ -5,8 +5,8 @@ use anyhow::Result;
 use super::options::{
     check_context, check_pp_layer_partition, check_suggest_dtype, check_tensor_parallel,
     check_vllm_lora, check_vllm_vision, load_options, ollama_kv_type, probe_all, select_draft,
-    select_engines, select_llamacpp_config, select_policy, select_sim_devices, select_vllm_config,
-    select_what, sglang_tp, vllm_speculative, DraftRequest, SelectWhat,
+    select_engines, select_llamacpp_config, select_lora, select_policy, select_sim_devices,
+    select_vllm_config, select_what, sglang_tp, vllm_speculative, DraftRequest, SelectWhat,
 };
 use crate::backend::{discover_with, host_info, same_gpus};
 use crate::cli::SelectArgs;
@@ -69,13 +69,7 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
         _ => None,
     };
     let mut vllm = engine_settings(args, &mut demand, &candidates, engine)?;
-    let mut llamacpp = select_llamacpp_config(args, engine)?;
-    if let Demand::Model { source, .. } = &demand {
-        llamacpp.projector = source.projector.clone();
-    }
-    if let Some(req) = select_draft(args, engine)? {
-        llamacpp.draft = Some(load_draft(&req, &args.settings, out)?);
-    }
+    let llamacpp = llamacpp_config(args, engine, &demand, out)?;
     let mut inverse = inverse_questions(
         args,
         &mut demand,
@@ -132,6 +126,31 @@ pub fn run(args: &SelectArgs, out: &Output) -> Result<Exit> {
     } else {
         Exit::Success
     })
+}
+
+/// llama.cpp's settings, with what it loads beside the model: the model's projector, the
+/// draft `--model-draft` names and the `--lora` adapters (each checked against the model).
+fn llamacpp_config(
+    args: &SelectArgs,
+    engine: Option<crate::plan::launch::Engine>,
+    demand: &Demand,
+    out: &Output,
+) -> Result<LlamaCppConfig> {
+    let mut llamacpp = select_llamacpp_config(args, engine)?;
+    if let Demand::Model { source, .. } = demand {
+        llamacpp.projector = source.projector.clone();
+    }
+    if let Some(req) = select_draft(args, engine)? {
+        llamacpp.draft = Some(load_draft(&req, &args.settings, out)?);
+    }
+    for path in select_lora(args, engine)? {
+        let adapter = crate::model::read_lora(&path)?;
+        if let Demand::Model { source, .. } = demand {
+            adapter.check_against(source.layer_weights.as_ref())?;
+        }
+        llamacpp.lora.push(adapter);
+    }
+    Ok(llamacpp)
 }
 
 /// The draft `--model-draft` names, read like any model; llama.cpp loads it from a GGUF.

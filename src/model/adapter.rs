@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::error::quoted;
 use super::gguf::{self, GgufFile, GgufValue};
-use super::ModelError;
+use super::{LayerWeights, ModelError};
 
 /// One adapted matrix: the base tensor's name and the bytes of its two factors.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +42,26 @@ impl LoraAdapter {
         self.pairs.iter().fold(0u64, |t, p| {
             t.saturating_add(p.a_bytes).saturating_add(p.b_bytes)
         })
+    }
+
+    /// Refuses an adapter for another model, as llama.cpp does on loading it: a factor whose
+    /// matrix the model's GGUF does not hold. A model counted from its shape (no tensors read)
+    /// is taken as it is.
+    pub fn check_against(&self, weights: Option<&LayerWeights>) -> Result<(), ModelError> {
+        let Some(w) = weights.filter(|w| !w.tensors.is_empty()) else {
+            return Ok(());
+        };
+        match self.pairs.iter().find(|p| !w.tensors.contains_key(&p.base)) {
+            Some(p) => Err(ModelError::BadField {
+                path: self.path.clone(),
+                field: "tensors".into(),
+                why: format!(
+                    "adapts '{}', which the model does not have: an adapter for another model",
+                    quoted(&p.base)
+                ),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// The largest rank among its pairs.

@@ -229,6 +229,9 @@ pub fn llamacpp_text(text: &mut String, a: &LlamaCppAccount) {
     if let Some(p) = &a.projector {
         projector_text(text, p, device_name(0, a.devices.len(), rpc));
     }
+    if let Some(l) = &a.lora {
+        lora_text(text, l, rpc);
+    }
     for line in override_lines(&a.overrides, a.repeating_layers) {
         let _ = writeln!(text, "  {line}");
     }
@@ -291,6 +294,31 @@ fn projector_text(
             format_bytes(p.weights_bytes)
         ),
     };
+}
+
+/// The LoRA adapters' share of the rows above, where it is not nothing.
+fn lora_text(text: &mut String, l: &crate::plan::engines::llamacpp::LoraAccount, rpc: usize) {
+    let gpus = l.devices_bytes.len();
+    let shares: Vec<String> = l
+        .devices_bytes
+        .iter()
+        .enumerate()
+        .map(|(i, &b)| (device_name(i, gpus, rpc), b))
+        .chain([("host".to_string(), l.host_bytes)])
+        .filter(|&(_, b)| b > 0)
+        .map(|(name, b)| format!("{} on {name}", format_bytes(b)))
+        .collect();
+    let what = if l.files.len() == 1 {
+        "the LoRA adapter".to_string()
+    } else {
+        format!("{} LoRA adapters", l.files.len())
+    };
+    let _ = writeln!(
+        text,
+        "  of which {what}: {} (beside the matrices it adapts; llama.cpp's own fit does not \
+         count it, this plan does)",
+        shares.join(", ")
+    );
 }
 
 /// A device's row name: `GPU` alone, else llama.cpp's order (other hosts' GPUs first, its RPC

@@ -192,11 +192,18 @@ fn fsdp2_precision_text(p: Fsdp2Precision) -> &'static str {
 /// it pastes as one command.
 fn continued(line: &str, width: usize) -> String {
     // A flag and its value break together (`-np 1`, `--tp 2`), so each continued line reads
-    // as whole options.
+    // as whole options; one too long for a continued line by themselves (a JSON value) break
+    // apart, with a continuation between them like any other.
+    let fits = |a: &str, b: &str| 8 + a.chars().count() + 1 + b.chars().count() + 2 <= width;
     let mut units: Vec<String> = Vec::new();
     for word in line.split(' ') {
         match units.last_mut() {
-            Some(last) if is_flag(last) && !last.contains([' ', '=']) && !word.starts_with('-') => {
+            Some(last)
+                if is_flag(last)
+                    && !last.contains([' ', '='])
+                    && !word.starts_with('-')
+                    && fits(last, word) =>
+            {
                 last.push(' ');
                 last.push_str(word);
             }
@@ -248,5 +255,28 @@ pub(super) fn launch_text(text: &mut String, engine: Engine, result: &Result<Lau
                 no_launch_text(*why)
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::continued;
+
+    // Every line but the last ends in a continuation, so the command pastes as one: a flag
+    // stays with a short value, and a value too long to share a line with its flag (vLLM's
+    // JSON configs) gets one of its own.
+    #[test]
+    fn a_long_value_breaks_from_its_flag_with_a_continuation() {
+        let json = r#"'{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4}'"#;
+        let line = format!("vllm serve m --max-model-len 8192 --speculative-config {json} -tp 2");
+        let text = continued(&line, 80);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines.iter().all(|l| l.chars().count() <= 80), "{text}");
+        for l in &lines[..lines.len() - 1] {
+            assert!(l.ends_with(" \\"), "{text}");
+        }
+        assert!(lines[0].ends_with("--speculative-config \\"), "{text}");
+        assert_eq!(lines[1], format!("        {json} \\"), "{text}");
+        assert_eq!(lines[2], "        -tp 2", "{text}");
     }
 }

@@ -124,8 +124,8 @@ pub enum BaselineError {
     #[error("'{0}' is not METRIC:PCT with PCT a percentage from 0 to 1000, e.g. ops-per-sec:10")]
     BadGate(String),
     /// `--confidence` outside 0.5–0.9999.
-    #[error("--confidence {0}: give a level from 0.5 to 0.9999, e.g. 0.95")]
-    BadConfidence(String),
+    #[error(transparent)]
+    BadConfidence(#[from] super::significance::BadConfidence),
     /// The file is not a baseline this version reads.
     #[error("not a gpumem baseline of version {BASELINE_VERSION}: {0}")]
     NotABaseline(String),

@@ -9,8 +9,12 @@
 //! run (a page-fault storm, a clock change) moves it by one rank, not by its size.
 
 use serde::Serialize;
+use thiserror::Error;
 
-use super::baseline::BaselineError;
+/// `--confidence` outside 0.5–0.9999.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("--confidence {0}: give a level from 0.5 to 0.9999, e.g. 0.95")]
+pub struct BadConfidence(pub String);
 
 /// The confidence a decision is made at (`--confidence`): a shift is significant when its
 /// one-sided p-value is at most 1 − confidence.
@@ -24,11 +28,11 @@ impl Confidence {
 
     /// A confidence from 0.5 (a coin toss decides) to 0.9999 (below 1 − 10⁻⁴ no run count a
     /// CI job affords decides anything).
-    pub fn new(level: f64) -> Result<Confidence, BaselineError> {
+    pub fn new(level: f64) -> Result<Confidence, BadConfidence> {
         if (0.5..=0.9999).contains(&level) {
             Ok(Confidence(level))
         } else {
-            Err(BaselineError::BadConfidence(level.to_string()))
+            Err(BadConfidence(level.to_string()))
         }
     }
 

@@ -24,6 +24,7 @@ mod llamacpp_draft;
 mod llamacpp_fit_context;
 mod llamacpp_gemma4;
 mod llamacpp_hosts;
+mod llamacpp_lora;
 mod llamacpp_mmproj;
 mod llamacpp_moe_select;
 mod llamacpp_reference;

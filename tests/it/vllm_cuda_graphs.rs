@@ -70,6 +70,8 @@ fn check(run: &Value) -> Vec<String> {
     let printed = run["kv_tokens"].as_u64().unwrap();
     let ours = doc["plan"]["engine"]["kv_tokens"].as_u64().unwrap_or(0);
     let ratio = ours as f64 / printed as f64;
+    // The accuracy table, with `--nocapture`.
+    eprintln!("{}: vLLM {printed}, gpumem {ours}, {ratio:.3}", run["id"]);
     if !(0.90..=1.10).contains(&ratio) {
         wrong.push(format!(
             "KV cache {ours} tokens against vLLM's {printed} ({ratio:.3}×)"

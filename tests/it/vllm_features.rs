@@ -187,3 +187,40 @@ fn a_model_outside_vllms_account_is_said_to_be_planned_generically() {
     assert!(text("gemma-4-31b").contains(line));
     assert!(!text("llama-3.1-8b").contains(line));
 }
+
+// A vision-language model served with a draft and LoRA slots: the account has the encoder's,
+// the draft's and the slots' terms, and the launch carries every flag vLLM needs.
+#[test]
+fn a_vlm_with_a_draft_and_lora_slots_launches_with_every_flag() {
+    let spec = r#"{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4}"#;
+    let mm = r#"{"image":2,"video":0}"#;
+    let out = crate::common::gpumem()
+        .args(["--json", "select", "--engine", "vllm", "--config"])
+        .arg(crate::common::fixture(
+            "vllm/configs/qwen2.5-vl-3b-instruct.json",
+        ))
+        .args(["--device", "sim:l4", "--context", "8192"])
+        .args(["--limit-mm-per-prompt", mm, "--speculative-config", spec])
+        .args(["--enable-lora", "--max-loras", "2", "--max-lora-rank", "16"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let engine = &json["plan"]["engine"];
+    assert!(engine["encoder"].is_object(), "{engine}");
+    assert!(engine["draft"].is_object(), "{engine}");
+    assert_eq!(engine["lora"][0]["max_loras"], 2, "{engine}");
+    assert!(engine["lora"][1].as_u64().unwrap() > 0, "{engine}");
+    let argv = crate::common::launch_argv(&json);
+    let after = |flag: &str| argv[argv.iter().position(|a| a == flag).unwrap() + 1].clone();
+    assert_eq!(after("--speculative-config"), spec);
+    assert_eq!(after("--limit-mm-per-prompt"), mm);
+    assert_eq!(after("--max-loras"), "2");
+    assert_eq!(after("--max-lora-rank"), "16");
+    assert!(argv.iter().any(|a| a == "--enable-lora"));
+}

@@ -17,6 +17,7 @@
 #include "log.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
@@ -63,6 +64,11 @@ int main(int argc, char ** argv) {
             fputs(l.c_str(), stderr);
         }
         return 1;
+    }
+    if (getenv("LORA_BUFFERS_LOG") != nullptr) {
+        for (const auto & l : lines) {
+            fputs(l.c_str(), stderr);
+        }
     }
     std::map<std::string, std::string> compute;
     for (const auto & l : lines) {

@@ -483,7 +483,23 @@ pub fn select_llamacpp_config(args: &SelectArgs, engine: Option<Engine>) -> Resu
         draft: None,
         // The model's own, which the command loads with it.
         projector: None,
+        // Read by the command (`select_lora`), which loads them.
+        lora: Vec::new(),
     })
+}
+
+/// `select --lora`: llama.cpp's only (vLLM serves adapters through --enable-lora).
+pub fn select_lora(args: &SelectArgs, engine: Option<Engine>) -> Result<Vec<std::path::PathBuf>> {
+    let files = &args.llamacpp.lora;
+    if !files.is_empty() && engine != Some(Engine::LlamaCpp) {
+        return Err(CliError::Usage(
+            "--lora is llama.cpp's: it needs a GGUF model or --engine llama.cpp; vLLM takes \
+             --enable-lora --max-loras --max-lora-rank"
+                .into(),
+        )
+        .into());
+    }
+    Ok(files.clone())
 }
 
 /// `--model-draft` and its settings, read by `select` before it loads the draft.

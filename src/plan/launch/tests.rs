@@ -131,6 +131,7 @@ fn llama_cpp_across_hosts_launches_the_fits_layers_and_overrides() {
         rpc_devices: 1,
         rpc_device_rules: vec![crate::plan::engines::llamacpp::LlamaDevice::Cuda],
         projector: None,
+        lora: None,
         draft: None,
     };
     p.account = Some(crate::plan::EngineAccount::LlamaCpp(account));

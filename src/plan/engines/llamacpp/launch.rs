@@ -106,6 +106,13 @@ pub(crate) fn launch(model: &[String], plan: &Plan, s: &LaunchSettings) -> Launc
     ) {
         argv.extend(["--mmproj".into(), p.path.display().to_string()]);
     }
+    for file in plan
+        .llamacpp()
+        .and_then(|f| f.lora.as_ref())
+        .map_or(&[][..], |l| &l.files[..])
+    {
+        argv.extend(["--lora".into(), file.display().to_string()]);
+    }
     if !rpc.is_empty() {
         argv.extend(["--rpc".into(), rpc.join(",")]);
     }

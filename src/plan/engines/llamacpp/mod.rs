@@ -12,6 +12,7 @@ mod draft;
 mod fit;
 pub(crate) mod kv;
 pub(crate) mod launch;
+mod lora;
 mod placement;
 mod plan;
 mod projector;
@@ -31,6 +32,7 @@ pub use activations::{inference_activations, output_row_floats};
 pub use buffers::{offloaded_compute_buffers, placed_compute_buffers, Placement};
 pub use device::{LlamaDevice, RulesBasis, UnmeasuredRule};
 pub use kv::{kv_bytes_per_layer, kv_row_padding_per_layer, KV_CELL_PAD};
+pub use lora::LoraAccount;
 pub use projector::{projector_compute, ProjectorAccount};
 pub use run::LlamaCppRun;
 

@@ -51,6 +51,9 @@ pub struct LlamaCppConfig {
     /// `--mmproj`: a multimodal projector, which llama-server loads through mtmd on the first
     /// GPU and keeps free beside its fit's margin there.
     pub projector: Option<crate::model::Projector>,
+    /// `--lora`: LoRA adapters applied to the model, each factor loaded on the device of the
+    /// matrix it adapts.
+    pub lora: Vec<crate::model::LoraAdapter>,
 }
 
 /// llama.cpp's default minimum for the context its fit chooses (`--fit-ctx`).
@@ -112,6 +115,9 @@ pub struct LlamaCppAccount {
     /// (the host's without one) includes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub projector: Option<super::projector::ProjectorAccount>,
+    /// The LoRA adapters applied (`--lora`), whose bytes `devices` and `host` include.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lora: Option<Box<super::lora::LoraAccount>>,
 }
 
 /// The ggml backend llama.cpp runs `candidates`' GPUs with: ggml-cuda's buffers where any is a
@@ -178,6 +184,8 @@ pub fn select_llamacpp(
     let weights = source.layer_weights.clone().unwrap_or_else(|| {
         LayerWeights::from_arch(arch, settings.dtype.unwrap_or(DEFAULT_WEIGHT_PRECISION))
     });
+    // The adapters' factors are fitted with the matrices they adapt.
+    let weights = super::lora::adapted(&weights, &cfg.lora).into_owned();
     let batch = settings.batch.max(1);
     let s = server_settings(settings, candidates, cfg, arch);
     let all = arch.num_layers + 1;
@@ -331,6 +339,10 @@ fn account(
             .as_ref()
             .zip(f.projector)
             .map(|(p, share)| ProjectorAccount::new(p, share, !f.gpus.is_empty())),
+        lora: f
+            .lora
+            .as_ref()
+            .map(|share| Box::new(super::lora::LoraAccount::new(&cfg.lora, share))),
         draft: cfg.draft.as_ref().zip(f.draft.as_ref()).map(|(d, uses)| {
             let (host, devices) = uses
                 .split_last()
@@ -514,6 +526,8 @@ struct Fitted<'a> {
     draft: Option<Vec<DeviceUse>>,
     /// The projector's share of the first GPU's (the host's without one), with one.
     projector: Option<DeviceUse>,
+    /// The LoRA adapters' bytes on each GPU, then the host, with any.
+    lora: Option<Vec<u64>>,
 }
 
 impl Fitted<'_> {
@@ -564,6 +578,28 @@ impl Fitted<'_> {
     }
 }
 
+/// mtmd's weights and image buffer on the first GPU, added to the fit's margin there before
+/// the context or the layers are fitted, as llama-server adds them; the projector's share.
+fn projector_margin(cfg: &LlamaCppConfig, s: &Settings, margins: &mut [u64]) -> Option<DeviceUse> {
+    let projector = cfg
+        .projector
+        .as_ref()
+        .map(|p| projector_use(p, s.flash_attention, s.llamacpp.device.rules()));
+    if let (Some(p), Some(m)) = (&projector, margins.first_mut()) {
+        *m += p.total();
+    }
+    projector
+}
+
+/// Each of `gpus` GPUs' repeating layers under `offload` (the output layer not counted).
+fn layers_per_gpu(arch: &crate::model::ModelArch, offload: &Offload, gpus: usize) -> Vec<u64> {
+    let placed = layer_devices(arch.num_layers, offload);
+    let repeating = &placed[..placed.len().saturating_sub(1)];
+    (0..gpus)
+        .map(|d| repeating.iter().filter(|&&x| x == Some(d)).count() as u64)
+        .collect()
+}
+
 /// One host's GPUs fitted as llama.cpp fits them: the context first where llama.cpp chooses
 /// it, then the layers (and a model's experts) unless that fit ended there.
 fn fitted<'a>(
@@ -579,15 +615,7 @@ fn fitted<'a>(
         .map(|g| g.free_bytes.unwrap_or(g.total_bytes))
         .collect();
     let mut margins = vec![FIT_MARGIN; free.len()];
-    // mtmd's weights and image buffer on the first GPU, added to the fit's margin there
-    // before the context or the layers are fitted.
-    let projector = cfg
-        .projector
-        .as_ref()
-        .map(|p| projector_use(p, s.flash_attention, s.llamacpp.device.rules()));
-    if let (Some(p), Some(m)) = (&projector, margins.first_mut()) {
-        *m += p.total();
-    }
+    let projector = projector_margin(cfg, s, &mut margins);
     let mut done = false;
     let mut s = s.clone();
     // After its context fit llama.cpp fills the devices without checking its defaults again.
@@ -647,6 +675,7 @@ fn fitted<'a>(
         moves,
     };
     let mut uses = device_uses(weights, arch, s, &offload)?;
+    let lora = super::lora::lora_share(weights, &cfg.lora, (arch, s), Some(&offload));
     if let Some(d) = &draft {
         add_uses(&mut uses, d);
     }
@@ -654,15 +683,7 @@ fn fitted<'a>(
         add_uses(&mut uses[..1], std::slice::from_ref(p));
     }
     let host = uses.pop()?;
-    let placed = layer_devices(arch.num_layers, &offload);
-    let layers = (0..gpus.len())
-        .map(|d| {
-            placed[..placed.len() - 1]
-                .iter()
-                .filter(|&&x| x == Some(d))
-                .count() as u64
-        })
-        .collect();
+    let layers = layers_per_gpu(arch, &offload, gpus.len());
     Some(Fitted {
         gpus,
         ram,
@@ -676,6 +697,7 @@ fn fitted<'a>(
         rules: (s.llamacpp.device, s.llamacpp.rpc.clone()),
         draft,
         projector,
+        lora,
     })
 }
 
@@ -715,6 +737,7 @@ fn cpu_only<'a>(
         rules: (s.llamacpp.device, s.llamacpp.rpc.clone()),
         draft,
         projector,
+        lora: super::lora::lora_share(weights, &cfg.lora, (arch, s), None),
     })
 }
 
