@@ -20,6 +20,11 @@ pub enum TowerKind {
     /// Gemma 3 (`gemma3_mm.py`, `siglip.py`): a SigLIP tower at a fixed square image, its
     /// patches average-pooled into `mm_tokens_per_image` tokens, an RMS norm and a projection.
     Gemma3,
+    /// Qwen3-VL (`qwen3_vl.py`; Qwen3-VL-MoE and Qwen3.5 build the same
+    /// `Qwen3_VisionTransformer`): 16-pixel patches with learned position embeddings,
+    /// LayerNorms and a plain biased MLP, 2×2 patches merged into a token, and "deepstack"
+    /// mergers whose outputs ride beside the main merger's (one text width each).
+    Qwen3Vl,
 }
 
 impl TowerKind {
@@ -30,7 +35,10 @@ impl TowerKind {
 
     /// It takes videos as well as images (a video's frames pass the same tower).
     pub fn takes_video(self) -> bool {
-        matches!(self, TowerKind::Qwen2Vl | TowerKind::Qwen25Vl)
+        matches!(
+            self,
+            TowerKind::Qwen2Vl | TowerKind::Qwen25Vl | TowerKind::Qwen3Vl
+        )
     }
 }
 
@@ -61,6 +69,26 @@ const TOWERS: &[Row] = &[
         kind: TowerKind::Gemma3,
         read: gemma3,
     },
+    Row {
+        model_type: "qwen3_vl",
+        kind: TowerKind::Qwen3Vl,
+        read: qwen3_vl,
+    },
+    Row {
+        model_type: "qwen3_vl_moe",
+        kind: TowerKind::Qwen3Vl,
+        read: qwen3_vl,
+    },
+    Row {
+        model_type: "qwen3_5",
+        kind: TowerKind::Qwen3Vl,
+        read: qwen3_vl,
+    },
+    Row {
+        model_type: "qwen3_5_moe",
+        kind: TowerKind::Qwen3Vl,
+        read: qwen3_vl,
+    },
 ];
 
 /// A tower's shape, as its config gives it.
@@ -85,6 +113,11 @@ pub struct VisionShape {
     pub image_size: u64,
     /// The text model's width the projector maps into.
     pub out_hidden: u64,
+    /// Qwen3-VL's deepstack mergers (`deepstack_visual_indexes`), each adding one text width
+    /// to every output token; 0 for other towers.
+    pub deepstack: u64,
+    /// Qwen3-VL's learned position embeddings (`num_position_embeddings`); 0 for others.
+    pub positions: u64,
 }
 
 /// A config.json's vision tower.
@@ -167,6 +200,8 @@ fn qwen2_vl(v: &Map<String, Value>, top: &Map<String, Value>) -> Option<VisionSh
         merge: uint(v, "spatial_merge_size").unwrap_or(2),
         image_size: 0,
         out_hidden: text_hidden(top).or_else(|| uint(v, "hidden_size"))?,
+        deepstack: 0,
+        positions: 0,
     })
 }
 
@@ -183,6 +218,31 @@ fn qwen2_5_vl(v: &Map<String, Value>, top: &Map<String, Value>) -> Option<Vision
         merge: uint(v, "spatial_merge_size").unwrap_or(2),
         image_size: 0,
         out_hidden: uint(v, "out_hidden_size").or_else(|| text_hidden(top))?,
+        deepstack: 0,
+        positions: 0,
+    })
+}
+
+/// Qwen3-VL's `vision_config`, with `Qwen3VLVisionConfig`'s defaults (transformers 5.24) for
+/// the keys a config leaves out.
+fn qwen3_vl(v: &Map<String, Value>, _top: &Map<String, Value>) -> Option<VisionShape> {
+    let deepstack = match v.get("deepstack_visual_indexes") {
+        Some(Value::Array(list)) => list.len() as u64,
+        Some(_) => return None,
+        None => 3,
+    };
+    Some(VisionShape {
+        hidden: uint(v, "hidden_size").unwrap_or(1152),
+        ffn: uint(v, "intermediate_size").unwrap_or(4304),
+        layers: uint(v, "depth").unwrap_or(27),
+        heads: uint(v, "num_heads").unwrap_or(16),
+        patch: uint(v, "patch_size").unwrap_or(16),
+        temporal_patch: uint(v, "temporal_patch_size").unwrap_or(2),
+        merge: uint(v, "spatial_merge_size").unwrap_or(2),
+        image_size: 0,
+        out_hidden: uint(v, "out_hidden_size").unwrap_or(3584),
+        deepstack,
+        positions: uint(v, "num_position_embeddings").unwrap_or(2304),
     })
 }
 
@@ -207,6 +267,8 @@ fn gemma3(v: &Map<String, Value>, top: &Map<String, Value>) -> Option<VisionShap
         merge: side / tokens_side,
         image_size,
         out_hidden: text_hidden(top)?,
+        deepstack: 0,
+        positions: 0,
     })
 }
 
@@ -239,6 +301,18 @@ impl VisionShape {
                     + w(self.out_hidden);
                 let patch_embed = 3 * t * p * p * h;
                 patch_embed + w(self.layers) * (attention + mlp + 2 * norm) + merger
+            }
+            TowerKind::Qwen3Vl => {
+                let (o, merged) = (w(self.out_hidden), h * w(self.merge) * w(self.merge));
+                // Biased Conv3d and the position table; blocks of LayerNorms (weights and
+                // biases), a biased qkv and projection and a plain biased MLP.
+                let embeddings = 3 * t * p * p * h + h + w(self.positions) * h;
+                let block = attention + (h * f + f + f * h + h) + 4 * h;
+                // The merger normalises the tower's width, each deepstack merger the merged
+                // width, then both project merged -> merged -> the text's width.
+                let projection = merged * merged + merged + merged * o + o;
+                let mergers = (2 * h + projection) + w(self.deepstack) * (2 * merged + projection);
+                embeddings + w(self.layers) * block + mergers
             }
             TowerKind::Gemma3 => {
                 let mlp = h * f + f + f * h + h;
@@ -296,6 +370,35 @@ mod tests {
         assert_eq!(kind, TowerKind::Gemma3);
         assert_eq!((shape.image_size / shape.patch, shape.merge), (64, 4));
         assert_eq!(shape.out_hidden, 5376);
+    }
+
+    #[test]
+    fn qwen3_vl_reads_its_deepstack_mergers_and_position_table() {
+        let path = format!(
+            "{}/tests/fixtures/vllm/configs/qwen3-vl-2b-instruct.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let value: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let Some(HfVision::Modelled { kind, shape }) = vision_of(value.as_object().unwrap()) else {
+            panic!("Qwen3-VL's tower is modelled");
+        };
+        assert_eq!(kind, TowerKind::Qwen3Vl);
+        assert_eq!(
+            (
+                shape.hidden,
+                shape.ffn,
+                shape.layers,
+                shape.patch,
+                shape.merge
+            ),
+            (1024, 4096, 24, 16, 2)
+        );
+        // deepstack_visual_indexes [5, 11, 17]; out_hidden_size 2048; 48 × 48 positions.
+        assert_eq!(
+            (shape.deepstack, shape.out_hidden, shape.positions),
+            (3, 2048, 2304)
+        );
     }
 
     #[test]

@@ -732,7 +732,7 @@ pub fn warning_text(w: &ModelWarning) -> String {
         ModelWarning::VisionTowerNotCounted => {
             "multimodal model: the language model is estimated; its vision tower and projector \
              are not counted (vLLM's plan counts the towers gpumem models: Qwen2-VL, \
-             Qwen2.5-VL, Gemma 3)"
+             Qwen2.5-VL, Gemma 3, Qwen3-VL and Qwen3.5)"
                 .to_string()
         }
         ModelWarning::NoConfig { path } => format!(

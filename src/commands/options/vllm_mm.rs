@@ -11,7 +11,8 @@ use crate::plan::engines::vllm::VllmMultimodal;
 use crate::plan::launch::Engine;
 
 /// The towers gpumem models, for the refusal's message.
-const MODELLED: &str = "qwen2_vl, qwen2_5_vl and gemma3";
+const MODELLED: &str =
+    "qwen2_vl, qwen2_5_vl, gemma3, qwen3_vl, qwen3_vl_moe, qwen3_5 and qwen3_5_moe";
 
 /// `--limit-mm-per-prompt` as vLLM's `MultiModalConfig` takes it: each modality a count, or an
 /// object with a `count`. The dummy sizes an object may also give (`width`, `height`,

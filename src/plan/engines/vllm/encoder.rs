@@ -3,8 +3,9 @@
 //! outputs in the encoder cache while that batch runs.
 //!
 //! ```text
-//! tokens/item = the processor's largest item (Qwen: max_pixels / 28², a video's frames that fit
-//!               max_model_len; Gemma 3: mm_tokens_per_image)
+//! tokens/item = the processor's largest item (Qwen2/2.5-VL: max_pixels / 28², a video's frames
+//!               that fit max_model_len; Qwen3-VL: longest_edge / 32², a two-frame video at
+//!               half the video processor's; Gemma 3: mm_tokens_per_image)
 //! budget      = max(max_num_batched_tokens, tokens/item)         (compute_mm_encoder_budget)
 //! items       = max(1, min(budget / tokens/item,
 //!                          max_num_seqs × max(1, min(limit, max_model_len / tokens/item))))
@@ -13,7 +14,7 @@
 //!
 //! The encoder's forward peak is modelled as the text profile is: the widest block's
 //! activations per patch (`vllm/model_executor/models/qwen2_5_vl.py`, `qwen2_vl.py`,
-//! `siglip.py`) times the patches of every item, beside the dummy pixels.
+//! `qwen3_vl.py`, `siglip.py`) times the patches of every item, beside the dummy pixels.
 
 use serde::Serialize;
 
@@ -53,6 +54,16 @@ const MAX_FRAMES_PER_VIDEO: u64 = 14;
 /// The Qwen2-VL image processor's default `max_pixels` (Qwen2-VL's and Qwen2.5-VL's
 /// `preprocessor_config.json`: 16384 tokens of 28 × 28 pixels).
 pub const QWEN_MAX_PIXELS: u64 = 12_845_056;
+
+/// Qwen3-VL's image processor `size.longest_edge` (its `preprocessor_config.json`: 16384
+/// tokens of 32 × 32 pixels, the 16,384-token image budget vLLM prints for Qwen3-VL-8B).
+pub const QWEN3_MAX_PIXELS: u64 = 16_777_216;
+
+/// Qwen3-VL's video processor `size.longest_edge` (`video_preprocessor_config.json`), which
+/// spans a pair of frames: `Qwen3VLProcessingInfo.get_max_video_tokens` sizes the dummy
+/// video's frames at half of it, 12,288 tokens, the video budget vLLM prints for a Qwen3-VL
+/// whose images were made smaller than that.
+const QWEN3_VIDEO_MAX_PIXELS: u64 = 25_165_824;
 
 /// A config.json's vision tower as vLLM loads it beside the language model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,9 +135,10 @@ pub(super) fn profile(
     let input = 3 * s.temporal_patch * s.patch * s.patch;
     let b = batch.activation_bytes;
     let peak = patches.saturating_mul((input + block_peak(vision, batch.tp)) * b);
+    // Qwen3-VL's deepstack features leave the tower concatenated beside the merger's.
     let outputs = items
         .saturating_mul(tokens)
-        .saturating_mul(s.out_hidden * b);
+        .saturating_mul(s.out_hidden * (1 + s.deepstack) * b);
     Some(EncoderProfile {
         modality,
         tokens_per_item: tokens,
@@ -142,7 +154,7 @@ pub(super) fn profile(
 fn patches_per_item(vision: &VllmVision, tokens: u64) -> u64 {
     let s = &vision.shape;
     match vision.kind {
-        TowerKind::Qwen2Vl | TowerKind::Qwen25Vl => tokens * s.merge * s.merge,
+        TowerKind::Qwen2Vl | TowerKind::Qwen25Vl | TowerKind::Qwen3Vl => tokens * s.merge * s.merge,
         TowerKind::Gemma3 => {
             let side = s.image_size / s.patch.max(1);
             side * side
@@ -167,15 +179,25 @@ fn block_peak(vision: &VllmVision, tp: u64) -> u64 {
         // The same attention; a plain MLP over the block input, its norm and fc1's product
         // and activation beside fc2's output.
         TowerKind::Qwen2Vl => (h + 9 * sharded_h).max(3 * h + 2 * f),
+        // Qwen2.5-VL's attention and Qwen2-VL's plain MLP, beside the interpolated position
+        // embeddings (one width a patch, held in the encoder metadata through every block)
+        // and the deepstack features gathered so far (a text width per merged token each).
+        TowerKind::Qwen3Vl => {
+            let merged = (s.merge * s.merge).max(1);
+            (h + 9 * sharded_h).max(3 * h + 2 * f) + h + s.deepstack * s.out_hidden / merged
+        }
         // SigLIP: the residual and normed input beside q/k/v and the attention's output, or
         // beside fc1's product, its activation and fc2's output.
         TowerKind::Gemma3 => (3 * h + 4 * sharded_h).max(3 * h + 2 * f),
     }
 }
 
-/// The processor's `max_pixels` (`--mm-processor-kwargs` over the default).
-fn max_pixels(mm: &VllmMultimodal) -> u64 {
-    mm.max_pixels.unwrap_or(QWEN_MAX_PIXELS)
+/// The image processor's `max_pixels` (`--mm-processor-kwargs` over the default).
+fn max_pixels(vision: &VllmVision, mm: &VllmMultimodal) -> u64 {
+    mm.max_pixels.unwrap_or(match vision.kind {
+        TowerKind::Qwen3Vl => QWEN3_MAX_PIXELS,
+        _ => QWEN_MAX_PIXELS,
+    })
 }
 
 /// Tokens of the largest image: Qwen's `get_image_size_with_most_features` (the most merged
@@ -188,18 +210,25 @@ fn image_tokens(vision: &VllmVision, mm: &VllmMultimodal) -> u64 {
             let side = s.image_size / s.patch.max(1) / s.merge.max(1);
             side * side
         }
-        TowerKind::Qwen2Vl | TowerKind::Qwen25Vl => {
-            let unit = (s.patch * s.merge).max(1);
-            let most = max_pixels(mm) / (unit * unit);
-            (1..=most)
-                .rev()
-                .find(|&n| {
-                    let (h, w) = closest_factor_pair(n);
-                    w <= 200 * h
-                })
-                .unwrap_or(1)
+        TowerKind::Qwen2Vl | TowerKind::Qwen25Vl | TowerKind::Qwen3Vl => {
+            tokens_within(vision, max_pixels(vision, mm))
         }
     }
+}
+
+/// Qwen's `get_image_size_with_most_features` at `pixels`: the most merged patches they allow,
+/// factored into a side ratio of at most 200.
+fn tokens_within(vision: &VllmVision, pixels: u64) -> u64 {
+    let s = &vision.shape;
+    let unit = (s.patch * s.merge).max(1);
+    let most = pixels / (unit * unit);
+    (1..=most)
+        .rev()
+        .find(|&n| {
+            let (h, w) = closest_factor_pair(n);
+            w <= 200 * h
+        })
+        .unwrap_or(1)
 }
 
 /// The factor pair of `n` closest to its square root, the smaller first.
@@ -227,6 +256,12 @@ fn video_frames(vision: &VllmVision, mm: &VllmMultimodal, max_model_len: u64) ->
 /// frames an image's tokens.
 fn video_tokens(vision: &VllmVision, mm: &VllmMultimodal, max_model_len: u64) -> u64 {
     let t = vision.shape.temporal_patch.max(1);
+    if vision.kind == TowerKind::Qwen3Vl {
+        // Qwen3-VL profiles a two-frame video at the video processor's own pixel budget
+        // (`max_pixels` given to the processor is assumed to apply to videos as well).
+        let pixels = mm.max_pixels.unwrap_or(QWEN3_VIDEO_MAX_PIXELS) / t;
+        return tokens_within(vision, pixels);
+    }
     video_frames(vision, mm, max_model_len).div_ceil(t) * image_tokens(vision, mm)
 }
 
@@ -248,6 +283,8 @@ mod tests {
                 merge: 2,
                 image_size: 0,
                 out_hidden: 3584,
+                deepstack: 0,
+                positions: 0,
             },
             weights_bytes: 0,
         }
@@ -270,6 +307,51 @@ mod tests {
     }
 
     #[test]
+    fn qwen3_vl_profiles_an_image_over_its_two_frame_video() {
+        let qwen3 = VllmVision {
+            kind: TowerKind::Qwen3Vl,
+            shape: VisionShape {
+                hidden: 1152,
+                ffn: 4304,
+                layers: 27,
+                heads: 16,
+                patch: 16,
+                temporal_patch: 2,
+                merge: 2,
+                image_size: 0,
+                out_hidden: 4096,
+                deepstack: 3,
+                positions: 2304,
+            },
+            weights_bytes: 0,
+        };
+        let mm = VllmMultimodal::default();
+        // vLLM's logs: Qwen3-VL-8B "a budget of 16384 tokens, and profiled with 1 image
+        // items" by default; a budget of 12288 tokens for "1 video items" where a Qwen3-VL
+        // embedding model's images were made smaller (search-index file id 63123021464).
+        assert_eq!(image_tokens(&qwen3, &mm), 16_384);
+        assert_eq!(video_tokens(&qwen3, &mm, 16_384), 12_288);
+        let batch = Batch {
+            max_model_len: 16_384,
+            max_num_batched_tokens: 16_384,
+            max_num_seqs: 256,
+            tp: 1,
+            activation_bytes: 2,
+        };
+        let p = profile(&qwen3, &mm, &batch).unwrap();
+        assert_eq!(
+            (p.modality, p.tokens_per_item, p.items, p.budget),
+            (Modality::Image, 16_384, 1, 16_384)
+        );
+        let videos = VllmMultimodal {
+            image_limit: Some(0),
+            ..VllmMultimodal::default()
+        };
+        let p = profile(&qwen3, &videos, &batch).unwrap();
+        assert_eq!((p.modality, p.tokens_per_item), (Modality::Video, 12_288));
+    }
+
+    #[test]
     fn gemma_3_profiles_as_many_images_as_the_budget_holds() {
         let gemma = VllmVision {
             kind: TowerKind::Gemma3,
@@ -283,6 +365,8 @@ mod tests {
                 merge: 4,
                 image_size: 896,
                 out_hidden: 5376,
+                deepstack: 0,
+                positions: 0,
             },
             weights_bytes: 0,
         };

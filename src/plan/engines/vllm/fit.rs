@@ -127,6 +127,10 @@ pub struct VllmFit {
     pub num_blocks: u64,
     /// Blocks one request of `max_model_len` takes.
     pub blocks_per_request: u64,
+    /// KV-cache groups sharing the blocks (1 for a model of full attention alone): vLLM up to
+    /// 0.20 printed its cache size as the blocks a group gets, `num_blocks / groups ×
+    /// block_size`, where later versions print the concurrency times `max_model_len`.
+    pub kv_groups: u64,
     /// What vLLM prints as "GPU KV cache size: N tokens".
     pub kv_tokens: u64,
     /// "Maximum concurrency for L tokens per request", in hundredths (vLLM prints two decimals).
@@ -335,6 +339,7 @@ pub fn fit(
         block_bytes: st.pages.block_bytes,
         num_blocks: st.num_blocks,
         blocks_per_request: per_request,
+        kv_groups: st.pages.groups(),
         kv_tokens: kv_tokens(st.num_blocks, per_request, cfg.max_model_len),
         max_concurrency_centi: concurrency_centi(st.num_blocks, per_request),
         outcome,
