@@ -166,13 +166,14 @@ fn inference_memory(arch: &ModelArch, s: &Settings) -> Result<InferenceMemory, E
     let (cells, swa_cells) = kv_cells(arch, s);
     let elems = arch.kv_elements_in_cells(cells, swa_cells) * u128::from(s.batch);
     // Layers of different widths (Gemma 4): each layer's K and V as llama.cpp allocates them,
-    // V padded to the widest layer's without flash attention.
-    let cache = match arch.full_attention {
-        Some(_) => super::llamacpp::kv::kv_bytes_per_layer(arch, s)
+    // V padded to the widest layer's without flash attention; DeepSeek-V4's window, compressed
+    // caches and compressor states.
+    let cache = match arch.full_attention.is_some() || arch.deepseek_v4.is_some() {
+        true => super::llamacpp::kv::kv_bytes_per_layer(arch, s)
             .iter()
             .map(|&b| u128::from(b))
             .sum(),
-        None => s.kv_dtype.bytes_for(elems),
+        false => s.kv_dtype.bytes_for(elems),
     };
     // Recurrent layers keep an f32 state per sequence instead of a KV cache.
     let state = arch.ssm.map_or(0, |m| {
