@@ -458,6 +458,22 @@ fn config_json_readings_match_the_measured_ggufs() {
             )
             .unwrap(),
         ),
+        // DeepSeek-V4-Flash's config.json fields at the fixture's 6 layers and 8 experts (its
+        // compress_ratios one longer than the layers, as the published list is).
+        (
+            "deepseek-v4-flash-layout.json",
+            serde_json::json!({
+                "model_type": "deepseek_v4", "hidden_size": 4096, "num_hidden_layers": 6,
+                "num_attention_heads": 64, "num_key_value_heads": 1, "head_dim": 512,
+                "qk_rope_head_dim": 64, "q_lora_rank": 1024, "o_lora_rank": 1024,
+                "o_groups": 8, "vocab_size": 129280, "tie_word_embeddings": false,
+                "n_routed_experts": 8, "num_experts_per_tok": 6, "moe_intermediate_size": 2048,
+                "n_shared_experts": 1, "num_hash_layers": 3, "hc_mult": 4,
+                "index_n_heads": 64, "index_head_dim": 128, "index_topk": 512,
+                "sliding_window": 128, "scoring_func": "sqrtsoftplus",
+                "routed_scaling_factor": 1.5, "compress_ratios": [0, 0, 4, 128, 4, 128, 0]
+            }),
+        ),
         // Qwen3.5 as its multimodal repositories publish it: the language model nested in
         // text_config, layer_types listed, the MTP block counted apart.
         (

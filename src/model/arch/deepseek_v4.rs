@@ -151,3 +151,19 @@ impl ModelArch {
         p
     }
 }
+
+impl V4Layout {
+    /// The cache elements each further token of context adds (the window's cache holds a fixed
+    /// number): a CSA layer's compressed row and indexer key every 4 tokens, a HCA layer's row
+    /// every 128 (llama.cpp pads each compressed cache to 256 rows besides).
+    pub fn kv_elements_per_token(&self, head_dim: u64) -> u128 {
+        self.compression
+            .iter()
+            .map(|c| match c {
+                Compression::None => 0,
+                Compression::Csa => u128::from(head_dim + self.indexer_dim) / 4,
+                Compression::Hca => u128::from(head_dim) / 128,
+            })
+            .sum()
+    }
+}

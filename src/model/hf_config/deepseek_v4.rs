@@ -18,12 +18,14 @@ pub(super) fn deepseek_v4(
 ) -> Result<(), ModelError> {
     match f.map.get("scoring_func").and_then(Value::as_str) {
         None | Some("sqrtsoftplus") => {}
-        Some(other) => return Err(f.bad(
-            "scoring_func",
-            format!(
+        Some(other) => {
+            return Err(f.bad(
+                "scoring_func",
+                format!(
                 "is {other:?}: llama.cpp's deepseek4 loader scores experts by sqrtsoftplus only"
             ),
-        )),
+            ))
+        }
     }
     let ratios: Vec<u64> = match f.map.get("compress_ratios").and_then(Value::as_array) {
         Some(list) => list.iter().filter_map(Value::as_u64).collect(),

@@ -235,10 +235,12 @@ pub fn estimate_with_projector(
     let parameters = file.map_or(arch_params, |f| f.parameters);
     let (weights, weights_dtype) = weights_of(s, file, parameters);
     let dtype = s.dtype.unwrap_or(DEFAULT_WEIGHT_PRECISION);
-    let kv_elems_token = match arch.full_attention {
+    let kv_elems_token = match (&arch.deepseek_v4, arch.full_attention) {
+        // DeepSeek-V4: what its compressed caches add a token (its window is fixed).
+        (Some(v), _) => v.kv_elements_per_token(arch.head_dim),
         // Each layer at its own widths (Gemma 4).
-        Some(_) => arch.kv_elements_in_cells(1, 1),
-        None => {
+        (None, Some(_)) => arch.kv_elements_in_cells(1, 1),
+        (None, None) => {
             u128::from(arch.kv_elements_per_token_layer())
                 * u128::from(arch.attention_layer_count())
         }
