@@ -779,6 +779,17 @@ pub fn catalog() -> Vec<CatalogModel> {
             "deepseek-ai/DeepSeek-V3",
             include_str!("catalog_configs/deepseek-v3.json"),
         ),
+        // deepseek-ai/DeepSeek-V4-Flash's published config.json (quoted verbatim in the code
+        // search index, file id 60241045088): 284,334,567,511 parameters, 13,801,959,511
+        // active, the multi-token-prediction layer not among them. Its checkpoint's fp4
+        // experts (`expert_dtype`) beside fp8 blocks are not modelled: the weights are left to
+        // --dtype.
+        from_config(
+            "deepseek-v4-flash",
+            &["deepseek-v4"],
+            "deepseek-ai/DeepSeek-V4-Flash",
+            include_str!("catalog_configs/deepseek-v4-flash.json"),
+        ),
         // DeepSeek-V3's architecture fields and FP8 checkpoint with V3.2's lightning indexer
         // (64 heads, 128-wide keys, the 2,048 best tokens a query).
         from_config(

@@ -75,6 +75,11 @@ pub enum Family {
     /// DeepSeek-V3.2: DeepSeek-V3 with sparse attention (a lightning indexer choosing the keys
     /// each query attends).
     DeepseekV32,
+    /// DeepSeek-V4 (`deepseek4`): one shared K=V head read through a sliding window beside
+    /// caches of the context compressed 4:1 (with a lightning indexer) or 128:1, a grouped
+    /// low-rank output, hyper-connections over several residual streams, and experts routed
+    /// by a token-id table in the first layers (llama.cpp's `deepseek4` builder).
+    DeepseekV4,
     /// GLM-5 (`glm-dsa`): DeepSeek-V3.2's sparse latent attention at GLM's widths.
     GlmDsa,
     /// gpt-oss.
@@ -161,6 +166,7 @@ pub const FAMILIES: &[Spellings] = &[
     row(Family::DeepseekV2, &["deepseek2"], &["deepseek_v2"]),
     row(Family::DeepseekV3, &[], &["deepseek_v3", "kimi_k2"]),
     row(Family::DeepseekV32, &["deepseek32"], &["deepseek_v32"]),
+    row(Family::DeepseekV4, &["deepseek4"], &["deepseek_v4"]),
     row(Family::GlmDsa, &["glm-dsa"], &["glm_moe_dsa"]),
     row(Family::GptOss, &["gpt-oss"], &["gpt_oss"]),
     row(Family::Mamba, &["mamba"], &["mamba"]),

@@ -159,6 +159,29 @@ fn hybrid_and_state_space_models_count_only_their_attention_layers_in_the_kv_cac
 // Its MXFP4 experts (compressed-tensors, 32-value groups with a one-byte scale) and bf16
 // rest: 1,452.81 GiB, the listing's 1,453.66 GiB of tensors less the vision tower and
 // projector (0.83 GiB) within 0.002 %.
+/// deepseek-ai/DeepSeek-V4-Flash's config.json: llama.cpp's `deepseek4` tensors, summed by
+/// hand from its loader (43 layers: 2 window-only, 21 CSA with the lightning indexer, 20 HCA;
+/// 3 hash-routed), without the multi-token-prediction block; its fp4/fp8 checkpoint left to
+/// --dtype.
+#[test]
+fn deepseek_v4_flash_counts_llama_cpp_s_tensors() {
+    let m = find_model("deepseek-v4-flash").unwrap();
+    assert_eq!(m.arch.params().total, 284_334_567_511);
+    assert_eq!(m.arch.params().active, 13_801_959_511);
+    assert!(m.checkpoint_weights.is_none());
+    let v = m.arch.deepseek_v4.as_ref().unwrap();
+    let count =
+        |c: crate::model::arch::Compression| v.compression.iter().filter(|&&x| x == c).count();
+    assert_eq!(
+        (
+            count(crate::model::arch::Compression::None),
+            count(crate::model::arch::Compression::Csa),
+            count(crate::model::arch::Compression::Hca)
+        ),
+        (2, 21, 20)
+    );
+}
+
 #[test]
 fn kimi_k3_counts_the_published_text_tensors() {
     let m = find_model("kimi-k3").unwrap();

@@ -469,6 +469,9 @@ impl Report for EstimateReport {
                     ActivationsBasis::TransformersGenerate => {
                         "what lives at generate's peak beside the weights and the cache"
                     }
+                    ActivationsBasis::Unmodelled => {
+                        "NOT MODELLED for this architecture: llama.cpp's graph is not replayed, and a plain decoder's largest stage stands in (it can be far from llama.cpp's compute buffer either way)"
+                    }
                     _ => "llama.cpp's graph stage by stage, rounded up (never below its compute buffer)",
                 }
             );

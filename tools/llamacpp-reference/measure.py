@@ -24,7 +24,10 @@ Llama(model_path=sys.argv[1], n_ctx=ctx, n_batch=ub, n_ubatch=ub, n_gpu_layers=0
 
 PATTERNS = {
     "weights_mib": r"CPU_Mapped model buffer size =\s+([\d.]+) MiB",
-    "kv_mib": r"(?:llama_kv_cache:\s+CPU KV|llama_memory_recurrent:\s+CPU RS) buffer size =\s+([\d.]+) MiB",
+    # DeepSeek-V4's compressor states (f32 rows its compressed caches fold from) are memory
+    # beside its caches, reported by each state as its own buffer.
+    "kv_mib": r"(?:llama_kv_cache:\s+CPU KV|llama_memory_recurrent:\s+CPU RS|"
+              r"llama_dsv4_comp_state:\s+CPU DSV4 \w+ state) buffer size =\s+([\d.]+) MiB",
     "compute_mib": r"CPU compute buffer size =\s+([\d.]+) MiB",
     "output_mib": r"CPU\s+output buffer size =\s+([\d.]+) MiB",
     # The CPU backend's repacked copy of some quantized weights (e.g. MXFP4 experts): memory
@@ -52,6 +55,10 @@ def measure(model: str, ctx: int, ubatch: int, fa: bool, swa_full: bool,
         # first figure reported (the reservation), not the destructor's echo.
         values = [float(v) for v in found]
         row[key] = sum(values) if key == "kv_mib" else (values[0] if values else None)
+        if key == "kv_mib" and len(values) > 1:
+            # Each figure is printed to 0.01 MiB, so their sum is known to within 0.005 MiB
+            # a buffer.
+            row["kv_buffers"] = len(values)
     return row
 
 

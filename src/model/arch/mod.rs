@@ -1,6 +1,7 @@
 //! A transformer's architecture (a decoder, or an encoder llama.cpp serves), and the exact parameter and KV-cache arithmetic
 //! over it.
 
+mod deepseek_v4;
 mod encoder;
 mod gemma4;
 mod kimi_k3;
@@ -10,6 +11,7 @@ mod shape;
 
 use serde::Serialize;
 
+pub use deepseek_v4::{Compression, V4Layout};
 pub use encoder::{Classifier, Encoder, Pooling};
 pub use gemma4::EdgeLayout;
 pub use kimi_k3::K3Layout;
@@ -456,6 +458,9 @@ pub struct ModelArch {
     pub edge: Option<EdgeLayout>,
     /// Kimi-K3's residual attention, latent experts and gates; `None` elsewhere.
     pub kimi_k3: Option<K3Layout>,
+    /// DeepSeek-V4's compressed attention, grouped output and hyper-connections; `None`
+    /// elsewhere.
+    pub deepseek_v4: Option<V4Layout>,
 }
 
 /// Parameter counts from the shape (before any file says otherwise).
@@ -602,5 +607,6 @@ pub fn llama_like(
         full_attention: None,
         edge: None,
         kimi_k3: None,
+        deepseek_v4: None,
     }
 }

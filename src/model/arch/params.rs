@@ -146,6 +146,9 @@ impl ModelArch {
     // Total, active and embedding parameters in 128 bits: with every field within
     // `check_plausible`'s limits no product reaches 2^100, so nothing here can wrap.
     pub(super) fn params_wide(&self) -> [u128; 3] {
+        if let Some(v) = &self.deepseek_v4 {
+            return self.v4_params_wide(v);
+        }
         let w = |v: u64| u128::from(v);
         let embed = w(self.vocab_size) * w(self.hidden_size);
         let embedding = if self.tie_word_embeddings {

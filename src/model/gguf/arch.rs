@@ -4,8 +4,9 @@ use std::path::Path;
 
 use super::{GgufFile, GgufValue};
 use crate::model::arch::{
-    self, llama_like, Attention, Classifier, Encoder, GraniteScales, Indexer, K3Layout, Mlp,
-    ModelArch, Moe, Norm, Pooling, SlidingLayers, SlidingWindow, Ssm, SsmKind,
+    self, llama_like, Attention, Classifier, Compression, Encoder, GraniteScales, Indexer,
+    K3Layout, Mlp, ModelArch, Moe, Norm, Pooling, SlidingLayers, SlidingWindow, Ssm, SsmKind,
+    V4Layout,
 };
 use crate::model::error::ModelError;
 use crate::model::family::Family;
@@ -203,6 +204,10 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
     }
     if family == Family::KimiK3 {
         arch.kimi_k3 = Some(kimi_k3(&k));
+    }
+    if family == Family::DeepseekV4 {
+        arch.attention_sinks = true;
+        arch.deepseek_v4 = Some(deepseek_v4(&k, layers)?);
     }
     arch.check_plausible()
         .map_err(|(field, why)| k.bad(field.gguf_key(), why))?;
@@ -449,6 +454,48 @@ fn family_extras(k: &Keys<'_>, family: Family, arch: &mut ModelArch) {
         // llama.cpp's switch for Granite's RoPE (on unless the key says otherwise).
         arch.no_rope = k.file.boolean(&format!("{}.rope.scaling.finetuned", k.a)) == Some(false);
     }
+}
+
+/// DeepSeek-V4's keys as llama.cpp's `deepseek4` loader reads them. `compress_ratios` may run
+/// past `block_count` (the converter writes the config's list, the multi-token-prediction
+/// block's ratio last); a ratio other than 0, 4 or 128 is refused, as llama.cpp refuses it.
+fn deepseek_v4(k: &Keys<'_>, layers: u64) -> Result<V4Layout, ModelError> {
+    let key = "attention.compress_ratios";
+    let ratios = match k.file.metadata.get(&format!("{}.{key}", k.a)) {
+        Some(GgufValue::Array { ints, .. }) if ints.len() as u64 >= layers => ints,
+        Some(_) => return Err(k.bad(key, "is shorter than block_count".into())),
+        None => {
+            return Err(ModelError::MissingField {
+                path: k.path.into(),
+                field: format!("{}.{key}", k.a),
+            })
+        }
+    };
+    let compression = ratios
+        .iter()
+        .take(usize::try_from(layers).unwrap_or(usize::MAX))
+        .map(|&r| {
+            u64::try_from(r)
+                .ok()
+                .and_then(Compression::of)
+                .ok_or_else(|| {
+                    k.bad(
+                        key,
+                        format!("holds {r}: llama.cpp compresses by 0, 4 or 128"),
+                    )
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(V4Layout {
+        q_lora: k.req("attention.q_lora_rank")?,
+        o_lora: k.req("attention.output_lora_rank")?,
+        o_groups: k.req("attention.output_group_count")?,
+        hc_mult: k.req("hyper_connection.count")?,
+        hash_layers: k.get("hash_layer_count").unwrap_or(0),
+        indexer_heads: k.get("attention.indexer.head_count").unwrap_or(0),
+        indexer_dim: k.get("attention.indexer.key_length").unwrap_or(0),
+        compression,
+    })
 }
 
 /// Kimi-K3's keys and tensors beyond Kimi-Linear's, as llama.cpp's `kimi-k3` builder reads

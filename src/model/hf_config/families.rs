@@ -8,6 +8,8 @@ use crate::model::error::ModelError;
 use crate::model::family::Family;
 use serde_json::Value;
 
+#[path = "deepseek_v4.rs"]
+mod deepseek_v4;
 #[path = "gemma4.rs"]
 pub(super) mod gemma4;
 #[path = "kimi_k3.rs"]
@@ -102,6 +104,8 @@ pub(super) fn apply(
             recurrent::kimi_linear(f, arch, c.layers)?;
             kimi_k3::kimi_k3(f, arch)?;
         }
+        // DeepSeek-V4: one shared K=V head, compressed caches, hyper-connections.
+        Family::DeepseekV4 => deepseek_v4::deepseek_v4(f, arch, c.layers)?,
         Family::DeepseekV32 | Family::GlmDsa => {
             mla(f, arch, c.heads)?;
             arch.indexer = Some(indexer(f)?);
@@ -257,6 +261,8 @@ pub(super) fn sliding_window(
         // gpt-oss alternates as Gemma 2 does when no layer_types are listed (GptOssConfig:
         // sliding where (i + 1) % 2 != 0).
         (None, Family::Gemma2 | Family::GptOss) => Some(SlidingLayers::Even),
+        // DeepSeek-V4: every layer reads its window (beside any compressed cache).
+        (None, Family::DeepseekV4) => Some(SlidingLayers::All),
         (None, Family::Gemma3) => Some(SlidingLayers::AllButEvery(
             f.uint(&["sliding_window_pattern"])?.unwrap_or(6),
         )),

@@ -72,6 +72,10 @@ pub(crate) fn config_weights(
         .and_then(|t| t.get("quantization_config"));
     let q = match value.get("quantization_config").or(nested) {
         None | Some(Value::Null) => return Ok(None),
+        // DeepSeek-V4's fp8 config covers only part of its checkpoint: the experts are fp4
+        // (`expert_dtype`), and which other tensors are fp8 rather than bf16 its config does
+        // not say; the weights are left to --dtype rather than guessed.
+        Some(_) if arch.deepseek_v4.is_some() => return Ok(None),
         Some(q) => q,
     };
     let bad = |(field, why)| ModelError::BadField {

@@ -22,6 +22,7 @@ impl Family {
             self,
             Family::DeepseekV3
                 | Family::DeepseekV32
+                | Family::DeepseekV4
                 | Family::GlmDsa
                 | Family::Glm4Moe
                 | Family::GptOss

@@ -100,6 +100,11 @@ pub enum ActivationsBasis {
     /// The largest of llama.cpp's graph stages, fitted to its reports and rounded up: never
     /// below them, up to 14 % above for hybrids with experts.
     StageEstimate,
+    /// llama.cpp's graph for this architecture is neither replayed nor fitted (DeepSeek-V4's
+    /// compressed attention and hyper-connections): the figure is a plain decoder's largest
+    /// stage at the model's widths, which can be far from llama.cpp's compute buffer either
+    /// way.
+    Unmodelled,
     /// Training: activations kept for the backward pass (Korthikanti et al.).
     Training,
     /// Training: PyTorch's step walked module by module ([`super::pytorch::training`]), its peak as

@@ -166,13 +166,14 @@ fn inference_memory(arch: &ModelArch, s: &Settings) -> Result<InferenceMemory, E
     let (cells, swa_cells) = kv_cells(arch, s);
     let elems = arch.kv_elements_in_cells(cells, swa_cells) * u128::from(s.batch);
     // Layers of different widths (Gemma 4): each layer's K and V as llama.cpp allocates them,
-    // V padded to the widest layer's without flash attention.
-    let cache = match arch.full_attention {
-        Some(_) => super::llamacpp::kv::kv_bytes_per_layer(arch, s)
+    // V padded to the widest layer's without flash attention; DeepSeek-V4's window, compressed
+    // caches and compressor states.
+    let cache = match arch.full_attention.is_some() || arch.deepseek_v4.is_some() {
+        true => super::llamacpp::kv::kv_bytes_per_layer(arch, s)
             .iter()
             .map(|&b| u128::from(b))
             .sum(),
-        None => s.kv_dtype.bytes_for(elems),
+        false => s.kv_dtype.bytes_for(elems),
     };
     // Recurrent layers keep an f32 state per sequence instead of a KV cache.
     let state = arch.ssm.map_or(0, |m| {
@@ -234,10 +235,12 @@ pub fn estimate_with_projector(
     let parameters = file.map_or(arch_params, |f| f.parameters);
     let (weights, weights_dtype) = weights_of(s, file, parameters);
     let dtype = s.dtype.unwrap_or(DEFAULT_WEIGHT_PRECISION);
-    let kv_elems_token = match arch.full_attention {
+    let kv_elems_token = match (&arch.deepseek_v4, arch.full_attention) {
+        // DeepSeek-V4: what its compressed caches add a token (its window is fixed).
+        (Some(v), _) => v.kv_elements_per_token(arch.head_dim),
         // Each layer at its own widths (Gemma 4).
-        Some(_) => arch.kv_elements_in_cells(1, 1),
-        None => {
+        (None, Some(_)) => arch.kv_elements_in_cells(1, 1),
+        (None, None) => {
             u128::from(arch.kv_elements_per_token_layer())
                 * u128::from(arch.attention_layer_count())
         }

@@ -55,6 +55,12 @@ pub(crate) fn inference_activations_wide(
     }) {
         return (w(bytes) + output_buffer, ActivationsBasis::GraphReplay);
     }
+    // DeepSeek-V4's graph (its compressed caches' attention, its hyper-connections' fused
+    // ops) is not built node by node: a plain decoder's stages stand in, and say so.
+    let basis = match arch.deepseek_v4 {
+        Some(_) => ActivationsBasis::Unmodelled,
+        None => ActivationsBasis::StageEstimate,
+    };
     let st = Stages::new(arch, s, ub, n_kv, swa_cells);
     // Token ids, positions and output ids (one i32 each per token), and 64 KiB for tensor
     // alignment and the graph's small tensors, which llama.cpp rounds into its buffers.
@@ -64,10 +70,7 @@ pub(crate) fn inference_activations_wide(
         .max(st.attention())
         .max(st.mixer())
         .max(st.ffn());
-    (
-        inputs + largest + output_buffer,
-        ActivationsBasis::StageEstimate,
-    )
+    (inputs + largest + output_buffer, basis)
 }
 
 /// Floats of llama.cpp's output buffer a sequence: the logits, and an encoder's embeddings

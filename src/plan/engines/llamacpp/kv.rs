@@ -1,6 +1,7 @@
 //! llama.cpp's KV cache: its cells (the context padded to 256; sliding layers' window plus a
 //! micro-batch) and each layer's bytes on the layer's device.
 
+use crate::model::arch::{Compression, V4Layout};
 use crate::model::ModelArch;
 use crate::plan::engines::settings::Settings;
 
@@ -27,6 +28,9 @@ pub fn kv_cells(arch: &ModelArch, s: &Settings) -> (u64, u64) {
 /// for `s.batch` sequences: what llama.cpp allocates with the layer, on the layer's device.
 /// They add up to [`crate::plan::engines::Breakdown::kv_cache_bytes`].
 pub fn kv_bytes_per_layer(arch: &ModelArch, s: &Settings) -> Vec<u64> {
+    if let Some(v) = &arch.deepseek_v4 {
+        return v4_kv_bytes_per_layer(arch, v, s);
+    }
     if arch.full_attention.is_some() {
         return kv_bytes_per_layer_by_width(arch, s);
     }
@@ -49,6 +53,38 @@ pub fn kv_bytes_per_layer(arch: &ModelArch, s: &Settings) -> Vec<u64> {
                 0
             };
             sat((state + kv) * u128::from(s.batch))
+        })
+        .collect()
+}
+
+/// DeepSeek-V4's caches, as `llama_kv_cache_dsv4` allocates them for each sequence: every
+/// layer's window of the shared K=V head (K only, a sliding-window cache of the window plus a
+/// micro-batch, or the context under `--swa-full`); a CSA layer's rows of the context
+/// compressed 4:1 and its lightning indexer's keys over as many rows, a HCA layer's rows
+/// compressed 128:1 (each count padded to 256 cells); and each compressor's f32 state, a K
+/// and a score plane of the rows it folds (CSA: 8 rows of two heads' width, its indexer's 8
+/// rows of two keys' width; HCA: 128 rows of one head).
+fn v4_kv_bytes_per_layer(arch: &ModelArch, v: &V4Layout, s: &Settings) -> Vec<u64> {
+    let (cells, swa_cells) = kv_cells(arch, s);
+    let w = u128::from;
+    let hd = w(arch.head_dim);
+    let k = |width: u128, rows: u64| s.kv_dtype.bytes_for(width * w(rows));
+    let compressed = |ratio: u64| cells.div_ceil(ratio).max(1).div_ceil(KV_CELL_PAD) * KV_CELL_PAD;
+    let state = |rows: u128, width: u128| 2 * rows * width * 4;
+    (0..arch.num_layers)
+        .map(|i| {
+            let window = k(hd, swa_cells);
+            let c = v.layer(i);
+            let rest = match c {
+                Compression::None => 0,
+                Compression::Csa => {
+                    let rows = compressed(c.ratio());
+                    let idx = w(v.indexer_dim);
+                    k(hd, rows) + k(idx, rows) + state(8, 2 * hd) + state(8, 2 * idx)
+                }
+                Compression::Hca => k(hd, compressed(c.ratio())) + state(128, hd),
+            };
+            sat((window + rest) * u128::from(s.batch))
         })
         .collect()
 }

@@ -122,9 +122,9 @@ pub fn cell_bytes(arch: &ModelArch, tp: u64, element: u64) -> Option<(u64, Optio
     if arch.indexer.is_some() {
         return None;
     }
-    // Gemma 4's full layers hold heads of their own size and count: SGLang's pool for them is
-    // not modelled.
-    if arch.full_attention.is_some() {
+    // Gemma 4's full layers hold heads of their own size and count, and DeepSeek-V4's
+    // compressed caches and compressor states are pools of their own: neither is modelled.
+    if arch.full_attention.is_some() || arch.deepseek_v4.is_some() {
         return None;
     }
     if let Attention::Mla {

@@ -187,6 +187,12 @@ pub enum Unmodelled {
         "vLLM's KV pages for Gemma 4's full layers (heads of their own size) are not modelled"
     )]
     LayerWidths,
+    /// DeepSeek-V4's window, compressed caches (4:1 with the indexer's keys, 128:1) and
+    /// compressor states, each a page layout of its own in vLLM.
+    #[error(
+        "vLLM's KV pages for DeepSeek-V4's compressed attention (its window, 4:1 and 128:1 caches and compressor states) are not modelled"
+    )]
+    CompressedAttention,
 }
 
 // The CUDA context, NCCL/custom all-reduce buffers and cuBLAS handles taken before the
@@ -247,6 +253,9 @@ pub fn fit(
     }
     if arch.full_attention.is_some() {
         return Err(Unmodelled::LayerWidths);
+    }
+    if arch.deepseek_v4.is_some() {
+        return Err(Unmodelled::CompressedAttention);
     }
     let tp = layout.tensor_parallel.max(1);
     let pp = layout.pipeline_parallel.clamp(1, arch.num_layers.max(1));
