@@ -308,15 +308,19 @@ fn lora_text(text: &mut String, l: &crate::plan::engines::llamacpp::LoraAccount,
         .filter(|&(_, b)| b > 0)
         .map(|(name, b)| format!("{} on {name}", format_bytes(b)))
         .collect();
-    let what = if l.files.len() == 1 {
-        "the LoRA adapter".to_string()
+    let (what, adapts, it) = if l.files.len() == 1 {
+        ("the LoRA adapter".to_string(), "it adapts", "it")
     } else {
-        format!("{} LoRA adapters", l.files.len())
+        (
+            format!("{} LoRA adapters", l.files.len()),
+            "they adapt",
+            "them",
+        )
     };
     let _ = writeln!(
         text,
-        "  of which {what}: {} (beside the matrices it adapts; llama.cpp's own fit does not \
-         count it, this plan does)",
+        "  of which {what}: {} (beside the matrices {adapts}; llama.cpp's own fit does not \
+         count {it}, this plan does)",
         shares.join(", ")
     );
 }

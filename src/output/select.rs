@@ -264,10 +264,15 @@ impl Report for SelectReport {
         // An engine's own account that does not cover the model (RWKV under vLLM, Gemma 4 under
         // vLLM and SGLang) leaves the plan to the generic rule: said, never silent.
         if let [(engine @ (Engine::Vllm | Engine::Sglang), _)] = self.launches.as_slice() {
-            if p.accounting == Accounting::Generic && p.kind != PlanKind::None {
+            if p.accounting == Accounting::Generic {
+                let what = if p.kind == PlanKind::None {
+                    "the verdicts above are"
+                } else {
+                    "this plan is"
+                };
                 let _ = writeln!(
                     text,
-                    "{}'s own accounting does not cover this model; this plan is by gpumem's \
+                    "{}'s own accounting does not cover this model; {what} by gpumem's \
                      generic rule (--memory-fraction).",
                     super::launch::engine_name(*engine)
                 );

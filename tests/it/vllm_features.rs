@@ -186,6 +186,19 @@ fn a_model_outside_vllms_account_is_said_to_be_planned_generically() {
     let line = "vLLM's own accounting does not cover this model; this plan is by gpumem's";
     assert!(text("gemma-4-31b").contains(line));
     assert!(!text("llama-3.1-8b").contains(line));
+    // Where nothing fits (Kimi-K3 on one H100), the verdicts say whose rule judged them.
+    let out = common::gpumem()
+        .args([
+            "select", "--model", "kimi-k3", "--engine", "vllm", "--device", "sim:h100",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("vLLM's own accounting does not cover this model; the verdicts above are"),
+        "{text}"
+    );
 }
 
 // A vision-language model served with a draft and LoRA slots: the account has the encoder's,
