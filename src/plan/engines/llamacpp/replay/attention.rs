@@ -2,31 +2,7 @@
 //! their softmax and the weighted sum of V.
 
 use super::graph::*;
-
-/// One KV cache's graph inputs, and the scores its layers compute without flash attention.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct CacheInputs {
-    pub(super) k_idxs: usize,
-    pub(super) v_idxs: usize,
-    pub(super) mask: usize,
-    pub(super) scores: u64,
-    /// Cells of the cache.
-    pub(super) cells: u64,
-    /// The Hadamard rotations of a quantized cache's K (and the query) and V (and the
-    /// attention's output), each an f32 input of its size squared.
-    pub(super) rotations: Rotations,
-    /// Sparse attention's indexer cache (DeepSeek-V3.2), beside the full cache.
-    pub(super) indexer: Option<super::sparse::IndexerInputs>,
-}
-
-/// llama.cpp rotates what it writes to a quantized cache by a Hadamard matrix, block by
-/// block, so that quantizing it loses less (`attn_rot_k`, `attn_rot_v` in `llama-kv-cache.cpp`,
-/// unless `LLAMA_ATTN_ROT_DISABLE` is set): the rotations' inputs, where the cache takes them.
-#[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Rotations {
-    pub(super) k: Option<usize>,
-    pub(super) v: Option<usize>,
-}
+use super::inputs::{CacheInputs, Rotations};
 
 /// The size of the block a quantized cache's K (`k`: heads of `head` values) or V is rotated in:
 /// for K the largest power of two from 64 up that divides the head, for V always 64; none
@@ -226,7 +202,7 @@ fn attention_over(
 }
 
 /// The attention half of a layer over `cur`: latent attention (DeepSeek) or grouped-query
-/// attention, then the output projection and its bias.
+/// attention, then its output ([`attention_out`]). Gemma 4's own attention is its builder's.
 pub(super) fn attention_block(
     c: &super::Ctx<'_>,
     g: &mut Graph,
@@ -241,9 +217,18 @@ pub(super) fn attention_block(
             g.expand(attended);
             attended
         }
-        None if c.b.gemma4 => super::gemma4::grouped(c, g, cur, layer, inputs)?,
         None => grouped(c, g, lazy, cur, layer, inputs)?,
     };
+    attention_out(c, g, cur, attended)
+}
+
+/// The attention's output: Kimi-K3's gate on it, then the output projection and its bias.
+pub(super) fn attention_out(
+    c: &super::Ctx<'_>,
+    g: &mut Graph,
+    cur: usize,
+    attended: usize,
+) -> Option<usize> {
     let h = c.arch.hidden_size;
     let heads_out = match c.b.mla {
         Some(d) => c.arch.num_heads.saturating_mul(d.v),

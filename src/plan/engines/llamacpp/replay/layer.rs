@@ -1,9 +1,10 @@
 //! The graph's inputs, one decoder layer, and the output head: the order llama.cpp's builders
 //! make their nodes in, which is what the allocator sees.
 
-use super::attention::{attention_block, rotation_size, Rotations};
+use super::attention::{attention_block, rotation_size};
 use super::ffn::{ffn_block, routed};
 use super::graph::*;
+use super::inputs::{IndexerInputs, Rotations};
 use super::kda::kda;
 use super::recurrent::{delta_net, mamba, StateInputs};
 use super::{norm, Builder, CacheInputs, Ctx, Lazy, Shape};
@@ -39,9 +40,7 @@ fn cache_inputs(
     let mut full = one(mask.0, scores.0, s.kv_cells)?;
     let mut swa = one(mask.1, scores.1, s.swa_cells)?;
     if let Some(d) = s.b.dsa {
-        full.indexer = Some(super::sparse::IndexerInputs::new(
-            g, tokens, s.kv_cells, d.head_dim,
-        )?);
+        full.indexer = Some(IndexerInputs::new(g, tokens, s.kv_cells, d.head_dim)?);
     }
     let (k_head, v_head) = match s.b.mla {
         Some(d) if d.absorbed => (0, 0),
@@ -205,7 +204,12 @@ pub(super) fn layer(
     } else if b.one_block && !arch.has_attention(layer) {
         ffn_block(c, g, cur, layer)?
     } else {
-        attention_block(c, g, lazy, cur, layer, inputs)?
+        if b.gemma4 && b.mla.is_none() {
+            let attended = super::gemma4::grouped(c, g, cur, layer, inputs)?;
+            super::attention::attention_out(c, g, cur, attended)?
+        } else {
+            attention_block(c, g, lazy, cur, layer, inputs)?
+        }
     };
     if b.cohere || b.falcon || (b.neox && arch.parallel_attention) {
         return side_by_side(c, g, (residual, normed, cur), layer);

@@ -21,6 +21,7 @@ mod ffn;
 mod gallocr;
 mod gemma4;
 mod graph;
+mod inputs;
 mod kda;
 mod kimi_k3;
 mod layer;
@@ -33,11 +34,11 @@ mod sched;
 mod sparse;
 
 use crate::model::layers::{LayerMove, LayerWeights};
-use attention::*;
 use builder::*;
 use ffn::*;
 use gallocr::*;
 use graph::*;
+use inputs::CacheInputs;
 
 pub(crate) use clip::clip_compute_buffer;
 pub(crate) use graph::BufferRules;

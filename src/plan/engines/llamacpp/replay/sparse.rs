@@ -4,28 +4,8 @@
 //! token for each query, and the `top_k` best are unmasked in a copy of the attention's mask
 //! (`build_attn` over `llm_graph_input_attn_k_dsa`).
 
-use super::attention::CacheInputs;
 use super::graph::*;
-
-/// The indexer cache's graph inputs, made once for every layer: its row indices (an i64 a
-/// token), its mask (f16 over the cells: the fused indexer's) and the Hadamard rotation of its
-/// keys and queries (f32, the key width squared).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct IndexerInputs {
-    pub(super) k_idxs: usize,
-    pub(super) mask: usize,
-    pub(super) rotation: usize,
-}
-
-impl IndexerInputs {
-    pub(super) fn new(g: &mut Graph, tokens: u64, cells: u64, dim: u64) -> Option<Self> {
-        Some(IndexerInputs {
-            k_idxs: g.input(tokens.checked_mul(8)?),
-            mask: g.input(cells.checked_mul(tokens)?.checked_mul(2)?),
-            rotation: g.input(dim.checked_mul(dim)?.checked_mul(4)?),
-        })
-    }
-}
+use super::inputs::CacheInputs;
 
 /// The layer's sparse mask over the latent cache: the indexer's keys written to their cache
 /// (expanded here, before the attention's own Q, K and V, as the builder orders them), then,
