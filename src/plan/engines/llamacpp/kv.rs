@@ -44,7 +44,10 @@ pub fn kv_bytes_per_layer(arch: &ModelArch, s: &Settings) -> Vec<u64> {
                 } else {
                     cells
                 };
+                // MiniMax-M3's sparse layers: the indexer's cache beside.
+                let msa = u128::from(arch.msa_kv_elements_per_token(i));
                 s.kv_dtype.bytes_for(per * u128::from(c))
+                    + s.kv_dtype.bytes_for(msa * u128::from(c))
             } else {
                 0
             };

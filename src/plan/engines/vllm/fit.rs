@@ -183,6 +183,10 @@ pub enum Unmodelled {
         "vLLM's KV pages for Gemma 4's full layers (heads of their own size) are not modelled"
     )]
     LayerWidths,
+    /// MiniMax-M3's sparse attention (MSA): its indexer's key cache beside the KV pages and
+    /// its block selection in the profile run.
+    #[error("vLLM's MiniMax-M3 sparse attention (MSA) and its indexer cache are not modelled")]
+    SparseAttention,
 }
 
 // The CUDA context, NCCL/custom all-reduce buffers and cuBLAS handles taken before the
@@ -243,6 +247,9 @@ pub fn fit(
     }
     if arch.full_attention.is_some() {
         return Err(Unmodelled::LayerWidths);
+    }
+    if arch.msa.is_some() {
+        return Err(Unmodelled::SparseAttention);
     }
     let tp = layout.tensor_parallel.max(1);
     let pp = layout.pipeline_parallel.clamp(1, arch.num_layers.max(1));

@@ -27,6 +27,7 @@ mod layer;
 mod metal;
 mod metal_fusion;
 mod metal_reorder;
+mod msa;
 mod recurrent;
 mod reorder;
 mod sched;
@@ -122,6 +123,8 @@ struct Lazy {
     /// The transposed V cache's per-element indices when they are wider than a grouped V
     /// (DeepSeek's unsplit attn_kv_b caches every head's V).
     full_v_idxs: Option<usize>,
+    /// MiniMax-M3's sparse-attention inputs, made by its first sparse layer.
+    msa: Option<msa::MsaInputs>,
 }
 
 /// llama.cpp's CPU compute buffer for `arch`'s prompt graph of `tokens` tokens (every one an
