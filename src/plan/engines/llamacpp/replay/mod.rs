@@ -328,6 +328,11 @@ impl<'a> Shape<'a> {
         if arch.num_layers > 4096 || b.tokens == 0 {
             return None;
         }
+        // MiniMax-M3's sparse attention over several sequences' streams loops stream by
+        // stream (one stream is modelled); the stage formulas answer then.
+        if arch.msa.is_some() && b.flash_attention && b.seqs > 1 {
+            return None;
+        }
         Some(Shape {
             arch,
             b: builder,

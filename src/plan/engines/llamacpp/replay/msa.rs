@@ -131,6 +131,7 @@ pub(super) fn sparse(
     let q4 = g.view(q_s, OTHER);
     let qp = g.view(q4, OTHER);
     let o = g.op(Kind::Fresh, c.query, OTHER, &[qp, kfa, vfa, mask]);
+    g.tensors[o].fa_f16 = super::attention::f16_copies(c, inputs.cells, c.kv_dim, c.kv_dim);
     g.tensors[o].fa_heads = Some(FaHeads::grouped(arch, inputs.cells));
     let o = g.view(o, OTHER);
     let o = g.op(Kind::Fresh, c.query, QUERY, &[o]);
