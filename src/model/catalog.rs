@@ -898,6 +898,16 @@ pub fn catalog() -> Vec<CatalogModel> {
             "MiniMaxAI/MiniMax-M2",
             MINIMAX_M2_CONFIG,
         ),
+        // MiniMaxAI/MiniMax-M3's config.json as its fields are printed (revision f0e1c1e,
+        // code-search index file 59245552846 checks each against the file; 54496182674 lists
+        // the rest): its language model in text_config, the vision tower and the 7 MTP
+        // modules not counted.
+        from_config(
+            "minimax-m3",
+            &["minimax-m3-428b-a23b"],
+            "MiniMaxAI/MiniMax-M3",
+            include_str!("catalog_configs/minimax-m3.json"),
+        ),
         from_config(
             "kimi-k2",
             &["kimi-k2-instruct"],

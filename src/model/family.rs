@@ -32,6 +32,12 @@ pub enum Family {
     /// (not per head) before a partial RoPE, and sigmoid-routed experts chosen with a
     /// correction bias in every layer, no shared expert (llama.cpp's `minimax-m2` builder).
     MinimaxM2,
+    /// MiniMax-M3: grouped-query attention with per-head q/k norms and a partial RoPE, leading
+    /// dense layers, then sigmoid-routed experts with a correction bias beside shared ones,
+    /// and MiniMax Sparse Attention in the expert layers: an indexer of its own (cached in a
+    /// second KV cache) picks the blocks of cells each query attends under flash attention
+    /// (llama.cpp's `minimax-m3` builder).
+    MinimaxM3,
     /// Kimi-Linear: Kimi Delta Attention (a gated delta rule with a per-channel decay, q, k
     /// and v each through a short convolution of its own) beside latent attention without RoPE,
     /// and sigmoid-routed experts with a correction bias and a shared expert after dense leading
@@ -150,6 +156,12 @@ pub const FAMILIES: &[Spellings] = &[
         &["qwen3_5_text", "qwen3_5_moe_text"],
     ),
     row(Family::MinimaxM2, &["minimax-m2"], &["minimax_m2"]),
+    // `minimax_m3_vl`: the multimodal repository's top level, its language model nested.
+    row(
+        Family::MinimaxM3,
+        &["minimax-m3"],
+        &["minimax_m3", "minimax_m3_vl"],
+    ),
     row(Family::KimiLinear, &["kimi-linear"], &["kimi_linear"]),
     row(Family::KimiK3, &["kimi-k3"], &["kimi_k3"]),
     row(Family::Gemma, &["gemma"], &["gemma"]),

@@ -526,6 +526,29 @@ fn config_json_readings_match_the_measured_ggufs() {
                 "scoring_func": "sigmoid", "use_routing_bias": true, "use_qk_norm": true
             }),
         ),
+        // MiniMax-M3 as its multimodal repository nests it: minimax_m3 under minimax_m3_vl's
+        // text_config, the dense layers' width apart from the experts', the dense layers
+        // listed by moe_layer_freq, MSA in sparse_attention_config.
+        (
+            "minimax-m3-layout.json",
+            serde_json::json!({
+                "model_type": "minimax_m3_vl",
+                "text_config": {
+                    "model_type": "minimax_m3", "hidden_size": 6144, "num_hidden_layers": 3,
+                    "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 128,
+                    "intermediate_size": 3072, "dense_intermediate_size": 12288,
+                    "vocab_size": 32768, "tie_word_embeddings": false,
+                    "num_local_experts": 8, "num_experts_per_tok": 4, "n_shared_experts": 1,
+                    "routed_scaling_factor": 2.5, "moe_layer_freq": [0, 1, 1],
+                    "rotary_dim": 64, "scoring_func": "sigmoid",
+                    "sparse_attention_config": {
+                        "use_sparse_attention": true, "sparse_num_index_heads": 4,
+                        "sparse_index_dim": 128, "sparse_topk_blocks": 16,
+                        "sparse_block_size": 128, "sparse_local_block": 1
+                    }
+                }
+            }),
+        ),
         // Gemma 4 as its multimodal repositories nest it: the full layers' head size and KV
         // heads (global_head_dim, num_global_key_value_heads) beside the sliding ones', their
         // V the K projection, no per-layer embeddings.

@@ -199,6 +199,14 @@ fn a_model_outside_vllms_account_is_said_to_be_planned_generically() {
         text.contains("vLLM's own accounting does not cover this model; the verdicts above are"),
         "{text}"
     );
+    // MiniMax-M3's sparse attention (its indexer's pool) is outside vLLM's account too.
+    let out = common::gpumem()
+        .args(["select", "--model", "minimax-m3", "--engine", "vllm"])
+        .args(["--device"; 8].iter().flat_map(|d| [*d, "sim:h200"]))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8(out.stdout).unwrap().contains(line));
 }
 
 // A vision-language model served with a draft and LoRA slots: the account has the encoder's,

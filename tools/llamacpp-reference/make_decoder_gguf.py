@@ -36,6 +36,10 @@ model's dimensions and no weight data (a sparse file), like make_gguf.py.
             --rope-dim of each head, every layer experts (--expert-ffn wide, which is also the
             feed-forward length, as the converter writes it) chosen by sigmoid scores plus a
             correction bias, no shared expert.
+  minimax-m3 MiniMax-M3: q and k RMS-normed per head, RoPE on --rope-dim, a gated MLP of --ffn
+            in the first --dense-layers, then experts of --expert-ffn routed as M2's with
+            --shared-experts beside them, and MiniMax Sparse Attention's indexer (--indexer-heads
+            of --indexer-dim, --indexer-top-k blocks of --indexer-block tokens, --indexer-local).
   gemma4    Gemma 4 (dense, 31B's layout): sliding layers of --head-dim and --kv-heads, full
             layers (F in --layer-types, S sliding) of --global-head-dim and --global-kv-heads
             whose V is K's projection (no attn_v), q/k norms, four norms per layer, rope_freqs
@@ -205,6 +209,39 @@ def glm4moe_layer(t, b: str, a, i: int) -> None:
     leading_dense_then_moe(t, b, a, i, routing_bias=True)
 
 
+def minimax_m3_keys(w: GGUFWriter, a) -> None:
+    """What conversion/minimax.py's MiniMaxM3Model writes: M2's sigmoid router and partial
+    RoPE, the shared experts, routed scaling and normalised weights, the leading dense layers
+    (moe_layer_freq's leading zeros) and MSA's indexer (sparse_attention_config)."""
+    k = "minimax-m3"
+    w.add_uint32(f"{k}.expert_gating_func", 2)
+    w.add_rope_dimension_count(a.rope_dim)
+    w.add_uint32(f"{k}.expert_shared_count", a.shared_experts)
+    w.add_float32(f"{k}.expert_weights_scale", a.weights_scale)
+    w.add_bool(f"{k}.expert_weights_norm", True)
+    w.add_uint32(f"{k}.leading_dense_block_count", a.dense_layers)
+    w.add_uint32(f"{k}.attention.indexer.head_count", a.indexer_heads)
+    w.add_uint32(f"{k}.attention.indexer.key_length", a.indexer_dim)
+    w.add_uint32(f"{k}.attention.indexer.top_k", a.indexer_top_k)
+    w.add_uint32(f"{k}.attention.indexer.block_size", a.indexer_block)
+    w.add_uint32(f"{k}.attention.indexer.local_blocks", a.indexer_local)
+
+
+def minimax_m3_layer(t, b: str, a, i: int) -> None:
+    """A MiniMax-M3 layer: per-head q/k norms, a gated MLP of --ffn in the leading dense
+    layers, then sigmoid-routed experts with a correction bias, shared experts and MSA's
+    indexer (f32, as the converter forces it)."""
+    attention(t, b, a, biases=False, qk_norm=True)
+    t(b + "ffn_norm.weight", (a.hidden,), F32)
+    leading_dense_then_moe(t, b, a, i, routing_bias=True)
+    if i >= a.dense_layers:
+        di = a.indexer_dim
+        t(b + "indexer.q_proj.weight", (a.indexer_heads * di, a.hidden), F32)
+        t(b + "indexer.k_proj.weight", (di, a.hidden), F32)
+        t(b + "indexer.q_norm.weight", (di,), F32)
+        t(b + "indexer.k_norm.weight", (di,), F32)
+
+
 def gemma4_keys(w: GGUFWriter, a) -> None:
     """What convert_hf_to_gguf.py's Gemma4Model writes: per-layer KV heads and the sliding
     pattern as arrays, both layer types' head sizes and RoPE widths."""
@@ -307,7 +344,7 @@ def main() -> None:
     p.add_argument("arch", choices=["gemma2", "gemma3", "qwen3", "qwen3moe", "mixtral", "cohere2",
                                     "phi3", "gpt-oss", "deepseek2", "deepseek32", "glm-dsa", "llama4", "glm4moe", "gemma",
                                     "qwen2moe", "starcoder2", "falcon", "gptneox",
-                                    "minimax-m2", "gemma4"])
+                                    "minimax-m2", "minimax-m3", "gemma4"])
     p.add_argument("--shared-ffn", type=int, default=0, help="qwen2moe: the shared expert's width")
     p.add_argument("--norm-2", action="store_true", help="falcon: attn_norm_2 (Falcon-40B)")
     p.add_argument("--serial-residual", action="store_true",
@@ -340,7 +377,12 @@ def main() -> None:
     p.add_argument("--indexer-dim", type=int, default=128,
                    help="deepseek32: its key width (index_head_dim)")
     p.add_argument("--indexer-top-k", type=int, default=2048,
-                   help="deepseek32: the keys each query attends (index_topk)")
+                   help="deepseek32: the keys each query attends (index_topk); minimax-m3: the "
+                   "blocks (sparse_topk_blocks)")
+    p.add_argument("--indexer-block", type=int, default=128,
+                   help="minimax-m3: tokens a block (sparse_block_size)")
+    p.add_argument("--indexer-local", type=int, default=1,
+                   help="minimax-m3: local blocks always attended (sparse_local_block)")
     p.add_argument("--routing-bias", action="store_true",
                    help="deepseek2: DeepSeek-V3's sigmoid router with a correction bias")
     p.add_argument("--expert-groups", type=int, default=0,
@@ -426,6 +468,8 @@ def main() -> None:
         # llama.cpp's graph needs, and rotary_dim as the RoPE dimension count.
         w.add_uint32("minimax-m2.expert_gating_func", 2)
         w.add_rope_dimension_count(a.rope_dim)
+    if a.arch == "minimax-m3":
+        minimax_m3_keys(w, a)
     # llama.cpp's Phi-3 loader looks its end-of-turn tokens up by name.
     add_vocab(w, a.vocab, ("<|endoftext|>", "<|end|>") if a.arch == "phi3" else ())
 
@@ -518,6 +562,8 @@ def main() -> None:
             t(b + "ffn_norm.weight", (d,), F32)
             experts(t, b, a, F16, biases=False)
             t(b + "exp_probs_b.bias", (a.experts,), F32)
+        elif a.arch == "minimax-m3":
+            minimax_m3_layer(t, b, a, i)
         else:
             attention(t, b, a, biases=True, qk_norm=False)
             t(b + "attn_sinks.weight", (a.heads,), F32)

@@ -59,6 +59,24 @@ pub struct Indexer {
     pub top_k: u64,
 }
 
+/// MiniMax Sparse Attention (MiniMax-M3's MSA, `sparse_attention_config`): in every expert
+/// layer an indexer of `heads` (one a KV head) scores blocks of `block` cells with keys of its
+/// own, cached in a second cache, and each query attends its `top_k_blocks` best blocks (the
+/// `local_blocks` nearest always among them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Msa {
+    /// The indexer's query heads (`sparse_num_index_heads`).
+    pub heads: u64,
+    /// Its key width (`sparse_index_dim`).
+    pub head_dim: u64,
+    /// The blocks each query attends (`sparse_topk_blocks`).
+    pub top_k_blocks: u64,
+    /// Cells a block (`sparse_block_size`).
+    pub block: u64,
+    /// The nearest blocks always attended (`sparse_local_block`).
+    pub local_blocks: u64,
+}
+
 /// The feed-forward block, which sets the weight count per layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -461,6 +479,8 @@ pub struct ModelArch {
     /// DeepSeek-V4's compressed attention, grouped output and hyper-connections; `None`
     /// elsewhere.
     pub deepseek_v4: Option<V4Layout>,
+    /// MiniMax-M3's sparse attention in its expert layers; `None` elsewhere.
+    pub msa: Option<Msa>,
 }
 
 /// Parameter counts from the shape (before any file says otherwise).
@@ -484,6 +504,22 @@ impl ModelArch {
                     && (i - m.first_dense_layers) % m.layer_freq.max(1) == 0
             }
             None => false,
+        }
+    }
+
+    /// Whether layer `i` runs MiniMax-M3's sparse attention (every layer after the leading
+    /// dense ones, as llama.cpp's `n_layer_dense_lead` splits them).
+    pub fn is_msa_layer(&self, i: u64) -> bool {
+        self.msa.is_some() && i >= self.moe.as_ref().map_or(0, |m| m.first_dense_layers)
+    }
+
+    /// Values a cell of layer `i`'s sparse-attention indexer cache holds: its one key head and
+    /// the one V head llama.cpp's second cache gives it beside (as wide as the attention's);
+    /// 0 outside MiniMax-M3's sparse layers.
+    pub fn msa_kv_elements_per_token(&self, i: u64) -> u64 {
+        match self.msa {
+            Some(m) if self.is_msa_layer(i) => m.head_dim.saturating_add(self.head_dim),
+            _ => 0,
         }
     }
 
@@ -608,5 +644,6 @@ pub fn llama_like(
         edge: None,
         kimi_k3: None,
         deepseek_v4: None,
+        msa: None,
     }
 }

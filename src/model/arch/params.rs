@@ -93,6 +93,20 @@ impl ModelArch {
         }
     }
 
+    /// MiniMax-M3's sparse-attention indexer in each sparse layer: its query and key
+    /// projections from the layer's input and their two norms.
+    fn msa_params(&self) -> u128 {
+        let Some(m) = self.msa else {
+            return 0;
+        };
+        let (h, d) = (u128::from(self.hidden_size), u128::from(m.head_dim));
+        let per = h * u128::from(m.heads) * d + h * d + 2 * d;
+        let layers = (0..self.num_layers)
+            .filter(|&i| self.is_msa_layer(i))
+            .count();
+        per * layers as u128
+    }
+
     /// Gemma 4's experts (26B-A4B) beside what [`Moe`] counts: in each expert layer the
     /// router's input scale, three more norms (before the experts, after the dense MLP, after
     /// the experts) and a scale per expert on its output.
@@ -214,6 +228,7 @@ impl ModelArch {
         let extra = self.encoder_params()
             + edge_added
             + k3_added
+            + self.msa_params()
             + self.full_attention.map_or(0, |f| {
                 w(self.num_layers) + w(f.head_dim / 2) + self.gemma4_expert_extras()
             });

@@ -5,7 +5,7 @@ use std::path::Path;
 use super::{GgufFile, GgufValue};
 use crate::model::arch::{
     self, llama_like, Attention, Classifier, Compression, Encoder, GraniteScales, Indexer,
-    K3Layout, Mlp, ModelArch, Moe, Norm, Pooling, SlidingLayers, SlidingWindow, Ssm, SsmKind,
+    K3Layout, Mlp, ModelArch, Moe, Msa, Norm, Pooling, SlidingLayers, SlidingWindow, Ssm, SsmKind,
     V4Layout,
 };
 use crate::model::error::ModelError;
@@ -208,6 +208,9 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
     if family == Family::DeepseekV4 {
         arch.attention_sinks = true;
         arch.deepseek_v4 = Some(deepseek_v4(&k, layers)?);
+    }
+    if family == Family::MinimaxM3 {
+        arch.msa = Some(msa(&k)?);
     }
     arch.check_plausible()
         .map_err(|(field, why)| k.bad(field.gguf_key(), why))?;
@@ -618,6 +621,18 @@ fn indexer(k: &Keys<'_>, family: Family, layers: u64) -> Result<Indexer, ModelEr
         heads: k.req("attention.indexer.head_count")?,
         head_dim: k.req("attention.indexer.key_length")?,
         top_k: k.req("attention.indexer.top_k")?,
+    })
+}
+
+/// MiniMax-M3's sparse attention, as its loader requires the keys (a block of 0 cells it
+/// refuses; no local block is a choice).
+fn msa(k: &Keys<'_>) -> Result<Msa, ModelError> {
+    Ok(Msa {
+        heads: k.req("attention.indexer.head_count")?,
+        head_dim: k.req("attention.indexer.key_length")?,
+        top_k_blocks: k.req("attention.indexer.top_k")?,
+        block: k.req("attention.indexer.block_size")?,
+        local_blocks: k.get("attention.indexer.local_blocks").unwrap_or(0),
     })
 }
 

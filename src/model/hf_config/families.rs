@@ -14,6 +14,8 @@ mod deepseek_v4;
 pub(super) mod gemma4;
 #[path = "kimi_k3.rs"]
 mod kimi_k3;
+#[path = "minimax_m3.rs"]
+mod minimax_m3;
 
 /// The shape every family shares, as the config wrote it.
 pub(super) struct Common {
@@ -52,6 +54,8 @@ pub(super) fn apply(
             arch.attention = standard(false, false, true);
             arch.qk_norm_full_width = true;
         }
+        // MiniMax-M3: per-head q/k norms, a dense width of its own, sparse attention.
+        Family::MinimaxM3 => minimax_m3::minimax_m3(f, arch)?,
         Family::Llama4 => llama4(f, arch)?,
         Family::GptOss => {
             arch.attention = standard(bias.unwrap_or(true), bias.unwrap_or(true), false);

@@ -28,6 +28,7 @@ impl Family {
                 | Family::GptOss
                 | Family::NemotronH
                 | Family::MinimaxM2
+                | Family::MinimaxM3
                 | Family::KimiLinear
                 | Family::KimiK3
         )

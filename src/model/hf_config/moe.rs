@@ -27,7 +27,15 @@ pub(super) fn experts(
     let per_token = f.req(&["num_experts_per_tok", "num_experts_per_token"])?;
     let expert_intermediate = f.uint(&["moe_intermediate_size"])?.unwrap_or(intermediate);
     let shared = shared_width(f, ty, expert_intermediate)?;
+    // MiniMax-M3 lists each layer's (0 dense, 1 experts): llama.cpp's converter counts the
+    // leading zeros as dense layers, the rest all routed.
+    let listed = f
+        .map
+        .get("moe_layer_freq")
+        .and_then(Value::as_array)
+        .map(|l| l.iter().take_while(|v| v.as_u64() == Some(0)).count() as u64);
     let freq = match ty {
+        _ if listed.is_some() => 1,
         Family::Jamba => f.uint(&["expert_layer_period"])?.unwrap_or(2).max(1),
         _ => f
             .uint(&[
@@ -40,7 +48,11 @@ pub(super) fn experts(
     };
     // Llama 4 and Qwen2/3-MoE count MoE layers from the end of each step ((i + 1) % step
     // == 0); DeepSeek's first_k_dense_replace counts dense layers from the start.
-    let first_dense = match f.uint(&["first_k_dense_replace", "expert_layer_offset"])? {
+    let first_dense = match listed {
+        Some(leading) => Some(leading),
+        None => f.uint(&["first_k_dense_replace", "expert_layer_offset"])?,
+    };
+    let first_dense = match first_dense {
         Some(k) => k,
         None if ty.moe_counts_from_step_end() => freq - 1,
         None => 0,

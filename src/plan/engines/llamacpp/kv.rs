@@ -48,7 +48,10 @@ pub fn kv_bytes_per_layer(arch: &ModelArch, s: &Settings) -> Vec<u64> {
                 } else {
                     cells
                 };
+                // MiniMax-M3's sparse layers: the indexer's cache beside.
+                let msa = u128::from(arch.msa_kv_elements_per_token(i));
                 s.kv_dtype.bytes_for(per * u128::from(c))
+                    + s.kv_dtype.bytes_for(msa * u128::from(c))
             } else {
                 0
             };
@@ -136,6 +139,11 @@ pub fn kv_row_padding_per_layer(arch: &ModelArch, s: &Settings) -> Vec<u64> {
         }
     };
     let per = pad(k).saturating_add(pad(v));
+    // MiniMax-M3's indexer cache: one key head and one V head in its sparse layers.
+    let msa = |i: u64| match arch.msa {
+        Some(m) if arch.is_msa_layer(i) => pad(m.head_dim).saturating_add(pad(arch.head_dim)),
+        _ => 0,
+    };
     (0..arch.num_layers)
         .map(|i| match arch.has_own_kv(i) {
             false => 0,
@@ -143,7 +151,7 @@ pub fn kv_row_padding_per_layer(arch: &ModelArch, s: &Settings) -> Vec<u64> {
                 let (k, v) = cached_widths(arch, s, i);
                 pad(k).saturating_add(pad(v))
             }
-            true => per,
+            true => per.saturating_add(msa(i)),
         })
         .collect()
 }

@@ -193,6 +193,10 @@ pub enum Unmodelled {
         "vLLM's KV pages for DeepSeek-V4's compressed attention (its window, 4:1 and 128:1 caches and compressor states) are not modelled"
     )]
     CompressedAttention,
+    /// MiniMax-M3's sparse attention (MSA): its indexer's key cache beside the KV pages and
+    /// its block selection in the profile run.
+    #[error("vLLM's MiniMax-M3 sparse attention (MSA) and its indexer cache are not modelled")]
+    SparseAttention,
 }
 
 // The CUDA context, NCCL/custom all-reduce buffers and cuBLAS handles taken before the
@@ -256,6 +260,9 @@ pub fn fit(
     }
     if arch.deepseek_v4.is_some() {
         return Err(Unmodelled::CompressedAttention);
+    }
+    if arch.msa.is_some() {
+        return Err(Unmodelled::SparseAttention);
     }
     let tp = layout.tensor_parallel.max(1);
     let pp = layout.pipeline_parallel.clamp(1, arch.num_layers.max(1));

@@ -349,6 +349,24 @@ fn grouped(
     })
 }
 
+/// Q, K and V projected, q and k normed per head and RoPE'd (MiniMax-M3's sparse layers,
+/// which attend them their own way).
+pub(super) fn normed_roped_qkv(
+    c: &super::Ctx<'_>,
+    g: &mut Graph,
+    cur: usize,
+) -> Option<(usize, usize, usize)> {
+    let (query, kv) = (c.query, c.kv);
+    let (q, k, v, _) = project_qkv(c, g, cur)?;
+    let q = super::norm(c, g, q, (query, Q3), (super::Q_NORM, c.arch.head_dim));
+    let k = super::norm(c, g, k, (kv, K3), (super::K_NORM, c.arch.head_dim));
+    let q = g.op(Kind::InPlace, query, Q3, &[q, c.pos]);
+    g.tag(q, Op::Rope);
+    let k = g.op(Kind::InPlace, kv, K3, &[k, c.pos]);
+    g.tag(k, Op::Rope);
+    Some((q, k, v))
+}
+
 /// Which projection of the attention's input.
 #[derive(Clone, Copy)]
 enum Qkv {

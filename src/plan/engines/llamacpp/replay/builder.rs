@@ -1,7 +1,7 @@
 //! Which of llama.cpp's graph builders an architecture runs, as far as the allocator sees it:
 //! the flags the replay follows, or `None` where the architecture's graph is not modelled.
 
-use crate::model::arch::{Attention, K3Layout, Mlp, ModelArch, Moe, Norm, Ssm, SsmKind};
+use crate::model::arch::{Attention, K3Layout, Mlp, ModelArch, Moe, Msa, Norm, Ssm, SsmKind};
 use crate::model::Family;
 
 /// Which of llama.cpp's graph builders an architecture runs, as far as the allocator sees it.
@@ -86,6 +86,9 @@ pub(super) struct Builder {
     /// activations, latent experts, the latent attention's output gate and KDA's full-rank
     /// gate and bounded decay ([`super::kimi_k3`]).
     pub(super) k3: Option<K3Layout>,
+    /// MiniMax-M3 (`minimax-m3`): MiniMax Sparse Attention in the expert layers under flash
+    /// attention ([`super::msa`]); without it every layer attends densely.
+    pub(super) msa: Option<Msa>,
 }
 
 /// Multi-head latent attention's widths, and whether the GGUF caches the latent (`absorbed`,
@@ -156,6 +159,7 @@ pub(super) fn modelled(arch: &ModelArch) -> Option<Builder> {
         dsa: arch.indexer,
         unnormalised: f.qwen2_moe || (mla.is_some() && !router_bias),
         qwen2_moe: f.qwen2_moe,
+        msa: arch.msa,
         ..Builder::default()
     })
 }
@@ -240,7 +244,10 @@ impl Flags {
             cohere: family == Family::Cohere2,
             falcon: family == Family::Falcon,
             neox: matches!(family, Family::Starcoder2 | Family::GptNeox),
-            glm: matches!(family, Family::Glm4Moe | Family::MinimaxM2),
+            glm: matches!(
+                family,
+                Family::Glm4Moe | Family::MinimaxM2 | Family::MinimaxM3
+            ),
             deepseek: family.is_deepseek(),
             qwen2_moe: family == Family::Qwen2Moe,
         }
@@ -329,6 +336,23 @@ fn family_ok(
                         && !m.shared_gate
                         && m.shared_intermediate == 0
                         && m.first_dense_layers == 0
+                        && m.layer_freq <= 1
+                })
+        }
+        // MiniMax-M3: per-head q/k norms, leading dense layers, then M2's routing with shared
+        // experts beside; its sparse attention needs an indexer head a KV head (its loader's
+        // assertion) and blocks of some cells.
+        Family::MinimaxM3 => {
+            qk_norm
+                && !qkv_bias
+                && !o_bias
+                && arch.msa.is_some_and(|m| {
+                    m.heads == arch.num_kv_heads && m.block > 0 && m.top_k_blocks > 0
+                })
+                && arch.moe.as_ref().is_some_and(|m| {
+                    m.router_bias
+                        && !m.shared_gate
+                        && m.shared_intermediate > 0
                         && m.layer_freq <= 1
                 })
         }

@@ -204,8 +204,14 @@ pub(super) fn layer(
     } else if b.one_block && !arch.has_attention(layer) {
         ffn_block(c, g, cur, layer)?
     } else {
+        // Gemma 4's own attention, and MiniMax-M3's sparse layers under flash attention
+        // (without it, its dense fallback), beside the common one.
+        let msa = b.msa.is_some() && c.flash_attention && arch.is_msa_layer(layer);
         if b.gemma4 && b.mla.is_none() {
             let attended = super::gemma4::grouped(c, g, cur, layer, inputs)?;
+            super::attention::attention_out(c, g, cur, attended)?
+        } else if msa && b.mla.is_none() {
+            let attended = super::msa::sparse(c, g, lazy, cur, inputs)?;
             super::attention::attention_out(c, g, cur, attended)?
         } else {
             attention_block(c, g, lazy, cur, layer, inputs)?

@@ -28,6 +28,7 @@ mod layer;
 mod metal;
 mod metal_fusion;
 mod metal_reorder;
+mod msa;
 mod recurrent;
 mod reorder;
 mod sched;
@@ -123,6 +124,8 @@ struct Lazy {
     /// The transposed V cache's per-element indices when they are wider than a grouped V
     /// (DeepSeek's unsplit attn_kv_b caches every head's V).
     full_v_idxs: Option<usize>,
+    /// MiniMax-M3's sparse-attention inputs, made by its first sparse layer.
+    msa: Option<msa::MsaInputs>,
 }
 
 /// llama.cpp's CPU compute buffer for `arch`'s prompt graph of `tokens` tokens (every one an
@@ -324,6 +327,11 @@ impl<'a> Shape<'a> {
         let arch = b.arch;
         let builder = modelled(arch)?;
         if arch.num_layers > 4096 || b.tokens == 0 {
+            return None;
+        }
+        // MiniMax-M3's sparse attention over several sequences' streams loops stream by
+        // stream (one stream is modelled); the stage formulas answer then.
+        if arch.msa.is_some() && b.flash_attention && b.seqs > 1 {
             return None;
         }
         Some(Shape {

@@ -447,3 +447,27 @@ fn cuda_keeps_each_layers_experts_until_their_sum() {
     super::sched::moe_sum_deps(&g, &[], &mut none);
     assert!(none.is_empty());
 }
+
+// MiniMax-M3's sparse attention is replayed over one stream: several sequences' streams (a
+// loop of its own in llama.cpp's graph) fall back to the stage formulas; without flash
+// attention its dense fallback is replayed at any count.
+#[test]
+fn minimax_m3_sparse_attention_is_replayed_for_one_stream() {
+    let arch = crate::model::find_model("minimax-m3").unwrap().arch;
+    let kv = crate::model::dtype::KV_F16;
+    let buffer = |seqs: u64, flash_attention: bool| {
+        compute_buffer_of(&Batch {
+            arch: &arch,
+            tokens: 512,
+            kv_cells: 4096,
+            swa_cells: 4096,
+            flash_attention,
+            kv_type: &kv,
+            seqs,
+            outputs: None,
+        })
+    };
+    assert!(buffer(1, true).is_some());
+    assert!(buffer(2, false).is_some());
+    assert_eq!(buffer(2, true), None);
+}
