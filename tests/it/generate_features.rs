@@ -115,3 +115,67 @@ fn lora_generate_matches_memtracker() {
         peak
     });
 }
+
+/// `estimate --engine transformers` carries both features end to end: Llama-3.2-1B assisted by
+/// the 2-layer draft of its shape (a config.json) at a 512-token prompt and 42 new tokens, and
+/// with a rank-64 all-linear adapter read from a PEFT adapter_config.json at 1,024 and 4, give
+/// MemTracker's totals; the features need --engine transformers and one sequence.
+#[test]
+fn estimate_carries_the_assistant_and_the_adapter() {
+    let base = [
+        "--json",
+        "estimate",
+        "--model",
+        "llama-3.2-1b",
+        "--engine",
+        "transformers",
+        "--overhead",
+        "0",
+        "--fragmentation-reserve",
+        "0",
+    ];
+    let draft = common::fixture("pytorch/configs/llama-3.2-1b-shape-2-layers.json");
+    let doc = common::json_ok(common::gpumem().args(base).args([
+        "--context",
+        "512",
+        "--new-tokens",
+        "42",
+        "--assistant-model",
+        &draft,
+    ]));
+    assert_eq!(doc["total_bytes"], 3_305_137_984u64);
+    assert_eq!(doc["generate"]["phase"], "prefill");
+    assert_eq!(doc["generate"]["assistant"]["candidates"], 20);
+    assert_eq!(doc["generate"]["assistant"]["parameters"], 768_626_688u64);
+
+    let dir = tempfile::tempdir().unwrap();
+    let adapter = dir.path().join("adapter_config.json");
+    std::fs::write(
+        &adapter,
+        r#"{"peft_type": "LORA", "r": 64, "lora_alpha": 128, "target_modules":
+            ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}"#,
+    )
+    .unwrap();
+    let doc = common::json_ok(common::gpumem().args(base).args([
+        "--context",
+        "1024",
+        "--new-tokens",
+        "4",
+        "--adapter-config",
+        adapter.to_str().unwrap(),
+    ]));
+    assert_eq!(doc["total_bytes"], 2_811_646_208u64);
+    assert_eq!(doc["generate"]["adapter_parameters"], 4 * 45_088_768u64);
+
+    common::gpumem()
+        .args(["estimate", "--model", "llama-3.2-1b", "--adapter-rank", "8"])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("--engine transformers"));
+    common::gpumem()
+        .args(base)
+        .args(["--batch", "2", "--assistant-model", &draft])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("one sequence"));
+}
