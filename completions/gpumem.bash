@@ -265,7 +265,7 @@ _gpumem() {
             return 0
             ;;
         gpumem__subcmd__estimate)
-            opts="-m -b -c -q -v -h -V --model --config --gguf --safetensors --dtype --kv-dtype --batch --context-length --context --ubatch --allow-generic --allow-longer-context --offline --mmproj --swa-full --flash-attention --overhead --fragmentation-reserve --mode --optimizer --checkpointing --no-checkpointing --grad-accum --attn-implementation --recipe --lora-rank --lora-targets --fsdp --no-reshard-after-forward --ddp --ddp-bucket-view --zero1 --deepspeed-zero1 --deepspeed-zero2 --deepspeed-zero3 --offload-optimizer --mem-fraction-static --tp --tp-size --max-running-requests --chunked-prefill-size --max-total-tokens --disable-cuda-graph --speculative-algorithm --speculative-draft-model-path --parallel --gpu-overhead --list-models --fits --engine --flash-attn --device --new-tokens --json --quiet --verbose --wide --color --help --version"
+            opts="-m -b -c -q -v -h -V --model --config --gguf --safetensors --dtype --kv-dtype --batch --context-length --context --ubatch --allow-generic --allow-longer-context --offline --mmproj --swa-full --flash-attention --overhead --fragmentation-reserve --mode --optimizer --checkpointing --no-checkpointing --grad-accum --attn-implementation --recipe --lora-rank --lora-targets --fsdp --no-reshard-after-forward --ddp --ddp-bucket-view --zero1 --deepspeed-zero1 --deepspeed-zero2 --deepspeed-zero3 --offload-optimizer --mem-fraction-static --tp --tp-size --max-running-requests --chunked-prefill-size --max-total-tokens --disable-cuda-graph --speculative-algorithm --speculative-draft-model-path --parallel --gpu-overhead --list-models --fits --engine --flash-attn --device --new-tokens --assistant-model --num-assistant-tokens --adapter-rank --adapter-targets --adapter-config --json --quiet --verbose --wide --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -436,6 +436,26 @@ _gpumem() {
                     return 0
                     ;;
                 --new-tokens)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --assistant-model)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --num-assistant-tokens)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --adapter-rank)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --adapter-targets)
+                    COMPREPLY=($(compgen -W "q-v attention all-linear" -- "${cur}"))
+                    return 0
+                    ;;
+                --adapter-config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -291,6 +291,13 @@ opencl:0\t''
 vulkan:0\t''
 metal:0\t''"
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l new-tokens -d 'With --engine transformers: tokens generated per sequence (max_new_tokens)' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l assistant-model -d 'With --engine transformers: assisted generation (`generate(assistant_model=...)`), by this draft model: a catalog name, a config.json, or ORG/NAME on the Hub, read like --model. One sequence (transformers refuses more)' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l num-assistant-tokens -d 'With --assistant-model: candidates the assistant proposes a round (num_assistant_tokens; transformers\' default 20)' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l adapter-rank -d 'With --engine transformers: a PEFT LoRA adapter of rank R on the model (f32, PEFT\'s default), on the projections --adapter-targets names' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l adapter-targets -d 'With --adapter-rank: which projections carry the adapter (`q-v`: PEFT\'s default for Llama, Mistral and Qwen)' -r -f -a "q-v\t'q_proj and v_proj (PEFT\'s default for Llama, Mistral and Qwen)'
+attention\t'q, k, v and o'
+all-linear\t'Every projection of the layers (PEFT\'s `all-linear`)'"
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l adapter-config -d 'With --engine transformers: a PEFT adapter\'s adapter_config.json (its `r` and `target_modules`)' -r -F
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l color -d 'When to use colour. `auto` colours a terminal unless NO_COLOR is set' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is not set'
 always\t'Colour even when stdout is a pipe or NO_COLOR is set'
 never\t'Plain text, whatever the terminal'"

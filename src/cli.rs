@@ -211,6 +211,52 @@ pub struct EstimateArgs {
     /// With --engine transformers: tokens generated per sequence (max_new_tokens).
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
     pub new_tokens: u32,
+
+    /// With --engine transformers: assisted generation (`generate(assistant_model=...)`), by
+    /// this draft model: a catalog name, a config.json, or ORG/NAME on the Hub, read like
+    /// --model. One sequence (transformers refuses more).
+    #[arg(
+        long,
+        value_name = "MODEL",
+        help_heading = "transformers (--engine transformers)"
+    )]
+    pub assistant_model: Option<String>,
+
+    /// With --assistant-model: candidates the assistant proposes a round
+    /// (num_assistant_tokens; transformers' default 20).
+    #[arg(long, default_value_t = 20, requires = "assistant_model", value_parser = clap::value_parser!(u32).range(1..), value_name = "N", help_heading = "transformers (--engine transformers)")]
+    pub num_assistant_tokens: u32,
+
+    /// With --engine transformers: a PEFT LoRA adapter of rank R on the model (f32, PEFT's
+    /// default), on the projections --adapter-targets names.
+    #[arg(long, value_name = "R", value_parser = clap::value_parser!(u32).range(1..=65536), conflicts_with = "adapter_config", help_heading = "transformers (--engine transformers)")]
+    pub adapter_rank: Option<u32>,
+
+    /// With --adapter-rank: which projections carry the adapter (`q-v`: PEFT's default for
+    /// Llama, Mistral and Qwen).
+    #[arg(long, value_enum, default_value_t = AdapterTargets::QV, requires = "adapter_rank", value_name = "TARGETS", help_heading = "transformers (--engine transformers)")]
+    pub adapter_targets: AdapterTargets,
+
+    /// With --engine transformers: a PEFT adapter's adapter_config.json (its `r` and
+    /// `target_modules`).
+    #[arg(
+        long,
+        value_name = "FILE",
+        help_heading = "transformers (--engine transformers)"
+    )]
+    pub adapter_config: Option<PathBuf>,
+}
+
+/// The projections a generation-time LoRA adapter sits on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AdapterTargets {
+    /// q_proj and v_proj (PEFT's default for Llama, Mistral and Qwen).
+    #[value(name = "q-v")]
+    QV,
+    /// q, k, v and o.
+    Attention,
+    /// Every projection of the layers (PEFT's `all-linear`).
+    AllLinear,
 }
 
 /// Whose inference memory `estimate` counts.

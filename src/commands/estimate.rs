@@ -40,6 +40,7 @@ pub fn run(args: &EstimateArgs, out: &Output) -> Result<Exit> {
     let mut settings = estimate_command_settings(args)?;
     let model = super::load_model(&spec, &load_options(&args.settings), out)?;
     check_context(&model.name, &model.arch, &settings, &args.settings)?;
+    settings.generate_assistant = load_assistant(args, out)?;
     let engine = estimate_engine(args);
     match engine {
         InferenceEngine::Vllm => return vllm_need(args, model, settings, out),
@@ -196,6 +197,30 @@ fn exit_for(serves: bool) -> Exit {
     } else {
         Exit::DoesNotFit
     }
+}
+
+/// `--assistant-model`, read like `--model` (a config.json by its path).
+fn load_assistant(
+    args: &EstimateArgs,
+    out: &Output,
+) -> Result<Option<std::sync::Arc<crate::plan::engines::pytorch::GenerateAssistant>>> {
+    let Some(name) = &args.assistant_model else {
+        return Ok(None);
+    };
+    let path = std::path::Path::new(name);
+    let spec = if path.is_file() {
+        crate::model::SourceSpec::Config(path.to_path_buf())
+    } else {
+        crate::model::SourceSpec::Catalog(name.clone())
+    };
+    let draft = super::load_model(&spec, &load_options(&args.settings), out)?;
+    Ok(Some(std::sync::Arc::new(
+        crate::plan::engines::pytorch::GenerateAssistant {
+            name: draft.name,
+            arch: draft.arch,
+            tokens: u64::from(args.num_assistant_tokens),
+        },
+    )))
 }
 
 /// llama.cpp's settings as `estimate` counts them: -fa as asked, the rest llama-server's.

@@ -230,6 +230,24 @@ fn generate_text(text: &mut String, r: &EstimateReport) {
              peak: {}, in {phase} (overhead and reserve added above)",
             format_bytes(g.total)
         );
+        if let Some(a) = &g.adapter_parameters {
+            let _ = writeln!(
+                text,
+                "  PEFT LoRA adapter (f32): {} of the parameters",
+                format_bytes(*a)
+            );
+        }
+        if let Some(a) = &g.assistant {
+            let _ = writeln!(
+                text,
+                "  assistant model: {} weights, {} cache, {} of logits for its {} candidates \
+                 a round (every candidate accepted)",
+                format_bytes(a.parameters),
+                format_bytes(a.kv_cache),
+                format_bytes(a.candidate_logits),
+                a.candidates
+            );
+        }
     } else if let Some(why) = &r.generate_unwalked {
         let _ = writeln!(text, "generate: llama.cpp's figures stand instead");
         wrap_into(text, &format!("  {why}"), 80);

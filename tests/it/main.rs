@@ -17,6 +17,7 @@ mod discover;
 mod encoders;
 mod estimate;
 mod estimate_input;
+mod generate_features;
 mod generated_files;
 mod hub;
 mod llamacpp_devices;

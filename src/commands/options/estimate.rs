@@ -7,6 +7,7 @@ use super::{estimate_settings, names};
 use crate::cli;
 use crate::error::CliError;
 use crate::model::{kv_precision, WeightFormat, KV_PRECISIONS};
+use crate::plan::engines::pytorch::training::{Lora, LoraTargets};
 use crate::plan::engines::{self, Settings};
 
 /// `estimate`'s settings: the shared flags, and `--engine transformers`' generation (an
@@ -46,6 +47,17 @@ pub fn estimate_command_settings(args: &cli::EstimateArgs) -> Result<Settings> {
             "--engine {name} already plans on the devices (--device, else this machine's); \
              --fits is for llama.cpp's and transformers' figures"
         ))
+        .into());
+    }
+    let generate_feature = args.assistant_model.is_some()
+        || args.adapter_rank.is_some()
+        || args.adapter_config.is_some();
+    if generate_feature && engine != cli::InferenceEngine::Transformers {
+        return Err(CliError::Usage(
+            "--assistant-model, --adapter-rank and --adapter-config are transformers' generate: \
+             they need --engine transformers"
+                .into(),
+        )
         .into());
     }
     if args.settings.sglang.tp_size.is_some() && engine != cli::InferenceEngine::Sglang {
@@ -114,7 +126,99 @@ fn transformers_settings(args: &cli::EstimateArgs, settings: &mut Settings) -> R
         .into());
     }
     settings.pytorch.generate_new_tokens = Some(u64::from(args.new_tokens));
+    settings.pytorch.generate_lora = generate_lora(args)?;
+    if args.assistant_model.is_some() && settings.batch != 1 {
+        return Err(CliError::Usage(format!(
+            "transformers' assisted generation runs one sequence (it refuses batch {}): give \
+             --batch 1 with --assistant-model",
+            settings.batch
+        ))
+        .into());
+    }
     Ok(())
+}
+
+/// `--adapter-rank` with `--adapter-targets`, or `--adapter-config`'s `r` and `target_modules`.
+fn generate_lora(args: &cli::EstimateArgs) -> Result<Option<Lora>> {
+    if let Some(rank) = args.adapter_rank {
+        let targets = match args.adapter_targets {
+            cli::AdapterTargets::QV => LoraTargets::QUERY_VALUE,
+            cli::AdapterTargets::Attention => LoraTargets::ATTENTION,
+            cli::AdapterTargets::AllLinear => LoraTargets::ALL_LINEAR,
+        };
+        return Ok(Some(Lora { rank, targets }));
+    }
+    let Some(path) = &args.adapter_config else {
+        return Ok(None);
+    };
+    let bad = |why: String| CliError::Usage(format!("--adapter-config {}: {why}", path.display()));
+    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    let config: AdapterConfig = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    if config.peft_type.as_deref().is_some_and(|t| t != "LORA") {
+        return Err(bad(format!(
+            "a {} adapter, not LoRA",
+            config.peft_type.unwrap_or_default()
+        ))
+        .into());
+    }
+    let rank = u32::try_from(config.r)
+        .ok()
+        .filter(|r| *r > 0)
+        .ok_or_else(|| bad(format!("rank {} is not a LoRA rank", config.r)))?;
+    let targets = match config.target_modules {
+        TargetModules::One(name) if name == "all-linear" => LoraTargets::ALL_LINEAR,
+        TargetModules::One(name) => targets_of(std::slice::from_ref(&name)).map_err(bad)?,
+        TargetModules::Many(names) => targets_of(&names).map_err(bad)?,
+    };
+    Ok(Some(Lora { rank, targets }))
+}
+
+/// The parts of PEFT's adapter_config.json the walk reads.
+#[derive(serde::Deserialize)]
+struct AdapterConfig {
+    peft_type: Option<String>,
+    r: u64,
+    target_modules: TargetModules,
+}
+
+/// `target_modules`: module names, or one name (PEFT's `all-linear`).
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum TargetModules {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// The decoder projections `names` target; a name the walk does not know is refused.
+fn targets_of(names: &[String]) -> std::result::Result<LoraTargets, String> {
+    let mut t = LoraTargets {
+        q: false,
+        k: false,
+        v: false,
+        o: false,
+        gate: false,
+        up: false,
+        down: false,
+    };
+    for name in names {
+        let slot = match name.as_str() {
+            "q_proj" => &mut t.q,
+            "k_proj" => &mut t.k,
+            "v_proj" => &mut t.v,
+            "o_proj" => &mut t.o,
+            "gate_proj" => &mut t.gate,
+            "up_proj" => &mut t.up,
+            "down_proj" => &mut t.down,
+            other => {
+                return Err(format!(
+                    "target module {other:?} is not one of a Llama-style layer's projections \
+                     (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)"
+                ))
+            }
+        };
+        *slot = true;
+    }
+    Ok(t)
 }
 
 /// llama.cpp's inference as llama-server runs it: `-fa auto` (on: every backend gpumem models

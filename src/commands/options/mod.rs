@@ -327,6 +327,7 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
             ..LlamaCppRun::default()
         },
         pytorch: pytorch_run(args, deepspeed),
+        generate_assistant: None,
         ollama: ollama_run(args)?,
         sglang: engines::sglang::SglangRun {
             mem_fraction_static: args.sglang.mem_fraction_static,
@@ -395,6 +396,7 @@ fn pytorch_run(args: &cli::WorkloadSettings, deepspeed: Option<(ZeroStage, u64)>
             offload_optimizer: args.offload_optimizer,
         }),
         generate_new_tokens: None,
+        generate_lora: None,
         recipe: args.recipe.map(|r| match r {
             cli::Recipe::Bf16 => Recipe::Bf16,
             cli::Recipe::Fp32Autocast => Recipe::Fp32Autocast,

@@ -54,6 +54,7 @@ use super::breakdown::{
 };
 use super::llamacpp::activations::inference_activations_wide;
 use super::llamacpp::kv::kv_cells;
+use super::pytorch::assisted::{assisted_peak, Assistant};
 use super::pytorch::generate::{generate_peak, GeneratePeak, GenerateRun};
 use super::pytorch::training::{training_peak, Optimizer, Recipe, TrainingError, TrainingRun};
 use super::settings::{Mode, Settings};
@@ -415,8 +416,9 @@ fn walk_training(
     }
 }
 
-/// Under `generate_new_tokens`, transformers' `generate` walked: its peak replaces the
-/// llama.cpp figures, or the reason it could not be walked comes back.
+/// Under `generate_new_tokens`, transformers' `generate` walked (with its assistant model and
+/// adapter): its peak replaces the llama.cpp figures, or the reason it could not be walked
+/// comes back.
 fn walk_generate(
     arch: &ModelArch,
     s: &Settings,
@@ -429,8 +431,20 @@ fn walk_generate(
         batch: s.batch,
         prompt: s.context,
         new_tokens,
+        lora: s.pytorch.generate_lora,
     };
-    match generate_peak(arch, &run) {
+    let peak = match &s.generate_assistant {
+        None => generate_peak(arch, &run),
+        Some(a) => assisted_peak(
+            arch,
+            &run,
+            Assistant {
+                arch: &a.arch,
+                tokens: a.tokens,
+            },
+        ),
+    };
+    match peak {
         Ok(g) => {
             parts.weights = g.parameters.saturating_add(g.buffers);
             parts.kv_cache = g.kv_cache;

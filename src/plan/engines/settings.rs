@@ -46,6 +46,8 @@ pub struct Settings {
     pub llamacpp: LlamaCppRun,
     /// PyTorch's own settings: a training step's recipe and sharding, or `generate`.
     pub pytorch: PytorchRun,
+    /// Under transformers' `generate`, its assistant model (assisted generation).
+    pub generate_assistant: Option<std::sync::Arc<super::pytorch::GenerateAssistant>>,
     /// SGLang's own settings: `launch_server`'s memory flags.
     pub sglang: super::sglang::SglangRun,
     /// Ollama's own settings: its environment and a model's parameters.
@@ -70,6 +72,7 @@ impl Settings {
             mode: Mode::Infer,
             llamacpp: LlamaCppRun::default(),
             pytorch: PytorchRun::default(),
+            generate_assistant: None,
             sglang: super::sglang::SglangRun::default(),
             ollama: super::ollama::OllamaRun::default(),
         }

@@ -23,7 +23,7 @@
 
 use serde::Serialize;
 
-use super::training::{Layout, MoeShape, Shape, TrainingError};
+use super::training::{adapter_params, Layout, Lora, MoeShape, Shape, TrainingError};
 use crate::model::ModelArch;
 
 /// One `generate` call.
@@ -35,6 +35,8 @@ pub struct GenerateRun {
     pub prompt: u64,
     /// Tokens generated per sequence (`max_new_tokens`).
     pub new_tokens: u64,
+    /// A PEFT LoRA adapter on the model (PEFT's defaults: f32 adapters, no dropout).
+    pub lora: Option<Lora>,
 }
 
 /// Where the peak falls.
@@ -62,9 +64,28 @@ pub struct GeneratePeak {
     pub activations: u64,
     /// The sum.
     pub total: u64,
+    /// With a LoRA adapter, its parameters' bytes (f32), in `parameters`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adapter_parameters: Option<u64>,
+    /// With an assistant model, its share of the figures above.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub assistant: Option<AssistantShare>,
 }
 
-const ACT: u128 = 2;
+/// An assistant model's share of a [`GeneratePeak`] (already in its figures).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct AssistantShare {
+    /// Its parameters (bf16), in `parameters`.
+    pub parameters: u64,
+    /// Its own `DynamicCache` at the peak, in `kv_cache`.
+    pub kv_cache: u64,
+    /// The candidates' f32 logits the target's verification sees, in `activations`.
+    pub candidate_logits: u64,
+    /// Candidates proposed a round (`num_assistant_tokens`, capped by the tokens left).
+    pub candidates: u64,
+}
+
+pub(super) const ACT: u128 = 2;
 
 /// What a sliding window adds to a forward pass over `q` query positions on `layers` sliding
 /// layers: one int64 each layer's cache keeps (measured at 2 and 32 layers), and from the
@@ -92,61 +113,115 @@ fn experts_live(m: &MoeShape, hidden: u128, tokens: u128) -> u128 {
     tokens * (ACT * m.experts + m.top_k * inside.max(end)) + 8 * m.experts
 }
 
-/// The peak of `run` on `arch` in bf16.
-pub fn generate_peak(arch: &ModelArch, run: &GenerateRun) -> Result<GeneratePeak, TrainingError> {
+/// The shape `generate` walks on `arch`, and its experts where every layer routes them (none
+/// shared: Mixtral's, Qwen3-MoE's), whose last layer then holds the peak.
+pub(super) fn walked(arch: &ModelArch) -> Result<(Shape, Option<MoeShape>), TrainingError> {
     let s = Shape::of(arch)?;
     if s.layout != Layout::Llama {
         return Err(TrainingError::Unsupported {
             what: "a decoder other than a Llama-style one in generation",
         });
     }
-    // Experts in every layer, none shared (Mixtral's, Qwen3-MoE's): the last layer's experts
-    // hold the peak.
     let experts = match &s.moe {
         None => None,
-        Some(m) if m.shared_intermediate == 0 && m.layers == s.layers => Some(m),
+        Some(m) if m.shared_intermediate == 0 && m.layers == s.layers => Some(*m),
         Some(_) => {
             return Err(TrainingError::Unsupported {
                 what: "generation with shared experts or dense layers among expert ones",
             })
         }
     };
+    if s.window.is_some() && !s.window_all_layers {
+        return Err(TrainingError::Unsupported {
+            what: "sliding and full-attention layers mixed in generation",
+        });
+    }
+    Ok((s, experts))
+}
+
+/// One token's K and V in one layer.
+pub(super) fn kv_token(s: &Shape) -> u128 {
+    2 * s.kv_heads * s.head_dim * ACT
+}
+
+/// The prefill over `positions` positions of `b` sequences, at its last layer's MLP: the KV
+/// cache, then the rest (see the module's notes).
+pub(super) fn prefill_live(
+    s: &Shape,
+    experts: Option<&MoeShape>,
+    lora: Option<Lora>,
+    b: u128,
+    positions: u128,
+) -> (u128, u128) {
+    let (h, d) = (s.hidden, s.head_dim);
+    let tokens = b * positions;
+    // A sliding-window layer keeps its last window − 1 tokens as a view of what it was given:
+    // the prompt's whole K and V stay alive through the prefill.
+    let kv = s.layers * kv_token(s) * tokens;
+    let layer_input = if s.layers > 1 { ACT * h * tokens } else { 0 };
+    let feed_forward = match experts {
+        None => dense_live(s, lora) * tokens,
+        Some(m) => experts_live(m, h, tokens),
+    };
+    let live = 8 * tokens
+        + 8 * positions
+        + ACT * h * tokens
+        + 2 * d * ACT * positions
+        + layer_input
+        + 2 * ACT * h * tokens
+        + feed_forward
+        + window_extra(s.window, s.layers, positions);
+    (kv, live)
+}
+
+/// What a dense MLP holds a token at its largest moment. Without adapters: SiLU's output, up's
+/// and their product (Phi-3's fused gate/up output stays whole beside them, its two halves
+/// being views). PEFT's LoRA layer casts its input to the adapters' f32, adds the scaled
+/// f32 branch to the bf16 base output (an f32 sum) and casts back; its largest moment is the
+/// sum beside the scaled branch, the base output and the f32 input (the rank's own tensor is
+/// gone by then). On `up_proj` that moment also holds SiLU's output; on `down_proj` it holds
+/// the product it reads.
+fn dense_live(s: &Shape, lora: Option<Lora>) -> u128 {
+    let (h, i) = (s.hidden, s.intermediate);
+    let base = if s.fused { 4 } else { 3 } * ACT * i;
+    let Some(t) = lora.map(|l| l.targets) else {
+        return base;
+    };
+    let branch = |input: u128, output: u128| ACT * output + 4 * output + 4 * output + 4 * input;
+    let gate = if t.gate { branch(h, i) } else { 0 };
+    let up = if t.up { ACT * i + branch(h, i) } else { 0 };
+    let down = if t.down { ACT * i + branch(i, h) } else { 0 };
+    base.max(gate).max(up).max(down)
+}
+
+/// PEFT's LoRA is walked on a dense, unfused Llama-style layer only.
+pub(super) fn check_lora(s: &Shape, lora: Option<Lora>) -> Result<(), TrainingError> {
+    if lora.is_some() && (s.moe.is_some() || s.fused) {
+        return Err(TrainingError::Unsupported {
+            what: "a LoRA adapter in generation on experts or fused projections",
+        });
+    }
+    Ok(())
+}
+
+/// The peak of `run` on `arch` in bf16.
+pub fn generate_peak(arch: &ModelArch, run: &GenerateRun) -> Result<GeneratePeak, TrainingError> {
+    let (s, experts) = walked(arch)?;
+    let experts = experts.as_ref();
     let (b, p, n) = (
         u128::from(run.batch),
         u128::from(run.prompt),
         u128::from(run.new_tokens.max(1)),
     );
     let length = p + n - 1;
-    if s.window.is_some() && !s.window_all_layers {
-        return Err(TrainingError::Unsupported {
-            what: "sliding and full-attention layers mixed in generation",
-        });
-    }
-    let (h, i, d) = (s.hidden, s.intermediate, s.head_dim);
+    let (h, d) = (s.hidden, s.head_dim);
     let tokens = b * p;
-    let kv_token = 2 * s.kv_heads * d * ACT;
-    // A sliding-window layer keeps its last window − 1 tokens as a view of what it was given:
-    // the prompt's whole K and V stay alive through the prefill.
-    let kv_prefill = s.layers * kv_token * tokens;
-    let layer_input = if s.layers > 1 { ACT * h * tokens } else { 0 };
-    // A dense MLP holds SiLU's output, up's and their product; Phi-3's fused gate/up output
-    // stays whole beside them, its two halves being views.
-    let dense = if s.fused { 4 } else { 3 } * ACT * i;
-    let feed_forward = match experts {
-        None => dense * tokens,
-        Some(m) => experts_live(m, h, tokens),
-    };
-    let prefill = 8 * tokens
-        + 8 * p
-        + ACT * h * tokens
-        + 2 * d * ACT * p
-        + layer_input
-        + 2 * ACT * h * tokens
-        + feed_forward
-        + window_extra(s.window, s.layers, p);
+    check_lora(&s, run.lora)?;
+    let (kv_prefill, prefill) = prefill_live(&s, experts, run.lora, b, p);
+    let adapters = adapter_bytes(&s, run.lora);
     // Past the window each layer holds a window's worth: the concatenation it slices.
     let cached = s.window.map_or(length, |w| length.min(w));
-    let kv_decode = s.layers * kv_token * b * cached;
+    let kv_decode = s.layers * kv_token(&s) * b * cached;
     // The last layer's K, old and new at once while they are concatenated; a sliding layer
     // concatenates K and V before it lets either old one go, so both are held twice.
     let copies = if s.window.is_some() { 2 } else { 1 };
@@ -156,22 +231,44 @@ pub fn generate_peak(arch: &ModelArch, run: &GenerateRun) -> Result<GeneratePeak
         + 8 * b
         + 2 * 2 * b * s.vocab
         + b * (4 * ACT * h + 2 * d * ACT)
-        + experts.map_or(dense * b, |m| experts_live(m, h, b))
+        + experts.map_or(dense_live(&s, run.lora) * b, |m| experts_live(m, h, b))
         + window_extra(s.window, s.layers, cached);
     let (phase, kv, activations) = if kv_prefill + prefill >= kv_decode + decode {
         (GeneratePhase::Prefill, kv_prefill, prefill)
     } else {
         (GeneratePhase::Decode, kv_decode, decode)
     };
-    let parameters = s.params * ACT;
-    let buffers = 4 * d;
-    let fit = |v: u128| u64::try_from(v).map_err(|_| TrainingError::Overflow);
-    Ok(GeneratePeak {
-        phase,
-        parameters: fit(parameters)?,
-        buffers: fit(buffers)?,
-        kv_cache: fit(kv)?,
-        activations: fit(activations)?,
-        total: fit(parameters + buffers + kv + activations)?,
-    })
+    let mut peak = GeneratePeak::of(phase, s.params * ACT + adapters, 4 * d, kv, activations)?;
+    if run.lora.is_some() {
+        peak.adapter_parameters =
+            Some(u64::try_from(adapters).map_err(|_| TrainingError::Overflow)?);
+    }
+    Ok(peak)
+}
+
+/// The adapters' bytes: PEFT keeps them in f32 beside the bf16 model (`autocast_adapter_dtype`).
+pub(super) fn adapter_bytes(s: &Shape, lora: Option<Lora>) -> u128 {
+    lora.map_or(0, |l| 4 * adapter_params(s, l).0)
+}
+
+impl GeneratePeak {
+    pub(super) fn of(
+        phase: GeneratePhase,
+        parameters: u128,
+        buffers: u128,
+        kv: u128,
+        activations: u128,
+    ) -> Result<GeneratePeak, TrainingError> {
+        let fit = |v: u128| u64::try_from(v).map_err(|_| TrainingError::Overflow);
+        Ok(GeneratePeak {
+            phase,
+            parameters: fit(parameters)?,
+            buffers: fit(buffers)?,
+            kv_cache: fit(kv)?,
+            activations: fit(activations)?,
+            total: fit(parameters + buffers + kv + activations)?,
+            assistant: None,
+            adapter_parameters: None,
+        })
+    }
 }

@@ -2,6 +2,7 @@
 //! caching allocator run it ([`training`]: one GPU, FSDP2, DDP, DeepSpeed ZeRO), its `generate`
 //! ([`generate`]), and the plan of a training step over GPUs ([`select_training`]).
 
+pub mod assisted;
 pub mod generate;
 mod launch;
 mod plan;
@@ -10,7 +11,7 @@ pub mod training;
 
 pub use launch::torchrun;
 pub use plan::{select_training, Pytorch};
-pub use run::PytorchRun;
+pub use run::{GenerateAssistant, PytorchRun};
 
 /// The PyTorch modelled, with the libraries its walk follows: torch's autograd and caching
 /// allocator, transformers' model classes, deepspeed's ZeRO, as `tools/pytorch-reference/`

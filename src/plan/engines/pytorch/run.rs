@@ -2,7 +2,8 @@
 //! optimizer, recipe, checkpointing, accumulation, attention and sharding, or transformers'
 //! `generate` instead of llama.cpp's buffers.
 
-use super::training::{AttnImplementation, Ddp, DeepSpeed, Fsdp, Optimizer, Recipe};
+use super::training::{AttnImplementation, Ddp, DeepSpeed, Fsdp, Lora, Optimizer, Recipe};
+use crate::model::ModelArch;
 
 /// PyTorch's own settings for one estimate; under inference only `generate_new_tokens` counts.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -27,6 +28,19 @@ pub struct PytorchRun {
     /// Under inference, transformers' `generate` of this many new tokens a sequence (the
     /// context is the prompt) instead of llama.cpp's buffers; `None`: llama.cpp.
     pub generate_new_tokens: Option<u64>,
+    /// Under `generate_new_tokens`, a PEFT LoRA adapter on the model.
+    pub generate_lora: Option<Lora>,
+}
+
+/// transformers' assisted generation: the assistant model and its candidates a round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GenerateAssistant {
+    /// The name it was read under.
+    pub name: String,
+    /// Its architecture.
+    pub arch: ModelArch,
+    /// `num_assistant_tokens`.
+    pub tokens: u64,
 }
 
 /// AdamW, no checkpointing or accumulation, transformers' default attention, one GPU.
@@ -42,6 +56,7 @@ impl Default for PytorchRun {
             deepspeed: None,
             recipe: None,
             generate_new_tokens: None,
+            generate_lora: None,
         }
     }
 }

@@ -44,6 +44,16 @@ impl LoraTargets {
         up: true,
         down: true,
     };
+    /// PEFT's default for Llama, Mistral and Qwen: the query and value projections.
+    pub const QUERY_VALUE: LoraTargets = LoraTargets {
+        q: true,
+        k: false,
+        v: true,
+        o: false,
+        gate: false,
+        up: false,
+        down: false,
+    };
     /// The attention projections only (q, k, v, o).
     pub const ATTENTION: LoraTargets = LoraTargets {
         q: true,
@@ -81,7 +91,7 @@ pub struct Lora {
 }
 
 /// The adapters' parameters over all layers, and their tensors (two an adapter).
-pub(super) fn adapter_params(s: &Shape, lora: Lora) -> (u128, u128) {
+pub(crate) fn adapter_params(s: &Shape, lora: Lora) -> (u128, u128) {
     let r = u128::from(lora.rank);
     let (params, tensors) = lora
         .targets

@@ -56,6 +56,7 @@ use serde::Serialize;
 pub use ddp::Ddp;
 pub use deepspeed::{DeepSpeed, ZeroStage};
 pub use fsdp::Fsdp;
+pub(crate) use lora::adapter_params;
 pub use lora::{Lora, LoraTargets};
 pub(crate) use shape::{Layout, MlaShape, MoeShape, Shape};
 
