@@ -751,9 +751,9 @@ pub fn warning_text(w: &ModelWarning) -> String {
             fields_used.join(", ")
         ),
         ModelWarning::VisionTowerNotCounted => {
-            "multimodal model: the language model is estimated; its vision tower and projector \
-             are not counted (vLLM's plan counts the towers gpumem models: Qwen2-VL, \
-             Qwen2.5-VL, Gemma 3, Qwen3-VL and Qwen3.5)"
+            "multimodal model: its vision tower and projector are counted only in vLLM's \
+             plan, for the towers it models (Qwen2-VL, Qwen2.5-VL, Gemma 3, Qwen3-VL, \
+             Qwen3.5); other engines' figures are the language model's"
                 .to_string()
         }
         ModelWarning::NoConfig { path } => format!(
