@@ -157,6 +157,51 @@ pub(super) fn inputs<'a>(g: &mut Graph, s: Shape<'a>) -> Option<(Ctx<'a>, usize)
     Some((c, embd))
 }
 
+/// A recurrent layer's mixer: Kimi's delta attention, the gated DeltaNet or Mamba.
+fn recurrent_mixer(
+    c: &Ctx<'_>,
+    g: &mut Graph,
+    cur: usize,
+    s: &crate::model::Ssm,
+    states: StateInputs,
+) -> Option<usize> {
+    let (b, arch, model) = (c.b, c.arch, c.model);
+    match s.kind {
+        SsmKind::Kda => kda(g, cur, (s, b.k3), states, c.tokens, model),
+        SsmKind::GatedDeltaNet => delta_net(
+            g,
+            cur,
+            s,
+            states,
+            c.tokens,
+            (model, arch.joint_qkvz, b.qwen35),
+        ),
+        _ => mamba(g, cur, s, states, c.tokens, model),
+    }
+}
+
+/// A layer's attention: Gemma 4's own, MiniMax-M3's sparse layers under flash attention
+/// (without it, its dense fallback), else the common one, each then through its output.
+fn attention_half(
+    c: &Ctx<'_>,
+    g: &mut Graph,
+    lazy: &mut Lazy,
+    (cur, layer): (usize, u64),
+    inputs: CacheInputs,
+) -> Option<usize> {
+    let b = c.b;
+    let msa = b.msa.is_some() && c.flash_attention && c.arch.is_msa_layer(layer);
+    if b.gemma4 && b.mla.is_none() {
+        let attended = super::gemma4::grouped(c, g, cur, layer, inputs)?;
+        super::attention::attention_out(c, g, cur, attended)
+    } else if msa && b.mla.is_none() {
+        let attended = super::msa::sparse(c, g, lazy, cur, inputs)?;
+        super::attention::attention_out(c, g, cur, attended)
+    } else {
+        attention_block(c, g, lazy, cur, layer, inputs)
+    }
+}
+
 /// One decoder layer over `inp`, its output: the mixer (attention, a recurrent mixer, or a
 /// layer that is one feed-forward block), the residual, then the feed-forward block and its
 /// residual, each as the architecture orders and norms them.
@@ -187,35 +232,11 @@ pub(super) fn layer(
         .zip(c.state_inputs)
         .filter(|_| arch.is_recurrent_layer(layer));
     let mut cur = if let Some((s, states)) = mixer.filter(|_| !b.parallel) {
-        if s.kind == SsmKind::Kda {
-            kda(g, cur, (&s, b.k3), states, c.tokens, model)?
-        } else if s.kind == SsmKind::GatedDeltaNet {
-            delta_net(
-                g,
-                cur,
-                &s,
-                states,
-                c.tokens,
-                (model, arch.joint_qkvz, b.qwen35),
-            )?
-        } else {
-            mamba(g, cur, &s, states, c.tokens, model)?
-        }
+        recurrent_mixer(c, g, cur, &s, states)?
     } else if b.one_block && !arch.has_attention(layer) {
         ffn_block(c, g, cur, layer)?
     } else {
-        // Gemma 4's own attention, and MiniMax-M3's sparse layers under flash attention
-        // (without it, its dense fallback), beside the common one.
-        let msa = b.msa.is_some() && c.flash_attention && arch.is_msa_layer(layer);
-        if b.gemma4 && b.mla.is_none() {
-            let attended = super::gemma4::grouped(c, g, cur, layer, inputs)?;
-            super::attention::attention_out(c, g, cur, attended)?
-        } else if msa && b.mla.is_none() {
-            let attended = super::msa::sparse(c, g, lazy, cur, inputs)?;
-            super::attention::attention_out(c, g, cur, attended)?
-        } else {
-            attention_block(c, g, lazy, cur, layer, inputs)?
-        }
+        attention_half(c, g, lazy, (cur, layer), inputs)?
     };
     if b.cohere || b.falcon || (b.neox && arch.parallel_attention) {
         return side_by_side(c, g, (residual, normed, cur), layer);
