@@ -413,8 +413,8 @@ impl LayerWeights {
     /// loads each pair into the buffer type of its base matrix (`llama_adapter_lora_init`), so
     /// the pair goes where the matrix goes, a moved feed-forward matrix's included, and takes
     /// each device's alignment as a tensor of its own.
-    pub fn with_adapter(&self, adapter: &super::LoraAdapter) -> LayerWeights {
-        let mut w = self.clone();
+    pub fn with_adapter(self, adapter: &super::LoraAdapter) -> LayerWeights {
+        let mut w = self;
         let align = w.alignment.max(1);
         let pad = |b: u64| b.div_ceil(align) * align;
         for p in &adapter.pairs {

@@ -4,7 +4,6 @@
 //! own fit (`common_fit_params`) runs before the adapters are loaded and does not count them;
 //! the plan does, by fitting the model's weights with the adapters' beside them.
 
-use std::borrow::Cow;
 use std::path::PathBuf;
 
 use serde::Serialize;
@@ -15,13 +14,11 @@ use crate::plan::engines::Settings;
 
 /// The weights llama.cpp loads: the model's, with every adapter's factors beside their
 /// matrices.
-pub(crate) fn adapted<'w>(
-    weights: &'w LayerWeights,
+pub(crate) fn adapted(
+    weights: LayerWeights,
     adapters: &[crate::model::LoraAdapter],
-) -> Cow<'w, LayerWeights> {
-    adapters
-        .iter()
-        .fold(Cow::Borrowed(weights), |w, a| Cow::Owned(w.with_adapter(a)))
+) -> LayerWeights {
+    adapters.iter().fold(weights, LayerWeights::with_adapter)
 }
 
 /// The adapters' factors alone, placed as `weights` would place them: what each device's
@@ -46,7 +43,7 @@ fn adapters_alone(
         alignment: weights.alignment,
         row_padding: Default::default(),
     };
-    Some(adapted(&empty, adapters).into_owned())
+    Some(adapted(empty, adapters))
 }
 
 /// Each GPU's LoRA bytes, then the host's, under `offload`; `None` without an adapter.

@@ -188,7 +188,7 @@ pub fn select_llamacpp(
         LayerWeights::from_arch(arch, settings.dtype.unwrap_or(DEFAULT_WEIGHT_PRECISION))
     });
     // The adapters' factors are fitted with the matrices they adapt.
-    let weights = super::lora::adapted(&weights, &cfg.lora).into_owned();
+    let weights = super::lora::adapted(weights, &cfg.lora);
     let batch = settings.batch.max(1);
     let s = server_settings(settings, candidates, cfg, arch);
     let all = arch.num_layers + 1;
