@@ -208,7 +208,11 @@ fn load_assistant(
         return Ok(None);
     };
     let path = std::path::Path::new(name);
-    let spec = if path.is_file() {
+    // A name ending in .json is a file, even one that is missing (its error names the path).
+    let json = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    let spec = if json || path.is_file() {
         crate::model::SourceSpec::Config(path.to_path_buf())
     } else {
         crate::model::SourceSpec::Catalog(name.clone())
