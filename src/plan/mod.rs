@@ -168,6 +168,20 @@ pub struct ModelNeeds {
     pub activations: u64,
     /// Runtime overhead per device.
     pub overhead: u64,
+    /// Query heads and the KV heads that must divide (or be divided by) a tensor-parallel
+    /// group; 0 where nothing constrains it (no attention, or a latent shared by every head).
+    pub heads: (u64, u64),
+}
+
+impl ModelNeeds {
+    /// Whether `n` ranks can shard the attention: every engine that splits heads (vLLM,
+    /// SGLang, TensorRT-LLM) asserts that the query heads divide and that the KV heads divide
+    /// or are replicated evenly, so the generic rule must not offer a group they refuse.
+    #[must_use]
+    pub fn shards_heads(&self, n: u64) -> bool {
+        let (q, kv) = self.heads;
+        n > 0 && (q == 0 || q % n == 0) && (kv == 0 || kv % n == 0 || n % kv == 0)
+    }
 }
 
 /// What a model needs on devices, from its estimate: the total for one device and the
@@ -193,6 +207,13 @@ pub fn model_requirement(
             non_layer: grow(b.non_layer_bytes),
             activations: grow(b.activation_bytes),
             overhead: b.overhead_bytes,
+            heads: (
+                arch.num_heads,
+                match arch.attention {
+                    crate::model::Attention::Standard { .. } => arch.num_kv_heads,
+                    _ => 0,
+                },
+            ),
         }),
     }
 }

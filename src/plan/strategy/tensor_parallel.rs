@@ -1,6 +1,6 @@
 //! Tensor parallel over identical devices of one host (same backend, name and size): the
 //! smallest group that fits, each device holding an even share of everything but the per-device
-//! overhead, which each holds whole.
+//! overhead, which each holds whole, over a group whose size divides the attention heads.
 
 use super::{placement, Devices, Found};
 use crate::plan::{identical_groups, Candidate, PlanKind};
@@ -15,7 +15,8 @@ pub(super) fn plan(d: &Devices<'_>) -> Option<Found> {
     for group in identical_groups(&d.whole_gpus) {
         let mut sorted = group.clone();
         sorted.sort_by_key(|c| std::cmp::Reverse(policy.usable(c)));
-        for n in 2..=sorted.len() as u64 {
+        let splits = |n: u64| req.model.is_none_or(|m| m.shards_heads(n));
+        for n in (2..=sorted.len() as u64).filter(|&n| splits(n)) {
             let per_device = match req.model {
                 Some(m) => (req.total - m.overhead).div_ceil(n) + m.overhead,
                 None => req.total.div_ceil(n),
