@@ -205,7 +205,7 @@ pub(crate) fn wrap_into(text: &mut String, line: &str, width: usize) {
     let body = line.trim_start_matches(' ');
     let indent = &line[..line.len() - body.len()];
     let mut current = indent.to_string();
-    for word in body.split(' ') {
+    for word in unbroken_words(body) {
         let would = current.chars().count() + 1 + word.chars().count();
         if current.len() > indent.len() && would > width {
             let _ = writeln!(text, "{current}");
@@ -214,12 +214,32 @@ pub(crate) fn wrap_into(text: &mut String, line: &str, width: usize) {
             if current.len() > indent.len() {
                 current.push(' ');
             }
-            current.push_str(word);
+            current.push_str(&word);
         }
     }
     if current.len() > indent.len() {
         let _ = writeln!(text, "{current}");
     }
+}
+
+/// `body`'s words, a unit kept with the number before it ("90 %", "126.36 GiB") so that a
+/// wrapped line never leaves a figure without its unit.
+fn unbroken_words(body: &str) -> Vec<String> {
+    const UNITS: [&str; 12] = [
+        "%", "B", "KiB", "MiB", "GiB", "TiB", "KB", "MB", "GB", "TB", "ms", "µs",
+    ];
+    let mut words: Vec<String> = Vec::new();
+    for word in body.split(' ') {
+        let unit = UNITS.contains(&word.trim_end_matches([',', '.', ';', ':', ')']));
+        match words.last_mut() {
+            Some(last) if unit && last.ends_with(|c: char| c.is_ascii_digit()) => {
+                last.push(' ');
+                last.push_str(word);
+            }
+            _ => words.push(word.to_string()),
+        }
+    }
+    words
 }
 
 /// What `gpumem --version --verbose` adds under the version: each engine modelled and its
@@ -233,4 +253,22 @@ pub fn engines_modelled() -> String {
         ));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wrap_into;
+
+    #[test]
+    fn a_wrapped_line_keeps_each_figure_with_its_unit() {
+        let mut text = String::new();
+        wrap_into(&mut text, "  usable after the 90 % memory fraction", 22);
+        assert_eq!(
+            text,
+            "  usable after the\n      90 % memory\n      fraction\n"
+        );
+        let mut text = String::new();
+        wrap_into(&mut text, "needs 874.99 GiB, 126.36 GiB usable", 18);
+        assert_eq!(text, "needs 874.99 GiB,\n    126.36 GiB\n    usable\n");
+    }
 }
