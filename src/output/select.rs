@@ -279,12 +279,21 @@ impl Report for SelectReport {
             }
         }
         if p.accounting == Accounting::GenericAfterVllm {
-            let _ = writeln!(
-                text,
-                "No tensor-parallel layout serves under vLLM's own accounting; this plan is by \
-                 gpumem's generic rule (--memory-fraction), which is all gpumem models of \
-                 vLLM's pipeline stages and --cpu-offload-gb so far."
-            );
+            // Nothing fits only where vLLM had no GPU to judge (`demand::after_vllm`).
+            if p.kind == PlanKind::None {
+                let _ = writeln!(
+                    text,
+                    "With no GPU here vLLM's own accounting judges nothing; the verdicts above \
+                     are by gpumem's generic rule (--memory-fraction)."
+                );
+            } else {
+                let _ = writeln!(
+                    text,
+                    "No tensor-parallel layout serves under vLLM's own accounting; this plan is \
+                     by gpumem's generic rule (--memory-fraction), which is all gpumem models of \
+                     vLLM's pipeline stages and --cpu-offload-gb so far."
+                );
+            }
         }
         if let Some(a) = p.llamacpp() {
             super::engine::llamacpp_text(&mut text, a);

@@ -963,6 +963,29 @@ fn vllm_with_no_gpu_says_what_each_device_lacks() {
     let usable = cpu["usable_bytes"].as_u64().unwrap();
     assert!(usable > 0 && usable < 16 * GIB, "{doc}");
     assert_eq!(doc["plan"]["shortfall_bytes"], need - usable);
+    // The text says whose rule judged the rows, and does not speak of a plan there is not.
+    let out = common::gpumem()
+        .args([
+            "select",
+            "--model",
+            "llama-3.1-70b",
+            "--engine",
+            "vllm",
+            "--inventory",
+        ])
+        .arg(&inv)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains(
+            "With no GPU here vLLM's own accounting judges nothing; the verdicts above are by\n    \
+             gpumem's generic rule (--memory-fraction).\n"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("this plan is"), "{text}");
 }
 
 #[test]
