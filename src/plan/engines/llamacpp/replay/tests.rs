@@ -136,6 +136,30 @@ fn gated_delta_net_is_replayed_only_where_llamas_fused_op_runs() {
 }
 
 #[test]
+fn deepseek_v4_is_replayed_for_an_f16_cache_of_one_sequence() {
+    let Some(v4) = crate::model::find_model("deepseek-v4-flash").map(|m| m.arch) else {
+        panic!("the catalog's DeepSeek-V4-Flash");
+    };
+    // A window of 128 plus the batch, padded to 256 cells.
+    let batch = |kv_type, seqs| Batch {
+        arch: &v4,
+        tokens: 512,
+        kv_cells: 32768,
+        swa_cells: 768,
+        flash_attention: true,
+        kv_type,
+        seqs,
+        outputs: None,
+    };
+    assert!(compute_buffer_of(&batch(&F16, 1)).is_some());
+    // A quantized cache's keys are rotated, and several sequences split the attention into
+    // streams: neither is replayed, the stage formulas answer (and say so).
+    let q8 = crate::model::dtype::kv_precision("q8_0").expect("q8_0");
+    assert_eq!(compute_buffer_of(&batch(&q8, 1)), None);
+    assert_eq!(compute_buffer_of(&batch(&F16, 2)), None);
+}
+
+#[test]
 fn falcon_is_replayed_only_in_its_parallel_layout() {
     let Some(falcon) = crate::model::find_model("falcon-7b").map(|m| m.arch) else {
         panic!("the catalog's Falcon-7B");
