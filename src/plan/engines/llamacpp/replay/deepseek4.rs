@@ -29,6 +29,10 @@ pub(super) struct Dims<'a> {
     pub(super) used: u64,
     pub(super) expert_ffn: u64,
     pub(super) shared_ffn: u64,
+    /// A quantized cache's keys and queries are rotated (`attn_rot_k`): the rotation's size.
+    pub(super) rot: Option<u64>,
+    /// Bytes of a cached row of a head (the cache's blocks).
+    pub(super) cached_row: u64,
 }
 
 /// `(type size, ne0, ne1, ne2)`: a tensor's shape as ggml's in-place check compares it.
@@ -103,6 +107,9 @@ pub(super) fn whole(s: Shape<'_>, v4: &V4Layout) -> Option<Graph> {
     g.expand(embd);
     g.expand(inputs.embd);
     g.expand(inputs.raw_mask);
+    if let Some(rot) = inputs.raw_rot {
+        g.expand(rot.input);
+    }
     let hc = v4.hc_mult;
     let flat = view(&mut g, embd);
     let mut inp = node(&mut g, (FRESH, Op::Other), (F32, d.h, hc, t), &[flat]);
@@ -135,6 +142,12 @@ fn dims<'a>(s: &Shape<'a>, v4: &'a V4Layout) -> Option<Dims<'a>> {
         used: moe.experts_per_token,
         expert_ffn: moe.expert_intermediate,
         shared_ffn: moe.shared_intermediate,
+        rot: super::attention::rotation_size(s.kv_type, arch.head_dim, true),
+        cached_row: s
+            .kv_type
+            .bytes_for(u128::from(arch.head_dim))
+            .try_into()
+            .ok()?,
     };
     // The widest tensors (the logits, the streams, the scores over the caches) in bounds.
     let t = u128::from(d.tokens);
@@ -147,11 +160,13 @@ fn dims<'a>(s: &Shape<'a>, v4: &'a V4Layout) -> Option<Dims<'a>> {
     let fits = widest
         .iter()
         .all(|&w| u128::from(w) * t * 4 < u128::from(MOST));
-    // A quantized cache's keys are rotated (more nodes), an f32 one's cast for flash
-    // attention; several sequences' streams split the attention: none of those is modelled.
+    // An f16 cache, or a quantized one under flash attention (llama.cpp refuses it without);
+    // an f32 cache's keys are cast for flash attention, and several sequences' streams split
+    // the attention: neither is modelled.
     let f16_cache = s.kv_type.block_elems <= 1 && s.kv_type.block_bytes == 2;
+    let quantized = s.kv_type.block_elems > 1 && d.rot.is_some() && d.fa;
     let ok = fits
-        && f16_cache
+        && (f16_cache || quantized)
         && s.seqs == 1
         && v4.hc_mult > 0
         && v4.o_groups > 0

@@ -58,7 +58,37 @@ pub(super) struct Inputs {
     hca: CompInputs,
     lid: CompInputs,
     /// The indexer keys' Hadamard rotation (`index_head_dim` square).
-    lid_rot: usize,
+    lid_rot: Rot,
+    /// A quantized cache's rotations: the window's (of the queries, the keys and the
+    /// attention's output), the CSA and the HCA cache's.
+    pub(super) raw_rot: Option<Rot>,
+    comp_rot: Option<(Rot, Rot)>,
+}
+
+/// A Hadamard rotation's input matrix and its size.
+#[derive(Clone, Copy)]
+pub(super) struct Rot {
+    pub(super) input: usize,
+    n: u64,
+}
+
+impl Rot {
+    fn new(g: &mut Graph, n: u64) -> Rot {
+        Rot {
+            input: g.input(n * n * 4),
+            n,
+        }
+    }
+}
+
+/// The rotation llama.cpp builds for a cache of `head`-wide rows (`build_input_k_rot`): the
+/// largest power of two from 64 that divides it.
+fn rotation(head: u64) -> u64 {
+    let mut n = 64;
+    while head % (n * 2) == 0 {
+        n *= 2;
+    }
+    n
 }
 
 impl Inputs {
@@ -80,7 +110,9 @@ impl Inputs {
             csa,
             hca,
             lid,
-            lid_rot: g.input(id * id * 4),
+            lid_rot: Rot::new(g, rotation(id)),
+            raw_rot: d.rot.map(|n| Rot::new(g, n)),
+            comp_rot: d.rot.map(|n| (Rot::new(g, n), Rot::new(g, n))),
         }
     }
 }
@@ -139,7 +171,7 @@ fn compress(
     d: &Dims<'_>,
     g: &mut Graph,
     cur: usize,
-    (c, inputs, rot): (&Compressor, CompInputs, Option<usize>),
+    (c, inputs, rot): (&Compressor, CompInputs, Option<Rot>),
 ) {
     let (t, w) = (d.tokens, c.width);
     let overlap = c.ratio == 4;
@@ -201,9 +233,7 @@ fn compress(
     let comp = rms(g, comp, ne, (c.names[3], w));
     let mut comp = node(g, (INPLACE, Op::Rope), ne, &[comp, inputs.write_pos]);
     if let Some(rot) = rot {
-        let flat = view(g, comp);
-        let rotated = node(g, (FRESH, Op::MulMat), (F32, w, blocks, 1), &[rot, flat]);
-        comp = view(g, rotated);
+        comp = rotated(g, comp, rot, w * blocks);
     }
     let rows = view(g, comp);
     let cache = g.external();
@@ -273,39 +303,29 @@ pub(super) fn attention(
             d,
             g,
             cur,
-            (&Compressor { width: hd, ..HCA }, inputs.hca, None),
+            (
+                &Compressor { width: hd, ..HCA },
+                inputs.hca,
+                inputs.comp_rot.map(|r| r.1),
+            ),
         ),
         Compression::Csa => {
             compress(
                 d,
                 g,
                 cur,
-                (&Compressor { width: hd, ..CSA }, inputs.csa, None),
+                (
+                    &Compressor { width: hd, ..CSA },
+                    inputs.csa,
+                    inputs.comp_rot.map(|r| r.0),
+                ),
             );
             let lid = Compressor { width: id, ..LID };
             compress(d, g, cur, (&lid, inputs.lid, Some(inputs.lid_rot)));
         }
     }
     let (t, heads) = (d.tokens, d.heads);
-    let ql = d.v4.q_lora;
-    let wq_a = g.matrix("attn_q_a.weight", d.h, ql);
-    let qr = node(g, (FRESH, Op::MulMat), (F32, ql, t, 1), &[wq_a, cur]);
-    let qr = rms(g, qr, (F32, ql, t, 1), ("attn_q_a_norm.weight", ql));
-    let wq_b = g.matrix("attn_q_b.weight", ql, heads * hd);
-    let q = node(g, (FRESH, Op::MulMat), (F32, heads * hd, t, 1), &[wq_b, qr]);
-    let q = view(g, q);
-    let q = node(g, (INPLACE, Op::RmsNorm), (F32, hd, heads, t), &[q]);
-    let q = node(
-        g,
-        (INPLACE, Op::Rope),
-        (F32, hd, heads, t),
-        &[q, inputs.pos],
-    );
-    let wkv = g.matrix("attn_kv.weight", d.h, hd);
-    let kv = node(g, (FRESH, Op::MulMat), (F32, hd, t, 1), &[wkv, cur]);
-    let kv = rms(g, kv, (F32, hd, t, 1), ("attn_kv_a_norm.weight", hd));
-    let kv = view(g, kv);
-    let kv = node(g, (INPLACE, Op::Rope), (F32, hd, 1, t), &[kv, inputs.pos]);
+    let (qr, q, kv) = query_and_key(d, g, inputs, cur);
     g.expand(q);
     g.expand(kv);
     let raw = g.external();
@@ -317,7 +337,7 @@ pub(super) fn attention(
         Compression::None => (view(g, raw), inputs.raw_mask, d.raw),
         Compression::Hca => {
             let cells = d.raw + d.hca;
-            let k = beside(g, raw, (hd, cells));
+            let k = beside(g, raw, (d.cached_row, cells));
             let srcs = [inputs.raw_mask, inputs.hca.mask];
             (
                 k,
@@ -327,7 +347,7 @@ pub(super) fn attention(
         }
         Compression::Csa => {
             let cells = d.raw + d.csa;
-            let k = beside(g, raw, (hd, cells));
+            let k = beside(g, raw, (d.cached_row, cells));
             let picked = top_k_mask(d, g, inputs, (qr, cur));
             let srcs = [inputs.raw_mask, picked];
             (
@@ -339,16 +359,66 @@ pub(super) fn attention(
     };
     let sinks = g.vector("attn_sinks.weight", heads);
     let out = mha(d, g, (q, k, sinks), (mask, cells));
+    let out = match inputs.raw_rot {
+        Some(rot) => {
+            let out = rotated(g, out, rot, heads * d.head * t);
+            view(g, out)
+        }
+        None => out,
+    };
     Some(grouped_output(d, g, out, inputs.pos))
 }
 
-/// The window's keys and a compressed cache's, joined (`ggml_concat`, f16 as the caches are).
-fn beside(g: &mut Graph, raw: usize, (hd, cells): (u64, u64)) -> usize {
+/// The compressed query (for the indexer too), the query's heads RMS-normed and roped, and
+/// the shared K=V head normed and roped; a quantized cache's rotation applied to both.
+fn query_and_key(
+    d: &Dims<'_>,
+    g: &mut Graph,
+    inputs: &Inputs,
+    cur: usize,
+) -> (usize, usize, usize) {
+    let (t, heads, hd, ql) = (d.tokens, d.heads, d.head, d.v4.q_lora);
+    let wq_a = g.matrix("attn_q_a.weight", d.h, ql);
+    let qr = node(g, (FRESH, Op::MulMat), (F32, ql, t, 1), &[wq_a, cur]);
+    let qr = rms(g, qr, (F32, ql, t, 1), ("attn_q_a_norm.weight", ql));
+    let wq_b = g.matrix("attn_q_b.weight", ql, heads * hd);
+    let q = node(g, (FRESH, Op::MulMat), (F32, heads * hd, t, 1), &[wq_b, qr]);
+    let q = view(g, q);
+    let q = node(g, (INPLACE, Op::RmsNorm), (F32, hd, heads, t), &[q]);
+    let mut q = node(
+        g,
+        (INPLACE, Op::Rope),
+        (F32, hd, heads, t),
+        &[q, inputs.pos],
+    );
+    let wkv = g.matrix("attn_kv.weight", d.h, hd);
+    let kv = node(g, (FRESH, Op::MulMat), (F32, hd, t, 1), &[wkv, cur]);
+    let kv = rms(g, kv, (F32, hd, t, 1), ("attn_kv_a_norm.weight", hd));
+    let kv = view(g, kv);
+    let mut kv = node(g, (INPLACE, Op::Rope), (F32, hd, 1, t), &[kv, inputs.pos]);
+    if let Some(rot) = inputs.raw_rot {
+        q = rotated(g, q, rot, heads * hd * t);
+        kv = rotated(g, kv, rot, hd * t);
+    }
+    (qr, q, kv)
+}
+
+/// `llama_mul_mat_hadamard`: `x`'s `elems` values rotated `rot.n` at a time, in its shape.
+fn rotated(g: &mut Graph, x: usize, rot: Rot, elems: u64) -> usize {
+    let flat = view(g, x);
+    let ne = (F32, rot.n, elems / rot.n, 1);
+    let product = node(g, (FRESH, Op::MulMat), ne, &[rot.input, flat]);
+    view(g, product)
+}
+
+/// The window's keys and a compressed cache's, joined (`ggml_concat`, of the caches' type:
+/// `row` bytes a cell).
+fn beside(g: &mut Graph, raw: usize, (row, cells): (u64, u64)) -> usize {
     let raw = view(g, raw);
     let comp = g.external();
     let comp = view(g, comp);
     let comp = view(g, comp);
-    node(g, (FRESH, Op::Other), (F16, hd, 1, cells), &[raw, comp])
+    node(g, (FRESH, Op::Other), (1, row, 1, cells), &[raw, comp])
 }
 
 /// `build_attn_mha` over one shared K=V head with the heads' sinks: flash attention, or the
@@ -426,14 +496,7 @@ fn lid_top_k(
     let q = node(g, (FRESH, Op::MulMat), (F32, ih * id, t, 1), &[w, qr]);
     let q = view(g, q);
     let q = node(g, (INPLACE, Op::Rope), (F32, id, ih, t), &[q, inputs.pos]);
-    let q = view(g, q);
-    let q = node(
-        g,
-        (FRESH, Op::MulMat),
-        (F32, id, ih * t, 1),
-        &[inputs.lid_rot, q],
-    );
-    let q = view(g, q);
+    let q = rotated(g, q, inputs.lid_rot, id * ih * t);
     let q = view(g, q);
     let keys = g.external();
     let keys = view(g, keys);
