@@ -119,7 +119,7 @@ def main() -> None:
                     print(rows[-1], file=sys.stderr)
     doc = {
         "engine": f"llama-cpp-python {llama_cpp.__version__}, CPU backend, n_gpu_layers=0, "
-                  "n_batch=n_ubatch, one sequence (an encoder's embedding rows: `seqs`), f16 KV, "
+                  f"n_batch=n_ubatch, one sequence (an encoder's embedding rows: `seqs`), {a.cache_type} KV, "
                   "swa_full as each row says",
         "model": a.model.rsplit("/", 1)[-1],
         "shape_of": a.shape_of,
