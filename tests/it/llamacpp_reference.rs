@@ -84,11 +84,18 @@ fn rows(name: &str, doc: &Value, arch: &gpumem::model::ModelArch, file: FileWeig
                 swa_full: row["swa_full"].as_bool().unwrap_or(true),
                 ..LlamaCppRun::default()
             },
-            ..Settings::inference(context, kv_precision("f16").unwrap())
+            // As measured: f16 unless the row names the cache's type.
+            ..Settings::inference(
+                context,
+                kv_precision(row["kv_type"].as_str().unwrap_or("f16")).unwrap(),
+            )
         };
         let b = estimate(arch, Some(file), &settings).unwrap();
         let mib = |k: &str| row[k].as_f64().unwrap();
-        let what = format!("{name} ctx {context} ubatch {ubatch} fa {fa}");
+        let what = match row["kv_type"].as_str() {
+            Some(kv) => format!("{name} ctx {context} ubatch {ubatch} fa {fa} {kv} cache"),
+            None => format!("{name} ctx {context} ubatch {ubatch} fa {fa}"),
+        };
         let label = match row["swa_full"].as_bool() {
             Some(full)
                 if doc["rows"]
@@ -141,22 +148,6 @@ fn rows(name: &str, doc: &Value, arch: &gpumem::model::ModelArch, file: FileWeig
         // is, the figure is llama.cpp's own.
         let staged = matches!(arch.family.as_str(), "rwkv6" | "rwkv7");
         let replayed = b.activations_basis == ActivationsBasis::GraphReplay;
-        // DeepSeek-V4's compute buffer is not modelled, and must say so; its weights and
-        // caches are held to llama.cpp's above, its activations' ratio only printed.
-        if arch.deepseek_v4.is_some() {
-            if b.activations_basis != ActivationsBasis::Unmodelled {
-                failures.push(format!("{what}: activations by {:?}", b.activations_basis));
-            }
-            out.push(Row {
-                label,
-                context,
-                ubatch,
-                fa,
-                ratio,
-                failures,
-            });
-            continue;
-        }
         if replayed == staged {
             failures.push(format!("{what}: activations by {:?}", b.activations_basis));
         }

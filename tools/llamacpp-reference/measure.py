@@ -18,9 +18,14 @@ import sys
 from llama_cpp import Llama
 ctx, ub, fa, swa_full = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5] == "1"
 embedding = sys.argv[6] == "1"
+cache = int(sys.argv[7])
 Llama(model_path=sys.argv[1], n_ctx=ctx, n_batch=ub, n_ubatch=ub, n_gpu_layers=0,
-      flash_attn=fa, swa_full=swa_full, embedding=embedding, n_threads=2, verbose=True)
+      flash_attn=fa, swa_full=swa_full, embedding=embedding, n_threads=2, verbose=True,
+      type_k=cache, type_v=cache)
 """
+
+# ggml's type ids for --cache-type (llama-cpp-python's type_k and type_v).
+CACHE_TYPES = {"f16": 1, "q8_0": 8, "q4_0": 2}
 
 PATTERNS = {
     "weights_mib": r"CPU_Mapped model buffer size =\s+([\d.]+) MiB",
@@ -37,14 +42,17 @@ PATTERNS = {
 
 
 def measure(model: str, ctx: int, ubatch: int, fa: bool, swa_full: bool,
-            embedding: bool = False) -> dict:
+            embedding: bool = False, cache: str = "f16") -> dict:
     run = subprocess.run([sys.executable, "-c", LOAD, model, str(ctx), str(ubatch), "1" if fa else "0",
-                          "1" if swa_full else "0", "1" if embedding else "0"],
+                          "1" if swa_full else "0", "1" if embedding else "0",
+                          str(CACHE_TYPES[cache])],
                          capture_output=True, text=True, timeout=1800)
     log = run.stderr
     if run.returncode != 0:
         raise SystemExit(f"llama.cpp failed on {model} ctx={ctx} ubatch={ubatch} fa={fa}:\n{log[-2000:]}")
     row = {"context": ctx, "ubatch": ubatch, "flash_attention": fa, "swa_full": swa_full}
+    if cache != "f16":
+        row["kv_type"] = cache
     if embedding:
         # llama-cpp-python's embedding mode reserves min(n_batch, 256) sequences (n_seq_max).
         row["embeddings"] = True
@@ -95,6 +103,8 @@ def main() -> None:
     p.add_argument("--shape", default="{}", help="make_gguf.py's arguments as JSON, for the tests")
     p.add_argument("--embedding", action="store_true",
                    help="compute embeddings (an encoder: llama-cpp-python's embedding=True)")
+    p.add_argument("--cache-type", default="f16", choices=sorted(CACHE_TYPES),
+                   help="the K and V cache type (llama.cpp's -ctk/-ctv; quantized needs --fa 1)")
     p.add_argument("--describe", action="store_true",
                    help="record the GGUF header (metadata and tensors) for the tests")
     a = p.parse_args()
@@ -105,11 +115,11 @@ def main() -> None:
             for fa in a.fa or [0]:
                 for swa_full in a.swa_full or [1]:
                     rows.append(measure(a.model, ctx, ub, bool(fa), bool(swa_full),
-                                        a.embedding))
+                                        a.embedding, a.cache_type))
                     print(rows[-1], file=sys.stderr)
     doc = {
         "engine": f"llama-cpp-python {llama_cpp.__version__}, CPU backend, n_gpu_layers=0, "
-                  "n_batch=n_ubatch, one sequence (an encoder's embedding rows: `seqs`), f16 KV, "
+                  f"n_batch=n_ubatch, one sequence (an encoder's embedding rows: `seqs`), {a.cache_type} KV, "
                   "swa_full as each row says",
         "model": a.model.rsplit("/", 1)[-1],
         "shape_of": a.shape_of,

@@ -60,6 +60,8 @@ pub struct V4Layout {
     pub indexer_heads: u64,
     /// `index_head_dim`: its key width, cached per compressed row.
     pub indexer_dim: u64,
+    /// `index_topk`: the compressed rows each query of a CSA layer reads.
+    pub indexer_top_k: u64,
     /// Each layer's compression, `num_hidden_layers` long.
     pub compression: Vec<Compression>,
 }

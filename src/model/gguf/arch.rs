@@ -497,6 +497,7 @@ fn deepseek_v4(k: &Keys<'_>, layers: u64) -> Result<V4Layout, ModelError> {
         hash_layers: k.get("hash_layer_count").unwrap_or(0),
         indexer_heads: k.get("attention.indexer.head_count").unwrap_or(0),
         indexer_dim: k.get("attention.indexer.key_length").unwrap_or(0),
+        indexer_top_k: k.get("attention.indexer.top_k").unwrap_or(0),
         compression,
     })
 }

@@ -59,6 +59,7 @@ pub(super) fn deepseek_v4(
         hash_layers: f.uint(&["num_hash_layers"])?.unwrap_or(0),
         indexer_heads: f.uint(&["index_n_heads"])?.unwrap_or(0),
         indexer_dim: f.uint(&["index_head_dim"])?.unwrap_or(0),
+        indexer_top_k: f.uint(&["index_topk"])?.unwrap_or(0),
         compression,
     });
     Ok(())

@@ -55,8 +55,9 @@ pub(crate) fn inference_activations_wide(
     }) {
         return (w(bytes) + output_buffer, ActivationsBasis::GraphReplay);
     }
-    // DeepSeek-V4's graph (its compressed caches' attention, its hyper-connections' fused
-    // ops) is not built node by node: a plain decoder's stages stand in, and say so.
+    // DeepSeek-V4's graph is replayed for an f16 cache and one sequence only (a quantized
+    // cache's rotations and several sequences' streams are not): elsewhere a plain decoder's
+    // stages stand in, and say so.
     let basis = match arch.deepseek_v4 {
         Some(_) => ActivationsBasis::Unmodelled,
         None => ActivationsBasis::StageEstimate,

@@ -124,6 +124,10 @@ pub(super) fn modelled(arch: &ModelArch) -> Option<Builder> {
         return recurrent(arch, ssm);
     }
     let family = arch.family_kind();
+    // DeepSeek-V4's own graph (`deepseek4.rs`) reads its layout alone.
+    if family == Family::DeepseekV4 {
+        return arch.deepseek_v4.as_ref().map(|_| Builder::default());
+    }
     let (qkv_bias, o_bias, qk_norm, mla) = attention_of(arch, family)?;
     let f = Flags::of(family);
     if arch.fused_projections != f.fused {

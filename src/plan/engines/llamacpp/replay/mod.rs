@@ -11,11 +11,14 @@
 //! The rooms: [`graph`] (the graph and the allocator), [`builder`] (which builder an
 //! architecture runs), [`layer`] (one decoder layer, and the graph's inputs and output),
 //! [`attention`] (grouped-query and latent attention), [`ffn`] (dense and routed feed-forward
-//! blocks) and [`recurrent`] (the state-space and DeltaNet mixers).
+//! blocks), [`recurrent`] (the state-space and DeltaNet mixers), and [`deepseek4`] with
+//! [`deepseek4_attention`] (DeepSeek-V4's own layer loop and attention).
 
 mod attention;
 mod builder;
 mod clip;
+mod deepseek4;
+mod deepseek4_attention;
 mod encoder;
 mod ffn;
 mod gallocr;
@@ -260,6 +263,9 @@ fn whole(shape: Shape<'_>) -> Option<Graph> {
     let arch = shape.arch;
     if let Some(e) = arch.encoder {
         return encoder::whole(shape, e, shape.seqs);
+    }
+    if let Some(v4) = &arch.deepseek_v4 {
+        return deepseek4::whole(shape, v4);
     }
     let mut g = Graph::default();
     let (c, embd) = layer::inputs(&mut g, shape)?;

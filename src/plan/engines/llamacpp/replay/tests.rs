@@ -136,6 +136,34 @@ fn gated_delta_net_is_replayed_only_where_llamas_fused_op_runs() {
 }
 
 #[test]
+fn deepseek_v4_is_replayed_for_one_sequence_of_a_cache_llama_cpp_takes() {
+    let Some(v4) = crate::model::find_model("deepseek-v4-flash").map(|m| m.arch) else {
+        panic!("the catalog's DeepSeek-V4-Flash");
+    };
+    // A window of 128 plus the batch, padded to 256 cells.
+    let batch = |kv_type, flash_attention, seqs| Batch {
+        arch: &v4,
+        tokens: 512,
+        kv_cells: 32768,
+        swa_cells: 768,
+        flash_attention,
+        kv_type,
+        seqs,
+        outputs: None,
+    };
+    let q8 = crate::model::dtype::kv_precision("q8_0").expect("q8_0");
+    let f16 = compute_buffer_of(&batch(&F16, true, 1));
+    assert!(f16.is_some());
+    // A quantized cache adds its rotations' inputs and products under flash attention (never
+    // less; whether more depends on where the peak falls).
+    assert!(compute_buffer_of(&batch(&q8, true, 1)) >= f16);
+    // llama.cpp refuses a quantized cache without flash attention, and several sequences
+    // split the attention into streams (not replayed): the stage formulas answer, and say so.
+    assert_eq!(compute_buffer_of(&batch(&q8, false, 1)), None);
+    assert_eq!(compute_buffer_of(&batch(&F16, true, 2)), None);
+}
+
+#[test]
 fn falcon_is_replayed_only_in_its_parallel_layout() {
     let Some(falcon) = crate::model::find_model("falcon-7b").map(|m| m.arch) else {
         panic!("the catalog's Falcon-7B");

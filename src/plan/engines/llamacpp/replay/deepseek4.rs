@@ -1,0 +1,393 @@
+//! DeepSeek-V4's graph (llama.cpp's `deepseek4` builder), whose layer loop is its own: the
+//! residual is `hc_mult` streams mixed by hyper-connections (ggml's fused `dsv4_hc_pre`,
+//! `dsv4_hc_comb` and `dsv4_hc_post`, which the CPU runs), the attention reads its sliding
+//! window beside a compressed cache ([`super::deepseek4_attention`]), and the experts of the
+//! first layers are chosen by a token-id table. Shapes are ggml's: every tensor's layout is
+//! its element type and dimensions, which is what ggml's in-place reuse compares.
+
+use super::deepseek4_attention::{attention, Inputs};
+use super::graph::*;
+use super::Shape;
+use crate::model::arch::{Compression, V4Layout};
+
+/// The graph's widths: the batch's tokens, the model's and DeepSeek-V4's own.
+#[derive(Clone, Copy)]
+pub(super) struct Dims<'a> {
+    pub(super) tokens: u64,
+    pub(super) outputs: u64,
+    pub(super) fa: bool,
+    pub(super) h: u64,
+    pub(super) heads: u64,
+    pub(super) head: u64,
+    pub(super) vocab: u64,
+    /// Cells of the sliding window's cache, the CSA (and indexer) caches and the HCA cache.
+    pub(super) raw: u64,
+    pub(super) csa: u64,
+    pub(super) hca: u64,
+    pub(super) v4: &'a V4Layout,
+    pub(super) experts: u64,
+    pub(super) used: u64,
+    pub(super) expert_ffn: u64,
+    pub(super) shared_ffn: u64,
+    /// A quantized cache's keys and queries are rotated (`attn_rot_k`): the rotation's size.
+    pub(super) rot: Option<u64>,
+    /// Bytes of a cached row of a head (the cache's blocks).
+    pub(super) cached_row: u64,
+}
+
+/// `(type size, ne0, ne1, ne2)`: a tensor's shape as ggml's in-place check compares it.
+pub(super) type Ne = (u64, u64, u64, u64);
+
+pub(super) const F32: u64 = 4;
+pub(super) const F16: u64 = 2;
+pub(super) const I32: u64 = 4;
+
+fn layout_of((size, a, b, c): Ne) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (size, a, b, c).hash(&mut h);
+    // Clear of the small layout tags the other builders use.
+    h.finish() | (1 << 63)
+}
+
+/// An op of `kind` and `op` with output shape `ne` over `srcs`.
+pub(super) fn node(g: &mut Graph, (kind, op): (Kind, Op), ne: Ne, srcs: &[usize]) -> usize {
+    let bytes =
+        ne.0.saturating_mul(ne.1)
+            .saturating_mul(ne.2)
+            .saturating_mul(ne.3);
+    let t = g.op(kind, bytes, layout_of(ne), srcs);
+    g.tag(t, op)
+}
+
+/// A view, reshape or permutation of `src` (no memory of its own).
+pub(super) fn view(g: &mut Graph, src: usize) -> usize {
+    let v = g.view(src, OTHER);
+    g.tag(v, Op::Reshape)
+}
+
+/// A leaf the allocator places (an input, or a tensor ggml fills in the graph), of shape `ne`:
+/// ggml may compute its sole consumer in its memory.
+pub(super) fn leaf(g: &mut Graph, ne: Ne) -> usize {
+    let bytes =
+        ne.0.saturating_mul(ne.1)
+            .saturating_mul(ne.2)
+            .saturating_mul(ne.3);
+    let t = g.input(bytes);
+    g.tensors[t].layout = layout_of(ne);
+    t
+}
+
+pub(super) const FRESH: Kind = Kind::Fresh;
+pub(super) const INPLACE: Kind = Kind::InPlace;
+
+/// RMS norm over `x` of shape `ne`, then its weight `name` (of `n` values).
+pub(super) fn rms(g: &mut Graph, x: usize, ne: Ne, (name, n): (&'static str, u64)) -> usize {
+    let t = node(g, (INPLACE, Op::RmsNorm), ne, &[x]);
+    let w = g.vector(name, n);
+    node(g, (INPLACE, Op::Mul), ne, &[t, w])
+}
+
+/// The whole graph for `s`, or `None` for a shape past the replay's bounds.
+pub(super) fn whole(s: Shape<'_>, v4: &V4Layout) -> Option<Graph> {
+    let d = dims(&s, v4)?;
+    let mut g = Graph {
+        rows: d.tokens,
+        ..Graph::default()
+    };
+    let inputs = Inputs::new(&mut g, &d);
+    let t = d.tokens;
+    let tok_embd = g.table("token_embd.weight", d.vocab, d.h);
+    let embd = node(
+        &mut g,
+        (FRESH, Op::GetRows),
+        (F32, d.h, t, 1),
+        &[tok_embd, inputs.tokens],
+    );
+    g.expand(embd);
+    g.expand(inputs.embd);
+    g.expand(inputs.raw_mask);
+    if let Some(rot) = inputs.raw_rot {
+        g.expand(rot.input);
+    }
+    let hc = v4.hc_mult;
+    let flat = view(&mut g, embd);
+    let mut inp = node(&mut g, (FRESH, Op::Other), (F32, d.h, hc, t), &[flat]);
+    for l in 0..s.arch.num_layers {
+        g.part = Part::Layer(l);
+        inp = layer(&d, &mut g, &inputs, inp, l)?;
+    }
+    g.part = Part::Output;
+    output(&d, &mut g, inp, inputs.out_ids);
+    Some(g)
+}
+
+fn dims<'a>(s: &Shape<'a>, v4: &'a V4Layout) -> Option<Dims<'a>> {
+    let arch = s.arch;
+    let moe = arch.moe.as_ref()?;
+    let comp = |ratio: u64| s.kv_cells.div_ceil(ratio).max(1).div_ceil(256) * 256;
+    let d = Dims {
+        tokens: s.tokens,
+        outputs: s.outputs,
+        fa: s.flash_attention,
+        h: arch.hidden_size,
+        heads: arch.num_heads,
+        head: arch.head_dim,
+        vocab: arch.vocab_size,
+        raw: s.swa_cells,
+        csa: comp(4),
+        hca: comp(128),
+        v4,
+        experts: moe.experts,
+        used: moe.experts_per_token,
+        expert_ffn: moe.expert_intermediate,
+        shared_ffn: moe.shared_intermediate,
+        rot: super::attention::rotation_size(s.kv_type, arch.head_dim, true),
+        cached_row: s
+            .kv_type
+            .bytes_for(u128::from(arch.head_dim))
+            .try_into()
+            .ok()?,
+    };
+    // The widest tensors (the logits, the streams, the scores over the caches) in bounds.
+    let t = u128::from(d.tokens);
+    let widest = [
+        d.vocab,
+        d.h * v4.hc_mult,
+        d.heads * (d.raw + d.csa.max(d.hca)),
+        d.heads * d.head,
+    ];
+    let fits = widest
+        .iter()
+        .all(|&w| u128::from(w) * t * 4 < u128::from(MOST));
+    // An f16 cache, or a quantized one under flash attention (llama.cpp refuses it without);
+    // an f32 cache's keys are cast for flash attention, and several sequences' streams split
+    // the attention: neither is modelled.
+    let f16_cache = s.kv_type.block_elems <= 1 && s.kv_type.block_bytes == 2;
+    let quantized = s.kv_type.block_elems > 1 && d.rot.is_some() && d.fa;
+    let ok = fits
+        && (f16_cache || quantized)
+        && s.seqs == 1
+        && v4.hc_mult > 0
+        && v4.o_groups > 0
+        && d.heads % v4.o_groups == 0
+        && (v4.compression.iter().all(|&c| c != Compression::Csa)
+            || (v4.indexer_heads > 0 && v4.indexer_dim > 0 && v4.indexer_top_k > 0));
+    ok.then_some(d)
+}
+
+/// The hyper-connections' mixes of a layer's half: the streams `x` flattened and RMS-normed,
+/// projected to the mixes, and the pre-weights (`hc_pre`) taken from them; the post-weights
+/// and the combination are made where the half's output is mixed back ([`HcMix::post`]).
+struct HcMix {
+    mixes: usize,
+    scale: usize,
+    base: usize,
+}
+
+type HcNames = (&'static str, &'static str, &'static str);
+
+const HC_ATTN: HcNames = (
+    "hc_attn_fn.weight",
+    "hc_attn_scale.weight",
+    "hc_attn_base.weight",
+);
+const HC_FFN: HcNames = (
+    "hc_ffn_fn.weight",
+    "hc_ffn_scale.weight",
+    "hc_ffn_base.weight",
+);
+
+impl HcMix {
+    fn new(d: &Dims<'_>, g: &mut Graph, x: usize, names: HcNames) -> HcMix {
+        let (hc, t) = (d.v4.hc_mult, d.tokens);
+        let mix = (2 + hc) * hc;
+        let flat = view(g, x);
+        let normed = node(g, (INPLACE, Op::RmsNorm), (F32, hc * d.h, t, 1), &[flat]);
+        let w = g.matrix(names.0, hc * d.h, mix);
+        let mixes = node(g, (FRESH, Op::MulMat), (F32, mix, t, 1), &[w, normed]);
+        let scale = g.vector(names.1, 3);
+        let base = g.vector(names.2, mix);
+        HcMix { mixes, scale, base }
+    }
+
+    /// `sigmoid(mixes' slice × scale + base)`, then scaled (and for `hc_pre` biased).
+    fn affine(&self, d: &Dims<'_>, g: &mut Graph) -> usize {
+        let ne = (F32, d.v4.hc_mult, d.tokens, 1);
+        let slice = view(g, self.mixes);
+        let scale = view(g, self.scale);
+        let x = node(g, (INPLACE, Op::Mul), ne, &[slice, scale]);
+        let base = view(g, self.base);
+        let x = node(g, (INPLACE, Op::Add), ne, &[x, base]);
+        let x = node(g, (INPLACE, Op::Unary), ne, &[x]);
+        node(g, (INPLACE, Op::Scale), ne, &[x])
+    }
+
+    /// The post-weights and the combination (`dsv4_hc_comb`, its Sinkhorn iterations fused).
+    fn post(&self, d: &Dims<'_>, g: &mut Graph) -> (usize, usize) {
+        let post = self.affine(d, g);
+        let hc = d.v4.hc_mult;
+        let srcs = [self.mixes, self.scale, self.base];
+        let comb = node(g, (FRESH, Op::Other), (F32, hc, hc, d.tokens), &srcs);
+        (post, comb)
+    }
+}
+
+/// `dsv4_hc_pre`: the streams weighted into one.
+fn hc_pre(d: &Dims<'_>, g: &mut Graph, x: usize, pre: usize) -> usize {
+    node(g, (FRESH, Op::Other), (F32, d.h, d.tokens, 1), &[x, pre])
+}
+
+/// `dsv4_hc_post`: the block's output `x` and the residual streams mixed into new streams.
+fn hc_post(d: &Dims<'_>, g: &mut Graph, x: usize, residual: usize, pc: (usize, usize)) -> usize {
+    let ne = (F32, d.h, d.v4.hc_mult, d.tokens);
+    node(g, (FRESH, Op::Other), ne, &[x, residual, pc.0, pc.1])
+}
+
+/// One layer over the streams `inp`: attention's half and the experts' half, each between its
+/// hyper-connections.
+fn layer(d: &Dims<'_>, g: &mut Graph, inputs: &Inputs, inp: usize, l: u64) -> Option<usize> {
+    let mix = HcMix::new(d, g, inp, HC_ATTN);
+    let pre = mix.affine(d, g);
+    let cur = hc_pre(d, g, inp, pre);
+    let ne = (F32, d.h, d.tokens, 1);
+    let cur = rms(g, cur, ne, ("attn_norm.weight", d.h));
+    let attended = attention(d, g, inputs, cur, l)?;
+    let pc = mix.post(d, g);
+    let streams = hc_post(d, g, attended, inp, pc);
+    let mix = HcMix::new(d, g, streams, HC_FFN);
+    let pc = mix.post(d, g);
+    let pre = mix.affine(d, g);
+    g.expand(streams);
+    g.expand(pc.0);
+    g.expand(pc.1);
+    let cur = hc_pre(d, g, streams, pre);
+    let cur = rms(g, cur, ne, ("ffn_norm.weight", d.h));
+    let routed = experts(d, g, cur, inputs.tokens, l);
+    let shared = swiglu(g, cur, (d.h, d.shared_ffn, d.tokens), SHARED);
+    let out = node(g, (INPLACE, Op::Add), ne, &[routed, shared]);
+    Some(hc_post(d, g, out, streams, pc))
+}
+
+type FfnNames = (&'static str, &'static str, &'static str);
+
+const SHARED: FfnNames = (
+    "ffn_gate_shexp.weight",
+    "ffn_up_shexp.weight",
+    "ffn_down_shexp.weight",
+);
+
+/// A gated MLP of `n` over `cur` (`swiglu` clamped, as V4's `swiglu_limit` asks).
+fn swiglu(g: &mut Graph, cur: usize, (h, n, t): (u64, u64, u64), names: FfnNames) -> usize {
+    let gate_w = g.ffn_weight(FfnClass::Gate, (names.0, h * n, true));
+    let gate = node(g, (FRESH, Op::MulMat), (F32, n, t, 1), &[gate_w, cur]);
+    let up_w = g.ffn_weight(FfnClass::Up, (names.1, h * n, true));
+    let up = node(g, (FRESH, Op::MulMat), (F32, n, t, 1), &[up_w, cur]);
+    let act = node(g, (FRESH, Op::Glu), (F32, n, t, 1), &[gate, up]);
+    let down_w = g.ffn_weight(FfnClass::Down, (names.2, n * h, true));
+    node(g, (FRESH, Op::MulMat), (F32, h, t, 1), &[down_w, act])
+}
+
+/// `build_moe_ffn` with sqrt-softplus scores: the experts a hash layer's token-id table names,
+/// or elsewhere the top scores after the correction bias; their weights normalised and scaled.
+fn experts(d: &Dims<'_>, g: &mut Graph, cur: usize, tokens: usize, l: u64) -> usize {
+    let (t, e, k, h, f) = (d.tokens, d.experts, d.used, d.h, d.expert_ffn);
+    let router = g.ffn_weight(FfnClass::Gate, ("ffn_gate_inp.weight", h * e, true));
+    let logits = node(g, (FRESH, Op::MulMat), (F32, e, t, 1), &[router, cur]);
+    let probs = node(g, (INPLACE, Op::Unary), (F32, e, t, 1), &[logits]);
+    let probs = node(g, (INPLACE, Op::Other), (F32, e, t, 1), &[probs]);
+    let probs3 = view(g, probs);
+    let selected = if l < d.v4.hash_layers {
+        let table = g.table("ffn_gate_tid2eid.weight", d.vocab, k);
+        node(g, (FRESH, Op::GetRows), (I32, k, t, 1), &[table, tokens])
+    } else {
+        let bias = g.vector("exp_probs_b.bias", e);
+        let biased = node(g, (INPLACE, Op::Add), (F32, e, t, 1), &[probs, bias]);
+        let sorted = node(g, (FRESH, Op::ArgSort), (I32, e, t, 1), &[biased]);
+        view(g, sorted)
+    };
+    let weights = node(g, (FRESH, Op::GetRows), (F32, 1, k, t), &[probs3, selected]);
+    let weights = view(g, weights);
+    let sum = node(g, (FRESH, Op::SumRows), (F32, 1, t, 1), &[weights]);
+    let sum = node(g, (INPLACE, Op::Clamp), (F32, 1, t, 1), &[sum]);
+    let weights = node(g, (INPLACE, Op::Div), (F32, k, t, 1), &[weights, sum]);
+    let weights = view(g, weights);
+    let weights = node(g, (INPLACE, Op::Scale), (F32, 1, k, t), &[weights]);
+    let x = view(g, cur);
+    let product = |g: &mut Graph,
+                   (name, class): (&'static str, FfnClass),
+                   (n_in, n_out): (u64, u64),
+                   x: usize| {
+        let w = g.expert_weight(class, (name, n_in * n_out * e, true));
+        node(
+            g,
+            (FRESH, Op::MulMatId),
+            (F32, n_out, k, t),
+            &[w, x, selected],
+        )
+    };
+    let gate = product(g, ("ffn_gate_exps.weight", FfnClass::Gate), (h, f), x);
+    let up = product(g, ("ffn_up_exps.weight", FfnClass::Up), (h, f), x);
+    let act = node(g, (FRESH, Op::Glu), (F32, f, k, t), &[gate, up]);
+    let down = product(g, ("ffn_down_exps.weight", FfnClass::Down), (f, h), act);
+    let weighted = node(g, (INPLACE, Op::Mul), (F32, h, k, t), &[down, weights]);
+    let each: Vec<usize> = (0..k).map(|_| view(g, weighted)).collect();
+    let ne = (F32, h, t, 1);
+    let mut sum = each[0];
+    for &x in each.iter().skip(1) {
+        sum = node(g, (INPLACE, Op::Add), ne, &[sum, x]);
+    }
+    sum
+}
+
+/// The output head: the output rows of the streams gathered, the head's hyper-connection
+/// weighting the streams into one (unfused: `dsv4_hc_pre` is fused in the layers only), the
+/// final norm and the logits.
+fn output(d: &Dims<'_>, g: &mut Graph, inp: usize, out_ids: usize) {
+    let (hc, o) = (d.v4.hc_mult, d.outputs);
+    g.rows = o;
+    let flat = view(g, inp);
+    let rows = node(
+        g,
+        (FRESH, Op::GetRows),
+        (F32, hc * d.h, o, 1),
+        &[flat, out_ids],
+    );
+    let x = view(g, rows);
+    let flat = view(g, x);
+    let normed = node(g, (INPLACE, Op::RmsNorm), (F32, hc * d.h, o, 1), &[flat]);
+    let w = g.matrix("output_hc_fn.weight", hc * d.h, hc);
+    let ne = (F32, hc, o, 1);
+    let mixes = node(g, (FRESH, Op::MulMat), ne, &[w, normed]);
+    let scale = g.vector("output_hc_scale.weight", 1);
+    let pre = node(g, (INPLACE, Op::Mul), ne, &[mixes, scale]);
+    let base = g.vector("output_hc_base.weight", hc);
+    let pre = node(g, (INPLACE, Op::Add), ne, &[pre, base]);
+    let pre = node(g, (INPLACE, Op::Unary), ne, &[pre]);
+    let pre = node(g, (INPLACE, Op::Scale), ne, &[pre]);
+    let ne = (F32, d.h, o, 1);
+    let mut sum = None;
+    for _ in 0..hc {
+        let xh = g.view(rows, OTHER);
+        g.tag(xh, Op::View);
+        let wh = g.view(pre, OTHER);
+        g.tag(wh, Op::View);
+        let cur = node(g, (INPLACE, Op::Mul), ne, &[xh, wh]);
+        sum = Some(match sum {
+            None => cur,
+            Some(s) => node(g, (INPLACE, Op::Add), ne, &[s, cur]),
+        });
+    }
+    let Some(sum) = sum else { return };
+    let result_norm = rms(g, sum, ne, ("output_norm.weight", d.h));
+    g.tensors[result_norm].output = true;
+    let lm_head = g.matrix("output.weight", d.h, d.vocab);
+    let logits = node(
+        g,
+        (FRESH, Op::MulMat),
+        (F32, d.vocab, o, 1),
+        &[lm_head, result_norm],
+    );
+    g.tensors[logits].output = true;
+    g.expand(logits);
+}
