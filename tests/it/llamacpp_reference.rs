@@ -143,7 +143,7 @@ fn rows(name: &str, doc: &Value, arch: &gpumem::model::ModelArch, file: FileWeig
         let replayed = b.activations_basis == ActivationsBasis::GraphReplay;
         // DeepSeek-V4's compute buffer is not modelled, and must say so; its weights and
         // caches are held to llama.cpp's above, its activations' ratio only printed.
-        if arch.deepseek_v4.is_some() {
+        if arch.deepseek_v4.is_some() || arch.glm5_next.is_some() {
             if b.activations_basis != ActivationsBasis::Unmodelled {
                 failures.push(format!("{what}: activations by {:?}", b.activations_basis));
             }
@@ -473,6 +473,41 @@ fn config_json_readings_match_the_measured_ggufs() {
                 "sliding_window": 128, "scoring_func": "sqrtsoftplus",
                 "routed_scaling_factor": 1.5, "compress_ratios": [0, 0, 4, 128, 4, 128, 0]
             }),
+        ),
+        // GLM-5-next at the fixture's 8 layers and 16 experts: the language model nested in
+        // text_config as Glm5NextConfig nests it, its fields as llama.cpp's converter reads
+        // them (KDA's in linear_attn_config, layer 8's indexer shared).
+        (
+            "glm5-next-layout.json",
+            serde_json::from_str::<Value>(
+                r#"{
+                "model_type": "glm5_next", "tie_word_embeddings": false,
+                "text_config": {
+                    "model_type": "glm5_next_text", "hidden_size": 4096, "num_hidden_layers": 8,
+                    "num_attention_heads": 64, "num_key_value_heads": 64,
+                    "intermediate_size": 12288, "moe_intermediate_size": 2048,
+                    "n_routed_experts": 16, "n_shared_experts": 1, "num_experts_per_tok": 8,
+                    "n_group": 1, "topk_group": 1, "first_k_dense_replace": 1,
+                    "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 0,
+                    "qk_nope_head_dim": 256, "v_head_dim": 256, "vocab_size": 154880,
+                    "tie_word_embeddings": false, "routed_scaling_factor": 2.5,
+                    "norm_topk_prob": true, "mla_use_nope": true, "swiglu_limit": 10.0,
+                    "index_n_heads": 32, "index_head_dim": 128, "index_topk": 2048,
+                    "index_kpool": 16, "index_kpool_always_select_tail": true,
+                    "hc_mult": 4, "hc_eps": 1e-6, "hc_sinkhorn_iters": 20,
+                    "linear_attn_config": {
+                        "head_dim": 128, "num_heads": 64, "short_conv_kernel_size": 4,
+                        "gate_lower_bound": -5.0
+                    },
+                    "layer_types": ["linear_attention", "linear_attention", "linear_attention",
+                                    "indexed_attention", "linear_attention", "linear_attention",
+                                    "linear_attention", "indexed_attention"],
+                    "indexer_types": ["full", "full", "full", "full",
+                                      "full", "full", "full", "shared"]
+                }
+            }"#,
+            )
+            .unwrap(),
         ),
         // Qwen3.5 as its multimodal repositories publish it: the language model nested in
         // text_config, layer_types listed, the MTP block counted apart.

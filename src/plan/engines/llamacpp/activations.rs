@@ -56,10 +56,11 @@ pub(crate) fn inference_activations_wide(
         return (w(bytes) + output_buffer, ActivationsBasis::GraphReplay);
     }
     // DeepSeek-V4's graph (its compressed caches' attention, its hyper-connections' fused
-    // ops) is not built node by node: a plain decoder's stages stand in, and say so.
-    let basis = match arch.deepseek_v4 {
-        Some(_) => ActivationsBasis::Unmodelled,
-        None => ActivationsBasis::StageEstimate,
+    // ops) and GLM-5-next's (its pooled indexer, its residual streams) are not built node by
+    // node: a plain decoder's stages stand in, and say so.
+    let basis = match arch.deepseek_v4.is_some() || arch.glm5_next.is_some() {
+        true => ActivationsBasis::Unmodelled,
+        false => ActivationsBasis::StageEstimate,
     };
     let st = Stages::new(arch, s, ub, n_kv, swa_cells);
     // Token ids, positions and output ids (one i32 each per token), and 64 KiB for tensor
