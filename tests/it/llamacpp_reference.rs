@@ -825,3 +825,54 @@ fn glm_headers_with_shared_indexer_layers_are_refused() {
         .indexer
         .is_some());
 }
+
+// GLM-5-next's indexer rows are cached only where a layer runs its own indexer: the measured
+// header read with every layer's indexer full (its `indexer.types` removed, as llama.cpp reads
+// a file without the key) caches layer 8's too, 3 × 128 values a cell more; a header with
+// other than 4 residual streams is refused as llama.cpp's loader refuses it.
+#[test]
+fn glm5_next_caches_indexer_rows_only_in_full_indexer_layers() {
+    let name = "glm5-next-layout.json";
+    let doc = fixture(name);
+    let shared = arch_from_gguf(Path::new(name), &described_file(name, &doc)).unwrap();
+    let mut file = described_file(name, &doc);
+    file.metadata.remove("glm5-next.attention.indexer.types");
+    let full = arch_from_gguf(Path::new(name), &file).unwrap();
+    assert_eq!(
+        full.kv_elements(4096) - shared.kv_elements(4096),
+        3 * 128 * 4096
+    );
+    let mut file = described_file(name, &doc);
+    file.metadata
+        .insert("glm5-next.hyper_connection.count".into(), GgufValue::Int(8));
+    let err = arch_from_gguf(Path::new(name), &file).unwrap_err();
+    assert!(err.to_string().contains("4 residual streams"), "{err}");
+    // A config.json with RoPE in its latent attention, or without layer_types, is refused by
+    // the field llama.cpp's converter asserts or reads.
+    let config = |extra: Value| {
+        let mut c = serde_json::json!({
+            "model_type": "glm5_next_text", "hidden_size": 256, "num_hidden_layers": 4,
+            "num_attention_heads": 4, "kv_lora_rank": 64, "q_lora_rank": 96,
+            "qk_nope_head_dim": 32, "v_head_dim": 32, "qk_rope_head_dim": 0,
+            "vocab_size": 1024, "first_k_dense_replace": 1, "n_routed_experts": 4,
+            "num_experts_per_tok": 2, "moe_intermediate_size": 64, "n_shared_experts": 1,
+            "index_n_heads": 2, "index_head_dim": 64, "index_topk": 64, "index_kpool": 16,
+            "hc_mult": 4, "linear_attn_config": {"head_dim": 32, "num_heads": 4},
+            "layer_types": ["linear_attention", "linear_attention", "linear_attention",
+                            "indexed_attention"]
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        gpumem::model::parse_config(Path::new("config.json"), "glm5-next", &c)
+    };
+    let (arch, _) = config(serde_json::json!({})).unwrap();
+    assert_eq!(
+        (arch.recurrent_layer_count(), arch.attention_layer_count()),
+        (3, 1)
+    );
+    let err = config(serde_json::json!({"qk_rope_head_dim": 64})).unwrap_err();
+    assert!(err.to_string().contains("qk_rope_head_dim"), "{err}");
+    let err = config(serde_json::json!({"layer_types": null})).unwrap_err();
+    assert!(err.to_string().contains("layer_types"), "{err}");
+}
