@@ -842,6 +842,10 @@ fn glm5_next_caches_indexer_rows_only_in_full_indexer_layers() {
         full.kv_elements(4096) - shared.kv_elements(4096),
         3 * 128 * 4096
     );
+    // A token's cache: two latents of 512 and one indexer row of 3 × 128, in f16.
+    let settings = Settings::inference(4096, kv_precision("f16").unwrap());
+    let b = estimate(&shared, None, &settings).unwrap();
+    assert_eq!(b.kv_bytes_per_token, 2 * (2 * 512 + 3 * 128));
     let mut file = described_file(name, &doc);
     file.metadata
         .insert("glm5-next.hyper_connection.count".into(), GgufValue::Int(8));
