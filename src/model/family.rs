@@ -49,6 +49,14 @@ pub enum Family {
     /// a latent space (llama.cpp's `kimi-k3` builder; `kimi_k3` configs nest the language
     /// model in `text_config`).
     KimiK3,
+    /// GLM-5's next variant (GLM-5.3-Flash): Kimi-Linear's KDA layers (the output gate from
+    /// two low-rank projections, a bounded decay) beside nope-only latent attention with a
+    /// compressed query, sparse over the tokens a DSA indexer picks from pools of `kpool`
+    /// tokens (some layers reuse the previous layer's pick), four residual streams mixed
+    /// before and after every block (mHC), SwiGLU-clamped experts with a correction bias and
+    /// a shared expert after dense leading layers (llama.cpp's `glm5-next` builder;
+    /// `glm5_next` configs nest the language model in `text_config`).
+    Glm5Next,
     /// Gemma (two norms a layer).
     Gemma,
     /// Gemma 2.
@@ -164,6 +172,11 @@ pub const FAMILIES: &[Spellings] = &[
     ),
     row(Family::KimiLinear, &["kimi-linear"], &["kimi_linear"]),
     row(Family::KimiK3, &["kimi-k3"], &["kimi_k3"]),
+    row(
+        Family::Glm5Next,
+        &["glm5-next"],
+        &["glm5_next", "glm5_next_text"],
+    ),
     row(Family::Gemma, &["gemma"], &["gemma"]),
     row(Family::Gemma2, &["gemma2"], &["gemma2"]),
     row(Family::Gemma3, &["gemma3"], &["gemma3", "gemma3_text"]),

@@ -148,6 +148,22 @@ fn rows(name: &str, doc: &Value, arch: &gpumem::model::ModelArch, file: FileWeig
         // is, the figure is llama.cpp's own.
         let staged = matches!(arch.family.as_str(), "rwkv6" | "rwkv7");
         let replayed = b.activations_basis == ActivationsBasis::GraphReplay;
+        // GLM-5-next's compute buffer is not modelled, and must say so; its weights and
+        // caches are held to llama.cpp's above, its activations' ratio only printed.
+        if arch.glm5_next.is_some() {
+            if b.activations_basis != ActivationsBasis::Unmodelled {
+                failures.push(format!("{what}: activations by {:?}", b.activations_basis));
+            }
+            out.push(Row {
+                label,
+                context,
+                ubatch,
+                fa,
+                ratio,
+                failures,
+            });
+            continue;
+        }
         if replayed == staged {
             failures.push(format!("{what}: activations by {:?}", b.activations_basis));
         }
@@ -465,6 +481,41 @@ fn config_json_readings_match_the_measured_ggufs() {
                 "routed_scaling_factor": 1.5, "compress_ratios": [0, 0, 4, 128, 4, 128, 0]
             }),
         ),
+        // GLM-5-next at the fixture's 8 layers and 16 experts: the language model nested in
+        // text_config as Glm5NextConfig nests it, its fields as llama.cpp's converter reads
+        // them (KDA's in linear_attn_config, layer 8's indexer shared).
+        (
+            "glm5-next-layout.json",
+            serde_json::from_str::<Value>(
+                r#"{
+                "model_type": "glm5_next", "tie_word_embeddings": false,
+                "text_config": {
+                    "model_type": "glm5_next_text", "hidden_size": 4096, "num_hidden_layers": 8,
+                    "num_attention_heads": 64, "num_key_value_heads": 64,
+                    "intermediate_size": 12288, "moe_intermediate_size": 2048,
+                    "n_routed_experts": 16, "n_shared_experts": 1, "num_experts_per_tok": 8,
+                    "n_group": 1, "topk_group": 1, "first_k_dense_replace": 1,
+                    "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 0,
+                    "qk_nope_head_dim": 256, "v_head_dim": 256, "vocab_size": 154880,
+                    "tie_word_embeddings": false, "routed_scaling_factor": 2.5,
+                    "norm_topk_prob": true, "mla_use_nope": true, "swiglu_limit": 10.0,
+                    "index_n_heads": 32, "index_head_dim": 128, "index_topk": 2048,
+                    "index_kpool": 16, "index_kpool_always_select_tail": true,
+                    "hc_mult": 4, "hc_eps": 1e-6, "hc_sinkhorn_iters": 20,
+                    "linear_attn_config": {
+                        "head_dim": 128, "num_heads": 64, "short_conv_kernel_size": 4,
+                        "gate_lower_bound": -5.0
+                    },
+                    "layer_types": ["linear_attention", "linear_attention", "linear_attention",
+                                    "indexed_attention", "linear_attention", "linear_attention",
+                                    "linear_attention", "indexed_attention"],
+                    "indexer_types": ["full", "full", "full", "full",
+                                      "full", "full", "full", "shared"]
+                }
+            }"#,
+            )
+            .unwrap(),
+        ),
         // Qwen3.5 as its multimodal repositories publish it: the language model nested in
         // text_config, layer_types listed, the MTP block counted apart.
         (
@@ -780,4 +831,59 @@ fn glm_headers_with_shared_indexer_layers_are_refused() {
         .unwrap()
         .indexer
         .is_some());
+}
+
+// GLM-5-next's indexer rows are cached only where a layer runs its own indexer: the measured
+// header read with every layer's indexer full (its `indexer.types` removed, as llama.cpp reads
+// a file without the key) caches layer 8's too, 3 × 128 values a cell more; a header with
+// other than 4 residual streams is refused as llama.cpp's loader refuses it.
+#[test]
+fn glm5_next_caches_indexer_rows_only_in_full_indexer_layers() {
+    let name = "glm5-next-layout.json";
+    let doc = fixture(name);
+    let shared = arch_from_gguf(Path::new(name), &described_file(name, &doc)).unwrap();
+    let mut file = described_file(name, &doc);
+    file.metadata.remove("glm5-next.attention.indexer.types");
+    let full = arch_from_gguf(Path::new(name), &file).unwrap();
+    assert_eq!(
+        full.kv_elements(4096) - shared.kv_elements(4096),
+        3 * 128 * 4096
+    );
+    // A token's cache: two latents of 512 and one indexer row of 3 × 128, in f16.
+    let settings = Settings::inference(4096, kv_precision("f16").unwrap());
+    let b = estimate(&shared, None, &settings).unwrap();
+    assert_eq!(b.kv_bytes_per_token, 2 * (2 * 512 + 3 * 128));
+    let mut file = described_file(name, &doc);
+    file.metadata
+        .insert("glm5-next.hyper_connection.count".into(), GgufValue::Int(8));
+    let err = arch_from_gguf(Path::new(name), &file).unwrap_err();
+    assert!(err.to_string().contains("4 residual streams"), "{err}");
+    // A config.json with RoPE in its latent attention, or without layer_types, is refused by
+    // the field llama.cpp's converter asserts or reads.
+    let config = |extra: Value| {
+        let mut c = serde_json::json!({
+            "model_type": "glm5_next_text", "hidden_size": 256, "num_hidden_layers": 4,
+            "num_attention_heads": 4, "kv_lora_rank": 64, "q_lora_rank": 96,
+            "qk_nope_head_dim": 32, "v_head_dim": 32, "qk_rope_head_dim": 0,
+            "vocab_size": 1024, "first_k_dense_replace": 1, "n_routed_experts": 4,
+            "num_experts_per_tok": 2, "moe_intermediate_size": 64, "n_shared_experts": 1,
+            "index_n_heads": 2, "index_head_dim": 64, "index_topk": 64, "index_kpool": 16,
+            "hc_mult": 4, "linear_attn_config": {"head_dim": 32, "num_heads": 4},
+            "layer_types": ["linear_attention", "linear_attention", "linear_attention",
+                            "indexed_attention"]
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        gpumem::model::parse_config(Path::new("config.json"), "glm5-next", &c)
+    };
+    let (arch, _) = config(serde_json::json!({})).unwrap();
+    assert_eq!(
+        (arch.recurrent_layer_count(), arch.attention_layer_count()),
+        (3, 1)
+    );
+    let err = config(serde_json::json!({"qk_rope_head_dim": 64})).unwrap_err();
+    assert!(err.to_string().contains("qk_rope_head_dim"), "{err}");
+    let err = config(serde_json::json!({"layer_types": null})).unwrap_err();
+    assert!(err.to_string().contains("layer_types"), "{err}");
 }

@@ -26,6 +26,13 @@ no weight data (a sparse file), like make_gguf.py does for the llama layout.
              ffn_res_score, output_res_score), SiTU activations, and the routed experts at
              --latent between ffn_routed_down and ffn_routed_up (with ffn_routed_norm); the
              matrices of --matrix-type (the embeddings too), as the converter writes the keys.
+  glm5next   GLM-5's next variant (`glm5-next`): KDA layers (kimilinear's, decay bounded by
+             --gate-lower-bound), nope-only latent attention with a compressed query in the
+             --attn-layers, each with the k-pool DSA indexer (its key, LayerNorm, weights,
+             query, pool gate and pool position bias) unless listed in
+             --shared-indexer-layers, mHC mixers (f32) before attention and before the
+             feed-forward block, a gated MLP in the first --dense-layers, then experts with a
+             correction bias and --shared-ffn of shared expert; SwiGLU clamped at 10.
   mamba      Mamba (v1): every layer a selective-scan mixer (in_proj, conv, x_proj, dt_proj, A,
              D, out_proj); Δ rank ⌈hidden/16⌉.
   mamba2     Mamba-2: every layer an SSD mixer (in_proj, conv, A, D, gated norm, out_proj).
@@ -339,6 +346,106 @@ def kimik3(w: GGUFWriter, a) -> None:
             t(b + "ffn_routed_down.weight", (a.latent, d))
             t(b + "ffn_routed_up.weight", (d, a.latent))
             t(b + "ffn_routed_norm.weight", (a.latent,), F32)
+            t(b + "ffn_gate_shexp.weight", (a.shared_ffn, d))
+            t(b + "ffn_up_shexp.weight", (a.shared_ffn, d))
+            t(b + "ffn_down_shexp.weight", (d, a.shared_ffn))
+
+
+def glm5next(w: GGUFWriter, a) -> None:
+    d, heads = a.hidden, a.heads
+    kda, mla = a.ssm_head_dim, set(int(x) for x in a.attn_layers.split(",") if x)
+    shared = set(int(x) for x in a.shared_indexer_layers.split(",") if x)
+    inner = heads * kda
+    nope, v, lora, qr = a.qk_nope, a.v_head, a.kv_lora, a.q_lora
+    ih, idim, hc = a.indexer_heads, a.indexer_dim, a.hc_mult
+    mix = (2 + hc) * hc
+    w.add_embedding_length(d)
+    w.add_feed_forward_length(a.ffn)
+    w.add_head_count(heads)
+    # latent attention served as MQA: one KV head in its layers, none in KDA's
+    w.add_head_count_kv([1 if i + 1 in mla else 0 for i in range(a.layers)])
+    w.add_layer_norm_eps(1e-6)
+    w.add_ssm_conv_kernel(a.conv)
+    w.add_kda_head_dim(kda)
+    w.add_kda_gate_lower_bound(a.gate_lower_bound)
+    # nope-only latent attention, as the converter writes its keys
+    w.add_q_lora_rank(qr)
+    w.add_kv_lora_rank(lora)
+    w.add_rope_dimension_count(0)
+    w.add_key_length(lora)
+    w.add_value_length(lora)
+    w.add_key_length_mla(nope)
+    w.add_value_length_mla(v)
+    w.add_indexer_head_count(ih)
+    w.add_indexer_key_length(idim)
+    w.add_indexer_top_k(a.indexer_top_k)
+    w.add_indexer_kpool(a.kpool)
+    w.add_indexer_kpool_select_tail(True)
+    w.add_indexer_types([i + 1 not in shared for i in range(a.layers)])
+    w.add_hyper_connection_count(hc)
+    w.add_hyper_connection_sinkhorn_iterations(20)
+    w.add_hyper_connection_epsilon(1e-6)
+    w.add_expert_count(a.experts)
+    w.add_expert_used_count(a.experts_used)
+    w.add_leading_dense_block_count(a.dense_layers)
+    w.add_expert_feed_forward_length(a.expert_ffn)
+    w.add_expert_shared_count(a.shared_ffn // a.expert_ffn)
+    w.add_expert_weights_scale(2.5)
+    w.add_expert_weights_norm(True)
+    w.add_swiglu_clamp_exp([10.0] * a.layers)
+    w.add_swiglu_clamp_shexp([10.0] * a.layers)
+
+    m = a.matrix_type
+    t = lambda name, shape, ty=m: add_tensor(w, name, shape, ty)
+    t("token_embd.weight", (a.vocab, d))
+    t("output_norm.weight", (d,), F32)
+    t("output.weight", (a.vocab, d))
+    for i in range(a.layers):
+        b = f"blk.{i}."
+        t(b + "attn_norm.weight", (d,), F32)
+        t(b + "ffn_norm.weight", (d,), F32)
+        for x in ("attn", "ffn"):
+            t(b + f"hc_{x}_fn.weight", (mix, hc * d), F32)
+            t(b + f"hc_{x}_base.weight", (mix,), F32)
+            t(b + f"hc_{x}_scale.weight", (3,), F32)
+        if i + 1 in mla:
+            t(b + "attn_q_a.weight", (qr, d))
+            t(b + "attn_q_a_norm.weight", (qr,), F32)
+            t(b + "attn_q_b.weight", (heads * nope, qr))
+            t(b + "attn_kv_a_mqa.weight", (lora, d))
+            t(b + "attn_kv_a_norm.weight", (lora,), F32)
+            t(b + "attn_k_b.weight", (heads, lora, nope))
+            t(b + "attn_v_b.weight", (heads, v, lora))
+            t(b + "attn_output.weight", (d, heads * v))
+            if i + 1 not in shared:
+                t(b + "indexer.k_norm.weight", (idim,), F32)
+                t(b + "indexer.k_norm.bias", (idim,), F32)
+                t(b + "indexer.proj.weight", (ih, d))
+                t(b + "indexer.attn_k.weight", (idim, d))
+                t(b + "indexer.attn_q_b.weight", (ih * idim, qr))
+                t(b + "indexer_compressor_gate.weight", (idim, d), F32)
+                t(b + "indexer_compressor_ape.weight", (a.kpool, idim), F32)
+        else:
+            for x in "qkv":
+                t(b + f"attn_{x}.weight", (inner, d))
+                t(b + f"ssm_conv1d_{x}.weight", (1, inner, 1, a.conv), F32)
+            t(b + "ssm_f_a.weight", (kda, d))
+            t(b + "ssm_f_b.weight", (inner, kda))
+            t(b + "ssm_beta.weight", (heads, d))
+            t(b + "ssm_a", (heads,), F32)
+            t(b + "ssm_dt.bias", (inner,), F32)
+            t(b + "ssm_g_a.weight", (kda, d))
+            t(b + "ssm_g_b.weight", (inner, kda))
+            t(b + "ssm_norm.weight", (kda,), F32)
+            t(b + "attn_output.weight", (d, inner))
+        if i < a.dense_layers:
+            gated_mlp(t, b, a)
+        else:
+            t(b + "ffn_gate_inp.weight", (a.experts, d), F32)
+            t(b + "exp_probs_b.bias", (a.experts,), F32)
+            t(b + "ffn_gate_exps.weight", (a.experts, a.expert_ffn, d))
+            t(b + "ffn_up_exps.weight", (a.experts, a.expert_ffn, d))
+            t(b + "ffn_down_exps.weight", (a.experts, d, a.expert_ffn))
             t(b + "ffn_gate_shexp.weight", (a.shared_ffn, d))
             t(b + "ffn_up_shexp.weight", (a.shared_ffn, d))
             t(b + "ffn_down_shexp.weight", (d, a.shared_ffn))
@@ -679,7 +786,7 @@ def rwkv7(w: GGUFWriter, a) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("arch", choices=["qwen3next", "qwen35", "kimilinear", "kimik3", "mamba", "mamba2", "granitehybrid", "jamba",
+    p.add_argument("arch", choices=["qwen3next", "qwen35", "kimilinear", "kimik3", "glm5next", "mamba", "mamba2", "granitehybrid", "jamba",
                                     "nemotronh", "falconh1", "rwkv6", "rwkv7"])
     p.add_argument("--head-size", type=int, default=64, help="rwkv6, rwkv7: the WKV head size")
     p.add_argument("--mix-rank", type=int, default=32, help="rwkv6: time_mix_extra_dim")
@@ -712,6 +819,13 @@ def main() -> None:
     p.add_argument("--res-block", type=int, default=12, help="kimik3: attn_res_block_size")
     p.add_argument("--unnormalised", action="store_true",
                    help="kimik3: no expert_weights_norm (moe_renormalize false)")
+    p.add_argument("--shared-indexer-layers", default="",
+                   help="glm5next: latent-attention layers (1-indexed) that reuse the previous full indexer's selection")
+    p.add_argument("--indexer-heads", type=int, default=32, help="glm5next: index_n_heads")
+    p.add_argument("--indexer-dim", type=int, default=128, help="glm5next: index_head_dim")
+    p.add_argument("--indexer-top-k", type=int, default=2048, help="glm5next: index_topk")
+    p.add_argument("--kpool", type=int, default=16, help="glm5next: index_kpool")
+    p.add_argument("--hc-mult", type=int, default=4, help="glm5next: hc_mult (llama.cpp takes only 4)")
     p.add_argument("--gate-lower-bound", type=float, default=-5.0,
                    help="kimik3: linear_attn_config.gate_lower_bound")
     p.add_argument("out")
@@ -746,7 +860,7 @@ def main() -> None:
                      "q5_0": GGMLQuantizationType.Q5_0}[a.matrix_type]
 
     names = {"nemotronh": "nemotron_h_moe" if "E" in a.pattern else "nemotron_h",
-             "falconh1": "falcon-h1", "kimilinear": "kimi-linear", "kimik3": "kimi-k3", "qwen35": "qwen35moe" if a.experts else "qwen35"}
+             "falconh1": "falcon-h1", "kimilinear": "kimi-linear", "kimik3": "kimi-k3", "glm5next": "glm5-next", "qwen35": "qwen35moe" if a.experts else "qwen35"}
     w = GGUFWriter(a.out, names.get(a.arch, a.arch))
     w.add_name(a.name)
     w.add_context_length(1 << 18)
@@ -755,7 +869,7 @@ def main() -> None:
     w.add_vocab_size(a.vocab)
     w.add_file_type(1)
     add_vocab(w, a.vocab)
-    {"qwen3next": qwen3next, "qwen35": qwen35, "kimilinear": kimilinear, "kimik3": kimik3, "mamba": mamba, "mamba2": mamba2, "granitehybrid": granitehybrid,
+    {"qwen3next": qwen3next, "qwen35": qwen35, "kimilinear": kimilinear, "kimik3": kimik3, "glm5next": glm5next, "mamba": mamba, "mamba2": mamba2, "granitehybrid": granitehybrid,
      "jamba": jamba, "nemotronh": nemotronh, "falconh1": falconh1, "rwkv6": rwkv6,
      "rwkv7": rwkv7}[a.arch](w, a)
     finish_sparse(w, a.out)

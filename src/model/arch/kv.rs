@@ -107,7 +107,7 @@ impl ModelArch {
                     }
                     None => per,
                 };
-                (per + u128::from(self.msa_kv_elements_per_token(i))) * u128::from(cells)
+                (per + u128::from(self.indexer_cache_elements_per_token(i))) * u128::from(cells)
             })
             .sum()
     }

@@ -4,6 +4,7 @@
 mod deepseek_v4;
 mod encoder;
 mod gemma4;
+mod glm5_next;
 mod kimi_k3;
 mod kv;
 mod params;
@@ -14,6 +15,7 @@ use serde::Serialize;
 pub use deepseek_v4::{Compression, V4Layout};
 pub use encoder::{Classifier, Encoder, Pooling};
 pub use gemma4::EdgeLayout;
+pub use glm5_next::G5nLayout;
 pub use kimi_k3::K3Layout;
 pub(crate) use shape::implausible_layer_count;
 pub use shape::{ShapeField, MAX_PARAMETERS};
@@ -481,6 +483,8 @@ pub struct ModelArch {
     pub deepseek_v4: Option<V4Layout>,
     /// MiniMax-M3's sparse attention in its expert layers; `None` elsewhere.
     pub msa: Option<Msa>,
+    /// GLM-5-next's pooled indexer and residual streams; `None` elsewhere.
+    pub glm5_next: Option<G5nLayout>,
 }
 
 /// Parameter counts from the shape (before any file says otherwise).
@@ -645,5 +649,6 @@ pub fn llama_like(
         kimi_k3: None,
         deepseek_v4: None,
         msa: None,
+        glm5_next: None,
     }
 }

@@ -229,6 +229,7 @@ impl ModelArch {
             + edge_added
             + k3_added
             + self.msa_params()
+            + self.g5n_params()
             + self.full_attention.map_or(0, |f| {
                 w(self.num_layers) + w(f.head_dim / 2) + self.gemma4_expert_extras()
             });

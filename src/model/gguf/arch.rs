@@ -4,9 +4,9 @@ use std::path::Path;
 
 use super::{GgufFile, GgufValue};
 use crate::model::arch::{
-    self, llama_like, Attention, Classifier, Compression, Encoder, GraniteScales, Indexer,
-    K3Layout, Mlp, ModelArch, Moe, Msa, Norm, Pooling, SlidingLayers, SlidingWindow, Ssm, SsmKind,
-    V4Layout,
+    self, llama_like, Attention, Classifier, Compression, Encoder, G5nLayout, GraniteScales,
+    Indexer, K3Layout, Mlp, ModelArch, Moe, Msa, Norm, Pooling, SlidingLayers, SlidingWindow, Ssm,
+    SsmKind, V4Layout,
 };
 use crate::model::error::ModelError;
 use crate::model::family::Family;
@@ -24,7 +24,7 @@ fn mixer_kind(family: Family) -> Option<SsmKind> {
             Some(SsmKind::Mamba2)
         }
         Family::Qwen3Next | Family::Qwen35 => Some(SsmKind::GatedDeltaNet),
-        Family::KimiLinear | Family::KimiK3 => Some(SsmKind::Kda),
+        Family::KimiLinear | Family::KimiK3 | Family::Glm5Next => Some(SsmKind::Kda),
         Family::Rwkv6 => Some(SsmKind::Rwkv6),
         Family::Rwkv7 => Some(SsmKind::Rwkv7),
         _ => None,
@@ -212,6 +212,9 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
     if family == Family::MinimaxM3 {
         arch.msa = Some(msa(&k)?);
     }
+    if family == Family::Glm5Next {
+        arch.glm5_next = Some(glm5_next(&k, layers)?);
+    }
     arch.check_plausible()
         .map_err(|(field, why)| k.bad(field.gguf_key(), why))?;
     Ok(arch)
@@ -356,9 +359,13 @@ fn layer_kinds(k: &Keys<'_>, family: Family, layers: u64) -> Result<LayerKinds, 
             kinds.recurrent =
                 SlidingLayers::AllButEvery(k.get("full_attention_interval").unwrap_or(4))
         }
-        // llama.cpp's rule for Granite-4.0-H, Jamba, Kimi-Linear and Kimi-K3: a layer is
-        // recurrent when its KV head count is 0.
-        Family::GraniteHybrid | Family::Jamba | Family::KimiLinear | Family::KimiK3 => {
+        // llama.cpp's rule for Granite-4.0-H, Jamba, Kimi-Linear, Kimi-K3 and GLM-5-next: a
+        // layer is recurrent when its KV head count is 0.
+        Family::GraniteHybrid
+        | Family::Jamba
+        | Family::KimiLinear
+        | Family::KimiK3
+        | Family::Glm5Next => {
             let kv = k.per_layer("attention.head_count_kv", layers)?;
             kinds.recurrent = SlidingLayers::Listed(kv.iter().map(|&n| n == 0).collect());
         }
@@ -622,6 +629,34 @@ fn indexer(k: &Keys<'_>, family: Family, layers: u64) -> Result<Indexer, ModelEr
         heads: k.req("attention.indexer.head_count")?,
         head_dim: k.req("attention.indexer.key_length")?,
         top_k: k.req("attention.indexer.top_k")?,
+    })
+}
+
+/// GLM-5-next's keys as llama.cpp's `glm5-next` loader requires them: the indexer's, its
+/// pool, the residual streams (4, as its loader asserts) and which layers run an indexer of
+/// their own (`attention.indexer.types`, every layer when absent).
+fn glm5_next(k: &Keys<'_>, layers: u64) -> Result<G5nLayout, ModelError> {
+    let key = "attention.indexer.types";
+    let full_indexer = match k.file.metadata.get(&format!("{}.{key}", k.a)) {
+        Some(_) => k.per_layer(key, layers)?.iter().map(|&t| t != 0).collect(),
+        None => Vec::new(),
+    };
+    let hc_mult = k.req("hyper_connection.count")?;
+    if hc_mult != 4 {
+        return Err(k.bad(
+            "hyper_connection.count",
+            format!("is {hc_mult}: llama.cpp's glm5-next mixes 4 residual streams only"),
+        ));
+    }
+    Ok(G5nLayout {
+        hc_mult,
+        kpool: k.req("attention.indexer.kpool")?,
+        indexer: Indexer {
+            heads: k.req("attention.indexer.head_count")?,
+            head_dim: k.req("attention.indexer.key_length")?,
+            top_k: k.req("attention.indexer.top_k")?,
+        },
+        full_indexer,
     })
 }
 

@@ -12,6 +12,8 @@ use serde_json::Value;
 mod deepseek_v4;
 #[path = "gemma4.rs"]
 pub(super) mod gemma4;
+#[path = "glm5_next.rs"]
+mod glm5_next;
 #[path = "kimi_k3.rs"]
 mod kimi_k3;
 #[path = "minimax_m3.rs"]
@@ -108,6 +110,8 @@ pub(super) fn apply(
             recurrent::kimi_linear(f, arch, c.layers)?;
             kimi_k3::kimi_k3(f, arch)?;
         }
+        // GLM-5-next: Kimi-Linear's layers, nope-only attention, a pooled indexer, mHC.
+        Family::Glm5Next => glm5_next::glm5_next(f, arch, c)?,
         // DeepSeek-V4: one shared K=V head, compressed caches, hyper-connections.
         Family::DeepseekV4 => deepseek_v4::deepseek_v4(f, arch, c.layers)?,
         Family::DeepseekV32 | Family::GlmDsa => {

@@ -31,6 +31,7 @@ impl Family {
                 | Family::MinimaxM3
                 | Family::KimiLinear
                 | Family::KimiK3
+                | Family::Glm5Next
         )
     }
 

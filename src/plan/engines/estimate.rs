@@ -241,6 +241,8 @@ pub fn estimate_with_projector(
         (Some(v), _) => v.kv_elements_per_token(arch.head_dim),
         // Each layer at its own widths (Gemma 4).
         (None, Some(_)) => arch.kv_elements_in_cells(1, 1),
+        // GLM-5-next's indexer rows, only in the layers with an indexer of their own.
+        (None, None) if arch.glm5_next.is_some() => arch.kv_elements_in_cells(1, 1),
         (None, None) => {
             u128::from(arch.kv_elements_per_token_layer())
                 * u128::from(arch.attention_layer_count())

@@ -55,12 +55,13 @@ pub(crate) fn inference_activations_wide(
     }) {
         return (w(bytes) + output_buffer, ActivationsBasis::GraphReplay);
     }
-    // DeepSeek-V4's graph is replayed for an f16 cache and one sequence only (a quantized
-    // cache's rotations and several sequences' streams are not): elsewhere a plain decoder's
-    // stages stand in, and say so.
-    let basis = match arch.deepseek_v4 {
-        Some(_) => ActivationsBasis::Unmodelled,
-        None => ActivationsBasis::StageEstimate,
+    // DeepSeek-V4's graph is replayed for one sequence only (several sequences' streams are
+    // not), GLM-5-next's (its pooled indexer, its residual streams) not at all: there a plain
+    // decoder's stages stand in, and say so.
+    let basis = if arch.deepseek_v4.is_some() || arch.glm5_next.is_some() {
+        ActivationsBasis::Unmodelled
+    } else {
+        ActivationsBasis::StageEstimate
     };
     let st = Stages::new(arch, s, ub, n_kv, swa_cells);
     // Token ids, positions and output ids (one i32 each per token), and 64 KiB for tensor

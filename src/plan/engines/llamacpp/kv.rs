@@ -48,8 +48,9 @@ pub fn kv_bytes_per_layer(arch: &ModelArch, s: &Settings) -> Vec<u64> {
                 } else {
                     cells
                 };
-                // MiniMax-M3's sparse layers: the indexer's cache beside.
-                let msa = u128::from(arch.msa_kv_elements_per_token(i));
+                // MiniMax-M3's sparse layers and GLM-5-next's full-indexer layers: the
+                // indexer's cache beside.
+                let msa = u128::from(arch.indexer_cache_elements_per_token(i));
                 s.kv_dtype.bytes_for(per * u128::from(c))
                     + s.kv_dtype.bytes_for(msa * u128::from(c))
             } else {
@@ -142,7 +143,11 @@ pub fn kv_row_padding_per_layer(arch: &ModelArch, s: &Settings) -> Vec<u64> {
     // MiniMax-M3's indexer cache: one key head and one V head in its sparse layers.
     let msa = |i: u64| match arch.msa {
         Some(m) if arch.is_msa_layer(i) => pad(m.head_dim).saturating_add(pad(arch.head_dim)),
-        _ => 0,
+        // GLM-5-next's indexer row in its full-indexer layers.
+        _ => match &arch.glm5_next {
+            Some(g) if arch.has_g5n_indexer(i) => pad(g.cached_width()),
+            _ => 0,
+        },
     };
     (0..arch.num_layers)
         .map(|i| match arch.has_own_kv(i) {

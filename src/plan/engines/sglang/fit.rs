@@ -120,7 +120,8 @@ pub fn cell_bytes(arch: &ModelArch, tp: u64, element: u64) -> Option<(u64, Optio
     // DeepSeek-V3.2's indexer keys live in a pool of SGLang's native sparse attention
     // (NSA), whose layout is not modelled here.
     // MiniMax-M3's MSA keeps its indexer keys in a pool of their own too.
-    if arch.indexer.is_some() || arch.msa.is_some() {
+    // GLM-5-next's pooled indexer rows are a pool of their own too.
+    if arch.indexer.is_some() || arch.msa.is_some() || arch.glm5_next.is_some() {
         return None;
     }
     // Gemma 4's full layers hold heads of their own size and count, and DeepSeek-V4's

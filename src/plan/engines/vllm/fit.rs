@@ -197,6 +197,12 @@ pub enum Unmodelled {
     /// its block selection in the profile run.
     #[error("vLLM's MiniMax-M3 sparse attention (MSA) and its indexer cache are not modelled")]
     SparseAttention,
+    /// GLM-5-next's pooled indexer (its key, gate and pooled rows cached beside the latent)
+    /// and its four residual streams.
+    #[error(
+        "vLLM's GLM-5-next (its pooled indexer cache beside the latent, its mHC residual streams) is not modelled"
+    )]
+    PooledIndexer,
 }
 
 // The CUDA context, NCCL/custom all-reduce buffers and cuBLAS handles taken before the
@@ -263,6 +269,9 @@ pub fn fit(
     }
     if arch.msa.is_some() {
         return Err(Unmodelled::SparseAttention);
+    }
+    if arch.glm5_next.is_some() {
+        return Err(Unmodelled::PooledIndexer);
     }
     let tp = layout.tensor_parallel.max(1);
     let pp = layout.pipeline_parallel.clamp(1, arch.num_layers.max(1));
