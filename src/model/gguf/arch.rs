@@ -199,7 +199,7 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
         arch.moe = Some(experts_from(&k, &arch, experts, ffn, family));
     }
     arch.sliding_window = sliding_window(&k, family);
-    if family == Family::Gemma4 {
+    if matches!(family, Family::Gemma4 | Family::Gemma4Assistant) {
         gemma4::gemma4(&k, &mut arch)?;
     }
     if family == Family::KimiK3 {

@@ -120,6 +120,7 @@ pub(super) fn apply(
         Family::Mamba
         | Family::Mamba2
         | Family::Cohere2
+        | Family::Gemma4Assistant
         | Family::Starcoder2
         | Family::Rwkv6
         | Family::Rwkv7

@@ -20,6 +20,7 @@ mod encoder;
 mod ffn;
 mod gallocr;
 mod gemma4;
+mod gemma4_assistant;
 mod graph;
 mod inputs;
 mod kda;
@@ -260,6 +261,9 @@ fn whole(shape: Shape<'_>) -> Option<Graph> {
     let arch = shape.arch;
     if let Some(e) = arch.encoder {
         return encoder::whole(shape, e, shape.seqs);
+    }
+    if let Some(backbone) = arch.edge.map(|e| e.backbone).filter(|&b| b > 0) {
+        return gemma4_assistant::whole(shape, backbone);
     }
     let mut g = Graph::default();
     let (c, embd) = layer::inputs(&mut g, shape)?;
