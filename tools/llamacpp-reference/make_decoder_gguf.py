@@ -161,6 +161,11 @@ def deepseek2_keys(w: GGUFWriter, a) -> None:
         w.add_uint32(f"{k}.attention.indexer.head_count", a.indexer_heads)
         w.add_uint32(f"{k}.attention.indexer.key_length", a.indexer_dim)
         w.add_uint32(f"{k}.attention.indexer.top_k", a.indexer_top_k)
+    if a.indexer_types:
+        # GLM-5.2's indexer_types, as conversion/glm.py writes them: true for a "full" layer,
+        # false for a "shared" one reusing the previous full layer's top-k.
+        assert len(a.indexer_types) == a.layers, "--indexer-types needs one letter a layer"
+        w.add_indexer_types([c == "F" for c in a.indexer_types])
 
 
 def deepseek2_layer(t, b: str, a, i: int) -> None:
@@ -180,7 +185,10 @@ def deepseek2_layer(t, b: str, a, i: int) -> None:
         t(b + "attn_v_b.weight", (a.heads, a.v_dim, a.kv_lora))
     t(b + "attn_output.weight", (d, a.heads * a.v_dim))
     t(b + "ffn_norm.weight", (d,), F32)
-    if a.arch in ("deepseek32", "glm-dsa"):
+    # A GLM-5.2 "shared" layer has no indexer of its own (llama.cpp loads its tensors as not
+    # required and never reads them; assumed absent from the checkpoint).
+    shared = a.indexer_types and a.indexer_types[i] == "S"
+    if a.arch in ("deepseek32", "glm-dsa") and not shared:
         di = a.indexer_dim
         t(b + "indexer.k_norm.weight", (di,), F32)
         t(b + "indexer.k_norm.bias", (di,), F32)
@@ -387,6 +395,9 @@ def main() -> None:
     p.add_argument("--indexer-top-k", type=int, default=2048,
                    help="deepseek32: the keys each query attends (index_topk); minimax-m3: the "
                    "blocks (sparse_topk_blocks)")
+    p.add_argument("--indexer-types", default="",
+                   help="glm-dsa: F (full indexer) or S (shared: the previous full layer's "
+                   "top-k, no indexer tensors) per layer (GLM-5.2's indexer_types)")
     p.add_argument("--indexer-block", type=int, default=128,
                    help="minimax-m3: tokens a block (sparse_block_size)")
     p.add_argument("--indexer-local", type=int, default=1,
