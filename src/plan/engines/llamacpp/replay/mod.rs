@@ -127,6 +127,8 @@ struct Lazy {
     full_v_idxs: Option<usize>,
     /// MiniMax-M3's sparse-attention inputs, made by its first sparse layer.
     msa: Option<msa::MsaInputs>,
+    /// The last indexer's top-k and its bytes, which GLM-5.2's shared layers reuse.
+    top_k: Option<(usize, u64)>,
 }
 
 /// llama.cpp's CPU compute buffer for `arch`'s prompt graph of `tokens` tokens (every one an
