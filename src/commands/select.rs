@@ -141,7 +141,13 @@ fn llamacpp_config(
         llamacpp.projector = source.projector.clone();
     }
     if let Some(req) = select_draft(args, engine)? {
-        llamacpp.draft = Some(load_draft(&req, &args.settings, out)?);
+        let draft = load_draft(&req, &args.settings, out)?;
+        if let Demand::Model { source, .. } = demand {
+            if let Some(why) = draft.refusal(&source.arch) {
+                return Err(CliError::Usage(why).into());
+            }
+        }
+        llamacpp.draft = Some(draft);
     }
     for path in select_lora(args, engine)? {
         let adapter = crate::model::read_lora(&path)?;

@@ -68,6 +68,11 @@ pub enum Family {
     /// projection, V RMS-normed, no query scale, a scalar on each layer's output (llama.cpp's
     /// `gemma4` builder).
     Gemma4,
+    /// Gemma 4's assistant (`gemma4-assistant`, a draft for speculative decoding): Gemma 4's
+    /// layers without K or V of their own, reading the target's last sliding and full caches,
+    /// between a projection in from the target's embedding and hidden state and one back out
+    /// (llama.cpp's `gemma4-assistant` builder).
+    Gemma4Assistant,
     /// Phi-3: fused q/k/v and gate/up.
     Phi3,
     /// Llama 4: chunked attention, interleaved experts.
@@ -181,6 +186,7 @@ pub const FAMILIES: &[Spellings] = &[
     row(Family::Gemma2, &["gemma2"], &["gemma2"]),
     row(Family::Gemma3, &["gemma3"], &["gemma3", "gemma3_text"]),
     row(Family::Gemma4, &["gemma4"], &["gemma4", "gemma4_text"]),
+    row(Family::Gemma4Assistant, &["gemma4-assistant"], &[]),
     row(Family::Phi3, &["phi3"], &["phi3"]),
     row(Family::Llama4, &["llama4"], &["llama4", "llama4_text"]),
     row(Family::Cohere2, &["cohere2"], &[]),

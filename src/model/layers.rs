@@ -389,17 +389,23 @@ impl LayerWeights {
                 }
             }
         } else if name.starts_with("token_embd_norm.")
+            || name.starts_with("nextn.pre_projection.")
+            || name.starts_with("rope_freqs.")
             || name.starts_with("per_layer_model_proj.")
             || name.starts_with("per_layer_proj_norm.")
         {
-            // llama.cpp creates the embeddings' norm, and Gemma 4's projection to the
-            // per-layer embeddings and its norm, as the first layer's tensors.
+            // llama.cpp creates the embeddings' norm, Gemma 4's projection to the per-layer
+            // embeddings and its norm, and an assistant's projection in, as the first layer's
+            // tensors; the RoPE frequencies as the first layer's that uses them (Llama's first,
+            // Gemma 4's first full one, which is placed here with the first: a KiB on another
+            // device where the two are split).
             match self.layers.first_mut() {
                 Some(l) => *l += bytes,
                 None => self.input += bytes,
             }
         } else if name.starts_with("output.")
             || name.starts_with("output_norm.")
+            || name.starts_with("nextn.post_projection.")
             || name.starts_with("cls.")
         {
             // An encoder's classification head (`cls`, `cls.output`) is the output layer's.
@@ -439,7 +445,7 @@ impl LayerWeights {
         let prefix = layer.map(|l| format!("blk.{l}."));
         let mine = |name: &str| match &prefix {
             Some(p) => name.starts_with(p.as_str()),
-            None => ["output.", "output_norm.", "cls."]
+            None => ["output.", "output_norm.", "nextn.post_projection.", "cls."]
                 .iter()
                 .any(|p| name.starts_with(p)),
         };

@@ -413,6 +413,22 @@ fn config_json_readings_match_the_measured_ggufs() {
                 "indexer_types": ["full", "full", "full", "full"]
             }),
         ),
+        // GLM-5.2: GLM-5's layout with layers reusing the previous full layer's top-k.
+        (
+            "glm-5.2-layout.json",
+            serde_json::json!({
+                "model_type": "glm_moe_dsa", "hidden_size": 6144, "num_hidden_layers": 4,
+                "num_attention_heads": 64, "num_key_value_heads": 64,
+                "intermediate_size": 12288, "moe_intermediate_size": 2048,
+                "n_routed_experts": 16, "n_shared_experts": 1, "num_experts_per_tok": 8,
+                "n_group": 1, "topk_group": 1, "first_k_dense_replace": 1,
+                "kv_lora_rank": 512, "q_lora_rank": 2048, "qk_rope_head_dim": 64,
+                "qk_nope_head_dim": 192, "v_head_dim": 256, "vocab_size": 154880,
+                "tie_word_embeddings": false, "routed_scaling_factor": 2.5,
+                "index_n_heads": 32, "index_head_dim": 128, "index_topk": 2048,
+                "indexer_types": ["full", "shared", "full", "shared"]
+            }),
+        ),
         // Kimi-Linear as its checkpoint writes it: KDA's heads and its attention layers in
         // linear_attn_config (1-indexed), the experts under Kimi's own spellings.
         (
@@ -794,43 +810,39 @@ fn catalog_gemma_4_e2b_is_the_measured_shape() {
     assert!(rows.len() == 16 && failures.is_empty(), "{failures:#?}");
 }
 
-// A GLM-5.2 header whose layers share an indexer (`indexer.types` false), or that leaves the
-// types to llama.cpp's default for a million-token context, is refused naming the key.
+// A GLM-5.2 header's shared layers (`indexer.types` false), listed or left to llama.cpp's
+// default for a million-token context (two full layers, then one full in four), are read as
+// llama.cpp reads them; a first layer that shares is refused naming the key.
 #[test]
-fn glm_headers_with_shared_indexer_layers_are_refused() {
+fn glm_headers_with_shared_indexer_layers_are_read_as_llama_cpp_reads_them() {
     let name = "glm-5-layout.json";
     let doc = fixture(name);
-    let why = "glm-5-layout.json: field 'glm-dsa.attention.indexer.types' has layers sharing \
-               another layer's indexer (GLM-5.2's); gpumem models an indexer in every layer \
-               (GLM-5, GLM-5.1)";
-    let mut file = described_file(name, &doc);
-    file.metadata.insert(
-        "glm-dsa.attention.indexer.types".into(),
-        GgufValue::Array {
-            len: 4,
-            ints: vec![1, 1, 0, 0],
-        },
-    );
-    let err = arch_from_gguf(Path::new(name), &file).unwrap_err();
-    assert_eq!(err.to_string(), why);
+    let shared = |file: &gpumem::model::GgufFile| {
+        let arch = arch_from_gguf(Path::new(name), file).unwrap();
+        (0..4)
+            .map(|i| arch.indexer_shared.contains(i))
+            .collect::<Vec<_>>()
+    };
+    let types = |ints: Vec<i128>| {
+        let mut file = described_file(name, &doc);
+        file.metadata.insert(
+            "glm-dsa.attention.indexer.types".into(),
+            GgufValue::Array { len: 4, ints },
+        );
+        file
+    };
+    assert_eq!(shared(&types(vec![1, 1, 0, 0])), [false, false, true, true]);
+    assert_eq!(shared(&described_file(name, &doc)), [false; 4]);
     let mut file = described_file(name, &doc);
     file.metadata
         .insert("glm-dsa.context_length".into(), GgufValue::Int(1 << 20));
-    let err = arch_from_gguf(Path::new(name), &file).unwrap_err();
-    assert_eq!(err.to_string(), why);
-    // Every layer full: read.
-    let mut file = described_file(name, &doc);
-    file.metadata.insert(
-        "glm-dsa.attention.indexer.types".into(),
-        GgufValue::Array {
-            len: 4,
-            ints: vec![1; 4],
-        },
+    assert_eq!(shared(&file), [false, false, false, true]);
+    let err = arch_from_gguf(Path::new(name), &types(vec![0, 1, 1, 1])).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "glm-5-layout.json: field 'glm-dsa.attention.indexer.types' makes the first layer \
+         share an earlier layer's indexer, which llama.cpp refuses"
     );
-    assert!(arch_from_gguf(Path::new(name), &file)
-        .unwrap()
-        .indexer
-        .is_some());
 }
 
 // GLM-5-next's indexer rows are cached only where a layer runs its own indexer: the measured

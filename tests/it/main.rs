@@ -24,6 +24,7 @@ mod llamacpp_devices;
 mod llamacpp_draft;
 mod llamacpp_fit_context;
 mod llamacpp_gemma4;
+mod llamacpp_gemma4_assistant;
 mod llamacpp_hosts;
 mod llamacpp_lora;
 mod llamacpp_mmproj;

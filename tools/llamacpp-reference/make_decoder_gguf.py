@@ -51,6 +51,13 @@ model's dimensions and no weight data (a sparse file), like make_gguf.py.
             projection and norm), --kv-shared (the last layers without K/V of their own, reusing
             an earlier layer's cache), --double-wide (those layers' MLP twice --ffn, written as
             per-layer widths) and --full-v-proj (full layers with attn_v).
+  gemma4-assistant  Gemma 4's assistant (draft): gemma4's layers of --layer-types with no K, V or
+            K norm (every layer reads the target's cache), a model width of --hidden beside the
+            target's --backbone (embedding_length_out), nextn.pre_projection from the target's
+            embedding and hidden state side by side (2 x --backbone) to --hidden and
+            nextn.post_projection back to --backbone, every layer counted as nextn
+            (nextn_predict_layers = block_count), as conversion/gemma.py's
+            Gemma4AssistantModel writes it.
 
 Vectors are f32, matrices f16 (gpt-oss's experts MXFP4, as published).
 
@@ -154,6 +161,11 @@ def deepseek2_keys(w: GGUFWriter, a) -> None:
         w.add_uint32(f"{k}.attention.indexer.head_count", a.indexer_heads)
         w.add_uint32(f"{k}.attention.indexer.key_length", a.indexer_dim)
         w.add_uint32(f"{k}.attention.indexer.top_k", a.indexer_top_k)
+    if a.indexer_types:
+        # GLM-5.2's indexer_types, as conversion/glm.py writes them: true for a "full" layer,
+        # false for a "shared" one reusing the previous full layer's top-k.
+        assert len(a.indexer_types) == a.layers, "--indexer-types needs one letter a layer"
+        w.add_indexer_types([c == "F" for c in a.indexer_types])
 
 
 def deepseek2_layer(t, b: str, a, i: int) -> None:
@@ -173,7 +185,10 @@ def deepseek2_layer(t, b: str, a, i: int) -> None:
         t(b + "attn_v_b.weight", (a.heads, a.v_dim, a.kv_lora))
     t(b + "attn_output.weight", (d, a.heads * a.v_dim))
     t(b + "ffn_norm.weight", (d,), F32)
-    if a.arch in ("deepseek32", "glm-dsa"):
+    # A GLM-5.2 "shared" layer has no indexer of its own (llama.cpp loads its tensors as not
+    # required and never reads them; assumed absent from the checkpoint).
+    shared = a.indexer_types and a.indexer_types[i] == "S"
+    if a.arch in ("deepseek32", "glm-dsa") and not shared:
         di = a.indexer_dim
         t(b + "indexer.k_norm.weight", (di,), F32)
         t(b + "indexer.k_norm.bias", (di,), F32)
@@ -250,13 +265,13 @@ def gemma4_keys(w: GGUFWriter, a) -> None:
     w.add_head_count_kv([a.global_kv_heads if f else a.kv_heads for f in full])
     w.add_sliding_window_pattern([not f for f in full])
     w.add_key_length_swa(a.head_dim)
-    w.add_uint32("gemma4.attention.value_length_swa", a.head_dim)
+    w.add_uint32(f"{w.arch}.attention.value_length_swa", a.head_dim)
     w.add_rope_dimension_count(a.global_head_dim)
-    w.add_uint32("gemma4.rope.dimension_count_swa", a.head_dim)
-    w.add_float32("gemma4.rope.freq_base_swa", 10000.0)
-    w.add_uint32("gemma4.attention.shared_kv_layers", a.kv_shared)
-    w.add_uint32("gemma4.embedding_length_per_layer_input", a.per_layer_input)
-    w.add_float32("gemma4.final_logit_softcapping", 30.0)
+    w.add_uint32(f"{w.arch}.rope.dimension_count_swa", a.head_dim)
+    w.add_float32(f"{w.arch}.rope.freq_base_swa", 10000.0)
+    w.add_uint32(f"{w.arch}.attention.shared_kv_layers", a.kv_shared)
+    w.add_uint32(f"{w.arch}.embedding_length_per_layer_input", a.per_layer_input)
+    w.add_float32(f"{w.arch}.final_logit_softcapping", 30.0)
     # use_double_wide_mlp: the converter writes the widths per layer, the KV-sharing layers'
     # twice the others'.
     first_shared = a.layers - a.kv_shared
@@ -344,7 +359,8 @@ def main() -> None:
     p.add_argument("arch", choices=["gemma2", "gemma3", "qwen3", "qwen3moe", "mixtral", "cohere2",
                                     "phi3", "gpt-oss", "deepseek2", "deepseek32", "glm-dsa", "llama4", "glm4moe", "gemma",
                                     "qwen2moe", "starcoder2", "falcon", "gptneox",
-                                    "minimax-m2", "minimax-m3", "gemma4"])
+                                    "minimax-m2", "minimax-m3", "gemma4",
+                                    "gemma4-assistant"])
     p.add_argument("--shared-ffn", type=int, default=0, help="qwen2moe: the shared expert's width")
     p.add_argument("--norm-2", action="store_true", help="falcon: attn_norm_2 (Falcon-40B)")
     p.add_argument("--serial-residual", action="store_true",
@@ -379,6 +395,9 @@ def main() -> None:
     p.add_argument("--indexer-top-k", type=int, default=2048,
                    help="deepseek32: the keys each query attends (index_topk); minimax-m3: the "
                    "blocks (sparse_topk_blocks)")
+    p.add_argument("--indexer-types", default="",
+                   help="glm-dsa: F (full indexer) or S (shared: the previous full layer's "
+                   "top-k, no indexer tensors) per layer (GLM-5.2's indexer_types)")
     p.add_argument("--indexer-block", type=int, default=128,
                    help="minimax-m3: tokens a block (sparse_block_size)")
     p.add_argument("--indexer-local", type=int, default=1,
@@ -400,29 +419,37 @@ def main() -> None:
                    help="gemma4: per-layer embeddings' width (E2B/E4B: 256)")
     p.add_argument("--kv-shared", type=int, default=0,
                    help="gemma4: the last N layers reuse an earlier layer's KV cache")
+    p.add_argument("--backbone", type=int, default=0,
+                   help="gemma4-assistant: the target's hidden size (backbone_hidden_size)")
     p.add_argument("--double-wide", action="store_true",
                    help="gemma4: the KV-sharing layers' MLP twice --ffn (E2B)")
     p.add_argument("--full-v-proj", action="store_true",
                    help="gemma4: full layers with their own attn_v (E2B/E4B: no attention_k_eq_v)")
     a = p.parse_args()
     d = a.hidden
+    if a.arch == "gemma4-assistant":
+        # Every layer reads the target's cache (the converter writes num_kv_shared_layers, which
+        # transformers sets to num_hidden_layers); the layers are gemma4's otherwise.
+        assert a.backbone and a.backbone != d, "--backbone: the target's hidden size"
+        a.kv_shared = a.layers
 
     w = GGUFWriter(a.out, "llama" if a.arch == "mixtral" else a.arch)
     w.add_name(a.name)
     w.add_context_length(1 << 17)
     w.add_block_count(a.layers)
     w.add_embedding_length(d)
-    if a.arch != "gemma4":
+    g4 = a.arch in ("gemma4", "gemma4-assistant")
+    if not g4:
         w.add_feed_forward_length(a.ffn or a.expert_ffn)
     w.add_head_count(a.heads)
-    if a.arch == "gemma4":
+    if g4:
         gemma4_keys(w, a)
     else:
         w.add_head_count_kv(a.kv_heads)
     if a.arch in ("deepseek2", "deepseek32", "glm-dsa") and not a.legacy_mla:
         w.add_key_length(a.kv_lora + a.rope_dim)
         w.add_value_length(a.kv_lora)
-    elif a.arch == "gemma4":
+    elif g4:
         w.add_key_length(a.global_head_dim)
         w.add_value_length(a.global_head_dim)
     else:
@@ -470,11 +497,20 @@ def main() -> None:
         w.add_rope_dimension_count(a.rope_dim)
     if a.arch == "minimax-m3":
         minimax_m3_keys(w, a)
+    if a.arch == "gemma4-assistant":
+        w.add_uint32(f"{w.arch}.embedding_length_out", a.backbone)
+        w.add_uint32(f"{w.arch}.nextn_predict_layers", a.layers)
     # llama.cpp's Phi-3 loader looks its end-of-turn tokens up by name.
     add_vocab(w, a.vocab, ("<|endoftext|>", "<|end|>") if a.arch == "phi3" else ())
 
     t = lambda name, shape, ty=F16: add_tensor(w, name, shape, ty)
-    add_embeddings(w, a.vocab, d, tied=a.arch in ("gemma", "gemma2", "gemma3", "gemma4", "cohere2") or a.tied)
+    add_embeddings(w, a.vocab, d, tied=a.arch in ("gemma", "gemma2", "gemma3", "gemma4", "gemma4-assistant",
+                                                      "cohere2") or a.tied)
+    if a.arch == "gemma4-assistant":
+        # The target's embedding and hidden state side by side, down to the assistant's width;
+        # its hidden state back up to the target's.
+        t("nextn.pre_projection.weight", (d, 2 * a.backbone))
+        t("nextn.post_projection.weight", (a.backbone, d))
     if a.arch == "gemma4" and a.per_layer_input:
         gemma4_per_layer_inputs(t, a)
     if a.arch in ("starcoder2", "falcon", "gptneox"):
@@ -524,7 +560,7 @@ def main() -> None:
             t(b + "ffn_norm.weight", (d,), F32)
             gated_mlp(t, b, a)
             t(b + "post_ffw_norm.weight", (d,), F32)
-        elif a.arch == "gemma4":
+        elif g4:
             gemma4_layer(t, b, a, i)
         elif a.arch in ("deepseek2", "deepseek32", "glm-dsa"):
             deepseek2_layer(t, b, a, i)

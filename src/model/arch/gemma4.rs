@@ -21,6 +21,10 @@ pub struct EdgeLayout {
     pub kv_shared_layers: u64,
     /// Those layers' MLP is twice `intermediate_size` wide (`use_double_wide_mlp`).
     pub double_wide_mlp: bool,
+    /// An assistant's target width (`backbone_hidden_size`, a GGUF's `embedding_length_out`;
+    /// 0: not an assistant): every layer reads the target's caches, and the model projects the
+    /// target's embedding and hidden state side by side (twice this) in and its own back out.
+    pub backbone: u64,
 }
 
 impl ModelArch {
@@ -41,6 +45,10 @@ impl ModelArch {
     /// before the sharing ones of `i`'s kind (the one before it for a sliding layer, which
     /// [`ModelArch::kv_sharing_ok`] checks); `None` for a layer with a cache of its own.
     pub fn kv_source(&self, i: u64) -> Option<u64> {
+        // An assistant's caches are the target's, placed as its own layers are.
+        if self.edge.is_some_and(|e| e.backbone > 0) {
+            return Some(i);
+        }
         let first = self.first_kv_shared_layer();
         if i < first {
             return None;
@@ -54,7 +62,7 @@ impl ModelArch {
     /// transformers' `kv_sharing_modes` requires: `Err` names what does not hold.
     pub fn kv_sharing_ok(&self) -> Result<(), &'static str> {
         let first = self.first_kv_shared_layer();
-        if first >= self.num_layers {
+        if first >= self.num_layers || self.edge.is_some_and(|e| e.backbone > 0) {
             return Ok(());
         }
         if first < 2 {
@@ -104,7 +112,9 @@ impl ModelArch {
             w(self.num_layers),
             w(e.per_layer_input),
         );
-        let mut added = 0;
+        // An assistant's projections: in from the target's embedding and hidden state, out to
+        // the target's width.
+        let mut added = 3 * w(e.backbone) * h;
         if e.per_layer_input > 0 {
             added += self.per_layer_table_params() + h * layers * p + p + layers * (2 * h * p + h);
         }

@@ -15,6 +15,17 @@ impl ModelArch {
             .saturating_add(indexer)
     }
 
+    /// Layer `i`'s KV elements a token: [`ModelArch::kv_elements_per_token_layer`] without the
+    /// indexer's key in a layer that reuses an earlier layer's top-k (GLM-5.2's shared layers
+    /// keep no indexer cache).
+    pub fn layer_kv_elements_per_token(&self, i: u64) -> u64 {
+        let all = self.kv_elements_per_token_layer();
+        match self.indexer {
+            Some(x) if self.indexer_shared.contains(i) => all.saturating_sub(x.head_dim),
+            _ => all,
+        }
+    }
+
     /// The attention's own KV elements a token and layer (K and V, or MLA's latent), without a
     /// sparse-attention indexer's keys.
     pub fn dense_kv_elements_per_token_layer(&self) -> u64 {
@@ -91,7 +102,6 @@ impl ModelArch {
     /// sliding-window layers `swa_cells` (an engine's own cell rounding applied by the caller).
     /// Layers reusing an earlier layer's cache (Gemma 4 E2B/E4B) hold none of their own.
     pub fn kv_elements_in_cells(&self, full_cells: u64, swa_cells: u64) -> u128 {
-        let per = u128::from(self.kv_elements_per_token_layer());
         (0..self.num_layers)
             .filter(|&i| self.has_own_kv(i))
             .map(|i| {
@@ -105,7 +115,7 @@ impl ModelArch {
                         let (k, v) = self.layer_kv_widths(i);
                         u128::from(k) + u128::from(v)
                     }
-                    None => per,
+                    None => u128::from(self.layer_kv_elements_per_token(i)),
                 };
                 (per + u128::from(self.indexer_cache_elements_per_token(i))) * u128::from(cells)
             })

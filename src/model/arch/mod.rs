@@ -465,6 +465,9 @@ pub struct ModelArch {
     /// Sparse attention's lightning indexer over latent attention (DeepSeek-V3.2); `None`:
     /// dense attention.
     pub indexer: Option<Indexer>,
+    /// Layers that reuse the previous full layer's top-k instead of an indexer of their own
+    /// (GLM-5.2's `indexer_types` "shared"): no indexer weights and no indexer cache.
+    pub indexer_shared: SlidingLayers,
     /// The sliding window transformers' attention applies where llama.cpp applies none or
     /// keeps no trace of it (config.json's `sliding_window` for Mistral, Mixtral and Phi-3,
     /// and for Qwen2/3 under `use_sliding_window`): a training step past it needs a mask.
@@ -642,6 +645,7 @@ pub fn llama_like(
         mla_full_cache: false,
         joint_qkvz: false,
         indexer: None,
+        indexer_shared: SlidingLayers::Listed(Vec::new()),
         transformers_window: None,
         encoder: None,
         full_attention: None,

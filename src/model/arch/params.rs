@@ -24,7 +24,12 @@ impl ModelArch {
     /// ([`ModelArch::layer_heads`]; a full layer whose V is its K projection has no `v_proj`).
     fn all_attention_params(&self) -> u128 {
         let Some(full) = self.full_attention else {
-            return u128::from(self.attention_layer_count()) * self.attention_params_wide();
+            // GLM-5.2's shared layers have no indexer.
+            let shared = (0..self.num_layers)
+                .filter(|&i| self.indexer_shared.contains(i))
+                .count() as u128;
+            return u128::from(self.attention_layer_count()) * self.attention_params_wide()
+                - shared * self.indexer_params();
         };
         let sliding = (0..self.num_layers)
             .filter(|&i| self.has_attention(i) && self.is_sliding_layer(i))
@@ -32,6 +37,22 @@ impl ModelArch {
         let global = u128::from(self.attention_layer_count()) - sliding;
         sliding * self.attention_params_wide()
             + global * self.attention_params_of(full.head_dim, full.kv_heads, full.k_eq_v)
+    }
+
+    /// A sparse-attention indexer's parameters in one layer: its query from the compressed q,
+    /// its key (LayerNormed, biased) and its per-head weights from the layer's input.
+    fn indexer_params(&self) -> u128 {
+        let w = u128::from;
+        let h = w(self.hidden_size);
+        let q_lora_rank = match &self.attention {
+            Attention::Mla { q_lora_rank, .. } => *q_lora_rank,
+            Attention::Standard { .. } => None,
+        };
+        self.indexer.map_or(0, |i| {
+            let (heads, dim) = (w(i.heads), w(i.head_dim));
+            let q_rank = q_lora_rank.map_or(h, w);
+            q_rank * heads * dim + h * dim + 2 * dim + h * heads
+        })
     }
 
     /// One attention block's parameters at `head_dim` and `kv_heads` (`k_eq_v`: no V
@@ -83,12 +104,7 @@ impl ModelArch {
                 let o = heads * w(*v_head_dim) * h;
                 // The indexer: its query from the compressed q, its key (LayerNormed, biased)
                 // and its per-head weights from the layer's input.
-                let indexer = self.indexer.map_or(0, |i| {
-                    let (heads, dim) = (w(i.heads), w(i.head_dim));
-                    let q_rank = q_lora_rank.map_or(h, w);
-                    q_rank * heads * dim + h * dim + 2 * dim + h * heads
-                });
-                q + kv_a + kv_b + o + indexer
+                q + kv_a + kv_b + o + self.indexer_params()
             }
         }
     }

@@ -193,13 +193,14 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
         latent_attention(&k, &mut arch, rank, heads);
     }
     if family.has_sparse_attention() {
-        arch.indexer = Some(indexer(&k, family, layers)?);
+        arch.indexer = Some(indexer(&k)?);
+        arch.indexer_shared = shared_indexer_layers(&k, family, layers)?;
     }
     if let Some(experts) = k.get("expert_count").filter(|&v| v > 0) {
         arch.moe = Some(experts_from(&k, &arch, experts, ffn, family));
     }
     arch.sliding_window = sliding_window(&k, family);
-    if family == Family::Gemma4 {
+    if matches!(family, Family::Gemma4 | Family::Gemma4Assistant) {
         gemma4::gemma4(&k, &mut arch)?;
     }
     if family == Family::KimiK3 {
@@ -605,26 +606,39 @@ fn latent_attention(k: &Keys<'_>, arch: &mut ModelArch, rank: u64, heads: u64) {
     arch.mla_full_cache = !split;
 }
 
-/// The lightning indexer's keys. GLM-5.2's layers that reuse an earlier layer's top-k
-/// (`attention.indexer.types` false, or llama.cpp's default pattern for a context of 2^20 or
-/// more) are refused: gpumem models an indexer in every layer.
-fn indexer(k: &Keys<'_>, family: Family, layers: u64) -> Result<Indexer, ModelError> {
-    if family == Family::GlmDsa {
-        let key = "attention.indexer.types";
-        let shared = match k.file.metadata.get(&format!("{}.{key}", k.a)) {
-            Some(_) => k.per_layer(key, layers)?.contains(&0),
-            // llama.cpp's glm-dsa: GLM-5.2's default pattern from a 2^20-token context.
-            None => k.get("context_length").is_some_and(|n| n >= 1 << 20),
-        };
-        if shared {
-            return Err(k.bad(
-                key,
-                "has layers sharing another layer's indexer (GLM-5.2's); gpumem models an \
-                 indexer in every layer (GLM-5, GLM-5.1)"
-                    .into(),
-            ));
-        }
+/// GLM-5.2's layers that reuse the previous full layer's top-k (`attention.indexer.types`
+/// false), as llama.cpp's `glm-dsa` reads them: without the key, none below a 2^20-token
+/// context (GLM-5, 5.1) and GLM-5.2's own pattern from one (two full layers, then one full in
+/// four, over its 78). A first layer without an indexer has no top-k to reuse (llama.cpp
+/// asserts): refused.
+fn shared_indexer_layers(
+    k: &Keys<'_>,
+    family: Family,
+    layers: u64,
+) -> Result<SlidingLayers, ModelError> {
+    let key = "attention.indexer.types";
+    if family != Family::GlmDsa {
+        return Ok(SlidingLayers::Listed(Vec::new()));
     }
+    let shared: Vec<bool> = match k.file.metadata.get(&format!("{}.{key}", k.a)) {
+        Some(_) => k.per_layer(key, layers)?.iter().map(|&t| t == 0).collect(),
+        None if k.get("context_length").is_some_and(|n| n >= 1 << 20) => (0..layers)
+            .map(|i| !(i < 2 || (i < 78 && (i - 2) % 4 == 0)))
+            .collect(),
+        None => Vec::new(),
+    };
+    if shared.first() == Some(&true) {
+        return Err(k.bad(
+            key,
+            "makes the first layer share an earlier layer's indexer, which llama.cpp refuses"
+                .into(),
+        ));
+    }
+    Ok(SlidingLayers::Listed(shared))
+}
+
+/// The lightning indexer's keys.
+fn indexer(k: &Keys<'_>) -> Result<Indexer, ModelError> {
     Ok(Indexer {
         heads: k.req("attention.indexer.head_count")?,
         head_dim: k.req("attention.indexer.key_length")?,

@@ -11,6 +11,7 @@
 use super::Keys;
 use crate::model::arch::{EdgeLayout, FullAttention, ModelArch, SlidingLayers, SlidingWindow};
 use crate::model::error::ModelError;
+use crate::model::family::Family;
 
 /// Reads Gemma 4's layer widths and windows into `arch` (whose `head_dim` is the file's
 /// `key_length`, as read for every family), or refuses what is not modelled.
@@ -118,7 +119,15 @@ pub(super) fn gemma4(k: &Keys<'_>, arch: &mut ModelArch) -> Result<(), ModelErro
 fn edge(k: &Keys<'_>, arch: &mut ModelArch) -> Result<Option<EdgeLayout>, ModelError> {
     let layers = arch.num_layers;
     let per_layer_input = k.get("embedding_length_per_layer_input").unwrap_or(0);
-    let shared = k.get("attention.shared_kv_layers").unwrap_or(0);
+    // An assistant (`gemma4-assistant`): every layer reads the target's caches.
+    let backbone = match Family::from_gguf(k.a) {
+        Family::Gemma4Assistant => assistant_backbone(k, arch)?,
+        _ => 0,
+    };
+    let shared = match backbone {
+        0 => k.get("attention.shared_kv_layers").unwrap_or(0),
+        _ => layers,
+    };
     let first_shared = layers.saturating_sub(shared);
     let widths = k.per_layer("feed_forward_length", layers).ok();
     let double_wide = match widths.as_deref() {
@@ -146,7 +155,7 @@ fn edge(k: &Keys<'_>, arch: &mut ModelArch) -> Result<Option<EdgeLayout>, ModelE
     if per_layer_input == 0 && shared == 0 {
         return Ok(None);
     }
-    if shared >= layers {
+    if shared >= layers && backbone == 0 {
         return Err(k.bad(
             "attention.shared_kv_layers",
             format!("is {shared}, leaving no layer a KV cache of its own"),
@@ -185,7 +194,30 @@ fn edge(k: &Keys<'_>, arch: &mut ModelArch) -> Result<Option<EdgeLayout>, ModelE
         per_layer_input,
         kv_shared_layers: shared,
         double_wide_mlp: double_wide,
+        backbone,
     }))
+}
+
+/// An assistant's target width (`embedding_length_out`), which llama.cpp requires to differ
+/// from its own, with every layer counted as a next-token layer (`nextn_predict_layers`) as
+/// the converter writes them; other layouts are refused.
+fn assistant_backbone(k: &Keys<'_>, arch: &ModelArch) -> Result<u64, ModelError> {
+    let backbone = k.req("embedding_length_out")?;
+    if backbone == arch.hidden_size || backbone == 0 {
+        return Err(k.bad(
+            "embedding_length_out",
+            format!("is {backbone}: a Gemma 4 assistant's must be its target's width, not its own"),
+        ));
+    }
+    if k.get("nextn_predict_layers") != Some(arch.num_layers) {
+        return Err(k.bad(
+            "nextn_predict_layers",
+            "is not block_count: an assistant with layers of its own beside its next-token \
+             layers is not modelled yet"
+                .into(),
+        ));
+    }
+    Ok(backbone)
 }
 
 /// 26B-A4B's experts: in every layer, beside the dense MLP (counted as the shared expert, of

@@ -117,6 +117,7 @@ pub(super) fn apply(
         Family::DeepseekV32 | Family::GlmDsa => {
             mla(f, arch, c.heads)?;
             arch.indexer = Some(indexer(f)?);
+            arch.indexer_shared = shared_indexer_layers(f)?;
         }
         // State-space models are read whole by `recurrent::state_space`.
         // Read as the shared decoder: the state-space models return earlier, and the families
@@ -124,6 +125,7 @@ pub(super) fn apply(
         Family::Mamba
         | Family::Mamba2
         | Family::Cohere2
+        | Family::Gemma4Assistant
         | Family::Starcoder2
         | Family::Rwkv6
         | Family::Rwkv7
@@ -200,23 +202,38 @@ fn mla(f: &mut Fields<'_>, arch: &mut ModelArch, heads: u64) -> Result<(), Model
 /// The lightning indexer of DeepSeek-V3.2 and GLM-5. Layers that reuse an earlier layer's
 /// top-k (GLM-5.2's `indexer_types` "shared", or the `index_topk_freq`/`index_topk_pattern`
 /// that derive them) are refused: gpumem models an indexer in every layer.
-fn indexer(f: &mut Fields<'_>) -> Result<Indexer, ModelError> {
-    let shared_listed = f
+/// GLM-5.2's layers that reuse the previous full layer's top-k (`indexer_types` "shared"),
+/// as the converter writes them to the GGUF; a first layer that shares is refused (llama.cpp
+/// asserts it follows a full one).
+fn shared_indexer_layers(f: &mut Fields<'_>) -> Result<SlidingLayers, ModelError> {
+    let shared: Vec<bool> = f
         .map
         .get("indexer_types")
         .and_then(Value::as_array)
-        .is_some_and(|t| t.iter().any(|v| v.as_str() == Some("shared")));
+        .map(|t| t.iter().map(|v| v.as_str() == Some("shared")).collect())
+        .unwrap_or_default();
+    if shared.first() == Some(&true) {
+        return Err(f.bad(
+            "indexer_types",
+            "makes the first layer share an earlier layer's indexer, which llama.cpp refuses"
+                .into(),
+        ));
+    }
+    Ok(SlidingLayers::Listed(shared))
+}
+
+fn indexer(f: &mut Fields<'_>) -> Result<Indexer, ModelError> {
     let every_layer = f.uint(&["index_topk_freq"])?.is_none_or(|n| n <= 1)
         && !f
             .map
             .get("index_topk_pattern")
             .and_then(Value::as_str)
             .is_some_and(|p| p.contains('S'));
-    if shared_listed || !every_layer {
+    if !every_layer {
         return Err(f.bad(
-            "indexer_types",
-            "has layers sharing another layer's indexer (GLM-5.2's); gpumem models an indexer \
-             in every layer (GLM-5, GLM-5.1)"
+            "index_topk_freq",
+            "has layers reusing another layer's top-k by frequency or pattern; gpumem models \
+             GLM-5.2's indexer_types listing them"
                 .into(),
         ));
     }

@@ -90,6 +90,7 @@ fn edge(f: &mut Fields<'_>, arch: &ModelArch) -> Result<Option<EdgeLayout>, Mode
         per_layer_input,
         kv_shared_layers: shared,
         double_wide_mlp,
+        backbone: 0,
     };
     if shared >= arch.num_layers {
         return Err(f.bad(

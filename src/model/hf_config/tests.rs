@@ -262,22 +262,36 @@ fn falcon_h1_attends_beside_its_mixer_in_every_layer() {
 }
 
 #[test]
-fn glm5_layers_sharing_an_indexer_are_refused_by_name() {
+fn glm5_2_layers_sharing_an_indexer_are_read_from_indexer_types() {
     // GLM-5 and GLM-5.1: an indexer in every layer (the class's default), read.
     let (arch, _) = parse(json!({ "model_type": "glm_moe_dsa" })).unwrap();
     let i = arch.indexer.unwrap();
     assert_eq!((i.heads, i.head_dim, i.top_k), (32, 128, 2048));
-    // GLM-5.2's shared layers, listed or derived, are not estimated silently.
-    for shared in [
-        json!({ "model_type": "glm_moe_dsa", "indexer_types": ["full", "shared"] }),
+    assert!(!arch.indexer_shared.contains(1));
+    // GLM-5.2's indexer_types: a shared layer has no indexer weights and no indexer cache.
+    let types = |t: Value| json!({ "model_type": "glm_moe_dsa", "indexer_types": t });
+    let (shared, _) = parse(types(json!(["full", "shared"]))).unwrap();
+    let (full, _) = parse(types(json!(["full", "full"]))).unwrap();
+    assert!(shared.indexer_shared.contains(1) && !shared.indexer_shared.contains(0));
+    assert_eq!(
+        full.layer_kv_elements_per_token(1) - shared.layer_kv_elements_per_token(1),
+        128
+    );
+    assert!(full.params().total > shared.params().total);
+    // The first layer has no earlier top-k to reuse; a frequency or pattern is another
+    // spelling gpumem does not read.
+    assert!(parse(types(json!(["shared", "full"])))
+        .unwrap_err()
+        .to_string()
+        .contains("first layer"));
+    for other in [
         json!({ "model_type": "glm_moe_dsa", "index_topk_freq": 4 }),
         json!({ "model_type": "glm_moe_dsa", "index_topk_pattern": "FFSS" }),
     ] {
-        assert_eq!(
-            parse(shared).unwrap_err().to_string(),
-            "config.json: field 'indexer_types' has layers sharing another layer's indexer \
-             (GLM-5.2's); gpumem models an indexer in every layer (GLM-5, GLM-5.1)"
-        );
+        assert!(parse(other)
+            .unwrap_err()
+            .to_string()
+            .contains("index_topk_freq"));
     }
 }
 

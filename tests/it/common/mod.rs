@@ -375,6 +375,20 @@ pub fn described_gguf_bytes(name: &str, doc: &Value) -> (Vec<u8>, u64) {
                 out.extend(6u32.to_le_bytes());
                 out.extend((n.as_f64().unwrap() as f32).to_le_bytes());
             }
+            // Arrays as the converter writes them: Gemma 4's sliding pattern (bools) and its
+            // per-layer widths and head counts (i32).
+            Value::Array(items) => {
+                let bools = items.iter().all(Value::is_boolean);
+                out.extend(9u32.to_le_bytes());
+                out.extend(if bools { 7u32 } else { 5u32 }.to_le_bytes());
+                out.extend((items.len() as u64).to_le_bytes());
+                for v in items {
+                    match v.as_bool() {
+                        Some(b) => out.push(u8::from(b)),
+                        None => out.extend((v.as_i64().unwrap() as i32).to_le_bytes()),
+                    }
+                }
+            }
             other => panic!("{name}: metadata {key} = {other}"),
         }
     }

@@ -9,13 +9,23 @@
 //! rows, at most a batch (`common_speculative_get_output_limits`). llama.cpp's fit counts the
 //! draft beside the target at every context it tries (`common_fit_extra_model`), but moves only
 //! the target's layers.
+//!
+//! A Gemma 4 assistant (`gemma4-assistant`) drafts as llama-server's `draft-mtp` does (it
+//! names no such type from the file, whose layers are not MTP blocks, so the launch says it):
+//! an MTP context whose `ctx_other` is the target's (`common_speculative_init_result`), its
+//! layers viewing the target's last sliding and full caches, so it has no cache of its own and
+//! reads the target's at the target's cache type. llama.cpp's fit measures a draft alone,
+//! which an assistant cannot be ("requires ctx_other"): it fits the target without the
+//! assistant's weights and compute buffers, which gpumem counts.
 
 use std::path::PathBuf;
 
 use serde::Serialize;
 
 use super::placement::{device_uses, on_cpu, DeviceUse, Offload};
-use crate::model::{LayerWeights, ModelSource, DEFAULT_WEIGHT_PRECISION, KV_F16};
+use crate::model::{
+    Family, LayerWeights, ModelArch, ModelSource, DEFAULT_WEIGHT_PRECISION, KV_F16,
+};
 use crate::plan::engines::Settings;
 
 /// llama-server's logical batch (`-b`, 2048), which caps the target's rows of logits.
@@ -61,11 +71,62 @@ impl LlamaCppDraft {
         self.n_gpu_layers.map_or(all, |n| n.min(all))
     }
 
-    /// The draft's run from the target's `s`: its context, streams, devices and `-np`.
+    /// A Gemma 4 assistant: it reads the target's caches and drafts as `draft-mtp`.
+    pub fn is_assistant(&self) -> bool {
+        self.source.arch.family_kind() == Family::Gemma4Assistant
+    }
+
+    /// llama-server's `--spec-type` for this draft.
+    pub fn spec_type(&self) -> &'static str {
+        match self.is_assistant() {
+            true => "draft-mtp",
+            false => "draft-simple",
+        }
+    }
+
+    /// Why llama.cpp cannot draft with this model for `target` (`None`: it can). An assistant
+    /// views the target's last two layers' caches as a sliding and a full one of its own head
+    /// sizes and KV heads (llama_kv_cache_iswa's shared layers) and reads rows as wide as the
+    /// target's embeddings (`common_speculative_impl_draft_mtp` asserts the widths), so it
+    /// drafts only for the Gemma 4 it was made for.
+    pub fn refusal(&self, target: &ModelArch) -> Option<String> {
+        let a = &self.source.arch;
+        if !self.is_assistant() {
+            return None;
+        }
+        let name = &self.source.name;
+        if target.family_kind() != Family::Gemma4 {
+            return Some(format!(
+                "{name} is a Gemma 4 assistant: llama.cpp drafts with it only for a Gemma 4 \
+                 target, whose caches it reads ({} is {})",
+                target.name, target.family
+            ));
+        }
+        let backbone = a.edge.map_or(0, |e| e.backbone);
+        let n = target.num_layers;
+        let tail_ok = n >= 2 && target.is_sliding_layer(n - 2) && !target.is_sliding_layer(n - 1);
+        let heads = |x: &ModelArch| {
+            let f = x.full_attention.map(|f| (f.head_dim, f.kv_heads));
+            (x.head_dim, x.num_kv_heads, f)
+        };
+        if backbone != target.hidden_size || !tail_ok || heads(a) != heads(target) {
+            return Some(format!(
+                "{name} is a Gemma 4 assistant for a target {backbone} wide whose last two \
+                 layers are a sliding and a full one of its head sizes: {} is not that target",
+                target.name
+            ));
+        }
+        None
+    }
+
+    /// The draft's run from the target's `s`: its context, streams, devices and `-np` (an
+    /// assistant's cache type the target's, whose caches it reads).
     fn settings(&self, s: &Settings) -> Settings {
         let mut d = s.clone();
-        d.kv_dtype = KV_F16;
-        d.kv_dtype_auto = false;
+        if !self.is_assistant() {
+            d.kv_dtype = KV_F16;
+            d.kv_dtype_auto = false;
+        }
         d.llamacpp.outputs = Some(s.llamacpp.parallel.max(1));
         d
     }
@@ -123,6 +184,8 @@ pub struct DraftAccount {
     pub load: DraftRef,
     /// `--spec-draft-n-max`.
     pub n_max: u64,
+    /// `--spec-type`: `draft-simple`, or `draft-mtp` for a Gemma 4 assistant.
+    pub spec_type: &'static str,
     /// `-ngld`, the output layer counted as one.
     pub n_gpu_layers: u64,
     /// Its bytes on each GPU, in the target's order (inside the account's `devices`).

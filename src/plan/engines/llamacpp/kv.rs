@@ -35,7 +35,6 @@ pub fn kv_bytes_per_layer(arch: &ModelArch, s: &Settings) -> Vec<u64> {
         return kv_bytes_per_layer_by_width(arch, s);
     }
     let (cells, swa_cells) = kv_cells(arch, s);
-    let per = u128::from(arch.kv_elements_per_token_layer());
     let state = arch.ssm.map_or(0, |m| m.state_elements_per_layer() * 4);
     (0..arch.num_layers)
         .map(|i| {
@@ -51,6 +50,7 @@ pub fn kv_bytes_per_layer(arch: &ModelArch, s: &Settings) -> Vec<u64> {
                 // MiniMax-M3's sparse layers and GLM-5-next's full-indexer layers: the
                 // indexer's cache beside.
                 let msa = u128::from(arch.indexer_cache_elements_per_token(i));
+                let per = u128::from(arch.layer_kv_elements_per_token(i));
                 s.kv_dtype.bytes_for(per * u128::from(c))
                     + s.kv_dtype.bytes_for(msa * u128::from(c))
             } else {
@@ -156,6 +156,8 @@ pub fn kv_row_padding_per_layer(arch: &ModelArch, s: &Settings) -> Vec<u64> {
                 let (k, v) = cached_widths(arch, s, i);
                 pad(k).saturating_add(pad(v))
             }
+            // GLM-5.2's shared layers: the latent alone.
+            true if arch.indexer.is_some() && arch.indexer_shared.contains(i) => pad(k),
             true => per.saturating_add(msa(i)),
         })
         .collect()

@@ -137,7 +137,8 @@ pub(crate) fn launch(model: &[String], plan: &Plan, s: &LaunchSettings) -> Launc
 /// `--no-op-offload` where they differ from llama-server's defaults, the fit's `-ts` (or the
 /// plan's split over several GPUs, RPC devices first) and its `-ot` overrides.
 /// The draft beside the model: llama-server drafts with it only when told the type
-/// (`--spec-type draft-simple`; a plain `-md` loads it and never drafts).
+/// (`--spec-type draft-simple`, or `draft-mtp` for a Gemma 4 assistant; a plain `-md` loads it
+/// and never drafts).
 fn draft_args(d: &super::DraftAccount) -> Vec<String> {
     let (flag, name) = match &d.load {
         super::DraftRef::File(path) => ("-md", path.display().to_string()),
@@ -147,7 +148,7 @@ fn draft_args(d: &super::DraftAccount) -> Vec<String> {
         flag.into(),
         name,
         "--spec-type".into(),
-        "draft-simple".into(),
+        d.spec_type.into(),
         "--spec-draft-n-max".into(),
         d.n_max.to_string(),
         "-ngld".into(),

@@ -355,6 +355,7 @@ fn account(
                 model: d.source.name.clone(),
                 load: d.load.clone(),
                 n_max: d.n_max,
+                spec_type: d.spec_type(),
                 n_gpu_layers: if devices.is_empty() {
                     0
                 } else {

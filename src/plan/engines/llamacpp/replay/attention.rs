@@ -213,7 +213,7 @@ pub(super) fn attention_block(
 ) -> Option<usize> {
     let attended = match c.b.mla {
         Some(d) => {
-            let attended = latent(c, g, lazy, cur, d, inputs)?;
+            let attended = latent(c, g, lazy, (cur, layer), d, inputs)?;
             g.expand(attended);
             attended
         }
@@ -452,7 +452,7 @@ fn latent(
     c: &super::Ctx<'_>,
     g: &mut Graph,
     lazy: &mut super::Lazy,
-    cur: usize,
+    (cur, layer): (usize, u64),
     d: super::Mla,
     inputs: CacheInputs,
 ) -> Option<usize> {
@@ -469,7 +469,7 @@ fn latent(
     // Sparse attention: the indexer's keys cached first, and the mask its top-k leaves open.
     let inputs = match (c.b.dsa, d.q_lora) {
         (Some(indexer), Some(rank)) => CacheInputs {
-            mask: super::sparse::sparse_mask(c, g, (cur, q_in, rank), indexer, inputs)?,
+            mask: super::sparse::layer_mask(c, g, lazy, (cur, q_in, rank, layer), indexer, inputs)?,
             ..inputs
         },
         _ => inputs,

@@ -150,8 +150,8 @@ pub(super) fn modelled(arch: &ModelArch) -> Option<Builder> {
         gemma: f.gemma,
         gemma4: f.gemma4,
         // Gemma 4's final norm over every token is an output of its own (the hidden state a
-        // draft model reads), the output rows gathered after it.
-        nextn: f.gemma4,
+        // draft model reads), the output rows gathered after it (not its assistant's).
+        nextn: f.gemma4 && family == Family::Gemma4,
         fused: f.fused,
         llama4: f.llama4,
         cohere: f.cohere,
@@ -240,9 +240,13 @@ impl Flags {
             oss: family == Family::GptOss,
             gemma: matches!(
                 family,
-                Family::Gemma | Family::Gemma2 | Family::Gemma3 | Family::Gemma4
+                Family::Gemma
+                    | Family::Gemma2
+                    | Family::Gemma3
+                    | Family::Gemma4
+                    | Family::Gemma4Assistant
             ),
-            gemma4: family == Family::Gemma4,
+            gemma4: matches!(family, Family::Gemma4 | Family::Gemma4Assistant),
             fused: family == Family::Phi3,
             llama4: family == Family::Llama4,
             cohere: family == Family::Cohere2,
@@ -284,7 +288,7 @@ fn family_ok(
         Family::Qwen3 | Family::Qwen3Moe | Family::Gemma3 => qk_norm,
         // Gemma 4: dense, or (26B-A4B) softmax-routed experts in every layer beside the dense
         // MLP, which is the shared expert's width.
-        Family::Gemma4 => {
+        Family::Gemma4 | Family::Gemma4Assistant => {
             qk_norm
                 && !qkv_bias
                 && !o_bias

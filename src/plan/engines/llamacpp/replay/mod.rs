@@ -23,6 +23,7 @@ mod encoder;
 mod ffn;
 mod gallocr;
 mod gemma4;
+mod gemma4_assistant;
 mod graph;
 mod inputs;
 mod kda;
@@ -129,6 +130,8 @@ struct Lazy {
     full_v_idxs: Option<usize>,
     /// MiniMax-M3's sparse-attention inputs, made by its first sparse layer.
     msa: Option<msa::MsaInputs>,
+    /// The last indexer's top-k and its bytes, which GLM-5.2's shared layers reuse.
+    top_k: Option<(usize, u64)>,
 }
 
 /// llama.cpp's CPU compute buffer for `arch`'s prompt graph of `tokens` tokens (every one an
@@ -266,6 +269,9 @@ fn whole(shape: Shape<'_>) -> Option<Graph> {
     }
     if let Some(v4) = &arch.deepseek_v4 {
         return deepseek4::whole(shape, v4);
+    }
+    if let Some(backbone) = arch.edge.map(|e| e.backbone).filter(|&b| b > 0) {
+        return gemma4_assistant::whole(shape, backbone);
     }
     let mut g = Graph::default();
     let (c, embd) = layer::inputs(&mut g, shape)?;

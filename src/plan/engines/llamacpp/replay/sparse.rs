@@ -7,17 +7,36 @@
 use super::graph::*;
 use super::inputs::CacheInputs;
 
+/// Layer `layer`'s sparse mask: its indexer's (keeping its top-k in `lazy`), or, in a layer
+/// that shares the previous full layer's (GLM-5.2), the mask that top-k leaves open.
+pub(super) fn layer_mask(
+    c: &super::Ctx<'_>,
+    g: &mut Graph,
+    lazy: &mut super::Lazy,
+    (cur, q_in, rank, layer): (usize, usize, u64, u64),
+    d: crate::model::Indexer,
+    inputs: CacheInputs,
+) -> Option<usize> {
+    if c.arch.indexer_shared.contains(layer) {
+        return Some(unmasked(g, inputs, lazy.top_k?));
+    }
+    let (mask, top_k) = sparse_mask(c, g, (cur, q_in, rank), d, inputs)?;
+    lazy.top_k = Some(top_k);
+    Some(mask)
+}
+
 /// The layer's sparse mask over the latent cache: the indexer's keys written to their cache
 /// (expanded here, before the attention's own Q, K and V, as the builder orders them), then,
-/// unexpanded, the scores, their top-k, and the attention mask with only those cells open.
+/// unexpanded, the scores, their top-k, and the attention mask with only those cells open;
+/// with the top-k and its bytes.
 /// `cur` is the layer's normed input, `q_in` the normed compressed query.
-pub(super) fn sparse_mask(
+fn sparse_mask(
     c: &super::Ctx<'_>,
     g: &mut Graph,
     (cur, q_in, rank): (usize, usize, u64),
     d: crate::model::Indexer,
     inputs: CacheInputs,
-) -> Option<usize> {
+) -> Option<(usize, (usize, u64))> {
     let ix = inputs.indexer?;
     let h = c.arch.hidden_size;
     let key = c.width(d.head_dim)?;
@@ -63,7 +82,7 @@ pub(super) fn sparse_mask(
     g.tag(top_k, Op::ArgSort);
     let top_k = g.op(Kind::Fresh, top_bytes, OTHER, &[top_k]);
     g.tag(top_k, Op::Cont);
-    Some(unmasked(g, inputs, (top_k, top_bytes)))
+    Some((unmasked(g, inputs, (top_k, top_bytes)), (top_k, top_bytes)))
 }
 
 /// `cur` RoPE'd (NeoX, over a reshape of it: a fresh tensor) and multiplied by the Hadamard
