@@ -135,6 +135,46 @@ fn kv_tokens_match_vllm_logs_of_vision_language_models() {
     assert!(failures.is_empty(), "{table}\n{}", failures.join("\n"));
 }
 
+/// The weights term holds the RoPE cos/sin caches vLLM tabulates past `max_position_embeddings`,
+/// which its "Model loading took" includes: Gemma 3's linearly scaled RoPE (131,072 × 8
+/// positions) and Qwen2.5-VL's multimodal RoPE (4 × 128,000 positions). Printed figures: vLLM
+/// 0.11.0 loading gemma-3-4b-it on an RTX 4080, "Model loading took 8.5834 GiB" (search-index
+/// file id 47625275442), and vLLM 0.27.1 and 0.23.0 loading Qwen2.5-VL-7B-Instruct, "Model
+/// loading took 15.67 GiB" (the RTX 4090 and A100 runs of vlm-logs.json); each within 1 %, as
+/// vllm_reference.rs holds the weights it prints.
+#[test]
+fn weights_hold_the_rope_caches_vllm_builds() {
+    for (config, printed) in [
+        ("hf-configs-as-published/gemma-3-4b-it.json", 8.5834),
+        ("hf-configs-as-published/qwen2.5-vl-7b-instruct.json", 15.67),
+    ] {
+        let out = common::gpumem()
+            .args(["--json", "select", "--config"])
+            .arg(common::fixture(config))
+            .args([
+                "--engine",
+                "vllm",
+                "--context",
+                "4096",
+                "--device",
+                "sim:h100",
+            ])
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let terms = doc["plan"]["engine"]["terms"].as_array().unwrap();
+        let weights = terms.iter().find(|t| t["term"] == "weights").unwrap()["bytes"]
+            .as_u64()
+            .unwrap() as f64
+            / GIB;
+        let ratio = weights / printed;
+        assert!(
+            (0.99..=1.01).contains(&ratio),
+            "{config}: {weights:.3} GiB against vLLM's {printed} ({ratio:.3}×)"
+        );
+    }
+}
+
 /// `select` plans Qwen2.5-VL-3B for vLLM with an image limit and a smaller max_pixels: the
 /// encoder is profiled with one image of max_pixels / 28² tokens, and the launch carries both
 /// flags as given.

@@ -395,6 +395,10 @@ pub struct ModelArch {
     pub tie_word_embeddings: bool,
     /// Longest context the model was trained for.
     pub max_position_embeddings: Option<u64>,
+    /// The factor of a linearly scaled RoPE (`rope_scaling` of type `linear`: Gemma 3's 8),
+    /// whose cos/sin cache vLLM builds for that many times `max_position_embeddings`
+    /// positions; `None` without one.
+    pub rope_linear_factor: Option<u64>,
     /// How attention stores K and V, which sets the KV-cache size.
     pub attention: Attention,
     /// Dense or mixture-of-experts, with its gating.
@@ -616,6 +620,7 @@ pub fn llama_like(
         vocab_size: vocab,
         tie_word_embeddings: false,
         max_position_embeddings: None,
+        rope_linear_factor: None,
         attention: Attention::Standard {
             qkv_bias: false,
             o_bias: false,

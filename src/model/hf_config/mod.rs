@@ -228,6 +228,7 @@ fn decoder(
     arch.tie_word_embeddings = tie;
     arch.max_position_embeddings =
         f.uint(&["max_position_embeddings", "n_positions", "model_max_length"])?;
+    arch.rope_linear_factor = rope_linear_factor(f.map);
     arch.mlp_bias = f.boolean("mlp_bias").unwrap_or(false);
     arch.attention = Attention::Standard {
         qkv_bias: attention_bias.unwrap_or(false),
@@ -244,6 +245,26 @@ fn decoder(
             attention_bias,
         },
     ))
+}
+
+/// The factor of a linearly scaled RoPE: `rope_scaling` with `rope_type` (or the older
+/// `type`) `linear`, or transformers 5's `rope_parameters`, flat or per layer type (Gemma 3's
+/// `full_attention`). A factor below 2 scales nothing vLLM's cache would show.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a factor of at least 2, rounded: the published ones are small whole numbers"
+)]
+fn rope_linear_factor(map: &serde_json::Map<String, serde_json::Value>) -> Option<u64> {
+    let linear = |v: &serde_json::Value| -> Option<u64> {
+        let kind = v.get("rope_type").or_else(|| v.get("type"))?.as_str()?;
+        let factor = v.get("factor")?.as_f64()?;
+        (kind == "linear" && factor >= 2.0).then(|| factor.round() as u64)
+    };
+    let params = map.get("rope_parameters");
+    map.get("rope_scaling")
+        .and_then(linear)
+        .or_else(|| params.and_then(linear))
+        .or_else(|| params?.get("full_attention").and_then(linear))
 }
 
 /// The architecture, once it passes [`ModelArch::check_plausible`], or the field that fails.

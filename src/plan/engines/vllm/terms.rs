@@ -86,7 +86,8 @@ impl Stage {
         let weights = stage_weights(model, run, layers.clone(), index == 0, last) - offloaded
             + draft
             + lora
-            + vision;
+            + vision
+            + rope_cache(model);
         let per_token = forward_bytes_per_token(model, run.tp);
         let forward = run.tokens.saturating_mul(per_token);
         let profile = if last {
@@ -446,6 +447,31 @@ fn sparse_block_size(arch: &crate::model::ModelArch, configured: u64) -> u64 {
         64
     } else {
         configured
+    }
+}
+
+/// The cos/sin cache of a RoPE that vLLM tabulates for more positions than the model's
+/// `max_position_embeddings`, built with the model (inside "Model loading took"), in the
+/// model's dtype over the rotary width: a linearly scaled RoPE's (`LinearScalingRotaryEmbedding`,
+/// × the factor: 512 MiB for Gemma 3 4B's global layers, 131,072 × 8 × 256 × 2 bytes; vLLM 0.11
+/// loaded gemma-3-4b-it in 8.58 GiB against its 8.01 GiB checkpoint), or Qwen2-VL's and
+/// Qwen2.5-VL's multimodal RoPE (`MRotaryEmbedding`, × its default `positions_factor` 4, which
+/// `qwen2.py` leaves; Qwen3-VL and Qwen3.5 pass 1). An ordinary cache (one row a position, tens
+/// of MiB) is left out.
+fn rope_cache(model: &VllmModel<'_>) -> u64 {
+    use crate::model::TowerKind;
+    let arch = model.arch;
+    let mrope = matches!(
+        model.vision.map(|v| v.kind),
+        Some(TowerKind::Qwen2Vl | TowerKind::Qwen25Vl)
+    );
+    let factor = arch.rope_linear_factor.or(mrope.then_some(4));
+    match (factor, arch.max_position_embeddings) {
+        (Some(factor), Some(positions)) => positions
+            .saturating_mul(factor)
+            .saturating_mul(arch.head_dim)
+            .saturating_mul(model.activation_bytes),
+        _ => 0,
     }
 }
 
