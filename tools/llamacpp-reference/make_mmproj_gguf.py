@@ -5,10 +5,16 @@ published vision tower's shape and no weight data, as make_gguf.py does for lang
 The tensors and keys are those llama.cpp b11312's converter writes (conversion/gemma.py's
 Gemma3VisionModel for `gemma3`: the patch and position embeddings in f32 as its
 `.embeddings.` rule forces, matrices in f16, norms and biases in f32, the input projection in
-f16) and its loader reads (tools/mtmd/clip.cpp, clip-impl.h's TN_* names).
+f16; conversion/qwenvl.py's Qwen2VLVisionModel for `qwen25vl`: the 3-D patch convolution split
+in two 2-D kernels in f16 as MmprojModel.tensor_force_quant writes them, q/k/v split from the
+fused qkv, RMS norms without bias, a biased SwiGLU MLP, the merger's RMS norm as `v.post_ln`
+and its two biased layers as `mm.0` and `mm.2`) and its loader reads (tools/mtmd/clip.cpp,
+clip-impl.h's TN_* names).
 
 usage: make_mmproj_gguf.py gemma3 OUT.gguf --image 896 --patch 14 --hidden 1152 --ffn 4304
                            --layers 27 --heads 16 --text-hidden 2560
+       make_mmproj_gguf.py qwen25vl OUT.gguf --image 560 --patch 14 --hidden 1280 --ffn 3420
+                           --layers 32 --heads 16 --text-hidden 3584 --wa-pattern 8
 """
 import argparse
 
@@ -43,9 +49,35 @@ def siglip_tower(w: GGUFWriter, a: argparse.Namespace) -> None:
     add_tensor(w, "v.post_ln.bias", (h,), F32)
 
 
+def qwen25vl_tower(w: GGUFWriter, a: argparse.Namespace) -> None:
+    """Qwen2.5-VL's tower: two patch kernels (the temporal pair), pre-norm layers of RMS norms,
+    biased q/k/v/out projections and a biased SwiGLU MLP, then the merger: an RMS norm
+    (`merger.ln_q`, llama.cpp's post_ln), and two biased layers over 2 x 2 merged patches."""
+    h, f = a.hidden, a.ffn
+    add_tensor(w, "v.patch_embd.weight", (h, 3, a.patch, a.patch), F16)
+    add_tensor(w, "v.patch_embd.weight.1", (h, 3, a.patch, a.patch), F16)
+    for i in range(a.layers):
+        for n in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            add_tensor(w, f"v.blk.{i}.{n}.weight", (h, h), F16)
+            add_tensor(w, f"v.blk.{i}.{n}.bias", (h,), F32)
+        for n in ("ln1", "ln2"):
+            add_tensor(w, f"v.blk.{i}.{n}.weight", (h,), F32)
+        for n in ("ffn_gate", "ffn_up"):
+            add_tensor(w, f"v.blk.{i}.{n}.weight", (f, h), F16)
+            add_tensor(w, f"v.blk.{i}.{n}.bias", (f,), F32)
+        add_tensor(w, f"v.blk.{i}.ffn_down.weight", (h, f), F16)
+        add_tensor(w, f"v.blk.{i}.ffn_down.bias", (h,), F32)
+    add_tensor(w, "v.post_ln.weight", (h,), F32)
+    merged = h * 4
+    add_tensor(w, "mm.0.weight", (merged, merged), F16)
+    add_tensor(w, "mm.0.bias", (merged,), F32)
+    add_tensor(w, "mm.2.weight", (a.text_hidden, merged), F16)
+    add_tensor(w, "mm.2.bias", (a.text_hidden,), F32)
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("projector", choices=["gemma3"])
+    p.add_argument("projector", choices=["gemma3", "qwen25vl"])
     p.add_argument("out")
     p.add_argument("--name", default="mmproj-shape")
     p.add_argument("--image", type=int, required=True)
@@ -57,14 +89,17 @@ def main() -> None:
     p.add_argument("--text-hidden", type=int, required=True)
     p.add_argument("--merge", type=int, default=4,
                    help="Gemma 3's pooling kernel; written only when not llama.cpp's default 4")
+    p.add_argument("--wa-pattern", type=int, default=8,
+                   help="Qwen2.5-VL: every n-th layer attends fully (fullatt_block_indexes[0] + 1)")
     a = p.parse_args()
+    qwen = a.projector == "qwen25vl"
 
     w = GGUFWriter(a.out, "clip")
     w.add_name(a.name)
     w.add_file_type(1)
     w.add_bool("clip.has_vision_encoder", True)
-    w.add_string("clip.projector_type", a.projector)
-    w.add_bool("clip.use_gelu", True)
+    w.add_string("clip.projector_type", "qwen2.5vl_merger" if qwen else a.projector)
+    w.add_bool("clip.use_silu" if qwen else "clip.use_gelu", True)
     w.add_uint32("clip.vision.image_size", a.image)
     w.add_uint32("clip.vision.patch_size", a.patch)
     w.add_uint32("clip.vision.embedding_length", a.hidden)
@@ -73,6 +108,13 @@ def main() -> None:
     w.add_uint32("clip.vision.block_count", a.layers)
     w.add_uint32("clip.vision.attention.head_count", a.heads)
     w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
+    if qwen:
+        w.add_uint32("clip.vision.n_wa_pattern", a.wa_pattern)
+        w.add_array("clip.vision.image_mean", [0.48145466, 0.4578275, 0.40821073])
+        w.add_array("clip.vision.image_std", [0.26862954, 0.26130258, 0.27577711])
+        qwen25vl_tower(w, a)
+        finish_sparse(w, a.out)
+        return
     if a.merge != 4:
         w.add_uint32("clip.vision.projector.scale_factor", a.merge)
     w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
