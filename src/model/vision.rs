@@ -10,6 +10,11 @@ pub enum ProjectorKind {
     /// Gemma 3's: a SigLIP tower, its patches average-pooled `merge` × `merge`, an RMS norm,
     /// then a projection to the text model's width.
     Gemma3,
+    /// Qwen2.5-VL's (`qwen2.5vl_merger`): a tower of dynamic resolution over both patch
+    /// kernels of its temporal pair, RMS-normed layers with M-RoPE and SwiGLU, attention within
+    /// windows but in every `window_pattern`-th layer, then a merger of `merge` × `merge`
+    /// patches.
+    Qwen25Vl,
     /// Another type, by the name the file gives it: its weights count, its graph is not known.
     Other(String),
 }
@@ -18,6 +23,7 @@ impl ProjectorKind {
     fn parse(name: &str) -> ProjectorKind {
         match name {
             "gemma3" => ProjectorKind::Gemma3,
+            "qwen2.5vl_merger" => ProjectorKind::Qwen25Vl,
             other => ProjectorKind::Other(other.to_string()),
         }
     }
@@ -26,6 +32,7 @@ impl ProjectorKind {
     pub fn name(&self) -> &str {
         match self {
             ProjectorKind::Gemma3 => "gemma3",
+            ProjectorKind::Qwen25Vl => "qwen2.5vl_merger",
             ProjectorKind::Other(n) => n,
         }
     }
@@ -36,8 +43,9 @@ impl ProjectorKind {
 pub struct VisionTower {
     /// `clip.projector_type` (or `clip.vision.projector_type` in a mixed-modality file).
     pub kind: ProjectorKind,
-    /// The square image the encoder reserves its graph for (`image_size`: clip's warm-up size
-    /// for the fixed-resolution towers).
+    /// The square image the encoder reserves its graph for: `image_size` for the
+    /// fixed-resolution towers; for Qwen's, whose images vary, clip's warm-up image of 46 × 46
+    /// merged patches (`set_warmup_n_tokens(46*46)`, whatever the file's pixel limits).
     pub image_size: u64,
     /// Pixels a patch's side.
     pub patch_size: u64,
@@ -51,13 +59,21 @@ pub struct VisionTower {
     pub heads: u64,
     /// The text model's width the projector maps to.
     pub projection_dim: u64,
-    /// Gemma 3's pooling kernel (`clip.vision.projector.scale_factor`, 4 by default).
+    /// Patches merged a side into one token: Gemma 3's pooling kernel
+    /// (`clip.vision.projector.scale_factor`, 4 by default), Qwen's merger
+    /// (`clip.vision.spatial_merge_size`, 2 by default).
     pub merge: u64,
+    /// Qwen2.5-VL: every this many layers, one attends over the whole image, the others within
+    /// windows (`clip.vision.n_wa_pattern`); 0 where every layer attends over the whole image.
+    pub window_pattern: u64,
     /// The patch embedding is stored in bf16: its im2col is f32 then, f16 otherwise.
     pub patch_bf16: bool,
     /// Bytes an element of the input projection (Gemma 3 transposes a copy of it per image).
     pub input_projection_elem_bytes: u64,
 }
+
+/// Merged tokens a side of the image clip warms a Qwen tower up with (its reserve's size).
+const WARMUP_SIDE_TOKENS: u64 = 46;
 
 /// The vision tower a clip GGUF describes; `None` without a vision encoder (an audio-only
 /// projector) or without the keys a tower needs.
@@ -73,16 +89,29 @@ pub(crate) fn vision_tower(file: &GgufFile) -> Option<VisionTower> {
     let key = |k: &str| file.u64(&format!("clip.vision.{k}"));
     let tensor = |n: &str| file.tensors.iter().find(|t| t.name == n);
     let projection = tensor("mm.input_projection.weight");
+    let kind = ProjectorKind::parse(kind);
+    let patch_size = key("patch_size").filter(|&p| p > 0)?;
+    let (merge, image_size) = match kind {
+        ProjectorKind::Qwen25Vl => {
+            let merge = key("spatial_merge_size").unwrap_or(2);
+            (merge, WARMUP_SIDE_TOKENS * patch_size * merge)
+        }
+        _ => (
+            key("projector.scale_factor").unwrap_or(4),
+            key("image_size")?,
+        ),
+    };
     Some(VisionTower {
-        kind: ProjectorKind::parse(kind),
-        image_size: key("image_size")?,
-        patch_size: key("patch_size").filter(|&p| p > 0)?,
+        kind,
+        image_size,
+        patch_size,
         hidden: key("embedding_length")?,
         ffn: key("feed_forward_length")?,
         layers: key("block_count")?,
         heads: key("attention.head_count").filter(|&h| h > 0)?,
         projection_dim: key("projection_dim").unwrap_or(0),
-        merge: key("projector.scale_factor").unwrap_or(4),
+        merge,
+        window_pattern: key("n_wa_pattern").unwrap_or(0),
         patch_bf16: tensor("v.patch_embd.weight")
             .is_some_and(|t| t.ggml_type.name.eq_ignore_ascii_case("bf16")),
         input_projection_elem_bytes: projection

@@ -16,6 +16,7 @@
 mod attention;
 mod builder;
 mod clip;
+mod clip_qwen;
 mod encoder;
 mod ffn;
 mod gallocr;
