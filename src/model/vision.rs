@@ -15,6 +15,11 @@ pub enum ProjectorKind {
     /// windows but in every `window_pattern`-th layer, then a merger of `merge` × `merge`
     /// patches.
     Qwen25Vl,
+    /// Qwen3-VL's (`qwen3vl_merger`, which Qwen3.5's towers share): a tower of dynamic
+    /// resolution with learned positions interpolated to the image, LayerNormed layers of a fused
+    /// qkv with M-RoPE and a GELU MLP, the merger, and a deepstack merger after each of the
+    /// `deepstack` layers.
+    Qwen3Vl,
     /// Another type, by the name the file gives it: its weights count, its graph is not known.
     Other(String),
 }
@@ -24,6 +29,7 @@ impl ProjectorKind {
         match name {
             "gemma3" => ProjectorKind::Gemma3,
             "qwen2.5vl_merger" => ProjectorKind::Qwen25Vl,
+            "qwen3vl_merger" => ProjectorKind::Qwen3Vl,
             other => ProjectorKind::Other(other.to_string()),
         }
     }
@@ -33,6 +39,7 @@ impl ProjectorKind {
         match self {
             ProjectorKind::Gemma3 => "gemma3",
             ProjectorKind::Qwen25Vl => "qwen2.5vl_merger",
+            ProjectorKind::Qwen3Vl => "qwen3vl_merger",
             ProjectorKind::Other(n) => n,
         }
     }
@@ -66,6 +73,11 @@ pub struct VisionTower {
     /// Qwen2.5-VL: every this many layers, one attends over the whole image, the others within
     /// windows (`clip.vision.n_wa_pattern`); 0 where every layer attends over the whole image.
     pub window_pattern: u64,
+    /// Rows of the learned position table (`v.position_embd.weight`), 0 without one: clip
+    /// interpolates it when the image's patches a side differ from its.
+    pub positions: u64,
+    /// Qwen3-VL: the layers whose output a deepstack merger reads (`v.deepstack.N.fc1` present).
+    pub deepstack: Vec<u64>,
     /// The patch embedding is stored in bf16: its im2col is f32 then, f16 otherwise.
     pub patch_bf16: bool,
     /// Bytes an element of the input projection (Gemma 3 transposes a copy of it per image).
@@ -92,7 +104,7 @@ pub(crate) fn vision_tower(file: &GgufFile) -> Option<VisionTower> {
     let kind = ProjectorKind::parse(kind);
     let patch_size = key("patch_size").filter(|&p| p > 0)?;
     let (merge, image_size) = match kind {
-        ProjectorKind::Qwen25Vl => {
+        ProjectorKind::Qwen25Vl | ProjectorKind::Qwen3Vl => {
             let merge = key("spatial_merge_size").unwrap_or(2);
             (merge, WARMUP_SIDE_TOKENS * patch_size * merge)
         }
@@ -101,17 +113,26 @@ pub(crate) fn vision_tower(file: &GgufFile) -> Option<VisionTower> {
             key("image_size")?,
         ),
     };
+    let layers = key("block_count")?;
+    let deepstack = (0..layers)
+        .filter(|i| tensor(&format!("v.deepstack.{i}.fc1.weight")).is_some())
+        .collect();
+    let positions = tensor("v.position_embd.weight")
+        .and_then(|t| t.dims.get(1).copied())
+        .unwrap_or(0);
     Some(VisionTower {
         kind,
         image_size,
         patch_size,
         hidden: key("embedding_length")?,
         ffn: key("feed_forward_length")?,
-        layers: key("block_count")?,
+        layers,
         heads: key("attention.head_count").filter(|&h| h > 0)?,
         projection_dim: key("projection_dim").unwrap_or(0),
         merge,
         window_pattern: key("n_wa_pattern").unwrap_or(0),
+        positions,
+        deepstack,
         patch_bf16: tensor("v.patch_embd.weight")
             .is_some_and(|t| t.ggml_type.name.eq_ignore_ascii_case("bf16")),
         input_projection_elem_bytes: projection

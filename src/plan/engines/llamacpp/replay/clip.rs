@@ -33,6 +33,10 @@ pub(crate) fn clip_compute_buffer(
             &super::clip_qwen::qwen25vl(t, flash_attention)?,
             rules,
         )),
+        ProjectorKind::Qwen3Vl => Some(super::gallocr::reserve(
+            &super::clip_qwen3::qwen3vl(t, flash_attention)?,
+            rules,
+        )),
         ProjectorKind::Other(_) => None,
     }
 }
@@ -248,6 +252,8 @@ mod tests {
             projection_dim: 2560,
             merge: 4,
             window_pattern: 0,
+            positions: 4096,
+            deepstack: Vec::new(),
             patch_bf16: false,
             input_projection_elem_bytes: 2,
         }

@@ -8,15 +8,35 @@ use super::graph::*;
 use crate::model::VisionTower;
 
 /// Bytes of the tensors the tower's layers make.
-struct Sizes {
-    patches: u64,
+pub(super) struct Sizes {
+    pub(super) patches: u64,
     /// One f32 row of the tower's width per patch.
-    model: u64,
-    ffn: u64,
+    pub(super) model: u64,
+    pub(super) ffn: u64,
     /// Every head's scores over every patch (f32).
-    scores: u64,
+    pub(super) scores: u64,
     /// The window mask over every pair of patches, f32.
-    mask: u64,
+    pub(super) mask: u64,
+}
+
+impl Sizes {
+    /// `t`'s sizes at its warm-up image; `None` for shapes no device could hold.
+    pub(super) fn of(t: &VisionTower) -> Option<Sizes> {
+        let side = t.image_size / t.patch_size;
+        let patches = side.checked_mul(side)?;
+        let width = |n: u64| n.checked_mul(patches)?.checked_mul(4);
+        let z = Sizes {
+            patches,
+            model: width(t.hidden)?,
+            ffn: width(t.ffn)?,
+            scores: width(patches.checked_mul(t.heads)?)?,
+            mask: width(patches)?,
+        };
+        let within = [z.model, z.ffn, z.scores, z.mask]
+            .iter()
+            .all(|&b| b <= MOST);
+        within.then_some(z)
+    }
 }
 
 /// The inputs the layers read.
@@ -28,19 +48,8 @@ struct Inputs {
 }
 
 pub(super) fn qwen25vl(t: &VisionTower, fa: bool) -> Option<Graph> {
-    let side = t.image_size / t.patch_size;
-    let patches = side.checked_mul(side)?;
-    let width = |n: u64| n.checked_mul(patches)?.checked_mul(4);
-    let z = Sizes {
-        patches,
-        model: width(t.hidden)?,
-        ffn: width(t.ffn)?,
-        scores: width(patches.checked_mul(t.heads)?)?,
-        mask: width(patches)?,
-    };
-    if [z.model, z.ffn, z.scores, z.mask].iter().any(|&b| b > MOST) {
-        return None;
-    }
+    let z = Sizes::of(t)?;
+    let patches = z.patches;
     let mut g = Graph {
         rows: patches,
         ..Graph::default()
@@ -82,7 +91,7 @@ pub(super) fn qwen25vl(t: &VisionTower, fa: bool) -> Option<Graph> {
 /// `build_inp_with_temporal_merge` for a still image: the image through both 2-D patch kernels
 /// (`ggml_conv_2d` each: an f16 im2col, a product, made contiguous), added, then the patches
 /// regrouped so that each 2 × 2 block's are adjacent (two more contiguous copies).
-fn patch_embeddings(g: &mut Graph, t: &VisionTower, z: &Sizes) -> Option<usize> {
+pub(super) fn patch_embeddings(g: &mut Graph, t: &VisionTower, z: &Sizes) -> Option<usize> {
     let pixels = t.image_size.checked_mul(t.image_size)?;
     let raw = g.input(pixels.checked_mul(3 * 4)?);
     let kernel_elems = t.patch_size.checked_mul(t.patch_size)?.checked_mul(3)?;
@@ -123,7 +132,7 @@ fn rms_norm(g: &mut Graph, x: usize, bytes: u64, weight: &'static str, n: u64) -
 }
 
 /// A biased projection of `x` (`rows` of `h` values) to `n` values a row, in `layout`.
-fn projection(
+pub(super) fn projection(
     g: &mut Graph,
     x: usize,
     (w, b): (&'static str, &'static str),
@@ -185,7 +194,13 @@ fn layer(
 /// clip's `build_attn`: q, k and v ordered into the graph first; flash attention over f16
 /// copies of K and V (and of the mask, again, in a windowed layer), or the scores with V made
 /// contiguous, the softmax in place, their product made contiguous.
-fn attend(g: &mut Graph, z: &Sizes, [q, k, v]: [usize; 3], mask: Option<usize>, fa: bool) -> usize {
+pub(super) fn attend(
+    g: &mut Graph,
+    z: &Sizes,
+    [q, k, v]: [usize; 3],
+    mask: Option<usize>,
+    fa: bool,
+) -> usize {
     g.expand(q);
     g.expand(k);
     g.expand(v);
@@ -279,6 +294,8 @@ mod tests {
             projection_dim: 3584,
             merge: 2,
             window_pattern: 8,
+            positions: 0,
+            deepstack: Vec::new(),
             patch_bf16: false,
             input_projection_elem_bytes: 2,
         }

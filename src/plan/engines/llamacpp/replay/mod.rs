@@ -17,6 +17,7 @@ mod attention;
 mod builder;
 mod clip;
 mod clip_qwen;
+mod clip_qwen3;
 mod encoder;
 mod ffn;
 mod gallocr;
