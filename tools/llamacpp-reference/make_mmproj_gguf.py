@@ -18,6 +18,8 @@ usage: make_mmproj_gguf.py gemma3 OUT.gguf --image 896 --patch 14 --hidden 1152 
                            --layers 27 --heads 16 --text-hidden 2560
        make_mmproj_gguf.py qwen25vl OUT.gguf --image 560 --patch 14 --hidden 1280 --ffn 3420
                            --layers 32 --heads 16 --text-hidden 3584 --wa-pattern 8
+       make_mmproj_gguf.py qwen2vl OUT.gguf --image 560 --patch 14 --hidden 1280 --ffn 5120
+                           --layers 32 --heads 16 --text-hidden 3584
        make_mmproj_gguf.py qwen3vl OUT.gguf --image 768 --patch 16 --hidden 1152 --ffn 4304
                            --layers 27 --heads 16 --text-hidden 3584 --deepstack 8,16,24
 """
@@ -54,10 +56,11 @@ def siglip_tower(w: GGUFWriter, a: argparse.Namespace) -> None:
     add_tensor(w, "v.post_ln.bias", (h,), F32)
 
 
-def qwen25vl_tower(w: GGUFWriter, a: argparse.Namespace) -> None:
+def qwen25vl_tower(w: GGUFWriter, a: argparse.Namespace, qwen2: bool = False) -> None:
     """Qwen2.5-VL's tower: two patch kernels (the temporal pair), pre-norm layers of RMS norms,
     biased q/k/v/out projections and a biased SwiGLU MLP, then the merger: an RMS norm
-    (`merger.ln_q`, llama.cpp's post_ln), and two biased layers over 2 x 2 merged patches."""
+    (`merger.ln_q`, llama.cpp's post_ln), and two biased layers over 2 x 2 merged patches.
+    Qwen2-VL's (`qwen2`): LayerNorms with biases and a biased MLP without a gate."""
     h, f = a.hidden, a.ffn
     add_tensor(w, "v.patch_embd.weight", (h, 3, a.patch, a.patch), F16)
     add_tensor(w, "v.patch_embd.weight.1", (h, 3, a.patch, a.patch), F16)
@@ -67,12 +70,16 @@ def qwen25vl_tower(w: GGUFWriter, a: argparse.Namespace) -> None:
             add_tensor(w, f"v.blk.{i}.{n}.bias", (h,), F32)
         for n in ("ln1", "ln2"):
             add_tensor(w, f"v.blk.{i}.{n}.weight", (h,), F32)
-        for n in ("ffn_gate", "ffn_up"):
+            if qwen2:
+                add_tensor(w, f"v.blk.{i}.{n}.bias", (h,), F32)
+        for n in ("ffn_up",) if qwen2 else ("ffn_gate", "ffn_up"):
             add_tensor(w, f"v.blk.{i}.{n}.weight", (f, h), F16)
             add_tensor(w, f"v.blk.{i}.{n}.bias", (f,), F32)
         add_tensor(w, f"v.blk.{i}.ffn_down.weight", (h, f), F16)
         add_tensor(w, f"v.blk.{i}.ffn_down.bias", (h,), F32)
     add_tensor(w, "v.post_ln.weight", (h,), F32)
+    if qwen2:
+        add_tensor(w, "v.post_ln.bias", (h,), F32)
     merged = h * 4
     add_tensor(w, "mm.0.weight", (merged, merged), F16)
     add_tensor(w, "mm.0.bias", (merged,), F32)
@@ -121,7 +128,7 @@ def qwen3vl_tower(w: GGUFWriter, a: argparse.Namespace) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("projector", choices=["gemma3", "qwen25vl", "qwen3vl"])
+    p.add_argument("projector", choices=["gemma3", "qwen2vl", "qwen25vl", "qwen3vl"])
     p.add_argument("out")
     p.add_argument("--name", default="mmproj-shape")
     p.add_argument("--image", type=int, required=True)
@@ -140,18 +147,23 @@ def main() -> None:
     a = p.parse_args()
     qwen = a.projector == "qwen25vl"
     qwen3 = a.projector == "qwen3vl"
+    qwen2 = a.projector == "qwen2vl"
 
     w = GGUFWriter(a.out, "clip")
     w.add_name(a.name)
     w.add_file_type(1)
     w.add_bool("clip.has_vision_encoder", True)
-    kind = {"qwen25vl": "qwen2.5vl_merger", "qwen3vl": "qwen3vl_merger"}.get(a.projector, a.projector)
+    kind = {"qwen2vl": "qwen2vl_merger", "qwen25vl": "qwen2.5vl_merger",
+            "qwen3vl": "qwen3vl_merger"}.get(a.projector, a.projector)
     w.add_string("clip.projector_type", kind)
-    w.add_bool("clip.use_silu" if qwen else "clip.use_gelu", True)
+    if not qwen2:  # Qwen2-VL's converter writes neither: clip takes its quick GELU then
+        w.add_bool("clip.use_silu" if qwen else "clip.use_gelu", True)
     w.add_uint32("clip.vision.image_size", a.image)
     w.add_uint32("clip.vision.patch_size", a.patch)
     w.add_uint32("clip.vision.embedding_length", a.hidden)
-    w.add_uint32("clip.vision.feed_forward_length", a.ffn)
+    # Qwen2-VL's converter renames the vision config's hidden_size (the text model's width) to
+    # intermediate_size; the MLP's real width is in its tensors.
+    w.add_uint32("clip.vision.feed_forward_length", a.text_hidden if qwen2 else a.ffn)
     w.add_uint32("clip.vision.projection_dim", a.text_hidden)
     w.add_uint32("clip.vision.block_count", a.layers)
     w.add_uint32("clip.vision.attention.head_count", a.heads)
@@ -164,11 +176,12 @@ def main() -> None:
         qwen3vl_tower(w, a)
         finish_sparse(w, a.out)
         return
-    if qwen:
-        w.add_uint32("clip.vision.n_wa_pattern", a.wa_pattern)
+    if qwen or qwen2:
+        if qwen:
+            w.add_uint32("clip.vision.n_wa_pattern", a.wa_pattern)
         w.add_array("clip.vision.image_mean", [0.48145466, 0.4578275, 0.40821073])
         w.add_array("clip.vision.image_std", [0.26862954, 0.26130258, 0.27577711])
-        qwen25vl_tower(w, a)
+        qwen25vl_tower(w, a, qwen2)
         finish_sparse(w, a.out)
         return
     if a.merge != 4:
