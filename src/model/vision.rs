@@ -10,6 +10,9 @@ pub enum ProjectorKind {
     /// Gemma 3's: a SigLIP tower, its patches average-pooled `merge` × `merge`, an RMS norm,
     /// then a projection to the text model's width.
     Gemma3,
+    /// Qwen2-VL's (`qwen2vl_merger`): Qwen2.5-VL's graph with LayerNorms, a GELU MLP and no
+    /// windows.
+    Qwen2Vl,
     /// Qwen2.5-VL's (`qwen2.5vl_merger`): a tower of dynamic resolution over both patch
     /// kernels of its temporal pair, RMS-normed layers with M-RoPE and SwiGLU, attention within
     /// windows but in every `window_pattern`-th layer, then a merger of `merge` × `merge`
@@ -28,6 +31,7 @@ impl ProjectorKind {
     fn parse(name: &str) -> ProjectorKind {
         match name {
             "gemma3" => ProjectorKind::Gemma3,
+            "qwen2vl_merger" => ProjectorKind::Qwen2Vl,
             "qwen2.5vl_merger" => ProjectorKind::Qwen25Vl,
             "qwen3vl_merger" => ProjectorKind::Qwen3Vl,
             other => ProjectorKind::Other(other.to_string()),
@@ -38,6 +42,7 @@ impl ProjectorKind {
     pub fn name(&self) -> &str {
         match self {
             ProjectorKind::Gemma3 => "gemma3",
+            ProjectorKind::Qwen2Vl => "qwen2vl_merger",
             ProjectorKind::Qwen25Vl => "qwen2.5vl_merger",
             ProjectorKind::Qwen3Vl => "qwen3vl_merger",
             ProjectorKind::Other(n) => n,
@@ -103,14 +108,21 @@ pub(crate) fn vision_tower(file: &GgufFile) -> Option<VisionTower> {
     let projection = tensor("mm.input_projection.weight");
     let kind = ProjectorKind::parse(kind);
     let patch_size = key("patch_size").filter(|&p| p > 0)?;
-    let (merge, image_size) = match kind {
-        ProjectorKind::Qwen25Vl | ProjectorKind::Qwen3Vl => {
+    let ffn_key = key("feed_forward_length")?;
+    let (merge, image_size, ffn) = match kind {
+        ProjectorKind::Qwen2Vl | ProjectorKind::Qwen25Vl | ProjectorKind::Qwen3Vl => {
             let merge = key("spatial_merge_size").unwrap_or(2);
-            (merge, WARMUP_SIDE_TOKENS * patch_size * merge)
+            // The graph's MLP is its tensors' width: Qwen2-VL's converter writes the text
+            // model's width as `feed_forward_length`.
+            let ffn = tensor("v.blk.0.ffn_up.weight")
+                .and_then(|t| t.dims.get(1).copied())
+                .unwrap_or(ffn_key);
+            (merge, WARMUP_SIDE_TOKENS * patch_size * merge, ffn)
         }
         _ => (
             key("projector.scale_factor").unwrap_or(4),
             key("image_size")?,
+            ffn_key,
         ),
     };
     let layers = key("block_count")?;
@@ -125,7 +137,7 @@ pub(crate) fn vision_tower(file: &GgufFile) -> Option<VisionTower> {
         image_size,
         patch_size,
         hidden: key("embedding_length")?,
-        ffn: key("feed_forward_length")?,
+        ffn,
         layers,
         heads: key("attention.head_count").filter(|&h| h > 0)?,
         projection_dim: key("projection_dim").unwrap_or(0),

@@ -29,7 +29,7 @@ pub(crate) fn clip_compute_buffer(
 ) -> Option<u64> {
     match t.kind {
         ProjectorKind::Gemma3 => Some(super::gallocr::reserve(&gemma3(t, flash_attention)?, rules)),
-        ProjectorKind::Qwen25Vl => Some(super::gallocr::reserve(
+        ProjectorKind::Qwen2Vl | ProjectorKind::Qwen25Vl => Some(super::gallocr::reserve(
             &super::clip_qwen::qwen25vl(t, flash_attention)?,
             rules,
         )),

@@ -1,11 +1,11 @@
-//! Qwen2.5-VL's image graph (`clip_graph_qwen2vl` in `tools/mtmd/models/qwen2vl.cpp`) at clip's
-//! warm-up image: both patch kernels of the temporal pair added, the patches regrouped 2 × 2 and
+//! Qwen2.5-VL's image graph (`clip_graph_qwen2vl` in `tools/mtmd/models/qwen2vl.cpp`, which
+//! builds Qwen2-VL's too: LayerNorms, a GELU MLP, no windows) at clip's warm-up image: both patch kernels of the temporal pair added, the patches regrouped 2 × 2 and
 //! put in window order, RMS-normed layers with M-RoPE, attention masked to windows but in every
 //! `window_pattern`-th layer, a biased SwiGLU MLP, then the merger (an RMS norm, two biased
 //! layers with a GELU between, over 2 × 2 patches a row) and the tokens put back in image order.
 
 use super::graph::*;
-use crate::model::VisionTower;
+use crate::model::{ProjectorKind, VisionTower};
 
 /// Bytes of the tensors the tower's layers make.
 pub(super) struct Sizes {
@@ -83,7 +83,8 @@ pub(super) fn qwen25vl(t: &VisionTower, fa: bool) -> Option<Graph> {
         inp = layer(&mut g, t, &z, inp, (inputs, full, fa));
     }
     g.part = Part::Output;
-    let normed = rms_norm(&mut g, inp, z.model, "v.post_ln.weight", t.hidden);
+    let post = ("v.post_ln.weight", "v.post_ln.bias");
+    let normed = norm(&mut g, t, inp, (z.model, t.hidden), post);
     merger(&mut g, t, &z, normed, windows);
     Some(g)
 }
@@ -131,6 +132,37 @@ fn rms_norm(g: &mut Graph, x: usize, bytes: u64, weight: &'static str, n: u64) -
     g.op(Kind::InPlace, bytes, MODEL, &[t, w])
 }
 
+/// `build_norm` with `NORM_TYPE_NORMAL` of `bytes` over `n` values a row (`ggml_norm`, never in
+/// place), then its weight and bias.
+pub(super) fn layer_norm(
+    g: &mut Graph,
+    x: usize,
+    (bytes, n): (u64, u64),
+    (weight, bias): (&'static str, &'static str),
+) -> usize {
+    let t = g.op(Kind::Fresh, bytes, MODEL, &[x]);
+    g.tag(t, Op::Norm);
+    let w = g.vector(weight, n);
+    let t = g.op(Kind::InPlace, bytes, MODEL, &[t, w]);
+    let b = g.vector(bias, n);
+    g.op(Kind::InPlace, bytes, MODEL, &[t, b])
+}
+
+/// The tower's norm: Qwen2.5-VL's RMS norms, Qwen2-VL's LayerNorms (`(weight, bias)`).
+fn norm(
+    g: &mut Graph,
+    t: &VisionTower,
+    x: usize,
+    (bytes, n): (u64, u64),
+    names: (&'static str, &'static str),
+) -> usize {
+    if t.kind == ProjectorKind::Qwen25Vl {
+        rms_norm(g, x, bytes, names.0, n)
+    } else {
+        layer_norm(g, x, (bytes, n), names)
+    }
+}
+
 /// A biased projection of `x` (`rows` of `h` values) to `n` values a row, in `layout`.
 pub(super) fn projection(
     g: &mut Graph,
@@ -157,7 +189,7 @@ fn layer(
 ) -> usize {
     let h = t.hidden;
     let shape = (z.patches, h, h);
-    let cur = rms_norm(g, inp, z.model, "ln1.weight", h);
+    let cur = norm(g, t, inp, (z.model, h), ("ln1.weight", "ln1.bias"));
     let q = projection(g, cur, ("attn_q.weight", "attn_q.bias"), shape, MODEL);
     let k = projection(g, cur, ("attn_k.weight", "attn_k.bias"), shape, MODEL);
     let v = projection(g, cur, ("attn_v.weight", "attn_v.bias"), shape, MODEL);
@@ -174,12 +206,18 @@ fn layer(
     let out = projection(g, attn, ("attn_out.weight", "attn_out.bias"), shape, MODEL);
     let sum = g.op(Kind::InPlace, z.model, MODEL, &[out, inp]);
     g.tag(sum, Op::Add);
-    let cur = rms_norm(g, sum, z.model, "ln2.weight", h);
+    let cur = norm(g, t, sum, (z.model, h), ("ln2.weight", "ln2.bias"));
     let ffn = (z.patches, h, t.ffn);
     let up = projection(g, cur, ("ffn_up.weight", "ffn_up.bias"), ffn, FFN);
-    let gate = projection(g, cur, ("ffn_gate.weight", "ffn_gate.bias"), ffn, FFN);
-    let act = g.op(Kind::Fresh, z.ffn, FFN, &[gate, up]);
-    g.tag(act, Op::Glu);
+    // Qwen2.5-VL's SwiGLU (the gate apart), Qwen2-VL's GELU in place.
+    let act = if t.kind == ProjectorKind::Qwen25Vl {
+        let gate = projection(g, cur, ("ffn_gate.weight", "ffn_gate.bias"), ffn, FFN);
+        let act = g.op(Kind::Fresh, z.ffn, FFN, &[gate, up]);
+        g.tag(act, Op::Glu)
+    } else {
+        let act = g.op(Kind::InPlace, z.ffn, FFN, &[up]);
+        g.tag(act, Op::Unary)
+    };
     let down = projection(
         g,
         act,
@@ -278,7 +316,6 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::super::clip_compute_buffer;
     use super::*;
-    use crate::model::ProjectorKind;
 
     /// Qwen2.5-VL-7B's tower as its mmproj reads: 1280 wide, 32 layers of 16 heads, windows
     /// but in every 8th layer, at clip's 1288 px warm-up image (92 × 92 patches).

@@ -4,7 +4,7 @@
 //! layers of a fused qkv with M-RoPE over every patch, a biased GELU MLP; then the merger, and
 //! after it each deepstack merger over its layer's output, kept until then, all concatenated.
 
-use super::clip_qwen::{attend, patch_embeddings, projection, Sizes};
+use super::clip_qwen::{attend, layer_norm, patch_embeddings, projection, Sizes};
 use super::graph::*;
 use crate::model::VisionTower;
 
@@ -78,22 +78,6 @@ fn learned_positions(g: &mut Graph, t: &VisionTower, z: &Sizes) -> Option<usize>
     let permuted = g.view(reshaped, OTHER);
     let out = g.op(Kind::Fresh, z.model, MODEL, &[permuted]);
     Some(g.tag(out, Op::Cont))
-}
-
-/// `build_norm` with `NORM_TYPE_NORMAL` of `bytes` over `n` values a row (`ggml_norm`, never in
-/// place), then its weight and bias.
-fn layer_norm(
-    g: &mut Graph,
-    x: usize,
-    (bytes, n): (u64, u64),
-    (weight, bias): (&'static str, &'static str),
-) -> usize {
-    let t = g.op(Kind::Fresh, bytes, MODEL, &[x]);
-    g.tag(t, Op::Norm);
-    let w = g.vector(weight, n);
-    let t = g.op(Kind::InPlace, bytes, MODEL, &[t, w]);
-    let b = g.vector(bias, n);
-    g.op(Kind::InPlace, bytes, MODEL, &[t, b])
 }
 
 /// One layer: a LayerNorm, the fused biased qkv viewed as q, k and v, M-RoPE on q and k (fresh
