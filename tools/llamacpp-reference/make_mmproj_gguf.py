@@ -10,14 +10,16 @@ in two 2-D kernels in f16 as MmprojModel.tensor_force_quant writes them, q/k/v s
 fused qkv, RMS norms without bias, a biased SwiGLU MLP, the merger's RMS norm as `v.post_ln`
 and its two biased layers as `mm.0` and `mm.2`; conversion/qwen3vl.py's Qwen3VLVisionModel for
 `qwen3vl`: the patch kernels' bias, learned positions in f32, the fused qkv, LayerNorms, a biased
-GELU MLP, the merger's LayerNorm as `v.post_ln`, and each deepstack merger as `v.deepstack.N`)
-and its loader reads (tools/mtmd/clip.cpp,
-clip-impl.h's TN_* names).
+GELU MLP, the merger's LayerNorm as `v.post_ln`, and each deepstack merger as `v.deepstack.N`;
+conversion/gemma.py's Gemma4VisionAudioModel for `gemma4v`, its vision part alone) and its
+loader reads (tools/mtmd/clip.cpp, clip-impl.h's TN_* names).
 
 usage: make_mmproj_gguf.py gemma3 OUT.gguf --image 896 --patch 14 --hidden 1152 --ffn 4304
                            --layers 27 --heads 16 --text-hidden 2560
        make_mmproj_gguf.py qwen25vl OUT.gguf --image 560 --patch 14 --hidden 1280 --ffn 3420
                            --layers 32 --heads 16 --text-hidden 3584 --wa-pattern 8
+       make_mmproj_gguf.py gemma4v OUT.gguf --image 224 --patch 16 --hidden 768 --ffn 3072
+                           --layers 16 --heads 12 --text-hidden 2304 --positions 10240
        make_mmproj_gguf.py qwen2vl OUT.gguf --image 560 --patch 14 --hidden 1280 --ffn 5120
                            --layers 32 --heads 16 --text-hidden 3584
        make_mmproj_gguf.py qwen3vl OUT.gguf --image 768 --patch 16 --hidden 1152 --ffn 4304
@@ -126,9 +128,31 @@ def qwen3vl_tower(w: GGUFWriter, a: argparse.Namespace) -> None:
     add_tensor(w, "mm.2.bias", (a.text_hidden,), F32)
 
 
+def gemma4v_tower(w: GGUFWriter, a: argparse.Namespace) -> None:
+    """Gemma 4's vision tower (conversion/gemma.py's Gemma4VisionAudioModel, without clipped
+    linears or standardization, as Gemma4VisionConfig defaults them): the patch kernel without
+    bias, the x and y position tables in f32, RMS-normed layers with per-head q/k norms, norms
+    after attention and after the gated MLP, a scalar a layer; then the input projection."""
+    h, f, d = a.hidden, a.ffn, a.hidden // a.heads
+    add_tensor(w, "v.patch_embd.weight", (h, 3, a.patch, a.patch), F16)
+    add_tensor(w, "v.position_embd.weight", (2, a.positions, h), F32)
+    for i in range(a.layers):
+        for n in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            add_tensor(w, f"v.blk.{i}.{n}.weight", (h, h), F16)
+        for n in ("attn_q_norm", "attn_k_norm"):
+            add_tensor(w, f"v.blk.{i}.{n}.weight", (d,), F32)
+        for n in ("ln1", "ln2", "attn_post_norm", "ffn_post_norm"):
+            add_tensor(w, f"v.blk.{i}.{n}.weight", (h,), F32)
+        for n in ("ffn_gate", "ffn_up"):
+            add_tensor(w, f"v.blk.{i}.{n}.weight", (f, h), F16)
+        add_tensor(w, f"v.blk.{i}.ffn_down.weight", (h, f), F16)
+        add_tensor(w, f"v.blk.{i}.out_scale.weight", (1,), F32)
+    add_tensor(w, "mm.input_projection.weight", (a.text_hidden, h), F16)
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("projector", choices=["gemma3", "qwen2vl", "qwen25vl", "qwen3vl"])
+    p.add_argument("projector", choices=["gemma3", "gemma4v", "qwen2vl", "qwen25vl", "qwen3vl"])
     p.add_argument("out")
     p.add_argument("--name", default="mmproj-shape")
     p.add_argument("--image", type=int, required=True)
@@ -144,6 +168,8 @@ def main() -> None:
                    help="Qwen2.5-VL: every n-th layer attends fully (fullatt_block_indexes[0] + 1)")
     p.add_argument("--deepstack", type=lambda v: [int(i) for i in v.split(",") if i], default=[],
                    help="Qwen3-VL: the layers whose output a deepstack merger reads")
+    p.add_argument("--positions", type=int, default=10240,
+                   help="Gemma 4: rows of each position table (position_embedding_size)")
     a = p.parse_args()
     qwen = a.projector == "qwen25vl"
     qwen3 = a.projector == "qwen3vl"
@@ -153,6 +179,23 @@ def main() -> None:
     w.add_name(a.name)
     w.add_file_type(1)
     w.add_bool("clip.has_vision_encoder", True)
+    if a.projector == "gemma4v":
+        # The converter names the vision projector per modality (a Gemma 4 file may hold audio).
+        w.add_string("clip.vision.projector_type", "gemma4v")
+        w.add_bool("clip.has_audio_encoder", False)
+        w.add_uint32("clip.vision.image_size", 224)  # "unused, but set to avoid error"
+        w.add_uint32("clip.vision.patch_size", a.patch)
+        w.add_uint32("clip.vision.embedding_length", a.hidden)
+        w.add_uint32("clip.vision.feed_forward_length", a.ffn)
+        w.add_uint32("clip.vision.projection_dim", a.text_hidden)
+        w.add_uint32("clip.vision.block_count", a.layers)
+        w.add_uint32("clip.vision.attention.head_count", a.heads)
+        w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
+        w.add_array("clip.vision.image_mean", [0.0, 0.0, 0.0])
+        w.add_array("clip.vision.image_std", [1.0, 1.0, 1.0])
+        gemma4v_tower(w, a)
+        finish_sparse(w, a.out)
+        return
     kind = {"qwen2vl": "qwen2vl_merger", "qwen25vl": "qwen2.5vl_merger",
             "qwen3vl": "qwen3vl_merger"}.get(a.projector, a.projector)
     w.add_string("clip.projector_type", kind)
