@@ -10,6 +10,9 @@ pub enum ProjectorKind {
     /// Gemma 3's: a SigLIP tower, its patches average-pooled `merge` × `merge`, an RMS norm,
     /// then a projection to the text model's width.
     Gemma3,
+    /// Gemma 4's (`gemma4v`): a ViT of RMS norms with per-head q/k norms, 2-D RoPE, norms after
+    /// attention and the gated MLP and clamped products, average-pooled `merge` × `merge`.
+    Gemma4V,
     /// Qwen2-VL's (`qwen2vl_merger`): Qwen2.5-VL's graph with LayerNorms, a GELU MLP and no
     /// windows.
     Qwen2Vl,
@@ -31,6 +34,7 @@ impl ProjectorKind {
     fn parse(name: &str) -> ProjectorKind {
         match name {
             "gemma3" => ProjectorKind::Gemma3,
+            "gemma4v" => ProjectorKind::Gemma4V,
             "qwen2vl_merger" => ProjectorKind::Qwen2Vl,
             "qwen2.5vl_merger" => ProjectorKind::Qwen25Vl,
             "qwen3vl_merger" => ProjectorKind::Qwen3Vl,
@@ -42,6 +46,7 @@ impl ProjectorKind {
     pub fn name(&self) -> &str {
         match self {
             ProjectorKind::Gemma3 => "gemma3",
+            ProjectorKind::Gemma4V => "gemma4v",
             ProjectorKind::Qwen2Vl => "qwen2vl_merger",
             ProjectorKind::Qwen25Vl => "qwen2.5vl_merger",
             ProjectorKind::Qwen3Vl => "qwen3vl_merger",
@@ -118,6 +123,11 @@ pub(crate) fn vision_tower(file: &GgufFile) -> Option<VisionTower> {
                 .and_then(|t| t.dims.get(1).copied())
                 .unwrap_or(ffn_key);
             (merge, WARMUP_SIDE_TOKENS * patch_size * merge, ffn)
+        }
+        ProjectorKind::Gemma4V => {
+            // clip warms Gemma 4 up with 16 × 16 pooled tokens (`set_warmup_n_tokens(256)`).
+            let merge = key("projector.scale_factor").unwrap_or(3);
+            (merge, 16 * patch_size * merge, ffn_key)
         }
         _ => (
             key("projector.scale_factor").unwrap_or(4),

@@ -37,6 +37,10 @@ pub(crate) fn clip_compute_buffer(
             &super::clip_qwen3::qwen3vl(t, flash_attention)?,
             rules,
         )),
+        ProjectorKind::Gemma4V => Some(super::gallocr::reserve(
+            &super::clip_gemma4::gemma4v(t, flash_attention)?,
+            rules,
+        )),
         ProjectorKind::Other(_) => None,
     }
 }

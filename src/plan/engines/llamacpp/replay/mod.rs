@@ -16,6 +16,7 @@
 mod attention;
 mod builder;
 mod clip;
+mod clip_gemma4;
 mod clip_qwen;
 mod clip_qwen3;
 mod encoder;
