@@ -29,6 +29,18 @@ pub(crate) fn clip_compute_buffer(
 ) -> Option<u64> {
     match t.kind {
         ProjectorKind::Gemma3 => Some(super::gallocr::reserve(&gemma3(t, flash_attention)?, rules)),
+        ProjectorKind::Qwen2Vl | ProjectorKind::Qwen25Vl => Some(super::gallocr::reserve(
+            &super::clip_qwen::qwen25vl(t, flash_attention)?,
+            rules,
+        )),
+        ProjectorKind::Qwen3Vl => Some(super::gallocr::reserve(
+            &super::clip_qwen3::qwen3vl(t, flash_attention)?,
+            rules,
+        )),
+        ProjectorKind::Gemma4V => Some(super::gallocr::reserve(
+            &super::clip_gemma4::gemma4v(t, flash_attention)?,
+            rules,
+        )),
         ProjectorKind::Other(_) => None,
     }
 }
@@ -243,6 +255,9 @@ mod tests {
             heads: 16,
             projection_dim: 2560,
             merge: 4,
+            window_pattern: 0,
+            positions: 4096,
+            deepstack: Vec::new(),
             patch_bf16: false,
             input_projection_elem_bytes: 2,
         }
@@ -263,7 +278,7 @@ mod tests {
             Some(1_186_988_032)
         );
         let other = VisionTower {
-            kind: ProjectorKind::Other("qwen2.5vl".into()),
+            kind: ProjectorKind::Other("pixtral".into()),
             ..t
         };
         assert_eq!(clip_compute_buffer(&other, true, BufferRules::CPU), None);

@@ -17,6 +17,9 @@
 mod attention;
 mod builder;
 mod clip;
+mod clip_gemma4;
+mod clip_qwen;
+mod clip_qwen3;
 mod deepseek4;
 mod deepseek4_attention;
 mod encoder;
