@@ -781,9 +781,8 @@ pub fn catalog() -> Vec<CatalogModel> {
         ),
         // deepseek-ai/DeepSeek-V4-Flash's published config.json (quoted verbatim in the code
         // search index, file id 60241045088): 284,334,567,511 parameters, 13,801,959,511
-        // active, the multi-token-prediction layer not among them. Its checkpoint's fp4
-        // experts (`expert_dtype`) beside fp8 blocks are not modelled: the weights are left to
-        // --dtype.
+        // active, the multi-token-prediction layer not among them. Its checkpoint: fp4 experts
+        // (`expert_dtype`) beside fp8 blocks and bf16 embeddings, 155,537,977,431 bytes.
         from_config(
             "deepseek-v4-flash",
             &["deepseek-v4"],

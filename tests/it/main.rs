@@ -10,6 +10,7 @@ mod bench_ci;
 mod bench_outputs;
 mod bench_runs;
 mod bench_traces;
+mod checkpoint_sizes;
 mod ci_examples;
 mod cli;
 mod device_memory;

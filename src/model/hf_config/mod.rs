@@ -72,10 +72,9 @@ pub(crate) fn config_weights(
         .and_then(|t| t.get("quantization_config"));
     let q = match value.get("quantization_config").or(nested) {
         None | Some(Value::Null) => return Ok(None),
-        // DeepSeek-V4's fp8 config covers only part of its checkpoint: the experts are fp4
-        // (`expert_dtype`), and which other tensors are fp8 rather than bf16 its config does
-        // not say; the weights are left to --dtype rather than guessed.
-        Some(_) if arch.deepseek_v4.is_some() => return Ok(None),
+        // DeepSeek-V4's fp8 config covers only part of its checkpoint: its routed experts are
+        // the fp4 that `expert_dtype` names.
+        Some(q) if arch.deepseek_v4.is_some() => return Ok(deepseek_v4_weights(value, q, arch)),
         Some(q) => q,
     };
     let bad = |(field, why)| ModelError::BadField {
@@ -119,6 +118,36 @@ pub(crate) fn config_weights(
             None => Ok(None),
         },
     }
+}
+
+/// DeepSeek-V4's mixed checkpoint, as its config and shards store it: routed experts in fp4
+/// (`expert_dtype: fp4`; e2m1 pairs a byte and one ue8m0 byte per 32 inputs), the embeddings
+/// and the untied head in bf16, and every other weight counted as fp8 at one byte (its ue8m0
+/// 128×128 block scales, one byte per 16,384 weights, and the few bf16/f32 norm and mixing
+/// vectors left out: under 0.3 % of the file). Another `expert_dtype`, or none, is left to
+/// --dtype.
+fn deepseek_v4_weights(value: &Value, q: &Value, arch: &ModelArch) -> Option<FileWeights> {
+    let fp4 = value.get("expert_dtype").and_then(Value::as_str) == Some("fp4");
+    let fp8 = q.get("quant_method").and_then(Value::as_str) == Some("fp8");
+    let m = arch.moe.as_ref().filter(|_| fp4 && fp8)?;
+    let (h, n) = (arch.hidden_size, m.expert_intermediate);
+    let scheme = super::quantized::Scheme::Fp4 {
+        group: 32,
+        globals: 0,
+    };
+    let per_expert = 2 * super::quantized::linear_bytes(scheme, h, n, 1)
+        + super::quantized::linear_bytes(scheme, n, h, 1);
+    let copies = u128::from(arch.moe_layers()) * u128::from(m.experts);
+    let expert_params = copies * 3 * u128::from(h) * u128::from(n);
+    let tables = if arch.tie_word_embeddings { 1 } else { 2 };
+    let embeddings = tables * u128::from(arch.vocab_size) * u128::from(h);
+    let total = u128::from(arch.params().total);
+    let rest = total.saturating_sub(expert_params + embeddings);
+    let bytes = copies * per_expert + embeddings * 2 + rest;
+    Some(FileWeights {
+        parameters: arch.params().total,
+        bytes: u64::try_from(bytes).unwrap_or(u64::MAX),
+    })
 }
 
 /// Parses an already decoded config.json.

@@ -1,0 +1,62 @@
+//! Published checkpoints' sizes at their own dtype against gpumem's weights for the same model
+//! (tests/fixtures/checkpoint-sizes.json, each row with its source). `--nocapture` prints the
+//! table.
+
+use crate::common::{self, fixture, gpumem};
+use serde_json::Value;
+
+/// gpumem's figure for a row: the catalog model's weights or parameters, or, for a row with a
+/// published `config`, vLLM's weights term (which counts the vision tower).
+fn gpumem_figure(row: &Value) -> u64 {
+    let model = row["model"].as_str().expect("a model");
+    if let Some(config) = row["config"].as_str() {
+        let config = fixture(config);
+        let v: Value = common::json_ok(gpumem().args([
+            "--json", "estimate", "--config", &config, "--engine", "vllm", "--device", "sim:h100",
+        ]));
+        let terms = v["account"]["terms"].as_array().expect("vLLM's terms");
+        let weights = terms.iter().find(|t| t["term"] == "weights");
+        return weights
+            .and_then(|t| t["bytes"].as_u64())
+            .expect("a weights term");
+    }
+    let v: Value = common::json_ok(gpumem().args(["--json", "estimate", "--model", model]));
+    let field = match row["unit"].as_str() {
+        Some("parameters") => &v["model"]["parameters"],
+        _ => &v["weights_bytes"],
+    };
+    field
+        .as_u64()
+        .unwrap_or_else(|| panic!("{model}: no figure"))
+}
+
+#[test]
+fn published_checkpoints_within_half_a_percent() {
+    let text = std::fs::read_to_string(fixture("checkpoint-sizes.json")).unwrap();
+    let rows: Value = serde_json::from_str(&text).unwrap();
+    let mut failures = Vec::new();
+    println!(
+        "{:<18} {:<11} {:>18} {:>18} {:>7} check",
+        "model", "unit", "published", "gpumem", "ratio"
+    );
+    for row in rows["rows"].as_array().unwrap() {
+        let model = row["model"].as_str().unwrap();
+        let unit = row["unit"].as_str().unwrap();
+        let published = row["published"].as_u64().unwrap();
+        let ours = gpumem_figure(row);
+        #[allow(clippy::cast_precision_loss)]
+        let ratio = ours as f64 / published as f64;
+        let check = row["check"].as_str().unwrap();
+        println!("{model:<18} {unit:<11} {published:>18} {ours:>18} {ratio:>7.4} {check}");
+        let ok = match check {
+            "within" => (0.995..=1.005).contains(&ratio),
+            // The published figure holds parts gpumem leaves out by design.
+            "under" => ratio < 1.0,
+            other => panic!("{model}: unknown check {other}"),
+        };
+        if !ok {
+            failures.push(format!("{model}: {ratio:.4} ({check})"));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:?}");
+}
