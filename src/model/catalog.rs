@@ -261,14 +261,17 @@ const GLM5_CONFIG: &str = r#"{"model_type": "glm_moe_dsa", "hidden_size": 6144,
 
 /// MiniMaxAI/MiniMax-M2: the architecture fields of the published config.json (its experts
 /// `intermediate_size` wide, RoPE on `rotary_dim` of each head, q and k normed whole, a
-/// sigmoid router with a correction bias). The repository is FP8; its quantization_config is
-/// left out here, so the weights follow `--dtype`.
+/// sigmoid router with a correction bias) and its FP8 quantization_config (128 × 128 blocks;
+/// the router, its bias and the head in higher precision), as vLLM and SGLang load it (code
+/// search index files 6696898675 and 60488407499 quote it).
 const MINIMAX_M2_CONFIG: &str = r#"{"model_type": "minimax_m2", "hidden_size": 3072,
     "intermediate_size": 1536, "num_hidden_layers": 62, "num_attention_heads": 48,
     "num_key_value_heads": 8, "head_dim": 128, "rotary_dim": 64, "num_local_experts": 256,
     "num_experts_per_tok": 8, "scoring_func": "sigmoid", "use_routing_bias": true,
     "use_qk_norm": true, "max_position_embeddings": 196608, "tie_word_embeddings": false,
-    "vocab_size": 200064}"#;
+    "vocab_size": 200064, "quantization_config": {"activation_scheme": "dynamic",
+    "fmt": "float8_e4m3fn", "quant_method": "fp8", "weight_block_size": [128, 128],
+    "modules_to_not_convert": ["gate", "e_score_correction_bias", "lm_head"]}}"#;
 
 /// google/gemma-4-31B-it: its language model as the model cards (Google's and the conversions
 /// from its checkpoint) give it: 60 layers, 5 sliding (16 KV heads of 256, a window of 1024) to

@@ -202,3 +202,14 @@ fn minimax_m3_counts_the_published_text_tensors() {
     assert_eq!(m.arch.params().total, 426_174_572_928);
     assert_eq!(m.arch.params().active, 25_962_473_856);
 }
+
+// MiniMaxAI/MiniMax-M2 is published in FP8 (128 × 128 blocks with an f32 scale each; the
+// embeddings and head bf16, the router f32): about one byte a parameter, as vLLM loads it,
+// not the 457 GB of bf16 it was sized at without its quantization_config.
+#[test]
+fn minimax_m2_is_sized_as_its_fp8_checkpoint() {
+    let m = find_model("minimax-m2").unwrap();
+    let params = m.arch.params().total;
+    let bytes = m.checkpoint_weights.unwrap().bytes;
+    assert!(bytes > params && bytes < params + params / 100, "{bytes}");
+}
