@@ -6,11 +6,35 @@ use crate::common::{self, fixture, gpumem};
 use serde_json::Value;
 
 /// gpumem's figure for a row: the catalog model's weights or parameters, or, for a row with a
-/// published `config`, vLLM's weights term (which counts the vision tower).
+/// published `config`, vLLM's weights term (which counts the vision tower, and the MTP layer
+/// where the row serves it).
 fn gpumem_figure(row: &Value) -> u64 {
     let model = row["model"].as_str().expect("a model");
     if let Some(config) = row["config"].as_str() {
         let config = fixture(config);
+        // With its MTP layer loaded (speculative decoding), vLLM's weights are the whole
+        // checkpoint's: the draft joins the weights term.
+        if let Some(spec) = row["speculative_config"].as_str() {
+            let v: Value = common::json_ok(gpumem().args([
+                "--json",
+                "select",
+                "--config",
+                &config,
+                "--engine",
+                "vllm",
+                "--device",
+                "sim:h100",
+                "--speculative-config",
+                spec,
+            ]));
+            let terms = v["plan"]["engine"]["terms"]
+                .as_array()
+                .expect("vLLM's terms");
+            let weights = terms.iter().find(|t| t["term"] == "weights");
+            return weights
+                .and_then(|t| t["bytes"].as_u64())
+                .expect("a weights term");
+        }
         let v: Value = common::json_ok(gpumem().args([
             "--json", "estimate", "--config", &config, "--engine", "vllm", "--device", "sim:h100",
         ]));

@@ -35,9 +35,14 @@ pub fn read_config_with_weights(
     path: &Path,
 ) -> Result<(ModelArch, Vec<ModelWarning>, Option<FileWeights>), ModelError> {
     let text = crate::input::read_bounded(path, MAX_CONFIG_BYTES, "a config.json")?;
-    let name = path
-        .parent()
-        .and_then(|p| p.file_name())
+    // A checkpoint's config.json is named for its folder; a config saved under a name of its
+    // own (qwen3.5-9b.json) is named for that file.
+    let named_file = path
+        .file_name()
+        .filter(|f| *f != "config.json")
+        .and(path.file_stem());
+    let name = named_file
+        .or_else(|| path.parent().and_then(|p| p.file_name()))
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "config.json".into());
     config_from_bytes(path, &name, &text)
