@@ -180,6 +180,7 @@ fn stage_weights(
         vocab
     };
     stage += if first { vocab } else { 0 } + if last { head + final_norm } else { 0 };
+    stage += k_eq_v_values(arch, layers.clone());
     let norms =
         (n * u128::from(arch.norms_per_layer) + u128::from(last)) * u128::from(arch.norm_params());
     let stage_bytes = per_param(stage);
@@ -194,6 +195,19 @@ fn stage_weights(
         per_rank += per_param(one_head) - per_param(one_head * kv / tp);
     }
     u64::try_from(per_rank).unwrap_or(u64::MAX)
+}
+
+/// The V projections vLLM allocates where the checkpoint has none: Gemma 4's full layers under
+/// `attention_k_eq_v` ship K alone, but vLLM's `QKVParallelLinear` holds a V slot too and loads
+/// K into both (`_gemma4_layer_weights_mapper`); the KV-sharing layers have neither.
+fn k_eq_v_values(arch: &crate::model::ModelArch, layers: Range<u64>) -> u128 {
+    let Some(full) = arch.full_attention.filter(|f| f.k_eq_v) else {
+        return 0;
+    };
+    let own_full = layers
+        .filter(|&i| arch.has_own_kv(i) && !arch.is_sliding_layer(i))
+        .count() as u128;
+    own_full * u128::from(arch.hidden_size) * u128::from(full.kv_heads * full.head_dim)
 }
 
 /// The fused-MoE kernel's workspaces for a batch of `max_num_batched_tokens` on one rank
@@ -507,7 +521,18 @@ fn sparse_block_size(arch: &crate::model::ModelArch, configured: u64) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{concurrency_centi, sparse_block_size, sparse_mla_page};
+    use super::{concurrency_centi, k_eq_v_values, sparse_block_size, sparse_mla_page};
+
+    // 31B's 10 full layers (of 60) ship K alone; vLLM holds a V slot of 4 heads of 512 beside
+    // it in each: 10 × 5,376 × 2,048 values. E4B's full layers have V projections of their own.
+    #[test]
+    fn gemma4_full_layers_hold_a_v_slot_of_their_k() {
+        let g31 = crate::model::find_model("gemma-4-31b").unwrap().arch;
+        assert_eq!(k_eq_v_values(&g31, 0..60), 110_100_480);
+        assert_eq!(k_eq_v_values(&g31, 0..6), 11_010_048);
+        let e4b = crate::model::find_model("gemma-4-e4b").unwrap().arch;
+        assert_eq!(k_eq_v_values(&e4b, 0..42), 0);
+    }
 
     #[test]
     fn sparse_mla_pages_are_vllms_specs() {
