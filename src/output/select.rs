@@ -261,8 +261,8 @@ impl Report for SelectReport {
                 crate::plan::engines::pytorch::VERSION.version
             );
         }
-        // An engine's own account that does not cover the model (RWKV under vLLM, Gemma 4 under
-        // vLLM and SGLang) leaves the plan to the generic rule: said, never silent.
+        // An engine's own account that does not cover the model (RWKV or DeepSeek-V4 under vLLM,
+        // Gemma 4 under SGLang) leaves the plan to the generic rule: said, never silent.
         if let [(engine @ (Engine::Vllm | Engine::Sglang), _)] = self.launches.as_slice() {
             if p.accounting == Accounting::Generic {
                 let what = if p.kind == PlanKind::None {

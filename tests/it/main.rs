@@ -52,6 +52,7 @@ mod transfers;
 mod vllm_cuda_graphs;
 mod vllm_feature_logs;
 mod vllm_features;
+mod vllm_gemma4;
 mod vllm_pages_2026;
 mod vllm_reference;
 mod vllm_vlm_logs;

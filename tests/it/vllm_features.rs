@@ -169,23 +169,25 @@ fn lora_slots_join_the_weights_and_the_launch() {
     );
 }
 
-// A model vLLM's own accounting does not cover (Gemma 4's full layers of their own head size)
-// is planned by the generic rule, and the plan says so; one it covers does not say it.
+// A model vLLM's own accounting does not cover (DeepSeek-V4's compressed attention) is planned
+// by the generic rule, and the plan says so; one it covers (Gemma 4 among them) does not say it.
 #[test]
 fn a_model_outside_vllms_account_is_said_to_be_planned_generically() {
-    let text = |model: &str| {
-        let out = common::gpumem()
-            .args([
-                "select", "--model", model, "--engine", "vllm", "--device", "sim:h100",
-            ])
-            .output()
-            .unwrap();
+    let text = |model: &str, devices: &[&str]| {
+        let mut args = vec![
+            "select", "--model", model, "--engine", "vllm", "--dtype", "fp8",
+        ];
+        for d in devices {
+            args.extend(["--device", d]);
+        }
+        let out = common::gpumem().args(&args).output().unwrap();
         assert_eq!(out.status.code(), Some(0), "{model}");
         String::from_utf8(out.stdout).unwrap()
     };
     let line = "vLLM's own accounting does not cover this model; this plan is by gpumem's";
-    assert!(text("gemma-4-31b").contains(line));
-    assert!(!text("llama-3.1-8b").contains(line));
+    assert!(text("deepseek-v4-flash", &["sim:h200"; 8]).contains(line));
+    assert!(!text("gemma-4-31b", &["sim:h100"]).contains(line));
+    assert!(!text("llama-3.1-8b", &["sim:h100"]).contains(line));
     // Where nothing fits (Kimi-K3 on one H100), the verdicts say whose rule judged them.
     let out = common::gpumem()
         .args([

@@ -91,6 +91,11 @@ pub struct VllmConfig {
     pub lora: Option<VllmLora>,
     /// `--limit-mm-per-prompt` and `--mm-processor-kwargs`: the multimodal profile run.
     pub multimodal: super::encoder::VllmMultimodal,
+    /// Batches in flight whose tokens a sliding layer's blocks must hold besides its window
+    /// (`VllmConfig.max_in_flight_tokens` ÷ `max_num_batched_tokens`): 2 under vLLM 0.33's
+    /// default asynchronous scheduling on one stage; 1 in vLLM up to 0.22, which reserved one
+    /// batch (`--no-async-scheduling` reserves one too).
+    pub in_flight_batches: u64,
 }
 
 /// `--enable-lora --max-loras K --max-lora-rank R [--max-cpu-loras C]`.
@@ -190,6 +195,7 @@ impl VllmConfig {
             speculative: None,
             lora: None,
             multimodal: super::encoder::VllmMultimodal::default(),
+            in_flight_batches: defaults::IN_FLIGHT_BATCHES,
         }
     }
 }

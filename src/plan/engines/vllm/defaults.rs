@@ -99,3 +99,8 @@ pub fn capture_sizes(max: u64) -> impl Iterator<Item = u64> {
         .chain((256..=max.max(256)).step_by(16))
         .filter(move |&s| s <= max)
 }
+
+/// Batches a sliding layer's blocks stay held for besides its window
+/// (`VllmConfig.max_in_flight_tokens`, one `max_num_batched_tokens` each): asynchronous
+/// scheduling, on by default, overlaps two steps on one stage.
+pub const IN_FLIGHT_BATCHES: u64 = 2;

@@ -182,11 +182,6 @@ pub enum Unmodelled {
     /// LoRA adapters on a mixture of experts (vLLM wraps the experts too; not modelled).
     #[error("vLLM's LoRA slots on routed experts are not modelled")]
     LoraOnExperts,
-    /// Gemma 4's full layers, with heads of their own size and count beside the sliding ones'.
-    #[error(
-        "vLLM's KV pages for Gemma 4's full layers (heads of their own size) are not modelled"
-    )]
-    LayerWidths,
     /// DeepSeek-V4's window, compressed caches (4:1 with the indexer's keys, 128:1) and
     /// compressor states, each a page layout of its own in vLLM.
     #[error(
@@ -260,9 +255,6 @@ pub fn fit(
     let arch = model.arch;
     if cfg.lora.is_some() && arch.moe.is_some() {
         return Err(Unmodelled::LoraOnExperts);
-    }
-    if arch.full_attention.is_some() {
-        return Err(Unmodelled::LayerWidths);
     }
     if arch.deepseek_v4.is_some() {
         return Err(Unmodelled::CompressedAttention);

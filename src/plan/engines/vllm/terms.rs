@@ -181,6 +181,7 @@ fn stage_weights(
         vocab
     };
     stage += if first { vocab } else { 0 } + if last { head + final_norm } else { 0 };
+    stage += k_eq_v_values(arch, layers.clone());
     let norms =
         (n * u128::from(arch.norms_per_layer) + u128::from(last)) * u128::from(arch.norm_params());
     let stage_bytes = per_param(stage);
@@ -195,6 +196,19 @@ fn stage_weights(
         per_rank += per_param(one_head) - per_param(one_head * kv / tp);
     }
     u64::try_from(per_rank).unwrap_or(u64::MAX)
+}
+
+/// The V projections vLLM allocates where the checkpoint has none: Gemma 4's full layers under
+/// `attention_k_eq_v` ship K alone, but vLLM's `QKVParallelLinear` holds a V slot too and loads
+/// K into both (`_gemma4_layer_weights_mapper`); the KV-sharing layers have neither.
+fn k_eq_v_values(arch: &crate::model::ModelArch, layers: Range<u64>) -> u128 {
+    let Some(full) = arch.full_attention.filter(|f| f.k_eq_v) else {
+        return 0;
+    };
+    let own_full = layers
+        .filter(|&i| arch.has_own_kv(i) && !arch.is_sliding_layer(i))
+        .count() as u128;
+    own_full * u128::from(arch.hidden_size) * u128::from(full.kv_heads * full.head_dim)
 }
 
 /// The fused-MoE kernel's workspaces for a batch of `max_num_batched_tokens` on one rank
@@ -305,6 +319,10 @@ fn split_accumulators(model: &VllmModel<'_>, tp: u64, seqs: u64) -> u64 {
 pub(super) struct KvPages {
     pub block_bytes: u64,
     block_size: u64,
+    /// Tokens a sliding layer's block holds: `block_size`, unless its page was the smaller
+    /// and vLLM scaled its block to the widest page (Gemma 4's sliding layers beside full
+    /// ones of another width).
+    sliding_block_size: u64,
     /// Groups of full-attention layers (each takes a request's whole length).
     full_groups: u64,
     /// Groups of sliding-window layers (each takes the window and a batch).
@@ -326,9 +344,12 @@ impl KvPages {
         layers: Range<u64>,
     ) -> Option<Self> {
         let arch = model.arch;
-        let per_token_layer = match arch.attention {
+        // A layer's bytes a token: its K and V heads on the rank (Gemma 4's full layers their
+        // own head size and count).
+        let token_bytes = |i: u64| match arch.attention {
             Attention::Standard { .. } => {
-                2 * (arch.num_kv_heads / tp).max(1) * arch.head_dim * cfg.kv_element_bytes
+                let (head, kv) = arch.layer_heads(i);
+                2 * (kv / tp).max(1) * head * cfg.kv_element_bytes
             }
             // MLA's latent is the same on every rank.
             Attention::Mla { .. } => sparse_mla_page(arch, cfg.kv_element_bytes)
@@ -342,13 +363,18 @@ impl KvPages {
             .filter(|_| layers.end >= arch.num_layers)
             .map_or(0, |s| s.layers());
         let spec = cfg.speculative.as_ref().map_or(0, |s| s.tokens);
-        let attention: Vec<u64> = layers.clone().filter(|&i| arch.has_attention(i)).collect();
+        // Layers that read an earlier layer's cache (Gemma 4 E2B/E4B's last ones, vLLM's
+        // `kv_sharing_target_layer_name`) get no KV spec, so no pages.
+        let attention: Vec<u64> = layers.clone().filter(|&i| arch.has_own_kv(i)).collect();
         let recurrent = layers.filter(|&i| arch.is_recurrent_layer(i)).count() as u64;
+        let widths = LayerWidths::of(&attention, |i| arch.is_sliding_layer(i), token_bytes);
         let sliding = attention
             .iter()
             .filter(|&&i| arch.is_sliding_layer(i))
             .count() as u64;
         let full = attention.len() as u64 - sliding + draft;
+        // A draft's full layers are the model's shape (the first layer's width).
+        let per_token_layer = widths.widest.max(token_bytes(0));
         let (page, block_size, state_pages) = match (&arch.ssm, recurrent) {
             (Some(ssm), 1..) => state_pages(
                 ssm,
@@ -362,6 +388,7 @@ impl KvPages {
                 (block * per_token_layer, block, 0)
             }
         };
+        let (full_block, sliding_block) = widths.blocks(block_size, per_token_layer);
         // vLLM's hybrid manager groups layers of one kind into groups of equal size (the
         // fewest layers of a kind, or the most where that is under 1.5 times the fewest); the
         // groups share one pool, whose block spans one layer of each group slot.
@@ -374,13 +401,13 @@ impl KvPages {
         let group = if 2 * most < 3 * fewest { most } else { fewest }.max(1);
         Some(KvPages {
             block_bytes: page * group,
-            block_size,
+            block_size: full_block,
+            sliding_block_size: sliding_block,
             full_groups: full.div_ceil(group),
             sliding_groups: sliding.div_ceil(group),
-            sliding_tokens: arch
-                .sliding_window
-                .as_ref()
-                .map_or(0, |w| w.window.saturating_sub(1) + tokens),
+            sliding_tokens: arch.sliding_window.as_ref().map_or(0, |w| {
+                w.window.saturating_sub(1) + cfg.in_flight_batches * tokens
+            }),
             state_groups: recurrent.div_ceil(group),
             state_pages,
         })
@@ -394,7 +421,10 @@ impl KvPages {
     /// Blocks one request of `len` tokens takes.
     pub fn blocks_per_request(&self, len: u64) -> u64 {
         let full = len.div_ceil(self.block_size);
-        let sliding = len.min(self.sliding_tokens).div_ceil(self.block_size) + 1;
+        let sliding = len
+            .min(self.sliding_tokens)
+            .div_ceil(self.sliding_block_size)
+            + 1;
         self.full_groups * full
             + self.sliding_groups * sliding
             + self.state_groups * self.state_pages
@@ -403,6 +433,46 @@ impl KvPages {
     /// Tokens a KV block holds (the attention block size, raised for a hybrid model).
     pub fn block_size(&self) -> u64 {
         self.block_size
+    }
+}
+
+/// The bytes a token takes in one layer of each kind (0 where there is none), as vLLM's
+/// `unify_kv_cache_spec_page_size` evens them out: every page is the widest layer's at the
+/// block size, and a narrower layer's block holds proportionally more tokens where its page
+/// divides the widest (else it keeps the block and its page is padded).
+struct LayerWidths {
+    full: u64,
+    sliding: u64,
+    widest: u64,
+}
+
+impl LayerWidths {
+    fn of(layers: &[u64], sliding: impl Fn(u64) -> bool, bytes: impl Fn(u64) -> u64) -> Self {
+        let widest_of = |want: bool| {
+            layers
+                .iter()
+                .filter(|&&i| sliding(i) == want)
+                .map(|&i| bytes(i))
+                .max()
+                .unwrap_or(0)
+        };
+        let (full, sliding) = (widest_of(false), widest_of(true));
+        LayerWidths {
+            full,
+            sliding,
+            widest: full.max(sliding),
+        }
+    }
+
+    /// Tokens a full and a sliding layer's block hold, for pages of `widest` bytes a token at
+    /// `block` tokens.
+    fn blocks(&self, block: u64, widest: u64) -> (u64, u64) {
+        let scaled = |t: u64| match t {
+            0 => block,
+            t if widest % t == 0 => block * (widest / t),
+            _ => block,
+        };
+        (scaled(self.full), scaled(self.sliding))
     }
 }
 
@@ -477,7 +547,18 @@ fn rope_cache(model: &VllmModel<'_>) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{concurrency_centi, sparse_block_size, sparse_mla_page};
+    use super::{concurrency_centi, k_eq_v_values, sparse_block_size, sparse_mla_page};
+
+    // 31B's 10 full layers (of 60) ship K alone; vLLM holds a V slot of 4 heads of 512 beside
+    // it in each: 10 × 5,376 × 2,048 values. E4B's full layers have V projections of their own.
+    #[test]
+    fn gemma4_full_layers_hold_a_v_slot_of_their_k() {
+        let g31 = crate::model::find_model("gemma-4-31b").unwrap().arch;
+        assert_eq!(k_eq_v_values(&g31, 0..60), 110_100_480);
+        assert_eq!(k_eq_v_values(&g31, 0..6), 11_010_048);
+        let e4b = crate::model::find_model("gemma-4-e4b").unwrap().arch;
+        assert_eq!(k_eq_v_values(&e4b, 0..42), 0);
+    }
 
     #[test]
     fn sparse_mla_pages_are_vllms_specs() {
