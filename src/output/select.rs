@@ -249,52 +249,7 @@ impl Report for SelectReport {
         let p = &s.plan;
         let plan = format!("{}\n", plan_line(s));
         let _ = write!(text, "{}", style.paint(&plan, p.kind != PlanKind::None));
-        if p.accounting == Accounting::PytorchTraining {
-            let _ = writeln!(
-                text,
-                "PyTorch {} training: the step's peak (one FSDP2 rank's with --fsdp N, one DDP\n\
-                 rank's with --ddp, the fullest ZeRO-1 rank's with --zero1 N, the fullest\n\
-                 DeepSpeed rank's with --deepspeed-zero1/2/3 N) with the CUDA context\n\
-                 (--overhead) and the allocator's slack (--fragmentation-reserve), against\n\
-                 free memory (`estimate --mode train` shows its parts); with\n\
-                 --offload-optimizer the host's RAM must hold every rank's optimizer.",
-                crate::plan::engines::pytorch::VERSION.version
-            );
-        }
-        // An engine's own account that does not cover the model (RWKV or DeepSeek-V4 under vLLM,
-        // Gemma 4 under SGLang) leaves the plan to the generic rule: said, never silent.
-        if let [(engine @ (Engine::Vllm | Engine::Sglang), _)] = self.launches.as_slice() {
-            if p.accounting == Accounting::Generic {
-                let what = if p.kind == PlanKind::None {
-                    "the verdicts above are"
-                } else {
-                    "this plan is"
-                };
-                let _ = writeln!(
-                    text,
-                    "{}'s own accounting does not cover this model; {what} by gpumem's \
-                     generic rule (--memory-fraction).",
-                    super::launch::engine_name(*engine)
-                );
-            }
-        }
-        if p.accounting == Accounting::GenericAfterVllm {
-            // Nothing fits only where vLLM had no GPU to judge (`demand::after_vllm`).
-            if p.kind == PlanKind::None {
-                let _ = writeln!(
-                    text,
-                    "With no GPU here vLLM's own accounting judges nothing; the verdicts above \
-                     are by gpumem's generic rule (--memory-fraction)."
-                );
-            } else {
-                let _ = writeln!(
-                    text,
-                    "No tensor-parallel layout serves under vLLM's own accounting; this plan is \
-                     by gpumem's generic rule (--memory-fraction), which is all gpumem models of \
-                     vLLM's pipeline stages and --cpu-offload-gb so far."
-                );
-            }
-        }
+        accounting_note(&mut text, p, &self.launches);
         if let Some(a) = p.llamacpp() {
             super::engine::llamacpp_text(&mut text, a);
         }
@@ -691,5 +646,56 @@ fn suggestions_text(text: &mut String, suggestions: &[Suggestion]) {
             ),
         };
         let _ = writeln!(text, "  {line}");
+    }
+}
+
+/// Whose rule judged the plan, where it is not the engine's own account (PyTorch's training
+/// step, or the generic rule standing in for vLLM's or SGLang's): said, never silent.
+fn accounting_note(text: &mut String, p: &Plan, launches: &[(Engine, Result<Launch, NoLaunch>)]) {
+    if p.accounting == Accounting::PytorchTraining {
+        let _ = writeln!(
+            text,
+            "PyTorch {} training: the step's peak (one FSDP2 rank's with --fsdp N, one DDP\n\
+             rank's with --ddp, the fullest ZeRO-1 rank's with --zero1 N, the fullest\n\
+             DeepSpeed rank's with --deepspeed-zero1/2/3 N) with the CUDA context\n\
+             (--overhead) and the allocator's slack (--fragmentation-reserve), against\n\
+             free memory (`estimate --mode train` shows its parts); with\n\
+             --offload-optimizer the host's RAM must hold every rank's optimizer.",
+            crate::plan::engines::pytorch::VERSION.version
+        );
+    }
+    // An engine's own account that does not cover the model (RWKV or DeepSeek-V4 under vLLM,
+    // Gemma 4 under SGLang) leaves the plan to the generic rule: said, never silent.
+    if let [(engine @ (Engine::Vllm | Engine::Sglang), _)] = launches {
+        if p.accounting == Accounting::Generic {
+            let what = if p.kind == PlanKind::None {
+                "the verdicts above are"
+            } else {
+                "this plan is"
+            };
+            let _ = writeln!(
+                text,
+                "{}'s own accounting does not cover this model; {what} by gpumem's \
+                 generic rule (--memory-fraction).",
+                super::launch::engine_name(*engine)
+            );
+        }
+    }
+    if p.accounting == Accounting::GenericAfterVllm {
+        // Nothing fits only where vLLM had no GPU to judge (`demand::after_vllm`).
+        if p.kind == PlanKind::None {
+            let _ = writeln!(
+                text,
+                "With no GPU here vLLM's own accounting judges nothing; the verdicts above \
+                 are by gpumem's generic rule (--memory-fraction)."
+            );
+        } else {
+            let _ = writeln!(
+                text,
+                "No tensor-parallel layout serves under vLLM's own accounting; this plan is \
+                 by gpumem's generic rule (--memory-fraction), which is all gpumem models of \
+                 vLLM's pipeline stages and --cpu-offload-gb so far."
+            );
+        }
     }
 }
