@@ -148,22 +148,6 @@ fn rows(name: &str, doc: &Value, arch: &gpumem::model::ModelArch, file: FileWeig
         // is, the figure is llama.cpp's own.
         let staged = matches!(arch.family.as_str(), "rwkv6" | "rwkv7");
         let replayed = b.activations_basis == ActivationsBasis::GraphReplay;
-        // GLM-5-next's compute buffer is not modelled, and must say so; its weights and
-        // caches are held to llama.cpp's above, its activations' ratio only printed.
-        if arch.glm5_next.is_some() {
-            if b.activations_basis != ActivationsBasis::Unmodelled {
-                failures.push(format!("{what}: activations by {:?}", b.activations_basis));
-            }
-            out.push(Row {
-                label,
-                context,
-                ubatch,
-                fa,
-                ratio,
-                failures,
-            });
-            continue;
-        }
         if replayed == staged {
             failures.push(format!("{what}: activations by {:?}", b.activations_basis));
         }

@@ -55,8 +55,8 @@ pub(crate) fn inference_activations_wide(
     }) {
         return (w(bytes) + output_buffer, ActivationsBasis::GraphReplay);
     }
-    // DeepSeek-V4's graph is replayed for one sequence only (several sequences' streams are
-    // not), GLM-5-next's (its pooled indexer, its residual streams) not at all: there a plain
+    // DeepSeek-V4's and GLM-5-next's graphs are replayed for one sequence only (several
+    // sequences' streams are not), GLM-5-next's for an f16 cache only: elsewhere a plain
     // decoder's stages stand in, and say so.
     let basis = if arch.deepseek_v4.is_some() || arch.glm5_next.is_some() {
         ActivationsBasis::Unmodelled

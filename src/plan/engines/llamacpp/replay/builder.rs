@@ -120,6 +120,10 @@ pub(super) fn modelled(arch: &ModelArch) -> Option<Builder> {
             && arch.num_heads == arch.num_kv_heads;
         return ok.then_some(Builder::default());
     }
+    // GLM-5-next's own graph (`glm5_next.rs`) reads its layout and its KDA mixer alone.
+    if arch.glm5_next.is_some() {
+        return Some(Builder::default());
+    }
     if let Some(ssm) = arch.ssm {
         return recurrent(arch, ssm);
     }

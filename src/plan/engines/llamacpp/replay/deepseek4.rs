@@ -179,28 +179,46 @@ fn dims<'a>(s: &Shape<'a>, v4: &'a V4Layout) -> Option<Dims<'a>> {
 /// The hyper-connections' mixes of a layer's half: the streams `x` flattened and RMS-normed,
 /// projected to the mixes, and the pre-weights (`hc_pre`) taken from them; the post-weights
 /// and the combination are made where the half's output is mixed back ([`HcMix::post`]).
-struct HcMix {
+pub(super) struct HcMix {
     mixes: usize,
     scale: usize,
     base: usize,
 }
 
-type HcNames = (&'static str, &'static str, &'static str);
+/// The streams' widths: `hc_mult` streams of `h` values, over `tokens` rows.
+#[derive(Clone, Copy)]
+pub(super) struct Hc {
+    pub(super) mult: u64,
+    pub(super) h: u64,
+    pub(super) tokens: u64,
+}
 
-const HC_ATTN: HcNames = (
+impl Dims<'_> {
+    fn hc(&self) -> Hc {
+        Hc {
+            mult: self.v4.hc_mult,
+            h: self.h,
+            tokens: self.tokens,
+        }
+    }
+}
+
+pub(super) type HcNames = (&'static str, &'static str, &'static str);
+
+pub(super) const HC_ATTN: HcNames = (
     "hc_attn_fn.weight",
     "hc_attn_scale.weight",
     "hc_attn_base.weight",
 );
-const HC_FFN: HcNames = (
+pub(super) const HC_FFN: HcNames = (
     "hc_ffn_fn.weight",
     "hc_ffn_scale.weight",
     "hc_ffn_base.weight",
 );
 
 impl HcMix {
-    fn new(d: &Dims<'_>, g: &mut Graph, x: usize, names: HcNames) -> HcMix {
-        let (hc, t) = (d.v4.hc_mult, d.tokens);
+    pub(super) fn new(d: Hc, g: &mut Graph, x: usize, names: HcNames) -> HcMix {
+        let (hc, t) = (d.mult, d.tokens);
         let mix = (2 + hc) * hc;
         let flat = view(g, x);
         let normed = node(g, (INPLACE, Op::RmsNorm), (F32, hc * d.h, t, 1), &[flat]);
@@ -212,8 +230,8 @@ impl HcMix {
     }
 
     /// `sigmoid(mixes' slice × scale + base)`, then scaled (and for `hc_pre` biased).
-    fn affine(&self, d: &Dims<'_>, g: &mut Graph) -> usize {
-        let ne = (F32, d.v4.hc_mult, d.tokens, 1);
+    pub(super) fn affine(&self, d: Hc, g: &mut Graph) -> usize {
+        let ne = (F32, d.mult, d.tokens, 1);
         let slice = view(g, self.mixes);
         let scale = view(g, self.scale);
         let x = node(g, (INPLACE, Op::Mul), ne, &[slice, scale]);
@@ -224,9 +242,9 @@ impl HcMix {
     }
 
     /// The post-weights and the combination (`dsv4_hc_comb`, its Sinkhorn iterations fused).
-    fn post(&self, d: &Dims<'_>, g: &mut Graph) -> (usize, usize) {
+    pub(super) fn post(&self, d: Hc, g: &mut Graph) -> (usize, usize) {
         let post = self.affine(d, g);
-        let hc = d.v4.hc_mult;
+        let hc = d.mult;
         let srcs = [self.mixes, self.scale, self.base];
         let comb = node(g, (FRESH, Op::Other), (F32, hc, hc, d.tokens), &srcs);
         (post, comb)
@@ -234,42 +252,49 @@ impl HcMix {
 }
 
 /// `dsv4_hc_pre`: the streams weighted into one.
-fn hc_pre(d: &Dims<'_>, g: &mut Graph, x: usize, pre: usize) -> usize {
+pub(super) fn hc_pre(d: Hc, g: &mut Graph, x: usize, pre: usize) -> usize {
     node(g, (FRESH, Op::Other), (F32, d.h, d.tokens, 1), &[x, pre])
 }
 
 /// `dsv4_hc_post`: the block's output `x` and the residual streams mixed into new streams.
-fn hc_post(d: &Dims<'_>, g: &mut Graph, x: usize, residual: usize, pc: (usize, usize)) -> usize {
-    let ne = (F32, d.h, d.v4.hc_mult, d.tokens);
+pub(super) fn hc_post(
+    d: Hc,
+    g: &mut Graph,
+    x: usize,
+    residual: usize,
+    pc: (usize, usize),
+) -> usize {
+    let ne = (F32, d.h, d.mult, d.tokens);
     node(g, (FRESH, Op::Other), ne, &[x, residual, pc.0, pc.1])
 }
 
 /// One layer over the streams `inp`: attention's half and the experts' half, each between its
 /// hyper-connections.
 fn layer(d: &Dims<'_>, g: &mut Graph, inputs: &Inputs, inp: usize, l: u64) -> Option<usize> {
-    let mix = HcMix::new(d, g, inp, HC_ATTN);
-    let pre = mix.affine(d, g);
-    let cur = hc_pre(d, g, inp, pre);
+    let hc = d.hc();
+    let mix = HcMix::new(hc, g, inp, HC_ATTN);
+    let pre = mix.affine(hc, g);
+    let cur = hc_pre(hc, g, inp, pre);
     let ne = (F32, d.h, d.tokens, 1);
     let cur = rms(g, cur, ne, ("attn_norm.weight", d.h));
     let attended = attention(d, g, inputs, cur, l)?;
-    let pc = mix.post(d, g);
-    let streams = hc_post(d, g, attended, inp, pc);
-    let mix = HcMix::new(d, g, streams, HC_FFN);
-    let pc = mix.post(d, g);
-    let pre = mix.affine(d, g);
+    let pc = mix.post(hc, g);
+    let streams = hc_post(hc, g, attended, inp, pc);
+    let mix = HcMix::new(hc, g, streams, HC_FFN);
+    let pc = mix.post(hc, g);
+    let pre = mix.affine(hc, g);
     g.expand(streams);
     g.expand(pc.0);
     g.expand(pc.1);
-    let cur = hc_pre(d, g, streams, pre);
+    let cur = hc_pre(hc, g, streams, pre);
     let cur = rms(g, cur, ne, ("ffn_norm.weight", d.h));
     let routed = experts(d, g, cur, inputs.tokens, l);
     let shared = swiglu(g, cur, (d.h, d.shared_ffn, d.tokens), SHARED);
     let out = node(g, (INPLACE, Op::Add), ne, &[routed, shared]);
-    Some(hc_post(d, g, out, streams, pc))
+    Some(hc_post(hc, g, out, streams, pc))
 }
 
-type FfnNames = (&'static str, &'static str, &'static str);
+pub(super) type FfnNames = (&'static str, &'static str, &'static str);
 
 const SHARED: FfnNames = (
     "ffn_gate_shexp.weight",
@@ -278,7 +303,12 @@ const SHARED: FfnNames = (
 );
 
 /// A gated MLP of `n` over `cur` (`swiglu` clamped, as V4's `swiglu_limit` asks).
-fn swiglu(g: &mut Graph, cur: usize, (h, n, t): (u64, u64, u64), names: FfnNames) -> usize {
+pub(super) fn swiglu(
+    g: &mut Graph,
+    cur: usize,
+    (h, n, t): (u64, u64, u64),
+    names: FfnNames,
+) -> usize {
     let gate_w = g.ffn_weight(FfnClass::Gate, (names.0, h * n, true));
     let gate = node(g, (FRESH, Op::MulMat), (F32, n, t, 1), &[gate_w, cur]);
     let up_w = g.ffn_weight(FfnClass::Up, (names.1, h * n, true));

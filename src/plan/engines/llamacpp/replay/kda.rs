@@ -5,6 +5,26 @@ use super::graph::*;
 use super::recurrent::{convolution_input, gather_rows, read_states, StateInputs};
 use crate::model::arch::{K3Layout, Ssm};
 
+/// Which KDA: Kimi-Linear's (softplus decay, low-rank output gate), Kimi-K3's (bounded
+/// decay, one full-rank gate) or GLM-5-next's (bounded decay, low-rank gate).
+#[derive(Clone, Copy)]
+pub(super) struct KdaKind {
+    /// The decay is bounded below (`kda_gate_lower_bound`).
+    pub(super) bounded: bool,
+    /// The output gate is one full-rank projection (`ssm_g`).
+    pub(super) full_gate: bool,
+}
+
+impl KdaKind {
+    /// Kimi-Linear's (`None`) or Kimi-K3's.
+    pub(super) fn kimi(k3: Option<K3Layout>) -> KdaKind {
+        KdaKind {
+            bounded: k3.is_some_and(|k| k.gate_lower_bound),
+            full_gate: k3.is_some(),
+        }
+    }
+}
+
 /// One KDA mixer over `cur` (`tokens` tokens, one sequence): the layer's cached convolution
 /// tails read once; q, k and v each projected, joined to its tail (its last `d_conv − 1`
 /// columns written back) and convolved on its own, then SiLU'd; the per-channel decay from
@@ -12,12 +32,12 @@ use crate::model::arch::{K3Layout, Ssm};
 /// of its projection); the cached state; q and k L2-normed; the delta rule (its output beside
 /// the final state, which is written back); the output made contiguous, RMS-normed per head
 /// and gated by a sigmoid of two more low-rank projections, then projected out. Returns the
-/// mixer's output (`model` bytes). Kimi-K3 (`k3`) bounds the decay and gates the output by one
-/// full-rank projection.
+/// mixer's output (`model` bytes). `kind` says whether the decay is bounded and the gate
+/// full-rank.
 pub(super) fn kda(
     g: &mut Graph,
     cur: usize,
-    (s, k3): (&Ssm, Option<K3Layout>),
+    (s, kind): (&Ssm, KdaKind),
     inputs: StateInputs,
     tokens: u64,
     model: u64,
@@ -58,8 +78,7 @@ pub(super) fn kda(
         joined(g, "attn_k.weight"),
         joined(g, "attn_v.weight"),
     ];
-    let bounded = k3.is_some_and(|k| k.gate_lower_bound);
-    let decay = kda_decay(g, (cur, h), (s, bounded), value)?;
+    let decay = kda_decay(g, (cur, h), (s, kind.bounded), value)?;
     let b = g.matrix("ssm_beta.weight", h, heads);
     let b = g.op(Kind::Fresh, width(heads)?, OTHER, &[b, cur]);
     let b = g.view(b, OTHER);
@@ -98,7 +117,7 @@ pub(super) fn kda(
     }
     let out =
         super::recurrent::delta_rule(g, convolved, (decay, beta, cached), (ssm_all, delta_out));
-    kda_output(g, (out, cur_2d), (s, k3.is_some()), (value, h), model)
+    kda_output(g, (out, cur_2d), (s, kind.full_gate), (value, h), model)
 }
 
 /// KDA's per-channel decay from `cur`: f_b(f_a(x)) plus its bias, softplus, times A (per
@@ -111,7 +130,8 @@ fn kda_decay(
     value: u64,
 ) -> Option<usize> {
     let (head, inner) = (s.state, s.inner);
-    let rows = value / inner.max(1);
+    // Tokens: `value` is an f32 row of `inner` a token.
+    let rows = value / inner.max(1) / 4;
     let w_a = g.matrix("ssm_f_a.weight", h, head);
     let f_a = g.op(
         Kind::Fresh,
@@ -155,7 +175,8 @@ fn kda_output(
     model: u64,
 ) -> Option<usize> {
     let (head, inner) = (s.state, s.inner);
-    let rows = value / inner.max(1);
+    // Tokens: `value` is an f32 row of `inner` a token.
+    let rows = value / inner.max(1) / 4;
     let y = g.view(out, OTHER);
     let y = g.op(Kind::Fresh, value, OTHER, &[y]);
     g.tag(y, Op::Cont);

@@ -7,7 +7,7 @@
 use super::attention::attention_block;
 use super::ffn::{dense, experts_over, router_logits};
 use super::graph::*;
-use super::kda::kda;
+use super::kda::{kda, KdaKind};
 use super::{norm, Ctx, Lazy, ATTN_NORM, FFN_NORM, OUTPUT_NORM};
 use crate::model::arch::K3Layout;
 
@@ -75,9 +75,14 @@ fn layer(
     let cur = norm(c, g, cur, (model, MODEL), (ATTN_NORM, h));
     g.expand(cur);
     let mixed = match c.b.recurrent.zip(c.state_inputs) {
-        Some((s, states)) if arch.is_recurrent_layer(l) => {
-            kda(g, cur, (&s, Some(k3)), states, c.tokens, model)?
-        }
+        Some((s, states)) if arch.is_recurrent_layer(l) => kda(
+            g,
+            cur,
+            (&s, KdaKind::kimi(Some(k3))),
+            states,
+            c.tokens,
+            model,
+        )?,
         _ => attention_block(c, g, lazy, cur, l, c.full)?,
     };
     let prefix = if banked {

@@ -5,7 +5,7 @@ use super::attention::{attention_block, rotation_size};
 use super::ffn::{ffn_block, routed};
 use super::graph::*;
 use super::inputs::{IndexerInputs, Rotations};
-use super::kda::kda;
+use super::kda::{kda, KdaKind};
 use super::recurrent::{delta_net, mamba, StateInputs};
 use super::{norm, Builder, CacheInputs, Ctx, Lazy, Shape};
 use super::{ATTN_NORM, ATTN_NORM_2, FFN_NORM, OUTPUT_NORM, POST_ATTN_NORM, POST_FFN_NORM};
@@ -167,7 +167,7 @@ fn recurrent_mixer(
 ) -> Option<usize> {
     let (b, arch, model) = (c.b, c.arch, c.model);
     match s.kind {
-        SsmKind::Kda => kda(g, cur, (s, b.k3), states, c.tokens, model),
+        SsmKind::Kda => kda(g, cur, (s, KdaKind::kimi(b.k3)), states, c.tokens, model),
         SsmKind::GatedDeltaNet => delta_net(
             g,
             cur,

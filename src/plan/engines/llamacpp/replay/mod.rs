@@ -11,8 +11,9 @@
 //! The rooms: [`graph`] (the graph and the allocator), [`builder`] (which builder an
 //! architecture runs), [`layer`] (one decoder layer, and the graph's inputs and output),
 //! [`attention`] (grouped-query and latent attention), [`ffn`] (dense and routed feed-forward
-//! blocks), [`recurrent`] (the state-space and DeltaNet mixers), and [`deepseek4`] with
-//! [`deepseek4_attention`] (DeepSeek-V4's own layer loop and attention).
+//! blocks), [`recurrent`] (the state-space and DeltaNet mixers), [`deepseek4`] with
+//! [`deepseek4_attention`] (DeepSeek-V4's own layer loop and attention), and [`glm5_next`]
+//! with [`glm5_next_attention`] (GLM-5-next's, whose streams reuse DeepSeek-V4's mixers).
 
 mod attention;
 mod builder;
@@ -27,6 +28,8 @@ mod ffn;
 mod gallocr;
 mod gemma4;
 mod gemma4_assistant;
+mod glm5_next;
+mod glm5_next_attention;
 mod graph;
 mod inputs;
 mod kda;
@@ -272,6 +275,9 @@ fn whole(shape: Shape<'_>) -> Option<Graph> {
     }
     if let Some(v4) = &arch.deepseek_v4 {
         return deepseek4::whole(shape, v4);
+    }
+    if let Some(g5n) = &arch.glm5_next {
+        return glm5_next::whole(shape, g5n);
     }
     if let Some(backbone) = arch.edge.map(|e| e.backbone).filter(|&b| b > 0) {
         return gemma4_assistant::whole(shape, backbone);
