@@ -97,6 +97,33 @@ pub struct VisionTower {
 /// Merged tokens a side of the image clip warms a Qwen tower up with (its reserve's size).
 const WARMUP_SIDE_TOKENS: u64 = 46;
 
+/// The most tokens clip lets a Qwen image take (`set_limit_image_tokens(8, 4096)`), unless
+/// llama-server's `--image-max-tokens` says otherwise.
+pub const QWEN_IMAGE_MAX_TOKENS: u64 = 4096;
+
+impl VisionTower {
+    /// The tower as it encodes the largest image it accepts, for a tower of dynamic resolution
+    /// (Qwen's); `None` for one that encodes every image at its own size. clip's resize
+    /// (`calc_size_preserved_ratio`) brings any square image past the pixel limit of
+    /// `max_tokens × align²` (align: a merged patch's side) to `floor(√max_tokens) × align`
+    /// pixels a side, the square clip itself names as its largest (`set_limit_image_tokens`'
+    /// `warmup_image_size`).
+    pub fn largest_image(&self, max_tokens: Option<u64>) -> Option<VisionTower> {
+        match self.kind {
+            ProjectorKind::Qwen2Vl | ProjectorKind::Qwen25Vl | ProjectorKind::Qwen3Vl => {
+                let tokens = max_tokens.unwrap_or(QWEN_IMAGE_MAX_TOKENS);
+                let align = self.patch_size.checked_mul(self.merge)?;
+                let image_size = tokens.isqrt().checked_mul(align)?.max(align);
+                Some(VisionTower {
+                    image_size,
+                    ..self.clone()
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
 /// The vision tower a clip GGUF describes; `None` without a vision encoder (an audio-only
 /// projector) or without the keys a tower needs.
 pub(crate) fn vision_tower(file: &GgufFile) -> Option<VisionTower> {
