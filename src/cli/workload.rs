@@ -61,8 +61,8 @@ pub struct WorkloadSettings {
     pub mmproj: Option<PathBuf>,
 
     /// llama.cpp: the most tokens an image may take (llama-server's --image-max-tokens): a
-    /// Qwen-VL projector's largest image, whose compute buffer is kept free [default: the
-    /// projector's own limit, 4096 for Qwen-VL].
+    /// Qwen-VL or Gemma 4 projector's largest image, whose compute buffer is kept free
+    /// [default: the projector's own limit, 4096 for Qwen-VL, 1120 for Gemma 4].
     #[arg(long, value_name = "N", requires = "mmproj", value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     pub image_max_tokens: Option<u64>,
 

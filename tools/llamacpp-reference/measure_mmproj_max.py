@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Records the compute buffer llama.cpp's clip grows to when it encodes the largest image a
-dynamic-resolution projector accepts (Qwen2-VL, Qwen2.5-VL, Qwen3-VL), beside its warm-up
+dynamic-resolution projector accepts (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Gemma 4), beside its warm-up
 reserve, flash attention on and off, through clip_max_buffers (built from
 clip_max_buffers.cpp). The largest image is the square one clip's resize
 (calc_size_preserved_ratio) gives for any square image past the pixel limit: floor(sqrt(max
 pixels) / align) * align pixels a side, align = patch × merge, max pixels = max tokens × align²
-(the projector's 4096, or `--image-max-tokens N`). Both buffers are in bytes, read from ggml's
+(the projector's own: Qwen's 4096, Gemma 4's 1120; or `--image-max-tokens N`). Both buffers are in bytes, read from ggml's
 scheduler after clip's own calls; the MiB clip prints at warm-up is kept as a check.
 
 usage: measure_mmproj_max.py CLIP_MAX_BUFFERS MMPROJ.gguf OUT.json --shape-of ID

@@ -1,9 +1,9 @@
 //! A multimodal projector (`--mmproj`) beside the model: llama-server loads it through mtmd on
 //! the first GPU (the CPU without one), its weights and the compute buffer clip reserves at
 //! warm-up for one image of the tower's size, and (from b11312) adds both to its fit's margin
-//! on that device (`mtmd_get_memory_usage`). A tower of dynamic resolution (Qwen's) warms up
-//! with a smaller image than it accepts: encoding the largest makes ggml's scheduler grow the
-//! buffer, which llama-server's fit never saw; gpumem keeps that larger buffer free.
+//! on that device (`mtmd_get_memory_usage`). A tower of dynamic resolution (Qwen's, Gemma 4's)
+//! warms up with a smaller image than it accepts: encoding the largest makes ggml's scheduler
+//! grow the buffer, which llama-server's fit never saw; gpumem keeps that larger buffer free.
 
 use std::path::PathBuf;
 
