@@ -265,7 +265,7 @@ _gpumem() {
             return 0
             ;;
         gpumem__subcmd__estimate)
-            opts="-m -b -c -q -v -h -V --model --config --gguf --safetensors --dtype --kv-dtype --batch --context-length --context --ubatch --allow-generic --allow-longer-context --offline --mmproj --swa-full --flash-attention --overhead --fragmentation-reserve --mode --optimizer --checkpointing --no-checkpointing --grad-accum --attn-implementation --recipe --lora-rank --lora-targets --fsdp --no-reshard-after-forward --ddp --ddp-bucket-view --zero1 --deepspeed-zero1 --deepspeed-zero2 --deepspeed-zero3 --offload-optimizer --mem-fraction-static --tp --tp-size --max-running-requests --chunked-prefill-size --max-total-tokens --disable-cuda-graph --speculative-algorithm --speculative-draft-model-path --parallel --gpu-overhead --list-models --fits --engine --flash-attn --device --new-tokens --assistant-model --num-assistant-tokens --adapter-rank --adapter-targets --adapter-config --json --quiet --verbose --wide --color --help --version"
+            opts="-m -b -c -q -v -h -V --model --config --gguf --safetensors --dtype --kv-dtype --batch --context-length --context --ubatch --allow-generic --allow-longer-context --offline --mmproj --image-max-tokens --swa-full --flash-attention --overhead --fragmentation-reserve --mode --optimizer --checkpointing --no-checkpointing --grad-accum --attn-implementation --recipe --lora-rank --lora-targets --fsdp --no-reshard-after-forward --ddp --ddp-bucket-view --zero1 --deepspeed-zero1 --deepspeed-zero2 --deepspeed-zero3 --offload-optimizer --mem-fraction-static --tp --tp-size --max-running-requests --chunked-prefill-size --max-total-tokens --disable-cuda-graph --speculative-algorithm --speculative-draft-model-path --parallel --gpu-overhead --list-models --fits --engine --flash-attn --device --new-tokens --assistant-model --num-assistant-tokens --adapter-rank --adapter-targets --adapter-config --json --quiet --verbose --wide --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -324,6 +324,10 @@ _gpumem() {
                     return 0
                     ;;
                 --mmproj)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --image-max-tokens)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -569,7 +573,7 @@ _gpumem() {
             return 0
             ;;
         gpumem__subcmd__select)
-            opts="-m -b -c -q -v -h -V --model --config --gguf --safetensors --dtype --kv-dtype --batch --context-length --context --ubatch --allow-generic --allow-longer-context --offline --mmproj --swa-full --flash-attention --overhead --fragmentation-reserve --mode --optimizer --checkpointing --no-checkpointing --grad-accum --attn-implementation --recipe --lora-rank --lora-targets --fsdp --no-reshard-after-forward --ddp --ddp-bucket-view --zero1 --deepspeed-zero1 --deepspeed-zero2 --deepspeed-zero3 --offload-optimizer --mem-fraction-static --tp --tp-size --max-running-requests --chunked-prefill-size --max-total-tokens --disable-cuda-graph --speculative-algorithm --speculative-draft-model-path --parallel --gpu-overhead --max-context --max-concurrency --suggest-dtype --bytes --inventory --engine --device --ram --gpu-memory-utilization --max-num-batched-tokens --max-num-seqs --block-size --enforce-eager --cpu-offload-gb --pp-layer-partition --tensor-parallel-size --speculative-config --enable-lora --max-loras --max-lora-rank --max-cpu-loras --limit-mm-per-prompt --mm-processor-kwargs --fit-context --fit-ctx-min --llamacpp-device --flash-attn --no-op-offload --split-mode --spec-draft-model --model-draft --spec-draft-n-max --n-gpu-layers-draft --gpu-layers-draft --lora --fitt --fit-target --prefer --memory-fraction --min-free --driver-reserve --context-reserve --reserve-fraction --reserve-cap --timeout --json --quiet --verbose --wide --color --help --version"
+            opts="-m -b -c -q -v -h -V --model --config --gguf --safetensors --dtype --kv-dtype --batch --context-length --context --ubatch --allow-generic --allow-longer-context --offline --mmproj --image-max-tokens --swa-full --flash-attention --overhead --fragmentation-reserve --mode --optimizer --checkpointing --no-checkpointing --grad-accum --attn-implementation --recipe --lora-rank --lora-targets --fsdp --no-reshard-after-forward --ddp --ddp-bucket-view --zero1 --deepspeed-zero1 --deepspeed-zero2 --deepspeed-zero3 --offload-optimizer --mem-fraction-static --tp --tp-size --max-running-requests --chunked-prefill-size --max-total-tokens --disable-cuda-graph --speculative-algorithm --speculative-draft-model-path --parallel --gpu-overhead --max-context --max-concurrency --suggest-dtype --bytes --inventory --engine --device --ram --gpu-memory-utilization --max-num-batched-tokens --max-num-seqs --block-size --enforce-eager --cpu-offload-gb --pp-layer-partition --tensor-parallel-size --speculative-config --enable-lora --max-loras --max-lora-rank --max-cpu-loras --limit-mm-per-prompt --mm-processor-kwargs --fit-context --fit-ctx-min --llamacpp-device --flash-attn --no-op-offload --split-mode --spec-draft-model --model-draft --spec-draft-n-max --n-gpu-layers-draft --gpu-layers-draft --lora --fitt --fit-target --prefer --memory-fraction --min-free --driver-reserve --context-reserve --reserve-fraction --reserve-cap --timeout --json --quiet --verbose --wide --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -628,6 +632,10 @@ _gpumem() {
                     return 0
                     ;;
                 --mmproj)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --image-max-tokens)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

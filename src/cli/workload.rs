@@ -60,6 +60,12 @@ pub struct WorkloadSettings {
     #[arg(long, value_name = "FILE")]
     pub mmproj: Option<PathBuf>,
 
+    /// llama.cpp: the most tokens an image may take (llama-server's --image-max-tokens): a
+    /// Qwen-VL or Gemma 4 projector's largest image, whose compute buffer is kept free
+    /// [default: the projector's own limit, 4096 for Qwen-VL, 1120 for Gemma 4].
+    #[arg(long, value_name = "N", requires = "mmproj", value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub image_max_tokens: Option<u64>,
+
     /// Sliding-window layers cache the whole context, as llama.cpp's --swa-full (and the
     /// llama-cpp-python default) does. Default: the window plus one micro-batch (llama-server).
     #[arg(long)]

@@ -109,6 +109,9 @@ pub struct Projector {
     pub bytes: u64,
     /// Its vision tower, where the file describes one.
     pub vision: Option<VisionTower>,
+    /// llama-server's `--image-max-tokens`: the most tokens an image may take, which bounds the
+    /// largest image a dynamic-resolution tower encodes (`None`: the projector's own limit).
+    pub image_max_tokens: Option<u64>,
 }
 
 impl Projector {
@@ -192,6 +195,8 @@ pub struct LoadOptions {
     /// Never ask the Hub (`--offline`; `HF_HUB_OFFLINE=1` does the same): a Hub id is answered
     /// from gpumem's cache or the Hugging Face cache, or refused.
     pub offline: bool,
+    /// llama-server's `--image-max-tokens` for the projector, if one is loaded.
+    pub image_max_tokens: Option<u64>,
 }
 
 /// Loads a model source, refusing a `model_type` gpumem has no rules for.
@@ -204,6 +209,9 @@ pub fn load_with(spec: &SourceSpec, options: &LoadOptions) -> Result<ModelSource
     let mut source = load_any(spec, options)?;
     if let Some(path) = &options.projector {
         source.projector = Some(read_projector(path)?);
+    }
+    if let Some(p) = source.projector.as_mut() {
+        p.image_max_tokens = options.image_max_tokens;
     }
     if source.projector.as_ref().is_some_and(|p| !p.graph_known()) {
         source

@@ -228,6 +228,7 @@ pub(crate) fn projector_of(path: &Path, file: &GgufFile) -> Result<Projector, Mo
             parameters: file.parameters(),
             bytes: file.tensor_bytes(),
             vision: super::vision::vision_tower(file),
+            image_max_tokens: None,
         }),
         other => Err(ModelError::BadField {
             path: path.into(),

@@ -60,9 +60,10 @@ impl ProjectorKind {
 pub struct VisionTower {
     /// `clip.projector_type` (or `clip.vision.projector_type` in a mixed-modality file).
     pub kind: ProjectorKind,
-    /// The square image the encoder reserves its graph for: `image_size` for the
+    /// The square image the encoder reserves its graph for at warm-up: `image_size` for the
     /// fixed-resolution towers; for Qwen's, whose images vary, clip's warm-up image of 46 × 46
-    /// merged patches (`set_warmup_n_tokens(46*46)`, whatever the file's pixel limits).
+    /// merged patches (`set_warmup_n_tokens(46*46)`, whatever the file's pixel limits; the
+    /// largest image is [`VisionTower::largest_image`]).
     pub image_size: u64,
     /// Pixels a patch's side.
     pub patch_size: u64,
@@ -96,6 +97,38 @@ pub struct VisionTower {
 
 /// Merged tokens a side of the image clip warms a Qwen tower up with (its reserve's size).
 const WARMUP_SIDE_TOKENS: u64 = 46;
+
+impl ProjectorKind {
+    /// The most tokens clip lets an image take in a tower of dynamic resolution
+    /// (`set_limit_image_tokens`: Qwen's 4096, Gemma 4's 1120), unless llama-server's
+    /// `--image-max-tokens` says otherwise; `None` for a tower that encodes every image at its
+    /// own size.
+    pub fn image_max_tokens(&self) -> Option<u64> {
+        match self {
+            ProjectorKind::Qwen2Vl | ProjectorKind::Qwen25Vl | ProjectorKind::Qwen3Vl => Some(4096),
+            ProjectorKind::Gemma4V => Some(1120),
+            ProjectorKind::Gemma3 | ProjectorKind::Other(_) => None,
+        }
+    }
+}
+
+impl VisionTower {
+    /// The tower as it encodes the largest image it accepts, for a tower of dynamic resolution;
+    /// `None` for one that encodes every image at its own size. clip's resize
+    /// (`calc_size_preserved_ratio`) brings any square image past the pixel limit of
+    /// `max_tokens × align²` (align: a merged patch's side) to `floor(√max_tokens) × align`
+    /// pixels a side, the square clip itself names as its largest (`set_limit_image_tokens`'
+    /// `warmup_image_size`).
+    pub fn largest_image(&self, max_tokens: Option<u64>) -> Option<VisionTower> {
+        let tokens = max_tokens.unwrap_or(self.kind.image_max_tokens()?);
+        let align = self.patch_size.checked_mul(self.merge)?;
+        let image_size = tokens.isqrt().checked_mul(align)?.max(align);
+        Some(VisionTower {
+            image_size,
+            ..self.clone()
+        })
+    }
+}
 
 /// The vision tower a clip GGUF describes; `None` without a vision encoder (an audio-only
 /// projector) or without the keys a tower needs.

@@ -279,15 +279,24 @@ fn projector_text(
 ) {
     let on = if p.on_gpu { gpu } else { "host".to_string() };
     let kind = p.projector_type.as_deref().unwrap_or("unnamed");
-    let _ = match p.compute_bytes {
-        Some(c) => writeln!(
+    let _ = match (p.compute_bytes, p.largest_image_compute_bytes) {
+        (Some(c), Some(l)) if l > c => writeln!(
+            text,
+            "  of which the {kind} projector on {on}: {} of weights, {} to encode its largest \
+             image, kept free beside the fit's margin ({} at warm-up, all llama-server's fit \
+             counts)",
+            format_bytes(p.weights_bytes),
+            format_bytes(l),
+            format_bytes(c)
+        ),
+        (Some(c), _) => writeln!(
             text,
             "  of which the {kind} projector on {on}: {} of weights, {} to encode an image \
              (kept free beside the fit's margin, as llama-server does)",
             format_bytes(p.weights_bytes),
             format_bytes(c)
         ),
-        None => writeln!(
+        (None, _) => writeln!(
             text,
             "  of which the {kind} projector on {on}: {} of weights; its image buffer is not \
              modelled for this projector type",

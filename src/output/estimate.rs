@@ -125,9 +125,13 @@ pub struct EstimateReport {
     pub weights_bytes: u64,
     /// Multimodal projector weight bytes (`--mmproj`, or an Ollama model's projector); 0 without.
     pub projector_bytes: u64,
-    /// The compute buffer llama.cpp's clip reserves to encode one image with the projector; 0
-    /// without one, or where its graph is not modelled.
+    /// The compute buffer llama.cpp's clip reserves at warm-up to encode one image with the
+    /// projector (what it prints at load); 0 without one, or where its graph is not modelled.
     pub projector_compute_bytes: u64,
+    /// The buffer once the largest image the projector accepts is encoded (`--image-max-tokens`
+    /// where given), which the total counts: above `projector_compute_bytes` for a tower of
+    /// dynamic resolution (Qwen's), equal to it otherwise.
+    pub projector_largest_image_compute_bytes: u64,
     /// KV-cache bytes for every sequence at full context, recurrent state included.
     pub kv_cache_bytes: u64,
     /// The part of `kv_cache_bytes` that is recurrent layers' state.
@@ -196,6 +200,7 @@ impl EstimateReport {
             weights_bytes: b.weights_bytes,
             projector_bytes: b.projector_bytes,
             projector_compute_bytes: b.projector_compute_bytes,
+            projector_largest_image_compute_bytes: b.projector_largest_image_compute_bytes,
             kv_cache_bytes: b.kv_cache_bytes,
             recurrent_state_bytes: b.recurrent_state_bytes,
             kv_bytes_per_token: b.kv_bytes_per_token,
@@ -477,6 +482,15 @@ impl Report for EstimateReport {
                     thousands(self.kv_bytes_per_token)
                 );
             }
+            if self.projector_largest_image_compute_bytes > self.projector_compute_bytes {
+                let _ = writeln!(
+                    text,
+                    "projector compute: {} to encode its largest image; {} at warm-up, what \
+                     llama.cpp prints at load and its fit counts",
+                    format_bytes(self.projector_largest_image_compute_bytes),
+                    format_bytes(self.projector_compute_bytes)
+                );
+            }
             let _ = writeln!(
                 text,
                 "activations: {}",
@@ -570,8 +584,11 @@ impl EstimateReport {
         if self.projector_bytes > 0 {
             rows.push(("projector (mmproj)", self.projector_bytes));
         }
-        if self.projector_compute_bytes > 0 {
-            rows.push(("projector compute", self.projector_compute_bytes));
+        let largest = self.projector_largest_image_compute_bytes;
+        if largest > self.projector_compute_bytes {
+            rows.push(("projector compute, largest image", largest));
+        } else if largest > 0 {
+            rows.push(("projector compute", largest));
         }
         if let Some(t) = &self.training {
             rows.push(("gradients", t.gradients_bytes));

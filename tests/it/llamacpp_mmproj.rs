@@ -12,7 +12,11 @@ use serde_json::Value;
 use crate::common::{self, fixture, gpumem, write_described_gguf};
 
 fn fixtures() -> Vec<(String, Value)> {
-    let dir = fixture("llamacpp-mmproj");
+    fixtures_in("llamacpp-mmproj")
+}
+
+fn fixtures_in(dir: &str) -> Vec<(String, Value)> {
+    let dir = fixture(dir);
     let mut docs: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -171,4 +175,89 @@ fn the_fit_keeps_the_projector_free_as_llama_server_does() {
     }
     assert_eq!(fits.len(), 10);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+// The largest image a Qwen or Gemma 4 tower accepts: each fixture in `tests/fixtures/llamacpp-mmproj-max/`
+// is what clip's buffer grew to when it encoded that image after its warm-up
+// (`measure_mmproj_max.py`: the projector's own 4096 tokens, and `--image-max-tokens N`), in
+// bytes from ggml's scheduler. Both buffers equal clip's for every row; the total counts the
+// larger.
+#[test]
+fn largest_image_buffers_equal_llamacpp_clip() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut failures = Vec::new();
+    let mut rows_seen = 0;
+    for (name, doc) in fixtures_in("llamacpp-mmproj-max") {
+        let gguf_doc: Value = serde_json::from_str(
+            &std::fs::read_to_string(fixture(doc["gguf_from"].as_str().unwrap())).unwrap(),
+        )
+        .unwrap();
+        let gguf = dir.path().join(format!("{name}.gguf"));
+        write_described_gguf(&name, &gguf_doc, &gguf);
+        for row in doc["rows"].as_array().unwrap() {
+            rows_seen += 1;
+            let fa = row["flash_attention"].as_bool().unwrap();
+            let mut cmd = gpumem();
+            cmd.args(["--json", "estimate", "--gguf", &fixture("tiny-llama.gguf")])
+                .arg("--mmproj")
+                .arg(&gguf);
+            if !fa {
+                cmd.args(["--flash-attn", "off"]);
+            }
+            if let Some(n) = row["image_max_tokens"].as_u64() {
+                cmd.args(["--image-max-tokens", &n.to_string()]);
+            }
+            let got = common::json_ok(&mut cmd);
+            let ours = (
+                got["projector_compute_bytes"].as_u64().unwrap(),
+                got["projector_largest_image_compute_bytes"]
+                    .as_u64()
+                    .unwrap(),
+            );
+            let theirs = (
+                row["warmup_compute_bytes"].as_u64().unwrap(),
+                row["largest_compute_bytes"].as_u64().unwrap(),
+            );
+            let printed = format!("{:.2}", ours.0 as f64 / 1048576.0);
+            let clip_printed = format!("{:.2}", row["warmup_cpu_compute_mib"].as_f64().unwrap());
+            if ours != theirs || printed != clip_printed {
+                failures.push(format!(
+                    "{name} fa {fa} max {}: gpumem {ours:?}, clip {theirs:?}",
+                    row["image_max_tokens"]
+                ));
+            }
+        }
+    }
+    assert!(rows_seen >= 28, "{rows_seen}");
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// `--image-max-tokens` reaches llama-server's command, and the plan names both buffers.
+#[test]
+fn select_passes_image_max_tokens_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, doc) = fixtures()
+        .into_iter()
+        .find(|(n, _)| n == "small-qwen2.5-vl-wa-2-shape")
+        .unwrap();
+    let gguf = dir.path().join("mmproj.gguf");
+    write_described_gguf("mmproj", &doc, &gguf);
+    let mut cmd = gpumem();
+    cmd.args(["--json", "select", "--gguf", &fixture("tiny-llama.gguf")])
+        .args(["--device", "sim:80GiB", "--engine", "llama.cpp"])
+        .arg("--mmproj")
+        .arg(&gguf)
+        .args(["--image-max-tokens", "6400"]);
+    let json = common::json_ok(&mut cmd);
+    let argv = common::launch_argv(&json);
+    let at = argv.iter().position(|a| a == "--image-max-tokens").unwrap();
+    assert_eq!(argv[at + 1], "6400");
+    let p = &json["plan"]["llamacpp"]["projector"];
+    assert_eq!(p["image_max_tokens"], 6400);
+    // Measured on the CPU backend; the plan's GPU follows its own rules, so only the order is
+    // asserted here.
+    assert!(
+        p["largest_image_compute_bytes"].as_u64().unwrap() > p["compute_bytes"].as_u64().unwrap(),
+        "{p}"
+    );
 }

@@ -194,12 +194,13 @@ pub fn check_stress_device(spec: &DeviceSpec) -> Result<()> {
     Ok(())
 }
 
-/// How model sources are read (`--allow-generic`, `--mmproj`).
+/// How model sources are read (`--allow-generic`, `--mmproj`, `--image-max-tokens`).
 pub fn load_options(args: &cli::WorkloadSettings) -> model::LoadOptions {
     model::LoadOptions {
         allow_generic: args.allow_generic,
         projector: args.mmproj.clone(),
         offline: args.offline,
+        image_max_tokens: args.image_max_tokens,
     }
 }
 

@@ -46,10 +46,13 @@ pub struct Breakdown {
     pub weights_bytes: u64,
     /// A multimodal projector's weight bytes (an mmproj GGUF), 0 without one.
     pub projector_bytes: u64,
-    /// The compute buffer llama.cpp's clip reserves to encode one image with the projector
-    /// (replayed on the CPU backend's rules); 0 without a projector, or where its graph is not
-    /// modelled (a warning says so).
+    /// The compute buffer llama.cpp's clip reserves at warm-up to encode one image with the
+    /// projector, as it prints it at load (replayed on the CPU backend's rules); 0 without a
+    /// projector, or where its graph is not modelled (a warning says so).
     pub projector_compute_bytes: u64,
+    /// The buffer once the largest image the projector accepts is encoded (ggml's scheduler
+    /// grows it past the warm-up's for a tower of dynamic resolution); the total counts it.
+    pub projector_largest_image_compute_bytes: u64,
     /// KV cache for `batch × context` tokens, and recurrent layers' state (llama.cpp's KV and
     /// RS buffers together).
     pub kv_cache_bytes: u64,

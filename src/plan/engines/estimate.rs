@@ -80,6 +80,9 @@ impl ModelSource {
                 compute: projector.map_or(0, |p| {
                     super::llamacpp::projector_compute(p, settings.flash_attention)
                 }),
+                largest_compute: projector.map_or(0, |p| {
+                    super::llamacpp::projector_largest_compute(p, settings.flash_attention)
+                }),
             },
             settings,
         )
@@ -91,8 +94,11 @@ impl ModelSource {
 pub struct ProjectorBytes {
     /// Its weights.
     pub weights: u64,
-    /// The compute buffer it encodes an image in.
+    /// The compute buffer it reserves at warm-up.
     pub compute: u64,
+    /// The buffer once it has encoded the largest image it accepts (no less than `compute`),
+    /// which the estimate counts.
+    pub largest_compute: u64,
 }
 
 /// Training activations after Korthikanti et al., per the module docs (saturating at
@@ -267,7 +273,7 @@ pub fn estimate_with_projector(
     });
     let reservable = u128::from(weights)
         + u128::from(projector_bytes)
-        + u128::from(projector.compute)
+        + u128::from(projector.largest_compute)
         + u128::from(kv_cache)
         + u128::from(activations)
         + u128::from(training_sum);
@@ -295,6 +301,7 @@ pub fn estimate_with_projector(
         weights_bytes: weights,
         projector_bytes,
         projector_compute_bytes: projector.compute,
+        projector_largest_image_compute_bytes: projector.largest_compute,
         kv_cache_bytes: kv_cache,
         recurrent_state_bytes: recurrent_state,
         kv_bytes_per_token,
@@ -313,7 +320,7 @@ pub fn estimate_with_projector(
         non_layer_bytes: weights
             .saturating_sub(per_layer_weights.saturating_mul(layers))
             .saturating_add(projector_bytes)
-            .saturating_add(projector.compute),
+            .saturating_add(projector.largest_compute),
         weights_dtype,
     })
 }

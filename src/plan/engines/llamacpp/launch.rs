@@ -106,6 +106,13 @@ pub(crate) fn launch(model: &[String], plan: &Plan, s: &LaunchSettings) -> Launc
     ) {
         argv.extend(["--mmproj".into(), p.path.display().to_string()]);
     }
+    if let Some(n) = plan
+        .llamacpp()
+        .and_then(|f| f.projector.as_ref())
+        .and_then(|p| p.image_max_tokens)
+    {
+        argv.extend(["--image-max-tokens".into(), n.to_string()]);
+    }
     for file in plan
         .llamacpp()
         .and_then(|f| f.lora.as_ref())

@@ -33,7 +33,7 @@ pub use buffers::{offloaded_compute_buffers, placed_compute_buffers, Placement};
 pub use device::{LlamaDevice, RulesBasis, UnmeasuredRule};
 pub use kv::{kv_bytes_per_layer, kv_row_padding_per_layer, KV_CELL_PAD};
 pub use lora::LoraAccount;
-pub use projector::{projector_compute, ProjectorAccount};
+pub use projector::{projector_compute, projector_largest_compute, ProjectorAccount};
 pub use run::LlamaCppRun;
 
 pub use ctx::{fit_context, ContextFit, Extra};

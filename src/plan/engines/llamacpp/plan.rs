@@ -13,7 +13,7 @@ use super::device::{LlamaDevice, RulesBasis, UnmeasuredRule};
 use super::draft::{add_uses, DraftAccount, LlamaCppDraft};
 use super::fit::{fit_moe_from, TensorOverride};
 use super::placement::{device_uses, fit_devices_from, layer_devices, DeviceUse, Offload};
-use super::projector::{projector_use, ProjectorAccount};
+use super::projector::{projector_compute_under, projector_use, ProjectorAccount};
 use super::replay::BufferRules;
 use super::run::LlamaCppRun;
 use verdicts::{none, ram_too_small, verdicts};
@@ -117,7 +117,7 @@ pub struct LlamaCppAccount {
     /// The multimodal projector beside it (`--mmproj`), whose bytes the first GPU's share
     /// (the host's without one) includes.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub projector: Option<super::projector::ProjectorAccount>,
+    pub projector: Option<Box<super::projector::ProjectorAccount>>,
     /// The LoRA adapters applied (`--lora`), whose bytes `devices` and `host` include.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lora: Option<Box<super::lora::LoraAccount>>,
@@ -338,11 +338,16 @@ fn account(
         one_gpu: cfg.one_gpu,
         rpc_devices: f.rpc_devices(),
         rpc_device_rules: s.llamacpp.rpc.clone(),
-        projector: cfg
-            .projector
-            .as_ref()
-            .zip(f.projector)
-            .map(|(p, share)| ProjectorAccount::new(p, share, !f.gpus.is_empty())),
+        projector: cfg.projector.as_ref().zip(f.projector).map(|(p, share)| {
+            let on_gpu = !f.gpus.is_empty();
+            let rules = if on_gpu {
+                s.llamacpp.device.rules()
+            } else {
+                BufferRules::CPU
+            };
+            let warmup = projector_compute_under(p, s.flash_attention, rules);
+            Box::new(ProjectorAccount::new(p, share, warmup, on_gpu))
+        }),
         lora: f
             .lora
             .as_ref()
