@@ -212,6 +212,18 @@ pub fn load_with(spec: &SourceSpec, options: &LoadOptions) -> Result<ModelSource
     }
     if let Some(p) = source.projector.as_mut() {
         p.image_max_tokens = options.image_max_tokens;
+        let minimum = p.vision.as_ref().and_then(|v| v.kind.image_min_tokens());
+        if let (Some(given), Some(minimum)) = (p.image_max_tokens, minimum) {
+            if given < minimum {
+                return Err(ModelError::Format {
+                    path: p.path.clone(),
+                    why: format!(
+                        "--image-max-tokens {given} is under the {minimum} tokens this \
+                         projector's images take at least; llama.cpp refuses to load it"
+                    ),
+                });
+            }
+        }
     }
     if source.projector.as_ref().is_some_and(|p| !p.graph_known()) {
         source

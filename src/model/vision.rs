@@ -112,6 +112,19 @@ impl ProjectorKind {
     }
 }
 
+impl ProjectorKind {
+    /// The fewest tokens clip lets an image take (`set_limit_image_tokens`' minimum): an
+    /// `--image-max-tokens` under it leaves `image_max_pixels` under `image_min_pixels`, and
+    /// clip refuses to load the projector.
+    pub fn image_min_tokens(&self) -> Option<u64> {
+        match self {
+            ProjectorKind::Qwen2Vl | ProjectorKind::Qwen25Vl | ProjectorKind::Qwen3Vl => Some(8),
+            ProjectorKind::Gemma4V => Some(70),
+            ProjectorKind::Gemma3 | ProjectorKind::Other(_) => None,
+        }
+    }
+}
+
 impl VisionTower {
     /// The tower as it encodes the largest image it accepts, for a tower of dynamic resolution;
     /// `None` for one that encodes every image at its own size. clip's resize

@@ -261,3 +261,47 @@ fn select_passes_image_max_tokens_on() {
         "{p}"
     );
 }
+
+/// An `--image-max-tokens` under the tower's minimum (Qwen's 8) is refused in one line, as clip
+/// refuses to load the projector then (`image_max_pixels` under `image_min_pixels`).
+#[test]
+fn image_max_tokens_under_the_towers_minimum_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, doc) = fixtures()
+        .into_iter()
+        .find(|(n, _)| n == "small-qwen2.5-vl-wa-2-shape")
+        .unwrap();
+    let gguf = dir.path().join("mmproj.gguf");
+    write_described_gguf("mmproj", &doc, &gguf);
+    let out = gpumem()
+        .args(["estimate", "--gguf", &fixture("tiny-llama.gguf")])
+        .arg("--mmproj")
+        .arg(&gguf)
+        .args(["--image-max-tokens", "7"])
+        .output()
+        .unwrap();
+    // The flag's largest value is still replayed, not left at the warm-up's buffer.
+    let json = common::json_ok(
+        gpumem()
+            .args(["--json", "estimate", "--gguf", &fixture("tiny-llama.gguf")])
+            .arg("--mmproj")
+            .arg(&gguf)
+            .args(["--image-max-tokens", "1048576"]),
+    );
+    let largest = json["projector_largest_image_compute_bytes"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        largest > 64 * json["projector_compute_bytes"].as_u64().unwrap(),
+        "{json}"
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        format!(
+            "gpumem: error: {}: --image-max-tokens 7 is under the 8 tokens this projector's \
+             images take at least; llama.cpp refuses to load it\n",
+            gguf.display()
+        )
+    );
+}
