@@ -11,6 +11,7 @@ mod escape;
 pub mod estimate;
 pub mod estimate_compare;
 pub mod estimate_ollama;
+mod estimate_pytorch;
 pub mod estimate_sglang;
 pub mod estimate_vllm;
 pub mod export;
