@@ -4,9 +4,34 @@
 //! lightning indexer picks, in a HCA layer beside the 128:1 one; the compressors folding the
 //! batch into their caches first; then the output de-roped and projected in groups.
 
-use super::deepseek4::{leaf, node, rms, view, Dims, Ne, F16, F32, FRESH, I32, INPLACE};
 use super::graph::*;
-use crate::model::arch::Compression;
+use super::shaped::{leaf, node, rms, view, Ne, F16, F32, FRESH, I32, INPLACE};
+use crate::model::arch::{Compression, V4Layout};
+
+/// The graph's widths: the batch's tokens, the model's and DeepSeek-V4's own.
+#[derive(Clone, Copy)]
+pub(super) struct Dims<'a> {
+    pub(super) tokens: u64,
+    pub(super) outputs: u64,
+    pub(super) fa: bool,
+    pub(super) h: u64,
+    pub(super) heads: u64,
+    pub(super) head: u64,
+    pub(super) vocab: u64,
+    /// Cells of the sliding window's cache, the CSA (and indexer) caches and the HCA cache.
+    pub(super) raw: u64,
+    pub(super) csa: u64,
+    pub(super) hca: u64,
+    pub(super) v4: &'a V4Layout,
+    pub(super) experts: u64,
+    pub(super) used: u64,
+    pub(super) expert_ffn: u64,
+    pub(super) shared_ffn: u64,
+    /// A quantized cache's keys and queries are rotated (`attn_rot_k`): the rotation's size.
+    pub(super) rot: Option<u64>,
+    /// Bytes of a cached row of a head (the cache's blocks).
+    pub(super) cached_row: u64,
+}
 
 /// A compressed cache's inputs (llama.cpp's reserve plan: `dsv4_build_reserve_comp_plan`).
 #[derive(Clone, Copy)]

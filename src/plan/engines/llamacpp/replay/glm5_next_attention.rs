@@ -6,9 +6,57 @@
 //! The nope-only query absorbs `wk_b`, the cache holds the latent alone, and `wv_b` maps the
 //! attended latent back to the heads' values.
 
-use super::deepseek4::{leaf, node, rms, view, Ne, F16, F32, FRESH, I32, INPLACE};
-use super::glm5_next::{Dims, Inputs};
 use super::graph::*;
+use super::recurrent::StateInputs;
+use super::shaped::{leaf, node, rms, view, Ne, F16, F32, FRESH, I32, INPLACE};
+use crate::model::arch::{G5nLayout, Ssm};
+
+/// The graph's widths: the batch's, the model's and GLM-5-next's own.
+#[derive(Clone, Copy)]
+pub(super) struct Dims<'a> {
+    pub(super) tokens: u64,
+    pub(super) outputs: u64,
+    pub(super) fa: bool,
+    pub(super) h: u64,
+    pub(super) heads: u64,
+    /// The query's nope width a head, the value's width a head, the q and KV ranks.
+    pub(super) head_k: u64,
+    pub(super) head_v: u64,
+    pub(super) q_lora: u64,
+    pub(super) kv_lora: u64,
+    pub(super) vocab: u64,
+    /// Cells of the latent (and indexer) cache.
+    pub(super) cells: u64,
+    /// Pools the indexer scores (`n_kpool`, its reserve's padding) and the pools a batch
+    /// completes (`n_kpool_new`, reserved for every cell's).
+    pub(super) pools: u64,
+    pub(super) new_pools: u64,
+    /// Cells a token's selection names: the chosen pools' and the incomplete tail's.
+    pub(super) selected: u64,
+    pub(super) g5n: &'a G5nLayout,
+    pub(super) ssm: Ssm,
+    pub(super) experts: u64,
+    pub(super) used: u64,
+    pub(super) expert_ffn: u64,
+    pub(super) shared_ffn: u64,
+    pub(super) dense_ffn: u64,
+    pub(super) dense_lead: u64,
+}
+
+/// The graph's inputs, in the order llama.cpp's builder expands them.
+pub(super) struct Inputs {
+    pub(super) pool_cells: usize,
+    pub(super) pool_idxs: usize,
+    pub(super) pool_mask: usize,
+    pub(super) tail_idxs: usize,
+    pub(super) gather_mask: usize,
+    pub(super) idx_k_idxs: usize,
+    pub(super) new_pool_idxs: usize,
+    pub(super) new_pool_rep: usize,
+    pub(super) k_idxs: usize,
+    pub(super) kq_mask: usize,
+    pub(super) states: StateInputs,
+}
 
 /// One latent-attention mixer over `cur` in layer `l`; `sel` holds the last full indexer's
 /// mask, which a shared-indexer layer reads.

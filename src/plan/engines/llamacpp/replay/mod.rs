@@ -42,6 +42,7 @@ mod msa;
 mod recurrent;
 mod reorder;
 mod sched;
+mod shaped;
 mod sparse;
 
 use crate::model::layers::{LayerMove, LayerWeights};
