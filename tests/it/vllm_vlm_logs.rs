@@ -220,6 +220,44 @@ fn multimodal_flags_reach_the_profile_and_the_launch() {
     );
 }
 
+// vLLM builds no tower whose every modality is limited to 0 (`_mark_tower_model`): the tower's
+// weights (Qwen2.5-VL-3B's, 668,684,288 parameters in bf16) leave the plan with its profile
+// run, and the cache takes what they held. An image limit alone keeps the tower for video.
+#[test]
+fn a_tower_limited_to_nothing_is_not_built() {
+    let plan = |limit: &str| {
+        let out = common::gpumem()
+            .args(["--json", "select", "--config"])
+            .arg(common::fixture("vllm/configs/qwen2.5-vl-3b-instruct.json"))
+            .args(["--engine", "vllm", "--device", "sim:h100"])
+            .args(["--limit-mm-per-prompt", limit])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let engine = doc["plan"]["engine"].clone();
+        let term = |name: &str| {
+            engine["terms"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|t| t["term"] == name)
+                .and_then(|t| t["bytes"].as_u64())
+                .unwrap()
+        };
+        (term("weights"), term("kv_cache"), engine["encoder"].clone())
+    };
+    let (built, built_kv, encoder) = plan(r#"{"image":1,"video":0}"#);
+    let (video_only, _, video_encoder) = plan(r#"{"image":0}"#);
+    let (unbuilt, unbuilt_kv, none) = plan(r#"{"image":0,"video":0}"#);
+    assert_eq!(built - unbuilt, 1_337_368_576);
+    assert_eq!(video_only, built);
+    assert_eq!(encoder["modality"], "image");
+    assert_eq!(video_encoder["modality"], "video");
+    assert!(none.is_null(), "{none}");
+    assert!(unbuilt_kv > built_kv);
+}
+
 /// A vision-language model whose tower gpumem does not model is refused by name for vLLM, and
 /// the multimodal flags need vLLM and a model with a tower.
 #[test]

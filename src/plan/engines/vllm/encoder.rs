@@ -45,6 +45,14 @@ pub struct VllmMultimodal {
     pub processor_json: Option<String>,
 }
 
+impl VllmMultimodal {
+    /// vLLM builds no tower whose every modality is limited to 0 (`_mark_tower_model` puts a
+    /// `StageMissingLayer` in its place): neither its weights nor its profile run.
+    pub fn skips(&self, kind: TowerKind) -> bool {
+        self.image_limit == Some(0) && (!kind.takes_video() || self.video_limit == Some(0))
+    }
+}
+
 /// vLLM's default limit of items of a modality in a prompt (`get_limit_per_prompt`).
 const DEFAULT_LIMIT: u64 = 999;
 
@@ -75,6 +83,9 @@ pub struct VllmVision {
     /// Bytes of the tower and projector not already in the model's weights (0 where the
     /// checkpoint's own tensors were counted).
     pub weights_bytes: u64,
+    /// Bytes of the tower and projector that the model's weights already hold (the
+    /// checkpoint's own tensors; 0 where `weights_bytes` adds them).
+    pub counted_bytes: u64,
 }
 
 /// What the multimodal profile run does on one rank.
@@ -287,6 +298,7 @@ mod tests {
                 positions: 0,
             },
             weights_bytes: 0,
+            counted_bytes: 0,
         }
     }
 
@@ -324,6 +336,7 @@ mod tests {
                 positions: 2304,
             },
             weights_bytes: 0,
+            counted_bytes: 0,
         };
         let mm = VllmMultimodal::default();
         // vLLM's logs: Qwen3-VL-8B "a budget of 16384 tokens, and profiled with 1 image
@@ -369,6 +382,7 @@ mod tests {
                 positions: 0,
             },
             weights_bytes: 0,
+            counted_bytes: 0,
         };
         let batch = Batch {
             max_model_len: 4096,

@@ -243,6 +243,21 @@ pub fn stage_layers(layers: u64, pp: u64) -> Vec<u64> {
     parts
 }
 
+/// `model` with its vision tower not built: no tower bytes, whether added or in the
+/// checkpoint's weights. The tower's kind stays, as the language model's RoPE (Qwen's
+/// M-RoPE) does not depend on it being built.
+fn without_tower<'a>(model: &VllmModel<'a>, v: super::encoder::VllmVision) -> VllmModel<'a> {
+    VllmModel {
+        weights_bytes: model.weights_bytes.saturating_sub(v.counted_bytes),
+        vision: Some(super::encoder::VllmVision {
+            weights_bytes: 0,
+            counted_bytes: 0,
+            ..v
+        }),
+        ..*model
+    }
+}
+
 /// vLLM's accounting for `model` on `layout` over identical `gpu`s under `cfg`: every stage's
 /// rank is judged, and the one with the fewest KV blocks binds (vLLM gives every rank the
 /// smallest rank's blocks).
@@ -265,6 +280,14 @@ pub fn fit(
     if arch.glm5_next.is_some() {
         return Err(Unmodelled::PooledIndexer);
     }
+    let unbuilt;
+    let model = match model.vision {
+        Some(v) if cfg.multimodal.skips(v.kind) => {
+            unbuilt = without_tower(model, v);
+            &unbuilt
+        }
+        _ => model,
+    };
     let tp = layout.tensor_parallel.max(1);
     let pp = layout.pipeline_parallel.clamp(1, arch.num_layers.max(1));
     let class = GpuClass::of(gpu.total_bytes, gpu.is_a100);

@@ -145,15 +145,16 @@ impl EnginePlanner for Vllm<'_> {
 /// (`check_vllm_vision`).
 fn vision_of(source: &ModelSource, activation_bytes: u64) -> Option<VllmVision> {
     match source.hf_vision.as_ref()? {
-        HfVision::Modelled { kind, shape } => Some(VllmVision {
-            kind: *kind,
-            shape: *shape,
-            weights_bytes: if source.kind == SourceKind::Safetensors {
-                0
-            } else {
-                shape.parameters(*kind).saturating_mul(activation_bytes)
-            },
-        }),
+        HfVision::Modelled { kind, shape } => {
+            let bytes = shape.parameters(*kind).saturating_mul(activation_bytes);
+            let counted = source.kind == SourceKind::Safetensors;
+            Some(VllmVision {
+                kind: *kind,
+                shape: *shape,
+                weights_bytes: if counted { 0 } else { bytes },
+                counted_bytes: if counted { bytes } else { 0 },
+            })
+        }
         HfVision::Unmodelled { .. } => None,
     }
 }
