@@ -91,6 +91,14 @@ const TOWERS: &[Row] = &[
     },
 ];
 
+/// The architectures whose towers gpumem counts without modelling their profile run, by the
+/// `model_type` of the multimodal config, and how their parameters are counted (with the text
+/// model's width).
+const COUNTED: &[(&str, CountTowers)] = &[("gemma4", super::gemma4_towers::parameters)];
+
+/// Counts a config's towers with the text model's width (`None`: not a tower it can build).
+type CountTowers = fn(&Map<String, Value>, u64) -> Option<u64>;
+
 /// A tower's shape, as its config gives it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct VisionShape {
@@ -131,12 +139,34 @@ pub enum HfVision {
         /// Its shape.
         shape: VisionShape,
     },
+    /// Towers gpumem counts but whose profile run it does not model (Gemma 4's vision and audio
+    /// towers): vLLM plans such a model only with every modality limited to 0, which leaves
+    /// the towers unbuilt.
+    Unprofiled {
+        /// The config's `model_type`.
+        model_type: String,
+        /// The towers' parameters with their projections into the text model.
+        parameters: u64,
+        /// An audio tower stands beside the vision tower (`audio_config`).
+        audio: bool,
+    },
     /// A `vision_config` gpumem has no row for (or one whose keys it cannot read): engines
     /// that load the tower refuse the model by this name.
     Unmodelled {
         /// The config's `model_type`.
         model_type: String,
     },
+}
+
+impl HfVision {
+    /// The towers' parameters with their projections, where gpumem counts them.
+    pub fn parameters(&self) -> Option<u64> {
+        match self {
+            HfVision::Modelled { kind, shape } => Some(shape.parameters(*kind)),
+            HfVision::Unprofiled { parameters, .. } => Some(*parameters),
+            HfVision::Unmodelled { .. } => None,
+        }
+    }
 }
 
 /// The vision tower of a config.json's top level, `None` for a model without a
@@ -148,6 +178,16 @@ pub(crate) fn vision_of(top: &Map<String, Value>) -> Option<HfVision> {
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
+    if let Some(row) = COUNTED.iter().find(|r| r.0 == model_type) {
+        return Some(match text_hidden(top).and_then(|h| (row.1)(top, h)) {
+            Some(parameters) => HfVision::Unprofiled {
+                model_type,
+                parameters,
+                audio: top.get("audio_config").is_some_and(Value::is_object),
+            },
+            None => HfVision::Unmodelled { model_type },
+        });
+    }
     let modelled = TOWERS
         .iter()
         .find(|r| r.model_type == model_type)

@@ -10,6 +10,7 @@ mod catalog_instruct;
 pub(crate) mod dtype;
 mod error;
 pub(crate) mod family;
+pub(crate) mod gemma4_towers;
 mod gguf;
 mod hf_config;
 pub(crate) mod hf_vision;

@@ -66,6 +66,15 @@ pub struct ModelView {
     pub active_parameters: u64,
     /// Decoder layers.
     pub layers: u64,
+    /// The vision and audio towers of a multimodal config.json, with their projections into
+    /// the text model: only vLLM's plan loads them (the other engines' figures are the
+    /// language model's). Absent where the config has no towers gpumem counts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tower_parameters: Option<u64>,
+    /// Parameters the published checkpoint stores that no engine loads (Gemma 4's KV-sharing
+    /// layers' own K and V projections); absent where there are none or the source is a GGUF.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unloaded_parameters: Option<u64>,
     /// An encoder's pooling (`none`, `mean`, `cls`, `last`, `rank`); absent for a decoder.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pooling: Option<crate::model::Pooling>,
@@ -184,6 +193,9 @@ impl EstimateReport {
                 parameters: b.parameters,
                 active_parameters: b.active_parameters,
                 layers: model.arch.num_layers,
+                tower_parameters: model.hf_vision.as_ref().and_then(|v| v.parameters()),
+                unloaded_parameters: Some(model.arch.unloaded_params())
+                    .filter(|&n| n > 0 && model.kind != SourceKind::Gguf),
                 pooling: model.arch.encoder.map(|e| e.pooling),
             },
             settings: SettingsView {

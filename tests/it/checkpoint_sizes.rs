@@ -10,6 +10,18 @@ use serde_json::Value;
 /// where the row serves it).
 fn gpumem_figure(row: &Value) -> u64 {
     let model = row["model"].as_str().expect("a model");
+    // A multimodal config whose towers no engine plan here loads: the checkpoint's own count,
+    // the language model's parameters with the towers' and those it stores unloaded.
+    if let (Some(config), Some(bytes)) =
+        (row["config"].as_str(), row["bytes_per_parameter"].as_u64())
+    {
+        let v: Value =
+            common::json_ok(gpumem().args(["--json", "estimate", "--config", &fixture(config)]));
+        let m = &v["model"];
+        let part = |key: &str| m[key].as_u64().unwrap_or(0);
+        let params = part("parameters") + part("tower_parameters") + part("unloaded_parameters");
+        return params * bytes;
+    }
     if let Some(config) = row["config"].as_str() {
         let config = fixture(config);
         // With its MTP layer loaded (speculative decoding), vLLM's weights are the whole

@@ -258,6 +258,56 @@ fn a_tower_limited_to_nothing_is_not_built() {
     assert!(unbuilt_kv > built_kv);
 }
 
+// Gemma 4's towers are counted (the JSON's `tower_parameters`) but vLLM's profile run of them
+// is not modelled: vLLM refuses the model by name unless every modality its towers serve is
+// limited to 0, which leaves them unbuilt, and then plans the language model.
+#[test]
+fn gemma4s_towers_are_counted_and_planned_only_when_left_out() {
+    let run = |config: &str, limit: Option<&str>| {
+        let mut cmd = common::gpumem();
+        cmd.args(["--json", "select", "--config"])
+            .arg(common::fixture(&format!("gemma4-configs/{config}.json")))
+            .args(["--engine", "vllm", "--device", "sim:h100"]);
+        if let Some(l) = limit {
+            cmd.args(["--limit-mm-per-prompt", l]);
+        }
+        cmd.output().unwrap()
+    };
+    let out = run("gemma-4-e4b-it", Some(r#"{"image":0,"video":0}"#));
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8(out.stderr)
+            .unwrap()
+            .lines()
+            .last()
+            .unwrap(),
+        "gpumem: error: gemma-4-e4b-it is a multimodal model ('gemma4'): vLLM loads and \
+         profiles its vision and audio towers (478.1 M parameters), whose profile run gpumem \
+         does not model; --limit-mm-per-prompt '{\"image\":0,\"video\":0,\"audio\":0}' \
+         leaves them out and plans the language model"
+    );
+    let out = run("gemma-4-31b-it", None);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("its vision tower (575.7 M parameters)")
+            && err.contains(r#"'{"image":0,"video":0}'"#),
+        "{err}"
+    );
+    let out = run("gemma-4-e4b-it", Some(r#"{"image":0,"video":0,"audio":0}"#));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(doc["plan"]["engine"]["encoder"].is_null());
+    let est = common::gpumem()
+        .args(["--json", "estimate", "--config"])
+        .arg(common::fixture("gemma4-configs/gemma-4-e4b-it.json"))
+        .output()
+        .unwrap();
+    let est: Value = serde_json::from_slice(&est.stdout).unwrap();
+    assert_eq!(est["model"]["tower_parameters"], 478_087_456);
+    assert_eq!(est["model"]["unloaded_parameters"], 55_055_616);
+}
+
 /// A vision-language model whose tower gpumem does not model is refused by name for vLLM, and
 /// the multimodal flags need vLLM and a model with a tower.
 #[test]

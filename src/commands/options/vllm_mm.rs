@@ -14,13 +14,25 @@ use crate::plan::launch::Engine;
 const MODELLED: &str =
     "qwen2_vl, qwen2_5_vl, gemma3, qwen3_vl, qwen3_vl_moe, qwen3_5 and qwen3_5_moe";
 
+/// Items of each modality a prompt may carry, as `--limit-mm-per-prompt` gives them (`None`:
+/// vLLM's default).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MmLimits {
+    /// Images.
+    pub image: Option<u64>,
+    /// Videos.
+    pub video: Option<u64>,
+    /// Audio clips.
+    pub audio: Option<u64>,
+}
+
 /// `--limit-mm-per-prompt` as vLLM's `MultiModalConfig` takes it: each modality a count, or an
 /// object with a `count`. The dummy sizes an object may also give (`width`, `height`,
 /// `num_frames`) are refused: gpumem profiles the processor's largest item.
-pub fn parse_limit_mm(json: &str) -> std::result::Result<(Option<u64>, Option<u64>), String> {
+pub fn parse_limit_mm(json: &str) -> std::result::Result<MmLimits, String> {
     let value: Value = serde_json::from_str(json).map_err(|e| format!("not JSON ({e})"))?;
     let obj = value.as_object().ok_or("not a JSON object")?;
-    let mut limits = (None, None);
+    let mut limits = MmLimits::default();
     for (modality, v) in obj {
         let count = match v {
             Value::Number(n) => n.as_u64(),
@@ -37,9 +49,9 @@ pub fn parse_limit_mm(json: &str) -> std::result::Result<(Option<u64>, Option<u6
         }
         .ok_or_else(|| format!("'{modality}': {v} is not a count"))?;
         match modality.as_str() {
-            "image" => limits.0 = Some(count),
-            "video" => limits.1 = Some(count),
-            // Other modalities (audio) pass no tower gpumem models.
+            "image" => limits.image = Some(count),
+            "video" => limits.video = Some(count),
+            "audio" => limits.audio = Some(count),
             _ => {}
         }
     }
@@ -73,14 +85,14 @@ pub fn parse_mm_processor_kwargs(json: &str) -> std::result::Result<Option<u64>,
 /// The multimodal settings `select_vllm_config` plans with (checked by [`check_vllm_vision`]).
 pub fn vllm_multimodal(args: &SelectArgs) -> VllmMultimodal {
     let v = &args.vllm;
-    let (image_limit, video_limit) = v
+    let limits = v
         .limit_mm_per_prompt
         .as_deref()
         .and_then(|j| parse_limit_mm(j).ok())
-        .unwrap_or((None, None));
+        .unwrap_or_default();
     VllmMultimodal {
-        image_limit,
-        video_limit,
+        image_limit: limits.image,
+        video_limit: limits.video,
         max_pixels: v
             .mm_processor_kwargs
             .as_deref()
@@ -116,11 +128,11 @@ pub fn check_vllm_vision(
             ));
         }
     }
-    if let Some(json) = &v.limit_mm_per_prompt {
-        if let Err(why) = parse_limit_mm(json) {
-            return usage(format!("--limit-mm-per-prompt: {why}"));
-        }
-    }
+    let limits = match v.limit_mm_per_prompt.as_deref().map(parse_limit_mm) {
+        Some(Err(why)) => return usage(format!("--limit-mm-per-prompt: {why}")),
+        Some(Ok(limits)) => limits,
+        None => MmLimits::default(),
+    };
     if let Some(json) = &v.mm_processor_kwargs {
         match (parse_mm_processor_kwargs(json), &source.hf_vision) {
             (Err(why), _) => return usage(format!("--mm-processor-kwargs: {why}")),
@@ -140,7 +152,35 @@ pub fn check_vllm_vision(
             _ => {}
         }
     }
+    let nothing = Some(0);
     match (&source.hf_vision, engine) {
+        (
+            Some(HfVision::Unprofiled {
+                model_type,
+                parameters,
+                audio,
+            }),
+            Some(Engine::Vllm),
+        ) if limits.image != nothing
+            || limits.video != nothing
+            || (*audio && limits.audio != nothing) =>
+        {
+            let (towers, zeros) = if *audio {
+                (
+                    "vision and audio towers",
+                    r#"{"image":0,"video":0,"audio":0}"#,
+                )
+            } else {
+                ("vision tower", r#"{"image":0,"video":0}"#)
+            };
+            usage(format!(
+                "{} is a multimodal model ('{model_type}'): vLLM loads and profiles its {towers} \
+                 ({} parameters), whose profile run gpumem does not model; \
+                 --limit-mm-per-prompt '{zeros}' leaves them out and plans the language model",
+                source.name,
+                crate::units::format_params(*parameters)
+            ))
+        }
         (Some(HfVision::Unmodelled { model_type }), Some(Engine::Vllm)) => usage(format!(
             "{} is a vision-language model ('{model_type}'): vLLM loads and profiles its vision \
              tower, which gpumem does not model (it models {MODELLED}); it is not planned \
@@ -157,13 +197,20 @@ mod tests {
 
     #[test]
     fn limits_read_both_of_vllms_spellings() {
+        let limits = |image, video, audio| {
+            Ok(super::MmLimits {
+                image,
+                video,
+                audio,
+            })
+        };
         assert_eq!(
             parse_limit_mm(r#"{"image": 2, "video": 0}"#),
-            Ok((Some(2), Some(0)))
+            limits(Some(2), Some(0), None)
         );
         assert_eq!(
             parse_limit_mm(r#"{"image": {"count": 1}, "audio": 1}"#),
-            Ok((Some(1), None))
+            limits(Some(1), None, Some(1))
         );
         assert!(parse_limit_mm(r#"{"image": {"count": 1, "width": 512}}"#).is_err());
         assert!(parse_limit_mm(r#"{"image": -1}"#).is_err());

@@ -155,7 +155,8 @@ fn vision_of(source: &ModelSource, activation_bytes: u64) -> Option<VllmVision> 
                 counted_bytes: if counted { bytes } else { 0 },
             })
         }
-        HfVision::Unmodelled { .. } => None,
+        // Built only without limits of 0, which `check_vllm_vision` refuses before planning.
+        HfVision::Unprofiled { .. } | HfVision::Unmodelled { .. } => None,
     }
 }
 
