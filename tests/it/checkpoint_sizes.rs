@@ -22,6 +22,19 @@ fn gpumem_figure(row: &Value) -> u64 {
         let params = part("parameters") + part("tower_parameters") + part("unloaded_parameters");
         return params * bytes;
     }
+    // A config's own parameter count (the catalog has no row for it).
+    if let (Some(config), Some(true)) = (
+        row["config"].as_str(),
+        row["parameters_of_config"].as_bool(),
+    ) {
+        let v: Value = common::json_ok(gpumem().args([
+            "--json",
+            "estimate",
+            "--config",
+            &fixture(config),
+        ]));
+        return v["model"]["parameters"].as_u64().expect("parameters");
+    }
     if let Some(config) = row["config"].as_str() {
         let config = fixture(config);
         // With its MTP layer loaded (speculative decoding), vLLM's weights are the whole
