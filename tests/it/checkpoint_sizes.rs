@@ -22,18 +22,25 @@ fn gpumem_figure(row: &Value) -> u64 {
         let params = part("parameters") + part("tower_parameters") + part("unloaded_parameters");
         return params * bytes;
     }
-    // A config's own parameter count (the catalog has no row for it).
-    if let (Some(config), Some(true)) = (
-        row["config"].as_str(),
-        row["parameters_of_config"].as_bool(),
-    ) {
-        let v: Value = common::json_ok(gpumem().args([
-            "--json",
-            "estimate",
-            "--config",
-            &fixture(config),
-        ]));
-        return v["model"]["parameters"].as_u64().expect("parameters");
+    // A config's own parameters or weights (the catalog has no row for it).
+    if let Some(config) = row["config"].as_str() {
+        let flag = |key: &str| row[key].as_bool() == Some(true);
+        let key = if flag("parameters_of_config") {
+            Some("/model/parameters")
+        } else if flag("weights_of_config") {
+            Some("/weights_bytes")
+        } else {
+            None
+        };
+        if let Some(path) = key {
+            let v: Value = common::json_ok(gpumem().args([
+                "--json",
+                "estimate",
+                "--config",
+                &fixture(config),
+            ]));
+            return v.pointer(path).and_then(Value::as_u64).expect("a figure");
+        }
     }
     if let Some(config) = row["config"].as_str() {
         let config = fixture(config);
