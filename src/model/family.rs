@@ -285,6 +285,24 @@ impl Family {
     }
 }
 
+impl Family {
+    /// The module a checkpoint names its MoE layers' shared expert by (what quantizers'
+    /// ignore lists match): DeepSeek's layout and its descendants say `shared_experts`
+    /// (vLLM 0.33's `deepseek_v2.py`, `glm4_moe.py`, `nemotron_h.py`), Qwen's and Llama 4's
+    /// `shared_expert`.
+    pub fn shared_expert_module(self) -> &'static str {
+        match self {
+            Family::DeepseekV2
+            | Family::DeepseekV3
+            | Family::DeepseekV32
+            | Family::GlmDsa
+            | Family::Glm4Moe
+            | Family::NemotronH => "shared_experts",
+            _ => "shared_expert",
+        }
+    }
+}
+
 impl super::ModelArch {
     /// The family this architecture's name spells.
     pub fn family_kind(&self) -> Family {

@@ -255,7 +255,8 @@ fn ffn_linears(arch: &ModelArch, i: u64, p: &str, out: &mut Vec<Linear>) {
             ffn(out, format!("{mlp}.experts"), routed, m.experts);
             if m.shared_intermediate > 0 {
                 let shared = (h, m.shared_intermediate);
-                ffn(out, format!("{mlp}.shared_expert"), shared, 1);
+                let module = arch.family_kind().shared_expert_module();
+                ffn(out, format!("{mlp}.{module}"), shared, 1);
             }
         }
         None if arch.intermediate_size > 0 && arch.has_ffn(i) => {
