@@ -417,6 +417,9 @@ pub struct KvOfAvailable {
     pub block_size: u64,
     /// KV cache groups (full, sliding and recurrent layer groups), whose blocks share the pool.
     pub groups: u64,
+    /// The fewest tokens a block holds in any group: vLLM 0.19 and before printed the "GPU KV
+    /// cache size" as the blocks shared evenly among the groups times this.
+    pub smallest_block_size: u64,
     /// "GPU KV cache size" as vLLM 0.33 prints it: the concurrency times `max_model_len`.
     pub tokens: u64,
 }
@@ -439,6 +442,7 @@ pub fn kv_of_available(
         blocks,
         block_size: pages.block_size(),
         groups: pages.groups(),
+        smallest_block_size: pages.smallest_block_size(),
         tokens: kv_tokens(blocks, per_request, cfg.max_model_len),
     })
 }
