@@ -284,6 +284,22 @@ const GEMMA4_31B_CONFIG: &str = r#"{"model_type": "gemma4_text", "hidden_size": 
     "hidden_size_per_layer_input": 0, "final_logit_softcapping": 30.0,
     "max_position_embeddings": 262144, "tie_word_embeddings": true, "vocab_size": 262144}"#;
 
+/// google/gemma-4-26B-A4B-it: its text_config as a pinned conversion of the published
+/// config.json checks it field by field (code-search index file 70198611268, the contract of
+/// mlx-community/gemma-4-26b-a4b-it-4bit, upstream google/gemma-4-26B-A4B-it): 30 layers, 5
+/// sliding (8 KV heads of 256, a window of 1024) to 1 full (2 KV heads of 512, V the K
+/// projection), a dense MLP of 2112 beside 128 experts of 704 (8 a token) in every layer, no
+/// per-layer embeddings, tied; the context as conversions of the same config give it (files
+/// 53939116010, 57918583953). The vision tower (27 layers, 1152 wide) is not counted.
+const GEMMA4_26B_A4B_CONFIG: &str = r#"{"model_type": "gemma4_text", "hidden_size": 2816,
+    "intermediate_size": 2112, "num_hidden_layers": 30, "num_attention_heads": 16,
+    "num_key_value_heads": 8, "head_dim": 256, "global_head_dim": 512,
+    "num_global_key_value_heads": 2, "attention_k_eq_v": true, "sliding_window": 1024,
+    "hidden_size_per_layer_input": 0, "num_kv_shared_layers": 0, "enable_moe_block": true,
+    "num_experts": 128, "top_k_experts": 8, "moe_intermediate_size": 704,
+    "final_logit_softcapping": 30.0, "max_position_embeddings": 262144,
+    "tie_word_embeddings": true, "vocab_size": 262144}"#;
+
 /// google/gemma-4-E2B-it: its text_config as conversions of the published config.json
 /// reproduce it (hidden 1536, 35 layers, 4 sliding layers of one KV head of 256 to 1 full of
 /// one of 512, V its own projection, per-layer embeddings of 256, the last 20 layers reusing
@@ -881,6 +897,12 @@ pub fn catalog() -> Vec<CatalogModel> {
             &["gemma4-31b"],
             "google/gemma-4-31B-it",
             GEMMA4_31B_CONFIG,
+        ),
+        from_config(
+            "gemma-4-26b-a4b",
+            &["gemma4-26b-a4b", "gemma-4-26b"],
+            "google/gemma-4-26B-A4B-it",
+            GEMMA4_26B_A4B_CONFIG,
         ),
         from_config(
             "gemma-4-e2b",

@@ -610,9 +610,10 @@ fn config_json_readings_match_the_measured_ggufs() {
                 }
             }),
         ),
-        // Gemma 4's experts (26B-A4B's kind) beside the dense MLP, from `enable_moe_block`.
+        // Gemma 4's experts (26B-A4B's kind) beside the dense MLP, from `enable_moe_block`:
+        // their gate and up one tensor, as the converter writes the checkpoint's.
         (
-            "gemma-4-moe-layout.json",
+            "gemma-4-moe-fused-layout.json",
             serde_json::json!({
                 "model_type": "gemma4", "tie_word_embeddings": true,
                 "text_config": {

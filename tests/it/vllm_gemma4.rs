@@ -9,7 +9,7 @@
 use serde_json::Value;
 
 use gpumem::model::find_model;
-use gpumem::plan::engines::vllm::{kv_of_available, VllmConfig, VllmModel};
+use gpumem::plan::engines::vllm::{kv_of_available, KvOfAvailable, VllmConfig, VllmModel};
 
 use crate::common;
 
@@ -31,8 +31,8 @@ fn config(run: &Value) -> VllmConfig {
     }
 }
 
-/// The tokens gpumem makes of `bytes` left for the cache of `name` under `cfg` on `tp` ranks.
-fn tokens_of(name: &str, tp: u64, cfg: &VllmConfig, bytes: u64) -> (u64, u64) {
+/// The cache gpumem makes of `bytes` left for `name` under `cfg` on `tp` ranks.
+fn kv_of(name: &str, tp: u64, cfg: &VllmConfig, bytes: u64) -> KvOfAvailable {
     let arch = find_model(name).unwrap().arch;
     let model = VllmModel {
         arch: &arch,
@@ -40,14 +40,30 @@ fn tokens_of(name: &str, tp: u64, cfg: &VllmConfig, bytes: u64) -> (u64, u64) {
         activation_bytes: 2,
         vision: None,
     };
-    let kv = kv_of_available(&model, tp, cfg, bytes).unwrap();
+    kv_of_available(&model, tp, cfg, bytes).unwrap()
+}
+
+/// The tokens gpumem makes of `bytes` left for the cache of `name` under `cfg` on `tp` ranks.
+fn tokens_of(name: &str, tp: u64, cfg: &VllmConfig, bytes: u64) -> (u64, u64) {
+    let kv = kv_of(name, tp, cfg, bytes);
     (kv.tokens, kv.blocks)
+}
+
+/// The "GPU KV cache size" the run's vLLM printed of `kv`: 0.33's concurrency times
+/// `max_model_len`, or (`kv_size_report` "blocks_per_group", vLLM 0.19 and before) the blocks
+/// shared evenly among the groups times the smallest block.
+fn printed_tokens(run: &Value, kv: &KvOfAvailable) -> u64 {
+    match run["kv_size_report"].as_str() {
+        Some("blocks_per_group") => kv.blocks / kv.groups.max(1) * kv.smallest_block_size,
+        None => kv.tokens,
+        Some(other) => panic!("unknown kv_size_report {other}"),
+    }
 }
 
 #[test]
 fn gemma4_kv_pages_match_vllm_start_up_logs() {
     let runs = runs();
-    assert!(runs.len() >= 2, "{} runs", runs.len());
+    assert!(runs.len() >= 5, "{} runs", runs.len());
     let mut table = String::from("| run | vLLM | gpumem | ratio |\n| --- | --- | --- | --- |\n");
     let mut failures = Vec::new();
     for run in &runs {
@@ -56,13 +72,22 @@ fn gemma4_kv_pages_match_vllm_start_up_logs() {
         let cfg = config(run);
         let tp = run["tensor_parallel"].as_u64().unwrap();
         let gib = run["available_gib"].as_f64().unwrap();
-        let at = |g: f64| tokens_of(run["model"].as_str().unwrap(), tp, &cfg, (g * GIB) as u64).0;
-        let (lo, hi) = (at(gib - 0.005), at(gib + 0.005));
+        let kv = |g: f64| kv_of(run["model"].as_str().unwrap(), tp, &cfg, (g * GIB) as u64);
+        let (low, high) = (kv(gib - 0.005), kv(gib + 0.005));
+        let (lo, hi) = (printed_tokens(run, &low), printed_tokens(run, &high));
         let ours = printed.clamp(lo, hi);
         let ratio = ours as f64 / printed as f64;
         table.push_str(&format!("| {id} | {printed} | {lo}–{hi} | {ratio:.4} |\n"));
         if !(0.90..=1.10).contains(&ratio) {
             failures.push(format!("{id}: {lo}–{hi} tokens against vLLM's {printed}"));
+        }
+        // The printed concurrency (two decimals) against gpumem's requests of max_model_len.
+        if let Some(printed) = run["max_concurrency"].as_f64() {
+            let len = cfg.max_model_len as f64;
+            let (lo, hi) = (low.tokens as f64 / len, high.tokens as f64 / len);
+            if !(lo - 0.005..=hi + 0.005).contains(&printed) {
+                failures.push(format!("{id}: {lo:.3}–{hi:.3}x against vLLM's {printed}x"));
+            }
         }
     }
     println!("{table}");

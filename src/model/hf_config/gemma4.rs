@@ -49,6 +49,9 @@ pub(super) fn gemma4(f: &mut Fields<'_>, arch: &mut ModelArch) -> Result<(), Mod
         k_eq_v,
     });
     arch.norms_per_layer = 4;
+    // convert_hf_to_gguf.py maps the checkpoint's fused `experts.gate_up_proj` to one
+    // `ffn_gate_up_exps` (its tensor map's gemma4 row), as published 26B-A4B GGUFs hold it.
+    arch.fused_gate_up_exps = f.boolean("enable_moe_block") == Some(true);
     arch.attention = Attention::Standard {
         qkv_bias: false,
         o_bias: false,

@@ -268,18 +268,7 @@ pub fn fit(
     cfg: &VllmConfig,
 ) -> Result<VllmFit, Unmodelled> {
     let arch = model.arch;
-    if cfg.lora.is_some() && arch.moe.is_some() {
-        return Err(Unmodelled::LoraOnExperts);
-    }
-    if arch.deepseek_v4.is_some() {
-        return Err(Unmodelled::CompressedAttention);
-    }
-    if arch.msa.is_some() {
-        return Err(Unmodelled::SparseAttention);
-    }
-    if arch.glm5_next.is_some() {
-        return Err(Unmodelled::PooledIndexer);
-    }
+    refuse_unmodelled(arch, cfg)?;
     let unbuilt;
     let model = match model.vision {
         Some(v) if cfg.multimodal.skips(v.kind) => {
@@ -290,34 +279,7 @@ pub fn fit(
     };
     let tp = layout.tensor_parallel.max(1);
     let pp = layout.pipeline_parallel.clamp(1, arch.num_layers.max(1));
-    let class = GpuClass::of(gpu.total_bytes, gpu.is_a100);
-    let run = Run {
-        tokens: cfg
-            .max_num_batched_tokens
-            .unwrap_or_else(|| class.max_num_batched_tokens()),
-        seqs: cfg.max_num_seqs.unwrap_or_else(|| class.max_num_seqs()),
-        budget: ceil_fraction(gpu.total_bytes, cfg.gpu_memory_utilization),
-        tp,
-        pp,
-        nvls: class.nvls(),
-        encoder: None,
-    };
-    let run = Run {
-        encoder: model.vision.as_ref().and_then(|v| {
-            super::encoder::profile(
-                v,
-                &cfg.multimodal,
-                &super::encoder::Batch {
-                    max_model_len: cfg.max_model_len,
-                    max_num_batched_tokens: run.tokens,
-                    max_num_seqs: run.seqs,
-                    tp,
-                    activation_bytes: model.activation_bytes,
-                },
-            )
-        }),
-        ..run
-    };
+    let run = run_of(model, gpu, (tp, pp), cfg);
     let parts = match &cfg.pp_layer_partition {
         Some(p) if p.len() as u64 == pp && p.iter().sum::<u64>() == arch.num_layers => p.clone(),
         _ => stage_layers(arch.num_layers, pp),
@@ -344,16 +306,6 @@ pub fn fit(
             gpu.total_bytes,
         ),
     };
-    let computed = |term, bytes| Term {
-        term,
-        bytes,
-        basis: Basis::Computed,
-    };
-    let modelled = |term, bytes| Term {
-        term,
-        bytes,
-        basis: Basis::Modelled,
-    };
     Ok(VllmFit {
         tensor_parallel: tp,
         pipeline_parallel: pp,
@@ -361,20 +313,7 @@ pub fn fit(
         binding_stage: stage_index,
         max_num_batched_tokens: run.tokens,
         max_num_seqs: run.seqs,
-        terms: [
-            computed(TermKind::Budget, run.budget),
-            computed(TermKind::Weights, st.weights),
-            modelled(TermKind::CpuOffload, st.offloaded),
-            modelled(TermKind::ProfilePeak, st.profile),
-            modelled(TermKind::NonTorch, st.non_torch),
-            modelled(TermKind::CudaGraphs, st.graphs),
-            computed(TermKind::KvCache, st.kv),
-            modelled(TermKind::Startup, STARTUP_BYTES),
-        ]
-        .into_iter()
-        // Offloaded weights are listed only when there are some.
-        .filter(|t| t.term != TermKind::CpuOffload || t.bytes > 0)
-        .collect(),
+        terms: stage_terms(&run, &st),
         block_size: st.pages.block_size(),
         block_bytes: st.pages.block_bytes,
         num_blocks: st.num_blocks,
@@ -391,6 +330,83 @@ pub fn fit(
             tokens: s.tokens,
         }),
     })
+}
+
+/// Refuses, before any term is computed, what gpumem does not model of `arch` under `cfg`.
+fn refuse_unmodelled(arch: &ModelArch, cfg: &VllmConfig) -> Result<(), Unmodelled> {
+    if cfg.lora.is_some() && arch.moe.is_some() {
+        return Err(Unmodelled::LoraOnExperts);
+    }
+    if arch.deepseek_v4.is_some() {
+        return Err(Unmodelled::CompressedAttention);
+    }
+    if arch.msa.is_some() {
+        return Err(Unmodelled::SparseAttention);
+    }
+    if arch.glm5_next.is_some() {
+        return Err(Unmodelled::PooledIndexer);
+    }
+    Ok(())
+}
+
+/// The run on `gpu` over `(tp, pp)`: the batch vLLM profiles (its defaults for the GPU's class
+/// where `cfg` gives none), the budget, and the vision tower's profile over that batch.
+fn run_of(model: &VllmModel<'_>, gpu: VllmGpu, (tp, pp): (u64, u64), cfg: &VllmConfig) -> Run {
+    let class = GpuClass::of(gpu.total_bytes, gpu.is_a100);
+    let tokens = cfg
+        .max_num_batched_tokens
+        .unwrap_or_else(|| class.max_num_batched_tokens());
+    let seqs = cfg.max_num_seqs.unwrap_or_else(|| class.max_num_seqs());
+    let encoder = model.vision.as_ref().and_then(|v| {
+        super::encoder::profile(
+            v,
+            &cfg.multimodal,
+            &super::encoder::Batch {
+                max_model_len: cfg.max_model_len,
+                max_num_batched_tokens: tokens,
+                max_num_seqs: seqs,
+                tp,
+                activation_bytes: model.activation_bytes,
+            },
+        )
+    });
+    Run {
+        tokens,
+        seqs,
+        budget: ceil_fraction(gpu.total_bytes, cfg.gpu_memory_utilization),
+        tp,
+        pp,
+        nvls: class.nvls(),
+        encoder,
+    }
+}
+
+/// The binding rank's terms in the order they are shown; offloaded weights only when there
+/// are some.
+fn stage_terms(run: &Run, st: &Stage) -> Vec<Term> {
+    let computed = |term, bytes| Term {
+        term,
+        bytes,
+        basis: Basis::Computed,
+    };
+    let modelled = |term, bytes| Term {
+        term,
+        bytes,
+        basis: Basis::Modelled,
+    };
+    [
+        computed(TermKind::Budget, run.budget),
+        computed(TermKind::Weights, st.weights),
+        modelled(TermKind::CpuOffload, st.offloaded),
+        modelled(TermKind::ProfilePeak, st.profile),
+        modelled(TermKind::NonTorch, st.non_torch),
+        modelled(TermKind::CudaGraphs, st.graphs),
+        computed(TermKind::KvCache, st.kv),
+        modelled(TermKind::Startup, STARTUP_BYTES),
+    ]
+    .into_iter()
+    .filter(|t| t.term != TermKind::CpuOffload || t.bytes > 0)
+    .collect()
 }
 
 /// The stage (and its index) with the fewest KV blocks, whose blocks every rank gets.
@@ -440,6 +456,9 @@ pub struct KvOfAvailable {
     pub block_size: u64,
     /// KV cache groups (full, sliding and recurrent layer groups), whose blocks share the pool.
     pub groups: u64,
+    /// The fewest tokens a block holds in any group: vLLM 0.19 and before printed the "GPU KV
+    /// cache size" as the blocks shared evenly among the groups times this.
+    pub smallest_block_size: u64,
     /// "GPU KV cache size" as vLLM 0.33 prints it: the concurrency times `max_model_len`.
     pub tokens: u64,
 }
@@ -462,6 +481,7 @@ pub fn kv_of_available(
         blocks,
         block_size: pages.block_size(),
         groups: pages.groups(),
+        smallest_block_size: pages.smallest_block_size(),
         tokens: kv_tokens(blocks, per_request, cfg.max_model_len),
     })
 }

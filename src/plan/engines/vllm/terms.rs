@@ -434,6 +434,18 @@ impl KvPages {
     pub fn block_size(&self) -> u64 {
         self.block_size
     }
+
+    /// The fewest tokens a block holds in any group (a sliding group's where its layers are
+    /// narrower than the full ones and so take more tokens a page).
+    pub fn smallest_block_size(&self) -> u64 {
+        let sliding = (self.sliding_groups > 0).then_some(self.sliding_block_size);
+        let others = (self.full_groups + self.state_groups > 0).then_some(self.block_size);
+        sliding
+            .into_iter()
+            .chain(others)
+            .min()
+            .unwrap_or(self.block_size)
+    }
 }
 
 /// The bytes a token takes in one layer of each kind (0 where there is none), as vLLM's
