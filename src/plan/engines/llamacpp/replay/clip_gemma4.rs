@@ -5,22 +5,18 @@
 //! scalar a layer), then the average pool, a scale, an RMS norm and the input projection. Every
 //! product is Gemma4ClippableLinear's: its input and output clamped (in place where ggml can).
 
-use super::clip_qwen::{attend, Sizes};
+use super::clip_vit::*;
 use super::graph::*;
 use crate::model::VisionTower;
 
 pub(super) fn gemma4v(t: &VisionTower, fa: bool) -> Option<Graph> {
-    let z = Sizes::of(t)?;
-    let mut g = Graph {
-        rows: z.patches,
-        ..Graph::default()
-    };
-    let pixels = t.image_size.checked_mul(t.image_size)?;
-    let raw = g.input(pixels.checked_mul(3 * 4)?);
+    let (z, mut g, raw) = image_graph(t)?;
     // `ggml_scale_bias` may overwrite the image it reads: an input's own layout.
-    let scaled = g.op(Kind::InPlace, pixels * 12, INPUT_LAYOUT, &[raw]);
+    let scaled = g.op(Kind::InPlace, g.tensors[raw].bytes, INPUT_LAYOUT, &[raw]);
     g.tag(scaled, Op::Scale);
-    let mut cur = patch_embeddings(&mut g, t, &z, scaled)?;
+    // No bias on the patches.
+    let conv = conv_2d(&mut g, t, &z, scaled, "v.patch_embd.weight")?;
+    let mut cur = patch_rows(&mut g, &z, conv);
     // The patches' x and y (i32), each looking up its own table's rows.
     let pos = [
         g.input(z.patches.checked_mul(4)?),
@@ -31,8 +27,7 @@ pub(super) fn gemma4v(t: &VisionTower, fa: bool) -> Option<Graph> {
         let rows = g.view(table, OTHER);
         let emb = g.op(Kind::Fresh, z.model, MODEL, &[rows, ids]);
         g.tag(emb, Op::GetRows);
-        cur = g.op(Kind::InPlace, z.model, MODEL, &[cur, emb]);
-        g.tag(cur, Op::Add);
+        cur = add(&mut g, &z, cur, emb);
     }
     let mut inp = g.view(cur, MODEL);
     for l in 0..t.layers {
@@ -42,29 +37,6 @@ pub(super) fn gemma4v(t: &VisionTower, fa: bool) -> Option<Graph> {
     g.part = Part::Output;
     pool_and_project(&mut g, t, &z, inp);
     Some(g)
-}
-
-/// `ggml_conv_2d` (an f16 im2col, the product, made contiguous), then one row a patch (a
-/// transposed contiguous copy); no bias.
-fn patch_embeddings(g: &mut Graph, t: &VisionTower, z: &Sizes, image: usize) -> Option<usize> {
-    let kernel_elems = t.patch_size.checked_mul(t.patch_size)?.checked_mul(3)?;
-    let elem = if t.patch_bf16 { 4 } else { 2 };
-    let unrolled = kernel_elems.checked_mul(z.patches)?.checked_mul(elem)?;
-    let kernel = g.matrix("v.patch_embd.weight", kernel_elems, t.hidden);
-    let im2col = g.op(Kind::Fresh, unrolled, OTHER, &[kernel, image]);
-    g.tag(im2col, Op::Other);
-    let rows = g.view(im2col, OTHER);
-    let kernel_2d = g.view(kernel, OTHER);
-    let product = g.op(Kind::Fresh, z.model, OTHER, &[rows, kernel_2d]);
-    g.tag(product, Op::MulMat);
-    let shaped = g.view(product, OTHER);
-    let permuted = g.view(shaped, OTHER);
-    let conv = g.op(Kind::Fresh, z.model, OTHER, &[permuted]);
-    g.tag(conv, Op::Cont);
-    let flat = g.view(conv, OTHER);
-    let transposed = g.view(flat, OTHER);
-    let out = g.op(Kind::Fresh, z.model, MODEL, &[transposed]);
-    Some(g.tag(out, Op::Cont))
 }
 
 /// Gemma4ClippableLinear: `x` clamped, the product with `w` (`h` to `n` values a row of
@@ -84,17 +56,6 @@ fn clipped(
     let out = g.op(Kind::Fresh, bytes, layout.1, &[w, clamped]);
     let out = g.op(Kind::InPlace, bytes, layout.1, &[out]);
     g.tag(out, Op::Clamp)
-}
-
-/// `build_norm` with `NORM_TYPE_RMS`: the norm (in place where it may), then its weight, if any.
-fn rms(g: &mut Graph, x: usize, bytes: u64, (weight, n): (Option<&'static str>, u64)) -> usize {
-    let mut t = g.op(Kind::InPlace, bytes, MODEL, &[x]);
-    g.tag(t, Op::RmsNorm);
-    if let Some(weight) = weight {
-        let w = g.vector(weight, n);
-        t = g.op(Kind::InPlace, bytes, MODEL, &[t, w]);
-    }
-    t
 }
 
 /// One of `build_vit`'s layers as Gemma 4 has it.
@@ -133,8 +94,7 @@ fn layer(
     let attn = attend(g, z, [qk[0], qk[1], v], None, fa);
     let out = clipped(g, attn, "attn_out.weight", square, (MODEL, MODEL));
     let out = rms(g, out, z.model, (Some("attn_post_norm.weight"), h));
-    let sum = g.op(Kind::InPlace, z.model, MODEL, &[out, inp]);
-    g.tag(sum, Op::Add);
+    let sum = add(g, z, out, inp);
     let cur = rms(g, sum, z.model, (Some("ln2.weight"), h));
     let wide = (z.patches, h, t.ffn);
     let gate = clipped(g, cur, "ffn_gate.weight", wide, (MODEL, FFN));
@@ -149,8 +109,7 @@ fn layer(
         (FFN, MODEL),
     );
     let down = rms(g, down, z.model, (Some("ffn_post_norm.weight"), h));
-    let out = g.op(Kind::InPlace, z.model, MODEL, &[sum, down]);
-    g.tag(out, Op::Add);
+    let out = add(g, z, sum, down);
     let scale = g.vector("out_scale.weight", 1);
     g.op(Kind::InPlace, z.model, MODEL, &[out, scale])
 }
@@ -159,18 +118,10 @@ fn layer(
 /// copy), average-pooled `merge` × `merge`, one row a token again (transposed, contiguous),
 /// scaled and RMS-normed in place, then the clipped input projection.
 fn pool_and_project(g: &mut Graph, t: &VisionTower, z: &Sizes, cur: usize) {
-    let transposed = g.view(cur, OTHER);
-    let image = g.op(Kind::Fresh, z.model, OTHER, &[transposed]);
-    g.tag(image, Op::Cont);
     let merged = t.merge.saturating_mul(t.merge).max(1);
     let tokens = z.patches / merged;
     let pooled_bytes = tokens.saturating_mul(t.hidden).saturating_mul(4);
-    let pooled = g.op(Kind::Fresh, pooled_bytes, OTHER, &[image]);
-    g.tag(pooled, Op::Other);
-    let flat = g.view(pooled, OTHER);
-    let rows = g.view(flat, OTHER);
-    let cur = g.op(Kind::Fresh, pooled_bytes, LATENT, &[rows]);
-    g.tag(cur, Op::Cont);
+    let cur = avg_pool(g, z, cur, pooled_bytes);
     let scaled = g.op(Kind::InPlace, pooled_bytes, LATENT, &[cur]);
     g.tag(scaled, Op::Scale);
     let normed = g.op(Kind::InPlace, pooled_bytes, LATENT, &[scaled]);
@@ -189,7 +140,6 @@ fn pool_and_project(g: &mut Graph, t: &VisionTower, z: &Sizes, cur: usize) {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
-    use super::super::clip_compute_buffer;
     use super::*;
     use crate::model::ProjectorKind;
 
@@ -197,7 +147,6 @@ mod tests {
     /// 12 heads, pooled 3 × 3, at clip's 768 px warm-up image (48 × 48 patches of 16).
     fn gemma4v_default() -> VisionTower {
         VisionTower {
-            kind: ProjectorKind::Gemma4V,
             image_size: 768,
             patch_size: 16,
             hidden: 768,
@@ -206,11 +155,8 @@ mod tests {
             heads: 12,
             projection_dim: 2304,
             merge: 3,
-            window_pattern: 0,
             positions: 10240,
-            deepstack: Vec::new(),
-            patch_bf16: false,
-            input_projection_elem_bytes: 2,
+            ..blank(ProjectorKind::Gemma4V)
         }
     }
 
@@ -219,14 +165,7 @@ mod tests {
     // the byte (mtmd_get_memory_usage less the weights).
     #[test]
     fn gemma4v_buffers_are_clips() {
-        let t = gemma4v_default();
-        assert_eq!(
-            clip_compute_buffer(&t, true, BufferRules::CPU),
-            Some(106_186_752)
-        );
-        assert_eq!(
-            clip_compute_buffer(&t, false, BufferRules::CPU),
-            Some(290_211_840)
-        );
+        let buffers = cpu_buffers(gemma4v, &gemma4v_default());
+        assert_eq!(buffers, [Some(106_186_752), Some(290_211_840)]);
     }
 }

@@ -4,23 +4,18 @@
 //! layers of a fused qkv with M-RoPE over every patch, a biased GELU MLP; then the merger, and
 //! after it each deepstack merger over its layer's output, kept until then, all concatenated.
 
-use super::clip_qwen::{attend, layer_norm, patch_embeddings, projection, Sizes};
+use super::clip_qwen::{merger_mlp, mrope, patch_embeddings, regroup, MERGER};
+use super::clip_vit::*;
 use super::graph::*;
 use crate::model::VisionTower;
 
 pub(super) fn qwen3vl(t: &VisionTower, fa: bool) -> Option<Graph> {
-    let z = Sizes::of(t)?;
-    let mut g = Graph {
-        rows: z.patches,
-        ..Graph::default()
-    };
-    let cur = patch_embeddings(&mut g, t, &z)?;
+    let (z, mut g, raw) = image_graph(t)?;
+    let cur = patch_embeddings(&mut g, t, &z, raw)?;
     let bias = g.vector("v.patch_embd.bias", t.hidden);
-    let cur = g.op(Kind::InPlace, z.model, MODEL, &[cur, bias]);
-    g.tag(cur, Op::Add);
+    let cur = add(&mut g, &z, cur, bias);
     let pos = learned_positions(&mut g, t, &z)?;
-    let mut inp = g.op(Kind::InPlace, z.model, MODEL, &[cur, pos]);
-    g.tag(inp, Op::Add);
+    let mut inp = add(&mut g, &z, cur, pos);
     // M-RoPE's four positions a patch (i32).
     let positions = g.input(z.patches.checked_mul(16)?);
     let mut features = Vec::new();
@@ -72,12 +67,7 @@ fn learned_positions(g: &mut Graph, t: &VisionTower, z: &Sizes) -> Option<usize>
         pos = g.op(Kind::Fresh, z.model, OTHER, &[back]);
         g.tag(pos, Op::Cont);
     }
-    let pairs = g.op(Kind::Fresh, z.model, OTHER, &[pos]);
-    g.tag(pairs, Op::Cont);
-    let reshaped = g.view(pairs, OTHER);
-    let permuted = g.view(reshaped, OTHER);
-    let out = g.op(Kind::Fresh, z.model, MODEL, &[permuted]);
-    Some(g.tag(out, Op::Cont))
+    Some(regroup(g, z, pos))
 }
 
 /// One layer: a LayerNorm, the fused biased qkv viewed as q, k and v, M-RoPE on q and k (fresh
@@ -100,29 +90,18 @@ fn layer(
         OTHER,
     );
     let [q, k, v] = [g.view(qkv, Q3), g.view(qkv, K3), g.view(qkv, OTHER)];
-    let q = g.op(Kind::InPlace, z.model, Q3, &[q, positions]);
-    g.tag(q, Op::Rope);
-    let k = g.op(Kind::InPlace, z.model, K3, &[k, positions]);
-    g.tag(k, Op::Rope);
+    let [q, k] = mrope(g, z, [q, k], positions);
     let attn = attend(g, z, [q, k, v], None, fa);
-    let shape = (z.patches, h, h);
-    let out = projection(g, attn, ("attn_out.weight", "attn_out.bias"), shape, MODEL);
-    let sum = g.op(Kind::InPlace, z.model, MODEL, &[out, inp]);
-    g.tag(sum, Op::Add);
+    let sum = attn_out(g, t, z, attn, inp);
     let cur = layer_norm(g, sum, (z.model, h), ("ln2.weight", "ln2.bias"));
-    let ffn = (z.patches, h, t.ffn);
-    let up = projection(g, cur, ("ffn_up.weight", "ffn_up.bias"), ffn, FFN);
-    let act = g.op(Kind::InPlace, z.ffn, FFN, &[up]);
-    g.tag(act, Op::Unary);
-    let down = projection(
+    let up = projection(
         g,
-        act,
-        ("ffn_down.weight", "ffn_down.bias"),
-        (z.patches, t.ffn, h),
-        MODEL,
+        cur,
+        ("ffn_up.weight", "ffn_up.bias"),
+        (z.patches, h, t.ffn),
+        FFN,
     );
-    let out = g.op(Kind::InPlace, z.model, MODEL, &[sum, down]);
-    g.tag(out, Op::Add)
+    gelu_down(g, t, z, up, sum)
 }
 
 /// Which merger: the main one (after the post-layernorm, over 4 patches a row) or a deepstack
@@ -136,13 +115,13 @@ enum Merger {
 /// Four patches a row through a biased layer, a GELU in place, a biased layer to the text
 /// model's width.
 fn merger(g: &mut Graph, t: &VisionTower, z: &Sizes, x: usize, which: Merger) -> usize {
-    let merged = t.merge.saturating_mul(t.merge).max(1);
-    let tokens = z.patches / merged;
-    let wide = t.hidden.saturating_mul(merged);
     let mut rows = g.view(x, LATENT);
     let names = match which {
-        Merger::Main => [("mm.0.weight", "mm.0.bias"), ("mm.2.weight", "mm.2.bias")],
+        Merger::Main => MERGER,
         Merger::Deepstack => {
+            let wide = t
+                .hidden
+                .saturating_mul(t.merge.saturating_mul(t.merge).max(1));
             let norm = ("v.deepstack.norm.weight", "v.deepstack.norm.bias");
             rows = layer_norm(g, rows, (z.model, wide), norm);
             [
@@ -151,10 +130,7 @@ fn merger(g: &mut Graph, t: &VisionTower, z: &Sizes, x: usize, which: Merger) ->
             ]
         }
     };
-    let up = projection(g, rows, names[0], (tokens, wide, wide), LATENT);
-    let act = g.op(Kind::InPlace, z.model, LATENT, &[up]);
-    g.tag(act, Op::Unary);
-    projection(g, act, names[1], (tokens, wide, t.projection_dim), OTHER)
+    merger_mlp(g, t, z, rows, names)
 }
 
 /// `ggml_concat` along the rows' values: a fresh tensor of both.
@@ -167,7 +143,6 @@ fn concat(g: &mut Graph, a: usize, b: usize) -> usize {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
-    use super::super::clip_compute_buffer;
     use super::*;
     use crate::model::ProjectorKind;
 
@@ -176,7 +151,6 @@ mod tests {
     /// clip's 1472 px warm-up image (92 × 92 patches of 16).
     fn qwen3vl() -> VisionTower {
         VisionTower {
-            kind: ProjectorKind::Qwen3Vl,
             image_size: 1472,
             patch_size: 16,
             hidden: 1152,
@@ -185,11 +159,9 @@ mod tests {
             heads: 16,
             projection_dim: 3584,
             merge: 2,
-            window_pattern: 0,
             positions: 2304,
             deepstack: vec![8, 16, 24],
-            patch_bf16: false,
-            input_projection_elem_bytes: 2,
+            ..blank(ProjectorKind::Qwen3Vl)
         }
     }
 
@@ -198,14 +170,7 @@ mod tests {
     // byte (mtmd_get_memory_usage less the weights).
     #[test]
     fn qwen3vl_buffers_are_clips() {
-        let t = qwen3vl();
-        assert_eq!(
-            clip_compute_buffer(&t, true, BufferRules::CPU),
-            Some(377_155_840)
-        );
-        assert_eq!(
-            clip_compute_buffer(&t, false, BufferRules::CPU),
-            Some(5_001_072_896)
-        );
+        let buffers = cpu_buffers(super::qwen3vl, &qwen3vl());
+        assert_eq!(buffers, [Some(377_155_840), Some(5_001_072_896)]);
     }
 }

@@ -329,10 +329,8 @@ fn attend(
     let kp = g.view(k, OTHER);
     let vp = g.view(v, OTHER);
     let out = if let Some(heads) = fa {
-        let k16 = g.op(Kind::Fresh, z.kv / 2, OTHER, &[kp]);
-        g.tag(k16, Op::Cpy);
-        let v16 = g.op(Kind::Fresh, z.kv / 2, OTHER, &[vp]);
-        g.tag(v16, Op::Cpy);
+        let k16 = g.cast(kp, z.kv / 2);
+        let v16 = g.cast(vp, z.kv / 2);
         let o = g.op(Kind::Fresh, z.query, OTHER, &[qp, k16, v16, mask]);
         g.tensors[o].fa_heads = Some(heads);
         g.view(o, QUERY)

@@ -603,6 +603,13 @@ impl Graph {
         self.tag(t, Op::Cpy)
     }
 
+    /// `ggml_cast` of `x` to another type, `bytes` once cast (flash attention's f16 K, V and
+    /// mask): a fresh copy.
+    pub(super) fn cast(&mut self, x: usize, bytes: u64) -> usize {
+        let t = self.op(Kind::Fresh, bytes, OTHER, &[x]);
+        self.tag(t, Op::Cpy)
+    }
+
     /// Names the ggml op `t` is, where [`Graph::op`] cannot tell it from its sources.
     pub(super) fn tag(&mut self, t: usize, op: Op) -> usize {
         self.tensors[t].op = op;

@@ -21,6 +21,7 @@ mod clip;
 mod clip_gemma4;
 mod clip_qwen;
 mod clip_qwen3;
+mod clip_vit;
 mod deepseek4;
 mod deepseek4_attention;
 mod encoder;
