@@ -200,25 +200,38 @@ pub fn arch_from_gguf(path: &Path, file: &GgufFile) -> Result<ModelArch, ModelEr
         arch.moe = Some(experts_from(&k, &arch, experts, ffn, family));
     }
     arch.sliding_window = sliding_window(&k, family);
-    if matches!(family, Family::Gemma4 | Family::Gemma4Assistant) {
-        gemma4::gemma4(&k, &mut arch)?;
-    }
-    if family == Family::KimiK3 {
-        arch.kimi_k3 = Some(kimi_k3(&k));
-    }
-    if family == Family::DeepseekV4 {
-        arch.attention_sinks = true;
-        arch.deepseek_v4 = Some(deepseek_v4(&k, layers)?);
-    }
-    if family == Family::MinimaxM3 {
-        arch.msa = Some(msa(&k)?);
-    }
-    if family == Family::Glm5Next {
-        arch.glm5_next = Some(glm5_next(&k, layers)?);
-    }
+    own_layouts(&k, family, layers, &mut arch)?;
     arch.check_plausible()
         .map_err(|(field, why)| k.bad(field.gguf_key(), why))?;
     Ok(arch)
+}
+
+/// The layouts some families add to the common shape: Gemma 4's per-layer embeddings and KV
+/// sharing, Kimi-K3's latent experts, DeepSeek-V4's compressed attention, MiniMax-M3's sparse
+/// attention and GLM-5-next's pooled indexer.
+fn own_layouts(
+    k: &Keys<'_>,
+    family: Family,
+    layers: u64,
+    arch: &mut ModelArch,
+) -> Result<(), ModelError> {
+    if matches!(family, Family::Gemma4 | Family::Gemma4Assistant) {
+        gemma4::gemma4(k, arch)?;
+    }
+    if family == Family::KimiK3 {
+        arch.kimi_k3 = Some(kimi_k3(k));
+    }
+    if family == Family::DeepseekV4 {
+        arch.attention_sinks = true;
+        arch.deepseek_v4 = Some(deepseek_v4(k, layers)?);
+    }
+    if family == Family::MinimaxM3 {
+        arch.msa = Some(msa(k)?);
+    }
+    if family == Family::Glm5Next {
+        arch.glm5_next = Some(glm5_next(k, layers)?);
+    }
+    Ok(())
 }
 
 /// `general.name`, else the file's stem, else the architecture.
