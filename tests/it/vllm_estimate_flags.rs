@@ -302,3 +302,36 @@ fn select_refuses_vllm_features_under_another_engine() {
         "gpumem: error: --enable-lora is vLLM's: it needs --engine vllm\n"
     );
 }
+
+// A tower gpumem does not profile (Gemma 4's vision and audio) is refused by name, and
+// `--limit-mm-per-prompt` with every modality at 0 leaves it out: the estimate then plans the
+// language model, as `select` does.
+#[test]
+fn an_unprofiled_tower_is_left_out_by_zero_limits() {
+    let config = common::fixture("gemma4-configs/gemma-4-e4b-it.json");
+    let args = |zeros: bool| -> Vec<String> {
+        let mut a: Vec<String> = ["--json", "select", "--engine", "vllm", "--config", &config]
+            .into_iter()
+            .chain(["--device", "sim:l4", "--context", "8192"])
+            .map(String::from)
+            .collect();
+        if zeros {
+            a.push("--limit-mm-per-prompt".into());
+            a.push(r#"{"image":0,"video":0,"audio":0}"#.into());
+        }
+        a
+    };
+    let estimate = estimate_is_selects("gemma-4-e4b-it", &args(true));
+    assert!(estimate["account"]["encoder"].is_null());
+    let (code, out, err) = gpumem(&as_estimate(&args(false))[1..]);
+    assert_eq!((code, out.as_str()), (2, ""));
+    assert!(
+        err.ends_with(
+            "gpumem: error: gemma-4-e4b-it is a multimodal model ('gemma4'): vLLM loads and \
+             profiles its vision and audio towers (478.1 M parameters), whose profile run gpumem \
+             does not model; --limit-mm-per-prompt '{\"image\":0,\"video\":0,\"audio\":0}' leaves \
+             them out and plans the language model\n"
+        ),
+        "{err}"
+    );
+}
