@@ -265,7 +265,7 @@ _gpumem() {
             return 0
             ;;
         gpumem__subcmd__estimate)
-            opts="-m -b -c -q -v -h -V --model --config --gguf --safetensors --dtype --kv-dtype --batch --context-length --context --ubatch --allow-generic --allow-longer-context --offline --mmproj --image-max-tokens --swa-full --flash-attention --overhead --fragmentation-reserve --mode --optimizer --checkpointing --no-checkpointing --grad-accum --attn-implementation --recipe --lora-rank --lora-targets --fsdp --no-reshard-after-forward --ddp --ddp-bucket-view --zero1 --deepspeed-zero1 --deepspeed-zero2 --deepspeed-zero3 --offload-optimizer --mem-fraction-static --tp --tp-size --max-running-requests --chunked-prefill-size --max-total-tokens --disable-cuda-graph --speculative-algorithm --speculative-draft-model-path --parallel --gpu-overhead --list-models --fits --engine --flash-attn --device --new-tokens --assistant-model --num-assistant-tokens --adapter-rank --adapter-targets --adapter-config --json --quiet --verbose --wide --color --help --version"
+            opts="-m -b -c -q -v -h -V --model --config --gguf --safetensors --dtype --kv-dtype --batch --context-length --context --ubatch --allow-generic --allow-longer-context --offline --mmproj --image-max-tokens --swa-full --flash-attention --overhead --fragmentation-reserve --mode --optimizer --checkpointing --no-checkpointing --grad-accum --attn-implementation --recipe --lora-rank --lora-targets --fsdp --no-reshard-after-forward --ddp --ddp-bucket-view --zero1 --deepspeed-zero1 --deepspeed-zero2 --deepspeed-zero3 --offload-optimizer --mem-fraction-static --tp --tp-size --max-running-requests --chunked-prefill-size --max-total-tokens --disable-cuda-graph --speculative-algorithm --speculative-draft-model-path --parallel --gpu-overhead --list-models --fits --engine --flash-attn --device --new-tokens --assistant-model --num-assistant-tokens --adapter-rank --adapter-targets --adapter-config --gpu-memory-utilization --max-num-batched-tokens --max-num-seqs --block-size --enforce-eager --cpu-offload-gb --pp-layer-partition --tensor-parallel-size --speculative-config --enable-lora --max-loras --max-lora-rank --max-cpu-loras --limit-mm-per-prompt --mm-processor-kwargs --json --quiet --verbose --wide --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -460,6 +460,58 @@ _gpumem() {
                     return 0
                     ;;
                 --adapter-config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --gpu-memory-utilization)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-num-batched-tokens)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-num-seqs)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --block-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cpu-offload-gb)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pp-layer-partition)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tensor-parallel-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --speculative-config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-loras)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-lora-rank)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-cpu-loras)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --limit-mm-per-prompt)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --mm-processor-kwargs)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

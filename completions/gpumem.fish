@@ -302,6 +302,19 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l adapter-targe
 attention\t'q, k, v and o'
 all-linear\t'Every projection of the layers (PEFT\'s `all-linear`)'"
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l adapter-config -d 'With --engine transformers: a PEFT adapter\'s adapter_config.json (its `r` and `target_modules`)' -r -F
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l gpu-memory-utilization -d 'vLLM: fraction of each GPU\'s total memory vLLM may use [default: 0.92]' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l max-num-batched-tokens -d 'vLLM: tokens per scheduler step, which its profile run uses [default: by GPU memory]' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l max-num-seqs -d 'vLLM: sequences per step, which its sampler is profiled over [default: by GPU memory]' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l block-size -d 'vLLM: tokens per KV-cache block' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l cpu-offload-gb -d 'vLLM: GiB of each GPU\'s layer weights kept in host memory (--cpu-offload-gb)' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l pp-layer-partition -d 'vLLM: each pipeline stage\'s layers, as VLLM_PP_LAYER_PARTITION gives them (e.g. 16,32); only layouts with that many stages are planned' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l tensor-parallel-size -d 'vLLM: exactly N tensor-parallel ranks a stage (--tensor-parallel-size) [default: the fewest GPUs that serve]' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l speculative-config -d 'vLLM: speculative decoding, as vLLM takes it (JSON: `method` eagle, eagle3, mtp or ngram, `num_speculative_tokens`): the draft\'s weights (modelled from the model\'s shape) and KV layer join the plan; a draft model of its own is refused' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l max-loras -d 'vLLM: adapters a batch may use at once (GPU slots) [default: 1]' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l max-lora-rank -d 'vLLM: the largest adapter rank: 1, 8, 16, 32, 64, 128, 256, 320 or 512 [default: 16]' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l max-cpu-loras -d 'vLLM: adapters cached in host memory, at least --max-loras [default: --max-loras]' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l limit-mm-per-prompt -d 'vLLM: items of each modality a prompt may carry, as vLLM takes it (JSON: {"image": 2, "video": 0} or {"image": {"count": 2}}); the vision encoder is profiled with the largest input they allow [default: 999 of each]' -r
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l mm-processor-kwargs -d 'vLLM: the multimodal processor\'s settings, as vLLM takes them (JSON: {"max_pixels": N, "min_pixels": N}); max_pixels sizes the largest image (Qwen2-VL, Qwen2.5-VL) [default: the processor\'s, 12845056]' -r
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l color -d 'When to use colour. `auto` colours a terminal unless NO_COLOR is set' -r -f -a "auto\t'Colour when stdout is a terminal and NO_COLOR is not set'
 always\t'Colour even when stdout is a pipe or NO_COLOR is set'
 never\t'Plain text, whatever the terminal'"
@@ -319,6 +332,8 @@ complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l offload-optim
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l disable-cuda-graph -d 'SGLang: no CUDA graphs (none reserved for in the default fraction)'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l list-models -d 'List the built-in catalog and exit'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l fits -d 'Compare the total with every discovered device; exit 3 when none fits'
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l enforce-eager -d 'vLLM: no CUDA graphs (and no graph pool taken from the KV cache)'
+complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l enable-lora -d 'vLLM: LoRA adapters served; the slots vLLM preallocates on each GPU join the weights'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -l json -d 'Print one JSON document on stdout instead of tables'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s q -l quiet -d 'Print only the result: no progress bars, no notes'
 complete -c gpumem -n "__fish_gpumem_using_subcommand estimate" -s v -l verbose -d 'Log what gpumem does to stderr (-v: info, -vv: debug, -vvv: trace); with --version, list the engine releases each estimate follows'

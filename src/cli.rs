@@ -245,6 +245,10 @@ pub struct EstimateArgs {
         help_heading = "transformers (--engine transformers)"
     )]
     pub adapter_config: Option<PathBuf>,
+
+    /// vLLM's own settings (with --engine vllm), as `select` takes them.
+    #[command(flatten)]
+    pub vllm: VllmArgs,
 }
 
 /// The projections a generation-time LoRA adapter sits on.

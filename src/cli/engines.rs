@@ -1,4 +1,5 @@
-//! The engines' own `select` settings: how `llama-server` and `vllm serve` are started.
+//! The engines' own settings: how `llama-server` and `vllm serve` are started (`select`; vLLM's
+//! also `estimate --engine vllm`).
 
 use clap::Args;
 
@@ -118,7 +119,8 @@ pub enum LlamaDeviceArg {
     Metal,
 }
 
-/// `vllm serve`'s memory settings (vLLM 0.33's defaults when not given).
+/// `vllm serve`'s memory settings (vLLM 0.33's defaults when not given), as `select` and
+/// `estimate --engine vllm` take them.
 #[derive(Debug, Clone, Args)]
 pub struct VllmArgs {
     /// vLLM: fraction of each GPU's total memory vLLM may use [default: 0.92].

@@ -4,7 +4,7 @@ use anyhow::Result;
 
 use super::options::{
     check_context, estimate_command_settings, estimate_engine, estimate_source, load_options,
-    probe_all, sim_devices, PROBE_TIMEOUT,
+    probe_all, sim_devices, vllm_request, PROBE_TIMEOUT,
 };
 use crate::backend::{discover_with, host_info};
 use crate::cli::{EstimateArgs, InferenceEngine};
@@ -174,6 +174,23 @@ fn plan_with(
     settings: &Settings,
     candidates: &[crate::plan::Candidate],
 ) -> Result<crate::plan::Selection> {
+    plan_vllm_with(
+        engine,
+        model,
+        settings,
+        candidates,
+        &VllmConfig::for_settings(settings),
+    )
+}
+
+/// [`plan_with`] under vLLM's settings `vllm` (its flags, as `select` takes them).
+fn plan_vllm_with(
+    engine: Engine,
+    model: &ModelSource,
+    settings: &Settings,
+    candidates: &[crate::plan::Candidate],
+    vllm: &VllmConfig,
+) -> Result<crate::plan::Selection> {
     let demand = Demand::Model {
         source: Box::new(model.clone()),
         settings: Box::new(settings.clone()),
@@ -183,10 +200,7 @@ fn plan_with(
         &demand,
         candidates,
         &Policy::default(),
-        (
-            &VllmConfig::for_settings(settings),
-            &llamacpp_config(settings),
-        ),
+        (vllm, &llamacpp_config(settings)),
     )?)
 }
 
@@ -399,7 +413,8 @@ fn sglang_need(
 }
 
 /// `estimate --engine vllm`: vLLM's need on each GPU, planned as `select --engine vllm` plans
-/// it on `--device` (else this machine's GPUs); exit 3 when it does not start there.
+/// it on `--device` (else this machine's GPUs), under the same vLLM flags; exit 3 when it does
+/// not start there.
 fn vllm_need(
     args: &EstimateArgs,
     model: ModelSource,
@@ -407,9 +422,16 @@ fn vllm_need(
     out: &Output,
 ) -> Result<Exit> {
     let (candidates, gpu) = gpu_candidates(args, "vLLM")?;
-    let max_model_len = VllmConfig::for_settings(&settings).max_model_len;
+    let vllm = vllm_request(
+        &args.vllm,
+        &model,
+        &settings,
+        &candidates,
+        Some(Engine::Vllm),
+    )?;
+    let max_model_len = vllm.max_model_len;
     let name = model.name.clone();
-    let selection = plan_with(Engine::Vllm, &model, &settings, &candidates)?;
+    let selection = plan_vllm_with(Engine::Vllm, &model, &settings, &candidates, &vllm)?;
     let Some(EngineAccount::Vllm(fit)) = selection.plan.account.clone() else {
         return Err(CliError::Usage(format!(
             "vLLM's accounting does not cover {name} (its architecture is not modelled for vLLM)"

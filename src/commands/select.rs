@@ -3,10 +3,9 @@
 use anyhow::Result;
 
 use super::options::{
-    check_context, check_pp_layer_partition, check_suggest_dtype, check_tensor_parallel,
-    check_vllm_lora, check_vllm_vision, load_options, ollama_kv_type, probe_all, select_draft,
+    check_context, check_suggest_dtype, load_options, ollama_kv_type, probe_all, select_draft,
     select_engines, select_llamacpp_config, select_lora, select_policy, select_sim_devices,
-    select_vllm_config, select_what, sglang_tp, vllm_speculative, DraftRequest, SelectWhat,
+    select_what, sglang_tp, vllm_config, vllm_request, DraftRequest, SelectWhat,
 };
 use crate::backend::{discover_with, host_info, same_gpus};
 use crate::cli::SelectArgs;
@@ -209,16 +208,11 @@ fn engine_settings(
     }
     Ok(match demand {
         Demand::Model { settings, source } => {
-            check_pp_layer_partition(args, source.arch.num_layers)?;
-            check_tensor_parallel(args, &source.arch, candidates, engine)?;
             settings.sglang.tp_size = sglang_tp(args, &source.arch, candidates, engine)?;
             if engine == Some(Engine::Ollama) {
                 ollama_kv_type(&args.settings, settings)?;
             }
-            vllm_speculative(args)?;
-            check_vllm_lora(args, &source.arch)?;
-            check_vllm_vision(args, source, engine)?;
-            select_vllm_config(args, settings)
+            vllm_request(&args.vllm, source, settings, candidates, engine)?
         }
         Demand::Bytes(_) => VllmConfig::defaults(1),
     })
@@ -292,7 +286,7 @@ fn inverse_questions(
     if let Some(Some(p)) = inverse.dtype {
         settings.dtype = Some(p);
     }
-    *vllm = select_vllm_config(args, settings);
+    *vllm = vllm_config(&args.vllm, settings);
     inverse
 }
 

@@ -59,6 +59,12 @@ pub fn vllm_text(text: &mut String, f: &VllmFit, serves: bool, max_model_len: u6
             format_bytes(t.bytes)
         );
     }
+    vllm_features_text(text, f);
+    vllm_outcome_text(text, f, serves, max_model_len);
+}
+
+/// The features that add to vLLM's terms: the LoRA slots, the vision encoder, the draft.
+fn vllm_features_text(text: &mut String, f: &VllmFit) {
     if let Some((l, bytes)) = &f.lora {
         let _ = writeln!(
             text,
@@ -98,6 +104,10 @@ pub fn vllm_text(text: &mut String, f: &VllmFit, serves: bool, max_model_len: u6
             if d.layers == 1 { "" } else { "s" }
         );
     }
+}
+
+/// What vLLM would print at start-up, or why it would refuse to start.
+fn vllm_outcome_text(text: &mut String, f: &VllmFit, serves: bool, max_model_len: u64) {
     match f.outcome {
         VllmOutcome::Serves if serves => {
             let _ = writeln!(

@@ -50,6 +50,7 @@ mod stress;
 mod training_fsdp;
 mod transfers;
 mod vllm_cuda_graphs;
+mod vllm_estimate_flags;
 mod vllm_feature_logs;
 mod vllm_features;
 mod vllm_gemma4;

@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::common;
 use crate::vllm_reference::replay;
 
-fn runs() -> Vec<Value> {
+pub(crate) fn runs() -> Vec<Value> {
     let text = std::fs::read_to_string(common::fixture("vllm/feature-logs.json")).unwrap();
     let doc: Value = serde_json::from_str(&text).unwrap();
     assert!(doc["about"].is_string());

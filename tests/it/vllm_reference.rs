@@ -49,6 +49,17 @@ fn run_args(run: &Value) -> Vec<String> {
 }
 
 pub(crate) fn replay(run: &Value) -> (i32, Value) {
+    let args = replay_args(run);
+    let out = common::gpumem().args(&args).output().unwrap();
+    (
+        out.status.code().unwrap(),
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+    )
+}
+
+/// `select --json`'s arguments for a run: [`run_args`], its batch limits, and `--enforce-eager`
+/// where the run's KV cache was sized without the CUDA graphs.
+pub(crate) fn replay_args(run: &Value) -> Vec<String> {
     let mut args = run_args(run);
     for flag in ["max_num_batched_tokens", "max_num_seqs"] {
         if let Some(n) = run[flag].as_u64() {
@@ -59,11 +70,7 @@ pub(crate) fn replay(run: &Value) -> (i32, Value) {
     if run["cuda_graphs_subtracted"] == Value::Bool(false) {
         args.push("--enforce-eager".into());
     }
-    let out = common::gpumem().args(&args).output().unwrap();
-    (
-        out.status.code().unwrap(),
-        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
-    )
+    args
 }
 
 /// What is wrong with one run's replay, if anything.

@@ -15,7 +15,7 @@ use crate::common;
 
 const GIB: f64 = (1u64 << 30) as f64;
 
-fn runs() -> Vec<Value> {
+pub(crate) fn runs() -> Vec<Value> {
     let text = std::fs::read_to_string(common::fixture("vllm/vlm-logs.json")).unwrap();
     let doc: Value = serde_json::from_str(&text).unwrap();
     assert!(doc["about"].is_string());
@@ -24,6 +24,16 @@ fn runs() -> Vec<Value> {
 
 /// `select --json` as the run was started.
 fn replay(run: &Value) -> (i32, Value) {
+    let args = replay_args(run);
+    let out = common::gpumem().args(&args).output().unwrap();
+    (
+        out.status.code().unwrap(),
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+    )
+}
+
+/// `select --json`'s arguments for a run, as it was started.
+pub(crate) fn replay_args(run: &Value) -> Vec<String> {
     let mut args: Vec<String> = vec![
         "--json".into(),
         "select".into(),
@@ -56,11 +66,7 @@ fn replay(run: &Value) -> (i32, Value) {
             .iter()
             .map(|a| a.as_str().unwrap().to_string()),
     );
-    let out = common::gpumem().args(&args).output().unwrap();
-    (
-        out.status.code().unwrap(),
-        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
-    )
+    args
 }
 
 /// gpumem's figure for the run and vLLM's: KV tokens where it started, else the GiB the budget

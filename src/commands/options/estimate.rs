@@ -60,6 +60,18 @@ pub fn estimate_command_settings(args: &cli::EstimateArgs) -> Result<Settings> {
         )
         .into());
     }
+    if let Some(flag) =
+        super::vllm_flag_given(&args.vllm).filter(|_| engine != cli::InferenceEngine::Vllm)
+    {
+        let sglang = if engine == cli::InferenceEngine::Sglang && flag == "--tensor-parallel-size" {
+            " (SGLang takes --tp-size)"
+        } else {
+            ""
+        };
+        return Err(
+            CliError::Usage(format!("{flag} is vLLM's: it needs --engine vllm{sglang}")).into(),
+        );
+    }
     if args.settings.sglang.tp_size.is_some() && engine != cli::InferenceEngine::Sglang {
         return Err(
             CliError::Usage("--tp-size is SGLang's: it needs --engine sglang".into()).into(),

@@ -4,7 +4,7 @@
 use anyhow::Result;
 use serde_json::Value;
 
-use crate::cli::SelectArgs;
+use crate::cli::VllmArgs;
 use crate::error::CliError;
 use crate::model::{HfVision, ModelSource, TowerKind};
 use crate::plan::engines::vllm::VllmMultimodal;
@@ -82,9 +82,8 @@ pub fn parse_mm_processor_kwargs(json: &str) -> std::result::Result<Option<u64>,
     Ok(max_pixels)
 }
 
-/// The multimodal settings `select_vllm_config` plans with (checked by [`check_vllm_vision`]).
-pub fn vllm_multimodal(args: &SelectArgs) -> VllmMultimodal {
-    let v = &args.vllm;
+/// The multimodal settings `vllm_config` plans with (checked by [`check_vllm_vision`]).
+pub fn vllm_multimodal(v: &VllmArgs) -> VllmMultimodal {
     let limits = v
         .limit_mm_per_prompt
         .as_deref()
@@ -106,12 +105,7 @@ pub fn vllm_multimodal(args: &SelectArgs) -> VllmMultimodal {
 /// vLLM loads a multimodal model's vision tower: one gpumem does not model is refused by name,
 /// never estimated without it; the multimodal flags need vLLM, a model with a tower, and
 /// JSON vLLM would take.
-pub fn check_vllm_vision(
-    args: &SelectArgs,
-    source: &ModelSource,
-    engine: Option<Engine>,
-) -> Result<()> {
-    let v = &args.vllm;
+pub fn check_vllm_vision(v: &VllmArgs, source: &ModelSource, engine: Option<Engine>) -> Result<()> {
     let usage = |m: String| Err(CliError::Usage(m).into());
     let flags = [
         ("--limit-mm-per-prompt", v.limit_mm_per_prompt.is_some()),
