@@ -184,8 +184,14 @@ fn stage_weights(
     stage += k_eq_v_values(arch, layers.clone());
     let norms =
         (n * u128::from(arch.norms_per_layer) + u128::from(last)) * u128::from(arch.norm_params());
+    // The MoE routers are whole on every rank (`ReplicatedLinear`, Gemma 4's `GateLinear`):
+    // each rank routes every token to the experts it holds.
+    let routers = arch.moe.as_ref().map_or(0, |m| {
+        let moe_layers = layers.clone().filter(|&i| arch.is_moe_layer(i)).count() as u128;
+        moe_layers * h * u128::from(m.experts)
+    });
     let stage_bytes = per_param(stage);
-    let replicated = per_param(norms).min(stage_bytes);
+    let replicated = per_param(norms + routers).min(stage_bytes);
     let tp = u128::from(run.tp);
     let mut per_rank = (stage_bytes - replicated).div_ceil(tp) + replicated;
     let kv = u128::from(arch.num_kv_heads);
