@@ -167,7 +167,14 @@ fn recurrent_mixer(
 ) -> Option<usize> {
     let (b, arch, model) = (c.b, c.arch, c.model);
     match s.kind {
-        SsmKind::Kda => kda(g, cur, (s, KdaKind::kimi(b.k3)), states, c.tokens, model),
+        SsmKind::Kda => kda(
+            g,
+            cur,
+            (s, KdaKind::kimi(b.k3)),
+            states,
+            (c.tokens, 1),
+            model,
+        ),
         SsmKind::GatedDeltaNet => delta_net(
             g,
             cur,

@@ -162,6 +162,7 @@ pub(crate) fn compute_buffer(
         flash_attention,
         kv_type,
         seqs: 1,
+        parallel: 1,
         outputs: None,
     })
 }
@@ -180,8 +181,13 @@ pub(crate) struct Batch<'a> {
     pub swa_cells: u64,
     pub flash_attention: bool,
     pub kv_type: &'a Precision,
-    /// Sequences the graph is reserved for (llama.cpp's `n_seq_max`): an encoder pools each.
+    /// Sequences the graph is reserved for (llama.cpp's `n_seq_max`): an encoder pools each;
+    /// the KV streams of a decoder (one under `--kv-unified`).
     pub seqs: u64,
+    /// llama-server's `-np`, whatever the streams: the sequences of llama.cpp's reserve
+    /// micro-batch (`n_seq_max`), which DeepSeek-V4 keeps a cache stream each of even under
+    /// `--kv-unified`, and GLM-5-next a recurrent state each.
+    pub parallel: u64,
     /// Rows of logits (`n_outputs_max`; `None`: every token): the last layer gathers them.
     pub outputs: Option<u64>,
 }
@@ -337,6 +343,7 @@ struct Shape<'a> {
     flash_attention: bool,
     kv_type: &'a Precision,
     seqs: u64,
+    parallel: u64,
     /// Rows the last layer gathers (every token unless fewer outputs are reserved).
     outputs: u64,
 }
@@ -365,6 +372,7 @@ impl<'a> Shape<'a> {
             flash_attention: b.flash_attention,
             kv_type: b.kv_type,
             seqs: b.seqs,
+            parallel: b.parallel.max(b.seqs).max(1),
             outputs: b.outputs.map_or(b.tokens, |o| o.clamp(1, b.tokens)),
         })
     }
