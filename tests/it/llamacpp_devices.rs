@@ -579,15 +579,18 @@ fn gpus_used(doc: &Value) -> usize {
         .count()
 }
 
-// DeepSeek-V4 and GLM-5-next with -np 2 and 4, each sequence its own KV stream and again one
-// cache for all (-kvu), at two contexts, flash attention on and off: the host's model,
-// context and compute bytes to the byte (the compute buffer by replay). DeepSeek-V4 keeps a
-// stream of every cache a sequence even under -kvu, and GLM-5-next a recurrent state.
+// DeepSeek-V4, GLM-5-next and MiniMax-M3 with -np 2 and 4, each sequence its own KV stream
+// and again one cache for all (-kvu), at two contexts, flash attention on and off: the
+// host's model, context and compute bytes to the byte (the compute buffer by replay).
+// DeepSeek-V4 keeps a stream of every cache a sequence even under -kvu, GLM-5-next a
+// recurrent state a sequence, and MiniMax-M3's sparse attention loops over the streams (one
+// cache for several sequences makes it attend densely).
 #[test]
-fn deepseek_v4_and_glm5_next_with_several_sequences_match_llama_cpp() {
+fn sparse_and_compressed_attention_with_several_sequences_match_llama_cpp() {
     for name in [
         "deepseek-v4-flash-layout-np-cpu.json",
         "glm5-next-layout-np-cpu.json",
+        "minimax-m3-layout-np-cpu.json",
     ] {
         let text =
             std::fs::read_to_string(common::fixture(&format!("llamacpp-devices/{name}"))).unwrap();

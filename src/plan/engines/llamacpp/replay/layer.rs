@@ -134,6 +134,7 @@ pub(super) fn inputs<'a>(g: &mut Graph, s: Shape<'a>) -> Option<(Ctx<'a>, usize)
         b: s.b,
         plain: arch.mlp == Mlp::Plain,
         tokens,
+        streams: s.seqs,
         outputs: s.outputs,
         flash_attention: fa,
         kv_type: s.kv_type,

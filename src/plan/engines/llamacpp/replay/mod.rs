@@ -68,6 +68,9 @@ struct Ctx<'a> {
     /// Squared-ReLU feed-forward blocks and experts without a gate (Nemotron-H).
     plain: bool,
     tokens: u64,
+    /// The KV cache's streams (a sequence each, or one): each stream's `tokens / streams`
+    /// rows attend to its cells alone.
+    streams: u64,
     /// Rows the last layer gathers for the output (`tokens` unless fewer are reserved).
     outputs: u64,
     flash_attention: bool,
@@ -354,14 +357,14 @@ impl<'a> Shape<'a> {
     /// first, so this is never the figure a user sees).
     fn from_batch(b: &Batch<'a>) -> Option<Self> {
         let arch = b.arch;
-        let builder = modelled(arch)?;
+        let mut builder = modelled(arch)?;
         if arch.num_layers > 4096 || b.tokens == 0 {
             return None;
         }
-        // MiniMax-M3's sparse attention over several sequences' streams loops stream by
-        // stream (one stream is modelled); the stage formulas answer then.
-        if arch.msa.is_some() && b.flash_attention && b.seqs > 1 {
-            return None;
+        // MiniMax-M3's sparse attention anchors its blocks to a stream's cells: several
+        // sequences in one cache (`--kv-unified`) make llama.cpp attend densely.
+        if b.seqs == 1 && b.parallel > 1 {
+            builder.msa = None;
         }
         Some(Shape {
             arch,

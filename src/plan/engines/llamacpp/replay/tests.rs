@@ -481,14 +481,14 @@ fn cuda_keeps_each_layers_experts_until_their_sum() {
     assert!(none.is_empty());
 }
 
-// MiniMax-M3's sparse attention is replayed over one stream: several sequences' streams (a
-// loop of its own in llama.cpp's graph) fall back to the stage formulas; without flash
-// attention its dense fallback is replayed at any count.
+// MiniMax-M3's sparse attention is replayed a stream at a time, as llama.cpp loops over the
+// streams; several sequences in one cache (`--kv-unified`) attend densely, as without flash
+// attention (the exact bytes: tests/fixtures/llamacpp-devices/minimax-m3-layout-*-cpu.json).
 #[test]
-fn minimax_m3_sparse_attention_is_replayed_for_one_stream() {
+fn minimax_m3_sparse_attention_is_replayed_a_stream_at_a_time() {
     let arch = crate::model::find_model("minimax-m3").unwrap().arch;
     let kv = crate::model::dtype::KV_F16;
-    let buffer = |seqs: u64, flash_attention: bool| {
+    let buffer = |(seqs, parallel): (u64, u64), flash_attention: bool| {
         compute_buffer_of(&Batch {
             arch: &arch,
             tokens: 512,
@@ -497,11 +497,14 @@ fn minimax_m3_sparse_attention_is_replayed_for_one_stream() {
             flash_attention,
             kv_type: &kv,
             seqs,
-            parallel: seqs,
+            parallel,
             outputs: None,
         })
     };
-    assert!(buffer(1, true).is_some());
-    assert!(buffer(2, false).is_some());
-    assert_eq!(buffer(2, true), None);
+    assert!(buffer((1, 1), true).is_some());
+    assert!(buffer((2, 2), false).is_some());
+    let streams = buffer((2, 2), true);
+    assert!(streams.is_some());
+    assert_ne!(streams, buffer((1, 1), true));
+    assert!(buffer((1, 2), true).is_some());
 }
