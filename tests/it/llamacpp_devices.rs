@@ -116,17 +116,21 @@ fn check(name: &str) -> Vec<String> {
         // llama-server's reserve: logits for the last token of each of its -np sequences
         // (recorded with -np 1).
         let server = doc["server_outputs"].as_u64();
-        // Without -kvu, llama-server's -np sequences keep a KV stream each of -c / -np cells.
-        let streams = match (server, doc["kv_unified"].as_bool()) {
-            (Some(n), Some(false)) if n > 1 => n,
-            _ => 1,
-        };
+        // A row of its own -np (every token's logits), or llama-server's.
+        let parallel = row["parallel"].as_u64().or(server).unwrap_or(1);
+        let unified = row["kv_unified"]
+            .as_bool()
+            .or(doc["kv_unified"].as_bool())
+            .unwrap_or(true);
+        // Without -kvu, the -np sequences keep a KV stream each of -c / -np cells.
+        let streams = if unified { 1 } else { parallel };
         let settings = Settings {
             batch: streams,
             ubatch: row["ubatch"].as_u64().unwrap(),
             flash_attention: row["flash_attention"] == "on",
             llamacpp: LlamaCppRun {
                 outputs: server,
+                parallel,
                 device: device_of(&doc),
                 rpc: rpc_devices(&doc),
                 keep_graph_order: doc["graph_optimize"].as_bool() == Some(false),
@@ -573,4 +577,31 @@ fn gpus_used(doc: &Value) -> usize {
         .iter()
         .filter(|p| p["backend"] == "cuda")
         .count()
+}
+
+// DeepSeek-V4, GLM-5-next and MiniMax-M3 with -np 2 and 4, each sequence its own KV stream
+// and again one cache for all (-kvu), at two contexts, flash attention on and off: the
+// host's model, context and compute bytes to the byte (the compute buffer by replay).
+// DeepSeek-V4 keeps a stream of every cache a sequence even under -kvu, GLM-5-next a
+// recurrent state a sequence, and MiniMax-M3's sparse attention loops over the streams (one
+// cache for several sequences makes it attend densely).
+#[test]
+fn sparse_and_compressed_attention_with_several_sequences_match_llama_cpp() {
+    for name in [
+        "deepseek-v4-flash-layout-np-cpu.json",
+        "glm5-next-layout-np-cpu.json",
+        "minimax-m3-layout-np-cpu.json",
+    ] {
+        let text =
+            std::fs::read_to_string(common::fixture(&format!("llamacpp-devices/{name}"))).unwrap();
+        let doc: Value = serde_json::from_str(&text).unwrap();
+        let rows = doc["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 16, "{name}");
+        assert!(
+            rows.iter().all(|r| r["parallel"].as_u64() > Some(1)),
+            "{name}"
+        );
+        let failures = check(name);
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
 }

@@ -24,12 +24,15 @@ ENV = dict(os.environ)
 EXTRA = []
 
 
-def measure(breakdown, model, rpc, ngl, ctx, fa, ub, split, cpu_moe=0, ot=None):
+def measure(breakdown, model, rpc, ngl, ctx, fa, ub, split, cpu_moe=0, ot=None, seqs=None):
+    """`seqs`: (NP, unified) for a row of its own -np (without llama-server's outputs)."""
     cmd = [breakdown, "-m", model] + (["--rpc", rpc] if rpc else []) \
         + ["-ngl", str(ngl), "-c", str(ctx), "-fa", fa, "-ub", str(ub)] \
         + (["-ts", split] if split else []) \
-        + (["--n-cpu-moe", str(cpu_moe)] if cpu_moe else []) + (["-ot", ot] if ot else []) + EXTRA
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=ENV).stdout
+        + (["--n-cpu-moe", str(cpu_moe)] if cpu_moe else []) + (["-ot", ot] if ot else []) + EXTRA \
+        + (["-np", str(seqs[0])] if seqs else [])
+    env = dict(ENV, BREAKDOWN_KV_UNIFIED="1") if seqs and seqs[1] else ENV
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout
     devices = []
     for line in out.splitlines():
         parts = line.split()
@@ -39,11 +42,15 @@ def measure(breakdown, model, rpc, ngl, ctx, fa, ub, split, cpu_moe=0, ot=None):
                         "model": int(parts[1]), "context": int(parts[2]), "compute": int(parts[3])})
     where = ["--rpc", ",".join("127.0.0.1:PORT%d" % i for i in range(len(rpc.split(","))))] \
         if rpc else []
-    return {"ngl": ngl, "ctx": ctx, "flash_attention": fa, "ubatch": ub, "tensor_split": split,
-            "cpu_moe": cpu_moe, "ot": ot,
-            "command": " ".join(["breakdown", "-m", model.rsplit("/", 1)[-1]] + where
-                                + cmd[3 + len(where):]),
-            "devices": devices}
+    row = {"ngl": ngl, "ctx": ctx, "flash_attention": fa, "ubatch": ub, "tensor_split": split,
+           "cpu_moe": cpu_moe, "ot": ot,
+           "command": ("BREAKDOWN_KV_UNIFIED=1 " if seqs and seqs[1] else "")
+           + " ".join(["breakdown", "-m", model.rsplit("/", 1)[-1]] + where
+                      + cmd[3 + len(where):]),
+           "devices": devices}
+    if seqs:
+        row["parallel"], row["kv_unified"] = seqs[0], seqs[1]
+    return row
 
 
 def vulkan_limits(block=None):
@@ -101,6 +108,10 @@ def main():
                         "sequences (-np NP; BREAKDOWN_SERVER_OUTPUTS=1)")
     p.add_argument("--kv-unified", action="store_true",
                    help="with --server-outputs NP > 1: one KV cache for the NP sequences (-kvu)")
+    p.add_argument("--np", type=int, action="append", default=None,
+                   help="rows of -np NP sequences (logits for every token, as llama-fit-params "
+                        "reserves them), each with its own KV stream and again with one cache "
+                        "for all (-kvu); recorded in each row as parallel and kv_unified")
     p.add_argument("--op-offload", action="store_true",
                    help="breakdown runs against the RPC library patched with ggml-cuda's operator "
                         "offload rule (README.md, 'Operator offload'): LD_LIBRARY_PATH names it")
@@ -136,9 +147,10 @@ def main():
         EXTRA.extend(["-np", str(a.server_outputs)])
     if a.cache_type:
         EXTRA.extend(["-ctk", a.cache_type, "-ctv", a.cache_type])
-    rows = [measure(a.breakdown, a.model, a.rpc, ngl, ctx, fa, a.ubatch, ts, moe)
+    rows = [measure(a.breakdown, a.model, a.rpc, ngl, ctx, fa, a.ubatch, ts, moe, seqs=seqs)
             for ngl in a.ngl for ctx in a.ctx for fa in (a.fa or ["on"]) for ts in (a.ts or [None])
-            for moe in (a.cpu_moe or [0])]
+            for moe in (a.cpu_moe or [0])
+            for seqs in ([(n, u) for n in a.np for u in (False, True)] if a.np else [None])]
     doc = {
         "llama_cpp": "vendored by llama-cpp-python 0.3.36, built with -DGGML_RPC=ON"
         + (" -DGGML_VULKAN=ON" if a.vulkan else "")

@@ -51,13 +51,14 @@ pub(crate) fn inference_activations_wide(
         flash_attention: s.flash_attention,
         kv_type: &s.kv_dtype,
         seqs: s.batch.max(1),
+        parallel: s.llamacpp.parallel.max(s.batch).max(1),
         outputs: s.llamacpp.outputs,
     }) {
         return (w(bytes) + output_buffer, ActivationsBasis::GraphReplay);
     }
-    // DeepSeek-V4's and GLM-5-next's graphs are replayed for one sequence only (several
-    // sequences' streams are not), GLM-5-next's for an f16 cache only: elsewhere a plain
-    // decoder's stages stand in, and say so.
+    // DeepSeek-V4's graph is replayed for an f16 cache (or a quantized one under flash
+    // attention), GLM-5-next's for an f16 cache only: elsewhere a plain decoder's stages
+    // stand in, and say so.
     let basis = if arch.deepseek_v4.is_some() || arch.glm5_next.is_some() {
         ActivationsBasis::Unmodelled
     } else {

@@ -120,6 +120,7 @@ fn replay_placed(
         flash_attention: s.flash_attention,
         kv_type: &s.kv_dtype,
         seqs: s.batch.max(1),
+        parallel: s.llamacpp.parallel.max(s.batch).max(1),
         outputs: s.llamacpp.outputs,
     };
     let rpc_rules: Vec<replay::BufferRules> = s.llamacpp.rpc.iter().map(|r| r.rules()).collect();

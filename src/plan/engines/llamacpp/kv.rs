@@ -36,6 +36,9 @@ pub fn kv_bytes_per_layer(arch: &ModelArch, s: &Settings) -> Vec<u64> {
     }
     let (cells, swa_cells) = kv_cells(arch, s);
     let state = arch.ssm.map_or(0, |m| m.state_elements_per_layer() * 4);
+    // llama.cpp keeps a recurrent state a sequence (`n_seq_max`), even when the sequences
+    // share one KV cache (`--kv-unified`).
+    let state_seqs = u128::from(s.batch.max(s.llamacpp.parallel));
     (0..arch.num_layers)
         .map(|i| {
             // A recurrent layer keeps its state, and (Falcon-H1's, attending beside the mixer)
@@ -56,7 +59,7 @@ pub fn kv_bytes_per_layer(arch: &ModelArch, s: &Settings) -> Vec<u64> {
             } else {
                 0
             };
-            sat((state + kv) * u128::from(s.batch))
+            sat(state * state_seqs + kv * u128::from(s.batch))
         })
         .collect()
 }
@@ -67,9 +70,11 @@ pub fn kv_bytes_per_layer(arch: &ModelArch, s: &Settings) -> Vec<u64> {
 /// compressed 4:1 and its lightning indexer's keys over as many rows, a HCA layer's rows
 /// compressed 128:1 (each count padded to 256 cells); and each compressor's f32 state, a K
 /// and a score plane of the rows it folds (CSA: 8 rows of two heads' width, its indexer's 8
-/// rows of two keys' width; HCA: 128 rows of one head).
+/// rows of two keys' width; HCA: 128 rows of one head). llama.cpp keeps them a stream a
+/// sequence even under `--kv-unified` (each of the whole context then).
 fn v4_kv_bytes_per_layer(arch: &ModelArch, v: &V4Layout, s: &Settings) -> Vec<u64> {
     let (cells, swa_cells) = kv_cells(arch, s);
+    let streams = u128::from(s.batch.max(s.llamacpp.parallel));
     let w = u128::from;
     let hd = w(arch.head_dim);
     let k = |width: u128, rows: u64| s.kv_dtype.bytes_for(width * w(rows));
@@ -88,7 +93,7 @@ fn v4_kv_bytes_per_layer(arch: &ModelArch, v: &V4Layout, s: &Settings) -> Vec<u6
                 }
                 Compression::Hca => k(hd, compressed(c.ratio())) + state(128, hd),
             };
-            sat((window + rest) * u128::from(s.batch))
+            sat((window + rest) * streams)
         })
         .collect()
 }

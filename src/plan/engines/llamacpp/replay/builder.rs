@@ -87,7 +87,8 @@ pub(super) struct Builder {
     /// gate and bounded decay ([`super::kimi_k3`]).
     pub(super) k3: Option<K3Layout>,
     /// MiniMax-M3 (`minimax-m3`): MiniMax Sparse Attention in the expert layers under flash
-    /// attention ([`super::msa`]); without it every layer attends densely.
+    /// attention ([`super::msa`]); without it, or with several sequences in one cache
+    /// (`--kv-unified`), every layer attends densely.
     pub(super) msa: Option<Msa>,
 }
 

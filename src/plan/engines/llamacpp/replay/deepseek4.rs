@@ -49,8 +49,12 @@ fn dims<'a>(s: &Shape<'a>, v4: &'a V4Layout) -> Option<Dims<'a>> {
     let arch = s.arch;
     let moe = arch.moe.as_ref()?;
     let comp = |ratio: u64| s.kv_cells.div_ceil(ratio).max(1).div_ceil(256) * 256;
+    // llama.cpp keeps a cache stream a sequence even under `--kv-unified`, and reserves a
+    // micro-batch of every sequence's equal share (its tokens rounded up to a multiple).
+    let seqs = s.parallel;
     let d = Dims {
-        tokens: s.tokens,
+        tokens: s.tokens.div_ceil(seqs).checked_mul(seqs)?,
+        seqs,
         outputs: s.outputs,
         fa: s.flash_attention,
         h: arch.hidden_size,
@@ -84,13 +88,11 @@ fn dims<'a>(s: &Shape<'a>, v4: &'a V4Layout) -> Option<Dims<'a>> {
         .iter()
         .all(|&w| u128::from(w) * t * 4 < u128::from(MOST));
     // An f16 cache, or a quantized one under flash attention (llama.cpp refuses it without);
-    // an f32 cache's keys are cast for flash attention, and several sequences' streams split
-    // the attention: neither is modelled.
+    // an f32 cache's keys are cast for flash attention, which is not modelled.
     let f16_cache = s.kv_type.block_elems <= 1 && s.kv_type.block_bytes == 2;
     let quantized = s.kv_type.block_elems > 1 && d.rot.is_some() && d.fa;
     let ok = fits
         && (f16_cache || quantized)
-        && s.seqs == 1
         && v4.hc_mult > 0
         && v4.o_groups > 0
         && d.heads % v4.o_groups == 0

@@ -12,6 +12,9 @@ use crate::model::arch::{Compression, V4Layout};
 #[derive(Clone, Copy)]
 pub(super) struct Dims<'a> {
     pub(super) tokens: u64,
+    /// The reserve's sequences: each keeps a stream of every cache and state (its `tokens /
+    /// seqs` rows attend to its stream alone) and may start a compressed block of its own.
+    pub(super) seqs: u64,
     pub(super) outputs: u64,
     pub(super) fa: bool,
     pub(super) h: u64,
@@ -55,9 +58,10 @@ impl CompInputs {
         cells: (u64, u64),
     ) -> Self {
         let t = d.tokens;
-        // The worst case over the batch's sequence splits: a block a `ratio` tokens, and one.
-        let blocks = t / ratio + 1;
-        let persist = t.min(state);
+        // The worst case over the batch's sequence splits: a block a `ratio` tokens, and one
+        // a sequence; the state keeps `state` rows a sequence.
+        let blocks = t / ratio + d.seqs;
+        let persist = t.min(state * d.seqs);
         let reads = if overlap { 2 } else { 1 } * ratio * blocks;
         CompInputs {
             state_pos: g.input(t * 4),
@@ -201,7 +205,9 @@ fn compress(
     let (t, w) = (d.tokens, c.width);
     let overlap = c.ratio == 4;
     let wide = if overlap { 2 * w } else { w };
-    let blocks = t / c.ratio + 1;
+    let blocks = t / c.ratio + d.seqs;
+    // Every sequence's state rows, then the batch's.
+    let kept = c.state * d.seqs;
     let projection = |g: &mut Graph, name: &'static str| {
         let m = g.matrix(name, d.h, wide);
         node(g, (FRESH, Op::MulMat), (F32, wide, t, 1), &[m, cur])
@@ -224,13 +230,13 @@ fn compress(
         node(
             g,
             (FRESH, Op::Other),
-            (F32, wide, c.state + t, 1),
+            (F32, wide, kept + t, 1),
             &[base, batch],
         )
     };
     let blocked = |g: &mut Graph, src: usize| {
         if overlap {
-            overlapping(g, (src, inputs.read_idxs), (w, c.state + t, blocks))
+            overlapping(g, (src, inputs.read_idxs), (w, kept + t, blocks))
         } else {
             let rows = node(
                 g,
@@ -268,7 +274,7 @@ fn compress(
         let rows = node(
             g,
             (FRESH, Op::GetRows),
-            (F32, wide, t.min(c.state), 1),
+            (F32, wide, t.min(kept), 1),
             &[batch, inputs.persist_src],
         );
         let dest = view(g, state);
@@ -362,7 +368,7 @@ pub(super) fn attention(
         Compression::None => (view(g, raw), inputs.raw_mask, d.raw),
         Compression::Hca => {
             let cells = d.raw + d.hca;
-            let k = beside(g, raw, (d.cached_row, cells));
+            let k = beside(g, raw, (d.cached_row, cells * d.seqs));
             let srcs = [inputs.raw_mask, inputs.hca.mask];
             (
                 k,
@@ -372,7 +378,7 @@ pub(super) fn attention(
         }
         Compression::Csa => {
             let cells = d.raw + d.csa;
-            let k = beside(g, raw, (d.cached_row, cells));
+            let k = beside(g, raw, (d.cached_row, cells * d.seqs));
             let picked = top_k_mask(d, g, inputs, (qr, cur));
             let srcs = [inputs.raw_mask, picked];
             (
@@ -437,7 +443,7 @@ fn rotated(g: &mut Graph, x: usize, rot: Rot, elems: u64) -> usize {
 }
 
 /// The window's keys and a compressed cache's, joined (`ggml_concat`, of the caches' type:
-/// `row` bytes a cell).
+/// `row` bytes a cell, `cells` over every sequence's stream).
 fn beside(g: &mut Graph, raw: usize, (row, cells): (u64, u64)) -> usize {
     let raw = view(g, raw);
     let comp = g.external();
@@ -474,18 +480,16 @@ fn mha(
         });
         return view(g, out);
     }
+    // Each sequence's rows over its own stream: V is made contiguous a stream at a time.
+    let (rows, planes) = (t / d.seqs, heads * d.seqs);
     let vp = view(g, k);
     let vt = view(g, vp);
-    let v = node(g, (FRESH, Op::Cont), (F16, cells, hd, 1), &[vt]);
+    let v = node(g, (FRESH, Op::Cont), (F16, cells, hd, d.seqs), &[vt]);
     let kp = view(g, k);
-    let kq = node(g, (FRESH, Op::MulMat), (F32, cells, t, heads), &[kp, q]);
-    let kq = node(
-        g,
-        (INPLACE, Op::SoftMax),
-        (F32, cells, t, heads),
-        &[kq, mask, sinks],
-    );
-    let kqv = node(g, (FRESH, Op::MulMat), (F32, hd, t, heads), &[v, kq]);
+    let scores = (F32, cells, rows, planes);
+    let kq = node(g, (FRESH, Op::MulMat), scores, &[kp, q]);
+    let kq = node(g, (INPLACE, Op::SoftMax), scores, &[kq, mask, sinks]);
+    let kqv = node(g, (FRESH, Op::MulMat), (F32, hd, rows, planes), &[v, kq]);
     let kqv = view(g, kqv);
     node(g, (FRESH, Op::Cont), (F32, hd * heads, t, 1), &[kqv])
 }

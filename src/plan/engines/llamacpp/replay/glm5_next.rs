@@ -35,7 +35,8 @@ impl Dims<'_> {
 impl Inputs {
     fn new(g: &mut Graph, d: &Dims<'_>) -> Inputs {
         let (t, kpool) = (d.tokens, d.g5n.kpool);
-        let copy = g.input(4);
+        // A state row a sequence.
+        let copy = g.input(4 * d.seqs);
         let extra = g.view_spanning(copy, OTHER, 0);
         let states = StateInputs {
             main: g.view(copy, OTHER),
@@ -126,18 +127,22 @@ fn dims<'a>(s: &Shape<'a>, g5n: &'a G5nLayout) -> Option<Dims<'a>> {
         return None;
     };
     let kpool = g5n.kpool;
-    if kpool < 2 || g5n.hc_mult == 0 || g5n.indexer.top_k % kpool != 0 || s.seqs != 1 {
+    if kpool < 2 || g5n.hc_mult == 0 || g5n.indexer.top_k % kpool != 0 {
         return None;
     }
+    // Cells of a stream: each sequence's under separate streams, the whole cache's in one.
     let cells = s.kv_cells;
-    // llama.cpp's reserve pads the pools to 64 (at least 64) and plans a pool completed
-    // for every cell's.
-    let pools = (cells / kpool + 1).div_ceil(64).max(1) * 64;
-    let new_pools = (cells / kpool).max(1);
+    // llama.cpp's reserve plans a pool completed for every cell's of every sequence's
+    // stream (each of the whole cache under `--kv-unified`), padded to 64 (at least 64).
+    let new_pools = (cells / kpool).checked_mul(s.parallel)?.max(1);
+    let pools = (new_pools + 1).div_ceil(64).max(1) * 64;
     // The tail's incomplete pool (`indexer_kpool_select_tail`, as GLM-5.3-Flash's GGUF sets).
     let selected = kpool * pools.min(g5n.indexer.top_k / kpool) + kpool - 1;
     let d = Dims {
-        tokens: s.tokens,
+        // The reserve's micro-batch: an equal share of every sequence's.
+        tokens: s.tokens.div_ceil(s.parallel).checked_mul(s.parallel)?,
+        seqs: s.parallel,
+        streams: s.seqs,
         outputs: s.outputs,
         fa: s.flash_attention,
         h: arch.hidden_size,
@@ -204,7 +209,7 @@ fn layer(
             cur,
             (&d.ssm, kind),
             inputs.states,
-            d.tokens,
+            (d.tokens, d.seqs),
             d.h * d.tokens * 4,
         )?
     } else {

@@ -15,6 +15,11 @@ use crate::model::arch::{G5nLayout, Ssm};
 #[derive(Clone, Copy)]
 pub(super) struct Dims<'a> {
     pub(super) tokens: u64,
+    /// The reserve's sequences (each with its own recurrent state), and the latent cache's
+    /// streams (one a sequence, or one under `--kv-unified`): each stream's `tokens /
+    /// streams` rows attend to its own cells.
+    pub(super) seqs: u64,
+    pub(super) streams: u64,
     pub(super) outputs: u64,
     pub(super) fa: bool,
     pub(super) h: u64,
@@ -145,16 +150,13 @@ fn mha(d: &Dims<'_>, g: &mut Graph, (q, cache): (usize, usize), mask: usize) -> 
         let v = view(g, k);
         let v = view(g, v);
         let v = view(g, v);
-        let v = node(g, (FRESH, Op::Cont), (F16, cells, r, 1), &[v]);
+        let (rows, planes) = (t / d.streams, heads * d.streams);
+        let v = node(g, (FRESH, Op::Cont), (F16, cells, r, d.streams), &[v]);
         let kp = view(g, k);
-        let kq = node(g, (FRESH, Op::MulMat), (F32, cells, t, heads), &[kp, q]);
-        let kq = node(
-            g,
-            (INPLACE, Op::SoftMax),
-            (F32, cells, t, heads),
-            &[kq, mask],
-        );
-        node(g, (FRESH, Op::MulMat), (F32, r, t, heads), &[v, kq])
+        let scores = (F32, cells, rows, planes);
+        let kq = node(g, (FRESH, Op::MulMat), scores, &[kp, q]);
+        let kq = node(g, (INPLACE, Op::SoftMax), scores, &[kq, mask]);
+        node(g, (FRESH, Op::MulMat), (F32, r, rows, planes), &[v, kq])
     };
     let w = g.matrix("attn_v_b.weight", r * d.head_v, heads);
     let out = node(g, (FRESH, Op::MulMat), (F32, d.head_v, t, heads), &[w, kqv]);

@@ -25,7 +25,8 @@ impl KdaKind {
     }
 }
 
-/// One KDA mixer over `cur` (`tokens` tokens, one sequence): the layer's cached convolution
+/// One KDA mixer over `cur` (`tokens` tokens, an equal share of each of `seqs` sequences,
+/// each with its own cached tails and state): the layer's cached convolution
 /// tails read once; q, k and v each projected, joined to its tail (its last `d_conv − 1`
 /// columns written back) and convolved on its own, then SiLU'd; the per-channel decay from
 /// two low-rank projections (softplus of it plus its bias, times A per head) and β (a sigmoid
@@ -39,7 +40,7 @@ pub(super) fn kda(
     cur: usize,
     (s, kind): (&Ssm, KdaKind),
     inputs: StateInputs,
-    tokens: u64,
+    (tokens, seqs): (u64, u64),
     model: u64,
 ) -> Option<usize> {
     let f32 = |elems: u64| elems.checked_mul(4);
@@ -47,12 +48,14 @@ pub(super) fn kda(
     let (head, heads, inner) = (s.state, s.dt_rank, s.inner);
     let past = s.conv_kernel.checked_sub(1)?;
     // The three convolutions' tails, one after another in a sequence's row (`n_embd_r`).
-    let conv_state = f32(past.checked_mul(inner)?.checked_mul(3)?)?;
-    let conv_x_bytes = f32(past.checked_add(tokens)?.checked_mul(inner)?)?;
-    let state = f32(head.checked_mul(inner)?)?;
+    let conv_state = f32(past.checked_mul(inner)?.checked_mul(3)?.checked_mul(seqs)?)?;
+    // Each sequence's tail before its tokens.
+    let conv_rows = past.checked_mul(seqs)?.checked_add(tokens)?;
+    let conv_x_bytes = f32(conv_rows.checked_mul(inner)?)?;
+    let state = f32(head.checked_mul(inner)?.checked_mul(seqs)?)?;
     let value = width(inner)?;
-    // The op's output: every token's value rows, then the final state.
-    let delta_out = f32(inner.checked_mul(tokens.checked_add(head)?)?)?;
+    // The op's output: every token's value rows, then each sequence's final state.
+    let delta_out = f32(inner.checked_mul(tokens.checked_add(head.checked_mul(seqs)?)?)?)?;
     if [conv_state, conv_x_bytes, state, value, delta_out]
         .iter()
         .any(|&bytes| bytes > MOST)
@@ -71,7 +74,7 @@ pub(super) fn kda(
         let w = g.matrix(name, h, inner);
         let x = g.op(Kind::Fresh, value, OTHER, &[w, cur]);
         let x = g.view(x, OTHER);
-        convolution_input(g, (tail, x), (conv_x_bytes, tokens), conv_all)
+        convolution_input(g, (tail, x), (conv_x_bytes, tokens / seqs.max(1)), conv_all)
     };
     let joined = [
         joined(g, "attn_q.weight"),

@@ -80,7 +80,7 @@ fn layer(
             cur,
             (&s, KdaKind::kimi(Some(k3))),
             states,
-            c.tokens,
+            (c.tokens, 1),
             model,
         )?,
         _ => attention_block(c, g, lazy, cur, l, c.full)?,

@@ -134,6 +134,7 @@ pub(super) fn inputs<'a>(g: &mut Graph, s: Shape<'a>) -> Option<(Ctx<'a>, usize)
         b: s.b,
         plain: arch.mlp == Mlp::Plain,
         tokens,
+        streams: s.seqs,
         outputs: s.outputs,
         flash_attention: fa,
         kv_type: s.kv_type,
@@ -167,7 +168,14 @@ fn recurrent_mixer(
 ) -> Option<usize> {
     let (b, arch, model) = (c.b, c.arch, c.model);
     match s.kind {
-        SsmKind::Kda => kda(g, cur, (s, KdaKind::kimi(b.k3)), states, c.tokens, model),
+        SsmKind::Kda => kda(
+            g,
+            cur,
+            (s, KdaKind::kimi(b.k3)),
+            states,
+            (c.tokens, 1),
+            model,
+        ),
         SsmKind::GatedDeltaNet => delta_net(
             g,
             cur,

@@ -69,6 +69,9 @@ struct Ctx<'a> {
     /// Squared-ReLU feed-forward blocks and experts without a gate (Nemotron-H).
     plain: bool,
     tokens: u64,
+    /// The KV cache's streams (a sequence each, or one): each stream's `tokens / streams`
+    /// rows attend to its cells alone.
+    streams: u64,
     /// Rows the last layer gathers for the output (`tokens` unless fewer are reserved).
     outputs: u64,
     flash_attention: bool,
@@ -163,6 +166,7 @@ pub(crate) fn compute_buffer(
         flash_attention,
         kv_type,
         seqs: 1,
+        parallel: 1,
         outputs: None,
     })
 }
@@ -181,8 +185,13 @@ pub(crate) struct Batch<'a> {
     pub swa_cells: u64,
     pub flash_attention: bool,
     pub kv_type: &'a Precision,
-    /// Sequences the graph is reserved for (llama.cpp's `n_seq_max`): an encoder pools each.
+    /// Sequences the graph is reserved for (llama.cpp's `n_seq_max`): an encoder pools each;
+    /// the KV streams of a decoder (one under `--kv-unified`).
     pub seqs: u64,
+    /// llama-server's `-np`, whatever the streams: the sequences of llama.cpp's reserve
+    /// micro-batch (`n_seq_max`), which DeepSeek-V4 keeps a cache stream each of even under
+    /// `--kv-unified`, and GLM-5-next a recurrent state each.
+    pub parallel: u64,
     /// Rows of logits (`n_outputs_max`; `None`: every token): the last layer gathers them.
     pub outputs: Option<u64>,
 }
@@ -338,6 +347,7 @@ struct Shape<'a> {
     flash_attention: bool,
     kv_type: &'a Precision,
     seqs: u64,
+    parallel: u64,
     /// Rows the last layer gathers (every token unless fewer outputs are reserved).
     outputs: u64,
 }
@@ -348,14 +358,14 @@ impl<'a> Shape<'a> {
     /// first, so this is never the figure a user sees).
     fn from_batch(b: &Batch<'a>) -> Option<Self> {
         let arch = b.arch;
-        let builder = modelled(arch)?;
+        let mut builder = modelled(arch)?;
         if arch.num_layers > 4096 || b.tokens == 0 {
             return None;
         }
-        // MiniMax-M3's sparse attention over several sequences' streams loops stream by
-        // stream (one stream is modelled); the stage formulas answer then.
-        if arch.msa.is_some() && b.flash_attention && b.seqs > 1 {
-            return None;
+        // MiniMax-M3's sparse attention anchors its blocks to a stream's cells: several
+        // sequences in one cache (`--kv-unified`) make llama.cpp attend densely.
+        if b.seqs == 1 && b.parallel > 1 {
+            builder.msa = None;
         }
         Some(Shape {
             arch,
@@ -366,6 +376,7 @@ impl<'a> Shape<'a> {
             flash_attention: b.flash_attention,
             kv_type: b.kv_type,
             seqs: b.seqs,
+            parallel: b.parallel.max(b.seqs).max(1),
             outputs: b.outputs.map_or(b.tokens, |o| o.clamp(1, b.tokens)),
         })
     }

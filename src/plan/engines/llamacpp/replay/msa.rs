@@ -17,8 +17,8 @@ const RESERVED_POSITIONS: u64 = 256;
 
 /// The graph's MSA inputs, made on the first sparse layer's use: the indexer cache's row
 /// indices (i64 a token), the local blocks' bias (f32 a block and token), the positions'
-/// mask (f32 a position and token), their cells (i32 a position), the cells' blocks (i32 a
-/// cell) and the causal mask cast to f32.
+/// mask (f32 a position and token), their cells (i32 a position of each stream), the cells'
+/// blocks (i32 a cell of each stream) and the causal mask cast to f32.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct MsaInputs {
     k_idxs: usize,
@@ -36,8 +36,8 @@ impl MsaInputs {
         let k_idxs = g.input(t.checked_mul(8)?);
         let bias = g.input(blocks.checked_mul(t)?.checked_mul(4)?);
         let pos_mask = g.input(RESERVED_POSITIONS.checked_mul(t)?.checked_mul(4)?);
-        let pos_slot = g.input(RESERVED_POSITIONS.checked_mul(4)?);
-        let cell_blk = g.input(cells.checked_mul(4)?);
+        let pos_slot = g.input(RESERVED_POSITIONS.checked_mul(4)?.checked_mul(c.streams)?);
+        let cell_blk = g.input(cells.checked_mul(4)?.checked_mul(c.streams)?);
         let mask_f32 = g.op(
             Kind::Fresh,
             cells.checked_mul(t)?.checked_mul(4)?,
@@ -58,7 +58,9 @@ impl MsaInputs {
 
 /// A sparse layer's attention over its normed input `cur`, up to the output projection: Q, K
 /// and V normed per head and RoPE'd, the indexer's query and key likewise, its key cached,
-/// then the block scores, their top-k, the mask they open and the flash attention under it.
+/// then, a stream at a time (each sequence's own cache, its `tokens / streams` rows), the
+/// block scores, their top-k, the mask they open and the flash attention under it; the
+/// streams' outputs joined.
 pub(super) fn sparse(
     c: &Ctx<'_>,
     g: &mut Graph,
@@ -124,20 +126,35 @@ pub(super) fn sparse(
     g.expand(stored);
     let k_all = g.view(k_cache, OTHER);
     let v_all = g.view(v_cache, OTHER);
-    let mask = block_mask(c, g, m, ins, (iq, ik_kv))?;
-    // One flash attention over every KV head's group, then its heads put back in order.
-    let q_s = g.view(q, OTHER);
-    let (k_s, v_s) = (g.view(k_all, OTHER), g.view(v_all, OTHER));
-    let (kfa, vfa) = (g.view(k_s, OTHER), g.view(v_s, OTHER));
-    let q4 = g.view(q_s, OTHER);
-    let qp = g.view(q4, OTHER);
-    let o = g.op(Kind::Fresh, c.query, OTHER, &[qp, kfa, vfa, mask]);
-    g.tensors[o].fa_f16 = super::attention::f16_copies(c, inputs.cells, c.kv_dim, c.kv_dim);
-    g.tensors[o].fa_heads = Some(FaHeads::grouped(arch, inputs.cells));
-    let o = g.view(o, OTHER);
-    let o = g.op(Kind::Fresh, c.query, QUERY, &[o]);
-    g.tag(o, Op::Cont);
-    Some(g.view(o, QUERY))
+    let streams = c.streams.max(1);
+    let (rows, query) = (c.tokens / streams, c.query / streams);
+    let mut joined: Option<(usize, u64)> = None;
+    for _ in 0..streams {
+        let mask = block_mask(c, g, m, ins, (iq, ik_kv), rows)?;
+        // One flash attention over every KV head's group, then its heads put back in order.
+        let q_s = g.view(q, OTHER);
+        let (k_s, v_s) = (g.view(k_all, OTHER), g.view(v_all, OTHER));
+        let (kfa, vfa) = (g.view(k_s, OTHER), g.view(v_s, OTHER));
+        let q4 = g.view(q_s, OTHER);
+        let qp = g.view(q4, OTHER);
+        let o = g.op(Kind::Fresh, query, OTHER, &[qp, kfa, vfa, mask]);
+        g.tensors[o].fa_f16 = super::attention::f16_copies(c, inputs.cells, c.kv_dim, c.kv_dim);
+        g.tensors[o].fa_heads = Some(FaHeads::grouped(arch, inputs.cells));
+        let o = g.view(o, OTHER);
+        let o = g.op(Kind::Fresh, query, QUERY, &[o]);
+        g.tag(o, Op::Cont);
+        let o = g.view(o, QUERY);
+        // The streams' outputs joined one after another (`ggml_concat`).
+        joined = Some(match joined {
+            None => (o, query),
+            Some((all, bytes)) => {
+                let bytes = bytes + query;
+                let all = g.op(Kind::Fresh, bytes, QUERY, &[all, o]);
+                (g.tag(all, Op::Other), bytes)
+            }
+        });
+    }
+    joined.map(|(o, _)| o)
 }
 
 /// `build_norm` (RMS, times its weight) then RoPE over an indexer query or key.
@@ -156,22 +173,24 @@ fn index_norm_rope(
     g.tag(x, Op::Rope)
 }
 
-/// The f16 mask of each KV head's group: the indexer's scores of every position, max-pooled
-/// by block, biased so the local blocks rank first, their top-k opened in a mask of -inf
-/// blocks, expanded to the cells through each cell's block and added to the causal mask.
+/// The f16 mask of each KV head's group over a stream's `t` rows: the indexer's scores of
+/// every position, max-pooled by block, biased so the local blocks rank first, their top-k
+/// opened in a mask of -inf blocks, expanded to the cells through each cell's block and added
+/// to the causal mask.
 fn block_mask(
     c: &Ctx<'_>,
     g: &mut Graph,
     m: Msa,
     ins: MsaInputs,
     (iq, ik_kv): (usize, usize),
+    t: u64,
 ) -> Option<usize> {
-    let (t, cells, heads) = (c.tokens, c.full.cells, m.heads);
+    let (cells, heads) = (c.full.cells, m.heads);
     let blocks = RESERVED_POSITIONS.div_ceil(m.block);
     let top = m.top_k_blocks.min(blocks);
     let f32s = |n: u64| n.checked_mul(4);
     let per_token = |n: u64| n.checked_mul(heads)?.checked_mul(t);
-    // The per-stream views (one stream).
+    // The stream's views.
     let iq_s = g.view(iq, OTHER);
     let ik_s = g.view(ik_kv, OTHER);
     let psl_s = g.view(ins.pos_slot, OTHER);

@@ -136,7 +136,7 @@ fn gated_delta_net_is_replayed_only_where_llamas_fused_op_runs() {
 }
 
 #[test]
-fn deepseek_v4_is_replayed_for_one_sequence_of_a_cache_llama_cpp_takes() {
+fn deepseek_v4_is_replayed_for_a_cache_llama_cpp_takes() {
     let Some(v4) = crate::model::find_model("deepseek-v4-flash").map(|m| m.arch) else {
         panic!("the catalog's DeepSeek-V4-Flash");
     };
@@ -149,6 +149,7 @@ fn deepseek_v4_is_replayed_for_one_sequence_of_a_cache_llama_cpp_takes() {
         flash_attention,
         kv_type,
         seqs,
+        parallel: seqs,
         outputs: None,
     };
     let q8 = crate::model::dtype::kv_precision("q8_0").expect("q8_0");
@@ -157,10 +158,12 @@ fn deepseek_v4_is_replayed_for_one_sequence_of_a_cache_llama_cpp_takes() {
     // A quantized cache adds its rotations' inputs and products under flash attention (never
     // less; whether more depends on where the peak falls).
     assert!(compute_buffer_of(&batch(&q8, true, 1)) >= f16);
-    // llama.cpp refuses a quantized cache without flash attention, and several sequences
-    // split the attention into streams (not replayed): the stage formulas answer, and say so.
+    // llama.cpp refuses a quantized cache without flash attention: the stage formulas
+    // answer, and say so.
     assert_eq!(compute_buffer_of(&batch(&q8, false, 1)), None);
-    assert_eq!(compute_buffer_of(&batch(&F16, true, 2)), None);
+    // Several sequences' streams are replayed (each its own window and compressed caches);
+    // the exact bytes are held in tests/fixtures/llamacpp-devices/*-np-cpu.json.
+    assert!(compute_buffer_of(&batch(&F16, true, 2)).is_some());
 }
 
 #[test]
@@ -297,6 +300,7 @@ fn on_one_device(
         flash_attention,
         kv_type: kv,
         seqs: 1,
+        parallel: 1,
         outputs: None,
     };
     let placed = Placed {
@@ -409,6 +413,7 @@ fn prompt_graph(model: &str) -> (ModelArch, Graph) {
         flash_attention: true,
         kv_type: &F16,
         seqs: 1,
+        parallel: 1,
         outputs: None,
     };
     let g = whole(Shape::from_batch(&batch).expect("replayed")).expect("replayed");
@@ -476,14 +481,14 @@ fn cuda_keeps_each_layers_experts_until_their_sum() {
     assert!(none.is_empty());
 }
 
-// MiniMax-M3's sparse attention is replayed over one stream: several sequences' streams (a
-// loop of its own in llama.cpp's graph) fall back to the stage formulas; without flash
-// attention its dense fallback is replayed at any count.
+// MiniMax-M3's sparse attention is replayed a stream at a time, as llama.cpp loops over the
+// streams; several sequences in one cache (`--kv-unified`) attend densely, as without flash
+// attention (the exact bytes: tests/fixtures/llamacpp-devices/minimax-m3-layout-*-cpu.json).
 #[test]
-fn minimax_m3_sparse_attention_is_replayed_for_one_stream() {
+fn minimax_m3_sparse_attention_is_replayed_a_stream_at_a_time() {
     let arch = crate::model::find_model("minimax-m3").unwrap().arch;
     let kv = crate::model::dtype::KV_F16;
-    let buffer = |seqs: u64, flash_attention: bool| {
+    let buffer = |(seqs, parallel): (u64, u64), flash_attention: bool| {
         compute_buffer_of(&Batch {
             arch: &arch,
             tokens: 512,
@@ -492,10 +497,14 @@ fn minimax_m3_sparse_attention_is_replayed_for_one_stream() {
             flash_attention,
             kv_type: &kv,
             seqs,
+            parallel,
             outputs: None,
         })
     };
-    assert!(buffer(1, true).is_some());
-    assert!(buffer(2, false).is_some());
-    assert_eq!(buffer(2, true), None);
+    assert!(buffer((1, 1), true).is_some());
+    assert!(buffer((2, 2), false).is_some());
+    let streams = buffer((2, 2), true);
+    assert!(streams.is_some());
+    assert_ne!(streams, buffer((1, 1), true));
+    assert!(buffer((1, 2), true).is_some());
 }
