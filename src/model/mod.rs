@@ -144,6 +144,12 @@ pub enum ModelWarning {
     },
     /// A multimodal config.json: the language model is estimated, its vision tower is not.
     VisionTowerNotCounted,
+    /// A multimodal config.json whose towers gpumem counts but no engine's figures hold
+    /// (Gemma 4's vision and audio towers): their parameters, with their projections.
+    TowersNotCounted {
+        /// The towers' parameters.
+        parameters: u64,
+    },
     /// A safetensors model without a config.json beside it: weights are exact, KV cache and
     /// activations are not estimated.
     NoConfig {

@@ -590,6 +590,12 @@ pub fn warning_text(w: &ModelWarning) -> String {
             "unknown model_type '{model_type}': using the generic decoder formula (gated MLP, RMSNorm, no biases) with fields {}",
             fields_used.join(", ")
         ),
+        ModelWarning::TowersNotCounted { parameters } => format!(
+            "multimodal model: its towers ({} parameters) are in no engine's figures here \
+             (vLLM's plan takes the model with --limit-mm-per-prompt setting every modality \
+             to 0, which leaves them out; --json: model.tower_parameters)",
+            crate::units::format_params(*parameters)
+        ),
         ModelWarning::VisionTowerNotCounted => {
             "multimodal model: its vision tower and projector are counted only in vLLM's \
              plan, for the towers it models (Qwen2-VL, Qwen2.5-VL, Gemma 3, Qwen3-VL, \

@@ -312,6 +312,12 @@ fn gemma4s_towers_are_counted_and_planned_only_when_left_out() {
     let est: Value = serde_json::from_slice(&est.stdout).unwrap();
     assert_eq!(est["model"]["tower_parameters"], 478_087_456);
     assert_eq!(est["model"]["unloaded_parameters"], 55_055_616);
+    assert_eq!(
+        est["warnings"][0],
+        "multimodal model: its towers (478.1 M parameters) are in no engine's figures here \
+         (vLLM's plan takes the model with --limit-mm-per-prompt setting every modality to 0, \
+         which leaves them out; --json: model.tower_parameters)"
+    );
 }
 
 /// A vision-language model whose tower gpumem does not model is refused by name for vLLM, and

@@ -178,7 +178,12 @@ pub fn parse_config(
     };
     let mut warnings = Vec::new();
     if vision {
-        warnings.push(ModelWarning::VisionTowerNotCounted);
+        warnings.push(match super::hf_vision::vision_of(map) {
+            Some(super::HfVision::Unprofiled { parameters, .. }) => {
+                ModelWarning::TowersNotCounted { parameters }
+            }
+            _ => ModelWarning::VisionTowerNotCounted,
+        });
     }
     let hidden = f.req(&["hidden_size", "n_embd", "d_model"])?;
     let layers = f.req(&["num_hidden_layers", "n_layer", "num_layers"])?;
