@@ -242,19 +242,7 @@ pub fn estimate_with_projector(
     let parameters = file.map_or(arch_params, |f| f.parameters);
     let (weights, weights_dtype) = weights_of(s, file, parameters);
     let dtype = s.dtype.unwrap_or(DEFAULT_WEIGHT_PRECISION);
-    let kv_elems_token = match (&arch.deepseek_v4, arch.full_attention) {
-        // DeepSeek-V4: what its compressed caches add a token (its window is fixed).
-        (Some(v), _) => v.kv_elements_per_token(arch.head_dim),
-        // Each layer at its own widths (Gemma 4).
-        (None, Some(_)) => arch.kv_elements_in_cells(1, 1),
-        // GLM-5-next's indexer rows, only in the layers with an indexer of their own.
-        (None, None) if arch.glm5_next.is_some() => arch.kv_elements_in_cells(1, 1),
-        (None, None) => {
-            u128::from(arch.kv_elements_per_token_layer())
-                * u128::from(arch.attention_layer_count())
-        }
-    };
-    let kv_bytes_per_token = sat(s.kv_dtype.bytes_for(kv_elems_token));
+    let kv_bytes_per_token = sat(s.kv_dtype.bytes_for(kv_elements_per_token(arch)));
     let mut parts = closed_parts(arch, s, weights, parameters, dtype)?;
     let (training_step, training_unwalked) = walk_training(arch, s, dtype, &mut parts);
     let (generate, generate_unwalked) = walk_generate(arch, s, &mut parts);
@@ -323,6 +311,22 @@ pub fn estimate_with_projector(
             .saturating_add(projector.largest_compute),
         weights_dtype,
     })
+}
+
+/// The KV cache's elements a token adds across the layers.
+fn kv_elements_per_token(arch: &ModelArch) -> u128 {
+    match (&arch.deepseek_v4, arch.full_attention) {
+        // DeepSeek-V4: what its compressed caches add a token (its window is fixed).
+        (Some(v), _) => v.kv_elements_per_token(arch.head_dim),
+        // Each layer at its own widths (Gemma 4).
+        (None, Some(_)) => arch.kv_elements_in_cells(1, 1),
+        // GLM-5-next's indexer rows, only in the layers with an indexer of their own.
+        (None, None) if arch.glm5_next.is_some() => arch.kv_elements_in_cells(1, 1),
+        (None, None) => {
+            u128::from(arch.kv_elements_per_token_layer())
+                * u128::from(arch.attention_layer_count())
+        }
+    }
 }
 
 /// The parts before any walk: llama.cpp's inference figures, or training's closed formula.
