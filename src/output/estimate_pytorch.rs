@@ -79,29 +79,7 @@ pub(super) fn training_text(
 ) {
     match (step, unwalked) {
         (Some(step), _) => {
-            let recipe = match step.recipe {
-                Recipe::Bf16 => "bf16 weights, gradients and optimizer state".to_string(),
-                Recipe::Fp32Autocast => {
-                    "f32 weights, gradients and state under bf16 autocast".to_string()
-                }
-                Recipe::MixedFp32Master => {
-                    "f32 master weights, gradients and state, the layers gathered in bf16 and \
-                     gradients reduced in f32 (FSDP2's MixedPrecisionPolicy)"
-                        .to_string()
-                }
-                Recipe::Lora(l) => format!(
-                    "LoRA rank {} on {}: {} adapters, the bf16 model frozen",
-                    l.rank,
-                    lora_targets_text(l.targets),
-                    // FSDP2 shards one dtype a group: the adapters are the model's.
-                    if step.fsdp.is_some() { "bf16" } else { "f32" }
-                ),
-                Recipe::Qlora(l) => format!(
-                    "QLoRA rank {} on {}: f32 adapters, the layers frozen in NF4, the rest in f32",
-                    l.rank,
-                    lora_targets_text(l.targets)
-                ),
-            };
+            let recipe = recipe_text(step);
             let phase = match step.peak.phase {
                 Phase::Forward => "the forward pass, at the loss",
                 Phase::Backward => "the backward pass",
@@ -145,63 +123,7 @@ pub(super) fn training_text(
                     80,
                 );
             }
-            if let Some(f) = step.fsdp {
-                let over = match f.world {
-                    1 => "one GPU (an f32 master copy is kept so)".to_string(),
-                    n => format!("{} ranks", thousands(n)),
-                };
-                let line = format!(
-                    "  FSDP2 over {over}, layers {}: one rank's figures",
-                    if f.reshard_after_forward {
-                        "resharded after their forward"
-                    } else {
-                        "gathered until their backward"
-                    }
-                );
-                if line.chars().count() <= 80 {
-                    let _ = writeln!(text, "{line}");
-                } else {
-                    wrap_into(text, &line, 80);
-                }
-            }
-            if let Some(d) = step.deepspeed {
-                let what = match d.stage {
-                    ZeroStage::One => {
-                        "the weights and gradients whole, master weights and Adam's moments \
-                         partitioned"
-                    }
-                    ZeroStage::Two => {
-                        "the weights whole, gradients, master weights and Adam's moments \
-                         partitioned"
-                    }
-                    ZeroStage::Three => {
-                        "weights, gradients, master weights and Adam's moments partitioned, \
-                         each layer gathered whole while it runs"
-                    }
-                };
-                wrap_into(
-                    text,
-                    &format!(
-                        "  DeepSpeed ZeRO-{} over {} ranks: {what}; the fullest rank's figures",
-                        d.stage.number(),
-                        thousands(d.world)
-                    ),
-                    80,
-                );
-                if d.offload_optimizer {
-                    wrap_into(
-                        text,
-                        &format!(
-                            "  optimizer offloaded (ZeRO-Offload): the rank's master weights, \
-                             their gradients and Adam's moments in host memory, {} ({}) at \
-                             its peak; the GPU's figures above",
-                            format_bytes(step.peak.host),
-                            thousands(step.peak.host)
-                        ),
-                        80,
-                    );
-                }
-            }
+            sharding_text(text, step);
         }
         (None, why) => {
             let _ = writeln!(
@@ -211,6 +133,92 @@ pub(super) fn training_text(
             if let Some(why) = why {
                 wrap_into(text, &format!("  {why}"), 80);
             }
+        }
+    }
+}
+
+/// The recipe a training step runs, in words.
+fn recipe_text(step: &TrainingStep) -> String {
+    match step.recipe {
+        Recipe::Bf16 => "bf16 weights, gradients and optimizer state".to_string(),
+        Recipe::Fp32Autocast => "f32 weights, gradients and state under bf16 autocast".to_string(),
+        Recipe::MixedFp32Master => {
+            "f32 master weights, gradients and state, the layers gathered in bf16 and \
+             gradients reduced in f32 (FSDP2's MixedPrecisionPolicy)"
+                .to_string()
+        }
+        Recipe::Lora(l) => format!(
+            "LoRA rank {} on {}: {} adapters, the bf16 model frozen",
+            l.rank,
+            lora_targets_text(l.targets),
+            // FSDP2 shards one dtype a group: the adapters are the model's.
+            if step.fsdp.is_some() { "bf16" } else { "f32" }
+        ),
+        Recipe::Qlora(l) => format!(
+            "QLoRA rank {} on {}: f32 adapters, the layers frozen in NF4, the rest in f32",
+            l.rank,
+            lora_targets_text(l.targets)
+        ),
+    }
+}
+
+/// FSDP2's and DeepSpeed's sharding of a training step, in words.
+fn sharding_text(text: &mut String, step: &TrainingStep) {
+    if let Some(f) = step.fsdp {
+        let over = match f.world {
+            1 => "one GPU (an f32 master copy is kept so)".to_string(),
+            n => format!("{} ranks", thousands(n)),
+        };
+        let line = format!(
+            "  FSDP2 over {over}, layers {}: one rank's figures",
+            if f.reshard_after_forward {
+                "resharded after their forward"
+            } else {
+                "gathered until their backward"
+            }
+        );
+        if line.chars().count() <= 80 {
+            let _ = writeln!(text, "{line}");
+        } else {
+            wrap_into(text, &line, 80);
+        }
+    }
+    if let Some(d) = step.deepspeed {
+        let what = match d.stage {
+            ZeroStage::One => {
+                "the weights and gradients whole, master weights and Adam's moments \
+                 partitioned"
+            }
+            ZeroStage::Two => {
+                "the weights whole, gradients, master weights and Adam's moments \
+                 partitioned"
+            }
+            ZeroStage::Three => {
+                "weights, gradients, master weights and Adam's moments partitioned, \
+                 each layer gathered whole while it runs"
+            }
+        };
+        wrap_into(
+            text,
+            &format!(
+                "  DeepSpeed ZeRO-{} over {} ranks: {what}; the fullest rank's figures",
+                d.stage.number(),
+                thousands(d.world)
+            ),
+            80,
+        );
+        if d.offload_optimizer {
+            wrap_into(
+                text,
+                &format!(
+                    "  optimizer offloaded (ZeRO-Offload): the rank's master weights, \
+                     their gradients and Adam's moments in host memory, {} ({}) at \
+                     its peak; the GPU's figures above",
+                    format_bytes(step.peak.host),
+                    thousands(step.peak.host)
+                ),
+                80,
+            );
         }
     }
 }
