@@ -234,53 +234,7 @@ const DEFAULT_FRAGMENTATION: f64 = 10.0;
 /// The precision and workload flags of `estimate` and `select`; an unknown dtype is a usage
 /// error.
 pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
-    if args.fsdp.is_some() && args.mode != cli::Mode::Train {
-        return Err(
-            CliError::Usage("--fsdp shards a training step: add --mode train".into()).into(),
-        );
-    }
-    if args.attn_implementation.is_some() && args.mode != cli::Mode::Train {
-        return Err(CliError::Usage(
-            "--attn-implementation is transformers' under training: add --mode train".into(),
-        )
-        .into());
-    }
-    if args.ddp && args.mode != cli::Mode::Train {
-        return Err(CliError::Usage(
-            "--ddp is a training step's data parallelism: add --mode train".into(),
-        )
-        .into());
-    }
-    let deepspeed = match (
-        args.deepspeed_zero1,
-        args.deepspeed_zero2,
-        args.deepspeed_zero3,
-    ) {
-        (Some(n), _, _) => Some((ZeroStage::One, u64::from(n))),
-        (None, Some(n), _) => Some((ZeroStage::Two, u64::from(n))),
-        (None, None, Some(n)) => Some((ZeroStage::Three, u64::from(n))),
-        (None, None, None) => None,
-    };
-    if let Some((stage, _)) = deepspeed.filter(|_| args.mode != cli::Mode::Train) {
-        return Err(CliError::Usage(format!(
-            "--deepspeed-zero{} is a training step's data parallelism: add --mode train",
-            stage.number()
-        ))
-        .into());
-    }
-    if args.offload_optimizer && deepspeed.is_none() {
-        return Err(CliError::Usage(
-            "--offload-optimizer is DeepSpeed's ZeRO-Offload: add --deepspeed-zero1, 2 or 3 N"
-                .into(),
-        )
-        .into());
-    }
-    if args.no_reshard_after_forward && args.fsdp.is_none() {
-        return Err(CliError::Usage(
-            "--no-reshard-after-forward is an FSDP2 setting: add --fsdp N".into(),
-        )
-        .into());
-    }
+    let deepspeed = training_flags(args)?;
     let dtype = match &args.dtype {
         None => None,
         Some(name) => Some(weight_precision(name).ok_or_else(|| {
@@ -330,22 +284,80 @@ pub fn estimate_settings(args: &cli::WorkloadSettings) -> Result<Settings> {
         pytorch: pytorch_run(args, deepspeed),
         generate_assistant: None,
         ollama: ollama_run(args)?,
-        sglang: engines::sglang::SglangRun {
-            mem_fraction_static: args.sglang.mem_fraction_static,
-            tp_size: args.sglang.tp_size,
-            max_running_requests: args.sglang.max_running_requests,
-            chunked_prefill_size: args.sglang.chunked_prefill_size,
-            max_total_tokens: args.sglang.max_total_tokens,
-            disable_cuda_graph: args.sglang.disable_cuda_graph,
-            speculative: args.sglang.speculative_algorithm.map(|a| match a {
-                cli::SpecAlgorithmArg::Eagle => engines::sglang::SpecAlgorithm::Eagle,
-                cli::SpecAlgorithmArg::Eagle3 => engines::sglang::SpecAlgorithm::Eagle3,
-                cli::SpecAlgorithmArg::Mtp => engines::sglang::SpecAlgorithm::Mtp,
-                cli::SpecAlgorithmArg::Ngram => engines::sglang::SpecAlgorithm::Ngram,
-            }),
-            draft_model: args.sglang.speculative_draft_model_path.clone(),
-        },
+        sglang: sglang_run(args),
     })
+}
+
+/// The training-only flags, refused outside `--mode train` or without what they need; the
+/// DeepSpeed stage and ranks asked for.
+fn training_flags(args: &cli::WorkloadSettings) -> Result<Option<(ZeroStage, u64)>> {
+    if args.fsdp.is_some() && args.mode != cli::Mode::Train {
+        return Err(
+            CliError::Usage("--fsdp shards a training step: add --mode train".into()).into(),
+        );
+    }
+    if args.attn_implementation.is_some() && args.mode != cli::Mode::Train {
+        return Err(CliError::Usage(
+            "--attn-implementation is transformers' under training: add --mode train".into(),
+        )
+        .into());
+    }
+    if args.ddp && args.mode != cli::Mode::Train {
+        return Err(CliError::Usage(
+            "--ddp is a training step's data parallelism: add --mode train".into(),
+        )
+        .into());
+    }
+    let deepspeed = match (
+        args.deepspeed_zero1,
+        args.deepspeed_zero2,
+        args.deepspeed_zero3,
+    ) {
+        (Some(n), _, _) => Some((ZeroStage::One, u64::from(n))),
+        (None, Some(n), _) => Some((ZeroStage::Two, u64::from(n))),
+        (None, None, Some(n)) => Some((ZeroStage::Three, u64::from(n))),
+        (None, None, None) => None,
+    };
+    if let Some((stage, _)) = deepspeed.filter(|_| args.mode != cli::Mode::Train) {
+        return Err(CliError::Usage(format!(
+            "--deepspeed-zero{} is a training step's data parallelism: add --mode train",
+            stage.number()
+        ))
+        .into());
+    }
+    if args.offload_optimizer && deepspeed.is_none() {
+        return Err(CliError::Usage(
+            "--offload-optimizer is DeepSpeed's ZeRO-Offload: add --deepspeed-zero1, 2 or 3 N"
+                .into(),
+        )
+        .into());
+    }
+    if args.no_reshard_after_forward && args.fsdp.is_none() {
+        return Err(CliError::Usage(
+            "--no-reshard-after-forward is an FSDP2 setting: add --fsdp N".into(),
+        )
+        .into());
+    }
+    Ok(deepspeed)
+}
+
+/// SGLang's run settings from its flags.
+fn sglang_run(args: &cli::WorkloadSettings) -> engines::sglang::SglangRun {
+    engines::sglang::SglangRun {
+        mem_fraction_static: args.sglang.mem_fraction_static,
+        tp_size: args.sglang.tp_size,
+        max_running_requests: args.sglang.max_running_requests,
+        chunked_prefill_size: args.sglang.chunked_prefill_size,
+        max_total_tokens: args.sglang.max_total_tokens,
+        disable_cuda_graph: args.sglang.disable_cuda_graph,
+        speculative: args.sglang.speculative_algorithm.map(|a| match a {
+            cli::SpecAlgorithmArg::Eagle => engines::sglang::SpecAlgorithm::Eagle,
+            cli::SpecAlgorithmArg::Eagle3 => engines::sglang::SpecAlgorithm::Eagle3,
+            cli::SpecAlgorithmArg::Mtp => engines::sglang::SpecAlgorithm::Mtp,
+            cli::SpecAlgorithmArg::Ngram => engines::sglang::SpecAlgorithm::Ngram,
+        }),
+        draft_model: args.sglang.speculative_draft_model_path.clone(),
+    }
 }
 /// PyTorch's settings from the training flags (checked for their mode by the caller).
 fn pytorch_run(args: &cli::WorkloadSettings, deepspeed: Option<(ZeroStage, u64)>) -> PytorchRun {
