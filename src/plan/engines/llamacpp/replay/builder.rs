@@ -297,15 +297,7 @@ fn family_ok(
             qk_norm
                 && !qkv_bias
                 && !o_bias
-                && arch.moe.as_ref().is_none_or(|m| {
-                    m.shared_intermediate == arch.intermediate_size
-                        && !m.router_bias
-                        && !m.shared_gate
-                        && !m.scaled_weights
-                        && m.groups.0 <= 1
-                        && m.first_dense_layers == 0
-                        && m.layer_freq <= 1
-                })
+                && arch.moe.as_ref().is_none_or(|m| gemma4_moe_ok(arch, m))
         }
         Family::Llama4 => !qk_norm && !qkv_bias && !o_bias,
         Family::Cohere2 => !qk_norm && !qkv_bias && !o_bias && no_moe,
@@ -340,35 +332,12 @@ fn family_ok(
         // MiniMax-M2: experts in every layer, chosen by sigmoid scores plus a correction bias,
         // no shared expert; its loader reads no weights scale (none is applied).
         Family::MinimaxM2 => {
-            qk_norm
-                && !qkv_bias
-                && !o_bias
-                && arch.moe.as_ref().is_some_and(|m| {
-                    m.router_bias
-                        && !m.scaled_weights
-                        && !m.shared_gate
-                        && m.shared_intermediate == 0
-                        && m.first_dense_layers == 0
-                        && m.layer_freq <= 1
-                })
+            qk_norm && !qkv_bias && !o_bias && arch.moe.as_ref().is_some_and(minimax_m2_moe_ok)
         }
         // MiniMax-M3: per-head q/k norms, leading dense layers, then M2's routing with shared
         // experts beside; its sparse attention needs an indexer head a KV head (its loader's
         // assertion) and blocks of some cells.
-        Family::MinimaxM3 => {
-            qk_norm
-                && !qkv_bias
-                && !o_bias
-                && arch.msa.is_some_and(|m| {
-                    m.heads == arch.num_kv_heads && m.block > 0 && m.top_k_blocks > 0
-                })
-                && arch.moe.as_ref().is_some_and(|m| {
-                    m.router_bias
-                        && !m.shared_gate
-                        && m.shared_intermediate > 0
-                        && m.layer_freq <= 1
-                })
-        }
+        Family::MinimaxM3 => qk_norm && !qkv_bias && !o_bias && minimax_m3_ok(arch),
         _ => {
             family == Family::GptOss
                 && !qk_norm
@@ -376,6 +345,39 @@ fn family_ok(
                 && arch.sliding_window.is_some()
         }
     }
+}
+
+/// Gemma 4 26B-A4B's experts: softmax-routed in every layer beside the dense MLP, which is the
+/// shared expert's width.
+fn gemma4_moe_ok(arch: &ModelArch, m: &Moe) -> bool {
+    m.shared_intermediate == arch.intermediate_size
+        && !m.router_bias
+        && !m.shared_gate
+        && !m.scaled_weights
+        && m.groups.0 <= 1
+        && m.first_dense_layers == 0
+        && m.layer_freq <= 1
+}
+
+/// MiniMax-M2's experts: in every layer, sigmoid scores plus a correction bias, no shared
+/// expert, no weights scale.
+fn minimax_m2_moe_ok(m: &Moe) -> bool {
+    m.router_bias
+        && !m.scaled_weights
+        && !m.shared_gate
+        && m.shared_intermediate == 0
+        && m.first_dense_layers == 0
+        && m.layer_freq <= 1
+}
+
+/// MiniMax-M3's sparse attention (an indexer head a KV head, blocks of some cells) and its
+/// experts (M2's routing with shared experts beside).
+fn minimax_m3_ok(arch: &ModelArch) -> bool {
+    arch.msa
+        .is_some_and(|m| m.heads == arch.num_kv_heads && m.block > 0 && m.top_k_blocks > 0)
+        && arch.moe.as_ref().is_some_and(|m| {
+            m.router_bias && !m.shared_gate && m.shared_intermediate > 0 && m.layer_freq <= 1
+        })
 }
 
 /// Gemma 2 and 3's four norms a layer (Gemma 1's two) and its separately scaled query (none in
