@@ -198,32 +198,7 @@ fn block_mask(
     let cb_s = g.view(ins.cell_blk, OTHER);
     let mf_s = g.view(ins.mask_f32, OTHER);
     let bias_s = g.view(ins.bias, OTHER);
-    // Scores of every position (the indexer keys gathered through the positions' cells).
-    let ikp = g.op(
-        Kind::Fresh,
-        f32s(m.head_dim.checked_mul(RESERVED_POSITIONS)?)?,
-        OTHER,
-        &[ik_s, psl_s],
-    );
-    g.tag(ikp, Op::GetRows);
-    let iq2 = g.view(iq_s, OTHER);
-    let sc = g.op(
-        Kind::Fresh,
-        f32s(per_token(RESERVED_POSITIONS)?)?,
-        OTHER,
-        &[ikp, iq2],
-    );
-    g.tag(sc, Op::MulMat);
-    let sc = g.view(sc, OTHER);
-    let sc = g.write(sc, &[sc, pm_s]);
-    g.tag(sc, Op::Add);
-    let block_bytes = f32s(per_token(blocks)?)?;
-    let bs = g.op(Kind::Fresh, block_bytes, SCORES, &[sc]);
-    g.tag(bs, Op::Other);
-    let bsf = g.op(Kind::InPlace, block_bytes, SCORES, &[bs, bias_s]);
-    g.tag(bsf, Op::Add);
-    let idx = g.op(Kind::Fresh, f32s(per_token(top)?)?, ROUTER_IDS, &[bsf]);
-    g.tag(idx, Op::ArgSort);
+    let idx = top_blocks(g, m, t, [iq_s, ik_s, psl_s, pm_s, bias_s])?;
     // The block mask: -inf everywhere, 0 at the top-k blocks.
     let ninf = g.op(
         Kind::InPlace,
@@ -281,4 +256,43 @@ fn block_mask(
         &[mask4],
     );
     Some(g.tag(mask, Op::Cpy))
+}
+
+/// The top-k blocks' indices of each token and head: every position's indexer score (the keys
+/// gathered through the positions' cells), summed over blocks, biased, sorted. `views`: the
+/// stream's indexer queries and keys, position slots, position mask and block bias.
+fn top_blocks(g: &mut Graph, m: Msa, t: u64, views: [usize; 5]) -> Option<usize> {
+    let [iq_s, ik_s, psl_s, pm_s, bias_s] = views;
+    let heads = m.heads;
+    let blocks = RESERVED_POSITIONS.div_ceil(m.block);
+    let top = m.top_k_blocks.min(blocks);
+    let f32s = |n: u64| n.checked_mul(4);
+    let per_token = |n: u64| n.checked_mul(heads)?.checked_mul(t);
+    // Scores of every position (the indexer keys gathered through the positions' cells).
+    let ikp = g.op(
+        Kind::Fresh,
+        f32s(m.head_dim.checked_mul(RESERVED_POSITIONS)?)?,
+        OTHER,
+        &[ik_s, psl_s],
+    );
+    g.tag(ikp, Op::GetRows);
+    let iq2 = g.view(iq_s, OTHER);
+    let sc = g.op(
+        Kind::Fresh,
+        f32s(per_token(RESERVED_POSITIONS)?)?,
+        OTHER,
+        &[ikp, iq2],
+    );
+    g.tag(sc, Op::MulMat);
+    let sc = g.view(sc, OTHER);
+    let sc = g.write(sc, &[sc, pm_s]);
+    g.tag(sc, Op::Add);
+    let block_bytes = f32s(per_token(blocks)?)?;
+    let bs = g.op(Kind::Fresh, block_bytes, SCORES, &[sc]);
+    g.tag(bs, Op::Other);
+    let bsf = g.op(Kind::InPlace, block_bytes, SCORES, &[bs, bias_s]);
+    g.tag(bsf, Op::Add);
+    let idx = g.op(Kind::Fresh, f32s(per_token(top)?)?, ROUTER_IDS, &[bsf]);
+    g.tag(idx, Op::ArgSort);
+    Some(idx)
 }
