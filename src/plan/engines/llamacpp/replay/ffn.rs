@@ -281,21 +281,9 @@ pub(super) fn experts_over(
             .as_ref()
             .map_or((0, 0), |m| (m.expert_intermediate, m.experts)),
     );
-    // `mul_mat_id`: an expert's weights applied to each token's selected experts.
+    let ids = (selected, e, oss);
     let per_expert = |g: &mut Graph, bytes: u64, layout: u64, x: usize, w: ExpertWeight| {
-        let (class, name, bias, rows, cols) = w;
-        let w = g.expert_weight(
-            class,
-            (name, rows.saturating_mul(cols).saturating_mul(e), true),
-        );
-        let y = g.op(Kind::Fresh, bytes, layout, &[w, x, selected]);
-        g.tensors[y].metal_extra = super::metal::expert_product_extra(e, g.rows);
-        if !oss {
-            return y;
-        }
-        // Each expert's bias, added by expert id.
-        let b = g.expert_weight(class, (bias, cols.saturating_mul(e), false));
-        g.op(Kind::InPlace, bytes, layout, &[y, b, selected])
+        per_expert(g, ids, (bytes, layout), x, w)
     };
     // With fused experts, gate and up are one tensor of twice the width.
     let first = if c.arch.fused_gate_up_exps {
@@ -310,33 +298,7 @@ pub(super) fn experts_over(
         (FfnClass::Up, "ffn_up_exps.weight", "ffn_up_exps.bias", h, n)
     };
     let up = per_expert(g, m.gate_up, EXPERT_FFN, cur_3d, first);
-    let act = if c.plain {
-        // Squared ReLU, in place.
-        let relu = g.op(Kind::InPlace, m.expert_ffn, EXPERT_FFN, &[up]);
-        g.tag(relu, Op::Unary);
-        g.op(Kind::InPlace, m.expert_ffn, EXPERT_FFN, &[relu])
-    } else if c.arch.fused_gate_up_exps {
-        let gate = g.view(up, EXPERT_FFN);
-        let up = g.view(up, EXPERT_FFN);
-        let act = g.op(Kind::Fresh, m.expert_ffn, EXPERT_FFN, &[gate, up]);
-        g.tag(act, Op::Glu)
-    } else {
-        let w = (
-            FfnClass::Gate,
-            "ffn_gate_exps.weight",
-            "ffn_gate_exps.bias",
-            h,
-            n,
-        );
-        let gate = per_expert(g, m.expert_ffn, EXPERT_FFN, cur_3d, w);
-        match c.b.k3 {
-            Some(k) => situ(g, (gate, up), (m.expert_ffn, EXPERT_FFN), k.situ_up),
-            None => {
-                let act = g.op(Kind::Fresh, m.expert_ffn, EXPERT_FFN, &[gate, up]);
-                g.tag(act, Op::Glu)
-            }
-        }
-    };
+    let act = expert_activation(c, g, m, (cur_3d, up), (ids, h, n));
     let w = (
         FfnClass::Down,
         "ffn_down_exps.weight",
@@ -361,6 +323,67 @@ pub(super) fn experts_over(
     }
     g.expand(out);
     sum_experts(g, out, m.sum, m.k)
+}
+
+/// `mul_mat_id`: an expert's weights applied to each token's selected experts (`ids`: the
+/// selection, the experts, and whether each expert's bias is added by id, gpt-oss's).
+fn per_expert(
+    g: &mut Graph,
+    (selected, e, oss): (usize, u64, bool),
+    (bytes, layout): (u64, u64),
+    x: usize,
+    w: ExpertWeight,
+) -> usize {
+    let (class, name, bias, rows, cols) = w;
+    let w = g.expert_weight(
+        class,
+        (name, rows.saturating_mul(cols).saturating_mul(e), true),
+    );
+    let y = g.op(Kind::Fresh, bytes, layout, &[w, x, selected]);
+    g.tensors[y].metal_extra = super::metal::expert_product_extra(e, g.rows);
+    if !oss {
+        return y;
+    }
+    let b = g.expert_weight(class, (bias, cols.saturating_mul(e), false));
+    g.op(Kind::InPlace, bytes, layout, &[y, b, selected])
+}
+
+/// The experts' activation over their up products: a squared ReLU in place (plain MLPs), the
+/// fused gate-up tensor's halves gated, or the gate's own product gated (Kimi-K3's in-situ
+/// activation).
+fn expert_activation(
+    c: &Ctx<'_>,
+    g: &mut Graph,
+    m: &Routed,
+    (x, up): (usize, usize),
+    (ids, h, n): ((usize, u64, bool), u64, u64),
+) -> usize {
+    if c.plain {
+        let relu = g.op(Kind::InPlace, m.expert_ffn, EXPERT_FFN, &[up]);
+        g.tag(relu, Op::Unary);
+        return g.op(Kind::InPlace, m.expert_ffn, EXPERT_FFN, &[relu]);
+    }
+    if c.arch.fused_gate_up_exps {
+        let gate = g.view(up, EXPERT_FFN);
+        let up = g.view(up, EXPERT_FFN);
+        let act = g.op(Kind::Fresh, m.expert_ffn, EXPERT_FFN, &[gate, up]);
+        return g.tag(act, Op::Glu);
+    }
+    let w = (
+        FfnClass::Gate,
+        "ffn_gate_exps.weight",
+        "ffn_gate_exps.bias",
+        h,
+        n,
+    );
+    let gate = per_expert(g, ids, (m.expert_ffn, EXPERT_FFN), x, w);
+    match c.b.k3 {
+        Some(k) => situ(g, (gate, up), (m.expert_ffn, EXPERT_FFN), k.situ_up),
+        None => {
+            let act = g.op(Kind::Fresh, m.expert_ffn, EXPERT_FFN, &[gate, up]);
+            g.tag(act, Op::Glu)
+        }
+    }
 }
 
 /// The `k` selected experts' weighted outputs `out` summed a token at a time: one view an
