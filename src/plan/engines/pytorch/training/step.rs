@@ -142,20 +142,7 @@ pub(super) fn sharded_peak(
         // dtypes as bytes), the f32 adapters reduced in f32.
         Recipe::Qlora(_) => 1,
     };
-    // fully_shard asserts one dtype among a group's trained parameters (torch 2.15's
-    // `_init_mp_dtypes`), which a bf16 model keeping some in f32 breaks at its first forward.
-    if s.f32_params > 0 && run.recipe == Recipe::Bf16 {
-        return Err(TrainingError::DoesNotRun {
-            what: "FSDP2 on a bf16 model that keeps some parameters in f32 (DeepSeek-V2's \
-                   router): fully_shard asserts one dtype among the trained parameters at the \
-                   first forward; --recipe mixed trains them all in f32",
-        });
-    }
-    if f.world == 0 {
-        return Err(TrainingError::Unsupported {
-            what: "FSDP2 over no rank",
-        });
-    }
+    fsdp_runs(s, run, f)?;
     let tokens = u128::from(run.batch) * u128::from(run.seq);
     let p = u128::from(run.recipe.param_bytes());
     let heads = if s.tied { 1 } else { 2 };
@@ -164,25 +151,7 @@ pub(super) fn sharded_peak(
         Some(l) => lora::adapter_params(s, l).1,
         None => s.param_tensors,
     };
-    let (state_per_byte, state_fixed, step_temp_per_byte) = match run.optimizer {
-        Optimizer::Adam | Optimizer::Adamw => (2, 4 * tensors, 1),
-        Optimizer::Sgd => (1, 0, 0),
-        // bitsandbytes 0.50's blockwise update takes its plain quantization maps beside the
-        // DTensor state; transformers 5.24's Adafactor adds a plain tensor to a DTensor. Both
-        // fail in their first step.
-        Optimizer::Adamw8bit => {
-            return Err(TrainingError::DoesNotRun {
-                what: "bitsandbytes' 8-bit AdamW under FSDP2: its first step mixes plain tensors \
-                       with FSDP2's DTensor shards and fails",
-            })
-        }
-        Optimizer::Adafactor => {
-            return Err(TrainingError::DoesNotRun {
-                what: "transformers' Adafactor under FSDP2: its first step mixes plain tensors \
-                       with FSDP2's DTensor shards and fails",
-            })
-        }
-    };
+    let (state_per_byte, state_fixed, step_temp_per_byte) = fsdp_state(run.optimizer, tensors)?;
     // QLoRA's biases sharded in f32, and the bf16 copies bitsandbytes leaves beside them.
     // PyTorch's per-tensor loop (`foreach=False`): Adam's two temporaries of one shard at a
     // time, measured under FSDPMemTracker (Phi-3, Llama-3.2-1B, Qwen2.5-0.5B at 2–8 ranks);
@@ -204,22 +173,7 @@ pub(super) fn sharded_peak(
     } else {
         s.widest_layer(root / p) * p
     };
-    let grads = match run.recipe.lora() {
-        Some(_) => Grads {
-            all: held.trainable,
-            root: 0,
-            layer: held.trainable / s.layers.max(1),
-            head: 0,
-            norm: 0,
-        },
-        None => Grads {
-            all: params,
-            root,
-            layer,
-            head: s.vocab * s.hidden * p,
-            norm: s.hidden * p,
-        },
-    };
+    let grads = fsdp_grads(s, run, held, (params, root, layer));
     let frozen = run.recipe.lora().is_some();
     let sizes = Sizes {
         params,
@@ -262,6 +216,69 @@ pub(super) fn sharded_peak(
         t.parameters += leaked;
     }
     largest(&sharded, held.buffers)
+}
+
+/// The gradients FSDP2 holds: the adapters' alone under LoRA, else every parameter's, with
+/// the root's, a layer's, the head's and the final norm's shares (`sizes`: all parameters'
+/// bytes, the root's and a layer's).
+fn fsdp_grads(s: &Shape, run: &TrainingRun, held: &Held, sizes: (u128, u128, u128)) -> Grads {
+    let (params, root, layer) = sizes;
+    let p = u128::from(run.recipe.param_bytes());
+    match run.recipe.lora() {
+        Some(_) => Grads {
+            all: held.trainable,
+            root: 0,
+            layer: held.trainable / s.layers.max(1),
+            head: 0,
+            norm: 0,
+        },
+        None => Grads {
+            all: params,
+            root,
+            layer,
+            head: s.vocab * s.hidden * p,
+            norm: s.hidden * p,
+        },
+    }
+}
+
+/// FSDP2 setups that do not run: a bf16 model keeping some parameters in f32 (fully_shard
+/// asserts one dtype among a group's trained parameters, torch 2.15's `_init_mp_dtypes`, at
+/// the first forward), or no rank.
+fn fsdp_runs(s: &Shape, run: &TrainingRun, f: Fsdp) -> Result<(), TrainingError> {
+    if s.f32_params > 0 && run.recipe == Recipe::Bf16 {
+        return Err(TrainingError::DoesNotRun {
+            what: "FSDP2 on a bf16 model that keeps some parameters in f32 (DeepSeek-V2's \
+                   router): fully_shard asserts one dtype among the trained parameters at the \
+                   first forward; --recipe mixed trains them all in f32",
+        });
+    }
+    if f.world == 0 {
+        return Err(TrainingError::Unsupported {
+            what: "FSDP2 over no rank",
+        });
+    }
+    Ok(())
+}
+
+/// The optimizer's state under FSDP2: bytes a parameter byte, fixed bytes (Adam's step
+/// counters, a tensor each of `tensors`), and the step's temporaries a parameter byte.
+/// bitsandbytes 0.50's blockwise update takes its plain quantization maps beside the DTensor
+/// state, and transformers 5.24's Adafactor adds a plain tensor to a DTensor: both fail in
+/// their first step.
+fn fsdp_state(optimizer: Optimizer, tensors: u128) -> Result<(u128, u128, u128), TrainingError> {
+    match optimizer {
+        Optimizer::Adam | Optimizer::Adamw => Ok((2, 4 * tensors, 1)),
+        Optimizer::Sgd => Ok((1, 0, 0)),
+        Optimizer::Adamw8bit => Err(TrainingError::DoesNotRun {
+            what: "bitsandbytes' 8-bit AdamW under FSDP2: its first step mixes plain tensors \
+                   with FSDP2's DTensor shards and fails",
+        }),
+        Optimizer::Adafactor => Err(TrainingError::DoesNotRun {
+            what: "transformers' Adafactor under FSDP2: its first step mixes plain tensors \
+                   with FSDP2's DTensor shards and fails",
+        }),
+    }
 }
 
 /// How the adapters meet the stream: QLoRA's f32 stream; under FSDP2, which shards one dtype a
