@@ -248,9 +248,12 @@ const QWEN35_35B_A3B_CONFIG: &str = r#"{"model_type": "qwen3_5_moe_text", "hidde
     "max_position_embeddings": 262144, "tie_word_embeddings": false, "vocab_size": 248320}"#;
 
 /// zai-org/GLM-5: the architecture fields of the published config.json (DeepSeek-V3.2's
-/// sparse latent attention at GLM's widths, an indexer in every layer).
+/// sparse latent attention at GLM's widths, an indexer in every layer), with the one MTP layer
+/// GLM-5.1's config.json and safetensors header list (code-search index file 62604838642:
+/// `num_nextn_predict_layers` 1, `model.layers.78.*`, 753,864,139,008 parameters in all).
 const GLM5_CONFIG: &str = r#"{"model_type": "glm_moe_dsa", "hidden_size": 6144,
     "intermediate_size": 12288, "moe_intermediate_size": 2048, "num_hidden_layers": 78,
+    "num_nextn_predict_layers": 1,
     "num_attention_heads": 64, "num_key_value_heads": 64, "n_shared_experts": 1,
     "n_routed_experts": 256, "num_experts_per_tok": 8, "n_group": 1, "topk_group": 1,
     "first_k_dense_replace": 3, "kv_lora_rank": 512, "q_lora_rank": 2048,
@@ -791,7 +794,8 @@ pub fn catalog() -> Vec<CatalogModel> {
         ),
         // Published in FP8 (128×128 blocks, f32 scales; embeddings, norms and the router in
         // bf16): its quantization_config fixes the weights, as vLLM and SGLang load them. The
-        // repository's one multi-token-prediction layer is not loaded to serve and not counted.
+        // repository's one multi-token-prediction layer is not loaded to serve: it is counted
+        // apart, in the unloaded parameters.
         from_config(
             "deepseek-v3",
             &["deepseek-r1"],

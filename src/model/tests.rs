@@ -213,3 +213,55 @@ fn minimax_m2_is_sized_as_its_fp8_checkpoint() {
     let bytes = m.checkpoint_weights.unwrap().bytes;
     assert!(bytes > params && bytes < params + params / 100, "{bytes}");
 }
+
+/// deepseek-ai/DeepSeek-V3's Hub total, 684,531,386,000 parameters (BF16 3,918,786,560 +
+/// F8_E4M3 680,571,043,840 + F32 41,555,600; code-search index file ids 58758039937,
+/// 69432390537), counts the MTP layer 61 and the f32 `weight_scale_inv` of every fp8 linear (one
+/// a 128 × 128 block), which are parameters there: gpumem's language model, its MTP layer and
+/// those scales over the 62 layers' linears reproduce it to the unit. The routers' correction
+/// biases are the rest of the F32 (59 × 256).
+#[test]
+fn deepseek_v3_hub_total_is_the_model_its_mtp_layer_and_its_block_scales() {
+    use super::quantized::{linear_bytes, linears, Scheme};
+    let arch = find_model("deepseek-v3").unwrap().arch;
+    assert_eq!(arch.params().total, 671_026_419_200);
+    assert_eq!(arch.unloaded_params(), 13_463_426_304);
+    // The MTP layer's linears are one more layer's of the last kind (its `eh_proj`, embedding
+    // and head are bf16 in the checkpoint, not among them).
+    let mut with_mtp = arch.clone();
+    with_mtp.num_layers += arch.mtp.layers;
+    let block = Scheme::Fp8 {
+        block: Some((128, 128)),
+    };
+    let scales: u128 = linears(&with_mtp)
+        .iter()
+        .filter(|l| !l.skipped_by_default)
+        .map(|l| {
+            let weights = u128::from(l.inputs) * u128::from(l.outputs);
+            (linear_bytes(block, l.inputs, l.outputs, 2) - weights) / 4 * u128::from(l.count)
+        })
+        .sum();
+    assert_eq!(scales, 41_555_600 - 59 * 256);
+    let total = u128::from(arch.params().total) + u128::from(arch.unloaded_params()) + scales;
+    assert_eq!(total, 684_531_386_000);
+}
+
+/// DeepSeek-V3.2's MTP layer is V3's with a lightning indexer of its own (64 heads of 128:
+/// 13,959,424 parameters); GLM-5's keeps no embedding or head of its own.
+#[test]
+fn mtp_layers_of_the_dsa_families() {
+    let v32 = find_model("deepseek-v3.2").unwrap().arch;
+    assert_eq!(v32.params().total, 671_877_944_064);
+    assert_eq!(v32.unloaded_params(), 13_463_426_304 + 13_959_424);
+    // GLM-5.2's layer 78: experts 256 × 3 × 6144 × 2048, the shared expert, the router and
+    // its f32 bias, MLA with its norms, the indexer, two layer norms, eh_proj and 3 norms.
+    let glm = find_model("glm-5").unwrap().arch;
+    let mla = 6144 * 2048 + 2048 * 16384 + 6144 * 576 + 512 * 28672 + 16384 * 6144 + 2048 + 512;
+    let indexer = 4096 * 2048 + 128 * 6144 + 32 * 6144 + 256;
+    let moe = 256 * 3 * 6144 * 2048 + 3 * 6144 * 2048 + 256 * 6144 + 256;
+    let joins = 2 * 6144 + 12288 * 6144 + 3 * 6144;
+    assert_eq!(mla + indexer + moe + joins, 9_952_920_576u64);
+    assert_eq!(glm.unloaded_params(), 9_952_920_576);
+    // Kimi-K2's config stores none.
+    assert_eq!(find_model("kimi-k2").unwrap().arch.unloaded_params(), 0);
+}

@@ -71,8 +71,10 @@ pub struct ModelView {
     /// language model's). Absent where the config has no towers gpumem counts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tower_parameters: Option<u64>,
-    /// Parameters the published checkpoint stores that no engine loads (Gemma 4's KV-sharing
-    /// layers' own K and V projections); absent where there are none or the source is a GGUF.
+    /// Parameters the published checkpoint stores that engines do not load to serve: Gemma 4's
+    /// KV-sharing layers' own K and V projections (no engine loads them), and DeepSeek-V3's,
+    /// V3.2's and GLM-5's multi-token-prediction layers (`num_nextn_predict_layers`: loaded only
+    /// when vLLM drafts with them). Absent where there are none or the source is a GGUF.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unloaded_parameters: Option<u64>,
     /// An encoder's pooling (`none`, `mean`, `cls`, `last`, `rank`); absent for a decoder.

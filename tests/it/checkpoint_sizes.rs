@@ -5,41 +5,41 @@
 use crate::common::{self, fixture, gpumem};
 use serde_json::Value;
 
-/// gpumem's figure for a row: the catalog model's weights or parameters, or, for a row with a
-/// published `config`, vLLM's weights term (which counts the vision tower, and the MTP layer
-/// where the row serves it).
+/// The checkpoint's own parameter count from `estimate --json`: the language model's with the
+/// towers' and those it stores unloaded (MTP layers, Gemma 4's KV-sharing projections).
+fn checkpoint_parameters(v: &Value) -> u64 {
+    let m = &v["model"];
+    let part = |key: &str| m[key].as_u64().unwrap_or(0);
+    part("parameters") + part("tower_parameters") + part("unloaded_parameters")
+}
+
+/// gpumem's figure for a row: the catalog model's weights or the checkpoint's parameters, or,
+/// for a row with a published `config`, vLLM's weights term (which counts the vision tower,
+/// and the MTP layer where the row serves it).
 fn gpumem_figure(row: &Value) -> u64 {
     let model = row["model"].as_str().expect("a model");
-    // A multimodal config whose towers no engine plan here loads: the checkpoint's own count,
-    // the language model's parameters with the towers' and those it stores unloaded.
+    // A multimodal config whose towers no engine plan here loads: the checkpoint's own count.
     if let (Some(config), Some(bytes)) =
         (row["config"].as_str(), row["bytes_per_parameter"].as_u64())
     {
         let v: Value =
             common::json_ok(gpumem().args(["--json", "estimate", "--config", &fixture(config)]));
-        let m = &v["model"];
-        let part = |key: &str| m[key].as_u64().unwrap_or(0);
-        let params = part("parameters") + part("tower_parameters") + part("unloaded_parameters");
-        return params * bytes;
+        return checkpoint_parameters(&v) * bytes;
     }
     // A config's own parameters or weights (the catalog has no row for it).
     if let Some(config) = row["config"].as_str() {
         let flag = |key: &str| row[key].as_bool() == Some(true);
-        let key = if flag("parameters_of_config") {
-            Some("/model/parameters")
-        } else if flag("weights_of_config") {
-            Some("/weights_bytes")
-        } else {
-            None
-        };
-        if let Some(path) = key {
+        if flag("parameters_of_config") || flag("weights_of_config") {
             let v: Value = common::json_ok(gpumem().args([
                 "--json",
                 "estimate",
                 "--config",
                 &fixture(config),
             ]));
-            return v.pointer(path).and_then(Value::as_u64).expect("a figure");
+            if flag("parameters_of_config") {
+                return checkpoint_parameters(&v);
+            }
+            return v["weights_bytes"].as_u64().expect("a figure");
         }
     }
     if let Some(config) = row["config"].as_str() {
@@ -77,13 +77,53 @@ fn gpumem_figure(row: &Value) -> u64 {
             .expect("a weights term");
     }
     let v: Value = common::json_ok(gpumem().args(["--json", "estimate", "--model", model]));
-    let field = match row["unit"].as_str() {
-        Some("parameters") => &v["model"]["parameters"],
-        _ => &v["weights_bytes"],
+    match row["unit"].as_str() {
+        Some("parameters") => checkpoint_parameters(&v),
+        _ => v["weights_bytes"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{model}: no figure")),
+    }
+}
+
+/// The multi-token-prediction layers the checkpoints store, in `unloaded_parameters` beside the
+/// language model's `parameters`, as their published headers count them: GLM-5.2's layer 78
+/// (791 tensors, 19,905,841,664 bf16/f32 payload bytes: 9,952,920,576 parameters; code-search
+/// index file ids 59146870751, 59646803085) and GLM-5.1's (the same shape; its header's
+/// 753,864,139,008 in all, file id 62604838642); DeepSeek-V3's and V3.2's layer 61, with its
+/// own embedding and head (V3.2's with its own indexer).
+#[test]
+fn mtp_layers_are_counted_apart_exactly() {
+    let estimate = |args: &[&str]| -> Value {
+        let mut all = vec!["--json", "estimate"];
+        all.extend_from_slice(args);
+        common::json_ok(gpumem().args(all))
     };
-    field
-        .as_u64()
-        .unwrap_or_else(|| panic!("{model}: no figure"))
+    let glm52 = fixture("glm5-configs/glm-5.2.json");
+    for (args, parameters, mtp) in [
+        (
+            vec!["--config", glm52.as_str()],
+            743_377_019_904u64,
+            9_952_920_576u64,
+        ),
+        (vec!["--model", "glm-5"], 743_911_218_432, 9_952_920_576),
+        (
+            vec!["--model", "deepseek-v3"],
+            671_026_419_200,
+            13_463_426_304,
+        ),
+        (
+            vec!["--model", "deepseek-v3.2"],
+            671_877_944_064,
+            13_477_385_728,
+        ),
+    ] {
+        let v = estimate(&args);
+        assert_eq!(v["model"]["parameters"], parameters, "{args:?}");
+        assert_eq!(v["model"]["unloaded_parameters"], mtp, "{args:?}");
+    }
+    // Kimi-K2's config stores none.
+    let v = estimate(&["--model", "kimi-k2"]);
+    assert!(v["model"].get("unloaded_parameters").is_none());
 }
 
 #[test]

@@ -88,13 +88,6 @@ impl ModelArch {
         }
     }
 
-    /// Parameters a published checkpoint stores that no engine loads: Gemma 4's KV-sharing
-    /// layers keep their own K and V projections and K norm in the safetensors (the Hub's
-    /// totals count them), which transformers, vLLM and llama.cpp's conversion all drop.
-    pub fn unloaded_params(&self) -> u64 {
-        u64::try_from(self.edge_params().1).unwrap_or(u64::MAX)
-    }
-
     /// The per-layer embeddings' token table: `per_layer_input` values a layer for every token
     /// of the vocabulary (llama.cpp's input layer, on the host).
     pub fn per_layer_table_params(&self) -> u128 {

@@ -7,6 +7,7 @@ mod gemma4;
 mod glm5_next;
 mod kimi_k3;
 mod kv;
+mod mtp;
 mod params;
 mod shape;
 
@@ -17,6 +18,7 @@ pub use encoder::{Classifier, Encoder, Pooling};
 pub use gemma4::EdgeLayout;
 pub use glm5_next::G5nLayout;
 pub use kimi_k3::K3Layout;
+pub use mtp::MtpLayers;
 pub(crate) use shape::implausible_layer_count;
 pub use shape::{ShapeField, MAX_PARAMETERS};
 
@@ -492,6 +494,9 @@ pub struct ModelArch {
     pub msa: Option<Msa>,
     /// GLM-5-next's pooled indexer and residual streams; `None` elsewhere.
     pub glm5_next: Option<G5nLayout>,
+    /// The multi-token-prediction layers the published checkpoint stores beside the decoder
+    /// (none by default, and none in a GGUF, whose are set apart).
+    pub mtp: MtpLayers,
 }
 
 /// Parameter counts from the shape (before any file says otherwise).
@@ -659,5 +664,6 @@ pub fn llama_like(
         deepseek_v4: None,
         msa: None,
         glm5_next: None,
+        mtp: MtpLayers::default(),
     }
 }

@@ -161,6 +161,41 @@ impl ModelArch {
         u64::try_from(p).unwrap_or(u64::MAX)
     }
 
+    /// One expert layer's feed-forward parameters, stored and active: the routed experts, any
+    /// shared expert and the router (its bias, and the shared expert's gate); `[0, 0]` without
+    /// experts.
+    pub(super) fn moe_layer_params(&self) -> [u128; 2] {
+        let w = u128::from;
+        let Some(m) = &self.moe else {
+            return [0, 0];
+        };
+        let expert = w(self.ffn_params_at(self.expert_width(), m.expert_intermediate));
+        let shared = if m.shared_intermediate > 0 {
+            w(self.ffn_params(m.shared_intermediate))
+        } else {
+            0
+        };
+        let router = w(m.experts) * w(self.hidden_size)
+            + if m.router_bias { w(m.experts) } else { 0 }
+            + if m.shared_gate {
+                w(self.hidden_size)
+            } else {
+                0
+            };
+        [
+            w(m.experts) * expert + shared + router,
+            w(m.experts_per_token) * expert + shared + router,
+        ]
+    }
+
+    /// Parameters a published checkpoint stores that engines do not load to serve: Gemma 4's
+    /// KV-sharing layers' own K and V projections and K norm (which transformers, vLLM and
+    /// llama.cpp's conversion all drop), and the multi-token-prediction layers (loaded only
+    /// when vLLM drafts with them).
+    pub fn unloaded_params(&self) -> u64 {
+        u64::try_from(self.edge_params().1 + self.mtp_params()).unwrap_or(u64::MAX)
+    }
+
     /// Exact parameter counts from the architecture (saturating at `u64::MAX` for absurd
     /// shapes, which [`ModelArch::check_plausible`] rejects first).
     pub fn params(&self) -> ParamCount {
@@ -218,23 +253,9 @@ impl ModelArch {
             + norms
             + dense_layers * dense_ffn;
         let mut active = total;
-        if let Some(m) = &self.moe {
-            let expert = w(self.ffn_params_at(self.expert_width(), m.expert_intermediate));
-            let shared = if m.shared_intermediate > 0 {
-                w(self.ffn_params(m.shared_intermediate))
-            } else {
-                0
-            };
-            let router = w(m.experts) * w(self.hidden_size)
-                + if m.router_bias { w(m.experts) } else { 0 }
-                + if m.shared_gate {
-                    w(self.hidden_size)
-                } else {
-                    0
-                };
-            total += moe_layers * (w(m.experts) * expert + shared + router);
-            active += moe_layers * (w(m.experts_per_token) * expert + shared + router);
-        }
+        let [moe_total, moe_active] = self.moe_layer_params();
+        total += moe_layers * moe_total;
+        active += moe_layers * moe_active;
         // Gemma 4: each layer's output scalar (`layer_scalar`), and the proportional RoPE's
         // factors over half a full layer's head that llama.cpp's converter writes
         // (`rope_freqs`, one tensor the full layers share).

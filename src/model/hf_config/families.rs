@@ -3,7 +3,9 @@
 
 use super::fields::Fields;
 use super::recurrent;
-use crate::model::arch::{Attention, Indexer, Mlp, ModelArch, Norm, SlidingLayers, SlidingWindow};
+use crate::model::arch::{
+    Attention, Indexer, Mlp, ModelArch, MtpLayers, Norm, SlidingLayers, SlidingWindow,
+};
 use crate::model::error::ModelError;
 use crate::model::family::Family;
 use serde_json::Value;
@@ -96,7 +98,13 @@ pub(super) fn apply(
             let qk_norm = f.boolean("use_qk_norm").unwrap_or(false);
             arch.attention = standard(bias.unwrap_or(true), false, qk_norm);
         }
-        Family::DeepseekV2 | Family::DeepseekV3 => mla(f, arch, c.heads)?,
+        Family::DeepseekV2 => mla(f, arch, c.heads)?,
+        // DeepSeek-V3's (and Kimi-K2's) checkpoints store each MTP layer's own embedding and
+        // head.
+        Family::DeepseekV3 => {
+            mla(f, arch, c.heads)?;
+            arch.mtp = mtp_layers(f, c.layers, true)?;
+        }
         // Kimi-Linear: latent attention (no RoPE, which sets no memory) in the layers
         // `linear_attn_config` leaves out, KDA in the rest.
         Family::KimiLinear => {
@@ -114,10 +122,13 @@ pub(super) fn apply(
         Family::Glm5Next => glm5_next::glm5_next(f, arch, c)?,
         // DeepSeek-V4: one shared K=V head, compressed caches, hyper-connections.
         Family::DeepseekV4 => deepseek_v4::deepseek_v4(f, arch, c.layers)?,
+        // V3.2's MTP layer keeps its own embedding and head, as V3's; GLM-5's reuses the
+        // model's.
         Family::DeepseekV32 | Family::GlmDsa => {
             mla(f, arch, c.heads)?;
             arch.indexer = Some(indexer(f)?);
             arch.indexer_shared = shared_indexer_layers(f)?;
+            arch.mtp = mtp_layers(f, c.layers, *ty == Family::DeepseekV32)?;
         }
         // State-space models are read whole by `recurrent::state_space`.
         // Read as the shared decoder: the state-space models return earlier, and the families
@@ -197,6 +208,26 @@ fn mla(f: &mut Fields<'_>, arch: &mut ModelArch, heads: u64) -> Result<(), Model
         v_head_dim,
     };
     Ok(())
+}
+
+/// The multi-token-prediction layers the checkpoint stores after the decoder's
+/// (`num_nextn_predict_layers`, 0 when absent); more than the decoder has is refused.
+fn mtp_layers(
+    f: &mut Fields<'_>,
+    decoder_layers: u64,
+    own_embeddings: bool,
+) -> Result<MtpLayers, ModelError> {
+    let layers = f.uint(&["num_nextn_predict_layers"])?.unwrap_or(0);
+    if layers > decoder_layers {
+        return Err(f.bad(
+            "num_nextn_predict_layers",
+            format!("is {layers}, more than num_hidden_layers ({decoder_layers})"),
+        ));
+    }
+    Ok(MtpLayers {
+        layers,
+        own_embeddings,
+    })
 }
 
 /// The lightning indexer of DeepSeek-V3.2 and GLM-5. Layers that reuse an earlier layer's

@@ -296,6 +296,25 @@ fn glm5_2_layers_sharing_an_indexer_are_read_from_indexer_types() {
 }
 
 #[test]
+fn mtp_layers_are_read_from_num_nextn_predict_layers() {
+    // GLM-5.1's config.json (code-search index file 62604838642): one MTP layer of 9,952,920,576
+    // parameters, without an embedding or head of its own; none where the field is absent.
+    let glm = |n: Value| json!({ "model_type": "glm_moe_dsa", "num_nextn_predict_layers": n });
+    let (arch, _) = parse(glm(json!(1))).unwrap();
+    assert_eq!(arch.mtp.layers, 1);
+    assert!(!arch.mtp.own_embeddings);
+    assert_eq!(arch.unloaded_params(), 9_952_920_576);
+    let (none, _) = parse(json!({ "model_type": "glm_moe_dsa" })).unwrap();
+    assert_eq!(none.unloaded_params(), 0);
+    assert_eq!(none.params().total, arch.params().total);
+    // More MTP layers than decoder layers is no checkpoint's.
+    assert!(parse(glm(json!(1000)))
+        .unwrap_err()
+        .to_string()
+        .contains("num_nextn_predict_layers"));
+}
+
+#[test]
 fn kimi_linear_reads_its_linear_attn_config_and_its_own_spellings() {
     let config = |extra: Value| {
         let mut v = json!({
