@@ -1,291 +1,39 @@
 //! The built-in catalog: current open models with the architecture fields of their published
-//! Hugging Face `config.json`.
+//! Hugging Face `config.json` (the longer configs in `catalog_configs/`, the constructors the
+//! rows read through in `catalog_shapes.rs`).
 
-// The constructors take one argument per config.json field, in config.json order, so each
-// catalog line reads like the file it comes from.
-#![allow(clippy::too_many_arguments)]
-
-use super::arch::{llama_like, Attention, Mlp, ModelArch, Moe, Norm, SlidingLayers, SlidingWindow};
-
-/// A model whose shape is built in, so `estimate -m NAME` works offline.
-#[derive(Debug, Clone)]
-pub struct CatalogModel {
-    /// Canonical name, e.g. `mistral-7b`.
-    pub name: &'static str,
-    /// Other names it answers to.
-    pub aliases: &'static [&'static str],
-    /// The Hugging Face repository whose config.json the fields come from.
-    pub hf_repo: &'static str,
-    /// Its shape, as its published config.json gives it.
-    pub arch: ModelArch,
-    /// The published checkpoint's weight bytes when its config fixes them (a
-    /// `quantization_config` such as gpt-oss's MXFP4 experts); else weights follow `--dtype`.
-    pub checkpoint_weights: Option<super::FileWeights>,
-}
-
-fn with<F: FnOnce(&mut ModelArch)>(
-    mut arch: ModelArch,
-    family: &str,
-    max_pos: u64,
-    f: F,
-) -> ModelArch {
-    arch.family = family.to_string();
-    arch.max_position_embeddings = Some(max_pos);
-    f(&mut arch);
-    arch
-}
-
-fn qwen2(
-    name: &str,
-    h: u64,
-    i: u64,
-    l: u64,
-    heads: u64,
-    kv: u64,
-    vocab: u64,
-    tied: bool,
-    max_pos: u64,
-) -> ModelArch {
-    with(
-        llama_like(name, h, i, l, heads, kv, vocab),
-        "qwen2",
-        max_pos,
-        |a| {
-            a.tie_word_embeddings = tied;
-            a.attention = Attention::Standard {
-                qkv_bias: true,
-                o_bias: false,
-                qk_norm: false,
-            };
-        },
-    )
-}
-
-fn qwen3(name: &str, h: u64, i: u64, l: u64, heads: u64, kv: u64, tied: bool) -> ModelArch {
-    with(
-        llama_like(name, h, i, l, heads, kv, 151_936),
-        "qwen3",
-        40_960,
-        |a| {
-            a.head_dim = 128;
-            a.tie_word_embeddings = tied;
-            a.attention = Attention::Standard {
-                qkv_bias: false,
-                o_bias: false,
-                qk_norm: true,
-            };
-        },
-    )
-}
-
-fn gemma(name: &str, h: u64, i: u64, l: u64, heads: u64, kv: u64, head_dim: u64) -> ModelArch {
-    with(
-        llama_like(name, h, i, l, heads, kv, 256_000),
-        "gemma",
-        8192,
-        |a| {
-            a.head_dim = head_dim;
-            a.tie_word_embeddings = true;
-            a.query_prescaled = true;
-        },
-    )
-}
-
-fn gemma2(name: &str, h: u64, i: u64, l: u64, heads: u64, kv: u64, head_dim: u64) -> ModelArch {
-    with(
-        gemma(name, h, i, l, heads, kv, head_dim),
-        "gemma2",
-        8192,
-        |a| {
-            a.norms_per_layer = 4;
-            a.sliding_window = Some(SlidingWindow {
-                window: 4096,
-                layers: SlidingLayers::Even,
-            });
-        },
-    )
-}
-
-fn phi3(
-    name: &str,
-    h: u64,
-    i: u64,
-    l: u64,
-    heads: u64,
-    kv: u64,
-    vocab: u64,
-    max_pos: u64,
-) -> ModelArch {
-    with(
-        llama_like(name, h, i, l, heads, kv, vocab),
-        "phi3",
-        max_pos,
-        |a| a.fused_projections = true,
-    )
-}
-
-/// `a` with the sliding window transformers applies (config.json's `sliding_window`).
-fn with_window(mut a: ModelArch, window: u64) -> ModelArch {
-    a.transformers_window = Some(window);
-    a
-}
-
-fn mixtral(name: &str, h: u64, i: u64, l: u64, heads: u64, kv: u64, vocab: u64) -> ModelArch {
-    with(
-        llama_like(name, h, i, l, heads, kv, vocab),
-        "mixtral",
-        32_768,
-        |a| {
-            a.moe = Some(Moe {
-                experts: 8,
-                experts_per_token: 2,
-                expert_intermediate: i,
-                shared_intermediate: 0,
-                first_dense_layers: 0,
-                layer_freq: 1,
-                router_bias: false,
-                shared_gate: false,
-                scaled_weights: false,
-                groups: (0, 0),
-            });
-        },
-    )
-}
-
-fn m(
-    name: &'static str,
-    aliases: &'static [&'static str],
-    hf_repo: &'static str,
-    arch: ModelArch,
-) -> CatalogModel {
-    CatalogModel {
-        name,
-        aliases,
-        hf_repo,
-        arch,
-        checkpoint_weights: None,
-    }
-}
-
-/// A catalog model read from (the architecture fields of) its published config.json, through
-/// the same parser as `--config`, so the two can never disagree.
-fn from_config(
-    name: &'static str,
-    aliases: &'static [&'static str],
-    hf_repo: &'static str,
-    config: &str,
-) -> CatalogModel {
-    let value: serde_json::Value =
-        serde_json::from_str(config).expect("catalog configs are valid JSON (tested)");
-    let path = std::path::Path::new(hf_repo);
-    let (mut arch, _) =
-        super::parse_config(path, name, &value).expect("catalog configs parse (tested)");
-    arch.name = name.to_string();
-    let checkpoint_weights = super::hf_config::config_weights(path, &value, &arch)
-        .expect("catalog quantization configs are known (tested)");
-    CatalogModel {
-        name,
-        aliases,
-        hf_repo,
-        arch,
-        checkpoint_weights,
-    }
-}
-
-/// openai/gpt-oss-{20b,120b}: the architecture fields of the published config.json.
-fn gpt_oss_config(layers: u64, experts: u64) -> String {
-    let types: Vec<&str> = (0..layers)
-        .map(|i| {
-            if i % 2 == 0 {
-                "\"sliding_attention\""
-            } else {
-                "\"full_attention\""
-            }
-        })
-        .collect();
-    format!(
-        r#"{{"model_type": "gpt_oss", "attention_bias": true, "head_dim": 64,
-            "hidden_size": 2880, "intermediate_size": 2880, "num_attention_heads": 64,
-            "num_key_value_heads": 8, "num_hidden_layers": {layers},
-            "num_local_experts": {experts}, "num_experts_per_tok": 4,
-            "layer_types": [{}], "sliding_window": 128, "max_position_embeddings": 131072,
-            "tie_word_embeddings": false, "vocab_size": 201088,
-            "quantization_config": {{"quant_method": "mxfp4"}}}}"#,
-        types.join(", ")
-    )
-}
-
-/// meta-llama/Llama-4-{Scout-17B-16E,Maverick-17B-128E}: the text model's fields.
-fn llama4_config(experts: u64, step: u64, max_pos: u64) -> String {
-    format!(
-        r#"{{"model_type": "llama4_text", "hidden_size": 5120, "intermediate_size": 8192,
-            "intermediate_size_mlp": 16384, "num_hidden_layers": 48, "num_attention_heads": 40,
-            "num_key_value_heads": 8, "head_dim": 128, "num_local_experts": {experts},
-            "num_experts_per_tok": 1, "interleave_moe_layer_step": {step},
-            "attention_chunk_size": 8192, "vocab_size": 202048, "tie_word_embeddings": false,
-            "max_position_embeddings": {max_pos}}}"#
-    )
-}
+use super::arch::{llama_like, Attention, Mlp, Moe, Norm, SlidingLayers, SlidingWindow};
+pub use super::catalog_shapes::CatalogModel;
+use super::catalog_shapes::{
+    from_config, gemma, gemma2, gpt_oss_config, llama4_config, m, mixtral, phi3, qwen2, qwen3,
+    with, with_window,
+};
 
 /// Qwen/Qwen3-Next-80B-A3B-Instruct: the architecture fields of the published config.json.
-const QWEN3_NEXT_80B_CONFIG: &str = r#"{"model_type": "qwen3_next", "hidden_size": 2048,
-    "intermediate_size": 5120, "num_hidden_layers": 48, "num_attention_heads": 16,
-    "num_key_value_heads": 2, "head_dim": 256, "full_attention_interval": 4,
-    "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
-    "linear_num_key_heads": 16, "linear_num_value_heads": 32, "num_experts": 512,
-    "num_experts_per_tok": 10, "moe_intermediate_size": 512,
-    "shared_expert_intermediate_size": 512, "decoder_sparse_step": 1, "mlp_only_layers": [],
-    "max_position_embeddings": 262144, "tie_word_embeddings": false, "vocab_size": 151936}"#;
+const QWEN3_NEXT_80B_CONFIG: &str = include_str!("catalog_configs/qwen3-next-80b-a3b.json");
 
 /// Qwen/Qwen3.5-35B-A3B: the architecture fields of the published config.json's `text_config`
 /// (its vision tower and MTP block are not the language model's).
-const QWEN35_35B_A3B_CONFIG: &str = r#"{"model_type": "qwen3_5_moe_text", "hidden_size": 2048,
-    "num_hidden_layers": 40, "num_attention_heads": 16, "num_key_value_heads": 2,
-    "head_dim": 256, "full_attention_interval": 4, "linear_conv_kernel_dim": 4,
-    "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_num_key_heads": 16,
-    "linear_num_value_heads": 32, "num_experts": 256, "num_experts_per_tok": 8,
-    "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
-    "max_position_embeddings": 262144, "tie_word_embeddings": false, "vocab_size": 248320}"#;
+const QWEN35_35B_A3B_CONFIG: &str = include_str!("catalog_configs/qwen3.5-35b-a3b.json");
 
 /// zai-org/GLM-5: the architecture fields of the published config.json (DeepSeek-V3.2's
 /// sparse latent attention at GLM's widths, an indexer in every layer), with the one MTP layer
 /// GLM-5.1's config.json and safetensors header list (code-search index file 62604838642:
 /// `num_nextn_predict_layers` 1, `model.layers.78.*`, 753,864,139,008 parameters in all).
-const GLM5_CONFIG: &str = r#"{"model_type": "glm_moe_dsa", "hidden_size": 6144,
-    "intermediate_size": 12288, "moe_intermediate_size": 2048, "num_hidden_layers": 78,
-    "num_nextn_predict_layers": 1,
-    "num_attention_heads": 64, "num_key_value_heads": 64, "n_shared_experts": 1,
-    "n_routed_experts": 256, "num_experts_per_tok": 8, "n_group": 1, "topk_group": 1,
-    "first_k_dense_replace": 3, "kv_lora_rank": 512, "q_lora_rank": 2048,
-    "qk_rope_head_dim": 64, "qk_nope_head_dim": 192, "v_head_dim": 256,
-    "routed_scaling_factor": 2.5, "index_n_heads": 32, "index_head_dim": 128,
-    "index_topk": 2048, "max_position_embeddings": 202752, "tie_word_embeddings": false,
-    "vocab_size": 154880}"#;
+const GLM5_CONFIG: &str = include_str!("catalog_configs/glm-5.json");
 
 /// MiniMaxAI/MiniMax-M2: the architecture fields of the published config.json (its experts
 /// `intermediate_size` wide, RoPE on `rotary_dim` of each head, q and k normed whole, a
 /// sigmoid router with a correction bias) and its FP8 quantization_config (128 × 128 blocks;
 /// the router, its bias and the head in higher precision), as vLLM and SGLang load it (code
 /// search index files 6696898675 and 60488407499 quote it).
-const MINIMAX_M2_CONFIG: &str = r#"{"model_type": "minimax_m2", "hidden_size": 3072,
-    "intermediate_size": 1536, "num_hidden_layers": 62, "num_attention_heads": 48,
-    "num_key_value_heads": 8, "head_dim": 128, "rotary_dim": 64, "num_local_experts": 256,
-    "num_experts_per_tok": 8, "scoring_func": "sigmoid", "use_routing_bias": true,
-    "use_qk_norm": true, "max_position_embeddings": 196608, "tie_word_embeddings": false,
-    "vocab_size": 200064, "quantization_config": {"activation_scheme": "dynamic",
-    "fmt": "float8_e4m3fn", "quant_method": "fp8", "weight_block_size": [128, 128],
-    "modules_to_not_convert": ["gate", "e_score_correction_bias", "lm_head"]}}"#;
+const MINIMAX_M2_CONFIG: &str = include_str!("catalog_configs/minimax-m2.json");
 
 /// google/gemma-4-31B-it: its language model as the model cards (Google's and the conversions
 /// from its checkpoint) give it: 60 layers, 5 sliding (16 KV heads of 256, a window of 1024) to
 /// 1 full (4 KV heads of 512, V the K projection), no per-layer embeddings, tied. These give
 /// the 30.7B parameters Google publishes.
-const GEMMA4_31B_CONFIG: &str = r#"{"model_type": "gemma4_text", "hidden_size": 5376,
-    "intermediate_size": 21504, "num_hidden_layers": 60, "num_attention_heads": 32,
-    "num_key_value_heads": 16, "head_dim": 256, "global_head_dim": 512,
-    "num_global_key_value_heads": 4, "attention_k_eq_v": true, "sliding_window": 1024,
-    "hidden_size_per_layer_input": 0, "final_logit_softcapping": 30.0,
-    "max_position_embeddings": 262144, "tie_word_embeddings": true, "vocab_size": 262144}"#;
+const GEMMA4_31B_CONFIG: &str = include_str!("catalog_configs/gemma-4-31b.json");
 
 /// google/gemma-4-26B-A4B-it: its text_config as a pinned conversion of the published
 /// config.json checks it field by field (code-search index file 70198611268, the contract of
@@ -294,14 +42,7 @@ const GEMMA4_31B_CONFIG: &str = r#"{"model_type": "gemma4_text", "hidden_size": 
 /// projection), a dense MLP of 2112 beside 128 experts of 704 (8 a token) in every layer, no
 /// per-layer embeddings, tied; the context as conversions of the same config give it (files
 /// 53939116010, 57918583953). The vision tower (27 layers, 1152 wide) is not counted.
-const GEMMA4_26B_A4B_CONFIG: &str = r#"{"model_type": "gemma4_text", "hidden_size": 2816,
-    "intermediate_size": 2112, "num_hidden_layers": 30, "num_attention_heads": 16,
-    "num_key_value_heads": 8, "head_dim": 256, "global_head_dim": 512,
-    "num_global_key_value_heads": 2, "attention_k_eq_v": true, "sliding_window": 1024,
-    "hidden_size_per_layer_input": 0, "num_kv_shared_layers": 0, "enable_moe_block": true,
-    "num_experts": 128, "top_k_experts": 8, "moe_intermediate_size": 704,
-    "final_logit_softcapping": 30.0, "max_position_embeddings": 262144,
-    "tie_word_embeddings": true, "vocab_size": 262144}"#;
+const GEMMA4_26B_A4B_CONFIG: &str = include_str!("catalog_configs/gemma-4-26b-a4b.json");
 
 /// google/gemma-4-E2B-it: its text_config as conversions of the published config.json
 /// reproduce it (hidden 1536, 35 layers, 4 sliding layers of one KV head of 256 to 1 full of
@@ -309,45 +50,18 @@ const GEMMA4_26B_A4B_CONFIG: &str = r#"{"model_type": "gemma4_text", "hidden_siz
 /// layers 13's and 14's caches with MLPs twice 6144, tied). These give 4.63B parameters, of
 /// which the per-layer table is 2.35B (4.7 GB in bf16); the vision and audio towers are not
 /// counted.
-const GEMMA4_E2B_CONFIG: &str = r#"{"model_type": "gemma4_text", "hidden_size": 1536,
-    "intermediate_size": 6144, "num_hidden_layers": 35, "num_attention_heads": 8,
-    "num_key_value_heads": 1, "head_dim": 256, "global_head_dim": 512,
-    "attention_k_eq_v": false, "sliding_window": 512, "hidden_size_per_layer_input": 256,
-    "vocab_size_per_layer_input": 262144, "num_kv_shared_layers": 20,
-    "use_double_wide_mlp": true, "final_logit_softcapping": 30.0,
-    "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention",
-        "sliding_attention", "full_attention", "sliding_attention", "sliding_attention",
-        "sliding_attention", "sliding_attention", "full_attention", "sliding_attention",
-        "sliding_attention", "sliding_attention", "sliding_attention", "full_attention",
-        "sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention",
-        "full_attention", "sliding_attention", "sliding_attention", "sliding_attention",
-        "sliding_attention", "full_attention", "sliding_attention", "sliding_attention",
-        "sliding_attention", "sliding_attention", "full_attention", "sliding_attention",
-        "sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
-    "max_position_embeddings": 131072, "tie_word_embeddings": true, "vocab_size": 262144}"#;
+const GEMMA4_E2B_CONFIG: &str = include_str!("catalog_configs/gemma-4-e2b.json");
 
 /// google/gemma-4-E4B-it: its text_config as conversions of the published config.json
 /// reproduce it (hidden 2560, 42 layers, 5 sliding layers of two KV heads of 256 to 1 full of
 /// two of 512, V its own projection, MLP 10240, per-layer embeddings of 256, the last 18
 /// layers reusing layers 22's and 23's caches, tied): 7.46B parameters without the vision and
 /// audio towers.
-const GEMMA4_E4B_CONFIG: &str = r#"{"model_type": "gemma4_text", "hidden_size": 2560,
-    "intermediate_size": 10240, "num_hidden_layers": 42, "num_attention_heads": 8,
-    "num_key_value_heads": 2, "head_dim": 256, "global_head_dim": 512,
-    "attention_k_eq_v": false, "sliding_window": 512, "hidden_size_per_layer_input": 256,
-    "vocab_size_per_layer_input": 262144, "num_kv_shared_layers": 18,
-    "use_double_wide_mlp": false, "final_logit_softcapping": 30.0,
-    "max_position_embeddings": 131072, "tie_word_embeddings": true, "vocab_size": 262144}"#;
+const GEMMA4_E4B_CONFIG: &str = include_str!("catalog_configs/gemma-4-e4b.json");
 
 /// moonshotai/Kimi-K2-Instruct: the architecture fields of the published config.json
 /// (DeepSeek-V3's layout with 384 experts and 64 heads).
-const KIMI_K2_CONFIG: &str = r#"{"model_type": "kimi_k2", "hidden_size": 7168,
-    "intermediate_size": 18432, "num_hidden_layers": 61, "num_attention_heads": 64,
-    "num_key_value_heads": 64, "q_lora_rank": 1536, "kv_lora_rank": 512,
-    "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
-    "n_routed_experts": 384, "n_shared_experts": 1, "num_experts_per_tok": 8,
-    "moe_intermediate_size": 2048, "first_k_dense_replace": 1, "moe_layer_freq": 1,
-    "max_position_embeddings": 131072, "tie_word_embeddings": false, "vocab_size": 163840}"#;
+const KIMI_K2_CONFIG: &str = include_str!("catalog_configs/kimi-k2.json");
 
 /// moonshotai/Kimi-Linear-48B-A3B-Instruct: the fields KimiLinearConfig's defaults give it
 /// (transformers 5.24 documents the class with this checkpoint): KDA of 32 heads of 128 with
@@ -355,32 +69,14 @@ const KIMI_K2_CONFIG: &str = r#"{"model_type": "kimi_k2", "hidden_size": 7168,
 /// token) beside one shared expert after one dense layer. Its `linear_attn_config` layer lists
 /// are not reproduced: the latent-attention layers are the class's default (every fourth from
 /// the fifth, 1-indexed).
-const KIMI_LINEAR_48B_CONFIG: &str = r#"{"model_type": "kimi_linear", "hidden_size": 2304,
-    "intermediate_size": 9216, "moe_intermediate_size": 1024, "num_hidden_layers": 27,
-    "num_attention_heads": 32, "num_key_value_heads": 32, "n_shared_experts": 1,
-    "num_local_experts": 256, "num_experts_per_tok": 8, "first_k_dense_replace": 1,
-    "kv_lora_rank": 512, "q_lora_rank": null, "qk_rope_head_dim": 64,
-    "qk_nope_head_dim": 128, "v_head_dim": 128, "routed_scaling_factor": 2.446,
-    "n_group": 1, "topk_group": 1, "linear_head_dim": 128, "linear_num_heads": 32,
-    "linear_conv_kernel_dim": 4, "max_position_embeddings": 1048576,
-    "tie_word_embeddings": false, "vocab_size": 163840}"#;
+const KIMI_LINEAR_48B_CONFIG: &str = include_str!("catalog_configs/kimi-linear-48b-a3b.json");
 
 /// mistralai/Mamba-Codestral-7B-v0.1: the architecture fields of the published config.json.
-const MAMBA_CODESTRAL_CONFIG: &str = r#"{"model_type": "mamba2", "hidden_size": 4096,
-    "num_hidden_layers": 64, "state_size": 128, "expand": 2, "conv_kernel": 4, "n_groups": 8,
-    "head_dim": 64, "num_heads": 128, "use_bias": false, "use_conv_bias": true,
-    "tie_word_embeddings": false, "vocab_size": 32768}"#;
+const MAMBA_CODESTRAL_CONFIG: &str = include_str!("catalog_configs/mamba-codestral-7b.json");
 
 /// nvidia/NVIDIA-Nemotron-Nano-9B-v2: the architecture fields of the published config.json
 /// (27 Mamba-2, 4 attention and 25 squared-ReLU MLP blocks, one per layer).
-const NEMOTRON_NANO_9B_V2_CONFIG: &str = r#"{"model_type": "nemotron_h", "hidden_size": 4480,
-    "num_hidden_layers": 56, "num_attention_heads": 40, "num_key_value_heads": 8,
-    "head_dim": 128, "intermediate_size": 15680, "vocab_size": 131072,
-    "tie_word_embeddings": false,
-    "hybrid_override_pattern": "M-M-M-MM-M-M-M*-M-M-M*-M-M-M-M*-M-M-M-M*-M-MM-M-M-M-M-M-",
-    "mamba_num_heads": 128, "mamba_head_dim": 80, "n_groups": 8, "ssm_state_size": 128,
-    "conv_kernel": 4, "use_conv_bias": true, "use_bias": false, "attention_bias": false,
-    "max_position_embeddings": 131072}"#;
+const NEMOTRON_NANO_9B_V2_CONFIG: &str = include_str!("catalog_configs/nemotron-nano-9b-v2.json");
 
 /// Every catalog model, in listing order.
 pub fn catalog() -> Vec<CatalogModel> {

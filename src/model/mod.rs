@@ -7,6 +7,7 @@ mod adapter;
 pub(crate) mod arch;
 mod catalog;
 mod catalog_instruct;
+mod catalog_shapes;
 pub(crate) mod dtype;
 mod error;
 pub(crate) mod family;
