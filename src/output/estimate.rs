@@ -283,56 +283,7 @@ impl Report for EstimateReport {
         let table = self.parts_table(style);
         let _ = writeln!(text, "{table}");
         if self.training.is_none() {
-            if let Some(pooling) = self.model.pooling {
-                let _ = writeln!(
-                    text,
-                    "encoder: no KV cache; each input is one micro-batch of up to {} tokens, \
-                     pooled by {}",
-                    thousands(s.ubatch.min(s.context)),
-                    pooling_name(pooling)
-                );
-            } else if self.kv_bytes_per_token > 0 || self.recurrent_state_bytes == 0 {
-                let _ = writeln!(
-                    text,
-                    "KV cache per token: {} bytes",
-                    thousands(self.kv_bytes_per_token)
-                );
-            }
-            if self.projector_largest_image_compute_bytes > self.projector_compute_bytes {
-                let _ = writeln!(
-                    text,
-                    "projector compute: {} to encode its largest image; {} at warm-up, what \
-                     llama.cpp prints at load and its fit counts",
-                    format_bytes(self.projector_largest_image_compute_bytes),
-                    format_bytes(self.projector_compute_bytes)
-                );
-            }
-            let _ = writeln!(
-                text,
-                "activations: {}",
-                match self.activations_basis {
-                    ActivationsBasis::GraphReplay => {
-                        "llama.cpp's prompt graph replayed through its allocator: its CPU compute buffer to the byte, and its output buffer (logits), which llama.cpp's breakdown leaves out"
-                    }
-                    ActivationsBasis::TransformersGenerate => {
-                        "what lives at generate's peak beside the weights and the cache"
-                    }
-                    ActivationsBasis::Unmodelled => {
-                        "NOT MODELLED for this architecture: llama.cpp's graph is not replayed, and a plain decoder's largest stage stands in (it can be far from llama.cpp's compute buffer either way)"
-                    }
-                    _ => "llama.cpp's graph stage by stage, rounded up (never below its compute buffer)",
-                }
-            );
-            if self.recurrent_state_bytes > 0 {
-                let _ = writeln!(
-                    text,
-                    "recurrent state: {} bytes for {} sequence{}, whatever the context",
-                    thousands(self.recurrent_state_bytes),
-                    self.settings.batch,
-                    if self.settings.batch == 1 { "" } else { "s" }
-                );
-            }
-            self.total_text(&mut text);
+            self.inference_text(&mut text);
         }
         if self.settings.mode == Mode::Train {
             super::estimate_pytorch::training_text(
@@ -355,6 +306,63 @@ impl Report for EstimateReport {
 }
 
 impl EstimateReport {
+    /// Inference's lines under the table: the cache a token takes (or an encoder's pooling),
+    /// the projector's largest image, how the activations were obtained, any recurrent state,
+    /// and the total.
+    fn inference_text(&self, text: &mut String) {
+        if let Some(pooling) = self.model.pooling {
+            let _ = writeln!(
+                text,
+                "encoder: no KV cache; each input is one micro-batch of up to {} tokens, \
+                     pooled by {}",
+                thousands(self.settings.ubatch.min(self.settings.context)),
+                pooling_name(pooling)
+            );
+        } else if self.kv_bytes_per_token > 0 || self.recurrent_state_bytes == 0 {
+            let _ = writeln!(
+                text,
+                "KV cache per token: {} bytes",
+                thousands(self.kv_bytes_per_token)
+            );
+        }
+        if self.projector_largest_image_compute_bytes > self.projector_compute_bytes {
+            let _ = writeln!(
+                text,
+                "projector compute: {} to encode its largest image; {} at warm-up, what \
+                     llama.cpp prints at load and its fit counts",
+                format_bytes(self.projector_largest_image_compute_bytes),
+                format_bytes(self.projector_compute_bytes)
+            );
+        }
+        let _ = writeln!(
+            text,
+            "activations: {}",
+            match self.activations_basis {
+                ActivationsBasis::GraphReplay => {
+                    "llama.cpp's prompt graph replayed through its allocator: its CPU compute buffer to the byte, and its output buffer (logits), which llama.cpp's breakdown leaves out"
+                }
+                ActivationsBasis::TransformersGenerate => {
+                    "what lives at generate's peak beside the weights and the cache"
+                }
+                ActivationsBasis::Unmodelled => {
+                    "NOT MODELLED for this architecture: llama.cpp's graph is not replayed, and a plain decoder's largest stage stands in (it can be far from llama.cpp's compute buffer either way)"
+                }
+                _ =>
+                    "llama.cpp's graph stage by stage, rounded up (never below its compute buffer)",
+            }
+        );
+        if self.recurrent_state_bytes > 0 {
+            let _ = writeln!(
+                text,
+                "recurrent state: {} bytes for {} sequence{}, whatever the context",
+                thousands(self.recurrent_state_bytes),
+                self.settings.batch,
+                if self.settings.batch == 1 { "" } else { "s" }
+            );
+        }
+        self.total_text(text);
+    }
+
     /// Inference: whose total it is, and (`--device`) llama.cpp's fit on those devices.
     fn total_text(&self, text: &mut String) {
         let reserves = self.overhead_bytes > 0 || self.fragmentation_bytes > 0;
