@@ -506,37 +506,12 @@ pub(super) fn points(
         Recipe::Qlora(_) => (4, 4 * s.vocab, 2 * s.hidden * s.intermediate),
         _ => (ACT_BYTES, loss_forward_per_token(s), 0),
     };
-    // Autocast's cache also keeps the projections' biases in bf16, which nothing saves.
-    let biases = u128::from(s.qkv_bias) * (s.heads + 2 * s.kv_heads) * s.head_dim
-        + u128::from(s.o_bias) * s.hidden;
-    let cached_biases = s.layers * ACT_BYTES * biases;
     let layer_temporaries = match lora {
         Some(_) => tokens * 2 * s.intermediate * act + dequant,
         None => layer_backward_temporaries(s, p, tokens, first_layer_experts),
     };
     [
-        Point {
-            phase: Phase::Forward,
-            gradients: 0,
-            optimizer_extra: 0,
-            // Under autocast the final norm's f32 output, which the head reads as a bf16 copy,
-            // is still held by the model's output while the loss is computed, and autocast's
-            // cache keeps the biases' bf16 copies; with checkpointing the layers save only
-            // their inputs, but the cache keeps every projection's bf16 weight copy too, to the
-            // forward's end.
-            activations: saved.total
-                + tokens * logits
-                + match (run.recipe, run.checkpointing) {
-                    (Recipe::Fp32Autocast, false) => tokens * 4 * s.hidden + cached_biases,
-                    (Recipe::Fp32Autocast, true) => {
-                        tokens * 4 * s.hidden
-                            + cached_biases
-                            + s.layers * ACT_BYTES * s.layer_linear_params
-                    }
-                    _ => 0,
-                },
-            temporaries: 0,
-        },
+        forward_point(s, run, saved, tokens * logits),
         Point {
             phase: Phase::Backward,
             gradients: 0,
@@ -576,25 +551,7 @@ pub(super) fn points(
             temporaries: layer_temporaries.max(tokens * 2 * act * s.hidden),
         }
         .larger(eager_softmax_backward(s, run, held, saved)),
-        // The embedding's backward, last: every other gradient is there; the embedding's is
-        // being made (and, when the head shares the matrix, summed with the head's: both
-        // contributions and their sum at once). Frozen under LoRA.
-        Point {
-            phase: Phase::Backward,
-            gradients: if lora.is_some() {
-                0
-            } else {
-                held.trainable - s.vocab * s.hidden * p
-            },
-            optimizer_extra: 0,
-            // The ids, as long as the shifted labels.
-            activations: saved.labels,
-            temporaries: match (lora.is_some(), s.tied) {
-                (true, _) => 0,
-                (false, true) => 3 * s.vocab * s.hidden * p,
-                (false, false) => s.vocab * s.hidden * p + tokens * ACT_BYTES * s.hidden,
-            },
-        },
+        embedding_backward(s, lora.is_some(), (held, saved), (tokens, p)),
         Point {
             phase: Phase::Optimizer,
             gradients: held.trainable,
@@ -603,4 +560,60 @@ pub(super) fn points(
             temporaries: 0,
         },
     ]
+}
+
+/// The forward's peak, at the loss: everything saved and the logits. Under autocast the final
+/// norm's f32 output, which the head reads as a bf16 copy, is still held by the model's output
+/// while the loss is computed, and autocast's cache keeps the projections' biases in bf16
+/// (which nothing saves); with checkpointing the layers save only their inputs, but the cache
+/// keeps every projection's bf16 weight copy too, to the forward's end.
+fn forward_point(s: &Shape, run: &TrainingRun, saved: &Saved, logits: u128) -> Point {
+    let tokens = u128::from(run.batch) * u128::from(run.seq);
+    let biases = u128::from(s.qkv_bias) * (s.heads + 2 * s.kv_heads) * s.head_dim
+        + u128::from(s.o_bias) * s.hidden;
+    let cached_biases = s.layers * ACT_BYTES * biases;
+    Point {
+        phase: Phase::Forward,
+        gradients: 0,
+        optimizer_extra: 0,
+        activations: saved.total
+            + logits
+            + match (run.recipe, run.checkpointing) {
+                (Recipe::Fp32Autocast, false) => tokens * 4 * s.hidden + cached_biases,
+                (Recipe::Fp32Autocast, true) => {
+                    tokens * 4 * s.hidden
+                        + cached_biases
+                        + s.layers * ACT_BYTES * s.layer_linear_params
+                }
+                _ => 0,
+            },
+        temporaries: 0,
+    }
+}
+
+/// The embedding's backward, last: every other gradient is there; the embedding's is being
+/// made (and, when the head shares the matrix, summed with the head's: both contributions and
+/// their sum at once). Frozen under LoRA (`frozen`).
+fn embedding_backward(
+    s: &Shape,
+    frozen: bool,
+    (held, saved): (&Held, &Saved),
+    (tokens, p): (u128, u128),
+) -> Point {
+    Point {
+        phase: Phase::Backward,
+        gradients: if frozen {
+            0
+        } else {
+            held.trainable - s.vocab * s.hidden * p
+        },
+        optimizer_extra: 0,
+        // The ids, as long as the shifted labels.
+        activations: saved.labels,
+        temporaries: match (frozen, s.tied) {
+            (true, _) => 0,
+            (false, true) => 3 * s.vocab * s.hidden * p,
+            (false, false) => s.vocab * s.hidden * p + tokens * ACT_BYTES * s.hidden,
+        },
+    }
 }
