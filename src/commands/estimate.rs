@@ -11,7 +11,7 @@ use crate::cli::{EstimateArgs, InferenceEngine};
 use crate::error::CliError;
 use crate::exit::Exit;
 use crate::model::catalog;
-use crate::model::{ModelSource, SourceKind};
+use crate::model::{HfVision, ModelSource, SourceKind};
 use crate::output::estimate::{
     CatalogReport, ChosenBy, DeviceFit, EngineChoice, EstimateReport, LlamaCppNeed,
 };
@@ -293,6 +293,10 @@ fn side_by_side(
     let candidates = devices_or_here(args)?;
     let gguf = model.kind == SourceKind::Gguf;
     let no_gpu = !candidates.iter().any(|c| c.is_gpu());
+    let towers_unplanned = matches!(
+        model.hf_vision,
+        Some(HfVision::Unmodelled { .. } | HfVision::Unprofiled { .. })
+    );
     let mut rows = Vec::new();
     for engine in [
         Engine::LlamaCpp,
@@ -305,6 +309,10 @@ fn side_by_side(
         let not_for = match (checkpoint_only, gguf, no_gpu) {
             (true, true, _) => Some("loads Hugging Face checkpoints, not a GGUF"),
             (true, _, true) => Some("serves from GPUs; none here (--device sim:h100)"),
+            // As `--engine vllm` refuses it: vLLM would build and profile the towers.
+            _ if engine == Engine::Vllm && towers_unplanned => {
+                Some("loads and profiles towers gpumem does not model (--engine vllm says more)")
+            }
             _ => None,
         };
         rows.push(engine_row(engine, &selection, (not_for, settings.context)));

@@ -312,6 +312,25 @@ fn gemma4s_towers_are_counted_and_planned_only_when_left_out() {
     let est: Value = serde_json::from_slice(&est.stdout).unwrap();
     assert_eq!(est["model"]["tower_parameters"], 478_087_456);
     assert_eq!(est["model"]["unloaded_parameters"], 55_055_616);
+    // Side by side, vLLM's row says what `--engine vllm` refuses rather than planning the text
+    // model alone.
+    let all = common::json_ok(
+        common::gpumem()
+            .args(["--json", "estimate", "--config"])
+            .arg(common::fixture("gemma4-configs/gemma-4-e4b-it.json"))
+            .args(["--engine", "all", "--device", "sim:h100"]),
+    );
+    let vllm = all["engines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["engine"] == "vllm")
+        .unwrap();
+    assert_eq!(vllm["serves"], false);
+    assert_eq!(
+        vllm["not_for"],
+        "loads and profiles towers gpumem does not model (--engine vllm says more)"
+    );
     assert_eq!(
         est["warnings"][0],
         "multimodal model: its towers (478.1 M parameters) are in no engine's figures here \
