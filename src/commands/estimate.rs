@@ -4,7 +4,7 @@ use anyhow::Result;
 
 use super::options::{
     check_context, estimate_command_settings, estimate_engine, estimate_source, load_options,
-    probe_all, sim_devices, vllm_request, PROBE_TIMEOUT,
+    probe_all, sim_devices, vllm_flag_given, vllm_request, PROBE_TIMEOUT,
 };
 use crate::backend::{discover_with, host_info};
 use crate::cli::{EstimateArgs, InferenceEngine};
@@ -293,10 +293,16 @@ fn side_by_side(
     let candidates = devices_or_here(args)?;
     let gguf = model.kind == SourceKind::Gguf;
     let no_gpu = !candidates.iter().any(|c| c.is_gpu());
-    let towers_unplanned = matches!(
-        model.hf_vision,
-        Some(HfVision::Unmodelled { .. } | HfVision::Unprofiled { .. })
-    );
+    // vLLM's flags, where given, are checked and planned with as `--engine vllm` does.
+    let vllm = match vllm_flag_given(&args.vllm) {
+        Some(_) => vllm_request(&args.vllm, model, settings, &candidates, Some(Engine::Vllm))?,
+        None => VllmConfig::for_settings(settings),
+    };
+    let towers_unplanned = vllm_flag_given(&args.vllm).is_none()
+        && matches!(
+            model.hf_vision,
+            Some(HfVision::Unmodelled { .. } | HfVision::Unprofiled { .. })
+        );
     let mut rows = Vec::new();
     for engine in [
         Engine::LlamaCpp,
@@ -305,7 +311,7 @@ fn side_by_side(
         Engine::Sglang,
     ] {
         let checkpoint_only = matches!(engine, Engine::Vllm | Engine::Sglang);
-        let selection = plan_with(engine, model, settings, &candidates)?;
+        let selection = plan_vllm_with(engine, model, settings, &candidates, &vllm)?;
         let not_for = match (checkpoint_only, gguf, no_gpu) {
             (true, true, _) => Some("loads Hugging Face checkpoints, not a GGUF"),
             (true, _, true) => Some("serves from GPUs; none here (--device sim:h100)"),

@@ -231,7 +231,7 @@ fn vllm_flags_are_refused_as_printed() {
                 "--model",
                 "qwen3-4b",
                 "--engine",
-                "all",
+                "ollama",
                 "--gpu-memory-utilization",
                 "0.8",
             ],

@@ -331,6 +331,27 @@ fn gemma4s_towers_are_counted_and_planned_only_when_left_out() {
         vllm["not_for"],
         "loads and profiles towers gpumem does not model (--engine vllm says more)"
     );
+    // vLLM's flags plan its row as `--engine vllm` does: with every modality at 0, the
+    // language model, and its tokens those of `select`'s plan above.
+    let all = common::json_ok(
+        common::gpumem()
+            .args(["--json", "estimate", "--config"])
+            .arg(common::fixture("gemma4-configs/gemma-4-e4b-it.json"))
+            .args(["--engine", "all", "--device", "sim:h100"])
+            .args([
+                "--limit-mm-per-prompt",
+                r#"{"image":0,"video":0,"audio":0}"#,
+            ]),
+    );
+    let vllm = all["engines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["engine"] == "vllm")
+        .unwrap();
+    assert_eq!(vllm["serves"], true);
+    assert!(vllm["kv_tokens"].as_u64().unwrap() > 0, "{vllm}");
+    assert_eq!(vllm["kv_tokens"], doc["plan"]["capacity"]["kv_tokens"]);
     assert_eq!(
         est["warnings"][0],
         "multimodal model: its towers (478.1 M parameters) are in no engine's figures here \

@@ -60,9 +60,13 @@ pub fn estimate_command_settings(args: &cli::EstimateArgs) -> Result<Settings> {
         )
         .into());
     }
-    if let Some(flag) =
-        super::vllm_flag_given(&args.vllm).filter(|_| engine != cli::InferenceEngine::Vllm)
-    {
+    // `--engine all` plans its vLLM row with them.
+    if let Some(flag) = super::vllm_flag_given(&args.vllm).filter(|_| {
+        !matches!(
+            engine,
+            cli::InferenceEngine::Vllm | cli::InferenceEngine::All
+        )
+    }) {
         let sglang = if engine == cli::InferenceEngine::Sglang && flag == "--tensor-parallel-size" {
             " (SGLang takes --tp-size)"
         } else {
