@@ -314,18 +314,23 @@ fn gemma4s_towers_are_counted_and_planned_only_when_left_out() {
     assert_eq!(est["model"]["unloaded_parameters"], 55_055_616);
     // Side by side, vLLM's row says what `--engine vllm` refuses rather than planning the text
     // model alone.
-    let all = common::json_ok(
-        common::gpumem()
-            .args(["--json", "estimate", "--config"])
-            .arg(common::fixture("gemma4-configs/gemma-4-e4b-it.json"))
-            .args(["--engine", "all", "--device", "sim:h100"]),
-    );
-    let vllm = all["engines"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["engine"] == "vllm")
-        .unwrap();
+    let vllm_row = |extra: &[&str]| {
+        let all = common::json_ok(
+            common::gpumem()
+                .args(["--json", "estimate", "--config"])
+                .arg(common::fixture("gemma4-configs/gemma-4-e4b-it.json"))
+                .args(["--engine", "all", "--device", "sim:h100"])
+                .args(extra),
+        );
+        all["engines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["engine"] == "vllm")
+            .unwrap()
+            .clone()
+    };
+    let vllm = vllm_row(&[]);
     assert_eq!(vllm["serves"], false);
     assert_eq!(
         vllm["not_for"],
@@ -333,22 +338,10 @@ fn gemma4s_towers_are_counted_and_planned_only_when_left_out() {
     );
     // vLLM's flags plan its row as `--engine vllm` does: with every modality at 0, the
     // language model, and its tokens those of `select`'s plan above.
-    let all = common::json_ok(
-        common::gpumem()
-            .args(["--json", "estimate", "--config"])
-            .arg(common::fixture("gemma4-configs/gemma-4-e4b-it.json"))
-            .args(["--engine", "all", "--device", "sim:h100"])
-            .args([
-                "--limit-mm-per-prompt",
-                r#"{"image":0,"video":0,"audio":0}"#,
-            ]),
-    );
-    let vllm = all["engines"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["engine"] == "vllm")
-        .unwrap();
+    let vllm = vllm_row(&[
+        "--limit-mm-per-prompt",
+        r#"{"image":0,"video":0,"audio":0}"#,
+    ]);
     assert_eq!(vllm["serves"], true);
     assert!(vllm["kv_tokens"].as_u64().unwrap() > 0, "{vllm}");
     assert_eq!(vllm["kv_tokens"], doc["plan"]["capacity"]["kv_tokens"]);
