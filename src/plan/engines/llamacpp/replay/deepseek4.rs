@@ -261,13 +261,34 @@ fn experts(d: &Dims<'_>, g: &mut Graph, cur: usize, tokens: usize, l: u64) -> us
         let sorted = node(g, (FRESH, Op::ArgSort), (I32, e, t, 1), &[biased]);
         view(g, sorted)
     };
+    let weights = expert_weights(g, (probs3, selected), (k, t));
+    expert_sum(g, cur, (selected, weights), (e, k, t, h, f))
+}
+
+/// The selected experts' weights: their probabilities gathered, divided by their (clamped) sum
+/// and scaled, as `build_moe_ffn` normalizes them (DeepSeek-V4's and GLM-5-next's layers).
+pub(super) fn expert_weights(
+    g: &mut Graph,
+    (probs3, selected): (usize, usize),
+    (k, t): (u64, u64),
+) -> usize {
     let weights = node(g, (FRESH, Op::GetRows), (F32, 1, k, t), &[probs3, selected]);
     let weights = view(g, weights);
     let sum = node(g, (FRESH, Op::SumRows), (F32, 1, t, 1), &[weights]);
     let sum = node(g, (INPLACE, Op::Clamp), (F32, 1, t, 1), &[sum]);
     let weights = node(g, (INPLACE, Op::Div), (F32, k, t, 1), &[weights, sum]);
     let weights = view(g, weights);
-    let weights = node(g, (INPLACE, Op::Scale), (F32, 1, k, t), &[weights]);
+    node(g, (INPLACE, Op::Scale), (F32, 1, k, t), &[weights])
+}
+
+/// The selected experts' gated products over `cur`, each weighted and the `k` summed:
+/// `(e, k, t, h, f)` are the experts, those used, the tokens, the width and an expert's.
+pub(super) fn expert_sum(
+    g: &mut Graph,
+    cur: usize,
+    (selected, weights): (usize, usize),
+    (e, k, t, h, f): (u64, u64, u64, u64, u64),
+) -> usize {
     let x = view(g, cur);
     let product = |g: &mut Graph,
                    (name, class): (&'static str, FfnClass),

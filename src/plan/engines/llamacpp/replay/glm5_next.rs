@@ -4,7 +4,9 @@
 //! fused hyper-connection ops ([`super::deepseek4`]) mix around every block, and sigmoid-routed
 //! experts. Shapes are ggml's, as in DeepSeek-V4's replay: ggml's in-place reuse compares them.
 
-use super::deepseek4::{hc_post, hc_pre, swiglu, Hc, HcMix, HC_ATTN, HC_FFN};
+use super::deepseek4::{
+    expert_sum, expert_weights, hc_post, hc_pre, swiglu, Hc, HcMix, HC_ATTN, HC_FFN,
+};
 use super::glm5_next_attention::{dsa_layer, Dims, Inputs};
 use super::graph::*;
 use super::kda::{kda, KdaKind};
@@ -251,40 +253,10 @@ fn experts(d: &Dims<'_>, g: &mut Graph, cur: usize) -> usize {
     let biased = node(g, (INPLACE, Op::Add), (F32, e, t, 1), &[probs, bias]);
     let sorted = node(g, (FRESH, Op::ArgSort), (I32, e, t, 1), &[biased]);
     let selected = view(g, sorted);
-    let weights = node(g, (FRESH, Op::GetRows), (F32, 1, k, t), &[probs3, selected]);
-    let weights = view(g, weights);
-    let sum = node(g, (FRESH, Op::SumRows), (F32, 1, t, 1), &[weights]);
-    let sum = node(g, (INPLACE, Op::Clamp), (F32, 1, t, 1), &[sum]);
-    let weights = node(g, (INPLACE, Op::Div), (F32, k, t, 1), &[weights, sum]);
-    let weights = view(g, weights);
-    let weights = node(g, (INPLACE, Op::Scale), (F32, 1, k, t), &[weights]);
+    let weights = expert_weights(g, (probs3, selected), (k, t));
     // `build_moe_ffn` expands the weights before the experts' products.
     g.expand(weights);
-    let x = view(g, cur);
-    let product = |g: &mut Graph,
-                   (name, class): (&'static str, FfnClass),
-                   (n_in, n_out): (u64, u64),
-                   x: usize| {
-        let w = g.expert_weight(class, (name, n_in * n_out * e, true));
-        node(
-            g,
-            (FRESH, Op::MulMatId),
-            (F32, n_out, k, t),
-            &[w, x, selected],
-        )
-    };
-    let gate = product(g, ("ffn_gate_exps.weight", FfnClass::Gate), (h, f), x);
-    let up = product(g, ("ffn_up_exps.weight", FfnClass::Up), (h, f), x);
-    let act = node(g, (FRESH, Op::Glu), (F32, f, k, t), &[gate, up]);
-    let down = product(g, ("ffn_down_exps.weight", FfnClass::Down), (f, h), act);
-    let weighted = node(g, (INPLACE, Op::Mul), (F32, h, k, t), &[down, weights]);
-    let each: Vec<usize> = (0..k).map(|_| view(g, weighted)).collect();
-    let ne = (F32, h, t, 1);
-    let mut sum = each[0];
-    for &x in each.iter().skip(1) {
-        sum = node(g, (INPLACE, Op::Add), ne, &[sum, x]);
-    }
-    sum
+    expert_sum(g, cur, (selected, weights), (e, k, t, h, f))
 }
 
 /// The output head: the output rows of the streams gathered, the streams averaged (a sum of
