@@ -98,38 +98,16 @@ pub(super) fn apply(
             let qk_norm = f.boolean("use_qk_norm").unwrap_or(false);
             arch.attention = standard(bias.unwrap_or(true), false, qk_norm);
         }
-        Family::DeepseekV2 => mla(f, arch, c.heads)?,
-        // DeepSeek-V3's (and Kimi-K2's) checkpoints store each MTP layer's own embedding and
-        // head.
-        Family::DeepseekV3 => {
-            mla(f, arch, c.heads)?;
-            arch.mtp = mtp_layers(f, c.layers, true)?;
-        }
-        // Kimi-Linear: latent attention (no RoPE, which sets no memory) in the layers
-        // `linear_attn_config` leaves out, KDA in the rest.
-        Family::KimiLinear => {
-            mla(f, arch, c.heads)?;
-            recurrent::kimi_linear(f, arch, c.layers)?;
-        }
-        // Kimi-K3: Kimi-Linear's layers, with its own gates, residual attention and latent
-        // experts.
-        Family::KimiK3 => {
-            mla(f, arch, c.heads)?;
-            recurrent::kimi_linear(f, arch, c.layers)?;
-            kimi_k3::kimi_k3(f, arch)?;
-        }
+        Family::DeepseekV2
+        | Family::DeepseekV3
+        | Family::DeepseekV32
+        | Family::GlmDsa
+        | Family::KimiLinear
+        | Family::KimiK3 => latent(*ty, f, arch, c)?,
         // GLM-5-next: Kimi-Linear's layers, nope-only attention, a pooled indexer, mHC.
         Family::Glm5Next => glm5_next::glm5_next(f, arch, c)?,
         // DeepSeek-V4: one shared K=V head, compressed caches, hyper-connections.
         Family::DeepseekV4 => deepseek_v4::deepseek_v4(f, arch, c.layers)?,
-        // V3.2's MTP layer keeps its own embedding and head, as V3's; GLM-5's reuses the
-        // model's.
-        Family::DeepseekV32 | Family::GlmDsa => {
-            mla(f, arch, c.heads)?;
-            arch.indexer = Some(indexer(f)?);
-            arch.indexer_shared = shared_indexer_layers(f)?;
-            arch.mtp = mtp_layers(f, c.layers, *ty == Family::DeepseekV32)?;
-        }
         // State-space models are read whole by `recurrent::state_space`.
         // Read as the shared decoder: the state-space models return earlier, and the families
         // with no config.json spelling in the table never reach here.
@@ -146,6 +124,42 @@ pub(super) fn apply(
         | Family::Other => {}
     }
     Ok(None)
+}
+
+/// The families of DeepSeek's latent attention (MLA), with what each adds: DeepSeek-V3.2's and
+/// GLM-5's sparse-attention indexer, Kimi-Linear's and Kimi-K3's KDA layers, and the MTP
+/// layers the DeepSeek-V3-style checkpoints store.
+fn latent(
+    ty: Family,
+    f: &mut Fields<'_>,
+    arch: &mut ModelArch,
+    c: &Common,
+) -> Result<(), ModelError> {
+    mla(f, arch, c.heads)?;
+    match ty {
+        // DeepSeek-V3's (and Kimi-K2's) checkpoints store each MTP layer's own embedding and
+        // head.
+        Family::DeepseekV3 => arch.mtp = mtp_layers(f, c.layers, true)?,
+        // Kimi-Linear: latent attention (no RoPE, which sets no memory) in the layers
+        // `linear_attn_config` leaves out, KDA in the rest.
+        Family::KimiLinear => recurrent::kimi_linear(f, arch, c.layers)?,
+        // Kimi-K3: Kimi-Linear's layers, with its own gates, residual attention and latent
+        // experts.
+        Family::KimiK3 => {
+            recurrent::kimi_linear(f, arch, c.layers)?;
+            kimi_k3::kimi_k3(f, arch)?;
+        }
+        // V3.2's MTP layer keeps its own embedding and head, as V3's; GLM-5's reuses the
+        // model's.
+        Family::DeepseekV32 | Family::GlmDsa => {
+            arch.indexer = Some(indexer(f)?);
+            arch.indexer_shared = shared_indexer_layers(f)?;
+            arch.mtp = mtp_layers(f, c.layers, ty == Family::DeepseekV32)?;
+        }
+        // DeepSeek-V2: the latent attention alone.
+        _ => {}
+    }
+    Ok(())
 }
 
 fn standard(qkv_bias: bool, o_bias: bool, qk_norm: bool) -> Attention {
