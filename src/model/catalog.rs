@@ -80,14 +80,21 @@ const NEMOTRON_NANO_9B_V2_CONFIG: &str = include_str!("catalog_configs/nemotron-
 
 /// Every catalog model, in listing order.
 pub fn catalog() -> Vec<CatalogModel> {
-    let l = |name, h, i, layers, heads, kv, vocab, max_pos| {
-        with(
-            llama_like(name, h, i, layers, heads, kv, vocab),
-            "llama",
-            max_pos,
-            |_| {},
-        )
-    };
+    [
+        mistral_rows(),
+        llama_rows(),
+        qwen2_5_rows(),
+        qwen3_rows(),
+        gemma_and_phi_rows(),
+        deepseek_rows(),
+        others_rows(),
+        architectures_2026_rows(),
+    ]
+    .concat()
+}
+
+/// Mistral's and Mixtral's models.
+fn mistral_rows() -> Vec<CatalogModel> {
     vec![
         m(
             "mistral-7b",
@@ -136,6 +143,20 @@ pub fn catalog() -> Vec<CatalogModel> {
             "mistralai/Mixtral-8x22B-v0.1",
             mixtral("mixtral-8x22b", 6144, 16384, 56, 48, 8, 32768),
         ),
+    ]
+}
+
+/// Meta's Llama 2 and 3, and Llama's shape under other names (CodeLlama, TinyLlama, Yi).
+fn llama_rows() -> Vec<CatalogModel> {
+    let l = |name, h, i, layers, heads, kv, vocab, max_pos| {
+        with(
+            llama_like(name, h, i, layers, heads, kv, vocab),
+            "llama",
+            max_pos,
+            |_| {},
+        )
+    };
+    vec![
         m(
             "llama-2-7b",
             &["llama2-7b"],
@@ -233,6 +254,12 @@ pub fn catalog() -> Vec<CatalogModel> {
             "01-ai/Yi-34B",
             l("yi-34b", 7168, 20480, 60, 56, 8, 64000, 4096),
         ),
+    ]
+}
+
+/// Qwen2.5, dense.
+fn qwen2_5_rows() -> Vec<CatalogModel> {
+    vec![
         m(
             "qwen2.5-0.5b",
             &[],
@@ -325,6 +352,12 @@ pub fn catalog() -> Vec<CatalogModel> {
                 131_072,
             ),
         ),
+    ]
+}
+
+/// Qwen3, dense and mixture of experts.
+fn qwen3_rows() -> Vec<CatalogModel> {
+    vec![
         m(
             "qwen3-0.6b",
             &[],
@@ -379,6 +412,12 @@ pub fn catalog() -> Vec<CatalogModel> {
                 },
             ),
         ),
+    ]
+}
+
+/// Google's Gemma 1-3 and Microsoft's Phi-3 and Phi-4.
+fn gemma_and_phi_rows() -> Vec<CatalogModel> {
+    vec![
         m(
             "gemma-2b",
             &[],
@@ -456,6 +495,12 @@ pub fn catalog() -> Vec<CatalogModel> {
             "microsoft/phi-4",
             phi3("phi-4", 5120, 17920, 40, 40, 10, 100_352, 16_384),
         ),
+    ]
+}
+
+/// DeepSeek-V2, V3, V3.2 and V4: latent attention, its sparse indexer, compressed caches.
+fn deepseek_rows() -> Vec<CatalogModel> {
+    vec![
         m(
             "deepseek-v2-lite",
             &["deepseek-v2-lite-chat"],
@@ -516,6 +561,12 @@ pub fn catalog() -> Vec<CatalogModel> {
             "deepseek-ai/DeepSeek-V3.2",
             include_str!("catalog_configs/deepseek-v3.2.json"),
         ),
+    ]
+}
+
+/// Falcon, GPT-NeoX, gpt-oss and Llama 4.
+fn others_rows() -> Vec<CatalogModel> {
+    vec![
         m(
             "falcon-7b",
             &[],
@@ -579,6 +630,12 @@ pub fn catalog() -> Vec<CatalogModel> {
             "meta-llama/Llama-4-Maverick-17B-128E",
             &llama4_config(128, 2, 1_048_576),
         ),
+    ]
+}
+
+/// The hybrid, sparse and multimodal architectures of 2026 (Qwen3-Next and Qwen3.5, Gemma 4, MiniMax, Kimi) and the state-space models.
+fn architectures_2026_rows() -> Vec<CatalogModel> {
+    vec![
         from_config(
             "qwen3-next-80b-a3b",
             &["qwen3-next", "qwen3-next-80b"],
