@@ -3,15 +3,15 @@
 use anyhow::Result;
 
 use super::options::{
-    check_context, estimate_command_settings, estimate_engine, estimate_source, load_options,
-    probe_all, sim_devices, vllm_flag_given, vllm_request, PROBE_TIMEOUT,
+    check_context, check_vllm_vision, estimate_command_settings, estimate_engine, estimate_source,
+    load_options, probe_all, sim_devices, vllm_flag_given, vllm_request, PROBE_TIMEOUT,
 };
 use crate::backend::{discover_with, host_info};
 use crate::cli::{EstimateArgs, InferenceEngine};
 use crate::error::CliError;
 use crate::exit::Exit;
 use crate::model::catalog;
-use crate::model::{HfVision, ModelSource, SourceKind};
+use crate::model::{ModelSource, SourceKind};
 use crate::output::estimate::{
     CatalogReport, ChosenBy, DeviceFit, EngineChoice, EstimateReport, LlamaCppNeed,
 };
@@ -298,11 +298,10 @@ fn side_by_side(
         Some(_) => vllm_request(&args.vllm, model, settings, &candidates, Some(Engine::Vllm))?,
         None => VllmConfig::for_settings(settings),
     };
+    // Without vLLM's flags (which `vllm_request` has checked), the tower rule `--engine vllm`
+    // refuses by, applied to its row.
     let towers_unplanned = vllm_flag_given(&args.vllm).is_none()
-        && matches!(
-            model.hf_vision,
-            Some(HfVision::Unmodelled { .. } | HfVision::Unprofiled { .. })
-        );
+        && check_vllm_vision(&args.vllm, model, Some(Engine::Vllm)).is_err();
     let mut rows = Vec::new();
     for engine in [
         Engine::LlamaCpp,
